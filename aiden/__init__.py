@@ -1,0 +1,101 @@
+"""aiden: session memory compaction for LLM agents.
+
+Every event of an agent session is appended to a durable log; when the prompt
+grows too large, older history is summarized into chunks while the recent hot
+window stays verbatim; compacted detail can be recalled; and durable knowledge
+carries over to the next session.
+
+Quick start::
+
+    import aiden
+
+    async with aiden.open_memory("./agent") as memory:
+        await memory.append(aiden.SessionEvent(type="user_input", role="user", content="hi"))
+
+Importing aiden never imports litellm (that happens lazily, only when
+:class:`LiteLLMSummarizer` is used).
+"""
+
+from __future__ import annotations
+
+from aiden.config import Config, config_from_mapping, load_config
+from aiden.errors import (
+    AidenError,
+    ClosedError,
+    ConfigError,
+    CorruptionError,
+    DurabilityError,
+    EventTooLargeError,
+    InvalidEventError,
+    InvalidIdError,
+    InvalidSummaryError,
+    LockError,
+    RecallError,
+    StorageError,
+    SummarizerError,
+    SummarizerTimeout,
+    SummarizerUnavailable,
+)
+from aiden.events import EventType, SessionEvent
+from aiden.memory import Memory, MemoryStats
+from aiden.messages import CompactionOutcome
+from aiden.runtime import open_memory
+from aiden.storage.session import RecoveryReport
+from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.protocol import (
+    Decision,
+    ErrorResolution,
+    StructuredSummary,
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AidenError",
+    "ClosedError",
+    "CompactionOutcome",
+    "Config",
+    "ConfigError",
+    "CorruptionError",
+    "Decision",
+    "DurabilityError",
+    "ErrorResolution",
+    "EventTooLargeError",
+    "EventType",
+    "ExtractiveSummarizer",
+    "InvalidEventError",
+    "InvalidIdError",
+    "InvalidSummaryError",
+    "LiteLLMSummarizer",
+    "LockError",
+    "Memory",
+    "MemoryStats",
+    "RecallError",
+    "RecoveryReport",
+    "SessionEvent",
+    "StorageError",
+    "StructuredSummary",
+    "Summarizer",
+    "SummarizerError",
+    "SummarizerTimeout",
+    "SummarizerUnavailable",
+    "SummaryRequest",
+    "SummaryResult",
+    "config_from_mapping",
+    "load_config",
+    "open_memory",
+]
+
+
+def __getattr__(name: str) -> object:
+    # LiteLLMSummarizer lives in the one module allowed to import litellm; the
+    # module itself imports litellm lazily, but resolving it lazily here keeps
+    # even that module off the import path of `import aiden`.
+    if name == "LiteLLMSummarizer":
+        from aiden.summarizers.llm import LiteLLMSummarizer
+
+        return LiteLLMSummarizer
+    raise AttributeError(f"module 'aiden' has no attribute {name!r}")

@@ -1,0 +1,7 @@
+"""``python -m aiden``."""
+
+import sys
+
+from aiden.cli import main
+
+sys.exit(main())

@@ -1,0 +1,145 @@
+"""Caller-side plumbing for actors: encoded sends and request/reply matching.
+
+An actor reads encoded messages from a bounded inbox stream and writes encoded
+replies to its outbox stream. On the caller side a :class:`Client` assigns
+request ids, parks the caller on a :class:`Waiter`, and a reply router task
+(started by the runtime) decodes replies and wakes the matching waiters.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from aiden.errors import ClosedError
+from aiden.messages import Codec
+
+__all__ = ["Client", "Waiter", "route_replies"]
+
+Req = TypeVar("Req")
+Rep = TypeVar("Rep")
+V = TypeVar("V")
+
+
+class Waiter(Generic[V]):
+    """One caller parked until its reply (or an error) arrives."""
+
+    __slots__ = ("_event", "_value", "_error")
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._value: V | None = None
+        self._error: BaseException | None = None
+
+    def set(self, value: V) -> None:
+        """Deliver the reply."""
+        self._value = value
+        self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        """Deliver an error instead of a reply."""
+        self._error = error
+        self._event.set()
+
+    async def wait(self) -> V:
+        """Wait for the reply; re-raises a delivered error."""
+        await self._event.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+
+class Client(Generic[Req, V]):
+    """Sends encoded requests to one actor and matches replies to waiters by request id."""
+
+    def __init__(self, name: str, send: MemoryObjectSendStream[bytes], codec: Codec[Req]) -> None:
+        self.name = name
+        self._send = send
+        self._codec = codec
+        self._ids = itertools.count(1)
+        self._pending: dict[int, Waiter[V]] = {}
+        self._closed = False
+
+    def next_id(self) -> int:
+        """A fresh request id."""
+        return next(self._ids)
+
+    async def cast(self, message: Req) -> None:
+        """Send without waiting for a reply (the inbox bound still applies back-pressure)."""
+        if self._closed:
+            raise ClosedError(f"{self.name} is closed")
+        try:
+            await self._send.send(self._codec.encode(message))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise ClosedError(f"{self.name} is not running") from exc
+
+    def try_cast(self, message: Req) -> bool:
+        """Send if the inbox has room; False when full (used for coalescable requests)."""
+        if self._closed:
+            raise ClosedError(f"{self.name} is closed")
+        try:
+            self._send.send_nowait(self._codec.encode(message))
+        except anyio.WouldBlock:
+            return False
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise ClosedError(f"{self.name} is not running") from exc
+        return True
+
+    async def call(self, build: Callable[[int], Req]) -> V:
+        """Build a request with a fresh id, send it, and wait for the matching reply."""
+        rid = self.next_id()
+        waiter: Waiter[V] = Waiter()
+        self._pending[rid] = waiter
+        try:
+            await self.cast(build(rid))
+            return await waiter.wait()
+        finally:
+            self._pending.pop(rid, None)
+
+    def resolve(self, request_id: int, value: V) -> None:
+        """Wake the caller waiting for ``request_id`` (a caller that gave up is ignored)."""
+        waiter = self._pending.pop(request_id, None)
+        if waiter is not None:
+            waiter.set(value)
+
+    def reject(self, request_id: int, error: BaseException) -> None:
+        """Fail the caller waiting for ``request_id``."""
+        waiter = self._pending.pop(request_id, None)
+        if waiter is not None:
+            waiter.fail(error)
+
+    def fail_all(self, error: BaseException) -> None:
+        """Fail every waiting caller (the actor stopped)."""
+        pending, self._pending = self._pending, {}
+        for waiter in pending.values():
+            waiter.fail(error)
+
+    async def aclose(self) -> None:
+        """Close the inbox: the actor drains what was sent, then stops."""
+        self._closed = True
+        await self._send.aclose()
+
+
+async def route_replies(
+    name: str,
+    receive: MemoryObjectReceiveStream[bytes],
+    codec: Codec[Rep],
+    dispatch: Callable[[Rep], None],
+    on_end: Callable[[], None],
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Decode replies from an actor's outbox and hand each to ``dispatch`` until the outbox closes."""
+    task_status.started()
+    try:
+        async with receive:
+            async for raw in receive:
+                dispatch(codec.decode(raw))
+    finally:
+        on_end()

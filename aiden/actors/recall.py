@@ -1,0 +1,99 @@
+"""The recall index actor: owns the SQLite FTS5 recall index of the active session.
+
+Every request runs in a worker thread (sqlite3 blocks) one at a time, so the
+index needs no locking of its own. The index syncs itself with
+``chunks/index.yaml`` before each search (a cheap stat check), so compactions
+and rotations need not notify this actor.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import assert_never
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from aiden.actors.writer import error_info
+from aiden.config import Config
+from aiden.errors import AidenError
+from aiden.messages import (
+    Codec,
+    RecallInbox,
+    RecallLookup,
+    RecallOutbox,
+    RecallQuery,
+    RecallRefresh,
+    RecallRehydrate,
+    RecallReply,
+)
+from aiden.recall.index import RecallIndex, RecallStats
+from aiden.storage.layout import Layout
+
+__all__ = ["RecallActor"]
+
+log = logging.getLogger("aiden.recall")
+
+
+class RecallActor:
+    """Serves recall queries, exact lookups and rehydration."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        config: Config,
+        inbox: MemoryObjectReceiveStream[bytes],
+        outbox: MemoryObjectSendStream[bytes],
+    ) -> None:
+        self._layout = layout
+        self._config = config
+        self._inbox = inbox
+        self._outbox = outbox
+        self._in: Codec[RecallInbox] = Codec(RecallInbox)
+        self._out: Codec[RecallOutbox] = Codec(RecallOutbox)
+        self._index: RecallIndex | None = None
+        self.last_stats: RecallStats | None = None
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until the inbox closes."""
+        self._index = await anyio.to_thread.run_sync(RecallIndex, self._layout, self._config)
+        task_status.started()
+        try:
+            async with self._inbox, self._outbox:
+                async for raw in self._inbox:
+                    msg = self._in.decode(raw)
+                    reply = await self._serve(msg)
+                    await self._outbox.send(self._out.encode(reply))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._index.close)
+
+    async def _serve(self, msg: RecallInbox) -> RecallReply:
+        index = self._index
+        assert index is not None
+        try:
+            match msg:
+                case RecallQuery():
+                    hits = await anyio.to_thread.run_sync(
+                        lambda: index.search(
+                            msg.query, k=msg.k, types=msg.types, roles=msg.roles, since=msg.since, until=msg.until
+                        )
+                    )
+                    reply = RecallReply(request_id=msg.request_id, hits=hits)
+                case RecallLookup(chunk_id=chunk_id):
+                    hit = await anyio.to_thread.run_sync(index.lookup, chunk_id)
+                    reply = RecallReply(request_id=msg.request_id, hits=[hit] if hit is not None else [])
+                case RecallRehydrate(chunk_id=chunk_id, seqs=seqs):
+                    events = await anyio.to_thread.run_sync(index.rehydrate, chunk_id, seqs)
+                    reply = RecallReply(request_id=msg.request_id, events=events)
+                case RecallRefresh():
+                    await anyio.to_thread.run_sync(index.sync)
+                    reply = RecallReply(request_id=msg.request_id)
+                case _:
+                    assert_never(msg)
+        except AidenError as exc:
+            log.warning("recall request failed: %s", exc)
+            reply = RecallReply(request_id=msg.request_id, error=error_info(exc))
+        self.last_stats = index.stats()
+        return reply

@@ -1,0 +1,371 @@
+"""The maintenance scheduler actor: decides when to compact and runs one pass at a time.
+
+Two tasks of one actor, both started by the runtime: :meth:`run_inbox` reads
+requests and usage, :meth:`run_passes` executes passes. Requests coalesce: at
+most one pass runs and one is pending however many arrive. A pass follows the
+seed's two-phase pattern — snapshot under the lock, release it while planning
+and summarizing, then commit (see :meth:`SessionStore.commit`) which re-reads
+``events.jsonl`` under the lock and merges every append made meanwhile.
+Policy decisions (trigger, cut point) are the pure functions of
+:mod:`aiden.policy`; this module only moves messages and calls I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import assert_never
+
+import anyio
+import msgspec
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from aiden.actors.mailbox import Client
+from aiden.actors.writer import error_info
+from aiden.config import Config
+from aiden.errors import AidenError, SummarizerError
+from aiden.events import SessionEvent
+from aiden.messages import (
+    Codec,
+    CompactionOutcome,
+    ErrorInfo,
+    Maintain,
+    MaintenanceDone,
+    RecordUsage,
+    RequestMaintenance,
+    RotateSession,
+    Rotated,
+    SchedulerInbox,
+    SchedulerOutbox,
+    Summarize,
+    SummarizerInbox,
+    SummarizeFailed,
+    Summarized,
+    SummarizerOutbox,
+)
+from aiden.policy import (
+    CompactionPlan,
+    SkipCompaction,
+    TriggerInput,
+    estimate_event_tokens,
+    plan_compaction,
+    should_compress,
+)
+from aiden.storage.chunks import ChunkEntry, chunk_id_for
+from aiden.storage.session import CommitConflict, SessionStore
+from aiden.storage.summary_md import advance_index, cap_lines, raw_breadcrumb
+from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
+from aiden.summarizers.protocol import Purpose, SummaryRequest, SummaryResult
+
+__all__ = ["MaintenanceScheduler", "SchedulerStats", "SPLIT_TURN_SEPARATOR"]
+
+log = logging.getLogger("aiden.scheduler")
+
+SPLIT_TURN_SEPARATOR = "\n\n---\n\nTurn Context (split turn):\n"
+
+
+class SchedulerStats(msgspec.Struct, kw_only=True):
+    """Counters of the maintenance scheduler (part of ``memory.stats()``)."""
+
+    passes: int = 0
+    compactions: int = 0
+    coalesced_requests: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summarizer_calls: int = 0
+    summarizer_failures: int = 0
+    fallbacks: int = 0
+    degraded_chunks: int = 0
+    conflicts: int = 0
+    unreachable_target_warnings: int = 0
+    last_prompt_tokens: int | None = None
+
+
+class MaintenanceScheduler:
+    """Owns the trigger state (largest prompt of the latest run, turns, cost) and the pass loop."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        config: Config,
+        context_window: int,
+        inbox: MemoryObjectReceiveStream[bytes],
+        outbox: MemoryObjectSendStream[bytes],
+        summarizer: Client[SummarizerInbox, SummarizerOutbox],
+        on_commit: Callable[[], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._window = context_window
+        self._inbox = inbox
+        self._outbox = outbox
+        self._summarizer = summarizer
+        self._on_commit = on_commit
+        self._in: Codec[SchedulerInbox] = Codec(SchedulerInbox)
+        self._out: Codec[SchedulerOutbox] = Codec(SchedulerOutbox)
+        send, receive = anyio.create_memory_object_stream[bool](1)
+        self._wake_send = send
+        self._wake_receive = receive
+        self._waiting: list[int] = []
+        self._manual_pending = False
+        self._run_prompt_max: int | None = None
+        self._turns = 0
+        self._last_turn_tool_tokens = 0
+        self._turn_tool_tokens = 0
+        self._cost = 0.0
+        self._warned_unreachable = False
+        self._pass_scope: anyio.CancelScope | None = None
+        self.stats = SchedulerStats()
+
+    def close_streams(self) -> None:
+        """Close the internal wake stream (after the actor's tasks ended)."""
+        self._wake_send.close()
+        self._wake_receive.close()
+
+    # --- inbox -------------------------------------------------------------------------
+
+    async def run_inbox(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Read requests until the inbox closes, then stop the pass loop."""
+        task_status.started()
+        async with self._inbox, self._wake_send:
+            async for raw in self._inbox:
+                msg = self._in.decode(raw)
+                match msg:
+                    case RequestMaintenance(manual=manual):
+                        self._wake(manual)
+                    case Maintain(request_id=rid, manual=manual):
+                        self._waiting.append(rid)
+                        self._wake(manual)
+                    case RecordUsage():
+                        self._record(msg)
+                    case RotateSession():
+                        await self._rotate(msg)
+                    case _:
+                        assert_never(msg)
+
+    def _wake(self, manual: bool) -> None:
+        self._manual_pending = self._manual_pending or manual
+        try:
+            self._wake_send.send_nowait(True)
+        except anyio.WouldBlock:
+            # A pass is already pending: this request rides on it.
+            self.stats.coalesced_requests += 1
+
+    async def _rotate(self, msg: RotateSession) -> None:
+        # A pass over the closing session is pointless: cancel it (its commit
+        # protocol makes that safe) so rotation does not wait on the summarizer.
+        if self._pass_scope is not None:
+            self._pass_scope.cancel()
+        try:
+            path = await anyio.to_thread.run_sync(self._store.rotate, msg.closed_session_id)
+        except AidenError as exc:
+            reply = Rotated(request_id=msg.request_id, error=error_info(exc))
+        else:
+            reply = Rotated(request_id=msg.request_id, archived_path=str(path))
+            self.stats.last_prompt_tokens = None
+            self._run_prompt_max = None
+            self._turns = 0
+            self._cost = 0.0
+            self._last_turn_tool_tokens = 0
+            self._turn_tool_tokens = 0
+        await self._outbox.send(self._out.encode(reply))
+
+    def _record(self, usage: RecordUsage) -> None:
+        if usage.prompt_tokens is not None:
+            self._run_prompt_max = max(self._run_prompt_max or 0, usage.prompt_tokens)
+        if usage.cost_usd is not None:
+            self._cost += usage.cost_usd
+        self._turn_tool_tokens += usage.tool_output_tokens
+        if usage.run_ended:
+            # The trigger uses the largest single prompt of the latest run (seed 000).
+            if self._run_prompt_max is not None:
+                self.stats.last_prompt_tokens = self._run_prompt_max
+            self._run_prompt_max = None
+            self._turns += 1
+            self._last_turn_tool_tokens = self._turn_tool_tokens
+            self._turn_tool_tokens = 0
+
+    # --- passes -------------------------------------------------------------------------
+
+    async def run_passes(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run one pass per wake-up until the wake stream closes."""
+        task_status.started()
+        async with self._wake_receive, self._outbox:
+            async for _ in self._wake_receive:
+                waiters, self._waiting = self._waiting, []
+                manual, self._manual_pending = self._manual_pending, False
+                outcome: CompactionOutcome | None = None
+                error: ErrorInfo | None = None
+                with anyio.CancelScope() as scope:
+                    self._pass_scope = scope
+                    try:
+                        outcome = await self._pass(manual)
+                    except AidenError as exc:
+                        log.error("maintenance pass failed: %s", exc)
+                        error = error_info(exc)
+                self._pass_scope = None
+                if scope.cancelled_caught:
+                    outcome = CompactionOutcome(compacted=False, reason="cancelled_by_rotation")
+                for rid in waiters:
+                    await self._outbox.send(self._out.encode(MaintenanceDone(rid, outcome, error)))
+
+    async def _pass(self, manual: bool) -> CompactionOutcome:
+        self.stats.passes += 1
+        store = self._store
+        await anyio.to_thread.run_sync(store.compaction_lock.acquire, self._config.lock_timeout_s)
+        try:
+            return await self._locked_pass(manual)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(store.compaction_lock.release)
+
+    def _trigger_target(self) -> int:
+        window = self._window
+        reserve = min(self._config.reserve_tokens, window // 2)
+        return min(window - reserve, int(window * self._config.compress_at_percent / 100))
+
+    async def _locked_pass(self, manual: bool) -> CompactionOutcome:
+        config = self._config
+        snap = await anyio.to_thread.run_sync(self._store.snapshot)
+        decision = should_compress(
+            TriggerInput(
+                prompt_tokens=self.stats.last_prompt_tokens,
+                context_window=self._window,
+                event_count=len(snap.events),
+                turns_since_compaction=self._turns,
+                last_turn_tool_tokens=self._last_turn_tool_tokens,
+                cost_since_compaction_usd=self._cost,
+                manual=manual,
+            ),
+            config,
+        )
+        if not decision.fire:
+            return CompactionOutcome(compacted=False, reason="not_triggered")
+        plan = plan_compaction(snap.events, config, target_tokens=self._trigger_target())
+        if isinstance(plan, SkipCompaction):
+            return CompactionOutcome(compacted=False, reason=plan.reason, note=plan.detail)
+        if not plan.reaches_target and not self._warned_unreachable:
+            self._warned_unreachable = True
+            self.stats.unreachable_target_warnings += 1
+            log.warning("compaction cannot get under the trigger: %s", plan.note)
+        previous = snap.index.chunks[-1].summary if snap.index.chunks else snap.index.rolling_summary
+        summary, prefix_text, degraded = await self._summarize_plan(plan, previous)
+        if summary is None:
+            return CompactionOutcome(compacted=False, reason="summarizer_failed", note=prefix_text)
+        compacted = plan.compacted
+        entry = ChunkEntry(
+            chunk_id=chunk_id_for(plan.first_seq, plan.last_seq),
+            first_seq=plan.first_seq,
+            last_seq=plan.last_seq,
+            count=len(compacted),
+            sha256="",
+            summary=summary,
+            created_at=time.time(),
+            kept_seqs=list(plan.kept_seqs),
+            degraded=degraded,
+            split_turn_context=prefix_text,
+            cut_meta=msgspec.to_builtins(plan.cut_meta) or None,
+        )
+        next_index, pushed, over = advance_index(
+            snap.index, entry, max_chunks=config.summary_max_chunks, max_lines=config.max_rolling_summary_lines
+        )
+        if over:
+            rolling = await self._fold_rolling(next_index.rolling_summary)
+            next_index = msgspec.structs.replace(next_index, rolling_summary=rolling)
+        try:
+            full, _ = await anyio.to_thread.run_sync(
+                lambda: self._store.commit(
+                    expected_last_seq=snap.index.last_seq,
+                    entry=entry,
+                    events=compacted,
+                    next_index=next_index,
+                    pushed_out=pushed,
+                )
+            )
+        except CommitConflict as exc:
+            self.stats.conflicts += 1
+            return CompactionOutcome(compacted=False, reason="conflict", note=str(exc))
+        # Reset to the retained window's estimate so the pending pass does not
+        # compact again on the stale pre-compaction prompt size (seed 000).
+        self.stats.last_prompt_tokens = plan.kept_tokens
+        self._turns = 0
+        self._cost = 0.0
+        self._last_turn_tool_tokens = 0
+        self.stats.compactions += 1
+        self.stats.tokens_before += plan.tokens_before
+        self.stats.tokens_after += plan.kept_tokens
+        if degraded:
+            self.stats.degraded_chunks += 1
+        if self._on_commit is not None:
+            self._on_commit()
+        log.info(
+            "compacted seq %d-%d into %s (%d -> %d tokens)",
+            full.first_seq, full.last_seq, full.chunk_id, plan.tokens_before, plan.kept_tokens,
+        )
+        return CompactionOutcome(
+            compacted=True,
+            reason=decision.reason,
+            chunk_id=full.chunk_id,
+            events_compacted=len(compacted),
+            tokens_before=plan.tokens_before,
+            tokens_after=plan.kept_tokens,
+            degraded=degraded,
+            note=plan.note,
+        )
+
+    async def _summarize_plan(self, plan: CompactionPlan, previous: str) -> tuple[str | None, str, bool]:
+        """(chunk summary, split-turn context, degraded); summary None means leave everything unchanged."""
+        config = self._config
+        try:
+            history = ""
+            if plan.history:
+                history = (await self._summarize("history", plan.history, previous)).text
+            prefix = ""
+            if plan.turn_prefix:
+                prefix = (await self._summarize("turn_prefix", plan.turn_prefix, history or previous)).text
+        except SummarizerError as exc:
+            if config.failure_fallback == "none":
+                return None, str(exc), False
+            self.stats.fallbacks += 1
+            crumb = raw_breadcrumb(
+                [e.content for e in plan.compacted],
+                first_seq=plan.first_seq,
+                last_seq=plan.last_seq,
+                max_chars=config.breadcrumb_max_chars,
+            )
+            return crumb, "", True
+        summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
+        items = extract_must_keep(plan.compacted, max_items=config.must_keep_max_items)
+        summary = apply_must_keep(summary, items, max_items=config.must_keep_max_items)
+        return summary, prefix, False
+
+    async def _summarize(self, purpose: Purpose, events: Sequence[SessionEvent], previous: str) -> SummaryResult:
+        self.stats.summarizer_calls += 1
+        request = SummaryRequest(
+            purpose=purpose,
+            events=tuple(events),
+            previous_summary=previous,
+            max_tokens=self._config.summary_max_tokens,
+        )
+        reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
+        match reply:
+            case Summarized(result=result):
+                return result
+            case SummarizeFailed(error=err):
+                self.stats.summarizer_failures += 1
+                raise SummarizerError(f"{err.kind}: {err.message}")
+            case _:
+                assert_never(reply)
+
+    async def _fold_rolling(self, rolling: str) -> str:
+        """Fold an overflowing rolling summary into a checkpoint; the line cap stays the backstop."""
+        cap = self._config.max_rolling_summary_lines
+        self.stats.summarizer_calls += 1
+        request = SummaryRequest(purpose="rolling_fold", text=rolling, max_tokens=self._config.summary_max_tokens)
+        reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
+        if isinstance(reply, Summarized):
+            return cap_lines(reply.result.text, max_lines=cap)
+        self.stats.summarizer_failures += 1
+        return cap_lines(rolling, max_lines=cap)

@@ -1,0 +1,288 @@
+"""The session writer actor: the only appender of ``events.jsonl``.
+
+Group commit: take one request, drain whatever else is queued, then do the
+whole batch in ONE worker-thread hop — take the session lock, re-validate the
+file (another process may have appended, compaction may have replaced it, a
+crash may have left a torn tail), assign gap-free seqs, write all lines with
+one ``write``, one ``fsync``, release the lock — and only then acknowledge.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import assert_never
+
+import anyio
+import msgspec
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from aiden.config import Config
+from aiden.errors import AidenError, CorruptionError, StorageError
+from aiden.events import SessionEvent, encode_event
+from aiden.messages import (
+    Ack,
+    Appended,
+    AppendEvents,
+    Codec,
+    ErrorInfo,
+    Flush,
+    Flushed,
+    Rejected,
+    ResetSession,
+    WriterInbox,
+    WriterOutbox,
+)
+from aiden.storage import chunks as chunk_store
+from aiden.storage.fs import Storage
+from aiden.storage.jsonl import quarantine, read_bytes, repair_torn_tail, scan
+from aiden.storage.layout import Layout
+from aiden.storage.locks import SessionLock
+
+__all__ = ["SessionWriter", "error_info"]
+
+log = logging.getLogger("aiden.writer")
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """Describe an exception for a reply message."""
+    kind = type(exc).__name__ if isinstance(exc, AidenError) else "StorageError"
+    return ErrorInfo(kind=kind, message=str(exc), errno=getattr(exc, "errno", None))
+
+
+class SessionWriter:
+    """Owns the append side of ``events.jsonl`` (file state lives only here)."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        storage: Storage,
+        config: Config,
+        inbox: MemoryObjectReceiveStream[bytes],
+        outbox: MemoryObjectSendStream[bytes],
+    ) -> None:
+        self._layout = layout
+        self._storage = storage
+        self._config = config
+        self._inbox = inbox
+        self._outbox = outbox
+        self._in: Codec[WriterInbox] = Codec(WriterInbox)
+        self._out: Codec[WriterOutbox] = Codec(WriterOutbox)
+        self._lock = SessionLock(storage, layout.lock_file)
+        self._fd: int | None = None
+        self._ino: int | None = None
+        self._end = 0
+        self._last_seq = 0
+        self._ids: OrderedDict[str, int] = OrderedDict()
+        self._valid = False
+        self.quarantined_lines = 0
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve the inbox until it is closed; then close the outbox."""
+        task_status.started()
+        try:
+            async with self._inbox, self._outbox:
+                async for raw in self._inbox:
+                    batch = [self._in.decode(raw)]
+                    n = len(batch[0].events) if isinstance(batch[0], AppendEvents) else 0
+                    while n < self._config.max_batch_events:
+                        try:
+                            msg = self._in.decode(self._inbox.receive_nowait())
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                        batch.append(msg)
+                        if isinstance(msg, AppendEvents):
+                            n += len(msg.events)
+                    await self._handle(batch)
+        finally:
+            await anyio.to_thread.run_sync(self._close_files)
+
+    async def _handle(self, batch: Sequence[WriterInbox]) -> None:
+        appends: list[AppendEvents] = []
+        after: list[int] = []
+        reset = False
+        for msg in batch:
+            match msg:
+                case AppendEvents():
+                    appends.append(msg)
+                case Flush(request_id=rid):
+                    after.append(rid)
+                case ResetSession(request_id=rid):
+                    reset = True
+                    after.append(rid)
+                case _:
+                    assert_never(msg)
+        if appends:
+            try:
+                acks = await anyio.to_thread.run_sync(self._commit, appends)
+            except AidenError as exc:
+                log.error("append batch of %d requests failed: %s", len(appends), exc)
+                await self._reply(Rejected([a.request_id for a in appends], error_info(exc)))
+            except OSError as exc:
+                await self._reply(
+                    Rejected([a.request_id for a in appends], error_info(StorageError(str(exc), errno=exc.errno)))
+                )
+            else:
+                await self._reply(Appended(acks))
+        if reset:
+            await anyio.to_thread.run_sync(self._forget)
+        for rid in after:
+            await self._reply(Flushed(rid))
+
+    async def _reply(self, message: WriterOutbox) -> None:
+        await self._outbox.send(self._out.encode(message))
+
+    # --- worker-thread side: one call per batch ---------------------------------------
+
+    def _commit(self, appends: Sequence[AppendEvents]) -> list[Ack]:
+        self._lock.acquire(self._config.lock_timeout_s)
+        try:
+            self._sync_file_state()
+            start = self._end
+            try:
+                return self._write_batch(appends)
+            except BaseException:
+                self._undo(start)
+                raise
+        finally:
+            self._lock.release()
+
+    def _write_batch(self, appends: Sequence[AppendEvents]) -> list[Ack]:
+        assert self._fd is not None
+        parts: list[bytes] = []
+        acks: list[Ack] = []
+        new_ids: list[tuple[str, int]] = []
+        seq = self._last_seq
+        batch_ids: dict[str, int] = {}
+        for req in appends:
+            seqs: list[int] = []
+            for event in req.events:
+                eid = event.event_id
+                if eid is not None:
+                    known = self._ids.get(eid) or batch_ids.get(eid)
+                    if known is not None:
+                        seqs.append(known)
+                        continue
+                seq += 1
+                parts.append(encode_event(msgspec.structs.replace(event, seq=seq)))
+                seqs.append(seq)
+                if eid is not None:
+                    batch_ids[eid] = seq
+                    new_ids.append((eid, seq))
+            acks.append(Ack(req.request_id, seqs))
+        if parts:
+            data = b"".join(parts)
+            self._storage.write(self._fd, data)
+            self._storage.checkpoint("append.after_write")
+            if self._config.durability == "fsync":
+                self._storage.fsync(self._fd)
+            self._storage.checkpoint("append.after_fsync")
+            self._end += len(data)
+            self._last_seq = seq
+            for eid, s in new_ids:
+                self._remember(eid, s)
+        return acks
+
+    def _undo(self, start: int) -> None:
+        # Bytes of a failed batch were never acknowledged; cut them off so a
+        # retry cannot store the events twice. Best effort: if this fails too,
+        # the next batch re-reads the file from scratch.
+        self._valid = False
+        if self._fd is None:
+            return
+        try:
+            if os.fstat(self._fd).st_size > start:
+                self._storage.truncate(self._fd, start)
+        except (StorageError, OSError):
+            log.warning("could not cut back a failed append batch")
+
+    def _remember(self, eid: str, seq: int) -> None:
+        self._ids[eid] = seq
+        self._ids.move_to_end(eid)
+        while len(self._ids) > self._config.dedupe_window:
+            self._ids.popitem(last=False)
+
+    def _sync_file_state(self) -> None:
+        """Under the lock: make the cached view (fd, end, last seq, ids) match the file."""
+        path = self._layout.events
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            self._storage.mkdir(self._layout.session)
+            fd = self._storage.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._storage.fsync_dir(self._layout.session)
+            self._replace_fd(fd)
+            st = os.fstat(fd)
+        if self._valid and self._fd is not None and st.st_ino == self._ino and st.st_size == self._end:
+            return
+        self._valid = False
+        if self._fd is None or st.st_ino != self._ino:
+            self._replace_fd(self._storage.open(path, os.O_WRONLY | os.O_APPEND))
+        elif st.st_size < self._end:
+            self._end = 0
+            self._last_seq = 0
+        assert self._fd is not None
+        data = read_bytes(path, self._end)
+        result = scan(data, base_offset=self._end)
+        for event in result.events:
+            if event.seq > self._last_seq:
+                self._last_seq = event.seq
+            if event.event_id is not None:
+                self._remember(event.event_id, event.seq)
+        for bad in result.bad_lines:
+            # Quarantine a copy; the line itself is dropped at the next compaction.
+            self.quarantined_lines += 1
+            quarantine(self._storage, self._layout.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
+            log.error("events.jsonl: corrupt line at offset %d quarantined", bad.offset)
+        if result.torn_tail:
+            repair_torn_tail(
+                self._storage, self._fd, self._layout.quarantine, self._end + result.complete_end, result.torn_tail
+            )
+            log.warning("events.jsonl: torn tail of %d bytes quarantined", len(result.torn_tail))
+        self._end += result.complete_end
+        if self._last_seq == 0:
+            self._last_seq = self._floor_seq()
+        self._valid = True
+
+    def _floor_seq(self) -> int:
+        # An empty hot window continues after the newest committed chunk.
+        try:
+            index = chunk_store.load_index(self._layout)
+        except CorruptionError:
+            index = None
+        floor = index.last_seq if index is not None else 0
+        for chunk_id in chunk_store.list_chunk_files(self._layout):
+            try:
+                floor = max(floor, chunk_store.read_chunk(self._layout, chunk_id).last_seq)
+            except (CorruptionError, AidenError):
+                continue
+        return floor
+
+    def _replace_fd(self, fd: int) -> None:
+        if self._fd is not None:
+            self._storage.close(self._fd)
+        self._fd = fd
+        self._ino = os.fstat(fd).st_ino
+        self._end = 0
+        self._last_seq = 0
+
+    def _forget(self) -> None:
+        self._close_files()
+        self._ids.clear()
+
+    def _close_files(self) -> None:
+        self._valid = False
+        if self._fd is not None:
+            self._storage.close(self._fd)
+            self._fd = None
+        self._ino = None
+        self._end = 0
+        self._last_seq = 0
+
+    def close_lock(self) -> None:
+        """Close the lock descriptor (after the actor stopped)."""
+        self._lock.close()
+

@@ -1,0 +1,184 @@
+"""Configuration: ``<config>/memory/extraction.yaml`` -> a frozen :class:`Config`.
+
+Every key has a default (seed 000 plus Aiden's defaults), so an empty file is a
+valid configuration. The file is read with ``yaml.safe_load`` (no tags, no code
+execution) and converted strictly: an unknown key, a wrong type or a value out
+of range raises :class:`~aiden.errors.ConfigError` naming the file, the key and
+what was expected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+import yaml
+
+from aiden.errors import ConfigError
+
+__all__ = ["Config", "load_config", "config_from_mapping"]
+
+Positive = Annotated[int, msgspec.Meta(gt=0)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
+Percent = Annotated[float, msgspec.Meta(gt=0, le=100)]
+
+# A config file larger than this is not a config file; refuse before parsing
+# (YAML alias bombs expand in memory, size is the cheap first line of defence).
+_MAX_CONFIG_BYTES = 1 << 20
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Every tunable of aiden. Build with keyword arguments, :func:`load_config` or :func:`config_from_mapping`."""
+
+    # --- trigger and cut points (seed 000) ---------------------------------
+    context_window: Positive = 32000
+    """Fallback context window (tokens) for models the resolver does not know."""
+    reserve_tokens: NonNegative = 8192
+    """Headroom kept free; clamped to at most half the window by the trigger."""
+    compress_at_percent: Percent = 50.0
+    """Compact when prompt_tokens / window reaches this percentage."""
+    keep_recent_tokens: Positive = 20000
+    """Token path: the hot window keeps about this many of the newest tokens."""
+    hot_window_events: Positive = 30
+    """Count fallback: the hot window keeps about this many newest events."""
+    count_compress_after_events: Positive = 60
+    """Without prompt-token data, compact when the hot window has more events than this."""
+    summary_max_chunks: Positive = 10
+    """How many chunk summaries stay under ``## Recent Chunks`` in summary.md."""
+    max_rolling_summary_lines: Positive = 100
+    """Hard cap on the Rolling Summary's lines (backstop behind the rolling fold)."""
+
+    # --- seed 001 triggers (0 = off) ---------------------------------------
+    compact_every_turns: NonNegative = 0
+    """Compact every N completed turns (0 disables)."""
+    tool_output_spike_tokens: NonNegative = 0
+    """Compact when one turn added more than this many tokens of tool output (0 disables)."""
+    cost_ceiling_usd: NonNegativeFloat = 0.0
+    """Compact when provider cost since the last compaction passes this (0 disables)."""
+    max_pinned_events: NonNegative = 16
+    """Sticky pins are rare: at most this many pinned events per session."""
+
+    # --- session writer -----------------------------------------------------
+    durability: Literal["fsync", "none"] = "fsync"
+    """``fsync``: an append is acknowledged after its batch is fsynced. ``none``: after write(2) only."""
+    max_event_bytes: Positive = 1_000_000
+    """Encoded size limit of one event; larger events are rejected before any write."""
+    writer_queue_size: Positive = 4096
+    """Bound of the writer's inbox; a full inbox makes appenders wait (back-pressure)."""
+    max_batch_events: Positive = 4096
+    """Most events one group commit writes."""
+    lock_timeout_s: PositiveFloat = 30.0
+    """How long an operation waits for the session lock before raising LockError."""
+    dedupe_window: NonNegative = 65536
+    """How many recent client event_ids the writer remembers beyond the hot window."""
+
+    # --- summarizer ---------------------------------------------------------
+    summarizer_timeout_s: PositiveFloat = 120.0
+    """Deadline of one summarizer call (set with anyio.fail_after at the call)."""
+    summarizer_retries: NonNegative = 2
+    """Retries on transient provider errors (LLM summarizer)."""
+    summarizer_backoff_s: NonNegativeFloat = 1.0
+    """First retry delay; doubles each retry."""
+    circuit_breaker_failures: Positive = 3
+    """Consecutive failed calls that open the circuit breaker."""
+    circuit_breaker_reset_s: PositiveFloat = 300.0
+    """How long the breaker stays open before one trial call."""
+    summary_max_tokens: Positive = 1200
+    """Token budget of one chunk summary."""
+    summary_max_chars: Positive = 40000
+    """An LLM summary longer than this is rejected as invalid output."""
+    failure_fallback: Literal["none", "breadcrumb"] = "none"
+    """On summarizer failure: ``none`` leaves everything unchanged; ``breadcrumb``
+    compacts the range with a bounded raw breadcrumb marked degraded."""
+    breadcrumb_max_chars: Positive = 2000
+    """Size bound of a raw breadcrumb summary."""
+    must_keep_max_items: NonNegative = 40
+    """Most items the deterministic must-keep check may append to a summary."""
+
+    # --- recall -------------------------------------------------------------
+    recall_max_results: Positive = 5
+    """Default and maximum ``k`` of recall_session_chunks."""
+    recall_max_chars: Positive = 4800
+    """Character bound of one recall answer (summaries + snippets)."""
+    recall_snippet_chars: Positive = 240
+    """Characters of one event snippet in a recall result."""
+
+    # --- lifecycle ----------------------------------------------------------
+    session_continue_gap_s: NonNegativeFloat = 300.0
+    """A turn within this many seconds of the last continues the session."""
+    session_new_gap_s: NonNegativeFloat = 1800.0
+    """A turn after this many idle seconds starts a new session."""
+
+    # --- governance ---------------------------------------------------------
+    governance_keep_turns: NonNegative = 2
+    """Tool results of the newest N turns stay verbatim in the prompt."""
+    governance_max_tool_tokens: Positive = 2000
+    """Older tool results larger than this are stubbed in the prompt."""
+    replay_max_messages: NonNegative = 0
+    """Most hot-window messages replayed per call (0 = no bound)."""
+
+    # --- long term ----------------------------------------------------------
+    idle_compact_after_minutes: NonNegativeFloat = 15.0
+    """AutoCompact: compact sessions idle longer than this (0 disables)."""
+    project_memory_tokens: Positive = 800
+    """Token budget of the PROJECT MEMORY block."""
+    project_memory_sessions: Positive = 3
+    """How many latest session summaries the PROJECT MEMORY block merges."""
+    session_summaries_keep: Positive = 10
+    """Session summaries kept before the oldest merge into the digest."""
+
+    def __post_init__(self) -> None:
+        if self.session_new_gap_s < self.session_continue_gap_s:
+            raise ValueError(
+                "session_new_gap_s must be >= session_continue_gap_s"
+            )
+
+
+_PATH_IN_MSG = re.compile(r"at `\$\.?([^`]*)`")
+
+
+def _translate(exc: msgspec.ValidationError, source: str) -> ConfigError:
+    text = str(exc)
+    match = _PATH_IN_MSG.search(text)
+    key = match.group(1) if match else ""
+    detail = _PATH_IN_MSG.sub("", text).rstrip(" -")
+    if "Object contains unknown field" in text:
+        unknown = re.search(r"unknown field `([^`]*)`", text)
+        name = unknown.group(1) if unknown else key
+        return ConfigError(f"{source}: unknown key {name!r}")
+    if key:
+        return ConfigError(f"{source}: key {key!r}: {detail}")
+    return ConfigError(f"{source}: {detail}")
+
+
+def config_from_mapping(data: Any, *, source: str = "<config>") -> Config:
+    """Validate a mapping (as parsed from YAML) into a :class:`Config`."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys, got {type(data).__name__}")
+    try:
+        return msgspec.convert(data, Config, strict=True)
+    except msgspec.ValidationError as exc:
+        raise _translate(exc, source) from exc
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Load ``extraction.yaml`` from ``path``; a missing file is an error, an empty one gives defaults."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read config: {exc.strerror}") from exc
+    if len(raw) > _MAX_CONFIG_BYTES:
+        raise ConfigError(f"{p}: config larger than {_MAX_CONFIG_BYTES} bytes")
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: invalid YAML: {exc}") from exc
+    return config_from_mapping(data, source=str(p))

@@ -1,0 +1,189 @@
+"""Run lifecycle on top of the event log (seed 002 "Run Lifecycle").
+
+``begin_run`` detects the session boundary (rotating when the turn starts a
+new session) and appends the user input; events of the run are appended as
+they happen; ``commit_run`` appends the assistant output, reports the run's
+largest prompt and requests maintenance without waiting for it. The agent loop
+never waits on summarization.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from aiden.boundary import BoundaryDecision, Classifier, decide_boundary
+from aiden.events import SessionEvent, validate_id
+from aiden.messages import ResetSession, RotateSession, Rotated
+from aiden.prompt import PromptBuild, PromptLayers, build_messages
+
+if TYPE_CHECKING:
+    from aiden.memory import Memory
+
+__all__ = ["RunStart", "Lifecycle", "new_session_id"]
+
+
+class RunStart(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``begin_run`` did."""
+
+    user_event: SessionEvent
+    decision: BoundaryDecision
+    archived_session_id: str | None = None
+
+
+def new_session_id(now: float) -> str:
+    """A sortable, safe id for a closed session: ``20261202T163000Z-1a2b3c``."""
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+class Lifecycle:
+    """Run-level operations of one :class:`~aiden.memory.Memory` (``memory.runs``)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._m = memory
+        self._run_open = False
+
+    @property
+    def run_active(self) -> bool:
+        """True between ``begin_run`` and ``commit_run``."""
+        return self._run_open
+
+    async def last_activity(self) -> float | None:
+        """Timestamp of the newest event of the active session (None when it is empty)."""
+        hot = await self._m.hot_window()
+        if hot:
+            return max((e.timestamp or 0.0) for e in hot)
+        index = await self._m.chunk_index()
+        return index.chunks[-1].created_at if index.chunks else None
+
+    async def begin_run(
+        self,
+        user_input: str,
+        *,
+        now: float | None = None,
+        new_session: bool | None = None,
+        classifier: Classifier | None = None,
+        closed_session_id: str | None = None,
+        event_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> RunStart:
+        """Start a run: rotate the session if this turn starts a new one, then append the user input."""
+        now = time.time() if now is None else now
+        last = await self.last_activity()
+        decision = decide_boundary(
+            user_input=user_input,
+            now=now,
+            last_activity=last,
+            config=self._m.config,
+            explicit_new=new_session,
+            classifier=classifier,
+        )
+        archived: str | None = None
+        if decision.new_session and last is not None:
+            archived = await self.rotate(closed_session_id or new_session_id(now))
+        event = SessionEvent(
+            type="user_input", role="user", content=user_input, timestamp=now, event_id=event_id, meta=meta or {}
+        )
+        stored = await self._m.append(event)
+        self._run_open = True
+        return RunStart(user_event=stored, decision=decision, archived_session_id=archived)
+
+    async def rotate(self, closed_session_id: str) -> str:
+        """Archive the active session as ``session_archive/<closed_session_id>/``; returns the id."""
+        validate_id(closed_session_id, what="session id")
+        m = self._m
+        await m.flush()
+        await m.before_session_end("rotation")
+        reply = await m._scheduler.call(lambda rid: RotateSession(rid, closed_session_id))
+        assert isinstance(reply, Rotated)
+        if reply.error is not None:
+            from aiden.memory import raise_error_info
+
+            raise raise_error_info(reply.error)
+        # The writer would notice the new file by itself; this also forgets the
+        # closed session's event ids so they cannot dedupe the new session's.
+        await m._writer.call(lambda rid: ResetSession(rid))
+        return closed_session_id
+
+    async def commit_run(
+        self,
+        assistant_output: str,
+        *,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        cached_tokens: int | None = None,
+        cost_usd: float | None = None,
+        tool_output_tokens: int = 0,
+        model: str | None = None,
+        event_id: str | None = None,
+        now: float | None = None,
+    ) -> SessionEvent:
+        """End a run: append the output, report the run's largest prompt, request maintenance (no wait)."""
+        m = self._m
+        stored = await m.append(
+            SessionEvent(
+                type="assistant_output",
+                role="assistant",
+                content=assistant_output,
+                event_id=event_id,
+                timestamp=now,
+            )
+        )
+        await m.record_usage(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cached_tokens=cached_tokens,
+            cost_usd=cost_usd,
+            tool_output_tokens=tool_output_tokens,
+            run_ended=True,
+            model=model,
+        )
+        self._run_open = False
+        m.request_maintenance()
+        return stored
+
+    async def build_messages(
+        self,
+        layers: PromptLayers | None = None,
+        *,
+        long_term: str = "",
+        current_task: str | None = None,
+        cache_friendly: bool = True,
+    ) -> PromptBuild:
+        """The chat messages for the next model call: system layers, summary, hot window."""
+        m = self._m
+        hot, index, summary = await _gather(m)
+        split_ctx = ""
+        split_before: int | None = None
+        if index.chunks and index.chunks[-1].split_turn_context:
+            split_ctx = index.chunks[-1].split_turn_context
+            split_before = index.chunks[-1].last_seq + 1
+        if split_ctx:
+            split_ctx = "Turn context (the start of this turn was compacted):\n" + split_ctx
+        return build_messages(
+            layers=layers or PromptLayers(),
+            hot_window=hot,
+            session_summary=summary.strip(),
+            long_term=long_term,
+            split_turn_context=split_ctx,
+            split_before_seq=split_before,
+            current_task=current_task,
+            cache_friendly=cache_friendly,
+        )
+
+
+async def _gather(m: Memory) -> tuple[Sequence[SessionEvent], Any, str]:
+    # Hot window first: if a compaction commits between the reads, its events
+    # appear twice (verbatim and summarized), never zero times.
+    hot = await m.hot_window()
+    index = await m.chunk_index()
+    summary = await m.summary_md()
+    return hot, index, summary
+
+

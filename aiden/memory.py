@@ -1,0 +1,390 @@
+"""The public handle: :class:`Memory`, what ``open_memory`` yields.
+
+Callers never touch files or actors directly: appends go to the session
+writer, maintenance to the scheduler, reads go straight to the (atomically
+replaced) files.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+import anyio
+import msgspec
+
+from aiden import errors
+from aiden.actors.mailbox import Client
+from aiden.actors.scheduler import SchedulerStats
+from aiden.actors.summarizer import SummarizerActor
+from aiden.config import Config
+from aiden.errors import AidenError, ClosedError, InvalidEventError
+from aiden.events import EVENT_TYPES, SessionEvent, encode_event
+from aiden.messages import (
+    Appended,
+    AppendEvents,
+    CompactionOutcome,
+    ErrorInfo,
+    Flush,
+    Flushed,
+    Maintain,
+    MaintenanceDone,
+    RecallInbox,
+    RecallLookup,
+    RecallQuery,
+    RecallRehydrate,
+    RecallReply,
+    RecordUsage,
+    Rejected,
+    RequestMaintenance,
+    SchedulerInbox,
+    SchedulerOutbox,
+    WriterInbox,
+    WriterOutbox,
+)
+from aiden.actors.recall import RecallActor
+from aiden.lifecycle import Lifecycle, RunStart, new_session_id
+from aiden.policy.scrub import strip_screenshot_data
+from aiden.prompt import PromptBuild, PromptLayers
+from aiden.recall.index import RecallHit, RecallStats
+from aiden.recall.tool import RECALL_TOOL, handle_recall_tool
+from aiden.storage.chunks import ChunkIndex
+from aiden.storage.jsonl import read_bytes
+from aiden.storage.layout import Layout
+from aiden.storage.session import RecoveryReport, SessionStore
+
+__all__ = ["Memory", "MemoryStats", "dispatch_writer_reply", "raise_error_info"]
+
+# Room for the seq the writer adds ("seq": + up to 19 digits) when checking size.
+_SEQ_ROOM = 32
+
+
+class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Telemetry of one open memory (``memory.stats()``)."""
+
+    appends: int
+    compactions: int
+    passes: int
+    coalesced_requests: int
+    tokens_before: int
+    tokens_after: int
+    chunks: int
+    summarizer_calls: int
+    summarizer_failures: int
+    fallbacks: int
+    degraded_chunks: int
+    conflicts: int
+    last_prompt_tokens: int | None
+    context_window: int
+
+
+def raise_error_info(info: ErrorInfo) -> AidenError:
+    """Rebuild an aiden exception from a reply's :class:`ErrorInfo`."""
+    cls = getattr(errors, info.kind, None)
+    if isinstance(cls, type) and issubclass(cls, errors.StorageError):
+        return cls(info.message, errno=info.errno)
+    if isinstance(cls, type) and issubclass(cls, AidenError):
+        return cls(info.message)
+    return errors.StorageError(info.message, errno=info.errno)
+
+
+def dispatch_writer_reply(client: Client[WriterInbox, list[int]], message: WriterOutbox) -> None:
+    """Route one writer reply to the callers it acknowledges or rejects."""
+    match message:
+        case Appended(acks=acks):
+            for ack in acks:
+                client.resolve(ack.request_id, ack.seqs)
+        case Rejected(request_ids=ids, error=info):
+            for rid in ids:
+                client.reject(rid, raise_error_info(info))
+        case Flushed(request_id=rid):
+            client.resolve(rid, [])
+
+
+class Memory:
+    """An open session memory. Obtain it from :func:`aiden.open_memory`."""
+
+    def __init__(
+        self,
+        *,
+        layout: Layout,
+        store: SessionStore,
+        config: Config,
+        context_window: int,
+        writer: Client[WriterInbox, list[int]],
+        scheduler: Client[SchedulerInbox, SchedulerOutbox],
+        scheduler_stats: SchedulerStats,
+        summarizer_actor: SummarizerActor,
+        recall: Client[RecallInbox, RecallReply],
+        recall_actor: RecallActor,
+        recovery: RecoveryReport,
+    ) -> None:
+        self._layout = layout
+        self._store = store
+        self._config = config
+        self._window = context_window
+        self._writer = writer
+        self._scheduler = scheduler
+        self._scheduler_stats = scheduler_stats
+        self._summarizer_actor = summarizer_actor
+        self._recall_client = recall
+        self._recall_actor = recall_actor
+        self._runs = Lifecycle(self)
+        self._session_end_hooks: list[Callable[[str], Awaitable[None]]] = []
+        self._appends = 0
+        self._coalesced_at_inbox = 0
+        self._closed = False
+        self.recovery: RecoveryReport = recovery
+        """What recovery on open found and did."""
+
+    @property
+    def config(self) -> Config:
+        """The configuration in force."""
+        return self._config
+
+    @property
+    def root(self) -> str:
+        """The resolved memory root."""
+        return str(self._layout.root)
+
+    @property
+    def context_window(self) -> int:
+        """The context window (tokens) the trigger uses."""
+        return self._window
+
+    # --- appends ------------------------------------------------------------------------
+
+    def _prepare(self, event: SessionEvent) -> SessionEvent:
+        if not isinstance(event, SessionEvent):
+            raise InvalidEventError(f"expected SessionEvent, got {type(event).__name__}")
+        if event.type not in EVENT_TYPES:
+            raise InvalidEventError(f"unknown event type {event.type!r}; expected one of {sorted(EVENT_TYPES)}")
+        if not isinstance(event.content, str):
+            raise InvalidEventError("event content must be str")
+        if not isinstance(event.meta, dict):
+            raise InvalidEventError("event meta must be a dict")
+        for name in ("role", "event_id", "tool_name", "tool_call_id", "tool_args", "pinned"):
+            value = getattr(event, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidEventError(f"event {name} must be str or None")
+        if event.event_id is not None and not event.event_id:
+            raise InvalidEventError("event_id must not be empty")
+        changes: dict[str, Any] = {}
+        if event.seq != 0:
+            changes["seq"] = 0  # the writer assigns seqs; a caller's value is ignored
+        if event.timestamp is None:
+            changes["timestamp"] = time.time()
+        prepared = msgspec.structs.replace(event, **changes) if changes else event
+        prepared = strip_screenshot_data(prepared)
+        # Validate text and size now, before any byte is written anywhere.
+        encode_event(prepared, max_bytes=self._config.max_event_bytes - _SEQ_ROOM)
+        return prepared
+
+    async def append(self, event: SessionEvent) -> SessionEvent:
+        """Durably append one event; returns it with its assigned ``seq``.
+
+        When this returns the event is acknowledged: it survives a crash of the
+        process at any later instruction (with ``durability: fsync``).
+        """
+        return (await self.append_many([event]))[0]
+
+    async def append_many(self, events: Iterable[SessionEvent]) -> list[SessionEvent]:
+        """Append several events as one unit (one request, consecutive seqs)."""
+        self._check_open()
+        prepared = [self._prepare(e) for e in events]
+        if not prepared:
+            return []
+        seqs = await self._writer.call(lambda rid: AppendEvents(rid, prepared))
+        self._appends += len(prepared)
+        return [msgspec.structs.replace(e, seq=s) for e, s in zip(prepared, seqs, strict=True)]
+
+    async def flush(self) -> None:
+        """Wait until everything appended before this call is committed."""
+        self._check_open()
+        await self._writer.call(lambda rid: Flush(rid))
+
+    # --- maintenance ---------------------------------------------------------------------
+
+    def request_maintenance(self, *, manual: bool = False) -> None:
+        """Schedule a maintenance pass without waiting (coalesced with any pending one)."""
+        self._check_open()
+        if not self._scheduler.try_cast(RequestMaintenance(manual=manual)):
+            self._coalesced_at_inbox += 1
+
+    async def maintain(self, *, manual: bool = False) -> CompactionOutcome:
+        """Run a maintenance pass (the seed's Save path) and return what it did.
+
+        ``manual=True`` compacts even when no trigger fires (seed 001's manual trigger).
+        """
+        self._check_open()
+        done = await self._scheduler.call(lambda rid: Maintain(rid, manual))
+        assert isinstance(done, MaintenanceDone)
+        if done.error is not None:
+            raise raise_error_info(done.error)
+        assert done.outcome is not None
+        return done.outcome
+
+    async def record_usage(
+        self,
+        *,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        cached_tokens: int | None = None,
+        cost_usd: float | None = None,
+        tool_output_tokens: int = 0,
+        run_ended: bool = False,
+        model: str | None = None,
+    ) -> None:
+        """Report provider usage of one model call (and/or the end of a run) to the trigger."""
+        self._check_open()
+        await self._scheduler.cast(
+            RecordUsage(
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cached_tokens=cached_tokens,
+                cost_usd=cost_usd,
+                tool_output_tokens=tool_output_tokens,
+                run_ended=run_ended,
+                model=model,
+            )
+        )
+
+    # --- reading ---------------------------------------------------------------------------
+
+    async def hot_window(self) -> list[SessionEvent]:
+        """The retained hot-window events, in seq order, as on disk now."""
+        return await anyio.to_thread.run_sync(self._store.read_hot_window)
+
+    async def chunk_index(self) -> ChunkIndex:
+        """The live chunk index (rolling summary and newest chunk entries)."""
+        return await anyio.to_thread.run_sync(self._store.load_index)
+
+    async def summary_md(self) -> str:
+        """The current summary.md text ("" before the first compaction)."""
+        data = await anyio.to_thread.run_sync(read_bytes, self._layout.summary)
+        return data.decode("utf-8", errors="replace")
+
+    def stats(self) -> MemoryStats:
+        """Counters since open."""
+        s = self._scheduler_stats
+        return MemoryStats(
+            appends=self._appends,
+            compactions=s.compactions,
+            passes=s.passes,
+            coalesced_requests=s.coalesced_requests + self._coalesced_at_inbox,
+            tokens_before=s.tokens_before,
+            tokens_after=s.tokens_after,
+            chunks=s.compactions,
+            summarizer_calls=s.summarizer_calls,
+            summarizer_failures=s.summarizer_failures,
+            fallbacks=s.fallbacks,
+            degraded_chunks=s.degraded_chunks,
+            conflicts=s.conflicts,
+            last_prompt_tokens=s.last_prompt_tokens,
+            context_window=self._window,
+        )
+
+    # --- runs (delegates to aiden.lifecycle) ------------------------------------------
+
+    async def begin_run(self, user_input: str, **kwargs: Any) -> RunStart:
+        """Start a run; see :meth:`aiden.lifecycle.Lifecycle.begin_run`."""
+        self._check_open()
+        return await self._runs.begin_run(user_input, **kwargs)
+
+    async def commit_run(self, assistant_output: str, **kwargs: Any) -> SessionEvent:
+        """End a run; see :meth:`aiden.lifecycle.Lifecycle.commit_run`."""
+        self._check_open()
+        return await self._runs.commit_run(assistant_output, **kwargs)
+
+    async def rotate(self, closed_session_id: str | None = None) -> str:
+        """Close the active session now; returns the archive id."""
+        self._check_open()
+        return await self._runs.rotate(new_session_id(time.time()) if closed_session_id is None else closed_session_id)
+
+    async def build_messages(self, layers: PromptLayers | None = None, **kwargs: Any) -> PromptBuild:
+        """Chat messages for the next model call; see :meth:`aiden.lifecycle.Lifecycle.build_messages`."""
+        self._check_open()
+        return await self._runs.build_messages(layers, **kwargs)
+
+    @property
+    def run_active(self) -> bool:
+        """True between ``begin_run`` and ``commit_run``."""
+        return self._runs.run_active
+
+    async def before_session_end(self, reason: str) -> None:
+        """Hook run before the active session closes (durable session summary, seed 004)."""
+        for hook in self._session_end_hooks:
+            await hook(reason)
+
+    # --- recall -------------------------------------------------------------------------
+
+    async def _recall(self, build: Any) -> RecallReply:
+        reply = await self._recall_client.call(build)
+        if reply.error is not None:
+            raise raise_error_info(reply.error)
+        return reply
+
+    async def recall_session_chunks(
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        types: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[RecallHit]:
+        """Search compacted history of the active session (sources: "active" or "pending")."""
+        self._check_open()
+        reply = await self._recall(
+            lambda rid: RecallQuery(
+                request_id=rid,
+                query=query,
+                k=k,
+                types=list(types) if types is not None else None,
+                roles=list(roles) if roles is not None else None,
+                since=since,
+                until=until,
+            )
+        )
+        return list(reply.hits or [])
+
+    async def lookup_chunk(self, chunk_id: str) -> RecallHit | None:
+        """Exact lookup of one chunk by id (None if unknown)."""
+        self._check_open()
+        reply = await self._recall(lambda rid: RecallLookup(rid, chunk_id))
+        return reply.hits[0] if reply.hits else None
+
+    async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None = None) -> list[SessionEvent]:
+        """The verbatim compacted events of ``chunk_id`` (only ``seqs`` if given). The hot window is untouched."""
+        self._check_open()
+        reply = await self._recall(
+            lambda rid: RecallRehydrate(rid, chunk_id, list(seqs) if seqs is not None else None)
+        )
+        return list(reply.events or [])
+
+    @property
+    def recall_tool(self) -> dict[str, Any]:
+        """The ``recall_session_chunks`` function-tool schema for litellm/OpenAI."""
+        return RECALL_TOOL
+
+    async def handle_recall_tool(self, arguments: str | dict[str, Any]) -> str:
+        """Run a ``recall_session_chunks`` tool call; bad arguments give a readable error result."""
+        return await handle_recall_tool(
+            arguments,
+            search=self.recall_session_chunks,
+            lookup=self.lookup_chunk,
+            rehydrate=self.rehydrate,
+            max_chars=self._config.recall_max_chars,
+        )
+
+    def recall_stats(self) -> RecallStats | None:
+        """Recall telemetry (calls, results, pending_chunks_recalled)."""
+        return self._recall_actor.last_stats
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("memory is closed")
+
+

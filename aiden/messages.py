@@ -1,0 +1,283 @@
+"""Every message that crosses an actor boundary.
+
+Messages are frozen, tagged msgspec Structs; each actor's inbox accepts one
+union and replies with another. They travel msgpack-encoded over bounded anyio
+memory object streams, encoded and decoded by codecs built once per union
+(:class:`Codec`), so an actor could later move to another process unchanged.
+Every request carries ``request_id``; the caller-side :class:`~aiden.actors.mailbox.Client`
+matches replies to requests by it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from aiden.events import SessionEvent
+from aiden.recall.index import RecallHit
+from aiden.summarizers.protocol import SummaryRequest, SummaryResult
+
+__all__ = [
+    "Ack",
+    "Appended",
+    "AppendEvents",
+    "Codec",
+    "CompactionOutcome",
+    "ErrorInfo",
+    "Maintain",
+    "MaintenanceDone",
+    "RecordUsage",
+    "RecallQuery",
+    "RecallReply",
+    "RecallLookup",
+    "RecallRehydrate",
+    "RecallRefresh",
+    "RecallInbox",
+    "RecallOutbox",
+    "Rejected",
+    "RequestMaintenance",
+    "ResetSession",
+    "RotateSession",
+    "Rotated",
+    "SchedulerInbox",
+    "SchedulerOutbox",
+    "Summarize",
+    "Summarized",
+    "SummarizeFailed",
+    "SummarizerInbox",
+    "SummarizerOutbox",
+    "WriterInbox",
+    "WriterOutbox",
+    "Flush",
+    "Flushed",
+]
+
+
+class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """An exception carried across a boundary: the aiden error class name, message and errno."""
+
+    kind: str
+    message: str
+    errno: int | None = None
+
+
+# --- session writer ------------------------------------------------------------
+
+class AppendEvents(msgspec.Struct, frozen=True, tag=True):
+    """Append ``events`` (validated, scrubbed, seq 0) as one unit."""
+
+    request_id: int
+    events: list[SessionEvent]
+
+
+class Flush(msgspec.Struct, frozen=True, tag=True):
+    """Reply once everything queued before it is committed."""
+
+    request_id: int
+
+
+class ResetSession(msgspec.Struct, frozen=True, tag=True):
+    """Forget cached file state (the session directory was rotated)."""
+
+    request_id: int
+
+
+WriterInbox = AppendEvents | Flush | ResetSession
+
+
+class Ack(msgspec.Struct, frozen=True, array_like=True):
+    """The seqs assigned to one request's events (a deduplicated event keeps its stored seq)."""
+
+    request_id: int
+    seqs: list[int]
+
+
+class Appended(msgspec.Struct, frozen=True, tag=True):
+    """One group commit: every listed request is durably stored."""
+
+    acks: list[Ack]
+
+
+class Rejected(msgspec.Struct, frozen=True, tag=True):
+    """These requests were not stored."""
+
+    request_ids: list[int]
+    error: ErrorInfo
+
+
+class Flushed(msgspec.Struct, frozen=True, tag=True):
+    """Reply to :class:`Flush` / :class:`ResetSession`."""
+
+    request_id: int
+
+
+WriterOutbox = Appended | Rejected | Flushed
+
+
+# --- maintenance scheduler -------------------------------------------------------
+
+class RequestMaintenance(msgspec.Struct, frozen=True, tag=True):
+    """Fire-and-forget: schedule a maintenance pass (coalesced)."""
+
+    manual: bool = False
+
+
+class Maintain(msgspec.Struct, frozen=True, tag=True):
+    """Run a maintenance pass and reply when it is done (the seed's Save path)."""
+
+    request_id: int
+    manual: bool = False
+
+
+class RecordUsage(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+    """Usage a provider reported for one model call, or the end of a run."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    cost_usd: float | None = None
+    tool_output_tokens: int = 0
+    run_ended: bool = False
+    model: str | None = None
+
+
+class RotateSession(msgspec.Struct, frozen=True, tag=True):
+    """Close the active session: archive it as ``closed_session_id`` and start an empty one."""
+
+    request_id: int
+    closed_session_id: str
+
+
+SchedulerInbox = RequestMaintenance | Maintain | RecordUsage | RotateSession
+
+
+class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What one maintenance pass did."""
+
+    compacted: bool
+    reason: str
+    chunk_id: str | None = None
+    events_compacted: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    degraded: bool = False
+    note: str = ""
+
+
+class MaintenanceDone(msgspec.Struct, frozen=True, tag=True):
+    """Reply to :class:`Maintain`."""
+
+    request_id: int
+    outcome: CompactionOutcome | None = None
+    error: ErrorInfo | None = None
+
+
+class Rotated(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+    """Reply to :class:`RotateSession`."""
+
+    request_id: int
+    archived_path: str = ""
+    error: ErrorInfo | None = None
+
+
+SchedulerOutbox = MaintenanceDone | Rotated
+
+
+# --- summarizer -----------------------------------------------------------------
+
+class Summarize(msgspec.Struct, frozen=True, tag=True):
+    """Summarize one request under the configured deadline."""
+
+    request_id: int
+    request: SummaryRequest
+
+
+class Summarized(msgspec.Struct, frozen=True, tag=True):
+    """A successful summary."""
+
+    request_id: int
+    result: SummaryResult
+
+
+class SummarizeFailed(msgspec.Struct, frozen=True, tag=True):
+    """The summarizer raised, timed out or returned unusable output."""
+
+    request_id: int
+    error: ErrorInfo
+
+
+SummarizerInbox = Summarize
+SummarizerOutbox = Summarized | SummarizeFailed
+
+
+# --- recall index ------------------------------------------------------------------
+
+class RecallQuery(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+    """Full-text recall over the active session's chunks."""
+
+    request_id: int
+    query: str
+    k: int | None = None
+    types: list[str] | None = None
+    roles: list[str] | None = None
+    since: float | None = None
+    until: float | None = None
+
+
+class RecallLookup(msgspec.Struct, frozen=True, tag=True):
+    """Exact lookup of one chunk by id."""
+
+    request_id: int
+    chunk_id: str
+
+
+class RecallRehydrate(msgspec.Struct, frozen=True, tag=True):
+    """Verbatim events of a chunk (optionally only ``seqs``)."""
+
+    request_id: int
+    chunk_id: str
+    seqs: list[int] | None = None
+
+
+class RecallRefresh(msgspec.Struct, frozen=True, tag=True):
+    """Bring the index up to date (after a compaction or rotation); reply when done."""
+
+    request_id: int
+    reopen: bool = False
+
+
+RecallInbox = RecallQuery | RecallLookup | RecallRehydrate | RecallRefresh
+
+
+class RecallReply(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+    """Reply to any recall request; exactly one of the payload fields is set (or ``error``)."""
+
+    request_id: int
+    hits: list[RecallHit] | None = None
+    events: list[SessionEvent] | None = None
+    error: ErrorInfo | None = None
+
+
+RecallOutbox = RecallReply
+
+
+T = TypeVar("T")
+
+
+class Codec(Generic[T]):
+    """A msgpack encoder/decoder pair for one message union, built once."""
+
+    def __init__(self, union: Any) -> None:
+        self._encoder = msgspec.msgpack.Encoder()
+        self._decoder: msgspec.msgpack.Decoder[T] = msgspec.msgpack.Decoder(union)
+
+    def encode(self, message: T) -> bytes:
+        """Encode one message."""
+        return self._encoder.encode(message)
+
+    def decode(self, raw: bytes) -> T:
+        """Decode one message."""
+        return self._decoder.decode(raw)
+
+

@@ -1,0 +1,85 @@
+"""Compaction policy: pure, synchronous decisions with no I/O, clock or event loop.
+
+* :mod:`~aiden.policy.tokens`: token estimates and their run-time calibration;
+* :mod:`~aiden.policy.triggers`: when to compact;
+* :mod:`~aiden.policy.cutpoints`: where to cut the hot window (root input
+  pinning, sticky pins, split turns, leading context);
+* :mod:`~aiden.policy.scrub`: dropping screenshot payloads before persistence.
+
+Time, configuration and model data come in as arguments, so every function
+here is deterministic and safe to call from any thread or task.
+"""
+
+from __future__ import annotations
+
+from aiden.policy.cutpoints import (
+    CompactionPlan,
+    CutClass,
+    CutMeta,
+    SkipCompaction,
+    classify,
+    is_leading_context,
+    legal_cut_points,
+    plan_compaction,
+    prompt_after_compaction_tokens,
+)
+from aiden.policy.scrub import IMAGE_KEYS, scrub_text, strip_screenshot_data
+from aiden.policy.tokens import (
+    CL100K,
+    DEFAULT_PROFILE,
+    MESSAGE_OVERHEAD_TOKENS,
+    O200K,
+    TextFeatures,
+    TokenCalibration,
+    TokenProfile,
+    apply_calibration,
+    calibrate,
+    estimate_event_tokens,
+    estimate_tokens,
+    event_tokens,
+    profile_for_model,
+    text_features,
+)
+from aiden.policy.triggers import (
+    TriggerDecision,
+    TriggerInput,
+    TriggerReason,
+    resolve_context_window,
+    should_compress,
+    trigger_threshold_tokens,
+)
+
+__all__ = [
+    "CL100K",
+    "DEFAULT_PROFILE",
+    "IMAGE_KEYS",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "O200K",
+    "CompactionPlan",
+    "CutClass",
+    "CutMeta",
+    "SkipCompaction",
+    "TextFeatures",
+    "TokenCalibration",
+    "TokenProfile",
+    "TriggerDecision",
+    "TriggerInput",
+    "TriggerReason",
+    "apply_calibration",
+    "calibrate",
+    "classify",
+    "estimate_event_tokens",
+    "estimate_tokens",
+    "event_tokens",
+    "is_leading_context",
+    "legal_cut_points",
+    "plan_compaction",
+    "profile_for_model",
+    "prompt_after_compaction_tokens",
+    "resolve_context_window",
+    "scrub_text",
+    "should_compress",
+    "strip_screenshot_data",
+    "text_features",
+    "trigger_threshold_tokens",
+]

@@ -1,0 +1,493 @@
+"""Cut-point selection: which events a compaction summarizes and which stay verbatim (seed 000).
+
+:func:`plan_compaction` takes the hot window (the events of ``events.jsonl``,
+in sequence order) and splits it into three parts, which partition the input
+exactly and in order:
+
+* **compacted**: summarized into a chunk. When the cut lands inside a turn
+  this is two ranges, ``history`` (before the turn start) and ``turn_prefix``
+  (the turn's user input up to the cut), summarized separately (split turn).
+* **kept**: events before the cut that nevertheless stay verbatim in the hot
+  window: the root user input and sticky-pinned events (seed 001).
+* **retained**: the hot window from the cut point on.
+
+Rules, in the order they apply:
+
+1. *Legal cut points.* An event may open the hot window if its class
+   (:func:`classify`) is ``boundary`` or ``split_allowed`` and the cut does
+   not separate a ``tool_call`` from a ``tool_result`` answering it (matched
+   by ``tool_call_id``, else the nearest preceding call), also when the
+   result arrives later with other events in between (parallel calls).
+2. *Token path.* Walk back from the newest event summing estimated tokens
+   until ``keep_recent_tokens`` is reached, then snap forward to the nearest
+   legal cut. No token cut when everything fits.
+3. *Count fallback.* When the token path gives no useful cut, aim at keeping
+   the newest ``hot_window_events`` events and snap to the nearest legal cut
+   at or before that index.
+4. *Leading context.* ``system_event``/``screen_context`` events (and aiden's
+   own ``synthetic`` events) immediately before the cut are pulled into the
+   hot window: the cut moves back over them, so the hot window may open on
+   such an event, never on a ``tool_result``.
+5. *Root input pinning.* The earliest user input of the window is the root
+   task objective; a cut that would compact it keeps it instead. *Sticky
+   pins*: events with ``pinned`` set are kept the same way (with the
+   call/results they belong to). Pinning is rare by design: only the newest
+   ``max_pinned_events`` pins are honoured, older extra pins are treated as
+   unpinned. A cut that leaves nothing to compact advances to the next legal
+   cut; when none is left the planner skips.
+6. *Split turn.* A cut on a ``split_allowed`` event cuts inside the turn
+   opened by the nearest earlier user input: ``history`` is what precedes
+   that user input, ``turn_prefix`` the turn up to the cut.
+7. *Progress.* With ``target_tokens`` (the prompt size the trigger fires
+   at) the planner checks that the hot window it leaves is below it; if not,
+   it advances to the first legal cut that is, or to the most aggressive one
+   and reports ``reaches_target=False`` with the numbers, so a plan never
+   silently fires the trigger again on the next turn.
+
+Everything is O(len(events)), pure and deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, Literal
+
+import msgspec
+
+from aiden.config import Config
+from aiden.events import EVENT_TYPES, SessionEvent
+from aiden.policy.tokens import event_tokens
+
+__all__ = [
+    "CompactionPlan",
+    "CutClass",
+    "CutMeta",
+    "SkipCompaction",
+    "classify",
+    "is_leading_context",
+    "legal_cut_points",
+    "plan_compaction",
+    "prompt_after_compaction_tokens",
+]
+
+CutClass = Literal["boundary", "split_allowed", "forbidden"]
+
+_TYPE_CLASS: Final[dict[str, CutClass]] = {
+    "user_input": "boundary",
+    "assistant_output": "split_allowed",
+    "role_output": "split_allowed",
+    "tool_call": "split_allowed",
+    "tool_result": "forbidden",
+    "system_event": "forbidden",
+    "screen_context": "forbidden",
+}
+_ROLE_CLASS: Final[dict[str, CutClass]] = {
+    "user": "boundary",
+    "assistant": "split_allowed",
+    "tool": "forbidden",
+    "system": "forbidden",
+}
+_CONTEXT_TYPES: Final = frozenset({"system_event", "screen_context"})
+
+
+def classify(event: SessionEvent) -> CutClass:
+    """The cut class of ``event``: by ``type``, falling back to ``role`` for an unknown type.
+
+    ``boundary`` (user input) opens a new turn; ``split_allowed`` (assistant,
+    role output, tool call) may open the hot window inside a turn;
+    ``forbidden`` (tool result, system event, screen context) must stay
+    attached to what precedes it. aiden's own ``synthetic`` events count as
+    system events. An unknown type with an unknown role is ``forbidden``.
+    """
+    if event.synthetic:
+        return "forbidden"
+    by_type = _TYPE_CLASS.get(event.type)
+    if by_type is not None:
+        return by_type
+    return _ROLE_CLASS.get(event.role or "", "forbidden")
+
+
+def is_leading_context(event: SessionEvent) -> bool:
+    """True for ambient context pulled into the hot window ahead of a cut.
+
+    ``system_event``, ``screen_context`` and ``synthetic`` events, and events
+    of an unknown type whose role is ``system``.
+    """
+    if event.synthetic or event.type in _CONTEXT_TYPES:
+        return True
+    return event.type not in EVENT_TYPES and event.role == "system"
+
+
+def _is_tool_call(event: SessionEvent) -> bool:
+    return event.type == "tool_call" and not event.synthetic
+
+
+def _is_tool_result(event: SessionEvent) -> bool:
+    if event.synthetic:
+        return False
+    return event.type == "tool_result" or (event.type not in EVENT_TYPES and event.role == "tool")
+
+
+def _call_of_results(events: Sequence[SessionEvent]) -> list[int]:
+    """For each tool result, the index of the tool call it answers (-1 for none and for non-results)."""
+    call_of = [-1] * len(events)
+    by_id: dict[str, int] = {}
+    last_call = -1
+    for i, event in enumerate(events):
+        if _is_tool_call(event):
+            last_call = i
+            if event.tool_call_id is not None:
+                by_id[event.tool_call_id] = i
+        elif _is_tool_result(event):
+            call = by_id.get(event.tool_call_id, -1) if event.tool_call_id is not None else -1
+            # No (known) id: the nearest preceding call, which is what an
+            # adjacent call/result pair without ids means.
+            call_of[i] = call if call >= 0 else last_call
+    return call_of
+
+
+def _legal_mask(events: Sequence[SessionEvent], call_of: Sequence[int]) -> list[bool]:
+    n = len(events)
+    # A cut c keeps events[c:]: it separates call q from its result r when
+    # q < c <= r. Mark those ranges with a difference array (linear time).
+    inside = [0] * (n + 1)
+    for result, call in enumerate(call_of):
+        if 0 <= call < result:
+            inside[call + 1] += 1
+            inside[result + 1] -= 1
+    legal = [False] * n
+    depth = 0
+    for c in range(n):
+        depth += inside[c]
+        legal[c] = c > 0 and depth == 0 and classify(events[c]) != "forbidden"
+    return legal
+
+
+def legal_cut_points(events: Sequence[SessionEvent]) -> list[int]:
+    """Indices ``c`` (``0 < c < len(events)``) where the hot window may start, before leading-context pull-back."""
+    legal = _legal_mask(events, _call_of_results(events))
+    return [c for c, ok in enumerate(legal) if ok]
+
+
+class CutMeta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Token-cut diagnostics stored with the chunk in ``index.yaml`` (seed 000 ``cut_meta``)."""
+
+    first_kept_event_id: str | None = None
+    """Id of the first retained hot-window event."""
+    tokens_before: int | None = None
+    """Estimated tokens of all events before compaction."""
+    kept_tokens_estimate: int | None = None
+    """Estimated tokens of the hot window after compaction (kept + retained)."""
+    is_split_turn: bool = False
+    """Whether the cut landed inside a turn."""
+    turn_start_event_id: str | None = None
+    """Id of the user input opening the split turn."""
+
+
+class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """Where to cut the hot window, as computed by :func:`plan_compaction`.
+
+    ``history``, ``turn_prefix`` and ``kept`` together are exactly the events
+    before the cut (in input order once merged); ``retained`` is the hot
+    window from the cut on. The new hot window is ``kept + retained``.
+    """
+
+    path: Literal["token", "count"]
+    """Which selection produced the cut (``token`` also for a cut chosen only for progress)."""
+    history: tuple[SessionEvent, ...]
+    """Compacted events summarized as history (never pinned ones)."""
+    turn_prefix: tuple[SessionEvent, ...]
+    """Split-turn prefix (turn start up to the cut); ``()`` when the cut is on a user input."""
+    kept: tuple[SessionEvent, ...]
+    """Events before the cut that stay in the hot window: the root user input and sticky pins."""
+    retained: tuple[SessionEvent, ...]
+    """The hot window from the cut point on, including pulled-in leading context."""
+    cut_meta: CutMeta
+    tokens_before: int
+    """Estimated tokens of all input events."""
+    kept_tokens: int
+    """Estimated tokens of ``kept + retained``: the hot window after compaction."""
+    reaches_target: bool
+    """False when even this plan leaves a hot window at or above ``target_tokens``."""
+    note: str = ""
+    """The numbers behind ``reaches_target=False``."""
+
+    @property
+    def compacted(self) -> tuple[SessionEvent, ...]:
+        """Every compacted event (``history`` then ``turn_prefix``), in sequence order."""
+        return self.history + self.turn_prefix
+
+    @property
+    def first_seq(self) -> int:
+        """Sequence number of the first compacted event."""
+        return self.compacted[0].seq
+
+    @property
+    def last_seq(self) -> int:
+        """Sequence number of the last compacted event."""
+        return self.compacted[-1].seq
+
+    @property
+    def kept_seqs(self) -> tuple[int, ...]:
+        """Sequence numbers of ``kept`` events inside ``[first_seq, last_seq]``.
+
+        The chunk covering that range must not contain them and the hot
+        window must keep them although they are older than ``last_seq``.
+        """
+        first, last = self.first_seq, self.last_seq
+        return tuple(e.seq for e in self.kept if first <= e.seq <= last)
+
+
+class SkipCompaction(msgspec.Struct, frozen=True, kw_only=True):
+    """:func:`plan_compaction` found nothing worth compacting.
+
+    ``reason`` is one of ``no_events``, ``fits`` (everything is within
+    ``keep_recent_tokens`` and ``hot_window_events``), ``no_legal_cut`` (no
+    event may open the hot window where the paths look) and
+    ``nothing_compactable`` (every legal cut leaves only pinned events to
+    compact).
+    """
+
+    reason: str
+    detail: str = ""
+
+
+class _Window:
+    """Per-event arrays of one planning pass (all linear to build)."""
+
+    def __init__(
+        self, events: Sequence[SessionEvent], tokens: Sequence[int], max_pins: int
+    ) -> None:
+        n = len(events)
+        self.events = events
+        self.n = n
+        call_of = _call_of_results(events)
+        self.legal = _legal_mask(events, call_of)
+        self.context = [is_leading_context(e) for e in events]
+        self.root = next((i for i, e in enumerate(events) if classify(e) == "boundary"), -1)
+        # Sticky pins keep their whole call/results group together, so a
+        # pinned call never leaves its result behind (or the reverse).
+        group = [call if call >= 0 else i for i, call in enumerate(call_of)]
+        pinned_groups: set[int] = set()
+        honoured = 0
+        for i in range(n - 1, -1, -1):
+            if honoured >= max_pins:
+                break
+            if events[i].pinned is not None:
+                pinned_groups.add(group[i])
+                honoured += 1
+        self.kept_mask = [group[i] in pinned_groups or i == self.root for i in range(n)]
+        # prefix[i]: tokens of events[:i]; kept_prefix[i]: of the kept ones;
+        # free[i]: how many of events[:i] are compactable (not kept).
+        self.prefix = [0] * (n + 1)
+        self.kept_prefix = [0] * (n + 1)
+        self.free = [0] * (n + 1)
+        for i in range(n):
+            kept = self.kept_mask[i]
+            self.prefix[i + 1] = self.prefix[i] + tokens[i]
+            self.kept_prefix[i + 1] = self.kept_prefix[i] + (tokens[i] if kept else 0)
+            self.free[i + 1] = self.free[i] + (0 if kept else 1)
+        self.total = self.prefix[n]
+
+    def pull_back(self, cut: int) -> int:
+        """``cut`` moved back over the leading context events right before it."""
+        while cut > 0 and self.context[cut - 1]:
+            cut -= 1
+        return cut
+
+    def useful(self, cut: int) -> bool:
+        """Whether a (pulled-back) cut leaves at least one event to compact."""
+        return self.free[cut] > 0
+
+    def kept_tokens(self, cut: int) -> int:
+        """Tokens of the hot window a (pulled-back) cut leaves: kept events + the suffix."""
+        return self.kept_prefix[cut] + self.total - self.prefix[cut]
+
+    def first_useful_from(self, index: int) -> tuple[int, int] | None:
+        """The first legal cut at or after ``index`` that is useful: (cut, pulled-back cut)."""
+        for cut in range(max(index, 1), self.n):
+            if self.legal[cut]:
+                effective = self.pull_back(cut)
+                if self.useful(effective):
+                    return cut, effective
+        return None
+
+    def last_legal_at_or_before(self, index: int) -> int | None:
+        for cut in range(min(index, self.n - 1), 0, -1):
+            if self.legal[cut]:
+                return cut
+        return None
+
+
+def _token_cut(window: _Window, keep_recent_tokens: int, tokens: Sequence[int]) -> tuple[int, int] | None:
+    if window.total <= keep_recent_tokens:
+        return None
+    accumulated = 0
+    index = window.n - 1
+    while index > 0:
+        accumulated += tokens[index]
+        if accumulated >= keep_recent_tokens:
+            break
+        index -= 1
+    return window.first_useful_from(index)
+
+
+def _count_cut(window: _Window, hot_window_events: int) -> tuple[int, int] | None:
+    target = window.n - hot_window_events
+    if target < 1:
+        return None
+    cut = window.last_legal_at_or_before(target)
+    if cut is None:
+        return None
+    return window.first_useful_from(cut)
+
+
+def _progress_cut(
+    window: _Window, start: tuple[int, int] | None, target_tokens: int
+) -> tuple[tuple[int, int], bool]:
+    """The least aggressive useful cut from ``start`` on whose hot window is below target.
+
+    Falls back to the most aggressive useful cut (the smallest reachable hot
+    window) with ``False`` when no cut gets under the target.
+    """
+    first = start[0] if start is not None else 1
+    latest: tuple[int, int] | None = start
+    for cut in range(first, window.n):
+        if not window.legal[cut]:
+            continue
+        effective = window.pull_back(cut)
+        if not window.useful(effective):
+            continue
+        if window.kept_tokens(effective) < target_tokens:
+            return (cut, effective), True
+        latest = (cut, effective)
+    assert latest is not None  # the caller checked that a useful cut exists
+    return latest, False
+
+
+def plan_compaction(
+    events: Sequence[SessionEvent],
+    config: Config,
+    *,
+    target_tokens: int | None = None,
+    token_counts: Sequence[int] | None = None,
+) -> CompactionPlan | SkipCompaction:
+    """Choose the cut point of a compaction of the hot window ``events`` (in sequence order).
+
+    ``token_counts`` are precomputed per-event estimates (same length as
+    ``events``, e.g. from :func:`~aiden.policy.tokens.event_tokens`);
+    without them every event is estimated here. ``target_tokens`` is the
+    prompt size the caller must get under (the trigger threshold): see the
+    progress rule in the module docstring. Returns a :class:`SkipCompaction`
+    instead of a plan with an empty compacted range.
+    """
+    if not events:
+        return SkipCompaction(reason="no_events")
+    if token_counts is None:
+        tokens: Sequence[int] = event_tokens(events)
+    else:
+        if len(token_counts) != len(events):
+            raise ValueError(
+                f"token_counts has {len(token_counts)} entries for {len(events)} events"
+            )
+        if any(t < 0 for t in token_counts):
+            raise ValueError("token_counts must not be negative")
+        tokens = token_counts
+    window = _Window(events, tokens, config.max_pinned_events)
+    path: Literal["token", "count"] = "token"
+    chosen = _token_cut(window, config.keep_recent_tokens, tokens)
+    if chosen is None:
+        chosen = _count_cut(window, config.hot_window_events)
+        if chosen is not None:
+            path = "count"
+    reaches = True
+    note = ""
+    if target_tokens is not None:
+        hot = window.total if chosen is None else window.kept_tokens(chosen[1])
+        if hot >= target_tokens and (chosen is not None or window.first_useful_from(1)):
+            chosen, reaches = _progress_cut(window, chosen, target_tokens)
+            if not reaches:
+                note = (
+                    f"smallest reachable hot window {window.kept_tokens(chosen[1])} tokens"
+                    f" >= trigger {target_tokens}"
+                )
+    if chosen is None:
+        return _skip_reason(window, config)
+    return _build_plan(window, path, chosen, reaches, note)
+
+
+def _skip_reason(window: _Window, config: Config) -> SkipCompaction:
+    if window.total <= config.keep_recent_tokens and window.n <= config.hot_window_events:
+        return SkipCompaction(
+            reason="fits",
+            detail=(
+                f"{window.total} tokens <= keep_recent_tokens {config.keep_recent_tokens}"
+                f" and {window.n} events <= hot_window_events {config.hot_window_events}"
+            ),
+        )
+    if not any(window.legal):
+        return SkipCompaction(
+            reason="no_legal_cut",
+            detail=f"none of the {window.n} events may open the hot window",
+        )
+    if window.first_useful_from(1) is None:
+        return SkipCompaction(
+            reason="nothing_compactable",
+            detail="every legal cut leaves only the root input and pinned events to compact",
+        )
+    return SkipCompaction(
+        reason="no_legal_cut",
+        detail="no legal cut where the token path (at or after the keep_recent_tokens point)"
+        " or the count path (at or before the hot_window_events point) looks",
+    )
+
+
+def _build_plan(
+    window: _Window,
+    path: Literal["token", "count"],
+    chosen: tuple[int, int],
+    reaches: bool,
+    note: str,
+) -> CompactionPlan:
+    events, kept_mask = window.events, window.kept_mask
+    cut, effective = chosen
+    turn_start = -1
+    if classify(events[cut]) == "split_allowed":
+        turn_start = next(
+            (i for i in range(effective - 1, -1, -1) if classify(events[i]) == "boundary"), -1
+        )
+    split_at = turn_start if turn_start >= 0 else effective
+    history = tuple(events[i] for i in range(split_at) if not kept_mask[i])
+    turn_prefix = tuple(events[i] for i in range(split_at, effective) if not kept_mask[i])
+    is_split = bool(turn_prefix)
+    retained = tuple(events[effective:])
+    kept_tokens = window.kept_tokens(effective)
+    return CompactionPlan(
+        path=path,
+        history=history,
+        turn_prefix=turn_prefix,
+        kept=tuple(events[i] for i in range(effective) if kept_mask[i]),
+        retained=retained,
+        cut_meta=CutMeta(
+            first_kept_event_id=retained[0].id,
+            tokens_before=window.total,
+            kept_tokens_estimate=kept_tokens,
+            is_split_turn=is_split,
+            turn_start_event_id=events[turn_start].id if is_split else None,
+        ),
+        tokens_before=window.total,
+        kept_tokens=kept_tokens,
+        reaches_target=reaches,
+        note=note,
+    )
+
+
+def prompt_after_compaction_tokens(plan: CompactionPlan) -> int:
+    """The estimated prompt-token value to store after ``plan`` is applied (seed 000).
+
+    The hot window's estimate (kept + retained) replaces the stale
+    pre-compaction prompt size so the maintenance loop does not compact the
+    same short window again. It excludes the synthetic split-turn summary the
+    caller adds to the hot window.
+    """
+    return plan.kept_tokens

@@ -1,0 +1,150 @@
+"""Screenshot data scrubbing (seed 000): drop base64 image payloads before persistence.
+
+Screenshot tool results carry base64 images. Stored verbatim they inflate the
+hot window's token estimate (several KB of ASCII per image) and the chunks,
+while the model cannot use them as text anyway. :func:`strip_screenshot_data`
+removes the payload and keeps the metadata (width, height, format, size,
+action_output, ...) in three shapes:
+
+* JSON content (object or array), recursively: a value under an image key
+  (``data``, ``image``, ``base64``, ``b64_json``, ``image_data``,
+  ``image_base64``, ``screenshot``) that is a long base64 string or a
+  ``data:image/...;base64,`` URI is removed and ``<key>_omitted_bytes``
+  (its length) takes its place; other strings get the text treatment;
+* text: inline ``data:image/<fmt>;base64,<payload>`` URIs become
+  ``[image data omitted: N bytes]`` (N = length of the URI), and a content
+  that is nothing but a raw base64 PNG/JPEG/GIF/WebP becomes the same marker;
+* the same rules for the values of ``event.meta``.
+
+Only long payloads are touched (at least 128 base64 characters): normal
+text, hashes, ids and short strings are never changed. The scrubber is
+idempotent and returns the very same event object when nothing changed, so
+every persistence boundary can call it unconditionally.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final
+
+import msgspec
+
+from aiden.events import SessionEvent
+
+__all__ = ["IMAGE_KEYS", "scrub_text", "strip_screenshot_data"]
+
+_MIN_PAYLOAD: Final = 128
+"""Shortest base64 payload treated as image data (a 1x1 PNG is ~90 characters)."""
+
+IMAGE_KEYS: Final = frozenset(
+    {"data", "image", "base64", "b64_json", "image_data", "image_base64", "screenshot"}
+)
+"""JSON keys (case-insensitive) whose long base64 values are image payloads."""
+
+_DATA_URI: Final = re.compile(
+    rf"data:image/[a-z0-9.+-]{{1,32}};base64,[A-Za-z0-9+/_-]{{{_MIN_PAYLOAD},}}={{0,2}}",
+    re.IGNORECASE,
+)
+# MIME-style base64 may be wrapped in lines; spaces never occur in it, which
+# is what keeps ordinary prose (letters and spaces only) out.
+_BASE64: Final = re.compile(r"(?:[A-Za-z0-9+/_-]|\r?\n)+={0,2}\s*")
+_HEX: Final = re.compile(r"[0-9A-Fa-f\s]+")
+# Base64 of the PNG, JPEG, GIF and WebP signatures.
+_IMAGE_MAGIC: Final = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR")
+_KEY_HINT: Final = re.compile(
+    '"(?:' + "|".join(sorted(IMAGE_KEYS)) + r')"\s*:', re.IGNORECASE
+)
+
+
+def _may_contain_uri(text: str) -> bool:
+    return "ase64," in text or "ASE64," in text
+
+
+def _omitted(length: int) -> str:
+    return f"[image data omitted: {length} bytes]"
+
+
+def scrub_text(text: str) -> str:
+    """``text`` with inline ``data:image/...;base64,...`` URIs replaced by a size marker.
+
+    Returns ``text`` itself when there is nothing to replace.
+    """
+    if not _may_contain_uri(text):
+        return text
+    scrubbed, count = _DATA_URI.subn(lambda m: _omitted(len(m.group(0))), text)
+    return scrubbed if count else text
+
+
+def _is_base64_payload(value: str) -> bool:
+    # Hex digests (sha512 is 128 characters) are base64-alphabet too: not images.
+    return (
+        len(value) >= _MIN_PAYLOAD
+        and _BASE64.fullmatch(value) is not None
+        and _HEX.fullmatch(value) is None
+    )
+
+
+def _is_image_payload(value: str) -> bool:
+    return _is_base64_payload(value) or _DATA_URI.fullmatch(value.strip()) is not None
+
+
+def _scrub_value(value: Any) -> tuple[Any, bool]:
+    if isinstance(value, str):
+        scrubbed = scrub_text(value)
+        return scrubbed, scrubbed is not value
+    if isinstance(value, dict):
+        return _scrub_dict(value)
+    if isinstance(value, list):
+        items = [_scrub_value(item) for item in value]
+        if any(changed for _, changed in items):
+            return [item for item, _ in items], True
+    return value, False
+
+
+def _scrub_dict(mapping: dict[Any, Any]) -> tuple[dict[Any, Any], bool]:
+    out: dict[Any, Any] = {}
+    changed = False
+    for key, value in mapping.items():
+        if (
+            isinstance(key, str)
+            and isinstance(value, str)
+            and key.lower() in IMAGE_KEYS
+            and _is_image_payload(value)
+        ):
+            out[f"{key}_omitted_bytes"] = len(value)
+            changed = True
+            continue
+        new_value, value_changed = _scrub_value(value)
+        out[key] = new_value
+        changed = changed or value_changed
+    return (out, True) if changed else (mapping, False)
+
+
+def _scrub_content(content: str) -> str:
+    stripped = content.strip()
+    if stripped[:1] in ("{", "[") and (_KEY_HINT.search(content) or _may_contain_uri(content)):
+        try:
+            parsed = json.loads(content)
+        except ValueError:
+            pass  # not JSON after all: scrub it as text
+        else:
+            scrubbed, changed = _scrub_value(parsed)
+            if not changed:
+                return content
+            return json.dumps(scrubbed, ensure_ascii=False, separators=(",", ":"))
+    if stripped.startswith(_IMAGE_MAGIC) and _is_base64_payload(stripped):
+        return _omitted(len(stripped))
+    return scrub_text(content)
+
+
+def strip_screenshot_data(event: SessionEvent) -> SessionEvent:
+    """``event`` without base64 image payloads in its content and meta (see the module docstring).
+
+    Idempotent; returns ``event`` itself when nothing changed.
+    """
+    content = _scrub_content(event.content) if event.content else event.content
+    meta, meta_changed = _scrub_dict(event.meta) if event.meta else (event.meta, False)
+    if content is event.content and not meta_changed:
+        return event
+    return msgspec.structs.replace(event, content=content, meta=meta)

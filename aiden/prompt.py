@@ -1,0 +1,224 @@
+"""Prompt assembly (pure): system layers + hot window as native chat messages.
+
+The result is an OpenAI/litellm ``messages`` list:
+
+1. one system message with the seed's layers in order — role identity, base
+   instruction, defaults, skills, runtime context, role rules, tool
+   information, then the session summary (summary.md) and long-term memory;
+2. the hot-window events as native messages: user inputs as user messages,
+   assistant outputs as assistant messages carrying the tool calls that follow
+   them, tool results as tool messages with their ``tool_call_id``, system
+   events and screen context as system messages;
+3. optionally a current task message.
+
+No "Conversation history:" block, no hot-window markers, and nothing here is
+ever persisted. The sequence is always valid for the chat API: a tool result
+without its call is re-attached or rendered as plain context, and a call
+without a result gets an explicit placeholder result, so no orphan is sent.
+
+Prompt caching: with ``cache_friendly=True`` the request-local runtime context
+moves to a second system message, so the first system message — which holds
+the session summary — only changes when a compaction commits;
+``prefix_fingerprint`` is its hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from aiden.events import SessionEvent
+
+__all__ = ["PromptBuild", "PromptLayers", "build_messages", "events_to_messages", "validate_chat_sequence"]
+
+Message = dict[str, Any]
+
+MISSING_RESULT = "[no result was recorded for this tool call]"
+
+
+class PromptLayers(msgspec.Struct, frozen=True, kw_only=True):
+    """The caller-supplied system prompt layers (seed 002 "Prompt Shape"); empty layers are omitted."""
+
+    role_identity: str = ""
+    base_instruction: str = ""
+    defaults: str = ""
+    skills: str = ""
+    active_skills: str = ""
+    runtime_context: str = ""
+    role_rules: str = ""
+    tools: str = ""
+
+
+class PromptBuild(msgspec.Struct, frozen=True, kw_only=True):
+    """Messages ready for ``litellm.acompletion`` plus facts about them."""
+
+    messages: list[Message]
+    prefix_fingerprint: str
+    repairs: int = 0
+    """How many orphan tool calls/results had to be repaired."""
+
+
+def _system_text(layers: PromptLayers, session_summary: str, long_term: str, *, include_runtime: bool) -> str:
+    parts = [
+        layers.role_identity,
+        layers.base_instruction,
+        layers.defaults,
+        layers.skills,
+        layers.active_skills,
+        layers.runtime_context if include_runtime else "",
+        layers.role_rules,
+        layers.tools,
+        session_summary,
+        long_term,
+    ]
+    return "\n\n".join(p.strip() for p in parts if p and p.strip())
+
+
+def events_to_messages(events: Sequence[SessionEvent], *, split_turn_context: str = "", split_before_seq: int | None = None) -> tuple[list[Message], int]:
+    """Convert hot-window events to native chat messages; returns (messages, repairs).
+
+    ``split_turn_context`` (the latest chunk's split-turn prefix summary) is
+    rendered as a system message right before the first event whose seq is
+    ``split_before_seq`` or higher, i.e. where the retained window opens.
+    """
+    out: list[Message] = []
+    repairs = 0
+    open_calls: dict[str, int] = {}  # tool_call_id -> index of the assistant message
+    answered: set[str] = set()
+    injected = not split_turn_context
+    for ev in events:
+        if not injected and split_before_seq is not None and ev.seq >= split_before_seq:
+            out.append({"role": "system", "content": split_turn_context})
+            injected = True
+        if ev.type == "user_input":
+            out.append({"role": "user", "content": ev.content})
+        elif ev.type in ("assistant_output", "role_output"):
+            out.append({"role": "assistant", "content": ev.content})
+        elif ev.type == "tool_call":
+            call_id = ev.tool_call_id or f"call_seq{ev.seq}"
+            call = {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": ev.tool_name or "tool", "arguments": ev.tool_args or "{}"},
+            }
+            last = out[-1] if out else None
+            if last is not None and last["role"] == "assistant":
+                last.setdefault("tool_calls", []).append(call)
+                if not last.get("content"):
+                    last["content"] = None
+            else:
+                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            open_calls[call_id] = len(out) - 1
+        elif ev.type == "tool_result":
+            call_id = ev.tool_call_id
+            if call_id is None and open_calls:
+                # Text-action agents record results without ids: answer the newest open call.
+                pending = [c for c in open_calls if c not in answered]
+                call_id = pending[-1] if pending else None
+            if call_id is not None and call_id in open_calls and call_id not in answered:
+                out.append({"role": "tool", "tool_call_id": call_id, "content": ev.content})
+                answered.add(call_id)
+            else:
+                # An orphan result (its call was compacted): keep it as plain context.
+                repairs += 1
+                name = f" {ev.tool_name}" if ev.tool_name else ""
+                out.append({"role": "system", "content": f"Earlier tool result{name}:\n{ev.content}"})
+        else:  # system_event, screen_context
+            out.append({"role": "system", "content": ev.content})
+    if not injected and split_turn_context:
+        out.append({"role": "system", "content": split_turn_context})
+    repairs += _close_all_missing(out, open_calls, answered)
+    return _merge_tool_blocks(out), repairs
+
+
+def _close_all_missing(out: list[Message], open_calls: dict[str, int], answered: set[str]) -> int:
+    missing = [c for c in open_calls if c not in answered]
+    if not missing:
+        return 0
+    # Insert each placeholder right after the block of tool messages answering its assistant message.
+    for call_id in reversed(missing):
+        idx = open_calls[call_id]
+        pos = idx + 1
+        while pos < len(out) and out[pos]["role"] == "tool":
+            pos += 1
+        out.insert(pos, {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT})
+        for cid, i in open_calls.items():
+            if i >= pos:
+                open_calls[cid] = i + 1
+    return len(missing)
+
+
+def _merge_tool_blocks(out: list[Message]) -> list[Message]:
+    """Move every tool message directly behind the assistant message that called it."""
+    owner: dict[str, int] = {}
+    for i, m in enumerate(out):
+        for call in m.get("tool_calls") or []:
+            owner[call["id"]] = i
+    result: list[Message] = []
+    tools_for: dict[int, list[Message]] = {}
+    for m in out:
+        if m["role"] == "tool":
+            tools_for.setdefault(owner[m["tool_call_id"]], []).append(m)
+    for i, m in enumerate(out):
+        if m["role"] == "tool":
+            continue
+        result.append(m)
+        if i in tools_for:
+            order = {c["id"]: n for n, c in enumerate(m["tool_calls"])}
+            result.extend(sorted(tools_for[i], key=lambda t: order[t["tool_call_id"]]))
+    return result
+
+
+def validate_chat_sequence(messages: Sequence[Message]) -> list[str]:
+    """Problems that would make the chat API reject ``messages`` (empty when valid)."""
+    problems: list[str] = []
+    expected: list[str] = []
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role == "tool":
+            if not expected:
+                problems.append(f"message {i}: tool message without a preceding call")
+            elif m.get("tool_call_id") not in expected:
+                problems.append(f"message {i}: tool_call_id {m.get('tool_call_id')!r} was not called")
+            else:
+                expected.remove(m["tool_call_id"])
+            continue
+        if expected:
+            problems.append(f"message {i}: calls {expected} have no tool result before it")
+            expected = []
+        if role == "assistant" and m.get("tool_calls"):
+            expected = [c["id"] for c in m["tool_calls"]]
+    if expected:
+        problems.append(f"calls {expected} have no tool result")
+    return problems
+
+
+def build_messages(
+    *,
+    layers: PromptLayers,
+    hot_window: Sequence[SessionEvent],
+    session_summary: str = "",
+    long_term: str = "",
+    split_turn_context: str = "",
+    split_before_seq: int | None = None,
+    current_task: str | None = None,
+    cache_friendly: bool = True,
+) -> PromptBuild:
+    """Assemble the full message list for one model call."""
+    system = _system_text(layers, session_summary, long_term, include_runtime=not cache_friendly)
+    messages: list[Message] = []
+    if system:
+        messages.append({"role": "system", "content": system})
+    if cache_friendly and layers.runtime_context.strip():
+        messages.append({"role": "system", "content": layers.runtime_context.strip()})
+    body, repairs = events_to_messages(
+        hot_window, split_turn_context=split_turn_context, split_before_seq=split_before_seq
+    )
+    messages.extend(body)
+    if current_task:
+        messages.append({"role": "user", "content": current_task})
+    fingerprint = hashlib.sha256(system.encode()).hexdigest()[:16]
+    return PromptBuild(messages=messages, prefix_fingerprint=fingerprint, repairs=repairs)

@@ -1,0 +1,282 @@
+"""Pure text handling of the recall index: CJK segmentation, safe FTS5 queries, snippets.
+
+Nothing here touches the database or the filesystem, so every function can be
+tested (and fuzzed) on its own.
+
+**Tokens.** FTS5's ``unicode61`` tokenizer treats characters of the Unicode
+categories ``L*``, ``N*`` and ``Co`` as token characters and everything else
+as separators. It keeps a run of Chinese characters as *one* token, so the
+two-character query ``数据`` would never match the text ``数据库迁移``. Before
+indexing, :func:`index_text` therefore surrounds every CJK character (Han,
+Hiragana, Katakana, Hangul, ...) with U+200B ZERO WIDTH SPACE, a separator for
+unicode61, which makes each CJK character a token of its own. A zero width
+space is used instead of a plain space so the stored text can be turned back
+into readable text for snippets (:func:`display_text`).
+
+**Queries.** User text is never passed to FTS5 as query syntax. :func:`query_terms`
+splits it into words on the same separators as unicode61 and then into runs of
+CJK and non-CJK characters; every run becomes one *term*, rendered as an FTS5
+string (a double-quoted phrase with ``"`` doubled): a CJK run becomes the
+phrase of its single characters (``"数 据"``), so adjacent characters must be
+adjacent in the text. Operators (``AND``, ``NEAR``), column filters, ``*``,
+``^`` and parentheses are separators or plain words inside a phrase, so they
+cannot change the meaning of the query.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from typing import Final
+
+import msgspec
+
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "MAX_TERMS",
+    "Term",
+    "and_expression",
+    "display_text",
+    "fallback_terms",
+    "index_text",
+    "is_cjk",
+    "or_expression",
+    "query_terms",
+    "snippet",
+    "truncate",
+]
+
+MAX_QUERY_CHARS: Final = 1000
+"""Longer queries are cut to this many characters before they are split into terms."""
+MAX_TERMS: Final = 8
+"""Most terms of one query (the first distinct ones win); bounds the work per search."""
+MAX_FALLBACK_TERMS: Final = 12
+"""Most terms of the OR fallback (CJK bigrams can multiply the terms)."""
+
+ZWSP: Final = "\u200b"
+ELLIPSIS: Final = "…"
+
+# Scripts whose words are not separated by spaces (plus Hangul, which attaches
+# particles to nouns): every character is made a token of its own.
+_CJK_RANGES: Final = (
+    "\u1100-\u11ff"  # Hangul Jamo
+    "\u2e80-\u2fdf"  # CJK Radicals Supplement, Kangxi Radicals
+    "\u3005-\u3007"  # iteration mark, closing mark, ideographic zero
+    "\u3021-\u3029"  # Hangzhou numerals
+    "\u3031-\u3035\u303b\u303c"  # kana repeat marks, vertical iteration marks
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3100-\u312f"  # Bopomofo
+    "\u3131-\u318f"  # Hangul Compatibility Jamo
+    "\u31a0-\u31bf"  # Bopomofo Extended
+    "\u31f0-\u31ff"  # Katakana Phonetic Extensions
+    "\u3400-\u4dbf"  # CJK Extension A
+    "\u4e00-\u9fff"  # CJK Unified Ideographs
+    "\ua960-\ua97f"  # Hangul Jamo Extended-A
+    "\uac00-\ud7ff"  # Hangul Syllables, Hangul Jamo Extended-B
+    "\uf900-\ufaff"  # CJK Compatibility Ideographs
+    "\uff66-\uffdc"  # halfwidth Katakana and Hangul
+    "\U00020000-\U0003ffff"  # CJK Extensions B and later
+)
+_CJK_CHAR: Final = re.compile(f"[{_CJK_RANGES}]")
+_CJK_RUN_OR_OTHER: Final = re.compile(f"([{_CJK_RANGES}]+)|([^{_CJK_RANGES}]+)")
+_WS: Final = re.compile(r"\s+")
+
+
+class Term(msgspec.Struct, frozen=True):
+    """One query term: a word (or CJK run) and its FTS5 string."""
+
+    text: str
+    """The term as the user typed it (used to find the match for a snippet)."""
+    cjk: bool
+    """True for a run of CJK characters."""
+    phrase: str
+    """The term as an FTS5 string: quoted, quotes doubled, CJK characters spaced."""
+
+
+def is_cjk(ch: str) -> bool:
+    """True if the character ``ch`` is indexed as a token of its own."""
+    return _CJK_CHAR.fullmatch(ch) is not None
+
+
+def index_text(text: str) -> str:
+    """The text as stored in the FTS5 table: every CJK character surrounded by U+200B."""
+    return _CJK_CHAR.sub(lambda m: f"{ZWSP}{m.group()}{ZWSP}", text) if _has_cjk(text) else text
+
+
+def _has_cjk(text: str) -> bool:
+    # Most event text is ASCII; skipping the substitution for it is the cheap path.
+    return not text.isascii() and _CJK_CHAR.search(text) is not None
+
+
+def display_text(stored: str) -> str:
+    """Undo :func:`index_text` (zero width spaces of the original are dropped too, harmlessly)."""
+    return stored.replace(ZWSP, "")
+
+
+def _is_token_char(ch: str) -> bool:
+    # unicode61's token characters (L*, N*, Co), plus combining marks so that a
+    # decomposed "é" stays inside its word; FTS5 tokenizes the phrase itself.
+    cat = unicodedata.category(ch)
+    return cat[0] in "LNM" or cat == "Co"
+
+
+def _has_token_char(text: str) -> bool:
+    # A phrase with no token characters matches nothing in FTS5 and would turn
+    # a whole AND into "no results", so such fragments are dropped.
+    return any(unicodedata.category(ch)[0] in "LN" or unicodedata.category(ch) == "Co" for ch in text)
+
+
+def _words(query: str) -> list[str]:
+    words: list[str] = []
+    current: list[str] = []
+    for ch in query:
+        if _is_token_char(ch):
+            current.append(ch)
+        elif current:
+            words.append("".join(current))
+            current = []
+    if current:
+        words.append("".join(current))
+    return words
+
+
+def _quote(tokens: str) -> str:
+    return '"' + tokens.replace('"', '""') + '"'
+
+
+def _make_term(run: str, cjk: bool) -> Term:
+    return Term(run, cjk, _quote(" ".join(run) if cjk else run))
+
+
+def query_terms(query: str) -> list[Term]:
+    """Split ``query`` into at most :data:`MAX_TERMS` distinct terms (empty list: nothing to search).
+
+    Never raises for any ``str``: NUL bytes, lone surrogates, quotes, FTS5
+    operators and punctuation are separators or plain text.
+    """
+    terms: list[Term] = []
+    seen: set[str] = set()
+    for word in _words(query[:MAX_QUERY_CHARS]):
+        for match in _CJK_RUN_OR_OTHER.finditer(word):
+            cjk_run, other = match.group(1), match.group(2)
+            run = cjk_run if cjk_run is not None else other
+            if not _has_token_char(run):
+                continue
+            key = run.casefold()
+            if key in seen:
+                continue
+            seen.add(key)
+            terms.append(_make_term(run, cjk_run is not None))
+            if len(terms) == MAX_TERMS:
+                return terms
+    return terms
+
+
+def fallback_terms(terms: Sequence[Term]) -> list[Term]:
+    """Terms of the OR fallback: CJK runs longer than two characters become overlapping bigrams.
+
+    A Chinese query is usually written without spaces (``数据库迁移失败``); if
+    the text says ``数据库的迁移失败了`` the phrase does not match, but its
+    bigrams do, and BM25 ranks the chunk sharing most of them first.
+    """
+    out: list[Term] = []
+    seen: set[str] = set()
+    for term in terms:
+        parts = [term]
+        if term.cjk and len(term.text) > 2:
+            parts = [_make_term(term.text[i : i + 2], True) for i in range(len(term.text) - 1)]
+        for part in parts:
+            key = part.text.casefold()
+            if key not in seen:
+                seen.add(key)
+                out.append(part)
+    return out[:MAX_FALLBACK_TERMS]
+
+
+def and_expression(terms: Sequence[Term]) -> str:
+    """FTS5 expression matching rows that contain every term."""
+    return " AND ".join(t.phrase for t in terms)
+
+
+def or_expression(terms: Sequence[Term]) -> str:
+    """FTS5 expression matching rows that contain any term."""
+    return " OR ".join(t.phrase for t in terms)
+
+
+def _term_pattern(term: Term, bounded: bool) -> str:
+    if term.cjk:
+        # The phrase matches the characters with separators between them too.
+        return r"[\W_]*".join(re.escape(ch) for ch in term.text)
+    body = re.escape(term.text)
+    return rf"(?<![^\W_]){body}(?![^\W_])" if bounded else body
+
+
+def _first_match(text: str, terms: Sequence[Term]) -> tuple[int, int] | None:
+    if not terms:
+        return None
+    for bounded in (True, False):
+        pattern = "|".join(f"(?:{_term_pattern(t, bounded)})" for t in terms)
+        found = re.search(pattern, text, re.IGNORECASE)
+        if found is not None:
+            return found.start(), found.end()
+    return None
+
+
+def snippet(text: str, terms: Sequence[Term], width: int) -> str:
+    """At most ``width`` characters of ``text``, whitespace collapsed, centred on the first match of a term.
+
+    Cut sides are marked with ``…`` (counted in ``width``). Without a findable
+    match (e.g. the index matched through diacritic folding) the snippet is the
+    start of the text.
+    """
+    if width <= 0:
+        return ""
+    span = _first_match(text, terms)
+    start, end = span if span is not None else (0, 0)
+    # Work on a raw window a few times the width around the match: collapsing
+    # whitespace of a 100 KB tool output just to show 240 characters is waste.
+    raw_lo = max(0, start - 2 * width)
+    raw_hi = min(len(text), end + 2 * width)
+    before = _WS.sub(" ", text[raw_lo:start])
+    hit = _WS.sub(" ", text[start:end])
+    after = _WS.sub(" ", text[end:raw_hi])
+    if raw_lo == 0:
+        before = before.lstrip()
+    if raw_hi == len(text):
+        after = after.rstrip()
+    cut_left = raw_lo > 0
+    cut_right = raw_hi < len(text)
+    joined = before + hit + after
+    if len(joined) <= width and not cut_left and not cut_right:
+        return joined
+    centre = len(before) + len(hit) // 2
+    if width < 3:
+        # No room for markers around any content.
+        lo = min(max(0, centre - width // 2), max(0, len(joined) - width))
+        return joined[lo : lo + width]
+    avail = width
+    left = right = False
+    # The markers take room from the content; a narrower window can only add
+    # markers, never remove one, so this settles within three rounds.
+    for _ in range(3):
+        # Centre the window on the match; a match wider than the window shows its start.
+        lo = len(before) if len(hit) >= avail else max(0, centre - avail // 2)
+        hi = min(len(joined), lo + avail)
+        lo = max(0, hi - avail)
+        left = cut_left or lo > 0
+        right = cut_right or hi < len(joined)
+        needed = width - left - right
+        if needed == avail:
+            break
+        avail = needed
+    return (ELLIPSIS if left else "") + joined[lo:hi] + (ELLIPSIS if right else "")
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending with ``…`` when cut."""
+    if len(text) <= limit:
+        return text
+    if limit <= 0:
+        return ""
+    return text[: limit - 1] + ELLIPSIS

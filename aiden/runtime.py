@@ -1,0 +1,180 @@
+"""The runtime: the one task group, the actors, their streams, recovery and shutdown.
+
+:func:`open_memory` recovers the session on disk, starts every actor with
+``await tg.start(...)``, wires their bounded memory streams, yields a
+:class:`~aiden.memory.Memory`, and on exit drains the writer (everything
+already queued is committed) before stopping the other actors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+from aiden.actors.mailbox import Client, route_replies
+from aiden.actors.recall import RecallActor
+from aiden.actors.scheduler import MaintenanceScheduler
+from aiden.actors.summarizer import SummarizerActor
+from aiden.actors.writer import SessionWriter
+from aiden.config import Config
+from aiden.errors import ClosedError
+from aiden.memory import Memory, dispatch_writer_reply
+from aiden.messages import (
+    Codec,
+    RecallInbox,
+    RecallOutbox,
+    RecallReply,
+    SchedulerInbox,
+    SchedulerOutbox,
+    SummarizerInbox,
+    SummarizerOutbox,
+    WriterInbox,
+    WriterOutbox,
+)
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
+from aiden.storage.session import SessionStore
+from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.protocol import Summarizer
+
+__all__ = ["open_memory"]
+
+# Small inboxes: the scheduler and summarizer see a handful of messages per turn.
+_CONTROL_QUEUE = 64
+
+
+@asynccontextmanager
+async def open_memory(
+    root: str | os.PathLike[str],
+    *,
+    config: Config | None = None,
+    summarizer: Summarizer | None = None,
+    model: str | None = None,
+    context_window: int | None = None,
+    storage: Storage | None = None,
+) -> AsyncIterator[Memory]:
+    """Open (and recover) the memory under ``root`` and run its actors for the block's duration.
+
+    ``summarizer`` defaults to the embedded :class:`ExtractiveSummarizer` (no
+    network). ``model`` selects the context window from litellm's bundled model
+    map (without importing litellm); ``context_window`` overrides it; unknown
+    models fall back to ``config.context_window``.
+    """
+    config = config or Config()
+    storage = storage or Storage()
+    layout = Layout(root)
+    store = SessionStore(layout, storage, config)
+    if context_window is None:
+        from aiden.models import ModelResolver
+
+        context_window = ModelResolver().context_window(model, config.context_window)
+    report = await anyio.to_thread.run_sync(store.recover)
+
+    w_send, w_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
+    wr_send, wr_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
+    s_send, s_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+    sr_send, sr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+    z_send, z_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+    zr_send, zr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+    r_send, r_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+    rr_send, rr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+
+    writer_client: Client[WriterInbox, list[int]] = Client("session writer", w_send, Codec(WriterInbox))
+    scheduler_client: Client[SchedulerInbox, SchedulerOutbox] = Client(
+        "maintenance scheduler", s_send, Codec(SchedulerInbox)
+    )
+    summarizer_client: Client[SummarizerInbox, SummarizerOutbox] = Client(
+        "summarizer", z_send, Codec(SummarizerInbox)
+    )
+
+    recall_client: Client[RecallInbox, RecallReply] = Client("recall index", r_send, Codec(RecallInbox))
+    recall_actor = RecallActor(layout, config, r_recv, rr_send)
+    writer = SessionWriter(layout, storage, config, w_recv, wr_send)
+    summarizer_actor = SummarizerActor(summarizer or ExtractiveSummarizer(), config, z_recv, zr_send)
+    scheduler = MaintenanceScheduler(store, config, context_window, s_recv, sr_send, summarizer_client)
+    writer_done = anyio.Event()
+
+    def writer_ended() -> None:
+        writer_client.fail_all(ClosedError("session writer stopped"))
+        writer_done.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(writer.run)
+            await tg.start(
+                route_replies,
+                "session writer",
+                wr_recv,
+                Codec[WriterOutbox](WriterOutbox),
+                lambda m: dispatch_writer_reply(writer_client, m),
+                writer_ended,
+            )
+            await tg.start(summarizer_actor.run)
+            await tg.start(
+                route_replies,
+                "summarizer",
+                zr_recv,
+                Codec[SummarizerOutbox](SummarizerOutbox),
+                lambda m: summarizer_client.resolve(m.request_id, m),
+                lambda: summarizer_client.fail_all(ClosedError("summarizer stopped")),
+            )
+            await tg.start(scheduler.run_inbox)
+            await tg.start(scheduler.run_passes)
+            await tg.start(
+                route_replies,
+                "maintenance scheduler",
+                sr_recv,
+                Codec[SchedulerOutbox](SchedulerOutbox),
+                lambda m: scheduler_client.resolve(m.request_id, m),
+                lambda: scheduler_client.fail_all(ClosedError("maintenance scheduler stopped")),
+            )
+            await tg.start(recall_actor.run)
+            await tg.start(
+                route_replies,
+                "recall index",
+                rr_recv,
+                Codec[RecallOutbox](RecallOutbox),
+                lambda m: recall_client.resolve(m.request_id, m),
+                lambda: recall_client.fail_all(ClosedError("recall index stopped")),
+            )
+            memory = Memory(
+                layout=layout,
+                store=store,
+                config=config,
+                context_window=context_window,
+                writer=writer_client,
+                scheduler=scheduler_client,
+                scheduler_stats=scheduler.stats,
+                summarizer_actor=summarizer_actor,
+                recall=recall_client,
+                recall_actor=recall_actor,
+                recovery=report,
+            )
+            try:
+                yield memory
+            finally:
+                with anyio.CancelScope(shield=True):
+                    memory._closed = True
+                    # Drain: everything queued before close is committed and acknowledged.
+                    await writer_client.aclose()
+                    await writer_done.wait()
+                    # An in-flight pass is abandoned; its commit protocol makes that safe.
+                    tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The caller's block runs inside our task group; give back the caller's
+        # own exception, not a group wrapping it.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+    finally:
+        # Actors cancelled mid-serve never reached their own `async with`
+        # exits; closing twice is a no-op, so close every end here.
+        for stream in (w_send, w_recv, wr_send, wr_recv, s_send, s_recv, sr_send, sr_recv,
+                       z_send, z_recv, zr_send, zr_recv, r_send, r_recv, rr_send, rr_recv):
+            stream.close()
+        scheduler.close_streams()
+        await anyio.to_thread.run_sync(store.close)
+        await anyio.to_thread.run_sync(writer.close_lock)

@@ -1,0 +1,311 @@
+"""Chunk files and the chunk index.
+
+``chunks/<chunk_id>.jsonl``: a header line, then the compacted events verbatim::
+
+    {"aiden_chunk":1,"chunk_id":"...","first_seq":11,"last_seq":40,"count":29,"sha256":"..."}
+    {"type":"user_input",...}
+
+``chunks/index.yaml`` is the commit point of a compaction. It holds the
+rolling summary, the newest chunk entries, and references (with checksums) to
+sealed *segments*: immutable ``chunks/segment-<first>-<last>.jsonl`` files of
+older entries. Sealing keeps index.yaml small, so a compaction costs
+O(hot window), not O(history), however long the session has run.
+
+A chunk covers the seq range ``[first_seq, last_seq]`` minus ``kept_seqs``
+(pinned events inside the range that stayed in the hot window).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+
+from typing import Any
+
+import msgspec
+import yaml
+
+from aiden.errors import CorruptionError, InvalidIdError
+from aiden.events import SessionEvent, encode_event, validate_id
+from aiden.storage.fs import Storage
+from aiden.storage.jsonl import scan
+from aiden.storage.layout import Layout
+
+__all__ = [
+    "ChunkEntry",
+    "ChunkFile",
+    "ChunkIndex",
+    "SegmentRef",
+    "chunk_id_for",
+    "covered",
+    "encode_chunk",
+    "load_all_entries",
+    "load_index",
+    "read_chunk",
+    "save_index",
+    "seal_segments",
+    "write_chunk",
+]
+
+INDEX_VERSION = 1
+SEGMENT_SIZE = 32
+
+
+class ChunkEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One committed chunk as recorded in the index."""
+
+    chunk_id: str
+    first_seq: int
+    last_seq: int
+    count: int
+    sha256: str
+    summary: str
+    created_at: float = 0.0
+    kept_seqs: list[int] = msgspec.field(default_factory=list)
+    degraded: bool = False
+    split_turn_context: str = ""
+    cut_meta: dict[str, Any] | None = None
+
+    def covers(self, seq: int) -> bool:
+        """True if the event with ``seq`` lives in this chunk (not kept in the hot window)."""
+        return self.first_seq <= seq <= self.last_seq and seq not in self.kept_seqs
+
+
+class SegmentRef(msgspec.Struct, frozen=True, kw_only=True):
+    """A sealed, immutable file of older chunk entries."""
+
+    file: str
+    chunks: int
+    first_seq: int
+    last_seq: int
+    sha256: str
+
+
+class ChunkIndex(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The content of ``chunks/index.yaml``."""
+
+    version: int = INDEX_VERSION
+    rolling_summary: str = ""
+    rolled_count: int = 0
+    """How many of the oldest chunks have been folded into the rolling summary."""
+    total_chunks: int = 0
+    segments: list[SegmentRef] = msgspec.field(default_factory=list)
+    chunks: list[ChunkEntry] = msgspec.field(default_factory=list)
+
+    @property
+    def last_seq(self) -> int:
+        """The highest seq any committed chunk covers (0 when none)."""
+        if self.chunks:
+            return self.chunks[-1].last_seq
+        if self.segments:
+            return self.segments[-1].last_seq
+        return 0
+
+
+class ChunkFile(msgspec.Struct, frozen=True):
+    """A chunk file read back and verified."""
+
+    entry: ChunkEntry
+    events: list[SessionEvent]
+
+    @property
+    def chunk_id(self) -> str:
+        """The chunk's id."""
+        return self.entry.chunk_id
+
+    @property
+    def last_seq(self) -> int:
+        """The last seq the chunk covers."""
+        return self.entry.last_seq
+
+
+class _Header(msgspec.Struct, frozen=True):
+    # The header repeats the whole index entry (summary included), so a lost
+    # or corrupt index.yaml can be rebuilt from chunk files alone.
+    aiden_chunk: int
+    entry: ChunkEntry
+
+
+_header_dec = msgspec.json.Decoder(_Header)
+_json = msgspec.json.Encoder()
+_entry_dec = msgspec.json.Decoder(ChunkEntry)
+
+
+def chunk_id_for(first_seq: int, last_seq: int) -> str:
+    """The id of a chunk covering ``[first_seq, last_seq]``; ids are opaque to every reader."""
+    return f"chunk_{first_seq:010d}_{last_seq:010d}"
+
+
+def covered(entries: Iterable[ChunkEntry], seq: int) -> bool:
+    """True if any of ``entries`` covers ``seq``."""
+    return any(e.covers(seq) for e in entries)
+
+
+def encode_chunk(entry: ChunkEntry, events: Sequence[SessionEvent]) -> tuple[bytes, ChunkEntry]:
+    """Return (file bytes, ``entry`` completed with the events' sha256 and count)."""
+    validate_id(entry.chunk_id, what="chunk id")
+    body = b"".join(encode_event(e) for e in events)
+    digest = hashlib.sha256(body).hexdigest()
+    full = msgspec.structs.replace(entry, sha256=digest, count=len(events))
+    return _json.encode(_Header(1, full)) + b"\n" + body, full
+
+
+def write_chunk(
+    storage: Storage, layout: Layout, entry: ChunkEntry, events: Sequence[SessionEvent]
+) -> ChunkEntry:
+    """Durably write a chunk file (temp + fsync + rename + fsync chunks/); returns the completed entry."""
+    data, full = encode_chunk(entry, events)
+    storage.mkdir(layout.chunks)
+    storage.write_atomic(layout.chunk_file(entry.chunk_id), data, crash_prefix="chunk")
+    return full
+
+
+def read_chunk(layout: Layout, chunk_id: str, *, expect_sha256: str | None = None) -> ChunkFile:
+    """Read and verify a chunk file; raises :class:`CorruptionError` on any mismatch."""
+    path = layout.chunk_file(chunk_id)
+    if not layout.contains(path):
+        raise InvalidIdError(f"chunk id {chunk_id!r} resolves outside the memory root")
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise CorruptionError(f"chunk file {path.name} is missing") from exc
+    except OSError as exc:
+        raise CorruptionError(f"chunk file {path.name} unreadable: {exc.strerror}") from exc
+    nl = raw.find(b"\n")
+    try:
+        header = _header_dec.decode(raw[:nl] if nl >= 0 else raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise CorruptionError(f"chunk file {path.name}: bad header: {exc}") from exc
+    body = raw[nl + 1 :]
+    entry = header.entry
+    digest = hashlib.sha256(body).hexdigest()
+    if digest != entry.sha256 or (expect_sha256 is not None and digest != expect_sha256):
+        raise CorruptionError(f"chunk file {path.name}: checksum mismatch")
+    result = scan(body)
+    if result.bad_lines or result.torn_tail or len(result.events) != entry.count:
+        raise CorruptionError(f"chunk file {path.name}: malformed events")
+    if entry.chunk_id != chunk_id:
+        raise CorruptionError(f"chunk file {path.name}: header names {entry.chunk_id!r}")
+    return ChunkFile(entry, result.events)
+
+
+# --- the index -----------------------------------------------------------------
+
+def _check_yaml_events(raw: bytes) -> None:
+    # Aliases make "billion laughs" bombs possible and our writer never emits
+    # them, so any anchor or alias marks the file as not ours.
+    for event in yaml.parse(raw, Loader=yaml.CSafeLoader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise CorruptionError("index.yaml contains YAML anchors/aliases")
+
+
+def load_index(layout: Layout) -> ChunkIndex | None:
+    """Load index.yaml; ``None`` when absent; :class:`CorruptionError` when present but invalid."""
+    try:
+        raw = layout.index.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CorruptionError(f"index.yaml unreadable: {exc.strerror}") from exc
+    try:
+        _check_yaml_events(raw)
+        data = yaml.load(raw, Loader=yaml.CSafeLoader)  # noqa: S506 - CSafeLoader is the safe loader
+        index = msgspec.convert(data, ChunkIndex)
+    except CorruptionError:
+        raise
+    except (yaml.YAMLError, msgspec.ValidationError, ValueError, TypeError) as exc:
+        raise CorruptionError(f"index.yaml invalid: {exc}") from exc
+    for entry in index.chunks:
+        try:
+            validate_id(entry.chunk_id, what="chunk id")
+        except InvalidIdError as exc:
+            raise CorruptionError(f"index.yaml: {exc}") from exc
+    for seg in index.segments:
+        try:
+            validate_id(seg.file.removesuffix(".jsonl"), what="segment file")
+        except InvalidIdError as exc:
+            raise CorruptionError(f"index.yaml: {exc}") from exc
+    return index
+
+
+def save_index(storage: Storage, layout: Layout, index: ChunkIndex) -> None:
+    """Atomically write index.yaml: the rename plus the fsync of ``chunks/`` is the commit point."""
+    data = yaml.dump(
+        msgspec.to_builtins(index), Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=True
+    ).encode("utf-8")
+    storage.mkdir(layout.chunks)
+    storage.write_atomic(layout.index, data, crash_prefix="index")
+
+
+def segment_name(first_seq: int, last_seq: int) -> str:
+    """File name of a sealed segment."""
+    return f"segment-{first_seq:010d}-{last_seq:010d}.jsonl"
+
+
+def seal_segments(storage: Storage, layout: Layout, index: ChunkIndex, *, keep_live: int) -> ChunkIndex:
+    """Move the oldest live entries into immutable segment files while more than ``keep_live + SEGMENT_SIZE`` are live.
+
+    Segment files are written before the index that references them is
+    committed; an unreferenced segment left by a crash is deleted on recovery.
+    """
+    chunks = list(index.chunks)
+    segments = list(index.segments)
+    while len(chunks) > keep_live + SEGMENT_SIZE:
+        sealed, chunks = chunks[:SEGMENT_SIZE], chunks[SEGMENT_SIZE:]
+        body = b"".join(_json.encode(e) + b"\n" for e in sealed)
+        name = segment_name(sealed[0].first_seq, sealed[-1].last_seq)
+        storage.write_atomic(layout.chunks / name, body, crash_prefix="segment")
+        segments.append(
+            SegmentRef(
+                file=name,
+                chunks=len(sealed),
+                first_seq=sealed[0].first_seq,
+                last_seq=sealed[-1].last_seq,
+                sha256=hashlib.sha256(body).hexdigest(),
+            )
+        )
+    return msgspec.structs.replace(index, chunks=chunks, segments=segments)
+
+
+def read_segment(layout: Layout, seg: SegmentRef) -> list[ChunkEntry]:
+    """Read a sealed segment and verify its checksum."""
+    path = layout.chunks / seg.file
+    try:
+        body = path.read_bytes()
+    except OSError as exc:
+        raise CorruptionError(f"segment {seg.file} unreadable: {exc.strerror}") from exc
+    if hashlib.sha256(body).hexdigest() != seg.sha256:
+        raise CorruptionError(f"segment {seg.file}: checksum mismatch")
+    try:
+        return [_entry_dec.decode(line) for line in body.splitlines() if line.strip()]
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise CorruptionError(f"segment {seg.file}: {exc}") from exc
+
+
+def load_all_entries(layout: Layout, index: ChunkIndex) -> list[ChunkEntry]:
+    """Every committed chunk entry, oldest first (segments then live entries)."""
+    out: list[ChunkEntry] = []
+    for seg in index.segments:
+        out.extend(read_segment(layout, seg))
+    out.extend(index.chunks)
+    return out
+
+
+def list_chunk_files(layout: Layout) -> list[str]:
+    """Chunk ids of every ``chunks/*.jsonl`` that looks like a chunk file (segments excluded)."""
+    try:
+        names = os.listdir(layout.chunks)
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in sorted(names):
+        if name.endswith(".jsonl") and not name.startswith("segment-"):
+            stem = name[: -len(".jsonl")]
+            try:
+                out.append(validate_id(stem))
+            except InvalidIdError:
+                continue
+    return out
+
+

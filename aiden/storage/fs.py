@@ -1,0 +1,266 @@
+"""The storage seam: every filesystem mutation aiden makes goes through :class:`Storage`.
+
+Keeping mutations in one small class gives the reliability tests one place to
+inject faults (ENOSPC/EIO at the Nth call), to crash at named points, and to
+record the operation order for power-loss replay. Methods are synchronous and
+blocking; actors call them from a worker thread, once per batch.
+
+Reads are not routed through here: they cannot lose data.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+import secrets
+import threading
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from aiden.errors import DurabilityError, StorageError
+
+__all__ = ["Op", "Storage", "TEMP_MARKER", "is_temp_name"]
+
+# Every temp file aiden creates carries this marker, so recovery can find and
+# delete its own leftovers (and never anybody else's files).
+TEMP_MARKER: Final = ".aiden-tmp-"
+
+
+def is_temp_name(name: str) -> bool:
+    """True if ``name`` is a temp file created by :meth:`Storage.write_atomic`."""
+    return TEMP_MARKER in name
+
+
+class Op(msgspec.Struct, frozen=True):
+    """One recorded storage operation (for tests and power-loss replay)."""
+
+    kind: str
+    path: str
+    data: bytes = b""
+    target: str = ""
+    offset: int = 0
+
+
+class Storage:
+    """Filesystem mutations, each translated to :class:`~aiden.errors.StorageError`.
+
+    Subclass (see ``aiden.testing``) to inject faults: override :meth:`_fault`,
+    which is called with the operation kind before each mutation, or
+    :meth:`checkpoint`, which is called at named crash points.
+    """
+
+    def __init__(self) -> None:
+        self._record: list[Op] | None = None
+        self._fd_paths: dict[int, str] = {}
+        self._fd_offsets: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    # --- hooks ---------------------------------------------------------------
+    def _fault(self, kind: str, path: str) -> None:
+        """Called before every mutation; a fault-injecting subclass raises OSError here."""
+
+    def checkpoint(self, name: str) -> None:
+        """A named crash point (``append.after_write``...). Tests override it to exit hard."""
+
+    def start_recording(self) -> None:
+        """Record every mutation from now on (see :attr:`ops`)."""
+        with self._lock:
+            self._record = []
+
+    @property
+    def ops(self) -> list[Op]:
+        """The recorded operations, oldest first (empty unless recording)."""
+        with self._lock:
+            return list(self._record or [])
+
+    def _rec(self, op: Op) -> None:
+        if self._record is not None:
+            with self._lock:
+                self._record.append(op)
+
+    # --- primitives ------------------------------------------------------------
+    def open(self, path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
+        """``os.open``; creating a file counts as a mutation."""
+        p = os.fspath(path)
+        if flags & os.O_CREAT:
+            self._guard("open", p)
+        try:
+            fd = os.open(p, flags | os.O_CLOEXEC, mode)
+        except OSError as exc:
+            raise _error("open", p, exc) from exc
+        with self._lock:
+            self._fd_paths[fd] = p
+            self._fd_offsets[fd] = os.lseek(fd, 0, os.SEEK_END) if flags & os.O_APPEND else 0
+        if flags & os.O_CREAT:
+            self._rec(Op("create", p))
+        if flags & os.O_TRUNC:
+            self._rec(Op("truncate", p, offset=0))
+        return fd
+
+    def close(self, fd: int) -> None:
+        """Close ``fd`` (not a mutation, but keeps the fd-to-path map tidy)."""
+        with self._lock:
+            self._fd_paths.pop(fd, None)
+            self._fd_offsets.pop(fd, None)
+        try:
+            os.close(fd)
+        except OSError:
+            # close errors after fsync carry no durability meaning on Linux.
+            pass
+
+    def write(self, fd: int, data: bytes) -> None:
+        """Write all of ``data`` (looping over short writes); a short write that makes no progress raises."""
+        path = self._fd_paths.get(fd, f"<fd {fd}>")
+        self._guard("write", path)
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(data):
+                n = os.write(fd, view[written:])
+                if n <= 0:
+                    raise OSError(_errno.EIO, "write made no progress")
+                written += n
+        except OSError as exc:
+            raise _error("write", path, exc) from exc
+        finally:
+            if written:
+                with self._lock:
+                    off = self._fd_offsets.get(fd, 0)
+                    self._fd_offsets[fd] = off + written
+                self._rec(Op("write", path, bytes(view[:written]), offset=off))
+
+    def fsync(self, fd: int) -> None:
+        """fsync ``fd``; failure raises :class:`DurabilityError` (never retried into success)."""
+        path = self._fd_paths.get(fd, f"<fd {fd}>")
+        try:
+            self._fault("fsync", path)
+            os.fsync(fd)
+        except OSError as exc:
+            raise DurabilityError(f"fsync {path} failed: {exc.strerror}", errno=exc.errno) from exc
+        self._rec(Op("fsync", path))
+
+    def fsync_dir(self, path: str | os.PathLike[str]) -> None:
+        """fsync a directory so renames and creations inside it are durable."""
+        p = os.fspath(path)
+        try:
+            self._fault("fsync_dir", p)
+            fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise DurabilityError(f"fsync of directory {p} failed: {exc.strerror}", errno=exc.errno) from exc
+        self._rec(Op("fsync_dir", p))
+
+    def truncate(self, fd: int, size: int) -> None:
+        """Truncate the open file to ``size`` bytes."""
+        path = self._fd_paths.get(fd, f"<fd {fd}>")
+        self._guard("truncate", path)
+        try:
+            os.ftruncate(fd, size)
+        except OSError as exc:
+            raise _error("truncate", path, exc) from exc
+        with self._lock:
+            self._fd_offsets[fd] = size
+        self._rec(Op("truncate", path, offset=size))
+
+    def replace(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        """``os.replace`` (atomic within one filesystem)."""
+        s, d = os.fspath(src), os.fspath(dst)
+        self._guard("replace", d)
+        try:
+            os.replace(s, d)
+        except OSError as exc:
+            raise _error("replace", d, exc) from exc
+        self._rec(Op("replace", s, target=d))
+
+    def rename_noreplace(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        """Rename ``src`` to ``dst``, refusing if ``dst`` exists (callers hold the session lock)."""
+        s, d = os.fspath(src), os.fspath(dst)
+        if os.path.lexists(d):
+            raise StorageError(f"refusing to replace existing {d}", errno=_errno.EEXIST)
+        self._guard("rename", d)
+        try:
+            os.rename(s, d)
+        except OSError as exc:
+            raise _error("rename", d, exc) from exc
+        self._rec(Op("rename", s, target=d))
+
+    def unlink(self, path: str | os.PathLike[str], *, missing_ok: bool = True) -> None:
+        """Delete a file."""
+        p = os.fspath(path)
+        self._guard("unlink", p)
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise StorageError(f"unlink {p}: no such file", errno=_errno.ENOENT) from None
+            return
+        except OSError as exc:
+            raise _error("unlink", p, exc) from exc
+        self._rec(Op("unlink", p))
+
+    def mkdir(self, path: str | os.PathLike[str]) -> None:
+        """Create a directory (and parents); fsyncs nothing: call :meth:`fsync_dir` on the parent."""
+        p = Path(path)
+        missing: list[Path] = []
+        cur = p
+        while not cur.exists():
+            missing.append(cur)
+            cur = cur.parent
+        for d in reversed(missing):
+            self._guard("mkdir", str(d))
+            try:
+                os.mkdir(d)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise _error("mkdir", str(d), exc) from exc
+            self._rec(Op("mkdir", str(d)))
+
+    # --- composites ----------------------------------------------------------------
+    def write_atomic(self, path: str | os.PathLike[str], data: bytes, *, crash_prefix: str = "") -> None:
+        """Atomically replace ``path`` with ``data``: unique temp, fsync, ``os.replace``, fsync the directory."""
+        dst = Path(path)
+        tmp = dst.parent / f"{TEMP_MARKER}{dst.name}.{os.getpid()}.{secrets.token_hex(6)}"
+        fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            self.write(fd, data)
+            self.fsync(fd)
+        except BaseException:
+            self.close(fd)
+            self._discard(tmp)
+            raise
+        self.close(fd)
+        if crash_prefix:
+            self.checkpoint(f"{crash_prefix}.before_rename")
+        try:
+            self.replace(tmp, dst)
+        except BaseException:
+            self._discard(tmp)
+            raise
+        if crash_prefix:
+            self.checkpoint(f"{crash_prefix}.before_dir_fsync")
+        self.fsync_dir(dst.parent)
+
+    def _discard(self, tmp: Path) -> None:
+        try:
+            self.unlink(tmp)
+        except StorageError:
+            # Recovery deletes leftover temp files on the next open.
+            pass
+
+    def _guard(self, kind: str, path: str) -> None:
+        try:
+            self._fault(kind, path)
+        except OSError as exc:
+            raise _error(kind, path, exc) from exc
+
+
+def _error(kind: str, path: str, exc: OSError) -> StorageError:
+    return StorageError(f"{kind} {path} failed: {exc.strerror or exc}", errno=exc.errno)
+
+

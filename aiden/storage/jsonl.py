@@ -1,0 +1,92 @@
+"""Reading ``events.jsonl``-style files: complete lines, torn tails, corrupt lines.
+
+A last line without ``\\n`` was never acknowledged (the writer acknowledges
+after the newline is written and synced), so it is a *torn tail*: its bytes go
+to the quarantine file and the file is cut back to the last newline. A corrupt
+line in the middle is reported and quarantined, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+
+from aiden.events import SessionEvent, decode_event
+from aiden.storage.fs import Storage
+
+__all__ = ["BadLine", "Scan", "quarantine", "read_bytes", "scan", "repair_torn_tail"]
+
+
+class BadLine(msgspec.Struct, frozen=True):
+    """A line that did not decode as an event."""
+
+    offset: int
+    raw: bytes
+    error: str
+
+
+class Scan(msgspec.Struct, frozen=True):
+    """The result of scanning bytes of a JSONL event file."""
+
+    events: list[SessionEvent]
+    bad_lines: list[BadLine]
+    complete_end: int
+    """Offset just past the last ``\\n`` (relative to the scanned bytes' start)."""
+    torn_tail: bytes
+    """Bytes after the last ``\\n`` (empty when the data ends cleanly)."""
+
+
+def scan(data: bytes, *, base_offset: int = 0) -> Scan:
+    """Split ``data`` into decoded events, bad lines and a torn tail. Pure."""
+    end = data.rfind(b"\n") + 1
+    events: list[SessionEvent] = []
+    bad: list[BadLine] = []
+    pos = 0
+    while pos < end:
+        nl = data.index(b"\n", pos)
+        line = data[pos:nl]
+        if line.strip():
+            try:
+                events.append(decode_event(line))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                bad.append(BadLine(base_offset + pos, bytes(line), str(exc)))
+        pos = nl + 1
+    return Scan(events, bad, end, bytes(data[end:]))
+
+
+def read_bytes(path: Path, offset: int = 0) -> bytes:
+    """Read ``path`` from ``offset``; a missing file reads as empty."""
+    try:
+        with open(path, "rb") as f:
+            if offset:
+                f.seek(offset)
+            return f.read()
+    except FileNotFoundError:
+        return b""
+
+
+def quarantine(storage: Storage, path: Path, what: str, raw: bytes) -> None:
+    """Append ``raw`` to the quarantine file with a header line, durably."""
+    header = f"# {what} ({len(raw)} bytes)\n".encode()
+    fd = storage.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        storage.write(fd, header + raw + b"\n")
+        storage.fsync(fd)
+    finally:
+        storage.close(fd)
+
+
+def repair_torn_tail(storage: Storage, fd: int, quarantine_path: Path, complete_end: int, tail: bytes) -> None:
+    """Quarantine ``tail`` and cut the file open at ``fd`` back to ``complete_end``.
+
+    The quarantine copy is made durable first: a crash between the two steps
+    repeats the copy (harmless), never loses the bytes.
+    """
+    if not tail:
+        return
+    quarantine(storage, quarantine_path, f"torn tail at offset {complete_end}", tail)
+    storage.checkpoint("repair.after_quarantine")
+    storage.truncate(fd, complete_end)
+    storage.fsync(fd)

@@ -1,0 +1,96 @@
+"""The session lock: ``flock`` on ``memory/session.lock``.
+
+The lock file is created once and never deleted or renamed, so every process
+locks the same inode. Each holder opens its own descriptor: ``flock`` locks
+belong to the open file description, so two actors of one process exclude each
+other exactly as two processes do. Acquisition blocks, so callers run it in a
+worker thread (together with the I/O done under the lock: one hop per batch).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+from aiden.errors import LockError, StorageError
+from aiden.storage.fs import Storage
+
+__all__ = ["SessionLock"]
+
+_POLL_MIN_S = 0.0005
+_POLL_MAX_S = 0.02
+
+
+class SessionLock:
+    """An exclusive inter-process lock. Not reentrant; use from one thread at a time."""
+
+    def __init__(self, storage: Storage, path: Path) -> None:
+        self._storage = storage
+        self._path = path
+        self._fd: int | None = None
+        self._held = False
+
+    def _ensure_fd(self) -> int:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:
+                self._storage.mkdir(self._path.parent)
+                self._fd = self._storage.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._storage.fsync_dir(self._path.parent)
+            except OSError as exc:
+                raise LockError(f"cannot open lock file {self._path}: {exc.strerror}", errno=exc.errno) from exc
+        return self._fd
+
+    def acquire(self, timeout: float) -> None:
+        """Block until the lock is held or ``timeout`` seconds passed (then :class:`LockError`)."""
+        if self._held:
+            raise LockError("session lock is not reentrant")
+        fd = self._ensure_fd()
+        deadline = time.monotonic() + timeout
+        delay = _POLL_MIN_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._held = True
+                return
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise LockError(f"flock {self._path} failed: {exc.strerror}", errno=exc.errno) from exc
+            now = time.monotonic()
+            if now >= deadline:
+                raise LockError(f"timed out after {timeout}s waiting for {self._path}")
+            time.sleep(min(delay, deadline - now))
+            delay = min(delay * 2, _POLL_MAX_S)
+
+    def release(self) -> None:
+        """Release the lock if held."""
+        if self._held and self._fd is not None:
+            self._held = False
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            except OSError as exc:
+                raise StorageError(f"unlock {self._path} failed: {exc.strerror}", errno=exc.errno) from exc
+
+    @property
+    def held(self) -> bool:
+        """True while this holder has the lock."""
+        return self._held
+
+    def close(self) -> None:
+        """Release and close the descriptor."""
+        try:
+            self.release()
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> SessionLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

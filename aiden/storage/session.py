@@ -1,0 +1,397 @@
+"""The active session's files as one narrow, synchronous store.
+
+The interface is deliberately small — snapshot, commit a chunk and trim the
+hot window, recover, rotate — so a transactional backend (DESIGN section 7)
+can implement it without the actors changing. Every method blocks; actors call
+them from a worker thread.
+
+Locks: ``session.lock`` guards ``events.jsonl`` (appenders hold it per batch);
+``compaction.lock`` serializes compaction passes, recovery and rotation across
+processes and is held for a whole pass, while appends continue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from aiden.config import Config
+from aiden.errors import AidenError, CorruptionError, InvalidIdError, LockError, StorageError
+from aiden.events import SessionEvent, encode_event
+from aiden.storage import chunks as cs
+from aiden.storage.fs import Storage, is_temp_name
+from aiden.storage.jsonl import quarantine, read_bytes, scan
+from aiden.storage.layout import Layout
+from aiden.storage.locks import SessionLock
+from aiden.storage.summary_md import ARCHIVE_HEADER, cap_lines, render_archive_entries, render_summary_md
+
+__all__ = ["CommitConflict", "RecoveryReport", "SessionStore", "Snapshot"]
+
+log = logging.getLogger("aiden.storage")
+
+
+class CommitConflict(AidenError):
+    """Another compactor committed since this pass took its snapshot; the pass is discarded."""
+
+
+class Snapshot(msgspec.Struct, frozen=True):
+    """The hot window and the live index as one pass saw them."""
+
+    events: list[SessionEvent]
+    index: cs.ChunkIndex
+    bad_lines: int
+
+
+class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What recovery on open found and did. ``unrecoverable`` is never silently empty."""
+
+    temp_files_removed: int = 0
+    hot_events_dropped: int = 0
+    duplicate_events_dropped: int = 0
+    torn_tail_bytes: int = 0
+    corrupt_lines_quarantined: int = 0
+    orphan_chunks_removed: int = 0
+    orphan_chunks_adopted: int = 0
+    orphan_segments_removed: int = 0
+    index_rebuilt: bool = False
+    summary_rewritten: bool = False
+    unrecoverable: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True if recovery modified anything on disk."""
+        return bool(
+            self.temp_files_removed or self.hot_events_dropped or self.duplicate_events_dropped
+            or self.torn_tail_bytes or self.corrupt_lines_quarantined or self.orphan_chunks_removed
+            or self.orphan_chunks_adopted or self.orphan_segments_removed or self.index_rebuilt
+            or self.summary_rewritten
+        )
+
+
+class SessionStore:
+    """Snapshot, commit, recovery and rotation of ``<root>/memory/session``."""
+
+    def __init__(self, layout: Layout, storage: Storage, config: Config) -> None:
+        self.layout = layout
+        self.storage = storage
+        self.config = config
+        self.events_lock = SessionLock(storage, layout.lock_file)
+        self.compaction_lock = SessionLock(storage, layout.memory / "compaction.lock")
+
+    def close(self) -> None:
+        """Release and close both lock descriptors."""
+        self.events_lock.close()
+        self.compaction_lock.close()
+
+    # --- reading ------------------------------------------------------------------
+
+    def read_hot_window(self) -> list[SessionEvent]:
+        """The hot window as on disk (no lock: replaces are atomic, a torn tail is ignored)."""
+        return scan(read_bytes(self.layout.events)).events
+
+    def load_index(self) -> cs.ChunkIndex:
+        """The live index (empty when none was committed yet)."""
+        return cs.load_index(self.layout) or cs.ChunkIndex()
+
+    def snapshot(self) -> Snapshot:
+        """Read events.jsonl under the session lock, plus the index."""
+        self.events_lock.acquire(self.config.lock_timeout_s)
+        try:
+            result = scan(read_bytes(self.layout.events))
+        finally:
+            self.events_lock.release()
+        return Snapshot(result.events, self.load_index(), len(result.bad_lines))
+
+    # --- commit ---------------------------------------------------------------------
+
+    def commit(
+        self,
+        *,
+        expected_last_seq: int,
+        entry: cs.ChunkEntry,
+        events: Sequence[SessionEvent],
+        next_index: cs.ChunkIndex,
+        pushed_out: Sequence[cs.ChunkEntry],
+    ) -> tuple[cs.ChunkEntry, int]:
+        """Commit one compaction; the caller holds ``compaction_lock``.
+
+        Order: chunk file (temp+fsync+rename, fsync chunks/), sealed segments,
+        index.yaml (its rename + directory fsync is the commit point), then under
+        the session lock re-read events.jsonl and replace it with every event the
+        new chunk does not cover, in file order — including events appended
+        since the snapshot — then summary.md and the archive.
+        Returns the committed entry and the number of events left in the hot window.
+        """
+        current = self.load_index()
+        if current.last_seq != expected_last_seq:
+            raise CommitConflict(
+                f"index moved from seq {expected_last_seq} to {current.last_seq} during the pass"
+            )
+        st = self.storage
+        full = cs.write_chunk(st, self.layout, entry, events)
+        st.checkpoint("compaction.after_chunk")
+        chunks = [*next_index.chunks[:-1], full] if next_index.chunks else [full]
+        index = msgspec.structs.replace(next_index, chunks=chunks)
+        index = cs.seal_segments(st, self.layout, index, keep_live=self.config.summary_max_chunks + 1)
+        st.checkpoint("compaction.before_index")
+        cs.save_index(st, self.layout, index)
+        st.checkpoint("compaction.after_index")
+        kept = self._trim_hot_window(index, full)
+        st.checkpoint("compaction.after_replace")
+        self._write_summaries(index, pushed_out)
+        st.checkpoint("compaction.after_summary")
+        return full, kept
+
+    def _trim_hot_window(self, index: cs.ChunkIndex, entry: cs.ChunkEntry) -> int:
+        self.events_lock.acquire(self.config.lock_timeout_s)
+        try:
+            result = scan(read_bytes(self.layout.events))
+            if result.torn_tail:
+                # We hold the lock, so nobody is mid-append: these bytes were never acknowledged.
+                quarantine(self.storage, self.layout.quarantine, "torn tail at compaction", result.torn_tail)
+            for bad in result.bad_lines:
+                quarantine(self.storage, self.layout.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
+            keep = [e for e in result.events if not entry.covers(e.seq)]
+            data = b"".join(encode_event(e) for e in keep)
+            self.storage.write_atomic(self.layout.events, data, crash_prefix="events")
+            return len(keep)
+        finally:
+            self.events_lock.release()
+
+    def _write_summaries(self, index: cs.ChunkIndex, pushed_out: Sequence[cs.ChunkEntry]) -> None:
+        recent = index.chunks[-self.config.summary_max_chunks :]
+        self.storage.write_atomic(
+            self.layout.summary, render_summary_md(index, recent).encode(), crash_prefix="summary"
+        )
+        if pushed_out:
+            self._append_archive(render_archive_entries(pushed_out))
+
+    def _append_archive(self, text: str) -> None:
+        path = self.layout.summary_archive
+        header = b"" if path.exists() else ARCHIVE_HEADER.encode() + b"\n"
+        fd = self.storage.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self.storage.write(fd, header + text.encode())
+            self.storage.fsync(fd)
+        finally:
+            self.storage.close(fd)
+
+    # --- recovery ---------------------------------------------------------------------
+
+    def recover(self) -> RecoveryReport:
+        """Idempotent recovery on open; holds both locks. See DESIGN section 4."""
+        self.compaction_lock.acquire(self.config.lock_timeout_s)
+        try:
+            self.events_lock.acquire(self.config.lock_timeout_s)
+            try:
+                return self._recover()
+            finally:
+                self.events_lock.release()
+        finally:
+            self.compaction_lock.release()
+
+    def _recover(self) -> RecoveryReport:
+        st, lay = self.storage, self.layout
+        unrecoverable: list[str] = []
+        temps = 0
+        for d in (lay.memory, lay.session, lay.chunks):
+            try:
+                names = os.listdir(d)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if is_temp_name(name):
+                    st.unlink(d / name)
+                    temps += 1
+        # 1. the index, rebuilt from chunk headers when it is corrupt
+        rebuilt = False
+        entries: list[cs.ChunkEntry]
+        try:
+            loaded = cs.load_index(lay)
+            index = loaded or cs.ChunkIndex()
+            entries = cs.load_all_entries(lay, index)
+        except CorruptionError as exc:
+            log.error("chunk index corrupt (%s); rebuilding from chunk files", exc)
+            unrecoverable.append(f"index.yaml was corrupt and was rebuilt from chunk files: {exc}")
+            index, entries = self._rebuild_index(unrecoverable)
+            rebuilt = True
+        known = {e.chunk_id for e in entries}
+        for e in entries:
+            try:
+                cs.read_chunk(lay, e.chunk_id, expect_sha256=e.sha256)
+            except (CorruptionError, InvalidIdError) as exc:
+                unrecoverable.append(f"chunk {e.chunk_id} (seq {e.first_seq}-{e.last_seq}) unreadable: {exc}")
+        # 2. the hot window
+        raw = read_bytes(lay.events)
+        result = scan(raw)
+        torn = len(result.torn_tail)
+        if result.torn_tail:
+            quarantine(st, lay.quarantine, "torn tail at recovery", result.torn_tail)
+        for bad in result.bad_lines:
+            quarantine(st, lay.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
+            unrecoverable.append(f"events.jsonl: corrupt line at offset {bad.offset} quarantined")
+        # 3. orphan chunk files: pending material never committed
+        hot_seqs = {e.seq for e in result.events}
+        removed = adopted = 0
+        for chunk_id in cs.list_chunk_files(lay):
+            if chunk_id in known:
+                continue
+            try:
+                orphan = cs.read_chunk(lay, chunk_id)
+            except CorruptionError as exc:
+                unrecoverable.append(f"orphan chunk file {chunk_id} unreadable: {exc}")
+                continue
+            missing = [e for e in orphan.events if e.seq not in hot_seqs and not cs.covered(entries, e.seq)]
+            overlaps = any(cs.covered(entries, e.seq) for e in orphan.events)
+            if not missing or overlaps:
+                if missing:
+                    unrecoverable.append(
+                        f"orphan chunk {chunk_id} overlaps committed chunks; {len(missing)} events kept in quarantine"
+                    )
+                    quarantine(st, lay.quarantine, f"orphan chunk {chunk_id}", read_bytes(lay.chunk_file(chunk_id)))
+                st.unlink(lay.chunk_file(chunk_id))
+                removed += 1
+            else:
+                # Its events exist nowhere else: consume it into the index.
+                entries.append(orphan.entry)
+                entries.sort(key=lambda e: e.first_seq)
+                adopted += 1
+        if adopted:
+            index = self._index_from_entries(entries, index.rolling_summary, index.rolled_count)
+            rebuilt = True
+        if rebuilt:
+            cs.save_index(st, lay, index)
+        # 4. drop hot events already covered by a committed chunk, and duplicates
+        keep: list[SessionEvent] = []
+        seen: set[int] = set()
+        dropped = dups = 0
+        for ev in result.events:
+            if cs.covered(entries, ev.seq):
+                dropped += 1
+            elif ev.seq in seen:
+                dups += 1
+            else:
+                seen.add(ev.seq)
+                keep.append(ev)
+        if dropped or dups or torn or result.bad_lines:
+            st.write_atomic(lay.events, b"".join(encode_event(e) for e in keep))
+        elif not lay.events.exists():
+            st.mkdir(lay.session)
+            st.write_atomic(lay.events, b"")
+        # 5. unreferenced segments
+        segs = 0
+        referenced = {s.file for s in index.segments}
+        try:
+            names = os.listdir(lay.chunks)
+        except FileNotFoundError:
+            names = []
+        for name in names:
+            if name.startswith("segment-") and name not in referenced:
+                st.unlink(lay.chunks / name)
+                segs += 1
+        # 6. re-derive summary.md and the archive
+        rewritten = self._rederive_summaries(index, entries)
+        report = RecoveryReport(
+            temp_files_removed=temps,
+            hot_events_dropped=dropped,
+            duplicate_events_dropped=dups,
+            torn_tail_bytes=torn,
+            corrupt_lines_quarantined=len(result.bad_lines),
+            orphan_chunks_removed=removed,
+            orphan_chunks_adopted=adopted,
+            orphan_segments_removed=segs,
+            index_rebuilt=rebuilt,
+            summary_rewritten=rewritten,
+            unrecoverable=unrecoverable,
+        )
+        for problem in unrecoverable:
+            log.error("recovery: %s", problem)
+        return report
+
+    def _rebuild_index(self, problems: list[str]) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
+        entries: list[cs.ChunkEntry] = []
+        for chunk_id in cs.list_chunk_files(self.layout):
+            try:
+                entries.append(cs.read_chunk(self.layout, chunk_id).entry)
+            except CorruptionError as exc:
+                problems.append(f"chunk file {chunk_id} unreadable during rebuild: {exc}")
+        entries.sort(key=lambda e: e.first_seq)
+        accepted: list[cs.ChunkEntry] = []
+        for e in entries:
+            if accepted and e.first_seq <= accepted[-1].last_seq:
+                problems.append(f"chunk {e.chunk_id} overlaps {accepted[-1].chunk_id}; ignored")
+                continue
+            accepted.append(e)
+        return self._index_from_entries(accepted, "", 0), accepted
+
+    def _index_from_entries(self, entries: list[cs.ChunkEntry], rolling: str, rolled: int) -> cs.ChunkIndex:
+        max_chunks = self.config.summary_max_chunks
+        target_rolled = max(0, len(entries) - max_chunks)
+        if rolled != target_rolled or not rolling:
+            # Re-derive the rolling summary from the pushed-out chunk summaries.
+            lines: list[str] = []
+            for e in entries[:target_rolled]:
+                lines.append(f"[{e.chunk_id}]")
+                lines.extend(ln for ln in e.summary.strip().splitlines() if ln.strip())
+            rolling = cap_lines("\n".join(lines), max_lines=self.config.max_rolling_summary_lines)
+        index = cs.ChunkIndex(
+            rolling_summary=rolling, rolled_count=target_rolled, total_chunks=len(entries), chunks=entries
+        )
+        return cs.seal_segments(self.storage, self.layout, index, keep_live=max_chunks + 1)
+
+    def _rederive_summaries(self, index: cs.ChunkIndex, entries: Sequence[cs.ChunkEntry]) -> bool:
+        if not entries and not self.layout.summary.exists():
+            return False
+        recent = list(entries[-self.config.summary_max_chunks :]) if entries else []
+        text = render_summary_md(index, recent).encode()
+        changed = False
+        if read_bytes(self.layout.summary) != text:
+            self.storage.write_atomic(self.layout.summary, text)
+            changed = True
+        pushed = entries[: max(0, len(entries) - self.config.summary_max_chunks)]
+        if pushed:
+            archive = (ARCHIVE_HEADER + "\n" + render_archive_entries(pushed)).encode()
+            if read_bytes(self.layout.summary_archive) != archive:
+                self.storage.write_atomic(self.layout.summary_archive, archive)
+                changed = True
+        return changed
+
+    # --- rotation -----------------------------------------------------------------------
+
+    def rotate(self, closed_session_id: str) -> Path:
+        """Move ``session/`` to ``session_archive/<id>/`` and start an empty session.
+
+        Crash-safe: after the rename, a missing ``session/`` is recreated empty
+        by recovery; before it, nothing changed.
+        """
+        from aiden.events import validate_id
+
+        validate_id(closed_session_id, what="session id")
+        target = self.layout.archived_session(closed_session_id)
+        self.compaction_lock.acquire(self.config.lock_timeout_s)
+        try:
+            self.events_lock.acquire(self.config.lock_timeout_s)
+            try:
+                if os.path.lexists(target):
+                    raise StorageError(f"archive {closed_session_id!r} already exists")
+                self.storage.mkdir(self.layout.archive)
+                if self.layout.session.exists():
+                    self.storage.checkpoint("rotate.before_rename")
+                    self.storage.rename_noreplace(self.layout.session, target)
+                    self.storage.fsync_dir(self.layout.archive)
+                    self.storage.fsync_dir(self.layout.memory)
+                self.storage.checkpoint("rotate.after_rename")
+                self.storage.mkdir(self.layout.session)
+                self.storage.write_atomic(self.layout.events, b"", crash_prefix="events")
+                self.storage.fsync_dir(self.layout.memory)
+                return target
+            finally:
+                self.events_lock.release()
+        finally:
+            self.compaction_lock.release()
+
+

@@ -1,0 +1,130 @@
+"""summary.md and summary_archive.md: pure renderings of the chunk index.
+
+summary.md is what the prompt carries::
+
+    # Session History (compressed chunks)
+
+    ## Rolling Summary
+
+    <accumulated summaries of chunks pushed out of Recent Chunks>
+
+    ## Recent Chunks
+
+    - **chunk_xxx**
+      <summary>
+
+Both files are derived from ``chunks/index.yaml``, so recovery can always
+re-derive them; nothing is stored only here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aiden.storage.chunks import ChunkEntry, ChunkIndex
+
+__all__ = [
+    "ARCHIVE_HEADER",
+    "TRUNCATION_MARKER",
+    "advance_index",
+    "raw_breadcrumb",
+    "fold_into_rolling",
+    "render_archive_entries",
+    "cap_lines",
+    "render_entry",
+    "render_summary_md",
+]
+
+ARCHIVE_HEADER = "# Session History Archive (chunk summaries pushed out of Recent Chunks)\n"
+TRUNCATION_MARKER = "[... older rolling summary lines truncated ...]"
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" if line else "" for line in text.strip().splitlines())
+
+
+def render_entry(entry: ChunkEntry) -> str:
+    """One ``- **chunk_id**`` entry with its indented summary."""
+    flag = " (degraded)" if entry.degraded else ""
+    return f"- **{entry.chunk_id}**{flag}\n{_indent(entry.summary)}\n"
+
+
+def render_summary_md(index: ChunkIndex, recent: Sequence[ChunkEntry]) -> str:
+    """The whole summary.md for ``index`` with ``recent`` as the Recent Chunks entries."""
+    parts = ["# Session History (compressed chunks)\n", "## Rolling Summary\n"]
+    parts.append((index.rolling_summary.strip() + "\n") if index.rolling_summary.strip() else "")
+    parts.append("## Recent Chunks\n")
+    parts.extend(render_entry(e) for e in recent)
+    return "\n".join(p for p in parts if p)
+
+
+def render_archive_entries(entries: Sequence[ChunkEntry]) -> str:
+    """Archive text for entries pushed out of Recent Chunks."""
+    return "".join(render_entry(e) + "\n" for e in entries)
+
+
+def fold_into_rolling(rolling: str, entry: ChunkEntry, *, max_lines: int) -> tuple[str, bool]:
+    """Append ``entry``'s summary to the rolling summary; returns (text, over_cap).
+
+    ``over_cap`` tells the caller the text exceeds ``max_lines`` and should be
+    folded through the summarizer; :func:`cap_lines` is the hard backstop.
+    """
+    lines = [ln for ln in rolling.strip().splitlines()]
+    lines.append(f"[{entry.chunk_id}]")
+    lines.extend(ln for ln in entry.summary.strip().splitlines() if ln.strip())
+    text = "\n".join(lines)
+    return text, len(lines) > max_lines
+
+
+def cap_lines(rolling: str, *, max_lines: int) -> str:
+    """Drop the oldest lines beyond ``max_lines`` and mark the truncation (seed 000's backstop)."""
+    lines = [ln for ln in rolling.strip().splitlines() if ln != TRUNCATION_MARKER]
+    if len(lines) <= max_lines:
+        return "\n".join(lines)
+    keep = lines[len(lines) - (max_lines - 1) :] if max_lines > 1 else []
+    return "\n".join([TRUNCATION_MARKER, *keep])
+
+
+def advance_index(index: ChunkIndex, entry: ChunkEntry, *, max_chunks: int, max_lines: int) -> tuple[ChunkIndex, list[ChunkEntry], bool]:
+    """The index after appending ``entry``: returns (index, entries pushed out of Recent Chunks, rolling over cap).
+
+    Entries pushed out of Recent Chunks are folded into the rolling summary;
+    when it exceeds ``max_lines`` the caller folds it through the summarizer
+    (a rolling checkpoint) and :func:`cap_lines` remains the hard backstop.
+    """
+    chunks = [*index.chunks, entry]
+    total = index.total_chunks + 1
+    rolling = index.rolling_summary
+    rolled = index.rolled_count
+    pushed: list[ChunkEntry] = []
+    over = False
+    # Live entries are the newest ``len(chunks)`` of ``total``; the oldest
+    # not-yet-rolled one sits at this offset among them.
+    first_live = total - len(chunks)
+    while total - rolled > max_chunks:
+        pos = rolled - first_live
+        if pos < 0 or pos >= len(chunks):  # sealed away already: keep counts consistent
+            rolled += 1
+            continue
+        out = chunks[pos]
+        pushed.append(out)
+        rolling, over_now = fold_into_rolling(rolling, out, max_lines=max_lines)
+        over = over or over_now
+        rolled += 1
+    new = ChunkIndex(
+        version=index.version,
+        rolling_summary=rolling,
+        rolled_count=rolled,
+        total_chunks=total,
+        segments=list(index.segments),
+        chunks=chunks,
+    )
+    return new, pushed, over
+
+
+def raw_breadcrumb(texts: Sequence[str], *, first_seq: int, last_seq: int, max_chars: int) -> str:
+    """A bounded raw excerpt used when summarization failed and the fallback is ``breadcrumb``."""
+    head = f"[raw breadcrumb: summarization failed for seq {first_seq}-{last_seq}; recall the chunk for details]\n"
+    body = "\n".join(" ".join(t.split())[:200] for t in texts if t.strip())
+    room = max(0, max_chars - len(head))
+    return head + (body[:room] if len(body) > room else body)

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Install aiden with its test extras into .venv (created if missing) and run the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+export LITELLM_LOCAL_MODEL_COST_MAP=True
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,28 @@
+"""Shared fixtures: the anyio backend (asyncio by default) and real-data discovery."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def real_data() -> Iterator[Path]:
+    """The folder of real agent sessions, or a clean skip saying why."""
+    value = os.environ.get("AIDEN_REAL_DATA")
+    if not value:
+        pytest.skip("AIDEN_REAL_DATA is not set: real agent sessions unavailable")
+    path = Path(value)
+    if not (path / "swe-agent").is_dir():
+        pytest.skip(f"AIDEN_REAL_DATA={value} has no swe-agent/ folder")
+    yield path

@@ -1,0 +1,33 @@
+"""Test helpers shared across test packages: reading everything a session holds on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiden.events import SessionEvent
+from aiden.storage import chunks as cs
+from aiden.storage.jsonl import read_bytes, scan
+from aiden.storage.layout import Layout
+
+
+def all_events(root: Path) -> tuple[list[SessionEvent], list[SessionEvent]]:
+    """(events in committed chunks, events in the hot window), each in stored order."""
+    layout = Layout(root)
+    index = cs.load_index(layout) or cs.ChunkIndex()
+    chunked: list[SessionEvent] = []
+    for entry in cs.load_all_entries(layout, index):
+        chunked.extend(cs.read_chunk(layout, entry.chunk_id, expect_sha256=entry.sha256).events)
+    hot = scan(read_bytes(layout.events)).events
+    return chunked, hot
+
+
+def assert_exactly_once(root: Path, acked: set[int]) -> list[int]:
+    """Every acked seq is stored exactly once across chunks and hot window; returns all stored seqs."""
+    chunked, hot = all_events(root)
+    seqs = [e.seq for e in chunked] + [e.seq for e in hot]
+    dup = {s for s in seqs if seqs.count(s) > 1} if len(seqs) != len(set(seqs)) else set()
+    assert not dup, f"duplicated seqs: {sorted(dup)[:10]}"
+    missing = acked - set(seqs)
+    assert not missing, f"lost acked seqs: {sorted(missing)[:10]}"
+    assert [e.seq for e in hot] == sorted(e.seq for e in hot), "hot window out of seq order"
+    return seqs
