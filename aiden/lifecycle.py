@@ -19,7 +19,7 @@ import msgspec
 
 from aiden.boundary import BoundaryDecision, Classifier, decide_boundary
 from aiden.events import SessionEvent, validate_id
-from aiden.messages import ResetSession, RotateSession, Rotated
+from aiden.messages import ResetSession, Rotated, RotateSession
 from aiden.prompt import PromptBuild, PromptLayers, build_messages
 
 if TYPE_CHECKING:

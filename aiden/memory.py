@@ -16,11 +16,13 @@ import msgspec
 
 from aiden import errors
 from aiden.actors.mailbox import Client
+from aiden.actors.recall import RecallActor
 from aiden.actors.scheduler import SchedulerStats
 from aiden.actors.summarizer import SummarizerActor
 from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, InvalidEventError
 from aiden.events import EVENT_TYPES, SessionEvent, encode_event
+from aiden.lifecycle import Lifecycle, RunStart, new_session_id
 from aiden.messages import (
     Appended,
     AppendEvents,
@@ -43,8 +45,6 @@ from aiden.messages import (
     WriterInbox,
     WriterOutbox,
 )
-from aiden.actors.recall import RecallActor
-from aiden.lifecycle import Lifecycle, RunStart, new_session_id
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.prompt import PromptBuild, PromptLayers
 from aiden.recall.index import RecallHit, RecallStats
@@ -255,6 +255,11 @@ class Memory:
     async def hot_window(self) -> list[SessionEvent]:
         """The retained hot-window events, in seq order, as on disk now."""
         return await anyio.to_thread.run_sync(self._store.read_hot_window)
+
+    async def read_event(self, seq: int) -> SessionEvent | None:
+        """The verbatim stored event with ``seq`` (hot window or compacted), None if unknown."""
+        self._check_open()
+        return await anyio.to_thread.run_sync(self._store.read_event, seq)
 
     async def chunk_index(self) -> ChunkIndex:
         """The live chunk index (rolling summary and newest chunk entries)."""

@@ -98,9 +98,9 @@ def events_to_messages(events: Sequence[SessionEvent], *, split_turn_context: st
         elif ev.type in ("assistant_output", "role_output"):
             out.append({"role": "assistant", "content": ev.content})
         elif ev.type == "tool_call":
-            call_id = ev.tool_call_id or f"call_seq{ev.seq}"
+            new_id = ev.tool_call_id or f"call_seq{ev.seq}"
             call = {
-                "id": call_id,
+                "id": new_id,
                 "type": "function",
                 "function": {"name": ev.tool_name or "tool", "arguments": ev.tool_args or "{}"},
             }
@@ -111,9 +111,9 @@ def events_to_messages(events: Sequence[SessionEvent], *, split_turn_context: st
                     last["content"] = None
             else:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-            open_calls[call_id] = len(out) - 1
+            open_calls[new_id] = len(out) - 1
         elif ev.type == "tool_result":
-            call_id = ev.tool_call_id
+            call_id: str | None = ev.tool_call_id
             if call_id is None and open_calls:
                 # Text-action agents record results without ids: answer the newest open call.
                 pending = [c for c in open_calls if c not in answered]

@@ -9,7 +9,7 @@ already queued is committed) before stopping the other actors.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -55,18 +55,20 @@ async def open_memory(
     model: str | None = None,
     context_window: int | None = None,
     storage: Storage | None = None,
+    store_factory: Callable[[Layout, Storage, Config], SessionStore] = SessionStore,
 ) -> AsyncIterator[Memory]:
     """Open (and recover) the memory under ``root`` and run its actors for the block's duration.
 
     ``summarizer`` defaults to the embedded :class:`ExtractiveSummarizer` (no
     network). ``model`` selects the context window from litellm's bundled model
     map (without importing litellm); ``context_window`` overrides it; unknown
-    models fall back to ``config.context_window``.
+    models fall back to ``config.context_window``. ``storage`` and
+    ``store_factory`` are seams for fault-injection tests.
     """
     config = config or Config()
     storage = storage or Storage()
     layout = Layout(root)
-    store = SessionStore(layout, storage, config)
+    store = store_factory(layout, storage, config)
     if context_window is None:
         from aiden.models import ModelResolver
 

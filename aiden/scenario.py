@@ -67,10 +67,7 @@ class Scenario(msgspec.Struct, frozen=True, kw_only=True):
 
 _MODULES = ["billing", "auth", "search", "ingest", "reports", "gateway", "scheduler", "exporter"]
 _LIBS = ["httpx", "pydantic", "sqlalchemy", "celery", "redis", "boto3", "jinja2", "click"]
-_WORDS = (
-    "request handler cache retry payload schema config migration index worker queue token session "
-    "client server timeout buffer parser encoder record batch stream window metric trace span"
-).split()
+_WORDS = ["request", "handler", "cache", "retry", "payload", "schema", "config", "migration", "index", "worker", "queue", "token", "session", "client", "server", "timeout", "buffer", "parser", "encoder", "record", "batch", "stream", "window", "metric", "trace", "span"]
 
 
 def _code(rng: random.Random, module: str, lines: int) -> str:

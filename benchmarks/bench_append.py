@@ -24,9 +24,10 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import aiden  # noqa: E402
-from _common import pct, summarize, table, write_result  # noqa: E402
-from aiden import Config, SessionEvent  # noqa: E402
+from _common import pct, summarize, table, write_result
+
+import aiden
+from aiden import Config, SessionEvent
 
 LINE = b'{"type":"user_input","content":"' + b"x" * 120 + b'","seq":1}\n'
 

@@ -21,10 +21,11 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import aiden  # noqa: E402
-from _common import pct, summarize, table, write_result  # noqa: E402
-from aiden import Config, SessionEvent  # noqa: E402
-from aiden.testing import SlowSummarizer  # noqa: E402
+from _common import pct, summarize, table, write_result
+
+import aiden
+from aiden import Config, SessionEvent
+from aiden.testing import SlowSummarizer
 
 CFG = Config(
     durability="fsync",

@@ -29,7 +29,7 @@ V = TypeVar("V")
 class Waiter(Generic[V]):
     """One caller parked until its reply (or an error) arrives."""
 
-    __slots__ = ("_event", "_value", "_error")
+    __slots__ = ("_error", "_event", "_value")
 
     def __init__(self) -> None:
         self._event = anyio.Event()

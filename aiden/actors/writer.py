@@ -22,7 +22,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aiden.config import Config
 from aiden.errors import AidenError, CorruptionError, StorageError
-from aiden.events import SessionEvent, encode_event
+from aiden.events import encode_event
 from aiden.messages import (
     Ack,
     Appended,

@@ -412,12 +412,14 @@ def plan_compaction(
                     f" >= trigger {target_tokens}"
                 )
     if chosen is None:
-        return _skip_reason(window, config)
+        over_target = target_tokens is not None and window.total >= target_tokens
+        return _skip_reason(window, config, over_target=over_target)
     return _build_plan(window, path, chosen, reaches, note)
 
 
-def _skip_reason(window: _Window, config: Config) -> SkipCompaction:
-    if window.total <= config.keep_recent_tokens and window.n <= config.hot_window_events:
+def _skip_reason(window: _Window, config: Config, *, over_target: bool) -> SkipCompaction:
+    fits = window.total <= config.keep_recent_tokens and window.n <= config.hot_window_events
+    if fits and not over_target:
         return SkipCompaction(
             reason="fits",
             detail=(

@@ -26,12 +26,19 @@ tf/length factor scaled into ``[1/2, 1]``: unscaled, a common word in a
 one-word event outranks a rare word in a long tool output, and recall is for
 the rare word. A chunk matches when it contains every term
 (in any of its docs); when no chunk does, the OR ranking is returned (with CJK
-runs split into bigrams). ``bm25()`` counts every row of a phrase to get its
-IDF, so a term matching very many rows would make a query slow: each term is
-probed first, and a term matching more rows than its window is ranked only
-among its newest rows (without ``bm25()`` when it is very common: its
-contribution is then the BM25 value of one occurrence in an average-length
-row). Rare terms, the ones recall is for, are always ranked exactly.
+runs split into bigrams).
+
+**Bounded work.** ``bm25()`` counts every row of a phrase to get its IDF and
+costs about 2 µs per ranked row, so a common word would make a query slow.
+Each term is probed first (reading at most its window of newest rowids): a
+term whose rows all fit its window is ranked exactly with ``bm25()``; a more
+frequent term is looked at only in its newest rows, without ``bm25()``, each
+chunk credited the value of one occurrence in an average-length row (its IDF
+extrapolated from the probe). Whether an older candidate chunk also contains
+such a term is asked per chunk (``rowid BETWEEN``), best candidates first, until
+``k`` chunks with every term are known and no other can beat them, or after
+:data:`_MAX_CHECKS` probes. Rare terms, the ones recall is for, are always
+ranked exactly; ties (common words only) go to the newest chunks.
 
 The class is synchronous and thread-safe (one lock): the recall actor calls it
 from worker threads.
@@ -90,13 +97,11 @@ SCHEMA_VERSION: Final = 1
 _APPLICATION_ID: Final = 0x41494452  # "AIDR": marks the file as ours
 
 # Ranking work bounds (see the module docstring). ~2 µs per bm25() row.
-_ROW_BUDGET: Final = 1200
-"""bm25-ranked rows fetched per query, shared by its terms."""
-_MIN_WINDOW: Final = 150
+_ROW_BUDGET: Final = 500
+"""Newest matching rows fetched per query, shared by its terms."""
+_MIN_WINDOW: Final = 100
 """Newest rows fetched per term at least."""
-_BM25_MAX_ROWS: Final = 20000
-"""Above this (estimated) row count a term is not passed to bm25() (whose IDF scan is O(rows))."""
-_MAX_CHECKS: Final = 40
+_MAX_CHECKS: Final = 24
 """Most per-chunk coverage probes of one query (terms beyond their window)."""
 _MAX_SPANS_PER_HIT: Final = 4
 _MAX_FILTER_VALUES: Final = 32
@@ -292,8 +297,12 @@ class _Cand(msgspec.Struct):
     chunk: int
     best: dict[int, float] = msgspec.field(default_factory=dict)
     """term index -> best contribution of any doc of the chunk."""
-    doc_scores: dict[int, float] = msgspec.field(default_factory=dict)
-    """doc id -> summed contribution (used to pick the spans shown first)."""
+    best_doc: dict[int, int] = msgspec.field(default_factory=dict)
+    """term index -> the doc giving that contribution (its span is shown first)."""
+
+    def doc_score(self, doc: int) -> float:
+        """Summed contributions of the terms whose best doc is ``doc``."""
+        return sum(self.best[i] for i, d in self.best_doc.items() if d == doc)
 
     @property
     def score(self) -> float:
@@ -944,23 +953,28 @@ class RecallIndex:
                 rows_est = min(float(total), count * total / max(top - oldest + 1, 1))
             idf = _idf(total, rows_est)
             st.estimate = _damped(idf, 1.0)
-            use_bm25 = rows_est <= _BM25_MAX_ROWS
-            score_sql = "bm25(fts)" if use_bm25 else "NULL"
+            # bm25() scans every row of the phrase for its IDF and costs ~2 us a
+            # row: only a term whose rows all fit the window is ranked by it.
+            use_bm25 = count <= window
+            # The newest `window` matching docs, reduced to the best doc per
+            # chunk inside SQLite (the subquery's LIMIT keeps it from being
+            # flattened into the aggregate; the bare `doc` is the max row's).
             rows = db.execute(
-                f"SELECT f.rowid, {score_sql}, d.chunk FROM fts AS f JOIN docs AS d ON d.id = f.rowid "
-                f"WHERE fts MATCH ?{filters.sql} ORDER BY f.rowid DESC LIMIT ?",
+                "SELECT chunk, max(score), doc, count(*) FROM ("
+                f"SELECT f.rowid AS doc, {'-bm25(fts)' if use_bm25 else '0.0'} AS score, d.chunk AS chunk "
+                f"FROM fts AS f JOIN docs AS d ON d.id = f.rowid WHERE fts MATCH ?{filters.sql} "
+                "ORDER BY f.rowid DESC LIMIT ?) GROUP BY chunk",
                 (st.term.phrase, *filters.params, window),
             ).fetchall()
-            st.complete = len(rows) < window
-            for doc, bm25, chunk in rows:
+            st.complete = sum(r[3] for r in rows) < window
+            for chunk, raw, doc, _ in rows:
                 # bm25() = idf * tf/length factor; recover the factor to damp it.
-                value = st.estimate if bm25 is None else _damped(idf, -bm25 / idf)
+                value = _damped(idf, raw / idf) if use_bm25 else st.estimate
                 cand = cands.get(chunk)
                 if cand is None:
                     cand = cands[chunk] = _Cand(chunk)
-                if value > cand.best.get(i, -1.0):
-                    cand.best[i] = value
-                cand.doc_scores[doc] = cand.doc_scores.get(doc, 0.0) + value
+                cand.best[i] = value
+                cand.best_doc[i] = doc
         if and_mode and len(terms) > 1:
             self._check_coverage(db, cands, states, filters, k)
         return cands
@@ -977,20 +991,20 @@ class RecallIndex:
         n = len(states)
         open_terms = [i for i, st in enumerate(states) if not st.complete]
 
-        def upper(c: _Cand) -> float:
-            return c.score + sum(states[i].estimate for i in open_terms if i not in c.best)
-
-        viable = [
-            c for c in cands.values()
-            if all(i in c.best for i, st in enumerate(states) if st.complete)
-        ]
-        viable.sort(key=lambda c: (-upper(c), -c.chunk))
-        full_scores: list[float] = sorted((c.score for c in viable if len(c.best) == n), reverse=True)
+        complete_terms = [i for i, st in enumerate(states) if st.complete]
+        full_scores: list[float] = []
+        viable: list[tuple[float, int, _Cand]] = []
+        for c in cands.values():
+            if len(c.best) == n:
+                full_scores.append(c.score)
+            elif all(i in c.best for i in complete_terms):
+                upper = c.score + sum(states[i].estimate for i in open_terms if i not in c.best)
+                viable.append((upper, c.chunk, c))
+        viable.sort(key=lambda v: (-v[0], -v[1]))
+        full_scores.sort(reverse=True)
         checks = 0
-        for cand in viable:
-            if len(cand.best) == n:
-                continue
-            if len(full_scores) >= k and upper(cand) <= full_scores[k - 1]:
+        for upper, _, cand in viable:
+            if len(full_scores) >= k and upper <= full_scores[k - 1]:
                 break
             bounds = db.execute("SELECT doc_lo, doc_hi FROM chunks WHERE id = ?", (cand.chunk,)).fetchone()
             if bounds is None:
@@ -1009,6 +1023,7 @@ class RecallIndex:
                 if found is None:
                     break
                 cand.best[i] = states[i].estimate
+                cand.best_doc[i] = found[0]
             if len(cand.best) == n:
                 full_scores.append(cand.score)
                 full_scores.sort(reverse=True)
@@ -1052,8 +1067,8 @@ class RecallIndex:
                 groups.append([item])
         scored = []
         for group in groups:
-            best = max(group, key=lambda m: (cand.doc_scores.get(m[0], 0.0), -m[1]))
-            scored.append((cand.doc_scores.get(best[0], 0.0), group, best[0]))
+            best = max(group, key=lambda m: (cand.doc_score(m[0]), -m[1]))
+            scored.append((cand.doc_score(best[0]), group, best[0]))
         scored.sort(key=lambda s: (-s[0], s[1][0][1]))
         out: list[tuple[float, EventSpan]] = []
         width = self._config.recall_snippet_chars

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Sequence
-
 from typing import Any
 
 import msgspec
@@ -210,7 +209,7 @@ def load_index(layout: Layout) -> ChunkIndex | None:
         raise CorruptionError(f"index.yaml unreadable: {exc.strerror}") from exc
     try:
         _check_yaml_events(raw)
-        data = yaml.load(raw, Loader=yaml.CSafeLoader)  # noqa: S506 - CSafeLoader is the safe loader
+        data = yaml.load(raw, Loader=yaml.CSafeLoader)
         index = msgspec.convert(data, ChunkIndex)
     except CorruptionError:
         raise

@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import AidenError, CorruptionError, InvalidIdError, LockError, StorageError
+from aiden.errors import AidenError, CorruptionError, InvalidIdError, StorageError
 from aiden.events import SessionEvent, encode_event
 from aiden.storage import chunks as cs
 from aiden.storage.fs import Storage, is_temp_name
@@ -96,6 +96,18 @@ class SessionStore:
     def load_index(self) -> cs.ChunkIndex:
         """The live index (empty when none was committed yet)."""
         return cs.load_index(self.layout) or cs.ChunkIndex()
+
+    def read_event(self, seq: int) -> SessionEvent | None:
+        """The stored event with ``seq``, from the hot window or the chunk covering it."""
+        for event in self.read_hot_window():
+            if event.seq == seq:
+                return event
+        index = self.load_index()
+        for entry in reversed(cs.load_all_entries(self.layout, index)):
+            if entry.covers(seq):
+                chunk = cs.read_chunk(self.layout, entry.chunk_id, expect_sha256=entry.sha256)
+                return next((e for e in chunk.events if e.seq == seq), None)
+        return None
 
     def snapshot(self) -> Snapshot:
         """Read events.jsonl under the session lock, plus the index."""
@@ -264,6 +276,7 @@ class SessionStore:
             index = self._index_from_entries(entries, index.rolling_summary, index.rolled_count)
             rebuilt = True
         if rebuilt:
+            st.checkpoint("recover.before_index")
             cs.save_index(st, lay, index)
         # 4. drop hot events already covered by a committed chunk, and duplicates
         keep: list[SessionEvent] = []
@@ -278,10 +291,10 @@ class SessionStore:
                 seen.add(ev.seq)
                 keep.append(ev)
         if dropped or dups or torn or result.bad_lines:
-            st.write_atomic(lay.events, b"".join(encode_event(e) for e in keep))
+            st.write_atomic(lay.events, b"".join(encode_event(e) for e in keep), crash_prefix="recover_events")
         elif not lay.events.exists():
             st.mkdir(lay.session)
-            st.write_atomic(lay.events, b"")
+            st.write_atomic(lay.events, b"", crash_prefix="recover_events")
         # 5. unreferenced segments
         segs = 0
         referenced = {s.file for s in index.segments}
@@ -350,7 +363,7 @@ class SessionStore:
         text = render_summary_md(index, recent).encode()
         changed = False
         if read_bytes(self.layout.summary) != text:
-            self.storage.write_atomic(self.layout.summary, text)
+            self.storage.write_atomic(self.layout.summary, text, crash_prefix="recover_summary")
             changed = True
         pushed = entries[: max(0, len(entries) - self.config.summary_max_chunks)]
         if pushed:

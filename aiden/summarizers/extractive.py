@@ -359,7 +359,7 @@ def _error_lines(content: str) -> list[tuple[str, bool]]:
         scored.append((1 if strong else 0, position, stripped))
     scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
     picked: list[tuple[str, bool]] = []
-    for strength, position, stripped in scored:
+    for strength, _position, stripped in scored:
         candidate = clip(stripped, _ERROR_CHARS)
         if all(_digitless(candidate) != _digitless(p) for p, _ in picked):
             picked.append((candidate, strength == 1))

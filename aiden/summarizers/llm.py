@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextvars
 import functools
 import importlib
 import importlib.util
@@ -99,11 +100,11 @@ def _load_windows(path: Path | None) -> dict[str, int]:
     for name, spec in data.items():
         if not isinstance(spec, dict):
             continue
-        value = spec.get("max_input_tokens")
-        if not _positive_int(value):
-            value = spec.get("max_tokens")
-        if _positive_int(value):
-            windows[str(name)] = int(value)
+        for key in ("max_input_tokens", "max_tokens"):
+            value = spec.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                windows[str(name)] = value
+                break
     return windows
 
 
@@ -240,25 +241,50 @@ _litellm: _Litellm | None = None
 
 
 def _import_litellm() -> _Litellm:
-    """Import litellm once, offline and quiet (blocking: call it from a worker thread)."""
+    """Import litellm once, offline, quiet and warmed up (blocking: call it from a worker thread)."""
     global _litellm
     with _litellm_lock:
         if _litellm is not None:
             return _litellm
         # Without this, importing litellm fetches the model cost map over the network.
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        # Warnings raised while litellm loads itself are not the application's
+        # to see, and under -W error they would fail the import or the first
+        # call. The filter is process-wide for the seconds this takes (the
+        # warnings module has no per-thread filters).
         with warnings.catch_warnings():
-            # litellm's dependencies have emitted DeprecationWarnings at import
-            # in some versions; they are not the application's to see, and
-            # under -W error they would make the import fail.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            warnings.simplefilter("ignore", PendingDeprecationWarning)
-            module = importlib.import_module("litellm")
-        # No "Give Feedback / Get Help" banners on stdout, no telemetry.
-        module.suppress_debug_info = True
-        module.telemetry = False
+            for category in (DeprecationWarning, PendingDeprecationWarning, UserWarning):
+                warnings.simplefilter("ignore", category)
+            module: Any = importlib.import_module("litellm")
+            # No "Give Feedback / Get Help" banners on stdout, no telemetry.
+            module.suppress_debug_info = True
+            module.telemetry = False
+            _warm_up(module)
         _litellm = _Litellm(module)
         return _litellm
+
+
+def _warm_up(module: Any) -> None:
+    """Make one offline mock completion on the litellm loop.
+
+    litellm imports some forty more modules on its first completion, and
+    pydantic emits UserWarnings ("... using the `ReadOnly` qualifier") while
+    building their schemas; doing that here, under the warning filter above,
+    keeps it out of the first real call. ``no-log`` keeps the mock call out of
+    any logging callbacks the application configured.
+    """
+    try:
+        coro = module.acompletion(
+            model="openai/aiden-warm-up",
+            messages=[{"role": "user", "content": "warm-up"}],
+            mock_response="ok",
+            num_retries=0,
+            **{"no-log": True},
+        )
+        loop = _loop_thread.get_loop()
+        contextvars.Context().run(asyncio.run_coroutine_threadsafe, coro, loop).result(timeout=60)
+    except Exception:  # best effort: a failed warm-up only means a noisier first call
+        pass
 
 
 # ---------------------------------------------------------------------------
@@ -275,7 +301,8 @@ class _LoopThread:
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    def _get_loop(self) -> asyncio.AbstractEventLoop:
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop, started on first use (and again in a forked child)."""
         with self._lock:
             alive = self._thread is not None and self._thread.is_alive()
             if self._loop is None or not alive or self._pid != os.getpid():
@@ -329,8 +356,14 @@ class _LoopThread:
         Cancelling the caller cancels the asyncio task (its HTTP request is
         aborted); the cancellation is then re-raised unchanged.
         """
-        loop = self._get_loop()
-        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(factory(), loop)
+        loop = self.get_loop()
+        # Submit from an empty context: the task would otherwise inherit the
+        # caller's context variables, among them sniffio's "trio" marker, and
+        # anyio inside litellm's HTTP client would then take the asyncio loop
+        # for a trio one.
+        future: concurrent.futures.Future[T] = contextvars.Context().run(
+            asyncio.run_coroutine_threadsafe, factory(), loop
+        )
         try:
             # Waiting in a worker thread keeps this backend-neutral (trio too).
             return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)

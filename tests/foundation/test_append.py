@@ -139,8 +139,8 @@ async def test_torn_tail_written_while_open_is_repaired_by_the_writer(tmp_path: 
     layout = Layout(tmp_path)
     async with aiden.open_memory(tmp_path, config=FAST) as memory:
         await memory.append(SessionEvent(type="user_input", content="a"))
-        with open(layout.events, "ab") as f:  # another process died mid-line
-            f.write(b'{"type":"user_input","content":"tor')
+        # Another process died mid-line.
+        await anyio.Path(layout.events).write_bytes(layout.events.read_bytes() + b'{"type":"user_input","content":"tor')
         ev = await memory.append(SessionEvent(type="user_input", content="b"))
         hot = await memory.hot_window()
     assert ev.seq == 2

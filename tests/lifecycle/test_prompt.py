@@ -6,7 +6,13 @@ import hypothesis.strategies as st
 from hypothesis import given, settings
 
 from aiden.events import SessionEvent
-from aiden.prompt import MISSING_RESULT, PromptLayers, build_messages, events_to_messages, validate_chat_sequence
+from aiden.prompt import (
+    MISSING_RESULT,
+    PromptLayers,
+    build_messages,
+    events_to_messages,
+    validate_chat_sequence,
+)
 
 
 def ev(seq: int, type_: str, content: str = "", **kw: object) -> SessionEvent:

@@ -683,13 +683,11 @@ def bulk(n: int, common: str, rare_at: int) -> list[BulkChunk]:
     return out
 
 
-@pytest.mark.parametrize("bm25_limit", [20000, 0])
 def test_common_terms_use_windows_and_coverage_checks(
-    files: SessionFiles, index: RecallIndex, monkeypatch: pytest.MonkeyPatch, bm25_limit: int
+    files: SessionFiles, index: RecallIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(recall_index, "_ROW_BUDGET", 20)
     monkeypatch.setattr(recall_index, "_MIN_WINDOW", 10)
-    monkeypatch.setattr(recall_index, "_BM25_MAX_ROWS", bm25_limit)
     index.sync()
     assert index.bulk_load(bulk(200, "commonword", rare_at=3)) == 200
     # The rare word's chunk is old: far outside the common word's window of newest rows.
