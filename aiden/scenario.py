@@ -129,7 +129,7 @@ def generate_scenario(seed: int = 7, turns: int = 40, *, noise: float = 1.0) -> 
     plant(
         5, "constraint",
         f"Constraint: this must ship by {deadline_day} and must not change the public REST API of {module}.",
-        f"must ship by {deadline_day}", "what is the deadline",
+        f"must ship by {deadline_day}", "by when must this ship",
     )
     plant(
         7, "preference",

@@ -52,7 +52,7 @@ from aiden.policy import (
     plan_compaction,
     should_compress,
 )
-from aiden.storage.chunks import ChunkEntry, chunk_id_for
+from aiden.storage.chunks import ChunkEntry, chunk_id_for, read_chunk
 from aiden.storage.session import CommitConflict, SessionStore
 from aiden.storage.summary_md import advance_index, cap_lines, raw_breadcrumb
 from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
@@ -78,6 +78,7 @@ class SchedulerStats(msgspec.Struct, kw_only=True):
     fallbacks: int = 0
     degraded_chunks: int = 0
     conflicts: int = 0
+    resummarized_chunks: int = 0
     unreachable_target_warnings: int = 0
     last_prompt_tokens: int | None = None
 
@@ -241,6 +242,7 @@ class MaintenanceScheduler:
             config,
         )
         if not decision.fire:
+            await self._repair_degraded(snap.index.chunks)
             return CompactionOutcome(compacted=False, reason="not_triggered")
         plan = plan_compaction(snap.events, config, target_tokens=self._trigger_target())
         if isinstance(plan, SkipCompaction):
@@ -313,6 +315,25 @@ class MaintenanceScheduler:
             degraded=degraded,
             note=plan.note,
         )
+
+    async def _repair_degraded(self, live: Sequence[ChunkEntry]) -> None:
+        """Re-summarize one degraded (breadcrumb) chunk per quiet pass, once the summarizer works again."""
+        entry = next((e for e in live if e.degraded), None)
+        if entry is None:
+            return
+        chunk = await anyio.to_thread.run_sync(
+            lambda: read_chunk(self._store.layout, entry.chunk_id, expect_sha256=entry.sha256)
+        )
+        try:
+            result = await self._summarize("history", chunk.events, "")
+        except SummarizerError:
+            return  # still degraded; try again on a later pass
+        items = extract_must_keep(chunk.events, max_items=self._config.must_keep_max_items)
+        summary = apply_must_keep(result.text, items, max_items=self._config.must_keep_max_items)
+        if await anyio.to_thread.run_sync(self._store.replace_summary, entry.chunk_id, summary):
+            self.stats.degraded_chunks = max(0, self.stats.degraded_chunks - 1)
+            self.stats.resummarized_chunks += 1
+            log.info("re-summarized degraded chunk %s", entry.chunk_id)
 
     async def _summarize_plan(self, plan: CompactionPlan, previous: str) -> tuple[str | None, str, bool]:
         """(chunk summary, split-turn context, degraded); summary None means leave everything unchanged."""

@@ -192,6 +192,27 @@ class SessionStore:
         finally:
             self.storage.close(fd)
 
+    def replace_summary(self, chunk_id: str, summary: str) -> bool:
+        """Give a degraded live chunk its real summary (chunk header, then index, then summary.md).
+
+        The caller holds ``compaction_lock``. Returns False when the chunk is no
+        longer a live index entry (sealed or gone); nothing is changed then.
+        """
+        index = self.load_index()
+        pos = next((i for i, e in enumerate(index.chunks) if e.chunk_id == chunk_id), None)
+        if pos is None:
+            return False
+        old = index.chunks[pos]
+        chunk = cs.read_chunk(self.layout, chunk_id, expect_sha256=old.sha256)
+        entry = msgspec.structs.replace(old, summary=summary, degraded=False)
+        full = cs.write_chunk(self.storage, self.layout, entry, chunk.events)
+        chunks = list(index.chunks)
+        chunks[pos] = full
+        new_index = msgspec.structs.replace(index, chunks=chunks)
+        cs.save_index(self.storage, self.layout, new_index)
+        self._write_summaries(new_index, ())
+        return True
+
     # --- recovery ---------------------------------------------------------------------
 
     def recover(self) -> RecoveryReport:

@@ -273,3 +273,19 @@ async def test_crash_at_each_commit_step_recovers(tmp_path: Path, point: str) ->
         assert memory.recovery.changed is False
     chunked, hot = all_events(tmp_path)
     assert sorted(e.seq for e in chunked + hot) == sorted(acked)
+
+
+async def test_degraded_chunk_is_resummarized_on_a_later_pass(tmp_path: Path) -> None:
+    config = aiden.Config(**{**{f: getattr(SMALL, f) for f in SMALL.__struct_fields__}, "failure_fallback": "breadcrumb"})
+    async with aiden.open_memory(tmp_path, config=config, summarizer=FailingSummarizer()) as memory:
+        acked = await fill(memory, 6)
+        assert (await memory.maintain(manual=True)).degraded is True
+    async with aiden.open_memory(tmp_path, config=config) as memory:
+        outcome = await memory.maintain()  # quiet pass: nothing to compact, repairs instead
+        summary = await memory.summary_md()
+        index = await memory.chunk_index()
+    assert outcome.compacted is False
+    assert index.chunks[0].degraded is False
+    assert "raw breadcrumb" not in summary
+    assert "(degraded)" not in summary
+    assert_exactly_once(tmp_path, acked)

@@ -1,0 +1,156 @@
+"""A real async agent loop with litellm tool calling, embedding aiden.
+
+Run against any litellm model (an API key in the environment as litellm expects):
+
+    python examples/agent_loop.py --model gpt-4o-mini "list the python files and summarize them"
+
+or against any OpenAI-compatible server:
+
+    python examples/agent_loop.py --model openai/my-model --api-base http://127.0.0.1:8000/v1 "..."
+
+The loop: ``begin_run`` (session boundary + user input) -> build the prompt
+from aiden (system layers, summary, hot window as native messages) -> call
+the model -> record tool calls and results as events -> repeat until the
+model answers -> ``commit_run`` with the provider's usage (maintenance is
+scheduled, never awaited). ``recall_session_chunks`` is one of the tools, so
+the model can fetch compacted detail on demand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aiden  # noqa: E402
+from aiden import SessionEvent  # noqa: E402
+from aiden.prompt import PromptLayers  # noqa: E402
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+LIST_FILES_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "list_files",
+        "description": "List files under a directory of the workspace.",
+        "parameters": {
+            "type": "object",
+            "properties": {"directory": {"type": "string"}},
+            "required": ["directory"],
+        },
+    },
+}
+
+
+def list_files(workspace: Path, directory: str) -> str:
+    """A deliberately small, safe tool: list files inside the workspace only."""
+    base = workspace.resolve()
+    target = (base / directory).resolve()
+    if base != target and base not in target.parents:
+        return json.dumps({"error": "directory is outside the workspace"})
+    if not target.is_dir():
+        return json.dumps({"error": f"no such directory: {directory}"})
+    return json.dumps(sorted(p.name for p in target.iterdir())[:200])
+
+
+async def run_agent(
+    memory: aiden.Memory,
+    user_input: str,
+    *,
+    model: str,
+    workspace: Path,
+    completion: Callable[..., Awaitable[Any]],
+    max_steps: int = 8,
+    **llm_kwargs: Any,
+) -> str:
+    """One agent run: returns the final answer."""
+    await memory.begin_run(user_input)
+    layers = PromptLayers(
+        role_identity="You are a concise coding assistant.",
+        tools="Use list_files to inspect the workspace and recall_session_chunks to recall compacted history.",
+    )
+    tools = [LIST_FILES_TOOL, memory.recall_tool]
+    largest_prompt = 0
+    cached = 0
+    for _ in range(max_steps):
+        prompt = await memory.build_messages(layers)
+        response = await completion(model=model, messages=prompt.messages, tools=tools, **llm_kwargs)
+        usage = getattr(response, "usage", None)
+        if usage is not None:
+            largest_prompt = max(largest_prompt, int(usage.prompt_tokens or 0))
+            details = getattr(usage, "prompt_tokens_details", None)
+            cached = int(getattr(details, "cached_tokens", 0) or 0)
+            await memory.record_usage(prompt_tokens=usage.prompt_tokens, cached_tokens=cached, model=model)
+        message = response.choices[0].message
+        calls = message.tool_calls or []
+        if not calls:
+            answer = str(message.content or "")
+            await memory.commit_run(answer, prompt_tokens=largest_prompt, model=model)
+            return answer
+        if message.content:
+            await memory.append(SessionEvent(type="assistant_output", role="assistant", content=message.content))
+        # One model response = one assistant message: record all its calls first.
+        await memory.append_many(
+            [
+                SessionEvent(
+                    type="tool_call",
+                    role="assistant",
+                    tool_name=call.function.name,
+                    tool_call_id=call.id,
+                    tool_args=call.function.arguments or "{}",
+                )
+                for call in calls
+            ]
+        )
+        for call in calls:
+            name, args = call.function.name, call.function.arguments or "{}"
+            if name == "recall_session_chunks":
+                result = await memory.handle_recall_tool(args)
+            elif name == "list_files":
+                try:
+                    result = list_files(workspace, str(json.loads(args).get("directory", ".")))
+                except (ValueError, AttributeError) as exc:
+                    result = json.dumps({"error": f"bad arguments: {exc}"})
+            else:
+                result = json.dumps({"error": f"unknown tool {name}"})
+            await memory.append(
+                SessionEvent(type="tool_result", role="tool", tool_name=name, tool_call_id=call.id, content=result)
+            )
+    answer = "I stopped after reaching the step limit."
+    await memory.commit_run(answer, prompt_tokens=largest_prompt, model=model)
+    return answer
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("prompt", nargs="+")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--api-base")
+    parser.add_argument("--root", default=".aiden-example")
+    parser.add_argument("--workspace", default=".")
+    args = parser.parse_args(argv)
+    import litellm
+
+    extra: dict[str, Any] = {"api_base": args.api_base} if args.api_base else {}
+    async with aiden.open_memory(args.root, model=args.model) as memory:
+        answer = await run_agent(
+            memory,
+            " ".join(args.prompt),
+            model=args.model,
+            workspace=Path(args.workspace),
+            completion=litellm.acompletion,
+            **extra,
+        )
+    print(answer)
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,82 @@
+"""The examples and the demo run as tests (no network: a local OpenAI-compatible server)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import aiden
+from aiden.demo import run_demo
+from aiden.testing import FakeLLMServer
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.anyio
+
+
+def load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{name}", ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+async def test_agent_loop_against_local_server(tmp_path: Path) -> None:
+    import litellm
+
+    example = load_example("agent_loop")
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "main.py").write_text("print('hi')\n")
+
+    def responder(body: dict[str, Any]) -> dict[str, Any] | str:
+        last = body["messages"][-1]
+        if last["role"] == "user":
+            return {"content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "list_files", "arguments": '{"directory": "."}'}},
+                {"id": "call_2", "type": "function",
+                 "function": {"name": "recall_session_chunks", "arguments": '{"query": "earlier decision"}'}},
+            ]}
+        tool_results = [m for m in body["messages"] if m["role"] == "tool"]
+        return f"found {json.loads(tool_results[0]['content'])}"
+
+    with FakeLLMServer(responder=responder) as server:
+        async with aiden.open_memory(tmp_path / "mem", config=aiden.Config(durability="none")) as memory:
+            answer = await example.run_agent(
+                memory,
+                "what files are there?",
+                model="openai/test-model",
+                workspace=tmp_path / "ws",
+                completion=litellm.acompletion,
+                api_base=server.base_url,
+                api_key="sk-test",
+            )
+            hot = await memory.hot_window()
+        requests = server.requests
+    assert answer == "found ['main.py']"
+    assert [e.type for e in hot] == ["user_input", "tool_call", "tool_call", "tool_result", "tool_result", "assistant_output"]
+    recall_result = json.loads(hot[4].content)
+    assert "error" not in recall_result
+    second = requests[1].body
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool", "tool"]
+    assert {t["function"]["name"] for t in second["tools"]} == {"list_files", "recall_session_chunks"}
+
+
+async def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
+    lines: list[str] = []
+    result = await run_demo(tmp_path, turns=24, echo=lines.append)
+    assert result.turns == 24
+    assert result.stats.compactions >= 3
+    assert result.summary_md.startswith("# Session History (compressed chunks)")
+    assert result.recall_top_chunk is not None
+    assert result.recall_found_fact
+    assert result.final_prompt_tokens < 8000
+    assert any(line.startswith("turn  24/24") for line in lines)
+    assert any("recall_session_chunks" in line for line in lines)
