@@ -60,6 +60,14 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """Compact when one turn added more than this many tokens of tool output (0 disables)."""
     cost_ceiling_usd: NonNegativeFloat = 0.0
     """Compact when provider cost since the last compaction passes this (0 disables)."""
+    token_profile: Literal["auto", "o200k", "cl100k"] = "auto"
+    """Token estimator profile; ``auto`` picks it from the model name (cl100k when unknown)."""
+    token_calibration_weight: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.2
+    """EMA weight of each provider-reported prompt size in the per-model estimate correction."""
+    compact_batch_turns: NonNegative = 0
+    """Cache-aware batching: a soft (percent) trigger waits until this many turns passed since the
+    last compaction, so one stable prompt prefix serves many calls; the hard reserve trigger never waits
+    (0 disables)."""
     max_pinned_events: NonNegative = 16
     """Sticky pins are rare: at most this many pinned events per session."""
 

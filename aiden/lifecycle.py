@@ -166,7 +166,7 @@ class Lifecycle:
             split_before = index.chunks[-1].last_seq + 1
         if split_ctx:
             split_ctx = "Turn context (the start of this turn was compacted):\n" + split_ctx
-        return build_messages(
+        built = build_messages(
             layers=layers or PromptLayers(),
             hot_window=hot,
             session_summary=summary.strip(),
@@ -175,7 +175,10 @@ class Lifecycle:
             split_before_seq=split_before,
             current_task=current_task,
             cache_friendly=cache_friendly,
+            estimate=m.estimate_text,
         )
+        m.note_prompt_estimate(built.estimated_tokens)
+        return built
 
 
 async def _gather(m: Memory) -> tuple[Sequence[SessionEvent], Any, str]:

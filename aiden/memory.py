@@ -46,6 +46,7 @@ from aiden.messages import (
     WriterOutbox,
 )
 from aiden.policy.scrub import strip_screenshot_data
+from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
 from aiden.prompt import PromptBuild, PromptLayers
 from aiden.recall.index import RecallHit, RecallStats
 from aiden.recall.tool import RECALL_TOOL, handle_recall_tool
@@ -77,6 +78,11 @@ class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
     conflicts: int
     last_prompt_tokens: int | None
     context_window: int
+    token_calibration: float
+    resummarized_chunks: int
+    deferred_for_cache: int
+    cached_share_before_last_compaction: float | None
+    cached_share_since_last_compaction: float | None
 
 
 def raise_error_info(info: ErrorInfo) -> AidenError:
@@ -119,6 +125,7 @@ class Memory:
         recall: Client[RecallInbox, RecallReply],
         recall_actor: RecallActor,
         recovery: RecoveryReport,
+        token_profile: TokenProfile = DEFAULT_PROFILE,
     ) -> None:
         self._layout = layout
         self._store = store
@@ -133,6 +140,8 @@ class Memory:
         self._runs = Lifecycle(self)
         self._session_end_hooks: list[Callable[[str], Awaitable[None]]] = []
         self._appends = 0
+        self._profile = token_profile
+        self._last_prompt_estimate: int | None = None
         self._coalesced_at_inbox = 0
         self._closed = False
         self.recovery: RecoveryReport = recovery
@@ -241,6 +250,7 @@ class Memory:
         await self._scheduler.cast(
             RecordUsage(
                 prompt_tokens=prompt_tokens,
+                estimated_prompt_tokens=self._last_prompt_estimate if prompt_tokens is not None else None,
                 completion_tokens=completion_tokens,
                 cached_tokens=cached_tokens,
                 cost_usd=cost_usd,
@@ -249,6 +259,14 @@ class Memory:
                 model=model,
             )
         )
+
+    def estimate_text(self, text: str) -> int:
+        """aiden's token estimate of ``text`` for this memory's model."""
+        return estimate_tokens(text, self._profile)
+
+    def note_prompt_estimate(self, tokens: int) -> None:
+        """Remember the estimate of the prompt just built (calibrated against the next reported usage)."""
+        self._last_prompt_estimate = tokens
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -288,6 +306,15 @@ class Memory:
             conflicts=s.conflicts,
             last_prompt_tokens=s.last_prompt_tokens,
             context_window=self._window,
+            token_calibration=s.token_calibration,
+            resummarized_chunks=s.resummarized_chunks,
+            deferred_for_cache=s.deferred_for_cache,
+            cached_share_before_last_compaction=s.cached_share_before_last_compaction,
+            cached_share_since_last_compaction=(
+                s.cached_tokens_since_compaction / s.prompt_tokens_since_compaction
+                if s.prompt_tokens_since_compaction
+                else None
+            ),
         )
 
     # --- runs (delegates to aiden.lifecycle) ------------------------------------------

@@ -134,6 +134,7 @@ class RecordUsage(msgspec.Struct, frozen=True, tag=True, kw_only=True):
     """Usage a provider reported for one model call, or the end of a run."""
 
     prompt_tokens: int | None = None
+    estimated_prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
     cost_usd: float | None = None

@@ -25,14 +25,23 @@ the session summary — only changes when a compaction commits;
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
 from aiden.events import SessionEvent
+from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
-__all__ = ["PromptBuild", "PromptLayers", "build_messages", "events_to_messages", "validate_chat_sequence"]
+__all__ = [
+    "PromptBuild",
+    "PromptLayers",
+    "build_messages",
+    "estimate_messages",
+    "events_to_messages",
+    "validate_chat_sequence",
+]
 
 Message = dict[str, Any]
 
@@ -59,6 +68,8 @@ class PromptBuild(msgspec.Struct, frozen=True, kw_only=True):
     prefix_fingerprint: str
     repairs: int = 0
     """How many orphan tool calls/results had to be repaired."""
+    estimated_tokens: int = 0
+    """aiden's estimate of the prompt size (compared with the provider's count to calibrate)."""
 
 
 def _system_text(layers: PromptLayers, session_summary: str, long_term: str, *, include_runtime: bool) -> str:
@@ -206,6 +217,7 @@ def build_messages(
     split_before_seq: int | None = None,
     current_task: str | None = None,
     cache_friendly: bool = True,
+    estimate: Callable[[str], int] = estimate_tokens,
 ) -> PromptBuild:
     """Assemble the full message list for one model call."""
     system = _system_text(layers, session_summary, long_term, include_runtime=not cache_friendly)
@@ -221,4 +233,19 @@ def build_messages(
     if current_task:
         messages.append({"role": "user", "content": current_task})
     fingerprint = hashlib.sha256(system.encode()).hexdigest()[:16]
-    return PromptBuild(messages=messages, prefix_fingerprint=fingerprint, repairs=repairs)
+    return PromptBuild(
+        messages=messages,
+        prefix_fingerprint=fingerprint,
+        repairs=repairs,
+        estimated_tokens=estimate_messages(messages, estimate),
+    )
+
+
+def estimate_messages(messages: Sequence[Message], estimate: Callable[[str], int] = estimate_tokens) -> int:
+    """Estimated prompt tokens of a message list (content, tool calls and per-message framing)."""
+    total = 0
+    for m in messages:
+        total += MESSAGE_OVERHEAD_TOKENS + estimate(str(m.get("content") or ""))
+        if m.get("tool_calls"):
+            total += estimate(json.dumps(m["tool_calls"]))
+    return total

@@ -96,7 +96,9 @@ async def open_memory(
     recall_actor = RecallActor(layout, config, r_recv, rr_send)
     writer = SessionWriter(layout, storage, config, w_recv, wr_send)
     summarizer_actor = SummarizerActor(summarizer or ExtractiveSummarizer(), config, z_recv, zr_send)
-    scheduler = MaintenanceScheduler(store, config, context_window, s_recv, sr_send, summarizer_client)
+    scheduler = MaintenanceScheduler(
+        store, config, context_window, s_recv, sr_send, summarizer_client, model=model
+    )
     writer_done = anyio.Event()
 
     def writer_ended() -> None:
@@ -154,6 +156,7 @@ async def open_memory(
                 recall=recall_client,
                 recall_actor=recall_actor,
                 recovery=report,
+                token_profile=scheduler.token_profile,
             )
             try:
                 yield memory

@@ -46,11 +46,20 @@ from aiden.messages import (
     SummarizerOutbox,
 )
 from aiden.policy import (
+    CL100K,
+    O200K,
     CompactionPlan,
     SkipCompaction,
+    TokenCalibration,
+    TokenProfile,
     TriggerInput,
+    apply_calibration,
+    calibrate,
+    event_tokens,
     plan_compaction,
+    profile_for_model,
     should_compress,
+    trigger_threshold_tokens,
 )
 from aiden.storage.chunks import ChunkEntry, chunk_id_for, read_chunk
 from aiden.storage.session import CommitConflict, SessionStore
@@ -79,6 +88,11 @@ class SchedulerStats(msgspec.Struct, kw_only=True):
     degraded_chunks: int = 0
     conflicts: int = 0
     resummarized_chunks: int = 0
+    token_calibration: float = 1.0
+    deferred_for_cache: int = 0
+    prompt_tokens_since_compaction: int = 0
+    cached_tokens_since_compaction: int = 0
+    cached_share_before_last_compaction: float | None = None
     unreachable_target_warnings: int = 0
     last_prompt_tokens: int | None = None
 
@@ -95,6 +109,7 @@ class MaintenanceScheduler:
         outbox: MemoryObjectSendStream[bytes],
         summarizer: Client[SummarizerInbox, SummarizerOutbox],
         on_commit: Callable[[], None] | None = None,
+        model: str | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -116,8 +131,19 @@ class MaintenanceScheduler:
         self._turn_tool_tokens = 0
         self._cost = 0.0
         self._warned_unreachable = False
+        self._model = model
+        self._profile: TokenProfile = (
+            profile_for_model(model) if config.token_profile == "auto"
+            else O200K if config.token_profile == "o200k" else CL100K
+        )
+        self._calibration: dict[str, TokenCalibration] = {}
         self._pass_scope: anyio.CancelScope | None = None
         self.stats = SchedulerStats()
+
+    @property
+    def token_profile(self) -> TokenProfile:
+        """The estimator profile this scheduler plans with."""
+        return self._profile
 
     def close_streams(self) -> None:
         """Close the internal wake stream (after the actor's tasks ended)."""
@@ -173,6 +199,20 @@ class MaintenanceScheduler:
         await self._outbox.send(self._out.encode(reply))
 
     def _record(self, usage: RecordUsage) -> None:
+        if usage.prompt_tokens is not None and usage.estimated_prompt_tokens:
+            # Per-model correction of the estimator from what the provider reported.
+            key = usage.model or self._model or ""
+            self._calibration[key] = calibrate(
+                self._calibration.get(key, TokenCalibration()),
+                estimated=usage.estimated_prompt_tokens,
+                reported=usage.prompt_tokens,
+                weight=self._config.token_calibration_weight,
+            )
+            if key == (self._model or ""):
+                self.stats.token_calibration = self._calibration[key].factor
+        if usage.prompt_tokens is not None and usage.cached_tokens is not None:
+            self.stats.prompt_tokens_since_compaction += usage.prompt_tokens
+            self.stats.cached_tokens_since_compaction += usage.cached_tokens
         if usage.prompt_tokens is not None:
             self._run_prompt_max = max(self._run_prompt_max or 0, usage.prompt_tokens)
         if usage.cost_usd is not None:
@@ -221,10 +261,10 @@ class MaintenanceScheduler:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(store.compaction_lock.release)
 
-    def _trigger_target(self) -> int:
-        window = self._window
-        reserve = min(self._config.reserve_tokens, window // 2)
-        return min(window - reserve, int(window * self._config.compress_at_percent / 100))
+    def _token_counts(self, events: Sequence[SessionEvent]) -> list[int]:
+        cal = self._calibration.get(self._model or "")
+        counts = event_tokens(events, self._profile)
+        return [apply_calibration(c, cal) for c in counts] if cal is not None else counts
 
     async def _locked_pass(self, manual: bool) -> CompactionOutcome:
         config = self._config
@@ -244,7 +284,16 @@ class MaintenanceScheduler:
         if not decision.fire:
             await self._repair_degraded(snap.index.chunks)
             return CompactionOutcome(compacted=False, reason="not_triggered")
-        plan = plan_compaction(snap.events, config, target_tokens=self._trigger_target())
+        if decision.reason == "percent" and 0 < self._turns < config.compact_batch_turns:
+            # A soft trigger: keep the cached prefix a few more turns (seed 001).
+            self.stats.deferred_for_cache += 1
+            return CompactionOutcome(compacted=False, reason="deferred_for_cache")
+        plan = plan_compaction(
+            snap.events,
+            config,
+            target_tokens=trigger_threshold_tokens(self._window, config),
+            token_counts=self._token_counts(snap.events),
+        )
         if isinstance(plan, SkipCompaction):
             return CompactionOutcome(compacted=False, reason=plan.reason, note=plan.detail)
         if not plan.reaches_target and not self._warned_unreachable:
@@ -291,6 +340,12 @@ class MaintenanceScheduler:
         # Reset to the retained window's estimate so the pending pass does not
         # compact again on the stale pre-compaction prompt size (seed 000).
         self.stats.last_prompt_tokens = plan.kept_tokens
+        if self.stats.prompt_tokens_since_compaction:
+            self.stats.cached_share_before_last_compaction = (
+                self.stats.cached_tokens_since_compaction / self.stats.prompt_tokens_since_compaction
+            )
+        self.stats.prompt_tokens_since_compaction = 0
+        self.stats.cached_tokens_since_compaction = 0
         self._turns = 0
         self._cost = 0.0
         self._last_turn_tool_tokens = 0

@@ -129,7 +129,7 @@ def _is_tool_result(event: SessionEvent) -> bool:
 
 
 def _call_of_results(events: Sequence[SessionEvent]) -> list[int]:
-    """For each tool result, the index of the tool call it answers (-1 for none and for non-results)."""
+    """For each tool result, the index of the call it answers; -1 for none and for other events."""
     call_of = [-1] * len(events)
     by_id: dict[str, int] = {}
     last_call = -1
@@ -164,7 +164,10 @@ def _legal_mask(events: Sequence[SessionEvent], call_of: Sequence[int]) -> list[
 
 
 def legal_cut_points(events: Sequence[SessionEvent]) -> list[int]:
-    """Indices ``c`` (``0 < c < len(events)``) where the hot window may start, before leading-context pull-back."""
+    """Indices ``c`` (``0 < c < len(events)``) where the hot window may start.
+
+    Before the leading-context pull-back of :func:`plan_compaction`.
+    """
     legal = _legal_mask(events, _call_of_results(events))
     return [c for c, ok in enumerate(legal) if ok]
 
@@ -203,6 +206,7 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     retained: tuple[SessionEvent, ...]
     """The hot window from the cut point on, including pulled-in leading context."""
     cut_meta: CutMeta
+    """Diagnostics for the chunk index entry."""
     tokens_before: int
     """Estimated tokens of all input events."""
     kept_tokens: int
@@ -242,10 +246,10 @@ class SkipCompaction(msgspec.Struct, frozen=True, kw_only=True):
     """:func:`plan_compaction` found nothing worth compacting.
 
     ``reason`` is one of ``no_events``, ``fits`` (everything is within
-    ``keep_recent_tokens`` and ``hot_window_events``), ``no_legal_cut`` (no
-    event may open the hot window where the paths look) and
-    ``nothing_compactable`` (every legal cut leaves only pinned events to
-    compact).
+    ``keep_recent_tokens`` and ``hot_window_events`` and no ``target_tokens``
+    forces a cut), ``no_legal_cut`` (no event may open the hot window where
+    the paths look) and ``nothing_compactable`` (every legal cut leaves only
+    the root input and pinned events to compact). ``detail`` gives the numbers.
     """
 
     reason: str
@@ -319,7 +323,9 @@ class _Window:
         return None
 
 
-def _token_cut(window: _Window, keep_recent_tokens: int, tokens: Sequence[int]) -> tuple[int, int] | None:
+def _token_cut(
+    window: _Window, keep_recent_tokens: int, tokens: Sequence[int]
+) -> tuple[int, int] | None:
     if window.total <= keep_recent_tokens:
         return None
     accumulated = 0

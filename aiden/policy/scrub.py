@@ -52,9 +52,7 @@ _BASE64: Final = re.compile(r"(?:[A-Za-z0-9+/_-]|\r?\n)+={0,2}\s*")
 _HEX: Final = re.compile(r"[0-9A-Fa-f\s]+")
 # Base64 of the PNG, JPEG, GIF and WebP signatures.
 _IMAGE_MAGIC: Final = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR")
-_KEY_HINT: Final = re.compile(
-    '"(?:' + "|".join(sorted(IMAGE_KEYS)) + r')"\s*:', re.IGNORECASE
-)
+_KEY_HINT: Final = re.compile('"(?:' + "|".join(sorted(IMAGE_KEYS)) + r')"\s*:', re.IGNORECASE)
 
 
 def _may_contain_uri(text: str) -> bool:

@@ -130,7 +130,7 @@ def should_compress(inp: TriggerInput, config: Config) -> TriggerDecision:
 def resolve_context_window(
     model: str | None, model_windows: Mapping[str, int], fallback: int
 ) -> int:
-    """The context window of ``model``, from a name -> window map (e.g. litellm's), else ``fallback``.
+    """The context window of ``model`` from a name -> window map (litellm's), else ``fallback``.
 
     Tries the exact name, then without a provider prefix (``openai/gpt-4o``
     -> ``gpt-4o``). Non-positive or non-integer entries are ignored. Runtime

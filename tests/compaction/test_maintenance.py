@@ -289,3 +289,34 @@ async def test_degraded_chunk_is_resummarized_on_a_later_pass(tmp_path: Path) ->
     assert "raw breadcrumb" not in summary
     assert "(degraded)" not in summary
     assert_exactly_once(tmp_path, acked)
+
+
+async def test_reported_prompt_tokens_calibrate_the_estimator(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=SMALL) as memory:
+        await fill(memory, 2)
+        built = await memory.build_messages()
+        await memory.record_usage(prompt_tokens=built.estimated_tokens * 2, run_ended=True)
+        await memory.flush()
+        await memory.maintain()  # a round trip through the scheduler's inbox
+        stats = memory.stats()
+    assert built.estimated_tokens > 0
+    assert stats.token_calibration == 2.0
+    assert stats.last_prompt_tokens == built.estimated_tokens * 2
+
+
+async def test_soft_trigger_is_batched_for_the_prompt_cache_but_hard_trigger_is_not(tmp_path: Path) -> None:
+    fields = {f: getattr(SMALL, f) for f in SMALL.__struct_fields__}
+    config = aiden.Config(**{**fields, "compact_batch_turns": 3, "reserve_tokens": 100, "compress_at_percent": 50})
+    async with aiden.open_memory(tmp_path, config=config, context_window=1000) as memory:
+        await fill(memory, 6)
+        # 600 tokens: the percent trigger (>= 500) but not the reserve one (>= 900).
+        await memory.record_usage(prompt_tokens=600, cached_tokens=450, run_ended=True)
+        soft = await memory.maintain()
+        await memory.record_usage(prompt_tokens=950, cached_tokens=0, run_ended=True)
+        hard = await memory.maintain()
+        stats = memory.stats()
+    assert soft.reason == "deferred_for_cache" and soft.compacted is False
+    assert hard.compacted is True and hard.reason == "reserve"
+    assert stats.deferred_for_cache == 1
+    assert stats.cached_share_before_last_compaction == 450 / 1550
+    assert stats.cached_share_since_last_compaction is None

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001  (Chinese samples use full-width punctuation)
 """Event builders and hypothesis strategies shared by the policy tests."""
 
 from __future__ import annotations
@@ -60,11 +61,13 @@ def partner_calls(events: Sequence[SessionEvent]) -> dict[int, int]:
         if event.type != "tool_result" or event.synthetic:
             continue
         candidates = [
-            q for q in range(r)
-            if events[q].type == "tool_call" and not events[q].synthetic
+            q for q in range(r) if events[q].type == "tool_call" and not events[q].synthetic
         ]
-        by_id = [q for q in candidates if event.tool_call_id is not None
-                 and events[q].tool_call_id == event.tool_call_id]
+        by_id = [
+            q
+            for q in candidates
+            if event.tool_call_id is not None and events[q].tool_call_id == event.tool_call_id
+        ]
         if by_id:
             pairs[r] = by_id[-1]
         elif candidates:
@@ -90,7 +93,7 @@ def parts(events: Sequence[SessionEvent], plan: CompactionPlan) -> list[str]:
 # --- hypothesis --------------------------------------------------------------------
 
 _TEXT = st.one_of(
-    st.text(alphabet="abcdefghij klmnop,.:{}\"\n0123456789", max_size=300),
+    st.text(alphabet='abcdefghij klmnop,.:{}"\n0123456789', max_size=300),
     st.text(alphabet="你好世界的是在了一不我们这中国，。", max_size=120),
     st.sampled_from(["", "ok", "def f(x):\n    return x\n", "一二三 mixed 文本 text"]),
 )
@@ -130,7 +133,9 @@ def event_streams(draw: st.DrawFn, max_turns: int = 8) -> list[SessionEvent]:
                     events.append(call(ids[-1], **extra()))
                 for cid in draw(st.permutations(ids)):
                     if draw(st.booleans()):
-                        events.append(draw(st.sampled_from([system(), screen(), assistant("thinking")])))
+                        events.append(
+                            draw(st.sampled_from([system(), screen(), assistant("thinking")]))
+                        )
                     events.append(result(cid, **extra()))
             elif step == 3:  # no ids: paired by adjacency
                 events.append(call(None, **extra()))
@@ -140,9 +145,7 @@ def event_streams(draw: st.DrawFn, max_turns: int = 8) -> list[SessionEvent]:
             elif step == 5:
                 events.append(screen(**extra()))
             elif step == 6:
-                events.append(
-                    SessionEvent(type="role_output", role="assistant", **extra())
-                )
+                events.append(SessionEvent(type="role_output", role="assistant", **extra()))
             else:
                 events.append(
                     SessionEvent(type="system_event", role="system", synthetic=True, **extra())

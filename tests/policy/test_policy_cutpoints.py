@@ -84,8 +84,19 @@ def test_synthetic_events_count_as_system_events() -> None:
 
 
 def test_legal_cut_points_respect_classes_and_tool_pairs() -> None:
-    events = numbered([user(), call("A"), call("B"), result("A"), assistant(), result("B"),
-                       user(), system(), assistant()])
+    events = numbered(
+        [
+            user(),
+            call("A"),
+            call("B"),
+            result("A"),
+            assistant(),
+            result("B"),
+            user(),
+            system(),
+            assistant(),
+        ]
+    )
     # 1: first call, before both results; 2 is inside A's span, 4 inside B's.
     assert legal_cut_points(events) == [1, 6, 8]
 
@@ -94,8 +105,18 @@ def test_legal_cut_points_respect_classes_and_tool_pairs() -> None:
 
 
 def test_token_path_snaps_forward_to_the_next_legal_cut() -> None:
-    events = numbered([user("root"), assistant(), user(), call("x"), result("x"), assistant(),
-                       user(), assistant()])
+    events = numbered(
+        [
+            user("root"),
+            assistant(),
+            user(),
+            call("x"),
+            result("x"),
+            assistant(),
+            user(),
+            assistant(),
+        ]
+    )
     # Walking back 10 tokens each: 35 is reached on the tool_result (index 4),
     # which cannot open the hot window; the next legal cut is the assistant.
     p = plan(events, keep_recent_tokens=35)
@@ -128,8 +149,9 @@ def test_token_path_cut_on_a_legal_event_stays_there() -> None:
 
 def test_token_path_moves_past_parallel_tool_results() -> None:
     # The cut at the assistant (index 4) would compact call B and keep its result.
-    events = numbered([user(), call("A"), call("B"), result("A"), assistant(), result("B"),
-                       user(), assistant()])
+    events = numbered(
+        [user(), call("A"), call("B"), result("A"), assistant(), result("B"), user(), assistant()]
+    )
     p = plan(events, keep_recent_tokens=35)
     assert seqs(p.retained) == [7, 8]
     assert seqs(p.history) == [2, 3, 4, 5, 6]
@@ -156,8 +178,9 @@ def test_everything_fits_skips() -> None:
 
 
 def test_count_fallback_snaps_at_or_before_the_target() -> None:
-    events = numbered([user(), assistant(), user(), assistant(), call("x"), result("x"),
-                       assistant(), user()])
+    events = numbered(
+        [user(), assistant(), user(), assistant(), call("x"), result("x"), assistant(), user()]
+    )
     # 8 events fit in keep_recent_tokens; keeping 3 aims at index 5, a
     # tool_result: the nearest legal cut at or before it is the call.
     p = plan(events, 1, keep_recent_tokens=100, hot_window_events=3)
@@ -170,8 +193,19 @@ def test_count_fallback_snaps_at_or_before_the_target() -> None:
 
 
 def test_count_fallback_keeps_parallel_calls_with_their_results() -> None:
-    events = numbered([user(), assistant(), call("A"), call("B"), result("A"), assistant(),
-                       result("B"), user(), assistant()])
+    events = numbered(
+        [
+            user(),
+            assistant(),
+            call("A"),
+            call("B"),
+            result("A"),
+            assistant(),
+            result("B"),
+            user(),
+            assistant(),
+        ]
+    )
     p = plan(events, 1, keep_recent_tokens=100, hot_window_events=3)
     assert seqs(p.retained) == [3, 4, 5, 6, 7, 8, 9]
     # The split turn starts at the root, which is kept, not summarized.
@@ -198,8 +232,9 @@ def test_count_fallback_without_a_legal_cut_before_the_target() -> None:
 
 
 def test_leading_system_and_screen_events_are_pulled_into_the_hot_window() -> None:
-    events = numbered([user(), assistant(), user(), assistant(), system(), screen(),
-                       user(), assistant()])
+    events = numbered(
+        [user(), assistant(), user(), assistant(), system(), screen(), user(), assistant()]
+    )
     p = plan(events, keep_recent_tokens=20)
     assert seqs(p.retained) == [5, 6, 7, 8]
     assert seqs(p.history) == [2, 3, 4] and p.turn_prefix == ()
@@ -209,8 +244,9 @@ def test_leading_system_and_screen_events_are_pulled_into_the_hot_window() -> No
 
 
 def test_synthetic_summary_is_pulled_in_as_leading_context() -> None:
-    events = numbered([user(), assistant(), assistant("summary", synthetic=True), user(),
-                       assistant()])
+    events = numbered(
+        [user(), assistant(), assistant("summary", synthetic=True), user(), assistant()]
+    )
     p = plan(events, keep_recent_tokens=20)
     assert seqs(p.retained) == [3, 4, 5]
 
@@ -278,8 +314,17 @@ def test_split_turn_with_only_pinned_prefix_is_not_split() -> None:
 
 
 def test_pinned_events_are_kept_with_their_tool_partners() -> None:
-    events = numbered([user(), assistant(pinned="decision"), call("x"),
-                       result("x", pinned="key output"), assistant(), user(), assistant()])
+    events = numbered(
+        [
+            user(),
+            assistant(pinned="decision"),
+            call("x"),
+            result("x", pinned="key output"),
+            assistant(),
+            user(),
+            assistant(),
+        ]
+    )
     p = plan(events, keep_recent_tokens=20)
     assert seqs(p.kept) == [1, 2, 3, 4]
     assert seqs(p.history) == [5]
@@ -290,8 +335,17 @@ def test_pinned_events_are_kept_with_their_tool_partners() -> None:
 
 
 def test_pins_beyond_max_pinned_events_are_compacted_oldest_first() -> None:
-    events = numbered([user(), assistant(pinned="old"), assistant(), assistant(pinned="new"),
-                       assistant(), user(), assistant()])
+    events = numbered(
+        [
+            user(),
+            assistant(pinned="old"),
+            assistant(),
+            assistant(pinned="new"),
+            assistant(),
+            user(),
+            assistant(),
+        ]
+    )
     p = plan(events, keep_recent_tokens=20, max_pinned_events=1)
     assert seqs(p.kept) == [1, 4]
     assert seqs(p.history) == [2, 3, 5]
@@ -301,8 +355,9 @@ def test_pins_beyond_max_pinned_events_are_compacted_oldest_first() -> None:
 
 
 def test_compacted_merges_history_and_prefix_in_order() -> None:
-    events = numbered([user(), assistant(), user(), assistant(pinned="p"), assistant(),
-                       assistant()])
+    events = numbered(
+        [user(), assistant(), user(), assistant(pinned="p"), assistant(), assistant()]
+    )
     p = plan(events, keep_recent_tokens=10)
     assert seqs(p.history) == [2]
     assert seqs(p.turn_prefix) == [3, 5]
@@ -372,8 +427,14 @@ def test_token_counts_are_validated() -> None:
 
 
 def test_estimates_tokens_when_no_counts_are_given() -> None:
-    events = numbered([user("a long task " * 50), assistant("ok " * 400), user("next " * 300),
-                       assistant("done " * 300)])
+    events = numbered(
+        [
+            user("a long task " * 50),
+            assistant("ok " * 400),
+            user("next " * 300),
+            assistant("done " * 300),
+        ]
+    )
     config = Config(keep_recent_tokens=200)
     assert plan_compaction(events, config) == plan_compaction(
         events, config, token_counts=event_tokens(events)

@@ -1,10 +1,10 @@
+# ruff: noqa: RUF001  (Chinese samples use full-width punctuation)
 """Token estimates, event token counts, profiles and calibration."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +25,22 @@ from aiden.policy import (
     event_tokens,
     profile_for_model,
     text_features,
+    tokens,
 )
 
 
 def features(**values: int) -> TextFeatures:
     base = dict.fromkeys(
-        ("pretokens", "long_words", "punct_runs", "cjk_common", "cjk_rare", "other_letters",
-         "astral"), 0
+        (
+            "pretokens",
+            "long_words",
+            "punct_runs",
+            "cjk_common",
+            "cjk_rare",
+            "other_letters",
+            "astral",
+        ),
+        0,
     )
     return TextFeatures(**(base | values))
 
@@ -67,6 +76,15 @@ def test_cjk_and_other_scripts() -> None:
     assert text_features("ok 🎉🎉") == features(pretokens=1, astral=2)
     # A lone surrogate (allowed in a str, refused on write) must not raise.
     assert text_features("a\ud800b").pretokens == 1
+
+
+def test_rare_cjk_set_is_the_complement_of_the_common_table() -> None:
+    common = set(tokens._COMMON_CJK_LETTERS + tokens._COMMON_CJK_SYMBOLS)
+    assert len(common) == 812
+    for low, high in tokens._CJK_RANGES:
+        for cp in range(low, high + 1):
+            ch = chr(cp)
+            assert (tokens._RARE_CJK.fullmatch(ch) is None) == (ch in common), hex(cp)
 
 
 def test_long_texts_are_processed_in_blocks() -> None:
@@ -109,7 +127,10 @@ def test_event_tokens() -> None:
         MESSAGE_OVERHEAD_TOKENS + estimate_tokens("read_file") + estimate_tokens('{"path": "a.py"}')
     )
     assert estimate_event_tokens(SessionEvent(type="tool_result")) == MESSAGE_OVERHEAD_TOKENS
-    assert event_tokens([plain, tool]) == [estimate_event_tokens(plain), estimate_event_tokens(tool)]
+    assert event_tokens([plain, tool]) == [
+        estimate_event_tokens(plain),
+        estimate_event_tokens(tool),
+    ]
     assert event_tokens([plain], O200K) == [estimate_event_tokens(plain, O200K)]
 
 
@@ -176,12 +197,12 @@ def test_apply_calibration() -> None:
 # --- accuracy against the real tokenizers (offline BPE files shipped with litellm) ---------
 
 
-def _encodings() -> dict[str, Any]:
-    spec = importlib.util.find_spec("litellm")
+def _encodings(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    spec = importlib.util.find_spec("litellm")  # locate only: never import litellm here
     if spec is None or spec.origin is None:
         pytest.skip("litellm (and its offline tokenizer files) not installed")
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(
-        Path(spec.origin).parent / "litellm_core_utils" / "tokenizers"
+    monkeypatch.setenv(
+        "TIKTOKEN_CACHE_DIR", str(Path(spec.origin).parent / "litellm_core_utils" / "tokenizers")
     )
     tiktoken = pytest.importorskip("tiktoken")
     return {name: tiktoken.get_encoding(f"{name}_base") for name in ("o200k", "cl100k")}
@@ -201,14 +222,27 @@ _SAMPLES = {
         "    for start, end in intervals:\n        if merged and start <= merged[-1][1]:\n"
         "            merged[-1][1] = max(merged[-1][1], end)\n        else:\n"
         "            merged.append([start, end])\n    return merged\n",
-        "class Cache:\n    def __init__(self, capacity: int) -> None:\n        self.capacity = capacity\n"
-        "        self.items: dict[str, bytes] = {}\n\n    def get(self, key: str) -> bytes | None:\n"
+        "class Cache:\n    def __init__(self, capacity: int) -> None:\n"
+        "        self.capacity = capacity\n"
+        "        self.items: dict[str, bytes] = {}\n\n"
+        "    def get(self, key: str) -> bytes | None:\n"
         "        return self.items.get(key)\n",
     ],
     "json": [
-        json.dumps([{"id": i * 7919, "path": f"src/pkg/module_{i}.py", "size": i * 1031,
-                     "modified": f"2024-05-{i % 28 + 1:02d}T10:{i % 60:02d}:00Z"} for i in range(12)]),
-        json.dumps({"status": "ok", "rows": [[i, i * 3.25, f"user{i}"] for i in range(15)]}, indent=2),
+        json.dumps(
+            [
+                {
+                    "id": i * 7919,
+                    "path": f"src/pkg/module_{i}.py",
+                    "size": i * 1031,
+                    "modified": f"2024-05-{i % 28 + 1:02d}T10:{i % 60:02d}:00Z",
+                }
+                for i in range(12)
+            ]
+        ),
+        json.dumps(
+            {"status": "ok", "rows": [[i, i * 3.25, f"user{i}"] for i in range(15)]}, indent=2
+        ),
     ],
     "chinese": [
         "我们计划在下个月发布新版本，主要改进包括更快的启动速度和更稳定的网络连接。"
@@ -223,8 +257,10 @@ _SAMPLES = {
 
 
 @pytest.mark.parametrize("kind", sorted(_SAMPLES))
-def test_estimate_is_within_ten_percent_of_the_real_tokenizer(kind: str) -> None:
-    encodings = _encodings()
+def test_estimate_is_within_ten_percent_of_the_real_tokenizer(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encodings = _encodings(monkeypatch)
     texts = _SAMPLES[kind]
     for name, profile in (("o200k", O200K), ("cl100k", CL100K)):
         real = sum(len(encodings[name].encode_ordinary(t)) for t in texts)

@@ -147,4 +147,4 @@ def test_resolve_context_window() -> None:
     assert resolve_context_window(None, windows, 32000) == 32000
     assert resolve_context_window("", windows, 32000) == 32000
     assert resolve_context_window("bad", windows, 32000) == 32000
-    assert resolve_context_window("flag", windows, 32000) == 32000  # type: ignore[dict-item]
+    assert resolve_context_window("flag", windows, 32000) == 32000
