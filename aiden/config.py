@@ -127,6 +127,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """Tool results of the newest N turns stay verbatim in the prompt."""
     governance_max_tool_tokens: Positive = 2000
     """Older tool results larger than this are stubbed in the prompt."""
+    governance_keep_steps: NonNegative = 0
+    """Inside the current turn, stub acted-on tool results older than the newest N model steps
+    (0 keeps the whole current turn verbatim)."""
     replay_max_messages: NonNegative = 0
     """Most hot-window messages replayed per call (0 = no bound)."""
 

@@ -19,6 +19,7 @@ import msgspec
 
 from aiden.boundary import BoundaryDecision, Classifier, decide_boundary
 from aiden.events import SessionEvent, validate_id
+from aiden.governance import govern_events, is_pinned, trim_replay
 from aiden.messages import ResetSession, Rotated, RotateSession
 from aiden.prompt import PromptBuild, PromptLayers, build_messages
 
@@ -155,8 +156,13 @@ class Lifecycle:
         long_term: str = "",
         current_task: str | None = None,
         cache_friendly: bool = True,
+        governance: bool = True,
     ) -> PromptBuild:
-        """The chat messages for the next model call: system layers, summary, hot window."""
+        """The chat messages for the next model call: system layers, summary, hot window.
+
+        With ``governance`` (the default) old or oversized tool results are
+        replaced in this prompt only by stubs naming the seq to rehydrate them.
+        """
         m = self._m
         hot, index, summary = await _gather(m)
         split_ctx = ""
@@ -166,9 +172,23 @@ class Lifecycle:
             split_before = index.chunks[-1].last_seq + 1
         if split_ctx:
             split_ctx = "Turn context (the start of this turn was compacted):\n" + split_ctx
+        cfg = m.config
+        # Replay trimming, then governance: both shape this call only; nothing on disk changes.
+        replay = list(hot)
+        if cfg.replay_max_messages:
+            replay = trim_replay(replay, max_messages=cfg.replay_max_messages, keep=is_pinned)
+        governed = None
+        if governance:
+            governed = govern_events(
+                replay,
+                keep_turns=cfg.governance_keep_turns,
+                max_tool_tokens=cfg.governance_max_tool_tokens,
+                keep_steps=cfg.governance_keep_steps,
+                estimate=m.estimate_text,
+            )
         built = build_messages(
             layers=layers or PromptLayers(),
-            hot_window=hot,
+            hot_window=governed.events if governed is not None else replay,
             session_summary=summary.strip(),
             long_term=long_term,
             split_turn_context=split_ctx,

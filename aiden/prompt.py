@@ -99,6 +99,9 @@ def events_to_messages(events: Sequence[SessionEvent], *, split_turn_context: st
     repairs = 0
     open_calls: dict[str, int] = {}  # tool_call_id -> index of the assistant message
     answered: set[str] = set()
+    # Some recorders reuse one tool_call_id; the chat API needs unique ids, so a
+    # reused id is renamed and its results follow the newest call of that id.
+    renamed: dict[str, str] = {}
     injected = not split_turn_context
     for ev in events:
         if not injected and split_before_seq is not None and ev.seq >= split_before_seq:
@@ -110,6 +113,9 @@ def events_to_messages(events: Sequence[SessionEvent], *, split_turn_context: st
             out.append({"role": "assistant", "content": ev.content})
         elif ev.type == "tool_call":
             new_id = ev.tool_call_id or f"call_seq{ev.seq}"
+            if new_id in open_calls:
+                original, new_id = new_id, f"{new_id}_seq{ev.seq}"
+                renamed[original] = new_id
             call = {
                 "id": new_id,
                 "type": "function",
@@ -125,6 +131,8 @@ def events_to_messages(events: Sequence[SessionEvent], *, split_turn_context: st
             open_calls[new_id] = len(out) - 1
         elif ev.type == "tool_result":
             call_id: str | None = ev.tool_call_id
+            if call_id is not None:
+                call_id = renamed.get(call_id, call_id)
             if call_id is None and open_calls:
                 # Text-action agents record results without ids: answer the newest open call.
                 pending = [c for c in open_calls if c not in answered]

@@ -120,3 +120,18 @@ def sessions(draw: st.DrawFn) -> list[SessionEvent]:
 def test_build_messages_is_always_a_valid_chat_sequence(hot: list[SessionEvent]) -> None:
     built = build_messages(layers=PromptLayers(role_identity="r"), hot_window=hot, session_summary="s")
     assert validate_chat_sequence(built.messages) == []
+
+
+def test_reused_tool_call_ids_are_made_unique() -> None:
+    hot = [
+        ev(1, "user_input", "go"),
+        ev(2, "tool_call", tool_name="t", tool_call_id="x"),
+        ev(3, "tool_result", "r1", tool_call_id="x"),
+        ev(4, "tool_call", tool_name="t", tool_call_id="x"),
+        ev(5, "tool_result", "r2", tool_call_id="x"),
+    ]
+    msgs, repairs = events_to_messages(hot)
+    assert repairs == 0
+    assert validate_chat_sequence(msgs) == []
+    assert [m.get("tool_call_id") for m in msgs if m["role"] == "tool"] == ["x", "x_seq4"]
+    assert [m["content"] for m in msgs if m["role"] == "tool"] == ["r1", "r2"]

@@ -1,0 +1,587 @@
+"""Per-call context governance (pure): what each model call replays of the hot window, and how.
+
+Seed 003 separates four mechanisms that are all loosely called "compression";
+this module is the first two, both applied to a *copy* of the hot window right
+before :func:`aiden.prompt.build_messages` and never persisted:
+
+* **Session replay trimming** (:func:`trim_replay`): bound how many hot-window
+  events one call replays. The cut is made only where the hot window may
+  legally open (:func:`aiden.policy.cutpoints.legal_cut_points`: never on a
+  tool result, never between a call and its result) and always keeps the root
+  user input, the current turn's user input and the events ``keep`` selects
+  (sticky pins), with their call/result groups.
+* **Runner context governance** (:func:`govern_events`): replace the content of
+  tool results the agent has already acted on by a short stub (tool name and
+  arguments, original size, head/tail excerpt, and the ``seq`` under which the
+  verbatim output stays stored). Seed 001: raw tool output is "almost always
+  compactable" once acted on, and compacting it *before* the action that
+  consumes it is a pitfall, so results not yet acted on are never stubbed.
+
+Consolidation (chunk summaries) and long-term memory are elsewhere.
+
+Which results are stubbed. Turns start at (non-synthetic) user inputs; the
+*current turn* runs from the last user input to the end (the whole list when
+there is none). A tool result is *protected* when it is in the current turn,
+has not been acted on yet (no assistant output or tool call follows it), is
+pinned (or answers a pinned call), or has no stored ``seq`` (``seq <= 0``).
+An unprotected result is stubbed when it is *old* (its turn is not one of the
+newest ``keep_turns``) or *large* (more than ``max_tool_tokens`` tokens), and
+only when the stub saves at least ``min_savings_tokens``: a stub never makes
+the prompt bigger and tiny results are not churned for a few tokens.
+
+Agent loops (step mode). A coding agent often works one user input through
+dozens of model calls; that whole loop is one turn, so the rule above never
+trims it. With ``keep_steps > 0`` the current turn is governed by *steps*
+instead: a step is one model response (a run of assistant outputs and tool
+calls) plus the results that follow it. Results of the newest steps of the
+current turn stay whole; older ones there count as old. The protected horizon
+moves in jumps of ``keep_steps`` steps (between ``keep_steps`` and
+``2 * keep_steps - 1`` newest steps stay whole), so the governed prompt is
+append-only between jumps and the provider's prefix cache keeps hitting
+(seed 001, "Interaction with Prompt Cache": change the prefix at predictable
+boundaries, not on every call). ``keep_steps=0`` leaves the current turn whole.
+
+Prompt-cache behaviour in turn mode. Stubs depend only on the stubbed event
+and its call, so once a result is stubbed it renders identically on every later
+call. Within a turn the governed prompt only grows at its end (from the turn's
+first model step on); the prefix changes once per new user input, at the
+oldest result that became old. Under a prefix cache every change re-bills the
+prompt after it, so stubbing deep in the prompt costs more than stubbing near
+its end: ``benchmarks/bench_governance.py`` reports both effects.
+
+Usage helpers (pure): :func:`cached_share`, :func:`usage_tokens`,
+:func:`messages_tokens`, :func:`shared_prefix_tokens` and the
+:class:`CacheShareTelemetry` accumulator with :func:`record_call`, which
+reports the cached-token share of prompts before and after each compaction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from aiden.events import SessionEvent
+from aiden.policy.cutpoints import legal_cut_points
+from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
+
+__all__ = [
+    "DEFAULT_HEAD_CHARS",
+    "DEFAULT_MIN_SAVINGS_TOKENS",
+    "DEFAULT_TAIL_CHARS",
+    "STUB_PREFIX",
+    "CacheShareTelemetry",
+    "CompactionCacheShare",
+    "GovernedEvents",
+    "ShareWindow",
+    "cached_share",
+    "govern_events",
+    "is_pinned",
+    "messages_tokens",
+    "record_call",
+    "render_stub",
+    "shared_prefix_tokens",
+    "stub_seq",
+    "trim_replay",
+    "usage_tokens",
+]
+
+Estimate = Callable[[str], int]
+Message = Mapping[str, Any]
+
+STUB_PREFIX: Final = "[tool output trimmed, seq "
+"""Every stub starts with this text followed by the seq of the stored original."""
+
+DEFAULT_HEAD_CHARS: Final = 400
+"""Characters of the original output's beginning a stub shows (snapped to a line end)."""
+
+DEFAULT_TAIL_CHARS: Final = 200
+"""Characters of the original output's end a stub shows (snapped to a line start)."""
+
+DEFAULT_MIN_SAVINGS_TOKENS: Final = 64
+"""A result is only stubbed when the stub is at least this many estimated tokens smaller."""
+
+_ELISION: Final = "\n[...]\n"
+_STUB_SEQ: Final = re.compile(re.escape(STUB_PREFIX) + r"(\d+):")
+_MAX_ARG_VALUE_CHARS: Final = 80
+_MAX_ARGS_CHARS: Final = 200
+_STEP_TYPES: Final = frozenset({"assistant_output", "role_output", "tool_call"})
+
+
+# --- event structure ------------------------------------------------------------------------
+
+
+def is_pinned(event: SessionEvent) -> bool:
+    """True for a sticky-pinned event (seed 001); the default ``keep`` of :func:`trim_replay`."""
+    return event.pinned is not None
+
+
+def _is_call(event: SessionEvent) -> bool:
+    return event.type == "tool_call" and not event.synthetic
+
+
+def _is_result(event: SessionEvent) -> bool:
+    return event.type == "tool_result" and not event.synthetic
+
+
+def _is_step(event: SessionEvent) -> bool:
+    return event.type in _STEP_TYPES and not event.synthetic
+
+
+def _is_turn_start(event: SessionEvent) -> bool:
+    return event.type == "user_input" and not event.synthetic
+
+
+def _call_of_results(events: Sequence[SessionEvent]) -> list[int]:
+    """For each tool result, the index of the call it answers; -1 for none and for other events.
+
+    By ``tool_call_id`` among earlier calls (the latest wins), else the nearest
+    earlier call: the rule of :mod:`aiden.policy.cutpoints` and of
+    :func:`aiden.prompt.events_to_messages` for id-less text-action results.
+    """
+    call_of = [-1] * len(events)
+    by_id: dict[str, int] = {}
+    last_call = -1
+    for i, event in enumerate(events):
+        if _is_call(event):
+            last_call = i
+            if event.tool_call_id is not None:
+                by_id[event.tool_call_id] = i
+        elif _is_result(event):
+            call = by_id.get(event.tool_call_id, -1) if event.tool_call_id is not None else -1
+            call_of[i] = call if call >= 0 else last_call
+    return call_of
+
+
+# --- stubs ----------------------------------------------------------------------------------
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."
+
+
+def _render_args(tool_args: str | None) -> str:
+    if not tool_args:
+        return ""
+    try:
+        parsed = json.loads(tool_args)
+    except ValueError:
+        return _clip(" ".join(tool_args.split()), _MAX_ARGS_CHARS)
+    if isinstance(parsed, dict):
+        parts = [
+            f"{key}={_clip(json.dumps(value, ensure_ascii=False), _MAX_ARG_VALUE_CHARS)}"
+            for key, value in parsed.items()
+        ]
+        return _clip(", ".join(parts), _MAX_ARGS_CHARS)
+    return _clip(json.dumps(parsed, ensure_ascii=False), _MAX_ARGS_CHARS)
+
+
+def _excerpt(text: str, head_chars: int, tail_chars: int) -> str:
+    """Head and tail of ``text``, cut at line ends when one is close, joined by an elision mark."""
+    if len(text) <= head_chars + tail_chars + len(_ELISION):
+        return text
+    head = text[:head_chars]
+    cut = head.rfind("\n")
+    if cut >= head_chars // 2:
+        head = head[:cut]
+    tail = text[len(text) - tail_chars :] if tail_chars > 0 else ""
+    cut = tail.find("\n")
+    if 0 <= cut < tail_chars // 2:
+        tail = tail[cut + 1 :]
+    if not head and not tail:
+        return ""
+    return "\n".join(part for part in (head, "[...]", tail) if part)
+
+
+def render_stub(
+    result: SessionEvent,
+    call: SessionEvent | None,
+    *,
+    tokens: int,
+    head_chars: int = DEFAULT_HEAD_CHARS,
+    tail_chars: int = DEFAULT_TAIL_CHARS,
+) -> str:
+    """The prompt text that stands in for ``result`` (a stored tool result) once it is trimmed.
+
+    ``call`` is the tool call it answers (its name and arguments are shown),
+    ``tokens`` the original content's estimated size. Deterministic: the same
+    event always gives the same stub, so a stubbed prefix stays cacheable.
+    """
+    name = result.tool_name or (call.tool_name if call is not None else None) or "tool"
+    args = _render_args(call.tool_args if call is not None else None)
+    content = result.content
+    header = (
+        f"{STUB_PREFIX}{result.seq}: {name}({args}) returned {len(content):,} chars"
+        f" ~{tokens:,} tokens. Re-run the tool, or call recall_session_chunks with"
+        f" seqs=[{result.seq}], to see it in full.]"
+    )
+    excerpt = _excerpt(content, max(0, head_chars), max(0, tail_chars))
+    return f"{header}\n{excerpt}" if excerpt else header
+
+
+def stub_seq(content: str) -> int | None:
+    """The seq a stub made by :func:`render_stub` names; None when ``content`` is not a stub."""
+    match = _STUB_SEQ.match(content)
+    return int(match.group(1)) if match else None
+
+
+# --- governance -----------------------------------------------------------------------------
+
+
+class GovernedEvents(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of :func:`govern_events`: the events to render and what changed.
+
+    ``events`` has the input's length and order; a stubbed event differs from
+    its input only in ``content``. Token counts are estimates of the events
+    (content, tool arguments and name, per-message framing).
+    """
+
+    events: tuple[SessionEvent, ...]
+    stubbed_seqs: tuple[int, ...]
+    """Seqs of the tool results whose content was replaced by a stub, in input order."""
+    tokens_before: int
+    tokens_after: int
+
+    @property
+    def saved_tokens(self) -> int:
+        """``tokens_before - tokens_after``."""
+        return self.tokens_before - self.tokens_after
+
+
+def _event_cost(event: SessionEvent, content_tokens: int, estimate: Estimate) -> int:
+    cost = MESSAGE_OVERHEAD_TOKENS + content_tokens
+    if event.tool_args:
+        cost += estimate(event.tool_args)
+    if event.tool_name:
+        cost += estimate(event.tool_name)
+    return cost
+
+
+def _protected_from(events: Sequence[SessionEvent], current: int, keep_steps: int) -> int:
+    """Index from which the current turn (starting at ``current``) is kept whole."""
+    if keep_steps <= 0:
+        return current
+    starts = [
+        i
+        for i in range(current, len(events))
+        if _is_step(events[i]) and (i == current or not _is_step(events[i - 1]))
+    ]
+    # Quantized horizon: it advances by keep_steps steps at a time.
+    first_kept = max(0, (len(starts) - keep_steps) // keep_steps * keep_steps)
+    return current if first_kept == 0 else starts[first_kept]
+
+
+def govern_events(
+    events: Sequence[SessionEvent],
+    *,
+    keep_turns: int,
+    max_tool_tokens: int,
+    keep_steps: int = 0,
+    estimate: Estimate = estimate_tokens,
+    head_chars: int = DEFAULT_HEAD_CHARS,
+    tail_chars: int = DEFAULT_TAIL_CHARS,
+    min_savings_tokens: int = DEFAULT_MIN_SAVINGS_TOKENS,
+) -> GovernedEvents:
+    """Copies of the hot-window ``events`` with acted-on tool results stubbed for this call only.
+
+    See the module docstring for the rules. ``keep_turns``: tool results of
+    the newest N turns (the current one included) are only stubbed when
+    larger than ``max_tool_tokens``; ``keep_steps > 0`` governs the current
+    turn by model steps (agent loops). Pairing of calls and results is
+    unchanged: only ``content`` of ``tool_result`` events is replaced, so
+    :func:`aiden.prompt.build_messages` renders the same message structure.
+    """
+    if keep_turns < 0:
+        raise ValueError(f"keep_turns must be >= 0, got {keep_turns}")
+    if max_tool_tokens < 1:
+        raise ValueError(f"max_tool_tokens must be >= 1, got {max_tool_tokens}")
+    if keep_steps < 0:
+        raise ValueError(f"keep_steps must be >= 0, got {keep_steps}")
+    n = len(events)
+    turn_of = [0] * n
+    turns = 0
+    last_step = -1
+    for i, event in enumerate(events):
+        if _is_turn_start(event):
+            turns += 1
+        turn_of[i] = turns - 1
+        if _is_step(event):
+            last_step = i
+    current_turn = turns - 1
+    current_start = next((i for i in range(n - 1, -1, -1) if _is_turn_start(events[i])), 0)
+    protected_from = _protected_from(events, current_start, keep_steps)
+    call_of = _call_of_results(events)
+
+    out = list(events)
+    stubbed: list[int] = []
+    tokens_before = 0
+    saved = 0
+    for i, event in enumerate(events):
+        content_tokens = estimate(event.content) if event.content else 0
+        tokens_before += _event_cost(event, content_tokens, estimate)
+        if not _is_result(event) or i >= protected_from or i > last_step or event.seq <= 0:
+            continue
+        if stub_seq(event.content) == event.seq:
+            continue  # already a stub (governing twice changes nothing)
+        call = events[call_of[i]] if call_of[i] >= 0 else None
+        if event.pinned is not None or (call is not None and call.pinned is not None):
+            continue
+        in_current = i >= current_start and turn_of[i] == current_turn
+        old = in_current or turn_of[i] <= current_turn - keep_turns
+        if not (old or content_tokens > max_tool_tokens):
+            continue
+        stub = render_stub(event, call, tokens=content_tokens, head_chars=head_chars, tail_chars=tail_chars)
+        gain = content_tokens - estimate(stub)
+        if gain < max(1, min_savings_tokens):
+            continue
+        out[i] = msgspec.structs.replace(event, content=stub)
+        stubbed.append(event.seq)
+        saved += gain
+    return GovernedEvents(
+        events=tuple(out),
+        stubbed_seqs=tuple(stubbed),
+        tokens_before=tokens_before,
+        tokens_after=tokens_before - saved,
+    )
+
+
+# --- replay trimming ------------------------------------------------------------------------
+
+
+def trim_replay(
+    events: Sequence[SessionEvent],
+    *,
+    max_messages: int,
+    keep: Callable[[SessionEvent], bool] = is_pinned,
+    cut_quantum: int | None = None,
+) -> list[SessionEvent]:
+    """At most ``max_messages`` of the hot-window ``events`` for one call when a legal cut allows it.
+
+    ``0`` means no bound. Otherwise the replayed list is the *kept* events
+    before the cut followed by every event from the cut on, in input order.
+    Kept are: the root user input (the first one), the current turn's user
+    input (the last one), and every event ``keep`` selects, each with its
+    whole call/results group. The cut is the least aggressive legal cut point
+    (:func:`~aiden.policy.cutpoints.legal_cut_points`: never on a tool
+    result, system event or screen context, never between a tool call and its
+    result) that meets the bound, moved on in jumps (below); when none meets
+    it, the most aggressive legal cut. Without any legal cut the events are
+    returned unchanged.
+
+    Prompt cache: a cut that moved with every new event would change the
+    replayed prefix on every call. The cut therefore moves in jumps: the
+    least aggressive cut meeting the bound is rounded up to the first legal
+    cut at or after the next multiple of ``cut_quantum`` events (default
+    ``max_messages // 4``; ``1`` disables it), so the replayed list holds
+    between about ``max_messages - cut_quantum`` and ``max_messages`` events
+    and its start stays put for ``cut_quantum`` appended events.
+
+    The bound counts events; a tool call merges into the assistant message
+    before it, so the chat message count is at most this.
+    """
+    if max_messages < 0:
+        raise ValueError(f"max_messages must be >= 0, got {max_messages}")
+    if cut_quantum is not None and cut_quantum < 1:
+        raise ValueError(f"cut_quantum must be >= 1, got {cut_quantum}")
+    n = len(events)
+    if max_messages == 0 or n <= max_messages:
+        return list(events)
+    call_of = _call_of_results(events)
+    group = [call if call >= 0 else i for i, call in enumerate(call_of)]
+    starts = [i for i, e in enumerate(events) if _is_turn_start(e)]
+    always = {starts[0], starts[-1]} if starts else set()
+    kept_groups = {group[i] for i in range(n) if i in always or keep(events[i])}
+    kept = [group[i] in kept_groups for i in range(n)]
+    cuts = legal_cut_points(events)
+    if not cuts:
+        return list(events)
+    kept_before = [0] * (n + 1)
+    for i in range(n):
+        kept_before[i + 1] = kept_before[i] + kept[i]
+    # The replayed count kept_before[c] + (n - c) never grows with c.
+    chosen = next((c for c in cuts if kept_before[c] + n - c <= max_messages), None)
+    if chosen is None:
+        chosen = cuts[-1]
+    else:
+        quantum = cut_quantum if cut_quantum is not None else max(1, max_messages // 4)
+        aligned = -(-chosen // quantum) * quantum
+        chosen = next((c for c in cuts if c >= aligned), chosen)
+    return [e for i, e in enumerate(events) if i >= chosen or kept[i]]
+
+
+# --- usage and prompt-cache telemetry ---------------------------------------------------------
+
+
+def cached_share(prompt_tokens: int, cached_tokens: int) -> float:
+    """The share of a prompt served from the provider's cache, in [0, 1] (0 for an empty prompt)."""
+    if prompt_tokens <= 0:
+        return 0.0
+    return min(max(cached_tokens, 0), prompt_tokens) / prompt_tokens
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def usage_tokens(usage: Mapping[str, Any] | None) -> tuple[int, int]:
+    """``(prompt_tokens, cached_tokens)`` of a provider ``usage`` mapping; ``(0, 0)`` when absent.
+
+    Understands the OpenAI/litellm shape (``prompt_tokens`` and
+    ``prompt_tokens_details.cached_tokens``, or litellm's
+    ``cache_read_input_tokens``) and Anthropic's (``input_tokens`` excludes
+    the ``cache_read_input_tokens`` and ``cache_creation_input_tokens``).
+    """
+    if not usage:
+        return 0, 0
+    if "prompt_tokens" in usage:
+        prompt = _int(usage.get("prompt_tokens"))
+        details = usage.get("prompt_tokens_details")
+        cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
+        cached = cached or _int(usage.get("cache_read_input_tokens"))
+        return prompt, min(cached, prompt)
+    read = _int(usage.get("cache_read_input_tokens"))
+    prompt = _int(usage.get("input_tokens")) + read + _int(usage.get("cache_creation_input_tokens"))
+    return prompt, read
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def _message_tokens(message: Message, estimate: Estimate) -> int:
+    tokens = MESSAGE_OVERHEAD_TOKENS + estimate(_content_text(message.get("content")))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        tokens += estimate(str(function.get("name") or "")) + estimate(str(function.get("arguments") or ""))
+    return tokens
+
+
+def messages_tokens(messages: Sequence[Message], *, estimate: Estimate = estimate_tokens) -> int:
+    """Estimated prompt tokens of chat ``messages``: framing, content and tool-call names/arguments."""
+    return sum(_message_tokens(m, estimate) for m in messages)
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    low, high = 0, min(len(a), len(b))
+    while low < high:  # invariant: a[:low] == b[:low]
+        mid = (low + high + 1) // 2
+        if a[low:mid] == b[low:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def shared_prefix_tokens(
+    previous: Sequence[Message], current: Sequence[Message], *, estimate: Estimate = estimate_tokens
+) -> int:
+    """Estimated tokens of the prefix ``current`` shares with ``previous``: a model of a prefix cache.
+
+    Whole identical leading messages count in full; the first differing
+    message counts the common beginning of its text when role and tool
+    fields match. Real providers cache in coarser blocks (OpenAI: 128-token
+    steps above 1,024), so this is an upper bound of what they would report.
+    """
+    tokens = 0
+    for old, new in zip(previous, current, strict=False):
+        if old == new:
+            tokens += _message_tokens(new, estimate)
+            continue
+        same_frame = all(old.get(k) == new.get(k) for k in ("role", "tool_call_id", "tool_calls", "name"))
+        old_text, new_text = old.get("content"), new.get("content")
+        if same_frame and isinstance(old_text, str) and isinstance(new_text, str):
+            common = _common_prefix_len(old_text, new_text)
+            if common:
+                tokens += estimate(new_text[:common])
+        break
+    return min(tokens, messages_tokens(current, estimate=estimate))
+
+
+class ShareWindow(msgspec.Struct, frozen=True, kw_only=True):
+    """Summed usage of a run of model calls."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def share(self) -> float:
+        """Cached-token share of these calls' prompts (see :func:`cached_share`)."""
+        return cached_share(self.prompt_tokens, self.cached_tokens)
+
+
+def _plus(window: ShareWindow, prompt_tokens: int, cached_tokens: int) -> ShareWindow:
+    return ShareWindow(
+        calls=window.calls + 1,
+        prompt_tokens=window.prompt_tokens + prompt_tokens,
+        cached_tokens=window.cached_tokens + cached_tokens,
+    )
+
+
+class CompactionCacheShare(msgspec.Struct, frozen=True, kw_only=True):
+    """Cache share around one compaction: the last calls before it and the first calls after it."""
+
+    compaction: int
+    """The compaction counter value first seen after it (1 for the first compaction)."""
+    before: ShareWindow
+    after: ShareWindow
+
+
+class CacheShareTelemetry(msgspec.Struct, frozen=True, kw_only=True):
+    """Accumulated cached-token share of prompts, overall and around each compaction.
+
+    Immutable: :func:`record_call` returns the next value. ``window_calls``
+    calls are summed on each side of a compaction; only the newest
+    ``max_records`` compactions are retained.
+    """
+
+    window_calls: int = 5
+    max_records: int = 32
+    compactions: int = 0
+    """The compaction counter value last seen."""
+    total: ShareWindow = ShareWindow()
+    recent: tuple[tuple[int, int], ...] = ()
+    """(prompt, cached) of the newest calls since the last compaction, at most ``window_calls``."""
+    records: tuple[CompactionCacheShare, ...] = ()
+
+
+def record_call(
+    telemetry: CacheShareTelemetry, *, prompt_tokens: int, cached_tokens: int, compactions: int
+) -> CacheShareTelemetry:
+    """Fold one model call's usage into ``telemetry``.
+
+    ``compactions`` is a counter of committed compactions read just before the
+    call (e.g. ``memory.stats().compactions``). When it grew since the last
+    call, the calls seen since the previous compaction close a ``before``
+    window and this call opens the ``after`` window of a new record. A counter
+    that went down (memory reopened) is adopted without a record. Negative
+    inputs count as 0 and ``cached_tokens`` is capped at ``prompt_tokens``.
+    """
+    prompt = max(0, prompt_tokens)
+    cached = min(max(0, cached_tokens), prompt)
+    window = max(1, telemetry.window_calls)
+    records = telemetry.records
+    recent = telemetry.recent
+    opened = compactions > telemetry.compactions
+    if opened:
+        before = ShareWindow()
+        for p, c in recent:
+            before = _plus(before, p, c)
+        record = CompactionCacheShare(compaction=compactions, before=before, after=ShareWindow())
+        records = (*records, record)[-max(1, telemetry.max_records) :]
+        recent = ()
+    if records and (opened or 0 < records[-1].after.calls < window):
+        last = records[-1]
+        records = (*records[:-1], msgspec.structs.replace(last, after=_plus(last.after, prompt, cached)))
+    return msgspec.structs.replace(
+        telemetry,
+        compactions=compactions,
+        total=_plus(telemetry.total, prompt, cached),
+        recent=(*recent, (prompt, cached))[-window:],
+        records=records,
+    )
