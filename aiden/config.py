@@ -142,6 +142,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """How many latest session summaries the PROJECT MEMORY block merges."""
     session_summaries_keep: Positive = 10
     """Session summaries kept before the oldest merge into the digest."""
+    session_summary_on_close: bool = True
+    """Write the durable session summary when the memory is closed (seed 004's session end)."""
+    dream_interval_hours: NonNegativeFloat = 0.0
+    """Run Dream on this schedule (0: only on demand, ``memory.dream()``)."""
+    idle_gap_compact_minutes: NonNegativeFloat = 60.0
+    """A turn resuming a session after this idle gap compacts first (seed 001; 0 disables)."""
 
     def __post_init__(self) -> None:
         if self.session_new_gap_s < self.session_continue_gap_s:

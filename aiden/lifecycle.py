@@ -88,6 +88,13 @@ class Lifecycle:
         archived: str | None = None
         if decision.new_session and last is not None:
             archived = await self.rotate(closed_session_id or new_session_id(now))
+        elif (
+            last is not None
+            and self._m.config.idle_gap_compact_minutes > 0
+            and now - last >= self._m.config.idle_gap_compact_minutes * 60
+        ):
+            # Seed 001's idle-gap trigger: compact while the user waits for the first answer anyway.
+            self._m.request_maintenance(manual=True)
         event = SessionEvent(
             type="user_input", role="user", content=user_input, timestamp=now, event_id=event_id, meta=meta or {}
         )
@@ -110,6 +117,7 @@ class Lifecycle:
         # The writer would notice the new file by itself; this also forgets the
         # closed session's event ids so they cannot dedupe the new session's.
         await m._writer.call(lambda rid: ResetSession(rid))
+        await m.session_started()
         return closed_session_id
 
     async def commit_run(
@@ -153,7 +161,7 @@ class Lifecycle:
         self,
         layers: PromptLayers | None = None,
         *,
-        long_term: str = "",
+        long_term: str | None = None,
         current_task: str | None = None,
         cache_friendly: bool = True,
         governance: bool = True,
@@ -190,7 +198,7 @@ class Lifecycle:
             layers=layers or PromptLayers(),
             hot_window=governed.events if governed is not None else replay,
             session_summary=summary.strip(),
-            long_term=long_term,
+            long_term=m.long_term_layer if long_term is None else long_term,
             split_turn_context=split_ctx,
             split_before_seq=split_before,
             current_task=current_task,

@@ -7,6 +7,7 @@ replaced) files.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
@@ -49,6 +50,9 @@ from aiden.policy.scrub import strip_screenshot_data
 from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
 from aiden.prompt import PromptBuild, PromptLayers
 from aiden.recall.index import RecallHit, RecallStats
+from aiden.longterm.dream import DreamOutcome
+from aiden.longterm.service import LongTermServices
+from aiden.longterm.tools import FORGET_MEMORY_TOOL, SAVE_MEMORY_TOOL, handle_forget_memory, handle_save_memory
 from aiden.recall.tool import RECALL_TOOL, handle_recall_tool
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.jsonl import read_bytes
@@ -126,6 +130,7 @@ class Memory:
         recall_actor: RecallActor,
         recovery: RecoveryReport,
         token_profile: TokenProfile = DEFAULT_PROFILE,
+        long_term: LongTermServices | None = None,
     ) -> None:
         self._layout = layout
         self._store = store
@@ -138,7 +143,7 @@ class Memory:
         self._recall_client = recall
         self._recall_actor = recall_actor
         self._runs = Lifecycle(self)
-        self._session_end_hooks: list[Callable[[str], Awaitable[None]]] = []
+        self._long_term = long_term
         self._appends = 0
         self._profile = token_profile
         self._last_prompt_estimate: int | None = None
@@ -345,9 +350,60 @@ class Memory:
         return self._runs.run_active
 
     async def before_session_end(self, reason: str) -> None:
-        """Hook run before the active session closes (durable session summary, seed 004)."""
-        for hook in self._session_end_hooks:
-            await hook(reason)
+        """Write the durable session summary (seed 004) before the active session closes."""
+        if self._long_term is not None:
+            await self._long_term.session_ended(self.hot_window, reason)
+
+    async def session_started(self) -> None:
+        """Reload the long-term prompt layer after a rotation."""
+        if self._long_term is not None:
+            await self._long_term.refresh()
+
+    async def last_activity(self) -> float | None:
+        """Timestamp of the newest event of the active session (None when empty)."""
+        return await self._runs.last_activity()
+
+    # --- long-term memory ----------------------------------------------------------------
+
+    @property
+    def long_term(self) -> LongTermServices:
+        """Long-term memory: ``.store`` (save/forget/search), ``.dream``, ``.history``, ``.writer``."""
+        if self._long_term is None:
+            raise ClosedError("long-term memory is not available")
+        return self._long_term
+
+    @property
+    def long_term_layer(self) -> str:
+        """The PROJECT MEMORY block and profile, as placed in the system prompt."""
+        return self._long_term.project_memory if self._long_term is not None else ""
+
+    async def checkpoint(self) -> str:
+        """Force a durable session summary now (seed 004's manual checkpoint); returns its path."""
+        self._check_open()
+        write = await self.long_term.writer.checkpoint(await self.hot_window(), now=time.time())
+        await self.long_term.refresh()
+        return str(write.path)
+
+    async def dream(self) -> DreamOutcome:
+        """Run Dream now: fold new history into SOUL.md / USER.md / MEMORY.md (git-versioned)."""
+        self._check_open()
+        return await self.long_term.run_dream()
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """Every agent tool aiden provides: recall_session_chunks, save_memory, forget_memory."""
+        return [RECALL_TOOL, SAVE_MEMORY_TOOL, FORGET_MEMORY_TOOL]
+
+    async def handle_tool_call(self, name: str, arguments: str | dict[str, Any]) -> str:
+        """Run one of :attr:`tools` by name; always returns a JSON string for the model."""
+        self._check_open()
+        if name == "recall_session_chunks":
+            return await self.handle_recall_tool(arguments)
+        if name == "save_memory":
+            return await handle_save_memory(self.long_term.store, arguments, now=time.time())
+        if name == "forget_memory":
+            return await handle_forget_memory(self.long_term.store, arguments)
+        return json.dumps({"error": f"unknown tool {name!r}"})
 
     # --- recall -------------------------------------------------------------------------
 

@@ -17,10 +17,11 @@ import anyio
 from aiden.actors.mailbox import Client, route_replies
 from aiden.actors.recall import RecallActor
 from aiden.actors.scheduler import MaintenanceScheduler
-from aiden.actors.summarizer import SummarizerActor
+from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
 from aiden.actors.writer import SessionWriter
 from aiden.config import Config
 from aiden.errors import ClosedError
+from aiden.longterm.service import LongTermServices
 from aiden.memory import Memory, dispatch_writer_reply
 from aiden.messages import (
     Codec,
@@ -70,7 +71,7 @@ async def open_memory(
     layout = Layout(root)
     store = store_factory(layout, storage, config)
     if context_window is None:
-        from aiden.models import ModelResolver
+        from aiden.summarizers.llm import ModelResolver
 
         context_window = ModelResolver().context_window(model, config.context_window)
     report = await anyio.to_thread.run_sync(store.recover)
@@ -95,9 +96,21 @@ async def open_memory(
     recall_client: Client[RecallInbox, RecallReply] = Client("recall index", r_send, Codec(RecallInbox))
     recall_actor = RecallActor(layout, config, r_recv, rr_send)
     writer = SessionWriter(layout, storage, config, w_recv, wr_send)
-    summarizer_actor = SummarizerActor(summarizer or ExtractiveSummarizer(), config, z_recv, zr_send)
+    if summarizer is None:
+        # Fold output is ordered by importance; keep it inside the rolling-summary line cap.
+        summarizer = ExtractiveSummarizer(fold_max_lines=max(1, min(60, config.max_rolling_summary_lines * 3 // 5)))
+    summarizer_actor = SummarizerActor(summarizer, config, z_recv, zr_send)
+    long_term = LongTermServices(layout, storage, config, SummarizerProxy(summarizer_client))
     scheduler = MaintenanceScheduler(
-        store, config, context_window, s_recv, sr_send, summarizer_client, model=model
+        store,
+        config,
+        context_window,
+        s_recv,
+        sr_send,
+        summarizer_client,
+        model=model,
+        before_compaction=long_term.before_compaction,
+        after_compaction=lambda entry: long_term.after_compaction(entry, session_key=str(layout.root)),
     )
     writer_done = anyio.Event()
 
@@ -157,11 +170,15 @@ async def open_memory(
                 recall_actor=recall_actor,
                 recovery=report,
                 token_profile=scheduler.token_profile,
+                long_term=long_term,
             )
+            await long_term.start(tg, memory)
             try:
                 yield memory
             finally:
                 with anyio.CancelScope(shield=True):
+                    if config.session_summary_on_close:
+                        await memory.before_session_end("completion")
                     memory._closed = True
                     # Drain: everything queued before close is committed and acknowledged.
                     await writer_client.aclose()
@@ -181,5 +198,6 @@ async def open_memory(
                        z_send, z_recv, zr_send, zr_recv, r_send, r_recv, rr_send, rr_recv):
             stream.close()
         scheduler.close_streams()
+        long_term.close_streams()
         await anyio.to_thread.run_sync(store.close)
         await anyio.to_thread.run_sync(writer.close_lock)

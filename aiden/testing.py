@@ -16,6 +16,7 @@ by any test runner.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -257,7 +258,8 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._counter = 0
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _QuietHTTPServer | None = None
+        self._closed_errors: list[BaseException] = []
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------
@@ -267,8 +269,7 @@ class FakeLLMServer:
         if self._httpd is not None:
             return
         handler = _make_handler(self)
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        httpd.daemon_threads = True
+        httpd = _QuietHTTPServer(("127.0.0.1", 0), handler)
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever,
@@ -286,6 +287,7 @@ class FakeLLMServer:
         if httpd is not None:
             httpd.shutdown()
             httpd.server_close()
+            self._closed_errors = list(httpd.errors)
         if thread is not None:
             thread.join()
 
@@ -304,11 +306,17 @@ class FakeLLMServer:
     # -- inspection --------------------------------------------------------
 
     @property
-    def port(self) -> int:
-        """The bound TCP port (the server must be started)."""
+    def address(self) -> tuple[str, int]:
+        """The bound ``(host, port)``; the host is always ``127.0.0.1`` (the server must be started)."""
         if self._httpd is None:
             raise RuntimeError("FakeLLMServer is not running")
-        return int(self._httpd.server_address[1])
+        host, port = self._httpd.server_address[:2]
+        return str(host), int(port)
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port (the server must be started)."""
+        return self.address[1]
 
     @property
     def base_url(self) -> str:
@@ -320,6 +328,11 @@ class FakeLLMServer:
         """A copy of every request received so far, oldest first."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def handler_errors(self) -> list[BaseException]:
+        """Unexpected exceptions raised while serving (client disconnects are not included)."""
+        return list(self._httpd.errors) if self._httpd is not None else list(self._closed_errors)
 
     def add_script(self, *replies: str | Mapping[str, Any]) -> None:
         """Queue more scripted replies."""
@@ -349,6 +362,24 @@ class FakeLLMServer:
         if isinstance(reply, str):
             reply = {"content": reply}
         return _render(reply, request.body, number)
+
+
+class _QuietHTTPServer(ThreadingHTTPServer):
+    """Daemon handler threads; a client hanging up mid-response is normal, not an error to print."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.errors: list[BaseException] = []
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # The stdlib prints a traceback to stderr. A client that hung up
+        # (a cancelled call) is expected in tests; anything else is recorded
+        # for FakeLLMServer.handler_errors instead of printed.
+        exc = sys.exc_info()[1]
+        if exc is not None and not isinstance(exc, ConnectionError):
+            self.errors.append(exc)
 
 
 def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:

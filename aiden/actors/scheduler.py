@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import assert_never
 
 import anyio
@@ -110,6 +110,8 @@ class MaintenanceScheduler:
         summarizer: Client[SummarizerInbox, SummarizerOutbox],
         on_commit: Callable[[], None] | None = None,
         model: str | None = None,
+        before_compaction: Callable[[Sequence[SessionEvent]], Awaitable[None]] | None = None,
+        after_compaction: Callable[[ChunkEntry], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -118,6 +120,9 @@ class MaintenanceScheduler:
         self._outbox = outbox
         self._summarizer = summarizer
         self._on_commit = on_commit
+        self._before_compaction = before_compaction
+        self._after_compaction = after_compaction
+        self._pass_done: anyio.Event | None = None
         self._in: Codec[SchedulerInbox] = Codec(SchedulerInbox)
         self._out: Codec[SchedulerOutbox] = Codec(SchedulerOutbox)
         send, receive = anyio.create_memory_object_stream[bool](1)
@@ -182,8 +187,10 @@ class MaintenanceScheduler:
     async def _rotate(self, msg: RotateSession) -> None:
         # A pass over the closing session is pointless: cancel it (its commit
         # protocol makes that safe) so rotation does not wait on the summarizer.
-        if self._pass_scope is not None:
+        if self._pass_scope is not None and self._pass_done is not None:
             self._pass_scope.cancel()
+            # The pass releases the compaction lock on its way out; rotation takes it next.
+            await self._pass_done.wait()
         try:
             path = await anyio.to_thread.run_sync(self._store.rotate, msg.closed_session_id)
         except AidenError as exc:
@@ -238,6 +245,7 @@ class MaintenanceScheduler:
                 manual, self._manual_pending = self._manual_pending, False
                 outcome: CompactionOutcome | None = None
                 error: ErrorInfo | None = None
+                self._pass_done = anyio.Event()
                 with anyio.CancelScope() as scope:
                     self._pass_scope = scope
                     try:
@@ -246,6 +254,7 @@ class MaintenanceScheduler:
                         log.error("maintenance pass failed: %s", exc)
                         error = error_info(exc)
                 self._pass_scope = None
+                self._pass_done.set()
                 if scope.cancelled_caught:
                     outcome = CompactionOutcome(compacted=False, reason="cancelled_by_rotation")
                 for rid in waiters:
@@ -300,6 +309,12 @@ class MaintenanceScheduler:
             self._warned_unreachable = True
             self.stats.unreachable_target_warnings += 1
             log.warning("compaction cannot get under the trigger: %s", plan.note)
+        if self._before_compaction is not None:
+            # Seed 004: export what is about to be compacted before anything is compacted.
+            try:
+                await self._before_compaction(plan.compacted)
+            except AidenError as exc:
+                return CompactionOutcome(compacted=False, reason="running_summary_failed", note=str(exc))
         previous = snap.index.chunks[-1].summary if snap.index.chunks else snap.index.rolling_summary
         summary, prefix_text, degraded = await self._summarize_plan(plan, previous)
         if summary is None:
@@ -356,6 +371,11 @@ class MaintenanceScheduler:
             self.stats.degraded_chunks += 1
         if self._on_commit is not None:
             self._on_commit()
+        if self._after_compaction is not None:
+            try:
+                await self._after_compaction(full)
+            except AidenError as exc:
+                log.error("after-compaction hook failed: %s", exc)
         log.info(
             "compacted seq %d-%d into %s (%d -> %d tokens)",
             full.first_seq, full.last_seq, full.chunk_id, plan.tokens_before, plan.kept_tokens,
@@ -441,6 +461,6 @@ class MaintenanceScheduler:
         request = SummaryRequest(purpose="rolling_fold", text=rolling, max_tokens=self._config.summary_max_tokens)
         reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
         if isinstance(reply, Summarized):
-            return cap_lines(reply.result.text, max_lines=cap)
+            return cap_lines(reply.result.text, max_lines=cap, keep_head=True)
         self.stats.summarizer_failures += 1
         return cap_lines(rolling, max_lines=cap)

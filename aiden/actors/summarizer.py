@@ -18,10 +18,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aiden.actors.writer import error_info
 from aiden.config import Config
 from aiden.errors import AidenError, InvalidSummaryError, SummarizerError, SummarizerTimeout
+from aiden.actors.mailbox import Client
 from aiden.messages import Codec, Summarize, Summarized, SummarizeFailed, SummarizerInbox, SummarizerOutbox
-from aiden.summarizers.protocol import Summarizer, SummaryResult
+from aiden.summarizers.protocol import Summarizer, SummaryRequest, SummaryResult
 
-__all__ = ["SummarizerActor"]
+__all__ = ["SummarizerActor", "SummarizerProxy"]
 
 log = logging.getLogger("aiden.summarizer")
 
@@ -95,3 +96,21 @@ def _validate(result: SummaryResult, config: Config) -> None:
         raise InvalidSummaryError(
             f"summary of {len(result.text)} chars exceeds summary_max_chars={config.summary_max_chars}"
         )
+
+
+class SummarizerProxy:
+    """A :class:`Summarizer` that forwards to the summarizer actor (its deadline and error handling apply)."""
+
+    def __init__(self, client: Client[SummarizerInbox, SummarizerOutbox]) -> None:
+        self._client = client
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        """Summarize through the actor; failures arrive as :class:`SummarizerError`."""
+        reply = await self._client.call(lambda rid: Summarize(rid, request))
+        match reply:
+            case Summarized(result=result):
+                return result
+            case SummarizeFailed(error=err):
+                raise SummarizerError(f"{err.kind}: {err.message}")
+            case _:
+                assert_never(reply)

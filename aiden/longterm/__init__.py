@@ -1,0 +1,132 @@
+"""Long-term (cross-session) memory.
+
+* Durable session summaries (seed 004): :class:`SessionSummary`,
+  :class:`SessionSummaryWriter` (pre-compaction merge, session end, checkpoint),
+  the PROJECT MEMORY block (:func:`render_project_memory`,
+  :func:`load_project_memory`) and the store cap (:func:`enforce_cap`).
+* The long-term store (seed 002): :class:`LongTermMemoryStore`, the
+  ``save_memory`` / ``forget_memory`` tools, ``profile.md`` and its debouncer.
+* history.jsonl, consolidation, AutoCompact and Dream (seed 003).
+"""
+
+from __future__ import annotations
+
+from aiden.longterm.autocompact import AutoCompactor, IdleTarget, is_idle, run_autocompact, should_autocompact
+from aiden.longterm.cache import ParseCache
+from aiden.longterm.cap import CapPlan, CapResult, enforce_cap, plan_cap
+from aiden.longterm.dream import (
+    Dream,
+    DreamEditor,
+    DreamOutcome,
+    SummarizerDreamEditor,
+    dream_due,
+    run_dream_schedule,
+)
+from aiden.longterm.dream_edits import LONG_TERM_FILES, DreamEdit, apply_edits, plan_edits
+from aiden.longterm.entries import (
+    INDEX_VERSION,
+    MEMORY_TYPES,
+    IndexEntry,
+    LongTermIndex,
+    MemoryEntry,
+    MemoryType,
+)
+from aiden.longterm.errors import DreamError, LongTermError, MemoryEntryError, VersionNotFoundError
+from aiden.longterm.files import digest_path, list_session_files, running_summary_path, sessions_dir
+from aiden.longterm.gitstore import GitStore, Version
+from aiden.longterm.history import (
+    ConsolidationOutcome,
+    HistoryRecord,
+    HistoryStore,
+    consolidate,
+    consolidate_pass,
+)
+from aiden.longterm.merge import conflict_key, merge_many, merge_summaries
+from aiden.longterm.profile import ProfileTarget, render_profile, run_profile_debouncer
+from aiden.longterm.project import load_project_memory, render_project_memory
+from aiden.longterm.store import LongTermMemoryStore, StoreStats
+from aiden.longterm.summaries import (
+    SECTIONS,
+    SessionSummary,
+    clean_item,
+    is_excluded,
+    parse_summary_md,
+    render_summary_md,
+    strip_thinking,
+    summary_from_result,
+)
+from aiden.longterm.tools import (
+    FORGET_MEMORY_TOOL,
+    SAVE_MEMORY_TOOL,
+    handle_forget_memory,
+    handle_save_memory,
+)
+from aiden.longterm.writer import SessionSummaryWriter, SummaryWrite
+
+__all__ = [
+    "FORGET_MEMORY_TOOL",
+    "INDEX_VERSION",
+    "LONG_TERM_FILES",
+    "MEMORY_TYPES",
+    "SAVE_MEMORY_TOOL",
+    "SECTIONS",
+    "AutoCompactor",
+    "CapPlan",
+    "CapResult",
+    "ConsolidationOutcome",
+    "Dream",
+    "DreamEdit",
+    "DreamEditor",
+    "DreamError",
+    "DreamOutcome",
+    "GitStore",
+    "HistoryRecord",
+    "HistoryStore",
+    "IdleTarget",
+    "IndexEntry",
+    "LongTermError",
+    "LongTermIndex",
+    "LongTermMemoryStore",
+    "MemoryEntry",
+    "MemoryEntryError",
+    "MemoryType",
+    "ParseCache",
+    "ProfileTarget",
+    "SessionSummary",
+    "SessionSummaryWriter",
+    "StoreStats",
+    "SummarizerDreamEditor",
+    "SummaryWrite",
+    "Version",
+    "VersionNotFoundError",
+    "apply_edits",
+    "clean_item",
+    "conflict_key",
+    "consolidate",
+    "consolidate_pass",
+    "digest_path",
+    "dream_due",
+    "enforce_cap",
+    "handle_forget_memory",
+    "handle_save_memory",
+    "is_excluded",
+    "is_idle",
+    "list_session_files",
+    "load_project_memory",
+    "merge_many",
+    "merge_summaries",
+    "parse_summary_md",
+    "plan_cap",
+    "plan_edits",
+    "render_profile",
+    "render_project_memory",
+    "render_summary_md",
+    "run_autocompact",
+    "run_dream_schedule",
+    "run_profile_debouncer",
+    "running_summary_path",
+    "sessions_dir",
+    "should_autocompact",
+    "strip_thinking",
+    "summary_from_result",
+]

@@ -30,15 +30,19 @@ runs split into bigrams).
 
 **Bounded work.** ``bm25()`` counts every row of a phrase to get its IDF and
 costs about 2 µs per ranked row, so a common word would make a query slow.
-Each term is probed first (reading at most its window of newest rowids): a
-term whose rows all fit its window is ranked exactly with ``bm25()``; a more
-frequent term is looked at only in its newest rows, without ``bm25()``, each
-chunk credited the value of one occurrence in an average-length row (its IDF
-extrapolated from the probe). Whether an older candidate chunk also contains
-such a term is asked per chunk (``rowid BETWEEN``), best candidates first, until
-``k`` chunks with every term are known and no other can beat them, or after
-:data:`_MAX_CHECKS` probes. Rare terms, the ones recall is for, are always
-ranked exactly; ties (common words only) go to the newest chunks.
+Each term is probed first: its newest rowids, one more than its window
+(:data:`_ROW_BUDGET` shared by the query's terms), without ``bm25()`` (cheap:
+FTS5 stops early). A term with at most its window of rows is ranked exactly
+with ``bm25()`` over the rowid range the probe found. A more frequent term is
+looked at only in its newest window of rows, each chunk credited the value of
+one occurrence in an average-length row (IDF extrapolated from the probe).
+Whether a candidate chunk also contains such a term is answered from the
+probed rowids when they reach back far enough, else by one query for that
+chunk (``rowid BETWEEN``), best candidates first, until ``k`` chunks with
+every term are known and no other can beat them, or after
+:data:`_MAX_CHECKS` queries. Rare terms, the ones recall is for, are always
+ranked exactly; ties (common words only) go to the newest chunks. Docs are
+mapped to chunks in memory (:class:`_Ranges`), rebuilt after any change.
 
 The class is synchronous and thread-safe (one lock): the recall actor calls it
 from worker threads.
@@ -46,6 +50,8 @@ from worker threads.
 
 from __future__ import annotations
 
+import array
+import bisect
 import contextlib
 import json
 import math
@@ -66,6 +72,7 @@ from aiden.recall.query import (
     display_text,
     fallback_terms,
     index_text,
+    match_finder,
     or_expression,
     query_terms,
     snippet,
@@ -101,8 +108,8 @@ _ROW_BUDGET: Final = 500
 """Newest matching rows fetched per query, shared by its terms."""
 _MIN_WINDOW: Final = 100
 """Newest rows fetched per term at least."""
-_MAX_CHECKS: Final = 24
-"""Most per-chunk coverage probes of one query (terms beyond their window)."""
+_MAX_CHECKS: Final = 16
+"""Most per-chunk coverage queries of one search (terms beyond their probes)."""
 _MAX_SPANS_PER_HIT: Final = 4
 _MAX_FILTER_VALUES: Final = 32
 _RACY_NS: Final = 2_000_000_000
@@ -287,8 +294,60 @@ class _Term(msgspec.Struct):
     term: Term
     window: int
     complete: bool = False
+    """Every (filtered) row of the term is among the candidates."""
     estimate: float = 0.0
     """Contribution credited to a chunk found to contain the term beyond the window."""
+    probed: list[int] = msgspec.field(default_factory=list)
+    """The newest rowids of the term (unfiltered), ascending."""
+    all_probed: bool = True
+    """``probed`` holds every rowid of the term."""
+
+    def known_in(self, lo: int, hi: int) -> tuple[bool, int | None]:
+        """``(True, rowid or None)``: whether the term has a row in ``[lo, hi]``; ``(False, None)``: the probe cannot tell."""
+        if not self.all_probed and (not self.probed or lo < self.probed[0]):
+            return False, None
+        i = bisect.bisect_left(self.probed, lo)
+        return True, (self.probed[i] if i < len(self.probed) and self.probed[i] <= hi else None)
+
+
+class _Ranges:
+    """The doc-id range of every chunk with docs, to map docs to chunks without SQL."""
+
+    def __init__(self, rows: Sequence[tuple[int, int, int]]) -> None:
+        # rows: (chunk, doc_lo, doc_hi) ordered by doc_lo. Doc ids are handed
+        # out in insertion order, so the ranges are disjoint and ascending.
+        self.chunks = array.array("q", (r[0] for r in rows))
+        self.lo = array.array("q", (r[1] for r in rows))
+        self.hi = array.array("q", (r[2] for r in rows))
+        self._by_chunk: dict[int, int] | None = None
+        if any(a >= b for a, b in zip(self.chunks, self.chunks[1:], strict=False)):
+            # Chunk rowids not in doc order (never written so; tolerate it).
+            self._by_chunk = {c: i for i, c in enumerate(self.chunks)}
+
+    def newest_per_chunk(self, docs_desc: Sequence[int]) -> list[tuple[int, int]]:
+        """``(chunk, first doc seen)`` for docs given newest first, chunks in order of appearance."""
+        out: list[tuple[int, int]] = []
+        lo = self.lo
+        current_lo = -1
+        for doc in docs_desc:
+            if doc >= current_lo >= 0:
+                continue  # same chunk as the previous doc (a chunk's docs are consecutive)
+            i = bisect.bisect_right(lo, doc) - 1
+            if i >= 0 and doc <= self.hi[i]:
+                out.append((self.chunks[i], doc))
+                current_lo = lo[i]
+            else:
+                current_lo = -1
+        return out
+
+    def range_of(self, chunk: int) -> tuple[int, int] | None:
+        """``(doc_lo, doc_hi)`` of ``chunk``."""
+        if self._by_chunk is not None:
+            j = self._by_chunk.get(chunk)
+        else:
+            i = bisect.bisect_left(self.chunks, chunk)
+            j = i if i < len(self.chunks) and self.chunks[i] == chunk else None
+        return None if j is None else (self.lo[j], self.hi[j])
 
 
 class _Cand(msgspec.Struct):
@@ -296,17 +355,25 @@ class _Cand(msgspec.Struct):
 
     chunk: int
     best: dict[int, float] = msgspec.field(default_factory=dict)
-    """term index -> best contribution of any doc of the chunk."""
+    """term index -> best contribution of any doc of the chunk (set once per term, via :meth:`credit`)."""
     best_doc: dict[int, int] = msgspec.field(default_factory=dict)
     """term index -> the doc giving that contribution (its span is shown first)."""
 
-    def doc_score(self, doc: int) -> float:
-        """Summed contributions of the terms whose best doc is ``doc``."""
-        return sum(self.best[i] for i, d in self.best_doc.items() if d == doc)
+    def doc_scores(self) -> dict[int, float]:
+        """doc id -> summed contributions of the terms whose best doc it is."""
+        out: dict[int, float] = {}
+        for i, doc in self.best_doc.items():
+            out[doc] = out.get(doc, 0.0) + self.best[i]
+        return out
 
-    @property
-    def score(self) -> float:
-        return sum(self.best.values())
+    score: float = 0.0
+    """Sum of ``best``."""
+
+    def credit(self, term: int, value: float, doc: int) -> None:
+        """Record the best contribution of ``term`` (once per term)."""
+        self.best[term] = value
+        self.best_doc[term] = doc
+        self.score += value
 
 
 class RecallIndex:
@@ -329,6 +396,7 @@ class RecallIndex:
         self._sig: str | None = None
         self._next_doc = 1
         self._ndocs = 0
+        self._chunk_ranges: _Ranges | None = None
         self._closed = False
         self._recall_calls = 0
         self._results_returned = 0
@@ -532,11 +600,13 @@ class RecallIndex:
             except sqlite3.Error as exc:
                 if not (retry and _is_corruption(exc)):
                     raise RecallError(f"recall index failed: {exc}") from exc
+            except OSError as exc:
+                raise RecallError(f"recall index failed: {exc}") from exc
             # Corruption found mid-operation: rebuild from the chunk files, retry once.
             try:
                 self._rebuild("corrupt")
                 return fn()
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:
                 raise RecallError(f"recall index failed after rebuild: {exc}") from exc
 
     def _check_k(self, k: int | None) -> int:
@@ -575,6 +645,7 @@ class RecallIndex:
         self._db = None
         self._db_ident = None
         self._sig = None
+        self._chunk_ranges = None
 
     def _db_files(self) -> list[str]:
         base = os.fspath(self._layout.recall_db)
@@ -591,7 +662,12 @@ class RecallIndex:
             # Derived data: a transaction lost to power failure is redone by the next sync.
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA temp_store = MEMORY")
-            db.execute("PRAGMA cache_size = -32768")
+            # Up to 128 MiB of pages kept in-process (allocated as touched): a
+            # warm cache roughly halves query time against pread() per page.
+            # Not mmap: a database file truncated under a mapping kills the
+            # process with SIGBUS, and this file may be deleted or damaged.
+            db.execute("PRAGMA cache_size = -131072")
+            db.execute("PRAGMA mmap_size = 0")
         except sqlite3.Error:
             db.close()
             raise
@@ -628,7 +704,8 @@ class RecallIndex:
         self.problems = list(json.loads(meta.get("problems", "[]")))
         return None
 
-    def _ensure_open(self) -> None:
+    def _ensure_open(self) -> bool:
+        """Open the database if needed; True if it was (re)built from scratch just now."""
         try:
             st = os.stat(self._layout.recall_db)
             ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
@@ -636,12 +713,14 @@ class RecallIndex:
             ident = None
         if self._db is not None:
             if ident == self._db_ident:
-                return
+                return False
             # Deleted, replaced or moved away (rotation): never keep writing to it.
             self._close_db()
         reason = self._open()
-        if reason is not None:
-            self._rebuild(reason)
+        if reason is None:
+            return False
+        self._rebuild(reason)
+        return True
 
     def _rebuild(self, reason: str) -> None:
         self._close_db()
@@ -683,14 +762,15 @@ class RecallIndex:
         index = _stat_sig(self._layout.index, with_size=True)
         chunks = _stat_sig(self._layout.chunks, with_size=False)
         trusted = chunks is None or time.time_ns() - chunks[2] > _RACY_NS
-        return json.dumps([index, chunks]), trusted
+        return repr((index, chunks)), trusted
 
     def _sync(self) -> None:
         if not self._layout.session.is_dir():
             # No active session (mid-rotation or never created): nothing to index.
             self._close_db()
             return
-        self._ensure_open()
+        if self._ensure_open():
+            return
         sig, trusted = self._current_sig()
         if trusted and sig == self._sig:
             return
@@ -863,6 +943,7 @@ class RecallIndex:
         last_seq: int,
         events: Sequence[SessionEvent],
     ) -> None:
+        self._chunk_ranges = None
         lo = self._next_doc
         times = [e.timestamp for e in events if e.timestamp is not None]
         ts_min = min(times) if times else None
@@ -894,6 +975,7 @@ class RecallIndex:
         self._ndocs += len(docs)
 
     def _delete_chunk(self, db: sqlite3.Connection, row: _ChunkRow) -> None:
+        self._chunk_ranges = None
         if row.doc_hi >= row.doc_lo:
             db.execute("DELETE FROM fts WHERE rowid BETWEEN ? AND ?", (row.doc_lo, row.doc_hi))
             cur = db.execute("DELETE FROM docs WHERE id BETWEEN ? AND ?", (row.doc_lo, row.doc_hi))
@@ -929,68 +1011,105 @@ class RecallIndex:
         ranked.sort(key=lambda c: (-c.score, -c.chunk))
         return self._render(db, ranked[:k], used, filters)
 
+    def _ranges(self, db: sqlite3.Connection) -> _Ranges:
+        if self._chunk_ranges is None:
+            self._chunk_ranges = _Ranges(
+                db.execute(
+                    "SELECT id, doc_lo, doc_hi FROM chunks WHERE doc_hi >= doc_lo ORDER BY doc_lo"
+                ).fetchall()
+            )
+        return self._chunk_ranges
+
     def _collect(
         self, db: sqlite3.Connection, terms: Sequence[Term], filters: _Filters, *, and_mode: bool, k: int
     ) -> dict[int, _Cand]:
         window = max(_MIN_WINDOW, _ROW_BUDGET // len(terms))
         states = [_Term(t, window) for t in terms]
         cands: dict[int, _Cand] = {}
+        ranges = self._ranges(db)
         total = max(self._ndocs, 1)
         top = self._next_doc - 1
         for i, st in enumerate(states):
-            count, oldest = db.execute(
-                "SELECT count(*), min(rowid) FROM "
-                "(SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?)",
-                (st.term.phrase, window + 1),
-            ).fetchone()
+            # Probe: the newest rowids of the term (no bm25: stops early for common terms).
+            newest = [
+                r[0]
+                for r in db.execute(
+                    "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+                    (st.term.phrase, window + 1),
+                )
+            ]
+            count = len(newest)
+            st.all_probed = count <= window
+            st.probed = newest[:window][::-1]
             if count == 0:
                 st.complete = True
                 continue
-            if count <= window:
+            if st.all_probed:
                 rows_est = float(count)
             else:
-                # The newest `window` matches span rowids [oldest, top]; extrapolate the density.
-                rows_est = min(float(total), count * total / max(top - oldest + 1, 1))
+                # The newest matches span rowids [oldest, top]; extrapolate the density.
+                rows_est = min(float(total), count * total / max(top - newest[-1] + 1, 1))
             idf = _idf(total, rows_est)
             st.estimate = _damped(idf, 1.0)
-            # bm25() scans every row of the phrase for its IDF and costs ~2 us a
-            # row: only a term whose rows all fit the window is ranked by it.
-            use_bm25 = count <= window
-            # The newest `window` matching docs, reduced to the best doc per
-            # chunk inside SQLite (the subquery's LIMIT keeps it from being
-            # flattened into the aggregate; the bare `doc` is the max row's).
-            rows = db.execute(
-                "SELECT chunk, max(score), doc, count(*) FROM ("
-                f"SELECT f.rowid AS doc, {'-bm25(fts)' if use_bm25 else '0.0'} AS score, d.chunk AS chunk "
-                f"FROM fts AS f JOIN docs AS d ON d.id = f.rowid WHERE fts MATCH ?{filters.sql} "
-                "ORDER BY f.rowid DESC LIMIT ?) GROUP BY chunk",
-                (st.term.phrase, *filters.params, window),
-            ).fetchall()
-            st.complete = sum(r[3] for r in rows) < window
-            for chunk, raw, doc, _ in rows:
+            ranked = count <= window
+            rows: list[tuple[int, float, int]]
+            if ranked:
+                # Every row fits: rank them with bm25() (which scans the phrase's
+                # rows once more for its IDF), asking FTS5 only about the rowid
+                # range the probe found, reduced to the best doc per chunk.
+                rows = db.execute(
+                    "SELECT chunk, max(score), doc FROM ("
+                    "SELECT f.rowid AS doc, -bm25(fts) AS score, d.chunk AS chunk "
+                    "FROM fts AS f JOIN docs AS d ON d.id = f.rowid "
+                    f"WHERE fts MATCH ? AND f.rowid BETWEEN ? AND ?{filters.sql} "
+                    "ORDER BY f.rowid DESC LIMIT ?) GROUP BY chunk",
+                    (st.term.phrase, newest[-1], newest[0], *filters.params, window),
+                ).fetchall()
+                st.complete = True
+            elif not filters.sql:
+                # A frequent term, no filter: the newest `window` probed rows are
+                # the candidates (newest doc per chunk), mapped without SQL.
+                rows = [(chunk, 0.0, doc) for chunk, doc in ranges.newest_per_chunk(newest[:window])]
+            else:
+                found = db.execute(
+                    "SELECT f.rowid, d.chunk FROM fts AS f JOIN docs AS d ON d.id = f.rowid "
+                    f"WHERE fts MATCH ?{filters.sql} ORDER BY f.rowid DESC LIMIT ?",
+                    (st.term.phrase, *filters.params, window),
+                ).fetchall()
+                st.complete = len(found) < window
+                newest_doc: dict[int, int] = {}
+                for doc, chunk in found:
+                    newest_doc.setdefault(chunk, doc)
+                rows = [(chunk, 0.0, doc) for chunk, doc in newest_doc.items()]
+            for chunk, raw, doc in rows:
                 # bm25() = idf * tf/length factor; recover the factor to damp it.
-                value = _damped(idf, raw / idf) if use_bm25 else st.estimate
+                value = _damped(idf, raw / idf) if ranked else st.estimate
                 cand = cands.get(chunk)
                 if cand is None:
                     cand = cands[chunk] = _Cand(chunk)
-                cand.best[i] = value
-                cand.best_doc[i] = doc
+                cand.credit(i, value, doc)
         if and_mode and len(terms) > 1:
-            self._check_coverage(db, cands, states, filters, k)
+            self._check_coverage(db, cands, states, filters, k, ranges)
         return cands
 
     def _check_coverage(
-        self, db: sqlite3.Connection, cands: dict[int, _Cand], states: list[_Term], filters: _Filters, k: int
+        self,
+        db: sqlite3.Connection,
+        cands: dict[int, _Cand],
+        states: list[_Term],
+        filters: _Filters,
+        k: int,
+        ranges: _Ranges,
     ) -> None:
         """Find out, for the most promising candidates, whether they contain the terms beyond their windows.
 
         A threshold algorithm: candidates in order of their best possible score;
         stop once ``k`` chunks contain every term and no unchecked candidate can
-        beat the k-th, or after :data:`_MAX_CHECKS` probes.
+        beat the k-th. The probed rowids answer most questions in memory; the
+        others cost one query each, at most :data:`_MAX_CHECKS` per search.
         """
         n = len(states)
         open_terms = [i for i, st in enumerate(states) if not st.complete]
-
         complete_terms = [i for i, st in enumerate(states) if st.complete]
         full_scores: list[float] = []
         viable: list[tuple[float, int, _Cand]] = []
@@ -1006,24 +1125,31 @@ class RecallIndex:
         for upper, _, cand in viable:
             if len(full_scores) >= k and upper <= full_scores[k - 1]:
                 break
-            bounds = db.execute("SELECT doc_lo, doc_hi FROM chunks WHERE id = ?", (cand.chunk,)).fetchone()
+            bounds = ranges.range_of(cand.chunk)
             if bounds is None:
                 continue
             for i in open_terms:
                 if i in cand.best:
                     continue
-                if checks >= _MAX_CHECKS:
-                    return
-                checks += 1
-                found = db.execute(
-                    "SELECT f.rowid FROM fts AS f JOIN docs AS d ON d.id = f.rowid "
-                    f"WHERE fts MATCH ? AND f.rowid BETWEEN ? AND ?{filters.sql} LIMIT 1",
-                    (states[i].term.phrase, bounds[0], bounds[1], *filters.params),
-                ).fetchone()
-                if found is None:
-                    break
-                cand.best[i] = states[i].estimate
-                cand.best_doc[i] = found[0]
+                st = states[i]
+                decided, known = st.known_in(*bounds)
+                if decided and known is None:
+                    break  # no row of the term at all in this chunk
+                if not decided or filters.sql:
+                    # The probe cannot tell (an older chunk), or a filter applies.
+                    if checks >= _MAX_CHECKS:
+                        return
+                    checks += 1
+                    hit = db.execute(
+                        "SELECT f.rowid FROM fts AS f JOIN docs AS d ON d.id = f.rowid "
+                        f"WHERE fts MATCH ? AND f.rowid BETWEEN ? AND ?{filters.sql} LIMIT 1",
+                        (st.term.phrase, bounds[0], bounds[1], *filters.params),
+                    ).fetchone()
+                    if hit is None:
+                        break
+                    known = int(hit[0])
+                assert known is not None
+                cand.credit(i, st.estimate, known)
             if len(cand.best) == n:
                 full_scores.append(cand.score)
                 full_scores.sort(reverse=True)
@@ -1038,7 +1164,7 @@ class RecallIndex:
             r.id: r for r in self._chunk_rows(db, f"WHERE id IN ({marks})", [c.chunk for c in ranked])
         }
         expr = or_expression(terms)
-        drafts: list[tuple[_Cand, _ChunkRow, list[tuple[float, EventSpan]], int]] = []
+        found: list[tuple[_Cand, _ChunkRow, list[_Group], int]] = []
         for cand in ranked:
             row = info.get(cand.chunk)
             if row is None:
@@ -1049,48 +1175,31 @@ class RecallIndex:
                 "ORDER BY f.rowid",
                 (expr, row.doc_lo, row.doc_hi, *filters.params),
             ).fetchall()
-            spans = self._spans(db, matched, cand, terms)
-            drafts.append((cand, row, spans, len(matched)))
+            found.append((cand, row, _span_groups(matched, cand)[:_MAX_SPANS_PER_HIT], len(matched)))
+        # One statement for the text of every span shown (not one per span).
+        docs = sorted({g.doc for _, _, groups, _ in found for g in groups})
+        texts: dict[int, str] = {}
+        if docs:
+            marks = ",".join("?" * len(docs))
+            texts = dict(db.execute(f"SELECT rowid, text FROM fts WHERE rowid IN ({marks})", docs).fetchall())
+        matcher = match_finder(terms)
+        width = self._config.recall_snippet_chars
+        drafts = []
+        for cand, row, groups, n_matched in found:
+            spans = [
+                EventSpan(
+                    first_seq=g.first_seq,
+                    last_seq=g.last_seq,
+                    type=g.type,
+                    role=g.role,
+                    snippet=snippet(display_text(texts.get(g.doc, "")), terms, width, finder=matcher),
+                )
+                for g in groups
+            ]
+            drafts.append((cand, row, spans, n_matched))
         return self._fit(drafts)
 
-    def _spans(
-        self, db: sqlite3.Connection, matched: list[tuple[int, int, str, str | None]], cand: _Cand,
-        terms: Sequence[Term],
-    ) -> list[tuple[float, EventSpan]]:
-        # Merge consecutive seqs of the same type and role; rank groups by their best doc.
-        groups: list[list[tuple[int, int, str, str | None]]] = []
-        for item in sorted(matched, key=lambda m: m[1]):
-            last = groups[-1][-1] if groups else None
-            if last is not None and item[1] == last[1] + 1 and item[2:] == last[2:]:
-                groups[-1].append(item)
-            else:
-                groups.append([item])
-        scored = []
-        for group in groups:
-            best = max(group, key=lambda m: (cand.doc_score(m[0]), -m[1]))
-            scored.append((cand.doc_score(best[0]), group, best[0]))
-        scored.sort(key=lambda s: (-s[0], s[1][0][1]))
-        out: list[tuple[float, EventSpan]] = []
-        width = self._config.recall_snippet_chars
-        for score, group, doc in scored[:_MAX_SPANS_PER_HIT]:
-            text = db.execute("SELECT text FROM fts WHERE rowid = ?", (doc,)).fetchone()
-            out.append(
-                (
-                    score,
-                    EventSpan(
-                        first_seq=group[0][1],
-                        last_seq=group[-1][1],
-                        type=group[0][2],
-                        role=group[0][3],
-                        snippet=snippet(display_text(text[0]) if text else "", terms, width),
-                    ),
-                )
-            )
-        return out
-
-    def _fit(
-        self, drafts: Sequence[tuple[_Cand, _ChunkRow, list[tuple[float, EventSpan]], int]]
-    ) -> list[RecallHit]:
+    def _fit(self, drafts: Sequence[tuple[_Cand, _ChunkRow, list[EventSpan], int]]) -> list[RecallHit]:
         """Apply ``recall_max_chars`` to summaries + snippets.
 
         Snippets get at most half of the budget, handed out one span per hit in
@@ -1104,7 +1213,7 @@ class RecallIndex:
         for round_ in range(_MAX_SPANS_PER_HIT):
             for i, (_, _, spans, _) in enumerate(drafts):
                 if round_ < len(spans):
-                    span = spans[round_][1]
+                    span = spans[round_]
                     if used + len(span.snippet) <= budget // 2:
                         chosen[i].append(span)
                         used += len(span.snippet)
@@ -1131,6 +1240,37 @@ class RecallIndex:
                 )
             )
         return hits
+
+
+class _Group(msgspec.Struct, frozen=True):
+    """Consecutive matching events of one type and role, and the doc shown for them."""
+
+    first_seq: int
+    last_seq: int
+    type: str
+    role: str | None
+    doc: int
+    score: float
+
+
+def _span_groups(matched: Sequence[tuple[int, int, str, str | None]], cand: _Cand) -> list[_Group]:
+    """Merge consecutive seqs of the same type and role; best groups (by their best doc) first."""
+    runs: list[list[tuple[int, int, str, str | None]]] = []
+    for item in sorted(matched, key=lambda m: m[1]):
+        last = runs[-1][-1] if runs else None
+        if last is not None and item[1] == last[1] + 1 and item[2:] == last[2:]:
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    scores = cand.doc_scores()
+    groups = []
+    for run in runs:
+        best = max(run, key=lambda m: (scores.get(m[0], 0.0), -m[1]))
+        groups.append(
+            _Group(run[0][1], run[-1][1], run[0][2], run[0][3], best[0], scores.get(best[0], 0.0))
+        )
+    groups.sort(key=lambda g: (-g.score, g.first_seq))
+    return groups
 
 
 class _Filters(msgspec.Struct, frozen=True):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import msgspec
@@ -41,6 +41,7 @@ __all__ = [
     "fallback_terms",
     "index_text",
     "is_cjk",
+    "match_finder",
     "or_expression",
     "query_terms",
     "snippet",
@@ -81,6 +82,7 @@ _CJK_RANGES: Final = (
 _CJK_CHAR: Final = re.compile(f"[{_CJK_RANGES}]")
 _CJK_RUN_OR_OTHER: Final = re.compile(f"([{_CJK_RANGES}]+)|([^{_CJK_RANGES}]+)")
 _WS: Final = re.compile(r"\s+")
+_SPACED: Final = f"{ZWSP}\\g<0>{ZWSP}"
 
 
 class Term(msgspec.Struct, frozen=True):
@@ -101,7 +103,7 @@ def is_cjk(ch: str) -> bool:
 
 def index_text(text: str) -> str:
     """The text as stored in the FTS5 table: every CJK character surrounded by U+200B."""
-    return _CJK_CHAR.sub(lambda m: f"{ZWSP}{m.group()}{ZWSP}", text) if _has_cjk(text) else text
+    return _CJK_CHAR.sub(_SPACED, text) if _has_cjk(text) else text
 
 
 def _has_cjk(text: str) -> bool:
@@ -212,18 +214,35 @@ def _term_pattern(term: Term, bounded: bool) -> str:
     return rf"(?<![^\W_]){body}(?![^\W_])" if bounded else body
 
 
-def _first_match(text: str, terms: Sequence[Term]) -> tuple[int, int] | None:
+def match_finder(terms: Sequence[Term]) -> Callable[[str], tuple[int, int] | None]:
+    """A function giving the (start, end) of the first match of any term in a text, or ``None``.
+
+    Whole-word matches are preferred; then any occurrence. Built once per query.
+    """
     if not terms:
+        return lambda text: None
+    patterns = [
+        re.compile("|".join(f"(?:{_term_pattern(t, bounded)})" for t in terms), re.IGNORECASE)
+        for bounded in (True, False)
+    ]
+
+    def find(text: str) -> tuple[int, int] | None:
+        for pattern in patterns:
+            found = pattern.search(text)
+            if found is not None:
+                return found.start(), found.end()
         return None
-    for bounded in (True, False):
-        pattern = "|".join(f"(?:{_term_pattern(t, bounded)})" for t in terms)
-        found = re.search(pattern, text, re.IGNORECASE)
-        if found is not None:
-            return found.start(), found.end()
-    return None
+
+    return find
 
 
-def snippet(text: str, terms: Sequence[Term], width: int) -> str:
+def snippet(
+    text: str,
+    terms: Sequence[Term],
+    width: int,
+    *,
+    finder: Callable[[str], tuple[int, int] | None] | None = None,
+) -> str:
     """At most ``width`` characters of ``text``, whitespace collapsed, centred on the first match of a term.
 
     Cut sides are marked with ``…`` (counted in ``width``). Without a findable
@@ -232,7 +251,7 @@ def snippet(text: str, terms: Sequence[Term], width: int) -> str:
     """
     if width <= 0:
         return ""
-    span = _first_match(text, terms)
+    span = (finder if finder is not None else match_finder(terms))(text)
     start, end = span if span is not None else (0, 0)
     # Work on a raw window a few times the width around the match: collapsing
     # whitespace of a 100 KB tool output just to show 240 characters is waste.

@@ -26,6 +26,8 @@ TOOL_NAME: Final = "recall_session_chunks"
 _MAX_ARGUMENT_CHARS: Final = 65536
 _MAX_SEQS: Final = 200
 _MAX_ERROR_CHARS: Final = 400
+_SUMMARY_FLOOR: Final = 160
+"""Summaries are cut down to this many characters before any result is dropped."""
 
 RECALL_TOOL: Final[dict[str, Any]] = {
     "type": "function",
@@ -156,10 +158,24 @@ def _hit_dict(hit: RecallHit) -> dict[str, Any]:
 
 
 def _render_hits(hits: Sequence[RecallHit], max_chars: int) -> str:
-    """Encode hits, shedding the lowest-ranked detail until the text fits ``max_chars``."""
+    """Encode hits, shedding detail until the text fits ``max_chars``.
+
+    Long summaries are cut first (longest first, down to
+    :data:`_SUMMARY_FLOOR` characters) so every hit stays; then the
+    lowest-ranked snippets and hits are dropped.
+    """
     items = [_hit_dict(h) for h in hits]
     doc: dict[str, Any] = {"results": items}
     text = _dumps(doc)
+    while len(text) > max_chars and items:
+        longest = max(items, key=lambda item: len(item["summary"]))
+        length = len(longest["summary"])
+        if length <= _SUMMARY_FLOOR:
+            break
+        doc["truncated"] = True
+        over = len(text) - max_chars + len(',"truncated":true')
+        longest["summary"] = truncate(longest["summary"], max(_SUMMARY_FLOOR, length - over))
+        text = _dumps(doc)
     while len(text) > max_chars and items:
         doc["truncated"] = True
         last = items[-1]
@@ -228,7 +244,10 @@ async def handle_recall_tool(
     search or lookup, ``{"chunk_id": ..., "events": [...]}`` for a rehydration,
     or ``{"error": "..."}``; it is at most ``max_chars`` characters (lowest
     ranked details are dropped, marked ``"truncated": true``), except that the
-    bare envelope is always returned.
+    bare envelope is always returned. The index already bounds summaries plus
+    snippets by ``config.recall_max_chars``; ``max_chars`` bounds the whole JSON
+    text, so give it room for the JSON around them (about
+    ``recall_max_chars + 2000`` keeps every result of a full answer).
     """
     try:
         args = _parse(arguments)

@@ -76,13 +76,20 @@ def fold_into_rolling(rolling: str, entry: ChunkEntry, *, max_lines: int) -> tup
     return text, len(lines) > max_lines
 
 
-def cap_lines(rolling: str, *, max_lines: int) -> str:
-    """Drop the oldest lines beyond ``max_lines`` and mark the truncation (seed 000's backstop)."""
+def cap_lines(rolling: str, *, max_lines: int, keep_head: bool = False) -> str:
+    """Cut ``rolling`` to ``max_lines`` and mark the truncation (seed 000's backstop).
+
+    The accumulating rolling summary drops its oldest lines; a folded
+    checkpoint (``keep_head=True``) is ordered by importance, so its tail goes.
+    """
     lines = [ln for ln in rolling.strip().splitlines() if ln != TRUNCATION_MARKER]
     if len(lines) <= max_lines:
         return "\n".join(lines)
-    keep = lines[len(lines) - (max_lines - 1) :] if max_lines > 1 else []
-    return "\n".join([TRUNCATION_MARKER, *keep])
+    if max_lines <= 1:
+        return TRUNCATION_MARKER
+    if keep_head:
+        return "\n".join([*lines[: max_lines - 1], TRUNCATION_MARKER])
+    return "\n".join([TRUNCATION_MARKER, *lines[len(lines) - (max_lines - 1) :]])
 
 
 def advance_index(index: ChunkIndex, entry: ChunkEntry, *, max_chunks: int, max_lines: int) -> tuple[ChunkIndex, list[ChunkEntry], bool]:

@@ -37,6 +37,8 @@ from aiden.summarizers.mustkeep import (
     find_paths,
     has_fact_tokens,
     is_plan,
+    is_strong_error_line,
+    join_sentences,
     key_tokens,
     looks_like_error_line,
     normalize,
@@ -51,7 +53,7 @@ from aiden.summarizers.protocol import (
     SummaryResult,
 )
 
-__all__ = ["ExtractiveSummarizer", "estimate_tokens", "render_structured"]
+__all__ = ["ExtractiveSummarizer", "estimate_tokens", "render_structured", "summary_must_keep"]
 
 Section = Literal[
     "goal",
@@ -95,6 +97,7 @@ _FOLD_LINE_CHARS: Final = 600
 _MAX_TOOL_ERRORS: Final = 24  # error lines taken from tool output per request
 _ERRORS_PER_RESULT: Final = 2
 _MAX_TOOL_NOTES: Final = 3
+_SLICE_CHARS: Final = 256_000  # summarize() checkpoints after walking about this much event text
 _SCAN_HEAD_LINES: Final = 4000
 _SCAN_TAIL_LINES: Final = 1000
 
@@ -255,8 +258,11 @@ class _Collector:
                 (d for d in open_drafts if d.group == self.fresh_error_group and d.rank <= _R_MINOR), None
             )
         if best is None:
-            draft = self.add_error(clip(sentence), rank=_R_ERROR_RESOLVED)
-            draft.closed = True
+            # "Tests pass so far." resolves nothing nameable; keep only
+            # resolutions that say what they fixed.
+            if looks_like_error_line(sentence) or has_fact_tokens(sentence):
+                draft = self.add_error(clip(sentence), rank=_R_ERROR_RESOLVED)
+                draft.closed = True
             return
         siblings = [d for d in self.errors if d.group == best.group]
         target = next(d for d in siblings if not d.closed)
@@ -313,6 +319,10 @@ def _describe_call(event: SessionEvent) -> tuple[str, bool, list[str]]:
             if isinstance(value, str) and value.strip():
                 command = clip(value, 240)
                 return f"$ {command}", True, find_paths(value)
+        code = args.get("code")
+        if isinstance(code, str) and code.strip():
+            # Code execution: its output is scanned like a command's.
+            return clip(f"{name}(code={clip(code, 80)})", 240), True, []
         parts: list[str] = []
         for key, value in args.items():
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -327,20 +337,14 @@ def _describe_call(event: SessionEvent) -> tuple[str, bool, list[str]]:
     return (f"{name}({text})" if text else f"{name}()"), False, find_paths(str(args))
 
 
-_STRONG_ERROR: Final = re.compile(
-    r"^\s*(?:(?:[\w.]+\.)?\w*(?:Error|Exception)\b|error\b|fatal\b|panic\b|FAILED\b|FAIL\b|E\s{2,}\S|"
-    r"npm ERR!|error\[|ERR!|\[error\]|Segmentation fault|Killed\b|command not found|No such file)",
-    re.IGNORECASE,
-)
-
-
-def _error_lines(content: str) -> list[tuple[str, bool]]:
+def _error_lines(content: str, *, executed: bool) -> list[tuple[str, bool]]:
     """The informative error lines of one tool output: at most two ``(line, strong)`` pairs.
 
     A *strong* line starts like an error report (an exception class,
     ``error:``, ``FAILED``, ``npm ERR!``); a *weak* one merely mentions an
-    error, as log lines do. Strong lines win, and later lines win over earlier
-    ones: the last error of an output is usually its cause.
+    error, as log lines do. Weak lines count only for tools that executed
+    something (``executed``), and only when there is no strong one: in a file
+    read or a search result they are just text that contains the word.
     """
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
@@ -355,20 +359,24 @@ def _error_lines(content: str) -> list[tuple[str, bool]]:
             or not looks_like_error_line(stripped)
         ):
             continue
-        strong = _STRONG_ERROR.match(stripped) is not None or _EXCEPTION_LINE.match(stripped) is not None
-        scored.append((1 if strong else 0, position, stripped))
-    scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
-    picked: list[tuple[str, bool]] = []
-    for strength, _position, stripped in scored:
+        strong = is_strong_error_line(stripped) or _EXCEPTION_LINE.match(stripped) is not None
+        if strong or executed:
+            scored.append((1 if strong else 0, position, stripped))
+    strong_lines = [t for t in scored if t[0] == 1]
+    pool = strong_lines or scored
+    # The first error says what broke, the last one is usually the cause
+    # ("npm ERR! code ERESOLVE" ... / a traceback's final exception line).
+    ordered = [pool[0], pool[-1], *reversed(pool[1:-1])] if pool else []
+    picked: list[tuple[int, str]] = []
+    for _strength, position, stripped in ordered:
         candidate = clip(stripped, _ERROR_CHARS)
-        if all(_digitless(candidate) != _digitless(p) for p, _ in picked):
-            picked.append((candidate, strength == 1))
+        if all(_digitless(candidate) != _digitless(p) for _, p in picked):
+            picked.append((position, candidate))
             if len(picked) >= _ERRORS_PER_RESULT:
                 break
-    # Report in output order, so "error → its consequence" reads naturally.
-    order = {text: i for i, (_, _, text) in enumerate(sorted(scored, key=lambda t: t[1]))}
-    picked.sort(key=lambda p: order.get(p[0], 0))
-    return picked
+    picked.sort()
+    strong = bool(strong_lines)
+    return [(text, strong) for _, text in picked]
 
 
 def _digitless(text: str) -> str:
@@ -377,7 +385,7 @@ def _digitless(text: str) -> str:
 
 
 def _first_meaningful_line(content: str) -> str:
-    for line in content.splitlines()[:200]:
+    for line in content[:20_000].splitlines()[:200]:
         stripped = line.strip()
         if len(stripped) >= 3 and not _NOISE_LINE.match(stripped):
             return clip(stripped, _TOOL_NOTE_CHARS)
@@ -395,24 +403,30 @@ def _is_error_result(event: SessionEvent) -> bool:
     return False
 
 
-def _extract_events(events: Sequence[SessionEvent], collector: _Collector) -> None:
-    calls: dict[str, tuple[str, bool]] = {}
-    last_call: tuple[str, bool] | None = None
-    for event in events:
+class _EventWalker:
+    """Feeds events one by one into a collector, pairing tool results with their calls."""
+
+    def __init__(self, collector: _Collector) -> None:
+        self.collector = collector
+        self.calls: dict[str, tuple[str, bool]] = {}
+        self.last_call: tuple[str, bool] | None = None
+
+    def feed(self, event: SessionEvent) -> None:
+        collector = self.collector
         if event.type == "user_input":
             _extract_user(event, collector)
         elif event.type in ("assistant_output", "role_output"):
             _extract_assistant(event, collector)
         elif event.type == "tool_call":
             description, is_shell, paths = _describe_call(event)
-            last_call = (description, is_shell)
+            self.last_call = (description, is_shell)
             if event.tool_call_id:
-                calls[event.tool_call_id] = last_call
+                self.calls[event.tool_call_id] = self.last_call
             collector.add("commands", description, _R_REST)
             for path in paths:
                 collector.add("files", path, _R_FACT)
         elif event.type == "tool_result":
-            call = calls.get(event.tool_call_id or "", last_call)
+            call = self.calls.get(event.tool_call_id or "", self.last_call)
             _extract_tool_result(event, call, collector)
         elif event.type == "system_event":
             # Synthetic system events carry an earlier summary (a split-turn
@@ -435,7 +449,7 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
     if not prose:
         return  # "ok", "continue", "thanks": nothing to keep, not the open thread either
     if collector.goal is None:
-        collector.goal = clip(" ".join(prose), _GOAL_CHARS)
+        collector.goal = clip(join_sentences(prose), _GOAL_CHARS)
         collector.add("goal", collector.goal, _R_GOAL)
     others = 0
     for sentence in sentences:
@@ -463,7 +477,7 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
     for path in find_paths(content):
         collector.add("files", path, _R_FACT)
     collector.fresh_error_group = None
-    collector.last_user = clip(" ".join(prose), 300)
+    collector.last_user = clip(join_sentences(prose), 300)
 
 
 def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
@@ -471,7 +485,6 @@ def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
     if not content.strip():
         return
     plan = ""
-    last_sentence = ""
     for sentence in split_sentences(content):
         kind = classify_sentence(sentence, speaker="assistant")
         item = clip(sentence)
@@ -491,10 +504,8 @@ def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
             collector.add("notes", item, _R_REST)
         elif kind == "fact":
             collector.add("facts", item, _R_FACT)
-        if kind != "greeting":
-            last_sentence = item
-            if is_plan(sentence):
-                plan = item
+        if kind != "greeting" and is_plan(sentence):
+            plan = item
         if _OUTCOME.search(sentence) and kind in ("other", "fact", "resolution", "decision", "plan"):
             collector.outcomes.append(item)
     for command in code_lines(content):
@@ -502,7 +513,8 @@ def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
     for path in find_paths(content):
         collector.add("files", path, _R_FACT)
     collector.fresh_error_group = None
-    collector.last_plan = plan or last_sentence
+    # The newest message decides the open plan; one without a plan clears it.
+    collector.last_plan = plan
 
 
 def _extract_tool_result(
@@ -510,7 +522,7 @@ def _extract_tool_result(
 ) -> None:
     content = event.content
     context = call[0] if call is not None else (event.tool_name or "")
-    lines = _error_lines(content)
+    lines = _error_lines(content, executed=call is not None and call[1])
     reported = _is_error_result(event)
     if not lines and reported:
         first = _first_meaningful_line(content)
@@ -757,6 +769,7 @@ def _line_of(item: _Item) -> str:
 
 
 _INLINE_SECTIONS: Final[frozenset[Section]] = frozenset({"goal", "outcome", "files"})
+_BARE_NUMBER: Final = re.compile(r"^\d+(?:[.,:]\d+)*$")
 _EXACT_ONLY: Final[frozenset[Section]] = frozenset({"files", "commands", "tool_notes"})
 
 
@@ -778,7 +791,7 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
     ordered = sorted(items, key=lambda it: (it.rank, it.order))
     kept: list[_Item] = []
     absorbed: list[tuple[_Item, _Item]] = []
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], _Item] = {}
     containers: list[tuple[str, _Item]] = []
     for item in ordered:
         norm = normalize(_line_of(item))
@@ -789,15 +802,29 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
             # Log lines repeat with new timestamps and counters; the
             # "(from ...)" context does not make an error a different one.
             bucket, norm = "errors", _digitless(item.text.split(" (from ", 1)[0])
-        if (bucket, norm) in seen:
+        twin = seen.get((bucket, norm))
+        if twin is not None:
+            if twin.section != item.section:
+                absorbed.append((item, twin))
             continue
         if bucket == "text":
             container = next((c for n, c in containers if norm in n), None)
             if container is not None:
                 absorbed.append((item, container))
                 continue
+            if item.section == "facts":
+                # A fact sentence is kept for its ids and numbers: one that
+                # names nothing new ("step 19 of PROJ-6915" again) adds nothing.
+                tokens = [t for t in key_tokens(item.text) if not _BARE_NUMBER.match(t)]
+                if not tokens:
+                    item = msgspec.structs.replace(item, rank=max(item.rank, _R_REST))
+                else:
+                    holder = next((c for n, c in containers if all(t in n for t in tokens)), None)
+                    if holder is not None:
+                        absorbed.append((item, holder))
+                        continue
             containers.append((norm, item))
-        seen.add((bucket, norm))
+        seen[(bucket, norm)] = item
         kept.append(item)
     return _Deduped(kept, absorbed)
 
@@ -890,14 +917,15 @@ def _select(
 
 
 def _shrink_to_fit(item: _Item, budget: int, render: Callable[[Sequence[_Item]], str]) -> _Item:
-    """The most important item alone, clipped until it fits a tiny budget."""
-    limit = max(8, len(item.text))
-    while limit > 8:
+    """The most important item alone, clipped until it fits a tiny budget (best effort below ~8 tokens)."""
+    limit = len(item.text)
+    shrunk = msgspec.structs.replace(item, extra="")
+    while limit > 1:
         shrunk = msgspec.structs.replace(item, text=clip(item.text, limit), extra="")
         if estimate_tokens(render([shrunk])) <= budget:
             return shrunk
-        limit = limit * 2 // 3
-    return msgspec.structs.replace(item, text=clip(item.text, 8), extra="")
+        limit = min(limit - 1, limit * 2 // 3)
+    return msgspec.structs.replace(item, text=clip(item.text, 1), extra="")
 
 
 # ---------------------------------------------------------------------------
@@ -1127,40 +1155,102 @@ class ExtractiveSummarizer:
         return max(1, budget)
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
-        """Summarize ``request`` (a checkpoint first, so cancellation is honoured)."""
+        """Summarize ``request``, yielding to the event loop between slices of events.
+
+        Extraction runs at a few MB/s, so a range with megabytes of tool output
+        is walked in slices of about ``_SLICE_CHARS`` with a checkpoint after
+        each: other tasks keep running and cancellation is honoured, without a
+        worker thread (which would let a test's MockClock jump meanwhile).
+        """
+        collector, walker = self._begin(request)
         await anyio.lowlevel.checkpoint()
-        return self.summarize_sync(request)
+        walked = 0
+        for event in _events_to_walk(request):
+            walker.feed(event)
+            walked += len(event.content) + len(event.tool_args or "")
+            if walked >= _SLICE_CHARS:
+                walked = 0
+                await anyio.lowlevel.checkpoint()
+        return self._finish(request, collector)
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
         """The same summary, computed synchronously (pure CPU work, no I/O)."""
-        budget = self._budget(request)
+        collector, walker = self._begin(request)
+        for event in _events_to_walk(request):
+            walker.feed(event)
+        return self._finish(request, collector)
+
+    def _begin(self, request: SummaryRequest) -> tuple[_Collector, _EventWalker]:
+        """A collector primed with the summaries a fold / session summary merges, and the event walker."""
         collector = _Collector()
-        if request.purpose == "rolling_fold":
+        if request.purpose in ("rolling_fold", "session_summary"):
             _extract_summary_text(request.previous_summary, collector, fold_lines=True)
             _extract_summary_text(request.text, collector, fold_lines=True)
+        return collector, _EventWalker(collector)
+
+    def _finish(self, request: SummaryRequest, collector: _Collector) -> SummaryResult:
+        budget = self._budget(request)
+        if request.purpose == "rolling_fold":
             deduped = _dedupe(_keep_latest_open(collector.finish()))
-            chosen = _select(deduped.kept, budget, _render_history, max_lines=self.fold_max_lines)
+            kept = deduped.kept or [_fallback_note(request)]
+            chosen = _select(kept, budget, _render_history, max_lines=self.fold_max_lines)
             return SummaryResult(
                 text=_render_history(chosen), structured=_structured_history(_with_absorbed(chosen, deduped))
             )
+        _add_open_thread(collector)
+        deduped = _dedupe(collector.finish())
         if request.purpose == "session_summary":
-            _extract_summary_text(request.previous_summary, collector, fold_lines=True)
-            _extract_summary_text(request.text, collector, fold_lines=True)
-            _extract_events(request.events, collector)
-            _add_open_thread(collector)
-            deduped = _dedupe(collector.finish())
             items = [*deduped.kept, *(item for item, _ in deduped.absorbed)]
             session_items = _select_session(_session_items(collector, items), budget)
             return SummaryResult(
                 text=_render_session(session_items), structured=_structured_session(session_items)
             )
-        _extract_events(request.events, collector)
-        _add_open_thread(collector)
-        deduped = _dedupe(collector.finish())
-        chosen = _select(deduped.kept, budget, _render_history)
+        chosen = _select(deduped.kept or [_fallback_note(request)], budget, _render_history)
         return SummaryResult(
             text=_render_history(chosen), structured=_structured_history(_with_absorbed(chosen, deduped))
         )
+
+
+def _events_to_walk(request: SummaryRequest) -> Sequence[SessionEvent]:
+    # A rolling fold folds text; the protocol gives it no events.
+    return () if request.purpose == "rolling_fold" else request.events
+
+
+def summary_must_keep(text: str, *, max_items: int) -> list[str]:
+    """The load-bearing lines of a summary text, most important first, at most ``max_items``.
+
+    Constraints, preferences and corrections, decisions, errors (with their
+    resolution) and failed approaches, parsed the way a rolling fold parses
+    them. Used to check an LLM's fold of the Rolling Summary with
+    :func:`~aiden.summarizers.mustkeep.apply_must_keep`.
+    """
+    if max_items <= 0:
+        return []
+    collector = _Collector()
+    _extract_summary_text(text, collector, fold_lines=True)
+    load_bearing = [
+        item
+        for item in _dedupe(collector.finish()).kept
+        if item.rank <= _R_FAILED and item.section not in ("goal", "open", "outcome")
+    ]
+    load_bearing.sort(key=lambda it: (it.rank, it.order))
+    return [_line_of(item) for item in load_bearing[:max_items]]
+
+
+def _fallback_note(request: SummaryRequest) -> _Item:
+    """What a range with nothing load-bearing is summarized as: never an empty summary.
+
+    The newest message says what the range was about ("Checked 3 places;
+    tests pass so far."); failing that, the range's shape.
+    """
+    for event in reversed(request.events):
+        if event.type in ("assistant_output", "role_output", "user_input", "system_event") and event.content.strip():
+            return _Item("notes", clip(event.content, _TOOL_NOTE_CHARS), _R_NOTE, 0)
+    if request.events:
+        first, last = request.events[0].seq, request.events[-1].seq
+        return _Item("notes", f"seq {first}-{last}: {len(request.events)} events, tool output only", _R_NOTE, 0)
+    line = next((ln.strip() for ln in request.text.splitlines() if ln.strip()), "")
+    return _Item("notes", clip(line, _TOOL_NOTE_CHARS) if line else "(nothing to summarize)", _R_NOTE, 0)
 
 
 def _add_open_thread(collector: _Collector) -> None:
@@ -1172,10 +1262,18 @@ def _add_open_thread(collector: _Collector) -> None:
 
 def _keep_latest_open(items: list[_Item]) -> list[_Item]:
     # Older open threads are superseded by newer ones (seed 001: keep the
-    # current state of the plan, drop superseded versions).
+    # current state of the plan, drop superseded versions). A superseded user
+    # request stays as a low-priority request: it may quote a detail that
+    # was not classified anywhere else.
     opens = [it for it in items if it.section == "open"]
     stale = {id(it) for it in opens[:-2]}
-    return [it for it in items if id(it) not in stale]
+    out: list[_Item] = []
+    for item in items:
+        if id(item) not in stale:
+            out.append(item)
+        elif item.text.startswith("User: "):
+            out.append(msgspec.structs.replace(item, section="requests", text=item.text[6:], rank=_R_REST))
+    return out
 
 
 def _structured_session(items: Sequence[_SessionItem]) -> StructuredSummary:

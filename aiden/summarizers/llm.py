@@ -44,8 +44,8 @@ from aiden.errors import (
     SummarizerUnavailable,
 )
 from aiden.events import SessionEvent
-from aiden.summarizers.extractive import render_structured
-from aiden.summarizers.mustkeep import clip, looks_like_error_line
+from aiden.summarizers.extractive import render_structured, summary_must_keep
+from aiden.summarizers.mustkeep import apply_must_keep, clip, looks_like_error_line
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,
@@ -231,9 +231,35 @@ class _Litellm:
         if isinstance(exc, self.timeout):
             return SummarizerTimeout(f"summarizer provider timed out: {detail}")
         status = getattr(exc, "status_code", None)
-        if isinstance(exc, self.unavailable) or (isinstance(status, int) and status in (502, 503, 504)):
+        if (
+            isinstance(exc, self.unavailable)
+            or (isinstance(status, int) and status in (502, 503, 504))
+            or _caused_by_connection_failure(exc)
+        ):
             return SummarizerUnavailable(f"summarizer provider unavailable: {detail}")
         return SummarizerError(f"summarizer call failed: {detail}")
+
+
+_CONNECTION_ERRORS: Final = frozenset(
+    {"APIConnectionError", "ConnectError", "ConnectTimeout", "ClientConnectorError", "ServerDisconnectedError"}
+)
+
+
+def _caused_by_connection_failure(exc: BaseException) -> bool:
+    """True if a connection failure is in ``exc``'s cause chain.
+
+    litellm reports a refused connection to an OpenAI-compatible server as an
+    ``InternalServerError`` ("OpenAIException - Connection error."); the
+    underlying openai/httpx/aiohttp error is still in the chain.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        if isinstance(current, ConnectionError) or type(current).__name__ in _CONNECTION_ERRORS:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 _litellm_lock = threading.Lock()
@@ -274,15 +300,16 @@ def _warm_up(module: Any) -> None:
     any logging callbacks the application configured.
     """
     try:
-        coro = module.acompletion(
+        loop = _loop_thread.get_loop()
+        warm_up = functools.partial(
+            module.acompletion,
             model="openai/aiden-warm-up",
             messages=[{"role": "user", "content": "warm-up"}],
             mock_response="ok",
             num_retries=0,
             **{"no-log": True},
         )
-        loop = _loop_thread.get_loop()
-        contextvars.Context().run(asyncio.run_coroutine_threadsafe, coro, loop).result(timeout=60)
+        _submit(warm_up, loop).result(timeout=60)
     except Exception:  # best effort: a failed warm-up only means a noisier first call
         pass
 
@@ -356,14 +383,7 @@ class _LoopThread:
         Cancelling the caller cancels the asyncio task (its HTTP request is
         aborted); the cancellation is then re-raised unchanged.
         """
-        loop = self.get_loop()
-        # Submit from an empty context: the task would otherwise inherit the
-        # caller's context variables, among them sniffio's "trio" marker, and
-        # anyio inside litellm's HTTP client would then take the asyncio loop
-        # for a trio one.
-        future: concurrent.futures.Future[T] = contextvars.Context().run(
-            asyncio.run_coroutine_threadsafe, factory(), loop
-        )
+        future = _submit(factory, self.get_loop())
         try:
             # Waiting in a worker thread keeps this backend-neutral (trio too).
             return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
@@ -376,6 +396,23 @@ class _LoopThread:
 
 
 _loop_thread = _LoopThread()
+
+
+def _submit(
+    factory: Callable[[], Coroutine[Any, Any, T]], loop: asyncio.AbstractEventLoop
+) -> concurrent.futures.Future[T]:
+    """Schedule ``factory()`` on ``loop`` (another thread's) from an empty context.
+
+    The task would otherwise inherit the caller's context variables, among
+    them sniffio's "trio" marker, and anyio inside litellm's HTTP client would
+    then take the asyncio loop for a trio one.
+    """
+    coro = factory()
+    try:
+        return contextvars.Context().run(asyncio.run_coroutine_threadsafe, coro, loop)
+    except Exception:
+        coro.close()  # never scheduled: close it so it does not warn "never awaited"
+        raise
 
 
 # ---------------------------------------------------------------------------
@@ -741,7 +778,10 @@ class LiteLLMSummarizer:
     that hangs must open the breaker too.
 
     Output that is empty, longer than ``config.summary_max_chars`` or shaped
-    like an error message raises :class:`InvalidSummaryError`. litellm errors
+    like an error message raises :class:`InvalidSummaryError`. A
+    ``rolling_fold`` answer is checked against the folded text: load-bearing
+    lines the model dropped are re-appended under ``Must keep:`` (at most
+    ``config.must_keep_max_items``). litellm errors
     are translated into :mod:`aiden.errors` with the original as ``__cause__``.
     The deadline is the caller's (``anyio.fail_after`` around
     :meth:`summarize`).
@@ -880,6 +920,13 @@ class LiteLLMSummarizer:
             )
         result = parse_summary_output(content, session=request.purpose == "session_summary")
         text = validate_summary_text(result.text, max_chars=max_chars)
+        if request.purpose == "rolling_fold":
+            # Nothing else checks a fold (chunk summaries get the scheduler's
+            # must-keep check): re-append the load-bearing lines the model dropped.
+            limit = self.config.must_keep_max_items
+            source = "\n".join((request.previous_summary, request.text))
+            text = apply_must_keep(text, summary_must_keep(source, max_items=limit), max_items=limit)
+            text = validate_summary_text(text, max_chars=max_chars)
         return SummaryResult(text=text, structured=result.structured)
 
 

@@ -1,0 +1,183 @@
+"""Version history of the long-term files in a git repository at ``long_term/.git`` (dulwich).
+
+Commits are built directly from file contents (blob, tree, commit objects), so
+dulwich never touches the working files: those are written by
+:meth:`Storage.write_atomic` like every other aiden file. dulwich writes only
+inside ``.git`` (objects via temp file + rename, refs via lock files). HEAD is
+moved with compare-and-swap, so a concurrent commit cannot be lost silently.
+Blocking I/O: call from a worker thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import msgspec
+from dulwich.errors import NotGitRepository
+from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.refs import Ref
+from dulwich.repo import Repo
+
+from aiden.longterm.errors import DreamError, VersionNotFoundError
+from aiden.longterm.files import ensure_dir
+from aiden.storage.fs import Storage
+
+__all__ = ["GitStore", "Version"]
+
+_AUTHOR: Final = b"aiden dream <dream@aiden.invalid>"
+_HEAD: Final = Ref(b"HEAD")
+_MODE: Final = 0o100644
+_HEX: Final = frozenset("0123456789abcdef")
+
+
+class Version(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded version of the long-term files."""
+
+    commit_id: str
+    timestamp: int
+    message: str
+    """The full commit message; its first line is a readable one-line summary."""
+
+    @property
+    def title(self) -> str:
+        """The first line of the message."""
+        return self.message.split("\n", 1)[0]
+
+
+class GitStore:
+    """Commits and reads versions of ``files`` (names inside ``root``) in ``root/.git``."""
+
+    def __init__(self, root: Path, files: Sequence[str], storage: Storage) -> None:
+        self.root = root
+        self._storage = storage
+        self.git_dir = root / ".git"
+        self.files = tuple(files)
+        self._lock = threading.Lock()
+
+    def _open(self, *, create: bool) -> Repo | None:
+        try:
+            return Repo(str(self.git_dir))
+        except NotGitRepository:
+            if not create:
+                return None
+        ensure_dir(self._storage, self.root)
+        repo = Repo.init_bare(str(self.git_dir), mkdir=True, default_branch=b"main")
+        self._storage.fsync_dir(self.root)
+        return repo
+
+    @staticmethod
+    def _head(repo: Repo) -> ObjectID | None:
+        try:
+            return repo.refs[_HEAD]
+        except KeyError:
+            return None
+
+    def head(self) -> str | None:
+        """The current version's commit id (None before the first commit)."""
+        with self._lock:
+            repo = self._open(create=False)
+            if repo is None:
+                return None
+            with repo:
+                head = self._head(repo)
+                return head.decode() if head is not None else None
+
+    @staticmethod
+    def _tree_files(repo: Repo, commit_id: ObjectID) -> dict[str, bytes]:
+        commit = repo[commit_id]
+        if not isinstance(commit, Commit):
+            raise VersionNotFoundError(f"{commit_id.decode()} is not a commit")
+        tree = repo[commit.tree]
+        if not isinstance(tree, Tree):
+            raise VersionNotFoundError(f"{commit_id.decode()} has no tree")
+        out: dict[str, bytes] = {}
+        for entry in tree.items():
+            blob = repo[entry.sha]
+            if isinstance(blob, Blob):
+                out[entry.path.decode("utf-8")] = blob.as_raw_string()
+        return out
+
+    def commit(self, contents: Mapping[str, bytes | None], message: str, *, now: int) -> str | None:
+        """Record ``contents`` (None = file absent) as a new version; None if identical to HEAD."""
+        with self._lock:
+            repo = self._open(create=True)
+            assert repo is not None
+            with repo:
+                head = self._head(repo)
+                if head is not None and self._tree_files(repo, head) == {
+                    k: v for k, v in contents.items() if v is not None
+                }:
+                    return None
+                tree = Tree()
+                objects: list[Blob | Tree | Commit] = []
+                for name in sorted(contents):
+                    data = contents[name]
+                    if data is None:
+                        continue
+                    blob = Blob.from_string(data)
+                    objects.append(blob)
+                    tree.add(name.encode("utf-8"), _MODE, blob.id)
+                objects.append(tree)
+                commit = Commit()
+                commit.tree = tree.id
+                commit.parents = [head] if head is not None else []
+                commit.author = commit.committer = _AUTHOR
+                commit.author_time = commit.commit_time = now
+                commit.author_timezone = commit.commit_timezone = 0
+                commit.encoding = b"UTF-8"
+                commit.message = message.strip().encode("utf-8") + b"\n"
+                objects.append(commit)
+                repo.object_store.add_objects([(obj, None) for obj in objects])
+                if not repo.refs.set_if_equals(_HEAD, head, commit.id):
+                    raise DreamError("long-term history changed concurrently; commit not recorded")
+                return commit.id.decode()
+
+    def log(self, limit: int = 20) -> list[Version]:
+        """The newest ``limit`` versions, newest first."""
+        with self._lock:
+            repo = self._open(create=False)
+            if repo is None:
+                return []
+            with repo:
+                if self._head(repo) is None:
+                    return []
+                return [
+                    Version(
+                        commit_id=entry.commit.id.decode(),
+                        timestamp=entry.commit.commit_time,
+                        message=entry.commit.message.decode("utf-8", errors="replace").strip(),
+                    )
+                    for entry in repo.get_walker(max_entries=limit)
+                ]
+
+    def resolve(self, target: str | int) -> str:
+        """A full commit id for ``target``: an id or unique prefix (>= 4 hex), or steps back from HEAD."""
+        if isinstance(target, int) and not isinstance(target, bool):
+            if target < 0:
+                raise VersionNotFoundError("steps back must be >= 0")
+            versions = self.log(limit=target + 1)
+            if len(versions) <= target:
+                raise VersionNotFoundError(f"there are only {len(versions)} versions")
+            return versions[target].commit_id
+        text = str(target).strip().lower()
+        if len(text) < 4 or len(text) > 40 or not set(text) <= _HEX:
+            raise VersionNotFoundError(f"not a commit id: {target!r}")
+        matches = [v.commit_id for v in self.log(limit=10_000) if v.commit_id.startswith(text)]
+        if len(matches) != 1:
+            raise VersionNotFoundError(f"{'no' if not matches else 'ambiguous'} version {target!r}")
+        return matches[0]
+
+    def read(self, commit_id: str) -> dict[str, bytes]:
+        """The files of version ``commit_id`` (name -> content)."""
+        with self._lock:
+            repo = self._open(create=False)
+            if repo is None:
+                raise VersionNotFoundError("no long-term history yet")
+            with repo:
+                try:
+                    return self._tree_files(repo, ObjectID(commit_id.encode()))
+                except (KeyError, ValueError) as exc:
+                    raise VersionNotFoundError(f"unknown version {commit_id!r}") from exc

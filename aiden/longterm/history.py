@@ -1,0 +1,254 @@
+"""``history.jsonl`` and the Consolidator (seed 003): source material for Dream.
+
+Each line is ``{"cursor", "timestamp", "content", "session_key"}``. Appends
+are serialized by a lock (cursor allocation and the write happen together);
+leaked ``<think>`` content is stripped; each record's content is bounded; the
+record is fsynced and then ``.cursor`` is replaced atomically. A crash between
+the two leaves ``.cursor`` behind the file; allocation uses the larger of
+``.cursor`` and the last record, so no cursor is ever handed out twice. A torn
+last line (a crash mid-append) is skipped on read and fenced off by a newline
+before the next append.
+
+:func:`consolidate` archives events: summarized through the Summarizer (under
+``config.summarizer_timeout_s``), or — when it fails — as a bounded raw
+breadcrumb. Either way the record is written and the boundary may advance;
+after a failure ``stop_pass`` tells the caller to stop this pass instead of
+hammering a degraded provider (:func:`consolidate_pass` does that).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+import anyio
+import msgspec
+
+from aiden.config import Config
+from aiden.errors import SummarizerError
+from aiden.events import SessionEvent
+from aiden.longterm.files import ensure_dir
+from aiden.longterm.summaries import strip_thinking
+from aiden.storage.fs import Storage
+from aiden.storage.jsonl import read_bytes
+from aiden.storage.layout import Layout
+from aiden.summarizers.mustkeep import clip
+from aiden.summarizers.protocol import Summarizer, SummaryRequest
+
+__all__ = [
+    "ConsolidationOutcome",
+    "HistoryRecord",
+    "HistoryStore",
+    "consolidate",
+    "consolidate_pass",
+    "raw_breadcrumb",
+]
+
+log = logging.getLogger("aiden.longterm")
+
+DEFAULT_MAX_RECORD_CHARS: Final = 4000
+_TRUNCATED: Final = " [... truncated]"
+_SESSION_KEY_CHARS: Final = 128
+
+
+class HistoryRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One line of ``history.jsonl``."""
+
+    cursor: int
+    timestamp: str
+    content: str
+    session_key: str = ""
+
+
+_encoder: Final = msgspec.json.Encoder()
+_decoder: Final = msgspec.json.Decoder(HistoryRecord)
+
+
+def _bound(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - len(_TRUNCATED))] + _TRUNCATED
+
+
+def _read_int(path: Path) -> int:
+    raw = read_bytes(path).strip()
+    return int(raw) if raw.isdigit() and len(raw) < 19 else 0
+
+
+def _last_byte(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return b""
+            f.seek(-1, os.SEEK_END)
+            return f.read(1)
+    except FileNotFoundError:
+        return b""
+
+
+class HistoryStore:
+    """``long_term/history.jsonl`` with its ``.cursor`` and Dream's ``.dream_cursor`` (blocking I/O).
+
+    One instance per runtime (the lock serializes appends within a process).
+    """
+
+    def __init__(self, layout: Layout, storage: Storage, *, max_record_chars: int = DEFAULT_MAX_RECORD_CHARS) -> None:
+        if max_record_chars < 64:
+            raise ValueError("max_record_chars must be >= 64")
+        self.root = layout.long_term
+        self.path = self.root / "history.jsonl"
+        self.cursor_path = self.root / ".cursor"
+        self.dream_cursor_path = self.root / ".dream_cursor"
+        self._storage = storage
+        self._max = max_record_chars
+        self._lock = threading.Lock()
+        self._next: int | None = None
+        self._fenced = False
+
+    def _last_record_cursor(self) -> int:
+        records = self._scan(read_bytes(self.path))
+        return records[-1].cursor if records else 0
+
+    @staticmethod
+    def _scan(data: bytes) -> list[HistoryRecord]:
+        out: list[HistoryRecord] = []
+        end = data.rfind(b"\n") + 1  # bytes after the last newline are a torn, unacknowledged tail
+        for line in data[:end].split(b"\n"):
+            if line.strip():
+                try:
+                    out.append(_decoder.decode(line))
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    log.warning("history.jsonl: skipping an undecodable line")
+        return out
+
+    def append(self, content: str, *, session_key: str, now: float) -> HistoryRecord:
+        """Append one record (thinking stripped, content bounded); returns it with its cursor."""
+        text = _bound(strip_thinking(content).strip(), self._max)
+        with self._lock:
+            if self._next is None:
+                self._next = max(_read_int(self.cursor_path), self._last_record_cursor()) + 1
+            record = HistoryRecord(
+                cursor=self._next,
+                timestamp=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                content=text,
+                session_key=session_key[:_SESSION_KEY_CHARS],
+            )
+            line = _encoder.encode(record) + b"\n"
+            created = not self.path.exists()
+            if created:
+                ensure_dir(self._storage, self.root)
+            fd = self._storage.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if not self._fenced and not created:
+                    tail = _last_byte(self.path)
+                    if tail and tail != b"\n":
+                        line = b"\n" + line  # fence off a torn tail
+                self._storage.write(fd, line)
+                self._storage.fsync(fd)
+            finally:
+                self._storage.close(fd)
+            self._fenced = True
+            if created:
+                self._storage.fsync_dir(self.root)
+            self._storage.checkpoint("history.before_cursor")
+            self._storage.write_atomic(self.cursor_path, f"{record.cursor}\n".encode())
+            self._next = record.cursor + 1
+            return record
+
+    def read_after(self, cursor: int, *, limit: int | None = None) -> list[HistoryRecord]:
+        """Records with a cursor greater than ``cursor``, oldest first (at most ``limit``)."""
+        records = [r for r in self._scan(read_bytes(self.path)) if r.cursor > cursor]
+        return records if limit is None else records[:limit]
+
+    def cursor(self) -> int:
+        """The last allocated cursor (0 when empty)."""
+        with self._lock:
+            return max(_read_int(self.cursor_path), self._last_record_cursor())
+
+    def dream_cursor(self) -> int:
+        """The last cursor Dream consumed (0 before the first completed run)."""
+        return _read_int(self.dream_cursor_path)
+
+    def set_dream_cursor(self, value: int) -> None:
+        """Atomically record that Dream consumed everything up to ``value``."""
+        ensure_dir(self._storage, self.root)
+        self._storage.write_atomic(self.dream_cursor_path, f"{value}\n".encode())
+
+
+class ConsolidationOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What :func:`consolidate` wrote. ``stop_pass``: the summarizer failed, stop this pass."""
+
+    record: HistoryRecord
+    degraded: bool
+    stop_pass: bool
+    error: str = ""
+
+
+def raw_breadcrumb(events: Sequence[SessionEvent], *, max_chars: int, reason: str) -> str:
+    """A bounded raw archive of ``events`` (used when summarization failed)."""
+    head = f"[raw archive: {clip(reason, 160)}]"
+    lines = [head]
+    budget = max_chars - len(head) - 1
+    for event in events:
+        who = event.role or event.type
+        line = f"{who}: {clip(strip_thinking(event.content), 300)}"
+        if len(line) + 1 > budget:
+            lines.append(f"[... {len(events) - len(lines) + 1} more events]")
+            break
+        budget -= len(line) + 1
+        lines.append(line)
+    return _bound("\n".join(lines), max_chars)
+
+
+async def consolidate(
+    history: HistoryStore,
+    summarizer: Summarizer,
+    events: Sequence[SessionEvent],
+    *,
+    session_key: str,
+    now: float,
+    config: Config,
+) -> ConsolidationOutcome:
+    """Archive ``events`` into ``history.jsonl``: a summary, or a raw breadcrumb if summarizing fails.
+
+    The summarizer call is bounded by ``config.summarizer_timeout_s``. A
+    breadcrumb is bounded by ``config.breadcrumb_max_chars``. Cancellation
+    propagates (nothing is written then).
+    """
+    request = SummaryRequest(purpose="history", events=tuple(events), max_tokens=config.summary_max_tokens)
+    try:
+        with anyio.fail_after(config.summarizer_timeout_s):
+            result = await summarizer.summarize(request)
+        content, degraded, error = result.text, False, ""
+    except (SummarizerError, TimeoutError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        log.warning("consolidation summarizer failed (%s); writing a raw breadcrumb", error)
+        content = raw_breadcrumb(events, max_chars=config.breadcrumb_max_chars, reason=error)
+        degraded = True
+    record = await anyio.to_thread.run_sync(
+        lambda: history.append(content, session_key=session_key, now=now)
+    )
+    return ConsolidationOutcome(record=record, degraded=degraded, stop_pass=degraded, error=error)
+
+
+async def consolidate_pass(
+    history: HistoryStore,
+    summarizer: Summarizer,
+    batches: Sequence[Sequence[SessionEvent]],
+    *,
+    session_key: str,
+    now: float,
+    config: Config,
+) -> list[ConsolidationOutcome]:
+    """Consolidate ``batches`` in order, stopping after the first degraded one (returned last)."""
+    outcomes: list[ConsolidationOutcome] = []
+    for batch in batches:
+        outcome = await consolidate(history, summarizer, batch, session_key=session_key, now=now, config=config)
+        outcomes.append(outcome)
+        if outcome.stop_pass:
+            break
+    return outcomes

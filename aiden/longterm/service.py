@@ -1,0 +1,122 @@
+"""Long-term memory inside one runtime: the objects, their background tasks, and the hooks.
+
+:func:`aiden.open_memory` builds one :class:`LongTermServices` and starts its
+tasks in the runtime's task group. The hooks it exposes are what the rest of
+aiden calls at the seed-004 death points: before every compaction
+(:meth:`before_compaction`) and at session end (:meth:`session_ended`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+
+import anyio
+from anyio.abc import TaskGroup
+
+from aiden.config import Config
+from aiden.errors import AidenError
+from aiden.events import SessionEvent
+from aiden.longterm.autocompact import AutoCompactor, IdleTarget, run_autocompact
+from aiden.longterm.dream import Dream, DreamOutcome, run_dream_schedule
+from aiden.longterm.history import HistoryStore
+from aiden.longterm.profile import run_profile_debouncer
+from aiden.longterm.project import load_project_memory
+from aiden.longterm.store import LongTermMemoryStore
+from aiden.longterm.writer import SessionSummaryWriter, SummaryWrite
+from aiden.storage.chunks import ChunkEntry
+from aiden.storage.fs import Storage
+from aiden.storage.jsonl import read_bytes
+from aiden.storage.layout import Layout
+from aiden.summarizers.protocol import Summarizer
+
+__all__ = ["LongTermServices"]
+
+log = logging.getLogger("aiden.longterm")
+
+_AUTOCOMPACT_TICK_S = 60.0
+_PROFILE_DEBOUNCE_S = 2.0
+
+
+class LongTermServices:
+    """The long-term store, session-summary writer, history and Dream of one memory root."""
+
+    def __init__(self, layout: Layout, storage: Storage, config: Config, summarizer: Summarizer) -> None:
+        self.layout = layout
+        self.config = config
+        self.writer = SessionSummaryWriter(layout, storage, summarizer, config)
+        self.history = HistoryStore(layout, storage)
+        self._dirty_send, self._dirty_recv = anyio.create_memory_object_stream[None](1)
+        self._dream_send, self._dream_recv = anyio.create_memory_object_stream[None](1)
+        self.store = LongTermMemoryStore(layout, storage, dirty=self._dirty_send)
+        self.dream = Dream(layout, storage, self.history)
+        self.project_memory = ""
+
+    async def start(self, tg: TaskGroup, idle_target: IdleTarget) -> None:
+        """Start the profile debouncer, AutoCompact and the Dream schedule in ``tg``."""
+        await tg.start(run_profile_debouncer, self.store, self._dirty_recv, _PROFILE_DEBOUNCE_S)
+        if self.config.idle_compact_after_minutes > 0:
+            compactor = AutoCompactor(idle_target, self.config.idle_compact_after_minutes)
+            await tg.start(run_autocompact, compactor.check, _AUTOCOMPACT_TICK_S)
+        if self.config.dream_interval_hours > 0:
+            await tg.start(
+                partial(
+                    run_dream_schedule,
+                    self.run_dream,
+                    self.config.dream_interval_hours * 3600,
+                    requests=self._dream_recv,
+                )
+            )
+        await self.refresh()
+
+    def close_streams(self) -> None:
+        """Close the internal streams (after the tasks ended)."""
+        for stream in (self._dirty_send, self._dirty_recv, self._dream_send, self._dream_recv):
+            stream.close()
+
+    async def refresh(self) -> None:
+        """Reload the long-term prompt layer (PROJECT MEMORY block + profile): at open and after rotation."""
+        block = await anyio.to_thread.run_sync(load_project_memory, self.layout, self.config)
+        profile = await anyio.to_thread.run_sync(read_bytes, self.layout.long_term / "profile.md")
+        parts = [block.strip(), profile.decode("utf-8", errors="replace").strip()]
+        self.project_memory = "\n\n".join(p for p in parts if p)
+
+    # --- hooks ------------------------------------------------------------------------------
+
+    async def before_compaction(self, events: Sequence[SessionEvent]) -> None:
+        """Merge the about-to-be-compacted region into the running summary (seed 004, step 2)."""
+        await self.writer.merge_running_summary(events, now=time.time())
+
+    async def after_compaction(self, entry: ChunkEntry, session_key: str) -> None:
+        """Append the chunk summary to history.jsonl, Dream's source material (seed 003)."""
+        await anyio.to_thread.run_sync(
+            lambda: self.history.append(entry.summary, session_key=session_key, now=time.time())
+        )
+
+    async def session_ended(self, hot_window: Callable[[], Awaitable[list[SessionEvent]]], reason: str) -> SummaryWrite | None:
+        """Write the dated session summary; shielded so a cancelled caller cannot tear it."""
+        with anyio.CancelScope(shield=True):
+            events = await hot_window()
+            running = await anyio.to_thread.run_sync(read_bytes, self.writer.running_path)
+            if not events and not running:
+                return None
+            try:
+                return await self.writer.write_session_summary(events, now=time.time(), reason=reason)
+            except AidenError as exc:
+                log.error("session summary (%s) failed: %s", reason, exc)
+                return None
+        return None  # unreachable: the shielded scope never swallows
+
+    async def run_dream(self) -> DreamOutcome:
+        """One Dream run now."""
+        return await self.dream.run(now=time.time())
+
+    def request_dream(self) -> bool:
+        """Ask the scheduled Dream task to run now (False if one is already requested)."""
+        try:
+            self._dream_send.send_nowait(None)
+        except anyio.WouldBlock:
+            return False
+        return True

@@ -1,0 +1,350 @@
+"""The durable session-summary schema (seed 004, step 1): a Struct and its Markdown form.
+
+A :class:`SessionSummary` holds what deserves to survive a session, in five
+sections: OUTCOME (accomplished, shipped or abandoned), WORKING RECIPES
+(commands and approaches that worked, exactly as used), FAILED APPROACHES
+(with the failure reason), USER PREFERENCES (style, tools, constraints) and
+PROJECT FACTS (architecture notes, key files, gotchas). Excluded: greetings,
+acknowledgements, reasoning meander and leaked ``<think>`` content
+(:func:`clean_item` / :func:`is_excluded`).
+
+:func:`render_summary_md` and :func:`parse_summary_md` round-trip exactly for
+summaries whose items are clean (one line, as :func:`clean_item` leaves them).
+Everything here is pure.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Final, Literal, get_args
+
+import msgspec
+
+from aiden.errors import InvalidIdError
+from aiden.events import validate_id
+from aiden.summarizers.mustkeep import clip, normalize
+from aiden.summarizers.protocol import StructuredSummary, SummaryResult
+
+__all__ = [
+    "HEADINGS",
+    "ITEM_MAX_CHARS",
+    "SECTIONS",
+    "Section",
+    "SessionSummary",
+    "SummaryKind",
+    "clean_item",
+    "format_stamp",
+    "is_excluded",
+    "parse_stamp",
+    "parse_summary_md",
+    "render_summary_md",
+    "strip_thinking",
+    "summary_from_result",
+]
+
+Section = Literal["outcome", "working_recipes", "failed_approaches", "user_preferences", "facts"]
+SECTIONS: Final[tuple[Section, ...]] = get_args(Section)
+HEADINGS: Final[dict[Section, str]] = {
+    "outcome": "OUTCOME",
+    "working_recipes": "WORKING RECIPES",
+    "failed_approaches": "FAILED APPROACHES",
+    "user_preferences": "USER PREFERENCES",
+    "facts": "PROJECT FACTS",
+}
+SummaryKind = Literal["session", "running", "digest"]
+_TITLES: Final[dict[SummaryKind, str]] = {
+    "session": "# SESSION SUMMARY",
+    "running": "# RUNNING SESSION SUMMARY",
+    "digest": "# PROJECT DIGEST",
+}
+ITEM_MAX_CHARS: Final = 600
+"""An item longer than this is clipped at a word boundary."""
+
+
+class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """One durable summary: a session's, the running one of the active session, or the digest.
+
+    ``created_at`` is Unix seconds of the last write. ``through`` is the digest's
+    watermark: the file stem of the newest session summary merged into it.
+    ``through_seq`` is the running summary's: the highest event seq merged.
+    """
+
+    kind: SummaryKind = "session"
+    session_id: str = ""
+    created_at: int = 0
+    through: str = ""
+    through_seq: int = 0
+    outcome: tuple[str, ...] = ()
+    working_recipes: tuple[str, ...] = ()
+    failed_approaches: tuple[str, ...] = ()
+    user_preferences: tuple[str, ...] = ()
+    facts: tuple[str, ...] = ()
+
+    def section(self, name: Section) -> tuple[str, ...]:
+        """The items of section ``name``."""
+        items: tuple[str, ...] = getattr(self, name)
+        return items
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no section holds an item."""
+        return not any(self.section(s) for s in SECTIONS)
+
+
+# ---------------------------------------------------------------------------
+# cleaning and exclusions
+# ---------------------------------------------------------------------------
+
+_THINK: Final = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.IGNORECASE | re.DOTALL)
+_BULLET: Final = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
+_LABEL: Final = re.compile(r"^(?:(?:goal|open|plan|user|assistant)\s*:\s*)+", re.IGNORECASE)
+_GREETING: Final = re.compile(
+    r"^(?:hi|hello|hey|howdy|good (?:morning|afternoon|evening)|greetings|thanks|thank you|thx|"
+    r"cheers|bye|goodbye|see you|welcome|ok|okay|sure|got it|noted|will do|sounds good|great|"
+    r"perfect|awesome|nice|cool|done|yes|no|yep|nope|alright|of course)\b"
+    r"(?:\s+(?:there|again|so much|a lot|everyone|all|team|thing))*[\s!.,;:~)-]*",
+    re.IGNORECASE,
+)
+_FILLER: Final = re.compile(
+    r"^(?:i(?:'ll| will) keep (?:that|this|it) in mind|let me know(?: if .*)?|happy to help|"
+    r"(?:i )?hope (?:this|that) helps|no problem|you'?re welcome|how can i help(?: you)?(?: today)?|"
+    r"what can i do for you(?: today)?|anything else)[\s!.?]*$",
+    re.IGNORECASE,
+)
+_MEANDER: Final = re.compile(
+    r"^(?:let me think|let's think|hmm+|h+m+|um+|uh+|wait\b|okay,? so\b|ok,? so\b|let me see|let's see|"
+    r"i wonder|i'm not sure (?:if|whether)|thinking (?:about|out loud)|on second thought|"
+    r"first,? (?:i'll|let me)|i need to figure|maybe (?:i|we) (?:should|could)|perhaps (?:i|we))",
+    re.IGNORECASE,
+)
+
+
+def strip_thinking(text: str) -> str:
+    """Remove leaked ``<think>...</think>`` (also ``<thinking>``, ``<reasoning>``, unclosed) content."""
+    return _THINK.sub(" ", text)
+
+
+def is_excluded(text: str) -> bool:
+    """True for what a durable summary leaves out: greetings, acknowledgements, filler, reasoning meander."""
+    body = _LABEL.sub("", " ".join(text.split()))
+    rest = _GREETING.sub("", body, count=1)
+    if len(rest.split()) == 0:
+        return True
+    if _FILLER.match(rest):
+        return True
+    return _MEANDER.match(body) is not None
+
+
+def clean_item(text: str) -> str:
+    """One summary item as stored: thinking removed, one line, leading greeting dropped, clipped.
+
+    Returns ``""`` when nothing worth keeping is left (see :func:`is_excluded`).
+    Idempotent: cleaning a clean item returns it unchanged.
+    """
+    current = text
+    for _ in range(8):  # each pass only removes text, so this reaches a fixed point
+        cleaned = _clean_once(current)
+        if cleaned == current:
+            return cleaned
+        current = cleaned
+    return current
+
+
+def _clean_once(text: str) -> str:
+    flat = " ".join(strip_thinking(text).split())
+    flat = _BULLET.sub("", flat).strip()
+    if not flat or flat.casefold() == "(none)" or is_excluded(flat):
+        return ""
+    label = _LABEL.match(flat)
+    prefix = label.group(0) if label else ""
+    body = flat[len(prefix):]
+    greeting = _GREETING.match(body)
+    if greeting and greeting.end() and len(body[greeting.end():].split()) >= 3:
+        body = body[greeting.end():]
+        body = body[:1].upper() + body[1:]
+    return clip(prefix + body, ITEM_MAX_CHARS)
+
+
+def _clean_all(items: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    seen: set[str] = set()
+    for raw in items:
+        item = clean_item(raw)
+        key = normalize(item)
+        if item and key not in seen:
+            seen.add(key)
+            out.append(item)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# Markdown
+# ---------------------------------------------------------------------------
+
+_STAMP_FORMAT: Final = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def format_stamp(seconds: int) -> str:
+    """``2026-01-02T03:04:05Z`` for Unix ``seconds`` (UTC)."""
+    return datetime.fromtimestamp(seconds, UTC).strftime(_STAMP_FORMAT)
+
+
+def parse_stamp(text: str) -> int:
+    """Inverse of :func:`format_stamp`; ``0`` for text that is not such a stamp."""
+    try:
+        return int(datetime.strptime(text.strip(), _STAMP_FORMAT).replace(tzinfo=UTC).timestamp())
+    except ValueError:
+        return 0
+
+
+def render_summary_md(summary: SessionSummary) -> str:
+    """The Markdown file of ``summary``: a title, header lines, then the five sections."""
+    lines = [_TITLES[summary.kind]]
+    if summary.session_id:
+        lines.append(f"session: {summary.session_id}")
+    lines.append(f"created: {format_stamp(summary.created_at)}")
+    if summary.through:
+        lines.append(f"through: {summary.through}")
+    if summary.through_seq:
+        lines.append(f"through_seq: {summary.through_seq}")
+    for section in SECTIONS:
+        lines.append("")
+        lines.append(f"## {HEADINGS[section]}")
+        items = summary.section(section)
+        if items:
+            lines.extend(f"- {item}" for item in items)
+        else:
+            lines.append("- (none)")
+    return "\n".join(lines) + "\n"
+
+
+_HEADING_NAMES: Final[dict[str, Section]] = {
+    **{v.casefold(): k for k, v in HEADINGS.items()},
+    "recipes": "working_recipes",
+    "failed": "failed_approaches",
+    "preferences": "user_preferences",
+    "facts": "facts",
+}
+_HEADING: Final = re.compile(r"^\s*#{1,4}\s*(.+?)\s*:?\s*$")
+_HEADER_LINE: Final = re.compile(r"^(session|created|through|through_seq)\s*:\s*(.*)$")
+
+
+def _kind_of(title: str) -> SummaryKind | None:
+    for kind, text in _TITLES.items():
+        if title.strip().casefold() == text.casefold():
+            return kind
+    return None
+
+
+def parse_summary_md(text: str, *, kind: SummaryKind | None = None) -> SessionSummary:
+    """Parse a summary file (or an LLM's Markdown answer with the five headings); lenient.
+
+    Unknown lines are ignored, continuation lines join the item above, a bad
+    session id is dropped. ``kind`` overrides the kind named by the title.
+    """
+    found_kind: SummaryKind = "session"
+    header: dict[str, str] = {}
+    sections: dict[Section, list[str]] = {s: [] for s in SECTIONS}
+    current: Section | None = None
+    in_header = True
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        titled = _kind_of(line) if line.startswith("# ") else None
+        if titled is not None:
+            found_kind = titled
+            continue
+        heading = _HEADING.match(line)
+        if heading and line.lstrip().startswith("#"):
+            current = _HEADING_NAMES.get(heading.group(1).casefold())
+            in_header = False
+            continue
+        if current is None:
+            match = _HEADER_LINE.match(line.strip()) if in_header else None
+            if match:
+                header[match.group(1)] = match.group(2).strip()
+            continue
+        if _BULLET.match(line):
+            sections[current].append(line)
+        elif line.strip() and sections[current]:
+            sections[current][-1] += " " + line.strip()
+    session_id = header.get("session", "")
+    try:
+        session_id = validate_id(session_id, what="session id") if session_id else ""
+    except InvalidIdError:
+        session_id = ""
+    through_seq = header.get("through_seq", "0")
+    through = header.get("through", "")
+    return SessionSummary(
+        kind=kind or found_kind,
+        session_id=session_id,
+        created_at=parse_stamp(header.get("created", "")),
+        through=through if _SAFE_STEM.fullmatch(through) else "",
+        through_seq=int(through_seq) if through_seq.isdigit() and len(through_seq) < 19 else 0,
+        **{s: _clean_all(sections[s]) for s in SECTIONS},
+    )
+
+
+_SAFE_STEM: Final = re.compile(r"[A-Za-z0-9_-]{1,90}")
+
+
+def _has_headings(text: str) -> bool:
+    return any(
+        (m := _HEADING.match(line)) is not None and m.group(1).casefold() in _HEADING_NAMES
+        for line in text.splitlines()
+        if line.lstrip().startswith("#")
+    )
+
+
+def summary_from_result(
+    result: SummaryResult, *, kind: SummaryKind = "session", session_id: str = "", created_at: int = 0
+) -> SessionSummary:
+    """A :class:`SessionSummary` from a summarizer's answer to a ``session_summary`` request.
+
+    The rendered text is parsed when it carries the five headings (both the
+    extractive and the LLM summarizer produce it so, one bullet per item);
+    otherwise the structured fields are used. Exclusions apply either way.
+    """
+    if _has_headings(result.text):
+        parsed = parse_summary_md(result.text, kind=kind)
+        return _drop_echoed_outcomes(
+            msgspec.structs.replace(parsed, session_id=session_id, created_at=created_at, through="", through_seq=0)
+        )
+    s: StructuredSummary = result.structured
+    return _drop_echoed_outcomes(SessionSummary(
+        kind=kind,
+        session_id=session_id,
+        created_at=created_at,
+        outcome=_clean_all([s.outcome] if s.outcome else []),
+        working_recipes=_clean_all(s.working_recipes),
+        failed_approaches=_clean_all(s.failed_approaches),
+        user_preferences=_clean_all((*s.user_preferences, *s.constraints)),
+        facts=_clean_all((*s.facts, *(d.what + (f" ({d.why})" if d.why else "") for d in s.decisions))),
+    ))
+
+
+_OPEN_USER: Final = re.compile(r"^open\s*:\s*user\s*:\s*", re.IGNORECASE)
+_DURABLE_STATEMENT: Final = re.compile(
+    r"^(?:note(?: that)?|remember(?: that)?|fyi|important|keep in mind|for the record|decision|gotcha)\b",
+    re.IGNORECASE,
+)
+
+
+def _drop_echoed_outcomes(summary: SessionSummary) -> SessionSummary:
+    """Tidy the outcome: drop lines that repeat another section's item ("Open: User: <preference>");
+    move the user's last message to PROJECT FACTS when it is a durable statement ("Note that ...")."""
+    others = {normalize(item) for section in SECTIONS[1:] for item in summary.section(section)}
+    outcome: list[str] = []
+    facts = list(summary.facts)
+    for item in summary.outcome:
+        body = _LABEL.sub("", item)
+        if normalize(body) in others:
+            continue
+        if _OPEN_USER.match(item) and _DURABLE_STATEMENT.match(body):
+            facts.append(body)
+            others.add(normalize(body))
+            continue
+        outcome.append(item)
+    if tuple(outcome) == summary.outcome:
+        return summary
+    return msgspec.structs.replace(summary, outcome=tuple(outcome), facts=tuple(facts))

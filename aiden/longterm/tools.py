@@ -1,0 +1,164 @@
+"""The ``save_memory`` and ``forget_memory`` agent tools: OpenAI function schemas and handlers.
+
+Handlers always answer with a JSON string: bad arguments (invalid JSON, wrong
+types, unknown fields, hostile ids, bad dates) and aiden errors become
+``{"error": "..."}``. Only aiden errors, ``ValueError`` and msgspec errors are
+caught, so cancellation and programming errors still propagate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final, TypeVar
+
+import msgspec
+
+from aiden.errors import AidenError
+from aiden.longterm.entries import MAX_CONTENT_CHARS, MAX_TITLE_CHARS, MEMORY_TYPES, MemoryEntry
+from aiden.longterm.store import LongTermMemoryStore
+
+__all__ = [
+    "FORGET_MEMORY_TOOL",
+    "SAVE_MEMORY_TOOL",
+    "handle_forget_memory",
+    "handle_save_memory",
+    "parse_expiry",
+]
+
+_MAX_ARGUMENT_CHARS: Final = 32768
+_MAX_ERROR_CHARS: Final = 400
+
+SAVE_MEMORY_TOOL: Final[dict[str, Any]] = {
+    "type": "function",
+    "function": {
+        "name": "save_memory",
+        "description": (
+            "Save something worth remembering across sessions: a user preference, a rule to follow, "
+            "a project fact, a procedure that works, or a note the user asked you to keep. Save only "
+            "durable knowledge, not the current conversation. Pass id to replace an earlier memory."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": list(MEMORY_TYPES), "description": "Kind of memory."},
+                "title": {"type": "string", "maxLength": MAX_TITLE_CHARS, "description": "One-line title."},
+                "content": {"type": "string", "maxLength": MAX_CONTENT_CHARS, "description": "The memory."},
+                "expires_at": {
+                    "type": "string",
+                    "description": "Optional ISO-8601 date or time (UTC if no zone) after which it is forgotten.",
+                },
+                "id": {
+                    "type": "string",
+                    "pattern": "^[A-Za-z0-9_-]{1,64}$",
+                    "description": "Optional id of an existing memory to replace.",
+                },
+            },
+            "required": ["type", "title", "content"],
+            "additionalProperties": False,
+        },
+    },
+}
+"""OpenAI / litellm function-tool definition of ``save_memory``."""
+
+FORGET_MEMORY_TOOL: Final[dict[str, Any]] = {
+    "type": "function",
+    "function": {
+        "name": "forget_memory",
+        "description": "Delete a saved long-term memory by its id (as shown in the profile or by save_memory).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$", "description": "Memory id."},
+            },
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    },
+}
+"""OpenAI / litellm function-tool definition of ``forget_memory``."""
+
+
+class _SaveArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    type: str
+    title: str
+    content: str
+    expires_at: str | float | None = None
+    id: str | None = None
+
+
+class _ForgetArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    id: str
+
+
+_encoder: Final = msgspec.json.Encoder()
+T = TypeVar("T")
+
+
+def _decode(arguments: str | Mapping[str, Any], kind: type[T]) -> T:
+    if isinstance(arguments, str):
+        if len(arguments) > _MAX_ARGUMENT_CHARS:
+            raise ValueError(f"arguments longer than {_MAX_ARGUMENT_CHARS} characters")
+        return msgspec.json.decode(arguments, type=kind)
+    if isinstance(arguments, Mapping):
+        return msgspec.convert(dict(arguments), kind, strict=True)
+    raise ValueError(f"arguments must be a JSON object, got {type(arguments).__name__}")
+
+
+def parse_expiry(value: str | float | None) -> float | None:
+    """Unix seconds for an ISO-8601 date/time (naive = UTC) or a number; ValueError otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError("expires_at must be an ISO-8601 string")
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    when = datetime.fromisoformat(text)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+def _error(message: str) -> str:
+    return _encoder.encode({"error": message[:_MAX_ERROR_CHARS]}).decode()
+
+
+def _describe(entry: MemoryEntry) -> dict[str, Any]:
+    expires = (
+        datetime.fromtimestamp(entry.expires_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if entry.expires_at is not None
+        else None
+    )
+    return {"id": entry.id, "type": entry.type, "title": entry.title, "expires_at": expires}
+
+
+async def handle_save_memory(store: LongTermMemoryStore, arguments: str | Mapping[str, Any], *, now: float) -> str:
+    """Run a ``save_memory`` call: ``{"saved": {...}}`` or ``{"error": "..."}``."""
+    try:
+        args = _decode(arguments, _SaveArgs)
+        entry = await store.save(
+            type=args.type,
+            title=args.title,
+            content=args.content,
+            now=now,
+            expires_at=parse_expiry(args.expires_at),
+            memory_id=args.id,
+        )
+    except (AidenError, ValueError, msgspec.MsgspecError) as exc:
+        return _error(f"save_memory: {exc}")
+    return _encoder.encode({"saved": _describe(entry)}).decode()
+
+
+async def handle_forget_memory(store: LongTermMemoryStore, arguments: str | Mapping[str, Any]) -> str:
+    """Run a ``forget_memory`` call: ``{"forgotten": id}`` or ``{"error": "..."}``."""
+    try:
+        args = _decode(arguments, _ForgetArgs)
+        found = await store.forget(args.id)
+    except (AidenError, ValueError, msgspec.MsgspecError) as exc:
+        return _error(f"forget_memory: {exc}")
+    if not found:
+        return _error(f"forget_memory: no memory with id {args.id!r}")
+    return _encoder.encode({"forgotten": args.id}).decode()

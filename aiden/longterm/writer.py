@@ -1,0 +1,207 @@
+"""Writing durable summaries at the moments that matter (seed 004, step 2).
+
+* :meth:`SessionSummaryWriter.merge_running_summary` — before every
+  compaction: the about-to-be-compacted events are extracted and merged into
+  ``session/running_summary.md``, so compaction never destroys knowledge that
+  was not exported yet.
+* :meth:`SessionSummaryWriter.write_session_summary` — at session end
+  (completion, cancellation, rotation): the running summary merged with the
+  extraction of the remaining hot window, written to
+  ``long_term/sessions/<YYYYMMDDTHHMMSSZ>-<session_id>.md``; then the store cap
+  is enforced (oldest summaries into the digest).
+* :meth:`SessionSummaryWriter.checkpoint` — the manual command: the same, mid-session.
+
+A session keeps one dated file: its id lives in the running summary, and a
+later checkpoint or the session end rewrites the same file. Extraction goes
+through the :class:`~aiden.summarizers.protocol.Summarizer` protocol
+(``purpose="session_summary"``) under ``config.summarizer_timeout_s``; if the
+summarizer fails, the deterministic :class:`ExtractiveSummarizer` is used so
+knowledge is never dropped because a provider is down. Every write is atomic.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from aiden.config import Config
+from aiden.errors import SummarizerError
+from aiden.events import SessionEvent
+from aiden.longterm.cap import CapResult, enforce_cap
+from aiden.longterm.files import (
+    SESSION_FILE,
+    list_session_files,
+    read_summary,
+    running_summary_path,
+    session_file_name,
+    write_summary,
+)
+from aiden.longterm.merge import DEFAULT_MAX_ITEMS, merge_summaries
+from aiden.longterm.summaries import SessionSummary, summary_from_result
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
+from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.protocol import Summarizer, SummaryRequest
+
+__all__ = ["SessionSummaryWriter", "SummaryWrite"]
+
+log = logging.getLogger("aiden.longterm")
+
+
+class SummaryWrite(msgspec.Struct, frozen=True, kw_only=True):
+    """What a session-end write or checkpoint did."""
+
+    path: str | None
+    """The dated summary file written (``None``: nothing durable to write)."""
+    summary: SessionSummary
+    reason: str
+    degraded: bool = False
+    """True when the summarizer failed and the extractive fallback was used."""
+    cap: CapResult = CapResult()
+
+
+def _new_session_id() -> str:
+    return secrets.token_hex(4)
+
+
+class SessionSummaryWriter:
+    """The two death-point writers plus the manual checkpoint, for one memory root.
+
+    One instance per runtime (its lock serializes the read-merge-write cycles).
+    With ``use_fallback`` (the default) a failing ``summarizer`` is replaced by
+    the extractive one; ``use_fallback=False`` lets its errors propagate.
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        storage: Storage,
+        summarizer: Summarizer,
+        config: Config,
+        *,
+        use_fallback: bool = True,
+        max_items: int = DEFAULT_MAX_ITEMS,
+    ) -> None:
+        self._layout = layout
+        self._storage = storage
+        self._summarizer = summarizer
+        self._config = config
+        self._fallback: Summarizer | None = ExtractiveSummarizer() if use_fallback else None
+        self._max_items = max_items
+        self._lock = anyio.Lock()
+
+    @property
+    def running_path(self) -> Path:
+        """``session/running_summary.md``."""
+        return running_summary_path(self._layout)
+
+    async def extract(self, events: Sequence[SessionEvent]) -> tuple[SessionSummary, bool]:
+        """(summary of ``events``, degraded). Raises only if the summarizer fails and fallback is off."""
+        if not events:
+            return SessionSummary(), False
+        request = SummaryRequest(
+            purpose="session_summary", events=tuple(events), max_tokens=self._config.summary_max_tokens
+        )
+        try:
+            with anyio.fail_after(self._config.summarizer_timeout_s):
+                result = await self._summarizer.summarize(request)
+            degraded = False
+        except (SummarizerError, TimeoutError) as exc:
+            if self._fallback is None:
+                raise
+            log.warning("session summary extraction failed (%s); using the extractive fallback", exc)
+            result = await self._fallback.summarize(request)
+            degraded = True
+        return summary_from_result(result, kind="running"), degraded
+
+    def _read_running(self) -> SessionSummary | None:
+        return read_summary(self.running_path, kind="running")
+
+    async def merge_running_summary(self, events: Sequence[SessionEvent], *, now: float) -> SessionSummary:
+        """Before a compaction: merge the findings of ``events`` into the running summary file.
+
+        Events at or below the file's ``through_seq`` were merged already (a
+        compaction that was retried) and are skipped, so this is idempotent.
+        Returns the running summary as written.
+        """
+        async with self._lock:
+            current = await anyio.to_thread.run_sync(self._read_running)
+            through = current.through_seq if current is not None else 0
+            fresh = [e for e in events if e.seq > through or e.seq == 0]
+            found, _ = await self.extract(fresh)
+            stamp = int(now)
+            base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
+            merged = merge_summaries(base, found, max_items=self._max_items)
+            top = max((e.seq for e in events), default=0)
+            merged = msgspec.structs.replace(
+                merged,
+                kind="running",
+                session_id=base.session_id or _new_session_id(),
+                created_at=base.created_at or stamp,
+                through="",
+                through_seq=max(through, top),
+            )
+            await anyio.to_thread.run_sync(write_summary, self._storage, self.running_path, merged)
+            return merged
+
+    async def write_session_summary(
+        self, events: Sequence[SessionEvent], *, now: float, reason: str = "completion"
+    ) -> SummaryWrite:
+        """At session end: running summary + extraction of ``events`` (the hot window) -> dated file.
+
+        ``reason`` is informative ("completion", "cancellation", "rotation",
+        "checkpoint"). Nothing is written when the session left nothing durable.
+        The store cap is enforced after a write.
+        """
+        async with self._lock:
+            current = await anyio.to_thread.run_sync(self._read_running)
+            found, degraded = await self.extract(events)
+            stamp = int(now)
+            base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
+            merged = merge_summaries(base, found, max_items=self._max_items)
+            if merged.is_empty:
+                return SummaryWrite(path=None, summary=merged, reason=reason, degraded=degraded)
+            running = msgspec.structs.replace(
+                merged,
+                kind="running",
+                session_id=base.session_id,
+                created_at=base.created_at or stamp,
+                through_seq=max([base.through_seq, *(e.seq for e in events)]),
+            )
+            final = msgspec.structs.replace(merged, kind="session", session_id=base.session_id, created_at=stamp,
+                                            through="", through_seq=0)
+            path = await anyio.to_thread.run_sync(self._write_final, running, final)
+            cap = await anyio.to_thread.run_sync(self._enforce_cap, stamp)
+            return SummaryWrite(path=str(path), summary=final, reason=reason, degraded=degraded, cap=cap)
+
+    async def checkpoint(self, events: Sequence[SessionEvent], *, now: float) -> SummaryWrite:
+        """The manual 'checkpoint' command: force the durable summary now, mid-session."""
+        return await self.write_session_summary(events, now=now, reason="checkpoint")
+
+    def _write_final(self, running: SessionSummary, final: SessionSummary) -> Path:
+        path = self._existing_file(final.session_id)
+        if path is None:
+            path = self._layout.long_term / "sessions" / session_file_name(running.created_at, final.session_id)
+        # The running summary first: the session file is derived from it, never the other way.
+        if self._layout.session.is_dir():
+            write_summary(self._storage, self.running_path, running)
+        write_summary(self._storage, path, final)
+        return path
+
+    def _existing_file(self, session_id: str) -> Path | None:
+        for path in list_session_files(self._layout):
+            match = SESSION_FILE.fullmatch(path.name)
+            if match is not None and match.group(2) == session_id:
+                return path
+        return None
+
+    def _enforce_cap(self, now: int) -> CapResult:
+        return enforce_cap(
+            self._layout, self._storage, keep=self._config.session_summaries_keep, now=now,
+            max_items=self._max_items,
+        )
