@@ -21,8 +21,8 @@ from aiden.actors.recall import RecallActor
 from aiden.actors.scheduler import SchedulerStats
 from aiden.actors.summarizer import SummarizerActor
 from aiden.config import Config
-from aiden.errors import AidenError, ClosedError, InvalidEventError
-from aiden.events import EVENT_TYPES, SessionEvent, encode_event
+from aiden.errors import AidenError, ClosedError, InvalidEventError, RecallError
+from aiden.events import EVENT_TYPES, SessionEvent, encode_event, validate_id
 from aiden.lifecycle import Lifecycle, RunStart, new_session_id
 from aiden.messages import (
     Appended,
@@ -87,6 +87,16 @@ class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
     deferred_for_cache: int
     cached_share_before_last_compaction: float | None
     cached_share_since_last_compaction: float | None
+
+
+def _check_text(value: object, name: str) -> None:
+    # Checked before encoding: a bad value must be the caller's error, not kill an actor.
+    if not isinstance(value, str):
+        raise RecallError(f"{name} must be str, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RecallError(f"{name} is not valid Unicode: {exc.reason}") from exc
 
 
 def raise_error_info(info: ErrorInfo) -> AidenError:
@@ -425,6 +435,15 @@ class Memory:
     ) -> list[RecallHit]:
         """Search compacted history of the active session (sources: "active" or "pending")."""
         self._check_open()
+        _check_text(query, "query")
+        if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
+            raise RecallError(f"k must be a positive int, got {k!r}")
+        for name, values in (("types", types), ("roles", roles)):
+            if values is not None and (isinstance(values, str) or not all(isinstance(v, str) for v in values)):
+                raise RecallError(f"{name} must be a list of str")
+        for name, bound in (("since", since), ("until", until)):
+            if bound is not None and (not isinstance(bound, int | float) or isinstance(bound, bool)):
+                raise RecallError(f"{name} must be a number")
         reply = await self._recall(
             lambda rid: RecallQuery(
                 request_id=rid,
@@ -441,12 +460,18 @@ class Memory:
     async def lookup_chunk(self, chunk_id: str) -> RecallHit | None:
         """Exact lookup of one chunk by id (None if unknown)."""
         self._check_open()
+        validate_id(chunk_id, what="chunk id")
         reply = await self._recall(lambda rid: RecallLookup(rid, chunk_id))
         return reply.hits[0] if reply.hits else None
 
     async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None = None) -> list[SessionEvent]:
         """The verbatim compacted events of ``chunk_id`` (only ``seqs`` if given). The hot window is untouched."""
         self._check_open()
+        validate_id(chunk_id, what="chunk id")
+        if seqs is not None and (
+            isinstance(seqs, str | bytes) or not all(isinstance(q, int) and not isinstance(q, bool) for q in seqs)
+        ):
+            raise RecallError("seqs must be a list of int")
         reply = await self._recall(
             lambda rid: RecallRehydrate(rid, chunk_id, list(seqs) if seqs is not None else None)
         )

@@ -22,6 +22,7 @@ __all__ = [
     "Ack",
     "Appended",
     "AppendEvents",
+    "CancelSummarize",
     "Codec",
     "CompactionOutcome",
     "ErrorInfo",
@@ -208,7 +209,13 @@ class SummarizeFailed(msgspec.Struct, frozen=True, tag=True):
     error: ErrorInfo
 
 
-SummarizerInbox = Summarize
+class CancelSummarize(msgspec.Struct, frozen=True, tag=True):
+    """The caller of ``request_id`` gave up: cancel that call if it is running or queued."""
+
+    request_id: int
+
+
+SummarizerInbox = Summarize | CancelSummarize
 SummarizerOutbox = Summarized | SummarizeFailed
 
 

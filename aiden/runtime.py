@@ -24,6 +24,7 @@ from aiden.errors import ClosedError
 from aiden.longterm.service import LongTermServices
 from aiden.memory import Memory, dispatch_writer_reply
 from aiden.messages import (
+    CancelSummarize,
     Codec,
     RecallInbox,
     RecallOutbox,
@@ -90,7 +91,7 @@ async def open_memory(
         "maintenance scheduler", s_send, Codec(SchedulerInbox)
     )
     summarizer_client: Client[SummarizerInbox, SummarizerOutbox] = Client(
-        "summarizer", z_send, Codec(SummarizerInbox)
+        "summarizer", z_send, Codec(SummarizerInbox), on_abandon=CancelSummarize
     )
 
     recall_client: Client[RecallInbox, RecallReply] = Client("recall index", r_send, Codec(RecallInbox))
@@ -129,7 +130,8 @@ async def open_memory(
                 lambda m: dispatch_writer_reply(writer_client, m),
                 writer_ended,
             )
-            await tg.start(summarizer_actor.run)
+            await tg.start(summarizer_actor.run_inbox)
+            await tg.start(summarizer_actor.run_worker)
             await tg.start(
                 route_replies,
                 "summarizer",
@@ -198,6 +200,7 @@ async def open_memory(
                        z_send, z_recv, zr_send, zr_recv, r_send, r_recv, rr_send, rr_recv):
             stream.close()
         scheduler.close_streams()
+        summarizer_actor.close_streams()
         long_term.close_streams()
         await anyio.to_thread.run_sync(store.close)
         await anyio.to_thread.run_sync(writer.close_lock)

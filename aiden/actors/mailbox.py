@@ -58,8 +58,16 @@ class Waiter(Generic[V]):
 class Client(Generic[Req, V]):
     """Sends encoded requests to one actor and matches replies to waiters by request id."""
 
-    def __init__(self, name: str, send: MemoryObjectSendStream[bytes], codec: Codec[Req]) -> None:
+    def __init__(
+        self,
+        name: str,
+        send: MemoryObjectSendStream[bytes],
+        codec: Codec[Req],
+        *,
+        on_abandon: Callable[[int], Req] | None = None,
+    ) -> None:
         self.name = name
+        self._on_abandon = on_abandon
         self._send = send
         self._codec = codec
         self._ids = itertools.count(1)
@@ -100,7 +108,12 @@ class Client(Generic[Req, V]):
             await self.cast(build(rid))
             return await waiter.wait()
         finally:
-            self._pending.pop(rid, None)
+            if self._pending.pop(rid, None) is not None and self._on_abandon is not None and not self._closed:
+                # The caller gave up (cancelled) before the reply: tell the actor.
+                try:
+                    self.try_cast(self._on_abandon(rid))
+                except ClosedError:
+                    pass
 
     def resolve(self, request_id: int, value: V) -> None:
         """Wake the caller waiting for ``request_id`` (a caller that gave up is ignored)."""

@@ -4,6 +4,12 @@ It owns the deadline of every call (``anyio.fail_after(summarizer_timeout_s)``
 around the call it makes) and turns every failure into a
 :class:`~aiden.messages.SummarizeFailed` reply: a hung or crashing provider can
 never take the actor — or the session's events — down with it.
+
+Two tasks, both started by the runtime: :meth:`run_inbox` reads requests and
+:meth:`run_worker` summarizes one at a time. The split lets a
+:class:`~aiden.messages.CancelSummarize` (sent when a caller gives up, e.g. a
+pass cancelled by rotation) cancel the call in flight instead of queueing
+behind it.
 """
 
 from __future__ import annotations
@@ -12,23 +18,34 @@ import logging
 from typing import assert_never
 
 import anyio
+import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from aiden.actors.mailbox import Client
 from aiden.actors.writer import error_info
 from aiden.config import Config
 from aiden.errors import AidenError, InvalidSummaryError, SummarizerError, SummarizerTimeout
-from aiden.actors.mailbox import Client
-from aiden.messages import Codec, Summarize, Summarized, SummarizeFailed, SummarizerInbox, SummarizerOutbox
+from aiden.messages import (
+    CancelSummarize,
+    Codec,
+    Summarize,
+    Summarized,
+    SummarizeFailed,
+    SummarizerInbox,
+    SummarizerOutbox,
+)
 from aiden.summarizers.protocol import Summarizer, SummaryRequest, SummaryResult
 
 __all__ = ["SummarizerActor", "SummarizerProxy"]
 
 log = logging.getLogger("aiden.summarizer")
 
+_probe = msgspec.msgpack.Encoder()
+
 
 class SummarizerActor:
-    """Serves summarization requests one at a time."""
+    """Serves summarization requests one at a time; a request can be cancelled while it runs."""
 
     def __init__(
         self,
@@ -43,28 +60,57 @@ class SummarizerActor:
         self._outbox = outbox
         self._in: Codec[SummarizerInbox] = Codec(SummarizerInbox)
         self._out: Codec[SummarizerOutbox] = Codec(SummarizerOutbox)
+        self._work_send, self._work_recv = anyio.create_memory_object_stream[Summarize](16)
+        self._current: tuple[int, anyio.CancelScope] | None = None
+        self._cancelled: set[int] = set()
         self.calls = 0
         self.failures = 0
 
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve until the inbox closes."""
+    def close_streams(self) -> None:
+        """Close the internal work stream (after the tasks ended)."""
+        self._work_send.close()
+        self._work_recv.close()
+
+    async def run_inbox(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Route requests to the worker and cancellations to the call in flight, until the inbox closes."""
         task_status.started()
-        async with self._inbox, self._outbox:
+        async with self._inbox, self._work_send:
             async for raw in self._inbox:
                 msg = self._in.decode(raw)
                 match msg:
                     case Summarize():
-                        reply = await self._summarize(msg)
+                        await self._work_send.send(msg)
+                    case CancelSummarize(request_id=rid):
+                        if self._current is not None and self._current[0] == rid:
+                            self._current[1].cancel()
+                        else:
+                            self._cancelled.add(rid)
                     case _:
                         assert_never(msg)
+
+    async def run_worker(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Summarize queued requests one at a time, until the work stream closes."""
+        task_status.started()
+        async with self._work_recv, self._outbox:
+            async for msg in self._work_recv:
+                if msg.request_id in self._cancelled:
+                    self._cancelled.discard(msg.request_id)
+                    continue  # its caller is gone: do not spend a provider call on it
+                reply = await self._summarize(msg)
                 await self._outbox.send(self._out.encode(reply))
 
     async def _summarize(self, msg: Summarize) -> Summarized | SummarizeFailed:
         self.calls += 1
         try:
-            with anyio.fail_after(self._config.summarizer_timeout_s):
-                result = await self._summarizer.summarize(msg.request)
-            _validate(result, self._config)
+            with anyio.CancelScope() as scope:
+                self._current = (msg.request_id, scope)
+                with anyio.fail_after(self._config.summarizer_timeout_s):
+                    result = await self._summarizer.summarize(msg.request)
+                _validate(result, self._config)
+                return Summarized(msg.request_id, result)
+            # Only a CancelSummarize gets here: the caller gave up.
+            self.failures += 1
+            return SummarizeFailed(msg.request_id, error_info(SummarizerError("cancelled by the caller")))
         except TimeoutError:
             self.failures += 1
             exc: AidenError = SummarizerTimeout(
@@ -79,15 +125,14 @@ class SummarizerActor:
         except Exception as exc:  # a user-supplied summarizer may raise anything
             self.failures += 1
             log.warning("summarizer raised %s: %s", type(exc).__name__, exc)
-            return SummarizeFailed(
-                msg.request_id, error_info(SummarizerError(f"{type(exc).__name__}: {exc}"))
-            )
-        return Summarized(msg.request_id, result)
+            return SummarizeFailed(msg.request_id, error_info(SummarizerError(f"{type(exc).__name__}: {exc}")))
+        finally:
+            self._current = None
 
 
 def _validate(result: SummaryResult, config: Config) -> None:
-    # Checked here too so a third-party summarizer cannot put empty or
-    # unbounded text into summary.md.
+    # Checked here too so a third-party summarizer cannot put empty, unbounded
+    # or unstorable text into summary.md.
     if not isinstance(result, SummaryResult):
         raise InvalidSummaryError(f"summarizer returned {type(result).__name__}, not SummaryResult")
     if not result.text.strip():
@@ -96,6 +141,11 @@ def _validate(result: SummaryResult, config: Config) -> None:
         raise InvalidSummaryError(
             f"summary of {len(result.text)} chars exceeds summary_max_chars={config.summary_max_chars}"
         )
+    try:
+        _probe.encode(result)
+    except (UnicodeEncodeError, TypeError, ValueError) as exc:
+        # e.g. a lone surrogate from a JSON "\ud83d" escape: it could never be stored.
+        raise InvalidSummaryError(f"summary cannot be stored: {exc}") from exc
 
 
 class SummarizerProxy:

@@ -78,6 +78,8 @@ class SessionWriter:
         self._last_seq = 0
         self._ids: OrderedDict[str, int] = OrderedDict()
         self._valid = False
+        self._cut_back_to: int | None = None
+        self._cut_back_ino: int | None = None
         self.quarantined_lines = 0
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -140,6 +142,8 @@ class SessionWriter:
     def _commit(self, appends: Sequence[AppendEvents]) -> list[Ack]:
         self._lock.acquire(self._config.lock_timeout_s)
         try:
+            if self._cut_back_to is not None:
+                self._retry_cut_back()
             self._sync_file_state()
             start = self._end
             try:
@@ -187,17 +191,39 @@ class SessionWriter:
         return acks
 
     def _undo(self, start: int) -> None:
-        # Bytes of a failed batch were never acknowledged; cut them off so a
-        # retry cannot store the events twice. Best effort: if this fails too,
-        # the next batch re-reads the file from scratch.
+        # Bytes of a failed batch were never acknowledged; cut them off so they
+        # can never be adopted as stored events. If the cut itself fails, every
+        # later batch retries it first and fails until it succeeds.
         self._valid = False
         if self._fd is None:
             return
         try:
             if os.fstat(self._fd).st_size > start:
                 self._storage.truncate(self._fd, start)
+                self._storage.fsync(self._fd)
         except (StorageError, OSError):
-            log.warning("could not cut back a failed append batch")
+            log.error("could not cut back a failed append batch; appends are refused until it succeeds")
+            self._cut_back_to = start
+            self._cut_back_ino = self._ino
+
+    def _retry_cut_back(self) -> None:
+        assert self._cut_back_to is not None
+        try:
+            st = os.stat(self._layout.events)
+        except FileNotFoundError:
+            self._cut_back_to = None
+            return
+        if st.st_ino != self._cut_back_ino:
+            self._cut_back_to = None  # the file was replaced (compaction/rotation) meanwhile
+            return
+        fd = self._storage.open(self._layout.events, os.O_WRONLY)
+        try:
+            if os.fstat(fd).st_size > self._cut_back_to:
+                self._storage.truncate(fd, self._cut_back_to)
+                self._storage.fsync(fd)
+        finally:
+            self._storage.close(fd)
+        self._cut_back_to = None
 
     def _remember(self, eid: str, seq: int) -> None:
         self._ids[eid] = seq

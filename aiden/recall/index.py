@@ -81,7 +81,6 @@ from aiden.recall.query import (
 from aiden.storage.chunks import (
     ChunkEntry,
     ChunkIndex,
-    list_chunk_files,
     load_index,
     read_chunk,
     read_segment,
@@ -269,6 +268,17 @@ def _stat_sig(path: os.PathLike[str] | str, *, with_size: bool) -> list[int] | N
     return sig
 
 
+def _chunk_file_stems(layout: Layout) -> set[str]:
+    """Stems of ``chunks/*.jsonl`` except segments (unvalidated: see ``list_chunk_files``)."""
+    try:
+        names = os.listdir(layout.chunks)
+    except FileNotFoundError:
+        return set()
+    except OSError as exc:
+        raise RecallError(f"cannot list {layout.chunks}: {exc.strerror}") from exc
+    return {n[:-6] for n in names if n.endswith(".jsonl") and not n.startswith("segment-")}
+
+
 def _is_corruption(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     return isinstance(code, int) and (code & 0xFF) in _CORRUPT_CODES
@@ -397,6 +407,7 @@ class RecallIndex:
         self._next_doc = 1
         self._ndocs = 0
         self._chunk_ranges: _Ranges | None = None
+        self._active_ids: set[str] | None = None
         self._closed = False
         self._recall_calls = 0
         self._results_returned = 0
@@ -646,6 +657,7 @@ class RecallIndex:
         self._db_ident = None
         self._sig = None
         self._chunk_ranges = None
+        self._active_ids = None
 
     def _db_files(self) -> list[str]:
         base = os.fspath(self._layout.recall_db)
@@ -751,6 +763,9 @@ class RecallIndex:
         try:
             yield
         except BaseException:
+            # The in-memory mirrors may hold changes that are being rolled back.
+            self._chunk_ranges = None
+            self._active_ids = None
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
             raise
@@ -864,12 +879,15 @@ class RecallIndex:
         problems: list[str],
     ) -> None:
         layout = self._layout
-        active = {r[0] for r in db.execute("SELECT chunk_id FROM chunks WHERE source = 'active'")}
-        listed = list_chunk_files(layout)
-        for chunk_id in listed:
-            if chunk_id in wanted or chunk_id in active:
-                continue
-            path = layout.chunk_file(chunk_id)
+        active = self._active_set(db)
+        on_disk = _chunk_file_stems(layout)
+        # Only names that are not committed chunks can be pending; validating
+        # just those keeps a sync cheap with 100k chunk files.
+        for chunk_id in sorted(on_disk - active - wanted.keys()):
+            try:
+                path = layout.chunk_file(chunk_id)
+            except InvalidIdError:
+                continue  # not a chunk file name (list_chunk_files skips these too)
             sig = _stat_sig(path, with_size=True)
             if sig is None:
                 continue  # consumed or deleted since the listing
@@ -899,7 +917,6 @@ class RecallIndex:
                 last_seq=chunk.entry.last_seq,
                 events=chunk.events,
             )
-        on_disk = set(listed)
         for chunk_id, row in rows.items():
             if row.source == "pending" and chunk_id not in on_disk and chunk_id not in wanted:
                 self._delete_chunk(db, row)
@@ -944,6 +961,8 @@ class RecallIndex:
         events: Sequence[SessionEvent],
     ) -> None:
         self._chunk_ranges = None
+        if source == "active" and self._active_ids is not None:
+            self._active_ids.add(chunk_id)
         lo = self._next_doc
         times = [e.timestamp for e in events if e.timestamp is not None]
         ts_min = min(times) if times else None
@@ -976,6 +995,8 @@ class RecallIndex:
 
     def _delete_chunk(self, db: sqlite3.Connection, row: _ChunkRow) -> None:
         self._chunk_ranges = None
+        if self._active_ids is not None:
+            self._active_ids.discard(row.chunk_id)
         if row.doc_hi >= row.doc_lo:
             db.execute("DELETE FROM fts WHERE rowid BETWEEN ? AND ?", (row.doc_lo, row.doc_hi))
             cur = db.execute("DELETE FROM docs WHERE id BETWEEN ? AND ?", (row.doc_lo, row.doc_hi))
@@ -997,19 +1018,23 @@ class RecallIndex:
         terms = query_terms(query)
         if db is None or not terms or filters.empty_range or self._ndocs == 0:
             return []
-        cands = self._collect(db, terms, filters, and_mode=True, k=k)
+        cands, states = self._collect(db, terms, filters, and_mode=True, k=k)
         full = [c for c in cands.values() if len(c.best) == len(terms)]
-        used = terms
         if full:
             ranked = full
         else:
             fallback = fallback_terms(terms)
             if [t.phrase for t in fallback] != [t.phrase for t in terms]:
-                cands = self._collect(db, fallback, filters, and_mode=False, k=k)
-                used = fallback
+                cands, states = self._collect(db, fallback, filters, and_mode=False, k=k)
             ranked = list(cands.values())
         ranked.sort(key=lambda c: (-c.score, -c.chunk))
-        return self._render(db, ranked[:k], used, filters)
+        return self._render(db, ranked[:k], states, filters)
+
+    def _active_set(self, db: sqlite3.Connection) -> set[str]:
+        """Ids of the active chunks, kept in memory between syncs (updated by inserts and deletes)."""
+        if self._active_ids is None:
+            self._active_ids = {r[0] for r in db.execute("SELECT chunk_id FROM chunks WHERE source = 'active'")}
+        return self._active_ids
 
     def _ranges(self, db: sqlite3.Connection) -> _Ranges:
         if self._chunk_ranges is None:
@@ -1022,7 +1047,7 @@ class RecallIndex:
 
     def _collect(
         self, db: sqlite3.Connection, terms: Sequence[Term], filters: _Filters, *, and_mode: bool, k: int
-    ) -> dict[int, _Cand]:
+    ) -> tuple[dict[int, _Cand], list[_Term]]:
         window = max(_MIN_WINDOW, _ROW_BUDGET // len(terms))
         states = [_Term(t, window) for t in terms]
         cands: dict[int, _Cand] = {}
@@ -1090,7 +1115,7 @@ class RecallIndex:
                 cand.credit(i, value, doc)
         if and_mode and len(terms) > 1:
             self._check_coverage(db, cands, states, filters, k, ranges)
-        return cands
+        return cands, states
 
     def _check_coverage(
         self,
@@ -1155,27 +1180,50 @@ class RecallIndex:
                 full_scores.sort(reverse=True)
 
     def _render(
-        self, db: sqlite3.Connection, ranked: Sequence[_Cand], terms: Sequence[Term], filters: _Filters
+        self, db: sqlite3.Connection, ranked: Sequence[_Cand], states: Sequence[_Term], filters: _Filters
     ) -> list[RecallHit]:
         if not ranked:
             return []
+        terms = [st.term for st in states]
         marks = ",".join("?" * len(ranked))
         info = {
             r.id: r for r in self._chunk_rows(db, f"WHERE id IN ({marks})", [c.chunk for c in ranked])
         }
+        # The matching events of a hit: from the probed rowids when every term's
+        # probe reaches back to the chunk (one docs query for all such hits),
+        # else from FTS5 for that chunk.
+        matched: dict[int, list[tuple[int, int, str, str | None]]] = {}
+        from_probes: list[int] = []
         expr = or_expression(terms)
-        found: list[tuple[_Cand, _ChunkRow, list[_Group], int]] = []
         for cand in ranked:
             row = info.get(cand.chunk)
             if row is None:
                 continue
-            matched = db.execute(
+            probed = _probed_docs(states, row.doc_lo, row.doc_hi)
+            if probed is not None:
+                from_probes.extend(probed)
+                matched[row.id] = []
+                continue
+            matched[row.id] = db.execute(
                 "SELECT f.rowid, d.seq, d.type, d.role FROM fts AS f JOIN docs AS d ON d.id = f.rowid "
                 f"WHERE fts MATCH ? AND f.rowid BETWEEN ? AND ? AND d.seq IS NOT NULL{filters.sql} "
                 "ORDER BY f.rowid",
                 (expr, row.doc_lo, row.doc_hi, *filters.params),
             ).fetchall()
-            found.append((cand, row, _span_groups(matched, cand)[:_MAX_SPANS_PER_HIT], len(matched)))
+        if from_probes:
+            ids = sorted(set(from_probes))
+            for doc, seq, type_, role, chunk in db.execute(
+                "SELECT d.id, d.seq, d.type, d.role, d.chunk FROM docs AS d "
+                f"WHERE d.id IN ({','.join('?' * len(ids))}) AND d.seq IS NOT NULL{filters.sql}",
+                (*ids, *filters.params),
+            ).fetchall():
+                matched[chunk].append((doc, seq, type_, role))
+        found: list[tuple[_Cand, _ChunkRow, list[_Group], int]] = []
+        for cand in ranked:
+            row = info.get(cand.chunk)
+            if row is not None:
+                events = matched[row.id]
+                found.append((cand, row, _span_groups(events, cand)[:_MAX_SPANS_PER_HIT], len(events)))
         # One statement for the text of every span shown (not one per span).
         docs = sorted({g.doc for _, _, groups, _ in found for g in groups})
         texts: dict[int, str] = {}
@@ -1240,6 +1288,18 @@ class RecallIndex:
                 )
             )
         return hits
+
+
+def _probed_docs(states: Sequence[_Term], lo: int, hi: int) -> list[int] | None:
+    """Every doc in ``[lo, hi]`` matching any term, if the probes know them all (else ``None``)."""
+    out: list[int] = []
+    for st in states:
+        if not st.all_probed and (not st.probed or lo < st.probed[0]):
+            return None
+        i = bisect.bisect_left(st.probed, lo)
+        j = bisect.bisect_right(st.probed, hi)
+        out.extend(st.probed[i:j])
+    return out
 
 
 class _Group(msgspec.Struct, frozen=True):

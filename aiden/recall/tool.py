@@ -23,6 +23,7 @@ from aiden.recall.query import truncate
 __all__ = ["RECALL_TOOL", "TOOL_NAME", "handle_recall_tool"]
 
 TOOL_NAME: Final = "recall_session_chunks"
+"""The function name the model calls."""
 _MAX_ARGUMENT_CHARS: Final = 65536
 _MAX_SEQS: Final = 200
 _MAX_ERROR_CHARS: Final = 400

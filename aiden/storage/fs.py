@@ -204,7 +204,11 @@ class Storage:
         self._rec(Op("unlink", p))
 
     def mkdir(self, path: str | os.PathLike[str]) -> None:
-        """Create a directory (and parents); fsyncs nothing: call :meth:`fsync_dir` on the parent."""
+        """Create a directory and any missing parents, each made durable by fsyncing its parent.
+
+        Without the parent fsync a power loss can drop a fresh directory, and
+        with it every file acknowledged inside it.
+        """
         p = Path(path)
         missing: list[Path] = []
         cur = p
@@ -220,6 +224,7 @@ class Storage:
             except OSError as exc:
                 raise _error("mkdir", str(d), exc) from exc
             self._rec(Op("mkdir", str(d)))
+            self.fsync_dir(d.parent)
 
     # --- composites ----------------------------------------------------------------
     def write_atomic(self, path: str | os.PathLike[str], data: bytes, *, crash_prefix: str = "") -> None:

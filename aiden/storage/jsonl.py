@@ -49,9 +49,16 @@ def scan(data: bytes, *, base_offset: int = 0) -> Scan:
         line = data[pos:nl]
         if line.strip():
             try:
-                events.append(decode_event(line))
+                event = decode_event(line)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 bad.append(BadLine(base_offset + pos, bytes(line), str(exc)))
+            else:
+                # Every stored event has a seq >= 1; a line without one (e.g. a
+                # damaged "seq" key read as an unknown field) is corrupt, not an event.
+                if event.seq >= 1:
+                    events.append(event)
+                else:
+                    bad.append(BadLine(base_offset + pos, bytes(line), "missing or invalid seq"))
         pos = nl + 1
     return Scan(events, bad, end, bytes(data[end:]))
 

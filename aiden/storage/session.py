@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -81,6 +81,7 @@ class SessionStore:
         self.config = config
         self.events_lock = SessionLock(storage, layout.lock_file)
         self.compaction_lock = SessionLock(storage, layout.memory / "compaction.lock")
+        self._segments: dict[str, list[cs.ChunkEntry]] = {}
 
     def close(self) -> None:
         """Release and close both lock descriptors."""
@@ -90,8 +91,21 @@ class SessionStore:
     # --- reading ------------------------------------------------------------------
 
     def read_hot_window(self) -> list[SessionEvent]:
-        """The hot window as on disk (no lock: replaces are atomic, a torn tail is ignored)."""
-        return scan(read_bytes(self.layout.events)).events
+        """The hot window as on disk (no lock: replaces are atomic, a torn tail is ignored).
+
+        Events a committed chunk covers (a trim interrupted by a crash) are left out.
+        """
+        events = scan(read_bytes(self.layout.events)).events
+        if not events:
+            return events
+        try:
+            index = self.load_index()
+        except CorruptionError:
+            return events  # recovery on the next open sorts it out; show everything meanwhile
+        if events[0].seq > index.last_seq:
+            return events
+        covered = self.covered_by(index)
+        return [e for e in events if not covered(e.seq)]
 
     def load_index(self) -> cs.ChunkIndex:
         """The live index (empty when none was committed yet)."""
@@ -109,14 +123,45 @@ class SessionStore:
                 return next((e for e in chunk.events if e.seq == seq), None)
         return None
 
+    def covered_by(self, index: cs.ChunkIndex) -> Callable[[int], bool]:
+        """A predicate: is ``seq`` stored in a committed chunk of ``index``?
+
+        Cheap for hot-window seqs: sealed segments (immutable, cached) are only
+        read for seqs older than every live entry, i.e. pinned events.
+        """
+        live = index.chunks
+
+        def covered(seq: int) -> bool:
+            if seq > index.last_seq:
+                return False
+            if any(e.covers(seq) for e in reversed(live)):
+                return True
+            if live and seq >= live[0].first_seq:
+                return False
+            return any(e.covers(seq) for seg in index.segments for e in self._segment(seg))
+
+        return covered
+
+    def _segment(self, seg: cs.SegmentRef) -> list[cs.ChunkEntry]:
+        if seg.file not in self._segments:
+            self._segments[seg.file] = cs.read_segment(self.layout, seg)
+        return self._segments[seg.file]
+
     def snapshot(self) -> Snapshot:
-        """Read events.jsonl under the session lock, plus the index."""
+        """Read events.jsonl under the session lock, plus the index.
+
+        Events a committed chunk already covers (left by a crash or a failed
+        trim between the index commit and the replace) are not part of the hot
+        window and are never offered for compaction again.
+        """
         self.events_lock.acquire(self.config.lock_timeout_s)
         try:
             result = scan(read_bytes(self.layout.events))
         finally:
             self.events_lock.release()
-        return Snapshot(result.events, self.load_index(), len(result.bad_lines))
+        index = self.load_index()
+        covered = self.covered_by(index)
+        return Snapshot([e for e in result.events if not covered(e.seq)], index, len(result.bad_lines))
 
     # --- commit ---------------------------------------------------------------------
 
@@ -167,7 +212,8 @@ class SessionStore:
                 quarantine(self.storage, self.layout.quarantine, "torn tail at compaction", result.torn_tail)
             for bad in result.bad_lines:
                 quarantine(self.storage, self.layout.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
-            keep = [e for e in result.events if not entry.covers(e.seq)]
+            covered = self.covered_by(index)
+            keep = [e for e in result.events if not entry.covers(e.seq) and not covered(e.seq)]
             data = b"".join(encode_event(e) for e in keep)
             self.storage.write_atomic(self.layout.events, data, crash_prefix="events")
             return len(keep)
@@ -252,12 +298,12 @@ class SessionStore:
             unrecoverable.append(f"index.yaml was corrupt and was rebuilt from chunk files: {exc}")
             index, entries = self._rebuild_index(unrecoverable)
             rebuilt = True
+        if not rebuilt and self._index_disagrees(entries, unrecoverable):
+            # A valid-looking index that contradicts the chunk files is not
+            # trusted: dropping hot events on its word could lose them silently.
+            index, entries = self._rebuild_index(unrecoverable)
+            rebuilt = True
         known = {e.chunk_id for e in entries}
-        for e in entries:
-            try:
-                cs.read_chunk(lay, e.chunk_id, expect_sha256=e.sha256)
-            except (CorruptionError, InvalidIdError) as exc:
-                unrecoverable.append(f"chunk {e.chunk_id} (seq {e.first_seq}-{e.last_seq}) unreadable: {exc}")
         # 2. the hot window
         raw = read_bytes(lay.events)
         result = scan(raw)
@@ -275,7 +321,7 @@ class SessionStore:
                 continue
             try:
                 orphan = cs.read_chunk(lay, chunk_id)
-            except CorruptionError as exc:
+            except (CorruptionError, InvalidIdError) as exc:
                 unrecoverable.append(f"orphan chunk file {chunk_id} unreadable: {exc}")
                 continue
             missing = [e for e in orphan.events if e.seq not in hot_seqs and not cs.covered(entries, e.seq)]
@@ -299,19 +345,30 @@ class SessionStore:
         if rebuilt:
             st.checkpoint("recover.before_index")
             cs.save_index(st, lay, index)
-        # 4. drop hot events already covered by a committed chunk, and duplicates
+        # 4. drop hot events already covered by a committed chunk; quarantine damaged ones
         keep: list[SessionEvent] = []
-        seen: set[int] = set()
-        dropped = dups = 0
-        for ev in result.events:
+        dropped = dups = misplaced = 0
+        events = result.events
+        for i, ev in enumerate(events):
             if cs.covered(entries, ev.seq):
                 dropped += 1
-            elif ev.seq in seen:
-                dups += 1
-            else:
-                seen.add(ev.seq)
-                keep.append(ev)
-        if dropped or dups or torn or result.bad_lines:
+                continue
+            prev = keep[-1] if keep else None
+            nxt = events[i + 1].seq if i + 1 < len(events) else None
+            if prev is not None and ev.seq == prev.seq and encode_event(ev) == encode_event(prev):
+                dups += 1  # the very same line twice: nothing is lost by dropping one
+                continue
+            spike = nxt is not None and ev.seq >= nxt and nxt > (prev.seq if prev else 0)
+            if (prev is not None and ev.seq <= prev.seq) or spike:
+                # A damaged seq (a flipped digit): never silently merged or dropped.
+                misplaced += 1
+                quarantine(st, lay.quarantine, f"event with out-of-order seq {ev.seq}", encode_event(ev))
+                unrecoverable.append(
+                    f"events.jsonl: event with out-of-order or duplicate seq {ev.seq} quarantined"
+                )
+                continue
+            keep.append(ev)
+        if dropped or dups or misplaced or torn or result.bad_lines:
             st.write_atomic(lay.events, b"".join(encode_event(e) for e in keep), crash_prefix="recover_events")
         elif not lay.events.exists():
             st.mkdir(lay.session)
@@ -345,6 +402,23 @@ class SessionStore:
         for problem in unrecoverable:
             log.error("recovery: %s", problem)
         return report
+
+    def _index_disagrees(self, entries: Sequence[cs.ChunkEntry], problems: list[str]) -> bool:
+        """True if an index entry contradicts its (readable) chunk file's header."""
+        disagrees = False
+        for e in entries:
+            try:
+                chunk = cs.read_chunk(self.layout, e.chunk_id)
+            except (CorruptionError, InvalidIdError) as exc:
+                problems.append(f"chunk {e.chunk_id} (seq {e.first_seq}-{e.last_seq}) unreadable: {exc}")
+                continue
+            h = chunk.entry
+            if (h.first_seq, h.last_seq, h.count, h.sha256, h.kept_seqs) != (
+                e.first_seq, e.last_seq, e.count, e.sha256, e.kept_seqs
+            ):
+                problems.append(f"index entry {e.chunk_id} disagrees with its chunk file; index rebuilt")
+                disagrees = True
+        return disagrees
 
     def _rebuild_index(self, problems: list[str]) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
         entries: list[cs.ChunkEntry] = []
@@ -410,6 +484,11 @@ class SessionStore:
         try:
             self.events_lock.acquire(self.config.lock_timeout_s)
             try:
+                # Never follow a planted symlink out of the memory root.
+                if os.path.islink(self.layout.archive) or os.path.islink(self.layout.session) or not self.layout.contains(
+                    target.parent
+                ):
+                    raise InvalidIdError("session archive path leaves the memory root")
                 if os.path.lexists(target):
                     raise StorageError(f"archive {closed_session_id!r} already exists")
                 self.storage.mkdir(self.layout.archive)

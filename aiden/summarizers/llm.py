@@ -906,10 +906,14 @@ class LiteLLMSummarizer:
         self._counts.completion_tokens += _int_attr(usage, "completion_tokens")
         self._counts.cached_tokens += _int_attr(getattr(usage, "prompt_tokens_details", None), "cached_tokens")
         try:
-            message = response.choices[0].message
+            choice = response.choices[0]
+            message = choice.message
             content = message.content
         except (AttributeError, IndexError, TypeError) as exc:
             raise InvalidSummaryError("summarizer response has no message") from exc
+        if getattr(choice, "finish_reason", None) == "length":
+            # Cut off at the token limit: a truncated summary silently loses facts.
+            raise InvalidSummaryError("summarizer output was truncated (finish_reason=length)")
         if not isinstance(content, str) or not content.strip():
             raise InvalidSummaryError("summarizer returned an empty message")
         max_chars = self.config.summary_max_chars
