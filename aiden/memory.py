@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import anyio
@@ -24,6 +24,14 @@ from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, InvalidEventError, RecallError
 from aiden.events import EVENT_TYPES, SessionEvent, encode_event, validate_id
 from aiden.lifecycle import Lifecycle, RunStart, new_session_id
+from aiden.longterm.dream import DreamOutcome
+from aiden.longterm.service import LongTermServices
+from aiden.longterm.tools import (
+    FORGET_MEMORY_TOOL,
+    SAVE_MEMORY_TOOL,
+    handle_forget_memory,
+    handle_save_memory,
+)
 from aiden.messages import (
     Appended,
     AppendEvents,
@@ -50,9 +58,6 @@ from aiden.policy.scrub import strip_screenshot_data
 from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
 from aiden.prompt import PromptBuild, PromptLayers
 from aiden.recall.index import RecallHit, RecallStats
-from aiden.longterm.dream import DreamOutcome
-from aiden.longterm.service import LongTermServices
-from aiden.longterm.tools import FORGET_MEMORY_TOOL, SAVE_MEMORY_TOOL, handle_forget_memory, handle_save_memory
 from aiden.recall.tool import RECALL_TOOL, handle_recall_tool
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.jsonl import read_bytes

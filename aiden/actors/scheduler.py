@@ -23,9 +23,10 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.mailbox import Client
+from aiden.actors.summaries import SPLIT_TURN_SEPARATOR, ChunkSummaries
 from aiden.actors.writer import error_info
 from aiden.config import Config
-from aiden.errors import AidenError, SummarizerError
+from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.messages import (
     Codec,
@@ -39,16 +40,12 @@ from aiden.messages import (
     RotateSession,
     SchedulerInbox,
     SchedulerOutbox,
-    Summarize,
-    Summarized,
-    SummarizeFailed,
     SummarizerInbox,
     SummarizerOutbox,
 )
 from aiden.policy import (
     CL100K,
     O200K,
-    CompactionPlan,
     SkipCompaction,
     TokenCalibration,
     TokenProfile,
@@ -61,17 +58,14 @@ from aiden.policy import (
     should_compress,
     trigger_threshold_tokens,
 )
-from aiden.storage.chunks import ChunkEntry, chunk_id_for, read_chunk
+from aiden.storage.chunks import ChunkEntry, chunk_id_for
 from aiden.storage.session import CommitConflict, SessionStore
-from aiden.storage.summary_md import advance_index, cap_lines, raw_breadcrumb
-from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
-from aiden.summarizers.protocol import Purpose, SummaryRequest, SummaryResult
+from aiden.storage.summary_md import advance_index
 
 __all__ = ["MaintenanceScheduler", "SchedulerStats", "SPLIT_TURN_SEPARATOR"]
 
 log = logging.getLogger("aiden.scheduler")
 
-SPLIT_TURN_SEPARATOR = "\n\n---\n\nTurn Context (split turn):\n"
 
 
 class SchedulerStats(msgspec.Struct, kw_only=True):
@@ -123,6 +117,8 @@ class MaintenanceScheduler:
         self._before_compaction = before_compaction
         self._after_compaction = after_compaction
         self._pass_done: anyio.Event | None = None
+        self.stats = SchedulerStats()
+        self._summaries = ChunkSummaries(summarizer, config, self.stats)
         self._in: Codec[SchedulerInbox] = Codec(SchedulerInbox)
         self._out: Codec[SchedulerOutbox] = Codec(SchedulerOutbox)
         send, receive = anyio.create_memory_object_stream[bool](1)
@@ -143,7 +139,6 @@ class MaintenanceScheduler:
         )
         self._calibration: dict[str, TokenCalibration] = {}
         self._pass_scope: anyio.CancelScope | None = None
-        self.stats = SchedulerStats()
 
     @property
     def token_profile(self) -> TokenProfile:
@@ -291,7 +286,7 @@ class MaintenanceScheduler:
             config,
         )
         if not decision.fire:
-            await self._repair_degraded(snap.index.chunks)
+            await self._summaries.repair_degraded(self._store, snap.index.chunks)
             return CompactionOutcome(compacted=False, reason="not_triggered")
         if decision.reason == "percent" and 0 < self._turns < config.compact_batch_turns:
             # A soft trigger: keep the cached prefix a few more turns (seed 001).
@@ -316,7 +311,7 @@ class MaintenanceScheduler:
             except AidenError as exc:
                 return CompactionOutcome(compacted=False, reason="running_summary_failed", note=str(exc))
         previous = snap.index.chunks[-1].summary if snap.index.chunks else snap.index.rolling_summary
-        summary, prefix_text, degraded = await self._summarize_plan(plan, previous)
+        summary, prefix_text, degraded = await self._summaries.for_plan(plan, previous)
         if summary is None:
             return CompactionOutcome(compacted=False, reason="summarizer_failed", note=prefix_text)
         compacted = plan.compacted
@@ -337,7 +332,7 @@ class MaintenanceScheduler:
             snap.index, entry, max_chunks=config.summary_max_chunks, max_lines=config.max_rolling_summary_lines
         )
         if over:
-            rolling = await self._fold_rolling(next_index.rolling_summary)
+            rolling = await self._summaries.fold_rolling(next_index.rolling_summary)
             next_index = msgspec.structs.replace(next_index, rolling_summary=rolling)
         try:
             full, _ = await anyio.to_thread.run_sync(
@@ -391,76 +386,3 @@ class MaintenanceScheduler:
             note=plan.note,
         )
 
-    async def _repair_degraded(self, live: Sequence[ChunkEntry]) -> None:
-        """Re-summarize one degraded (breadcrumb) chunk per quiet pass, once the summarizer works again."""
-        entry = next((e for e in live if e.degraded), None)
-        if entry is None:
-            return
-        chunk = await anyio.to_thread.run_sync(
-            lambda: read_chunk(self._store.layout, entry.chunk_id, expect_sha256=entry.sha256)
-        )
-        try:
-            result = await self._summarize("history", chunk.events, "")
-        except SummarizerError:
-            return  # still degraded; try again on a later pass
-        items = extract_must_keep(chunk.events, max_items=self._config.must_keep_max_items)
-        summary = apply_must_keep(result.text, items, max_items=self._config.must_keep_max_items)
-        if await anyio.to_thread.run_sync(self._store.replace_summary, entry.chunk_id, summary):
-            self.stats.degraded_chunks = max(0, self.stats.degraded_chunks - 1)
-            self.stats.resummarized_chunks += 1
-            log.info("re-summarized degraded chunk %s", entry.chunk_id)
-
-    async def _summarize_plan(self, plan: CompactionPlan, previous: str) -> tuple[str | None, str, bool]:
-        """(chunk summary, split-turn context, degraded); summary None means leave everything unchanged."""
-        config = self._config
-        try:
-            history = ""
-            if plan.history:
-                history = (await self._summarize("history", plan.history, previous)).text
-            prefix = ""
-            if plan.turn_prefix:
-                prefix = (await self._summarize("turn_prefix", plan.turn_prefix, history or previous)).text
-        except SummarizerError as exc:
-            if config.failure_fallback == "none":
-                return None, str(exc), False
-            self.stats.fallbacks += 1
-            crumb = raw_breadcrumb(
-                [e.content for e in plan.compacted],
-                first_seq=plan.first_seq,
-                last_seq=plan.last_seq,
-                max_chars=config.breadcrumb_max_chars,
-            )
-            return crumb, "", True
-        summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
-        items = extract_must_keep(plan.compacted, max_items=config.must_keep_max_items)
-        summary = apply_must_keep(summary, items, max_items=config.must_keep_max_items)
-        return summary, prefix, False
-
-    async def _summarize(self, purpose: Purpose, events: Sequence[SessionEvent], previous: str) -> SummaryResult:
-        self.stats.summarizer_calls += 1
-        request = SummaryRequest(
-            purpose=purpose,
-            events=tuple(events),
-            previous_summary=previous,
-            max_tokens=self._config.summary_max_tokens,
-        )
-        reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
-        match reply:
-            case Summarized(result=result):
-                return result
-            case SummarizeFailed(error=err):
-                self.stats.summarizer_failures += 1
-                raise SummarizerError(f"{err.kind}: {err.message}")
-            case _:
-                assert_never(reply)
-
-    async def _fold_rolling(self, rolling: str) -> str:
-        """Fold an overflowing rolling summary into a checkpoint; the line cap stays the backstop."""
-        cap = self._config.max_rolling_summary_lines
-        self.stats.summarizer_calls += 1
-        request = SummaryRequest(purpose="rolling_fold", text=rolling, max_tokens=self._config.summary_max_tokens)
-        reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
-        if isinstance(reply, Summarized):
-            return cap_lines(reply.result.text, max_lines=cap, keep_head=True)
-        self.stats.summarizer_failures += 1
-        return cap_lines(rolling, max_lines=cap)

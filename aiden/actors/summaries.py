@@ -1,0 +1,125 @@
+"""Chunk summaries for a compaction pass: asking the summarizer actor, composing the result.
+
+The scheduler calls this once per pass. It turns a :class:`CompactionPlan`
+into the chunk summary (history + split-turn prefix, the must-keep check), the
+split-turn context for the hot window, and the fallback breadcrumb when the
+summarizer fails and the configuration allows it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, assert_never
+
+import anyio
+
+from aiden.actors.mailbox import Client
+from aiden.config import Config
+from aiden.errors import SummarizerError
+from aiden.events import SessionEvent
+from aiden.messages import Summarize, Summarized, SummarizeFailed, SummarizerInbox, SummarizerOutbox
+from aiden.policy import CompactionPlan
+from aiden.storage.chunks import ChunkEntry, read_chunk
+from aiden.storage.session import SessionStore
+from aiden.storage.summary_md import cap_lines, raw_breadcrumb
+from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
+from aiden.summarizers.protocol import Purpose, SummaryRequest, SummaryResult
+
+if TYPE_CHECKING:
+    from aiden.actors.scheduler import SchedulerStats
+
+__all__ = ["SPLIT_TURN_SEPARATOR", "ChunkSummaries"]
+
+log = logging.getLogger("aiden.scheduler")
+
+SPLIT_TURN_SEPARATOR = "\n\n---\n\nTurn Context (split turn):\n"
+
+
+class ChunkSummaries:
+    """The scheduler's side of the summarizer actor."""
+
+    def __init__(
+        self,
+        client: Client[SummarizerInbox, SummarizerOutbox],
+        config: Config,
+        stats: SchedulerStats,
+    ) -> None:
+        self._summarizer = client
+        self._config = config
+        self.stats = stats
+
+    async def for_plan(self, plan: CompactionPlan, previous: str) -> tuple[str | None, str, bool]:
+        """(chunk summary, split-turn context, degraded); summary None means leave everything unchanged."""
+        config = self._config
+        try:
+            history = ""
+            if plan.history:
+                history = (await self.summarize("history", plan.history, previous)).text
+            prefix = ""
+            if plan.turn_prefix:
+                prefix = (await self.summarize("turn_prefix", plan.turn_prefix, history or previous)).text
+        except SummarizerError as exc:
+            if config.failure_fallback == "none":
+                return None, str(exc), False
+            self.stats.fallbacks += 1
+            crumb = raw_breadcrumb(
+                [e.content for e in plan.compacted],
+                first_seq=plan.first_seq,
+                last_seq=plan.last_seq,
+                max_chars=config.breadcrumb_max_chars,
+            )
+            return crumb, "", True
+        summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
+        items = extract_must_keep(plan.compacted, max_items=config.must_keep_max_items)
+        summary = apply_must_keep(summary, items, max_items=config.must_keep_max_items)
+        return summary, prefix, False
+
+    async def summarize(self, purpose: Purpose, events: Sequence[SessionEvent], previous: str) -> SummaryResult:
+        """One summarizer call through the actor; a failure raises :class:`SummarizerError`."""
+        self.stats.summarizer_calls += 1
+        request = SummaryRequest(
+            purpose=purpose,
+            events=tuple(events),
+            previous_summary=previous,
+            max_tokens=self._config.summary_max_tokens,
+        )
+        reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
+        match reply:
+            case Summarized(result=result):
+                return result
+            case SummarizeFailed(error=err):
+                self.stats.summarizer_failures += 1
+                raise SummarizerError(f"{err.kind}: {err.message}")
+            case _:
+                assert_never(reply)
+
+    async def fold_rolling(self, rolling: str) -> str:
+        """Fold an overflowing rolling summary into a checkpoint; the line cap stays the backstop."""
+        cap = self._config.max_rolling_summary_lines
+        self.stats.summarizer_calls += 1
+        request = SummaryRequest(purpose="rolling_fold", text=rolling, max_tokens=self._config.summary_max_tokens)
+        reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
+        if isinstance(reply, Summarized):
+            return cap_lines(reply.result.text, max_lines=cap, keep_head=True)
+        self.stats.summarizer_failures += 1
+        return cap_lines(rolling, max_lines=cap)
+
+    async def repair_degraded(self, store: SessionStore, live: Sequence[ChunkEntry]) -> None:
+        """Re-summarize one degraded (breadcrumb) chunk per quiet pass, once the summarizer works again."""
+        entry = next((e for e in live if e.degraded), None)
+        if entry is None:
+            return
+        chunk = await anyio.to_thread.run_sync(
+            lambda: read_chunk(store.layout, entry.chunk_id, expect_sha256=entry.sha256)
+        )
+        try:
+            result = await self.summarize("history", chunk.events, "")
+        except SummarizerError:
+            return  # still degraded; try again on a later pass
+        items = extract_must_keep(chunk.events, max_items=self._config.must_keep_max_items)
+        summary = apply_must_keep(result.text, items, max_items=self._config.must_keep_max_items)
+        if await anyio.to_thread.run_sync(store.replace_summary, entry.chunk_id, summary):
+            self.stats.degraded_chunks = max(0, self.stats.degraded_chunks - 1)
+            self.stats.resummarized_chunks += 1
+            log.info("re-summarized degraded chunk %s", entry.chunk_id)
