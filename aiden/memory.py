@@ -494,7 +494,7 @@ class Memory:
             search=self.recall_session_chunks,
             lookup=self.lookup_chunk,
             rehydrate=self.rehydrate,
-            max_chars=self._config.recall_max_chars,
+            max_chars=self._config.recall_max_chars + 2000,
         )
 
     def recall_stats(self) -> RecallStats | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,23 @@ def ev(seq: int, content: str = "", type: Any = "user_input", **kw: Any) -> Sess
     return SessionEvent(type=type, content=content, seq=seq, **kw)
 
 
+class NoSyncStorage(Storage):
+    """Real writes without fsync: these tests are about recall, not durability, and should be fast."""
+
+    def fsync(self, fd: int) -> None:
+        return None
+
+    def fsync_dir(self, path: str | os.PathLike[str]) -> None:
+        return None
+
+
 class SessionFiles:
     """Writes chunk files and commits index.yaml for one memory root."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.layout = Layout(root)
-        self.storage = Storage()
+        self.storage = NoSyncStorage()
         self.storage.mkdir(self.layout.session)
         self.committed: list[ChunkEntry] = []
 

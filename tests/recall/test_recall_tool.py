@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
-import jsonschema
 import pytest
 
+from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.recall import RECALL_TOOL, RecallHit, RecallIndex, handle_recall_tool
 from tests.recall.recall_helpers import SessionFiles, ev
@@ -59,6 +59,8 @@ async def call(index: RecallIndex, arguments: Any, max_chars: int = 10_000) -> A
 
 
 def test_schema_is_a_valid_function_tool() -> None:
+    # jsonschema arrives with litellm; it is not a declared test dependency.
+    jsonschema: Any = pytest.importorskip("jsonschema")
     assert RECALL_TOOL["type"] == "function"
     fn = RECALL_TOOL["function"]
     assert fn["name"] == "recall_session_chunks"
@@ -180,6 +182,12 @@ async def test_answer_is_bounded(files: SessionFiles, index: RecallIndex) -> Non
     out = await call(index, {"query": "budget"}, max_chars=1500)
     assert out["truncated"] is True
     assert 1 <= len(out["results"]) < 5
+    # Summaries give way first: with more room every hit stays, summaries cut.
+    out = await call(index, {"query": "budget"}, max_chars=3500)
+    assert out["truncated"] is True
+    assert len(out["results"]) == 5
+    assert all(len(r["summary"]) <= 800 for r in out["results"])
+    assert any(r["summary"].endswith("…") for r in out["results"])
     big = await call(index, {"query": "", "chunk_id": "b0", "seqs": [1]}, max_chars=200)
     assert big["truncated"] is True
     assert big["events"][0]["content"].endswith("…")
@@ -219,3 +227,18 @@ async def test_programming_errors_and_cancellation_propagate(filled: SessionFile
         )
     assert scope.cancelled_caught
     assert result == []
+
+
+async def test_full_answer_fits_the_documented_room(files: SessionFiles, index: RecallIndex) -> None:
+    for n in range(8):
+        body = "\n".join(f'line {i}: the "apricot" value is {i * n}' for i in range(40))
+        files.write(
+            f"f{n}",
+            # Seqs with gaps: six separate spans per chunk.
+            [ev(n * 20 + 2 * i + 1, body, "tool_result", role="tool") for i in range(6)],
+            summary="Summary line about apricot\n" * 60,
+        )
+    out = await call(index, {"query": "apricot"}, max_chars=Config().recall_max_chars + 2000)
+    assert "truncated" not in out
+    assert len(out["results"]) == 5
+    assert sum(len(m["snippet"]) for r in out["results"] for m in r["matches"]) == 2400
