@@ -495,7 +495,12 @@ class Memory:
             lookup=self.lookup_chunk,
             rehydrate=self.rehydrate,
             max_chars=self._config.recall_max_chars + 2000,
+            read_events=self._read_events,
         )
+
+    async def _read_events(self, seqs: Sequence[int]) -> list[SessionEvent]:
+        found = [await self.read_event(q) for q in seqs]
+        return [e for e in found if e is not None]
 
     def recall_stats(self) -> RecallStats | None:
         """Recall telemetry (calls, results, pending_chunks_recalled)."""

@@ -235,6 +235,7 @@ async def handle_recall_tool(
     lookup: Callable[[str], Awaitable[RecallHit | None]],
     rehydrate: Callable[[str, Sequence[int] | None], Awaitable[list[SessionEvent]]],
     max_chars: int,
+    read_events: Callable[[Sequence[int]], Awaitable[list[SessionEvent]]] | None = None,
 ) -> str:
     """Run one ``recall_session_chunks`` call and return its JSON result text.
 
@@ -249,6 +250,8 @@ async def handle_recall_tool(
     snippets by ``config.recall_max_chars``; ``max_chars`` bounds the whole JSON
     text, so give it room for the JSON around them (about
     ``recall_max_chars + 2000`` keeps every result of a full answer).
+    With ``read_events``, ``seqs`` without ``chunk_id`` returns those events
+    verbatim from wherever they are stored (hot window or chunks).
     """
     try:
         args = _parse(arguments)
@@ -264,7 +267,13 @@ async def handle_recall_tool(
                 raise _Reject(f"no chunk {chunk_id!r} in this session")
             return _render_hits([hit], max_chars)
         if args.seqs is not None:
-            raise _Reject("seqs needs chunk_id: pass the chunk whose events you want")
+            if read_events is None:
+                raise _Reject("seqs needs chunk_id: pass the chunk whose events you want")
+            if not args.seqs:
+                raise _Reject("seqs must list at least one seq")
+            # Seqs alone (e.g. from a trimmed tool output's stub): wherever those events live.
+            events = await read_events(list(args.seqs))
+            return _render_events("", events, args.seqs, max_chars)
         if not args.query.strip():
             raise _Reject("query must not be empty")
         if args.k is not None and args.k < 1:

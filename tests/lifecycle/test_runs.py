@@ -113,3 +113,22 @@ async def test_rotation_crash_recovers_to_one_active_session(tmp_path: Path, poi
     else:
         assert_exactly_once(tmp_path, acked)
         assert ev.seq == 6
+
+
+async def test_governance_stub_names_a_seq_the_recall_tool_returns_verbatim(tmp_path: Path) -> None:
+    import json
+
+    cfg = Config(durability="none", governance_keep_turns=1, governance_max_tool_tokens=50, count_compress_after_events=10**6)
+    big = "line of a large file\n" * 200
+    async with aiden.open_memory(tmp_path, config=cfg) as memory:
+        await memory.begin_run("read the file")
+        await memory.append(SessionEvent(type="tool_call", tool_name="read_file", tool_call_id="c1", tool_args='{"path": "a.py"}'))
+        stored = await memory.append(SessionEvent(type="tool_result", tool_name="read_file", tool_call_id="c1", content=big))
+        await memory.commit_run("read it")
+        await memory.begin_run("next question")
+        built = await memory.build_messages()
+        tool_msg = next(m for m in built.messages if m["role"] == "tool")
+        answer = json.loads(await memory.handle_recall_tool({"query": "x", "seqs": [stored.seq]}))
+    assert f"seq {stored.seq}" in tool_msg["content"]
+    assert len(tool_msg["content"]) < len(big)
+    assert answer["events"][0]["content"] == big
