@@ -80,8 +80,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """Bound of the writer's inbox; a full inbox makes appenders wait (back-pressure)."""
     max_batch_events: Positive = 4096
     """Most events one group commit writes."""
-    lock_timeout_s: PositiveFloat = 30.0
-    """How long an operation waits for the session lock before raising LockError."""
+    lock_timeout_s: PositiveFloat = 180.0
+    """How long an operation waits for a lock before raising LockError. Another process's pass holds
+    the compaction lock while its summarizer runs, so keep this above ``summarizer_timeout_s``."""
     dedupe_window: NonNegative = 65536
     """How many recent client event_ids the writer remembers beyond the hot window."""
 

@@ -20,7 +20,7 @@ import msgspec
 from aiden.boundary import BoundaryDecision, Classifier, decide_boundary
 from aiden.events import SessionEvent, validate_id
 from aiden.governance import govern_events, is_pinned, trim_replay
-from aiden.messages import ResetSession, Rotated, RotateSession
+from aiden.messages import CancelPass, ResetSession, Rotated, RotateSession
 from aiden.prompt import PromptBuild, PromptLayers, build_messages
 
 if TYPE_CHECKING:
@@ -107,6 +107,9 @@ class Lifecycle:
         validate_id(closed_session_id, what="session id")
         m = self._m
         await m.flush()
+        # A pass over the closing session must not hold the summarizer while the
+        # session summary is written: cancel it first (its commit protocol makes that safe).
+        await m._scheduler.call(lambda rid: CancelPass(rid))
         await m.before_session_end("rotation")
         reply = await m._scheduler.call(lambda rid: RotateSession(rid, closed_session_id))
         assert isinstance(reply, Rotated)

@@ -22,7 +22,7 @@ from aiden.actors.scheduler import SchedulerStats
 from aiden.actors.summarizer import SummarizerActor
 from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, InvalidEventError, RecallError
-from aiden.events import EVENT_TYPES, SessionEvent, encode_event, validate_id
+from aiden.events import EVENT_TYPES, SessionEvent, decode_event, encode_event, validate_id
 from aiden.lifecycle import Lifecycle, RunStart, new_session_id
 from aiden.longterm.dream import DreamOutcome
 from aiden.longterm.service import LongTermServices
@@ -207,7 +207,11 @@ class Memory:
         prepared = msgspec.structs.replace(event, **changes) if changes else event
         prepared = strip_screenshot_data(prepared)
         # Validate text and size now, before any byte is written anywhere.
-        encode_event(prepared, max_bytes=self._config.max_event_bytes - _SEQ_ROOM)
+        line = encode_event(prepared, max_bytes=self._config.max_event_bytes - _SEQ_ROOM)
+        if decode_event(line) != prepared:
+            # NaN, sets, bytes, tuples... JSON would store something else than what
+            # append() returns: refuse rather than silently change the caller's data.
+            raise InvalidEventError("event meta holds values JSON cannot carry unchanged (NaN/inf, sets, bytes...)")
         return prepared
 
     async def append(self, event: SessionEvent) -> SessionEvent:

@@ -22,6 +22,7 @@ __all__ = [
     "Ack",
     "Appended",
     "AppendEvents",
+    "CancelPass",
     "CancelSummarize",
     "Codec",
     "CompactionOutcome",
@@ -151,7 +152,13 @@ class RotateSession(msgspec.Struct, frozen=True, tag=True):
     closed_session_id: str
 
 
-SchedulerInbox = RequestMaintenance | Maintain | RecordUsage | RotateSession
+class CancelPass(msgspec.Struct, frozen=True, tag=True):
+    """Cancel the pass in flight (if any) and reply once it has let go of its locks."""
+
+    request_id: int
+
+
+SchedulerInbox = RequestMaintenance | Maintain | RecordUsage | RotateSession | CancelPass
 
 
 class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):

@@ -29,6 +29,7 @@ from aiden.config import Config
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.messages import (
+    CancelPass,
     Codec,
     CompactionOutcome,
     ErrorInfo,
@@ -168,6 +169,9 @@ class MaintenanceScheduler:
                         self._record(msg)
                     case RotateSession():
                         await self._rotate(msg)
+                    case CancelPass(request_id=rid):
+                        await self._cancel_pass()
+                        await self._outbox.send(self._out.encode(MaintenanceDone(rid)))
                     case _:
                         assert_never(msg)
 
@@ -179,13 +183,16 @@ class MaintenanceScheduler:
             # A pass is already pending: this request rides on it.
             self.stats.coalesced_requests += 1
 
+    async def _cancel_pass(self) -> None:
+        if self._pass_scope is not None and self._pass_done is not None:
+            self._pass_scope.cancel()
+            # The pass releases the compaction lock on its way out.
+            await self._pass_done.wait()
+
     async def _rotate(self, msg: RotateSession) -> None:
         # A pass over the closing session is pointless: cancel it (its commit
         # protocol makes that safe) so rotation does not wait on the summarizer.
-        if self._pass_scope is not None and self._pass_done is not None:
-            self._pass_scope.cancel()
-            # The pass releases the compaction lock on its way out; rotation takes it next.
-            await self._pass_done.wait()
+        await self._cancel_pass()
         try:
             path = await anyio.to_thread.run_sync(self._store.rotate, msg.closed_session_id)
         except AidenError as exc:

@@ -79,6 +79,7 @@ class SessionWriter:
         self._ids: OrderedDict[str, int] = OrderedDict()
         self._valid = False
         self._cut_back_to: int | None = None
+        self._session_ino: int | None = None
         self._cut_back_ino: int | None = None
         self.quarantined_lines = 0
 
@@ -246,6 +247,12 @@ class SessionWriter:
             return
         self._valid = False
         if self._fd is None or st.st_ino != self._ino:
+            session_ino = os.stat(self._layout.session).st_ino
+            if self._session_ino is not None and session_ino != self._session_ino:
+                # Another process rotated: the closed session's event ids must not
+                # dedupe (and so silently drop) the new session's appends.
+                self._ids.clear()
+            self._session_ino = session_ino
             self._replace_fd(self._storage.open(path, os.O_WRONLY | os.O_APPEND))
         elif st.st_size < self._end:
             self._end = 0

@@ -349,9 +349,25 @@ class SessionStore:
         keep: list[SessionEvent] = []
         dropped = dups = misplaced = 0
         events = result.events
+        chunk_events: dict[str, dict[int, bytes]] = {}
         for i, ev in enumerate(events):
-            if cs.covered(entries, ev.seq):
-                dropped += 1
+            owner = next((e for e in reversed(entries) if e.covers(ev.seq)), None)
+            if owner is not None:
+                if owner.chunk_id not in chunk_events:
+                    try:
+                        body = cs.read_chunk(lay, owner.chunk_id).events
+                    except (CorruptionError, InvalidIdError):
+                        body = []
+                    chunk_events[owner.chunk_id] = {c.seq: encode_event(c) for c in body}
+                if chunk_events[owner.chunk_id].get(ev.seq) == encode_event(ev):
+                    dropped += 1  # the chunk holds this very event: the trim never ran
+                    continue
+                # A seq damaged into a chunk's range: the chunk does not hold this event.
+                misplaced += 1
+                quarantine(st, lay.quarantine, f"event with seq {ev.seq} not in its chunk", encode_event(ev))
+                unrecoverable.append(
+                    f"events.jsonl: event with seq {ev.seq} lies in chunk {owner.chunk_id} but differs from it; quarantined"
+                )
                 continue
             prev = keep[-1] if keep else None
             nxt = events[i + 1].seq if i + 1 < len(events) else None
@@ -480,6 +496,7 @@ class SessionStore:
 
         validate_id(closed_session_id, what="session id")
         target = self.layout.archived_session(closed_session_id)
+        self._segments.clear()  # the new session's segments may reuse names
         self.compaction_lock.acquire(self.config.lock_timeout_s)
         try:
             self.events_lock.acquire(self.config.lock_timeout_s)

@@ -1,0 +1,315 @@
+"""Child processes of the reliability suite (run with ``sys.executable``, or forked by ``serve``).
+
+Usage::
+
+    child.py serve                                  fork server (see harness.ForkServer)
+    child.py appender ROOT NAME SEED [COUNT] [COMPACT_EVERY]
+    child.py crasher ROOT SCENARIO POINT HIT SEED
+    child.py locker ROOT LOCKFILE
+    child.py fsize ROOT
+
+Protocol on stdout, one line each, flushed at once:
+``I <tag>`` before an append is requested (the event is in flight),
+``A <seq> <tag>`` as soon as ``append`` returned (acknowledged),
+``CRASH <point> <n>`` just before ``os._exit(77)`` at a crash point,
+``MISS <point> <hits>`` when the scenario ended without reaching the point (exit 3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import signal
+import sys
+import time
+from pathlib import Path
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import anyio
+import anyio.to_thread
+
+import aiden
+from aiden import Config, SessionEvent
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
+from aiden.storage.locks import SessionLock
+from aiden.testing import ScriptedSummarizer, SlowSummarizer
+from tests.reliability.harness import serve_forever, tag_of, tagged_event
+
+CRASH_EXIT = 77
+MISS_EXIT = 3
+
+BASE_CONFIG = dict(
+    durability="fsync",
+    keep_recent_tokens=60,
+    hot_window_events=6,
+    count_compress_after_events=10**6,
+    summary_max_chunks=3,
+    lock_timeout_s=60.0,
+    summarizer_timeout_s=30.0,
+)
+
+
+def config_for(scenario: str = "") -> Config:
+    """The configuration children and the parent both use for ``scenario``."""
+    values = dict(BASE_CONFIG)
+    if scenario == "segment":
+        values["summary_max_chunks"] = 1  # seals a segment once 35 chunks exist
+    return Config(**values)  # type: ignore[arg-type]
+
+
+def emit(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+class Tagger:
+    """Appends tagged events and prints the in-flight / acknowledged protocol lines."""
+
+    def __init__(self, prefix: str, rng: random.Random) -> None:
+        self.prefix = prefix
+        self.rng = rng
+        self.n = 0
+
+    async def append(self, memory: aiden.Memory, k: int = 1) -> list[SessionEvent]:
+        events = []
+        for _ in range(k):
+            tag = f"{self.prefix}:{self.n}"
+            events.append(tagged_event(tag, self.n, self.rng))
+            self.n += 1
+        emit("".join(f"I {tag_of(e)}\n" for e in events))
+        stored = await memory.append_many(events)
+        emit("".join(f"A {e.seq} {tag_of(e)}\n" for e in stored))
+        return stored
+
+
+class CrashStorage(Storage):
+    """Exits the process hard at the ``hit``-th pass through checkpoint ``point``."""
+
+    def __init__(self, point: str, hit: int) -> None:
+        super().__init__()
+        self.point = point
+        self.hit = hit
+        self.count = 0
+
+    def checkpoint(self, name: str) -> None:
+        if name == self.point:
+            self.count += 1
+            if self.count >= self.hit:
+                emit(f"CRASH {name} {self.count}\n")
+                os._exit(CRASH_EXIT)
+
+
+# --------------------------------------------------------------------------
+# roles
+# --------------------------------------------------------------------------
+
+
+async def appender(root: str, name: str, seed: int, count: int, compact_every: int) -> None:
+    rng = random.Random(f"appender/{name}/{seed}")
+    tagger = Tagger(name, rng)
+    async with aiden.open_memory(root, config=config_for(), summarizer=ScriptedSummarizer()) as memory:
+        i = 0
+        while count <= 0 or i < count:
+            await tagger.append(memory, rng.randint(1, 3))
+            i += 1
+            # Paced (~300 events/s): enough to interleave with every step, bounded work per pass.
+            await anyio.sleep(rng.uniform(0.001, 0.008))
+            if compact_every and i % compact_every == 0:
+                outcome = await memory.maintain(manual=True)
+                emit(f"M {int(outcome.compacted)} {outcome.reason}\n")
+    emit("DONE\n")
+
+
+def inject_torn_fragment(root: str, rng: random.Random) -> None:
+    """Append a never-acknowledged partial line, holding the session lock like a writer would."""
+    layout = Layout(root)
+    lock = SessionLock(Storage(), layout.lock_file)
+    try:
+        lock.acquire(30)
+        fd = os.open(layout.events, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b'{"type":"user_input","content":"torn-' + str(rng.random()).encode())
+        finally:
+            os.close(fd)
+    finally:
+        lock.close()
+
+
+def damage_for_recovery(root: str) -> None:
+    """Leave work for recovery: a repeated last hot line, a garbage index.yaml, a tampered summary.md."""
+    layout = Layout(root)
+    clock = SessionLock(Storage(), layout.memory / "compaction.lock")
+    elock = SessionLock(Storage(), layout.lock_file)
+    try:
+        clock.acquire(30)
+        elock.acquire(30)
+        data = layout.events.read_bytes()
+        lines = data.splitlines(keepends=True)
+        if lines and lines[-1].endswith(b"\n"):
+            # The very same line twice in a row (what a replayed write would leave).
+            fd = os.open(layout.events, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, lines[-1])
+            finally:
+                os.close(fd)
+        layout.index.write_bytes(b"chunks: [unclosed\n  - {garbage\n")
+        layout.summary.write_bytes(b"tampered summary\n")
+    finally:
+        elock.close()
+        clock.close()
+
+
+async def crasher(root: str, scenario: str, point: str, hit: int, seed: int) -> int:
+    rng = random.Random(f"crasher/{scenario}/{point}/{hit}/{seed}")
+    config = config_for(scenario)
+    storage = CrashStorage(point, hit)
+    tagger = Tagger("c", rng)
+
+    if scenario == "append":
+        async with aiden.open_memory(root, config=config, storage=storage, summarizer=ScriptedSummarizer()) as m:
+
+            async def worker() -> None:
+                for _ in range(400):
+                    await tagger.append(m, rng.randint(1, 3))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(worker)
+
+    elif scenario == "repair":
+        async with aiden.open_memory(root, config=config, storage=storage, summarizer=ScriptedSummarizer()) as m:
+            await tagger.append(m, 2)
+            for _ in range(400):
+                await anyio.to_thread.run_sync(inject_torn_fragment, root, rng)
+                await tagger.append(m, 1)
+
+    elif scenario in ("compaction", "segment"):
+        delay = rng.choice([0.0, 0.002, 0.01])
+        passes = 45 if scenario == "segment" else 12
+        async with aiden.open_memory(
+            root, config=config, storage=storage, summarizer=SlowSummarizer(delay)
+        ) as m:
+            await tagger.append(m, 8)
+
+            async def background() -> None:
+                while True:
+                    await tagger.append(m, rng.randint(1, 2))
+                    await anyio.sleep(rng.random() * 0.004)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(background)
+                for _ in range(passes):
+                    await tagger.append(m, 4)
+                    await m.maintain(manual=True)
+                tg.cancel_scope.cancel()
+
+    elif scenario == "recovery":
+        async with aiden.open_memory(root, config=config, summarizer=ScriptedSummarizer()) as m:
+            for _ in range(5):
+                await tagger.append(m, 4)
+            await m.maintain(manual=True)
+            await tagger.append(m, 8)
+            await m.maintain(manual=True)
+            await tagger.append(m, 3)
+        await anyio.to_thread.run_sync(damage_for_recovery, root)
+        async with aiden.open_memory(root, config=config, storage=storage, summarizer=ScriptedSummarizer()) as m:
+            await tagger.append(m, 1)
+
+    elif scenario == "rotate":
+        async with aiden.open_memory(root, config=config, summarizer=ScriptedSummarizer()) as m:
+            for _ in range(5):
+                await tagger.append(m, 4)
+            await m.maintain(manual=True)
+            await tagger.append(m, 3)
+        async with aiden.open_memory(root, config=config, storage=storage, summarizer=ScriptedSummarizer()) as m:
+            await tagger.append(m, 2)
+            await m.rotate("closed-1")
+            await tagger.append(m, 2)
+
+    else:
+        raise SystemExit(f"unknown scenario {scenario!r}")
+    emit(f"MISS {point} {storage.count}\n")
+    return MISS_EXIT
+
+
+def locker(root: str, lockfile: str) -> int:
+    layout = Layout(root)
+    lock = SessionLock(Storage(), layout.memory / lockfile)
+    lock.acquire(60)
+    emit("LOCKED\n")
+    while True:
+        time.sleep(1)
+
+
+async def fsize(root: str) -> None:
+    """A real short write: RLIMIT_FSIZE lets a big append write only part of its bytes (EFBIG)."""
+    config = Config(durability="fsync", count_compress_after_events=10**6, max_event_bytes=2_000_000)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    layout = Layout(root)
+    result: dict[str, object] = {}
+    async with aiden.open_memory(root, config=config, summarizer=ScriptedSummarizer()) as m:
+        rng = random.Random(7)
+        tagger = Tagger("f", rng)
+        await tagger.append(m, 3)
+        size_before = layout.events.stat().st_size
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        limit = size_before + 5000
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+        big = SessionEvent(type="tool_result", content="big:0 " + "x" * 200_000)
+        emit("I big:0\n")
+        try:
+            stored = await m.append(big)
+        except aiden.AidenError as exc:
+            result["error"] = type(exc).__name__
+            result["errno"] = getattr(exc, "errno", None)
+            result["message"] = str(exc)[:300]
+        else:
+            emit(f"A {stored.seq} big:0\n")
+            result["error"] = None
+        result["size_before"] = size_before
+        result["size_after_failure"] = layout.events.stat().st_size
+        result["limit"] = limit
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        after = await tagger.append(m, 1)
+        result["next_seq"] = after[0].seq
+        result["size_final"] = layout.events.stat().st_size
+    emit("RESULT " + json.dumps(result) + "\n")
+
+
+# --------------------------------------------------------------------------
+
+
+def run_child(argv: list[str]) -> int:
+    role, args = argv[0], argv[1:]
+    if role == "appender":
+        count = int(args[3]) if len(args) > 3 else 0
+        compact_every = int(args[4]) if len(args) > 4 else 0
+        anyio.run(appender, args[0], args[1], int(args[2]), count, compact_every)
+        return 0
+    if role == "crasher":
+        return int(anyio.run(crasher, args[0], args[1], args[2], int(args[3]), int(args[4])))
+    if role == "locker":
+        return locker(args[0], args[1])
+    if role == "fsize":
+        anyio.run(fsize, args[0])
+        return 0
+    raise SystemExit(f"unknown role {role!r}")
+
+
+def main() -> None:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    if sys.argv[1] == "serve":
+        serve_forever(run_child)
+        return
+    code = run_child(sys.argv[1:])
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
