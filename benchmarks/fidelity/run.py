@@ -43,8 +43,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE.parent))
 
-import aiden  # noqa: E402
 from _common import table, write_result  # noqa: E402
+
+import aiden  # noqa: E402
 from aiden import Config, SessionEvent  # noqa: E402
 from aiden.demo import LAYERS, _prompt_tokens  # noqa: E402
 from aiden.scenario import FACT_KINDS, Fact, generate_scenario, turn_events  # noqa: E402
@@ -216,9 +217,17 @@ def fake_llm_summarizer() -> tuple[Any, Summarizer]:
     return server, LiteLLMSummarizer("openai/fake", api_base=server.base_url, api_key="sk-test", config=FIDELITY_CONFIG)
 
 
-def run(quick: bool, llm_fake: bool, model: str | None) -> dict[str, Any]:
-    seeds = [1, 2] if quick else [1, 2, 3, 4, 5]
-    turns = 30 if quick else 45
+def run(
+    quick: bool,
+    llm_fake: bool,
+    model: str | None,
+    *,
+    seeds: Sequence[int] | None = None,
+    turns: int | None = None,
+    real: bool = True,
+) -> dict[str, Any]:
+    seeds = list(seeds) if seeds is not None else ([1, 2] if quick else [1, 2, 3, 4, 5])
+    turns = turns if turns is not None else (30 if quick else 45)
     runs: list[tuple[str, Summarizer | None, Any]] = [("extractive (embedded default)", None, None)]
     if llm_fake:
         server, summ = fake_llm_summarizer()
@@ -248,10 +257,10 @@ def run(quick: bool, llm_fake: bool, model: str | None) -> dict[str, Any]:
         results["runs"][label] = entry
         if server is not None:
             server.close()
-    real = os.environ.get("AIDEN_REAL_DATA")
-    if real and (Path(real) / "swe-agent").is_dir():
+    real_dir = os.environ.get("AIDEN_REAL_DATA")
+    if real and real_dir and (Path(real_dir) / "swe-agent").is_dir():
         real_results = []
-        for name, t, f in real_sessions(Path(real) / "swe-agent"):
+        for name, t, f in real_sessions(Path(real_dir) / "swe-agent"):
             real_results.append(anyio.run(drive, name, t, f, None, FIDELITY_CONFIG))
         agg = aggregate(real_results)
         results["real_swe_agent"] = {"per_kind": agg, "sessions": [msgspec.to_builtins(s) for s in real_results]}
