@@ -65,7 +65,7 @@ from typing import Any, Final
 import msgspec
 
 from aiden.events import SessionEvent
-from aiden.policy.cutpoints import legal_cut_points
+from aiden.policy.cutpoints import call_of_results, legal_cut_points
 from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
 __all__ = [
@@ -135,25 +135,6 @@ def _is_turn_start(event: SessionEvent) -> bool:
     return event.type == "user_input" and not event.synthetic
 
 
-def _call_of_results(events: Sequence[SessionEvent]) -> list[int]:
-    """For each tool result, the index of the call it answers; -1 for none and for other events.
-
-    By ``tool_call_id`` among earlier calls (the latest wins), else the nearest
-    earlier call: the rule of :mod:`aiden.policy.cutpoints` and of
-    :func:`aiden.prompt.events_to_messages` for id-less text-action results.
-    """
-    call_of = [-1] * len(events)
-    by_id: dict[str, int] = {}
-    last_call = -1
-    for i, event in enumerate(events):
-        if _is_call(event):
-            last_call = i
-            if event.tool_call_id is not None:
-                by_id[event.tool_call_id] = i
-        elif _is_result(event):
-            call = by_id.get(event.tool_call_id, -1) if event.tool_call_id is not None else -1
-            call_of[i] = call if call >= 0 else last_call
-    return call_of
 
 
 # --- stubs ----------------------------------------------------------------------------------
@@ -313,7 +294,7 @@ def govern_events(
     current_turn = turns - 1
     current_start = next((i for i in range(n - 1, -1, -1) if _is_turn_start(events[i])), 0)
     protected_from = _protected_from(events, current_start, keep_steps)
-    call_of = _call_of_results(events)
+    call_of = call_of_results(events)
 
     out = list(events)
     stubbed: list[int] = []
@@ -389,7 +370,7 @@ def trim_replay(
     n = len(events)
     if max_messages == 0 or n <= max_messages:
         return list(events)
-    call_of = _call_of_results(events)
+    call_of = call_of_results(events)
     group = [call if call >= 0 else i for i, call in enumerate(call_of)]
     starts = [i for i, e in enumerate(events) if _is_turn_start(e)]
     always = {starts[0], starts[-1]} if starts else set()

@@ -59,6 +59,7 @@ from aiden.events import EVENT_TYPES, SessionEvent
 from aiden.policy.tokens import event_tokens
 
 __all__ = [
+    "call_of_results",
     "CompactionPlan",
     "CutClass",
     "CutMeta",
@@ -128,7 +129,7 @@ def _is_tool_result(event: SessionEvent) -> bool:
     return event.type == "tool_result" or (event.type not in EVENT_TYPES and event.role == "tool")
 
 
-def _call_of_results(events: Sequence[SessionEvent]) -> list[int]:
+def call_of_results(events: Sequence[SessionEvent]) -> list[int]:
     """For each tool result, the index of the call it answers; -1 for none and for other events."""
     call_of = [-1] * len(events)
     by_id: dict[str, int] = {}
@@ -168,7 +169,7 @@ def legal_cut_points(events: Sequence[SessionEvent]) -> list[int]:
 
     Before the leading-context pull-back of :func:`plan_compaction`.
     """
-    legal = _legal_mask(events, _call_of_results(events))
+    legal = _legal_mask(events, call_of_results(events))
     return [c for c, ok in enumerate(legal) if ok]
 
 
@@ -265,7 +266,7 @@ class _Window:
         n = len(events)
         self.events = events
         self.n = n
-        call_of = _call_of_results(events)
+        call_of = call_of_results(events)
         self.legal = _legal_mask(events, call_of)
         self.context = [is_leading_context(e) for e in events]
         self.root = next((i for i, e in enumerate(events) if classify(e) == "boundary"), -1)

@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from aiden.config import Config
 from aiden.errors import AidenError, CorruptionError
 from aiden.events import SessionEvent
 from aiden.storage import chunks as cs
@@ -53,6 +54,18 @@ def full_mode(config: Any | None = None) -> bool:
         except ValueError:
             return False
     return False
+
+
+def reliability_config(*, lock_timeout_s: float) -> Config:
+    """The small, durable configuration the reliability tests share: compacts after a few events."""
+    return Config(
+        durability="fsync",
+        keep_recent_tokens=60,
+        hot_window_events=6,
+        count_compress_after_events=10**6,
+        summary_max_chunks=3,
+        lock_timeout_s=lock_timeout_s,
+    )
 
 
 def report(title: str, **figures: Any) -> None:

@@ -14,12 +14,13 @@ import anyio.to_thread
 import pytest
 
 import aiden
-from aiden import Config, SessionEvent
+from aiden import SessionEvent
 from aiden.testing import SlowSummarizer
 from tests.reliability.harness import (
     ForkServer,
     check,
     read_root,
+    reliability_config,
     report,
     spawn_child,
     tagged_event,
@@ -27,14 +28,7 @@ from tests.reliability.harness import (
 
 pytestmark = pytest.mark.anyio
 
-CONFIG = Config(
-    durability="fsync",
-    keep_recent_tokens=60,
-    hot_window_events=6,
-    count_compress_after_events=10**6,
-    summary_max_chunks=3,
-    lock_timeout_s=60,
-)
+CONFIG = reliability_config(lock_timeout_s=60)
 
 
 def _reader_pass(root: Path, known: int, hot_first: bool) -> tuple[int, int, int]:

@@ -20,7 +20,7 @@ import anyio.to_thread
 import pytest
 
 import aiden
-from aiden import Config, SessionEvent
+from aiden import SessionEvent
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
@@ -29,6 +29,7 @@ from tests.reliability.harness import (
     ForkServer,
     Verdict,
     check,
+    reliability_config,
     report,
     spawn_child,
     tag_of,
@@ -37,14 +38,7 @@ from tests.reliability.harness import (
 
 pytestmark = pytest.mark.anyio
 
-CONFIG = Config(
-    durability="fsync",
-    keep_recent_tokens=60,
-    hot_window_events=6,
-    count_compress_after_events=10**6,
-    summary_max_chunks=3,
-    lock_timeout_s=10,
-)
+CONFIG = reliability_config(lock_timeout_s=10)
 
 
 @dataclass
