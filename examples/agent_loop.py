@@ -30,9 +30,9 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import aiden  # noqa: E402
-from aiden import SessionEvent  # noqa: E402
-from aiden.prompt import PromptLayers  # noqa: E402
+import aiden
+from aiden import SessionEvent
+from aiden.prompt import PromptLayers
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
