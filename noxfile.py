@@ -42,5 +42,4 @@ def typecheck(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks: writes benchmarks/results/*.json, the markdown table and the plot."""
     session.install("-e", ".[test,bench]")
-    session.install("nanobot-ai")
     session.run("python", "benchmarks/run_all.py", *session.posargs, env=ENV)

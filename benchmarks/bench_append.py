@@ -1,11 +1,22 @@
 """Durable appends under concurrency: aiden's full actor stack vs this disk's raw limits.
 
-Baselines measured in the same run, side by side:
-- per-event fsync: a bare loop of ``os.write`` + ``fsync`` per event;
-- group commit: a bare asyncio loop where N appenders enqueue and one task
-  writes each batch with one ``write`` + one ``fsync`` in a worker thread.
-aiden runs through ``open_memory(...).append`` with the same N appenders.
-Reported: throughput, p50/p99/p99.9 append latency, ratios. Median of repeats.
+Systems, run side by side in every repeat (in a rotated order) at each level
+of concurrency (1, 8, 64, 256 appenders):
+
+- ``per_event_fsync``: a bare synchronous loop of ``os.write`` + ``fsync`` per event
+  (the disk's limit when nothing is batched);
+- ``group_commit``: a bare asyncio loop where N appenders enqueue their line and one
+  writer task takes everything queued and writes it with one ``write`` + one
+  ``fsync`` in one worker-thread hop, then wakes the batch (the best an asyncio
+  group commit can do, with none of aiden's validation, seqs, locks or actors);
+- ``aiden_fsync``: ``open_memory(...).append`` with ``durability: fsync`` and the same
+  N appenders (validation, msgspec-encoded actor hops, session lock, seqs, group commit);
+- ``aiden_none``: the same with ``durability: none`` (acknowledged after write(2)).
+
+All write the same bytes per event (aiden's own encoding of the event).
+Reported: throughput (median of repeats, min-max), paired ratios (aiden vs each
+baseline in the same repeat), append latency p50/p99/p99.9 over the samples of
+all repeats, mean events per fsync (batch size) and CPU time per event.
 
     python benchmarks/bench_append.py [--quick]
 """
@@ -18,44 +29,85 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import pct, summarize, table, write_result
+from _common import latency_ms, paired, rng, rotate, summarize, table, target, write_result
 
 import aiden
 from aiden import Config, SessionEvent
+from aiden.events import encode_event
+from aiden.storage.fs import Storage
 
-LINE = b'{"type":"user_input","content":"' + b"x" * 120 + b'","seq":1}\n'
+CONTENT = "x" * 120
+EVENT = SessionEvent(type="user_input", role="user", content=CONTENT)
+# The exact line aiden writes for EVENT (timestamp and seq included), so the
+# baselines move the same bytes.
+LINE = encode_event(SessionEvent(type="user_input", role="user", content=CONTENT, seq=123456, timestamp=time.time()))
+
+LEVELS = (1, 8, 64, 256)
+SYSTEMS = ("per_event_fsync", "group_commit", "aiden_fsync", "aiden_none")
 
 
-def per_event_fsync(directory: str, n: int) -> tuple[float, list[float]]:
+class CountingStorage(Storage):
+    """The real storage, counting fsyncs (to report the mean group-commit batch size)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fsyncs = 0
+
+    def fsync(self, fd: int) -> None:
+        self.fsyncs += 1
+        super().fsync(fd)
+
+
+class Run:
+    """One measured run: throughput, latency samples, fsyncs, CPU seconds."""
+
+    def __init__(self, events: int, seconds: float, lat: list[float], fsyncs: int, cpu: float) -> None:
+        self.events = events
+        self.seconds = seconds
+        self.eps = events / seconds
+        self.lat = lat
+        self.fsyncs = fsyncs
+        self.cpu = cpu
+
+
+def per_event_fsync(directory: str, seconds: float) -> Run:
     fd = os.open(os.path.join(directory, "raw.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.fsync(fd)
     lat: list[float] = []
+    c0 = time.process_time()
     t0 = time.perf_counter()
-    for _ in range(n):
+    stop = t0 + seconds
+    while time.perf_counter() < stop:
         s = time.perf_counter()
         os.write(fd, LINE)
         os.fsync(fd)
         lat.append(time.perf_counter() - s)
     dt = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     os.close(fd)
-    return n / dt, lat
+    return Run(len(lat), dt, lat, len(lat), cpu)
 
 
-async def group_commit(directory: str, appenders: int, per: int) -> tuple[float, list[float]]:
+async def group_commit(directory: str, appenders: int, seconds: float) -> Run:
     fd = os.open(os.path.join(directory, "gc.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.fsync(fd)
     send, recv = anyio.create_memory_object_stream[tuple[bytes, anyio.Event]](4096)
     lat: list[float] = []
+    batches = 0
 
     def commit(data: bytes) -> None:
         os.write(fd, data)
         os.fsync(fd)
 
     async def writer() -> None:
+        nonlocal batches
         async with recv:
             async for first in recv:
                 batch = [first]
@@ -65,126 +117,163 @@ async def group_commit(directory: str, appenders: int, per: int) -> tuple[float,
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
                 await anyio.to_thread.run_sync(commit, b"".join(b for b, _ in batch))
+                batches += 1
                 for _, ev in batch:
                     ev.set()
 
-    async def appender(s: object) -> None:
-        for _ in range(per):
+    async def appender(stop: float) -> None:
+        while time.perf_counter() < stop:
             t = time.perf_counter()
             ev = anyio.Event()
             await send.send((LINE, ev))
             await ev.wait()
             lat.append(time.perf_counter() - t)
 
-    t0 = time.perf_counter()
     async with anyio.create_task_group() as tg:
         tg.start_soon(writer)
+        c0 = time.process_time()
+        t0 = time.perf_counter()
         async with anyio.create_task_group() as inner:
             for _ in range(appenders):
-                inner.start_soon(appender, None)
+                inner.start_soon(appender, t0 + seconds)
+        dt = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         await send.aclose()
-    dt = time.perf_counter() - t0
     os.close(fd)
-    return appenders * per / dt, lat
+    return Run(len(lat), dt, lat, batches, cpu)
 
 
-async def aiden_appends(directory: str, appenders: int, per: int, durability: str) -> tuple[float, list[float]]:
+async def aiden_appends(directory: str, appenders: int, seconds: float, durability: str) -> Run:
     lat: list[float] = []
-    config = Config(durability=durability, count_compress_after_events=10**9)  # type: ignore[arg-type]
-    async with aiden.open_memory(directory, config=config, context_window=10**9) as memory:
+    config = Config(durability=durability, count_compress_after_events=10**9,  # type: ignore[arg-type]
+                    session_summary_on_close=False)
+    storage = CountingStorage()
+    async with aiden.open_memory(directory, config=config, context_window=10**9, storage=storage) as memory:
 
-        async def appender() -> None:
-            for _ in range(per):
+        async def appender(stop: float) -> None:
+            while time.perf_counter() < stop:
                 t = time.perf_counter()
-                await memory.append(SessionEvent(type="user_input", content="x" * 120))
+                await memory.append(EVENT)
                 lat.append(time.perf_counter() - t)
 
+        f0 = storage.fsyncs
+        c0 = time.process_time()
         t0 = time.perf_counter()
         async with anyio.create_task_group() as tg:
             for _ in range(appenders):
-                tg.start_soon(appender)
+                tg.start_soon(appender, t0 + seconds)
         dt = time.perf_counter() - t0
-    return appenders * per / dt, lat
+        cpu = time.process_time() - c0
+        fsyncs = storage.fsyncs - f0
+    return Run(len(lat), dt, lat, fsyncs, cpu)
 
 
-def run(quick: bool) -> dict[str, object]:
-    repeats = 1 if quick else 3
-    levels = [1, 8, 64] if quick else [1, 8, 64, 256]
-    total = 2000 if quick else 20000
+def measure(system: str, level: int, seconds: float) -> Run:
+    """One time-boxed run: every appender keeps appending until ``seconds`` have passed."""
+    with tempfile.TemporaryDirectory(prefix="aiden-bench-") as d:
+        if system == "per_event_fsync":
+            return per_event_fsync(d, seconds)
+        if system == "group_commit":
+            return anyio.run(group_commit, d, level, seconds)
+        if system == "aiden_fsync":
+            return anyio.run(aiden_appends, d, level, seconds, "fsync")
+        return anyio.run(aiden_appends, d, level, seconds, "none")
+
+
+def run(
+    quick: bool,
+    *,
+    levels: tuple[int, ...] = LEVELS,
+    repeats: int | None = None,
+    seconds: float | None = None,
+) -> dict[str, Any]:
+    """Run every system at every level ``repeats`` times, each run time-boxed to ``seconds``."""
+    repeats = repeats or (2 if quick else 5)
+    seconds = seconds or (0.3 if quick else 1.0)
+    results: dict[str, Any] = {
+        "workload": "concurrent durable appends through the public API",
+        "event_bytes": len(LINE),
+        "repeats": repeats,
+        "seconds_per_run": seconds,
+        "levels": {},
+    }
     rows = []
-    results: dict[str, object] = {}
-    raw_n = 300 if quick else 2000
-    raw_tp = []
-    for _ in range(repeats):
-        with tempfile.TemporaryDirectory() as d:
-            raw_tp.append(per_event_fsync(d, raw_n)[0])
-    raw = summarize(raw_tp)
-    results["per_event_fsync_eps"] = raw
-    for c in levels:
-        per = max(1, total // c)
-        gc_tp, ai_tp, ai_nofsync = [], [], []
-        gc_lat: list[float] = []
-        ai_lat: list[float] = []
-        for _ in range(repeats):
-            with tempfile.TemporaryDirectory() as d:
-                tp, lat = anyio.run(group_commit, d, c, per)
-                gc_tp.append(tp)
-                gc_lat = lat
-            with tempfile.TemporaryDirectory() as d:
-                tp, lat = anyio.run(aiden_appends, d, c, per, "fsync")
-                ai_tp.append(tp)
-                ai_lat = lat
-            with tempfile.TemporaryDirectory() as d:
-                ai_nofsync.append(anyio.run(aiden_appends, d, c, per, "none")[0])
-        g, a, an = summarize(gc_tp), summarize(ai_tp), summarize(ai_nofsync)
-        entry = {
-            "group_commit_eps": g,
-            "aiden_eps": a,
-            "aiden_nofsync_eps": an,
-            "aiden_p50_ms": pct(ai_lat, 50) * 1e3,
-            "aiden_p99_ms": pct(ai_lat, 99) * 1e3,
-            "aiden_p999_ms": pct(ai_lat, 99.9) * 1e3,
-            "group_commit_p99_ms": pct(gc_lat, 99) * 1e3,
-            "ratio_vs_group_commit": a["median"] / g["median"],
-            "ratio_vs_per_event_fsync": a["median"] / raw["median"],
-        }
-        results[f"appenders_{c}"] = entry
+    targets = []
+    for level in levels:
+        runs: dict[str, list[Run]] = {s: [] for s in SYSTEMS}
+        for r in range(repeats):
+            for system in rotate(SYSTEMS, r + level):
+                runs[system].append(measure(system, level, seconds))
+        eps = {s: [x.eps for x in runs[s]] for s in SYSTEMS}
+        entry: dict[str, Any] = {"appenders": level}
+        for s in SYSTEMS:
+            lat = [v for x in runs[s] for v in x.lat]
+            n_events = sum(x.events for x in runs[s])
+            entry[s] = {
+                "eps": summarize(eps[s]),
+                "events": n_events,
+                "latency_ms": latency_ms(lat),
+                "events_per_fsync": n_events / max(1, sum(x.fsyncs for x in runs[s])),
+                "cpu_us_per_event": 1e6 * sum(x.cpu for x in runs[s]) / n_events,
+            }
+        entry["ratio_aiden_vs_group_commit"] = paired(eps["aiden_fsync"], eps["group_commit"])
+        entry["ratio_aiden_vs_per_event_fsync"] = paired(eps["aiden_fsync"], eps["per_event_fsync"])
+        entry["ratio_group_commit_vs_per_event_fsync"] = paired(eps["group_commit"], eps["per_event_fsync"])
+        entry["ratio_aiden_none_vs_aiden_fsync"] = paired(eps["aiden_none"], eps["aiden_fsync"])
+        results["levels"][str(level)] = entry
+        a = entry["aiden_fsync"]
+        g = entry["group_commit"]
         rows.append(
             [
-                c,
-                f"{a['median']:,.0f} ({a['min']:,.0f}-{a['max']:,.0f})",
-                f"{g['median']:,.0f}",
-                f"{raw['median']:,.0f}",
-                f"{entry['ratio_vs_group_commit']:.2f}x",
-                f"{entry['ratio_vs_per_event_fsync']:.1f}x",
-                f"{entry['aiden_p50_ms']:.2f}",
-                f"{entry['aiden_p99_ms']:.2f}",
-                f"{entry['aiden_p999_ms']:.2f}",
-                f"{an['median']:,.0f}",
+                level,
+                rng(a["eps"]),
+                rng(g["eps"]),
+                rng(entry["per_event_fsync"]["eps"]),
+                rng(entry["ratio_aiden_vs_group_commit"], ".2f", suffix="x"),
+                rng(entry["ratio_aiden_vs_per_event_fsync"], ".1f", suffix="x"),
+                f"{a['latency_ms']['p50']:.2f} / {a['latency_ms']['p99']:.2f} / {a['latency_ms']['p999']:.2f}",
+                f"{g['latency_ms']['p50']:.2f} / {g['latency_ms']['p99']:.2f}",
+                f"{a['events_per_fsync']:.1f} / {g['events_per_fsync']:.1f}",
+                f"{a['cpu_us_per_event']:.0f}",
+                rng(entry["aiden_none"]["eps"]),
+                f"{entry['aiden_none']['latency_ms']['p50']:.2f} / {entry['aiden_none']['latency_ms']['p99']:.2f}",
             ]
         )
-    md = table(
+        if level == 64:
+            rg = entry["ratio_aiden_vs_group_commit"]
+            rf = entry["ratio_aiden_vs_per_event_fsync"]
+            targets.append(
+                target("append: aiden / bare group commit at 64 appenders", ">= 0.6x", rg["median"],
+                       rg["median"] >= 0.6, rng(rg, ".2f", suffix="x"))
+            )
+            targets.append(
+                target("append: aiden / per-event fsync at 64 appenders", ">= 10x", rf["median"],
+                       rf["median"] >= 10, rng(rf, ".1f", suffix="x"))
+            )
+    results["targets"] = targets
+    results["table"] = table(
         [
             "appenders",
-            "aiden ev/s (min-max)",
+            "aiden fsync ev/s",
             "bare group commit ev/s",
             "per-event fsync ev/s",
             "aiden / group commit",
             "aiden / per-event fsync",
-            "p50 ms",
-            "p99 ms",
-            "p99.9 ms",
+            "aiden p50 / p99 / p99.9 ms",
+            "group commit p50 / p99 ms",
+            "events per fsync (aiden / gc)",
+            "aiden CPU us/event",
             "aiden durability=none ev/s",
+            "none p50 / p99 ms",
         ],
         rows,
     )
-    results["table"] = md
     return results
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer events and repeats")
     args = parser.parse_args()
     results = run(args.quick)
     path = write_result("append", results)

@@ -1,0 +1,177 @@
+"""Message overhead: one msgspec-encoded actor hop vs a direct call, as a share of a durable append.
+
+Measured on aiden's real message types and codecs (``aiden.messages.Codec``):
+the request of one ``append`` (``AppendEvents`` carrying one event) and its
+reply (``Appended`` with one ``Ack``).
+
+- ``direct``: ``await handler(message)`` on the object (what an in-process
+  call without an actor boundary costs);
+- ``encode`` / ``decode``: the codec alone;
+- ``stream``: an unencoded object sent through a bounded anyio memory stream
+  to a receiving task and back (a round trip, so the per-hop figure is half);
+- ``hop``: the full boundary, round trip: encode, send, the actor task
+  receives and decodes, encodes the reply, sends it back, the caller receives
+  and decodes. Per hop = round trip / 2.
+
+The share is taken against the median latency of one durable append (one
+appender, ``durability: fsync``) and one non-durable append
+(``durability: none``), both measured through ``open_memory(...).append`` in
+the same run. One ``append`` crosses two hops (request to the writer, reply
+through the reply router).
+
+    python benchmarks/bench_messages.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import rng, summarize, table, write_result
+
+import aiden
+from aiden import Config, SessionEvent
+from aiden.messages import Ack, Appended, AppendEvents, Codec, WriterInbox, WriterOutbox
+
+EVENT = SessionEvent(type="user_input", role="user", content="x" * 120, timestamp=1.7e9)
+REQUEST = AppendEvents(7, [EVENT])
+REPLY = Appended([Ack(7, [42])])
+
+
+async def _direct(n: int) -> float:
+    async def handler(msg: AppendEvents) -> Appended:
+        return Appended([Ack(msg.request_id, [42])])
+
+    t = time.perf_counter()
+    for _ in range(n):
+        await handler(REQUEST)
+    return (time.perf_counter() - t) / n
+
+
+def _encode(n: int) -> float:
+    codec: Codec[WriterInbox] = Codec(WriterInbox)
+    t = time.perf_counter()
+    for _ in range(n):
+        codec.encode(REQUEST)
+    return (time.perf_counter() - t) / n
+
+
+def _decode(n: int) -> float:
+    codec: Codec[WriterInbox] = Codec(WriterInbox)
+    raw = codec.encode(REQUEST)
+    t = time.perf_counter()
+    for _ in range(n):
+        codec.decode(raw)
+    return (time.perf_counter() - t) / n
+
+
+async def _round_trip(n: int, encoded: bool) -> float:
+    """Caller -> actor -> caller through two bounded memory streams (like aiden's inbox/outbox)."""
+    req_send, req_recv = anyio.create_memory_object_stream[Any](64)
+    rep_send, rep_recv = anyio.create_memory_object_stream[Any](64)
+    inbox: Codec[WriterInbox] = Codec(WriterInbox)
+    outbox: Codec[WriterOutbox] = Codec(WriterOutbox)
+
+    async def actor() -> None:
+        async with req_recv, rep_send:
+            async for raw in req_recv:
+                if encoded:
+                    msg = inbox.decode(raw)
+                    await rep_send.send(outbox.encode(Appended([Ack(msg.request_id, [42])])))
+                else:
+                    await rep_send.send(Appended([Ack(raw.request_id, [42])]))
+
+    async with req_send, rep_recv, anyio.create_task_group() as tg:
+        tg.start_soon(actor)
+        t = time.perf_counter()
+        for _ in range(n):
+            if encoded:
+                await req_send.send(inbox.encode(REQUEST))
+                outbox.decode(await rep_recv.receive())
+            else:
+                await req_send.send(REQUEST)
+                await rep_recv.receive()
+        dt = (time.perf_counter() - t) / n
+        await req_send.aclose()
+    return dt
+
+
+async def _append_latency(n: int, durability: str) -> float:
+    lat: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="aiden-bench-") as d:
+        config = Config(durability=durability, count_compress_after_events=10**9,  # type: ignore[arg-type]
+                        session_summary_on_close=False)
+        async with aiden.open_memory(d, config=config, context_window=10**9) as memory:
+            for _ in range(n):
+                t = time.perf_counter()
+                await memory.append(EVENT)
+                lat.append(time.perf_counter() - t)
+    return statistics.median(lat)
+
+
+def run(quick: bool, *, repeats: int | None = None, n: int | None = None, appends: int | None = None) -> dict[str, Any]:
+    repeats = repeats or (3 if quick else 7)
+    n = n or (5_000 if quick else 50_000)
+    appends = appends or (100 if quick else 400)
+    samples: dict[str, list[float]] = {k: [] for k in
+                                       ("direct", "encode", "decode", "stream_rt", "hop_rt", "append_fsync",
+                                        "append_none")}
+    for _ in range(repeats):
+        samples["direct"].append(anyio.run(_direct, n))
+        samples["encode"].append(_encode(n))
+        samples["decode"].append(_decode(n))
+        samples["stream_rt"].append(anyio.run(_round_trip, n // 5, False))
+        samples["hop_rt"].append(anyio.run(_round_trip, n // 5, True))
+        samples["append_fsync"].append(anyio.run(_append_latency, appends, "fsync"))
+        samples["append_none"].append(anyio.run(_append_latency, appends, "none"))
+    s = {k: summarize([v * 1e6 for v in vals]) for k, vals in samples.items()}  # microseconds
+    hop = s["hop_rt"]["median"] / 2
+    direct = s["direct"]["median"]
+    results: dict[str, Any] = {
+        "us": s,
+        "message_bytes": len(Codec(WriterInbox).encode(REQUEST)),
+        "hop_us": hop,
+        "hop_over_direct_us": hop - direct,
+        "hop_vs_direct_x": hop / direct,
+        "share_of_durable_append": 2 * hop / s["append_fsync"]["median"],
+        "share_of_nondurable_append": 2 * hop / s["append_none"]["median"],
+        "targets": [],
+    }
+    rows = [
+        ["direct call (await handler(msg))", rng(s["direct"], ".2f"), ""],
+        ["msgspec encode (AppendEvents, 1 event)", rng(s["encode"], ".2f"), f"{results['message_bytes']} bytes"],
+        ["msgspec decode", rng(s["decode"], ".2f"), ""],
+        ["memory-stream round trip, objects (2 hops)", rng(s["stream_rt"], ".1f"), "task switch both ways"],
+        ["encoded round trip (2 hops: request + reply)", rng(s["hop_rt"], ".1f"), ""],
+        ["one encoded hop (round trip / 2)", f"{hop:.1f}", f"{hop / direct:.0f}x a direct call"],
+        ["durable append, 1 appender (fsync), p50", rng(s["append_fsync"], ",.0f"),
+         f"2 hops = {results['share_of_durable_append'] * 100:.1f}% of it"],
+        ["append with durability=none, 1 appender, p50", rng(s["append_none"], ",.0f"),
+         f"2 hops = {results['share_of_nondurable_append'] * 100:.1f}% of it"],
+    ]
+    results["table"] = table(["operation", "us (median, min-max)", "note"], rows)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer iterations and repeats")
+    args = parser.parse_args()
+    results = run(args.quick)
+    path = write_result("messages", results)
+    print(results["table"])
+    print(f"\nwritten {path}")
+
+
+if __name__ == "__main__":
+    main()
