@@ -140,6 +140,7 @@ class MaintenanceScheduler:
         )
         self._calibration: dict[str, TokenCalibration] = {}
         self._pass_scope: anyio.CancelScope | None = None
+        self._prompt_reported = False
 
     @property
     def token_profile(self) -> TokenProfile:
@@ -200,6 +201,7 @@ class MaintenanceScheduler:
         else:
             reply = Rotated(request_id=msg.request_id, archived_path=str(path))
             self.stats.last_prompt_tokens = None
+            self._prompt_reported = False
             self._run_prompt_max = None
             self._turns = 0
             self._cost = 0.0
@@ -231,6 +233,7 @@ class MaintenanceScheduler:
             # The trigger uses the largest single prompt of the latest run (seed 000).
             if self._run_prompt_max is not None:
                 self.stats.last_prompt_tokens = self._run_prompt_max
+                self._prompt_reported = True
             self._run_prompt_max = None
             self._turns += 1
             self._last_turn_tool_tokens = self._turn_tool_tokens
@@ -282,7 +285,10 @@ class MaintenanceScheduler:
         snap = await anyio.to_thread.run_sync(self._store.snapshot)
         decision = should_compress(
             TriggerInput(
-                prompt_tokens=self.stats.last_prompt_tokens,
+                # Only provider-reported sizes feed the token path; after a compaction the
+                # value is our own estimate of the retained window, which never grows by
+                # itself, so until a provider reports again the count path decides.
+                prompt_tokens=self.stats.last_prompt_tokens if self._prompt_reported else None,
                 context_window=self._window,
                 event_count=len(snap.events),
                 turns_since_compaction=self._turns,
@@ -299,11 +305,11 @@ class MaintenanceScheduler:
             # A soft trigger: keep the cached prefix a few more turns (seed 001).
             self.stats.deferred_for_cache += 1
             return CompactionOutcome(compacted=False, reason="deferred_for_cache")
-        plan = plan_compaction(
-            snap.events,
-            config,
-            target_tokens=trigger_threshold_tokens(self._window, config),
-            token_counts=self._token_counts(snap.events),
+        # Planning is CPU work linear in the hot window: keep it off the event loop.
+        counts = self._token_counts(snap.events)
+        target = trigger_threshold_tokens(self._window, config)
+        plan = await anyio.to_thread.run_sync(
+            lambda: plan_compaction(snap.events, config, target_tokens=target, token_counts=counts)
         )
         if isinstance(plan, SkipCompaction):
             return CompactionOutcome(compacted=False, reason=plan.reason, note=plan.detail)
@@ -357,6 +363,7 @@ class MaintenanceScheduler:
         # Reset to the retained window's estimate so the pending pass does not
         # compact again on the stale pre-compaction prompt size (seed 000).
         self.stats.last_prompt_tokens = plan.kept_tokens
+        self._prompt_reported = False
         if self.stats.prompt_tokens_since_compaction:
             self.stats.cached_share_before_last_compaction = (
                 self.stats.cached_tokens_since_compaction / self.stats.prompt_tokens_since_compaction

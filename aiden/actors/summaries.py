@@ -71,9 +71,13 @@ class ChunkSummaries:
             )
             return crumb, "", True
         summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
-        items = extract_must_keep(plan.compacted, max_items=config.must_keep_max_items)
-        summary = apply_must_keep(summary, items, max_items=config.must_keep_max_items)
+        summary = await anyio.to_thread.run_sync(self._with_must_keep, summary, plan.compacted)
         return summary, prefix, False
+
+    def _with_must_keep(self, summary: str, events: Sequence[SessionEvent]) -> str:
+        # CPU work over the whole compacted range: called in a worker thread.
+        limit = self._config.must_keep_max_items
+        return apply_must_keep(summary, extract_must_keep(events, max_items=limit), max_items=limit)
 
     async def summarize(self, purpose: Purpose, events: Sequence[SessionEvent], previous: str) -> SummaryResult:
         """One summarizer call through the actor; a failure raises :class:`SummarizerError`."""
@@ -117,8 +121,7 @@ class ChunkSummaries:
             result = await self.summarize("history", chunk.events, "")
         except SummarizerError:
             return  # still degraded; try again on a later pass
-        items = extract_must_keep(chunk.events, max_items=self._config.must_keep_max_items)
-        summary = apply_must_keep(result.text, items, max_items=self._config.must_keep_max_items)
+        summary = await anyio.to_thread.run_sync(self._with_must_keep, result.text, chunk.events)
         if await anyio.to_thread.run_sync(store.replace_summary, entry.chunk_id, summary):
             self.stats.degraded_chunks = max(0, self.stats.degraded_chunks - 1)
             self.stats.resummarized_chunks += 1

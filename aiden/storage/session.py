@@ -82,6 +82,7 @@ class SessionStore:
         self.events_lock = SessionLock(storage, layout.lock_file)
         self.compaction_lock = SessionLock(storage, layout.memory / "compaction.lock")
         self._segments: dict[str, list[cs.ChunkEntry]] = {}
+        self._index_cache: tuple[tuple[int, int, int], cs.ChunkIndex] | None = None
 
     def close(self) -> None:
         """Release and close both lock descriptors."""
@@ -108,8 +109,22 @@ class SessionStore:
         return [e for e in events if not covered(e.seq)]
 
     def load_index(self) -> cs.ChunkIndex:
-        """The live index (empty when none was committed yet)."""
-        return cs.load_index(self.layout) or cs.ChunkIndex()
+        """The live index (empty when none was committed yet).
+
+        Parsed once per version of the file: index.yaml is only ever replaced
+        atomically, so (inode, size, mtime) identifies its content.
+        """
+        try:
+            st = os.stat(self.layout.index)
+        except FileNotFoundError:
+            return cs.ChunkIndex()
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        cached = self._index_cache
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        index = cs.load_index(self.layout) or cs.ChunkIndex()
+        self._index_cache = (stamp, index)
+        return index
 
     def read_event(self, seq: int) -> SessionEvent | None:
         """The stored event with ``seq``, from the hot window or the chunk covering it."""

@@ -320,3 +320,18 @@ async def test_soft_trigger_is_batched_for_the_prompt_cache_but_hard_trigger_is_
     assert stats.deferred_for_cache == 1
     assert stats.cached_share_before_last_compaction == 450 / 1550
     assert stats.cached_share_since_last_compaction is None
+
+
+async def test_count_trigger_keeps_working_without_provider_usage(tmp_path: Path) -> None:
+    # No record_usage at all: after the first compaction the retained-window
+    # estimate must not silence the count path (it would never grow again).
+    async with aiden.open_memory(tmp_path, config=SMALL) as memory:
+        acked = await fill(memory, 6)
+        first = await memory.maintain()
+        acked |= await fill(memory, 6, start=6)
+        second = await memory.maintain()
+        stats = memory.stats()
+    assert (first.compacted, first.reason) == (True, "event_count")
+    assert (second.compacted, second.reason) == (True, "event_count")
+    assert stats.compactions == 2
+    assert_exactly_once(tmp_path, acked)
