@@ -18,6 +18,8 @@ Importing aiden never imports litellm (that happens lazily, only when
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiden.config import Config, config_from_mapping, load_config
 from aiden.errors import (
     AidenError,
@@ -41,7 +43,6 @@ from aiden.memory import Memory, MemoryStats
 from aiden.messages import CompactionOutcome
 from aiden.runtime import open_memory
 from aiden.storage.session import RecoveryReport
-from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,
@@ -50,6 +51,10 @@ from aiden.summarizers.protocol import (
     SummaryRequest,
     SummaryResult,
 )
+
+if TYPE_CHECKING:
+    from aiden.summarizers.extractive import ExtractiveSummarizer
+    from aiden.summarizers.llm import LiteLLMSummarizer
 
 __version__ = "0.1.0"
 
@@ -98,4 +103,9 @@ def __getattr__(name: str) -> object:
         from aiden.summarizers.llm import LiteLLMSummarizer
 
         return LiteLLMSummarizer
+    if name == "ExtractiveSummarizer":
+        # Its rule tables take a while to compile: load on first use.
+        from aiden.summarizers.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer
     raise AttributeError(f"module 'aiden' has no attribute {name!r}")

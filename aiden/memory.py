@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -24,7 +24,6 @@ from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, InvalidEventError, RecallError
 from aiden.events import EVENT_TYPES, SessionEvent, decode_event, encode_event, validate_id
 from aiden.lifecycle import Lifecycle, RunStart, new_session_id
-from aiden.longterm.dream import DreamOutcome
 from aiden.longterm.service import LongTermServices
 from aiden.longterm.tools import (
     FORGET_MEMORY_TOOL,
@@ -57,12 +56,15 @@ from aiden.messages import (
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
 from aiden.prompt import PromptBuild, PromptLayers
-from aiden.recall.index import RecallHit, RecallStats
 from aiden.recall.tool import RECALL_TOOL, handle_recall_tool
+from aiden.recall.types import RecallHit, RecallStats
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
 from aiden.storage.session import RecoveryReport, SessionStore
+
+if TYPE_CHECKING:
+    from aiden.longterm.dream import DreamOutcome
 
 __all__ = ["Memory", "MemoryStats", "dispatch_writer_reply", "raise_error_info"]
 

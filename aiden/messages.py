@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from aiden.events import SessionEvent
-from aiden.recall.index import RecallHit
+from aiden.recall.types import RecallHit
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
 __all__ = [

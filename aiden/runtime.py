@@ -39,7 +39,6 @@ from aiden.messages import (
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.session import SessionStore
-from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["open_memory"]
@@ -98,6 +97,8 @@ async def open_memory(
     recall_actor = RecallActor(layout, config, r_recv, rr_send)
     writer = SessionWriter(layout, storage, config, w_recv, wr_send)
     if summarizer is None:
+        from aiden.summarizers.extractive import ExtractiveSummarizer
+
         # Fold output is ordered by importance; keep it inside the rolling-summary line cap.
         summarizer = ExtractiveSummarizer(fold_max_lines=max(1, min(60, config.max_rolling_summary_lines * 3 // 5)))
     summarizer_actor = SummarizerActor(summarizer, config, z_recv, zr_send)

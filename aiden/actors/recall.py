@@ -9,7 +9,7 @@ and rotations need not notify this actor.
 from __future__ import annotations
 
 import logging
-from typing import assert_never
+from typing import TYPE_CHECKING, assert_never
 
 import anyio
 from anyio.abc import TaskStatus
@@ -28,7 +28,10 @@ from aiden.messages import (
     RecallRehydrate,
     RecallReply,
 )
-from aiden.recall.index import RecallIndex, RecallStats
+from aiden.recall.types import RecallStats
+
+if TYPE_CHECKING:
+    from aiden.recall.index import RecallIndex
 from aiden.storage.layout import Layout
 
 __all__ = ["RecallActor"]
@@ -52,11 +55,13 @@ class RecallActor:
         self._outbox = outbox
         self._in: Codec[RecallInbox] = Codec(RecallInbox)
         self._out: Codec[RecallOutbox] = Codec(RecallOutbox)
-        self._index: RecallIndex | None = None
+        self._index: RecallIndex | None = None  # opened in run(): sqlite3 loads only when used
         self.last_stats: RecallStats | None = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until the inbox closes."""
+        from aiden.recall.index import RecallIndex
+
         self._index = await anyio.to_thread.run_sync(RecallIndex, self._layout, self._config)
         task_status.started()
         try:

@@ -23,7 +23,6 @@ from aiden.policy import CompactionPlan
 from aiden.storage.chunks import ChunkEntry, read_chunk
 from aiden.storage.session import SessionStore
 from aiden.storage.summary_md import cap_lines, raw_breadcrumb
-from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
 from aiden.summarizers.protocol import Purpose, SummaryRequest, SummaryResult
 
 if TYPE_CHECKING:
@@ -76,6 +75,8 @@ class ChunkSummaries:
 
     def _with_must_keep(self, summary: str, events: Sequence[SessionEvent]) -> str:
         # CPU work over the whole compacted range: called in a worker thread.
+        from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
+
         limit = self._config.must_keep_max_items
         return apply_must_keep(summary, extract_must_keep(events, max_items=limit), max_items=limit)
 

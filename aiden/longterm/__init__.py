@@ -7,61 +7,115 @@
 * The long-term store (seed 002): :class:`LongTermMemoryStore`, the
   ``save_memory`` / ``forget_memory`` tools, ``profile.md`` and its debouncer.
 * history.jsonl, consolidation, AutoCompact and Dream (seed 003).
+
+Names are imported on first use, so importing this package stays cheap.
 """
 
 from __future__ import annotations
 
-from aiden.longterm.autocompact import AutoCompactor, IdleTarget, is_idle, run_autocompact, should_autocompact
-from aiden.longterm.cache import ParseCache
-from aiden.longterm.cap import CapPlan, CapResult, enforce_cap, plan_cap
-from aiden.longterm.dream import (
-    Dream,
-    DreamEditor,
-    DreamOutcome,
-    SummarizerDreamEditor,
-    dream_due,
-    run_dream_schedule,
-)
-from aiden.longterm.dream_edits import LONG_TERM_FILES, DreamEdit, apply_edits, plan_edits
-from aiden.longterm.entries import (
-    INDEX_VERSION,
-    MEMORY_TYPES,
-    IndexEntry,
-    LongTermIndex,
-    MemoryEntry,
-    MemoryType,
-)
-from aiden.longterm.errors import DreamError, LongTermError, MemoryEntryError, VersionNotFoundError
-from aiden.longterm.files import digest_path, list_session_files, running_summary_path, sessions_dir
-from aiden.longterm.gitstore import GitStore, Version
-from aiden.longterm.history import (
-    ConsolidationOutcome,
-    HistoryRecord,
-    HistoryStore,
-    consolidate,
-    consolidate_pass,
-)
-from aiden.longterm.merge import conflict_key, merge_many, merge_summaries
-from aiden.longterm.profile import ProfileTarget, render_profile, run_profile_debouncer
-from aiden.longterm.project import load_project_memory, render_project_memory
-from aiden.longterm.store import LongTermMemoryStore, StoreStats
-from aiden.longterm.summaries import (
-    SECTIONS,
-    SessionSummary,
-    clean_item,
-    is_excluded,
-    parse_summary_md,
-    render_summary_md,
-    strip_thinking,
-    summary_from_result,
-)
-from aiden.longterm.tools import (
-    FORGET_MEMORY_TOOL,
-    SAVE_MEMORY_TOOL,
-    handle_forget_memory,
-    handle_save_memory,
-)
-from aiden.longterm.writer import SessionSummaryWriter, SummaryWrite
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aiden.longterm.autocompact import (
+        AutoCompactor,
+        IdleTarget,
+        is_idle,
+        run_autocompact,
+        should_autocompact,
+    )
+    from aiden.longterm.cache import (
+        ParseCache,
+    )
+    from aiden.longterm.cap import (
+        CapPlan,
+        CapResult,
+        enforce_cap,
+        plan_cap,
+    )
+    from aiden.longterm.dream import (
+        Dream,
+        DreamEditor,
+        DreamOutcome,
+        SummarizerDreamEditor,
+        dream_due,
+        run_dream_schedule,
+    )
+    from aiden.longterm.dream_edits import (
+        LONG_TERM_FILES,
+        DreamEdit,
+        apply_edits,
+        plan_edits,
+    )
+    from aiden.longterm.entries import (
+        INDEX_VERSION,
+        MEMORY_TYPES,
+        IndexEntry,
+        LongTermIndex,
+        MemoryEntry,
+        MemoryType,
+    )
+    from aiden.longterm.errors import (
+        DreamError,
+        LongTermError,
+        MemoryEntryError,
+        VersionNotFoundError,
+    )
+    from aiden.longterm.files import (
+        digest_path,
+        list_session_files,
+        running_summary_path,
+        sessions_dir,
+    )
+    from aiden.longterm.gitstore import (
+        GitStore,
+        Version,
+    )
+    from aiden.longterm.history import (
+        ConsolidationOutcome,
+        HistoryRecord,
+        HistoryStore,
+        consolidate,
+        consolidate_pass,
+    )
+    from aiden.longterm.merge import (
+        conflict_key,
+        merge_many,
+        merge_summaries,
+    )
+    from aiden.longterm.profile import (
+        ProfileTarget,
+        render_profile,
+        run_profile_debouncer,
+    )
+    from aiden.longterm.project import (
+        load_project_memory,
+        render_project_memory,
+    )
+    from aiden.longterm.store import (
+        LongTermMemoryStore,
+        StoreStats,
+    )
+    from aiden.longterm.summaries import (
+        SECTIONS,
+        SessionSummary,
+        clean_item,
+        is_excluded,
+        parse_summary_md,
+        render_summary_md,
+        strip_thinking,
+        summary_from_result,
+    )
+    from aiden.longterm.tools import (
+        FORGET_MEMORY_TOOL,
+        SAVE_MEMORY_TOOL,
+        handle_forget_memory,
+        handle_save_memory,
+    )
+    from aiden.longterm.writer import (
+        SessionSummaryWriter,
+        SummaryWrite,
+    )
 
 __all__ = [
     "FORGET_MEMORY_TOOL",
@@ -130,3 +184,78 @@ __all__ = [
     "strip_thinking",
     "summary_from_result",
 ]
+
+_LAZY: dict[str, str] = {
+    "AutoCompactor": "aiden.longterm.autocompact",
+    "CapPlan": "aiden.longterm.cap",
+    "CapResult": "aiden.longterm.cap",
+    "ConsolidationOutcome": "aiden.longterm.history",
+    "Dream": "aiden.longterm.dream",
+    "DreamEdit": "aiden.longterm.dream_edits",
+    "DreamEditor": "aiden.longterm.dream",
+    "DreamError": "aiden.longterm.errors",
+    "DreamOutcome": "aiden.longterm.dream",
+    "FORGET_MEMORY_TOOL": "aiden.longterm.tools",
+    "GitStore": "aiden.longterm.gitstore",
+    "HistoryRecord": "aiden.longterm.history",
+    "HistoryStore": "aiden.longterm.history",
+    "INDEX_VERSION": "aiden.longterm.entries",
+    "IdleTarget": "aiden.longterm.autocompact",
+    "IndexEntry": "aiden.longterm.entries",
+    "LONG_TERM_FILES": "aiden.longterm.dream_edits",
+    "LongTermError": "aiden.longterm.errors",
+    "LongTermIndex": "aiden.longterm.entries",
+    "LongTermMemoryStore": "aiden.longterm.store",
+    "MEMORY_TYPES": "aiden.longterm.entries",
+    "MemoryEntry": "aiden.longterm.entries",
+    "MemoryEntryError": "aiden.longterm.errors",
+    "MemoryType": "aiden.longterm.entries",
+    "ParseCache": "aiden.longterm.cache",
+    "ProfileTarget": "aiden.longterm.profile",
+    "SAVE_MEMORY_TOOL": "aiden.longterm.tools",
+    "SECTIONS": "aiden.longterm.summaries",
+    "SessionSummary": "aiden.longterm.summaries",
+    "SessionSummaryWriter": "aiden.longterm.writer",
+    "StoreStats": "aiden.longterm.store",
+    "SummarizerDreamEditor": "aiden.longterm.dream",
+    "SummaryWrite": "aiden.longterm.writer",
+    "Version": "aiden.longterm.gitstore",
+    "VersionNotFoundError": "aiden.longterm.errors",
+    "apply_edits": "aiden.longterm.dream_edits",
+    "clean_item": "aiden.longterm.summaries",
+    "conflict_key": "aiden.longterm.merge",
+    "consolidate": "aiden.longterm.history",
+    "consolidate_pass": "aiden.longterm.history",
+    "digest_path": "aiden.longterm.files",
+    "dream_due": "aiden.longterm.dream",
+    "enforce_cap": "aiden.longterm.cap",
+    "handle_forget_memory": "aiden.longterm.tools",
+    "handle_save_memory": "aiden.longterm.tools",
+    "is_excluded": "aiden.longterm.summaries",
+    "is_idle": "aiden.longterm.autocompact",
+    "list_session_files": "aiden.longterm.files",
+    "load_project_memory": "aiden.longterm.project",
+    "merge_many": "aiden.longterm.merge",
+    "merge_summaries": "aiden.longterm.merge",
+    "parse_summary_md": "aiden.longterm.summaries",
+    "plan_cap": "aiden.longterm.cap",
+    "plan_edits": "aiden.longterm.dream_edits",
+    "render_profile": "aiden.longterm.profile",
+    "render_project_memory": "aiden.longterm.project",
+    "render_summary_md": "aiden.longterm.summaries",
+    "run_autocompact": "aiden.longterm.autocompact",
+    "run_dream_schedule": "aiden.longterm.dream",
+    "run_profile_debouncer": "aiden.longterm.profile",
+    "running_summary_path": "aiden.longterm.files",
+    "sessions_dir": "aiden.longterm.files",
+    "should_autocompact": "aiden.longterm.autocompact",
+    "strip_thinking": "aiden.longterm.summaries",
+    "summary_from_result": "aiden.longterm.summaries",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

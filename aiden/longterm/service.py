@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import TaskGroup
@@ -20,7 +21,6 @@ from aiden.config import Config
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.longterm.autocompact import AutoCompactor, IdleTarget, run_autocompact
-from aiden.longterm.dream import Dream, DreamOutcome, run_dream_schedule
 from aiden.longterm.history import HistoryStore
 from aiden.longterm.profile import run_profile_debouncer
 from aiden.longterm.project import load_project_memory
@@ -31,6 +31,9 @@ from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
 from aiden.summarizers.protocol import Summarizer
+
+if TYPE_CHECKING:
+    from aiden.longterm.dream import Dream, DreamOutcome
 
 __all__ = ["LongTermServices"]
 
@@ -51,8 +54,18 @@ class LongTermServices:
         self._dirty_send, self._dirty_recv = anyio.create_memory_object_stream[None](1)
         self._dream_send, self._dream_recv = anyio.create_memory_object_stream[None](1)
         self.store = LongTermMemoryStore(layout, storage, dirty=self._dirty_send)
-        self.dream = Dream(layout, storage, self.history)
+        self._storage = storage
+        self._dream: Dream | None = None
         self.project_memory = ""
+
+    @property
+    def dream(self) -> Dream:
+        """Dream over long_term/ (its git store, via dulwich, loads on first use)."""
+        if self._dream is None:
+            from aiden.longterm.dream import Dream
+
+            self._dream = Dream(self.layout, self._storage, self.history)
+        return self._dream
 
     async def start(self, tg: TaskGroup, idle_target: IdleTarget) -> None:
         """Start the profile debouncer, AutoCompact and the Dream schedule in ``tg``."""
@@ -61,6 +74,8 @@ class LongTermServices:
             compactor = AutoCompactor(idle_target, self.config.idle_compact_after_minutes)
             await tg.start(run_autocompact, compactor.check, _AUTOCOMPACT_TICK_S)
         if self.config.dream_interval_hours > 0:
+            from aiden.longterm.dream import run_dream_schedule
+
             await tg.start(
                 partial(
                     run_dream_schedule,

@@ -45,7 +45,6 @@ from aiden.longterm.merge import DEFAULT_MAX_ITEMS, merge_summaries
 from aiden.longterm.summaries import SessionSummary, summary_from_result
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.summarizers.protocol import Summarizer, SummaryRequest
 
 __all__ = ["SessionSummaryWriter", "SummaryWrite"]
@@ -91,7 +90,7 @@ class SessionSummaryWriter:
         self._storage = storage
         self._summarizer = summarizer
         self._config = config
-        self._fallback: Summarizer | None = ExtractiveSummarizer() if use_fallback else None
+        self._use_fallback = use_fallback
         self._max_items = max_items
         self._lock = anyio.Lock()
 
@@ -112,10 +111,12 @@ class SessionSummaryWriter:
                 result = await self._summarizer.summarize(request)
             degraded = False
         except (SummarizerError, TimeoutError) as exc:
-            if self._fallback is None:
+            if not self._use_fallback:
                 raise
             log.warning("session summary extraction failed (%s); using the extractive fallback", exc)
-            result = await self._fallback.summarize(request)
+            from aiden.summarizers.extractive import ExtractiveSummarizer
+
+            result = await ExtractiveSummarizer().summarize(request)
             degraded = True
         return summary_from_result(result, kind="running"), degraded
 

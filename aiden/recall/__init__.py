@@ -9,16 +9,14 @@
 
 from __future__ import annotations
 
-from aiden.recall.index import (
-    SCHEMA_VERSION,
-    BulkChunk,
-    EventSpan,
-    RecallHit,
-    RecallIndex,
-    RecallStats,
-    event_text,
-)
+import importlib
+from typing import TYPE_CHECKING
+
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME, handle_recall_tool
+from aiden.recall.types import EventSpan, RecallHit, RecallStats
+
+if TYPE_CHECKING:
+    from aiden.recall.index import SCHEMA_VERSION, BulkChunk, RecallIndex, event_text
 
 __all__ = [
     "RECALL_TOOL",
@@ -32,3 +30,12 @@ __all__ = [
     "event_text",
     "handle_recall_tool",
 ]
+
+# The index pulls in sqlite3: load it on first use only.
+_LAZY = frozenset({"SCHEMA_VERSION", "BulkChunk", "RecallIndex", "event_text"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(importlib.import_module("aiden.recall.index"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

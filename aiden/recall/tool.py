@@ -17,8 +17,8 @@ import msgspec
 
 from aiden.errors import AidenError
 from aiden.events import EVENT_TYPES, EventType, SessionEvent, validate_id
-from aiden.recall.index import RecallHit
 from aiden.recall.query import truncate
+from aiden.recall.types import RecallHit
 
 __all__ = ["RECALL_TOOL", "TOOL_NAME", "handle_recall_tool"]
 

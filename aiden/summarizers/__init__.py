@@ -7,14 +7,15 @@
 
 The litellm-backed names are resolved lazily: importing this package never
 imports litellm, nor even the module that wraps it.
+
+Names are imported on first use, so importing this package stays cheap.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
-from aiden.summarizers.extractive import ExtractiveSummarizer
-from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,
@@ -26,7 +27,18 @@ from aiden.summarizers.protocol import (
 )
 
 if TYPE_CHECKING:
-    from aiden.summarizers.llm import LiteLLMSummarizer, ModelResolver, SummarizerStats
+    from aiden.summarizers.extractive import (
+        ExtractiveSummarizer,
+    )
+    from aiden.summarizers.llm import (
+        LiteLLMSummarizer,
+        ModelResolver,
+        SummarizerStats,
+    )
+    from aiden.summarizers.mustkeep import (
+        apply_must_keep,
+        extract_must_keep,
+    )
 
 __all__ = [
     "Decision",
@@ -44,14 +56,18 @@ __all__ = [
     "extract_must_keep",
 ]
 
-_LAZY = frozenset({"LiteLLMSummarizer", "ModelResolver", "SummarizerStats"})
+_LAZY: dict[str, str] = {
+    "ExtractiveSummarizer": "aiden.summarizers.extractive",
+    "LiteLLMSummarizer": "aiden.summarizers.llm",
+    "ModelResolver": "aiden.summarizers.llm",
+    "SummarizerStats": "aiden.summarizers.llm",
+    "apply_must_keep": "aiden.summarizers.mustkeep",
+    "extract_must_keep": "aiden.summarizers.mustkeep",
+}
 
 
 def __getattr__(name: str) -> object:
-    # aiden.summarizers.llm is the one module that may import litellm (lazily);
-    # keeping it off the import path keeps `import aiden.summarizers` cheap.
-    if name in _LAZY:
-        from aiden.summarizers import llm
-
-        return getattr(llm, name)
-    raise AttributeError(f"module 'aiden.summarizers' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
