@@ -131,7 +131,7 @@ class Lifecycle:
         completion_tokens: int | None = None,
         cached_tokens: int | None = None,
         cost_usd: float | None = None,
-        tool_output_tokens: int = 0,
+        tool_output_tokens: int | None = None,
         model: str | None = None,
         event_id: str | None = None,
         now: float | None = None,
@@ -152,7 +152,8 @@ class Lifecycle:
             completion_tokens=completion_tokens,
             cached_tokens=cached_tokens,
             cost_usd=cost_usd,
-            tool_output_tokens=tool_output_tokens,
+            # The tool-output spike trigger (seed 001) counts this turn's tool results.
+            tool_output_tokens=m.take_turn_tool_tokens() if tool_output_tokens is None else tool_output_tokens,
             run_ended=True,
             model=model,
         )

@@ -164,6 +164,7 @@ class Memory:
         self._appends = 0
         self._profile = token_profile
         self._last_prompt_estimate: int | None = None
+        self._turn_tool_tokens = 0
         self._coalesced_at_inbox = 0
         self._closed = False
         self.recovery: RecoveryReport = recovery
@@ -232,6 +233,9 @@ class Memory:
             return []
         seqs = await self._writer.call(lambda rid: AppendEvents(rid, prepared))
         self._appends += len(prepared)
+        for e in prepared:
+            if e.type == "tool_result":
+                self._turn_tool_tokens += estimate_tokens(e.content, self._profile)
         return [msgspec.structs.replace(e, seq=s) for e, s in zip(prepared, seqs, strict=True)]
 
     async def flush(self) -> None:
@@ -289,6 +293,11 @@ class Memory:
     def estimate_text(self, text: str) -> int:
         """aiden's token estimate of ``text`` for this memory's model."""
         return estimate_tokens(text, self._profile)
+
+    def take_turn_tool_tokens(self) -> int:
+        """Estimated tokens of tool results appended since the last call (one turn's tool output)."""
+        tokens, self._turn_tool_tokens = self._turn_tool_tokens, 0
+        return tokens
 
     def note_prompt_estimate(self, tokens: int) -> None:
         """Remember the estimate of the prompt just built (calibrated against the next reported usage)."""

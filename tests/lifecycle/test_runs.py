@@ -132,3 +132,28 @@ async def test_governance_stub_names_a_seq_the_recall_tool_returns_verbatim(tmp_
     assert f"seq {stored.seq}" in tool_msg["content"]
     assert len(tool_msg["content"]) < len(big)
     assert answer["events"][0]["content"] == big
+
+
+async def test_tool_output_spike_and_cost_ceiling_trigger_compaction(tmp_path: Path) -> None:
+    cfg = Config(
+        durability="none", keep_recent_tokens=60, hot_window_events=6, count_compress_after_events=10**6,
+        tool_output_spike_tokens=500, cost_ceiling_usd=0.5,
+    )
+    async with aiden.open_memory(tmp_path, config=cfg) as memory:
+        for i in range(3):
+            await memory.begin_run(f"small turn {i}")
+            await memory.commit_run("ok")
+        await memory.maintain()  # waits for the passes commit_run requested
+        quiet = memory.stats().compactions
+        await memory.begin_run("read a big file")
+        await memory.append(SessionEvent(type="tool_call", tool_name="read", tool_call_id="c"))
+        await memory.append(SessionEvent(type="tool_result", tool_call_id="c", content="word " * 3000))
+        await memory.commit_run("read it")  # its pass sees the spike
+        await memory.maintain()
+        after_spike = memory.stats().compactions
+        for i in range(3):
+            await memory.begin_run(f"paid turn {i}")
+            await memory.commit_run("ok", cost_usd=0.2)
+        await memory.maintain()
+        after_cost = memory.stats().compactions
+    assert (quiet, after_spike, after_cost) == (0, 1, 2)
