@@ -24,13 +24,6 @@ from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, InvalidEventError, RecallError
 from aiden.events import EVENT_TYPES, SessionEvent, decode_event, encode_event, validate_id
 from aiden.lifecycle import Lifecycle, RunStart, new_session_id
-from aiden.longterm.service import LongTermServices
-from aiden.longterm.tools import (
-    FORGET_MEMORY_TOOL,
-    SAVE_MEMORY_TOOL,
-    handle_forget_memory,
-    handle_save_memory,
-)
 from aiden.messages import (
     Appended,
     AppendEvents,
@@ -56,7 +49,6 @@ from aiden.messages import (
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
 from aiden.prompt import PromptBuild, PromptLayers
-from aiden.recall.tool import RECALL_TOOL, handle_recall_tool
 from aiden.recall.types import RecallHit, RecallStats
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.jsonl import read_bytes
@@ -65,6 +57,7 @@ from aiden.storage.session import RecoveryReport, SessionStore
 
 if TYPE_CHECKING:
     from aiden.longterm.dream import DreamOutcome
+    from aiden.longterm.service import LongTermServices
 
 __all__ = ["Memory", "MemoryStats", "dispatch_writer_reply", "raise_error_info"]
 
@@ -422,11 +415,15 @@ class Memory:
     @property
     def tools(self) -> list[dict[str, Any]]:
         """Every agent tool aiden provides: recall_session_chunks, save_memory, forget_memory."""
-        return [RECALL_TOOL, SAVE_MEMORY_TOOL, FORGET_MEMORY_TOOL]
+        from aiden.longterm.tools import FORGET_MEMORY_TOOL, SAVE_MEMORY_TOOL
+
+        return [self.recall_tool, SAVE_MEMORY_TOOL, FORGET_MEMORY_TOOL]
 
     async def handle_tool_call(self, name: str, arguments: str | dict[str, Any]) -> str:
         """Run one of :attr:`tools` by name; always returns a JSON string for the model."""
         self._check_open()
+        from aiden.longterm.tools import handle_forget_memory, handle_save_memory
+
         if name == "recall_session_chunks":
             return await self.handle_recall_tool(arguments)
         if name == "save_memory":
@@ -500,10 +497,14 @@ class Memory:
     @property
     def recall_tool(self) -> dict[str, Any]:
         """The ``recall_session_chunks`` function-tool schema for litellm/OpenAI."""
+        from aiden.recall.tool import RECALL_TOOL
+
         return RECALL_TOOL
 
     async def handle_recall_tool(self, arguments: str | dict[str, Any]) -> str:
         """Run a ``recall_session_chunks`` tool call; bad arguments give a readable error result."""
+        from aiden.recall.tool import handle_recall_tool
+
         return await handle_recall_tool(
             arguments,
             search=self.recall_session_chunks,

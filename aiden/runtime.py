@@ -21,7 +21,6 @@ from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
 from aiden.actors.writer import SessionWriter
 from aiden.config import Config
 from aiden.errors import ClosedError
-from aiden.longterm.service import LongTermServices
 from aiden.memory import Memory, dispatch_writer_reply
 from aiden.messages import (
     CancelSummarize,
@@ -102,6 +101,9 @@ async def open_memory(
         # Fold output is ordered by importance; keep it inside the rolling-summary line cap.
         summarizer = ExtractiveSummarizer(fold_max_lines=max(1, min(60, config.max_rolling_summary_lines * 3 // 5)))
     summarizer_actor = SummarizerActor(summarizer, config, z_recv, zr_send)
+    # Long-term memory (dulwich, the summary schema...) loads with the first open, not at import.
+    from aiden.longterm.service import LongTermServices
+
     long_term = LongTermServices(layout, storage, config, SummarizerProxy(summarizer_client))
     scheduler = MaintenanceScheduler(
         store,
