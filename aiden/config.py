@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
-import yaml
 
 from aiden.errors import ConfigError
 
@@ -195,6 +194,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         raise ConfigError(f"{p}: cannot read config: {exc.strerror}") from exc
     if len(raw) > _MAX_CONFIG_BYTES:
         raise ConfigError(f"{p}: config larger than {_MAX_CONFIG_BYTES} bytes")
+    import yaml  # only needed when a file is loaded: keeps `import aiden` light
+
     try:
         data = yaml.safe_load(raw)
     except yaml.YAMLError as exc:

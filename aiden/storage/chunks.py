@@ -23,7 +23,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
-import yaml
 
 from aiden.errors import CorruptionError, InvalidIdError
 from aiden.events import SessionEvent, encode_event, validate_id
@@ -191,7 +190,15 @@ def read_chunk(layout: Layout, chunk_id: str, *, expect_sha256: str | None = Non
 
 # --- the index -----------------------------------------------------------------
 
+def _yaml() -> Any:
+    # PyYAML costs ~10 ms to import; the index is only touched once memory is open.
+    import yaml
+
+    return yaml
+
+
 def _check_yaml_events(raw: bytes) -> None:
+    yaml = _yaml()
     # Aliases make "billion laughs" bombs possible and our writer never emits
     # them, so any anchor or alias marks the file as not ours.
     for event in yaml.parse(raw, Loader=yaml.CSafeLoader):
@@ -207,6 +214,7 @@ def load_index(layout: Layout) -> ChunkIndex | None:
         return None
     except OSError as exc:
         raise CorruptionError(f"index.yaml unreadable: {exc.strerror}") from exc
+    yaml = _yaml()
     try:
         _check_yaml_events(raw)
         data = yaml.load(raw, Loader=yaml.CSafeLoader)
@@ -230,6 +238,7 @@ def load_index(layout: Layout) -> ChunkIndex | None:
 
 def save_index(storage: Storage, layout: Layout, index: ChunkIndex) -> None:
     """Atomically write index.yaml: the rename plus the fsync of ``chunks/`` is the commit point."""
+    yaml = _yaml()
     data = yaml.dump(
         msgspec.to_builtins(index), Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=True
     ).encode("utf-8")
