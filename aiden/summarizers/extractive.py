@@ -97,7 +97,7 @@ _FOLD_LINE_CHARS: Final = 600
 _MAX_TOOL_ERRORS: Final = 24  # error lines taken from tool output per request
 _ERRORS_PER_RESULT: Final = 2
 _MAX_TOOL_NOTES: Final = 3
-_SLICE_CHARS: Final = 256_000  # summarize() checkpoints after walking about this much event text
+_SLICE_CHARS: Final = 32_000  # checkpoint after about this much event text (~5-10 ms of extraction)
 _SCAN_HEAD_LINES: Final = 4000
 _SCAN_TAIL_LINES: Final = 1000
 
