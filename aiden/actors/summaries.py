@@ -70,11 +70,10 @@ class ChunkSummaries:
             )
             return crumb, "", True
         summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
-        summary = await anyio.to_thread.run_sync(self._with_must_keep, summary, plan.compacted)
-        return summary, prefix, False
+        # Inline, not in a worker thread: see the note on planning in scheduler.py.
+        return self._with_must_keep(summary, plan.compacted), prefix, False
 
     def _with_must_keep(self, summary: str, events: Sequence[SessionEvent]) -> str:
-        # CPU work over the whole compacted range: called in a worker thread.
         from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
 
         limit = self._config.must_keep_max_items
@@ -122,7 +121,7 @@ class ChunkSummaries:
             result = await self.summarize("history", chunk.events, "")
         except SummarizerError:
             return  # still degraded; try again on a later pass
-        summary = await anyio.to_thread.run_sync(self._with_must_keep, result.text, chunk.events)
+        summary = self._with_must_keep(result.text, chunk.events)
         if await anyio.to_thread.run_sync(store.replace_summary, entry.chunk_id, summary):
             self.stats.degraded_chunks = max(0, self.stats.degraded_chunks - 1)
             self.stats.resummarized_chunks += 1
