@@ -34,6 +34,11 @@ DEMO_CONFIG = Config(
     count_compress_after_events=40,
     summary_max_chunks=4,
     max_rolling_summary_lines=60,
+    # Per-call governance: stale or oversized tool output is stubbed in the prompt
+    # (kept verbatim on disk), so one turn's big file reads cannot overflow it.
+    governance_keep_turns=1,
+    governance_max_tool_tokens=1200,
+    governance_keep_steps=1,
 )
 
 LAYERS = PromptLayers(
