@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from aiden._lazy import lazy_exports
 from aiden.config import Config, config_from_mapping, load_config
 from aiden.errors import (
     AidenError,
@@ -95,17 +96,13 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    # LiteLLMSummarizer lives in the one module allowed to import litellm; the
-    # module itself imports litellm lazily, but resolving it lazily here keeps
-    # even that module off the import path of `import aiden`.
-    if name == "LiteLLMSummarizer":
-        from aiden.summarizers.llm import LiteLLMSummarizer
-
-        return LiteLLMSummarizer
-    if name == "ExtractiveSummarizer":
-        # Its rule tables take a while to compile: load on first use.
-        from aiden.summarizers.extractive import ExtractiveSummarizer
-
-        return ExtractiveSummarizer
-    raise AttributeError(f"module 'aiden' has no attribute {name!r}")
+# LiteLLMSummarizer lives in the one module allowed to import litellm (itself
+# lazily); ExtractiveSummarizer's rule tables take a while to compile. Both load
+# on first use, keeping `import aiden` cheap.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "LiteLLMSummarizer": "aiden.summarizers.llm",
+        "ExtractiveSummarizer": "aiden.summarizers.extractive",
+    },
+)

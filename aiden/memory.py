@@ -204,7 +204,7 @@ class Memory:
         prepared = strip_screenshot_data(prepared)
         # Validate text and size now, before any byte is written anywhere.
         line = encode_event(prepared, max_bytes=self._config.max_event_bytes - _SEQ_ROOM)
-        if decode_event(line) != prepared:
+        if prepared.meta and decode_event(line) != prepared:
             # NaN, sets, bytes, tuples... JSON would store something else than what
             # append() returns: refuse rather than silently change the caller's data.
             raise InvalidEventError("event meta holds values JSON cannot carry unchanged (NaN/inf, sets, bytes...)")

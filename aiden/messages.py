@@ -27,6 +27,7 @@ __all__ = [
     "Codec",
     "CompactionOutcome",
     "ErrorInfo",
+    "error_info",
     "Maintain",
     "MaintenanceDone",
     "RecordUsage",
@@ -34,7 +35,6 @@ __all__ = [
     "RecallReply",
     "RecallLookup",
     "RecallRehydrate",
-    "RecallRefresh",
     "RecallInbox",
     "RecallOutbox",
     "Rejected",
@@ -62,6 +62,14 @@ class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     message: str
     errno: int | None = None
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """Describe an exception for a reply message (non-aiden errors travel as StorageError)."""
+    from aiden.errors import AidenError
+
+    kind = type(exc).__name__ if isinstance(exc, AidenError) else "StorageError"
+    return ErrorInfo(kind=kind, message=str(exc), errno=getattr(exc, "errno", None))
 
 
 # --- session writer ------------------------------------------------------------
@@ -255,14 +263,7 @@ class RecallRehydrate(msgspec.Struct, frozen=True, tag=True):
     seqs: list[int] | None = None
 
 
-class RecallRefresh(msgspec.Struct, frozen=True, tag=True):
-    """Bring the index up to date (after a compaction or rotation); reply when done."""
-
-    request_id: int
-    reopen: bool = False
-
-
-RecallInbox = RecallQuery | RecallLookup | RecallRehydrate | RecallRefresh
+RecallInbox = RecallQuery | RecallLookup | RecallRehydrate
 
 
 class RecallReply(msgspec.Struct, frozen=True, tag=True, kw_only=True):

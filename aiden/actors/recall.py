@@ -15,7 +15,6 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.writer import error_info
 from aiden.config import Config
 from aiden.errors import AidenError
 from aiden.messages import (
@@ -24,9 +23,9 @@ from aiden.messages import (
     RecallLookup,
     RecallOutbox,
     RecallQuery,
-    RecallRefresh,
     RecallRehydrate,
     RecallReply,
+    error_info,
 )
 from aiden.recall.types import RecallStats
 
@@ -92,9 +91,6 @@ class RecallActor:
                 case RecallRehydrate(chunk_id=chunk_id, seqs=seqs):
                     events = await anyio.to_thread.run_sync(index.rehydrate, chunk_id, seqs)
                     reply = RecallReply(request_id=msg.request_id, events=events)
-                case RecallRefresh():
-                    await anyio.to_thread.run_sync(index.sync)
-                    reply = RecallReply(request_id=msg.request_id)
                 case _:
                     assert_never(msg)
         except AidenError as exc:

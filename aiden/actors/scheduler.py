@@ -24,7 +24,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aiden.actors.mailbox import Client
 from aiden.actors.summaries import SPLIT_TURN_SEPARATOR, ChunkSummaries
-from aiden.actors.writer import error_info
 from aiden.config import Config
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
@@ -43,6 +42,7 @@ from aiden.messages import (
     SchedulerOutbox,
     SummarizerInbox,
     SummarizerOutbox,
+    error_info,
 )
 from aiden.policy import (
     CL100K,
@@ -103,7 +103,6 @@ class MaintenanceScheduler:
         inbox: MemoryObjectReceiveStream[bytes],
         outbox: MemoryObjectSendStream[bytes],
         summarizer: Client[SummarizerInbox, SummarizerOutbox],
-        on_commit: Callable[[], None] | None = None,
         model: str | None = None,
         before_compaction: Callable[[Sequence[SessionEvent]], Awaitable[None]] | None = None,
         after_compaction: Callable[[ChunkEntry], Awaitable[None]] | None = None,
@@ -114,7 +113,6 @@ class MaintenanceScheduler:
         self._inbox = inbox
         self._outbox = outbox
         self._summarizer = summarizer
-        self._on_commit = on_commit
         self._before_compaction = before_compaction
         self._after_compaction = after_compaction
         self._pass_done: anyio.Event | None = None
@@ -381,8 +379,6 @@ class MaintenanceScheduler:
         self.stats.tokens_after += plan.kept_tokens
         if degraded:
             self.stats.degraded_chunks += 1
-        if self._on_commit is not None:
-            self._on_commit()
         if self._after_compaction is not None:
             try:
                 await self._after_compaction(full)

@@ -23,7 +23,6 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.mailbox import Client
-from aiden.actors.writer import error_info
 from aiden.config import Config
 from aiden.errors import AidenError, InvalidSummaryError, SummarizerError, SummarizerTimeout
 from aiden.messages import (
@@ -34,6 +33,7 @@ from aiden.messages import (
     SummarizeFailed,
     SummarizerInbox,
     SummarizerOutbox,
+    error_info,
 )
 from aiden.summarizers.protocol import Summarizer, SummaryRequest, SummaryResult
 

@@ -28,29 +28,23 @@ from aiden.messages import (
     Appended,
     AppendEvents,
     Codec,
-    ErrorInfo,
     Flush,
     Flushed,
     Rejected,
     ResetSession,
     WriterInbox,
     WriterOutbox,
+    error_info,
 )
 from aiden.storage import chunks as chunk_store
 from aiden.storage.fs import Storage
-from aiden.storage.jsonl import quarantine, read_bytes, repair_torn_tail, scan
+from aiden.storage.jsonl import read_bytes, repair_torn_tail, scan
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
 
-__all__ = ["SessionWriter", "error_info"]
+__all__ = ["SessionWriter"]
 
 log = logging.getLogger("aiden.writer")
-
-
-def error_info(exc: BaseException) -> ErrorInfo:
-    """Describe an exception for a reply message."""
-    kind = type(exc).__name__ if isinstance(exc, AidenError) else "StorageError"
-    return ErrorInfo(kind=kind, message=str(exc), errno=getattr(exc, "errno", None))
 
 
 class SessionWriter:
@@ -81,7 +75,6 @@ class SessionWriter:
         self._cut_back_to: int | None = None
         self._session_ino: int | None = None
         self._cut_back_ino: int | None = None
-        self.quarantined_lines = 0
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve the inbox until it is closed; then close the outbox."""
@@ -266,10 +259,9 @@ class SessionWriter:
             if event.event_id is not None:
                 self._remember(event.event_id, event.seq)
         for bad in result.bad_lines:
-            # Quarantine a copy; the line itself is dropped at the next compaction.
-            self.quarantined_lines += 1
-            quarantine(self._storage, self._layout.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
-            log.error("events.jsonl: corrupt line at offset %d quarantined", bad.offset)
+            # Only reported here: recovery and the next compaction's trim quarantine
+            # it exactly once; copying it from the append path would repeat on every rescan.
+            log.error("events.jsonl: corrupt line at offset %d (quarantined at the next trim)", bad.offset)
         if result.torn_tail:
             repair_torn_tail(
                 self._storage, self._fd, self._layout.quarantine, self._end + result.complete_end, result.torn_tail

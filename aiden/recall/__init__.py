@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from aiden._lazy import lazy_exports
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME, handle_recall_tool
 from aiden.recall.types import EventSpan, RecallHit, RecallStats
 
@@ -32,10 +32,7 @@ __all__ = [
 ]
 
 # The index pulls in sqlite3: load it on first use only.
-_LAZY = frozenset({"SCHEMA_VERSION", "BulkChunk", "RecallIndex", "event_text"})
+_LAZY = {name: "aiden.recall.index" for name in ("SCHEMA_VERSION", "BulkChunk", "RecallIndex", "event_text")}
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module("aiden.recall.index"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)

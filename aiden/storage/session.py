@@ -21,13 +21,19 @@ import msgspec
 
 from aiden.config import Config
 from aiden.errors import AidenError, CorruptionError, InvalidIdError, StorageError
-from aiden.events import SessionEvent, encode_event
+from aiden.events import SessionEvent, encode_event, validate_id
 from aiden.storage import chunks as cs
 from aiden.storage.fs import Storage, is_temp_name
 from aiden.storage.jsonl import quarantine, read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
-from aiden.storage.summary_md import ARCHIVE_HEADER, cap_lines, render_archive_entries, render_summary_md
+from aiden.storage.summary_md import (
+    ARCHIVE_HEADER,
+    cap_lines,
+    fold_into_rolling,
+    render_archive_entries,
+    render_summary_md,
+)
 
 __all__ = ["CommitConflict", "RecoveryReport", "SessionStore", "Snapshot"]
 
@@ -313,7 +319,8 @@ class SessionStore:
             unrecoverable.append(f"index.yaml was corrupt and was rebuilt from chunk files: {exc}")
             index, entries = self._rebuild_index(unrecoverable)
             rebuilt = True
-        if not rebuilt and self._index_disagrees(entries, unrecoverable):
+        verified: dict[str, cs.ChunkFile] = {}
+        if not rebuilt and self._index_disagrees(entries, unrecoverable, verified):
             # A valid-looking index that contradicts the chunk files is not
             # trusted: dropping hot events on its word could lose them silently.
             index, entries = self._rebuild_index(unrecoverable)
@@ -370,7 +377,7 @@ class SessionStore:
             if owner is not None:
                 if owner.chunk_id not in chunk_events:
                     try:
-                        body = cs.read_chunk(lay, owner.chunk_id).events
+                        body = (verified.get(owner.chunk_id) or cs.read_chunk(lay, owner.chunk_id)).events
                     except (CorruptionError, InvalidIdError):
                         body = []
                     chunk_events[owner.chunk_id] = {c.seq: encode_event(c) for c in body}
@@ -434,12 +441,15 @@ class SessionStore:
             log.error("recovery: %s", problem)
         return report
 
-    def _index_disagrees(self, entries: Sequence[cs.ChunkEntry], problems: list[str]) -> bool:
+    def _index_disagrees(
+        self, entries: Sequence[cs.ChunkEntry], problems: list[str], read: dict[str, cs.ChunkFile]
+    ) -> bool:
         """True if an index entry contradicts its (readable) chunk file's header."""
         disagrees = False
         for e in entries:
             try:
                 chunk = cs.read_chunk(self.layout, e.chunk_id)
+                read[e.chunk_id] = chunk
             except (CorruptionError, InvalidIdError) as exc:
                 problems.append(f"chunk {e.chunk_id} (seq {e.first_seq}-{e.last_seq}) unreadable: {exc}")
                 continue
@@ -472,11 +482,10 @@ class SessionStore:
         target_rolled = max(0, len(entries) - max_chunks)
         if rolled != target_rolled or not rolling:
             # Re-derive the rolling summary from the pushed-out chunk summaries.
-            lines: list[str] = []
+            rolling = ""
             for e in entries[:target_rolled]:
-                lines.append(f"[{e.chunk_id}]")
-                lines.extend(ln for ln in e.summary.strip().splitlines() if ln.strip())
-            rolling = cap_lines("\n".join(lines), max_lines=self.config.max_rolling_summary_lines)
+                rolling, _ = fold_into_rolling(rolling, e, max_lines=self.config.max_rolling_summary_lines)
+            rolling = cap_lines(rolling, max_lines=self.config.max_rolling_summary_lines)
         index = cs.ChunkIndex(
             rolling_summary=rolling, rolled_count=target_rolled, total_chunks=len(entries), chunks=entries
         )
@@ -507,8 +516,6 @@ class SessionStore:
         Crash-safe: after the rename, a missing ``session/`` is recreated empty
         by recovery; before it, nothing changed.
         """
-        from aiden.events import validate_id
-
         validate_id(closed_session_id, what="session id")
         target = self.layout.archived_session(closed_session_id)
         self._segments.clear()  # the new session's segments may reuse names

@@ -13,9 +13,9 @@ Names are imported on first use, so importing this package stays cheap.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from aiden._lazy import lazy_exports
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,
@@ -66,8 +66,4 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
