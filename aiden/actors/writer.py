@@ -37,6 +37,7 @@ from aiden.messages import (
     error_info,
 )
 from aiden.storage import chunks as chunk_store
+from aiden.storage import dedupe
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes, repair_torn_tail, scan
 from aiden.storage.layout import Layout
@@ -75,6 +76,11 @@ class SessionWriter:
         self._cut_back_to: int | None = None
         self._session_ino: int | None = None
         self._cut_back_ino: int | None = None
+        # Chunks whose event ids are in ``_ids``, and the index.yaml state they
+        # were learned from: compacted events must keep deduping (also after a
+        # reopen or another process's compaction), read once per chunk.
+        self._chunks_seen: set[str] = set()
+        self._index_stat: tuple[int, int, int] | None = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve the inbox until it is closed; then close the outbox."""
@@ -244,7 +250,7 @@ class SessionWriter:
             if self._session_ino is not None and session_ino != self._session_ino:
                 # Another process rotated: the closed session's event ids must not
                 # dedupe (and so silently drop) the new session's appends.
-                self._ids.clear()
+                self._forget_ids()
             self._session_ino = session_ino
             self._replace_fd(self._storage.open(path, os.O_WRONLY | os.O_APPEND))
         elif st.st_size < self._end:
@@ -268,9 +274,34 @@ class SessionWriter:
             )
             log.warning("events.jsonl: torn tail of %d bytes quarantined", len(result.torn_tail))
         self._end += result.complete_end
+        self._learn_chunk_ids()
+        # Never reuse a seq of a lost (emptied, deleted, cut) hot window.
+        self._last_seq = max(self._last_seq, dedupe.read_high_water(self._layout))
         if self._last_seq == 0:
             self._last_seq = self._floor_seq()
         self._valid = True
+
+    def _learn_chunk_ids(self) -> None:
+        # Only when index.yaml changed: the common resync (another process appended) stays cheap.
+        try:
+            st = os.stat(self._layout.index)
+            key: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:
+            key = None
+        if key is None or key == self._index_stat:
+            return
+        self._index_stat = key
+        found = dedupe.chunk_event_ids(self._layout, self._chunks_seen, self._config.dedupe_window)
+        if not found:
+            return
+        # Chunk events are older than hot ones: merge by seq so eviction drops the oldest.
+        merged = sorted({**dict(found), **self._ids}.items(), key=lambda kv: kv[1])
+        self._ids = OrderedDict(merged[-self._config.dedupe_window :])
+
+    def _forget_ids(self) -> None:
+        self._ids.clear()
+        self._chunks_seen.clear()
+        self._index_stat = None
 
     def _floor_seq(self) -> int:
         # An empty hot window continues after the newest committed chunk.
@@ -296,7 +327,7 @@ class SessionWriter:
 
     def _forget(self) -> None:
         self._close_files()
-        self._ids.clear()
+        self._forget_ids()
 
     def _close_files(self) -> None:
         self._valid = False

@@ -23,6 +23,7 @@ from aiden.config import Config
 from aiden.errors import AidenError, CorruptionError, InvalidIdError, StorageError
 from aiden.events import SessionEvent, encode_event, validate_id
 from aiden.storage import chunks as cs
+from aiden.storage import dedupe
 from aiden.storage.fs import Storage, is_temp_name
 from aiden.storage.jsonl import quarantine, read_bytes, scan
 from aiden.storage.layout import Layout
@@ -63,6 +64,7 @@ class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
     orphan_chunks_removed: int = 0
     orphan_chunks_adopted: int = 0
     orphan_segments_removed: int = 0
+    hot_events_lost: int = 0  # seqs known to exist (chunks, high-water mark) but stored nowhere
     index_rebuilt: bool = False
     summary_rewritten: bool = False
     unrecoverable: list[str] = msgspec.field(default_factory=list)
@@ -236,6 +238,8 @@ class SessionStore:
             covered = self.covered_by(index)
             keep = [e for e in result.events if not entry.covers(e.seq) and not covered(e.seq)]
             data = b"".join(encode_event(e) for e in keep)
+            # The mark goes first: losing the log afterwards must still show these seqs existed.
+            dedupe.write_high_water(self.storage, self.layout, max([entry.last_seq, *(e.seq for e in keep)]))
             self.storage.write_atomic(self.layout.events, data, crash_prefix="events")
             return len(keep)
         finally:
@@ -411,6 +415,10 @@ class SessionStore:
         elif not lay.events.exists():
             st.mkdir(lay.session)
             st.write_atomic(lay.events, b"", crash_prefix="recover_events")
+        # A gap in the gap-free seqs is a lost event (e.g. an emptied or deleted log): report it.
+        lost = dedupe.lost_seqs(entries, keep, dedupe.read_high_water(lay))
+        if lost:
+            unrecoverable.append(f"events.jsonl: {len(lost)} events lost (seqs {dedupe.describe_ranges(lost)})")
         # 5. unreferenced segments
         segs = 0
         referenced = {s.file for s in index.segments}
@@ -433,6 +441,7 @@ class SessionStore:
             orphan_chunks_removed=removed,
             orphan_chunks_adopted=adopted,
             orphan_segments_removed=segs,
+            hot_events_lost=len(lost),
             index_rebuilt=rebuilt,
             summary_rewritten=rewritten,
             unrecoverable=unrecoverable,
