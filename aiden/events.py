@@ -7,6 +7,7 @@ unknown fields found on read are ignored so older readers survive newer files.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Final, Literal, get_args
 
@@ -16,6 +17,7 @@ from aiden.errors import EventTooLargeError, InvalidEventError, InvalidIdError
 
 __all__ = [
     "EVENT_TYPES",
+    "MAX_META_DEPTH",
     "EventType",
     "SessionEvent",
     "decode_event",
@@ -35,6 +37,17 @@ EventType = Literal[
 EVENT_TYPES: Final[frozenset[str]] = frozenset(get_args(EventType))
 
 _SAFE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+MAX_META_DEPTH: Final = 64
+"""Deepest nesting of dicts/lists accepted in ``meta``. Far below the ~500 levels at which
+msgspec and Python's recursion limit fail, so a hostile value is refused with a clear
+InvalidEventError instead of a RecursionError (or a stack overflow in a reader)."""
+_INT_MIN: Final = -(2**63)
+_INT_MAX: Final = 2**63 - 1
+
+
+class _MetaTooDeep(InvalidEventError, ValueError):
+    """InvalidEventError for callers; a ValueError so msgspec turns it into a ValidationError on decode."""
 
 
 class SessionEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -64,6 +77,17 @@ class SessionEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     synthetic: bool = False
     meta: dict[str, Any] = msgspec.field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Depth is checked at construction: Memory's intake walks meta recursively (the
+        # screenshot scrub) before encode_event runs, so a hostile nesting would raise
+        # RecursionError there. Raised as _MetaTooDeep so msgspec reports it as a
+        # ValidationError when decoding. Empty meta (the common case) costs one test.
+        if self.meta and isinstance(self.meta, dict):
+            try:
+                _walk_meta(self.meta, check_ints=False)
+            except InvalidEventError as exc:
+                raise _MetaTooDeep(str(exc)) from None
+
     @property
     def id(self) -> str:
         """A stable identifier: the client ``event_id`` when given, else ``seq-<seq>``."""
@@ -71,6 +95,36 @@ class SessionEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
 
 
 _encoder: Final = msgspec.json.Encoder()
+
+
+def _walk_meta(meta: Any, *, check_ints: bool) -> None:
+    """Refuse ``meta`` nested deeper than :data:`MAX_META_DEPTH` (and, with ``check_ints``,
+    ints outside signed 64 bits). Iterative, so the check itself cannot hit the recursion limit."""
+    stack: list[tuple[Any, int]] = [(meta, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list | tuple):
+            if depth > MAX_META_DEPTH:
+                raise InvalidEventError(f"event meta is nested deeper than {MAX_META_DEPTH} levels")
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+        elif check_ints and isinstance(value, int) and not _INT_MIN <= value <= _INT_MAX:
+            raise InvalidEventError(f"event meta int {value} is outside the signed 64-bit range [-2**63, 2**63-1]")
+
+
+def _check_bounds(event: SessionEvent) -> None:
+    """Refuse values JSON would store differently or a reader could not load back.
+
+    A non-finite timestamp is written as ``null`` (the append is acknowledged, the
+    time silently lost); ints outside signed 64 bits make msgspec raise OverflowError
+    on decode (or encode, from 2**64); deeply nested meta raises RecursionError.
+    """
+    ts = event.timestamp
+    if ts is not None and not (isinstance(ts, int | float) and not isinstance(ts, bool) and math.isfinite(ts)):
+        raise InvalidEventError(f"event timestamp must be a finite number, got {ts!r}")
+    _walk_meta(event.meta, check_ints=True)
+
+
 _decoder: Final = msgspec.json.Decoder(SessionEvent)
 
 
@@ -79,13 +133,20 @@ def encode_event(event: SessionEvent, *, max_bytes: int | None = None) -> bytes:
 
     Raises :class:`InvalidEventError` for text that cannot be stored (lone
     surrogates) and :class:`EventTooLargeError` above ``max_bytes``; in both
-    cases nothing has been written anywhere.
+    cases nothing has been written anywhere. Also refuses a non-finite
+    timestamp, ``meta`` nested deeper than :data:`MAX_META_DEPTH` and ints
+    outside signed 64 bits (see :func:`_check_bounds`) -- only when ``max_bytes``
+    is given, which marks the intake of a new event (``Memory``'s append path).
+    Re-encoding stored events (writer, trim, recovery) passes no ``max_bytes`` and so
+    never refuses what an older version accepted (ints up to 2**64-1 round-tripped).
     """
+    if max_bytes is not None:
+        _check_bounds(event)
     try:
         line = _encoder.encode(event)
     except UnicodeEncodeError as exc:
         raise InvalidEventError(f"event text is not valid Unicode: {exc.reason}") from exc
-    except (TypeError, OverflowError) as exc:
+    except (TypeError, OverflowError, RecursionError) as exc:
         raise InvalidEventError(f"event cannot be encoded as JSON: {exc}") from exc
     if max_bytes is not None and len(line) + 1 > max_bytes:
         raise EventTooLargeError(

@@ -8,6 +8,7 @@ caught, so cancellation and programming errors still propagate.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
@@ -28,6 +29,9 @@ __all__ = [
 
 _MAX_ARGUMENT_CHARS: Final = 32768
 _MAX_ERROR_CHARS: Final = 400
+_MAX_EXPIRY: Final = 253402300799.0
+"""9999-12-31T23:59:59Z: the last second ``datetime`` can show. Beyond it describing the saved
+entry raised OverflowError/ValueError after the entry had already been written."""
 
 SAVE_MEMORY_TOOL: Final[dict[str, Any]] = {
     "type": "function",
@@ -106,20 +110,36 @@ def _decode(arguments: str | Mapping[str, Any], kind: type[T]) -> T:
 
 
 def parse_expiry(value: str | float | None) -> float | None:
-    """Unix seconds for an ISO-8601 date/time (naive = UTC) or a number; ValueError otherwise."""
+    """Unix seconds for an ISO-8601 date/time (naive = UTC) or a number; ValueError otherwise.
+
+    The result is bounded to 1970-01-01 .. 9999-12-31T23:59:59Z (finite), so it can
+    always be stored and shown back; ints too large for a float are refused as well.
+    """
     if value is None:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, str):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond the float range (>= ~1.8e308)
+            seconds = math.inf
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        when = datetime.fromisoformat(text)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        try:
+            seconds = when.timestamp()
+        except OverflowError:  # an offset pushing year 1 / 9999 past the datetime range
+            seconds = math.inf
+    else:
         raise ValueError("expires_at must be an ISO-8601 string")
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    when = datetime.fromisoformat(text)
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
+    if not (math.isfinite(seconds) and 0.0 <= seconds <= _MAX_EXPIRY):
+        raise ValueError(
+            f"expires_at must be between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z, got {value!r}"
+        )
+    return seconds
 
 
 def _error(message: str) -> str:
@@ -139,12 +159,14 @@ async def handle_save_memory(store: LongTermMemoryStore, arguments: str | Mappin
     """Run a ``save_memory`` call: ``{"saved": {...}}`` or ``{"error": "..."}``."""
     try:
         args = _decode(arguments, _SaveArgs)
+        # Parsed (and bounded) before save: nothing is written for an invalid expiry.
+        expires_at = parse_expiry(args.expires_at)
         entry = await store.save(
             type=args.type,
             title=args.title,
             content=args.content,
             now=now,
-            expires_at=parse_expiry(args.expires_at),
+            expires_at=expires_at,
             memory_id=args.id,
         )
     except (AidenError, ValueError, msgspec.MsgspecError) as exc:

@@ -10,6 +10,7 @@ propagate to the agent loop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -26,6 +27,11 @@ TOOL_NAME: Final = "recall_session_chunks"
 """The function name the model calls."""
 _MAX_ARGUMENT_CHARS: Final = 65536
 _MAX_SEQS: Final = 200
+_MAX_K: Final = 10_000
+"""Upper bound of ``k``: far above any configured cap, far below the 64-bit limit of the
+actor messages (a ``k`` of 2**64 made msgspec raise OverflowError instead of an answer)."""
+_MAX_SEQ: Final = 2**63 - 1
+"""Largest seq: seqs are stored as signed 64-bit JSON ints."""
 _MAX_ERROR_CHARS: Final = 400
 _SUMMARY_FLOOR: Final = 160
 """Summaries are cut down to this many characters before any result is dropped."""
@@ -56,6 +62,7 @@ RECALL_TOOL: Final[dict[str, Any]] = {
                 "k": {
                     "type": "integer",
                     "minimum": 1,
+                    "maximum": _MAX_K,
                     "description": "Maximum number of chunks to return (capped by configuration).",
                 },
                 "chunk_id": {
@@ -75,7 +82,7 @@ RECALL_TOOL: Final[dict[str, Any]] = {
                 },
                 "seqs": {
                     "type": "array",
-                    "items": {"type": "integer"},
+                    "items": {"type": "integer", "minimum": 0, "maximum": _MAX_SEQ},
                     "maxItems": _MAX_SEQS,
                     "description": "With chunk_id: return these events of the chunk verbatim (seq numbers).",
                 },
@@ -122,6 +129,19 @@ def _parse(arguments: str | Mapping[str, Any]) -> _Args:
         raise _Reject(f"arguments must be a JSON object, got {type(arguments).__name__}")
     if args.seqs is not None and len(args.seqs) > _MAX_SEQS:
         raise _Reject(f"seqs: at most {_MAX_SEQS} values")
+    # Every number is bounded here, before any request is made: an out-of-range int
+    # would otherwise surface as OverflowError from encoding a message or the answer.
+    if args.k is not None and args.k < 1:
+        raise _Reject("k must be >= 1")
+    if args.k is not None and args.k > _MAX_K:
+        raise _Reject(f"k must be <= {_MAX_K}, got {args.k}")
+    for seq in args.seqs or ():
+        if not 0 <= seq <= _MAX_SEQ:
+            raise _Reject(f"seqs: {seq} is outside 0..{_MAX_SEQ}")
+    for name, bound in (("since", args.since), ("until", args.until)):
+        # JSON has no inf/nan, but a decoded mapping can carry them.
+        if bound is not None and not math.isfinite(bound):
+            raise _Reject(f"{name} must be a finite number, got {bound}")
     return args
 
 
@@ -276,8 +296,6 @@ async def handle_recall_tool(
             return _render_events("", events, args.seqs, max_chars)
         if not args.query.strip():
             raise _Reject("query must not be empty")
-        if args.k is not None and args.k < 1:
-            raise _Reject("k must be >= 1")
         hits = await search(
             args.query,
             k=args.k,
