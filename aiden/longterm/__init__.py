@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     )
     from aiden.longterm.errors import (
         DreamError,
+        GitCorruptionError,
         LongTermError,
         MemoryEntryError,
         VersionNotFoundError,
@@ -134,6 +135,7 @@ __all__ = [
     "DreamEditor",
     "DreamError",
     "DreamOutcome",
+    "GitCorruptionError",
     "GitStore",
     "HistoryRecord",
     "HistoryStore",
@@ -197,6 +199,7 @@ _LAZY: dict[str, str] = {
     "DreamError": "aiden.longterm.errors",
     "DreamOutcome": "aiden.longterm.dream",
     "FORGET_MEMORY_TOOL": "aiden.longterm.tools",
+    "GitCorruptionError": "aiden.longterm.errors",
     "GitStore": "aiden.longterm.gitstore",
     "HistoryRecord": "aiden.longterm.history",
     "HistoryStore": "aiden.longterm.history",

@@ -6,14 +6,15 @@
     └── LongTermError             long-term memory failure
         ├── MemoryEntryError      a save/forget request or a memory entry is invalid
         └── DreamError            a Dream run, log or restore failed
-            └── VersionNotFoundError  restore target is not a known version
+            ├── VersionNotFoundError  restore target is not a known version
+            └── GitCorruptionError    ``long_term/.git`` is damaged (also a CorruptionError)
 """
 
 from __future__ import annotations
 
-from aiden.errors import AidenError
+from aiden.errors import AidenError, CorruptionError
 
-__all__ = ["DreamError", "LongTermError", "MemoryEntryError", "VersionNotFoundError"]
+__all__ = ["DreamError", "GitCorruptionError", "LongTermError", "MemoryEntryError", "VersionNotFoundError"]
 
 
 class LongTermError(AidenError):
@@ -30,3 +31,11 @@ class DreamError(LongTermError):
 
 class VersionNotFoundError(DreamError):
     """The requested version is not in the long-term git history."""
+
+
+class GitCorruptionError(DreamError, CorruptionError):
+    """``long_term/.git`` is unreadable or damaged; the long-term files themselves are untouched.
+
+    A :class:`DreamError` so Dream's callers handle it like any failed run, and a
+    :class:`~aiden.errors.CorruptionError` so it is classified as damaged storage.
+    """

@@ -10,18 +10,20 @@ Blocking I/O: call from a worker thread.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
-from dulwich.errors import NotGitRepository
+from dulwich.errors import ChecksumMismatch, FileFormatException, MissingCommitError, NotGitRepository
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from aiden.longterm.errors import DreamError, VersionNotFoundError
+from aiden.longterm.errors import DreamError, GitCorruptionError, VersionNotFoundError
 from aiden.longterm.files import ensure_dir
 from aiden.storage.fs import Storage
 
@@ -31,6 +33,27 @@ _AUTHOR: Final = b"aiden dream <dream@aiden.invalid>"
 _HEAD: Final = Ref(b"HEAD")
 _MODE: Final = 0o100644
 _HEX: Final = frozenset("0123456789abcdef")
+_T = TypeVar("_T")
+
+log = logging.getLogger("aiden.longterm")
+
+# What dulwich (and the OS under it) raises on a damaged repository: a bad ref or
+# missing object is a KeyError, flipped object bytes a zlib/Buffer/format error,
+# a half-deleted .git an OSError (e.g. FileExistsError when re-initializing).
+# Exception subclasses only: cancellation is never caught here.
+_FOREIGN: Final = (
+    OSError,
+    KeyError,
+    ValueError,
+    IndexError,
+    AssertionError,
+    BufferError,
+    zlib.error,
+    ChecksumMismatch,
+    FileFormatException,
+    MissingCommitError,
+    NotGitRepository,
+)
 
 
 class Version(msgspec.Struct, frozen=True, kw_only=True):
@@ -60,13 +83,49 @@ class GitStore:
     def _open(self, *, create: bool) -> Repo | None:
         try:
             return Repo(str(self.git_dir))
-        except NotGitRepository:
+        except NotGitRepository as exc:
+            if self.git_dir.exists():
+                # Present but not a repository (e.g. objects/ deleted): re-initializing
+                # would fail or hide the damage, so report it.
+                raise GitCorruptionError(f"{self.git_dir} is not a usable git repository") from exc
             if not create:
                 return None
         ensure_dir(self._storage, self.root)
         repo = Repo.init_bare(str(self.git_dir), mkdir=True, default_branch=b"main")
         self._storage.fsync_dir(self.root)
         return repo
+
+    def _with_repo(self, fn: Callable[[Repo], _T], *, create: bool, missing: Callable[[], _T]) -> _T:
+        """``fn(repo)`` under the lock; third-party errors become :class:`GitCorruptionError`.
+
+        This is the boundary that keeps dulwich's exceptions out of Dream's
+        schedule (which tolerates only AidenError) and the runtime's task group.
+        aiden's own errors pass through. Only a message survives a foreign error:
+        its traceback pins dulwich's mmapped packs, which could then not be
+        closed (BufferError) and would leak.
+        """
+        with self._lock:
+            failure = ""
+            repo: Repo | None = None
+            try:
+                repo = self._open(create=create)
+                if repo is None:
+                    return missing()
+                return fn(repo)
+            except _FOREIGN as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+            finally:
+                if repo is not None and not failure:
+                    self._close(repo)
+            if repo is not None:
+                self._close(repo)  # the traceback is gone now, so the packs can be closed
+            raise GitCorruptionError(f"long-term git history at {self.git_dir} is damaged: {failure}")
+
+    def _close(self, repo: Repo) -> None:
+        try:
+            repo.close()
+        except _FOREIGN as exc:  # a damaged pack may refuse; the result is already decided
+            log.warning("closing %s failed: %s: %s", self.git_dir, type(exc).__name__, exc)
 
     @staticmethod
     def _head(repo: Repo) -> ObjectID | None:
@@ -77,13 +136,12 @@ class GitStore:
 
     def head(self) -> str | None:
         """The current version's commit id (None before the first commit)."""
-        with self._lock:
-            repo = self._open(create=False)
-            if repo is None:
-                return None
-            with repo:
-                head = self._head(repo)
-                return head.decode() if head is not None else None
+
+        def head(repo: Repo) -> str | None:
+            found = self._head(repo)
+            return found.decode() if found is not None else None
+
+        return self._with_repo(head, create=False, missing=lambda: None)
 
     @staticmethod
     def _tree_files(repo: Repo, commit_id: ObjectID) -> dict[str, bytes]:
@@ -102,56 +160,55 @@ class GitStore:
 
     def commit(self, contents: Mapping[str, bytes | None], message: str, *, now: int) -> str | None:
         """Record ``contents`` (None = file absent) as a new version; None if identical to HEAD."""
-        with self._lock:
-            repo = self._open(create=True)
-            assert repo is not None
-            with repo:
-                head = self._head(repo)
-                if head is not None and self._tree_files(repo, head) == {
-                    k: v for k, v in contents.items() if v is not None
-                }:
-                    return None
-                tree = Tree()
-                objects: list[Blob | Tree | Commit] = []
-                for name in sorted(contents):
-                    data = contents[name]
-                    if data is None:
-                        continue
-                    blob = Blob.from_string(data)
-                    objects.append(blob)
-                    tree.add(name.encode("utf-8"), _MODE, blob.id)
-                objects.append(tree)
-                commit = Commit()
-                commit.tree = tree.id
-                commit.parents = [head] if head is not None else []
-                commit.author = commit.committer = _AUTHOR
-                commit.author_time = commit.commit_time = now
-                commit.author_timezone = commit.commit_timezone = 0
-                commit.encoding = b"UTF-8"
-                commit.message = message.strip().encode("utf-8") + b"\n"
-                objects.append(commit)
-                repo.object_store.add_objects([(obj, None) for obj in objects])
-                if not repo.refs.set_if_equals(_HEAD, head, commit.id):
-                    raise DreamError("long-term history changed concurrently; commit not recorded")
-                return commit.id.decode()
+
+        def record(repo: Repo) -> str | None:
+            head = self._head(repo)
+            if head is not None and self._tree_files(repo, head) == {
+                k: v for k, v in contents.items() if v is not None
+            }:
+                return None
+            tree = Tree()
+            objects: list[Blob | Tree | Commit] = []
+            for name in sorted(contents):
+                data = contents[name]
+                if data is None:
+                    continue
+                blob = Blob.from_string(data)
+                objects.append(blob)
+                tree.add(name.encode("utf-8"), _MODE, blob.id)
+            objects.append(tree)
+            commit = Commit()
+            commit.tree = tree.id
+            commit.parents = [head] if head is not None else []
+            commit.author = commit.committer = _AUTHOR
+            commit.author_time = commit.commit_time = now
+            commit.author_timezone = commit.commit_timezone = 0
+            commit.encoding = b"UTF-8"
+            commit.message = message.strip().encode("utf-8") + b"\n"
+            objects.append(commit)
+            repo.object_store.add_objects([(obj, None) for obj in objects])
+            if not repo.refs.set_if_equals(_HEAD, head, commit.id):
+                raise DreamError("long-term history changed concurrently; commit not recorded")
+            return commit.id.decode()
+
+        return self._with_repo(record, create=True, missing=lambda: None)
 
     def log(self, limit: int = 20) -> list[Version]:
         """The newest ``limit`` versions, newest first."""
-        with self._lock:
-            repo = self._open(create=False)
-            if repo is None:
+
+        def versions(repo: Repo) -> list[Version]:
+            if self._head(repo) is None:
                 return []
-            with repo:
-                if self._head(repo) is None:
-                    return []
-                return [
-                    Version(
-                        commit_id=entry.commit.id.decode(),
-                        timestamp=entry.commit.commit_time,
-                        message=entry.commit.message.decode("utf-8", errors="replace").strip(),
-                    )
-                    for entry in repo.get_walker(max_entries=limit)
-                ]
+            return [
+                Version(
+                    commit_id=entry.commit.id.decode(),
+                    timestamp=entry.commit.commit_time,
+                    message=entry.commit.message.decode("utf-8", errors="replace").strip(),
+                )
+                for entry in repo.get_walker(max_entries=limit)
+            ]
+
+        return self._with_repo(versions, create=False, missing=list)
 
     def resolve(self, target: str | int) -> str:
         """A full commit id for ``target``: an id or unique prefix (>= 4 hex), or steps back from HEAD."""
@@ -172,12 +229,15 @@ class GitStore:
 
     def read(self, commit_id: str) -> dict[str, bytes]:
         """The files of version ``commit_id`` (name -> content)."""
-        with self._lock:
-            repo = self._open(create=False)
-            if repo is None:
-                raise VersionNotFoundError("no long-term history yet")
-            with repo:
-                try:
-                    return self._tree_files(repo, ObjectID(commit_id.encode()))
-                except (KeyError, ValueError) as exc:
-                    raise VersionNotFoundError(f"unknown version {commit_id!r}") from exc
+
+        def read(repo: Repo) -> dict[str, bytes]:
+            try:
+                return self._tree_files(repo, ObjectID(commit_id.encode()))
+            except (KeyError, ValueError):
+                # No ``from``: the cause's traceback would pin the repository's packs.
+                raise VersionNotFoundError(f"unknown version {commit_id!r}") from None
+
+        def missing() -> dict[str, bytes]:
+            raise VersionNotFoundError("no long-term history yet")
+
+        return self._with_repo(read, create=False, missing=missing)

@@ -1,7 +1,8 @@
 """``history.jsonl`` and the Consolidator (seed 003): source material for Dream.
 
 Each line is ``{"cursor", "timestamp", "content", "session_key"}``. Appends
-are serialized by a lock (cursor allocation and the write happen together);
+are serialized across processes by ``flock`` on ``.history.lock`` (cursor
+allocation, re-read from disk, and the write happen together);
 leaked ``<think>`` content is stripped; each record's content is bounded; the
 record is fsynced and then ``.cursor`` is replaced atomically. A crash between
 the two leaves ``.cursor`` behind the file; allocation uses the larger of
@@ -37,6 +38,7 @@ from aiden.longterm.summaries import strip_thinking
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
+from aiden.storage.locks import SessionLock
 from aiden.summarizers.mustkeep import clip
 from aiden.summarizers.protocol import Summarizer, SummaryRequest
 
@@ -54,6 +56,10 @@ log = logging.getLogger("aiden.longterm")
 DEFAULT_MAX_RECORD_CHARS: Final = 4000
 _TRUNCATED: Final = " [... truncated]"
 _SESSION_KEY_CHARS: Final = 128
+_TAIL_BYTES: Final = 256 * 1024
+HISTORY_LOCK_NAME: Final = ".history.lock"
+LOCK_TIMEOUT_S: Final = 30.0
+"""How long an append waits for another holder of the history lock (then LockError)."""
 
 
 class HistoryRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -90,10 +96,25 @@ def _last_byte(path: Path) -> bytes:
         return b""
 
 
+def _tail(path: Path, size: int) -> tuple[bytes, bool]:
+    """The last ``size`` bytes of ``path`` and whether that is the whole file."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            start = max(0, end - size)
+            f.seek(start)
+            return f.read(), start == 0
+    except FileNotFoundError:
+        return b"", True
+
+
 class HistoryStore:
     """``long_term/history.jsonl`` with its ``.cursor`` and Dream's ``.dream_cursor`` (blocking I/O).
 
-    One instance per runtime (the lock serializes appends within a process).
+    Appends hold ``long_term/.history.lock`` (``flock``, the session store's
+    :class:`SessionLock`), so any number of instances, in any number of
+    processes, allocate unique, increasing cursors. Nothing about the file is
+    cached between appends: another holder may have appended in between.
     """
 
     def __init__(self, layout: Layout, storage: Storage, *, max_record_chars: int = DEFAULT_MAX_RECORD_CHARS) -> None:
@@ -103,15 +124,26 @@ class HistoryStore:
         self.path = self.root / "history.jsonl"
         self.cursor_path = self.root / ".cursor"
         self.dream_cursor_path = self.root / ".dream_cursor"
+        self.lock_path = self.root / HISTORY_LOCK_NAME
         self._storage = storage
         self._max = max_record_chars
+        # SessionLock is not thread-safe; the thread lock lets worker threads share it.
         self._lock = threading.Lock()
-        self._next: int | None = None
-        self._fenced = False
+        self._flock = SessionLock(storage, self.lock_path)
 
     def _last_record_cursor(self) -> int:
-        records = self._scan(read_bytes(self.path))
+        # Only the tail is needed; a record is far smaller than the window, so the
+        # full scan is a fallback for a tail without one complete decodable line.
+        data, whole = _tail(self.path, _TAIL_BYTES)
+        if not whole:
+            data = data[data.find(b"\n") + 1 :]  # the first line may be cut
+        records = self._scan(data)
+        if not records and not whole:
+            records = self._scan(read_bytes(self.path))
         return records[-1].cursor if records else 0
+
+    def _allocated(self) -> int:
+        return max(_read_int(self.cursor_path), self._last_record_cursor())
 
     @staticmethod
     def _scan(data: bytes) -> list[HistoryRecord]:
@@ -126,38 +158,42 @@ class HistoryStore:
         return out
 
     def append(self, content: str, *, session_key: str, now: float) -> HistoryRecord:
-        """Append one record (thinking stripped, content bounded); returns it with its cursor."""
+        """Append one record (thinking stripped, content bounded); returns it with its cursor.
+
+        Blocks on an inter-process lock: call from a worker thread in async code.
+        """
         text = _bound(strip_thinking(content).strip(), self._max)
         with self._lock:
-            if self._next is None:
-                self._next = max(_read_int(self.cursor_path), self._last_record_cursor()) + 1
-            record = HistoryRecord(
-                cursor=self._next,
-                timestamp=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                content=text,
-                session_key=session_key[:_SESSION_KEY_CHARS],
-            )
-            line = _encoder.encode(record) + b"\n"
-            created = not self.path.exists()
-            if created:
-                ensure_dir(self._storage, self.root)
-            fd = self._storage.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            ensure_dir(self._storage, self.root)
+            self._flock.acquire(LOCK_TIMEOUT_S)
             try:
-                if not self._fenced and not created:
-                    tail = _last_byte(self.path)
-                    if tail and tail != b"\n":
-                        line = b"\n" + line  # fence off a torn tail
-                self._storage.write(fd, line)
-                self._storage.fsync(fd)
+                return self._append_locked(text, session_key=session_key, now=now)
             finally:
-                self._storage.close(fd)
-            self._fenced = True
-            if created:
-                self._storage.fsync_dir(self.root)
-            self._storage.checkpoint("history.before_cursor")
-            self._storage.write_atomic(self.cursor_path, f"{record.cursor}\n".encode())
-            self._next = record.cursor + 1
-            return record
+                self._flock.release()
+
+    def _append_locked(self, text: str, *, session_key: str, now: float) -> HistoryRecord:
+        record = HistoryRecord(
+            cursor=self._allocated() + 1,  # re-read under the lock: never trust a cached cursor
+            timestamp=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            content=text,
+            session_key=session_key[:_SESSION_KEY_CHARS],
+        )
+        line = _encoder.encode(record) + b"\n"
+        created = not self.path.exists()
+        fd = self._storage.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            tail = _last_byte(self.path)
+            if tail and tail != b"\n":
+                line = b"\n" + line  # fence off a torn tail (checked each time: any holder may crash)
+            self._storage.write(fd, line)
+            self._storage.fsync(fd)
+        finally:
+            self._storage.close(fd)
+        if created:
+            self._storage.fsync_dir(self.root)
+        self._storage.checkpoint("history.before_cursor")
+        self._storage.write_atomic(self.cursor_path, f"{record.cursor}\n".encode())
+        return record
 
     def read_after(self, cursor: int, *, limit: int | None = None) -> list[HistoryRecord]:
         """Records with a cursor greater than ``cursor``, oldest first (at most ``limit``)."""
@@ -165,9 +201,13 @@ class HistoryStore:
         return records if limit is None else records[:limit]
 
     def cursor(self) -> int:
-        """The last allocated cursor (0 when empty)."""
+        """The last allocated cursor (0 when empty); a lock-free snapshot."""
+        return self._allocated()
+
+    def close(self) -> None:
+        """Close the lock file descriptor (the store stays usable; it reopens on demand)."""
         with self._lock:
-            return max(_read_int(self.cursor_path), self._last_record_cursor())
+            self._flock.close()
 
     def dream_cursor(self) -> int:
         """The last cursor Dream consumed (0 before the first completed run)."""
@@ -219,7 +259,7 @@ async def consolidate(
     breadcrumb is bounded by ``config.breadcrumb_max_chars``. Cancellation
     propagates (nothing is written then).
     """
-    request = SummaryRequest(purpose="history", events=tuple(events), max_tokens=config.summary_max_tokens)
+    request = SummaryRequest(purpose="history", events=tuple(events), max_tokens=config.chunk_summary_tokens())
     try:
         with anyio.fail_after(config.summarizer_timeout_s):
             result = await summarizer.summarize(request)

@@ -20,6 +20,11 @@ index first, then deletes the file — a crash never shows a forgotten entry.
 A corrupt ``index.yaml`` (bad YAML, refused tags, wrong shape) is rebuilt
 in memory from the entry files, reported in :attr:`StoreStats.problems`, and
 persisted by the next write. Blocking I/O runs in worker threads.
+
+The index is read-modify-written, so save and forget hold
+``long_term/.entries.lock`` (``flock``, never deleted) and re-read the index
+from disk under it: two runtimes, in one process or two, never drop each
+other's rows.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -54,6 +60,7 @@ from aiden.longterm.profile import render_profile
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
+from aiden.storage.locks import SessionLock
 from aiden.summarizers.mustkeep import content_words
 
 __all__ = ["LongTermMemoryStore", "StoreStats"]
@@ -62,6 +69,9 @@ log = logging.getLogger("aiden.longterm")
 
 _MAX_ENTRY_BYTES: Final = 64 * 1024
 _MAX_PROBLEMS: Final = 50
+ENTRIES_LOCK_NAME: Final = ".entries.lock"
+LOCK_TIMEOUT_S: Final = 30.0
+"""How long save/forget wait for another holder of the index lock (then LockError)."""
 
 
 class StoreStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -110,6 +120,7 @@ class LongTermMemoryStore:
         self._cache = ParseCache(cache_size)
         self._dirty = dirty
         self._lock = threading.Lock()
+        self._flock = SessionLock(storage, layout.long_term / ENTRIES_LOCK_NAME)
         self._index: LongTermIndex | None = None
         self._index_stamp: Stamp | None = None
         self._index_rebuilt = False
@@ -226,8 +237,21 @@ class LongTermMemoryStore:
     def _ensure_dirs(self) -> None:
         ensure_dir(self._storage, self.memories_dir)
 
-    def _save_sync(self, entry: MemoryEntry) -> None:
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Hold the thread lock and the inter-process index lock; forget the cached index."""
         with self._lock:
+            ensure_dir(self._storage, self.root)
+            self._flock.acquire(LOCK_TIMEOUT_S)
+            try:
+                # Another holder may have replaced index.yaml within the stamp's resolution.
+                self._index = None
+                yield
+            finally:
+                self._flock.release()
+
+    def _save_sync(self, entry: MemoryEntry) -> None:
+        with self._exclusive():
             self._ensure_dirs()
             self._storage.write_atomic(self.entry_path(entry.id), render_entry_md(entry).encode("utf-8"))
             self._cache.discard(entry.id)
@@ -239,7 +263,7 @@ class LongTermMemoryStore:
 
     def _forget_sync(self, memory_id: str) -> bool:
         path = self.entry_path(memory_id)
-        with self._lock:
+        with self._exclusive():
             index = self._load_index()
             rest = tuple(e for e in index.entries if e.id != memory_id)
             known = len(rest) != len(index.entries)
