@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -36,13 +37,16 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     # --- trigger and cut points (seed 000) ---------------------------------
     context_window: Positive = 32000
-    """Fallback context window (tokens) for models the resolver does not know."""
-    reserve_tokens: NonNegative = 8192
-    """Headroom kept free; clamped to at most half the window by the trigger."""
+    """The context window (tokens). ``open_memory`` replaces it by the active model's window when the
+    model is known; every token-sized default below left unset is derived from it."""
+    reserve_tokens: NonNegative | None = None
+    """Headroom kept free for the next completion (default: window/8, at most 8,192); clamped to at most
+    half the window. Every built prompt stays at or under ``window - reserve``."""
     compress_at_percent: Percent = 50.0
     """Compact when prompt_tokens / window reaches this percentage."""
-    keep_recent_tokens: Positive = 20000
-    """Token path: the hot window keeps about this many of the newest tokens."""
+    keep_recent_tokens: Positive | None = None
+    """Token path: the hot window keeps about this many of the newest tokens (default: window/4, at most
+    20,000)."""
     hot_window_events: Positive = 30
     """Count fallback: the hot window keeps about this many newest events."""
     count_compress_after_events: Positive = 60
@@ -96,8 +100,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """Consecutive failed calls that open the circuit breaker."""
     circuit_breaker_reset_s: PositiveFloat = 300.0
     """How long the breaker stays open before one trial call."""
-    summary_max_tokens: Positive = 1200
-    """Token budget of one chunk summary."""
+    summary_max_tokens: Positive | None = None
+    """Token budget of one chunk summary (default: window/20, at most 1,200)."""
+    summary_layer_percent: Percent = 15.0
+    """Share of the window the summary layer (rolling summary + recent chunks) may take."""
     summary_max_chars: Positive = 40000
     """An LLM summary longer than this is rejected as invalid output."""
     failure_fallback: Literal["none", "breadcrumb"] = "none"
@@ -125,8 +131,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # --- governance ---------------------------------------------------------
     governance_keep_turns: NonNegative = 2
     """Tool results of the newest N turns stay verbatim in the prompt."""
-    governance_max_tool_tokens: Positive = 2000
-    """Older tool results larger than this are stubbed in the prompt."""
+    governance_max_tool_tokens: Positive | None = None
+    """Older tool results larger than this are stubbed in the prompt (default: window/8, at most 2,000)."""
+    oversized_tool_percent: Percent = 25.0
+    """A tool result larger than this share of the prompt budget is stubbed in the prompt even in the
+    current turn (verbatim stays in the log, recallable by seq)."""
     governance_keep_steps: NonNegative = 0
     """Inside the current turn, stub acted-on tool results older than the newest N model steps
     (0 keeps the whole current turn verbatim)."""
@@ -136,8 +145,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # --- long term ----------------------------------------------------------
     idle_compact_after_minutes: NonNegativeFloat = 15.0
     """AutoCompact: compact sessions idle longer than this (0 disables)."""
-    project_memory_tokens: Positive = 800
-    """Token budget of the PROJECT MEMORY block."""
+    project_memory_tokens: Positive | None = None
+    """Token budget of the PROJECT MEMORY block (default: window/20, at most 800)."""
     project_memory_sessions: Positive = 3
     """How many latest session summaries the PROJECT MEMORY block merges."""
     session_summaries_keep: Positive = 10
@@ -150,10 +159,102 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """A turn resuming a session after this idle gap compacts first (seed 001; 0 disables)."""
 
     def __post_init__(self) -> None:
-        if self.session_new_gap_s < self.session_continue_gap_s:
-            raise ValueError(
-                "session_new_gap_s must be >= session_continue_gap_s"
-            )
+        # Keyword construction must validate exactly like load_config: msgspec checks the
+        # Meta constraints only when converting, so convert once (guarded against re-entry).
+        if not _VALIDATING.active:
+            _VALIDATING.active = True
+            try:
+                msgspec.convert(msgspec.structs.asdict(self), Config, strict=True)
+            except msgspec.ValidationError as exc:
+                raise _translate(exc, "Config") from None
+            finally:
+                _VALIDATING.active = False
+        problems = _inconsistencies(self)
+        if problems:
+            if _VALIDATING.active:
+                raise ValueError("; ".join(problems))  # msgspec reports it; the caller names the source
+            raise ConfigError("Config: " + "; ".join(problems))
+
+    @classmethod
+    def for_window(cls, context_window: int) -> Config:
+        """A preset for ``context_window`` with every token-sized value derived and set explicitly."""
+        base = cls(context_window=context_window)
+        return cls(
+            context_window=context_window,
+            reserve_tokens=base.reserve(),
+            keep_recent_tokens=base.keep_recent(),
+            summary_max_tokens=base.chunk_summary_tokens(),
+            governance_max_tool_tokens=base.governance_tool_tokens(),
+            project_memory_tokens=base.project_memory_budget(),
+        )
+
+    def with_window(self, context_window: int) -> Config:
+        """This configuration for another window (explicit settings kept, derived ones follow it)."""
+        return msgspec.structs.replace(self, context_window=context_window)
+
+    # --- token sizes for the active window (explicit setting, else derived) ------------
+    def reserve(self, window: int | None = None) -> int:
+        """Tokens kept free for the completion, clamped to half the window (``window`` or the configured)."""
+        window = self.context_window if window is None else window
+        value = self.reserve_tokens if self.reserve_tokens is not None else min(8192, window // 8)
+        return min(value, window // 2)
+
+    def prompt_budget(self) -> int:
+        """The most tokens a built prompt may take: ``window - reserve``."""
+        return self.context_window - self.reserve()
+
+    def keep_recent(self) -> int:
+        """Target size of the hot window after a compaction."""
+        if self.keep_recent_tokens is not None:
+            return self.keep_recent_tokens
+        return max(1, min(20000, self.context_window // 4))
+
+    def chunk_summary_tokens(self) -> int:
+        """Token bound of one chunk summary."""
+        if self.summary_max_tokens is not None:
+            return self.summary_max_tokens
+        return max(64, min(1200, self.context_window // 20))
+
+    def summary_layer_tokens(self) -> int:
+        """Token budget of the whole summary layer in the prompt."""
+        return max(1, int(self.context_window * self.summary_layer_percent / 100))
+
+    def governance_tool_tokens(self) -> int:
+        """Older tool results larger than this are stubbed in the prompt."""
+        if self.governance_max_tool_tokens is not None:
+            return self.governance_max_tool_tokens
+        return max(64, min(2000, self.context_window // 8))
+
+    def oversized_tool_tokens(self) -> int:
+        """A tool result above this is stubbed in the prompt even in the current turn."""
+        return max(64, int(self.prompt_budget() * self.oversized_tool_percent / 100))
+
+    def project_memory_budget(self) -> int:
+        """Token budget of the PROJECT MEMORY block."""
+        if self.project_memory_tokens is not None:
+            return self.project_memory_tokens
+        return max(64, min(800, self.context_window // 20))
+
+
+class _Reentry(threading.local):
+    active = False
+
+
+_VALIDATING = _Reentry()
+
+
+def _inconsistencies(cfg: Config) -> list[str]:
+    problems = []
+    if cfg.session_new_gap_s < cfg.session_continue_gap_s:
+        problems.append("session_new_gap_s must be >= session_continue_gap_s")
+    window = cfg.context_window
+    if cfg.keep_recent_tokens is not None and cfg.keep_recent_tokens >= window:
+        problems.append(f"keep_recent_tokens ({cfg.keep_recent_tokens}) must be below context_window ({window})")
+    if cfg.reserve_tokens is not None and cfg.reserve_tokens >= window:
+        problems.append(f"reserve_tokens ({cfg.reserve_tokens}) must be below context_window ({window})")
+    if cfg.summary_max_tokens is not None and cfg.summary_max_tokens >= window:
+        problems.append(f"summary_max_tokens ({cfg.summary_max_tokens}) must be below context_window ({window})")
+    return problems
 
 
 _PATH_IN_MSG = re.compile(r"at `\$\.?([^`]*)`")
@@ -179,10 +280,13 @@ def config_from_mapping(data: Any, *, source: str = "<config>") -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of keys, got {type(data).__name__}")
+    _VALIDATING.active = True
     try:
         return msgspec.convert(data, Config, strict=True)
     except msgspec.ValidationError as exc:
         raise _translate(exc, source) from exc
+    finally:
+        _VALIDATING.active = False
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:

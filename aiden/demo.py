@@ -25,21 +25,8 @@ from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["DEMO_CONFIG", "DemoResult", "run_demo"]
 
-DEMO_CONFIG = Config(
-    context_window=8000,
-    reserve_tokens=1000,
-    compress_at_percent=60,
-    keep_recent_tokens=2500,
-    hot_window_events=16,
-    count_compress_after_events=40,
-    summary_max_chunks=4,
-    max_rolling_summary_lines=60,
-    # Per-call governance: stale or oversized tool output is stubbed in the prompt
-    # (kept verbatim on disk), so one turn's big file reads cannot overflow it.
-    governance_keep_turns=1,
-    governance_max_tool_tokens=1200,
-    governance_keep_steps=1,
-)
+# Only the window is set: every token-sized value derives from it, as for any user.
+DEMO_CONFIG = Config(context_window=8000)
 
 LAYERS = PromptLayers(
     role_identity="You are a careful senior software engineer working in the user's repository.",
@@ -58,6 +45,11 @@ class DemoResult(msgspec.Struct, frozen=True, kw_only=True):
     recall_top_chunk: str | None
     recall_found_fact: bool
     final_prompt_tokens: int
+    model_calls: int
+    """Prompts built: one per model call (before each tool call and for each final answer)."""
+    largest_prompt_tokens: int
+    prompts_over_budget: int
+    """Prompts whose estimate exceeded ``context_window - reserve`` (the promise: 0)."""
 
 
 def _prompt_tokens(messages: list[dict[str, object]]) -> int:
@@ -80,18 +72,29 @@ async def run_demo(
 ) -> DemoResult:
     """Replay the generated session under ``root`` and report."""
     scenario = generate_scenario(seed=seed, turns=turns)
-    last_tokens = 0
+    last_tokens = largest = calls = over = 0
+    budget = config.prompt_budget()
     async with open_memory(root, config=config, summarizer=summarizer, context_window=config.context_window) as memory:
+
+        async def model_call() -> int:
+            # As in a real agent loop: one prompt per model call, maintenance never awaited.
+            nonlocal largest, calls, over
+            built = await memory.build_messages(LAYERS)
+            tokens = _prompt_tokens(built.messages)
+            calls += 1
+            largest = max(largest, built.estimated_tokens)
+            over += built.estimated_tokens > budget
+            await memory.record_usage(prompt_tokens=tokens)
+            return tokens
+
         for i, turn in enumerate(scenario.turns):
             await memory.begin_run(turn.user, now=time.time())
             for event in turn_events(turn):
+                if event.type == "tool_call":
+                    await model_call()
                 await memory.append(event)
-            built = await memory.build_messages(LAYERS)
-            last_tokens = _prompt_tokens(built.messages)
-            await memory.commit_run(turn.assistant, prompt_tokens=last_tokens)
-            # The agent loop never waits on maintenance; the demo only waits so
-            # its progress lines are reproducible.
-            await memory.maintain()
+            last_tokens = await model_call()
+            await memory.commit_run(turn.assistant)
             s = memory.stats()
             hot = await memory.hot_window()
             echo(
@@ -110,6 +113,7 @@ async def run_demo(
         echo(f"- {hit.chunk_id} [{hit.source}] score={hit.score:.2f}")
         for span in hit.spans[:3]:
             echo(f"    seq {span.first_seq}-{span.last_seq} {span.type}: {span.snippet[:160]}")
+    echo(f"===== prompts: {calls} model calls, largest ~{largest} tokens, {over} over the budget {budget} =====")
     echo("===== stats =====")
     for name, value in msgspec.structs.asdict(stats).items():
         echo(f"{name:>22}: {value}")
@@ -124,4 +128,7 @@ async def run_demo(
         recall_top_chunk=hits[0].chunk_id if hits else None,
         recall_found_fact=found,
         final_prompt_tokens=final_tokens,
+        model_calls=calls,
+        largest_prompt_tokens=largest,
+        prompts_over_budget=over,
     )

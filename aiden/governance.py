@@ -265,6 +265,7 @@ def govern_events(
     head_chars: int = DEFAULT_HEAD_CHARS,
     tail_chars: int = DEFAULT_TAIL_CHARS,
     min_savings_tokens: int = DEFAULT_MIN_SAVINGS_TOKENS,
+    oversized_tokens: int | None = None,
 ) -> GovernedEvents:
     """Copies of the hot-window ``events`` with acted-on tool results stubbed for this call only.
 
@@ -274,6 +275,9 @@ def govern_events(
     turn by model steps (agent loops). Pairing of calls and results is
     unchanged: only ``content`` of ``tool_result`` events is replaced, so
     :func:`aiden.prompt.build_messages` renders the same message structure.
+    ``oversized_tokens``: a result larger than this is stubbed even when it is
+    protected (current turn, not yet acted on): one result bigger than its
+    share of the window would otherwise overflow every later prompt.
     """
     if keep_turns < 0:
         raise ValueError(f"keep_turns must be >= 0, got {keep_turns}")
@@ -303,7 +307,10 @@ def govern_events(
     for i, event in enumerate(events):
         content_tokens = estimate(event.content) if event.content else 0
         tokens_before += _event_cost(event, content_tokens, estimate)
-        if not _is_result(event) or i >= protected_from or i > last_step or event.seq <= 0:
+        oversized = oversized_tokens is not None and content_tokens > oversized_tokens
+        if not _is_result(event) or event.seq <= 0:
+            continue
+        if not oversized and (i >= protected_from or i > last_step):
             continue
         if stub_seq(event.content) == event.seq:
             continue  # already a stub (governing twice changes nothing)
@@ -312,7 +319,7 @@ def govern_events(
             continue
         in_current = i >= current_start and turn_of[i] == current_turn
         old = in_current or turn_of[i] <= current_turn - keep_turns
-        if not (old or content_tokens > max_tool_tokens):
+        if not (oversized or old or content_tokens > max_tool_tokens):
             continue
         stub = render_stub(event, call, tokens=content_tokens, head_chars=head_chars, tail_chars=tail_chars)
         gain = content_tokens - estimate(stub)

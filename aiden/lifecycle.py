@@ -9,6 +9,7 @@ never waits on summarization.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Sequence
@@ -18,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from aiden.boundary import BoundaryDecision, Classifier, decide_boundary
+from aiden.errors import AidenError
 from aiden.events import SessionEvent, validate_id
 from aiden.governance import govern_events, is_pinned, trim_replay
 from aiden.messages import CancelPass, ResetSession, Rotated, RotateSession
+from aiden.policy.triggers import trigger_threshold_tokens
 from aiden.prompt import PromptBuild, PromptLayers, build_messages
 
 if TYPE_CHECKING:
@@ -37,6 +40,12 @@ class RunStart(msgspec.Struct, frozen=True, kw_only=True):
     archived_session_id: str | None = None
 
 
+_log = logging.getLogger("aiden.lifecycle")
+
+# Budget fitting stubs every acted-on tool result above this many tokens (a stub is ~60-120).
+_STRICT_TOOL_TOKENS = 64
+
+
 def new_session_id(now: float) -> str:
     """A sortable, safe id for a closed session: ``20261202T163000Z-1a2b3c``."""
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -49,6 +58,9 @@ class Lifecycle:
     def __init__(self, memory: Memory) -> None:
         self._m = memory
         self._run_open = False
+        # A synchronous compaction that could not help (summarizer down or slow) is not retried on
+        # every call of the same run: each try would wait out the summarizer deadline again.
+        self._sync_compaction_failed = False
 
     @property
     def run_active(self) -> bool:
@@ -100,6 +112,7 @@ class Lifecycle:
         )
         stored = await self._m.append(event)
         self._run_open = True
+        self._sync_compaction_failed = False
         return RunStart(user_event=stored, decision=decision, archived_session_id=archived)
 
     async def rotate(self, closed_session_id: str) -> str:
@@ -176,6 +189,83 @@ class Lifecycle:
         replaced in this prompt only by stubs naming the seq to rehydrate them.
         """
         m = self._m
+        cfg = m.config
+        budget = cfg.prompt_budget()
+        built = await self._build_once(layers, long_term, current_task, cache_friendly, governance, strict=False)
+        compacted = False
+        if built.estimated_tokens > budget and not self._sync_compaction_failed:
+            # The safety net of the headline promise: compact for this call, bounded by the
+            # summarizer deadline inside the pass (a failing summarizer leaves events unchanged).
+            try:
+                outcome = await m.maintain(manual=True)
+                compacted = outcome.compacted
+            except AidenError as exc:
+                _log.warning("synchronous compaction for an over-budget prompt failed: %s", exc)
+            self._sync_compaction_failed = not compacted
+            built = await self._build_once(layers, long_term, current_task, cache_friendly, governance, strict=False)
+        if built.estimated_tokens > budget:
+            # Deterministic fallback: stub every acted-on tool result (verbatim stays recallable by seq).
+            built = await self._build_once(layers, long_term, current_task, cache_friendly, governance, strict=True)
+        if built.estimated_tokens > budget:
+            # Last resort while nothing can be compacted: replay fewer of the oldest hot-window events
+            # in this prompt (root input, current input and pins stay; all stay recallable).
+            built = await self._fit_by_trimming(layers, long_term, current_task, cache_friendly, budget, built)
+        elif built.estimated_tokens >= trigger_threshold_tokens(cfg.context_window, cfg):
+            m.request_maintenance()  # the background path: the next prompts shrink without waiting
+        over = built.estimated_tokens > budget
+        built = msgspec.structs.replace(
+            built,
+            budget_tokens=budget,
+            compacted=compacted,
+            over_budget=over,
+            over_budget_reason=(
+                f"{built.estimated_tokens} estimated tokens > budget {budget} after compaction, stubbing and replay trimming: "
+                "what is left (system layers, root input, pinned events, the newest step) may not be dropped"
+                if over
+                else ""
+            ),
+        )
+        m.note_prompt_estimate(built.estimated_tokens)
+        return built
+
+    async def _fit_by_trimming(
+        self,
+        layers: PromptLayers | None,
+        long_term: str | None,
+        current_task: str | None,
+        cache_friendly: bool,
+        budget: int,
+        built: PromptBuild,
+    ) -> PromptBuild:
+        hot = await self._m.hot_window()
+        lo, hi = 1, len(hot)
+        best = built
+        # Largest replay bound that fits: the estimate grows with the number of replayed events.
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            trial = await self._build_once(
+                layers, long_term, current_task, cache_friendly, True, strict=True, max_messages=mid
+            )
+            if trial.estimated_tokens <= budget:
+                best, lo = trial, mid + 1
+            else:
+                hi = mid - 1
+                if trial.estimated_tokens < best.estimated_tokens:
+                    best = trial
+        return best
+
+    async def _build_once(
+        self,
+        layers: PromptLayers | None,
+        long_term: str | None,
+        current_task: str | None,
+        cache_friendly: bool,
+        governance: bool,
+        *,
+        strict: bool,
+        max_messages: int = 0,
+    ) -> PromptBuild:
+        m = self._m
         hot, index, summary = await _gather(m)
         split_ctx = ""
         split_before: int | None = None
@@ -187,21 +277,26 @@ class Lifecycle:
         cfg = m.config
         # Replay trimming, then governance: both shape this call only; nothing on disk changes.
         replay = list(hot)
-        if cfg.replay_max_messages:
-            replay = trim_replay(replay, max_messages=cfg.replay_max_messages, keep=is_pinned)
+        bound = min(b for b in (cfg.replay_max_messages, max_messages) if b) if (
+            cfg.replay_max_messages or max_messages) else 0
+        if bound:
+            # A budget-fitting trim (max_messages) cuts exactly where asked: no cache quantum.
+            replay = trim_replay(replay, max_messages=bound, keep=is_pinned, cut_quantum=1 if max_messages else None)
         governed = None
-        if governance:
+        if governance or strict:
             governed = govern_events(
                 replay,
-                keep_turns=cfg.governance_keep_turns,
-                max_tool_tokens=cfg.governance_max_tool_tokens,
-                keep_steps=cfg.governance_keep_steps,
+                keep_turns=0 if strict else cfg.governance_keep_turns,
+                max_tool_tokens=_STRICT_TOOL_TOKENS if strict else cfg.governance_tool_tokens(),
+                keep_steps=1 if strict else cfg.governance_keep_steps,
                 estimate=m.estimate_text,
+                oversized_tokens=cfg.oversized_tool_tokens() // (4 if strict else 1),
             )
+        summary_text, trimmed = fit_summary(summary.strip(), cfg.summary_layer_tokens(), m.estimate_text)
         built = build_messages(
             layers=layers or PromptLayers(),
             hot_window=governed.events if governed is not None else replay,
-            session_summary=summary.strip(),
+            session_summary=summary_text,
             long_term=m.long_term_layer if long_term is None else long_term,
             split_turn_context=split_ctx,
             split_before_seq=split_before,
@@ -209,8 +304,25 @@ class Lifecycle:
             cache_friendly=cache_friendly,
             estimate=m.estimate_text,
         )
-        m.note_prompt_estimate(built.estimated_tokens)
-        return built
+        stubbed = len(governed.stubbed_seqs) if governed is not None else 0
+        return msgspec.structs.replace(built, stubbed=stubbed, summary_trimmed=trimmed)
+
+
+def fit_summary(text: str, budget: int, estimate: Any) -> tuple[str, bool]:
+    """``text`` cut at a line boundary to ``budget`` tokens for one prompt (summary.md is unchanged)."""
+    if estimate(text) <= budget:
+        return text, False
+    note = "(older summary lines omitted from this prompt: recall_session_chunks finds them)"
+    kept: list[str] = []
+    used = estimate(note)
+    for line in text.splitlines():
+        cost = estimate(line) + 1
+        if used + cost > budget:
+            break
+        kept.append(line)
+        used += cost
+    kept.append(note)
+    return "\n".join(kept), True
 
 
 async def _gather(m: Memory) -> tuple[Sequence[SessionEvent], Any, str]:

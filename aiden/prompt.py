@@ -70,6 +70,18 @@ class PromptBuild(msgspec.Struct, frozen=True, kw_only=True):
     """How many orphan tool calls/results had to be repaired."""
     estimated_tokens: int = 0
     """aiden's estimate of the prompt size (compared with the provider's count to calibrate)."""
+    budget_tokens: int = 0
+    """The bound this prompt was built under: ``context_window - reserve`` (0: not bounded)."""
+    compacted: bool = False
+    """A compaction ran synchronously for this call because the hot window broke the budget."""
+    stubbed: int = 0
+    """Tool results replaced by recallable stubs in this prompt (governance and budget fitting)."""
+    summary_trimmed: bool = False
+    """The summary layer was cut to its share of the window in this prompt (summary.md unchanged)."""
+    over_budget: bool = False
+    """Even compaction and stubbing could not bring the prompt under ``budget_tokens``."""
+    over_budget_reason: str = ""
+    """Why ``over_budget`` (what is left that aiden may not drop)."""
 
 
 def _system_text(layers: PromptLayers, session_summary: str, long_term: str, *, include_runtime: bool) -> str:

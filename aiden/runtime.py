@@ -73,6 +73,8 @@ async def open_memory(
         from aiden.summarizers.llm import ModelResolver
 
         context_window = ModelResolver().context_window(model, config.context_window)
+    # Every token-sized default not set explicitly follows the active window from here on.
+    config = config.with_window(context_window)
     report = await anyio.to_thread.run_sync(store.recover)
 
     w_send, w_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)

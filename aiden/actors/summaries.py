@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, assert_never
 
 import anyio
+import msgspec
 
 from aiden.actors.mailbox import Client
 from aiden.config import Config
@@ -20,6 +21,8 @@ from aiden.errors import SummarizerError
 from aiden.events import SessionEvent
 from aiden.messages import Summarize, Summarized, SummarizeFailed, SummarizerInbox, SummarizerOutbox
 from aiden.policy import CompactionPlan
+from aiden.policy.textbudget import cut_to_tokens
+from aiden.policy.tokens import estimate_tokens
 from aiden.storage.chunks import ChunkEntry, read_chunk
 from aiden.storage.session import SessionStore
 from aiden.storage.summary_md import cap_lines, raw_breadcrumb
@@ -69,6 +72,11 @@ class ChunkSummaries:
                 max_chars=config.breadcrumb_max_chars,
             )
             return crumb, "", True
+        if history and prefix:
+            # The chunk's summary as stored is what summary_max_tokens bounds: share it.
+            budget = self._config.chunk_summary_tokens()
+            prefix = cut_to_tokens(prefix, max(1, budget // 3), estimate_tokens)
+            history = cut_to_tokens(history, max(1, budget - estimate_tokens(prefix)), estimate_tokens)
         summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
         # Inline, not in a worker thread: see the note on planning in scheduler.py.
         return self._with_must_keep(summary, plan.compacted), prefix, False
@@ -86,12 +94,15 @@ class ChunkSummaries:
             purpose=purpose,
             events=tuple(events),
             previous_summary=previous,
-            max_tokens=self._config.summary_max_tokens,
+            max_tokens=self._config.chunk_summary_tokens(),
         )
         reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
         match reply:
             case Summarized(result=result):
-                return result
+                # summary_max_tokens is enforced, never by rejecting the compaction: cut at a sentence.
+                budget = self._config.chunk_summary_tokens()
+                text = cut_to_tokens(result.text, budget, estimate_tokens)
+                return result if text == result.text else msgspec.structs.replace(result, text=text)
             case SummarizeFailed(error=err):
                 self.stats.summarizer_failures += 1
                 raise SummarizerError(f"{err.kind}: {err.message}")
@@ -102,7 +113,7 @@ class ChunkSummaries:
         """Fold an overflowing rolling summary into a checkpoint; the line cap stays the backstop."""
         cap = self._config.max_rolling_summary_lines
         self.stats.summarizer_calls += 1
-        request = SummaryRequest(purpose="rolling_fold", text=rolling, max_tokens=self._config.summary_max_tokens)
+        request = SummaryRequest(purpose="rolling_fold", text=rolling, max_tokens=self._config.chunk_summary_tokens())
         reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
         if isinstance(reply, Summarized):
             return cap_lines(reply.result.text, max_lines=cap, keep_head=True)

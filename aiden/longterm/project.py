@@ -104,5 +104,5 @@ def load_project_memory(
     summaries = [s for s in (read_summary(p, kind="session") for p in files) if s is not None]
     digest = read_summary(digest_path(layout), kind="digest")
     return render_project_memory(
-        summaries, digest, budget_tokens=config.project_memory_tokens, estimate=estimate
+        summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate
     )

@@ -104,7 +104,7 @@ class SessionSummaryWriter:
         if not events:
             return SessionSummary(), False
         request = SummaryRequest(
-            purpose="session_summary", events=tuple(events), max_tokens=self._config.summary_max_tokens
+            purpose="session_summary", events=tuple(events), max_tokens=self._config.chunk_summary_tokens()
         )
         try:
             with anyio.fail_after(self._config.summarizer_timeout_s):

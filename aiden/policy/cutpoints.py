@@ -402,7 +402,7 @@ def plan_compaction(
         tokens = token_counts
     window = _Window(events, tokens, config.max_pinned_events)
     path: Literal["token", "count"] = "token"
-    chosen = _token_cut(window, config.keep_recent_tokens, tokens)
+    chosen = _token_cut(window, config.keep_recent(), tokens)
     if chosen is None:
         chosen = _count_cut(window, config.hot_window_events)
         if chosen is not None:
@@ -425,12 +425,12 @@ def plan_compaction(
 
 
 def _skip_reason(window: _Window, config: Config, *, over_target: bool) -> SkipCompaction:
-    fits = window.total <= config.keep_recent_tokens and window.n <= config.hot_window_events
+    fits = window.total <= config.keep_recent() and window.n <= config.hot_window_events
     if fits and not over_target:
         return SkipCompaction(
             reason="fits",
             detail=(
-                f"{window.total} tokens <= keep_recent_tokens {config.keep_recent_tokens}"
+                f"{window.total} tokens <= keep_recent_tokens {config.keep_recent()}"
                 f" and {window.n} events <= hot_window_events {config.hot_window_events}"
             ),
         )

@@ -88,7 +88,7 @@ def trigger_threshold_tokens(context_window: int, config: Config) -> int:
     """
     if context_window <= 0:
         raise ValueError(f"context_window must be positive, got {context_window}")
-    reserve = min(config.reserve_tokens, context_window // 2)
+    reserve = config.reserve(context_window)
     # The first size passing exactly the float test of should_compress: start
     # just below the exact value and step up (one or two steps).
     percent = max(0, math.floor(context_window * config.compress_at_percent / 100) - 1)
@@ -108,7 +108,7 @@ def should_compress(inp: TriggerInput, config: Config) -> TriggerDecision:
     if inp.manual:
         return TriggerDecision(fire=True, reason="manual", target_tokens=target)
     if inp.prompt_tokens is not None and window is not None:
-        reserve = min(config.reserve_tokens, window // 2)
+        reserve = config.reserve(window)
         if inp.prompt_tokens >= window - reserve:
             return TriggerDecision(fire=True, reason="reserve", target_tokens=target)
         if inp.prompt_tokens / window * 100 >= config.compress_at_percent:

@@ -813,7 +813,7 @@ class LiteLLMSummarizer:
         self._breaker = _Breaker(self.config.circuit_breaker_failures, self.config.circuit_breaker_reset_s)
         self._counts = _Counters()
         window = ModelResolver().context_window(model, self.config.context_window)
-        room = window - self.config.summary_max_tokens * 2 - _PROMPT_OVERHEAD_TOKENS
+        room = window - self.config.chunk_summary_tokens() * 2 - _PROMPT_OVERHEAD_TOKENS
         self._max_transcript_chars = max(8_000, min(_MAX_TRANSCRIPT_CHARS, room * _CHARS_PER_TOKEN))
 
     def stats(self) -> SummarizerStats:

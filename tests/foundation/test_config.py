@@ -11,7 +11,12 @@ from aiden import Config, ConfigError, load_config
 
 def test_defaults_match_seed_and_aiden() -> None:
     c = Config()
-    assert (c.context_window, c.reserve_tokens, c.compress_at_percent, c.keep_recent_tokens) == (32000, 8192, 50.0, 20000)
+    assert (c.context_window, c.reserve_tokens, c.compress_at_percent, c.keep_recent_tokens) == (32000, None, 50.0, None)
+    # Token sizes left unset are derived from the window (the seed's 8,192 / 20,000 at 128k).
+    assert (c.reserve(), c.keep_recent(), c.prompt_budget()) == (4000, 8000, 28000)
+    big = c.with_window(128000)
+    assert (big.reserve(), big.keep_recent(), big.chunk_summary_tokens(), big.governance_tool_tokens()) == (
+        8192, 20000, 1200, 2000)
     assert (c.hot_window_events, c.count_compress_after_events, c.summary_max_chunks, c.max_rolling_summary_lines) == (30, 60, 10, 100)
     assert c.durability == "fsync"
 

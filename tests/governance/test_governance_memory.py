@@ -21,7 +21,7 @@ async def test_stubbed_seqs_rehydrate_to_the_stored_originals(tmp_path: Path) ->
         stored = await memory.append_many(scenario_events(seed=3, turns=8))
         hot = await memory.hot_window()
         assert hot == stored
-        governed = govern_events(hot, keep_turns=2, max_tool_tokens=CFG.governance_max_tool_tokens)
+        governed = govern_events(hot, keep_turns=2, max_tool_tokens=CFG.governance_tool_tokens())
         assert len(governed.stubbed_seqs) == 13
         by_seq = {e.seq: e for e in stored}
         for event in governed.events:

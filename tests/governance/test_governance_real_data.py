@@ -43,7 +43,7 @@ def test_governed_prompts_of_real_sessions_are_never_larger(real_data: Path) -> 
                 governed = govern_events(
                     hot,
                     keep_turns=cfg.governance_keep_turns,
-                    max_tool_tokens=cfg.governance_max_tool_tokens,
+                    max_tool_tokens=cfg.governance_tool_tokens(),
                     keep_steps=keep_steps,
                 )
                 messages = build_messages(layers=layers, hot_window=governed.events).messages

@@ -69,7 +69,7 @@ async def test_preference_and_failure_survive_a_restart_into_a_new_process(tmp_p
     assert block.startswith("PROJECT MEMORY\n")
     assert "- Always use yarn, never npm." in block
     assert "approach X breaks the build because the loader order changes" in block
-    assert out["tokens"] <= CFG.project_memory_tokens
+    assert out["tokens"] <= CFG.project_memory_budget()
     assert block in out["system"]  # it is in the system context of session 2's first call
     assert [p.name for p in list_session_files(Layout(tmp_path))] == [Path(path).name]
 

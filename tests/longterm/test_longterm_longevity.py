@@ -92,7 +92,7 @@ def check_store(root: Path) -> str:
     assert "- Decision: the storage backend is sqlite because it needs no server." in block
     assert "- Always use yarn, never npm." in block
     assert "- Always run the test suite before pushing." in block
-    assert estimate_tokens(block) <= CFG.project_memory_tokens
+    assert estimate_tokens(block) <= CFG.project_memory_budget()
     return block
 
 
