@@ -63,6 +63,8 @@ __all__ = ["Memory", "MemoryStats", "dispatch_writer_reply", "raise_error_info"]
 
 # Room for the seq the writer adds ("seq": + up to 19 digits) when checking size.
 _SEQ_ROOM = 32
+# Seqs are encoded as signed 64-bit ints in messages; a larger one is no seq.
+_MAX_SEQ = 2**63 - 1
 
 
 class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -305,6 +307,10 @@ class Memory:
     async def read_event(self, seq: int) -> SessionEvent | None:
         """The verbatim stored event with ``seq`` (hot window or compacted), None if unknown."""
         self._check_open()
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise RecallError(f"seq must be int, got {type(seq).__name__}")
+        if not 0 <= seq <= _MAX_SEQ:
+            return None  # no stored event can have it (seqs are positive signed 64-bit)
         return await anyio.to_thread.run_sync(self._store.read_event, seq)
 
     async def chunk_index(self) -> ChunkIndex:
@@ -489,6 +495,8 @@ class Memory:
             isinstance(seqs, str | bytes) or not all(isinstance(q, int) and not isinstance(q, bool) for q in seqs)
         ):
             raise RecallError("seqs must be a list of int")
+        if seqs is not None and not all(0 <= q <= _MAX_SEQ for q in seqs):
+            raise RecallError(f"seqs must be between 0 and {_MAX_SEQ}")
         reply = await self._recall(
             lambda rid: RecallRehydrate(rid, chunk_id, list(seqs) if seqs is not None else None)
         )

@@ -177,3 +177,16 @@ def test_too_deep_meta_is_invalid_event_when_built_and_validation_error_when_rea
     assert decode_event(
         encode_event(SessionEvent(type="user_input", meta=_nested(MAX_META_DEPTH)))
     ).meta == _nested(MAX_META_DEPTH)
+
+
+async def test_memory_read_event_and_rehydrate_bound_their_seqs(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=aiden.Config(durability="none")) as memory:
+        await memory.append(aiden.SessionEvent(type="user_input", content="hello"))
+        with pytest.raises(aiden.RecallError, match="seq must be int, got str"):
+            await memory.read_event("1")  # type: ignore[arg-type]
+        assert await memory.read_event(2**70) is None
+        assert await memory.read_event(-5) is None
+        with pytest.raises(aiden.RecallError, match=r"seqs must be between 0 and 9223372036854775807"):
+            await memory.rehydrate("chunk_0000000001_0000000001", seqs=[2**70])
+        first = await memory.read_event(1)
+    assert first is not None and first.content == "hello"
