@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from aiden.boundary import BoundaryDecision, Classifier, decide_boundary
+from aiden.config import Config
 from aiden.errors import AidenError
 from aiden.events import SessionEvent, validate_id
 from aiden.governance import govern_events, is_pinned, trim_replay
@@ -182,6 +183,7 @@ class Lifecycle:
         current_task: str | None = None,
         cache_friendly: bool = True,
         governance: bool = True,
+        model: str | None = None,
     ) -> PromptBuild:
         """The chat messages for the next model call: system layers, summary, hot window.
 
@@ -189,9 +191,10 @@ class Lifecycle:
         replaced in this prompt only by stubs naming the seq to rehydrate them.
         """
         m = self._m
-        cfg = m.config
+        # The window of the model this call goes to (a swap to a smaller model shrinks this prompt).
+        cfg = m.config if model is None else m.config.with_window(m.window_for(model))
         budget = cfg.prompt_budget()
-        built = await self._build_once(layers, long_term, current_task, cache_friendly, governance, strict=False)
+        built = await self._build_once(cfg, layers, long_term, current_task, cache_friendly, governance, strict=False)
         compacted = False
         if built.estimated_tokens > budget and not self._sync_compaction_failed:
             # The safety net of the headline promise: compact for this call, bounded by the
@@ -202,14 +205,14 @@ class Lifecycle:
             except AidenError as exc:
                 _log.warning("synchronous compaction for an over-budget prompt failed: %s", exc)
             self._sync_compaction_failed = not compacted
-            built = await self._build_once(layers, long_term, current_task, cache_friendly, governance, strict=False)
+            built = await self._build_once(cfg, layers, long_term, current_task, cache_friendly, governance, strict=False)
         if built.estimated_tokens > budget:
             # Deterministic fallback: stub every acted-on tool result (verbatim stays recallable by seq).
-            built = await self._build_once(layers, long_term, current_task, cache_friendly, governance, strict=True)
+            built = await self._build_once(cfg, layers, long_term, current_task, cache_friendly, governance, strict=True)
         if built.estimated_tokens > budget:
             # Last resort while nothing can be compacted: replay fewer of the oldest hot-window events
             # in this prompt (root input, current input and pins stay; all stay recallable).
-            built = await self._fit_by_trimming(layers, long_term, current_task, cache_friendly, budget, built)
+            built = await self._fit_by_trimming(cfg, layers, long_term, current_task, cache_friendly, budget, built)
         elif built.estimated_tokens >= trigger_threshold_tokens(cfg.context_window, cfg):
             m.request_maintenance()  # the background path: the next prompts shrink without waiting
         over = built.estimated_tokens > budget
@@ -230,6 +233,7 @@ class Lifecycle:
 
     async def _fit_by_trimming(
         self,
+        cfg: Config,
         layers: PromptLayers | None,
         long_term: str | None,
         current_task: str | None,
@@ -244,7 +248,7 @@ class Lifecycle:
         while lo <= hi:
             mid = (lo + hi) // 2
             trial = await self._build_once(
-                layers, long_term, current_task, cache_friendly, True, strict=True, max_messages=mid
+                cfg, layers, long_term, current_task, cache_friendly, True, strict=True, max_messages=mid
             )
             if trial.estimated_tokens <= budget:
                 best, lo = trial, mid + 1
@@ -256,6 +260,7 @@ class Lifecycle:
 
     async def _build_once(
         self,
+        cfg: Config,
         layers: PromptLayers | None,
         long_term: str | None,
         current_task: str | None,
@@ -274,7 +279,6 @@ class Lifecycle:
             split_before = index.chunks[-1].last_seq + 1
         if split_ctx:
             split_ctx = "Turn context (the start of this turn was compacted):\n" + split_ctx
-        cfg = m.config
         # Replay trimming, then governance: both shape this call only; nothing on disk changes.
         replay = list(hot)
         bound = min(b for b in (cfg.replay_max_messages, max_messages) if b) if (

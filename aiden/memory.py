@@ -8,6 +8,7 @@ replaced) files.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
     from aiden.longterm.service import LongTermServices
 
 __all__ = ["Memory", "MemoryStats", "dispatch_writer_reply", "raise_error_info"]
+
+_log = logging.getLogger("aiden.memory")
 
 # Room for the seq the writer adds ("seq": + up to 19 digits) when checking size.
 _SEQ_ROOM = 32
@@ -160,6 +163,7 @@ class Memory:
         self._profile = token_profile
         self._last_prompt_estimate: int | None = None
         self._turn_tool_tokens = 0
+        self._unknown_models: set[str] = set()
         self._coalesced_at_inbox = 0
         self._closed = False
         self.recovery: RecoveryReport = recovery
@@ -284,6 +288,23 @@ class Memory:
                 model=model,
             )
         )
+
+    def window_for(self, model: str | None) -> int:
+        """The context window of ``model`` (litellm's bundled map), else this memory's window.
+
+        An unknown model is logged once, naming the fallback it gets.
+        """
+        if model is None:
+            return self._window
+        from aiden.summarizers.llm import ModelResolver
+
+        window = ModelResolver().lookup(model)
+        if window is None:
+            if model not in self._unknown_models:
+                self._unknown_models.add(model)
+                _log.warning("unknown model %r: using the configured window of %d tokens", model, self._window)
+            return self._window
+        return window
 
     def estimate_text(self, text: str) -> int:
         """aiden's token estimate of ``text`` for this memory's model."""

@@ -165,3 +165,24 @@ async def test_summarizer_down_for_a_long_session_trims_replay_but_keeps_the_goa
     assert [b.estimated_tokens for b in builds if b.estimated_tokens > 7000] == []
     assert all("GOAL-7731" in str(b.messages) for b in builds)
     assert not any(b.over_budget for b in builds)
+
+
+async def test_a_swap_to_a_smaller_model_shrinks_the_next_prompt(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    rng = random.Random(17)
+    cfg = Config(durability="none", summarizer_timeout_s=5.0)
+    async with aiden.open_memory(tmp_path, config=cfg, model="gpt-4o", summarizer=FailingSummarizer()) as memory:
+        await memory.begin_run("summarize the service logs", now=1000.0)
+        for i in range(6):
+            await memory.append(SessionEvent(type="tool_call", tool_name="read", tool_call_id=f"c{i}", tool_args="{}"))
+            await memory.append(SessionEvent(type="tool_result", tool_call_id=f"c{i}", content=_tool_output(rng, 1500)))
+            await memory.append(SessionEvent(type="assistant_output", content=f"read part {i}"))
+        large = await memory.build_messages()
+        small = await memory.build_messages(model="gpt-4")  # 8,192 tokens in litellm's map
+        with caplog.at_level("WARNING", logger="aiden.memory"):
+            await memory.build_messages(model="no-such-model-xyz")
+            await memory.build_messages(model="no-such-model-xyz")
+    assert large.budget_tokens == 128000 - 8192 and large.stubbed == 0
+    assert small.budget_tokens == 8192 - 1024
+    assert small.estimated_tokens <= 7168 < large.estimated_tokens
+    warnings = [r.getMessage() for r in caplog.records if "no-such-model-xyz" in r.getMessage()]
+    assert warnings == ["unknown model 'no-such-model-xyz': using the configured window of 128000 tokens"]
