@@ -22,7 +22,7 @@ import importlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, Literal
 
 import anyio
@@ -780,6 +780,68 @@ class _Deduped(msgspec.Struct, frozen=True):
     absorbed: list[tuple[_Item, _Item]]  # (absorbed item, the kept item containing it)
 
 
+_GRAM: Final = 8
+
+
+class _Containers:
+    """The kept sentence lines, searchable for "which first one contains ``norm``" without a full scan.
+
+    Every container is indexed by its ``_GRAM``-character grams that start
+    right after a space. A ``norm`` contained in a container has each of its
+    own such grams at a word start of the container too, so only the
+    containers posted under the rarest of ``norm``'s grams need the exact
+    ``in`` check; scanning them in insertion order keeps the answer that of a
+    plain scan (the first container in order). A ``norm`` without such a gram
+    (a word or two) falls back to the plain scan.
+    """
+
+    __slots__ = ("_grams", "items", "norms")
+
+    def __init__(self) -> None:
+        self.norms: list[str] = []
+        self.items: list[_Item] = []
+        self._grams: dict[str, list[int]] = {}
+
+    def add(self, norm: str, item: _Item) -> None:
+        index = len(self.norms)
+        self.norms.append(norm)
+        self.items.append(item)
+        for gram in _word_grams(norm):
+            posting = self._grams.setdefault(gram, [])
+            if not posting or posting[-1] != index:
+                posting.append(index)
+
+    def first_containing(self, norm: str) -> _Item | None:
+        best: list[int] | None = None
+        for gram in _word_grams(norm):
+            posting = self._grams.get(gram)
+            if posting is None:
+                return None
+            if best is None or len(posting) < len(best):
+                best = posting
+        norms = self.norms
+        if best is None:
+            return next((self.items[i] for i, n in enumerate(norms) if norm in n), None)
+        return next((self.items[i] for i in best if norm in norms[i]), None)
+
+
+def _first_holding(containers: _Containers, tokens: Sequence[str]) -> _Item | None:
+    """The first container holding every one of ``tokens``."""
+    return next(
+        (c for n, c in zip(containers.norms, containers.items, strict=True) if all(t in n for t in tokens)),
+        None,
+    )
+
+
+def _word_grams(norm: str) -> Iterator[str]:
+    """``norm``'s ``_GRAM``-character slices starting right after a space."""
+    end = len(norm) - _GRAM
+    start = norm.find(" ")
+    while 0 <= start < end:
+        yield norm[start + 1 : start + 1 + _GRAM]
+        start = norm.find(" ", start + 1)
+
+
 def _dedupe(items: Iterable[_Item]) -> _Deduped:
     """Drop repeats, keeping each fact's most important (then earliest) occurrence.
 
@@ -792,7 +854,7 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
     kept: list[_Item] = []
     absorbed: list[tuple[_Item, _Item]] = []
     seen: dict[tuple[str, str], _Item] = {}
-    containers: list[tuple[str, _Item]] = []
+    containers = _Containers()
     for item in ordered:
         norm = normalize(_line_of(item))
         if not norm:
@@ -808,7 +870,7 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
                 absorbed.append((item, twin))
             continue
         if bucket == "text":
-            container = next((c for n, c in containers if norm in n), None)
+            container = containers.first_containing(norm)
             if container is not None:
                 absorbed.append((item, container))
                 continue
@@ -819,11 +881,11 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
                 if not tokens:
                     item = msgspec.structs.replace(item, rank=max(item.rank, _R_REST))
                 else:
-                    holder = next((c for n, c in containers if all(t in n for t in tokens)), None)
+                    holder = _first_holding(containers, tokens)
                     if holder is not None:
                         absorbed.append((item, holder))
                         continue
-            containers.append((norm, item))
+            containers.add(norm, item)
         seen[(bucket, norm)] = item
         kept.append(item)
     return _Deduped(kept, absorbed)
