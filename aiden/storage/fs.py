@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno as _errno
 import os
 import secrets
+import stat as _stat
 import threading
 from pathlib import Path
 from typing import Final
@@ -26,6 +27,12 @@ __all__ = ["Op", "Storage", "TEMP_MARKER", "is_temp_name"]
 # Every temp file aiden creates carries this marker, so recovery can find and
 # delete its own leftovers (and never anybody else's files).
 TEMP_MARKER: Final = ".aiden-tmp-"
+
+# The directory every memory path lives under (``<root>/memory``, see Layout).
+# Directory components from it downwards must never be symlinks when writing.
+MEMORY_DIR_NAME: Final = "memory"
+
+_WRITE_FLAGS: Final = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 def is_temp_name(name: str) -> bool:
@@ -86,6 +93,8 @@ class Storage:
         p = os.fspath(path)
         if flags & os.O_CREAT:
             self._guard("open", p)
+        if flags & _WRITE_FLAGS:
+            _refuse_symlinked_dirs("open", p)
         try:
             fd = os.open(p, flags | os.O_CLOEXEC, mode)
         except OSError as exc:
@@ -171,6 +180,8 @@ class Storage:
         """``os.replace`` (atomic within one filesystem)."""
         s, d = os.fspath(src), os.fspath(dst)
         self._guard("replace", d)
+        _refuse_symlinked_dirs("replace", s)
+        _refuse_symlinked_dirs("replace", d)
         try:
             os.replace(s, d)
         except OSError as exc:
@@ -183,6 +194,8 @@ class Storage:
         if os.path.lexists(d):
             raise StorageError(f"refusing to replace existing {d}", errno=_errno.EEXIST)
         self._guard("rename", d)
+        _refuse_symlinked_dirs("rename", s)
+        _refuse_symlinked_dirs("rename", d)
         try:
             os.rename(s, d)
         except OSError as exc:
@@ -193,6 +206,7 @@ class Storage:
         """Delete a file."""
         p = os.fspath(path)
         self._guard("unlink", p)
+        _refuse_symlinked_dirs("unlink", p)
         try:
             os.unlink(p)
         except FileNotFoundError:
@@ -215,8 +229,11 @@ class Storage:
         while not cur.exists():
             missing.append(cur)
             cur = cur.parent
+        # ``exists`` follows symlinks: refuse a planted one before creating anything beneath it.
+        _refuse_symlinked_dirs("mkdir", os.fspath(p))
         for d in reversed(missing):
             self._guard("mkdir", str(d))
+            _refuse_symlinked_dirs("mkdir", str(d))
             try:
                 os.mkdir(d)
             except FileExistsError:
@@ -265,7 +282,36 @@ class Storage:
             raise _error(kind, path, exc) from exc
 
 
+def _refuse_symlinked_dirs(kind: str, path: str) -> None:
+    """Raise :class:`StorageError` (``ELOOP``) if a directory component of ``path`` at or below the
+    memory directory (the shallowest component named ``memory``) is a symlink.
+
+    The memory root is resolved (``realpath``) by :class:`~aiden.storage.layout.Layout`, so nothing
+    above it is a symlink; one below it was planted and would redirect the write out of the root.
+    Paths outside any memory directory are not checked. The final component is not checked here
+    (``replace``/``rename``/``unlink`` act on a link itself, not on its target).
+    """
+    parts = os.path.abspath(path).split(os.sep)
+    try:
+        start = parts.index(MEMORY_DIR_NAME, 1)
+    except ValueError:
+        return
+    cur = os.sep.join(parts[:start]) or os.sep
+    for name in parts[start:-1]:
+        cur = os.path.join(cur, name)
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            return  # nothing exists from here down, so nothing can be a symlink (mkdir creates it)
+        except OSError as exc:
+            raise _error(kind, path, exc) from exc
+        if _stat.S_ISLNK(st.st_mode):
+            raise StorageError(
+                f"{kind} {path} refused: {cur} is a symlink (writes never follow a symlinked "
+                "directory inside the memory root)",
+                errno=_errno.ELOOP,
+            )
+
+
 def _error(kind: str, path: str, exc: OSError) -> StorageError:
     return StorageError(f"{kind} {path} failed: {exc.strerror or exc}", errno=exc.errno)
-
-
