@@ -37,12 +37,7 @@ import anyio
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import (
-    InvalidSummaryError,
-    SummarizerError,
-    SummarizerTimeout,
-    SummarizerUnavailable,
-)
+from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerTimeout, SummarizerUnavailable
 from aiden.events import SessionEvent
 from aiden.summarizers.extractive import render_structured, summary_must_keep
 from aiden.summarizers.mustkeep import apply_must_keep, clip, looks_like_error_line
@@ -53,6 +48,7 @@ from aiden.summarizers.protocol import (
     SummaryRequest,
     SummaryResult,
 )
+from aiden.summarizers.scaffold import clean_structured, clean_text, has_content, real_text
 
 __all__ = [
     "LiteLLMSummarizer",
@@ -650,16 +646,16 @@ def parse_summary_output(content: str, *, session: bool = False) -> SummaryResul
             data = json.loads(candidate)
         except ValueError:
             continue
-        if isinstance(data, dict):
-            structured = _coerce_structured(data)
-            text = _text_field(data.get("text")) if isinstance(data.get("text"), str) else ""
-            if not text:
+        if isinstance(data, dict):  # echoes of the prompt's skeleton are dropped (scaffold.py)
+            structured = clean_structured(_coerce_structured(data))
+            text = clean_text(data["text"]) if isinstance(data.get("text"), str) else ""
+            if not has_content(text) and structured != StructuredSummary():
                 text = render_structured(structured, session=session)
-            return SummaryResult(text=text, structured=structured)
+            return SummaryResult(text=real_text(text), structured=structured)
     stripped = content.strip()
     if stripped.startswith(("{", "```")):
         raise InvalidSummaryError("summarizer returned malformed JSON (truncated output?)")
-    return SummaryResult(text=stripped)
+    return SummaryResult(text=real_text(clean_text(stripped)))
 
 
 # ---------------------------------------------------------------------------
