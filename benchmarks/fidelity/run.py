@@ -215,7 +215,9 @@ def fake_llm_summarizer() -> tuple[Any, Summarizer]:
     def responder(body: dict[str, Any]) -> str:
         # A plumbing check, not a model: it returns the first lines of the request.
         text = "\n".join(str(m.get("content") or "") for m in body.get("messages", [])[1:])
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()][:12]
+        # (the transcript part: echoing the prompt's own skeleton is rejected as invalid output)
+        part = re.split(r"<(?:transcript|rolling_summary)>", text)[-1]
+        lines = [ln.strip() for ln in part.splitlines() if ln.strip() and not ln.strip().startswith("</")][:12]
         return json.dumps({"text": "\n".join(lines) or "nothing"})
 
     server = FakeLLMServer(responder=responder)
