@@ -10,11 +10,16 @@ whose ``__contains__`` counts calls, and 4x the events must cost about 4x
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from aiden.events import SessionEvent
 from aiden.summarizers import ExtractiveSummarizer, extractive
 from aiden.summarizers.protocol import SummaryRequest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_backlog import backlog
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -26,67 +31,6 @@ class _Counted(str):
     def __contains__(self, other: object) -> bool:
         _Counted.checks += 1
         return str.__contains__(self, other)  # type: ignore[arg-type]
-
-
-def backlog(n: int) -> tuple[SessionEvent, ...]:
-    """``n`` near-identical agent-loop events: "Continue with step N", decisions, tool calls and results."""
-    events: list[SessionEvent] = []
-    step = 0
-    while len(events) < n:
-        seq = len(events) + 1
-        kind = step % 4
-        if kind == 0:
-            events.append(
-                SessionEvent(
-                    type="user_input",
-                    seq=seq,
-                    content=f"Continue with step {step}. Ticket PROJ-{step % 97} must stay under {step % 13} MB.",
-                )
-            )
-        elif kind == 1:
-            events.append(
-                SessionEvent(
-                    type="assistant_output",
-                    seq=seq,
-                    content=(
-                        f"I decided to run step {step} of PROJ-{step % 97} because the export of "
-                        f"billing/export_{step % 31}.py needs it. Continue with step {step + 1} next."
-                    ),
-                )
-            )
-        elif kind == 2:
-            events.append(
-                SessionEvent(
-                    type="tool_call",
-                    seq=seq,
-                    tool_name="bash",
-                    tool_call_id=f"c{step}",
-                    tool_args=f'{{"command": "pytest -q tests/test_export_{step % 31}.py"}}',
-                )
-            )
-        else:
-            ok = step % 3 != 0
-            events.append(
-                SessionEvent(
-                    type="tool_result",
-                    seq=seq,
-                    tool_name="bash",
-                    tool_call_id=f"c{step - 1}",
-                    content=(
-                        f"{step % 50} passed in 0.{step % 9}s"
-                        if ok
-                        else (
-                            "Traceback (most recent call last):\n"
-                            f'  File "billing/export_{step % 31}.py", line {step % 200}, in run\n'
-                            f"ValueError: bad row {step} in invoice INV-{step % 211}\n"
-                            f"1 failed, {step % 50} passed"
-                        )
-                    ),
-                    meta={"exit_code": 0 if ok else 1},
-                )
-            )
-        step += 1
-    return tuple(events)
 
 
 def _checks(monkeypatch: pytest.MonkeyPatch, n: int) -> int:
