@@ -13,6 +13,7 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -193,8 +194,10 @@ class Lifecycle:
         m = self._m
         # The window of the model this call goes to (a swap to a smaller model shrinks this prompt).
         cfg = m.config if model is None else m.config.with_window(m.window_for(model))
+        call = _Call(cfg, layers or PromptLayers(), long_term, current_task, cache_friendly, governance)
         budget = cfg.prompt_budget()
-        built = await self._build_once(cfg, layers, long_term, current_task, cache_friendly, governance, strict=False)
+        snapshot = await _gather(m)
+        built = self._shape(call, snapshot, strict=False)
         compacted = False
         if built.estimated_tokens > budget and not self._sync_compaction_failed:
             # The safety net of the headline promise: compact for this call, bounded by the
@@ -205,14 +208,15 @@ class Lifecycle:
             except AidenError as exc:
                 _log.warning("synchronous compaction for an over-budget prompt failed: %s", exc)
             self._sync_compaction_failed = not compacted
-            built = await self._build_once(cfg, layers, long_term, current_task, cache_friendly, governance, strict=False)
+            snapshot = await _gather(m)
+            built = self._shape(call, snapshot, strict=False)
         if built.estimated_tokens > budget:
             # Deterministic fallback: stub every acted-on tool result (verbatim stays recallable by seq).
-            built = await self._build_once(cfg, layers, long_term, current_task, cache_friendly, governance, strict=True)
+            built = self._shape(call, snapshot, strict=True)
         if built.estimated_tokens > budget:
             # Last resort while nothing can be compacted: replay fewer of the oldest hot-window events
             # in this prompt (root input, current input and pins stay; all stay recallable).
-            built = await self._fit_by_trimming(cfg, layers, long_term, current_task, cache_friendly, budget, built)
+            built = self._fit_by_trimming(call, snapshot, budget, built)
         elif built.estimated_tokens >= trigger_threshold_tokens(cfg.context_window, cfg):
             m.request_maintenance()  # the background path: the next prompts shrink without waiting
         over = built.estimated_tokens > budget
@@ -222,8 +226,9 @@ class Lifecycle:
             compacted=compacted,
             over_budget=over,
             over_budget_reason=(
-                f"{built.estimated_tokens} estimated tokens > budget {budget} after compaction, stubbing and replay trimming: "
-                "what is left (system layers, root input, pinned events, the newest step) may not be dropped"
+                f"{built.estimated_tokens} estimated tokens > budget {budget} after compaction, stubbing and "
+                "replay trimming: what is left (system layers, root input, pinned events, the newest step) "
+                "may not be dropped"
                 if over
                 else ""
             ),
@@ -231,25 +236,13 @@ class Lifecycle:
         m.note_prompt_estimate(built.estimated_tokens)
         return built
 
-    async def _fit_by_trimming(
-        self,
-        cfg: Config,
-        layers: PromptLayers | None,
-        long_term: str | None,
-        current_task: str | None,
-        cache_friendly: bool,
-        budget: int,
-        built: PromptBuild,
-    ) -> PromptBuild:
-        hot = await self._m.hot_window()
-        lo, hi = 1, len(hot)
+    def _fit_by_trimming(self, call: _Call, snapshot: _Snapshot, budget: int, built: PromptBuild) -> PromptBuild:
+        lo, hi = 1, len(snapshot[0])
         best = built
         # Largest replay bound that fits: the estimate grows with the number of replayed events.
         while lo <= hi:
             mid = (lo + hi) // 2
-            trial = await self._build_once(
-                cfg, layers, long_term, current_task, cache_friendly, True, strict=True, max_messages=mid
-            )
+            trial = self._shape(call, snapshot, strict=True, max_messages=mid)
             if trial.estimated_tokens <= budget:
                 best, lo = trial, mid + 1
             else:
@@ -258,20 +251,11 @@ class Lifecycle:
                     best = trial
         return best
 
-    async def _build_once(
-        self,
-        cfg: Config,
-        layers: PromptLayers | None,
-        long_term: str | None,
-        current_task: str | None,
-        cache_friendly: bool,
-        governance: bool,
-        *,
-        strict: bool,
-        max_messages: int = 0,
-    ) -> PromptBuild:
+    def _shape(self, call: _Call, snapshot: _Snapshot, *, strict: bool, max_messages: int = 0) -> PromptBuild:
+        """One prompt from one snapshot of the files; no I/O, so budget fitting can try many."""
         m = self._m
-        hot, index, summary = await _gather(m)
+        cfg = call.cfg
+        hot, index, summary = snapshot
         split_ctx = ""
         split_before: int | None = None
         if index.chunks and index.chunks[-1].split_turn_context:
@@ -287,7 +271,7 @@ class Lifecycle:
             # A budget-fitting trim (max_messages) cuts exactly where asked: no cache quantum.
             replay = trim_replay(replay, max_messages=bound, keep=is_pinned, cut_quantum=1 if max_messages else None)
         governed = None
-        if governance or strict:
+        if call.governance or strict:
             governed = govern_events(
                 replay,
                 keep_turns=0 if strict else cfg.governance_keep_turns,
@@ -298,14 +282,14 @@ class Lifecycle:
             )
         summary_text, trimmed = fit_summary(summary.strip(), cfg.summary_layer_tokens(), m.estimate_text)
         built = build_messages(
-            layers=layers or PromptLayers(),
+            layers=call.layers,
             hot_window=governed.events if governed is not None else replay,
             session_summary=summary_text,
-            long_term=m.long_term_layer if long_term is None else long_term,
+            long_term=m.long_term_layer if call.long_term is None else call.long_term,
             split_turn_context=split_ctx,
             split_before_seq=split_before,
-            current_task=current_task,
-            cache_friendly=cache_friendly,
+            current_task=call.current_task,
+            cache_friendly=call.cache_friendly,
             estimate=m.estimate_text,
         )
         stubbed = len(governed.stubbed_seqs) if governed is not None else 0
@@ -329,7 +313,22 @@ def fit_summary(text: str, budget: int, estimate: Any) -> tuple[str, bool]:
     return "\n".join(kept), True
 
 
-async def _gather(m: Memory) -> tuple[Sequence[SessionEvent], Any, str]:
+@dataclass(frozen=True)
+class _Call:
+    """What one build_messages call asked for (shared by every budget-fitting attempt)."""
+
+    cfg: Config
+    layers: PromptLayers
+    long_term: str | None
+    current_task: str | None
+    cache_friendly: bool
+    governance: bool
+
+
+_Snapshot = tuple[Sequence[SessionEvent], Any, str]
+
+
+async def _gather(m: Memory) -> _Snapshot:
     # Hot window first: if a compaction commits between the reads, its events
     # appear twice (verbatim and summarized), never zero times.
     hot = await m.hot_window()

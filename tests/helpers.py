@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import multiprocessing
+from collections.abc import Callable, Sequence
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
+from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.storage import chunks as cs
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
+
+# A small hot window that compacts only when asked (maintain(manual=True)).
+SMALL_MANUAL = Config(
+    durability="none",
+    keep_recent_tokens=60,
+    hot_window_events=6,
+    count_compress_after_events=10**6,
+    summary_max_chunks=3,
+    summarizer_timeout_s=5,
+)
 
 
 def all_events(root: Path) -> tuple[list[SessionEvent], list[SessionEvent]]:
@@ -31,3 +45,16 @@ def assert_exactly_once(root: Path, acked: set[int]) -> list[int]:
     assert not missing, f"lost acked seqs: {sorted(missing)[:10]}"
     assert [e.seq for e in hot] == sorted(e.seq for e in hot), "hot window out of seq order"
     return seqs
+
+
+def race_processes(target: Callable[[str, str, EventType], None], root: Path, writers: Sequence[str]) -> None:
+    """Run ``target(root, writer, start)`` in one spawned process per writer, released together."""
+    ctx = multiprocessing.get_context("spawn")  # no state inherited from this process
+    start = ctx.Event()
+    procs = [ctx.Process(target=target, args=(str(root), w, start)) for w in writers]
+    for proc in procs:
+        proc.start()
+    start.set()
+    for proc in procs:
+        proc.join(timeout=120)
+    assert [proc.exitcode for proc in procs] == [0] * len(writers)

@@ -7,21 +7,15 @@ from pathlib import Path
 import pytest
 
 import aiden
-from aiden import Config, SessionEvent
+from aiden import SessionEvent
 from aiden.storage import chunks as cs
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
+from tests.helpers import SMALL_MANUAL
 
 pytestmark = pytest.mark.anyio
 
-SMALL = Config(
-    durability="none",
-    keep_recent_tokens=60,
-    hot_window_events=6,
-    count_compress_after_events=10**6,
-    summary_max_chunks=3,
-    summarizer_timeout_s=5,
-)
+SMALL = SMALL_MANUAL
 
 
 def events(n: int) -> list[SessionEvent]:

@@ -6,7 +6,6 @@ writers each rewrite it from their own stale copy and drop the other's rows.
 
 from __future__ import annotations
 
-import multiprocessing
 from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import anyio
 from aiden.longterm import LongTermMemoryStore
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from tests.helpers import race_processes
 
 N = 40
 NOW = 1_767_225_600.0
@@ -34,16 +34,8 @@ def save_many(root: str, writer: str, start: EventType) -> None:
 
 
 def test_two_processes_saving_keep_every_index_row(layout: Layout) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Event()
     writers = ["proc-a", "proc-b"]
-    procs = [ctx.Process(target=save_many, args=(str(layout.root), w, start)) for w in writers]
-    for proc in procs:
-        proc.start()
-    start.set()
-    for proc in procs:
-        proc.join(timeout=120)
-    assert [proc.exitcode for proc in procs] == [0, 0]
+    race_processes(save_many, layout.root, writers)
     index = (layout.long_term / "index.yaml").read_text()
     for writer in writers:
         for i in range(N):

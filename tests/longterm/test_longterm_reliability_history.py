@@ -7,7 +7,6 @@ order, and no record is lost.
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
@@ -17,6 +16,7 @@ import msgspec
 from aiden.longterm import HistoryRecord, HistoryStore
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from tests.helpers import race_processes
 
 N = 60
 NOW = 1_767_225_600.0
@@ -45,16 +45,8 @@ def append_many(root: str, writer: str, start: EventType) -> None:
 
 
 def test_two_processes_append_unique_increasing_cursors(layout: Layout) -> None:
-    ctx = multiprocessing.get_context("spawn")  # no state inherited from this process
-    start = ctx.Event()
     writers = ["proc-a", "proc-b"]
-    procs = [ctx.Process(target=append_many, args=(str(layout.root), w, start)) for w in writers]
-    for proc in procs:
-        proc.start()
-    start.set()
-    for proc in procs:
-        proc.join(timeout=120)
-    assert [proc.exitcode for proc in procs] == [0, 0]
+    race_processes(append_many, layout.root, writers)
     assert_consistent(layout, writers)
     assert HistoryStore(layout, Storage()).cursor() == 2 * N
 
