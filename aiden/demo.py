@@ -109,17 +109,14 @@ async def run_demo(
         stats = memory.stats()
     echo("\n===== summary.md =====\n" + summary)
     echo(f"===== recall_session_chunks({fact.question!r}) =====")
-    for hit in hits[:2]:
-        echo(f"- {hit.chunk_id} [{hit.source}] score={hit.score:.2f}")
-        for span in hit.spans[:3]:
-            echo(f"    seq {span.first_seq}-{span.last_seq} {span.type}: {span.snippet[:160]}")
+    for hit in hits[:3]:
+        where = f"seq {hit.first_seq}" if hit.kind == "event" else f"summary of {hit.first_seq}-{hit.last_seq}"
+        echo(f"- {hit.chunk_id} [{hit.source}] {where} {hit.type or ''} score={hit.score:.2f}: {hit.text[:160]!r}")
     echo(f"===== prompts: {calls} model calls, largest ~{largest} tokens, {over} over the budget {budget} =====")
     echo("===== stats =====")
     for name, value in msgspec.structs.asdict(stats).items():
         echo(f"{name:>22}: {value}")
-    found = any(fact.text.lower() in (s.snippet + h.summary).lower() for h in hits for s in h.spans) or any(
-        fact.text.lower() in h.summary.lower() for h in hits
-    )
+    found = any(fact.text.lower() in h.text.lower() for h in hits)
     return DemoResult(
         turns=len(scenario.turns),
         stats=stats,

@@ -539,13 +539,14 @@ class Memory:
             search=self.recall_session_chunks,
             lookup=self.lookup_chunk,
             rehydrate=self.rehydrate,
-            max_chars=self._config.recall_max_chars + 2000,
+            max_chars=self._config.recall_max_chars,
             read_events=self._read_events,
         )
 
     async def _read_events(self, seqs: Sequence[int]) -> list[SessionEvent]:
-        found = [await self.read_event(q) for q in seqs]
-        return [e for e in found if e is not None]
+        self._check_open()
+        wanted = [q for q in seqs if 0 <= q <= _MAX_SEQ]
+        return await anyio.to_thread.run_sync(self._store.read_events, wanted)
 
     def recall_stats(self) -> RecallStats | None:
         """Recall telemetry (calls, results, pending_chunks_recalled)."""

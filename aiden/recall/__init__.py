@@ -1,8 +1,10 @@
 """Recall of compacted session history: an FTS5 index over chunk files and the agent tool.
 
 * :class:`RecallIndex` (``index.py``): synchronous SQLite FTS5 index of the
-  active session's chunks, with ``source`` ``"active"`` / ``"pending"`` results.
-* ``query.py``: pure query building (CJK segmentation, safe FTS5 phrases, snippets).
+  active session's compacted events; ``db.py`` its database lifecycle,
+  ``sync.py`` its sync from the chunk files, ``search.py`` the BM25 ranking.
+* ``query.py`` / ``stopwords.py``: pure query building (CJK segmentation, safe FTS5 phrases, snippets).
+* ``render.py``: the answer and its one budget (serialized JSON characters).
 * :data:`RECALL_TOOL` / :func:`handle_recall_tool` (``tool.py``): the
   ``recall_session_chunks`` function tool for the agent.
 """
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiden._lazy import lazy_exports
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME, handle_recall_tool
-from aiden.recall.types import EventSpan, RecallHit, RecallStats
+from aiden.recall.types import RecallContext, RecallHit, RecallStats
 
 if TYPE_CHECKING:
     from aiden.recall.index import SCHEMA_VERSION, BulkChunk, RecallIndex, event_text
@@ -23,7 +25,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "TOOL_NAME",
     "BulkChunk",
-    "EventSpan",
+    "RecallContext",
     "RecallHit",
     "RecallIndex",
     "RecallStats",

@@ -25,6 +25,7 @@ cannot change the meaning of the query.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -32,11 +33,15 @@ from typing import Final
 
 import msgspec
 
+from aiden.recall.stopwords import is_stopword
+
 __all__ = [
+    "MAX_PAIRS",
     "MAX_QUERY_CHARS",
     "MAX_TERMS",
     "Term",
     "and_expression",
+    "content_terms",
     "display_text",
     "fallback_terms",
     "index_text",
@@ -52,6 +57,10 @@ MAX_QUERY_CHARS: Final = 1000
 """Longer queries are cut to this many characters before they are split into terms."""
 MAX_TERMS: Final = 8
 """Most terms of one query (the first distinct ones win); bounds the work per search."""
+MAX_PAIRS: Final = 3
+"""Most adjacent-word phrases added to a query's terms."""
+_MAX_RAW_TERMS: Final = 64
+"""Most distinct words of a query looked at before stopwords are dropped."""
 MAX_FALLBACK_TERMS: Final = 12
 """Most terms of the OR fallback (CJK bigrams can multiply the terms)."""
 
@@ -151,8 +160,8 @@ def _make_term(run: str, cjk: bool) -> Term:
     return Term(run, cjk, _quote(" ".join(run) if cjk else run))
 
 
-def query_terms(query: str) -> list[Term]:
-    """Split ``query`` into at most :data:`MAX_TERMS` distinct terms (empty list: nothing to search).
+def query_terms(query: str, *, limit: int = MAX_TERMS) -> list[Term]:
+    """Split ``query`` into at most ``limit`` distinct terms (empty list: nothing to search).
 
     Never raises for any ``str``: NUL bytes, lone surrogates, quotes, FTS5
     operators and punctuation are separators or plain text.
@@ -170,9 +179,43 @@ def query_terms(query: str) -> list[Term]:
                 continue
             seen.add(key)
             terms.append(_make_term(run, cjk_run is not None))
-            if len(terms) == MAX_TERMS:
+            if len(terms) == limit:
                 return terms
     return terms
+
+
+def content_terms(query: str) -> list[Term]:
+    """The terms a search ranks by: the query's words without stopwords, plus adjacent pairs.
+
+    Stopwords are dropped (unless that leaves nothing) before the
+    :data:`MAX_TERMS` cap, so a long question keeps its topic words. CJK terms
+    are always kept (the stopword list is English) and runs longer than two
+    characters become bigrams (:func:`fallback_terms`). Up to
+    :data:`MAX_PAIRS` pairs of words that are adjacent in the query become
+    phrase terms of their own, so the event holding the words side by side
+    ranks above events holding them apart.
+    """
+    terms = query_terms(query, limit=_MAX_RAW_TERMS)
+    kept = [t for t in terms if t.cjk or not is_stopword(t.text)]
+    out = fallback_terms((kept if kept else terms)[:MAX_TERMS])
+    return out + _pairs(query, len(out))
+
+
+def _pairs(query: str, have: int) -> list[Term]:
+    words = [w for w in _words(query[:MAX_QUERY_CHARS]) if _has_token_char(w)]
+    pairs: list[Term] = []
+    seen: set[str] = set()
+    for a, b in itertools.pairwise(words):
+        if is_stopword(a) or is_stopword(b) or _has_cjk(a + b) or a.casefold() == b.casefold():
+            continue
+        text = f"{a} {b}"
+        if text.casefold() in seen:
+            continue
+        seen.add(text.casefold())
+        pairs.append(Term(text, False, _quote(text)))
+        if len(pairs) == MAX_PAIRS or have + len(pairs) == MAX_FALLBACK_TERMS:
+            break
+    return pairs
 
 
 def fallback_terms(terms: Sequence[Term]) -> list[Term]:

@@ -18,7 +18,8 @@ import msgspec
 
 from aiden.errors import AidenError
 from aiden.events import EVENT_TYPES, EventType, SessionEvent, validate_id
-from aiden.recall.query import truncate
+from aiden.recall.query import content_terms, truncate
+from aiden.recall.render import encode_events, encode_hits, fit_hits
 from aiden.recall.types import RecallHit
 
 __all__ = ["RECALL_TOOL", "TOOL_NAME", "handle_recall_tool"]
@@ -33,8 +34,6 @@ actor messages (a ``k`` of 2**64 made msgspec raise OverflowError instead of an 
 _MAX_SEQ: Final = 2**63 - 1
 """Largest seq: seqs are stored as signed 64-bit JSON ints."""
 _MAX_ERROR_CHARS: Final = 400
-_SUMMARY_FLOOR: Final = 160
-"""Summaries are cut down to this many characters before any result is dropped."""
 
 RECALL_TOOL: Final[dict[str, Any]] = {
     "type": "function",
@@ -42,12 +41,13 @@ RECALL_TOOL: Final[dict[str, Any]] = {
         "name": TOOL_NAME,
         "description": (
             "Search the compacted (older) part of this session's conversation. Older turns are "
-            "summarized into chunks; this tool finds the chunks matching a query and returns their "
-            "summaries with snippets of the matching events (seq ranges). Use it when you need a "
+            "summarized into chunks; this tool returns the verbatim text of the past events that "
+            "best match a query (with chunk_id, seq, type, role, and the neighbouring turn as "
+            "context), or a chunk summary where only the summary matched. Use it when you need a "
             "detail that is no longer in the conversation: an earlier decision, requirement, "
-            "command, error or value. To read a chunk exactly, pass its chunk_id (and seqs to get "
-            "those events verbatim). Results with source 'pending' come from a compaction that is "
-            "still being committed."
+            "command, error or value. Long texts are cut around the match ('truncated'); pass "
+            "chunk_id and seqs to read those events in full. Results with source 'pending' come "
+            "from a compaction that is still being committed."
         ),
         "parameters": {
             "type": "object",
@@ -55,15 +55,15 @@ RECALL_TOOL: Final[dict[str, Any]] = {
                 "query": {
                     "type": "string",
                     "description": (
-                        "Words to search for (any language; all words must match, else the best "
-                        "partial matches are returned). Ignored when chunk_id is given (pass '')."
+                        "Words or a question (any language); events holding more of its words, "
+                        "and rarer ones, rank first. Ignored when chunk_id is given (pass '')."
                     ),
                 },
                 "k": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": _MAX_K,
-                    "description": "Maximum number of chunks to return (capped by configuration).",
+                    "description": "Maximum number of results to return (capped by configuration).",
                 },
                 "chunk_id": {
                     "type": "string",
@@ -153,101 +153,6 @@ def _error(message: str) -> str:
     return _dumps({"error": truncate(message, _MAX_ERROR_CHARS)})
 
 
-def _hit_dict(hit: RecallHit) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "chunk_id": hit.chunk_id,
-        "source": hit.source,
-        "score": round(hit.score, 4),
-        "first_seq": hit.first_seq,
-        "last_seq": hit.last_seq,
-        "summary": hit.summary,
-        "matches": [
-            {
-                "seqs": [s.first_seq, s.last_seq],
-                "type": s.type,
-                "role": s.role,
-                "snippet": s.snippet,
-            }
-            for s in hit.spans
-        ],
-    }
-    if hit.matched_events > len(hit.spans):
-        out["matched_events"] = hit.matched_events
-    if hit.degraded:
-        out["degraded"] = True
-    return out
-
-
-def _render_hits(hits: Sequence[RecallHit], max_chars: int) -> str:
-    """Encode hits, shedding detail until the text fits ``max_chars``.
-
-    Long summaries are cut first (longest first, down to
-    :data:`_SUMMARY_FLOOR` characters) so every hit stays; then the
-    lowest-ranked snippets and hits are dropped.
-    """
-    items = [_hit_dict(h) for h in hits]
-    doc: dict[str, Any] = {"results": items}
-    text = _dumps(doc)
-    while len(text) > max_chars and items:
-        longest = max(items, key=lambda item: len(item["summary"]))
-        length = len(longest["summary"])
-        if length <= _SUMMARY_FLOOR:
-            break
-        doc["truncated"] = True
-        over = len(text) - max_chars + len(',"truncated":true')
-        longest["summary"] = truncate(longest["summary"], max(_SUMMARY_FLOOR, length - over))
-        text = _dumps(doc)
-    while len(text) > max_chars and items:
-        doc["truncated"] = True
-        last = items[-1]
-        if last["matches"]:
-            last["matches"].pop()
-        elif len(items) > 1:
-            items.pop()
-        elif last["summary"]:
-            over = len(text) - max_chars
-            last["summary"] = truncate(last["summary"], max(0, len(last["summary"]) - over - 1))
-        else:
-            items.pop()
-        text = _dumps(doc)
-    return text
-
-
-def _render_events(
-    chunk_id: str, events: Sequence[SessionEvent], seqs: Sequence[int], max_chars: int
-) -> str:
-    """Encode verbatim events; an event that does not fit has its text cut, later ones are omitted."""
-    found = {e.seq for e in events}
-    doc: dict[str, Any] = {"chunk_id": chunk_id, "events": []}
-    missing = sorted({s for s in seqs if s not in found})
-    if missing:
-        doc["missing_seqs"] = missing
-    out: list[dict[str, Any]] = doc["events"]
-    for event in events:
-        item = msgspec.to_builtins(event)
-        out.append(item)
-        text = _dumps(doc)
-        if len(text) <= max_chars:
-            continue
-        doc["truncated"] = True
-        over = len(text) - max_chars + len(',"truncated":true') + len(',"omitted_events":000')
-        for field in ("content", "tool_args"):
-            value = item.get(field)
-            if isinstance(value, str) and over > 0 and value:
-                keep = max(0, len(value) - over - 1)
-                item[field] = truncate(value, keep)
-                over -= len(value) - len(item[field])
-        item.pop("meta", None)
-        if len(_dumps(doc)) > max_chars:
-            out.pop()
-        doc["omitted_events"] = len(events) - len(out)
-        if len(_dumps(doc)) > max_chars:
-            del out[:]
-            doc["omitted_events"] = len(events)
-        break
-    return _dumps(doc)
-
-
 async def handle_recall_tool(
     arguments: str | Mapping[str, Any],
     *,
@@ -264,12 +169,11 @@ async def handle_recall_tool(
     and ``rehydrate(chunk_id, seqs)`` are the recall index's operations (the
     recall actor's async wrappers). The answer is ``{"results": [...]}`` for a
     search or lookup, ``{"chunk_id": ..., "events": [...]}`` for a rehydration,
-    or ``{"error": "..."}``; it is at most ``max_chars`` characters (lowest
-    ranked details are dropped, marked ``"truncated": true``), except that the
-    bare envelope is always returned. The index already bounds summaries plus
-    snippets by ``config.recall_max_chars``; ``max_chars`` bounds the whole JSON
-    text, so give it room for the JSON around them (about
-    ``recall_max_chars + 2000`` keeps every result of a full answer).
+    or ``{"error": "..."}``; it is at most ``max_chars`` characters of JSON
+    (texts cut around the match, then the lowest-ranked results dropped, by
+    :func:`~aiden.recall.render.fit_hits`, the same budget the index applies
+    with ``config.recall_max_chars``), except that the bare envelope is
+    always returned.
     With ``read_events``, ``seqs`` without ``chunk_id`` returns those events
     verbatim from wherever they are stored (hot window or chunks).
     """
@@ -281,11 +185,11 @@ async def handle_recall_tool(
                 if not args.seqs:
                     raise _Reject("seqs must list at least one seq (omit it to get the chunk summary)")
                 events = await rehydrate(chunk_id, list(args.seqs))
-                return _render_events(chunk_id, events, args.seqs, max_chars)
+                return encode_events(chunk_id, events, args.seqs, max_chars)
             hit = await lookup(chunk_id)
             if hit is None:
                 raise _Reject(f"no chunk {chunk_id!r} in this session")
-            return _render_hits([hit], max_chars)
+            return encode_hits(fit_hits([hit], max_chars))
         if args.seqs is not None:
             if read_events is None:
                 raise _Reject("seqs needs chunk_id: pass the chunk whose events you want")
@@ -293,7 +197,7 @@ async def handle_recall_tool(
                 raise _Reject("seqs must list at least one seq")
             # Seqs alone (e.g. from a trimmed tool output's stub): wherever those events live.
             events = await read_events(list(args.seqs))
-            return _render_events("", events, args.seqs, max_chars)
+            return encode_events("", events, args.seqs, max_chars)
         if not args.query.strip():
             raise _Reject("query must not be empty")
         hits = await search(
@@ -304,7 +208,7 @@ async def handle_recall_tool(
             since=args.since,
             until=args.until,
         )
-        return _render_hits(hits, max_chars)
+        return encode_hits(fit_hits(hits, max_chars, content_terms(args.query)))
     except msgspec.ValidationError as exc:
         return _error(f"invalid arguments: {exc}")
     except msgspec.DecodeError as exc:

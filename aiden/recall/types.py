@@ -6,37 +6,48 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["EventSpan", "RecallHit", "RecallStats"]
+__all__ = ["RecallContext", "RecallHit", "RecallStats"]
 
 
-class EventSpan(msgspec.Struct, frozen=True, kw_only=True):
-    """Consecutive matching events (same type and role) of one chunk."""
+class RecallContext(msgspec.Struct, frozen=True, kw_only=True):
+    """The event next to a hit (the turn before it, or the reply after a user's words)."""
 
-    first_seq: int
-    last_seq: int
+    seq: int
     type: str
     role: str | None
-    snippet: str
-    """Text of the best matching event of the span, centred on the match."""
+    text: str
+    """Verbatim text, cut with ``…`` to what the answer budget leaves."""
 
 
 class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
-    """One recalled chunk."""
+    """One recall result: a compacted event (``kind == "event"``) or a chunk summary (``"summary"``)."""
 
     chunk_id: str
     source: Literal["active", "pending"]
     """``active``: committed in index.yaml. ``pending``: a chunk file not (yet) in the index."""
+    kind: Literal["event", "summary"]
     score: float
-    """BM25-based relevance (sum over query terms), higher is better; 0.0 for an exact lookup."""
-    summary: str
-    """The chunk summary (possibly truncated to fit the answer bound)."""
-    spans: tuple[EventSpan, ...]
+    """BM25 relevance of the event (or summary) to the query, higher is better; 0.0 for an exact lookup."""
+    text: str
+    """The event's verbatim text (content, tool name, tool arguments) or the chunk summary,
+    cut around the match with ``…`` when the answer budget requires it (then ``truncated``)."""
     first_seq: int
+    """The event's seq; for a summary, the chunk's first seq."""
     last_seq: int
+    """The event's seq; for a summary, the chunk's last seq."""
+    type: str | None = None
+    """Event type (``None`` for a summary)."""
+    role: str | None = None
+    timestamp: float | None = None
+    truncated: bool = False
+    context: RecallContext | None = None
     degraded: bool = False
-    """The summary is a raw breadcrumb written when summarization failed."""
-    matched_events: int = 0
-    """Events of the chunk that matched (``spans`` may show fewer)."""
+    """The chunk's summary is a raw breadcrumb written when summarization failed."""
+
+    @property
+    def seq(self) -> int | None:
+        """The event's seq (``None`` for a summary)."""
+        return self.first_seq if self.kind == "event" else None
 
 
 class RecallStats(msgspec.Struct, frozen=True, kw_only=True):

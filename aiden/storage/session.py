@@ -146,6 +146,24 @@ class SessionStore:
                 return next((e for e in chunk.events if e.seq == seq), None)
         return None
 
+    def read_events(self, seqs: Sequence[int]) -> list[SessionEvent]:
+        """The stored events with these seqs, in seq order: one hot-window read, each chunk read once."""
+        wanted = set(seqs)
+        found = {e.seq: e for e in self.read_hot_window() if e.seq in wanted}
+        missing = wanted - found.keys()
+        if missing:
+            index = self.load_index()
+            for entry in cs.load_all_entries(self.layout, index):
+                here = {q for q in missing if entry.covers(q)}
+                if not here:
+                    continue
+                chunk = cs.read_chunk(self.layout, entry.chunk_id, expect_sha256=entry.sha256)
+                found.update((e.seq, e) for e in chunk.events if e.seq in here)
+                missing -= here
+                if not missing:
+                    break
+        return [found[q] for q in sorted(found)]
+
     def covered_by(self, index: cs.ChunkIndex) -> Callable[[int], bool]:
         """A predicate: is ``seq`` stored in a committed chunk of ``index``?
 

@@ -118,7 +118,7 @@ async def drive(
             for n, fact in enumerate(facts):
                 seq = source_seq.get(n)
                 hits = await memory.recall_session_chunks(fact.question, 5)
-                hit_seqs = {s for h in hits for sp in h.spans for s in range(sp.first_seq, sp.last_seq + 1)}
+                hit_seqs = {h.first_seq for h in hits if h.kind == "event"}
                 per_fact.append(
                     {
                         "kind": fact.kind,

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-import aiden.recall.index as recall_index
+import aiden.recall.search as recall_search
+import aiden.recall.sync as recall_sync
 from aiden.config import Config
 from aiden.errors import ClosedError, CorruptionError, InvalidIdError, RecallError
 from aiden.events import SessionEvent
-from aiden.recall import BulkChunk, EventSpan, RecallHit, RecallIndex, RecallStats
+from aiden.recall import BulkChunk, RecallContext, RecallHit, RecallIndex, RecallStats
 from aiden.storage.chunks import list_chunk_files, load_index
 from tests.recall.recall_helpers import SessionFiles, ev
 
@@ -22,7 +23,13 @@ OLD_NS = 1_000_000_000_000_000_000  # 2001-09-09: a chunks/ mtime the index may 
 
 
 def ids(hits: list[RecallHit]) -> list[str]:
-    return [h.chunk_id for h in hits]
+    """Chunk ids of the hits, in order of first appearance."""
+    return list(dict.fromkeys(h.chunk_id for h in hits))
+
+
+def found(hits: list[RecallHit]) -> list[tuple[str, str, int]]:
+    """(chunk_id, kind, first_seq) of every hit, best first."""
+    return [(h.chunk_id, h.kind, h.first_seq) for h in hits]
 
 
 def age_chunks_dir(files: SessionFiles) -> None:
@@ -400,7 +407,7 @@ def test_sync_is_cheap_when_nothing_changed(
     age_chunks_dir(sample)
     index.sync()
     counter = CountingLoad()
-    monkeypatch.setattr(recall_index, "load_index", counter)
+    monkeypatch.setattr(recall_sync, "load_index", counter)
     for _ in range(3):
         assert ids(index.search("staging")) == ["c2"]
     assert counter.calls == 0
@@ -425,7 +432,7 @@ def test_racy_directory_mtime_is_not_trusted(sample: SessionFiles, index: Recall
     index.sync()
     os.utime(sample.layout.chunks)  # chunks/ modified just now
     counter = CountingLoad()
-    monkeypatch.setattr(recall_index, "load_index", counter)
+    monkeypatch.setattr(recall_sync, "load_index", counter)
     index.search("staging")
     index.search("staging")
     assert counter.calls == 2  # a change within the same mtime tick could hide: checked each time

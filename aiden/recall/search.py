@@ -1,0 +1,221 @@
+"""Ranking: BM25 over single events (and, apart, over chunk summaries), with bounded work.
+
+**The unit is the event.** Every event of a compacted chunk is one FTS5 row,
+every chunk summary another; a row's score is BM25 summed over the query's
+terms it contains (OR semantics), so terms that co-occur in one event lift it
+above events holding one of them. Stopwords are dropped from a query that has
+other words (:func:`~aiden.recall.query.content_terms`), and the porter
+stemmer lets ``cached`` find ``cache``.
+
+**Bounded work.** FTS5's ``bm25()`` costs about 2 µs per ranked row and counts
+every row of a phrase for its IDF, so ranking a word found in half a million
+events would take a second. Each term's row count is probed first (counting
+stops at :data:`EXACT_ROWS`). The rarest terms, while their rows add up to at
+most :data:`EXACT_ROWS`, are ranked exactly with one ``bm25()`` query over
+their OR. A more frequent term adds its IDF (estimated from the density of its
+newest rows) times the BM25 factor of one occurrence in an average-length row
+to the events it is found in: the best exactly ranked candidates, and its own
+newest rows (and those of all frequent terms together), where it is looked up
+by rowid. Below :data:`EXACT_ROWS` rows per term, which is every session of
+ordinary size, ranking is exact BM25.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, Final
+
+import msgspec
+
+from aiden.errors import RecallError
+from aiden.events import EVENT_TYPES
+from aiden.recall.query import Term, or_expression
+
+__all__ = ["EXACT_ROWS", "Filters", "Scored", "rank"]
+
+EXACT_ROWS: Final = 1500
+"""Rows ranked exactly with ``bm25()`` per search, shared by its rarest terms."""
+_CANDIDATES: Final = 30
+"""Best candidates looked up by rowid for each frequent term."""
+_WINDOW: Final = 100
+"""Newest rows of a frequent term (and of all frequent terms together) taken as candidates."""
+_MAX_FILTER_VALUES: Final = 32
+
+
+class Scored(msgspec.Struct, frozen=True):
+    """A ranked row: an event (``seq`` set) or a chunk summary (``seq is None``)."""
+
+    doc: int
+    score: float
+    chunk: int
+    seq: int | None
+    type: str | None
+    role: str | None
+    ts: float | None
+
+
+class Filters(msgspec.Struct, frozen=True):
+    """Validated search filters as an SQL fragment over ``docs AS d``."""
+
+    sql: str
+    params: tuple[Any, ...]
+    empty_range: bool
+    events_only: bool
+    """A type or role filter applies: summaries (which have neither) cannot match."""
+
+    @classmethod
+    def build(
+        cls,
+        types: Sequence[str] | None,
+        roles: Sequence[str] | None,
+        since: float | None,
+        until: float | None,
+    ) -> Filters:
+        """Validate the filters of one search (:class:`RecallError` for bad values)."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        type_list = _str_list(types, "types")
+        for t in type_list:
+            if t not in EVENT_TYPES:
+                raise RecallError(f"unknown event type {t[:64]!r}; expected one of {sorted(EVENT_TYPES)}")
+        role_list = _str_list(roles, "roles")
+        for column, values in (("type", type_list), ("role", role_list)):
+            if values:
+                clauses.append(f"d.{column} IN ({','.join('?' * len(values))})")
+                params.extend(values)
+        lo = _time(since, "since")
+        hi = _time(until, "until")
+        if lo is not None:
+            clauses.append("d.ts_max >= ?")
+            params.append(lo)
+        if hi is not None:
+            clauses.append("d.ts_min <= ?")
+            params.append(hi)
+        sql = "".join(f" AND {c}" for c in clauses)
+        empty = lo is not None and hi is not None and lo > hi
+        return cls(sql, tuple(params), empty, bool(type_list or role_list))
+
+
+def _str_list(values: Sequence[str] | None, name: str) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, (str, bytes)):
+        raise RecallError(f"{name} must be a list of strings, not a single string")
+    out = list(values)
+    if len(out) > _MAX_FILTER_VALUES:
+        raise RecallError(f"{name}: at most {_MAX_FILTER_VALUES} values")
+    for v in out:
+        if not isinstance(v, str):
+            raise RecallError(f"{name} must contain strings, got {type(v).__name__}")
+    return sorted(set(out))
+
+
+def _time(value: float | None, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RecallError(f"{name} must be a finite number of Unix seconds")
+    return float(value)
+
+
+def _idf(total: int, rows: float) -> float:
+    # FTS5's bm25 IDF, including its clamp for terms in more than half the rows.
+    value = math.log((total - rows + 0.5) / (rows + 0.5))
+    return value if value > 0 else 1e-6
+
+
+_ROW: Final = "SELECT f.rowid, {score}, d.chunk, d.seq, d.type, d.role, d.ts_min FROM fts AS f JOIN docs AS d ON d.id = f.rowid"
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> dict[int, list[Any]]:
+    return {r[0]: list(r) for r in conn.execute(sql, params)}
+
+
+def rank(
+    conn: sqlite3.Connection, terms: Sequence[Term], filters: Filters, *, ndocs: int, top_doc: int, limit: int
+) -> tuple[list[Scored], list[Scored]]:
+    """The best events and the best summaries for ``terms``, best first (at most ``limit`` of each)."""
+    if not terms or ndocs == 0 or filters.empty_range:
+        return [], []
+    counts = [
+        int(
+            conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)", (t.phrase, EXACT_ROWS + 1)
+            ).fetchone()[0]
+        )
+        for t in terms
+    ]
+    exact: list[Term] = []
+    frequent: list[Term] = []
+    budget = EXACT_ROWS
+    for i in sorted(range(len(terms)), key=lambda i: counts[i]):
+        if counts[i] == 0:
+            continue
+        if counts[i] <= budget:
+            exact.append(terms[i])
+            budget -= counts[i]
+        else:
+            frequent.append(terms[i])
+    rows: dict[int, list[Any]] = {}
+    if exact:
+        rows = _rows(conn, _ROW.format(score="-bm25(fts)") + f" WHERE fts MATCH ?{filters.sql}",
+                     (or_expression(exact), *filters.params))
+    if frequent:
+        _add_frequent(conn, rows, frequent, filters, ndocs=ndocs, top_doc=top_doc)
+    ordered = sorted(rows.values(), key=lambda r: (-r[1], -r[0]))
+    events: list[Scored] = []
+    summaries: list[Scored] = []
+    for r in ordered:
+        target = events if r[3] is not None else summaries
+        if len(target) < limit and not (target is summaries and filters.events_only):
+            target.append(Scored(*r))
+        if len(events) >= limit and len(summaries) >= limit:
+            break
+    return events, summaries
+
+
+def _add_frequent(
+    conn: sqlite3.Connection,
+    rows: dict[int, list[Any]],
+    frequent: Sequence[Term],
+    filters: Filters,
+    *,
+    ndocs: int,
+    top_doc: int,
+) -> None:
+    """Credit the frequent terms to their own newest rows and to the best candidates."""
+    newest_sql = _ROW.format(score="0.0") + f" WHERE fts MATCH ?{filters.sql} ORDER BY f.rowid DESC LIMIT ?"
+    weights: dict[str, float] = {}
+    holders: dict[str, set[int]] = {}
+    for term in frequent:
+        newest = _rows(conn, newest_sql, (term.phrase, *filters.params, _WINDOW))
+        oldest = min(newest) if newest else top_doc
+        # The newest matches span rowids [oldest, top]: extrapolate their density.
+        estimate = min(float(ndocs), len(newest) * ndocs / max(top_doc - oldest + 1, 1))
+        weights[term.phrase] = _idf(ndocs, max(estimate, EXACT_ROWS + 1.0))
+        holders[term.phrase] = set(newest)
+        for doc, row in newest.items():
+            rows.setdefault(doc, row)
+    if len(frequent) > 1:
+        # Rows holding every frequent term, newest first (FTS5 stops after the limit).
+        together = _rows(conn, newest_sql, (" AND ".join(t.phrase for t in frequent), *filters.params, _WINDOW))
+        for doc, row in together.items():
+            rows.setdefault(doc, row)
+            for term in frequent:
+                holders[term.phrase].add(doc)
+    for term in frequent:
+        known = holders[term.phrase]
+        for doc in known:
+            rows[doc][1] += weights[term.phrase]
+    # The best candidates may hold a frequent term beyond its newest rows: look them up by rowid.
+    best = [r[0] for r in sorted(rows.values(), key=lambda r: (-r[1], -r[0]))[:_CANDIDATES]]
+    for term in frequent:
+        known = holders[term.phrase]
+        ids = [doc for doc in best if doc not in known]
+        if not ids:
+            continue
+        marks = ",".join("?" * len(ids))
+        for (doc,) in conn.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({marks})", (term.phrase, *ids)):
+            rows[doc][1] += weights[term.phrase]
