@@ -16,6 +16,7 @@ from aiden.config import Config
 from aiden.errors import ClosedError, CorruptionError, InvalidIdError, RecallError
 from aiden.events import SessionEvent
 from aiden.recall import BulkChunk, RecallContext, RecallHit, RecallIndex, RecallStats
+from aiden.recall.render import encode_hits
 from aiden.storage.chunks import list_chunk_files, load_index
 from tests.recall.recall_helpers import SessionFiles, ev
 
@@ -69,73 +70,93 @@ def sample(files: SessionFiles) -> SessionFiles:
 
 # --- search -------------------------------------------------------------------------
 
-def test_english_search_returns_exact_spans(sample: SessionFiles, index: RecallIndex) -> None:
+def test_english_search_returns_the_matching_event(sample: SessionFiles, index: RecallIndex) -> None:
     hits = index.search("postgresql migrate")
-    assert ids(hits) == ["c1"]
+    assert found(hits) == [("c1", "event", 1)]
     hit = hits[0]
-    assert hit.source == "active"
-    assert hit.summary == "User asked for a database migration to PostgreSQL."
-    assert (hit.first_seq, hit.last_seq) == (1, 2)
-    assert hit.spans == (
-        EventSpan(
-            first_seq=1,
-            last_seq=1,
-            type="user_input",
-            role="user",
-            snippet="Please migrate the orders table to PostgreSQL",
+    assert hit.score > 0
+    assert hit == RecallHit(
+        chunk_id="c1",
+        source="active",
+        kind="event",
+        score=hit.score,
+        text="Please migrate the orders table to PostgreSQL",
+        first_seq=1,
+        last_seq=1,
+        type="user_input",
+        role="user",
+        timestamp=100.0,
+        # The reply after a user's words is the context.
+        context=RecallContext(
+            seq=2, type="assistant_output", role="assistant", text="I will run the 数据库迁移 script now"
         ),
     )
-    assert hit.matched_events == 1
-    assert hit.score > 0
+    assert hit.seq == 1
 
 
 def test_tool_name_and_args_are_searchable(sample: SessionFiles, index: RecallIndex) -> None:
     hits = index.search("make deploy bash")
-    assert ids(hits) == ["c2"]
-    assert [(s.first_seq, s.last_seq, s.type) for s in hits[0].spans] == [
-        (3, 3, "user_input"),
-        (4, 4, "tool_call"),
-        (5, 5, "tool_result"),
-    ]
-    assert hits[0].spans[1].snippet == 'bash {"cmd": "make deploy"}'
+    # The tool call holds three of the words; the other two events one each (a tie: newest first).
+    assert found(hits) == [("c2", "event", 4), ("c2", "event", 5), ("c2", "event", 3)]
+    assert [h.type for h in hits] == ["tool_call", "tool_result", "user_input"]
+    assert hits[0].text == 'bash\n{"cmd": "make deploy"}'
+    assert hits[0].score > hits[1].score == hits[2].score
 
 
 def test_chinese_queries_including_two_characters(sample: SessionFiles, index: RecallIndex) -> None:
     # 数据 sits inside 数据库迁移: unicode61 alone would index the run as one token.
-    assert ids(index.search("数据")) == ["c1"]
-    assert ids(index.search("迁移")) == ["c1"]
-    assert index.search("数据")[0].spans[0].snippet == "I will run the 数据库迁移 script now"
-    assert ids(index.search("中文")) == ["c3"]
-    assert ids(index.search("简洁")) == ["c3"]
-    assert ids(index.search("偏好 中文")) == ["c3"]
-    # Written without spaces and not verbatim in the text: the bigram fallback finds it.
-    assert ids(index.search("数据库迁移失败")) == ["c1"]
-    # Not adjacent in any text: the OR fallback over its bigrams finds 数据.
-    assert ids(index.search("数据迁")) == ["c1"]
-    assert ids(index.search("据数")) == []
+    assert found(index.search("数据")) == [("c1", "event", 2)]
+    assert found(index.search("迁移")) == [("c1", "event", 2)]
+    assert index.search("数据")[0].text == "I will run the 数据库迁移 script now"
+    assert found(index.search("中文")) == [("c3", "event", 7), ("c3", "event", 6)]
+    assert found(index.search("简洁")) == [("c3", "event", 6)]
+    # The event with both words first.
+    assert found(index.search("偏好 中文")) == [("c3", "event", 6), ("c3", "event", 7)]
+    # Written without spaces and not verbatim in the text: its bigrams find it.
+    assert found(index.search("数据库迁移失败")) == [("c1", "event", 2)]
+    # Not adjacent in any text: the OR over its bigrams finds 数据.
+    assert found(index.search("数据迁")) == [("c1", "event", 2)]
+    assert index.search("据数") == []
 
 
 def test_rare_term_ranks_first(files: SessionFiles, index: RecallIndex) -> None:
     for n in range(20):
         extra = " the xylophone incident" if n == 7 else ""
+        banana = f"banana bread batch {n} for the team" if n % 3 == 0 else ""  # as long as the xylophone event
         files.write(
             f"k{n:02d}",
-            [ev(n * 2 + 1, f"deploy service number {n}{extra}"), ev(n * 2 + 2, "banana " * (n % 3 == 0))],
+            [ev(n * 2 + 1, f"deploy service number {n}{extra}"), ev(n * 2 + 2, banana)],
             summary=f"deploy round {n}",
         )
-    assert ids(index.search("deploy xylophone")) == ["k07"]
-    # No chunk has both words: OR ranking, the rare word's chunk first.
+    # The event with both words first; then events with the common word, newest first.
+    assert found(index.search("deploy xylophone")) == [
+        ("k07", "event", 15),
+        ("k19", "event", 39),
+        ("k18", "event", 37),
+        ("k17", "event", 35),
+        ("k16", "event", 33),
+    ]
+    # No event has both words: OR ranking, the rare word's event first, ties newest first.
     hits = index.search("xylophone banana", k=5)
-    assert hits[0].chunk_id == "k07"
-    assert len(hits) == 5
-    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert found(hits) == [
+        ("k07", "event", 15),
+        ("k18", "event", 38),
+        ("k15", "event", 32),
+        ("k12", "event", 26),
+        ("k09", "event", 20),
+    ]
+    assert hits[0].score > hits[1].score == hits[2].score == hits[3].score == hits[4].score
 
 
 def test_terms_may_match_in_different_events_of_a_chunk(files: SessionFiles, index: RecallIndex) -> None:
     files.write("a", [ev(1, "stripe webhook configured"), ev(2, "secret stored in vault")], summary="payments")
     files.write("b", [ev(3, "stripe webhook secret rotated")], summary="rotation")
     files.write("c", [ev(4, "stripe checkout page")], summary="checkout")
-    assert sorted(ids(index.search("stripe webhook secret"))) == ["a", "b"]
+    hits = index.search("stripe webhook secret")
+    # Each event is ranked on its own: both of a's events are found, below the event holding all three.
+    assert found(hits) == [("b", "event", 3), ("a", "event", 1), ("a", "event", 2), ("c", "event", 4)]
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert len({h.score for h in hits}) == 4
 
 
 def test_no_match_and_empty_queries(sample: SessionFiles, index: RecallIndex) -> None:
@@ -242,83 +263,126 @@ def kiwi(files: SessionFiles) -> SessionFiles:
     return files
 
 
-def spans(hits: list[RecallHit]) -> list[tuple[str, int, int, str]]:
-    return [(h.chunk_id, s.first_seq, s.last_seq, s.type) for h in hits for s in h.spans]
-
-
-def test_consecutive_matches_merge_into_spans(kiwi: SessionFiles, index: RecallIndex) -> None:
-    hits = index.search("kiwi")
-    assert sorted(ids(hits)) == ["f1", "f2"]
-    assert sorted(spans(hits)) == [
-        ("f1", 1, 1, "user_input"),
-        ("f1", 2, 3, "assistant_output"),
-        ("f1", 5, 6, "tool_result"),
+def test_each_matching_event_is_its_own_hit(kiwi: SessionFiles, index: RecallIndex) -> None:
+    hits = index.search("kiwi", k=10)
+    # No merging into spans: every matching event is a hit, best first (shorter events, then newest).
+    assert found(hits) == [
+        ("f1", "event", 6),
+        ("f1", "event", 2),
+        ("f1", "event", 5),
+        ("f1", "event", 3),
+        ("f1", "event", 1),
     ]
-    assert {h.chunk_id: h.matched_events for h in hits} == {"f1": 5, "f2": 0}
+    assert [h.text for h in hits] == ["kiwi again", "kiwi reply", "kiwi in output", "more kiwi reply", "kiwi from the user"]
+    assert [(h.first_seq, h.last_seq) for h in hits] == [(6, 6), (2, 2), (5, 5), (3, 3), (1, 1)]
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # f1's events matched: its summary is not a hit, and f2's summary only when events leave room.
+    assert found(index.search("kiwi", k=5)) == found(hits)
 
 
 def test_filters_by_type_role_and_time(kiwi: SessionFiles, index: RecallIndex) -> None:
-    assert spans(index.search("kiwi", types=["tool_result"])) == [("f1", 5, 6, "tool_result")]
-    assert spans(index.search("kiwi", roles=["assistant"])) == [("f1", 2, 3, "assistant_output")]
-    assert spans(index.search("kiwi", roles=["user", "tool"])) == [
-        ("f1", 1, 1, "user_input"),
-        ("f1", 5, 6, "tool_result"),
+    assert found(index.search("kiwi", types=["tool_result"])) == [("f1", "event", 6), ("f1", "event", 5)]
+    assert found(index.search("kiwi", roles=["assistant"])) == [("f1", "event", 2), ("f1", "event", 3)]
+    assert found(index.search("kiwi", roles=["user", "tool"])) == [
+        ("f1", "event", 6),
+        ("f1", "event", 5),
+        ("f1", "event", 1),
     ]
-    assert spans(index.search("kiwi", types=["user_input"], roles=["assistant"])) == []
-    assert sorted(ids(index.search("kiwi", since=205.0))) == ["f1", "f2"]
-    assert spans(index.search("kiwi", since=205.0)) == [
-        ("f1", 3, 3, "assistant_output"),
-        ("f1", 5, 6, "tool_result"),
+    assert index.search("kiwi", types=["user_input"], roles=["assistant"]) == []
+    # f2's only event is after 205 but does not match; its summary does, and events leave room.
+    assert found(index.search("kiwi", since=205.0)) == [
+        ("f1", "event", 6),
+        ("f1", "event", 5),
+        ("f1", "event", 3),
+        ("f2", "summary", 7),
     ]
-    assert ids(index.search("kiwi", until=150.0)) == ["f1"]
-    assert spans(index.search("kiwi", until=150.0)) == [("f1", 1, 1, "user_input")]
+    assert found(index.search("kiwi", until=150.0)) == [("f1", "event", 1)]
     assert index.search("kiwi", since=500.0) == []
     assert index.search("kiwi", since=300.0, until=100.0) == []
-    assert ids(index.search("kiwi", types=[])) == ids(index.search("kiwi"))
+    assert found(index.search("kiwi", types=[])) == found(index.search("kiwi"))
 
 
 def test_time_filter_keeps_summaries_of_overlapping_chunks(kiwi: SessionFiles, index: RecallIndex) -> None:
     hits = index.search("kiwi", since=350.0)
-    assert ids(hits) == ["f2"]
-    assert hits[0].spans == ()
+    assert found(hits) == [("f2", "summary", 7)]
+    assert hits[0].text == "kiwi only in this summary"
+    assert (hits[0].first_seq, hits[0].last_seq, hits[0].type, hits[0].role, hits[0].seq) == (7, 7, None, None, None)
     # A type or role filter never matches a summary.
-    assert ids(index.search("kiwi", types=["user_input"], since=350.0)) == []
+    assert index.search("kiwi", types=["user_input"], since=350.0) == []
 
 
 # --- output bounds -------------------------------------------------------------------------
 
 def test_results_are_bounded(files: SessionFiles) -> None:
-    cfg = Config(recall_max_results=3, recall_max_chars=300, recall_snippet_chars=40)
     for n in range(8):
         files.write(
             f"m{n}",
             [ev(n * 3 + i + 1, ("filler words " * 20) + f"mango {n} " + "tail " * 30) for i in range(3)],
             summary=("summary of mango talks " * 50) + str(n),
         )
-    idx = RecallIndex(files.layout, cfg)
+    for budget, expected in [
+        (300, [("m7", "event", 24)]),
+        (1000, [("m7", "event", 24), ("m6", "event", 21), ("m5", "event", 18)]),
+    ]:
+        idx = RecallIndex(files.layout, Config(recall_max_results=3, recall_max_chars=budget))
+        try:
+            hits = idx.search("mango")
+            # The three identical events of a chunk are shown once; the JSON answer fits the budget.
+            assert found(hits) == expected
+            assert len(encode_hits(hits)) <= budget
+            for hit in hits:
+                assert hit.truncated is True
+                assert hit.text.startswith("…") and hit.text.endswith("…")
+                assert f"mango {hit.chunk_id[1]}" in hit.text
+                assert len(hit.text) >= 120
+            assert len(idx.search("mango", k=100)) == len(expected)
+        finally:
+            idx.close()
+    idx = RecallIndex(files.layout, Config(recall_max_results=3, recall_max_chars=1000))
+    try:
+        assert found(idx.search("mango", k=2)) == [("m7", "event", 24), ("m6", "event", 21)]
+        assert found(idx.search("mango", k=1)) == [("m7", "event", 24)]
+    finally:
+        idx.close()
+    # With room, texts are verbatim (not truncated) and each hit has its neighbour.
+    idx = RecallIndex(files.layout, Config(recall_max_results=3))
     try:
         hits = idx.search("mango")
-        assert len(hits) == 3
-        total = sum(len(h.summary) + sum(len(s.snippet) for s in h.spans) for h in hits)
-        assert total <= 300
-        assert all(len(s.snippet) <= 40 and "mango" in s.snippet for h in hits for s in h.spans)
-        assert all(h.summary.endswith("…") for h in hits)
-        assert len(idx.search("mango", k=100)) == 3
-        assert len(idx.search("mango", k=2)) == 2
-        assert len(idx.search("mango", k=1)) == 1
+        assert [(h.truncated, h.text) for h in hits] == [
+            (False, ("filler words " * 20) + f"mango {n} " + "tail " * 30) for n in (7, 6, 5)
+        ]
+        assert [h.context.seq if h.context else None for h in hits] == [23, 20, 17]
     finally:
         idx.close()
 
 
 def test_tiny_budget_still_bounded(files: SessionFiles) -> None:
-    cfg = Config(recall_max_results=5, recall_max_chars=7, recall_snippet_chars=3)
     files.write("t1", [ev(1, "grape grape grape")], summary="a long summary about grapes")
-    idx = RecallIndex(files.layout, cfg)
+    files.write("t2", [ev(2, "grapefruit " * 40 + "grape" + " peel" * 80)], summary="more")
+    # Not even one hit fits: no results (the bare envelope is always the answer).
+    for budget in (7, 14, 100):
+        idx = RecallIndex(files.layout, Config(recall_max_results=5, recall_max_chars=budget))
+        try:
+            hits = idx.search("grape")
+            assert hits == []
+            assert encode_hits(hits) == '{"results":[]}'
+        finally:
+            idx.close()
+    idx = RecallIndex(files.layout, Config(recall_max_results=5, recall_max_chars=300))
     try:
         hits = idx.search("grape")
-        assert ids(hits) == ["t1"]
-        assert len(hits[0].summary) + sum(len(s.snippet) for s in hits[0].spans) <= 7
-        assert hits[0].spans[0].snippet == "gr…"
+        assert len(encode_hits(hits)) <= 300
+        assert found(hits) == [("t1", "event", 1)]
+        assert (hits[0].text, hits[0].truncated) == ("grape grape grape", False)
+        idx_wide = RecallIndex(files.layout, Config(recall_max_results=5, recall_max_chars=450))
+        try:
+            wide = idx_wide.search("grape")
+            assert len(encode_hits(wide)) <= 450
+            assert found(wide) == [("t1", "event", 1), ("t2", "event", 2)]
+            assert wide[1].truncated is True
+            assert "grape" in wide[1].text.replace("grapefruit", "")
+        finally:
+            idx_wide.close()
     finally:
         idx.close()
 
@@ -331,12 +395,13 @@ def test_pending_chunk_then_committed(files: SessionFiles, index: RecallIndex) -
     entry = files.write("active-looking-id", [ev(2, "walrus sighting reported")], summary="walrus", commit=False)
     hits = index.search("walrus")
     assert [(h.chunk_id, h.source) for h in hits] == [("active-looking-id", "pending")]
-    assert hits[0].summary == "walrus"
+    assert found(hits) == [("active-looking-id", "event", 2)]
+    assert hits[0].text == "walrus sighting reported"
     assert index.stats() == RecallStats(
         recall_calls=1, results_returned=1, pending_chunks_recalled=1, rebuilds=1, chunks_indexed=2
     )
     lookup = index.lookup("active-looking-id")
-    assert lookup is not None and lookup.source == "pending"
+    assert lookup is not None and (lookup.source, lookup.kind, lookup.text) == ("pending", "summary", "walrus")
     files.commit(entry)
     assert [(h.chunk_id, h.source) for h in index.search("walrus")] == [("active-looking-id", "active")]
     stats = index.stats()
@@ -588,8 +653,9 @@ def test_rehydrate_verifies_and_filters(sample: SessionFiles, index: RecallIndex
 def test_lookup(sample: SessionFiles, index: RecallIndex) -> None:
     hit = index.lookup("c3")
     assert hit == RecallHit(
-        chunk_id="c3", source="active", score=0.0, summary="用户希望使用中文交流。", spans=(), first_seq=6, last_seq=7
+        chunk_id="c3", source="active", kind="summary", score=0.0, text="用户希望使用中文交流。", first_seq=6, last_seq=7
     )
+    assert hit.seq is None
     assert index.lookup("unknown") is None
     assert index.stats().recall_calls == 2
     assert index.stats().results_returned == 1
@@ -697,27 +763,32 @@ def bulk(n: int, common: str, rare_at: int) -> list[BulkChunk]:
 def test_common_terms_use_windows_and_coverage_checks(
     files: SessionFiles, index: RecallIndex, monkeypatch: pytest.MonkeyPatch, window: int
 ) -> None:
-    # window=10: "commonword" (200 rows) is far beyond it; whether the old
-    # chunk holding "unicornword" also has "commonword" takes a per-chunk
-    # query. window=300: every row fits, everything is ranked with bm25().
-    monkeypatch.setattr(recall_index, "_ROW_BUDGET", window)
-    monkeypatch.setattr(recall_index, "_MIN_WINDOW", window)
+    # window=10: "commonword" (200 rows) is far beyond the exact budget; whether
+    # the old event holding "unicornword" also has "commonword" takes a rowid
+    # lookup. window=300: every row fits, everything is ranked with bm25().
+    monkeypatch.setattr(recall_search, "EXACT_ROWS", window)
+    monkeypatch.setattr(recall_search, "_WINDOW", window)
+    monkeypatch.setattr(recall_search, "_CANDIDATES", min(window, 30))
     index.sync()
     assert index.bulk_load(bulk(200, "commonword", rare_at=3)) == 200
-    # The rare word's chunk is old: far outside the common word's window of newest rows.
-    assert ids(index.search("commonword unicornword")) == ["b0003"]
-    assert ids(index.search("unicornword commonword")) == ["b0003"]
-    # A common word alone: the newest chunks, bounded.
-    hits = index.search("commonword", k=3)
-    assert ids(hits) == ["b0199", "b0198", "b0197"]
-    # No chunk has all three: OR ranking over what the bounded windows saw.
-    assert ids(index.search("commonword filler5 unicornword", k=2)) == ["b0005", "b0003"]
-    # Filters force the coverage question to SQL.
-    assert ids(index.search("commonword unicornword", types=["user_input"])) == ["b0003"]
+    newest = [("b0199", "event", 399), ("b0198", "event", 397), ("b0197", "event", 395), ("b0196", "event", 393)]
+    # The rare word's event is old: far outside the common word's window of newest rows.
+    assert found(index.search("commonword unicornword")) == [("b0003", "event", 7), *newest]
+    assert found(index.search("unicornword commonword")) == [("b0003", "event", 7), *newest]
+    # A common word alone: the newest events, bounded.
+    assert found(index.search("commonword", k=3)) == newest[:3]
+    # No event has all three: OR ranking over what the bounded windows saw.
+    assert found(index.search("commonword filler5 unicornword", k=2)) == [("b0005", "event", 11), ("b0003", "event", 7)]
+    # Filters apply to every path.
+    assert found(index.search("commonword unicornword", types=["user_input"])) == [("b0003", "event", 7), *newest]
     assert index.search("commonword unicornword", types=["tool_result"]) == []
-    assert ids(index.search("commonword unicornword", since=2.0, until=4.0)) == ["b0003"]
-    # b0003 is outside the range: no chunk has both words, the OR fallback ranks the rest.
-    assert ids(index.search("commonword unicornword", since=197.0)) == ["b0199", "b0198", "b0197"]
+    assert found(index.search("commonword unicornword", since=2.0, until=4.0)) == [
+        ("b0003", "event", 7),
+        ("b0004", "event", 9),
+        ("b0002", "event", 5),
+    ]
+    # b0003 is outside the range: the common word's newest events in it.
+    assert found(index.search("commonword unicornword", since=197.0)) == newest[:3]
 
 
 def test_bulk_rows_vanish_at_next_full_sync(files: SessionFiles, index: RecallIndex) -> None:
@@ -746,12 +817,12 @@ def test_split_turn_context_and_degraded_flag(files: SessionFiles, index: Recall
         degraded=True,
     )
     hits = index.search("zebu")
-    assert ids(hits) == ["s1"]
-    assert hits[0].summary == (
+    assert found(hits) == [("s1", "summary", 1)]
+    assert hits[0].text == (
         "History summary.\n\n---\n\nTurn Context (split turn):\nPrefix summary mentions the zebu import."
     )
     assert hits[0].degraded is True
-    assert hits[0].spans == ()
+    assert (hits[0].type, hits[0].context, hits[0].last_seq) == (None, None, 1)
 
 
 def test_random_queries_never_fail(sample: SessionFiles, index: RecallIndex) -> None:
@@ -765,7 +836,7 @@ def test_random_queries_never_fail(sample: SessionFiles, index: RecallIndex) -> 
     def run(query: str, k: int) -> None:
         hits = index.search(query, k=k)
         assert len(hits) <= min(k, 5)
-        assert sum(len(h.summary) + sum(len(s.snippet) for s in h.spans) for h in hits) <= 4800
+        assert len(encode_hits(hits)) <= 4800
         assert all(h.source == "active" for h in hits)
 
     run()

@@ -12,6 +12,7 @@ import pytest
 from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.recall import RECALL_TOOL, RecallHit, RecallIndex, handle_recall_tool
+from aiden.recall.render import encode_hits
 from tests.recall.recall_helpers import SessionFiles, ev
 
 pytestmark = pytest.mark.anyio
@@ -75,27 +76,56 @@ def test_schema_is_a_valid_function_tool() -> None:
     json.dumps(RECALL_TOOL)  # plain JSON data
 
 
+ASSISTANT_2 = {
+    "chunk_id": "c1",
+    "source": "active",
+    "seq": 2,
+    "type": "assistant_output",
+    "role": "assistant",
+    "text": "Noted: admin API on port 8443",
+    "context": {"seq": 1, "type": "user_input", "role": "user", "text": "Use port 8443 for the admin API"},
+}
+USER_1 = {
+    "chunk_id": "c1",
+    "source": "active",
+    "seq": 1,
+    "type": "user_input",
+    "role": "user",
+    "text": "Use port 8443 for the admin API",
+    "context": {"seq": 2, "type": "assistant_output", "role": "assistant", "text": "Noted: admin API on port 8443"},
+}
+PENDING_4 = {
+    "chunk_id": "p9",
+    "source": "pending",
+    "seq": 4,
+    "type": "user_input",
+    "role": None,
+    "text": "pending detail about the admin API",
+}
+
+
+def without_scores(out: Any) -> list[dict[str, Any]]:
+    """The results with their scores checked (rounded floats, best first) and removed."""
+    results: list[dict[str, Any]] = out["results"]
+    scores = [r.pop("score") for r in results]
+    assert all(isinstance(s, float) for s in scores)
+    assert scores == sorted(scores, reverse=True)
+    return results
+
+
 async def test_search_call(filled: SessionFiles, index: RecallIndex) -> None:
     out = await call(index, json.dumps({"query": "admin port 8443"}))
-    assert [r["chunk_id"] for r in out["results"]] == ["c1"]
-    first = out["results"][0]
-    assert first["source"] == "active"
-    assert first["summary"] == "Admin API port decided: 8443."
-    assert [m["seqs"] for m in first["matches"]] == [[1, 1], [2, 2]]
-    assert first["matches"][0] == {
-        "seqs": [1, 1],
-        "type": "user_input",
-        "role": "user",
-        "snippet": "Use port 8443 for the admin API",
-    }
-    assert "truncated" not in out
+    assert set(out) == {"results"}
+    assert [r["score"] for r in out["results"]][2] == 0.0
+    assert without_scores(out) == [ASSISTANT_2, USER_1, PENDING_4]
 
 
 async def test_pending_results_and_filters(filled: SessionFiles, index: RecallIndex) -> None:
     out = await call(index, {"query": "admin API", "k": 5})
-    assert {r["chunk_id"]: r["source"] for r in out["results"]} == {"c1": "active", "p9": "pending"}
+    # Equal scores: newest first (the pending chunk was indexed last).
+    assert without_scores(out) == [PENDING_4, ASSISTANT_2, USER_1]
     out = await call(index, {"query": "admin", "roles": ["assistant"]})
-    assert [(r["chunk_id"], [m["seqs"] for m in r["matches"]]) for r in out["results"]] == [("c1", [[2, 2]])]
+    assert without_scores(out) == [ASSISTANT_2]
     assert index.stats().pending_chunks_recalled == 1
 
 
@@ -111,11 +141,9 @@ async def test_lookup_and_rehydrate(filled: SessionFiles, index: RecallIndex) ->
             {
                 "chunk_id": "c1",
                 "source": "active",
+                "summary_of": [1, 2],
                 "score": 0.0,
-                "first_seq": 1,
-                "last_seq": 2,
-                "summary": "Admin API port decided: 8443.",
-                "matches": [],
+                "text": "Admin API port decided: 8443.",
             }
         ]
     }
@@ -177,17 +205,23 @@ async def test_non_mapping_arguments(filled: SessionFiles, index: RecallIndex) -
 
 
 async def test_answer_is_bounded(files: SessionFiles, index: RecallIndex) -> None:
+    texts = [f"budget word {n} " + "x" * 300 for n in range(5)]
     for n in range(5):
-        files.write(f"b{n}", [ev(n + 1, "budget word " + "x" * 300)], summary="budget summary " + "y" * 800)
+        files.write(f"b{n}", [ev(n + 1, texts[n])], summary="budget summary " + "y" * 800)
+    # Texts are cut (around the match) before any hit is dropped.
     out = await call(index, {"query": "budget"}, max_chars=1500)
-    assert out["truncated"] is True
+    assert [(r["chunk_id"], r["truncated"]) for r in out["results"]] == [(f"b{n}", True) for n in (4, 3, 2, 1, 0)]
+    assert [r["text"] for r in out["results"]] == [texts[n][:181] + "…" for n in (4, 3, 2, 1, 0)]
+    # Tighter: the lowest hits give way.
+    out = await call(index, {"query": "budget"}, max_chars=700)
     assert 1 <= len(out["results"]) < 5
-    # Summaries give way first: with more room every hit stays, summaries cut.
+    assert [r["chunk_id"] for r in out["results"]] == [f"b{n}" for n in (4, 3, 2, 1, 0)][: len(out["results"])]
+    assert all(r["truncated"] and r["text"].startswith("budget word") for r in out["results"])
+    # With room every event is verbatim, and no summary is shown (their events matched).
     out = await call(index, {"query": "budget"}, max_chars=3500)
-    assert out["truncated"] is True
-    assert len(out["results"]) == 5
-    assert all(len(r["summary"]) <= 800 for r in out["results"])
-    assert any(r["summary"].endswith("…") for r in out["results"])
+    assert [(r["chunk_id"], r["text"], "truncated" in r) for r in out["results"]] == [
+        (f"b{n}", texts[n], False) for n in (4, 3, 2, 1, 0)
+    ]
     big = await call(index, {"query": "", "chunk_id": "b0", "seqs": [1]}, max_chars=200)
     assert big["truncated"] is True
     assert big["events"][0]["content"].endswith("…")
@@ -231,14 +265,26 @@ async def test_programming_errors_and_cancellation_propagate(filled: SessionFile
 
 async def test_full_answer_fits_the_documented_room(files: SessionFiles, index: RecallIndex) -> None:
     for n in range(8):
-        body = "\n".join(f'line {i}: the "apricot" value is {i * n}' for i in range(40))
         files.write(
             f"f{n}",
-            # Seqs with gaps: six separate spans per chunk.
-            [ev(n * 20 + 2 * i + 1, body, "tool_result", role="tool") for i in range(6)],
+            [
+                ev(n * 20 + 2 * i + 1, "\n".join(f'line {j}: the "apricot" value is {j * n + i}' for j in range(40)),
+                   "tool_result", role="tool")
+                for i in range(6)
+            ],
             summary="Summary line about apricot\n" * 60,
         )
-    out = await call(index, {"query": "apricot"}, max_chars=Config().recall_max_chars + 2000)
-    assert "truncated" not in out
-    assert len(out["results"]) == 5
-    assert sum(len(m["snippet"]) for r in out["results"] for m in r["matches"]) == 2400
+    room = Config().recall_max_chars
+    text = await handle_recall_tool(
+        {"query": "apricot"},
+        search=Calls(index).search,
+        lookup=Calls(index).lookup,
+        rehydrate=Calls(index).rehydrate,
+        max_chars=room,
+    )
+    # The index fitted its answer to recall_max_chars; the tool serializes exactly that, uncut again.
+    assert text == encode_hits(index.search("apricot"))
+    assert room - 400 < len(text) <= room
+    out = json.loads(text)
+    assert [(r["chunk_id"], r["seq"]) for r in out["results"]] == [("f7", 151), ("f7", 149), ("f7", 147), ("f7", 145), ("f7", 143)]
+    assert all(r["truncated"] and '"apricot"' in r["text"] for r in out["results"])
