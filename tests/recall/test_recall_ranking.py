@@ -441,8 +441,9 @@ def test_hostile_queries_stay_safe(files: SessionFiles, monkeypatch: pytest.Monk
         try:
             hits = idx.search(query)
             if "open" in query and "src" in query:
-                # Words search as words; with one-row windows the bounded path may see only the newest.
-                assert {h.chunk_id for h in hits} == ({"apart"} if small else {"near", "apart"})
+                # Words search as words (with one-row windows the bounded path must find at least the newest).
+                got = {h.chunk_id for h in hits}
+                assert ("apart" in got and got <= {"near", "apart"}) if small else (got == {"near", "apart"})
             answer = tool_answer(idx, {"query": query[:60_000]}, 600)
             assert len(answer) <= 600
             out = json.loads(answer)
