@@ -42,6 +42,7 @@ from aiden.errors import (
 from aiden.events import EventType, SessionEvent
 from aiden.memory import Memory, MemoryStats
 from aiden.messages import CompactionOutcome
+from aiden.recall.types import RecallContext, RecallHit, RecallStats
 from aiden.runtime import open_memory
 from aiden.storage.session import RecoveryReport
 from aiden.summarizers.protocol import (
@@ -79,7 +80,10 @@ __all__ = [
     "LockError",
     "Memory",
     "MemoryStats",
+    "RecallContext",
     "RecallError",
+    "RecallHit",
+    "RecallStats",
     "RecoveryReport",
     "SessionEvent",
     "StorageError",

@@ -118,9 +118,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     recall_max_results: Positive = 5
     """Default and maximum ``k`` of recall_session_chunks."""
     recall_max_chars: Positive = 4800
-    """Character bound of one recall answer (summaries + snippets)."""
+    """Character bound of one recall answer: its serialized JSON, as the agent reads it."""
     recall_snippet_chars: Positive = 240
-    """Characters of one event snippet in a recall result."""
+    """Most characters of the neighbouring event shown as ``context`` beside a recall hit."""
 
     # --- lifecycle ----------------------------------------------------------
     session_continue_gap_s: NonNegativeFloat = 300.0

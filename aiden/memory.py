@@ -477,7 +477,14 @@ class Memory:
         since: float | None = None,
         until: float | None = None,
     ) -> list[RecallHit]:
-        """Search compacted history of the active session (sources: "active" or "pending")."""
+        """The compacted events of the active session best matching ``query`` (BM25 over single events).
+
+        At most ``k`` (capped by ``recall_max_results``) :class:`RecallHit` s,
+        best first, whose JSON answer fits ``recall_max_chars``: verbatim event
+        texts (cut around the match when needed), chunk summaries only where
+        they matched and no event of their chunk did. Sources: ``"active"`` or
+        ``"pending"`` (a compaction being committed).
+        """
         self._check_open()
         _check_text(query, "query")
         if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
@@ -502,7 +509,7 @@ class Memory:
         return list(reply.hits or [])
 
     async def lookup_chunk(self, chunk_id: str) -> RecallHit | None:
-        """Exact lookup of one chunk by id (None if unknown)."""
+        """The summary of one chunk by id, as a ``kind == "summary"`` hit (None if unknown)."""
         self._check_open()
         validate_id(chunk_id, what="chunk id")
         reply = await self._recall(lambda rid: RecallLookup(rid, chunk_id))

@@ -13,14 +13,18 @@ about one chunk in six.
   from scratch: chunks/s and events/s.
 * Build rate, bulk: 100k chunks are inserted with ``RecallIndex.bulk_load``
   (no files; the same insert path minus reading and verifying files).
-* Latency: ``search()`` wall time per call, including its ``sync()`` check,
+* Latency: wall time of the agent's full path per call: ``handle_recall_tool``
+  parsing the call's JSON, ``search()`` in a worker thread (as the recall
+  actor runs it) including its ``sync()`` check, the answer fitted and encoded
+  (at most 4,800 characters of JSON: the largest is reported),
   after the chunks directory has been quiet for 2 s (a directory modified
   within 2 s is re-listed on every call by design) and with the database file
   in the OS page cache (read once): the steady state of a live session. Three
   rounds of distinct queries; the median round's p50/p99 is reported (this
   machine is shared and noisy), with CPU time per call beside wall time.
   Query classes: a unique ticket id, a topic word, 2-3 words from a real
-  event, very common words (the stress case), a 2-character Chinese word, a
+  event, very common words (the stress case), a natural-language question
+  (mostly stopwords around two topic words), a 2-character Chinese word, a
   Chinese two-word phrase typed without a space, an English + Chinese mix.
 
     python benchmarks/bench_recall.py [--quick]
@@ -31,6 +35,7 @@ Writes ``benchmarks/results/recall.json`` and prints a markdown table.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -44,6 +49,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -53,12 +59,13 @@ from _common import pct, table, write_result
 
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.recall import BulkChunk, RecallIndex
+from aiden.recall import BulkChunk, RecallHit, RecallIndex, handle_recall_tool
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, save_index, seal_segments, write_chunk
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 
-TARGET_P99_MS = 5.0
+TARGET_P99_MS = 10.0
+"""Issue #15: p99 of the full tool path at 1M compacted events (100k chunks of 4-16 events)."""
 
 
 def _split(words: str) -> list[str]:
@@ -219,6 +226,7 @@ class Corpus:
             "common-words": lambda: " ".join(rng.sample(top, rng.randint(1, 2))),
             "zh-2char": lambda: rng.choice([w for w in ZH_WORDS if len(w) == 2]),
             "mixed": lambda: f"{rng.choice(mid)} {rng.choice(ZH_WORDS)}",
+            "question": lambda: f"what was it that we decided about the {rng.choice(mid)} for the {rng.choice(mid)}?",
         }
         by_class: dict[str, list[str]] = {}
         for cls, q in self.samples:
@@ -337,30 +345,55 @@ def measure(root: Path, corpus: Corpus, n_queries: int, rounds: int) -> dict[str
     with open(layout.recall_db, "rb") as f:
         while f.read(1 << 24):
             pass
-    idx = RecallIndex(layout, Config())
+    config = Config()
+    idx = RecallIndex(layout, config)
     idx.sync()
     queries = corpus.queries(n_queries * rounds + 50)
-    for _, q in queries[:50]:
-        idx.search(q)
-    queries = queries[50:]
-    per_class: dict[str, list[float]] = {}
-    round_stats: list[dict[str, float]] = []
-    empty = 0
-    # Distinct queries per round; the machine is shared, so report the median round.
-    for r in range(rounds):
-        wall: list[float] = []
-        cpu: list[float] = []
-        for cls, q in queries[r * n_queries : (r + 1) * n_queries]:
-            t, c = time.perf_counter_ns(), time.process_time_ns()
-            hits = idx.search(q)
-            cpu.append((time.process_time_ns() - c) / 1e6)
-            ms = (time.perf_counter_ns() - t) / 1e6
-            wall.append(ms)
-            per_class.setdefault(cls, []).append(ms)
-            empty += not hits
-        round_stats.append(
-            {"p50_ms": pct(wall, 50), "p99_ms": pct(wall, 99), "cpu_p50_ms": pct(cpu, 50), "cpu_p99_ms": pct(cpu, 99)}
+    warm, queries = queries[:50], queries[50:]
+
+    # The agent's path: the tool handler parses the call, the index runs in a
+    # worker thread (as in the recall actor), the answer is encoded as JSON.
+    async def search(query: str, **kw: Any) -> list[RecallHit]:
+        return await anyio.to_thread.run_sync(functools.partial(idx.search, query, **kw))
+
+    async def lookup(chunk_id: str) -> RecallHit | None:
+        return await anyio.to_thread.run_sync(idx.lookup, chunk_id)
+
+    async def rehydrate(chunk_id: str, seqs: Any) -> list[SessionEvent]:
+        return await anyio.to_thread.run_sync(idx.rehydrate, chunk_id, seqs)
+
+    async def call(query: str) -> str:
+        return await handle_recall_tool(
+            json.dumps({"query": query}), search=search, lookup=lookup, rehydrate=rehydrate,
+            max_chars=config.recall_max_chars,
         )
+
+    async def rounds_of_queries() -> tuple[list[dict[str, float]], dict[str, list[float]], int, list[int]]:
+        for _, q in warm:
+            await call(q)
+        per_class: dict[str, list[float]] = {}
+        round_stats: list[dict[str, float]] = []
+        empty = 0
+        sizes: list[int] = []
+        # Distinct queries per round; the machine is shared, so report the median round.
+        for r in range(rounds):
+            wall: list[float] = []
+            cpu: list[float] = []
+            for cls, q in queries[r * n_queries : (r + 1) * n_queries]:
+                t, c = time.perf_counter_ns(), time.process_time_ns()
+                answer = await call(q)
+                cpu.append((time.process_time_ns() - c) / 1e6)
+                ms = (time.perf_counter_ns() - t) / 1e6
+                wall.append(ms)
+                per_class.setdefault(cls, []).append(ms)
+                sizes.append(len(answer))
+                empty += answer.startswith('{"results":[]')
+            round_stats.append(
+                {"p50_ms": pct(wall, 50), "p99_ms": pct(wall, 99), "cpu_p50_ms": pct(cpu, 50), "cpu_p99_ms": pct(cpu, 99)}
+            )
+        return round_stats, per_class, empty, sizes
+
+    round_stats, per_class, empty, sizes = anyio.run(rounds_of_queries)
     t = time.perf_counter_ns()
     for _ in range(1000):
         idx.sync()
@@ -372,6 +405,8 @@ def measure(root: Path, corpus: Corpus, n_queries: int, rounds: int) -> dict[str
         "rounds": round_stats,
         **med,
         "empty_results": empty,
+        "answer_chars_max": max(sizes),
+        "answer_chars_p50": pct([float(x) for x in sizes], 50),
         "sync_noop_us": sync_us,
         "by_class": {
             cls: {"n": len(v), "p50_ms": pct(v, 50), "p99_ms": pct(v, 99)} for cls, v in sorted(per_class.items())
@@ -415,6 +450,7 @@ def main() -> None:
         rows.append(
             [
                 f"{r['size']:,}",
+                f"{b['events']:,}",
                 b["mode"],
                 round(b["chunks_per_s"]),
                 round(b["events_per_s"]),
@@ -422,6 +458,7 @@ def main() -> None:
                 round(lat["p50_ms"], 2),
                 round(lat["p99_ms"], 2),
                 "yes" if lat["p99_ms"] <= TARGET_P99_MS else "NO",
+                lat["answer_chars_max"],
                 round(lat["cpu_p50_ms"], 2),
                 round(lat["cpu_p99_ms"], 2),
                 round(lat["sync_noop_us"], 1),
@@ -432,8 +469,8 @@ def main() -> None:
     print(
         table(
             [
-                "chunks", "build", "chunks/s", "events/s", "DB MB",
-                "p50 ms", "p99 ms", "p99<=5ms", "CPU p50 ms", "CPU p99 ms", "no-op sync us",
+                "chunks", "events", "build", "chunks/s", "events/s", "DB MB",
+                "p50 ms", "p99 ms", "p99<=10ms", "answer chars max", "CPU p50 ms", "CPU p99 ms", "no-op sync us",
                 "sync after 1 compaction ms",
             ],
             rows,

@@ -187,6 +187,15 @@ class Bm25:
     def answer(self, query: str) -> str:
         return pack(self.search(query))
 
+    def holders(self, query: str) -> int:
+        """How many compacted events hold every word of ``query``: above MAX_RESULTS, even a
+        perfect lexical ranker must guess among them (ties of templated text)."""
+        words = list(dict.fromkeys(_WORD.findall(query)))
+        if not words:
+            return 0
+        expr = " AND ".join(f'"{w}"' for w in words)
+        return int(self.db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (expr,)).fetchone()[0])
+
     def close(self) -> None:
         self.db.close()
 
@@ -808,7 +817,7 @@ async def replay(conv: Conversation, root: Path) -> Replayed:
                 for name, index in systems.items():
                     answers[name] = index.answer(q.text)
                 record: dict[str, Any] = {"conversation": conv.name, "question": q.text, "category": q.category,
-                                          "evidence": sorted(evidence)}
+                                          "evidence": sorted(evidence), "holders": systems["bm25"].holders(q.text)}
                 for name, answer in answers.items():
                     got = answer_seqs(answer)
                     record[name] = {"found": bool(got & evidence), "chars": len(answer), "results": sorted(got)}
@@ -858,6 +867,10 @@ def corpus_summary(replays: Sequence[Replayed]) -> dict[str, Any]:
         "seconds": round(sum(r.seconds for r in replays), 2),
     }
     out["delta"] = out["hit_rate"]["aiden"] - out["hit_rate"]["bm25"]
+    # Questions whose words pick out at most MAX_RESULTS compacted events: a ranker can find
+    # them for sure. Beyond that it is a guess among events holding every word.
+    picked = [r for r in records if r["holders"] <= MAX_RESULTS]
+    out["discriminating"] = {"questions": len(picked), **{s: _rate(picked, s) for s in SYSTEMS}}
     cats: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         cats.setdefault(r["category"], []).append(r)
@@ -897,6 +910,11 @@ def render(name: str, s: dict[str, Any]) -> str:
           f"{c['bm25']['median']:,.0f} / {c['bm25']['max']:,.0f} / {c['bm25']['over_budget']}",
           f"{c['aiden']['results_median']:g} / {c['bm25']['results_median']:g}"]],
     )
+    d = s["discriminating"]
+    if d["questions"] < s["questions"]:
+        head += (f" Of these, {d['questions']} have words that at most {MAX_RESULTS} compacted events all hold"
+                 f" (the rest are guesses among equally matching events): aiden {d['aiden']:.1%},"
+                 f" bm25 {d['bm25']:.1%}, bm25_porter {d['bm25_porter']:.1%}.")
     cats = table(["category", "questions", "aiden", "bm25", "bm25_porter"],
                  [[k, v["questions"], f"{v['aiden']:.1%}", f"{v['bm25']:.1%}", f"{v['bm25_porter']:.1%}"]
                   for k, v in s["by_category"].items()])

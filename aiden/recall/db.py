@@ -76,7 +76,8 @@ CREATE TABLE docs(
     type TEXT,
     role TEXT,
     ts_min REAL,
-    ts_max REAL
+    ts_max REAL,
+    h INTEGER NOT NULL
 );
 CREATE INDEX docs_seq ON docs(seq) WHERE seq IS NOT NULL;
 CREATE VIRTUAL TABLE fts USING fts5(text, tokenize = 'porter unicode61 remove_diacritics 2');

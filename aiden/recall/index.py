@@ -22,7 +22,9 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final, Literal, TypeVar
+from typing import Literal, TypeVar
+
+import msgspec
 
 from aiden.config import Config
 from aiden.errors import ClosedError, InvalidIdError, RecallError
@@ -40,8 +42,6 @@ from aiden.storage.layout import Layout
 __all__ = ["SCHEMA_VERSION", "BulkChunk", "RecallHit", "RecallIndex", "RecallStats", "event_text"]
 
 _T = TypeVar("_T")
-_CANDIDATE_FACTOR: Final = 3
-"""Ranked events fetched per result: duplicates of a better hit's text are skipped."""
 
 
 class RecallIndex:
@@ -131,7 +131,10 @@ class RecallIndex:
             row = self._db.chunk_by_id(chunk_id)
             hit = None
             if row is not None:
-                hit = fit_hits([_summary_hit(row, 0.0)], self._config.recall_max_chars)[0]
+                whole = _summary_hit(row, 0.0)
+                fitted = fit_hits([whole], self._config.recall_max_chars)
+                # A budget too small for any text still names the chunk and its range.
+                hit = fitted[0] if fitted else msgspec.structs.replace(whole, text="", truncated=True)
             self._count([hit] if hit is not None else [])
             return hit
 
@@ -289,20 +292,8 @@ class RecallIndex:
         conn = self._db.conn
         if conn is None or not terms:
             return []
-        events, summaries = rank(
-            conn, terms, filters, ndocs=self._db.ndocs, top_doc=self._db.next_doc - 1, limit=k * _CANDIDATE_FACTOR
-        )
-        texts = self._texts([s.doc for s in events])
-        chosen: list[Scored] = []
-        seen: set[str] = set()
-        for s in events:
-            text = texts.get(s.doc, "")
-            if text in seen:
-                continue  # the same output twice (a re-run command): one slot is enough
-            seen.add(text)
-            chosen.append(s)
-            if len(chosen) == k:
-                break
+        chosen, summaries = rank(conn, terms, filters, ndocs=self._db.ndocs, top_doc=self._db.next_doc - 1, limit=k)
+        texts = self._texts([s.doc for s in chosen])
         # A summary only where it is what matched: its chunk has no event among the
         # hits, and the events did not fill the answer.
         shown = {s.chunk for s in chosen}
@@ -338,7 +329,8 @@ class RecallIndex:
             row = rows.get(s.chunk)
             if row is not None:
                 hits.append(_summary_hit(row, s.score))
-        return fit_hits(hits, self._config.recall_max_chars, terms, contexts)
+        config = self._config
+        return fit_hits(hits, config.recall_max_chars, terms, contexts, context_chars=config.recall_snippet_chars)
 
     def _texts(self, docs: Sequence[int]) -> dict[int, str]:
         if not docs:

@@ -103,6 +103,8 @@ class Term(msgspec.Struct, frozen=True):
     """True for a run of CJK characters."""
     phrase: str
     """The term as an FTS5 string: quoted, quotes doubled, CJK characters spaced."""
+    words: tuple[str, ...] = ()
+    """For a phrase of two adjacent query words (:func:`content_terms`): those words, case-folded."""
 
 
 def is_cjk(ch: str) -> bool:
@@ -212,7 +214,7 @@ def _pairs(query: str, have: int) -> list[Term]:
         if text.casefold() in seen:
             continue
         seen.add(text.casefold())
-        pairs.append(Term(text, False, _quote(text)))
+        pairs.append(Term(text, False, _quote(text), (a.casefold(), b.casefold())))
         if len(pairs) == MAX_PAIRS or have + len(pairs) == MAX_FALLBACK_TERMS:
             break
     return pairs

@@ -14,7 +14,7 @@ hits dropped. Room that is left goes to one neighbouring event per hit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -27,8 +27,6 @@ __all__ = ["encode_events", "encode_hits", "fit_hits", "hit_dict"]
 
 _MIN_TEXT: Final = 120
 """A hit is dropped rather than shown in fewer characters than this."""
-_CONTEXT_CHARS: Final = 400
-"""Most characters of a neighbouring event shown beside a hit."""
 _MIN_CONTEXT: Final = 60
 _encoder: Final = msgspec.json.Encoder()
 
@@ -63,11 +61,22 @@ def encode_hits(hits: Sequence[RecallHit]) -> str:
     return _dumps({"results": [hit_dict(h) for h in hits]})
 
 
-def _cut(hit: RecallHit, full: str, limit: int, find: Any, terms: Sequence[Term]) -> RecallHit:
-    if len(full) <= limit:
-        return msgspec.structs.replace(hit, text=full, truncated=hit.truncated)
-    text = snippet(full, terms, limit, finder=find) if terms else truncate(full, limit)
-    return msgspec.structs.replace(hit, text=text, truncated=True)
+class _Finder:
+    """The query's match finder, compiled on first use (most answers fit without a cut)."""
+
+    def __init__(self, terms: Sequence[Term]) -> None:
+        self._terms = terms
+        self._find: Callable[[str], tuple[int, int] | None] | None = None
+
+    def cut(self, hit: RecallHit, limit: int) -> RecallHit:
+        if len(hit.text) <= limit:
+            return hit
+        if not self._terms:
+            return msgspec.structs.replace(hit, text=truncate(hit.text, limit), truncated=True)
+        if self._find is None:
+            self._find = match_finder(self._terms)
+        text = snippet(hit.text, self._terms, limit, finder=self._find)
+        return msgspec.structs.replace(hit, text=text, truncated=True)
 
 
 def fit_hits(
@@ -75,14 +84,15 @@ def fit_hits(
     max_chars: int,
     terms: Sequence[Term] = (),
     contexts: Mapping[int, RecallContext] | None = None,
+    context_chars: int = 240,
 ) -> list[RecallHit]:
     """Cut, then drop, hits until ``encode_hits`` of them is at most ``max_chars`` characters.
 
     ``contexts`` maps a hit's position to its neighbouring event (full text),
-    attached in rank order while room is left.
+    attached in rank order, cut to ``context_chars``, while room is left.
     """
     kept = list(hits)
-    find = match_finder(terms)
+    finder = _Finder(terms)
     while kept:
         if len(encode_hits(kept)) <= max_chars:
             break
@@ -91,7 +101,7 @@ def fit_hits(
         best: list[RecallHit] | None = None
         while lo <= hi:
             mid = (lo + hi) // 2
-            trial = [_cut(h, h.text, mid, find, terms) for h in kept]
+            trial = [finder.cut(h, mid) for h in kept]
             if len(encode_hits(trial)) <= max_chars:
                 best, lo = trial, mid + 1
             else:
@@ -108,7 +118,7 @@ def fit_hits(
             room = max_chars - len(encode_hits(kept)) - 80
             if room < _MIN_CONTEXT:
                 break
-            shown = msgspec.structs.replace(ctx, text=truncate(ctx.text, min(room, _CONTEXT_CHARS)))
+            shown = msgspec.structs.replace(ctx, text=truncate(ctx.text, min(room, context_chars)))
             trial = [*kept[:i], msgspec.structs.replace(hit, context=shown), *kept[i + 1 :]]
             if len(encode_hits(trial)) <= max_chars:
                 kept = trial

@@ -37,8 +37,10 @@ __all__ = ["EXACT_ROWS", "Filters", "Scored", "rank"]
 
 EXACT_ROWS: Final = 1500
 """Rows ranked exactly with ``bm25()`` per search, shared by its rarest terms."""
-_CANDIDATES: Final = 30
+_CANDIDATES: Final = 20
 """Best candidates looked up by rowid for each frequent term."""
+_MAX_FREQUENT: Final = 4
+"""Most frequent terms credited per search (the rarest of them)."""
 _WINDOW: Final = 100
 """Newest rows of a frequent term (and of all frequent terms together) taken as candidates."""
 _MAX_FILTER_VALUES: Final = 32
@@ -126,11 +128,49 @@ def _idf(total: int, rows: float) -> float:
     return value if value > 0 else 1e-6
 
 
-_ROW: Final = "SELECT f.rowid, {score}, d.chunk, d.seq, d.type, d.role, d.ts_min FROM fts AS f JOIN docs AS d ON d.id = f.rowid"
+_META_ROWS: Final = 100
+"""Best candidates whose docs rows are read to split events from summaries."""
 
 
-def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> dict[int, list[Any]]:
-    return {r[0]: list(r) for r in conn.execute(sql, params)}
+def _from(filters: Filters) -> str:
+    # The docs join is only paid for when a filter needs its columns.
+    return "fts AS f JOIN docs AS d ON d.id = f.rowid" if filters.sql else "fts AS f"
+
+
+def _probe(conn: sqlite3.Connection, term: Term) -> int:
+    # Counting stops after EXACT_ROWS + 1 rows: cheap even for a word in every event.
+    sql = "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)"
+    return int(conn.execute(sql, (term.phrase, EXACT_ROWS + 1)).fetchone()[0])
+
+
+def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[list[Term], list[Term]]:
+    """The terms ranked exactly (rarest first, rows within :data:`EXACT_ROWS`) and the frequent ones.
+
+    A phrase of two adjacent words is probed only when one of its words is
+    not frequent: FTS5 checks a phrase's positions along the rarer word's
+    rows, which for two frequent words is the cost this bound is for.
+    """
+    counts: dict[int, int] = {}
+    by_word: dict[str, int] = {}
+    for i, t in enumerate(terms):
+        if not t.words:
+            counts[i] = _probe(conn, t)
+            by_word[t.text.casefold()] = counts[i]
+    for i, t in enumerate(terms):
+        if t.words and min(by_word.get(w, 0) for w in t.words) <= EXACT_ROWS:
+            counts[i] = _probe(conn, t)
+    exact: list[Term] = []
+    frequent: list[Term] = []
+    budget = EXACT_ROWS
+    for i in sorted(counts, key=lambda i: counts[i]):
+        if counts[i] == 0:
+            continue
+        if counts[i] <= budget:
+            exact.append(terms[i])
+            budget -= counts[i]
+        else:
+            frequent.append(terms[i])
+    return exact, frequent
 
 
 def rank(
@@ -139,78 +179,90 @@ def rank(
     """The best events and the best summaries for ``terms``, best first (at most ``limit`` of each)."""
     if not terms or ndocs == 0 or filters.empty_range:
         return [], []
-    counts = [
-        int(
-            conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)", (t.phrase, EXACT_ROWS + 1)
-            ).fetchone()[0]
-        )
-        for t in terms
-    ]
-    exact: list[Term] = []
-    frequent: list[Term] = []
-    budget = EXACT_ROWS
-    for i in sorted(range(len(terms)), key=lambda i: counts[i]):
-        if counts[i] == 0:
-            continue
-        if counts[i] <= budget:
-            exact.append(terms[i])
-            budget -= counts[i]
-        else:
-            frequent.append(terms[i])
-    rows: dict[int, list[Any]] = {}
+    exact, frequent = _split_by_rows(conn, terms)
+    scores: dict[int, float] = {}
     if exact:
-        rows = _rows(conn, _ROW.format(score="-bm25(fts)") + f" WHERE fts MATCH ?{filters.sql}",
-                     (or_expression(exact), *filters.params))
+        # Every row of the exact terms (at most EXACT_ROWS): ranked by bm25() over their OR.
+        scores = dict(
+            conn.execute(
+                f"SELECT f.rowid, -bm25(fts) FROM {_from(filters)} WHERE fts MATCH ?{filters.sql}",
+                (or_expression(exact), *filters.params),
+            ).fetchall()
+        )
     if frequent:
-        _add_frequent(conn, rows, frequent, filters, ndocs=ndocs, top_doc=top_doc)
-    ordered = sorted(rows.values(), key=lambda r: (-r[1], -r[0]))
+        _add_frequent(conn, scores, exact, frequent, filters, ndocs=ndocs, top_doc=top_doc)
+    best = sorted(scores.items(), key=lambda item: (-item[1], -item[0]))[:_META_ROWS]
+    if not best:
+        return [], []
+    marks = ",".join("?" * len(best))
+    meta = {
+        r[0]: r[1:]
+        for r in conn.execute(
+            f"SELECT id, chunk, seq, type, role, ts_min, h FROM docs WHERE id IN ({marks})", [doc for doc, _ in best]
+        )
+    }
     events: list[Scored] = []
     summaries: list[Scored] = []
-    for r in ordered:
-        target = events if r[3] is not None else summaries
+    seen: set[int] = set()
+    for doc, score in best:
+        m = meta.get(doc)
+        if m is None or m[-1] in seen:
+            continue  # the same text twice (a re-run command's output): one slot is enough
+        seen.add(m[-1])
+        target = events if m[1] is not None else summaries
         if len(target) < limit and not (target is summaries and filters.events_only):
-            target.append(Scored(*r))
-        if len(events) >= limit and len(summaries) >= limit:
-            break
+            target.append(Scored(doc, score, *m[:-1]))
     return events, summaries
 
 
 def _add_frequent(
     conn: sqlite3.Connection,
-    rows: dict[int, list[Any]],
+    scores: dict[int, float],
+    exact: Sequence[Term],
     frequent: Sequence[Term],
     filters: Filters,
     *,
     ndocs: int,
     top_doc: int,
 ) -> None:
-    """Credit the frequent terms to their own newest rows and to the best candidates."""
-    newest_sql = _ROW.format(score="0.0") + f" WHERE fts MATCH ?{filters.sql} ORDER BY f.rowid DESC LIMIT ?"
+    """Credit the frequent terms to the exact rows holding them, to their newest rows and to the best candidates."""
+    newest_sql = f"SELECT f.rowid FROM {_from(filters)} WHERE fts MATCH ?{filters.sql} ORDER BY f.rowid DESC LIMIT ?"
     weights: dict[str, float] = {}
     holders: dict[str, set[int]] = {}
     for term in frequent:
-        newest = _rows(conn, newest_sql, (term.phrase, *filters.params, _WINDOW))
-        oldest = min(newest) if newest else top_doc
+        newest = [r[0] for r in conn.execute(newest_sql, (term.phrase, *filters.params, _WINDOW))]
+        oldest = newest[-1] if newest else top_doc
         # The newest matches span rowids [oldest, top]: extrapolate their density.
         estimate = min(float(ndocs), len(newest) * ndocs / max(top_doc - oldest + 1, 1))
         weights[term.phrase] = _idf(ndocs, max(estimate, EXACT_ROWS + 1.0))
         holders[term.phrase] = set(newest)
-        for doc, row in newest.items():
-            rows.setdefault(doc, row)
+    # Only the rarest few frequent terms are worth lookups: the others weigh little.
+    frequent = sorted(frequent, key=lambda t: -weights[t.phrase])[:_MAX_FREQUENT]
     if len(frequent) > 1:
-        # Rows holding every frequent term, newest first (FTS5 stops after the limit).
-        together = _rows(conn, newest_sql, (" AND ".join(t.phrase for t in frequent), *filters.params, _WINDOW))
-        for doc, row in together.items():
-            rows.setdefault(doc, row)
-            for term in frequent:
+        # Rows holding the two rarest frequent terms, newest first (FTS5 stops after the limit).
+        expr = " AND ".join(t.phrase for t in frequent[:2])
+        for (doc,) in conn.execute(newest_sql, (expr, *filters.params, _WINDOW)):
+            for term in frequent[:2]:
                 holders[term.phrase].add(doc)
+    ranked = set(scores)
+    if exact:
+        # Which exactly ranked rows hold each frequent term: FTS5 walks the rare
+        # rows and seeks in the frequent term's (no bm25(): its IDF would count them all).
+        rare = or_expression(exact)
+        for term in frequent:
+            expr = f"({rare}) AND {term.phrase}"
+            for (doc,) in conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (expr,)):
+                if doc in ranked:
+                    holders[term.phrase].add(doc)
     for term in frequent:
-        known = holders[term.phrase]
-        for doc in known:
-            rows[doc][1] += weights[term.phrase]
-    # The best candidates may hold a frequent term beyond its newest rows: look them up by rowid.
-    best = [r[0] for r in sorted(rows.values(), key=lambda r: (-r[1], -r[0]))[:_CANDIDATES]]
+        for doc in holders[term.phrase]:
+            scores[doc] = scores.get(doc, 0.0) + weights[term.phrase]
+    # Rows found only in the windows may hold another frequent term further back: by rowid.
+    best = [
+        doc
+        for doc, _ in sorted(scores.items(), key=lambda item: (-item[1], -item[0]))[:_CANDIDATES]
+        if doc not in ranked
+    ]
     for term in frequent:
         known = holders[term.phrase]
         ids = [doc for doc in best if doc not in known]
@@ -218,4 +270,4 @@ def _add_frequent(
             continue
         marks = ",".join("?" * len(ids))
         for (doc,) in conn.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({marks})", (term.phrase, *ids)):
-            rows[doc][1] += weights[term.phrase]
+            scores[doc] += weights[term.phrase]

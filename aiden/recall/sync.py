@@ -10,6 +10,7 @@ disappears. Chunk ids are opaque: state is never inferred from their text.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -59,6 +60,12 @@ def event_text(event: SessionEvent) -> str:
     if event.tool_args:
         parts.append(event.tool_args)
     return "\n".join(p for p in parts if p)
+
+
+def text_hash(text: str) -> int:
+    """A stable 63-bit hash of a doc's text: identical outputs are shown once per answer."""
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
 
 
 def display_summary(entry: ChunkEntry) -> str:
@@ -266,18 +273,18 @@ def insert_chunk(
     texts: list[tuple[int, str]] = []
     doc = lo
     if text_of_summary:
-        docs.append((doc, chunk, None, None, None, ts_min, ts_max))
+        docs.append((doc, chunk, None, None, None, ts_min, ts_max, text_hash(text_of_summary)))
         texts.append((doc, index_text(text_of_summary)))
         doc += 1
     for event in events:
         text = event_text(event)
         if not text:
             continue
-        docs.append((doc, chunk, event.seq, event.type, event.role, event.timestamp, event.timestamp))
+        docs.append((doc, chunk, event.seq, event.type, event.role, event.timestamp, event.timestamp, text_hash(text)))
         texts.append((doc, index_text(text)))
         doc += 1
     if docs:
-        conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)", docs)
+        conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", docs)
         conn.executemany("INSERT INTO fts(rowid, text) VALUES (?, ?)", texts)
         conn.execute("UPDATE chunks SET doc_hi = ? WHERE id = ?", (doc - 1, chunk))
     db.next_doc = doc
