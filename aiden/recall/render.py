@@ -79,6 +79,36 @@ class _Finder:
         return msgspec.structs.replace(hit, text=text, truncated=True)
 
 
+def _water_level(lengths: Sequence[int], room: int) -> int:
+    """The largest ``limit`` with ``sum(min(n, limit) for n in lengths) <= room``."""
+    rest = len(lengths)
+    for n in sorted(lengths):
+        if n * rest > room:
+            return room // rest
+        room -= n
+        rest -= 1
+    return max(lengths, default=0)
+
+
+def _cut_to_fit(hits: Sequence[RecallHit], max_chars: int, finder: _Finder) -> list[RecallHit] | None:
+    """Every text cut to one common limit so that the answer fits, or ``None`` below :data:`_MIN_TEXT`.
+
+    The limit starts at the water level of the raw lengths in the room the JSON
+    around the texts leaves; escapes and cut markers can make the encoded text
+    longer, so it is lowered by the overshoot until the answer fits.
+    """
+    bare = [msgspec.structs.replace(h, text="", truncated=True) for h in hits]
+    limit = _water_level([len(h.text) for h in hits], max_chars - len(encode_hits(bare)))
+    while limit >= _MIN_TEXT:
+        trial = [finder.cut(h, limit) for h in hits]
+        over = len(encode_hits(trial)) - max_chars
+        if over <= 0:
+            return trial
+        cut = sum(1 for h in hits if len(h.text) > limit) or 1
+        limit -= -(-over // cut)
+    return None
+
+
 def fit_hits(
     hits: Sequence[RecallHit],
     max_chars: int,
@@ -93,21 +123,10 @@ def fit_hits(
     """
     kept = list(hits)
     finder = _Finder(terms)
-    while kept:
-        if len(encode_hits(kept)) <= max_chars:
-            break
-        # The largest per-text limit that fits, by bisection over the longest text.
-        lo, hi = _MIN_TEXT, max(len(h.text) for h in kept)
-        best: list[RecallHit] | None = None
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            trial = [finder.cut(h, mid) for h in kept]
-            if len(encode_hits(trial)) <= max_chars:
-                best, lo = trial, mid + 1
-            else:
-                hi = mid - 1
-        if best is not None:
-            kept = best
+    while kept and len(encode_hits(kept)) > max_chars:
+        fitted = _cut_to_fit(kept, max_chars, finder)
+        if fitted is not None:
+            kept = fitted
             break
         kept.pop()
     if contexts:

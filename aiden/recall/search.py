@@ -22,6 +22,7 @@ ordinary size, ranking is exact BM25.
 
 from __future__ import annotations
 
+import heapq
 import math
 import sqlite3
 from collections.abc import Sequence
@@ -132,6 +133,11 @@ _META_ROWS: Final = 100
 """Best candidates whose docs rows are read to split events from summaries."""
 
 
+def _rank_key(item: tuple[int, float]) -> tuple[float, int]:
+    # Best score first; ties go to the newest row (the latest statement of a fact).
+    return item[1], item[0]
+
+
 def _from(filters: Filters) -> str:
     # The docs join is only paid for when a filter needs its columns.
     return "fts AS f JOIN docs AS d ON d.id = f.rowid" if filters.sql else "fts AS f"
@@ -191,7 +197,7 @@ def rank(
         )
     if frequent:
         _add_frequent(conn, scores, exact, frequent, filters, ndocs=ndocs, top_doc=top_doc)
-    best = sorted(scores.items(), key=lambda item: (-item[1], -item[0]))[:_META_ROWS]
+    best = heapq.nlargest(_META_ROWS, scores.items(), key=_rank_key)
     if not best:
         return [], []
     marks = ",".join("?" * len(best))
@@ -260,7 +266,7 @@ def _add_frequent(
     # Rows found only in the windows may hold another frequent term further back: by rowid.
     best = [
         doc
-        for doc, _ in sorted(scores.items(), key=lambda item: (-item[1], -item[0]))[:_CANDIDATES]
+        for doc, _ in heapq.nlargest(_CANDIDATES, scores.items(), key=_rank_key)
         if doc not in ranked
     ]
     for term in frequent:
