@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 
 from aiden.events import SessionEvent
+from aiden.recall import RecallHit, RecallIndex
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, save_index, write_chunk
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -79,3 +81,24 @@ class SessionFiles:
             msgspec.structs.replace(e, **changes) if e.chunk_id == chunk_id else e for e in self.committed
         ]
         self.save()
+
+
+def found(hits: Sequence[RecallHit]) -> list[tuple[str, str, int]]:
+    """(chunk_id, kind, first_seq) of every hit, best first."""
+    return [(h.chunk_id, h.kind, h.first_seq) for h in hits]
+
+
+class Calls:
+    """Async wrappers around a RecallIndex, the way the recall actor exposes it."""
+
+    def __init__(self, index: RecallIndex) -> None:
+        self.index = index
+
+    async def search(self, query: str, **kw: Any) -> list[RecallHit]:
+        return await anyio.to_thread.run_sync(lambda: self.index.search(query, **kw))
+
+    async def lookup(self, chunk_id: str) -> RecallHit | None:
+        return await anyio.to_thread.run_sync(self.index.lookup, chunk_id)
+
+    async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None) -> list[SessionEvent]:
+        return await anyio.to_thread.run_sync(self.index.rehydrate, chunk_id, seqs)

@@ -18,7 +18,7 @@ from aiden.events import SessionEvent
 from aiden.recall import BulkChunk, RecallContext, RecallHit, RecallIndex, RecallStats
 from aiden.recall.render import encode_hits
 from aiden.storage.chunks import list_chunk_files, load_index
-from tests.recall.recall_helpers import SessionFiles, ev
+from tests.recall.recall_helpers import SessionFiles, ev, found
 
 OLD_NS = 1_000_000_000_000_000_000  # 2001-09-09: a chunks/ mtime the index may trust
 
@@ -26,11 +26,6 @@ OLD_NS = 1_000_000_000_000_000_000  # 2001-09-09: a chunks/ mtime the index may 
 def ids(hits: list[RecallHit]) -> list[str]:
     """Chunk ids of the hits, in order of first appearance."""
     return list(dict.fromkeys(h.chunk_id for h in hits))
-
-
-def found(hits: list[RecallHit]) -> list[tuple[str, str, int]]:
-    """(chunk_id, kind, first_seq) of every hit, best first."""
-    return [(h.chunk_id, h.kind, h.first_seq) for h in hits]
 
 
 def age_chunks_dir(files: SessionFiles) -> None:

@@ -11,7 +11,6 @@ chunk file once per requested seq.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,43 +27,14 @@ from aiden.storage import chunks as cs
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.session import SessionStore
-from tests.recall.recall_helpers import SessionFiles, ev
+from tests.helpers import SMALL_MANUAL
+from tests.recall.recall_helpers import Calls, SessionFiles, ev, found
 
 ENVELOPE = '{"results":[]}'
-# A small hot window that compacts only when asked (maintain(manual=True)).
-SMALL_MANUAL = Config(
-    durability="none",
-    keep_recent_tokens=60,
-    hot_window_events=6,
-    count_compress_after_events=10**6,
-    summary_max_chunks=3,
-    summarizer_timeout_s=5,
-)
-
-
-def found(hits: Sequence[RecallHit]) -> list[tuple[str, str, int]]:
-    """(chunk_id, kind, first_seq) of every hit, best first."""
-    return [(h.chunk_id, h.kind, h.first_seq) for h in hits]
 
 
 def open_index(files: SessionFiles, **config: Any) -> RecallIndex:
     return RecallIndex(files.layout, Config(**config))
-
-
-class Calls:
-    """The recall actor's async wrappers around a RecallIndex (as in test_recall_tool)."""
-
-    def __init__(self, index: RecallIndex) -> None:
-        self.index = index
-
-    async def search(self, query: str, **kw: Any) -> list[RecallHit]:
-        return await anyio.to_thread.run_sync(lambda: self.index.search(query, **kw))
-
-    async def lookup(self, chunk_id: str) -> RecallHit | None:
-        return await anyio.to_thread.run_sync(self.index.lookup, chunk_id)
-
-    async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None) -> list[SessionEvent]:
-        return await anyio.to_thread.run_sync(self.index.rehydrate, chunk_id, seqs)
 
 
 def tool_answer(index: RecallIndex, arguments: Any, max_chars: int) -> str:

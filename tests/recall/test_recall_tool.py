@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import anyio
 import pytest
 
 from aiden.config import Config
-from aiden.events import SessionEvent
 from aiden.recall import RECALL_TOOL, RecallHit, RecallIndex, handle_recall_tool
 from aiden.recall.render import encode_hits
-from tests.recall.recall_helpers import SessionFiles, ev
+from tests.recall.recall_helpers import Calls, SessionFiles, ev
 
 pytestmark = pytest.mark.anyio
 
@@ -31,22 +29,6 @@ def filled(files: SessionFiles) -> SessionFiles:
     files.write("c2", [ev(3, "回答请使用中文", role="user")], summary="语言偏好：中文")  # noqa: RUF001
     files.write("p9", [ev(4, "pending detail about the admin API")], summary="pending", commit=False)
     return files
-
-
-class Calls:
-    """Async wrappers around a RecallIndex, the way the recall actor exposes it."""
-
-    def __init__(self, index: RecallIndex) -> None:
-        self.index = index
-
-    async def search(self, query: str, **kw: Any) -> list[RecallHit]:
-        return await anyio.to_thread.run_sync(lambda: self.index.search(query, **kw))
-
-    async def lookup(self, chunk_id: str) -> RecallHit | None:
-        return await anyio.to_thread.run_sync(self.index.lookup, chunk_id)
-
-    async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None) -> list[SessionEvent]:
-        return await anyio.to_thread.run_sync(self.index.rehydrate, chunk_id, seqs)
 
 
 async def call(index: RecallIndex, arguments: Any, max_chars: int = 10_000) -> Any:
