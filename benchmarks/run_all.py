@@ -40,6 +40,7 @@ BENCHES: list[tuple[str, str, str]] = [
     ("append", "bench_append.py", "1. Concurrent durable appends"),
     ("compaction", "bench_compaction.py", "2-3. Appends during compaction; compaction cost vs history"),
     ("recall", "bench_recall.py", "4. Recall latency vs chunks"),
+    ("recall_quality", "bench_recall_quality.py", "4b. Recall quality vs plain BM25"),
     ("footprint", "bench_footprint.py", "5. Footprint: peak RSS over a long session; import time"),
     ("peer", "bench_peer.py", "6. Peer: nanobot-ai on the same workloads"),
     ("messages", "bench_messages.py", "7. Message overhead of one actor hop"),

@@ -22,19 +22,20 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import msgspec
 
 from aiden.config import Config
 from aiden.errors import ClosedError, InvalidIdError, RecallError
 from aiden.events import SessionEvent, validate_id
-from aiden.recall.db import SCHEMA_VERSION, ChunkRow, IndexDB, is_corruption
-from aiden.recall.query import Term, content_terms, display_text
+from aiden.recall.db import SCHEMA_VERSION, IndexDB, is_corruption
+from aiden.recall.hits import assemble, summary_hit
+from aiden.recall.query import Term, content_terms
 from aiden.recall.render import fit_hits
-from aiden.recall.search import Filters, Scored, rank
+from aiden.recall.search import Filters, rank
 from aiden.recall.sync import BulkChunk, NeedsRebuild, current_sig, event_text, full_sync, insert_bulk
-from aiden.recall.types import RecallContext, RecallHit, RecallStats
+from aiden.recall.types import RecallHit, RecallStats
 from aiden.storage.chunks import read_chunk
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -131,7 +132,7 @@ class RecallIndex:
             row = self._db.chunk_by_id(chunk_id)
             hit = None
             if row is not None:
-                whole = _summary_hit(row, 0.0)
+                whole = summary_hit(row, 0.0)
                 fitted = fit_hits([whole], self._config.recall_max_chars)
                 # A budget too small for any text still names the chunk and its range.
                 hit = fitted[0] if fitted else msgspec.structs.replace(whole, text="", truncated=True)
@@ -292,96 +293,7 @@ class RecallIndex:
         conn = self._db.conn
         if conn is None or not terms:
             return []
-        chosen, summaries = rank(conn, terms, filters, ndocs=self._db.ndocs, top_doc=self._db.next_doc - 1, limit=k)
-        texts = self._texts([s.doc for s in chosen])
-        # A summary only where it is what matched: its chunk has no event among the
-        # hits, and the events did not fill the answer.
-        shown = {s.chunk for s in chosen}
-        picked_summaries = [s for s in summaries if s.chunk not in shown][: k - len(chosen)]
-        chunk_ids = {s.chunk for s in chosen} | {s.chunk for s in picked_summaries}
-        rows = self._chunks(chunk_ids)
-        neighbours = self._neighbours(conn, chosen)
-        hits: list[RecallHit] = []
-        contexts: dict[int, RecallContext] = {}
-        for s in chosen:
-            row = rows.get(s.chunk)
-            if row is None:
-                continue
-            near = neighbours.get(s.doc)
-            if near is not None:
-                contexts[len(hits)] = near
-            hits.append(
-                RecallHit(
-                    chunk_id=row.chunk_id,
-                    source=_source(row),
-                    kind="event",
-                    score=s.score,
-                    text=texts.get(s.doc, ""),
-                    first_seq=s.seq if s.seq is not None else row.first_seq,
-                    last_seq=s.seq if s.seq is not None else row.last_seq,
-                    type=s.type,
-                    role=s.role,
-                    timestamp=s.ts,
-                    degraded=bool(row.degraded),
-                )
-            )
-        for s in picked_summaries:
-            row = rows.get(s.chunk)
-            if row is not None:
-                hits.append(_summary_hit(row, s.score))
+        events, summaries = rank(conn, terms, filters, ndocs=self._db.ndocs, top_doc=self._db.next_doc - 1, limit=k)
+        hits, contexts = assemble(self._db, events, summaries, k)
         config = self._config
         return fit_hits(hits, config.recall_max_chars, terms, contexts, context_chars=config.recall_snippet_chars)
-
-    def _texts(self, docs: Sequence[int]) -> dict[int, str]:
-        if not docs:
-            return {}
-        marks = ",".join("?" * len(docs))
-        conn = self._db.require()
-        return {
-            doc: display_text(text)
-            for doc, text in conn.execute(f"SELECT rowid, text FROM fts WHERE rowid IN ({marks})", list(docs))
-        }
-
-    def _chunks(self, ids: set[int]) -> dict[int, ChunkRow]:
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        return {r.id: r for r in self._db.chunk_rows(f"WHERE id IN ({marks})", sorted(ids))}
-
-    def _neighbours(self, conn: sqlite3.Connection, chosen: Sequence[Scored]) -> dict[int, RecallContext]:
-        """One neighbouring event per hit: the reply after a user's words, else the turn before."""
-        wanted = {s.doc: s.doc + 1 if s.role == "user" else s.doc - 1 for s in chosen}
-        if not wanted:
-            return {}
-        ids = sorted(set(wanted.values()))
-        marks = ",".join("?" * len(ids))
-        info = {
-            r[0]: r
-            for r in conn.execute(
-                f"SELECT id, chunk, seq, type, role FROM docs WHERE id IN ({marks}) AND seq IS NOT NULL", ids
-            )
-        }
-        texts = self._texts(list(info))
-        out: dict[int, RecallContext] = {}
-        for s in chosen:
-            r = info.get(wanted[s.doc])
-            if r is not None and r[1] == s.chunk and texts.get(r[0]):
-                out[s.doc] = RecallContext(seq=r[2], type=r[3], role=r[4], text=texts[r[0]])
-        return out
-
-
-def _source(row: ChunkRow) -> Literal["active", "pending"]:
-    return "pending" if row.source == "pending" else "active"
-
-
-def _summary_hit(row: ChunkRow, score: float) -> RecallHit:
-    return RecallHit(
-        chunk_id=row.chunk_id,
-        source=_source(row),
-        kind="summary",
-        score=score,
-        text=row.summary,
-        first_seq=row.first_seq,
-        last_seq=row.last_seq,
-        degraded=bool(row.degraded),
-    )
