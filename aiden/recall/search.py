@@ -34,7 +34,7 @@ from aiden.errors import RecallError
 from aiden.events import EVENT_TYPES
 from aiden.recall.query import Term, or_expression
 
-__all__ = ["EXACT_ROWS", "Filters", "Scored", "rank"]
+__all__ = ["EXACT_ROWS", "META_ROWS", "Filters", "Scored", "bm25_ranking", "pick", "rank"]
 
 EXACT_ROWS: Final = 1500
 """Rows ranked exactly with ``bm25()`` per search, shared by its rarest terms."""
@@ -129,8 +129,8 @@ def _idf(total: int, rows: float) -> float:
     return value if value > 0 else 1e-6
 
 
-_META_ROWS: Final = 100
-"""Best candidates whose docs rows are read to split events from summaries."""
+META_ROWS: Final = 100
+"""Ranked candidates per search whose docs rows are read (to filter, deduplicate and split them)."""
 
 
 def _rank_key(item: tuple[int, float]) -> tuple[float, int]:
@@ -183,8 +183,15 @@ def rank(
     conn: sqlite3.Connection, terms: Sequence[Term], filters: Filters, *, ndocs: int, top_doc: int, limit: int
 ) -> tuple[list[Scored], list[Scored]]:
     """The best events and the best summaries for ``terms``, best first (at most ``limit`` of each)."""
+    return pick(conn, bm25_ranking(conn, terms, filters, ndocs=ndocs, top_doc=top_doc), filters, limit)
+
+
+def bm25_ranking(
+    conn: sqlite3.Connection, terms: Sequence[Term], filters: Filters, *, ndocs: int, top_doc: int
+) -> list[tuple[int, float]]:
+    """``(doc, score)`` of the best :data:`META_ROWS` rows (events and summaries) for ``terms``, best first."""
     if not terms or ndocs == 0 or filters.empty_range:
-        return [], []
+        return []
     exact, frequent = _split_by_rows(conn, terms)
     scores: dict[int, float] = {}
     if exact:
@@ -197,23 +204,31 @@ def rank(
         )
     if frequent:
         _add_frequent(conn, scores, exact, frequent, filters, ndocs=ndocs, top_doc=top_doc)
-    best = heapq.nlargest(_META_ROWS, scores.items(), key=_rank_key)
-    if not best:
+    return heapq.nlargest(META_ROWS, scores.items(), key=_rank_key)
+
+
+def pick(
+    conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]], filters: Filters, limit: int
+) -> tuple[list[Scored], list[Scored]]:
+    """Split ranked docs into events and summaries (at most ``limit`` each), filters applied, texts deduplicated."""
+    if not ranked or filters.empty_range:
         return [], []
-    marks = ",".join("?" * len(best))
+    marks = ",".join("?" * len(ranked))
     meta = {
         r[0]: r[1:]
         for r in conn.execute(
-            f"SELECT id, chunk, seq, type, role, ts_min, h FROM docs WHERE id IN ({marks})", [doc for doc, _ in best]
+            f"SELECT d.id, d.chunk, d.seq, d.type, d.role, d.ts_min, d.h FROM docs AS d "
+            f"WHERE d.id IN ({marks}){filters.sql}",
+            (*(doc for doc, _ in ranked), *filters.params),
         )
     }
     events: list[Scored] = []
     summaries: list[Scored] = []
     seen: set[int] = set()
-    for doc, score in best:
+    for doc, score in ranked:
         m = meta.get(doc)
         if m is None or m[-1] in seen:
-            continue  # the same text twice (a re-run command's output): one slot is enough
+            continue  # filtered out, or the same text twice (a re-run command's output): one slot is enough
         seen.add(m[-1])
         target = events if m[1] is not None else summaries
         if len(target) < limit and not (target is summaries and filters.events_only):
