@@ -7,7 +7,9 @@ Everything here is deterministic and offline:
 * :class:`FailingSummarizer` always raises.
 * :class:`HangingSummarizer` never answers; counts calls and cancellations.
 * :class:`FakeLLMServer` is a tiny OpenAI-compatible HTTP server on 127.0.0.1 so a
-  real HTTP client (litellm, openai) can be exercised without a provider.
+  real HTTP client (litellm, openai) can be exercised without a provider; it
+  also answers ``/v1/embeddings`` with :func:`hashing_embedding` vectors.
+* :class:`HashingEmbedder` is a deterministic recall embedder (hashed words and trigrams).
 
 No pytest import here: the module ships in the package and must be importable
 by any test runner.
@@ -15,7 +17,12 @@ by any test runner.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import math
+import re
+import struct
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -33,11 +40,13 @@ __all__ = [
     "FailingSummarizer",
     "FakeLLMServer",
     "HangingSummarizer",
+    "HashingEmbedder",
     "RecordedRequest",
     "Responder",
     "ScriptedSummarizer",
     "SlowSummarizer",
     "default_summary_text",
+    "hashing_embedding",
 ]
 
 
@@ -185,6 +194,83 @@ class HangingSummarizer:
 
 
 # --------------------------------------------------------------------------
+# HashingEmbedder
+# --------------------------------------------------------------------------
+
+_WORD: Final = re.compile(r"\w+")
+
+
+def _bucket(feature: str, dims: int) -> tuple[int, float]:
+    digest = hashlib.blake2b(feature.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    value = int.from_bytes(digest, "little")
+    return value % dims, (1.0 if (value >> 63) & 1 else -1.0)
+
+
+def hashing_embedding(text: str, dims: int = 64) -> list[float]:
+    """A deterministic unit vector of ``text``: its lower-cased words and their character trigrams, hashed.
+
+    Each word adds 1 and each trigram of ``#word#`` adds 0.5 to a signed
+    bucket (blake2b, so the same on every run and platform). Texts sharing
+    words get similar vectors; a text without words maps to a fixed vector.
+    """
+    if dims < 1:
+        raise ValueError(f"dims must be at least 1, got {dims}")
+    vector = [0.0] * dims
+    words = _WORD.findall(text.lower()) or ["\x00empty"]
+    for word in words:
+        index, sign = _bucket("w:" + word, dims)
+        vector[index] += sign
+        padded = f"#{word}#"
+        for i in range(len(padded) - 2):
+            index, sign = _bucket("t:" + padded[i : i + 3], dims)
+            vector[index] += 0.5 * sign
+    norm = math.sqrt(math.fsum(x * x for x in vector))
+    if norm == 0.0:  # every feature cancelled out
+        vector[0], norm = 1.0, 1.0
+    return [x / norm for x in vector]
+
+
+class HashingEmbedder:
+    """A deterministic :class:`~aiden.recall.embedding.Embedder` for tests: :func:`hashing_embedding`.
+
+    ``calls`` counts :meth:`embed` calls and ``texts`` the texts embedded;
+    ``fail_with``, when set, is raised by the next calls instead.
+    """
+
+    def __init__(self, dims: int = 64, *, name: str | None = None) -> None:
+        if dims < 1:
+            raise ValueError(f"dims must be at least 1, got {dims}")
+        self._dims = dims
+        self._name = name or f"hashing-{dims}"
+        self.calls = 0
+        self.texts = 0
+        self.seen: list[str] = []
+        """Every text embedded, in order."""
+        self.fail_with: BaseException | None = None
+
+    @property
+    def name(self) -> str:
+        """``hashing-DIMS`` unless another name was given."""
+        return self._name
+
+    @property
+    def dimensions(self) -> int:
+        """The vector length."""
+        return self._dims
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One :func:`hashing_embedding` per text."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not one string")
+        self.calls += 1
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.texts += len(texts)
+        self.seen.extend(texts)
+        return [hashing_embedding(text, self._dims) for text in texts]
+
+
+# --------------------------------------------------------------------------
 # FakeLLMServer
 # --------------------------------------------------------------------------
 
@@ -210,6 +296,7 @@ class RecordedRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _CHAT_PATHS: Final = frozenset({"/v1/chat/completions", "/chat/completions"})
+_EMBEDDING_PATHS: Final = frozenset({"/v1/embeddings", "/embeddings"})
 # A fixed creation time keeps responses byte-for-byte deterministic.
 _CREATED: Final = 1_700_000_000
 
@@ -245,6 +332,13 @@ class FakeLLMServer:
     ``responder``, else ``"ok"``. Each reply is a :data:`Responder` value, so
     ``{"status": 500}`` scripts a server error. Streaming requests
     (``"stream": true``) get a short server-sent-events reply.
+
+    ``/v1/embeddings`` answers with :func:`hashing_embedding` vectors (64
+    dimensions, or the request's ``dimensions``; base64 when the request asks
+    for ``encoding_format: "base64"``, as the openai client does). Scripted
+    replies are shared by both routes: a script entry such as
+    ``{"status": 500}``, ``{"raw": "not json"}`` or ``{"json": {...}}`` applies
+    to whichever request comes next; the ``responder`` serves chat only.
     """
 
     def __init__(
@@ -347,6 +441,8 @@ class FakeLLMServer:
             self._counter += 1
             number = self._counter
             scripted = self._script.pop(0) if self._script else None
+        if request.path in _EMBEDDING_PATHS:
+            return _render_embeddings(scripted, request.body)
         if request.path not in _CHAT_PATHS:
             return _error(404, f"no route for {request.path}")
         reply: str | Mapping[str, Any]
@@ -443,6 +539,35 @@ def _render(
         "usage": usage,
     }
     return status, {"Content-Type": "application/json", **extra_headers}, json.dumps(payload).encode()
+
+
+def _render_embeddings(
+    scripted: str | Mapping[str, Any] | None, body: Mapping[str, Any]
+) -> tuple[int, dict[str, str], bytes]:
+    if isinstance(scripted, Mapping) and any(key in scripted for key in ("status", "raw", "json")):
+        return _render(scripted, body, 0)
+    raw_input = body.get("input")
+    texts = [raw_input] if isinstance(raw_input, str) else raw_input
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        return _error(400, "'input' must be a string or a list of strings")
+    dims = body.get("dimensions")
+    dims = dims if isinstance(dims, int) and not isinstance(dims, bool) and dims > 0 else 64
+    as_base64 = body.get("encoding_format") == "base64"
+    data: list[dict[str, Any]] = []
+    for index, text in enumerate(texts):
+        vector = hashing_embedding(text, dims)
+        encoded: Any = vector
+        if as_base64:
+            encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+        data.append({"object": "embedding", "index": index, "embedding": encoded})
+    tokens = sum(_estimate(t) for t in texts)
+    payload = {
+        "object": "list",
+        "data": data,
+        "model": str(body.get("model", "test-embedding")),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+    return 200, {"Content-Type": "application/json"}, json.dumps(payload).encode()
 
 
 def _sse(

@@ -204,7 +204,7 @@ def test_fake_server_rejects_unknown_paths_and_bad_json() -> None:
         raise ValueError("bug in responder")
 
     with FakeLLMServer(responder=broken) as server:
-        status, payload = post(server, "/v1/embeddings", BODY)
+        status, payload = post(server, "/v1/audio/speech", BODY)
         assert status == 404
         status, payload = post(server, "/v1/chat/completions", BODY)
         assert status == 500

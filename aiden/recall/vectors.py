@@ -1,0 +1,286 @@
+"""Doc vectors beside the FTS index: derived data in the recall database, and exact cosine search.
+
+Table ``vectors(doc, model, h, v)``: one row per embedded doc (``docs.id``),
+the :attr:`~aiden.recall.embedding.Embedder.name` that made it, the doc's
+``docs.h`` text hash when it was embedded, and the vector as little-endian
+float32 bytes (:mod:`array`, so storing needs no numpy). A vector is stale, and
+embedded again, when its model is not the embedder's or its hash is not the
+doc's (a doc id reused for another text after a rebuild of the tail).
+
+Everything here is synchronous and takes the caller's :class:`sqlite3.Connection`
+(the recall index serializes calls). SQLite errors are translated to
+:class:`~aiden.errors.RecallError`; embedder errors propagate as they are
+(:class:`RecallError` already).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import importlib
+import sqlite3
+import sys
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final
+
+from aiden.errors import RecallError
+from aiden.recall.embedding import Embedder
+from aiden.recall.query import display_text
+
+__all__ = [
+    "VectorSearch",
+    "decode_vector",
+    "delete_docs",
+    "embed_missing",
+    "encode_vector",
+    "ensure_schema",
+    "vector_state",
+]
+
+_SCHEMA: Final = "CREATE TABLE IF NOT EXISTS vectors(doc INTEGER PRIMARY KEY, model TEXT NOT NULL, h INTEGER, v BLOB NOT NULL)"
+
+
+def encode_vector(vector: Sequence[float]) -> bytes:
+    """``vector`` as little-endian float32 bytes."""
+    packed = array("f", vector)
+    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def decode_vector(blob: bytes) -> list[float]:
+    """The float32 values of :func:`encode_vector`'s bytes (:class:`RecallError` on a bad length)."""
+    if len(blob) % 4:
+        raise RecallError(f"stored vector has {len(blob)} bytes, not a whole number of float32 values")
+    packed = array("f")
+    packed.frombytes(blob)
+    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI
+        packed.byteswap()
+    return packed.tolist()
+
+
+@contextlib.contextmanager
+def _sqlite(action: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise RecallError(f"recall vectors: cannot {action}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _write(conn: sqlite3.Connection) -> Iterator[None]:
+    """A short write transaction of our own, or the caller's open one."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def ensure_schema(conn: sqlite3.Connection) -> None:
+    """Create the ``vectors`` table if it does not exist (idempotent)."""
+    with _sqlite("create the vectors table"):
+        conn.execute(_SCHEMA)
+
+
+def delete_docs(conn: sqlite3.Connection, lo: int, hi: int) -> int:
+    """Delete the vectors of docs ``lo..hi`` (as ``sync`` deletes a chunk's docs); how many were deleted."""
+    with _sqlite("delete vectors"), _write(conn):
+        return conn.execute("DELETE FROM vectors WHERE doc BETWEEN ? AND ?", (lo, hi)).rowcount
+
+
+def embed_missing(
+    conn: sqlite3.Connection, embedder: Embedder, *, batch: int = 64, limit: int | None = None
+) -> int:
+    """Embed the docs without a current vector of ``embedder.name`` and store them; how many were embedded.
+
+    First deletes the vectors of docs that no longer exist. Then, in doc id
+    order, ``batch`` docs at a time (at most ``limit`` in all when given): the
+    doc's FTS text (zero width spaces removed) is embedded outside any
+    transaction, and the vectors are written in one short transaction each
+    batch, only for docs that still exist with the same text hash. Calling it
+    again embeds nothing new; a different ``embedder.name`` re-embeds every doc.
+    """
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must not be negative, got {limit}")
+    ensure_schema(conn)
+    model = embedder.name
+    with _sqlite("delete orphaned vectors"), _write(conn):
+        conn.execute("DELETE FROM vectors WHERE doc NOT IN (SELECT id FROM docs)")
+    done = 0
+    after = 0
+    while limit is None or done < limit:
+        size = batch if limit is None else min(batch, limit - done)
+        with _sqlite("read docs to embed"):
+            rows: list[tuple[int, int, str]] = conn.execute(
+                "SELECT d.id, d.h, f.text FROM docs d JOIN fts f ON f.rowid = d.id"
+                " LEFT JOIN vectors v ON v.doc = d.id"
+                " WHERE d.id > ? AND (v.doc IS NULL OR v.model != ? OR v.h IS NOT d.h)"
+                " ORDER BY d.id LIMIT ?",
+                (after, model, size),
+            ).fetchall()
+        if not rows:
+            break
+        vectors = embedder.embed([display_text(text or "") for _, _, text in rows])
+        if len(vectors) != len(rows):
+            raise RecallError(f"embedder {model!r} returned {len(vectors)} vectors for {len(rows)} texts")
+        params = [
+            (doc, model, h, encode_vector(vec), doc, h)
+            for (doc, h, _), vec in zip(rows, vectors, strict=True)
+        ]
+        with _sqlite("store vectors"), _write(conn):
+            conn.executemany(
+                "INSERT OR REPLACE INTO vectors(doc, model, h, v)"
+                " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM docs WHERE id = ? AND h = ?)",
+                params,
+            )
+        done += len(rows)
+        after = rows[-1][0]
+    return done
+
+
+def vector_state(conn: sqlite3.Connection, model: str) -> tuple[int, int]:
+    """``(count, max doc id)`` of ``model``'s vectors: changes whenever vectors are added or removed."""
+    ensure_schema(conn)
+    with _sqlite("read the vectors table"):
+        count, top = conn.execute(
+            "SELECT count(*), coalesce(max(doc), 0) FROM vectors WHERE model = ?", (model,)
+        ).fetchone()
+    return int(count), int(top)
+
+
+def _numpy() -> Any:
+    try:
+        return importlib.import_module("numpy")
+    except ImportError:
+        return None
+
+
+class VectorSearch:
+    """Exact cosine search over ``model``'s stored vectors, held in memory.
+
+    :meth:`refresh` reloads the vectors when the table changed, judged by
+    :func:`vector_state` (count and max doc id) or, when the caller passes one,
+    by its own generation counter. The matrix is a numpy float32 array when
+    numpy is importable, else lists of floats (slower, same answers up to
+    rounding). Vectors of another length than the first one read are skipped.
+    """
+
+    def __init__(self, model: str, *, use_numpy: bool = True) -> None:
+        self.model = model
+        self._np: Any = _numpy() if use_numpy else None
+        self._key: object = None
+        self.ids: list[int] = []
+        """Doc ids, in the order of the matrix rows (ascending)."""
+        self._rows: list[list[float]] = []
+        self._matrix: Any = None
+        self.loads = 0
+        """How many times the vectors were read from the database."""
+
+    @property
+    def uses_numpy(self) -> bool:
+        """True when the matrix is a numpy array."""
+        return self._np is not None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def refresh(self, conn: sqlite3.Connection, generation: int | None = None) -> bool:
+        """Reload the vectors if they changed since the last load; True if they were reloaded."""
+        key: object = ("gen", generation) if generation is not None else vector_state(conn, self.model)
+        if key == self._key:
+            return False
+        with _sqlite("read vectors"):
+            rows = conn.execute(
+                "SELECT doc, v FROM vectors WHERE model = ? ORDER BY doc", (self.model,)
+            ).fetchall()
+        ids: list[int] = []
+        blobs: list[bytes] = []
+        width: int | None = None
+        for doc, blob in rows:
+            if not isinstance(blob, bytes) or not blob or len(blob) % 4:
+                continue
+            if width is None:
+                width = len(blob)
+            if len(blob) == width:
+                ids.append(int(doc))
+                blobs.append(blob)
+        self.ids = ids
+        if self._np is not None:
+            np = self._np
+            flat = np.frombuffer(b"".join(blobs), dtype="<f4")
+            self._matrix = flat.reshape(len(ids), (width or 4) // 4) if ids else None
+            self._rows = []
+        else:
+            self._rows = [decode_vector(blob) for blob in blobs]
+        self._key = key
+        self.loads += 1
+        return True
+
+    def top(
+        self, query_vec: Sequence[float], k: int, allowed: Callable[[int], bool] | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` docs most similar to ``query_vec`` as ``(doc id, cosine)``, best first.
+
+        Vectors are normalised, so the cosine is their dot product. Ties go to
+        the higher doc id (the more recent). ``allowed`` filters doc ids (e.g.
+        the recall filters); it is called only on candidates, best first.
+        """
+        if k <= 0 or not self.ids:
+            return []
+        query = [float(x) for x in query_vec]
+        width = self._matrix.shape[1] if self._np is not None else len(self._rows[0])
+        if len(query) != width:
+            raise RecallError(f"query vector has {len(query)} dimensions, the stored vectors {width}")
+        if self._np is not None:
+            return self._top_numpy(query, k, allowed)
+        scores = [sum(a * b for a, b in zip(row, query, strict=True)) for row in self._rows]
+        pairs = zip(scores, self.ids, strict=True)
+        if allowed is None:
+            return [(doc, score) for score, doc in heapq.nlargest(k, pairs)]
+        found: list[tuple[int, float]] = []
+        for score, doc in sorted(pairs, reverse=True):
+            if allowed(doc):
+                found.append((doc, score))
+                if len(found) == k:
+                    break
+        return found
+
+    def _top_numpy(
+        self, query: list[float], k: int, allowed: Callable[[int], bool] | None
+    ) -> list[tuple[int, float]]:
+        np = self._np
+        scores = self._matrix @ np.asarray(query, dtype=np.float32)
+        n = len(self.ids)
+        found: list[tuple[int, float]] = []
+        checked = 0
+        window = k if allowed is None else max(4 * k, 64)
+        while True:
+            # Every row scoring at least the window-th best, in a total order
+            # (score descending, then higher doc id): each window's order
+            # extends the previous one's, so checked rows are never seen again.
+            if window >= n:
+                rows = np.arange(n)
+            else:
+                threshold = np.partition(scores, n - window)[n - window]
+                rows = np.nonzero(scores >= threshold)[0]
+            order = rows[np.lexsort((-rows, -scores[rows]))]
+            for row in order[checked:].tolist():
+                doc = self.ids[row]
+                if allowed is None or allowed(doc):
+                    found.append((doc, float(scores[row])))
+                    if len(found) == k:
+                        return found
+            checked = len(order)
+            if window >= n:
+                return found
+            window *= 2
