@@ -42,6 +42,7 @@ from aiden.errors import (
 from aiden.events import EventType, SessionEvent
 from aiden.memory import Memory, MemoryStats
 from aiden.messages import CompactionOutcome
+from aiden.recall.embedding import Embedder, LiteLLMEmbedder
 from aiden.recall.types import RecallContext, RecallHit, RecallStats
 from aiden.runtime import open_memory
 from aiden.storage.session import RecoveryReport
@@ -55,6 +56,7 @@ from aiden.summarizers.protocol import (
 )
 
 if TYPE_CHECKING:
+    from aiden.recall.minilm import LocalMiniLMEmbedder
     from aiden.summarizers.extractive import ExtractiveSummarizer
     from aiden.summarizers.llm import LiteLLMSummarizer
 
@@ -69,6 +71,7 @@ __all__ = [
     "CorruptionError",
     "Decision",
     "DurabilityError",
+    "Embedder",
     "ErrorResolution",
     "EventTooLargeError",
     "EventType",
@@ -76,7 +79,9 @@ __all__ = [
     "InvalidEventError",
     "InvalidIdError",
     "InvalidSummaryError",
+    "LiteLLMEmbedder",
     "LiteLLMSummarizer",
+    "LocalMiniLMEmbedder",
     "LockError",
     "Memory",
     "MemoryStats",
@@ -108,5 +113,6 @@ __getattr__ = lazy_exports(
     {
         "LiteLLMSummarizer": "aiden.summarizers.llm",
         "ExtractiveSummarizer": "aiden.summarizers.extractive",
+        "LocalMiniLMEmbedder": "aiden.recall.minilm",
     },
 )

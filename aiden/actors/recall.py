@@ -30,6 +30,7 @@ from aiden.messages import (
 from aiden.recall.types import RecallStats
 
 if TYPE_CHECKING:
+    from aiden.recall.embedding import Embedder
     from aiden.recall.index import RecallIndex
 from aiden.storage.layout import Layout
 
@@ -47,8 +48,10 @@ class RecallActor:
         config: Config,
         inbox: MemoryObjectReceiveStream[bytes],
         outbox: MemoryObjectSendStream[bytes],
+        embedder: Embedder | None = None,
     ) -> None:
         self._layout = layout
+        self._embedder = embedder
         self._config = config
         self._inbox = inbox
         self._outbox = outbox
@@ -61,7 +64,9 @@ class RecallActor:
         """Serve until the inbox closes."""
         from aiden.recall.index import RecallIndex
 
-        self._index = await anyio.to_thread.run_sync(RecallIndex, self._layout, self._config)
+        self._index = await anyio.to_thread.run_sync(
+            lambda: RecallIndex(self._layout, self._config, embedder=self._embedder)
+        )
         task_status.started()
         try:
             async with self._inbox, self._outbox:

@@ -18,6 +18,7 @@ from worker threads.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -30,12 +31,15 @@ from aiden.config import Config
 from aiden.errors import ClosedError, InvalidIdError, RecallError
 from aiden.events import SessionEvent, validate_id
 from aiden.recall.db import SCHEMA_VERSION, IndexDB, is_corruption
+from aiden.recall.embedding import Embedder
+from aiden.recall.fusion import reciprocal_rank_fusion
 from aiden.recall.hits import assemble, summary_hit
-from aiden.recall.query import Term, content_terms
+from aiden.recall.query import content_terms
 from aiden.recall.render import fit_hits
-from aiden.recall.search import Filters, rank
+from aiden.recall.search import META_ROWS, Filters, bm25_ranking, pick
 from aiden.recall.sync import BulkChunk, NeedsRebuild, current_sig, event_text, full_sync, insert_bulk
 from aiden.recall.types import RecallHit, RecallStats
+from aiden.recall.vectors import VectorSearch, embed_missing
 from aiden.storage.chunks import read_chunk
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -43,6 +47,7 @@ from aiden.storage.layout import Layout
 __all__ = ["SCHEMA_VERSION", "BulkChunk", "RecallHit", "RecallIndex", "RecallStats", "event_text"]
 
 _T = TypeVar("_T")
+log = logging.getLogger("aiden.recall")
 
 
 class RecallIndex:
@@ -55,10 +60,18 @@ class RecallIndex:
     call) instead.
     """
 
-    def __init__(self, layout: Layout, config: Config, *, storage: Storage | None = None) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        config: Config,
+        *,
+        storage: Storage | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
         self._layout = layout
         self._config = config
         self._db = IndexDB(layout, storage if storage is not None else Storage())
+        self._hybrid = _Hybrid(embedder) if embedder is not None else None
         self._lock = threading.Lock()
         self._closed = False
         self._recall_calls = 0
@@ -113,7 +126,7 @@ class RecallIndex:
 
         def run() -> list[RecallHit]:
             self._sync()
-            hits = self._search(content_terms(query), limit, filters)
+            hits = self._search(query, limit, filters)
             self._count(hits)
             return hits
 
@@ -279,21 +292,57 @@ class RecallIndex:
         reason = self._db.ensure_open()
         if reason is not None:
             self._rebuild(reason)
-            return
-        sig, trusted = current_sig(self._layout)
-        if trusted and sig == self._db.sig:
-            return
-        try:
-            full_sync(self._db, (sig, trusted))
-        except NeedsRebuild as exc:
-            self._rebuild(exc.reason)
+        else:
+            sig, trusted = current_sig(self._layout)
+            if trusted and sig == self._db.sig:
+                return
+            try:
+                full_sync(self._db, (sig, trusted))
+            except NeedsRebuild as exc:
+                self._rebuild(exc.reason)
+        if self._hybrid is not None:
+            self._hybrid.embed_new(self._db.require())
 
     # --- search -----------------------------------------------------------------------
-    def _search(self, terms: Sequence[Term], k: int, filters: Filters) -> list[RecallHit]:
+    def _search(self, query: str, k: int, filters: Filters) -> list[RecallHit]:
         conn = self._db.conn
-        if conn is None or not terms:
+        terms = content_terms(query)
+        if conn is None or not (terms or (self._hybrid is not None and query.strip())):
             return []
-        events, summaries = rank(conn, terms, filters, ndocs=self._db.ndocs, top_doc=self._db.next_doc - 1, limit=k)
+        ranked = bm25_ranking(conn, terms, filters, ndocs=self._db.ndocs, top_doc=self._db.next_doc - 1)
+        if self._hybrid is not None:
+            ranked = self._hybrid.fuse(conn, query, ranked)
+        events, summaries = pick(conn, ranked, filters, k)
         hits, contexts = assemble(self._db, events, summaries, k)
         config = self._config
         return fit_hits(hits, config.recall_max_chars, terms, contexts, context_chars=config.recall_snippet_chars)
+
+
+class _Hybrid:
+    """Vectors of every doc beside the FTS index, fused with BM25 by reciprocal rank.
+
+    An embedder failure (provider down, bad answer) never fails a recall: it is
+    logged and the search stays lexical; missing vectors are embedded at the
+    next sync.
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._search = VectorSearch(embedder.name)
+
+    def embed_new(self, conn: sqlite3.Connection) -> None:
+        try:
+            embed_missing(conn, self.embedder)
+        except RecallError as exc:
+            log.warning("recall: embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
+
+    def fuse(self, conn: sqlite3.Connection, query: str, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        try:
+            vector = self.embedder.embed([query])[0]
+            self._search.refresh(conn)
+            near = self._search.top(vector, META_ROWS)
+        except RecallError as exc:
+            log.warning("recall: query embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
+            return ranked
+        fused = reciprocal_rank_fusion([[doc for doc, _ in ranked], [doc for doc, _ in near]])
+        return fused[:META_ROWS]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from aiden.testing import HashingEmbedder
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
@@ -73,7 +75,7 @@ async def test_replay_compacts_and_excludes_hot_questions(tmp_path: Path) -> Non
     last = len(conv.events) - 1
     conv.questions.append(rq.Question("what was said at the very end?", "hot", frozenset({last})))
     conv.questions.append(rq.Question("what was the goal of the whole session?", "hot", frozenset({0})))
-    rep = await rq.replay(conv, tmp_path)
+    rep = await rq.replay(conv, tmp_path, HashingEmbedder())
     assert rep.chunks >= 1 and rep.compacted > 0 and rep.hot > 0
     assert rep.compacted + rep.hot == rep.events == len(conv.events)
     assert rep.seqs[last] in rep.hot_seqs and rep.seqs[0] in rep.hot_seqs
@@ -88,6 +90,9 @@ async def test_replay_compacts_and_excludes_hot_questions(tmp_path: Path) -> Non
     summary = rq.corpus_summary([rep])
     assert summary["questions"] == len(rep.questions) > 0
     assert "paraphrase" in summary["by_category"]
+    # The hybrid replay (a fake embedder here) answered the same questions.
+    assert summary["systems"] == list(rq.SYSTEMS)
+    assert rep.embed_seconds > 0
 
 
 def test_answer_ranges_adds_chunk_ranges() -> None:

@@ -1,0 +1,106 @@
+"""Hybrid recall: vectors beside the FTS index, fused with BM25; never a failure when the embedder fails."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+import aiden
+from aiden.config import Config
+from aiden.errors import RecallError
+from aiden.recall import RecallIndex
+from aiden.testing import HashingEmbedder
+from tests.helpers import SMALL_MANUAL
+from tests.recall.recall_helpers import SessionFiles, ev, found
+
+
+def typo_session(files: SessionFiles) -> None:
+    files.write("c1", [ev(1, "we deploy the billing service to kubernetes on friday")], summary="deploy plan")
+    files.write("c2", [ev(2, "the invoice totals are rounded to cents")], summary="rounding")
+
+
+def test_vectors_find_what_words_do_not(files: SessionFiles) -> None:
+    typo_session(files)
+    lexical = RecallIndex(files.layout, Config())
+    hybrid = RecallIndex(files.layout, Config(), embedder=HashingEmbedder())
+    try:
+        # A misspelling shares no token with the text: BM25 alone finds nothing.
+        assert lexical.search("kubrenetes") == []
+        hits = hybrid.search("kubrenetes")
+        assert found(hits)[0] == ("c1", "event", 1)
+        assert hits[0].text == "we deploy the billing service to kubernetes on friday"
+        # Where the words match, the lexical hit stays first.
+        assert found(hybrid.search("invoice totals"))[0] == ("c2", "event", 2)
+    finally:
+        lexical.close()
+        hybrid.close()
+
+
+def test_docs_are_embedded_once_and_new_chunks_only(files: SessionFiles) -> None:
+    typo_session(files)
+    embedder = HashingEmbedder()
+    index = RecallIndex(files.layout, Config(), embedder=embedder)
+    try:
+        index.sync()
+        # Two summaries and two events, one call for all of them.
+        assert (embedder.calls, embedder.texts) == (1, 4)
+        index.search("kubrenetes")
+        index.search("rounding")
+        assert embedder.texts == 6  # the two queries only
+        files.write("c3", [ev(3, "a third event")], summary="third")
+        index.sync()
+        assert embedder.texts == 8  # the new chunk's summary and event
+        assert embedder.seen[-2:] == ["third", "a third event"]
+    finally:
+        index.close()
+
+
+def test_embedder_failure_leaves_recall_lexical(files: SessionFiles, caplog: pytest.LogCaptureFixture) -> None:
+    typo_session(files)
+    embedder = HashingEmbedder()
+    embedder.fail_with = RecallError("provider down")
+    index = RecallIndex(files.layout, Config(), embedder=embedder)
+    try:
+        with caplog.at_level(logging.WARNING, logger="aiden.recall"):
+            assert found(index.search("invoice totals")) == [("c2", "event", 2)]
+            assert index.search("kubrenetes") == []
+        assert sum("provider down" in r.getMessage() for r in caplog.records) >= 2
+        # The provider is back: the next sync after a change embeds what was missing.
+        embedder.fail_with = None
+        files.write("c3", [ev(3, "a third event")], summary="third")
+        assert found(index.search("kubrenetes"))[0] == ("c1", "event", 1)
+    finally:
+        index.close()
+
+
+def test_cancellation_like_errors_are_not_swallowed(files: SessionFiles) -> None:
+    typo_session(files)
+    embedder = HashingEmbedder()
+    index = RecallIndex(files.layout, Config(), embedder=embedder)
+    try:
+        index.sync()
+        embedder.fail_with = KeyboardInterrupt()
+        with pytest.raises(KeyboardInterrupt):
+            index.search("kubrenetes")
+    finally:
+        index.close()
+
+
+@pytest.mark.anyio
+async def test_open_memory_with_an_embedder(tmp_path: Path) -> None:
+    embedder = HashingEmbedder()
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL, embedder=embedder) as memory:
+        await memory.append(aiden.SessionEvent(type="user_input", role="user", content="start the task"))
+        await memory.append(
+            aiden.SessionEvent(type="user_input", role="user", content="the staging cluster runs kubernetes 1.29")
+        )
+        for n in range(12):
+            await memory.append(aiden.SessionEvent(type="assistant_output", role="assistant", content=f"step {n} done"))
+        await memory.maintain(manual=True)
+        answer = json.loads(await memory.handle_recall_tool('{"query": "kubrenetes version"}'))
+    assert answer["results"][0]["seq"] == 2
+    assert answer["results"][0]["text"] == "the staging cluster runs kubernetes 1.29"
+    assert embedder.texts > 0
