@@ -34,7 +34,7 @@ from aiden.recall.db import SCHEMA_VERSION, IndexDB, is_corruption
 from aiden.recall.embedding import Embedder
 from aiden.recall.fusion import reciprocal_rank_fusion
 from aiden.recall.hits import assemble, summary_hit
-from aiden.recall.query import content_terms
+from aiden.recall.query import MAX_QUERY_CHARS, content_terms
 from aiden.recall.render import fit_hits
 from aiden.recall.search import META_ROWS, Filters, bm25_ranking, pick
 from aiden.recall.sync import BulkChunk, NeedsRebuild, current_sig, event_text, full_sync, insert_bulk
@@ -337,8 +337,10 @@ class _Hybrid:
             log.warning("recall: embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
 
     def fuse(self, conn: sqlite3.Connection, query: str, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        # What the words search sees too: the first MAX_QUERY_CHARS, lone surrogates replaced.
+        text = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
         try:
-            vector = self.embedder.embed([query])[0]
+            vector = self.embedder.embed([text])[0]
             self._search.refresh(conn)
             near = self._search.top(vector, META_ROWS)
         except RecallError as exc:

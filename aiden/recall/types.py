@@ -27,7 +27,8 @@ class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
     """``active``: committed in index.yaml. ``pending``: a chunk file not (yet) in the index."""
     kind: Literal["event", "summary"]
     score: float
-    """BM25 relevance of the event (or summary) to the query, higher is better; 0.0 for an exact lookup."""
+    """Relevance, higher is better: BM25 of the event (or summary) for the query, or with hybrid
+    recall the reciprocal-rank fusion of its BM25 and vector ranks; 0.0 for an exact lookup."""
     text: str
     """The event's verbatim text (content, tool name, tool arguments) or the chunk summary,
     cut around the match with ``…`` when the answer budget requires it (then ``truncated``)."""

@@ -104,3 +104,18 @@ async def test_open_memory_with_an_embedder(tmp_path: Path) -> None:
     assert answer["results"][0]["seq"] == 2
     assert answer["results"][0]["text"] == "the staging cluster runs kubernetes 1.29"
     assert embedder.texts > 0
+
+
+def test_hostile_queries_reach_the_embedder_as_valid_text(files: SessionFiles) -> None:
+    typo_session(files)
+    embedder = HashingEmbedder()
+    index = RecallIndex(files.layout, Config(), embedder=embedder)
+    try:
+        for query in ["\ud800 kubrenetes", "x" * 100_000, '"NEAR(', "\x00"]:
+            assert isinstance(index.search(query), list)
+        queries = embedder.seen[-4:]
+        assert queries[0] == "? kubrenetes"
+        assert len(queries[1]) == 1000
+        assert all(q.encode("utf-8") for q in queries)
+    finally:
+        index.close()
