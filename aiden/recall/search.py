@@ -23,6 +23,7 @@ ordinary size, ranking is exact BM25.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import sqlite3
 from collections.abc import Sequence
@@ -267,14 +268,18 @@ def _add_frequent(
                 holders[term.phrase].add(doc)
     ranked = set(scores)
     if exact:
-        # Which exactly ranked rows hold each frequent term: FTS5 walks the rare
-        # rows and seeks in the frequent term's (no bm25(): its IDF would count them all).
+        # Only exact rows that could still reach the top META_ROWS with every
+        # frequent term's weight added are worth crediting (credits only raise scores).
+        floor = -math.inf
+        if len(scores) > META_ROWS:
+            floor = heapq.nlargest(META_ROWS, scores.values())[-1] - sum(weights[t.phrase] for t in frequent)
+        contenders = {doc for doc, value in scores.items() if value >= floor}
+        # Which of them hold each frequent term: FTS5 walks the rare rows and
+        # seeks in the frequent term's (no bm25(): its IDF would count them all).
         rare = or_expression(exact)
         for term in frequent:
-            expr = f"({rare}) AND {term.phrase}"
-            for (doc,) in conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (expr,)):
-                if doc in ranked:
-                    holders[term.phrase].add(doc)
+            rows = conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (f"({rare}) AND {term.phrase}",))
+            holders[term.phrase] |= contenders.intersection(itertools.chain.from_iterable(rows.fetchall()))
     for term in frequent:
         for doc in holders[term.phrase]:
             scores[doc] = scores.get(doc, 0.0) + weights[term.phrase]

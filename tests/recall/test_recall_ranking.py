@@ -580,3 +580,27 @@ def test_frequent_term_path_with_more_rare_holders_than_candidates(
         assert found(idx.search("frequentword rareword", k=2)) == [("q0250", "event", 251), ("q0005", "event", 6)]
     finally:
         idx.close()
+
+
+def test_frequent_term_credit_with_more_exact_rows_than_are_read(
+    files: SessionFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More exact rows than META_ROWS: only those that could still reach the top are credited,
+    and the one old event holding the frequent word too still comes first."""
+    import aiden.recall.search as recall_search
+
+    monkeypatch.setattr(recall_search, "EXACT_ROWS", 200)
+    events = [ev(1, "zeta omega marker")]  # old: far outside omega's window of newest rows
+    events += [ev(2 + n, f"zeta note {n}") for n in range(150)]
+    events += [ev(152 + n, f"omega filler {n}") for n in range(300)]
+    idx = open_index(files)
+    try:
+        idx.sync()
+        idx.bulk_load([BulkChunk(chunk_id="big", sha256="0" * 64, summary="", events=events)])
+        assert found(idx.search("zeta omega", k=3)) == [
+            ("big", "event", 1),
+            ("big", "event", 151),
+            ("big", "event", 150),
+        ]
+    finally:
+        idx.close()
