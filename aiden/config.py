@@ -1,10 +1,11 @@
 """Configuration: ``<config>/memory/extraction.yaml`` -> a frozen :class:`Config`.
 
 Every key has a default (seed 000 plus Aiden's defaults), so an empty file is a
-valid configuration. The file is read with ``yaml.safe_load`` (no tags, no code
-execution) and converted strictly: an unknown key, a wrong type or a value out
-of range raises :class:`~aiden.errors.ConfigError` naming the file, the key and
-what was expected.
+valid configuration. The file is read with a ``yaml.SafeLoader`` (no tags, no
+code execution) that also refuses duplicate keys and ``<<`` merge keys, and
+converted strictly: an unknown key, a wrong type or a value out of range raises
+:class:`~aiden.errors.ConfigError` naming the file, the key and what was
+expected; so do YAML nested too deeply and integers too long to convert.
 """
 
 from __future__ import annotations
@@ -301,7 +302,40 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     import yaml  # only needed when a file is loaded: keeps `import aiden` light
 
     try:
-        data = yaml.safe_load(raw)
+        # A SafeLoader subclass: no tags, no code, as with safe_load.
+        data = yaml.load(raw, Loader=_strict_loader(yaml))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: invalid YAML: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{p}: invalid YAML: nested too deeply") from exc
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise ConfigError(f"{p}: invalid YAML: {exc}") from exc
     return config_from_mapping(data, source=str(p))
+
+
+def _strict_loader(yaml: Any) -> Any:
+    """``yaml.SafeLoader`` that refuses duplicate keys and ``<<`` merge keys.
+
+    PyYAML keeps the last of two equal keys and merges ``<<`` silently, so a
+    config could say two things and mean the last one; each is an error here,
+    naming the key and its line.
+    """
+
+    class StrictLoader(yaml.SafeLoader):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    raise yaml.constructor.ConstructorError(
+                        None, None, "merge keys (<<) are not allowed", key_node.start_mark
+                    )
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (str, int, float, bool)) or key is None:
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r}", key_node.start_mark
+                        )
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictLoader

@@ -44,6 +44,11 @@ def test_empty_file_gives_defaults_and_values_load(tmp_path: Path) -> None:
         ("a: [\n", "invalid YAML"),
         ("x: !!python/object/apply:os.system ['echo pwned']\n", "invalid YAML"),
         ("context_window: true\n", "key 'context_window': Expected `int`, got `bool`"),
+        # [Reliability] finding 8: each of these was accepted silently or escaped the error tree.
+        ("recall_max_results: 3\nrecall_max_results: 4\n", "duplicate key 'recall_max_results'"),
+        ("base: &b {recall_max_results: 3}\n<<: *b\n", "merge keys (<<) are not allowed"),
+        ("x: " + "[" * 3000 + "]" * 3000 + "\n", "invalid YAML: nested too deeply"),
+        ("recall_max_results: " + "9" * 5000 + "\n", "invalid YAML: Exceeds the limit (4300 digits)"),
     ],
 )
 def test_each_config_error_names_file_key_and_expectation(tmp_path: Path, text: str, message: str) -> None:
@@ -53,6 +58,13 @@ def test_each_config_error_names_file_key_and_expectation(tmp_path: Path, text: 
         load_config(p)
     assert str(info.value).startswith(f"{p}: ")
     assert message in str(info.value)
+
+
+def test_distinct_keys_still_load(tmp_path: Path) -> None:
+    p = tmp_path / "extraction.yaml"
+    p.write_text("context_window: 64000\nrecall_max_results: 4\n")
+    c = load_config(p)
+    assert (c.context_window, c.recall_max_results) == (64000, 4)
 
 
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
