@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -114,6 +115,8 @@ class IndexDB:
         """Ids of the active chunks, kept between syncs (``None``: to be read again)."""
         self.rebuilds = 0
         self.last_rebuild_reason: str | None = None
+        self.displaced: list[str] = []
+        """Directories found where the database files go, moved aside to these paths."""
 
     def require(self) -> sqlite3.Connection:
         """The open connection (:class:`RecallError` when there is no active session)."""
@@ -150,7 +153,14 @@ class IndexDB:
         self.close()
         try:
             for path in self._files():
-                self._storage.unlink(path, missing_ok=True)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    # Something made a directory where the database goes: moved
+                    # aside (nothing in it is deleted), so recall works again.
+                    aside = f"{path}.displaced-{time.time_ns()}"
+                    self._storage.rename_noreplace(path, aside)
+                    self.displaced.append(aside)
+                else:
+                    self._storage.unlink(path, missing_ok=True)
         except StorageError as exc:
             raise RecallError(f"cannot remove the recall database: {exc}") from exc
         conn = self._connect()

@@ -281,7 +281,10 @@ class RecallIndex:
 
     # --- sync -----------------------------------------------------------------------
     def _rebuild(self, reason: str) -> None:
+        moved = len(self._db.displaced)
         self._db.create(reason)
+        for aside in self._db.displaced[moved:]:
+            log.warning("recall: a directory stood where the database goes; moved to %s", aside)
         full_sync(self._db, current_sig(self._layout), fresh=True)
 
     def _sync(self) -> None:

@@ -845,3 +845,19 @@ def test_reopen_and_repeated_sync_change_nothing(sample: SessionFiles, index: Re
     assert index.search("staging") == before
     assert index.stats().rebuilds == 1
     assert index.stats().chunks_indexed == 3
+
+
+def test_directory_where_the_database_goes_is_moved_aside(sample: SessionFiles, config: Config) -> None:
+    # [Reliability] finding 9: this failed every recall forever ("cannot remove the recall database").
+    db = sample.layout.recall_db
+    db.mkdir()
+    (db / "keep.txt").write_text("someone's file")
+    idx = RecallIndex(sample.layout, config)
+    try:
+        assert ids(idx.search("staging")) == ["c2"]
+        assert idx.last_rebuild_reason == "corrupt"
+        (aside,) = [p for p in db.parent.iterdir() if p.name.startswith("recall.sqlite3.displaced-")]
+        assert (aside / "keep.txt").read_text() == "someone's file"
+        assert db.is_file()
+    finally:
+        idx.close()
