@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -339,6 +340,11 @@ class SessionStore:
         except CorruptionError as exc:
             log.error("chunk index corrupt (%s); rebuilding from chunk files", exc)
             unrecoverable.append(f"index.yaml was corrupt and was rebuilt from chunk files: {exc}")
+            if lay.index.is_dir() and not lay.index.is_symlink():
+                # A directory where index.yaml goes: moved aside (nothing deleted) so the rebuilt index can be written.
+                aside = lay.index.with_name(f"index.yaml.displaced-{time.time_ns()}")
+                st.rename_noreplace(lay.index, aside)
+                unrecoverable.append(f"a directory stood where index.yaml goes; moved to {aside.name}")
             index, entries = self._rebuild_index(unrecoverable)
             rebuilt = True
         verified: dict[str, cs.ChunkFile] = {}
