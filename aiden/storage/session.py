@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Final
 
 import msgspec
 
@@ -39,6 +40,8 @@ from aiden.storage.summary_md import (
 
 __all__ = ["CommitConflict", "RecoveryReport", "SessionStore", "Snapshot"]
 
+_STALE_TEMP_S: Final = 600.0
+"""A long-term temp file older than this (seconds) is a crash's leftover, not a write in flight."""
 log = logging.getLogger("aiden.storage")
 
 
@@ -317,6 +320,30 @@ class SessionStore:
         finally:
             self.compaction_lock.release()
 
+    def _remove_stale_long_term_temps(self) -> int:
+        """Temp files under ``long_term/`` left by a crash: removed once older than :data:`_STALE_TEMP_S`.
+
+        The session locks held here do not cover long-term writers (another
+        process may be mid-write), so only temp files too old to be in flight go.
+        """
+        now = time.time()
+        removed = 0
+        top = self.layout.long_term
+        try:
+            dirs = [top, *(Path(e.path) for e in os.scandir(top) if e.is_dir(follow_symlinks=False) and e.name != ".git")]
+        except FileNotFoundError:
+            return 0
+        for d in dirs:
+            for entry in os.scandir(d):
+                if (
+                    is_temp_name(entry.name)
+                    and entry.is_file(follow_symlinks=False)
+                    and now - entry.stat(follow_symlinks=False).st_mtime > _STALE_TEMP_S
+                ):
+                    self.storage.unlink(entry.path)
+                    removed += 1
+        return removed
+
     def _recover(self) -> RecoveryReport:
         st, lay = self.storage, self.layout
         unrecoverable: list[str] = []
@@ -330,6 +357,7 @@ class SessionStore:
                 if is_temp_name(name):
                     st.unlink(d / name)
                     temps += 1
+        temps += self._remove_stale_long_term_temps()
         # 1. the index, rebuilt from chunk headers when it is corrupt
         rebuilt = False
         entries: list[cs.ChunkEntry]
