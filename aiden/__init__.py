@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from aiden import sync
 from aiden._lazy import lazy_exports
 from aiden.config import Config, config_from_mapping, load_config
 from aiden.errors import (
@@ -42,6 +43,7 @@ from aiden.errors import (
 from aiden.events import EventType, SessionEvent
 from aiden.memory import Memory, MemoryStats
 from aiden.messages import CompactionOutcome
+from aiden.openai_format import events_from_message, events_from_response, usage_numbers
 from aiden.recall.embedding import Embedder, LiteLLMEmbedder
 from aiden.recall.types import RecallContext, RecallHit, RecallStats
 from aiden.runtime import open_memory
@@ -54,6 +56,7 @@ from aiden.summarizers.protocol import (
     SummaryRequest,
     SummaryResult,
 )
+from aiden.sync import SyncMemory
 
 if TYPE_CHECKING:
     from aiden.recall.minilm import LocalMiniLMEmbedder
@@ -99,9 +102,14 @@ __all__ = [
     "SummarizerUnavailable",
     "SummaryRequest",
     "SummaryResult",
+    "SyncMemory",
     "config_from_mapping",
+    "events_from_message",
+    "events_from_response",
     "load_config",
     "open_memory",
+    "sync",
+    "usage_numbers",
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -47,6 +47,7 @@ from aiden.messages import (
     WriterInbox,
     WriterOutbox,
 )
+from aiden.openai_format import events_from_message, events_from_response, resolve_usage
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
 from aiden.prompt import PromptBuild, PromptLayers
@@ -237,6 +238,24 @@ class Memory:
                 self._turn_tool_tokens += estimate_tokens(e.content, self._profile)
         return [msgspec.structs.replace(e, seq=s) for e, s in zip(prepared, seqs, strict=True)]
 
+    async def append_message(self, message: Mapping[str, Any] | object) -> list[SessionEvent]:
+        """Append one chat-completions message (dict or litellm/OpenAI object) as its aiden events.
+
+        An assistant message with ``tool_calls`` gives one ``tool_call`` event per
+        call; see :func:`aiden.openai_format.events_from_message` for every role.
+        A bad shape raises :class:`InvalidEventError` and appends nothing.
+        """
+        return await self.append_many(events_from_message(message))
+
+    async def append_response(self, response: object) -> list[SessionEvent]:
+        """Append the first choice's message of a chat-completions response (``litellm.ModelResponse`` or dict).
+
+        Usage is not recorded here: call ``record_usage(usage=response.usage)``
+        after each model call. For the run's final answer call
+        ``commit_run(message.content)`` instead, which ends the run.
+        """
+        return await self.append_many(events_from_response(response))
+
     async def flush(self) -> None:
         """Wait until everything appended before this call is committed."""
         self._check_open()
@@ -266,6 +285,7 @@ class Memory:
     async def record_usage(
         self,
         *,
+        usage: Mapping[str, Any] | object | None = None,
         prompt_tokens: int | None = None,
         completion_tokens: int | None = None,
         cached_tokens: int | None = None,
@@ -274,8 +294,18 @@ class Memory:
         run_ended: bool = False,
         model: str | None = None,
     ) -> None:
-        """Report provider usage of one model call (and/or the end of a run) to the trigger."""
+        """Report provider usage of one model call (and/or the end of a run) to the trigger.
+
+        The one place for usage: ``await memory.record_usage(usage=response.usage)``
+        after each model call, with the OpenAI/litellm usage object or dict as
+        returned (prompt, completion and cached prompt tokens are read from it, see
+        :func:`aiden.openai_format.usage_numbers`); ``commit_run`` then needs no
+        token numbers. ``usage`` and explicit token numbers together are a TypeError.
+        """
         self._check_open()
+        prompt_tokens, completion_tokens, cached_tokens = resolve_usage(
+            usage, prompt_tokens, completion_tokens, cached_tokens
+        )
         await self._scheduler.cast(
             RecordUsage(
                 prompt_tokens=prompt_tokens,
@@ -380,7 +410,11 @@ class Memory:
         return await self._runs.begin_run(user_input, **kwargs)
 
     async def commit_run(self, assistant_output: str, **kwargs: Any) -> SessionEvent:
-        """End a run; see :meth:`aiden.lifecycle.Lifecycle.commit_run`."""
+        """End a run; see :meth:`aiden.lifecycle.Lifecycle.commit_run`.
+
+        Usage reported with ``record_usage(usage=...)`` after each call of the run is
+        already counted: pass no token numbers here then.
+        """
         self._check_open()
         return await self._runs.commit_run(assistant_output, **kwargs)
 

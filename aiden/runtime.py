@@ -8,9 +8,12 @@ already queued is committed) before stopping the other actors.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import TracebackType
+from typing import Generic, NoReturn, ParamSpec, TypeVar
 
 import anyio
 
@@ -46,6 +49,47 @@ __all__ = ["open_memory"]
 # Small inboxes: the scheduler and summarizer see a handful of messages per turn.
 _CONTROL_QUEUE = 64
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+_SYNC_WITH = (
+    "aiden.open_memory() is an async context manager: use `async with aiden.open_memory(...) as memory:` "
+    "inside a coroutine, or `with aiden.sync.open_memory(...) as memory:` from synchronous code"
+)
+
+
+class _AsyncOnly(Generic[_T]):
+    """An async context manager whose sync ``with`` fails with a TypeError saying what to use."""
+
+    def __init__(self, cm: AbstractAsyncContextManager[_T]) -> None:
+        self._cm = cm
+
+    async def __aenter__(self) -> _T:
+        return await self._cm.__aenter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        return await self._cm.__aexit__(exc_type, exc, tb)
+
+    def __enter__(self) -> NoReturn:
+        raise TypeError(_SYNC_WITH)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+
+def _async_only(func: Callable[_P, AbstractAsyncContextManager[_T]]) -> Callable[_P, _AsyncOnly[_T]]:
+    @functools.wraps(func)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _AsyncOnly[_T]:
+        return _AsyncOnly(func(*args, **kwargs))
+
+    return wrapper
+
+
+@_async_only
 
 @asynccontextmanager
 async def open_memory(
@@ -69,6 +113,9 @@ async def open_memory(
     every compacted event is embedded beside the FTS index and searches fuse
     BM25 with vector similarity; off by default. ``storage`` and
     ``store_factory`` are seams for fault-injection tests.
+
+    Use it with ``async with``; a plain ``with`` raises a TypeError pointing to
+    :func:`aiden.sync.open_memory`, the blocking facade for synchronous loops.
     """
     config = config or Config()
     storage = storage or Storage()
