@@ -6,11 +6,15 @@ reaches for the network). Importing this module imports no litellm;
 :class:`ModelResolver` reads litellm's bundled model map without importing it.
 
 litellm is asyncio-only, while aiden runs on any anyio backend (trio
-included). Every litellm call therefore runs on one long-lived asyncio loop in
-a daemon thread; the caller awaits it from its own loop, and cancelling the
-caller cancels the litellm call. One loop for the whole process also keeps
-litellm's per-loop state (HTTP client pools, its logging worker) valid for
-every call.
+included). On asyncio, litellm runs on the caller's own loop: litellm keeps
+per-loop state for the whole process (its logging worker's queue and task,
+HTTP client pools), and the application's own litellm calls run on that loop
+too. A second loop would make the two take turns rebinding that state: each
+switch orphans the other loop's logging-worker task ("Task was destroyed but
+it is pending!") or carries its queued callbacks across ("LoggingWorker:
+event loop changed"). On any other backend (trio), where no asyncio loop
+runs, every litellm call runs on one long-lived asyncio loop in a daemon
+thread. Either way cancelling the caller cancels the litellm call.
 """
 
 from __future__ import annotations
@@ -287,25 +291,26 @@ def _import_litellm() -> _Litellm:
 
 
 def _warm_up(module: Any) -> None:
-    """Make one offline mock completion on the litellm loop.
+    """Make one offline, synchronous mock completion in this (import) thread.
 
     litellm imports some forty more modules on its first completion, and
     pydantic emits UserWarnings ("... using the `ReadOnly` qualifier") while
     building their schemas; doing that here, under the warning filter above,
     keeps it out of the first real call. ``no-log`` keeps the mock call out of
-    any logging callbacks the application configured.
+    any logging callbacks the application configured. The call is synchronous
+    and runs on no event loop: an ``acompletion`` on a loop of aiden's would
+    bind litellm's process-wide logging worker to that loop and queue a log
+    callback there, which the application's first own call on its loop would
+    then carry over ("LoggingWorker: event loop changed").
     """
     try:
-        loop = _loop_thread.get_loop()
-        warm_up = functools.partial(
-            module.acompletion,
+        module.completion(
             model="openai/aiden-warm-up",
             messages=[{"role": "user", "content": "warm-up"}],
             mock_response="ok",
             num_retries=0,
             **{"no-log": True},
         )
-        _submit(warm_up, loop).result(timeout=60)
     except Exception:  # best effort: a failed warm-up only means a noisier first call
         pass
 
@@ -316,7 +321,7 @@ def _warm_up(module: Any) -> None:
 
 
 class _LoopThread:
-    """One asyncio event loop in a daemon thread, shared by every litellm call of the process."""
+    """One asyncio event loop in a daemon thread, shared by the litellm calls made off asyncio (trio)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -374,11 +379,17 @@ class _LoopThread:
             loop.close()
 
     async def run(self, factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        """Run ``factory()`` on the loop thread and await its result from the caller's loop.
+        """Run ``factory()`` on the caller's asyncio loop, or else on the loop thread, and await it.
 
         Cancelling the caller cancels the asyncio task (its HTTP request is
         aborted); the cancellation is then re-raised unchanged.
         """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on asyncio (trio): litellm needs a loop of its own
+            pass
+        else:
+            return await _run_on(loop, factory)
         future = _submit(factory, self.get_loop())
         try:
             # Waiting in a worker thread keeps this backend-neutral (trio too).
@@ -392,6 +403,39 @@ class _LoopThread:
 
 
 _loop_thread = _LoopThread()
+
+# Tasks abandoned by a cancelled caller, kept referenced until they finish
+# cancelling (the event loop holds its tasks only weakly).
+_abandoned: set[asyncio.Task[Any]] = set()
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    _abandoned.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: an error after the caller left is not reported as "never retrieved"
+
+
+async def _run_on(loop: asyncio.AbstractEventLoop, factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Await ``factory()`` as its own task on ``loop``, the caller's (the same contract as the loop thread).
+
+    A task of its own, rather than a plain ``await``, tells the two
+    cancellations apart as the loop thread does: the caller's (deadline,
+    cancel scope) cancels the litellm task and is re-raised unchanged; a
+    cancellation from inside litellm is a :class:`SummarizerError`, not a
+    cancellation of the caller's scope.
+    """
+    task = loop.create_task(factory())
+    try:
+        await asyncio.wait((task,))
+    except BaseException:
+        if not task.done():
+            _abandoned.add(task)
+            task.add_done_callback(_retrieve)
+            task.cancel()
+        raise
+    if task.cancelled():
+        raise SummarizerError("summarizer call was cancelled by the provider client")
+    return task.result()
 
 
 def _submit(
