@@ -1,22 +1,39 @@
-"""The ``aiden`` command: ``aiden demo`` runs the main job on the embedded default."""
+"""The ``aiden`` command.
+
+``aiden demo`` runs the main job on the embedded default; ``inspect``,
+``export``, ``recall`` and ``doctor`` are read-only views of an existing
+memory root (they never open the memory, take a lock or write under it).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import anyio
 
 __all__ = ["main"]
 
+EXIT_USAGE = 2
+"""Exit code for a bad argument: a missing root, a root the demo must not touch."""
+
 
 def _demo(args: argparse.Namespace) -> int:
     from aiden.demo import run_demo
+    from aiden.readonly import has_memory
     from aiden.summarizers.protocol import Summarizer
 
+    if args.root and has_memory(args.root):
+        print(
+            f"aiden demo: {args.root!r} already holds a memory (non-empty memory/); the demo would append "
+            "its fictional session to it. Pass a new or empty directory, or omit --root.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     summarizer: Summarizer | None = None
     model = args.model or os.environ.get("AIDEN_MODEL")
     if model:
@@ -29,23 +46,137 @@ def _demo(args: argparse.Namespace) -> int:
     root = args.root or tempfile.mkdtemp(prefix="aiden-demo-")
     print(f"memory root: {root}\n")
     result = anyio.run(lambda: run_demo(root, turns=args.turns, seed=args.seed, summarizer=summarizer))
-    print(f"\nreplayed {result.turns} turns; {result.stats.compactions} compactions; files under {root}/memory")
+    stats = result.stats
+    print(f"\nreplayed {result.turns} turns; {stats.compactions} compactions; files under {root}/memory")
+    if stats.summarizer_calls and stats.summarizer_failures >= stats.summarizer_calls:
+        print(
+            f"aiden demo: the summarizer failed all {stats.summarizer_calls} calls (check the model name and its API key)",
+            file=sys.stderr,
+        )
+        return 1
+    if stats.compactions == 0:
+        print("aiden demo: no compaction happened (try more --turns)", file=sys.stderr)
+        return 1
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``aiden`` command and ``python -m aiden``."""
+def _inspect(args: argparse.Namespace) -> int:
+    from aiden.readonly import inspect_root
+
+    info = inspect_root(args.root)
+    if args.json:
+        print(json.dumps(info, indent=2, ensure_ascii=False))
+        return 0
+    hot, chunks = info["hot_window"], info["chunks"]
+    print(f"root: {info['root']}")
+    span = f" (seq {hot['first_seq']}..{hot['last_seq']})" if hot["events"] else ""
+    print(f"hot window: {hot['events']} events{span}")
+    cspan = f" (seq {chunks['first_seq']}..{chunks['last_seq']})" if chunks["count"] else ""
+    print(f"chunks: {chunks['count']} ({chunks['events']} events, {chunks['segments']} segments){cspan}")
+    print(f"summary.md: {info['summary_md_bytes']} bytes")
+    print(f"long-term entries: {info['long_term_entries']}")
+    print("last recovery: not stored")
+    print("files:")
+    for name, size in info["files"].items():
+        print(f"  {size:>10}  {name}")
+    for problem in info["problems"]:
+        print(f"problem: {problem}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from aiden.readonly import export_lines
+
+    lines = list(export_lines(args.root, args.format))  # all read (and verified) before any output
+    for line in lines:
+        sys.stdout.write(line + "\n")
+    return 0
+
+
+def _recall(args: argparse.Namespace) -> int:
+    from aiden.readonly import recall
+    from aiden.recall.render import encode_hits
+
+    hits = recall(args.root, args.query, k=args.k)
+    if args.json:
+        print(encode_hits(hits))
+        return 0
+    if not hits:
+        print("no results")
+    for hit in hits:
+        where = f"seq {hit.first_seq}" if hit.kind == "event" else f"summary seq {hit.first_seq}..{hit.last_seq}"
+        text = " ".join(hit.text.split())
+        print(f"[{hit.score:.3f}] {hit.chunk_id} {where}: {text[:300]}{'…' if len(text) > 300 else ''}")
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from aiden.readonly import doctor
+
+    problems = doctor(args.root)
+    for problem in problems:
+        print(problem)
+    if problems:
+        return 1
+    print("ok")
+    return 0
+
+
+def _version() -> str:
+    from aiden import __version__
+
+    return f"aiden {__version__}"
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aiden", description="Session memory compaction for LLM agents.")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="replay a generated coding-agent session through aiden")
-    demo.add_argument("--root", help="memory root (default: a new temp dir)")
+    demo.add_argument("--root", help="memory root, new or empty (default: a new temp dir)")
     demo.add_argument("--turns", type=int, default=40)
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--model", help="litellm model name for LLM summaries (default: embedded summarizer)")
     demo.set_defaults(func=_demo)
-    args = parser.parse_args(argv)
-    code: int = args.func(args)
-    return code
+
+    inspect = sub.add_parser("inspect", help="what a memory root holds (read-only)")
+    inspect.add_argument("root")
+    inspect.add_argument("--json", action="store_true", help="machine-readable output")
+    inspect.set_defaults(func=_inspect)
+
+    export = sub.add_parser("export", help="every stored event in seq order on stdout (read-only)")
+    export.add_argument("root")
+    export.add_argument("--format", choices=("jsonl", "openai"), default="jsonl")
+    export.set_defaults(func=_export)
+
+    rec = sub.add_parser("recall", help="search the compacted history (read-only)")
+    rec.add_argument("root")
+    rec.add_argument("query")
+    rec.add_argument("-k", type=int, default=None, help="at most this many results")
+    rec.add_argument("--json", action="store_true", help="the recall tool's JSON answer")
+    rec.set_defaults(func=_recall)
+
+    doc = sub.add_parser("doctor", help="verify checksums and files; exit 1 on any problem (read-only)")
+    doc.add_argument("root")
+    doc.set_defaults(func=_doctor)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``aiden`` command and ``python -m aiden``."""
+    from aiden.errors import AidenError
+    from aiden.readonly import RootError
+
+    args = _parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except RootError as exc:
+        print(f"aiden {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (AidenError, OSError, ValueError) as exc:
+        print(f"aiden {args.command}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
