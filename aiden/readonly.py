@@ -220,18 +220,27 @@ def doctor(root: str | os.PathLike[str]) -> list[str]:
     entries.extend(index.chunks)
     listed = set()
     previous = 0
+    seqs: list[int] = []
+    clean = not problems
     for entry in entries:
         listed.add(entry.chunk_id)
         if entry.first_seq <= previous:
             problems.append(f"index.yaml: chunk {entry.chunk_id} overlaps the chunk before it")
         previous = entry.last_seq
         try:
-            cs.read_chunk(layout, entry.chunk_id, expect_sha256=entry.sha256)
+            seqs.extend(e.seq for e in cs.read_chunk(layout, entry.chunk_id, expect_sha256=entry.sha256).events)
         except AidenError as exc:
             problems.append(str(exc))
+            clean = False
     for chunk_id in cs.list_chunk_files(layout):
         if chunk_id not in listed:
             problems.append(f"chunk file {chunk_id}.jsonl is not in index.yaml (orphan)")
     problems.extend(check_events(layout))
-    return problems
+    seqs.extend(e.seq for e in _hot(layout, index, entries))
+    if clean and seqs:
+        missing = sorted(set(range(1, max(seqs) + 1)) - set(seqs))
+        if missing:
+            shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
+            problems.append(f"{len(missing)} seqs stored nowhere (chunks or hot window): {shown}")
+    return [" ".join(p.split()) for p in problems]  # one line each
 

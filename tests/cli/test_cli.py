@@ -335,3 +335,39 @@ def test_the_read_only_guard_refuses_a_writer(read_only: Path) -> None:
 
     with pytest.raises(Exception):  # noqa: B017 - whatever open_memory raises, it must not succeed
         anyio.run(open_it)
+
+
+def test_doctor_finds_an_invalid_index_and_an_orphan_chunk(
+    memory_root: tuple[Path, list[SessionEvent]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = memory_root[0]
+    layout = Layout(root)
+    layout.index.write_bytes(b"chunks: [unclosed\n")
+    assert main(["doctor", str(root)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("index.yaml invalid: ")
+    assert lines[1].startswith("chunk file chunk_") and lines[1].endswith(".jsonl is not in index.yaml (orphan)")
+    assert len(lines) == 2
+
+
+def test_doctor_finds_events_stored_nowhere(
+    memory_root: tuple[Path, list[SessionEvent]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, stored = memory_root
+    events = Layout(root).events
+    lines = events.read_bytes().splitlines(keepends=True)
+    lost = decode_event(lines[-2]).seq
+    events.write_bytes(b"".join(lines[:-2] + lines[-1:]))
+    assert main(["doctor", str(root)]) == 1
+    assert capsys.readouterr().out == f"1 seqs stored nowhere (chunks or hot window): {lost}\n"
+    assert lost == len(stored) - 1
+
+
+def test_a_missing_root_gives_no_traceback_from_the_command(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "aiden", "inspect", str(tmp_path / "nowhere")], capture_output=True, text=True, env=ENV, timeout=120
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    assert "does not exist" in proc.stderr
