@@ -433,10 +433,14 @@ class Memory:
         """True between ``begin_run`` and ``commit_run``."""
         return self._runs.run_active
 
-    async def before_session_end(self, reason: str) -> None:
-        """Write the durable session summary (seed 004) before the active session closes."""
+    async def before_session_end(self, reason: str, *, summarizer_timeout_s: float | None = None) -> None:
+        """Write the durable session summary (seed 004) before the active session closes.
+
+        ``summarizer_timeout_s`` bounds the summarizer call (default: the configured
+        deadline); past it the extractive fallback writes the summary.
+        """
         if self._long_term is not None:
-            await self._long_term.session_ended(self.hot_window, reason)
+            await self._long_term.session_ended(self.hot_window, reason, summarizer_timeout_s=summarizer_timeout_s)
 
     async def session_started(self) -> None:
         """Reload the long-term prompt layer after a rotation."""

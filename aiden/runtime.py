@@ -237,7 +237,9 @@ async def open_memory(
             finally:
                 with anyio.CancelScope(shield=True):
                     if config.session_summary_on_close:
-                        await memory.before_session_end("completion")
+                        # The caller is done: a hung summarizer gets close_timeout_s, not its
+                        # whole deadline, before the extractive fallback writes the summary.
+                        await memory.before_session_end("completion", summarizer_timeout_s=config.close_timeout_s)
                     memory._closed = True
                     # Drain: everything queued before close is committed and acknowledged.
                     await writer_client.aclose()

@@ -110,15 +110,26 @@ class LongTermServices:
             lambda: self.history.append(entry.summary, session_key=session_key, now=time.time())
         )
 
-    async def session_ended(self, hot_window: Callable[[], Awaitable[list[SessionEvent]]], reason: str) -> SummaryWrite | None:
-        """Write the dated session summary; shielded so a cancelled caller cannot tear it."""
+    async def session_ended(
+        self,
+        hot_window: Callable[[], Awaitable[list[SessionEvent]]],
+        reason: str,
+        *,
+        summarizer_timeout_s: float | None = None,
+    ) -> SummaryWrite | None:
+        """Write the dated session summary; shielded so a cancelled caller cannot tear it.
+
+        ``summarizer_timeout_s`` bounds the summarizer call (then the extractive fallback).
+        """
         with anyio.CancelScope(shield=True):
             events = await hot_window()
             running = await anyio.to_thread.run_sync(read_bytes, self.writer.running_path)
             if not events and not running:
                 return None
             try:
-                return await self.writer.write_session_summary(events, now=time.time(), reason=reason)
+                return await self.writer.write_session_summary(
+                    events, now=time.time(), reason=reason, summarizer_timeout_s=summarizer_timeout_s
+                )
             except AidenError as exc:
                 log.error("session summary (%s) failed: %s", reason, exc)
                 return None

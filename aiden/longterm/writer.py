@@ -99,15 +99,21 @@ class SessionSummaryWriter:
         """``session/running_summary.md``."""
         return running_summary_path(self._layout)
 
-    async def extract(self, events: Sequence[SessionEvent]) -> tuple[SessionSummary, bool]:
-        """(summary of ``events``, degraded). Raises only if the summarizer fails and fallback is off."""
+    async def extract(
+        self, events: Sequence[SessionEvent], *, summarizer_timeout_s: float | None = None
+    ) -> tuple[SessionSummary, bool]:
+        """(summary of ``events``, degraded). Raises only if the summarizer fails and fallback is off.
+
+        ``summarizer_timeout_s`` (default: the configured deadline) bounds the summarizer call.
+        """
         if not events:
             return SessionSummary(), False
         request = SummaryRequest(
             purpose="session_summary", events=tuple(events), max_tokens=self._config.chunk_summary_tokens()
         )
         try:
-            with anyio.fail_after(self._config.summarizer_timeout_s):
+            deadline = self._config.summarizer_timeout_s if summarizer_timeout_s is None else summarizer_timeout_s
+            with anyio.fail_after(deadline):
                 result = await self._summarizer.summarize(request)
             degraded = False
         except (SummarizerError, TimeoutError) as exc:
@@ -151,7 +157,12 @@ class SessionSummaryWriter:
             return merged
 
     async def write_session_summary(
-        self, events: Sequence[SessionEvent], *, now: float, reason: str = "completion"
+        self,
+        events: Sequence[SessionEvent],
+        *,
+        now: float,
+        reason: str = "completion",
+        summarizer_timeout_s: float | None = None,
     ) -> SummaryWrite:
         """At session end: running summary + extraction of ``events`` (the hot window) -> dated file.
 
@@ -161,7 +172,7 @@ class SessionSummaryWriter:
         """
         async with self._lock:
             current = await anyio.to_thread.run_sync(self._read_running)
-            found, degraded = await self.extract(events)
+            found, degraded = await self.extract(events, summarizer_timeout_s=summarizer_timeout_s)
             stamp = int(now)
             base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
             merged = merge_summaries(base, found, max_items=self._max_items)
