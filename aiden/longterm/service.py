@@ -68,7 +68,16 @@ class LongTermServices:
         return self._dream
 
     async def start(self, tg: TaskGroup, idle_target: IdleTarget) -> None:
-        """Start the profile debouncer, AutoCompact and the Dream schedule in ``tg``."""
+        """Bring ``profile.md`` up to date, then start the profile debouncer, AutoCompact and the Dream schedule in ``tg``."""
+        # A memory saved just before the last process exited may have missed the
+        # debounced rebuild; the profile is rewritten here only if it changed.
+        try:
+            now = time.time()
+            # Not for a store that never held a memory: an empty profile would only add a heading to every prompt.
+            if self.store.profile_path.exists() or await self.store.entries(now=now):
+                await self.store.rebuild_profile(now=now)
+        except AidenError as exc:
+            log.error("profile rebuild at open failed: %s", exc)
         await tg.start(run_profile_debouncer, self.store, self._dirty_recv, _PROFILE_DEBOUNCE_S)
         if self.config.idle_compact_after_minutes > 0:
             compactor = AutoCompactor(idle_target, self.config.idle_compact_after_minutes)
