@@ -1,0 +1,253 @@
+"""AidenSession against the real OpenAI Agents SDK: protocol, exact round trips, retraction, rotation, compaction."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+agents = pytest.importorskip("agents")
+
+import aiden  # noqa: E402
+from aiden.adapters.openai_agents import SUMMARY_HEADER, AidenSession, event_from_item, item_from_event  # noqa: E402
+from aiden.testing import FakeLLMServer  # noqa: E402
+from tests.helpers import SMALL_MANUAL, all_events  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.anyio
+FAST = aiden.Config(durability="none")
+
+ITEMS: list[dict[str, Any]] = [
+    {"role": "user", "content": "why is billing flaky?"},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "see the log"},
+                                                    {"type": "input_image", "image_url": "https://x/y.png",
+                                                     "detail": "auto"}]},
+    {"role": "developer", "content": "be brief"},
+    {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "check the timezone"}]},
+    {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "run", "arguments": '{"cmd": "pytest"}',
+     "status": "completed"},
+    {"type": "function_call_output", "call_id": "call_1", "output": "1 failed: tz"},
+    {"type": "custom_tool_call", "call_id": "call_2", "name": "patch", "input": "*** Begin Patch"},
+    {"type": "custom_tool_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "applied"}]},
+    {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "tz"}},
+    {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+     "content": [{"type": "output_text", "text": "Fixed: UTC everywhere.", "annotations": []}]},
+    {"type": "item_reference", "id": "msg_0"},
+]
+# (type, role, content, tool_call_id, tool_name, tool_args) of each item's event.
+EXPECTED = [
+    ("user_input", "user", "why is billing flaky?", None, None, None),
+    ("user_input", "user", "see the log\n[image]", None, None, None),
+    ("system_event", "developer", "be brief", None, None, None),
+    ("assistant_output", "assistant", "check the timezone", None, None, None),
+    ("tool_call", "assistant", "", "call_1", "run", '{"cmd": "pytest"}'),
+    ("tool_result", "tool", "1 failed: tz", "call_1", None, None),
+    ("tool_call", "assistant", "", "call_2", "patch", "*** Begin Patch"),
+    ("tool_result", "tool", "applied", "call_2", None, None),
+    ("tool_call", "assistant", "", "ws_1", "web_search_call", '{"action": {"query": "tz", "type": "search"}}'),
+    ("assistant_output", "assistant", "Fixed: UTC everywhere.", None, None, None),
+    ("system_event", None, "", None, None, None),
+]
+
+
+def _shape(event: aiden.SessionEvent) -> tuple[Any, ...]:
+    return (event.type, event.role, event.content, event.tool_call_id, event.tool_name, event.tool_args)
+
+
+def turn(n: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"question {n}: what about module{n}.py and its config file?"},
+            {"id": f"msg_{n}", "type": "message", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": f"answer {n}: module{n}.py reads settings.", "annotations": []}]}]
+
+
+async def test_satisfies_the_sdk_session_protocol(tmp_path: Path) -> None:
+    from agents.memory import Session
+
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        session = AidenSession(memory, session_id="s1")
+        assert isinstance(session, Session)
+        assert session.session_id == "s1"
+        assert session.session_settings is None
+        assert await session.get_items() == []
+        assert await session.pop_item() is None
+
+
+async def test_each_item_kind_round_trips_exactly(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        session = AidenSession(memory, session_id="s1")
+        await session.add_items([dict(i) for i in ITEMS])
+        assert await session.get_items() == ITEMS
+        hot = await memory.hot_window()
+        assert [_shape(e) for e in hot] == EXPECTED
+        assert [e.meta["agents_session"] for e in hot] == ["s1"] * len(ITEMS)
+        # A string text is stored once: in the event, not again in meta.
+        assert hot[0].meta["agents_item"] == {"role": "user"}
+        assert hot[4].meta["agents_slots"] == {"tool_args": "arguments"}
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:  # from disk, after reopening
+        assert await AidenSession(memory).get_items() == ITEMS
+
+
+def test_events_without_an_item_map_to_equivalent_items() -> None:
+    events = [
+        aiden.SessionEvent(type="user_input", content="hi"),
+        aiden.SessionEvent(type="tool_call", tool_call_id="c1", tool_name="run", tool_args="{}"),
+        aiden.SessionEvent(type="tool_result", tool_call_id="c1", content="ok"),
+        aiden.SessionEvent(type="tool_result", content="loose"),
+        aiden.SessionEvent(type="assistant_output", content="done"),
+        aiden.SessionEvent(type="system_event", content="note"),
+    ]
+    assert [item_from_event(e) for e in events] == [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "run", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        {"role": "system", "content": "Tool result:\nloose"},
+        {"role": "assistant", "content": "done"},
+        {"role": "system", "content": "note"},
+    ]
+    with pytest.raises(aiden.InvalidEventError):
+        event_from_item(["not", "an", "item"])
+    with pytest.raises(aiden.InvalidEventError):
+        event_from_item({"role": "user", "content": float("nan")})
+
+
+async def test_add_items_is_all_or_nothing(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        session = AidenSession(memory)
+        with pytest.raises(aiden.InvalidEventError):
+            await session.add_items([{"role": "user", "content": "ok"}, {"role": "user", "content": {1, 2}}])  # type: ignore[list-item]
+        assert await memory.hot_window() == []
+        await session.add_items([])
+        assert await memory.hot_window() == []
+
+
+async def test_limit_gives_the_latest_items(tmp_path: Path) -> None:
+    from agents.memory import SessionSettings
+
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        session = AidenSession(memory)
+        await session.add_items([dict(i) for i in ITEMS])
+        assert await session.get_items(limit=3) == ITEMS[-3:]
+        assert await session.get_items(limit=1) == ITEMS[-1:]
+        assert await session.get_items(limit=100) == ITEMS
+        assert await session.get_items(limit=0) == []
+        assert await session.get_items(limit=-1) == ITEMS
+        limited = AidenSession(memory, session_settings=SessionSettings(limit=2))
+        assert await limited.get_items() == ITEMS[-2:]
+        assert await limited.get_items(limit=4) == ITEMS[-4:]
+
+
+async def test_pop_item_appends_a_retraction_and_hides_the_item(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        session = AidenSession(memory)
+        items = [*turn(1), {"role": "user", "content": "oops, wrong question"}]
+        await session.add_items([dict(i) for i in items])
+        assert await session.pop_item() == items[2]
+        hot = await memory.hot_window()
+        assert [e.seq for e in hot] == [1, 2, 3, 4]  # append-only: the popped event is still there
+        assert (hot[3].type, hot[3].meta["agents_retract"]) == ("system_event", 3)
+        assert hot[2].content == "oops, wrong question"
+        assert await session.get_items() == items[:2]
+        assert await session.full_history() == items[:2]
+        assert await session.pop_item() == items[1]
+        assert await session.pop_item() == items[0]
+        assert await session.pop_item() is None
+        assert await session.get_items() == []
+        assert len(await memory.hot_window()) == 6
+        # Memory.build_messages knows no retractions: it shows the event, then the retraction note.
+        prompt = await memory.build_messages()
+        assert prompt.messages[2:4] == [
+            {"role": "user", "content": "oops, wrong question"},
+            {"role": "system", "content": "[retracted: the user_input event 3 was withdrawn from the conversation]"},
+        ]
+
+
+async def test_clear_session_rotates_and_keeps_the_archive(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        session = AidenSession(memory)
+        await session.add_items(turn(1))
+        await session.clear_session()
+        assert await session.get_items() == []
+        assert await memory.hot_window() == []
+        await session.add_items(turn(2))
+        assert await session.get_items() == turn(2)
+    archives = list((tmp_path / "memory" / "session_archive").iterdir())
+    assert len(archives) == 1
+    archived = (archives[0] / "events.jsonl").read_text()
+    assert "question 1: what about module1.py" in archived
+    assert "answer 1: module1.py reads settings." in archived
+
+
+async def test_get_items_after_compaction_is_summary_then_hot_window(tmp_path: Path) -> None:
+    items = [i for n in range(1, 9) for i in turn(n)]
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+        session = AidenSession(memory)
+        await session.add_items([dict(i) for i in items])
+        outcome = await memory.maintain(manual=True)
+        assert outcome.compacted
+        hot = await memory.hot_window()
+        chunked, _ = all_events(tmp_path)
+        assert len(chunked) + len(hot) == len(items)
+        assert 0 < len(hot) < len(items)
+        view = await session.get_items()
+        summary = (await memory.summary_md()).strip()
+        assert summary
+        assert view[0] == {"role": "system", "content": f"{SUMMARY_HEADER}\n\n{summary}"}
+        shown = [items[e.seq - 1] for e in hot]  # the hot window keeps the pinned root input
+        assert shown[0] == items[0]
+        assert shown[1:] == items[-(len(hot) - 1):]
+        assert view[1:] == shown
+        assert await session.get_items(limit=len(hot)) == shown
+        assert await session.get_items(limit=len(hot) + 1) == view
+        assert await session.full_history() == items
+        # Popping past the hot window reaches into the compacted chunks (still append-only).
+        compacted = sorted(e.seq for e in chunked)
+        for seq in [e.seq for e in hot][:0:-1] + compacted[::-1][:2]:
+            assert await session.pop_item() == items[seq - 1]
+        assert await session.get_items() == [view[0], items[0]]
+        assert await session.full_history() == [items[0], *(items[q - 1] for q in compacted[:-2])]
+        assert len(await memory.hot_window()) == len(hot) + len(hot) + 1
+        assert len(all_events(tmp_path)[0]) == len(chunked)
+
+
+def _load_example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("example_openai_agents_session",
+                                                  ROOT / "examples" / "openai_agents_session.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_example_runs_two_turns_against_a_local_server(tmp_path: Path) -> None:
+    example = _load_example()
+    with FakeLLMServer(responder=example.fake_responder) as server:
+        answers = await example.main(tmp_path, base_url=server.base_url)
+        requests = server.requests
+    fact = "the billing test is flaky because of a timezone bug"
+    assert answers == [f"Found it: {fact}", f"Earlier I said: Found it: {fact}"]
+    assert len(requests) == 3
+    second_turn = requests[2].body["messages"]
+    assert [m["role"] for m in second_turn] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert second_turn[1]["content"] == "Why is the billing test flaky?"
+    assert second_turn[3] == {"role": "tool", "tool_call_id": "call_1", "content": fact}
+    assert server.handler_errors == []
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        hot = await memory.hot_window()
+        assert [e.type for e in hot] == ["user_input", "tool_call", "tool_result", "assistant_output",
+                                         "user_input", "assistant_output"]
+        assert {e.meta["agents_session"] for e in hot} == {"example"}
+
+
+def test_importing_aiden_does_not_import_agents() -> None:
+    code = ("import sys, aiden, aiden.adapters, aiden.adapters.openai_agents; "
+            "print(json.dumps('agents' in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert json.loads(out.stdout) is False
