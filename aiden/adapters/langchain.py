@@ -1,0 +1,206 @@
+"""LangChain v1 ``AgentMiddleware``: aiden as the memory of a ``create_agent`` agent.
+
+The direct alternative to LangChain's ``SummarizationMiddleware``::
+
+    from langchain.agents import create_agent
+    from aiden.adapters.langchain import aiden_middleware
+
+    agent = create_agent(model, tools=[...], middleware=[aiden_middleware(memory)])
+    await agent.ainvoke({"messages": [{"role": "user", "content": "fix the test"}]})
+
+What the middleware does:
+
+* ``awrap_model_call``: every message of the request aiden has not logged yet is
+  appended (a human message starts a run with ``begin_run``; AI, tool and system
+  messages go through :meth:`aiden.Memory.append_message`), then the request's
+  messages are replaced by aiden's prompt (``build_messages``: system layers,
+  summary, hot window). The agent's system prompt becomes the ``role_identity``
+  layer unless ``layers`` are given. After the call the model's ``AIMessage`` is
+  logged (an answer without tool calls ends the run with ``commit_run``) and its
+  ``usage_metadata`` is reported with ``record_usage``.
+* ``awrap_tool_call``: aiden's ``recall_session_chunks`` is answered by
+  :meth:`aiden.Memory.handle_recall_tool` (the tool node's handler is not called);
+  any other tool runs as usual and its ``ToolMessage`` is logged as a ``tool_result``.
+* ``tools``: the recall tool as a LangChain ``StructuredTool``; ``create_agent``
+  offers middleware tools to the model by itself.
+
+Messages are logged once, by LangChain message id (ids are assigned where a
+message has none), and stored with ``event_id="langchain:<id>"`` so the writer's
+dedupe also holds across a restart. aiden holds the history: each turn only needs
+the new user message (no checkpointer is required). Only the async agent API
+(``ainvoke``/``astream``) is supported, as aiden's memory is async.
+
+LangChain is imported when :func:`aiden_middleware` is first called, never when
+``aiden`` or this module is imported. Types at the LangChain boundary are ``Any``
+(the middleware base class is generic over LangGraph state types).
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from aiden.openai_format import events_from_message
+from aiden.prompt import PromptLayers
+from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
+
+if TYPE_CHECKING:
+    from aiden.events import SessionEvent
+    from aiden.memory import Memory
+
+__all__ = ["EVENT_ID_PREFIX", "aiden_middleware", "middleware_class", "recall_tool", "usage_numbers"]
+
+EVENT_ID_PREFIX = "langchain:"
+"""Prefix of the ``event_id`` of every event logged from a LangChain message."""
+
+
+def usage_numbers(usage_metadata: Any) -> tuple[int | None, int | None, int | None]:
+    """``(prompt, completion, cached prompt)`` tokens of a LangChain ``UsageMetadata`` dict.
+
+    LangChain's ``input_tokens`` already includes cache reads
+    (``input_token_details.cache_read``); a missing number is None.
+    """
+    if not isinstance(usage_metadata, dict):
+        return None, None, None
+    details = usage_metadata.get("input_token_details")
+    cached = details.get("cache_read") if isinstance(details, dict) else None
+    return usage_metadata.get("input_tokens"), usage_metadata.get("output_tokens"), cached
+
+
+def recall_tool(memory: Memory) -> Any:
+    """aiden's ``recall_session_chunks`` as a LangChain ``StructuredTool`` answered by ``memory``."""
+    from langchain_core.tools import StructuredTool
+
+    async def recall(**arguments: Any) -> str:
+        return await memory.handle_recall_tool(arguments)
+
+    function = RECALL_TOOL["function"]
+    return StructuredTool.from_function(
+        coroutine=recall,
+        name=TOOL_NAME,
+        description=function["description"],
+        args_schema=function["parameters"],
+    )
+
+
+def _ensure_id(message: Any) -> str:
+    if not message.id:
+        message.id = f"aiden-{uuid.uuid4().hex}"
+    return str(message.id)
+
+
+def _with_ids(events: list[SessionEvent], message_id: str) -> list[SessionEvent]:
+    base = EVENT_ID_PREFIX + message_id
+    return [
+        msgspec.structs.replace(e, event_id=base if n == 0 else f"{base}:{n}") for n, e in enumerate(events)
+    ]
+
+
+@functools.cache
+def middleware_class() -> type[Any]:
+    """The ``AidenMiddleware`` class (an ``AgentMiddleware`` subclass), built on first use."""
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import (
+        AIMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+        convert_to_messages,
+        convert_to_openai_messages,
+    )
+
+    class AidenMiddleware(AgentMiddleware):
+        """aiden's prompt and log around every model and tool call of a LangChain agent."""
+
+        def __init__(self, memory: Memory, *, layers: PromptLayers | None = None) -> None:
+            super().__init__()
+            self.memory = memory
+            self.layers = layers
+            self.tools = [recall_tool(memory)]
+            self._logged: set[str] = set()
+
+        async def _log(self, message: Any) -> None:
+            """Append one LangChain message to aiden unless it was logged already."""
+            message_id = _ensure_id(message)
+            if message_id in self._logged:
+                return
+            self._logged.add(message_id)
+            if isinstance(message, HumanMessage):
+                await self.memory.begin_run(str(message.text), event_id=EVENT_ID_PREFIX + message_id)
+                return
+            openai_message = convert_to_openai_messages(message)
+            assert isinstance(openai_message, dict)
+            await self.memory.append_many(_with_ids(events_from_message(openai_message), message_id))
+
+        async def _log_answer(self, message: Any) -> None:
+            """Log the model's message: a final answer (no tool calls) ends the run."""
+            prompt, completion, cached = usage_numbers(message.usage_metadata)
+            if prompt is not None or completion is not None:
+                await self.memory.record_usage(
+                    prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached
+                )
+            if message.tool_calls or not self.memory.run_active:
+                await self._log(message)
+                return
+            message_id = _ensure_id(message)
+            self._logged.add(message_id)
+            await self.memory.commit_run(str(message.text), event_id=EVENT_ID_PREFIX + message_id)
+
+        def _layers_for(self, request: Any) -> PromptLayers:
+            if self.layers is not None:
+                return self.layers
+            system = request.system_prompt
+            return PromptLayers(role_identity=system) if system else PromptLayers()
+
+        async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+            """Log the new messages, send aiden's prompt instead of the state's, log the answer."""
+            for message in request.messages:
+                await self._log(message)
+            built = await self.memory.build_messages(self._layers_for(request))
+            prompt = list(built.messages)
+            system = None
+            if prompt and prompt[0].get("role") == "system":
+                system = SystemMessage(content=prompt.pop(0)["content"])
+            response = await handler(
+                request.override(system_message=system, messages=convert_to_messages(prompt))
+            )
+            for message in getattr(response, "result", [response]):
+                if isinstance(message, AIMessage):
+                    await self._log_answer(message)
+                else:
+                    await self._log(message)
+            return response
+
+        async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+            """Serve the recall tool from aiden; run any other tool and log its result."""
+            call = request.tool_call
+            if call["name"] == TOOL_NAME:
+                answer = await self.memory.handle_recall_tool(dict(call.get("args") or {}))
+                result: Any = ToolMessage(content=answer, tool_call_id=call["id"], name=TOOL_NAME)
+            else:
+                result = await handler(request)
+            if isinstance(result, ToolMessage):
+                await self._log(result)
+            # A Command's messages are logged at the next model call, like any unseen message.
+            return result
+
+    return AidenMiddleware
+
+
+def aiden_middleware(memory: Memory, *, layers: PromptLayers | None = None) -> Any:
+    """An ``AidenMiddleware`` for ``create_agent(..., middleware=[...])`` over ``memory``.
+
+    ``layers`` are aiden's system prompt layers; without them the agent's
+    ``system_prompt`` is the ``role_identity`` layer.
+    """
+    return middleware_class()(memory, layers=layers)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AidenMiddleware":
+        return middleware_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,281 @@
+"""The LangChain v1 middleware over a real ``create_agent`` run with a scripted fake chat model."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain")
+
+from langchain.agents import create_agent
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from pydantic import Field
+
+import aiden
+from aiden.adapters.langchain import EVENT_ID_PREFIX, aiden_middleware, middleware_class, usage_numbers
+from tests.helpers import SMALL_MANUAL
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+USAGE = {
+    "input_tokens": 120,
+    "output_tokens": 7,
+    "total_tokens": 127,
+    "input_token_details": {"cache_read": 40},
+}
+
+
+class ScriptedChat(BaseChatModel):
+    """Answers from ``script`` in order and records the messages of every call."""
+
+    script: list[AIMessage]
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+    tool_names: list[str] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        self.tool_names = [t.name if hasattr(t, "name") else t["function"]["name"] for t in tools]
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        self.received.append(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=self.script.pop(0))])
+
+
+tool_runs: list[str] = []
+
+
+@tool
+def run_tests(target: str) -> str:
+    """Run the test suite of a target."""
+    tool_runs.append(target)
+    return f"{target}: 3 passed"
+
+
+def call(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+
+
+def turn(calls: list[dict[str, Any]], answer: str) -> list[AIMessage]:
+    return [
+        AIMessage(content="", tool_calls=calls, usage_metadata=USAGE),
+        AIMessage(content=answer, usage_metadata=USAGE),
+    ]
+
+
+def kinds(events: list[aiden.SessionEvent]) -> list[tuple[str, str, str | None]]:
+    return [(e.type, e.content, e.tool_call_id) for e in events]
+
+
+async def test_middleware_logs_the_run_and_sends_aidens_prompt(tmp_path: Path) -> None:
+    tool_runs.clear()
+    model = ScriptedChat(
+        script=turn(
+            [
+                call("run_tests", {"target": "billing"}, "c1"),
+                call("recall_session_chunks", {"query": "billing"}, "c2"),
+            ],
+            "Billing is green.",
+        )
+    )
+    async with aiden.open_memory(tmp_path, config=aiden.Config(durability="none")) as memory:
+        middleware = aiden_middleware(memory)
+        assert isinstance(middleware, middleware_class())
+        agent = create_agent(
+            model, tools=[run_tests], system_prompt="You are terse.", middleware=[middleware]
+        )
+        state = await agent.ainvoke({"messages": [HumanMessage("is billing green?")]})
+        hot = await memory.hot_window()
+        assert (await memory.maintain()).compacted is False  # a round trip through the scheduler's inbox
+        stats = memory.stats()
+        assert memory.run_active is False
+    assert model.tool_names == ["recall_session_chunks", "run_tests"]  # middleware tools first
+    assert tool_runs == ["billing"]  # the recall tool never reached the tool node's handler
+    assert kinds(hot) == [
+        ("user_input", "is billing green?", None),
+        ("tool_call", "", "c1"),
+        ("tool_call", "", "c2"),
+        ("tool_result", "billing: 3 passed", "c1"),
+        ("tool_result", hot[4].content, "c2"),
+        ("assistant_output", "Billing is green.", None),
+    ]
+    assert [(e.tool_name, e.tool_args) for e in hot[1:3]] == [
+        ("run_tests", '{"target": "billing"}'),
+        ("recall_session_chunks", '{"query": "billing"}'),
+    ]
+    assert json.loads(hot[4].content) == json.loads(await _recall_answer(tmp_path / "other", "billing"))
+    ids = [m.id for m in state["messages"]]
+    assert [e.event_id for e in hot] == [
+        f"{EVENT_ID_PREFIX}{ids[0]}",
+        f"{EVENT_ID_PREFIX}{ids[1]}",
+        f"{EVENT_ID_PREFIX}{ids[1]}:1",
+        f"{EVENT_ID_PREFIX}{ids[2]}",
+        f"{EVENT_ID_PREFIX}{ids[3]}",
+        f"{EVENT_ID_PREFIX}{ids[4]}",
+    ]
+    # The model got aiden's prompt: its system message holds the agent's system prompt as a layer.
+    first, second = model.received
+    assert [type(m) for m in first] == [SystemMessage, HumanMessage]
+    assert first[0].content.startswith("You are terse.")
+    assert [type(m) for m in second] == [SystemMessage, HumanMessage, AIMessage, ToolMessage, ToolMessage]
+    assert [c["id"] for c in second[2].tool_calls] == ["c1", "c2"]
+    assert [(m.tool_call_id, m.content) for m in second[3:]] == [
+        ("c1", "billing: 3 passed"),
+        ("c2", hot[4].content),
+    ]
+    # Usage: LangChain's usage_metadata reaches record_usage (input includes the cache reads).
+    assert stats.last_prompt_tokens == 120
+    assert stats.cached_share_since_last_compaction == 80 / 240
+
+
+async def _recall_answer(root: Path, query: str) -> str:
+    async with aiden.open_memory(root, config=aiden.Config(durability="none")) as memory:
+        return await memory.handle_recall_tool({"query": query})
+
+
+async def test_second_turn_prompt_holds_the_summary_after_compaction(tmp_path: Path) -> None:
+    model = ScriptedChat(
+        script=[
+            *turn([call("run_tests", {"target": "billing"}, "c1")], "Billing passes."),
+            *turn([call("run_tests", {"target": "invoices"}, "c2")], "Invoices pass."),
+            AIMessage(content="Both pass."),
+            *turn([call("recall_session_chunks", {"query": "billing passed"}, "c3")], "It passed."),
+        ]
+    )
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+        agent = create_agent(model, tools=[run_tests], middleware=[aiden_middleware(memory)])
+        await agent.ainvoke({"messages": [HumanMessage("check billing " + "x" * 400)]})
+        await agent.ainvoke({"messages": [HumanMessage("check invoices " + "y" * 400)]})
+        outcome = await memory.maintain(manual=True)
+        assert outcome.compacted is True
+        summary = await memory.summary_md()
+        # Only the new message is passed: aiden holds the history.
+        await agent.ainvoke({"messages": [HumanMessage("and both?")]})
+        hot = await memory.hot_window()
+        # The recall tool answers from the compacted events, through aiden.
+        await agent.ainvoke({"messages": [HumanMessage("what did billing give?")]})
+        recalled = model.received[-1][-1]
+        final = await memory.hot_window()
+    assert isinstance(recalled, ToolMessage) and recalled.tool_call_id == "c3"
+    hits = json.loads(recalled.content)["results"]
+    assert [(h["seq"], h["type"], h["text"]) for h in hits] == [
+        (4, "assistant_output", "Billing passes."),
+        (3, "tool_result", "billing: 3 passed\nrun_tests"),
+        (2, "tool_call", 'run_tests\n{"target": "billing"}'),
+    ]
+    assert kinds(final)[-4:] == [
+        ("user_input", "what did billing give?", None),
+        ("tool_call", "", "c3"),
+        ("tool_result", recalled.content, "c3"),
+        ("assistant_output", "It passed.", None),
+    ]
+    last = model.received[-3]
+    texts = [m.text for m in last[1:]]
+    # The first turn's tool call, result and answer are compacted: the summary layer stands for them
+    # (the session's root input stays verbatim).
+    assert "## Recent Chunks" in summary and "run_tests: billing: 3 passed" in summary
+    assert summary.strip() in last[0].text
+    assert [type(m) for m in last] == [
+        SystemMessage,
+        HumanMessage,
+        HumanMessage,
+        AIMessage,
+        ToolMessage,
+        AIMessage,
+        HumanMessage,
+    ]
+    assert texts == [
+        "check billing " + "x" * 400,
+        "check invoices " + "y" * 400,
+        "",
+        "invoices: 3 passed",
+        "Invoices pass.",
+        "and both?",
+    ]
+    assert kinds(hot)[-2:] == [("user_input", "and both?", None), ("assistant_output", "Both pass.", None)]
+
+
+async def test_messages_are_logged_once_across_invocations_with_history(tmp_path: Path) -> None:
+    model = ScriptedChat(script=[AIMessage(content="one"), AIMessage(content="two")])
+    async with aiden.open_memory(tmp_path, config=aiden.Config(durability="none")) as memory:
+        agent = create_agent(model, middleware=[aiden_middleware(memory)])
+        state = await agent.ainvoke({"messages": [HumanMessage("first")]})
+        await agent.ainvoke({"messages": [*state["messages"], HumanMessage("second")]})
+        hot = await memory.hot_window()
+    assert kinds(hot) == [
+        ("user_input", "first", None),
+        ("assistant_output", "one", None),
+        ("user_input", "second", None),
+        ("assistant_output", "two", None),
+    ]
+
+
+def test_usage_numbers_and_lazy_import() -> None:
+    assert usage_numbers(USAGE) == (120, 7, 40)
+    assert usage_numbers({"input_tokens": 5, "output_tokens": 1}) == (5, 1, None)
+    assert usage_numbers(None) == (None, None, None)
+    import subprocess
+
+    code = "import aiden, aiden.adapters.langchain, sys; print('langchain' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
+
+
+async def test_example_runs_against_the_local_server(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "example_langchain_middleware", ROOT / "examples" / "langchain_middleware.py"
+    )
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = example
+    spec.loader.exec_module(example)
+    result = await example.main(tmp_path)
+    asked = "is billing green? " + "(details) " * 40
+    assert result["answers"] == ["billing: 3 passed", "Still green."]
+    assert result["tools"] == ["recall_session_chunks", "run_tests"]
+    assert result["hot_window"] == [
+        ("user_input", asked),
+        ("assistant_output", "billing: 3 passed"),
+        ("user_input", "and now?"),
+        ("assistant_output", "Still green."),
+    ]
+    # The second turn's request is aiden's prompt: the compacted tool call and result are in the
+    # summary layer (after the agent's system prompt), not replayed as messages.
+    prompt = result["last_prompt"]
+    assert [m["role"] for m in prompt] == ["system", "user", "system", "assistant", "user"]
+    assert prompt[0]["content"].startswith(
+        "You are a terse CI assistant.\n\n# Session History (compressed chunks)"
+    )
+    assert prompt[0]["content"].endswith(
+        "Commands:\n  - run_tests(target=billing)\n  Tool results:\n  - run_tests: billing: 3 passed"
+    )
+    assert [m["content"] for m in prompt[1:]] == [
+        asked,
+        "Turn context (the start of this turn was compacted):\nCommands:\n- run_tests(target=billing)\n"
+        "Tool results:\n- run_tests: billing: 3 passed",
+        "billing: 3 passed",
+        "and now?",
+    ]
+
+
+async def test_sync_invoke_is_refused_before_anything_is_logged(tmp_path: Path) -> None:
+    model = ScriptedChat(script=[AIMessage(content="never")])
+    async with aiden.open_memory(tmp_path, config=aiden.Config(durability="none")) as memory:
+        agent = create_agent(model, middleware=[aiden_middleware(memory)])
+        with pytest.raises(NotImplementedError, match="Synchronous implementation of wrap_model_call"):
+            agent.invoke({"messages": [HumanMessage("hi")]})
+        assert await memory.hot_window() == []
+    assert model.received == []
