@@ -215,6 +215,35 @@ async def test_get_items_after_compaction_is_summary_then_hot_window(tmp_path: P
         assert len(all_events(tmp_path)[0]) == len(chunked)
 
 
+async def test_runner_sends_the_summary_item_after_compaction(tmp_path: Path) -> None:
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    items = [i for n in range(1, 9) for i in turn(n)]
+    with FakeLLMServer(responder=lambda body: "noted") as server:
+        agent = Agent(name="a", instructions="be brief", model=OpenAIChatCompletionsModel(
+            model="fake", openai_client=AsyncOpenAI(base_url=server.base_url, api_key="x")))
+        async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+            session = AidenSession(memory)
+            await session.add_items([dict(i) for i in items])
+            assert (await memory.maintain(manual=True)).compacted
+            view = await session.get_items()
+            result = await Runner.run(agent, "and module9.py?", session=session)
+            assert result.final_output == "noted"
+            after = await session.get_items()
+        sent = server.requests[0].body["messages"]
+    assert sent[0] == {"role": "system", "content": "be brief"}
+    assert sent[1] == {"role": "system", "content": view[0]["content"]}
+    assert str(sent[1]["content"]).startswith(SUMMARY_HEADER)
+    assert [m["role"] for m in sent[2:]] == [str(i["role"]) for i in view[1:]] + ["user"]
+    assert sent[-1] == {"role": "user", "content": "and module9.py?"}
+    assert after[: len(view)] == view
+    assert after[len(view)] == {"role": "user", "content": "and module9.py?"}
+    assert after[len(view) + 1]["role"] == "assistant"
+    assert len(after) == len(view) + 2
+
+
 def _load_example() -> ModuleType:
     spec = importlib.util.spec_from_file_location("example_openai_agents_session",
                                                   ROOT / "examples" / "openai_agents_session.py")
