@@ -18,6 +18,7 @@ from aiden.errors import EventTooLargeError, InvalidEventError, InvalidIdError
 __all__ = [
     "EVENT_TYPES",
     "MAX_META_DEPTH",
+    "RETRACTS",
     "EventType",
     "SessionEvent",
     "decode_event",
@@ -35,6 +36,10 @@ EventType = Literal[
     "screen_context",
 ]
 EVENT_TYPES: Final[frozenset[str]] = frozenset(get_args(EventType))
+
+RETRACTS: Final = "retracts"
+"""Meta key of a retraction: a ``system_event`` with ``meta={RETRACTS: seq}`` withdraws the event
+``seq`` from every later prompt. The log stays append-only: both events stay on disk and in recall."""
 
 _SAFE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 

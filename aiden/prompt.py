@@ -31,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from aiden.events import SessionEvent
+from aiden.events import RETRACTS, SessionEvent
 from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
 __all__ = [
@@ -115,7 +115,16 @@ def events_to_messages(events: Sequence[SessionEvent], *, split_turn_context: st
     # reused id is renamed and its results follow the newest call of that id.
     renamed: dict[str, str] = {}
     injected = not split_turn_context
+    # Retractions (e.g. an agent framework's pop_item): neither the withdrawn event nor the
+    # retraction itself is shown.
+    retracted = {
+        target
+        for ev in events
+        if ev.type == "system_event" and isinstance(target := ev.meta.get(RETRACTS), int)
+    }
     for ev in events:
+        if ev.seq in retracted or (ev.type == "system_event" and RETRACTS in ev.meta):
+            continue
         if not injected and split_before_seq is not None and ev.seq >= split_before_seq:
             out.append({"role": "system", "content": split_turn_context})
             injected = True

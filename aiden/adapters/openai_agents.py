@@ -27,7 +27,7 @@ Design (the log is never rewritten):
   the SDK's ``SQLiteSession``). :meth:`AidenSession.full_history` rebuilds every
   item verbatim from the chunks, for export or inspection.
 * ``pop_item``: appends a retraction event -- ``system_event`` with
-  ``meta["agents_retract"] = <seq>`` -- and returns the retracted item. The
+  ``meta[aiden.events.RETRACTS] = <seq>`` -- and returns the retracted item. The
   retracted event stays in the log (and in recall); ``get_items`` and
   ``full_history`` skip both. ``Memory.build_messages`` does not know retractions:
   it still shows the retracted event, followed by the retraction note.
@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import anyio
 
 from aiden.errors import InvalidEventError
-from aiden.events import EventType, SessionEvent
+from aiden.events import RETRACTS, EventType, SessionEvent
 from aiden.memory import Memory
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ SUMMARY_HEADER: Final = "Summary of the earlier conversation (compacted by aiden
 """First line of the system message item that stands for compacted history in ``get_items``."""
 
 ITEM_KEY: Final = "agents_item"
-RETRACT_KEY: Final = "agents_retract"
+RETRACT_KEY: Final = RETRACTS
 SESSION_KEY: Final = "agents_session"
 SLOTS_KEY: Final = "agents_slots"
 

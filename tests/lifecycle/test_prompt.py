@@ -135,3 +135,17 @@ def test_reused_tool_call_ids_are_made_unique() -> None:
     assert validate_chat_sequence(msgs) == []
     assert [m.get("tool_call_id") for m in msgs if m["role"] == "tool"] == ["x", "x_seq4"]
     assert [m["content"] for m in msgs if m["role"] == "tool"] == ["r1", "r2"]
+
+
+def test_retracted_events_and_retractions_are_not_shown() -> None:
+    from aiden.events import RETRACTS
+
+    events = [
+        SessionEvent(type="user_input", role="user", content="first", seq=1),
+        SessionEvent(type="user_input", role="user", content="oops", seq=2),
+        SessionEvent(type="system_event", content="[retracted 2]", meta={RETRACTS: 2}, seq=3),
+        SessionEvent(type="assistant_output", role="assistant", content="answer", seq=4),
+    ]
+    messages, repairs = events_to_messages(events)
+    assert messages == [{"role": "user", "content": "first"}, {"role": "assistant", "content": "answer"}]
+    assert repairs == 0
