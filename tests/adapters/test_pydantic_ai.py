@@ -1,0 +1,227 @@
+"""aiden_history / recall_tool against real pydantic-ai: exact log, aiden's prompt, compaction, recall."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+import aiden
+from aiden.adapters.pydantic_ai import aiden_history, prompt_to_messages, recall_tool
+from aiden.prompt import PromptLayers
+from tests.helpers import SMALL_MANUAL
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.anyio
+FAST = aiden.Config(durability="none")
+
+
+class Scripted:
+    """A FunctionModel function answering from a script and recording what the model received."""
+
+    def __init__(self, script: list[ModelResponse]) -> None:
+        self.script = list(script)
+        self.received: list[list[Any]] = []
+
+    def __call__(self, messages: list[Any], info: AgentInfo) -> ModelResponse:
+        self.received.append(list(messages))
+        return self.script.pop(0)
+
+
+def call(name: str, args: dict[str, Any], call_id: str) -> ModelResponse:
+    return ModelResponse(parts=[ToolCallPart(name, json.dumps(args), tool_call_id=call_id)])
+
+
+def answer(text: str) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(text)])
+
+
+def run_tests(target: str) -> str:
+    """Run the tests of a target."""
+    return f"{target}: 3 passed"
+
+
+def make_agent(memory: aiden.Memory, model: Scripted) -> Agent[None, str]:
+    return Agent(FunctionModel(model), system_prompt="be brief", tools=[run_tests, recall_tool(memory)],
+                 capabilities=[aiden_history(memory)])
+
+
+def kinds(events: list[aiden.SessionEvent]) -> list[tuple[Any, ...]]:
+    return [(e.type, e.role, e.content, e.tool_call_id, e.tool_name, e.tool_args) for e in events]
+
+
+def flat(messages: list[Any]) -> list[tuple[str, Any]]:
+    """(part class, text) of every part the model received."""
+    out: list[tuple[str, Any]] = []
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ToolCallPart):
+                out.append(("ToolCallPart", (part.tool_name, part.args_as_json_str(), part.tool_call_id)))
+            elif isinstance(part, ToolReturnPart):
+                out.append(("ToolReturnPart", (part.model_response_str(), part.tool_call_id)))
+            else:
+                out.append((type(part).__name__, part.content))
+    return out
+
+
+async def test_a_run_is_logged_exactly_and_the_model_gets_aidens_prompt(tmp_path: Path) -> None:
+    model = Scripted([call("run_tests", {"target": "billing"}, "c1"), answer("Billing passes.")])
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        result = await make_agent(memory, model).run("check billing")
+        hot = await memory.hot_window()
+        prompt = (await memory.build_messages(PromptLayers(role_identity="be brief"))).messages
+    assert result.output == "Billing passes."
+    assert kinds(hot) == [
+        ("user_input", "user", "check billing", None, None, None),
+        ("tool_call", "assistant", "", "c1", "run_tests", '{"target":"billing"}'),
+        ("tool_result", "tool", "billing: 3 passed", "c1", "run_tests", None),
+        ("assistant_output", "assistant", "Billing passes.", None, None, None),
+    ]
+    system = prompt[0]["content"]
+    assert prompt[0]["role"] == "system" and "be brief" in system
+    assert flat(model.received[0]) == [("SystemPromptPart", system), ("UserPromptPart", "check billing")]
+    assert flat(model.received[1]) == [
+        ("SystemPromptPart", system),
+        ("UserPromptPart", "check billing"),
+        ("ToolCallPart", ("run_tests", '{"target":"billing"}', "c1")),
+        ("ToolReturnPart", ("billing: 3 passed", "c1")),
+    ]
+    # The agent's own system prompt part is not sent again beside aiden's system layer.
+    assert sum(isinstance(p, SystemPromptPart) for m in model.received[1] for p in m.parts) == 1
+
+
+async def test_second_run_without_history_sees_the_first_and_nothing_is_logged_twice(tmp_path: Path) -> None:
+    model = Scripted([call("run_tests", {"target": "billing"}, "c1"), answer("Billing passes."),
+                      answer("It passed."), answer("Still passes.")])
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        agent = make_agent(memory, model)
+        first = await agent.run("check billing")
+        await agent.run("and now?")  # aiden holds the history
+        await agent.run("once more", message_history=first.all_messages())  # already-logged parts
+        hot = await memory.hot_window()
+    assert [(e.type, e.content) for e in hot] == [
+        ("user_input", "check billing"), ("tool_call", ""), ("tool_result", "billing: 3 passed"),
+        ("assistant_output", "Billing passes."),
+        ("user_input", "and now?"), ("assistant_output", "It passed."),
+        ("user_input", "once more"), ("assistant_output", "Still passes."),
+    ]
+    assert [t for t in flat(model.received[2])][1:] == [
+        ("UserPromptPart", "check billing"),
+        ("ToolCallPart", ("run_tests", '{"target":"billing"}', "c1")),
+        ("ToolReturnPart", ("billing: 3 passed", "c1")),
+        ("TextPart", "Billing passes."),
+        ("UserPromptPart", "and now?"),
+    ]
+    assert flat(model.received[3])[-3:] == [
+        ("UserPromptPart", "and now?"), ("TextPart", "It passed."), ("UserPromptPart", "once more"),
+    ]
+
+
+async def test_after_compaction_the_model_sees_the_summary_and_recall_is_answered_by_aiden(tmp_path: Path) -> None:
+    model = Scripted([
+        call("run_tests", {"target": "billing"}, "c1"), answer("Billing passes."),
+        call("run_tests", {"target": "invoices"}, "c2"), answer("Invoices pass."),
+        answer("Both pass."),
+        call("recall_session_chunks", {"query": "billing passed"}, "c3"), answer("It passed."),
+    ])
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+        agent = make_agent(memory, model)
+        await agent.run("check billing " + "x" * 400)
+        await agent.run("check invoices " + "y" * 400)
+        assert (await memory.maintain(manual=True)).compacted is True
+        summary = await memory.summary_md()
+        await agent.run("and both?")
+        await agent.run("what did billing give?")
+        final = await memory.hot_window()
+    assert "## Recent Chunks" in summary and "run_tests: billing: 3 passed" in summary
+    seen = flat(model.received[4])
+    assert seen[0][0] == "SystemPromptPart" and summary.strip() in seen[0][1]
+    texts = [t for _, t in seen]
+    assert "Billing passes." not in texts  # the compacted turn is replaced by the summary layer
+    assert ("ToolCallPart", ("run_tests", '{"target":"billing"}', "c1")) not in seen
+    assert seen[-1] == ("UserPromptPart", "and both?")
+    recalled = model.received[6][-1].parts[-1]
+    assert isinstance(recalled, ToolReturnPart) and recalled.tool_call_id == "c3"
+    hits = json.loads(recalled.model_response_str())["results"]
+    assert [(h["seq"], h["type"], h["text"]) for h in hits] == [
+        (4, "assistant_output", "Billing passes."),
+        (3, "tool_result", "billing: 3 passed\nrun_tests"),
+        (2, "tool_call", 'run_tests\n{"target":"billing"}'),
+    ]
+    assert [(e.type, e.content, e.tool_call_id) for e in final][-4:] == [
+        ("user_input", "what did billing give?", None),
+        ("tool_call", "", "c3"),
+        ("tool_result", recalled.model_response_str(), "c3"),
+        ("assistant_output", "It passed.", None),
+    ]
+
+
+def test_prompt_to_messages_maps_each_role() -> None:
+    built = prompt_to_messages([
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "looking", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "run", "arguments": '{"a": 1}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        {"role": "assistant", "content": "done"},
+    ])
+    assert [type(m) for m in built] == [ModelRequest, ModelResponse, ModelRequest, ModelResponse]
+    assert flat(built) == [
+        ("SystemPromptPart", "sys"), ("UserPromptPart", "hi"), ("TextPart", "looking"),
+        ("ToolCallPart", ("run", '{"a":1}', "c1")), ("ToolReturnPart", ("ok", "c1")), ("TextPart", "done"),
+    ]
+    tool_return = built[2].parts[0]
+    assert isinstance(tool_return, ToolReturnPart) and tool_return.tool_name == "run"
+    assert isinstance(built[0].parts[1], UserPromptPart)
+
+
+def _load_example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("example_pydantic_ai_history",
+                                                  ROOT / "examples" / "pydantic_ai_history.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_example_runs_two_runs_against_a_function_model(tmp_path: Path) -> None:
+    example = _load_example()
+    answers = await example.main(tmp_path)
+    fact = "the billing test is flaky because of a timezone bug"
+    assert answers == [f"Found it: {fact}", f"Earlier I said: Found it: {fact}"]
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        hot = await memory.hot_window()
+    assert [(e.type, e.content) for e in hot] == [
+        ("user_input", "Why is the billing test flaky?"), ("tool_call", ""), ("tool_result", fact),
+        ("assistant_output", f"Found it: {fact}"),
+        ("user_input", "What did you find earlier?"), ("assistant_output", f"Earlier I said: Found it: {fact}"),
+    ]
+    assert (hot[1].tool_call_id, hot[1].tool_name, hot[1].tool_args) == ("call_1", "lookup", '{"topic":"billing"}')
+
+
+def test_importing_the_adapter_does_not_import_pydantic_ai() -> None:
+    code = ("import sys, json, aiden, aiden.adapters, aiden.adapters.pydantic_ai; "
+            "print(json.dumps('pydantic_ai' in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert json.loads(out.stdout) is False
