@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aiden import sync
 from aiden._lazy import lazy_exports
 from aiden.config import Config, config_from_mapping, load_config
 from aiden.errors import (
@@ -56,12 +55,13 @@ from aiden.summarizers.protocol import (
     SummaryRequest,
     SummaryResult,
 )
-from aiden.sync import SyncMemory
 
 if TYPE_CHECKING:
+    from aiden import sync
     from aiden.recall.minilm import LocalMiniLMEmbedder
     from aiden.summarizers.extractive import ExtractiveSummarizer
     from aiden.summarizers.llm import LiteLLMSummarizer
+    from aiden.sync import SyncMemory
 
 __version__ = "0.1.0"
 
@@ -122,5 +122,8 @@ __getattr__ = lazy_exports(
         "LiteLLMSummarizer": "aiden.summarizers.llm",
         "ExtractiveSummarizer": "aiden.summarizers.extractive",
         "LocalMiniLMEmbedder": "aiden.recall.minilm",
+        # The sync facade loads anyio's blocking portal: only for sync loops.
+        "SyncMemory": "aiden.sync",
+        "sync": "aiden.sync",
     },
 )

@@ -40,12 +40,10 @@ __all__ = [
     "MAX_QUERY_CHARS",
     "MAX_TERMS",
     "Term",
-    "and_expression",
     "content_terms",
     "display_text",
     "fallback_terms",
     "index_text",
-    "is_cjk",
     "match_finder",
     "or_expression",
     "query_terms",
@@ -105,11 +103,6 @@ class Term(msgspec.Struct, frozen=True):
     """The term as an FTS5 string: quoted, quotes doubled, CJK characters spaced."""
     words: tuple[str, ...] = ()
     """For a phrase of two adjacent query words (:func:`content_terms`): those words, case-folded."""
-
-
-def is_cjk(ch: str) -> bool:
-    """True if the character ``ch`` is indexed as a token of its own."""
-    return _CJK_CHAR.fullmatch(ch) is not None
 
 
 def index_text(text: str) -> str:
@@ -239,11 +232,6 @@ def fallback_terms(terms: Sequence[Term]) -> list[Term]:
                 seen.add(key)
                 out.append(part)
     return out[:MAX_FALLBACK_TERMS]
-
-
-def and_expression(terms: Sequence[Term]) -> str:
-    """FTS5 expression matching rows that contain every term."""
-    return " AND ".join(t.phrase for t in terms)
 
 
 def or_expression(terms: Sequence[Term]) -> str:

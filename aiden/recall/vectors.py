@@ -31,7 +31,6 @@ from aiden.recall.query import display_text
 __all__ = [
     "VectorSearch",
     "decode_vector",
-    "delete_docs",
     "embed_missing",
     "encode_vector",
     "ensure_schema",
@@ -88,12 +87,6 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     """Create the ``vectors`` table if it does not exist (idempotent)."""
     with _sqlite("create the vectors table"):
         conn.execute(_SCHEMA)
-
-
-def delete_docs(conn: sqlite3.Connection, lo: int, hi: int) -> int:
-    """Delete the vectors of docs ``lo..hi`` (as ``sync`` deletes a chunk's docs); how many were deleted."""
-    with _sqlite("delete vectors"), _write(conn):
-        return conn.execute("DELETE FROM vectors WHERE doc BETWEEN ? AND ?", (lo, hi)).rowcount
 
 
 def embed_missing(

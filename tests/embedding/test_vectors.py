@@ -16,7 +16,6 @@ from aiden.recall.sync import text_hash
 from aiden.recall.vectors import (
     VectorSearch,
     decode_vector,
-    delete_docs,
     embed_missing,
     encode_vector,
     ensure_schema,
@@ -110,8 +109,6 @@ def test_deleted_docs_lose_their_vectors(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM docs WHERE id BETWEEN 2 AND 3")
     assert embed_missing(conn, fake) == 0
     assert sorted(stored(conn)) == [1, 4]
-    assert delete_docs(conn, 4, 10) == 1
-    assert sorted(stored(conn)) == [1]
 
 
 def test_reused_doc_id_with_new_text_is_re_embedded(conn: sqlite3.Connection) -> None:

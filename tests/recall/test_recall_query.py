@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -13,11 +13,9 @@ from aiden.recall.query import (
     MAX_QUERY_CHARS,
     MAX_TERMS,
     Term,
-    and_expression,
     display_text,
     fallback_terms,
     index_text,
-    is_cjk,
     or_expression,
     query_terms,
     snippet,
@@ -44,13 +42,19 @@ def match(db: sqlite3.Connection, expression: str) -> list[int]:
     return [r[0] for r in db.execute("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid", (expression,))]
 
 
+def and_expression(terms: Sequence[Term]) -> str:
+    return " AND ".join(t.phrase for t in terms)
+
+
 def phrases(query: str) -> list[str]:
     return [t.phrase for t in query_terms(query)]
 
 
 def test_cjk_characters_become_single_tokens() -> None:
-    assert is_cjk("数") and is_cjk("カ") and is_cjk("ひ") and is_cjk("한") and is_cjk("\U00020000")
-    assert not is_cjk("a") and not is_cjk("\uff0c") and not is_cjk("\uff21")  # fullwidth comma, A
+    for ch in ("数", "カ", "ひ", "한", "\U00020000"):
+        assert index_text(ch) == f"\u200b{ch}\u200b"
+    for ch in ("a", "\uff0c", "\uff21"):  # fullwidth comma, A
+        assert index_text(ch) == ch
     assert index_text("ab数据c") == "ab\u200b数\u200b\u200b据\u200bc"
     assert display_text(index_text("用 数据库 migrate")) == "用 数据库 migrate"
     assert index_text("plain ascii") == "plain ascii"
