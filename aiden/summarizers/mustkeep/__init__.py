@@ -1,0 +1,53 @@
+"""Deterministic must-keep check: facts a summary may not silently lose.
+
+Seed 001 lists what is almost never compactable: the user's constraints and
+corrections, decisions with their reasons, identifiers, paths and numbers the
+agent will refer to again. An LLM summary may paraphrase or drop them; this
+package finds them in the compacted events with plain rules
+(:func:`extract_must_keep`) and appends the ones a summary lost
+(:func:`apply_must_keep`). Everything here is pure and deterministic.
+
+The sentence-level primitives (splitting, classification, key tokens) live
+here too, because the extractive summarizer must agree with the check on what
+an item *is*: an item it keeps verbatim is then found present by
+:func:`apply_must_keep` and nothing is appended twice.
+
+Modules, one job each: :mod:`.text` (normalization, clipping, sentence
+splitting), :mod:`.tokens` (paths, identifiers, numbers), :mod:`.classify`
+(sentence kinds), :mod:`.errorlines` (error lines in tool output) and
+:mod:`.check` (selecting and rendering the must-keep items).
+"""
+
+from __future__ import annotations
+
+from aiden.summarizers.mustkeep.check import apply_must_keep, extract_must_keep
+from aiden.summarizers.mustkeep.classify import classify_sentence, is_plan, split_reason
+from aiden.summarizers.mustkeep.errorlines import is_strong_error_line, looks_like_error_line
+from aiden.summarizers.mustkeep.text import (
+    clip,
+    code_lines,
+    content_words,
+    join_sentences,
+    normalize,
+    split_sentences,
+)
+from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens
+
+__all__ = [
+    "apply_must_keep",
+    "classify_sentence",
+    "clip",
+    "code_lines",
+    "content_words",
+    "extract_must_keep",
+    "find_paths",
+    "has_fact_tokens",
+    "is_plan",
+    "is_strong_error_line",
+    "join_sentences",
+    "key_tokens",
+    "looks_like_error_line",
+    "normalize",
+    "split_reason",
+    "split_sentences",
+]

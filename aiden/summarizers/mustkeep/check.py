@@ -1,0 +1,169 @@
+"""The must-keep check: select the facts a summary may not lose and append the lost ones.
+
+:func:`extract_must_keep` finds the items in the compacted events,
+:class:`Haystack` decides whether a summary still holds one, and
+:func:`apply_must_keep` renders the missing ones under a bounded
+``Must keep:`` section.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from aiden.events import SessionEvent
+from aiden.summarizers.mustkeep.classify import Speaker, classify_sentence
+from aiden.summarizers.mustkeep.text import clip, content_words, normalize, split_sentences
+from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens
+
+_MUST_KEEP_HEADER: Final = "Must keep:"
+
+
+def _tool_arg_paths(event: SessionEvent) -> list[str]:
+    if not event.tool_args:
+        return []
+    try:
+        args = json.loads(event.tool_args)
+    except ValueError:
+        return find_paths(event.tool_args)
+    paths: list[str] = []
+    if isinstance(args, dict):
+        for key, value in args.items():
+            if isinstance(value, str) and ("path" in key.casefold() or "file" in key.casefold()):
+                paths.append(value.strip())
+            elif isinstance(value, str):
+                paths.extend(find_paths(value))
+    return [p for p in paths if p]
+
+
+def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list[str]:
+    """Items a summary of ``events`` must not lose, most important first, at most ``max_items``.
+
+    In order: the user's constraints, preferences and corrections (as their
+    sentences); decisions (user or assistant); sentences naming ids, numbers
+    with units or URLs; then file paths from messages and tool-call arguments.
+    Raw tool output is never a source: it is the noise compaction exists to
+    drop. Deterministic: the same events always give the same list.
+    """
+    if max_items <= 0:
+        return []
+    user_items: list[str] = []
+    decisions: list[str] = []
+    facts: list[str] = []
+    paths: list[str] = []
+    for event in events:
+        if event.type == "tool_call":
+            paths.extend(_tool_arg_paths(event))
+            continue
+        if event.type not in ("user_input", "assistant_output", "role_output"):
+            continue
+        speaker: Speaker = "user" if event.type == "user_input" else "assistant"
+        for sentence in split_sentences(event.content):
+            kind = classify_sentence(sentence, speaker=speaker)
+            item = clip(sentence)
+            if kind in ("correction", "preference", "constraint") and speaker == "user":
+                user_items.append(item)
+            elif kind == "decision":
+                decisions.append(item)
+            elif kind != "greeting" and has_fact_tokens(sentence) and _has_non_path_fact(sentence):
+                facts.append(item)
+        paths.extend(find_paths(event.content))
+    return _dedupe([*user_items, *decisions, *facts, *paths])[:max_items]
+
+
+def _has_non_path_fact(sentence: str) -> bool:
+    """True if the sentence names something beyond file paths (paths are kept on their own)."""
+    scrubbed = sentence
+    for path in find_paths(sentence):
+        scrubbed = scrubbed.replace(path, " ")
+    return has_fact_tokens(scrubbed)
+
+
+def _dedupe(items: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        key = normalize(item)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+class Haystack:
+    """A summary prepared for repeated :meth:`contains` checks (normalized once)."""
+
+    __slots__ = ("_text", "_words")
+
+    def __init__(self, summary_text: str) -> None:
+        self._text = normalize(summary_text)
+        self._words: frozenset[str] | None = None
+
+    def contains(self, item: str) -> bool:
+        """Whether the key content of ``item`` is in the summary.
+
+        Present when the normalized item occurs verbatim, or when every
+        distinctive token (path, id, number) occurs and most content words do
+        (a faithful paraphrase: half of them). A sentence with no distinctive tokens
+        needs 80 % of its content words.
+        """
+        norm = normalize(item)
+        if not norm or norm in self._text:
+            return True
+        keys = key_tokens(item)
+        if any(key not in self._text for key in keys):
+            return False
+        words = content_words(item)
+        if not words:
+            return bool(keys)
+        if self._words is None:
+            self._words = frozenset(content_words(self._text))
+        covered = sum(1 for word in words if word in self._words)
+        return covered / len(words) >= (0.5 if keys else 0.8)
+
+
+def apply_must_keep(
+    summary_text: str,
+    items: Sequence[str],
+    *,
+    max_items: int,
+    max_chars: int = 2000,
+) -> str:
+    """Append the ``items`` missing from ``summary_text`` under a bounded ``Must keep:`` section.
+
+    An item is missing when :meth:`Haystack.contains` says its key content is absent
+    (case- and whitespace-insensitive). At most ``max_items`` items are
+    appended and the section stays within ``max_chars`` characters (items are
+    clipped, later ones dropped). If nothing is missing, ``summary_text`` is
+    returned unchanged.
+    """
+    if max_items <= 0 or max_chars <= 0 or not items:
+        return summary_text
+    haystack = Haystack(summary_text)
+    missing: list[str] = []
+    for item in _dedupe(items):
+        if not haystack.contains(item):
+            missing.append(clip(item))
+    if not missing:
+        return summary_text
+    prefix = "\n\n" if summary_text.strip() else ""
+    section = _MUST_KEEP_HEADER
+    budget = max_chars - len(prefix) - len(section)
+    added = 0
+    for item in missing:
+        if added >= max_items:
+            break
+        line = f"\n- {item}"
+        if len(line) > budget:
+            # Clip rather than skip, so the first missing facts always make it in.
+            room = budget - 3
+            if room < 16:
+                break
+            line = f"\n- {clip(item, room)}"
+        section += line
+        budget -= len(line)
+        added += 1
+    if added == 0:
+        return summary_text
+    return summary_text.rstrip() + prefix + section

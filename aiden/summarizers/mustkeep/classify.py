@@ -1,0 +1,181 @@
+"""Sentence classification: what one sentence carries (constraint, decision, error ...).
+
+Plain regular-expression rules, English and Chinese; pure and deterministic.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, Literal
+
+from aiden.summarizers.mustkeep.tokens import has_fact_tokens
+
+SentenceKind = Literal[
+    "correction",
+    "preference",
+    "constraint",
+    "decision",
+    "failed",
+    "resolution",
+    "error",
+    "plan",
+    "fact",
+    "greeting",
+    "other",
+]
+"""What one sentence carries, most load-bearing kinds first."""
+
+Speaker = Literal["user", "assistant", "any"]
+
+
+_DAYS: Final = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|today|eod|eow|noon|midnight|end of|next week|the end"
+_CORRECTION: Final = re.compile(
+    r"^(?:actually\b|no[,!.]|nope\b|wait[,!]|correction\b|not quite\b|wrong\b)"
+    r"|\b(?:that's wrong|that is wrong|that's not right|that is not right|that's incorrect|i said|i meant|"
+    r"should be|should have been|not what i (?:asked|meant|wanted))\b"
+    r"|^(?:不对|不是|其实|实际上|更正|错了|纠正)|应该是|我是说|我的意思是",
+    re.IGNORECASE,
+)
+_PREFERENCE: Final = re.compile(
+    r"\b(?:i prefer|i'd prefer|i would prefer|prefer(?:s|red)? \S+ (?:over|to)|i like|i'd like|i would like|i want|"
+    r"i'd rather|i would rather|please (?:use|don't|do not|always|never|keep|avoid|stick|make sure|prefer)|"
+    r"my preference|use \S+ instead|stick (?:to|with)|from now on)\b"
+    r"|我喜欢|我更喜欢|偏好|喜欢用|请用|请使用|请不要|请始终|我想要|我希望|以后都",
+    re.IGNORECASE,
+)
+_CONSTRAINT_STRONG: Final = re.compile(
+    rf"\b(?:must|mustn't|must not|never|always|required|requirement|mandatory|deadline|due (?:by|on)|"
+    rf"no later than|at most|at least|no more than|not allowed|forbidden|"
+    rf"by (?:{_DAYS}|\d{{1,2}}(?::\d\d)?\s?(?:am|pm)?\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*))\b"
+    r"|必须|务必|一定要|不得|禁止|不能|不要|永远不要|总是|截止|之前完成|前完成|最多|至少|只能|不允许",
+    re.IGNORECASE,
+)
+_CONSTRAINT_USER: Final = re.compile(
+    r"\b(?:don't|do not|cannot|can't|shouldn't|should not|only|limit(?:ed)?|maximum|minimum|max|min|"
+    r"budget|without)\b|\b(?:under|below|above|over|within|less than|more than|fewer than) \$?\d"
+    r"|\bkeep\b.*\b(?:under|below|above|within)\b|^no\s+\w+|\bno (?:breaking|new|external|more|network|internet|"
+    r"dependenc\w*|deps|changes|tests?|api|downtime|sudo|root|docker|mocks?)\b",
+    re.IGNORECASE,
+)
+_DECISION: Final = re.compile(
+    r"\b(?:decided|decide to|decision|we chose|i chose|chose|choose|chosen|we'll use|we will use|i'll use|"
+    r"i will use|let's use|let's go with|going with|go with|opted|opt for|switch(?:ed|ing)? to|settled on|"
+    r"picked|instead of|rather than|in favou?r of|we'll go with|will use \S+ (?:because|since|as))\b"
+    r"|决定|选择了|选用|采用|改用|而不是|代替|换成",
+    re.IGNORECASE,
+)
+_REASON: Final = re.compile(r"\b(?:because|since|as|due to|so that|given that|given)\b|因为|由于|为了", re.IGNORECASE)
+_FAILED: Final = re.compile(
+    r"\b(?:tried|attempted|trying)\b.*\b(?:but|didn't|did not|failed|doesn't|does not|no luck|broke|breaks|still)\b"
+    r"|\b(?:didn't|did not|doesn't|does not|won't|will not) work\b|\bdead end\b|\bgave up on\b|\babandon(?:ed|ing)?\b"
+    r"|\breverted\b|\brolled back\b|\bbreaks the build\b|\bbroke the\b|\bfailed because\b|\bnot work(?:ing)?\b"
+    r"|\bmade it worse\b|\bno effect\b|\bwithout success\b"
+    r"|(?:尝试|试了|试过).*(?:失败|不行|没用|无效)|行不通|放弃|回滚|没有效果",
+    re.IGNORECASE,
+)
+_RESOLUTION: Final = re.compile(
+    r"\b(?:fixed|fixes|fix was|resolved|solved|the fix|works now|working now|now works|now passes|passes now|"
+    r"passing now|all tests pass|tests pass|was caused by|root cause|worked around|workaround)\b"
+    r"|修复|解决|已修好|原因是|根本原因",
+    re.IGNORECASE,
+)
+_ERROR: Final = re.compile(
+    r"\b(?:error|errors|exception|traceback|failed|failure|fails|failing|crash(?:ed|es)?|panic|fatal|"
+    r"segfault|denied|refused|timed out|timeout|not found|no such file|cannot|can't find|unable to)\b"
+    r"|\b\w+(?:Error|Exception)\b|错误|报错|异常|失败|崩溃",
+    re.IGNORECASE,
+)
+_PLAN: Final = re.compile(
+    r"\b(?:next|i'll|i will|we'll|we will|plan|todo|to do|going to|then i|after that|remaining|still need|"
+    r"next step|let me)\b|下一步|接下来|计划|然后|待办",
+    re.IGNORECASE,
+)
+_GREETING: Final = re.compile(
+    r"^(?:(?:hi|hello|hey|thanks|thank you|thx|great|ok|okay|cool|sure|got it|sounds good|perfect|nice|"
+    r"awesome|yes|yep|alright|good|you're welcome|no problem|continue|go on|go ahead|keep going|proceed|"
+    r"lgtm|looks good|yes please|do it|carry on|next|好的|谢谢|你好|嗯|收到|好|继续)"
+    r"(?:\s+(?:there|so much|a lot|again|you|everyone|to me|please))?[\s!.,\u3002\uff01\uff0c~]*)+$",
+    re.IGNORECASE,
+)
+
+
+# Lead-ins that hide a sentence's real start ("Also: No, use ...").
+_FILLER: Final = re.compile(
+    r"^(?:(?:also|and|oh|btw|by the way|one more thing|ps|p\.s\.|note|fyi|ok(?:ay)?|so|well|hmm+|"
+    r"user|plan|另外|还有|对了|顺便说一下)\s*[:,.!\-\uff1a\uff0c]?\s+)+",
+    re.IGNORECASE,
+)
+_LABEL: Final = re.compile(
+    r"^\s*(decision|decided|constraint|deadline|requirement|preference|correction|failed approach|"
+    r"dead end|error|fix|resolution|resolved|root cause)\s*:\s*\S",
+    re.IGNORECASE,
+)
+_LABELS: Final[dict[str, SentenceKind]] = {
+    "decision": "decision",
+    "decided": "decision",
+    "constraint": "constraint",
+    "deadline": "constraint",
+    "requirement": "constraint",
+    "preference": "preference",
+    "correction": "correction",
+    "failed approach": "failed",
+    "dead end": "failed",
+    "error": "error",
+    "fix": "resolution",
+    "resolution": "resolution",
+    "resolved": "resolution",
+    "root cause": "resolution",
+}
+
+
+def classify_sentence(sentence: str, *, speaker: Speaker = "any") -> SentenceKind:
+    """Classify one sentence by what it carries.
+
+    ``speaker`` narrows the rules: a user's "don't ..." is a constraint, an
+    assistant's "let me ..." is a plan. ``"any"`` (summary lines, whose
+    speaker is lost) applies the user rules.
+    """
+    text = _FILLER.sub("", sentence.strip())
+    if len(text) < 2 or _GREETING.match(text):
+        return "greeting"
+    label = _LABEL.match(text)
+    if label is not None:
+        return _LABELS[label.group(1).casefold()]
+    user_like = speaker != "assistant"
+    if user_like:
+        if _CORRECTION.search(text):
+            return "correction"
+        if _PREFERENCE.search(text):
+            return "preference"
+        if _CONSTRAINT_STRONG.search(text) or _CONSTRAINT_USER.search(text):
+            return "constraint"
+    if _FAILED.search(text):
+        return "failed"
+    if _DECISION.search(text):
+        return "decision"
+    if _RESOLUTION.search(text):
+        return "resolution"
+    if _ERROR.search(text):
+        return "error"
+    if not user_like and _CONSTRAINT_STRONG.search(text):
+        return "constraint"
+    if has_fact_tokens(text):
+        return "fact"
+    if not user_like and _PLAN.search(text):
+        return "plan"
+    return "other"
+
+
+def split_reason(sentence: str) -> tuple[str, str]:
+    """Split a decision sentence into ``(what, why)`` at its first reason marker ("because", "因为" ...)."""
+    match = _REASON.search(sentence)
+    if match is None or match.start() == 0:
+        return sentence.strip(), ""
+    what = sentence[: match.start()].rstrip(" ,;:-—")
+    why = sentence[match.start() :].strip()
+    return what, why
+
+
+def is_plan(sentence: str) -> bool:
+    """True for sentences announcing what comes next ("next I'll ...", "接下来 ...")."""
+    return _PLAN.search(sentence) is not None
