@@ -16,9 +16,9 @@ from pathlib import Path
 import msgspec
 
 from aiden.config import Config
+from aiden.context import PromptLayers
 from aiden.memory import MemoryStats
 from aiden.policy.tokens import estimate_tokens
-from aiden.prompt import PromptLayers
 from aiden.runtime import open_memory
 from aiden.scenario import generate_scenario, turn_events
 from aiden.summarizers.protocol import Summarizer

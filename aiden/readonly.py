@@ -151,7 +151,7 @@ def export_lines(root: str | os.PathLike[str], fmt: str = "jsonl") -> Iterator[s
         for event in events:
             yield encode_event(event).decode("utf-8").rstrip("\n")
     elif fmt == "openai":
-        from aiden.prompt import events_to_messages
+        from aiden.context import events_to_messages
 
         messages, _repairs = events_to_messages(events)
         for message in messages:

@@ -30,12 +30,12 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from aiden.boundary import Classifier
 from aiden.config import Config
+from aiden.context import PromptBuild, PromptLayers
 from aiden.errors import ClosedError
 from aiden.events import SessionEvent
 from aiden.lifecycle import RunStart
 from aiden.memory import Memory, MemoryStats
 from aiden.messages import CompactionOutcome
-from aiden.prompt import PromptBuild, PromptLayers
 from aiden.recall.embedding import Embedder
 from aiden.recall.types import RecallHit
 from aiden.runtime import open_memory as _open_async

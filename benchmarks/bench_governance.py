@@ -49,10 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pct, table, write_result
 
 import aiden
-from aiden.demo import DEMO_CONFIG, LAYERS
-from aiden.events import SessionEvent
-from aiden.governance import (
+from aiden.context import (
     CacheShareTelemetry,
+    PromptLayers,
+    build_messages,
     cached_share,
     govern_events,
     messages_tokens,
@@ -60,8 +60,10 @@ from aiden.governance import (
     shared_prefix_tokens,
     trim_replay,
     usage_tokens,
+    validate_chat_sequence,
 )
-from aiden.prompt import PromptLayers, build_messages, validate_chat_sequence
+from aiden.demo import DEMO_CONFIG, LAYERS
+from aiden.events import SessionEvent
 from aiden.scenario import generate_scenario, turn_events
 from aiden.testing import FakeLLMServer
 from tests.governance.swe_sessions import load_sessions

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiden
 from aiden import SessionEvent
-from aiden.prompt import PromptLayers
+from aiden.context import PromptLayers
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 

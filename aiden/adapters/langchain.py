@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from aiden.context import PromptLayers
 from aiden.openai_format import events_from_message
-from aiden.prompt import PromptLayers
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
 
 if TYPE_CHECKING:

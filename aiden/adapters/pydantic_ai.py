@@ -52,8 +52,8 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from aiden.context import PromptLayers
 from aiden.events import SessionEvent
-from aiden.prompt import PromptLayers
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
 
 if TYPE_CHECKING:

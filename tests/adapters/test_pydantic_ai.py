@@ -28,7 +28,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import aiden
 from aiden.adapters.pydantic_ai import aiden_history, prompt_to_messages, recall_tool
-from aiden.prompt import PromptLayers
+from aiden.context import PromptLayers
 from tests.helpers import SMALL_MANUAL
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,8 +8,14 @@ import pytest
 from gov_helpers import scenario_events
 
 import aiden
-from aiden.governance import govern_events, stub_seq, trim_replay
-from aiden.prompt import PromptLayers, build_messages, validate_chat_sequence
+from aiden.context import (
+    PromptLayers,
+    build_messages,
+    govern_events,
+    stub_seq,
+    trim_replay,
+    validate_chat_sequence,
+)
 
 pytestmark = pytest.mark.anyio
 

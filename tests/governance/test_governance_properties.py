@@ -7,10 +7,17 @@ from gov_helpers import last_user_index, not_acted_on, partner_calls, sessions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aiden.context import (
+    PromptLayers,
+    build_messages,
+    govern_events,
+    messages_tokens,
+    stub_seq,
+    trim_replay,
+    validate_chat_sequence,
+)
 from aiden.events import SessionEvent
-from aiden.governance import govern_events, messages_tokens, stub_seq, trim_replay
 from aiden.policy.cutpoints import legal_cut_points
-from aiden.prompt import PromptLayers, build_messages, validate_chat_sequence
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LAYERS = PromptLayers(role_identity="You are a coding agent.", tools="read_file, run, search")

@@ -15,8 +15,14 @@ import pytest
 from swe_sessions import load_sessions
 
 from aiden.config import Config
-from aiden.governance import govern_events, messages_tokens, stub_seq
-from aiden.prompt import PromptLayers, build_messages, validate_chat_sequence
+from aiden.context import (
+    PromptLayers,
+    build_messages,
+    govern_events,
+    messages_tokens,
+    stub_seq,
+    validate_chat_sequence,
+)
 
 pytestmark = pytest.mark.real_data
 

@@ -8,8 +8,7 @@ import msgspec
 import pytest
 from gov_helpers import assistant, call, numbered, output, result, system, user
 
-from aiden.events import SessionEvent
-from aiden.governance import (
+from aiden.context import (
     DEFAULT_MIN_SAVINGS_TOKENS,
     STUB_PREFIX,
     govern_events,
@@ -17,6 +16,7 @@ from aiden.governance import (
     stub_seq,
     trim_replay,
 )
+from aiden.events import SessionEvent
 from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS
 
 

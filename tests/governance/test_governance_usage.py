@@ -6,7 +6,7 @@ import json
 import urllib.request
 from typing import Any
 
-from aiden.governance import (
+from aiden.context import (
     CacheShareTelemetry,
     CompactionCacheShare,
     ShareWindow,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from aiden.events import SessionEvent
-from aiden.prompt import (
+from aiden.context import (
     MISSING_RESULT,
     PromptLayers,
     build_messages,
     events_to_messages,
     validate_chat_sequence,
 )
+from aiden.events import SessionEvent
 
 
 def ev(seq: int, type_: str, content: str = "", **kw: object) -> SessionEvent:

@@ -1,0 +1,65 @@
+"""What one model call sees (pure and synchronous: no I/O, no clock, no anyio).
+
+Seed 003 separates four mechanisms that are all loosely called "compression";
+this package holds the two that act per call, both on a *copy* of the hot
+window that is never persisted, and the prompt assembly they feed:
+
+* :mod:`aiden.context.replay`: session replay trimming (how many hot-window
+  events a call replays);
+* :mod:`aiden.context.governance`: runner context governance (acted-on tool
+  results replaced by :mod:`aiden.context.stubs`);
+* :mod:`aiden.context.prompt`: system layers and hot window as native chat
+  messages;
+* :mod:`aiden.context.usage`: provider usage and prompt-cache telemetry.
+
+Consolidation (chunk summaries) and long-term memory are elsewhere.
+"""
+
+from __future__ import annotations
+
+from aiden.context.governance import DEFAULT_MIN_SAVINGS_TOKENS, govern_events
+from aiden.context.prompt import (
+    MISSING_RESULT,
+    PromptBuild,
+    PromptLayers,
+    build_messages,
+    events_to_messages,
+    validate_chat_sequence,
+)
+from aiden.context.replay import trim_replay
+from aiden.context.stubs import STUB_PREFIX, render_stub, stub_seq
+from aiden.context.turns import is_pinned
+from aiden.context.usage import (
+    CacheShareTelemetry,
+    CompactionCacheShare,
+    ShareWindow,
+    cached_share,
+    messages_tokens,
+    record_call,
+    shared_prefix_tokens,
+    usage_tokens,
+)
+
+__all__ = [
+    "DEFAULT_MIN_SAVINGS_TOKENS",
+    "MISSING_RESULT",
+    "STUB_PREFIX",
+    "CacheShareTelemetry",
+    "CompactionCacheShare",
+    "PromptBuild",
+    "PromptLayers",
+    "ShareWindow",
+    "build_messages",
+    "cached_share",
+    "events_to_messages",
+    "govern_events",
+    "is_pinned",
+    "messages_tokens",
+    "record_call",
+    "render_stub",
+    "shared_prefix_tokens",
+    "stub_seq",
+    "trim_replay",
+    "usage_tokens",
+    "validate_chat_sequence",
+]
