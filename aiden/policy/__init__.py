@@ -1,9 +1,15 @@
 """Compaction policy: pure, synchronous decisions with no I/O, clock or event loop.
 
-* :mod:`~aiden.policy.tokens`: token estimates and their run-time calibration;
+* :mod:`~aiden.policy.tokens`: token estimates without a tokenizer;
+* :mod:`~aiden.policy.tokenprofiles`: the estimate's coefficients per
+  tokenizer family and which model uses which;
+* :mod:`~aiden.policy.calibration`: the run-time correction of estimates from
+  provider-reported prompt sizes;
 * :mod:`~aiden.policy.triggers`: when to compact;
-* :mod:`~aiden.policy.cutpoints`: where to cut the hot window (root input
-  pinning, sticky pins, split turns, leading context);
+* :mod:`~aiden.policy.cutpoints`: where to cut the hot window (the plan, split
+  turns, skip reasons), built on :mod:`~aiden.policy.boundaries` (which events
+  may open the hot window) and :mod:`~aiden.policy.cutsearch` (the token, count
+  and progress paths, root input pinning, sticky pins, leading context);
 * :mod:`~aiden.policy.scrub`: dropping screenshot payloads before persistence.
 
 Time, configuration and model data come in as arguments, so every function
@@ -12,39 +18,29 @@ here is deterministic and safe to call from any thread or task.
 
 from __future__ import annotations
 
+from aiden.policy.boundaries import CutClass, classify, is_leading_context, legal_cut_points
+from aiden.policy.calibration import TokenCalibration, apply_calibration, calibrate
 from aiden.policy.cutpoints import (
     CompactionPlan,
-    CutClass,
     CutMeta,
     SkipCompaction,
-    classify,
-    is_leading_context,
-    legal_cut_points,
     plan_compaction,
     prompt_after_compaction_tokens,
 )
 from aiden.policy.scrub import IMAGE_KEYS, scrub_text, strip_screenshot_data
+from aiden.policy.tokenprofiles import CL100K, DEFAULT_PROFILE, O200K, TokenProfile, profile_for_model
 from aiden.policy.tokens import (
-    CL100K,
-    DEFAULT_PROFILE,
     MESSAGE_OVERHEAD_TOKENS,
-    O200K,
     TextFeatures,
-    TokenCalibration,
-    TokenProfile,
-    apply_calibration,
-    calibrate,
     estimate_event_tokens,
     estimate_tokens,
     event_tokens,
-    profile_for_model,
     text_features,
 )
 from aiden.policy.triggers import (
     TriggerDecision,
     TriggerInput,
     TriggerReason,
-    resolve_context_window,
     should_compress,
     trigger_threshold_tokens,
 )
@@ -76,7 +72,6 @@ __all__ = [
     "plan_compaction",
     "profile_for_model",
     "prompt_after_compaction_tokens",
-    "resolve_context_window",
     "scrub_text",
     "should_compress",
     "strip_screenshot_data",

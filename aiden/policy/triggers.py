@@ -22,7 +22,6 @@ manual, the seed 000 path, then the seed 001 triggers.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
@@ -33,7 +32,6 @@ __all__ = [
     "TriggerDecision",
     "TriggerInput",
     "TriggerReason",
-    "resolve_context_window",
     "should_compress",
     "trigger_threshold_tokens",
 ]
@@ -126,24 +124,3 @@ def should_compress(inp: TriggerInput, config: Config) -> TriggerDecision:
         return TriggerDecision(fire=True, reason="cost_ceiling", target_tokens=target)
     return TriggerDecision(fire=False, reason="none", target_tokens=target)
 
-
-def resolve_context_window(
-    model: str | None, model_windows: Mapping[str, int], fallback: int
-) -> int:
-    """The context window of ``model`` from a name -> window map (litellm's), else ``fallback``.
-
-    Tries the exact name, then without a provider prefix (``openai/gpt-4o``
-    -> ``gpt-4o``). Non-positive or non-integer entries are ignored. Runtime
-    model swaps take effect because the caller resolves per run (seed 000).
-    """
-    if not model:
-        return fallback
-    candidates = [model]
-    if "/" in model:
-        candidates.append(model.split("/", 1)[1])
-        candidates.append(model.rsplit("/", 1)[1])
-    for name in candidates:
-        window = model_windows.get(name)
-        if isinstance(window, int) and not isinstance(window, bool) and window > 0:
-            return window
-    return fallback

@@ -8,7 +8,6 @@ from aiden.config import Config
 from aiden.policy import (
     TriggerDecision,
     TriggerInput,
-    resolve_context_window,
     should_compress,
     trigger_threshold_tokens,
 )
@@ -137,14 +136,3 @@ def test_trigger_threshold_rejects_a_bad_window() -> None:
     with pytest.raises(ValueError, match="context_window must be positive"):
         trigger_threshold_tokens(0, Config())
 
-
-def test_resolve_context_window() -> None:
-    windows = {"gpt-4o": 128000, "claude-3-5-sonnet": 200000, "bad": 0, "flag": True}
-    assert resolve_context_window("gpt-4o", windows, 32000) == 128000
-    assert resolve_context_window("openai/gpt-4o", windows, 32000) == 128000
-    assert resolve_context_window("bedrock/anthropic/claude-3-5-sonnet", windows, 1) == 200000
-    assert resolve_context_window("unknown-model", windows, 32000) == 32000
-    assert resolve_context_window(None, windows, 32000) == 32000
-    assert resolve_context_window("", windows, 32000) == 32000
-    assert resolve_context_window("bad", windows, 32000) == 32000
-    assert resolve_context_window("flag", windows, 32000) == 32000
