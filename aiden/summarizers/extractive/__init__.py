@@ -1,0 +1,31 @@
+"""The embedded default summarizer: rule-based extraction, no network.
+
+Seed 001: compaction keeps load-bearing facts and drops repeatable detail.
+:class:`ExtractiveSummarizer` does that with plain rules: it keeps the exact
+sentences that carry the user's goal, constraints, preferences and corrections,
+decisions with their reasons, errors with their resolution, failed
+approaches, the open thread, file paths, commands, identifiers and numbers,
+and drops raw tool output (only error lines and a tool's first meaningful
+line survive). Facts are kept verbatim (whitespace-normalized, clipped)
+rather than paraphrased, so they survive any number of re-compactions: a
+rolling fold re-parses its own output and keeps the load-bearing lines first.
+
+Output is deterministic and bounded by the request's token budget, filled in
+seed 001's priority order: goal, user constraints/preferences/corrections,
+decisions, errors + resolution, failed approaches, open thread, files/ids,
+then the rest.
+
+Layout: ``events`` / ``tools`` / ``summary_text`` extract into a ``collector``
+of ``items``; ``dedupe`` and ``budget`` choose what is kept; ``render`` and
+``session`` write it out; ``fold`` handles the rolling fold; ``summarizer``
+holds the class that runs it all.
+"""
+
+from __future__ import annotations
+
+from aiden.summarizers.extractive.fold import summary_must_keep
+from aiden.summarizers.extractive.render import render_structured
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
+from aiden.summarizers.extractive.tokens import estimate_tokens
+
+__all__ = ["ExtractiveSummarizer", "estimate_tokens", "render_structured", "summary_must_keep"]

@@ -1,0 +1,116 @@
+"""The collector: accumulates kept items while events or summary lines are walked, pairing errors with fixes."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aiden.summarizers.extractive.items import _R_ERROR_RESOLVED, _R_MINOR, _R_NOTE, Section, _Item
+from aiden.summarizers.mustkeep import clip, content_words, has_fact_tokens, key_tokens, looks_like_error_line
+
+_RESOLUTION_CHARS: Final = 250
+_MAX_TOOL_NOTES: Final = 3
+
+
+class _ErrorDraft:
+    """An error whose resolution may arrive in a later event."""
+
+    __slots__ = ("closed", "context", "group", "order", "rank", "resolution", "text")
+
+    def __init__(self, text: str, context: str, rank: int, order: int, group: int) -> None:
+        self.text = text
+        self.context = context
+        self.rank = rank
+        self.order = order
+        self.group = group  # error lines of one tool result share a group
+        self.resolution = ""
+        self.closed = False  # resolved, or a sibling in its group was
+
+
+_OVERLAP_STOP: Final = frozenset(
+    {"error", "errors", "fixed", "fixes", "resolved", "solved", "failed", "failure", "failing", "issue", "problem"}
+)
+
+
+def _overlap_words(text: str) -> set[str]:
+    # Words that identify an error ("ERESOLVE", "billing_rw", "password"), not
+    # the vocabulary every error and fix shares.
+    return {*content_words(text), *key_tokens(text)} - _OVERLAP_STOP
+
+
+class _Collector:
+    """Accumulates items while events or summary lines are walked."""
+
+    def __init__(self) -> None:
+        self.items: list[_Item] = []
+        self.errors: list[_ErrorDraft] = []
+        self.order = 0
+        self.goal: str | None = None
+        self.last_user = ""
+        self.last_plan = ""
+        self.tool_error_count = 0
+        self.tool_notes: list[str] = []
+        # Error group of the tool result just seen; the next message may resolve it.
+        self.fresh_error_group: int | None = None
+        self.commands_ok: list[str] = []
+        self.commands_failed: list[tuple[str, str]] = []
+        self.outcomes: list[str] = []
+
+    def next_order(self) -> int:
+        self.order += 1
+        return self.order
+
+    def add(self, section: Section, text: str, rank: int, extra: str = "") -> None:
+        if text.strip():
+            self.items.append(_Item(section, text, rank, self.next_order(), extra))
+
+    def add_error(self, text: str, *, context: str = "", rank: int, group: int | None = None) -> _ErrorDraft:
+        order = self.next_order()
+        draft = _ErrorDraft(text, context, rank, order, order if group is None else group)
+        self.errors.append(draft)
+        return draft
+
+    def resolve(self, sentence: str) -> None:
+        """Attach ``sentence`` to the error it resolves, or keep it as a self-contained error item.
+
+        The error is the recent unresolved one sharing the most distinctive
+        words with ``sentence`` ("ERESOLVE ... fixed by ..."), else the error
+        group of the tool result right before this message. Within a group
+        the resolution goes to its first (most specific) line.
+        """
+        open_drafts = [d for d in self.errors if not d.closed][-12:]
+        words = _overlap_words(sentence)
+        best: _ErrorDraft | None = None
+        best_score = 0
+        for draft in open_drafts:
+            score = len(words & _overlap_words(draft.text))
+            if score > best_score or (score == best_score and score > 0):
+                best, best_score = draft, score
+        if best is None and self.fresh_error_group is not None:
+            # "Fixed it by ..." right after a failing tool result refers to that
+            # failure, unless the "failure" was only log lines that mention errors.
+            best = next(
+                (d for d in open_drafts if d.group == self.fresh_error_group and d.rank <= _R_MINOR), None
+            )
+        if best is None:
+            # "Tests pass so far." resolves nothing nameable; keep only
+            # resolutions that say what they fixed.
+            if looks_like_error_line(sentence) or has_fact_tokens(sentence):
+                draft = self.add_error(clip(sentence), rank=_R_ERROR_RESOLVED)
+                draft.closed = True
+            return
+        siblings = [d for d in self.errors if d.group == best.group]
+        target = next(d for d in siblings if not d.closed)
+        target.resolution = clip(sentence, _RESOLUTION_CHARS)
+        target.rank = min(target.rank, _R_ERROR_RESOLVED)
+        for sibling in siblings:
+            sibling.closed = True
+
+    def finish(self) -> list[_Item]:
+        items = list(self.items)
+        # Only the newest few first-lines of tool output: they help continuity, nothing else.
+        for note in self.tool_notes[-_MAX_TOOL_NOTES:]:
+            items.append(_Item("tool_notes", note, _R_NOTE, self.next_order()))
+        for draft in self.errors:
+            text = draft.text if not draft.context else f"{draft.text} (from {draft.context})"
+            items.append(_Item("errors", text, draft.rank, draft.order, draft.resolution))
+        return items

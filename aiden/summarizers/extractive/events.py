@@ -1,0 +1,196 @@
+"""Event extraction: feeds session events into a collector, sentence by sentence, by speaker."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from aiden.events import SessionEvent
+from aiden.summarizers.extractive.collector import _Collector
+from aiden.summarizers.extractive.items import (
+    _R_DECISION,
+    _R_ERROR_RESOLVED,
+    _R_FACT,
+    _R_FAILED,
+    _R_GOAL,
+    _R_MINOR,
+    _R_REST,
+    _R_USER,
+    _TOOL_NOTE_CHARS,
+)
+from aiden.summarizers.extractive.summary_text import _extract_summary_text
+from aiden.summarizers.extractive.tools import (
+    _FILE_LINE,
+    _describe_call,
+    _error_lines,
+    _first_meaningful_line,
+    _is_error_result,
+)
+from aiden.summarizers.mustkeep import (
+    classify_sentence,
+    clip,
+    code_lines,
+    find_paths,
+    has_fact_tokens,
+    is_plan,
+    join_sentences,
+    split_sentences,
+)
+
+_GOAL_CHARS: Final = 400
+_MAX_TOOL_ERRORS: Final = 24  # error lines taken from tool output per request
+_OUTCOME: Final = re.compile(
+    r"\b(?:done|completed?|implemented|shipped|deployed|released|merged|finished|all tests pass(?:ed)?|"
+    r"now passes|is working|works now|abandoned|gave up|delivered|published|added|created)\b"
+    r"|完成|已上线|已发布|已合并|放弃",
+    re.IGNORECASE,
+)
+
+
+class _EventWalker:
+    """Feeds events one by one into a collector, pairing tool results with their calls."""
+
+    def __init__(self, collector: _Collector) -> None:
+        self.collector = collector
+        self.calls: dict[str, tuple[str, bool]] = {}
+        self.last_call: tuple[str, bool] | None = None
+
+    def feed(self, event: SessionEvent) -> None:
+        collector = self.collector
+        if event.type == "user_input":
+            _extract_user(event, collector)
+        elif event.type in ("assistant_output", "role_output"):
+            _extract_assistant(event, collector)
+        elif event.type == "tool_call":
+            description, is_shell, paths = _describe_call(event)
+            self.last_call = (description, is_shell)
+            if event.tool_call_id:
+                self.calls[event.tool_call_id] = self.last_call
+            collector.add("commands", description, _R_REST)
+            for path in paths:
+                collector.add("files", path, _R_FACT)
+        elif event.type == "tool_result":
+            call = self.calls.get(event.tool_call_id or "", self.last_call)
+            _extract_tool_result(event, call, collector)
+        elif event.type == "system_event":
+            # Synthetic system events carry an earlier summary (a split-turn
+            # prefix): its facts must survive this compaction too.
+            _extract_summary_text(event.content, collector, fold_lines=True)
+        # screen_context is ambient: nothing in it is load-bearing.
+
+
+def _substantive(sentences: Sequence[str]) -> list[str]:
+    """The sentences that say something (no greetings or bare acknowledgements)."""
+    return [s for s in sentences if classify_sentence(s, speaker="user") != "greeting"]
+
+
+def _extract_user(event: SessionEvent, collector: _Collector) -> None:
+    content = event.content
+    if not content.strip():
+        return
+    sentences = split_sentences(content)
+    prose = _substantive(sentences)
+    if not prose:
+        return  # "ok", "continue", "thanks": nothing to keep, not the open thread either
+    if collector.goal is None:
+        collector.goal = clip(join_sentences(prose), _GOAL_CHARS)
+        collector.add("goal", collector.goal, _R_GOAL)
+    others = 0
+    for sentence in sentences:
+        kind = classify_sentence(sentence, speaker="user")
+        item = clip(sentence)
+        if kind in ("correction", "preference"):
+            collector.add("preferences", item, _R_USER)
+        elif kind == "constraint":
+            collector.add("constraints", item, _R_USER)
+        elif kind == "decision":
+            collector.add("decisions", item, _R_DECISION)
+        elif kind == "failed":
+            collector.add("failed", item, _R_FAILED)
+        elif kind == "resolution":
+            collector.resolve(sentence)
+        elif kind == "error":
+            collector.add_error(item, rank=_R_ERROR_RESOLVED)
+        elif kind == "fact":
+            collector.add("facts", item, _R_FACT)
+        elif kind == "other" and others < 2:
+            others += 1
+            collector.add("requests", item, _R_REST)
+    for command in code_lines(content):
+        collector.add("commands", clip(command, 240), _R_MINOR)
+    for path in find_paths(content):
+        collector.add("files", path, _R_FACT)
+    collector.fresh_error_group = None
+    collector.last_user = clip(join_sentences(prose), 300)
+
+
+def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
+    content = event.content
+    if not content.strip():
+        return
+    plan = ""
+    for sentence in split_sentences(content):
+        kind = classify_sentence(sentence, speaker="assistant")
+        item = clip(sentence)
+        if kind == "decision":
+            collector.add("decisions", item, _R_DECISION)
+        elif kind == "failed":
+            collector.add("failed", item, _R_FAILED)
+        elif kind == "resolution":
+            collector.resolve(sentence)
+        elif kind == "error":
+            # "Let me check the error" is meander; keep only concrete errors.
+            if has_fact_tokens(sentence):
+                collector.add_error(item, rank=_R_ERROR_RESOLVED)
+        elif kind == "constraint":
+            # Assistant-stated rules are mostly restated user constraints or
+            # meander; keep them apart so a fold never promotes them.
+            collector.add("notes", item, _R_REST)
+        elif kind == "fact":
+            collector.add("facts", item, _R_FACT)
+        if kind != "greeting" and is_plan(sentence):
+            plan = item
+        if _OUTCOME.search(sentence) and kind in ("other", "fact", "resolution", "decision", "plan"):
+            collector.outcomes.append(item)
+    for command in code_lines(content):
+        collector.add("commands", clip(command, 240), _R_MINOR)
+    for path in find_paths(content):
+        collector.add("files", path, _R_FACT)
+    collector.fresh_error_group = None
+    # The newest message decides the open plan; one without a plan clears it.
+    collector.last_plan = plan
+
+
+def _extract_tool_result(
+    event: SessionEvent, call: tuple[str, bool] | None, collector: _Collector
+) -> None:
+    content = event.content
+    context = call[0] if call is not None else (event.tool_name or "")
+    lines = _error_lines(content, executed=call is not None and call[1])
+    reported = _is_error_result(event)
+    if not lines and reported:
+        first = _first_meaningful_line(content)
+        lines = [(first or "(tool reported an error)", True)]
+    if lines:
+        group = collector.next_order()
+        for line, strong in lines:
+            if collector.tool_error_count >= _MAX_TOOL_ERRORS:
+                break
+            collector.tool_error_count += 1
+            # Lines that merely mention "error" (logs the agent read) rank
+            # below real failures.
+            rank = _R_MINOR if (strong or reported) else _R_REST
+            collector.add_error(line, context=context, rank=rank, group=group)
+        collector.fresh_error_group = group
+        for match in _FILE_LINE.finditer(content):
+            collector.add("files", match.group(1), _R_FACT)
+        if call is not None and call[1]:
+            collector.commands_failed.append((call[0], lines[0][0]))
+        return
+    if call is not None and call[1]:
+        collector.commands_ok.append(call[0])
+    first = _first_meaningful_line(content)
+    if first:
+        label = event.tool_name or (call[0] if call else "tool")
+        collector.tool_notes.append(clip(f"{label}: {first}", _TOOL_NOTE_CHARS))

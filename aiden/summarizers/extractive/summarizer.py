@@ -1,0 +1,140 @@
+"""The summarizer class: runs extraction over a request and picks the output form its purpose asks for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import anyio
+
+from aiden.events import SessionEvent
+from aiden.summarizers.extractive.budget import _select
+from aiden.summarizers.extractive.collector import _Collector
+from aiden.summarizers.extractive.dedupe import _dedupe, _with_absorbed
+from aiden.summarizers.extractive.events import _EventWalker
+from aiden.summarizers.extractive.fold import _keep_latest_open
+from aiden.summarizers.extractive.items import _R_NOTE, _R_OPEN, _TOOL_NOTE_CHARS, _Item
+from aiden.summarizers.extractive.render import _render_history, _structured_history
+from aiden.summarizers.extractive.session import (
+    _render_session,
+    _select_session,
+    _session_items,
+    _structured_session,
+)
+from aiden.summarizers.extractive.summary_text import _extract_summary_text
+from aiden.summarizers.mustkeep import clip
+from aiden.summarizers.protocol import SummaryRequest, SummaryResult
+
+_SLICE_CHARS: Final = 32_000  # checkpoint after about this much event text (~5-10 ms of extraction)
+
+
+class ExtractiveSummarizer:
+    """Rule-based, deterministic, offline summarizer (aiden's embedded default).
+
+    ``max_tokens`` caps every request's budget (the smaller of the two wins);
+    ``None`` uses ``request.max_tokens`` as is. ``fold_max_lines`` bounds the
+    lines of a ``rolling_fold`` result: the Rolling Summary has a line cap
+    (``Config.max_rolling_summary_lines``, 100 by default) whose backstop drops
+    the *oldest* lines, so a fold must land well below it. See the module docstring for
+    what is kept. ``previous_summary`` of a ``history`` / ``turn_prefix``
+    request is not repeated (it stays in summary.md on its own); it is merged
+    for ``rolling_fold`` and ``session_summary``.
+    """
+
+    def __init__(self, *, max_tokens: int | None = None, fold_max_lines: int = 60) -> None:
+        if max_tokens is not None and max_tokens <= 0:
+            raise ValueError("max_tokens must be positive")
+        if fold_max_lines <= 0:
+            raise ValueError("fold_max_lines must be positive")
+        self.max_tokens = max_tokens
+        self.fold_max_lines = fold_max_lines
+
+    def _budget(self, request: SummaryRequest) -> int:
+        budget = request.max_tokens
+        if self.max_tokens is not None:
+            budget = min(budget, self.max_tokens)
+        return max(1, budget)
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        """Summarize ``request``, yielding to the event loop between slices of events.
+
+        Extraction runs at a few MB/s, so a range with megabytes of tool output
+        is walked in slices of about ``_SLICE_CHARS`` with a checkpoint after
+        each: other tasks keep running and cancellation is honoured, without a
+        worker thread (which would let a test's MockClock jump meanwhile).
+        """
+        collector, walker = self._begin(request)
+        await anyio.lowlevel.checkpoint()
+        walked = 0
+        for event in _events_to_walk(request):
+            walker.feed(event)
+            walked += len(event.content) + len(event.tool_args or "")
+            if walked >= _SLICE_CHARS:
+                walked = 0
+                await anyio.lowlevel.checkpoint()
+        return self._finish(request, collector)
+
+    def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
+        """The same summary, computed synchronously (pure CPU work, no I/O)."""
+        collector, walker = self._begin(request)
+        for event in _events_to_walk(request):
+            walker.feed(event)
+        return self._finish(request, collector)
+
+    def _begin(self, request: SummaryRequest) -> tuple[_Collector, _EventWalker]:
+        """A collector primed with the summaries a fold / session summary merges, and the event walker."""
+        collector = _Collector()
+        if request.purpose in ("rolling_fold", "session_summary"):
+            _extract_summary_text(request.previous_summary, collector, fold_lines=True)
+            _extract_summary_text(request.text, collector, fold_lines=True)
+        return collector, _EventWalker(collector)
+
+    def _finish(self, request: SummaryRequest, collector: _Collector) -> SummaryResult:
+        budget = self._budget(request)
+        if request.purpose == "rolling_fold":
+            deduped = _dedupe(_keep_latest_open(collector.finish()))
+            kept = deduped.kept or [_fallback_note(request)]
+            chosen = _select(kept, budget, _render_history, max_lines=self.fold_max_lines)
+            return SummaryResult(
+                text=_render_history(chosen), structured=_structured_history(_with_absorbed(chosen, deduped))
+            )
+        _add_open_thread(collector)
+        deduped = _dedupe(collector.finish())
+        if request.purpose == "session_summary":
+            items = [*deduped.kept, *(item for item, _ in deduped.absorbed)]
+            session_items = _select_session(_session_items(collector, items), budget)
+            return SummaryResult(
+                text=_render_session(session_items), structured=_structured_session(session_items)
+            )
+        chosen = _select(deduped.kept or [_fallback_note(request)], budget, _render_history)
+        return SummaryResult(
+            text=_render_history(chosen), structured=_structured_history(_with_absorbed(chosen, deduped))
+        )
+
+
+def _events_to_walk(request: SummaryRequest) -> Sequence[SessionEvent]:
+    # A rolling fold folds text; the protocol gives it no events.
+    return () if request.purpose == "rolling_fold" else request.events
+
+
+def _fallback_note(request: SummaryRequest) -> _Item:
+    """What a range with nothing load-bearing is summarized as: never an empty summary.
+
+    The newest message says what the range was about ("Checked 3 places;
+    tests pass so far."); failing that, the range's shape.
+    """
+    for event in reversed(request.events):
+        if event.type in ("assistant_output", "role_output", "user_input", "system_event") and event.content.strip():
+            return _Item("notes", clip(event.content, _TOOL_NOTE_CHARS), _R_NOTE, 0)
+    if request.events:
+        first, last = request.events[0].seq, request.events[-1].seq
+        return _Item("notes", f"seq {first}-{last}: {len(request.events)} events, tool output only", _R_NOTE, 0)
+    line = next((ln.strip() for ln in request.text.splitlines() if ln.strip()), "")
+    return _Item("notes", clip(line, _TOOL_NOTE_CHARS) if line else "(nothing to summarize)", _R_NOTE, 0)
+
+
+def _add_open_thread(collector: _Collector) -> None:
+    if collector.last_user:
+        collector.add("open", f"User: {collector.last_user}", _R_OPEN)
+    if collector.last_plan:
+        collector.add("open", f"Plan: {collector.last_plan}", _R_OPEN)
