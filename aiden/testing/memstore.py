@@ -1,0 +1,257 @@
+"""An in-memory :class:`~aiden.storage.protocol.SessionStore`: the filesystem store's semantics, no files.
+
+It mirrors :class:`~aiden.storage.session.FileSessionStore` where callers can
+observe it: gap-free seqs that never restart within a session (also after a
+commit trimmed the whole hot window), ``event_id`` dedupe that also knows
+compacted events, chunk entries completed by
+:func:`~aiden.storage.chunks.encode_chunk` (same sha256), sealed segments
+once the index grows, summary.md rendered as the filesystem store writes it,
+and rotation that starts an empty session (seqs from 1, ids forgotten).
+Nothing survives the process; there is nothing to recover. Unlike the file
+store's bounded window, every ``event_id`` of the session is remembered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+
+import msgspec
+
+from aiden.config import Config
+from aiden.errors import CommitConflict, CorruptionError, LockError, StorageError
+from aiden.events import SessionEvent, decode_event, encode_event, validate_id
+from aiden.storage import chunks as cs
+from aiden.storage.protocol import PreparedEvent, RecoveryReport, Snapshot
+from aiden.storage.summary_md import render_summary_md
+
+__all__ = ["MemorySessionStore"]
+
+
+class _Session:
+    """One session's state; rotation moves it to the archive and starts a fresh one."""
+
+    def __init__(self) -> None:
+        self.hot: list[SessionEvent] = []
+        self.index = cs.ChunkIndex()
+        self.chunks: dict[str, cs.ChunkFile] = {}  # every committed chunk, live or sealed
+        self.ids: dict[str, int] = {}
+        self.last_seq = 0
+        self.summary = ""
+
+
+class MemorySessionStore:
+    """A thread-safe in-memory session store (a :class:`~aiden.storage.protocol.SessionStore`).
+
+    ``config`` supplies ``summary_max_chunks`` (summary.md and segment
+    sealing) and ``lock_timeout_s`` (the compaction lock), as for the
+    filesystem store. :attr:`archived` holds rotated sessions by id.
+    """
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config if config is not None else Config()
+        self._lock = threading.Lock()
+        self._compaction = threading.Lock()
+        self._session = _Session()
+        self.archived: dict[str, Snapshot] = {}
+        """Rotated sessions by closed id: their hot window and index as they were at rotation."""
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def recover(self) -> RecoveryReport:
+        """Nothing can be torn or left half-written in memory: an empty report."""
+        return RecoveryReport()
+
+    def close(self) -> None:
+        """Release the compaction lock if it is held; the data stays readable."""
+        if self._compaction.locked():
+            self._compaction.release()
+
+    # --- appends -------------------------------------------------------------------
+
+    def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
+        """Store every request's events as one batch; each request's seqs.
+
+        A known ``event_id`` (hot, compacted, or earlier in this batch) gets
+        its stored seq and is not stored again. Every line is decoded before
+        anything is stored: a line that does not decode raises msgspec's error
+        and nothing of the batch is stored.
+        """
+        with self._lock:
+            s = self._session
+            seq = s.last_seq
+            batch_ids: dict[str, int] = {}
+            new: list[SessionEvent] = []
+            out: list[list[int]] = []
+            for request in requests:
+                seqs: list[int] = []
+                for prepared in request:
+                    eid = prepared.event_id
+                    known = (s.ids.get(eid) or batch_ids.get(eid)) if eid is not None else None
+                    if known is not None:
+                        seqs.append(known)
+                        continue
+                    seq += 1
+                    new.append(msgspec.structs.replace(decode_event(prepared.line), seq=seq))
+                    seqs.append(seq)
+                    if eid is not None:
+                        batch_ids[eid] = seq
+                out.append(seqs)
+            s.hot.extend(new)
+            s.ids.update(batch_ids)
+            s.last_seq = seq
+            return out
+
+    # --- reading -------------------------------------------------------------------
+
+    def read_hot_window(self) -> list[SessionEvent]:
+        """The hot window in seq order."""
+        with self._lock:
+            return list(self._session.hot)
+
+    def read_event(self, seq: int) -> SessionEvent | None:
+        """The stored event with ``seq`` (hot or compacted), None if none."""
+        found = self.read_events([seq])
+        return found[0] if found else None
+
+    def read_events(self, seqs: Sequence[int]) -> list[SessionEvent]:
+        """The stored events with these seqs, in seq order (unknown seqs are left out)."""
+        wanted = set(seqs)
+        with self._lock:
+            s = self._session
+            found = {e.seq: e for e in s.hot if e.seq in wanted}
+            for chunk in s.chunks.values():
+                found.update((e.seq, e) for e in chunk.events if e.seq in wanted and chunk.entry.covers(e.seq))
+        return [found[q] for q in sorted(found)]
+
+    def load_index(self) -> cs.ChunkIndex:
+        """The live index (empty before the first commit)."""
+        with self._lock:
+            return self._session.index
+
+    def read_chunk(self, chunk_id: str) -> cs.ChunkFile:
+        """One committed chunk (live or sealed); :class:`CorruptionError` when there is none."""
+        validate_id(chunk_id, what="chunk id")
+        with self._lock:
+            chunk = self._session.chunks.get(chunk_id)
+        if chunk is None:
+            raise CorruptionError(f"chunk {chunk_id} is missing")
+        return chunk
+
+    def read_summary(self) -> str:
+        """The rendered summary.md text ("" before the first compaction)."""
+        with self._lock:
+            return self._session.summary
+
+    def snapshot(self) -> Snapshot:
+        """The hot window and the index (no bad lines exist in memory)."""
+        with self._lock:
+            return Snapshot(list(self._session.hot), self._session.index, 0)
+
+    # --- compaction ------------------------------------------------------------------
+
+    def lock_compaction(self) -> None:
+        """Take the compaction lock (waits up to ``lock_timeout_s``, then :class:`LockError`)."""
+        if not self._compaction.acquire(timeout=self.config.lock_timeout_s):
+            raise LockError(f"timed out after {self.config.lock_timeout_s}s waiting for the compaction lock")
+
+    def unlock_compaction(self) -> None:
+        """Release the compaction lock if held."""
+        if self._compaction.locked():
+            self._compaction.release()
+
+    def commit(
+        self,
+        *,
+        expected_last_seq: int,
+        entry: cs.ChunkEntry,
+        events: Sequence[SessionEvent],
+        next_index: cs.ChunkIndex,
+        pushed_out: Sequence[cs.ChunkEntry],
+    ) -> tuple[cs.ChunkEntry, int]:
+        """Commit one chunk and trim what it covers; the completed entry and how many events stay hot.
+
+        As the filesystem store: ``next_index``'s last entry is replaced by the
+        completed one, old entries are sealed, and the trim keeps every event
+        the index does not cover, also those appended since the snapshot.
+        ``pushed_out`` only feeds the file store's archive, which has no reader here.
+        """
+        full = cs.encode_chunk(entry, events)[1]
+        # A copy through JSON: later mutation of a caller's meta dict cannot reach the stored chunk.
+        stored = [decode_event(encode_event(e)) for e in events]
+        with self._lock:
+            s = self._session
+            if s.index.last_seq != expected_last_seq:
+                raise CommitConflict(
+                    f"index moved from seq {expected_last_seq} to {s.index.last_seq} during the pass"
+                )
+            chunks = [*next_index.chunks[:-1], full] if next_index.chunks else [full]
+            index = self._seal(msgspec.structs.replace(next_index, chunks=chunks))
+            s.chunks[full.chunk_id] = cs.ChunkFile(full, stored)
+            s.index = index
+            # Earlier chunks' events left the hot window at their own commit; kept seqs stay.
+            s.hot = [e for e in s.hot if not full.covers(e.seq)]
+            s.summary = self._render(index)
+            return full, len(s.hot)
+
+    def _seal(self, index: cs.ChunkIndex) -> cs.ChunkIndex:
+        # The same shape as chunks.seal_segments, without files: the entries stay in ``chunks``.
+        keep_live = self.config.summary_max_chunks + 1
+        chunks = list(index.chunks)
+        segments = list(index.segments)
+        while len(chunks) > keep_live + cs.SEGMENT_SIZE:
+            sealed, chunks = chunks[: cs.SEGMENT_SIZE], chunks[cs.SEGMENT_SIZE :]
+            body = b"".join(msgspec.json.encode(e) + b"\n" for e in sealed)
+            segments.append(
+                cs.SegmentRef(
+                    file=cs.segment_name(sealed[0].first_seq, sealed[-1].last_seq),
+                    chunks=len(sealed),
+                    first_seq=sealed[0].first_seq,
+                    last_seq=sealed[-1].last_seq,
+                    sha256=hashlib.sha256(body).hexdigest(),
+                )
+            )
+        return msgspec.structs.replace(index, chunks=chunks, segments=segments)
+
+    def _render(self, index: cs.ChunkIndex) -> str:
+        return render_summary_md(index, index.chunks[-self.config.summary_max_chunks :])
+
+    def replace_summary(self, chunk_id: str, summary: str) -> bool:
+        """Give a live chunk its real summary (entry, chunk and summary.md); False when it is not live."""
+        with self._lock:
+            s = self._session
+            pos = next((i for i, e in enumerate(s.index.chunks) if e.chunk_id == chunk_id), None)
+            if pos is None:
+                return False
+            chunk = s.chunks[chunk_id]
+            full = cs.encode_chunk(
+                msgspec.structs.replace(chunk.entry, summary=summary, degraded=False), chunk.events
+            )[1]
+            live = list(s.index.chunks)
+            live[pos] = full
+            s.index = msgspec.structs.replace(s.index, chunks=live)
+            s.chunks[chunk_id] = cs.ChunkFile(full, chunk.events)
+            s.summary = self._render(s.index)
+            return True
+
+    # --- rotation ----------------------------------------------------------------------
+
+    def rotate(self, closed_session_id: str) -> str:
+        """Archive the session as ``closed_session_id`` and start an empty one (seqs from 1, ids forgotten).
+
+        :class:`~aiden.errors.InvalidIdError` for a bad id and
+        :class:`StorageError` when the id was archived already, as on disk.
+        """
+        validate_id(closed_session_id, what="session id")
+        self.lock_compaction()
+        try:
+            with self._lock:
+                if closed_session_id in self.archived:
+                    raise StorageError(f"archive {closed_session_id!r} already exists")
+                old = self._session
+                self.archived[closed_session_id] = Snapshot(old.hot, old.index, 0)
+                self._session = _Session()
+                return closed_session_id
+        finally:
+            self.unlock_compaction()
