@@ -9,7 +9,8 @@ commit, or commit a stale snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TypeVar
 
 import msgspec
@@ -28,9 +29,12 @@ __all__ = [
     "compact",
     "event",
     "expect_raises",
+    "fill",
+    "opened",
     "plan",
     "prepared",
     "seqs_of",
+    "state_of",
     "stored",
     "summary_for",
 ]
@@ -151,3 +155,24 @@ def expect_raises(kind: type[E], call: Callable[[], object]) -> E:
 def seqs_of(events: Sequence[SessionEvent]) -> list[int]:
     """The seqs of ``events``, in order."""
     return [e.seq for e in events]
+
+
+@contextmanager
+def opened(make_store: StoreFactory) -> Iterator[SessionStore]:
+    """A fresh store from ``make_store``, closed on exit."""
+    store = make_store()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def fill(store: SessionStore, count: int) -> list[SessionEvent]:
+    """Append ``e1..e<count>`` as one request; the stored events expected back."""
+    assert store.append([[prepared(f"e{i}") for i in range(1, count + 1)]]) == [list(range(1, count + 1))]
+    return [stored(f"e{i}", i) for i in range(1, count + 1)]
+
+
+def state_of(store: SessionStore, last_seq: int) -> tuple[list[SessionEvent], ChunkIndex, str, list[SessionEvent]]:
+    """What a check compares before and after: hot window, index, summary, every event up to ``last_seq``."""
+    return store.read_hot_window(), store.load_index(), store.read_summary(), store.read_events(range(1, last_seq + 1))

@@ -4,4 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.register_assert_rewrite("aiden.testing.conformance", "aiden.testing.conformance_property", "aiden.testing.storekit")
+pytest.register_assert_rewrite(
+    "aiden.testing.conformance",
+    "aiden.testing.conformance_commit",
+    "aiden.testing.conformance_property",
+    "aiden.testing.storekit",
+)
