@@ -22,31 +22,41 @@ from typing import TYPE_CHECKING
 
 from aiden._lazy import lazy_exports
 from aiden.config import Config, config_from_mapping, load_config
+from aiden.context import PromptBuild, PromptLayers
 from aiden.errors import (
     AidenError,
     ClosedError,
+    CommitConflict,
     ConfigError,
     CorruptionError,
+    DreamError,
     DurabilityError,
     EventTooLargeError,
+    GitCorruptionError,
     InvalidEventError,
     InvalidIdError,
     InvalidSummaryError,
     LockError,
+    LongTermError,
+    MemoryEntryError,
     RecallError,
     StorageError,
     SummarizerError,
     SummarizerTimeout,
     SummarizerUnavailable,
+    VersionNotFoundError,
 )
 from aiden.events import EventType, SessionEvent
+from aiden.lifecycle import RunStart
 from aiden.memory import Memory, MemoryStats
 from aiden.messages import CompactionOutcome
 from aiden.openai_format import events_from_message, events_from_response, usage_numbers
 from aiden.recall.embedding import Embedder, LiteLLMEmbedder
 from aiden.recall.types import RecallContext, RecallHit, RecallStats
 from aiden.runtime import open_memory
-from aiden.storage.session import RecoveryReport
+from aiden.storage.chunks import ChunkEntry, ChunkIndex
+from aiden.storage.protocol import PreparedEvent, RecoveryReport, SessionStore, Snapshot
+from aiden.storage.session import FileSessionStore
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,
@@ -67,18 +77,24 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AidenError",
+    "ChunkEntry",
+    "ChunkIndex",
     "ClosedError",
+    "CommitConflict",
     "CompactionOutcome",
     "Config",
     "ConfigError",
     "CorruptionError",
     "Decision",
+    "DreamError",
     "DurabilityError",
     "Embedder",
     "ErrorResolution",
     "EventTooLargeError",
     "EventType",
     "ExtractiveSummarizer",
+    "FileSessionStore",
+    "GitCorruptionError",
     "InvalidEventError",
     "InvalidIdError",
     "InvalidSummaryError",
@@ -86,14 +102,22 @@ __all__ = [
     "LiteLLMSummarizer",
     "LocalMiniLMEmbedder",
     "LockError",
+    "LongTermError",
     "Memory",
+    "MemoryEntryError",
     "MemoryStats",
+    "PreparedEvent",
+    "PromptBuild",
+    "PromptLayers",
     "RecallContext",
     "RecallError",
     "RecallHit",
     "RecallStats",
     "RecoveryReport",
+    "RunStart",
     "SessionEvent",
+    "SessionStore",
+    "Snapshot",
     "StorageError",
     "StructuredSummary",
     "Summarizer",
@@ -103,6 +127,7 @@ __all__ = [
     "SummaryRequest",
     "SummaryResult",
     "SyncMemory",
+    "VersionNotFoundError",
     "config_from_mapping",
     "events_from_message",
     "events_from_response",

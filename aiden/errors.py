@@ -21,6 +21,12 @@ Cancellation is never translated or swallowed.
     │   ├── SummarizerUnavailable  the circuit breaker is open / provider unreachable
     │   └── InvalidSummaryError  the summarizer returned unusable output
     ├── RecallError              recall index failure or a bad recall query
+    ├── CommitConflict           another compactor committed first: the pass is discarded
+    ├── LongTermError            long-term memory failure
+    │   ├── MemoryEntryError     a save/forget request or a memory entry is invalid
+    │   └── DreamError           a Dream run, log or restore failed
+    │       ├── VersionNotFoundError  restore target is not a known version
+    │       └── GitCorruptionError    ``long_term/.git`` is damaged (also a CorruptionError)
     └── ClosedError              the memory was used after it was closed
 """
 
@@ -29,19 +35,25 @@ from __future__ import annotations
 __all__ = [
     "AidenError",
     "ClosedError",
+    "CommitConflict",
     "ConfigError",
     "CorruptionError",
+    "DreamError",
     "DurabilityError",
     "EventTooLargeError",
+    "GitCorruptionError",
     "InvalidEventError",
     "InvalidIdError",
     "InvalidSummaryError",
     "LockError",
+    "LongTermError",
+    "MemoryEntryError",
     "RecallError",
     "StorageError",
     "SummarizerError",
     "SummarizerTimeout",
     "SummarizerUnavailable",
+    "VersionNotFoundError",
 ]
 
 
@@ -107,3 +119,31 @@ class RecallError(AidenError):
 
 class ClosedError(AidenError):
     """The memory handle was used after it was closed."""
+
+
+class CommitConflict(AidenError):
+    """Another compactor committed since this pass took its snapshot; the pass is discarded."""
+
+
+class LongTermError(AidenError):
+    """Root of the long-term memory errors."""
+
+
+class MemoryEntryError(LongTermError):
+    """A memory entry (or the arguments to make one) is invalid; nothing was written."""
+
+
+class DreamError(LongTermError):
+    """A Dream run, log or restore failed; the cursor and the long-term files are unchanged."""
+
+
+class VersionNotFoundError(DreamError):
+    """The requested version is not in the long-term git history."""
+
+
+class GitCorruptionError(DreamError, CorruptionError):
+    """``long_term/.git`` is unreadable or damaged; the long-term files themselves are untouched.
+
+    A :class:`DreamError` so Dream's callers handle it like any failed run, and a
+    :class:`CorruptionError` so it is classified as damaged storage.
+    """

@@ -21,12 +21,10 @@ import msgspec
 
 from aiden.boundary import BoundaryDecision, Classifier, decide_boundary
 from aiden.config import Config
+from aiden.context import PromptBuild, PromptLayers, build_messages, govern_events, is_pinned, trim_replay
 from aiden.errors import AidenError
-from aiden.events import SessionEvent, validate_id
-from aiden.governance import govern_events, is_pinned, trim_replay
-from aiden.messages import CancelPass, ResetSession, Rotated, RotateSession
+from aiden.events import SessionEvent
 from aiden.policy.triggers import trigger_threshold_tokens
-from aiden.prompt import PromptBuild, PromptLayers, build_messages
 
 if TYPE_CHECKING:
     from aiden.memory import Memory
@@ -101,7 +99,7 @@ class Lifecycle:
         )
         archived: str | None = None
         if decision.new_session and last is not None:
-            archived = await self.rotate(closed_session_id or new_session_id(now))
+            archived = await self._m._rotate(closed_session_id or new_session_id(now))
         elif (
             last is not None
             and self._m.config.idle_gap_compact_minutes > 0
@@ -116,27 +114,6 @@ class Lifecycle:
         self._run_open = True
         self._sync_compaction_failed = False
         return RunStart(user_event=stored, decision=decision, archived_session_id=archived)
-
-    async def rotate(self, closed_session_id: str) -> str:
-        """Archive the active session as ``session_archive/<closed_session_id>/``; returns the id."""
-        validate_id(closed_session_id, what="session id")
-        m = self._m
-        await m.flush()
-        # A pass over the closing session must not hold the summarizer while the
-        # session summary is written: cancel it first (its commit protocol makes that safe).
-        await m._scheduler.call(lambda rid: CancelPass(rid))
-        await m.before_session_end("rotation")
-        reply = await m._scheduler.call(lambda rid: RotateSession(rid, closed_session_id))
-        assert isinstance(reply, Rotated)
-        if reply.error is not None:
-            from aiden.memory import raise_error_info
-
-            raise raise_error_info(reply.error)
-        # The writer would notice the new file by itself; this also forgets the
-        # closed session's event ids so they cannot dedupe the new session's.
-        await m._writer.call(lambda rid: ResetSession(rid))
-        await m.session_started()
-        return closed_session_id
 
     async def commit_run(
         self,

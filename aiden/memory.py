@@ -11,29 +11,36 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-import anyio
 import msgspec
 
 from aiden import errors
-from aiden.actors.mailbox import Client
-from aiden.actors.recall import RecallActor
-from aiden.actors.scheduler import SchedulerStats
-from aiden.actors.summarizer import SummarizerActor
+from aiden.actors.mailbox import Client, Latest
 from aiden.config import Config
-from aiden.errors import AidenError, ClosedError, InvalidEventError, RecallError
-from aiden.events import EVENT_TYPES, SessionEvent, decode_event, encode_event, validate_id
+from aiden.context import PromptBuild, PromptLayers
+from aiden.errors import AidenError, ClosedError, RecallError
+from aiden.events import SessionEvent, validate_id
+from aiden.intake import prepare_event
 from aiden.lifecycle import Lifecycle, RunStart, new_session_id
 from aiden.messages import (
     Appended,
     AppendEvents,
     CompactionOutcome,
     ErrorInfo,
+    EventsRead,
     Flush,
     Flushed,
+    IndexRead,
     Maintain,
     MaintenanceDone,
+    ReaderInbox,
+    ReaderOutbox,
+    ReadEvents,
+    ReadFailed,
+    ReadHotWindow,
+    ReadIndex,
+    ReadSummary,
     RecallInbox,
     RecallLookup,
     RecallQuery,
@@ -42,20 +49,20 @@ from aiden.messages import (
     RecordUsage,
     Rejected,
     RequestMaintenance,
+    Rotated,
+    RotateSession,
+    SchedulerCounters,
     SchedulerInbox,
     SchedulerOutbox,
+    SummaryRead,
     WriterInbox,
     WriterOutbox,
 )
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
-from aiden.policy.scrub import strip_screenshot_data
 from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
-from aiden.prompt import PromptBuild, PromptLayers
 from aiden.recall.types import RecallHit, RecallStats
 from aiden.storage.chunks import ChunkIndex
-from aiden.storage.jsonl import read_bytes
-from aiden.storage.layout import Layout
-from aiden.storage.session import RecoveryReport, SessionStore
+from aiden.storage.protocol import RecoveryReport
 
 if TYPE_CHECKING:
     from aiden.longterm.dream import DreamOutcome
@@ -65,10 +72,8 @@ __all__ = ["Memory", "MemoryStats", "dispatch_writer_reply", "raise_error_info"]
 
 _log = logging.getLogger("aiden.memory")
 
-# Room for the seq the writer adds ("seq": + up to 19 digits) when checking size.
-_SEQ_ROOM = 32
 # Seqs are encoded as signed 64-bit ints in messages; a larger one is no seq.
-_MAX_SEQ = 2**63 - 1
+_MAX_SEQ: Final = 2**63 - 1
 
 
 class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -134,30 +139,30 @@ class Memory:
     def __init__(
         self,
         *,
-        layout: Layout,
-        store: SessionStore,
+        root: str,
         config: Config,
         context_window: int,
         writer: Client[WriterInbox, list[int]],
         scheduler: Client[SchedulerInbox, SchedulerOutbox],
-        scheduler_stats: SchedulerStats,
-        summarizer_actor: SummarizerActor,
+        scheduler_counters: Latest[SchedulerCounters],
+        reader: Client[ReaderInbox, ReaderOutbox],
         recall: Client[RecallInbox, RecallReply],
-        recall_actor: RecallActor,
+        recall_stats: Latest[RecallStats | None],
         recovery: RecoveryReport,
         token_profile: TokenProfile = DEFAULT_PROFILE,
         long_term: LongTermServices | None = None,
     ) -> None:
-        self._layout = layout
-        self._store = store
+        # Only ports (clients of actor inboxes) and published immutable snapshots:
+        # no actor, store or mutable counter of another room is reachable from here.
+        self._root = root
         self._config = config
         self._window = context_window
         self._writer = writer
         self._scheduler = scheduler
-        self._scheduler_stats = scheduler_stats
-        self._summarizer_actor = summarizer_actor
+        self._counters = scheduler_counters
+        self._reader = reader
         self._recall_client = recall
-        self._recall_actor = recall_actor
+        self._recall_stats = recall_stats
         self._runs = Lifecycle(self)
         self._long_term = long_term
         self._appends = 0
@@ -178,7 +183,7 @@ class Memory:
     @property
     def root(self) -> str:
         """The resolved memory root."""
-        return str(self._layout.root)
+        return self._root
 
     @property
     def context_window(self) -> int:
@@ -186,36 +191,6 @@ class Memory:
         return self._window
 
     # --- appends ------------------------------------------------------------------------
-
-    def _prepare(self, event: SessionEvent) -> SessionEvent:
-        if not isinstance(event, SessionEvent):
-            raise InvalidEventError(f"expected SessionEvent, got {type(event).__name__}")
-        if event.type not in EVENT_TYPES:
-            raise InvalidEventError(f"unknown event type {event.type!r}; expected one of {sorted(EVENT_TYPES)}")
-        if not isinstance(event.content, str):
-            raise InvalidEventError("event content must be str")
-        if not isinstance(event.meta, dict):
-            raise InvalidEventError("event meta must be a dict")
-        for name in ("role", "event_id", "tool_name", "tool_call_id", "tool_args", "pinned"):
-            value = getattr(event, name)
-            if value is not None and not isinstance(value, str):
-                raise InvalidEventError(f"event {name} must be str or None")
-        if event.event_id is not None and not event.event_id:
-            raise InvalidEventError("event_id must not be empty")
-        changes: dict[str, Any] = {}
-        if event.seq != 0:
-            changes["seq"] = 0  # the writer assigns seqs; a caller's value is ignored
-        if event.timestamp is None:
-            changes["timestamp"] = time.time()
-        prepared = msgspec.structs.replace(event, **changes) if changes else event
-        prepared = strip_screenshot_data(prepared)
-        # Validate text and size now, before any byte is written anywhere.
-        line = encode_event(prepared, max_bytes=self._config.max_event_bytes - _SEQ_ROOM)
-        if prepared.meta and decode_event(line) != prepared:
-            # NaN, sets, bytes, tuples... JSON would store something else than what
-            # append() returns: refuse rather than silently change the caller's data.
-            raise InvalidEventError("event meta holds values JSON cannot carry unchanged (NaN/inf, sets, bytes...)")
-        return prepared
 
     async def append(self, event: SessionEvent) -> SessionEvent:
         """Durably append one event; returns it with its assigned ``seq``.
@@ -228,10 +203,14 @@ class Memory:
     async def append_many(self, events: Iterable[SessionEvent]) -> list[SessionEvent]:
         """Append several events as one unit (one request, consecutive seqs)."""
         self._check_open()
-        prepared = [self._prepare(e) for e in events]
-        if not prepared:
+        now = time.time()
+        limit = self._config.max_event_bytes
+        pairs = [prepare_event(e, now=now, max_event_bytes=limit) for e in events]
+        if not pairs:
             return []
-        seqs = await self._writer.call(lambda rid: AppendEvents(rid, prepared))
+        lines = [line for _, line in pairs]
+        seqs = await self._writer.call(lambda rid: AppendEvents(rid, lines))
+        prepared = [e for e, _ in pairs]
         self._appends += len(prepared)
         for e in prepared:
             if e.type == "tool_result":
@@ -351,9 +330,17 @@ class Memory:
 
     # --- reading ---------------------------------------------------------------------------
 
+    async def _read(self, build: Any) -> ReaderOutbox:
+        reply = await self._reader.call(build)
+        if isinstance(reply, ReadFailed):
+            raise raise_error_info(reply.error)
+        return reply
+
     async def hot_window(self) -> list[SessionEvent]:
-        """The retained hot-window events, in seq order, as on disk now."""
-        return await anyio.to_thread.run_sync(self._store.read_hot_window)
+        """The retained hot-window events, in seq order, as stored now."""
+        reply = await self._read(lambda rid: ReadHotWindow(rid))
+        assert isinstance(reply, EventsRead)
+        return reply.events
 
     async def read_event(self, seq: int) -> SessionEvent | None:
         """The verbatim stored event with ``seq`` (hot window or compacted), None if unknown."""
@@ -362,20 +349,24 @@ class Memory:
             raise RecallError(f"seq must be int, got {type(seq).__name__}")
         if not 0 <= seq <= _MAX_SEQ:
             return None  # no stored event can have it (seqs are positive signed 64-bit)
-        return await anyio.to_thread.run_sync(self._store.read_event, seq)
+        found = await self._read_events([seq])
+        return found[0] if found else None
 
     async def chunk_index(self) -> ChunkIndex:
         """The live chunk index (rolling summary and newest chunk entries)."""
-        return await anyio.to_thread.run_sync(self._store.load_index)
+        reply = await self._read(lambda rid: ReadIndex(rid))
+        assert isinstance(reply, IndexRead)
+        return reply.index
 
     async def summary_md(self) -> str:
         """The current summary.md text ("" before the first compaction)."""
-        data = await anyio.to_thread.run_sync(read_bytes, self._layout.summary)
-        return data.decode("utf-8", errors="replace")
+        reply = await self._read(lambda rid: ReadSummary(rid))
+        assert isinstance(reply, SummaryRead)
+        return reply.text
 
     def stats(self) -> MemoryStats:
         """Counters since open."""
-        s = self._scheduler_stats
+        s = self._counters.value
         return MemoryStats(
             appends=self._appends,
             compactions=s.compactions,
@@ -421,7 +412,17 @@ class Memory:
     async def rotate(self, closed_session_id: str | None = None) -> str:
         """Close the active session now; returns the archive id."""
         self._check_open()
-        return await self._runs.rotate(new_session_id(time.time()) if closed_session_id is None else closed_session_id)
+        return await self._rotate(new_session_id(time.time()) if closed_session_id is None else closed_session_id)
+
+    async def _rotate(self, closed_session_id: str) -> str:
+        validate_id(closed_session_id, what="session id")
+        # Everything appended before the rotation belongs to the closing session.
+        await self.flush()
+        reply = await self._scheduler.call(lambda rid: RotateSession(rid, closed_session_id))
+        assert isinstance(reply, Rotated)
+        if reply.error is not None:
+            raise raise_error_info(reply.error)
+        return reply.archived_id
 
     async def build_messages(self, layers: PromptLayers | None = None, **kwargs: Any) -> PromptBuild:
         """Chat messages for the next model call; see :meth:`aiden.lifecycle.Lifecycle.build_messages`."""
@@ -432,20 +433,6 @@ class Memory:
     def run_active(self) -> bool:
         """True between ``begin_run`` and ``commit_run``."""
         return self._runs.run_active
-
-    async def before_session_end(self, reason: str, *, summarizer_timeout_s: float | None = None) -> None:
-        """Write the durable session summary (seed 004) before the active session closes.
-
-        ``summarizer_timeout_s`` bounds the summarizer call (default: the configured
-        deadline); past it the extractive fallback writes the summary.
-        """
-        if self._long_term is not None:
-            await self._long_term.session_ended(self.hot_window, reason, summarizer_timeout_s=summarizer_timeout_s)
-
-    async def session_started(self) -> None:
-        """Reload the long-term prompt layer after a rotation."""
-        if self._long_term is not None:
-            await self._long_term.refresh()
 
     async def last_activity(self) -> float | None:
         """Timestamp of the newest event of the active session (None when empty)."""
@@ -591,11 +578,13 @@ class Memory:
     async def _read_events(self, seqs: Sequence[int]) -> list[SessionEvent]:
         self._check_open()
         wanted = [q for q in seqs if 0 <= q <= _MAX_SEQ]
-        return await anyio.to_thread.run_sync(self._store.read_events, wanted)
+        reply = await self._read(lambda rid: ReadEvents(rid, wanted))
+        assert isinstance(reply, EventsRead)
+        return reply.events
 
     def recall_stats(self) -> RecallStats | None:
-        """Recall telemetry (calls, results, pending_chunks_recalled)."""
-        return self._recall_actor.last_stats
+        """Recall telemetry (calls, results, pending_chunks_recalled); None before the first recall."""
+        return self._recall_stats.value
 
     def _check_open(self) -> None:
         if self._closed:

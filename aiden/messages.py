@@ -3,7 +3,8 @@
 Messages are frozen, tagged msgspec Structs; each actor's inbox accepts one
 union and replies with another. They travel msgpack-encoded over bounded anyio
 memory object streams, encoded and decoded by codecs built once per union
-(:class:`Codec`), so an actor could later move to another process unchanged.
+(:class:`Codec`): nothing but bytes crosses between rooms. An appended event is
+JSON-encoded once, on intake, and travels as those bytes (:class:`PreparedEvent`).
 Every request carries ``request_id``; the caller-side :class:`~aiden.actors.mailbox.Client`
 matches replies to requests by it.
 """
@@ -16,6 +17,8 @@ import msgspec
 
 from aiden.events import SessionEvent
 from aiden.recall.types import RecallHit
+from aiden.storage.chunks import ChunkIndex
+from aiden.storage.protocol import PreparedEvent
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
 __all__ = [
@@ -39,9 +42,9 @@ __all__ = [
     "RecallOutbox",
     "Rejected",
     "RequestMaintenance",
-    "ResetSession",
     "RotateSession",
     "Rotated",
+    "SchedulerCounters",
     "SchedulerInbox",
     "SchedulerOutbox",
     "Summarize",
@@ -53,6 +56,16 @@ __all__ = [
     "WriterOutbox",
     "Flush",
     "Flushed",
+    "EventsRead",
+    "IndexRead",
+    "ReadEvents",
+    "ReadFailed",
+    "ReadHotWindow",
+    "ReadIndex",
+    "ReadSummary",
+    "ReaderInbox",
+    "ReaderOutbox",
+    "SummaryRead",
 ]
 
 
@@ -75,10 +88,10 @@ def error_info(exc: BaseException) -> ErrorInfo:
 # --- session writer ------------------------------------------------------------
 
 class AppendEvents(msgspec.Struct, frozen=True, tag=True):
-    """Append ``events`` (validated, scrubbed, seq 0) as one unit."""
+    """Append ``events`` (validated, scrubbed, encoded once with seq 0) as one unit."""
 
     request_id: int
-    events: list[SessionEvent]
+    events: list[PreparedEvent]
 
 
 class Flush(msgspec.Struct, frozen=True, tag=True):
@@ -87,13 +100,7 @@ class Flush(msgspec.Struct, frozen=True, tag=True):
     request_id: int
 
 
-class ResetSession(msgspec.Struct, frozen=True, tag=True):
-    """Forget cached file state (the session directory was rotated)."""
-
-    request_id: int
-
-
-WriterInbox = AppendEvents | Flush | ResetSession
+WriterInbox = AppendEvents | Flush
 
 
 class Ack(msgspec.Struct, frozen=True, array_like=True):
@@ -117,7 +124,7 @@ class Rejected(msgspec.Struct, frozen=True, tag=True):
 
 
 class Flushed(msgspec.Struct, frozen=True, tag=True):
-    """Reply to :class:`Flush` / :class:`ResetSession`."""
+    """Reply to :class:`Flush`."""
 
     request_id: int
 
@@ -154,7 +161,9 @@ class RecordUsage(msgspec.Struct, frozen=True, tag=True, kw_only=True):
 
 
 class RotateSession(msgspec.Struct, frozen=True, tag=True):
-    """Close the active session: archive it as ``closed_session_id`` and start an empty one."""
+    """Close the active session end to end: cancel the pass in flight, write the session
+    summary, archive the session as ``closed_session_id``, start an empty one and reload
+    the long-term layer."""
 
     request_id: int
     closed_session_id: str
@@ -194,11 +203,33 @@ class Rotated(msgspec.Struct, frozen=True, tag=True, kw_only=True):
     """Reply to :class:`RotateSession`."""
 
     request_id: int
-    archived_path: str = ""
+    archived_id: str = ""
     error: ErrorInfo | None = None
 
 
 SchedulerOutbox = MaintenanceDone | Rotated
+
+
+class SchedulerCounters(msgspec.Struct, frozen=True, kw_only=True):
+    """The maintenance scheduler's counters as last published (part of ``memory.stats()``)."""
+
+    passes: int = 0
+    compactions: int = 0
+    coalesced_requests: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summarizer_calls: int = 0
+    summarizer_failures: int = 0
+    fallbacks: int = 0
+    degraded_chunks: int = 0
+    conflicts: int = 0
+    resummarized_chunks: int = 0
+    token_calibration: float = 1.0
+    deferred_for_cache: int = 0
+    prompt_tokens_since_compaction: int = 0
+    cached_tokens_since_compaction: int = 0
+    cached_share_before_last_compaction: float | None = None
+    last_prompt_tokens: int | None = None
 
 
 # --- summarizer -----------------------------------------------------------------
@@ -276,6 +307,67 @@ class RecallReply(msgspec.Struct, frozen=True, tag=True, kw_only=True):
 
 
 RecallOutbox = RecallReply
+
+
+# --- session reader ------------------------------------------------------------------
+
+class ReadHotWindow(msgspec.Struct, frozen=True, tag=True):
+    """The retained hot window."""
+
+    request_id: int
+
+
+class ReadEvents(msgspec.Struct, frozen=True, tag=True):
+    """Stored events by seq (hot or compacted)."""
+
+    request_id: int
+    seqs: list[int]
+
+
+class ReadIndex(msgspec.Struct, frozen=True, tag=True):
+    """The live chunk index."""
+
+    request_id: int
+
+
+class ReadSummary(msgspec.Struct, frozen=True, tag=True):
+    """The rendered summary (summary.md)."""
+
+    request_id: int
+
+
+ReaderInbox = ReadHotWindow | ReadEvents | ReadIndex | ReadSummary
+
+
+class EventsRead(msgspec.Struct, frozen=True, tag=True):
+    """Reply to :class:`ReadHotWindow` / :class:`ReadEvents`."""
+
+    request_id: int
+    events: list[SessionEvent]
+
+
+class IndexRead(msgspec.Struct, frozen=True, tag=True):
+    """Reply to :class:`ReadIndex`."""
+
+    request_id: int
+    index: ChunkIndex
+
+
+class SummaryRead(msgspec.Struct, frozen=True, tag=True):
+    """Reply to :class:`ReadSummary`."""
+
+    request_id: int
+    text: str
+
+
+class ReadFailed(msgspec.Struct, frozen=True, tag=True):
+    """A read failed (corrupt or unreadable storage)."""
+
+    request_id: int
+    error: ErrorInfo
+
+
+ReaderOutbox = EventsRead | IndexRead | SummaryRead | ReadFailed
 
 
 T = TypeVar("T")

@@ -18,16 +18,20 @@ from typing import Generic, NoReturn, ParamSpec, TypeVar
 import anyio
 
 from aiden.actors.mailbox import Client, route_replies
+from aiden.actors.reader import SessionReader
 from aiden.actors.recall import RecallActor
 from aiden.actors.scheduler import MaintenanceScheduler
 from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
 from aiden.actors.writer import SessionWriter
 from aiden.config import Config
 from aiden.errors import ClosedError
+from aiden.events import SessionEvent
 from aiden.memory import Memory, dispatch_writer_reply
 from aiden.messages import (
     CancelSummarize,
     Codec,
+    ReaderInbox,
+    ReaderOutbox,
     RecallInbox,
     RecallOutbox,
     RecallReply,
@@ -41,13 +45,16 @@ from aiden.messages import (
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.session import SessionStore
+from aiden.storage.protocol import SessionStore
+from aiden.storage.session import FileSessionStore
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["open_memory"]
 
 # Small inboxes: the scheduler and summarizer see a handful of messages per turn.
 _CONTROL_QUEUE = 64
+# Reader workers: a slow chunk read does not hold up the prompt builder's hot-window read.
+_READERS = 2
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -100,7 +107,7 @@ async def open_memory(
     model: str | None = None,
     context_window: int | None = None,
     storage: Storage | None = None,
-    store_factory: Callable[[Layout, Storage, Config], SessionStore] = SessionStore,
+    store_factory: Callable[[Layout, Storage, Config], SessionStore] = FileSessionStore,
     embedder: Embedder | None = None,
 ) -> AsyncIterator[Memory]:
     """Open (and recover) the memory under ``root`` and run its actors for the block's duration.
@@ -122,7 +129,7 @@ async def open_memory(
     layout = Layout(root)
     store = store_factory(layout, storage, config)
     if context_window is None:
-        from aiden.summarizers.llm import ModelResolver
+        from aiden.summarizers.llm.models import ModelResolver
 
         context_window = ModelResolver().context_window(model, config.context_window)
     # Every token-sized default not set explicitly follows the active window from here on.
@@ -137,6 +144,8 @@ async def open_memory(
     zr_send, zr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
     r_send, r_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
     rr_send, rr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+    d_send, d_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+    dr_send, dr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
 
     writer_client: Client[WriterInbox, list[int]] = Client("session writer", w_send, Codec(WriterInbox))
     scheduler_client: Client[SchedulerInbox, SchedulerOutbox] = Client(
@@ -147,8 +156,10 @@ async def open_memory(
     )
 
     recall_client: Client[RecallInbox, RecallReply] = Client("recall index", r_send, Codec(RecallInbox))
-    recall_actor = RecallActor(layout, config, r_recv, rr_send, embedder)
-    writer = SessionWriter(layout, storage, config, w_recv, wr_send)
+    reader_client: Client[ReaderInbox, ReaderOutbox] = Client("session reader", d_send, Codec(ReaderInbox))
+    recall_actor = RecallActor(layout, storage, config, r_recv, rr_send, embedder)
+    writer = SessionWriter(store, config, w_recv, wr_send)
+    reader = SessionReader(store, d_recv, dr_send)
     if summarizer is None:
         from aiden.summarizers.extractive import ExtractiveSummarizer
 
@@ -169,8 +180,16 @@ async def open_memory(
         model=model,
         before_compaction=long_term.before_compaction,
         after_compaction=lambda entry: long_term.after_compaction(entry, session_key=str(layout.root)),
+        before_rotation=lambda: session_ended("rotation"),
+        after_rotation=long_term.refresh,
     )
     writer_done = anyio.Event()
+
+    async def read_hot_window() -> list[SessionEvent]:
+        return await anyio.to_thread.run_sync(store.read_hot_window)
+
+    async def session_ended(reason: str, timeout_s: float | None = None) -> None:
+        await long_term.session_ended(read_hot_window, reason, summarizer_timeout_s=timeout_s)
 
     def writer_ended() -> None:
         writer_client.fail_all(ClosedError("session writer stopped"))
@@ -207,6 +226,17 @@ async def open_memory(
                 lambda m: scheduler_client.resolve(m.request_id, m),
                 lambda: scheduler_client.fail_all(ClosedError("maintenance scheduler stopped")),
             )
+            for _ in range(_READERS):
+                await tg.start(reader.run)
+            reader.close_streams()  # the workers hold clones
+            await tg.start(
+                route_replies,
+                "session reader",
+                dr_recv,
+                Codec[ReaderOutbox](ReaderOutbox),
+                lambda m: reader_client.resolve(m.request_id, m),
+                lambda: reader_client.fail_all(ClosedError("session reader stopped")),
+            )
             await tg.start(recall_actor.run)
             await tg.start(
                 route_replies,
@@ -217,21 +247,22 @@ async def open_memory(
                 lambda: recall_client.fail_all(ClosedError("recall index stopped")),
             )
             memory = Memory(
-                layout=layout,
-                store=store,
+                root=str(layout.root),
                 config=config,
                 context_window=context_window,
                 writer=writer_client,
                 scheduler=scheduler_client,
-                scheduler_stats=scheduler.stats,
-                summarizer_actor=summarizer_actor,
+                scheduler_counters=scheduler.counters,
+                reader=reader_client,
                 recall=recall_client,
-                recall_actor=recall_actor,
+                recall_stats=recall_actor.stats,
                 recovery=report,
                 token_profile=scheduler.token_profile,
                 long_term=long_term,
             )
-            await long_term.start(tg, memory)
+            await long_term.prepare()
+            for task in long_term.background_tasks(memory):
+                await tg.start(task)
             try:
                 yield memory
             finally:
@@ -239,7 +270,7 @@ async def open_memory(
                     if config.session_summary_on_close:
                         # The caller is done: a hung summarizer gets close_timeout_s, not its
                         # whole deadline, before the extractive fallback writes the summary.
-                        await memory.before_session_end("completion", summarizer_timeout_s=config.close_timeout_s)
+                        await session_ended("completion", config.close_timeout_s)
                     memory._closed = True
                     # Drain: everything queued before close is committed and acknowledged.
                     await writer_client.aclose()
@@ -256,10 +287,10 @@ async def open_memory(
         # Actors cancelled mid-serve never reached their own `async with`
         # exits; closing twice is a no-op, so close every end here.
         for stream in (w_send, w_recv, wr_send, wr_recv, s_send, s_recv, sr_send, sr_recv,
-                       z_send, z_recv, zr_send, zr_recv, r_send, r_recv, rr_send, rr_recv):
+                       z_send, z_recv, zr_send, zr_recv, r_send, r_recv, rr_send, rr_recv,
+                       d_send, d_recv, dr_send, dr_recv):
             stream.close()
         scheduler.close_streams()
         summarizer_actor.close_streams()
         long_term.close_streams()
         await anyio.to_thread.run_sync(store.close)
-        await anyio.to_thread.run_sync(writer.close_lock)

@@ -220,6 +220,9 @@ def run(
         entry["ratio_aiden_vs_per_event_fsync"] = paired(eps["aiden_fsync"], eps["per_event_fsync"])
         entry["ratio_group_commit_vs_per_event_fsync"] = paired(eps["group_commit"], eps["per_event_fsync"])
         entry["ratio_aiden_none_vs_aiden_fsync"] = paired(eps["aiden_none"], eps["aiden_fsync"])
+        entry["cpu_ratio_aiden_vs_group_commit"] = (
+            entry["aiden_fsync"]["cpu_us_per_event"] / entry["group_commit"]["cpu_us_per_event"]
+        )
         results["levels"][str(level)] = entry
         a = entry["aiden_fsync"]
         g = entry["group_commit"]
@@ -234,7 +237,7 @@ def run(
                 f"{a['latency_ms']['p50']:.2f} / {a['latency_ms']['p99']:.2f} / {a['latency_ms']['p999']:.2f}",
                 f"{g['latency_ms']['p50']:.2f} / {g['latency_ms']['p99']:.2f}",
                 f"{a['events_per_fsync']:.1f} / {g['events_per_fsync']:.1f}",
-                f"{a['cpu_us_per_event']:.0f}",
+                f"{a['cpu_us_per_event']:.1f} / {g['cpu_us_per_event']:.1f} = {entry['cpu_ratio_aiden_vs_group_commit']:.2f}x",
                 rng(entry["aiden_none"]["eps"]),
                 f"{entry['aiden_none']['latency_ms']['p50']:.2f} / {entry['aiden_none']['latency_ms']['p99']:.2f}",
             ]
@@ -245,6 +248,11 @@ def run(
             targets.append(
                 target("append: aiden / bare group commit at 64 appenders", ">= 0.6x", rg["median"],
                        rg["median"] >= 0.6, rng(rg, ".2f", suffix="x"))
+            )
+            rc = entry["cpu_ratio_aiden_vs_group_commit"]
+            targets.append(
+                target("append: aiden CPU per event / bare group commit's at 64 appenders", "<= 1.2x", rc,
+                       rc <= 1.2, f"{rc:.2f}x")
             )
             targets.append(
                 target("append: aiden / per-event fsync at 64 appenders", ">= 10x", rf["median"],
@@ -262,7 +270,7 @@ def run(
             "aiden p50 / p99 / p99.9 ms",
             "group commit p50 / p99 ms",
             "events per fsync (aiden / gc)",
-            "aiden CPU us/event",
+            "CPU us/event aiden / gc",
             "aiden durability=none ev/s",
             "none p50 / p99 ms",
         ],
@@ -274,9 +282,11 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer events and repeats")
+    parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="comma-separated appender counts")
+    parser.add_argument("--name", default="append", help="result file name (e.g. append-before)")
     args = parser.parse_args()
-    results = run(args.quick)
-    path = write_result("append", results)
+    results = run(args.quick, levels=tuple(int(x) for x in args.levels.split(",")))
+    path = write_result(args.name, results)
     print(results["table"])
     print(f"\nwritten {path}")
 

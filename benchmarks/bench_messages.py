@@ -41,10 +41,13 @@ from _common import rng, summarize, table, write_result
 
 import aiden
 from aiden import Config, SessionEvent
+from aiden.events import encode_event
 from aiden.messages import Ack, Appended, AppendEvents, Codec, WriterInbox, WriterOutbox
+from aiden.storage.protocol import PreparedEvent
 
 EVENT = SessionEvent(type="user_input", role="user", content="x" * 120, timestamp=1.7e9)
-REQUEST = AppendEvents(7, [EVENT])
+# What Memory sends: the event encoded once on intake.
+REQUEST = AppendEvents(7, [PreparedEvent(encode_event(EVENT))])
 REPLY = Appended([Ack(7, [42])])
 
 

@@ -19,11 +19,42 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aiden.errors import ClosedError
 from aiden.messages import Codec
 
-__all__ = ["Client", "Waiter", "route_replies"]
+__all__ = ["Client", "Latest", "Waiter", "route_replies"]
 
 Req = TypeVar("Req")
 Rep = TypeVar("Rep")
 V = TypeVar("V")
+
+
+class Latest(Generic[V]):
+    """The newest immutable snapshot an actor published (e.g. its counters).
+
+    Only frozen msgspec Structs go in: what the caller's room reads can never
+    be changed under it, and the actor never shares its own mutable state.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: V) -> None:
+        self._value = self._check(value)
+
+    @staticmethod
+    def _check(value: V) -> V:
+        if value is None:
+            return value  # nothing published yet
+        config = getattr(type(value), "__struct_config__", None)
+        if config is None or not config.frozen:
+            raise TypeError(f"only frozen msgspec Structs can be published, not {type(value).__name__}")
+        return value
+
+    def publish(self, value: V) -> None:
+        """Replace the snapshot."""
+        self._value = self._check(value)
+
+    @property
+    def value(self) -> V:
+        """The newest snapshot."""
+        return self._value
 
 
 class Waiter(Generic[V]):

@@ -15,6 +15,7 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from aiden.actors.mailbox import Latest
 from aiden.config import Config
 from aiden.errors import AidenError
 from aiden.messages import (
@@ -32,6 +33,7 @@ from aiden.recall.types import RecallStats
 if TYPE_CHECKING:
     from aiden.recall.embedding import Embedder
     from aiden.recall.index import RecallIndex
+from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 
 __all__ = ["RecallActor"]
@@ -45,12 +47,14 @@ class RecallActor:
     def __init__(
         self,
         layout: Layout,
+        storage: Storage,
         config: Config,
         inbox: MemoryObjectReceiveStream[bytes],
         outbox: MemoryObjectSendStream[bytes],
         embedder: Embedder | None = None,
     ) -> None:
         self._layout = layout
+        self._storage = storage
         self._embedder = embedder
         self._config = config
         self._inbox = inbox
@@ -58,14 +62,15 @@ class RecallActor:
         self._in: Codec[RecallInbox] = Codec(RecallInbox)
         self._out: Codec[RecallOutbox] = Codec(RecallOutbox)
         self._index: RecallIndex | None = None  # opened in run(): sqlite3 loads only when used
-        self.last_stats: RecallStats | None = None
+        self.stats: Latest[RecallStats | None] = Latest(None)
+        """The index's telemetry after the latest request (an immutable snapshot)."""
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until the inbox closes."""
         from aiden.recall.index import RecallIndex
 
         self._index = await anyio.to_thread.run_sync(
-            lambda: RecallIndex(self._layout, self._config, embedder=self._embedder)
+            lambda: RecallIndex(self._layout, self._config, storage=self._storage, embedder=self._embedder)
         )
         task_status.started()
         try:
@@ -101,5 +106,5 @@ class RecallActor:
         except AidenError as exc:
             log.warning("recall request failed: %s", exc)
             reply = RecallReply(request_id=msg.request_id, error=error_info(exc))
-        self.last_stats = index.stats()
+        self.stats.publish(index.stats())
         return reply

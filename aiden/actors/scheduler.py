@@ -22,10 +22,10 @@ import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.mailbox import Client
+from aiden.actors.mailbox import Client, Latest
 from aiden.actors.summaries import SPLIT_TURN_SEPARATOR, ChunkSummaries
 from aiden.config import Config
-from aiden.errors import AidenError
+from aiden.errors import AidenError, CommitConflict
 from aiden.events import SessionEvent
 from aiden.messages import (
     CancelPass,
@@ -38,6 +38,7 @@ from aiden.messages import (
     RequestMaintenance,
     Rotated,
     RotateSession,
+    SchedulerCounters,
     SchedulerInbox,
     SchedulerOutbox,
     SummarizerInbox,
@@ -60,7 +61,7 @@ from aiden.policy import (
     trigger_threshold_tokens,
 )
 from aiden.storage.chunks import ChunkEntry, chunk_id_for
-from aiden.storage.session import CommitConflict, SessionStore
+from aiden.storage.protocol import SessionStore
 from aiden.storage.summary_md import advance_index
 
 __all__ = ["MaintenanceScheduler", "SchedulerStats", "SPLIT_TURN_SEPARATOR"]
@@ -70,7 +71,7 @@ log = logging.getLogger("aiden.scheduler")
 
 
 class SchedulerStats(msgspec.Struct, kw_only=True):
-    """Counters of the maintenance scheduler (part of ``memory.stats()``)."""
+    """The scheduler's own mutable counters; only :class:`SchedulerCounters` snapshots leave it."""
 
     passes: int = 0
     compactions: int = 0
@@ -88,7 +89,6 @@ class SchedulerStats(msgspec.Struct, kw_only=True):
     prompt_tokens_since_compaction: int = 0
     cached_tokens_since_compaction: int = 0
     cached_share_before_last_compaction: float | None = None
-    unreachable_target_warnings: int = 0
     last_prompt_tokens: int | None = None
 
 
@@ -106,6 +106,8 @@ class MaintenanceScheduler:
         model: str | None = None,
         before_compaction: Callable[[Sequence[SessionEvent]], Awaitable[None]] | None = None,
         after_compaction: Callable[[ChunkEntry], Awaitable[None]] | None = None,
+        before_rotation: Callable[[], Awaitable[None]] | None = None,
+        after_rotation: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -115,9 +117,13 @@ class MaintenanceScheduler:
         self._summarizer = summarizer
         self._before_compaction = before_compaction
         self._after_compaction = after_compaction
+        self._before_rotation = before_rotation
+        self._after_rotation = after_rotation
         self._pass_done: anyio.Event | None = None
-        self.stats = SchedulerStats()
-        self._summaries = ChunkSummaries(summarizer, config, self.stats)
+        self._stats = SchedulerStats()
+        self.counters: Latest[SchedulerCounters] = Latest(SchedulerCounters())
+        """The newest snapshot of the counters, published after every change."""
+        self._summaries = ChunkSummaries(summarizer, config, self._stats)
         self._in: Codec[SchedulerInbox] = Codec(SchedulerInbox)
         self._out: Codec[SchedulerOutbox] = Codec(SchedulerOutbox)
         send, receive = anyio.create_memory_object_stream[bool](1)
@@ -173,6 +179,10 @@ class MaintenanceScheduler:
                         await self._outbox.send(self._out.encode(MaintenanceDone(rid)))
                     case _:
                         assert_never(msg)
+                self._publish()
+
+    def _publish(self) -> None:
+        self.counters.publish(SchedulerCounters(**msgspec.structs.asdict(self._stats)))
 
     def _wake(self, manual: bool) -> None:
         self._manual_pending = self._manual_pending or manual
@@ -180,7 +190,7 @@ class MaintenanceScheduler:
             self._wake_send.send_nowait(True)
         except anyio.WouldBlock:
             # A pass is already pending: this request rides on it.
-            self.stats.coalesced_requests += 1
+            self._stats.coalesced_requests += 1
 
     async def _cancel_pass(self) -> None:
         if self._pass_scope is not None and self._pass_done is not None:
@@ -190,22 +200,30 @@ class MaintenanceScheduler:
 
     async def _rotate(self, msg: RotateSession) -> None:
         # A pass over the closing session is pointless: cancel it (its commit
-        # protocol makes that safe) so rotation does not wait on the summarizer.
+        # protocol makes that safe) so rotation does not wait on the summarizer,
+        # and the session summary gets the summarizer to itself.
         await self._cancel_pass()
         try:
-            path = await anyio.to_thread.run_sync(self._store.rotate, msg.closed_session_id)
+            if self._before_rotation is not None:
+                await self._before_rotation()
+            archived = await anyio.to_thread.run_sync(self._store.rotate, msg.closed_session_id)
         except AidenError as exc:
-            reply = Rotated(request_id=msg.request_id, error=error_info(exc))
-        else:
-            reply = Rotated(request_id=msg.request_id, archived_path=str(path))
-            self.stats.last_prompt_tokens = None
-            self._prompt_reported = False
-            self._run_prompt_max = None
-            self._turns = 0
-            self._cost = 0.0
-            self._last_turn_tool_tokens = 0
-            self._turn_tool_tokens = 0
-        await self._outbox.send(self._out.encode(reply))
+            await self._outbox.send(self._out.encode(Rotated(request_id=msg.request_id, error=error_info(exc))))
+            return
+        self._stats.last_prompt_tokens = None
+        self._prompt_reported = False
+        self._run_prompt_max = None
+        self._turns = 0
+        self._cost = 0.0
+        self._last_turn_tool_tokens = 0
+        self._turn_tool_tokens = 0
+        if self._after_rotation is not None:
+            try:
+                await self._after_rotation()
+            except AidenError as exc:
+                # The rotation itself is done and durable; a stale long-term layer is not fatal.
+                log.error("after-rotation hook failed: %s", exc)
+        await self._outbox.send(self._out.encode(Rotated(request_id=msg.request_id, archived_id=archived)))
 
     def _record(self, usage: RecordUsage) -> None:
         if usage.prompt_tokens is not None and usage.estimated_prompt_tokens:
@@ -218,10 +236,10 @@ class MaintenanceScheduler:
                 weight=self._config.token_calibration_weight,
             )
             if key == (self._model or ""):
-                self.stats.token_calibration = self._calibration[key].factor
+                self._stats.token_calibration = self._calibration[key].factor
         if usage.prompt_tokens is not None and usage.cached_tokens is not None:
-            self.stats.prompt_tokens_since_compaction += usage.prompt_tokens
-            self.stats.cached_tokens_since_compaction += usage.cached_tokens
+            self._stats.prompt_tokens_since_compaction += usage.prompt_tokens
+            self._stats.cached_tokens_since_compaction += usage.cached_tokens
         if usage.prompt_tokens is not None:
             self._run_prompt_max = max(self._run_prompt_max or 0, usage.prompt_tokens)
         if usage.cost_usd is not None:
@@ -230,7 +248,7 @@ class MaintenanceScheduler:
         if usage.run_ended:
             # The trigger uses the largest single prompt of the latest run (seed 000).
             if self._run_prompt_max is not None:
-                self.stats.last_prompt_tokens = self._run_prompt_max
+                self._stats.last_prompt_tokens = self._run_prompt_max
                 self._prompt_reported = True
             self._run_prompt_max = None
             self._turns += 1
@@ -258,20 +276,21 @@ class MaintenanceScheduler:
                         error = error_info(exc)
                 self._pass_scope = None
                 self._pass_done.set()
+                self._publish()
                 if scope.cancelled_caught:
                     outcome = CompactionOutcome(compacted=False, reason="cancelled_by_rotation")
                 for rid in waiters:
                     await self._outbox.send(self._out.encode(MaintenanceDone(rid, outcome, error)))
 
     async def _pass(self, manual: bool) -> CompactionOutcome:
-        self.stats.passes += 1
+        self._stats.passes += 1
         store = self._store
-        await anyio.to_thread.run_sync(store.compaction_lock.acquire, self._config.lock_timeout_s)
+        await anyio.to_thread.run_sync(store.lock_compaction)
         try:
             return await self._locked_pass(manual)
         finally:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(store.compaction_lock.release)
+                await anyio.to_thread.run_sync(store.unlock_compaction)
 
     def _token_counts(self, events: Sequence[SessionEvent]) -> list[int]:
         cal = self._calibration.get(self._model or "")
@@ -286,7 +305,7 @@ class MaintenanceScheduler:
                 # Only provider-reported sizes feed the token path; after a compaction the
                 # value is our own estimate of the retained window, which never grows by
                 # itself, so until a provider reports again the count path decides.
-                prompt_tokens=self.stats.last_prompt_tokens if self._prompt_reported else None,
+                prompt_tokens=self._stats.last_prompt_tokens if self._prompt_reported else None,
                 context_window=self._window,
                 event_count=len(snap.events),
                 turns_since_compaction=self._turns,
@@ -301,7 +320,7 @@ class MaintenanceScheduler:
             return CompactionOutcome(compacted=False, reason="not_triggered")
         if decision.reason == "percent" and 0 < self._turns < config.compact_batch_turns:
             # A soft trigger: keep the cached prefix a few more turns (seed 001).
-            self.stats.deferred_for_cache += 1
+            self._stats.deferred_for_cache += 1
             return CompactionOutcome(compacted=False, reason="deferred_for_cache")
         # Planning stays on the loop: measured, a worker thread made append p99 during
         # compaction ~10x worse (GIL contention with the writer's thread hop), while
@@ -316,7 +335,6 @@ class MaintenanceScheduler:
             return CompactionOutcome(compacted=False, reason=plan.reason, note=plan.detail)
         if not plan.reaches_target and not self._warned_unreachable:
             self._warned_unreachable = True
-            self.stats.unreachable_target_warnings += 1
             log.warning("compaction cannot get under the trigger: %s", plan.note)
         if self._before_compaction is not None:
             # Seed 004: export what is about to be compacted before anything is compacted.
@@ -359,26 +377,26 @@ class MaintenanceScheduler:
                 )
             )
         except CommitConflict as exc:
-            self.stats.conflicts += 1
+            self._stats.conflicts += 1
             return CompactionOutcome(compacted=False, reason="conflict", note=str(exc))
         # Reset to the retained window's estimate so the pending pass does not
         # compact again on the stale pre-compaction prompt size (seed 000).
-        self.stats.last_prompt_tokens = plan.kept_tokens
+        self._stats.last_prompt_tokens = plan.kept_tokens
         self._prompt_reported = False
-        if self.stats.prompt_tokens_since_compaction:
-            self.stats.cached_share_before_last_compaction = (
-                self.stats.cached_tokens_since_compaction / self.stats.prompt_tokens_since_compaction
+        if self._stats.prompt_tokens_since_compaction:
+            self._stats.cached_share_before_last_compaction = (
+                self._stats.cached_tokens_since_compaction / self._stats.prompt_tokens_since_compaction
             )
-        self.stats.prompt_tokens_since_compaction = 0
-        self.stats.cached_tokens_since_compaction = 0
+        self._stats.prompt_tokens_since_compaction = 0
+        self._stats.cached_tokens_since_compaction = 0
         self._turns = 0
         self._cost = 0.0
         self._last_turn_tool_tokens = 0
-        self.stats.compactions += 1
-        self.stats.tokens_before += plan.tokens_before
-        self.stats.tokens_after += plan.kept_tokens
+        self._stats.compactions += 1
+        self._stats.tokens_before += plan.tokens_before
+        self._stats.tokens_after += plan.kept_tokens
         if degraded:
-            self.stats.degraded_chunks += 1
+            self._stats.degraded_chunks += 1
         if self._after_compaction is not None:
             try:
                 await self._after_compaction(full)

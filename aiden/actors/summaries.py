@@ -23,8 +23,8 @@ from aiden.messages import Summarize, Summarized, SummarizeFailed, SummarizerInb
 from aiden.policy import CompactionPlan
 from aiden.policy.textbudget import cut_to_tokens
 from aiden.policy.tokens import estimate_tokens
-from aiden.storage.chunks import ChunkEntry, read_chunk
-from aiden.storage.session import SessionStore
+from aiden.storage.chunks import ChunkEntry
+from aiden.storage.protocol import SessionStore
 from aiden.storage.summary_md import cap_lines, raw_breadcrumb
 from aiden.summarizers.protocol import Purpose, SummaryRequest, SummaryResult
 
@@ -126,7 +126,7 @@ class ChunkSummaries:
         if entry is None:
             return
         chunk = await anyio.to_thread.run_sync(
-            lambda: read_chunk(store.layout, entry.chunk_id, expect_sha256=entry.sha256)
+            store.read_chunk, entry.chunk_id
         )
         try:
             result = await self.summarize("history", chunk.events, "")

@@ -1,28 +1,22 @@
-"""The session writer actor: the only appender of ``events.jsonl``.
+"""The session writer actor: the only appender of the session (through the store).
 
-Group commit: take one request, drain whatever else is queued, then do the
-whole batch in ONE worker-thread hop — take the session lock, re-validate the
-file (another process may have appended, compaction may have replaced it, a
-crash may have left a torn tail), assign gap-free seqs, write all lines with
-one ``write``, one ``fsync``, release the lock — and only then acknowledge.
+Group commit: take one request, drain whatever else is queued, then hand the
+whole batch to :meth:`SessionStore.append` in ONE worker-thread hop (one lock,
+one write, one fsync) and only then acknowledge every request of it.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import assert_never
 
 import anyio
-import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.config import Config
-from aiden.errors import AidenError, CorruptionError, StorageError
-from aiden.events import encode_event
+from aiden.errors import AidenError, StorageError
 from aiden.messages import (
     Ack,
     Appended,
@@ -31,17 +25,11 @@ from aiden.messages import (
     Flush,
     Flushed,
     Rejected,
-    ResetSession,
     WriterInbox,
     WriterOutbox,
     error_info,
 )
-from aiden.storage import chunks as chunk_store
-from aiden.storage import dedupe
-from aiden.storage.fs import Storage
-from aiden.storage.jsonl import read_bytes, repair_torn_tail, scan
-from aiden.storage.layout import Layout
-from aiden.storage.locks import SessionLock
+from aiden.storage.protocol import SessionStore
 
 __all__ = ["SessionWriter"]
 
@@ -49,77 +37,53 @@ log = logging.getLogger("aiden.writer")
 
 
 class SessionWriter:
-    """Owns the append side of ``events.jsonl`` (file state lives only here)."""
+    """Batches append requests into group commits of the store."""
 
     def __init__(
         self,
-        layout: Layout,
-        storage: Storage,
+        store: SessionStore,
         config: Config,
         inbox: MemoryObjectReceiveStream[bytes],
         outbox: MemoryObjectSendStream[bytes],
     ) -> None:
-        self._layout = layout
-        self._storage = storage
-        self._config = config
+        self._store = store
+        self._max_batch = config.max_batch_events
         self._inbox = inbox
         self._outbox = outbox
         self._in: Codec[WriterInbox] = Codec(WriterInbox)
         self._out: Codec[WriterOutbox] = Codec(WriterOutbox)
-        self._lock = SessionLock(storage, layout.lock_file)
-        self._fd: int | None = None
-        self._ino: int | None = None
-        self._end = 0
-        self._last_seq = 0
-        self._ids: OrderedDict[str, int] = OrderedDict()
-        self._valid = False
-        self._cut_back_to: int | None = None
-        self._session_ino: int | None = None
-        self._cut_back_ino: int | None = None
-        # Chunks whose event ids are in ``_ids``, and the index.yaml state they
-        # were learned from: compacted events must keep deduping (also after a
-        # reopen or another process's compaction), read once per chunk.
-        self._chunks_seen: set[str] = set()
-        self._index_stat: tuple[int, int, int] | None = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve the inbox until it is closed; then close the outbox."""
         task_status.started()
-        try:
-            async with self._inbox, self._outbox:
-                async for raw in self._inbox:
-                    batch = [self._in.decode(raw)]
-                    n = len(batch[0].events) if isinstance(batch[0], AppendEvents) else 0
-                    while n < self._config.max_batch_events:
-                        try:
-                            msg = self._in.decode(self._inbox.receive_nowait())
-                        except (anyio.WouldBlock, anyio.EndOfStream):
-                            break
-                        batch.append(msg)
-                        if isinstance(msg, AppendEvents):
-                            n += len(msg.events)
-                    await self._handle(batch)
-        finally:
-            await anyio.to_thread.run_sync(self._close_files)
+        async with self._inbox, self._outbox:
+            async for raw in self._inbox:
+                batch = [self._in.decode(raw)]
+                n = len(batch[0].events) if isinstance(batch[0], AppendEvents) else 0
+                while n < self._max_batch:
+                    try:
+                        msg = self._in.decode(self._inbox.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                    batch.append(msg)
+                    if isinstance(msg, AppendEvents):
+                        n += len(msg.events)
+                await self._handle(batch)
 
     async def _handle(self, batch: Sequence[WriterInbox]) -> None:
         appends: list[AppendEvents] = []
-        after: list[int] = []
-        reset = False
+        flushes: list[int] = []
         for msg in batch:
             match msg:
                 case AppendEvents():
                     appends.append(msg)
                 case Flush(request_id=rid):
-                    after.append(rid)
-                case ResetSession(request_id=rid):
-                    reset = True
-                    after.append(rid)
+                    flushes.append(rid)
                 case _:
                     assert_never(msg)
         if appends:
             try:
-                acks = await anyio.to_thread.run_sync(self._commit, appends)
+                seqs = await anyio.to_thread.run_sync(self._store.append, [a.events for a in appends])
             except AidenError as exc:
                 log.error("append batch of %d requests failed: %s", len(appends), exc)
                 await self._reply(Rejected([a.request_id for a in appends], error_info(exc)))
@@ -128,217 +92,9 @@ class SessionWriter:
                     Rejected([a.request_id for a in appends], error_info(StorageError(str(exc), errno=exc.errno)))
                 )
             else:
-                await self._reply(Appended(acks))
-        if reset:
-            await anyio.to_thread.run_sync(self._forget)
-        for rid in after:
+                await self._reply(Appended([Ack(a.request_id, s) for a, s in zip(appends, seqs, strict=True)]))
+        for rid in flushes:
             await self._reply(Flushed(rid))
 
     async def _reply(self, message: WriterOutbox) -> None:
         await self._outbox.send(self._out.encode(message))
-
-    # --- worker-thread side: one call per batch ---------------------------------------
-
-    def _commit(self, appends: Sequence[AppendEvents]) -> list[Ack]:
-        self._lock.acquire(self._config.lock_timeout_s)
-        try:
-            if self._cut_back_to is not None:
-                self._retry_cut_back()
-            self._sync_file_state()
-            start = self._end
-            try:
-                return self._write_batch(appends)
-            except BaseException:
-                self._undo(start)
-                raise
-        finally:
-            self._lock.release()
-
-    def _write_batch(self, appends: Sequence[AppendEvents]) -> list[Ack]:
-        assert self._fd is not None
-        parts: list[bytes] = []
-        acks: list[Ack] = []
-        new_ids: list[tuple[str, int]] = []
-        seq = self._last_seq
-        batch_ids: dict[str, int] = {}
-        for req in appends:
-            seqs: list[int] = []
-            for event in req.events:
-                eid = event.event_id
-                if eid is not None:
-                    known = self._ids.get(eid) or batch_ids.get(eid)
-                    if known is not None:
-                        seqs.append(known)
-                        continue
-                seq += 1
-                parts.append(encode_event(msgspec.structs.replace(event, seq=seq)))
-                seqs.append(seq)
-                if eid is not None:
-                    batch_ids[eid] = seq
-                    new_ids.append((eid, seq))
-            acks.append(Ack(req.request_id, seqs))
-        if parts:
-            data = b"".join(parts)
-            self._storage.write(self._fd, data)
-            self._storage.checkpoint("append.after_write")
-            if self._config.durability == "fsync":
-                self._storage.fsync(self._fd)
-            self._storage.checkpoint("append.after_fsync")
-            self._end += len(data)
-            self._last_seq = seq
-            for eid, s in new_ids:
-                self._remember(eid, s)
-        return acks
-
-    def _undo(self, start: int) -> None:
-        # Bytes of a failed batch were never acknowledged; cut them off so they
-        # can never be adopted as stored events. If the cut itself fails, every
-        # later batch retries it first and fails until it succeeds.
-        self._valid = False
-        if self._fd is None:
-            return
-        try:
-            if os.fstat(self._fd).st_size > start:
-                self._storage.truncate(self._fd, start)
-                self._storage.fsync(self._fd)
-        except (StorageError, OSError):
-            log.error("could not cut back a failed append batch; appends are refused until it succeeds")
-            self._cut_back_to = start
-            self._cut_back_ino = self._ino
-
-    def _retry_cut_back(self) -> None:
-        assert self._cut_back_to is not None
-        try:
-            st = os.stat(self._layout.events)
-        except FileNotFoundError:
-            self._cut_back_to = None
-            return
-        if st.st_ino != self._cut_back_ino:
-            self._cut_back_to = None  # the file was replaced (compaction/rotation) meanwhile
-            return
-        fd = self._storage.open(self._layout.events, os.O_WRONLY)
-        try:
-            if os.fstat(fd).st_size > self._cut_back_to:
-                self._storage.truncate(fd, self._cut_back_to)
-                self._storage.fsync(fd)
-        finally:
-            self._storage.close(fd)
-        self._cut_back_to = None
-
-    def _remember(self, eid: str, seq: int) -> None:
-        self._ids[eid] = seq
-        self._ids.move_to_end(eid)
-        while len(self._ids) > self._config.dedupe_window:
-            self._ids.popitem(last=False)
-
-    def _sync_file_state(self) -> None:
-        """Under the lock: make the cached view (fd, end, last seq, ids) match the file."""
-        path = self._layout.events
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            self._storage.mkdir(self._layout.session)
-            fd = self._storage.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            self._storage.fsync_dir(self._layout.session)
-            self._replace_fd(fd)
-            st = os.fstat(fd)
-        if self._valid and self._fd is not None and st.st_ino == self._ino and st.st_size == self._end:
-            return
-        self._valid = False
-        if self._fd is None or st.st_ino != self._ino:
-            session_ino = os.stat(self._layout.session).st_ino
-            if self._session_ino is not None and session_ino != self._session_ino:
-                # Another process rotated: the closed session's event ids must not
-                # dedupe (and so silently drop) the new session's appends.
-                self._forget_ids()
-            self._session_ino = session_ino
-            self._replace_fd(self._storage.open(path, os.O_WRONLY | os.O_APPEND))
-        elif st.st_size < self._end:
-            self._end = 0
-            self._last_seq = 0
-        assert self._fd is not None
-        data = read_bytes(path, self._end)
-        result = scan(data, base_offset=self._end)
-        for event in result.events:
-            if event.seq > self._last_seq:
-                self._last_seq = event.seq
-            if event.event_id is not None:
-                self._remember(event.event_id, event.seq)
-        for bad in result.bad_lines:
-            # Only reported here: recovery and the next compaction's trim quarantine
-            # it exactly once; copying it from the append path would repeat on every rescan.
-            log.error("events.jsonl: corrupt line at offset %d (quarantined at the next trim)", bad.offset)
-        if result.torn_tail:
-            repair_torn_tail(
-                self._storage, self._fd, self._layout.quarantine, self._end + result.complete_end, result.torn_tail
-            )
-            log.warning("events.jsonl: torn tail of %d bytes quarantined", len(result.torn_tail))
-        self._end += result.complete_end
-        self._learn_chunk_ids()
-        # Never reuse a seq of a lost (emptied, deleted, cut) hot window.
-        self._last_seq = max(self._last_seq, dedupe.read_high_water(self._layout))
-        if self._last_seq == 0:
-            self._last_seq = self._floor_seq()
-        self._valid = True
-
-    def _learn_chunk_ids(self) -> None:
-        # Only when index.yaml changed: the common resync (another process appended) stays cheap.
-        try:
-            st = os.stat(self._layout.index)
-            key: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
-        except FileNotFoundError:
-            key = None
-        if key is None or key == self._index_stat:
-            return
-        self._index_stat = key
-        found = dedupe.chunk_event_ids(self._layout, self._chunks_seen, self._config.dedupe_window)
-        if not found:
-            return
-        # Chunk events are older than hot ones: merge by seq so eviction drops the oldest.
-        merged = sorted({**dict(found), **self._ids}.items(), key=lambda kv: kv[1])
-        self._ids = OrderedDict(merged[-self._config.dedupe_window :])
-
-    def _forget_ids(self) -> None:
-        self._ids.clear()
-        self._chunks_seen.clear()
-        self._index_stat = None
-
-    def _floor_seq(self) -> int:
-        # An empty hot window continues after the newest committed chunk.
-        try:
-            index = chunk_store.load_index(self._layout)
-        except CorruptionError:
-            index = None
-        floor = index.last_seq if index is not None else 0
-        for chunk_id in chunk_store.list_chunk_files(self._layout):
-            try:
-                floor = max(floor, chunk_store.read_chunk(self._layout, chunk_id).last_seq)
-            except (CorruptionError, AidenError):
-                continue
-        return floor
-
-    def _replace_fd(self, fd: int) -> None:
-        if self._fd is not None:
-            self._storage.close(self._fd)
-        self._fd = fd
-        self._ino = os.fstat(fd).st_ino
-        self._end = 0
-        self._last_seq = 0
-
-    def _forget(self) -> None:
-        self._close_files()
-        self._forget_ids()
-
-    def _close_files(self) -> None:
-        self._valid = False
-        if self._fd is not None:
-            self._storage.close(self._fd)
-            self._fd = None
-        self._ino = None
-        self._end = 0
-        self._last_seq = 0
-
-    def close_lock(self) -> None:
-        """Close the lock descriptor (after the actor stopped)."""
-        self._lock.close()
-

@@ -18,6 +18,13 @@ from typing import TYPE_CHECKING
 from aiden._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from aiden.errors import (
+        DreamError,
+        GitCorruptionError,
+        LongTermError,
+        MemoryEntryError,
+        VersionNotFoundError,
+    )
     from aiden.longterm.autocompact import (
         AutoCompactor,
         IdleTarget,
@@ -55,13 +62,6 @@ if TYPE_CHECKING:
         LongTermIndex,
         MemoryEntry,
         MemoryType,
-    )
-    from aiden.longterm.errors import (
-        DreamError,
-        GitCorruptionError,
-        LongTermError,
-        MemoryEntryError,
-        VersionNotFoundError,
     )
     from aiden.longterm.files import (
         digest_path,
@@ -196,10 +196,10 @@ _LAZY: dict[str, str] = {
     "Dream": "aiden.longterm.dream",
     "DreamEdit": "aiden.longterm.dream_edits",
     "DreamEditor": "aiden.longterm.dream",
-    "DreamError": "aiden.longterm.errors",
+    "DreamError": "aiden.errors",
     "DreamOutcome": "aiden.longterm.dream",
     "FORGET_MEMORY_TOOL": "aiden.longterm.tools",
-    "GitCorruptionError": "aiden.longterm.errors",
+    "GitCorruptionError": "aiden.errors",
     "GitStore": "aiden.longterm.gitstore",
     "HistoryRecord": "aiden.longterm.history",
     "HistoryStore": "aiden.longterm.history",
@@ -207,12 +207,12 @@ _LAZY: dict[str, str] = {
     "IdleTarget": "aiden.longterm.autocompact",
     "IndexEntry": "aiden.longterm.entries",
     "LONG_TERM_FILES": "aiden.longterm.dream_edits",
-    "LongTermError": "aiden.longterm.errors",
+    "LongTermError": "aiden.errors",
     "LongTermIndex": "aiden.longterm.entries",
     "LongTermMemoryStore": "aiden.longterm.store",
     "MEMORY_TYPES": "aiden.longterm.entries",
     "MemoryEntry": "aiden.longterm.entries",
-    "MemoryEntryError": "aiden.longterm.errors",
+    "MemoryEntryError": "aiden.errors",
     "MemoryType": "aiden.longterm.entries",
     "ParseCache": "aiden.longterm.cache",
     "ProfileTarget": "aiden.longterm.profile",
@@ -224,7 +224,7 @@ _LAZY: dict[str, str] = {
     "SummarizerDreamEditor": "aiden.longterm.dream",
     "SummaryWrite": "aiden.longterm.writer",
     "Version": "aiden.longterm.gitstore",
-    "VersionNotFoundError": "aiden.longterm.errors",
+    "VersionNotFoundError": "aiden.errors",
     "apply_edits": "aiden.longterm.dream_edits",
     "clean_item": "aiden.longterm.summaries",
     "conflict_key": "aiden.longterm.merge",

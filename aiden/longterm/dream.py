@@ -181,7 +181,7 @@ class Dream:
         """Bring back version ``target`` (commit id / prefix, or steps back: 1 = the previous version).
 
         The restored state is committed as a new version and returned. Raises
-        :class:`~aiden.longterm.errors.VersionNotFoundError` for an unknown target.
+        :class:`~aiden.errors.VersionNotFoundError` for an unknown target.
         """
         async with self._lock:
             return await anyio.to_thread.run_sync(self._restore_sync, target, int(now))

@@ -22,9 +22,8 @@ from typing import Any, Final, Literal, get_args
 import msgspec
 import yaml
 
-from aiden.errors import CorruptionError, InvalidIdError
+from aiden.errors import CorruptionError, InvalidIdError, MemoryEntryError
 from aiden.events import validate_id
-from aiden.longterm.errors import MemoryEntryError
 
 __all__ = [
     "INDEX_VERSION",

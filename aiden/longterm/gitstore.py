@@ -23,7 +23,7 @@ from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from aiden.longterm.errors import DreamError, GitCorruptionError, VersionNotFoundError
+from aiden.errors import DreamError, GitCorruptionError, VersionNotFoundError
 from aiden.longterm.files import ensure_dir
 from aiden.storage.fs import Storage
 

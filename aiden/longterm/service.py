@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from aiden.config import Config
 from aiden.errors import AidenError
@@ -67,8 +66,8 @@ class LongTermServices:
             self._dream = Dream(self.layout, self._storage, self.history)
         return self._dream
 
-    async def start(self, tg: TaskGroup, idle_target: IdleTarget) -> None:
-        """Bring ``profile.md`` up to date, then start the profile debouncer, AutoCompact and the Dream schedule in ``tg``."""
+    async def prepare(self) -> None:
+        """Bring ``profile.md`` up to date and load the prompt layer (at open, before the tasks start)."""
         # A memory saved just before the last process exited may have missed the
         # debounced rebuild; the profile is rewritten here only if it changed.
         try:
@@ -78,14 +77,23 @@ class LongTermServices:
                 await self.store.rebuild_profile(now=now)
         except AidenError as exc:
             log.error("profile rebuild at open failed: %s", exc)
-        await tg.start(run_profile_debouncer, self.store, self._dirty_recv, _PROFILE_DEBOUNCE_S)
+        await self.refresh()
+
+    def background_tasks(self, idle_target: IdleTarget) -> list[Callable[..., Coroutine[Any, Any, None]]]:
+        """The tasks the runtime starts in its task group: profile debouncer, AutoCompact, Dream schedule.
+
+        Each takes ``task_status`` (for ``tg.start``); the task group stays the runtime's.
+        """
+        tasks: list[Callable[..., Coroutine[Any, Any, None]]] = [
+            partial(run_profile_debouncer, self.store, self._dirty_recv, _PROFILE_DEBOUNCE_S)
+        ]
         if self.config.idle_compact_after_minutes > 0:
             compactor = AutoCompactor(idle_target, self.config.idle_compact_after_minutes)
-            await tg.start(run_autocompact, compactor.check, _AUTOCOMPACT_TICK_S)
+            tasks.append(partial(run_autocompact, compactor.check, _AUTOCOMPACT_TICK_S))
         if self.config.dream_interval_hours > 0:
             from aiden.longterm.dream import run_dream_schedule
 
-            await tg.start(
+            tasks.append(
                 partial(
                     run_dream_schedule,
                     self.run_dream,
@@ -93,7 +101,7 @@ class LongTermServices:
                     requests=self._dream_recv,
                 )
             )
-        await self.refresh()
+        return tasks
 
     def close_streams(self) -> None:
         """Close the internal streams (after the tasks ended)."""

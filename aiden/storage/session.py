@@ -1,9 +1,10 @@
-"""The active session's files as one narrow, synchronous store.
+"""The filesystem session store: ``<root>/memory/session`` behind :class:`SessionStore`.
 
-The interface is deliberately small — snapshot, commit a chunk and trim the
-hot window, recover, rotate — so a transactional backend (DESIGN section 7)
-can implement it without the actors changing. Every method blocks; actors call
-them from a worker thread.
+Appends go through :class:`~aiden.storage.eventlog.EventLog` (group commit),
+recovery through :class:`~aiden.storage.recovery.Recovery`; this module holds
+reads, the compaction commit and rotation. Every method blocks; actors call
+them from worker threads, several at once (the writer's append, a pass's
+commit, readers): the parse caches are guarded by a thread lock.
 
 Locks: ``session.lock`` guards ``events.jsonl`` (appenders hold it per batch);
 ``compaction.lock`` serializes compaction passes, recovery and rotation across
@@ -12,80 +13,31 @@ processes and is held for a whole pass, while appends continue.
 
 from __future__ import annotations
 
-import logging
 import os
-import time
+import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Final
 
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import AidenError, CorruptionError, InvalidIdError, StorageError
+from aiden.errors import CommitConflict, CorruptionError, InvalidIdError, StorageError
 from aiden.events import SessionEvent, encode_event, validate_id
 from aiden.storage import chunks as cs
 from aiden.storage import dedupe
-from aiden.storage.fs import Storage, is_temp_name
+from aiden.storage.eventlog import EventLog
+from aiden.storage.fs import Storage
 from aiden.storage.jsonl import quarantine, read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
-from aiden.storage.summary_md import (
-    ARCHIVE_HEADER,
-    cap_lines,
-    fold_into_rolling,
-    render_archive_entries,
-    render_summary_md,
-)
+from aiden.storage.protocol import PreparedEvent, RecoveryReport, Snapshot
+from aiden.storage.recovery import Recovery
+from aiden.storage.summary_md import ARCHIVE_HEADER, render_archive_entries, render_summary_md
 
-__all__ = ["CommitConflict", "RecoveryReport", "SessionStore", "Snapshot"]
-
-_STALE_TEMP_S: Final = 600.0
-"""A long-term temp file older than this (seconds) is a crash's leftover, not a write in flight."""
-log = logging.getLogger("aiden.storage")
+__all__ = ["FileSessionStore"]
 
 
-class CommitConflict(AidenError):
-    """Another compactor committed since this pass took its snapshot; the pass is discarded."""
-
-
-class Snapshot(msgspec.Struct, frozen=True):
-    """The hot window and the live index as one pass saw them."""
-
-    events: list[SessionEvent]
-    index: cs.ChunkIndex
-    bad_lines: int
-
-
-class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
-    """What recovery on open found and did. ``unrecoverable`` is never silently empty."""
-
-    temp_files_removed: int = 0
-    hot_events_dropped: int = 0
-    duplicate_events_dropped: int = 0
-    torn_tail_bytes: int = 0
-    corrupt_lines_quarantined: int = 0
-    orphan_chunks_removed: int = 0
-    orphan_chunks_adopted: int = 0
-    orphan_segments_removed: int = 0
-    hot_events_lost: int = 0  # seqs known to exist (chunks, high-water mark) but stored nowhere
-    index_rebuilt: bool = False
-    summary_rewritten: bool = False
-    unrecoverable: list[str] = msgspec.field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        """True if recovery modified anything on disk."""
-        return bool(
-            self.temp_files_removed or self.hot_events_dropped or self.duplicate_events_dropped
-            or self.torn_tail_bytes or self.corrupt_lines_quarantined or self.orphan_chunks_removed
-            or self.orphan_chunks_adopted or self.orphan_segments_removed or self.index_rebuilt
-            or self.summary_rewritten
-        )
-
-
-class SessionStore:
-    """Snapshot, commit, recovery and rotation of ``<root>/memory/session``."""
+class FileSessionStore:
+    """Events log, chunks, index and summaries of ``<root>/memory/session`` (a :class:`SessionStore`)."""
 
     def __init__(self, layout: Layout, storage: Storage, config: Config) -> None:
         self.layout = layout
@@ -93,13 +45,38 @@ class SessionStore:
         self.config = config
         self.events_lock = SessionLock(storage, layout.lock_file)
         self.compaction_lock = SessionLock(storage, layout.memory / "compaction.lock")
+        self._log = EventLog(layout, storage, config)
+        self._cache_lock = threading.Lock()
         self._segments: dict[str, list[cs.ChunkEntry]] = {}
         self._index_cache: tuple[tuple[int, int, int], cs.ChunkIndex] | None = None
 
     def close(self) -> None:
-        """Release and close both lock descriptors."""
-        self.events_lock.close()
-        self.compaction_lock.close()
+        """Release and close every lock descriptor and the events descriptor."""
+        try:
+            self._log.close()
+        finally:
+            self.events_lock.close()
+            self.compaction_lock.close()
+
+    # --- appends -------------------------------------------------------------------
+
+    def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
+        """One group commit (see :class:`~aiden.storage.eventlog.EventLog`)."""
+        return self._log.append(requests)
+
+    def close_files(self) -> None:
+        """Close the append descriptor (the writer stopped); the next append reopens it."""
+        self._log.close_files()
+
+    # --- compaction lock -------------------------------------------------------------
+
+    def lock_compaction(self) -> None:
+        """Take ``compaction.lock`` (waits up to ``lock_timeout_s``)."""
+        self.compaction_lock.acquire(self.config.lock_timeout_s)
+
+    def unlock_compaction(self) -> None:
+        """Release ``compaction.lock``."""
+        self.compaction_lock.release()
 
     # --- reading ------------------------------------------------------------------
 
@@ -131,12 +108,24 @@ class SessionStore:
         except FileNotFoundError:
             return cs.ChunkIndex()
         stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-        cached = self._index_cache
+        with self._cache_lock:
+            cached = self._index_cache
         if cached is not None and cached[0] == stamp:
             return cached[1]
         index = cs.load_index(self.layout) or cs.ChunkIndex()
-        self._index_cache = (stamp, index)
+        with self._cache_lock:
+            self._index_cache = (stamp, index)
         return index
+
+    def read_chunk(self, chunk_id: str) -> cs.ChunkFile:
+        """One chunk file, checked against the live index's checksum when it is a live entry."""
+        index = self.load_index()
+        sha = next((e.sha256 for e in index.chunks if e.chunk_id == chunk_id), None)
+        return cs.read_chunk(self.layout, chunk_id, expect_sha256=sha)
+
+    def read_summary(self) -> str:
+        """The current summary.md text ("" before the first compaction)."""
+        return read_bytes(self.layout.summary).decode("utf-8", errors="replace")
 
     def read_event(self, seq: int) -> SessionEvent | None:
         """The stored event with ``seq``, from the hot window or the chunk covering it."""
@@ -188,9 +177,14 @@ class SessionStore:
         return covered
 
     def _segment(self, seg: cs.SegmentRef) -> list[cs.ChunkEntry]:
-        if seg.file not in self._segments:
-            self._segments[seg.file] = cs.read_segment(self.layout, seg)
-        return self._segments[seg.file]
+        with self._cache_lock:
+            cached = self._segments.get(seg.file)
+        if cached is None:
+            # Sealed segments are immutable: a concurrent duplicate read is harmless.
+            cached = cs.read_segment(self.layout, seg)
+            with self._cache_lock:
+                self._segments[seg.file] = cached
+        return cached
 
     def snapshot(self) -> Snapshot:
         """Read events.jsonl under the session lock, plus the index.
@@ -314,264 +308,15 @@ class SessionStore:
         try:
             self.events_lock.acquire(self.config.lock_timeout_s)
             try:
-                return self._recover()
+                return Recovery(self.layout, self.storage, self.config).run()
             finally:
                 self.events_lock.release()
         finally:
             self.compaction_lock.release()
 
-    def _remove_stale_long_term_temps(self) -> int:
-        """Temp files under ``long_term/`` left by a crash: removed once older than :data:`_STALE_TEMP_S`.
-
-        The session locks held here do not cover long-term writers (another
-        process may be mid-write), so only temp files too old to be in flight go.
-        """
-        now = time.time()
-        removed = 0
-        top = self.layout.long_term
-        try:
-            dirs = [top, *(Path(e.path) for e in os.scandir(top) if e.is_dir(follow_symlinks=False) and e.name != ".git")]
-        except FileNotFoundError:
-            return 0
-        for d in dirs:
-            for entry in os.scandir(d):
-                if (
-                    is_temp_name(entry.name)
-                    and entry.is_file(follow_symlinks=False)
-                    and now - entry.stat(follow_symlinks=False).st_mtime > _STALE_TEMP_S
-                ):
-                    self.storage.unlink(entry.path)
-                    removed += 1
-        return removed
-
-    def _recover(self) -> RecoveryReport:
-        st, lay = self.storage, self.layout
-        unrecoverable: list[str] = []
-        temps = 0
-        for d in (lay.memory, lay.session, lay.chunks):
-            try:
-                names = os.listdir(d)
-            except FileNotFoundError:
-                continue
-            for name in names:
-                if is_temp_name(name):
-                    st.unlink(d / name)
-                    temps += 1
-        temps += self._remove_stale_long_term_temps()
-        # 1. the index, rebuilt from chunk headers when it is corrupt
-        rebuilt = False
-        entries: list[cs.ChunkEntry]
-        try:
-            loaded = cs.load_index(lay)
-            index = loaded or cs.ChunkIndex()
-            entries = cs.load_all_entries(lay, index)
-        except CorruptionError as exc:
-            log.error("chunk index corrupt (%s); rebuilding from chunk files", exc)
-            unrecoverable.append(f"index.yaml was corrupt and was rebuilt from chunk files: {exc}")
-            if lay.index.is_dir() and not lay.index.is_symlink():
-                # A directory where index.yaml goes: moved aside (nothing deleted) so the rebuilt index can be written.
-                aside = lay.index.with_name(f"index.yaml.displaced-{time.time_ns()}")
-                st.rename_noreplace(lay.index, aside)
-                unrecoverable.append(f"a directory stood where index.yaml goes; moved to {aside.name}")
-            index, entries = self._rebuild_index(unrecoverable)
-            rebuilt = True
-        verified: dict[str, cs.ChunkFile] = {}
-        if not rebuilt and self._index_disagrees(entries, unrecoverable, verified):
-            # A valid-looking index that contradicts the chunk files is not
-            # trusted: dropping hot events on its word could lose them silently.
-            index, entries = self._rebuild_index(unrecoverable)
-            rebuilt = True
-        known = {e.chunk_id for e in entries}
-        # 2. the hot window
-        raw = read_bytes(lay.events)
-        result = scan(raw)
-        torn = len(result.torn_tail)
-        if result.torn_tail:
-            quarantine(st, lay.quarantine, "torn tail at recovery", result.torn_tail)
-        for bad in result.bad_lines:
-            quarantine(st, lay.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
-            unrecoverable.append(f"events.jsonl: corrupt line at offset {bad.offset} quarantined")
-        # 3. orphan chunk files: pending material never committed
-        hot_seqs = {e.seq for e in result.events}
-        removed = adopted = 0
-        for chunk_id in cs.list_chunk_files(lay):
-            if chunk_id in known:
-                continue
-            try:
-                orphan = cs.read_chunk(lay, chunk_id)
-            except (CorruptionError, InvalidIdError) as exc:
-                unrecoverable.append(f"orphan chunk file {chunk_id} unreadable: {exc}")
-                continue
-            missing = [e for e in orphan.events if e.seq not in hot_seqs and not cs.covered(entries, e.seq)]
-            overlaps = any(cs.covered(entries, e.seq) for e in orphan.events)
-            if not missing or overlaps:
-                if missing:
-                    unrecoverable.append(
-                        f"orphan chunk {chunk_id} overlaps committed chunks; {len(missing)} events kept in quarantine"
-                    )
-                    quarantine(st, lay.quarantine, f"orphan chunk {chunk_id}", read_bytes(lay.chunk_file(chunk_id)))
-                st.unlink(lay.chunk_file(chunk_id))
-                removed += 1
-            else:
-                # Its events exist nowhere else: consume it into the index.
-                entries.append(orphan.entry)
-                entries.sort(key=lambda e: e.first_seq)
-                adopted += 1
-        if adopted:
-            index = self._index_from_entries(entries, index.rolling_summary, index.rolled_count)
-            rebuilt = True
-        if rebuilt:
-            st.checkpoint("recover.before_index")
-            cs.save_index(st, lay, index)
-        # 4. drop hot events already covered by a committed chunk; quarantine damaged ones
-        keep: list[SessionEvent] = []
-        dropped = dups = misplaced = 0
-        events = result.events
-        chunk_events: dict[str, dict[int, bytes]] = {}
-        for i, ev in enumerate(events):
-            owner = next((e for e in reversed(entries) if e.covers(ev.seq)), None)
-            if owner is not None:
-                if owner.chunk_id not in chunk_events:
-                    try:
-                        body = (verified.get(owner.chunk_id) or cs.read_chunk(lay, owner.chunk_id)).events
-                    except (CorruptionError, InvalidIdError):
-                        body = []
-                    chunk_events[owner.chunk_id] = {c.seq: encode_event(c) for c in body}
-                if chunk_events[owner.chunk_id].get(ev.seq) == encode_event(ev):
-                    dropped += 1  # the chunk holds this very event: the trim never ran
-                    continue
-                # A seq damaged into a chunk's range: the chunk does not hold this event.
-                misplaced += 1
-                quarantine(st, lay.quarantine, f"event with seq {ev.seq} not in its chunk", encode_event(ev))
-                unrecoverable.append(
-                    f"events.jsonl: event with seq {ev.seq} lies in chunk {owner.chunk_id} but differs from it; quarantined"
-                )
-                continue
-            prev = keep[-1] if keep else None
-            nxt = events[i + 1].seq if i + 1 < len(events) else None
-            if prev is not None and ev.seq == prev.seq and encode_event(ev) == encode_event(prev):
-                dups += 1  # the very same line twice: nothing is lost by dropping one
-                continue
-            spike = nxt is not None and ev.seq >= nxt and nxt > (prev.seq if prev else 0)
-            if (prev is not None and ev.seq <= prev.seq) or spike:
-                # A damaged seq (a flipped digit): never silently merged or dropped.
-                misplaced += 1
-                quarantine(st, lay.quarantine, f"event with out-of-order seq {ev.seq}", encode_event(ev))
-                unrecoverable.append(
-                    f"events.jsonl: event with out-of-order or duplicate seq {ev.seq} quarantined"
-                )
-                continue
-            keep.append(ev)
-        if dropped or dups or misplaced or torn or result.bad_lines:
-            st.write_atomic(lay.events, b"".join(encode_event(e) for e in keep), crash_prefix="recover_events")
-        elif not lay.events.exists():
-            st.mkdir(lay.session)
-            st.write_atomic(lay.events, b"", crash_prefix="recover_events")
-        # A gap in the gap-free seqs is a lost event (e.g. an emptied or deleted log): report it.
-        lost = dedupe.lost_seqs(entries, keep, dedupe.read_high_water(lay))
-        if lost:
-            unrecoverable.append(f"events.jsonl: {len(lost)} events lost (seqs {dedupe.describe_ranges(lost)})")
-        # 5. unreferenced segments
-        segs = 0
-        referenced = {s.file for s in index.segments}
-        try:
-            names = os.listdir(lay.chunks)
-        except FileNotFoundError:
-            names = []
-        for name in names:
-            if name.startswith("segment-") and name not in referenced:
-                st.unlink(lay.chunks / name)
-                segs += 1
-        # 6. re-derive summary.md and the archive
-        rewritten = self._rederive_summaries(index, entries)
-        report = RecoveryReport(
-            temp_files_removed=temps,
-            hot_events_dropped=dropped,
-            duplicate_events_dropped=dups,
-            torn_tail_bytes=torn,
-            corrupt_lines_quarantined=len(result.bad_lines),
-            orphan_chunks_removed=removed,
-            orphan_chunks_adopted=adopted,
-            orphan_segments_removed=segs,
-            hot_events_lost=len(lost),
-            index_rebuilt=rebuilt,
-            summary_rewritten=rewritten,
-            unrecoverable=unrecoverable,
-        )
-        for problem in unrecoverable:
-            log.error("recovery: %s", problem)
-        return report
-
-    def _index_disagrees(
-        self, entries: Sequence[cs.ChunkEntry], problems: list[str], read: dict[str, cs.ChunkFile]
-    ) -> bool:
-        """True if an index entry contradicts its (readable) chunk file's header."""
-        disagrees = False
-        for e in entries:
-            try:
-                chunk = cs.read_chunk(self.layout, e.chunk_id)
-                read[e.chunk_id] = chunk
-            except (CorruptionError, InvalidIdError) as exc:
-                problems.append(f"chunk {e.chunk_id} (seq {e.first_seq}-{e.last_seq}) unreadable: {exc}")
-                continue
-            h = chunk.entry
-            if (h.first_seq, h.last_seq, h.count, h.sha256, h.kept_seqs) != (
-                e.first_seq, e.last_seq, e.count, e.sha256, e.kept_seqs
-            ):
-                problems.append(f"index entry {e.chunk_id} disagrees with its chunk file; index rebuilt")
-                disagrees = True
-        return disagrees
-
-    def _rebuild_index(self, problems: list[str]) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
-        entries: list[cs.ChunkEntry] = []
-        for chunk_id in cs.list_chunk_files(self.layout):
-            try:
-                entries.append(cs.read_chunk(self.layout, chunk_id).entry)
-            except CorruptionError as exc:
-                problems.append(f"chunk file {chunk_id} unreadable during rebuild: {exc}")
-        entries.sort(key=lambda e: e.first_seq)
-        accepted: list[cs.ChunkEntry] = []
-        for e in entries:
-            if accepted and e.first_seq <= accepted[-1].last_seq:
-                problems.append(f"chunk {e.chunk_id} overlaps {accepted[-1].chunk_id}; ignored")
-                continue
-            accepted.append(e)
-        return self._index_from_entries(accepted, "", 0), accepted
-
-    def _index_from_entries(self, entries: list[cs.ChunkEntry], rolling: str, rolled: int) -> cs.ChunkIndex:
-        max_chunks = self.config.summary_max_chunks
-        target_rolled = max(0, len(entries) - max_chunks)
-        if rolled != target_rolled or not rolling:
-            # Re-derive the rolling summary from the pushed-out chunk summaries.
-            rolling = ""
-            for e in entries[:target_rolled]:
-                rolling, _ = fold_into_rolling(rolling, e, max_lines=self.config.max_rolling_summary_lines)
-            rolling = cap_lines(rolling, max_lines=self.config.max_rolling_summary_lines)
-        index = cs.ChunkIndex(
-            rolling_summary=rolling, rolled_count=target_rolled, total_chunks=len(entries), chunks=entries
-        )
-        return cs.seal_segments(self.storage, self.layout, index, keep_live=max_chunks + 1)
-
-    def _rederive_summaries(self, index: cs.ChunkIndex, entries: Sequence[cs.ChunkEntry]) -> bool:
-        if not entries and not self.layout.summary.exists():
-            return False
-        recent = list(entries[-self.config.summary_max_chunks :]) if entries else []
-        text = render_summary_md(index, recent).encode()
-        changed = False
-        if read_bytes(self.layout.summary) != text:
-            self.storage.write_atomic(self.layout.summary, text, crash_prefix="recover_summary")
-            changed = True
-        pushed = entries[: max(0, len(entries) - self.config.summary_max_chunks)]
-        if pushed:
-            archive = (ARCHIVE_HEADER + "\n" + render_archive_entries(pushed)).encode()
-            if read_bytes(self.layout.summary_archive) != archive:
-                self.storage.write_atomic(self.layout.summary_archive, archive)
-                changed = True
-        return changed
-
     # --- rotation -----------------------------------------------------------------------
 
-    def rotate(self, closed_session_id: str) -> Path:
+    def rotate(self, closed_session_id: str) -> str:
         """Move ``session/`` to ``session_archive/<id>/`` and start an empty session.
 
         Crash-safe: after the rename, a missing ``session/`` is recreated empty
@@ -579,7 +324,8 @@ class SessionStore:
         """
         validate_id(closed_session_id, what="session id")
         target = self.layout.archived_session(closed_session_id)
-        self._segments.clear()  # the new session's segments may reuse names
+        with self._cache_lock:
+            self._segments.clear()  # the new session's segments may reuse names
         self.compaction_lock.acquire(self.config.lock_timeout_s)
         try:
             self.events_lock.acquire(self.config.lock_timeout_s)
@@ -601,7 +347,10 @@ class SessionStore:
                 self.storage.mkdir(self.layout.session)
                 self.storage.write_atomic(self.layout.events, b"", crash_prefix="events")
                 self.storage.fsync_dir(self.layout.memory)
-                return target
+                # Under the events lock no append of ours is mid-batch; the closed
+                # session's event ids must not dedupe the new session's appends.
+                self._log.forget()
+                return closed_session_id
             finally:
                 self.events_lock.release()
         finally:

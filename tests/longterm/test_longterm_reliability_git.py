@@ -17,9 +17,8 @@ import pytest
 
 import aiden
 from aiden import Config, SessionEvent
-from aiden.errors import AidenError, CorruptionError
+from aiden.errors import AidenError, CorruptionError, DreamError, GitCorruptionError
 from aiden.longterm import Dream, HistoryStore, run_dream_schedule
-from aiden.longterm.errors import DreamError, GitCorruptionError
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 

@@ -26,7 +26,7 @@ from aiden.recall import BulkChunk, RecallHit, RecallIndex, handle_recall_tool
 from aiden.storage import chunks as cs
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.session import SessionStore
+from aiden.storage.session import FileSessionStore
 from tests.helpers import SMALL_MANUAL
 from tests.recall.recall_helpers import Calls, SessionFiles, ev, found
 
@@ -431,7 +431,7 @@ class CountingReadChunk:
         return self.real(layout, chunk_id, expect_sha256=expect_sha256)
 
 
-class CountingStore(SessionStore):
+class CountingStore(FileSessionStore):
     """A SessionStore that counts its hot-window reads."""
 
     hot_reads = 0

@@ -627,12 +627,12 @@ async def inprocess_workload(
     import anyio
 
     import aiden
-    from aiden.storage.session import SessionStore
+    from aiden.storage.session import FileSessionStore
     from aiden.testing import SlowSummarizer
 
     rng = random.Random(f"workload/{seed}")
     wl = Workload()
-    kwargs: dict[str, Any] = {"store_factory": store_factory or SessionStore}
+    kwargs: dict[str, Any] = {"store_factory": store_factory or FileSessionStore}
     if storage is not None:
         kwargs["storage"] = storage
     async with aiden.open_memory(root, config=config, summarizer=SlowSummarizer(delay), **kwargs) as memory:

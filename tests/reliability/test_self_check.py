@@ -19,7 +19,8 @@ from aiden.events import encode_event
 from aiden.storage import chunks as cs
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
-from aiden.storage.session import SessionStore, Snapshot
+from aiden.storage.protocol import Snapshot
+from aiden.storage.session import FileSessionStore
 from tests.reliability.harness import (
     check,
     hot_lines,
@@ -39,7 +40,7 @@ CONFIG = Config(
 )
 
 
-class SkipRereadStore(SessionStore):
+class SkipRereadStore(FileSessionStore):
     """(a) Writes the snapshot's events (minus the chunk) instead of re-reading events.jsonl."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -61,7 +62,7 @@ class SkipRereadStore(SessionStore):
             self.events_lock.release()
 
 
-class CountMergeStore(SessionStore):
+class CountMergeStore(FileSessionStore):
     """(c) Re-reads events.jsonl but drops its first ``count`` lines instead of the covered seqs."""
 
     def _trim_hot_window(self, index: cs.ChunkIndex, entry: cs.ChunkEntry) -> int:
@@ -86,7 +87,7 @@ class NoDirFsyncStorage(Storage):
     ("variant", "factory"),
     [("skip-reread", SkipRereadStore), ("merge-by-count", CountMergeStore)],
 )
-async def test_checker_catches_broken_merge(tmp_path: Path, variant: str, factory: type[SessionStore]) -> None:
+async def test_checker_catches_broken_merge(tmp_path: Path, variant: str, factory: type[FileSessionStore]) -> None:
     wl = await inprocess_workload(tmp_path, config=CONFIG, store_factory=factory, tasks=4, per_task=25, passes=4)
     verdict = check(tmp_path, wl.acked, wl.attempted)
     report(f"self-check {variant}", compactions=wl.compactions, **verdict.figures())

@@ -1,0 +1,87 @@
+"""The session reader actor: every read of the active session from the caller's side.
+
+``Memory`` holds no store: hot window, events by seq, the chunk index and the
+summary come back as messages. Several worker tasks serve one inbox, so a slow
+read (a chunk file of a big compaction) does not queue the prompt builder's
+hot-window read behind it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import assert_never
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from aiden.errors import AidenError, StorageError
+from aiden.messages import (
+    Codec,
+    EventsRead,
+    IndexRead,
+    ReaderInbox,
+    ReaderOutbox,
+    ReadEvents,
+    ReadFailed,
+    ReadHotWindow,
+    ReadIndex,
+    ReadSummary,
+    SummaryRead,
+    error_info,
+)
+from aiden.storage.protocol import SessionStore
+
+__all__ = ["SessionReader"]
+
+log = logging.getLogger("aiden.reader")
+
+
+class SessionReader:
+    """Serves reads of the store; run :meth:`run` once per worker."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        inbox: MemoryObjectReceiveStream[bytes],
+        outbox: MemoryObjectSendStream[bytes],
+    ) -> None:
+        self._store = store
+        self._inbox = inbox
+        self._outbox = outbox
+        self._in: Codec[ReaderInbox] = Codec(ReaderInbox)
+        self._out: Codec[ReaderOutbox] = Codec(ReaderOutbox)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until the inbox closes (each worker gets its own clones of both streams)."""
+        inbox, outbox = self._inbox.clone(), self._outbox.clone()
+        task_status.started()
+        async with inbox, outbox:
+            async for raw in inbox:
+                reply = await self._serve(self._in.decode(raw))
+                await outbox.send(self._out.encode(reply))
+
+    async def _serve(self, msg: ReaderInbox) -> ReaderOutbox:
+        store = self._store
+        try:
+            match msg:
+                case ReadHotWindow(request_id=rid):
+                    return EventsRead(rid, await anyio.to_thread.run_sync(store.read_hot_window))
+                case ReadEvents(request_id=rid, seqs=seqs):
+                    return EventsRead(rid, await anyio.to_thread.run_sync(store.read_events, seqs))
+                case ReadIndex(request_id=rid):
+                    return IndexRead(rid, await anyio.to_thread.run_sync(store.load_index))
+                case ReadSummary(request_id=rid):
+                    return SummaryRead(rid, await anyio.to_thread.run_sync(store.read_summary))
+                case _:
+                    assert_never(msg)
+        except AidenError as exc:
+            log.warning("session read failed: %s", exc)
+            return ReadFailed(msg.request_id, error_info(exc))
+        except OSError as exc:
+            return ReadFailed(msg.request_id, error_info(StorageError(str(exc), errno=exc.errno)))
+
+    def close_streams(self) -> None:
+        """Close the original stream ends (the workers hold clones)."""
+        self._inbox.close()
+        self._outbox.close()

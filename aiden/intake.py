@@ -1,0 +1,53 @@
+"""Intake of a caller's event: validated, scrubbed and encoded once, before any byte is written.
+
+Pure (no I/O, no clock: the caller passes ``now``). A bad event raises
+:class:`~aiden.errors.InvalidEventError` in the caller's task, never inside an actor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from aiden.errors import InvalidEventError
+from aiden.events import EVENT_TYPES, SessionEvent, decode_event, encode_event
+from aiden.policy.scrub import strip_screenshot_data
+from aiden.storage.protocol import PreparedEvent
+
+__all__ = ["prepare_event"]
+
+# Room for the seq the store adds ("seq": + up to 19 digits) when checking size.
+_SEQ_ROOM: Final = 32
+_OPTIONAL_STR: Final = ("role", "event_id", "tool_name", "tool_call_id", "tool_args", "pinned")
+
+
+def prepare_event(event: SessionEvent, *, now: float, max_event_bytes: int) -> tuple[SessionEvent, PreparedEvent]:
+    """The event as it will be stored (seq 0, timestamp set, screenshots scrubbed) and its encoded line."""
+    if not isinstance(event, SessionEvent):
+        raise InvalidEventError(f"expected SessionEvent, got {type(event).__name__}")
+    if event.type not in EVENT_TYPES:
+        raise InvalidEventError(f"unknown event type {event.type!r}; expected one of {sorted(EVENT_TYPES)}")
+    if not isinstance(event.content, str):
+        raise InvalidEventError("event content must be str")
+    if not isinstance(event.meta, dict):
+        raise InvalidEventError("event meta must be a dict")
+    for name in _OPTIONAL_STR:
+        value = getattr(event, name)
+        if value is not None and not isinstance(value, str):
+            raise InvalidEventError(f"event {name} must be str or None")
+    if event.event_id is not None and not event.event_id:
+        raise InvalidEventError("event_id must not be empty")
+    changes: dict[str, Any] = {}
+    if event.seq != 0:
+        changes["seq"] = 0  # the store assigns seqs; a caller's value is ignored
+    if event.timestamp is None:
+        changes["timestamp"] = now
+    prepared = msgspec.structs.replace(event, **changes) if changes else event
+    prepared = strip_screenshot_data(prepared)
+    line = encode_event(prepared, max_bytes=max_event_bytes - _SEQ_ROOM)
+    if prepared.meta and decode_event(line) != prepared:
+        # NaN, sets, bytes, tuples... JSON would store something else than what
+        # append() returns: refuse rather than silently change the caller's data.
+        raise InvalidEventError("event meta holds values JSON cannot carry unchanged (NaN/inf, sets, bytes...)")
+    return prepared, PreparedEvent(line, prepared.event_id)

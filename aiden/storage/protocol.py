@@ -1,0 +1,147 @@
+"""The session store protocol: the one way any room touches session data.
+
+Every method blocks (actors call them from a worker thread) and every backend
+keeps DESIGN section 4's invariants, checked for each backend by the
+conformance suite in :mod:`aiden.testing.conformance`:
+
+- an acknowledged append survives any crash; seqs are gap-free and strictly
+  increasing; an ``event_id`` already stored is never stored twice;
+- a chunk commit is atomic: readers see the chunk and the trimmed hot window,
+  or neither; appends made during a pass are never lost by its trim;
+- recovery is idempotent and never silently drops an event.
+
+:class:`~aiden.storage.session.FileSessionStore` is the filesystem backend;
+:class:`~aiden.testing.MemorySessionStore` the in-memory one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import msgspec
+
+from aiden.events import SessionEvent
+from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex
+
+__all__ = ["PreparedEvent", "RecoveryReport", "SessionStore", "Snapshot"]
+
+
+class PreparedEvent(msgspec.Struct, frozen=True, array_like=True):
+    """An event ready to append: its JSON line encoded with seq 0 (validated), and its ``event_id``."""
+
+    line: bytes
+    event_id: str | None = None
+
+
+class Snapshot(msgspec.Struct, frozen=True):
+    """The hot window and the live index as one pass saw them."""
+
+    events: list[SessionEvent]
+    index: ChunkIndex
+    bad_lines: int
+
+
+class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What recovery on open found and did. ``unrecoverable`` is never silently empty."""
+
+    temp_files_removed: int = 0
+    hot_events_dropped: int = 0
+    duplicate_events_dropped: int = 0
+    torn_tail_bytes: int = 0
+    corrupt_lines_quarantined: int = 0
+    orphan_chunks_removed: int = 0
+    orphan_chunks_adopted: int = 0
+    orphan_segments_removed: int = 0
+    hot_events_lost: int = 0  # seqs known to exist (chunks, high-water mark) but stored nowhere
+    index_rebuilt: bool = False
+    summary_rewritten: bool = False
+    unrecoverable: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True if recovery modified anything on disk."""
+        return bool(
+            self.temp_files_removed or self.hot_events_dropped or self.duplicate_events_dropped
+            or self.torn_tail_bytes or self.corrupt_lines_quarantined or self.orphan_chunks_removed
+            or self.orphan_chunks_adopted or self.orphan_segments_removed or self.index_rebuilt
+            or self.summary_rewritten
+        )
+
+
+class SessionStore(Protocol):
+    """The active session's events, chunks and summaries behind one synchronous interface."""
+
+    def recover(self) -> RecoveryReport:
+        """Idempotent recovery on open (before any other call)."""
+        ...
+
+    def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
+        """One group commit of several requests: durable when it returns; each request's seqs.
+
+        A deduplicated event keeps its stored seq. On error nothing of the batch is stored.
+        """
+        ...
+
+    def read_hot_window(self) -> list[SessionEvent]:
+        """The retained hot window in seq order (events no committed chunk covers)."""
+        ...
+
+    def read_event(self, seq: int) -> SessionEvent | None:
+        """The stored event with ``seq`` (hot or compacted), None if none."""
+        ...
+
+    def read_events(self, seqs: Sequence[int]) -> list[SessionEvent]:
+        """The stored events with these seqs, in seq order (unknown seqs are left out)."""
+        ...
+
+    def load_index(self) -> ChunkIndex:
+        """The live chunk index (empty before the first commit)."""
+        ...
+
+    def read_chunk(self, chunk_id: str) -> ChunkFile:
+        """One committed chunk: its entry and verbatim events (CorruptionError if damaged)."""
+        ...
+
+    def read_summary(self) -> str:
+        """The rendered summary (``summary.md``), "" before the first compaction."""
+        ...
+
+    def lock_compaction(self) -> None:
+        """Take the compaction lock (one pass, recovery or rotation at a time, across processes)."""
+        ...
+
+    def unlock_compaction(self) -> None:
+        """Release the compaction lock."""
+        ...
+
+    def snapshot(self) -> Snapshot:
+        """The hot window and index a pass plans from (caller holds the compaction lock)."""
+        ...
+
+    def commit(
+        self,
+        *,
+        expected_last_seq: int,
+        entry: ChunkEntry,
+        events: Sequence[SessionEvent],
+        next_index: ChunkIndex,
+        pushed_out: Sequence[ChunkEntry],
+    ) -> tuple[ChunkEntry, int]:
+        """Commit one chunk and trim the hot window; the committed entry and events left hot.
+
+        Raises :class:`~aiden.errors.CommitConflict` when the index moved since the snapshot.
+        """
+        ...
+
+    def replace_summary(self, chunk_id: str, summary: str) -> bool:
+        """Give a degraded live chunk its real summary; False when it is no longer live."""
+        ...
+
+    def rotate(self, closed_session_id: str) -> str:
+        """Archive the active session as ``closed_session_id`` and start an empty one; returns the id."""
+        ...
+
+    def close(self) -> None:
+        """Release every lock and descriptor."""
+        ...
