@@ -24,6 +24,7 @@ from aiden.config import Config
 from aiden.context import PromptBuild, PromptLayers, build_messages, govern_events, is_pinned, trim_replay
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
+from aiden.policy.tokens import TokenProfile, estimate_tokens
 from aiden.policy.triggers import trigger_threshold_tokens
 
 if TYPE_CHECKING:
@@ -55,12 +56,42 @@ def new_session_id(now: float) -> str:
 class Lifecycle:
     """Run-level operations of one :class:`~aiden.memory.Memory` (``memory.runs``)."""
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: Memory, profile: TokenProfile, context_window: int) -> None:
         self._m = memory
+        self._profile = profile
+        self._window = context_window
+        self._turn_tool_tokens = 0
+        self._unknown_models: set[str] = set()
+        self.last_prompt_estimate: int | None = None
+        """The estimate of the prompt built last (calibrated against the next reported usage)."""
         self._run_open = False
         # A synchronous compaction that could not help (summarizer down or slow) is not retried on
         # every call of the same run: each try would wait out the summarizer deadline again.
         self._sync_compaction_failed = False
+
+    def note_appended(self, events: Sequence[SessionEvent]) -> None:
+        """Count the tool results just appended: the tool-output spike trigger's input (seed 001)."""
+        for e in events:
+            if e.type == "tool_result":
+                self._turn_tool_tokens += estimate_tokens(e.content, self._profile)
+
+    def _take_turn_tool_tokens(self) -> int:
+        tokens, self._turn_tool_tokens = self._turn_tool_tokens, 0
+        return tokens
+
+    def _window_for(self, model: str) -> int:
+        # litellm's bundled map, else this memory's window; an unknown model is logged once.
+        from aiden.summarizers.llm import ModelResolver
+
+        window = ModelResolver().lookup(model)
+        if window is None:
+            if model not in self._unknown_models:
+                self._unknown_models.add(model)
+                _log.warning(
+                    "unknown model %r: using the configured window of %d tokens", model, self._window
+                )
+            return self._window
+        return window
 
     @property
     def run_active(self) -> bool:
@@ -99,7 +130,7 @@ class Lifecycle:
         )
         archived: str | None = None
         if decision.new_session and last is not None:
-            archived = await self._m._rotate(closed_session_id or new_session_id(now))
+            archived = await self._m.rotate(closed_session_id or new_session_id(now))
         elif (
             last is not None
             and self._m.config.idle_gap_compact_minutes > 0
@@ -108,7 +139,12 @@ class Lifecycle:
             # Seed 001's idle-gap trigger: compact while the user waits for the first answer anyway.
             self._m.request_maintenance(manual=True)
         event = SessionEvent(
-            type="user_input", role="user", content=user_input, timestamp=now, event_id=event_id, meta=meta or {}
+            type="user_input",
+            role="user",
+            content=user_input,
+            timestamp=now,
+            event_id=event_id,
+            meta=meta or {},
         )
         stored = await self._m.append(event)
         self._run_open = True
@@ -145,7 +181,9 @@ class Lifecycle:
             cached_tokens=cached_tokens,
             cost_usd=cost_usd,
             # The tool-output spike trigger (seed 001) counts this turn's tool results.
-            tool_output_tokens=m.take_turn_tool_tokens() if tool_output_tokens is None else tool_output_tokens,
+            tool_output_tokens=self._take_turn_tool_tokens()
+            if tool_output_tokens is None
+            else tool_output_tokens,
             run_ended=True,
             model=model,
         )
@@ -170,7 +208,7 @@ class Lifecycle:
         """
         m = self._m
         # The window of the model this call goes to (a swap to a smaller model shrinks this prompt).
-        cfg = m.config if model is None else m.config.with_window(m.window_for(model))
+        cfg = m.config if model is None else m.config.with_window(self._window_for(model))
         call = _Call(cfg, layers or PromptLayers(), long_term, current_task, cache_friendly, governance)
         budget = cfg.prompt_budget()
         snapshot = await _gather(m)
@@ -210,10 +248,12 @@ class Lifecycle:
                 else ""
             ),
         )
-        m.note_prompt_estimate(built.estimated_tokens)
+        self.last_prompt_estimate = built.estimated_tokens
         return built
 
-    def _fit_by_trimming(self, call: _Call, snapshot: _Snapshot, budget: int, built: PromptBuild) -> PromptBuild:
+    def _fit_by_trimming(
+        self, call: _Call, snapshot: _Snapshot, budget: int, built: PromptBuild
+    ) -> PromptBuild:
         lo, hi = 1, len(snapshot[0])
         best = built
         # Largest replay bound that fits: the estimate grows with the number of replayed events.
@@ -242,11 +282,16 @@ class Lifecycle:
             split_ctx = "Turn context (the start of this turn was compacted):\n" + split_ctx
         # Replay trimming, then governance: both shape this call only; nothing on disk changes.
         replay = list(hot)
-        bound = min(b for b in (cfg.replay_max_messages, max_messages) if b) if (
-            cfg.replay_max_messages or max_messages) else 0
+        bound = (
+            min(b for b in (cfg.replay_max_messages, max_messages) if b)
+            if (cfg.replay_max_messages or max_messages)
+            else 0
+        )
         if bound:
             # A budget-fitting trim (max_messages) cuts exactly where asked: no cache quantum.
-            replay = trim_replay(replay, max_messages=bound, keep=is_pinned, cut_quantum=1 if max_messages else None)
+            replay = trim_replay(
+                replay, max_messages=bound, keep=is_pinned, cut_quantum=1 if max_messages else None
+            )
         governed = None
         if call.governance or strict:
             governed = govern_events(
@@ -312,5 +357,3 @@ async def _gather(m: Memory) -> _Snapshot:
     index = await m.chunk_index()
     summary = await m.summary_md()
     return hot, index, summary
-
-

@@ -26,7 +26,7 @@ from aiden.actors.writer import SessionWriter
 from aiden.config import Config
 from aiden.errors import ClosedError
 from aiden.events import SessionEvent
-from aiden.memory import Memory, dispatch_writer_reply
+from aiden.memory import Memory
 from aiden.messages import (
     CancelSummarize,
     Codec,
@@ -42,6 +42,7 @@ from aiden.messages import (
     WriterInbox,
     WriterOutbox,
 )
+from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -184,6 +185,7 @@ async def open_memory(
         after_rotation=long_term.refresh,
     )
     writer_done = anyio.Event()
+    writer_port = WriterPort(writer_client)
 
     async def read_hot_window() -> list[SessionEvent]:
         return await anyio.to_thread.run_sync(store.read_hot_window)
@@ -203,7 +205,7 @@ async def open_memory(
                 "session writer",
                 wr_recv,
                 Codec[WriterOutbox](WriterOutbox),
-                lambda m: dispatch_writer_reply(writer_client, m),
+                writer_port.dispatch,
                 writer_ended,
             )
             await tg.start(summarizer_actor.run_inbox)
@@ -250,12 +252,10 @@ async def open_memory(
                 root=str(layout.root),
                 config=config,
                 context_window=context_window,
-                writer=writer_client,
-                scheduler=scheduler_client,
-                scheduler_counters=scheduler.counters,
-                reader=reader_client,
-                recall=recall_client,
-                recall_stats=recall_actor.stats,
+                writer=writer_port,
+                scheduler=SchedulerPort(scheduler_client, scheduler.counters),
+                reader=ReaderPort(reader_client),
+                recall=RecallPort(recall_client, recall_actor.stats),
                 recovery=report,
                 token_profile=scheduler.token_profile,
                 long_term=long_term,

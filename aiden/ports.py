@@ -1,0 +1,289 @@
+"""Typed ports: the caller side of each actor, one method per request.
+
+:class:`~aiden.memory.Memory` holds these and nothing else of another room: a
+port builds the request message, sends it through its actor's
+:class:`~aiden.actors.mailbox.Client`, and turns the reply into a typed value
+or an :class:`~aiden.errors.AidenError`. Arguments are checked here, before
+encoding, so a bad value is the caller's error and never reaches an actor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import msgspec
+
+from aiden import errors
+from aiden.actors.mailbox import Client, Latest
+from aiden.errors import AidenError, RecallError
+from aiden.events import SessionEvent, validate_id
+from aiden.messages import (
+    Appended,
+    AppendEvents,
+    CompactionOutcome,
+    ErrorInfo,
+    EventsRead,
+    Flush,
+    Flushed,
+    IndexRead,
+    Maintain,
+    MaintenanceDone,
+    ReaderInbox,
+    ReaderOutbox,
+    ReadEvents,
+    ReadFailed,
+    ReadHotWindow,
+    ReadIndex,
+    ReadSummary,
+    RecallInbox,
+    RecallLookup,
+    RecallQuery,
+    RecallRehydrate,
+    RecallReply,
+    RecordUsage,
+    Rejected,
+    RequestMaintenance,
+    Rotated,
+    RotateSession,
+    SchedulerCounters,
+    SchedulerInbox,
+    SchedulerOutbox,
+    SummaryRead,
+    WriterInbox,
+    WriterOutbox,
+)
+from aiden.recall.types import RecallHit, RecallStats
+from aiden.storage.chunks import ChunkIndex
+from aiden.storage.protocol import PreparedEvent
+
+__all__ = ["MAX_SEQ", "ReaderPort", "RecallPort", "SchedulerPort", "WriterPort", "raise_error_info"]
+
+# Seqs are encoded as signed 64-bit ints in messages; a larger one is no seq.
+MAX_SEQ: Final = 2**63 - 1
+
+
+def raise_error_info(info: ErrorInfo) -> AidenError:
+    """Rebuild an aiden exception from a reply's :class:`ErrorInfo` (the one wire table for errors)."""
+    cls = getattr(errors, info.kind, None)
+    if isinstance(cls, type) and issubclass(cls, errors.StorageError):
+        return cls(info.message, errno=info.errno)
+    if isinstance(cls, type) and issubclass(cls, AidenError):
+        return cls(info.message)
+    return errors.StorageError(info.message, errno=info.errno)
+
+
+class WriterPort:
+    """Appends and flushes through the session writer."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: Client[WriterInbox, list[int]]) -> None:
+        self._client = client
+
+    async def append(self, events: list[PreparedEvent]) -> list[int]:
+        """Durably append pre-encoded events as one request; their seqs once committed."""
+        return await self._client.call(lambda rid: AppendEvents(rid, events))
+
+    async def flush(self) -> None:
+        """Wait until everything sent before is committed."""
+        await self._client.call(Flush)
+
+    def dispatch(self, message: WriterOutbox) -> None:
+        """Route one writer reply to the callers it acknowledges or rejects (the reply router's hook)."""
+        match message:
+            case Appended(acks=acks):
+                for ack in acks:
+                    self._client.resolve(ack.request_id, ack.seqs)
+            case Rejected(request_ids=ids, error=info):
+                for rid in ids:
+                    self._client.reject(rid, raise_error_info(info))
+            case Flushed(request_id=rid):
+                self._client.resolve(rid, [])
+
+
+class SchedulerPort:
+    """Maintenance, usage and rotation requests to the maintenance scheduler, and its published counters."""
+
+    __slots__ = ("_client", "_counters", "coalesced_at_inbox")
+
+    def __init__(
+        self, client: Client[SchedulerInbox, SchedulerOutbox], counters: Latest[SchedulerCounters]
+    ) -> None:
+        self._client = client
+        self._counters = counters
+        self.coalesced_at_inbox = 0
+        """Maintenance requests dropped because one was already queued."""
+
+    @property
+    def counters(self) -> SchedulerCounters:
+        """The scheduler's newest counters snapshot."""
+        return self._counters.value
+
+    def request(self, *, manual: bool) -> None:
+        """Schedule a pass without waiting; coalesced when the inbox already holds requests."""
+        if not self._client.try_cast(RequestMaintenance(manual=manual)):
+            self.coalesced_at_inbox += 1
+
+    async def maintain(self, *, manual: bool) -> CompactionOutcome:
+        """Run a pass and wait for its outcome."""
+        done = await self._client.call(lambda rid: Maintain(rid, manual))
+        if not isinstance(done, MaintenanceDone):
+            raise errors.AidenError(f"maintenance scheduler answered {type(done).__name__} to Maintain")
+        if done.error is not None:
+            raise raise_error_info(done.error)
+        if done.outcome is None:
+            raise errors.AidenError("maintenance scheduler answered Maintain without an outcome")
+        return done.outcome
+
+    async def record_usage(self, usage: RecordUsage) -> None:
+        """Report one model call's usage (no reply; the inbox bound applies back-pressure)."""
+        await self._client.cast(usage)
+
+    async def rotate(self, closed_session_id: str) -> str:
+        """Close the active session as ``closed_session_id``; the archive id."""
+        reply = await self._client.call(lambda rid: RotateSession(rid, closed_session_id))
+        if not isinstance(reply, Rotated):
+            raise errors.AidenError(f"maintenance scheduler answered {type(reply).__name__} to RotateSession")
+        if reply.error is not None:
+            raise raise_error_info(reply.error)
+        return reply.archived_id
+
+
+class ReaderPort:
+    """Reads of the stored session through the session reader."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: Client[ReaderInbox, ReaderOutbox]) -> None:
+        self._client = client
+
+    async def _read(self, build: type[ReadHotWindow | ReadIndex | ReadSummary]) -> ReaderOutbox:
+        return self._check(await self._client.call(build))
+
+    @staticmethod
+    def _check(reply: ReaderOutbox) -> ReaderOutbox:
+        if isinstance(reply, ReadFailed):
+            raise raise_error_info(reply.error)
+        return reply
+
+    async def hot_window(self) -> list[SessionEvent]:
+        """The retained hot-window events in seq order."""
+        reply = await self._read(ReadHotWindow)
+        assert isinstance(reply, EventsRead)
+        return reply.events
+
+    async def events(self, seqs: Sequence[int]) -> list[SessionEvent]:
+        """The stored events with these seqs (hot window or compacted), unknown ones left out."""
+        wanted = [q for q in seqs if 0 <= q <= MAX_SEQ]
+        reply = self._check(await self._client.call(lambda rid: ReadEvents(rid, wanted)))
+        assert isinstance(reply, EventsRead)
+        return reply.events
+
+    async def event(self, seq: int) -> SessionEvent | None:
+        """The stored event with ``seq``, None if unknown."""
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise RecallError(f"seq must be int, got {type(seq).__name__}")
+        found = await self.events([seq])  # an out-of-range seq is no stored event: none found
+        return found[0] if found else None
+
+    async def index(self) -> ChunkIndex:
+        """The live chunk index."""
+        reply = await self._read(ReadIndex)
+        assert isinstance(reply, IndexRead)
+        return reply.index
+
+    async def summary(self) -> str:
+        """The summary.md text."""
+        reply = await self._read(ReadSummary)
+        assert isinstance(reply, SummaryRead)
+        return reply.text
+
+
+def _check_text(value: object, name: str) -> None:
+    if not isinstance(value, str):
+        raise RecallError(f"{name} must be str, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RecallError(f"{name} is not valid Unicode: {exc.reason}") from exc
+
+
+def _check_strings(name: str, values: Sequence[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+        raise RecallError(f"{name} must be a list of str")
+    return list(values)
+
+
+def _check_bound(name: str, bound: float | None) -> None:
+    if bound is not None and (not isinstance(bound, int | float) or isinstance(bound, bool)):
+        raise RecallError(f"{name} must be a number")
+
+
+class RecallPort:
+    """Searches, lookups and rehydration through the recall index, and its published stats."""
+
+    __slots__ = ("_client", "_stats")
+
+    def __init__(self, client: Client[RecallInbox, RecallReply], stats: Latest[RecallStats | None]) -> None:
+        self._client = client
+        self._stats = stats
+
+    @property
+    def stats(self) -> RecallStats | None:
+        """The recall index's newest stats snapshot (None before the first recall)."""
+        return self._stats.value
+
+    async def _ask(self, request: RecallQuery | RecallLookup | RecallRehydrate) -> RecallReply:
+        reply = await self._client.call(lambda rid: msgspec.structs.replace(request, request_id=rid))
+        if reply.error is not None:
+            raise raise_error_info(reply.error)
+        return reply
+
+    async def search(
+        self,
+        query: str,
+        k: int | None,
+        *,
+        types: Sequence[str] | None,
+        roles: Sequence[str] | None,
+        since: float | None,
+        until: float | None,
+    ) -> list[RecallHit]:
+        """The best-matching compacted events and summaries."""
+        _check_text(query, "query")
+        if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
+            raise RecallError(f"k must be a positive int, got {k!r}")
+        _check_bound("since", since)
+        _check_bound("until", until)
+        request = RecallQuery(
+            request_id=0,
+            query=query,
+            k=k,
+            types=_check_strings("types", types),
+            roles=_check_strings("roles", roles),
+            since=since,
+            until=until,
+        )
+        return list((await self._ask(request)).hits or [])
+
+    async def lookup(self, chunk_id: str) -> RecallHit | None:
+        """One chunk's summary as a hit, None if unknown."""
+        validate_id(chunk_id, what="chunk id")
+        reply = await self._ask(RecallLookup(0, chunk_id))
+        return reply.hits[0] if reply.hits else None
+
+    async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None) -> list[SessionEvent]:
+        """The verbatim compacted events of one chunk (only ``seqs`` if given)."""
+        validate_id(chunk_id, what="chunk id")
+        if seqs is not None and (
+            isinstance(seqs, str | bytes)
+            or not all(isinstance(q, int) and not isinstance(q, bool) for q in seqs)
+        ):
+            raise RecallError("seqs must be a list of int")
+        if seqs is not None and not all(0 <= q <= MAX_SEQ for q in seqs):
+            raise RecallError(f"seqs must be between 0 and {MAX_SEQ}")
+        reply = await self._ask(RecallRehydrate(0, chunk_id, list(seqs) if seqs is not None else None))
+        return list(reply.events or [])

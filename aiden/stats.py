@@ -1,0 +1,64 @@
+"""``memory.stats()``: one frozen snapshot built from the actors' published counters."""
+
+from __future__ import annotations
+
+import msgspec
+
+from aiden.messages import SchedulerCounters
+
+__all__ = ["MemoryStats", "memory_stats"]
+
+
+class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Telemetry of one open memory (``memory.stats()``)."""
+
+    appends: int
+    compactions: int
+    passes: int
+    coalesced_requests: int
+    tokens_before: int
+    tokens_after: int
+    chunks: int
+    summarizer_calls: int
+    summarizer_failures: int
+    fallbacks: int
+    degraded_chunks: int
+    conflicts: int
+    last_prompt_tokens: int | None
+    context_window: int
+    token_calibration: float
+    resummarized_chunks: int
+    deferred_for_cache: int
+    cached_share_before_last_compaction: float | None
+    cached_share_since_last_compaction: float | None
+
+
+def memory_stats(
+    s: SchedulerCounters, *, appends: int, coalesced_at_inbox: int, context_window: int
+) -> MemoryStats:
+    """Combine the scheduler's counters with what the caller's side counted."""
+    return MemoryStats(
+        appends=appends,
+        compactions=s.compactions,
+        passes=s.passes,
+        coalesced_requests=s.coalesced_requests + coalesced_at_inbox,
+        tokens_before=s.tokens_before,
+        tokens_after=s.tokens_after,
+        chunks=s.compactions,
+        summarizer_calls=s.summarizer_calls,
+        summarizer_failures=s.summarizer_failures,
+        fallbacks=s.fallbacks,
+        degraded_chunks=s.degraded_chunks,
+        conflicts=s.conflicts,
+        last_prompt_tokens=s.last_prompt_tokens,
+        context_window=context_window,
+        token_calibration=s.token_calibration,
+        resummarized_chunks=s.resummarized_chunks,
+        deferred_for_cache=s.deferred_for_cache,
+        cached_share_before_last_compaction=s.cached_share_before_last_compaction,
+        cached_share_since_last_compaction=(
+            s.cached_tokens_since_compaction / s.prompt_tokens_since_compaction
+            if s.prompt_tokens_since_compaction
+            else None
+        ),
+    )
