@@ -7,18 +7,18 @@
 1. **Replay.** A long tool-heavy generated session (``aiden.scenario``) and,
    when ``AIDEN_REAL_DATA`` is set, the real SWE-agent sessions are replayed
    model call by model call (no compaction). Each call's prompt is built with
-   :func:`aiden.prompt.build_messages` from the hot window as is (``off``) or
-   after :func:`aiden.governance.trim_replay` / :func:`~aiden.governance.govern_events`,
+   :func:`aiden.context.build_messages` from the hot window as is (``off``) or
+   after :func:`aiden.context.trim_replay` / :func:`~aiden.context.govern_events`,
    and sent to :class:`aiden.testing.FakeLLMServer`.
 2. **Full stack.** The generated session through ``aiden.open_memory`` with a
    small context window, so compactions happen; the prompt size reported to
    the trigger is the governed one. Cached-token share before and after each
-   compaction comes from :class:`aiden.governance.CacheShareTelemetry`.
+   compaction comes from :class:`aiden.context.CacheShareTelemetry`.
 
 FakeLLMServer reports ``cached_tokens`` only when the responder sets it: it
 does not model prefix caching. The responder here does: cached tokens are the
 estimated tokens of the prefix the request shares with the previous request
-of the same stream (:func:`aiden.governance.shared_prefix_tokens`), an upper
+of the same stream (:func:`aiden.context.shared_prefix_tokens`), an upper
 bound of what a provider with block-granular caching would report.
 "Uncached" tokens (prompt - cached) are the ones billed at the full rate.
 
