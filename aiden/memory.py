@@ -32,7 +32,8 @@ from aiden.tools import agent_tools, run_recall_tool, run_tool_call
 
 if TYPE_CHECKING:
     from aiden.longterm.dream import DreamOutcome
-    from aiden.longterm.service import LongTermServices
+    from aiden.longterm.gitstore import Version
+    from aiden.longterm.port import LongTermPort
 
 __all__ = ["Memory", "MemoryStats"]
 
@@ -54,7 +55,7 @@ class Memory:
         recall: RecallPort,
         recovery: RecoveryReport,
         token_profile: TokenProfile = DEFAULT_PROFILE,
-        long_term: LongTermServices | None = None,
+        long_term: LongTermPort | None = None,
     ) -> None:
         # Only ports (clients of actor inboxes) and published immutable snapshots:
         # no actor, store or mutable counter of another room is reachable from here.
@@ -319,28 +320,34 @@ class Memory:
     # --- long-term memory ----------------------------------------------------------------
 
     @property
-    def long_term(self) -> LongTermServices:
-        """Long-term memory: ``.store`` (save/forget/search), ``.dream``, ``.history``, ``.writer``."""
-        if self._long_term is None:
-            raise ClosedError("long-term memory is not available")
-        return self._long_term
-
-    @property
     def long_term_layer(self) -> str:
         """The PROJECT MEMORY block and profile, as placed in the system prompt."""
-        return self._long_term.project_memory if self._long_term is not None else ""
+        return self._long_term.layer if self._long_term is not None else ""
 
-    async def checkpoint(self) -> str:
-        """Force a durable session summary now (seed 004's manual checkpoint); returns its path."""
+    async def checkpoint(self) -> str | None:
+        """Force a durable session summary now (seed 004's manual checkpoint); its path (None: nothing to write)."""
         self._check_open()
-        write = await self.long_term.writer.checkpoint(await self.hot_window(), now=time.time())
-        await self.long_term.refresh()
-        return str(write.path)
+        return await self._lt().checkpoint(await self.hot_window())
 
     async def dream(self) -> DreamOutcome:
         """Run Dream now: fold new history into SOUL.md / USER.md / MEMORY.md (git-versioned)."""
         self._check_open()
-        return await self.long_term.run_dream()
+        return await self._lt().dream()
+
+    async def request_dream(self) -> bool:
+        """Ask the scheduled Dream task to run soon, without waiting; False if a run is already requested."""
+        self._check_open()
+        return await self._lt().request_dream()
+
+    async def dream_log(self, limit: int = 20) -> list[Version]:
+        """The newest ``limit`` versions of SOUL.md / USER.md / MEMORY.md, newest first."""
+        self._check_open()
+        return await self._lt().dream_log(limit)
+
+    def _lt(self) -> LongTermPort:
+        if self._long_term is None:
+            raise ClosedError("long-term memory is not available")
+        return self._long_term
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -356,8 +363,7 @@ class Memory:
             recall=self._recall,
             reader=self._reader,
             max_chars=self._config.recall_max_chars,
-            long_term=self.long_term.store,
-            now=time.time(),
+            long_term=self._lt(),
         )
 
     # --- recall -------------------------------------------------------------------------

@@ -25,7 +25,6 @@ from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
 from aiden.actors.writer import SessionWriter
 from aiden.config import Config
 from aiden.errors import ClosedError
-from aiden.events import SessionEvent
 from aiden.memory import Memory
 from aiden.messages import (
     CancelSummarize,
@@ -56,6 +55,8 @@ __all__ = ["open_memory"]
 _CONTROL_QUEUE = 64
 # Reader workers: a slow chunk read does not hold up the prompt builder's hot-window read.
 _READERS = 2
+# Long-term workers: a long Dream run never holds up the running-summary merge a compaction waits for.
+_LONG_TERM_WORKERS = 3
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -98,7 +99,6 @@ def _async_only(func: Callable[_P, AbstractAsyncContextManager[_T]]) -> Callable
 
 
 @_async_only
-
 @asynccontextmanager
 async def open_memory(
     root: str | os.PathLike[str],
@@ -165,12 +165,25 @@ async def open_memory(
         from aiden.summarizers.extractive import ExtractiveSummarizer
 
         # Fold output is ordered by importance; keep it inside the rolling-summary line cap.
-        summarizer = ExtractiveSummarizer(fold_max_lines=max(1, min(60, config.max_rolling_summary_lines * 3 // 5)))
+        summarizer = ExtractiveSummarizer(
+            fold_max_lines=max(1, min(60, config.max_rolling_summary_lines * 3 // 5))
+        )
     summarizer_actor = SummarizerActor(summarizer, config, z_recv, zr_send)
     # Long-term memory (dulwich, the summary schema...) loads with the first open, not at import.
+    from aiden.actors.longterm import LongTermActor
+    from aiden.longterm.messages import LongTermInbox, LongTermOutbox
+    from aiden.longterm.port import LongTermPort
     from aiden.longterm.service import LongTermServices
 
-    long_term = LongTermServices(layout, storage, config, SummarizerProxy(summarizer_client))
+    l_send, l_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+    lr_send, lr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+    long_term_client: Client[LongTermInbox, LongTermOutbox] = Client(
+        "long-term memory", l_send, Codec(LongTermInbox)
+    )
+    long_term_actor = LongTermActor(
+        LongTermServices(layout, storage, config, SummarizerProxy(summarizer_client)), l_recv, lr_send
+    )
+    long_term = LongTermPort(long_term_client, long_term_actor.layer)
     scheduler = MaintenanceScheduler(
         store,
         config,
@@ -179,19 +192,17 @@ async def open_memory(
         sr_send,
         summarizer_client,
         model=model,
-        before_compaction=long_term.before_compaction,
-        after_compaction=lambda entry: long_term.after_compaction(entry, session_key=str(layout.root)),
+        before_compaction=long_term.merge_running,
+        after_compaction=lambda entry: long_term.record_chunk(entry, str(layout.root)),
         before_rotation=lambda: session_ended("rotation"),
         after_rotation=long_term.refresh,
     )
     writer_done = anyio.Event()
     writer_port = WriterPort(writer_client)
 
-    async def read_hot_window() -> list[SessionEvent]:
-        return await anyio.to_thread.run_sync(store.read_hot_window)
-
     async def session_ended(reason: str, timeout_s: float | None = None) -> None:
-        await long_term.session_ended(read_hot_window, reason, summarizer_timeout_s=timeout_s)
+        events = await anyio.to_thread.run_sync(store.read_hot_window)
+        await long_term.end_session(events, reason, timeout_s)
 
     def writer_ended() -> None:
         writer_client.fail_all(ClosedError("session writer stopped"))
@@ -260,8 +271,18 @@ async def open_memory(
                 token_profile=scheduler.token_profile,
                 long_term=long_term,
             )
-            await long_term.prepare()
-            for task in long_term.background_tasks(memory):
+            await long_term_actor.prepare()
+            for _ in range(_LONG_TERM_WORKERS):
+                await tg.start(long_term_actor.run)
+            await tg.start(
+                route_replies,
+                "long-term memory",
+                lr_recv,
+                Codec[LongTermOutbox](LongTermOutbox),
+                lambda m: long_term_client.resolve(m.request_id, m),
+                lambda: long_term_client.fail_all(ClosedError("long-term memory stopped")),
+            )
+            for task in long_term_actor.background_tasks(memory):
                 await tg.start(task)
             try:
                 yield memory
@@ -286,11 +307,32 @@ async def open_memory(
     finally:
         # Actors cancelled mid-serve never reached their own `async with`
         # exits; closing twice is a no-op, so close every end here.
-        for stream in (w_send, w_recv, wr_send, wr_recv, s_send, s_recv, sr_send, sr_recv,
-                       z_send, z_recv, zr_send, zr_recv, r_send, r_recv, rr_send, rr_recv,
-                       d_send, d_recv, dr_send, dr_recv):
+        for stream in (
+            w_send,
+            w_recv,
+            wr_send,
+            wr_recv,
+            s_send,
+            s_recv,
+            sr_send,
+            sr_recv,
+            z_send,
+            z_recv,
+            zr_send,
+            zr_recv,
+            r_send,
+            r_recv,
+            rr_send,
+            rr_recv,
+            d_send,
+            d_recv,
+            dr_send,
+            dr_recv,
+        ):
             stream.close()
         scheduler.close_streams()
         summarizer_actor.close_streams()
-        long_term.close_streams()
+        for stream in (l_send, l_recv, lr_send, lr_recv):
+            stream.close()
+        long_term_actor.close_streams()
         await anyio.to_thread.run_sync(store.close)

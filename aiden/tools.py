@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aiden.ports import ReaderPort, RecallPort
 
 if TYPE_CHECKING:
-    from aiden.longterm.store import LongTermMemoryStore
+    from aiden.longterm.port import LongTermPort
 
 __all__ = ["agent_tools", "run_recall_tool", "run_tool_call"]
 
@@ -50,16 +50,24 @@ async def run_tool_call(
     recall: RecallPort,
     reader: ReaderPort,
     max_chars: int,
-    long_term: LongTermMemoryStore,
-    now: float,
+    long_term: LongTermPort,
 ) -> str:
-    """Run one of :func:`agent_tools` by name; an unknown name is an error result, not an exception."""
-    from aiden.longterm.tools import handle_forget_memory, handle_save_memory
+    """Run one of :func:`agent_tools` by name; an unknown name is an error result, not an exception.
+
+    Long-term tool arguments are decoded and checked here, before anything is
+    sent: a bad call answers its error without reaching the long-term actor.
+    """
+    import msgspec
+
+    from aiden.longterm.tools import parse_forget_memory, parse_save_memory, tool_error
 
     if name == "recall_session_chunks":
         return await run_recall_tool(arguments, recall=recall, reader=reader, max_chars=max_chars)
-    if name == "save_memory":
-        return await handle_save_memory(long_term, arguments, now=now)
-    if name == "forget_memory":
-        return await handle_forget_memory(long_term, arguments)
+    try:
+        if name == "save_memory":
+            return await long_term.save_memory(parse_save_memory(arguments))
+        if name == "forget_memory":
+            return await long_term.forget_memory(parse_forget_memory(arguments))
+    except (ValueError, msgspec.MsgspecError) as exc:
+        return tool_error(name, exc)
     return json.dumps({"error": f"unknown tool {name!r}"})

@@ -1,8 +1,9 @@
 """Long-term memory inside one runtime: the objects, their background tasks, and the hooks.
 
-:func:`aiden.open_memory` builds one :class:`LongTermServices` and starts its
-tasks in the runtime's task group. The hooks it exposes are what the rest of
-aiden calls at the seed-004 death points: before every compaction
+:func:`aiden.open_memory` builds one :class:`LongTermServices`, owned by the
+long-term actor (:mod:`aiden.actors.longterm`), and starts its tasks in the
+runtime's task group. The hooks are what the rest of aiden asks for, by
+message, at the seed-004 death points: before every compaction
 (:meth:`before_compaction`) and at session end (:meth:`session_ended`).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +130,7 @@ class LongTermServices:
 
     async def session_ended(
         self,
-        hot_window: Callable[[], Awaitable[list[SessionEvent]]],
+        events: Sequence[SessionEvent],
         reason: str,
         *,
         summarizer_timeout_s: float | None = None,
@@ -139,7 +140,6 @@ class LongTermServices:
         ``summarizer_timeout_s`` bounds the summarizer call (then the extractive fallback).
         """
         with anyio.CancelScope(shield=True):
-            events = await hot_window()
             running = await anyio.to_thread.run_sync(read_bytes, self.writer.running_path)
             if not events and not running:
                 return None

@@ -155,32 +155,81 @@ def _describe(entry: MemoryEntry) -> dict[str, Any]:
     return {"id": entry.id, "type": entry.type, "title": entry.title, "expires_at": expires}
 
 
-async def handle_save_memory(store: LongTermMemoryStore, arguments: str | Mapping[str, Any], *, now: float) -> str:
-    """Run a ``save_memory`` call: ``{"saved": {...}}`` or ``{"error": "..."}``."""
+class SaveRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A decoded ``save_memory`` call with its expiry parsed and bounded (checked before anything is sent)."""
+
+    type: str
+    title: str
+    content: str
+    expires_at: float | None = None
+    memory_id: str | None = None
+
+
+def parse_save_memory(arguments: str | Mapping[str, Any]) -> SaveRequest:
+    """Decode ``save_memory`` arguments; ValueError or a msgspec error for a bad call."""
+    args = _decode(arguments, _SaveArgs)
+    # Parsed (and bounded) before save: nothing is written for an invalid expiry.
+    return SaveRequest(
+        type=args.type,
+        title=args.title,
+        content=args.content,
+        expires_at=parse_expiry(args.expires_at),
+        memory_id=args.id,
+    )
+
+
+def parse_forget_memory(arguments: str | Mapping[str, Any]) -> str:
+    """The memory id of a ``forget_memory`` call; ValueError or a msgspec error for a bad call."""
+    return _decode(arguments, _ForgetArgs).id
+
+
+async def save_memory(store: LongTermMemoryStore, request: SaveRequest, *, now: float) -> str:
+    """Save one decoded call: ``{"saved": {...}}`` or ``{"error": "..."}``."""
     try:
-        args = _decode(arguments, _SaveArgs)
-        # Parsed (and bounded) before save: nothing is written for an invalid expiry.
-        expires_at = parse_expiry(args.expires_at)
         entry = await store.save(
-            type=args.type,
-            title=args.title,
-            content=args.content,
+            type=request.type,
+            title=request.title,
+            content=request.content,
             now=now,
-            expires_at=expires_at,
-            memory_id=args.id,
+            expires_at=request.expires_at,
+            memory_id=request.memory_id,
         )
     except (AidenError, ValueError, msgspec.MsgspecError) as exc:
         return _error(f"save_memory: {exc}")
     return _encoder.encode({"saved": _describe(entry)}).decode()
 
 
-async def handle_forget_memory(store: LongTermMemoryStore, arguments: str | Mapping[str, Any]) -> str:
-    """Run a ``forget_memory`` call: ``{"forgotten": id}`` or ``{"error": "..."}``."""
+async def forget_memory(store: LongTermMemoryStore, memory_id: str) -> str:
+    """Forget one memory by id: ``{"forgotten": id}`` or ``{"error": "..."}``."""
     try:
-        args = _decode(arguments, _ForgetArgs)
-        found = await store.forget(args.id)
+        found = await store.forget(memory_id)
     except (AidenError, ValueError, msgspec.MsgspecError) as exc:
         return _error(f"forget_memory: {exc}")
     if not found:
-        return _error(f"forget_memory: no memory with id {args.id!r}")
-    return _encoder.encode({"forgotten": args.id}).decode()
+        return _error(f"forget_memory: no memory with id {memory_id!r}")
+    return _encoder.encode({"forgotten": memory_id}).decode()
+
+
+def tool_error(name: str, exc: Exception) -> str:
+    """The JSON error result of a call whose arguments did not decode."""
+    return _error(f"{name}: {exc}")
+
+
+async def handle_save_memory(
+    store: LongTermMemoryStore, arguments: str | Mapping[str, Any], *, now: float
+) -> str:
+    """Run a ``save_memory`` call: ``{"saved": {...}}`` or ``{"error": "..."}``."""
+    try:
+        request = parse_save_memory(arguments)
+    except (ValueError, msgspec.MsgspecError) as exc:
+        return tool_error("save_memory", exc)
+    return await save_memory(store, request, now=now)
+
+
+async def handle_forget_memory(store: LongTermMemoryStore, arguments: str | Mapping[str, Any]) -> str:
+    """Run a ``forget_memory`` call: ``{"forgotten": id}`` or ``{"error": "..."}``."""
+    try:
+        memory_id = parse_forget_memory(arguments)
+    except (ValueError, msgspec.MsgspecError) as exc:
+        return tool_error("forget_memory", exc)
+    return await forget_memory(store, memory_id)

@@ -115,10 +115,10 @@ async def test_memory_with_dream_scheduled_works_over_a_damaged_repository(tmp_p
     config = Config(durability="none", dream_interval_hours=1.0)
     for attempt in range(2):  # and again at the next open
         async with aiden.open_memory(tmp_path, config=config) as memory:
-            assert memory.long_term.request_dream()  # the scheduled task runs Dream now
+            assert await memory.request_dream()  # the scheduled task runs Dream now
             for _ in range(200):  # until that run met the damage (a real worker thread)
                 await anyio.sleep(0.01)
-                if memory.long_term.request_dream():
+                if await memory.request_dream():
                     break
             appended = await memory.append(SessionEvent(type="user_input", content=f"hello {attempt}"))
             assert appended.content == f"hello {attempt}"
@@ -127,4 +127,4 @@ async def test_memory_with_dream_scheduled_works_over_a_damaged_repository(tmp_p
             with pytest.raises(CorruptionError):
                 await memory.dream()
             with pytest.raises(CorruptionError):
-                await memory.long_term.dream.dream_log()
+                await memory.dream_log()

@@ -20,7 +20,10 @@ import aiden
 from aiden import Config
 from aiden.errors import InvalidEventError
 from aiden.events import MAX_META_DEPTH, SessionEvent, decode_event, encode_event
+from aiden.longterm.store import LongTermMemoryStore
 from aiden.longterm.tools import parse_expiry
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
 from aiden.testing import ScriptedSummarizer
 
 pytestmark = pytest.mark.anyio
@@ -98,7 +101,8 @@ async def test_save_memory_refuses_unrepresentable_expiry_and_writes_nothing(
     tmp_path: Path, expires_at: float | str
 ) -> None:
     async with aiden.open_memory(tmp_path / "root", config=CONFIG, summarizer=ScriptedSummarizer()) as memory:
-        store = memory.long_term.store
+        # The long-term actor's store, opened on the same root (the files are the truth).
+        store = LongTermMemoryStore(Layout(tmp_path / "root"), Storage())
         before = await store.entries(now=0.0)
         call = {"type": "fact", "title": "t", "content": "c", "id": "m1", "expires_at": expires_at}
         answer = json.loads(await memory.handle_tool_call("save_memory", call))

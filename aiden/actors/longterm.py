@@ -1,0 +1,138 @@
+"""The long-term memory actor: owns :class:`~aiden.longterm.service.LongTermServices`.
+
+Everything outside the long-term room reaches it by messages
+(:mod:`aiden.longterm.messages`) through a
+:class:`~aiden.longterm.port.LongTermPort`: ``Memory`` for the tools,
+checkpoint and Dream, the maintenance scheduler for the compaction hooks, the
+runtime for the session summary at close. Several workers serve one inbox, so
+a long Dream run never holds up the running-summary merge a compaction waits
+for. The prompt layer is published as a frozen :class:`LongTermLayer`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, assert_never
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from aiden.actors.mailbox import Latest
+from aiden.errors import AidenError, StorageError
+from aiden.longterm.autocompact import IdleTarget
+from aiden.longterm.messages import (
+    Checkpoint,
+    Checkpointed,
+    Dreamed,
+    DreamLog,
+    DreamRequested,
+    EndSession,
+    ForgetMemory,
+    LongTermDone,
+    LongTermFailed,
+    LongTermInbox,
+    LongTermLayer,
+    LongTermOutbox,
+    MergeRunning,
+    RecordChunk,
+    Refresh,
+    RequestDream,
+    RunDream,
+    SaveMemory,
+    ToolAnswered,
+    Versions,
+)
+from aiden.longterm.service import LongTermServices
+from aiden.longterm.tools import forget_memory, save_memory
+from aiden.messages import Codec, error_info
+
+__all__ = ["LongTermActor"]
+
+log = logging.getLogger("aiden.longterm")
+
+
+class LongTermActor:
+    """Serves long-term requests; run :meth:`run` once per worker."""
+
+    def __init__(
+        self,
+        services: LongTermServices,
+        inbox: MemoryObjectReceiveStream[bytes],
+        outbox: MemoryObjectSendStream[bytes],
+    ) -> None:
+        self._lt = services
+        self._inbox = inbox
+        self._outbox = outbox
+        self._in: Codec[LongTermInbox] = Codec(LongTermInbox)
+        self._out: Codec[LongTermOutbox] = Codec(LongTermOutbox)
+        self.layer: Latest[LongTermLayer] = Latest(LongTermLayer())
+        """The prompt layer as last loaded (published after open and every refresh)."""
+
+    async def prepare(self) -> None:
+        """Bring the profile up to date and publish the prompt layer (at open, before serving)."""
+        await self._lt.prepare()
+        self.layer.publish(LongTermLayer(self._lt.project_memory))
+
+    def background_tasks(self, idle_target: IdleTarget) -> list[Callable[..., Coroutine[Any, Any, None]]]:
+        """The room's timed tasks (profile debouncer, AutoCompact, Dream schedule) for the runtime to start."""
+        return self._lt.background_tasks(idle_target)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until the inbox closes (each worker gets its own clones of both streams)."""
+        inbox, outbox = self._inbox.clone(), self._outbox.clone()
+        task_status.started()
+        async with inbox, outbox:
+            async for raw in inbox:
+                reply = await self._serve(self._in.decode(raw))
+                await outbox.send(self._out.encode(reply))
+
+    async def _serve(self, msg: LongTermInbox) -> LongTermOutbox:
+        lt = self._lt
+        try:
+            match msg:
+                case SaveMemory(request_id=rid, request=request):
+                    return ToolAnswered(rid, await save_memory(lt.store, request, now=time.time()))
+                case ForgetMemory(request_id=rid, memory_id=memory_id):
+                    return ToolAnswered(rid, await forget_memory(lt.store, memory_id))
+                case MergeRunning(request_id=rid, events=events):
+                    await lt.before_compaction(events)
+                    return LongTermDone(rid)
+                case RecordChunk(request_id=rid, entry=entry, session_key=key):
+                    await lt.after_compaction(entry, session_key=key)
+                    return LongTermDone(rid)
+                case EndSession(request_id=rid, events=events, reason=reason, summarizer_timeout_s=timeout):
+                    await lt.session_ended(events, reason, summarizer_timeout_s=timeout)
+                    return LongTermDone(rid)
+                case Checkpoint(request_id=rid, events=events):
+                    write = await lt.writer.checkpoint(events, now=time.time())
+                    await self._refresh()
+                    return Checkpointed(rid, write.path)
+                case RunDream(request_id=rid):
+                    return Dreamed(rid, await lt.run_dream())
+                case RequestDream(request_id=rid):
+                    return DreamRequested(rid, lt.request_dream())
+                case DreamLog(request_id=rid, limit=limit):
+                    return Versions(rid, await lt.dream.dream_log(limit))
+                case Refresh(request_id=rid):
+                    await self._refresh()
+                    return LongTermDone(rid)
+                case _:
+                    assert_never(msg)
+        except AidenError as exc:
+            log.warning("long-term %s failed: %s", type(msg).__name__, exc)
+            return LongTermFailed(msg.request_id, error_info(exc))
+        except OSError as exc:
+            return LongTermFailed(msg.request_id, error_info(StorageError(str(exc), errno=exc.errno)))
+
+    async def _refresh(self) -> None:
+        await self._lt.refresh()
+        self.layer.publish(LongTermLayer(self._lt.project_memory))
+
+    def close_streams(self) -> None:
+        """Close the original stream ends (the workers hold clones) and the room's internal streams."""
+        self._inbox.close()
+        self._outbox.close()
+        self._lt.close_streams()

@@ -1,0 +1,186 @@
+"""Messages of the long-term memory actor: one request union, one reply union.
+
+The requests are the long-term room's whole surface inside a runtime: the
+agent tools that write it (save/forget), the seed-004 hooks the scheduler and
+the runtime call (running summary before a compaction, history record after
+it, the session summary at session end), checkpoint, Dream and a refresh of
+the prompt layer. The layer itself is published as a :class:`LongTermLayer`
+snapshot, so building a prompt never waits on this actor.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from aiden.events import SessionEvent
+from aiden.longterm.dream import DreamOutcome
+from aiden.longterm.gitstore import Version
+from aiden.longterm.tools import SaveRequest
+from aiden.messages import ErrorInfo
+from aiden.storage.chunks import ChunkEntry
+
+__all__ = [
+    "Checkpoint",
+    "Checkpointed",
+    "DreamLog",
+    "DreamRequested",
+    "Dreamed",
+    "EndSession",
+    "ForgetMemory",
+    "LongTermDone",
+    "LongTermFailed",
+    "LongTermInbox",
+    "LongTermLayer",
+    "LongTermOutbox",
+    "MergeRunning",
+    "RecordChunk",
+    "Refresh",
+    "SaveMemory",
+    "RequestDream",
+    "RunDream",
+    "ToolAnswered",
+    "Versions",
+]
+
+
+class SaveMemory(msgspec.Struct, frozen=True, tag=True):
+    """Run a decoded ``save_memory`` tool call."""
+
+    request_id: int
+    request: SaveRequest
+
+
+class ForgetMemory(msgspec.Struct, frozen=True, tag=True):
+    """Run a decoded ``forget_memory`` tool call."""
+
+    request_id: int
+    memory_id: str
+
+
+class MergeRunning(msgspec.Struct, frozen=True, tag=True):
+    """Merge the about-to-be-compacted events into the running summary (seed 004, step 2)."""
+
+    request_id: int
+    events: list[SessionEvent]
+
+
+class RecordChunk(msgspec.Struct, frozen=True, tag=True):
+    """Record a committed chunk's summary in history.jsonl, Dream's source (seed 003)."""
+
+    request_id: int
+    entry: ChunkEntry
+    session_key: str
+
+
+class EndSession(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+    """Write the dated session summary of ``events`` (the closing hot window)."""
+
+    request_id: int
+    events: list[SessionEvent]
+    reason: str
+    summarizer_timeout_s: float | None = None
+
+
+class Checkpoint(msgspec.Struct, frozen=True, tag=True):
+    """Force a durable session summary now (seed 004's manual checkpoint)."""
+
+    request_id: int
+    events: list[SessionEvent]
+
+
+class RunDream(msgspec.Struct, frozen=True, tag=True):
+    """Run Dream now."""
+
+    request_id: int
+
+
+class RequestDream(msgspec.Struct, frozen=True, tag=True):
+    """Ask the scheduled Dream task to run now."""
+
+    request_id: int
+
+
+class DreamLog(msgspec.Struct, frozen=True, tag=True):
+    """The newest ``limit`` versions of the long-term files."""
+
+    request_id: int
+    limit: int
+
+
+class Refresh(msgspec.Struct, frozen=True, tag=True):
+    """Reload the prompt layer (PROJECT MEMORY block + profile) and publish it."""
+
+    request_id: int
+
+
+LongTermInbox = (
+    SaveMemory
+    | ForgetMemory
+    | MergeRunning
+    | RecordChunk
+    | EndSession
+    | Checkpoint
+    | RunDream
+    | RequestDream
+    | DreamLog
+    | Refresh
+)
+
+
+class LongTermDone(msgspec.Struct, frozen=True, tag=True):
+    """A request without a value finished."""
+
+    request_id: int
+
+
+class ToolAnswered(msgspec.Struct, frozen=True, tag=True):
+    """A tool call's JSON result text (errors included: the model reads them)."""
+
+    request_id: int
+    text: str
+
+
+class Checkpointed(msgspec.Struct, frozen=True, tag=True):
+    """The session summary file written (None: nothing durable to write)."""
+
+    request_id: int
+    path: str | None
+
+
+class Dreamed(msgspec.Struct, frozen=True, tag=True):
+    """What a Dream run did."""
+
+    request_id: int
+    outcome: DreamOutcome
+
+
+class DreamRequested(msgspec.Struct, frozen=True, tag=True):
+    """False when a Dream run was already requested."""
+
+    request_id: int
+    accepted: bool
+
+
+class Versions(msgspec.Struct, frozen=True, tag=True):
+    """Versions of the long-term files, newest first."""
+
+    request_id: int
+    versions: list[Version]
+
+
+class LongTermFailed(msgspec.Struct, frozen=True, tag=True):
+    """A request failed; the error travels as :class:`~aiden.messages.ErrorInfo`."""
+
+    request_id: int
+    error: ErrorInfo
+
+
+LongTermOutbox = (
+    LongTermDone | ToolAnswered | Checkpointed | Dreamed | DreamRequested | Versions | LongTermFailed
+)
+
+
+class LongTermLayer(msgspec.Struct, frozen=True):
+    """The long-term prompt layer as last loaded: PROJECT MEMORY block and profile."""
+
+    text: str = ""
