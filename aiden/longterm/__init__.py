@@ -46,7 +46,6 @@ if TYPE_CHECKING:
         DreamEditor,
         DreamOutcome,
         SummarizerDreamEditor,
-        dream_due,
         run_dream_schedule,
     )
     from aiden.longterm.dream_edits import (
@@ -162,7 +161,6 @@ __all__ = [
     "consolidate",
     "consolidate_pass",
     "digest_path",
-    "dream_due",
     "enforce_cap",
     "handle_forget_memory",
     "handle_save_memory",
@@ -231,7 +229,6 @@ _LAZY: dict[str, str] = {
     "consolidate": "aiden.longterm.history",
     "consolidate_pass": "aiden.longterm.history",
     "digest_path": "aiden.longterm.files",
-    "dream_due": "aiden.longterm.dream",
     "enforce_cap": "aiden.longterm.cap",
     "handle_forget_memory": "aiden.longterm.tools",
     "handle_save_memory": "aiden.longterm.tools",

@@ -37,7 +37,7 @@ from aiden.storage.layout import Layout
 from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.summarizers.protocol import Summarizer, SummaryRequest
 
-__all__ = ["Dream", "DreamEditor", "DreamOutcome", "SummarizerDreamEditor", "dream_due", "run_dream_schedule"]
+__all__ = ["Dream", "DreamEditor", "DreamOutcome", "SummarizerDreamEditor", "run_dream_schedule"]
 
 log = logging.getLogger("aiden.longterm")
 
@@ -197,11 +197,6 @@ class Dream:
         message = f"restore: {commit_id[:12]} ({title})"
         new_id = self._git.commit(wanted, message, now=now) or commit_id
         return Version(commit_id=new_id, timestamp=now, message=message)
-
-
-def dream_due(last_run: float | None, now: float, interval_s: float) -> bool:
-    """True when no run happened yet or ``interval_s`` passed since the last one (pure)."""
-    return last_run is None or now - last_run >= interval_s
 
 
 async def run_dream_schedule(

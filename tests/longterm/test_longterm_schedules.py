@@ -11,7 +11,6 @@ from aiden.errors import AidenError
 from aiden.longterm import (
     AutoCompactor,
     LongTermMemoryStore,
-    dream_due,
     is_idle,
     run_autocompact,
     run_dream_schedule,
@@ -190,4 +189,3 @@ async def test_dream_schedule_runs_on_interval_and_on_demand() -> None:
         await anyio.sleep(7300)
         send.close()
     assert [t - start for t in runs] == [3600.0, 4000.0, 7600.0, 11200.0]
-    assert dream_due(None, 0.0, 3600.0) and dream_due(0.0, 3600.0, 3600.0) and not dream_due(0.0, 3599.0, 3600.0)
