@@ -1,9 +1,9 @@
 """The recall index actor: owns the SQLite FTS5 recall index of the active session.
 
 Every request runs in a worker thread (sqlite3 blocks) one at a time, so the
-index needs no locking of its own. The index syncs itself with
-``chunks/index.yaml`` before each search (a cheap stat check), so compactions
-and rotations need not notify this actor.
+index needs no locking of its own. The index follows the session store's
+change feed before each search (a cheap check when nothing moved), so
+compactions and rotations need not notify this actor.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from aiden.recall.index import RecallIndex
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from aiden.storage.protocol import ChangeFeed
 
 __all__ = ["RecallActor"]
 
@@ -42,7 +43,12 @@ log = logging.getLogger("aiden.recall")
 
 
 class RecallActor:
-    """Serves recall queries, exact lookups and rehydration."""
+    """Serves recall queries, exact lookups and rehydration.
+
+    The index follows ``feed`` (the session store) when given, else a
+    :class:`~aiden.storage.changes.FileChangeFeed` over ``layout``; its
+    database is ``layout.recall_db`` either way.
+    """
 
     def __init__(
         self,
@@ -52,8 +58,11 @@ class RecallActor:
         inbox: MemoryObjectReceiveStream[bytes],
         outbox: MemoryObjectSendStream[bytes],
         embedder: Embedder | None = None,
+        *,
+        feed: ChangeFeed | None = None,
     ) -> None:
         self._layout = layout
+        self._feed = feed
         self._storage = storage
         self._embedder = embedder
         self._config = config
@@ -69,8 +78,15 @@ class RecallActor:
         """Serve until the inbox closes."""
         from aiden.recall.index import RecallIndex
 
+        source: Layout | ChangeFeed = self._layout if self._feed is None else self._feed
         self._index = await anyio.to_thread.run_sync(
-            lambda: RecallIndex(self._layout, self._config, storage=self._storage, embedder=self._embedder)
+            lambda: RecallIndex(
+                source,
+                self._config,
+                storage=self._storage,
+                embedder=self._embedder,
+                db_path=self._layout.recall_db,
+            )
         )
         task_status.started()
         try:

@@ -19,11 +19,11 @@ import msgspec
 
 from aiden.errors import RecallError, StorageError
 from aiden.storage.fs import Storage
-from aiden.storage.layout import Layout
+from aiden.storage.protocol import ChangeToken
 
 __all__ = ["CHUNK_COLS", "SCHEMA_VERSION", "ChunkRow", "IndexDB", "is_corruption"]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """Bump when the schema, the tokenizer or :func:`~aiden.recall.query.index_text` changes: old databases are rebuilt."""
 _APPLICATION_ID: Final = 0x41494452  # "AIDR": marks the file as ours
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes)
@@ -36,8 +36,6 @@ class ChunkRow(msgspec.Struct, frozen=True, array_like=True):
     chunk_id: str
     source: str
     sha256: str
-    segment: str
-    file_sig: str
     summary: str
     degraded: int
     first_seq: int
@@ -47,7 +45,7 @@ class ChunkRow(msgspec.Struct, frozen=True, array_like=True):
 
 
 CHUNK_COLS: Final = (
-    "id, chunk_id, source, sha256, segment, file_sig, summary, degraded, first_seq, last_seq, doc_lo, doc_hi"
+    "id, chunk_id, source, sha256, summary, degraded, first_seq, last_seq, doc_lo, doc_hi"
 )
 
 # One FTS5 row (a doc) per chunk summary and per event; ``docs`` holds what
@@ -55,14 +53,11 @@ CHUNK_COLS: Final = (
 # "cache"; CJK characters are spaced into tokens of their own before indexing.
 _SCHEMA: Final = f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE segments(file TEXT PRIMARY KEY, sha256 TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE chunks(
     id INTEGER PRIMARY KEY,
     chunk_id TEXT NOT NULL UNIQUE,
     source TEXT NOT NULL CHECK (source IN ('active', 'pending')),
     sha256 TEXT NOT NULL,
-    segment TEXT NOT NULL DEFAULT '',
-    file_sig TEXT NOT NULL DEFAULT '',
     summary TEXT NOT NULL,
     degraded INTEGER NOT NULL,
     first_seq INTEGER NOT NULL,
@@ -85,7 +80,8 @@ CREATE VIRTUAL TABLE fts USING fts5(text, tokenize = 'porter unicode61 remove_di
 PRAGMA user_version = {SCHEMA_VERSION};
 PRAGMA application_id = {_APPLICATION_ID};
 """
-_TABLES: Final = frozenset({"meta", "segments", "chunks", "docs", "fts"})
+_TABLES: Final = frozenset({"meta", "chunks", "docs", "fts"})
+_token_dec = msgspec.json.Decoder(ChangeToken)
 
 
 def is_corruption(exc: sqlite3.Error) -> bool:
@@ -95,24 +91,25 @@ def is_corruption(exc: sqlite3.Error) -> bool:
 
 
 class IndexDB:
-    """The open connection to ``layout.recall_db`` and the counters derived from it.
+    """The open connection to the database at ``path`` and the counters derived from it.
 
     Not thread-safe on its own: :class:`~aiden.recall.index.RecallIndex`
     serializes every call.
     """
 
-    def __init__(self, layout: Layout, storage: Storage) -> None:
-        self.layout = layout
+    def __init__(self, path: str | os.PathLike[str], storage: Storage) -> None:
+        self.path = os.fspath(path)
         self._storage = storage
         self.conn: sqlite3.Connection | None = None
         self._ident: tuple[int, int] | None = None
-        self.sig: str | None = None
-        """Stat signature of index.yaml and ``chunks/`` at the last trusted full sync."""
+        self.token: ChangeToken | None = None
+        """The change feed's position the database is synced to (None: not synced yet)."""
         self.next_doc = 1
         self.ndocs = 0
         self.problems: list[str] = []
-        self.active_ids: set[str] | None = None
-        """Ids of the active chunks, kept between syncs (``None``: to be read again)."""
+        """Committed chunks that could not be read (since the last rebuild)."""
+        self.pending_problems: list[str] = []
+        """Pending chunk files that could not be read (at the last look at them)."""
         self.rebuilds = 0
         self.last_rebuild_reason: str | None = None
         self.displaced: list[str] = []
@@ -131,13 +128,12 @@ class IndexDB:
                 self.conn.close()
         self.conn = None
         self._ident = None
-        self.sig = None
-        self.active_ids = None
+        self.token = None
 
     def ensure_open(self) -> str | None:
         """Open the database if needed; the reason it must be created from scratch, or ``None``."""
         try:
-            st = os.stat(self.layout.recall_db)
+            st = os.stat(self.path)
             ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except FileNotFoundError:
             ident = None
@@ -169,24 +165,25 @@ class IndexDB:
         except sqlite3.Error:
             conn.close()
             raise
-        st = os.stat(self.layout.recall_db)
+        st = os.stat(self.path)
         self.conn = conn
         self._ident = (st.st_dev, st.st_ino)
         self.next_doc = 1
         self.ndocs = 0
-        self.sig = None
+        self.token = None
+        self.problems = []
+        self.pending_problems = []
         self.rebuilds += 1
         self.last_rebuild_reason = reason
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``; on any exception, roll back and forget the in-memory mirrors."""
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; on any exception, roll back."""
         conn = self.require()
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
         except BaseException:
-            self.active_ids = None
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
@@ -210,12 +207,12 @@ class IndexDB:
         return int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     def _files(self) -> list[str]:
-        base = os.fspath(self.layout.recall_db)
+        base = self.path
         return [base, base + "-wal", base + "-shm", base + "-journal"]
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
-            os.fspath(self.layout.recall_db),
+            self.path,
             isolation_level=None,
             check_same_thread=False,  # serialized by RecallIndex's lock; calls come from worker threads
         )
@@ -236,7 +233,7 @@ class IndexDB:
         return conn
 
     def _open(self) -> str | None:
-        path = self.layout.recall_db
+        path = self.path
         if any(os.path.islink(p) for p in self._files()):
             return "corrupt"  # never let SQLite write through a planted symlink
         if not os.path.exists(path):
@@ -261,6 +258,10 @@ class IndexDB:
         st = os.stat(path)
         self.conn = conn
         self._ident = (st.st_dev, st.st_ino)
-        self.sig = meta.get("sig") or None
+        try:
+            self.token = _token_dec.decode(meta["token"]) if "token" in meta else None
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            self.token = None  # a full resync from the start fixes it
         self.problems = list(json.loads(meta.get("problems", "[]")))
+        self.pending_problems = list(json.loads(meta.get("pending_problems", "[]")))
         return None

@@ -1,10 +1,11 @@
 """The recall index: SQLite FTS5 over the active session's compacted events (``recall.sqlite3``).
 
-The database is derived data. Its sources of truth are ``chunks/index.yaml``
-(with its sealed segments) and the chunk files (``sync.py``); deleting it is
-always allowed, and it is rebuilt from scratch when it is missing, corrupt, of
-another schema version, or out of date (``db.py``). Archived sessions are never
-opened: every path comes from :class:`Layout`.
+The database is derived data. It follows the session store's change feed
+(:class:`~aiden.storage.protocol.ChangeFeed`, ``sync.py``) and never reads
+session files itself; deleting it is always allowed, and it is rebuilt from
+scratch when it is missing, corrupt, of another schema version, out of date,
+or the feed reports a reset (``db.py``). Archived sessions are never seen: the
+feed serves the active session only.
 
 A search ranks single events by BM25 (``search.py``) and answers with the
 verbatim text of the best ones, within one budget (``render.py``): at most
@@ -23,12 +24,13 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import ClosedError, InvalidIdError, RecallError
+from aiden.errors import AidenError, ClosedError, CorruptionError, RecallError
 from aiden.events import SessionEvent, validate_id
 from aiden.recall.db import SCHEMA_VERSION, IndexDB, is_corruption
 from aiden.recall.embedding import Embedder
@@ -37,12 +39,13 @@ from aiden.recall.hits import assemble, summary_hit
 from aiden.recall.query import MAX_QUERY_CHARS, content_terms
 from aiden.recall.render import fit_hits
 from aiden.recall.search import META_ROWS, Filters, bm25_ranking, pick
-from aiden.recall.sync import BulkChunk, NeedsRebuild, current_sig, event_text, full_sync, insert_bulk
+from aiden.recall.sync import BulkChunk, NeedsRebuild, apply_changes, event_text, insert_bulk
 from aiden.recall.types import RecallHit, RecallStats
 from aiden.recall.vectors import VectorSearch, embed_missing
-from aiden.storage.chunks import read_chunk
+from aiden.storage.changes import FileChangeFeed
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from aiden.storage.protocol import ChangeFeed, ChangeToken, ChunkChanges
 
 __all__ = ["SCHEMA_VERSION", "BulkChunk", "RecallHit", "RecallIndex", "RecallStats", "event_text"]
 
@@ -51,7 +54,13 @@ log = logging.getLogger("aiden.recall")
 
 
 class RecallIndex:
-    """Full-text recall over the active session's compacted events, backed by ``layout.recall_db``.
+    """Full-text recall over the active session's compacted events, in its own SQLite file.
+
+    ``source`` is the session's change feed (any
+    :class:`~aiden.storage.protocol.SessionStore` is one) with ``db_path``
+    where the database lives; or a :class:`Layout`, for
+    :class:`~aiden.storage.changes.FileChangeFeed` over its files and
+    ``layout.recall_db``. ``storage`` performs the database's file operations.
 
     Every public method takes the instance lock, so calls from different worker
     threads are serialized. :meth:`search`, :meth:`lookup` and :meth:`rehydrate`
@@ -62,15 +71,24 @@ class RecallIndex:
 
     def __init__(
         self,
-        layout: Layout,
+        source: Layout | ChangeFeed,
         config: Config,
         *,
         storage: Storage | None = None,
         embedder: Embedder | None = None,
+        db_path: str | os.PathLike[str] | None = None,
     ) -> None:
-        self._layout = layout
+        if isinstance(source, Layout):
+            self._feed: ChangeFeed = FileChangeFeed(source)
+            path = Path(db_path if db_path is not None else source.recall_db)
+        elif db_path is None:
+            raise TypeError("RecallIndex over a change feed needs db_path")
+        else:
+            self._feed = source
+            path = Path(db_path)
+        self._dir = path.parent
         self._config = config
-        self._db = IndexDB(layout, storage if storage is not None else Storage())
+        self._db = IndexDB(path, storage if storage is not None else Storage())
         self._hybrid = _Hybrid(embedder) if embedder is not None else None
         self._lock = threading.Lock()
         self._closed = False
@@ -80,8 +98,8 @@ class RecallIndex:
 
     @property
     def problems(self) -> list[str]:
-        """What could not be indexed at the last full sync (corrupt or missing chunk files, segments)."""
-        return list(self._db.problems)
+        """What could not be indexed: committed chunks since the last rebuild, then pending chunk files."""
+        return [*self._db.problems, *self._db.pending_problems]
 
     @property
     def last_rebuild_reason(self) -> str | None:
@@ -90,11 +108,11 @@ class RecallIndex:
 
     # --- public API -------------------------------------------------------------
     def sync(self) -> None:
-        """Bring the database up to date with index.yaml, its segments and the pending chunk files.
+        """Bring the database up to date with the change feed (committed and pending chunks).
 
-        Cheap when nothing changed: a stat of index.yaml, of ``chunks/`` and of
-        the database file. Raises :class:`RecallError` when index.yaml itself
-        is unreadable.
+        Cheap when nothing changed: the feed's check (for files, a stat of
+        index.yaml and ``chunks/``) and a stat of the database file. Raises
+        :class:`RecallError` when the feed fails (e.g. index.yaml unreadable).
         """
         self._locked(self._sync)
 
@@ -157,7 +175,7 @@ class RecallIndex:
     def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None = None) -> list[SessionEvent]:
         """The verbatim events of a chunk (only those whose seq is in ``seqs`` when given), in file order.
 
-        The chunk file is read and verified against the indexed checksum.
+        The chunk is read from the feed and verified against the indexed checksum.
         Raises :class:`InvalidIdError` for a hostile id, :class:`RecallError`
         for a chunk the index does not know, :class:`CorruptionError` when the
         file fails verification.
@@ -176,7 +194,9 @@ class RecallIndex:
             row = self._db.chunk_by_id(chunk_id)
             if row is None:
                 raise RecallError(f"unknown chunk {chunk_id!r}")
-            chunk = read_chunk(self._layout, chunk_id, expect_sha256=row.sha256)
+            chunk = self._feed.read_chunk(chunk_id)
+            if chunk.entry.sha256 != row.sha256:
+                raise CorruptionError(f"chunk {chunk_id}: checksum differs from the indexed one")
             if wanted is None:
                 return list(chunk.events)
             return [e for e in chunk.events if e.seq in wanted]
@@ -193,13 +213,13 @@ class RecallIndex:
                 pending_chunks_recalled=self._pending_recalled,
                 rebuilds=self._db.rebuilds,
                 chunks_indexed=self._db.chunk_count(),
-                problems=tuple(self._db.problems),
+                problems=(*self._db.problems, *self._db.pending_problems),
             )
 
         return self._locked(run, retry=False)
 
     def reopen(self) -> None:
-        """Close the database connection; the next call reopens ``layout.recall_db`` (after a rotation)."""
+        """Close the database connection; the next call reopens the database file (after a rotation)."""
         self._locked(self._db.close, retry=False)
 
     def close(self) -> None:
@@ -209,11 +229,11 @@ class RecallIndex:
             self._closed = True
 
     def bulk_load(self, chunks: Iterable[BulkChunk], *, batch: int = 2000) -> int:
-        """Insert chunks straight into the database, without chunk files; returns how many.
+        """Insert chunks straight into the database, without a store behind them; returns how many.
 
         For benchmarks and tools. The rows are derived data like any other: the
-        next full sync (after index.yaml or ``chunks/`` changes) removes chunks
-        that index.yaml and the chunk files do not back, and :meth:`rehydrate`
+        next rebuild (a reset of the feed, a damaged database) drops them, a
+        committed chunk of the same id replaces its row, and :meth:`rehydrate`
         cannot read them.
         """
 
@@ -266,13 +286,10 @@ class RecallIndex:
             raise RecallError(f"k must be >= 1, got {k}")
         return min(k, cap)
 
-    def _check_id(self, chunk_id: str) -> None:
-        # validate_id runs before any path is built; then refuse a chunk file
-        # that is a symlink leading out of the memory root.
+    @staticmethod
+    def _check_id(chunk_id: str) -> None:
+        # Before any lookup; the store refuses a chunk file leading out of the memory root.
         validate_id(chunk_id, what="chunk id")
-        path = self._layout.chunk_file(chunk_id)
-        if os.path.lexists(path) and not self._layout.contains(path):
-            raise InvalidIdError(f"chunk id {chunk_id!r} resolves outside the memory root")
 
     def _count(self, hits: Sequence[RecallHit]) -> None:
         self._recall_calls += 1
@@ -280,15 +297,23 @@ class RecallIndex:
         self._pending_recalled += sum(1 for h in hits if h.source == "pending")
 
     # --- sync -----------------------------------------------------------------------
-    def _rebuild(self, reason: str) -> None:
+    def _rebuild(self, reason: str, changes: ChunkChanges | None = None) -> None:
         moved = len(self._db.displaced)
         self._db.create(reason)
         for aside in self._db.displaced[moved:]:
             log.warning("recall: a directory stood where the database goes; moved to %s", aside)
-        full_sync(self._db, current_sig(self._layout), fresh=True)
+        if changes is None or not changes.reset:
+            changes = self._changes(None)
+        apply_changes(self._db, changes, self._feed.read_chunk, fresh=True)
+
+    def _changes(self, token: ChangeToken | None) -> ChunkChanges:
+        try:
+            return self._feed.chunks_since(token)
+        except AidenError as exc:
+            raise RecallError(f"cannot index the session: {exc}") from exc
 
     def _sync(self) -> None:
-        if not self._layout.session.is_dir():
+        if not self._dir.is_dir():
             # No active session (mid-rotation or never created): nothing to index.
             self._db.close()
             return
@@ -296,13 +321,12 @@ class RecallIndex:
         if reason is not None:
             self._rebuild(reason)
         else:
-            sig, trusted = current_sig(self._layout)
-            if trusted and sig == self._db.sig:
-                return
-            try:
-                full_sync(self._db, (sig, trusted))
-            except NeedsRebuild as exc:
-                self._rebuild(exc.reason)
+            changes = self._changes(self._db.token)
+            if changes.token != self._db.token or changes.reset or changes.chunks or changes.updated or changes.pending:
+                try:
+                    apply_changes(self._db, changes, self._feed.read_chunk)
+                except NeedsRebuild as exc:
+                    self._rebuild(exc.reason, changes)
         if self._hybrid is not None:
             self._hybrid.embed_new(self._db.require())
 

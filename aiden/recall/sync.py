@@ -1,35 +1,31 @@
-"""Bringing the recall database up to date with the session's chunks.
+"""Bringing the recall database up to date with the session's change feed.
 
-Sources of truth: ``chunks/index.yaml`` (with its sealed segments) and the
-chunk files. Chunks listed in index.yaml are ``active`` whatever their id looks
-like; a chunk file with a valid header that the index does not list (a
-compaction between writing the file and committing index.yaml, or a crash in
-that window) is ``pending`` until a later index.yaml commits it or the file
-disappears. Chunk ids are opaque: state is never inferred from their text.
+The source of truth is the store's :class:`~aiden.storage.protocol.ChangeFeed`:
+each committed chunk arrives once, in commit order, and is indexed
+``active``; a reset (rotation, a history the feed cannot continue) rebuilds
+the database from scratch. Chunks the feed reports written but not committed
+yet (a compaction mid-commit) are ``pending`` until a commit delivers them or
+they disappear. Chunk ids are opaque: state is never inferred from their text.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
 
-from aiden.errors import CorruptionError, InvalidIdError, RecallError
+from aiden.errors import AidenError
 from aiden.events import SessionEvent, validate_id
 from aiden.recall.db import CHUNK_COLS, ChunkRow, IndexDB
 from aiden.recall.query import index_text
-from aiden.storage.chunks import ChunkEntry, ChunkIndex, load_index, read_chunk, read_segment
-from aiden.storage.layout import Layout
+from aiden.storage.chunks import ChunkEntry, ChunkFile
+from aiden.storage.protocol import ChunkChanges, PendingChunks
 
-__all__ = ["BulkChunk", "NeedsRebuild", "current_sig", "event_text", "full_sync", "insert_bulk"]
+__all__ = ["BulkChunk", "NeedsRebuild", "apply_changes", "event_text", "insert_bulk"]
 
-_RACY_NS: Final = 2_000_000_000
-"""A directory modified this recently may change again within the same mtime tick: not trusted."""
 _MAX_PROBLEMS: Final = 100
 
 
@@ -76,169 +72,81 @@ def display_summary(entry: ChunkEntry) -> str:
     return entry.summary
 
 
-def _stat_sig(path: os.PathLike[str] | str, *, with_size: bool) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise RecallError(f"cannot stat {os.fspath(path)}: {exc.strerror}") from exc
-    sig = [st.st_dev, st.st_ino, st.st_mtime_ns]
-    if with_size:
-        sig.append(st.st_size)
-    return sig
+def apply_changes(
+    db: IndexDB, changes: ChunkChanges, read_chunk: Callable[[str], ChunkFile], *, fresh: bool = False
+) -> None:
+    """Apply one answer of the change feed in one transaction, and remember its token.
 
-
-def current_sig(layout: Layout) -> tuple[str, bool]:
-    """The stat signature of index.yaml and ``chunks/``, and whether it can be trusted."""
-    index = _stat_sig(layout.index, with_size=True)
-    chunks = _stat_sig(layout.chunks, with_size=False)
-    trusted = chunks is None or time.time_ns() - chunks[2] > _RACY_NS
-    return repr((index, chunks)), trusted
-
-
-def _chunk_file_stems(layout: Layout) -> set[str]:
-    """Stems of ``chunks/*.jsonl`` except segments (unvalidated: see ``list_chunk_files``)."""
-    try:
-        names = os.listdir(layout.chunks)
-    except FileNotFoundError:
-        return set()
-    except OSError as exc:
-        raise RecallError(f"cannot list {layout.chunks}: {exc.strerror}") from exc
-    return {n[:-6] for n in names if n.endswith(".jsonl") and not n.startswith("segment-")}
-
-
-def full_sync(db: IndexDB, current: tuple[str, bool], *, fresh: bool = False) -> None:
-    """Reconcile the database with index.yaml, its segments and the pending chunk files.
-
-    Raises :class:`NeedsRebuild` when an indexed chunk's checksum differs from
-    the index, :class:`RecallError` when index.yaml is unreadable.
+    ``fresh``: the database was just created (a reset is then what fills it).
+    Raises :class:`NeedsRebuild` for a reset on a filled database, or when an
+    indexed chunk's checksum differs from the feed's entry.
     """
-    sig, trusted = current
-    layout = db.layout
-    try:
-        index = load_index(layout)
-    except CorruptionError as exc:
-        raise RecallError(f"cannot index the session: {exc}") from exc
-    if index is None:
-        index = ChunkIndex()
-    problems: list[str] = []
+    if changes.reset and not fresh:
+        raise NeedsRebuild("reset")
     with db.transaction() as conn:
-        current_segs = {s.file: s.sha256 for s in index.segments}
-        for file, sha in conn.execute("SELECT file, sha256 FROM segments").fetchall():
-            if current_segs.get(file) != sha:
-                conn.execute("DELETE FROM segments WHERE file = ?", (file,))
-        trusted_segs = {r[0] for r in conn.execute("SELECT file FROM segments")}
-        wanted: dict[str, tuple[ChunkEntry, str]] = {}
-        unreadable: set[str] = set()
-        for seg in index.segments:
-            if seg.file in trusted_segs:
-                continue
-            try:
-                entries = read_segment(layout, seg)
-            except CorruptionError as exc:
-                problems.append(str(exc))
-                unreadable.add(seg.file)
-                continue
-            for entry in entries:
-                wanted[entry.chunk_id] = (entry, seg.file)
-        for entry in index.chunks:
-            wanted[entry.chunk_id] = (entry, "")
-
-        # Rows that may need work: pending ones and active ones outside trusted segments.
-        rows = {
-            r.chunk_id: r
-            for r in db.chunk_rows("WHERE source = 'pending' OR segment NOT IN (SELECT file FROM segments)")
-        }
-        incomplete: set[str] = set()
-        for chunk_id, (entry, seg_file) in wanted.items():
-            row = rows.get(chunk_id)
-            if row is not None and row.source == "active":
-                if row.sha256 != entry.sha256:
-                    raise NeedsRebuild("out_of_date")
-                if (
-                    row.summary == display_summary(entry)
-                    and bool(row.degraded) == entry.degraded
-                    and (row.first_seq, row.last_seq) == (entry.first_seq, entry.last_seq)
-                ):
-                    if row.segment != seg_file:
-                        conn.execute("UPDATE chunks SET segment = ? WHERE id = ?", (seg_file, row.id))
-                    continue
+        for chunk in changes.chunks:
+            row = db.chunk_by_id(chunk.chunk_id)
             if row is not None:
-                _delete_chunk(db, row)
-            if not _index_active(db, entry, seg_file, problems) and seg_file:
-                incomplete.add(seg_file)
-        for seg in index.segments:
-            if seg.file not in trusted_segs and seg.file not in unreadable | incomplete:
-                conn.execute("INSERT INTO segments(file, sha256) VALUES (?, ?)", (seg.file, seg.sha256))
-        for chunk_id, row in rows.items():
-            if row.source == "active" and chunk_id not in wanted and row.segment not in unreadable:
-                _delete_chunk(db, row)
-
-        _sync_pending(db, rows, wanted, problems)
-        problems = problems[:_MAX_PROBLEMS]
+                if row.source == "active" and row.sha256 != chunk.entry.sha256:
+                    raise NeedsRebuild("out_of_date")
+                _delete_chunk(db, row)  # its pending (or bulk) copy gives way to the committed one
+            insert_chunk(db, chunk.entry, chunk.events, source="active")
+        failed = [p for p in (_apply_update(db, entry, read_chunk) for entry in changes.updated) if p]
+        problems = (list(changes.problems) if changes.reset else [*db.problems, *changes.problems])
+        problems = [*problems, *failed][:_MAX_PROBLEMS]
+        pending_problems = db.pending_problems
+        if changes.pending is not None:
+            _sync_pending(db, changes.pending)
+            pending_problems = changes.pending.problems[:_MAX_PROBLEMS]
         conn.executemany(
             "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-            [("sig", sig if trusted else ""), ("problems", json.dumps(problems))],
+            [
+                ("token", msgspec.json.encode(changes.token).decode()),
+                ("problems", json.dumps(problems)),
+                ("pending_problems", json.dumps(pending_problems)),
+            ],
         )
     if fresh and db.ndocs:
         db.require().execute("INSERT INTO fts(fts) VALUES ('optimize')")
-    db.problems = problems
-    db.sig = sig if trusted else None
+    db.token, db.problems, db.pending_problems = changes.token, problems, list(pending_problems)
 
 
-def _active_set(db: IndexDB) -> set[str]:
-    if db.active_ids is None:
-        db.active_ids = {
-            r[0] for r in db.require().execute("SELECT chunk_id FROM chunks WHERE source = 'active'")
-        }
-    return db.active_ids
-
-
-def _sync_pending(
-    db: IndexDB, rows: dict[str, ChunkRow], wanted: dict[str, tuple[ChunkEntry, str]], problems: list[str]
-) -> None:
-    layout = db.layout
-    active = _active_set(db)
-    on_disk = _chunk_file_stems(layout)
-    # Only names that are not committed chunks can be pending; validating
-    # just those keeps a sync cheap with 100k chunk files.
-    for chunk_id in sorted(on_disk - active - wanted.keys()):
-        try:
-            path = layout.chunk_file(chunk_id)
-        except InvalidIdError:
-            continue  # not a chunk file name (list_chunk_files skips these too)
-        sig = _stat_sig(path, with_size=True)
-        if sig is None:
-            continue  # consumed or deleted since the listing
-        file_sig = json.dumps(sig)
-        row = rows.get(chunk_id)
-        if row is not None and row.source == "pending" and row.file_sig == file_sig:
-            continue
-        if row is not None and row.source == "pending":
-            _delete_chunk(db, row)
-        try:
-            chunk = read_chunk(layout, chunk_id)
-        except (CorruptionError, InvalidIdError) as exc:
-            if os.path.lexists(path):
-                problems.append(f"pending {exc}")
-            continue
-        # The header repeats the entry the compaction is about to commit.
-        insert_chunk(db, chunk.entry, chunk.events, source="pending", file_sig=file_sig)
-    for chunk_id, row in rows.items():
-        if row.source == "pending" and chunk_id not in on_disk and chunk_id not in wanted:
-            _delete_chunk(db, row)
-
-
-def _index_active(db: IndexDB, entry: ChunkEntry, segment: str, problems: list[str]) -> bool:
+def _apply_update(db: IndexDB, entry: ChunkEntry, read_chunk: Callable[[str], ChunkFile]) -> str:
+    """Index a rewritten entry again; what went wrong ("" when nothing did)."""
+    row = db.chunk_by_id(entry.chunk_id)
+    if row is None or row.source != "active":
+        return ""  # never indexed (reported unreadable when it was committed)
+    if row.sha256 != entry.sha256:
+        raise NeedsRebuild("out_of_date")
+    if (row.summary, bool(row.degraded), row.first_seq, row.last_seq) == (
+        display_summary(entry),
+        entry.degraded,
+        entry.first_seq,
+        entry.last_seq,
+    ):
+        return ""
+    # A replaced summary: rare, so the chunk's docs are simply indexed again.
     try:
-        chunk = read_chunk(db.layout, entry.chunk_id, expect_sha256=entry.sha256)
-    except (CorruptionError, InvalidIdError) as exc:
-        # Reported, never silently skipped; retried at the next full sync.
-        problems.append(str(exc))
-        return False
-    insert_chunk(db, entry, chunk.events, source="active", segment=segment)
-    return True
+        chunk = read_chunk(entry.chunk_id)
+    except AidenError as exc:
+        return f"new summary of {entry.chunk_id} not indexed: {exc}"  # the old one stays searchable
+    _delete_chunk(db, row)
+    insert_chunk(db, entry, chunk.events, source="active")
+    return ""
+
+
+def _sync_pending(db: IndexDB, pending: PendingChunks) -> None:
+    """Make the pending rows exactly ``pending``'s chunks (a rewritten file has another checksum)."""
+    wanted = {c.chunk_id: c for c in pending.chunks}
+    for row in db.chunk_rows("WHERE source = 'pending'"):
+        chunk = wanted.get(row.chunk_id)
+        if chunk is not None and chunk.entry.sha256 == row.sha256 and row.summary == display_summary(chunk.entry):
+            del wanted[row.chunk_id]
+            continue
+        _delete_chunk(db, row)
+    for chunk_id, chunk in sorted(wanted.items()):
+        if db.chunk_by_id(chunk_id) is None:  # a committed chunk of that id wins
+            insert_chunk(db, chunk.entry, chunk.events, source="pending")
 
 
 def insert_chunk(
@@ -247,24 +155,20 @@ def insert_chunk(
     events: Sequence[SessionEvent],
     *,
     source: str,
-    segment: str = "",
-    file_sig: str = "",
     summary: str | None = None,
 ) -> None:
     """Insert a chunk, its summary doc and one doc per event with text (inside a transaction)."""
     conn = db.require()
     chunk_id = entry.chunk_id
-    if source == "active" and db.active_ids is not None:
-        db.active_ids.add(chunk_id)
     text_of_summary = display_summary(entry) if summary is None else summary
     lo = db.next_doc
     times = [e.timestamp for e in events if e.timestamp is not None]
     ts_min = min(times) if times else None
     ts_max = max(times) if times else None
     cur = conn.execute(
-        f"INSERT INTO chunks({CHUNK_COLS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO chunks({CHUNK_COLS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            chunk_id, source, entry.sha256, segment, file_sig, text_of_summary, int(entry.degraded),
+            chunk_id, source, entry.sha256, text_of_summary, int(entry.degraded),
             entry.first_seq, entry.last_seq, lo, lo - 1,
         ),
     )
@@ -310,8 +214,6 @@ def insert_bulk(db: IndexDB, chunks: Sequence[BulkChunk]) -> None:
 
 def _delete_chunk(db: IndexDB, row: ChunkRow) -> None:
     conn = db.require()
-    if db.active_ids is not None:
-        db.active_ids.discard(row.chunk_id)
     if row.doc_hi >= row.doc_lo:
         conn.execute("DELETE FROM fts WHERE rowid BETWEEN ? AND ?", (row.doc_lo, row.doc_hi))
         cur = conn.execute("DELETE FROM docs WHERE id BETWEEN ? AND ?", (row.doc_lo, row.doc_hi))

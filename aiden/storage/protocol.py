@@ -24,7 +24,16 @@ import msgspec
 from aiden.events import SessionEvent
 from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex
 
-__all__ = ["PreparedEvent", "RecoveryReport", "SessionStore", "Snapshot"]
+__all__ = [
+    "ChangeFeed",
+    "ChangeToken",
+    "ChunkChanges",
+    "PendingChunks",
+    "PreparedEvent",
+    "RecoveryReport",
+    "SessionStore",
+    "Snapshot",
+]
 
 
 class PreparedEvent(msgspec.Struct, frozen=True, array_like=True):
@@ -67,6 +76,89 @@ class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
             or self.orphan_chunks_adopted or self.orphan_segments_removed or self.index_rebuilt
             or self.summary_rewritten
         )
+
+
+class ChangeToken(msgspec.Struct, frozen=True, kw_only=True):
+    """A position in a session's change feed (see :meth:`ChangeFeed.chunks_since`).
+
+    Opaque to consumers, who store it (recall keeps it in its database) and
+    hand it back. ``generation`` names the session: it changes on rotation
+    and whenever the backend cannot vouch for the session's history (a new
+    store instance for the memory backend, a recreated ``session/``).
+    ``chunks`` committed chunks, the last of them ending at ``last_seq``,
+    were delivered up to here. ``stamp`` is the backend's cheap "nothing
+    moved" check ("" when it cannot be trusted, e.g. a racy mtime).
+    """
+
+    generation: str
+    last_seq: int = 0
+    chunks: int = 0
+    stamp: str = ""
+
+
+class PendingChunks(msgspec.Struct, frozen=True):
+    """Chunks written but not committed yet (a compaction mid-commit), the complete current set.
+
+    Only a backend whose commit is not a single step has any; ``problems``
+    names the pending chunks that could not be read.
+    """
+
+    chunks: list[ChunkFile]
+    problems: list[str]
+
+
+class ChunkChanges(msgspec.Struct, frozen=True, kw_only=True):
+    """What changed since a :class:`ChangeToken`.
+
+    ``reset``: drop everything derived from this session and start over with
+    ``chunks`` (then every committed chunk of the session). ``chunks``: the
+    chunks committed after the token, in commit order. ``problems``:
+    committed chunks in that range that could not be read (each named once,
+    in place of its entry in ``chunks``). ``updated``: entries delivered
+    earlier whose index entry may have been rewritten since (a degraded
+    summary replaced); it may repeat unchanged entries, so consumers compare
+    and apply idempotently. ``pending``: ``None`` when the set of uncommitted
+    chunks cannot have changed since the token, else the complete set.
+    ``token``: the position to ask from next time.
+    """
+
+    reset: bool
+    chunks: list[ChunkFile]
+    token: ChangeToken
+    problems: list[str] = msgspec.field(default_factory=list)
+    updated: list[ChunkEntry] = msgspec.field(default_factory=list)
+    pending: PendingChunks | None = None
+
+
+class ChangeFeed(Protocol):
+    """The session's committed chunks as a feed that derived indexes (recall) follow.
+
+    What every backend guarantees, checked by
+    :mod:`aiden.testing.conformance_changes`:
+
+    - following ``chunks_since`` from ``None``, passing back each returned
+      ``token``, every committed chunk appears exactly once (in ``chunks``,
+      or named in ``problems`` when unreadable), in commit order;
+    - an unchanged session returns no chunks and an equal token;
+    - after a rotation (or any change of history the backend cannot express
+      as appended chunks) a token of before is answered with ``reset``;
+    - a token from before a crash or reopen yields ``reset`` or exactly the
+      chunks committed since: never a silent gap.
+
+    ``change_token`` and an unchanged ``chunks_since`` cost about a stat.
+    """
+
+    def change_token(self) -> ChangeToken:
+        """The current position (chunks committed so far)."""
+        ...
+
+    def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
+        """Everything committed after ``token`` (``None``: from the start, with ``reset``)."""
+        ...
+
+    def read_chunk(self, chunk_id: str) -> ChunkFile:
+        """One chunk, committed or pending (CorruptionError if damaged or missing)."""
+        ...
 
 
 class SessionStore(Protocol):
@@ -140,6 +232,14 @@ class SessionStore(Protocol):
 
     def rotate(self, closed_session_id: str) -> str:
         """Archive the active session as ``closed_session_id`` and start an empty one; returns the id."""
+        ...
+
+    def change_token(self) -> ChangeToken:
+        """The change feed's current position (see :class:`ChangeFeed`)."""
+        ...
+
+    def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
+        """The chunks committed after ``token`` (see :class:`ChangeFeed`)."""
         ...
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import uuid
 from collections.abc import Sequence
 
 import msgspec
@@ -23,7 +24,14 @@ from aiden.config import Config
 from aiden.errors import CommitConflict, CorruptionError, LockError, StorageError
 from aiden.events import SessionEvent, decode_event, encode_event, validate_id
 from aiden.storage import chunks as cs
-from aiden.storage.protocol import PreparedEvent, RecoveryReport, Snapshot
+from aiden.storage.protocol import (
+    ChangeToken,
+    ChunkChanges,
+    PendingChunks,
+    PreparedEvent,
+    RecoveryReport,
+    Snapshot,
+)
 from aiden.storage.summary_md import render_summary_md
 
 __all__ = ["MemorySessionStore"]
@@ -35,10 +43,14 @@ class _Session:
     def __init__(self) -> None:
         self.hot: list[SessionEvent] = []
         self.index = cs.ChunkIndex()
-        self.chunks: dict[str, cs.ChunkFile] = {}  # every committed chunk, live or sealed
+        self.chunks: dict[str, cs.ChunkFile] = {}  # every committed chunk, live or sealed, in commit order
         self.ids: dict[str, int] = {}
         self.last_seq = 0
         self.summary = ""
+        # The change feed's generation and "nothing moved" stamp: a new session
+        # (rotation, or a new store: nothing persists) is a new generation.
+        self.generation = uuid.uuid4().hex
+        self.version = 0
 
 
 class MemorySessionStore:
@@ -193,6 +205,7 @@ class MemorySessionStore:
             # Earlier chunks' events left the hot window at their own commit; kept seqs stay.
             s.hot = [e for e in s.hot if not full.covers(e.seq)]
             s.summary = self._render(index)
+            s.version += 1
             return full, len(s.hot)
 
     def _seal(self, index: cs.ChunkIndex) -> cs.ChunkIndex:
@@ -233,7 +246,45 @@ class MemorySessionStore:
             s.index = msgspec.structs.replace(s.index, chunks=live)
             s.chunks[chunk_id] = cs.ChunkFile(full, chunk.events)
             s.summary = self._render(s.index)
+            s.version += 1
             return True
+
+    # --- change feed --------------------------------------------------------------------
+
+    def change_token(self) -> ChangeToken:
+        """The change feed's current position."""
+        with self._lock:
+            return self._token(self._session)
+
+    def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
+        """The chunks committed after ``token``, in commit order (reset for another generation)."""
+        with self._lock:
+            s = self._session
+            now = self._token(s)
+            if token == now:
+                return ChunkChanges(reset=False, chunks=[], token=now)
+            committed = list(s.chunks.values())
+            reset = (
+                token is None
+                or token.generation != s.generation
+                or token.chunks > len(committed)
+                or (committed[token.chunks - 1].last_seq if token.chunks else 0) != token.last_seq
+            )
+            if reset or token is None:
+                return ChunkChanges(reset=True, chunks=committed, token=now, pending=PendingChunks([], []))
+            sealed = len(committed) - len(s.index.chunks)
+            return ChunkChanges(
+                reset=False,
+                chunks=committed[token.chunks :],
+                token=now,
+                updated=list(s.index.chunks[: max(0, token.chunks - sealed)]),
+            )
+
+    @staticmethod
+    def _token(s: _Session) -> ChangeToken:
+        return ChangeToken(
+            generation=s.generation, last_seq=s.index.last_seq, chunks=len(s.chunks), stamp=str(s.version)
+        )
 
     # --- rotation ----------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     """A real recall database, created by aiden's own schema."""
     layout = Layout(tmp_path)
     layout.session.mkdir(parents=True)
-    db = IndexDB(layout, Storage())
+    db = IndexDB(layout.recall_db, Storage())
     db.create("test")
     yield db.require()
     db.close()

@@ -11,13 +11,15 @@ from typing import Any
 import pytest
 
 import aiden.recall.search as recall_search
-import aiden.recall.sync as recall_sync
 from aiden.config import Config
 from aiden.errors import ClosedError, CorruptionError, InvalidIdError, RecallError
 from aiden.events import SessionEvent
 from aiden.recall import BulkChunk, RecallContext, RecallHit, RecallIndex, RecallStats
 from aiden.recall.render import encode_hits
-from aiden.storage.chunks import list_chunk_files, load_index
+from aiden.storage.changes import FileChangeFeed
+from aiden.storage.chunks import list_chunk_files
+from aiden.storage.layout import Layout
+from aiden.storage.protocol import ChangeToken, ChunkChanges
 from tests.recall.recall_helpers import SessionFiles, ev, found
 
 OLD_NS = 1_000_000_000_000_000_000  # 2001-09-09: a chunks/ mtime the index may trust
@@ -451,51 +453,55 @@ def test_segments_are_indexed_and_trusted(files: SessionFiles, index: RecallInde
 
 # --- sync cost, rebuilds ------------------------------------------------------------------------
 
-class CountingLoad:
-    def __init__(self) -> None:
-        self.calls = 0
-        self.real = load_index
+class CountingFeed(FileChangeFeed):
+    """The file feed, counting the answers that had to read the files (not just stat them)."""
 
-    def __call__(self, layout: Any) -> Any:
-        self.calls += 1
-        return self.real(layout)
+    def __init__(self, layout: Layout) -> None:
+        super().__init__(layout)
+        self.reads = 0
+
+    def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
+        changes = super().chunks_since(token)
+        self.reads += changes.pending is not None
+        return changes
 
 
-def test_sync_is_cheap_when_nothing_changed(
-    sample: SessionFiles, index: RecallIndex, config: Config, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sync_is_cheap_when_nothing_changed(sample: SessionFiles, config: Config) -> None:
     age_chunks_dir(sample)
+    feed = CountingFeed(sample.layout)
+    index = RecallIndex(feed, config, db_path=sample.layout.recall_db)
     index.sync()
-    counter = CountingLoad()
-    monkeypatch.setattr(recall_sync, "load_index", counter)
+    feed.reads = 0
     for _ in range(3):
         assert ids(index.search("staging")) == ["c2"]
-    assert counter.calls == 0
+    assert feed.reads == 0
     sample.write("c4", [ev(8, "staging again")], summary="more staging")
     assert sorted(ids(index.search("staging"))) == ["c2", "c4"]
-    assert counter.calls == 1
-    # The signature is stored in the database: a reopened index does no work either.
+    assert feed.reads == 1
+    # The feed's token is stored in the database: a reopened index does no work either.
     age_chunks_dir(sample)
     index.sync()
     index.close()
-    again = RecallIndex(sample.layout, config)
+    feed = CountingFeed(sample.layout)
+    again = RecallIndex(feed, config, db_path=sample.layout.recall_db)
     try:
-        counter.calls = 0
         assert sorted(ids(again.search("staging"))) == ["c2", "c4"]
-        assert counter.calls == 0
+        assert feed.reads == 0
         assert again.stats().rebuilds == 0
     finally:
         again.close()
 
 
-def test_racy_directory_mtime_is_not_trusted(sample: SessionFiles, index: RecallIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_racy_directory_mtime_is_not_trusted(sample: SessionFiles, config: Config) -> None:
+    feed = CountingFeed(sample.layout)
+    index = RecallIndex(feed, config, db_path=sample.layout.recall_db)
     index.sync()
     os.utime(sample.layout.chunks)  # chunks/ modified just now
-    counter = CountingLoad()
-    monkeypatch.setattr(recall_sync, "load_index", counter)
+    feed.reads = 0
     index.search("staging")
     index.search("staging")
-    assert counter.calls == 2  # a change within the same mtime tick could hide: checked each time
+    assert feed.reads == 2  # a change within the same mtime tick could hide: checked each time
+    index.close()
 
 
 def test_rebuild_after_db_deleted_while_open(sample: SessionFiles, index: RecallIndex) -> None:
@@ -672,11 +678,13 @@ def test_symlink_out_of_root_is_rejected(sample: SessionFiles, index: RecallInde
     real = sample.layout.chunk_file("c1").read_bytes()
     outside.write_bytes(real.replace(b'"c1"', b'"evil"'))
     os.symlink(outside, sample.layout.chunk_file("evil"))
-    with pytest.raises(InvalidIdError):
-        index.lookup("evil")
-    with pytest.raises(InvalidIdError):
-        index.rehydrate("evil")
+    # The feed refuses to read it, so the index never knows the chunk.
     assert "evil" not in ids(index.search("postgresql"))
+    assert index.lookup("evil") is None
+    with pytest.raises(RecallError, match="unknown chunk"):
+        index.rehydrate("evil")
+    with pytest.raises(InvalidIdError):
+        FileChangeFeed(sample.layout).read_chunk("evil")
     assert any("evil" in p and "outside the memory root" in p for p in index.problems)
 
 
@@ -786,12 +794,19 @@ def test_common_terms_use_windows_and_coverage_checks(
     assert found(index.search("commonword unicornword", since=197.0)) == newest[:3]
 
 
-def test_bulk_rows_vanish_at_next_full_sync(files: SessionFiles, index: RecallIndex) -> None:
+def test_bulk_rows_stay_until_the_next_rebuild(files: SessionFiles, index: RecallIndex) -> None:
     index.sync()
     index.bulk_load(bulk(5, "bulkword", rare_at=-1))
     assert len(index.search("bulkword")) == 5
     files.write("c1", [ev(1, "real")])
+    # The feed only appended a chunk: derived rows without a store behind them stay...
+    assert len(index.search("bulkword")) == 5
+    assert ids(index.search("real")) == ["c1"]
+    # ...until the database is built again from the feed.
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(files.layout.recall_db) + suffix).unlink(missing_ok=True)
     assert index.search("bulkword") == []
+    assert ids(index.search("real")) == ["c1"]
     assert list_chunk_files(files.layout) == ["c1"]
 
 

@@ -1,0 +1,116 @@
+"""RecallIndex and RecallActor following a store's change feed: MemorySessionStore, no session files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from aiden.actors.recall import RecallActor
+from aiden.config import Config
+from aiden.events import SessionEvent
+from aiden.messages import Codec, RecallInbox, RecallOutbox, RecallQuery, RecallReply
+from aiden.recall import RecallIndex
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
+from aiden.testing import MemorySessionStore
+from aiden.testing.storekit import compact, prepared
+
+
+def said(store: MemorySessionStore, *texts: str) -> list[int]:
+    """Append user inputs; their seqs."""
+    return store.append([[prepared(SessionEvent(type="user_input", content=t)) for t in texts]])[0]
+
+
+@pytest.fixture
+def store() -> MemorySessionStore:
+    return MemorySessionStore()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "recall.sqlite3"
+
+
+def test_memory_store_feed_finds_a_compacted_event(store: MemorySessionStore, db_path: Path) -> None:
+    said(store, "we picked the flamingo protocol", "then lunch", "still hot: flamingo later")
+    entry = compact(store, 2, summary="protocol choice")[0]
+    index = RecallIndex(store, Config(), db_path=db_path)
+    try:
+        hits = index.search("flamingo")
+        # Only the compacted event: the hot window is not recall's business.
+        assert [(h.chunk_id, h.source, h.kind, h.seq, h.text) for h in hits] == [
+            (entry.chunk_id, "active", "event", 1, "we picked the flamingo protocol")
+        ]
+        assert [e.content for e in index.rehydrate(entry.chunk_id)] == [
+            "we picked the flamingo protocol",
+            "then lunch",
+        ]
+        lookup = index.lookup(entry.chunk_id)
+        assert lookup is not None and lookup.text == "protocol choice"
+        # A later commit is picked up incrementally, no rebuild.
+        said(store, "a pelican arrived")
+        later = compact(store, 4)[0]
+        assert [h.chunk_id for h in index.search("pelican")] == [later.chunk_id]
+        assert sorted(h.chunk_id for h in index.search("flamingo")) == [entry.chunk_id, later.chunk_id]
+        assert index.stats().rebuilds == 1
+        assert index.problems == []
+    finally:
+        index.close()
+
+
+def test_replaced_summary_and_rotation(store: MemorySessionStore, db_path: Path) -> None:
+    said(store, "the heron event", "more")
+    entry = compact(store, 2, summary="pending summary", degraded=True)[0]
+    index = RecallIndex(store, Config(), db_path=db_path)
+    try:
+        assert [h.degraded for h in index.search("heron")] == [True]
+        assert store.replace_summary(entry.chunk_id, "a grey heron was seen")
+        lookup = index.lookup(entry.chunk_id)
+        assert lookup is not None and (lookup.text, lookup.degraded) == ("a grey heron was seen", False)
+        assert index.stats().rebuilds == 1
+        store.rotate("closed-1")
+        assert index.search("heron") == []
+        assert index.last_rebuild_reason == "reset"
+        said(store, "a new session about herons")
+        new = compact(store, 1)[0]
+        assert [h.chunk_id for h in index.search("heron")] == [new.chunk_id]
+    finally:
+        index.close()
+
+
+def test_a_reopened_index_continues_from_its_stored_token(store: MemorySessionStore, db_path: Path) -> None:
+    said(store, "otter one", "otter two", "otter three")
+    compact(store, 1)
+    first = RecallIndex(store, Config(), db_path=db_path)
+    assert len(first.search("otter")) == 1
+    first.close()
+    compact(store, 3)
+    again = RecallIndex(store, Config(), db_path=db_path)
+    try:
+        assert sorted(h.seq or 0 for h in again.search("otter")) == [1, 2, 3]
+        assert again.stats().rebuilds == 0
+    finally:
+        again.close()
+
+
+@pytest.mark.anyio
+async def test_recall_actor_follows_the_given_feed(store: MemorySessionStore, tmp_path: Path) -> None:
+    said(store, "the actor finds the narwhal", "filler")
+    entry = compact(store, 2)[0]
+    layout = Layout(tmp_path)
+    layout.session.mkdir(parents=True)  # where the actor's database lives
+    in_send, in_recv = anyio.create_memory_object_stream[bytes](1)
+    out_send, out_recv = anyio.create_memory_object_stream[bytes](1)
+    actor = RecallActor(layout, Storage(), Config(), in_recv, out_send, feed=store)
+    inbox: Codec[RecallInbox] = Codec(RecallInbox)
+    outbox: Codec[RecallOutbox] = Codec(RecallOutbox)
+    async with anyio.create_task_group() as tg:
+        await tg.start(actor.run)
+        async with in_send, out_recv:
+            await in_send.send(inbox.encode(RecallQuery(request_id=7, query="narwhal")))
+            reply = outbox.decode(await out_recv.receive())
+    assert isinstance(reply, RecallReply) and reply.error is None and reply.hits is not None
+    assert [(h.chunk_id, h.seq) for h in reply.hits] == [(entry.chunk_id, 1)]
+    assert layout.recall_db.exists()
