@@ -6,7 +6,7 @@ Pure (no I/O, no clock: the caller passes ``now``). A bad event raises
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
@@ -22,7 +22,14 @@ _SEQ_ROOM: Final = 32
 _OPTIONAL_STR: Final = ("role", "event_id", "tool_name", "tool_call_id", "tool_args", "pinned")
 
 
-def prepare_event(event: SessionEvent, *, now: float, max_event_bytes: int) -> tuple[SessionEvent, PreparedEvent]:
+def _first_non_str(event: SessionEvent) -> str:
+    # Only on the error path: which optional field is not a str.
+    return next(n for n in _OPTIONAL_STR if not isinstance(getattr(event, n), str | None))
+
+
+def prepare_event(
+    event: SessionEvent, *, now: float, max_event_bytes: int
+) -> tuple[SessionEvent, PreparedEvent]:
     """The event as it will be stored (seq 0, timestamp set, screenshots scrubbed) and its encoded line."""
     if not isinstance(event, SessionEvent):
         raise InvalidEventError(f"expected SessionEvent, got {type(event).__name__}")
@@ -32,22 +39,33 @@ def prepare_event(event: SessionEvent, *, now: float, max_event_bytes: int) -> t
         raise InvalidEventError("event content must be str")
     if not isinstance(event.meta, dict):
         raise InvalidEventError("event meta must be a dict")
-    for name in _OPTIONAL_STR:
-        value = getattr(event, name)
+    # Attribute reads in one tuple, not getattr by name: this runs once per event
+    # on the caller's task and is a measurable share of an append's CPU.
+    for value in (
+        event.role,
+        event.event_id,
+        event.tool_name,
+        event.tool_call_id,
+        event.tool_args,
+        event.pinned,
+    ):
         if value is not None and not isinstance(value, str):
-            raise InvalidEventError(f"event {name} must be str or None")
+            raise InvalidEventError(f"event {_first_non_str(event)} must be str or None")
     if event.event_id is not None and not event.event_id:
         raise InvalidEventError("event_id must not be empty")
-    changes: dict[str, Any] = {}
-    if event.seq != 0:
-        changes["seq"] = 0  # the store assigns seqs; a caller's value is ignored
+    # The store assigns seqs (a caller's value is ignored); one replace at most.
     if event.timestamp is None:
-        changes["timestamp"] = now
-    prepared = msgspec.structs.replace(event, **changes) if changes else event
+        prepared = msgspec.structs.replace(event, seq=0, timestamp=now)
+    elif event.seq != 0:
+        prepared = msgspec.structs.replace(event, seq=0)
+    else:
+        prepared = event
     prepared = strip_screenshot_data(prepared)
     line = encode_event(prepared, max_bytes=max_event_bytes - _SEQ_ROOM)
     if prepared.meta and decode_event(line) != prepared:
         # NaN, sets, bytes, tuples... JSON would store something else than what
         # append() returns: refuse rather than silently change the caller's data.
-        raise InvalidEventError("event meta holds values JSON cannot carry unchanged (NaN/inf, sets, bytes...)")
+        raise InvalidEventError(
+            "event meta holds values JSON cannot carry unchanged (NaN/inf, sets, bytes...)"
+        )
     return prepared, PreparedEvent(line, prepared.event_id)
