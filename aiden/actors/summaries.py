@@ -3,14 +3,15 @@
 The scheduler calls this once per pass. It turns a :class:`CompactionPlan`
 into the chunk summary (history + split-turn prefix, the must-keep check), the
 split-turn context for the hot window, and the fallback breadcrumb when the
-summarizer fails and the configuration allows it.
+summarizer fails and the configuration allows it; :meth:`ChunkSummaries.stage`
+wraps that into the chunk entry and next index the store's commit takes.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, assert_never
+from collections.abc import Callable, Sequence
+from typing import assert_never
 
 import anyio
 import msgspec
@@ -23,33 +24,78 @@ from aiden.messages import Summarize, Summarized, SummarizeFailed, SummarizerInb
 from aiden.policy import CompactionPlan
 from aiden.policy.textbudget import cut_to_tokens
 from aiden.policy.tokens import estimate_tokens
-from aiden.storage.chunks import ChunkEntry
+from aiden.policy.trigger_state import (
+    ChunkResummarized,
+    FellBack,
+    SummarizerCalled,
+    SummarizerFailed,
+    TriggerEvent,
+)
+from aiden.storage.chunks import ChunkEntry, ChunkIndex, chunk_id_for
 from aiden.storage.protocol import SessionStore
-from aiden.storage.summary_md import cap_lines, raw_breadcrumb
+from aiden.storage.summary_md import advance_index, cap_lines, raw_breadcrumb
 from aiden.summarizers.protocol import Purpose, SummaryRequest, SummaryResult
 
-if TYPE_CHECKING:
-    from aiden.actors.scheduler import SchedulerStats
-
-__all__ = ["SPLIT_TURN_SEPARATOR", "ChunkSummaries"]
+__all__ = ["SPLIT_TURN_SEPARATOR", "ChunkSummaries", "StagedChunk"]
 
 log = logging.getLogger("aiden.scheduler")
 
 SPLIT_TURN_SEPARATOR = "\n\n---\n\nTurn Context (split turn):\n"
 
 
+class StagedChunk(msgspec.Struct, frozen=True, kw_only=True):
+    """A summarized chunk ready for :meth:`SessionStore.commit`."""
+
+    entry: ChunkEntry
+    next_index: ChunkIndex
+    pushed_out: list[ChunkEntry]
+    """Entries the new one pushed out of Recent Chunks into the rolling summary."""
+
+
 class ChunkSummaries:
-    """The scheduler's side of the summarizer actor."""
+    """The scheduler's side of the summarizer actor.
+
+    ``note`` receives the counter events (calls, failures, fallbacks, repairs):
+    the scheduler folds them into its trigger state, which this class never sees.
+    """
 
     def __init__(
         self,
         client: Client[SummarizerInbox, SummarizerOutbox],
         config: Config,
-        stats: SchedulerStats,
+        note: Callable[[TriggerEvent], None],
     ) -> None:
         self._summarizer = client
         self._config = config
-        self.stats = stats
+        self._note = note
+
+    async def stage(self, plan: CompactionPlan, index: ChunkIndex, *, created_at: float) -> StagedChunk | str:
+        """Summarize ``plan`` into the chunk after ``index``; a str is why everything stays unchanged."""
+        config = self._config
+        previous = index.chunks[-1].summary if index.chunks else index.rolling_summary
+        summary, prefix_text, degraded = await self.for_plan(plan, previous)
+        if summary is None:
+            return prefix_text
+        entry = ChunkEntry(
+            chunk_id=chunk_id_for(plan.first_seq, plan.last_seq),
+            first_seq=plan.first_seq,
+            last_seq=plan.last_seq,
+            count=len(plan.compacted),
+            sha256="",
+            summary=summary,
+            created_at=created_at,
+            kept_seqs=list(plan.kept_seqs),
+            degraded=degraded,
+            split_turn_context=prefix_text,
+            cut_meta=msgspec.to_builtins(plan.cut_meta) or None,
+        )
+        next_index, pushed, over = advance_index(
+            index, entry, max_chunks=config.summary_max_chunks, max_lines=config.max_rolling_summary_lines
+        )
+        if over:
+            rolling = await self.fold_rolling(next_index.rolling_summary)
+            next_index = msgspec.structs.replace(next_index, rolling_summary=rolling)
+        return StagedChunk(entry=entry, next_index=next_index, pushed_out=pushed)
 
     async def for_plan(self, plan: CompactionPlan, previous: str) -> tuple[str | None, str, bool]:
         """(chunk summary, split-turn context, degraded); summary None means leave everything unchanged."""
@@ -64,7 +110,7 @@ class ChunkSummaries:
         except SummarizerError as exc:
             if config.failure_fallback == "none":
                 return None, str(exc), False
-            self.stats.fallbacks += 1
+            self._note(FellBack())
             crumb = raw_breadcrumb(
                 [e.content for e in plan.compacted],
                 first_seq=plan.first_seq,
@@ -87,9 +133,11 @@ class ChunkSummaries:
         limit = self._config.must_keep_max_items
         return apply_must_keep(summary, extract_must_keep(events, max_items=limit), max_items=limit)
 
-    async def summarize(self, purpose: Purpose, events: Sequence[SessionEvent], previous: str) -> SummaryResult:
+    async def summarize(
+        self, purpose: Purpose, events: Sequence[SessionEvent], previous: str
+    ) -> SummaryResult:
         """One summarizer call through the actor; a failure raises :class:`SummarizerError`."""
-        self.stats.summarizer_calls += 1
+        self._note(SummarizerCalled())
         request = SummaryRequest(
             purpose=purpose,
             events=tuple(events),
@@ -104,7 +152,7 @@ class ChunkSummaries:
                 text = cut_to_tokens(result.text, budget, estimate_tokens)
                 return result if text == result.text else msgspec.structs.replace(result, text=text)
             case SummarizeFailed(error=err):
-                self.stats.summarizer_failures += 1
+                self._note(SummarizerFailed())
                 raise SummarizerError(f"{err.kind}: {err.message}")
             case _:
                 assert_never(reply)
@@ -112,12 +160,14 @@ class ChunkSummaries:
     async def fold_rolling(self, rolling: str) -> str:
         """Fold an overflowing rolling summary into a checkpoint; the line cap stays the backstop."""
         cap = self._config.max_rolling_summary_lines
-        self.stats.summarizer_calls += 1
-        request = SummaryRequest(purpose="rolling_fold", text=rolling, max_tokens=self._config.chunk_summary_tokens())
+        self._note(SummarizerCalled())
+        request = SummaryRequest(
+            purpose="rolling_fold", text=rolling, max_tokens=self._config.chunk_summary_tokens()
+        )
         reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
         if isinstance(reply, Summarized):
             return cap_lines(reply.result.text, max_lines=cap, keep_head=True)
-        self.stats.summarizer_failures += 1
+        self._note(SummarizerFailed())
         return cap_lines(rolling, max_lines=cap)
 
     async def repair_degraded(self, store: SessionStore, live: Sequence[ChunkEntry]) -> None:
@@ -125,15 +175,12 @@ class ChunkSummaries:
         entry = next((e for e in live if e.degraded), None)
         if entry is None:
             return
-        chunk = await anyio.to_thread.run_sync(
-            store.read_chunk, entry.chunk_id
-        )
+        chunk = await anyio.to_thread.run_sync(store.read_chunk, entry.chunk_id)
         try:
             result = await self.summarize("history", chunk.events, "")
         except SummarizerError:
             return  # still degraded; try again on a later pass
         summary = self._with_must_keep(result.text, chunk.events)
         if await anyio.to_thread.run_sync(store.replace_summary, entry.chunk_id, summary):
-            self.stats.degraded_chunks = max(0, self.stats.degraded_chunks - 1)
-            self.stats.resummarized_chunks += 1
+            self._note(ChunkResummarized())
             log.info("re-summarized degraded chunk %s", entry.chunk_id)

@@ -1,0 +1,293 @@
+"""The maintenance scheduler's trigger state and its one reducer.
+
+Everything the scheduler learns between passes (provider usage, run ends, pass
+outcomes, summarizer calls, rotations) is a :data:`TriggerEvent`;
+:func:`reduce` folds it into an immutable :class:`TriggerState`. The
+scheduler actor keeps only the current state and feeds it events; the
+questions it asks before a pass (:func:`trigger_input`,
+:func:`defers_for_cache`, :func:`planning_token_counts`) are pure functions of
+that state. The state's counter fields carry the names of
+:class:`aiden.messages.SchedulerCounters`, which the actor publishes from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import assert_never
+
+import msgspec
+
+from aiden.config import Config
+from aiden.events import SessionEvent
+from aiden.policy.calibration import TokenCalibration, apply_calibration, calibrate
+from aiden.policy.tokenprofiles import TokenProfile
+from aiden.policy.tokens import event_tokens
+from aiden.policy.triggers import TriggerDecision, TriggerInput
+
+__all__ = [
+    "ChunkResummarized",
+    "CommitConflicted",
+    "Compacted",
+    "DeferredForCache",
+    "FellBack",
+    "PassStarted",
+    "RequestCoalesced",
+    "SessionRotated",
+    "SummarizerCalled",
+    "SummarizerFailed",
+    "TriggerEvent",
+    "TriggerState",
+    "UsageReported",
+    "defers_for_cache",
+    "planning_token_counts",
+    "reduce",
+    "trigger_input",
+]
+
+_replace = msgspec.structs.replace
+
+
+class TriggerState(msgspec.Struct, frozen=True, kw_only=True):
+    """What the scheduler knows between passes; only :func:`reduce` makes a new one."""
+
+    model: str = ""
+    """The scheduler's own model: its calibration is the one planning uses and the one reported."""
+    calibration_weight: float
+    """``Config.token_calibration_weight``: the weight of a new sample in :func:`calibrate`."""
+    calibration: dict[str, TokenCalibration] = msgspec.field(default_factory=dict)
+    """Per-model estimator corrections; replaced, never mutated, so old states stay valid."""
+    run_prompt_max: int | None = None
+    """Largest provider-reported prompt of the run in progress."""
+    prompt_reported: bool = False
+    """``last_prompt_tokens`` is a provider's figure, not our estimate after a compaction."""
+    turns: int = 0
+    """Completed turns since the last compaction or rotation."""
+    turn_tool_tokens: int = 0
+    """Tool output tokens of the run in progress."""
+    last_turn_tool_tokens: int = 0
+    """Tool output tokens of the last completed run."""
+    cost_usd: float = 0.0
+    """Provider cost since the last compaction or rotation."""
+    # --- the published counters (field names as in SchedulerCounters) ---
+    passes: int = 0
+    compactions: int = 0
+    coalesced_requests: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summarizer_calls: int = 0
+    summarizer_failures: int = 0
+    fallbacks: int = 0
+    degraded_chunks: int = 0
+    conflicts: int = 0
+    resummarized_chunks: int = 0
+    token_calibration: float = 1.0
+    deferred_for_cache: int = 0
+    prompt_tokens_since_compaction: int = 0
+    cached_tokens_since_compaction: int = 0
+    cached_share_before_last_compaction: float | None = None
+    last_prompt_tokens: int | None = None
+
+
+class UsageReported(msgspec.Struct, frozen=True, kw_only=True):
+    """Usage of one model call, or the end of a run (the fields of ``RecordUsage`` the trigger uses)."""
+
+    prompt_tokens: int | None = None
+    estimated_prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    cost_usd: float | None = None
+    tool_output_tokens: int = 0
+    run_ended: bool = False
+    model: str | None = None
+
+
+class RequestCoalesced(msgspec.Struct, frozen=True):
+    """A maintenance request arrived while a pass was already pending and rides on it."""
+
+
+class PassStarted(msgspec.Struct, frozen=True):
+    """A maintenance pass began."""
+
+
+class DeferredForCache(msgspec.Struct, frozen=True):
+    """A soft trigger fired but the pass kept the cached prefix (see :func:`defers_for_cache`)."""
+
+
+class CommitConflicted(msgspec.Struct, frozen=True):
+    """A pass's commit lost to a concurrent change and left everything unchanged."""
+
+
+class SummarizerCalled(msgspec.Struct, frozen=True):
+    """One request went to the summarizer."""
+
+
+class SummarizerFailed(msgspec.Struct, frozen=True):
+    """The summarizer answered a request with a failure."""
+
+
+class FellBack(msgspec.Struct, frozen=True):
+    """A chunk got the raw breadcrumb because the summarizer failed."""
+
+
+class ChunkResummarized(msgspec.Struct, frozen=True):
+    """A degraded (breadcrumb) chunk got a real summary."""
+
+
+class Compacted(msgspec.Struct, frozen=True, kw_only=True):
+    """A pass committed a chunk."""
+
+    tokens_before: int
+    kept_tokens: int
+    """The estimate of the retained window: the prompt size until a provider reports again."""
+    degraded: bool = False
+
+
+class SessionRotated(msgspec.Struct, frozen=True):
+    """The active session was archived and an empty one started."""
+
+
+TriggerEvent = (
+    UsageReported
+    | RequestCoalesced
+    | PassStarted
+    | DeferredForCache
+    | CommitConflicted
+    | SummarizerCalled
+    | SummarizerFailed
+    | FellBack
+    | ChunkResummarized
+    | Compacted
+    | SessionRotated
+)
+
+
+def reduce(state: TriggerState, event: TriggerEvent) -> TriggerState:
+    """The state after ``event``; ``state`` itself is left unchanged."""
+    match event:
+        case UsageReported():
+            return _usage(state, event)
+        case RequestCoalesced():
+            return _replace(state, coalesced_requests=state.coalesced_requests + 1)
+        case PassStarted():
+            return _replace(state, passes=state.passes + 1)
+        case DeferredForCache():
+            return _replace(state, deferred_for_cache=state.deferred_for_cache + 1)
+        case CommitConflicted():
+            return _replace(state, conflicts=state.conflicts + 1)
+        case SummarizerCalled():
+            return _replace(state, summarizer_calls=state.summarizer_calls + 1)
+        case SummarizerFailed():
+            return _replace(state, summarizer_failures=state.summarizer_failures + 1)
+        case FellBack():
+            return _replace(state, fallbacks=state.fallbacks + 1)
+        case ChunkResummarized():
+            return _replace(
+                state,
+                degraded_chunks=max(0, state.degraded_chunks - 1),
+                resummarized_chunks=state.resummarized_chunks + 1,
+            )
+        case Compacted():
+            return _compacted(state, event)
+        case SessionRotated():
+            # Calibration and the cache-share figures describe the provider, not the session.
+            return _replace(
+                state,
+                last_prompt_tokens=None,
+                prompt_reported=False,
+                run_prompt_max=None,
+                turns=0,
+                cost_usd=0.0,
+                last_turn_tool_tokens=0,
+                turn_tool_tokens=0,
+            )
+        case _:  # pragma: no cover - exhaustive; mypy checks it
+            assert_never(event)
+
+
+def _usage(state: TriggerState, usage: UsageReported) -> TriggerState:
+    changes: dict[str, object] = {}
+    if usage.prompt_tokens is not None and usage.estimated_prompt_tokens:
+        # Per-model correction of the estimator from what the provider reported.
+        key = usage.model or state.model
+        cal = calibrate(
+            state.calibration.get(key, TokenCalibration()),
+            estimated=usage.estimated_prompt_tokens,
+            reported=usage.prompt_tokens,
+            weight=state.calibration_weight,
+        )
+        changes["calibration"] = {**state.calibration, key: cal}
+        if key == state.model:
+            changes["token_calibration"] = cal.factor
+    if usage.prompt_tokens is not None and usage.cached_tokens is not None:
+        changes["prompt_tokens_since_compaction"] = state.prompt_tokens_since_compaction + usage.prompt_tokens
+        changes["cached_tokens_since_compaction"] = state.cached_tokens_since_compaction + usage.cached_tokens
+    if usage.cost_usd is not None:
+        changes["cost_usd"] = state.cost_usd + usage.cost_usd
+    run_max = state.run_prompt_max
+    if usage.prompt_tokens is not None:
+        run_max = max(run_max or 0, usage.prompt_tokens)
+    tool_tokens = state.turn_tool_tokens + usage.tool_output_tokens
+    if usage.run_ended:
+        if run_max is not None:
+            # The trigger uses the largest single prompt of the latest run (seed 000).
+            changes["last_prompt_tokens"] = run_max
+            changes["prompt_reported"] = True
+        changes["turns"] = state.turns + 1
+        changes["last_turn_tool_tokens"] = tool_tokens
+        run_max, tool_tokens = None, 0
+    return _replace(state, **changes, run_prompt_max=run_max, turn_tool_tokens=tool_tokens)
+
+
+def _compacted(state: TriggerState, done: Compacted) -> TriggerState:
+    share = state.cached_share_before_last_compaction
+    if state.prompt_tokens_since_compaction:
+        share = state.cached_tokens_since_compaction / state.prompt_tokens_since_compaction
+    # The run in progress (run_prompt_max, turn_tool_tokens) carries on across the pass.
+    return _replace(
+        state,
+        # Our own estimate of the retained window, so the pending pass does not compact
+        # again on the stale pre-compaction prompt size (seed 000).
+        last_prompt_tokens=done.kept_tokens,
+        prompt_reported=False,
+        cached_share_before_last_compaction=share,
+        prompt_tokens_since_compaction=0,
+        cached_tokens_since_compaction=0,
+        turns=0,
+        cost_usd=0.0,
+        last_turn_tool_tokens=0,
+        compactions=state.compactions + 1,
+        tokens_before=state.tokens_before + done.tokens_before,
+        tokens_after=state.tokens_after + done.kept_tokens,
+        degraded_chunks=state.degraded_chunks + (1 if done.degraded else 0),
+    )
+
+
+def trigger_input(
+    state: TriggerState, *, context_window: int, event_count: int, manual: bool
+) -> TriggerInput:
+    """The :func:`should_compress` input for a pass over a hot window of ``event_count`` events."""
+    return TriggerInput(
+        # Only provider-reported sizes feed the token path; after a compaction the
+        # value is our own estimate of the retained window, which never grows by
+        # itself, so until a provider reports again the count path decides.
+        prompt_tokens=state.last_prompt_tokens if state.prompt_reported else None,
+        context_window=context_window,
+        event_count=event_count,
+        turns_since_compaction=state.turns,
+        last_turn_tool_tokens=state.last_turn_tool_tokens,
+        cost_since_compaction_usd=state.cost_usd,
+        manual=manual,
+    )
+
+
+def defers_for_cache(state: TriggerState, decision: TriggerDecision, config: Config) -> bool:
+    """A soft (percent) trigger waits for ``compact_batch_turns`` to keep the cached prefix (seed 001)."""
+    return decision.reason == "percent" and 0 < state.turns < config.compact_batch_turns
+
+
+def planning_token_counts(
+    state: TriggerState, events: Sequence[SessionEvent], profile: TokenProfile
+) -> list[int]:
+    """Per-event token estimates for planning, corrected by the scheduler model's calibration."""
+    cal = state.calibration.get(state.model)
+    counts = event_tokens(events, profile)
+    return [apply_calibration(c, cal) for c in counts] if cal is not None else counts

@@ -1,0 +1,68 @@
+"""The scheduler actor's seams to its pure trigger state and to the chunk summaries."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import msgspec
+
+from aiden.messages import RecordUsage, SchedulerCounters
+from aiden.policy.trigger_state import TriggerState, UsageReported
+
+ACTORS = Path(__file__).resolve().parents[2] / "aiden" / "actors"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth (function-local and TYPE_CHECKING imports too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_summaries_do_not_import_the_scheduler() -> None:
+    assert "aiden.actors.summaries" in imported_modules(ACTORS / "scheduler.py")
+    assert "aiden.actors.scheduler" not in imported_modules(ACTORS / "summaries.py")
+
+
+def test_every_published_counter_is_a_state_field() -> None:
+    # The actor publishes by converting the state by field name: a counter the
+    # state lacked would silently stay at its default.
+    missing = set(SchedulerCounters.__struct_fields__) - set(TriggerState.__struct_fields__)
+    assert missing == set()
+
+
+def test_the_usage_event_takes_the_message_fields_by_name() -> None:
+    assert set(UsageReported.__struct_fields__) - set(RecordUsage.__struct_fields__) == set()
+    msg = RecordUsage(
+        prompt_tokens=10,
+        estimated_prompt_tokens=8,
+        completion_tokens=3,
+        cached_tokens=4,
+        cost_usd=0.5,
+        tool_output_tokens=7,
+        run_ended=True,
+        model="m",
+    )
+    assert msgspec.convert(msg, UsageReported, from_attributes=True) == UsageReported(
+        prompt_tokens=10,
+        estimated_prompt_tokens=8,
+        cached_tokens=4,
+        cost_usd=0.5,
+        tool_output_tokens=7,
+        run_ended=True,
+        model="m",
+    )
+
+
+def test_counters_publish_the_state_figures() -> None:
+    state = TriggerState(
+        model="m", calibration_weight=0.2, passes=4, token_calibration=1.25, last_prompt_tokens=900, turns=3
+    )
+    assert msgspec.convert(state, SchedulerCounters, from_attributes=True) == SchedulerCounters(
+        passes=4, token_calibration=1.25, last_prompt_tokens=900
+    )
