@@ -1,8 +1,8 @@
-"""Recall of compacted session history: an FTS5 index over chunk files and the agent tool.
+"""Recall of compacted session history: an FTS5 index following the session store's change feed, and the agent tool.
 
 * :class:`RecallIndex` (``index.py``): synchronous SQLite FTS5 index of the
   active session's compacted events; ``db.py`` its database lifecycle,
-  ``sync.py`` its sync from the chunk files, ``search.py`` the BM25 ranking.
+  ``sync.py`` applying the store's change feed, ``search.py`` the BM25 ranking.
 * ``query.py`` / ``stopwords.py``: pure query building (CJK segmentation, safe FTS5 phrases, snippets).
 * ``render.py``: the answer and its one budget (serialized JSON characters).
 * :data:`RECALL_TOOL` / :func:`handle_recall_tool` (``tool.py``): the

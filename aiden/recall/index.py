@@ -30,7 +30,7 @@ from typing import TypeVar
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import AidenError, ClosedError, CorruptionError, RecallError
+from aiden.errors import AidenError, ClosedError, CorruptionError, InvalidIdError, RecallError, StorageError
 from aiden.events import SessionEvent, validate_id
 from aiden.recall.db import SCHEMA_VERSION, IndexDB, is_corruption
 from aiden.recall.embedding import Embedder
@@ -58,9 +58,11 @@ class RecallIndex:
 
     ``source`` is the session's change feed (any
     :class:`~aiden.storage.protocol.SessionStore` is one) with ``db_path``
-    where the database lives; or a :class:`Layout`, for
-    :class:`~aiden.storage.changes.FileChangeFeed` over its files and
-    ``layout.recall_db``. ``storage`` performs the database's file operations.
+    where the database lives, its directory created when missing; or a
+    :class:`Layout`, for :class:`~aiden.storage.changes.FileChangeFeed` over
+    its files and ``layout.recall_db``, where a missing ``session/`` means no
+    active session (nothing is indexed, nothing created). ``storage``
+    performs the database's file operations.
 
     Every public method takes the instance lock, so calls from different worker
     threads are serialized. :meth:`search`, :meth:`lookup` and :meth:`rehydrate`
@@ -87,8 +89,10 @@ class RecallIndex:
             self._feed = source
             path = Path(db_path)
         self._dir = path.parent
+        self._create_dir = not isinstance(source, Layout)
+        self._storage = storage if storage is not None else Storage()
         self._config = config
-        self._db = IndexDB(path, storage if storage is not None else Storage())
+        self._db = IndexDB(path, self._storage)
         self._hybrid = _Hybrid(embedder) if embedder is not None else None
         self._lock = threading.Lock()
         self._closed = False
@@ -161,6 +165,8 @@ class RecallIndex:
         def run() -> RecallHit | None:
             self._sync()
             row = self._db.chunk_by_id(chunk_id)
+            if row is None:
+                self._refuse_escaping(chunk_id)
             hit = None
             if row is not None:
                 whole = summary_hit(row, 0.0)
@@ -193,6 +199,7 @@ class RecallIndex:
             self._sync()
             row = self._db.chunk_by_id(chunk_id)
             if row is None:
+                self._refuse_escaping(chunk_id)
                 raise RecallError(f"unknown chunk {chunk_id!r}")
             chunk = self._feed.read_chunk(chunk_id)
             if chunk.entry.sha256 != row.sha256:
@@ -291,6 +298,16 @@ class RecallIndex:
         # Before any lookup; the store refuses a chunk file leading out of the memory root.
         validate_id(chunk_id, what="chunk id")
 
+    def _refuse_escaping(self, chunk_id: str) -> None:
+        # An id the index does not know may name a planted symlink: the store's
+        # InvalidIdError (it opens nothing outside the memory root) wins over "unknown".
+        try:
+            self._feed.read_chunk(chunk_id)
+        except InvalidIdError:
+            raise
+        except AidenError:
+            return
+
     def _count(self, hits: Sequence[RecallHit]) -> None:
         self._recall_calls += 1
         self._results_returned += len(hits)
@@ -314,15 +331,21 @@ class RecallIndex:
 
     def _sync(self) -> None:
         if not self._dir.is_dir():
-            # No active session (mid-rotation or never created): nothing to index.
-            self._db.close()
-            return
+            if not self._create_dir:
+                # No active session (mid-rotation or never created): nothing to index.
+                self._db.close()
+                return
+            try:
+                self._storage.mkdir(self._dir)
+            except StorageError as exc:
+                raise RecallError(f"cannot create the recall database's directory: {exc}") from exc
         reason = self._db.ensure_open()
         if reason is not None:
             self._rebuild(reason)
         else:
             changes = self._changes(self._db.token)
-            if changes.token != self._db.token or changes.reset or changes.chunks or changes.updated or changes.pending:
+            moved = changes.reset or changes.chunks or changes.updated or changes.pending is not None
+            if moved or changes.token != self._db.token:
                 try:
                     apply_changes(self._db, changes, self._feed.read_chunk)
                 except NeedsRebuild as exc:

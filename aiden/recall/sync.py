@@ -92,7 +92,7 @@ def apply_changes(
                 _delete_chunk(db, row)  # its pending (or bulk) copy gives way to the committed one
             insert_chunk(db, chunk.entry, chunk.events, source="active")
         failed = [p for p in (_apply_update(db, entry, read_chunk) for entry in changes.updated) if p]
-        problems = (list(changes.problems) if changes.reset else [*db.problems, *changes.problems])
+        problems = list(changes.problems) if changes.reset else [*db.problems, *changes.problems]
         problems = [*problems, *failed][:_MAX_PROBLEMS]
         pending_problems = db.pending_problems
         if changes.pending is not None:

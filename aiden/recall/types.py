@@ -63,4 +63,4 @@ class RecallStats(msgspec.Struct, frozen=True, kw_only=True):
     """From-scratch builds of the database (including the first one)."""
     chunks_indexed: int
     problems: tuple[str, ...] = ()
-    """Chunks or segments that could not be indexed at the last full sync."""
+    """Chunks that could not be indexed: committed ones since the last rebuild, then pending ones."""

@@ -95,12 +95,22 @@ def test_a_reopened_index_continues_from_its_stored_token(store: MemorySessionSt
         again.close()
 
 
+def test_the_database_directory_is_created(store: MemorySessionStore, tmp_path: Path) -> None:
+    said(store, "a lonely ibis", "filler")
+    compact(store, 2)
+    index = RecallIndex(store, Config(), db_path=tmp_path / "not" / "yet" / "recall.sqlite3")
+    try:
+        assert [h.seq for h in index.search("ibis")] == [1]
+        assert (tmp_path / "not" / "yet" / "recall.sqlite3").exists()
+    finally:
+        index.close()
+
+
 @pytest.mark.anyio
 async def test_recall_actor_follows_the_given_feed(store: MemorySessionStore, tmp_path: Path) -> None:
     said(store, "the actor finds the narwhal", "filler")
     entry = compact(store, 2)[0]
-    layout = Layout(tmp_path)
-    layout.session.mkdir(parents=True)  # where the actor's database lives
+    layout = Layout(tmp_path)  # only for the database's path: session/ is created for it
     in_send, in_recv = anyio.create_memory_object_stream[bytes](1)
     out_send, out_recv = anyio.create_memory_object_stream[bytes](1)
     actor = RecallActor(layout, Storage(), Config(), in_recv, out_send, feed=store)
