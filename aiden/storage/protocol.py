@@ -10,7 +10,12 @@ conformance suite in :mod:`aiden.testing.conformance`:
   or neither; appends made during a pass are never lost by its trim;
 - recovery is idempotent and never silently drops an event.
 
-:class:`~aiden.storage.session.FileSessionStore` is the filesystem backend;
+Derived indexes (recall) follow the committed chunks through the change feed
+(:class:`ChangeFeed`: ``change_token`` / ``chunks_since``), checked by
+:mod:`aiden.testing.conformance_changes`, and never read a backend's files.
+
+:class:`~aiden.storage.session.FileSessionStore` is the filesystem backend
+(its feed: :class:`~aiden.storage.changes.FileChangeFeed`);
 :class:`~aiden.testing.MemorySessionStore` the in-memory one.
 """
 

@@ -124,3 +124,28 @@ async def test_recall_actor_follows_the_given_feed(store: MemorySessionStore, tm
     assert isinstance(reply, RecallReply) and reply.error is None and reply.hits is not None
     assert [(h.chunk_id, h.seq) for h in reply.hits] == [(entry.chunk_id, 1)]
     assert layout.recall_db.exists()
+
+
+def test_file_store_feed_through_a_rotation(tmp_path: Path) -> None:
+    """The runtime's shape once it passes ``feed=store``: the database in session/, the store's feed."""
+    from tests.store.test_conformance_changes import FeedFileStore
+
+    store = FeedFileStore(Layout(tmp_path), Storage(), Config())
+    store.recover()
+    try:
+        store.append([[prepared(SessionEvent(type="user_input", content=t)) for t in ("a quokka", "more")]])
+        first = compact(store, 2)[0]
+        index = RecallIndex(store, Config(), db_path=store.layout.recall_db)
+        try:
+            assert [h.chunk_id for h in index.search("quokka")] == [first.chunk_id]
+            assert [e.seq for e in index.rehydrate(first.chunk_id, [2])] == [2]
+            store.rotate("closed-1")
+            assert index.search("quokka") == []
+            store.append([[prepared(SessionEvent(type="user_input", content="a new quokka"))]])
+            again = compact(store, 1)[0]
+            assert [h.chunk_id for h in index.search("quokka")] == [again.chunk_id]
+            assert store.layout.recall_db.exists()
+        finally:
+            index.close()
+    finally:
+        store.close()
