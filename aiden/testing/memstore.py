@@ -7,7 +7,9 @@ compacted events, chunk entries completed by
 :func:`~aiden.storage.chunks.encode_chunk` (same sha256), sealed segments
 once the index grows, summary.md rendered as the filesystem store writes it,
 and rotation that starts an empty session (seqs from 1, ids forgotten).
-Nothing survives the process; there is nothing to recover. Unlike the file
+The change feed counts commits in order; a rotation or a new store
+starts a new generation (a reset for every follower). Nothing survives the
+process; there is nothing to recover. Unlike the file
 store's bounded window, every ``event_id`` of the session is remembered.
 """
 
