@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ import pytest
 import aiden
 from aiden import SessionEvent
 from aiden.longterm.entries import parse_entry_md, parse_index_yaml
-from aiden.storage.fs import is_temp_name
+from aiden.storage.fs import TEMP_MARKER, is_temp_name
 from aiden.storage.layout import Layout
 from aiden.testing import ScriptedSummarizer
 from tests.reliability.harness import read_root, reliability_config, tagged_event
@@ -257,3 +258,69 @@ async def test_fault_writing_the_session_summary_at_rotation_keeps_the_session(t
         assert memory.recovery.unrecoverable == []
         assert memory.recovery.temp_files_removed == 0
     assert_entries_whole(layout)
+
+
+Shape = tuple[str, str, str]
+
+
+def shape(root: Path, kind: str, path: str) -> Shape:
+    """A storage call with the run-specific parts (root, temp suffix, memory id) taken out."""
+    folder, name = os.path.split(os.path.relpath(path, root))
+    if is_temp_name(name):
+        name = "<tmp>" + name[len(TEMP_MARKER) :].rsplit(".", 2)[0]
+    if folder.endswith("memories"):
+        name = re.sub(r"mem-[0-9]+-[0-9a-f]+", "<id>", name)
+    return kind, folder, name
+
+
+async def recorded_save(root: Path) -> list[Shape]:
+    storage = SeamStorage()
+    async with aiden.open_memory(
+        root, config=CONFIG, storage=storage, summarizer=ScriptedSummarizer()
+    ) as memory:
+        storage.take()
+        saved_id(await memory.handle_tool_call("save_memory", save_args("first")))
+        return [shape(root, kind, path) for kind, path in storage.take()]
+
+
+async def test_a_fault_at_each_storage_call_of_a_save(tmp_path: Path) -> None:
+    calls = await recorded_save(tmp_path / "recorded")
+    assert calls[-1] == ("fsync_dir", "memory", "long_term")  # the directory fsync after index.yaml
+    assert ("replace", "memory/long_term/memories", "<id>.md") in calls
+    adopted: list[Shape] = []
+    for i, target in enumerate(calls):
+        root = tmp_path / f"case{i}"
+        layout = Layout(root)
+        nth = calls[: i + 1].count(target)
+        matched = 0
+
+        def fail(kind: str, path: str, target: Shape = target, nth: int = nth, root: Path = root) -> bool:
+            nonlocal matched
+            if shape(root, kind, path) != target:
+                return False
+            matched += 1
+            return matched == nth
+
+        storage = SeamStorage()
+        async with aiden.open_memory(
+            root, config=CONFIG, storage=storage, summarizer=ScriptedSummarizer()
+        ) as memory:
+            storage.fail = fail
+            result = await memory.handle_tool_call("save_memory", save_args("first"))
+            assert (storage.injected, result.startswith('{"error":"save_memory: ')) == (1, True), (
+                target,
+                result,
+            )
+            storage.fail = never
+            saved_id(await memory.handle_tool_call("save_memory", save_args("second")))
+        async with aiden.open_memory(root, config=CONFIG, summarizer=ScriptedSummarizer()) as memory:
+            assert memory.recovery.unrecoverable == []
+            layer = memory.long_term_layer
+        assert "**second**" in layer, target
+        if "**first**" in layer:
+            adopted.append(target)
+        assert_entries_whole(layout)
+        assert len(indexed_ids(layout)) == (2 if "**first**" in layer else 1)
+    # Only a fault after index.yaml was replaced leaves the failed save visible: the error there is a
+    # DurabilityError (the directory fsync), so the entry is visible but was not made durable.
+    assert adopted == [calls[-1]]
