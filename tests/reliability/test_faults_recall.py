@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -125,16 +126,20 @@ async def test_recall_mutations_go_through_the_storage_passed_in(tmp_path: Path)
         await assert_all_readable(memory, acked, hot)
 
 
-async def test_fault_deleting_the_old_database_is_a_recall_error_and_loses_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-journal"])
+async def test_fault_deleting_the_old_database_is_a_recall_error_and_loses_nothing(
+    tmp_path: Path, suffix: str
+) -> None:
     storage = SeamStorage()
     layout = Layout(tmp_path)
     async with aiden.open_memory(
         tmp_path, config=CONFIG, storage=storage, summarizer=ScriptedSummarizer()
     ) as memory:
         acked, hot = await compacted_memory(memory)
-        storage.fail = lambda kind, path: (kind, path) == ("unlink", str(layout.recall_db) + "-wal")
+        target = f"{layout.recall_db}{suffix}"
+        storage.fail = lambda kind, path: (kind, path) == ("unlink", target)
         with pytest.raises(
-            aiden.RecallError, match=r"cannot remove the recall database: unlink .*-wal failed"
+            aiden.RecallError, match=re.escape(f"cannot remove the recall database: unlink {target} failed")
         ):
             await memory.recall_session_chunks(NEEDLE)
         assert storage.injected == 1
