@@ -47,7 +47,7 @@ class FileSessionStore:
         self.compaction_lock = SessionLock(storage, layout.memory / "compaction.lock")
         self._log = EventLog(layout, storage, config)
         self._cache_lock = threading.Lock()
-        self._segments: dict[str, list[cs.ChunkEntry]] = {}
+        self._segments: dict[tuple[str, str], list[cs.ChunkEntry]] = {}
         self._index_cache: tuple[tuple[int, int, int], cs.ChunkIndex] | None = None
 
     def close(self) -> None:
@@ -128,16 +128,9 @@ class FileSessionStore:
         return read_bytes(self.layout.summary).decode("utf-8", errors="replace")
 
     def read_event(self, seq: int) -> SessionEvent | None:
-        """The stored event with ``seq``, from the hot window or the chunk covering it."""
-        for event in self.read_hot_window():
-            if event.seq == seq:
-                return event
-        index = self.load_index()
-        for entry in reversed(cs.load_all_entries(self.layout, index)):
-            if entry.covers(seq):
-                chunk = cs.read_chunk(self.layout, entry.chunk_id, expect_sha256=entry.sha256)
-                return next((e for e in chunk.events if e.seq == seq), None)
-        return None
+        """The stored event with ``seq``, from the hot window or a chunk holding it."""
+        found = self.read_events([seq])
+        return found[0] if found else None
 
     def read_events(self, seqs: Sequence[int]) -> list[SessionEvent]:
         """The stored events with these seqs, in seq order: one hot-window read, each chunk read once."""
@@ -145,17 +138,33 @@ class FileSessionStore:
         found = {e.seq: e for e in self.read_hot_window() if e.seq in wanted}
         missing = wanted - found.keys()
         if missing:
-            index = self.load_index()
-            for entry in cs.load_all_entries(self.layout, index):
-                here = {q for q in missing if entry.covers(q)}
-                if not here:
-                    continue
-                chunk = cs.read_chunk(self.layout, entry.chunk_id, expect_sha256=entry.sha256)
-                found.update((e.seq, e) for e in chunk.events if e.seq in here)
-                missing -= here
-                if not missing:
-                    break
+            found.update(self._read_compacted(self.load_index(), missing))
         return [found[q] for q in sorted(found)]
+
+    def _read_compacted(self, index: cs.ChunkIndex, missing: set[int]) -> dict[int, SessionEvent]:
+        """The events with ``missing`` seqs that committed chunks hold.
+
+        A range covering a seq does not prove the chunk holds it: a later chunk
+        that compacts an event an earlier one kept hot overlaps the earlier
+        range without holding its events. So every covering entry is a
+        candidate and a seq is only settled once a chunk actually yields it.
+        Only covering chunk files are read; segments come from the cache and a
+        segment ending below every missing seq is skipped unread.
+        """
+        found: dict[int, SessionEvent] = {}
+        lowest = min(missing)
+        entries = [e for seg in index.segments if seg.last_seq >= lowest for e in self._segment(seg)]
+        for entry in [*entries, *index.chunks]:
+            here = {q for q in missing if entry.covers(q)}
+            if not here:
+                continue
+            chunk = cs.read_chunk(self.layout, entry.chunk_id, expect_sha256=entry.sha256)
+            hits = {e.seq: e for e in chunk.events if e.seq in here}
+            found.update(hits)
+            missing = missing - hits.keys()
+            if not missing:
+                break
+        return found
 
     def covered_by(self, index: cs.ChunkIndex) -> Callable[[int], bool]:
         """A predicate: is ``seq`` stored in a committed chunk of ``index``?
@@ -177,13 +186,15 @@ class FileSessionStore:
         return covered
 
     def _segment(self, seg: cs.SegmentRef) -> list[cs.ChunkEntry]:
+        # Keyed by checksum too: a rebuilt index (recovery) may seal different entries under a reused name.
+        key = (seg.file, seg.sha256)
         with self._cache_lock:
-            cached = self._segments.get(seg.file)
+            cached = self._segments.get(key)
         if cached is None:
             # Sealed segments are immutable: a concurrent duplicate read is harmless.
             cached = cs.read_segment(self.layout, seg)
             with self._cache_lock:
-                self._segments[seg.file] = cached
+                self._segments[key] = cached
         return cached
 
     def snapshot(self) -> Snapshot:

@@ -31,6 +31,7 @@ __all__ = [
     "check_commit_conflict_on_a_stale_snapshot_changes_nothing",
     "check_commit_trims_exactly_the_covered_events",
     "check_kept_event_compacted_later_stays_readable",
+    "check_pin_let_go_stays_readable_once_sealed",
     "check_kept_seqs_stay_hot",
     "check_read_chunk_returns_verbatim_events",
     "check_read_event_finds_compacted_events",
@@ -94,6 +95,29 @@ def check_kept_event_compacted_later_stays_readable(make_store: StoreFactory) ->
         assert s.read_chunk(later.chunk_id).events == [ev[1], ev[4]]
         assert s.read_events(range(1, 7)) == ev
         assert [s.read_event(q) for q in range(1, 7)] == ev
+
+
+def check_pin_let_go_stays_readable_once_sealed(make_store: StoreFactory) -> None:
+    """A pin kept across many chunks, then compacted by a chunk that is later sealed: every seq stays readable.
+
+    The letting-go chunk (seq 1-21) starts below its segment's first seq and
+    overlaps every sealed chunk before it.
+    """
+    with opened(make_store) as s:
+        ev = fill(s, 52)
+        for last in range(2, 21):
+            compact(s, last, kept={1})
+        let_go, _ = compact(s, 21)
+        for last in range(22, 51):
+            compact(s, last)
+        index = s.load_index()
+        assert (let_go.first_seq, let_go.last_seq, let_go.count) == (1, 21, 2)
+        assert [(g.first_seq, g.last_seq, g.chunks) for g in index.segments] == [(2, 33, 32)]
+        assert let_go.chunk_id not in [e.chunk_id for e in index.chunks]
+        assert s.read_hot_window() == ev[50:]
+        assert s.read_events(range(1, 53)) == ev
+        assert [s.read_event(q) for q in range(1, 53)] == ev
+        assert s.read_event(53) is None
 
 
 def check_commit_conflict_on_a_stale_snapshot_changes_nothing(make_store: StoreFactory) -> None:

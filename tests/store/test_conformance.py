@@ -44,19 +44,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     return make, reopen
 
 
-# FileSessionStore.read_event searches entries newest first and stops at the first whose
-# range covers the seq: a later chunk that compacted an event an earlier chunk kept hot
-# overlaps the earlier range, so read_event returns None for the earlier chunk's events.
-_KNOWN_FILE_BUGS = {
-    conformance.check_kept_event_compacted_later_stays_readable: "FileSessionStore.read_event(3) is None: "
-    "the overlapping later chunk 2-5 shadows chunk 1-4 (read_events is right)",
-}
-
-
 @pytest.mark.parametrize("check", conformance.CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
-def test_conformance(request: pytest.FixtureRequest, backend: Backend, check: Callable[[StoreFactory], None]) -> None:
-    if request.node.callspec.params["backend"] == "file" and check in _KNOWN_FILE_BUGS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=_KNOWN_FILE_BUGS[check]))
+def test_conformance(backend: Backend, check: Callable[[StoreFactory], None]) -> None:
     check(backend[0])
 
 
