@@ -158,7 +158,7 @@ async def open_memory(
 
     recall_client: Client[RecallInbox, RecallReply] = Client("recall index", r_send, Codec(RecallInbox))
     reader_client: Client[ReaderInbox, ReaderOutbox] = Client("session reader", d_send, Codec(ReaderInbox))
-    recall_actor = RecallActor(layout, storage, config, r_recv, rr_send, embedder)
+    recall_actor = RecallActor(layout, storage, config, r_recv, rr_send, embedder, feed=store)
     writer = SessionWriter(store, config, w_recv, wr_send)
     reader = SessionReader(store, d_recv, dr_send)
     if summarizer is None:

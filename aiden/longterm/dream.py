@@ -25,7 +25,7 @@ import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from aiden.errors import AidenError
+from aiden.errors import AidenError, DreamError
 from aiden.events import SessionEvent
 from aiden.longterm.dream_edits import LONG_TERM_FILES, DreamEdit, apply_edits, describe_edits, plan_edits
 from aiden.longterm.files import ensure_dir, read_bounded
@@ -34,10 +34,21 @@ from aiden.longterm.history import HistoryRecord, HistoryStore
 from aiden.longterm.summaries import summary_from_result
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from aiden.storage.locks import SessionLock
 from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.summarizers.protocol import Summarizer, SummaryRequest
 
-__all__ = ["Dream", "DreamEditor", "DreamOutcome", "SummarizerDreamEditor", "run_dream_schedule"]
+__all__ = [
+    "DREAM_LOCK_NAME",
+    "Dream",
+    "DreamEditor",
+    "DreamOutcome",
+    "SummarizerDreamEditor",
+    "run_dream_schedule",
+]
+
+DREAM_LOCK_NAME: Final = ".dream.lock"
+"""``long_term/.dream.lock``: held by the one process running Dream (or a restore) on a root."""
 
 log = logging.getLogger("aiden.longterm")
 
@@ -66,7 +77,8 @@ class SummarizerDreamEditor:
     async def propose(self, records: Sequence[HistoryRecord], files: Mapping[str, str]) -> list[DreamEdit]:
         """Summarize ``records`` into the five sections, then plan focused edits."""
         events = tuple(
-            SessionEvent(type="system_event", role="history", content=r.content, seq=r.cursor) for r in records
+            SessionEvent(type="system_event", role="history", content=r.content, seq=r.cursor)
+            for r in records
         )
         request = SummaryRequest(purpose="session_summary", events=events, max_tokens=self.max_tokens)
         result = await self.summarizer.summarize(request)
@@ -104,7 +116,10 @@ class Dream:
         self._editor: DreamEditor = editor or SummarizerDreamEditor()
         self._max_records = max_records
         self._git = GitStore(self.root, LONG_TERM_FILES, storage)
+        # Within this runtime the anyio lock serializes runs and restores; across processes
+        # sharing the root the flock does (a second Dream would fold the same records twice).
         self._lock = anyio.Lock()
+        self._flock = SessionLock(storage, self.root / DREAM_LOCK_NAME)
 
     # --- files -------------------------------------------------------------------------------
     def _read_files(self) -> dict[str, bytes | None]:
@@ -136,7 +151,12 @@ class Dream:
         self._storage.fsync_dir(self.root)
 
     def _commit_run(
-        self, old: Mapping[str, bytes | None], new: Mapping[str, bytes | None], message: str, cursor: int, now: int
+        self,
+        old: Mapping[str, bytes | None],
+        new: Mapping[str, bytes | None],
+        message: str,
+        cursor: int,
+        now: int,
     ) -> str | None:
         commit_id: str | None = None
         if dict(new) != dict(old):
@@ -152,26 +172,42 @@ class Dream:
     async def run(self, *, now: float) -> DreamOutcome:
         """One Dream run. If the editor raises, the error propagates and nothing changed."""
         async with self._lock:
-            start = await anyio.to_thread.run_sync(self._history.dream_cursor)
-            records = await anyio.to_thread.run_sync(
-                lambda: self._history.read_after(start, limit=self._max_records)
-            )
-            if not records:
-                return DreamOutcome(ran=False, cursor=start)
-            old = await anyio.to_thread.run_sync(self._read_files)
-            texts = {k: (v or b"").decode("utf-8", errors="replace") for k, v in old.items()}
-            edits = await self._editor.propose(records, texts)
-            applied = apply_edits(texts, edits)
-            new: dict[str, bytes | None] = {
-                k: (applied[k].encode("utf-8") if (old[k] is not None or applied[k] != texts[k]) else None)
-                for k in LONG_TERM_FILES
-            }
-            last = records[-1].cursor
-            message = describe_edits(edits, first_cursor=records[0].cursor, last_cursor=last)
-            commit_id = await anyio.to_thread.run_sync(self._commit_run, old, new, message, last, int(now))
-            return DreamOutcome(
-                ran=True, records=len(records), edits=tuple(edits), commit_id=commit_id, cursor=last, message=message
-            )
+            if not await anyio.to_thread.run_sync(self._flock.try_acquire):
+                return DreamOutcome(
+                    ran=False, message=f"another process is running Dream ({DREAM_LOCK_NAME} is held)"
+                )
+            try:
+                return await self._run(now)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._flock.release)
+
+    async def _run(self, now: float) -> DreamOutcome:
+        start = await anyio.to_thread.run_sync(self._history.dream_cursor)
+        records = await anyio.to_thread.run_sync(
+            lambda: self._history.read_after(start, limit=self._max_records)
+        )
+        if not records:
+            return DreamOutcome(ran=False, cursor=start)
+        old = await anyio.to_thread.run_sync(self._read_files)
+        texts = {k: (v or b"").decode("utf-8", errors="replace") for k, v in old.items()}
+        edits = await self._editor.propose(records, texts)
+        applied = apply_edits(texts, edits)
+        new: dict[str, bytes | None] = {
+            k: (applied[k].encode("utf-8") if (old[k] is not None or applied[k] != texts[k]) else None)
+            for k in LONG_TERM_FILES
+        }
+        last = records[-1].cursor
+        message = describe_edits(edits, first_cursor=records[0].cursor, last_cursor=last)
+        commit_id = await anyio.to_thread.run_sync(self._commit_run, old, new, message, last, int(now))
+        return DreamOutcome(
+            ran=True,
+            records=len(records),
+            edits=tuple(edits),
+            commit_id=commit_id,
+            cursor=last,
+            message=message,
+        )
 
     async def dream_log(self, limit: int = 20) -> list[Version]:
         """The newest ``limit`` versions of the long-term files, newest first."""
@@ -184,7 +220,15 @@ class Dream:
         :class:`~aiden.errors.VersionNotFoundError` for an unknown target.
         """
         async with self._lock:
-            return await anyio.to_thread.run_sync(self._restore_sync, target, int(now))
+            if not await anyio.to_thread.run_sync(self._flock.try_acquire):
+                raise DreamError(
+                    f"another process is running Dream ({DREAM_LOCK_NAME} is held): restore refused"
+                )
+            try:
+                return await anyio.to_thread.run_sync(self._restore_sync, target, int(now))
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._flock.release)
 
     def _restore_sync(self, target: str | int, now: int) -> Version:
         self._snapshot_manual_edits(now)

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Final
 
 import anyio
 import msgspec
@@ -45,9 +47,13 @@ from aiden.longterm.merge import DEFAULT_MAX_ITEMS, merge_summaries
 from aiden.longterm.summaries import SessionSummary, summary_from_result
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from aiden.storage.locks import SessionLock
 from aiden.summarizers.protocol import Summarizer, SummaryRequest
 
-__all__ = ["SessionSummaryWriter", "SummaryWrite"]
+__all__ = ["SUMMARIES_LOCK_NAME", "SessionSummaryWriter", "SummaryWrite"]
+
+SUMMARIES_LOCK_NAME: Final = ".summaries.lock"
+"""``long_term/.summaries.lock``: held around each running-summary merge and session-file write."""
 
 log = logging.getLogger("aiden.longterm")
 
@@ -92,7 +98,11 @@ class SessionSummaryWriter:
         self._config = config
         self._use_fallback = use_fallback
         self._max_items = max_items
+        # The anyio lock orders this runtime's merges; the flock makes each read-merge-write of
+        # the running summary (and a session file + cap) atomic against other processes on the
+        # root. Extraction (a summarizer call) runs outside the flock, the merge re-reads inside.
         self._lock = anyio.Lock()
+        self._flock = SessionLock(storage, layout.long_term / SUMMARIES_LOCK_NAME)
 
     @property
     def running_path(self) -> Path:
@@ -112,7 +122,9 @@ class SessionSummaryWriter:
             purpose="session_summary", events=tuple(events), max_tokens=self._config.chunk_summary_tokens()
         )
         try:
-            deadline = self._config.summarizer_timeout_s if summarizer_timeout_s is None else summarizer_timeout_s
+            deadline = (
+                self._config.summarizer_timeout_s if summarizer_timeout_s is None else summarizer_timeout_s
+            )
             with anyio.fail_after(deadline):
                 result = await self._summarizer.summarize(request)
             degraded = False
@@ -139,12 +151,16 @@ class SessionSummaryWriter:
         async with self._lock:
             current = await anyio.to_thread.run_sync(self._read_running)
             through = current.through_seq if current is not None else 0
-            fresh = [e for e in events if e.seq > through or e.seq == 0]
-            found, _ = await self.extract(fresh)
-            stamp = int(now)
+            found, _ = await self.extract([e for e in events if e.seq > through or e.seq == 0])
+            top = max((e.seq for e in events), default=0)
+            return await anyio.to_thread.run_sync(self._merge_running, found, top, int(now))
+
+    def _merge_running(self, found: SessionSummary, top: int, stamp: int) -> SessionSummary:
+        with self._held():
+            current = self._read_running()  # again: another process may have merged meanwhile
+            through = current.through_seq if current is not None else 0
             base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
             merged = merge_summaries(base, found, max_items=self._max_items)
-            top = max((e.seq for e in events), default=0)
             merged = msgspec.structs.replace(
                 merged,
                 kind="running",
@@ -153,8 +169,16 @@ class SessionSummaryWriter:
                 through="",
                 through_seq=max(through, top),
             )
-            await anyio.to_thread.run_sync(write_summary, self._storage, self.running_path, merged)
+            write_summary(self._storage, self.running_path, merged)
             return merged
+
+    @contextmanager
+    def _held(self) -> Iterator[None]:
+        self._flock.acquire(self._config.lock_timeout_s)
+        try:
+            yield
+        finally:
+            self._flock.release()
 
     async def write_session_summary(
         self,
@@ -171,9 +195,16 @@ class SessionSummaryWriter:
         The store cap is enforced after a write.
         """
         async with self._lock:
-            current = await anyio.to_thread.run_sync(self._read_running)
             found, degraded = await self.extract(events, summarizer_timeout_s=summarizer_timeout_s)
-            stamp = int(now)
+            return await anyio.to_thread.run_sync(
+                self._write_session, found, [e.seq for e in events], int(now), reason, degraded
+            )
+
+    def _write_session(
+        self, found: SessionSummary, seqs: Sequence[int], stamp: int, reason: str, degraded: bool
+    ) -> SummaryWrite:
+        with self._held():
+            current = self._read_running()
             base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
             merged = merge_summaries(base, found, max_items=self._max_items)
             if merged.is_empty:
@@ -183,12 +214,18 @@ class SessionSummaryWriter:
                 kind="running",
                 session_id=base.session_id,
                 created_at=base.created_at or stamp,
-                through_seq=max([base.through_seq, *(e.seq for e in events)]),
+                through_seq=max([base.through_seq, *seqs]),
             )
-            final = msgspec.structs.replace(merged, kind="session", session_id=base.session_id, created_at=stamp,
-                                            through="", through_seq=0)
-            path = await anyio.to_thread.run_sync(self._write_final, running, final)
-            cap = await anyio.to_thread.run_sync(self._enforce_cap, stamp)
+            final = msgspec.structs.replace(
+                merged,
+                kind="session",
+                session_id=base.session_id,
+                created_at=stamp,
+                through="",
+                through_seq=0,
+            )
+            path = self._write_final(running, final)
+            cap = self._enforce_cap(stamp)
             return SummaryWrite(path=str(path), summary=final, reason=reason, degraded=degraded, cap=cap)
 
     async def checkpoint(self, events: Sequence[SessionEvent], *, now: float) -> SummaryWrite:
@@ -198,7 +235,9 @@ class SessionSummaryWriter:
     def _write_final(self, running: SessionSummary, final: SessionSummary) -> Path:
         path = self._existing_file(final.session_id)
         if path is None:
-            path = self._layout.long_term / "sessions" / session_file_name(running.created_at, final.session_id)
+            path = (
+                self._layout.long_term / "sessions" / session_file_name(running.created_at, final.session_id)
+            )
         # The running summary first: the session file is derived from it, never the other way.
         if self._layout.session.is_dir():
             write_summary(self._storage, self.running_path, running)
@@ -214,6 +253,9 @@ class SessionSummaryWriter:
 
     def _enforce_cap(self, now: int) -> CapResult:
         return enforce_cap(
-            self._layout, self._storage, keep=self._config.session_summaries_keep, now=now,
+            self._layout,
+            self._storage,
+            keep=self._config.session_summaries_keep,
+            now=now,
             max_items=self._max_items,
         )

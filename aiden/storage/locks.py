@@ -41,7 +41,9 @@ class SessionLock:
                 self._fd = self._storage.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
                 self._storage.fsync_dir(self._path.parent)
             except OSError as exc:
-                raise LockError(f"cannot open lock file {self._path}: {exc.strerror}", errno=exc.errno) from exc
+                raise LockError(
+                    f"cannot open lock file {self._path}: {exc.strerror}", errno=exc.errno
+                ) from exc
         return self._fd
 
     def acquire(self, timeout: float) -> None:
@@ -65,6 +67,20 @@ class SessionLock:
                 raise LockError(f"timed out after {timeout}s waiting for {self._path}")
             time.sleep(min(delay, deadline - now))
             delay = min(delay * 2, _POLL_MAX_S)
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free right now; False when another holder has it."""
+        if self._held:
+            raise LockError("session lock is not reentrant")
+        fd = self._ensure_fd()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError as exc:
+            raise LockError(f"flock {self._path} failed: {exc.strerror}", errno=exc.errno) from exc
+        self._held = True
+        return True
 
     def release(self) -> None:
         """Release the lock if held."""

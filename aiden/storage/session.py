@@ -24,12 +24,13 @@ from aiden.errors import CommitConflict, CorruptionError, InvalidIdError, Storag
 from aiden.events import SessionEvent, encode_event, validate_id
 from aiden.storage import chunks as cs
 from aiden.storage import dedupe
+from aiden.storage.changes import FileChangeFeed
 from aiden.storage.eventlog import EventLog
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import quarantine, read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
-from aiden.storage.protocol import PreparedEvent, RecoveryReport, Snapshot
+from aiden.storage.protocol import ChangeToken, ChunkChanges, PreparedEvent, RecoveryReport, Snapshot
 from aiden.storage.recovery import Recovery
 from aiden.storage.summary_md import ARCHIVE_HEADER, render_archive_entries, render_summary_md
 
@@ -46,9 +47,18 @@ class FileSessionStore:
         self.events_lock = SessionLock(storage, layout.lock_file)
         self.compaction_lock = SessionLock(storage, layout.memory / "compaction.lock")
         self._log = EventLog(layout, storage, config)
+        self._feed = FileChangeFeed(layout)
         self._cache_lock = threading.Lock()
         self._segments: dict[tuple[str, str], list[cs.ChunkEntry]] = {}
         self._index_cache: tuple[tuple[int, int, int], cs.ChunkIndex] | None = None
+
+    def change_token(self) -> ChangeToken:
+        """The change feed's current position (see :class:`~aiden.storage.changes.FileChangeFeed`)."""
+        return self._feed.change_token()
+
+    def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
+        """The chunks committed after ``token`` (see :class:`~aiden.storage.changes.FileChangeFeed`)."""
+        return self._feed.chunks_since(token)
 
     def close(self) -> None:
         """Release and close every lock descriptor and the events descriptor."""
