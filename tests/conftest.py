@@ -10,6 +10,17 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+# The conformance suite ships in aiden.testing: pytest rewrites its asserts so failures show
+# values. Registered here, in the root conftest, because any test module may import
+# aiden.testing first (a registration in tests/store/ came too late in a full run).
+pytest.register_assert_rewrite(
+    "aiden.testing.conformance",
+    "aiden.testing.conformance_changes",
+    "aiden.testing.conformance_commit",
+    "aiden.testing.conformance_property",
+    "aiden.testing.storekit",
+)
+
 
 @pytest.fixture
 def anyio_backend() -> str:
