@@ -252,7 +252,9 @@ class VectorSearch:
         self, query: list[float], k: int, allowed: Callable[[int], bool] | None
     ) -> list[tuple[int, float]]:
         np = self._np
-        scores = self._matrix @ np.asarray(query, dtype=np.float32)
+        # Rounded: float32 dot products of equally similar vectors differ in the last bits
+        # depending on the BLAS kernel, and ties must go to the higher doc id on every machine.
+        scores = np.round(self._matrix @ np.asarray(query, dtype=np.float32), 6)
         n = len(self.ids)
         found: list[tuple[int, float]] = []
         checked = 0
