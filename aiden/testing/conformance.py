@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aiden.errors import InvalidIdError, StorageError
+from aiden.errors import InvalidIdError, LockError, StorageError
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import RecoveryReport, Snapshot
 from aiden.testing.conformance_commit import (
@@ -47,6 +47,7 @@ __all__ = [
     "check_commit_conflict_on_a_stale_snapshot_changes_nothing",
     "check_commit_trims_exactly_the_covered_events",
     "check_compaction_lock_can_be_retaken",
+    "check_compaction_lock_is_not_reentrant",
     "check_dedupe_across_batches",
     "check_dedupe_after_compaction",
     "check_dedupe_within_a_batch",
@@ -187,6 +188,16 @@ def check_compaction_lock_can_be_retaken(make_store: StoreFactory) -> None:
         assert compact(s, 1)[1] == 0
 
 
+def check_compaction_lock_is_not_reentrant(make_store: StoreFactory) -> None:
+    """Taking the compaction lock a store already holds raises :class:`LockError`; the lock stays held."""
+    with opened(make_store) as s:
+        s.lock_compaction()
+        expect_raises(LockError, s.lock_compaction)
+        s.unlock_compaction()
+        s.lock_compaction()  # the failed retake left it consistent: free, then taken again
+        s.unlock_compaction()
+
+
 def check_reopen_keeps_everything(make_store: StoreFactory, reopen: Reopen | None) -> None:
     """A closed and reopened store has every event, chunk, summary, id and seq; nothing when ``reopen`` is None."""
     if reopen is None:
@@ -236,6 +247,7 @@ CHECKS: tuple[Callable[[StoreFactory], None], ...] = (
     check_recover_is_an_idempotent_noop,
     check_seqs_continue_after_the_whole_window_was_compacted,
     check_compaction_lock_can_be_retaken,
+    check_compaction_lock_is_not_reentrant,
 )
 """Every check taking only a store factory (the property and the reopen check take more)."""
 

@@ -67,6 +67,8 @@ class MemorySessionStore:
         self.config = config if config is not None else Config()
         self._lock = threading.Lock()
         self._compaction = threading.Lock()
+        # Per store object, as the file store's flock holder: taking it twice is a bug, not a wait.
+        self._compaction_held = False
         self._session = _Session()
         self.archived: dict[str, Snapshot] = {}
         """Rotated sessions by closed id: their hot window and index as they were at rotation."""
@@ -79,8 +81,7 @@ class MemorySessionStore:
 
     def close(self) -> None:
         """Release the compaction lock if it is held; the data stays readable."""
-        if self._compaction.locked():
-            self._compaction.release()
+        self.unlock_compaction()
 
     # --- appends -------------------------------------------------------------------
 
@@ -166,13 +167,20 @@ class MemorySessionStore:
     # --- compaction ------------------------------------------------------------------
 
     def lock_compaction(self) -> None:
-        """Take the compaction lock (waits up to ``lock_timeout_s``, then :class:`LockError`)."""
+        """Take the compaction lock (waits up to ``lock_timeout_s``, then :class:`LockError`).
+
+        :class:`LockError` at once when this store holds it already (not reentrant).
+        """
+        if self._compaction_held:
+            raise LockError("compaction lock is not reentrant")
         if not self._compaction.acquire(timeout=self.config.lock_timeout_s):
             raise LockError(f"timed out after {self.config.lock_timeout_s}s waiting for the compaction lock")
+        self._compaction_held = True
 
     def unlock_compaction(self) -> None:
         """Release the compaction lock if held."""
-        if self._compaction.locked():
+        if self._compaction_held:
+            self._compaction_held = False
             self._compaction.release()
 
     def commit(

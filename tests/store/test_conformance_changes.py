@@ -1,10 +1,4 @@
-"""The change feed checks (aiden.testing.conformance_changes) on every backend: files and memory.
-
-``FeedFileStore`` adds the two feed methods to :class:`FileSessionStore` by
-delegating to :class:`FileChangeFeed`, exactly as FileSessionStore itself
-will; once it does, the subclass goes and the file backend uses
-FileSessionStore directly.
-"""
+"""The change feed checks (aiden.testing.conformance_changes) on every backend: files and memory."""
 
 from __future__ import annotations
 
@@ -15,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from aiden.config import Config
-from aiden.storage.changes import FileChangeFeed
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.protocol import ChangeToken, ChunkChanges, SessionStore
+from aiden.storage.protocol import SessionStore
 from aiden.storage.session import FileSessionStore
 from aiden.testing import MemorySessionStore, conformance_changes
 from aiden.testing.storekit import Reopen, StoreFactory, compact, fill
@@ -28,22 +21,8 @@ pytestmark = pytest.mark.timeout(120)
 Backend = tuple[StoreFactory, Reopen | None]
 
 
-class FeedFileStore(FileSessionStore):
-    """FileSessionStore with its change feed wired in (until FileSessionStore has it itself)."""
-
-    def __init__(self, layout: Layout, storage: Storage, config: Config) -> None:
-        super().__init__(layout, storage, config)
-        self._feed = FileChangeFeed(layout)
-
-    def change_token(self) -> ChangeToken:
-        return self._feed.change_token()
-
-    def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
-        return self._feed.chunks_since(token)
-
-
-def _file_store(root: Path) -> FeedFileStore:
-    store = FeedFileStore(Layout(root), Storage(), Config())
+def _file_store(root: Path) -> FileSessionStore:
+    store = FileSessionStore(Layout(root), Storage(), Config())
     store.recover()  # as the runtime opens a store
     return store
 
@@ -59,7 +38,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
         return _file_store(tmp_path / f"store{next(counter)}")
 
     def reopen(old: SessionStore) -> SessionStore:
-        assert isinstance(old, FeedFileStore)
+        assert isinstance(old, FileSessionStore)
         return _file_store(old.layout.root)
 
     return make, reopen
