@@ -1,0 +1,143 @@
+"""The PostgreSQL schema of the session store, created (and version-checked) on first use.
+
+One database holds many sessions. ``aiden_sessions`` is the seq counter row
+of each session (appends lock it for the length of their transaction); the
+compaction state of each session *generation* (a rotation starts a new one)
+lives in ``aiden_compaction``, a separate row, so a chunk commit never waits
+for appends nor they for it. Every event of a generation is one row of
+``aiden_events``: ``chunk_pos`` is NULL while it is in the hot window and
+names the chunk (its commit position) once compacted.
+
+Every statement is a constant: values only ever travel as parameters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
+
+import psycopg
+from psycopg.rows import TupleRow
+from psycopg_pool import ConnectionPool
+
+from aiden.errors import LockError, StorageError
+
+__all__ = ["SCHEMA_VERSION", "Conn", "Pool", "describe", "ensure_schema", "translated"]
+
+Conn = psycopg.Connection[TupleRow]
+"""A connection as the pool hands it out (autocommit; transactions are explicit blocks)."""
+Pool = ConnectionPool[Conn]
+
+SCHEMA_VERSION: Final = 1
+"""The layout this code reads and writes; a database marked newer is refused."""
+
+# Every DDL statement is idempotent; they run under a transaction-scoped
+# advisory lock so two workers creating the schema at once do not race.
+_DDL: Final[tuple[str, ...]] = (
+    """CREATE TABLE IF NOT EXISTS aiden_schema_version (
+        component text PRIMARY KEY,
+        version integer NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS aiden_sessions (
+        session_id text PRIMARY KEY,
+        generation text NOT NULL UNIQUE,
+        next_seq bigint NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE IF NOT EXISTS aiden_compaction (
+        generation text PRIMARY KEY,
+        session_id text NOT NULL,
+        index_doc bytea NOT NULL,
+        summary text NOT NULL DEFAULT '',
+        chunk_count integer NOT NULL DEFAULT 0,
+        last_seq bigint NOT NULL DEFAULT 0,
+        changes bigint NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE IF NOT EXISTS aiden_events (
+        generation text NOT NULL,
+        seq bigint NOT NULL,
+        event_id text,
+        payload bytea NOT NULL,
+        chunk_pos integer,
+        PRIMARY KEY (generation, seq)
+    )""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS aiden_events_event_id
+        ON aiden_events (generation, event_id) WHERE event_id IS NOT NULL""",
+    """CREATE INDEX IF NOT EXISTS aiden_events_hot
+        ON aiden_events (generation, seq) WHERE chunk_pos IS NULL""",
+    """CREATE INDEX IF NOT EXISTS aiden_events_chunk
+        ON aiden_events (generation, chunk_pos) WHERE chunk_pos IS NOT NULL""",
+    """CREATE TABLE IF NOT EXISTS aiden_chunks (
+        generation text NOT NULL,
+        pos integer NOT NULL,
+        chunk_id text NOT NULL,
+        entry bytea NOT NULL,
+        first_seq bigint NOT NULL,
+        last_seq bigint NOT NULL,
+        PRIMARY KEY (generation, pos),
+        UNIQUE (generation, chunk_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS aiden_archives (
+        session_id text NOT NULL,
+        closed_id text NOT NULL,
+        generation text NOT NULL,
+        archived_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (session_id, closed_id)
+    )""",
+)
+
+# A constant key for the schema-creation lock ('aiden' in ASCII).
+_SCHEMA_LOCK_KEY: Final = 0x616964656E
+_COMPONENT: Final = "session_store"
+
+# libpq reports host, port and user, never the password; a DSN echoed back
+# in an error (a malformed conninfo) could carry one, so it is masked anyway.
+_SECRET = re.compile(r"(password\s*=\s*)('[^']*'|\S+)|(://[^:/@\s]*:)[^@\s]*@", re.IGNORECASE)
+
+
+def _scrub(text: str) -> str:
+    return _SECRET.sub(lambda m: f"{m.group(1)}***" if m.group(1) else f"{m.group(3)}***@", text)
+
+
+def describe(exc: BaseException) -> str:
+    """The error's message without any credential, on one line."""
+    return _scrub(" ".join(str(exc).split())) or type(exc).__name__
+
+
+@contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Turn psycopg's errors raised inside into :class:`StorageError` (``what`` names the operation).
+
+    A lock that could not be had (lock_timeout, deadlock) becomes
+    :class:`LockError`; the original stays the ``__cause__``.
+    """
+    try:
+        yield
+    except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected) as exc:
+        raise LockError(f"postgres: {what}: {describe(exc)}") from exc
+    except psycopg.Error as exc:
+        raise StorageError(f"postgres: {what} failed: {type(exc).__name__}: {describe(exc)}") from exc
+
+
+def ensure_schema(conn: Conn) -> None:
+    """Create the tables when missing and record the version; refuse a database of a newer version."""
+    with translated("creating the schema"), conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
+        for statement in _DDL:
+            conn.execute(statement)
+        row = conn.execute(
+            "SELECT version FROM aiden_schema_version WHERE component = %s", (_COMPONENT,)
+        ).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO aiden_schema_version (component, version) VALUES (%s, %s)",
+                (_COMPONENT, SCHEMA_VERSION),
+            )
+            return
+    found = row[0]
+    if not isinstance(found, int) or found > SCHEMA_VERSION:
+        raise StorageError(
+            f"postgres: the database holds aiden schema version {found!r}; this aiden reads version "
+            f"{SCHEMA_VERSION} (upgrade aiden)"
+        )

@@ -1,0 +1,353 @@
+"""The PostgreSQL session store: one session id of a shared database behind :class:`SessionStore`.
+
+Any number of store objects (workers, processes, machines) may serve the
+same session id at once. Every method blocks (actors call them from worker
+threads) and runs on a connection of a ``psycopg_pool`` pool; the schema and
+the session's rows are created on first use.
+
+- ``append``: one transaction per call (the group commit). The session's
+  counter row is locked first, so seqs are handed out gap-free in commit
+  order and an ``event_id`` lookup sees every committed event of the
+  session; ``UPDATE ... SET next_seq = next_seq + n RETURNING`` allocates.
+- ``commit``: one transaction: the chunk row, its events leaving the hot
+  window, the index and summary on the compaction row (locked, never the
+  counter row: appends go on during a commit); a stale plan raises
+  :class:`~aiden.errors.CommitConflict`.
+- ``lock_compaction``: an advisory lock (:mod:`aiden.storage.postgres.locks`).
+- ``rotate``: the session id moves to a new, empty generation; the old one
+  stays in the database under its closed id (``aiden_archives``).
+
+psycopg errors become :class:`~aiden.errors.StorageError` (credentials masked).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import msgspec
+from psycopg_pool import ConnectionPool
+
+from aiden.config import Config
+from aiden.errors import StorageError
+from aiden.events import SessionEvent, decode_event, encode_event, validate_id
+from aiden.storage import chunks as cs
+from aiden.storage.postgres import compaction
+from aiden.storage.postgres.feed import PgChangeFeed
+from aiden.storage.postgres.locks import AdvisoryLock
+from aiden.storage.postgres.rows import EMPTY_INDEX, decode_index, decode_payload
+from aiden.storage.postgres.schema import Conn, Pool, ensure_schema, translated
+from aiden.storage.protocol import ChangeToken, ChunkChanges, PreparedEvent, RecoveryReport, Snapshot
+
+__all__ = ["DSN_ENV", "PostgresSessionStore"]
+
+DSN_ENV = "AIDEN_PG_DSN"
+"""The environment variable read for the DSN when none is given (libpq's ``PG*`` variables also apply)."""
+
+_MAX_SEQ = 2**63 - 1
+
+_HOT = """
+SELECT e.seq, e.payload FROM aiden_sessions s
+JOIN aiden_events e ON e.generation = s.generation AND e.chunk_pos IS NULL
+WHERE s.session_id = %s ORDER BY e.seq
+"""
+
+_COMPACTION = """
+SELECT c.index_doc, c.summary FROM aiden_sessions s JOIN aiden_compaction c ON c.generation = s.generation
+WHERE s.session_id = %s
+"""
+
+
+class PostgresSessionStore:
+    """The events, chunks and summaries of ``session_id`` in PostgreSQL (a :class:`SessionStore`).
+
+    ``dsn`` is a libpq connection string or URI (default: ``$AIDEN_PG_DSN``,
+    then libpq's own defaults and ``PG*`` variables); it is never logged.
+    ``pool`` shares an open pool between stores (then ``close`` leaves it
+    open); otherwise the store opens its own of ``max_size`` connections
+    (one more than the compaction lock needs), waiting up to ``timeout``
+    seconds for a connection before :class:`StorageError`. ``config`` supplies
+    ``lock_timeout_s`` and ``summary_max_chunks`` as for the file store.
+    ``session_id`` must match ``^[A-Za-z0-9_-]{1,64}$``
+    (:class:`~aiden.errors.InvalidIdError` otherwise).
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        session_id: str = "default",
+        *,
+        config: Config | None = None,
+        pool: Pool | None = None,
+        max_size: int = 4,
+        timeout: float = 30.0,
+    ) -> None:
+        self.session_id = validate_id(session_id, what="session id")
+        self.config = config if config is not None else Config()
+        self._own_pool = pool is None
+        if pool is None:
+            conninfo = dsn if dsn is not None else os.environ.get(DSN_ENV, "")
+            with translated("opening the connection pool"):
+                # open=True connects in the pool's background threads: constructing never blocks.
+                pool = ConnectionPool(
+                    conninfo,
+                    min_size=1,
+                    max_size=max(2, max_size),
+                    timeout=timeout,
+                    kwargs={"autocommit": True},
+                    open=True,
+                    name=f"aiden-{self.session_id}",
+                )
+        self._pool: Pool = pool
+        self._feed = PgChangeFeed(pool, self.session_id)
+        self._lock = AdvisoryLock(pool, f"aiden.compaction:{self.session_id}")
+        self._ready = False
+        self._ready_lock = threading.Lock()
+        self._closed = False
+        self.last_checks: tuple[str, ...] = ()
+        """What the last :meth:`recover` verified (names of its checks)."""
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def _ensure_ready(self) -> None:
+        # Schema and session rows exist before the first real statement of this store.
+        if self._ready:
+            return
+        with self._ready_lock:
+            if not self._ready:
+                with translated("connecting"), self._pool.connection() as conn:
+                    ensure_schema(conn)
+                    self._create_session(conn)
+                self._ready = True
+
+    @contextmanager
+    def _connection(self, what: str) -> Iterator[Conn]:
+        """A pooled connection with psycopg's errors translated (``what`` names the operation)."""
+        self._ensure_ready()
+        with translated(what), self._pool.connection() as conn:
+            yield conn
+
+    def _create_session(self, conn: Conn) -> None:
+        generation = uuid.uuid4().hex
+        with translated("creating the session"), conn.transaction():
+            row = conn.execute(
+                "INSERT INTO aiden_sessions (session_id, generation) VALUES (%s, %s)"
+                " ON CONFLICT (session_id) DO NOTHING RETURNING generation",
+                (self.session_id, generation),
+            ).fetchone()
+            if row is not None:
+                compaction.create_generation(conn, self.session_id, generation)
+
+    def recover(self) -> RecoveryReport:
+        """Check the session's rows (nothing is ever half-written: commits are transactions).
+
+        Verifies the schema version, that the seq counter is past every
+        stored seq, that the index decodes and agrees with the chunk rows,
+        and that no event names a chunk that was never committed. Problems
+        go to ``unrecoverable``; nothing is changed. :attr:`last_checks`
+        names what was checked.
+        """
+        with self._connection("checking the session") as conn:
+            problems = compaction.check(conn, self.session_id)
+        self.last_checks = compaction.CHECKS
+        return RecoveryReport(unrecoverable=problems)
+
+    def close(self) -> None:
+        """Release the compaction lock and close the store's own pool (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._lock.release()
+        finally:
+            if self._own_pool:
+                self._pool.close()
+
+    # --- appends -----------------------------------------------------------------------
+
+    def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
+        """Store every request's events in one transaction; each request's seqs.
+
+        A known ``event_id`` (hot, compacted, stored by any worker, or earlier
+        in this batch) gets its stored seq and is not stored again. Every line
+        is decoded first: one that does not decode raises msgspec's error and
+        nothing of the batch is stored.
+        """
+        decoded = [[(p.event_id, decode_event(p.line)) for p in request] for request in requests]
+        total = sum(len(r) for r in decoded)
+        if total == 0:
+            return [[] for _ in decoded]
+        ids = sorted({eid for r in decoded for eid, _ in r if eid is not None})
+        with self._connection("appending events") as conn, conn.transaction():
+            known: dict[str, int] = {}
+            if ids:
+                # The row lock first: a concurrent batch with the same ids commits before we look.
+                conn.execute(
+                    "SELECT 1 FROM aiden_sessions WHERE session_id = %s FOR UPDATE", (self.session_id,)
+                )
+                rows = conn.execute(
+                    "SELECT e.event_id, e.seq FROM aiden_sessions s JOIN aiden_events e"
+                    " ON e.generation = s.generation WHERE s.session_id = %s AND e.event_id = ANY(%s)",
+                    (self.session_id, ids),
+                ).fetchall()
+                known = {str(r[0]): int(r[1]) for r in rows}
+            fresh = sum(1 for r in decoded for eid, _ in r if eid is None) + len(set(ids) - known.keys())
+            if fresh == 0:
+                return [[known[eid] for eid, _ in r if eid is not None] for r in decoded]
+            row = conn.execute(
+                "UPDATE aiden_sessions SET next_seq = next_seq + %s WHERE session_id = %s"
+                " RETURNING generation, next_seq",
+                (fresh, self.session_id),
+            ).fetchone()
+            if row is None:
+                raise StorageError(f"postgres: session {self.session_id!r} has no row")
+            generation, seq = str(row[0]), int(row[1]) - fresh
+            out: list[list[int]] = []
+            new: list[tuple[str, int, str | None, bytes]] = []
+            for request in decoded:
+                seqs: list[int] = []
+                for eid, event in request:
+                    got = known.get(eid) if eid is not None else None
+                    if got is None:
+                        seq += 1
+                        got = seq
+                        line = encode_event(msgspec.structs.replace(event, seq=seq))
+                        new.append((generation, seq, eid, line))
+                        if eid is not None:
+                            known[eid] = seq
+                    seqs.append(got)
+                out.append(seqs)
+            with (
+                conn.cursor() as cur,
+                cur.copy("COPY aiden_events (generation, seq, event_id, payload) FROM STDIN") as copy,
+            ):
+                for values in new:
+                    copy.write_row(values)
+            return out
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def read_hot_window(self) -> list[SessionEvent]:
+        """The hot window in seq order (events no committed chunk holds)."""
+        with self._connection("reading the hot window") as conn:
+            rows = conn.execute(_HOT, (self.session_id,)).fetchall()
+        return [decode_payload(bytes(p), int(q)) for q, p in rows]
+
+    def read_event(self, seq: int) -> SessionEvent | None:
+        """The stored event with ``seq`` (hot or compacted), None if none."""
+        found = self.read_events([seq])
+        return found[0] if found else None
+
+    def read_events(self, seqs: Sequence[int]) -> list[SessionEvent]:
+        """The stored events with these seqs, in seq order (unknown seqs are left out): one query."""
+        wanted = sorted({q for q in seqs if 0 < q <= _MAX_SEQ})
+        if not wanted:
+            return []
+        with self._connection("reading events") as conn:
+            rows = conn.execute(
+                "SELECT e.seq, e.payload FROM aiden_sessions s JOIN aiden_events e ON e.generation = s.generation"
+                " WHERE s.session_id = %s AND e.seq = ANY(%s::bigint[]) ORDER BY e.seq",
+                (self.session_id, wanted),
+            ).fetchall()
+        return [decode_payload(bytes(p), int(q)) for q, p in rows]
+
+    def _compaction_row(self) -> tuple[bytes, str]:
+        with self._connection("reading the chunk index") as conn:
+            row = conn.execute(_COMPACTION, (self.session_id,)).fetchone()
+        if row is None:
+            return EMPTY_INDEX, ""
+        return bytes(row[0]), str(row[1])
+
+    def load_index(self) -> cs.ChunkIndex:
+        """The live index (empty before the first commit)."""
+        return decode_index(self._compaction_row()[0])
+
+    def read_summary(self) -> str:
+        """The rendered summary (as the file store's summary.md), "" before the first compaction."""
+        return self._compaction_row()[1]
+
+    def read_chunk(self, chunk_id: str) -> cs.ChunkFile:
+        """One committed chunk, verified (CorruptionError if missing or damaged)."""
+        self._ensure_ready()
+        return self._feed.read_chunk(chunk_id)
+
+    def snapshot(self) -> Snapshot:
+        """The hot window and the index, read in one repeatable-read transaction (they agree)."""
+        with self._connection("taking a snapshot") as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            rows = conn.execute(_HOT, (self.session_id,)).fetchall()
+            row = conn.execute(_COMPACTION, (self.session_id,)).fetchone()
+        index = decode_index(bytes(row[0])) if row is not None else cs.ChunkIndex()
+        return Snapshot([decode_payload(bytes(p), int(q)) for q, p in rows], index, 0)
+
+    # --- compaction ---------------------------------------------------------------------------
+
+    def lock_compaction(self) -> None:
+        """Take the session's advisory lock (waits up to ``lock_timeout_s``, then LockError)."""
+        self._ensure_ready()
+        self._lock.acquire(self.config.lock_timeout_s)
+
+    def unlock_compaction(self) -> None:
+        """Release the advisory lock if held."""
+        self._lock.release()
+
+    def commit(
+        self,
+        *,
+        expected_last_seq: int,
+        entry: cs.ChunkEntry,
+        events: Sequence[SessionEvent],
+        next_index: cs.ChunkIndex,
+        pushed_out: Sequence[cs.ChunkEntry],
+    ) -> tuple[cs.ChunkEntry, int]:
+        """Commit one chunk and trim the hot window in one transaction; the entry and events left hot.
+
+        Raises :class:`~aiden.errors.CommitConflict` when the index moved since
+        the snapshot. ``pushed_out`` feeds the file store's summary archive;
+        here the entries stay readable as chunk rows.
+        """
+        with self._connection("compacting") as conn:
+            return compaction.commit(
+                conn,
+                self.session_id,
+                self.config,
+                expected_last_seq=expected_last_seq,
+                entry=entry,
+                events=events,
+                next_index=next_index,
+            )
+
+    def replace_summary(self, chunk_id: str, summary: str) -> bool:
+        """Give a live chunk its real summary (entry, index, summary); False when it is no longer live."""
+        with self._connection("compacting") as conn:
+            return compaction.replace_summary(conn, self.session_id, self.config, chunk_id, summary)
+
+    def rotate(self, closed_session_id: str) -> str:
+        """Archive the session's generation as ``closed_session_id`` and start an empty one.
+
+        :class:`~aiden.errors.InvalidIdError` for a bad id, :class:`StorageError`
+        when this session already archived that id. Takes the compaction lock.
+        """
+        validate_id(closed_session_id, what="session id")
+        self.lock_compaction()
+        try:
+            with self._connection("compacting") as conn:
+                compaction.rotate(conn, self.session_id, closed_session_id, uuid.uuid4().hex)
+            return closed_session_id
+        finally:
+            self.unlock_compaction()
+
+    # --- change feed ----------------------------------------------------------------------------
+
+    def change_token(self) -> ChangeToken:
+        """The change feed's current position (see :class:`~aiden.storage.postgres.feed.PgChangeFeed`)."""
+        self._ensure_ready()
+        return self._feed.change_token()
+
+    def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
+        """The chunks committed after ``token`` (see :class:`~aiden.storage.postgres.feed.PgChangeFeed`)."""
+        self._ensure_ready()
+        return self._feed.chunks_since(token)

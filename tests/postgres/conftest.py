@@ -1,0 +1,59 @@
+"""Fixtures for the PostgreSQL store: one server per test session, one fresh database, fresh session ids.
+
+The server is ``$AIDEN_TEST_PG_DSN`` or a throwaway cluster
+(:mod:`aiden.testing.pgcluster`). When none can be had the tests skip with
+the reason, except under ``CI``, where they fail: CI must run them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from typing import NoReturn
+
+import pytest
+
+from aiden.testing.pgcluster import PgUnavailable, server_for_tests
+
+SessionIds = Callable[[], str]
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if os.environ.get("CI"):
+        pytest.fail(f"PostgreSQL tests must run in CI: {reason}", pytrace=False)
+    pytest.skip(f"PostgreSQL unavailable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """The DSN of a database created for this test session (dropped at the end)."""
+    try:
+        import psycopg
+        from psycopg.conninfo import make_conninfo
+    except ImportError as exc:
+        _unavailable(f"psycopg is not installed ({exc}): pip install 'aiden[postgres]'")
+    try:
+        server = server_for_tests()
+    except PgUnavailable as exc:
+        _unavailable(str(exc))
+    name = f"aiden_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+        yield make_conninfo(server.dsn, dbname=name)
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute(
+                psycopg.sql.SQL("DROP DATABASE {} WITH (FORCE)").format(psycopg.sql.Identifier(name))
+            )
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def session_ids() -> SessionIds:
+    """Fresh session ids, unique across tests and runs sharing a server."""
+    run = uuid.uuid4().hex[:12]
+    counter = itertools.count()
+    return lambda: f"t{run}-{next(counter)}"
