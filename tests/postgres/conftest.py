@@ -32,6 +32,8 @@ def pg_dsn() -> Iterator[str]:
     try:
         import psycopg
         from psycopg.conninfo import make_conninfo
+
+        from aiden.storage.postgres.schema import describe
     except ImportError as exc:
         _unavailable(f"psycopg is not installed ({exc}): pip install 'aiden[postgres]'")
     try:
@@ -40,8 +42,11 @@ def pg_dsn() -> Iterator[str]:
         _unavailable(str(exc))
     name = f"aiden_test_{uuid.uuid4().hex[:12]}"
     try:
-        with psycopg.connect(server.dsn, autocommit=True) as conn:
-            conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+        try:
+            with psycopg.connect(server.dsn, autocommit=True, connect_timeout=10) as conn:
+                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+        except psycopg.OperationalError as exc:
+            _unavailable(f"cannot create a test database: {describe(exc)}")
         yield make_conninfo(server.dsn, dbname=name)
         with psycopg.connect(server.dsn, autocommit=True) as conn:
             conn.execute(
