@@ -6,7 +6,8 @@ memory object streams, encoded and decoded by codecs built once per union
 (:class:`Codec`): nothing but bytes crosses between rooms. An appended event is
 JSON-encoded once, on intake, and travels as those bytes (:class:`PreparedEvent`).
 Every request carries ``request_id``; the caller-side :class:`~aiden.actors.mailbox.Client`
-matches replies to requests by it.
+matches replies to requests by it. A request that fails is answered by :class:`Failed`,
+the one failure reply every actor's reply union shares.
 """
 
 from __future__ import annotations
@@ -25,17 +26,18 @@ __all__ = [
     "Ack",
     "Appended",
     "AppendEvents",
-    "CancelPass",
     "CancelSummarize",
     "Codec",
     "CompactionOutcome",
     "ErrorInfo",
+    "Failed",
     "error_info",
     "Maintain",
     "MaintenanceDone",
     "RecordUsage",
+    "RecallEvents",
+    "RecallHits",
     "RecallQuery",
-    "RecallReply",
     "RecallLookup",
     "RecallRehydrate",
     "RecallInbox",
@@ -49,7 +51,6 @@ __all__ = [
     "SchedulerOutbox",
     "Summarize",
     "Summarized",
-    "SummarizeFailed",
     "SummarizerInbox",
     "SummarizerOutbox",
     "WriterInbox",
@@ -59,7 +60,6 @@ __all__ = [
     "EventsRead",
     "IndexRead",
     "ReadEvents",
-    "ReadFailed",
     "ReadHotWindow",
     "ReadIndex",
     "ReadSummary",
@@ -83,6 +83,13 @@ def error_info(exc: BaseException) -> ErrorInfo:
 
     kind = type(exc).__name__ if isinstance(exc, AidenError) else "StorageError"
     return ErrorInfo(kind=kind, message=str(exc), errno=getattr(exc, "errno", None))
+
+
+class Failed(msgspec.Struct, frozen=True, tag=True):
+    """The request ``request_id`` failed: the error travels as :class:`ErrorInfo` (one wire table)."""
+
+    request_id: int
+    error: ErrorInfo
 
 
 # --- session writer ------------------------------------------------------------
@@ -169,13 +176,7 @@ class RotateSession(msgspec.Struct, frozen=True, tag=True):
     closed_session_id: str
 
 
-class CancelPass(msgspec.Struct, frozen=True, tag=True):
-    """Cancel the pass in flight (if any) and reply once it has let go of its locks."""
-
-    request_id: int
-
-
-SchedulerInbox = RequestMaintenance | Maintain | RecordUsage | RotateSession | CancelPass
+SchedulerInbox = RequestMaintenance | Maintain | RecordUsage | RotateSession
 
 
 class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -195,19 +196,17 @@ class MaintenanceDone(msgspec.Struct, frozen=True, tag=True):
     """Reply to :class:`Maintain`."""
 
     request_id: int
-    outcome: CompactionOutcome | None = None
-    error: ErrorInfo | None = None
+    outcome: CompactionOutcome
 
 
-class Rotated(msgspec.Struct, frozen=True, tag=True, kw_only=True):
-    """Reply to :class:`RotateSession`."""
+class Rotated(msgspec.Struct, frozen=True, tag=True):
+    """Reply to :class:`RotateSession`: the closed session's archive id."""
 
     request_id: int
-    archived_id: str = ""
-    error: ErrorInfo | None = None
+    archived_id: str
 
 
-SchedulerOutbox = MaintenanceDone | Rotated
+SchedulerOutbox = MaintenanceDone | Rotated | Failed
 
 
 class SchedulerCounters(msgspec.Struct, frozen=True, kw_only=True):
@@ -248,13 +247,6 @@ class Summarized(msgspec.Struct, frozen=True, tag=True):
     result: SummaryResult
 
 
-class SummarizeFailed(msgspec.Struct, frozen=True, tag=True):
-    """The summarizer raised, timed out or returned unusable output."""
-
-    request_id: int
-    error: ErrorInfo
-
-
 class CancelSummarize(msgspec.Struct, frozen=True, tag=True):
     """The caller of ``request_id`` gave up: cancel that call if it is running or queued."""
 
@@ -262,7 +254,7 @@ class CancelSummarize(msgspec.Struct, frozen=True, tag=True):
 
 
 SummarizerInbox = Summarize | CancelSummarize
-SummarizerOutbox = Summarized | SummarizeFailed
+SummarizerOutbox = Summarized | Failed
 
 
 # --- recall index ------------------------------------------------------------------
@@ -297,16 +289,21 @@ class RecallRehydrate(msgspec.Struct, frozen=True, tag=True):
 RecallInbox = RecallQuery | RecallLookup | RecallRehydrate
 
 
-class RecallReply(msgspec.Struct, frozen=True, tag=True, kw_only=True):
-    """Reply to any recall request; exactly one of the payload fields is set (or ``error``)."""
+class RecallHits(msgspec.Struct, frozen=True, tag=True):
+    """Reply to :class:`RecallQuery` and :class:`RecallLookup` (an unknown chunk: no hits)."""
 
     request_id: int
-    hits: list[RecallHit] | None = None
-    events: list[SessionEvent] | None = None
-    error: ErrorInfo | None = None
+    hits: list[RecallHit]
 
 
-RecallOutbox = RecallReply
+class RecallEvents(msgspec.Struct, frozen=True, tag=True):
+    """Reply to :class:`RecallRehydrate`."""
+
+    request_id: int
+    events: list[SessionEvent]
+
+
+RecallOutbox = RecallHits | RecallEvents | Failed
 
 
 # --- session reader ------------------------------------------------------------------
@@ -360,14 +357,7 @@ class SummaryRead(msgspec.Struct, frozen=True, tag=True):
     text: str
 
 
-class ReadFailed(msgspec.Struct, frozen=True, tag=True):
-    """A read failed (corrupt or unreadable storage)."""
-
-    request_id: int
-    error: ErrorInfo
-
-
-ReaderOutbox = EventsRead | IndexRead | SummaryRead | ReadFailed
+ReaderOutbox = EventsRead | IndexRead | SummaryRead | Failed
 
 
 T = TypeVar("T")

@@ -10,7 +10,7 @@ encoding, so a bad value is the caller's error and never reaches an actor.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
 
@@ -24,6 +24,7 @@ from aiden.messages import (
     CompactionOutcome,
     ErrorInfo,
     EventsRead,
+    Failed,
     Flush,
     Flushed,
     IndexRead,
@@ -32,15 +33,16 @@ from aiden.messages import (
     ReaderInbox,
     ReaderOutbox,
     ReadEvents,
-    ReadFailed,
     ReadHotWindow,
     ReadIndex,
     ReadSummary,
+    RecallEvents,
+    RecallHits,
     RecallInbox,
     RecallLookup,
+    RecallOutbox,
     RecallQuery,
     RecallRehydrate,
-    RecallReply,
     RecordUsage,
     Rejected,
     RequestMaintenance,
@@ -57,7 +59,9 @@ from aiden.recall.types import RecallHit, RecallStats
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import PreparedEvent
 
-__all__ = ["MAX_SEQ", "ReaderPort", "RecallPort", "SchedulerPort", "WriterPort", "raise_error_info"]
+__all__ = ["MAX_SEQ", "ReaderPort", "RecallPort", "SchedulerPort", "WriterPort", "expect_reply", "raise_error_info"]
+
+R = TypeVar("R")
 
 # Seqs are encoded as signed 64-bit ints in messages; a larger one is no seq.
 MAX_SEQ: Final = 2**63 - 1
@@ -71,6 +75,15 @@ def raise_error_info(info: ErrorInfo) -> AidenError:
     if isinstance(cls, type) and issubclass(cls, AidenError):
         return cls(info.message)
     return errors.StorageError(info.message, errno=info.errno)
+
+
+def expect_reply(reply: object, kind: type[R]) -> R:
+    """``reply`` as the ``kind`` the request expects; a :class:`Failed` reply raised as its error."""
+    if isinstance(reply, kind):
+        return reply
+    if isinstance(reply, Failed):
+        raise raise_error_info(reply.error)
+    raise AidenError(f"expected {kind.__name__}, the actor answered {type(reply).__name__}")
 
 
 class WriterPort:
@@ -127,14 +140,7 @@ class SchedulerPort:
 
     async def maintain(self, *, manual: bool) -> CompactionOutcome:
         """Run a pass and wait for its outcome."""
-        done = await self._client.call(lambda rid: Maintain(rid, manual))
-        if not isinstance(done, MaintenanceDone):
-            raise errors.AidenError(f"maintenance scheduler answered {type(done).__name__} to Maintain")
-        if done.error is not None:
-            raise raise_error_info(done.error)
-        if done.outcome is None:
-            raise errors.AidenError("maintenance scheduler answered Maintain without an outcome")
-        return done.outcome
+        return expect_reply(await self._client.call(lambda rid: Maintain(rid, manual)), MaintenanceDone).outcome
 
     async def record_usage(self, usage: RecordUsage) -> None:
         """Report one model call's usage (no reply; the inbox bound applies back-pressure)."""
@@ -143,11 +149,7 @@ class SchedulerPort:
     async def rotate(self, closed_session_id: str) -> str:
         """Close the active session as ``closed_session_id``; the archive id."""
         reply = await self._client.call(lambda rid: RotateSession(rid, closed_session_id))
-        if not isinstance(reply, Rotated):
-            raise errors.AidenError(f"maintenance scheduler answered {type(reply).__name__} to RotateSession")
-        if reply.error is not None:
-            raise raise_error_info(reply.error)
-        return reply.archived_id
+        return expect_reply(reply, Rotated).archived_id
 
 
 class ReaderPort:
@@ -158,27 +160,14 @@ class ReaderPort:
     def __init__(self, client: Client[ReaderInbox, ReaderOutbox]) -> None:
         self._client = client
 
-    async def _read(self, build: type[ReadHotWindow | ReadIndex | ReadSummary]) -> ReaderOutbox:
-        return self._check(await self._client.call(build))
-
-    @staticmethod
-    def _check(reply: ReaderOutbox) -> ReaderOutbox:
-        if isinstance(reply, ReadFailed):
-            raise raise_error_info(reply.error)
-        return reply
-
     async def hot_window(self) -> list[SessionEvent]:
         """The retained hot-window events in seq order."""
-        reply = await self._read(ReadHotWindow)
-        assert isinstance(reply, EventsRead)
-        return reply.events
+        return expect_reply(await self._client.call(ReadHotWindow), EventsRead).events
 
     async def events(self, seqs: Sequence[int]) -> list[SessionEvent]:
         """The stored events with these seqs (hot window or compacted), unknown ones left out."""
         wanted = [q for q in seqs if 0 <= q <= MAX_SEQ]
-        reply = self._check(await self._client.call(lambda rid: ReadEvents(rid, wanted)))
-        assert isinstance(reply, EventsRead)
-        return reply.events
+        return expect_reply(await self._client.call(lambda rid: ReadEvents(rid, wanted)), EventsRead).events
 
     async def event(self, seq: int) -> SessionEvent | None:
         """The stored event with ``seq``, None if unknown."""
@@ -189,15 +178,11 @@ class ReaderPort:
 
     async def index(self) -> ChunkIndex:
         """The live chunk index."""
-        reply = await self._read(ReadIndex)
-        assert isinstance(reply, IndexRead)
-        return reply.index
+        return expect_reply(await self._client.call(ReadIndex), IndexRead).index
 
     async def summary(self) -> str:
         """The summary.md text."""
-        reply = await self._read(ReadSummary)
-        assert isinstance(reply, SummaryRead)
-        return reply.text
+        return expect_reply(await self._client.call(ReadSummary), SummaryRead).text
 
 
 def _check_text(value: object, name: str) -> None:
@@ -227,7 +212,7 @@ class RecallPort:
 
     __slots__ = ("_client", "_stats")
 
-    def __init__(self, client: Client[RecallInbox, RecallReply], stats: Latest[RecallStats | None]) -> None:
+    def __init__(self, client: Client[RecallInbox, RecallOutbox], stats: Latest[RecallStats | None]) -> None:
         self._client = client
         self._stats = stats
 
@@ -236,11 +221,8 @@ class RecallPort:
         """The recall index's newest stats snapshot (None before the first recall)."""
         return self._stats.value
 
-    async def _ask(self, request: RecallQuery | RecallLookup | RecallRehydrate) -> RecallReply:
-        reply = await self._client.call(lambda rid: msgspec.structs.replace(request, request_id=rid))
-        if reply.error is not None:
-            raise raise_error_info(reply.error)
-        return reply
+    async def _ask(self, request: RecallQuery | RecallLookup | RecallRehydrate, kind: type[R]) -> R:
+        return expect_reply(await self._client.call(lambda rid: msgspec.structs.replace(request, request_id=rid)), kind)
 
     async def search(
         self,
@@ -267,13 +249,13 @@ class RecallPort:
             since=since,
             until=until,
         )
-        return list((await self._ask(request)).hits or [])
+        return (await self._ask(request, RecallHits)).hits
 
     async def lookup(self, chunk_id: str) -> RecallHit | None:
         """One chunk's summary as a hit, None if unknown."""
         validate_id(chunk_id, what="chunk id")
-        reply = await self._ask(RecallLookup(0, chunk_id))
-        return reply.hits[0] if reply.hits else None
+        hits = (await self._ask(RecallLookup(0, chunk_id), RecallHits)).hits
+        return hits[0] if hits else None
 
     async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None) -> list[SessionEvent]:
         """The verbatim compacted events of one chunk (only ``seqs`` if given)."""
@@ -285,5 +267,5 @@ class RecallPort:
             raise RecallError("seqs must be a list of int")
         if seqs is not None and not all(0 <= q <= MAX_SEQ for q in seqs):
             raise RecallError(f"seqs must be between 0 and {MAX_SEQ}")
-        reply = await self._ask(RecallRehydrate(0, chunk_id, list(seqs) if seqs is not None else None))
-        return list(reply.events or [])
+        request = RecallRehydrate(0, chunk_id, list(seqs) if seqs is not None else None)
+        return (await self._ask(request, RecallEvents)).events

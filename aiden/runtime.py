@@ -33,7 +33,6 @@ from aiden.messages import (
     ReaderOutbox,
     RecallInbox,
     RecallOutbox,
-    RecallReply,
     SchedulerInbox,
     SchedulerOutbox,
     SummarizerInbox,
@@ -156,7 +155,7 @@ async def open_memory(
         "summarizer", z_send, Codec(SummarizerInbox), on_abandon=CancelSummarize
     )
 
-    recall_client: Client[RecallInbox, RecallReply] = Client("recall index", r_send, Codec(RecallInbox))
+    recall_client: Client[RecallInbox, RecallOutbox] = Client("recall index", r_send, Codec(RecallInbox))
     reader_client: Client[ReaderInbox, ReaderOutbox] = Client("session reader", d_send, Codec(ReaderInbox))
     recall_actor = RecallActor(layout, storage, config, r_recv, rr_send, embedder, feed=store)
     writer = SessionWriter(store, config, w_recv, wr_send)

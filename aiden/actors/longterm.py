@@ -11,7 +11,6 @@ for. The prompt layer is published as a frozen :class:`LongTermLayer`.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, assert_never
@@ -21,7 +20,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.mailbox import Latest
-from aiden.errors import AidenError, StorageError
+from aiden.actors.serve import serve
 from aiden.longterm.autocompact import IdleTarget
 from aiden.longterm.messages import (
     Checkpoint,
@@ -32,7 +31,6 @@ from aiden.longterm.messages import (
     EndSession,
     ForgetMemory,
     LongTermDone,
-    LongTermFailed,
     LongTermInbox,
     LongTermLayer,
     LongTermOutbox,
@@ -47,11 +45,9 @@ from aiden.longterm.messages import (
 )
 from aiden.longterm.service import LongTermServices
 from aiden.longterm.tools import forget_memory, save_memory
-from aiden.messages import Codec, error_info
+from aiden.messages import Codec
 
 __all__ = ["LongTermActor"]
-
-log = logging.getLogger("aiden.longterm")
 
 
 class LongTermActor:
@@ -84,48 +80,39 @@ class LongTermActor:
         """Serve until the inbox closes (each worker gets its own clones of both streams)."""
         inbox, outbox = self._inbox.clone(), self._outbox.clone()
         task_status.started()
-        async with inbox, outbox:
-            async for raw in inbox:
-                reply = await self._serve(self._in.decode(raw))
-                await outbox.send(self._out.encode(reply))
+        await serve("longterm", inbox, outbox, self._in, self._out, self._serve)
 
     async def _serve(self, msg: LongTermInbox) -> LongTermOutbox:
         lt = self._lt
-        try:
-            match msg:
-                case SaveMemory(request_id=rid, request=request):
-                    return ToolAnswered(rid, await save_memory(lt.store, request, now=time.time()))
-                case ForgetMemory(request_id=rid, memory_id=memory_id):
-                    return ToolAnswered(rid, await forget_memory(lt.store, memory_id))
-                case MergeRunning(request_id=rid, events=events):
-                    await lt.before_compaction(events)
-                    return LongTermDone(rid)
-                case RecordChunk(request_id=rid, entry=entry, session_key=key):
-                    await lt.after_compaction(entry, session_key=key)
-                    return LongTermDone(rid)
-                case EndSession(request_id=rid, events=events, reason=reason, summarizer_timeout_s=timeout):
-                    await lt.session_ended(events, reason, summarizer_timeout_s=timeout)
-                    return LongTermDone(rid)
-                case Checkpoint(request_id=rid, events=events):
-                    write = await lt.writer.checkpoint(events, now=time.time())
-                    await self._refresh()
-                    return Checkpointed(rid, write.path)
-                case RunDream(request_id=rid):
-                    return Dreamed(rid, await lt.run_dream())
-                case RequestDream(request_id=rid):
-                    return DreamRequested(rid, lt.request_dream())
-                case DreamLog(request_id=rid, limit=limit):
-                    return Versions(rid, await lt.dream.dream_log(limit))
-                case Refresh(request_id=rid):
-                    await self._refresh()
-                    return LongTermDone(rid)
-                case _:
-                    assert_never(msg)
-        except AidenError as exc:
-            log.warning("long-term %s failed: %s", type(msg).__name__, exc)
-            return LongTermFailed(msg.request_id, error_info(exc))
-        except OSError as exc:
-            return LongTermFailed(msg.request_id, error_info(StorageError(str(exc), errno=exc.errno)))
+        match msg:
+            case SaveMemory(request_id=rid, request=request):
+                return ToolAnswered(rid, await save_memory(lt.store, request, now=time.time()))
+            case ForgetMemory(request_id=rid, memory_id=memory_id):
+                return ToolAnswered(rid, await forget_memory(lt.store, memory_id))
+            case MergeRunning(request_id=rid, events=events):
+                await lt.before_compaction(events)
+                return LongTermDone(rid)
+            case RecordChunk(request_id=rid, entry=entry, session_key=key):
+                await lt.after_compaction(entry, session_key=key)
+                return LongTermDone(rid)
+            case EndSession(request_id=rid, events=events, reason=reason, summarizer_timeout_s=timeout):
+                await lt.session_ended(events, reason, summarizer_timeout_s=timeout)
+                return LongTermDone(rid)
+            case Checkpoint(request_id=rid, events=events):
+                write = await lt.writer.checkpoint(events, now=time.time())
+                await self._refresh()
+                return Checkpointed(rid, write.path)
+            case RunDream(request_id=rid):
+                return Dreamed(rid, await lt.run_dream())
+            case RequestDream(request_id=rid):
+                return DreamRequested(rid, lt.request_dream())
+            case DreamLog(request_id=rid, limit=limit):
+                return Versions(rid, await lt.dream.dream_log(limit))
+            case Refresh(request_id=rid):
+                await self._refresh()
+                return LongTermDone(rid)
+            case _:
+                assert_never(msg)
 
     async def _refresh(self) -> None:
         await self._lt.refresh()

@@ -8,14 +8,13 @@ hot-window read behind it.
 
 from __future__ import annotations
 
-import logging
 from typing import assert_never
 
 import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.errors import AidenError, StorageError
+from aiden.actors.serve import serve
 from aiden.messages import (
     Codec,
     EventsRead,
@@ -23,18 +22,14 @@ from aiden.messages import (
     ReaderInbox,
     ReaderOutbox,
     ReadEvents,
-    ReadFailed,
     ReadHotWindow,
     ReadIndex,
     ReadSummary,
     SummaryRead,
-    error_info,
 )
 from aiden.storage.protocol import SessionStore
 
 __all__ = ["SessionReader"]
-
-log = logging.getLogger("aiden.reader")
 
 
 class SessionReader:
@@ -56,30 +51,21 @@ class SessionReader:
         """Serve until the inbox closes (each worker gets its own clones of both streams)."""
         inbox, outbox = self._inbox.clone(), self._outbox.clone()
         task_status.started()
-        async with inbox, outbox:
-            async for raw in inbox:
-                reply = await self._serve(self._in.decode(raw))
-                await outbox.send(self._out.encode(reply))
+        await serve("reader", inbox, outbox, self._in, self._out, self._serve)
 
     async def _serve(self, msg: ReaderInbox) -> ReaderOutbox:
         store = self._store
-        try:
-            match msg:
-                case ReadHotWindow(request_id=rid):
-                    return EventsRead(rid, await anyio.to_thread.run_sync(store.read_hot_window))
-                case ReadEvents(request_id=rid, seqs=seqs):
-                    return EventsRead(rid, await anyio.to_thread.run_sync(store.read_events, seqs))
-                case ReadIndex(request_id=rid):
-                    return IndexRead(rid, await anyio.to_thread.run_sync(store.load_index))
-                case ReadSummary(request_id=rid):
-                    return SummaryRead(rid, await anyio.to_thread.run_sync(store.read_summary))
-                case _:
-                    assert_never(msg)
-        except AidenError as exc:
-            log.warning("session read failed: %s", exc)
-            return ReadFailed(msg.request_id, error_info(exc))
-        except OSError as exc:
-            return ReadFailed(msg.request_id, error_info(StorageError(str(exc), errno=exc.errno)))
+        match msg:
+            case ReadHotWindow(request_id=rid):
+                return EventsRead(rid, await anyio.to_thread.run_sync(store.read_hot_window))
+            case ReadEvents(request_id=rid, seqs=seqs):
+                return EventsRead(rid, await anyio.to_thread.run_sync(store.read_events, seqs))
+            case ReadIndex(request_id=rid):
+                return IndexRead(rid, await anyio.to_thread.run_sync(store.load_index))
+            case ReadSummary(request_id=rid):
+                return SummaryRead(rid, await anyio.to_thread.run_sync(store.read_summary))
+            case _:
+                assert_never(msg)
 
     def close_streams(self) -> None:
         """Close the original stream ends (the workers hold clones)."""

@@ -8,7 +8,6 @@ compactions and rotations need not notify this actor.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, assert_never
 
 import anyio
@@ -16,17 +15,17 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.mailbox import Latest
+from aiden.actors.serve import serve
 from aiden.config import Config
-from aiden.errors import AidenError
 from aiden.messages import (
     Codec,
+    RecallEvents,
+    RecallHits,
     RecallInbox,
     RecallLookup,
     RecallOutbox,
     RecallQuery,
     RecallRehydrate,
-    RecallReply,
-    error_info,
 )
 from aiden.recall.types import RecallStats
 
@@ -38,8 +37,6 @@ from aiden.storage.layout import Layout
 from aiden.storage.protocol import ChangeFeed
 
 __all__ = ["RecallActor"]
-
-log = logging.getLogger("aiden.recall")
 
 
 class RecallActor:
@@ -90,16 +87,12 @@ class RecallActor:
         )
         task_status.started()
         try:
-            async with self._inbox, self._outbox:
-                async for raw in self._inbox:
-                    msg = self._in.decode(raw)
-                    reply = await self._serve(msg)
-                    await self._outbox.send(self._out.encode(reply))
+            await serve("recall", self._inbox, self._outbox, self._in, self._out, self._serve)
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._index.close)
 
-    async def _serve(self, msg: RecallInbox) -> RecallReply:
+    async def _serve(self, msg: RecallInbox) -> RecallHits | RecallEvents:
         index = self._index
         assert index is not None
         try:
@@ -110,17 +103,14 @@ class RecallActor:
                             msg.query, k=msg.k, types=msg.types, roles=msg.roles, since=msg.since, until=msg.until
                         )
                     )
-                    reply = RecallReply(request_id=msg.request_id, hits=hits)
+                    return RecallHits(msg.request_id, hits)
                 case RecallLookup(chunk_id=chunk_id):
                     hit = await anyio.to_thread.run_sync(index.lookup, chunk_id)
-                    reply = RecallReply(request_id=msg.request_id, hits=[hit] if hit is not None else [])
+                    return RecallHits(msg.request_id, [hit] if hit is not None else [])
                 case RecallRehydrate(chunk_id=chunk_id, seqs=seqs):
-                    events = await anyio.to_thread.run_sync(index.rehydrate, chunk_id, seqs)
-                    reply = RecallReply(request_id=msg.request_id, events=events)
+                    return RecallEvents(msg.request_id, await anyio.to_thread.run_sync(index.rehydrate, chunk_id, seqs))
                 case _:
                     assert_never(msg)
-        except AidenError as exc:
-            log.warning("recall request failed: %s", exc)
-            reply = RecallReply(request_id=msg.request_id, error=error_info(exc))
-        self.stats.publish(index.stats())
-        return reply
+        finally:
+            # Published after failures too: the index counts them.
+            self.stats.publish(index.stats())

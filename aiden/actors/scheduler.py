@@ -30,10 +30,10 @@ from aiden.config import Config
 from aiden.errors import AidenError, CommitConflict
 from aiden.events import SessionEvent
 from aiden.messages import (
-    CancelPass,
     Codec,
     CompactionOutcome,
     ErrorInfo,
+    Failed,
     Maintain,
     MaintenanceDone,
     RecordUsage,
@@ -158,9 +158,6 @@ class MaintenanceScheduler:
                         self._note(msgspec.convert(msg, UsageReported, from_attributes=True))
                     case RotateSession():
                         await self._rotate(msg)
-                    case CancelPass(request_id=rid):
-                        await self._cancel_pass()
-                        await self._outbox.send(self._out.encode(MaintenanceDone(rid)))
                     case _:
                         assert_never(msg)
                 self._publish()
@@ -196,9 +193,7 @@ class MaintenanceScheduler:
                 await self._before_rotation()
             archived = await anyio.to_thread.run_sync(self._store.rotate, msg.closed_session_id)
         except AidenError as exc:
-            await self._outbox.send(
-                self._out.encode(Rotated(request_id=msg.request_id, error=error_info(exc)))
-            )
+            await self._outbox.send(self._out.encode(Failed(msg.request_id, error_info(exc))))
             return
         self._note(SessionRotated())
         if self._after_rotation is not None:
@@ -207,7 +202,7 @@ class MaintenanceScheduler:
             except AidenError as exc:
                 # The rotation itself is done and durable; a stale long-term layer is not fatal.
                 log.error("after-rotation hook failed: %s", exc)
-        await self._outbox.send(self._out.encode(Rotated(request_id=msg.request_id, archived_id=archived)))
+        await self._outbox.send(self._out.encode(Rotated(msg.request_id, archived)))
 
     # --- passes -------------------------------------------------------------------------
 
@@ -218,23 +213,26 @@ class MaintenanceScheduler:
             async for _ in self._wake_receive:
                 waiters, self._waiting = self._waiting, []
                 manual, self._manual_pending = self._manual_pending, False
-                outcome: CompactionOutcome | None = None
-                error: ErrorInfo | None = None
+                cancelled = CompactionOutcome(compacted=False, reason="cancelled_by_rotation")
+                result: CompactionOutcome | ErrorInfo = cancelled
                 self._pass_done = anyio.Event()
                 with anyio.CancelScope() as scope:
                     self._pass_scope = scope
                     try:
-                        outcome = await self._pass(manual)
+                        result = await self._pass(manual)
                     except AidenError as exc:
                         log.error("maintenance pass failed: %s", exc)
-                        error = error_info(exc)
+                        result = error_info(exc)
                 self._pass_scope = None
                 self._pass_done.set()
                 self._publish()
                 if scope.cancelled_caught:
-                    outcome = CompactionOutcome(compacted=False, reason="cancelled_by_rotation")
+                    result = cancelled
                 for rid in waiters:
-                    await self._outbox.send(self._out.encode(MaintenanceDone(rid, outcome, error)))
+                    reply: SchedulerOutbox = (
+                        MaintenanceDone(rid, result) if isinstance(result, CompactionOutcome) else Failed(rid, result)
+                    )
+                    await self._outbox.send(self._out.encode(reply))
 
     async def _pass(self, manual: bool) -> CompactionOutcome:
         self._note(PassStarted())

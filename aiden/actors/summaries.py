@@ -20,7 +20,7 @@ from aiden.actors.mailbox import Client
 from aiden.config import Config
 from aiden.errors import SummarizerError
 from aiden.events import SessionEvent
-from aiden.messages import Summarize, Summarized, SummarizeFailed, SummarizerInbox, SummarizerOutbox
+from aiden.messages import Failed, Summarize, Summarized, SummarizerInbox, SummarizerOutbox
 from aiden.policy import CompactionPlan
 from aiden.policy.textbudget import cut_to_tokens
 from aiden.policy.tokens import estimate_tokens
@@ -151,7 +151,7 @@ class ChunkSummaries:
                 budget = self._config.chunk_summary_tokens()
                 text = cut_to_tokens(result.text, budget, estimate_tokens)
                 return result if text == result.text else msgspec.structs.replace(result, text=text)
-            case SummarizeFailed(error=err):
+            case Failed(error=err):
                 self._note(SummarizerFailed())
                 raise SummarizerError(f"{err.kind}: {err.message}")
             case _:

@@ -2,7 +2,7 @@
 
 It owns the deadline of every call (``anyio.fail_after(summarizer_timeout_s)``
 around the call it makes) and turns every failure into a
-:class:`~aiden.messages.SummarizeFailed` reply: a hung or crashing provider can
+:class:`~aiden.messages.Failed` reply: a hung or crashing provider can
 never take the actor — or the session's events — down with it.
 
 Two tasks, both started by the runtime: :meth:`run_inbox` reads requests and
@@ -28,9 +28,9 @@ from aiden.errors import AidenError, InvalidSummaryError, SummarizerError, Summa
 from aiden.messages import (
     CancelSummarize,
     Codec,
+    Failed,
     Summarize,
     Summarized,
-    SummarizeFailed,
     SummarizerInbox,
     SummarizerOutbox,
     error_info,
@@ -99,7 +99,7 @@ class SummarizerActor:
                 reply = await self._summarize(msg)
                 await self._outbox.send(self._out.encode(reply))
 
-    async def _summarize(self, msg: Summarize) -> Summarized | SummarizeFailed:
+    async def _summarize(self, msg: Summarize) -> Summarized | Failed:
         self.calls += 1
         try:
             with anyio.CancelScope() as scope:
@@ -110,22 +110,22 @@ class SummarizerActor:
                 return Summarized(msg.request_id, result)
             # Only a CancelSummarize gets here: the caller gave up.
             self.failures += 1
-            return SummarizeFailed(msg.request_id, error_info(SummarizerError("cancelled by the caller")))
+            return Failed(msg.request_id, error_info(SummarizerError("cancelled by the caller")))
         except TimeoutError:
             self.failures += 1
             exc: AidenError = SummarizerTimeout(
                 f"summarizer exceeded its deadline of {self._config.summarizer_timeout_s}s"
             )
             log.warning("%s", exc)
-            return SummarizeFailed(msg.request_id, error_info(exc))
+            return Failed(msg.request_id, error_info(exc))
         except AidenError as exc:
             self.failures += 1
             log.warning("summarizer failed: %s", exc)
-            return SummarizeFailed(msg.request_id, error_info(exc))
+            return Failed(msg.request_id, error_info(exc))
         except Exception as exc:  # a user-supplied summarizer may raise anything
             self.failures += 1
             log.warning("summarizer raised %s: %s", type(exc).__name__, exc)
-            return SummarizeFailed(msg.request_id, error_info(SummarizerError(f"{type(exc).__name__}: {exc}")))
+            return Failed(msg.request_id, error_info(SummarizerError(f"{type(exc).__name__}: {exc}")))
         finally:
             self._current = None
 
@@ -160,7 +160,7 @@ class SummarizerProxy:
         match reply:
             case Summarized(result=result):
                 return result
-            case SummarizeFailed(error=err):
+            case Failed(error=err):
                 raise SummarizerError(f"{err.kind}: {err.message}")
             case _:
                 assert_never(reply)

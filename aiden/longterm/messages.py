@@ -16,7 +16,7 @@ from aiden.events import SessionEvent
 from aiden.longterm.dream import DreamOutcome
 from aiden.longterm.gitstore import Version
 from aiden.longterm.tools import SaveRequest
-from aiden.messages import ErrorInfo
+from aiden.messages import Failed
 from aiden.storage.chunks import ChunkEntry
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "EndSession",
     "ForgetMemory",
     "LongTermDone",
-    "LongTermFailed",
     "LongTermInbox",
     "LongTermLayer",
     "LongTermOutbox",
@@ -168,15 +167,8 @@ class Versions(msgspec.Struct, frozen=True, tag=True):
     versions: list[Version]
 
 
-class LongTermFailed(msgspec.Struct, frozen=True, tag=True):
-    """A request failed; the error travels as :class:`~aiden.messages.ErrorInfo`."""
-
-    request_id: int
-    error: ErrorInfo
-
-
 LongTermOutbox = (
-    LongTermDone | ToolAnswered | Checkpointed | Dreamed | DreamRequested | Versions | LongTermFailed
+    LongTermDone | ToolAnswered | Checkpointed | Dreamed | DreamRequested | Versions | Failed
 )
 
 

@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from aiden.actors.mailbox import Client, Latest
-from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.longterm.dream import DreamOutcome
 from aiden.longterm.gitstore import Version
@@ -23,7 +22,7 @@ from aiden.longterm.messages import (
     DreamRequested,
     EndSession,
     ForgetMemory,
-    LongTermFailed,
+    LongTermDone,
     LongTermInbox,
     LongTermLayer,
     LongTermOutbox,
@@ -37,7 +36,7 @@ from aiden.longterm.messages import (
     Versions,
 )
 from aiden.longterm.tools import SaveRequest
-from aiden.ports import raise_error_info
+from aiden.ports import expect_reply
 from aiden.storage.chunks import ChunkEntry
 
 __all__ = ["LongTermPort"]
@@ -59,33 +58,24 @@ class LongTermPort:
         """The PROJECT MEMORY block and profile as last loaded."""
         return self._layer.value.text
 
-    async def _ask(self, build: Callable[[int], LongTermInbox]) -> LongTermOutbox:
-        reply = await self._client.call(build)
-        if isinstance(reply, LongTermFailed):
-            raise raise_error_info(reply.error)
-        return reply
-
-    @staticmethod
-    def _expect(reply: LongTermOutbox, kind: type[R]) -> R:
-        if not isinstance(reply, kind):
-            raise AidenError(f"long-term memory answered {type(reply).__name__}, expected {kind.__name__}")
-        return reply
+    async def _ask(self, build: Callable[[int], LongTermInbox], kind: type[R]) -> R:
+        return expect_reply(await self._client.call(build), kind)
 
     async def save_memory(self, request: SaveRequest) -> str:
         """Run a decoded ``save_memory`` call; the JSON result text for the model."""
-        return self._expect(await self._ask(lambda rid: SaveMemory(rid, request)), ToolAnswered).text
+        return (await self._ask(lambda rid: SaveMemory(rid, request), ToolAnswered)).text
 
     async def forget_memory(self, memory_id: str) -> str:
         """Run a decoded ``forget_memory`` call; the JSON result text for the model."""
-        return self._expect(await self._ask(lambda rid: ForgetMemory(rid, memory_id)), ToolAnswered).text
+        return (await self._ask(lambda rid: ForgetMemory(rid, memory_id), ToolAnswered)).text
 
     async def merge_running(self, events: Sequence[SessionEvent]) -> None:
         """Merge the about-to-be-compacted events into the running summary (the scheduler's hook)."""
-        await self._ask(lambda rid: MergeRunning(rid, list(events)))
+        await self._ask(lambda rid: MergeRunning(rid, list(events)), LongTermDone)
 
     async def record_chunk(self, entry: ChunkEntry, session_key: str) -> None:
         """Record a committed chunk in history.jsonl (the scheduler's hook)."""
-        await self._ask(lambda rid: RecordChunk(rid, entry, session_key))
+        await self._ask(lambda rid: RecordChunk(rid, entry, session_key), LongTermDone)
 
     async def end_session(
         self, events: Sequence[SessionEvent], reason: str, summarizer_timeout_s: float | None = None
@@ -94,26 +84,26 @@ class LongTermPort:
         await self._ask(
             lambda rid: EndSession(
                 request_id=rid, events=list(events), reason=reason, summarizer_timeout_s=summarizer_timeout_s
-            )
+            ),
+            LongTermDone,
         )
 
     async def checkpoint(self, events: Sequence[SessionEvent]) -> str | None:
         """Force a durable session summary now; the file written (None: nothing to write)."""
-        reply = await self._ask(lambda rid: Checkpoint(rid, list(events)))
-        return self._expect(reply, Checkpointed).path
+        return (await self._ask(lambda rid: Checkpoint(rid, list(events)), Checkpointed)).path
 
     async def refresh(self) -> None:
         """Reload and republish the prompt layer (after rotation)."""
-        await self._ask(Refresh)
+        await self._ask(Refresh, LongTermDone)
 
     async def dream(self) -> DreamOutcome:
         """Run Dream now."""
-        return self._expect(await self._ask(RunDream), Dreamed).outcome
+        return (await self._ask(RunDream, Dreamed)).outcome
 
     async def request_dream(self) -> bool:
         """Ask the scheduled Dream task to run now; False if already requested."""
-        return self._expect(await self._ask(RequestDream), DreamRequested).accepted
+        return (await self._ask(RequestDream, DreamRequested)).accepted
 
     async def dream_log(self, limit: int) -> list[Version]:
         """The newest ``limit`` versions of the long-term files, newest first."""
-        return self._expect(await self._ask(lambda rid: DreamLog(rid, limit)), Versions).versions
+        return (await self._ask(lambda rid: DreamLog(rid, limit), Versions)).versions

@@ -23,7 +23,7 @@ from aiden.events import SessionEvent, encode_event
 from aiden.storage import chunks as cs
 from aiden.storage import dedupe
 from aiden.storage.fs import Storage, is_temp_name
-from aiden.storage.jsonl import quarantine, read_bytes, scan
+from aiden.storage.jsonl import Scan, quarantine, read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import RecoveryReport
 from aiden.storage.summary_md import (
@@ -78,54 +78,108 @@ class Recovery:
         return removed
 
     def _recover(self) -> RecoveryReport:
-        st, lay = self.storage, self.layout
-        unrecoverable: list[str] = []
+        problems: list[str] = []
+        temps = self._remove_temps() + self._remove_stale_long_term_temps()
+        index, entries, rebuilt, verified = self._settle_index(problems)  # 1.
+        result = self._scan_hot_window(problems)  # 2.
+        removed, adopted = self._settle_orphans(entries, {e.seq for e in result.events}, problems)  # 3.
+        if adopted:
+            index = self._index_from_entries(entries, index.rolling_summary, index.rolled_count)
+            rebuilt = True
+        if rebuilt:
+            self.storage.checkpoint("recover.before_index")
+            cs.save_index(self.storage, self.layout, index)
+        keep, dropped, dups, misplaced = self._trim_hot_window(result.events, entries, verified, problems)  # 4.
+        if dropped or dups or misplaced or result.torn_tail or result.bad_lines:
+            self.storage.write_atomic(
+                self.layout.events, b"".join(encode_event(e) for e in keep), crash_prefix="recover_events"
+            )
+        elif not self.layout.events.exists():
+            self.storage.mkdir(self.layout.session)
+            self.storage.write_atomic(self.layout.events, b"", crash_prefix="recover_events")
+        # A gap in the gap-free seqs is a lost event (e.g. an emptied or deleted log): report it.
+        lost = dedupe.lost_seqs(entries, keep, dedupe.read_high_water(self.layout))
+        if lost:
+            problems.append(f"events.jsonl: {len(lost)} events lost (seqs {dedupe.describe_ranges(lost)})")
+        segs = self._remove_unreferenced_segments(index)  # 5.
+        rewritten = self._rederive_summaries(index, entries)  # 6.
+        for problem in problems:
+            log.error("recovery: %s", problem)
+        return RecoveryReport(
+            temp_files_removed=temps,
+            hot_events_dropped=dropped,
+            duplicate_events_dropped=dups,
+            torn_tail_bytes=len(result.torn_tail),
+            corrupt_lines_quarantined=len(result.bad_lines),
+            orphan_chunks_removed=removed,
+            orphan_chunks_adopted=adopted,
+            orphan_segments_removed=segs,
+            hot_events_lost=len(lost),
+            index_rebuilt=rebuilt,
+            summary_rewritten=rewritten,
+            unrecoverable=problems,
+        )
+
+    def _remove_temps(self) -> int:
+        """Temp files of interrupted atomic replaces in the session directories (no writer runs now)."""
         temps = 0
-        for d in (lay.memory, lay.session, lay.chunks):
+        for d in (self.layout.memory, self.layout.session, self.layout.chunks):
             try:
                 names = os.listdir(d)
             except FileNotFoundError:
                 continue
             for name in names:
                 if is_temp_name(name):
-                    st.unlink(d / name)
+                    self.storage.unlink(d / name)
                     temps += 1
-        temps += self._remove_stale_long_term_temps()
-        # 1. the index, rebuilt from chunk headers when it is corrupt
-        rebuilt = False
-        entries: list[cs.ChunkEntry]
+        return temps
+
+    def _settle_index(
+        self, problems: list[str]
+    ) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry], bool, dict[str, cs.ChunkFile]]:
+        """Step 1: the index and its entries, rebuilt from chunk headers when corrupt or contradicted.
+
+        Also returns whether it was rebuilt and the chunk files read while checking it.
+        """
+        lay = self.layout
+        verified: dict[str, cs.ChunkFile] = {}
         try:
-            loaded = cs.load_index(lay)
-            index = loaded or cs.ChunkIndex()
+            index = cs.load_index(lay) or cs.ChunkIndex()
             entries = cs.load_all_entries(lay, index)
         except CorruptionError as exc:
             log.error("chunk index corrupt (%s); rebuilding from chunk files", exc)
-            unrecoverable.append(f"index.yaml was corrupt and was rebuilt from chunk files: {exc}")
+            problems.append(f"index.yaml was corrupt and was rebuilt from chunk files: {exc}")
             if lay.index.is_dir() and not lay.index.is_symlink():
                 # A directory where index.yaml goes: moved aside (nothing deleted) so the rebuilt index can be written.
                 aside = lay.index.with_name(f"index.yaml.displaced-{time.time_ns()}")
-                st.rename_noreplace(lay.index, aside)
-                unrecoverable.append(f"a directory stood where index.yaml goes; moved to {aside.name}")
-            index, entries = self._rebuild_index(unrecoverable)
-            rebuilt = True
-        verified: dict[str, cs.ChunkFile] = {}
-        if not rebuilt and self._index_disagrees(entries, unrecoverable, verified):
+                self.storage.rename_noreplace(lay.index, aside)
+                problems.append(f"a directory stood where index.yaml goes; moved to {aside.name}")
+            return (*self._rebuild_index(problems), True, verified)
+        if self._index_disagrees(entries, problems, verified):
             # A valid-looking index that contradicts the chunk files is not
             # trusted: dropping hot events on its word could lose them silently.
-            index, entries = self._rebuild_index(unrecoverable)
-            rebuilt = True
-        known = {e.chunk_id for e in entries}
-        # 2. the hot window
-        raw = read_bytes(lay.events)
-        result = scan(raw)
-        torn = len(result.torn_tail)
+            return (*self._rebuild_index(problems), True, verified)
+        return index, entries, False, verified
+
+    def _scan_hot_window(self, problems: list[str]) -> Scan:
+        """Step 2: the hot window's events; a torn tail and corrupt lines go to quarantine."""
+        result = scan(read_bytes(self.layout.events))
         if result.torn_tail:
-            quarantine(st, lay.quarantine, "torn tail at recovery", result.torn_tail)
+            quarantine(self.storage, self.layout.quarantine, "torn tail at recovery", result.torn_tail)
         for bad in result.bad_lines:
-            quarantine(st, lay.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
-            unrecoverable.append(f"events.jsonl: corrupt line at offset {bad.offset} quarantined")
-        # 3. orphan chunk files: pending material never committed
-        hot_seqs = {e.seq for e in result.events}
+            quarantine(self.storage, self.layout.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
+            problems.append(f"events.jsonl: corrupt line at offset {bad.offset} quarantined")
+        return result
+
+    def _settle_orphans(self, entries: list[cs.ChunkEntry], hot_seqs: set[int], problems: list[str]) -> tuple[int, int]:
+        """Step 3: chunk files the index does not list (pending material never committed).
+
+        One whose events exist nowhere else is adopted into ``entries`` (kept
+        sorted); one that adds nothing, or overlaps committed chunks, is removed
+        (its unique events quarantined first). Returns (removed, adopted).
+        """
+        lay, st = self.layout, self.storage
+        known = {e.chunk_id for e in entries}
         removed = adopted = 0
         for chunk_id in cs.list_chunk_files(lay):
             if chunk_id in known:
@@ -133,13 +187,13 @@ class Recovery:
             try:
                 orphan = cs.read_chunk(lay, chunk_id)
             except (CorruptionError, InvalidIdError) as exc:
-                unrecoverable.append(f"orphan chunk file {chunk_id} unreadable: {exc}")
+                problems.append(f"orphan chunk file {chunk_id} unreadable: {exc}")
                 continue
             missing = [e for e in orphan.events if e.seq not in hot_seqs and not cs.covered(entries, e.seq)]
             overlaps = any(cs.covered(entries, e.seq) for e in orphan.events)
             if not missing or overlaps:
                 if missing:
-                    unrecoverable.append(
+                    problems.append(
                         f"orphan chunk {chunk_id} overlaps committed chunks; {len(missing)} events kept in quarantine"
                     )
                     quarantine(st, lay.quarantine, f"orphan chunk {chunk_id}", read_bytes(lay.chunk_file(chunk_id)))
@@ -150,16 +204,22 @@ class Recovery:
                 entries.append(orphan.entry)
                 entries.sort(key=lambda e: e.first_seq)
                 adopted += 1
-        if adopted:
-            index = self._index_from_entries(entries, index.rolling_summary, index.rolled_count)
-            rebuilt = True
-        if rebuilt:
-            st.checkpoint("recover.before_index")
-            cs.save_index(st, lay, index)
-        # 4. drop hot events already covered by a committed chunk; quarantine damaged ones
+        return removed, adopted
+
+    def _trim_hot_window(
+        self,
+        events: Sequence[SessionEvent],
+        entries: Sequence[cs.ChunkEntry],
+        verified: dict[str, cs.ChunkFile],
+        problems: list[str],
+    ) -> tuple[list[SessionEvent], int, int, int]:
+        """Step 4: the hot events to keep; drops those a committed chunk holds, quarantines damaged seqs.
+
+        Returns (keep, dropped, duplicates, misplaced).
+        """
+        lay, st = self.layout, self.storage
         keep: list[SessionEvent] = []
         dropped = dups = misplaced = 0
-        events = result.events
         chunk_events: dict[str, dict[int, bytes]] = {}
         for i, ev in enumerate(events):
             owner = next((e for e in reversed(entries) if e.covers(ev.seq)), None)
@@ -176,7 +236,7 @@ class Recovery:
                 # A seq damaged into a chunk's range: the chunk does not hold this event.
                 misplaced += 1
                 quarantine(st, lay.quarantine, f"event with seq {ev.seq} not in its chunk", encode_event(ev))
-                unrecoverable.append(
+                problems.append(
                     f"events.jsonl: event with seq {ev.seq} lies in chunk {owner.chunk_id} but differs from it; quarantined"
                 )
                 continue
@@ -190,50 +250,24 @@ class Recovery:
                 # A damaged seq (a flipped digit): never silently merged or dropped.
                 misplaced += 1
                 quarantine(st, lay.quarantine, f"event with out-of-order seq {ev.seq}", encode_event(ev))
-                unrecoverable.append(
-                    f"events.jsonl: event with out-of-order or duplicate seq {ev.seq} quarantined"
-                )
+                problems.append(f"events.jsonl: event with out-of-order or duplicate seq {ev.seq} quarantined")
                 continue
             keep.append(ev)
-        if dropped or dups or misplaced or torn or result.bad_lines:
-            st.write_atomic(lay.events, b"".join(encode_event(e) for e in keep), crash_prefix="recover_events")
-        elif not lay.events.exists():
-            st.mkdir(lay.session)
-            st.write_atomic(lay.events, b"", crash_prefix="recover_events")
-        # A gap in the gap-free seqs is a lost event (e.g. an emptied or deleted log): report it.
-        lost = dedupe.lost_seqs(entries, keep, dedupe.read_high_water(lay))
-        if lost:
-            unrecoverable.append(f"events.jsonl: {len(lost)} events lost (seqs {dedupe.describe_ranges(lost)})")
-        # 5. unreferenced segments
-        segs = 0
+        return keep, dropped, dups, misplaced
+
+    def _remove_unreferenced_segments(self, index: cs.ChunkIndex) -> int:
+        """Step 5: sealed segment files the index does not reference (a crash between seal and commit)."""
         referenced = {s.file for s in index.segments}
         try:
-            names = os.listdir(lay.chunks)
+            names = os.listdir(self.layout.chunks)
         except FileNotFoundError:
-            names = []
+            return 0
+        removed = 0
         for name in names:
             if name.startswith("segment-") and name not in referenced:
-                st.unlink(lay.chunks / name)
-                segs += 1
-        # 6. re-derive summary.md and the archive
-        rewritten = self._rederive_summaries(index, entries)
-        report = RecoveryReport(
-            temp_files_removed=temps,
-            hot_events_dropped=dropped,
-            duplicate_events_dropped=dups,
-            torn_tail_bytes=torn,
-            corrupt_lines_quarantined=len(result.bad_lines),
-            orphan_chunks_removed=removed,
-            orphan_chunks_adopted=adopted,
-            orphan_segments_removed=segs,
-            hot_events_lost=len(lost),
-            index_rebuilt=rebuilt,
-            summary_rewritten=rewritten,
-            unrecoverable=unrecoverable,
-        )
-        for problem in unrecoverable:
-            log.error("recovery: %s", problem)
-        return report
+                self.storage.unlink(self.layout.chunks / name)
+                removed += 1
+        return removed
 
     def _index_disagrees(
         self, entries: Sequence[cs.ChunkEntry], problems: list[str], read: dict[str, cs.ChunkFile]

@@ -10,10 +10,11 @@ import pytest
 from aiden.actors.recall import RecallActor
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.messages import Codec, RecallInbox, RecallOutbox, RecallQuery, RecallReply
+from aiden.messages import Codec, RecallHits, RecallInbox, RecallOutbox, RecallQuery
 from aiden.recall import RecallIndex
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from aiden.storage.session import FileSessionStore
 from aiden.testing import MemorySessionStore
 from aiden.testing.storekit import compact, prepared
 
@@ -121,16 +122,14 @@ async def test_recall_actor_follows_the_given_feed(store: MemorySessionStore, tm
         async with in_send, out_recv:
             await in_send.send(inbox.encode(RecallQuery(request_id=7, query="narwhal")))
             reply = outbox.decode(await out_recv.receive())
-    assert isinstance(reply, RecallReply) and reply.error is None and reply.hits is not None
+    assert isinstance(reply, RecallHits)
     assert [(h.chunk_id, h.seq) for h in reply.hits] == [(entry.chunk_id, 1)]
     assert layout.recall_db.exists()
 
 
 def test_file_store_feed_through_a_rotation(tmp_path: Path) -> None:
     """The runtime's shape once it passes ``feed=store``: the database in session/, the store's feed."""
-    from tests.store.test_conformance_changes import FeedFileStore
-
-    store = FeedFileStore(Layout(tmp_path), Storage(), Config())
+    store = FileSessionStore(Layout(tmp_path), Storage(), Config())
     store.recover()
     try:
         store.append([[prepared(SessionEvent(type="user_input", content=t)) for t in ("a quokka", "more")]])

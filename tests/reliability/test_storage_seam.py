@@ -45,6 +45,11 @@ ALLOWED: Final[dict[str, dict[str, str]]] = {
     "cli.py": {
         "tempfile.mkdtemp": "the demo's fresh root when none is given (nothing is in it yet)",
     },
+    "testing/pgcluster.py": {
+        "tempfile.mkdtemp": "a throwaway PostgreSQL cluster's data directory for tests, outside any memory root",
+        "os.chown": "that directory handed to the non-root user the server runs as",
+        "shutil.rmtree": "the throwaway cluster removed when the tests stop it",
+    },
 }
 
 _OS_MUTATORS: Final = frozenset(
