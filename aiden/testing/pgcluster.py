@@ -6,7 +6,8 @@ else a new cluster: ``initdb`` into a temp dir, ``pg_ctl -w start``
 listening on 127.0.0.1 on a free port with its unix socket in the temp dir,
 trust authentication for a superuser ``aiden``, and :meth:`PgServer.stop`
 stops it and deletes the directory. Binaries come from ``pg_config
---bindir`` or ``/usr/lib/postgresql/<version>/bin``. initdb refuses to run
+--bindir`` or ``/usr/lib/postgresql/<version>/bin``; :meth:`PgServer.restart`
+restarts one started here. initdb refuses to run
 as root, so under root the server runs as the ``postgres`` system user (or
 ``nobody``) through ``runuser``. The cluster trades durability for speed
 (``fsync=off``): it holds test data only.
@@ -52,6 +53,28 @@ class PgServer:
     def owned(self) -> bool:
         """True when this process started the server (and :meth:`stop` stops it)."""
         return self.base is not None
+
+    def restart(self, mode: str = "fast") -> None:
+        """Restart the server this process started (``pg_ctl restart -m <mode>``, same options): connections drop."""
+        if self.base is None or self.bindir is None:
+            raise PgUnavailable("this server was not started here: it cannot be restarted")
+        _run(
+            self.run_as,
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.base / "data"),
+                "-l",
+                str(self.base / "server.log"),
+                "-m",
+                mode,
+                "-w",
+                "-t",
+                "60",
+                "restart",
+            ],
+            timeout=90,
+        )
 
     def stop(self) -> None:
         """Stop the server this process started (immediately: test data only) and delete its directory."""

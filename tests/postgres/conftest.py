@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import pytest
 
-from aiden.testing.pgcluster import PgUnavailable, server_for_tests
+from aiden.testing.pgcluster import PgServer, PgUnavailable, server_for_tests
 
 SessionIds = Callable[[], str]
 
@@ -27,33 +27,39 @@ def _unavailable(reason: str) -> NoReturn:
 
 
 @pytest.fixture(scope="session")
-def pg_dsn() -> Iterator[str]:
-    """The DSN of a database created for this test session (dropped at the end)."""
+def pg_server() -> Iterator[PgServer]:
+    """The server of this test session (stopped at the end when the tests started it)."""
     try:
-        import psycopg
-        from psycopg.conninfo import make_conninfo
-
-        from aiden.storage.postgres.schema import describe
+        import psycopg  # noqa: F401 - the store needs it; without it the tests cannot run
     except ImportError as exc:
         _unavailable(f"psycopg is not installed ({exc}): pip install 'aiden[postgres]'")
     try:
         server = server_for_tests()
     except PgUnavailable as exc:
         _unavailable(str(exc))
-    name = f"aiden_test_{uuid.uuid4().hex[:12]}"
     try:
-        try:
-            with psycopg.connect(server.dsn, autocommit=True, connect_timeout=10) as conn:
-                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
-        except psycopg.OperationalError as exc:
-            _unavailable(f"cannot create a test database: {describe(exc)}")
-        yield make_conninfo(server.dsn, dbname=name)
-        with psycopg.connect(server.dsn, autocommit=True) as conn:
-            conn.execute(
-                psycopg.sql.SQL("DROP DATABASE {} WITH (FORCE)").format(psycopg.sql.Identifier(name))
-            )
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(pg_server: PgServer) -> Iterator[str]:
+    """The DSN of a database created for this test session (dropped at the end)."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from aiden.storage.postgres.schema import describe
+
+    name = f"aiden_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(pg_server.dsn, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+    except psycopg.OperationalError as exc:
+        _unavailable(f"cannot create a test database: {describe(exc)}")
+    yield make_conninfo(pg_server.dsn, dbname=name)
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP DATABASE {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
 
 
 @pytest.fixture

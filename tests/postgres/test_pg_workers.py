@@ -23,7 +23,7 @@ from aiden.config import Config
 from aiden.errors import CommitConflict, InvalidIdError, LockError, StorageError
 from aiden.storage.postgres import SCHEMA_VERSION, PostgresSessionStore, postgres_store_factory
 from aiden.storage.protocol import RecoveryReport
-from aiden.testing.pgcluster import TEST_DSN_ENV
+from aiden.testing.pgcluster import TEST_DSN_ENV, PgServer
 from aiden.testing.storekit import commit_plan, compact, fill, plan, prepared, stored
 
 pytestmark = pytest.mark.timeout(120)
@@ -282,3 +282,22 @@ def test_no_server_skips_with_the_reason_but_fails_in_ci(tmp_path: Path, ci: boo
     else:
         assert done.returncode == 0, out
         assert "1 skipped" in out and "PostgreSQL unavailable: cannot create a test database" in out
+
+
+def test_store_reconnects_after_a_server_restart(
+    pg_server: PgServer, pg_dsn: str, session_ids: SessionIds
+) -> None:
+    if not pg_server.owned:
+        pytest.skip(f"{TEST_DSN_ENV} names a server these tests did not start: not restarting it")
+    sid = session_ids()
+    with worker(pg_dsn, sid) as s:
+        ev = fill(s, 3)
+        compact(s, 2)
+        pg_server.restart()
+        # The pool's idle connections died with the server; each checkout is checked and replaced.
+        assert s.read_hot_window() == ev[2:]
+        assert s.append([[prepared("after", event_id="a1")]]) == [[4]]
+        assert s.append([[prepared("retry", event_id="a1")]]) == [[4]]
+        s.lock_compaction()
+        s.unlock_compaction()
+        assert s.read_events(range(1, 5)) == [*ev, stored("after", 4, event_id="a1")]

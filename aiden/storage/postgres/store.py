@@ -98,6 +98,9 @@ class PostgresSessionStore:
                     max_size=max(2, max_size),
                     timeout=timeout,
                     kwargs={"autocommit": True},
+                    # One round trip per checkout buys transparent reconnects: an idle connection
+                    # a server restart or failover broke is replaced before any statement is sent.
+                    check=ConnectionPool.check_connection,
                     open=True,
                     name=f"aiden-{self.session_id}",
                 )
