@@ -42,7 +42,7 @@ import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
-from aiden.errors import CorruptionError, InvalidIdError
+from aiden.errors import AidenError, CorruptionError, InvalidIdError
 from aiden.events import validate_id
 from aiden.longterm.cache import ParseCache, Stamp
 from aiden.longterm.entries import (
@@ -251,15 +251,41 @@ class LongTermMemoryStore:
                 self._flock.release()
 
     def _save_sync(self, entry: MemoryEntry) -> None:
+        path = self.entry_path(entry.id)
         with self._exclusive():
             self._ensure_dirs()
-            self._storage.write_atomic(self.entry_path(entry.id), render_entry_md(entry).encode("utf-8"))
+            previous = read_bytes(path) if path.exists() else None
+            self._storage.write_atomic(path, render_entry_md(entry).encode("utf-8"))
             self._cache.discard(entry.id)
             index = self._load_index()
             row = IndexEntry(id=entry.id, type=entry.type, title=entry.title,
                              created_at=entry.created_at, expires_at=entry.expires_at)
             rest = tuple(e for e in index.entries if e.id != entry.id)
-            self._write_index(LongTermIndex(entries=(*rest, row)))
+            new = LongTermIndex(entries=(*rest, row))
+            try:
+                self._write_index(new)
+            except BaseException:
+                # index.yaml is the commit point: a save the caller is told failed must leave
+                # nothing behind, neither a row (the replace may have landed before a failed
+                # directory fsync) nor an entry file a rebuild of a damaged index would adopt.
+                self._undo_save(index, new, path, previous)
+                raise
+
+    def _undo_save(self, old: LongTermIndex, new: LongTermIndex, path: Path, previous: bytes | None) -> None:
+        try:
+            if read_bytes(self.index_path) == render_index_yaml(new).encode("utf-8"):
+                self._write_index(old)  # the replace landed; what failed came after it
+        except (AidenError, OSError) as exc:
+            log.error("could not restore index.yaml after a failed save: %s", exc)
+        try:
+            if previous is None:
+                self._storage.unlink(path)
+            else:
+                self._storage.write_atomic(path, previous)
+        except (AidenError, OSError) as exc:
+            # The original failure is what the caller hears; this one is only logged.
+            log.error("could not undo the failed save of %s: %s", path.name, exc)
+        self._cache.discard(path.stem)
 
     def _forget_sync(self, memory_id: str) -> bool:
         path = self.entry_path(memory_id)
