@@ -301,3 +301,17 @@ def test_store_reconnects_after_a_server_restart(
         s.lock_compaction()
         s.unlock_compaction()
         assert s.read_events(range(1, 5)) == [*ev, stored("after", 4, event_id="a1")]
+
+
+def test_error_text_masks_passwords() -> None:
+    from aiden.storage.postgres.schema import describe
+
+    assert (
+        describe(ValueError("bad conninfo: host=h password=s3cret user=u"))
+        == "bad conninfo: host=h password=*** user=u"
+    )
+    assert describe(ValueError("bad 'password = \"x\"' and password='a b'")).count("***") == 2
+    assert (
+        describe(ValueError("postgresql://me:s3cret@db:5432/x\nfailed"))
+        == "postgresql://me:***@db:5432/x failed"
+    )

@@ -120,24 +120,39 @@ def translated(what: str) -> Iterator[None]:
         raise StorageError(f"postgres: {what} failed: {type(exc).__name__}: {describe(exc)}") from exc
 
 
+def _stored_version(conn: Conn) -> object:
+    """The recorded version, None when the schema was never created."""
+    row = conn.execute("SELECT to_regclass('aiden_schema_version') IS NOT NULL").fetchone()
+    if row is None or row[0] is not True:
+        return None
+    found = conn.execute(
+        "SELECT version FROM aiden_schema_version WHERE component = %s", (_COMPONENT,)
+    ).fetchone()
+    return None if found is None else found[0]
+
+
 def ensure_schema(conn: Conn) -> None:
-    """Create the tables when missing and record the version; refuse a database of a newer version."""
-    with translated("creating the schema"), conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
-        for statement in _DDL:
-            conn.execute(statement)
-        row = conn.execute(
-            "SELECT version FROM aiden_schema_version WHERE component = %s", (_COMPONENT,)
-        ).fetchone()
-        if row is None:
+    """Create the tables when missing and record the version; refuse a database of a newer version.
+
+    A database already at this version is only read: the DDL (whose
+    ``CREATE INDEX IF NOT EXISTS`` would lock the events table against
+    appends) runs only when something is missing.
+    """
+    with translated("checking the schema"):
+        found = _stored_version(conn)
+    if found is None:
+        with translated("creating the schema"), conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
+            for statement in _DDL:
+                conn.execute(statement)
             conn.execute(
-                "INSERT INTO aiden_schema_version (component, version) VALUES (%s, %s)",
+                "INSERT INTO aiden_schema_version (component, version) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                 (_COMPONENT, SCHEMA_VERSION),
             )
-            return
-    found = row[0]
-    if not isinstance(found, int) or found > SCHEMA_VERSION:
+            found = _stored_version(conn)
+    if found != SCHEMA_VERSION:
         raise StorageError(
             f"postgres: the database holds aiden schema version {found!r}; this aiden reads version "
-            f"{SCHEMA_VERSION} (upgrade aiden)"
+            f"{SCHEMA_VERSION}"
+            + (" (upgrade aiden)" if isinstance(found, int) and found > SCHEMA_VERSION else "")
         )
