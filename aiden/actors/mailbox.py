@@ -8,11 +8,13 @@ request ids, parks the caller on a :class:`Waiter`, and a reply router task
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -57,29 +59,67 @@ class Latest(Generic[V]):
         return self._value
 
 
+def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running loop when the current anyio backend is asyncio; None under any other (trio).
+
+    Asked of anyio (``current_token``, anyio >= 4.11), not of asyncio: under trio's
+    guest mode an asyncio loop runs in the thread while the code is trio's.
+    """
+    current_token = getattr(anyio.lowlevel, "current_token", None)
+    if current_token is None:
+        return None  # an older anyio: every waiter is an anyio.Event
+    native = current_token().native_token
+    return native if isinstance(native, asyncio.AbstractEventLoop) else None
+
+
 class Waiter(Generic[V]):
-    """One caller parked until its reply (or an error) arrives."""
+    """One caller parked until its reply (or an error) arrives.
 
-    __slots__ = ("_error", "_event", "_value")
+    Given the running asyncio loop it parks on a bare future of that loop;
+    otherwise (trio) on an :class:`anyio.Event`. One waiter is made per request:
+    an ``anyio.Event`` under asyncio costs a backend lookup plus an
+    ``asyncio.Event`` with its waiter deque (about 3 us a request, a
+    measurable share of an append), a future about 0.6 us.
+    """
 
-    def __init__(self) -> None:
-        self._event = anyio.Event()
+    __slots__ = ("_error", "_event", "_future", "_value")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._future: asyncio.Future[None] | None = None
+        self._event: anyio.Event | None = None
+        if loop is not None:
+            self._future = loop.create_future()
+        else:
+            self._event = anyio.Event()
         self._value: V | None = None
         self._error: BaseException | None = None
+
+    def _wake(self) -> None:
+        if self._future is not None:
+            # A waiting task that was cancelled cancelled the future with it.
+            if not self._future.done():
+                self._future.set_result(None)
+        else:
+            assert self._event is not None
+            self._event.set()
 
     def set(self, value: V) -> None:
         """Deliver the reply."""
         self._value = value
-        self._event.set()
+        self._wake()
 
     def fail(self, error: BaseException) -> None:
         """Deliver an error instead of a reply."""
         self._error = error
-        self._event.set()
+        self._wake()
 
     async def wait(self) -> V:
         """Wait for the reply; re-raises a delivered error."""
-        await self._event.wait()
+        if self._future is not None:
+            await self._future
+        else:
+            assert self._event is not None
+            await self._event.wait()
         if self._error is not None:
             raise self._error
         assert self._value is not None
@@ -104,6 +144,9 @@ class Client(Generic[Req, V]):
         self._ids = itertools.count(1)
         self._pending: dict[int, Waiter[V]] = {}
         self._closed = False
+        # Whether the backend is asyncio, learned at the first call (a Client runs on
+        # one loop only). A flag, not the loop: nothing of the loop is kept reachable.
+        self._on_asyncio: bool | None = None
 
     def next_id(self) -> int:
         """A fresh request id."""
@@ -133,7 +176,9 @@ class Client(Generic[Req, V]):
     async def call(self, build: Callable[[int], Req]) -> V:
         """Build a request with a fresh id, send it, and wait for the matching reply."""
         rid = self.next_id()
-        waiter: Waiter[V] = Waiter()
+        if self._on_asyncio is None:
+            self._on_asyncio = _running_asyncio_loop() is not None
+        waiter: Waiter[V] = Waiter(asyncio.get_running_loop() if self._on_asyncio else None)
         self._pending[rid] = waiter
         try:
             await self.cast(build(rid))
