@@ -115,7 +115,7 @@ class ChunkSummaries:
                 [e.content for e in plan.compacted],
                 first_seq=plan.first_seq,
                 last_seq=plan.last_seq,
-                max_chars=config.breadcrumb_max_chars,
+                max_chars=min(config.breadcrumb_max_chars, config.summary_max_chars),
             )
             return crumb, "", True
         if history and prefix:
@@ -125,7 +125,10 @@ class ChunkSummaries:
             history = cut_to_tokens(history, max(1, budget - estimate_tokens(prefix)), estimate_tokens)
         summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
         # Inline, not in a worker thread: see the note on planning in scheduler.py.
-        return self._with_must_keep(summary, plan.compacted), prefix, False
+        summary = self._with_must_keep(summary, plan.compacted)
+        # summary_max_chars bounds what is stored: the must-keep facts and the split turn were added
+        # after the summarizer's output was checked against it. A line-boundary cut is the backstop.
+        return cut_to_tokens(summary, config.summary_max_chars, len), prefix, False
 
     def _with_must_keep(self, summary: str, events: Sequence[SessionEvent]) -> str:
         from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
