@@ -20,11 +20,9 @@ SessionIds = Callable[[], str]
 @pytest.fixture
 def backend(pg_dsn: str, session_ids: SessionIds) -> Iterator[Backend]:
     """Fresh stores (each a new session id) sharing one pool, and a reopen: a new store object on the same id."""
-    from psycopg_pool import ConnectionPool
+    from aiden.storage.postgres import PostgresSessionStore, open_pool
 
-    from aiden.storage.postgres import PostgresSessionStore
-
-    pool = ConnectionPool(pg_dsn, min_size=1, max_size=8, kwargs={"autocommit": True}, open=True)
+    pool = open_pool(pg_dsn, max_size=8)
 
     def open_store(session_id: str) -> PostgresSessionStore:
         store = PostgresSessionStore(session_id=session_id, config=Config(), pool=pool)

@@ -19,6 +19,12 @@ from aiden.storage.postgres import postgres_store_factory
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Both event loops: the store is synchronous, called from worker threads under either."""
+    return str(request.param)
+
+
 def _said(i: int) -> SessionEvent:
     topic = "the deploy key lives in vault path secret/ci/deploy" if i == 3 else f"routine step {i} done"
     return SessionEvent(type="user_input", role="user", content=f"{topic}. " + "filler words " * 30)

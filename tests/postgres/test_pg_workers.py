@@ -21,7 +21,7 @@ from psycopg.conninfo import make_conninfo
 
 from aiden.config import Config
 from aiden.errors import CommitConflict, InvalidIdError, LockError, StorageError
-from aiden.storage.postgres import SCHEMA_VERSION, PostgresSessionStore, postgres_store_factory
+from aiden.storage.postgres import SCHEMA_VERSION, PostgresSessionStore, open_pool, postgres_store_factory
 from aiden.storage.protocol import RecoveryReport
 from aiden.testing.pgcluster import TEST_DSN_ENV, PgServer
 from aiden.testing.storekit import commit_plan, compact, fill, plan, prepared, stored
@@ -315,3 +315,15 @@ def test_error_text_masks_passwords() -> None:
         describe(ValueError("postgresql://me:s3cret@db:5432/x\nfailed"))
         == "postgresql://me:***@db:5432/x failed"
     )
+
+
+@pytest.mark.parametrize(
+    ("configured", "used"), [("off", "on"), ("local", "local"), ("remote_apply", "remote_apply")]
+)
+def test_pool_never_runs_with_synchronous_commit_off(pg_dsn: str, configured: str, used: str) -> None:
+    pool = open_pool(make_conninfo(pg_dsn, options=f"-c synchronous_commit={configured}"), timeout=10)
+    try:
+        with pool.connection() as conn:
+            assert conn.execute("SHOW synchronous_commit").fetchall() == [(used,)]
+    finally:
+        pool.close()

@@ -21,10 +21,10 @@ from aiden.config import Config
 from aiden.events import validate_id
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.postgres.schema import SCHEMA_VERSION, Pool
+from aiden.storage.postgres.schema import SCHEMA_VERSION, Pool, open_pool
 from aiden.storage.postgres.store import DSN_ENV, PostgresSessionStore
 
-__all__ = ["DSN_ENV", "SCHEMA_VERSION", "PostgresSessionStore", "postgres_store_factory"]
+__all__ = ["DSN_ENV", "SCHEMA_VERSION", "PostgresSessionStore", "open_pool", "postgres_store_factory"]
 
 
 def postgres_store_factory(

@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool
 
 from aiden.errors import LockError, StorageError
 
-__all__ = ["SCHEMA_VERSION", "Conn", "Pool", "describe", "ensure_schema", "translated"]
+__all__ = ["SCHEMA_VERSION", "Conn", "Pool", "describe", "ensure_schema", "open_pool", "translated"]
 
 Conn = psycopg.Connection[TupleRow]
 """A connection as the pool hands it out (autocommit; transactions are explicit blocks)."""
@@ -118,6 +118,39 @@ def translated(what: str) -> Iterator[None]:
         raise LockError(f"postgres: {what}: {describe(exc)}") from exc
     except psycopg.Error as exc:
         raise StorageError(f"postgres: {what} failed: {type(exc).__name__}: {describe(exc)}") from exc
+
+
+def _durable(conn: Conn) -> None:
+    # An append is acknowledged when its commit returns: that must mean flushed, so a server
+    # (or role) configured with synchronous_commit=off is overridden for our sessions. Stronger
+    # settings (remote_write, remote_apply: synchronous standbys) are left as they are.
+    row = conn.execute("SELECT current_setting('synchronous_commit')").fetchone()
+    if row is not None and row[0] == "off":
+        conn.execute("SET synchronous_commit = on")
+
+
+def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: str = "aiden") -> Pool:
+    """A connection pool as the store wants it; share one between stores with ``pool=``.
+
+    Autocommit connections (transactions are explicit), ``synchronous_commit``
+    never ``off``, each connection checked at checkout (one round trip that
+    buys transparent reconnects: an idle connection a server restart or
+    failover broke is replaced before any statement is sent). Connecting
+    happens in the pool's background threads: this never blocks.
+    ``max_size`` is at least 2 (a held compaction lock keeps one).
+    """
+    with translated("opening the connection pool"):
+        return ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=max(2, max_size),
+            timeout=timeout,
+            kwargs={"autocommit": True},
+            configure=_durable,
+            check=ConnectionPool.check_connection,
+            open=True,
+            name=name,
+        )
 
 
 def _stored_version(conn: Conn) -> object:

@@ -29,7 +29,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import msgspec
-from psycopg_pool import ConnectionPool
 
 from aiden.config import Config
 from aiden.errors import StorageError
@@ -39,7 +38,7 @@ from aiden.storage.postgres import compaction
 from aiden.storage.postgres.feed import PgChangeFeed
 from aiden.storage.postgres.locks import AdvisoryLock
 from aiden.storage.postgres.rows import EMPTY_INDEX, decode_index, decode_payload
-from aiden.storage.postgres.schema import Conn, Pool, ensure_schema, translated
+from aiden.storage.postgres.schema import Conn, Pool, ensure_schema, open_pool, translated
 from aiden.storage.protocol import ChangeToken, ChunkChanges, PreparedEvent, RecoveryReport, Snapshot
 
 __all__ = ["DSN_ENV", "PostgresSessionStore"]
@@ -67,9 +66,9 @@ class PostgresSessionStore:
     ``dsn`` is a libpq connection string or URI (default: ``$AIDEN_PG_DSN``,
     then libpq's own defaults and ``PG*`` variables); it is never logged.
     ``pool`` shares an open pool between stores (then ``close`` leaves it
-    open); otherwise the store opens its own of ``max_size`` connections
-    (one more than the compaction lock needs), waiting up to ``timeout``
-    seconds for a connection before :class:`StorageError`. ``config`` supplies
+    open; make it with :func:`~aiden.storage.postgres.schema.open_pool`);
+    otherwise the store opens its own of ``max_size`` connections, waiting
+    up to ``timeout`` seconds for a connection before :class:`StorageError`. ``config`` supplies
     ``lock_timeout_s`` and ``summary_max_chunks`` as for the file store.
     ``session_id`` must match ``^[A-Za-z0-9_-]{1,64}$``
     (:class:`~aiden.errors.InvalidIdError` otherwise).
@@ -90,20 +89,7 @@ class PostgresSessionStore:
         self._own_pool = pool is None
         if pool is None:
             conninfo = dsn if dsn is not None else os.environ.get(DSN_ENV, "")
-            with translated("opening the connection pool"):
-                # open=True connects in the pool's background threads: constructing never blocks.
-                pool = ConnectionPool(
-                    conninfo,
-                    min_size=1,
-                    max_size=max(2, max_size),
-                    timeout=timeout,
-                    kwargs={"autocommit": True},
-                    # One round trip per checkout buys transparent reconnects: an idle connection
-                    # a server restart or failover broke is replaced before any statement is sent.
-                    check=ConnectionPool.check_connection,
-                    open=True,
-                    name=f"aiden-{self.session_id}",
-                )
+            pool = open_pool(conninfo, max_size=max_size, timeout=timeout, name=f"aiden-{self.session_id}")
         self._pool: Pool = pool
         self._feed = PgChangeFeed(pool, self.session_id)
         self._lock = AdvisoryLock(pool, f"aiden.compaction:{self.session_id}")
