@@ -134,7 +134,18 @@ class SessionSummaryWriter:
             log.warning("session summary extraction failed (%s); using the extractive fallback", exc)
             from aiden.summarizers.extractive import ExtractiveSummarizer
 
-            result = await ExtractiveSummarizer().summarize(request)
+            try:
+                # The fallback has the same deadline: it yields between slices of events, so it
+                # can be cut short on a huge backlog instead of stalling the compaction or close.
+                with anyio.fail_after(deadline):
+                    result = await ExtractiveSummarizer().summarize(request)
+            except TimeoutError:
+                log.error(
+                    "the extractive fallback also exceeded %ss on %d events; nothing extracted from them",
+                    deadline,
+                    len(events),
+                )
+                return SessionSummary(), True
             degraded = True
         return summary_from_result(result, kind="running"), degraded
 

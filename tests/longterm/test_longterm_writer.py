@@ -11,6 +11,7 @@ import aiden
 from aiden import Config, SessionEvent
 from aiden.errors import SummarizerError
 from aiden.longterm import (
+    SessionSummary,
     SessionSummaryWriter,
     digest_path,
     list_session_files,
@@ -206,3 +207,24 @@ def test_hostile_files_in_the_store_are_ignored(layout: Layout, tmp_path: Path) 
     block = load_project_memory(layout, Config(project_memory_tokens=300))
     assert "leaked secret" not in block and "escaped" not in block and "ignored" not in block
     assert block.startswith("PROJECT MEMORY") and "never reached" not in block
+
+
+class HangingSummarizer:
+    """Never answers: only a deadline ends its call."""
+
+    async def summarize(self, request: object) -> object:
+        import anyio
+
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_the_extractive_fallback_has_a_deadline_too(layout: Layout, storage: Storage) -> None:
+    writer = SessionSummaryWriter(layout, storage, HangingSummarizer(), CFG)  # type: ignore[arg-type]
+    # A deadline already spent (a close whose budget is used up): both the summarizer and the
+    # fallback are cut at their first checkpoint; the caller gets an empty, degraded summary.
+    found, degraded = await writer.extract(REGION_1 + REGION_2, summarizer_timeout_s=0)
+    assert (found, degraded) == (SessionSummary(), True)
+    found, degraded = await writer.extract(REGION_1 + REGION_2, summarizer_timeout_s=2)
+    assert degraded is True
+    assert found.user_preferences == ("Always use yarn, never npm.",)
