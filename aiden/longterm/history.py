@@ -62,13 +62,15 @@ LOCK_TIMEOUT_S: Final = 30.0
 """How long an append waits for another holder of the history lock (then LockError)."""
 
 
-class HistoryRecord(msgspec.Struct, frozen=True, kw_only=True):
+class HistoryRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One line of ``history.jsonl``."""
 
     cursor: int
     timestamp: str
     content: str
     session_key: str = ""
+    chunk_id: str = ""
+    """The session chunk this record summarizes ("" for other records): a retried record lands once."""
 
 
 _encoder: Final = msgspec.json.Encoder()
@@ -131,7 +133,7 @@ class HistoryStore:
         self._lock = threading.Lock()
         self._flock = SessionLock(storage, self.lock_path)
 
-    def _last_record_cursor(self) -> int:
+    def _tail_records(self) -> list[HistoryRecord]:
         # Only the tail is needed; a record is far smaller than the window, so the
         # full scan is a fallback for a tail without one complete decodable line.
         data, whole = _tail(self.path, _TAIL_BYTES)
@@ -140,6 +142,10 @@ class HistoryStore:
         records = self._scan(data)
         if not records and not whole:
             records = self._scan(read_bytes(self.path))
+        return records
+
+    def _last_record_cursor(self) -> int:
+        records = self._tail_records()
         return records[-1].cursor if records else 0
 
     def _allocated(self) -> int:
@@ -157,9 +163,11 @@ class HistoryStore:
                     log.warning("history.jsonl: skipping an undecodable line")
         return out
 
-    def append(self, content: str, *, session_key: str, now: float) -> HistoryRecord:
+    def append(self, content: str, *, session_key: str, now: float, chunk_id: str = "") -> HistoryRecord:
         """Append one record (thinking stripped, content bounded); returns it with its cursor.
 
+        A record for a ``chunk_id`` already in the file's tail is not written
+        again: that record is returned (a retry after a failed cursor update).
         Blocks on an inter-process lock: call from a worker thread in async code.
         """
         text = _bound(strip_thinking(content).strip(), self._max)
@@ -167,16 +175,21 @@ class HistoryStore:
             ensure_dir(self._storage, self.root)
             self._flock.acquire(LOCK_TIMEOUT_S)
             try:
-                return self._append_locked(text, session_key=session_key, now=now)
+                if chunk_id:
+                    known = next((r for r in self._tail_records() if r.chunk_id == chunk_id), None)
+                    if known is not None:
+                        return known
+                return self._append_locked(text, session_key=session_key, now=now, chunk_id=chunk_id)
             finally:
                 self._flock.release()
 
-    def _append_locked(self, text: str, *, session_key: str, now: float) -> HistoryRecord:
+    def _append_locked(self, text: str, *, session_key: str, now: float, chunk_id: str) -> HistoryRecord:
         record = HistoryRecord(
             cursor=self._allocated() + 1,  # re-read under the lock: never trust a cached cursor
             timestamp=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             content=text,
             session_key=session_key[:_SESSION_KEY_CHARS],
+            chunk_id=chunk_id,
         )
         line = _encoder.encode(record) + b"\n"
         created = not self.path.exists()

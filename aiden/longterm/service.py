@@ -56,6 +56,8 @@ class LongTermServices:
         self.store = LongTermMemoryStore(layout, storage, dirty=self._dirty_send)
         self._storage = storage
         self._dream: Dream | None = None
+        # Chunks whose history record failed, oldest first (retried by the next compaction).
+        self._unrecorded: list[tuple[ChunkEntry, str]] = []
         self.project_memory = ""
 
     @property
@@ -123,10 +125,19 @@ class LongTermServices:
         await self.writer.merge_running_summary(events, now=time.time())
 
     async def after_compaction(self, entry: ChunkEntry, session_key: str) -> None:
-        """Append the chunk summary to history.jsonl, Dream's source material (seed 003)."""
-        await anyio.to_thread.run_sync(
-            lambda: self.history.append(entry.summary, session_key=session_key, now=time.time())
-        )
+        """Append the chunk summary to history.jsonl, Dream's source material (seed 003).
+
+        A record that failed is kept and retried, in order, before the next one:
+        Dream would otherwise never see that chunk. The chunk id makes a retry
+        of a record that was written (its cursor update failed) land once.
+        """
+        self._unrecorded.append((entry, session_key))
+        while self._unrecorded:
+            await anyio.to_thread.run_sync(self._record, *self._unrecorded[0])
+            self._unrecorded.pop(0)
+
+    def _record(self, entry: ChunkEntry, session_key: str) -> None:
+        self.history.append(entry.summary, session_key=session_key, now=time.time(), chunk_id=entry.chunk_id)
 
     async def session_ended(
         self,

@@ -90,3 +90,14 @@ async def test_a_pass_stops_after_the_first_failure(layout: Layout, storage: Sto
                                       config=Config())
     assert [(o.record.cursor, o.degraded) for o in outcomes] == [(1, False), (2, True)]
     assert len(summarizer.requests) == 2 and summarizer.remaining == 1
+
+
+def test_a_record_for_a_known_chunk_lands_once(layout: Layout, storage: Storage) -> None:
+    history = HistoryStore(layout, storage)
+    first = history.append("chunk one", session_key="s", now=NOW, chunk_id="chunk_1_4")
+    other = history.append("unrelated", session_key="s", now=NOW)
+    again = history.append("chunk one, retried", session_key="s", now=NOW + 5, chunk_id="chunk_1_4")
+    assert again == first
+    assert [(r.cursor, r.chunk_id) for r in history.read_after(0)] == [(1, "chunk_1_4"), (2, "")]
+    assert other.cursor == 2
+    assert json.loads(history.path.read_text().splitlines()[0])["chunk_id"] == "chunk_1_4"
