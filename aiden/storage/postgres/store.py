@@ -54,6 +54,15 @@ JOIN aiden_events e ON e.generation = s.generation AND e.chunk_pos IS NULL
 WHERE s.session_id = %s ORDER BY e.seq
 """
 
+# One index probe per id (LIMIT 1 keeps the planner from turning it into a scan of the
+# whole generation, which a generic plan of "event_id = ANY(...)" did: O(session) per append).
+_KNOWN_IDS = """
+SELECT k.id, e.seq FROM unnest(%s::text[]) AS k(id)
+CROSS JOIN LATERAL (
+    SELECT seq FROM aiden_events WHERE generation = %s AND event_id = k.id LIMIT 1
+) AS e
+"""
+
 _COMPACTION = """
 SELECT c.index_doc, c.summary FROM aiden_sessions s JOIN aiden_compaction c ON c.generation = s.generation
 WHERE s.session_id = %s
@@ -174,14 +183,13 @@ class PostgresSessionStore:
             known: dict[str, int] = {}
             if ids:
                 # The row lock first: a concurrent batch with the same ids commits before we look.
-                conn.execute(
-                    "SELECT 1 FROM aiden_sessions WHERE session_id = %s FOR UPDATE", (self.session_id,)
-                )
-                rows = conn.execute(
-                    "SELECT e.event_id, e.seq FROM aiden_sessions s JOIN aiden_events e"
-                    " ON e.generation = s.generation WHERE s.session_id = %s AND e.event_id = ANY(%s)",
-                    (self.session_id, ids),
-                ).fetchall()
+                locked = conn.execute(
+                    "SELECT generation FROM aiden_sessions WHERE session_id = %s FOR UPDATE",
+                    (self.session_id,),
+                ).fetchone()
+                if locked is None:
+                    raise StorageError(f"postgres: session {self.session_id!r} has no row")
+                rows = conn.execute(_KNOWN_IDS, (ids, locked[0])).fetchall()
                 known = {str(r[0]): int(r[1]) for r in rows}
             fresh = sum(1 for r in decoded for eid, _ in r if eid is None) + len(set(ids) - known.keys())
             if fresh == 0:
