@@ -327,3 +327,34 @@ def test_pool_never_runs_with_synchronous_commit_off(pg_dsn: str, configured: st
             assert conn.execute("SHOW synchronous_commit").fetchall() == [(used,)]
     finally:
         pool.close()
+
+
+def test_recover_reports_events_of_an_uncommitted_chunk_and_a_bad_index(
+    pg_dsn: str, session_ids: SessionIds
+) -> None:
+    sid = session_ids()
+    with worker(pg_dsn, sid) as s:
+        fill(s, 4)
+        compact(s, 2)
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE aiden_events e SET chunk_pos = 7 FROM aiden_sessions s"
+                " WHERE s.session_id = %s AND e.generation = s.generation AND e.seq = 4",
+                (sid,),
+            )
+            conn.execute(
+                "UPDATE aiden_compaction c SET last_seq = 3 FROM aiden_sessions s"
+                " WHERE s.session_id = %s AND c.generation = s.generation",
+                (sid,),
+            )
+        assert s.recover().unrecoverable == [
+            "index lists 1 chunks to seq 2; 1 chunk rows; the state row says 1 chunks to seq 3",
+            "1 events name a chunk that was never committed",
+        ]
+        assert s.last_checks == (
+            "schema version",
+            "session and compaction rows",
+            "seq counter past every stored seq",
+            "index decodes and matches the chunk rows",
+            "no event in an uncommitted chunk",
+        )

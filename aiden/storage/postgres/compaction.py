@@ -189,12 +189,14 @@ def check(conn: Conn, session_id: str) -> list[str]:
     if row is None or row[2] is None:
         return [*problems, f"session {session_id!r} has no session or compaction row"]
     generation, next_seq, count, last_seq = str(row[0]), int(row[1]), int(row[3]), int(row[4])
+    # Both are index lookups (primary key; the chunk_pos index): recovery on open stays cheap
+    # however long the session is.
     stats = conn.execute(
-        "SELECT coalesce(max(seq), 0), count(*) FILTER (WHERE chunk_pos >= %s)"
-        " FROM aiden_events WHERE generation = %s",
-        (count, generation),
+        "SELECT (SELECT seq FROM aiden_events WHERE generation = %s ORDER BY seq DESC LIMIT 1),"
+        " (SELECT count(*) FROM aiden_events WHERE generation = %s AND chunk_pos >= %s)",
+        (generation, generation, count),
     ).fetchone()
-    top, orphans = (int(stats[0]), int(stats[1])) if stats is not None else (0, 0)
+    top, orphans = (int(stats[0] or 0), int(stats[1])) if stats is not None else (0, 0)
     if top > next_seq:
         problems.append(f"seq counter {next_seq} is behind stored seq {top}: seqs could repeat")
     try:
@@ -209,7 +211,8 @@ def check(conn: Conn, session_id: str) -> list[str]:
         listed = sum(s.chunks for s in index.segments) + len(index.chunks)
         if not (rows == count == listed == top_pos + 1) or index.last_seq != last_seq:
             problems.append(
-                f"index lists {listed} chunks to seq {index.last_seq}; {rows} chunk rows, count {count}"
+                f"index lists {listed} chunks to seq {index.last_seq}; {rows} chunk rows;"
+                f" the state row says {count} chunks to seq {last_seq}"
             )
     if orphans:
         problems.append(f"{orphans} events name a chunk that was never committed")
