@@ -32,7 +32,7 @@ def pg_server() -> Iterator[PgServer]:
     try:
         import psycopg  # noqa: F401 - the store needs it; without it the tests cannot run
     except ImportError as exc:
-        _unavailable(f"psycopg is not installed ({exc}): pip install 'aiden[postgres]'")
+        _unavailable(f"psycopg is not installed ({exc}): pip install 'aiden-memory[postgres]'")
     try:
         server = server_for_tests()
     except PgUnavailable as exc:

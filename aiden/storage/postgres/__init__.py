@@ -1,4 +1,4 @@
-"""The PostgreSQL session store (``pip install aiden[postgres]``): many workers, one shared database.
+"""The PostgreSQL session store (``pip install aiden-memory[postgres]``): many workers, one shared database.
 
 :class:`PostgresSessionStore` keeps one session id's events, chunks and
 summaries in PostgreSQL behind the same
