@@ -108,7 +108,7 @@ def test_safetensors_reader(tmp_path: Path) -> None:
 def test_missing_numpy_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "numpy", None)
     monkeypatch.setattr(minilm, "_loaded", None)
-    with pytest.raises(RecallError, match=r"needs numpy: pip install 'aiden\[local-embeddings\]'"):
+    with pytest.raises(RecallError, match=r"needs numpy: pip install 'aiden-memory\[local-embeddings\]'"):
         LocalMiniLMEmbedder().embed(["x"])
 
 
