@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from aiden.longterm.dream_edits import DreamEdit
     from aiden.longterm.gitstore import Version
     from aiden.recall.minilm import LocalMiniLMEmbedder
+    from aiden.storage.postgres import PostgresSessionStore, open_pool, postgres_store_factory
     from aiden.summarizers.extractive import ExtractiveSummarizer
     from aiden.summarizers.llm import LiteLLMSummarizer
     from aiden.summarizers.llm.stats import SummarizerStats
@@ -131,6 +132,7 @@ __all__ = [
     "MemoryEntryError",
     "MemoryStats",
     "PendingChunks",
+    "PostgresSessionStore",
     "PreparedEvent",
     "PromptBuild",
     "PromptLayers",
@@ -163,6 +165,8 @@ __all__ = [
     "events_from_response",
     "load_config",
     "open_memory",
+    "open_pool",
+    "postgres_store_factory",
     "sync",
     "usage_numbers",
 ]
@@ -182,6 +186,10 @@ __getattr__ = lazy_exports(
         "DreamOutcome": "aiden.longterm.dream",
         "Version": "aiden.longterm.gitstore",
         "SummarizerStats": "aiden.summarizers.llm.stats",
+        # The PostgreSQL store needs the `postgres` extra (psycopg): loaded on first use.
+        "PostgresSessionStore": "aiden.storage.postgres",
+        "open_pool": "aiden.storage.postgres",
+        "postgres_store_factory": "aiden.storage.postgres",
         # The sync facade loads anyio's blocking portal: only for sync loops.
         "SyncMemory": "aiden.sync",
         "sync": "aiden.sync",
