@@ -1,0 +1,256 @@
+"""Experience records and environment profiles: formats, pure (issue #21).
+
+A record is one small Markdown file ``memory/experience/<kind>/<id>.md``::
+
+    <!-- aiden-experience {"id":"proc-...","kind":"procedure","status":"active",...} -->
+    # <title>
+
+    <body>
+
+and one row of ``memory/experience/index.yaml`` carrying everything recall
+filters and ranks by (kind, status, environment, goal, terms, expires_at), so
+an expired, disputed or legacy record is rejected without opening its file.
+
+Statuses: ``active`` (recall returns it), ``disputed`` (a later episode's
+evidence contradicts it), ``legacy`` (a newer record superseded it). Only
+background consolidation sees the last two.
+
+Environment profiles (deterministic observations: versions, paths, sizes)
+are kept apart from lessons, in ``memory/experience/profiles/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Final, Literal, get_args
+
+import msgspec
+import yaml
+
+from aiden.errors import CorruptionError, InvalidIdError
+from aiden.events import validate_id
+from aiden.recall.stopwords import STOPWORDS
+
+__all__ = [
+    "INDEX_VERSION",
+    "RECORD_KINDS",
+    "RECORD_STATUSES",
+    "EnvironmentProfile",
+    "Evidence",
+    "ExperienceRecord",
+    "RecordIndex",
+    "RecordKind",
+    "RecordRow",
+    "RecordStatus",
+    "goal_key",
+    "parse_index_yaml",
+    "parse_record_md",
+    "record_id",
+    "render_index_yaml",
+    "render_record_md",
+    "terms_of",
+]
+
+RecordKind = Literal["procedure", "navigation", "calibration", "failure", "fact"]
+RECORD_KINDS: Final[tuple[str, ...]] = get_args(RecordKind)
+RecordStatus = Literal["active", "disputed", "legacy"]
+RECORD_STATUSES: Final[tuple[str, ...]] = get_args(RecordStatus)
+INDEX_VERSION: Final = 1
+MAX_TERMS: Final = 48
+"""Search terms kept per record in the index (bounded so the index stays small)."""
+_MAX_INDEX_BYTES: Final = 16 * 1024 * 1024
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_WORD: Final = re.compile(r"[^\W_]+(?:[-_.][^\W_]+)*", re.UNICODE)
+
+
+def terms_of(text: str, limit: int = MAX_TERMS) -> tuple[str, ...]:
+    """The distinct content words of ``text``, case-folded, in order of first appearance.
+
+    Words joined by ``-``, ``_`` or ``.`` (``--no-cache``, ``build.sh``) are
+    kept whole *and* split, so a query for either form matches.
+    """
+    out: dict[str, None] = {}
+    for match in _WORD.finditer(text.casefold()):
+        word = match.group(0)
+        parts = [word, *re.split(r"[-_.]", word)] if any(c in word for c in "-_.") else [word]
+        for part in parts:
+            if len(part) > 1 and part not in STOPWORDS:
+                out.setdefault(part, None)
+        if len(out) >= limit:
+            break
+    return tuple(out)[:limit]
+
+
+def goal_key(goal: str) -> str:
+    """The normalized goal: its content words, sorted and joined (two phrasings of one task meet)."""
+    return " ".join(sorted(set(terms_of(goal, 32))))
+
+
+def record_id(kind: str, environment: str, goal: str, step: str) -> str:
+    """The deterministic id of the record ``(kind, environment, goal, step)``.
+
+    Learning the same lesson twice (a retried worker, a second episode) lands
+    on the same id, so it updates that record instead of duplicating it.
+    """
+    digest = hashlib.sha256("\x1f".join((kind, environment, goal, step)).encode("utf-8")).hexdigest()
+    return f"{kind[:4]}-{digest[:20]}"
+
+
+class Evidence(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a record's proof is: one episode and the seqs of its events."""
+
+    episode_id: str
+    seqs: tuple[int, ...]
+
+
+class ExperienceRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One lesson. ``environment`` "" applies everywhere; ``step`` is the tool-call signature it is about."""
+
+    id: str
+    kind: RecordKind
+    status: RecordStatus
+    title: str
+    body: str
+    environment: str = ""
+    goal: str = ""
+    step: str = ""
+    evidence: tuple[Evidence, ...] = ()
+    created_at: float
+    updated_at: float
+    expires_at: float | None = None
+    status_reason: str = ""
+    source: Literal["embedded", "llm"] = "embedded"
+
+    def expired(self, now: float) -> bool:
+        """True once ``now`` reached ``expires_at``."""
+        return self.expires_at is not None and now >= self.expires_at
+
+    def row(self) -> RecordRow:
+        """The record's index row."""
+        return RecordRow(
+            id=self.id,
+            kind=self.kind,
+            status=self.status,
+            title=self.title,
+            environment=self.environment,
+            goal=self.goal,
+            step=self.step,
+            terms=terms_of(f"{self.title} {self.goal} {self.step} {self.body}"),
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            expires_at=self.expires_at,
+        )
+
+
+class RecordRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A record's line in ``index.yaml``: enough to filter and rank without opening the file."""
+
+    id: str
+    kind: RecordKind
+    status: RecordStatus
+    title: str
+    environment: str = ""
+    goal: str = ""
+    step: str = ""
+    terms: tuple[str, ...] = ()
+    created_at: float
+    updated_at: float
+    expires_at: float | None = None
+
+    def expired(self, now: float) -> bool:
+        """True once ``now`` reached ``expires_at``."""
+        return self.expires_at is not None and now >= self.expires_at
+
+
+class RecordIndex(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``experience/index.yaml``: every record's row, oldest first."""
+
+    version: int = INDEX_VERSION
+    records: tuple[RecordRow, ...] = ()
+
+
+class EnvironmentProfile(msgspec.Struct, frozen=True, kw_only=True):
+    """Deterministic observations of one environment (versions, paths, sizes): facts seen, not lessons."""
+
+    environment: str
+    observations: dict[str, str]
+    episode_id: str
+    updated_at: float
+
+
+class _Meta(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    kind: RecordKind
+    status: RecordStatus
+    environment: str = ""
+    goal: str = ""
+    step: str = ""
+    evidence: tuple[Evidence, ...] = ()
+    created_at: float
+    updated_at: float
+    expires_at: float | None = None
+    status_reason: str = ""
+    source: Literal["embedded", "llm"] = "embedded"
+
+
+_META_LINE: Final = re.compile(r"^<!-- aiden-experience (\{.*\}) -->$")
+_encoder: Final = msgspec.json.Encoder()
+_meta_decoder: Final = msgspec.json.Decoder(_Meta)
+
+
+def render_record_md(record: ExperienceRecord) -> str:
+    """The Markdown file of ``record`` (the title on one line; ``-->`` cannot end the header early)."""
+    meta = msgspec.convert(msgspec.to_builtins(record), _Meta)
+    head = _encoder.encode(meta).decode().replace("-->", "--\\u003e")
+    title = " ".join(record.title.split())
+    return f"<!-- aiden-experience {head} -->\n# {title}\n\n{record.body.strip()}\n"
+
+
+def parse_record_md(text: str) -> ExperienceRecord:
+    """Parse a record file; :class:`CorruptionError` if it is not one."""
+    lines = text.split("\n")
+    match = _META_LINE.match(lines[0]) if lines else None
+    if match is None or len(lines) < 2 or not lines[1].startswith("# "):
+        raise CorruptionError("not an aiden experience record (missing header)")
+    try:
+        meta = _meta_decoder.decode(match.group(1))
+        validate_id(meta.id, what="record id")
+    except (msgspec.DecodeError, msgspec.ValidationError, InvalidIdError) as exc:
+        raise CorruptionError(f"experience record header invalid: {exc}") from exc
+    fields = msgspec.structs.asdict(meta)
+    return ExperienceRecord(title=lines[1][2:].strip(), body="\n".join(lines[2:]).strip(), **fields)
+
+
+def render_index_yaml(index: RecordIndex) -> str:
+    """``index.yaml`` text (``yaml.safe_dump``: plain data, no tags)."""
+    data = msgspec.to_builtins(index)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=4096)
+
+
+def parse_index_yaml(data: bytes) -> RecordIndex:
+    """Parse ``index.yaml`` safely; :class:`CorruptionError` for anything but a valid index."""
+    if len(data) > _MAX_INDEX_BYTES:
+        raise CorruptionError(f"experience index.yaml larger than {_MAX_INDEX_BYTES} bytes")
+    try:
+        raw = yaml.load(data, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise CorruptionError(f"experience index.yaml is not valid safe YAML: {exc}") from exc
+    if raw is None:
+        return RecordIndex()
+    if not isinstance(raw, dict) or raw.get("version") != INDEX_VERSION:
+        raise CorruptionError(f"experience index.yaml is not a version {INDEX_VERSION} mapping")
+    try:
+        index = msgspec.convert(raw, RecordIndex, strict=False)
+    except msgspec.ValidationError as exc:
+        raise CorruptionError(f"experience index.yaml invalid: {exc}") from exc
+    seen: set[str] = set()
+    for row in index.records:
+        try:
+            validate_id(row.id, what="record id")
+        except InvalidIdError as exc:
+            raise CorruptionError(f"experience index.yaml: {exc}") from exc
+        if row.id in seen:
+            raise CorruptionError(f"experience index.yaml: duplicate id {row.id!r}")
+        seen.add(row.id)
+    return index

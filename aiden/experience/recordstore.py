@@ -1,0 +1,263 @@
+"""Experience records and environment profiles on disk::
+
+    memory/experience/
+      .records.lock               flock, never deleted
+      index.yaml                  every record's row (status, environment, terms, expires_at) — the commit point
+      <kind>/<record_id>.md       one small Markdown file per record
+      profiles/<sha>.json         deterministic observations per environment, apart from the lessons
+
+:meth:`RecordStore.apply` writes every changed record file (atomic), then the
+index once: a crash before the index leaves files the index does not point
+to yet (or files one step ahead of their row), which the worker's retry of
+the same episode rewrites with the same ids. Recall ranks index rows only and
+opens the files of the few it returns, so expired, disputed and legacy
+records are never opened by a normal recall.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from aiden.errors import CorruptionError, InvalidIdError
+from aiden.events import validate_id
+from aiden.experience.records import (
+    EnvironmentProfile,
+    ExperienceRecord,
+    RecordIndex,
+    RecordRow,
+    parse_index_yaml,
+    parse_record_md,
+    render_index_yaml,
+    render_record_md,
+)
+from aiden.longterm.files import ensure_dir, read_bounded
+from aiden.storage.fs import Storage
+from aiden.storage.jsonl import read_bytes
+from aiden.storage.layout import Layout
+from aiden.storage.locks import SessionLock
+
+__all__ = ["RecordStore"]
+
+log = logging.getLogger("aiden.experience")
+
+_MAX_RECORD_BYTES: Final = 64 * 1024
+_MAX_PROFILE_OBSERVATIONS: Final = 200
+_profile_decoder: Final = msgspec.json.Decoder(EnvironmentProfile)
+_encoder: Final = msgspec.json.Encoder()
+
+
+class RecordStore:
+    """``memory/experience/``; blocking methods, called from a worker thread."""
+
+    def __init__(self, layout: Layout, storage: Storage, *, lock_timeout_s: float = 30.0) -> None:
+        self.root = layout.memory / "experience"
+        self._storage = storage
+        self._lock = threading.Lock()
+        self._flock = SessionLock(storage, self.root / ".records.lock")
+        self._lock_timeout_s = lock_timeout_s
+        self.files_read: list[str] = []
+        """Ids of the record files opened, in order (tests check what recall never touches)."""
+        self.problems: list[str] = []
+
+    @property
+    def index_path(self) -> Path:
+        """``experience/index.yaml``."""
+        return self.root / "index.yaml"
+
+    def record_path(self, kind: str, record_id: str) -> Path:
+        """``experience/<kind>/<id>.md``; the id is validated."""
+        return self.root / kind / f"{validate_id(record_id, what='record id')}.md"
+
+    def profile_path(self, environment: str) -> Path:
+        """``experience/profiles/<sha>.json`` (hashed: an environment name is free text)."""
+        digest = hashlib.sha256(environment.encode("utf-8")).hexdigest()[:24]
+        return self.root / "profiles" / f"{digest}.json"
+
+    def _problem(self, text: str) -> None:
+        log.error("experience store: %s", text)
+        if len(self.problems) < 50:
+            self.problems.append(text)
+
+    def _load_index(self) -> RecordIndex:
+        data = read_bytes(self.index_path) if self.index_path.exists() else b""
+        try:
+            return parse_index_yaml(data) if data else RecordIndex()
+        except CorruptionError as exc:
+            self._problem(f"{exc}; rebuilt the index from the record files")
+            return self._rebuild()
+
+    def _rebuild(self) -> RecordIndex:
+        rows: list[RecordRow] = []
+        for folder in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+            if not folder.is_dir() or folder.name == "profiles":
+                continue
+            for path in sorted(folder.glob("*.md")):
+                record = self._read(path, path.stem)
+                if record is not None and record.kind == folder.name:
+                    rows.append(record.row())
+        rows.sort(key=lambda r: (r.created_at, r.id))
+        return RecordIndex(records=tuple(rows))
+
+    def _read(self, path: Path, record_id: str) -> ExperienceRecord | None:
+        text = read_bounded(path, _MAX_RECORD_BYTES)
+        if text is None:
+            return None
+        self.files_read.append(record_id)
+        try:
+            record = parse_record_md(text)
+        except CorruptionError as exc:
+            self._problem(f"{path.name}: {exc}")
+            return None
+        return record if record.id == record_id else None
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        with self._lock:
+            ensure_dir(self._storage, self.root)
+            self._flock.acquire(self._lock_timeout_s)
+            try:
+                yield
+            finally:
+                self._flock.release()
+
+    # --- operations (blocking) -------------------------------------------------------------
+    def apply(self, records: Sequence[ExperienceRecord]) -> None:
+        """Create or replace ``records`` (by id): their files, then one index write (the commit point)."""
+        if not records:
+            return
+        with self._exclusive():
+            index = self._load_index()
+            for record in records:
+                path = self.record_path(record.kind, record.id)
+                ensure_dir(self._storage, path.parent)
+                self._storage.write_atomic(path, render_record_md(record).encode("utf-8"))
+            self._storage.checkpoint("experience.records.after_files")
+            changed = {r.id: r.row() for r in records}
+            rows = [changed.pop(row.id, row) for row in index.records]
+            rows.extend(changed.values())
+            self._storage.write_atomic(
+                self.index_path, render_index_yaml(RecordIndex(records=tuple(rows))).encode()
+            )
+            self._storage.checkpoint("experience.records.after_index")
+
+    def rows(self) -> list[RecordRow]:
+        """Every record's index row, oldest first."""
+        with self._lock:
+            return list(self._load_index().records)
+
+    def load(self, row: RecordRow) -> ExperienceRecord | None:
+        """The record of ``row``, its status and expiry as the index (the commit point) says."""
+        try:
+            record = self._read(self.record_path(row.kind, row.id), row.id)
+        except InvalidIdError:
+            return None
+        if record is None:
+            self._problem(f"record {row.id} is missing or unreadable")
+            return None
+        if record.status != row.status or record.expires_at != row.expires_at:
+            record = msgspec.structs.replace(record, status=row.status, expires_at=row.expires_at)
+        return record
+
+    def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
+        """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
+        out: list[ExperienceRecord] = []
+        for row in self.rows():
+            if environment is not None and row.environment != environment:
+                continue
+            if now is not None and row.expired(now):
+                continue
+            record = self.load(row)
+            if record is not None:
+                out.append(record)
+        return out
+
+    def search(
+        self,
+        terms: Sequence[str],
+        *,
+        now: float,
+        k: int,
+        environment: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[ExperienceRecord]:
+        """The ``k`` best active, unexpired, applicable records for ``terms`` (BM25 over the index rows).
+
+        Applicable: same ``environment`` or a record for every environment ("");
+        of ``kinds`` when given; sharing at least one term. Only the returned
+        records' files are opened.
+        """
+        rows = [
+            r
+            for r in self.rows()
+            if r.status == "active"
+            and not r.expired(now)
+            and (environment is None or r.environment in (environment, ""))
+            and (kinds is None or r.kind in kinds)
+        ]
+        ranked = _bm25(rows, list(dict.fromkeys(terms)))
+        out: list[ExperienceRecord] = []
+        for row in ranked:
+            if len(out) >= k:
+                break
+            record = self.load(row)
+            if record is not None and record.status == "active" and not record.expired(now):
+                out.append(record)
+        return out
+
+    # --- environment profiles -----------------------------------------------------------------
+    def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
+        """Merge ``profile``'s observations into the stored profile of its environment (newest value wins)."""
+        with self._exclusive():
+            old = self.profile(profile.environment)
+            merged = dict(old.observations) if old is not None else {}
+            merged.update(profile.observations)
+            keep = dict(list(merged.items())[-_MAX_PROFILE_OBSERVATIONS:])
+            new = msgspec.structs.replace(profile, observations=keep)
+            path = self.profile_path(profile.environment)
+            ensure_dir(self._storage, path.parent)
+            self._storage.write_atomic(path, _encoder.encode(new))
+            return new
+
+    def profile(self, environment: str) -> EnvironmentProfile | None:
+        """The stored profile of ``environment`` (None if none or unreadable)."""
+        text = read_bounded(self.profile_path(environment), _MAX_RECORD_BYTES)
+        if text is None:
+            return None
+        try:
+            found = _profile_decoder.decode(text.encode("utf-8"))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self._problem(f"profile of {environment!r}: {exc}")
+            return None
+        return found if found.environment == environment else None
+
+
+def _bm25(rows: list[RecordRow], terms: list[str], k1: float = 1.2, b: float = 0.75) -> list[RecordRow]:
+    """``rows`` sharing a term with ``terms``, best first (ties: newest first)."""
+    if not rows or not terms:
+        return []
+    n = len(rows)
+    avg = sum(len(r.terms) for r in rows) / n or 1.0
+    df = Counter(t for r in rows for t in set(r.terms))
+    scored: list[tuple[float, float, RecordRow]] = []
+    for row in rows:
+        tf = Counter(row.terms)
+        score = 0.0
+        for term in terms:
+            f = tf.get(term, 0)
+            if f:
+                idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
+                score += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len(row.terms) / avg))
+        if score > 0:
+            scored.append((score, row.updated_at, row))
+    scored.sort(key=lambda t: (-t[0], -t[1], t[2].id))
+    return [row for _, _, row in scored]

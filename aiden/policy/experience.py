@@ -1,0 +1,278 @@
+"""The embedded experience learner (issue #21): lessons from one finished episode, only with direct evidence.
+
+Pure and deterministic: plain data in (the episode, the records already kept
+for its environment), plain data out (the records to create or replace, the
+environment profile). Every timestamp comes from the episode itself, so
+processing an episode again — a worker retried after a crash — yields the
+very same records with the very same ids, and merging them changes nothing.
+
+The rules, each citing the episode id and the seqs of the events it rests on:
+
+* a tool call that failed, then a *different* call of the same tool that
+  succeeded (and no user correction right after it) teaches a ``failure``
+  record (what failed, the error) and a ``procedure`` record (what worked);
+* a newer working procedure for the same environment and goal supersedes
+  the other procedures of that goal: they become ``legacy``;
+* an active procedure whose step fails in a later episode of its environment
+  (and does not succeed in it) becomes ``disputed``; an active failure whose
+  step now succeeds, likewise; a disputed procedure whose step works again is
+  active again;
+* a procedure whose step simply works again gains the episode as evidence.
+
+Automatic learning writes no preference, profile or rule entries (those come
+only from the memory tools): it makes ``procedure`` and ``failure`` records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
+from aiden.experience.records import EnvironmentProfile, Evidence, ExperienceRecord, goal_key, record_id
+
+__all__ = ["Attempt", "Lessons", "assess", "attempts", "learn", "step_signature"]
+
+_MAX_STEP_CHARS = 300
+_MAX_QUOTE_CHARS = 400
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """A tool call and its result."""
+
+    call: EpisodeEvent
+    result: EpisodeEvent
+    step: str
+
+    @property
+    def ok(self) -> bool:
+        """True when the result did not report a failure."""
+        return self.result.ok is not False
+
+    @property
+    def seqs(self) -> tuple[int, int]:
+        """The call's and the result's seqs."""
+        return (self.call.seq, self.result.seq)
+
+
+@dataclass(frozen=True, slots=True)
+class Lessons:
+    """What one episode teaches: records to create or replace, the environment profile, the assessment."""
+
+    records: tuple[ExperienceRecord, ...]
+    profile: EnvironmentProfile | None
+    assessed: Outcome
+
+
+def step_signature(tool_name: str, arguments: str) -> str:
+    """A call's normalized signature: ``tool value`` for one string argument, else ``tool {sorted JSON}``."""
+    text = " ".join(arguments.split())
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict) and len(parsed) == 1 and isinstance(next(iter(parsed.values())), str):
+        text = " ".join(str(next(iter(parsed.values()))).split())
+    elif parsed is not None:
+        text = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return f"{tool_name} {text}".strip()[:_MAX_STEP_CHARS]
+
+
+def attempts(episode: Episode) -> list[Attempt]:
+    """The episode's calls paired with their results (by call id, else the next result of that tool)."""
+    open_calls: list[EpisodeEvent] = []
+    out: list[Attempt] = []
+    for event in episode.events:
+        if event.type == "tool_call":
+            open_calls.append(event)
+        elif event.type == "tool_result":
+            match = next(
+                (c for c in open_calls if event.tool_call_id and c.tool_call_id == event.tool_call_id), None
+            )
+            if match is None:
+                match = next(
+                    (
+                        c
+                        for c in open_calls
+                        if c.tool_name == event.tool_name and (not event.tool_call_id or not c.tool_call_id)
+                    ),
+                    None,
+                )
+            if match is not None:
+                open_calls.remove(match)
+                out.append(Attempt(match, event, step_signature(match.tool_name or "", match.content)))
+    return out
+
+
+def assess(episode: Episode) -> Outcome:
+    """Goal completion judged from the trace alone: the last attempt's result, unless the user corrected it."""
+    tried = attempts(episode)
+    if not tried:
+        return "unknown"
+    last = tried[-1]
+    corrected = any(e.type == "user_correction" and e.seq > last.result.seq for e in episode.events)
+    if corrected:
+        return "unknown"
+    return "success" if last.ok else "failure"
+
+
+def _quote(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _MAX_QUOTE_CHARS else flat[:_MAX_QUOTE_CHARS] + " ..."
+
+
+def _corrected_after(episode: Episode, attempt: Attempt, tried: list[Attempt]) -> bool:
+    """A user correction between this attempt's result and the next call contradicts it."""
+    later = [a.call.seq for a in tried if a.call.seq > attempt.result.seq]
+    end = min(later) if later else None
+    return any(
+        e.type == "user_correction" and e.seq > attempt.result.seq and (end is None or e.seq < end)
+        for e in episode.events
+    )
+
+
+def _merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceRecord:
+    if old is None:
+        return new
+    cited = {e.episode_id for e in old.evidence}
+    evidence = old.evidence + tuple(e for e in new.evidence if e.episode_id not in cited)
+    return msgspec.structs.replace(
+        new,
+        created_at=old.created_at,
+        evidence=evidence,
+        updated_at=max(old.updated_at, new.updated_at),
+        expires_at=None
+        if old.expires_at is None and new.expires_at is None
+        else max(old.expires_at or 0.0, new.expires_at or 0.0),
+    )
+
+
+def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: float | None = None) -> Lessons:
+    """The lessons of ``episode`` given the ``existing`` records of its environment (any status)."""
+    when = episode.finished_at
+    expires = None if ttl_s is None else when + ttl_s
+    goal = goal_key(episode.goal)
+    env = episode.environment
+    known = {r.id: r for r in existing}
+    changed: dict[str, ExperienceRecord] = {}
+
+    def current(rid: str) -> ExperienceRecord | None:
+        return changed.get(rid, known.get(rid))
+
+    def put(record: ExperienceRecord) -> None:
+        merged = _merge(current(record.id), record)
+        if merged != known.get(record.id):
+            changed[record.id] = merged
+        else:
+            changed.pop(record.id, None)
+
+    def restatus(record: ExperienceRecord, status: str, reason: str) -> None:
+        if record.status != status:
+            changed[record.id] = msgspec.structs.replace(
+                record, status=status, status_reason=reason, updated_at=max(record.updated_at, when)
+            )
+
+    tried = attempts(episode)
+    failed = {a.step for a in tried if not a.ok}
+    worked = {a.step for a in tried if a.ok}
+    short_goal = episode.goal[:120]
+    fixes: list[tuple[Attempt, Attempt]] = []
+    for fail in (a for a in tried if not a.ok):
+        fix = next(
+            (
+                a
+                for a in tried
+                if a.call.seq > fail.result.seq
+                and a.ok
+                and a.call.tool_name == fail.call.tool_name
+                and a.step != fail.step
+            ),
+            None,
+        )
+        if fix is not None and fix.step not in failed and not _corrected_after(episode, fix, tried):
+            fixes.append((fail, fix))
+    new_procedures: set[str] = set()
+    for fail, fix in fixes:
+        cite = (Evidence(episode_id=episode.id, seqs=(*fail.seqs, *fix.seqs)),)
+        put(
+            ExperienceRecord(
+                id=record_id("failure", env, goal, fail.step),
+                kind="failure",
+                status="active",
+                title=f"{short_goal}: `{fail.step}` fails",
+                goal=goal,
+                step=fail.step,
+                environment=env,
+                body=(
+                    f"For '{episode.goal}', `{fail.step}` failed with: {_quote(fail.result.content)}\n\n"
+                    f"What worked instead: `{fix.step}`."
+                ),
+                evidence=cite,
+                created_at=when,
+                updated_at=when,
+                expires_at=expires,
+            )
+        )
+        pid = record_id("procedure", env, goal, fix.step)
+        new_procedures.add(pid)
+        put(
+            ExperienceRecord(
+                id=pid,
+                kind="procedure",
+                status="active",
+                title=f"{short_goal}: `{fix.step}`",
+                goal=goal,
+                step=fix.step,
+                environment=env,
+                body=(
+                    f"For '{episode.goal}', `{fix.step}` worked (output: {_quote(fix.result.content)}) "
+                    f"after `{fail.step}` failed. Verify against current observations before relying on it."
+                ),
+                evidence=cite,
+                created_at=when,
+                updated_at=when,
+                expires_at=expires,
+            )
+        )
+    for record in list(known.values()):
+        rec = current(record.id) or record
+        if rec.environment != env or rec.id in new_procedures:
+            continue
+        steps = [a for a in tried if a.step == rec.step]
+        seqs = tuple(s for a in steps for s in a.seqs)
+        if rec.kind == "procedure" and rec.status != "legacy" and rec.goal == goal and new_procedures:
+            restatus(rec, "legacy", f"superseded by {sorted(new_procedures)[0]} (episode {episode.id})")
+        elif (
+            rec.kind == "procedure"
+            and rec.step in failed
+            and rec.step not in worked
+            and rec.status == "active"
+        ):
+            restatus(rec, "disputed", f"episode {episode.id} seqs {list(seqs)}: the step failed")
+        elif (
+            rec.kind == "failure" and rec.step in worked and rec.step not in failed and rec.status == "active"
+        ):
+            restatus(rec, "disputed", f"episode {episode.id} seqs {list(seqs)}: the step succeeded")
+        elif rec.kind == "procedure" and rec.step in worked and rec.step not in failed:
+            confirmed = msgspec.structs.replace(
+                rec,
+                status="active",
+                status_reason="" if rec.status == "disputed" else rec.status_reason,
+                evidence=(Evidence(episode_id=episode.id, seqs=seqs),),
+                updated_at=when,
+                expires_at=expires,
+            )
+            if rec.status != "legacy":
+                put(confirmed)
+    observations = {e.key: e.content[:500] for e in episode.events if e.type == "observation" and e.key}
+    profile = (
+        EnvironmentProfile(environment=env, observations=observations, episode_id=episode.id, updated_at=when)
+        if observations
+        else None
+    )
+    ordered = tuple(changed[k] for k in sorted(changed))
+    return Lessons(records=ordered, profile=profile, assessed=assess(episode))
