@@ -24,6 +24,7 @@ def test_policy_package_has_full_branch_coverage() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/policy", "-q", "-p", "no:cacheprovider",
          "--cov=aiden.policy", "--cov-branch", "--cov-report=term-missing:skip-covered",
+         "--cov-config=tests/policy/coverage.ini",
          "--cov-fail-under=100"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )
