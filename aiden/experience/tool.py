@@ -18,6 +18,8 @@ import msgspec
 
 from aiden.errors import AidenError
 from aiden.experience.records import RECORD_KINDS, ExperienceRecord, RecordKind
+from aiden.toolargs import ToolArgumentError as _Reject
+from aiden.toolargs import decode_arguments
 
 __all__ = [
     "EXPERIENCE_TOOL",
@@ -99,21 +101,8 @@ _decoder: Final = msgspec.json.Decoder(_Args)
 _encoder: Final = msgspec.json.Encoder()
 
 
-class _Reject(ValueError):
-    """Arguments that parse but make no request."""
-
-
 def _parse(arguments: str | Mapping[str, Any]) -> _Args:
-    if isinstance(arguments, str):
-        if len(arguments) > _MAX_ARGUMENT_CHARS:
-            raise _Reject(f"arguments longer than {_MAX_ARGUMENT_CHARS} characters")
-        if not arguments.strip():
-            raise _Reject("arguments must be a JSON object with 'query'")
-        args = _decoder.decode(arguments)
-    elif isinstance(arguments, Mapping):
-        args = msgspec.convert(dict(arguments), _Args, strict=True)
-    else:
-        raise _Reject(f"arguments must be a JSON object, got {type(arguments).__name__}")
+    args = decode_arguments(arguments, _decoder, max_chars=_MAX_ARGUMENT_CHARS, empty="arguments must be a JSON object with 'query'")
     if not args.query.strip():
         raise _Reject("query must not be empty")
     if len(args.query) > _MAX_QUERY_CHARS:

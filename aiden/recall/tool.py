@@ -21,6 +21,8 @@ from aiden.events import EVENT_TYPES, EventType, SessionEvent, validate_id
 from aiden.recall.query import content_terms, truncate
 from aiden.recall.render import encode_events, encode_hits, fit_hits
 from aiden.recall.types import RecallHit
+from aiden.toolargs import ToolArgumentError as _Reject
+from aiden.toolargs import decode_arguments
 
 __all__ = ["RECALL_TOOL", "TOOL_NAME", "handle_recall_tool"]
 
@@ -112,21 +114,8 @@ _args_decoder: Final = msgspec.json.Decoder(_Args)
 _encoder: Final = msgspec.json.Encoder()
 
 
-class _Reject(ValueError):
-    """Arguments that parse but make no request."""
-
-
 def _parse(arguments: str | Mapping[str, Any]) -> _Args:
-    if isinstance(arguments, str):
-        if len(arguments) > _MAX_ARGUMENT_CHARS:
-            raise _Reject(f"arguments longer than {_MAX_ARGUMENT_CHARS} characters")
-        if not arguments.strip():
-            raise _Reject("arguments must be a JSON object with at least 'query'")
-        args = _args_decoder.decode(arguments)
-    elif isinstance(arguments, Mapping):
-        args = msgspec.convert(dict(arguments), _Args, strict=True)
-    else:
-        raise _Reject(f"arguments must be a JSON object, got {type(arguments).__name__}")
+    args = decode_arguments(arguments, _args_decoder, max_chars=_MAX_ARGUMENT_CHARS, empty="arguments must be a JSON object with at least 'query'")
     if args.seqs is not None and len(args.seqs) > _MAX_SEQS:
         raise _Reject(f"seqs: at most {_MAX_SEQS} values")
     # Every number is bounded here, before any request is made: an out-of-range int
