@@ -48,6 +48,9 @@ from aiden.errors import (
     VersionNotFoundError,
 )
 from aiden.events import EventType, SessionEvent
+from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
+from aiden.experience.messages import LearnOutcome
+from aiden.experience.records import Evidence, ExperienceRecord, RecordRow
 from aiden.lifecycle import RunStart
 from aiden.memory import Memory, MemoryStats
 from aiden.messages import CompactionOutcome
@@ -113,9 +116,13 @@ __all__ = [
     "DreamOutcome",
     "DurabilityError",
     "Embedder",
+    "Episode",
+    "EpisodeEvent",
     "ErrorResolution",
     "EventTooLargeError",
     "EventType",
+    "Evidence",
+    "ExperienceRecord",
     "ExtractiveSummarizer",
     "FileSessionStore",
     "GitCorruptionError",
@@ -123,6 +130,7 @@ __all__ = [
     "InvalidIdError",
     "InvalidSummaryError",
     "Layout",
+    "LearnOutcome",
     "LiteLLMEmbedder",
     "LiteLLMSummarizer",
     "LocalMiniLMEmbedder",
@@ -131,6 +139,7 @@ __all__ = [
     "Memory",
     "MemoryEntryError",
     "MemoryStats",
+    "Outcome",
     "PendingChunks",
     "PostgresSessionStore",
     "PreparedEvent",
@@ -140,6 +149,7 @@ __all__ = [
     "RecallError",
     "RecallHit",
     "RecallStats",
+    "RecordRow",
     "RecoveryReport",
     "RunStart",
     "SegmentRef",

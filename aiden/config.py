@@ -162,6 +162,14 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     idle_gap_compact_minutes: NonNegativeFloat = 60.0
     """A turn resuming a session after this idle gap compacts first (seed 001; 0 disables)."""
 
+    # --- experience memory (seed 002) ---------------------------------------
+    experience: bool = True
+    """Record an episode per run (``begin_run`` to ``commit_run``) and learn from it when idle."""
+    experience_environment: str = ""
+    """The environment (repo, service, app) episodes run in when ``begin_run`` names none."""
+    experience_ttl_days: NonNegativeFloat = 0.0
+    """Learned records expire this long after the episode that last taught them (0: never)."""
+
     def __post_init__(self) -> None:
         # Keyword construction must validate exactly like load_config: msgspec checks the
         # Meta constraints only when converting, so convert once (guarded against re-entry).

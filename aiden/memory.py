@@ -18,8 +18,10 @@ from aiden.config import Config
 from aiden.context import PromptBuild, PromptLayers
 from aiden.errors import ClosedError
 from aiden.events import SessionEvent, validate_id
+from aiden.experience.episodes import Episode, Outcome
 from aiden.intake import prepare_event
 from aiden.lifecycle import Lifecycle, RunStart, new_session_id
+from aiden.memory_experience import ExperienceMethods
 from aiden.memory_recall import RecallMethods
 from aiden.messages import CompactionOutcome, RecordUsage
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
@@ -31,6 +33,8 @@ from aiden.storage.protocol import RecoveryReport
 from aiden.tools import agent_tools, run_tool_call
 
 if TYPE_CHECKING:
+    from aiden.experience.port import ExperiencePort
+    from aiden.experience.tracker import EpisodeTracker
     from aiden.longterm.dream import DreamOutcome
     from aiden.longterm.gitstore import Version
     from aiden.longterm.port import LongTermPort
@@ -40,7 +44,7 @@ __all__ = ["Memory", "MemoryStats"]
 _log = logging.getLogger("aiden.memory")
 
 
-class Memory(RecallMethods):
+class Memory(RecallMethods, ExperienceMethods):
     """An open session memory. Obtain it from :func:`aiden.open_memory`."""
 
     def __init__(
@@ -56,6 +60,8 @@ class Memory(RecallMethods):
         recovery: RecoveryReport,
         token_profile: TokenProfile = DEFAULT_PROFILE,
         long_term: LongTermPort | None = None,
+        experience: ExperiencePort | None = None,
+        episodes: EpisodeTracker | None = None,
     ) -> None:
         # Only ports (clients of actor inboxes) and published immutable snapshots:
         # no actor, store or mutable counter of another room is reachable from here.
@@ -68,6 +74,9 @@ class Memory(RecallMethods):
         self._recall = recall
         self._runs = Lifecycle(self, token_profile, context_window)
         self._long_term = long_term
+        self._experience = experience
+        self._episodes = episodes
+        self._unsent: list[Episode] = []
         self._appends = 0
         self._profile = token_profile
         self._closed = False
@@ -111,7 +120,9 @@ class Memory(RecallMethods):
         prepared = [e for e, _ in pairs]
         self._appends += len(prepared)
         self._runs.note_appended(prepared)
-        return [msgspec.structs.replace(e, seq=s) for e, s in zip(prepared, seqs, strict=True)]
+        stored = [msgspec.structs.replace(e, seq=s) for e, s in zip(prepared, seqs, strict=True)]
+        self._note_appended(stored)
+        return stored
 
     async def append_message(self, message: Mapping[str, Any] | object) -> list[SessionEvent]:
         """Append one chat-completions message (dict or litellm/OpenAI object) as its aiden events.
@@ -234,10 +245,15 @@ class Memory(RecallMethods):
         closed_session_id: str | None = None,
         event_id: str | None = None,
         meta: dict[str, Any] | None = None,
+        environment: str | None = None,
     ) -> RunStart:
-        """Start a run; see :meth:`aiden.lifecycle.Lifecycle.begin_run`."""
+        """Start a run; see :meth:`aiden.lifecycle.Lifecycle.begin_run`.
+
+        With ``config.experience`` (default) the run is also recorded as an
+        episode of ``environment`` (default ``config.experience_environment``).
+        """
         self._check_open()
-        return await self._runs.begin_run(
+        start = await self._runs.begin_run(
             user_input,
             now=now,
             new_session=new_session,
@@ -246,6 +262,8 @@ class Memory(RecallMethods):
             event_id=event_id,
             meta=meta,
         )
+        await self._begin_episode(start.user_event, environment)
+        return start
 
     async def commit_run(
         self,
@@ -259,14 +277,17 @@ class Memory(RecallMethods):
         model: str | None = None,
         event_id: str | None = None,
         now: float | None = None,
+        outcome: Outcome = "unknown",
+        outcome_note: str = "",
     ) -> SessionEvent:
         """End a run; see :meth:`aiden.lifecycle.Lifecycle.commit_run`.
 
         Usage reported with ``record_usage(usage=...)`` after each call of the run is
-        already counted: pass no token numbers here then.
+        already counted: pass no token numbers here then. ``outcome`` and
+        ``outcome_note`` finish the run's episode (:meth:`commit_episode`).
         """
         self._check_open()
-        return await self._runs.commit_run(
+        stored = await self._runs.commit_run(
             assistant_output,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
@@ -277,6 +298,8 @@ class Memory(RecallMethods):
             event_id=event_id,
             now=now,
         )
+        await self.commit_episode(outcome, outcome_note)
+        return stored
 
     async def rotate(self, closed_session_id: str | None = None) -> str:
         """Close the active session now (as ``closed_session_id``, else a fresh id); returns the archive id."""
@@ -351,12 +374,14 @@ class Memory(RecallMethods):
 
     @property
     def tools(self) -> list[dict[str, Any]]:
-        """Every agent tool aiden provides: recall_session_chunks, save_memory, forget_memory."""
-        return agent_tools()
+        """Every agent tool aiden provides: recall_session_chunks, save_memory, forget_memory, recall_experience."""
+        return agent_tools(experience=self._config.experience)
 
     async def handle_tool_call(self, name: str, arguments: str | dict[str, Any]) -> str:
         """Run one of :attr:`tools` by name; always returns a JSON string for the model."""
         self._check_open()
+        if name == "recall_experience" and self._config.experience:
+            return await self._experience_tool(arguments)
         return await run_tool_call(
             name,
             arguments,

@@ -17,6 +17,7 @@ from typing import Generic, NoReturn, ParamSpec, TypeVar
 
 import anyio
 
+from aiden.actors.experience import ExperienceActor, IdleLearning
 from aiden.actors.mailbox import Client, route_replies
 from aiden.actors.reader import SessionReader
 from aiden.actors.recall import RecallActor
@@ -25,6 +26,11 @@ from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
 from aiden.actors.writer import SessionWriter
 from aiden.config import Config
 from aiden.errors import ClosedError
+from aiden.experience.messages import ExperienceInbox, ExperienceOutbox
+from aiden.experience.port import ExperiencePort
+from aiden.experience.service import ExperienceService
+from aiden.experience.tracker import EpisodeTracker
+from aiden.longterm.autocompact import run_autocompact
 from aiden.memory import Memory
 from aiden.messages import (
     CancelSummarize,
@@ -56,6 +62,8 @@ _CONTROL_QUEUE = 64
 _READERS = 2
 # Long-term workers: a long Dream run never holds up the running-summary merge a compaction waits for.
 _LONG_TERM_WORKERS = 3
+# How often the idle-learning task checks whether the session is idle (the AutoCompact tick).
+_LEARN_TICK_S = 60.0
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -146,6 +154,8 @@ async def open_memory(
     rr_send, rr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
     d_send, d_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
     dr_send, dr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+    e_send, e_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
+    er_send, er_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
 
     writer_client: Client[WriterInbox, list[int]] = Client("session writer", w_send, Codec(WriterInbox))
     scheduler_client: Client[SchedulerInbox, SchedulerOutbox] = Client(
@@ -160,6 +170,11 @@ async def open_memory(
     recall_actor = RecallActor(layout, storage, config, r_recv, rr_send, embedder, feed=store)
     writer = SessionWriter(store, config, w_recv, wr_send)
     reader = SessionReader(store, d_recv, dr_send)
+    experience_client: Client[ExperienceInbox, ExperienceOutbox] = Client(
+        "experience memory", e_send, Codec(ExperienceInbox)
+    )
+    experience_actor = ExperienceActor(ExperienceService(layout, storage, config), e_recv, er_send)
+    experience = ExperiencePort(experience_client)
     if summarizer is None:
         from aiden.summarizers.extractive import ExtractiveSummarizer
 
@@ -269,7 +284,21 @@ async def open_memory(
                 recovery=report,
                 token_profile=scheduler.token_profile,
                 long_term=long_term,
+                experience=experience,
+                episodes=EpisodeTracker(config.experience_environment) if config.experience else None,
             )
+            await tg.start(experience_actor.run)
+            await tg.start(
+                route_replies,
+                "experience memory",
+                er_recv,
+                Codec[ExperienceOutbox](ExperienceOutbox),
+                lambda m: experience_client.resolve(m.request_id, m),
+                lambda: experience_client.fail_all(ClosedError("experience memory stopped")),
+            )
+            if config.experience and config.idle_compact_after_minutes > 0:
+                learning = IdleLearning(memory, experience, config.idle_compact_after_minutes)
+                await tg.start(run_autocompact, learning.check, _LEARN_TICK_S)
             await long_term_actor.prepare()
             for _ in range(_LONG_TERM_WORKERS):
                 await tg.start(long_term_actor.run)
@@ -287,6 +316,9 @@ async def open_memory(
                 yield memory
             finally:
                 with anyio.CancelScope(shield=True):
+                    if memory.episode_id is not None:
+                        # A run the caller never committed still taught something: keep its trace.
+                        await memory.commit_episode("unknown", "memory closed during the run")
                     if config.session_summary_on_close:
                         # The caller is done: a hung summarizer gets close_timeout_s, not its
                         # whole deadline, before the extractive fallback writes the summary.
@@ -327,6 +359,10 @@ async def open_memory(
             d_recv,
             dr_send,
             dr_recv,
+            e_send,
+            e_recv,
+            er_send,
+            er_recv,
         ):
             stream.close()
         scheduler.close_streams()

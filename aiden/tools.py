@@ -2,7 +2,8 @@
 
 ``recall_session_chunks`` goes to the recall index (and the session reader
 for seq-only calls); ``save_memory`` and ``forget_memory`` go to the long-term
-store. Every call returns a JSON string for the model, errors included.
+store; ``recall_experience`` goes to the experience actor (through ``Memory``,
+which notes the returned record ids on the run's episode). Every call returns a JSON string for the model, errors included.
 """
 
 from __future__ import annotations
@@ -19,12 +20,17 @@ if TYPE_CHECKING:
 __all__ = ["agent_tools", "run_recall_tool", "run_tool_call"]
 
 
-def agent_tools() -> list[dict[str, Any]]:
-    """The function-tool schemas: recall_session_chunks, save_memory, forget_memory."""
+def agent_tools(*, experience: bool = True) -> list[dict[str, Any]]:
+    """The function-tool schemas: recall_session_chunks, save_memory, forget_memory (and recall_experience)."""
     from aiden.longterm.tools import FORGET_MEMORY_TOOL, SAVE_MEMORY_TOOL
     from aiden.recall.tool import RECALL_TOOL
 
-    return [RECALL_TOOL, SAVE_MEMORY_TOOL, FORGET_MEMORY_TOOL]
+    tools = [RECALL_TOOL, SAVE_MEMORY_TOOL, FORGET_MEMORY_TOOL]
+    if experience:
+        from aiden.experience.tool import EXPERIENCE_TOOL
+
+        tools.append(EXPERIENCE_TOOL)
+    return tools
 
 
 async def run_recall_tool(

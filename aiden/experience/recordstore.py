@@ -204,7 +204,7 @@ class RecordStore:
             and (environment is None or r.environment in (environment, ""))
             and (kinds is None or r.kind in kinds)
         ]
-        ranked = _bm25(rows, list(dict.fromkeys(terms)))
+        ranked = _procedures_first(_bm25(rows, list(dict.fromkeys(terms))))
         out: list[ExperienceRecord] = []
         for row in ranked:
             if len(out) >= k:
@@ -239,6 +239,16 @@ class RecordStore:
             self._problem(f"profile of {environment!r}: {exc}")
             return None
         return found if found.environment == environment else None
+
+
+def _procedures_first(ranked: list[RecordRow]) -> list[RecordRow]:
+    """``ranked`` grouped by task (environment, goal), groups in the order of their best row; in
+    each group the procedures first. A failure record names what worked instead, so the
+    procedure is the answer and the failure the warning beside it."""
+    groups: dict[tuple[str, str], list[RecordRow]] = {}
+    for row in ranked:
+        groups.setdefault((row.environment, row.goal), []).append(row)
+    return [row for rows in groups.values() for row in sorted(rows, key=lambda r: r.kind != "procedure")]
 
 
 def _bm25(rows: list[RecordRow], terms: list[str], k1: float = 1.2, b: float = 0.75) -> list[RecordRow]:

@@ -102,7 +102,12 @@ _encoder: Final = msgspec.json.Encoder()
 
 
 def _parse(arguments: str | Mapping[str, Any]) -> _Args:
-    args = decode_arguments(arguments, _decoder, max_chars=_MAX_ARGUMENT_CHARS, empty="arguments must be a JSON object with 'query'")
+    args = decode_arguments(
+        arguments,
+        _decoder,
+        max_chars=_MAX_ARGUMENT_CHARS,
+        empty="arguments must be a JSON object with 'query'",
+    )
     if not args.query.strip():
         raise _Reject("query must not be empty")
     if len(args.query) > _MAX_QUERY_CHARS:

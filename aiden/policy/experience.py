@@ -26,18 +26,63 @@ only from the memory tools): it makes ``procedure`` and ``failure`` records.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
 from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
 from aiden.experience.records import EnvironmentProfile, Evidence, ExperienceRecord, goal_key, record_id
 
-__all__ = ["Attempt", "Lessons", "assess", "attempts", "learn", "step_signature"]
+__all__ = [
+    "Attempt",
+    "Lessons",
+    "assess",
+    "attempts",
+    "learn",
+    "result_failed",
+    "should_learn",
+    "step_signature",
+]
 
 _MAX_STEP_CHARS = 300
 _MAX_QUOTE_CHARS = 400
+# The first line of a tool output that reports a failure by itself (shells, Python, git, HTTP clients).
+_FAILED_FIRST_LINE = re.compile(
+    r"^(?:error\b|fatal\b|traceback \(most recent call last\)|exception\b|failed\b|failure\b"
+    r"|\S+: command not found|permission denied|exit (?:code|status) [1-9])",
+    re.IGNORECASE,
+)
+_EXIT_KEYS = ("exit_code", "returncode", "status_code")
+
+
+def should_learn(last_activity: float | None, now: float, idle_minutes: float, run_active: bool) -> bool:
+    """The common idle window: no run active and no event for ``idle_minutes`` (0 disables).
+
+    An empty session (``last_activity`` None) is idle: episodes committed before a
+    rotation are learned from even if the new session never starts.
+    """
+    if idle_minutes <= 0 or run_active:
+        return False
+    return last_activity is None or now - last_activity >= idle_minutes * 60.0
+
+
+def result_failed(meta: Mapping[str, Any], content: str) -> bool:
+    """True when a tool result reports a failure: in its ``meta`` (``is_error``, ``error``, a
+    non-zero ``exit_code``/``returncode``, an HTTP ``status_code`` >= 400, ``status: "error"``)
+    or, without such metadata, on its first non-empty line (``error:``, a traceback, ...)."""
+    if meta.get("is_error") is True or meta.get("error") not in (None, "", False):
+        return True
+    if meta.get("status") == "error":
+        return True
+    for key in _EXIT_KEYS:
+        value = meta.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value >= 400 if key == "status_code" else value != 0
+    first = next((line.strip() for line in content[:4000].splitlines() if line.strip()), "")
+    return _FAILED_FIRST_LINE.match(first) is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,9 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from aiden import Config, FileSessionStore, SessionEvent, Storage, open_memory
 from aiden.actors.mailbox import Client, Latest
+from aiden.experience.episodes import EpisodeRecorder
+from aiden.experience.port import ExperiencePort
+from aiden.experience.tracker import EpisodeTracker
 from aiden.lifecycle import Lifecycle
 from aiden.longterm.port import LongTermPort
 from aiden.memory import Memory
@@ -37,6 +40,9 @@ ALLOWED_OBJECTS: frozenset[type] = frozenset(
         ReaderPort,
         RecallPort,
         LongTermPort,
+        ExperiencePort,
+        EpisodeTracker,
+        EpisodeRecorder,
         Client,
         Latest,
         Codec,

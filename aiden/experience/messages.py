@@ -1,0 +1,111 @@
+"""Messages of the experience actor: one request union, one reply union.
+
+The experience room's whole surface inside a runtime: commit a finished
+episode, search the records (the ``recall_experience`` tool's backend), learn
+from the committed episodes not processed yet, and list the records for
+inspection. Episodes and records travel as the frozen Structs they are stored as.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from aiden.experience.episodes import Episode
+from aiden.experience.records import ExperienceRecord
+from aiden.messages import Failed
+
+__all__ = [
+    "CommitEpisode",
+    "EpisodeCommitted",
+    "ExperienceInbox",
+    "ExperienceOutbox",
+    "Found",
+    "Learn",
+    "Learned",
+    "LearnOutcome",
+    "ListRecords",
+    "Records",
+    "SearchRecords",
+]
+
+
+class CommitEpisode(msgspec.Struct, frozen=True, tag=True):
+    """Persist a finished episode (idempotent by its id) and note it for learning."""
+
+    request_id: int
+    episode: Episode
+
+
+class SearchRecords(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+    """The ``k`` best active, unexpired, applicable records for ``query`` at ``now``."""
+
+    request_id: int
+    query: str
+    environment: str | None
+    kinds: list[str] | None
+    k: int
+    now: float
+
+
+class Learn(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+    """Process up to ``limit`` committed episodes not learned from yet, oldest first."""
+
+    request_id: int
+    limit: int
+
+
+class ListRecords(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+    """Every record (any status), for inspection; never what a normal recall sees."""
+
+    request_id: int
+    environment: str | None = None
+
+
+ExperienceInbox = CommitEpisode | SearchRecords | Learn | ListRecords
+
+
+class EpisodeCommitted(msgspec.Struct, frozen=True, tag=True):
+    """``committed`` False: an episode with this id was already committed (nothing written)."""
+
+    request_id: int
+    committed: bool
+
+
+class Found(msgspec.Struct, frozen=True, tag=True):
+    """The records a search returned, best first."""
+
+    request_id: int
+    records: list[ExperienceRecord]
+
+
+class LearnOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What one learning pass did.
+
+    ``records`` are the ids created or changed (status changes included);
+    ``pending`` the committed episodes still waiting after this pass;
+    ``problems`` what could not be read (the episode stays pending).
+    """
+
+    episodes: int = 0
+    records: tuple[str, ...] = ()
+    disputed: tuple[str, ...] = ()
+    legacy: tuple[str, ...] = ()
+    pending: int = 0
+    problems: tuple[str, ...] = ()
+
+
+class Learned(msgspec.Struct, frozen=True, tag=True):
+    """A learning pass finished."""
+
+    request_id: int
+    outcome: LearnOutcome
+
+
+class Records(msgspec.Struct, frozen=True, tag=True):
+    """Every record, oldest first."""
+
+    request_id: int
+    records: list[ExperienceRecord]
+
+
+ExperienceOutbox = EpisodeCommitted | Found | Learned | Records | Failed

@@ -1,0 +1,91 @@
+"""The experience room's operations: the episode and record stores and the learning pass (blocking).
+
+Owned by the experience actor (:mod:`aiden.actors.experience`), which runs
+every method in a worker thread. Learning is at-least-once and idempotent: an
+episode is marked ``processed`` only after the records it taught are
+committed, and the pure learner (:mod:`aiden.policy.experience`) gives the
+same records the same ids when it runs again, so a crash anywhere in a pass
+loses no committed episode and duplicates no record.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from aiden.config import Config
+from aiden.experience.episodes import Episode
+from aiden.experience.episodestore import EpisodeStore
+from aiden.experience.messages import LearnOutcome
+from aiden.experience.records import ExperienceRecord, terms_of
+from aiden.experience.recordstore import RecordStore
+from aiden.policy.experience import learn
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
+
+__all__ = ["ExperienceService"]
+
+log = logging.getLogger("aiden.experience")
+
+_DAY_S: Final = 86_400.0
+
+
+class ExperienceService:
+    """Episodes, records and learning for one memory root; blocking, one caller thread at a time per method."""
+
+    def __init__(self, layout: Layout, storage: Storage, config: Config) -> None:
+        self.episodes = EpisodeStore(layout, storage, lock_timeout_s=config.lock_timeout_s)
+        self.records = RecordStore(layout, storage, lock_timeout_s=config.lock_timeout_s)
+        self._ttl_s = config.experience_ttl_days * _DAY_S if config.experience_ttl_days > 0 else None
+
+    def commit(self, episode: Episode, *, now: float) -> bool:
+        """Persist ``episode``; False if its id was already committed (a retry)."""
+        return self.episodes.commit(episode, now=now)
+
+    def search(
+        self, query: str, environment: str | None, kinds: list[str] | None, k: int, *, now: float
+    ) -> list[ExperienceRecord]:
+        """The ``k`` best active, unexpired, applicable records for ``query``."""
+        return self.records.search(terms_of(query), now=now, k=k, environment=environment, kinds=kinds)
+
+    def learn(self, limit: int) -> LearnOutcome:
+        """Learn from up to ``limit`` pending episodes, oldest first; what changed."""
+        pending = self.episodes.pending()
+        changed: dict[str, None] = {}
+        disputed: dict[str, None] = {}
+        legacy: dict[str, None] = {}
+        problems: list[str] = []
+        done = 0
+        for row in pending[:limit]:
+            episode = self.episodes.load(row)
+            if episode is None:
+                # Damaged beyond reading: reported, and marked so it does not block every later pass.
+                problems.append(f"episode {row.id} is missing or unreadable")
+                self.episodes.mark_processed(row, {"skipped": "unreadable"})
+                continue
+            lessons = learn(episode, self.records.records(environment=episode.environment), ttl_s=self._ttl_s)
+            self.records.apply(lessons.records)
+            if lessons.profile is not None:
+                self.records.save_profile(lessons.profile)
+            self.episodes.mark_processed(
+                row, {"assessed": lessons.assessed, "records": [r.id for r in lessons.records]}
+            )
+            done += 1
+            for record in lessons.records:
+                changed.setdefault(record.id, None)
+                if record.status == "disputed":
+                    disputed.setdefault(record.id, None)
+                elif record.status == "legacy":
+                    legacy.setdefault(record.id, None)
+        return LearnOutcome(
+            episodes=done,
+            records=tuple(changed),
+            disputed=tuple(disputed),
+            legacy=tuple(legacy),
+            pending=max(0, len(pending) - min(limit, len(pending))),
+            problems=tuple(problems),
+        )
+
+    def all_records(self, environment: str | None = None) -> list[ExperienceRecord]:
+        """Every record of ``environment`` (None: all), any status."""
+        return self.records.records(environment=environment)

@@ -1,0 +1,145 @@
+"""The experience half of :class:`~aiden.memory.Memory` (seed 002's Memory Plane).
+
+A base class of ``Memory`` like :class:`~aiden.memory_recall.RecallMethods`:
+it owns the run's open episode (an :class:`~aiden.experience.tracker.EpisodeTracker`)
+and forwards everything else to the experience actor's port. Experience is
+never injected into a prompt: the model asks with ``recall_experience``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from aiden.config import Config
+from aiden.errors import AidenError, ClosedError, InvalidEventError
+from aiden.events import SessionEvent
+from aiden.experience.episodes import Episode, Outcome
+
+if TYPE_CHECKING:
+    from aiden.experience.messages import LearnOutcome
+    from aiden.experience.port import ExperiencePort
+    from aiden.experience.records import ExperienceRecord
+    from aiden.experience.tracker import EpisodeTracker
+
+__all__ = ["ExperienceMethods"]
+
+_log = logging.getLogger("aiden.experience")
+# Finished episodes whose commit failed, retried at the next commit (oldest dropped past this).
+_MAX_UNSENT: Final = 8
+_OUTCOMES: Final = ("success", "failure", "unknown")
+
+
+class ExperienceMethods:
+    """Episode recording and experience recall of an open memory (mixed into ``Memory``)."""
+
+    _config: Config
+    _experience: ExperiencePort | None
+    _episodes: EpisodeTracker | None
+    _unsent: list[Episode]
+
+    def _check_open(self) -> None:
+        raise NotImplementedError  # Memory defines it
+
+    def _port(self) -> ExperiencePort:
+        if self._experience is None:
+            raise ClosedError("experience memory is not available")
+        return self._experience
+
+    @property
+    def episode_id(self) -> str | None:
+        """The id of the episode being recorded (the current run's), None between runs."""
+        return self._episodes.episode_id if self._episodes is not None else None
+
+    def observe(self, key: str, value: str) -> bool:
+        """Record a deterministic observation of the environment (a version, a path, a size) on the episode.
+
+        Observations form the environment's profile, kept apart from learned
+        lessons. False when no episode is open (no run, or experience off).
+        """
+        self._check_open()
+        if not isinstance(key, str) or not key.strip() or not isinstance(value, str):
+            raise InvalidEventError("observe(key, value): key must be a non-empty string and value a string")
+        return self._episodes is not None and self._episodes.observe(key.strip(), value, now=time.time())
+
+    async def commit_episode(self, outcome: Outcome = "unknown", note: str = "") -> str | None:
+        """Finish the open episode with the caller's ``outcome`` and ``note`` and commit it; its id.
+
+        ``commit_run`` does this for you (``outcome=`` there). Success and failure
+        both feed learning, which runs in the idle window (or :meth:`learn_experience`).
+        None when no episode was open. A commit that fails (disk full) is logged
+        and retried with the next commit; the session log is unaffected.
+        """
+        self._check_open()
+        if outcome not in _OUTCOMES:
+            raise InvalidEventError(f"outcome must be one of {_OUTCOMES}, got {outcome!r}")
+        if not isinstance(note, str):
+            raise InvalidEventError(f"note must be a string, got {type(note).__name__}")
+        episode = (
+            self._episodes.finish(outcome, note, now=time.time()) if self._episodes is not None else None
+        )
+        if episode is not None:
+            self._unsent.append(episode)
+        await self._send_episodes()
+        return episode.id if episode is not None else None
+
+    async def _begin_episode(self, root: SessionEvent, environment: str | None) -> None:
+        if self._episodes is None:
+            return
+        if environment is not None and (not isinstance(environment, str) or len(environment) > 200):
+            raise InvalidEventError("environment must be a string of at most 200 characters")
+        left = self._episodes.begin(root, environment=environment, now=time.time())
+        if left is not None:
+            self._unsent.append(left)
+            await self._send_episodes()
+
+    def _note_appended(self, events: list[SessionEvent]) -> None:
+        if self._episodes is not None:
+            self._episodes.note(events)
+
+    async def _send_episodes(self) -> None:
+        port = self._experience
+        if port is None:
+            return
+        while self._unsent:
+            try:
+                await port.commit(self._unsent[0])
+            except AidenError as exc:
+                _log.error("could not commit episode %s (kept, retried later): %s", self._unsent[0].id, exc)
+                del self._unsent[:-_MAX_UNSENT]
+                return
+            self._unsent.pop(0)
+
+    async def learn_experience(self, limit: int = 16) -> LearnOutcome:
+        """Learn from up to ``limit`` committed episodes now, instead of waiting for the idle window."""
+        self._check_open()
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidEventError(f"limit must be a positive int, got {limit!r}")
+        return await self._port().learn(limit)
+
+    async def experience_records(self, environment: str | None = None) -> list[ExperienceRecord]:
+        """Every learned record (any status, oldest first), for inspection; ``recall_experience`` is the agent's way."""
+        self._check_open()
+        return await self._port().records(environment)
+
+    async def _experience_tool(self, arguments: str | Mapping[str, Any]) -> str:
+        from aiden.experience.tool import handle_experience_tool
+
+        port = self._port()
+
+        async def search(
+            query: str, env: str | None, kinds: list[str] | None, k: int
+        ) -> list[ExperienceRecord]:
+            return await port.search(query, env, kinds, k, now=time.time())
+
+        env = self._episodes.environment if self._episodes is not None else None
+        answer = await handle_experience_tool(
+            arguments,
+            search=search,
+            environment=env if env is not None else self._config.experience_environment,
+        )
+        if self._episodes is not None:
+            self._episodes.note_recalled(answer.ids)
+        return answer.text
