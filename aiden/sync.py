@@ -33,6 +33,9 @@ from aiden.config import Config
 from aiden.context import PromptBuild, PromptLayers
 from aiden.errors import ClosedError
 from aiden.events import SessionEvent
+from aiden.experience.episodes import Outcome
+from aiden.experience.messages import LearnOutcome
+from aiden.experience.records import ExperienceRecord
 from aiden.lifecycle import RunStart
 from aiden.memory import Memory, MemoryStats
 from aiden.messages import CompactionOutcome
@@ -64,7 +67,12 @@ def open_memory(
     """
     with start_blocking_portal(name="aiden-memory-loop") as portal:
         async_cm = _open_async(
-            root, config=config, summarizer=summarizer, model=model, context_window=context_window, embedder=embedder
+            root,
+            config=config,
+            summarizer=summarizer,
+            model=model,
+            context_window=context_window,
+            embedder=embedder,
         )
         cm = portal.wrap_async_context_manager(async_cm)
         memory = SyncMemory(portal, cm.__enter__(), cm)
@@ -206,6 +214,7 @@ class SyncMemory:
         closed_session_id: str | None = None,
         event_id: str | None = None,
         meta: dict[str, Any] | None = None,
+        environment: str | None = None,
     ) -> RunStart:
         """Start a run: boundary detection, then the user input (see :meth:`Memory.begin_run`)."""
         return self._run(
@@ -218,6 +227,7 @@ class SyncMemory:
                 closed_session_id=closed_session_id,
                 event_id=event_id,
                 meta=meta,
+                environment=environment,
             )
         )
 
@@ -233,6 +243,8 @@ class SyncMemory:
         model: str | None = None,
         event_id: str | None = None,
         now: float | None = None,
+        outcome: Outcome = "unknown",
+        outcome_note: str = "",
     ) -> SessionEvent:
         """End a run; schedules maintenance without waiting (see :meth:`Memory.commit_run`)."""
         return self._run(
@@ -247,6 +259,8 @@ class SyncMemory:
                 model=model,
                 event_id=event_id,
                 now=now,
+                outcome=outcome,
+                outcome_note=outcome_note,
             )
         )
 
@@ -272,6 +286,24 @@ class SyncMemory:
                 model=model,
             )
         )
+
+    # --- experience memory -------------------------------------------------------------
+
+    def observe(self, key: str, value: str) -> bool:
+        """Record a deterministic observation on the run's episode (see :meth:`Memory.observe`)."""
+        return self._run_sync(partial(self._memory.observe, key, value))
+
+    def commit_episode(self, outcome: Outcome = "unknown", note: str = "") -> str | None:
+        """Finish and commit the open episode (see :meth:`Memory.commit_episode`)."""
+        return self._run(partial(self._memory.commit_episode, outcome, note))
+
+    def learn_experience(self, limit: int = 16) -> LearnOutcome:
+        """Learn from committed episodes now (see :meth:`Memory.learn_experience`)."""
+        return self._run(partial(self._memory.learn_experience, limit))
+
+    def experience_records(self, environment: str | None = None) -> list[ExperienceRecord]:
+        """Every learned record, any status (see :meth:`Memory.experience_records`)."""
+        return self._run(partial(self._memory.experience_records, environment))
 
     def rotate(self, closed_session_id: str | None = None) -> str:
         """Close the active session now; returns the archive id."""
@@ -313,7 +345,15 @@ class SyncMemory:
     ) -> list[RecallHit]:
         """Search the compacted history of the active session (see :meth:`Memory.recall_session_chunks`)."""
         return self._run(
-            partial(self._memory.recall_session_chunks, query, k, types=types, roles=roles, since=since, until=until)
+            partial(
+                self._memory.recall_session_chunks,
+                query,
+                k,
+                types=types,
+                roles=roles,
+                since=since,
+                until=until,
+            )
         )
 
     def handle_tool_call(self, name: str, arguments: str | dict[str, Any]) -> str:

@@ -61,7 +61,7 @@ def test_sync_facade_end_to_end_from_plain_code(tmp_path: Path) -> None:
     assert (answer["results"][0]["seq"], answer["results"][0]["text"]) == (11, "acct2: 1 passed in 0.2s")
     assert validate_chat_sequence(built.messages) == []
     assert hot[-1] == stored
-    assert names == ["recall_session_chunks", "save_memory", "forget_memory"]
+    assert names == ["recall_session_chunks", "save_memory", "forget_memory", "recall_experience"]
 
     async def reopen() -> list[SessionEvent]:
         async with aiden.open_memory(tmp_path, config=CFG) as again:
