@@ -1,0 +1,164 @@
+"""Summaries a person would accept (#19): read every benchmark summary as a person would.
+
+Over the summaries the benchmarks produce (three generated sessions at the
+fidelity window, the demo, and the next session's PROJECT MEMORY block) and
+over small hand-written sessions: no ``Decisions:`` entry is a question, no
+``Errors:`` entry is a user request, the goal is the root input (never a
+routine "continue" line), repeated near-identical requests collapse to the
+current state, and the rolling summary holds no raw chunk dumps.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+import anyio
+import pytest
+
+from aiden.demo import run_demo
+from aiden.events import SessionEvent
+from aiden.summarizers import ExtractiveSummarizer
+from aiden.summarizers.protocol import SummaryRequest
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+ROOT = Path(__file__).resolve().parents[2]
+ROUTINE = re.compile(r"^(?:User:\s*)?(?:Continue with the \w+ migration|Next step for PROJ-)", re.IGNORECASE)
+
+
+def _load_resume() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("fidelity_resume", ROOT / "benchmarks" / "fidelity" / "resume.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def benchmark_summaries() -> list[tuple[str, str, str]]:
+    """``(name, summary.md, PROJECT MEMORY)`` of three generated sessions and the demo."""
+    resume = _load_resume()
+    out: list[tuple[str, str, str]] = []
+    for seed in (1, 2, 3):
+        turns, facts = resume.scenario_turns(seed, 30)
+        result = anyio.run(
+            resume.drive, f"scenario-{seed}", turns, (), [f.text for f in facts], None, resume.RESUME_CONFIG
+        )
+        out.append((result.name, result.summary_md, result.project_memory))
+
+    async def demo() -> str:
+        with tempfile.TemporaryDirectory() as root:
+            return (await run_demo(root, echo=lambda _line: None)).summary_md
+
+    out.append(("demo", anyio.run(demo), ""))
+    return out
+
+
+def _sections(text: str) -> list[tuple[str, str]]:
+    resume = _load_resume()
+    lines: list[tuple[str, str]] = resume.sections_of(text, "")
+    return lines
+
+
+def _rolling(summary_md: str) -> str:
+    start = summary_md.find("## Rolling Summary")
+    end = summary_md.find("## Recent Chunks")
+    return summary_md[start : end if end >= 0 else None] if start >= 0 else ""
+
+
+def test_no_decision_is_a_question(benchmark_summaries: list[tuple[str, str, str]]) -> None:
+    for name, summary_md, _pm in benchmark_summaries:
+        questions = [line for section, line in _sections(summary_md) if section == "decisions" and "?" in line]
+        assert questions == [], name
+
+
+def test_no_error_entry_is_a_user_request(benchmark_summaries: list[tuple[str, str, str]]) -> None:
+    for name, summary_md, _pm in benchmark_summaries:
+        requests = [line for section, line in _sections(summary_md) if section == "errors" and ROUTINE.match(line)]
+        assert requests == [], name
+
+
+def test_goal_is_never_a_routine_continue_line(benchmark_summaries: list[tuple[str, str, str]]) -> None:
+    for name, summary_md, _pm in benchmark_summaries:
+        goals = [line for section, line in _sections(summary_md) if section == "goal" and ROUTINE.match(line)]
+        assert goals == [], name
+
+
+def test_project_memory_holds_the_root_goal_and_no_routine_requests_as_facts(
+    benchmark_summaries: list[tuple[str, str, str]],
+) -> None:
+    for name, _md, pm in benchmark_summaries:
+        if name == "demo":
+            continue
+        facts = pm.split("PROJECT FACTS", 1)[1].split("RECENT OUTCOMES", 1)[0] if "PROJECT FACTS" in pm else ""
+        assert [ln for ln in facts.splitlines() if ROUTINE.match(ln.lstrip("- "))] == [], name
+        assert re.search(r"^- Goal: Please migrate the \w+ service", pm, re.MULTILINE), name
+
+
+def test_repeated_requests_collapse_to_the_current_state(benchmark_summaries: list[tuple[str, str, str]]) -> None:
+    for name, summary_md, _pm in benchmark_summaries:
+        rolling = _rolling(summary_md)
+        routine = [ln for ln in rolling.splitlines() if ROUTINE.match(ln.strip().lstrip("- "))]
+        assert len(routine) <= 1, (name, routine)
+        assert re.search(r"steps \d+[–-]\d+[^\n]*now at step \d+", rolling), name
+
+
+def test_no_raw_chunk_dumps_in_the_rolling_summary(benchmark_summaries: list[tuple[str, str, str]]) -> None:
+    for name, summary_md, _pm in benchmark_summaries:
+        rolling = _rolling(summary_md)
+        dumps = [
+            ln
+            for ln in rolling.splitlines()
+            if re.match(r"^\s*(?:\[chunk_|- \*\*chunk_|Turn Context|Tool results:|---$)", ln)
+        ]
+        assert dumps == [], name
+
+
+def _summarize(*events: SessionEvent) -> str:
+    numbered = tuple(
+        SessionEvent(type=e.type, seq=i + 1, content=e.content, tool_name=e.tool_name) for i, e in enumerate(events)
+    )
+    request = SummaryRequest(purpose="history", events=numbered, max_tokens=800)
+    return ExtractiveSummarizer().summarize_sync(request).text
+
+
+def test_a_question_is_never_a_decision_or_constraint() -> None:
+    text = _summarize(
+        SessionEvent(type="user_input", content="Please add CSV export to the billing service."),
+        SessionEvent(type="assistant_output", content="Done: export.py writes the CSV."),
+        SessionEvent(type="user_input", content="Should we switch to Postgres instead of MySQL?"),
+        SessionEvent(type="user_input", content="Do we always have to run the full suite?"),
+    )
+    sections = _sections(text)
+    assert [ln for s, ln in sections if s in ("decisions", "constraints", "preferences") and "?" in ln] == []
+
+
+def test_a_request_that_names_a_failure_is_not_an_error() -> None:
+    text = _summarize(
+        SessionEvent(type="user_input", content="Please add CSV export to the billing service."),
+        SessionEvent(type="assistant_output", content="Done: export.py writes the CSV."),
+        SessionEvent(type="user_input", content="Now fix the failing login test and check the timeout handling."),
+    )
+    assert [ln for s, ln in _sections(text) if s == "errors"] == []
+
+
+def test_steps_of_one_request_collapse_in_a_chunk() -> None:
+    events = [SessionEvent(type="user_input", content="Please migrate the gateway service to the async client.")]
+    for step in range(1, 8):
+        events.append(
+            SessionEvent(
+                type="user_input",
+                content=f"Continue with the gateway migration (PROJ-17), step {step}: check the queue handling.",
+            )
+        )
+        events.append(SessionEvent(type="assistant_output", content=f"Checked {step} places; tests pass so far."))
+    text = _summarize(*events)
+    routine = [ln for _s, ln in _sections(text) if ROUTINE.match(ln)]
+    assert len(routine) <= 1, text
+    assert "steps 1–7" in text and "now at step 7" in text, text
