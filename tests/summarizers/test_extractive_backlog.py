@@ -47,7 +47,10 @@ def test_dedupe_containment_checks_grow_linearly(monkeypatch: pytest.MonkeyPatch
     small = _checks(monkeypatch, 400)
     large = _checks(monkeypatch, 1600)
     assert small > 0
-    assert large / small <= 5, (small, large)
+    # Against at least one check per event: routine requests now collapse before dedupe, so the
+    # small backlog needs almost none (4) and a bare ratio would measure that, not the growth.
+    # Quadratic growth would still be ~1.3M checks here.
+    assert large <= 5 * max(small, 400), (small, large)
 
 
 def test_container_index_finds_what_a_plain_scan_finds() -> None:

@@ -27,7 +27,19 @@ class _ErrorDraft:
 
 
 _OVERLAP_STOP: Final = frozenset(
-    {"error", "errors", "fixed", "fixes", "resolved", "solved", "failed", "failure", "failing", "issue", "problem"}
+    {
+        "error",
+        "errors",
+        "fixed",
+        "fixes",
+        "resolved",
+        "solved",
+        "failed",
+        "failure",
+        "failing",
+        "issue",
+        "problem",
+    }
 )
 
 
@@ -45,6 +57,7 @@ class _Collector:
         self.errors: list[_ErrorDraft] = []
         self.order = 0
         self.goal: str | None = None
+        self.goal_open = True  # no user input seen yet: the next one may be the root task
         self.last_user = ""
         self.last_plan = ""
         self.tool_error_count = 0

@@ -34,6 +34,7 @@ from aiden.summarizers.mustkeep import (
     find_paths,
     has_fact_tokens,
     is_plan,
+    is_routine_request,
     join_sentences,
     split_sentences,
 )
@@ -85,6 +86,26 @@ def _substantive(sentences: Sequence[str]) -> list[str]:
     return [s for s in sentences if classify_sentence(s, speaker="user") != "greeting"]
 
 
+_NOT_GOALS: Final = frozenset(
+    {"preference", "correction", "question", "failed", "resolution", "error", "decision"}
+)
+
+
+def _states_a_goal(prose: Sequence[str]) -> bool:
+    """Whether a user message reads as the task itself, not a step, answer, preference or question.
+
+    The root input is usually pinned and never reaches a chunk summary; a
+    chunk's "Goal" must then not be its first "Continue with ..., step 12" line.
+    """
+    first = prose[0]
+    if is_routine_request(first):
+        return False
+    label = first.split(":", 1)[0].strip().casefold() if ":" in first[:24] else ""
+    if label in ("constraint", "deadline", "requirement", "decision", "preference", "correction", "note"):
+        return False
+    return classify_sentence(first, speaker="user") not in _NOT_GOALS
+
+
 def _extract_user(event: SessionEvent, collector: _Collector) -> None:
     content = event.content
     if not content.strip():
@@ -93,9 +114,11 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
     prose = _substantive(sentences)
     if not prose:
         return  # "ok", "continue", "thanks": nothing to keep, not the open thread either
-    if collector.goal is None:
+    if collector.goal is None and collector.goal_open and _states_a_goal(prose):
         collector.goal = clip(join_sentences(prose), _GOAL_CHARS)
         collector.add("goal", collector.goal, _R_GOAL)
+    # Only the range's first user input can be the root task (later ones are steps of it).
+    collector.goal_open = False
     others = 0
     for sentence in sentences:
         kind = classify_sentence(sentence, speaker="user")
@@ -114,6 +137,8 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
             collector.add_error(item, rank=_R_ERROR_RESOLVED)
         elif kind == "fact":
             collector.add("facts", item, _R_FACT)
+        elif kind in ("request", "question"):
+            collector.add("requests", item, _R_REST)
         elif kind == "other" and others < 2:
             others += 1
             collector.add("requests", item, _R_REST)
@@ -162,9 +187,7 @@ def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
     collector.last_plan = plan
 
 
-def _extract_tool_result(
-    event: SessionEvent, call: tuple[str, bool] | None, collector: _Collector
-) -> None:
+def _extract_tool_result(event: SessionEvent, call: tuple[str, bool] | None, collector: _Collector) -> None:
     content = event.content
     context = call[0] if call is not None else (event.tool_name or "")
     lines = _error_lines(content, executed=call is not None and call[1])

@@ -9,6 +9,7 @@ import anyio
 
 from aiden.events import SessionEvent
 from aiden.summarizers.extractive.budget import _select
+from aiden.summarizers.extractive.collapse import collapse_requests
 from aiden.summarizers.extractive.collector import _Collector
 from aiden.summarizers.extractive.dedupe import _dedupe, _with_absorbed
 from aiden.summarizers.extractive.events import _EventWalker
@@ -92,14 +93,15 @@ class ExtractiveSummarizer:
     def _finish(self, request: SummaryRequest, collector: _Collector) -> SummaryResult:
         budget = self._budget(request)
         if request.purpose == "rolling_fold":
-            deduped = _dedupe(_keep_latest_open(collector.finish()))
+            folded = [it for it in collector.finish() if it.section != "tool_notes"]
+            deduped = _dedupe(collapse_requests(_keep_latest_open(folded)))
             kept = deduped.kept or [_fallback_note(request)]
             chosen = _select(kept, budget, _render_history, max_lines=self.fold_max_lines)
             return SummaryResult(
                 text=_render_history(chosen), structured=_structured_history(_with_absorbed(chosen, deduped))
             )
         _add_open_thread(collector)
-        deduped = _dedupe(collector.finish())
+        deduped = _dedupe(collapse_requests(collector.finish()))
         if request.purpose == "session_summary":
             items = [*deduped.kept, *(item for item, _ in deduped.absorbed)]
             session_items = _select_session(_session_items(collector, items), budget)
@@ -124,11 +126,16 @@ def _fallback_note(request: SummaryRequest) -> _Item:
     tests pass so far."); failing that, the range's shape.
     """
     for event in reversed(request.events):
-        if event.type in ("assistant_output", "role_output", "user_input", "system_event") and event.content.strip():
+        if (
+            event.type in ("assistant_output", "role_output", "user_input", "system_event")
+            and event.content.strip()
+        ):
             return _Item("notes", clip(event.content, _TOOL_NOTE_CHARS), _R_NOTE, 0)
     if request.events:
         first, last = request.events[0].seq, request.events[-1].seq
-        return _Item("notes", f"seq {first}-{last}: {len(request.events)} events, tool output only", _R_NOTE, 0)
+        return _Item(
+            "notes", f"seq {first}-{last}: {len(request.events)} events, tool output only", _R_NOTE, 0
+        )
     line = next((ln.strip() for ln in request.text.splitlines() if ln.strip()), "")
     return _Item("notes", clip(line, _TOOL_NOTE_CHARS) if line else "(nothing to summarize)", _R_NOTE, 0)
 

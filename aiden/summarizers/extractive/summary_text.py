@@ -101,9 +101,7 @@ def _match_heading(line: str) -> tuple[bool, Section | None, str]:
     return True, _HEADING_NAMES[name], (rest or "").strip()
 
 
-def _add_summary_line(
-    collector: _Collector, section: Section | None, line: str, *, fold_lines: bool
-) -> None:
+def _add_summary_line(collector: _Collector, section: Section | None, line: str, *, fold_lines: bool) -> None:
     line = _BULLET_PREFIX.sub("", line).strip()
     if not line or _SKIP_LINE.match(line):
         return
@@ -171,6 +169,8 @@ def _add_classified(collector: _Collector, sentence: str) -> None:
         collector.add("facts", item, _R_FACT)
     elif kind == "plan":
         collector.add("open", item, _R_OPEN)
+    elif kind in ("request", "question"):
+        collector.add("requests", item, _R_REST)
     elif kind == "other":
         collector.add("notes", item, _R_NOTE)
 

@@ -21,7 +21,7 @@ splitting), :mod:`.tokens` (paths, identifiers, numbers), :mod:`.classify`
 from __future__ import annotations
 
 from aiden.summarizers.mustkeep.check import apply_must_keep, extract_must_keep
-from aiden.summarizers.mustkeep.classify import classify_sentence, is_plan, split_reason
+from aiden.summarizers.mustkeep.classify import classify_sentence, is_plan, is_routine_request, split_reason
 from aiden.summarizers.mustkeep.errorlines import is_strong_error_line, looks_like_error_line
 from aiden.summarizers.mustkeep.text import (
     clip,
@@ -43,6 +43,7 @@ __all__ = [
     "find_paths",
     "has_fact_tokens",
     "is_plan",
+    "is_routine_request",
     "is_strong_error_line",
     "join_sentences",
     "key_tokens",

@@ -13,11 +13,19 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from aiden.events import SessionEvent
-from aiden.summarizers.mustkeep.classify import Speaker, classify_sentence
+from aiden.summarizers.mustkeep.classify import Speaker, classify_sentence, is_routine_request
 from aiden.summarizers.mustkeep.text import clip, content_words, normalize, split_sentences
 from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens
 
 _MUST_KEEP_HEADER: Final = "Must keep:"
+
+
+def _may_be_fact(kind: str, sentence: str) -> bool:
+    # Greetings, questions and routine requests ("step 19 of PROJ-6915") name ids without
+    # stating a fact; a first request ("Migrate the exporter to gRPC") is the task itself.
+    if kind in ("greeting", "question"):
+        return False
+    return kind != "request" or not is_routine_request(sentence)
 
 
 def _tool_arg_paths(event: SessionEvent) -> list[str]:
@@ -66,7 +74,7 @@ def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list
                 user_items.append(item)
             elif kind == "decision":
                 decisions.append(item)
-            elif kind != "greeting" and has_fact_tokens(sentence) and _has_non_path_fact(sentence):
+            elif _may_be_fact(kind, sentence) and has_fact_tokens(sentence) and _has_non_path_fact(sentence):
                 facts.append(item)
         paths.extend(find_paths(event.content))
     return _dedupe([*user_items, *decisions, *facts, *paths])[:max_items]

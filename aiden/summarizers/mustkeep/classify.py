@@ -20,6 +20,8 @@ SentenceKind = Literal[
     "error",
     "plan",
     "fact",
+    "question",
+    "request",
     "greeting",
     "other",
 ]
@@ -64,7 +66,9 @@ _DECISION: Final = re.compile(
     r"|决定|选择了|选用|采用|改用|而不是|代替|换成",
     re.IGNORECASE,
 )
-_REASON: Final = re.compile(r"\b(?:because|since|as|due to|so that|given that|given)\b|因为|由于|为了", re.IGNORECASE)
+_REASON: Final = re.compile(
+    r"\b(?:because|since|as|due to|so that|given that|given)\b|因为|由于|为了", re.IGNORECASE
+)
 _FAILED: Final = re.compile(
     r"\b(?:tried|attempted|trying)\b.*\b(?:but|didn't|did not|failed|doesn't|does not|no luck|broke|breaks|still)\b"
     r"|\b(?:didn't|did not|doesn't|does not|won't|will not) work\b|\bdead end\b|\bgave up on\b|\babandon(?:ed|ing)?\b"
@@ -97,6 +101,35 @@ _GREETING: Final = re.compile(
     r"(?:\s+(?:there|so much|a lot|again|you|everyone|to me|please))?[\s!.,\u3002\uff01\uff0c~]*)+$",
     re.IGNORECASE,
 )
+
+
+# A question asks; it decides, constrains or reports nothing (seed 001: keep the answer, drop the question).
+_QUESTION: Final = re.compile(
+    r"[?\uff1f]\s*$|^(?:what|why|how|when|where|which|who|whom|whose|should (?:we|i)|shall (?:we|i)|"
+    r"could (?:we|you|i)|can (?:we|you|i)|would (?:we|you|it)|do (?:we|you|i)|does|did|is (?:it|there|this|that)|"
+    r"are (?:we|there|you))\b[^.!]*$|^(?:是否|为什么|怎么|如何|能否|要不要)|吗[\s]*$",
+    re.IGNORECASE,
+)
+# A request asks for work ("Continue with ...", "Now fix the failing test"): never an error or a fact.
+_REQUEST: Final = re.compile(
+    r"^(?:(?:please|pls|kindly|now|then|next|ok(?:ay)?|also)[,]?\s+)*"
+    r"(?:continue|resume|proceed|carry on|keep going|go on|next step|check|look|fix|investigate|debug|run|add|"
+    r"make|implement|update|write|create|review|find|try|start|finish|migrate|refactor|rename|move|remove|delete|"
+    r"port|convert|build|deploy|test|verify|help|can you|could you|would you)\b"
+    r"|^(?:请|继续|帮我|麻烦)",
+    re.IGNORECASE,
+)
+# A routine continuation: the same request again with the next step number.
+_ROUTINE: Final = re.compile(
+    r"^(?:(?:please|now|ok(?:ay)?)[,]?\s+)*(?:continue|resume|proceed|carry on|keep going|go on|next step)\b"
+    r"|\b(?:step|turn|part|phase) \d+\b",
+    re.IGNORECASE,
+)
+
+
+def is_routine_request(sentence: str) -> bool:
+    """True for a routine continuation ("Continue with ..., step 12: ..."): never the session's goal."""
+    return _ROUTINE.search(sentence.strip()) is not None
 
 
 # Lead-ins that hide a sentence's real start ("Also: No, use ...").
@@ -141,13 +174,21 @@ def classify_sentence(sentence: str, *, speaker: Speaker = "any") -> SentenceKin
     label = _LABEL.match(text)
     if label is not None:
         return _LABELS[label.group(1).casefold()]
+    if _QUESTION.search(text):
+        return "question"
     user_like = speaker != "assistant"
     if user_like:
         if _CORRECTION.search(text):
             return "correction"
         if _PREFERENCE.search(text):
             return "preference"
-        if _CONSTRAINT_STRONG.search(text) or _CONSTRAINT_USER.search(text):
+        if _CONSTRAINT_STRONG.search(text):
+            return "constraint"
+        # Evidence over keywords: an imperative asks for work, whatever words it uses
+        # ("fix the failing test" reports no failure), unless it states a decision.
+        if _REQUEST.search(text) and not _DECISION.search(text) and not _FAILED.search(text):
+            return "request"
+        if _CONSTRAINT_USER.search(text):
             return "constraint"
     if _FAILED.search(text):
         return "failed"
