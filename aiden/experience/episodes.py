@@ -2,7 +2,9 @@
 
 An :class:`EpisodeRecorder` is started at run begin; it numbers every event
 (``seq`` from 1, gap-free within the episode), scrubs screenshot payloads
-out of contents as every persistence boundary does, remembers the record ids
+out of contents as every persistence boundary does, redacts credentials
+(:func:`~aiden.policy.secrets.redact_secrets`: a lesson outlives its
+session and is copied into later runs), remembers the record ids
 ``recall_experience`` returned during the run, and :meth:`~EpisodeRecorder.finish`
 freezes it into an :class:`Episode` for the store. Success and failure are
 both recorded: neither gates learning.
@@ -17,6 +19,7 @@ import msgspec
 from aiden.errors import InvalidEventError
 from aiden.events import SessionEvent, validate_id
 from aiden.policy.scrub import strip_screenshot_data
+from aiden.policy.secrets import redact_secrets
 
 __all__ = [
     "MAX_EPISODE_EVENTS",
@@ -73,7 +76,9 @@ class Episode(msgspec.Struct, frozen=True, kw_only=True):
 def _scrubbed(content: str) -> str:
     if not content:
         return content
-    scrubbed = strip_screenshot_data(SessionEvent(type="tool_result", content=content)).content
+    scrubbed = redact_secrets(
+        strip_screenshot_data(SessionEvent(type="tool_result", content=content)).content
+    )
     return scrubbed if len(scrubbed) <= MAX_EVENT_CHARS else scrubbed[:MAX_EVENT_CHARS] + " [truncated]"
 
 
@@ -82,7 +87,7 @@ class EpisodeRecorder:
 
     def __init__(self, episode_id: str, *, goal: str, environment: str = "", started_at: float) -> None:
         self.episode_id = validate_id(episode_id, what="episode id")
-        self.goal = " ".join(goal.split())[:2000]
+        self.goal = redact_secrets(" ".join(goal.split())[:2000])
         self.environment = environment.strip()[:200]
         self.started_at = started_at
         self._events: list[EpisodeEvent] = []
@@ -173,7 +178,7 @@ class EpisodeRecorder:
             started_at=self.started_at,
             finished_at=max(finished_at, self.started_at),
             outcome=outcome,
-            note=note[:2000],
+            note=redact_secrets(note[:2000]),
             events=tuple(self._events),
             recalled=self.recalled,
             dropped=self._dropped,

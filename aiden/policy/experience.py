@@ -52,7 +52,7 @@ _MAX_QUOTE_CHARS = 400
 # The first line of a tool output that reports a failure by itself (shells, Python, git, HTTP clients).
 _FAILED_FIRST_LINE = re.compile(
     r"^(?:error\b|fatal\b|traceback \(most recent call last\)|exception\b|failed\b|failure\b"
-    r"|\S+: command not found|permission denied|exit (?:code|status) [1-9])",
+    r"|(?:\S+: )+command not found|permission denied|exit (?:code|status) [1-9])",
     re.IGNORECASE,
 )
 _EXIT_KEYS = ("exit_code", "returncode", "status_code")
@@ -216,10 +216,10 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             changed.pop(record.id, None)
 
     def restatus(record: ExperienceRecord, status: str, reason: str) -> None:
-        if record.status != status:
-            changed[record.id] = msgspec.structs.replace(
-                record, status=status, status_reason=reason, updated_at=max(record.updated_at, when)
-            )
+        # Every caller checked that the status changes.
+        changed[record.id] = msgspec.structs.replace(
+            record, status=status, status_reason=reason, updated_at=max(record.updated_at, when)
+        )
 
     tried = attempts(episode)
     failed = {a.step for a in tried if not a.ok}
@@ -302,17 +302,23 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             rec.kind == "failure" and rec.step in worked and rec.step not in failed and rec.status == "active"
         ):
             restatus(rec, "disputed", f"episode {episode.id} seqs {list(seqs)}: the step succeeded")
-        elif rec.kind == "procedure" and rec.step in worked and rec.step not in failed:
-            confirmed = msgspec.structs.replace(
-                rec,
-                status="active",
-                status_reason="" if rec.status == "disputed" else rec.status_reason,
-                evidence=(Evidence(episode_id=episode.id, seqs=seqs),),
-                updated_at=when,
-                expires_at=expires,
+        elif (
+            rec.kind == "procedure"
+            and rec.status != "legacy"
+            and rec.step in worked
+            and rec.step not in failed
+        ):
+            # Confirmed (a disputed one is active again); a legacy procedure stays superseded.
+            put(
+                msgspec.structs.replace(
+                    rec,
+                    status="active",
+                    status_reason="" if rec.status == "disputed" else rec.status_reason,
+                    evidence=(Evidence(episode_id=episode.id, seqs=seqs),),
+                    updated_at=when,
+                    expires_at=expires,
+                )
             )
-            if rec.status != "legacy":
-                put(confirmed)
     observations = {e.key: e.content[:500] for e in episode.events if e.type == "observation" and e.key}
     profile = (
         EnvironmentProfile(environment=env, observations=observations, episode_id=episode.id, updated_at=when)

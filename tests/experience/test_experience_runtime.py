@@ -279,3 +279,23 @@ async def test_index_yaml_is_safe_plain_yaml(tmp_path: Path) -> None:
     ):
         data = yaml.safe_load(path.read_text())
         assert data["version"] == 1
+
+
+async def test_credentials_never_reach_the_episode_or_the_records(tmp_path: Path) -> None:
+    secret = "sk-proj-abcdefghijklmnopqrstuvwx"
+    async with aiden.open_memory(tmp_path, config=QUIET) as memory:
+        await memory.begin_run(f"deploy with OPENAI_API_KEY={secret}", environment=ENV)
+        await shell(memory, "c1", f"deploy --key {secret}", f"error: key {secret} rejected")
+        await shell(memory, "c2", f"deploy --token={secret} --region eu", "deployed")
+        await memory.commit_run("deployed", outcome="success")
+        await memory.learn_experience()
+        records = await memory.experience_records()
+    assert len(records) == 2
+    on_disk = [
+        p.read_text()
+        for p in Layout(tmp_path).memory.rglob("*")
+        if p.is_file() and ("episodes" in p.parts or "experience" in p.parts)
+    ]
+    assert on_disk and not [text for text in on_disk if secret in text]
+    assert all(secret not in r.body and secret not in r.title for r in records)
+    assert "[redacted]" in records[0].body

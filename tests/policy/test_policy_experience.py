@@ -1,0 +1,165 @@
+"""Invariants of the pure experience learner (#21), over random episode sequences (hypothesis).
+
+For any sequence of episodes over a few tasks, commands and outcomes:
+learning each once, in order, gives records with unique ids, each citing
+only episodes of the sequence and seqs those episodes have; learning any of
+them again afterwards (a worker retried after a crash) changes nothing; no
+record of a kind other than procedure/failure is ever made.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aiden.experience.episodes import Episode, EpisodeRecorder
+from aiden.experience.records import ExperienceRecord
+from aiden.policy.experience import learn
+
+TASKS = ("build", "test")
+COMMANDS = ("make", "make -j1", "make TLS=1", "ninja")
+
+step = st.tuples(st.sampled_from(COMMANDS), st.booleans(), st.booleans())  # command, ok, corrected after
+episode_spec = st.tuples(
+    st.sampled_from(TASKS), st.sampled_from(("a", "b")), st.lists(step, min_size=0, max_size=5)
+)
+
+
+def build(i: int, task: str, env: str, steps: list[tuple[str, bool, bool]]) -> Episode:
+    rec = EpisodeRecorder(f"ep-{i}", goal=f"{task} the repo", environment=env, started_at=1000.0 * i)
+    for n, (cmd, ok, corrected) in enumerate(steps):
+        rec.tool_call("shell", json.dumps({"cmd": f"{cmd} {task}"}), call_id=f"c{n}")
+        rec.tool_result("shell", "ok" if ok else "error: no", ok=ok, call_id=f"c{n}")
+        if corrected:
+            rec.correction("that is not right")
+    if steps and steps[0][0] == "make":
+        rec.observe("make", "4.3")
+    return rec.finish("unknown", finished_at=1000.0 * i + 10)
+
+
+def apply(store: dict[str, ExperienceRecord], episode: Episode) -> tuple[ExperienceRecord, ...]:
+    existing = [r for r in store.values() if r.environment == episode.environment]
+    lessons = learn(episode, existing, ttl_s=None if episode.environment == "a" else 3600.0)
+    for record in lessons.records:
+        store[record.id] = record
+    return lessons.records
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(episode_spec, min_size=1, max_size=8))
+def test_learning_is_idempotent_cites_real_evidence_and_never_duplicates(
+    specs: list[tuple[str, str, list[tuple[str, bool, bool]]]],
+) -> None:
+    episodes = [build(i + 1, *spec) for i, spec in enumerate(specs)]
+    store: dict[str, ExperienceRecord] = {}
+    for episode in episodes:
+        changed = apply(store, episode)
+        assert len({r.id for r in changed}) == len(changed)
+    seqs = {e.id: {ev.seq for ev in e.events} for e in episodes}
+    for record in store.values():
+        assert record.kind in ("procedure", "failure")
+        assert record.status in ("active", "disputed", "legacy")
+        for evidence in record.evidence:
+            assert evidence.episode_id in seqs
+            assert set(evidence.seqs) <= seqs[evidence.episode_id]
+    settled = dict(store)
+    # Re-learning the newest episode (a retry after a crash) is a no-op.
+    assert apply(store, episodes[-1]) == ()
+    assert store == settled
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(episode_spec, min_size=1, max_size=6))
+def test_learning_is_deterministic(specs: list[tuple[str, str, list[tuple[str, bool, bool]]]]) -> None:
+    runs = []
+    for _ in range(2):
+        store: dict[str, ExperienceRecord] = {}
+        for i, spec in enumerate(specs):
+            apply(store, build(i + 1, *spec))
+        runs.append(store)
+    assert runs[0] == runs[1]
+
+
+def test_should_learn_only_in_the_idle_window() -> None:
+    from aiden.policy.experience import should_learn
+
+    assert should_learn(None, 0.0, 15, False) is True
+    assert should_learn(100.0, 100.0 + 15 * 60, 15, False) is True
+    assert should_learn(100.0, 100.0 + 15 * 60 - 1, 15, False) is False
+    assert should_learn(100.0, 1e9, 15, True) is False
+    assert should_learn(100.0, 1e9, 0, False) is False
+
+
+def test_result_failed_reads_metadata_first_then_the_first_line() -> None:
+    from aiden.policy.experience import result_failed
+
+    assert result_failed({"is_error": True}, "fine") is True
+    assert result_failed({"error": "boom"}, "") is True
+    assert result_failed({"status": "error"}, "") is True
+    assert result_failed({"exit_code": 2}, "") is True
+    assert result_failed({"exit_code": 0}, "error: printed but the command succeeded") is False
+    assert result_failed({"returncode": True}, "ok") is False  # a bool is not an exit code
+    assert result_failed({"status_code": 404}, "") is True
+    assert result_failed({"status_code": 200}, "") is False
+    assert result_failed({}, "\n  Traceback (most recent call last):\n  File x") is True
+    assert result_failed({}, "bash: mak: command not found") is True
+    assert result_failed({}, "Exit code 1") is True
+    assert result_failed({}, "build ok\nerror: later lines do not count") is False
+    assert result_failed({}, "") is False
+
+
+def test_step_signature_shapes() -> None:
+    from aiden.policy.experience import step_signature
+
+    assert step_signature("shell", '{"cmd": "make  build"}') == "shell make build"
+    assert step_signature("shell", "make build") == "shell make build"  # not JSON: the text itself
+    assert step_signature("http", '{"b": 1, "a": "x"}') == 'http {"a":"x","b":1}'
+    assert step_signature("noop", "") == "noop {}"
+
+
+def test_attempts_pair_by_call_id_else_by_tool_and_skip_orphans() -> None:
+    from aiden.policy.experience import assess, attempts
+
+    rec = EpisodeRecorder("ep-x", goal="g", started_at=1.0)
+    rec.tool_result("shell", "orphan", ok=True)  # no call before it: not an attempt
+    rec.tool_call("shell", "a")
+    rec.tool_call("http", "b", call_id="h1")
+    rec.tool_result("http", "ok", ok=True, call_id="h1")
+    rec.tool_result("shell", "error: x", ok=False)
+    episode = rec.finish("unknown", finished_at=2.0)
+    pairs = [(a.step, a.ok, a.seqs) for a in attempts(episode)]
+    assert pairs == [("http b", True, (3, 4)), ("shell a", False, (2, 5))]
+    assert assess(episode) == "failure"
+    assert (
+        assess(EpisodeRecorder("ep-y", goal="g", started_at=1.0).finish("unknown", finished_at=1.0))
+        == "unknown"
+    )
+
+
+def test_a_legacy_procedure_that_works_again_stays_legacy_and_a_disputed_one_recovers() -> None:
+    def run(i: int, steps: list[tuple[str, bool]]) -> Episode:
+        rec = EpisodeRecorder(f"ep-{i}", goal="build the repo", environment="a", started_at=100.0 * i)
+        for cmd, ok in steps:
+            rec.tool_call("shell", cmd)
+            rec.tool_result("shell", "ok" if ok else "error", ok=ok)
+        return rec.finish("unknown", finished_at=100.0 * i + 1)
+
+    store: dict[str, ExperienceRecord] = {}
+    apply(store, run(1, [("make", False), ("make A=1", True)]))
+    apply(store, run(2, [("make A=1", False), ("make B=1", True)]))
+    status = {r.step: r.status for r in store.values() if r.kind == "procedure"}
+    assert status == {"shell make A=1": "legacy", "shell make B=1": "active"}
+    # One success does not revive the legacy procedure; it disputes the failure record of that step.
+    changed = apply(store, run(3, [("make A=1", True)]))
+    assert [(r.kind, r.step, r.status) for r in changed] == [("failure", "shell make A=1", "disputed")]
+    apply(store, run(4, [("make B=1", False)]))
+    assert {r.step: r.status for r in store.values() if r.kind == "procedure"}["shell make B=1"] == "disputed"
+    apply(store, run(5, [("make B=1", True)]))
+    proc = next(r for r in store.values() if r.step == "shell make B=1" and r.kind == "procedure")
+    assert (proc.status, proc.status_reason, [e.episode_id for e in proc.evidence]) == (
+        "active",
+        "",
+        ["ep-2", "ep-5"],
+    )
