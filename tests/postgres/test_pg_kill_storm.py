@@ -33,6 +33,7 @@ import pytest
 
 from aiden.storage.postgres import PostgresSessionStore
 from aiden.testing.pgcluster import TEST_DSN_ENV, PgServer
+from tests.reliability.harness import full_mode
 
 CHILD = Path(__file__).with_name("pg_storm_child.py")
 WORKERS = 4
@@ -212,6 +213,7 @@ def test_kill_storm_4_workers_x_16_tasks_one_session(
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not full_mode(), reason="the 120-round storm runs with AIDEN_RELIABILITY_FULL=1")
 @pytest.mark.timeout(900)
 def test_kill_storm_long(
     pg_server: PgServer, pg_dsn: str, session_ids: Callable[[], str], tmp_path: Path
