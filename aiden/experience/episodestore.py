@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
-import yaml
 
-from aiden.errors import AidenError, CorruptionError, InvalidIdError
+from aiden.errors import AidenError, CorruptionError
 from aiden.events import validate_id
 from aiden.experience.episodes import Episode, Outcome
 from aiden.longterm.files import ensure_dir, read_bounded
@@ -40,15 +39,14 @@ from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
+from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
 
 __all__ = ["EpisodeRow", "EpisodeStore"]
 
 log = logging.getLogger("aiden.experience")
 
 _MAX_EPISODE_BYTES: Final = 8 * 1024 * 1024
-_MAX_INDEX_BYTES: Final = 16 * 1024 * 1024
 _INDEX_VERSION: Final = 1
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _episode_decoder: Final = msgspec.json.Decoder(Episode)
 _encoder: Final = msgspec.json.Encoder()
 
@@ -74,32 +72,17 @@ def _year(stamp: float) -> str:
 
 
 def _parse_index(data: bytes) -> _Index:
-    if len(data) > _MAX_INDEX_BYTES:
-        raise CorruptionError("episodes/index.yaml is too large")
-    try:
-        raw = yaml.load(data, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        raise CorruptionError(f"episodes/index.yaml is not valid safe YAML: {exc}") from exc
-    if raw is None:
-        return _Index()
-    if not isinstance(raw, dict) or raw.get("version") != _INDEX_VERSION:
-        raise CorruptionError(f"episodes/index.yaml is not a version {_INDEX_VERSION} mapping")
-    try:
-        index = msgspec.convert(raw, _Index, strict=False)
-        for row in index.episodes:
-            validate_id(row.id, what="episode id")
-            if not (len(row.year) == 4 and row.year.isdigit()):
-                raise CorruptionError(f"episodes/index.yaml: bad year {row.year!r}")
-    except (msgspec.ValidationError, InvalidIdError) as exc:
-        raise CorruptionError(f"episodes/index.yaml invalid: {exc}") from exc
-    if len({r.id for r in index.episodes}) != len(index.episodes):
-        raise CorruptionError("episodes/index.yaml: duplicate episode id")
+    index = parse_yaml_index(
+        data, _Index, name="episodes/index.yaml", version=_INDEX_VERSION, ids=_ids, what="episode id"
+    )
+    for row in index.episodes:
+        if not (len(row.year) == 4 and row.year.isdigit()):
+            raise CorruptionError(f"episodes/index.yaml: bad year {row.year!r}")
     return index
 
 
-def _render_index(index: _Index) -> bytes:
-    text = yaml.safe_dump(msgspec.to_builtins(index), sort_keys=False, allow_unicode=True, width=4096)
-    return text.encode("utf-8")
+def _ids(index: _Index) -> list[str]:
+    return [row.id for row in index.episodes]
 
 
 class EpisodeStore:
@@ -184,7 +167,7 @@ class EpisodeStore:
             self._storage.checkpoint("experience.commit.after_file")
             new = _Index(episodes=(*index.episodes, _row(episode, year, now)))
             try:
-                self._storage.write_atomic(self.index_path, _render_index(new))
+                self._storage.write_atomic(self.index_path, render_yaml_index(new))
             except (AidenError, OSError):
                 self._undo(index, new, path)
                 raise
@@ -194,8 +177,8 @@ class EpisodeStore:
     def _undo(self, old: _Index, new: _Index, path: Path) -> None:
         # The caller is told the commit failed: leave neither a row nor a file a rebuild would adopt.
         try:
-            if read_bytes(self.index_path) == _render_index(new):
-                self._storage.write_atomic(self.index_path, _render_index(old))
+            if read_bytes(self.index_path) == render_yaml_index(new):
+                self._storage.write_atomic(self.index_path, render_yaml_index(old))
         except (AidenError, OSError) as exc:
             log.error("could not restore episodes/index.yaml after a failed commit: %s", exc)
         try:

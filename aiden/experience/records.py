@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Final, Literal, get_args
+from typing import Final, Literal, get_args
 
 import msgspec
-import yaml
 
 from aiden.errors import CorruptionError, InvalidIdError
 from aiden.events import validate_id
 from aiden.recall.stopwords import STOPWORDS
+from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
 
 __all__ = [
     "INDEX_VERSION",
@@ -59,8 +59,6 @@ RECORD_STATUSES: Final[tuple[str, ...]] = get_args(RecordStatus)
 INDEX_VERSION: Final = 1
 MAX_TERMS: Final = 48
 """Search terms kept per record in the index (bounded so the index stays small)."""
-_MAX_INDEX_BYTES: Final = 16 * 1024 * 1024
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _WORD: Final = re.compile(r"[^\W_]+(?:[-_.][^\W_]+)*", re.UNICODE)
 
 
@@ -224,33 +222,16 @@ def parse_record_md(text: str) -> ExperienceRecord:
 
 def render_index_yaml(index: RecordIndex) -> str:
     """``index.yaml`` text (``yaml.safe_dump``: plain data, no tags)."""
-    data = msgspec.to_builtins(index)
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=4096)
+    return render_yaml_index(index).decode("utf-8")
 
 
 def parse_index_yaml(data: bytes) -> RecordIndex:
     """Parse ``index.yaml`` safely; :class:`CorruptionError` for anything but a valid index."""
-    if len(data) > _MAX_INDEX_BYTES:
-        raise CorruptionError(f"experience index.yaml larger than {_MAX_INDEX_BYTES} bytes")
-    try:
-        raw = yaml.load(data, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        raise CorruptionError(f"experience index.yaml is not valid safe YAML: {exc}") from exc
-    if raw is None:
-        return RecordIndex()
-    if not isinstance(raw, dict) or raw.get("version") != INDEX_VERSION:
-        raise CorruptionError(f"experience index.yaml is not a version {INDEX_VERSION} mapping")
-    try:
-        index = msgspec.convert(raw, RecordIndex, strict=False)
-    except msgspec.ValidationError as exc:
-        raise CorruptionError(f"experience index.yaml invalid: {exc}") from exc
-    seen: set[str] = set()
-    for row in index.records:
-        try:
-            validate_id(row.id, what="record id")
-        except InvalidIdError as exc:
-            raise CorruptionError(f"experience index.yaml: {exc}") from exc
-        if row.id in seen:
-            raise CorruptionError(f"experience index.yaml: duplicate id {row.id!r}")
-        seen.add(row.id)
-    return index
+    return parse_yaml_index(
+        data,
+        RecordIndex,
+        name="experience index.yaml",
+        version=INDEX_VERSION,
+        ids=lambda index: [row.id for row in index.records],
+        what="record id",
+    )

@@ -82,7 +82,7 @@ class ExperienceService:
             records=tuple(changed),
             disputed=tuple(disputed),
             legacy=tuple(legacy),
-            pending=max(0, len(pending) - min(limit, len(pending))),
+            pending=max(0, len(pending) - limit),
             problems=tuple(problems),
         )
 

@@ -35,6 +35,7 @@ import msgspec
 
 from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
 from aiden.experience.records import EnvironmentProfile, Evidence, ExperienceRecord, goal_key, record_id
+from aiden.policy.toolresult import reported_failure
 
 __all__ = [
     "Attempt",
@@ -55,7 +56,6 @@ _FAILED_FIRST_LINE = re.compile(
     r"|(?:\S+: )+command not found|permission denied|exit (?:code|status) [1-9])",
     re.IGNORECASE,
 )
-_EXIT_KEYS = ("exit_code", "returncode", "status_code")
 
 
 def should_learn(last_activity: float | None, now: float, idle_minutes: float, run_active: bool) -> bool:
@@ -73,14 +73,9 @@ def result_failed(meta: Mapping[str, Any], content: str) -> bool:
     """True when a tool result reports a failure: in its ``meta`` (``is_error``, ``error``, a
     non-zero ``exit_code``/``returncode``, an HTTP ``status_code`` >= 400, ``status: "error"``)
     or, without such metadata, on its first non-empty line (``error:``, a traceback, ...)."""
-    if meta.get("is_error") is True or meta.get("error") not in (None, "", False):
-        return True
-    if meta.get("status") == "error":
-        return True
-    for key in _EXIT_KEYS:
-        value = meta.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value >= 400 if key == "status_code" else value != 0
+    verdict = reported_failure(meta)
+    if verdict is not None:
+        return verdict
     first = next((line.strip() for line in content[:4000].splitlines() if line.strip()), "")
     return _FAILED_FIRST_LINE.match(first) is not None
 

@@ -10,6 +10,7 @@ import re
 from typing import Final
 
 from aiden.events import SessionEvent
+from aiden.policy.toolresult import reported_failure
 from aiden.summarizers.extractive.items import _TOOL_NOTE_CHARS
 from aiden.summarizers.mustkeep import (
     clip,
@@ -125,11 +126,4 @@ def _first_meaningful_line(content: str) -> str:
 
 
 def _is_error_result(event: SessionEvent) -> bool:
-    meta = event.meta
-    if meta.get("is_error") is True or meta.get("error") not in (None, "", False):
-        return True
-    for key in ("exit_code", "returncode", "status_code"):
-        value = meta.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value != 0:
-            return key != "status_code" or value >= 400
-    return False
+    return reported_failure(event.meta) is True
