@@ -19,6 +19,18 @@ baseline in the same repeat), append latency p50/p99/p99.9 over the samples of
 all repeats, mean events per fsync (batch size) and CPU time per event.
 
     python benchmarks/bench_append.py [--quick]
+
+``--store postgres`` runs instead the file store (``aiden_fsync``) and the
+PostgreSQL store (``aiden_pg``: ``open_memory`` with a PostgreSQL
+``store_factory``, a fresh session id per run) alternately at 1, 8, 64
+appenders, on one server for the whole run (a throwaway cluster restarted
+with ``fsync=on``, or ``--pg-dsn``; see ``bench_pg_scaling.py``): throughput,
+the paired ratio PostgreSQL / file store per repeat, p50/p99, events per
+commit (fsync of the file store, append transaction of PostgreSQL) and CPU
+per event of the client and of the server. Written to
+``results/append_postgres.json``.
+
+    python benchmarks/bench_append.py --store postgres [--quick] [--pg-dsn DSN] [--pg-fsync off]
 """
 
 from __future__ import annotations
@@ -28,6 +40,9 @@ import os
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +52,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import latency_ms, paired, rng, rotate, summarize, table, target, write_result
+from bench_pg_scaling import BenchServer, bench_server
 
 import aiden
-from aiden import Config, SessionEvent
+from aiden import Config, Layout, SessionEvent
 from aiden.events import encode_event
 from aiden.storage.fs import Storage
+from aiden.storage.protocol import PreparedEvent, SessionStore
+from aiden.testing.pgcluster import TEST_DSN_ENV
 
 CONTENT = "x" * 120
 EVENT = SessionEvent(type="user_input", role="user", content=CONTENT)
 # The exact line aiden writes for EVENT (timestamp and seq included), so the
 # baselines move the same bytes.
-LINE = encode_event(SessionEvent(type="user_input", role="user", content=CONTENT, seq=123456, timestamp=time.time()))
+LINE = encode_event(
+    SessionEvent(type="user_input", role="user", content=CONTENT, seq=123456, timestamp=time.time())
+)
 
 LEVELS = (1, 8, 64, 256)
 SYSTEMS = ("per_event_fsync", "group_commit", "aiden_fsync", "aiden_none")
@@ -68,13 +88,16 @@ class CountingStorage(Storage):
 class Run:
     """One measured run: throughput, latency samples, fsyncs, CPU seconds."""
 
-    def __init__(self, events: int, seconds: float, lat: list[float], fsyncs: int, cpu: float) -> None:
+    def __init__(
+        self, events: int, seconds: float, lat: list[float], fsyncs: int, cpu: float, server_cpu: float = 0.0
+    ) -> None:
         self.events = events
         self.seconds = seconds
         self.eps = events / seconds
         self.lat = lat
         self.fsyncs = fsyncs
         self.cpu = cpu
+        self.server_cpu = server_cpu
 
 
 def per_event_fsync(directory: str, seconds: float) -> Run:
@@ -143,12 +166,34 @@ async def group_commit(directory: str, appenders: int, seconds: float) -> Run:
     return Run(len(lat), dt, lat, batches, cpu)
 
 
-async def aiden_appends(directory: str, appenders: int, seconds: float, durability: str) -> Run:
+async def aiden_appends(
+    directory: str,
+    appenders: int,
+    seconds: float,
+    durability: str,
+    store: Callable[[Layout, Storage, Config], SessionStore] | None = None,
+    server_cpu: Callable[[], float] | None = None,
+    warm: bool = False,
+) -> Run:
+    """``appenders`` tasks appending through ``open_memory`` for ``seconds`` (the file store unless ``store``).
+
+    ``store`` is a store factory counting its commits in ``commits`` (the PostgreSQL
+    variant: one transaction per group commit); ``server_cpu`` reads the server's
+    CPU seconds, so its share of the cost is reported too. ``warm``: one untimed append first.
+    """
     lat: list[float] = []
-    config = Config(durability=durability, count_compress_after_events=10**9,  # type: ignore[arg-type]
-                    session_summary_on_close=False)
+    config = Config(
+        durability=durability,  # type: ignore[arg-type]
+        count_compress_after_events=10**9,
+        session_summary_on_close=False,
+    )
     storage = CountingStorage()
-    async with aiden.open_memory(directory, config=config, context_window=10**9, storage=storage) as memory:
+    extra: dict[str, Any] = {} if store is None else {"store_factory": store}
+    async with aiden.open_memory(
+        directory, config=config, context_window=10**9, storage=storage, **extra
+    ) as memory:
+        if warm:  # outside the window: a PostgreSQL pool connected, its session rows created
+            await memory.append(EVENT)
 
         async def appender(stop: float) -> None:
             while time.perf_counter() < stop:
@@ -156,7 +201,8 @@ async def aiden_appends(directory: str, appenders: int, seconds: float, durabili
                 await memory.append(EVENT)
                 lat.append(time.perf_counter() - t)
 
-        f0 = storage.fsyncs
+        f0 = storage.fsyncs + getattr(store, "commits", 0)
+        s0 = server_cpu() if server_cpu else 0.0
         c0 = time.process_time()
         t0 = time.perf_counter()
         async with anyio.create_task_group() as tg:
@@ -164,8 +210,9 @@ async def aiden_appends(directory: str, appenders: int, seconds: float, durabili
                 tg.start_soon(appender, t0 + seconds)
         dt = time.perf_counter() - t0
         cpu = time.process_time() - c0
-        fsyncs = storage.fsyncs - f0
-    return Run(len(lat), dt, lat, fsyncs, cpu)
+        server = (server_cpu() - s0) if server_cpu else 0.0
+        fsyncs = storage.fsyncs + getattr(store, "commits", 0) - f0
+    return Run(len(lat), dt, lat, fsyncs, cpu, server)
 
 
 def measure(system: str, level: int, seconds: float) -> Run:
@@ -246,17 +293,32 @@ def run(
             rg = entry["ratio_aiden_vs_group_commit"]
             rf = entry["ratio_aiden_vs_per_event_fsync"]
             targets.append(
-                target("append: aiden / bare group commit at 64 appenders", ">= 0.6x", rg["median"],
-                       rg["median"] >= 0.6, rng(rg, ".2f", suffix="x"))
+                target(
+                    "append: aiden / bare group commit at 64 appenders",
+                    ">= 0.6x",
+                    rg["median"],
+                    rg["median"] >= 0.6,
+                    rng(rg, ".2f", suffix="x"),
+                )
             )
             rc = entry["cpu_ratio_aiden_vs_group_commit"]
             targets.append(
-                target("append: aiden CPU per event / bare group commit's at 64 appenders", "<= 1.2x", rc,
-                       rc <= 1.2, f"{rc:.2f}x")
+                target(
+                    "append: aiden CPU per event / bare group commit's at 64 appenders",
+                    "<= 1.2x",
+                    rc,
+                    rc <= 1.2,
+                    f"{rc:.2f}x",
+                )
             )
             targets.append(
-                target("append: aiden / per-event fsync at 64 appenders", ">= 10x", rf["median"],
-                       rf["median"] >= 10, rng(rf, ".1f", suffix="x"))
+                target(
+                    "append: aiden / per-event fsync at 64 appenders",
+                    ">= 10x",
+                    rf["median"],
+                    rf["median"] >= 10,
+                    rng(rf, ".1f", suffix="x"),
+                )
             )
     results["targets"] = targets
     results["table"] = table(
@@ -279,14 +341,167 @@ def run(
     return results
 
 
+# --- --store postgres: the PostgreSQL store next to the file store, same run ------------
+
+PG_LEVELS = (1, 8, 64)
+PG_SYSTEMS = ("aiden_fsync", "aiden_pg")
+
+
+class CountingPgFactory:
+    """A ``store_factory`` of PostgreSQL stores on fresh session ids, counting their append transactions."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.commits = 0
+
+    def __call__(self, layout: Layout, storage: Storage, config: Config) -> SessionStore:
+        from aiden.storage.postgres import PostgresSessionStore
+
+        factory = self
+
+        class Counting(PostgresSessionStore):
+            def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
+                factory.commits += 1  # one call is one transaction: one group commit
+                return super().append(requests)
+
+        return Counting(self.dsn, f"bench-{uuid.uuid4().hex[:12]}", config=config)
+
+
+def measure_pg(system: str, level: int, seconds: float, server: BenchServer) -> Run:
+    """One time-boxed run of the file store (``aiden_fsync``) or the PostgreSQL store (``aiden_pg``)."""
+    with tempfile.TemporaryDirectory(prefix="aiden-bench-") as d:
+        if system == "aiden_fsync":
+            return anyio.run(partial(aiden_appends, d, level, seconds, "fsync", warm=True))
+        return anyio.run(
+            partial(
+                aiden_appends,
+                d,
+                level,
+                seconds,
+                "fsync",
+                CountingPgFactory(server.dsn),
+                server.cpu_seconds,
+                warm=True,
+            )
+        )
+
+
+def run_postgres(
+    quick: bool,
+    *,
+    levels: tuple[int, ...] = PG_LEVELS,
+    repeats: int | None = None,
+    seconds: float | None = None,
+    dsn: str | None = None,
+    pg_fsync: bool = True,
+) -> dict[str, Any]:
+    """The file store (``durability: fsync``) and the PostgreSQL store at each level, alternating in every repeat."""
+    repeats = repeats or (2 if quick else 5)
+    seconds = seconds or (0.5 if quick else 2.0)
+    load0 = os.getloadavg()
+    runs: dict[int, dict[str, list[Run]]] = {lv: {s: [] for s in PG_SYSTEMS} for lv in levels}
+    with bench_server(dsn, fsync=pg_fsync) as server:
+        for level in levels:
+            for r in range(repeats):
+                for system in rotate(PG_SYSTEMS, r):
+                    runs[level][system].append(measure_pg(system, level, seconds, server))
+        described = server.describe()
+        server_cpu_known = server.cpu_seconds is not None
+    results: dict[str, Any] = {
+        "workload": "concurrent durable appends through the public API: file store vs PostgreSQL store",
+        "server": described,
+        "event_bytes": len(LINE),
+        "repeats": repeats,
+        "seconds_per_run": seconds,
+        "loadavg_before_after": [round(load0[0], 2), round(os.getloadavg()[0], 2)],
+        "levels": {},
+    }
+    rows = []
+    for level in levels:
+        entry: dict[str, Any] = {"appenders": level}
+        for s in PG_SYSTEMS:
+            xs = runs[level][s]
+            n_events = sum(x.events for x in xs)
+            entry[s] = {
+                "eps": summarize([x.eps for x in xs]),
+                "events": n_events,
+                "latency_ms": latency_ms([v for x in xs for v in x.lat]),
+                # fsyncs of the file store; append transactions of the PostgreSQL store
+                "events_per_commit": n_events / max(1, sum(x.fsyncs for x in xs)),
+                "cpu_us_per_event": 1e6 * sum(x.cpu for x in xs) / n_events,
+                "server_cpu_us_per_event": 1e6 * sum(x.server_cpu for x in xs) / n_events,
+            }
+        f, p = entry["aiden_fsync"], entry["aiden_pg"]
+        entry["ratio_pg_vs_file"] = paired(
+            [x.eps for x in runs[level]["aiden_pg"]], [x.eps for x in runs[level]["aiden_fsync"]]
+        )
+        entry["ratio_p99_pg_vs_file"] = p["latency_ms"]["p99"] / f["latency_ms"]["p99"]
+        results["levels"][str(level)] = entry
+        server_cost = f" + {p['server_cpu_us_per_event']:.0f}" if server_cpu_known else ""
+        rows.append(
+            [
+                level,
+                rng(f["eps"]),
+                rng(p["eps"]),
+                rng(entry["ratio_pg_vs_file"], ".2f", suffix="x"),
+                f"{f['latency_ms']['p50']:.2f} / {f['latency_ms']['p99']:.2f}",
+                f"{p['latency_ms']['p50']:.2f} / {p['latency_ms']['p99']:.2f}",
+                f"{entry['ratio_p99_pg_vs_file']:.2f}x",
+                f"{f['events_per_commit']:.1f} / {p['events_per_commit']:.1f}",
+                f"{f['cpu_us_per_event']:.0f} / {p['cpu_us_per_event']:.0f}{server_cost}",
+            ]
+        )
+    results["table"] = table(
+        [
+            "appenders",
+            "file store ev/s",
+            "PostgreSQL ev/s",
+            "PostgreSQL / file",
+            "file p50 / p99 ms",
+            "PostgreSQL p50 / p99 ms",
+            "p99 PostgreSQL / file",
+            "events per commit (file fsync / PG transaction)",
+            "CPU us/event file / PG client (+ PG server)",
+        ],
+        rows,
+    )
+    return results
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="fewer events and repeats")
-    parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="comma-separated appender counts")
-    parser.add_argument("--name", default="append", help="result file name (e.g. append-before)")
+    parser.add_argument(
+        "--levels", default=",".join(map(str, LEVELS)), help="comma-separated appender counts"
+    )
+    parser.add_argument("--name", default=None, help="result file name (default append, append_postgres)")
+    parser.add_argument(
+        "--store",
+        choices=("file", "postgres"),
+        default="file",
+        help="postgres: the file store and the PostgreSQL store side by side at 1, 8, 64 appenders",
+    )
+    parser.add_argument(
+        "--pg-dsn", help=f"an existing server (default ${TEST_DSN_ENV}, else a throwaway cluster)"
+    )
+    parser.add_argument(
+        "--pg-fsync", choices=("on", "off"), default="on", help="fsync of a cluster started here"
+    )
     args = parser.parse_args()
-    results = run(args.quick, levels=tuple(int(x) for x in args.levels.split(",")))
-    path = write_result(args.name, results)
+    if args.store == "postgres":
+        levels = (
+            PG_LEVELS
+            if args.levels == ",".join(map(str, LEVELS))
+            else tuple(map(int, args.levels.split(",")))
+        )
+        results = run_postgres(args.quick, levels=levels, dsn=args.pg_dsn, pg_fsync=args.pg_fsync == "on")
+        print(results["server"])
+    else:
+        results = run(args.quick, levels=tuple(int(x) for x in args.levels.split(",")))
+    name = args.name or ("append_postgres" if args.store == "postgres" else "append")
+    path = write_result(name, results)
     print(results["table"])
     print(f"\nwritten {path}")
 
