@@ -31,7 +31,14 @@ from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSumm
 
 __all__ = ["Scaffold", "clean_structured", "clean_text", "has_content", "real_text", "scaffold"]
 
-PROMPT_FILES: Final = ("system.md", "summarize.md", "rolling_fold.md", "session_summary.md")
+PROMPT_FILES: Final = (
+    "system.md",
+    "summarize.md",
+    "rolling_fold.md",
+    "session_summary.md",
+    "compaction.md",
+    "retry.md",
+)
 
 _DOUBLE_QUOTED: Final = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _SINGLE_QUOTED: Final = re.compile(r"'([A-Za-z][A-Za-z ]{0,40}):\s*([^'\n]*)'")

@@ -83,7 +83,13 @@ class _Litellm:
 
 
 _CONNECTION_ERRORS: Final = frozenset(
-    {"APIConnectionError", "ConnectError", "ConnectTimeout", "ClientConnectorError", "ServerDisconnectedError"}
+    {
+        "APIConnectionError",
+        "ConnectError",
+        "ConnectTimeout",
+        "ClientConnectorError",
+        "ServerDisconnectedError",
+    }
 )
 
 

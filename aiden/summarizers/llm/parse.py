@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+import msgspec
+
 from aiden.errors import InvalidSummaryError
 from aiden.summarizers.extractive import render_structured
+from aiden.summarizers.llm.repair import load_mapping, misfiled_moved, parse_sections, union
 from aiden.summarizers.mustkeep import clip
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary, SummaryResult
 from aiden.summarizers.scaffold import clean_structured, clean_text, has_content, real_text
 
-__all__ = ["parse_summary_output", "validate_summary_text"]
+__all__ = ["Reading", "parse_summary_output", "read_answer", "validate_summary_text"]
 
 
-_FENCED_JSON: Final = re.compile(r"```(?:json|JSON)?\s*\n(.*?)\n?```", re.DOTALL)
 _ERROR_OUTPUT: Final = re.compile(
     r"^\s*(?:error|exception|traceback \(most recent call last\))\s*:?"
     r"|^\s*(?:i'?m sorry|i am sorry|sorry,|i apologi[sz]e|as an ai\b|as a language model|"
@@ -46,16 +47,6 @@ def validate_summary_text(text: str, *, max_chars: int) -> str:
             f"summarizer returned an error message instead of a summary: {clip(stripped, 120)!r}"
         )
     return stripped
-
-
-def _json_candidates(content: str) -> list[str]:
-    stripped = content.strip()
-    candidates = [stripped]
-    candidates.extend(m.group(1).strip() for m in _FENCED_JSON.finditer(content))
-    start, end = stripped.find("{"), stripped.rfind("}")
-    if 0 <= start < end:
-        candidates.append(stripped[start : end + 1])
-    return candidates
 
 
 def _strings(value: object) -> tuple[str, ...]:
@@ -117,26 +108,82 @@ def _coerce_structured(data: Mapping[str, Any]) -> StructuredSummary:
     )
 
 
-def parse_summary_output(content: str, *, session: bool = False) -> SummaryResult:
-    """Parse a model's answer: a JSON object (bare or in a code fence) or, failing that, plain text.
+class Reading(msgspec.Struct, frozen=True, kw_only=True):
+    """A model's answer read into a summary, and what had to be repaired on the way."""
 
-    The JSON's ``text`` becomes the summary text; without it, the structured
-    fields are rendered. Text that is not JSON is used as is with empty
-    structured fields, unless it is a JSON object cut off mid-way (then it is
-    not a usable summary and :class:`InvalidSummaryError` is raised).
+    result: SummaryResult
+    moved: int = 0
+    """Items moved out of the section they were misfiled under (a question filed as a decision)."""
+    shape: str = "json"
+    """``json``, ``yaml``, ``sections`` (plain text read by headings) or ``text`` (used as is)."""
+
+
+# The keys a YAML reading must have one of (prose with a colon parses as YAML too).
+_KNOWN_KEYS: Final = frozenset(
+    {
+        "text", "user_goal", "goal", "decisions", "constraints", "open_threads", "open_thread", "errors",
+        "files_touched", "files", "user_preferences", "preferences", "failed_approaches",
+        "working_recipes", "commands", "facts", "project_facts", "outcome",
+    }
+)  # fmt: skip
+_TRUNCATED_JSON: Final = re.compile(r"^\s*(?:```[A-Za-z]*\s*)?[{\[]")
+
+
+def read_answer(content: str, *, session: bool = False, sections: bool = False) -> Reading:
+    """Read a model's answer: a JSON or YAML object (bare, fenced or inside prose), else plain text.
+
+    The object's ``text`` becomes the summary text; without it, the structured
+    fields are rendered. Repeated keys are merged, not overwritten; a question
+    filed as a decision (or a request as an error) moves to the open threads,
+    and the text is then rendered from the fields. Plain text is used as is;
+    with ``sections`` its headings (any case or markup) are read into the
+    structured fields too. An object cut off mid-way raises
+    :class:`InvalidSummaryError`, as does an answer with nothing but scaffolding.
     """
-    for candidate in _json_candidates(content):
-        try:
-            data = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(data, dict):  # echoes of the prompt's skeleton are dropped (scaffold.py)
-            structured = clean_structured(_coerce_structured(data))
-            text = clean_text(data["text"]) if isinstance(data.get("text"), str) else ""
-            if not has_content(text) and structured != StructuredSummary():
-                text = render_structured(structured, session=session)
-            return SummaryResult(text=real_text(text), structured=structured)
-    stripped = content.strip()
-    if stripped.startswith(("{", "```")):
-        raise InvalidSummaryError("summarizer returned malformed JSON (truncated output?)")
-    return SummaryResult(text=real_text(clean_text(stripped)))
+    loaded = load_mapping(content, _KNOWN_KEYS)
+    if loaded is not None:
+        mapping, shape = loaded
+        structured = clean_structured(_coerce_structured(mapping))
+        text = clean_text(mapping["text"]) if isinstance(mapping.get("text"), str) else ""
+    else:
+        stripped = content.strip()
+        if _TRUNCATED_JSON.match(stripped):
+            raise InvalidSummaryError(
+                f"summarizer returned a JSON object that does not parse (truncated after {len(stripped)} characters?)"
+            )
+        text = clean_text(stripped)
+        structured = StructuredSummary()
+        shape = "text"
+        if sections:
+            parsed = parse_sections(text)
+            if parsed is not None:
+                structured, shape = clean_structured(parsed), "sections"
+    structured, moved = misfiled_moved(structured)
+    from_text = parse_sections(text) if shape != "sections" else None
+    if from_text is not None:
+        # The text can misfile what the fields do not: then both are merged and the text re-rendered.
+        fixed, text_moved = misfiled_moved(clean_structured(from_text))
+        if text_moved:
+            moved += text_moved
+            structured = misfiled_moved(union(structured, fixed))[0]
+    if moved or (not has_content(text) and structured != StructuredSummary()):
+        text = render_structured(structured, session=session)
+    if sections and session and not _SESSION_HEADING.search(text) and structured != StructuredSummary():
+        # Wrong or missing headings: summary.md and the running summary are read by their headings.
+        text = render_structured(structured, session=True)
+    return Reading(
+        result=SummaryResult(text=real_text(text), structured=structured), moved=moved, shape=shape
+    )
+
+
+_SESSION_HEADING: Final = re.compile(
+    r"^## (?:OUTCOME|WORKING RECIPES|FAILED APPROACHES|USER PREFERENCES|PROJECT FACTS)$", re.MULTILINE
+)
+
+
+def parse_summary_output(content: str, *, session: bool = False) -> SummaryResult:
+    """Parse a model's answer: a JSON object (bare, in a code fence, inside prose) or, failing that, plain text.
+
+    See :func:`read_answer` (this is its result, with plain text used as is).
+    """
+    return read_answer(content, session=session).result

@@ -26,6 +26,7 @@ def _template(name: str) -> Template:
 
 _PURPOSE_DESCRIPTION: Final[dict[str, str]] = {
     "history": "an older part of the conversation that is being compacted",
+    "session_summary": "a part of the session that is being compacted; its facts also go into the durable session summary",
     "turn_prefix": (
         "the beginning of the current, unfinished turn; the rest of the turn stays "
         "verbatim, so focus on what the agent needs to continue it"
@@ -112,8 +113,22 @@ def _previous_block(request: SummaryRequest) -> str:
     )
 
 
-def build_messages(request: SummaryRequest, *, max_transcript_chars: int) -> list[dict[str, str]]:
-    """The chat messages (system + user) for ``request``, from the prompt templates."""
+def build_messages(
+    request: SummaryRequest,
+    *,
+    max_transcript_chars: int,
+    one_call: bool = False,
+    retry_reason: str = "",
+) -> list[dict[str, str]]:
+    """The chat messages (system + user) for ``request``, from the prompt templates.
+
+    ``one_call`` asks for the structured fields only (``compaction.md``): one
+    answer serves the chunk summary and the session summary, and a small model
+    writes half the tokens it would for fields plus a text copy. A
+    ``retry_reason`` appends the stricter retry note to the user message (not
+    as a second user message: chat templates such as Gemma's require the
+    roles to alternate).
+    """
     system = _template("system.md").substitute()
     fields = {
         "max_tokens": str(request.max_tokens),
@@ -125,6 +140,11 @@ def build_messages(request: SummaryRequest, *, max_transcript_chars: int) -> lis
         user = _template("rolling_fold.md").substitute(fields, text=folded[:max_transcript_chars])
     else:
         transcript = render_transcript(request.events, max_transcript_chars)
-        name = "session_summary.md" if request.purpose == "session_summary" else "summarize.md"
+        if one_call:
+            name = "compaction.md"
+        else:
+            name = "session_summary.md" if request.purpose == "session_summary" else "summarize.md"
         user = _template(name).substitute(fields, transcript=transcript)
+    if retry_reason:
+        user += _template("retry.md").substitute(reason=retry_reason)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -16,7 +16,15 @@ class SummarizerStats(msgspec.Struct, frozen=True, kw_only=True):
     ``calls`` counts :meth:`~LiteLLMSummarizer.summarize` invocations;
     ``rejected`` those refused by the open breaker; ``failures`` those that
     raised (rejections excluded); ``cancellations`` those cancelled by the
-    caller (counted as failures too); ``retries`` the extra provider requests.
+    caller (counted as failures too); ``retries`` the extra provider requests
+    after transient errors, ``repair_retries`` those after an unusable answer
+    (the stricter prompt). ``fallbacks`` counts answers given by the fallback
+    summarizer after an unusable answer; ``reused_answers`` requests answered
+    from the compaction's one call and ``local_answers`` those answered by the
+    extractive summarizer without a call (one-call mode); ``misfiled_moved``
+    items moved out of the wrong section (a question filed as a decision);
+    ``must_keep_added`` the lost must-keep facts appended to an answer.
+    ``first_error`` / ``last_error`` explain the first and latest failure.
     """
 
     calls: int = 0
@@ -30,6 +38,14 @@ class SummarizerStats(msgspec.Struct, frozen=True, kw_only=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    fallbacks: int = 0
+    repair_retries: int = 0
+    reused_answers: int = 0
+    local_answers: int = 0
+    misfiled_moved: int = 0
+    must_keep_added: int = 0
+    first_error: str = ""
+    last_error: str = ""
     consecutive_failures: int = 0
     breaker: BreakerState = "closed"
 
@@ -49,3 +65,17 @@ class Counters:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cached_tokens = 0
+        self.fallbacks = 0
+        self.repair_retries = 0
+        self.reused_answers = 0
+        self.local_answers = 0
+        self.misfiled_moved = 0
+        self.must_keep_added = 0
+        self.first_error = ""
+        self.last_error = ""
+
+    def note_error(self, exc: BaseException) -> None:
+        """Record why a call failed (the first one is kept: it often explains the rest)."""
+        text = f"{type(exc).__name__}: {exc}"[:300]
+        self.first_error = self.first_error or text
+        self.last_error = text

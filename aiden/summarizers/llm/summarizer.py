@@ -7,19 +7,21 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import anyio
+import msgspec
 
 from aiden.config import Config
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerUnavailable
-from aiden.summarizers.extractive import summary_must_keep
+from aiden.summarizers.extractive import ExtractiveSummarizer, summary_must_keep
 from aiden.summarizers.llm.breaker import Breaker
 from aiden.summarizers.llm.handle import _import_litellm
 from aiden.summarizers.llm.loop import _loop_thread
 from aiden.summarizers.llm.models import ModelResolver
-from aiden.summarizers.llm.parse import parse_summary_output, validate_summary_text
+from aiden.summarizers.llm.onecall import CompactionMemo, history_result, session_result, with_must_keep
+from aiden.summarizers.llm.parse import read_answer, validate_summary_text
 from aiden.summarizers.llm.prompts import build_messages
 from aiden.summarizers.llm.stats import Counters, SummarizerStats
 from aiden.summarizers.mustkeep import apply_must_keep
-from aiden.summarizers.protocol import SummaryRequest, SummaryResult
+from aiden.summarizers.protocol import StructuredSummary, Summarizer, SummaryRequest, SummaryResult
 
 __all__ = ["LiteLLMSummarizer"]
 
@@ -53,6 +55,16 @@ class LiteLLMSummarizer:
 
     ``extra_kwargs`` are passed to ``litellm.acompletion`` as is (e.g.
     ``{"mock_response": "..."}`` for offline tests).
+
+    ``one_call_per_compaction`` (for small local models): one structured call
+    per compacted range serves the running summary and the chunk summary; a
+    split-turn prefix and a rolling fold are answered by the extractive
+    summarizer without a call (see :mod:`aiden.summarizers.llm.onecall`);
+    plain-text answers are read by their headings; the must-keep facts the
+    answer lost are appended to it. An unusable answer is retried
+    ``invalid_retries`` times (default 1 in this mode, else 0) with a stricter
+    prompt, then ``fallback`` (default: the extractive summarizer in this
+    mode, else none) answers: counted in ``stats().fallbacks``, never raised.
     """
 
     def __init__(
@@ -64,6 +76,9 @@ class LiteLLMSummarizer:
         api_key: str | None = None,
         temperature: float = 0.0,
         extra_kwargs: Mapping[str, Any] | None = None,
+        one_call_per_compaction: bool = False,
+        invalid_retries: int | None = None,
+        fallback: Summarizer | None = None,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty litellm model name")
@@ -75,6 +90,16 @@ class LiteLLMSummarizer:
         self.extra_kwargs: dict[str, Any] = dict(extra_kwargs or {})
         if "tools" in self.extra_kwargs or "functions" in self.extra_kwargs:
             raise ValueError("the summarizer sends no tools; remove 'tools'/'functions' from extra_kwargs")
+        if invalid_retries is not None and invalid_retries < 0:
+            raise ValueError("invalid_retries must be >= 0")
+        self.one_call = one_call_per_compaction
+        # The small-model mode retries an unusable answer once with a stricter prompt, then falls back.
+        self.invalid_retries = invalid_retries if invalid_retries is not None else int(self.one_call)
+        self.fallback: Summarizer | None = fallback
+        if fallback is None and self.one_call:
+            self.fallback = ExtractiveSummarizer()
+        self._local = ExtractiveSummarizer()
+        self._memo = CompactionMemo()
         self._breaker = Breaker(self.config.circuit_breaker_failures, self.config.circuit_breaker_reset_s)
         self._counts = Counters()
         window = ModelResolver().context_window(model, self.config.context_window)
@@ -96,6 +121,14 @@ class LiteLLMSummarizer:
             prompt_tokens=c.prompt_tokens,
             completion_tokens=c.completion_tokens,
             cached_tokens=c.cached_tokens,
+            fallbacks=c.fallbacks,
+            repair_retries=c.repair_retries,
+            reused_answers=c.reused_answers,
+            local_answers=c.local_answers,
+            misfiled_moved=c.misfiled_moved,
+            must_keep_added=c.must_keep_added,
+            first_error=c.first_error,
+            last_error=c.last_error,
             consecutive_failures=self._breaker.failures,
             breaker=self._breaker.state(_now_or_inf()),
         )
@@ -103,6 +136,11 @@ class LiteLLMSummarizer:
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request`` with one (retried) chat completion; see the class docstring for failures."""
         self._counts.calls += 1
+        if self.one_call:
+            local = await self._answer_without_a_call(request)
+            if local is not None:
+                self._counts.successes += 1
+                return local
         try:
             self._breaker.admit(anyio.current_time())
         except SummarizerUnavailable:
@@ -115,15 +153,46 @@ class LiteLLMSummarizer:
             self._counts.failures += 1
             self._breaker.failed(anyio.current_time())
             raise
+        except InvalidSummaryError as exc:
+            self._counts.invalid_outputs += 1
+            self._counts.note_error(exc)
+            if self.fallback is None:
+                self._counts.failures += 1
+                self._breaker.failed(anyio.current_time())
+                raise
+            # The provider answered: an unusable answer is not an outage, the breaker stays closed.
+            self._breaker.succeeded()
+            return await self._fall_back(request)
         except SummarizerError as exc:
             self._counts.failures += 1
-            if isinstance(exc, InvalidSummaryError):
-                self._counts.invalid_outputs += 1
+            self._counts.note_error(exc)
             self._breaker.failed(anyio.current_time())
             raise
         self._counts.successes += 1
         self._breaker.succeeded()
         return result
+
+    async def _answer_without_a_call(self, request: SummaryRequest) -> SummaryResult | None:
+        """The one-call mode's answers that need no model call, or ``None``."""
+        if request.purpose in ("turn_prefix", "rolling_fold"):
+            self._counts.local_answers += 1
+            return await self._local.summarize(request)
+        found, structured = self._memo.lookup(request)
+        if not found:
+            return None
+        self._counts.reused_answers += 1
+        if structured is None:
+            return await self._fall_back(request)
+        return history_result(structured)
+
+    async def _fall_back(self, request: SummaryRequest) -> SummaryResult:
+        assert self.fallback is not None
+        self._counts.fallbacks += 1
+        self._counts.successes += 1
+        if self.one_call and request.purpose == "session_summary":
+            self._memo.put(request.events, None)
+        result = await self.fallback.summarize(request)
+        return msgspec.structs.replace(result, degraded=True)
 
     async def _summarize_with_retries(self, request: SummaryRequest) -> SummaryResult:
         try:
@@ -132,6 +201,7 @@ class LiteLLMSummarizer:
             raise SummarizerUnavailable(f"litellm cannot be imported: {type(exc).__name__}: {exc}") from exc
         kwargs = self._request_kwargs(request)
         attempt = 0
+        strict_left = self.invalid_retries
         while True:
             self._counts.provider_requests += 1
             try:
@@ -146,15 +216,31 @@ class LiteLLMSummarizer:
                     await anyio.sleep(delay)
                     continue
                 raise handle.translate(exc) from exc
-            return self._result_from(response, request)
+            try:
+                return self._result_from(response, request)
+            except InvalidSummaryError as exc:
+                if strict_left <= 0:
+                    raise
+                strict_left -= 1
+                self._counts.invalid_outputs += 1
+                self._counts.repair_retries += 1
+                self._counts.note_error(exc)
+                kwargs = self._request_kwargs(request, retry_reason=str(exc)[:160])
 
-    def _request_kwargs(self, request: SummaryRequest) -> dict[str, Any]:
+    def _request_kwargs(self, request: SummaryRequest, *, retry_reason: str = "") -> dict[str, Any]:
+        messages = build_messages(
+            request,
+            max_transcript_chars=self._max_transcript_chars,
+            one_call=self.one_call and request.purpose != "rolling_fold",
+            retry_reason=retry_reason,
+        )
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": build_messages(request, max_transcript_chars=self._max_transcript_chars),
+            "messages": messages,
             "temperature": self.temperature,
-            # JSON keys and the structured copy roughly double the text's size.
-            "max_tokens": request.max_tokens * 2 + 256,
+            # JSON keys and the structured copy roughly double the text's size
+            # (the one-call answer has no text copy: the keys alone).
+            "max_tokens": request.max_tokens * (1 if self.one_call else 2) + 256,
             # Retries are ours (backoff on anyio's clock, breaker accounting).
             "num_retries": 0,
         }
@@ -165,11 +251,27 @@ class LiteLLMSummarizer:
         kwargs.update(self.extra_kwargs)
         return kwargs
 
+    def _one_call_result(self, result: SummaryResult, request: SummaryRequest) -> SummaryResult:
+        """A one-call answer checked for lost must-keep facts, remembered, and rendered for ``request``."""
+        structured = result.structured
+        if structured == StructuredSummary():
+            return result  # plain text without any section: used as is
+        structured, added = with_must_keep(
+            structured, request.events, max_items=self.config.must_keep_max_items
+        )
+        self._counts.must_keep_added += added
+        if request.purpose == "session_summary":
+            self._memo.put(request.events, structured)
+            return session_result(structured)
+        return history_result(structured)
+
     def _result_from(self, response: Any, request: SummaryRequest) -> SummaryResult:
         usage = getattr(response, "usage", None)
         self._counts.prompt_tokens += _int_attr(usage, "prompt_tokens")
         self._counts.completion_tokens += _int_attr(usage, "completion_tokens")
-        self._counts.cached_tokens += _int_attr(getattr(usage, "prompt_tokens_details", None), "cached_tokens")
+        self._counts.cached_tokens += _int_attr(
+            getattr(usage, "prompt_tokens_details", None), "cached_tokens"
+        )
         try:
             choice = response.choices[0]
             message = choice.message
@@ -187,7 +289,12 @@ class LiteLLMSummarizer:
             raise InvalidSummaryError(
                 f"summarizer returned {len(content)} characters, far over summary_max_chars={max_chars}"
             )
-        result = parse_summary_output(content, session=request.purpose == "session_summary")
+        session = request.purpose == "session_summary"
+        reading = read_answer(content, session=session, sections=self.one_call)
+        self._counts.misfiled_moved += reading.moved
+        result = reading.result
+        if self.one_call and request.purpose in ("history", "session_summary"):
+            result = self._one_call_result(result, request)
         text = validate_summary_text(result.text, max_chars=max_chars)
         if request.purpose == "rolling_fold":
             # Nothing else checks a fold (chunk summaries get the scheduler's

@@ -1,0 +1,117 @@
+"""One model call per compaction: one structured answer serves every summary a compaction asks for.
+
+A compaction asks its summarizer up to four times: ``session_summary`` for
+the running summary (over the whole compacted range, first), ``history`` for
+the chunk summary (a sub-range), ``turn_prefix`` for a split turn's prefix and,
+now and then, ``rolling_fold``. On a small local model each call costs 20-70 s
+on two cores. With ``one_call_per_compaction`` the
+:class:`~aiden.summarizers.llm.LiteLLMSummarizer` makes one structured call
+for the range and keeps its answer here; the ``history`` request over events
+of that range is rendered from it, and the split-turn prefix and the fold
+(text already summarized) are answered by the embedded extractive summarizer,
+which makes no call.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Final
+
+import msgspec
+
+from aiden.events import SessionEvent
+from aiden.summarizers.extractive import render_structured
+from aiden.summarizers.mustkeep import extract_must_keep
+from aiden.summarizers.mustkeep.check import Haystack
+from aiden.summarizers.protocol import StructuredSummary, SummaryRequest, SummaryResult
+
+__all__ = ["CompactionMemo", "history_result", "session_result", "with_must_keep"]
+
+_MEMO_SIZE: Final = 4
+_FALLBACK: Final = None
+
+
+class CompactionMemo:
+    """The last few one-call answers, by the sequence numbers of the events they summarize.
+
+    A value of ``None`` means the call's answer was unusable and the fallback
+    answered: the chunk of that range is then the fallback's too, with no
+    second call.
+    """
+
+    def __init__(self) -> None:
+        self._answers: OrderedDict[frozenset[int], StructuredSummary | None] = OrderedDict()
+
+    def put(self, events: Sequence[SessionEvent], structured: StructuredSummary | None) -> None:
+        """Remember the answer for ``events`` (the oldest entry goes beyond a few)."""
+        key = frozenset(e.seq for e in events)
+        if not key:
+            return
+        self._answers[key] = structured
+        self._answers.move_to_end(key)
+        while len(self._answers) > _MEMO_SIZE:
+            self._answers.popitem(last=False)
+
+    def lookup(self, request: SummaryRequest) -> tuple[bool, StructuredSummary | None]:
+        """(found, answer) for a ``history`` request whose events all lie in a remembered range.
+
+        A found entry is used once: a later request over the same events (a
+        re-summary of a degraded chunk) asks the model again.
+        """
+        seqs = frozenset(e.seq for e in request.events)
+        if request.purpose != "history" or not seqs:
+            return False, _FALLBACK
+        for key in reversed(self._answers):
+            if seqs <= key:
+                return True, self._answers.pop(key)
+        return False, _FALLBACK
+
+
+def history_result(structured: StructuredSummary) -> SummaryResult:
+    """The chunk summary (history sections) rendered from a one-call answer."""
+    return SummaryResult(text=render_structured(structured), structured=structured)
+
+
+def session_result(structured: StructuredSummary) -> SummaryResult:
+    """The session summary (seed 004's five headings) from a one-call answer over all its fields.
+
+    The session file has no goal, decision, constraint or error section: the
+    goal stands in for a missing outcome, constraints join the preferences,
+    and decisions (with why), errors (with the fix), files and the open
+    thread become project facts, so nothing the answer carries is dropped.
+    """
+    outcome = structured.outcome or (f"Goal: {structured.user_goal}" if structured.user_goal else "")
+    facts = [
+        *(f"{d.what} ({d.why})" if d.why else d.what for d in structured.decisions),
+        *(f"{e.error} -> {e.resolution}" if e.resolution else e.error for e in structured.errors),
+        *structured.facts,
+        *(f"File: {path}" for path in structured.files_touched),
+        *(f"Open: {thread}" for thread in structured.open_threads),
+    ]
+    view = StructuredSummary(
+        outcome=outcome,
+        working_recipes=structured.working_recipes,
+        failed_approaches=structured.failed_approaches,
+        user_preferences=(*structured.user_preferences, *structured.constraints),
+        facts=tuple(facts),
+    )
+    return SummaryResult(text=render_structured(view, session=True), structured=structured)
+
+
+def with_must_keep(
+    structured: StructuredSummary, events: Sequence[SessionEvent], *, max_items: int
+) -> tuple[StructuredSummary, int]:
+    """``structured`` with the must-keep facts of ``events`` it lost appended as facts, and how many.
+
+    Seed 001: a check, not a patch; the lost facts are appended as atomic
+    items rather than the answer rewritten.
+    """
+    items = extract_must_keep(events, max_items=max_items)
+    if not items:
+        return structured, 0
+    haystack = Haystack(render_structured(structured))
+    missing = [item for item in items if not haystack.contains(item)]
+    if not missing:
+        return structured, 0
+    return msgspec.structs.replace(structured, facts=(*structured.facts, *missing)), len(missing)

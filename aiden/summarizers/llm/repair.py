@@ -1,0 +1,308 @@
+"""Tolerant reading of what small models answer: loose JSON, YAML, plain-text sections, misfiled items.
+
+A 0.3B model asked for one JSON object answers with that object most of the
+time, and otherwise with: the object in a code fence (JSON or YAML), prose
+before or after it, the same key twice, the sections as plain text under
+headings of its own spelling ("**Decisions**", "## decisions", "DECISIONS:"),
+or a question filed as a decision. Each shape is read here into a
+:class:`StructuredSummary`; what cannot be read is left to the caller
+(:mod:`aiden.summarizers.llm.parse`), which refuses it with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, Final, TypeVar
+
+import yaml
+
+from aiden.summarizers.mustkeep import classify_sentence
+from aiden.summarizers.mustkeep import normalize as normalize_item
+from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
+
+__all__ = ["load_mapping", "misfiled_moved", "parse_sections", "union"]
+
+T = TypeVar("T")
+
+_FENCE: Final = re.compile(r"```[ \t]*([A-Za-z]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.DOTALL)
+
+
+def _merge_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose repeated keys are merged (lists joined, first non-empty scalar kept).
+
+    ``json.loads`` keeps only the last of two ``"decisions"`` keys: the first
+    list's facts would be lost without a word.
+    """
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key not in out:
+            out[key] = value
+        elif isinstance(out[key], list) and isinstance(value, list):
+            out[key] = [*out[key], *value]
+        elif isinstance(out[key], str) and not out[key].strip():
+            out[key] = value
+    return out
+
+
+def _json_mapping(candidate: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(candidate, object_pairs_hook=_merge_pairs)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _yaml_mapping(candidate: str) -> dict[str, Any] | None:
+    try:
+        data = yaml.safe_load(candidate)
+    except yaml.YAMLError:
+        return None
+    # A plain sentence is valid YAML too (a string): only a mapping with known keys counts.
+    if isinstance(data, dict) and all(isinstance(k, str) for k in data):
+        return data
+    return None
+
+
+def load_mapping(content: str, known_keys: Iterable[str]) -> tuple[dict[str, Any], str] | None:
+    """The first JSON (or YAML) object in ``content`` and ``"json"``/``"yaml"``, or ``None``.
+
+    Tried in order: the whole answer as JSON; each code fence's body (JSON,
+    then YAML when the fence says ``yaml`` or holds no braces); the span from
+    the first ``{`` to the last ``}`` (prose before or after); the whole
+    answer as YAML. A YAML reading counts only if it has one of
+    ``known_keys``: ordinary prose with a colon is YAML as well.
+    """
+    known = frozenset(known_keys)
+    stripped = content.strip()
+    found = _json_mapping(stripped)
+    if found is not None:
+        return found, "json"
+    for match in _FENCE.finditer(stripped):
+        lang, body = match.group(1).lower(), match.group(2).strip()
+        found = _json_mapping(body)
+        if found is not None:
+            return found, "json"
+        if lang in ("yaml", "yml") or (lang == "" and "{" not in body):
+            found = _yaml_mapping(body)
+            if found is not None and known.intersection(found):
+                return found, "yaml"
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if 0 <= start < end:
+        found = _json_mapping(stripped[start : end + 1])
+        if found is not None:
+            return found, "json"
+    if not stripped.startswith("{"):
+        found = _yaml_mapping(stripped)
+        if found is not None and known.intersection(found):
+            return found, "yaml"
+    return None
+
+
+# Heading spellings small models use, mapped to the schema's fields.
+_SECTION_NAMES: Final[dict[str, str]] = {
+    "goal": "user_goal",
+    "user goal": "user_goal",
+    "objective": "user_goal",
+    "task": "user_goal",
+    "outcome": "outcome",
+    "result": "outcome",
+    "decisions": "decisions",
+    "decision": "decisions",
+    "key decisions": "decisions",
+    "constraints": "constraints",
+    "constraint": "constraints",
+    "requirements": "constraints",
+    "preferences": "user_preferences",
+    "user preferences": "user_preferences",
+    "errors": "errors",
+    "error": "errors",
+    "errors and fixes": "errors",
+    "issues": "errors",
+    "failed approaches": "failed_approaches",
+    "failed approach": "failed_approaches",
+    "what failed": "failed_approaches",
+    "open thread": "open_threads",
+    "open threads": "open_threads",
+    "next steps": "open_threads",
+    "next step": "open_threads",
+    "todo": "open_threads",
+    "files": "files_touched",
+    "files touched": "files_touched",
+    "commands": "working_recipes",
+    "working recipes": "working_recipes",
+    "recipes": "working_recipes",
+    "facts": "facts",
+    "project facts": "facts",
+    "key facts": "facts",
+    "must keep": "facts",
+}
+_HEADING: Final = re.compile(
+    r"^\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*([A-Za-z][A-Za-z _/&-]{1,40}?)\s*(?:\*\*|__)?\s*:?\s*(?:\*\*|__)?\s*:?(.*)$"
+)
+_ITEM: Final = re.compile(r"^\s*(?:[-*\u2022+]|\d+[.)])\s+(.*\S)\s*$")
+_NONE_ITEM: Final = re.compile(r"^\(?\s*(?:none|n/?a|nothing|empty)\s*\)?\.?$", re.IGNORECASE)
+_FIX_SPLIT: Final = re.compile(
+    r"\s+(?:->|=>|\u2192|--)\s+|\s*[;(]\s*(?:fixed|resolved|fix)(?: by)?[:\s]+", re.IGNORECASE
+)
+_WHY_SPLIT: Final = re.compile(
+    r"\s+(?:because|since|as|so that)\s+|\s*\(\s*(?:why|reason|because)?:?\s*", re.IGNORECASE
+)
+
+
+def _section_of(line: str) -> tuple[str, str] | None:
+    """(field, text on the heading line) if ``line`` is a section heading, else ``None``."""
+    if _ITEM.match(line):
+        return None
+    match = _HEADING.match(line)
+    if match is None:
+        return None
+    name = " ".join(match.group(1).replace("_", " ").split()).lower()
+    field = _SECTION_NAMES.get(name)
+    if field is None:
+        return None
+    rest = match.group(2).strip().strip("*_").strip()
+    is_heading = line.lstrip().startswith(("#", "*", "_")) or ":" in line
+    return (field, rest) if is_heading else None
+
+
+def parse_sections(text: str) -> StructuredSummary | None:
+    """The sections of a plain-text summary, whatever the headings' case or markup; ``None`` if none.
+
+    Repeated sections are merged; ``- (none)`` items are dropped; text under
+    no heading is kept as facts (never lost).
+    """
+    buckets: dict[str, list[str]] = {}
+    current = ""
+    loose: list[str] = []
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        heading = _section_of(raw)
+        if heading is not None:
+            current, rest = heading
+            buckets.setdefault(current, [])
+            if rest and not _NONE_ITEM.match(rest):
+                buckets[current].append(rest)
+            continue
+        item = _ITEM.match(raw)
+        value = (item.group(1) if item else raw).strip()
+        if not value or _NONE_ITEM.match(value):
+            continue
+        (buckets.setdefault(current, []) if current else loose).append(value)
+    if not buckets:
+        return None
+    return _structured_from(buckets, loose)
+
+
+def _structured_from(buckets: dict[str, list[str]], loose: list[str]) -> StructuredSummary:
+    def items(field: str) -> tuple[str, ...]:
+        return _dedupe(buckets.get(field, ()))
+
+    decisions = []
+    for line in items("decisions"):
+        what, why = _split_once(line, _WHY_SPLIT)
+        decisions.append(Decision(what=what, why=why.rstrip(")")))
+    errors = []
+    for line in items("errors"):
+        error, fix = _split_once(line, _FIX_SPLIT)
+        errors.append(ErrorResolution(error=error, resolution=fix.rstrip(")")))
+    files: list[str] = []
+    for line in items("files_touched"):
+        files.extend(p.strip().strip("`") for p in line.split(",") if p.strip())
+    return StructuredSummary(
+        user_goal=" ".join(items("user_goal")),
+        outcome=" ".join(items("outcome")),
+        decisions=tuple(decisions),
+        constraints=items("constraints"),
+        user_preferences=items("user_preferences"),
+        errors=tuple(errors),
+        failed_approaches=items("failed_approaches"),
+        open_threads=items("open_threads"),
+        files_touched=_dedupe(files),
+        working_recipes=items("working_recipes"),
+        facts=_dedupe([*items("facts"), *loose]),
+    )
+
+
+def _split_once(line: str, pattern: re.Pattern[str]) -> tuple[str, str]:
+    parts = pattern.split(line, maxsplit=1)
+    if len(parts) == 2 and parts[0].strip() and parts[1].strip():
+        return parts[0].strip(), parts[1].strip()
+    return line.strip(), ""
+
+
+def _dedupe(values: Iterable[str]) -> tuple[str, ...]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for value in values:
+        key = normalize_item(value)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(value.strip())
+    return tuple(out)
+
+
+def misfiled_moved(structured: StructuredSummary) -> tuple[StructuredSummary, int]:
+    """``structured`` with misfiled items moved, and how many moved; duplicates are merged too.
+
+    A question is never a decision (it goes to the open threads: it is still
+    open); a request for work is never an error (open threads too).
+    """
+    decisions: list[Decision] = []
+    errors: list[ErrorResolution] = []
+    opened: list[str] = []
+    for decision in structured.decisions:
+        if classify_sentence(decision.what) == "question":
+            opened.append(decision.what)
+        else:
+            decisions.append(decision)
+    for error in structured.errors:
+        if not error.resolution and classify_sentence(error.error) in ("question", "request"):
+            opened.append(error.error)
+        else:
+            errors.append(error)
+    moved = len(opened)
+    fixed = StructuredSummary(
+        user_goal=structured.user_goal,
+        outcome=structured.outcome,
+        decisions=tuple(_dedupe_by(decisions, lambda d: d.what)),
+        constraints=_dedupe(structured.constraints),
+        user_preferences=_dedupe(structured.user_preferences),
+        errors=tuple(_dedupe_by(errors, lambda e: e.error)),
+        failed_approaches=_dedupe(structured.failed_approaches),
+        open_threads=_dedupe([*structured.open_threads, *opened]),
+        files_touched=_dedupe(structured.files_touched),
+        working_recipes=_dedupe(structured.working_recipes),
+        facts=_dedupe(structured.facts),
+    )
+    return fixed, moved
+
+
+def _dedupe_by(values: Iterable[T], key: Callable[[T], str]) -> list[T]:
+    seen: set[str] = set()
+    out: list[T] = []
+    for value in values:
+        norm = normalize_item(key(value))
+        if norm not in seen:
+            seen.add(norm)
+            out.append(value)
+    return out
+
+
+def union(a: StructuredSummary, b: StructuredSummary) -> StructuredSummary:
+    """Every item of ``a`` and of ``b`` (``a``'s first; scalars from ``a`` unless empty)."""
+    return StructuredSummary(
+        user_goal=a.user_goal or b.user_goal,
+        outcome=a.outcome or b.outcome,
+        decisions=(*a.decisions, *b.decisions),
+        constraints=(*a.constraints, *b.constraints),
+        user_preferences=(*a.user_preferences, *b.user_preferences),
+        errors=(*a.errors, *b.errors),
+        failed_approaches=(*a.failed_approaches, *b.failed_approaches),
+        open_threads=(*a.open_threads, *b.open_threads),
+        files_touched=(*a.files_touched, *b.files_touched),
+        working_recipes=(*a.working_recipes, *b.working_recipes),
+        facts=(*a.facts, *b.facts),
+    )
