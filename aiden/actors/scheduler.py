@@ -210,6 +210,7 @@ class MaintenanceScheduler:
         """Run one pass per wake-up until the wake stream closes."""
         task_status.started()
         async with self._wake_receive, self._outbox:
+            await self._check_backlog()
             async for _ in self._wake_receive:
                 waiters, self._waiting = self._waiting, []
                 manual, self._manual_pending = self._manual_pending, False
@@ -230,9 +231,28 @@ class MaintenanceScheduler:
                     result = cancelled
                 for rid in waiters:
                     reply: SchedulerOutbox = (
-                        MaintenanceDone(rid, result) if isinstance(result, CompactionOutcome) else Failed(rid, result)
+                        MaintenanceDone(rid, result)
+                        if isinstance(result, CompactionOutcome)
+                        else Failed(rid, result)
                     )
                     await self._outbox.send(self._out.encode(reply))
+
+    async def _check_backlog(self) -> None:
+        # A root reopened with a backlog (a crash loop, a summarizer that was down, an
+        # import) must drain without a human, also for a caller that only appends: the
+        # triggers are evaluated once at open, as after an append. An empty or small hot
+        # window requests nothing.
+        try:
+            snap = await anyio.to_thread.run_sync(self._store.snapshot)
+        except AidenError as exc:
+            log.error("backlog check at open failed: %s", exc)
+            return
+        inp = trigger_input(
+            self._state, context_window=self._window, event_count=len(snap.events), manual=False
+        )
+        if snap.events and should_compress(inp, self._config).fire:
+            log.info("%d events in the hot window at open: requesting a maintenance pass", len(snap.events))
+            self._wake(False)
 
     async def _pass(self, manual: bool) -> CompactionOutcome:
         self._note(PassStarted())
