@@ -110,7 +110,9 @@ def with_must_keep(
     items = extract_must_keep(events, max_items=max_items)
     if not items:
         return structured, 0
-    haystack = Haystack(render_structured(structured))
+    # A decision rendered "what (why)" loses the "because" its source sentence has.
+    because = "\n".join(f"{d.what} because {d.why}" for d in structured.decisions if d.why)
+    haystack = Haystack(render_structured(structured) + "\n" + because)
     missing = [item for item in items if not haystack.contains(item)]
     if not missing:
         return structured, 0

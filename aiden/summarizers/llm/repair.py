@@ -139,7 +139,7 @@ _SECTION_NAMES: Final[dict[str, str]] = {
     "must keep": "facts",
 }
 _HEADING: Final = re.compile(
-    r"^\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*([A-Za-z][A-Za-z _/&-]{1,40}?)\s*(?:\*\*|__)?\s*:?\s*(?:\*\*|__)?\s*:?(.*)$"
+    r"^\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*([A-Za-z][A-Za-z _/&-]{1,40})(?:\*\*|__)?\s*:?\s*(?:\*\*|__)?\s*:?(.*)$"
 )
 _ITEM: Final = re.compile(r"^\s*(?:[-*\u2022+]|\d+[.)])\s+(.*\S)\s*$")
 _NONE_ITEM: Final = re.compile(r"^\(?\s*(?:none|n/?a|nothing|empty)\s*\)?\.?$", re.IGNORECASE)
