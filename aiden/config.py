@@ -74,6 +74,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     (0 disables)."""
     max_pinned_events: NonNegative = 16
     """Sticky pins are rare: at most this many pinned events per session."""
+    max_pass_events: NonNegative = 1000
+    """A pass compacts at most this many events (the oldest): a backlog drains over several passes,
+    each with bounded summarizer work on the event loop, instead of one pass over all of it (0: no cap)."""
 
     # --- session writer -----------------------------------------------------
     durability: Literal["fsync", "none"] = "fsync"
@@ -261,11 +264,15 @@ def _inconsistencies(cfg: Config) -> list[str]:
         problems.append("session_new_gap_s must be >= session_continue_gap_s")
     window = cfg.context_window
     if cfg.keep_recent_tokens is not None and cfg.keep_recent_tokens >= window:
-        problems.append(f"keep_recent_tokens ({cfg.keep_recent_tokens}) must be below context_window ({window})")
+        problems.append(
+            f"keep_recent_tokens ({cfg.keep_recent_tokens}) must be below context_window ({window})"
+        )
     if cfg.reserve_tokens is not None and cfg.reserve_tokens >= window:
         problems.append(f"reserve_tokens ({cfg.reserve_tokens}) must be below context_window ({window})")
     if cfg.summary_max_tokens is not None and cfg.summary_max_tokens >= window:
-        problems.append(f"summary_max_tokens ({cfg.summary_max_tokens}) must be below context_window ({window})")
+        problems.append(
+            f"summary_max_tokens ({cfg.summary_max_tokens}) must be below context_window ({window})"
+        )
     return problems
 
 

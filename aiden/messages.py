@@ -94,6 +94,7 @@ class Failed(msgspec.Struct, frozen=True, tag=True):
 
 # --- session writer ------------------------------------------------------------
 
+
 class AppendEvents(msgspec.Struct, frozen=True, tag=True):
     """Append ``events`` (validated, scrubbed, encoded once with seq 0) as one unit."""
 
@@ -140,6 +141,7 @@ WriterOutbox = Appended | Rejected | Flushed
 
 
 # --- maintenance scheduler -------------------------------------------------------
+
 
 class RequestMaintenance(msgspec.Struct, frozen=True, tag=True):
     """Fire-and-forget: schedule a maintenance pass (coalesced)."""
@@ -190,6 +192,8 @@ class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     tokens_after: int = 0
     degraded: bool = False
     note: str = ""
+    backlog_left: bool = False
+    """The pass compacted ``max_pass_events`` of a longer backlog; the next pass is already requested."""
 
 
 class MaintenanceDone(msgspec.Struct, frozen=True, tag=True):
@@ -233,6 +237,7 @@ class SchedulerCounters(msgspec.Struct, frozen=True, kw_only=True):
 
 # --- summarizer -----------------------------------------------------------------
 
+
 class Summarize(msgspec.Struct, frozen=True, tag=True):
     """Summarize one request under the configured deadline."""
 
@@ -258,6 +263,7 @@ SummarizerOutbox = Summarized | Failed
 
 
 # --- recall index ------------------------------------------------------------------
+
 
 class RecallQuery(msgspec.Struct, frozen=True, tag=True, kw_only=True):
     """Full-text recall over the active session's chunks."""
@@ -307,6 +313,7 @@ RecallOutbox = RecallHits | RecallEvents | Failed
 
 
 # --- session reader ------------------------------------------------------------------
+
 
 class ReadHotWindow(msgspec.Struct, frozen=True, tag=True):
     """The retained hot window."""
@@ -377,5 +384,3 @@ class Codec(Generic[T]):
     def decode(self, raw: bytes) -> T:
         """Decode one message."""
         return self._decoder.decode(raw)
-
-

@@ -44,12 +44,15 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import aiden  # noqa: E402
-from _common import RESULTS, latency_ms, machine  # noqa: E402
-from aiden import Config, SessionEvent  # noqa: E402
-from aiden.policy import estimate_event_tokens, trigger_threshold_tokens  # noqa: E402
-from aiden.testing import FakeLLMServer  # noqa: E402
-from bench_backlog import backlog  # noqa: E402
+from _common import RESULTS, latency_ms, machine
+from bench_backlog import backlog
+
+import aiden
+from aiden import Config, SessionEvent
+from aiden.policy import estimate_event_tokens, trigger_threshold_tokens
+from aiden.storage.jsonl import read_bytes, scan
+from aiden.storage.layout import Layout
+from aiden.testing import FakeLLMServer
 
 PROBE_INTERVAL_S = 0.010
 LAG_INTERVAL_S = 0.005
@@ -141,11 +144,16 @@ async def drain(root: Path, n: int, kind: str, server: FakeLLMServer) -> dict[st
                 await anyio.sleep(LAG_INTERVAL_S)
                 lag[0] = max(lag[0], time.perf_counter() - t0 - LAG_INTERVAL_S)
 
+        def under() -> bool:
+            # The committed hot window, read from disk in a worker thread: the watcher must not
+            # stall the event loop it measures (memory.hot_window() decodes on the loop).
+            hot = scan(read_bytes(Layout(root).events)).events
+            return sum(estimate_event_tokens(e) for e in hot) < threshold
+
         async def watch() -> None:
             while True:
                 await anyio.sleep(0.25)
-                hot = await memory.hot_window()
-                if sum(estimate_event_tokens(e) for e in hot) < threshold:
+                if await anyio.to_thread.run_sync(under):
                     drained_at.append(time.perf_counter() - started)
                     done.set()
                     return

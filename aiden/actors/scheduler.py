@@ -50,6 +50,7 @@ from aiden.messages import (
 from aiden.policy import (
     CL100K,
     O200K,
+    CompactionPlan,
     SkipCompaction,
     TokenProfile,
     plan_compaction,
@@ -78,6 +79,9 @@ from aiden.storage.protocol import SessionStore
 __all__ = ["MaintenanceScheduler"]
 
 log = logging.getLogger("aiden.scheduler")
+
+_INLINE_PLANNING_EVENTS = 2000
+"""Above this many hot events, tokens are estimated and the cut planned in a worker thread."""
 
 
 class MaintenanceScheduler:
@@ -227,6 +231,8 @@ class MaintenanceScheduler:
                 self._pass_scope = None
                 self._pass_done.set()
                 self._publish()
+                if isinstance(result, CompactionOutcome) and result.backlog_left:
+                    self._wake(False)  # the rest of the backlog: one bounded pass after another
                 if scope.cancelled_caught:
                     result = cancelled
                 for rid in waiters:
@@ -279,15 +285,20 @@ class MaintenanceScheduler:
         if defers_for_cache(self._state, decision, config):
             self._note(DeferredForCache())
             return CompactionOutcome(compacted=False, reason="deferred_for_cache")
-        # Planning stays on the loop: measured, a worker thread made append p99 during
-        # compaction ~10x worse (GIL contention with the writer's thread hop), while
-        # inline planning of a hot window costs a few ms.
-        plan = plan_compaction(
-            snap.events,
-            config,
-            target_tokens=trigger_threshold_tokens(self._window, config),
-            token_counts=planning_token_counts(self._state, snap.events, self._profile),
-        )
+        state, profile, target = self._state, self._profile, trigger_threshold_tokens(self._window, config)
+
+        def plan_now() -> CompactionPlan | SkipCompaction:
+            counts = planning_token_counts(state, snap.events, profile)
+            return plan_compaction(snap.events, config, target_tokens=target, token_counts=counts)
+
+        # Planning an ordinary hot window stays on the loop: measured, a worker thread made
+        # append p99 during compaction ~10x worse (GIL contention with the writer's thread
+        # hop), while inline it costs a few ms. A backlog's planning is linear in the whole
+        # backlog (16k events: ~100 ms), which would stall every task: that goes to a thread.
+        if len(snap.events) > _INLINE_PLANNING_EVENTS:
+            plan = await anyio.to_thread.run_sync(plan_now)
+        else:
+            plan = plan_now()
         if isinstance(plan, SkipCompaction):
             return CompactionOutcome(compacted=False, reason=plan.reason, note=plan.detail)
         if not plan.reaches_target and not self._warned_unreachable:
@@ -341,4 +352,5 @@ class MaintenanceScheduler:
             tokens_after=plan.kept_tokens,
             degraded=degraded,
             note=plan.note,
+            backlog_left=plan.backlog_left,
         )

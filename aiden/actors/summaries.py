@@ -40,6 +40,9 @@ __all__ = ["SPLIT_TURN_SEPARATOR", "ChunkSummaries", "StagedChunk"]
 
 log = logging.getLogger("aiden.scheduler")
 
+_INLINE_MUST_KEEP_EVENTS = 200
+"""Above this many events, the must-keep scan of a chunk runs in a worker thread."""
+
 SPLIT_TURN_SEPARATOR = "\n\n---\n\nTurn Context (split turn):\n"
 
 
@@ -124,17 +127,24 @@ class ChunkSummaries:
             prefix = cut_to_tokens(prefix, max(1, budget // 3), estimate_tokens)
             history = cut_to_tokens(history, max(1, budget - estimate_tokens(prefix)), estimate_tokens)
         summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
-        # Inline, not in a worker thread: see the note on planning in scheduler.py.
-        summary = self._with_must_keep(summary, plan.compacted)
+        summary = await self._with_must_keep(summary, plan.compacted)
         # summary_max_chars bounds what is stored: the must-keep facts and the split turn were added
         # after the summarizer's output was checked against it. A line-boundary cut is the backstop.
         return cut_to_tokens(summary, config.summary_max_chars, len), prefix, False
 
-    def _with_must_keep(self, summary: str, events: Sequence[SessionEvent]) -> str:
+    async def _with_must_keep(self, summary: str, events: Sequence[SessionEvent]) -> str:
         from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
 
         limit = self._config.must_keep_max_items
-        return apply_must_keep(summary, extract_must_keep(events, max_items=limit), max_items=limit)
+
+        def apply() -> str:
+            return apply_must_keep(summary, extract_must_keep(events, max_items=limit), max_items=limit)
+
+        # Inline for an ordinary chunk (see the note on planning in scheduler.py); the scan is
+        # ~0.1 ms an event, so a backlog slice would stall every task: that goes to a thread.
+        if len(events) > _INLINE_MUST_KEEP_EVENTS:
+            return await anyio.to_thread.run_sync(apply)
+        return apply()
 
     async def summarize(
         self, purpose: Purpose, events: Sequence[SessionEvent], previous: str
@@ -183,7 +193,7 @@ class ChunkSummaries:
             result = await self.summarize("history", chunk.events, "")
         except SummarizerError:
             return  # still degraded; try again on a later pass
-        summary = self._with_must_keep(result.text, chunk.events)
+        summary = await self._with_must_keep(result.text, chunk.events)
         if await anyio.to_thread.run_sync(store.replace_summary, entry.chunk_id, summary):
             self._note(ChunkResummarized())
             log.info("re-summarized degraded chunk %s", entry.chunk_id)

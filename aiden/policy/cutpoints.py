@@ -43,6 +43,11 @@ Rules, in the order they apply:
    it advances to the first legal cut that is, or to the most aggressive one
    and reports ``reaches_target=False`` with the numbers, so a plan never
    silently fires the trigger again on the next turn.
+8. *Bounded pass.* When the chosen cut would compact more than
+   ``max_pass_events`` events, it moves back to the last legal cut that
+   compacts at most that many (the oldest), and the plan says
+   ``backlog_left``: a backlog drains over several passes, each with bounded
+   work, and the caller schedules the next one.
 
 Rule 1 (cut classes, legal cuts) lives in :mod:`~aiden.policy.boundaries`,
 the search of rules 2-5 and 7 in :mod:`~aiden.policy.cutsearch`; this module
@@ -69,7 +74,7 @@ from aiden.policy.boundaries import (
     is_leading_context,
     legal_cut_points,
 )
-from aiden.policy.cutsearch import PlanningWindow, count_cut, progress_cut, token_cut
+from aiden.policy.cutsearch import PlanningWindow, backlog_cut, count_cut, progress_cut, token_cut
 from aiden.policy.tokens import event_tokens
 
 __all__ = [
@@ -129,6 +134,8 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     """False when even this plan leaves a hot window at or above ``target_tokens``."""
     note: str = ""
     """The numbers behind ``reaches_target=False``."""
+    backlog_left: bool = False
+    """The cut was moved back to compact at most ``max_pass_events`` (rule 8): another pass should follow."""
 
     @property
     def compacted(self) -> tuple[SessionEvent, ...]:
@@ -192,9 +199,7 @@ def plan_compaction(
         tokens: Sequence[int] = event_tokens(events)
     else:
         if len(token_counts) != len(events):
-            raise ValueError(
-                f"token_counts has {len(token_counts)} entries for {len(events)} events"
-            )
+            raise ValueError(f"token_counts has {len(token_counts)} entries for {len(events)} events")
         if any(t < 0 for t in token_counts):
             raise ValueError("token_counts must not be negative")
         tokens = token_counts
@@ -219,6 +224,14 @@ def plan_compaction(
     if chosen is None:
         over_target = target_tokens is not None and window.total >= target_tokens
         return _skip_reason(window, config, over_target=over_target)
+    if config.max_pass_events and window.free[chosen[1]] > config.max_pass_events:
+        capped = backlog_cut(window, config.max_pass_events)
+        if capped is not None:
+            note = (
+                f"backlog: compacting {window.free[capped[1]]} of the {window.free[chosen[1]]} events"
+                f" due (max_pass_events {config.max_pass_events}); more passes follow"
+            )
+            return _build_plan(window, path, capped, False, note, backlog_left=True)
     return _build_plan(window, path, chosen, reaches, note)
 
 
@@ -255,14 +268,14 @@ def _build_plan(
     chosen: tuple[int, int],
     reaches: bool,
     note: str,
+    *,
+    backlog_left: bool = False,
 ) -> CompactionPlan:
     events, kept_mask = window.events, window.kept_mask
     cut, effective = chosen
     turn_start = -1
     if classify(events[cut]) == "split_allowed":
-        turn_start = next(
-            (i for i in range(effective - 1, -1, -1) if classify(events[i]) == "boundary"), -1
-        )
+        turn_start = next((i for i in range(effective - 1, -1, -1) if classify(events[i]) == "boundary"), -1)
     split_at = turn_start if turn_start >= 0 else effective
     history = tuple(events[i] for i in range(split_at) if not kept_mask[i])
     turn_prefix = tuple(events[i] for i in range(split_at, effective) if not kept_mask[i])
@@ -286,6 +299,7 @@ def _build_plan(
         kept_tokens=kept_tokens,
         reaches_target=reaches,
         note=note,
+        backlog_left=backlog_left,
     )
 
 

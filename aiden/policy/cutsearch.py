@@ -18,6 +18,7 @@ from aiden.policy.boundaries import call_of_results, classify, is_leading_contex
 
 __all__ = [
     "PlanningWindow",
+    "backlog_cut",
     "count_cut",
     "progress_cut",
     "token_cut",
@@ -27,9 +28,7 @@ __all__ = [
 class PlanningWindow:
     """Per-event arrays of one planning pass (all linear to build)."""
 
-    def __init__(
-        self, events: Sequence[SessionEvent], tokens: Sequence[int], max_pins: int
-    ) -> None:
+    def __init__(self, events: Sequence[SessionEvent], tokens: Sequence[int], max_pins: int) -> None:
         n = len(events)
         self.events = events
         self.n = n
@@ -146,3 +145,18 @@ def progress_cut(
         latest = (cut, effective)
     assert latest is not None  # the caller checked that a useful cut exists
     return latest, False
+
+
+def backlog_cut(window: PlanningWindow, max_events: int) -> tuple[int, int] | None:
+    """Rule 8: the last useful legal cut compacting at most ``max_events`` events; None when there is none.
+
+    ``free`` is non-decreasing, so the cuts at or before the first index past
+    ``max_events`` compactable events are exactly the ones within the cap.
+    """
+    limit = next((i for i in range(window.n + 1) if window.free[i] > max_events), window.n)
+    cut = window.last_legal_at_or_before(limit - 1)
+    if cut is None:
+        return None
+    # Pulling back only shrinks what is compacted; an earlier cut would compact even less.
+    effective = window.pull_back(cut)
+    return (cut, effective) if window.useful(effective) else None

@@ -16,7 +16,7 @@ import msgspec
 from aiden.events import SessionEvent, decode_event
 from aiden.storage.fs import Storage
 
-__all__ = ["BadLine", "Scan", "quarantine", "read_bytes", "scan", "repair_torn_tail"]
+__all__ = ["BadLine", "Scan", "SeqScan", "quarantine", "read_bytes", "scan", "scan_seqs", "repair_torn_tail"]
 
 
 class BadLine(msgspec.Struct, frozen=True):
@@ -63,6 +63,51 @@ def scan(data: bytes, *, base_offset: int = 0) -> Scan:
     return Scan(events, bad, end, bytes(data[end:]))
 
 
+class SeqScan(msgspec.Struct, frozen=True):
+    """Lines of a JSONL event file by seq, undecoded: what a rewrite that keeps lines verbatim needs."""
+
+    lines: list[tuple[int, bytes]]
+    """``(seq, line without its newline)`` of every line that scans as an event, in file order."""
+    bad_lines: list[BadLine]
+    torn_tail: bytes
+
+
+class _SeqOnly(msgspec.Struct):
+    seq: int = 0
+
+
+_seq_decoder = msgspec.json.Decoder(_SeqOnly)
+
+
+def scan_seqs(data: bytes) -> SeqScan:
+    """Like :func:`scan`, reading only each line's seq (~5x faster; the compaction trim holds a lock).
+
+    A line whose seq does not read goes through the full decoder, so it is
+    reported as :func:`scan` would. A line that is JSON with a valid seq but
+    not a valid event is kept here; :func:`scan` at the next open reports it.
+    """
+    end = data.rfind(b"\n") + 1
+    lines: list[tuple[int, bytes]] = []
+    bad: list[BadLine] = []
+    pos = 0
+    while pos < end:
+        nl = data.index(b"\n", pos)
+        line = data[pos:nl]
+        if line.strip():
+            try:
+                seq = _seq_decoder.decode(line).seq
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                seq = 0
+            if seq >= 1:
+                lines.append((seq, bytes(line)))
+            else:
+                full = scan(data[pos : nl + 1], base_offset=pos)
+                bad.extend(full.bad_lines)
+                lines.extend((e.seq, bytes(line)) for e in full.events)
+        pos = nl + 1
+    return SeqScan(lines, bad, bytes(data[end:]))
+
+
 def read_bytes(path: Path, offset: int = 0) -> bytes:
     """Read ``path`` from ``offset``; a missing file reads as empty."""
     try:
@@ -85,7 +130,9 @@ def quarantine(storage: Storage, path: Path, what: str, raw: bytes) -> None:
         storage.close(fd)
 
 
-def repair_torn_tail(storage: Storage, fd: int, quarantine_path: Path, complete_end: int, tail: bytes) -> None:
+def repair_torn_tail(
+    storage: Storage, fd: int, quarantine_path: Path, complete_end: int, tail: bytes
+) -> None:
     """Quarantine ``tail`` and cut the file open at ``fd`` back to ``complete_end``.
 
     The quarantine copy is made durable first: a crash between the two steps

@@ -367,3 +367,24 @@ async def test_count_trigger_keeps_working_without_provider_usage(tmp_path: Path
     assert (second.compacted, second.reason) == (True, "event_count")
     assert stats.compactions == 2
     assert_exactly_once(tmp_path, acked)
+
+
+async def test_a_backlog_drains_in_bounded_passes_without_a_call(tmp_path: Path) -> None:
+    # [Reliability] finding 2: each pass takes at most max_pass_events, the next follows by itself.
+    async with aiden.open_memory(tmp_path, config=SMALL, summarizer=HangingSummarizer()) as memory:
+        acked = await fill(memory, 10)
+    bounded = msgspec.structs.replace(SMALL, max_pass_events=5)
+    async with aiden.open_memory(tmp_path, config=bounded) as memory:
+        with anyio.fail_after(20):
+            # No public event marks a background pass done: poll the hot window down to the
+            # count trigger (count_compress_after_events), where the chain of passes stops.
+            while len(await memory.hot_window()) > SMALL.count_compress_after_events:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        index = await memory.chunk_index()
+        manual = await memory.maintain(manual=True)
+    counts = [c.count for c in index.chunks]
+    assert len(counts) >= 4 and max(counts) <= 5
+    assert [c.first_seq for c in index.chunks] == sorted(c.first_seq for c in index.chunks)
+    # A manual pass down to hot_window_events (6) is itself capped: it says more is due.
+    assert (manual.compacted, manual.backlog_left, manual.events_compacted) == (True, True, 4)
+    assert_exactly_once(tmp_path, acked)
