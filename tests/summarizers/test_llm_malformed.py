@@ -374,3 +374,28 @@ async def test_without_the_one_call_mode_a_compaction_makes_three_calls(tmp_path
         outcomes = await compact_three_times(tmp_path, summarizer, server)
     # session_summary (running summary), history (chunk) and turn_prefix (split turn), each compaction.
     assert outcomes == [(True, 3), (True, 3), (True, 3)]
+
+
+async def test_a_model_that_only_echoes_the_prompt_costs_one_call_and_loses_nothing(tmp_path: Path) -> None:
+    """What Gemma 3 270M did in the local-model benchmark: the skeleton back, cut off at max_tokens."""
+    echo = {
+        "content": '{"user_goal": "the user\'s goal for this part of the session, in',
+        "finish_reason": "length",
+    }
+    with FakeLLMServer(responder=lambda body: echo) as server:
+        summarizer = LiteLLMSummarizer(
+            "openai/test-model",
+            config=COMPACT,
+            api_base=server.base_url,
+            api_key="sk-test",
+            one_call_per_compaction=True,
+            invalid_retries=0,
+        )
+        outcomes = await compact_three_times(tmp_path, summarizer, server)
+    assert outcomes == [(True, 1), (True, 1), (True, 1)]
+    stats = summarizer.stats()
+    # Per compaction: the running summary and the chunk of its range both from the extractive fallback.
+    assert (stats.fallbacks, stats.reused_answers, stats.failures) == (7, 3, 0)
+    summary = Layout(tmp_path).summary.read_text(encoding="utf-8")
+    assert "I decided to use logical replication." in summary
+    assert "raw breadcrumb" not in summary
