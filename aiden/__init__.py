@@ -59,7 +59,7 @@ from aiden.recall.embedding import Embedder, LiteLLMEmbedder
 from aiden.recall.types import RecallContext, RecallHit, RecallStats
 from aiden.runtime import open_memory
 from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex, SegmentRef
-from aiden.storage.fs import Storage, StorageOp
+from aiden.storage.fs import StagedFile, Storage, StorageOp
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import (
     ChangeFeed,
@@ -156,6 +156,7 @@ __all__ = [
     "SessionEvent",
     "SessionStore",
     "Snapshot",
+    "StagedFile",
     "Storage",
     "StorageError",
     "StorageOp",

@@ -301,7 +301,7 @@ class MaintenanceScheduler:
             plan = plan_now()
         if isinstance(plan, SkipCompaction):
             return CompactionOutcome(compacted=False, reason=plan.reason, note=plan.detail)
-        if not plan.reaches_target and not self._warned_unreachable:
+        if not plan.reaches_target and not plan.backlog_left and not self._warned_unreachable:
             self._warned_unreachable = True
             log.warning("compaction cannot get under the trigger: %s", plan.note)
         if self._before_compaction is not None:

@@ -22,7 +22,7 @@ import msgspec
 
 from aiden.errors import DurabilityError, StorageError
 
-__all__ = ["StorageOp", "Storage", "TEMP_MARKER", "is_temp_name"]
+__all__ = ["StagedFile", "StorageOp", "Storage", "TEMP_MARKER", "is_temp_name"]
 
 # Every temp file aiden creates carries this marker, so recovery can find and
 # delete its own leftovers (and never anybody else's files).
@@ -246,6 +246,14 @@ class Storage:
     # --- composites ----------------------------------------------------------------
     def write_atomic(self, path: str | os.PathLike[str], data: bytes, *, crash_prefix: str = "") -> None:
         """Atomically replace ``path`` with ``data``: unique temp, fsync, ``os.replace``, fsync the directory."""
+        self.stage_atomic(path, data).commit(b"", crash_prefix=crash_prefix)
+
+    def stage_atomic(self, path: str | os.PathLike[str], data: bytes) -> StagedFile:
+        """The first half of :meth:`write_atomic`: ``data`` in a unique temp file beside ``path``, fsynced.
+
+        :meth:`StagedFile.commit` appends what came since and replaces ``path``;
+        the expensive write and fsync of the bulk can so happen before a lock is taken.
+        """
         dst = Path(path)
         tmp = dst.parent / f"{TEMP_MARKER}{dst.name}.{os.getpid()}.{secrets.token_hex(6)}"
         fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -256,17 +264,7 @@ class Storage:
             self.close(fd)
             self._discard(tmp)
             raise
-        self.close(fd)
-        if crash_prefix:
-            self.checkpoint(f"{crash_prefix}.before_rename")
-        try:
-            self.replace(tmp, dst)
-        except BaseException:
-            self._discard(tmp)
-            raise
-        if crash_prefix:
-            self.checkpoint(f"{crash_prefix}.before_dir_fsync")
-        self.fsync_dir(dst.parent)
+        return StagedFile(self, dst, tmp, fd)
 
     def _discard(self, tmp: Path) -> None:
         try:
@@ -315,3 +313,56 @@ def _refuse_symlinked_dirs(kind: str, path: str) -> None:
 
 def _error(kind: str, path: str, exc: OSError) -> StorageError:
     return StorageError(f"{kind} {path} failed: {exc.strerror or exc}", errno=exc.errno)
+
+
+class StagedFile:
+    """A temp file from :meth:`Storage.stage_atomic`: written and fsynced, not yet in place.
+
+    Exactly one of :meth:`commit` or :meth:`discard` ends it (a crash in
+    between leaves a temp file, which recovery deletes on the next open).
+    """
+
+    def __init__(self, storage: Storage, dst: Path, tmp: Path, fd: int) -> None:
+        self._storage = storage
+        self._dst = dst
+        self._tmp = tmp
+        self._fd: int | None = fd
+
+    def commit(self, extra: bytes, *, crash_prefix: str = "") -> None:
+        """Append ``extra`` (fsynced), then ``os.replace`` the destination and fsync its directory."""
+        st, fd = self._storage, self._take()
+        try:
+            if extra:
+                st.write(fd, extra)
+                st.fsync(fd)
+        except BaseException:
+            st.close(fd)
+            st._discard(self._tmp)
+            raise
+        st.close(fd)
+        if crash_prefix:
+            st.checkpoint(f"{crash_prefix}.before_rename")
+        try:
+            st.replace(self._tmp, self._dst)
+        except BaseException:
+            st._discard(self._tmp)
+            raise
+        if crash_prefix:
+            st.checkpoint(f"{crash_prefix}.before_dir_fsync")
+        st.fsync_dir(self._dst.parent)
+
+    def discard(self) -> None:
+        """Close and delete the temp file; the destination is untouched (idempotent)."""
+        if self._fd is None:
+            return
+        fd = self._take()
+        try:
+            self._storage.close(fd)
+        finally:
+            self._storage._discard(self._tmp)
+
+    def _take(self) -> int:
+        if self._fd is None:
+            raise StorageError(f"{self._tmp}: staged file already committed or discarded")
+        fd, self._fd = self._fd, None
+        return fd

@@ -79,7 +79,7 @@ class _SeqOnly(msgspec.Struct):
 _seq_decoder = msgspec.json.Decoder(_SeqOnly)
 
 
-def scan_seqs(data: bytes) -> SeqScan:
+def scan_seqs(data: bytes, *, base_offset: int = 0) -> SeqScan:
     """Like :func:`scan`, reading only each line's seq (~5x faster; the compaction trim holds a lock).
 
     A line whose seq does not read goes through the full decoder, so it is
@@ -101,7 +101,7 @@ def scan_seqs(data: bytes) -> SeqScan:
             if seq >= 1:
                 lines.append((seq, bytes(line)))
             else:
-                full = scan(data[pos : nl + 1], base_offset=pos)
+                full = scan(data[pos : nl + 1], base_offset=base_offset + pos)
                 bad.extend(full.bad_lines)
                 lines.extend((e.seq, bytes(line)) for e in full.events)
         pos = nl + 1

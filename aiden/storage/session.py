@@ -23,16 +23,16 @@ from aiden.config import Config
 from aiden.errors import CommitConflict, CorruptionError, InvalidIdError, StorageError
 from aiden.events import SessionEvent, validate_id
 from aiden.storage import chunks as cs
-from aiden.storage import dedupe
 from aiden.storage.changes import FileChangeFeed
 from aiden.storage.eventlog import EventLog
 from aiden.storage.fs import Storage
-from aiden.storage.jsonl import quarantine, read_bytes, scan, scan_seqs
+from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.protocol import ChangeToken, ChunkChanges, PreparedEvent, RecoveryReport, Snapshot
 from aiden.storage.recovery import Recovery
 from aiden.storage.summary_md import ARCHIVE_HEADER, render_archive_entries, render_summary_md
+from aiden.storage.trim import trim_hot_window
 
 __all__ = ["FileSessionStore"]
 
@@ -264,29 +264,15 @@ class FileSessionStore:
         return full, kept
 
     def _trim_hot_window(self, index: cs.ChunkIndex, entry: cs.ChunkEntry) -> int:
-        self.events_lock.acquire(self.config.lock_timeout_s)
-        try:
-            # Seqs only, lines kept verbatim: appends wait on this lock, and decoding and
-            # re-encoding a backlog's hot window cost ~6x more than reading its seqs.
-            result = scan_seqs(read_bytes(self.layout.events))
-            if result.torn_tail:
-                # We hold the lock, so nobody is mid-append: these bytes were never acknowledged.
-                quarantine(self.storage, self.layout.quarantine, "torn tail at compaction", result.torn_tail)
-            for bad in result.bad_lines:
-                quarantine(
-                    self.storage, self.layout.quarantine, f"corrupt line at offset {bad.offset}", bad.raw
-                )
-            covered = self.covered_by(index)
-            keep = [(seq, line) for seq, line in result.lines if not entry.covers(seq) and not covered(seq)]
-            data = b"".join(line + b"\n" for _, line in keep)
-            # The mark goes first: losing the log afterwards must still show these seqs existed.
-            dedupe.write_high_water(
-                self.storage, self.layout, max([entry.last_seq, *(seq for seq, _ in keep)])
-            )
-            self.storage.write_atomic(self.layout.events, data, crash_prefix="events")
-            return len(keep)
-        finally:
-            self.events_lock.release()
+        covered = self.covered_by(index)
+        return trim_hot_window(
+            self.storage,
+            self.layout,
+            self.events_lock,
+            self.config.lock_timeout_s,
+            lambda seq: entry.covers(seq) or covered(seq),
+            entry.last_seq,
+        )
 
     def _write_summaries(self, index: cs.ChunkIndex, pushed_out: Sequence[cs.ChunkEntry]) -> None:
         recent = index.chunks[-self.config.summary_max_chunks :]

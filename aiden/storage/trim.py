@@ -1,0 +1,78 @@
+"""The last step of a file-store compaction commit: ``events.jsonl`` without the events a chunk now holds.
+
+Appends wait on the session's events lock, and a backlog's hot window is
+megabytes, so the rewrite is in two halves. Without the lock (only the pass
+holding the compaction lock ever rewrites the log) the complete lines read so
+far are filtered, written to a unique temp file and fsynced; under the lock
+only what was appended since is read, appended and synced before the
+``os.replace``. Lines are read by seq only and kept verbatim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiden.storage import dedupe
+from aiden.storage.fs import Storage
+from aiden.storage.jsonl import quarantine, read_bytes, scan_seqs
+from aiden.storage.layout import Layout
+from aiden.storage.locks import SessionLock
+
+__all__ = ["trim_hot_window"]
+
+
+def _joined(lines: list[tuple[int, bytes]]) -> bytes:
+    return b"".join(line + b"\n" for _, line in lines)
+
+
+def trim_hot_window(
+    storage: Storage,
+    layout: Layout,
+    events_lock: SessionLock,
+    lock_timeout_s: float,
+    compacted: Callable[[int], bool],
+    chunk_last_seq: int,
+) -> int:
+    """Replace ``events.jsonl`` by its events for which ``compacted(seq)`` is false; how many are left.
+
+    The caller holds the compaction lock and has committed the index that
+    makes ``compacted`` true. The seq high-water mark is written before the
+    replace: losing the log afterwards must still show these seqs existed.
+    """
+
+    def left(lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        return [(seq, line) for seq, line in lines if not compacted(seq)]
+
+    before = read_bytes(layout.events)
+    end = before.rfind(b"\n") + 1
+    first = scan_seqs(before[:end])
+    bulk = left(first.lines)
+    staged = storage.stage_atomic(layout.events, _joined(bulk))
+    try:
+        events_lock.acquire(lock_timeout_s)
+    except BaseException:
+        staged.discard()
+        raise
+    try:
+        now = read_bytes(layout.events)
+        if now[:end] != before[:end]:
+            # The log changed under us (a repair by another opener): redo it all under the lock.
+            staged.discard()
+            first, bulk, end = scan_seqs(b""), [], 0
+            staged = storage.stage_atomic(layout.events, b"")
+        rest = scan_seqs(now[end:], base_offset=end)
+        if rest.torn_tail:
+            # We hold the lock, so nobody is mid-append: these bytes were never acknowledged.
+            quarantine(storage, layout.quarantine, "torn tail at compaction", rest.torn_tail)
+        for bad in [*first.bad_lines, *rest.bad_lines]:
+            quarantine(storage, layout.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
+        tail = left(rest.lines)
+        high = max([chunk_last_seq, *(seq for seq, _ in bulk), *(seq for seq, _ in tail)])
+        dedupe.write_high_water(storage, layout, high)
+        staged.commit(_joined(tail), crash_prefix="events")
+        return len(bulk) + len(tail)
+    except BaseException:
+        staged.discard()
+        raise
+    finally:
+        events_lock.release()
