@@ -1,8 +1,10 @@
 """The ``aiden`` command.
 
 ``aiden demo`` runs the main job on the embedded default; ``inspect``,
-``export``, ``recall`` and ``doctor`` are read-only views of an existing
-memory root (they never open the memory, take a lock or write under it).
+``export``, ``recall``, ``doctor``, ``memory list``, ``history`` and
+``config check`` are read-only (they never open the memory, take a lock or
+write under it); ``compact``, ``memory save|forget`` and ``restore`` write,
+opening the memory as an agent does (:mod:`aiden.cli_admin`, :mod:`aiden.cli_memory`).
 """
 
 from __future__ import annotations
@@ -104,7 +106,9 @@ def _recall(args: argparse.Namespace) -> int:
     if not hits:
         print("no results")
     for hit in hits:
-        where = f"seq {hit.first_seq}" if hit.kind == "event" else f"summary seq {hit.first_seq}..{hit.last_seq}"
+        where = (
+            f"seq {hit.first_seq}" if hit.kind == "event" else f"summary seq {hit.first_seq}..{hit.last_seq}"
+        )
         text = " ".join(hit.text.split())
         print(f"[{hit.score:.3f}] {hit.chunk_id} {where}: {text[:300]}{'…' if len(text) > 300 else ''}")
     return 0
@@ -159,6 +163,12 @@ def _parser() -> argparse.ArgumentParser:
     doc = sub.add_parser("doctor", help="verify checksums and files; exit 1 on any problem (read-only)")
     doc.add_argument("root")
     doc.set_defaults(func=_doctor)
+
+    from aiden.cli_admin import add_admin_commands
+    from aiden.cli_memory import add_memory_commands
+
+    add_admin_commands(sub)
+    add_memory_commands(sub)
     return parser
 
 
