@@ -57,7 +57,15 @@ class Snapshot(msgspec.Struct, frozen=True):
 
 
 class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
-    """What recovery on open found and did. ``unrecoverable`` is never silently empty."""
+    """What recovery on open found and did. ``unrecoverable`` is never silently empty.
+
+    ``checked`` names what recovery verified, in order (e.g. the PostgreSQL
+    store's ``"schema version"``, ``"seq counter past every stored seq"``):
+    nothing to repair is a valid result, and this says how far it looked.
+    Equality compares what recovery found and did, not ``checked`` (which
+    depends on the backend): a healthy store's report equals
+    ``RecoveryReport()`` on every backend.
+    """
 
     temp_files_removed: int = 0
     hot_events_dropped: int = 0
@@ -71,16 +79,33 @@ class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
     index_rebuilt: bool = False
     summary_rewritten: bool = False
     unrecoverable: list[str] = msgspec.field(default_factory=list)
+    checked: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RecoveryReport):
+            return NotImplemented
+        return _findings(self) == _findings(other)
 
     @property
     def changed(self) -> bool:
         """True if recovery modified anything on disk."""
         return bool(
-            self.temp_files_removed or self.hot_events_dropped or self.duplicate_events_dropped
-            or self.torn_tail_bytes or self.corrupt_lines_quarantined or self.orphan_chunks_removed
-            or self.orphan_chunks_adopted or self.orphan_segments_removed or self.index_rebuilt
+            self.temp_files_removed
+            or self.hot_events_dropped
+            or self.duplicate_events_dropped
+            or self.torn_tail_bytes
+            or self.corrupt_lines_quarantined
+            or self.orphan_chunks_removed
+            or self.orphan_chunks_adopted
+            or self.orphan_segments_removed
+            or self.index_rebuilt
             or self.summary_rewritten
         )
+
+
+def _findings(report: RecoveryReport) -> tuple[object, ...]:
+    # Every field but ``checked``, in declaration order.
+    return tuple(getattr(report, f) for f in report.__struct_fields__ if f != "checked")
 
 
 class ChangeToken(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,6 +22,7 @@ from psycopg.conninfo import make_conninfo
 from aiden.config import Config
 from aiden.errors import CommitConflict, InvalidIdError, LockError, StorageError
 from aiden.storage.postgres import SCHEMA_VERSION, PostgresSessionStore, open_pool, postgres_store_factory
+from aiden.storage.postgres.compaction import CHECKS
 from aiden.storage.protocol import RecoveryReport
 from aiden.testing.pgcluster import TEST_DSN_ENV, PgServer
 from aiden.testing.storekit import commit_plan, compact, fill, plan, prepared, stored
@@ -36,7 +37,11 @@ def worker(dsn: str, session_id: str, *, lock_timeout_s: float = 5.0) -> Iterato
     """A store with its own pool on ``session_id``, recovered as the runtime opens it; closed on exit."""
     store = PostgresSessionStore(dsn, session_id, config=Config(lock_timeout_s=lock_timeout_s))
     try:
-        assert store.recover() == RecoveryReport()
+        report = store.recover()
+        # Nothing to repair, and the report says what was verified to find that out.
+        assert report == RecoveryReport()
+        assert report.unrecoverable == [] and report.changed is False
+        assert report.checked == store.last_checks == CHECKS
         yield store
     finally:
         store.close()
@@ -347,14 +352,20 @@ def test_recover_reports_events_of_an_uncommitted_chunk_and_a_bad_index(
                 " WHERE s.session_id = %s AND c.generation = s.generation",
                 (sid,),
             )
-        assert s.recover().unrecoverable == [
+        damaged = s.recover()
+        assert damaged.unrecoverable == [
             "index lists 1 chunks to seq 2; 1 chunk rows; the state row says 1 chunks to seq 3",
             "1 events name a chunk that was never committed",
         ]
-        assert s.last_checks == (
-            "schema version",
-            "session and compaction rows",
-            "seq counter past every stored seq",
-            "index decodes and matches the chunk rows",
-            "no event in an uncommitted chunk",
+        assert damaged != RecoveryReport()
+        assert (
+            damaged.checked
+            == s.last_checks
+            == (
+                "schema version",
+                "session and compaction rows",
+                "seq counter past every stored seq",
+                "index decodes and matches the chunk rows",
+                "no event in an uncommitted chunk",
+            )
         )

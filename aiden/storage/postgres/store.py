@@ -145,13 +145,13 @@ class PostgresSessionStore:
         Verifies the schema version, that the seq counter is past every
         stored seq, that the index decodes and agrees with the chunk rows,
         and that no event names a chunk that was never committed. Problems
-        go to ``unrecoverable``; nothing is changed. :attr:`last_checks`
-        names what was checked.
+        go to ``unrecoverable``; nothing is changed. The report's ``checked``
+        (and :attr:`last_checks`) names what was checked.
         """
         with self._connection("checking the session") as conn:
             problems = compaction.check(conn, self.session_id)
         self.last_checks = compaction.CHECKS
-        return RecoveryReport(unrecoverable=problems)
+        return RecoveryReport(unrecoverable=problems, checked=compaction.CHECKS)
 
     def close(self) -> None:
         """Release the compaction lock and close the store's own pool (idempotent)."""
