@@ -124,17 +124,17 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def config_check(path: str) -> dict[str, Any]:
-    """Validate ``path`` with :func:`aiden.config.load_config`: validity, the error, the settings it changes."""
+    """Validate ``path`` with :func:`aiden.config.load_config`: validity, the error, the settings that differ from the defaults ("changed")."""
     from aiden.config import Config, load_config
     from aiden.errors import ConfigError
 
     try:
         config = load_config(path)
     except ConfigError as exc:
-        return {"file": path, "valid": False, "error": str(exc), "settings": {}}
+        return {"file": path, "valid": False, "error": str(exc), "changed": {}}
     defaults = msgspec.structs.asdict(Config())
     changed = {k: v for k, v in msgspec.structs.asdict(config).items() if v != defaults[k]}
-    return {"file": path, "valid": True, "error": None, "settings": msgspec.to_builtins(changed)}
+    return {"file": path, "valid": True, "error": None, "changed": msgspec.to_builtins(changed)}
 
 
 def _config_check(args: argparse.Namespace) -> int:
@@ -143,7 +143,7 @@ def _config_check(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     elif result["valid"]:
         print(f"{result['file']}: valid")
-        for key, value in result["settings"].items():
+        for key, value in result["changed"].items():
             print(f"  {key}: {json.dumps(value, ensure_ascii=False)}")
     else:
         print(f"aiden config check: {result['error']}", file=sys.stderr)

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import builtins
-import io
 import json
 import os
-import stat
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import msgspec
@@ -24,6 +20,7 @@ from aiden.events import SessionEvent, decode_event
 from aiden.storage import chunks as cs
 from aiden.storage.layout import Layout
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
+from tests.cli.guard import read_only_root, tree
 from tests.helpers import SMALL_MANUAL, all_events
 
 TORN = b'{"type":"user_in'
@@ -34,10 +31,21 @@ def _session() -> list[SessionEvent]:
     events = [SessionEvent(type="user_input", role="user", content="deploy the service to staging")]
     events.append(
         SessionEvent(
-            type="tool_call", role="assistant", tool_name="shell", tool_call_id="call_1", tool_args='{"cmd": "kubectl version"}'
+            type="tool_call",
+            role="assistant",
+            tool_name="shell",
+            tool_call_id="call_1",
+            tool_args='{"cmd": "kubectl version"}',
         )
     )
-    events.append(SessionEvent(type="tool_result", role="tool", tool_call_id="call_1", content="the staging cluster runs kubernetes 1.29"))
+    events.append(
+        SessionEvent(
+            type="tool_result",
+            role="tool",
+            tool_call_id="call_1",
+            content="the staging cluster runs kubernetes 1.29",
+        )
+    )
     for n in range(12):
         events.append(SessionEvent(type="assistant_output", role="assistant", content=f"step {n} done"))
     return events
@@ -60,73 +68,16 @@ def memory_root(tmp_path: Path) -> tuple[Path, list[SessionEvent]]:
     return root, stored
 
 
-def _tree(root: Path) -> dict[str, tuple[int, float, bytes]]:
-    out = {}
-    for dirpath, dirs, names in os.walk(root):
-        for name in dirs + names:
-            p = Path(dirpath) / name
-            st = p.lstat()
-            data = p.read_bytes() if p.is_file() else b""
-            out[str(p.relative_to(root))] = (st.st_mode, st.st_mtime, data)
-    return out
+_tree = tree
 
 
 @pytest.fixture
-def read_only(memory_root: tuple[Path, list[SessionEvent]], monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def read_only(
+    memory_root: tuple[Path, list[SessionEvent]], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     """The memory root made read-only (chmod, and every write under it refused, since tests may run as root)."""
-    root = memory_root[0]
-    before = _tree(root)
-    prefix = os.path.realpath(root) + os.sep
-
-    def under(path: Any) -> bool:
-        try:
-            return os.path.realpath(os.fspath(path)).startswith(prefix)
-        except TypeError:
-            return False  # a file descriptor
-
-    real_open, real_os_open = builtins.open, os.open
-
-    def guarded_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        if under(file) and any(c in mode for c in "wax+"):
-            raise PermissionError(f"read-only root: open({file!r}, {mode!r})")
-        return real_open(file, mode, *args, **kwargs)
-
-    def guarded_os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if under(path) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC):
-            raise PermissionError(f"read-only root: os.open({path!r})")
-        return real_os_open(path, flags, *args, **kwargs)
-
-    def refuse(name: str) -> Any:
-        real = getattr(os, name)
-
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            if any(under(a) for a in args[:2] if isinstance(a, (str, os.PathLike))):
-                raise PermissionError(f"read-only root: os.{name}{args!r}")
-            return real(*args, **kwargs)
-
-        return guarded
-
-    monkeypatch.setattr(builtins, "open", guarded_open)
-    monkeypatch.setattr(io, "open", guarded_open)
-    monkeypatch.setattr(os, "open", guarded_os_open)
-    for name in ("mkdir", "makedirs", "rename", "replace", "unlink", "remove", "rmdir", "truncate"):
-        monkeypatch.setattr(os, name, refuse(name))
-    modes = {}
-    for dirpath, dirs, names in os.walk(root):
-        for name in dirs + names:
-            p = Path(dirpath) / name
-            modes[p] = p.stat().st_mode
-    modes[root] = root.stat().st_mode
-    for p, mode in modes.items():
-        p.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
-    try:
+    with read_only_root(memory_root[0], monkeypatch) as root:
         yield root
-    finally:
-        monkeypatch.undo()
-        for p, mode in modes.items():
-            p.chmod(mode)
-    after = _tree(root)
-    assert {k: (v[1], v[2]) for k, v in after.items()} == {k: (v[1], v[2]) for k, v in before.items()}
 
 
 def _hot_and_chunks(root: Path) -> tuple[list[SessionEvent], list[cs.ChunkEntry]]:
@@ -150,7 +101,9 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_version_as_a_module() -> None:
-    proc = subprocess.run([sys.executable, "-m", "aiden", "--version"], capture_output=True, text=True, env=ENV, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "aiden", "--version"], capture_output=True, text=True, env=ENV, timeout=120
+    )
     assert proc.returncode == 0
     assert proc.stdout == f"aiden {aiden.__version__}\n"
 
@@ -211,7 +164,9 @@ def test_inspect_json_on_a_read_only_root(
     assert info["problems"] == []
 
 
-def test_inspect_text(memory_root: tuple[Path, list[SessionEvent]], capsys: pytest.CaptureFixture[str]) -> None:
+def test_inspect_text(
+    memory_root: tuple[Path, list[SessionEvent]], capsys: pytest.CaptureFixture[str]
+) -> None:
     root = memory_root[0]
     hot, entries = _hot_and_chunks(root)
     assert main(["inspect", str(root)]) == 0
@@ -233,15 +188,24 @@ def test_export_jsonl_is_every_appended_event_in_seq_order(
     assert [msgspec.to_builtins(e) for e in exported] == [msgspec.to_builtins(e) for e in stored]
 
 
-def test_export_openai(memory_root: tuple[Path, list[SessionEvent]], capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_openai(
+    memory_root: tuple[Path, list[SessionEvent]], capsys: pytest.CaptureFixture[str]
+) -> None:
     root = memory_root[0]
     assert main(["export", str(root), "--format", "openai"]) == 0
     messages = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert messages[0] == {"role": "user", "content": "deploy the service to staging"}
     assert messages[1]["role"] == "assistant"
     assert messages[1]["tool_calls"][0]["id"] == "call_1"
-    assert messages[1]["tool_calls"][0]["function"] == {"name": "shell", "arguments": '{"cmd": "kubectl version"}'}
-    assert messages[2] == {"role": "tool", "tool_call_id": "call_1", "content": "the staging cluster runs kubernetes 1.29"}
+    assert messages[1]["tool_calls"][0]["function"] == {
+        "name": "shell",
+        "arguments": '{"cmd": "kubectl version"}',
+    }
+    assert messages[2] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "the staging cluster runs kubernetes 1.29",
+    }
     assert [m["content"] for m in messages[3:]] == [f"step {n} done" for n in range(12)]
 
 
@@ -264,7 +228,9 @@ def test_recall_json_on_a_read_only_root(
     assert not (root / "memory/session/recall.sqlite3").exists()
 
 
-def test_recall_text_and_no_results(memory_root: tuple[Path, list[SessionEvent]], capsys: pytest.CaptureFixture[str]) -> None:
+def test_recall_text_and_no_results(
+    memory_root: tuple[Path, list[SessionEvent]], capsys: pytest.CaptureFixture[str]
+) -> None:
     root = memory_root[0]
     assert main(["recall", str(root), "zyxwvut"]) == 0
     assert capsys.readouterr().out == "no results\n"
@@ -315,7 +281,9 @@ def test_doctor_finds_a_torn_tail_and_a_corrupt_line(
 @pytest.mark.parametrize(
     "argv", [["inspect"], ["inspect", "--json"], ["export"], ["recall", "_", "query"], ["doctor"]]
 )
-def test_a_missing_root_exits_2_with_a_message(tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_root_exits_2_with_a_message(
+    tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "nowhere"
     argv = [argv[0], str(missing), *[a for a in argv[1:] if a != "_"]]
     assert main(argv) == 2
@@ -346,7 +314,9 @@ def test_doctor_finds_an_invalid_index_and_an_orphan_chunk(
     assert main(["doctor", str(root)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("index.yaml invalid: ")
-    assert lines[1].startswith("chunk file chunk_") and lines[1].endswith(".jsonl is not in index.yaml (orphan)")
+    assert lines[1].startswith("chunk file chunk_") and lines[1].endswith(
+        ".jsonl is not in index.yaml (orphan)"
+    )
     assert len(lines) == 2
 
 
@@ -365,7 +335,11 @@ def test_doctor_finds_events_stored_nowhere(
 
 def test_a_missing_root_gives_no_traceback_from_the_command(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "aiden", "inspect", str(tmp_path / "nowhere")], capture_output=True, text=True, env=ENV, timeout=120
+        [sys.executable, "-m", "aiden", "inspect", str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert proc.stdout == ""
