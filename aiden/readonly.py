@@ -195,7 +195,9 @@ def check_events(layout: Layout) -> list[str]:
     for bad in result.bad_lines:
         problems.append(f"events.jsonl: corrupt line at offset {bad.offset}: {bad.error}")
     if result.torn_tail:
-        problems.append(f"events.jsonl: torn tail of {len(result.torn_tail)} bytes at offset {result.complete_end}")
+        problems.append(
+            f"events.jsonl: torn tail of {len(result.torn_tail)} bytes at offset {result.complete_end}"
+        )
     seqs = [e.seq for e in result.events]
     if seqs != sorted(set(seqs)):
         problems.append("events.jsonl: seqs out of order or duplicated")
@@ -228,7 +230,9 @@ def doctor(root: str | os.PathLike[str]) -> list[str]:
             problems.append(f"index.yaml: chunk {entry.chunk_id} overlaps the chunk before it")
         previous = entry.last_seq
         try:
-            seqs.extend(e.seq for e in cs.read_chunk(layout, entry.chunk_id, expect_sha256=entry.sha256).events)
+            seqs.extend(
+                e.seq for e in cs.read_chunk(layout, entry.chunk_id, expect_sha256=entry.sha256).events
+            )
         except AidenError as exc:
             problems.append(str(exc))
             clean = False
@@ -243,4 +247,3 @@ def doctor(root: str | os.PathLike[str]) -> list[str]:
             shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
             problems.append(f"{len(missing)} seqs stored nowhere (chunks or hot window): {shown}")
     return [" ".join(p.split()) for p in problems]  # one line each
-
