@@ -3,10 +3,12 @@
 :class:`PostgresSessionStore` keeps one session id's events, chunks and
 summaries in PostgreSQL behind the same
 :class:`~aiden.storage.protocol.SessionStore` contract as the filesystem
-store (the conformance suite runs against both). :func:`postgres_store_factory`
-makes the ``store_factory`` that :func:`aiden.open_memory` takes::
+store (the conformance suite runs against both). :func:`aiden.open_memory`
+selects it by its DSN (:mod:`aiden.storage.postgres.dsn` checks it and
+connects once first); :func:`postgres_store_factory` makes the equivalent
+``store_factory``::
 
-    async with open_memory(root, store_factory=postgres_store_factory("postgresql://...", "agent-7")) as memory:
+    async with open_memory(root, store="postgresql://...", session_id="agent-7") as memory:
         ...
 
 The recall index and long-term memory stay under ``root``: recall is a

@@ -13,7 +13,6 @@ Every statement is a constant: values only ever travel as parameters.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
@@ -23,6 +22,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
 from aiden.errors import LockError, StorageError
+from aiden.storage.credentials import mask
 
 __all__ = ["SCHEMA_VERSION", "Conn", "Pool", "describe", "ensure_schema", "open_pool", "translated"]
 
@@ -91,18 +91,12 @@ _DDL: Final[tuple[str, ...]] = (
 _SCHEMA_LOCK_KEY: Final = 0x616964656E
 _COMPONENT: Final = "session_store"
 
-# libpq reports host, port and user, never the password; a DSN echoed back
-# in an error (a malformed conninfo) could carry one, so it is masked anyway.
-_SECRET = re.compile(r"(password\s*=\s*)('[^']*'|\S+)|(://[^:/@\s]*:)[^@\s]*@", re.IGNORECASE)
-
-
-def _scrub(text: str) -> str:
-    return _SECRET.sub(lambda m: f"{m.group(1)}***" if m.group(1) else f"{m.group(3)}***@", text)
-
 
 def describe(exc: BaseException) -> str:
     """The error's message without any credential, on one line."""
-    return _scrub(" ".join(str(exc).split())) or type(exc).__name__
+    # libpq reports host, port and user, never the password; a DSN echoed back
+    # in an error (a malformed conninfo) could carry one, so it is masked anyway.
+    return mask(" ".join(str(exc).split())) or type(exc).__name__
 
 
 @contextmanager
