@@ -49,7 +49,7 @@ from aiden.errors import (
 )
 from aiden.events import EventType, SessionEvent
 from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
-from aiden.experience.messages import LearnOutcome
+from aiden.experience.messages import LearnerStats, LearnOutcome
 from aiden.experience.records import Evidence, ExperienceRecord, RecordRow
 from aiden.lifecycle import RunStart
 from aiden.memory import Memory, MemoryStats
@@ -131,6 +131,7 @@ __all__ = [
     "InvalidSummaryError",
     "Layout",
     "LearnOutcome",
+    "LearnerStats",
     "LiteLLMEmbedder",
     "LiteLLMSummarizer",
     "LocalMiniLMEmbedder",

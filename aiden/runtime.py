@@ -28,7 +28,7 @@ from aiden.config import Config
 from aiden.errors import ClosedError
 from aiden.experience.messages import ExperienceInbox, ExperienceOutbox
 from aiden.experience.port import ExperiencePort
-from aiden.experience.service import ExperienceService
+from aiden.experience.service import ExperienceService, learner_for
 from aiden.experience.tracker import EpisodeTracker
 from aiden.longterm.autocompact import run_autocompact
 from aiden.memory import Memory
@@ -173,8 +173,6 @@ async def open_memory(
     experience_client: Client[ExperienceInbox, ExperienceOutbox] = Client(
         "experience memory", e_send, Codec(ExperienceInbox)
     )
-    experience_actor = ExperienceActor(ExperienceService(layout, storage, config), e_recv, er_send)
-    experience = ExperiencePort(experience_client)
     if summarizer is None:
         from aiden.summarizers.extractive import ExtractiveSummarizer
 
@@ -182,6 +180,12 @@ async def open_memory(
         summarizer = ExtractiveSummarizer(
             fold_max_lines=max(1, min(60, config.max_rolling_summary_lines * 3 // 5))
         )
+    # An LLM summarizer's model also words the learned lessons (one call per lesson group).
+    learner = learner_for(summarizer)
+    experience_actor = ExperienceActor(
+        ExperienceService(layout, storage, config, learner=learner), e_recv, er_send
+    )
+    experience = ExperiencePort(experience_client)
     summarizer_actor = SummarizerActor(summarizer, config, z_recv, zr_send)
     # Long-term memory (dulwich, the summary schema...) loads with the first open, not at import.
     from aiden.actors.longterm import LongTermActor

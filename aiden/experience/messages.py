@@ -23,6 +23,7 @@ __all__ = [
     "Learn",
     "Learned",
     "LearnOutcome",
+    "LearnerStats",
     "ListRecords",
     "Records",
     "SearchRecords",
@@ -78,12 +79,29 @@ class Found(msgspec.Struct, frozen=True, tag=True):
     records: list[ExperienceRecord]
 
 
+class LearnerStats(msgspec.Struct, frozen=True, kw_only=True):
+    """What the LLM learner did since the memory opened: lesson groups asked, provider
+    requests, phrasings used, fallbacks to the embedded text (``malformed`` of them for an
+    unusable answer), tokens, and the first and last error explained."""
+
+    groups: int = 0
+    calls: int = 0
+    phrased: int = 0
+    fallbacks: int = 0
+    malformed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    first_error: str = ""
+    last_error: str = ""
+
+
 class LearnOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """What one learning pass did.
 
     ``records`` are the ids created or changed (status changes included);
     ``pending`` the committed episodes still waiting after this pass;
-    ``problems`` what could not be read (the episode stays pending).
+    ``problems`` what could not be read (the episode stays pending);
+    ``learner`` the LLM learner's counters so far (None: embedded learning only).
     """
 
     episodes: int = 0
@@ -92,6 +110,7 @@ class LearnOutcome(msgspec.Struct, frozen=True, kw_only=True):
     legacy: tuple[str, ...] = ()
     pending: int = 0
     problems: tuple[str, ...] = ()
+    learner: LearnerStats | None = None
 
 
 class Learned(msgspec.Struct, frozen=True, tag=True):

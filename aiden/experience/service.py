@@ -6,22 +6,36 @@ episode is marked ``processed`` only after the records it taught are
 committed, and the pure learner (:mod:`aiden.policy.experience`) gives the
 same records the same ids when it runs again, so a crash anywhere in a pass
 loses no committed episode and duplicates no record.
+
+With an :class:`~aiden.experience.llmlearner.LLMLearner`, each learned
+(procedure, failures) group is phrased by the model, one call per group, made
+from the worker thread on the event loop (``run_async``, by default
+:func:`anyio.from_thread.run`: the service must then run in an anyio worker
+thread, as the actor runs it). A failed call keeps the embedded text. A
+retried pass may word a lesson differently, never under another id.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Final
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import anyio
 
 from aiden.config import Config
 from aiden.experience.episodes import Episode
 from aiden.experience.episodestore import EpisodeStore
-from aiden.experience.messages import LearnOutcome
+from aiden.experience.messages import LearnerStats, LearnOutcome
 from aiden.experience.records import ExperienceRecord, terms_of
 from aiden.experience.recordstore import RecordStore
-from aiden.policy.experience import learn
+from aiden.policy.experience import LessonGroup, Lessons, learn, rephrased
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+
+if TYPE_CHECKING:
+    # Imported for real only when an LLM summarizer exists (learner_for): litellm's package stays unloaded.
+    from aiden.experience.llmlearner import LLMLearner, Phrasing
 
 __all__ = ["ExperienceService"]
 
@@ -30,13 +44,57 @@ log = logging.getLogger("aiden.experience")
 _DAY_S: Final = 86_400.0
 
 
+def learner_for(summarizer: object) -> LLMLearner | None:
+    """The LLM learner for ``summarizer`` when it is a LiteLLMSummarizer (same model), else None."""
+    import sys
+
+    # A LiteLLMSummarizer exists only once its package was imported: no need to import it to check.
+    if "aiden.summarizers.llm" not in sys.modules:
+        return None
+    from aiden.experience.llmlearner import LLMLearner
+
+    return LLMLearner.from_summarizer(summarizer)
+
+
+class RunAsync(Protocol):
+    """Runs an async phrasing from the worker thread (:func:`anyio.from_thread.run`'s shape)."""
+
+    def __call__(
+        self, func: Callable[[LessonGroup], Coroutine[Any, Any, Phrasing | None]], group: LessonGroup, /
+    ) -> Phrasing | None: ...
+
+
 class ExperienceService:
     """Episodes, records and learning for one memory root; blocking, one caller thread at a time per method."""
 
-    def __init__(self, layout: Layout, storage: Storage, config: Config) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        storage: Storage,
+        config: Config,
+        *,
+        learner: LLMLearner | None = None,
+        run_async: RunAsync | None = None,
+    ) -> None:
         self.episodes = EpisodeStore(layout, storage, lock_timeout_s=config.lock_timeout_s)
         self.records = RecordStore(layout, storage, lock_timeout_s=config.lock_timeout_s)
         self._ttl_s = config.experience_ttl_days * _DAY_S if config.experience_ttl_days > 0 else None
+        self.learner = learner
+        self._run_async: RunAsync = run_async if run_async is not None else anyio.from_thread.run
+
+    def learner_stats(self) -> LearnerStats | None:
+        """The LLM learner's counters, None when learning is embedded only."""
+        return self.learner.stats() if self.learner is not None else None
+
+    def _phrased(self, lessons: Lessons) -> Lessons:
+        """``lessons`` worded by the LLM learner, one call per group (embedded text on any failure)."""
+        if self.learner is None:
+            return lessons
+        for group in lessons.groups:
+            phrasing = self._run_async(self.learner.phrase_or_none, group)
+            if phrasing is not None:
+                lessons = rephrased(lessons, group, phrasing.procedure, phrasing.failure)
+        return lessons
 
     def commit(self, episode: Episode, *, now: float) -> bool:
         """Persist ``episode``; False if its id was already committed (a retry)."""
@@ -64,6 +122,7 @@ class ExperienceService:
                 self.episodes.mark_processed(row, {"skipped": "unreadable"})
                 continue
             lessons = learn(episode, self.records.records(environment=episode.environment), ttl_s=self._ttl_s)
+            lessons = self._phrased(lessons)
             self.records.apply(lessons.records)
             if lessons.profile is not None:
                 self.records.save_profile(lessons.profile)
@@ -84,6 +143,7 @@ class ExperienceService:
             legacy=tuple(legacy),
             pending=max(0, len(pending) - limit),
             problems=tuple(problems),
+            learner=self.learner_stats(),
         )
 
     def all_records(self, environment: str | None = None) -> list[ExperienceRecord]:

@@ -21,6 +21,12 @@ The rules, each citing the episode id and the seqs of the events it rests on:
 
 Automatic learning writes no preference, profile or rule entries (those come
 only from the memory tools): it makes ``procedure`` and ``failure`` records.
+
+What to learn is decided here alone. A configured LLM may only *phrase* the
+lessons of a :class:`LessonGroup` (one working step and the failures it
+replaced): :func:`rephrased` puts its text in the records' bodies and keeps
+the exact steps and the verification hint beside it, so the ids, statuses and
+evidence stay the embedded learner's.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgspec
@@ -39,10 +45,12 @@ from aiden.policy.toolresult import reported_failure
 
 __all__ = [
     "Attempt",
+    "LessonGroup",
     "Lessons",
     "assess",
     "attempts",
     "learn",
+    "rephrased",
     "result_failed",
     "should_learn",
     "step_signature",
@@ -100,12 +108,35 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
+class LessonGroup:
+    """One working step and the failed steps it replaced, as an LLM learner may phrase them.
+
+    ``failed`` holds ``(step, quoted error)`` pairs; the record ids are the
+    learned records this group's phrasing goes into.
+    """
+
+    procedure_id: str
+    failure_ids: tuple[str, ...]
+    goal: str
+    environment: str
+    episode_id: str
+    step: str
+    output: str
+    failed: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Lessons:
-    """What one episode teaches: records to create or replace, the environment profile, the assessment."""
+    """What one episode teaches: records to create or replace, the environment profile, the assessment.
+
+    ``groups`` are the newly learned (procedure, failures) groups whose records
+    are among ``records``: what an LLM learner phrases, one call per group.
+    """
 
     records: tuple[ExperienceRecord, ...]
     profile: EnvironmentProfile | None
     assessed: Outcome
+    groups: tuple[LessonGroup, ...] = ()
 
 
 def step_signature(tool_name: str, arguments: str) -> str:
@@ -236,6 +267,9 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         if fix is not None and fix.step not in failed and not _corrected_after(episode, fix, tried):
             fixes.append((fail, fix))
     new_procedures: set[str] = set()
+    by_fix: dict[str, tuple[Attempt, list[Attempt]]] = {}
+    for fail, fix in fixes:
+        by_fix.setdefault(fix.step, (fix, []))[1].append(fail)
     for fail, fix in fixes:
         cite = (Evidence(episode_id=episode.id, seqs=(*fail.seqs, *fix.seqs)),)
         put(
@@ -321,4 +355,42 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         else None
     )
     ordered = tuple(changed[k] for k in sorted(changed))
-    return Lessons(records=ordered, profile=profile, assessed=assess(episode))
+    groups: list[LessonGroup] = []
+    for fix, fails in by_fix.values():
+        pid = record_id("procedure", env, goal, fix.step)
+        fids = tuple(dict.fromkeys(record_id("failure", env, goal, f.step) for f in fails))
+        if pid in changed or any(f in changed for f in fids):
+            groups.append(
+                LessonGroup(
+                    procedure_id=pid,
+                    failure_ids=tuple(f for f in fids if f in changed),
+                    goal=episode.goal,
+                    environment=env,
+                    episode_id=episode.id,
+                    step=fix.step,
+                    output=_quote(fix.result.content),
+                    failed=tuple(dict.fromkeys((f.step, _quote(f.result.content)) for f in fails)),
+                )
+            )
+    return Lessons(records=ordered, profile=profile, assessed=assess(episode), groups=tuple(groups))
+
+
+def rephrased(lessons: Lessons, group: LessonGroup, procedure: str, failure: str) -> Lessons:
+    """``lessons`` with ``group``'s records phrased by a model: ``procedure`` and ``failure`` texts
+    (an empty one leaves those records' embedded text). The exact steps stay in every body
+    (recall matches them; the agent must verify them), the source becomes ``llm``."""
+    failed_steps = ", ".join(f"`{step}`" for step, _ in group.failed)
+
+    def body(record: ExperienceRecord) -> ExperienceRecord:
+        if record.id == group.procedure_id and procedure:
+            text = (
+                f"{procedure}\n\nStep: `{group.step}` (worked in episode {group.episode_id} after "
+                f"{failed_steps} failed). Verify against current observations before relying on it."
+            )
+        elif record.id in group.failure_ids and failure:
+            text = f"{failure}\n\nFailed step: `{record.step}`. What worked instead: `{group.step}`."
+        else:
+            return record
+        return msgspec.structs.replace(record, body=text, source="llm")
+
+    return replace(lessons, records=tuple(body(r) for r in lessons.records))

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from aiden.experience.episodes import Episode, EpisodeRecorder
 from aiden.experience.records import ExperienceRecord
-from aiden.policy.experience import learn
+from aiden.policy.experience import learn, rephrased
 
 TASKS = ("build", "test")
 COMMANDS = ("make", "make -j1", "make TLS=1", "ninja")
@@ -163,3 +163,39 @@ def test_a_legacy_procedure_that_works_again_stays_legacy_and_a_disputed_one_rec
         "",
         ["ep-2", "ep-5"],
     )
+
+
+def test_lesson_groups_pair_a_fix_with_the_failures_it_replaced_and_rephrasing_keeps_ids() -> None:
+    rec = EpisodeRecorder("ep-g", goal="build the repo", environment="a", started_at=0.0)
+    for n, (cmd, ok) in enumerate((("make", False), ("make -j1", False), ("make TLS=1", True))):
+        rec.tool_call("shell", json.dumps({"cmd": cmd}), call_id=f"c{n}")
+        rec.tool_result("shell", "ok" if ok else f"error: {cmd} broke", ok=ok, call_id=f"c{n}")
+    rec.tool_call("fetch", json.dumps({"url": "x"}), call_id="f0")
+    rec.tool_result("fetch", "error: 404", ok=False, call_id="f0")
+    rec.tool_call("fetch", json.dumps({"url": "y"}), call_id="f1")
+    rec.tool_result("fetch", "page", ok=True, call_id="f1")
+    lessons = learn(rec.finish("success", finished_at=10.0), [])
+    shell, fetch = lessons.groups
+    assert (shell.step, shell.failed, shell.output) == (
+        "shell make TLS=1",
+        (("shell make", "error: make broke"), ("shell make -j1", "error: make -j1 broke")),
+        "ok",
+    )
+    assert (fetch.step, fetch.failed) == ("fetch y", (("fetch x", "error: 404"),))
+    by_id = {r.id: r for r in lessons.records}
+    assert {shell.procedure_id, *shell.failure_ids, fetch.procedure_id, *fetch.failure_ids} == set(by_id)
+
+    worded = {r.id: r for r in rephrased(lessons, shell, "Use the TLS flag.", "Plain make fails.").records}
+    assert worded[shell.procedure_id].body == (
+        "Use the TLS flag.\n\nStep: `shell make TLS=1` (worked in episode ep-g after `shell make`, "
+        "`shell make -j1` failed). Verify against current observations before relying on it."
+    )
+    assert worded[shell.failure_ids[0]].body == (
+        "Plain make fails.\n\nFailed step: `shell make`. What worked instead: `shell make TLS=1`."
+    )
+    assert {worded[i].source for i in (shell.procedure_id, *shell.failure_ids)} == {"llm"}
+    assert worded[fetch.procedure_id] == by_id[fetch.procedure_id]  # another group's record untouched
+    # An empty text keeps that side's embedded wording; the ids never change.
+    kept = {r.id: r for r in rephrased(lessons, shell, "", "Plain make fails.").records}
+    assert kept[shell.procedure_id] == by_id[shell.procedure_id]
+    assert list(kept) == list(by_id)
