@@ -49,8 +49,9 @@ from bench_backlog import backlog
 
 import aiden
 from aiden import Config, SessionEvent
+from aiden.events import decode_event
 from aiden.policy import estimate_event_tokens, trigger_threshold_tokens
-from aiden.storage.jsonl import read_bytes, scan
+from aiden.storage.jsonl import read_bytes, scan_seqs
 from aiden.storage.layout import Layout
 from aiden.testing import FakeLLMServer
 
@@ -144,11 +145,18 @@ async def drain(root: Path, n: int, kind: str, server: FakeLLMServer) -> dict[st
                 await anyio.sleep(LAG_INTERVAL_S)
                 lag[0] = max(lag[0], time.perf_counter() - t0 - LAG_INTERVAL_S)
 
+        tokens: dict[int, int] = {}
+
         def under() -> bool:
             # The committed hot window, read from disk in a worker thread: the watcher must not
-            # stall the event loop it measures (memory.hot_window() decodes on the loop).
-            hot = scan(read_bytes(Layout(root).events)).events
-            return sum(estimate_event_tokens(e) for e in hot) < threshold
+            # stall the event loop it measures (memory.hot_window() decodes on the loop). Seqs
+            # only, and each event's tokens estimated once: re-decoding and re-estimating the
+            # whole backlog every 250 ms competed for the GIL with what is measured.
+            lines = scan_seqs(read_bytes(Layout(root).events)).lines
+            for seq, line in lines:
+                if seq not in tokens:
+                    tokens[seq] = estimate_event_tokens(decode_event(line))
+            return sum(tokens[seq] for seq, _ in lines) < threshold
 
         async def watch() -> None:
             while True:

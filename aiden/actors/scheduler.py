@@ -53,11 +53,13 @@ from aiden.policy import (
     CompactionPlan,
     SkipCompaction,
     TokenProfile,
+    estimate_event_tokens,
     plan_compaction,
     profile_for_model,
     should_compress,
     trigger_threshold_tokens,
 )
+from aiden.policy.calibration import apply_calibration
 from aiden.policy.trigger_state import (
     CommitConflicted,
     Compacted,
@@ -69,7 +71,6 @@ from aiden.policy.trigger_state import (
     TriggerState,
     UsageReported,
     defers_for_cache,
-    planning_token_counts,
     reduce,
     trigger_input,
 )
@@ -132,6 +133,7 @@ class MaintenanceScheduler:
             else CL100K
         )
         self._pass_scope: anyio.CancelScope | None = None
+        self._token_counts: dict[int, tuple[SessionEvent, int]] = {}
 
     @property
     def token_profile(self) -> TokenProfile:
@@ -270,6 +272,23 @@ class MaintenanceScheduler:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(store.unlock_compaction)
 
+    def _planning_counts(
+        self, state: TriggerState, events: Sequence[SessionEvent], profile: TokenProfile
+    ) -> list[int]:
+        # Per-event estimates, as planning_token_counts computes them, remembered per event
+        # object: the store's snapshot hands back the same (immutable) objects for lines it
+        # decoded before, so a backlog drain estimates each event once, not once per pass.
+        # The entry holds the event, so its id cannot be reused while it is remembered.
+        old, fresh, counts = self._token_counts, {}, []
+        for event in events:
+            hit = old.get(id(event))
+            n = hit[1] if hit is not None and hit[0] is event else estimate_event_tokens(event, profile)
+            fresh[id(event)] = (event, n)
+            counts.append(n)
+        self._token_counts = fresh
+        cal = state.calibration.get(state.model)
+        return [apply_calibration(c, cal) for c in counts] if cal is not None else counts
+
     async def _locked_pass(self, manual: bool) -> CompactionOutcome:
         config = self._config
         snap = await anyio.to_thread.run_sync(self._store.snapshot)
@@ -288,7 +307,7 @@ class MaintenanceScheduler:
         state, profile, target = self._state, self._profile, trigger_threshold_tokens(self._window, config)
 
         def plan_now() -> CompactionPlan | SkipCompaction:
-            counts = planning_token_counts(state, snap.events, profile)
+            counts = self._planning_counts(state, snap.events, profile)
             return plan_compaction(snap.events, config, target_tokens=target, token_counts=counts)
 
         # Planning an ordinary hot window stays on the loop: measured, a worker thread made

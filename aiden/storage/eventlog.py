@@ -197,7 +197,11 @@ class EventLog:
             log.error("events.jsonl: corrupt line at offset %d (quarantined at the next trim)", bad.offset)
         if result.torn_tail:
             repair_torn_tail(
-                self._storage, self._fd, self._layout.quarantine, self._end + result.complete_end, result.torn_tail
+                self._storage,
+                self._fd,
+                self._layout.quarantine,
+                self._end + result.complete_end,
+                result.torn_tail,
             )
             log.warning("events.jsonl: torn tail of %d bytes quarantined", len(result.torn_tail))
         self._end += result.complete_end
@@ -251,6 +255,35 @@ class EventLog:
         self._ino = os.fstat(fd).st_ino
         self._end = 0
         self._last_seq = 0
+
+    def adopt_replacement(self, old_ino: int, old_size: int, new_size: int, chunk_id: str) -> None:
+        """The compaction trim of this process replaced the file; the caller holds the session lock.
+
+        When the cached state described the whole replaced file (same inode,
+        end = its size), the new file holds a subset of those lines: the last
+        seq and the ids stay right (the compacted events' ids were learned when
+        they were appended, so ``chunk_id`` need not be read back), only the
+        descriptor and end move. Otherwise the next append re-scans as usual.
+        Without this, the first append after every pass decoded the whole hot
+        window under the lock: a backlog-sized stall of the appender once a pass.
+        """
+        if not (self._valid and self._fd is not None and self._ino == old_ino and self._end == old_size):
+            self._valid = False
+            return
+        try:
+            fd = self._storage.open(self._layout.events, os.O_WRONLY | os.O_APPEND)
+        except (StorageError, OSError):
+            self._valid = False  # the next append reopens and reports it
+            return
+        if os.fstat(fd).st_size != new_size:
+            self._storage.close(fd)
+            self._valid = False
+            return
+        self._storage.close(self._fd)
+        self._fd = fd
+        self._ino = os.fstat(fd).st_ino
+        self._end = new_size
+        self._chunks_seen.add(chunk_id)
 
     def forget(self) -> None:
         """Drop the cached file state and event ids (the session was rotated by this process)."""

@@ -38,8 +38,22 @@ class Scan(msgspec.Struct, frozen=True):
     """Bytes after the last ``\\n`` (empty when the data ends cleanly)."""
 
 
-def scan(data: bytes, *, base_offset: int = 0) -> Scan:
-    """Split ``data`` into decoded events, bad lines and a torn tail. Pure."""
+def scan(
+    data: bytes,
+    *,
+    base_offset: int = 0,
+    known: dict[bytes, SessionEvent] | None = None,
+    remember: dict[bytes, SessionEvent] | None = None,
+) -> Scan:
+    """Split ``data`` into decoded events, bad lines and a torn tail.
+
+    ``known`` maps line bytes to their decoded event: a line found there is not
+    decoded again (an event is immutable, so equal bytes decode equal).
+    ``remember`` receives every event line of ``data`` (the next scan's ``known``,
+    bounded by what the file holds now). A compaction pass re-reads the whole hot
+    window; with the previous pass's lines known, only what was appended since
+    is decoded, so a backlog drain decodes each event once instead of once per pass.
+    """
     end = data.rfind(b"\n") + 1
     events: list[SessionEvent] = []
     bad: list[BadLine] = []
@@ -47,7 +61,12 @@ def scan(data: bytes, *, base_offset: int = 0) -> Scan:
     while pos < end:
         nl = data.index(b"\n", pos)
         line = data[pos:nl]
-        if line.strip():
+        cached = known.get(line) if known is not None else None
+        if cached is not None:
+            events.append(cached)
+            if remember is not None:
+                remember[line] = cached
+        elif line.strip():
             try:
                 event = decode_event(line)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -57,6 +76,8 @@ def scan(data: bytes, *, base_offset: int = 0) -> Scan:
                 # damaged "seq" key read as an unknown field) is corrupt, not an event.
                 if event.seq >= 1:
                     events.append(event)
+                    if remember is not None:
+                        remember[line] = event
                 else:
                     bad.append(BadLine(base_offset + pos, bytes(line), "missing or invalid seq"))
         pos = nl + 1

@@ -10,6 +10,7 @@ only what was appended since is read, appended and synced before the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from aiden.storage import dedupe
@@ -32,12 +33,15 @@ def trim_hot_window(
     lock_timeout_s: float,
     compacted: Callable[[int], bool],
     chunk_last_seq: int,
+    replaced: Callable[[int, int, int], None] | None = None,
 ) -> int:
     """Replace ``events.jsonl`` by its events for which ``compacted(seq)`` is false; how many are left.
 
     The caller holds the compaction lock and has committed the index that
     makes ``compacted`` true. The seq high-water mark is written before the
     replace: losing the log afterwards must still show these seqs existed.
+    ``replaced(old_inode, old_size, new_size)`` is called after the replace,
+    still under the events lock (this process's appender adopts the new file).
     """
 
     def left(lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -69,7 +73,14 @@ def trim_hot_window(
         tail = left(rest.lines)
         high = max([chunk_last_seq, *(seq for seq, _ in bulk), *(seq for seq, _ in tail)])
         dedupe.write_high_water(storage, layout, high)
-        staged.commit(_joined(tail), crash_prefix="events")
+        try:
+            old_ino = os.stat(layout.events).st_ino
+        except FileNotFoundError:
+            old_ino = -1  # nothing to adopt: the appender re-opens
+        tail_bytes = _joined(tail)
+        staged.commit(tail_bytes, crash_prefix="events")
+        if replaced is not None:
+            replaced(old_ino, len(now), sum(len(line) + 1 for _, line in bulk) + len(tail_bytes))
         return len(bulk) + len(tail)
     except BaseException:
         staged.discard()
