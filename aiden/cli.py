@@ -118,6 +118,9 @@ def _doctor(args: argparse.Namespace) -> int:
     from aiden.readonly import doctor
 
     problems = doctor(args.root)
+    if args.json:
+        print(json.dumps({"ok": not problems, "problems": problems}, indent=2, ensure_ascii=False))
+        return 1 if problems else 0
     for problem in problems:
         print(problem)
     if problems:
@@ -162,6 +165,7 @@ def _parser() -> argparse.ArgumentParser:
 
     doc = sub.add_parser("doctor", help="verify checksums and files; exit 1 on any problem (read-only)")
     doc.add_argument("root")
+    doc.add_argument("--json", action="store_true", help="machine-readable output")
     doc.set_defaults(func=_doctor)
 
     from aiden.cli_admin import add_admin_commands

@@ -246,6 +246,25 @@ def test_doctor_clean_on_a_read_only_root(
     assert capsys.readouterr().out == "ok\n"
 
 
+def test_doctor_json_clean_on_a_read_only_root_and_with_a_problem(
+    memory_root: tuple[Path, list[SessionEvent]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = memory_root[0]
+    with read_only_root(root, monkeypatch):
+        assert main(["doctor", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ok": True, "problems": []}
+    with Layout(root).events.open("ab") as f:
+        f.write(TORN)
+    size = Layout(root).events.stat().st_size
+    assert main(["doctor", str(root), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {
+        "ok": False,
+        "problems": [f"events.jsonl: torn tail of {len(TORN)} bytes at offset {size - len(TORN)}"],
+    }
+
+
 def test_doctor_finds_a_flipped_byte_in_a_chunk_file(
     memory_root: tuple[Path, list[SessionEvent]], capsys: pytest.CaptureFixture[str]
 ) -> None:
