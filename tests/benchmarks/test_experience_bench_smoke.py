@@ -81,14 +81,34 @@ async def test_embedded_run_learns_the_expected_records(tmp_path: Path) -> None:
     # one of each and leaves the old procedure legacy. Lint (never failed) and deploy (no fix) teach nothing.
     assert res["records"] == {"failure/active": 9, "procedure/active": 8, "procedure/legacy": 1}
     assert res["inactive_returned"] == 0
-    assert (res["llm_calls"], res["llm_phrased_records"]) == (0, 0)
+    assert (res["llm_calls"], res["llm_phrased_records"], res["learner"]) == (0, 0, None)
     changed = res["by_category"]["changed"]
     assert (changed["probes"], changed["top1"], changed["stale_top1"]) == (2, 1.0, 0.0)
     assert res["by_category"]["direct"]["top1"] == 0.0  # no lesson without a failure first, by design
     assert res["by_category"]["direct"]["bm25_top1"] == 1.0
     assert res["overall"]["bm25_top1"] == 0.75 and res["overall"]["bm25_hit5"] == 1.0
-    assert res["overall"]["bm25_stale_top1"] == 0.0
-    assert res["worker_ms_per_episode"]["median"] > 0 and res["recall_ms_p50"] > 0
+    # The top trace of the changed build is the one where the old step failed and the new one worked;
+    # below it, the older traces still show the superseded step working.
+    assert (changed["bm25_stale_top1"], changed["bm25_stale_any"]) == (0.0, 1.0)
+    cost = res["worker_ms_per_episode"]
+    assert sorted(cost) == ["first", "first_quarter_median", "last_quarter_median", "max", "mean", "median"]
+    assert cost["median"] > 0 and res["recall_ms_p50"] > 0
     table = bx.table(result).splitlines()
     assert len(table) == 2 + 12
     assert table[2].startswith("| embedded | recall_experience, all but direct | 12 |")
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_llm_run_phrases_every_lesson_group_once(tmp_path: Path) -> None:
+    result = await bx.main_async(2, 1, ["llm"], tmp_path)
+    (res,) = result["results"]
+    # One call per (procedure, failures) group: build, service, tests, docs per environment, and the
+    # changed build; confirmations and the fix-less deploy cost none. Every learned record is phrased.
+    assert (res["mode"], res["llm_calls"], res["llm_phrased_records"]) == ("llm", 9, 18)
+    learner = res["learner"]
+    assert (learner["groups"], learner["calls"], learner["phrased"], learner["fallbacks"]) == (9, 9, 9, 0)
+    assert learner["prompt_tokens"] > 0 and learner["first_error"] == ""
+    assert res["records"] == {"failure/active": 9, "procedure/active": 8, "procedure/legacy": 1}
+    changed = res["by_category"]["changed"]
+    assert (changed["top1"], changed["stale_top1"]) == (1.0, 0.0)
+    assert res["inactive_returned"] == 0
