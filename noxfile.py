@@ -6,6 +6,7 @@ is installed and are skipped (not failed) for the others, also under CI.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import nox
@@ -31,7 +32,8 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHONS)
 def wheel(session: nox.Session) -> None:
     """The built wheel installs (with its dependencies) into the session's venv and imports outside the tree."""
-    tmp = session.create_tmp()
+    tmp = str(Path(session.create_tmp()) / "wheel")
+    shutil.rmtree(tmp, ignore_errors=True)  # the session tmp is reused: no wheel of an earlier version
     session.install("setuptools>=77")
     session.run("pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp, ".")
     wheels = sorted(Path(tmp).glob("aiden_memory-*.whl"))
@@ -40,7 +42,7 @@ def wheel(session: nox.Session) -> None:
     # A reused venv may hold an earlier build of the same version: replace aiden, then resolve its dependencies.
     session.install("--force-reinstall", "--no-deps", str(wheels[0]))
     session.install(str(wheels[0]))
-    with session.chdir(tmp):
+    with session.chdir(session.create_tmp()):
         session.run(
             "python",
             "-c",
