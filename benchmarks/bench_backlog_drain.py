@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -146,8 +147,17 @@ async def drain(root: Path, n: int, kind: str, server: FakeLLMServer) -> dict[st
                 lag[0] = max(lag[0], time.perf_counter() - t0 - LAG_INTERVAL_S)
 
         tokens: dict[int, int] = {}
+        seen_ino = [0]
 
         def under() -> bool:
+            # Only a compaction's trim (a new inode) can bring the window under the threshold.
+            try:
+                ino = os.stat(Layout(root).events).st_ino
+            except FileNotFoundError:
+                return False
+            if ino == seen_ino[0]:
+                return False
+            seen_ino[0] = ino
             # The committed hot window, read from disk in a worker thread: the watcher must not
             # stall the event loop it measures (memory.hot_window() decodes on the loop). Seqs
             # only, and each event's tokens estimated once: re-decoding and re-estimating the

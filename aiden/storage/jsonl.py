@@ -9,6 +9,7 @@ line in the middle is reported and quarantined, never silently dropped.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
@@ -100,12 +101,15 @@ class _SeqOnly(msgspec.Struct):
 _seq_decoder = msgspec.json.Decoder(_SeqOnly)
 
 
-def scan_seqs(data: bytes, *, base_offset: int = 0) -> SeqScan:
+def scan_seqs(
+    data: bytes, *, base_offset: int = 0, known: Mapping[bytes, SessionEvent] | None = None
+) -> SeqScan:
     """Like :func:`scan`, reading only each line's seq (~5x faster; the compaction trim holds a lock).
 
     A line whose seq does not read goes through the full decoder, so it is
     reported as :func:`scan` would. A line that is JSON with a valid seq but
     not a valid event is kept here; :func:`scan` at the next open reports it.
+    A line in ``known`` (decoded before, e.g. by the pass's snapshot) is not read again.
     """
     end = data.rfind(b"\n") + 1
     lines: list[tuple[int, bytes]] = []
@@ -114,7 +118,10 @@ def scan_seqs(data: bytes, *, base_offset: int = 0) -> SeqScan:
     while pos < end:
         nl = data.index(b"\n", pos)
         line = data[pos:nl]
-        if line.strip():
+        hit = known.get(line) if known is not None else None
+        if hit is not None:
+            lines.append((hit.seq, line))
+        elif line.strip():
             try:
                 seq = _seq_decoder.decode(line).seq
             except (msgspec.DecodeError, msgspec.ValidationError):

@@ -284,6 +284,7 @@ class FileSessionStore:
             lambda seq: entry.covers(seq) or covered(seq),
             entry.last_seq,
             lambda ino, old, new: self._log.adopt_replacement(ino, old, new, entry.chunk_id),
+            known=self._decoded,
         )
 
     def _write_summaries(self, index: cs.ChunkIndex, pushed_out: Sequence[cs.ChunkEntry]) -> None:

@@ -11,8 +11,9 @@ only what was appended since is read, appended and synced before the
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from aiden.events import SessionEvent
 from aiden.storage import dedupe
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import quarantine, read_bytes, scan_seqs
@@ -34,6 +35,7 @@ def trim_hot_window(
     compacted: Callable[[int], bool],
     chunk_last_seq: int,
     replaced: Callable[[int, int, int], None] | None = None,
+    known: Mapping[bytes, SessionEvent] | None = None,
 ) -> int:
     """Replace ``events.jsonl`` by its events for which ``compacted(seq)`` is false; how many are left.
 
@@ -42,6 +44,7 @@ def trim_hot_window(
     replace: losing the log afterwards must still show these seqs existed.
     ``replaced(old_inode, old_size, new_size)`` is called after the replace,
     still under the events lock (this process's appender adopts the new file).
+    ``known`` lines (decoded by the pass's snapshot) are not read for their seq again.
     """
 
     def left(lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -49,7 +52,7 @@ def trim_hot_window(
 
     before = read_bytes(layout.events)
     end = before.rfind(b"\n") + 1
-    first = scan_seqs(before[:end])
+    first = scan_seqs(before[:end], known=known)
     bulk = left(first.lines)
     staged = storage.stage_atomic(layout.events, _joined(bulk))
     try:
@@ -64,7 +67,7 @@ def trim_hot_window(
             staged.discard()
             first, bulk, end = scan_seqs(b""), [], 0
             staged = storage.stage_atomic(layout.events, b"")
-        rest = scan_seqs(now[end:], base_offset=end)
+        rest = scan_seqs(now[end:], base_offset=end, known=known)
         if rest.torn_tail:
             # We hold the lock, so nobody is mid-append: these bytes were never acknowledged.
             quarantine(storage, layout.quarantine, "torn tail at compaction", rest.torn_tail)

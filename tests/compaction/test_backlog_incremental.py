@@ -1,0 +1,115 @@
+"""A backlog drain does per-pass work in what changed, not in the whole hot window ([Reliability] finding 2).
+
+Each pass of a drain snapshots the hot window and trims it; these tests pin
+that a snapshot decodes only lines it has not decoded before, and that the
+first append after this process's trim adopts the replaced file instead of
+decoding the whole hot window under the events lock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import aiden.storage.eventlog as eventlog_mod
+import aiden.storage.jsonl as jsonl_mod
+from aiden.config import Config
+from aiden.events import SessionEvent, decode_event
+from aiden.storage.fs import Storage
+from aiden.storage.jsonl import read_bytes, scan
+from aiden.storage.layout import Layout
+from aiden.storage.session import FileSessionStore
+from aiden.testing.storekit import compact, fill, prepared, seqs_of, stored
+
+
+def _store(root: Path) -> FileSessionStore:
+    return FileSessionStore(Layout(root), Storage(), Config(durability="none"))
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
+    calls: list[int] = []
+    real = getattr(module, name)
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+def test_a_snapshot_decodes_only_lines_it_has_not_decoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    try:
+        fill(store, 50)
+        first = store.snapshot()
+        decodes = _count_calls(monkeypatch, jsonl_mod, "decode_event")
+        assert store.append([[prepared("e51")]]) == [[51]]
+        second = store.snapshot()
+        assert len(decodes) == 1  # only the new line
+        assert second.events == [*first.events, stored("e51", 51)]
+        assert all(a is b for a, b in zip(first.events, second.events, strict=False))
+    finally:
+        store.close()
+
+
+def test_a_changed_line_is_decoded_again_and_a_bad_line_still_reported(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    try:
+        fill(store, 3)
+        store.snapshot()
+        path = Layout(tmp_path).events
+        lines = read_bytes(path).splitlines(keepends=True)
+        path.write_bytes(lines[0] + b'{"seq":2,"type":"user_input","content":"other"}\n' + b"not json\n")
+        snap = store.snapshot()
+        assert snap.events == [stored("e1", 1), SessionEvent(type="user_input", content="other", seq=2)]
+        assert snap.bad_lines == 1
+    finally:
+        store.close()
+
+
+def test_scan_with_known_lines_equals_a_plain_scan() -> None:
+    data = b'{"seq":1,"type":"user_input","content":"a"}\n{"seq":0}\nbad\n{"seq":2,"type":"user_input"}\n{"se'
+    known: dict[bytes, SessionEvent] = {}
+    warm = scan(data, remember=known)
+    assert sorted(known) == [b'{"seq":1,"type":"user_input","content":"a"}', b'{"seq":2,"type":"user_input"}']
+    again = scan(data, known=known, remember={})
+    assert again == warm == scan(data)
+    assert [e.seq for e in again.events] == [1, 2]
+    assert [b.offset for b in again.bad_lines] == [44, 54]
+    assert again.torn_tail == b'{"se'
+
+
+def test_the_append_after_our_trim_does_not_rescan_the_hot_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    try:
+        fill(store, 40)
+        compact(store, 30)
+        scans = _count_calls(monkeypatch, eventlog_mod, "scan")
+        assert store.append([[prepared("e41")], [prepared("e42")]]) == [[41], [42]]
+        assert scans == []  # the writer adopted the trimmed file: no re-read under the lock
+        hot = scan(read_bytes(Layout(tmp_path).events)).events
+        assert seqs_of(hot) == list(range(31, 43))
+        assert hot[-1] == stored("e42", 42)
+    finally:
+        store.close()
+
+
+def test_an_append_by_another_opener_before_the_trim_is_not_adopted_blindly(tmp_path: Path) -> None:
+    ours, other = _store(tmp_path), _store(tmp_path)
+    try:
+        fill(ours, 20)
+        assert other.append([[prepared("x21", event_id="id-21")]]) == [[21]]  # our cached end is stale
+        compact(ours, 10)
+        assert ours.append([[prepared("e22")], [prepared("x21", event_id="id-21")]]) == [[22], [21]]
+        hot = scan(read_bytes(Layout(tmp_path).events)).events
+        assert seqs_of(hot) == list(range(11, 23))
+        assert decode_event(read_bytes(Layout(tmp_path).events).splitlines()[-1]) == stored("e22", 22)
+    finally:
+        ours.close()
+        other.close()
