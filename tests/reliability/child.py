@@ -7,6 +7,7 @@ Usage::
     child.py crasher ROOT SCENARIO POINT HIT SEED
     child.py locker ROOT LOCKFILE
     child.py fsize ROOT
+    child.py stormer ROOT SLOT NAME RETRY_FILE GATE_FILE [finish]
 
 Protocol on stdout, one line each, flushed at once:
 ``I <tag>`` before an append is requested (the event is in flight),
@@ -171,7 +172,9 @@ async def crasher(root: str, scenario: str, point: str, hit: int, seed: int) -> 
     tagger = Tagger("c", rng)
 
     if scenario == "append":
-        async with aiden.open_memory(root, config=config, storage=storage, summarizer=ScriptedSummarizer()) as m:
+        async with aiden.open_memory(
+            root, config=config, storage=storage, summarizer=ScriptedSummarizer()
+        ) as m:
 
             async def worker() -> None:
                 for _ in range(400):
@@ -182,7 +185,9 @@ async def crasher(root: str, scenario: str, point: str, hit: int, seed: int) -> 
                     tg.start_soon(worker)
 
     elif scenario == "repair":
-        async with aiden.open_memory(root, config=config, storage=storage, summarizer=ScriptedSummarizer()) as m:
+        async with aiden.open_memory(
+            root, config=config, storage=storage, summarizer=ScriptedSummarizer()
+        ) as m:
             await tagger.append(m, 2)
             for _ in range(400):
                 await anyio.to_thread.run_sync(inject_torn_fragment, root, rng)
@@ -217,7 +222,9 @@ async def crasher(root: str, scenario: str, point: str, hit: int, seed: int) -> 
             await m.maintain(manual=True)
             await tagger.append(m, 3)
         await anyio.to_thread.run_sync(damage_for_recovery, root)
-        async with aiden.open_memory(root, config=config, storage=storage, summarizer=ScriptedSummarizer()) as m:
+        async with aiden.open_memory(
+            root, config=config, storage=storage, summarizer=ScriptedSummarizer()
+        ) as m:
             await tagger.append(m, 1)
 
     elif scenario == "rotate":
@@ -226,7 +233,9 @@ async def crasher(root: str, scenario: str, point: str, hit: int, seed: int) -> 
                 await tagger.append(m, 4)
             await m.maintain(manual=True)
             await tagger.append(m, 3)
-        async with aiden.open_memory(root, config=config, storage=storage, summarizer=ScriptedSummarizer()) as m:
+        async with aiden.open_memory(
+            root, config=config, storage=storage, summarizer=ScriptedSummarizer()
+        ) as m:
             await tagger.append(m, 2)
             await m.rotate("closed-1")
             await tagger.append(m, 2)
@@ -282,6 +291,162 @@ async def fsize(root: str) -> None:
 
 
 # --------------------------------------------------------------------------
+# stormer: a kill-storm worker (tests/reliability/test_kill_storm.py)
+# --------------------------------------------------------------------------
+
+STORM_APPENDERS = 3
+
+
+def storm_event(tag: str) -> SessionEvent:
+    """The event of ``tag`` with ``event_id=tag``: a function of the tag, so a retry is the same event."""
+    rng = random.Random(tag)
+    body = " ".join(
+        rng.choice(("parser", "deploy", "cache", "retry", "schema")) for _ in range(rng.randint(3, 10))
+    )
+    return SessionEvent(
+        type="assistant_output", role="assistant", content=f"{tag} done: {body}", event_id=tag
+    )
+
+
+async def append_until_acked(memory: aiden.Memory, tag: str) -> None:
+    """Append ``tag`` and retry the same event id until it is acknowledged (what a client does)."""
+    emit(f"I {tag}\n")
+    for _ in range(600):
+        try:
+            stored = await memory.append(storm_event(tag))
+        except aiden.AidenError as exc:  # lock timeout while another process compacts or rotates
+            emit(f"E {type(exc).__name__}\n")
+            await anyio.sleep(0.05)
+            continue
+        emit(f"A {stored.seq} {tag}\n")
+        return
+    raise SystemExit(5)
+
+
+class Quiesce:
+    """Appender tasks hold a shared permit; a rotation waits until none is in flight and blocks new ones.
+
+    A rotation must not have one of this process's appends in flight: an append
+    committed just before the rename and then SIGKILLed before its ack would be
+    retried into the *new* session, where its event id is (by contract) unknown.
+    """
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.exclusive = False
+        self.changed = anyio.Event()
+
+    def _notify(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def enter(self) -> None:
+        while self.exclusive:
+            await self.changed.wait()
+        self.active += 1
+
+    def leave(self) -> None:
+        self.active -= 1
+        self._notify()
+
+    async def lock(self) -> None:
+        while self.exclusive:
+            await self.changed.wait()
+        self.exclusive = True
+        while self.active:
+            await self.changed.wait()
+
+    def unlock(self) -> None:
+        self.exclusive = False
+        self._notify()
+
+
+async def storm_op(
+    memory: aiden.Memory, op: str, slot: str, name: str, n: int, gate: Path, q: Quiesce
+) -> None:
+    """One maintenance / lifecycle operation, bracketed by ``O+ op`` / ``O- op`` lines."""
+    emit(f"O+ {op}\n")
+    if op == "maintain":
+        outcome = await memory.maintain(manual=True)
+        emit(f"M {int(outcome.compacted)}\n")
+    elif op == "checkpoint":
+        await memory.checkpoint()
+    elif op == "dream":
+        await memory.dream()
+    elif op == "save":
+        await memory.handle_tool_call(
+            "save_memory", {"content": f"{name} fact {n}: the cache key is schema {n}"}
+        )
+    elif op == "rotate":
+        await q.lock()
+        try:
+            # Re-read after announcing the attempt: the coordinator closes the gate, then waits
+            # for every announced attempt to end, so no rotation commits after that wait.
+            if gate.read_text().strip() == slot:  # noqa: ASYNC240
+                tag = f"{name}r{n}"
+                emit(f"I {tag}\n")
+                start = await memory.begin_run(
+                    f"{tag} please start over",
+                    new_session=True,
+                    closed_session_id=f"{name}-{n}",
+                    event_id=tag,
+                )
+                emit(f"A {start.user_event.seq} {tag}\n")
+                emit(f"ROT {start.archived_session_id}\n")
+        finally:
+            q.unlock()
+    emit(f"O- {op}\n")
+
+
+async def stormer(root: str, slot: str, name: str, retry: Path, gate: Path, finish: bool) -> None:
+    retries = retry.read_text().split() if retry.exists() else []  # noqa: ASYNC240
+    rng = random.Random(name)
+    config = config_for()
+    n = 0
+    first = True
+    while True:
+        async with aiden.open_memory(root, config=config, summarizer=ScriptedSummarizer()) as memory:
+            if first:
+                for tag in retries:
+                    await append_until_acked(memory, tag)
+                emit("R\n")
+                first = False
+                if finish:
+                    return
+            stop = anyio.Event()
+            q = Quiesce()
+
+            async def appender(k: int, stop: anyio.Event, q: Quiesce) -> None:
+                nonlocal n
+                while not stop.is_set():
+                    await q.enter()
+                    try:
+                        n += 1
+                        await append_until_acked(memory, f"{name}a{k}n{n}")
+                    finally:
+                        q.leave()
+                    await anyio.sleep(rng.uniform(0.005, 0.03))
+
+            async with anyio.create_task_group() as tg:
+                for k in range(STORM_APPENDERS):
+                    tg.start_soon(appender, k, stop, q)
+                while True:
+                    await anyio.sleep(rng.uniform(0.02, 0.12))
+                    op = rng.choice(("maintain", "maintain", "checkpoint", "dream", "save", "close"))
+                    if rng.random() < 0.5 and gate.read_text().strip() == slot:  # noqa: ASYNC240
+                        op = "rotate"  # this round's rotator: rotate often, so kills hit rotations
+                    if op == "close":
+                        break
+                    n += 1
+                    await storm_op(memory, op, slot, name, n, gate, q)
+                # Appenders finish the append in flight: a cancelled append would be unacknowledged
+                # although stored, and its retry could cross a later rotation.
+                stop.set()
+            emit("O+ close\n")
+        emit("O- close\n")
+
+
+# --------------------------------------------------------------------------
 
 
 def run_child(argv: list[str]) -> int:
@@ -297,6 +462,9 @@ def run_child(argv: list[str]) -> int:
         return locker(args[0], args[1])
     if role == "fsize":
         anyio.run(fsize, args[0])
+        return 0
+    if role == "stormer":
+        anyio.run(stormer, args[0], args[1], args[2], Path(args[3]), Path(args[4]), args[5:] == ["finish"])
         return 0
     raise SystemExit(f"unknown role {role!r}")
 

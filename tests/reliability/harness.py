@@ -528,7 +528,7 @@ def serve_forever(run_child: Any) -> None:
         timeout = 0.002 if running else None
         if eof:
             time.sleep(0.002)
-            ready = []
+            ready: list[Any] = []
         else:
             ready, _, _ = select.select([stdin], [], [], timeout)
         if ready:
