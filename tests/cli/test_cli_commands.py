@@ -6,8 +6,13 @@ read-only copy, writes refused there with a message and exit 1.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -422,3 +427,76 @@ def test_the_read_commands_leave_a_demo_root_unchanged(
         assert main(argv) == 0
     capsys.readouterr()
     assert tree(root) == before
+
+
+# --- a real read-only mount (root with mount namespaces only) ------------------------------------
+
+_READS = [
+    ["inspect", "{root}", "--json"],
+    ["doctor", "{root}", "--json"],
+    ["export", "{root}"],
+    ["recall", "{root}", "staging port", "--json"],
+    ["memory", "list", "{root}", "--json"],
+    ["history", "{root}", "--json"],
+]
+_WRITES = [
+    ["compact", "{root}", "--force"],
+    ["memory", "save", "{root}", "--type", "fact", "--title", "t", "--content", "c"],
+    ["memory", "forget", "{root}", "mem-1"],
+    ["restore", "{root}", "1"],
+]
+
+
+def _can_mount_read_only(tmp: Path) -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = tmp / "probe"
+    probe.mkdir()
+    script = (
+        f"mount --bind {probe} {probe} && mount -o remount,ro,bind {probe} && ! touch {probe}/x 2>/dev/null"
+    )
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, timeout=60)
+    return done.returncode == 0
+
+
+def test_every_command_on_a_read_only_bind_mount(root: Path, tmp_path: Path) -> None:
+    if not _can_mount_read_only(tmp_path):
+        pytest.skip("needs root and unshare -m to bind-mount the root read-only")
+    argvs = [[a.replace("{root}", str(root)) for a in argv] for argv in _READS + _WRITES]
+    cmd = [
+        sys.executable,
+        "-c",
+        "import json, sys; from tests.cli.test_cli_commands import run_each; run_each(sys.argv[1:])",
+    ]
+    # One child per mount: every command runs in it on the mounted root, and prints (code, out, err) as JSON.
+    script = f'mount --bind {root} {root} && mount -o remount,ro,bind {root} && exec "$@"'
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", *cmd, json.dumps(argvs)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout.splitlines()[-1])
+    before = tree(root)
+    expected = [list(run_each_one(argv)) for argv in argvs[: len(_READS)]]  # the same reads, mount gone
+    assert results[: len(_READS)] == expected
+    assert all(code == 0 for code, _out, _err in expected)
+    for argv, (code, out, err) in zip(argvs[len(_READS) :], results[len(_READS) :], strict=True):
+        command = " ".join(a for a in argv[:2] if a != str(root))
+        assert (code, out) == (1, ""), argv
+        assert err.startswith(f"aiden {command}: memory root {str(root)!r} is not writable: "), err
+        assert err.endswith(": Read-only file system\n"), err
+    assert tree(root) == before
+
+
+def run_each_one(argv: list[str]) -> tuple[int, str, str]:
+    """``main(argv)`` with stdout and stderr captured: (exit code, out, err)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_each(args: list[str]) -> None:
+    """The child of the bind-mount test: run each argv of the JSON list and print the results as JSON."""
+    print(json.dumps([run_each_one(argv) for argv in json.loads(args[0])]))
