@@ -38,6 +38,8 @@ from tests.reliability.harness import full_mode
 CHILD = Path(__file__).with_name("pg_storm_child.py")
 WORKERS = 4
 MAINTAINERS = 2
+# How long a round waits for every restarted worker to have an append acknowledged.
+_START_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -65,6 +67,13 @@ class Worker:
         argv += ["1" if self.n < MAINTAINERS else "0", str(retry)] + (["finish"] if finish else [])
         with out.open("wb") as stdout, (self.base / f"{tag}.err").open("wb") as stderr:
             self.proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env=_env())
+
+    def working(self) -> bool:
+        """True once the current incarnation had an append acknowledged (or has exited)."""
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            return True
+        return any(line.startswith("A ") for line in self.outputs[-1].read_text(errors="replace").split("\n"))
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -113,8 +122,12 @@ def _storm(server: PgServer, dsn: str, session: str, base: Path, rounds: int, se
     for w in workers:
         w.spawn(dsn, session, [])
     kills = restarts = deaths = 0
-    time.sleep(3.0)  # let every worker open its memory before the first kill
     for r in range(rounds):
+        # Every kill hits a worker that is appending: on a loaded machine a worker's start
+        # (imports, open_memory) can outlast a round, and killing it then tests nothing.
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while not all(w.working() for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
         time.sleep(rng.uniform(0.3, 0.7))
         if r == rounds // 2:
             server.restart("immediate")
@@ -212,7 +225,7 @@ def _run_storm(
     assert figures["self_exits"] == 0
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_kill_storm_4_workers_x_16_tasks_one_session(
     pg_server: PgServer, pg_dsn: str, session_ids: Callable[[], str], tmp_path: Path
 ) -> None:
