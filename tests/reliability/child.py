@@ -8,6 +8,7 @@ Usage::
     child.py locker ROOT LOCKFILE
     child.py fsize ROOT
     child.py stormer ROOT SLOT NAME RETRY_FILE GATE_FILE [finish]
+    child.py ltworker ROOT NAME COUNT
 
 Protocol on stdout, one line each, flushed at once:
 ``I <tag>`` before an append is requested (the event is in flight),
@@ -375,7 +376,7 @@ async def storm_op(
         await memory.dream()
     elif op == "save":
         await memory.handle_tool_call(
-            "save_memory", {"content": f"{name} fact {n}: the cache key is schema {n}"}
+            "save_memory", {"type": "fact", "title": f"{name} {n}", "content": f"the cache key is schema {n}"}
         )
     elif op == "rotate":
         await q.lock()
@@ -446,6 +447,36 @@ async def stormer(root: str, slot: str, name: str, retry: Path, gate: Path, fini
         emit("O- close\n")
 
 
+async def ltworker(root: str, name: str, count: int) -> None:
+    """Long-term work on a shared root: compaction (history records), save/forget, Dream.
+
+    Prints ``S <id>`` per saved memory, ``F <id>`` per forgotten one and
+    ``D <cursor>`` per Dream run, besides the append protocol.
+    """
+    rng = random.Random(f"ltworker/{name}")
+    tagger = Tagger(name, rng)
+    saved: list[str] = []
+    async with aiden.open_memory(root, config=config_for(), summarizer=ScriptedSummarizer()) as memory:
+        for i in range(count):
+            await tagger.append(memory, 4)
+            await memory.maintain(manual=True)
+            answer = json.loads(
+                await memory.handle_tool_call(
+                    "save_memory",
+                    {"type": "fact", "title": f"{name} {i}", "content": f"{name} knows fact {i}"},
+                )
+            )
+            saved.append(answer["saved"]["id"])
+            emit(f"S {saved[-1]}\n")
+            if i % 3 == 2:
+                gone = saved.pop(0)
+                answer = json.loads(await memory.handle_tool_call("forget_memory", {"id": gone}))
+                emit(f"F {gone} {json.dumps(answer, sort_keys=True)}\n")
+            outcome = await memory.dream()
+            emit(f"D {outcome.cursor}\n")
+    emit("DONE\n")
+
+
 # --------------------------------------------------------------------------
 
 
@@ -462,6 +493,9 @@ def run_child(argv: list[str]) -> int:
         return locker(args[0], args[1])
     if role == "fsize":
         anyio.run(fsize, args[0])
+        return 0
+    if role == "ltworker":
+        anyio.run(ltworker, args[0], args[1], int(args[2]))
         return 0
     if role == "stormer":
         anyio.run(stormer, args[0], args[1], args[2], Path(args[3]), Path(args[4]), args[5:] == ["finish"])

@@ -125,7 +125,7 @@ def run_storm(tmp_path: Path, server: ForkServer | None, *, rounds: int, seed: i
         if r == 0:
             rotator.wait_for_line(lambda log: any(line.startswith("ROT ") for line in log.lines), 60)
         else:
-            rotator.wait_for_line(lambda log: log.lines.count("O+ rotate") > before, 60)
+            rotator.wait_for_line(lambda log, n=before: log.lines.count("O+ rotate") > n, 60)
         time.sleep(rng.uniform(0.0, 0.3))
         for slot in slots:
             rc = slot.current.returncode()
