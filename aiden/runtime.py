@@ -50,7 +50,7 @@ from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.protocol import SessionStore
+from aiden.storage.select import StoreFactory, StoreSpec, select_store
 from aiden.storage.session import FileSessionStore
 from aiden.summarizers.protocol import Summarizer
 
@@ -115,8 +115,10 @@ async def open_memory(
     model: str | None = None,
     context_window: int | None = None,
     storage: Storage | None = None,
-    store_factory: Callable[[Layout, Storage, Config], SessionStore] = FileSessionStore,
+    store_factory: StoreFactory = FileSessionStore,
     embedder: Embedder | None = None,
+    store: StoreSpec | None = None,
+    session_id: str | None = None,
 ) -> AsyncIterator[Memory]:
     """Open (and recover) the memory under ``root`` and run its actors for the block's duration.
 
@@ -126,8 +128,11 @@ async def open_memory(
     models fall back to ``config.context_window``. ``embedder`` (e.g.
     :class:`~aiden.recall.embedding.LiteLLMEmbedder`) turns on hybrid recall:
     every compacted event is embedded beside the FTS index and searches fuse
-    BM25 with vector similarity; off by default. ``storage`` and
-    ``store_factory`` are seams for fault-injection tests.
+    BM25 with vector similarity; off by default. ``store`` selects the
+    session store (:mod:`aiden.storage.select`): a ``"postgresql://..."``
+    DSN (the PostgreSQL store of ``session_id``, default ``"default"``), a
+    store object or a factory; by default the files under ``root``.
+    ``storage`` and ``store_factory`` are seams for fault-injection tests.
 
     Use it with ``async with``; a plain ``with`` raises a TypeError pointing to
     :func:`aiden.sync.open_memory`, the blocking facade for synchronous loops.
@@ -135,14 +140,21 @@ async def open_memory(
     config = config or Config()
     storage = storage or Storage()
     layout = Layout(root)
-    store = store_factory(layout, storage, config)
+    session_store = await anyio.to_thread.run_sync(
+        select_store, store, session_id, store_factory, layout, storage, config
+    )
     if context_window is None:
         from aiden.summarizers.llm.models import ModelResolver
 
         context_window = ModelResolver().context_window(model, config.context_window)
     # Every token-sized default not set explicitly follows the active window from here on.
     config = config.with_window(context_window)
-    report = await anyio.to_thread.run_sync(store.recover)
+    try:
+        report = await anyio.to_thread.run_sync(session_store.recover)
+    except BaseException:
+        # Nothing else holds the store yet (its pool, its connections): close it here.
+        await anyio.to_thread.run_sync(session_store.close)
+        raise
 
     w_send, w_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
     wr_send, wr_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
@@ -167,9 +179,9 @@ async def open_memory(
 
     recall_client: Client[RecallInbox, RecallOutbox] = Client("recall index", r_send, Codec(RecallInbox))
     reader_client: Client[ReaderInbox, ReaderOutbox] = Client("session reader", d_send, Codec(ReaderInbox))
-    recall_actor = RecallActor(layout, storage, config, r_recv, rr_send, embedder, feed=store)
-    writer = SessionWriter(store, config, w_recv, wr_send)
-    reader = SessionReader(store, d_recv, dr_send)
+    recall_actor = RecallActor(layout, storage, config, r_recv, rr_send, embedder, feed=session_store)
+    writer = SessionWriter(session_store, config, w_recv, wr_send)
+    reader = SessionReader(session_store, d_recv, dr_send)
     experience_client: Client[ExperienceInbox, ExperienceOutbox] = Client(
         "experience memory", e_send, Codec(ExperienceInbox)
     )
@@ -203,7 +215,7 @@ async def open_memory(
     )
     long_term = LongTermPort(long_term_client, long_term_actor.layer)
     scheduler = MaintenanceScheduler(
-        store,
+        session_store,
         config,
         context_window,
         s_recv,
@@ -219,7 +231,7 @@ async def open_memory(
     writer_port = WriterPort(writer_client)
 
     async def session_ended(reason: str, timeout_s: float | None = None) -> None:
-        events = await anyio.to_thread.run_sync(store.read_hot_window)
+        events = await anyio.to_thread.run_sync(session_store.read_hot_window)
         await long_term.end_session(events, reason, timeout_s)
 
     def writer_ended() -> None:
@@ -374,4 +386,4 @@ async def open_memory(
         for stream in (l_send, l_recv, lr_send, lr_recv):
             stream.close()
         long_term_actor.close_streams()
-        await anyio.to_thread.run_sync(store.close)
+        await anyio.to_thread.run_sync(session_store.close)

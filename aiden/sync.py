@@ -42,6 +42,7 @@ from aiden.messages import CompactionOutcome
 from aiden.recall.embedding import Embedder
 from aiden.recall.types import RecallHit
 from aiden.runtime import open_memory as _open_async
+from aiden.storage.select import StoreSpec
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["SyncMemory", "open_memory"]
@@ -58,10 +59,13 @@ def open_memory(
     model: str | None = None,
     context_window: int | None = None,
     embedder: Embedder | None = None,
+    store: StoreSpec | None = None,
+    session_id: str | None = None,
 ) -> Iterator[SyncMemory]:
     """Open the memory under ``root`` on a private event-loop thread; yields a :class:`SyncMemory`.
 
-    The arguments are those of :func:`aiden.open_memory`. Leaving the block (or
+    The arguments are those of :func:`aiden.open_memory` (``store="postgresql://..."``
+    with ``session_id`` selects the PostgreSQL store). Leaving the block (or
     :meth:`SyncMemory.close`) closes the memory exactly as ``async with`` does
     (everything appended is committed), then stops the loop thread.
     """
@@ -73,6 +77,8 @@ def open_memory(
             model=model,
             context_window=context_window,
             embedder=embedder,
+            store=store,
+            session_id=session_id,
         )
         cm = portal.wrap_async_context_manager(async_cm)
         memory = SyncMemory(portal, cm.__enter__(), cm)
