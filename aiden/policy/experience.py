@@ -33,14 +33,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
 from aiden.experience.records import EnvironmentProfile, Evidence, ExperienceRecord, goal_key, record_id
+from aiden.policy.lessons import LessonGroup, Lessons, rephrased
 from aiden.policy.toolresult import reported_failure
 
 __all__ = [
@@ -105,38 +106,6 @@ class Attempt:
     def seqs(self) -> tuple[int, int]:
         """The call's and the result's seqs."""
         return (self.call.seq, self.result.seq)
-
-
-@dataclass(frozen=True, slots=True)
-class LessonGroup:
-    """One working step and the failed steps it replaced, as an LLM learner may phrase them.
-
-    ``failed`` holds ``(step, quoted error)`` pairs; the record ids are the
-    learned records this group's phrasing goes into.
-    """
-
-    procedure_id: str
-    failure_ids: tuple[str, ...]
-    goal: str
-    environment: str
-    episode_id: str
-    step: str
-    output: str
-    failed: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Lessons:
-    """What one episode teaches: records to create or replace, the environment profile, the assessment.
-
-    ``groups`` are the newly learned (procedure, failures) groups whose records
-    are among ``records``: what an LLM learner phrases, one call per group.
-    """
-
-    records: tuple[ExperienceRecord, ...]
-    profile: EnvironmentProfile | None
-    assessed: Outcome
-    groups: tuple[LessonGroup, ...] = ()
 
 
 def step_signature(tool_name: str, arguments: str) -> str:
@@ -220,6 +189,30 @@ def _merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceRec
         if old.expires_at is None and new.expires_at is None
         else max(old.expires_at or 0.0, new.expires_at or 0.0),
     )
+
+
+def _point_failures_at_the_new_fix(
+    known: Mapping[str, ExperienceRecord],
+    current: Callable[[str], ExperienceRecord | None],
+    put: Callable[[ExperienceRecord], None],
+    env: str,
+    goal: str,
+    superseded: Sequence[str],
+    new_step: str,
+    episode_id: str,
+) -> None:
+    """A failure whose "what worked instead" names a superseded procedure now names the new fix
+    (the failure itself still holds; only its advice went stale)."""
+    for rid in list(known):
+        rec = current(rid)
+        if rec is None or rec.kind != "failure" or rec.environment != env or rec.goal != goal:
+            continue
+        for old in superseded:
+            tail = f"What worked instead: `{old}`."
+            if rec.status == "active" and rec.body.endswith(tail):
+                body = f"{rec.body[: -len(tail)]}What works instead now: `{new_step}` (episode {episode_id})."
+                put(msgspec.structs.replace(rec, body=body))
+                break
 
 
 def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: float | None = None) -> Lessons:
@@ -312,6 +305,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
                 expires_at=expires,
             )
         )
+    superseded: list[str] = []
     for record in list(known.values()):
         rec = current(record.id) or record
         if rec.environment != env or rec.id in new_procedures:
@@ -320,6 +314,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         seqs = tuple(s for a in steps for s in a.seqs)
         if rec.kind == "procedure" and rec.status != "legacy" and rec.goal == goal and new_procedures:
             restatus(rec, "legacy", f"superseded by {sorted(new_procedures)[0]} (episode {episode.id})")
+            superseded.append(rec.step)
         elif (
             rec.kind == "procedure"
             and rec.step in failed
@@ -348,6 +343,10 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
                     expires_at=expires,
                 )
             )
+    if superseded:
+        _point_failures_at_the_new_fix(
+            known, current, put, env, goal, superseded, next(iter(by_fix)), episode.id
+        )
     observations = {e.key: e.content[:500] for e in episode.events if e.type == "observation" and e.key}
     profile = (
         EnvironmentProfile(environment=env, observations=observations, episode_id=episode.id, updated_at=when)
@@ -373,24 +372,3 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
                 )
             )
     return Lessons(records=ordered, profile=profile, assessed=assess(episode), groups=tuple(groups))
-
-
-def rephrased(lessons: Lessons, group: LessonGroup, procedure: str, failure: str) -> Lessons:
-    """``lessons`` with ``group``'s records phrased by a model: ``procedure`` and ``failure`` texts
-    (an empty one leaves those records' embedded text). The exact steps stay in every body
-    (recall matches them; the agent must verify them), the source becomes ``llm``."""
-    failed_steps = ", ".join(f"`{step}`" for step, _ in group.failed)
-
-    def body(record: ExperienceRecord) -> ExperienceRecord:
-        if record.id == group.procedure_id and procedure:
-            text = (
-                f"{procedure}\n\nStep: `{group.step}` (worked in episode {group.episode_id} after "
-                f"{failed_steps} failed). Verify against current observations before relying on it."
-            )
-        elif record.id in group.failure_ids and failure:
-            text = f"{failure}\n\nFailed step: `{record.step}`. What worked instead: `{group.step}`."
-        else:
-            return record
-        return msgspec.structs.replace(record, body=text, source="llm")
-
-    return replace(lessons, records=tuple(body(r) for r in lessons.records))

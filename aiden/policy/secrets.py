@@ -32,7 +32,7 @@ _PATTERNS: Final = tuple(
         # Authorization headers.
         r"(?i:\b(?:bearer|basic|token)\s+)(?P<secret>[A-Za-z0-9._~+/=-]{12,})",
         # key=value / key: value for names that say they hold a secret.
-        r"(?i:\b[\w.-]*(?:password|passwd|secret|api[_-]?key|access[_-]?key|auth[_-]?token|token)[\w.-]*"
+        r"(?i:\b(?P<name>[\w.-]*(?:password|passwd|secret|api[_-]?key|access[_-]?key|auth[_-]?token|token)[\w.-]*)"
         r"\s*[=:]\s*)[\"']?(?P<secret>[^\s\"',;]{4,})",
         # Credentials inside URLs: scheme://user:password@host.
         r"(?i:\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)(?P<secret>[^\s@/]{3,})(?=@)",
@@ -41,6 +41,9 @@ _PATTERNS: Final = tuple(
 _PRIVATE_KEY: Final = re.compile(
     r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----.*?(?:-----END (?:[A-Z]+ )?PRIVATE KEY-----|\Z)", re.DOTALL
 )
+
+
+_NAMES_A_LOCATION: Final = re.compile(r"(?i)(?:file|path|dir)(?:[_.-]|$)")
 
 
 def redact_secrets(text: str) -> str:
@@ -59,6 +62,9 @@ def redact_secrets(text: str) -> str:
 def _keep_all_but_secret(match: re.Match[str]) -> str:
     whole, start, end = match.group(0), match.start("secret"), match.end("secret")
     if match.group("secret") == REDACTED:
+        return whole
+    if "name" in match.re.groupindex and _NAMES_A_LOCATION.search(match.group("name")):
+        # TOKEN_FILE=/etc/x/token names where a secret is, not the secret: a lesson needs it verbatim.
         return whole
     base = match.start(0)
     return whole[: start - base] + REDACTED + whole[end - base :]

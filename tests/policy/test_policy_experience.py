@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -199,3 +200,39 @@ def test_lesson_groups_pair_a_fix_with_the_failures_it_replaced_and_rephrasing_k
     kept = {r.id: r for r in rephrased(lessons, shell, "", "Plain make fails.").records}
     assert kept[shell.procedure_id] == by_id[shell.procedure_id]
     assert list(kept) == list(by_id)
+
+
+def _run(eid: str, goal: str, steps: list[tuple[str, bool]], t: float) -> Episode:
+    rec = EpisodeRecorder(eid, goal=goal, environment="a", started_at=t)
+    for n, (cmd, ok) in enumerate(steps):
+        rec.tool_call("shell", json.dumps({"cmd": cmd}), call_id=f"c{n}")
+        rec.tool_result("shell", "ok" if ok else f"error: {cmd}", ok=ok, call_id=f"c{n}")
+    return rec.finish("success", finished_at=t + 10)
+
+
+def test_a_superseded_fix_is_no_longer_advised_by_the_failures_that_named_it() -> None:
+    store: dict[str, ExperienceRecord] = {}
+    apply(store, _run("ep-1", "build the repo", [("make", False), ("make LTO=1", True)], 0.0))
+    apply(store, _run("ep-2", "test the repo", [("pytest", False), ("make LTO=1", True)], 100.0))
+    (first,) = (r for r in store.values() if r.step == "shell make")
+    # Same goal, but worded by hand, and one already disputed: neither is rewritten.
+    worded = msgspec.structs.replace(first, id="fail-worded", body="Plain make fails; pass the flag.")
+    disputed = msgspec.structs.replace(first, id="fail-disputed", status="disputed")
+    store |= {worded.id: worded, disputed.id: disputed}
+    before = dict(store)
+    # The build changed: the flag is rejected now, a script works.
+    apply(store, _run("ep-4", "build the repo", [("make LTO=1", False), ("./build.sh", True)], 300.0))
+    assert store[first.id].body == (
+        "For 'build the repo', `shell make` failed with: error: make\n\n"
+        "What works instead now: `shell ./build.sh` (episode ep-4)."
+    )
+    assert store[first.id].status == "active"  # the failure still holds; its advice moved on
+    for other in ("fail-worded", "fail-disputed"):
+        assert store[other] == before[other]
+    (pytest_failure,) = (r for r in store.values() if r.step == "shell pytest")
+    assert pytest_failure == before[pytest_failure.id]  # another goal's advice is its own
+    assert sorted((r.goal, r.step, r.status) for r in store.values() if r.kind == "procedure") == [
+        ("build repo", "shell ./build.sh", "active"),
+        ("build repo", "shell make LTO=1", "legacy"),
+        ("repo test", "shell make LTO=1", "disputed"),  # the step failed here too
+    ]

@@ -41,7 +41,17 @@ def test_credential_shapes_are_redacted(text: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "make build WITH_SSL=1", "token count: 12", "the password is wrong", "sha 0123456789abcdef0123"],
+    [
+        "",
+        "make build WITH_SSL=1",
+        "token count: 12",
+        "the password is wrong",
+        "sha 0123456789abcdef0123",
+        # Where a credential is kept is not the credential: the learned step must stay runnable.
+        "API_TOKEN_FILE=file:///etc/delta/api_token_file ./bin/delta serve",
+        "TOKEN_PATH=/etc/x/token app",
+        "--secret-dir=/run/secrets",
+    ],
 )
 def test_ordinary_text_is_returned_unchanged(text: str) -> None:
     assert redact_secrets(text) is text
