@@ -1,15 +1,18 @@
 """The PROJECT MEMORY block (seed 004, step 3): latest summaries merged under a token budget.
 
 :func:`render_project_memory` is pure: the digest and the latest summaries are
-merged (oldest first, so the most recent wins on conflicts), then items are
-taken in priority order — USER PREFERENCES, FAILED APPROACHES, WORKING
-RECIPES, PROJECT FACTS, then OUTCOMES — newest first within a section, while
-the block stays within ``budget_tokens``. :func:`load_project_memory` reads
+merged (oldest first, so the most recent wins on conflicts), then the GOAL
+leads the block (the ``Goal:`` lines a session summary files — the root input
+or an explicit re-statement of it — newest first, at most ``_MAX_GOALS``), and
+items are taken in priority order — USER PREFERENCES, FAILED APPROACHES,
+WORKING RECIPES, PROJECT FACTS, then OUTCOMES — newest first within a section,
+while the block stays within ``budget_tokens``. :func:`load_project_memory` reads
 the files and renders the block for a new session.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -31,7 +34,10 @@ PRIORITY: Final[tuple[Section, ...]] = (
     "facts",
     "outcome",
 )
-"""Sections in the order the budget is filled (and the block is rendered)."""
+"""Sections in the order the budget is filled (and the block is rendered), after the GOAL."""
+_GOAL_HEADING: Final = "GOAL (why this project exists)"
+_GOAL: Final = re.compile(r"^Goal:\s", re.IGNORECASE)
+_MAX_GOALS: Final = 2  # the current goal and the one it re-stated; older ones are superseded
 _BLOCK_HEADINGS: Final[dict[Section, str]] = {
     "user_preferences": "USER PREFERENCES (follow these)",
     "failed_approaches": "FAILED APPROACHES (do not repeat)",
@@ -41,8 +47,10 @@ _BLOCK_HEADINGS: Final[dict[Section, str]] = {
 }
 
 
-def _render(chosen: dict[Section, list[str]]) -> str:
+def _render(chosen: dict[Section, list[str]], goals: Sequence[str] = ()) -> str:
     parts = [f"{BLOCK_TITLE}\n{_INTRO}"]
+    if goals:
+        parts.append(_GOAL_HEADING + "\n" + "\n".join(f"- {goal}" for goal in goals))
     for section in PRIORITY:
         items = chosen.get(section)
         if items:
@@ -67,10 +75,29 @@ def render_project_memory(
     merged = merge_many(layers)
     if merged is None or merged.is_empty:
         return ""
-    order = {section: list(merged.section(section)) for section in PRIORITY}
+    # Why the work is done leads the block: a person resuming reads the goal first, and the
+    # budget must never spend itself on details before the goal is in (#19).
+    order = {
+        section: [item for item in merged.section(section) if not _GOAL.match(item)] for section in PRIORITY
+    }
+    goals: list[str] = []
+    for section in PRIORITY:
+        for item in merged.section(section):
+            if _GOAL.match(item) and item not in goals:
+                goals.append(item)
+    goals = list(reversed(goals))[:_MAX_GOALS]  # newest first: a re-statement wins
     chosen: dict[Section, list[str]] = {section: [] for section in PRIORITY}
-    picks: list[tuple[Section, str]] = []
+    picked_goals: list[str] = []
+    picks: list[tuple[Section | None, str]] = []
     used = estimate(_render(chosen))
+    heading = estimate(_GOAL_HEADING) + 1
+    for goal in goals:
+        cost = estimate(f"- {goal}") + 1 + (0 if picked_goals else heading)
+        if used + cost > budget_tokens:
+            continue
+        used += cost
+        picked_goals.append(goal)
+        picks.append((None, goal))
     for section in PRIORITY:
         heading_cost = estimate(_BLOCK_HEADINGS[section]) + 1
         for item in reversed(order[section]):  # newest first
@@ -84,12 +111,12 @@ def render_project_memory(
         position = {item: i for i, item in enumerate(order[section])}
         chosen[section].sort(key=position.__getitem__)
     # The per-item costs are an estimate of the whole; drop the last picks until it truly fits.
-    while picks and estimate(_render(chosen)) > budget_tokens:
-        section, item = picks.pop()
-        chosen[section].remove(item)
+    while picks and estimate(_render(chosen, picked_goals)) > budget_tokens:
+        where, item = picks.pop()
+        (picked_goals if where is None else chosen[where]).remove(item)
     if not picks:
         return ""
-    return _render(chosen)
+    return _render(chosen, picked_goals)
 
 
 def load_project_memory(

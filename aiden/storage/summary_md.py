@@ -37,6 +37,8 @@ __all__ = [
 
 ARCHIVE_HEADER = "# Session History Archive (chunk summaries pushed out of Recent Chunks)\n"
 TRUNCATION_MARKER = "[... older rolling summary lines truncated ...]"
+_MERGE_HEADROOM = 4  # a merge keeps up to this many times the line cap; the caller folds past the cap
+_MERGE_TOKENS = 1_000_000  # the merge is bounded by lines, not tokens
 
 
 def _indent(text: str) -> str:
@@ -64,16 +66,35 @@ def render_archive_entries(entries: Sequence[ChunkEntry]) -> str:
 
 
 def fold_into_rolling(rolling: str, entry: ChunkEntry, *, max_lines: int) -> tuple[str, bool]:
-    """Append ``entry``'s summary to the rolling summary; returns (text, over_cap).
+    """Merge ``entry``'s summary into the rolling summary; returns (text, over_cap).
 
-    ``over_cap`` tells the caller the text exceeds ``max_lines`` and should be
-    folded through the summarizer; :func:`cap_lines` is the hard backstop.
+    The merge is the embedded summarizer's section-wise fold, run on every
+    push: items are filed under the rolling summary's sections and deduplicated,
+    so no ``[chunk_id]`` marker, tool-result excerpt or split-turn block is
+    ever appended raw (#19). It is deterministic, offline and cheap (the text
+    is at most a few hundred lines), so recovery re-derives the same text.
+    ``over_cap`` tells the caller the merged text exceeds ``max_lines`` and
+    should be folded through the configured summarizer; :func:`cap_lines` is
+    the hard backstop.
     """
-    lines = [ln for ln in rolling.strip().splitlines()]
-    lines.append(f"[{entry.chunk_id}]")
-    lines.extend(ln for ln in entry.summary.strip().splitlines() if ln.strip())
-    text = "\n".join(lines)
-    return text, len(lines) > max_lines
+    # Imported here: the summarizers package is heavy and only a push needs it.
+    from aiden.summarizers.extractive import ExtractiveSummarizer
+    from aiden.summarizers.protocol import SummaryRequest
+
+    if not entry.summary.strip():
+        text = rolling.strip()
+        return text, len(text.splitlines()) > max_lines
+    # The line cap is the caller's decision (over_cap), not this merge's: the
+    # fold may return more lines than ``max_lines`` and the budget never binds.
+    merger = ExtractiveSummarizer(fold_max_lines=max(1, max_lines) * _MERGE_HEADROOM)
+    request = SummaryRequest(
+        purpose="rolling_fold",
+        text=entry.summary,
+        previous_summary=rolling,
+        max_tokens=_MERGE_TOKENS,
+    )
+    text = merger.summarize_sync(request).text.strip()
+    return text, len(text.splitlines()) > max_lines
 
 
 def cap_lines(rolling: str, *, max_lines: int, keep_head: bool = False) -> str:
@@ -92,7 +113,9 @@ def cap_lines(rolling: str, *, max_lines: int, keep_head: bool = False) -> str:
     return "\n".join([TRUNCATION_MARKER, *lines[len(lines) - (max_lines - 1) :]])
 
 
-def advance_index(index: ChunkIndex, entry: ChunkEntry, *, max_chunks: int, max_lines: int) -> tuple[ChunkIndex, list[ChunkEntry], bool]:
+def advance_index(
+    index: ChunkIndex, entry: ChunkEntry, *, max_chunks: int, max_lines: int
+) -> tuple[ChunkIndex, list[ChunkEntry], bool]:
     """The index after appending ``entry``: returns (index, entries pushed out of Recent Chunks, rolling over cap).
 
     Entries pushed out of Recent Chunks are folded into the rolling summary;

@@ -75,7 +75,7 @@ def _rolling(summary_md: str) -> str:
 
 
 def _folded(summary_md: str) -> str:
-    """The rolling summary as the last fold wrote it (storage appends raw chunk summaries after it)."""
+    """The rolling summary (before #19 storage appended raw ``[chunk_...]`` summaries after the last fold)."""
     return _rolling(summary_md).split("\n[chunk_", 1)[0]
 
 
@@ -124,11 +124,6 @@ def test_repeated_requests_collapse_to_the_current_state(
         assert re.search(r"steps \d+[\u2013-]\d+[^\n]*now at step \d+", rolling), name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aiden/storage/summary_md.py fold_into_rolling appends '[chunk_id]' + the raw chunk summary and "
-    "folds only past max_rolling_summary_lines: needs a fold on every push (not a summarizer change)",
-)
 def test_no_raw_chunk_dumps_in_the_rolling_summary(benchmark_summaries: list[tuple[str, str, str]]) -> None:
     for name, summary_md, _pm in benchmark_summaries:
         rolling = _rolling(summary_md)
@@ -189,3 +184,52 @@ def test_steps_of_one_request_collapse_in_a_chunk() -> None:
     routine = [ln for _s, ln in _sections(text) if ROUTINE.match(ln)]
     assert len(routine) <= 1, text
     assert "steps 1\u20137" in text and "now at step 7" in text, text
+
+
+def test_project_memory_leads_with_the_goal_even_under_a_tight_budget() -> None:
+    from aiden.longterm import render_project_memory
+    from aiden.longterm.summaries import SessionSummary
+    from aiden.policy.tokens import estimate_tokens
+
+    older = SessionSummary(
+        user_preferences=("Always use yarn, never npm.",),
+        outcome=("Goal: Please migrate the gateway service to the async client without downtime.",),
+    )
+    newer = SessionSummary(
+        failed_approaches=("Monkeypatching the session globally broke the retry middleware.",),
+        facts=("The API lives in src/api.",),
+        outcome=(
+            "Goal: Migrate the gateway service, now behind the gateway_async_v2 flag.",
+            "Shipped step 3.",
+        ),
+    )
+    block = render_project_memory([older, newer], None, budget_tokens=800, estimate=estimate_tokens)
+    assert block.split("\n\n")[1] == (
+        "GOAL (why this project exists)\n"
+        "- Goal: Migrate the gateway service, now behind the gateway_async_v2 flag.\n"
+        "- Goal: Please migrate the gateway service to the async client without downtime."
+    )
+    assert block.split("\n\n")[-1] == "RECENT OUTCOMES\n- Shipped step 3."
+    # A budget that holds one item (and the per-item estimates' slack) holds the goal, not the
+    # preference that outranks every other section.
+    only_goal = (
+        block.split("\n\n")[0]
+        + "\n\nGOAL (why this project exists)\n"
+        + "- Goal: Migrate the gateway service, now behind the gateway_async_v2 flag."
+    )
+    tight = render_project_memory(
+        [older, newer], None, budget_tokens=estimate_tokens(only_goal) + 4, estimate=estimate_tokens
+    )
+    assert tight == only_goal
+
+
+def test_resume_benchmark_project_memory_starts_with_the_root_goal(
+    benchmark_summaries: list[tuple[str, str, str]],
+) -> None:
+    for name, _md, pm in benchmark_summaries:
+        if name == "demo":
+            continue
+        first_item = pm.split("\n\n")[1]
+        assert re.match(
+            r"GOAL \(why this project exists\)\n- Goal: Please migrate the \w+ service", first_item
+        ), name
