@@ -19,6 +19,7 @@ from typing import Final, TypeVar
 
 import msgspec
 from dulwich.errors import ChecksumMismatch, FileFormatException, MissingCommitError, NotGitRepository
+from dulwich.file import FileLocked
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
@@ -53,7 +54,13 @@ _FOREIGN: Final = (
     FileFormatException,
     MissingCommitError,
     NotGitRepository,
+    FileLocked,
 )
+
+# dulwich's ref lock files (``<ref>.lock``, created O_EXCL, renamed over the ref):
+# a committer SIGKILLed between the two leaves one, and every later commit then
+# fails with FileLocked. Objects never use lock files (temp file + rename).
+_REF_LOCK_DIRS: Final = ("", "refs")
 
 
 class Version(msgspec.Struct, frozen=True, kw_only=True):
@@ -158,10 +165,30 @@ class GitStore:
                 out[entry.path.decode("utf-8")] = blob.as_raw_string()
         return out
 
+    def _remove_dead_ref_locks(self) -> int:
+        """Ref lock files left by a committer that died mid-update (see :meth:`commit`); returns how many."""
+        removed = 0
+        for sub in _REF_LOCK_DIRS:
+            top = self.git_dir / sub if sub else self.git_dir
+            paths = sorted(top.rglob("*.lock")) if sub else sorted(top.glob("*.lock"))
+            for path in paths:
+                if path.is_file() and not path.is_symlink():
+                    log.warning("removing %s, left by a Dream that did not finish its commit", path)
+                    self._storage.unlink(path)
+                    removed += 1
+        return removed
+
     def commit(self, contents: Mapping[str, bytes | None], message: str, *, now: int) -> str | None:
-        """Record ``contents`` (None = file absent) as a new version; None if identical to HEAD."""
+        """Record ``contents`` (None = file absent) as a new version; None if identical to HEAD.
+
+        The caller holds ``.dream.lock`` (Dream and restore do, and nothing else
+        commits), so no other committer is alive: a ref lock file found here was
+        left by a killed one and is removed before HEAD moves.
+        """
 
         def record(repo: Repo) -> str | None:
+            if self.git_dir.is_dir():
+                self._remove_dead_ref_locks()
             head = self._head(repo)
             if head is not None and self._tree_files(repo, head) == {
                 k: v for k, v in contents.items() if v is not None
