@@ -62,6 +62,10 @@ MAX_TERMS: Final = 48
 _WORD: Final = re.compile(r"[^\W_]+(?:[-_.][^\W_]+)*", re.UNICODE)
 
 
+MAX_TASKS: Final = 8
+"""Task statements kept per record (the oldest drop out)."""
+
+
 def terms_of(text: str, limit: int = MAX_TERMS) -> tuple[str, ...]:
     """The distinct content words of ``text``, case-folded, in order of first appearance.
 
@@ -119,6 +123,9 @@ class ExperienceRecord(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: float | None = None
     status_reason: str = ""
     source: Literal["embedded", "llm"] = "embedded"
+    tasks: tuple[str, ...] = ()
+    """The task statements (episode goals) the lesson was learned or confirmed under, newest last,
+    at most :data:`MAX_TASKS`: an agent words one task many ways, and recall matches them all."""
 
     def expired(self, now: float) -> bool:
         """True once ``now`` reached ``expires_at``."""
@@ -134,7 +141,9 @@ class ExperienceRecord(msgspec.Struct, frozen=True, kw_only=True):
             environment=self.environment,
             goal=self.goal,
             step=self.step,
-            terms=terms_of(f"{self.title} {self.goal} {self.step} {self.body}"),
+            terms=terms_of(
+                f"{self.title} {self.goal} {self.step} {' '.join(self.tasks)} {self.body}", 2 * MAX_TERMS
+            ),
             created_at=self.created_at,
             updated_at=self.updated_at,
             expires_at=self.expires_at,
@@ -190,6 +199,7 @@ class _Meta(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: float | None = None
     status_reason: str = ""
     source: Literal["embedded", "llm"] = "embedded"
+    tasks: tuple[str, ...] = ()
 
 
 _META_LINE: Final = re.compile(r"^<!-- aiden-experience (\{.*\}) -->$")

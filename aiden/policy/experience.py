@@ -40,7 +40,14 @@ from typing import Any
 import msgspec
 
 from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
-from aiden.experience.records import EnvironmentProfile, Evidence, ExperienceRecord, goal_key, record_id
+from aiden.experience.records import (
+    MAX_TASKS,
+    EnvironmentProfile,
+    Evidence,
+    ExperienceRecord,
+    goal_key,
+    record_id,
+)
 from aiden.policy.lessons import LessonGroup, Lessons, rephrased
 from aiden.policy.toolresult import reported_failure
 
@@ -180,10 +187,12 @@ def _merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceRec
         return new
     cited = {e.episode_id for e in old.evidence}
     evidence = old.evidence + tuple(e for e in new.evidence if e.episode_id not in cited)
+    tasks = (*old.tasks, *(t for t in new.tasks if t not in old.tasks))[-MAX_TASKS:]
     return msgspec.structs.replace(
         new,
         created_at=old.created_at,
         evidence=evidence,
+        tasks=tasks,
         updated_at=max(old.updated_at, new.updated_at),
         expires_at=None
         if old.expires_at is None and new.expires_at is None
@@ -282,6 +291,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
                 created_at=when,
                 updated_at=when,
                 expires_at=expires,
+                tasks=(episode.goal,),
             )
         )
         pid = record_id("procedure", env, goal, fix.step)
@@ -303,6 +313,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
                 created_at=when,
                 updated_at=when,
                 expires_at=expires,
+                tasks=(episode.goal,),
             )
         )
     superseded: list[str] = []
@@ -341,6 +352,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
                     evidence=(Evidence(episode_id=episode.id, seqs=seqs),),
                     updated_at=when,
                     expires_at=expires,
+                    tasks=(episode.goal,),
                 )
             )
     if superseded:

@@ -236,3 +236,15 @@ def test_a_superseded_fix_is_no_longer_advised_by_the_failures_that_named_it() -
         ("build repo", "shell make LTO=1", "legacy"),
         ("repo test", "shell make LTO=1", "disputed"),  # the step failed here too
     ]
+
+
+def test_a_confirming_episode_adds_its_wording_of_the_task_and_recall_terms_follow() -> None:
+    store: dict[str, ExperienceRecord] = {}
+    apply(store, _run("ep-0", "build the repo", [("make", False), ("make LTO=1", True)], 0.0))
+    for i in range(1, 10):
+        apply(store, _run(f"ep-{i}", f"compile sources variant{i}", [("make LTO=1", True)], 100.0 * i))
+    (procedure,) = (r for r in store.values() if r.kind == "procedure")
+    # At most MAX_TASKS wordings, newest last: the first ones dropped out.
+    assert procedure.tasks == tuple(f"compile sources variant{i}" for i in range(2, 10))
+    assert {"compile", "sources", "variant9"} <= set(procedure.row().terms)
+    assert procedure.goal == "build repo"  # the id's task is still the one it was learned on
