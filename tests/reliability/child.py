@@ -477,6 +477,33 @@ async def ltworker(root: str, name: str, count: int) -> None:
     emit("DONE\n")
 
 
+class ForeignFailingStorage(Storage):
+    """Raises a non-aiden error while Dream writes MEMORY.md (what dulwich's FileLocked did)."""
+
+    def write_atomic(self, path: str | os.PathLike[str], data: bytes, *, crash_prefix: str = "") -> None:
+        if os.fspath(path).endswith("MEMORY.md"):
+            raise RuntimeError("foreign failure inside a long-term handler")
+        super().write_atomic(path, data, crash_prefix=crash_prefix)
+
+
+async def foreign(root: str) -> None:
+    """``memory.dream()`` when its handler meets a foreign error: prints ``RAISED <kind>``."""
+    async with aiden.open_memory(
+        root, config=config_for(), summarizer=ScriptedSummarizer(), storage=ForeignFailingStorage()
+    ) as memory:
+        for i in range(30):
+            await memory.append(
+                SessionEvent(type="user_input", role="user", content=f"x:{i} fix the parser {i}")
+            )
+        await memory.maintain(manual=True)
+        try:
+            await memory.dream()
+        except aiden.AidenError:
+            emit("RAISED AidenError\n")
+        else:
+            emit("RAISED nothing\n")
+
+
 # --------------------------------------------------------------------------
 
 
@@ -493,6 +520,9 @@ def run_child(argv: list[str]) -> int:
         return locker(args[0], args[1])
     if role == "fsize":
         anyio.run(fsize, args[0])
+        return 0
+    if role == "foreign":
+        anyio.run(foreign, args[0])
         return 0
     if role == "ltworker":
         anyio.run(ltworker, args[0], args[1], int(args[2]))
