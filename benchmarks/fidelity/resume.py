@@ -136,6 +136,7 @@ _MD_HEADINGS = {
     "turn context (split turn)": "notes",
 }
 _PM_HEADINGS = {
+    "goal (why this project exists)": "pm_goal",
     "user preferences (follow these)": "pm_preferences",
     "failed approaches (do not repeat)": "pm_failed",
     "working recipes": "pm_recipes",
@@ -220,7 +221,7 @@ def generated_checklist(turns: Sequence[Turn], facts: Sequence[Any]) -> list[Ite
     last = re.search(r"step (\d+)", turns[-1].user)
     ticket = re.search(r"PROJ-\d+", text)
     assert ticket is not None
-    goal_at = ("goal", "pm_outcome")
+    goal_at = ("goal", "pm_goal", "pm_outcome")
     items = [
         Item(
             name="goal",
@@ -268,7 +269,7 @@ def generated_checklist(turns: Sequence[Turn], facts: Sequence[Any]) -> list[Ite
             name="ticket",
             question="Under which tracker reference is this filed?",
             keys=(ticket.group(0),),
-            sections=("goal", "facts", "pm_facts", "pm_outcome"),
+            sections=("goal", "facts", "pm_goal", "pm_facts", "pm_outcome"),
         ),
     ]
     if last is not None:
@@ -307,7 +308,7 @@ def real_checklist(path: Path) -> list[Item]:
             name="goal",
             question="Which problem was being solved?",
             keys=tuple(words),
-            sections=("goal", "pm_outcome"),
+            sections=("goal", "pm_goal", "pm_outcome"),
             min_keys=min(3, len(words)),
         )
     ]
