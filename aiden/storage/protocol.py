@@ -62,9 +62,7 @@ class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
     ``checked`` names what recovery verified, in order (e.g. the PostgreSQL
     store's ``"schema version"``, ``"seq counter past every stored seq"``):
     nothing to repair is a valid result, and this says how far it looked.
-    Equality compares what recovery found and did, not ``checked`` (which
-    depends on the backend): a healthy store's report equals
-    ``RecoveryReport()`` on every backend.
+    It depends on the backend: compare :meth:`findings` across backends.
     """
 
     temp_files_removed: int = 0
@@ -81,10 +79,10 @@ class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
     unrecoverable: list[str] = msgspec.field(default_factory=list)
     checked: tuple[str, ...] = ()
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, RecoveryReport):
-            return NotImplemented
-        return _findings(self) == _findings(other)
+    def findings(self) -> RecoveryReport:
+        """This report without ``checked``: what recovery found and did (a healthy store's
+        equals ``RecoveryReport()`` on every backend)."""
+        return msgspec.structs.replace(self, checked=())
 
     @property
     def changed(self) -> bool:
@@ -101,11 +99,6 @@ class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
             or self.index_rebuilt
             or self.summary_rewritten
         )
-
-
-def _findings(report: RecoveryReport) -> tuple[object, ...]:
-    # Every field but ``checked``, in declaration order.
-    return tuple(getattr(report, f) for f in report.__struct_fields__ if f != "checked")
 
 
 class ChangeToken(msgspec.Struct, frozen=True, kw_only=True):

@@ -39,7 +39,7 @@ def worker(dsn: str, session_id: str, *, lock_timeout_s: float = 5.0) -> Iterato
     try:
         report = store.recover()
         # Nothing to repair, and the report says what was verified to find that out.
-        assert report == RecoveryReport()
+        assert report.findings() == RecoveryReport()
         assert report.unrecoverable == [] and report.changed is False
         assert report.checked == store.last_checks == CHECKS
         yield store
@@ -357,7 +357,7 @@ def test_recover_reports_events_of_an_uncommitted_chunk_and_a_bad_index(
             "index lists 1 chunks to seq 2; 1 chunk rows; the state row says 1 chunks to seq 3",
             "1 events name a chunk that was never committed",
         ]
-        assert damaged != RecoveryReport()
+        assert damaged.findings() != RecoveryReport()
         assert (
             damaged.checked
             == s.last_checks
