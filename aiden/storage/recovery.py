@@ -5,17 +5,21 @@ temp files; 1. the index (rebuilt from chunk headers when corrupt or
 contradicted); 2. the hot window (torn tail, corrupt lines); 3. orphan chunk
 files (adopted or removed); 4. hot events a committed chunk already covers;
 5. unreferenced segments; 6. summary.md and the archive re-derived.
-Idempotent: a second run changes nothing.
+Then every archived session once (the same steps; marked ``.recovered``), and
+temp files in archives at every open. Idempotent: a second run changes nothing.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from aiden.config import Config
 from aiden.errors import CorruptionError, InvalidIdError
@@ -34,7 +38,9 @@ from aiden.storage.summary_md import (
     render_summary_md,
 )
 
-__all__ = ["Recovery"]
+__all__ = ["Recovery", "archived_layout"]
+
+_RECOVERED_MARK: Final = ".recovered"  # in an archived session: recovered once (only rotation writes one)
 
 _STALE_TEMP_S: Final = 600.0
 """A long-term temp file older than this (seconds) is a crash's leftover, not a write in flight."""
@@ -49,9 +55,40 @@ class Recovery:
         self.storage = storage
         self.config = config
 
+    archived = False  # an archived session: no long-term / memory temps, no archives of its own
+
     def run(self) -> RecoveryReport:
-        """Recover; returns what was found and done."""
-        return self._recover()
+        """Recover the active session, then the archived ones; returns what was found and done."""
+        report = self._recover()
+        return report if self.archived else self._recover_archives(report)
+
+    def _recover_archives(self, report: RecoveryReport) -> RecoveryReport:
+        """Archived sessions once each (a crash's orphan chunks travel with rotation), temps at every open.
+
+        A checkpoint racing another process's rotation can leave a temp file in an archive at any time.
+        """
+        try:
+            dirs = sorted(e.path for e in os.scandir(self.layout.archive) if e.is_dir(follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return report
+        totals = msgspec.structs.asdict(report)
+        for d in dirs:
+            lay = archived_layout(self.layout, Path(d))
+            totals["temp_files_removed"] += self._remove_temps_in((lay.session, lay.chunks))
+            if (lay.session / _RECOVERED_MARK).exists():
+                continue
+            sub = Recovery(lay, self.storage, self.config)
+            sub.archived = True
+            found = msgspec.structs.asdict(sub.run())
+            for key, value in found.items():
+                if key == "unrecoverable":
+                    totals[key] = [*totals[key], *(f"archive {Path(d).name}: {p}" for p in value)]
+                elif isinstance(value, bool):
+                    totals[key] = totals[key] or value
+                else:
+                    totals[key] += value
+            self.storage.write_atomic(lay.session / _RECOVERED_MARK, b"1\n", crash_prefix="recovered_mark")
+        return RecoveryReport(**totals)
 
     def _remove_stale_long_term_temps(self) -> int:
         """Temp files under ``long_term/`` left by a crash: removed once older than :data:`_STALE_TEMP_S`.
@@ -79,7 +116,10 @@ class Recovery:
 
     def _recover(self) -> RecoveryReport:
         problems: list[str] = []
-        temps = self._remove_temps() + self._remove_stale_long_term_temps()
+        if self.archived:
+            temps = self._remove_temps_in((self.layout.session, self.layout.chunks))
+        else:
+            temps = self._remove_temps() + self._remove_stale_long_term_temps()
         index, entries, rebuilt, verified = self._settle_index(problems)  # 1.
         result = self._scan_hot_window(problems)  # 2.
         removed, adopted = self._settle_orphans(entries, {e.seq for e in result.events}, problems)  # 3.
@@ -94,7 +134,7 @@ class Recovery:
             self.storage.write_atomic(
                 self.layout.events, b"".join(encode_event(e) for e in keep), crash_prefix="recover_events"
             )
-        elif not self.layout.events.exists():
+        elif not self.layout.events.exists() and not self.archived:
             self.storage.mkdir(self.layout.session)
             self.storage.write_atomic(self.layout.events, b"", crash_prefix="recover_events")
         # A gap in the gap-free seqs is a lost event (e.g. an emptied or deleted log): report it.
@@ -122,8 +162,11 @@ class Recovery:
 
     def _remove_temps(self) -> int:
         """Temp files of interrupted atomic replaces in the session directories (no writer runs now)."""
+        return self._remove_temps_in((self.layout.memory, self.layout.session, self.layout.chunks))
+
+    def _remove_temps_in(self, dirs: Sequence[Path]) -> int:
         temps = 0
-        for d in (self.layout.memory, self.layout.session, self.layout.chunks):
+        for d in dirs:
             try:
                 names = os.listdir(d)
             except FileNotFoundError:
@@ -335,3 +378,16 @@ class Recovery:
                 self.storage.write_atomic(self.layout.summary_archive, archive)
                 changed = True
         return changed
+
+
+def archived_layout(layout: Layout, d: Path) -> Layout:
+    """A copy of ``layout`` whose session paths point at ``d`` (an archived session)."""
+    lay = copy.copy(layout)
+    lay.session, lay.events, lay.quarantine = d, d / "events.jsonl", d / "events.quarantine"
+    lay.summary, lay.summary_archive, lay.chunks = d / "summary.md", d / "summary_archive.md", d / "chunks"
+    lay.index, lay.recall_db, lay.session_meta = (
+        d / "chunks" / "index.yaml",
+        d / "recall.sqlite3",
+        d / "session.json",
+    )
+    return lay
