@@ -17,7 +17,9 @@ the next session: ``test_concurrency``), so a retry must land in the session
 its first attempt could have reached. The coordinator therefore lets exactly
 one worker per round rotate (a gate file naming it), kills that worker first and
 closes the gate before any restart; a rotating worker quiesces its own
-appenders (no append of its own in flight across the rename).
+appenders (no append of its own in flight across the rename), and a second
+victim is killed only once what it had in flight during the rotation is
+acknowledged.
 
 Invariants, over every session (archives and the active one), every committed
 chunk (sealed segments included, cross-checked against the store's change feed
@@ -132,6 +134,14 @@ def run_storm(tmp_path: Path, server: ForkServer | None, *, rounds: int, seed: i
             if rc is not None:  # a survivor exited on its own: a crash
                 crashes.append(f"{slot.name}: exit {rc}: {slot.current.stderr()[-1500:]}")
         for k, victim in enumerate(victims):
+            if k > 0:
+                # An append of this worker in flight while the rotator rotated may have landed in the
+                # rotated-away session: wait until those are acknowledged, so what it still has in
+                # flight when killed was attempted after the last rotation (a retry stays in-session).
+                log = victim.current.output()
+                inflight = log.intents - log.acked.keys()
+                victim.current.wait_for_line(lambda log, f=inflight: f <= log.acked.keys(), 60)
+                time.sleep(rng.uniform(0.0, 0.1))
             victim.current.kill()
             kills += 1
             killed_in[op_in_progress(victim.current.output())] += 1
