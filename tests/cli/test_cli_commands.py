@@ -222,7 +222,8 @@ def test_memory_list_json_on_a_read_only_copy(
          "created_at": _iso(int(mid.split("-")[1])), "expires_at": None}
         for mid, title, content in saved
     ]  # fmt: skip
-    assert json.loads(out) == sorted(expected, key=lambda e: (e["created_at"], e["id"]))
+    # Oldest first: the second save is the newer one even when both fall in the same second.
+    assert json.loads(out) == expected
 
 
 def test_memory_forget_an_unknown_id_exits_1(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
