@@ -2,10 +2,12 @@
 
 An actor supplies its codecs and a ``handle`` coroutine holding its one
 ``match``; the loop decodes, handles, encodes and replies until the inbox
-closes. A request that raises an aiden error or an ``OSError`` is answered by
-:class:`~aiden.messages.Failed` and the loop goes on; anything else (a bug,
-cancellation) propagates and stops the actor, whose reply router then fails
-every waiting caller.
+closes. A request that raises is answered by :class:`~aiden.messages.Failed`
+and the loop goes on: an aiden error travels as itself, an ``OSError`` as a
+``StorageError`` with its errno, any other exception (a bug in a handler) as a
+plain ``AidenError`` naming it, logged with its traceback. Only cancellation
+propagates: a caller parked on a reply must never wait for an answer that an
+exception swallowed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Protocol, TypeVar
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.errors import AidenError
-from aiden.messages import Codec, Failed, error_info
+from aiden.messages import Codec, ErrorInfo, Failed, error_info
 
 __all__ = ["Request", "serve"]
 
@@ -56,4 +58,11 @@ async def serve(
                 # OSError travels as a StorageError with its errno (error_info's rule).
                 log.warning("%s failed: %s", type(request).__name__, exc)
                 reply = Failed(request.request_id, error_info(exc))
+            except Exception as exc:
+                # A bug, not a condition: logged loudly, and answered so the caller is not left hanging.
+                log.exception("%s raised %s", type(request).__name__, type(exc).__name__)
+                info = ErrorInfo(
+                    kind="AidenError", message=f"internal error in {name}: {type(exc).__name__}: {exc}"
+                )
+                reply = Failed(request.request_id, info)
             await outbox.send(replies.encode(reply))

@@ -65,13 +65,8 @@ async def test_memory_dream_returns_over_a_stale_ref_lock(tmp_path: Path) -> Non
         assert outcome.ran and outcome.commit_id is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aiden/actors/serve.py answers only AidenError/OSError with Failed: any other exception ends the "
-    "long-term worker without a reply, and the caller of memory.dream() waits forever (not even fail_after "
-    "or pytest-timeout ends it, so it runs in a child). Needs a Failed reply (an internal AidenError) for "
-    "every Exception; file not owned by E",
-)
+# Before the fix serve() answered only AidenError/OSError: a foreign exception ended the long-term
+# worker without a reply and memory.dream() waited forever (not even fail_after ended it), hence a child.
 def test_a_foreign_error_in_a_long_term_handler_is_answered_not_hung(
     tmp_path: Path, fork_server: ForkServer | None
 ) -> None:
