@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never, cast
 
 import anyio
 from anyio.abc import TaskStatus
@@ -46,6 +46,9 @@ from aiden.longterm.messages import (
 from aiden.longterm.service import LongTermServices
 from aiden.longterm.tools import forget_memory, save_memory
 from aiden.messages import Codec
+
+if TYPE_CHECKING:
+    from aiden.longterm.store import LongTermMemoryStore
 
 __all__ = ["LongTermActor"]
 
@@ -84,11 +87,14 @@ class LongTermActor:
 
     async def _serve(self, msg: LongTermInbox) -> LongTermOutbox:
         lt = self._lt
+        # The tools only call the EntryStore protocol's save/forget; their signature still names
+        # the file store (aiden/longterm/tools.py), so any backend's store is passed as one.
+        store = cast("LongTermMemoryStore", lt.store)
         match msg:
             case SaveMemory(request_id=rid, request=request):
-                return ToolAnswered(rid, await save_memory(lt.store, request, now=time.time()))
+                return ToolAnswered(rid, await save_memory(store, request, now=time.time()))
             case ForgetMemory(request_id=rid, memory_id=memory_id):
-                return ToolAnswered(rid, await forget_memory(lt.store, memory_id))
+                return ToolAnswered(rid, await forget_memory(store, memory_id))
             case MergeRunning(request_id=rid, events=events):
                 await lt.before_compaction(events)
                 return LongTermDone(rid)

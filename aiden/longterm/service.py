@@ -5,6 +5,11 @@ long-term actor (:mod:`aiden.actors.longterm`), and starts its tasks in the
 runtime's task group. The hooks are what the rest of aiden asks for, by
 message, at the seed-004 death points: before every compaction
 (:meth:`before_compaction`) and at session end (:meth:`session_ended`).
+
+Storage goes through the seam of :mod:`aiden.longterm.backend`: by default
+:class:`FileLongTermBackend` (the files under ``memory/long_term/``); with a
+PostgreSQL session store, its long-term backend
+(:mod:`aiden.storage.postgres.longterm`), chosen by ``backend_factory``.
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 
 from aiden.config import Config
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.longterm.autocompact import AutoCompactor, IdleTarget, run_autocompact
+from aiden.longterm.backend import DreamVersions, EntryStore, HistoryLog, LongTermBackend, SummaryStore
 from aiden.longterm.history import HistoryStore
 from aiden.longterm.profile import run_profile_debouncer
 from aiden.longterm.project import load_project_memory
@@ -33,9 +40,9 @@ from aiden.storage.layout import Layout
 from aiden.summarizers.protocol import Summarizer
 
 if TYPE_CHECKING:
-    from aiden.longterm.dream import Dream, DreamOutcome
+    from aiden.longterm.dream import DreamOutcome
 
-__all__ = ["LongTermServices"]
+__all__ = ["BackendFactory", "FileLongTermBackend", "LongTermServices"]
 
 log = logging.getLogger("aiden.longterm")
 
@@ -43,31 +50,104 @@ _AUTOCOMPACT_TICK_S = 60.0
 _PROFILE_DEBOUNCE_S = 2.0
 
 
-class LongTermServices:
-    """The long-term store, session-summary writer, history and Dream of one memory root."""
+BackendFactory = Callable[[MemoryObjectSendStream[None]], LongTermBackend]
+"""Builds the backend given the profile's dirty-signal stream (its entry store sends on it)."""
 
-    def __init__(self, layout: Layout, storage: Storage, config: Config, summarizer: Summarizer) -> None:
+
+class FileLongTermBackend:
+    """The files under ``memory/long_term/`` (and the running summary in ``session/``): the default backend."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        storage: Storage,
+        config: Config,
+        summarizer: Summarizer,
+        dirty: MemoryObjectSendStream[None] | None = None,
+    ) -> None:
+        self._layout = layout
+        self._storage = storage
+        self._writer = SessionSummaryWriter(layout, storage, summarizer, config)
+        self._history = HistoryStore(layout, storage)
+        self._store = LongTermMemoryStore(layout, storage, dirty=dirty)
+        self._dream: DreamVersions | None = None
+
+    @property
+    def entries(self) -> EntryStore:
+        """``long_term/index.yaml`` and ``memories/``."""
+        return self._store
+
+    @property
+    def history(self) -> HistoryLog:
+        """``long_term/history.jsonl`` with ``.cursor`` and ``.dream_cursor``."""
+        return self._history
+
+    @property
+    def summaries(self) -> SummaryStore:
+        """``session/running_summary.md``, ``long_term/sessions/`` and ``digest.md``."""
+        return self._writer
+
+    def dream(self) -> DreamVersions:
+        """Dream over long_term/ (its git store, via dulwich, loads on first use)."""
+        if self._dream is None:
+            from aiden.longterm.dream import Dream
+
+            self._dream = Dream(self._layout, self._storage, self._history)
+        return self._dream
+
+    def has_profile(self) -> bool:
+        """``long_term/profile.md`` exists."""
+        return self._store.profile_path.exists()
+
+    def has_running_summary(self) -> bool:
+        """``session/running_summary.md`` holds something."""
+        return bool(read_bytes(self._writer.running_path))
+
+    def load_layer(self, config: Config) -> str:
+        """The PROJECT MEMORY block from the summary files, then ``profile.md``."""
+        block = load_project_memory(self._layout, config)
+        profile = read_bytes(self._layout.long_term / "profile.md")
+        parts = [block.strip(), profile.decode("utf-8", errors="replace").strip()]
+        return "\n\n".join(p for p in parts if p)
+
+
+class LongTermServices:
+    """The long-term store, session-summary writer, history and Dream of one memory.
+
+    ``backend_factory`` (given the profile's dirty stream) picks the storage;
+    the default is :class:`FileLongTermBackend` under ``layout``.
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        storage: Storage,
+        config: Config,
+        summarizer: Summarizer,
+        *,
+        backend_factory: BackendFactory | None = None,
+    ) -> None:
         self.layout = layout
         self.config = config
-        self.writer = SessionSummaryWriter(layout, storage, summarizer, config)
-        self.history = HistoryStore(layout, storage)
         self._dirty_send, self._dirty_recv = anyio.create_memory_object_stream[None](1)
         self._dream_send, self._dream_recv = anyio.create_memory_object_stream[None](1)
-        self.store = LongTermMemoryStore(layout, storage, dirty=self._dirty_send)
-        self._storage = storage
-        self._dream: Dream | None = None
+        if backend_factory is None:
+            self.backend: LongTermBackend = FileLongTermBackend(
+                layout, storage, config, summarizer, dirty=self._dirty_send
+            )
+        else:
+            self.backend = backend_factory(self._dirty_send)
+        self.store: EntryStore = self.backend.entries
+        self.writer: SummaryStore = self.backend.summaries
+        self.history: HistoryLog = self.backend.history
         # Chunks whose history record failed, oldest first (retried by the next compaction).
         self._unrecorded: list[tuple[ChunkEntry, str]] = []
         self.project_memory = ""
 
     @property
-    def dream(self) -> Dream:
-        """Dream over long_term/ (its git store, via dulwich, loads on first use)."""
-        if self._dream is None:
-            from aiden.longterm.dream import Dream
-
-            self._dream = Dream(self.layout, self._storage, self.history)
-        return self._dream
+    def dream(self) -> DreamVersions:
+        """Dream over the backend's long-term files (built on first use)."""
+        return self.backend.dream()
 
     async def prepare(self) -> None:
         """Bring ``profile.md`` up to date and load the prompt layer (at open, before the tasks start)."""
@@ -76,7 +156,8 @@ class LongTermServices:
         try:
             now = time.time()
             # Not for a store that never held a memory: an empty profile would only add a heading to every prompt.
-            if self.store.profile_path.exists() or await self.store.entries(now=now):
+            has_profile = await anyio.to_thread.run_sync(self.backend.has_profile)
+            if has_profile or await self.store.entries(now=now):
                 await self.store.rebuild_profile(now=now)
         except AidenError as exc:
             log.error("profile rebuild at open failed: %s", exc)
@@ -113,10 +194,7 @@ class LongTermServices:
 
     async def refresh(self) -> None:
         """Reload the long-term prompt layer (PROJECT MEMORY block + profile): at open and after rotation."""
-        block = await anyio.to_thread.run_sync(load_project_memory, self.layout, self.config)
-        profile = await anyio.to_thread.run_sync(read_bytes, self.layout.long_term / "profile.md")
-        parts = [block.strip(), profile.decode("utf-8", errors="replace").strip()]
-        self.project_memory = "\n\n".join(p for p in parts if p)
+        self.project_memory = await anyio.to_thread.run_sync(self.backend.load_layer, self.config)
 
     # --- hooks ------------------------------------------------------------------------------
 
@@ -151,7 +229,7 @@ class LongTermServices:
         ``summarizer_timeout_s`` bounds the summarizer call (then the extractive fallback).
         """
         with anyio.CancelScope(shield=True):
-            running = await anyio.to_thread.run_sync(read_bytes, self.writer.running_path)
+            running = await anyio.to_thread.run_sync(self.backend.has_running_summary)
             if not events and not running:
                 return None
             try:

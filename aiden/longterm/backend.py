@@ -1,0 +1,182 @@
+"""The long-term storage seam: what :class:`~aiden.longterm.service.LongTermServices` needs from storage.
+
+One interface file, backends beside it (the httpcore model): the files under
+``<root>/memory/long_term/`` (:class:`~aiden.longterm.store.LongTermMemoryStore`,
+:class:`~aiden.longterm.history.HistoryStore`,
+:class:`~aiden.longterm.writer.SessionSummaryWriter`,
+:class:`~aiden.longterm.dream.Dream`, bundled by
+:class:`~aiden.longterm.service.FileLongTermBackend`) and PostgreSQL
+(:mod:`aiden.storage.postgres.longterm`). Each protocol is satisfied by the
+file class named in its docstring without an adapter.
+
+The guarantees every backend gives, to any number of instances in any number
+of processes sharing the storage (the conformance suite in
+``tests/postgres/test_lt_conformance.py`` checks them on both):
+
+- entries: a save or forget is atomic; concurrent saves never drop each
+  other; an expired entry is never returned;
+- history: cursors are unique and increasing (gap-free on PostgreSQL); a
+  record for a ``chunk_id`` already recorded is not written twice;
+- session summaries: each running-summary merge and session write is one
+  atomic read-merge-write;
+- Dream: one run at a time per long-term store; the cursor advances only after
+  the new version is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from aiden.config import Config
+    from aiden.events import SessionEvent
+    from aiden.longterm.dream import DreamOutcome
+    from aiden.longterm.entries import MemoryEntry
+    from aiden.longterm.gitstore import Version
+    from aiden.longterm.history import HistoryRecord
+    from aiden.longterm.summaries import SessionSummary
+    from aiden.longterm.writer import SummaryWrite
+
+__all__ = ["DreamVersions", "EntryStore", "HistoryLog", "LongTermBackend", "SummaryStore"]
+
+
+class EntryStore(Protocol):
+    """Saved memories (``save_memory`` / ``forget_memory``); :class:`LongTermMemoryStore` satisfies it."""
+
+    async def save(
+        self,
+        *,
+        type: str,
+        title: str,
+        content: str,
+        now: float,
+        expires_at: float | None = None,
+        memory_id: str | None = None,
+    ) -> MemoryEntry:
+        """Save (or replace, when ``memory_id`` exists) an entry; MemoryEntryError / InvalidIdError."""
+        ...
+
+    async def forget(self, memory_id: str) -> bool:
+        """Remove an entry; False if there was none."""
+        ...
+
+    async def get(self, memory_id: str, *, now: float) -> MemoryEntry | None:
+        """The unexpired entry ``memory_id`` (None if unknown or expired)."""
+        ...
+
+    async def entries(self, *, now: float, types: Sequence[str] | None = None) -> list[MemoryEntry]:
+        """Every unexpired entry (of ``types``), oldest first."""
+        ...
+
+    async def search(
+        self, query: str, *, now: float, k: int = 5, types: Sequence[str] | None = None
+    ) -> list[MemoryEntry]:
+        """Unexpired entries matching ``query`` (most matching words first, then newest); ``k`` at most."""
+        ...
+
+    async def rebuild_profile(self, *, now: float) -> bool:
+        """Re-render the profile from the unexpired entries; True if it changed."""
+        ...
+
+
+class HistoryLog(Protocol):
+    """Dream's source material with its cursors (blocking); :class:`HistoryStore` satisfies it."""
+
+    def append(self, content: str, *, session_key: str, now: float, chunk_id: str = "") -> HistoryRecord:
+        """Append one record; a record of a ``chunk_id`` already recorded is returned instead."""
+        ...
+
+    def read_after(self, cursor: int, *, limit: int | None = None) -> list[HistoryRecord]:
+        """Records with a cursor greater than ``cursor``, oldest first (at most ``limit``)."""
+        ...
+
+    def cursor(self) -> int:
+        """The last allocated cursor (0 when empty)."""
+        ...
+
+    def dream_cursor(self) -> int:
+        """The last cursor Dream consumed (0 before the first completed run)."""
+        ...
+
+    def set_dream_cursor(self, value: int) -> None:
+        """Record that Dream consumed everything up to ``value``."""
+        ...
+
+    def close(self) -> None:
+        """Release what the log holds open (it stays usable)."""
+        ...
+
+
+class SummaryStore(Protocol):
+    """The durable session summaries' writers; :class:`SessionSummaryWriter` satisfies it."""
+
+    async def merge_running_summary(self, events: Sequence[SessionEvent], *, now: float) -> SessionSummary:
+        """Before a compaction: merge the findings of ``events`` into the running summary."""
+        ...
+
+    async def write_session_summary(
+        self,
+        events: Sequence[SessionEvent],
+        *,
+        now: float,
+        reason: str = "completion",
+        summarizer_timeout_s: float | None = None,
+    ) -> SummaryWrite:
+        """At session end: running summary + extraction of ``events`` -> the session's durable summary."""
+        ...
+
+    async def checkpoint(self, events: Sequence[SessionEvent], *, now: float) -> SummaryWrite:
+        """Force the durable summary now, mid-session."""
+        ...
+
+
+class DreamVersions(Protocol):
+    """Dream runs and the versions of its files; :class:`~aiden.longterm.dream.Dream` satisfies it."""
+
+    async def run(self, *, now: float) -> DreamOutcome:
+        """One Dream run (``ran=False`` when nothing is new or another worker runs Dream)."""
+        ...
+
+    async def dream_log(self, limit: int = 20) -> list[Version]:
+        """The newest ``limit`` versions, newest first."""
+        ...
+
+    async def restore(self, target: str | int, *, now: float) -> Version:
+        """Bring back version ``target`` (an id or prefix, or steps back) as a new version."""
+        ...
+
+
+class LongTermBackend(Protocol):
+    """Where one memory's long-term state lives: the four stores and the prompt layer's sources."""
+
+    @property
+    def entries(self) -> EntryStore:
+        """The saved memories."""
+        ...
+
+    @property
+    def history(self) -> HistoryLog:
+        """The history log with its cursors."""
+        ...
+
+    @property
+    def summaries(self) -> SummaryStore:
+        """The session-summary writers."""
+        ...
+
+    def dream(self) -> DreamVersions:
+        """Dream over this store (built on first use: the file backend loads dulwich)."""
+        ...
+
+    def has_profile(self) -> bool:
+        """True when a profile was ever rendered (blocking)."""
+        ...
+
+    def has_running_summary(self) -> bool:
+        """True when the active session has a running summary (blocking)."""
+        ...
+
+    def load_layer(self, config: Config) -> str:
+        """The prompt layer: PROJECT MEMORY block and profile, joined (blocking)."""
+        ...
