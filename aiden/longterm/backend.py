@@ -5,13 +5,14 @@ One interface file, backends beside it (the httpcore model): the files under
 :class:`~aiden.longterm.history.HistoryStore`,
 :class:`~aiden.longterm.writer.SessionSummaryWriter`,
 :class:`~aiden.longterm.dream.Dream`, bundled by
-:class:`~aiden.longterm.service.FileLongTermBackend`) and PostgreSQL
-(:mod:`aiden.storage.postgres.longterm`). Each protocol is satisfied by the
-file class named in its docstring without an adapter.
+:class:`~aiden.longterm.service.FileLongTermBackend`) is the only backend so
+far; a PostgreSQL one (planned: ``aiden/storage/postgres/longterm.py``) goes
+beside it. Each protocol is satisfied by the file class named in its
+docstring without an adapter (mypy checks it where the bundle returns them).
 
-The guarantees every backend gives, to any number of instances in any number
-of processes sharing the storage (the conformance suite in
-``tests/postgres/test_lt_conformance.py`` checks them on both):
+The guarantees a backend must give, to any number of instances in any number
+of processes sharing the storage (the file backend's are tested under
+``tests/longterm``; a conformance suite over every backend is still to come):
 
 - entries: a save or forget is atomic; concurrent saves never drop each
   other; an expired entry is never returned;
