@@ -20,7 +20,7 @@ from aiden.errors import AidenError, CorruptionError, StorageError
 from aiden.storage import chunks as chunk_store
 from aiden.storage import dedupe
 from aiden.storage.fs import Storage
-from aiden.storage.jsonl import read_bytes, repair_torn_tail, scan
+from aiden.storage.jsonl import read_bytes, repair_torn_tail, scan_ids
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.protocol import PreparedEvent
@@ -185,12 +185,13 @@ class EventLog:
             self._last_seq = 0
         assert self._fd is not None
         data = read_bytes(path, self._end)
-        result = scan(data, base_offset=self._end)
-        for event in result.events:
-            if event.seq > self._last_seq:
-                self._last_seq = event.seq
-            if event.event_id is not None:
-                self._remember(event.event_id, event.seq)
+        # Seqs and ids only: the first batch after an open reads the whole hot window here.
+        result = scan_ids(data, base_offset=self._end)
+        for seq, event_id in result.ids:
+            if seq > self._last_seq:
+                self._last_seq = seq
+            if event_id is not None:
+                self._remember(event_id, seq)
         for bad in result.bad_lines:
             # Only reported here: recovery and the next compaction's trim quarantine
             # it exactly once; copying it from the append path would repeat on every rescan.

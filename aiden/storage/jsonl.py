@@ -17,7 +17,18 @@ import msgspec
 from aiden.events import SessionEvent, decode_event
 from aiden.storage.fs import Storage
 
-__all__ = ["BadLine", "Scan", "SeqScan", "quarantine", "read_bytes", "scan", "scan_seqs", "repair_torn_tail"]
+__all__ = [
+    "BadLine",
+    "IdScan",
+    "Scan",
+    "SeqScan",
+    "quarantine",
+    "read_bytes",
+    "repair_torn_tail",
+    "scan",
+    "scan_ids",
+    "scan_seqs",
+]
 
 
 class BadLine(msgspec.Struct, frozen=True):
@@ -134,6 +145,54 @@ def scan_seqs(
                 lines.extend((e.seq, bytes(line)) for e in full.events)
         pos = nl + 1
     return SeqScan(lines, bad, bytes(data[end:]))
+
+
+class IdScan(msgspec.Struct, frozen=True):
+    """Seqs and event ids of a JSONL event file: what the appender's resync needs."""
+
+    ids: list[tuple[int, str | None]]
+    """``(seq, event_id)`` of every line that scans as an event, in file order."""
+    bad_lines: list[BadLine]
+    complete_end: int
+    torn_tail: bytes
+
+
+class _SeqId(msgspec.Struct):
+    seq: int = 0
+    event_id: str | None = None
+
+
+_seq_id_decoder = msgspec.json.Decoder(_SeqId)
+
+
+def scan_ids(data: bytes, *, base_offset: int = 0) -> IdScan:
+    """Like :func:`scan`, reading only each line's seq and event_id (a few times faster).
+
+    The appender's first batch after an open re-reads the whole hot window
+    under the events lock; a full decode of a backlog there stalled every
+    append. A line whose seq does not read goes through the full decoder, so
+    it is reported as :func:`scan` would.
+    """
+    end = data.rfind(b"\n") + 1
+    ids: list[tuple[int, str | None]] = []
+    bad: list[BadLine] = []
+    pos = 0
+    while pos < end:
+        nl = data.index(b"\n", pos)
+        line = data[pos:nl]
+        if line.strip():
+            try:
+                head = _seq_id_decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                head = _SeqId()
+            if head.seq >= 1:
+                ids.append((head.seq, head.event_id))
+            else:
+                full = scan(data[pos : nl + 1], base_offset=base_offset + pos)
+                bad.extend(full.bad_lines)
+                ids.extend((e.seq, e.event_id) for e in full.events)
+        pos = nl + 1
+    return IdScan(ids, bad, end, bytes(data[end:]))
 
 
 def read_bytes(path: Path, offset: int = 0) -> bytes:
