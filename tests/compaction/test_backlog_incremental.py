@@ -90,7 +90,7 @@ def test_the_append_after_our_trim_does_not_rescan_the_hot_window(
     try:
         fill(store, 40)
         compact(store, 30)
-        scans = _count_calls(monkeypatch, eventlog_mod, "scan")
+        scans = _count_calls(monkeypatch, eventlog_mod, "scan_ids")
         assert store.append([[prepared("e41")], [prepared("e42")]]) == [[41], [42]]
         assert scans == []  # the writer adopted the trimmed file: no re-read under the lock
         hot = scan(read_bytes(Layout(tmp_path).events)).events
