@@ -85,7 +85,7 @@ if TYPE_CHECKING:
     from aiden import sync
     from aiden.longterm.dream import DreamOutcome
     from aiden.longterm.dream_edits import DreamEdit
-    from aiden.longterm.gitstore import Version
+    from aiden.longterm.versions import Version
     from aiden.recall.minilm import LocalMiniLMEmbedder
     from aiden.storage.postgres import PostgresSessionStore, open_pool, postgres_store_factory
     from aiden.summarizers.extractive import ExtractiveSummarizer
@@ -196,7 +196,7 @@ __getattr__ = lazy_exports(
         # The long-term types live beside dulwich (git history): loaded on first use.
         "DreamEdit": "aiden.longterm.dream_edits",
         "DreamOutcome": "aiden.longterm.dream",
-        "Version": "aiden.longterm.gitstore",
+        "Version": "aiden.longterm.versions",
         "SummarizerStats": "aiden.summarizers.llm.stats",
         # The PostgreSQL store needs the `postgres` extra (psycopg): loaded on first use.
         "PostgresSessionStore": "aiden.storage.postgres",

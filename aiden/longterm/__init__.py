@@ -68,10 +68,7 @@ if TYPE_CHECKING:
         running_summary_path,
         sessions_dir,
     )
-    from aiden.longterm.gitstore import (
-        GitStore,
-        Version,
-    )
+    from aiden.longterm.gitstore import GitStore
     from aiden.longterm.history import (
         ConsolidationOutcome,
         HistoryRecord,
@@ -113,6 +110,7 @@ if TYPE_CHECKING:
         handle_forget_memory,
         handle_save_memory,
     )
+    from aiden.longterm.versions import Version
     from aiden.longterm.writer import (
         SessionSummaryWriter,
         SummaryWrite,
@@ -221,7 +219,7 @@ _LAZY: dict[str, str] = {
     "StoreStats": "aiden.longterm.store",
     "SummarizerDreamEditor": "aiden.longterm.dream",
     "SummaryWrite": "aiden.longterm.writer",
-    "Version": "aiden.longterm.gitstore",
+    "Version": "aiden.longterm.versions",
     "VersionNotFoundError": "aiden.errors",
     "apply_edits": "aiden.longterm.dream_edits",
     "clean_item": "aiden.longterm.summaries",

@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from aiden.events import SessionEvent
     from aiden.longterm.dream import DreamOutcome
     from aiden.longterm.entries import MemoryEntry
-    from aiden.longterm.gitstore import Version
     from aiden.longterm.history import HistoryRecord
     from aiden.longterm.summaries import SessionSummary
+    from aiden.longterm.versions import Version
     from aiden.longterm.writer import SummaryWrite
 
 __all__ = ["DreamVersions", "EntryStore", "HistoryLog", "LongTermBackend", "SummaryStore"]

@@ -29,9 +29,10 @@ from aiden.errors import AidenError, DreamError
 from aiden.events import SessionEvent
 from aiden.longterm.dream_edits import LONG_TERM_FILES, DreamEdit, apply_edits, describe_edits, plan_edits
 from aiden.longterm.files import ensure_dir, read_bounded
-from aiden.longterm.gitstore import GitStore, Version
+from aiden.longterm.gitstore import GitStore
 from aiden.longterm.history import HistoryRecord, HistoryStore
 from aiden.longterm.summaries import summary_from_result
+from aiden.longterm.versions import Version
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
@@ -44,6 +45,7 @@ __all__ = [
     "DreamEditor",
     "DreamOutcome",
     "SummarizerDreamEditor",
+    "propose_run",
     "run_dream_schedule",
 ]
 
@@ -94,6 +96,26 @@ class DreamOutcome(msgspec.Struct, frozen=True, kw_only=True):
     commit_id: str | None = None
     cursor: int = 0
     message: str = ""
+
+
+async def propose_run(
+    editor: DreamEditor, records: Sequence[HistoryRecord], old: Mapping[str, bytes | None]
+) -> tuple[dict[str, bytes | None], tuple[DreamEdit, ...], str]:
+    """(new file contents, edits, version message) for one run over ``records`` (non-empty).
+
+    ``old`` maps each of :data:`LONG_TERM_FILES` to its content (None: absent);
+    a file that was absent stays absent unless an edit creates it. Every Dream
+    backend plans its run with this; editor errors propagate.
+    """
+    texts = {k: (old.get(k) or b"").decode("utf-8", errors="replace") for k in LONG_TERM_FILES}
+    edits = await editor.propose(records, texts)
+    applied = apply_edits(texts, edits)
+    new: dict[str, bytes | None] = {
+        k: (applied[k].encode("utf-8") if (old.get(k) is not None or applied[k] != texts[k]) else None)
+        for k in LONG_TERM_FILES
+    }
+    message = describe_edits(edits, first_cursor=records[0].cursor, last_cursor=records[-1].cursor)
+    return new, tuple(edits), message
 
 
 class Dream:
@@ -190,20 +212,13 @@ class Dream:
         if not records:
             return DreamOutcome(ran=False, cursor=start)
         old = await anyio.to_thread.run_sync(self._read_files)
-        texts = {k: (v or b"").decode("utf-8", errors="replace") for k, v in old.items()}
-        edits = await self._editor.propose(records, texts)
-        applied = apply_edits(texts, edits)
-        new: dict[str, bytes | None] = {
-            k: (applied[k].encode("utf-8") if (old[k] is not None or applied[k] != texts[k]) else None)
-            for k in LONG_TERM_FILES
-        }
+        new, edits, message = await propose_run(self._editor, records, old)
         last = records[-1].cursor
-        message = describe_edits(edits, first_cursor=records[0].cursor, last_cursor=last)
         commit_id = await anyio.to_thread.run_sync(self._commit_run, old, new, message, last, int(now))
         return DreamOutcome(
             ran=True,
             records=len(records),
-            edits=tuple(edits),
+            edits=edits,
             commit_id=commit_id,
             cursor=last,
             message=message,

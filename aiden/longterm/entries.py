@@ -17,6 +17,7 @@ objects are refused, and anything that does not convert strictly to
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, Final, Literal, get_args
 
 import msgspec
@@ -24,6 +25,7 @@ import yaml
 
 from aiden.errors import CorruptionError, InvalidIdError, MemoryEntryError
 from aiden.events import validate_id
+from aiden.summarizers.mustkeep import content_words
 
 __all__ = [
     "INDEX_VERSION",
@@ -37,6 +39,7 @@ __all__ = [
     "make_entry",
     "parse_entry_md",
     "parse_index_yaml",
+    "rank_entries",
     "render_entry_md",
     "render_index_yaml",
 ]
@@ -211,3 +214,25 @@ def parse_index_yaml(data: bytes) -> LongTermIndex:
             raise CorruptionError(f"index.yaml: duplicate id {entry.id!r}")
         seen.add(entry.id)
     return index
+
+
+def _terms(text: str) -> set[str]:
+    return {w.casefold() for w in content_words(text)}
+
+
+def rank_entries(entries: Iterable[MemoryEntry], query: str, *, k: int) -> list[MemoryEntry]:
+    """The ``k`` best of ``entries`` for ``query``: most matching words first (a title word counts
+    twice), then newest; entries matching no word are left out. A query without content words
+    returns the newest ``k``. Every long-term backend searches with this (same answers everywhere).
+    """
+    terms = _terms(query)
+    if not terms:
+        return sorted(entries, key=lambda e: -e.created_at)[:k]
+    scored: list[tuple[int, float, MemoryEntry]] = []
+    for entry in entries:
+        title, body = _terms(entry.title), _terms(entry.content)
+        score = 2 * len(terms & title) + len(terms & body)
+        if score:
+            scored.append((score, entry.created_at, entry))
+    scored.sort(key=lambda t: (-t[0], -t[1]))
+    return [e for _, _, e in scored[:k]]

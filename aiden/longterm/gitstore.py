@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
-import msgspec
 from dulwich.errors import ChecksumMismatch, FileFormatException, MissingCommitError, NotGitRepository
 from dulwich.file import FileLocked
 from dulwich.objects import Blob, Commit, ObjectID, Tree
@@ -26,6 +25,7 @@ from dulwich.repo import Repo
 
 from aiden.errors import DreamError, GitCorruptionError, VersionNotFoundError
 from aiden.longterm.files import ensure_dir
+from aiden.longterm.versions import Version, check_target, unique_match
 from aiden.storage.fs import Storage
 
 __all__ = ["GitStore", "Version"]
@@ -33,7 +33,6 @@ __all__ = ["GitStore", "Version"]
 _AUTHOR: Final = b"aiden dream <dream@aiden.invalid>"
 _HEAD: Final = Ref(b"HEAD")
 _MODE: Final = 0o100644
-_HEX: Final = frozenset("0123456789abcdef")
 _T = TypeVar("_T")
 
 log = logging.getLogger("aiden.longterm")
@@ -61,20 +60,6 @@ _FOREIGN: Final = (
 # a committer SIGKILLed between the two leaves one, and every later commit then
 # fails with FileLocked. Objects never use lock files (temp file + rename).
 _REF_LOCK_DIRS: Final = ("", "refs")
-
-
-class Version(msgspec.Struct, frozen=True, kw_only=True):
-    """One recorded version of the long-term files."""
-
-    commit_id: str
-    timestamp: int
-    message: str
-    """The full commit message; its first line is a readable one-line summary."""
-
-    @property
-    def title(self) -> str:
-        """The first line of the message."""
-        return self.message.split("\n", 1)[0]
 
 
 class GitStore:
@@ -239,20 +224,13 @@ class GitStore:
 
     def resolve(self, target: str | int) -> str:
         """A full commit id for ``target``: an id or unique prefix (>= 4 hex), or steps back from HEAD."""
-        if isinstance(target, int) and not isinstance(target, bool):
-            if target < 0:
-                raise VersionNotFoundError("steps back must be >= 0")
-            versions = self.log(limit=target + 1)
-            if len(versions) <= target:
+        checked = check_target(target)
+        if isinstance(checked, int):
+            versions = self.log(limit=checked + 1)
+            if len(versions) <= checked:
                 raise VersionNotFoundError(f"there are only {len(versions)} versions")
-            return versions[target].commit_id
-        text = str(target).strip().lower()
-        if len(text) < 4 or len(text) > 40 or not set(text) <= _HEX:
-            raise VersionNotFoundError(f"not a commit id: {target!r}")
-        matches = [v.commit_id for v in self.log(limit=10_000) if v.commit_id.startswith(text)]
-        if len(matches) != 1:
-            raise VersionNotFoundError(f"{'no' if not matches else 'ambiguous'} version {target!r}")
-        return matches[0]
+            return versions[checked].commit_id
+        return unique_match([v.commit_id for v in self.log(limit=10_000) if v.commit_id.startswith(checked)], target)
 
     def read(self, commit_id: str) -> dict[str, bytes]:
         """The files of version ``commit_id`` (name -> content)."""

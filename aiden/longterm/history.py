@@ -48,7 +48,9 @@ __all__ = [
     "HistoryStore",
     "consolidate",
     "consolidate_pass",
+    "new_record",
     "raw_breadcrumb",
+    "record_text",
 ]
 
 log = logging.getLogger("aiden.longterm")
@@ -79,6 +81,22 @@ _decoder: Final = msgspec.json.Decoder(HistoryRecord)
 
 def _bound(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - len(_TRUNCATED))] + _TRUNCATED
+
+
+def record_text(content: str, max_chars: int = DEFAULT_MAX_RECORD_CHARS) -> str:
+    """A record's content as every backend stores it: thinking stripped, trimmed, at most ``max_chars``."""
+    return _bound(strip_thinking(content).strip(), max_chars)
+
+
+def new_record(cursor: int, text: str, *, session_key: str, now: float, chunk_id: str = "") -> HistoryRecord:
+    """The record of ``text`` (already :func:`record_text`) at ``cursor``, stamped ``now`` (UTC, seconds)."""
+    return HistoryRecord(
+        cursor=cursor,
+        timestamp=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        content=text,
+        session_key=session_key[:_SESSION_KEY_CHARS],
+        chunk_id=chunk_id,
+    )
 
 
 def _read_int(path: Path) -> int:
@@ -170,7 +188,7 @@ class HistoryStore:
         again: that record is returned (a retry after a failed cursor update).
         Blocks on an inter-process lock: call from a worker thread in async code.
         """
-        text = _bound(strip_thinking(content).strip(), self._max)
+        text = record_text(content, self._max)
         with self._lock:
             ensure_dir(self._storage, self.root)
             self._flock.acquire(LOCK_TIMEOUT_S)
@@ -184,13 +202,8 @@ class HistoryStore:
                 self._flock.release()
 
     def _append_locked(self, text: str, *, session_key: str, now: float, chunk_id: str) -> HistoryRecord:
-        record = HistoryRecord(
-            cursor=self._allocated() + 1,  # re-read under the lock: never trust a cached cursor
-            timestamp=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            content=text,
-            session_key=session_key[:_SESSION_KEY_CHARS],
-            chunk_id=chunk_id,
-        )
+        # Re-read under the lock: never trust a cached cursor.
+        record = new_record(self._allocated() + 1, text, session_key=session_key, now=now, chunk_id=chunk_id)
         line = _encoder.encode(record) + b"\n"
         created = not self.path.exists()
         fd = self._storage.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

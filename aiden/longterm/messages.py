@@ -14,8 +14,8 @@ import msgspec
 
 from aiden.events import SessionEvent
 from aiden.longterm.dream import DreamOutcome
-from aiden.longterm.gitstore import Version
 from aiden.longterm.tools import SaveRequest
+from aiden.longterm.versions import Version
 from aiden.messages import Failed
 from aiden.storage.chunks import ChunkEntry
 

@@ -13,7 +13,6 @@ from typing import TypeVar
 from aiden.actors.mailbox import Client, Latest
 from aiden.events import SessionEvent
 from aiden.longterm.dream import DreamOutcome
-from aiden.longterm.gitstore import Version
 from aiden.longterm.messages import (
     Checkpoint,
     Checkpointed,
@@ -36,6 +35,7 @@ from aiden.longterm.messages import (
     Versions,
 )
 from aiden.longterm.tools import SaveRequest
+from aiden.longterm.versions import Version
 from aiden.ports import expect_reply
 from aiden.storage.chunks import ChunkEntry
 

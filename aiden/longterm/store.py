@@ -52,6 +52,7 @@ from aiden.longterm.entries import (
     make_entry,
     parse_entry_md,
     parse_index_yaml,
+    rank_entries,
     render_entry_md,
     render_index_yaml,
 )
@@ -61,7 +62,6 @@ from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
-from aiden.summarizers.mustkeep import content_words
 
 __all__ = ["LongTermMemoryStore", "StoreStats"]
 
@@ -94,10 +94,6 @@ def _stamp(path: Path) -> Stamp | None:
     except FileNotFoundError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _terms(text: str) -> set[str]:
-    return {w.casefold() for w in content_words(text)}
 
 
 class LongTermMemoryStore:
@@ -373,18 +369,7 @@ class LongTermMemoryStore:
         self, query: str, *, now: float, k: int = 5, types: Sequence[str] | None = None
     ) -> list[MemoryEntry]:
         """Unexpired entries matching ``query`` (most matching words first, then newest); ``k`` at most."""
-        entries = await self.entries(now=now, types=types)
-        terms = _terms(query)
-        if not terms:
-            return sorted(entries, key=lambda e: -e.created_at)[:k]
-        scored: list[tuple[int, float, MemoryEntry]] = []
-        for entry in entries:
-            title, body = _terms(entry.title), _terms(entry.content)
-            score = 2 * len(terms & title) + len(terms & body)
-            if score:
-                scored.append((score, entry.created_at, entry))
-        scored.sort(key=lambda t: (-t[0], -t[1]))
-        return [e for _, _, e in scored[:k]]
+        return rank_entries(await self.entries(now=now, types=types), query, k=k)
 
     async def rebuild_profile(self, *, now: float) -> bool:
         """Rewrite ``profile.md`` from the unexpired entries; True if its content changed."""

@@ -50,7 +50,14 @@ from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
 from aiden.summarizers.protocol import Summarizer, SummaryRequest
 
-__all__ = ["SUMMARIES_LOCK_NAME", "SessionSummaryWriter", "SummaryWrite"]
+__all__ = [
+    "SUMMARIES_LOCK_NAME",
+    "SessionSummaryWriter",
+    "SummaryWrite",
+    "extract_summary",
+    "merged_running",
+    "session_ending",
+]
 
 SUMMARIES_LOCK_NAME: Final = ".summaries.lock"
 """``long_term/.summaries.lock``: held around each running-summary merge and session-file write."""
@@ -72,6 +79,101 @@ class SummaryWrite(msgspec.Struct, frozen=True, kw_only=True):
 
 def _new_session_id() -> str:
     return secrets.token_hex(4)
+
+
+async def extract_summary(
+    summarizer: Summarizer,
+    config: Config,
+    events: Sequence[SessionEvent],
+    *,
+    use_fallback: bool = True,
+    summarizer_timeout_s: float | None = None,
+) -> tuple[SessionSummary, bool]:
+    """(running-kind summary of ``events``, degraded), as every summary backend extracts.
+
+    The summarizer call is bounded by ``summarizer_timeout_s`` (default
+    ``config.summarizer_timeout_s``); when it fails and ``use_fallback`` is
+    set, the extractive summarizer takes over under the same deadline.
+    """
+    if not events:
+        return SessionSummary(), False
+    request = SummaryRequest(
+        purpose="session_summary", events=tuple(events), max_tokens=config.chunk_summary_tokens()
+    )
+    deadline = config.summarizer_timeout_s if summarizer_timeout_s is None else summarizer_timeout_s
+    try:
+        with anyio.fail_after(deadline):
+            result = await summarizer.summarize(request)
+        degraded = False
+    except (SummarizerError, TimeoutError) as exc:
+        if not use_fallback:
+            raise
+        log.warning("session summary extraction failed (%s); using the extractive fallback", exc)
+        from aiden.summarizers.extractive import ExtractiveSummarizer
+
+        try:
+            # The fallback has the same deadline: it yields between slices of events, so it
+            # can be cut short on a huge backlog instead of stalling the compaction or close.
+            with anyio.fail_after(deadline):
+                result = await ExtractiveSummarizer().summarize(request)
+        except TimeoutError:
+            log.error(
+                "the extractive fallback also exceeded %ss on %d events; nothing extracted from them",
+                deadline,
+                len(events),
+            )
+            return SessionSummary(), True
+        degraded = True
+    return summary_from_result(result, kind="running"), degraded
+
+
+def merged_running(
+    current: SessionSummary | None, found: SessionSummary, *, top: int, stamp: int, max_items: int
+) -> SessionSummary:
+    """The running summary after merging ``found`` (events up to seq ``top``) into ``current`` (pure)."""
+    through = current.through_seq if current is not None else 0
+    base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
+    merged = merge_summaries(base, found, max_items=max_items)
+    return msgspec.structs.replace(
+        merged,
+        kind="running",
+        session_id=base.session_id or _new_session_id(),
+        created_at=base.created_at or stamp,
+        through="",
+        through_seq=max(through, top),
+    )
+
+
+def session_ending(
+    current: SessionSummary | None,
+    found: SessionSummary,
+    *,
+    seqs: Sequence[int],
+    stamp: int,
+    max_items: int,
+) -> tuple[SessionSummary, SessionSummary | None]:
+    """(running, final) at a session end or checkpoint (pure).
+
+    ``final`` is the dated session summary (kind ``session``, the running
+    summary's id); ``running`` is the running summary to write back with it.
+    ``final`` is None when nothing durable is left: write nothing then
+    (``running`` is the empty merge, for the caller's report).
+    """
+    base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
+    merged = merge_summaries(base, found, max_items=max_items)
+    if merged.is_empty:
+        return merged, None
+    running = msgspec.structs.replace(
+        merged,
+        kind="running",
+        session_id=base.session_id,
+        created_at=base.created_at or stamp,
+        through_seq=max([base.through_seq, *seqs]),
+    )
+    final = msgspec.structs.replace(
+        merged, kind="session", session_id=base.session_id, created_at=stamp, through="", through_seq=0
+    )
+    return running, final
 
 
 class SessionSummaryWriter:
@@ -116,38 +218,13 @@ class SessionSummaryWriter:
 
         ``summarizer_timeout_s`` (default: the configured deadline) bounds the summarizer call.
         """
-        if not events:
-            return SessionSummary(), False
-        request = SummaryRequest(
-            purpose="session_summary", events=tuple(events), max_tokens=self._config.chunk_summary_tokens()
+        return await extract_summary(
+            self._summarizer,
+            self._config,
+            events,
+            use_fallback=self._use_fallback,
+            summarizer_timeout_s=summarizer_timeout_s,
         )
-        try:
-            deadline = (
-                self._config.summarizer_timeout_s if summarizer_timeout_s is None else summarizer_timeout_s
-            )
-            with anyio.fail_after(deadline):
-                result = await self._summarizer.summarize(request)
-            degraded = False
-        except (SummarizerError, TimeoutError) as exc:
-            if not self._use_fallback:
-                raise
-            log.warning("session summary extraction failed (%s); using the extractive fallback", exc)
-            from aiden.summarizers.extractive import ExtractiveSummarizer
-
-            try:
-                # The fallback has the same deadline: it yields between slices of events, so it
-                # can be cut short on a huge backlog instead of stalling the compaction or close.
-                with anyio.fail_after(deadline):
-                    result = await ExtractiveSummarizer().summarize(request)
-            except TimeoutError:
-                log.error(
-                    "the extractive fallback also exceeded %ss on %d events; nothing extracted from them",
-                    deadline,
-                    len(events),
-                )
-                return SessionSummary(), True
-            degraded = True
-        return summary_from_result(result, kind="running"), degraded
 
     def _read_running(self) -> SessionSummary | None:
         return read_summary(self.running_path, kind="running")
@@ -168,18 +245,8 @@ class SessionSummaryWriter:
 
     def _merge_running(self, found: SessionSummary, top: int, stamp: int) -> SessionSummary:
         with self._held():
-            current = self._read_running()  # again: another process may have merged meanwhile
-            through = current.through_seq if current is not None else 0
-            base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
-            merged = merge_summaries(base, found, max_items=self._max_items)
-            merged = msgspec.structs.replace(
-                merged,
-                kind="running",
-                session_id=base.session_id or _new_session_id(),
-                created_at=base.created_at or stamp,
-                through="",
-                through_seq=max(through, top),
-            )
+            # Re-read: another process may have merged meanwhile.
+            merged = merged_running(self._read_running(), found, top=top, stamp=stamp, max_items=self._max_items)
             write_summary(self._storage, self.running_path, merged)
             return merged
 
@@ -215,26 +282,11 @@ class SessionSummaryWriter:
         self, found: SessionSummary, seqs: Sequence[int], stamp: int, reason: str, degraded: bool
     ) -> SummaryWrite:
         with self._held():
-            current = self._read_running()
-            base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
-            merged = merge_summaries(base, found, max_items=self._max_items)
-            if merged.is_empty:
-                return SummaryWrite(path=None, summary=merged, reason=reason, degraded=degraded)
-            running = msgspec.structs.replace(
-                merged,
-                kind="running",
-                session_id=base.session_id,
-                created_at=base.created_at or stamp,
-                through_seq=max([base.through_seq, *seqs]),
+            running, final = session_ending(
+                self._read_running(), found, seqs=seqs, stamp=stamp, max_items=self._max_items
             )
-            final = msgspec.structs.replace(
-                merged,
-                kind="session",
-                session_id=base.session_id,
-                created_at=stamp,
-                through="",
-                through_seq=0,
-            )
+            if final is None:
+                return SummaryWrite(path=None, summary=running, reason=reason, degraded=degraded)
             path = self._write_final(running, final)
             cap = self._enforce_cap(stamp)
             return SummaryWrite(path=str(path), summary=final, reason=reason, degraded=degraded, cap=cap)
