@@ -1,7 +1,8 @@
 """The summarizer actor: runs the configured :class:`~aiden.summarizers.protocol.Summarizer`.
 
-It owns the deadline of every call (``anyio.fail_after(summarizer_timeout_s)``
-around the call it makes) and turns every failure into a
+It owns the deadline of every call (``anyio.fail_after`` around the call it
+makes: ``summarizer_timeout_s``, scaled by the call times it observed, see
+:mod:`aiden.policy.summarizer_deadline`) and turns every failure into a
 :class:`~aiden.messages.Failed` reply: a hung or crashing provider can
 never take the actor — or the session's events — down with it.
 
@@ -35,6 +36,7 @@ from aiden.messages import (
     SummarizerOutbox,
     error_info,
 )
+from aiden.policy.summarizer_deadline import CallTimes, after_success, after_timeout, deadline_s
 from aiden.summarizers.protocol import Summarizer, SummaryRequest, SummaryResult
 
 __all__ = ["SummarizerActor", "SummarizerProxy"]
@@ -65,6 +67,12 @@ class SummarizerActor:
         self._cancelled: set[int] = set()
         self.calls = 0
         self.failures = 0
+        self._times = CallTimes()
+
+    @property
+    def deadline_s(self) -> float:
+        """The deadline of the next call: the configured one, scaled by the observed call times."""
+        return deadline_s(self._times, self._config.summarizer_timeout_s)
 
     def close_streams(self) -> None:
         """Close the internal work stream (after the tasks ended)."""
@@ -101,11 +109,14 @@ class SummarizerActor:
 
     async def _summarize(self, msg: Summarize) -> Summarized | Failed:
         self.calls += 1
+        deadline = self.deadline_s
         try:
             with anyio.CancelScope() as scope:
                 self._current = (msg.request_id, scope)
-                with anyio.fail_after(self._config.summarizer_timeout_s):
+                started = anyio.current_time()
+                with anyio.fail_after(deadline):
                     result = await self._summarizer.summarize(msg.request)
+                self._times = after_success(self._times, anyio.current_time() - started)
                 _validate(result, self._config)
                 return Summarized(msg.request_id, result)
             # Only a CancelSummarize gets here: the caller gave up.
@@ -113,8 +124,9 @@ class SummarizerActor:
             return Failed(msg.request_id, error_info(SummarizerError("cancelled by the caller")))
         except TimeoutError:
             self.failures += 1
+            self._times = after_timeout(self._times)
             exc: AidenError = SummarizerTimeout(
-                f"summarizer exceeded its deadline of {self._config.summarizer_timeout_s}s"
+                f"summarizer exceeded its deadline of {deadline:g}s (the next call gets {self.deadline_s:g}s)"
             )
             log.warning("%s", exc)
             return Failed(msg.request_id, error_info(exc))
@@ -153,6 +165,10 @@ class SummarizerProxy:
 
     def __init__(self, client: Client[SummarizerInbox, SummarizerOutbox]) -> None:
         self._client = client
+
+    def owns_deadline(self) -> bool:
+        """True: the actor bounds every call (a :class:`~aiden.summarizers.protocol.DeadlineOwner`)."""
+        return True
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize through the actor; failures arrive as :class:`SummarizerError`."""

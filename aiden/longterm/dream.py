@@ -3,7 +3,9 @@
 A run reads the history records after ``.dream_cursor`` and the three files
 under ``long_term/``, asks its editor for edits (default: the deterministic
 extractive path; :class:`SummarizerDreamEditor` with a
-:class:`~aiden.summarizers.llm.LiteLLMSummarizer` is the LLM path), applies
+:class:`~aiden.summarizers.llm.LiteLLMSummarizer` is the LLM path; an open
+memory's Dream asks the memory's configured summarizer through the summarizer
+actor, under its deadline and output validation), applies
 them, writes the changed files atomically, records the result as a git commit
 with a readable message, and only then advances ``.dream_cursor``. If the
 editor fails, nothing is written and the cursor stays. Before every change,

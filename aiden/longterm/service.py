@@ -68,6 +68,7 @@ class FileLongTermBackend:
         self._layout = layout
         self._storage = storage
         self._writer = SessionSummaryWriter(layout, storage, summarizer, config)
+        self._summarizer = summarizer
         self._history = HistoryStore(layout, storage)
         self._store = LongTermMemoryStore(layout, storage, dirty=dirty)
         self._dream: DreamVersions | None = None
@@ -90,9 +91,12 @@ class FileLongTermBackend:
     def dream(self) -> DreamVersions:
         """Dream over long_term/ (its git store, via dulwich, loads on first use)."""
         if self._dream is None:
-            from aiden.longterm.dream import Dream
+            from aiden.longterm.dream import Dream, SummarizerDreamEditor
 
-            self._dream = Dream(self._layout, self._storage, self._history)
+            # The configured summarizer (through the summarizer actor in a runtime: its
+            # deadline and validation apply); the embedded extractive one by default.
+            editor = SummarizerDreamEditor(self._summarizer)
+            self._dream = Dream(self._layout, self._storage, self._history, editor=editor)
         return self._dream
 
     def has_profile(self) -> bool:

@@ -48,7 +48,7 @@ from aiden.longterm.summaries import SessionSummary, summary_from_result
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
-from aiden.summarizers.protocol import Summarizer, SummaryRequest
+from aiden.summarizers.protocol import DeadlineOwner, Summarizer, SummaryRequest
 
 __all__ = [
     "SUMMARIES_LOCK_NAME",
@@ -101,8 +101,12 @@ async def extract_summary(
         purpose="session_summary", events=tuple(events), max_tokens=config.chunk_summary_tokens()
     )
     deadline = config.summarizer_timeout_s if summarizer_timeout_s is None else summarizer_timeout_s
+    # The summarizer actor's deadline scales with the observed call times: do not cut it shorter.
+    owned = summarizer_timeout_s is None and (
+        isinstance(summarizer, DeadlineOwner) and summarizer.owns_deadline()
+    )
     try:
-        with anyio.fail_after(deadline):
+        with anyio.fail_after(None if owned else deadline):
             result = await summarizer.summarize(request)
         degraded = False
     except (SummarizerError, TimeoutError) as exc:

@@ -16,6 +16,7 @@ from aiden.events import SessionEvent
 
 __all__ = [
     "Decision",
+    "DeadlineOwner",
     "ErrorResolution",
     "Purpose",
     "StructuredSummary",
@@ -90,4 +91,18 @@ class Summarizer(Protocol):
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Return a summary of ``request``; raise a SummarizerError on failure."""
+        ...
+
+
+@runtime_checkable
+class DeadlineOwner(Protocol):
+    """A summarizer that bounds every call itself, e.g. the summarizer actor's proxy.
+
+    The actor's deadline follows the call times it observed (a slow local
+    model gets longer): a caller that added the fixed configured deadline on
+    top would cut exactly the calls the actor lets finish.
+    """
+
+    def owns_deadline(self) -> bool:
+        """True when every call is already bounded: callers add no deadline of their own."""
         ...

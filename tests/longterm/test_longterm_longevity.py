@@ -128,8 +128,13 @@ def responder(body: dict[str, Any]) -> str:
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 async def test_longevity_with_litellm_against_the_fake_server(tmp_path: Path) -> None:
     with FakeLLMServer(responder=responder) as server:
+        # The responder answers the per-request mode's session_summary prompt.
         summarizer = LiteLLMSummarizer(
-            "openai/test-model", config=CFG, api_base=server.base_url, api_key="sk-test"
+            "openai/test-model",
+            config=CFG,
+            api_base=server.base_url,
+            api_key="sk-test",
+            one_call_per_compaction=False,
         )
         with anyio.fail_after(120):
             await run_sessions(tmp_path, summarizer)

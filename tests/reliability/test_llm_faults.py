@@ -92,8 +92,14 @@ def _p99(values: list[float]) -> float:
 async def _compact_with_llm_reply(root: Path, reply: dict[str, Any]) -> tuple[aiden.CompactionOutcome, bool, Any]:
     log = _Log("llm")
     with FakeLLMServer(script=[reply] * 4) as server:
+        # The per-request mode raises an unusable answer (the default one-call mode falls back to
+        # the extractive summarizer: tests/summarizers/test_llm_malformed.py).
         summarizer = aiden.LiteLLMSummarizer(
-            "openai/test-model", config=CONFIG, api_base=server.base_url, api_key="sk-test"
+            "openai/test-model",
+            config=CONFIG,
+            api_base=server.base_url,
+            api_key="sk-test",
+            one_call_per_compaction=False,
         )
         async with aiden.open_memory(root, config=CONFIG, summarizer=ScriptedSummarizer()) as memory:
             for _ in range(16):

@@ -1,5 +1,10 @@
 """LiteLLMSummarizer: litellm's mock_response offline, and litellm's real HTTP client against FakeLLMServer.
 
+These run the per-request mode (``one_call_per_compaction=False``: every
+request its own call, the answer's ``text`` used, an unusable answer raised);
+the default one-call mode is covered by ``test_llm_malformed.py``. Retries,
+the breaker and cancellation work the same in both.
+
 litellm is imported once per session (the ``litellm_ready`` fixture); every
 test runs on trio with a MockClock, so backoff sleeps and breaker resets take
 no real time.
@@ -48,12 +53,21 @@ EXPECTED = SummaryResult(
 
 
 def mocked(answer: str, **config: Any) -> LiteLLMSummarizer:
-    return LiteLLMSummarizer("openai/test-model", config=Config(**config), extra_kwargs={"mock_response": answer})
+    return LiteLLMSummarizer(
+        "openai/test-model",
+        config=Config(**config),
+        extra_kwargs={"mock_response": answer},
+        one_call_per_compaction=False,
+    )
 
 
 def against(server: FakeLLMServer, **config: Any) -> LiteLLMSummarizer:
     return LiteLLMSummarizer(
-        "openai/test-model", config=Config(**config), api_base=server.base_url, api_key="sk-test"
+        "openai/test-model",
+        config=Config(**config),
+        api_base=server.base_url,
+        api_key="sk-test",
+        one_call_per_compaction=False,
     )
 
 
@@ -74,7 +88,15 @@ async def test_mock_response_json_is_parsed() -> None:
     summarizer = mocked(json.dumps(ANSWER))
     assert await summarizer.summarize(REQUEST) == EXPECTED
     assert summarizer.stats() == SummarizerStats(
-        calls=1, successes=1, provider_requests=1, prompt_tokens=10, completion_tokens=20
+        calls=1,
+        successes=1,
+        provider_requests=1,
+        prompt_tokens=10,
+        completion_tokens=20,
+        compactions=1,
+        calls_per_compaction=1.0,
+        prompt_tokens_per_compaction=10.0,
+        completion_tokens_per_compaction=20.0,
     )
 
 
@@ -205,6 +227,10 @@ async def test_success_against_the_fake_server_sends_no_tools() -> None:
         prompt_tokens=prompt_chars // 4,
         completion_tokens=len(json.dumps(ANSWER)) // 4,
         cached_tokens=7,
+        compactions=1,
+        calls_per_compaction=1.0,
+        prompt_tokens_per_compaction=float(prompt_chars // 4),
+        completion_tokens_per_compaction=float(len(json.dumps(ANSWER)) // 4),
     )
     assert server.handler_errors == []
 

@@ -2,8 +2,8 @@
 
 Each malformed shape a 0.3B model produces is either read correctly or
 answered by the counted extractive fallback: never a crash, never a lost
-fact. And a compaction makes one model call in the one-call mode (three
-without it).
+fact. And a compaction makes one model call by default (three with
+``one_call_per_compaction=False``).
 """
 
 from __future__ import annotations
@@ -92,12 +92,9 @@ KEY_FACTS = ("2026-12-11", "docs/cutover.md", "logical replication", "psycopg", 
 
 
 def one_call(server: FakeLLMServer) -> LiteLLMSummarizer:
+    # No flag: one call per compaction is the default.
     return LiteLLMSummarizer(
-        "openai/test-model",
-        config=Config(summarizer_retries=0),
-        api_base=server.base_url,
-        api_key="sk-test",
-        one_call_per_compaction=True,
+        "openai/test-model", config=Config(summarizer_retries=0), api_base=server.base_url, api_key="sk-test"
     )
 
 
@@ -238,23 +235,68 @@ async def test_a_session_answer_with_wrong_headings_is_rendered_with_the_real_on
     assert_no_lost_facts(result)  # the must-keep facts of the range were appended as project facts
 
 
+@pytest.mark.parametrize("finish_reason", ["length", "stop"])
+async def test_a_json_answer_cut_off_keeps_its_complete_fields_and_gets_the_rest_as_facts(
+    finish_reason: str,
+) -> None:
+    """The output cap hit inside the constraints: goal, decision and the first constraint survive."""
+    cut = json.dumps(GOOD).index(RULE) + 5  # inside the user_preferences list
+    reply = {"content": json.dumps(GOOD)[:cut], "finish_reason": finish_reason}
+    result, stats, requests = await answer(reply)
+    assert result.structured.user_goal == GOAL
+    assert result.structured.decisions == GOOD_STRUCTURED.decisions
+    assert result.structured.constraints == (DEADLINE,)
+    assert result.structured.user_preferences == ()  # the list being written when the cut came
+    assert result.structured.facts == (
+        RULE,
+        "Fixed the ImportError by installing psycopg[binary].",
+        "docs/cutover.md",
+    )
+    assert (requests, stats.truncations_repaired, stats.must_keep_added, stats.fallbacks) == (1, 1, 3, 0)
+    assert (stats.repair_retries, stats.invalid_outputs, result.degraded) == (0, 0, False)
+    assert_no_lost_facts(result)
+
+
+async def test_overlong_fields_are_cut_to_their_bounds() -> None:
+    from aiden.summarizers.llm.bounds import ITEM_CHARS, LIST_ITEMS, SCALAR_CHARS
+
+    wordy = {
+        **GOOD,
+        "user_goal": GOAL + " " + "and keep every consumer happy " * 40,
+        "constraints": [DEADLINE, "The rollout plan: " + "stage, verify, " * 60],
+        "facts": [f"fact number {i}" for i in range(30)],
+    }
+    result, stats, _ = await answer(json.dumps(wordy))
+    structured = result.structured
+    assert structured.user_goal.startswith(GOAL) and len(structured.user_goal) <= SCALAR_CHARS
+    assert structured.constraints[0] == DEADLINE
+    assert structured.constraints[1].startswith("The rollout plan: stage, verify,")
+    assert len(structured.constraints[1]) <= ITEM_CHARS
+    # The model's first LIST_ITEMS facts, then the must-keep facts its answer lacked.
+    assert structured.facts[:LIST_ITEMS] == tuple(f"fact number {i}" for i in range(LIST_ITEMS))
+    assert stats.clipped_items == 2 + (30 - LIST_ITEMS)
+    assert_no_lost_facts(result)
+
+
 # --- shapes that fall back ------------------------------------------------------------------------
 
 
-TRUNCATED = {"content": json.dumps(GOOD)[:140], "finish_reason": "length"}
+# What Gemma 3 270M did: cut off at the output cap inside its first field, nothing complete.
+TRUNCATED = {"content": json.dumps(GOOD)[:30], "finish_reason": "length"}
 
 
 @pytest.mark.parametrize(
     "bad",
     [
         TRUNCATED,
-        {"content": json.dumps(GOOD)[:140]},  # cut off without saying so
+        {"content": json.dumps(GOOD)[:30]},  # cut off without saying so
+        {"content": f"Goal: {GOAL}\nDecisions:\n- use logical", "finish_reason": "length"},
         "",
         "   \n",
         "I'm sorry, but I cannot summarize this conversation.",
         json.dumps({k: "" for k in GOOD}),
     ],
-    ids=["truncated-length", "truncated-stop", "empty", "whitespace", "refusal", "empty-fields"],
+    ids=["truncated-length", "truncated-stop", "truncated-text", "empty", "whitespace", "refusal", "empty-fields"],
 )
 async def test_an_unusable_answer_is_retried_strictly_then_falls_back(bad: str | dict[str, Any]) -> None:
     with FakeLLMServer(script=[bad, bad]) as server:
@@ -280,14 +322,18 @@ async def test_a_good_answer_after_the_strict_retry_is_used() -> None:
     assert result.structured == GOOD_STRUCTURED
     assert (requests, stats.repair_retries, stats.fallbacks, result.degraded) == (2, 1, 0, False)
     assert stats.first_error == (
-        "InvalidSummaryError: summarizer output was truncated (finish_reason=length)"
+        "InvalidSummaryError: summarizer output was truncated (finish_reason=length) before any complete field"
     )
 
 
 async def test_without_the_one_call_mode_an_unusable_answer_raises_and_counts() -> None:
     with FakeLLMServer(script=[TRUNCATED]) as server:
         summarizer = LiteLLMSummarizer(
-            "openai/test-model", config=Config(), api_base=server.base_url, api_key="sk-test"
+            "openai/test-model",
+            config=Config(),
+            api_base=server.base_url,
+            api_key="sk-test",
+            one_call_per_compaction=False,
         )
         with pytest.raises(InvalidSummaryError, match="truncated"):
             await summarizer.summarize(HISTORY)
@@ -341,14 +387,10 @@ async def compact_three_times(
     return outcomes
 
 
-async def test_a_compaction_makes_one_model_call_in_the_one_call_mode(tmp_path: Path) -> None:
+async def test_a_compaction_makes_one_model_call_by_default(tmp_path: Path) -> None:
     with FakeLLMServer(responder=responder) as server:
         summarizer = LiteLLMSummarizer(
-            "openai/test-model",
-            config=COMPACT,
-            api_base=server.base_url,
-            api_key="sk-test",
-            one_call_per_compaction=True,
+            "openai/test-model", config=COMPACT, api_base=server.base_url, api_key="sk-test"
         )
         outcomes = await compact_three_times(tmp_path, summarizer, server)
         prompts = [r.body["messages"][-1]["content"] for r in server.requests]
@@ -362,6 +404,9 @@ async def test_a_compaction_makes_one_model_call_in_the_one_call_mode(tmp_path: 
         3,
         0,
     )
+    # Reported per compaction: 4 calls over 3 compactions (the 4th is the summary at close).
+    assert (stats.compactions, stats.calls_per_compaction) == (3, 4 / 3)
+    assert stats.prompt_tokens_per_compaction == stats.prompt_tokens / 3 > 0
     summary = Layout(tmp_path).summary.read_text(encoding="utf-8")
     assert "use logical replication (it allows a zero-downtime cutover)" in summary
 
@@ -369,7 +414,11 @@ async def test_a_compaction_makes_one_model_call_in_the_one_call_mode(tmp_path: 
 async def test_without_the_one_call_mode_a_compaction_makes_three_calls(tmp_path: Path) -> None:
     with FakeLLMServer(responder=responder) as server:
         summarizer = LiteLLMSummarizer(
-            "openai/test-model", config=COMPACT, api_base=server.base_url, api_key="sk-test"
+            "openai/test-model",
+            config=COMPACT,
+            api_base=server.base_url,
+            api_key="sk-test",
+            one_call_per_compaction=False,
         )
         outcomes = await compact_three_times(tmp_path, summarizer, server)
     # session_summary (running summary), history (chunk) and turn_prefix (split turn), each compaction.
@@ -388,7 +437,6 @@ async def test_a_model_that_only_echoes_the_prompt_costs_one_call_and_loses_noth
             config=COMPACT,
             api_base=server.base_url,
             api_key="sk-test",
-            one_call_per_compaction=True,
             invalid_retries=0,
         )
         outcomes = await compact_three_times(tmp_path, summarizer, server)

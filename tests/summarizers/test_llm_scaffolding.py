@@ -76,8 +76,15 @@ SKELETON: dict[str, Any] = {
 
 
 def against(server: FakeLLMServer) -> LiteLLMSummarizer:
+    # The per-request mode: the answer's own text is used, so its echoes must be removed
+    # (the default one-call mode renders the fields; its skeleton-only answer falls back:
+    # test_llm_malformed.py).
     return LiteLLMSummarizer(
-        "openai/test-model", config=Config(), api_base=server.base_url, api_key="sk-test"
+        "openai/test-model",
+        config=Config(),
+        api_base=server.base_url,
+        api_key="sk-test",
+        one_call_per_compaction=False,
     )
 
 

@@ -81,6 +81,7 @@ async def main(turns: int, with_llm_summarizer: bool) -> None:
             "compactions": stats.compactions,
             "fallbacks": stats.fallbacks,
             "llm_successes": summarizer.stats().successes if summarizer is not None else 0,
+            "llm_requests": summarizer.stats().provider_requests if summarizer is not None else 0,
             "requests": len(server.requests),
             "user_requests": user_requests,
         }))
@@ -115,7 +116,9 @@ def test_llm_summarizer_beside_the_applications_litellm_calls_prints_no_noise() 
     assert counts["llm_successes"] >= counts["compactions"]
     assert counts["fallbacks"] == 0
     assert counts["user_requests"] == TURNS
-    assert counts["requests"] == TURNS + counts["llm_successes"]
+    assert counts["requests"] == TURNS + counts["llm_requests"]
+    # One model call per compaction (the default), and one for the session summary at close.
+    assert counts["llm_requests"] == counts["compactions"] + 1
 
 
 def test_the_same_loop_without_the_llm_summarizer_is_quiet_too() -> None:

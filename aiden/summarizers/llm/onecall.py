@@ -4,7 +4,7 @@ A compaction asks its summarizer up to four times: ``session_summary`` for
 the running summary (over the whole compacted range, first), ``history`` for
 the chunk summary (a sub-range), ``turn_prefix`` for a split turn's prefix and,
 now and then, ``rolling_fold``. On a small local model each call costs 20-70 s
-on two cores. With ``one_call_per_compaction`` the
+on two cores. With ``one_call_per_compaction`` (the default) the
 :class:`~aiden.summarizers.llm.LiteLLMSummarizer` makes one structured call
 for the range and keeps its answer here; the ``history`` request over events
 of that range is rendered from it, and the split-turn prefix and the fold
@@ -32,8 +32,14 @@ _MEMO_SIZE: Final = 4
 _FALLBACK: Final = None
 
 
+def _key(events: Sequence[SessionEvent]) -> frozenset[tuple[int, int]]:
+    # The content's hash too: a Dream request numbers its records 1, 2, ... like events,
+    # and a chunk must never be rendered from an answer about other text.
+    return frozenset((e.seq, hash(e.content)) for e in events)
+
+
 class CompactionMemo:
-    """The last few one-call answers, by the sequence numbers of the events they summarize.
+    """The last few one-call answers, by the events (sequence number and content) they summarize.
 
     A value of ``None`` means the call's answer was unusable and the fallback
     answered: the chunk of that range is then the fallback's too, with no
@@ -41,11 +47,11 @@ class CompactionMemo:
     """
 
     def __init__(self) -> None:
-        self._answers: OrderedDict[frozenset[int], StructuredSummary | None] = OrderedDict()
+        self._answers: OrderedDict[frozenset[tuple[int, int]], StructuredSummary | None] = OrderedDict()
 
     def put(self, events: Sequence[SessionEvent], structured: StructuredSummary | None) -> None:
         """Remember the answer for ``events`` (the oldest entry goes beyond a few)."""
-        key = frozenset(e.seq for e in events)
+        key = _key(events)
         if not key:
             return
         self._answers[key] = structured
@@ -59,11 +65,11 @@ class CompactionMemo:
         A found entry is used once: a later request over the same events (a
         re-summary of a degraded chunk) asks the model again.
         """
-        seqs = frozenset(e.seq for e in request.events)
-        if request.purpose != "history" or not seqs:
+        wanted = _key(request.events)
+        if request.purpose != "history" or not wanted:
             return False, _FALLBACK
         for key in reversed(self._answers):
-            if seqs <= key:
+            if wanted <= key:
                 return True, self._answers.pop(key)
         return False, _FALLBACK
 

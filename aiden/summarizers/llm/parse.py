@@ -10,7 +10,8 @@ import msgspec
 
 from aiden.errors import InvalidSummaryError
 from aiden.summarizers.extractive import render_structured
-from aiden.summarizers.llm.repair import load_mapping, misfiled_moved, parse_sections, union
+from aiden.summarizers.llm.bounds import bound_fields, repair_truncated_json
+from aiden.summarizers.llm.repair import json_object, load_mapping, misfiled_moved, parse_sections, union
 from aiden.summarizers.mustkeep import clip
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary, SummaryResult
 from aiden.summarizers.scaffold import clean_structured, clean_text, has_content, real_text
@@ -116,6 +117,10 @@ class Reading(msgspec.Struct, frozen=True, kw_only=True):
     """Items moved out of the section they were misfiled under (a question filed as a decision)."""
     shape: str = "json"
     """``json``, ``yaml``, ``sections`` (plain text read by headings) or ``text`` (used as is)."""
+    repaired: bool = False
+    """A JSON object cut off mid-way was closed after its last complete value."""
+    clipped: int = 0
+    """Items cut to the per-field bounds or dropped beyond a list's bound."""
 
 
 # The keys a YAML reading must have one of (prose with a colon parses as YAML too).
@@ -129,18 +134,40 @@ _KNOWN_KEYS: Final = frozenset(
 _TRUNCATED_JSON: Final = re.compile(r"^\s*(?:```[A-Za-z]*\s*)?[{\[]")
 
 
-def read_answer(content: str, *, session: bool = False, sections: bool = False) -> Reading:
+def read_answer(
+    content: str,
+    *,
+    session: bool = False,
+    sections: bool = False,
+    repair: bool = False,
+    truncated: bool = False,
+) -> Reading:
     """Read a model's answer: a JSON or YAML object (bare, fenced or inside prose), else plain text.
 
     The object's ``text`` becomes the summary text; without it, the structured
     fields are rendered. Repeated keys are merged, not overwritten; a question
     filed as a decision (or a request as an error) moves to the open threads,
-    and the text is then rendered from the fields. Plain text is used as is;
-    with ``sections`` its headings (any case or markup) are read into the
-    structured fields too. An object cut off mid-way raises
-    :class:`InvalidSummaryError`, as does an answer with nothing but scaffolding.
+    and the text is then rendered from the fields; every field is cut to its
+    bound (:func:`~aiden.summarizers.llm.bounds.bound_fields`). Plain text is
+    used as is; with ``sections`` its headings (any case or markup) are read
+    into the structured fields too. An object cut off mid-way is closed after
+    its last complete value with ``repair``, else (or if nothing complete came
+    before the cut) it raises :class:`InvalidSummaryError`, as does an answer
+    with nothing but scaffolding. ``truncated`` (the model hit its output cap)
+    refuses a plain-text answer: its last section is cut off unseen.
     """
     loaded = load_mapping(content, _KNOWN_KEYS)
+    repaired = False
+    if loaded is None and repair:
+        salvaged = repair_truncated_json(content, json_object)
+        if salvaged is not None and _KNOWN_KEYS.intersection(salvaged):
+            loaded, repaired = (salvaged, "json"), True
+    if loaded is None and truncated:
+        raise InvalidSummaryError(
+            "summarizer output was truncated (finish_reason=length) before any complete field"
+            if "{" in content
+            else "summarizer output was truncated (finish_reason=length) and is plain text"
+        )
     if loaded is not None:
         mapping, shape = loaded
         structured = clean_structured(_coerce_structured(mapping))
@@ -166,13 +193,18 @@ def read_answer(content: str, *, session: bool = False, sections: bool = False) 
         if text_moved:
             moved += text_moved
             structured = misfiled_moved(union(structured, fixed))[0]
+    structured, clipped = bound_fields(structured)
     if moved or (not has_content(text) and structured != StructuredSummary()):
         text = render_structured(structured, session=session)
     if sections and session and not _SESSION_HEADING.search(text) and structured != StructuredSummary():
         # Wrong or missing headings: summary.md and the running summary are read by their headings.
         text = render_structured(structured, session=True)
     return Reading(
-        result=SummaryResult(text=real_text(text), structured=structured), moved=moved, shape=shape
+        result=SummaryResult(text=real_text(text), structured=structured),
+        moved=moved,
+        shape=shape,
+        repaired=repaired,
+        clipped=clipped,
     )
 
 

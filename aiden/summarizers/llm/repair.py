@@ -22,7 +22,7 @@ from aiden.summarizers.mustkeep import classify_sentence
 from aiden.summarizers.mustkeep import normalize as normalize_item
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
 
-__all__ = ["load_mapping", "misfiled_moved", "parse_sections", "union"]
+__all__ = ["json_object", "load_mapping", "misfiled_moved", "parse_sections", "union"]
 
 T = TypeVar("T")
 
@@ -46,7 +46,8 @@ def _merge_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _json_mapping(candidate: str) -> dict[str, Any] | None:
+def json_object(candidate: str) -> dict[str, Any] | None:
+    """``candidate`` parsed as one JSON object (repeated keys merged), or ``None``."""
     try:
         data = json.loads(candidate, object_pairs_hook=_merge_pairs)
     except ValueError:
@@ -76,12 +77,12 @@ def load_mapping(content: str, known_keys: Iterable[str]) -> tuple[dict[str, Any
     """
     known = frozenset(known_keys)
     stripped = content.strip()
-    found = _json_mapping(stripped)
+    found = json_object(stripped)
     if found is not None:
         return found, "json"
     for match in _FENCE.finditer(stripped):
         lang, body = match.group(1).lower(), match.group(2).strip()
-        found = _json_mapping(body)
+        found = json_object(body)
         if found is not None:
             return found, "json"
         if lang in ("yaml", "yml") or (lang == "" and "{" not in body):
@@ -90,7 +91,7 @@ def load_mapping(content: str, known_keys: Iterable[str]) -> tuple[dict[str, Any
                 return found, "yaml"
     start, end = stripped.find("{"), stripped.rfind("}")
     if 0 <= start < end:
-        found = _json_mapping(stripped[start : end + 1])
+        found = json_object(stripped[start : end + 1])
         if found is not None:
             return found, "json"
     if not stripped.startswith("{"):

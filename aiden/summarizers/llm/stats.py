@@ -23,7 +23,13 @@ class SummarizerStats(msgspec.Struct, frozen=True, kw_only=True):
     from the compaction's one call and ``local_answers`` those answered by the
     extractive summarizer without a call (one-call mode); ``misfiled_moved``
     items moved out of the wrong section (a question filed as a decision);
-    ``must_keep_added`` the lost must-keep facts appended to an answer.
+    ``must_keep_added`` the lost must-keep facts appended to an answer;
+    ``truncations_repaired`` JSON answers cut off mid-way whose complete fields
+    were kept; ``clipped_items`` items cut to the per-field bounds (or dropped
+    past a list's bound). ``compactions`` counts the chunk (``history``)
+    requests, one per compaction (and one per re-summarized degraded chunk);
+    the ``*_per_compaction`` figures divide the provider requests and tokens
+    by it (they include the session-end summaries and Dream's calls).
     ``first_error`` / ``last_error`` explain the first and latest failure.
     """
 
@@ -44,6 +50,12 @@ class SummarizerStats(msgspec.Struct, frozen=True, kw_only=True):
     local_answers: int = 0
     misfiled_moved: int = 0
     must_keep_added: int = 0
+    truncations_repaired: int = 0
+    clipped_items: int = 0
+    compactions: int = 0
+    calls_per_compaction: float = 0.0
+    prompt_tokens_per_compaction: float = 0.0
+    completion_tokens_per_compaction: float = 0.0
     first_error: str = ""
     last_error: str = ""
     consecutive_failures: int = 0
@@ -71,11 +83,18 @@ class Counters:
         self.local_answers = 0
         self.misfiled_moved = 0
         self.must_keep_added = 0
+        self.truncations_repaired = 0
+        self.clipped_items = 0
+        self.history_requests = 0
         self.first_error = ""
         self.last_error = ""
 
     def note_error(self, exc: BaseException) -> None:
         """Record why a call failed (the first one is kept: it often explains the rest)."""
-        text = f"{type(exc).__name__}: {exc}"[:300]
+        self.note(f"{type(exc).__name__}: {exc}")
+
+    def note(self, why: str) -> None:
+        """Record ``why`` a call failed, as :meth:`note_error` does for an exception."""
+        text = why[:300]
         self.first_error = self.first_error or text
         self.last_error = text

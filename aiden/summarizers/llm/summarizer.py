@@ -40,9 +40,13 @@ class LiteLLMSummarizer:
     ``config.summarizer_backoff_s``; other errors fail at once. After
     ``config.circuit_breaker_failures`` consecutive failed calls the breaker
     opens: calls raise :class:`SummarizerUnavailable` without a request until
-    ``config.circuit_breaker_reset_s`` passed, then one trial call decides.
-    A call cancelled by the caller (its deadline) counts as failed: a provider
-    that hangs must open the breaker too.
+    its open time passed, then one trial call decides. The open time is
+    ``config.circuit_breaker_reset_s`` for an outage (doubled per failed
+    trial, at most 8x) and two call lengths for a provider that answered
+    before but was cut by its caller's deadline (slow, not down; see
+    :class:`~aiden.summarizers.llm.breaker.Breaker`). A call cancelled by the
+    caller (its deadline) counts as failed: a provider that hangs must open
+    the breaker too. ``stats().first_error`` explains the first failure.
 
     Output that is empty, longer than ``config.summary_max_chars`` or shaped
     like an error message raises :class:`InvalidSummaryError`. A
@@ -56,15 +60,20 @@ class LiteLLMSummarizer:
     ``extra_kwargs`` are passed to ``litellm.acompletion`` as is (e.g.
     ``{"mock_response": "..."}`` for offline tests).
 
-    ``one_call_per_compaction`` (for small local models): one structured call
-    per compacted range serves the running summary and the chunk summary; a
+    ``one_call_per_compaction`` (the default): one structured call per
+    compacted range serves the running summary and the chunk summary; a
     split-turn prefix and a rolling fold are answered by the extractive
     summarizer without a call (see :mod:`aiden.summarizers.llm.onecall`);
-    plain-text answers are read by their headings; the must-keep facts the
-    answer lost are appended to it. An unusable answer is retried
-    ``invalid_retries`` times (default 1 in this mode, else 0) with a stricter
-    prompt, then ``fallback`` (default: the extractive summarizer in this
-    mode, else none) answers: counted in ``stats().fallbacks``, never raised.
+    plain-text answers are read by their headings; a JSON answer cut off at
+    the output cap keeps its complete fields; the must-keep facts the answer
+    lost are appended to it. An unusable answer is retried ``invalid_retries``
+    times (default 1 in this mode, else 0) with a stricter prompt, then
+    ``fallback`` (default: the extractive summarizer in this mode, else none)
+    answers: counted in ``stats().fallbacks``, never raised. With
+    ``one_call_per_compaction=False`` every request is its own call (three
+    per compaction with a split turn: the model also writes the split-turn
+    prefix and the rolling fold) and an unusable answer raises
+    :class:`InvalidSummaryError` unless a ``fallback`` is given.
     """
 
     def __init__(
@@ -76,7 +85,7 @@ class LiteLLMSummarizer:
         api_key: str | None = None,
         temperature: float = 0.0,
         extra_kwargs: Mapping[str, Any] | None = None,
-        one_call_per_compaction: bool = False,
+        one_call_per_compaction: bool = True,
         invalid_retries: int | None = None,
         fallback: Summarizer | None = None,
     ) -> None:
@@ -102,6 +111,7 @@ class LiteLLMSummarizer:
         self._memo = CompactionMemo()
         self._breaker = Breaker(self.config.circuit_breaker_failures, self.config.circuit_breaker_reset_s)
         self._counts = Counters()
+        self._answered = False
         window = ModelResolver().context_window(model, self.config.context_window)
         room = window - self.config.chunk_summary_tokens() * 2 - _PROMPT_OVERHEAD_TOKENS
         self._max_transcript_chars = max(8_000, min(_MAX_TRANSCRIPT_CHARS, room * _CHARS_PER_TOKEN))
@@ -127,6 +137,12 @@ class LiteLLMSummarizer:
             local_answers=c.local_answers,
             misfiled_moved=c.misfiled_moved,
             must_keep_added=c.must_keep_added,
+            truncations_repaired=c.truncations_repaired,
+            clipped_items=c.clipped_items,
+            compactions=c.history_requests,
+            calls_per_compaction=_per(c.provider_requests, c.history_requests),
+            prompt_tokens_per_compaction=_per(c.prompt_tokens, c.history_requests),
+            completion_tokens_per_compaction=_per(c.completion_tokens, c.history_requests),
             first_error=c.first_error,
             last_error=c.last_error,
             consecutive_failures=self._breaker.failures,
@@ -136,6 +152,7 @@ class LiteLLMSummarizer:
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request`` with one (retried) chat completion; see the class docstring for failures."""
         self._counts.calls += 1
+        self._counts.history_requests += request.purpose == "history"
         if self.one_call:
             local = await self._answer_without_a_call(request)
             if local is not None:
@@ -146,12 +163,19 @@ class LiteLLMSummarizer:
         except SummarizerUnavailable:
             self._counts.rejected += 1
             raise
+        started = anyio.current_time()
         try:
             result = await self._summarize_with_retries(request)
         except anyio.get_cancelled_exc_class():
+            now = anyio.current_time()
             self._counts.cancellations += 1
             self._counts.failures += 1
-            self._breaker.failed(anyio.current_time())
+            slow = self._answered
+            self._counts.note(
+                f"SummarizerCancelled: the {request.purpose} call was cut by its caller after "
+                f"{now - started:.1f}s ({'a slow provider' if slow else 'no answer from this provider yet'})"
+            )
+            self._breaker.failed(now, slow_s=now - started if slow else None)
             raise
         except InvalidSummaryError as exc:
             self._counts.invalid_outputs += 1
@@ -216,6 +240,7 @@ class LiteLLMSummarizer:
                     await anyio.sleep(delay)
                     continue
                 raise handle.translate(exc) from exc
+            self._answered = True  # the provider is up, however slow: a later cut call is slowness
             try:
                 return self._result_from(response, request)
             except InvalidSummaryError as exc:
@@ -278,7 +303,8 @@ class LiteLLMSummarizer:
             content = message.content
         except (AttributeError, IndexError, TypeError) as exc:
             raise InvalidSummaryError("summarizer response has no message") from exc
-        if getattr(choice, "finish_reason", None) == "length":
+        truncated = getattr(choice, "finish_reason", None) == "length"
+        if truncated and not self.one_call:
             # Cut off at the token limit: a truncated summary silently loses facts.
             raise InvalidSummaryError("summarizer output was truncated (finish_reason=length)")
         if not isinstance(content, str) or not content.strip():
@@ -290,8 +316,14 @@ class LiteLLMSummarizer:
                 f"summarizer returned {len(content)} characters, far over summary_max_chars={max_chars}"
             )
         session = request.purpose == "session_summary"
-        reading = read_answer(content, session=session, sections=self.one_call)
+        # One-call answers get the must-keep check below: the complete fields of a cut-off
+        # answer are kept, and the facts the cut lost come back as atomic facts.
+        reading = read_answer(
+            content, session=session, sections=self.one_call, repair=self.one_call, truncated=truncated
+        )
         self._counts.misfiled_moved += reading.moved
+        self._counts.truncations_repaired += reading.repaired
+        self._counts.clipped_items += reading.clipped
         result = reading.result
         if self.one_call and request.purpose in ("history", "session_summary"):
             result = self._one_call_result(result, request)
@@ -304,6 +336,10 @@ class LiteLLMSummarizer:
             text = apply_must_keep(text, summary_must_keep(source, max_items=limit), max_items=limit)
             text = validate_summary_text(text, max_chars=max_chars)
         return SummaryResult(text=text, structured=result.structured)
+
+
+def _per(total: int, compactions: int) -> float:
+    return total / compactions if compactions else 0.0
 
 
 def _int_attr(obj: object, name: str) -> int:
