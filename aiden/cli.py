@@ -1,9 +1,9 @@
 """The ``aiden`` command.
 
 ``aiden demo`` runs the main job on the embedded default; ``inspect``,
-``export``, ``recall``, ``doctor``, ``memory list``, ``history`` and
-``config check`` are read-only (they never open the memory, take a lock or
-write under it); ``compact``, ``memory save|forget`` and ``restore`` write,
+``export``, ``recall``, ``doctor`` (:mod:`aiden.doctor`), ``memory list``,
+``history`` and ``config check`` are read-only (they never open the memory,
+take a lock or write under it); ``compact``, ``memory save|forget`` and ``restore`` write,
 opening the memory as an agent does (:mod:`aiden.cli_admin`, :mod:`aiden.cli_memory`).
 """
 
@@ -15,13 +15,19 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+if TYPE_CHECKING:
+    from aiden.readonly import ProgressFactory
 
 __all__ = ["main"]
 
 EXIT_USAGE = 2
 """Exit code for a bad argument: a missing root, a root the demo must not touch."""
+
+_PROGRESS_HELP = "progress on stderr (default: when stderr is a terminal)"
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -62,22 +68,37 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _window(args: argparse.Namespace) -> int | None:
+    if args.context_window is not None and args.context_window <= 0:
+        raise ValueError(f"--context-window must be a positive number of tokens, not {args.context_window}")
+    window: int | None = args.context_window
+    return window
+
+
 def _inspect(args: argparse.Namespace) -> int:
     from aiden.readonly import inspect_root
 
-    info = inspect_root(args.root)
+    info = inspect_root(args.root, context_window=_window(args), model=args.model)
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False))
         return 0
-    hot, chunks = info["hot_window"], info["chunks"]
+    hot, chunks, layer, stats = info["hot_window"], info["chunks"], info["summary_layer"], info["stats"]
     print(f"root: {info['root']}")
     span = f" (seq {hot['first_seq']}..{hot['last_seq']})" if hot["events"] else ""
-    print(f"hot window: {hot['events']} events{span}")
+    print(f"hot window: {hot['events']} events{span}, ~{stats['hot_window_tokens']} tokens")
     cspan = f" (seq {chunks['first_seq']}..{chunks['last_seq']})" if chunks["count"] else ""
     print(f"chunks: {chunks['count']} ({chunks['events']} events, {chunks['segments']} segments){cspan}")
-    print(f"summary.md: {info['summary_md_bytes']} bytes")
+    cut = ", cut to the cap in each prompt" if layer["cut_in_prompt"] else ""
+    print(
+        f"summary layer: ~{layer['tokens']} tokens = {layer['share_percent']}% of a {layer['context_window']}-token "
+        f"window (cap {layer['cap_percent']}%: ~{layer['cap_tokens']} tokens{cut}); summary.md {info['summary_md_bytes']} bytes"
+    )
+    print(
+        f"stats: {stats['events']} events stored, {stats['compactions']} compactions, "
+        f"{stats['degraded_chunks']} degraded chunks, {stats['archived_sessions']} archived sessions"
+    )
     print(f"long-term entries: {info['long_term_entries']}")
-    print("last recovery: not stored")
+    print(f"last recovery: {_recovery_text(info['last_recovery'])}")
     print("files:")
     for name, size in info["files"].items():
         print(f"  {size:>10}  {name}")
@@ -86,13 +107,32 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recovery_text(last: dict[str, Any] | None) -> str:
+    if last is None:
+        return "no open has found anything to repair"
+    from datetime import UTC, datetime
+
+    at = datetime.fromtimestamp(float(last["at"]), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    found = ", ".join(f"{k}={v}" for k, v in last["report"].items() if v)
+    return f"{at}: {found}"
+
+
 def _export(args: argparse.Namespace) -> int:
     from aiden.readonly import export_lines
 
-    lines = list(export_lines(args.root, args.format))  # all read (and verified) before any output
-    for line in lines:
-        sys.stdout.write(line + "\n")
+    # Streamed: a damaged chunk stops the export with exit 1 after the lines before it.
+    write = sys.stdout.write
+    for line in export_lines(args.root, args.format, progress=_progress(args, "export", "chunk files")):
+        write(line + "\n")
     return 0
+
+
+def _progress(args: argparse.Namespace, label: str, what: str) -> ProgressFactory | None:
+    from aiden.cli_progress import Progress, progress_enabled
+
+    if not progress_enabled(args.progress):
+        return None
+    return lambda total: Progress(label, what, total, enabled=True)
 
 
 def _recall(args: argparse.Namespace) -> int:
@@ -115,15 +155,19 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from aiden.readonly import doctor
+    from aiden.config import load_config
+    from aiden.doctor import doctor
 
-    problems = doctor(args.root)
+    config = load_config(args.config) if args.config else None
+    result = doctor(args.root, config=config, progress=_progress(args, "doctor", "checks"))
     if args.json:
-        print(json.dumps({"ok": not problems, "problems": problems}, indent=2, ensure_ascii=False))
-        return 1 if problems else 0
-    for problem in problems:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return 0 if result["ok"] else 1
+    for problem in result["problems"]:
         print(problem)
-    if problems:
+    for note in result["notes"]:
+        print(f"note: {note}")
+    if not result["ok"]:
         return 1
     print("ok")
     return 0
@@ -148,12 +192,19 @@ def _parser() -> argparse.ArgumentParser:
 
     inspect = sub.add_parser("inspect", help="what a memory root holds (read-only)")
     inspect.add_argument("root")
+    inspect.add_argument(
+        "--context-window", type=int, help="the agent's window in tokens, for the summary layer's share"
+    )
+    inspect.add_argument(
+        "--model", help="the agent's model: its window (litellm's model map) and token estimator"
+    )
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
     inspect.set_defaults(func=_inspect)
 
     export = sub.add_parser("export", help="every stored event in seq order on stdout (read-only)")
     export.add_argument("root")
     export.add_argument("--format", choices=("jsonl", "openai"), default="jsonl")
+    export.add_argument("--progress", action=argparse.BooleanOptionalAction, help=_PROGRESS_HELP)
     export.set_defaults(func=_export)
 
     rec = sub.add_parser("recall", help="search the compacted history (read-only)")
@@ -163,8 +214,15 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--json", action="store_true", help="the recall tool's JSON answer")
     rec.set_defaults(func=_recall)
 
-    doc = sub.add_parser("doctor", help="verify checksums and files; exit 1 on any problem (read-only)")
+    doc = sub.add_parser(
+        "doctor",
+        help="verify checksums, files and locks, and dry-run recovery; exit 1 on any problem (read-only)",
+    )
     doc.add_argument("root")
+    doc.add_argument(
+        "--config", help="extraction.yaml the agent uses (the summary.md shape recovery re-derives)"
+    )
+    doc.add_argument("--progress", action=argparse.BooleanOptionalAction, help=_PROGRESS_HELP)
     doc.add_argument("--json", action="store_true", help="machine-readable output")
     doc.set_defaults(func=_doctor)
 

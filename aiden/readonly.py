@@ -1,4 +1,4 @@
-"""Read-only views of a memory root for the ``aiden`` command: inspect, export, recall, doctor.
+"""Read-only views of a memory root for the ``aiden`` command: inspect, export, recall (doctor: :mod:`aiden.doctor`).
 
 Nothing here opens the memory (no :func:`aiden.open_memory`, no lock, no
 recovery) or writes under the root, so every function works on a read-only
@@ -7,14 +7,16 @@ root and while another process has the memory open.
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from aiden.errors import AidenError, CorruptionError
+from aiden.cli_progress import Progress
+from aiden.errors import CorruptionError
 from aiden.events import SessionEvent, encode_event
 from aiden.recall.types import RecallHit
 from aiden.storage import chunks as cs
@@ -23,12 +25,14 @@ from aiden.storage.layout import Layout
 
 __all__ = [
     "RootError",
-    "check_events",
-    "doctor",
     "export_lines",
     "has_memory",
+    "hot_events",
     "inspect_root",
+    "iter_events",
+    "load_entries",
     "open_layout",
+    "ProgressFactory",
     "read_all_events",
     "recall",
 ]
@@ -58,28 +62,47 @@ def open_layout(root: str | os.PathLike[str]) -> Layout:
     return layout
 
 
-def _index(layout: Layout) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
+def load_entries(layout: Layout) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
+    """The chunk index and every entry (sealed segments included), oldest first."""
     index = cs.load_index(layout) or cs.ChunkIndex()
     return index, cs.load_all_entries(layout, index)
 
 
-def _hot(layout: Layout, index: cs.ChunkIndex, entries: list[cs.ChunkEntry]) -> list[SessionEvent]:
-    # As SessionStore.read_hot_window: events a committed chunk covers (an
-    # interrupted trim) are left out, and a torn tail is ignored.
+def hot_events(layout: Layout, index: cs.ChunkIndex, entries: list[cs.ChunkEntry]) -> list[SessionEvent]:
+    """The hot window as the session store reads it: events a committed chunk covers (an
+    interrupted trim) are left out, and a torn tail is ignored."""
     events = scan(read_bytes(layout.events)).events
     last = index.last_seq
     return [e for e in events if e.seq > last or not cs.covered(entries, e.seq)]
 
 
+ProgressFactory = Callable[[int], Progress]
+"""Given how many units the work has, the :class:`Progress` to advance."""
+
+
+def iter_events(layout: Layout, progress: ProgressFactory | None = None) -> Iterator[SessionEvent]:
+    """Every stored event in seq order, one chunk file in memory at a time: chunks (verified) merged with the hot window.
+
+    Pinned events inside a compacted range stay in the hot window, so the two
+    streams interleave; both are in seq order, so a merge keeps the output in order.
+    ``progress`` counts chunk files read.
+    """
+    index, entries = load_entries(layout)
+    hot = sorted(hot_events(layout, index, entries), key=lambda e: e.seq)
+    bar = progress(len(entries)) if progress is not None else None
+
+    def chunked() -> Iterator[SessionEvent]:
+        for entry in entries:
+            yield from cs.read_chunk(layout, entry.chunk_id, expect_sha256=entry.sha256).events
+            if bar is not None:
+                bar.advance()
+
+    yield from heapq.merge(chunked(), hot, key=lambda e: e.seq)
+
+
 def read_all_events(layout: Layout) -> list[SessionEvent]:
     """Every stored event in seq order: compacted chunks (verified), then the hot window."""
-    index, entries = _index(layout)
-    out: list[SessionEvent] = []
-    for entry in entries:
-        out.extend(cs.read_chunk(layout, entry.chunk_id, expect_sha256=entry.sha256).events)
-    out.extend(_hot(layout, index, entries))
-    out.sort(key=lambda e: e.seq)
-    return out
+    return list(iter_events(layout))
 
 
 def _size(path: Path) -> int | None:
@@ -100,25 +123,59 @@ def _files(layout: Layout) -> dict[str, int]:
     return dict(sorted(sizes.items()))
 
 
-def inspect_root(root: str | os.PathLike[str]) -> dict[str, Any]:
-    """A summary of what the root holds, as plain JSON-able data. Read-only."""
+def _summary_layer(layout: Layout, window: int, model: str | None) -> dict[str, Any]:
+    from aiden.config import Config
+    from aiden.policy.tokenprofiles import profile_for_model
+    from aiden.policy.tokens import estimate_tokens
+
+    # As build_messages: summary.md, stripped, is the summary layer; past its cap a prompt gets the newest lines.
+    text = read_bytes(layout.summary).decode("utf-8", errors="replace").strip()
+    tokens = estimate_tokens(text, profile_for_model(model))
+    config = Config(context_window=window)
+    return {
+        "tokens": tokens,
+        "context_window": window,
+        "share_percent": round(100 * tokens / window, 1),
+        "cap_percent": config.summary_layer_percent,
+        "cap_tokens": config.summary_layer_tokens(),
+        "cut_in_prompt": tokens > config.summary_layer_tokens(),
+    }
+
+
+def _archived_sessions(layout: Layout) -> int:
+    try:
+        return sum(1 for e in os.scandir(layout.archive) if e.is_dir(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+
+
+def inspect_root(
+    root: str | os.PathLike[str], *, context_window: int | None = None, model: str | None = None
+) -> dict[str, Any]:
+    """A summary of what the root holds, as plain JSON-able data. Read-only.
+
+    The summary layer's share is of ``context_window``, else of ``model``'s
+    window (litellm's model map), else of the default window; ``model`` also
+    picks the token estimator.
+    """
+    from aiden.config import Config
+    from aiden.policy.tokenprofiles import profile_for_model
+    from aiden.policy.tokens import event_tokens
+    from aiden.storage.recovery_record import read_last_recovery
+    from aiden.summarizers.llm.models import ModelResolver
+
     layout = open_layout(root)
+    window = context_window or ModelResolver().context_window(model, Config().context_window)
     problems: list[str] = []
     try:
-        index, entries = _index(layout)
+        index, entries = load_entries(layout)
     except CorruptionError as exc:
         problems.append(str(exc))
         index, entries = cs.ChunkIndex(), []
-    hot = _hot(layout, index, entries)
+    hot = hot_events(layout, index, entries)
     memories = layout.long_term / "memories"
     long_term = sorted(memories.glob("*.md")) if memories.is_dir() else []
-    session_meta: Any = None
-    raw_meta = read_bytes(layout.session_meta)
-    if raw_meta:
-        try:
-            session_meta = json.loads(raw_meta)
-        except ValueError:
-            problems.append("session.json is not valid JSON")
+    compacted = sum(e.count for e in entries)
     return {
         "root": str(layout.root),
         "hot_window": {
@@ -132,32 +189,47 @@ def inspect_root(root: str | os.PathLike[str]) -> dict[str, Any]:
             "segments": len(index.segments),
             "first_seq": entries[0].first_seq if entries else None,
             "last_seq": entries[-1].last_seq if entries else None,
-            "events": sum(e.count for e in entries),
+            "events": compacted,
         },
         "summary_md_bytes": _size(layout.summary) or 0,
-        "session": session_meta,
-        "last_recovery": None,  # recovery reports are logged and returned by open_memory, not stored
+        "summary_layer": _summary_layer(layout, window, model),
+        "stats": {
+            "events": compacted + len(hot),
+            "compactions": len(entries),
+            "degraded_chunks": sum(1 for e in entries if e.degraded),
+            "hot_window_tokens": sum(event_tokens(hot, profile_for_model(model))),
+            "archived_sessions": _archived_sessions(layout),
+        },
+        "last_recovery": read_last_recovery(layout),
         "long_term_entries": len(long_term),
         "files": _files(layout),
         "problems": problems,
     }
 
 
-def export_lines(root: str | os.PathLike[str], fmt: str = "jsonl") -> Iterator[str]:
-    """Every event as one JSON line (``jsonl``) or as OpenAI chat messages (``openai``), one per line."""
+def export_lines(
+    root: str | os.PathLike[str], fmt: str = "jsonl", progress: ProgressFactory | None = None
+) -> Iterator[str]:
+    """Every event as one JSON line (``jsonl``) or as OpenAI chat messages (``openai``), one per line.
+
+    ``jsonl`` streams: one chunk file is held at a time, and a damaged chunk
+    stops the iteration with :class:`~aiden.errors.CorruptionError` after the
+    lines before it. ``openai`` pairs tool calls with their results across the
+    whole session, so it reads every event first. ``progress`` counts chunk files read.
+    """
+    if fmt not in ("jsonl", "openai"):
+        raise ValueError(f"unknown export format {fmt!r} (jsonl or openai)")
     layout = open_layout(root)
-    events = read_all_events(layout)
+    events = iter_events(layout, progress)
     if fmt == "jsonl":
         for event in events:
             yield encode_event(event).decode("utf-8").rstrip("\n")
-    elif fmt == "openai":
-        from aiden.context import events_to_messages
+        return
+    from aiden.context import events_to_messages
 
-        messages, _repairs = events_to_messages(events)
-        for message in messages:
-            yield json.dumps(message, ensure_ascii=False)
-    else:
-        raise ValueError(f"unknown export format {fmt!r} (jsonl or openai)")
+    messages, _repairs = events_to_messages(list(events))
+    for message in messages:
+        yield json.dumps(message, ensure_ascii=False)
 
 
 def recall(root: str | os.PathLike[str], query: str, *, k: int | None = None) -> list[RecallHit]:
@@ -166,7 +238,7 @@ def recall(root: str | os.PathLike[str], query: str, *, k: int | None = None) ->
     from aiden.recall.index import BulkChunk, RecallIndex
 
     layout = open_layout(root)
-    entries = _index(layout)[1]
+    entries = load_entries(layout)[1]
     bulk = [
         BulkChunk(
             chunk_id=e.chunk_id,
@@ -186,64 +258,3 @@ def recall(root: str | os.PathLike[str], query: str, *, k: int | None = None) ->
             return index.search(query, k=k)
         finally:
             index.close()
-
-
-def check_events(layout: Layout) -> list[str]:
-    """Problems of ``events.jsonl``: corrupt lines, a torn tail, seqs out of order."""
-    problems: list[str] = []
-    result = scan(read_bytes(layout.events))
-    for bad in result.bad_lines:
-        problems.append(f"events.jsonl: corrupt line at offset {bad.offset}: {bad.error}")
-    if result.torn_tail:
-        problems.append(
-            f"events.jsonl: torn tail of {len(result.torn_tail)} bytes at offset {result.complete_end}"
-        )
-    seqs = [e.seq for e in result.events]
-    if seqs != sorted(set(seqs)):
-        problems.append("events.jsonl: seqs out of order or duplicated")
-    return problems
-
-
-def doctor(root: str | os.PathLike[str]) -> list[str]:
-    """Every problem found, one line each (empty when clean): index, segments, chunk files, hot window."""
-    layout = open_layout(root)
-    problems: list[str] = []
-    try:
-        index = cs.load_index(layout) or cs.ChunkIndex()
-    except CorruptionError as exc:
-        problems.append(str(exc))
-        index = cs.ChunkIndex()
-    entries: list[cs.ChunkEntry] = []
-    for seg in index.segments:
-        try:
-            entries.extend(cs.read_segment(layout, seg))
-        except CorruptionError as exc:
-            problems.append(str(exc))
-    entries.extend(index.chunks)
-    listed = set()
-    previous = 0
-    seqs: list[int] = []
-    clean = not problems
-    for entry in entries:
-        listed.add(entry.chunk_id)
-        if entry.first_seq <= previous:
-            problems.append(f"index.yaml: chunk {entry.chunk_id} overlaps the chunk before it")
-        previous = entry.last_seq
-        try:
-            seqs.extend(
-                e.seq for e in cs.read_chunk(layout, entry.chunk_id, expect_sha256=entry.sha256).events
-            )
-        except AidenError as exc:
-            problems.append(str(exc))
-            clean = False
-    for chunk_id in cs.list_chunk_files(layout):
-        if chunk_id not in listed:
-            problems.append(f"chunk file {chunk_id}.jsonl is not in index.yaml (orphan)")
-    problems.extend(check_events(layout))
-    seqs.extend(e.seq for e in _hot(layout, index, entries))
-    if clean and seqs:
-        missing = sorted(set(range(1, max(seqs) + 1)) - set(seqs))
-        if missing:
-            shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
-            problems.append(f"{len(missing)} seqs stored nowhere (chunks or hot window): {shown}")
-    return [" ".join(p.split()) for p in problems]  # one line each

@@ -21,6 +21,7 @@ class Layout:
 
         <root>/memory/
           session.lock            the session lock (never deleted or renamed)
+          last_recovery.json      the last recovery on open that found something
           session/                the active session
             events.jsonl          hot window
             events.quarantine     bytes of torn tails / corrupt lines (never acknowledged data)
@@ -46,6 +47,7 @@ class Layout:
         self.session_meta = self.session / "session.json"
         self.archive = self.memory / "session_archive"
         self.long_term = self.memory / "long_term"
+        self.last_recovery = self.memory / "last_recovery.json"
 
     def chunk_file(self, chunk_id: str) -> Path:
         """Path of ``chunks/<chunk_id>.jsonl``; the id is validated first."""

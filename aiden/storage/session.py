@@ -31,6 +31,7 @@ from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.protocol import ChangeToken, ChunkChanges, PreparedEvent, RecoveryReport, Snapshot
 from aiden.storage.recovery import Recovery
+from aiden.storage.recovery_record import record_recovery
 from aiden.storage.summary_md import ARCHIVE_HEADER, render_archive_entries, render_summary_md
 from aiden.storage.trim import trim_hot_window
 
@@ -334,7 +335,9 @@ class FileSessionStore:
         try:
             self.events_lock.acquire(self.config.lock_timeout_s)
             try:
-                return Recovery(self.layout, self.storage, self.config).run()
+                report = Recovery(self.layout, self.storage, self.config).run()
+                record_recovery(self.storage, self.layout, report)
+                return report
             finally:
                 self.events_lock.release()
         finally:

@@ -19,11 +19,20 @@ from aiden.errors import SummarizerError
 from aiden.events import SessionEvent, decode_event
 from aiden.storage import chunks as cs
 from aiden.storage.layout import Layout
+from aiden.storage.protocol import RecoveryReport
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 from tests.cli.guard import read_only_root, tree
 from tests.helpers import SMALL_MANUAL, all_events
 
 TORN = b'{"type":"user_in'
+CLEAN_DOCTOR = {
+    "ok": True,
+    "problems": [],
+    "notes": [],
+    "locks": {"session.lock": [], "compaction.lock": []},
+    "recovery_dry_run": {k: v for k, v in msgspec.to_builtins(RecoveryReport()).items() if k != "checked"},
+}
+"""``aiden doctor --json`` on a healthy root nobody holds a lock on."""
 ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
@@ -254,14 +263,19 @@ def test_doctor_json_clean_on_a_read_only_root_and_with_a_problem(
     root = memory_root[0]
     with read_only_root(root, monkeypatch):
         assert main(["doctor", str(root), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"ok": True, "problems": []}
+    assert json.loads(capsys.readouterr().out) == CLEAN_DOCTOR
     with Layout(root).events.open("ab") as f:
         f.write(TORN)
     size = Layout(root).events.stat().st_size
     assert main(["doctor", str(root), "--json"]) == 1
     assert json.loads(capsys.readouterr().out) == {
+        **CLEAN_DOCTOR,
         "ok": False,
-        "problems": [f"events.jsonl: torn tail of {len(TORN)} bytes at offset {size - len(TORN)}"],
+        "problems": [
+            f"events.jsonl: torn tail of {len(TORN)} bytes at offset {size - len(TORN)}",
+            f"recovery dry run: the next open would quarantine a torn tail of {len(TORN)} bytes",
+        ],
+        "recovery_dry_run": {**CLEAN_DOCTOR["recovery_dry_run"], "torn_tail_bytes": len(TORN)},
     }
 
 
@@ -276,7 +290,11 @@ def test_doctor_finds_a_flipped_byte_in_a_chunk_file(
     data[pos] ^= 0x01
     path.write_bytes(bytes(data))
     assert main(["doctor", str(root)]) == 1
-    assert capsys.readouterr().out == f"chunk file {path.name}: checksum mismatch\n"
+    assert capsys.readouterr().out == (
+        f"chunk file {path.name}: checksum mismatch\n"
+        f"recovery dry run: chunk {entries[0].chunk_id} (seq {entries[0].first_seq}-{entries[0].last_seq}) "
+        f"unreadable: chunk file {path.name}: checksum mismatch\n"
+    )
 
 
 def test_doctor_finds_a_torn_tail_and_a_corrupt_line(
@@ -290,8 +308,12 @@ def test_doctor_finds_a_torn_tail_and_a_corrupt_line(
     assert main(["doctor", str(root)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"events.jsonl: corrupt line at offset {size}: ")
-    assert lines[1] == f"events.jsonl: torn tail of {len(TORN)} bytes at offset {size + 9}"
-    assert len(lines) == 2
+    assert lines[1:] == [
+        f"events.jsonl: torn tail of {len(TORN)} bytes at offset {size + 9}",
+        f"recovery dry run: the next open would quarantine a torn tail of {len(TORN)} bytes; "
+        "quarantine 1 corrupt lines",
+        f"recovery dry run: events.jsonl: corrupt line at offset {size} quarantined",
+    ]
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -336,7 +358,11 @@ def test_doctor_finds_an_invalid_index_and_an_orphan_chunk(
     assert lines[1].startswith("chunk file chunk_") and lines[1].endswith(
         ".jsonl is not in index.yaml (orphan)"
     )
-    assert len(lines) == 2
+    # The next open rebuilds the index from the chunk files: nothing is lost.
+    assert lines[2:] == [
+        "recovery dry run: the next open would rebuild index.yaml from the chunk files",
+        f"recovery dry run: index.yaml was corrupt and was rebuilt from chunk files: {lines[0]}",
+    ]
 
 
 def test_doctor_finds_events_stored_nowhere(
@@ -348,7 +374,10 @@ def test_doctor_finds_events_stored_nowhere(
     lost = decode_event(lines[-2]).seq
     events.write_bytes(b"".join(lines[:-2] + lines[-1:]))
     assert main(["doctor", str(root)]) == 1
-    assert capsys.readouterr().out == f"1 seqs stored nowhere (chunks or hot window): {lost}\n"
+    assert capsys.readouterr().out == (
+        f"1 seqs stored nowhere (chunks or hot window): {lost}\n"
+        f"recovery dry run: events.jsonl: 1 events lost (seqs {lost})\n"
+    )
     assert lost == len(stored) - 1
 
 

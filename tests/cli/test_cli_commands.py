@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import msgspec
 import pytest
 
 import aiden
@@ -32,46 +31,12 @@ from aiden.readonly import open_layout, read_all_events
 from aiden.storage import chunks as cs
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
+from tests.cli.conftest import DemoRoot
 from tests.cli.guard import read_only_root, tree
-
-
-class DemoRoot(msgspec.Struct, frozen=True, kw_only=True):
-    path: Path
-    versions: list[Version]
-    """Memory.dream_log() after one Dream run over the demo's history."""
-    memory_md: bytes
-    """long_term/MEMORY.md as that Dream run wrote it."""
 
 
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRoot:
-    """A demo root (24 turns, embedded summarizer) on which Dream ran once, through the public API."""
-    root = tmp_path_factory.mktemp("demo") / "agent"
-
-    async def build() -> list[Version]:
-        await run_demo(root, turns=24, echo=lambda _line: None)
-        async with aiden.open_memory(root) as memory:
-            outcome = await memory.dream()
-            assert outcome.ran and outcome.commit_id is not None
-            return await memory.dream_log()
-
-    versions = anyio.run(build)
-    assert len(versions) == 1
-    return DemoRoot(
-        path=root, versions=versions, memory_md=(root / "memory/long_term/MEMORY.md").read_bytes()
-    )
-
-
-@pytest.fixture
-def root(demo: DemoRoot, tmp_path: Path) -> Path:
-    """A private copy of the demo root."""
-    copy = tmp_path / "agent"
-    shutil.copytree(demo.path, copy, symlinks=True)
-    return copy
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -45,6 +45,13 @@ ALLOWED: Final[dict[str, dict[str, str]]] = {
     "cli.py": {
         "tempfile.mkdtemp": "the demo's fresh root when none is given (nothing is in it yet)",
     },
+    "doctor.py": {
+        "tempfile.TemporaryDirectory": "the recovery dry run's private copy of a root, outside any memory root",
+        "os.mkdir": "the memory directory inside that throwaway copy",
+        "shutil.copytree": "the session directories copied into it (the real root is only read)",
+        "os.link": "immutable chunk files linked into the copy (recovery only reads or unlinks them)",
+        "shutil.copy2": "the other files copied into the copy",
+    },
     "testing/pgcluster.py": {
         "tempfile.mkdtemp": "a throwaway PostgreSQL cluster's data directory for tests, outside any memory root",
         "os.chown": "that directory handed to the non-root user the server runs as",

@@ -1,0 +1,253 @@
+"""``aiden doctor``: verify a memory root without writing to it.
+
+Three parts, all read-only on the root:
+
+1. **Files**: the chunk index and its sealed segments, every chunk file
+   against its checksum, orphan chunk files, ``events.jsonl`` (corrupt lines,
+   torn tail, seq order) and seqs stored nowhere.
+2. **Locks**: ``session.lock`` and ``compaction.lock`` are regular files, and
+   who holds them right now (``/proc/locks`` on Linux; no lock is taken).
+   ``flock`` locks die with their process, so a held lock names a live one.
+3. **A recovery dry run**: the recovery that the next open runs, on a private
+   copy of the session directories in a temp dir (chunk files are hard-linked
+   where the filesystem allows, since recovery only reads or unlinks them);
+   what it would repair, and what it could not, is reported. Skipped while a
+   lock is held, because a write in flight would look like damage.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from aiden.cli_progress import Progress
+from aiden.config import Config
+from aiden.errors import AidenError, CorruptionError
+from aiden.readonly import ProgressFactory, hot_events, open_layout
+from aiden.storage import chunks as cs
+from aiden.storage.jsonl import read_bytes, scan
+from aiden.storage.layout import Layout
+from aiden.storage.protocol import RecoveryReport
+
+__all__ = ["LOCKS", "check_events", "doctor", "lock_holders", "recovery_dry_run"]
+
+LOCKS = ("session.lock", "compaction.lock")
+"""The session store's inter-process lock files under ``memory/``."""
+
+_ACTIONS = (
+    ("temp_files_removed", "remove {} temp files of interrupted writes"),
+    ("hot_events_dropped", "drop {} hot-window events a committed chunk already holds (an interrupted trim)"),
+    ("duplicate_events_dropped", "drop {} duplicated hot-window events"),
+    ("torn_tail_bytes", "quarantine a torn tail of {} bytes"),
+    ("corrupt_lines_quarantined", "quarantine {} corrupt lines"),
+    ("orphan_chunks_removed", "remove {} orphan chunk files"),
+    ("orphan_chunks_adopted", "adopt {} orphan chunk files into the index"),
+    ("orphan_segments_removed", "remove {} unreferenced index segments"),
+    ("index_rebuilt", "rebuild index.yaml from the chunk files"),
+    ("summary_rewritten", "rewrite summary.md from the index"),
+)
+
+
+def check_events(layout: Layout) -> list[str]:
+    """Problems of ``events.jsonl``: corrupt lines, a torn tail, seqs out of order."""
+    problems: list[str] = []
+    result = scan(read_bytes(layout.events))
+    for bad in result.bad_lines:
+        problems.append(f"events.jsonl: corrupt line at offset {bad.offset}: {bad.error}")
+    if result.torn_tail:
+        problems.append(
+            f"events.jsonl: torn tail of {len(result.torn_tail)} bytes at offset {result.complete_end}"
+        )
+    seqs = [e.seq for e in result.events]
+    if seqs != sorted(set(seqs)):
+        problems.append("events.jsonl: seqs out of order or duplicated")
+    return problems
+
+
+def _check_files(layout: Layout, bar: Progress | None) -> list[str]:
+    problems: list[str] = []
+    try:
+        index = cs.load_index(layout) or cs.ChunkIndex()
+    except CorruptionError as exc:
+        problems.append(str(exc))
+        index = cs.ChunkIndex()
+    entries: list[cs.ChunkEntry] = []
+    for seg in index.segments:
+        try:
+            entries.extend(cs.read_segment(layout, seg))
+        except CorruptionError as exc:
+            problems.append(str(exc))
+    entries.extend(index.chunks)
+    listed = set()
+    previous = 0
+    seqs: list[int] = []
+    clean = not problems
+    for entry in entries:
+        listed.add(entry.chunk_id)
+        if entry.first_seq <= previous:
+            problems.append(f"index.yaml: chunk {entry.chunk_id} overlaps the chunk before it")
+        previous = entry.last_seq
+        try:
+            seqs.extend(
+                e.seq for e in cs.read_chunk(layout, entry.chunk_id, expect_sha256=entry.sha256).events
+            )
+        except AidenError as exc:
+            problems.append(str(exc))
+            clean = False
+        if bar is not None:
+            bar.advance()
+    for chunk_id in cs.list_chunk_files(layout):
+        if chunk_id not in listed:
+            problems.append(f"chunk file {chunk_id}.jsonl is not in index.yaml (orphan)")
+    problems.extend(check_events(layout))
+    seqs.extend(e.seq for e in hot_events(layout, index, entries))
+    if clean and seqs:
+        missing = sorted(set(range(1, max(seqs) + 1)) - set(seqs))
+        if missing:
+            shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
+            problems.append(f"{len(missing)} seqs stored nowhere (chunks or hot window): {shown}")
+    return problems
+
+
+def lock_holders(path: Path, proc_locks: Path = Path("/proc/locks")) -> list[int] | None:
+    """PIDs holding a lock on ``path`` now, from ``proc_locks``; None where the kernel does not list locks."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return []
+    try:
+        text = proc_locks.read_text()
+    except OSError:
+        return None
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids: set[int] = set()
+    for line in text.splitlines():
+        # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2181341 0 EOF"; waiters are marked "->".
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] != "->" and fields[5] == device and fields[4].isdigit():
+            pids.add(int(fields[4]))
+    return sorted(pids)
+
+
+def _check_locks(layout: Layout) -> tuple[dict[str, list[int] | None], list[str]]:
+    held: dict[str, list[int] | None] = {}
+    problems: list[str] = []
+    for name in LOCKS:
+        path = layout.memory / name
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            held[name] = []  # created by the next open
+            continue
+        if not stat.S_ISREG(mode):
+            problems.append(f"{name}: not a regular file (every open would fail to lock it)")
+            held[name] = None
+            continue
+        held[name] = lock_holders(path)
+    return held, problems
+
+
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    # Recovery logs what it finds as errors; the dry run reports them itself, once.
+    logger = logging.getLogger(name)
+    was = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = was
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    # Only chunk and segment files are linked: recovery reads or unlinks them, never writes
+    # them in place (everything else, like events.quarantine, it may append to: copied).
+    name = os.path.basename(src)
+    if name.endswith(".jsonl") and (name.startswith("chunk_") or name.startswith("segment-")):
+        try:
+            os.link(src, dst)
+            return
+        except OSError:
+            pass  # another filesystem, or links refused: copy
+    shutil.copy2(src, dst)
+
+
+def recovery_dry_run(layout: Layout, config: Config) -> RecoveryReport:
+    """What the next open's recovery would find and do, run on a temp copy of the session directories."""
+    from aiden.storage.fs import Storage
+    from aiden.storage.recovery import Recovery
+
+    with tempfile.TemporaryDirectory(prefix="aiden-doctor-") as tmp:
+        copy = Layout(tmp)
+        os.mkdir(copy.memory)
+        for src, dst in ((layout.session, copy.session), (layout.archive, copy.archive)):
+            if src.is_dir():
+                shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy)
+        with _quiet("aiden.storage"):
+            return Recovery(copy, Storage(), config).run()
+
+
+def _dry_run_lines(report: RecoveryReport) -> list[str]:
+    data = msgspec.structs.asdict(report)
+    actions = [text.format(data[key]) for key, text in _ACTIONS if data[key]]
+    lines = [f"recovery dry run: the next open would {'; '.join(actions)}"] if actions else []
+    lines.extend(f"recovery dry run: {p}" for p in report.unrecoverable)  # its own findings, in its words
+    return lines
+
+
+def doctor(
+    root: str | os.PathLike[str], *, config: Config | None = None, progress: ProgressFactory | None = None
+) -> dict[str, Any]:
+    """Every problem found, one line each, with the lock holders and the recovery dry run, as JSON-able data.
+
+    ``config`` is the agent's (its summary.md shape is what recovery re-derives);
+    ``progress`` counts chunk files verified plus one for the dry run.
+    """
+    config = config or Config()
+    layout = open_layout(root)
+    entries = 0
+    try:
+        index = cs.load_index(layout) or cs.ChunkIndex()
+        entries = len(index.chunks) + sum(s.chunks for s in index.segments)
+    except CorruptionError:
+        pass  # reported by the file checks
+    bar = progress(entries + 1) if progress is not None else None
+    problems = _check_files(layout, bar)
+    locks, lock_problems = _check_locks(layout)
+    problems.extend(lock_problems)
+    busy = {name: pids for name, pids in locks.items() if pids}
+    dry_run: dict[str, Any] | None = None
+    if busy:
+        skipped = ", ".join(f"{name} held by pid {', '.join(map(str, pids))}" for name, pids in busy.items())
+        notes = [f"recovery dry run skipped: {skipped} (a write in flight would look like damage)"]
+    else:
+        report = recovery_dry_run(layout, config).findings()
+        dry_run = {
+            k: v for k, v in msgspec.to_builtins(report).items() if k != "checked"
+        }  # the file store checks all
+        problems.extend(_dry_run_lines(report))
+        notes = []
+    try:
+        quarantined = layout.quarantine.stat().st_size
+    except FileNotFoundError:
+        quarantined = 0
+    if quarantined:
+        notes.append(f"session/events.quarantine holds {quarantined} bytes an earlier recovery set aside")
+    if bar is not None:
+        bar.advance()
+    return {
+        "ok": not problems,
+        "problems": [" ".join(p.split()) for p in problems],  # one line each
+        "notes": notes,
+        "locks": locks,
+        "recovery_dry_run": dry_run,
+    }
