@@ -9,8 +9,8 @@ acme, bolt, ...). Each has the same kinds of tasks, with its own values:
   (category ``changed``: the old procedure must be disputed or superseded);
 * ``service``: the server refuses to start until an env var is set (``learned``);
 * ``tests``: the test runner needs ``PYTHONPATH=<path>`` (``learned``);
-* ``lint``: works the first time, never fails (``direct``: nothing to learn
-  by the learner's rule, only a trace to find);
+* ``lint``: works the first time, never fails (``direct``: learned by the
+  first-try rule, the run's one step having completed its goal);
 * distractors: the docs build (a fail-then-fix lesson of its own, sharing
   the word "build"), a deploy that times out twice (no fix), reading a build
   log (a success full of build words).

@@ -22,6 +22,7 @@ from aiden.policy.scrub import strip_screenshot_data
 from aiden.policy.secrets import redact_secrets
 
 __all__ = [
+    "MAX_ANSWER_CHARS",
     "MAX_EPISODE_EVENTS",
     "MAX_EVENT_CHARS",
     "Episode",
@@ -31,10 +32,12 @@ __all__ = [
     "Outcome",
 ]
 
-EpisodeEventType = Literal["tool_call", "tool_result", "user_correction", "observation"]
+EpisodeEventType = Literal["tool_call", "tool_result", "user_correction", "observation", "assistant_output"]
 Outcome = Literal["success", "failure", "unknown"]
 MAX_EVENT_CHARS: Final = 16_000
 """A content longer than this is cut (tool outputs can be huge; the lesson needs the start)."""
+MAX_ANSWER_CHARS: Final = 1_000
+"""An assistant output keeps its start only: the learner needs to know the run answered, not the essay."""
 MAX_EPISODE_EVENTS: Final = 5_000
 """Events one episode keeps; later ones are counted in ``Episode.dropped`` instead."""
 
@@ -45,7 +48,9 @@ class EpisodeEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     ``tool_call``: ``tool_name`` and its JSON ``content`` (the arguments);
     ``tool_result``: ``ok`` False when the call failed, ``content`` the output
     or error; ``user_correction``: the user's text; ``observation``: a
-    deterministic fact of the environment, ``key`` = ``content``.
+    deterministic fact of the environment, ``key`` = ``content``;
+    ``assistant_output``: the agent's text (the start of it), the last one after
+    the tool calls being the run's answer.
     """
 
     seq: int
@@ -157,6 +162,12 @@ class EpisodeRecorder:
     def correction(self, text: str, *, timestamp: float | None = None) -> int:
         """Record a user correction; its seq."""
         return self.add(EpisodeEvent(seq=0, type="user_correction", content=text, timestamp=timestamp))
+
+    def answer(self, text: str, *, timestamp: float | None = None) -> int:
+        """Record an assistant output (its first :data:`MAX_ANSWER_CHARS` characters); its seq."""
+        return self.add(
+            EpisodeEvent(seq=0, type="assistant_output", content=text[:MAX_ANSWER_CHARS], timestamp=timestamp)
+        )
 
     def observe(self, key: str, value: str, *, timestamp: float | None = None) -> int:
         """Record a deterministic observation of the environment (a version, a path, a size); its seq."""

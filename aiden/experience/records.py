@@ -34,6 +34,8 @@ from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
 
 __all__ = [
     "INDEX_VERSION",
+    "MAX_EVIDENCE",
+    "MAX_TASKS",
     "RECORD_KINDS",
     "RECORD_STATUSES",
     "EnvironmentProfile",
@@ -64,6 +66,9 @@ _WORD: Final = re.compile(r"[^\W_]+(?:[-_.][^\W_]+)*", re.UNICODE)
 
 MAX_TASKS: Final = 8
 """Task statements kept per record (the oldest drop out)."""
+MAX_EVIDENCE: Final = 16
+"""Evidence entries kept per record: the first (the episode that taught it) and the newest others.
+Unbounded, a step confirmed by every run would outgrow the record file's read limit."""
 
 
 def terms_of(text: str, limit: int = MAX_TERMS) -> tuple[str, ...]:
@@ -144,6 +149,7 @@ class ExperienceRecord(msgspec.Struct, frozen=True, kw_only=True):
             terms=terms_of(
                 f"{self.title} {self.goal} {self.step} {' '.join(self.tasks)} {self.body}", 2 * MAX_TERMS
             ),
+            task_terms=terms_of(f"{self.goal} {' '.join(self.tasks)}"),
             created_at=self.created_at,
             updated_at=self.updated_at,
             expires_at=self.expires_at,
@@ -161,6 +167,9 @@ class RecordRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     goal: str = ""
     step: str = ""
     terms: tuple[str, ...] = ()
+    task_terms: tuple[str, ...] = ()
+    """The terms of the task statements the record serves (goal and tasks), also in ``terms``:
+    recall weighs them double, since a query says what the agent is trying to do."""
     created_at: float
     updated_at: float
     expires_at: float | None = None

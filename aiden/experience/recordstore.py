@@ -243,12 +243,16 @@ class RecordStore:
 
 def _procedures_first(ranked: list[RecordRow]) -> list[RecordRow]:
     """``ranked`` grouped by task (environment, goal), groups in the order of their best row; in
-    each group the procedures first. A failure record names what worked instead, so the
-    procedure is the answer and the failure the warning beside it."""
+    each group the working steps (procedures, calibrations) first. A failure record names what
+    worked instead, so the working step is the answer and the failure the warning beside it."""
     groups: dict[tuple[str, str], list[RecordRow]] = {}
     for row in ranked:
         groups.setdefault((row.environment, row.goal), []).append(row)
-    return [row for rows in groups.values() for row in sorted(rows, key=lambda r: r.kind != "procedure")]
+    return [
+        row
+        for rows in groups.values()
+        for row in sorted(rows, key=lambda r: r.kind not in ("procedure", "calibration"))
+    ]
 
 
 def _bm25(rows: list[RecordRow], terms: list[str], k1: float = 1.2, b: float = 0.75) -> list[RecordRow]:
@@ -260,7 +264,8 @@ def _bm25(rows: list[RecordRow], terms: list[str], k1: float = 1.2, b: float = 0
     df = Counter(t for r in rows for t in set(r.terms))
     scored: list[tuple[float, float, RecordRow]] = []
     for row in rows:
-        tf = Counter(row.terms)
+        # BM25F-like: a term of the task the record serves counts twice (its step and output once).
+        tf = Counter(row.terms) + Counter(row.task_terms)
         score = 0.0
         for term in terms:
             f = tf.get(term, 0)

@@ -121,7 +121,10 @@ class ExperienceService:
                 problems.append(f"episode {row.id} is missing or unreadable")
                 self.episodes.mark_processed(row, {"skipped": "unreadable"})
                 continue
-            lessons = learn(episode, self.records.records(environment=episode.environment), ttl_s=self._ttl_s)
+            # Records expired when the episode ended are left unread (rejected by their index row), as
+            # recall leaves them: a lesson learned again replaces its expired record under the same id.
+            existing = self.records.records(environment=episode.environment, now=episode.finished_at)
+            lessons = learn(episode, existing, ttl_s=self._ttl_s)
             lessons = self._phrased(lessons)
             self.records.apply(lessons.records)
             if lessons.profile is not None:

@@ -4,7 +4,8 @@
 episode (goal = the run's root input), every event appended while it is open
 is noted (tool calls, tool results with their success judged by
 :func:`~aiden.policy.experience.result_failed`, user input after the root as a
-correction), ``recall_experience`` answers note the record ids they returned,
+correction, assistant outputs: the last one, after the tool calls, is the
+run's answer), ``recall_experience`` answers note the record ids they returned,
 and ``commit_run`` finishes it for the experience actor to commit. aiden's own
 memory tools are not part of the trace: a lesson is about the environment,
 not about recalling.
@@ -93,6 +94,9 @@ class EpisodeTracker:
                     )
             elif e.type == "user_input" and e.seq != self._root_seq and not e.synthetic:
                 rec.correction(e.content, timestamp=e.timestamp)
+            elif e.type == "assistant_output" and not e.synthetic:
+                # The last one after the tool calls is the run's answer: the worker's goal assessment reads it.
+                rec.answer(e.content, timestamp=e.timestamp)
 
     def observe(self, key: str, value: str, *, now: float) -> bool:
         """Record a deterministic observation of the environment; False when no episode is open."""

@@ -6,13 +6,26 @@ environment profile). Every timestamp comes from the episode itself, so
 processing an episode again — a worker retried after a crash — yields the
 very same records with the very same ids, and merging them changes nothing.
 
-The rules, each citing the episode id and the seqs of the events it rests on:
+The worker first assesses goal completion on its own, from the trace
+(:func:`~aiden.policy.experience_trace.assess`); then the rules, each citing
+the episode id and the seqs of the events it rests on:
 
 * a tool call that failed, then a *different* call of the same tool that
   succeeded (and no user correction right after it) teaches a ``failure``
   record (what failed, the error) and a ``procedure`` record (what worked);
-* a newer working procedure for the same environment and goal supersedes
-  the other procedures of that goal: they become ``legacy``;
+  a ``calibration`` record instead of the procedure when the working call
+  changed only numbers of the failed one (a coordinate, a timeout, a size);
+* a run that completed its goal at the first try with one step teaches a
+  ``procedure`` record for that step: every attempt worked, the worker
+  assessed success (no correction, the run answered after the step) and the
+  caller did not record a failure. The success that completed the run is the
+  direct evidence; a run of several different steps teaches nothing this way
+  (which of them did the work is not in the trace);
+* each observed key (``memory.observe``) is a ``fact`` record of the
+  environment (:mod:`aiden.policy.experience_facts`);
+* a newer working fix for the same environment and goal supersedes the other
+  procedures of that goal: they become ``legacy`` (a first-try success
+  supersedes nothing: two steps may both work);
 * an active procedure whose step fails in a later episode of its environment
   (and does not succeed in it) becomes ``disputed``; an active failure whose
   step now succeeds, likewise; a disputed procedure whose step works again is
@@ -20,7 +33,10 @@ The rules, each citing the episode id and the seqs of the events it rests on:
 * a procedure whose step simply works again gains the episode as evidence.
 
 Automatic learning writes no preference, profile or rule entries (those come
-only from the memory tools): it makes ``procedure`` and ``failure`` records.
+only from the memory tools): it makes ``procedure``, ``calibration``,
+``failure`` and ``fact`` records. ``navigation`` is a kind the store and the
+tool accept, but no rule yields it: which steps of a generic tool-using
+agent's trace were "getting there" is not in the trace.
 
 What to learn is decided here alone. A configured LLM may only *phrase* the
 lessons of a :class:`LessonGroup` (one working step and the failures it
@@ -31,25 +47,34 @@ evidence stay the embedded learner's.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Final
 
 import msgspec
 
-from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
+from aiden.experience.episodes import Episode
 from aiden.experience.records import (
+    MAX_EVIDENCE,
     MAX_TASKS,
     EnvironmentProfile,
     Evidence,
     ExperienceRecord,
+    RecordKind,
     goal_key,
     record_id,
 )
+from aiden.policy.experience_facts import MAX_FACT_VALUE_CHARS, fact_records
+from aiden.policy.experience_trace import (
+    Attempt,
+    answer_after,
+    assess,
+    attempts,
+    corrected_after,
+    numbers_changed,
+    result_failed,
+    step_signature,
+)
 from aiden.policy.lessons import LessonGroup, Lessons, rephrased
-from aiden.policy.toolresult import reported_failure
 
 __all__ = [
     "Attempt",
@@ -64,14 +89,9 @@ __all__ = [
     "step_signature",
 ]
 
-_MAX_STEP_CHARS = 300
 _MAX_QUOTE_CHARS = 400
-# The first line of a tool output that reports a failure by itself (shells, Python, git, HTTP clients).
-_FAILED_FIRST_LINE = re.compile(
-    r"^(?:error\b|fatal\b|traceback \(most recent call last\)|exception\b|failed\b|failure\b"
-    r"|(?:\S+: )+command not found|permission denied|exit (?:code|status) [1-9])",
-    re.IGNORECASE,
-)
+_WORKING: Final = ("procedure", "calibration")
+"""The kinds that name a working step (confirmed, disputed and superseded alike)."""
 
 
 def should_learn(last_activity: float | None, now: float, idle_minutes: float, run_active: bool) -> bool:
@@ -85,101 +105,9 @@ def should_learn(last_activity: float | None, now: float, idle_minutes: float, r
     return last_activity is None or now - last_activity >= idle_minutes * 60.0
 
 
-def result_failed(meta: Mapping[str, Any], content: str) -> bool:
-    """True when a tool result reports a failure: in its ``meta`` (``is_error``, ``error``, a
-    non-zero ``exit_code``/``returncode``, an HTTP ``status_code`` >= 400, ``status: "error"``)
-    or, without such metadata, on its first non-empty line (``error:``, a traceback, ...)."""
-    verdict = reported_failure(meta)
-    if verdict is not None:
-        return verdict
-    first = next((line.strip() for line in content[:4000].splitlines() if line.strip()), "")
-    return _FAILED_FIRST_LINE.match(first) is not None
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """A tool call and its result."""
-
-    call: EpisodeEvent
-    result: EpisodeEvent
-    step: str
-
-    @property
-    def ok(self) -> bool:
-        """True when the result did not report a failure."""
-        return self.result.ok is not False
-
-    @property
-    def seqs(self) -> tuple[int, int]:
-        """The call's and the result's seqs."""
-        return (self.call.seq, self.result.seq)
-
-
-def step_signature(tool_name: str, arguments: str) -> str:
-    """A call's normalized signature: ``tool value`` for one string argument, else ``tool {sorted JSON}``."""
-    text = " ".join(arguments.split())
-    try:
-        parsed = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict) and len(parsed) == 1 and isinstance(next(iter(parsed.values())), str):
-        text = " ".join(str(next(iter(parsed.values()))).split())
-    elif parsed is not None:
-        text = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return f"{tool_name} {text}".strip()[:_MAX_STEP_CHARS]
-
-
-def attempts(episode: Episode) -> list[Attempt]:
-    """The episode's calls paired with their results (by call id, else the next result of that tool)."""
-    open_calls: list[EpisodeEvent] = []
-    out: list[Attempt] = []
-    for event in episode.events:
-        if event.type == "tool_call":
-            open_calls.append(event)
-        elif event.type == "tool_result":
-            match = next(
-                (c for c in open_calls if event.tool_call_id and c.tool_call_id == event.tool_call_id), None
-            )
-            if match is None:
-                match = next(
-                    (
-                        c
-                        for c in open_calls
-                        if c.tool_name == event.tool_name and (not event.tool_call_id or not c.tool_call_id)
-                    ),
-                    None,
-                )
-            if match is not None:
-                open_calls.remove(match)
-                out.append(Attempt(match, event, step_signature(match.tool_name or "", match.content)))
-    return out
-
-
-def assess(episode: Episode) -> Outcome:
-    """Goal completion judged from the trace alone: the last attempt's result, unless the user corrected it."""
-    tried = attempts(episode)
-    if not tried:
-        return "unknown"
-    last = tried[-1]
-    corrected = any(e.type == "user_correction" and e.seq > last.result.seq for e in episode.events)
-    if corrected:
-        return "unknown"
-    return "success" if last.ok else "failure"
-
-
 def _quote(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _MAX_QUOTE_CHARS else flat[:_MAX_QUOTE_CHARS] + " ..."
-
-
-def _corrected_after(episode: Episode, attempt: Attempt, tried: list[Attempt]) -> bool:
-    """A user correction between this attempt's result and the next call contradicts it."""
-    later = [a.call.seq for a in tried if a.call.seq > attempt.result.seq]
-    end = min(later) if later else None
-    return any(
-        e.type == "user_correction" and e.seq > attempt.result.seq and (end is None or e.seq < end)
-        for e in episode.events
-    )
 
 
 def _merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceRecord:
@@ -187,6 +115,8 @@ def _merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceRec
         return new
     cited = {e.episode_id for e in old.evidence}
     evidence = old.evidence + tuple(e for e in new.evidence if e.episode_id not in cited)
+    if len(evidence) > MAX_EVIDENCE:
+        evidence = evidence[:1] + evidence[-(MAX_EVIDENCE - 1) :]
     tasks = (*old.tasks, *(t for t in new.tasks if t not in old.tasks))[-MAX_TASKS:]
     return msgspec.structs.replace(
         new,
@@ -198,6 +128,25 @@ def _merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceRec
         if old.expires_at is None and new.expires_at is None
         else max(old.expires_at or 0.0, new.expires_at or 0.0),
     )
+
+
+def _first_try_completion(episode: Episode, tried: list[Attempt]) -> tuple[Attempt, int] | None:
+    """The attempt that completed the run's goal at the first try and the seq of the run's answer
+    after it, if the trace shows one.
+
+    Every attempt worked and all are one step (a retry of the same call
+    counts once), no user correction anywhere (it may have changed the task),
+    the worker's own assessment is success (the run answered after the step)
+    and the caller did not record a failure.
+    """
+    if not tried or any(not a.ok for a in tried) or len({a.step for a in tried}) != 1:
+        return None
+    if any(e.type == "user_correction" for e in episode.events):
+        return None
+    if assess(episode) != "success" or episode.outcome == "failure":
+        return None
+    answer = answer_after(episode, tried[-1].result.seq)  # never None after a success: typed here
+    return None if answer is None else (tried[-1], answer)
 
 
 def _point_failures_at_the_new_fix(
@@ -266,12 +215,19 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             ),
             None,
         )
-        if fix is not None and fix.step not in failed and not _corrected_after(episode, fix, tried):
+        if fix is not None and fix.step not in failed and not corrected_after(episode, fix, tried):
             fixes.append((fail, fix))
     new_procedures: set[str] = set()
     by_fix: dict[str, tuple[Attempt, list[Attempt]]] = {}
     for fail, fix in fixes:
         by_fix.setdefault(fix.step, (fix, []))[1].append(fail)
+    # A fix that changed only numbers of every failed call it replaced is a calibration.
+    kind_of: dict[str, RecordKind] = {
+        step: "calibration"
+        if all(numbers_changed(f.call.content, fix.call.content) for f in fails)
+        else "procedure"
+        for step, (fix, fails) in by_fix.items()
+    }
     for fail, fix in fixes:
         cite = (Evidence(episode_id=episode.id, seqs=(*fail.seqs, *fix.seqs)),)
         put(
@@ -294,12 +250,14 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
                 tasks=(episode.goal,),
             )
         )
-        pid = record_id("procedure", env, goal, fix.step)
+        kind = kind_of[fix.step]
+        pid = record_id(kind, env, goal, fix.step)
         new_procedures.add(pid)
+        tuned = ", ".join(f"`{name}`" for name in numbers_changed(fail.call.content, fix.call.content))
         put(
             ExperienceRecord(
                 id=pid,
-                kind="procedure",
+                kind=kind,
                 status="active",
                 title=f"{short_goal}: `{fix.step}`",
                 goal=goal,
@@ -307,9 +265,36 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
                 environment=env,
                 body=(
                     f"For '{episode.goal}', `{fix.step}` worked (output: {_quote(fix.result.content)}) "
-                    f"after `{fail.step}` failed. Verify against current observations before relying on it."
+                    f"after `{fail.step}` failed{f' (only {tuned} changed)' if kind == 'calibration' else ''}. "
+                    "Verify against current observations before relying on it."
                 ),
                 evidence=cite,
+                created_at=when,
+                updated_at=when,
+                expires_at=expires,
+                tasks=(episode.goal,),
+            )
+        )
+    first_try = _first_try_completion(episode, tried)
+    if first_try is not None and not any(
+        r.kind in _WORKING and r.step == first_try[0].step and r.environment == env for r in known.values()
+    ):
+        # A step some procedure already names is confirmed below instead (one record per step).
+        done, answer = first_try
+        put(
+            ExperienceRecord(
+                id=record_id("procedure", env, goal, done.step),
+                kind="procedure",
+                status="active",
+                title=f"{short_goal}: `{done.step}`",
+                goal=goal,
+                step=done.step,
+                environment=env,
+                body=(
+                    f"For '{episode.goal}', `{done.step}` completed the task at the first try (output: "
+                    f"{_quote(done.result.content)}). Verify against current observations before relying on it."
+                ),
+                evidence=(Evidence(episode_id=episode.id, seqs=(*done.seqs, answer)),),
                 created_at=when,
                 updated_at=when,
                 expires_at=expires,
@@ -323,14 +308,11 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             continue
         steps = [a for a in tried if a.step == rec.step]
         seqs = tuple(s for a in steps for s in a.seqs)
-        if rec.kind == "procedure" and rec.status != "legacy" and rec.goal == goal and new_procedures:
+        if rec.kind in _WORKING and rec.status != "legacy" and rec.goal == goal and new_procedures:
             restatus(rec, "legacy", f"superseded by {sorted(new_procedures)[0]} (episode {episode.id})")
             superseded.append(rec.step)
         elif (
-            rec.kind == "procedure"
-            and rec.step in failed
-            and rec.step not in worked
-            and rec.status == "active"
+            rec.kind in _WORKING and rec.step in failed and rec.step not in worked and rec.status == "active"
         ):
             restatus(rec, "disputed", f"episode {episode.id} seqs {list(seqs)}: the step failed")
         elif (
@@ -338,10 +320,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         ):
             restatus(rec, "disputed", f"episode {episode.id} seqs {list(seqs)}: the step succeeded")
         elif (
-            rec.kind == "procedure"
-            and rec.status != "legacy"
-            and rec.step in worked
-            and rec.step not in failed
+            rec.kind in _WORKING and rec.status != "legacy" and rec.step in worked and rec.step not in failed
         ):
             # Confirmed (a disputed one is active again); a legacy procedure stays superseded.
             put(
@@ -359,7 +338,12 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         _point_failures_at_the_new_fix(
             known, current, put, env, goal, superseded, next(iter(by_fix)), episode.id
         )
-    observations = {e.key: e.content[:500] for e in episode.events if e.type == "observation" and e.key}
+    for fact in fact_records(episode, known, expires_at=expires):
+        if fact != known.get(fact.id):
+            changed[fact.id] = fact
+    observations = {
+        e.key: e.content[:MAX_FACT_VALUE_CHARS] for e in episode.events if e.type == "observation" and e.key
+    }
     profile = (
         EnvironmentProfile(environment=env, observations=observations, episode_id=episode.id, updated_at=when)
         if observations
@@ -368,7 +352,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
     ordered = tuple(changed[k] for k in sorted(changed))
     groups: list[LessonGroup] = []
     for fix, fails in by_fix.values():
-        pid = record_id("procedure", env, goal, fix.step)
+        pid = record_id(kind_of[fix.step], env, goal, fix.step)
         fids = tuple(dict.fromkeys(record_id("failure", env, goal, f.step) for f in fails))
         if pid in changed or any(f in changed for f in fids):
             groups.append(

@@ -78,13 +78,15 @@ async def test_embedded_run_learns_the_expected_records(tmp_path: Path) -> None:
     (res,) = result["results"]
     assert (res["mode"], res["episodes"], res["probes"], len(res["rows"])) == ("embedded", 22, 16, 16)
     # Per environment a failure and a procedure for build, service, tests and docs; the changed build adds
-    # one of each and leaves the old procedure legacy. Lint (never failed) and deploy (no fix) teach nothing.
-    assert res["records"] == {"failure/active": 9, "procedure/active": 8, "procedure/legacy": 1}
+    # one of each and leaves the old procedure legacy. Lint and the build log, done at the first try with
+    # one step, teach a procedure each; deploy (no fix, no success) teaches nothing.
+    assert res["records"] == {"failure/active": 9, "procedure/active": 12, "procedure/legacy": 1}
     assert res["inactive_returned"] == 0
     assert (res["llm_calls"], res["llm_phrased_records"], res["learner"]) == (0, 0, None)
     changed = res["by_category"]["changed"]
     assert (changed["probes"], changed["top1"], changed["stale_top1"]) == (2, 1.0, 0.0)
-    assert res["by_category"]["direct"]["top1"] == 0.0  # no lesson without a failure first, by design
+    # A task done at the first try is recalled: its run's success was the direct evidence.
+    assert res["by_category"]["direct"]["top1"] == 1.0
     assert res["by_category"]["direct"]["bm25_top1"] == 1.0
     assert res["overall"]["bm25_top1"] == 0.75 and res["overall"]["bm25_hit5"] == 1.0
     # The top trace of the changed build is the one where the old step failed and the new one worked;
@@ -103,12 +105,13 @@ async def test_llm_run_phrases_every_lesson_group_once(tmp_path: Path) -> None:
     result = await bx.main_async(2, 1, ["llm"], tmp_path)
     (res,) = result["results"]
     # One call per (procedure, failures) group: build, service, tests, docs per environment, and the
-    # changed build; confirmations and the fix-less deploy cost none. Every learned record is phrased.
+    # changed build; confirmations, the fix-less deploy and first-try procedures (nothing to contrast:
+    # their embedded text stays) cost none.
     assert (res["mode"], res["llm_calls"], res["llm_phrased_records"]) == ("llm", 9, 18)
     learner = res["learner"]
     assert (learner["groups"], learner["calls"], learner["phrased"], learner["fallbacks"]) == (9, 9, 9, 0)
     assert learner["prompt_tokens"] > 0 and learner["first_error"] == ""
-    assert res["records"] == {"failure/active": 9, "procedure/active": 8, "procedure/legacy": 1}
+    assert res["records"] == {"failure/active": 9, "procedure/active": 12, "procedure/legacy": 1}
     changed = res["by_category"]["changed"]
     assert (changed["top1"], changed["stale_top1"]) == (1.0, 0.0)
     assert res["inactive_returned"] == 0

@@ -9,7 +9,7 @@ import pytest
 
 from aiden.experience.episodes import Episode, EpisodeRecorder
 from aiden.experience.episodestore import EpisodeStore
-from aiden.experience.records import RECORD_KINDS, ExperienceRecord
+from aiden.experience.records import ExperienceRecord
 from aiden.experience.recordstore import RecordStore
 from aiden.experience.tool import handle_experience_tool
 from aiden.policy.experience import learn
@@ -82,13 +82,20 @@ async def test_failing_then_working_yields_failure_and_procedure_citing_evidence
     assert episodes.commit(failing_then_working("ep-1", 1000.0), now=1011.0) is True
     assert process(episodes, records) == 1
     got = {r.kind: r for r in records.records()}
-    assert sorted(got) == ["failure", "procedure"]
+    assert sorted(got) == ["fact", "failure", "procedure"]
     assert got["failure"].step == "shell make build"
     assert "missing flag WITH_SSL" in got["failure"].body
     assert got["procedure"].step == "shell make build WITH_SSL=1"
-    for record in got.values():
+    for record in (got["failure"], got["procedure"]):
         assert record.status == "active"
         assert [(e.episode_id, e.seqs) for e in record.evidence] == [("ep-1", (2, 3, 4, 5))]
+    # The observation is a fact of the environment citing its own event, and stays in the profile too.
+    assert (got["fact"].title, got["fact"].status, got["fact"].environment) == (
+        "python: 3.11.9",
+        "active",
+        ENV,
+    )
+    assert [(e.episode_id, e.seqs) for e in got["fact"].evidence] == [("ep-1", (1,))]
     profile = records.profile(ENV)
     assert profile is not None and profile.observations == {"python": "3.11.9"}
     assert process(episodes, records) == 0  # processed exactly once
@@ -224,11 +231,14 @@ async def test_automatic_learning_never_writes_a_preference(tmp_path: Path) -> N
     rec.tool_result("shell", "npm ERR!", ok=False)
     rec.tool_call("shell", '{"cmd": "yarn install"}')
     rec.tool_result("shell", "done", ok=True)
+    rec.answer("installed")
     episodes.commit(rec.finish("success", finished_at=5.0), now=5.0)
     process(episodes, records)
     assert {r.kind for r in records.records()} == {"failure", "procedure"}
-    assert {r.kind for r in records.records()} <= set(RECORD_KINDS) - {"preference"}
-    assert not lay.long_term.exists()
+    # The stated preference is in no record: learning rests on the tool results alone.
+    assert not [r.id for r in records.records() if "prefer" in f"{r.title} {r.body} {' '.join(r.tasks)}"]
+    # Nothing outside the episode and experience stores: no long-term entry, no profile.
+    assert sorted(p.name for p in lay.memory.iterdir()) == ["episodes", "experience"]
 
 
 @pytest.mark.parametrize("point", ["experience.commit.after_file", "experience.commit.after_index"])
@@ -253,5 +263,66 @@ async def test_crash_during_processing_duplicates_no_record(tmp_path: Path, poin
     episodes, records = EpisodeStore(lay, Storage()), RecordStore(lay, Storage())
     assert process(episodes, records) == 1
     assert process(episodes, records) == 0
-    assert sorted(r.kind for r in records.records()) == ["failure", "procedure"]
+    assert sorted(r.kind for r in records.records()) == ["fact", "failure", "procedure"]
     assert all(len(r.evidence) == 1 for r in records.records())
+
+
+async def test_learning_leaves_expired_records_unread_and_relearns_them_fresh(tmp_path: Path) -> None:
+    from aiden.config import Config
+    from aiden.experience.records import goal_key, record_id
+    from aiden.experience.service import ExperienceService
+
+    svc = ExperienceService(Layout(tmp_path), Storage(), Config())
+    pid = record_id("procedure", ENV, goal_key(GOAL), "shell make build WITH_SSL=1")
+    stale = ExperienceRecord(
+        id=pid,
+        kind="procedure",
+        status="active",
+        title="old",
+        body="old text",
+        environment=ENV,
+        goal=goal_key(GOAL),
+        step="shell make build WITH_SSL=1",
+        created_at=1.0,
+        updated_at=1.0,
+        expires_at=500.0,
+    )
+    svc.records.apply([stale])
+    svc.commit(failing_then_working("ep-1", 1000.0), now=1011.0)
+    assert svc.learn(16).episodes == 1
+    assert svc.records.files_read == []  # the expired row was rejected before its file
+    (proc,) = [r for r in svc.all_records() if r.kind == "procedure"]
+    assert (proc.id, proc.created_at, proc.expires_at, [e.episode_id for e in proc.evidence]) == (
+        pid,
+        1010.0,
+        None,
+        ["ep-1"],
+    )
+
+
+async def test_recall_weighs_the_task_a_record_serves_above_its_step_text(tmp_path: Path) -> None:
+    records = RecordStore(Layout(tmp_path), Storage())
+
+    def proc(rid: str, goal: str, step: str, t: float) -> ExperienceRecord:
+        return ExperienceRecord(
+            id=rid,
+            kind="procedure",
+            status="active",
+            title=goal,
+            body="worked",
+            environment=ENV,
+            goal=goal,
+            step=step,
+            created_at=t,
+            updated_at=t,
+        )
+
+    # Same number of terms each; "tests" is the first one's task, "check" only the second one's step.
+    records.apply(
+        [
+            proc("proc-tests", "acme tests", "shell pytest", 1.0),
+            proc("proc-lint", "acme lint", "shell check", 2.0),
+        ]
+    )
+    found = records.search(("check", "acme", "tests"), now=5.0, k=5, environment=ENV)
+    assert [r.id for r in found] == ["proc-tests", "proc-lint"]

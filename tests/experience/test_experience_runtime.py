@@ -17,6 +17,7 @@ from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.experience.episodestore import EpisodeStore
 from aiden.experience.port import ExperiencePort
+from aiden.experience.recordstore import RecordStore
 from aiden.memory import Memory
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -76,6 +77,7 @@ async def test_a_run_records_an_episode_and_learning_cites_its_events(tmp_path: 
         ("tool_result", False),
         ("tool_call", None),
         ("tool_result", True),
+        ("assistant_output", None),  # the run's answer: the worker's goal assessment reads it
     ]
     by_kind = {r.kind: r for r in records}
     assert sorted(by_kind) == ["failure", "procedure"]
@@ -163,6 +165,7 @@ async def test_a_corrected_fix_teaches_nothing_and_aiden_tools_are_not_in_the_tr
         "tool_call",
         "tool_result",
         "user_correction",
+        "assistant_output",
     ]
 
 
@@ -299,3 +302,41 @@ async def test_credentials_never_reach_the_episode_or_the_records(tmp_path: Path
     assert on_disk and not [text for text in on_disk if secret in text]
     assert all(secret not in r.body and secret not in r.title for r in records)
     assert "[redacted]" in records[0].body
+
+
+async def test_a_task_done_at_the_first_try_is_recalled_and_an_abandoned_run_teaches_no_procedure(
+    tmp_path: Path,
+) -> None:
+    async with aiden.open_memory(tmp_path, config=QUIET) as memory:
+        await memory.begin_run("lint the acme code", environment=ENV)
+        await shell(memory, "c1", "ruff check src", "All checks passed!", exit_code=0)
+        await memory.commit_run("Lint is clean.")  # no outcome given: the worker assesses it itself
+        await memory.learn_experience()
+        (proc,) = await memory.experience_records()
+        assert (proc.kind, proc.step, proc.status) == ("procedure", "shell ruff check src", "active")
+        await memory.begin_run("check the acme code style", environment=ENV)
+        answer = await recall(memory, "check the acme code style before the review")
+        assert [r["id"] for r in answer["results"]] == [proc.id]  # type: ignore[index]
+        await memory.commit_run("looked it up")
+        # A run that never answered: its one working step completed nothing anyone saw.
+        await memory.begin_run("build the acme docs", environment=ENV)
+        await shell(memory, "c2", "ls docs", "index.md", exit_code=0)
+    async with aiden.open_memory(tmp_path, config=QUIET) as memory:
+        assert (await memory.learn_experience()).records == ()
+        assert [r.id for r in await memory.experience_records()] == [proc.id]
+
+
+async def test_an_observation_is_a_recallable_fact_and_the_profile_keeps_it_apart(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=QUIET) as memory:
+        await memory.begin_run("inspect the acme toolchain", environment=ENV)
+        assert memory.observe("python version", "3.11.9") is True
+        await memory.commit_run("Python 3.11.9.")
+        await memory.learn_experience()
+        await memory.begin_run("which python does acme use?", environment=ENV)
+        answer = await recall(memory, "which python version")
+        await memory.commit_run("3.11.9")
+    (item,) = answer["results"]  # type: ignore[misc]
+    assert (item["kind"], item["title"]) == ("fact", "python version: 3.11.9")  # type: ignore[index]
+    assert item["evidence"][0]["seqs"] == [1]  # type: ignore[index]
+    profile = RecordStore(Layout(tmp_path), Storage()).profile(ENV)
+    assert profile is not None and profile.observations == {"python version": "3.11.9"}

@@ -4,7 +4,8 @@ For any sequence of episodes over a few tasks, commands and outcomes:
 learning each once, in order, gives records with unique ids, each citing
 only episodes of the sequence and seqs those episodes have; learning any of
 them again afterwards (a worker retried after a crash) changes nothing; no
-record of a kind other than procedure/failure is ever made.
+record of a kind other than procedure/failure/fact is ever made (never a
+preference, profile or rule).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiden.experience.episodes import Episode, EpisodeRecorder
+from aiden.experience.episodes import Episode, EpisodeRecorder, Outcome
 from aiden.experience.records import ExperienceRecord
 from aiden.policy.experience import learn, rephrased
 
@@ -23,21 +24,31 @@ TASKS = ("build", "test")
 COMMANDS = ("make", "make -j1", "make TLS=1", "ninja")
 
 step = st.tuples(st.sampled_from(COMMANDS), st.booleans(), st.booleans())  # command, ok, corrected after
+Steps = list[tuple[str, bool, bool]]
+# task, environment, steps, answered at the end, the caller's outcome, an observed make version
 episode_spec = st.tuples(
-    st.sampled_from(TASKS), st.sampled_from(("a", "b")), st.lists(step, min_size=0, max_size=5)
+    st.sampled_from(TASKS),
+    st.sampled_from(("a", "b")),
+    st.lists(step, min_size=0, max_size=5),
+    st.booleans(),
+    st.sampled_from(("success", "failure", "unknown")),
+    st.sampled_from(("", "4.3", "4.4")),
 )
+Spec = tuple[str, str, Steps, bool, Outcome, str]
 
 
-def build(i: int, task: str, env: str, steps: list[tuple[str, bool, bool]]) -> Episode:
+def build(i: int, task: str, env: str, steps: Steps, answered: bool, outcome: Outcome, make: str) -> Episode:
     rec = EpisodeRecorder(f"ep-{i}", goal=f"{task} the repo", environment=env, started_at=1000.0 * i)
+    if make:
+        rec.observe("make", make)
     for n, (cmd, ok, corrected) in enumerate(steps):
         rec.tool_call("shell", json.dumps({"cmd": f"{cmd} {task}"}), call_id=f"c{n}")
         rec.tool_result("shell", "ok" if ok else "error: no", ok=ok, call_id=f"c{n}")
         if corrected:
             rec.correction("that is not right")
-    if steps and steps[0][0] == "make":
-        rec.observe("make", "4.3")
-    return rec.finish("unknown", finished_at=1000.0 * i + 10)
+    if answered:
+        rec.answer("done")
+    return rec.finish(outcome, finished_at=1000.0 * i + 10)
 
 
 def apply(store: dict[str, ExperienceRecord], episode: Episode) -> tuple[ExperienceRecord, ...]:
@@ -50,9 +61,7 @@ def apply(store: dict[str, ExperienceRecord], episode: Episode) -> tuple[Experie
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(episode_spec, min_size=1, max_size=8))
-def test_learning_is_idempotent_cites_real_evidence_and_never_duplicates(
-    specs: list[tuple[str, str, list[tuple[str, bool, bool]]]],
-) -> None:
+def test_learning_is_idempotent_cites_real_evidence_and_never_duplicates(specs: list[Spec]) -> None:
     episodes = [build(i + 1, *spec) for i, spec in enumerate(specs)]
     store: dict[str, ExperienceRecord] = {}
     for episode in episodes:
@@ -60,7 +69,7 @@ def test_learning_is_idempotent_cites_real_evidence_and_never_duplicates(
         assert len({r.id for r in changed}) == len(changed)
     seqs = {e.id: {ev.seq for ev in e.events} for e in episodes}
     for record in store.values():
-        assert record.kind in ("procedure", "failure")
+        assert record.kind in ("procedure", "failure", "fact")
         assert record.status in ("active", "disputed", "legacy")
         for evidence in record.evidence:
             assert evidence.episode_id in seqs
@@ -73,7 +82,7 @@ def test_learning_is_idempotent_cites_real_evidence_and_never_duplicates(
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(episode_spec, min_size=1, max_size=6))
-def test_learning_is_deterministic(specs: list[tuple[str, str, list[tuple[str, bool, bool]]]]) -> None:
+def test_learning_is_deterministic(specs: list[Spec]) -> None:
     runs = []
     for _ in range(2):
         store: dict[str, ExperienceRecord] = {}
