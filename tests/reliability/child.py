@@ -406,7 +406,9 @@ async def stormer(root: str, slot: str, name: str, retry: Path, gate: Path, fini
     n = 0
     first = True
     while True:
-        async with aiden.open_memory(root, config=config, summarizer=ScriptedSummarizer()) as memory:
+        # The embedded summarizer: Dream asks the memory's summarizer, and only real sections make
+        # Dream edit and commit (a scripted summarizer's text holds none).
+        async with aiden.open_memory(root, config=config) as memory:
             if first:
                 for tag in retries:
                     await append_until_acked(memory, tag)
@@ -456,7 +458,8 @@ async def ltworker(root: str, name: str, count: int) -> None:
     rng = random.Random(f"ltworker/{name}")
     tagger = Tagger(name, rng)
     saved: list[str] = []
-    async with aiden.open_memory(root, config=config_for(), summarizer=ScriptedSummarizer()) as memory:
+    # The embedded summarizer, so Dream edits and commits (see stormer).
+    async with aiden.open_memory(root, config=config_for()) as memory:
         for i in range(count):
             await tagger.append(memory, 4)
             await memory.maintain(manual=True)
@@ -489,7 +492,7 @@ class ForeignFailingStorage(Storage):
 async def foreign(root: str) -> None:
     """``memory.dream()`` when its handler meets a foreign error: prints ``RAISED <kind>``."""
     async with aiden.open_memory(
-        root, config=config_for(), summarizer=ScriptedSummarizer(), storage=ForeignFailingStorage()
+        root, config=config_for(), storage=ForeignFailingStorage()
     ) as memory:
         for i in range(30):
             await memory.append(

@@ -18,7 +18,6 @@ from aiden import SessionEvent
 from aiden.longterm import Dream, HistoryStore
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.testing import ScriptedSummarizer
 from tests.reliability.child import config_for
 from tests.reliability.harness import ForkServer, spawn_child
 
@@ -47,7 +46,9 @@ async def test_dream_commits_over_a_dead_committers_ref_lock(tmp_path: Path, loc
 
 
 async def test_memory_dream_returns_over_a_stale_ref_lock(tmp_path: Path) -> None:
-    async with aiden.open_memory(tmp_path, config=config_for(), summarizer=ScriptedSummarizer()) as memory:
+    # The embedded summarizer: Dream asks the memory's summarizer, and a scripted one's text holds
+    # nothing Dream can file (no edit, no commit to lock).
+    async with aiden.open_memory(tmp_path, config=config_for()) as memory:
         for i in range(30):
             await memory.append(
                 SessionEvent(type="user_input", role="user", content=f"x:{i} fix the parser {i}")

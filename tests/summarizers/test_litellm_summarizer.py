@@ -416,6 +416,38 @@ async def test_cancellation_propagates_and_counts_as_a_failure() -> None:
             gate.set()
     stats = summarizer.stats()
     assert (stats.calls, stats.failures, stats.cancellations, stats.breaker) == (1, 1, 1, "open")
+    assert stats.first_error.startswith("SummarizerCancelled: the history call was cut by its caller after ")
+    assert stats.first_error.endswith("s (no answer from this provider yet)")
+
+
+@pytest.mark.anyio
+async def test_a_provider_that_answered_before_and_is_cut_by_the_deadline_is_slow_not_down() -> None:
+    arrived = threading.Event()
+    gate = threading.Event()
+
+    def held(body: dict[str, Any]) -> str:
+        arrived.set()
+        gate.wait(timeout=30)
+        return json.dumps(ANSWER)
+
+    with FakeLLMServer(script=[json.dumps(ANSWER)], responder=held) as server:
+        summarizer = against(server, circuit_breaker_failures=1, circuit_breaker_reset_s=300.0)
+        assert await summarizer.summarize(REQUEST) == EXPECTED
+        try:
+            with pytest.raises(TimeoutError), anyio.fail_after(50.0):
+                await summarizer.summarize(REQUEST)  # held: the virtual clock jumps to the deadline
+        finally:
+            gate.set()
+        stats = summarizer.stats()
+        assert stats.first_error == (
+            "SummarizerCancelled: the history call was cut by its caller after 50.0s (a slow provider)"
+        )
+        # Open for two lengths of the cut call (100 s), not the 300 s an outage gets.
+        assert stats.breaker == "open"
+        await anyio.sleep(99.0)
+        assert summarizer.stats().breaker == "open"
+        await anyio.sleep(1.0)
+        assert summarizer.stats().breaker == "half_open"
 
 
 def test_stats_outside_an_event_loop() -> None:

@@ -1,0 +1,178 @@
+"""A slow summarizer is not an outage (#19): the deadline and the breaker's open time follow what was observed.
+
+The summarizer actor runs on trio's MockClock (no threads), so the virtual
+clock moves exactly to each deadline and sleep.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
+from aiden.config import Config
+from aiden.errors import SummarizerUnavailable
+from aiden.events import SessionEvent
+from aiden.longterm.writer import extract_summary
+from aiden.messages import Codec, Failed, Summarize, Summarized, SummarizerInbox, SummarizerOutbox
+from aiden.policy.summarizer_deadline import CallTimes, after_success, after_timeout, deadline_s
+from aiden.summarizers.llm.breaker import Breaker
+from aiden.summarizers.protocol import DeadlineOwner, Summarizer, SummaryRequest, SummaryResult
+from aiden.testing import ScriptedSummarizer, SlowSummarizer
+
+pytestmark = pytest.mark.timeout(30)
+
+REQUEST = SummaryRequest(
+    purpose="history",
+    events=(SessionEvent(type="user_input", seq=1, content="Ship the CSV export by Friday."),),
+)
+
+
+# --- the deadline policy ---------------------------------------------------------------------------
+
+
+def test_the_deadline_starts_at_the_configured_one() -> None:
+    assert deadline_s(CallTimes(), 120.0) == 120.0
+    # Calls well inside it change nothing.
+    assert deadline_s(after_success(CallTimes(), 30.0), 120.0) == 120.0
+
+
+def test_the_deadline_follows_the_slowest_recent_call() -> None:
+    times = CallTimes()
+    for seconds in (20.0, 70.0, 25.0):
+        times = after_success(times, seconds)
+    assert deadline_s(times, 120.0) == 210.0  # 3 x 70
+    # Only the last 8 calls count: the 70 s call is forgotten after 8 faster ones.
+    for _ in range(8):
+        times = after_success(times, 10.0)
+    assert times.recent == (10.0,) * 8
+    assert deadline_s(times, 120.0) == 120.0
+
+
+def test_a_cut_call_doubles_the_next_deadline_up_to_four_times_the_configured_one() -> None:
+    times = after_timeout(CallTimes())
+    assert deadline_s(times, 120.0) == 240.0
+    times = after_timeout(times)
+    assert deadline_s(times, 120.0) == 480.0
+    assert deadline_s(after_timeout(times), 120.0) == 480.0  # a provider that hangs is still cut off
+    assert after_success(times, 200.0) == CallTimes(recent=(200.0,), timeouts=0)
+    assert deadline_s(after_success(times, 200.0), 120.0) == 480.0  # 3 x 200 = 600, capped
+
+
+# --- the summarizer actor --------------------------------------------------------------------------
+
+
+async def ask(
+    summarizer: Summarizer, timeout_s: float, n: int
+) -> tuple[list[Summarized | Failed], SummarizerActor]:
+    """Send ``n`` requests through a running actor; the replies in order, and the actor."""
+    inbox_send, inbox_recv = anyio.create_memory_object_stream[bytes](8)
+    outbox_send, outbox_recv = anyio.create_memory_object_stream[bytes](8)
+    actor = SummarizerActor(summarizer, Config(summarizer_timeout_s=timeout_s), inbox_recv, outbox_send)
+    into: Codec[SummarizerInbox] = Codec(SummarizerInbox)
+    out: Codec[SummarizerOutbox] = Codec(SummarizerOutbox)
+    replies: list[Summarized | Failed] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(actor.run_inbox)
+        tg.start_soon(actor.run_worker)
+        async with inbox_send, outbox_recv:
+            for rid in range(1, n + 1):
+                await inbox_send.send(into.encode(Summarize(rid, REQUEST)))
+                replies.append(out.decode(await outbox_recv.receive()))
+    actor.close_streams()
+    return replies, actor
+
+
+@pytest.mark.anyio
+async def test_the_actor_gives_a_slow_summarizer_a_longer_deadline_after_a_timeout() -> None:
+    slow = SlowSummarizer(15.0)
+    (first, second), actor = await ask(slow, 10.0, 2)
+    assert isinstance(first, Failed)
+    assert first.error.message == "summarizer exceeded its deadline of 10s (the next call gets 20s)"
+    assert isinstance(second, Summarized)  # the same 15 s call fits the doubled deadline
+    assert (slow.calls_started, slow.calls_finished, actor.calls, actor.failures) == (2, 1, 2, 1)
+    # 3 x 15 s observed = 45 s, capped at 4 x the configured 10 s.
+    assert actor.deadline_s == 40.0
+
+
+@pytest.mark.anyio
+async def test_a_fast_summarizer_keeps_the_configured_deadline() -> None:
+    replies, actor = await ask(SlowSummarizer(1.0), 10.0, 3)
+    assert [type(r) for r in replies] == [Summarized] * 3
+    assert actor.deadline_s == 10.0
+
+
+# --- the session-summary extraction leaves the deadline to the actor ------------------------------
+
+
+class SelfTimed(SlowSummarizer):
+    """A slow summarizer that says it bounds its own calls (as the actor's proxy does)."""
+
+    def owns_deadline(self) -> bool:
+        return True
+
+
+@pytest.mark.anyio
+async def test_extraction_does_not_cut_a_summarizer_that_owns_its_deadline() -> None:
+    config = Config(summarizer_timeout_s=10.0)
+    events = REQUEST.events
+    assert isinstance(SelfTimed(0.0), DeadlineOwner)
+    assert not isinstance(SlowSummarizer(0.0), DeadlineOwner)
+    _summary, degraded = await extract_summary(SelfTimed(25.0), config, events)
+    assert degraded is False
+    # A summarizer without a deadline of its own still gets the configured one (then the fallback).
+    _summary, degraded = await extract_summary(SlowSummarizer(25.0), config, events)
+    assert degraded is True
+
+
+def test_the_actors_proxy_owns_its_deadline() -> None:
+    send, recv = anyio.create_memory_object_stream[bytes](1)
+    send.close()
+    recv.close()
+    from aiden.actors.mailbox import Client
+
+    proxy = SummarizerProxy(Client("summarizer", send, Codec(SummarizerInbox)))
+    assert isinstance(proxy, DeadlineOwner) and proxy.owns_deadline() is True
+
+
+# --- the breaker ------------------------------------------------------------------------------------
+
+
+def test_an_outage_opens_for_reset_s_and_doubles_per_failed_trial() -> None:
+    breaker = Breaker(threshold=2, reset_s=60.0)
+    breaker.failed(0.0)
+    assert breaker.state(0.0) == "closed"
+    breaker.failed(1.0)
+    assert (breaker.state(60.9), breaker.state(61.0)) == ("open", "half_open")
+    breaker.admit(61.0)  # the trial
+    breaker.failed(62.0)
+    assert (breaker.state(181.9), breaker.state(182.0)) == ("open", "half_open")  # 2 x 60
+    for at in (182.0, 422.0, 902.0):
+        breaker.admit(at)
+        breaker.failed(at)
+    # 4 x, 8 x, then never past 8 x reset_s.
+    assert (breaker.open_for, breaker.state(902.0 + 479.9)) == (480.0, "open")
+    breaker.succeeded()
+    assert (breaker.state(0.0), breaker.open_for, breaker.failed_trials) == ("closed", 60.0, 0)
+
+
+def test_a_slow_provider_cut_by_the_deadline_opens_for_two_call_lengths() -> None:
+    breaker = Breaker(threshold=1, reset_s=300.0)
+    breaker.failed(100.0, slow_s=40.0)
+    assert (breaker.state(179.9), breaker.state(180.0)) == ("open", "half_open")
+    with pytest.raises(SummarizerUnavailable, match=r"next trial in 80\.0s"):
+        breaker.admit(100.0)
+    # Slower than half the reset time: reset_s is the most it waits.
+    slow = Breaker(threshold=1, reset_s=300.0)
+    slow.failed(0.0, slow_s=500.0)
+    assert slow.open_for == 300.0
+
+
+# --- validation ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_an_empty_answer_is_refused_by_the_actor() -> None:
+    (reply,), _actor = await ask(ScriptedSummarizer([SummaryResult(text="  ")]), 10.0, 1)
+    assert isinstance(reply, Failed)
+    assert reply.error.message == "summarizer returned an empty summary"
