@@ -50,7 +50,7 @@ from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.select import StoreFactory, StoreSpec, select_store
+from aiden.storage.select import StoreFactory, StoreSpec, select_long_term, select_store
 from aiden.storage.session import FileSessionStore
 from aiden.summarizers.protocol import Summarizer
 
@@ -210,8 +210,11 @@ async def open_memory(
     long_term_client: Client[LongTermInbox, LongTermOutbox] = Client(
         "long-term memory", l_send, Codec(LongTermInbox)
     )
+    lt_summarizer = SummarizerProxy(summarizer_client)
+    # Long-term memory beside the session store: in its database for PostgreSQL, else under root.
+    lt_backend = select_long_term(session_store, config, lt_summarizer)
     long_term_actor = LongTermActor(
-        LongTermServices(layout, storage, config, SummarizerProxy(summarizer_client)), l_recv, lr_send
+        LongTermServices(layout, storage, config, lt_summarizer, backend_factory=lt_backend), l_recv, lr_send
     )
     long_term = LongTermPort(long_term_client, long_term_actor.layer)
     scheduler = MaintenanceScheduler(

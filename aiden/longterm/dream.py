@@ -109,7 +109,7 @@ async def propose_run(
     a file that was absent stays absent unless an edit creates it. Every Dream
     backend plans its run with this; editor errors propagate.
     """
-    texts = {k: (old.get(k) or b"").decode("utf-8", errors="replace") for k in LONG_TERM_FILES}
+    texts: dict[str, str] = {k: (old.get(k) or b"").decode("utf-8", errors="replace") for k in LONG_TERM_FILES}
     edits = await editor.propose(records, texts)
     applied = apply_edits(texts, edits)
     new: dict[str, bytes | None] = {

@@ -9,13 +9,21 @@
 - ``store=<a callable>``: called as a ``store_factory``.
 
 Mistakes are :class:`~aiden.errors.ConfigError` (passwords masked).
+
+:func:`select_long_term` picks the long-term backend beside the session
+store: with a PostgreSQL store, long-term memory lives in the same database
+(shared by every memory of the store's ``long_term_namespace``, by default
+its session id); with any other store, in the files under ``root``. Workers
+on shared session storage expect shared long-term memory: a saved memory,
+the history Dream folds, the session summaries of the PROJECT MEMORY block.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
-from typing import TypeAlias, cast
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from aiden.config import Config
 from aiden.errors import ConfigError
@@ -25,8 +33,19 @@ from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import SessionStore
 from aiden.storage.session import FileSessionStore
+from aiden.summarizers.protocol import Summarizer
 
-__all__ = ["DEFAULT_SESSION_ID", "StoreFactory", "StoreSpec", "looks_like_dsn", "select_store"]
+if TYPE_CHECKING:
+    from aiden.longterm.service import BackendFactory
+
+__all__ = [
+    "DEFAULT_SESSION_ID",
+    "StoreFactory",
+    "StoreSpec",
+    "looks_like_dsn",
+    "select_long_term",
+    "select_store",
+]
 
 StoreFactory: TypeAlias = Callable[[Layout, Storage, Config], SessionStore]
 """What ``open_memory(store_factory=...)`` takes: the layout, storage and config in, a store out."""
@@ -88,3 +107,15 @@ def _from_dsn(dsn: str, session_id: str, config: Config) -> SessionStore:
             f"open_memory: store={mask(dsn)!r} needs psycopg 3: pip install 'aiden-memory[postgres]' ({exc})"
         ) from exc
     return store_from_dsn(dsn, session_id, config)
+
+
+def select_long_term(store: SessionStore, config: Config, summarizer: Summarizer) -> BackendFactory | None:
+    """The long-term ``backend_factory`` for a memory on ``store``; None: the files under its root."""
+    # A PostgresSessionStore instance means its module is loaded: looking there first keeps
+    # psycopg out of every filesystem open.
+    module = sys.modules.get("aiden.storage.postgres.store")
+    if module is None or not isinstance(store, module.PostgresSessionStore):
+        return None
+    from aiden.storage.postgres.longterm import long_term_factory
+
+    return long_term_factory(store, config, summarizer)

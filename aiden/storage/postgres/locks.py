@@ -1,4 +1,4 @@
-"""The compaction lock across workers: a session-scoped PostgreSQL advisory lock.
+"""Locks across workers: session-scoped PostgreSQL advisory locks (the compaction lock, Dream's).
 
 ``pg_try_advisory_lock`` on a connection taken from the pool and kept for as
 long as the lock is held (an advisory lock belongs to its server session).
@@ -27,11 +27,12 @@ _POLL_MAX_S: Final = 0.05
 
 
 class AdvisoryLock:
-    """One session's compaction lock, held through a dedicated pooled connection."""
+    """One advisory lock (``key``), held through a dedicated pooled connection; ``name`` is for messages."""
 
-    def __init__(self, pool: Pool, key: str) -> None:
+    def __init__(self, pool: Pool, key: str, name: str = "compaction lock") -> None:
         self._pool = pool
         self._key = key
+        self._name = name
         self._local = threading.Lock()
         self._conn: Conn | None = None
 
@@ -40,14 +41,47 @@ class AdvisoryLock:
         """True while this store holds the lock."""
         return self._conn is not None
 
+    @property
+    def connection(self) -> Conn:
+        """The connection holding the lock: the holder may run its statements on it (LockError if not held)."""
+        if self._conn is None:
+            raise LockError(f"the {self._name} is not held")
+        return self._conn
+
+    def try_acquire(self, timeout: float) -> bool:
+        """Take the lock if no one holds it; False at once when another worker (or this object) does.
+
+        ``timeout`` bounds only the wait for a pooled connection.
+        """
+        if not self._local.acquire(blocking=False):
+            return False
+        conn: Conn | None = None
+        try:
+            with translated(f"taking the {self._name}"):
+                conn = self._pool.getconn(timeout=timeout)
+                row = conn.execute(
+                    "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self._key,)
+                ).fetchone()
+        except BaseException:
+            if conn is not None:
+                self._pool.putconn(conn)
+            self._local.release()
+            raise
+        if row is None or row[0] is not True:
+            self._pool.putconn(conn)
+            self._local.release()
+            return False
+        self._conn = conn
+        return True
+
     def acquire(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for another worker's lock (then :class:`LockError`)."""
         deadline = time.monotonic() + timeout
         # Held by this store already (another actor of it, or a retake): an error, as flock's SessionLock.
         if not self._local.acquire(blocking=False):
-            raise LockError("the compaction lock is not reentrant: this store holds it")
+            raise LockError(f"the {self._name} is not reentrant: this store holds it")
         try:
-            with translated("taking the compaction lock"):
+            with translated(f"taking the {self._name}"):
                 conn = self._pool.getconn(timeout=max(0.001, deadline - time.monotonic()))
             try:
                 self._poll(conn, deadline, timeout)
@@ -62,7 +96,7 @@ class AdvisoryLock:
     def _poll(self, conn: Conn, deadline: float, timeout: float) -> None:
         delay = _POLL_MIN_S
         while True:
-            with translated("taking the compaction lock"):
+            with translated(f"taking the {self._name}"):
                 row = conn.execute(
                     "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self._key,)
                 ).fetchone()
@@ -71,7 +105,7 @@ class AdvisoryLock:
             now = time.monotonic()
             if now >= deadline:
                 raise LockError(
-                    f"timed out after {timeout}s waiting for the compaction lock (held by another worker)"
+                    f"timed out after {timeout}s waiting for the {self._name} (held by another worker)"
                 )
             time.sleep(min(delay, deadline - now))
             delay = min(delay * 2, _POLL_MAX_S)
@@ -83,7 +117,7 @@ class AdvisoryLock:
             return
         self._conn = None
         try:
-            with translated("releasing the compaction lock"):
+            with translated(f"releasing the {self._name}"):
                 conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self._key,))
         except BaseException:
             # Closing the connection ends its server session, which drops the lock for sure.

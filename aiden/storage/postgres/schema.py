@@ -13,7 +13,7 @@ Every statement is a constant: values only ever travel as parameters.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final
 
@@ -24,22 +24,34 @@ from psycopg_pool import ConnectionPool
 from aiden.errors import LockError, StorageError
 from aiden.storage.credentials import mask
 
-__all__ = ["SCHEMA_VERSION", "Conn", "Pool", "describe", "ensure_schema", "open_pool", "translated"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Conn",
+    "Pool",
+    "describe",
+    "ensure_component",
+    "ensure_schema",
+    "open_pool",
+    "translated",
+]
 
 Conn = psycopg.Connection[TupleRow]
 """A connection as the pool hands it out (autocommit; transactions are explicit blocks)."""
 Pool = ConnectionPool[Conn]
 
 SCHEMA_VERSION: Final = 1
-"""The layout this code reads and writes; a database marked newer is refused."""
+"""The session store's layout this code reads and writes; a database marked newer is refused."""
+
+# Each component (the session store, the long-term store) records its own version: a
+# component is created on its first use, and one newer than this code is refused.
+_VERSION_TABLE: Final = """CREATE TABLE IF NOT EXISTS aiden_schema_version (
+    component text PRIMARY KEY,
+    version integer NOT NULL
+)"""
 
 # Every DDL statement is idempotent; they run under a transaction-scoped
 # advisory lock so two workers creating the schema at once do not race.
 _DDL: Final[tuple[str, ...]] = (
-    """CREATE TABLE IF NOT EXISTS aiden_schema_version (
-        component text PRIMARY KEY,
-        version integer NOT NULL
-    )""",
     """CREATE TABLE IF NOT EXISTS aiden_sessions (
         session_id text PRIMARY KEY,
         generation text NOT NULL UNIQUE,
@@ -131,13 +143,13 @@ def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: 
     buys transparent reconnects: an idle connection a server restart or
     failover broke is replaced before any statement is sent). Connecting
     happens in the pool's background threads: this never blocks.
-    ``max_size`` is at least 2 (a held compaction lock keeps one).
+    ``max_size`` is at least 3 (a held compaction lock and a running Dream keep one each).
     """
     with translated("opening the connection pool"):
         return ConnectionPool(
             conninfo,
             min_size=1,
-            max_size=max(2, max_size),
+            max_size=max(3, max_size),
             timeout=timeout,
             kwargs={"autocommit": True},
             configure=_durable,
@@ -147,39 +159,45 @@ def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: 
         )
 
 
-def _stored_version(conn: Conn) -> object:
-    """The recorded version, None when the schema was never created."""
+def _stored_version(conn: Conn, component: str) -> object:
+    """The recorded version, None when the component was never created."""
     row = conn.execute("SELECT to_regclass('aiden_schema_version') IS NOT NULL").fetchone()
     if row is None or row[0] is not True:
         return None
     found = conn.execute(
-        "SELECT version FROM aiden_schema_version WHERE component = %s", (_COMPONENT,)
+        "SELECT version FROM aiden_schema_version WHERE component = %s", (component,)
     ).fetchone()
     return None if found is None else found[0]
 
 
-def ensure_schema(conn: Conn) -> None:
-    """Create the tables when missing and record the version; refuse a database of a newer version.
+def ensure_component(conn: Conn, component: str, version: int, ddl: Sequence[str]) -> None:
+    """Create ``component``'s tables (``ddl``, idempotent) when missing and record ``version``.
 
-    A database already at this version is only read: the DDL (whose
-    ``CREATE INDEX IF NOT EXISTS`` would lock the events table against
-    appends) runs only when something is missing.
+    A component already recorded is only read: its DDL (whose ``CREATE INDEX
+    IF NOT EXISTS`` would lock tables against writers) runs only when
+    something is missing. A recorded version other than ``version`` is a
+    :class:`StorageError` (a newer one: upgrade aiden).
     """
     with translated("checking the schema"):
-        found = _stored_version(conn)
+        found = _stored_version(conn, component)
     if found is None:
         with translated("creating the schema"), conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
-            for statement in _DDL:
+            conn.execute(_VERSION_TABLE)
+            for statement in ddl:
                 conn.execute(statement)
             conn.execute(
                 "INSERT INTO aiden_schema_version (component, version) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                (_COMPONENT, SCHEMA_VERSION),
+                (component, version),
             )
-            found = _stored_version(conn)
-    if found != SCHEMA_VERSION:
+            found = _stored_version(conn, component)
+    if found != version:
         raise StorageError(
-            f"postgres: the database holds aiden schema version {found!r}; this aiden reads version "
-            f"{SCHEMA_VERSION}"
-            + (" (upgrade aiden)" if isinstance(found, int) and found > SCHEMA_VERSION else "")
+            f"postgres: the database holds aiden {component} schema version {found!r}; this aiden reads"
+            f" version {version}" + (" (upgrade aiden)" if isinstance(found, int) and found > version else "")
         )
+
+
+def ensure_schema(conn: Conn) -> None:
+    """The session store's tables (see :func:`ensure_component`)."""
+    ensure_component(conn, _COMPONENT, SCHEMA_VERSION, _DDL)

@@ -80,7 +80,10 @@ class PostgresSessionStore:
     up to ``timeout`` seconds for a connection before :class:`StorageError`. ``config`` supplies
     ``lock_timeout_s`` and ``summary_max_chunks`` as for the file store.
     ``session_id`` must match ``^[A-Za-z0-9_-]{1,64}$``
-    (:class:`~aiden.errors.InvalidIdError` otherwise).
+    (:class:`~aiden.errors.InvalidIdError` otherwise). A memory opened on
+    this store keeps its long-term memory in the same database
+    (:mod:`aiden.storage.postgres.longterm`), shared by every memory with the
+    same ``long_term_namespace`` (default: the session id; same rules).
     """
 
     def __init__(
@@ -92,8 +95,13 @@ class PostgresSessionStore:
         pool: Pool | None = None,
         max_size: int = 4,
         timeout: float = 30.0,
+        long_term_namespace: str | None = None,
     ) -> None:
         self.session_id = validate_id(session_id, what="session id")
+        self.long_term_namespace = validate_id(
+            session_id if long_term_namespace is None else long_term_namespace, what="long-term namespace"
+        )
+        """Whose long-term memory the memories opened on this store share (default: the session id)."""
         self.config = config if config is not None else Config()
         self._own_pool = pool is None
         if pool is None:
@@ -108,10 +116,15 @@ class PostgresSessionStore:
         self.last_checks: tuple[str, ...] = ()
         """What the last :meth:`recover` verified (names of its checks)."""
 
+    @property
+    def pool(self) -> Pool:
+        """The connection pool (the long-term backend of a memory opened on this store runs on it too)."""
+        return self._pool
+
     # --- lifecycle -------------------------------------------------------------------
 
-    def _ensure_ready(self) -> None:
-        # Schema and session rows exist before the first real statement of this store.
+    def ensure_ready(self) -> None:
+        """Create the schema and this session's rows if missing (every method does it before its first statement)."""
         if self._ready:
             return
         with self._ready_lock:
@@ -124,7 +137,7 @@ class PostgresSessionStore:
     @contextmanager
     def _connection(self, what: str) -> Iterator[Conn]:
         """A pooled connection with psycopg's errors translated (``what`` names the operation)."""
-        self._ensure_ready()
+        self.ensure_ready()
         with translated(what), self._pool.connection() as conn:
             yield conn
 
@@ -268,7 +281,7 @@ class PostgresSessionStore:
 
     def read_chunk(self, chunk_id: str) -> cs.ChunkFile:
         """One committed chunk, verified (CorruptionError if missing or damaged)."""
-        self._ensure_ready()
+        self.ensure_ready()
         return self._feed.read_chunk(chunk_id)
 
     def snapshot(self) -> Snapshot:
@@ -284,7 +297,7 @@ class PostgresSessionStore:
 
     def lock_compaction(self) -> None:
         """Take the session's advisory lock (waits up to ``lock_timeout_s``, then LockError)."""
-        self._ensure_ready()
+        self.ensure_ready()
         self._lock.acquire(self.config.lock_timeout_s)
 
     def unlock_compaction(self) -> None:
@@ -341,10 +354,10 @@ class PostgresSessionStore:
 
     def change_token(self) -> ChangeToken:
         """The change feed's current position (see :class:`~aiden.storage.postgres.feed.PgChangeFeed`)."""
-        self._ensure_ready()
+        self.ensure_ready()
         return self._feed.change_token()
 
     def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
         """The chunks committed after ``token`` (see :class:`~aiden.storage.postgres.feed.PgChangeFeed`)."""
-        self._ensure_ready()
+        self.ensure_ready()
         return self._feed.chunks_since(token)

@@ -1,0 +1,248 @@
+"""Dream over PostgreSQL (a :class:`~aiden.longterm.backend.DreamVersions`): versions as rows.
+
+The file backend keeps SOUL.md, USER.md and MEMORY.md as files versioned in
+git; here the newest row of ``aiden_lt_versions`` *is* the current state of
+the three files (there are no files to edit by hand, so there is nothing to
+snapshot first). A run plans its edits exactly as the file backend's
+(:func:`~aiden.longterm.dream.propose_run`), then records the new version
+and advances Dream's cursor in **one transaction**: the cursor never moves
+without the version, nor the version without the cursor.
+
+One run (or restore) at a time per namespace, across every worker: a
+session-level advisory lock taken with ``pg_try_advisory_lock`` (a run that
+finds it held returns ``ran=False``; a restore is refused), held by one
+pooled connection that also carries the run's statements. A worker that dies
+mid-run loses its connection and with it the lock; what it had not committed
+never happened. The commit also checks that the cursor and the newest
+version are still those the run started from (a
+:class:`~aiden.errors.DreamError` otherwise), so a lock lost with its
+connection can never fold the same records twice.
+
+Version ids are 40 hex digits (sha256 of parent, files, message and time,
+truncated): ``dream_log`` and ``restore`` (an id, a unique prefix of 4+
+digits, or steps back) behave as on the file backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping
+from typing import Final
+
+import anyio
+import msgspec
+
+from aiden.errors import CorruptionError, DreamError, StorageError, VersionNotFoundError
+from aiden.longterm.dream import DreamEditor, DreamOutcome, SummarizerDreamEditor, propose_run
+from aiden.longterm.dream_edits import LONG_TERM_FILES
+from aiden.longterm.history import HistoryRecord
+from aiden.longterm.versions import Version, check_target, unique_match
+from aiden.storage.postgres.locks import AdvisoryLock
+from aiden.storage.postgres.lt_history import read_after
+from aiden.storage.postgres.lt_schema import LongTermDb
+from aiden.storage.postgres.schema import Conn, translated
+
+__all__ = ["PgDream"]
+
+log = logging.getLogger("aiden.longterm")
+
+Files = dict[str, bytes | None]
+
+_HELD: Final = "another worker is running Dream (its advisory lock is held)"
+_files_enc: Final = msgspec.json.Encoder()
+_files_dec: Final = msgspec.json.Decoder(dict[str, str])
+
+
+class _Head(msgspec.Struct, frozen=True):
+    pos: int
+    commit_id: str
+    files: Files
+
+
+def _decode_files(raw: bytes, commit_id: str) -> Files:
+    try:
+        stored = _files_dec.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise CorruptionError(f"postgres: Dream version {commit_id} does not decode: {exc}") from exc
+    return {name: (stored[name].encode("utf-8") if name in stored else None) for name in LONG_TERM_FILES}
+
+
+def _head(conn: Conn, namespace: str) -> _Head:
+    row = conn.execute(
+        "SELECT pos, commit_id, files FROM aiden_lt_versions WHERE namespace = %s ORDER BY pos DESC LIMIT 1",
+        (namespace,),
+    ).fetchone()
+    if row is None:
+        return _Head(0, "", dict.fromkeys(LONG_TERM_FILES))
+    return _Head(int(row[0]), str(row[1]), _decode_files(bytes(row[2]), str(row[1])))
+
+
+class PgDream:
+    """Dream over one namespace's history and versions (one instance per runtime)."""
+
+    def __init__(
+        self,
+        db: LongTermDb,
+        *,
+        editor: DreamEditor | None = None,
+        max_records: int = 200,
+        lock_timeout_s: float = 30.0,
+    ) -> None:
+        if max_records < 1:
+            raise ValueError("max_records must be >= 1")
+        self._db = db
+        self._editor: DreamEditor = editor or SummarizerDreamEditor()
+        self._max_records = max_records
+        self._timeout = lock_timeout_s
+        # The anyio lock serializes this runtime's runs and restores; the advisory lock, every worker's.
+        self._lock = anyio.Lock()
+        self._advisory = AdvisoryLock(db.pool, db.lock_key("dream"), name="Dream lock")
+
+    # --- the lock --------------------------------------------------------------------------
+    def _try_lock(self) -> bool:
+        self._db.ensure_ready()
+        return self._advisory.try_acquire(self._timeout)
+
+    def _unlock(self) -> None:
+        try:
+            self._advisory.release()
+        except StorageError as exc:
+            # The connection was closed instead, which drops the lock: the run's result stands.
+            log.warning("releasing the Dream lock failed (its connection was closed): %s", exc)
+
+    # --- blocking, on the lock's connection ----------------------------------------------------
+    def _start(self) -> tuple[int, list[HistoryRecord], _Head]:
+        conn = self._advisory.connection
+        with translated("reading Dream's history"):
+            row = conn.execute(
+                "SELECT dream_cursor FROM aiden_lt_state WHERE namespace = %s", (self._db.namespace,)
+            ).fetchone()
+            start = int(row[0]) if row is not None else 0
+            records = read_after(conn, self._db.namespace, start, self._max_records)
+            return start, records, _head(conn, self._db.namespace)
+
+    def _record(
+        self, conn: Conn, head: _Head, files: Mapping[str, bytes | None], message: str, now: int
+    ) -> str | None:
+        """Insert ``files`` as the version after ``head`` (None: identical to it, nothing recorded)."""
+        present = {k: v for k, v in files.items() if v is not None}
+        if head.commit_id and present == {k: v for k, v in head.files.items() if v is not None}:
+            return None
+        body = _files_enc.encode({k: v.decode("utf-8", errors="replace") for k, v in present.items()})
+        text = message.strip()
+        digest = hashlib.sha256(
+            b"\0".join([head.commit_id.encode(), body, text.encode("utf-8"), str(now).encode()])
+        )
+        commit_id = digest.hexdigest()[:40]
+        conn.execute(
+            "INSERT INTO aiden_lt_versions (namespace, pos, commit_id, created_at, message, files)"
+            " VALUES (%s, %s, %s, %s, %s, %s)",
+            (self._db.namespace, head.pos + 1, commit_id, now, text, body),
+        )
+        return commit_id
+
+    def _check_unmoved(self, conn: Conn, start: int, head: _Head) -> None:
+        row = conn.execute(
+            "SELECT dream_cursor FROM aiden_lt_state WHERE namespace = %s FOR UPDATE", (self._db.namespace,)
+        ).fetchone()
+        if row is None or int(row[0]) != start or _head(conn, self._db.namespace).pos != head.pos:
+            raise DreamError("long-term history changed concurrently; the Dream run was not recorded")
+
+    def _commit_run(
+        self, start: int, head: _Head, new: Files, message: str, cursor: int, now: int
+    ) -> str | None:
+        conn = self._advisory.connection
+        with translated("recording the Dream version"), conn.transaction():
+            self._check_unmoved(conn, start, head)
+            commit_id = self._record(conn, head, new, message, now) if new != head.files else None
+            conn.execute(
+                "UPDATE aiden_lt_state SET dream_cursor = %s WHERE namespace = %s",
+                (cursor, self._db.namespace),
+            )
+            return commit_id
+
+    def _restore_sync(self, target: str | int, now: int) -> Version:
+        conn = self._advisory.connection
+        checked = check_target(target)
+        ns = self._db.namespace
+        with translated("restoring a Dream version"), conn.transaction():
+            if isinstance(checked, int):
+                rows = conn.execute(
+                    "SELECT commit_id FROM aiden_lt_versions WHERE namespace = %s ORDER BY pos DESC LIMIT %s",
+                    (ns, checked + 1),
+                ).fetchall()
+                if len(rows) <= checked:
+                    raise VersionNotFoundError(f"there are only {len(rows)} versions")
+                commit_id = str(rows[checked][0])
+            else:
+                rows = conn.execute(
+                    "SELECT commit_id FROM aiden_lt_versions WHERE namespace = %s AND starts_with(commit_id, %s)"
+                    " LIMIT 2",
+                    (ns, checked),
+                ).fetchall()
+                commit_id = unique_match([str(r[0]) for r in rows], target)
+            row = conn.execute(
+                "SELECT message, files FROM aiden_lt_versions WHERE namespace = %s AND commit_id = %s",
+                (ns, commit_id),
+            ).fetchone()
+            if row is None:
+                raise VersionNotFoundError(f"unknown version {commit_id!r}")
+            title = str(row[0]).split("\n", 1)[0]
+            message = f"restore: {commit_id[:12]} ({title})"
+            wanted = _decode_files(bytes(row[1]), commit_id)
+            new_id = self._record(conn, _head(conn, ns), wanted, message, now) or commit_id
+            return Version(commit_id=new_id, timestamp=now, message=message)
+
+    def _log(self, limit: int) -> list[Version]:
+        with self._db.connection("reading Dream versions") as conn:
+            rows = conn.execute(
+                "SELECT commit_id, created_at, message FROM aiden_lt_versions WHERE namespace = %s"
+                " ORDER BY pos DESC LIMIT %s",
+                (self._db.namespace, limit),
+            ).fetchall()
+        return [Version(commit_id=str(c), timestamp=int(str(t)), message=str(m)) for c, t, m in rows]
+
+    # --- DreamVersions -----------------------------------------------------------------------
+    async def run(self, *, now: float) -> DreamOutcome:
+        """One Dream run (``ran=False`` when nothing is new or another worker runs Dream)."""
+        async with self._lock:
+            if not await anyio.to_thread.run_sync(self._try_lock):
+                return DreamOutcome(ran=False, message=_HELD)
+            try:
+                return await self._run(now)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._unlock)
+
+    async def _run(self, now: float) -> DreamOutcome:
+        start, records, head = await anyio.to_thread.run_sync(self._start)
+        if not records:
+            return DreamOutcome(ran=False, cursor=start)
+        new, edits, message = await propose_run(self._editor, records, head.files)
+        last = records[-1].cursor
+        commit_id = await anyio.to_thread.run_sync(
+            self._commit_run, start, head, new, message, last, int(now)
+        )
+        return DreamOutcome(
+            ran=True, records=len(records), edits=edits, commit_id=commit_id, cursor=last, message=message
+        )
+
+    async def dream_log(self, limit: int = 20) -> list[Version]:
+        """The newest ``limit`` versions, newest first."""
+        return await anyio.to_thread.run_sync(self._log, limit)
+
+    async def restore(self, target: str | int, *, now: float) -> Version:
+        """Bring back version ``target`` (an id or prefix, or steps back) as a new version.
+
+        :class:`~aiden.errors.VersionNotFoundError` for an unknown target;
+        :class:`~aiden.errors.DreamError` while another worker runs Dream.
+        """
+        async with self._lock:
+            if not await anyio.to_thread.run_sync(self._try_lock):
+                raise DreamError(f"{_HELD}: restore refused")
+            try:
+                return await anyio.to_thread.run_sync(self._restore_sync, target, int(now))
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._unlock)

@@ -1,0 +1,122 @@
+"""Dream's history log in PostgreSQL (a :class:`~aiden.longterm.backend.HistoryLog`; blocking).
+
+An append is one transaction: it locks the namespace's state row, looks the
+``chunk_id`` up (a chunk already recorded returns its record), raises
+``last_cursor`` by one and inserts the record. Appenders in any number of
+workers therefore get unique cursors, increasing in commit order and
+gap-free (an append that fails rolls its cursor back with it); a unique index
+keeps a chunk to one record even if this order were bypassed. Records hold
+what ``history.jsonl`` lines hold (thinking stripped, content bounded).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aiden.errors import StorageError
+from aiden.longterm.history import DEFAULT_MAX_RECORD_CHARS, HistoryRecord, new_record, record_text
+from aiden.storage.postgres.lt_schema import LongTermDb, bounded_wait
+from aiden.storage.postgres.schema import Conn
+
+__all__ = ["PgHistoryLog", "read_after"]
+
+LOCK_TIMEOUT_S: Final = 30.0
+"""How long an append waits for another worker's append of the same namespace (then LockError)."""
+
+_BY_CHUNK: Final = """
+SELECT pos, stamp, content, session_key, chunk_id FROM aiden_lt_history WHERE namespace = %s AND chunk_id = %s
+"""
+_INSERT: Final = """
+INSERT INTO aiden_lt_history (namespace, pos, stamp, content, session_key, chunk_id)
+VALUES (%s, %s, %s, %s, %s, %s)
+"""
+_AFTER: Final = """
+SELECT pos, stamp, content, session_key, chunk_id FROM aiden_lt_history
+WHERE namespace = %s AND pos > %s ORDER BY pos LIMIT %s
+"""
+
+
+def _record(row: tuple[object, ...]) -> HistoryRecord:
+    return HistoryRecord(
+        cursor=int(str(row[0])),
+        timestamp=str(row[1]),
+        content=str(row[2]),
+        session_key=str(row[3]),
+        chunk_id=str(row[4]),
+    )
+
+
+class PgHistoryLog:
+    """The history records and both cursors of one namespace."""
+
+    def __init__(self, db: LongTermDb, *, max_record_chars: int = DEFAULT_MAX_RECORD_CHARS) -> None:
+        if max_record_chars < 64:
+            raise ValueError("max_record_chars must be >= 64")
+        self._db = db
+        self._max = max_record_chars
+
+    def _state(self, conn: Conn, column: str) -> int:
+        row = conn.execute(
+            "SELECT last_cursor, dream_cursor FROM aiden_lt_state WHERE namespace = %s", (self._db.namespace,)
+        ).fetchone()
+        if row is None:
+            raise StorageError(f"postgres: long-term namespace {self._db.namespace!r} has no state row")
+        return int(row[0] if column == "last" else row[1])
+
+    def append(self, content: str, *, session_key: str, now: float, chunk_id: str = "") -> HistoryRecord:
+        """Append one record; a record of a ``chunk_id`` already recorded is returned instead."""
+        text = record_text(content, self._max)
+        ns = self._db.namespace
+        with self._db.connection("recording history") as conn, conn.transaction():
+            bounded_wait(conn, LOCK_TIMEOUT_S)
+            row = conn.execute(
+                "SELECT last_cursor FROM aiden_lt_state WHERE namespace = %s FOR UPDATE", (ns,)
+            ).fetchone()
+            if row is None:
+                raise StorageError(f"postgres: long-term namespace {ns!r} has no state row")
+            if chunk_id:
+                # Under the row lock: every committed append of this namespace is visible.
+                known = conn.execute(_BY_CHUNK, (ns, chunk_id)).fetchone()
+                if known is not None:
+                    return _record(known)
+            record = new_record(int(row[0]) + 1, text, session_key=session_key, now=now, chunk_id=chunk_id)
+            conn.execute(
+                "UPDATE aiden_lt_state SET last_cursor = %s WHERE namespace = %s", (record.cursor, ns)
+            )
+            conn.execute(
+                _INSERT,
+                (ns, record.cursor, record.timestamp, record.content, record.session_key, record.chunk_id),
+            )
+            return record
+
+    def read_after(self, cursor: int, *, limit: int | None = None) -> list[HistoryRecord]:
+        """Records with a cursor greater than ``cursor``, oldest first (at most ``limit``)."""
+        with self._db.connection("reading history") as conn:
+            return read_after(conn, self._db.namespace, cursor, limit)
+
+    def cursor(self) -> int:
+        """The last allocated cursor (0 when empty)."""
+        with self._db.connection("reading the history cursor") as conn:
+            return self._state(conn, "last")
+
+    def dream_cursor(self) -> int:
+        """The last cursor Dream consumed (0 before the first completed run)."""
+        with self._db.connection("reading the Dream cursor") as conn:
+            return self._state(conn, "dream")
+
+    def set_dream_cursor(self, value: int) -> None:
+        """Record that Dream consumed everything up to ``value``."""
+        with self._db.connection("moving the Dream cursor") as conn:
+            conn.execute(
+                "UPDATE aiden_lt_state SET dream_cursor = %s WHERE namespace = %s",
+                (value, self._db.namespace),
+            )
+
+    def close(self) -> None:
+        """Nothing to release: connections go back to the pool after each call."""
+
+
+def read_after(conn: Conn, namespace: str, cursor: int, limit: int | None) -> list[HistoryRecord]:
+    """The records of ``namespace`` after ``cursor`` on ``conn``, oldest first (``limit`` None: all)."""
+    rows = conn.execute(_AFTER, (namespace, cursor, limit)).fetchall()
+    return [_record(row) for row in rows]

@@ -1,0 +1,161 @@
+"""The long-term store's tables (schema component ``long_term``) and the connection helper its parts share.
+
+The tables sit beside the session store's in the same database and are
+created on the first use of a long-term backend, under their own entry in
+``aiden_schema_version`` (a database without them is simply at "not yet
+created"; one at a newer version is refused). Every row carries its
+*namespace*: the memories opened with the same namespace (by default the
+session id) share one long-term memory, whichever worker or machine they run
+on. The running summary is the exception: it belongs to the active session
+*generation* (a rotation starts a new one, as the file store archives
+``session/``), so it is keyed by generation.
+
+- ``aiden_lt_state``: one row per namespace, the history's last cursor and
+  Dream's cursor. History appends lock it: cursors are handed out in commit
+  order, gap-free.
+- ``aiden_lt_entries``: saved memories; ``saved`` orders them by their last
+  save (a replaced entry moves last, as in the file store's index).
+- ``aiden_lt_history``: Dream's source records; a chunk id is recorded once.
+- ``aiden_lt_docs``: ``profile.md`` and ``digest.md``, rendered as the files are.
+- ``aiden_lt_session_summaries``: the dated session summaries (one per
+  ``<stamp>-<id>`` stem, as ``long_term/sessions/<stem>.md``).
+- ``aiden_lt_running``: the running summary of each session generation.
+- ``aiden_lt_versions``: Dream's versions of SOUL.md, USER.md and MEMORY.md
+  (the file backend's git commits), newest = highest ``pos``.
+
+Every statement is a constant: values only ever travel as parameters.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Final
+
+from aiden.storage.postgres.schema import Conn, Pool, ensure_component, translated
+
+__all__ = ["LONG_TERM_VERSION", "LongTermDb", "bounded_wait"]
+
+LONG_TERM_VERSION: Final = 1
+"""The long-term layout this code reads and writes; a database marked newer is refused."""
+
+_COMPONENT: Final = "long_term"
+
+_DDL: Final[tuple[str, ...]] = (
+    """CREATE TABLE IF NOT EXISTS aiden_lt_state (
+        namespace text PRIMARY KEY,
+        last_cursor bigint NOT NULL DEFAULT 0,
+        dream_cursor bigint NOT NULL DEFAULT 0
+    )""",
+    "CREATE SEQUENCE IF NOT EXISTS aiden_lt_entry_order",
+    """CREATE TABLE IF NOT EXISTS aiden_lt_entries (
+        namespace text NOT NULL,
+        id text NOT NULL,
+        saved bigint NOT NULL DEFAULT nextval('aiden_lt_entry_order'),
+        type text NOT NULL,
+        title text NOT NULL,
+        content text NOT NULL,
+        created_at double precision NOT NULL,
+        expires_at double precision,
+        PRIMARY KEY (namespace, id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS aiden_lt_entries_saved ON aiden_lt_entries (namespace, saved)",
+    """CREATE TABLE IF NOT EXISTS aiden_lt_history (
+        namespace text NOT NULL,
+        pos bigint NOT NULL,
+        stamp text NOT NULL,
+        content text NOT NULL,
+        session_key text NOT NULL,
+        chunk_id text NOT NULL,
+        PRIMARY KEY (namespace, pos)
+    )""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS aiden_lt_history_chunk
+        ON aiden_lt_history (namespace, chunk_id) WHERE chunk_id <> ''""",
+    """CREATE TABLE IF NOT EXISTS aiden_lt_docs (
+        namespace text NOT NULL,
+        name text NOT NULL,
+        body text NOT NULL,
+        PRIMARY KEY (namespace, name)
+    )""",
+    """CREATE TABLE IF NOT EXISTS aiden_lt_session_summaries (
+        namespace text NOT NULL,
+        stem text NOT NULL,
+        summary_id text NOT NULL,
+        body text NOT NULL,
+        PRIMARY KEY (namespace, stem)
+    )""",
+    """CREATE TABLE IF NOT EXISTS aiden_lt_running (
+        generation text PRIMARY KEY,
+        body text NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS aiden_lt_versions (
+        namespace text NOT NULL,
+        pos bigint NOT NULL,
+        commit_id text NOT NULL,
+        created_at bigint NOT NULL,
+        message text NOT NULL,
+        files bytea NOT NULL,
+        PRIMARY KEY (namespace, pos),
+        UNIQUE (namespace, commit_id)
+    )""",
+)
+
+
+class LongTermDb:
+    """One namespace's long-term rows, on the session store's pool; the tables are made on first use.
+
+    ``ready`` makes sure the session store's schema and session row exist
+    (:meth:`~aiden.storage.postgres.PostgresSessionStore.ensure_ready`): the
+    running summary hangs off the session's current generation.
+    """
+
+    def __init__(self, pool: Pool, namespace: str, session_id: str, ready: Callable[[], None]) -> None:
+        self.pool = pool
+        self.namespace = namespace
+        self.session_id = session_id
+        self._ready_hook = ready
+        self._ready = False
+        self._ready_lock = threading.Lock()
+
+    def ensure_ready(self) -> None:
+        """Create the long-term tables and this namespace's state row if missing (once per object)."""
+        if self._ready:
+            return
+        with self._ready_lock:
+            if self._ready:
+                return
+            self._ready_hook()
+            with translated("connecting"), self.pool.connection() as conn:
+                ensure_component(conn, _COMPONENT, LONG_TERM_VERSION, _DDL)
+                with translated("creating the long-term state"):
+                    conn.execute(
+                        "INSERT INTO aiden_lt_state (namespace) VALUES (%s) ON CONFLICT DO NOTHING",
+                        (self.namespace,),
+                    )
+            self._ready = True
+
+    @contextmanager
+    def connection(self, what: str) -> Iterator[Conn]:
+        """A pooled connection with psycopg's errors translated (``what`` names the operation)."""
+        self.ensure_ready()
+        with translated(what), self.pool.connection() as conn:
+            yield conn
+
+    def lock_key(self, what: str) -> str:
+        """The advisory lock key of ``what`` ("dream", "summaries", ...) in this namespace."""
+        return f"aiden.long_term.{what}:{self.namespace}"
+
+    def serialize(self, conn: Conn, what: str, timeout_s: float) -> None:
+        """Inside a transaction: wait up to ``timeout_s`` for the transaction lock of ``what``.
+
+        Held until the transaction ends (commit, rollback, or the connection
+        dying); a wait that times out is a :class:`~aiden.errors.LockError`.
+        """
+        bounded_wait(conn, timeout_s)
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self.lock_key(what),))
+
+
+def bounded_wait(conn: Conn, timeout_s: float) -> None:
+    """Inside a transaction: any lock it waits for after this fails after ``timeout_s`` (LockError)."""
+    conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(1, int(timeout_s * 1000))}ms",))

@@ -1,0 +1,107 @@
+"""``open_memory(root, store="postgresql://...", session_id=...)`` keeps long-term memory in the database.
+
+Two workers of one agent (different roots, one session id) share it through
+the public API: a memory one saves is in the other's prompt layer, the
+history one's compaction records is what the other's Dream folds, the
+versions are one log, a checkpoint is seen by both; nothing of it is written
+under either root.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from aiden import Layout, SessionEvent, open_memory
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+SessionIds = Callable[[], str]
+YARN = "Always use yarn, never npm."
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _said(i: int) -> SessionEvent:
+    topic = "the deploy key lives in vault path secret/ci/deploy" if i == 3 else f"routine step {i} done"
+    return SessionEvent(type="user_input", role="user", content=f"{topic}. " + "filler words " * 30)
+
+
+async def test_two_workers_of_one_agent_share_long_term_memory(
+    tmp_path: Path, pg_dsn: str, session_ids: SessionIds
+) -> None:
+    sid = session_ids()
+    async with open_memory(tmp_path / "a", store=pg_dsn, session_id=sid, context_window=4096) as first:
+        answer = json.loads(
+            await first.handle_tool_call(
+                "save_memory", {"type": "preference", "title": "Package manager", "content": YARN}
+            )
+        )
+        memory_id = answer["saved"]["id"]
+        await first.append_many(_said(i) for i in range(40))
+        outcome = await first.maintain(manual=True)
+        assert outcome.compacted and outcome.chunk_id is not None
+        await first.append(SessionEvent(type="user_input", role="user", content="I prefer tabs over spaces."))
+        path = await first.checkpoint()
+        assert path is not None and path.startswith(f"postgres:{sid}/sessions/")
+
+        async with open_memory(tmp_path / "b", store=pg_dsn, session_id=sid, context_window=4096) as second:
+            layer = second.long_term_layer
+            assert layer.startswith("PROJECT MEMORY") and "I prefer tabs over spaces." in layer
+            assert f"**Package manager**: {YARN} ({memory_id})" in layer  # the profile of the shared entries
+            dreamed = await second.dream()
+            assert (dreamed.ran, dreamed.records, dreamed.cursor) == (True, 1, 1)  # the chunk first compacted
+            assert [v.commit_id for v in await first.dream_log()] == [dreamed.commit_id]
+            assert (await first.dream()).ran is False  # nothing new for anyone
+            forgot = json.loads(await second.handle_tool_call("forget_memory", {"id": memory_id}))
+            assert forgot == {"forgotten": memory_id}
+        answer = json.loads(await first.handle_tool_call("forget_memory", {"id": memory_id}))
+        assert answer == {"error": f"forget_memory: no memory with id {memory_id!r}"}
+
+    for root in ("a", "b"):
+        assert not Layout(tmp_path / root).long_term.exists()
+
+
+async def test_the_session_summary_written_at_close_reaches_the_next_worker(
+    tmp_path: Path, pg_dsn: str, session_ids: SessionIds
+) -> None:
+    sid = session_ids()
+    async with open_memory(tmp_path / "a", store=pg_dsn, session_id=sid) as first:
+        await first.append(SessionEvent(type="user_input", role="user", content="I prefer tabs over spaces."))
+        assert first.long_term_layer == ""
+    async with open_memory(tmp_path / "b", store=pg_dsn, session_id=sid) as second:
+        assert "I prefer tabs over spaces." in second.long_term_layer
+    # Another agent (session id) has its own long-term memory.
+    async with open_memory(tmp_path / "c", store=pg_dsn, session_id=session_ids()) as other:
+        assert other.long_term_layer == ""
+
+
+def test_only_a_postgres_session_store_brings_its_long_term_backend(
+    pg_dsn: str, session_ids: SessionIds
+) -> None:
+    from aiden.config import Config
+    from aiden.storage.postgres import PostgresSessionStore
+    from aiden.storage.postgres.longterm import PostgresLongTermBackend
+    from aiden.storage.select import select_long_term
+    from aiden.summarizers.extractive import ExtractiveSummarizer
+    from aiden.testing import MemorySessionStore
+
+    summarizer = ExtractiveSummarizer()
+    assert select_long_term(MemorySessionStore(), Config(), summarizer) is None  # the files under root
+    store = PostgresSessionStore(pg_dsn, session_ids(), long_term_namespace="team-x")
+    try:
+        factory = select_long_term(store, Config(), summarizer)
+        assert factory is not None
+        send, receive = anyio.create_memory_object_stream[None](1)
+        with send, receive:
+            backend = factory(send)
+            assert isinstance(backend, PostgresLongTermBackend) and backend.namespace == "team-x"
+    finally:
+        store.close()
