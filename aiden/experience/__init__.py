@@ -2,10 +2,12 @@
 
 Beside the session memory (this conversation) and long-term memory (what the
 user or the agent chose to save), experience memory keeps *lessons from
-episodes*: procedures that worked, failures to avoid, each citing the episode
-and the event seqs that prove it. It is never injected into a prompt; the
-model asks for it with the ``recall_experience`` tool, and what it gets is a
-hint to verify against current observations, not state.
+episodes*: procedures that worked (after a failure, or at the first try of a
+run that completed its goal), calibrated values, failures to avoid, facts
+observed, each citing the episode and the event seqs that prove it. It is
+never injected into a prompt; the model asks for it with the
+``recall_experience`` tool, and what it gets is a hint to verify against
+current observations, not state.
 
 * :mod:`~aiden.experience.episodes`: the episode data and its recorder (pure);
 * :mod:`~aiden.experience.episodestore`: committed episodes on disk, the
@@ -16,5 +18,6 @@ hint to verify against current observations, not state.
 * :mod:`~aiden.experience.service`: the room's operations the actor serves;
 * :mod:`~aiden.experience.messages` / :mod:`~aiden.experience.port`: the actor's surface.
 
-The learner itself is pure policy: :mod:`aiden.policy.experience`.
+The learner itself is pure policy: :mod:`aiden.policy.experience` (with
+:mod:`~aiden.policy.experience_trace` and :mod:`~aiden.policy.experience_facts`).
 """

@@ -326,3 +326,11 @@ async def test_recall_weighs_the_task_a_record_serves_above_its_step_text(tmp_pa
     )
     found = records.search(("check", "acme", "tests"), now=5.0, k=5, environment=ENV)
     assert [r.id for r in found] == ["proc-tests", "proc-lint"]
+
+
+def test_the_tool_description_says_recalled_experience_is_a_hint_to_verify() -> None:
+    from aiden.experience.tool import EXPERIENCE_TOOL
+
+    description = EXPERIENCE_TOOL["function"]["description"]
+    assert "a hint to verify against current observations and tool results, not state" in description
+    assert EXPERIENCE_TOOL["function"]["parameters"]["required"] == ["query"]  # no forced fields, no router
