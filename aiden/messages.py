@@ -227,6 +227,8 @@ class SchedulerCounters(msgspec.Struct, frozen=True, kw_only=True):
     degraded_chunks: int = 0
     conflicts: int = 0
     resummarized_chunks: int = 0
+    must_keep_added: int = 0
+    summarizer_first_error: str = ""
     token_calibration: float = 1.0
     deferred_for_cache: int = 0
     prompt_tokens_since_compaction: int = 0

@@ -28,6 +28,10 @@ class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
     context_window: int
     token_calibration: float
     resummarized_chunks: int
+    must_keep_added: int
+    """Facts the must-keep check appended to chunk summaries that had dropped them."""
+    summarizer_first_error: str
+    """Why the first failed summarizer call failed ("" if none did)."""
     deferred_for_cache: int
     cached_share_before_last_compaction: float | None
     cached_share_since_last_compaction: float | None
@@ -54,6 +58,8 @@ def memory_stats(
         context_window=context_window,
         token_calibration=s.token_calibration,
         resummarized_chunks=s.resummarized_chunks,
+        must_keep_added=s.must_keep_added,
+        summarizer_first_error=s.summarizer_first_error,
         deferred_for_cache=s.deferred_for_cache,
         cached_share_before_last_compaction=s.cached_share_before_last_compaction,
         cached_share_since_last_compaction=(

@@ -27,6 +27,7 @@ from aiden.policy.tokens import estimate_tokens
 from aiden.policy.trigger_state import (
     ChunkResummarized,
     FellBack,
+    MustKeepAdded,
     SummarizerCalled,
     SummarizerFailed,
     TriggerEvent,
@@ -127,7 +128,7 @@ class ChunkSummaries:
             prefix = cut_to_tokens(prefix, max(1, budget // 3), estimate_tokens)
             history = cut_to_tokens(history, max(1, budget - estimate_tokens(prefix)), estimate_tokens)
         summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
-        summary = await self._with_must_keep(summary, plan.compacted)
+        summary = self._counted(summary, await self._with_must_keep(summary, plan.compacted))
         # summary_max_chars bounds what is stored: the must-keep facts and the split turn were added
         # after the summarizer's output was checked against it. A line-boundary cut is the backstop.
         return cut_to_tokens(summary, config.summary_max_chars, len), prefix, False
@@ -145,6 +146,15 @@ class ChunkSummaries:
         if len(events) > _INLINE_MUST_KEEP_EVENTS:
             return await anyio.to_thread.run_sync(apply)
         return apply()
+
+    def _counted(self, before: str, after: str) -> str:
+        """``after``; the facts the must-keep check appended to ``before`` are counted in the stats."""
+        from aiden.summarizers.mustkeep import appended_count
+
+        added = appended_count(before, after)
+        if added:
+            self._note(MustKeepAdded(added))
+        return after
 
     async def summarize(
         self, purpose: Purpose, events: Sequence[SessionEvent], previous: str
@@ -165,7 +175,7 @@ class ChunkSummaries:
                 text = cut_to_tokens(result.text, budget, estimate_tokens)
                 return result if text == result.text else msgspec.structs.replace(result, text=text)
             case Failed(error=err):
-                self._note(SummarizerFailed())
+                self._note(SummarizerFailed(f"{err.kind}: {err.message}"))
                 raise SummarizerError(f"{err.kind}: {err.message}")
             case _:
                 assert_never(reply)
@@ -180,7 +190,7 @@ class ChunkSummaries:
         reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
         if isinstance(reply, Summarized):
             return cap_lines(reply.result.text, max_lines=cap, keep_head=True)
-        self._note(SummarizerFailed())
+        self._note(SummarizerFailed(f"{reply.error.kind}: {reply.error.message}"))
         return cap_lines(rolling, max_lines=cap)
 
     async def repair_degraded(self, store: SessionStore, live: Sequence[ChunkEntry]) -> None:
@@ -193,7 +203,7 @@ class ChunkSummaries:
             result = await self.summarize("history", chunk.events, "")
         except SummarizerError:
             return  # still degraded; try again on a later pass
-        summary = await self._with_must_keep(result.text, chunk.events)
+        summary = self._counted(result.text, await self._with_must_keep(result.text, chunk.events))
         if await anyio.to_thread.run_sync(store.replace_summary, entry.chunk_id, summary):
             self._note(ChunkResummarized())
             log.info("re-summarized degraded chunk %s", entry.chunk_id)

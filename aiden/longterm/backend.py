@@ -1,27 +1,46 @@
 """The long-term storage seam: what :class:`~aiden.longterm.service.LongTermServices` needs from storage.
 
-One interface file, backends beside it (the httpcore model): the files under
-``<root>/memory/long_term/`` (:class:`~aiden.longterm.store.LongTermMemoryStore`,
-:class:`~aiden.longterm.history.HistoryStore`,
-:class:`~aiden.longterm.writer.SessionSummaryWriter`,
-:class:`~aiden.longterm.dream.Dream`, bundled by
-:class:`~aiden.longterm.service.FileLongTermBackend`) is the only backend so
-far; a PostgreSQL one (planned: ``aiden/storage/postgres/longterm.py``) goes
-beside it. Each protocol is satisfied by the file class named in its
-docstring without an adapter (mypy checks it where the bundle returns them).
+One interface file, backends beside it (the httpcore model):
+
+- the files under ``<root>/memory/long_term/``
+  (:class:`~aiden.longterm.store.LongTermMemoryStore`,
+  :class:`~aiden.longterm.history.HistoryStore`,
+  :class:`~aiden.longterm.writer.SessionSummaryWriter`,
+  :class:`~aiden.longterm.dream.Dream`, bundled by
+  :class:`~aiden.longterm.service.FileLongTermBackend`): the default, shared
+  by the memories opened on one root;
+- PostgreSQL (:class:`~aiden.storage.postgres.longterm.PostgresLongTermBackend`):
+  rows beside the PostgreSQL session store's, shared by every memory opened
+  with the same long-term namespace (by default the session id), on any
+  worker or machine. :func:`aiden.storage.select.select_long_term` picks it
+  for a memory on a PostgreSQL session store.
+
+Each protocol is satisfied by the file class named in its docstring without
+an adapter (mypy checks it where the bundle returns them); the logic both
+backends share (search ranking, record cleaning, summary merges, Dream's
+planning, version targets) lives in the file modules as pure functions.
 
 The guarantees a backend must give, to any number of instances in any number
-of processes sharing the storage (the file backend's are tested under
-``tests/longterm``; a conformance suite over every backend is still to come):
+of processes sharing the storage, checked for every backend by the
+conformance suite :mod:`aiden.testing.conformance_longterm` (run on both in
+``tests/longterm/test_longterm_conformance.py`` and
+``tests/postgres/test_pg_longterm.py``, the latter also with two OS
+processes):
 
 - entries: a save or forget is atomic; concurrent saves never drop each
   other; an expired entry is never returned;
-- history: cursors are unique and increasing (gap-free on PostgreSQL); a
-  record for a ``chunk_id`` already recorded is not written twice;
-- session summaries: each running-summary merge and session write is one
-  atomic read-merge-write;
-- Dream: one run at a time per long-term store; the cursor advances only after
-  the new version is recorded.
+- history: cursors are unique, increasing and gap-free; a record for a
+  ``chunk_id`` already recorded is not written twice (the existing record is
+  returned);
+- session summaries: each running-summary merge and session write (with the
+  store cap) is one atomic read-merge-write;
+- Dream: one run at a time per long-term store (a ``flock`` on files, an
+  advisory lock on PostgreSQL); the cursor advances only after the new
+  version is recorded (on PostgreSQL in the same transaction).
+
+Crash behaviour differs by nature: the file backend survives a crash between
+its steps by the orders above (tested under ``tests/longterm``); on
+PostgreSQL every step is one transaction, so nothing is half-written.
 """
 
 from __future__ import annotations

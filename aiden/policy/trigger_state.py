@@ -30,6 +30,7 @@ __all__ = [
     "Compacted",
     "DeferredForCache",
     "FellBack",
+    "MustKeepAdded",
     "PassStarted",
     "RequestCoalesced",
     "SessionRotated",
@@ -80,6 +81,8 @@ class TriggerState(msgspec.Struct, frozen=True, kw_only=True):
     degraded_chunks: int = 0
     conflicts: int = 0
     resummarized_chunks: int = 0
+    must_keep_added: int = 0
+    summarizer_first_error: str = ""
     token_calibration: float = 1.0
     deferred_for_cache: int = 0
     prompt_tokens_since_compaction: int = 0
@@ -121,7 +124,15 @@ class SummarizerCalled(msgspec.Struct, frozen=True):
 
 
 class SummarizerFailed(msgspec.Struct, frozen=True):
-    """The summarizer answered a request with a failure."""
+    """The summarizer answered a request with a failure, and why (the first one is kept)."""
+
+    reason: str = ""
+
+
+class MustKeepAdded(msgspec.Struct, frozen=True):
+    """The must-keep check appended ``count`` facts a chunk summary had dropped."""
+
+    count: int
 
 
 class FellBack(msgspec.Struct, frozen=True):
@@ -153,6 +164,7 @@ TriggerEvent = (
     | CommitConflicted
     | SummarizerCalled
     | SummarizerFailed
+    | MustKeepAdded
     | FellBack
     | ChunkResummarized
     | Compacted
@@ -175,8 +187,14 @@ def reduce(state: TriggerState, event: TriggerEvent) -> TriggerState:
             return _replace(state, conflicts=state.conflicts + 1)
         case SummarizerCalled():
             return _replace(state, summarizer_calls=state.summarizer_calls + 1)
-        case SummarizerFailed():
-            return _replace(state, summarizer_failures=state.summarizer_failures + 1)
+        case SummarizerFailed(reason=reason):
+            return _replace(
+                state,
+                summarizer_failures=state.summarizer_failures + 1,
+                summarizer_first_error=state.summarizer_first_error or reason[:300],
+            )
+        case MustKeepAdded(count=count):
+            return _replace(state, must_keep_added=state.must_keep_added + count)
         case FellBack():
             return _replace(state, fallbacks=state.fallbacks + 1)
         case ChunkResummarized():

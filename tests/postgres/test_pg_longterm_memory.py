@@ -105,3 +105,22 @@ def test_only_a_postgres_session_store_brings_its_long_term_backend(
             assert isinstance(backend, PostgresLongTermBackend) and backend.namespace == "team-x"
     finally:
         store.close()
+
+
+async def test_sessions_naming_one_namespace_share_it(
+    tmp_path: Path, pg_dsn: str, session_ids: SessionIds
+) -> None:
+    from aiden.storage.postgres import postgres_store_factory
+
+    team = f"{session_ids()}-team"
+    one = postgres_store_factory(pg_dsn, session_ids(), long_term_namespace=team)
+    async with open_memory(tmp_path / "a", store=one) as first:
+        answer = json.loads(
+            await first.handle_tool_call(
+                "save_memory", {"type": "rule", "title": "Reviews", "content": "Two approvals."}
+            )
+        )
+    other = postgres_store_factory(pg_dsn, session_ids(), long_term_namespace=team)
+    async with open_memory(tmp_path / "b", store=other) as second:
+        assert f"**Reviews**: Two approvals. ({answer['saved']['id']})" in second.long_term_layer
+        assert await second.hot_window() == []  # another session: its own events

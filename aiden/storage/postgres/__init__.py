@@ -11,8 +11,12 @@ connects once first); :func:`postgres_store_factory` makes the equivalent
     async with open_memory(root, store="postgresql://...", session_id="agent-7") as memory:
         ...
 
-The recall index and long-term memory stay under ``root``: recall is a
-per-worker cache that follows the store's change feed.
+Long-term memory (saved memories, history, session summaries, Dream's
+versions) lives in the same database
+(:class:`~aiden.storage.postgres.longterm.PostgresLongTermBackend`), shared by
+every memory of the store's ``long_term_namespace`` (default: the session
+id). The recall index stays under ``root``: a per-worker cache that follows
+the store's change feed.
 """
 
 from __future__ import annotations
@@ -36,18 +40,28 @@ def postgres_store_factory(
     pool: Pool | None = None,
     max_size: int = 4,
     timeout: float = 30.0,
+    long_term_namespace: str | None = None,
 ) -> Callable[[Layout, Storage, Config], PostgresSessionStore]:
     """A ``store_factory`` for :func:`aiden.open_memory` building a :class:`PostgresSessionStore`.
 
-    The session id is checked here, before any memory is opened
-    (:class:`~aiden.errors.InvalidIdError`). The layout and storage the
-    runtime passes are not used: nothing of the session lives in files.
+    The session id (and ``long_term_namespace``: whose long-term memory the
+    memory shares, default the session id) is checked here, before any memory
+    is opened (:class:`~aiden.errors.InvalidIdError`). The layout and storage
+    the runtime passes are not used: nothing of the session lives in files.
     """
     validate_id(session_id, what="session id")
+    if long_term_namespace is not None:
+        validate_id(long_term_namespace, what="long-term namespace")
 
     def make(layout: Layout, storage: Storage, config: Config) -> PostgresSessionStore:
         return PostgresSessionStore(
-            dsn, session_id, config=config, pool=pool, max_size=max_size, timeout=timeout
+            dsn,
+            session_id,
+            config=config,
+            pool=pool,
+            max_size=max_size,
+            timeout=timeout,
+            long_term_namespace=long_term_namespace,
         )
 
     return make

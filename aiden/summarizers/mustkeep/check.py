@@ -175,3 +175,11 @@ def apply_must_keep(
     if added == 0:
         return summary_text
     return summary_text.rstrip() + prefix + section
+
+
+def appended_count(before: str, after: str) -> int:
+    """How many items :func:`apply_must_keep` appended to ``before`` to give ``after`` (telemetry)."""
+    if after == before:
+        return 0
+    # Each appended item is one "\n- " line (clip() collapses an item's whitespace).
+    return after[len(before.rstrip()) :].count("\n- ")
