@@ -37,6 +37,7 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _drain_trace
 from _common import RESULTS, latency_ms, machine
 from bench_backlog import backlog
 
@@ -118,11 +120,12 @@ async def idle_baseline(root: Path, kind: str, server: FakeLLMServer) -> list[fl
     return samples
 
 
-async def drain(root: Path, n: int, kind: str, server: FakeLLMServer) -> dict[str, Any]:
+async def drain(root: Path, n: int, kind: str, server: FakeLLMServer, trace: bool = False) -> dict[str, Any]:
     """Reopen the backlog root and let the memory drain it while the probe appends."""
     config = run_config()
     threshold = trigger_threshold_tokens(config.context_window, config)
     appends: list[float] = []
+    timeline: list[tuple[float, float]] = []
     lag = [0.0]
     drained_at: list[float] = []
     calls_before = len(server.requests)
@@ -136,7 +139,9 @@ async def drain(root: Path, n: int, kind: str, server: FakeLLMServer) -> dict[st
             while not done.is_set():
                 t0 = time.perf_counter()
                 await memory.append(_probe(i))
-                appends.append(time.perf_counter() - t0)
+                t1 = time.perf_counter()
+                appends.append(t1 - t0)
+                timeline.append((t0, t1))
                 i += 1
                 await anyio.sleep(PROBE_INTERVAL_S)
 
@@ -176,12 +181,19 @@ async def drain(root: Path, n: int, kind: str, server: FakeLLMServer) -> dict[st
                     done.set()
                     return
 
-        with anyio.move_on_after(DRAIN_TIMEOUT_S):
+        with anyio.move_on_after(DRAIN_TIMEOUT_S), _drain_trace.stack_sampler() if trace else nullcontext():
             async with anyio.create_task_group() as tg:
                 tg.start_soon(probe)
                 tg.start_soon(lag_probe)
                 tg.start_soon(watch)
+                if trace:
+                    tg.start_soon(_drain_trace.lag_sampler, done)
         done.set()
+        if trace:
+            print(f"--- trace {kind} {n}", _drain_trace.report(timeline), flush=True)
+            _drain_trace.spans.clear()
+            _drain_trace.lag.clear()
+            _drain_trace.stacks.clear()
         stats = memory.stats()
     return {
         "n": n,
@@ -202,7 +214,7 @@ async def drain(root: Path, n: int, kind: str, server: FakeLLMServer) -> dict[st
     }
 
 
-async def main_async(sizes: list[int], kinds: list[str]) -> dict[str, Any]:
+async def main_async(sizes: list[int], kinds: list[str], trace: bool = False) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     with FakeLLMServer(responder=lambda body: _SUMMARY) as server, tempfile.TemporaryDirectory() as tmp:
         for kind in kinds:
@@ -210,7 +222,7 @@ async def main_async(sizes: list[int], kinds: list[str]) -> dict[str, Any]:
             for n in sizes:
                 root = Path(tmp) / f"{kind}-{n}"
                 await fill(root, n)
-                row = await drain(root, n, kind, server)
+                row = await drain(root, n, kind, server, trace)
                 row["idle_append_ms"] = {k: round(v, 2) for k, v in idle.items()}
                 row["append_p99_vs_idle"] = round(row["append_ms"]["p99"] / idle["p99"], 2)
                 rows.append(row)
@@ -242,15 +254,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="N = 1k, 4k only")
     parser.add_argument("--sizes", help="comma-separated backlog sizes (overrides --quick)")
     parser.add_argument("--summarizers", default="extractive,llm")
+    parser.add_argument("--trace", action="store_true", help="print where the slowest appends' time went")
     args = parser.parse_args()
+    if args.trace:
+        _drain_trace.install()
     sizes = (
         [int(s) for s in args.sizes.split(",")]
         if args.sizes
         else ([1_000, 4_000] if args.quick else [1_000, 4_000, 16_000, 64_000])
     )
-    result = anyio.run(main_async, sizes, args.summarizers.split(","))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "backlog_drain.json").write_text(json.dumps(result, indent=2) + "\n")
+    result = anyio.run(main_async, sizes, args.summarizers.split(","), args.trace)
+    if not args.trace:  # traced figures are perturbed by the tracing: never the reported ones
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "backlog_drain.json").write_text(json.dumps(result, indent=2) + "\n")
     print(table(result))
 
 

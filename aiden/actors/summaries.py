@@ -16,6 +16,7 @@ from typing import assert_never
 import anyio
 import msgspec
 
+from aiden import offload
 from aiden.actors.mailbox import Client
 from aiden.config import Config
 from aiden.errors import SummarizerError
@@ -35,6 +36,7 @@ from aiden.policy.trigger_state import (
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, chunk_id_for
 from aiden.storage.protocol import SessionStore
 from aiden.storage.summary_md import advance_index, cap_lines, raw_breadcrumb
+from aiden.summarizers.extractive.mustkeep_job import MustKeepJob, apply_job
 from aiden.summarizers.protocol import Purpose, SummaryRequest, SummaryResult
 
 __all__ = ["SPLIT_TURN_SEPARATOR", "ChunkSummaries", "StagedChunk"]
@@ -42,7 +44,10 @@ __all__ = ["SPLIT_TURN_SEPARATOR", "ChunkSummaries", "StagedChunk"]
 log = logging.getLogger("aiden.scheduler")
 
 _INLINE_MUST_KEEP_EVENTS = 200
-"""Above this many events, the must-keep scan of a chunk runs in a worker thread."""
+"""Above this many events, the must-keep scan of a chunk runs in the helper process."""
+
+_job_encoder = msgspec.msgpack.Encoder()
+_str_decoder = msgspec.msgpack.Decoder(str)
 
 SPLIT_TURN_SEPARATOR = "\n\n---\n\nTurn Context (split turn):\n"
 
@@ -134,18 +139,16 @@ class ChunkSummaries:
         return cut_to_tokens(summary, config.summary_max_chars, len), prefix, False
 
     async def _with_must_keep(self, summary: str, events: Sequence[SessionEvent]) -> str:
-        from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
-
-        limit = self._config.must_keep_max_items
-
-        def apply() -> str:
-            return apply_must_keep(summary, extract_must_keep(events, max_items=limit), max_items=limit)
-
+        job = MustKeepJob(summary, tuple(events), self._config.must_keep_max_items)
         # Inline for an ordinary chunk (see the note on planning in scheduler.py); the scan is
-        # ~0.1 ms an event, so a backlog slice would stall every task: that goes to a thread.
-        if len(events) > _INLINE_MUST_KEEP_EVENTS:
-            return await anyio.to_thread.run_sync(apply)
-        return apply()
+        # ~0.1 ms an event, so a backlog slice's goes to the helper process (aiden.offload): in a
+        # worker thread it would hold the GIL and slow every hand-off of the loop and the writer.
+        if len(events) <= _INLINE_MUST_KEEP_EVENTS:
+            return apply_job(job)
+        try:
+            return _str_decoder.decode(await offload.run_job("must_keep", _job_encoder.encode(job)))
+        except offload.OffloadUnavailable:
+            return await anyio.to_thread.run_sync(apply_job, job)
 
     def _counted(self, before: str, after: str) -> str:
         """``after``; the facts the must-keep check appended to ``before`` are counted in the stats."""

@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from typing import Final
 
 import anyio
+import msgspec
 
+from aiden import offload
 from aiden.events import SessionEvent
 from aiden.summarizers.extractive.budget import _select
 from aiden.summarizers.extractive.collapse import collapse_requests
@@ -27,8 +29,28 @@ from aiden.summarizers.mustkeep import clip
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
 _SLICE_CHARS: Final = 8_000  # checkpoint after about this much event text (~1-3 ms of extraction)
-_INLINE_FINISH_EVENTS: Final = 250  # above this, the unsliced finishing step runs in a worker thread
+_INLINE_EVENTS: Final = 250  # above this, the whole request runs in the helper process
 _EVENT_CHARS: Final = 400  # what one event's fixed cost is worth in text (measured: ~0.07 ms an event)
+
+
+class ExtractiveJob(msgspec.Struct, frozen=True):
+    """One :meth:`ExtractiveSummarizer.summarize_sync` call with the summarizer's settings (a helper job)."""
+
+    request: SummaryRequest
+    max_tokens: int | None
+    fold_max_lines: int
+
+
+_job_encoder = msgspec.msgpack.Encoder()
+_job_decoder = msgspec.msgpack.Decoder(ExtractiveJob)
+_result_decoder = msgspec.msgpack.Decoder(SummaryResult)
+
+
+def run_job(payload: bytes) -> bytes:
+    """The helper process's entry (:mod:`aiden.offload`): an encoded :class:`ExtractiveJob` in, its result out."""
+    job = _job_decoder.decode(payload)
+    summarizer = ExtractiveSummarizer(max_tokens=job.max_tokens, fold_max_lines=job.fold_max_lines)
+    return _job_encoder.encode(summarizer.summarize_sync(job.request))
 
 
 class ExtractiveSummarizer:
@@ -59,13 +81,23 @@ class ExtractiveSummarizer:
         return max(1, budget)
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
-        """Summarize ``request``, yielding to the event loop between slices of events.
+        """Summarize ``request`` without stalling the event loop or holding the GIL for long.
 
-        Extraction runs at a few MB/s, so a range with megabytes of tool output
-        is walked in slices of about ``_SLICE_CHARS`` with a checkpoint after
-        each: other tasks keep running and cancellation is honoured, without a
-        worker thread (which would let a test's MockClock jump meanwhile).
+        A large request (a backlog slice: hundreds of events, ~0.1 s of pure
+        Python) runs in the helper process (:mod:`aiden.offload`): on the loop
+        it would stall every task, in a worker thread it would hold the GIL and
+        slow every hand-off of the loop and the session writer's thread. A
+        small one (an ordinary chunk) is walked here in slices of about
+        ``_SLICE_CHARS`` with a checkpoint after each, so other tasks keep
+        running and cancellation is honoured (and a test's MockClock cannot
+        jump meanwhile). Both give the same result.
         """
+        if len(request.events) > _INLINE_EVENTS and type(self) is ExtractiveSummarizer:
+            job = ExtractiveJob(request, self.max_tokens, self.fold_max_lines)
+            try:
+                return _result_decoder.decode(await offload.run_job("extractive", _job_encoder.encode(job)))
+            except offload.OffloadUnavailable:
+                pass  # run it here, as below
         collector, walker = self._begin(request)
         await anyio.lowlevel.checkpoint()
         walked = 0
@@ -76,10 +108,9 @@ class ExtractiveSummarizer:
             if walked >= _SLICE_CHARS:
                 walked = 0
                 await anyio.lowlevel.checkpoint()
-        if len(request.events) > _INLINE_FINISH_EVENTS:
-            # Dedupe and selection are ~40 us an event and cannot be sliced: a backlog slice
-            # would stall every task, so it goes to a worker thread (an ordinary chunk stays
-            # inline, where a test's MockClock cannot jump meanwhile).
+        if len(request.events) > _INLINE_EVENTS:
+            # Only when the helper process is unavailable: dedupe and selection are ~40 us an
+            # event and cannot be sliced, so a backlog slice's would stall every task here.
             return await anyio.to_thread.run_sync(self._finish, request, collector)
         return self._finish(request, collector)
 

@@ -1,0 +1,265 @@
+"""CPU-bound pure functions run in a helper process: a long one never holds this process's GIL.
+
+Why a process ([Reliability] #18 finding 2): a maintenance pass extracts
+summaries and must-keep facts from hundreds of events, 0.1-0.3 s of pure
+Python. On the event loop that stalls every task. In a worker thread it holds
+the GIL, and then *every* GIL hand-off of the event loop and of the session
+writer's thread waits for the interpreter's switch interval (5 ms by default),
+several per append: appends waited 30-80 ms while a pass ran. A helper process
+shares neither the loop nor the GIL; the caller's thread only waits on a pipe.
+
+Protocol: one long-lived child per process (a Python running :func:`main`),
+started on first use. A request is a length-prefixed msgpack frame on the
+child's stdin: a :class:`Job` (a name from :data:`JOBS` and the job's own
+msgpack-encoded argument); the reply is a frame on its stdout, :class:`Done`
+(the encoded result) or :class:`JobFailed`. No code crosses the pipe: the
+child imports the named function (``module:function``) and calls it with the
+argument bytes. One request at a time: the child is single-threaded anyway.
+The child exits when its stdin closes (this process ended) or after
+:data:`IDLE_EXIT_S` without a request.
+
+Failure: a child that cannot start, died, or answered garbage, and a job that
+raised in the child, all raise :class:`OffloadUnavailable`; callers then run
+the same function in this process (same code, same result). After a failed
+start no child is started again for :data:`RETRY_AFTER_S`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+import anyio
+import msgspec
+
+__all__ = ["JOBS", "Done", "Job", "JobFailed", "OffloadUnavailable", "run_job"]
+
+JOBS: Final[dict[str, str]] = {
+    "extractive": "aiden.summarizers.extractive.summarizer:run_job",
+    "must_keep": "aiden.summarizers.extractive.mustkeep_job:run_job",
+}
+"""The functions a child may run, by job name: ``bytes -> bytes``, pure, importable by name."""
+
+IDLE_EXIT_S: Final = 300.0
+RETRY_AFTER_S: Final = 60.0
+_HEADER: Final = 4
+_MAX_FRAME: Final = 1 << 30
+
+
+class OffloadUnavailable(Exception):
+    """The job could not be run in the helper process: run it in this one.
+
+    Internal: never leaves aiden (every caller falls back), so it is no AidenError.
+    """
+
+
+class Job(msgspec.Struct, frozen=True, tag=True):
+    """Run the function ``JOBS[name]`` on ``payload``."""
+
+    name: str
+    payload: bytes
+
+
+class Done(msgspec.Struct, frozen=True, tag=True):
+    """The job's encoded result."""
+
+    result: bytes
+
+
+class JobFailed(msgspec.Struct, frozen=True, tag=True):
+    """The job raised in the child (its type and message)."""
+
+    error: str
+
+
+_encoder = msgspec.msgpack.Encoder()
+_job_decoder = msgspec.msgpack.Decoder(Job)
+_reply_decoder = msgspec.msgpack.Decoder(Done | JobFailed)
+
+
+def _write_frame(fd: int, data: bytes) -> None:
+    view = memoryview(len(data).to_bytes(_HEADER, "big") + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    parts: list[bytes] = []
+    while n:
+        part = os.read(fd, min(n, 1 << 20))
+        if not part:
+            raise EOFError("pipe closed")
+        parts.append(part)
+        n -= len(part)
+    return b"".join(parts)
+
+
+def _read_frame(fd: int) -> bytes:
+    size = int.from_bytes(_read_exact(fd, _HEADER), "big")
+    if size > _MAX_FRAME:
+        raise ValueError(f"frame of {size} bytes")
+    return _read_exact(fd, size)
+
+
+# --- this process's side --------------------------------------------------------------
+
+
+class _Child:
+    """The helper process and the lock that lets one request at a time talk to it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._state = threading.Lock()  # guards the job bookkeeping below (never held while waiting)
+        self._queued: set[object] = set()
+        self._busy: object | None = None
+        self._no_start_until = 0.0
+        self.started = 0
+        """How many children were started (tests check that one is reused)."""
+
+    def call(self, name: str, payload: bytes, token: object) -> bytes:
+        """Blocking: send one job, wait for its reply. Run in a worker thread."""
+        with self._lock:
+            proc = self._ensure()
+            with self._state:
+                if token not in self._queued:
+                    raise OffloadUnavailable("the caller gave up before the job was sent")
+                self._queued.discard(token)
+                self._busy = token
+            try:
+                assert proc.stdin is not None and proc.stdout is not None
+                _write_frame(proc.stdin.fileno(), _encoder.encode(Job(name, payload)))
+                reply = _reply_decoder.decode(_read_frame(proc.stdout.fileno()))
+            except (OSError, EOFError, ValueError, msgspec.DecodeError) as exc:
+                self._stop()
+                raise OffloadUnavailable(f"helper process lost: {exc}") from exc
+            finally:
+                with self._state:
+                    self._busy = None
+        if isinstance(reply, JobFailed):
+            raise OffloadUnavailable(f"{name} failed in the helper process: {reply.error}")
+        return reply.result
+
+    def queue(self, token: object) -> None:
+        """Register a job before its thread runs :meth:`call` (so :meth:`abort` can drop it unsent)."""
+        with self._state:
+            self._queued.add(token)
+
+    def abort(self, token: object) -> None:
+        """The caller of ``token`` gave up: drop the job if unsent, end the child if it runs it.
+
+        A child busy with an abandoned job would make every later job wait
+        behind it; a new child starts with the next job instead.
+        """
+        with self._state:
+            self._queued.discard(token)
+            proc = self._proc if self._busy is token else None
+        if proc is not None:
+            proc.kill()
+
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            return proc
+        if proc is not None:
+            self._stop()
+        if time.monotonic() < self._no_start_until:
+            raise OffloadUnavailable("the helper process could not be started recently")
+        if not sys.executable or getattr(sys, "frozen", False):
+            self._no_start_until = float("inf")
+            raise OffloadUnavailable("no Python interpreter to start a helper process with")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.curdir for p in sys.path))
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-c", "from aiden.offload import main; main()"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+                close_fds=True,
+            )
+        except OSError as exc:
+            self._no_start_until = time.monotonic() + RETRY_AFTER_S
+            raise OffloadUnavailable(f"cannot start the helper process: {exc}") from exc
+        self.started += 1
+        return self._proc
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+        try:
+            proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def close(self) -> None:
+        """End the child (at interpreter exit): its stdin closes, so it exits."""
+        with self._lock:
+            self._stop()
+
+
+_CHILD = _Child()
+atexit.register(_CHILD.close)
+
+
+async def run_job(name: str, payload: bytes) -> bytes:
+    """``JOBS[name](payload)`` in the helper process; :class:`OffloadUnavailable` when it cannot run there.
+
+    Cancellable: a caller that gives up (a deadline) is not kept waiting, and
+    the child, still busy with the abandoned job, is ended so the next job
+    does not queue behind it.
+    """
+    if name not in JOBS:
+        raise ValueError(f"unknown offload job {name!r}")
+    token = object()
+    _CHILD.queue(token)
+    try:
+        return await anyio.to_thread.run_sync(_CHILD.call, name, payload, token, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        _CHILD.abort(token)
+        raise
+
+
+# --- the child's side -------------------------------------------------------------------
+
+
+def _resolve(name: str) -> Callable[[bytes], bytes]:
+    module, _, function = JOBS[name].partition(":")
+    fn: Callable[[bytes], bytes] = getattr(importlib.import_module(module), function)
+    return fn
+
+
+def serve(stdin: int, stdout: int, idle_exit_s: float = IDLE_EXIT_S) -> None:
+    """The child's loop: read a job, run it, write the reply; return at EOF or when idle."""
+    while select.select([stdin], [], [], idle_exit_s)[0]:
+        try:
+            job = _job_decoder.decode(_read_frame(stdin))
+        except EOFError:
+            return
+        try:
+            reply: Done | JobFailed = Done(_resolve(job.name)(job.payload))
+        except Exception as exc:  # reported to the caller, which runs the job itself
+            reply = JobFailed(f"{type(exc).__name__}: {exc}")
+        _write_frame(stdout, _encoder.encode(reply))
+
+
+def main() -> None:
+    """Entry point of the helper process (started by :func:`run_job`, not by people)."""
+    # Ctrl-C reaches the whole process group; the parent decides, and its exit closes our stdin.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    sys.stdout = sys.stderr  # the pipe carries frames only: a stray print goes to stderr
+    serve(stdin, stdout)

@@ -1,0 +1,150 @@
+"""A pass's CPU-heavy extraction runs in the helper process, never in this one ([Reliability] finding 2).
+
+Summarizing and the must-keep scan of a backlog slice are ~0.1-0.3 s of pure
+Python: on the loop they stall every task, in a worker thread they hold the GIL
+and slow every hand-off of the loop and the writer's thread. These tests pin,
+structurally (no timing): a large request is computed by the helper process
+(this process's copy of the function is made to fail and the answer still
+arrives), the answer is the one this process would give, and every way the
+helper can fail falls back to this process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import anyio
+import msgspec
+import pytest
+
+import aiden.summarizers.extractive.mustkeep_job as mustkeep_job
+from aiden import offload
+from aiden.events import SessionEvent
+from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import _INLINE_EVENTS
+from aiden.summarizers.protocol import SummaryRequest
+
+pytestmark = pytest.mark.anyio
+
+
+def _events(n: int) -> tuple[SessionEvent, ...]:
+    out: list[SessionEvent] = []
+    for i in range(n):
+        if i % 2 == 0:
+            content = f"Continue with step {i}. Ticket PROJ-{i % 7} must stay under {i % 5} MB."
+            out.append(SessionEvent(type="user_input", seq=i + 1, content=content))
+        else:
+            content = f"I decided to run step {i} because billing/export_{i % 3}.py needs it."
+            out.append(SessionEvent(type="assistant_output", seq=i + 1, content=content))
+    return tuple(out)
+
+
+BIG = SummaryRequest(purpose="history", events=_events(_INLINE_EVENTS + 50), max_tokens=800)
+
+
+@pytest.fixture
+def child(monkeypatch: pytest.MonkeyPatch) -> Iterator[offload._Child]:
+    """A helper process of this test's own (the module's one is shared by the whole run)."""
+    fresh = offload._Child()
+    monkeypatch.setattr(offload, "_CHILD", fresh)
+    try:
+        yield fresh
+    finally:
+        fresh.close()
+
+
+def _fail_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    def here(*args: object, **kwargs: object) -> object:
+        raise AssertionError("computed in this process")
+
+    monkeypatch.setattr(ExtractiveSummarizer, "summarize_sync", here)
+    monkeypatch.setattr(ExtractiveSummarizer, "_finish", here)
+
+
+async def test_a_large_request_is_summarized_by_the_helper_process_with_the_same_result(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = ExtractiveSummarizer().summarize_sync(BIG)
+    _fail_here(monkeypatch)
+    assert await ExtractiveSummarizer().summarize(BIG) == expected
+    assert await ExtractiveSummarizer().summarize(BIG) == expected
+    assert child.started == 1  # one helper, reused
+
+
+async def test_the_must_keep_step_of_a_large_chunk_runs_in_the_helper_process(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = mustkeep_job.MustKeepJob("Goal: export.", _events(300), 40)
+    expected = mustkeep_job.apply_job(job)
+    assert "Must keep" in expected
+
+    def here(job: mustkeep_job.MustKeepJob) -> str:
+        raise AssertionError("computed in this process")
+
+    monkeypatch.setattr(mustkeep_job, "apply_job", here)
+    raw = await offload.run_job("must_keep", msgspec.msgpack.encode(job))
+    assert msgspec.msgpack.decode(raw, type=str) == expected
+
+
+async def test_a_small_request_stays_in_this_process(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small = SummaryRequest(purpose="history", events=_events(_INLINE_EVENTS), max_tokens=800)
+    expected = ExtractiveSummarizer().summarize_sync(small)
+    assert await ExtractiveSummarizer().summarize(small) == expected
+    assert child.started == 0
+
+
+async def test_without_an_interpreter_to_start_the_request_is_summarized_here(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(offload.sys, "executable", "")
+    with pytest.raises(offload.OffloadUnavailable):
+        await offload.run_job("extractive", b"")
+    assert await ExtractiveSummarizer().summarize(BIG) == ExtractiveSummarizer().summarize_sync(BIG)
+    assert child.started == 0
+
+
+async def test_a_helper_that_died_is_replaced_by_a_new_one(child: offload._Child) -> None:
+    expected = ExtractiveSummarizer().summarize_sync(BIG)
+    assert await ExtractiveSummarizer().summarize(BIG) == expected
+    assert child._proc is not None
+    child._proc.kill()
+    child._proc.wait()
+    # The job that finds it dead falls back to this process; the next one starts a new helper.
+    assert await ExtractiveSummarizer().summarize(BIG) == expected
+    assert await ExtractiveSummarizer().summarize(BIG) == expected
+    assert child.started == 2
+
+
+async def test_a_job_that_fails_in_the_helper_is_reported_and_the_helper_kept(child: offload._Child) -> None:
+    with pytest.raises(
+        offload.OffloadUnavailable, match="must_keep failed in the helper process: ValidationError"
+    ):
+        await offload.run_job("must_keep", b"not msgpack of a job")
+    assert await ExtractiveSummarizer().summarize(BIG) == ExtractiveSummarizer().summarize_sync(BIG)
+    assert child.started == 1
+
+
+def _wait_until_sent(child: offload._Child) -> None:
+    while child._busy is None:
+        time.sleep(0.001)
+
+
+async def test_a_caller_that_gives_up_ends_the_helper_busy_with_its_job(child: offload._Child) -> None:
+    huge = msgspec.msgpack.encode(mustkeep_job.MustKeepJob("Goal.", _events(20_000), 40))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(offload.run_job, "must_keep", huge)
+        await anyio.to_thread.run_sync(_wait_until_sent, child)
+        busy = child._proc
+        tg.cancel_scope.cancel()
+    assert busy is not None
+    assert busy.wait() != 0  # killed, not finished
+    assert await ExtractiveSummarizer().summarize(BIG) == ExtractiveSummarizer().summarize_sync(BIG)
+    assert child.started == 2
+
+
+async def test_an_unknown_job_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown offload job"):
+        await offload.run_job("exec", b"print(1)")
