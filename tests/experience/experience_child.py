@@ -2,9 +2,10 @@
 
     python experience_child.py ROOT SEED COUNT [CRASH_POINT]
 
-Each episode fails one build command then fixes it with another (tasks repeat,
-so later episodes confirm, supersede or dispute earlier records); every few
-episodes it learns. ``committed <episode_id>`` is printed (and flushed) only
+Most episodes fail one build command then fix it with another, some run one
+command at the first try (tasks repeat, so later episodes confirm, supersede
+or dispute earlier records); each observes a tool version (a fact record,
+its value changing now and then); every few episodes it learns. ``committed <episode_id>`` is printed (and flushed) only
 after ``commit_run`` returned, i.e. once the episode is committed. With
 ``CRASH_POINT`` (a storage checkpoint name such as
 ``experience.records.after_files``) the process exits hard, without cleanup,
@@ -63,7 +64,10 @@ async def main(root: str, seed: int, count: int, point: str | None) -> None:
             task = rng.choice(TASKS)
             await memory.begin_run(f"{task} the acme repo", environment="acme")
             episode_id = memory.episode_id
-            await shell(memory, "c1", f"make {task}", "error: missing flag", 2)
+            memory.observe("make", rng.choice(("4.3", "4.4")))
+            first_try = rng.random() < 0.3
+            if not first_try:
+                await shell(memory, "c1", f"make {task}", "error: missing flag", 2)
             flag = rng.choice(FLAGS)
             ok = rng.random() < 0.8
             await shell(
