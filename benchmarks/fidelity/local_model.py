@@ -15,7 +15,11 @@ one-call mode (one model call per compaction, the answer's output capped by
 retry doubles the cost), and runs the same sessions under the embedded
 extractive summarizer for the side-by-side figures. Sized for < 20 minutes on 2
 cores: one generated session per benchmark by default, 30 turns (>= 10
-compactions each).
+compactions each). ``--real [DIR]`` adds the real SWE-agent sessions
+(``$AIDEN_REAL_DATA/swe-agent``) to the resume half: ~15 more model calls.
+
+llama-cpp-python 0.3.36 has no wheel on the package index: pip builds it from
+its sdist (gcc, g++, cmake; several minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -196,6 +200,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                 run_config,
                             )
                         )
+                if bench == "resume" and args.real:
+                    # The real SWE-agent sessions too (seed 004's resume test names them); ~15 more
+                    # model calls, so not by default: see --real.
+                    done.extend(
+                        resume.drive_real(
+                            Path(args.real), summarizer, llm_config(resume.REAL_CONFIG) if llm else None
+                        )
+                    )
                 elapsed = time.monotonic() - started
                 sessions[label] = done
                 compactions = sum(s.compactions for s in done)
@@ -247,6 +259,13 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=8192)
     parser.add_argument("--max-output-tokens", type=int, default=384)
     parser.add_argument("--strict-retry", action="store_true")
+    parser.add_argument(
+        "--real",
+        nargs="?",
+        const=str(Path(os.environ.get("AIDEN_REAL_DATA", "../shared/data")) / "swe-agent"),
+        default="",
+        help="also grade the real SWE-agent sessions in the resume half (default folder: $AIDEN_REAL_DATA/swe-agent)",
+    )
     parser.add_argument("--server-log", default="/tmp/aiden-llama-server.log")
     args = parser.parse_args()
     results = run(args)

@@ -424,6 +424,15 @@ def request_copies(
     return [section for section, line in lines if norm(_LINE_LABEL.sub("", line))[:28] in prefixes]
 
 
+def drive_real(folder: Path, summarizer: Summarizer | None, config: Config | None = None) -> list[Resumed]:
+    """Every real SWE-agent session in ``folder`` (``REAL_CONFIG`` unless ``config``), graded."""
+    out = []
+    for name, session_turns, _facts in real_sessions(folder):
+        checklist = real_checklist(folder / f"{name}.traj")
+        out.append(anyio.run(drive, name, session_turns, checklist, (), summarizer, config or REAL_CONFIG))
+    return out
+
+
 def run(
     *, llm_fake: bool = False, seeds: Sequence[int] = (1, 2, 3), turns: int = 30, real: bool = True
 ) -> dict[str, Any]:
@@ -449,10 +458,8 @@ def run(
                     drive, f"scenario-{seed}", session_turns, checklist, planted, summarizer, RESUME_CONFIG
                 )
             )
-        if real and real_folder is not None and real_folder.is_dir() and summarizer is None:
-            for name, session_turns, _facts in real_sessions(real_folder):
-                checklist = real_checklist(real_folder / f"{name}.traj")
-                sessions.append(anyio.run(drive, name, session_turns, checklist, (), summarizer, REAL_CONFIG))
+        if real and real_folder is not None and real_folder.is_dir():
+            sessions.extend(drive_real(real_folder, summarizer))
         if server is not None:
             server.close()
         results["runs"][label] = [msgspec.to_builtins(s) for s in sessions]

@@ -186,6 +186,24 @@ def test_steps_of_one_request_collapse_in_a_chunk() -> None:
     assert "steps 1\u20137" in text and "now at step 7" in text, text
 
 
+REJECTED_PLAN = "Plan: first I will dump the database with pg_dump, then restore it on the new server."
+NEW_PLAN = "Plan: next I will set up logical replication to the new server, then cut over."
+
+
+def test_a_plan_the_user_rejected_is_superseded_and_the_current_one_kept() -> None:
+    goal = SessionEvent(type="user_input", content="Please migrate the billing service to Postgres 16.")
+    rejected = SessionEvent(type="assistant_output", content=REJECTED_PLAN)
+    objection = SessionEvent(type="user_input", content="pg_dump takes too long on 2 TB, that will not work.")
+    # Before the objection the plan is the open thread, after it the plan is gone (the failed
+    # approach keeps why); a new plan is the open thread again, once, without a doubled label.
+    assert "- Plan: first I will dump the database" in _summarize(goal, rejected)
+    text = _summarize(goal, rejected, objection)
+    assert ("pg_dump, then restore" in text, "Failed approaches:\n- pg_dump takes too long" in text) == (False, True)
+    text = _summarize(goal, rejected, objection, SessionEvent(type="assistant_output", content=NEW_PLAN))
+    assert [ln for s, ln in _sections(text) if s == "open" and ln.startswith("Plan:")] == [NEW_PLAN]
+    assert "pg_dump, then restore" not in text
+
+
 def test_project_memory_leads_with_the_goal_even_under_a_tight_budget() -> None:
     from aiden.longterm import render_project_memory
     from aiden.longterm.summaries import SessionSummary

@@ -148,6 +148,10 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
         collector.add("files", path, _R_FACT)
     collector.fresh_error_group = None
     collector.last_user = clip(join_sentences(prose), 300)
+    if any(classify_sentence(s, speaker="user") in ("failed", "correction") for s in prose):
+        # The user rejected or corrected the course: the agent's open plan is superseded
+        # (seed 001: keep the current state of the plan, drop superseded versions).
+        collector.last_plan = ""
 
 
 def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:

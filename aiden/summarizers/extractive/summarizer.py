@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Final
 
@@ -183,4 +184,6 @@ def _add_open_thread(collector: _Collector) -> None:
     if collector.last_user:
         collector.add("open", f"User: {collector.last_user}", _R_OPEN)
     if collector.last_plan:
-        collector.add("open", f"Plan: {collector.last_plan}", _R_OPEN)
+        # The plan sentence often carries its own label ("Plan: next I will ..."): never "Plan: Plan:".
+        plan = re.sub(r"^\s*plan\s*:\s*", "", collector.last_plan, flags=re.IGNORECASE)
+        collector.add("open", f"Plan: {plan}", _R_OPEN)
