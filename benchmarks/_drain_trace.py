@@ -68,7 +68,7 @@ def _wrap_async(owner: Any, name: str, kind: str) -> None:
 
 def install() -> None:
     """Wrap the functions whose spans are recorded."""
-    from aiden.actors import scheduler, summaries
+    from aiden.actors import planning, scheduler, summaries
     from aiden.storage import eventlog, fs, jsonl, locks, session, trim
     from aiden.summarizers.extractive import summarizer as ext
 
@@ -105,8 +105,9 @@ def install() -> None:
     _wrap(session, "trim_hot_window", "pass.trim")
     _wrap(trim, "scan_seqs", "trim.scan_seqs")
     _wrap(jsonl, "scan", "jsonl.scan")
-    _wrap(scheduler, "plan_compaction", "pass.plan")
-    _wrap(scheduler.MaintenanceScheduler, "_planning_counts", "pass.token_counts")
+    _wrap(planning, "plan_compaction", "pass.plan")
+    _wrap(planning.TokenCounts, "of", "pass.token_counts")
+    _wrap_async(planning.Planner, "survey", "pass.survey")
     _wrap_async(scheduler.MaintenanceScheduler, "_pass", "pass")
     _wrap_async(summaries.ChunkSummaries, "_with_must_keep", "pass.must_keep")
     _wrap_async(summaries.ChunkSummaries, "summarize", "pass.summarize")

@@ -15,8 +15,8 @@ meanwhile. For N = 1k, 4k, 16k, 64k (``--quick``: 1k, 4k):
    window, fsync) and the summarizer under test, and run a probe appender
    (one event every 10 ms, the agent still working) plus a loop-lag probe
    (a 5 ms sleep, overshoot measured). Nobody calls ``maintain``: the
-   appends fire the triggers. Drained = the hot window's estimated tokens are
-   under the trigger threshold. Reported: seconds to drain, passes and
+   appends fire the triggers. Drained = the last pass left a hot window whose
+   estimated tokens are under the trigger threshold. Reported: seconds to drain, passes and
    chunks, ms per backlog event, append latency p50/p99/max during the drain
    and as a ratio to the idle baseline, the event loop's worst stall.
 
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -52,10 +51,7 @@ from bench_backlog import backlog
 
 import aiden
 from aiden import Config, SessionEvent
-from aiden.events import decode_event
-from aiden.policy import estimate_event_tokens, trigger_threshold_tokens
-from aiden.storage.jsonl import read_bytes, scan_seqs
-from aiden.storage.layout import Layout
+from aiden.policy import trigger_threshold_tokens
 from aiden.testing import FakeLLMServer
 
 PROBE_INTERVAL_S = 0.010
@@ -151,32 +147,15 @@ async def drain(root: Path, n: int, kind: str, server: FakeLLMServer, trace: boo
                 await anyio.sleep(LAG_INTERVAL_S)
                 lag[0] = max(lag[0], time.perf_counter() - t0 - LAG_INTERVAL_S)
 
-        tokens: dict[int, int] = {}
-        seen_ino = [0]
-
-        def under() -> bool:
-            # Only a compaction's trim (a new inode) can bring the window under the threshold.
-            try:
-                ino = os.stat(Layout(root).events).st_ino
-            except FileNotFoundError:
-                return False
-            if ino == seen_ino[0]:
-                return False
-            seen_ino[0] = ino
-            # The committed hot window, read from disk in a worker thread: the watcher must not
-            # stall the event loop it measures (memory.hot_window() decodes on the loop). Seqs
-            # only, and each event's tokens estimated once: re-decoding and re-estimating the
-            # whole backlog every 250 ms competed for the GIL with what is measured.
-            lines = scan_seqs(read_bytes(Layout(root).events)).lines
-            for seq, line in lines:
-                if seq not in tokens:
-                    tokens[seq] = estimate_event_tokens(decode_event(line))
-            return sum(tokens[seq] for seq, _ in lines) < threshold
-
         async def watch() -> None:
+            # Drained: the last pass left a hot window under the trigger threshold (its own
+            # estimate, the scheduler's published counters). Free to read, on the loop: the
+            # earlier watcher re-read the whole hot window from disk after every trim, in a
+            # thread of the measured process, and held the GIL while the appends it measured waited.
             while True:
-                await anyio.sleep(0.25)
-                if await anyio.to_thread.run_sync(under):
+                await anyio.sleep(0.05)
+                stats = memory.stats()
+                if stats.compactions and (stats.last_prompt_tokens or 0) < threshold:
                     drained_at.append(time.perf_counter() - started)
                     done.set()
                     return

@@ -25,6 +25,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.mailbox import Client, Latest
+from aiden.actors.planning import Planner, Survey
 from aiden.actors.summaries import ChunkSummaries
 from aiden.config import Config
 from aiden.errors import AidenError, CommitConflict
@@ -50,16 +51,13 @@ from aiden.messages import (
 from aiden.policy import (
     CL100K,
     O200K,
-    CompactionPlan,
     SkipCompaction,
     TokenProfile,
-    estimate_event_tokens,
-    plan_compaction,
     profile_for_model,
     should_compress,
     trigger_threshold_tokens,
 )
-from aiden.policy.calibration import apply_calibration
+from aiden.policy.calibration import TokenCalibration
 from aiden.policy.trigger_state import (
     CommitConflicted,
     Compacted,
@@ -80,9 +78,6 @@ from aiden.storage.protocol import SessionStore
 __all__ = ["MaintenanceScheduler"]
 
 log = logging.getLogger("aiden.scheduler")
-
-_INLINE_PLANNING_EVENTS = 2000
-"""Above this many hot events, tokens are estimated and the cut planned in a worker thread."""
 
 
 class MaintenanceScheduler:
@@ -133,7 +128,7 @@ class MaintenanceScheduler:
             else CL100K
         )
         self._pass_scope: anyio.CancelScope | None = None
-        self._token_counts: dict[int, tuple[SessionEvent, int]] = {}
+        self._planner = Planner(store, config, self._profile)
 
     @property
     def token_profile(self) -> TokenProfile:
@@ -251,16 +246,23 @@ class MaintenanceScheduler:
         # triggers are evaluated once at open, as after an append. An empty or small hot
         # window requests nothing.
         try:
-            snap = await anyio.to_thread.run_sync(self._store.snapshot)
+            survey = await self._survey()
         except AidenError as exc:
             log.error("backlog check at open failed: %s", exc)
             return
         inp = trigger_input(
-            self._state, context_window=self._window, event_count=len(snap.events), manual=False
+            self._state, context_window=self._window, event_count=survey.event_count, manual=False
         )
-        if snap.events and should_compress(inp, self._config).fire:
-            log.info("%d events in the hot window at open: requesting a maintenance pass", len(snap.events))
+        if survey.event_count and should_compress(inp, self._config).fire:
+            log.info("%d events in the hot window at open: requesting a maintenance pass", survey.event_count)
             self._wake(False)
+
+    async def _survey(self) -> Survey:
+        target = trigger_threshold_tokens(self._window, self._config)
+        return await self._planner.survey(target, self._calibration())
+
+    def _calibration(self) -> TokenCalibration | None:
+        return self._state.calibration.get(self._state.model)
 
     async def _pass(self, manual: bool) -> CompactionOutcome:
         self._note(PassStarted())
@@ -272,29 +274,12 @@ class MaintenanceScheduler:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(store.unlock_compaction)
 
-    def _planning_counts(
-        self, state: TriggerState, events: Sequence[SessionEvent], profile: TokenProfile
-    ) -> list[int]:
-        # Per-event estimates, as planning_token_counts computes them, remembered per event
-        # object: the store's snapshot hands back the same (immutable) objects for lines it
-        # decoded before, so a backlog drain estimates each event once, not once per pass.
-        # The entry holds the event, so its id cannot be reused while it is remembered.
-        old, fresh, counts = self._token_counts, {}, []
-        for event in events:
-            hit = old.get(id(event))
-            n = hit[1] if hit is not None and hit[0] is event else estimate_event_tokens(event, profile)
-            fresh[id(event)] = (event, n)
-            counts.append(n)
-        self._token_counts = fresh
-        cal = state.calibration.get(state.model)
-        return [apply_calibration(c, cal) for c in counts] if cal is not None else counts
-
     async def _locked_pass(self, manual: bool) -> CompactionOutcome:
         config = self._config
-        snap = await anyio.to_thread.run_sync(self._store.snapshot)
+        snap = await self._survey()
         decision = should_compress(
             trigger_input(
-                self._state, context_window=self._window, event_count=len(snap.events), manual=manual
+                self._state, context_window=self._window, event_count=snap.event_count, manual=manual
             ),
             config,
         )
@@ -304,20 +289,8 @@ class MaintenanceScheduler:
         if defers_for_cache(self._state, decision, config):
             self._note(DeferredForCache())
             return CompactionOutcome(compacted=False, reason="deferred_for_cache")
-        state, profile, target = self._state, self._profile, trigger_threshold_tokens(self._window, config)
-
-        def plan_now() -> CompactionPlan | SkipCompaction:
-            counts = self._planning_counts(state, snap.events, profile)
-            return plan_compaction(snap.events, config, target_tokens=target, token_counts=counts)
-
-        # Planning an ordinary hot window stays on the loop: measured, a worker thread made
-        # append p99 during compaction ~10x worse (GIL contention with the writer's thread
-        # hop), while inline it costs a few ms. A backlog's planning is linear in the whole
-        # backlog (16k events: ~100 ms), which would stall every task: that goes to a thread.
-        if len(snap.events) > _INLINE_PLANNING_EVENTS:
-            plan = await anyio.to_thread.run_sync(plan_now)
-        else:
-            plan = plan_now()
+        target = trigger_threshold_tokens(self._window, config)
+        plan = await snap.plan(self._planner, target, self._calibration())
         if isinstance(plan, SkipCompaction):
             return CompactionOutcome(compacted=False, reason=plan.reason, note=plan.detail)
         if not plan.reaches_target and not plan.backlog_left and not self._warned_unreachable:

@@ -81,6 +81,14 @@ class EventLog:
         finally:
             self._lock.release()
 
+    def sync_held(self) -> None:
+        """Learn the file (end, last seq, event ids) now; the caller holds the events lock.
+
+        Called at open after recovery: otherwise the first append's batch reads
+        the whole hot window under the lock (a backlog's, while appends wait).
+        """
+        self._sync_file_state()
+
     def _write_batch(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
         assert self._fd is not None
         parts: list[bytes] = []

@@ -103,6 +103,8 @@ class SeqScan(msgspec.Struct, frozen=True):
     """``(seq, line without its newline)`` of every line that scans as an event, in file order."""
     bad_lines: list[BadLine]
     torn_tail: bytes
+    stopped_at: int = -1
+    """With ``after_seq``: the offset (relative to the scanned bytes) of the first line not read; else -1."""
 
 
 class _SeqOnly(msgspec.Struct):
@@ -113,7 +115,11 @@ _seq_decoder = msgspec.json.Decoder(_SeqOnly)
 
 
 def scan_seqs(
-    data: bytes, *, base_offset: int = 0, known: Mapping[bytes, SessionEvent] | None = None
+    data: bytes,
+    *,
+    base_offset: int = 0,
+    known: Mapping[bytes, SessionEvent] | None = None,
+    after_seq: int | None = None,
 ) -> SeqScan:
     """Like :func:`scan`, reading only each line's seq (~5x faster; the compaction trim holds a lock).
 
@@ -121,6 +127,9 @@ def scan_seqs(
     reported as :func:`scan` would. A line that is JSON with a valid seq but
     not a valid event is kept here; :func:`scan` at the next open reports it.
     A line in ``known`` (decoded before, e.g. by the pass's snapshot) is not read again.
+    With ``after_seq``, reading stops at the first line whose seq is above it
+    (``stopped_at``, its offset; the torn tail is then not looked at): lines are
+    appended in seq order, so a trim only needs to read what a chunk may cover.
     """
     end = data.rfind(b"\n") + 1
     lines: list[tuple[int, bytes]] = []
@@ -131,20 +140,27 @@ def scan_seqs(
         line = data[pos:nl]
         hit = known.get(line) if known is not None else None
         if hit is not None:
-            lines.append((hit.seq, line))
+            seq = hit.seq
         elif line.strip():
             try:
                 seq = _seq_decoder.decode(line).seq
             except (msgspec.DecodeError, msgspec.ValidationError):
                 seq = 0
-            if seq >= 1:
-                lines.append((seq, bytes(line)))
-            else:
+            if seq < 1:
                 full = scan(data[pos : nl + 1], base_offset=base_offset + pos)
                 bad.extend(full.bad_lines)
                 lines.extend((e.seq, bytes(line)) for e in full.events)
+                pos = nl + 1
+                continue
+            line = bytes(line)
+        else:
+            pos = nl + 1
+            continue
+        if after_seq is not None and seq > after_seq:
+            return SeqScan(lines, bad, b"", stopped_at=pos)
+        lines.append((seq, line))
         pos = nl + 1
-    return SeqScan(lines, bad, bytes(data[end:]))
+    return SeqScan(lines, bad, bytes(data[end:]), stopped_at=end if after_seq is not None else -1)
 
 
 class IdScan(msgspec.Struct, frozen=True):

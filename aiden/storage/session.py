@@ -337,6 +337,9 @@ class FileSessionStore:
             try:
                 report = Recovery(self.layout, self.storage, self.config).run()
                 record_recovery(self.storage, self.layout, report)
+                # Still under the events lock: the appender learns the hot window now, at open,
+                # not in the first append's batch (a backlog's whole log, read while appends wait).
+                self._log.sync_held()
                 return report
             finally:
                 self.events_lock.release()

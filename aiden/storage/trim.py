@@ -5,7 +5,14 @@ megabytes, so the rewrite is in two halves. Without the lock (only the pass
 holding the compaction lock ever rewrites the log) the complete lines read so
 far are filtered, written to a unique temp file and fsynced; under the lock
 only what was appended since is read, appended and synced before the
-``os.replace``. Lines are read by seq only and kept verbatim.
+``os.replace``. Lines are kept verbatim.
+
+Work in the lines read, not in the hot window: lines are appended in seq
+order and a chunk covers nothing above its last seq, so only the lines up to
+the first one above it are read (by seq only) and filtered; the rest of the
+file is copied as bytes. A backlog drain trims once per bounded pass: reading
+every line of a 64k-event window each time was most of a pass's time in this
+process and held the GIL while appends waited.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ def trim_hot_window(
     replaced: Callable[[int, int, int], None] | None = None,
     known: Mapping[bytes, SessionEvent] | None = None,
 ) -> int:
-    """Replace ``events.jsonl`` by its events for which ``compacted(seq)`` is false; how many are left.
+    """Replace ``events.jsonl`` by its events for which ``compacted(seq)`` is false; how many lines are left.
 
     The caller holds the compaction lock and has committed the index that
     makes ``compacted`` true. The seq high-water mark is written before the
@@ -52,9 +59,13 @@ def trim_hot_window(
 
     before = read_bytes(layout.events)
     end = before.rfind(b"\n") + 1
-    first = scan_seqs(before[:end], known=known)
-    bulk = left(first.lines)
-    staged = storage.stage_atomic(layout.events, _joined(bulk))
+    first = scan_seqs(before[:end], known=known, after_seq=chunk_last_seq)
+    split = first.stopped_at  # lines from here on are above the chunk: kept as they are
+    bulk = _joined(left(first.lines)) + before[split:end]
+    # The high-water mark before the replace: every seq the old log held stays known even if
+    # the new log is lost. Outside the events lock: it is two fsyncs the appenders need not wait for.
+    dedupe.write_high_water(storage, layout, max(chunk_last_seq, _last_seq(before[:end], first.lines)))
+    staged = storage.stage_atomic(layout.events, bulk)
     try:
         events_lock.acquire(lock_timeout_s)
     except BaseException:
@@ -65,7 +76,7 @@ def trim_hot_window(
         if now[:end] != before[:end]:
             # The log changed under us (a repair by another opener): redo it all under the lock.
             staged.discard()
-            first, bulk, end = scan_seqs(b""), [], 0
+            first, bulk, end = scan_seqs(b""), b"", 0
             staged = storage.stage_atomic(layout.events, b"")
         rest = scan_seqs(now[end:], base_offset=end, known=known)
         if rest.torn_tail:
@@ -74,8 +85,6 @@ def trim_hot_window(
         for bad in [*first.bad_lines, *rest.bad_lines]:
             quarantine(storage, layout.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
         tail = left(rest.lines)
-        high = max([chunk_last_seq, *(seq for seq, _ in bulk), *(seq for seq, _ in tail)])
-        dedupe.write_high_water(storage, layout, high)
         try:
             old_ino = os.stat(layout.events).st_ino
         except FileNotFoundError:
@@ -83,10 +92,26 @@ def trim_hot_window(
         tail_bytes = _joined(tail)
         staged.commit(tail_bytes, crash_prefix="events")
         if replaced is not None:
-            replaced(old_ino, len(now), sum(len(line) + 1 for _, line in bulk) + len(tail_bytes))
-        return len(bulk) + len(tail)
+            replaced(old_ino, len(now), len(bulk) + len(tail_bytes))
     except BaseException:
         staged.discard()
         raise
     finally:
         events_lock.release()
+    if tail:
+        # Appended during the pass: known to the high-water mark from now on (they were not
+        # before the pass either; the lock is not held for it).
+        dedupe.write_high_water(storage, layout, tail[-1][0])
+    return bulk.count(b"\n") + len(tail)
+
+
+def _last_seq(data: bytes, read: list[tuple[int, bytes]]) -> int:
+    """The seq of the last line of ``data`` that has one (the lines after the split were not read)."""
+    pos = len(data)
+    while pos > 0:
+        start = data.rfind(b"\n", 0, pos - 1) + 1
+        found = scan_seqs(data[start:pos]).lines
+        if found:
+            return found[-1][0]
+        pos = start
+    return max((seq for seq, _ in read), default=0)

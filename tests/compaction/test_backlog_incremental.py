@@ -16,11 +16,12 @@ import aiden.storage.eventlog as eventlog_mod
 import aiden.storage.jsonl as jsonl_mod
 from aiden.config import Config
 from aiden.events import SessionEvent, decode_event
+from aiden.storage.dedupe import read_high_water
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.session import FileSessionStore
-from aiden.testing.storekit import compact, fill, prepared, seqs_of, stored
+from aiden.testing.storekit import commit_plan, compact, fill, plan, prepared, seqs_of, stored
 
 
 def _store(root: Path) -> FileSessionStore:
@@ -113,3 +114,61 @@ def test_an_append_by_another_opener_before_the_trim_is_not_adopted_blindly(tmp_
     finally:
         ours.close()
         other.close()
+
+
+class _CountingDecoder:
+    """Stands in for jsonl's seq-only decoder and counts the lines it reads."""
+
+    def __init__(self, real: object) -> None:
+        self.real = real
+        self.lines = 0
+
+    def decode(self, line: bytes) -> object:
+        self.lines += 1
+        return self.real.decode(line)  # type: ignore[attr-defined]
+
+
+def test_the_trim_reads_the_lines_a_chunk_may_cover_not_the_whole_hot_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    try:
+        fill(store, 500)
+        store.lock_compaction()
+        try:
+            p = plan(store.snapshot(), 20, kept=[7])
+            # As another process's pass would: no line is known from this process's snapshot.
+            monkeypatch.setattr(store, "_decoded", {})
+            counting = _CountingDecoder(jsonl_mod._seq_decoder)
+            monkeypatch.setattr(jsonl_mod, "_seq_decoder", counting)
+            entry, kept = commit_plan(store, p)
+        finally:
+            store.unlock_compaction()
+        # Lines 1-20 and the first above the chunk (where reading stops), and the high-water
+        # mark's look at the last line: not the 480 lines kept as they are.
+        assert counting.lines == 22
+        assert (entry.first_seq, entry.last_seq, kept) == (1, 20, 481)
+        hot = scan(read_bytes(Layout(tmp_path).events)).events
+        assert seqs_of(hot) == [7, *range(21, 501)]
+        assert store.append([[prepared("e501")]]) == [[501]]
+        assert read_high_water(Layout(tmp_path)) == 500
+    finally:
+        store.close()
+
+
+def test_the_first_append_after_open_does_not_read_the_hot_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _store(tmp_path)
+    try:
+        fill(first, 50)
+    finally:
+        first.close()
+    store = _store(tmp_path)
+    try:
+        store.recover()  # what opening does: the appender learns the file here, under the lock
+        scans = _count_calls(monkeypatch, eventlog_mod, "scan_ids")
+        assert store.append([[prepared("e51")]]) == [[51]]
+        assert scans == []
+    finally:
+        store.close()

@@ -1,7 +1,7 @@
-"""A pass's CPU-heavy extraction runs in the helper process, never in this one ([Reliability] finding 2).
+"""A pass's CPU-heavy work runs in the helper process, never in this one ([Reliability] finding 2).
 
-Summarizing and the must-keep scan of a backlog slice are ~0.1-0.3 s of pure
-Python: on the loop they stall every task, in a worker thread they hold the GIL
+Summarizing and the must-keep scan of a backlog slice, and the survey (snapshot,
+estimates, cut) of a backlog's whole hot window, are ~0.1-0.3 s of pure Python: on the loop they stall every task, in a worker thread they hold the GIL
 and slow every hand-off of the loop and the writer's thread. These tests pin,
 structurally (no timing): a large request is computed by the helper process
 (this process's copy of the function is made to fail and the answer still
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import msgspec
@@ -20,10 +21,18 @@ import pytest
 
 import aiden.summarizers.extractive.mustkeep_job as mustkeep_job
 from aiden import offload
+from aiden.actors import planning
+from aiden.actors.planning import Planner
+from aiden.config import Config
 from aiden.events import SessionEvent
+from aiden.policy import CL100K, CompactionPlan
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
+from aiden.storage.session import FileSessionStore
 from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.summarizers.extractive.summarizer import _INLINE_EVENTS
 from aiden.summarizers.protocol import SummaryRequest
+from aiden.testing.storekit import fill
 
 pytestmark = pytest.mark.anyio
 
@@ -148,3 +157,32 @@ async def test_a_caller_that_gives_up_ends_the_helper_busy_with_its_job(child: o
 async def test_an_unknown_job_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown offload job"):
         await offload.run_job("exec", b"print(1)")
+
+
+async def test_a_large_hot_window_is_surveyed_by_the_helper_process(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = Config(durability="none", max_pass_events=100)
+    store = FileSessionStore(Layout(tmp_path), Storage(), config)
+    try:
+        fill(store, 300)
+        planner = Planner(store, config, CL100K)
+        here = await planner.survey(2_000, None)
+        expected = await here.plan(planner, 2_000, None)
+        assert here.event_count == 300
+        assert isinstance(expected, CompactionPlan) and expected.backlog_left
+
+        def not_here() -> object:
+            raise AssertionError("surveyed in this process")
+
+        monkeypatch.setattr(planning, "OFFLOAD_BYTES", 1)
+        monkeypatch.setattr(store, "snapshot", not_here)
+        monkeypatch.setattr(planning, "plan_compaction", not_here)
+        there = await planner.survey(2_000, None)
+        assert there.event_count == 300
+        assert there.index == store.load_index()
+        # The rest of the hot window is not sent back: nothing after planning reads it.
+        assert await there.plan(planner, 2_000, None) == msgspec.structs.replace(expected, retained=())
+        assert child.started == 1
+    finally:
+        store.close()

@@ -1,0 +1,221 @@
+"""The scheduler's survey of the hot window: how many events it holds, and where a pass would cut it.
+
+Both are linear in the whole hot window, whatever a pass then compacts: the
+snapshot reads every line, each event is estimated, :func:`plan_compaction`
+looks at every event. For an ordinary window that is a few ms, done here. A
+backlog's window is tens of thousands of events (64k: ~0.15 s a pass), which
+in a worker thread of this process holds the GIL while appends wait on it
+([Reliability] #18 finding 2); for a file store's large window the survey runs
+in the helper process instead (:mod:`aiden.offload`), which reads the same
+files under the same locks and sends back only the count and the plan.
+
+The plan is computed for the trigger threshold before the trigger decides (the
+scheduler uses it only when the trigger fires): one round trip instead of two.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import anyio
+import msgspec
+
+from aiden import offload
+from aiden.config import Config
+from aiden.events import SessionEvent
+from aiden.policy import CompactionPlan, SkipCompaction, TokenProfile, estimate_event_tokens, plan_compaction
+from aiden.policy.calibration import TokenCalibration, apply_calibration
+from aiden.storage.chunks import ChunkIndex
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
+from aiden.storage.protocol import SessionStore
+from aiden.storage.session import FileSessionStore
+
+__all__ = ["PlanJob", "Planned", "Planner", "Survey", "TokenCounts", "run_job"]
+
+OFFLOAD_BYTES: Final = 1 << 20
+"""A file store's hot window of at least this many bytes (~5k events) is surveyed in the helper process."""
+
+_ROOTS: Final = 2
+"""Roots whose decoded hot window the helper process keeps between passes."""
+
+
+class TokenCounts:
+    """Per-event estimates, remembered per event object across passes.
+
+    A store's snapshot hands back the same (immutable) event objects for lines
+    it decoded before, so a backlog drain estimates each event once, not once
+    per pass. An entry holds its event, so the id cannot be reused meanwhile.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[SessionEvent, int]] = {}
+
+    def of(
+        self, events: Sequence[SessionEvent], profile: TokenProfile, calibration: TokenCalibration | None
+    ) -> list[int]:
+        """The planning estimate of each event (calibrated as ``planning_token_counts`` does)."""
+        old: dict[int, tuple[SessionEvent, int]] = self._known
+        fresh: dict[int, tuple[SessionEvent, int]] = {}
+        counts: list[int] = []
+        for event in events:
+            hit = old.get(id(event))
+            n = hit[1] if hit is not None and hit[0] is event else estimate_event_tokens(event, profile)
+            fresh[id(event)] = (event, n)
+            counts.append(n)
+        self._known = fresh
+        return [apply_calibration(c, calibration) for c in counts] if calibration is not None else counts
+
+
+class PlanJob(msgspec.Struct, frozen=True, kw_only=True):
+    """A survey of the file store at ``root`` (a job of the helper process)."""
+
+    root: str
+    config: Config
+    target_tokens: int
+    profile: TokenProfile
+    calibration: TokenCalibration | None
+
+
+class Planned(msgspec.Struct, frozen=True, kw_only=True):
+    """The helper's answer: the hot window's size and the cut (``plan`` or why not, ``skip``).
+
+    ``plan.retained`` is sent empty: it is the rest of the hot window (as large
+    as the window) and nothing after planning reads it.
+    """
+
+    event_count: int
+    index_last_seq: int
+    plan: CompactionPlan | None = None
+    skip: SkipCompaction | None = None
+
+
+class Survey:
+    """One pass's view of the hot window: its size now, its cut on demand (see :meth:`Planner.survey`)."""
+
+    def __init__(
+        self,
+        event_count: int,
+        index: ChunkIndex,
+        *,
+        planned: CompactionPlan | SkipCompaction | None = None,
+        events: Sequence[SessionEvent] = (),
+    ) -> None:
+        self.event_count = event_count
+        self.index = index
+        self._planned = planned
+        self._events = events
+
+    async def plan(
+        self, planner: Planner, target: int, calibration: TokenCalibration | None
+    ) -> CompactionPlan | SkipCompaction:
+        """The cut for ``target`` tokens (computed here unless the helper computed it already)."""
+        if self._planned is not None:
+            return self._planned
+        return await planner.plan_here(self._events, target, calibration)
+
+
+class Planner:
+    """Surveys the hot window of ``store`` for the scheduler, here or in the helper process."""
+
+    _INLINE_EVENTS: Final = 2000
+    """Above this many hot events, a survey made here plans in a worker thread, not on the loop."""
+
+    def __init__(self, store: SessionStore, config: Config, profile: TokenProfile) -> None:
+        self._store = store
+        self._config = config
+        self._profile = profile
+        self._counts = TokenCounts()
+
+    async def survey(self, target: int, calibration: TokenCalibration | None) -> Survey:
+        """Count the hot window's events and prepare its cut for ``target`` tokens."""
+        root = self._offload_root()
+        if root is not None:
+            job = PlanJob(
+                root=str(root),
+                config=self._config,
+                target_tokens=target,
+                profile=self._profile,
+                calibration=calibration,
+            )
+            try:
+                raw = await offload.run_job("plan", _encoder.encode(job))
+            except offload.OffloadUnavailable:
+                pass  # survey it here
+            else:
+                done = _planned.decode(raw)
+                index = await anyio.to_thread.run_sync(self._store.load_index)
+                return Survey(done.event_count, index, planned=done.plan or done.skip)
+        snap = await anyio.to_thread.run_sync(self._store.snapshot)
+        return Survey(len(snap.events), snap.index, events=snap.events)
+
+    async def plan_here(
+        self, events: Sequence[SessionEvent], target: int, calibration: TokenCalibration | None
+    ) -> CompactionPlan | SkipCompaction:
+        """:func:`plan_compaction` in this process: inline for an ordinary window, else in a worker thread."""
+
+        def plan_now() -> CompactionPlan | SkipCompaction:
+            counts = self._counts.of(events, self._profile, calibration)
+            return plan_compaction(events, self._config, target_tokens=target, token_counts=counts)
+
+        # Planning an ordinary hot window stays on the loop: measured, a worker thread made
+        # append p99 during compaction ~10x worse (GIL contention with the writer's thread
+        # hop), while inline it costs a few ms.
+        if len(events) > self._INLINE_EVENTS:
+            return await anyio.to_thread.run_sync(plan_now)
+        return plan_now()
+
+    def _offload_root(self) -> Path | None:
+        store = self._store
+        # Only the plain file store: a helper process could not run a subclass or a
+        # fault-injecting Storage (tests), and it reads the files the store holds.
+        if type(store) is not FileSessionStore or type(store.storage) is not Storage:
+            return None
+        try:
+            size = os.stat(store.layout.events).st_size
+        except OSError:
+            return None
+        return store.layout.root if size >= OFFLOAD_BYTES else None
+
+
+_encoder = msgspec.msgpack.Encoder()
+_planned = msgspec.msgpack.Decoder(Planned)
+_jobs = msgspec.msgpack.Decoder(PlanJob)
+
+
+class _Root:
+    """What the helper keeps of one root between passes: its store (decoded lines) and estimates."""
+
+    def __init__(self, root: str, config: Config) -> None:
+        self.config = config
+        self.store = FileSessionStore(Layout(Path(root)), Storage(), config)
+        self.counts = TokenCounts()
+
+
+_roots: OrderedDict[str, _Root] = OrderedDict()
+
+
+def run_job(payload: bytes) -> bytes:
+    """The helper process's entry: survey the root of an encoded :class:`PlanJob`, an encoded :class:`Planned` out."""
+    job = _jobs.decode(payload)
+    kept = _roots.pop(job.root, None)
+    if kept is not None and kept.config != job.config:
+        kept.store.close()
+        kept = None
+    here = kept or _Root(job.root, job.config)
+    _roots[job.root] = here
+    while len(_roots) > _ROOTS:
+        _roots.popitem(last=False)[1].store.close()
+    snap = here.store.snapshot()
+    counts = here.counts.of(snap.events, job.profile, job.calibration)
+    plan = plan_compaction(snap.events, job.config, target_tokens=job.target_tokens, token_counts=counts)
+    if isinstance(plan, SkipCompaction):
+        done = Planned(event_count=len(snap.events), index_last_seq=snap.index.last_seq, skip=plan)
+    else:
+        slim = msgspec.structs.replace(plan, retained=())
+        done = Planned(event_count=len(snap.events), index_last_seq=snap.index.last_seq, plan=slim)
+    return _encoder.encode(done)
