@@ -257,6 +257,32 @@ async def test_a_json_answer_cut_off_keeps_its_complete_fields_and_gets_the_rest
     assert_no_lost_facts(result)
 
 
+async def test_a_text_only_answer_is_read_by_its_headings_and_checked() -> None:
+    """A JSON object with only "text" (the per-request prompt's shape) in the one-call mode."""
+    reply = json.dumps({"text": f"Goal: {GOAL}\nConstraints:\n- {DEADLINE}"})
+    result, stats, _ = await answer(reply)
+    assert (result.structured.user_goal, result.structured.constraints) == (GOAL, (DEADLINE,))
+    assert result.structured.facts == (
+        RULE,
+        "I decided to use logical replication because it allows a zero-downtime cutover.",
+        "Fixed the ImportError by installing psycopg[binary].",
+        "docs/cutover.md",
+    )
+    assert (stats.must_keep_added, stats.fallbacks) == (4, 0)
+    assert_no_lost_facts(result)
+
+
+async def test_prose_without_headings_is_kept_as_facts_in_the_session_summary() -> None:
+    reply = "The team is moving billing to Postgres 16.\nReplication lag is under 3 s."
+    result, stats, _ = await answer(reply, request=SESSION)
+    facts = result.text.split("## PROJECT FACTS\n", 1)[1]
+    assert facts.startswith(
+        "- The team is moving billing to Postgres 16.\n- Replication lag is under 3 s.\n"
+    )
+    assert (stats.fallbacks, stats.invalid_outputs) == (0, 0)
+    assert_no_lost_facts(result)
+
+
 async def test_overlong_fields_are_cut_to_their_bounds() -> None:
     from aiden.summarizers.llm.bounds import ITEM_CHARS, LIST_ITEMS, SCALAR_CHARS
 

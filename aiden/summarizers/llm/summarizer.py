@@ -12,13 +12,21 @@ import msgspec
 from aiden.config import Config
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerUnavailable
 from aiden.summarizers.extractive import ExtractiveSummarizer, summary_must_keep
+from aiden.summarizers.llm.bounds import bound_fields
 from aiden.summarizers.llm.breaker import Breaker
 from aiden.summarizers.llm.handle import _import_litellm
 from aiden.summarizers.llm.loop import _loop_thread
 from aiden.summarizers.llm.models import ModelResolver
-from aiden.summarizers.llm.onecall import CompactionMemo, history_result, session_result, with_must_keep
+from aiden.summarizers.llm.onecall import (
+    CompactionMemo,
+    history_result,
+    session_result,
+    text_lines,
+    with_must_keep,
+)
 from aiden.summarizers.llm.parse import read_answer, validate_summary_text
 from aiden.summarizers.llm.prompts import build_messages
+from aiden.summarizers.llm.repair import parse_sections
 from aiden.summarizers.llm.stats import Counters, SummarizerStats
 from aiden.summarizers.mustkeep import apply_must_keep
 from aiden.summarizers.protocol import StructuredSummary, Summarizer, SummaryRequest, SummaryResult
@@ -280,7 +288,11 @@ class LiteLLMSummarizer:
         """A one-call answer checked for lost must-keep facts, remembered, and rendered for ``request``."""
         structured = result.structured
         if structured == StructuredSummary():
-            return result  # plain text without any section: used as is
+            # Only text (a JSON "text" or plain prose): read by its headings, lines under none
+            # kept as facts (never lost); the must-keep check still runs on it.
+            text = validate_summary_text(result.text, max_chars=self.config.summary_max_chars)
+            read = parse_sections(text) or StructuredSummary(facts=text_lines(text))
+            structured, _clipped = bound_fields(read)
         structured, added = with_must_keep(
             structured, request.events, max_items=self.config.must_keep_max_items
         )
