@@ -9,6 +9,7 @@ fact. And a compaction makes one model call by default (three with
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,37 @@ async def test_wrapped_answers_are_read_whole(reply: str) -> None:
         "Errors:\n- ImportError: No module named 'psycopg' \u2192 fixed: installed psycopg[binary]\n"
         "Open thread:\n- write the cutover runbook in docs/cutover.md\nFiles: docs/cutover.md"
     )
+    assert (requests, stats.fallbacks, stats.repair_retries, stats.must_keep_added) == (1, 0, 0, 0)
+
+
+def _trailing_commas(text: str) -> str:
+    return re.sub(r'(["\]}])(\n\s*[\]}])', r"\1,\2", text)
+
+
+def _commented(text: str) -> str:
+    return "\n".join(
+        f"{line}  // {i}" if line.endswith(",") else line for i, line in enumerate(text.splitlines())
+    )
+
+
+HALF = dict(list(GOOD.items())[:3])
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        _trailing_commas(json.dumps(GOOD, indent=2)),
+        repr(GOOD),  # a Python dict: single quotes
+        repr({**GOOD, "outcome": None}),  # Python literals
+        _commented(json.dumps(GOOD, indent=2)),
+        json.dumps(HALF) + "\n" + json.dumps({k: v for k, v in GOOD.items() if k not in HALF}),
+        "{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in GOOD.items()) + "}",  # bare keys
+    ],
+    ids=["trailing-commas", "python-dict", "python-literals", "comments", "two-objects", "bare-keys"],
+)
+async def test_loose_json_is_read_whole(reply: str) -> None:
+    result, stats, requests = await answer(reply)
+    assert result.structured == GOOD_STRUCTURED
     assert (requests, stats.fallbacks, stats.repair_retries, stats.must_keep_added) == (1, 0, 0, 0)
 
 
@@ -276,9 +308,7 @@ async def test_prose_without_headings_is_kept_as_facts_in_the_session_summary() 
     reply = "The team is moving billing to Postgres 16.\nReplication lag is under 3 s."
     result, stats, _ = await answer(reply, request=SESSION)
     facts = result.text.split("## PROJECT FACTS\n", 1)[1]
-    assert facts.startswith(
-        "- The team is moving billing to Postgres 16.\n- Replication lag is under 3 s.\n"
-    )
+    assert facts.startswith("- The team is moving billing to Postgres 16.\n- Replication lag is under 3 s.\n")
     assert (stats.fallbacks, stats.invalid_outputs) == (0, 0)
     assert_no_lost_facts(result)
 
@@ -322,7 +352,15 @@ TRUNCATED = {"content": json.dumps(GOOD)[:30], "finish_reason": "length"}
         "I'm sorry, but I cannot summarize this conversation.",
         json.dumps({k: "" for k in GOOD}),
     ],
-    ids=["truncated-length", "truncated-stop", "truncated-text", "empty", "whitespace", "refusal", "empty-fields"],
+    ids=[
+        "truncated-length",
+        "truncated-stop",
+        "truncated-text",
+        "empty",
+        "whitespace",
+        "refusal",
+        "empty-fields",
+    ],
 )
 async def test_an_unusable_answer_is_retried_strictly_then_falls_back(bad: str | dict[str, Any]) -> None:
     with FakeLLMServer(script=[bad, bad]) as server:

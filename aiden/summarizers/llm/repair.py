@@ -18,6 +18,7 @@ from typing import Any, Final, TypeVar
 
 import yaml
 
+from aiden.summarizers.llm.loose import loose_object
 from aiden.summarizers.mustkeep import classify_sentence
 from aiden.summarizers.mustkeep import normalize as normalize_item
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
@@ -72,8 +73,11 @@ def load_mapping(content: str, known_keys: Iterable[str]) -> tuple[dict[str, Any
     Tried in order: the whole answer as JSON; each code fence's body (JSON,
     then YAML when the fence says ``yaml`` or holds no braces); the span from
     the first ``{`` to the last ``}`` (prose before or after); the whole
-    answer as YAML. A YAML reading counts only if it has one of
-    ``known_keys``: ordinary prose with a colon is YAML as well.
+    answer as YAML; then the fences and the span read loosely (trailing
+    commas, comments, single quotes, Python literals, several objects: see
+    :func:`~aiden.summarizers.llm.loose.loose_object`, shape ``"json"``). A
+    YAML or loose reading counts only if it has one of ``known_keys``:
+    ordinary prose with a colon is YAML as well.
     """
     known = frozenset(known_keys)
     stripped = content.strip()
@@ -98,6 +102,13 @@ def load_mapping(content: str, known_keys: Iterable[str]) -> tuple[dict[str, Any
         found = _yaml_mapping(stripped)
         if found is not None and known.intersection(found):
             return found, "yaml"
+    candidates = [m.group(2) for m in _FENCE.finditer(stripped)]
+    if 0 <= start < end:
+        candidates.append(stripped[start : end + 1])
+    for candidate in candidates:
+        found = loose_object(candidate, json_object) if "{" in candidate else None
+        if found is not None and known.intersection(found):
+            return found, "json"
     return None
 
 
