@@ -46,11 +46,12 @@ EXPERIENCE_TOOL: Final[dict[str, Any]] = {
         "name": TOOL_NAME,
         "description": (
             "Look up what earlier runs learned by doing in this environment: procedures that worked, "
-            "calibrated values, failures to avoid, facts observed (each citing the episode and events "
-            "that showed it). Call it when the task materially depends on how something was done "
-            "before (a build flag, a working command, a known error, a version). Recalled experience "
-            "is a hint to verify against current observations and tool results, not state: the "
-            "environment may have changed since."
+            "calibrated values, failures to avoid, facts observed, where things are (navigation: the "
+            "path or URL of something an earlier run had to search for), each citing the episode and "
+            "events that showed it. Call it when the task materially depends on how something was done "
+            "before (a build flag, a working command, a known error, a version, where a file is). "
+            "Recalled experience is a hint to verify against current observations and tool results, "
+            "not state: the environment may have changed since."
         ),
         "parameters": {
             "type": "object",

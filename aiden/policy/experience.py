@@ -23,6 +23,10 @@ the episode id and the seqs of the events it rests on:
   (which of them did the work is not in the trace);
 * each observed key (``memory.observe``) is a ``fact`` record of the
   environment (:mod:`aiden.policy.experience_facts`);
+* a location a call's result revealed and a later call used successfully
+  is a ``navigation`` record: where that thing is in the environment
+  (:mod:`aiden.policy.experience_navigation`, which also confirms, disputes
+  and supersedes them);
 * a newer working fix for the same environment and goal supersedes the other
   procedures of that goal: they become ``legacy`` (a first-try success
   supersedes nothing: two steps may both work);
@@ -34,9 +38,7 @@ the episode id and the seqs of the events it rests on:
 
 Automatic learning writes no preference, profile or rule entries (those come
 only from the memory tools): it makes ``procedure``, ``calibration``,
-``failure`` and ``fact`` records. ``navigation`` is a kind the store and the
-tool accept, but no rule yields it: which steps of a generic tool-using
-agent's trace were "getting there" is not in the trace.
+``failure``, ``fact`` and ``navigation`` records.
 
 What to learn is decided here alone. A configured LLM may only *phrase* the
 lessons of a :class:`LessonGroup` (one working step and the failures it
@@ -54,8 +56,6 @@ import msgspec
 
 from aiden.experience.episodes import Episode
 from aiden.experience.records import (
-    MAX_EVIDENCE,
-    MAX_TASKS,
     EnvironmentProfile,
     Evidence,
     ExperienceRecord,
@@ -64,6 +64,7 @@ from aiden.experience.records import (
     record_id,
 )
 from aiden.policy.experience_facts import MAX_FACT_VALUE_CHARS, fact_records
+from aiden.policy.experience_navigation import navigation_records
 from aiden.policy.experience_trace import (
     Attempt,
     answer_after,
@@ -74,7 +75,7 @@ from aiden.policy.experience_trace import (
     result_failed,
     step_signature,
 )
-from aiden.policy.lessons import LessonGroup, Lessons, rephrased
+from aiden.policy.lessons import LessonGroup, Lessons, merge, rephrased
 
 __all__ = [
     "Attempt",
@@ -108,26 +109,6 @@ def should_learn(last_activity: float | None, now: float, idle_minutes: float, r
 def _quote(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _MAX_QUOTE_CHARS else flat[:_MAX_QUOTE_CHARS] + " ..."
-
-
-def _merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceRecord:
-    if old is None:
-        return new
-    cited = {e.episode_id for e in old.evidence}
-    evidence = old.evidence + tuple(e for e in new.evidence if e.episode_id not in cited)
-    if len(evidence) > MAX_EVIDENCE:
-        evidence = evidence[:1] + evidence[-(MAX_EVIDENCE - 1) :]
-    tasks = (*old.tasks, *(t for t in new.tasks if t not in old.tasks))[-MAX_TASKS:]
-    return msgspec.structs.replace(
-        new,
-        created_at=old.created_at,
-        evidence=evidence,
-        tasks=tasks,
-        updated_at=max(old.updated_at, new.updated_at),
-        expires_at=None
-        if old.expires_at is None and new.expires_at is None
-        else max(old.expires_at or 0.0, new.expires_at or 0.0),
-    )
 
 
 def _first_try_completion(episode: Episode, tried: list[Attempt]) -> tuple[Attempt, int] | None:
@@ -186,7 +167,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         return changed.get(rid, known.get(rid))
 
     def put(record: ExperienceRecord) -> None:
-        merged = _merge(current(record.id), record)
+        merged = merge(current(record.id), record)
         if merged != known.get(record.id):
             changed[record.id] = merged
         else:
@@ -338,9 +319,13 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         _point_failures_at_the_new_fix(
             known, current, put, env, goal, superseded, next(iter(by_fix)), episode.id
         )
-    for fact in fact_records(episode, known, expires_at=expires):
-        if fact != known.get(fact.id):
-            changed[fact.id] = fact
+    # Facts and navigation records merge with their known versions themselves: keep what changed.
+    for record in (
+        *fact_records(episode, known, expires_at=expires),
+        *navigation_records(episode, tried, known, expires_at=expires),
+    ):
+        if record != known.get(record.id):
+            changed[record.id] = record
     observations = {
         e.key: e.content[:MAX_FACT_VALUE_CHARS] for e in episode.events if e.type == "observation" and e.key
     }

@@ -4,7 +4,8 @@
 :class:`LessonGroup` s are what an LLM learner may *phrase* (never decide):
 :func:`rephrased` puts a model's wording in the records' bodies and keeps the
 exact steps beside it, so ids, statuses and evidence stay the embedded
-learner's. Pure: no I/O.
+learner's. :func:`merge` is how a lesson learned again joins the record kept
+under its id. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from dataclasses import dataclass, replace
 import msgspec
 
 from aiden.experience.episodes import Outcome
-from aiden.experience.records import EnvironmentProfile, ExperienceRecord
+from aiden.experience.records import MAX_EVIDENCE, MAX_TASKS, EnvironmentProfile, ExperienceRecord
 
-__all__ = ["LessonGroup", "Lessons", "rephrased"]
+__all__ = ["LessonGroup", "Lessons", "merge", "rephrased"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +71,27 @@ def rephrased(lessons: Lessons, group: LessonGroup, procedure: str, failure: str
         return msgspec.structs.replace(record, body=text, source="llm")
 
     return replace(lessons, records=tuple(body(r) for r in lessons.records))
+
+
+def merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceRecord:
+    """``new`` (a lesson learned again, or confirmed) joined with ``old``, the record kept under its id:
+    the old creation time, the evidence of both (each episode once; the first and the newest kept,
+    at most :data:`MAX_EVIDENCE`), the task statements of both (newest last, at most
+    :data:`MAX_TASKS`), the later update and expiry. Everything else is ``new``'s."""
+    if old is None:
+        return new
+    cited = {e.episode_id for e in old.evidence}
+    evidence = old.evidence + tuple(e for e in new.evidence if e.episode_id not in cited)
+    if len(evidence) > MAX_EVIDENCE:
+        evidence = evidence[:1] + evidence[-(MAX_EVIDENCE - 1) :]
+    tasks = (*old.tasks, *(t for t in new.tasks if t not in old.tasks))[-MAX_TASKS:]
+    return msgspec.structs.replace(
+        new,
+        created_at=old.created_at,
+        evidence=evidence,
+        tasks=tasks,
+        updated_at=max(old.updated_at, new.updated_at),
+        expires_at=None
+        if old.expires_at is None and new.expires_at is None
+        else max(old.expires_at or 0.0, new.expires_at or 0.0),
+    )

@@ -333,4 +333,5 @@ def test_the_tool_description_says_recalled_experience_is_a_hint_to_verify() -> 
 
     description = EXPERIENCE_TOOL["function"]["description"]
     assert "a hint to verify against current observations and tool results, not state" in description
+    assert "where things are (navigation" in description  # every kind learning makes is named
     assert EXPERIENCE_TOOL["function"]["parameters"]["required"] == ["query"]  # no forced fields, no router

@@ -201,3 +201,17 @@ def test_a_fix_that_changed_anything_but_numbers_stays_a_procedure() -> None:
         tap(rec, 1, after, True)
         kinds = sorted(r.kind for r in learn(rec.finish("success", finished_at=10.0), []).records)
         assert kinds == ["failure", "procedure"], (before, after)
+
+
+def test_an_output_between_calls_is_not_the_answer() -> None:
+    from aiden.policy.experience_trace import answer_after
+
+    rec = EpisodeRecorder("ep-1", goal=GOAL, environment="a", started_at=0.0)
+    rec.tool_call("shell", json.dumps({"cmd": "ruff check"}), call_id="c0")
+    rec.tool_result("shell", "error: no config", ok=False, call_id="c0")
+    rec.answer("Let me try with the path.")  # the run goes on: not its answer
+    rec.tool_call("shell", json.dumps({"cmd": "ruff check src"}), call_id="c1")
+    rec.tool_result("shell", "All checks passed!", ok=True, call_id="c1")
+    episode = rec.finish("unknown", finished_at=10.0)
+    assert answer_after(episode, 2) is None
+    assert assess(episode) == "unknown"  # it worked, but the run never answered after it
