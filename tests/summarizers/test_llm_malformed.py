@@ -189,6 +189,18 @@ async def test_missing_sections_get_the_lost_facts_back_as_atomic_facts() -> Non
     assert "prod directly" in result.text and "2026-12-11" in result.text
 
 
+async def test_a_missing_goal_is_filled_from_the_range_and_counted() -> None:
+    """A small model often leaves the goal out; the rules find it in the range's first user input."""
+    no_goal = {k: v for k, v in GOOD.items() if k != "user_goal"}
+    result, stats, _ = await answer(json.dumps(no_goal))
+    assert result.structured.user_goal == f"{GOAL} {DEADLINE}"
+    assert (stats.must_keep_added, stats.fallbacks) == (1, 0)
+    # In the session summary, next to the model's outcome, as the "Goal:" line PROJECT MEMORY leads with.
+    result, _, _ = await answer(json.dumps({**no_goal, "outcome": "runbook drafted"}), request=SESSION)
+    assert result.text.startswith("## OUTCOME\n- runbook drafted\n")
+    assert f"## PROJECT FACTS\n- Goal: {GOAL} {DEADLINE}\n" in result.text
+
+
 async def test_repeated_keys_are_merged_not_overwritten() -> None:
     first = json.dumps(GOOD["decisions"])
     second = json.dumps([{"what": "keep the old primary read-only", "why": "rollback stays possible"}])

@@ -106,6 +106,21 @@ def _states_a_goal(prose: Sequence[str]) -> bool:
     return classify_sentence(first, speaker="user") not in _NOT_GOALS
 
 
+def stated_goal(events: Sequence[SessionEvent]) -> str:
+    """The goal the extractive rules file for ``events``: their first user input, if it states the task.
+
+    Empty when that input is a step, an answer, a preference or a question
+    (the root input is usually pinned, outside a compacted range).
+    """
+    for event in events:
+        if event.type != "user_input":
+            continue
+        prose = _substantive(split_sentences(event.content))
+        if prose:
+            return clip(join_sentences(prose), _GOAL_CHARS) if _states_a_goal(prose) else ""
+    return ""
+
+
 def _extract_user(event: SessionEvent, collector: _Collector) -> None:
     content = event.content
     if not content.strip():

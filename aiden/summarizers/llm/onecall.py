@@ -21,7 +21,7 @@ from typing import Final
 import msgspec
 
 from aiden.events import SessionEvent
-from aiden.summarizers.extractive import render_structured
+from aiden.summarizers.extractive import render_structured, stated_goal
 from aiden.summarizers.mustkeep import extract_must_keep
 from aiden.summarizers.mustkeep.check import Haystack
 from aiden.summarizers.protocol import StructuredSummary, SummaryRequest, SummaryResult
@@ -89,12 +89,16 @@ def session_result(structured: StructuredSummary) -> SummaryResult:
     """The session summary (seed 004's five headings) from a one-call answer over all its fields.
 
     The session file has no goal, decision, constraint or error section: the
-    goal stands in for a missing outcome, constraints join the preferences,
+    goal stands in for a missing outcome (else it leads the project facts),
+    constraints join the preferences,
     and decisions (with why), errors (with the fix), files and the open
     thread become project facts, so nothing the answer carries is dropped.
     """
-    outcome = structured.outcome or (f"Goal: {structured.user_goal}" if structured.user_goal else "")
+    goal = f"Goal: {structured.user_goal}" if structured.user_goal else ""
+    outcome = structured.outcome or goal
     facts = [
+        # With an outcome the goal still goes in (PROJECT MEMORY leads with the "Goal:" lines).
+        *([goal] if goal and structured.outcome else []),
         *(f"{d.what} ({d.why})" if d.why else d.what for d in structured.decisions),
         *(f"{e.error} -> {e.resolution}" if e.resolution else e.error for e in structured.errors),
         *structured.facts,
@@ -117,15 +121,21 @@ def with_must_keep(
     """``structured`` with the must-keep facts of ``events`` it lost appended as facts, and how many.
 
     Seed 001: a check, not a patch; the lost facts are appended as atomic
-    items rather than the answer rewritten.
+    items rather than the answer rewritten. A missing goal is filled with the
+    one the extractive rules find (the range's first user input, if it
+    states the task), counted too.
     """
+    goal = 0
+    if not structured.user_goal and (found := stated_goal(events)):
+        # The goal is what a person resuming needs first; a small model often leaves it out.
+        structured, goal = msgspec.structs.replace(structured, user_goal=found), 1
     items = extract_must_keep(events, max_items=max_items)
     if not items:
-        return structured, 0
+        return structured, goal
     # A decision rendered "what (why)" loses the "because" its source sentence has.
     because = "\n".join(f"{d.what} because {d.why}" for d in structured.decisions if d.why)
     haystack = Haystack(render_structured(structured) + "\n" + because)
     missing = [item for item in items if not haystack.contains(item)]
     if not missing:
-        return structured, 0
-    return msgspec.structs.replace(structured, facts=(*structured.facts, *missing)), len(missing)
+        return structured, goal
+    return msgspec.structs.replace(structured, facts=(*structured.facts, *missing)), len(missing) + goal
