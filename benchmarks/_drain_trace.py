@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import gc
 import sys
 import threading
 import time
@@ -66,8 +67,20 @@ def _wrap_async(owner: Any, name: str, kind: str) -> None:
     setattr(owner, name, traced)
 
 
+_gc_started: list[float] = []
+
+
+def _on_gc(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _gc_started.append(time.perf_counter())
+    elif _gc_started:
+        start = _gc_started.pop()
+        spans.append((f"gc.gen{info['generation']}", threading.current_thread().name, start, time.perf_counter()))
+
+
 def install() -> None:
-    """Wrap the functions whose spans are recorded."""
+    """Wrap the functions whose spans are recorded (and record every garbage collection)."""
+    gc.callbacks.append(_on_gc)
     from aiden.actors import planning, scheduler, summaries
     from aiden.storage import eventlog, fs, jsonl, locks, session, trim
     from aiden.summarizers.extractive import summarizer as ext
@@ -116,6 +129,8 @@ def install() -> None:
 
 def uninstall() -> None:
     """Undo :func:`install` (newest first) and clear the records."""
+    if _on_gc in gc.callbacks:
+        gc.callbacks.remove(_on_gc)
     while _patched:
         owner, name, original = _patched.pop()
         setattr(owner, name, original)

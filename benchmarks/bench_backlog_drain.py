@@ -22,7 +22,9 @@ meanwhile. For N = 1k, 4k, 16k, 64k (``--quick``: 1k, 4k):
 
 Both summarizers: the embedded extractive one, and the LiteLLM one against
 the local fake OpenAI-compatible server (a fixed short summary per call, so
-what is timed is aiden's side: requests built, parsed, committed).
+what is timed is aiden's side: requests built, parsed, committed). The fake
+server runs in a process of its own, as a provider does: in a thread of the
+measured process its request parsing held the GIL the measured appends wait on.
 
     python benchmarks/bench_backlog_drain.py [--quick] [--sizes 1000,4000] [--summarizers extractive,llm]
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +55,6 @@ from bench_backlog import backlog
 import aiden
 from aiden import Config, SessionEvent
 from aiden.policy import trigger_threshold_tokens
-from aiden.testing import FakeLLMServer
 
 PROBE_INTERVAL_S = 0.010
 LAG_INTERVAL_S = 0.005
@@ -95,7 +97,44 @@ async def fill(root: Path, n: int) -> None:
             await memory.append_many(events[start : start + 1000])
 
 
-def _summarizer(kind: str, config: Config, server: FakeLLMServer) -> Any:
+class LLMServerProcess:
+    """:class:`aiden.testing.FakeLLMServer` answering ``_SUMMARY``, in a child process (a line protocol on its pipes)."""
+
+    _CHILD = (
+        "import sys\n"
+        "from aiden.testing import FakeLLMServer\n"
+        "with FakeLLMServer(responder=lambda body: sys.argv[1]) as server:\n"
+        "    print(server.base_url, flush=True)\n"
+        "    for line in sys.stdin:\n"
+        "        print(len(server.requests), flush=True)\n"
+    )
+
+    def __enter__(self) -> LLMServerProcess:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", self._CHILD, _SUMMARY],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        self.base_url = self._proc.stdout.readline().strip()
+        return self
+
+    def requests(self) -> int:
+        """How many requests the server has answered."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write("count\n")
+        self._proc.stdin.flush()
+        return int(self._proc.stdout.readline())
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.close()
+        self._proc.wait(timeout=10)
+        self._proc.stdout.close()
+
+
+def _summarizer(kind: str, config: Config, server: LLMServerProcess) -> Any:
     if kind == "extractive":
         return None  # the embedded default
     return aiden.LiteLLMSummarizer(
@@ -103,7 +142,7 @@ def _summarizer(kind: str, config: Config, server: FakeLLMServer) -> Any:
     )
 
 
-async def idle_baseline(root: Path, kind: str, server: FakeLLMServer) -> list[float]:
+async def idle_baseline(root: Path, kind: str, server: LLMServerProcess) -> list[float]:
     """Append latencies of the probe appender on an empty root (nothing to compact): the same-run baseline."""
     config = run_config()
     samples: list[float] = []
@@ -116,7 +155,9 @@ async def idle_baseline(root: Path, kind: str, server: FakeLLMServer) -> list[fl
     return samples
 
 
-async def drain(root: Path, n: int, kind: str, server: FakeLLMServer, trace: bool = False) -> dict[str, Any]:
+async def drain(
+    root: Path, n: int, kind: str, server: LLMServerProcess, trace: bool = False
+) -> dict[str, Any]:
     """Reopen the backlog root and let the memory drain it while the probe appends."""
     config = run_config()
     threshold = trigger_threshold_tokens(config.context_window, config)
@@ -124,7 +165,7 @@ async def drain(root: Path, n: int, kind: str, server: FakeLLMServer, trace: boo
     timeline: list[tuple[float, float]] = []
     lag = [0.0]
     drained_at: list[float] = []
-    calls_before = len(server.requests)
+    calls_before = server.requests()
     started = time.perf_counter()
     async with aiden.open_memory(root, config=config, summarizer=_summarizer(kind, config, server)) as memory:
         opened = time.perf_counter() - started
@@ -186,7 +227,7 @@ async def drain(root: Path, n: int, kind: str, server: FakeLLMServer, trace: boo
         "compactions": stats.compactions,
         "degraded_chunks": stats.degraded_chunks,
         "fallbacks": stats.fallbacks,
-        "llm_calls": len(server.requests) - calls_before,
+        "llm_calls": server.requests() - calls_before,
         "appends_during": len(appends),
         "append_ms": {k: round(v, 2) for k, v in latency_ms(appends).items()},
         "loop_stall_max_ms": round(lag[0] * 1000, 2),
@@ -195,7 +236,7 @@ async def drain(root: Path, n: int, kind: str, server: FakeLLMServer, trace: boo
 
 async def main_async(sizes: list[int], kinds: list[str], trace: bool = False) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
-    with FakeLLMServer(responder=lambda body: _SUMMARY) as server, tempfile.TemporaryDirectory() as tmp:
+    with LLMServerProcess() as server, tempfile.TemporaryDirectory() as tmp:
         for kind in kinds:
             idle = latency_ms(await idle_baseline(Path(tmp) / f"idle-{kind}", kind, server))
             for n in sizes:

@@ -19,6 +19,8 @@ import anyio
 import msgspec
 import pytest
 
+import aiden
+import aiden.storage.jsonl as jsonl
 import aiden.summarizers.extractive.mustkeep_job as mustkeep_job
 from aiden import offload
 from aiden.actors import planning
@@ -61,6 +63,30 @@ def child(monkeypatch: pytest.MonkeyPatch) -> Iterator[offload._Child]:
         yield fresh
     finally:
         fresh.close()
+
+
+def _count(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
+    calls: list[int] = []
+    real = getattr(owner, name)
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counting)
+    return calls
+
+
+class _CountingDecoder:
+    """Stands in for jsonl's seq-only decoder and counts the lines it reads."""
+
+    def __init__(self, real: msgspec.json.Decoder[object]) -> None:
+        self.real = real
+        self.lines = 0
+
+    def decode(self, line: bytes) -> object:
+        self.lines += 1
+        return self.real.decode(line)
 
 
 def _fail_here(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,3 +212,30 @@ async def test_a_large_hot_window_is_surveyed_by_the_helper_process(
         assert child.started == 1
     finally:
         store.close()
+
+
+async def test_a_backlog_pass_reads_only_its_slice_in_this_process(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The structural form of "append max during a pass does not grow with the backlog":
+    # what this process reads per pass is the slice compacted, not the hot window.
+    quiet = Config(durability="none", count_compress_after_events=10**6, context_window=10**9)
+    async with aiden.open_memory(tmp_path, config=quiet) as memory:
+        await memory.append_many(list(_events(1_200)))
+    monkeypatch.setattr(planning, "OFFLOAD_BYTES", 1)
+    snapshots = _count(monkeypatch, FileSessionStore, "snapshot")
+    seqs = _CountingDecoder(jsonl._seq_decoder)
+    monkeypatch.setattr(jsonl, "_seq_decoder", seqs)
+    config = Config(durability="none", max_pass_events=200, count_compress_after_events=10**6)
+    async with aiden.open_memory(tmp_path, config=config) as memory:
+        outcome = await memory.maintain(manual=True)
+        chunk = (await memory.chunk_index()).chunks[-1]
+    assert outcome.compacted and outcome.backlog_left
+    assert (chunk.first_seq, chunk.last_seq, outcome.events_compacted) == (
+        2,
+        201,
+        200,
+    )  # seq 1: the root input
+    assert snapshots == []  # the hot window was surveyed by the helper
+    # The trim read the lines up to the chunk's last, the first one above it, and the last line.
+    assert seqs.lines == chunk.last_seq + 2
