@@ -158,8 +158,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     session_summary_on_close: bool = True
     """Write the durable session summary when the memory is closed (seed 004's session end)."""
     close_timeout_s: NonNegativeFloat = 5.0
-    """How long closing a memory gives the summarizer for that session summary; past it the
-    extractive fallback writes it (logged), instead of waiting out ``summarizer_timeout_s``."""
+    """How long closing a memory waits behind a running-summary merge in flight, then gives the
+    summarizer for the session summary; past it the extractive fallback writes it, and a
+    maintenance pass still in flight is cancelled (each logged), instead of waiting out
+    ``summarizer_timeout_s``."""
     dream_interval_hours: NonNegativeFloat = 0.0
     """Run Dream on this schedule (0: only on demand, ``memory.dream()``)."""
     idle_gap_compact_minutes: NonNegativeFloat = 60.0

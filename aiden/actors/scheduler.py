@@ -225,6 +225,13 @@ class MaintenanceScheduler:
                     except AidenError as exc:
                         log.error("maintenance pass failed: %s", exc)
                         result = error_info(exc)
+                    except anyio.get_cancelled_exc_class():
+                        if not scope.cancel_called:  # not a rotation's cancel: the runtime is stopping
+                            log.warning(
+                                "closing: the maintenance pass in flight was cancelled; nothing is lost "
+                                "(its events stay in the hot window for the next pass)"
+                            )
+                        raise
                 self._pass_scope = None
                 self._pass_done.set()
                 self._publish()

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -112,7 +112,8 @@ async def extract_summary(
     except (SummarizerError, TimeoutError) as exc:
         if not use_fallback:
             raise
-        log.warning("session summary extraction failed (%s); using the extractive fallback", exc)
+        why = str(exc) or f"no answer within {deadline}s"  # a TimeoutError has no message of its own
+        log.warning("session summary extraction failed (%s); using the extractive fallback", why)
         from aiden.summarizers.extractive import ExtractiveSummarizer
 
         try:
@@ -250,17 +251,20 @@ class SessionSummaryWriter:
     def _merge_running(self, found: SessionSummary, top: int, stamp: int) -> SessionSummary:
         with self._held():
             # Re-read: another process may have merged meanwhile.
-            merged = merged_running(self._read_running(), found, top=top, stamp=stamp, max_items=self._max_items)
+            merged = merged_running(
+                self._read_running(), found, top=top, stamp=stamp, max_items=self._max_items
+            )
             write_summary(self._storage, self.running_path, merged)
             return merged
 
     @contextmanager
-    def _held(self) -> Iterator[None]:
-        self._flock.acquire(self._config.lock_timeout_s)
+    def _held(self, flock: SessionLock | None = None) -> Iterator[None]:
+        flock = self._flock if flock is None else flock
+        flock.acquire(self._config.lock_timeout_s)
         try:
             yield
         finally:
-            self._flock.release()
+            flock.release()
 
     async def write_session_summary(
         self,
@@ -276,16 +280,57 @@ class SessionSummaryWriter:
         "checkpoint"). Nothing is written when the session left nothing durable.
         The store cap is enforced after a write.
         """
-        async with self._lock:
+        async with self._ordered(summarizer_timeout_s) as flock:
             found, degraded = await self.extract(events, summarizer_timeout_s=summarizer_timeout_s)
             return await anyio.to_thread.run_sync(
-                self._write_session, found, [e.seq for e in events], int(now), reason, degraded
+                self._write_session, flock, found, [e.seq for e in events], int(now), reason, degraded
             )
 
+    @asynccontextmanager
+    async def _ordered(self, wait_s: float | None) -> AsyncIterator[SessionLock]:
+        """After this runtime's merges in flight; with ``wait_s`` (closing), not longer than that behind one.
+
+        Yields the flock to hold for the file updates. A merge holds the ordering
+        lock across its summarizer call, so a hung summarizer would hold a close
+        for its whole deadline. Past ``wait_s`` the session summary is written
+        beside the merge, under a flock of its own descriptor (which excludes the
+        merge's as another process's would); the events being merged are still in
+        the hot window that the session summary extracts, and the merge is
+        cancelled with the memory.
+        """
+        if wait_s is None:
+            async with self._lock:
+                yield self._flock
+            return
+        acquired = False
+        with anyio.move_on_after(wait_s):
+            await self._lock.acquire()
+            acquired = True
+        if not acquired:
+            log.warning(
+                "closing: a running-summary merge is still waiting for the summarizer after %ss "
+                "(close_timeout_s); writing the session summary beside it, the merge is cancelled",
+                wait_s,
+            )
+        own = None if acquired else SessionLock(self._storage, self._layout.long_term / SUMMARIES_LOCK_NAME)
+        try:
+            yield self._flock if own is None else own
+        finally:
+            if own is not None:
+                own.close()
+            if acquired:
+                self._lock.release()
+
     def _write_session(
-        self, found: SessionSummary, seqs: Sequence[int], stamp: int, reason: str, degraded: bool
+        self,
+        flock: SessionLock,
+        found: SessionSummary,
+        seqs: Sequence[int],
+        stamp: int,
+        reason: str,
+        degraded: bool,
     ) -> SummaryWrite:
-        with self._held():
+        with self._held(flock):
             running, final = session_ending(
                 self._read_running(), found, seqs=seqs, stamp=stamp, max_items=self._max_items
             )
