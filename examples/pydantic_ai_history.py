@@ -6,15 +6,22 @@ the model the first run's turn (and, once history is compacted, its summary inst
 Passing ``message_history=result.all_messages()`` as well is harmless: parts already
 logged are recognised and not logged again.
 
-The model is a local ``FunctionModel`` (no network, no key)::
+Run it against a local fake OpenAI-compatible server (no network, no key)::
 
     python examples/pydantic_ai_history.py
 
-Needs ``pip install pydantic-ai-slim``.
+against any OpenAI-compatible chat-completions server::
+
+    python examples/pydantic_ai_history.py --base-url http://127.0.0.1:8000/v1 --model my-model
+
+or with an in-process scripted ``FunctionModel`` (``--function-model``). Needs
+``pip install 'aiden-memory[pydantic-ai]' openai`` (pydantic-ai's OpenAI model uses the openai client).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import sys
 import tempfile
@@ -56,17 +63,52 @@ def fake_model(messages: list[Any], info: Any) -> Any:
         return ModelResponse(parts=[TextPart(f"Found it: {last.content}")])
     if len(users) == 1:
         return ModelResponse(parts=[ToolCallPart("lookup", {"topic": "billing"}, tool_call_id="call_1")])
-    earlier = [p.content for m in messages if not isinstance(m, ModelRequest)
-               for p in m.parts if isinstance(p, TextPart)]
-    return ModelResponse(parts=[TextPart(f"Earlier I said: {earlier[-1]}" if earlier else "I remember nothing.")])
+    earlier = [
+        p.content
+        for m in messages
+        if not isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, TextPart)
+    ]
+    return ModelResponse(
+        parts=[TextPart(f"Earlier I said: {earlier[-1]}" if earlier else "I remember nothing.")]
+    )
+
+
+def fake_responder(body: dict[str, Any]) -> dict[str, Any] | str:
+    """The same script over HTTP (OpenAI chat-completions bodies), for :class:`aiden.testing.FakeLLMServer`."""
+    messages = body["messages"]
+    last = messages[-1]
+    users = [m for m in messages if m["role"] == "user"]
+    if last["role"] == "tool":
+        return f"Found it: {last['content']}"
+    if len(users) == 1:
+        return {"content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "lookup", "arguments": json.dumps({"topic": "billing"})},
+        }]}  # fmt: skip
+    earlier = [m["content"] for m in messages if m["role"] == "assistant" and m.get("content")]
+    return f"Earlier I said: {earlier[-1]}" if earlier else "I remember nothing."
+
+
+def openai_model(base_url: str, model: str = "fake-model", api_key: str = "x") -> Any:
+    """pydantic-ai's OpenAI chat model against any OpenAI-compatible server."""
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    return OpenAIChatModel(model, provider=OpenAIProvider(base_url=base_url, api_key=api_key))
 
 
 def make_agent(memory: aiden.Memory, model: Any) -> Any:
     """The agent: aiden's history capability, the recall tool and ``lookup``."""
     from pydantic_ai import Agent
 
-    return Agent(model, system_prompt="You are a terse assistant.", tools=[recall_tool(memory), lookup],
-                 capabilities=[aiden_history(memory)])
+    return Agent(
+        model,
+        system_prompt="You are a terse assistant.",
+        tools=[recall_tool(memory), lookup],
+        capabilities=[aiden_history(memory)],
+    )
 
 
 async def main(root: Path | str, model: Any = None) -> list[str]:
@@ -80,7 +122,26 @@ async def main(root: Path | str, model: Any = None) -> list[str]:
         return [str(first.output), str(second.output)]
 
 
-if __name__ == "__main__":
+def _cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--base-url", help="an OpenAI-compatible server (default: a local fake one)")
+    parser.add_argument("--model", default="fake-model")
+    parser.add_argument("--function-model", action="store_true", help="the in-process scripted model")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for answer in anyio.run(main, tmp):
-            print(answer)
+        if args.function_model:
+            answers = anyio.run(main, tmp)
+        elif args.base_url:
+            model = openai_model(args.base_url, args.model, os.environ.get("OPENAI_API_KEY", "x"))
+            answers = anyio.run(main, tmp, model)
+        else:
+            from aiden.testing import FakeLLMServer
+
+            with FakeLLMServer(responder=fake_responder) as server:
+                answers = anyio.run(main, tmp, openai_model(server.base_url))
+    for answer in answers:
+        print(answer)
+
+
+if __name__ == "__main__":
+    _cli()

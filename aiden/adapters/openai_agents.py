@@ -28,10 +28,9 @@ Design (the log is never rewritten):
   item verbatim from the chunks, for export or inspection.
 * ``pop_item``: appends a retraction event -- ``system_event`` with
   ``meta[aiden.events.RETRACTS] = <seq>`` -- and returns the retracted item. The
-  retracted event stays in the log (and in recall); ``get_items`` and
-  ``full_history`` skip both. ``Memory.build_messages`` does not know retractions:
-  it still shows the retracted event, followed by the retraction note.
-  A retracted item that was already compacted may still be mentioned by the summary.
+  retracted event stays in the log (and in recall); ``get_items``,
+  ``full_history`` and ``Memory.build_messages`` skip both. A retracted item that
+  was already compacted may still be mentioned by the summary.
 * ``clear_session``: rotates the memory (``memory.rotate()``): the active session is
   archived under ``session_archive/`` and a new, empty one starts. Nothing is deleted.
 

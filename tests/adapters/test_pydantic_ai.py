@@ -29,6 +29,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 import aiden
 from aiden.adapters.pydantic_ai import aiden_history, prompt_to_messages, recall_tool
 from aiden.context import PromptLayers
+from aiden.testing import FakeLLMServer
 from tests.helpers import SMALL_MANUAL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,6 +219,30 @@ async def test_example_runs_two_runs_against_a_function_model(tmp_path: Path) ->
         ("user_input", "What did you find earlier?"), ("assistant_output", f"Earlier I said: Found it: {fact}"),
     ]
     assert (hot[1].tool_call_id, hot[1].tool_name, hot[1].tool_args) == ("call_1", "lookup", '{"topic":"billing"}')
+
+
+async def test_example_runs_two_runs_against_a_local_server(tmp_path: Path) -> None:
+    example = _load_example()
+    with FakeLLMServer(responder=example.fake_responder) as server:
+        answers = await example.main(tmp_path, example.openai_model(server.base_url))
+        requests = server.requests
+    fact = "the billing test is flaky because of a timezone bug"
+    assert answers == [f"Found it: {fact}", f"Earlier I said: Found it: {fact}"]
+    assert server.handler_errors == []
+    assert len(requests) == 3
+    # The second run passed no message_history: the first run's turn comes from aiden.
+    second = requests[2].body["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert second[1]["content"] == "Why is the billing test flaky?"
+    assert (second[3]["tool_call_id"], second[3]["content"]) == ("call_1", fact)
+    assert {t["function"]["name"] for t in requests[0].body["tools"]} == {"lookup", "recall_session_chunks"}
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        hot = await memory.hot_window()
+    assert [(e.type, e.content) for e in hot] == [
+        ("user_input", "Why is the billing test flaky?"), ("tool_call", ""), ("tool_result", fact),
+        ("assistant_output", f"Found it: {fact}"),
+        ("user_input", "What did you find earlier?"), ("assistant_output", f"Earlier I said: Found it: {fact}"),
+    ]  # fmt: skip
 
 
 def test_importing_the_adapter_does_not_import_pydantic_ai() -> None:

@@ -39,11 +39,24 @@ async def test_agent_loop_against_local_server(tmp_path: Path) -> None:
     def responder(body: dict[str, Any]) -> dict[str, Any] | str:
         last = body["messages"][-1]
         if last["role"] == "user":
-            return {"content": None, "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "list_files", "arguments": '{"directory": "."}'}},
-                {"id": "call_2", "type": "function",
-                 "function": {"name": "recall_session_chunks", "arguments": '{"query": "earlier decision"}'}},
-            ]}
+            return {
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "list_files", "arguments": '{"directory": "."}'},
+                    },
+                    {
+                        "id": "call_2",
+                        "type": "function",
+                        "function": {
+                            "name": "recall_session_chunks",
+                            "arguments": '{"query": "earlier decision"}',
+                        },
+                    },
+                ],
+            }
         tool_results = [m for m in body["messages"] if m["role"] == "tool"]
         return f"found {json.loads(tool_results[0]['content'])}"
 
@@ -61,7 +74,14 @@ async def test_agent_loop_against_local_server(tmp_path: Path) -> None:
             hot = await memory.hot_window()
         requests = server.requests
     assert answer == "found ['main.py']"
-    assert [e.type for e in hot] == ["user_input", "tool_call", "tool_call", "tool_result", "tool_result", "assistant_output"]
+    assert [e.type for e in hot] == [
+        "user_input",
+        "tool_call",
+        "tool_call",
+        "tool_result",
+        "tool_result",
+        "assistant_output",
+    ]
     recall_result = json.loads(hot[4].content)
     assert "error" not in recall_result
     second = requests[1].body
@@ -80,3 +100,16 @@ async def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
     assert result.final_prompt_tokens < 8000
     assert any(line.startswith("turn  24/24") for line in lines)
     assert any("recall_session_chunks" in line for line in lines)
+
+
+def test_every_example_runs_as_a_test() -> None:
+    """Each file in examples/ is loaded by a test (this file, or its adapter's under tests/adapters)."""
+    tests = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
+    examples = sorted(p.stem for p in (ROOT / "examples").glob("*.py"))
+    assert examples == ["agent_loop", "langchain_middleware", "openai_agents_session", "pydantic_ai_history"]
+    untested = [
+        name
+        for name in examples
+        if f'load_example("{name}")' not in tests and f'"examples" / "{name}.py"' not in tests
+    ]
+    assert untested == []
