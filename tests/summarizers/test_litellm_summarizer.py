@@ -416,7 +416,7 @@ async def test_cancellation_propagates_and_counts_as_a_failure() -> None:
             gate.set()
     stats = summarizer.stats()
     assert (stats.calls, stats.failures, stats.cancellations, stats.breaker) == (1, 1, 1, "open")
-    assert stats.first_error.startswith("SummarizerCancelled: the history call was cut by its caller after ")
+    assert stats.first_error.startswith("Cancelled: the history call was cut by its caller after ")
     assert stats.first_error.endswith("s (no answer from this provider yet)")
 
 
@@ -443,7 +443,7 @@ async def test_a_provider_that_answered_before_and_is_cut_by_the_deadline_is_slo
             gate.set()
         stats = summarizer.stats()
         assert stats.first_error == (
-            "SummarizerCancelled: the history call was cut by its caller after 50.0s (a slow provider)"
+            "Cancelled: the history call was cut by its caller after 50.0s (a slow provider)"
         )
         # Open for two lengths of the cut call (100 s), not the 300 s an outage gets.
         assert stats.breaker == "open"

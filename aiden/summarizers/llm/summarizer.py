@@ -180,7 +180,7 @@ class LiteLLMSummarizer:
             self._counts.failures += 1
             slow = self._answered
             self._counts.note(
-                f"SummarizerCancelled: the {request.purpose} call was cut by its caller after "
+                f"Cancelled: the {request.purpose} call was cut by its caller after "
                 f"{now - started:.1f}s ({'a slow provider' if slow else 'no answer from this provider yet'})"
             )
             self._breaker.failed(now, slow_s=now - started if slow else None)
@@ -292,7 +292,8 @@ class LiteLLMSummarizer:
             # kept as facts (never lost); the must-keep check still runs on it.
             text = validate_summary_text(result.text, max_chars=self.config.summary_max_chars)
             read = parse_sections(text) or StructuredSummary(facts=text_lines(text))
-            structured, _clipped = bound_fields(read)
+            structured, clipped = bound_fields(read)
+            self._counts.clipped_items += clipped
         structured, added = with_must_keep(
             structured, request.events, max_items=self.config.must_keep_max_items
         )
