@@ -1,0 +1,131 @@
+"""The README's reference sections say what the code does: the configuration reference names every
+key with its default, and the on-disk layout names every file a memory root holds."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+
+import aiden
+from aiden.demo import run_demo
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _section(title: str) -> str:
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end >= 0 else len(README)]
+
+
+def _yaml(value: object) -> str:
+    """A default as the reference writes it (as in extraction.yaml; ``derived`` when None)."""
+    if value is None:
+        return "derived"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value or '""'
+    return repr(value)
+
+
+def test_the_configuration_reference_names_every_key_with_its_default() -> None:
+    section = _section("Configuration reference")
+    rows = dict(re.findall(r"^\| `([a-z0-9_]+)` \| `([^`]*)` \|", section, flags=re.MULTILINE))
+    defaults = msgspec.structs.asdict(aiden.Config())
+    assert rows == {name: _yaml(value) for name, value in defaults.items()}
+
+
+# --- on disk -------------------------------------------------------------------------------------
+
+
+def _layout_patterns() -> list[str]:
+    """The README's on-disk block as glob patterns relative to ``memory/`` (``<x>`` -> ``*``)."""
+    block = _section("On disk").split("```")[1]
+    patterns: list[str] = []
+    for line in block.splitlines()[2:]:  # after the fence's newline and "<root>/memory/"
+        names = re.split(r"\s{2,}", line.strip())[0].split(", ")
+        base = names[0].rsplit("/", 1)[0] + "/" if "/" in names[0].rstrip("/") else ""
+        for name in names:
+            full = name if "/" in name.rstrip("/") or not base else base + name
+            patterns.append(re.sub(r"<[^>]+>", "*", full))
+    return patterns
+
+
+def _documented(path: str, patterns: list[str]) -> bool:
+    # A pattern ending in "/" is a directory: everything under it ("*" also matches "/").
+    return any(fnmatch.fnmatchcase(path, p + "*" if p.endswith("/") else p) for p in patterns)
+
+
+async def _a_full_root(root: Path) -> None:
+    """A root that has used every part: compactions, a saved memory, experience, Dream, rotation."""
+    await run_demo(root, turns=24, echo=lambda _line: None)
+    async with aiden.open_memory(root) as memory:
+        await memory.begin_run("build the acme repo", environment="acme")
+        memory.observe("make", "4.3")
+        for n, (cmd, code) in enumerate((("make", 2), ("make deps && make", 0))):
+            await memory.append_message(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"c{n}",
+                            "type": "function",
+                            "function": {"name": "sh", "arguments": json.dumps({"cmd": cmd})},
+                        },
+                    ],
+                }
+            )
+            await memory.append(
+                aiden.SessionEvent(
+                    type="tool_result", tool_call_id=f"c{n}", content="ok", meta={"exit_code": code}
+                )
+            )
+        answer = await memory.handle_tool_call(
+            "save_memory", {"type": "rule", "title": "pnpm", "content": "Always use pnpm."}
+        )
+        assert "saved" in json.loads(answer)
+        await memory.commit_run("built", outcome="success")
+        while (await memory.learn_experience()).pending:
+            pass  # the demo's episodes come first
+        assert (await memory.dream()).ran
+        await memory.begin_run("the next task", new_session=True)
+        await memory.commit_run("done")
+    async with aiden.open_memory(root):
+        pass  # the open rebuilds profile.md
+
+
+def test_the_on_disk_layout_names_every_file(tmp_path: Path) -> None:
+    root = tmp_path / "agent"
+    anyio.run(_a_full_root, root)
+    memory = root / "memory"
+    files = sorted(str(p.relative_to(memory)) for p in memory.rglob("*") if p.is_file())
+    patterns = _layout_patterns()
+    assert [f for f in files if not _documented(f, patterns)] == []
+    # And nothing is listed that this root lacks, except what only a crash, a damaged file,
+    # a long history or more sessions than session_summaries_keep would create.
+    rare = {
+        "last_recovery.json",
+        "session/events.quarantine",
+        "session/chunks/segment-*.jsonl",
+        "session/summary_archive.md",
+        "long_term/digest.md",
+        "long_term/SOUL.md",
+    }
+    listed = [p for p in patterns if p not in rare]
+    # The new session has not compacted yet: the closed one in session_archive/ shows session/'s files.
+    alike = [
+        [p, "session_archive/*/" + p.removeprefix("session/")] if p.startswith("session/") else [p]
+        for p in listed
+    ]
+    assert [ps[0] for ps in alike if not any(_documented(f, ps) for f in files)] == []
