@@ -220,7 +220,13 @@ class Client(Generic[Req, V]):
             waiter.fail(error)
 
     def fail_all(self, error: BaseException) -> None:
-        """Fail every waiting caller (the actor stopped)."""
+        """Fail every waiting caller and refuse every later one (the actor stopped).
+
+        Called when the reply router ends: no reply can arrive any more, so a
+        later request would wait forever (the runtime's shielded close, after an
+        actor crashed, did).
+        """
+        self._closed = True
         pending, self._pending = self._pending, {}
         for waiter in pending.values():
             waiter.fail(error)

@@ -270,7 +270,8 @@ async def run_dream_schedule(
     """Run ``dream_once`` every ``interval_s`` seconds and whenever a request arrives (``/dream``).
 
     An on-demand run restarts the interval. An :class:`~aiden.errors.AidenError`
-    (a failed run) is logged and the schedule goes on; cancellation propagates.
+    (a failed run) is logged and the schedule goes on; so is any other exception
+    (logged with its traceback); cancellation propagates.
     Returns when the send side of ``requests`` is closed; the schedule owns
     (and closes) ``requests``.
     """
@@ -305,3 +306,8 @@ async def _dream_loop(
             await dream_once()
         except AidenError as exc:
             log.error("dream run failed: %s", exc)
+        except Exception:
+            # A bug, not a condition (every boundary translates to AidenError): logged with its
+            # traceback, and the schedule goes on, since an error escaping here would end the
+            # runtime's task group and with it every other actor of the memory.
+            log.exception("dream run failed with an unexpected error")

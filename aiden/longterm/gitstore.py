@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import logging
 import threading
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
-from dulwich.errors import ChecksumMismatch, FileFormatException, MissingCommitError, NotGitRepository
-from dulwich.file import FileLocked
+from dulwich.errors import NotGitRepository
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from aiden.errors import DreamError, GitCorruptionError, VersionNotFoundError
+from aiden.errors import AidenError, DreamError, GitCorruptionError, VersionNotFoundError
 from aiden.longterm.files import ensure_dir
 from aiden.longterm.versions import Version, check_target, unique_match
 from aiden.storage.fs import Storage
@@ -37,24 +35,14 @@ _T = TypeVar("_T")
 
 log = logging.getLogger("aiden.longterm")
 
-# What dulwich (and the OS under it) raises on a damaged repository: a bad ref or
-# missing object is a KeyError, flipped object bytes a zlib/Buffer/format error,
-# a half-deleted .git an OSError (e.g. FileExistsError when re-initializing).
-# Exception subclasses only: cancellation is never caught here.
-_FOREIGN: Final = (
-    OSError,
-    KeyError,
-    ValueError,
-    IndexError,
-    AssertionError,
-    BufferError,
-    zlib.error,
-    ChecksumMismatch,
-    FileFormatException,
-    MissingCommitError,
-    NotGitRepository,
-    FileLocked,
-)
+# A damaged repository makes dulwich (and the OS under it) raise many unrelated
+# types: KeyError for a bad ref or a missing object, zlib/Buffer/struct errors for
+# flipped or truncated object bytes, OSError for a half-deleted .git, and classes
+# deriving from Exception directly (SymrefLoop for a HEAD naming itself,
+# RefFormatError for a ref path leaving refs/). A list of them always missed one,
+# and a missed one ended the runtime's task group, so the boundary takes every
+# Exception that is not aiden's own. Exception subclasses only: cancellation
+# (a BaseException) is never caught here.
 
 # dulwich's ref lock files (``<ref>.lock``, created O_EXCL, renamed over the ref):
 # a committer SIGKILLed between the two leaves one, and every later commit then
@@ -104,7 +92,9 @@ class GitStore:
                 if repo is None:
                     return missing()
                 return fn(repo)
-            except _FOREIGN as exc:
+            except AidenError:
+                raise
+            except Exception as exc:
                 failure = f"{type(exc).__name__}: {exc}"
             finally:
                 if repo is not None and not failure:
@@ -116,7 +106,7 @@ class GitStore:
     def _close(self, repo: Repo) -> None:
         try:
             repo.close()
-        except _FOREIGN as exc:  # a damaged pack may refuse; the result is already decided
+        except Exception as exc:  # a damaged pack may refuse; the result is already decided
             log.warning("closing %s failed: %s: %s", self.git_dir, type(exc).__name__, exc)
 
     @staticmethod

@@ -130,3 +130,15 @@ async def test_waiter_woken_after_its_task_was_cancelled_does_not_raise() -> Non
         tg.cancel_scope.cancel()
         waiters[0].set("late")  # raised InvalidStateError on a cancelled future before the guard
     assert len(waiters) == 1
+
+
+async def test_a_call_after_fail_all_is_refused_instead_of_waiting_forever() -> None:
+    # fail_all runs when the reply router ends: no reply can come any more. A later call
+    # (the runtime's shielded close after an actor crashed) waited forever before.
+    async with _client() as (client, _, recv):
+        client.fail_all(ClosedError("test actor stopped"))
+        with anyio.fail_after(10):  # only a guard: the refusal needs no waiting
+            with pytest.raises(ClosedError, match=r"^test actor is closed$"):
+                await client.call(Ping)
+        with pytest.raises(anyio.WouldBlock):
+            recv.receive_nowait()  # nothing was sent to the stopped actor

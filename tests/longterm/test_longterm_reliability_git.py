@@ -44,10 +44,24 @@ def deleted_objects(git: Path) -> None:
     shutil.rmtree(git / "objects")
 
 
+def symref_loop(git: Path) -> None:
+    # dulwich's SymrefLoop derives from Exception only: it escaped a list of foreign types.
+    (git / "HEAD").write_text("ref: HEAD\n")
+
+
+def truncated_objects(git: Path) -> None:
+    # A cut pack index makes dulwich raise struct.error, also missing from that list.
+    for path in sorted((git / "objects").rglob("*")):
+        if path.is_file():
+            path.write_bytes(path.read_bytes()[:10])
+
+
 DAMAGE: dict[str, Callable[[Path], None]] = {
     "bad_ref": bad_ref,
     "flipped_bytes": flipped_bytes,
     "deleted_objects": deleted_objects,
+    "symref_loop": symref_loop,
+    "truncated_objects": truncated_objects,
 }
 
 

@@ -189,3 +189,27 @@ async def test_dream_schedule_runs_on_interval_and_on_demand() -> None:
         await anyio.sleep(7300)
         send.close()
     assert [t - start for t in runs] == [3600.0, 4000.0, 7600.0, 11200.0]
+
+
+async def test_dream_schedule_survives_an_error_outside_aiden_s_tree(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # [Reliability] finding 1: a foreign error out of a run ended the schedule and with it the
+    # runtime's task group (every actor cancelled, the caller's `async with` raising).
+    runs: list[float] = []
+
+    async def dream_once() -> None:
+        runs.append(anyio.current_time())
+        raise RuntimeError("a bug in a run")
+
+    send, receive = anyio.create_memory_object_stream[None](1)
+    start = anyio.current_time()
+    with caplog.at_level("ERROR", logger="aiden.longterm"):
+        async with anyio.create_task_group() as tg:
+            await tg.start(partial(run_dream_schedule, dream_once, 3600.0, requests=receive))
+            await anyio.sleep(7300)
+            send.close()
+    assert [t - start for t in runs] == [3600.0, 7200.0]
+    failed = [r for r in caplog.records if r.name == "aiden.longterm"]
+    assert [r.getMessage() for r in failed] == ["dream run failed with an unexpected error"] * 2
+    assert all(r.exc_info is not None and r.exc_info[0] is RuntimeError for r in failed)
