@@ -11,6 +11,12 @@ acme, bolt, ...). Each has the same kinds of tasks, with its own values:
 * ``tests``: the test runner needs ``PYTHONPATH=<path>`` (``learned``);
 * ``lint``: works the first time, never fails (``direct``: learned by the
   first-try rule, the run's one step having completed its goal);
+* ``config``: the cache settings file must be found before it is edited: a
+  ``grep -rl`` lists it among other files, the agent reads it, then edits it;
+  repeat runs read and edit it straight away. In every second environment
+  (not the ones whose build changes) the file moves later: the remembered
+  path is not found, a ``find`` locates it (``navigation``: the probe asks
+  where the file is; right = a record naming the current path);
 * distractors: the docs build (a fail-then-fix lesson of its own, sharing
   the word "build"), a deploy that times out twice (no fix), reading a build
   log (a success full of build words).
@@ -27,14 +33,18 @@ task statement (not any stored goal), and ``recall_experience`` is asked.
 Reported per learner mode (``embedded``; ``llm``: LiteLLMSummarizer against
 the local FakeLLMServer, whose fake model words each lesson from the facts in
 its prompt): top-1 hit rate (the first result is a procedure whose step is
-the currently working one), hit@5, stale rate (the first result, or any
-result, recommends a superseded step), worker ms per episode, recall ms.
+the currently working one; for ``navigation``, a record naming the file's
+current path), hit@5, stale rate (the first result, or any result,
+recommends a superseded step or path), worker ms per episode, recall ms.
+The overall figures are over ``learned`` and ``changed`` (as since run A);
+``direct`` and ``navigation`` are reported apart.
 
 Baseline, same run, same probes: SQLite FTS5 ``bm25`` over the raw episode
 traces (goal + tool calls + results as text, one document per episode, the
 environment filtered like recall_experience does), which is what a user
-would try first. A hit = the top trace contains the working command; stale =
-it contains a superseded working command but not the current one.
+would try first. A hit = the top trace contains the working command (for
+``navigation``, the current path); stale = it contains a superseded working
+command (or path) but not the current one.
 
     python benchmarks/bench_experience.py [--envs 8] [--repeats 2] [--modes embedded,llm]
 
@@ -73,7 +83,16 @@ NAMES: Final = ("acme", "bolt", "cobalt", "delta", "ember", "fjord", "garnet", "
 FLAGS: Final = ("WITH_SSL=1", "USE_LTO=1", "STATIC=1", "NO_NATIVE=1", "WITH_GPU=0")
 VARS: Final = ("DATABASE_URL", "REDIS_URL", "CONFIG_PATH", "API_TOKEN_FILE", "QUEUE_DSN")
 PATHS: Final = ("src", "lib", "packages/core", "python", "app")
-CATEGORIES: Final = ("learned", "changed", "direct")
+CATEGORIES: Final = ("learned", "changed", "direct", "navigation")
+PROCEDURE_CATEGORIES: Final = ("learned", "changed")
+"""The categories of the overall figures (as measured since run A): procedures asked for by a task."""
+CONFIGS: Final = (
+    "services/{name}/conf/redis.yaml",
+    "config/redis.yml",
+    "deploy/{name}/cache.toml",
+    "etc/{name}/redis.conf",
+    "src/{name}/settings/cache.py",
+)
 STYLES: Final = ("close", "far")
 MODES: Final = ("embedded", "llm")
 _WORD: Final = re.compile(r"\w+")
@@ -111,6 +130,8 @@ class Probe:
     query: str
     working: str
     superseded: tuple[str, ...] = ()
+    kind: str = "procedure"
+    """``procedure``: ``working`` is the command that works now; ``navigation``: the path where the thing is."""
 
 
 @dataclass(slots=True)
@@ -150,6 +171,10 @@ def world(envs: int, repeats: int) -> World:
         build_old = f"make build {flag}"
         build_new = "./build.sh --release"
         service = f"{var}=file:///etc/{name}/{var.lower()} ./bin/{name} serve"
+        config = CONFIGS[i % len(CONFIGS)].format(name=name)
+        config_file = config.rsplit("/", 1)[-1]
+        moves = i % 2 == 0
+        config_new = f"config/{name}/{config_file}"
         tests = f"PYTHONPATH={path} pytest -q"
         lint = f"ruff check {path}"
         s: list[Script] = [
@@ -212,7 +237,22 @@ def world(envs: int, repeats: int) -> World:
                 ),
             ),
         ]
+        s.append(
+            Script(
+                env,
+                f"raise the {name} redis timeout to 10s",
+                (
+                    ok(
+                        "grep -rl redis .",
+                        f"./README.md\n./deploy/helm/values.yaml\n./{config}\n./tests/fixtures/{config_file}",
+                    ),
+                    ok(f"cat {config}", "host: localhost\nport: 6379\ntimeout: 5\n"),
+                    ok(f"sed -i 's/timeout: 5/timeout: 10/' {config}", ""),
+                ),
+            )
+        )
         for r in range(repeats):
+            s.append(config_run(env, name, config, r))
             s.append(
                 Script(
                     env,
@@ -258,6 +298,25 @@ def world(envs: int, repeats: int) -> World:
                         recall_first=True,
                     )
                 )
+        if moves:
+            # The settings moved: the remembered path is not found, a search finds the file elsewhere.
+            s.append(
+                Script(
+                    env,
+                    f"set the {name} redis timeout to 20s",
+                    (
+                        err(f"cat {config}", f"cat: {config}: No such file or directory"),
+                        ok(
+                            f"find . -name {config_file}", f"./{config_new}\n./tests/fixtures/{config_file}\n"
+                        ),
+                        ok(f"cat {config_new}", "host: localhost\nport: 6379\ntimeout: 10\n"),
+                        ok(f"sed -i 's/timeout: 10/timeout: 20/' {config_new}", ""),
+                    ),
+                    recall_first=True,
+                )
+            )
+            for r in range(repeats):
+                s.append(config_run(env, name, config_new, r))
         per_env.append(s)
         # Two task statements per task, neither a stored goal: "close" keeps the task's noun
         # (build, service, test suite, lint), "far" says it with other words only.
@@ -272,20 +331,50 @@ def world(envs: int, repeats: int) -> World:
             ),
             "tests": (f"make sure the {name} test suite passes", f"check that the {name} unit tests pass"),
             "lint": (f"lint {name} before the review", f"check the {name} code style before the review"),
+            "config": (
+                f"where is the {name} redis config",
+                f"which file has the {name} cache connection settings",
+            ),
         }
         truth = {
             "build": ("changed" if changes else "learned", build_new if changes else build_old),
             "service": ("learned", service),
             "tests": ("learned", tests),
             "lint": ("direct", lint),
+            "config": ("navigation", config_new if moves else config),
         }
         for task, (category, working) in truth.items():
-            stale = (build_old,) if task == "build" and changes else ()
+            stale = (
+                (build_old,)
+                if task == "build" and changes
+                else (config,)
+                if task == "config" and moves
+                else ()
+            )
+            kind = "navigation" if task == "config" else "procedure"
             for style, query in zip(STYLES, queries[task], strict=True):
-                out.probes.append(Probe(env, task, category, style, query, working, stale))
+                out.probes.append(Probe(env, task, category, style, query, working, stale, kind))
     longest = max(len(s) for s in per_env)
     out.scripts = [s[j] for j in range(longest) for s in per_env if j < len(s)]
     return out
+
+
+def config_run(env: str, name: str, config: str, r: int) -> Script:
+    """A repeat run on the settings file: recall, read it, edit it (an agent reads before it edits)."""
+    goal, edit = (
+        (f"lower the {name} redis timeout to 3s", "s/timeout: .*/timeout: 3/")
+        if r % 2 == 0
+        else (f"change the {name} redis port to 6380", "s/port: 6379/port: 6380/")
+    )
+    return Script(
+        env,
+        goal,
+        (
+            ok(f"cat {config}", "host: localhost\nport: 6379\ntimeout: 10\n"),
+            ok(f"sed -i '{edit}' {config}", ""),
+        ),
+        recall_first=True,
+    )
 
 
 def trace_text(script: Script) -> str:
@@ -387,8 +476,31 @@ async def run_episode(memory: Memory, script: Script, n: int) -> None:
     await memory.commit_run(f"{script.goal}: {outcome}", outcome=outcome)
 
 
-def _recommends(record: Any, steps: Sequence[str]) -> bool:
-    """The record tells the agent to run one of ``steps`` (a procedure of it, a failure's 'instead')."""
+def _points_at(record: Any, place: str) -> bool:
+    """The record tells the agent where ``place`` is: a navigation record of it, or a working step
+    that names it (``sed -i ... <place>``)."""
+    if record.kind == "navigation":
+        return str(record.step) == place
+    return record.kind in ("procedure", "calibration") and place in str(record.step).split()
+
+
+def _right(record: Any, probe: Probe, working: str) -> bool:
+    """``record`` answers ``probe`` with ``working`` (its command, or its place)."""
+    if probe.kind == "navigation":
+        return _points_at(record, working)
+    return bool(record.kind == "procedure" and record.step == signature(working))
+
+
+def _in_trace(text: str, probe: Probe, working: str) -> bool:
+    """The trace shows ``working``: the exact call, or the place named anywhere in it."""
+    return working in text if probe.kind == "navigation" else names_cmd(text, working)
+
+
+def _recommends(record: Any, steps: Sequence[str], probe: Probe | None = None) -> bool:
+    """The record tells the agent to run one of ``steps`` (a procedure of it, a failure's 'instead'),
+    or, for a navigation probe, points at one of those places."""
+    if probe is not None and probe.kind == "navigation":
+        return any(_points_at(record, s) for s in steps)
     sigs = [signature(s) for s in steps]
     if record.kind == "procedure":
         return str(record.step) in sigs
@@ -438,7 +550,6 @@ async def run_mode(mode: str, w: World, root: Path, server: FakeLLMServer) -> di
         records = {r.id: r for r in await memory.experience_records()}
         for probe, ids in zip(w.probes, answers, strict=True):
             got = [records[i] for i in ids]
-            right = signature(probe.working)
             top = got[0] if got else None
             t0 = time.perf_counter()
             traces = baseline.search(probe.query, probe.env)
@@ -450,19 +561,21 @@ async def run_mode(mode: str, w: World, root: Path, server: FakeLLMServer) -> di
                     "task": probe.task,
                     "category": probe.category,
                     "style": probe.style,
-                    "top1": top is not None and top.kind == "procedure" and top.step == right,
-                    "hit5": any(r.kind == "procedure" and r.step == right for r in got),
-                    "stale_top1": top is not None and _recommends(top, probe.superseded),
-                    "stale_any": any(_recommends(r, probe.superseded) for r in got),
+                    "superseded": bool(probe.superseded),
+                    "top1": top is not None and _right(top, probe, probe.working),
+                    "hit5": any(_right(r, probe, probe.working) for r in got),
+                    "stale_top1": top is not None and _recommends(top, probe.superseded, probe),
+                    "stale_any": any(_recommends(r, probe.superseded, probe) for r in got),
                     "inactive_returned": sum(r.status != "active" for r in got),
                     "results": len(got),
                     "top": f"{top.kind} {top.step}" if top is not None else "",
-                    "bm25_top1": names_cmd(first, probe.working),
-                    "bm25_hit5": any(names_cmd(t, probe.working) for t in traces),
-                    "bm25_stale_top1": any(names_cmd(first, s) for s in probe.superseded)
-                    and not names_cmd(first, probe.working),
+                    "bm25_top1": _in_trace(first, probe, probe.working),
+                    "bm25_hit5": any(_in_trace(t, probe, probe.working) for t in traces),
+                    "bm25_stale_top1": any(_in_trace(first, probe, s) for s in probe.superseded)
+                    and not _in_trace(first, probe, probe.working),
                     "bm25_stale_any": any(
-                        any(names_cmd(t, s) for s in probe.superseded) and not names_cmd(t, probe.working)
+                        any(_in_trace(t, probe, s) for s in probe.superseded)
+                        and not _in_trace(t, probe, probe.working)
                         for t in traces
                     ),
                 }
@@ -505,7 +618,7 @@ def summary(
     """Rates per category and overall for aiden and the baseline, worker cost, the record population."""
 
     def rates(subset: list[dict[str, Any]]) -> dict[str, Any]:
-        changed = [r for r in subset if r["category"] == "changed"]
+        changed = [r for r in subset if r["superseded"]]
         return {
             "probes": len(subset),
             "top1": _rate([r["top1"] for r in subset]),
@@ -526,10 +639,14 @@ def summary(
         "mode": mode,
         "episodes": len(w.scripts),
         "probes": len(rows),
-        "overall": rates([r for r in rows if r["category"] != "direct"]),
+        "overall": rates([r for r in rows if r["category"] in PROCEDURE_CATEGORIES]),
         "by_category": {c: rates([r for r in rows if r["category"] == c]) for c in CATEGORIES},
         "by_style": {
-            s: rates([r for r in rows if r["style"] == s and r["category"] != "direct"]) for s in STYLES
+            s: rates([r for r in rows if r["style"] == s and r["category"] in PROCEDURE_CATEGORIES])
+            for s in STYLES
+        },
+        "navigation_by_style": {
+            s: rates([r for r in rows if r["style"] == s and r["category"] == "navigation"]) for s in STYLES
         },
         "inactive_returned": sum(int(r["inactive_returned"]) for r in rows),
         "worker_ms_per_episode": worker_cost(learn_ms),
@@ -561,15 +678,16 @@ def _pct(value: float | None) -> str:
 def table(result: Mapping[str, Any]) -> str:
     """The Markdown table for BENCHMARKS.md: one row per (mode, system, category)."""
     lines = [
-        "| learner | system | probes | top-1 hit | hit@5 | stale top-1 (changed) | stale in top 5 (changed) | worker ms/episode (median / max) | query ms p50 |",
+        "| learner | system | probes | top-1 hit | hit@5 | stale top-1 (changed, moved) | stale in top 5 (changed, moved) | worker ms/episode (median / max) | query ms p50 |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for res in result["results"]:
         w = res["worker_ms_per_episode"]
         groups = [
-            ("all but direct", res["overall"]),
+            ("learned + changed", res["overall"]),
             *((f"{s} wording", res["by_style"][s]) for s in STYLES),
             *((c, res["by_category"][c]) for c in CATEGORIES),
+            *((f"navigation, {s} wording", res["navigation_by_style"][s]) for s in STYLES),
         ]
         for label, g in groups:
             lines.append(

@@ -23,13 +23,20 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 def test_world_has_the_scripted_shape() -> None:
     w = bx.world(2, 1)
-    # 7 base episodes + 3 repeats per environment; the second environment's build changes (+1, +1 repeat).
-    assert len(w.scripts) == 22
+    # 8 base episodes + 4 repeats per environment; the first environment's settings file moves (+1, +1
+    # repeat), the second environment's build changes (+1, +1 repeat).
+    assert len(w.scripts) == 28
     assert [s.env for s in w.scripts[:4]] == ["repo-acme", "repo-bolt", "repo-acme", "repo-bolt"]
-    assert sum(s.recall_first for s in w.scripts) == 8
-    assert len(w.probes) == 16
+    assert sum(s.recall_first for s in w.scripts) == 12
+    assert len(w.probes) == 20
     assert [p.category for p in w.probes].count("changed") == 2
     assert [p.category for p in w.probes].count("direct") == 4
+    assert [(p.env, p.working, p.superseded, p.kind) for p in w.probes if p.category == "navigation"] == [
+        ("repo-acme", "config/acme/redis.yaml", ("services/acme/conf/redis.yaml",), "navigation"),
+        ("repo-acme", "config/acme/redis.yaml", ("services/acme/conf/redis.yaml",), "navigation"),
+        ("repo-bolt", "config/redis.yml", (), "navigation"),
+        ("repo-bolt", "config/redis.yml", (), "navigation"),
+    ]
     (changed, _) = [p for p in w.probes if p.category == "changed"]
     assert (changed.env, changed.working, changed.superseded) == (
         "repo-bolt",
@@ -76,11 +83,20 @@ def test_fake_model_words_the_lesson_from_its_prompt() -> None:
 async def test_embedded_run_learns_the_expected_records(tmp_path: Path) -> None:
     result = await bx.main_async(2, 1, ["embedded"], tmp_path)
     (res,) = result["results"]
-    assert (res["mode"], res["episodes"], res["probes"], len(res["rows"])) == ("embedded", 22, 16, 16)
+    assert (res["mode"], res["episodes"], res["probes"], len(res["rows"])) == ("embedded", 28, 20, 20)
     # Per environment a failure and a procedure for build, service, tests and docs; the changed build adds
     # one of each and leaves the old procedure legacy. Lint and the build log, done at the first try with
-    # one step, teach a procedure each; deploy (no fix, no success) teaches nothing.
-    assert res["records"] == {"failure/active": 9, "procedure/active": 12, "procedure/legacy": 1}
+    # one step, teach a procedure each; deploy (no fix, no success) teaches nothing. The settings file
+    # found and then read is a navigation record per environment; where it moved, the old place is
+    # legacy and the new one active, and the failed read followed by the working `find` is a
+    # failure and a procedure.
+    assert res["records"] == {
+        "failure/active": 10,
+        "navigation/active": 2,
+        "navigation/legacy": 1,
+        "procedure/active": 13,
+        "procedure/legacy": 1,
+    }
     assert res["inactive_returned"] == 0
     assert (res["llm_calls"], res["llm_phrased_records"], res["learner"]) == (0, 0, None)
     changed = res["by_category"]["changed"]
@@ -88,7 +104,11 @@ async def test_embedded_run_learns_the_expected_records(tmp_path: Path) -> None:
     # A task done at the first try is recalled: its run's success was the direct evidence.
     assert res["by_category"]["direct"]["top1"] == 1.0
     assert res["by_category"]["direct"]["bm25_top1"] == 1.0
-    assert res["overall"]["bm25_top1"] == 0.75 and res["overall"]["bm25_hit5"] == 1.0
+    assert res["overall"]["bm25_top1"] == 0.833 and res["overall"]["bm25_hit5"] == 1.0
+    # The place a file moved from is never recalled; the baseline's older traces still show it.
+    moved = res["by_category"]["navigation"]
+    assert (moved["probes"], moved["stale_top1"], moved["stale_any"]) == (4, 0.0, 0.0)
+    assert moved["bm25_stale_any"] == 0.5
     # The top trace of the changed build is the one where the old step failed and the new one worked;
     # below it, the older traces still show the superseded step working.
     assert (changed["bm25_stale_top1"], changed["bm25_stale_any"]) == (0.0, 1.0)
@@ -96,22 +116,29 @@ async def test_embedded_run_learns_the_expected_records(tmp_path: Path) -> None:
     assert sorted(cost) == ["first", "first_quarter_median", "last_quarter_median", "max", "mean", "median"]
     assert cost["median"] > 0 and res["recall_ms_p50"] > 0
     table = bx.table(result).splitlines()
-    assert len(table) == 2 + 12
-    assert table[2].startswith("| embedded | recall_experience, all but direct | 12 |")
+    assert len(table) == 2 + 18
+    assert table[2].startswith("| embedded | recall_experience, learned + changed | 12 |")
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_llm_run_phrases_every_lesson_group_once(tmp_path: Path) -> None:
     result = await bx.main_async(2, 1, ["llm"], tmp_path)
     (res,) = result["results"]
-    # One call per (procedure, failures) group: build, service, tests, docs per environment, and the
-    # changed build; confirmations, the fix-less deploy and first-try procedures (nothing to contrast:
-    # their embedded text stays) cost none.
-    assert (res["mode"], res["llm_calls"], res["llm_phrased_records"]) == ("llm", 9, 18)
+    # One call per (procedure, failures) group: build, service, tests, docs per environment, the
+    # changed build and the moved settings file; confirmations, the fix-less deploy, first-try
+    # procedures (nothing to contrast: their embedded text stays) and navigation records (the place
+    # is the lesson) cost none.
+    assert (res["mode"], res["llm_calls"], res["llm_phrased_records"]) == ("llm", 10, 20)
     learner = res["learner"]
-    assert (learner["groups"], learner["calls"], learner["phrased"], learner["fallbacks"]) == (9, 9, 9, 0)
+    assert (learner["groups"], learner["calls"], learner["phrased"], learner["fallbacks"]) == (10, 10, 10, 0)
     assert learner["prompt_tokens"] > 0 and learner["first_error"] == ""
-    assert res["records"] == {"failure/active": 9, "procedure/active": 12, "procedure/legacy": 1}
+    assert res["records"] == {
+        "failure/active": 10,
+        "navigation/active": 2,
+        "navigation/legacy": 1,
+        "procedure/active": 13,
+        "procedure/legacy": 1,
+    }
     changed = res["by_category"]["changed"]
     assert (changed["top1"], changed["stale_top1"]) == (1.0, 0.0)
     assert res["inactive_returned"] == 0
