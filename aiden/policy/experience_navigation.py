@@ -227,11 +227,11 @@ def _fresh(episode: Episode, place: Place, expires_at: float | None) -> Experien
         kind="navigation",
         status="active",
         title=f"{place.name} is at {place.location}",
+        # Worded like a procedure's body: the environment and the episode are in their own fields.
         body=(
-            f"`{place.name}` is at `{place.location}`"
-            f"{f' in {env}' if env else ''}: `{place.lookup.step}` showed it and `{place.use.step}` "
-            f"used it successfully (episode {episode.id}), for '{episode.goal[:200]}'. A location seen "
-            "then: verify it against current observations before relying on it."
+            f"`{place.name}` is at `{place.location}`: `{place.lookup.step}` showed it and "
+            f"`{place.use.step}` used it, for '{episode.goal[:200]}'. Verify against current "
+            "observations before relying on it."
         ),
         environment=env,
         step=place.location,

@@ -84,9 +84,8 @@ def test_a_location_looked_up_then_used_is_a_navigation_record_citing_both() -> 
     )
     assert [(e.episode_id, e.seqs) for e in nav.evidence] == [("ep-1", (1, 2, 3, 4))]
     assert nav.body == (
-        f"`redis.yaml` is at `{CONF}` in {ENV}: `shell {GREP}` showed it and `shell cat {CONF}` used it "
-        "successfully (episode ep-1), for 'raise the acme redis timeout'. A location seen then: verify it "
-        "against current observations before relying on it."
+        f"`redis.yaml` is at `{CONF}`: `shell {GREP}` showed it and `shell cat {CONF}` used it, for "
+        "'raise the acme redis timeout'. Verify against current observations before relying on it."
     )
     # The other files the search listed were never used: no record says where they are.
     assert [r.kind for r in lessons.records] == ["navigation"]
