@@ -243,6 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
+    except BrokenPipeError:
+        # The reader went away (`aiden export ROOT | head`): stop quietly, and point stdout at
+        # /dev/null so the interpreter's final flush does not report the pipe again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except RootError as exc:
         print(f"aiden {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE

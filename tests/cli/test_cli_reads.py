@@ -10,6 +10,8 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -301,3 +303,23 @@ def test_doctor_names_who_holds_a_lock_and_skips_the_dry_run(
         "locks": {"session.lock": [], "compaction.lock": [os.getpid()]},
         "recovery_dry_run": None,
     }
+
+
+def test_export_into_a_closed_pipe_stops_quietly(root: Path) -> None:
+    # `aiden export ROOT | head -1`: the reader leaves after one line, the export finds the pipe closed.
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "aiden", "export", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    first = child.stdout.readline()
+    child.stdout.close()
+    with child.stderr:
+        err = child.stderr.read()
+    assert child.wait(timeout=60) == 1
+    assert err == b""
+    assert decode_event(first).seq == 1
+    assert len(b"".join(encode_event(e) for e in _stored(root)[1])) > 1 << 16  # more than a pipe buffer
