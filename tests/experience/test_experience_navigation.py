@@ -96,3 +96,36 @@ async def test_a_place_not_found_later_is_disputed_and_no_longer_recalled(tmp_pa
         await memory.begin_run("where are the acme cache settings", environment=ENV)
         assert await recall(memory, "where are the acme cache settings", kinds=["navigation"]) == []
         await memory.commit_run("not known")
+
+
+@pytest.mark.real_data
+def test_real_swe_agent_sessions_yield_only_the_files_they_found_and_then_opened(real_data: Path) -> None:
+    """Each recorded SWE-agent run, replayed as one episode: a navigation record is a file a search or
+    listing showed and the run then opened or edited; nothing else in those traces becomes one."""
+    import msgspec
+
+    from aiden.experience.tracker import EpisodeTracker
+    from aiden.policy.experience import learn
+    from tests.governance.swe_sessions import load_sessions
+
+    found: dict[str, list[str]] = {}
+    for session in load_sessions(real_data):
+        events = [msgspec.structs.replace(e, seq=i + 1) for i, e in enumerate(session.events)]
+        root = next(e for e in events if e.type == "user_input")
+        tracker = EpisodeTracker("swe")
+        tracker.begin(root, environment="swe", now=0.0)
+        # The recordings' other user messages open the task (demonstrations, instructions): no corrections.
+        tracker.note([e for e in events if e.seq > root.seq and e.type != "user_input"])
+        episode = tracker.finish("unknown", now=1.0)
+        assert episode is not None
+        found[session.name] = [r.title for r in learn(episode, []).records if r.kind == "navigation"]
+    assert found == {
+        "function-calling-simple": ["missing_colon.py is at tests/missing_colon.py"],  # find_file, then edit
+        "humanevalfix-python-0": ["main.py is at main.py"],  # ls -a, then open
+        "marshmallow-1867-function-calling": [
+            "fields.py is at src/marshmallow/fields.py",  # find_file in src, then open at a line
+            "setup.py is at setup.py",  # ls -F, then open
+        ],
+        "pydicom-1458": ["numpy_handler.py is at pydicom/pixel_data_handlers/numpy_handler.py"],
+        "test-repo-i1": ["missing_colon.py is at tests/missing_colon.py"],
+    }
