@@ -83,7 +83,8 @@ class FileLongTermKit:
     def fresh(self, config: Config | None = None) -> LongTermBackend:
         """A backend on a new root (its session directory made, as the session store does at open)."""
         layout = Layout(self._tmp / f"root-{next(self._count)}")
-        layout.session.mkdir(parents=True)
+        storage = Storage()
+        storage.mkdir(layout.session)
         return self._open(layout, config or Config())
 
     def twin(self, backend: LongTermBackend) -> LongTermBackend:
@@ -93,4 +94,5 @@ class FileLongTermKit:
     def new_session(self, backend: LongTermBackend) -> None:
         """Rotation moves ``session/`` (the running summary with it) into the archive."""
         layout, _ = self._of(backend)
-        running_summary_path(layout).unlink(missing_ok=True)
+        storage = Storage()
+        storage.unlink(running_summary_path(layout))
