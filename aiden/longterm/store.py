@@ -298,10 +298,13 @@ class LongTermMemoryStore:
 
     def _active_sync(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
         with self._lock:
-            rows = [e for e in self._load_index().entries
-                    if not e.expired(now) and (types is None or e.type in types)]
-            out = [self._entry(row.id, scan=True) for row in rows]
-            return [e for e in out if e is not None and not e.expired(now)]
+            return self._active(now, types)
+
+    def _active(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
+        rows = [e for e in self._load_index().entries
+                if not e.expired(now) and (types is None or e.type in types)]
+        out = [self._entry(row.id, scan=True) for row in rows]
+        return [e for e in out if e is not None and not e.expired(now)]
 
     def _get_sync(self, memory_id: str, now: float) -> MemoryEntry | None:
         with self._lock:
@@ -311,8 +314,10 @@ class LongTermMemoryStore:
             return self._entry(memory_id, scan=False)
 
     def _rebuild_profile_sync(self, now: float) -> bool:
-        text = render_profile(self._active_sync(now, None), now=now).encode("utf-8")
-        with self._lock:
+        # Read and write under the index lock: another process's save and rebuild landing
+        # between this read and this write would otherwise be overwritten by a stale profile.
+        with self._exclusive():
+            text = render_profile(self._active(now, None), now=now).encode("utf-8")
             self._rebuilds += 1
             if read_bytes(self.profile_path) == text:
                 return False
