@@ -45,6 +45,9 @@ ALLOWED: Final[dict[str, dict[str, str]]] = {
     "cli.py": {
         "tempfile.mkdtemp": "the demo's fresh root when none is given (nothing is in it yet)",
     },
+    "offload.py": {
+        "os.write": "frames to the helper process's stdin pipe (and, in the helper, to its stdout pipe): no file",
+    },
     "doctor.py": {
         "tempfile.TemporaryDirectory": "the recovery dry run's private copy of a root, outside any memory root",
         "os.mkdir": "the memory directory inside that throwaway copy",
