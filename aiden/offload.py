@@ -123,6 +123,8 @@ class _Child:
         self._state = threading.Lock()  # guards the job bookkeeping below (never held while waiting)
         self._queued: set[object] = set()
         self._busy: object | None = None
+        self._answered = False  # the current child answered a job
+        self._killed: subprocess.Popen[bytes] | None = None  # ended by abort(), not broken
         self._no_start_until = 0.0
         self.started = 0
         """How many children were started (tests check that one is reused)."""
@@ -130,17 +132,21 @@ class _Child:
     def call(self, name: str, payload: bytes, token: object) -> bytes:
         """Blocking: send one job, wait for its reply. Run in a worker thread."""
         with self._lock:
-            proc = self._ensure()
             with self._state:
                 if token not in self._queued:
                     raise OffloadUnavailable("the caller gave up before the job was sent")
                 self._queued.discard(token)
                 self._busy = token
             try:
+                proc = self._ensure()
                 assert proc.stdin is not None and proc.stdout is not None
                 _write_frame(proc.stdin.fileno(), _encoder.encode(Job(name, payload)))
                 reply = _reply_decoder.decode(_read_frame(proc.stdout.fileno()))
+                self._answered = True
             except (OSError, EOFError, ValueError, msgspec.DecodeError) as exc:
+                if not self._answered and self._killed is not self._proc:
+                    # A child that never answered will not answer the next job either.
+                    self._no_start_until = time.monotonic() + RETRY_AFTER_S
                 self._stop()
                 raise OffloadUnavailable(f"helper process lost: {exc}") from exc
             finally:
@@ -164,6 +170,7 @@ class _Child:
         with self._state:
             self._queued.discard(token)
             proc = self._proc if self._busy is token else None
+            self._killed = proc
         if proc is not None:
             proc.kill()
 
@@ -175,9 +182,12 @@ class _Child:
             self._stop()
         if time.monotonic() < self._no_start_until:
             raise OffloadUnavailable("the helper process could not be started recently")
-        if not sys.executable or getattr(sys, "frozen", False):
+        if not _is_python(sys.executable) or getattr(sys, "frozen", False):
+            # Embedded hosts (uWSGI, a frozen app) name their own binary here: never run that.
             self._no_start_until = float("inf")
-            raise OffloadUnavailable("no Python interpreter to start a helper process with")
+            raise OffloadUnavailable(
+                f"no Python interpreter to start a helper process with ({sys.executable!r})"
+            )
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.curdir for p in sys.path))
         try:
             self._proc = subprocess.Popen(
@@ -191,6 +201,7 @@ class _Child:
             self._no_start_until = time.monotonic() + RETRY_AFTER_S
             raise OffloadUnavailable(f"cannot start the helper process: {exc}") from exc
         self.started += 1
+        self._answered = False
         return self._proc
 
     def _stop(self) -> None:
@@ -207,9 +218,22 @@ class _Child:
             proc.wait()
 
     def close(self) -> None:
-        """End the child (at interpreter exit): its stdin closes, so it exits."""
-        with self._lock:
-            self._stop()
+        """End the child (at interpreter exit): its stdin closes, so it exits.
+
+        A job still running (its caller gave up) is not waited for long: the child is killed.
+        """
+        if self._lock.acquire(timeout=2.0):
+            try:
+                self._stop()
+            finally:
+                self._lock.release()
+        elif (proc := self._proc) is not None:
+            proc.kill()
+
+
+def _is_python(executable: str) -> bool:
+    name = os.path.basename(executable).lower()
+    return name.startswith(("python", "pypy"))
 
 
 _CHILD = _Child()

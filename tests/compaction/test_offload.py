@@ -141,6 +141,31 @@ async def test_without_an_interpreter_to_start_the_request_is_summarized_here(
     assert child.started == 0
 
 
+async def test_a_host_binary_that_is_no_python_is_never_started(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(offload.sys, "executable", "/usr/bin/uwsgi")  # an embedded host's own binary
+    with pytest.raises(offload.OffloadUnavailable, match="no Python interpreter"):
+        await offload.run_job("extractive", b"")
+    assert child.started == 0
+
+
+async def test_a_helper_that_never_answers_is_not_started_again_at_once(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    broken = tmp_path / "python3-broken"
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
+    monkeypatch.setattr(offload.sys, "executable", str(broken))
+    with pytest.raises(offload.OffloadUnavailable, match="helper process lost"):
+        await offload.run_job("extractive", b"")
+    with pytest.raises(offload.OffloadUnavailable, match="could not be started recently"):
+        await offload.run_job("extractive", b"")
+    assert child.started == 1
+    # The request itself is still summarized, here.
+    assert await ExtractiveSummarizer().summarize(BIG) == ExtractiveSummarizer().summarize_sync(BIG)
+
+
 async def test_a_helper_that_died_is_replaced_by_a_new_one(child: offload._Child) -> None:
     expected = ExtractiveSummarizer().summarize_sync(BIG)
     assert await ExtractiveSummarizer().summarize(BIG) == expected
