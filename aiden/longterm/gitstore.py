@@ -24,7 +24,7 @@ from dulwich.repo import Repo
 from aiden.errors import AidenError, DreamError, GitCorruptionError, VersionNotFoundError
 from aiden.longterm.files import ensure_dir
 from aiden.longterm.versions import Version, check_target, unique_match
-from aiden.storage.fs import Storage
+from aiden.storage.fs import Storage, refuse_symlinks_below
 
 __all__ = ["GitStore", "Version"]
 
@@ -61,6 +61,9 @@ class GitStore:
         self._lock = threading.Lock()
 
     def _open(self, *, create: bool) -> Repo | None:
+        # dulwich writes objects and refs with plain os calls, not through Storage: a symlink
+        # planted as .git, objects/, objects/pack/ or refs/ would take Dream's writes outside.
+        refuse_symlinks_below(self.git_dir)
         try:
             return Repo(str(self.git_dir))
         except NotGitRepository as exc:

@@ -22,7 +22,7 @@ import msgspec
 
 from aiden.errors import DurabilityError, StorageError
 
-__all__ = ["StagedFile", "StorageOp", "Storage", "TEMP_MARKER", "is_temp_name"]
+__all__ = ["StagedFile", "StorageOp", "Storage", "TEMP_MARKER", "is_temp_name", "refuse_symlinks_below"]
 
 # Every temp file aiden creates carries this marker, so recovery can find and
 # delete its own leftovers (and never anybody else's files).
@@ -93,8 +93,10 @@ class Storage:
         p = os.fspath(path)
         if flags & os.O_CREAT:
             self._guard("open", p)
-        if flags & _WRITE_FLAGS:
-            _refuse_symlinked_dirs("open", p)
+        if flags & _WRITE_FLAGS and _refuse_symlinked_dirs("open", p):
+            # A planted file symlink (events.jsonl -> a file outside) is not followed either:
+            # appends and lock-file creation open the final component itself.
+            flags |= os.O_NOFOLLOW
         try:
             fd = os.open(p, flags | os.O_CLOEXEC, mode)
         except OSError as exc:
@@ -280,9 +282,31 @@ class Storage:
             raise _error(kind, path, exc) from exc
 
 
-def _refuse_symlinked_dirs(kind: str, path: str) -> None:
+def refuse_symlinks_below(top: str | os.PathLike[str]) -> None:
+    """For a writer that cannot go through :class:`Storage` (dulwich below ``long_term/.git``).
+
+    Raises :class:`StorageError` (``ELOOP``) if ``top`` or a directory above it inside the
+    memory directory is a symlink, or if anything below ``top`` is one: such a writer would
+    follow it out of the root.
+    """
+    t = os.fspath(top)
+    _refuse_symlinked_dirs("write", os.path.join(t, "x"))
+    if os.path.islink(t):
+        raise StorageError(f"write below {t} refused: it is a symlink", errno=_errno.ELOOP)
+    for dirpath, dirnames, filenames in os.walk(t):
+        for name in (*dirnames, *filenames):
+            found = os.path.join(dirpath, name)
+            if os.path.islink(found):
+                raise StorageError(
+                    f"write below {t} refused: {found} is a symlink (planted inside the memory root)",
+                    errno=_errno.ELOOP,
+                )
+
+
+def _refuse_symlinked_dirs(kind: str, path: str) -> bool:
     """Raise :class:`StorageError` (``ELOOP``) if a directory component of ``path`` at or below the
-    memory directory (the shallowest component named ``memory``) is a symlink.
+    memory directory (the shallowest component named ``memory``) is a symlink; True if ``path``
+    lies inside a memory directory.
 
     The memory root is resolved (``realpath``) by :class:`~aiden.storage.layout.Layout`, so nothing
     above it is a symlink; one below it was planted and would redirect the write out of the root.
@@ -293,14 +317,14 @@ def _refuse_symlinked_dirs(kind: str, path: str) -> None:
     try:
         start = parts.index(MEMORY_DIR_NAME, 1)
     except ValueError:
-        return
+        return False
     cur = os.sep.join(parts[:start]) or os.sep
     for name in parts[start:-1]:
         cur = os.path.join(cur, name)
         try:
             st = os.lstat(cur)
         except FileNotFoundError:
-            return  # nothing exists from here down, so nothing can be a symlink (mkdir creates it)
+            return True  # nothing exists from here down, so nothing can be a symlink (mkdir creates it)
         except OSError as exc:
             raise _error(kind, path, exc) from exc
         if _stat.S_ISLNK(st.st_mode):
@@ -309,6 +333,7 @@ def _refuse_symlinked_dirs(kind: str, path: str) -> None:
                 "directory inside the memory root)",
                 errno=_errno.ELOOP,
             )
+    return True
 
 
 def _error(kind: str, path: str, exc: OSError) -> StorageError:

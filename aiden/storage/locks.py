@@ -35,7 +35,8 @@ class SessionLock:
     def _ensure_fd(self) -> int:
         if self._fd is None:
             try:
-                self._fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
+                # O_NOFOLLOW: a lock file replaced by a symlink is refused (ELOOP), not followed.
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
             except FileNotFoundError:
                 self._storage.mkdir(self._path.parent)
                 self._fd = self._storage.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)

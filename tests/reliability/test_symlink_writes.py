@@ -153,3 +153,45 @@ def test_storage_still_writes_below_a_real_memory_dir_and_outside_any(tmp_path: 
     storage.write_atomic(tmp_path / "alias" / "memory" / "b", b"y")
     assert (memory / "b").read_bytes() == b"y"
     storage.unlink(memory / "b")
+
+
+PLANTED = [
+    "memory/session/events.jsonl",  # appends opened the final component and followed it
+    "memory/session.lock",
+    "memory/long_term/.history.lock",
+    "memory/long_term/.git",  # dulwich writes packs and refs below .git without Storage
+    "memory/long_term/.git/objects",
+    "memory/long_term/.git/objects/pack",
+    "memory/long_term/.git/refs/heads",
+]
+
+
+@pytest.mark.parametrize("dangling", [False, True], ids=["to-a-copy", "dangling"])
+@pytest.mark.parametrize("rel", PLANTED)
+async def test_writes_never_follow_a_planted_file_or_git_symlink(
+    tmp_path: Path, rel: str, dangling: bool
+) -> None:
+    # [Reliability] finding 6, what was left: a file symlink (events.jsonl, a lock file) and a
+    # symlink anywhere in long_term/.git still took writes (appends, lock creation, Dream's
+    # commit objects and refs) out of the root.
+    root = tmp_path / "root"
+    root.mkdir()
+    rng = random.Random(6)
+    assert not await _exercise(root, "first", rng)
+    target = root / rel
+    assert target.exists(), f"{rel} was never created"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    moved = outside / target.name
+    if dangling:
+        (shutil.rmtree if target.is_dir() else os.unlink)(target)
+    else:
+        shutil.move(str(target), str(moved))
+    os.symlink(moved, target)
+    before = snapshot(outside)
+
+    await _exercise(root, "second", rng)
+
+    after = snapshot(outside)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"files created or changed outside the root through {rel}: {changed}"
