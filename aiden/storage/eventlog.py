@@ -59,6 +59,8 @@ class EventLog:
         # reopen or another process's compaction), read once per chunk.
         self._chunks_seen: set[str] = set()
         self._index_stat: tuple[int, int, int] | None = None
+        # The chunk index's last seq when it was last read: a floor for new seqs.
+        self._index_last_seq = 0
 
     def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
         """Durably store every request's events as one batch; the seqs of each request's events.
@@ -215,8 +217,10 @@ class EventLog:
             log.warning("events.jsonl: torn tail of %d bytes quarantined", len(result.torn_tail))
         self._end += result.complete_end
         self._learn_chunk_ids()
-        # Never reuse a seq of a lost (emptied, deleted, cut) hot window.
-        self._last_seq = max(self._last_seq, dedupe.read_high_water(self._layout))
+        # Never reuse a seq of a lost (emptied, deleted, cut) hot window, nor one a committed
+        # chunk holds: the high-water mark alone may be damaged or lower (a flipped digit gave
+        # seq 2 again while a chunk held 2..58).
+        self._last_seq = max(self._last_seq, dedupe.read_high_water(self._layout), self._index_last_seq)
         if self._last_seq == 0:
             self._last_seq = self._floor_seq()
         self._valid = True
@@ -231,6 +235,12 @@ class EventLog:
         if key is None or key == self._index_stat:
             return
         self._index_stat = key
+        try:
+            index = chunk_store.load_index(self._layout)
+        except AidenError:
+            index = None  # recovery rebuilds it; the files' own floor applies until then
+        if index is not None:
+            self._index_last_seq = max(self._index_last_seq, index.last_seq)
         found = dedupe.chunk_event_ids(self._layout, self._chunks_seen, self._config.dedupe_window)
         if not found:
             return
@@ -242,6 +252,7 @@ class EventLog:
         self._ids.clear()
         self._chunks_seen.clear()
         self._index_stat = None
+        self._index_last_seq = 0
 
     def _floor_seq(self) -> int:
         # An empty hot window continues after the newest committed chunk.

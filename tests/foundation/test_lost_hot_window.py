@@ -84,3 +84,22 @@ def test_lost_seqs_walks_gaps_kept_seqs_and_high_water() -> None:
     hot = [SessionEvent(type="user_input", seq=s) for s in (1, 21, 23)]
     assert lost_seqs(entries, hot, 24) == [5, 11, 22, 24]
     assert describe_ranges([1, 2, 3, 7, 9, 10]) == "1-3, 7, 9-10"
+
+
+@pytest.mark.parametrize("damage", ["mark-lowered", "only-the-pinned-line-left"])
+async def test_a_damaged_mark_never_hands_out_a_seq_a_chunk_holds(tmp_path: Path, damage: str) -> None:
+    # [Reliability] finding 7: the chunk index was consulted only when nothing else named a
+    # seq, so a lowered mark (a flipped digit) or a hot window cut down to the pinned root
+    # input gave seq 2 again while the chunk held 2..last.
+    last, hot = await compacted_session(tmp_path)
+    layout = Layout(tmp_path)
+    mark = layout.session / "seq_high_water"
+    if damage == "mark-lowered":
+        mark.write_text("1\n")
+        layout.events.write_bytes(b"")
+    else:
+        os.unlink(mark)
+        layout.events.write_bytes(read_bytes(layout.events).splitlines(keepends=True)[0])
+    async with aiden.open_memory(tmp_path, config=SMALL) as memory:
+        nxt = await memory.append(SessionEvent(type="user_input", content="after the loss"))
+    assert hot[0] == 1 and nxt.seq == last + 1
