@@ -171,6 +171,11 @@ class LongTermMemoryStore:
             return self._index
         data = read_bytes(self.index_path) if stamp is not None else b""
         try:
+            if not data and self._has_entry_files():
+                # Every write of index.yaml leaves at least its header: a missing or empty
+                # one beside entry files was lost (deleted, emptied), and an empty index
+                # would hide every saved memory for good.
+                raise CorruptionError("index.yaml is missing or empty although memories/ holds entries")
             index = parse_index_yaml(data) if data else LongTermIndex()
             rebuilt = False
         except CorruptionError as exc:
@@ -179,6 +184,13 @@ class LongTermMemoryStore:
             rebuilt = True
         self._index, self._index_stamp, self._index_rebuilt = index, stamp, rebuilt
         return index
+
+    def _has_entry_files(self) -> bool:
+        try:
+            with os.scandir(self.memories_dir) as found:
+                return any(e.name.endswith(".md") for e in found)
+        except OSError:
+            return False
 
     def _rebuild_index(self) -> LongTermIndex:
         try:
@@ -250,20 +262,23 @@ class LongTermMemoryStore:
         path = self.entry_path(entry.id)
         with self._exclusive():
             self._ensure_dirs()
-            previous = read_bytes(path) if path.exists() else None
-            self._storage.write_atomic(path, render_entry_md(entry).encode("utf-8"))
-            self._cache.discard(entry.id)
+            # Read before the entry file lands: a first save would otherwise look like an
+            # index lost beside its entry files.
             index = self._load_index()
+            previous = read_bytes(path) if path.exists() else None
             row = IndexEntry(id=entry.id, type=entry.type, title=entry.title,
                              created_at=entry.created_at, expires_at=entry.expires_at)
             rest = tuple(e for e in index.entries if e.id != entry.id)
             new = LongTermIndex(entries=(*rest, row))
             try:
+                # The entry's replace may land before its directory fsync fails: undone too.
+                self._storage.write_atomic(path, render_entry_md(entry).encode("utf-8"))
+                self._cache.discard(entry.id)
                 self._write_index(new)
             except BaseException:
                 # index.yaml is the commit point: a save the caller is told failed must leave
                 # nothing behind, neither a row (the replace may have landed before a failed
-                # directory fsync) nor an entry file a rebuild of a damaged index would adopt.
+                # directory fsync) nor an entry file a rebuild of a lost or damaged index would adopt.
                 self._undo_save(index, new, path, previous)
                 raise
 

@@ -24,6 +24,7 @@ from aiden.errors import CommitConflict, CorruptionError, InvalidIdError, Storag
 from aiden.events import SessionEvent, validate_id
 from aiden.storage import chunks as cs
 from aiden.storage.changes import FileChangeFeed
+from aiden.storage.displaced import displace_directories
 from aiden.storage.eventlog import EventLog
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes, scan
@@ -331,11 +332,14 @@ class FileSessionStore:
 
     def recover(self) -> RecoveryReport:
         """Idempotent recovery on open; holds both locks. See DESIGN section 4."""
+        # Before the locks: a directory standing where one of them goes would fail their open.
+        displaced = displace_directories(self.storage, self.layout, locks=True)
         self.compaction_lock.acquire(self.config.lock_timeout_s)
         try:
             self.events_lock.acquire(self.config.lock_timeout_s)
             try:
                 report = Recovery(self.layout, self.storage, self.config).run()
+                report = msgspec.structs.replace(report, unrecoverable=[*displaced, *report.unrecoverable])
                 record_recovery(self.storage, self.layout, report)
                 # Still under the events lock: the appender learns the hot window now, at open,
                 # not in the first append's batch (a backlog's whole log, read while appends wait).

@@ -13,6 +13,7 @@ from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
 import anyio
+import pytest
 
 from aiden.longterm import LongTermMemoryStore
 from aiden.storage.fs import Storage
@@ -29,8 +30,13 @@ def save_many(root: str, writer: str, start: EventType) -> None:
 
     async def run() -> None:
         for i in range(N):
-            await store.save(type="fact", title=f"{writer} {i}", content=f"{writer} fact {i}.",
-                             now=NOW + i, memory_id=f"{writer}-{i:03d}")
+            await store.save(
+                type="fact",
+                title=f"{writer} {i}",
+                content=f"{writer} fact {i}.",
+                now=NOW + i,
+                memory_id=f"{writer}-{i:03d}",
+            )
 
     start.wait()  # both processes save together, so their index rewrites race
     anyio.run(run)
@@ -106,3 +112,31 @@ def test_a_profile_rebuild_never_overwrites_a_newer_one_from_another_store(layou
     profile = (layout.long_term / "profile.md").read_text()
     assert "(mine)" in profile and "(theirs)" in profile
     assert storage.lock_was_free == [False]
+
+
+@pytest.mark.parametrize("damage", ["deleted", "emptied"])
+def test_a_lost_index_beside_entry_files_is_rebuilt_not_read_as_empty(layout: Layout, damage: str) -> None:
+    # A deleted or emptied index.yaml read as "no memories": every saved memory vanished from the
+    # profile and search, and the next save wrote an index holding only itself.
+    store = LongTermMemoryStore(layout, Storage())
+
+    async def save(i: int) -> None:
+        await store.save(type="fact", title=f"t{i}", content=f"fact {i}.", now=NOW + i, memory_id=f"m{i}")
+
+    for i in range(3):
+        anyio.run(save, i)
+    assert store.stats().problems == ()  # a first save into an empty store is no lost index
+    index = layout.long_term / "index.yaml"
+    if damage == "deleted":
+        index.unlink()
+    else:
+        index.write_bytes(b"")
+    reopened = LongTermMemoryStore(layout, Storage())
+    found = anyio.run(lambda: reopened.entries(now=NOW + 10))
+    assert [e.id for e in found] == ["m0", "m1", "m2"]
+    assert reopened.stats().problems == (
+        "index.yaml is missing or empty although memories/ holds entries; rebuilt the index from memories/",
+    )
+    anyio.run(lambda: reopened.save(type="fact", title="t3", content="fact 3.", now=NOW + 3, memory_id="m3"))
+    after = anyio.run(lambda: LongTermMemoryStore(layout, Storage()).entries(now=NOW + 10))
+    assert [e.id for e in after] == ["m0", "m1", "m2", "m3"]

@@ -6,6 +6,7 @@ reports it; the memory opens and keeps every event. (The recall database case is
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,66 @@ async def test_directory_where_index_yaml_goes_is_moved_aside(tmp_path: Path) ->
     (aside,) = [p for p in layout.chunks.iterdir() if p.name.startswith("index.yaml.displaced-")]
     assert (aside / "note.txt").read_text() == "not ours"
     assert layout.index.is_file()
+
+
+async def _populated(root: Path) -> None:
+    """Every file of the session and of long-term memory written at least once."""
+    async with aiden.open_memory(root, config=SMALL_MANUAL) as memory:
+        for n in range(12):
+            text = f"event {n}: the staging database port is {5400 + n}, we decided to keep it"
+            await memory.append(aiden.SessionEvent(type="user_input", role="user", content=text))
+        await memory.maintain(manual=True)
+        call = {"type": "preference", "title": "t", "content": "c"}
+        answer = await memory.handle_tool_call("save_memory", call)
+        assert "saved" in json.loads(answer)
+        await memory.checkpoint()
+        await memory.dream()
+
+
+PLACES = [
+    "session.lock",
+    "compaction.lock",
+    "session/events.jsonl",
+    "session/summary.md",
+    "session/running_summary.md",
+    "session/seq_high_water",
+    "long_term/index.yaml",
+    "long_term/history.jsonl",
+    "long_term/.cursor",
+    "long_term/.dream_cursor",
+    "long_term/MEMORY.md",
+    "long_term/.entries.lock",
+    "long_term/.summaries.lock",
+    "long_term/.dream.lock",
+    "long_term/sessions/*.md",
+]
+
+
+@pytest.mark.parametrize("rel", PLACES)
+async def test_a_directory_where_any_file_goes_is_moved_aside_and_the_memory_works(
+    tmp_path: Path, rel: str
+) -> None:
+    # [Reliability] finding 9: each of these failed every open (a foreign IsADirectoryError or a
+    # LockError), or every save / checkpoint / Dream for good.
+    await _populated(tmp_path)
+    memory_dir = Layout(tmp_path).memory
+    (path,) = memory_dir.glob(rel)
+    path.unlink()
+    path.mkdir()
+    (path / "note.txt").write_text("not ours")
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+        moved = [m for m in memory.recovery.unrecoverable if m.startswith("a directory stood where")]
+        assert len(moved) == 1
+        assert moved[0].startswith(
+            f"a directory stood where {path.relative_to(memory_dir)} goes; moved to {path.name}.displaced-"
+        )
+        assert (await memory.append(aiden.SessionEvent(type="user_input", content="after"))).seq > 0
+        call = {"type": "fact", "title": "u", "content": "d"}
+        answer = json.loads(await memory.handle_tool_call("save_memory", call))
+        assert "saved" in answer, answer
+        assert await memory.checkpoint() is not None
+        await memory.dream()
+        assert "**t**: c" in memory.long_term_layer  # the memory saved before is still shown
+    (aside,) = [p for p in path.parent.iterdir() if p.name.startswith(f"{path.name}.displaced-")]
+    assert (aside / "note.txt").read_text() == "not ours"
+    assert not path.is_dir()
