@@ -55,9 +55,6 @@ ALLOWED: Final[dict[str, dict[str, str]]] = {
         "os.link": "immutable chunk files linked into the copy (recovery only reads or unlinks them)",
         "shutil.copy2": "the other files copied into the copy",
     },
-    "offload.py": {
-        "os.write": "frames to the helper process over a pipe it owns (no file is written)",
-    },
     "testing/pgcluster.py": {
         "tempfile.mkdtemp": "a throwaway PostgreSQL cluster's data directory for tests, outside any memory root",
         "os.chown": "that directory handed to the non-root user the server runs as",
