@@ -122,9 +122,10 @@ class _Child:
         self._proc: subprocess.Popen[bytes] | None = None
         self._state = threading.Lock()  # guards the job bookkeeping below (never held while waiting)
         self._queued: set[object] = set()
-        self._busy: object | None = None
+        self._busy: object | None = None  # the job being sent or answered
+        self._running: subprocess.Popen[bytes] | None = None  # the child it was sent to
+        self._give_up = False  # its caller gave up: abort() ended that child, it is not broken
         self._answered = False  # the current child answered a job
-        self._killed: subprocess.Popen[bytes] | None = None  # ended by abort(), not broken
         self._no_start_until = 0.0
         self.started = 0
         """How many children were started (tests check that one is reused)."""
@@ -139,19 +140,23 @@ class _Child:
                 self._busy = token
             try:
                 proc = self._ensure()
+                with self._state:
+                    if self._give_up:
+                        raise OffloadUnavailable("the caller gave up before the job was sent")
+                    self._running = proc
                 assert proc.stdin is not None and proc.stdout is not None
                 _write_frame(proc.stdin.fileno(), _encoder.encode(Job(name, payload)))
                 reply = _reply_decoder.decode(_read_frame(proc.stdout.fileno()))
                 self._answered = True
             except (OSError, EOFError, ValueError, msgspec.DecodeError) as exc:
-                if not self._answered and self._killed is not self._proc:
+                if not self._answered and not self._give_up:
                     # A child that never answered will not answer the next job either.
                     self._no_start_until = time.monotonic() + RETRY_AFTER_S
                 self._stop()
                 raise OffloadUnavailable(f"helper process lost: {exc}") from exc
             finally:
                 with self._state:
-                    self._busy = None
+                    self._busy, self._running, self._give_up = None, None, False
         if isinstance(reply, JobFailed):
             raise OffloadUnavailable(f"{name} failed in the helper process: {reply.error}")
         return reply.result
@@ -169,8 +174,10 @@ class _Child:
         """
         with self._state:
             self._queued.discard(token)
-            proc = self._proc if self._busy is token else None
-            self._killed = proc
+            if self._busy is not token:
+                return
+            self._give_up = True
+            proc = self._running
         if proc is not None:
             proc.kill()
 

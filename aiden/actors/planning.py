@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -101,22 +101,15 @@ class Survey:
         self,
         event_count: int,
         index: ChunkIndex,
-        *,
-        planned: CompactionPlan | SkipCompaction | None = None,
-        events: Sequence[SessionEvent] = (),
+        cut: Callable[[], Awaitable[CompactionPlan | SkipCompaction]],
     ) -> None:
         self.event_count = event_count
         self.index = index
-        self._planned = planned
-        self._events = events
+        self._cut = cut
 
-    async def plan(
-        self, planner: Planner, target: int, calibration: TokenCalibration | None
-    ) -> CompactionPlan | SkipCompaction:
-        """The cut for ``target`` tokens (computed here unless the helper computed it already)."""
-        if self._planned is not None:
-            return self._planned
-        return await planner.plan_here(self._events, target, calibration)
+    async def plan(self) -> CompactionPlan | SkipCompaction:
+        """The cut for the target the survey was made for (computed here unless the helper did)."""
+        return await self._cut()
 
 
 class Planner:
@@ -149,11 +142,17 @@ class Planner:
             else:
                 done = _planned.decode(raw)
                 index = await anyio.to_thread.run_sync(self._store.load_index)
-                return Survey(done.event_count, index, planned=done.plan or done.skip)
-        snap = await anyio.to_thread.run_sync(self._store.snapshot)
-        return Survey(len(snap.events), snap.index, events=snap.events)
+                planned = done.plan or done.skip
+                assert planned is not None  # the helper sends exactly one of them
 
-    async def plan_here(
+                async def ready() -> CompactionPlan | SkipCompaction:
+                    return planned
+
+                return Survey(done.event_count, index, ready)
+        snap = await anyio.to_thread.run_sync(self._store.snapshot)
+        return Survey(len(snap.events), snap.index, lambda: self._plan_here(snap.events, target, calibration))
+
+    async def _plan_here(
         self, events: Sequence[SessionEvent], target: int, calibration: TokenCalibration | None
     ) -> CompactionPlan | SkipCompaction:
         """:func:`plan_compaction` in this process: inline for an ordinary window, else in a worker thread."""

@@ -296,8 +296,7 @@ class MaintenanceScheduler:
         if defers_for_cache(self._state, decision, config):
             self._note(DeferredForCache())
             return CompactionOutcome(compacted=False, reason="deferred_for_cache")
-        target = trigger_threshold_tokens(self._window, config)
-        plan = await snap.plan(self._planner, target, self._calibration())
+        plan = await snap.plan()
         if isinstance(plan, SkipCompaction):
             return CompactionOutcome(compacted=False, reason=plan.reason, note=plan.detail)
         if not plan.reaches_target and not plan.backlog_left and not self._warned_unreachable:

@@ -188,7 +188,7 @@ async def test_a_job_that_fails_in_the_helper_is_reported_and_the_helper_kept(ch
 
 
 def _wait_until_sent(child: offload._Child) -> None:
-    while child._busy is None:
+    while child._running is None:
         time.sleep(0.001)
 
 
@@ -197,7 +197,7 @@ async def test_a_caller_that_gives_up_ends_the_helper_busy_with_its_job(child: o
     async with anyio.create_task_group() as tg:
         tg.start_soon(offload.run_job, "must_keep", huge)
         await anyio.to_thread.run_sync(_wait_until_sent, child)
-        busy = child._proc
+        busy = child._running
         tg.cancel_scope.cancel()
     assert busy is not None
     assert busy.wait() != 0  # killed, not finished
@@ -219,7 +219,7 @@ async def test_a_large_hot_window_is_surveyed_by_the_helper_process(
         fill(store, 300)
         planner = Planner(store, config, CL100K)
         here = await planner.survey(2_000, None)
-        expected = await here.plan(planner, 2_000, None)
+        expected = await here.plan()
         assert here.event_count == 300
         assert isinstance(expected, CompactionPlan) and expected.backlog_left
 
@@ -233,7 +233,7 @@ async def test_a_large_hot_window_is_surveyed_by_the_helper_process(
         assert there.event_count == 300
         assert there.index == store.load_index()
         # The rest of the hot window is not sent back: nothing after planning reads it.
-        assert await there.plan(planner, 2_000, None) == msgspec.structs.replace(expected, retained=())
+        assert await there.plan() == msgspec.structs.replace(expected, retained=())
         assert child.started == 1
     finally:
         store.close()
