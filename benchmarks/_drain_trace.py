@@ -75,7 +75,9 @@ def _on_gc(phase: str, info: dict[str, int]) -> None:
         _gc_started.append(time.perf_counter())
     elif _gc_started:
         start = _gc_started.pop()
-        spans.append((f"gc.gen{info['generation']}", threading.current_thread().name, start, time.perf_counter()))
+        spans.append(
+            (f"gc.gen{info['generation']}", threading.current_thread().name, start, time.perf_counter())
+        )
 
 
 def install() -> None:
@@ -186,6 +188,11 @@ def stack_sampler(interval: float = 0.002) -> Iterator[None]:
 def report(appends: list[tuple[float, float]], worst: int = 5) -> str:
     """The timeline of the ``worst`` slowest appends ((call, ack) perf_counter pairs)."""
     out: list[str] = []
+    full = [t1 - t0 for kind, _, t0, t1 in spans if kind == "gc.gen2"]
+    if full:
+        out.append(
+            f"full garbage collections: {len(full)}, max {1e3 * max(full):.1f} ms, total {1e3 * sum(full):.1f} ms"
+        )
     batches = sorted((s for s in spans if s[0] == "append.batch"), key=lambda s: s[2])
     for call, ack in sorted(appends, key=lambda a: a[0] - a[1])[:worst]:
         out.append(f"\n=== append {1e3 * (ack - call):.1f} ms (call at {call:.3f})")
