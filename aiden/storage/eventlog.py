@@ -203,9 +203,12 @@ class EventLog:
             if event_id is not None:
                 self._remember(event_id, seq)
         for bad in result.bad_lines:
-            # Only reported here: recovery and the next compaction's trim quarantine
-            # it exactly once; copying it from the append path would repeat on every rescan.
-            log.error("events.jsonl: corrupt line at offset %d (quarantined at the next trim)", bad.offset)
+            # Only reported here: recovery, or the compaction trim whose range reaches it,
+            # quarantines it exactly once; copying it from the append path would repeat on every rescan.
+            log.error(
+                "events.jsonl: corrupt line at offset %d (quarantined by the trim that reaches it or at the next open)",
+                bad.offset,
+            )
         if result.torn_tail:
             repair_torn_tail(
                 self._storage,

@@ -12,7 +12,11 @@ order and a chunk covers nothing above its last seq, so only the lines up to
 the first one above it are read (by seq only) and filtered; the rest of the
 file is copied as bytes. A backlog drain trims once per bounded pass: reading
 every line of a 64k-event window each time was most of a pass's time in this
-process and held the GIL while appends waited.
+process and held the GIL while appends waited. So a corrupt line above the
+chunk waits for the trim whose range reaches it (or recovery at the next open)
+to be quarantined, and a line out of seq order (only an outside edit makes
+one) may outlive its compaction in the file: every reader leaves out what a
+chunk covers, and recovery removes it.
 """
 
 from __future__ import annotations
