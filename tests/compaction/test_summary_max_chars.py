@@ -35,7 +35,9 @@ async def test_summary_with_must_keep_facts_stays_within_summary_max_chars(tmp_p
     assert LIMIT - 30 < len(near_limit) <= LIMIT
     config = Config(summary_max_chars=LIMIT)
     summarizer = ScriptedSummarizer([near_limit] * 8)
-    async with aiden.open_memory(tmp_path, config=config, summarizer=summarizer, context_window=4096) as memory:
+    async with aiden.open_memory(
+        tmp_path, config=config, summarizer=summarizer, context_window=4096
+    ) as memory:
         await memory.append_many(_events())
         outcome = await memory.maintain(manual=True)
         assert outcome.compacted, outcome
@@ -48,7 +50,9 @@ async def test_summary_with_must_keep_facts_stays_within_summary_max_chars(tmp_p
 async def test_the_breadcrumb_of_a_failed_summarizer_stays_within_summary_max_chars(tmp_path: Path) -> None:
     config = Config(summary_max_chars=LIMIT, breadcrumb_max_chars=4 * LIMIT, failure_fallback="breadcrumb")
     summarizer = ScriptedSummarizer([SummarizerError("provider down")] * 8)
-    async with aiden.open_memory(tmp_path, config=config, summarizer=summarizer, context_window=4096) as memory:
+    async with aiden.open_memory(
+        tmp_path, config=config, summarizer=summarizer, context_window=4096
+    ) as memory:
         await memory.append_many(_events())
         outcome = await memory.maintain(manual=True)
         assert (outcome.compacted, outcome.degraded) == (True, True), outcome
