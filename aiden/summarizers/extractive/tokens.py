@@ -8,7 +8,9 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-_CJK_CHAR: Final = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
+_CJK_CHAR: Final = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\u3000-\u303f\uff00-\uffef]"
+)
 
 
 def _fallback_estimate(text: str) -> int:
