@@ -143,12 +143,14 @@ class Planner:
                 done = _planned.decode(raw)
                 index = await anyio.to_thread.run_sync(self._store.load_index)
                 planned = done.plan or done.skip
-                assert planned is not None  # the helper sends exactly one of them
+                # Under the compaction lock the index cannot move between the helper's read and
+                # ours; if it did (a survey without the lock), the cut is made here instead.
+                if planned is not None and done.index_last_seq == index.last_seq:
 
-                async def ready() -> CompactionPlan | SkipCompaction:
-                    return planned
+                    async def ready() -> CompactionPlan | SkipCompaction:
+                        return planned
 
-                return Survey(done.event_count, index, ready)
+                    return Survey(done.event_count, index, ready)
         snap = await anyio.to_thread.run_sync(self._store.snapshot)
         return Survey(len(snap.events), snap.index, lambda: self._plan_here(snap.events, target, calibration))
 

@@ -28,6 +28,7 @@ from aiden.actors.planning import Planner
 from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.policy import CL100K, CompactionPlan
+from aiden.storage.chunks import ChunkEntry, ChunkIndex, chunk_id_for
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.session import FileSessionStore
@@ -264,3 +265,30 @@ async def test_a_backlog_pass_reads_only_its_slice_in_this_process(
     assert snapshots == []  # the hot window was surveyed by the helper
     # The trim read the lines up to the chunk's last, the first one above it, and the last line.
     assert seqs.lines == chunk.last_seq + 2
+
+
+async def test_a_helper_survey_of_another_index_is_made_again_here(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The helper read the files at one moment and this process the index at another: if a
+    # commit came between (only possible without the compaction lock), its cut is not used.
+    config = Config(durability="none", max_pass_events=100)
+    store = FileSessionStore(Layout(tmp_path), Storage(), config)
+    try:
+        fill(store, 300)
+        moved = ChunkIndex(
+            chunks=[
+                ChunkEntry(
+                    chunk_id=chunk_id_for(1, 5), first_seq=1, last_seq=5, count=5, sha256="", summary="s"
+                )
+            ]
+        )
+        monkeypatch.setattr(planning, "OFFLOAD_BYTES", 1)
+        monkeypatch.setattr(store, "load_index", lambda: moved)
+        snapshots = _count(monkeypatch, store, "snapshot")
+        survey = await Planner(store, config, CL100K).survey(2_000, None)
+        assert snapshots == [1]  # surveyed again here, from this process's own snapshot
+        assert survey.event_count == 295  # against the index it read: seqs 1-5 are in the chunk
+        assert child.started == 1
+    finally:
+        store.close()
