@@ -260,12 +260,13 @@ class RecallPort:
     async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None) -> list[SessionEvent]:
         """The verbatim compacted events of one chunk (only ``seqs`` if given)."""
         validate_id(chunk_id, what="chunk id")
-        if seqs is not None and (
-            isinstance(seqs, str | bytes)
-            or not all(isinstance(q, int) and not isinstance(q, bool) for q in seqs)
-        ):
+        if isinstance(seqs, str | bytes):
             raise RecallError("seqs must be a list of int")
-        if seqs is not None and not all(0 <= q <= MAX_SEQ for q in seqs):
+        # Materialized once: a generator checked by all() would arrive empty.
+        wanted = list(seqs) if seqs is not None else None
+        if wanted is not None and not all(isinstance(q, int) and not isinstance(q, bool) for q in wanted):
+            raise RecallError("seqs must be a list of int")
+        if wanted is not None and not all(0 <= q <= MAX_SEQ for q in wanted):
             raise RecallError(f"seqs must be between 0 and {MAX_SEQ}")
-        request = RecallRehydrate(0, chunk_id, list(seqs) if seqs is not None else None)
+        request = RecallRehydrate(0, chunk_id, wanted)
         return (await self._ask(request, RecallEvents)).events

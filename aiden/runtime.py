@@ -170,8 +170,9 @@ async def open_memory(
     er_send, er_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
 
     writer_client: Client[WriterInbox, list[int]] = Client("session writer", w_send, Codec(WriterInbox))
+    # Small messages carrying caller arguments (record_usage), to a loop that a bad one would end.
     scheduler_client: Client[SchedulerInbox, SchedulerOutbox] = Client(
-        "maintenance scheduler", s_send, Codec(SchedulerInbox)
+        "maintenance scheduler", s_send, Codec(SchedulerInbox), validate=True
     )
     summarizer_client: Client[SummarizerInbox, SummarizerOutbox] = Client(
         "summarizer", z_send, Codec(SummarizerInbox), on_abandon=CancelSummarize

@@ -15,10 +15,11 @@ from typing import Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
+import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.errors import ClosedError
+from aiden.errors import AidenError, ClosedError
 from aiden.messages import Codec
 
 __all__ = ["Client", "Latest", "Waiter", "route_replies"]
@@ -136,8 +137,10 @@ class Client(Generic[Req, V]):
         codec: Codec[Req],
         *,
         on_abandon: Callable[[int], Req] | None = None,
+        validate: bool = False,
     ) -> None:
         self.name = name
+        self._validate = validate
         self._on_abandon = on_abandon
         self._send = send
         self._codec = codec
@@ -152,12 +155,31 @@ class Client(Generic[Req, V]):
         """A fresh request id."""
         return next(self._ids)
 
+    def _encode(self, message: Req) -> bytes:
+        """The message's bytes; what cannot be encoded (an int beyond 64 bits) is an AidenError.
+
+        Encoding checks no field type (a str where an int goes encodes fine). With
+        ``validate`` the message is also decoded here, so a caller's out-of-type
+        argument is refused in the caller: for an actor whose own loop would end on
+        it (the scheduler). Actors served by :func:`~aiden.actors.serve.serve`
+        answer an undecodable request with ``Failed`` instead, and large messages
+        built by aiden alone (events for the writer, the summarizer, long-term
+        memory) are not decoded twice.
+        """
+        try:
+            raw = self._codec.encode(message)
+            if self._validate:
+                self._codec.decode(raw)
+        except (msgspec.MsgspecError, OverflowError, TypeError, ValueError) as exc:
+            raise AidenError(f"invalid request to the {self.name}: {exc}") from None
+        return raw
+
     async def cast(self, message: Req) -> None:
         """Send without waiting for a reply (the inbox bound still applies back-pressure)."""
         if self._closed:
             raise ClosedError(f"{self.name} is closed")
         try:
-            await self._send.send(self._codec.encode(message))
+            await self._send.send(self._encode(message))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             raise ClosedError(f"{self.name} is not running") from exc
 
@@ -168,7 +190,7 @@ class Client(Generic[Req, V]):
         # append's CPU. Back-pressure still applies when the inbox is full.
         if self._closed:
             raise ClosedError(f"{self.name} is closed")
-        raw = self._codec.encode(message)
+        raw = self._encode(message)
         try:
             try:
                 self._send.send_nowait(raw)
@@ -182,7 +204,7 @@ class Client(Generic[Req, V]):
         if self._closed:
             raise ClosedError(f"{self.name} is closed")
         try:
-            self._send.send_nowait(self._codec.encode(message))
+            self._send.send_nowait(self._encode(message))
         except anyio.WouldBlock:
             return False
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
+import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.errors import AidenError
@@ -50,7 +51,13 @@ async def serve(
     log = logging.getLogger(f"aiden.{name}")
     async with inbox, outbox:
         async for raw in inbox:
-            request = requests.decode(raw)
+            try:
+                request = requests.decode(raw)
+            except msgspec.ValidationError as exc:
+                # A caller's argument of the wrong type: answered, never the end of this actor
+                # (which would end the runtime's task group with it).
+                await _refuse(name, raw, exc, outbox, replies)
+                continue
             reply: Rep | Failed
             try:
                 reply = await handle(request)
@@ -66,3 +73,22 @@ async def serve(
                 )
                 reply = Failed(request.request_id, info)
             await outbox.send(replies.encode(reply))
+
+
+async def _refuse(
+    name: str,
+    raw: bytes,
+    exc: msgspec.ValidationError,
+    outbox: MemoryObjectSendStream[bytes],
+    replies: Codec[Rep | Failed],
+) -> None:
+    """Answer an undecodable request with ``Failed`` if its request id can be read, else log it."""
+    try:
+        fields = msgspec.msgpack.decode(raw)
+    except msgspec.DecodeError:
+        fields = None
+    rid = fields.get("request_id") if isinstance(fields, dict) else None
+    logging.getLogger(f"aiden.{name}").error("refused an undecodable request: %s", exc)
+    if isinstance(rid, int) and not isinstance(rid, bool):
+        info = ErrorInfo(kind="AidenError", message=f"invalid request to the {name}: {exc}")
+        await outbox.send(replies.encode(Failed(rid, info)))

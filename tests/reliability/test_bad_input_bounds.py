@@ -194,3 +194,34 @@ async def test_memory_read_event_and_rehydrate_bound_their_seqs(tmp_path: Path) 
             await memory.rehydrate("chunk_0000000001_0000000001", seqs=[2**70])
         first = await memory.read_event(1)
     assert first is not None and first.content == "hello"
+
+
+async def test_an_argument_of_the_wrong_type_is_refused_and_the_memory_keeps_working(tmp_path: Path) -> None:
+    # [Reliability] finding 8, what was left: a str where an actor expects an int encoded fine and
+    # failed only when the actor decoded it, which ended that actor and the runtime's task group
+    # (memory.dream_log("5"): every later call ClosedError); an int beyond 64 bits raised
+    # OverflowError out of the message encoder.
+    async with aiden.open_memory(tmp_path, config=CONFIG, summarizer=ScriptedSummarizer()) as memory:
+        calls: list[Callable[[], Any]] = [
+            lambda: memory.dream_log("5"),  # type: ignore[arg-type]
+            lambda: memory.dream_log(2**70),
+            lambda: memory.record_usage(prompt_tokens="5"),  # type: ignore[arg-type]
+            lambda: memory.record_usage(prompt_tokens=2**70),
+        ]
+        for call in calls:
+            with pytest.raises(aiden.AidenError, match=r"^invalid request to the "):
+                await call()
+        stored = await memory.append(SessionEvent(type="user_input", content="still working"))
+        assert stored.seq == 1
+        assert await memory.dream_log(5) == []
+        assert (await memory.maintain(manual=True)).reason != ""
+
+
+async def test_rehydrate_takes_any_iterable_of_seqs(tmp_path: Path) -> None:
+    # The seqs were checked with all() and then copied: a generator arrived empty.
+    async with aiden.open_memory(tmp_path / "root", config=CONFIG, summarizer=ScriptedSummarizer()) as memory:
+        chunk_id = await _compact_one_chunk(memory)
+        listed = await memory.rehydrate(chunk_id, seqs=[2, 3])
+        generated = await memory.rehydrate(chunk_id, seqs=(q for q in (2, 3)))
+    assert [e.seq for e in listed] == [2, 3]
+    assert generated == listed
