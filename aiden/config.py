@@ -262,6 +262,14 @@ _VALIDATING = _Reentry()
 
 def _inconsistencies(cfg: Config) -> list[str]:
     problems = []
+    for name, value in msgspec.structs.asdict(cfg).items():
+        # A lone surrogate (a YAML "\ud800" escape) is a str that no file or message can carry:
+        # every later write holding it (an episode's environment) would fail.
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                problems.append(f"{name} is not valid Unicode (a lone surrogate)")
     if cfg.session_new_gap_s < cfg.session_continue_gap_s:
         problems.append("session_new_gap_s must be >= session_continue_gap_s")
     window = cfg.context_window

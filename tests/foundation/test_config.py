@@ -49,6 +49,8 @@ def test_empty_file_gives_defaults_and_values_load(tmp_path: Path) -> None:
         ("base: &b {recall_max_results: 3}\n<<: *b\n", "merge keys (<<) are not allowed"),
         ("x: " + "[" * 3000 + "]" * 3000 + "\n", "invalid YAML: nested too deeply"),
         ("recall_max_results: " + "9" * 5000 + "\n", "invalid YAML: Exceeds the limit (4300 digits)"),
+        # A lone surrogate was accepted, then failed every episode written with it.
+        ('experience_environment: "\\ud800"\n', "experience_environment is not valid Unicode"),
     ],
 )
 def test_each_config_error_names_file_key_and_expectation(tmp_path: Path, text: str, message: str) -> None:
