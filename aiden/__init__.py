@@ -75,6 +75,7 @@ from aiden.storage.session import FileSessionStore
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,
+    Preparable,
     StructuredSummary,
     Summarizer,
     SummaryRequest,
@@ -143,6 +144,7 @@ __all__ = [
     "Outcome",
     "PendingChunks",
     "PostgresSessionStore",
+    "Preparable",
     "PreparedEvent",
     "PromptBuild",
     "PromptLayers",
@@ -180,8 +182,7 @@ __all__ = [
     "open_pool",
     "postgres_store_factory",
     "sync",
-    "usage_numbers",
-]
+    "usage_numbers",]
 
 
 # LiteLLMSummarizer lives in the one module allowed to import litellm (itself

@@ -55,7 +55,10 @@ class _MetaTooDeep(InvalidEventError, ValueError):
     """InvalidEventError for callers; a ValueError so msgspec turns it into a ValidationError on decode."""
 
 
-class SessionEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+# gc=False: a maintenance pass decodes thousands of events; tracked, they make full
+# collections due, which then walk the whole heap (litellm's 400k objects: 0.2-0.4 s,
+# an append stall). An event holds only JSON values, so it can never be part of a cycle.
+class SessionEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One event of a session.
 
     ``seq`` is assigned by the session writer: per session, gap-free and

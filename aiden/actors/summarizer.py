@@ -37,7 +37,7 @@ from aiden.messages import (
     error_info,
 )
 from aiden.policy.summarizer_deadline import CallTimes, after_success, after_timeout, deadline_s
-from aiden.summarizers.protocol import Summarizer, SummaryRequest, SummaryResult
+from aiden.summarizers.protocol import Preparable, Summarizer, SummaryRequest, SummaryResult
 
 __all__ = ["SummarizerActor", "SummarizerProxy"]
 
@@ -97,7 +97,16 @@ class SummarizerActor:
                         assert_never(msg)
 
     async def run_worker(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Summarize queued requests one at a time, until the work stream closes."""
+        """Summarize queued requests one at a time, until the work stream closes.
+
+        A :class:`~aiden.summarizers.protocol.Preparable` summarizer is prepared
+        first, so the memory's open waits for it rather than the first compaction.
+        """
+        if isinstance(self._summarizer, Preparable):
+            try:
+                await self._summarizer.prepare()
+            except AidenError as exc:  # the first call reports a broken setup as a failure, with its cause
+                log.warning("summarizer setup failed (the first call will retry it): %s", exc)
         task_status.started()
         async with self._work_recv, self._outbox:
             async for msg in self._work_recv:

@@ -18,6 +18,7 @@ __all__ = [
     "Decision",
     "DeadlineOwner",
     "ErrorResolution",
+    "Preparable",
     "Purpose",
     "StructuredSummary",
     "Summarizer",
@@ -105,4 +106,19 @@ class DeadlineOwner(Protocol):
 
     def owns_deadline(self) -> bool:
         """True when every call is already bounded: callers add no deadline of their own."""
+        ...
+
+
+@runtime_checkable
+class Preparable(Protocol):
+    """A summarizer with one-time setup that should not land on the hot path.
+
+    The summarizer actor awaits :meth:`prepare` while the memory opens: the
+    first compaction then does not pay it while the agent appends (importing
+    litellm holds the GIL for ~150 ms of pure Python, stalling every append
+    made meanwhile).
+    """
+
+    async def prepare(self) -> None:
+        """Do the setup; failing is allowed (logged), the first call then reports it."""
         ...

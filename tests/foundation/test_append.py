@@ -216,3 +216,11 @@ def test_two_processes_append_to_the_same_session(tmp_path: Path) -> None:
     assert sorted(acked) == list(range(1, 1201))
     assert [e.seq for e in events] == list(range(1, 1201))
     assert len({e.content for e in events}) == 1200
+
+
+def test_events_are_not_tracked_by_the_garbage_collector() -> None:
+    # A pass decodes thousands of events; untracked, they do not make full collections due.
+    import gc
+
+    event = SessionEvent(type="tool_result", content="ok", meta={"exit_code": 0, "paths": ["a", "b"]})
+    assert gc.is_tracked(event) is False

@@ -157,6 +157,16 @@ class LiteLLMSummarizer:
             breaker=self._breaker.state(_now_or_inf()),
         )
 
+    async def prepare(self) -> None:
+        """Import litellm now (a worker thread), while the memory opens, not in the first compaction.
+
+        Raises :class:`SummarizerUnavailable` when litellm cannot be imported.
+        """
+        try:
+            await anyio.to_thread.run_sync(_import_litellm, abandon_on_cancel=True)
+        except Exception as exc:  # a broken install may fail in any way at import
+            raise SummarizerUnavailable(f"litellm cannot be imported: {type(exc).__name__}: {exc}") from exc
+
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request`` with one (retried) chat completion; see the class docstring for failures."""
         self._counts.calls += 1
