@@ -89,13 +89,17 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """Most events one group commit writes."""
     lock_timeout_s: PositiveFloat = 180.0
     """How long an operation waits for a lock before raising LockError. Another process's pass holds
-    the compaction lock while its summarizer runs, so keep this above ``summarizer_timeout_s``."""
+    the compaction lock while its summarizer runs, so keep this above the summarizer's deadline:
+    ``summarizer_timeout_s``, stretched up to 4x for a provider observed to be slow. A pass that
+    times out waiting is logged and runs again at the next trigger; ``maintain()`` raises it."""
     dedupe_window: NonNegative = 65536
     """How many recent client event_ids the writer remembers beyond the hot window."""
 
     # --- summarizer ---------------------------------------------------------
     summarizer_timeout_s: PositiveFloat = 120.0
-    """Deadline of one summarizer call (set with anyio.fail_after at the call)."""
+    """Deadline of one summarizer call (set with anyio.fail_after at the call). The summarizer actor
+    stretches it for a provider observed to be slow: at least 3x the slowest of its last 8 calls,
+    doubled after each call it cut, at most 4x this value (aiden/policy/summarizer_deadline.py)."""
     summarizer_retries: NonNegative = 2
     """Retries on transient provider errors (LLM summarizer)."""
     summarizer_backoff_s: NonNegativeFloat = 1.0
