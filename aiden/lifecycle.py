@@ -21,7 +21,15 @@ import msgspec
 
 from aiden.boundary import BoundaryDecision, Classifier, decide_boundary
 from aiden.config import Config
-from aiden.context import PromptBuild, PromptLayers, build_messages, govern_events, is_pinned, trim_replay
+from aiden.context import (
+    PromptBuild,
+    PromptLayers,
+    build_messages,
+    fit_summary_layer,
+    govern_events,
+    is_pinned,
+    trim_replay,
+)
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.policy.tokens import TokenProfile, estimate_tokens
@@ -302,11 +310,11 @@ class Lifecycle:
                 estimate=m.estimate_text,
                 oversized_tokens=cfg.oversized_tool_tokens() // (4 if strict else 1),
             )
-        summary_text, trimmed = fit_summary(summary.strip(), cfg.summary_layer_tokens(), m.estimate_text)
+        layer = fit_summary_layer(summary.strip(), cfg.summary_layer_tokens(), m.estimate_text)
         built = build_messages(
             layers=call.layers,
             hot_window=governed.events if governed is not None else replay,
-            session_summary=summary_text,
+            session_summary=layer.text,
             long_term=m.long_term_layer if call.long_term is None else call.long_term,
             split_turn_context=split_ctx,
             split_before_seq=split_before,
@@ -315,24 +323,7 @@ class Lifecycle:
             estimate=m.estimate_text,
         )
         stubbed = len(governed.stubbed_seqs) if governed is not None else 0
-        return msgspec.structs.replace(built, stubbed=stubbed, summary_trimmed=trimmed)
-
-
-def fit_summary(text: str, budget: int, estimate: Any) -> tuple[str, bool]:
-    """``text`` cut at a line boundary to ``budget`` tokens for one prompt (summary.md is unchanged)."""
-    if estimate(text) <= budget:
-        return text, False
-    note = "(older summary lines omitted from this prompt: recall_session_chunks finds them)"
-    kept: list[str] = []
-    used = estimate(note)
-    for line in text.splitlines():
-        cost = estimate(line) + 1
-        if used + cost > budget:
-            break
-        kept.append(line)
-        used += cost
-    kept.append(note)
-    return "\n".join(kept), True
+        return msgspec.structs.replace(built, stubbed=stubbed, summary_trimmed=layer.trimmed)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ window that is never persisted, and the prompt assembly they feed:
   results replaced by :mod:`aiden.context.stubs`);
 * :mod:`aiden.context.prompt`: system layers and hot window as native chat
   messages;
+* :mod:`aiden.context.summary_fit`: the summary layer (summary.md) cut to its
+  share of the window by priority, for one prompt;
 * :mod:`aiden.context.usage`: provider usage and prompt-cache telemetry.
 
 Consolidation (chunk summaries) and long-term memory are elsewhere.
@@ -28,6 +30,13 @@ from aiden.context.prompt import (
 )
 from aiden.context.replay import trim_replay
 from aiden.context.stubs import STUB_PREFIX, render_stub, stub_seq
+from aiden.context.summary_fit import (
+    OMITTED_NOTE_PREFIX,
+    SummaryFit,
+    SummaryItem,
+    fit_summary_layer,
+    summary_items,
+)
 from aiden.context.turns import is_pinned
 from aiden.context.usage import (
     CacheShareTelemetry,
@@ -43,15 +52,19 @@ from aiden.context.usage import (
 __all__ = [
     "DEFAULT_MIN_SAVINGS_TOKENS",
     "MISSING_RESULT",
+    "OMITTED_NOTE_PREFIX",
     "STUB_PREFIX",
     "CacheShareTelemetry",
     "CompactionCacheShare",
     "PromptBuild",
     "PromptLayers",
     "ShareWindow",
+    "SummaryFit",
+    "SummaryItem",
     "build_messages",
     "cached_share",
     "events_to_messages",
+    "fit_summary_layer",
     "govern_events",
     "is_pinned",
     "messages_tokens",
@@ -59,6 +72,7 @@ __all__ = [
     "render_stub",
     "shared_prefix_tokens",
     "stub_seq",
+    "summary_items",
     "trim_replay",
     "usage_tokens",
     "validate_chat_sequence",

@@ -100,7 +100,9 @@ def _system_text(layers: PromptLayers, session_summary: str, long_term: str, *, 
     return "\n\n".join(p.strip() for p in parts if p and p.strip())
 
 
-def events_to_messages(events: Sequence[SessionEvent], *, split_turn_context: str = "", split_before_seq: int | None = None) -> tuple[list[Message], int]:
+def events_to_messages(
+    events: Sequence[SessionEvent], *, split_turn_context: str = "", split_before_seq: int | None = None
+) -> tuple[list[Message], int]:
     """Convert hot-window events to native chat messages; returns (messages, repairs).
 
     ``split_turn_context`` (the latest chunk's split-turn prefix summary) is

@@ -1,0 +1,324 @@
+"""The summary layer of one prompt, cut to its share of the window by priority (pure).
+
+summary.md (:mod:`aiden.storage.summary_md`) can outgrow the summary layer's
+budget (``summary_layer_percent`` of the window). Each prompt then carries a
+*fitted copy*; summary.md itself is unchanged. A cut at a position would keep
+whatever comes first — the rolling summary's long ``Commands:`` list — and
+drop the newest chunks, the part next to the hot window. This cut keeps what a
+person needs to resume and drops noise first:
+
+====  ==================================================================
+tier  lines (kept in this order)
+====  ==================================================================
+0     the rolling summary's Goal, Outcome, Decisions, Constraints,
+      Preferences, Errors, Failed approaches, Open thread, Facts, Must keep
+      and unlabelled lines
+1     the newest chunk, except its Tool results and Commands
+2     older chunks' Goal … Must keep, newest chunk first (not their Open
+      thread: a newer one supersedes it)
+3     older chunks' Open thread, Notes, Requests and unlabelled lines,
+      newest first; then the rolling summary's Notes and Requests
+4     Files lines of older chunks, newest first, the rolling summary's last
+5     Tool results, in the same order
+6     Commands, in the same order
+====  ==================================================================
+
+Within the rolling summary and within each chunk the sections take turns
+(every section's first item, then every section's second …), so no long
+section starves the others.
+
+The cut is a prefix of that order: a line is never dropped while a line after
+it in the order is kept, and an item (a bullet with its continuation lines) is
+kept or dropped whole. Headings, chunk markers and split-turn markers are kept
+exactly when something under them is. A last line says what was left out and
+that ``recall_session_chunks`` finds it; every other line of the result is a
+line of summary.md, in order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import msgspec
+
+from aiden.policy.tokens import estimate_tokens
+
+__all__ = ["OMITTED_NOTE_PREFIX", "SummaryFit", "SummaryItem", "fit_summary_layer", "summary_items"]
+
+OMITTED_NOTE_PREFIX: Final = "[Summary shortened for this prompt: left out "
+"""How the last line of a cut summary layer starts (the note saying what was left out)."""
+
+# Heading spellings (the embedded summarizer's, the LLM path's and seed 004's) -> section.
+_CANONICAL: Final[dict[str, str]] = {
+    "goal": "Goal",
+    "goals": "Goal",
+    "user goal": "Goal",
+    "outcome": "Outcome",
+    "decisions": "Decisions",
+    "constraints": "Constraints",
+    "constraint": "Constraints",
+    "preferences": "Preferences",
+    "user preferences": "Preferences",
+    "corrections": "Preferences",
+    "errors": "Errors",
+    "errors and resolutions": "Errors",
+    "failed approaches": "Failed approaches",
+    "failed": "Failed approaches",
+    "open thread": "Open thread",
+    "open threads": "Open thread",
+    "current state": "Open thread",
+    "facts": "Facts",
+    "project facts": "Facts",
+    "must keep": "Must keep",
+    "notes": "Notes",
+    "requests": "Requests",
+    "files": "Files",
+    "files touched": "Files",
+    "key files": "Files",
+    "tool results": "Tool results",
+    "commands": "Commands",
+    "working recipes": "Commands",
+    "recipes": "Commands",
+}
+# The order sections take turns in within one block: what a person needs to resume first (#19).
+_ORDER: Final = (
+    "Goal", "Outcome", "Decisions", "Constraints", "Preferences", "Errors", "Failed approaches",
+    "Open thread", "Facts", "Must keep", "Notes", "Requests", "other", "Files", "Tool results", "Commands",
+)  # fmt: skip
+_RANK: Final = {name: i for i, name in enumerate(_ORDER)}
+_NOISE_TIER: Final = {"Files": 4, "Tool results": 5, "Commands": 6}
+_LOW: Final = frozenset({"Open thread", "Notes", "Requests", "other"})
+_SPLIT_HEADING: Final = "turn context (split turn)"
+
+_MD_HEADING: Final = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
+_CHUNK: Final = re.compile(r"^[-*]\s+\*\*([\w-]+)\*\*(?:\s*\(degraded\))?$")
+_LABEL: Final = re.compile(r"^(?:\*\*)?([A-Za-z][A-Za-z ()]{0,40}?)(?:\*\*)?\s*:(?:\*\*)?\s*(.*)$")
+_BULLET: Final = re.compile(r"^(?:[-*•+]|\d{1,3}[.)])\s")
+_RULE: Final = re.compile(r"^-{3,}$")
+_SEQS: Final = re.compile(r"^chunk_(\d+)_(\d+)$")
+# Levels of the structural stack: markdown headings 1-6, then these.
+_CHUNK_LEVEL: Final = 7
+_SPLIT_LEVEL: Final = 8
+_SECTION_LEVEL: Final = 9
+
+
+class SummaryItem(msgspec.Struct, frozen=True):
+    """One content item of a summary text: kept or dropped whole."""
+
+    lines: tuple[int, ...]
+    """Indices (into ``text.splitlines()``) of the item's own lines: a bullet and its continuations."""
+    parents: tuple[int, ...]
+    """Indices of the lines it stands under (headings, chunk and split markers), kept with it."""
+    section: str
+    """Canonical section name (``"other"`` for an unlabelled line)."""
+    chunk: str
+    """The chunk id it belongs to (``""`` outside Recent Chunks)."""
+    rank: tuple[int, ...]
+    """Sort key: lower is kept first; ties never occur (the last element is the line index)."""
+
+
+class SummaryFit(msgspec.Struct, frozen=True):
+    """A summary layer fitted to a budget."""
+
+    text: str
+    trimmed: bool
+    """Something was left out for this prompt (summary.md is unchanged)."""
+    omitted_lines: int = 0
+    """Content lines left out."""
+
+
+class _Parse:
+    """Line-by-line reader of one summary text (the state it carries between lines)."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.lines = lines
+        self.stack: list[tuple[int, int]] = []  # (level, line index) of the open structural lines
+        self.chunk = ""
+        self.chunks: list[str] = []
+        self.recent = False  # inside "## Recent Chunks"
+        self.section = "other"
+        self.raw: list[tuple[list[int], tuple[int, ...], str, str]] = []
+        self.bullet_indent = -1  # indent of the last bullet: deeper plain lines continue it
+
+    def push(self, level: int, index: int) -> None:
+        while self.stack and self.stack[-1][0] >= level:
+            self.stack.pop()
+        self.stack.append((level, index))
+
+    def add(self, index: int, section: str) -> None:
+        self.raw.append(([index], tuple(i for _, i in self.stack), section, self.chunk))
+
+    def line(self, index: int) -> None:
+        text = self.lines[index]
+        stripped = text.strip()
+        if not stripped:
+            return
+        indent = len(text) - len(text.lstrip())
+        bullet = _BULLET.match(stripped) is not None
+        if not bullet and self.raw and 0 <= self.bullet_indent < indent and self.raw[-1][0][-1] == index - 1:
+            self.raw[-1][0].append(index)  # a continuation line of the bullet above: one item
+            return
+        self.bullet_indent = indent if bullet else -1
+        if not self._structure(index, stripped, indent, bullet):
+            self.add(index, self.section)
+
+    def _structure(self, index: int, stripped: str, indent: int, bullet: bool) -> bool:
+        """Handle ``stripped`` if it is a heading, marker or labelled line; False for a plain item."""
+        heading = None if bullet else _MD_HEADING.match(stripped)
+        label = None if bullet or heading else _LABEL.match(stripped)
+        name = (heading.group(2) if heading else label.group(1) if label else "").strip("*: ").casefold()
+        chunk = _CHUNK.match(stripped) if bullet and self.recent else None
+        if chunk is not None:
+            self.chunk = chunk.group(1)
+            self.chunks.append(self.chunk)
+            self._open(_CHUNK_LEVEL, index)
+        elif heading is not None and name not in _CANONICAL and indent == 0:
+            # summary.md's own skeleton (or a custom text's top-level headings).
+            self._open(len(heading.group(1)), index)
+            self.recent = name == "recent chunks" or (self.recent and len(heading.group(1)) > 2)
+            self.chunk = self.chunk if len(heading.group(1)) > 2 else ""
+        elif _RULE.match(stripped) or (label is not None and name == _SPLIT_HEADING and not label.group(2)):
+            # "---" then "Turn Context (split turn):": one marker of two lines.
+            if self.stack and self.stack[-1][0] == _SPLIT_LEVEL and self._nothing_since(self.stack[-1][1]):
+                self.stack.append((_SPLIT_LEVEL, index))
+            else:
+                self._open(_SPLIT_LEVEL, index)
+        elif heading is not None or (label is not None and name in _CANONICAL):
+            self.section = _CANONICAL.get(name, "other")
+            rest = label.group(2) if label is not None else ""
+            while self.stack and self.stack[-1][0] >= _SECTION_LEVEL:
+                self.stack.pop()
+            if rest:
+                self.add(index, self.section)  # "Files: a, b": an item, and the heading of what follows
+            self.stack.append((_SECTION_LEVEL, index))
+            return True
+        else:
+            return False
+        return True
+
+    def _open(self, level: int, index: int) -> None:
+        self.push(level, index)
+        self.section = "other"
+
+    def _nothing_since(self, start: int) -> bool:
+        return not self.raw or self.raw[-1][0][-1] < start
+
+
+def _tier(age: int, in_chunk: bool, section: str) -> int:
+    """The tier of a line (see the module docstring); ``age`` 0 is the newest chunk."""
+    if in_chunk and age == 0 and section not in ("Tool results", "Commands"):
+        return 1  # what the agent was working on right before the hot window, with its files
+    if section in _NOISE_TIER:
+        return _NOISE_TIER[section]
+    if not in_chunk:
+        return 3 if section in ("Notes", "Requests") else 0
+    return 3 if section in _LOW else 2
+
+
+def summary_items(text: str) -> list[SummaryItem]:
+    """The content items of ``text`` with their priority (:attr:`SummaryItem.rank`)."""
+    parse = _Parse(text.splitlines())
+    for index in range(len(parse.lines)):
+        parse.line(index)
+    age_of = {cid: age for age, cid in enumerate(reversed(parse.chunks))}
+    labelled = {lines[0] for lines, _, _, _ in parse.raw}  # "Files: a, b" heads the lines below it
+    turns: dict[tuple[str, str, int], int] = {}
+    items = []
+    for lines, parents, section, chunk in parse.raw:
+        # The rolling summary is older than every chunk: last within a tier it shares with them.
+        age = age_of[chunk] if chunk else len(parse.chunks)
+        # Sections take turns within one block (the rolling summary, a chunk's own part or its
+        # split-turn part); a labelled line and the lines under it count as one section, in order,
+        # so a line never ranks before the labelled line it is kept with.
+        block = [p for p in parents if p not in labelled]
+        group = (chunk, section, block[-1] if block else -1)
+        turn = turns.get(group, 0)
+        turns[group] = turn + 1
+        rank = (_tier(age, bool(chunk), section), age, turn, _RANK[section], lines[0])
+        items.append(SummaryItem(tuple(lines), parents, section, chunk, rank))
+    return items
+
+
+def _render(lines: Sequence[str], keep: set[int]) -> list[str]:
+    out: list[str] = []
+    blank: str | None = None
+    for index, line in enumerate(lines):
+        if not line.strip():
+            blank = line if blank is None else blank
+        elif index in keep:
+            if blank is not None and out:
+                out.append(blank)  # one blank line where the kept lines had one or more between them
+            out.append(line)
+            blank = None
+    return out
+
+
+def _chunk_ranges(chunk_ids: Sequence[str]) -> str:
+    spans: list[list[int]] = []
+    names: list[str] = []
+    for cid in chunk_ids:
+        match = _SEQS.match(cid)
+        if match is None:
+            names.append(cid)
+        elif spans and int(match.group(1)) == spans[-1][1] + 1:
+            spans[-1][1] = int(match.group(2))
+        else:
+            spans.append([int(match.group(1)), int(match.group(2))])
+    parts = [f"seq {a}-{b}" for a, b in spans] + names
+    return ", ".join(parts)
+
+
+def _note(dropped: Sequence[SummaryItem], whole_chunks: Sequence[str]) -> str:
+    counts: dict[str, int] = {}
+    for item in dropped:
+        counts[item.section] = counts.get(item.section, 0) + len(item.lines)
+    # Least important first: the order the cut gave them up in.
+    names = [name for name in reversed(_ORDER) if name in counts]
+    listed = [f"{name} ({counts[name]}{' lines' if n == 0 else ''})" for n, name in enumerate(names)]
+    chunks = f"; the chunks for {_chunk_ranges(whole_chunks)} entirely" if whole_chunks else ""
+    return (
+        f"{OMITTED_NOTE_PREFIX}{', '.join(listed)}{chunks}. summary.md keeps them all; "
+        "recall_session_chunks finds them.]"
+    )
+
+
+def fit_summary_layer(text: str, budget: int, estimate: Callable[[str], int] = estimate_tokens) -> SummaryFit:
+    """``text`` (summary.md) cut to ``budget`` tokens for one prompt, by priority (see the module docstring).
+
+    Deterministic; the result's estimate is at most ``budget``; a text that
+    fits is returned unchanged (so the fit is idempotent). When not even the
+    note fits, the layer is empty.
+    """
+    if estimate(text) <= budget:
+        return SummaryFit(text, trimmed=False)
+    lines = text.splitlines()
+    items = sorted(summary_items(text), key=lambda item: item.rank)
+    chunk_of: dict[str, list[int]] = {}
+    for n, item in enumerate(items):
+        if item.chunk:
+            chunk_of.setdefault(item.chunk, []).append(n)
+    order = list(
+        dict.fromkeys(item.chunk for item in sorted(items, key=lambda it: it.lines[0]) if item.chunk)
+    )
+
+    def attempt(k: int) -> str:
+        keep: set[int] = set()
+        for item in items[:k]:
+            keep.update(item.lines)
+            keep.update(item.parents)
+        whole = [c for c in order if min(chunk_of[c]) >= k]
+        return "\n".join([*_render(lines, keep), _note(items[k:], whole)])
+
+    # Keeping more items never shortens the kept lines, though the note may shrink: the search
+    # returns the longest prefix it verified (a fit, never an overflow); none fits: an empty layer.
+    best, kept, lo, hi = "", 0, 0, len(items) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        trial = attempt(mid)
+        if estimate(trial) <= budget:
+            best, kept, lo = trial, mid, mid + 1
+        else:
+            hi = mid - 1
+    return SummaryFit(best, trimmed=True, omitted_lines=sum(len(item.lines) for item in items[kept:]))

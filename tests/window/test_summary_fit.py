@@ -1,0 +1,311 @@
+"""[Window] The summary layer is cut by priority, not by position (#19): resume facts and the newest chunk stay."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import aiden
+from aiden import Config, SessionEvent
+from aiden.context import OMITTED_NOTE_PREFIX, SummaryItem, fit_summary_layer, summary_items
+from aiden.policy.tokens import estimate_tokens
+from aiden.storage.chunks import ChunkEntry, ChunkIndex
+from aiden.storage.summary_md import render_summary_md
+from aiden.testing import ScriptedSummarizer
+
+
+def entry(first: int, last: int, summary: str) -> ChunkEntry:
+    return ChunkEntry(
+        chunk_id=f"chunk_{first:010d}_{last:010d}",
+        first_seq=first,
+        last_seq=last,
+        count=last - first + 1,
+        sha256="0",
+        summary=summary,
+    )
+
+
+def summary_md(rolling: str, chunks: list[ChunkEntry]) -> str:
+    return render_summary_md(ChunkIndex(rolling_summary=rolling, chunks=chunks), chunks).strip()
+
+
+ROLLING = """Goal: migrate the gateway
+Decisions:
+- use the flag gw_v2 because a switch cannot be rolled back
+Open thread:
+- step 3
+Files: a.py, b.py
+Commands:
+- read_file(path=a.py)
+- read_file(path=b.py)
+Facts:
+- staging listens on port 8234"""
+OLDER = entry(
+    10,
+    19,
+    'Open thread:\n- step 4\nCommands:\n- read_file(path=c.py)\nTool results:\n- read_file: """mod."""',
+)
+NEWEST = entry(
+    20,
+    29,
+    "Errors:\n- ImportError: no AsyncPool → fixed: pin sqlalchemy==2.4.1\nCommands:\n- $ pytest -q"
+    "\n\n---\n\nTurn Context (split turn):\nOpen thread:\n- step 5",
+)
+TEXT = summary_md(ROLLING, [OLDER, NEWEST])
+
+
+def test_noise_goes_first_and_the_newest_chunk_stays() -> None:
+    # (the old cut kept the head: the rolling Commands stayed, the newest chunk went)
+    expected = """# Session History (compressed chunks)
+
+## Rolling Summary
+
+Goal: migrate the gateway
+Decisions:
+- use the flag gw_v2 because a switch cannot be rolled back
+Open thread:
+- step 3
+Files: a.py, b.py
+Facts:
+- staging listens on port 8234
+
+## Recent Chunks
+
+- **chunk_0000000010_0000000019**
+  Open thread:
+  - step 4
+
+- **chunk_0000000020_0000000029**
+  Errors:
+  - ImportError: no AsyncPool → fixed: pin sqlalchemy==2.4.1
+
+  ---
+
+  Turn Context (split turn):
+  Open thread:
+  - step 5
+[Summary shortened for this prompt: left out Commands (4 lines), Tool results (1). summary.md keeps them all; \
+recall_session_chunks finds them.]"""
+    fit = fit_summary_layer(TEXT, len(expected), len)
+    assert (fit.text, fit.trimmed, fit.omitted_lines) == (expected, True, 5)
+    assert fit_summary_layer(TEXT, len(TEXT), len).text == TEXT
+
+
+def test_a_tighter_budget_gives_up_whole_chunks_and_says_which() -> None:
+    expected = """# Session History (compressed chunks)
+
+## Rolling Summary
+
+Goal: migrate the gateway
+Decisions:
+- use the flag gw_v2 because a switch cannot be rolled back
+Open thread:
+- step 3
+Facts:
+- staging listens on port 8234
+[Summary shortened for this prompt: left out Commands (4 lines), Tool results (1), Files (1), Open thread (2), \
+Errors (1); the chunks for seq 10-29 entirely. summary.md keeps them all; recall_session_chunks finds them.]"""
+    assert fit_summary_layer(TEXT, 500, len).text == expected
+    only_note = fit_summary_layer(TEXT, 300, len)
+    assert only_note.text.startswith(
+        OMITTED_NOTE_PREFIX + "Commands (4 lines), Tool results (1), Files (1), Facts (1)"
+    )
+    assert only_note.omitted_lines == 13
+    assert fit_summary_layer(TEXT, 150, len) == fit_summary_layer(TEXT, 0, len)
+    assert fit_summary_layer(TEXT, 0, len).text == ""
+
+
+def test_older_chunks_keep_their_facts_before_their_open_thread() -> None:
+    older = entry(1, 9, "Open thread:\n- step 1\nDecisions:\n- keep the v1 schema because clients pin it")
+    newer = entry(10, 19, "Open thread:\n- step 2")
+    text = summary_md("", [older, newer])
+    items = sorted(summary_items(text), key=lambda item: item.rank)
+    ordered = [text.splitlines()[item.lines[0]].strip() for item in items]
+    assert ordered == ["- step 2", "- keep the v1 schema because clients pin it", "- step 1"]
+
+
+def test_a_bullet_and_its_continuation_lines_are_one_item() -> None:
+    long = "because " + "the old pool leaks connections under load " * 4
+    rolling = f"Decisions:\n- first line of a decision\n    {long}\n- {long}short one\nCommands:\n- ls"
+    text = summary_md(rolling, [])
+    (decision, short, command) = summary_items(text)
+    assert (decision.lines, short.lines, command.lines) == ((5, 6), (7,), (9,))
+    expected = (
+        "# Session History (compressed chunks)\n\n## Rolling Summary\n\nDecisions:\n"
+        f"- first line of a decision\n    {long}\n"
+        f"{OMITTED_NOTE_PREFIX}Commands (1 lines), Decisions (1). summary.md keeps them all; "
+        "recall_session_chunks finds them.]"
+    )
+    assert fit_summary_layer(text, len(expected), len).text == expected
+
+
+def test_sections_take_turns_so_a_long_list_cannot_starve_the_rest() -> None:
+    rolling = (
+        "Decisions:\n" + "\n".join(f"- decision {n}" for n in range(6)) + "\nOpen thread:\n- now at step 9"
+    )
+    items = sorted(summary_items(summary_md(rolling, [])), key=lambda item: item.rank)
+    lines = summary_md(rolling, []).splitlines()
+    assert [lines[item.lines[0]] for item in items[:3]] == ["- decision 0", "- now at step 9", "- decision 1"]
+
+
+# --- properties over generated summary.md texts ----------------------------------------
+
+_SECTIONS = [
+    "Goal", "Decisions", "Constraints", "Preferences", "Errors", "Failed approaches", "Open thread",
+    "Facts", "Must keep", "Notes", "Requests", "Files", "Tool results", "Commands",
+]  # fmt: skip
+_WORDS = st.lists(
+    st.sampled_from(["gateway", "pin", "step", "read_file(path=a.py)", "=", "2.4.1", "→"]), max_size=8
+)
+
+
+@st.composite
+def blocks(draw: st.DrawFn, tag: str) -> str:
+    out: list[str] = []
+    for n, section in enumerate(draw(st.lists(st.sampled_from(_SECTIONS), min_size=1, max_size=5))):
+        words = " ".join(draw(_WORDS))
+        if section in ("Goal", "Files"):
+            out.append(f"{section}: {tag}-{n} {words}")
+            continue
+        out.append(f"{section}:")
+        for m in range(draw(st.integers(1, 4))):
+            out.append(f"- {tag}-{n}-{m} {words}")
+            if draw(st.booleans()) and m == 0:
+                out.append(f"    {tag}-{n}-{m} continued")
+    return "\n".join(out)
+
+
+@st.composite
+def summaries(draw: st.DrawFn) -> str:
+    rolling = draw(blocks("r")) if draw(st.booleans()) else ""
+    chunks = []
+    for n in range(draw(st.integers(0, 4))):
+        text = draw(blocks(f"c{n}"))
+        if draw(st.booleans()):
+            text += "\n\n---\n\nTurn Context (split turn):\n" + draw(blocks(f"s{n}"))
+        chunks.append(entry(10 * n + 1, 10 * n + 10, text))
+    return summary_md(rolling, chunks)
+
+
+def kept_items(text: str, fitted: str) -> list[bool]:
+    """Per item of ``text`` (in rank order): is it in ``fitted``? (content lines are unique by their tags)"""
+    out_lines = set(fitted.splitlines())
+    lines = text.splitlines()
+    items = sorted(summary_items(text), key=lambda item: item.rank)
+    kept = []
+    for item in items:
+        present = [lines[i] in out_lines for i in item.lines]
+        assert len(set(present)) == 1, "an item was cut in the middle"
+        kept.append(present[0])
+    return kept
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=summaries(), share=st.floats(0.0, 1.2))
+def test_the_fit_is_a_prefix_of_the_priority_order_within_budget(text: str, share: float) -> None:
+    budget = int(estimate_tokens(text) * share)
+    fit = fit_summary_layer(text, budget)
+    assert estimate_tokens(fit.text) <= budget
+    assert fit.trimmed == (estimate_tokens(text) > budget)
+    assert fit_summary_layer(text, budget) == fit  # deterministic
+    assert fit_summary_layer(fit.text, budget).text == fit.text  # idempotent
+    if not fit.trimmed:
+        assert fit.text == text
+        return
+    out = fit.text.splitlines()
+    if out:
+        assert out[-1].startswith(OMITTED_NOTE_PREFIX)
+        out = out[:-1]
+    # Every other line is a line of summary.md, in order.
+    source = iter(text.splitlines())
+    assert all(any(line == candidate for candidate in source) for line in out)
+    # A higher-priority item is never dropped while a lower-priority one is kept.
+    kept = kept_items(text, "\n".join(out))
+    assert kept == sorted(kept, reverse=True)
+    assert fit.omitted_lines == sum(
+        len(item.lines)
+        for item, k in zip(sorted(summary_items(text), key=lambda i: i.rank), kept, strict=True)
+        if not k
+    )
+    # ... in the terms of #19: noise goes first, the rolling summary's resume facts last.
+    by_rank = sorted(summary_items(text), key=lambda i: i.rank)
+    kept_of = {item.lines[0]: k for item, k in zip(by_rank, kept, strict=True)}
+    items = summary_items(text)
+
+    def all_kept(test: Callable[[SummaryItem], bool]) -> bool:
+        return all(kept_of[i.lines[0]] for i in items if test(i))
+
+    def any_kept(test: Callable[[SummaryItem], bool]) -> bool:
+        return any(kept_of[i.lines[0]] for i in items if test(i))
+
+    newest = max((i.chunk for i in items if i.chunk), key=lambda c: int(c.split("_")[1]), default="")
+
+    def noise(i: SummaryItem) -> bool:  # the newest chunk's Files line is not noise
+        return i.section in ("Tool results", "Commands") or (i.section == "Files" and i.chunk != newest)
+
+    if any_kept(lambda i: i.section == "Commands"):
+        assert all_kept(lambda i: i.section != "Commands")
+    if any_kept(noise):
+        assert all_kept(lambda i: not noise(i))
+    if any_kept(lambda i: bool(i.chunk)):
+        assert all_kept(
+            lambda i: not i.chunk and not noise(i) and i.section not in ("Notes", "Requests", "Files")
+        )
+    if any_kept(lambda i: bool(i.chunk) and i.chunk != newest):
+        assert all_kept(lambda i: i.chunk == newest and not noise(i))
+    # Kept lines keep their section and chunk: their headings and markers came along.
+    before = {text.splitlines()[i.lines[0]]: (i.section, i.chunk) for i in summary_items(text)}
+    after = "\n".join(out)
+    assert {after.splitlines()[i.lines[0]]: (i.section, i.chunk) for i in summary_items(after)} == {
+        line: where for line, where in before.items() if line in set(out)
+    }
+
+
+# --- through Memory.build_messages ------------------------------------------------------
+
+
+def chunk_summary(n: int) -> str:
+    commands = "\n".join(f"- read_file(path=src/gateway/module_{n}_{m}.py)" for m in range(18))
+    return f"Open thread:\n- now at step {n}: check the queue handling\nCommands:\n{commands}"
+
+
+@pytest.mark.anyio
+async def test_the_prompt_keeps_every_open_thread_and_drops_the_oldest_commands(tmp_path: Path) -> None:
+    rng = random.Random(4)
+    cfg = Config(context_window=8000, durability="none")
+    # Every summarizer call (chunk, split-turn prefix, session summary) answers one numbered summary.
+    script = [chunk_summary(n) for n in range(1, 40)]
+    async with aiden.open_memory(tmp_path, config=cfg, summarizer=ScriptedSummarizer(script)) as memory:
+        for turn in range(6):
+            await memory.begin_run(f"turn {turn}: continue", now=1000.0 + turn)
+            for step in range(2):
+                cid = f"t{turn}s{step}"
+                await memory.append(
+                    SessionEvent(type="tool_call", tool_name="run", tool_call_id=cid, tool_args="{}")
+                )
+                words = " ".join(f"w{rng.randrange(1000)}" for _ in range(700))
+                await memory.append(SessionEvent(type="tool_result", tool_call_id=cid, content=words))
+            await memory.commit_run(f"turn {turn} done")
+            await memory.maintain(manual=True)
+        summary = await memory.summary_md()
+        built = await memory.build_messages()
+    assert estimate_tokens(summary) > cfg.summary_layer_tokens()
+    assert built.summary_trimmed
+    system = str(built.messages[0]["content"])
+    lines = summary.splitlines()
+    threads = [line for line in lines if "- now at step" in line]
+    assert len(threads) >= 6 and all(line in system for line in threads)
+    # A newer chunk's commands are kept before an older one's (the old cut kept the oldest only).
+    share: dict[str, list[bool]] = {}
+    for item in summary_items(summary):
+        if item.section == "Commands":
+            share.setdefault(item.chunk, []).append(lines[item.lines[0]] in system)
+    kept = [sum(flags) / len(flags) for flags in share.values()]  # oldest chunk first
+    assert len(kept) >= 3 and kept == sorted(kept) and kept[0] < 1.0 and kept[-1] == 1.0
+    dropped = sum(flags.count(False) for flags in share.values())
+    assert f"{OMITTED_NOTE_PREFIX}Commands ({dropped} lines)." in system
