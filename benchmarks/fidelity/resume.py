@@ -8,6 +8,13 @@ resuming gets is graded: the closed session's ``summary.md`` plus the
 ``PROJECT MEMORY`` block of the next session's first prompt. The pinned root
 input and the hot window are *not* part of it: they are gone after a restart.
 
+A line of ``summary.md`` is not necessarily in the model's context: each
+prompt cuts the summary layer to ``summary_layer_percent`` of the window. So
+the same checklist is graded a second time, *in prompt*: the summary layer as
+the session's last prompt before the rotation carried it, in place of the
+whole summary.md (the same PROJECT MEMORY block), so the two grades differ
+exactly by what the prompt's cut left out.
+
 The checklist asks what a person needs to resume (seed 001's "almost never
 compactable" list): the goal, each decision with its reason, the constraints,
 the user's preferences, the error met and its fix, the failed approach, the
@@ -353,6 +360,14 @@ class Resumed(msgspec.Struct, kw_only=True):
     summary_md: str
     project_memory: str
     graded: list[Graded]
+    graded_in_prompt: list[Graded]
+    """The checklist against the last prompt's summary layer (not all of summary.md) + PROJECT MEMORY."""
+    summary_layer: str
+    """The summary layer as the last prompt before the rotation carried it."""
+    summary_trimmed: bool
+    """That prompt cut the summary layer to its share of the window."""
+    cut_items: list[str]
+    """Checklist items summary.md answers alone and that prompt's summary layer alone does not."""
     lines: int
     """Content lines a person reads (summary.md + PROJECT MEMORY)."""
     request_copies: int
@@ -366,6 +381,22 @@ def project_memory_of(messages: Sequence[dict[str, object]]) -> str:
     text = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
     start = text.find("PROJECT MEMORY")
     return text[start:] if start >= 0 else ""
+
+
+_SUMMARY_TITLE = "# Session History (compressed chunks)"
+
+
+def summary_layer_of(messages: Sequence[dict[str, object]]) -> str:
+    """The session-summary layer of a prompt: in its first system message, from summary.md's title to PROJECT MEMORY.
+
+    (The split-turn context, a later system message, is the hot window's, not the summary layer's.)
+    """
+    text = str(messages[0].get("content") or "") if messages and messages[0].get("role") == "system" else ""
+    start = text.find(_SUMMARY_TITLE)
+    if start < 0:
+        return ""
+    end = text.find("PROJECT MEMORY", start)
+    return text[start:end] if end >= 0 else text[start:]
 
 
 async def drive(
@@ -391,10 +422,12 @@ async def drive(
                 await memory.maintain()
             compactions = memory.stats().compactions
             summary_md = await memory.summary_md()
+            last = await memory.build_messages(LAYERS)
             await memory.rotate()
             built = await memory.build_messages(LAYERS)
             block = project_memory_of(built.messages)
     lines = sections_of(summary_md, block)
+    layer = summary_layer_of(last.messages)
     copies = request_copies(turns, facts_text, lines)
     return Resumed(
         name=name,
@@ -402,6 +435,16 @@ async def drive(
         summary_md=summary_md,
         project_memory=block,
         graded=grade(items, lines),
+        graded_in_prompt=grade(items, sections_of(layer, block)),
+        summary_layer=layer,
+        summary_trimmed=last.summary_trimmed,
+        cut_items=[
+            whole.name
+            for whole, cut in zip(
+                grade(items, sections_of(summary_md, "")), grade(items, sections_of(layer, "")), strict=True
+            )
+            if whole.found and not cut.found
+        ],
         lines=len(lines),
         request_copies=len(copies),
         misfiled_requests=sum(section not in _REQUEST_SECTIONS for section in copies),
@@ -463,35 +506,67 @@ def run(
         if server is not None:
             server.close()
         results["runs"][label] = [msgspec.to_builtins(s) for s in sessions]
-        md.append(f"**{label}**\n\n" + report_table(sessions))
+        md.append(
+            f"**{label}** (each cell: summary.md / the last prompt's summary layer)\n\n"
+            + report_table(sessions)
+        )
     results["table"] = "\n\n".join(md)
     return results
 
 
+def _verdict(g: Graded) -> str:
+    return "yes" if g.found else ("misfiled" if g.misfiled else "no")
+
+
 def report_table(sessions: Sequence[Resumed]) -> str:
-    """Per checklist item: found / misfiled / missing per session."""
+    """Per checklist item: found / misfiled / missing per session, in summary.md and in the last prompt.
+
+    A cell reads ``summary.md verdict / in-prompt verdict``.
+    """
     names = list(dict.fromkeys(g.name for s in sessions for g in s.graded))
     headers = ["checklist item", *(f"{s.name} ({s.compactions} comp.)" for s in sessions), "found"]
     rows: list[list[Any]] = []
     for name in names:
         row: list[Any] = [name]
-        hits = total = 0
+        hits = in_prompt = total = 0
         for s in sessions:
             g = next((g for g in s.graded if g.name == name), None)
-            if g is None:
+            p = next((g for g in s.graded_in_prompt if g.name == name), None)
+            if g is None or p is None:
                 row.append("-")
                 continue
             total += 1
             hits += g.found
-            row.append("yes" if g.found else ("misfiled" if g.misfiled else "no"))
-        row.append(f"{hits}/{total}")
+            in_prompt += p.found
+            row.append(f"{_verdict(g)} / {_verdict(p)}")
+        row.append(f"{hits}/{total} / {in_prompt}/{total}")
         rows.append(row)
     all_graded = [g for s in sessions for g in s.graded]
+    all_in_prompt = [g for s in sessions for g in s.graded_in_prompt]
     rows.append(
         [
             "**all**",
-            *(f"{sum(g.found for g in s.graded)}/{len(s.graded)}" for s in sessions),
-            f"{sum(g.found for g in all_graded)}/{len(all_graded)}",
+            *(
+                f"{sum(g.found for g in s.graded)}/{len(s.graded)} / "
+                f"{sum(g.found for g in s.graded_in_prompt)}/{len(s.graded_in_prompt)}"
+                for s in sessions
+            ),
+            f"{sum(g.found for g in all_graded)}/{len(all_graded)} / "
+            f"{sum(g.found for g in all_in_prompt)}/{len(all_in_prompt)}",
+        ]
+    )
+    rows.append(
+        [
+            "summary layer cut in the last prompt",
+            *("yes" if s.summary_trimmed else "no" for s in sessions),
+            sum(s.summary_trimmed for s in sessions),
+        ]
+    )
+    rows.append(
+        [
+            "... items in summary.md that the cut layer lacks (no PROJECT MEMORY)",
+            *(", ".join(s.cut_items) or "none" for s in sessions),
+            sum(len(s.cut_items) for s in sessions),
         ]
     )
     rows.append(
