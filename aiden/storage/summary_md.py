@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from aiden.storage.chunks import ChunkEntry, ChunkIndex
 
 __all__ = [
@@ -48,15 +50,28 @@ def _indent(text: str) -> str:
 def render_entry(entry: ChunkEntry) -> str:
     """One ``- **chunk_id**`` entry with its indented summary."""
     flag = " (degraded)" if entry.degraded else ""
-    return f"- **{entry.chunk_id}**{flag}\n{_indent(entry.summary)}\n"
+    body = _indent(entry.summary)
+    return f"- **{entry.chunk_id}**{flag}\n{body}\n" if body else f"- **{entry.chunk_id}**{flag}\n"
 
 
 def render_summary_md(index: ChunkIndex, recent: Sequence[ChunkEntry]) -> str:
-    """The whole summary.md for ``index`` with ``recent`` as the Recent Chunks entries."""
+    """The whole summary.md for ``index`` with ``recent`` as the Recent Chunks entries.
+
+    A line a newer summary repeats or supersedes (the same command, an older
+    step of the same request as the open thread) is shown only at its newest
+    place (#19); the index, the archive and recall keep every line.
+    """
+    # Imported here, as in fold_into_rolling: the summarizers package is heavy.
+    from aiden.summarizers.extractive.supersede import prune_superseded
+
+    rolling, *summaries = prune_superseded([index.rolling_summary, *(e.summary for e in recent)])
     parts = ["# Session History (compressed chunks)\n", "## Rolling Summary\n"]
-    parts.append((index.rolling_summary.strip() + "\n") if index.rolling_summary.strip() else "")
+    parts.append((rolling.strip() + "\n") if rolling.strip() else "")
     parts.append("## Recent Chunks\n")
-    parts.extend(render_entry(e) for e in recent)
+    parts.extend(
+        render_entry(msgspec.structs.replace(e, summary=text) if text is not e.summary else e)
+        for e, text in zip(recent, summaries, strict=True)
+    )
     return "\n".join(p for p in parts if p)
 
 

@@ -103,10 +103,7 @@ Open thread:
 - Plan: Next I will run `make export` on staging.
 Files: billing/export.py, tests/test_export.py, requirements.txt
 Commands:
-- read_file(path=billing/export.py)
-- $ pytest -q tests/test_export.py
-Tool results:
-- read_file: 000 | SELECT * FROM invoices WHERE id = 0;"""
+- $ pytest -q tests/test_export.py"""
 
 
 def summarize(request: SummaryRequest, summarizer: ExtractiveSummarizer | None = None) -> str:
@@ -142,16 +139,15 @@ def test_history_keeps_every_must_keep_kind_verbatim() -> None:
         files_touched=("billing/export.py", "tests/test_export.py", "requirements.txt"),
         user_preferences=("Actually, I prefer semicolons as the delimiter.",),
         failed_approaches=("I tried streaming rows with a generator but it did not work with the ORM session.",),
-        working_recipes=("read_file(path=billing/export.py)", "$ pytest -q tests/test_export.py"),
+        working_recipes=("$ pytest -q tests/test_export.py",),
         facts=("Next I will run `make export` on staging.",),
     )
 
 
 def test_raw_tool_output_is_dropped() -> None:
     text = summarize(SummaryRequest(purpose="history", events=session()))
-    # Only the first line of the file read survives, as a tool note.
-    assert text.count("SELECT * FROM invoices") == 1
-    assert "id = 1;" not in text
+    # Not even the file's first line: numbered rows of a file read are content, not a finding (#19).
+    assert "SELECT * FROM invoices" not in text
     assert "import yaml" not in text  # traceback body: only the exception line is kept
     assert "Traceback" not in text
     assert "Hi!" not in text and "Sure." not in text and "Let me look at the code." not in text
@@ -412,10 +408,11 @@ def test_rolling_fold_deduplicates_and_is_stable() -> None:
     chunk = summarize(SummaryRequest(purpose="history", events=session()))
     rolling = f"[chunk_1]\n{chunk}\n[chunk_2]\n{chunk}"
     folded = summarize(_fold_request(rolling))
-    # A fold drops the chunks' tool-output first lines: they only helped while the chunk was recent.
-    assert EXPECTED_HISTORY.endswith("\nTool results:\n- read_file: 000 | SELECT * FROM invoices WHERE id = 0;")
-    assert folded == EXPECTED_HISTORY.split("\nTool results:", 1)[0]
+    assert folded == EXPECTED_HISTORY
     assert summarize(_fold_request(folded)) == folded
+    # A fold drops the chunks' tool-result lines: they only helped while the chunk was recent.
+    noted = f"{EXPECTED_HISTORY}\nTool results:\n- $ python count.py: 344"
+    assert summarize(_fold_request(f"[chunk_1]\n{noted}")) == EXPECTED_HISTORY
 
 
 def test_rolling_fold_keeps_load_bearing_lines_first_under_budget() -> None:

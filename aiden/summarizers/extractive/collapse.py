@@ -103,5 +103,16 @@ def collapse_requests(items: Sequence[_Item]) -> list[_Item]:
     return out
 
 
+def step_key(request: str) -> tuple[tuple[str, str], int] | None:
+    """``((request, word), number)`` of a numbered request ("..., step 23: ...", "steps 1\u20134; now at step 4"),
+    the same key :func:`collapse_requests` groups by; None for any other text."""
+    match = _STEP.match(request)
+    if match is None:
+        return None
+    word = match.group("word").casefold()
+    number = max(int(match.group("a")), int(match.group("b") or 0))
+    return (re.sub(r"\d+", "#", normalize(match.group("head"))), word), number
+
+
 def _latest_order(group: _Group) -> int:
     return group.latest.order if group.latest is not None else -1

@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
+import msgspec
+
 from aiden.summarizers.extractive.items import _R_ERROR_RESOLVED, _R_MINOR, _R_NOTE, Section, _Item
-from aiden.summarizers.mustkeep import clip, content_words, has_fact_tokens, key_tokens, looks_like_error_line
+from aiden.summarizers.extractive.noise import negates_error
+from aiden.summarizers.mustkeep import (
+    clip,
+    content_words,
+    has_fact_tokens,
+    key_tokens,
+    looks_like_error_line,
+)
 
 _RESOLUTION_CHARS: Final = 250
 _MAX_TOOL_NOTES: Final = 3
+_CITING: Final[frozenset[Section]] = frozenset({"decisions", "facts", "failed", "constraints"})
+
+
+class _ToolNote(msgspec.Struct, frozen=True):
+    """The first finding line of a successful tool result, kept only if it carries something (#19)."""
+
+    text: str  # "label: line"
+    values: frozenset[str]  # its distinctive values: ids, versions, numbers (no paths: Files has them)
+    alone: bool  # the whole output is that value ("344", "Python 3.11.4"): a fact by itself
 
 
 class _ErrorDraft:
@@ -43,6 +62,28 @@ _OVERLAP_STOP: Final = frozenset(
 )
 
 
+# What makes a sentence an error report rather than talk about errors (#19): it names the
+# error (an exception class, an errno-style code, an HTTP status, a non-zero exit, a signal).
+_ERROR_NAME: Final = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b|\bE[A-Z]{3,}\b")
+_CONCRETE_ERROR: Final = re.compile(
+    r"\b[A-Z]\w*(?:Error|Exception)\b|\bE[A-Z]{3,}\b|\b(?:HTTP|status)\s*[45]\d\d\b|\b[45]\d\d (?:error|response)\b"
+    r"|(?i:\bexit(?:ed)? (?:with )?(?:code|status) [1-9]|segfault|segmentation fault|\bpanic(?:ked)?\b|timed out"
+    r"|permission denied|connection refused|no such file|command not found|out of memory)"
+)
+# Intent, plans and hypotheses mention errors without reporting one ("to see if it fails").
+_INTENT: Final = re.compile(
+    r"\b(?:let's|let us|will|would|to see if|see whether|attempt(?:s|ing)? to|if it|whether|should|might|"
+    r"may|could|need to|going to|next step)\b",
+    re.IGNORECASE,
+)
+_CONDITIONAL: Final = re.compile(r"^\W*(?:if|when|whenever|in case|unless)\b", re.IGNORECASE)
+
+
+def is_intent(sentence: str) -> bool:
+    """True for a sentence of intent, plan or hypothesis ("Let's open the file that raises the error")."""
+    return _INTENT.search(sentence) is not None
+
+
 def _overlap_words(text: str) -> set[str]:
     # Words that identify an error ("ERESOLVE", "billing_rw", "password"), not
     # the vocabulary every error and fix shares.
@@ -61,7 +102,7 @@ class _Collector:
         self.last_user = ""
         self.last_plan = ""
         self.tool_error_count = 0
-        self.tool_notes: list[str] = []
+        self.tool_notes: list[_ToolNote] = []
         # Error group of the tool result just seen; the next message may resolve it.
         self.fresh_error_group: int | None = None
         self.commands_ok: list[str] = []
@@ -81,6 +122,27 @@ class _Collector:
         draft = _ErrorDraft(text, context, rank, order, order if group is None else group)
         self.errors.append(draft)
         return draft
+
+    def add_prose_error(self, item: str, *, speaker: str) -> bool:
+        """File a (clipped) sentence that reads as an error under Errors if it reports one; False if not.
+
+        Evidence, not the word (#19): no sentence that denies errors ("no
+        errors") or poses a condition ("If the script fails, ..."). The
+        user's report of what they saw is evidence; the agent's sentence must
+        also name the error (``ImportError``, ``ERESOLVE``, HTTP 502, a
+        non-zero exit), state it rather than plan or wonder about it, and not
+        restate an error this range already holds from the tool result.
+        """
+        if negates_error(item) or _CONDITIONAL.match(item):
+            return False
+        if speaker != "user":
+            if _CONCRETE_ERROR.search(item) is None or is_intent(item):
+                return False
+            names = _ERROR_NAME.findall(item)
+            if names and all(any(name in draft.text for draft in self.errors) for name in names):
+                return False
+        self.add_error(item, rank=_R_ERROR_RESOLVED)
+        return True
 
     def resolve(self, sentence: str) -> None:
         """Attach ``sentence`` to the error it resolves, or keep it as a self-contained error item.
@@ -118,11 +180,20 @@ class _Collector:
         for sibling in siblings:
             sibling.closed = True
 
+    def _cited(self) -> set[str]:
+        """The values load-bearing lines cite: those of decisions, facts, failed approaches, fixes."""
+        texts = [it.text for it in self.items if it.section in _CITING]
+        texts.extend(d.resolution for d in self.errors if d.resolution)
+        return {token for text in texts for token in key_tokens(text)}
+
     def finish(self) -> list[_Item]:
         items = list(self.items)
-        # Only the newest few first-lines of tool output: they help continuity, nothing else.
-        for note in self.tool_notes[-_MAX_TOOL_NOTES:]:
-            items.append(_Item("tool_notes", note, _R_NOTE, self.next_order()))
+        # A tool result's line is kept when it is a value by itself or one a decision or fix
+        # cites; a docstring, a search hit's path or a log line carries nothing (#19).
+        cited = self._cited() if any(not n.alone and n.values for n in self.tool_notes) else set()
+        notes = [n for n in self.tool_notes if n.alone or n.values & cited]
+        for note in notes[-_MAX_TOOL_NOTES:]:
+            items.append(_Item("tool_notes", note.text, _R_NOTE, self.next_order()))
         for draft in self.errors:
             text = draft.text if not draft.context else f"{draft.text} (from {draft.context})"
             items.append(_Item("errors", text, draft.rank, draft.order, draft.resolution))

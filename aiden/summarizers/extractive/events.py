@@ -7,14 +7,14 @@ from collections.abc import Sequence
 from typing import Final
 
 from aiden.events import SessionEvent
-from aiden.summarizers.extractive.collector import _Collector
+from aiden.summarizers.extractive.collector import _Collector, _ToolNote, is_intent
 from aiden.summarizers.extractive.items import (
     _R_DECISION,
-    _R_ERROR_RESOLVED,
     _R_FACT,
     _R_FAILED,
     _R_GOAL,
     _R_MINOR,
+    _R_NOTE,
     _R_REST,
     _R_USER,
     _TOOL_NOTE_CHARS,
@@ -22,8 +22,10 @@ from aiden.summarizers.extractive.items import (
 from aiden.summarizers.extractive.summary_text import _extract_summary_text
 from aiden.summarizers.extractive.tools import (
     _FILE_LINE,
+    _Call,
     _describe_call,
     _error_lines,
+    _finding,
     _first_meaningful_line,
     _is_error_result,
 )
@@ -40,6 +42,7 @@ from aiden.summarizers.mustkeep import (
 )
 
 _GOAL_CHARS: Final = 400
+_LABEL_CHARS: Final = 80
 _MAX_TOOL_ERRORS: Final = 24  # error lines taken from tool output per request
 _OUTCOME: Final = re.compile(
     r"\b(?:done|completed?|implemented|shipped|deployed|released|merged|finished|all tests pass(?:ed)?|"
@@ -54,8 +57,8 @@ class _EventWalker:
 
     def __init__(self, collector: _Collector) -> None:
         self.collector = collector
-        self.calls: dict[str, tuple[str, bool]] = {}
-        self.last_call: tuple[str, bool] | None = None
+        self.calls: dict[str, _Call] = {}
+        self.last_call: _Call | None = None
 
     def feed(self, event: SessionEvent) -> None:
         collector = self.collector
@@ -64,16 +67,17 @@ class _EventWalker:
         elif event.type in ("assistant_output", "role_output"):
             _extract_assistant(event, collector)
         elif event.type == "tool_call":
-            description, is_shell, paths = _describe_call(event)
-            self.last_call = (description, is_shell)
+            call = _describe_call(event)
+            self.last_call = call
             if event.tool_call_id:
-                self.calls[event.tool_call_id] = self.last_call
-            collector.add("commands", description, _R_REST)
-            for path in paths:
+                self.calls[event.tool_call_id] = call
+            if not call.read_only:
+                # A read-only call is no step to redo: its target is under Files (#19).
+                collector.add("commands", call.description, _R_REST)
+            for path in call.paths:
                 collector.add("files", path, _R_FACT)
         elif event.type == "tool_result":
-            call = self.calls.get(event.tool_call_id or "", self.last_call)
-            _extract_tool_result(event, call, collector)
+            _extract_tool_result(event, self.calls.get(event.tool_call_id or "", self.last_call), collector)
         elif event.type == "system_event":
             # Synthetic system events carry an earlier summary (a split-turn
             # prefix): its facts must survive this compaction too.
@@ -149,7 +153,8 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
         elif kind == "resolution":
             collector.resolve(sentence)
         elif kind == "error":
-            collector.add_error(item, rank=_R_ERROR_RESOLVED)
+            if not collector.add_prose_error(item, speaker="user") and has_fact_tokens(sentence):
+                collector.add("facts", item, _R_FACT)
         elif kind == "fact":
             collector.add("facts", item, _R_FACT)
         elif kind in ("request", "question"):
@@ -184,9 +189,12 @@ def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
         elif kind == "resolution":
             collector.resolve(sentence)
         elif kind == "error":
-            # "Let me check the error" is meander; keep only concrete errors.
-            if has_fact_tokens(sentence):
-                collector.add_error(item, rank=_R_ERROR_RESOLVED)
+            # "Let me check the error" is meander, "it raised an AttributeError" a restatement
+            # of the tool result's error: only a reported, named error is one (#19).
+            if not collector.add_prose_error(item, speaker="assistant") and has_fact_tokens(sentence):
+                # Filed where the must-keep check finds it, so it is not appended back as an error.
+                talk = is_intent(sentence)
+                collector.add("notes" if talk else "facts", item, _R_NOTE if talk else _R_FACT)
         elif kind == "constraint":
             # Assistant-stated rules are mostly restated user constraints or
             # meander; keep them apart so a fold never promotes them.
@@ -206,11 +214,12 @@ def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
     collector.last_plan = plan
 
 
-def _extract_tool_result(event: SessionEvent, call: tuple[str, bool] | None, collector: _Collector) -> None:
+def _extract_tool_result(event: SessionEvent, call: _Call | None, collector: _Collector) -> None:
     content = event.content
-    context = call[0] if call is not None else (event.tool_name or "")
-    lines = _error_lines(content, executed=call is not None and call[1])
+    context = call.description if call is not None else (event.tool_name or "")
+    executed = call is not None and call.shell
     reported = _is_error_result(event)
+    lines = _error_lines(content, executed=executed, reported=reported)
     if not lines and reported:
         first = _first_meaningful_line(content)
         lines = [(first or "(tool reported an error)", True)]
@@ -220,19 +229,20 @@ def _extract_tool_result(event: SessionEvent, call: tuple[str, bool] | None, col
             if collector.tool_error_count >= _MAX_TOOL_ERRORS:
                 break
             collector.tool_error_count += 1
-            # Lines that merely mention "error" (logs the agent read) rank
-            # below real failures.
+            # Lines that merely mention "error" (a failed result's headline) rank below real failures.
             rank = _R_MINOR if (strong or reported) else _R_REST
             collector.add_error(line, context=context, rank=rank, group=group)
         collector.fresh_error_group = group
         for match in _FILE_LINE.finditer(content):
             collector.add("files", match.group(1), _R_FACT)
-        if call is not None and call[1]:
-            collector.commands_failed.append((call[0], lines[0][0]))
+        if call is not None and call.shell:
+            collector.commands_failed.append((call.description, lines[0][0]))
         return
-    if call is not None and call[1]:
-        collector.commands_ok.append(call[0])
-    first = _first_meaningful_line(content)
-    if first:
-        label = event.tool_name or (call[0] if call else "tool")
-        collector.tool_notes.append(clip(f"{label}: {first}", _TOOL_NOTE_CHARS))
+    if call is not None and call.shell:
+        collector.commands_ok.append(call.description)
+    line, values, alone = _finding(content)
+    if line:
+        # A shell result is named by its command ("$ python repro.py: 344"), a tool's by the tool.
+        label = clip(call.description, _LABEL_CHARS) if executed and call is not None else None
+        label = label or event.tool_name or (call.description if call is not None else "tool")
+        collector.tool_notes.append(_ToolNote(clip(f"{label}: {line}", _TOOL_NOTE_CHARS), values, alone))

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 import msgspec
 
 from aiden.summarizers.extractive.collector import _Collector
 from aiden.summarizers.extractive.dedupe import _dedupe
 from aiden.summarizers.extractive.items import _R_FAILED, _R_REST, _Item, _line_of
+from aiden.summarizers.extractive.noise import command_targets, is_read_only_command
 from aiden.summarizers.extractive.summary_text import _extract_summary_text
+from aiden.summarizers.mustkeep import normalize
+
+_ROLLING_COMMANDS: Final = 5
+"""Commands the Rolling Summary keeps: the newest distinct ones (older ones are in the chunk archive)."""
 
 
 def summary_must_keep(text: str, *, max_items: int) -> list[str]:
@@ -45,3 +52,24 @@ def _keep_latest_open(items: list[_Item]) -> list[_Item]:
         elif item.text.startswith("User: "):
             out.append(msgspec.structs.replace(item, section="requests", text=item.text[6:], rank=_R_REST))
     return out
+
+
+def _newest_commands(items: list[_Item]) -> list[_Item]:
+    """``items`` with the rolling summary's commands cut to the newest few distinct ones (#19).
+
+    A command repeated in every chunk (``$ pytest tests/gateway -q``) is one
+    line, at its newest place; a read-only call whose targets are under Files
+    (``read_file(path=a.py)``, ``search(pattern=x)``) is none.
+    """
+    files = {normalize(it.text) for it in items if it.section == "files"}
+    latest: dict[str, _Item] = {}
+    for item in items:
+        if item.section != "commands":
+            continue
+        if is_read_only_command(item.text) and all(normalize(p) in files for p in command_targets(item.text)):
+            continue
+        key = normalize(item.text)
+        latest.pop(key, None)  # re-inserted: the dict's order is the order of last use
+        latest[key] = item
+    kept = {id(it) for it in list(latest.values())[-_ROLLING_COMMANDS:]}
+    return [it for it in items if it.section != "commands" or id(it) in kept]

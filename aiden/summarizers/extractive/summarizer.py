@@ -16,7 +16,7 @@ from aiden.summarizers.extractive.collapse import collapse_requests
 from aiden.summarizers.extractive.collector import _Collector
 from aiden.summarizers.extractive.dedupe import _dedupe, _with_absorbed
 from aiden.summarizers.extractive.events import _EventWalker
-from aiden.summarizers.extractive.fold import _keep_latest_open
+from aiden.summarizers.extractive.fold import _keep_latest_open, _newest_commands
 from aiden.summarizers.extractive.items import _R_NOTE, _R_OPEN, _TOOL_NOTE_CHARS, _Item
 from aiden.summarizers.extractive.render import _render_history, _structured_history
 from aiden.summarizers.extractive.session import (
@@ -133,7 +133,7 @@ class ExtractiveSummarizer:
     def _finish(self, request: SummaryRequest, collector: _Collector) -> SummaryResult:
         budget = self._budget(request)
         if request.purpose == "rolling_fold":
-            folded = [it for it in collector.finish() if it.section != "tool_notes"]
+            folded = _newest_commands([it for it in collector.finish() if it.section != "tool_notes"])
             deduped = _dedupe(collapse_requests(_keep_latest_open(folded)))
             kept = deduped.kept or [_fallback_note(request)]
             chosen = _select(kept, budget, _render_history, max_lines=self.fold_max_lines)

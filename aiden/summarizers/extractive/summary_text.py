@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from aiden.summarizers.extractive.collector import _Collector
+from aiden.summarizers.extractive.collector import _Collector, is_intent
 from aiden.summarizers.extractive.items import (
     _R_DECISION,
     _R_ERROR_RESOLVED,
@@ -20,7 +20,8 @@ from aiden.summarizers.extractive.items import (
     FIXED_SEP,
     Section,
 )
-from aiden.summarizers.mustkeep import classify_sentence, clip, split_sentences
+from aiden.summarizers.mustkeep import classify_sentence, clip, has_fact_tokens, split_sentences
+from aiden.summarizers.mustkeep.classify import Speaker
 
 _FOLD_LINE_CHARS: Final = 600
 
@@ -134,26 +135,29 @@ def _add_summary_line(collector: _Collector, section: Section | None, line: str,
             _reclassify(collector, line)
         return
     if section == "open":
-        # Open threads are superseded by newer ones; the facts they quoted are not.
+        # Open threads are superseded by newer ones; the facts they quoted are not. A plan is
+        # the agent's: its "must" or "required" is no user constraint.
         collector.add("open", clip(line, limit), _R_OPEN)
-        _reclassify(collector, _OPEN_PREFIX.sub("", line))
+        plan = _PLAN_PREFIX.match(line) is not None
+        _reclassify(collector, _OPEN_PREFIX.sub("", line), speaker="assistant" if plan else "any")
         return
     collector.add(section, clip(line, limit), _SECTION_RANK[section])
 
 
 _OPEN_PREFIX: Final = re.compile(r"^(?:User|Plan):\s*")
+_PLAN_PREFIX: Final = re.compile(r"^Plan:\s*")
 _DURABLE_KINDS: Final = frozenset({"correction", "preference", "constraint", "decision", "failed", "fact"})
 
 
-def _reclassify(collector: _Collector, line: str) -> None:
+def _reclassify(collector: _Collector, line: str, *, speaker: Speaker = "any") -> None:
     """Extract the durable sentences of a line that may itself be dropped later."""
     for sentence in split_sentences(line):
-        if classify_sentence(sentence, speaker="any") in _DURABLE_KINDS:
-            _add_classified(collector, sentence)
+        if classify_sentence(sentence, speaker=speaker) in _DURABLE_KINDS:
+            _add_classified(collector, sentence, speaker=speaker)
 
 
-def _add_classified(collector: _Collector, sentence: str) -> None:
-    kind = classify_sentence(sentence, speaker="any")
+def _add_classified(collector: _Collector, sentence: str, *, speaker: Speaker = "any") -> None:
+    kind = classify_sentence(sentence, speaker=speaker)
     item = clip(sentence, _FOLD_LINE_CHARS)
     if kind in ("correction", "preference"):
         collector.add("preferences", item, _R_USER)
@@ -163,8 +167,16 @@ def _add_classified(collector: _Collector, sentence: str) -> None:
         collector.add("decisions", item, _R_DECISION)
     elif kind == "failed":
         collector.add("failed", item, _R_FAILED)
-    elif kind in ("resolution", "error"):
+    elif kind == "resolution":
         collector.add_error(item, rank=_R_ERROR_RESOLVED)
+    elif kind == "error":
+        # An unlabelled line (a "Must keep" item) is an error only if it reports one (#19).
+        if collector.add_prose_error(item, speaker=speaker):
+            return
+        if has_fact_tokens(item) and not is_intent(item):
+            collector.add("facts", item, _R_FACT)
+        else:
+            collector.add("notes", item, _R_NOTE)
     elif kind == "fact":
         collector.add("facts", item, _R_FACT)
     elif kind == "plan":

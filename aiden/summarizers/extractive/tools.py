@@ -9,13 +9,23 @@ import json
 import re
 from typing import Final
 
+import msgspec
+
 from aiden.events import SessionEvent
 from aiden.policy.toolresult import reported_failure
 from aiden.summarizers.extractive.items import _TOOL_NOTE_CHARS
+from aiden.summarizers.extractive.noise import (
+    is_file_view_line,
+    is_noise_shaped,
+    is_read_only_shell,
+    is_read_only_tool,
+    negates_error,
+)
 from aiden.summarizers.mustkeep import (
     clip,
     find_paths,
     is_strong_error_line,
+    key_tokens,
     looks_like_error_line,
     normalize,
 )
@@ -27,14 +37,42 @@ _SCAN_TAIL_LINES: Final = 1000
 
 _COMMAND_KEYS: Final = ("command", "cmd", "script", "shell", "bash")
 _EXCEPTION_LINE: Final = re.compile(
-    r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b(?::.*)?$"
+    r"^\s*(?:[A-Z]{1,4}\d{1,4}\s+)?(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b(?::.*)?$"
 )
+# Shapes of a failure the shared error-line rules do not know: an ERROR/FATAL
+# log record, a non-zero exit, make's "*** [target] Error 2", an OS refusal.
+_EVIDENCE_LINE: Final = re.compile(
+    r"\b(?:ERROR|FATAL|CRITICAL)\b"
+    r"|(?i:\bexit(?:ed)?\s+(?:with\s+)?(?:code|status)\s*[:=]?\s*[1-9]\d*\b)"
+    r"|(?i:returned non-zero exit status)"
+    r"|\*\*\* \[[^\]]*\] Error \d+"
+    r"|: (?:Permission denied|Connection refused)$"
+)
+_BULLET: Final = re.compile(r"^[-*\u2022]\s+")
 _NOISE_LINE: Final = re.compile(r"^[\W_]+$")
 _TRACEBACK_HEAD: Final = "traceback (most recent call last)"
 _FILE_LINE: Final = re.compile(r'^\s*File "([^"]+)", line \d+')
 
 
-def _describe_call(event: SessionEvent) -> tuple[str, bool, list[str]]:
+class _Call(msgspec.Struct, frozen=True):
+    """What a tool_call event asked for."""
+
+    description: str  # "$ pytest -q" / "read_file(path=a.py)"
+    shell: bool  # a shell command or code execution: its output is scanned like a command's
+    paths: list[str]
+    read_only: bool  # only reads (#19): never a Commands line, its paths go under Files
+
+
+def _describe_call(event: SessionEvent) -> _Call:
+    """What a tool_call event asked for."""
+    description, shell, paths = _describe(event)
+    read_only = is_read_only_shell(description[2:]) if shell and description.startswith("$ ") else False
+    if not shell:
+        read_only = is_read_only_tool(event.tool_name or "")
+    return _Call(description, shell, paths, read_only)
+
+
+def _describe(event: SessionEvent) -> tuple[str, bool, list[str]]:
     """``(description, is_shell_command, paths)`` of a tool_call event."""
     name = event.tool_name or "tool"
     raw = (event.tool_args or "").strip()
@@ -70,33 +108,44 @@ def _describe_call(event: SessionEvent) -> tuple[str, bool, list[str]]:
     return (f"{name}({text})" if text else f"{name}()"), False, find_paths(str(args))
 
 
-def _error_lines(content: str, *, executed: bool) -> list[tuple[str, bool]]:
+def _error_lines(content: str, *, executed: bool, reported: bool = False) -> list[tuple[str, bool]]:
     """The informative error lines of one tool output: at most two ``(line, strong)`` pairs.
 
-    A *strong* line starts like an error report (an exception class,
-    ``error:``, ``FAILED``, ``npm ERR!``); a *weak* one merely mentions an
-    error, as log lines do. Weak lines count only for tools that executed
-    something (``executed``), and only when there is no strong one: in a file
-    read or a search result they are just text that contains the word.
+    Errors are classified by evidence (#19). A *strong* line reports a
+    failure by its shape: an exception line (``ValueError: ...``, a linter's
+    ``- E999 SyntaxError: ...``), ``error:``, ``FAILED``, ``npm ERR!``, an
+    ``ERROR`` log record, a non-zero exit. A *weak* line merely mentions an
+    error word ("Script completed, no errors", ``errors.py``, a headline
+    above the real error): it counts only when the output shows the failure
+    otherwise (``reported``: the result's metadata says it failed, or an
+    executed command printed a traceback), and only when there is no
+    strong line. Numbered file-view lines are file content, never errors.
     """
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
         lines = lines[:_SCAN_HEAD_LINES] + lines[-_SCAN_TAIL_LINES:]
     scored: list[tuple[int, int, str]] = []
+    traceback = False
     for position, line in enumerate(lines):
         stripped = line.strip()
-        if (
-            len(stripped) < 4
-            or stripped.casefold().startswith(_TRACEBACK_HEAD)
-            or _FILE_LINE.match(line)
-            or not looks_like_error_line(stripped)
-        ):
+        if stripped.casefold().startswith(_TRACEBACK_HEAD):
+            traceback = True
             continue
-        strong = is_strong_error_line(stripped) or _EXCEPTION_LINE.match(stripped) is not None
-        if strong or executed:
-            scored.append((1 if strong else 0, position, stripped))
+        if len(stripped) < 4 or _FILE_LINE.match(line) or is_file_view_line(line):
+            continue
+        unbulleted = _BULLET.sub("", stripped)
+        strong = (
+            is_strong_error_line(stripped)
+            or _EXCEPTION_LINE.match(unbulleted) is not None
+            or _EVIDENCE_LINE.search(stripped) is not None
+        )
+        if strong:
+            scored.append((1, position, unbulleted))
+        elif looks_like_error_line(stripped) and not negates_error(stripped):
+            scored.append((0, position, stripped))
     strong_lines = [t for t in scored if t[0] == 1]
-    pool = strong_lines or scored
+    failed = reported or (executed and traceback)
+    pool = strong_lines or (scored if failed else [])
     # The first error says what broke, the last one is usually the cause
     # ("npm ERR! code ERESOLVE" ... / a traceback's final exception line).
     ordered = [pool[0], pool[-1], *reversed(pool[1:-1])] if pool else []
@@ -123,6 +172,38 @@ def _first_meaningful_line(content: str) -> str:
         if len(stripped) >= 3 and not _NOISE_LINE.match(stripped):
             return clip(stripped, _TOOL_NOTE_CHARS)
     return ""
+
+
+_SMALL_NUMBER: Final = re.compile(r"^\d{1,2}$")
+_ALONE_LINES: Final = 2
+
+
+def _finding(content: str) -> tuple[str, frozenset[str], bool]:
+    """``(line, values, alone)``: a successful result's first line that is a finding, not noise-shaped.
+
+    ``values`` are the line's distinctive tokens a decision or fix could cite
+    (ids, versions, numbers of 3+ digits; not paths, which go under Files);
+    ``alone`` says the whole output is that line and it names a value (a
+    version, a count, a hash): a fact on its own.
+    """
+    meaningful = 0
+    found = ""
+    for line in content[:20_000].splitlines()[:200]:
+        stripped = line.strip()
+        if len(stripped) < 2 or _NOISE_LINE.match(stripped):
+            continue
+        meaningful += 1
+        if not found and not is_noise_shaped(line):
+            found = clip(stripped, _TOOL_NOTE_CHARS)
+        if found and meaningful > _ALONE_LINES:
+            break
+    if not found:
+        return "", frozenset(), False
+    paths = [normalize(p) for p in find_paths(found)]
+    values = frozenset(
+        t for t in key_tokens(found) if not any(t in p for p in paths) and not _SMALL_NUMBER.match(t)
+    )
+    return found, values, bool(values) and meaningful <= _ALONE_LINES
 
 
 def _is_error_result(event: SessionEvent) -> bool:
