@@ -31,14 +31,12 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -49,15 +47,14 @@ from aiden.longterm.entries import (
     IndexEntry,
     LongTermIndex,
     MemoryEntry,
-    make_entry,
     parse_entry_md,
     parse_index_yaml,
-    rank_entries,
     render_entry_md,
     render_index_yaml,
 )
 from aiden.longterm.files import ensure_dir, read_bounded
 from aiden.longterm.profile import render_profile
+from aiden.longterm.threaded import ThreadedEntryStore
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
@@ -96,7 +93,7 @@ def _stamp(path: Path) -> Stamp | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-class LongTermMemoryStore:
+class LongTermMemoryStore(ThreadedEntryStore):
     """Entries, index and profile of ``memory/long_term/``; share one instance per runtime.
 
     ``dirty`` is the send side of a bounded stream the profile debouncer reads
@@ -111,10 +108,10 @@ class LongTermMemoryStore:
         cache_size: int = 128,
         dirty: MemoryObjectSendStream[None] | None = None,
     ) -> None:
+        super().__init__(dirty=dirty)
         self.layout = layout
         self._storage = storage
         self._cache = ParseCache(cache_size)
-        self._dirty = dirty
         self._lock = threading.Lock()
         self._flock = SessionLock(storage, layout.long_term / ENTRIES_LOCK_NAME)
         self._index: LongTermIndex | None = None
@@ -311,7 +308,7 @@ class LongTermMemoryStore:
             self._storage.unlink(path)
             return known or existed
 
-    def _active_sync(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
+    def _entries_sync(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
         with self._lock:
             return self._active(now, types)
 
@@ -340,57 +337,3 @@ class LongTermMemoryStore:
             self._storage.write_atomic(self.profile_path, text)
             return True
 
-    # --- public async API ------------------------------------------------------------------
-    def notify_dirty(self) -> None:
-        """Tell the profile debouncer the store changed (dropped if a signal is already pending)."""
-        if self._dirty is None:
-            return
-        try:
-            self._dirty.send_nowait(None)
-        except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-
-    async def save(
-        self,
-        *,
-        type: str,
-        title: str,
-        content: str,
-        now: float,
-        expires_at: float | None = None,
-        memory_id: str | None = None,
-    ) -> MemoryEntry:
-        """Save (or replace, when ``memory_id`` exists) an entry; raises MemoryEntryError / InvalidIdError."""
-        mid = memory_id if memory_id is not None else f"mem-{int(now)}-{secrets.token_hex(4)}"
-        entry = make_entry(memory_id=mid, type=type, title=title, content=content,
-                           created_at=now, expires_at=expires_at)
-        await anyio.to_thread.run_sync(self._save_sync, entry)
-        self.notify_dirty()
-        return entry
-
-    async def forget(self, memory_id: str) -> bool:
-        """Remove an entry; False if there was none. Raises InvalidIdError for a hostile id."""
-        validate_id(memory_id, what="memory id")
-        found = await anyio.to_thread.run_sync(self._forget_sync, memory_id)
-        if found:
-            self.notify_dirty()
-        return found
-
-    async def get(self, memory_id: str, *, now: float) -> MemoryEntry | None:
-        """The unexpired entry ``memory_id`` (None if unknown or expired)."""
-        validate_id(memory_id, what="memory id")
-        return await anyio.to_thread.run_sync(self._get_sync, memory_id, now)
-
-    async def entries(self, *, now: float, types: Sequence[str] | None = None) -> list[MemoryEntry]:
-        """Every unexpired entry (of ``types``), oldest first; expired ones are never opened."""
-        return await anyio.to_thread.run_sync(self._active_sync, now, types)
-
-    async def search(
-        self, query: str, *, now: float, k: int = 5, types: Sequence[str] | None = None
-    ) -> list[MemoryEntry]:
-        """Unexpired entries matching ``query`` (most matching words first, then newest); ``k`` at most."""
-        return rank_entries(await self.entries(now=now, types=types), query, k=k)
-
-    async def rebuild_profile(self, *, now: float) -> bool:
-        """Rewrite ``profile.md`` from the unexpired entries; True if its content changed."""
-        return await anyio.to_thread.run_sync(self._rebuild_profile_sync, now)

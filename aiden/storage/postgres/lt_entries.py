@@ -12,17 +12,15 @@ rendering of one committed state.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
 from typing import Final, cast
 
-import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from aiden.errors import CorruptionError
-from aiden.events import validate_id
-from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, MemoryType, make_entry, rank_entries
+from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, MemoryType
 from aiden.longterm.profile import render_profile
+from aiden.longterm.threaded import ThreadedEntryStore
 from aiden.storage.postgres.lt_schema import LongTermDb
 from aiden.storage.postgres.schema import Conn
 
@@ -71,21 +69,12 @@ def _entry(row: Row) -> MemoryEntry:
     )
 
 
-class PgEntryStore:
+class PgEntryStore(ThreadedEntryStore):
     """The saved memories of one namespace; ``dirty`` is the profile debouncer's signal stream."""
 
     def __init__(self, db: LongTermDb, *, dirty: MemoryObjectSendStream[None] | None = None) -> None:
+        super().__init__(dirty=dirty)
         self._db = db
-        self._dirty = dirty
-
-    def notify_dirty(self) -> None:
-        """Tell the profile debouncer the store changed (dropped if a signal is already pending)."""
-        if self._dirty is None:
-            return
-        try:
-            self._dirty.send_nowait(None)
-        except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
 
     # --- blocking ------------------------------------------------------------------------
     def _save_sync(self, entry: MemoryEntry) -> None:
@@ -143,50 +132,3 @@ class PgEntryStore:
                 (ns, PROFILE_DOC, text),
             )
             return True
-
-    # --- EntryStore ----------------------------------------------------------------------
-    async def save(
-        self,
-        *,
-        type: str,
-        title: str,
-        content: str,
-        now: float,
-        expires_at: float | None = None,
-        memory_id: str | None = None,
-    ) -> MemoryEntry:
-        """Save (or replace, when ``memory_id`` exists) an entry; MemoryEntryError / InvalidIdError."""
-        mid = memory_id if memory_id is not None else f"mem-{int(now)}-{secrets.token_hex(4)}"
-        entry = make_entry(
-            memory_id=mid, type=type, title=title, content=content, created_at=now, expires_at=expires_at
-        )
-        await anyio.to_thread.run_sync(self._save_sync, entry)
-        self.notify_dirty()
-        return entry
-
-    async def forget(self, memory_id: str) -> bool:
-        """Remove an entry; False if there was none. InvalidIdError for a hostile id."""
-        validate_id(memory_id, what="memory id")
-        found = await anyio.to_thread.run_sync(self._forget_sync, memory_id)
-        if found:
-            self.notify_dirty()
-        return found
-
-    async def get(self, memory_id: str, *, now: float) -> MemoryEntry | None:
-        """The unexpired entry ``memory_id`` (None if unknown or expired)."""
-        validate_id(memory_id, what="memory id")
-        return await anyio.to_thread.run_sync(self._get_sync, memory_id, now)
-
-    async def entries(self, *, now: float, types: Sequence[str] | None = None) -> list[MemoryEntry]:
-        """Every unexpired entry (of ``types``), in save order (a replaced entry counts as saved last)."""
-        return await anyio.to_thread.run_sync(self._entries_sync, now, types)
-
-    async def search(
-        self, query: str, *, now: float, k: int = 5, types: Sequence[str] | None = None
-    ) -> list[MemoryEntry]:
-        """Unexpired entries matching ``query`` (most matching words first, then newest); ``k`` at most."""
-        return rank_entries(await self.entries(now=now, types=types), query, k=k)
-
-    async def rebuild_profile(self, *, now: float) -> bool:
-        """Re-render the profile from the unexpired entries; True if it changed."""
-        return await anyio.to_thread.run_sync(self._rebuild_profile_sync, now)
