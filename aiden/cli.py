@@ -3,7 +3,8 @@
 ``aiden demo`` runs the main job on the embedded default; ``inspect``,
 ``export``, ``recall``, ``doctor`` (:mod:`aiden.doctor`), ``memory list``,
 ``history`` and ``config check`` are read-only (they never open the memory,
-take a lock or write under it); ``compact``, ``memory save|forget`` and ``restore`` write,
+take a lock or write under it); ``compact``, ``memory save|forget``, ``restore``
+and ``doctor --repair`` (:mod:`aiden.cli_repair`) write,
 opening the memory as an agent does (:mod:`aiden.cli_admin`, :mod:`aiden.cli_memory`).
 """
 
@@ -159,10 +160,19 @@ def _doctor(args: argparse.Namespace) -> int:
     from aiden.doctor import doctor
 
     config = load_config(args.config) if args.config else None
+    repaired: list[str] = []
+    if args.repair:
+        from aiden.cli_repair import repair_root
+
+        repaired = anyio.run(lambda: repair_root(args.root, config_path=args.config))
     result = doctor(args.root, config=config, progress=_progress(args, "doctor", "checks"))
+    if args.repair:
+        result = {"repaired": repaired, **result}
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0 if result["ok"] else 1
+    for line in repaired:
+        print(f"repaired: {line}")
     for problem in result["problems"]:
         print(problem)
     for note in result["notes"]:
@@ -216,13 +226,18 @@ def _parser() -> argparse.ArgumentParser:
 
     doc = sub.add_parser(
         "doctor",
-        help="verify checksums, files and locks, and dry-run recovery; exit 1 on any problem (read-only)",
+        help="verify checksums, files, locks and the Dream version history, and dry-run recovery; exit 1 on any problem (read-only; --repair writes)",
     )
     doc.add_argument("root")
     doc.add_argument(
         "--config", help="extraction.yaml the agent uses (the summary.md shape recovery re-derives)"
     )
     doc.add_argument("--progress", action=argparse.BooleanOptionalAction, help=_PROGRESS_HELP)
+    doc.add_argument(
+        "--repair",
+        action="store_true",
+        help="open the memory (recovery repairs the session files), repair the Dream version history, then check (writes)",
+    )
     doc.add_argument("--json", action="store_true", help="machine-readable output")
     doc.set_defaults(func=_doctor)
 

@@ -13,6 +13,11 @@ Three parts, all read-only on the root:
    where the filesystem allows, since recovery only reads or unlinks them);
    what it would repair, and what it could not, is reported. Skipped while a
    lock is held, because a write in flight would look like damage.
+4. **The Dream version history** (``long_term/.git``): HEAD and its ref, every
+   object, the chain of versions (:func:`aiden.longterm.gitcheck.check_history`).
+
+``aiden doctor --repair`` (:mod:`aiden.cli_repair`) writes: it opens the memory
+(whose recovery repairs the session files) and repairs the version history.
 """
 
 from __future__ import annotations
@@ -38,12 +43,12 @@ from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import RecoveryReport
 
-__all__ = ["LOCKS", "check_events", "doctor", "lock_holders", "recovery_dry_run"]
+__all__ = ["LOCKS", "RECOVERY_ACTIONS", "check_events", "doctor", "lock_holders", "recovery_dry_run"]
 
 LOCKS = ("session.lock", "compaction.lock")
 """The session store's inter-process lock files under ``memory/``."""
 
-_ACTIONS = (
+RECOVERY_ACTIONS: tuple[tuple[str, str], ...] = (
     ("temp_files_removed", "remove {} temp files of interrupted writes"),
     ("hot_events_dropped", "drop {} hot-window events a committed chunk already holds (an interrupted trim)"),
     ("duplicate_events_dropped", "drop {} duplicated hot-window events"),
@@ -55,6 +60,7 @@ _ACTIONS = (
     ("index_rebuilt", "rebuild index.yaml from the chunk files"),
     ("summary_rewritten", "rewrite summary.md from the index"),
 )
+"""(RecoveryReport field, what recovery does about it, with ``{}`` for the count), in report order."""
 
 
 def check_events(layout: Layout) -> list[str]:
@@ -198,10 +204,22 @@ def recovery_dry_run(layout: Layout, config: Config) -> RecoveryReport:
 
 def _dry_run_lines(report: RecoveryReport) -> list[str]:
     data = msgspec.structs.asdict(report)
-    actions = [text.format(data[key]) for key, text in _ACTIONS if data[key]]
+    actions = [text.format(data[key]) for key, text in RECOVERY_ACTIONS if data[key]]
     lines = [f"recovery dry run: the next open would {'; '.join(actions)}"] if actions else []
     lines.extend(f"recovery dry run: {p}" for p in report.unrecoverable)  # its own findings, in its words
     return lines
+
+
+def _check_long_term(layout: Layout, notes: list[str]) -> list[str]:
+    if not layout.long_term.is_dir():
+        return []
+    # dulwich loads with the first long-term check, not at import (as in the runtime).
+    from aiden.longterm.gitcheck import DAMAGED_PREFIX, check_history
+
+    for name in sorted(os.listdir(layout.long_term)):
+        if name.startswith(DAMAGED_PREFIX):
+            notes.append(f"long_term/{name} holds a damaged version history an earlier repair set aside")
+    return list(check_history(layout.long_term).problems)
 
 
 def doctor(
@@ -242,6 +260,7 @@ def doctor(
         quarantined = 0
     if quarantined:
         notes.append(f"session/events.quarantine holds {quarantined} bytes an earlier recovery set aside")
+    problems.extend(_check_long_term(layout, notes))
     if bar is not None:
         bar.advance()
     return {

@@ -39,6 +39,7 @@ from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
+from aiden.storage.staletemps import remove_stale_temps, subdirs
 from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
 
 __all__ = ["EpisodeRow", "EpisodeStore"]
@@ -95,6 +96,19 @@ class EpisodeStore:
         self._flock = SessionLock(storage, self.root / ".episodes.lock")
         self._lock_timeout_s = lock_timeout_s
         self.problems: list[str] = []
+        self._cleaned = False
+
+    def _clean_once(self) -> None:
+        """Remove crash-left temp files (of the index, episode files, markers), once per store, under ``_lock``.
+
+        At the first operation after the memory opened, on its worker thread: the walk
+        visits every episode directory, so it stays off the open and the event loop.
+        """
+        if not self._cleaned:
+            self._cleaned = True
+            removed = remove_stale_temps(self._storage, subdirs(self.root, 2))
+            if removed:
+                log.warning("episode store: removed %d temp files of interrupted writes", removed)
 
     @property
     def index_path(self) -> Path:
@@ -146,6 +160,7 @@ class EpisodeStore:
             ensure_dir(self._storage, self.root)
             self._flock.acquire(self._lock_timeout_s)
             try:
+                self._clean_once()
                 yield
             finally:
                 self._flock.release()
@@ -189,6 +204,7 @@ class EpisodeStore:
     def rows(self) -> list[EpisodeRow]:
         """Every committed episode's row, in commit order."""
         with self._lock:
+            self._clean_once()
             return list(self._load_index().episodes)
 
     def load(self, row: EpisodeRow) -> Episode | None:

@@ -45,6 +45,7 @@ from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
+from aiden.storage.staletemps import remove_stale_temps, subdirs
 
 __all__ = ["RecordStore"]
 
@@ -68,6 +69,15 @@ class RecordStore:
         self.files_read: list[str] = []
         """Ids of the record files opened, in order (tests check what recall never touches)."""
         self.problems: list[str] = []
+        self._cleaned = False
+
+    def _clean_once(self) -> None:
+        """Remove crash-left temp files (index, record files, profiles), once per store, under ``_lock``."""
+        if not self._cleaned:
+            self._cleaned = True
+            removed = remove_stale_temps(self._storage, subdirs(self.root, 1))
+            if removed:
+                log.warning("experience store: removed %d temp files of interrupted writes", removed)
 
     @property
     def index_path(self) -> Path:
@@ -126,6 +136,7 @@ class RecordStore:
             ensure_dir(self._storage, self.root)
             self._flock.acquire(self._lock_timeout_s)
             try:
+                self._clean_once()
                 yield
             finally:
                 self._flock.release()
@@ -153,6 +164,7 @@ class RecordStore:
     def rows(self) -> list[RecordRow]:
         """Every record's index row, oldest first."""
         with self._lock:
+            self._clean_once()
             return list(self._load_index().records)
 
     def load(self, row: RecordRow) -> ExperienceRecord | None:

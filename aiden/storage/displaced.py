@@ -4,7 +4,8 @@ Opening a directory as a file fails every time, so one left there (by a tool, a
 restore gone wrong, an attacker) stopped every open (``events.jsonl``,
 ``summary.md``, ``seq_high_water``, ``long_term/index.yaml``, the lock files) or
 one part of the memory for good (``history.jsonl``, the Dream cursor and files,
-a session summary). Recovery renames each such directory to
+a session summary, the experience stores' ``index.yaml`` and locks, an
+episode's ``episode.json`` or ``processed``, a record or profile file). Recovery renames each such directory to
 ``<name>.displaced-<ns>`` beside it (nothing is deleted; the name matches no
 file aiden reads) and reports it; the file is then recreated or rebuilt as after
 its loss. A symlink is left alone: writes refuse it (see :mod:`aiden.storage.fs`).
@@ -54,6 +55,37 @@ log = logging.getLogger("aiden.storage")
 
 # Directories whose every ``*.md`` entry is a file aiden reads and rewrites.
 _LONG_TERM_MD_DIRS: Final = ("memories", "sessions")
+# The experience stores (``memory/episodes/``, ``memory/experience/``): their index and lock.
+_EXPERIENCE_FILES: Final = (
+    "episodes/index.yaml",
+    "episodes/.episodes.lock",
+    "experience/index.yaml",
+    "experience/.records.lock",
+)
+_EPISODE_FILES: Final = ("episode.json", "processed")
+
+
+def _scan(path: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as found:
+            return list(found)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _experience_paths(layout: Layout) -> Iterator[Path]:
+    yield from (layout.memory / name for name in _EXPERIENCE_FILES)
+    # episodes/<yyyy>/<episode_id>/{episode.json,processed}
+    for year in _scan(layout.memory / "episodes"):
+        if len(year.name) == 4 and year.name.isdigit() and year.is_dir(follow_symlinks=False):
+            for episode in _scan(Path(year.path)):
+                if episode.is_dir(follow_symlinks=False):
+                    yield from (Path(episode.path) / name for name in _EPISODE_FILES)
+    # experience/<kind>/<id>.md and experience/profiles/<sha>.json
+    for kind in _scan(layout.memory / "experience"):
+        if kind.is_dir(follow_symlinks=False):
+            suffix = ".json" if kind.name == "profiles" else ".md"
+            yield from (Path(e.path) for e in _scan(Path(kind.path)) if e.name.endswith(suffix))
 
 
 def file_paths(layout: Layout, *, locks: bool) -> Iterator[Path]:
@@ -69,11 +101,8 @@ def file_paths(layout: Layout, *, locks: bool) -> Iterator[Path]:
     yield from (layout.session / name for name in _SESSION_FILES)
     yield from (layout.long_term / name for name in _LONG_TERM_FILES)
     for sub in _LONG_TERM_MD_DIRS:
-        try:
-            with os.scandir(layout.long_term / sub) as found:
-                yield from (Path(e.path) for e in found if e.name.endswith(".md"))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
+        yield from (Path(e.path) for e in _scan(layout.long_term / sub) if e.name.endswith(".md"))
+    yield from _experience_paths(layout)
 
 
 def displace_directories(storage: Storage, layout: Layout, *, locks: bool = False) -> list[str]:
