@@ -302,3 +302,13 @@ def test_an_older_step_of_the_same_request_is_superseded_in_summary_md() -> None
         "- **chunk_0000000020_0000000029**\n  Files: src/b.py\n\n  ---\n\n  Turn Context (split turn):\n"
         f"  Open thread:\n  {STEP.format(7, 'timeout')}\n"
     )
+
+
+def test_a_routine_request_naming_a_number_is_no_fact() -> None:
+    summary = history(GOAL, user("(continue) step 10"), user("Next step for PROJ-1791, turn 13: continue."))
+    assert summary.structured.facts == ()
+    # (the older routine request, counting in other words, is superseded by the newer one)
+    assert summary.text == (
+        "Goal: Please fix the retry handling of the gateway.\n"
+        "Open thread:\n- User: Next step for PROJ-1791, turn 13: continue."
+    )

@@ -155,9 +155,10 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
         elif kind == "error":
             if not collector.add_prose_error(item, speaker="user") and has_fact_tokens(sentence):
                 collector.add("facts", item, _R_FACT)
-        elif kind == "fact":
+        elif kind == "fact" and not is_routine_request(sentence):
             collector.add("facts", item, _R_FACT)
-        elif kind in ("request", "question"):
+        elif kind in ("request", "question", "fact"):
+            # (a "fact" here is a routine request naming a number: "(continue) step 10")
             collector.add("requests", item, _R_REST)
         elif kind == "other" and others < 2:
             others += 1
