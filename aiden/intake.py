@@ -6,6 +6,7 @@ Pure (no I/O, no clock: the caller passes ``now``). A bad event raises
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import msgspec
@@ -15,7 +16,7 @@ from aiden.events import EVENT_TYPES, SessionEvent, decode_event, encode_event
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.storage.protocol import PreparedEvent
 
-__all__ = ["prepare_event"]
+__all__ = ["as_stored", "prepare_event"]
 
 # Room for the seq the store adds ("seq": + up to 19 digits) when checking size.
 _SEQ_ROOM: Final = 32
@@ -69,3 +70,25 @@ def prepare_event(
             "event meta holds values JSON cannot carry unchanged (NaN/inf, sets, bytes...)"
         )
     return prepared, PreparedEvent(line, prepared.event_id)
+
+
+def as_stored(
+    events: Sequence[SessionEvent], seqs: Sequence[int], found: Sequence[SessionEvent]
+) -> list[SessionEvent]:
+    """What an append returns: each prepared event with its new seq, or for a dedupe hit
+    (reported as ``-seq``) the stored event among ``found``, read back by the caller.
+
+    A hit whose stored event was not found (the session rotated meanwhile) or
+    now holds another id keeps the caller's copy with the stored seq.
+    """
+    if not found:  # no hit (the common case), or none of them found
+        return [msgspec.structs.replace(e, seq=abs(s)) for e, s in zip(events, seqs, strict=True)]
+    by_seq = {e.seq: e for e in found}
+    out: list[SessionEvent] = []
+    for event, seq in zip(events, seqs, strict=True):
+        hit = by_seq.get(-seq) if seq < 0 else None
+        if hit is not None and hit.event_id == event.event_id:
+            out.append(hit)
+        else:
+            out.append(msgspec.structs.replace(event, seq=abs(seq)))
+    return out

@@ -11,15 +11,13 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from aiden.boundary import Classifier
 from aiden.config import Config
 from aiden.context import PromptBuild, PromptLayers
 from aiden.errors import ClosedError
 from aiden.events import SessionEvent, validate_id
 from aiden.experience.episodes import Episode, Outcome
-from aiden.intake import prepare_event
+from aiden.intake import as_stored, prepare_event
 from aiden.lifecycle import Lifecycle, RunStart, new_session_id
 from aiden.memory_experience import ExperienceMethods
 from aiden.memory_recall import RecallMethods
@@ -101,10 +99,11 @@ class Memory(RecallMethods, ExperienceMethods):
     # --- appends ------------------------------------------------------------------------
 
     async def append(self, event: SessionEvent) -> SessionEvent:
-        """Durably append one event; returns it with its assigned ``seq``.
+        """Durably append one event; returns it as stored, with its assigned ``seq``.
 
         When this returns the event is acknowledged: it survives a crash of the
-        process at any later instruction (with ``durability: fsync``).
+        process at any later instruction (with ``durability: fsync``). An
+        ``event_id`` already stored is not stored again: the stored event is returned.
         """
         return (await self.append_many([event]))[0]
 
@@ -120,7 +119,9 @@ class Memory(RecallMethods, ExperienceMethods):
         prepared = [e for e, _ in pairs]
         self._appends += len(prepared)
         self._runs.note_appended(prepared)
-        stored = [msgspec.structs.replace(e, seq=s) for e, s in zip(prepared, seqs, strict=True)]
+        # A known event_id returns what is stored (a retry's content may differ): read back only then.
+        found = await self._reader.events([-s for s in seqs if s < 0]) if min(seqs) < 0 else ()
+        stored = as_stored(prepared, seqs, found)
         self._note_appended(stored)
         return stored
 

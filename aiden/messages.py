@@ -112,7 +112,7 @@ WriterInbox = AppendEvents | Flush
 
 
 class Ack(msgspec.Struct, frozen=True, array_like=True):
-    """The seqs assigned to one request's events (a deduplicated event keeps its stored seq)."""
+    """The seqs assigned to one request's events (a deduplicated event: its stored seq, negated)."""
 
     request_id: int
     seqs: list[int]

@@ -95,7 +95,7 @@ class WriterPort:
         self._client = client
 
     async def append(self, events: list[PreparedEvent]) -> list[int]:
-        """Durably append pre-encoded events as one request; their seqs once committed."""
+        """Durably append pre-encoded events as one request; their seqs once committed (``-seq``: a hit)."""
         return await self._client.call(lambda rid: AppendEvents(rid, events))
 
     async def flush(self) -> None:

@@ -65,9 +65,10 @@ class EventLog:
     def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
         """Durably store every request's events as one batch; the seqs of each request's events.
 
-        A deduplicated event (its ``event_id`` already stored) gets its stored
-        seq and is not written again. On failure nothing of the batch stays in
-        the file and the error propagates.
+        A deduplicated event (its ``event_id`` already stored) is not written
+        again and is reported as its stored seq negated (see
+        :meth:`~aiden.storage.protocol.SessionStore.append`). On failure nothing
+        of the batch stays in the file and the error propagates.
         """
         self._lock.acquire(self._config.lock_timeout_s)
         try:
@@ -105,7 +106,7 @@ class EventLog:
                 if eid is not None:
                     known = self._ids.get(eid) or batch_ids.get(eid)
                     if known is not None:
-                        seqs.append(known)
+                        seqs.append(-known)  # a dedupe hit: the caller reads the stored event back
                         continue
                 seq += 1
                 parts.append(with_seq(event.line, seq))

@@ -5,7 +5,8 @@ keeps DESIGN section 4's invariants, checked for each backend by the
 conformance suite in :mod:`aiden.testing.conformance`:
 
 - an acknowledged append survives any crash; seqs are gap-free and strictly
-  increasing; an ``event_id`` already stored is never stored twice;
+  increasing; an ``event_id`` already stored is never stored twice (its
+  append reports the stored seq, negated);
 - a chunk commit is atomic: readers see the chunk and the trimmed hot window,
   or neither; appends made during a pass are never lost by its trim;
 - recovery is idempotent and never silently drops an event.
@@ -194,7 +195,12 @@ class SessionStore(Protocol):
     def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
         """One group commit of several requests: durable when it returns; each request's seqs.
 
-        A deduplicated event keeps its stored seq. On error nothing of the batch is stored.
+        An event whose ``event_id`` is already stored (hot, compacted, by any
+        process, or earlier in this batch) is not stored again and is reported
+        as its stored seq negated (``-seq``): the contract returns the stored
+        event for it, which the caller reads back with :meth:`read_events`
+        only then, so a new event costs no read. On error nothing of the
+        batch is stored.
         """
         ...
 

@@ -62,6 +62,7 @@ __all__ = [
     "check_recover_is_an_idempotent_noop",
     "check_reopen_keeps_everything",
     "check_replace_summary_on_live_and_unknown_chunks",
+    "check_retry_reads_back_the_stored_event",
     "check_rotate_empties_the_session_and_forgets_ids",
     "check_seqs_are_gap_free_across_batches_and_requests",
     "check_seqs_continue_after_the_whole_window_was_compacted",
@@ -104,19 +105,19 @@ def check_acknowledged_batch_is_readable(make_store: StoreFactory) -> None:
 
 
 def check_dedupe_within_a_batch(make_store: StoreFactory) -> None:
-    """A repeated event_id in one batch (same or another request) is stored once; all get its seq."""
+    """A repeated event_id in one batch (same or another request) is stored once; repeats report ``-seq``."""
     with opened(make_store) as s:
         batch = [[prepared("a", event_id="k"), prepared("b", event_id="k")], [prepared("c", event_id="k"), prepared("d")]]
-        assert s.append(batch) == [[1, 1], [1, 2]]
+        assert s.append(batch) == [[1, -1], [-1, 2]]
         assert s.read_hot_window() == [stored("a", 1, event_id="k"), stored("d", 2)]
 
 
 def check_dedupe_across_batches(make_store: StoreFactory) -> None:
-    """A stored event_id appended again returns the stored seq and stores nothing."""
+    """A stored event_id appended again reports its stored seq negated and stores nothing."""
     with opened(make_store) as s:
         assert s.append([[prepared("a", event_id="k1"), prepared("b", event_id="k2")]]) == [[1, 2]]
         again = [[prepared("other", event_id="k2"), prepared("c", event_id="k3"), prepared("again", event_id="k1")]]
-        assert s.append(again) == [[2, 3, 1]]
+        assert s.append(again) == [[-2, 3, -1]]
         assert s.read_hot_window() == [
             stored("a", 1, event_id="k1"), stored("b", 2, event_id="k2"), stored("c", 3, event_id="k3")
         ]
@@ -131,15 +132,28 @@ def check_events_without_id_never_dedupe(make_store: StoreFactory) -> None:
 
 
 def check_dedupe_after_compaction(make_store: StoreFactory) -> None:
-    """An event_id of a compacted event still dedupes to its stored seq."""
+    """An event_id of a compacted event still dedupes to its stored seq (reported negated)."""
     with opened(make_store) as s:
         ids = [prepared("a", event_id="k1"), prepared("b", event_id="k2"), prepared("c", event_id="k3")]
         assert s.append([ids]) == [[1, 2, 3]]
         compact(s, 2)
         more = [[prepared("x", event_id="k1"), prepared("y", event_id="k3"), prepared("d", event_id="k4")]]
-        assert s.append(more) == [[1, 3, 4]]
+        assert s.append(more) == [[-1, -3, 4]]
         assert s.read_hot_window() == [stored("c", 3, event_id="k3"), stored("d", 4, event_id="k4")]
         assert s.read_event(1) == stored("a", 1, event_id="k1")
+
+
+def check_retry_reads_back_the_stored_event(make_store: StoreFactory) -> None:
+    """A retry (a known event_id, other content) is reported as ``-seq``; that seq reads the stored event."""
+    with opened(make_store) as s:
+        first = [prepared(c, event_id=f"r{i}") for i, c in enumerate(["one", "two", "three"], 1)]
+        assert s.append([first]) == [[1, 2, 3]]
+        compact(s, 2)
+        retry = [prepared("x", event_id="r1"), prepared("four", event_id="r4"), prepared("y", event_id="r3")]
+        assert s.append([retry, [prepared("FOUR", event_id="r4")]]) == [[-1, 4, -3], [-4]]
+        expected = [stored(c, q, event_id=f"r{q}") for c, q in [("one", 1), ("three", 3), ("four", 4)]]
+        assert s.read_events([1, 3, 4]) == expected  # compacted, hot, and stored by the same batch
+        assert s.read_hot_window() == expected[1:]
 
 
 def check_rotate_empties_the_session_and_forgets_ids(make_store: StoreFactory) -> None:
@@ -214,15 +228,17 @@ def check_reopen_keeps_everything(make_store: StoreFactory, reopen: Reopen | Non
     try:
         assert state_of(s, 4) == before
         more = [[prepared("x", event_id="k1"), prepared("y", event_id="k3"), prepared("e")]]
-        assert s.append(more) == [[1, 4, 5]]
+        assert s.append(more) == [[-1, -4, 5]]
+        assert s.read_events([1, 4]) == [stored("a", 1, event_id="k1"), stored("d", 4, event_id="k3")]
         assert compact(s, 5)[1] == 0
     finally:
         s.close()
     s = reopen(s)
     try:
         assert s.read_hot_window() == []
-        assert s.append([[prepared("f"), prepared("again", event_id="k2")]]) == [[6, 3]]
+        assert s.append([[prepared("f"), prepared("again", event_id="k2")]]) == [[6, -3]]
         assert s.read_events(range(1, 7))[-1] == stored("f", 6)
+        assert s.read_event(3) == stored("c", 3, event_id="k2")  # compacted and reopened: a retry reads it
     finally:
         s.close()
 
@@ -235,6 +251,7 @@ CHECKS: tuple[Callable[[StoreFactory], None], ...] = (
     check_dedupe_across_batches,
     check_events_without_id_never_dedupe,
     check_dedupe_after_compaction,
+    check_retry_reads_back_the_stored_event,
     check_commit_trims_exactly_the_covered_events,
     check_kept_seqs_stay_hot,
     check_kept_event_compacted_later_stays_readable,

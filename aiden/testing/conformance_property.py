@@ -47,17 +47,20 @@ class _Model:
             seqs: list[int] = []
             for eid, content in request:
                 known = self.ids.get(eid) if eid is not None else None
-                if known is None:
-                    self.last_seq += 1
-                    known = self.last_seq
-                    self.events[known] = stored(content, known, event_id=eid)
-                    self.hot.append(known)
-                    if eid is not None:
-                        self.ids[eid] = known
-                seqs.append(known)
+                if known is not None:
+                    seqs.append(-known)  # a dedupe hit
+                    continue
+                self.last_seq += 1
+                self.events[self.last_seq] = stored(content, self.last_seq, event_id=eid)
+                self.hot.append(self.last_seq)
+                if eid is not None:
+                    self.ids[eid] = self.last_seq
+                seqs.append(self.last_seq)
             expected.append(seqs)
         got = store.append([[prepared(content, event_id=eid) for eid, content in r] for r in batch])
         assert got == expected, f"append returned {got}, expected {expected}"
+        hits = sorted({-q for r in got for q in r if q < 0})
+        assert store.read_events(hits) == [self.events[q] for q in hits]  # what a retry returns
 
     def hot_events(self) -> list[SessionEvent]:
         return [self.events[q] for q in self.hot]

@@ -88,8 +88,8 @@ class MemorySessionStore:
     def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
         """Store every request's events as one batch; each request's seqs.
 
-        A known ``event_id`` (hot, compacted, or earlier in this batch) gets
-        its stored seq and is not stored again. Every line is decoded before
+        A known ``event_id`` (hot, compacted, or earlier in this batch) is not
+        stored again and is reported as its stored seq negated. Every line is decoded before
         anything is stored: a line that does not decode raises msgspec's error
         and nothing of the batch is stored.
         """
@@ -105,7 +105,7 @@ class MemorySessionStore:
                     eid = prepared.event_id
                     known = (s.ids.get(eid) or batch_ids.get(eid)) if eid is not None else None
                     if known is not None:
-                        seqs.append(known)
+                        seqs.append(-known)  # a dedupe hit, reported negated
                         continue
                     seq += 1
                     new.append(msgspec.structs.replace(decode_event(prepared.line), seq=seq))

@@ -107,7 +107,7 @@ def test_an_append_by_another_opener_before_the_trim_is_not_adopted_blindly(tmp_
         fill(ours, 20)
         assert other.append([[prepared("x21", event_id="id-21")]]) == [[21]]  # our cached end is stale
         compact(ours, 10)
-        assert ours.append([[prepared("e22")], [prepared("x21", event_id="id-21")]]) == [[22], [21]]
+        assert ours.append([[prepared("e22")], [prepared("x21", event_id="id-21")]]) == [[22], [-21]]
         hot = scan(read_bytes(Layout(tmp_path).events)).events
         assert seqs_of(hot) == list(range(11, 23))
         assert decode_event(read_bytes(Layout(tmp_path).events).splitlines()[-1]) == stored("e22", 22)

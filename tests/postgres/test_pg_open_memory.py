@@ -24,6 +24,7 @@ from aiden.storage.fs import Storage
 from aiden.storage.postgres import PostgresSessionStore, postgres_store_factory
 from aiden.storage.postgres.compaction import CHECKS
 from aiden.storage.select import looks_like_dsn
+from aiden.testing.conformance_retry import check_retries_return_the_stored_events
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -212,3 +213,11 @@ def test_the_file_store_is_still_the_default(tmp_path: Path) -> None:
         assert isinstance(store, FileSessionStore)
     finally:
         store.close()
+
+
+@pytest.mark.anyio
+async def test_retries_return_the_stored_events(tmp_path: Path, pg_dsn: str, session_ids: SessionIds) -> None:
+    sid, dsn = session_ids(), _uri(pg_dsn)
+    await check_retries_return_the_stored_events(
+        lambda: open_memory(tmp_path, store=dsn, session_id=sid, context_window=4096), count=40, reopen=True
+    )

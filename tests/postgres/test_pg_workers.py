@@ -163,7 +163,7 @@ def test_retried_event_id_lands_once_across_workers(pg_dsn: str, session_ids: Se
     sid = session_ids()
     with worker(pg_dsn, sid) as a, worker(pg_dsn, sid) as b:
         assert a.append([[prepared("first", event_id="retry-1")]]) == [[1]]
-        assert b.append([[prepared("retried", event_id="retry-1"), prepared("next")]]) == [[1, 2]]
+        assert b.append([[prepared("retried", event_id="retry-1"), prepared("next")]]) == [[-1, 2]]
         assert a.read_hot_window() == [stored("first", 1, event_id="retry-1"), stored("next", 2)]
 
         # Many concurrent retries of the same ids through both workers: each id stored once, seqs gap-free.
@@ -190,7 +190,10 @@ def test_retried_event_id_lands_once_across_workers(pg_dsn: str, session_ids: Se
         assert sorted(ids) == sorted(["retry-1", *(f"k{i}" for i in range(10))])
         by_id = {e.event_id: e.seq for e in hot}
         assert len(results) == 40
-        assert all(seqs[0][0] == by_id[f"k{i}"] for i, seqs in results)  # every retry got the stored seq
+        # Each id was new to exactly one append (its seq), a hit to the others (the stored seq, negated).
+        new = sorted(seqs[0][0] for _, seqs in results if seqs[0][0] > 0)
+        assert new == sorted(by_id[f"k{i}"] for i in range(10))
+        assert all(abs(seqs[0][0]) == by_id[f"k{i}"] for i, seqs in results)
         assert (
             sorted(seqs[0][1] for _, seqs in results) == sorted(e.seq for e in hot if e.event_id is None)[1:]
         )
@@ -302,7 +305,7 @@ def test_store_reconnects_after_a_server_restart(
         # The pool's idle connections died with the server; each checkout is checked and replaced.
         assert s.read_hot_window() == ev[2:]
         assert s.append([[prepared("after", event_id="a1")]]) == [[4]]
-        assert s.append([[prepared("retry", event_id="a1")]]) == [[4]]
+        assert s.append([[prepared("retry", event_id="a1")]]) == [[-4]]
         s.lock_compaction()
         s.unlock_compaction()
         assert s.read_events(range(1, 5)) == [*ev, stored("after", 4, event_id="a1")]

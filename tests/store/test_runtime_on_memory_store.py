@@ -13,6 +13,7 @@ import pytest
 
 from aiden import Config, Layout, SessionEvent, SessionStore, Storage, open_memory
 from aiden.testing import MemorySessionStore
+from aiden.testing.conformance_retry import check_retries_return_the_stored_events
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -62,3 +63,16 @@ async def test_append_compact_recall_rehydrate_build_and_rotate(tmp_path: Path) 
     # Session data never touched the file system: only long-term memory and the recall cache did.
     assert not Layout(root).events.exists()
     assert not Layout(root).index.exists()
+
+
+async def test_retries_return_the_stored_events(tmp_path: Path) -> None:
+    store = MemorySessionStore(Config())
+
+    def factory(layout: Layout, storage: Storage, config: Config) -> SessionStore:
+        return store  # the same store on every open: the session persists across the reopen
+
+    await check_retries_return_the_stored_events(
+        lambda: open_memory(tmp_path / "agent", store_factory=factory, context_window=4096),
+        count=40,
+        reopen=True,
+    )

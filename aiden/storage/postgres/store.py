@@ -183,7 +183,8 @@ class PostgresSessionStore:
         """Store every request's events in one transaction; each request's seqs.
 
         A known ``event_id`` (hot, compacted, stored by any worker, or earlier
-        in this batch) gets its stored seq and is not stored again. Every line
+        in this batch) is not stored again and is reported as its stored seq
+        negated. Every line
         is decoded first: one that does not decode raises msgspec's error and
         nothing of the batch is stored.
         """
@@ -206,7 +207,7 @@ class PostgresSessionStore:
                 known = {str(r[0]): int(r[1]) for r in rows}
             fresh = sum(1 for r in decoded for eid, _ in r if eid is None) + len(set(ids) - known.keys())
             if fresh == 0:
-                return [[known[eid] for eid, _ in r if eid is not None] for r in decoded]
+                return [[-known[eid] for eid, _ in r if eid is not None] for r in decoded]
             row = conn.execute(
                 "UPDATE aiden_sessions SET next_seq = next_seq + %s WHERE session_id = %s"
                 " RETURNING generation, next_seq",
@@ -221,14 +222,15 @@ class PostgresSessionStore:
                 seqs: list[int] = []
                 for eid, event in request:
                     got = known.get(eid) if eid is not None else None
-                    if got is None:
-                        seq += 1
-                        got = seq
-                        line = encode_event(msgspec.structs.replace(event, seq=seq))
-                        new.append((generation, seq, eid, line))
-                        if eid is not None:
-                            known[eid] = seq
-                    seqs.append(got)
+                    if got is not None:
+                        seqs.append(-got)  # a dedupe hit: the caller reads the stored event back
+                        continue
+                    seq += 1
+                    line = encode_event(msgspec.structs.replace(event, seq=seq))
+                    new.append((generation, seq, eid, line))
+                    if eid is not None:
+                        known[eid] = seq
+                    seqs.append(seq)
                 out.append(seqs)
             with (
                 conn.cursor() as cur,
