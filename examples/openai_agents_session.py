@@ -2,7 +2,10 @@
 
 Two turns of ``Runner.run`` with a function tool; the conversation lives in aiden's
 append-only log, so the second turn sees the first one's items (and, once history
-is compacted, its summary instead of the verbatim items).
+is compacted, its summary instead of the verbatim items). The session's
+``call_model_input_filter`` gives every model call aiden's prompt, which stays inside
+the context window however many tool results a run piles up, and its
+``usage_hooks`` report each call's usage so aiden compacts in the background.
 
 Run it against a local fake OpenAI-compatible server (no network, no key)::
 
@@ -50,31 +53,51 @@ def fake_responder(body: dict[str, Any]) -> dict[str, Any] | str:
     if last["role"] == "tool":
         return f"Found it: {last['content']}"
     if len(users) == 1:
-        return {"content": None, "tool_calls": [{
-            "id": "call_1", "type": "function",
-            "function": {"name": "lookup", "arguments": json.dumps({"topic": "billing"})},
-        }]}
+        return {
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "lookup", "arguments": json.dumps({"topic": "billing"})},
+                }
+            ],
+        }
     earlier = [m["content"] for m in messages if m["role"] == "assistant" and m.get("content")]
     return f"Earlier I said: {earlier[-1]}" if earlier else "I remember nothing."
 
 
-async def main(root: str | Path, *, base_url: str, model: str = "fake-model", api_key: str = "x") -> list[str]:
+async def main(
+    root: str | Path, *, base_url: str, model: str = "fake-model", api_key: str = "x"
+) -> list[str]:
     """Run the two turns over a memory at ``root``; returns the two final answers."""
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        RunConfig,
+        Runner,
+        function_tool,
+        set_tracing_disabled,
+    )
     from openai import AsyncOpenAI
 
     set_tracing_disabled(True)  # no traces are sent anywhere
     agent = Agent(
         name="assistant",
         instructions="Answer briefly. Use lookup for team knowledge.",
-        model=OpenAIChatCompletionsModel(model=model, openai_client=AsyncOpenAI(base_url=base_url, api_key=api_key)),
+        model=OpenAIChatCompletionsModel(
+            model=model, openai_client=AsyncOpenAI(base_url=base_url, api_key=api_key)
+        ),
         tools=[function_tool(lookup)],
     )
     answers: list[str] = []
     async with aiden.open_memory(root, config=aiden.Config(durability="none")) as memory:
         session = AidenSession(memory, session_id="example")
+        config = RunConfig(call_model_input_filter=session.call_model_input_filter)
         for question in ("Why is the billing test flaky?", "What did you tell me before?"):
-            result = await Runner.run(agent, question, session=session)
+            result = await Runner.run(
+                agent, question, session=session, run_config=config, hooks=session.usage_hooks()
+            )
             answers.append(str(result.final_output))
     return answers
 
@@ -88,8 +111,14 @@ def _cli() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.root or tmp
         if args.base_url:
-            answers = anyio.run(lambda: main(root, base_url=args.base_url, model=args.model,
-                                             api_key=os.environ.get("OPENAI_API_KEY", "x")))
+            answers = anyio.run(
+                lambda: main(
+                    root,
+                    base_url=args.base_url,
+                    model=args.model,
+                    api_key=os.environ.get("OPENAI_API_KEY", "x"),
+                )
+            )
         else:
             from aiden.testing import FakeLLMServer
 

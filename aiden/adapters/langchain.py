@@ -14,7 +14,9 @@ What the middleware does:
   appended (a human message starts a run with ``begin_run``; AI, tool and system
   messages go through :meth:`aiden.Memory.append_message`), then the request's
   messages are replaced by aiden's prompt (``build_messages``: system layers,
-  summary, hot window). The agent's system prompt becomes the ``role_identity``
+  summary, hot window), so every model call keeps aiden's window promise (the
+  prompt sent last is ``last_prompt``; one over budget is logged on
+  ``aiden.adapters``). The agent's system prompt becomes the ``role_identity``
   layer unless ``layers`` are given. After the call the model's ``AIMessage`` is
   logged (an answer without tool calls ends the run with ``commit_run``) and its
   ``usage_metadata`` is reported with ``record_usage``.
@@ -44,7 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from aiden.context import PromptLayers
+from aiden.adapters.budget import checked
+from aiden.context import PromptBuild, PromptLayers
 from aiden.openai_format import events_from_message
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
 
@@ -121,6 +124,8 @@ def middleware_class() -> type[Any]:
             self.memory = memory
             self.layers = layers
             self.tools = [recall_tool(memory)]
+            self.last_prompt: PromptBuild | None = None
+            """The prompt sent with the last model call (None before the first)."""
             self._logged: set[str] = set()
 
         async def _log(self, message: Any) -> None:
@@ -160,7 +165,8 @@ def middleware_class() -> type[Any]:
             """Log the new messages, send aiden's prompt instead of the state's, log the answer."""
             for message in request.messages:
                 await self._log(message)
-            built = await self.memory.build_messages(self._layers_for(request))
+            built = checked(await self.memory.build_messages(self._layers_for(request)), "AidenMiddleware")
+            self.last_prompt = built
             prompt = list(built.messages)
             system = None
             if prompt and prompt[0].get("role") == "system":

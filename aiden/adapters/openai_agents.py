@@ -1,11 +1,14 @@
 """OpenAI Agents SDK ``Session`` over an open :class:`aiden.Memory`.
 
-``Runner.run(agent, input, session=AidenSession(memory))`` keeps the conversation in
-aiden's append-only log instead of the SDK's SQLite table::
+``Runner.run(agent, input, session=session)`` keeps the conversation in aiden's
+append-only log instead of the SDK's SQLite table; the session's
+:meth:`~AidenSession.call_model_input_filter` gives every model call aiden's prompt,
+inside the window::
 
     async with aiden.open_memory("./agent") as memory:
         session = AidenSession(memory)
-        result = await Runner.run(agent, "hi", session=session)
+        config = RunConfig(call_model_input_filter=session.call_model_input_filter)
+        result = await Runner.run(agent, "hi", session=session, run_config=config, hooks=session.usage_hooks())
 
 Design (the log is never rewritten):
 
@@ -15,17 +18,29 @@ Design (the log is never rewritten):
   (``call_id``, ``name``, ``arguments``), every ``*_call_output`` ``tool_result``;
   anything else ``system_event``. The item itself is kept in
   ``meta["agents_item"]`` (its main text string moved to the event's ``content`` /
-  ``tool_args`` so it is stored once), so ``get_items`` returns it exactly. A
-  maintenance pass is requested afterwards (never awaited), so the hot window is
-  compacted when aiden's triggers say so.
+  ``tool_args`` so it is stored once), so it can be sent exactly as the SDK wrote it
+  (:mod:`aiden.adapters.openai_agents_items`). A maintenance pass is requested
+  afterwards (never awaited), so the hot window is compacted when aiden's triggers say so.
 * ``get_items``: the *prompt view*, because the SDK sends it to the model as the
-  conversation. Before any compaction that is every item. Once history is
-  compacted, the compacted items are not replayed: the view is one system message
-  item holding the session summary (:data:`SUMMARY_HEADER` + ``summary.md``, and
-  the split-turn context when a turn was cut) followed by the hot-window items.
-  ``limit=N`` gives the last N items of that view (0: none; negative: all, as in
-  the SDK's ``SQLiteSession``). :meth:`AidenSession.full_history` rebuilds every
-  item verbatim from the chunks, for export or inspection.
+  conversation: :meth:`aiden.Memory.build_messages` as items -- the summary layer
+  (summary.md fitted to its share of the window, and the split-turn context when a
+  turn was cut) as a system message item, then the hot-window items, each as stored
+  except tool outputs aiden stubs for this prompt, trimmed to the budget like every
+  aiden prompt. ``limit=N`` gives the last N items of that view (0: none; negative:
+  all, as in the SDK's ``SQLiteSession``). :meth:`AidenSession.full_history` rebuilds
+  every item verbatim from the chunks, for export or inspection.
+* ``call_model_input_filter`` (for ``RunConfig``): within one ``Runner.run`` the SDK
+  does not read the session again -- each call's input is the history read at the
+  start plus every item of the run so far, tool outputs included, and the agent's
+  instructions come on top. The filter replaces that input by aiden's prompt for the
+  agent's instructions (``build_messages(PromptLayers(role_identity=instructions))``;
+  the SDK saves each turn's items before the next call, so the log holds them; the new
+  input of a streamed run, saved only after its first call, is logged by the filter and
+  skipped once by ``add_items``): aiden's window promise for every call. Its system
+  message (instructions, summary layer, long-term memory) is the call's instructions.
+  The prompt sent last is :attr:`AidenSession.last_prompt`; one over budget is logged
+  (``aiden.adapters``). :meth:`AidenSession.usage_hooks` (for ``Runner.run(hooks=...)``)
+  reports usage, so compaction runs in the background.
 * ``pop_item``: appends a retraction event -- ``system_event`` with
   ``meta[aiden.events.RETRACTS] = <seq>`` -- and returns the retracted item. The
   retracted event stays in the log (and in recall); ``get_items``,
@@ -37,185 +52,97 @@ Design (the log is never rewritten):
 One memory holds one conversation: ``session_id`` is the SDK's label for it (stored
 in each event's ``meta["agents_session"]``), not a filter.
 
-This module imports the ``agents`` package only for type checking.
+This module imports the ``agents`` package only for type checking (and ``RunConfig``'s
+``ModelInputData`` inside the filter, which only the SDK calls).
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from aiden.errors import InvalidEventError
-from aiden.events import RETRACTS, EventType, SessionEvent
+from aiden.adapters.budget import checked
+from aiden.adapters.openai_agents_items import (
+    SESSION_KEY,
+    event_from_item,
+    item_from_event,
+    items_from_prompt,
+    live_items,
+)
+from aiden.context import PromptBuild, PromptLayers
+from aiden.errors import AidenError, InvalidEventError
+from aiden.events import RETRACTS, SessionEvent
 from aiden.memory import Memory
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
     from agents.memory.session_settings import SessionSettings
+    from agents.run_config import CallModelData, ModelInputData
 else:
     TResponseInputItem = dict
     SessionSettings = Any
+    CallModelData = Any
+    ModelInputData = Any
 
-__all__ = ["SUMMARY_HEADER", "AidenSession", "event_from_item", "item_from_event"]
-
-SUMMARY_HEADER: Final = "Summary of the earlier conversation (compacted by aiden):"
-"""First line of the system message item that stands for compacted history in ``get_items``."""
-
-ITEM_KEY: Final = "agents_item"
-RETRACT_KEY: Final = RETRACTS
-SESSION_KEY: Final = "agents_session"
-SLOTS_KEY: Final = "agents_slots"
-
-_MESSAGE_EVENTS: Final[dict[str, EventType]] = {"user": "user_input", "assistant": "assistant_output",
-                          "system": "system_event", "developer": "system_event"}
-_IMAGE_PARTS: Final = frozenset({"input_image", "image", "image_url"})
+__all__ = ["AidenSession", "event_from_item", "item_from_event"]
 
 
-def _text_of(value: Any) -> str:
-    """Readable text of a content/output value: a string, or the texts of a parts list."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        texts: list[str] = []
-        for part in value:
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, Mapping):
-                text = part.get("text", part.get("refusal"))
-                if isinstance(text, str):
-                    texts.append(text)
-                elif part.get("type") in _IMAGE_PARTS:
-                    texts.append("[image]")
-                elif part.get("type") == "input_file":
-                    texts.append(f"[file {part.get('filename') or ''}]".replace(" ]", "]"))
-        return "\n".join(texts)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+def _key(event: SessionEvent) -> tuple[Any, ...]:
+    return (event.type, event.content, event.tool_call_id, event.tool_args)
 
 
-def _plain(item: object) -> dict[str, Any]:
-    """``item`` as a JSON-plain dict (what the log can store exactly)."""
-    if not isinstance(item, Mapping):
-        dump = getattr(item, "model_dump", None)
-        if not callable(dump):
-            raise InvalidEventError(f"expected a Responses-API input item (a dict), got {type(item).__name__}")
-        item = dump(exclude_unset=True, mode="json")
-    try:
-        plain = json.loads(json.dumps(item, ensure_ascii=False, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidEventError(f"Responses-API item is not JSON: {exc}") from exc
-    if not isinstance(plain, dict):
-        raise InvalidEventError("Responses-API item must be a JSON object")
-    return plain
-
-
-def event_from_item(item: Mapping[str, Any] | object, *, session_id: str = "default") -> SessionEvent:
-    """The aiden event of one Responses-API item (not yet appended: ``seq`` 0).
-
-    See the module docstring for the mapping. Raises
-    :class:`~aiden.errors.InvalidEventError` for an item that is not a JSON object.
-    """
-    stored = _plain(item)
-    kind = stored.get("type")
-    role = stored.get("role")
-    slots: dict[str, str] = {}
-
-    def take(field: str, key: str) -> str | None:
-        # Move a string field into the event (stored once); a parts list stays in the item.
-        value = stored.get(key)
-        if isinstance(value, str):
-            slots[field] = key
-            del stored[key]
-            return value
-        return None
-
-    fields: dict[str, Any] = {}
-    event_type: EventType
-    if kind in (None, "message") and isinstance(role, str) and role in _MESSAGE_EVENTS:
-        event_type = _MESSAGE_EVENTS[role]
-        raw = stored.get("content")
-        text = take("content", "content")
-        fields.update(role=role, content=text if text is not None else _text_of(raw))
-    elif isinstance(kind, str) and kind.endswith("_call_output"):
-        event_type = "tool_result"
-        raw = stored.get("output")
-        text = take("content", "output")
-        call_id = stored.get("call_id")
-        fields.update(role="tool", content=text if text is not None else _text_of(raw),
-                      tool_call_id=call_id if isinstance(call_id, str) and call_id else None)
-    elif isinstance(kind, str) and kind.endswith("_call"):
-        event_type = "tool_call"
-        call_id = stored.get("call_id") or stored.get("id")
-        name = stored.get("name")
-        args = take("tool_args", "arguments")
-        if args is None:
-            args = take("tool_args", "input")
-        if args is None:
-            detail = {k: v for k, v in stored.items() if k not in ("type", "id", "call_id", "status", "name")}
-            args = json.dumps(detail, ensure_ascii=False, sort_keys=True)
-        fields.update(role="assistant", tool_call_id=call_id if isinstance(call_id, str) and call_id else None,
-                      tool_name=name if isinstance(name, str) and name else kind, tool_args=args)
-    elif kind == "reasoning":
-        event_type = "assistant_output"
-        fields.update(role="assistant", content=_text_of(stored.get("summary")))
-    else:
-        event_type = "system_event"
-        fields.update(content=_text_of(stored.get("content", stored.get("output"))))
-    meta: dict[str, Any] = {ITEM_KEY: stored, SESSION_KEY: session_id}
-    if slots:
-        meta[SLOTS_KEY] = slots
-    return SessionEvent(type=event_type, meta=meta, **fields)
-
-
-def item_from_event(event: SessionEvent) -> dict[str, Any] | None:
-    """The Responses-API item an event stands for; None for a retraction event.
-
-    An event written by :class:`AidenSession` gives back its item exactly; an event
-    appended otherwise (``begin_run``, ``append_message``) gives the equivalent item.
-    """
-    if RETRACT_KEY in event.meta:
-        return None
-    stored = event.meta.get(ITEM_KEY)
-    if isinstance(stored, dict):
-        item = dict(stored)
-        for field, key in (event.meta.get(SLOTS_KEY) or {}).items():
-            item[key] = getattr(event, field)
-        return item
-    if event.type == "user_input":
-        return {"role": "user", "content": event.content}
-    if event.type in ("assistant_output", "role_output"):
-        return {"role": "assistant", "content": event.content}
-    if event.type == "tool_call":
-        return {"type": "function_call", "call_id": event.tool_call_id or f"call_seq{event.seq}",
-                "name": event.tool_name or "tool", "arguments": event.tool_args or "{}"}
+def _shown_key(event: SessionEvent) -> tuple[Any, ...]:
+    """What identifies an event in aiden's prompt view (a tool output may be shown as its stub)."""
     if event.type == "tool_result" and event.tool_call_id:
-        return {"type": "function_call_output", "call_id": event.tool_call_id, "output": event.content}
-    prefix = "Tool result:\n" if event.type == "tool_result" else ""
-    return {"role": "system", "content": prefix + event.content}
+        return event.type, event.tool_call_id
+    return _key(event)
 
 
-def _retracted(events: Sequence[SessionEvent]) -> set[int]:
-    out: set[int] = set()
-    for event in events:
-        target = event.meta.get(RETRACT_KEY)
-        if isinstance(target, int) and not isinstance(target, bool):
-            out.add(target)
-    return out
+def _fingerprint(item: Any) -> str:
+    """An item's identity, as stored (an item that cannot be stored has none)."""
+    try:
+        event = event_from_item(item)
+    except InvalidEventError:
+        return ""
+    return json.dumps([event.meta, *_key(event)], sort_keys=True)
 
 
-def _live(events: Sequence[SessionEvent], retracted: set[int]) -> list[tuple[SessionEvent, dict[str, Any]]]:
-    out: list[tuple[SessionEvent, dict[str, Any]]] = []
-    for event in events:
-        if event.seq in retracted:
-            continue
-        item = item_from_event(event)
-        if item is not None:
-            out.append((event, item))
-    return out
+@functools.cache
+def _usage_hooks_class() -> type[Any]:
+    from agents import RunHooks
+
+    class AidenUsageHooks(RunHooks[Any]):
+        """Reports each model call's usage to aiden, and the end of each agent's turn."""
+
+        def __init__(self, memory: Memory) -> None:
+            self.memory = memory
+
+        async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+            usage = response.usage
+            if usage.input_tokens or usage.output_tokens:
+                await self.memory.record_usage(
+                    prompt_tokens=usage.input_tokens,
+                    completion_tokens=usage.output_tokens,
+                    cached_tokens=usage.input_tokens_details.cached_tokens,
+                )
+
+        async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
+            # The token trigger compares the largest prompt of the run that just ended with the window.
+            await self.memory.record_usage(run_ended=True)
+
+    return AidenUsageHooks
+
+
+def _shows_event(message: dict[str, Any], hot: Sequence[SessionEvent]) -> bool:
+    """Whether a system message of the prompt is a hot-window event (else aiden's system layer)."""
+    return any(
+        e.type in ("system_event", "screen_context") and e.content == message.get("content")
+        for e, _ in live_items(hot)
+    )
 
 
 class AidenSession:
@@ -241,19 +168,30 @@ class AidenSession:
         self.session_id: str = session_id
         """The SDK's label of this conversation."""
         self.session_settings = session_settings
+        self.last_prompt: PromptBuild | None = None
+        """The prompt :meth:`call_model_input_filter` sent last (None before the first call)."""
         self._lock = anyio.Lock()
+        # Items the filter logged before the SDK saved them (a streamed run saves its input after
+        # the first call's filter): add_items skips them once.
+        self._pending: list[tuple[Any, ...]] = []
+        # Fingerprints of the items of the last get_items view that no stored event stands for.
+        self._synthetic: set[str] = set()
 
     # --- the Session protocol ----------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The conversation as the model should see it: summary item (once compacted) + hot-window items.
+        """The conversation as the model should see it: aiden's prompt as items (see the module docstring).
 
         ``limit`` (else ``session_settings.limit``) keeps the latest N items of that view;
         0 gives none and a negative limit all of them.
         """
         if limit is None and self.session_settings is not None:
             limit = getattr(self.session_settings, "limit", None)
-        view = await self._view()
+        hot = await self.memory.hot_window()
+        built = checked(await self.memory.build_messages(), "AidenSession.get_items")
+        view = [cast(TResponseInputItem, item) for item in items_from_prompt(built.messages, hot)]
+        stored = {_fingerprint(item) for _, item in live_items(hot)}
+        self._synthetic = {f for f in map(_fingerprint, view) if f not in stored}
         if limit is None or limit < 0:
             return view
         return view[len(view) - limit :] if limit else []
@@ -264,18 +202,25 @@ class AidenSession:
         if not events:
             return
         async with self._lock:  # ordered with pop_item: a retraction never targets a half-added batch
-            await self.memory.append_many(events)
+            fresh: list[SessionEvent] = []
+            for event in events:
+                if self._pending and self._pending[0] == _key(event):
+                    self._pending.pop(0)  # logged by call_model_input_filter already
+                else:
+                    fresh.append(event)
+            if fresh:
+                await self.memory.append_many(fresh)
         self.memory.request_maintenance()
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Retract the newest item (a retraction event is appended) and return it; None when there is none."""
         async with self._lock:
             hot = await self.memory.hot_window()
-            found = self._newest(hot, _retracted(hot))
+            found = self._newest(hot)
             if found is None or found[0].seq < (await self.memory.chunk_index()).last_seq:
                 # Pinned events kept in the hot window can be older than compacted ones.
                 events = sorted([*await self._compacted_events(), *hot], key=lambda e: e.seq)
-                found = self._newest(events, _retracted(events))
+                found = self._newest(events)
             if found is None:
                 return None
             event, item = found
@@ -283,7 +228,7 @@ class AidenSession:
                 SessionEvent(
                     type="system_event",
                     content=f"[retracted: the {event.type} event {event.seq} was withdrawn from the conversation]",
-                    meta={RETRACT_KEY: event.seq, SESSION_KEY: self.session_id},
+                    meta={RETRACTS: event.seq, SESSION_KEY: self.session_id},
                 )
             )
             return cast(TResponseInputItem, item)
@@ -295,26 +240,75 @@ class AidenSession:
 
     # --- beyond the protocol ---------------------------------------------------------
 
+    def usage_hooks(self) -> Any:
+        """``RunHooks`` for ``Runner.run(..., hooks=...)``: each model call's usage and each agent's end, to aiden.
+
+        The SDK gives a session no usage; without it aiden's token trigger never sees a prompt
+        size, so history is compacted only when a prompt would break the budget (then on the
+        call's path, waiting for the summarizer) or by the event count, and the estimator is not
+        calibrated to the provider's counts. With them, compaction runs in the background.
+        """
+        return _usage_hooks_class()(self.memory)
+
+    async def call_model_input_filter(self, data: CallModelData) -> ModelInputData:
+        """``RunConfig.call_model_input_filter``: aiden's prompt instead of the SDK's input, for every call.
+
+        The agent's instructions are the ``role_identity`` layer; the prompt's system message
+        becomes the call's instructions, the rest its input items. Input items after the newest
+        logged one (a streamed run saves its new input only after the first call) are logged
+        first, and not again when the SDK saves them. Raises :class:`~aiden.errors.AidenError`
+        when the input does not hold the newest logged item (the run does not save to this
+        session), as there is no telling which of its items are new.
+        """
+        from agents.run_config import ModelInputData
+
+        model_data = data.model_data
+        async with self._lock:
+            hot = await self.memory.hot_window()
+            unlogged = self._unlogged(model_data.input, hot)
+            if unlogged:
+                events = [event_from_item(item, session_id=self.session_id) for item in unlogged]
+                await self.memory.append_many(events)
+                self._pending.extend(_key(e) for e in events)
+                hot = await self.memory.hot_window()
+        built = await self.memory.build_messages(PromptLayers(role_identity=model_data.instructions or ""))
+        self.last_prompt = checked(built, "AidenSession.call_model_input_filter")
+        messages = built.messages
+        instructions: str | None = None
+        if messages and messages[0].get("role") == "system" and not _shows_event(messages[0], hot):
+            instructions, messages = str(messages[0]["content"]), messages[1:]
+        items = [cast(TResponseInputItem, item) for item in items_from_prompt(messages, hot)]
+        return ModelInputData(input=items, instructions=instructions)
+
+    def _unlogged(self, items: Sequence[Any], hot: Sequence[SessionEvent]) -> list[Any]:
+        """The SDK's input items after the newest item the log holds (all new ones follow it)."""
+        live = live_items(hot)
+        if not live:
+            # Only aiden's own items (the summary and long-term layers of get_items) precede the input.
+            return list(
+                items[
+                    max(
+                        (n + 1 for n, i in enumerate(items) if _fingerprint(i) in self._synthetic), default=0
+                    ) :
+                ]
+            )
+        newest = _shown_key(live[-1][0])
+        for n in range(len(items) - 1, -1, -1):
+            try:
+                if _shown_key(event_from_item(items[n])) == newest:
+                    return list(items[n + 1 :])
+            except InvalidEventError:
+                continue
+        raise AidenError(
+            "AidenSession.call_model_input_filter: the model input does not hold this session's newest item; "
+            "pass session=<this AidenSession> to Runner.run so every item is logged"
+        )
+
     async def full_history(self) -> list[TResponseInputItem]:
         """Every item of the active session verbatim (compacted chunks rehydrated), retracted ones left out."""
         hot = await self.memory.hot_window()
         events = sorted([*await self._compacted_events(), *hot], key=lambda e: e.seq)
-        return [cast(TResponseInputItem, item) for _, item in _live(events, _retracted(events))]
-
-    async def _view(self) -> list[TResponseInputItem]:
-        hot = await self.memory.hot_window()
-        index = await self.memory.chunk_index()
-        items: list[TResponseInputItem] = []
-        if index.last_seq > 0:
-            summary = (await self.memory.summary_md()).strip() or "\n\n".join(
-                s for s in [index.rolling_summary, *(c.summary for c in index.chunks)] if s.strip()
-            )
-            text = f"{SUMMARY_HEADER}\n\n{summary}"
-            if index.chunks and index.chunks[-1].split_turn_context:
-                text += "\n\nTurn context (the start of this turn was compacted):\n" + index.chunks[-1].split_turn_context
-            items.append(cast(TResponseInputItem, {"role": "system", "content": text}))
-        items.extend(cast(TResponseInputItem, item) for _, item in _live(hot, _retracted(hot)))
-        return items
+        return [cast(TResponseInputItem, item) for _, item in live_items(events)]
 
     async def _compacted_events(self) -> list[SessionEvent]:
         from aiden.storage.chunks import load_all_entries
@@ -330,8 +324,6 @@ class AidenSession:
         return events
 
     @staticmethod
-    def _newest(
-        events: Sequence[SessionEvent], retracted: set[int]
-    ) -> tuple[SessionEvent, dict[str, Any]] | None:
-        live = _live(events, retracted)
+    def _newest(events: Sequence[SessionEvent]) -> tuple[SessionEvent, dict[str, Any]] | None:
+        live = live_items(events)
         return live[-1] if live else None

@@ -12,9 +12,11 @@ pydantic-ai 2.x takes history processors as capabilities::
 :func:`aiden_history` returns an ``AidenHistory`` capability (a ``ProcessHistory``
 subclass). Its :attr:`~AidenHistory.processor` is the history processor proper, an
 async ``(messages) -> messages`` function usable on its own
-(``ProcessHistory(history.processor)``); the capability adds an ``after_model_request``
+(``ProcessHistory(history.processor)``); the capability adds a ``before_model_request``
+hook that takes over the request's instructions (below) and an ``after_model_request``
 hook that logs the model's response and reports its usage (the bare processor sees a
-run's final answer only if a later run passes it back in ``message_history``).
+run's final answer only if a later run passes it back in ``message_history``, and does
+not count the instructions pydantic-ai sends beside its prompt).
 
 Before every model request the processor
 
@@ -23,7 +25,8 @@ Before every model request the processor
 
    * ``UserPromptPart`` -> ``user_input`` (``begin_run``; non-text content as ``[image]``
      etc.), ``ToolReturnPart`` -> ``tool_result`` (``tool_call_id``, ``tool_name``, the return as text),
-     ``RetryPromptPart`` -> ``tool_result`` when it answers a tool call, else ``system_event``;
+     ``RetryPromptPart`` -> ``tool_result`` when it answers a tool call, else ``system_event``,
+     ``RetryFeedbackPart`` -> ``system_event``;
    * ``TextPart`` -> ``assistant_output`` (a response without tool calls ends the run with
      ``commit_run``), ``ToolCallPart`` -> ``tool_call`` (``tool_call_id``, ``tool_name``,
      ``tool_args`` as a JSON string); thinking and other parts are not logged;
@@ -31,12 +34,23 @@ Before every model request the processor
      layer unless ``layers`` are given;
 
 2. returns aiden's prompt (``await memory.build_messages(layers)``: system layers, the
-   summary of compacted history, the hot window) as pydantic-ai messages -- ``system``
-   -> ``SystemPromptPart``, ``user`` -> ``UserPromptPart``, ``tool`` -> ``ToolReturnPart``
-   (consecutive ones grouped into one ``ModelRequest``), ``assistant`` -> ``ModelResponse``
-   of a ``TextPart`` and ``ToolCallPart``\\ s -- with the current request last as
-   pydantic-ai built it (its own parts and ``instructions``; its system prompt parts
-   dropped, as aiden's system layer stands for them) so the run continues correctly.
+   summary of compacted history, the hot window, all fitted to the budget) as pydantic-ai
+   messages -- ``system`` -> ``SystemPromptPart``, ``user`` -> ``UserPromptPart``,
+   ``tool`` -> ``ToolReturnPart`` (consecutive ones grouped into one ``ModelRequest``),
+   ``assistant`` -> ``ModelResponse`` of a ``TextPart`` and ``ToolCallPart``\\ s. The end
+   of that prompt goes out in the current request's object (its ``instructions`` and
+   metadata, so the run continues correctly): a part aiden shows unchanged is
+   pydantic-ai's own (a user prompt keeps its images), a tool return aiden stubbed
+   carries the stub (one larger than its share of the budget is stubbed even when it is
+   new), parts aiden does not log follow, and system prompt parts are dropped, as aiden's
+   system layer stands for them.
+
+The request's instructions (``Agent(instructions=...)``, ``@agent.instructions``,
+toolsets') are part of the budget: the capability adds them to aiden's layers -- static
+ones to ``base_instruction``, dynamic ones to ``runtime_context`` (the second system
+message, so the first stays cacheable) -- and sends the request with no instruction parts
+of its own. The prompt built last is :attr:`AidenHistory.last_prompt`; one over budget is
+logged on ``aiden.adapters``.
 
 pydantic-ai stores the processed list as the run's messages, so ``result.all_messages()``
 is aiden's view. Parts the processor created are marked seen and never logged. Seen parts
@@ -52,7 +66,10 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from aiden.context import PromptLayers
+import msgspec
+
+from aiden.adapters.budget import checked
+from aiden.context import PromptBuild, PromptLayers
 from aiden.events import SessionEvent
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
 
@@ -61,8 +78,13 @@ if TYPE_CHECKING:
 
 __all__ = ["aiden_history", "history_class", "prompt_to_messages", "recall_tool"]
 
-_NON_TEXT: Final = {"ImageUrl": "[image]", "AudioUrl": "[audio]", "VideoUrl": "[video]",
-                    "DocumentUrl": "[document]", "BinaryContent": "[file]"}
+_NON_TEXT: Final = {
+    "ImageUrl": "[image]",
+    "AudioUrl": "[audio]",
+    "VideoUrl": "[video]",
+    "DocumentUrl": "[document]",
+    "BinaryContent": "[file]",
+}
 
 
 def recall_tool(memory: Memory) -> Any:
@@ -73,8 +95,9 @@ def recall_tool(memory: Memory) -> Any:
         return await memory.handle_recall_tool(arguments)
 
     function = RECALL_TOOL["function"]
-    return Tool.from_schema(recall, name=TOOL_NAME, description=function["description"],
-                            json_schema=function["parameters"])
+    return Tool.from_schema(
+        recall, name=TOOL_NAME, description=function["description"], json_schema=function["parameters"]
+    )
 
 
 def _prompt_text(content: Any) -> str:
@@ -113,21 +136,30 @@ def prompt_to_messages(prompt: Sequence[dict[str, Any]]) -> list[Any]:
 
     for message in prompt:
         role, content = message.get("role"), message.get("content")
-        text = _prompt_text([c.get("text", "") if isinstance(c, dict) else str(c) for c in content]) \
-            if isinstance(content, list) else (content or "")
+        text = (
+            _prompt_text([c.get("text", "") if isinstance(c, dict) else str(c) for c in content])
+            if isinstance(content, list)
+            else (content or "")
+        )
         if role == "assistant":
             flush()
             parts: list[Any] = [TextPart(content=text)] if text else []
             for call in message.get("tool_calls") or []:
                 function = call.get("function", {})
                 tool_names[call["id"]] = function.get("name", "tool")
-                parts.append(ToolCallPart(tool_name=function.get("name", "tool"),
-                                          args=function.get("arguments") or "{}", tool_call_id=call["id"]))
+                parts.append(
+                    ToolCallPart(
+                        tool_name=function.get("name", "tool"),
+                        args=function.get("arguments") or "{}",
+                        tool_call_id=call["id"],
+                    )
+                )
             out.append(ModelResponse(parts=parts))
         elif role == "tool":
             call_id = str(message.get("tool_call_id") or "")
-            pending.append(ToolReturnPart(tool_name=tool_names.get(call_id, "tool"), content=text,
-                                          tool_call_id=call_id))
+            pending.append(
+                ToolReturnPart(tool_name=tool_names.get(call_id, "tool"), content=text, tool_call_id=call_id)
+            )
         elif role == "user":
             pending.append(UserPromptPart(content=text))
         else:
@@ -141,8 +173,10 @@ def history_class() -> type[Any]:
     """The ``AidenHistory`` class (a pydantic-ai ``ProcessHistory`` capability), built on first use."""
     from pydantic_ai.capabilities import ProcessHistory
     from pydantic_ai.messages import (
+        InstructionPart,
         ModelRequest,
         ModelResponse,
+        RetryFeedbackPart,
         RetryPromptPart,
         SystemPromptPart,
         TextPart,
@@ -151,6 +185,21 @@ def history_class() -> type[Any]:
         UserPromptPart,
     )
 
+    logged_parts = (SystemPromptPart, UserPromptPart, ToolReturnPart, RetryPromptPart, RetryFeedbackPart)
+
+    def logged_key(part: Any) -> tuple[str, str] | None:
+        """How aiden's prompt shows a logged request part: (role, tool_call_id or text)."""
+        if isinstance(part, UserPromptPart):
+            return "user", _prompt_text(part.content)
+        if isinstance(part, ToolReturnPart) or (isinstance(part, RetryPromptPart) and part.tool_name):
+            return "tool", str(part.tool_call_id)
+        if isinstance(part, RetryPromptPart | RetryFeedbackPart):
+            return "system", part.model_response()
+        return None
+
+    def logged_text(part: Any) -> str:
+        return str(part.model_response_str() if isinstance(part, ToolReturnPart) else part.model_response())
+
     class AidenHistory(ProcessHistory):
         """Logs a pydantic-ai agent's messages to aiden and gives the model aiden's prompt."""
 
@@ -158,8 +207,12 @@ def history_class() -> type[Any]:
             super().__init__(processor=self._process)
             self.memory = memory
             self.layers = layers
+            self.last_prompt: PromptBuild | None = None
+            """The prompt built for the last model request (None before the first)."""
             self._seen: dict[int, Any] = {}
             self._system = ""
+            # The instructions pydantic-ai would send with the next request (set by before_model_request).
+            self._instructions: list[Any] = []
 
         def _is_seen(self, part: Any) -> bool:
             ref = self._seen.get(id(part))
@@ -180,15 +233,27 @@ def history_class() -> type[Any]:
             elif isinstance(part, UserPromptPart):
                 await self.memory.begin_run(_prompt_text(part.content))
             elif isinstance(part, ToolReturnPart):
-                await self.memory.append(SessionEvent(type="tool_result", role="tool", tool_call_id=part.tool_call_id,
-                                                      tool_name=part.tool_name, content=part.model_response_str()))
-            elif isinstance(part, RetryPromptPart):
-                if part.tool_name:
-                    await self.memory.append(SessionEvent(type="tool_result", role="tool",
-                                                          tool_call_id=part.tool_call_id, tool_name=part.tool_name,
-                                                          content=part.model_response()))
-                else:
-                    await self.memory.append(SessionEvent(type="system_event", content=part.model_response()))
+                await self.memory.append(
+                    SessionEvent(
+                        type="tool_result",
+                        role="tool",
+                        tool_call_id=part.tool_call_id,
+                        tool_name=part.tool_name,
+                        content=part.model_response_str(),
+                    )
+                )
+            elif isinstance(part, RetryPromptPart) and part.tool_name:
+                await self.memory.append(
+                    SessionEvent(
+                        type="tool_result",
+                        role="tool",
+                        tool_call_id=part.tool_call_id,
+                        tool_name=part.tool_name,
+                        content=part.model_response(),
+                    )
+                )
+            elif isinstance(part, RetryPromptPart | RetryFeedbackPart):
+                await self.memory.append(SessionEvent(type="system_event", content=part.model_response()))
 
         async def _log_response(self, response: Any) -> None:
             texts = [p.content for p in response.parts if isinstance(p, TextPart) and not self._is_seen(p)]
@@ -200,8 +265,16 @@ def history_class() -> type[Any]:
                 await self.memory.commit_run(text)
                 return
             events = [SessionEvent(type="assistant_output", role="assistant", content=text)] if text else []
-            events += [SessionEvent(type="tool_call", role="assistant", tool_call_id=c.tool_call_id,
-                                    tool_name=c.tool_name, tool_args=c.args_as_json_str()) for c in calls]
+            events += [
+                SessionEvent(
+                    type="tool_call",
+                    role="assistant",
+                    tool_call_id=c.tool_call_id,
+                    tool_name=c.tool_name,
+                    tool_args=c.args_as_json_str(),
+                )
+                for c in calls
+            ]
             if events:
                 await self.memory.append_many(events)
 
@@ -216,18 +289,53 @@ def history_class() -> type[Any]:
                     if not self._is_seen(part):
                         self._mark(part)
                         await self._log_request_part(part)
-            layers = self.layers or (PromptLayers(role_identity=self._system) if self._system else PromptLayers())
-            prompt = [dict(m) for m in (await self.memory.build_messages(layers)).messages]
+            built = checked(await self.memory.build_messages(self._layers()), "AidenHistory")
+            self.last_prompt = built
+            out = self._marked(prompt_to_messages([dict(m) for m in built.messages]))
             last = messages[-1] if messages else None
             if not isinstance(last, ModelRequest):
-                return self._marked(prompt_to_messages(prompt))
-            kept = [p for p in last.parts if not isinstance(p, SystemPromptPart)]
-            shown = sum(isinstance(p, UserPromptPart | ToolReturnPart | RetryPromptPart) for p in kept)
-            while shown and prompt and prompt[-1].get("role") in ("user", "tool"):
-                prompt.pop()
-                shown -= 1
-            current = dataclasses.replace(last, parts=kept)
-            return [*self._marked(prompt_to_messages(prompt)), current]
+                return out
+            # The current request is the end of aiden's prompt, sent in pydantic-ai's request object.
+            shown = out.pop().parts if out and isinstance(out[-1], ModelRequest) else []
+            return [*out, dataclasses.replace(last, parts=self._current_parts(shown, last.parts))]
+
+        def _layers(self) -> PromptLayers:
+            """aiden's system layers, with the instructions pydantic-ai would send itself (so they count)."""
+            layers = self.layers or (
+                PromptLayers(role_identity=self._system) if self._system else PromptLayers()
+            )
+            static = "\n\n".join(p.content for p in self._instructions if not p.dynamic and p.content.strip())
+            dynamic = "\n\n".join(p.content for p in self._instructions if p.dynamic and p.content.strip())
+            # Dynamic instructions change between requests: in the runtime context they stay out of the
+            # cached first system message.
+            return msgspec.structs.replace(
+                layers,
+                base_instruction="\n\n".join(t for t in (layers.base_instruction, static) if t),
+                runtime_context="\n\n".join(t for t in (layers.runtime_context, dynamic) if t),
+            )
+
+        def _current_parts(self, shown: Sequence[Any], original: Sequence[Any]) -> list[Any]:
+            """aiden's parts of the current request, as pydantic-ai's own parts wherever aiden left them unchanged.
+
+            A user prompt keeps its non-text content, a tool return its type and metadata; a tool
+            return aiden stubbed keeps them with the stub as content. Parts aiden does not log
+            (pydantic-ai's bookkeeping) follow; system prompt parts are aiden's system layer.
+            """
+            by_key = {key: part for part in original if (key := logged_key(part)) is not None}
+            parts: list[Any] = []
+            for part in shown:
+                if isinstance(part, ToolReturnPart):
+                    mine = by_key.pop(("tool", part.tool_call_id), None)
+                    if isinstance(mine, ToolReturnPart) and logged_text(mine) != part.content:
+                        mine = dataclasses.replace(mine, content=part.content)
+                        self._mark(mine)
+                    elif mine is not None and logged_text(mine) != part.content:
+                        mine = None  # a retry prompt aiden stubbed: sent as the stub
+                else:
+                    role = "user" if isinstance(part, UserPromptPart) else "system"
+                    mine = by_key.pop((role, str(part.content)), None)
+                parts.append(part if mine is None else mine)
+            return [*parts, *(p for p in original if not isinstance(p, logged_parts))]
 
         def _marked(self, built: list[Any]) -> list[Any]:
             for message in built:
@@ -235,13 +343,31 @@ def history_class() -> type[Any]:
                     self._mark(part)
             return built
 
+        async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
+            """Take over the request's instructions: aiden's system layer carries them, inside its budget."""
+            parameters = request_context.model_request_parameters
+            parts = parameters.instruction_parts
+            if parts is None:
+                # Unset (a direct model request): the model would read the last request's instructions.
+                last = request_context.messages[-1] if request_context.messages else None
+                text = getattr(last, "instructions", None) if isinstance(last, ModelRequest) else None
+                parts = [InstructionPart(content=text)] if text else []
+            self._instructions = list(parts)
+            request_context = await super().before_model_request(ctx, request_context)
+            request_context.model_request_parameters = dataclasses.replace(
+                request_context.model_request_parameters, instruction_parts=[]
+            )
+            return request_context
+
         async def after_model_request(self, ctx: Any, *, request_context: Any, response: Any) -> Any:
             """Log the model's response (an answer without tool calls ends the run) and its usage."""
             usage = response.usage
             if usage.input_tokens or usage.output_tokens:
-                await self.memory.record_usage(prompt_tokens=usage.input_tokens,
-                                               completion_tokens=usage.output_tokens,
-                                               cached_tokens=usage.cache_read_tokens)
+                await self.memory.record_usage(
+                    prompt_tokens=usage.input_tokens,
+                    completion_tokens=usage.output_tokens,
+                    cached_tokens=usage.cache_read_tokens,
+                )
             await self._log_response(response)
             return response
 
@@ -261,4 +387,3 @@ def __getattr__(name: str) -> Any:
     if name == "AidenHistory":
         return history_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-

@@ -14,13 +14,22 @@ pytest.importorskip("langchain")
 
 from langchain.agents import create_agent
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_openai_messages,
+)
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from pydantic import Field
 
 import aiden
 from aiden.adapters.langchain import EVENT_ID_PREFIX, aiden_middleware, middleware_class, usage_numbers
+from aiden.context.prompt import estimate_messages
+from tests.adapters import long_session
 from tests.helpers import SMALL_MANUAL
 
 pytestmark = pytest.mark.anyio
@@ -186,7 +195,7 @@ async def test_second_turn_prompt_holds_the_summary_after_compaction(tmp_path: P
     texts = [m.text for m in last[1:]]
     # The first turn's tool call, result and answer are compacted: the summary layer stands for them
     # (the session's root input stays verbatim).
-    assert "## Recent Chunks" in summary and "run_tests: billing: 3 passed" in summary
+    assert "## Recent Chunks" in summary and "run_tests(target=billing)" in summary
     assert summary.strip() in last[0].text
     assert [type(m) for m in last] == [
         SystemMessage,
@@ -259,13 +268,10 @@ async def test_example_runs_against_the_local_server(tmp_path: Path) -> None:
     assert prompt[0]["content"].startswith(
         "You are a terse CI assistant.\n\n# Session History (compressed chunks)"
     )
-    assert prompt[0]["content"].endswith(
-        "Commands:\n  - run_tests(target=billing)\n  Tool results:\n  - run_tests: billing: 3 passed"
-    )
+    assert prompt[0]["content"].endswith("Commands:\n  - run_tests(target=billing)")
     assert [m["content"] for m in prompt[1:]] == [
         asked,
-        "Turn context (the start of this turn was compacted):\nCommands:\n- run_tests(target=billing)\n"
-        "Tool results:\n- run_tests: billing: 3 passed",
+        "Turn context (the start of this turn was compacted):\nCommands:\n- run_tests(target=billing)",
         "billing: 3 passed",
         "and now?",
     ]
@@ -279,3 +285,79 @@ async def test_sync_invoke_is_refused_before_anything_is_logged(tmp_path: Path) 
             agent.invoke({"messages": [HumanMessage("hi")]})
         assert await memory.hot_window() == []
     assert model.received == []
+
+
+class SessionChat(BaseChatModel):
+    """Plays :class:`tests.adapters.long_session.Script`; records each call as LangChain would send it."""
+
+    script: Any
+    sent: list[list[dict[str, Any]]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "long-session"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        self.sent.append(convert_to_openai_messages(messages))
+        # Usage as a provider reports it: aiden's token trigger and calibration run on it.
+        usage = {"input_tokens": estimate_messages(self.sent[-1]), "output_tokens": 12, "total_tokens": 0}
+        n = self.script.step()
+        if n is None:
+            message = AIMessage(content=long_session.Script.ANSWER, usage_metadata=usage)
+        else:
+            message = AIMessage(
+                content="", usage_metadata=usage, tool_calls=[call("read_file", {"n": n}, f"c{n}")]
+            )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+@tool
+def read_file(n: int) -> str:
+    """Read one of the project's files."""
+    return long_session.tool_output(n)
+
+
+async def test_every_call_of_a_long_tool_heavy_session_fits_the_window(tmp_path: Path) -> None:
+    """The window promise through the middleware: every model call gets aiden's prompt, within budget."""
+    model = SessionChat(script=long_session.Script())
+    async with aiden.open_memory(
+        tmp_path, config=long_session.CONFIG, context_window=long_session.WINDOW
+    ) as memory:
+        middleware = aiden_middleware(memory)
+        builds: list[aiden.PromptBuild] = []
+        model_call = middleware.awrap_model_call
+
+        async def recorded(request: Any, handler: Any) -> Any:
+            async def handle(request: Any) -> Any:
+                builds.append(
+                    getattr(middleware, "last_prompt", None)
+                )  # the prompt aiden built for this call
+                return await handler(request)
+
+            return await model_call(request, handle)
+
+        middleware.awrap_model_call = recorded
+        agent = create_agent(
+            model, tools=[read_file], system_prompt=long_session.INSTRUCTIONS, middleware=[middleware]
+        )
+        for turn in range(long_session.TURNS):
+            state = await agent.ainvoke({"messages": [HumanMessage(model.script.ask(turn))]})
+            assert state["messages"][-1].content == long_session.Script.ANSWER
+            await memory.maintain()  # the pass the turn's end asked for has run: compactions are counted
+        budget = memory.config.prompt_budget()
+        sent = [long_session.prompt_tokens(m, memory) for m in model.sent]
+        stats = memory.stats()
+    calls = long_session.TURNS * (long_session.CALLS_PER_TURN + 1)
+    assert (budget, len(sent)) == (3500, calls)
+    assert max(sent) <= budget
+    assert stats.compactions >= 3
+    assert sent == [b.estimated_tokens for b in builds]  # what was sent is what aiden built and estimated
+    assert [b.over_budget for b in builds] == [False] * calls
+    assert model.sent[0][0] == {"role": "system", "content": long_session.INSTRUCTIONS}
+    assert any(b.stubbed for b in builds)
+    assert any(b.summary_trimmed for b in builds)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,9 @@ import pytest
 agents = pytest.importorskip("agents")
 
 import aiden  # noqa: E402
-from aiden.adapters.openai_agents import SUMMARY_HEADER, AidenSession, event_from_item, item_from_event  # noqa: E402
+from aiden.adapters.openai_agents import AidenSession, event_from_item, item_from_event  # noqa: E402
 from aiden.testing import FakeLLMServer  # noqa: E402
+from tests.adapters import long_session  # noqa: E402
 from tests.helpers import SMALL_MANUAL, all_events  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,19 +27,44 @@ FAST = aiden.Config(durability="none")
 
 ITEMS: list[dict[str, Any]] = [
     {"role": "user", "content": "why is billing flaky?"},
-    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "see the log"},
-                                                    {"type": "input_image", "image_url": "https://x/y.png",
-                                                     "detail": "auto"}]},
+    {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "see the log"},
+            {"type": "input_image", "image_url": "https://x/y.png", "detail": "auto"},
+        ],
+    },
     {"role": "developer", "content": "be brief"},
     {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "check the timezone"}]},
-    {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "run", "arguments": '{"cmd": "pytest"}',
-     "status": "completed"},
+    {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "run",
+        "arguments": '{"cmd": "pytest"}',
+        "status": "completed",
+    },
     {"type": "function_call_output", "call_id": "call_1", "output": "1 failed: tz"},
     {"type": "custom_tool_call", "call_id": "call_2", "name": "patch", "input": "*** Begin Patch"},
-    {"type": "custom_tool_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "applied"}]},
-    {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "tz"}},
-    {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
-     "content": [{"type": "output_text", "text": "Fixed: UTC everywhere.", "annotations": []}]},
+    {
+        "type": "custom_tool_call_output",
+        "call_id": "call_2",
+        "output": [{"type": "input_text", "text": "applied"}],
+    },
+    {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": "tz"},
+    },
+    {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Fixed: UTC everywhere.", "annotations": []}],
+    },
     {"type": "item_reference", "id": "msg_0"},
 ]
 # (type, role, content, tool_call_id, tool_name, tool_args) of each item's event.
@@ -50,7 +77,14 @@ EXPECTED = [
     ("tool_result", "tool", "1 failed: tz", "call_1", None, None),
     ("tool_call", "assistant", "", "call_2", "patch", "*** Begin Patch"),
     ("tool_result", "tool", "applied", "call_2", None, None),
-    ("tool_call", "assistant", "", "ws_1", "web_search_call", '{"action": {"query": "tz", "type": "search"}}'),
+    (
+        "tool_call",
+        "assistant",
+        "",
+        "ws_1",
+        "web_search_call",
+        '{"action": {"query": "tz", "type": "search"}}',
+    ),
     ("assistant_output", "assistant", "Fixed: UTC everywhere.", None, None, None),
     ("system_event", None, "", None, None, None),
 ]
@@ -61,9 +95,22 @@ def _shape(event: aiden.SessionEvent) -> tuple[Any, ...]:
 
 
 def turn(n: int) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": f"question {n}: what about module{n}.py and its config file?"},
-            {"id": f"msg_{n}", "type": "message", "role": "assistant", "status": "completed",
-             "content": [{"type": "output_text", "text": f"answer {n}: module{n}.py reads settings.", "annotations": []}]}]
+    return [
+        {"role": "user", "content": f"question {n}: what about module{n}.py and its config file?"},
+        {
+            "id": f"msg_{n}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [
+                {
+                    "type": "output_text",
+                    "text": f"answer {n}: module{n}.py reads settings.",
+                    "annotations": [],
+                }
+            ],
+        },
+    ]
 
 
 async def test_satisfies_the_sdk_session_protocol(tmp_path: Path) -> None:
@@ -90,7 +137,11 @@ async def test_each_item_kind_round_trips_exactly(tmp_path: Path) -> None:
         assert hot[0].meta["agents_item"] == {"role": "user"}
         assert hot[4].meta["agents_slots"] == {"tool_args": "arguments"}
     async with aiden.open_memory(tmp_path, config=FAST) as memory:  # from disk, after reopening
-        assert await AidenSession(memory).get_items() == ITEMS
+        view = await AidenSession(memory).get_items()
+        # The closed session left long-term memory, which aiden's prompt carries as its system layer.
+        assert view[0] == {"role": "system", "content": memory.long_term_layer}
+        assert str(view[0]["content"]).startswith("PROJECT MEMORY")
+        assert view[1:] == ITEMS
 
 
 def test_events_without_an_item_map_to_equivalent_items() -> None:
@@ -171,10 +222,12 @@ async def test_clear_session_rotates_and_keeps_the_archive(tmp_path: Path) -> No
         session = AidenSession(memory)
         await session.add_items(turn(1))
         await session.clear_session()
-        assert await session.get_items() == []
+        assert memory.long_term_layer.startswith("PROJECT MEMORY")  # what the archived session left
+        project_memory = {"role": "system", "content": memory.long_term_layer}
+        assert await session.get_items() == [project_memory]
         assert await memory.hot_window() == []
         await session.add_items(turn(2))
-        assert await session.get_items() == turn(2)
+        assert await session.get_items() == [project_memory, *turn(2)]
     archives = list((tmp_path / "memory" / "session_archive").iterdir())
     assert len(archives) == 1
     archived = (archives[0] / "events.jsonl").read_text()
@@ -195,11 +248,14 @@ async def test_get_items_after_compaction_is_summary_then_hot_window(tmp_path: P
         assert 0 < len(hot) < len(items)
         view = await session.get_items()
         summary = (await memory.summary_md()).strip()
-        assert summary
-        assert view[0] == {"role": "system", "content": f"{SUMMARY_HEADER}\n\n{summary}"}
+        assert summary.startswith("# Session History")
+        # The summary layer of aiden's own prompt (fitted to its share of the window), as one system item.
+        system = (await memory.build_messages()).messages[0]
+        assert system["role"] == "system" and str(system["content"]).startswith("# Session History")
+        assert view[0] == {"role": "system", "content": system["content"]}
         shown = [items[e.seq - 1] for e in hot]  # the hot window keeps the pinned root input
         assert shown[0] == items[0]
-        assert shown[1:] == items[-(len(hot) - 1):]
+        assert shown[1:] == items[-(len(hot) - 1) :]
         assert view[1:] == shown
         assert await session.get_items(limit=len(hot)) == shown
         assert await session.get_items(limit=len(hot) + 1) == view
@@ -221,8 +277,13 @@ async def test_runner_sends_the_summary_item_after_compaction(tmp_path: Path) ->
     set_tracing_disabled(True)
     items = [i for n in range(1, 9) for i in turn(n)]
     with FakeLLMServer(responder=lambda body: "noted") as server:
-        agent = Agent(name="a", instructions="be brief", model=OpenAIChatCompletionsModel(
-            model="fake", openai_client=AsyncOpenAI(base_url=server.base_url, api_key="x")))
+        agent = Agent(
+            name="a",
+            instructions="be brief",
+            model=OpenAIChatCompletionsModel(
+                model="fake", openai_client=AsyncOpenAI(base_url=server.base_url, api_key="x")
+            ),
+        )
         async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
             session = AidenSession(memory)
             await session.add_items([dict(i) for i in items])
@@ -234,7 +295,7 @@ async def test_runner_sends_the_summary_item_after_compaction(tmp_path: Path) ->
         sent = server.requests[0].body["messages"]
     assert sent[0] == {"role": "system", "content": "be brief"}
     assert sent[1] == {"role": "system", "content": view[0]["content"]}
-    assert str(sent[1]["content"]).startswith(SUMMARY_HEADER)
+    assert str(sent[1]["content"]).startswith("# Session History")
     assert [m["role"] for m in sent[2:]] == [str(i["role"]) for i in view[1:]] + ["user"]
     assert sent[-1] == {"role": "user", "content": "and module9.py?"}
     assert after[: len(view)] == view
@@ -244,8 +305,9 @@ async def test_runner_sends_the_summary_item_after_compaction(tmp_path: Path) ->
 
 
 def _load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("example_openai_agents_session",
-                                                  ROOT / "examples" / "openai_agents_session.py")
+    spec = importlib.util.spec_from_file_location(
+        "example_openai_agents_session", ROOT / "examples" / "openai_agents_session.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -268,14 +330,281 @@ async def test_example_runs_two_turns_against_a_local_server(tmp_path: Path) -> 
     assert server.handler_errors == []
     async with aiden.open_memory(tmp_path, config=FAST) as memory:
         hot = await memory.hot_window()
-        assert [e.type for e in hot] == ["user_input", "tool_call", "tool_result", "assistant_output",
-                                         "user_input", "assistant_output"]
+        assert [e.type for e in hot] == [
+            "user_input",
+            "tool_call",
+            "tool_result",
+            "assistant_output",
+            "user_input",
+            "assistant_output",
+        ]
         assert {e.meta["agents_session"] for e in hot} == {"example"}
 
 
 def test_importing_aiden_does_not_import_agents() -> None:
-    code = ("import sys, aiden, aiden.adapters, aiden.adapters.openai_agents; "
-            "print(json.dumps('agents' in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True,
-                         check=True, cwd=ROOT)
+    code = (
+        "import sys, aiden, aiden.adapters, aiden.adapters.openai_agents; "
+        "print(json.dumps('agents' in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     assert json.loads(out.stdout) is False
+
+
+async def test_every_prompt_of_a_long_tool_heavy_session_fits_the_window(tmp_path: Path) -> None:
+    """The window promise through the SDK: every request the Runner sends is aiden's prompt, within budget."""
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        RunConfig,
+        Runner,
+        function_tool,
+        set_tracing_disabled,
+    )
+    from agents.run_config import CallModelData, ModelInputData
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+
+    @function_tool
+    def read_file(n: int) -> str:
+        """Read one of the project's files."""
+        return long_session.tool_output(n)
+
+    builds: list[aiden.PromptBuild] = []
+    sdk_inputs: list[int] = []
+    script = long_session.Script()
+    with FakeLLMServer(responder=script.chat_responder()) as server:
+        agent = Agent(
+            name="a",
+            instructions=long_session.INSTRUCTIONS,
+            tools=[read_file],
+            model=OpenAIChatCompletionsModel(
+                model="fake", openai_client=AsyncOpenAI(base_url=server.base_url, api_key="x")
+            ),
+        )
+        async with aiden.open_memory(
+            tmp_path, config=long_session.CONFIG, context_window=long_session.WINDOW
+        ) as memory:
+            session = AidenSession(memory)
+
+            async def recorded(data: CallModelData[Any]) -> ModelInputData:
+                sdk_inputs.append(len(data.model_data.input))
+                sent = await session.call_model_input_filter(data)
+                assert session.last_prompt is not None
+                builds.append(session.last_prompt)
+                return sent
+
+            config = RunConfig(call_model_input_filter=recorded)
+            for turn in range(long_session.TURNS):
+                result = await Runner.run(
+                    agent, script.ask(turn), session=session, run_config=config, hooks=session.usage_hooks()
+                )
+                assert result.final_output == long_session.Script.ANSWER
+                await memory.maintain()  # the pass the turn's end asked for has run: compactions are counted
+            budget = memory.config.prompt_budget()
+            sent = [long_session.prompt_tokens(r.body["messages"], memory) for r in server.requests]
+            stats = memory.stats()
+            items = len(await session.full_history())
+    calls = long_session.TURNS * (long_session.CALLS_PER_TURN + 1)
+    assert (long_session.WINDOW, budget, len(sent), len(builds)) == (4000, 3500, calls, calls)
+    assert items == long_session.TURNS * (2 + 2 * long_session.CALLS_PER_TURN)  # every item logged once
+    assert max(sdk_inputs) > 4 * long_session.CALLS_PER_TURN  # the SDK's own input kept growing
+    assert max(sent) <= budget
+    assert stats.compactions >= 3
+    assert sent == [b.estimated_tokens for b in builds]  # what was sent is what aiden built and estimated
+    assert [b.over_budget for b in builds] == [False] * calls
+    assert {b.budget_tokens for b in builds} == {budget}
+    # Every mechanism of the promise took part: tool results stubbed, summary layer fitted.
+    assert any(b.stubbed for b in builds)
+    assert any(b.summary_trimmed for b in builds)
+
+
+async def test_get_items_is_aidens_prompt_within_the_budget(tmp_path: Path) -> None:
+    """Without the filter the SDK sends get_items as the history: it is build_messages' budgeted prompt."""
+    async with aiden.open_memory(
+        tmp_path, config=long_session.CONFIG, context_window=long_session.WINDOW
+    ) as memory:
+        session = AidenSession(memory)
+        for n in range(1, 7):  # one user turn with six large results: more than the whole window
+            await session.add_items(
+                [
+                    {"role": "user", "content": long_session.question(n)}
+                    if n == 1
+                    else {"type": "message", "role": "assistant", "content": f"reading file{n}"},
+                    {
+                        "type": "function_call",
+                        "call_id": f"c{n}",
+                        "name": "read_file",
+                        "arguments": json.dumps({"n": n}),
+                    },
+                    {
+                        "type": "function_call_output",
+                        "call_id": f"c{n}",
+                        "output": long_session.tool_output(n),
+                    },
+                ]
+            )
+        built = await memory.build_messages()
+        view = await session.get_items()
+        hot = await memory.hot_window()
+    assert built.stubbed > 0 and not built.over_budget
+    assert sum(memory.estimate_text(e.content) for e in hot) > memory.config.prompt_budget()
+    outputs = [i for i in view if i.get("type") == "function_call_output"]
+    stubs = [i for i in outputs if str(i["output"]).startswith(aiden.context.STUB_PREFIX)]
+    assert len(stubs) == built.stubbed
+    # A stubbed output keeps its item (type, call_id); the stub is aiden's, naming the seq to recall.
+    assert [set(i) for i in stubs] == [{"type", "call_id", "output"}] * len(stubs)
+    chat = [m for m in built.messages if m["role"] == "tool"]
+    assert [i["output"] for i in outputs] == [m["content"] for m in chat]
+    assert [i["call_id"] for i in outputs] == [m["tool_call_id"] for m in chat]
+
+
+def _agent(base_url: str, **kwargs: Any) -> Any:
+    from agents import Agent, OpenAIChatCompletionsModel, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    return Agent(
+        name="a",
+        instructions="be brief",
+        model=OpenAIChatCompletionsModel(
+            model="fake", openai_client=AsyncOpenAI(base_url=base_url, api_key="x")
+        ),
+        **kwargs,
+    )
+
+
+async def test_usage_hooks_report_each_call_and_the_end_of_the_run(tmp_path: Path) -> None:
+    from agents import Runner
+
+    reply = {"content": "ok", "usage": {"prompt_tokens": 777, "cached_tokens": 111}}
+    with FakeLLMServer(script=[reply, reply]) as server:
+        async with aiden.open_memory(tmp_path, config=FAST) as memory:
+            session = AidenSession(memory)
+            await Runner.run(_agent(server.base_url), "hi", session=session)
+            unreported = memory.stats()
+            await Runner.run(_agent(server.base_url), "again", session=session, hooks=session.usage_hooks())
+            reported = memory.stats()
+    assert (unreported.last_prompt_tokens, unreported.cached_share_since_last_compaction) == (None, None)
+    assert (reported.last_prompt_tokens, reported.cached_share_since_last_compaction) == (777, 111 / 777)
+
+
+QUESTION = turn(1)[0]["content"]
+
+
+async def test_a_streamed_run_is_sent_whole_and_logged_once(tmp_path: Path) -> None:
+    """A streamed run saves its input after the first call's filter: the filter logs it, add_items not again."""
+    from agents import RunConfig, Runner
+
+    async def streamed(session: AidenSession, text: str, base_url: str) -> None:
+        config = RunConfig(call_model_input_filter=session.call_model_input_filter)
+        result = Runner.run_streamed(_agent(base_url), text, session=session, run_config=config)
+        async for _ in result.stream_events():
+            pass
+        assert result.final_output == "ok"
+
+    with FakeLLMServer(responder=lambda body: "ok") as server:
+        async with aiden.open_memory(tmp_path, config=FAST) as memory:
+            session = AidenSession(memory)
+            await streamed(session, QUESTION, server.base_url)
+            first = [(e.type, e.content) for e in await memory.hot_window()]
+            await session.clear_session()  # the archived session leaves long-term memory: get_items shows it
+            project_memory = memory.long_term_layer
+            assert project_memory.startswith("PROJECT MEMORY")
+            assert (await session.get_items())[0] == {"role": "system", "content": project_memory}
+            await streamed(session, "again", server.base_url)
+            second = [(e.type, e.content) for e in await memory.hot_window()]
+        sent = [r.body["messages"] for r in server.requests]
+    assert first == [("user_input", QUESTION), ("assistant_output", "ok")]
+    assert second == [("user_input", "again"), ("assistant_output", "ok")]
+    assert sent == [
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": QUESTION}],
+        [
+            {"role": "system", "content": f"be brief\n\n{project_memory}"},
+            {"role": "user", "content": "again"},
+        ],
+    ]
+
+
+async def test_the_filter_refuses_input_that_does_not_continue_its_session(tmp_path: Path) -> None:
+    from agents import RunConfig, Runner
+
+    with FakeLLMServer(responder=lambda body: "ok") as server:
+        async with aiden.open_memory(tmp_path, config=FAST) as memory:
+            session = AidenSession(memory)
+            config = RunConfig(call_model_input_filter=session.call_model_input_filter)
+            await Runner.run(_agent(server.base_url), "hi", session=session, run_config=config)
+            with pytest.raises(aiden.AidenError, match=r"pass session=<this AidenSession> to Runner\.run"):
+                await Runner.run(_agent(server.base_url), "bye", run_config=config)  # no session=
+            hot = await memory.hot_window()
+    assert len(server.requests) == 1
+    assert [(e.type, e.content) for e in hot] == [("user_input", "hi"), ("assistant_output", "ok")]
+
+
+async def test_the_prompt_keeps_each_items_shape(tmp_path: Path) -> None:
+    """Items go out as stored; aiden's changes are its own: stubs, a reused call id renamed, a result it supplied."""
+    from aiden.context import MISSING_RESULT, STUB_PREFIX
+
+    big = "\n".join(f"row {i}: {'x' * 40}" for i in range(200))
+    items: list[dict[str, Any]] = [
+        {"role": "user", "content": "go"},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "function_call", "id": "fc_1", "call_id": "dup", "name": "run", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "dup", "output": "first"},
+        {
+            "type": "function_call",
+            "id": "fc_2",
+            "call_id": "dup",
+            "name": "run",
+            "arguments": '{"again": true}',
+        },
+        {"type": "function_call_output", "call_id": "dup", "output": "second"},
+        {"type": "function_call", "call_id": "lost", "name": "run", "arguments": "{}"},
+        {"type": "custom_tool_call", "call_id": "cc", "name": "dump", "input": "all"},
+        {"type": "custom_tool_call_output", "call_id": "cc", "output": [{"type": "input_text", "text": big}]},
+    ]
+    async with aiden.open_memory(tmp_path, config=FAST, context_window=4000) as memory:
+        session = AidenSession(memory)
+        await session.add_items([dict(i) for i in items])
+        view = await session.get_items()
+        built = await memory.build_messages()
+    stub = built.messages[-1]["content"]
+    # The custom tool's output is larger than its share of the budget: stubbed although it is new.
+    assert stub.startswith(f"{STUB_PREFIX}9: dump(") and built.stubbed == 1
+    assert view == [
+        *items[:4],
+        {**items[4], "call_id": "dup_seq5"},  # the chat API needs unique call ids
+        {**items[5], "call_id": "dup_seq5"},
+        items[6],  # two calls in a row: one assistant turn, then their outputs
+        items[7],
+        {"type": "function_call_output", "call_id": "lost", "output": MISSING_RESULT},
+        {**items[8], "output": stub},
+    ]
+
+
+async def test_a_prompt_that_cannot_fit_is_sent_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Never a silent overflow: what aiden may not drop (the user's input) alone breaks the budget."""
+    from agents import RunConfig, Runner
+
+    huge = " ".join(f"word{i}" for i in range(6000))
+    with FakeLLMServer(responder=lambda body: "ok") as server:
+        async with aiden.open_memory(tmp_path, config=FAST, context_window=4000) as memory:
+            session = AidenSession(memory)
+            config = RunConfig(call_model_input_filter=session.call_model_input_filter)
+            with caplog.at_level(logging.WARNING, logger="aiden.adapters"):
+                await Runner.run(_agent(server.base_url), huge, session=session, run_config=config)
+            sent = long_session.prompt_tokens(server.requests[0].body["messages"], memory)
+    assert session.last_prompt is not None and session.last_prompt.over_budget
+    assert sent == session.last_prompt.estimated_tokens > session.last_prompt.budget_tokens == 3500
+    warnings = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "aiden.adapters"]
+    assert warnings == [
+        (
+            "WARNING",
+            "AidenSession.call_model_input_filter: the prompt sent is over aiden's budget: "
+            + session.last_prompt.over_budget_reason,
+        )
+    ]

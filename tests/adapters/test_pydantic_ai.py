@@ -30,6 +30,7 @@ import aiden
 from aiden.adapters.pydantic_ai import aiden_history, prompt_to_messages, recall_tool
 from aiden.context import PromptLayers
 from aiden.testing import FakeLLMServer
+from tests.adapters import long_session
 from tests.helpers import SMALL_MANUAL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,8 +64,12 @@ def run_tests(target: str) -> str:
 
 
 def make_agent(memory: aiden.Memory, model: Scripted) -> Agent[None, str]:
-    return Agent(FunctionModel(model), system_prompt="be brief", tools=[run_tests, recall_tool(memory)],
-                 capabilities=[aiden_history(memory)])
+    return Agent(
+        FunctionModel(model),
+        system_prompt="be brief",
+        tools=[run_tests, recall_tool(memory)],
+        capabilities=[aiden_history(memory)],
+    )
 
 
 def kinds(events: list[aiden.SessionEvent]) -> list[tuple[Any, ...]]:
@@ -112,8 +117,14 @@ async def test_a_run_is_logged_exactly_and_the_model_gets_aidens_prompt(tmp_path
 
 
 async def test_second_run_without_history_sees_the_first_and_nothing_is_logged_twice(tmp_path: Path) -> None:
-    model = Scripted([call("run_tests", {"target": "billing"}, "c1"), answer("Billing passes."),
-                      answer("It passed."), answer("Still passes.")])
+    model = Scripted(
+        [
+            call("run_tests", {"target": "billing"}, "c1"),
+            answer("Billing passes."),
+            answer("It passed."),
+            answer("Still passes."),
+        ]
+    )
     async with aiden.open_memory(tmp_path, config=FAST) as memory:
         agent = make_agent(memory, model)
         first = await agent.run("check billing")
@@ -121,10 +132,14 @@ async def test_second_run_without_history_sees_the_first_and_nothing_is_logged_t
         await agent.run("once more", message_history=first.all_messages())  # already-logged parts
         hot = await memory.hot_window()
     assert [(e.type, e.content) for e in hot] == [
-        ("user_input", "check billing"), ("tool_call", ""), ("tool_result", "billing: 3 passed"),
+        ("user_input", "check billing"),
+        ("tool_call", ""),
+        ("tool_result", "billing: 3 passed"),
         ("assistant_output", "Billing passes."),
-        ("user_input", "and now?"), ("assistant_output", "It passed."),
-        ("user_input", "once more"), ("assistant_output", "Still passes."),
+        ("user_input", "and now?"),
+        ("assistant_output", "It passed."),
+        ("user_input", "once more"),
+        ("assistant_output", "Still passes."),
     ]
     assert [t for t in flat(model.received[2])][1:] == [
         ("UserPromptPart", "check billing"),
@@ -134,17 +149,26 @@ async def test_second_run_without_history_sees_the_first_and_nothing_is_logged_t
         ("UserPromptPart", "and now?"),
     ]
     assert flat(model.received[3])[-3:] == [
-        ("UserPromptPart", "and now?"), ("TextPart", "It passed."), ("UserPromptPart", "once more"),
+        ("UserPromptPart", "and now?"),
+        ("TextPart", "It passed."),
+        ("UserPromptPart", "once more"),
     ]
 
 
-async def test_after_compaction_the_model_sees_the_summary_and_recall_is_answered_by_aiden(tmp_path: Path) -> None:
-    model = Scripted([
-        call("run_tests", {"target": "billing"}, "c1"), answer("Billing passes."),
-        call("run_tests", {"target": "invoices"}, "c2"), answer("Invoices pass."),
-        answer("Both pass."),
-        call("recall_session_chunks", {"query": "billing passed"}, "c3"), answer("It passed."),
-    ])
+async def test_after_compaction_the_model_sees_the_summary_and_recall_is_answered_by_aiden(
+    tmp_path: Path,
+) -> None:
+    model = Scripted(
+        [
+            call("run_tests", {"target": "billing"}, "c1"),
+            answer("Billing passes."),
+            call("run_tests", {"target": "invoices"}, "c2"),
+            answer("Invoices pass."),
+            answer("Both pass."),
+            call("recall_session_chunks", {"query": "billing passed"}, "c3"),
+            answer("It passed."),
+        ]
+    )
     async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
         agent = make_agent(memory, model)
         await agent.run("check billing " + "x" * 400)
@@ -154,7 +178,7 @@ async def test_after_compaction_the_model_sees_the_summary_and_recall_is_answere
         await agent.run("and both?")
         await agent.run("what did billing give?")
         final = await memory.hot_window()
-    assert "## Recent Chunks" in summary and "run_tests: billing: 3 passed" in summary
+    assert "## Recent Chunks" in summary and "run_tests(target=billing)" in summary
     seen = flat(model.received[4])
     assert seen[0][0] == "SystemPromptPart" and summary.strip() in seen[0][1]
     texts = [t for _, t in seen]
@@ -178,18 +202,29 @@ async def test_after_compaction_the_model_sees_the_summary_and_recall_is_answere
 
 
 def test_prompt_to_messages_maps_each_role() -> None:
-    built = prompt_to_messages([
-        {"role": "system", "content": "sys"},
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "looking", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "run", "arguments": '{"a": 1}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
-        {"role": "assistant", "content": "done"},
-    ])
+    built = prompt_to_messages(
+        [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": "looking",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "run", "arguments": '{"a": 1}'}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            {"role": "assistant", "content": "done"},
+        ]
+    )
     assert [type(m) for m in built] == [ModelRequest, ModelResponse, ModelRequest, ModelResponse]
     assert flat(built) == [
-        ("SystemPromptPart", "sys"), ("UserPromptPart", "hi"), ("TextPart", "looking"),
-        ("ToolCallPart", ("run", '{"a":1}', "c1")), ("ToolReturnPart", ("ok", "c1")), ("TextPart", "done"),
+        ("SystemPromptPart", "sys"),
+        ("UserPromptPart", "hi"),
+        ("TextPart", "looking"),
+        ("ToolCallPart", ("run", '{"a":1}', "c1")),
+        ("ToolReturnPart", ("ok", "c1")),
+        ("TextPart", "done"),
     ]
     tool_return = built[2].parts[0]
     assert isinstance(tool_return, ToolReturnPart) and tool_return.tool_name == "run"
@@ -197,8 +232,9 @@ def test_prompt_to_messages_maps_each_role() -> None:
 
 
 def _load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("example_pydantic_ai_history",
-                                                  ROOT / "examples" / "pydantic_ai_history.py")
+    spec = importlib.util.spec_from_file_location(
+        "example_pydantic_ai_history", ROOT / "examples" / "pydantic_ai_history.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -214,11 +250,18 @@ async def test_example_runs_two_runs_against_a_function_model(tmp_path: Path) ->
     async with aiden.open_memory(tmp_path, config=FAST) as memory:
         hot = await memory.hot_window()
     assert [(e.type, e.content) for e in hot] == [
-        ("user_input", "Why is the billing test flaky?"), ("tool_call", ""), ("tool_result", fact),
+        ("user_input", "Why is the billing test flaky?"),
+        ("tool_call", ""),
+        ("tool_result", fact),
         ("assistant_output", f"Found it: {fact}"),
-        ("user_input", "What did you find earlier?"), ("assistant_output", f"Earlier I said: Found it: {fact}"),
+        ("user_input", "What did you find earlier?"),
+        ("assistant_output", f"Earlier I said: Found it: {fact}"),
     ]
-    assert (hot[1].tool_call_id, hot[1].tool_name, hot[1].tool_args) == ("call_1", "lookup", '{"topic":"billing"}')
+    assert (hot[1].tool_call_id, hot[1].tool_name, hot[1].tool_args) == (
+        "call_1",
+        "lookup",
+        '{"topic":"billing"}',
+    )
 
 
 async def test_example_runs_two_runs_against_a_local_server(tmp_path: Path) -> None:
@@ -246,7 +289,79 @@ async def test_example_runs_two_runs_against_a_local_server(tmp_path: Path) -> N
 
 
 def test_importing_the_adapter_does_not_import_pydantic_ai() -> None:
-    code = ("import sys, json, aiden, aiden.adapters, aiden.adapters.pydantic_ai; "
-            "print(json.dumps('pydantic_ai' in sys.modules))")
+    code = (
+        "import sys, json, aiden, aiden.adapters, aiden.adapters.pydantic_ai; "
+        "print(json.dumps('pydantic_ai' in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert json.loads(out.stdout) is False
+
+
+async def test_every_request_of_a_long_tool_heavy_session_fits_the_window(tmp_path: Path) -> None:
+    """The window promise through pydantic-ai: every request its OpenAI model sends is aiden's prompt, in budget.
+
+    Instructions (pydantic-ai sends them itself) count: aiden's system layer carries them.
+    The current request's tool returns are sent as aiden shows them: one larger than its
+    share of the budget as aiden's stub.
+    """
+    from pydantic_ai import RunContext
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    def read_file(n: int) -> str:
+        """Read one of the project's files."""
+        return long_session.tool_output(n)
+
+    script = long_session.Script()
+    respond = script.chat_responder()
+    builds: list[aiden.PromptBuild] = []
+    histories: list[Any] = []
+
+    def responder(body: dict[str, Any]) -> dict[str, Any] | str:
+        builds.append(getattr(histories[0], "last_prompt", None))  # the prompt aiden built for this request
+        return respond(body)
+
+    with FakeLLMServer(responder=responder) as server:
+        model = OpenAIChatModel("fake", provider=OpenAIProvider(base_url=server.base_url, api_key="x"))
+        async with aiden.open_memory(
+            tmp_path, config=long_session.CONFIG, context_window=long_session.WINDOW
+        ) as memory:
+            history = aiden_history(memory)
+            histories.append(history)
+            agent = Agent(
+                model,
+                system_prompt="be brief",
+                instructions=long_session.INSTRUCTIONS,
+                tools=[read_file],
+                capabilities=[history],
+            )
+
+            @agent.instructions
+            def files_read(ctx: RunContext[None]) -> str:
+                return f"Files read so far: {script.files}."
+
+            for turn in range(long_session.TURNS):
+                result = await agent.run(script.ask(turn))
+                assert result.output == long_session.Script.ANSWER
+                await memory.maintain()  # the pass the turn's end asked for has run: compactions are counted
+            budget = memory.config.prompt_budget()
+            sent = [long_session.prompt_tokens(r.body["messages"], memory) for r in server.requests]
+            stats = memory.stats()
+    calls = long_session.TURNS * (long_session.CALLS_PER_TURN + 1)
+    assert (budget, len(sent)) == (3500, calls)
+    assert max(sent) <= budget
+    assert stats.compactions >= 3
+    assert [b.over_budget for b in builds] == [False] * calls
+    assert sent == [b.estimated_tokens for b in builds]  # what was sent is what aiden built and estimated
+    # The instructions were sent once, inside aiden's system layer: the dynamic ones apart, as runtime context.
+    last_system = builds[-1].messages[:2]
+    assert [m["role"] for m in last_system] == ["system", "system"]
+    assert last_system[0]["content"].startswith(f"be brief\n\n{long_session.INSTRUCTIONS}\n\n")
+    assert last_system[1]["content"] == f"Files read so far: {script.files}."
+    bodies = [json.dumps(r.body["messages"]) for r in server.requests]
+    assert [b.count(long_session.INSTRUCTIONS) for b in bodies] == [1] * calls
+    # Every mechanism of the promise took part: results stubbed (the largest even when new), summary fitted.
+    newest = [r.body["messages"][-1] for r in server.requests if r.body["messages"][-1]["role"] == "tool"]
+    assert any(str(m["content"]).startswith(aiden.context.STUB_PREFIX) for m in newest)
+    assert any(b.stubbed for b in builds)
+    assert any(b.summary_trimmed for b in builds)
