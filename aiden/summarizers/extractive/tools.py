@@ -128,10 +128,14 @@ def _error_lines(content: str, *, executed: bool, reported: bool = False) -> lis
     traceback = False
     for position, line in enumerate(lines):
         stripped = line.strip()
-        if stripped.casefold().startswith(_TRACEBACK_HEAD):
+        lowered = stripped.casefold()
+        if lowered.startswith(_TRACEBACK_HEAD):
             traceback = True
             continue
-        if len(stripped) < 4 or _FILE_LINE.match(line) or is_file_view_line(line):
+        # Most lines are done here; only a stated exit status is no error word.
+        if len(stripped) < 4 or not (looks_like_error_line(stripped) or "exit" in lowered):
+            continue
+        if _FILE_LINE.match(line) or is_file_view_line(line):
             continue
         unbulleted = _BULLET.sub("", stripped)
         strong = (
@@ -141,7 +145,7 @@ def _error_lines(content: str, *, executed: bool, reported: bool = False) -> lis
         )
         if strong:
             scored.append((1, position, unbulleted))
-        elif looks_like_error_line(stripped) and not negates_error(stripped):
+        elif not negates_error(stripped):
             scored.append((0, position, stripped))
     strong_lines = [t for t in scored if t[0] == 1]
     failed = reported or (executed and traceback)
@@ -176,6 +180,7 @@ def _first_meaningful_line(content: str) -> str:
 
 _SMALL_NUMBER: Final = re.compile(r"^\d{1,2}$")
 _ALONE_LINES: Final = 2
+_FINDING_LINES: Final = 40  # a finding heads its output; below that is the content it introduced
 
 
 def _finding(content: str) -> tuple[str, frozenset[str], bool]:
@@ -188,7 +193,7 @@ def _finding(content: str) -> tuple[str, frozenset[str], bool]:
     """
     meaningful = 0
     found = ""
-    for line in content[:20_000].splitlines()[:200]:
+    for line in content[:8_000].splitlines()[:_FINDING_LINES]:
         stripped = line.strip()
         if len(stripped) < 2 or _NOISE_LINE.match(stripped):
             continue
