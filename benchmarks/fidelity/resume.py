@@ -477,7 +477,7 @@ def drive_real(folder: Path, summarizer: Summarizer | None, config: Config | Non
 
 
 def run(
-    *, llm_fake: bool = False, seeds: Sequence[int] = (1, 2, 3), turns: int = 30, real: bool = True
+    *, llm_fake: bool = False, seeds: Sequence[int] = (1, 2, 3), turns: int = 40, real: bool = True
 ) -> dict[str, Any]:
     """Every session under the embedded summarizer (and the fake LLM server if ``llm_fake``)."""
     runs: list[tuple[str, Summarizer | None, Any]] = [("extractive (embedded default)", None, None)]
@@ -597,7 +597,7 @@ def main() -> None:
     """Command line: run, write results/resume.json, print the table."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--llm-fake", action="store_true")
-    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--turns", type=int, default=40)
     args = parser.parse_args()
     results = run(llm_fake=args.llm_fake, turns=args.turns)
     path = write_result("resume", results)

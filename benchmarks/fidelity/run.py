@@ -235,7 +235,7 @@ def run(
     real: bool = True,
 ) -> dict[str, Any]:
     seeds = list(seeds) if seeds is not None else ([1, 2] if quick else [1, 2, 3, 4, 5])
-    turns = turns if turns is not None else (30 if quick else 45)
+    turns = turns if turns is not None else (40 if quick else 45)
     runs: list[tuple[str, Summarizer | None, Any]] = [("extractive (embedded default)", None, None)]
     if llm_fake:
         server, summ = fake_llm_summarizer()
