@@ -13,12 +13,23 @@ O(hot window), not O(history), however long the session has run.
 
 A chunk covers the seq range ``[first_seq, last_seq]`` minus ``kept_seqs``
 (pinned events inside the range that stayed in the hot window).
+
+Summaries carry a CRC-32 (``summary_crc``, ``rolling_summary_crc``; absent in
+files of older versions, which read as before): the sha256 covers a chunk's
+events only, and a flipped letter in a summary is still valid YAML or JSON.
+The checksums live on disk only: written with every entry, verified and
+dropped on read, so entries in memory compare equal across backends. A damaged
+summary in index.yaml makes the index corrupt (recovery rebuilds it from the
+chunk headers); one in a chunk header is never served: the chunk reads as
+degraded with a placeholder summary, to be re-summarized.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -34,6 +45,7 @@ __all__ = [
     "ChunkEntry",
     "ChunkFile",
     "ChunkIndex",
+    "restore_header",
     "SegmentRef",
     "chunk_id_for",
     "covered",
@@ -48,6 +60,8 @@ __all__ = [
 
 INDEX_VERSION = 1
 SEGMENT_SIZE = 32
+
+log = logging.getLogger("aiden.storage")
 
 
 class ChunkEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -64,6 +78,8 @@ class ChunkEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     degraded: bool = False
     split_turn_context: str = ""
     cut_meta: dict[str, Any] | None = None
+    summary_crc: int | None = None
+    """CRC-32 of ``summary`` (UTF-8) in a file; None in memory (dropped once verified), older files, PostgreSQL."""
 
     def covers(self, seq: int) -> bool:
         """True if the event with ``seq`` lives in this chunk (not kept in the hot window)."""
@@ -90,6 +106,8 @@ class ChunkIndex(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     total_chunks: int = 0
     segments: list[SegmentRef] = msgspec.field(default_factory=list)
     chunks: list[ChunkEntry] = msgspec.field(default_factory=list)
+    rolling_summary_crc: int | None = None
+    """CRC-32 of ``rolling_summary`` (UTF-8) in index.yaml; None in memory and in older files."""
 
     @property
     def last_seq(self) -> int:
@@ -106,6 +124,8 @@ class ChunkFile(msgspec.Struct, frozen=True):
 
     entry: ChunkEntry
     events: list[SessionEvent]
+    summary_damaged: bool = False
+    """The header's summary failed its checksum: ``entry`` carries a degraded placeholder instead."""
 
     @property
     def chunk_id(self) -> str:
@@ -135,6 +155,32 @@ def chunk_id_for(first_seq: int, last_seq: int) -> str:
     return f"chunk_{first_seq:010d}_{last_seq:010d}"
 
 
+def _crc(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
+def _stamped(entry: ChunkEntry) -> ChunkEntry:
+    return msgspec.structs.replace(entry, summary_crc=_crc(entry.summary))
+
+
+def _verified(entry: ChunkEntry) -> ChunkEntry | None:
+    """``entry`` read from a file without its checksum; None when its summary does not match it."""
+    if entry.summary_crc is None:
+        return entry  # written by an older version
+    if entry.summary_crc != _crc(entry.summary):
+        return None
+    return msgspec.structs.replace(entry, summary_crc=None)
+
+
+def _placeholder(entry: ChunkEntry) -> ChunkEntry:
+    # Degraded, so the pass that repairs degraded chunks re-summarizes it from its events.
+    text = (
+        f"[summary lost: it failed its checksum; seq {entry.first_seq}-{entry.last_seq}; "
+        "recall the chunk for details]"
+    )
+    return msgspec.structs.replace(entry, summary=text, degraded=True, summary_crc=None)
+
+
 def covered(entries: Iterable[ChunkEntry], seq: int) -> bool:
     """True if any of ``entries`` covers ``seq``."""
     return any(e.covers(seq) for e in entries)
@@ -146,7 +192,7 @@ def encode_chunk(entry: ChunkEntry, events: Sequence[SessionEvent]) -> tuple[byt
     body = b"".join(encode_event(e) for e in events)
     digest = hashlib.sha256(body).hexdigest()
     full = msgspec.structs.replace(entry, sha256=digest, count=len(events))
-    return _json.encode(_Header(1, full)) + b"\n" + body, full
+    return _json.encode(_Header(1, _stamped(full))) + b"\n" + body, full
 
 
 def write_chunk(
@@ -185,7 +231,23 @@ def read_chunk(layout: Layout, chunk_id: str, *, expect_sha256: str | None = Non
         raise CorruptionError(f"chunk file {path.name}: malformed events")
     if entry.chunk_id != chunk_id:
         raise CorruptionError(f"chunk file {path.name}: header names {entry.chunk_id!r}")
-    return ChunkFile(entry, result.events)
+    intact = _verified(entry)
+    if intact is None:
+        # The events are intact (sha256 above): only the summary is lost, never served as it reads.
+        log.error("chunk file %s: summary failed its checksum; read as degraded", path.name)
+        return ChunkFile(_placeholder(entry), result.events, summary_damaged=True)
+    return ChunkFile(intact, result.events)
+
+
+def restore_header(storage: Storage, layout: Layout, entry: ChunkEntry) -> None:
+    """Rewrite the header of ``entry``'s chunk file from ``entry``, its events kept byte for byte.
+
+    Repairs a damaged summary in a header; the caller has verified the file's events against ``entry.sha256``.
+    """
+    path = layout.chunk_file(entry.chunk_id)
+    raw = path.read_bytes()
+    body = raw[raw.find(b"\n") + 1 :]
+    storage.write_atomic(path, _json.encode(_Header(1, _stamped(entry))) + b"\n" + body, crash_prefix="chunk")
 
 
 # --- the index -----------------------------------------------------------------
@@ -223,22 +285,35 @@ def load_index(layout: Layout) -> ChunkIndex | None:
         raise
     except (yaml.YAMLError, msgspec.ValidationError, ValueError, TypeError) as exc:
         raise CorruptionError(f"index.yaml invalid: {exc}") from exc
+    live: list[ChunkEntry] = []
     for entry in index.chunks:
         try:
             validate_id(entry.chunk_id, what="chunk id")
         except InvalidIdError as exc:
             raise CorruptionError(f"index.yaml: {exc}") from exc
+        intact = _verified(entry)
+        if intact is None:
+            raise CorruptionError(f"index.yaml: the summary of chunk {entry.chunk_id} failed its checksum")
+        live.append(intact)
+    rolling_crc = index.rolling_summary_crc
+    if rolling_crc is not None and rolling_crc != _crc(index.rolling_summary):
+        raise CorruptionError("index.yaml: the rolling summary failed its checksum")
     for seg in index.segments:
         try:
             validate_id(seg.file.removesuffix(".jsonl"), what="segment file")
         except InvalidIdError as exc:
             raise CorruptionError(f"index.yaml: {exc}") from exc
-    return index
+    return msgspec.structs.replace(index, chunks=live, rolling_summary_crc=None)
 
 
 def save_index(storage: Storage, layout: Layout, index: ChunkIndex) -> None:
     """Atomically write index.yaml: the rename plus the fsync of ``chunks/`` is the commit point."""
     yaml = _yaml()
+    index = msgspec.structs.replace(
+        index,
+        chunks=[_stamped(e) for e in index.chunks],
+        rolling_summary_crc=_crc(index.rolling_summary),
+    )
     data = yaml.dump(
         msgspec.to_builtins(index), Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=True
     ).encode("utf-8")
@@ -261,7 +336,7 @@ def seal_segments(storage: Storage, layout: Layout, index: ChunkIndex, *, keep_l
     segments = list(index.segments)
     while len(chunks) > keep_live + SEGMENT_SIZE:
         sealed, chunks = chunks[:SEGMENT_SIZE], chunks[SEGMENT_SIZE:]
-        body = b"".join(_json.encode(e) + b"\n" for e in sealed)
+        body = b"".join(_json.encode(_stamped(e)) + b"\n" for e in sealed)
         name = segment_name(sealed[0].first_seq, sealed[-1].last_seq)
         storage.write_atomic(layout.chunks / name, body, crash_prefix="segment")
         segments.append(
@@ -286,9 +361,13 @@ def read_segment(layout: Layout, seg: SegmentRef) -> list[ChunkEntry]:
     if hashlib.sha256(body).hexdigest() != seg.sha256:
         raise CorruptionError(f"segment {seg.file}: checksum mismatch")
     try:
-        return [_entry_dec.decode(line) for line in body.splitlines() if line.strip()]
+        entries = [_entry_dec.decode(line) for line in body.splitlines() if line.strip()]
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CorruptionError(f"segment {seg.file}: {exc}") from exc
+    intact = [_verified(e) for e in entries]
+    if None in intact:
+        raise CorruptionError(f"segment {seg.file}: a summary failed its checksum")
+    return [e for e in intact if e is not None]
 
 
 def load_all_entries(layout: Layout, index: ChunkIndex) -> list[ChunkEntry]:

@@ -20,7 +20,7 @@ from aiden.errors import AidenError, CorruptionError, StorageError
 from aiden.storage import chunks as chunk_store
 from aiden.storage import dedupe
 from aiden.storage.fs import Storage
-from aiden.storage.jsonl import read_bytes, repair_torn_tail, scan_ids
+from aiden.storage.jsonl import read_bytes, repair_torn_tail, scan_ids, sealed
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.protocol import PreparedEvent
@@ -29,12 +29,10 @@ __all__ = ["EventLog", "with_seq"]
 
 log = logging.getLogger("aiden.storage")
 
-_PREFIX = b'{"seq":'
-
 
 def with_seq(line: bytes, seq: int) -> bytes:
-    """``line`` (an event encoded with seq 0, which is omitted) with ``seq`` as its first field."""
-    return b"%s%d,%s" % (_PREFIX, seq, line[1:])
+    """``line`` (an event encoded with seq 0, which is omitted) with ``seq`` as its first field and its CRC last."""
+    return sealed(line, b'{"seq":%d,' % seq)
 
 
 class EventLog:

@@ -4,11 +4,19 @@ A last line without ``\\n`` was never acknowledged (the writer acknowledges
 after the newline is written and synced), so it is a *torn tail*: its bytes go
 to the quarantine file and the file is cut back to the last newline. A corrupt
 line in the middle is reported and quarantined, never silently dropped.
+
+A line written by this version ends in a CRC-32 field, ``..., "crc":<n>}``,
+over every byte before ``,"crc":``: a flipped byte that leaves the JSON valid
+(a letter of the content) makes the line corrupt instead of silently another
+event. A line without the field (written by an older version) reads as before.
+The field is the object's last, so no other key can end a line that way (meta,
+the only field with free-form keys, ends in ``}}``); the event decoder ignores it.
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,7 +36,33 @@ __all__ = [
     "scan",
     "scan_ids",
     "scan_seqs",
+    "sealed",
 ]
+
+_CRC_KEY = b',"crc":'
+_CRC_TAIL = len(_CRC_KEY) + 10 + 1  # the key, at most 10 digits of a 32-bit value, "}"
+
+
+def sealed(line: bytes, prefix: bytes = b"{") -> bytes:
+    """``line`` (an encoded JSON object ending in ``}\\n``) with ``prefix`` for its ``{`` and its CRC field added.
+
+    One pass of ``zlib.crc32`` over bytes already in hand (no copy of the body before the
+    join): the append path calls this for every event (~0.5 us more than without the CRC).
+    """
+    body = memoryview(line)[1:-2]
+    crc = zlib.crc32(body, zlib.crc32(prefix))
+    return b"".join((prefix, body, b',"crc":%d}\n' % crc))
+
+
+def _crc_error(line: bytes) -> str | None:
+    """Why ``line`` fails its CRC field; None when it matches or has none (an older version's line)."""
+    at = line.rfind(_CRC_KEY, max(0, len(line) - _CRC_TAIL))
+    if at < 0 or not line.endswith(b"}"):
+        return None
+    digits = line[at + len(_CRC_KEY) : -1]
+    if not digits.isdigit() or int(digits) == zlib.crc32(memoryview(line)[:at]):
+        return None
+    return "checksum mismatch (a damaged line)"
 
 
 class BadLine(msgspec.Struct, frozen=True):
@@ -78,6 +112,8 @@ def scan(
             events.append(cached)
             if remember is not None:
                 remember[line] = cached
+        elif (damaged := _crc_error(line)) is not None:
+            bad.append(BadLine(base_offset + pos, bytes(line), damaged))
         elif line.strip():
             try:
                 event = decode_event(line)
@@ -123,8 +159,8 @@ def scan_seqs(
 ) -> SeqScan:
     """Like :func:`scan`, reading only each line's seq (~5x faster; the compaction trim holds a lock).
 
-    A line whose seq does not read goes through the full decoder, so it is
-    reported as :func:`scan` would. A line that is JSON with a valid seq but
+    A line whose seq does not read, or whose CRC does not match, goes through the
+    full decoder, so it is reported as :func:`scan` would. A line that is JSON with a valid seq but
     not a valid event is kept here; :func:`scan` at the next open reports it.
     A line in ``known`` (decoded before, e.g. by the pass's snapshot) is not read again.
     With ``after_seq``, reading stops at the first line whose seq is above it
@@ -146,7 +182,7 @@ def scan_seqs(
                 seq = _seq_decoder.decode(line).seq
             except (msgspec.DecodeError, msgspec.ValidationError):
                 seq = 0
-            if seq < 1:
+            if seq < 1 or _crc_error(line) is not None:
                 full = scan(data[pos : nl + 1], base_offset=base_offset + pos)
                 bad.extend(full.bad_lines)
                 lines.extend((e.seq, bytes(line)) for e in full.events)
@@ -186,8 +222,8 @@ def scan_ids(data: bytes, *, base_offset: int = 0) -> IdScan:
 
     The appender's first batch after an open re-reads the whole hot window
     under the events lock; a full decode of a backlog there stalled every
-    append. A line whose seq does not read goes through the full decoder, so
-    it is reported as :func:`scan` would.
+    append. A line whose seq does not read, or whose CRC does not match, goes
+    through the full decoder, so it is reported as :func:`scan` would.
     """
     end = data.rfind(b"\n") + 1
     ids: list[tuple[int, str | None]] = []
@@ -201,7 +237,7 @@ def scan_ids(data: bytes, *, base_offset: int = 0) -> IdScan:
                 head = _seq_id_decoder.decode(line)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 head = _SeqId()
-            if head.seq >= 1:
+            if head.seq >= 1 and _crc_error(line) is None:
                 ids.append((head.seq, head.event_id))
             else:
                 full = scan(data[pos : nl + 1], base_offset=base_offset + pos)

@@ -26,17 +26,11 @@ from aiden.errors import CorruptionError, InvalidIdError
 from aiden.events import SessionEvent, encode_event
 from aiden.storage import chunks as cs
 from aiden.storage import dedupe
+from aiden.storage import summary_md as smd
 from aiden.storage.fs import Storage, is_temp_name
-from aiden.storage.jsonl import Scan, quarantine, read_bytes, scan
+from aiden.storage.jsonl import Scan, quarantine, read_bytes, scan, sealed
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import RecoveryReport
-from aiden.storage.summary_md import (
-    ARCHIVE_HEADER,
-    cap_lines,
-    fold_into_rolling,
-    render_archive_entries,
-    render_summary_md,
-)
 
 __all__ = ["Recovery", "archived_layout"]
 
@@ -132,7 +126,7 @@ class Recovery:
         keep, dropped, dups, misplaced = self._trim_hot_window(result.events, entries, verified, problems)  # 4.
         if dropped or dups or misplaced or result.torn_tail or result.bad_lines:
             self.storage.write_atomic(
-                self.layout.events, b"".join(encode_event(e) for e in keep), crash_prefix="recover_events"
+                self.layout.events, b"".join(sealed(encode_event(e)) for e in keep), crash_prefix="recover_events"
             )
         elif not self.layout.events.exists() and not self.archived:
             self.storage.mkdir(self.layout.session)
@@ -244,6 +238,7 @@ class Recovery:
                 removed += 1
             else:
                 # Its events exist nowhere else: consume it into the index.
+                self._settle_damaged_summary(orphan, None, problems)
                 entries.append(orphan.entry)
                 entries.sort(key=lambda e: e.first_seq)
                 adopted += 1
@@ -324,6 +319,7 @@ class Recovery:
             except (CorruptionError, InvalidIdError) as exc:
                 problems.append(f"chunk {e.chunk_id} (seq {e.first_seq}-{e.last_seq}) unreadable: {exc}")
                 continue
+            self._settle_damaged_summary(chunk, e, problems)
             h = chunk.entry
             if (h.first_seq, h.last_seq, h.count, h.sha256, h.kept_seqs) != (
                 e.first_seq, e.last_seq, e.count, e.sha256, e.kept_seqs
@@ -332,11 +328,21 @@ class Recovery:
                 disagrees = True
         return disagrees
 
+    def _settle_damaged_summary(self, chunk: cs.ChunkFile, intact: cs.ChunkEntry | None, problems: list[str]) -> None:
+        # A header summary that failed its checksum: rewritten from the index entry, else kept degraded.
+        if chunk.summary_damaged:
+            good = intact if intact is not None and intact.sha256 == chunk.entry.sha256 else None
+            cs.restore_header(self.storage, self.layout, chunk.entry if good is None else good)
+            how = "no intact copy; marked degraded to be re-summarized" if good is None else "restored from the index"
+            problems.append(f"chunk {chunk.chunk_id}: its summary failed its checksum; {how}")
+
     def _rebuild_index(self, problems: list[str]) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
         entries: list[cs.ChunkEntry] = []
         for chunk_id in cs.list_chunk_files(self.layout):
             try:
-                entries.append(cs.read_chunk(self.layout, chunk_id).entry)
+                chunk = cs.read_chunk(self.layout, chunk_id)
+                self._settle_damaged_summary(chunk, None, problems)
+                entries.append(chunk.entry)
             except CorruptionError as exc:
                 problems.append(f"chunk file {chunk_id} unreadable during rebuild: {exc}")
         entries.sort(key=lambda e: e.first_seq)
@@ -355,8 +361,8 @@ class Recovery:
             # Re-derive the rolling summary from the pushed-out chunk summaries.
             rolling = ""
             for e in entries[:target_rolled]:
-                rolling, _ = fold_into_rolling(rolling, e, max_lines=self.config.max_rolling_summary_lines)
-            rolling = cap_lines(rolling, max_lines=self.config.max_rolling_summary_lines)
+                rolling, _ = smd.fold_into_rolling(rolling, e, max_lines=self.config.max_rolling_summary_lines)
+            rolling = smd.cap_lines(rolling, max_lines=self.config.max_rolling_summary_lines)
         index = cs.ChunkIndex(
             rolling_summary=rolling, rolled_count=target_rolled, total_chunks=len(entries), chunks=entries
         )
@@ -366,14 +372,14 @@ class Recovery:
         if not entries and not self.layout.summary.exists():
             return False
         recent = list(entries[-self.config.summary_max_chunks :]) if entries else []
-        text = render_summary_md(index, recent).encode()
+        text = smd.render_summary_md(index, recent).encode()
         changed = False
         if read_bytes(self.layout.summary) != text:
             self.storage.write_atomic(self.layout.summary, text, crash_prefix="recover_summary")
             changed = True
         pushed = entries[: max(0, len(entries) - self.config.summary_max_chunks)]
         if pushed:
-            archive = (ARCHIVE_HEADER + "\n" + render_archive_entries(pushed)).encode()
+            archive = (smd.ARCHIVE_HEADER + "\n" + smd.render_archive_entries(pushed)).encode()
             if read_bytes(self.layout.summary_archive) != archive:
                 self.storage.write_atomic(self.layout.summary_archive, archive)
                 changed = True
