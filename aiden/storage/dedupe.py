@@ -50,18 +50,19 @@ def write_high_water(storage: Storage, layout: Layout, seq: int) -> None:
         storage.write_atomic(_high_water_path(layout), f"{seq}\n".encode(), crash_prefix="high_water")
 
 
-def chunk_event_ids(layout: Layout, seen: set[str], limit: int) -> list[tuple[str, int]]:
-    """``(event_id, seq)`` of committed chunks not in ``seen``, newest chunks first.
+def chunk_event_ids(
+    layout: Layout, index: cs.ChunkIndex | None, seen: set[str], limit: int
+) -> list[tuple[str, int]]:
+    """``(event_id, seq)`` of ``index``'s committed chunks not in ``seen``, newest chunks first.
 
     Stops once ``limit`` ids were collected (the dedupe window bounds memory and
     reading time); every chunk read is added to ``seen`` so a later call only
-    reads newly committed chunks.
+    reads newly committed chunks. The caller loaded ``index`` (once per change).
     """
-    if limit <= 0:
+    if limit <= 0 or index is None:
         return []
     try:
-        index = cs.load_index(layout)
-        entries = cs.load_all_entries(layout, index) if index is not None else []
+        entries = cs.load_all_entries(layout, index)
     except (CorruptionError, AidenError):
         return []  # recovery rebuilds the index; dedupe then learns on the next resync
     found: list[tuple[str, int]] = []

@@ -243,7 +243,7 @@ class EventLog:
             index = None  # recovery rebuilds it; the files' own floor applies until then
         if index is not None:
             self._index_last_seq = max(self._index_last_seq, index.last_seq)
-        found = dedupe.chunk_event_ids(self._layout, self._chunks_seen, self._config.dedupe_window)
+        found = dedupe.chunk_event_ids(self._layout, index, self._chunks_seen, self._config.dedupe_window)
         if not found:
             return
         # Chunk events are older than hot ones: merge by seq so eviction drops the oldest.
