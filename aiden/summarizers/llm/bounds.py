@@ -1,23 +1,21 @@
-"""What a model's answer may hold: per-field length bounds, and a JSON object cut off mid-way repaired.
+"""What a model's answer may hold: per-field length bounds.
 
 A small model asked for short items sometimes writes a paragraph into one
-field, fifty items into one list, or runs into its output cap in the middle of
-a list. The whole-answer limit (``summary_max_chars``) catches only the worst
-of it and then throws every field away; these bounds cut the one runaway field
-instead. A JSON object truncated at the output cap keeps every field and list
-item that was complete before the cut; the item being written is dropped (the
-must-keep check appends the load-bearing facts it may have held).
+field or fifty items into one list. The whole-answer limit
+(``summary_max_chars``) catches only the worst of it and then throws every
+field away; these bounds cut the one runaway field instead. (An answer cut off
+at the output cap is repaired by
+:func:`~aiden.summarizers.llm.loose.repair_truncated_json`.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from aiden.summarizers.mustkeep import clip
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
 
-__all__ = ["ITEM_CHARS", "LIST_ITEMS", "SCALAR_CHARS", "bound_fields", "repair_truncated_json"]
+__all__ = ["ITEM_CHARS", "LIST_ITEMS", "SCALAR_CHARS", "bound_fields"]
 
 ITEM_CHARS: Final = 300
 """One list item (a decision's what/why, an error, a constraint ...): the must-keep items' bound too."""
@@ -65,53 +63,3 @@ def bound_fields(structured: StructuredSummary) -> tuple[StructuredSummary, int]
         return structured, 0
     bounded = StructuredSummary(user_goal=goal, outcome=outcome, decisions=decisions, errors=errors, **lists)
     return bounded, changed
-
-
-_MAX_CUTS: Final = 64
-
-
-def repair_truncated_json(
-    content: str, parse: Callable[[str], dict[str, Any] | None]
-) -> dict[str, Any] | None:
-    """The object an answer cut off mid-way held up to its last complete value, or ``None``.
-
-    The text from the first ``{`` is scanned for the places where a value
-    inside an object or list had just ended (a ``,`` or a closing bracket
-    outside strings); the latest such place that parses once its open brackets
-    are closed wins (``parse`` reads a candidate: a dict or ``None``). ``None`` when no complete value came before the cut (a
-    reply cut inside its first field) or the text is not JSON-like at all.
-    """
-    start = content.find("{")
-    if start < 0:
-        return None
-    text = content[start:]
-    stack: list[str] = []
-    cuts: list[tuple[int, str]] = []
-    in_string = escaped = False
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            continue
-        if ch == '"':
-            in_string = True
-        elif ch in "{[":
-            stack.append("}" if ch == "{" else "]")
-        elif ch in "}]":
-            if not stack:
-                return None
-            stack.pop()
-            if not stack:
-                return None  # a complete object: nothing to repair (the caller's parser refused it)
-            cuts.append((i + 1, "".join(reversed(stack))))
-        elif ch == ",":
-            cuts.append((i, "".join(reversed(stack))))
-    for end, closing in reversed(cuts[-_MAX_CUTS:]):
-        data = parse(text[:end].rstrip().rstrip(",") + closing)
-        if data is not None:
-            return data
-    return None

@@ -26,7 +26,7 @@ from aiden.summarizers.mustkeep import extract_must_keep
 from aiden.summarizers.mustkeep.check import Haystack
 from aiden.summarizers.protocol import StructuredSummary, SummaryRequest, SummaryResult
 
-__all__ = ["CompactionMemo", "history_result", "session_result", "text_lines", "with_must_keep"]
+__all__ = ["CompactionMemo", "history_result", "session_result", "with_must_keep"]
 
 _MEMO_SIZE: Final = 4
 _FALLBACK: Final = None
@@ -72,12 +72,6 @@ class CompactionMemo:
             if wanted <= key:
                 return True, self._answers.pop(key)
         return False, _FALLBACK
-
-
-def text_lines(text: str) -> tuple[str, ...]:
-    """The content lines of a plain-text answer, list markers stripped."""
-    lines = (line.strip().lstrip("-*\u2022").strip() for line in text.splitlines())
-    return tuple(line for line in lines if line)
 
 
 def history_result(structured: StructuredSummary) -> SummaryResult:

@@ -10,8 +10,9 @@ import msgspec
 
 from aiden.errors import InvalidSummaryError
 from aiden.summarizers.extractive import render_structured
-from aiden.summarizers.llm.bounds import bound_fields, repair_truncated_json
-from aiden.summarizers.llm.repair import json_object, load_mapping, misfiled_moved, parse_sections, union
+from aiden.summarizers.llm.bounds import bound_fields
+from aiden.summarizers.llm.loose import repair_truncated_json
+from aiden.summarizers.llm.repair import load_mapping, misfiled_moved, parse_sections, union
 from aiden.summarizers.mustkeep import clip
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary, SummaryResult
 from aiden.summarizers.scaffold import clean_structured, clean_text, has_content, real_text
@@ -159,7 +160,7 @@ def read_answer(
     loaded = load_mapping(content, _KNOWN_KEYS)
     repaired = False
     if loaded is None and repair:
-        salvaged = repair_truncated_json(content, json_object)
+        salvaged = repair_truncated_json(content)
         if salvaged is not None and _KNOWN_KEYS.intersection(salvaged):
             loaded, repaired = (salvaged, "json"), True
     if loaded is None and truncated:

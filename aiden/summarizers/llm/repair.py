@@ -11,60 +11,20 @@ or a question filed as a decision. Each shape is read here into a
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 
-import yaml
-
-from aiden.summarizers.llm.loose import loose_object
+from aiden.summarizers.llm.loose import json_object, loose_object, yaml_mapping
 from aiden.summarizers.mustkeep import classify_sentence
 from aiden.summarizers.mustkeep import normalize as normalize_item
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
 
-__all__ = ["json_object", "load_mapping", "misfiled_moved", "parse_sections", "union"]
+__all__ = ["load_mapping", "misfiled_moved", "parse_sections", "read_sections", "union"]
 
 T = TypeVar("T")
 
 _FENCE: Final = re.compile(r"```[ \t]*([A-Za-z]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.DOTALL)
-
-
-def _merge_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose repeated keys are merged (lists joined, first non-empty scalar kept).
-
-    ``json.loads`` keeps only the last of two ``"decisions"`` keys: the first
-    list's facts would be lost without a word.
-    """
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key not in out:
-            out[key] = value
-        elif isinstance(out[key], list) and isinstance(value, list):
-            out[key] = [*out[key], *value]
-        elif isinstance(out[key], str) and not out[key].strip():
-            out[key] = value
-    return out
-
-
-def json_object(candidate: str) -> dict[str, Any] | None:
-    """``candidate`` parsed as one JSON object (repeated keys merged), or ``None``."""
-    try:
-        data = json.loads(candidate, object_pairs_hook=_merge_pairs)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _yaml_mapping(candidate: str) -> dict[str, Any] | None:
-    try:
-        data = yaml.safe_load(candidate)
-    except yaml.YAMLError:
-        return None
-    # A plain sentence is valid YAML too (a string): only a mapping with known keys counts.
-    if isinstance(data, dict) and all(isinstance(k, str) for k in data):
-        return data
-    return None
 
 
 def load_mapping(content: str, known_keys: Iterable[str]) -> tuple[dict[str, Any], str] | None:
@@ -90,7 +50,7 @@ def load_mapping(content: str, known_keys: Iterable[str]) -> tuple[dict[str, Any
         if found is not None:
             return found, "json"
         if lang in ("yaml", "yml") or (lang == "" and "{" not in body):
-            found = _yaml_mapping(body)
+            found = yaml_mapping(body)
             if found is not None and known.intersection(found):
                 return found, "yaml"
     start, end = stripped.find("{"), stripped.rfind("}")
@@ -99,14 +59,14 @@ def load_mapping(content: str, known_keys: Iterable[str]) -> tuple[dict[str, Any
         if found is not None:
             return found, "json"
     if not stripped.startswith("{"):
-        found = _yaml_mapping(stripped)
+        found = yaml_mapping(stripped)
         if found is not None and known.intersection(found):
             return found, "yaml"
     candidates = [m.group(2) for m in _FENCE.finditer(stripped)]
     if 0 <= start < end:
         candidates.append(stripped[start : end + 1])
     for candidate in candidates:
-        found = loose_object(candidate, json_object) if "{" in candidate else None
+        found = loose_object(candidate) if "{" in candidate else None
         if found is not None and known.intersection(found):
             return found, "json"
     return None
@@ -185,6 +145,17 @@ def parse_sections(text: str) -> StructuredSummary | None:
     Repeated sections are merged; ``- (none)`` items are dropped; text under
     no heading is kept as facts (never lost).
     """
+    buckets, loose = _sections(text)
+    return _structured_from(buckets, loose) if buckets else None
+
+
+def read_sections(text: str) -> StructuredSummary:
+    """:func:`parse_sections`, and for a text with no heading its content lines as facts."""
+    return _structured_from(*_sections(text))
+
+
+def _sections(text: str) -> tuple[dict[str, list[str]], list[str]]:
+    """The items under each section's field, and the lines under no heading."""
     buckets: dict[str, list[str]] = {}
     current = ""
     loose: list[str] = []
@@ -203,9 +174,7 @@ def parse_sections(text: str) -> StructuredSummary | None:
         if not value or _NONE_ITEM.match(value):
             continue
         (buckets.setdefault(current, []) if current else loose).append(value)
-    if not buckets:
-        return None
-    return _structured_from(buckets, loose)
+    return buckets, loose
 
 
 def _structured_from(buckets: dict[str, list[str]], loose: list[str]) -> StructuredSummary:

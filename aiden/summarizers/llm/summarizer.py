@@ -17,16 +17,10 @@ from aiden.summarizers.llm.breaker import Breaker
 from aiden.summarizers.llm.handle import _import_litellm
 from aiden.summarizers.llm.loop import _loop_thread
 from aiden.summarizers.llm.models import ModelResolver
-from aiden.summarizers.llm.onecall import (
-    CompactionMemo,
-    history_result,
-    session_result,
-    text_lines,
-    with_must_keep,
-)
+from aiden.summarizers.llm.onecall import CompactionMemo, history_result, session_result, with_must_keep
 from aiden.summarizers.llm.parse import read_answer, validate_summary_text
 from aiden.summarizers.llm.prompts import build_messages
-from aiden.summarizers.llm.repair import parse_sections
+from aiden.summarizers.llm.repair import read_sections
 from aiden.summarizers.llm.stats import Counters, SummarizerStats
 from aiden.summarizers.mustkeep import apply_must_keep
 from aiden.summarizers.protocol import StructuredSummary, Summarizer, SummaryRequest, SummaryResult
@@ -301,8 +295,7 @@ class LiteLLMSummarizer:
             # Only text (a JSON "text" or plain prose): read by its headings, lines under none
             # kept as facts (never lost); the must-keep check still runs on it.
             text = validate_summary_text(result.text, max_chars=self.config.summary_max_chars)
-            read = parse_sections(text) or StructuredSummary(facts=text_lines(text))
-            structured, clipped = bound_fields(read)
+            structured, clipped = bound_fields(read_sections(text))
             self._counts.clipped_items += clipped
         structured, added = with_must_keep(
             structured, request.events, max_items=self.config.must_keep_max_items
