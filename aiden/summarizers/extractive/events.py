@@ -139,8 +139,10 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
     # Only the range's first user input can be the root task (later ones are steps of it).
     collector.goal_open = False
     others = 0
+    rejected = False  # the user rejected or corrected the course
     for sentence in sentences:
         kind = classify_sentence(sentence, speaker="user")
+        rejected = rejected or kind in ("failed", "correction")
         item = clip(sentence)
         if kind in ("correction", "preference"):
             collector.add("preferences", item, _R_USER)
@@ -169,9 +171,9 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
         collector.add("files", path, _R_FACT)
     collector.fresh_error_group = None
     collector.last_user = clip(join_sentences(prose), 300)
-    if any(classify_sentence(s, speaker="user") in ("failed", "correction") for s in prose):
-        # The user rejected or corrected the course: the agent's open plan is superseded
-        # (seed 001: keep the current state of the plan, drop superseded versions).
+    if rejected:
+        # The agent's open plan is superseded (seed 001: keep the current state of the plan,
+        # drop superseded versions).
         collector.last_plan = ""
 
 
