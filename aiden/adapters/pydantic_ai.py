@@ -185,10 +185,11 @@ def history_class() -> type[Any]:
         UserPromptPart,
     )
 
-    logged_parts = (SystemPromptPart, UserPromptPart, ToolReturnPart, RetryPromptPart, RetryFeedbackPart)
-
     def logged_key(part: Any) -> tuple[str, str] | None:
-        """How aiden's prompt shows a logged request part: (role, tool_call_id or text)."""
+        """How a request part is logged and shown in aiden's prompt: (role, tool_call_id or text).
+
+        None for the parts aiden does not log (system prompt parts and pydantic-ai's bookkeeping).
+        """
         if isinstance(part, UserPromptPart):
             return "user", _prompt_text(part.content)
         if isinstance(part, ToolReturnPart) or (isinstance(part, RetryPromptPart) and part.tool_name):
@@ -230,30 +231,22 @@ def history_class() -> type[Any]:
         async def _log_request_part(self, part: Any) -> None:
             if isinstance(part, SystemPromptPart):
                 self._system = part.content
-            elif isinstance(part, UserPromptPart):
-                await self.memory.begin_run(_prompt_text(part.content))
-            elif isinstance(part, ToolReturnPart):
-                await self.memory.append(
-                    SessionEvent(
-                        type="tool_result",
-                        role="tool",
-                        tool_call_id=part.tool_call_id,
-                        tool_name=part.tool_name,
-                        content=part.model_response_str(),
+                return
+            match logged_key(part):
+                case ("user", text):
+                    await self.memory.begin_run(text)
+                case ("tool", _):
+                    await self.memory.append(
+                        SessionEvent(
+                            type="tool_result",
+                            role="tool",
+                            tool_call_id=part.tool_call_id,
+                            tool_name=part.tool_name,
+                            content=logged_text(part),
+                        )
                     )
-                )
-            elif isinstance(part, RetryPromptPart) and part.tool_name:
-                await self.memory.append(
-                    SessionEvent(
-                        type="tool_result",
-                        role="tool",
-                        tool_call_id=part.tool_call_id,
-                        tool_name=part.tool_name,
-                        content=part.model_response(),
-                    )
-                )
-            elif isinstance(part, RetryPromptPart | RetryFeedbackPart):
-                await self.memory.append(SessionEvent(type="system_event", content=part.model_response()))
+                case ("system", text):
+                    await self.memory.append(SessionEvent(type="system_event", content=text))
 
         async def _log_response(self, response: Any) -> None:
             texts = [p.content for p in response.parts if isinstance(p, TextPart) and not self._is_seen(p)]
@@ -335,7 +328,10 @@ def history_class() -> type[Any]:
                     role = "user" if isinstance(part, UserPromptPart) else "system"
                     mine = by_key.pop((role, str(part.content)), None)
                 parts.append(part if mine is None else mine)
-            return [*parts, *(p for p in original if not isinstance(p, logged_parts))]
+            return [
+                *parts,
+                *(p for p in original if logged_key(p) is None and not isinstance(p, SystemPromptPart)),
+            ]
 
         def _marked(self, built: list[Any]) -> list[Any]:
             for message in built:

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
@@ -152,6 +152,47 @@ async def test_second_run_without_history_sees_the_first_and_nothing_is_logged_t
         ("UserPromptPart", "and now?"),
         ("TextPart", "It passed."),
         ("UserPromptPart", "once more"),
+    ]
+
+
+async def test_retries_are_logged_a_tool_retry_as_its_result_a_validation_retry_as_a_system_event(
+    tmp_path: Path,
+) -> None:
+    model = Scripted([call("run_tests", {}, "c1"), answer("short"), answer("a longer answer")])
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        agent = make_agent(memory, model)
+
+        @agent.output_validator
+        def in_more_words(text: str) -> str:
+            if len(text) < 6:
+                raise ModelRetry("answer in more words")
+            return text
+
+        result = await agent.run("check")
+        hot = await memory.hot_window()
+    assert result.output == "a longer answer"
+    assert kinds(hot) == [
+        ("user_input", "user", "check", None, None, None),
+        ("tool_call", "assistant", "", "c1", "run_tests", "{}"),
+        (
+            "tool_result",
+            "tool",
+            '{"error":[{"type":"missing","loc":["target"],"msg":"Field required","input":{}}]}',
+            "c1",
+            "run_tests",
+            None,
+        ),
+        ("assistant_output", "assistant", "short", None, None, None),
+        (
+            "system_event",
+            None,
+            "Your previous response failed the application's validation (this is automated feedback, "
+            "not a message from the user):\n<pyai:retry_feedback>\nanswer in more words\n</pyai:retry_feedback>",
+            None,
+            None,
+            None,
+        ),
+        ("assistant_output", "assistant", "a longer answer", None, None, None),
     ]
 
 
