@@ -122,13 +122,9 @@ def _usage_hooks_class() -> type[Any]:
             self.memory = memory
 
         async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
-            usage = response.usage
-            if usage.input_tokens or usage.output_tokens:
-                await self.memory.record_usage(
-                    prompt_tokens=usage.input_tokens,
-                    completion_tokens=usage.output_tokens,
-                    cached_tokens=usage.input_tokens_details.cached_tokens,
-                )
+            # The SDK's Usage has the Responses API's shape, which record_usage reads itself.
+            if response.usage.input_tokens or response.usage.output_tokens:
+                await self.memory.record_usage(usage=response.usage)
 
         async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
             # The token trigger compares the largest prompt of the run that just ended with the window.
@@ -285,13 +281,8 @@ class AidenSession:
         live = live_items(hot)
         if not live:
             # Only aiden's own items (the summary and long-term layers of get_items) precede the input.
-            return list(
-                items[
-                    max(
-                        (n + 1 for n, i in enumerate(items) if _fingerprint(i) in self._synthetic), default=0
-                    ) :
-                ]
-            )
+            ours = [n + 1 for n, item in enumerate(items) if _fingerprint(item) in self._synthetic]
+            return list(items[max(ours, default=0) :])
         newest = _shown_key(live[-1][0])
         for n in range(len(items) - 1, -1, -1):
             try:
