@@ -16,7 +16,6 @@ from typing import assert_never
 import anyio
 import msgspec
 
-from aiden import offload
 from aiden.actors.mailbox import Client
 from aiden.config import Config
 from aiden.errors import SummarizerError
@@ -36,18 +35,13 @@ from aiden.policy.trigger_state import (
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, chunk_id_for
 from aiden.storage.protocol import SessionStore
 from aiden.storage.summary_md import advance_index, cap_lines, raw_breadcrumb
-from aiden.summarizers.extractive.mustkeep_job import MustKeepJob, apply_job
+from aiden.summarizers.extractive.mustkeep_job import with_must_keep
+from aiden.summarizers.mustkeep import appended_count
 from aiden.summarizers.protocol import Purpose, SummaryRequest, SummaryResult
 
 __all__ = ["SPLIT_TURN_SEPARATOR", "ChunkSummaries", "StagedChunk"]
 
 log = logging.getLogger("aiden.scheduler")
-
-_INLINE_MUST_KEEP_EVENTS = 200
-"""Above this many events, the must-keep scan of a chunk runs in the helper process."""
-
-_job_encoder = msgspec.msgpack.Encoder()
-_str_decoder = msgspec.msgpack.Decoder(str)
 
 SPLIT_TURN_SEPARATOR = "\n\n---\n\nTurn Context (split turn):\n"
 
@@ -133,28 +127,15 @@ class ChunkSummaries:
             prefix = cut_to_tokens(prefix, max(1, budget // 3), estimate_tokens)
             history = cut_to_tokens(history, max(1, budget - estimate_tokens(prefix)), estimate_tokens)
         summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
-        summary = self._counted(summary, await self._with_must_keep(summary, plan.compacted))
+        summary = await self._with_must_keep(summary, plan.compacted)
         # summary_max_chars bounds what is stored: the must-keep facts and the split turn were added
         # after the summarizer's output was checked against it. A line-boundary cut is the backstop.
         return cut_to_tokens(summary, config.summary_max_chars, len), prefix, False
 
     async def _with_must_keep(self, summary: str, events: Sequence[SessionEvent]) -> str:
-        job = MustKeepJob(summary, tuple(events), self._config.must_keep_max_items)
-        # Inline for an ordinary chunk (see the note on planning in scheduler.py); the scan is
-        # ~0.1 ms an event, so a backlog slice's goes to the helper process (aiden.offload): in a
-        # worker thread it would hold the GIL and slow every hand-off of the loop and the writer.
-        if len(events) <= _INLINE_MUST_KEEP_EVENTS:
-            return apply_job(job)
-        try:
-            return _str_decoder.decode(await offload.run_job("must_keep", _job_encoder.encode(job)))
-        except offload.OffloadUnavailable:
-            return await anyio.to_thread.run_sync(apply_job, job)
-
-    def _counted(self, before: str, after: str) -> str:
-        """``after``; the facts the must-keep check appended to ``before`` are counted in the stats."""
-        from aiden.summarizers.mustkeep import appended_count
-
-        added = appended_count(before, after)
+        """``summary`` with the must-keep facts of ``events`` it lacks appended (counted in the stats)."""
+        after = await with_must_keep(summary, events, self._config.must_keep_max_items)
+        added = appended_count(summary, after)
         if added:
             self._note(MustKeepAdded(added))
         return after
@@ -206,7 +187,7 @@ class ChunkSummaries:
             result = await self.summarize("history", chunk.events, "")
         except SummarizerError:
             return  # still degraded; try again on a later pass
-        summary = self._counted(result.text, await self._with_must_keep(result.text, chunk.events))
+        summary = await self._with_must_keep(result.text, chunk.events)
         if await anyio.to_thread.run_sync(store.replace_summary, entry.chunk_id, summary):
             self._note(ChunkResummarized())
             log.info("re-summarized degraded chunk %s", entry.chunk_id)

@@ -1,18 +1,27 @@
-"""The must-keep step of a chunk summary as a job of the helper process (:mod:`aiden.offload`).
+"""The must-keep step of a chunk summary, here or as a job of the helper process (:mod:`aiden.offload`).
 
-``bytes -> bytes``: an encoded :class:`MustKeepJob` in, the encoded summary
-with its must-keep section out. :func:`apply_job` is the same step in this
-process, for small chunks and when the helper cannot run it.
+:func:`with_must_keep` runs the step where it stalls nothing; :func:`run_job`
+is the helper's entry (``bytes -> bytes``: an encoded :class:`MustKeepJob`
+in, the encoded summary with its must-keep section out); :func:`apply_job`
+is the step itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Final
+
+import anyio
 import msgspec
 
+from aiden import offload
 from aiden.events import SessionEvent
 from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
 
-__all__ = ["MustKeepJob", "apply_job", "run_job"]
+__all__ = ["MustKeepJob", "apply_job", "run_job", "with_must_keep"]
+
+_INLINE_EVENTS: Final = 200
+"""Above this many events the step runs in the helper process (the scan is ~0.1 ms an event)."""
 
 
 class MustKeepJob(msgspec.Struct, frozen=True):
@@ -25,6 +34,7 @@ class MustKeepJob(msgspec.Struct, frozen=True):
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(MustKeepJob)
+_str_decoder = msgspec.msgpack.Decoder(str)
 
 
 def apply_job(job: MustKeepJob) -> str:
@@ -36,3 +46,21 @@ def apply_job(job: MustKeepJob) -> str:
 def run_job(payload: bytes) -> bytes:
     """The helper process's entry: :func:`apply_job` on encoded arguments."""
     return _encoder.encode(apply_job(_decoder.decode(payload)))
+
+
+async def with_must_keep(summary: str, events: Sequence[SessionEvent], max_items: int) -> str:
+    """:func:`apply_job` without stalling the event loop or holding the GIL for long.
+
+    Inline for an ordinary chunk (as planning is: a worker thread would cost
+    appends more than the few ms it takes); a backlog slice's goes to the
+    helper process: in a worker thread it would hold the GIL and slow every
+    hand-off of the loop and the session writer's thread. Without the helper,
+    a worker thread.
+    """
+    job = MustKeepJob(summary, tuple(events), max_items)
+    if len(job.events) <= _INLINE_EVENTS:
+        return apply_job(job)
+    try:
+        return _str_decoder.decode(await offload.run_job("must_keep", _encoder.encode(job)))
+    except offload.OffloadUnavailable:
+        return await anyio.to_thread.run_sync(apply_job, job)
