@@ -75,7 +75,7 @@ from aiden.policy.experience_trace import (
     result_failed,
     step_signature,
 )
-from aiden.policy.lessons import LessonGroup, Lessons, merge, rephrased
+from aiden.policy.lessons import LessonGroup, Lessons, confirmed, merge, rephrased
 
 __all__ = [
     "Attempt",
@@ -109,6 +109,34 @@ def should_learn(last_activity: float | None, now: float, idle_minutes: float, r
 def _quote(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _MAX_QUOTE_CHARS else flat[:_MAX_QUOTE_CHARS] + " ..."
+
+
+def _lesson(
+    episode: Episode,
+    kind: RecordKind,
+    step: str,
+    title: str,
+    body: str,
+    seqs: tuple[int, ...],
+    expires_at: float | None,
+) -> ExperienceRecord:
+    """A new active record of ``episode``'s goal and environment about ``step``, citing ``seqs``."""
+    goal = goal_key(episode.goal)
+    return ExperienceRecord(
+        id=record_id(kind, episode.environment, goal, step),
+        kind=kind,
+        status="active",
+        title=f"{episode.goal[:120]}: {title}",
+        goal=goal,
+        step=step,
+        environment=episode.environment,
+        body=body,
+        evidence=(Evidence(episode_id=episode.id, seqs=seqs),),
+        created_at=episode.finished_at,
+        updated_at=episode.finished_at,
+        expires_at=expires_at,
+        tasks=(episode.goal,),
+    )
 
 
 def _first_try_completion(episode: Episode, tried: list[Attempt]) -> tuple[Attempt, int] | None:
@@ -182,7 +210,6 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
     tried = attempts(episode)
     failed = {a.step for a in tried if not a.ok}
     worked = {a.step for a in tried if a.ok}
-    short_goal = episode.goal[:120]
     fixes: list[tuple[Attempt, Attempt]] = []
     for fail in (a for a in tried if not a.ok):
         fix = next(
@@ -210,52 +237,34 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         for step, (fix, fails) in by_fix.items()
     }
     for fail, fix in fixes:
-        cite = (Evidence(episode_id=episode.id, seqs=(*fail.seqs, *fix.seqs)),)
+        seqs = (*fail.seqs, *fix.seqs)
         put(
-            ExperienceRecord(
-                id=record_id("failure", env, goal, fail.step),
-                kind="failure",
-                status="active",
-                title=f"{short_goal}: `{fail.step}` fails",
-                goal=goal,
-                step=fail.step,
-                environment=env,
-                body=(
-                    f"For '{episode.goal}', `{fail.step}` failed with: {_quote(fail.result.content)}\n\n"
-                    f"What worked instead: `{fix.step}`."
-                ),
-                evidence=cite,
-                created_at=when,
-                updated_at=when,
-                expires_at=expires,
-                tasks=(episode.goal,),
+            _lesson(
+                episode,
+                "failure",
+                fail.step,
+                f"`{fail.step}` fails",
+                f"For '{episode.goal}', `{fail.step}` failed with: {_quote(fail.result.content)}\n\n"
+                f"What worked instead: `{fix.step}`.",
+                seqs,
+                expires,
             )
         )
         kind = kind_of[fix.step]
-        pid = record_id(kind, env, goal, fix.step)
-        new_procedures.add(pid)
         tuned = ", ".join(f"`{name}`" for name in numbers_changed(fail.call.content, fix.call.content))
-        put(
-            ExperienceRecord(
-                id=pid,
-                kind=kind,
-                status="active",
-                title=f"{short_goal}: `{fix.step}`",
-                goal=goal,
-                step=fix.step,
-                environment=env,
-                body=(
-                    f"For '{episode.goal}', `{fix.step}` worked (output: {_quote(fix.result.content)}) "
-                    f"after `{fail.step}` failed{f' (only {tuned} changed)' if kind == 'calibration' else ''}. "
-                    "Verify against current observations before relying on it."
-                ),
-                evidence=cite,
-                created_at=when,
-                updated_at=when,
-                expires_at=expires,
-                tasks=(episode.goal,),
-            )
+        working = _lesson(
+            episode,
+            kind,
+            fix.step,
+            f"`{fix.step}`",
+            f"For '{episode.goal}', `{fix.step}` worked (output: {_quote(fix.result.content)}) "
+            f"after `{fail.step}` failed{f' (only {tuned} changed)' if kind == 'calibration' else ''}. "
+            "Verify against current observations before relying on it.",
+            seqs,
+            expires,
         )
+        new_procedures.add(working.id)
+        put(working)
     first_try = _first_try_completion(episode, tried)
     if first_try is not None and not any(
         r.kind in _WORKING and r.step == first_try[0].step and r.environment == env for r in known.values()
@@ -263,23 +272,15 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         # A step some procedure already names is confirmed below instead (one record per step).
         done, answer = first_try
         put(
-            ExperienceRecord(
-                id=record_id("procedure", env, goal, done.step),
-                kind="procedure",
-                status="active",
-                title=f"{short_goal}: `{done.step}`",
-                goal=goal,
-                step=done.step,
-                environment=env,
-                body=(
-                    f"For '{episode.goal}', `{done.step}` completed the task at the first try (output: "
-                    f"{_quote(done.result.content)}). Verify against current observations before relying on it."
-                ),
-                evidence=(Evidence(episode_id=episode.id, seqs=(*done.seqs, answer)),),
-                created_at=when,
-                updated_at=when,
-                expires_at=expires,
-                tasks=(episode.goal,),
+            _lesson(
+                episode,
+                "procedure",
+                done.step,
+                f"`{done.step}`",
+                f"For '{episode.goal}', `{done.step}` completed the task at the first try (output: "
+                f"{_quote(done.result.content)}). Verify against current observations before relying on it.",
+                (*done.seqs, answer),
+                expires,
             )
         )
     superseded: list[str] = []
@@ -304,17 +305,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             rec.kind in _WORKING and rec.status != "legacy" and rec.step in worked and rec.step not in failed
         ):
             # Confirmed (a disputed one is active again); a legacy procedure stays superseded.
-            put(
-                msgspec.structs.replace(
-                    rec,
-                    status="active",
-                    status_reason="" if rec.status == "disputed" else rec.status_reason,
-                    evidence=(Evidence(episode_id=episode.id, seqs=seqs),),
-                    updated_at=when,
-                    expires_at=expires,
-                    tasks=(episode.goal,),
-                )
-            )
+            put(confirmed(rec, episode, seqs, expires_at=expires))
     if superseded:
         _point_failures_at_the_new_fix(
             known, current, put, env, goal, superseded, next(iter(by_fix)), episode.id

@@ -19,7 +19,8 @@ from typing import Final
 import msgspec
 
 from aiden.experience.episodes import Episode
-from aiden.experience.records import MAX_EVIDENCE, Evidence, ExperienceRecord, record_id
+from aiden.experience.records import Evidence, ExperienceRecord, record_id
+from aiden.policy.lessons import merge
 
 __all__ = ["MAX_FACT_VALUE_CHARS", "fact_records"]
 
@@ -72,19 +73,11 @@ def fact_records(
         if old is None:
             out.append(fresh)
         elif old.title == fresh.title:
-            cited = any(e.episode_id == episode.id for e in old.evidence)
-            evidence = old.evidence if cited else (*old.evidence, cite)
-            out.append(
-                msgspec.structs.replace(
-                    old,
-                    status="active",
-                    evidence=evidence[:1] + evidence[1:][-(MAX_EVIDENCE - 1) :],
-                    updated_at=max(old.updated_at, when),
-                    expires_at=None
-                    if old.expires_at is None and expires_at is None
-                    else max(old.expires_at or 0.0, expires_at or 0.0),
-                )
+            # The same value again: the episode joins the evidence; body and reason stay the first's.
+            seen = msgspec.structs.replace(
+                old, status="active", evidence=(cite,), updated_at=when, expires_at=expires_at
             )
+            out.append(merge(old, seen))
         elif when >= old.updated_at:
             # A newer value: the old one's evidence is about the old value, so it goes with it.
             was = _flat(old.title.split(": ", 1)[-1], _MAX_REASON_VALUE_CHARS)

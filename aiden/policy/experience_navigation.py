@@ -55,7 +55,7 @@ import msgspec
 from aiden.experience.episodes import Episode
 from aiden.experience.records import Evidence, ExperienceRecord, record_id
 from aiden.policy.experience_trace import Attempt, corrected_after
-from aiden.policy.lessons import merge
+from aiden.policy.lessons import confirmed, merge
 
 __all__ = [
     "MAX_PLACES",
@@ -181,7 +181,6 @@ class Place:
 
 def found_places(episode: Episode, tried: Sequence[Attempt]) -> list[Place]:
     """The places ``episode`` looked up and then used, first used first (at most :data:`MAX_PLACES`)."""
-    attempts = list(tried)
     named = [_arguments(a.call.content) for a in tried]
     by_name: dict[str, list[tuple[Attempt, str]]] = {}
     for attempt, locs in zip(tried, named, strict=True):
@@ -208,7 +207,7 @@ def found_places(episode: Episode, tried: Sequence[Attempt]) -> list[Place]:
                 (
                     (a, loc)
                     for a, loc in calls
-                    if a.ok and a.call.seq > lookup.result.seq and not corrected_after(episode, a, attempts)
+                    if a.ok and a.call.seq > lookup.result.seq and not corrected_after(episode, a, tried)
                 ),
                 None,
             )
@@ -255,7 +254,6 @@ def navigation_records(
     returned; the caller keeps only what changed."""
     env = episode.environment
     when = episode.finished_at
-    attempts = list(tried)
     places = found_places(episode, tried)
     out: dict[str, ExperienceRecord] = {}
     for place in places:
@@ -266,20 +264,11 @@ def navigation_records(
         if rec.kind != "navigation" or rec.environment != env or rec.id in out or rec.status == "legacy":
             continue
         naming = [a for a, locs in named if any(names_place(loc, rec.step) for loc in locs)]
-        worked = [a for a in naming if a.ok and not corrected_after(episode, a, attempts)]
+        worked = [a for a in naming if a.ok and not corrected_after(episode, a, tried)]
         gone = [a for a in naming if not a.ok and not_found(a.result.content, rec.step)]
         moved = next((p for p in places if p.name == place_name(rec.step)), None)
         if worked:
-            confirmed = msgspec.structs.replace(
-                rec,
-                status="active",
-                status_reason="" if rec.status == "disputed" else rec.status_reason,
-                evidence=(Evidence(episode_id=episode.id, seqs=worked[0].seqs),),
-                updated_at=when,
-                expires_at=expires_at,
-                tasks=(episode.goal,),
-            )
-            out[rec.id] = merge(rec, confirmed)
+            out[rec.id] = confirmed(rec, episode, worked[0].seqs, expires_at=expires_at)
         elif moved is not None and (gone or rec.status == "disputed"):
             out[rec.id] = msgspec.structs.replace(
                 rec,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -129,7 +129,7 @@ def attempts(episode: Episode) -> list[Attempt]:
     return out
 
 
-def corrected_after(episode: Episode, attempt: Attempt, tried: list[Attempt]) -> bool:
+def corrected_after(episode: Episode, attempt: Attempt, tried: Sequence[Attempt]) -> bool:
     """A user correction between this attempt's result and the next call contradicts it."""
     later = [a.call.seq for a in tried if a.call.seq > attempt.result.seq]
     end = min(later) if later else None

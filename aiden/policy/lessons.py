@@ -5,7 +5,7 @@
 :func:`rephrased` puts a model's wording in the records' bodies and keeps the
 exact steps beside it, so ids, statuses and evidence stay the embedded
 learner's. :func:`merge` is how a lesson learned again joins the record kept
-under its id. Pure: no I/O.
+under its id, :func:`confirmed` how a later episode confirms one. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass, replace
 
 import msgspec
 
-from aiden.experience.episodes import Outcome
-from aiden.experience.records import MAX_EVIDENCE, MAX_TASKS, EnvironmentProfile, ExperienceRecord
+from aiden.experience.episodes import Episode, Outcome
+from aiden.experience.records import MAX_EVIDENCE, MAX_TASKS, EnvironmentProfile, Evidence, ExperienceRecord
 
-__all__ = ["LessonGroup", "Lessons", "merge", "rephrased"]
+__all__ = ["LessonGroup", "Lessons", "confirmed", "merge", "rephrased"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,4 +94,23 @@ def merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceReco
         expires_at=None
         if old.expires_at is None and new.expires_at is None
         else max(old.expires_at or 0.0, new.expires_at or 0.0),
+    )
+
+
+def confirmed(
+    record: ExperienceRecord, episode: Episode, seqs: tuple[int, ...], *, expires_at: float | None
+) -> ExperienceRecord:
+    """``record`` confirmed by ``episode`` (what it names worked again, at ``seqs``): active (a
+    disputed one active again, its reason dropped), the episode and its task added (:func:`merge`)."""
+    return merge(
+        record,
+        msgspec.structs.replace(
+            record,
+            status="active",
+            status_reason="" if record.status == "disputed" else record.status_reason,
+            evidence=(Evidence(episode_id=episode.id, seqs=seqs),),
+            updated_at=episode.finished_at,
+            expires_at=expires_at,
+            tasks=(episode.goal,),
+        ),
     )
