@@ -237,7 +237,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         for step, (fix, fails) in by_fix.items()
     }
     for fail, fix in fixes:
-        seqs = (*fail.seqs, *fix.seqs)
+        cited = (*fail.seqs, *fix.seqs)
         put(
             _lesson(
                 episode,
@@ -246,7 +246,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
                 f"`{fail.step}` fails",
                 f"For '{episode.goal}', `{fail.step}` failed with: {_quote(fail.result.content)}\n\n"
                 f"What worked instead: `{fix.step}`.",
-                seqs,
+                cited,
                 expires,
             )
         )
@@ -260,7 +260,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             f"For '{episode.goal}', `{fix.step}` worked (output: {_quote(fix.result.content)}) "
             f"after `{fail.step}` failed{f' (only {tuned} changed)' if kind == 'calibration' else ''}. "
             "Verify against current observations before relying on it.",
-            seqs,
+            cited,
             expires,
         )
         new_procedures.add(working.id)
