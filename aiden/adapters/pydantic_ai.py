@@ -284,7 +284,7 @@ def history_class() -> type[Any]:
                         await self._log_request_part(part)
             built = checked(await self.memory.build_messages(self._layers()), "AidenHistory")
             self.last_prompt = built
-            out = self._marked(prompt_to_messages([dict(m) for m in built.messages]))
+            out = self._marked(prompt_to_messages(built.messages))
             last = messages[-1] if messages else None
             if not isinstance(last, ModelRequest):
                 return out
