@@ -96,7 +96,9 @@ async def run_agent(
             await memory.commit_run(answer, prompt_tokens=largest_prompt, model=model)
             return answer
         if message.content:
-            await memory.append(SessionEvent(type="assistant_output", role="assistant", content=message.content))
+            await memory.append(
+                SessionEvent(type="assistant_output", role="assistant", content=message.content)
+            )
         # One model response = one assistant message: record all its calls first.
         await memory.append_many(
             [
@@ -122,7 +124,9 @@ async def run_agent(
             else:
                 result = json.dumps({"error": f"unknown tool {name}"})
             await memory.append(
-                SessionEvent(type="tool_result", role="tool", tool_name=name, tool_call_id=call.id, content=result)
+                SessionEvent(
+                    type="tool_result", role="tool", tool_name=name, tool_call_id=call.id, content=result
+                )
             )
     answer = "I stopped after reaching the step limit."
     await memory.commit_run(answer, prompt_tokens=largest_prompt, model=model)
