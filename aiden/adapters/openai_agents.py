@@ -52,8 +52,9 @@ Design (the log is never rewritten):
 One memory holds one conversation: ``session_id`` is the SDK's label for it (stored
 in each event's ``meta["agents_session"]``), not a filter.
 
-This module imports the ``agents`` package only for type checking (and ``RunConfig``'s
-``ModelInputData`` inside the filter, which only the SDK calls).
+This module imports the ``agents`` package only for type checking, and when
+:meth:`~AidenSession.call_model_input_filter` (``ModelInputData``) or
+:meth:`~AidenSession.usage_hooks` (``RunHooks``) is first called.
 """
 
 from __future__ import annotations
