@@ -128,31 +128,34 @@ class Planner:
         """Count the hot window's events and prepare its cut for ``target`` tokens."""
         root = self._offload_root()
         if root is not None:
-            job = PlanJob(
-                root=str(root),
-                config=self._config,
-                target_tokens=target,
-                profile=self._profile,
-                calibration=calibration,
-            )
-            try:
-                raw = await offload.run_job("plan", _encoder.encode(job))
-            except offload.OffloadUnavailable:
-                pass  # survey it here
-            else:
-                done = _planned.decode(raw)
-                index = await anyio.to_thread.run_sync(self._store.load_index)
-                planned = done.plan or done.skip
-                # Under the compaction lock the index cannot move between the helper's read and
-                # ours; if it did (a survey without the lock), the cut is made here instead.
-                if planned is not None and done.index_last_seq == index.last_seq:
-
-                    async def ready() -> CompactionPlan | SkipCompaction:
-                        return planned
-
-                    return Survey(done.event_count, index, ready)
+            there = await self._survey_there(root, target, calibration)
+            if there is not None:
+                return there
         snap = await anyio.to_thread.run_sync(self._store.snapshot)
         return Survey(len(snap.events), snap.index, lambda: self._plan_here(snap.events, target, calibration))
+
+    async def _survey_there(
+        self, root: Path, target: int, calibration: TokenCalibration | None
+    ) -> Survey | None:
+        """The helper process's survey of the file store at ``root``; None to survey it here instead."""
+        job = PlanJob(
+            root=str(root),
+            config=self._config,
+            target_tokens=target,
+            profile=self._profile,
+            calibration=calibration,
+        )
+        try:
+            done = _planned.decode(await offload.run_job("plan", _encoder.encode(job)))
+        except offload.OffloadUnavailable:
+            return None
+        index = await anyio.to_thread.run_sync(self._store.load_index)
+        planned = done.plan or done.skip
+        # Under the compaction lock the index cannot move between the helper's read and
+        # ours; if it did (a survey without the lock), the cut is made here instead.
+        if planned is None or done.index_last_seq != index.last_seq:
+            return None
+        return Survey(done.event_count, index, lambda: _ready(planned))
 
     async def _plan_here(
         self, events: Sequence[SessionEvent], target: int, calibration: TokenCalibration | None
@@ -181,6 +184,10 @@ class Planner:
         except OSError:
             return None
         return store.layout.root if size >= OFFLOAD_BYTES else None
+
+
+async def _ready(planned: CompactionPlan | SkipCompaction) -> CompactionPlan | SkipCompaction:
+    return planned
 
 
 _encoder = msgspec.msgpack.Encoder()
