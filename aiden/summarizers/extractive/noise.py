@@ -81,6 +81,8 @@ def command_targets(line: str) -> list[str]:
     return find_paths(line[2:] if line.startswith("$ ") else line)
 
 
+# A numbered line of a file view: "273:", "  12 | ...", cat -n.
+_VIEW_LINE: Final = re.compile(r"^\s*\d+(?::(?!\d)|\s*[|\u2502\t])")
 _LOG_RECORD: Final = re.compile(
     r"^\s*(?:[\[(]?\d{4}-\d\d-\d\d(?:[T ][\d:.,]+\S*)?[\])]?\s+)?(?:[\[(]\s*)?"
     r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING)\b"
@@ -91,7 +93,7 @@ _CODE_SHAPED: Final = re.compile(
     r"|^\s*[\w.\[\]'\"]+\s*[:+\-*/]?=\s"  # assignments
     r"|^\s*\"[^\"]*\"\s*:"  # a JSON key (a search hit's "path": ...)
     r"|^\s*[\[{]"  # the start of structured data
-    r"|^\s*\d+(?::(?!\d)|\s*[|\u2502\t])"  # a numbered file view: "273:", "  12 | ...", cat -n
+    rf"|{_VIEW_LINE.pattern}"
     r"|^\[File: .*\]$"  # SWE-agent's file-view header
 )
 
@@ -100,9 +102,6 @@ def is_noise_shaped(line: str) -> bool:
     """True for an output line that is content looked at, not a finding: a log record below error level,
     code, a docstring or comment, a structured-data fragment, a numbered file-view line."""
     return _LOG_RECORD.match(line) is not None or _CODE_SHAPED.match(line) is not None
-
-
-_VIEW_LINE: Final = re.compile(r"^\s*\d+(?::(?!\d)|\s*[|\u2502\t])")
 
 
 def is_file_view_line(line: str) -> bool:
