@@ -66,7 +66,7 @@ _OVERLAP_STOP: Final = frozenset(
 # error (an exception class, an errno-style code, an HTTP status, a non-zero exit, a signal).
 _ERROR_NAME: Final = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b|\bE[A-Z]{3,}\b")
 _CONCRETE_ERROR: Final = re.compile(
-    r"\b[A-Z]\w*(?:Error|Exception)\b|\bE[A-Z]{3,}\b|\b(?:HTTP|status)\s*[45]\d\d\b|\b[45]\d\d (?:error|response)\b"
+    rf"{_ERROR_NAME.pattern}|\b(?:HTTP|status)\s*[45]\d\d\b|\b[45]\d\d (?:error|response)\b"
     r"|(?i:\bexit(?:ed)? (?:with )?(?:code|status) [1-9]|segfault|segmentation fault|\bpanic(?:ked)?\b|timed out"
     r"|permission denied|connection refused|no such file|command not found|out of memory)"
 )
