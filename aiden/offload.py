@@ -274,9 +274,9 @@ def _resolve(name: str) -> Callable[[bytes], bytes]:
     return fn
 
 
-def serve(stdin: int, stdout: int, idle_exit_s: float = IDLE_EXIT_S) -> None:
-    """The child's loop: read a job, run it, write the reply; return at EOF or when idle."""
-    while select.select([stdin], [], [], idle_exit_s)[0]:
+def serve(stdin: int, stdout: int) -> None:
+    """The child's loop: read a job, run it, write the reply; return at EOF or after :data:`IDLE_EXIT_S` idle."""
+    while select.select([stdin], [], [], IDLE_EXIT_S)[0]:
         try:
             job = _job_decoder.decode(_read_frame(stdin))
         except EOFError:
