@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from typing import Any, Final, Literal, get_args
 
 import msgspec
@@ -23,6 +24,8 @@ __all__ = [
     "SessionEvent",
     "decode_event",
     "encode_event",
+    "is_retraction",
+    "retracted_seqs",
     "validate_id",
 ]
 
@@ -40,6 +43,7 @@ EVENT_TYPES: Final[frozenset[str]] = frozenset(get_args(EventType))
 RETRACTS: Final = "retracts"
 """Meta key of a retraction: a ``system_event`` with ``meta={RETRACTS: seq}`` withdraws the event
 ``seq`` from every later prompt. The log stays append-only: both events stay on disk and in recall."""
+
 
 _SAFE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -182,3 +186,18 @@ def validate_id(value: str, *, what: str = "id") -> str:
     if not isinstance(value, str) or _SAFE_ID.fullmatch(value) is None:
         raise InvalidIdError(f"invalid {what} {value!r}: expected ^[A-Za-z0-9_-]{{1,64}}$")
     return value
+
+
+def is_retraction(event: SessionEvent) -> bool:
+    """True for a retraction event (see :data:`RETRACTS`)."""
+    return event.type == "system_event" and RETRACTS in event.meta
+
+
+def retracted_seqs(events: Iterable[SessionEvent]) -> set[int]:
+    """The seqs that the retractions among ``events`` withdrew."""
+    out: set[int] = set()
+    for event in events:
+        target = event.meta.get(RETRACTS) if event.type == "system_event" else None
+        if isinstance(target, int) and not isinstance(target, bool):
+            out.add(target)
+    return out

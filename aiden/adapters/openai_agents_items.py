@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from aiden.context import MISSING_RESULT, stub_seq
 from aiden.errors import InvalidEventError
-from aiden.events import RETRACTS, EventType, SessionEvent
+from aiden.events import EventType, SessionEvent, is_retraction, retracted_seqs
 
 __all__ = [
     "ITEM_KEY",
@@ -31,7 +31,6 @@ __all__ = [
     "item_from_event",
     "items_from_prompt",
     "live_items",
-    "retracted_seqs",
 ]
 
 ITEM_KEY: Final = "agents_item"
@@ -170,7 +169,7 @@ def item_from_event(event: SessionEvent) -> dict[str, Any] | None:
     An event written by the adapter gives back its item exactly; an event appended
     otherwise (``begin_run``, ``append_message``) gives the equivalent item.
     """
-    if RETRACTS in event.meta:
+    if is_retraction(event):
         return None
     stored = event.meta.get(ITEM_KEY)
     if isinstance(stored, dict):
@@ -193,16 +192,6 @@ def item_from_event(event: SessionEvent) -> dict[str, Any] | None:
         return {"type": "function_call_output", "call_id": event.tool_call_id, "output": event.content}
     prefix = "Tool result:\n" if event.type == "tool_result" else ""
     return {"role": "system", "content": prefix + event.content}
-
-
-def retracted_seqs(events: Sequence[SessionEvent]) -> set[int]:
-    """Seqs that a retraction event among ``events`` withdrew."""
-    out: set[int] = set()
-    for event in events:
-        target = event.meta.get(RETRACTS)
-        if isinstance(target, int) and not isinstance(target, bool):
-            out.add(target)
-    return out
 
 
 def live_items(events: Sequence[SessionEvent]) -> list[tuple[SessionEvent, dict[str, Any]]]:

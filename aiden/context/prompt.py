@@ -31,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from aiden.events import RETRACTS, SessionEvent
+from aiden.events import SessionEvent, is_retraction, retracted_seqs
 from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
 __all__ = [
@@ -119,13 +119,9 @@ def events_to_messages(
     injected = not split_turn_context
     # Retractions (e.g. an agent framework's pop_item): neither the withdrawn event nor the
     # retraction itself is shown.
-    retracted = {
-        target
-        for ev in events
-        if ev.type == "system_event" and isinstance(target := ev.meta.get(RETRACTS), int)
-    }
+    retracted = retracted_seqs(events)
     for ev in events:
-        if ev.seq in retracted or (ev.type == "system_event" and RETRACTS in ev.meta):
+        if ev.seq in retracted or is_retraction(ev):
             continue
         if not injected and split_before_seq is not None and ev.seq >= split_before_seq:
             out.append({"role": "system", "content": split_turn_context})
