@@ -43,6 +43,7 @@ from typing import Final
 
 import msgspec
 
+from aiden.policy.summary_sections import SECTION_OF_HEADING
 from aiden.policy.tokens import estimate_tokens
 
 __all__ = ["OMITTED_NOTE_PREFIX", "SummaryFit", "SummaryItem", "fit_summary_layer", "summary_items"]
@@ -50,37 +51,26 @@ __all__ = ["OMITTED_NOTE_PREFIX", "SummaryFit", "SummaryItem", "fit_summary_laye
 OMITTED_NOTE_PREFIX: Final = "[Summary shortened for this prompt: left out "
 """How the last line of a cut summary layer starts (the note saying what was left out)."""
 
-# Heading spellings (the embedded summarizer's, the LLM path's and seed 004's) -> section.
-_CANONICAL: Final[dict[str, str]] = {
+# Section names as this fit shows and ranks them (headings: aiden/policy/summary_sections.py).
+_DISPLAY: Final[dict[str, str]] = {
     "goal": "Goal",
-    "goals": "Goal",
-    "user goal": "Goal",
     "outcome": "Outcome",
     "decisions": "Decisions",
     "constraints": "Constraints",
-    "constraint": "Constraints",
     "preferences": "Preferences",
-    "user preferences": "Preferences",
-    "corrections": "Preferences",
     "errors": "Errors",
-    "errors and resolutions": "Errors",
-    "failed approaches": "Failed approaches",
     "failed": "Failed approaches",
-    "open thread": "Open thread",
-    "open threads": "Open thread",
-    "current state": "Open thread",
+    "open": "Open thread",
     "facts": "Facts",
-    "project facts": "Facts",
-    "must keep": "Must keep",
+    "must_keep": "Must keep",
     "notes": "Notes",
     "requests": "Requests",
     "files": "Files",
-    "files touched": "Files",
-    "key files": "Files",
-    "tool results": "Tool results",
+    "tool_notes": "Tool results",
     "commands": "Commands",
-    "working recipes": "Commands",
-    "recipes": "Commands",
+}
+_CANONICAL: Final[dict[str, str]] = {
+    name: _DISPLAY[section] for name, section in SECTION_OF_HEADING.items() if section is not None
 }
 # The order sections take turns in within one block: what a person needs to resume first (#19).
 _ORDER: Final = (

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, cast
 
+from aiden.policy.summary_sections import SECTION_OF_HEADING
 from aiden.summarizers.extractive.collector import _Collector, is_intent
 from aiden.summarizers.extractive.items import (
     _R_DECISION,
@@ -25,40 +26,10 @@ from aiden.summarizers.mustkeep.classify import Speaker
 
 _FOLD_LINE_CHARS: Final = 600
 
+# "must keep" holds facts already kept: re-read as plain lines, like the structural headings.
 _HEADING_NAMES: Final[dict[str, Section | None]] = {
-    "goal": "goal",
-    "goals": "goal",
-    "user goal": "goal",
-    "constraints": "constraints",
-    "constraint": "constraints",
-    "preferences": "preferences",
-    "user preferences": "preferences",
-    "corrections": "preferences",
-    "decisions": "decisions",
-    "errors": "errors",
-    "errors and resolutions": "errors",
-    "failed approaches": "failed",
-    "failed": "failed",
-    "open thread": "open",
-    "open threads": "open",
-    "files": "files",
-    "files touched": "files",
-    "key files": "files",
-    "commands": "commands",
-    "working recipes": "commands",
-    "recipes": "commands",
-    "facts": "facts",
-    "project facts": "facts",
-    "requests": "requests",
-    "notes": "notes",
-    "tool results": "tool_notes",
-    "outcome": "outcome",
-    "must keep": None,
-    "turn context (split turn)": None,
-    "session history (compressed chunks)": None,
-    "rolling summary": None,
-    "recent chunks": None,
-    "project memory": None,
+    name: None if section in (None, "must_keep") else cast(Section, section)
+    for name, section in SECTION_OF_HEADING.items()
 }
 _HEADING: Final = re.compile(
     r"^\s*(?P<hashes>#{1,6}\s*)?(?:\*\*)?(?P<name>[^:*\n]{2,40}?)(?:\*\*)?\s*"
