@@ -17,8 +17,10 @@ One interface file, backends beside it (the httpcore model):
 
 Each protocol is satisfied by the file class named in its docstring without
 an adapter (mypy checks it where the bundle returns them); the logic both
-backends share (search ranking, record cleaning, summary merges, Dream's
-planning, version targets) lives in the file modules as pure functions.
+backends share lives in the file modules: pure functions (search ranking,
+record cleaning, summary merges, Dream's planning, version targets) and the
+async faces over blocking storage (:class:`~aiden.longterm.threaded.ThreadedEntryStore`,
+:class:`~aiden.longterm.writer.SummaryFlow`).
 
 The guarantees a backend must give, to any number of instances in any number
 of processes sharing the storage, checked for every backend by the

@@ -12,7 +12,7 @@ digest content.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
@@ -22,7 +22,7 @@ from aiden.longterm.summaries import SessionSummary
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 
-__all__ = ["CapPlan", "CapResult", "enforce_cap", "plan_cap"]
+__all__ = ["CapPlan", "CapResult", "enforce_cap", "folded_digest", "plan_cap"]
 
 
 class CapPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,6 +56,17 @@ def plan_cap(stems: Sequence[str], *, keep: int, through: str) -> CapPlan:
     return CapPlan(merge=merge, delete_only=delete_only)
 
 
+def folded_digest(
+    digest: SessionSummary, summaries: Iterable[SessionSummary], *, through: str, now: int, max_items: int
+) -> SessionSummary:
+    """Pure: ``digest`` with ``summaries`` merged in (oldest first: later ones win), watermarked ``through``."""
+    for summary in summaries:
+        digest = merge_summaries(digest, summary, max_items=max_items)
+    return msgspec.structs.replace(
+        digest, kind="digest", session_id="digest", created_at=now, through=through, through_seq=0
+    )
+
+
 def enforce_cap(
     layout: Layout, storage: Storage, *, keep: int, now: int, max_items: int = DEFAULT_MAX_ITEMS
 ) -> CapResult:
@@ -68,13 +79,9 @@ def enforce_cap(
         return CapResult()
     written = False
     if plan.merge:
-        for stem in plan.merge:  # oldest first: later summaries win conflicts
-            summary = read_summary(files[stem], kind="session")
-            if summary is not None:
-                digest = merge_summaries(digest, summary, max_items=max_items)
-        digest = msgspec.structs.replace(
-            digest, kind="digest", session_id="digest", created_at=now, through=plan.merge[-1], through_seq=0
-        )
+        found = (read_summary(files[stem], kind="session") for stem in plan.merge)
+        summaries = [summary for summary in found if summary is not None]
+        digest = folded_digest(digest, summaries, through=plan.merge[-1], now=now, max_items=max_items)
         storage.checkpoint("digest.before_write")
         write_summary(storage, path, digest)
         written = True

@@ -17,16 +17,20 @@ through the :class:`~aiden.summarizers.protocol.Summarizer` protocol
 (``purpose="session_summary"``) under ``config.summarizer_timeout_s``; if the
 summarizer fails, the deterministic :class:`ExtractiveSummarizer` is used so
 knowledge is never dropped because a provider is down. Every write is atomic.
+
+The flow is :class:`SummaryFlow`'s, which the PostgreSQL store shares
+(:class:`~aiden.storage.postgres.lt_summaries.PgSummaryStore`); a backend
+supplies only the reads and writes (:class:`SummaryRows`) under its lock.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import anyio
 import msgspec
@@ -43,7 +47,8 @@ from aiden.longterm.files import (
     session_file_name,
     write_summary,
 )
-from aiden.longterm.merge import DEFAULT_MAX_ITEMS, merge_summaries
+from aiden.longterm.merge import DEFAULT_MAX_ITEMS
+from aiden.longterm.running import merged_running, session_ending
 from aiden.longterm.summaries import SessionSummary, summary_from_result
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -53,10 +58,10 @@ from aiden.summarizers.protocol import DeadlineOwner, Summarizer, SummaryRequest
 __all__ = [
     "SUMMARIES_LOCK_NAME",
     "SessionSummaryWriter",
+    "SummaryFlow",
+    "SummaryRows",
     "SummaryWrite",
     "extract_summary",
-    "merged_running",
-    "session_ending",
 ]
 
 SUMMARIES_LOCK_NAME: Final = ".summaries.lock"
@@ -75,10 +80,6 @@ class SummaryWrite(msgspec.Struct, frozen=True, kw_only=True):
     degraded: bool = False
     """True when the summarizer failed and the extractive fallback was used."""
     cap: CapResult = CapResult()
-
-
-def _new_session_id() -> str:
-    return secrets.token_hex(4)
 
 
 async def extract_summary(
@@ -132,90 +133,67 @@ async def extract_summary(
     return summary_from_result(result, kind="running"), degraded
 
 
-def merged_running(
-    current: SessionSummary | None, found: SessionSummary, *, top: int, stamp: int, max_items: int
-) -> SessionSummary:
-    """The running summary after merging ``found`` (events up to seq ``top``) into ``current`` (pure)."""
-    through = current.through_seq if current is not None else 0
-    base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
-    merged = merge_summaries(base, found, max_items=max_items)
-    return msgspec.structs.replace(
-        merged,
-        kind="running",
-        session_id=base.session_id or _new_session_id(),
-        created_at=base.created_at or stamp,
-        through="",
-        through_seq=max(through, top),
-    )
+class SummaryRows(Protocol):
+    """One locked read-merge-write's view of a backend's summaries (files, or rows in a transaction)."""
+
+    def read_running(self) -> SessionSummary | None:
+        """The running summary as stored (None: none yet)."""
+        ...
+
+    def write_running(self, summary: SessionSummary) -> None:
+        """Store the running summary."""
+        ...
+
+    def write_session(self, running: SessionSummary, final: SessionSummary) -> str:
+        """Store ``running``, then the dated ``final`` (derived from it, never the other way); its locator."""
+        ...
+
+    def enforce_cap(self, now: int) -> CapResult:
+        """Apply the store cap (oldest session summaries into the digest)."""
+        ...
 
 
-def session_ending(
-    current: SessionSummary | None,
-    found: SessionSummary,
-    *,
-    seqs: Sequence[int],
-    stamp: int,
-    max_items: int,
-) -> tuple[SessionSummary, SessionSummary | None]:
-    """(running, final) at a session end or checkpoint (pure).
+class SummaryFlow(ABC):
+    """The three writers every summary backend shares; a backend supplies the storage under a lock.
 
-    ``final`` is the dated session summary (kind ``session``, the running
-    summary's id); ``running`` is the running summary to write back with it.
-    ``final`` is None when nothing durable is left: write nothing then
-    (``running`` is the empty merge, for the caller's report).
-    """
-    base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
-    merged = merge_summaries(base, found, max_items=max_items)
-    if merged.is_empty:
-        return merged, None
-    running = msgspec.structs.replace(
-        merged,
-        kind="running",
-        session_id=base.session_id,
-        created_at=base.created_at or stamp,
-        through_seq=max([base.through_seq, *seqs]),
-    )
-    final = msgspec.structs.replace(
-        merged, kind="session", session_id=base.session_id, created_at=stamp, through="", through_seq=0
-    )
-    return running, final
-
-
-class SessionSummaryWriter:
-    """The two death-point writers plus the manual checkpoint, for one memory root.
-
-    One instance per runtime (its lock serializes the read-merge-write cycles).
+    Extraction (a summarizer call) runs outside the backend's cross-process
+    lock; each read-merge-write then re-reads inside it (:meth:`_locked`). One
+    copy, so the backends cannot drift in what they skip, merge or wait for.
     With ``use_fallback`` (the default) a failing ``summarizer`` is replaced by
     the extractive one; ``use_fallback=False`` lets its errors propagate.
     """
 
     def __init__(
         self,
-        layout: Layout,
-        storage: Storage,
         summarizer: Summarizer,
         config: Config,
         *,
         use_fallback: bool = True,
         max_items: int = DEFAULT_MAX_ITEMS,
     ) -> None:
-        self._layout = layout
-        self._storage = storage
         self._summarizer = summarizer
         self._config = config
         self._use_fallback = use_fallback
         self._max_items = max_items
-        # The anyio lock orders this runtime's merges; the flock makes each read-merge-write of
-        # the running summary (and a session file + cap) atomic against other processes on the
-        # root. Extraction (a summarizer call) runs outside the flock, the merge re-reads inside.
+        # Orders this runtime's writers; the backend's lock orders them against other processes.
         self._lock = anyio.Lock()
-        self._flock = SessionLock(storage, layout.long_term / SUMMARIES_LOCK_NAME)
 
-    @property
-    def running_path(self) -> Path:
-        """``session/running_summary.md``."""
-        return running_summary_path(self._layout)
+    # --- what a backend implements (blocking; called from a worker thread) -----------
+    @abstractmethod
+    def running(self) -> SessionSummary | None:
+        """The active session's running summary, read without the lock (blocking)."""
 
+    @abstractmethod
+    def _locked(self, what: str, *, beside: bool = False) -> AbstractContextManager[SummaryRows]:
+        """The backend's cross-process lock (waiting at most ``config.lock_timeout_s``) around one update.
+
+        ``what`` names the update for errors.
+        ``beside``: this runtime's ordering lock is not held (a close gave up
+        waiting behind a merge); the lock must then exclude that merge as it
+        excludes another process's.
+        """
+
+    # --- the async API ----------------------------------------------------------------
     async def extract(
         self, events: Sequence[SessionEvent], *, summarizer_timeout_s: float | None = None
     ) -> tuple[SessionSummary, bool]:
@@ -231,40 +209,28 @@ class SessionSummaryWriter:
             summarizer_timeout_s=summarizer_timeout_s,
         )
 
-    def _read_running(self) -> SessionSummary | None:
-        return read_summary(self.running_path, kind="running")
-
     async def merge_running_summary(self, events: Sequence[SessionEvent], *, now: float) -> SessionSummary:
-        """Before a compaction: merge the findings of ``events`` into the running summary file.
+        """Before a compaction: merge the findings of ``events`` into the running summary.
 
-        Events at or below the file's ``through_seq`` were merged already (a
-        compaction that was retried) and are skipped, so this is idempotent.
-        Returns the running summary as written.
+        Events at or below its ``through_seq`` were merged already (a retried
+        compaction, possibly by another process) and are skipped, so this is
+        idempotent. Returns the running summary as written.
         """
         async with self._lock:
-            current = await anyio.to_thread.run_sync(self._read_running)
+            current = await anyio.to_thread.run_sync(self.running)
             through = current.through_seq if current is not None else 0
             found, _ = await self.extract([e for e in events if e.seq > through or e.seq == 0])
             top = max((e.seq for e in events), default=0)
             return await anyio.to_thread.run_sync(self._merge_running, found, top, int(now))
 
     def _merge_running(self, found: SessionSummary, top: int, stamp: int) -> SessionSummary:
-        with self._held():
+        with self._locked("merging the running summary") as rows:
             # Re-read: another process may have merged meanwhile.
             merged = merged_running(
-                self._read_running(), found, top=top, stamp=stamp, max_items=self._max_items
+                rows.read_running(), found, top=top, stamp=stamp, max_items=self._max_items
             )
-            write_summary(self._storage, self.running_path, merged)
+            rows.write_running(merged)
             return merged
-
-    @contextmanager
-    def _held(self, flock: SessionLock | None = None) -> Iterator[None]:
-        flock = self._flock if flock is None else flock
-        flock.acquire(self._config.lock_timeout_s)
-        try:
-            yield
-        finally:
-            flock.release()
 
     async def write_session_summary(
         self,
@@ -274,33 +240,36 @@ class SessionSummaryWriter:
         reason: str = "completion",
         summarizer_timeout_s: float | None = None,
     ) -> SummaryWrite:
-        """At session end: running summary + extraction of ``events`` (the hot window) -> dated file.
+        """At session end: running summary + extraction of ``events`` (the hot window) -> the dated summary.
 
         ``reason`` is informative ("completion", "cancellation", "rotation",
         "checkpoint"). Nothing is written when the session left nothing durable.
         The store cap is enforced after a write.
         """
-        async with self._ordered(summarizer_timeout_s) as flock:
+        async with self._ordered(summarizer_timeout_s) as beside:
             found, degraded = await self.extract(events, summarizer_timeout_s=summarizer_timeout_s)
             return await anyio.to_thread.run_sync(
-                self._write_session, flock, found, [e.seq for e in events], int(now), reason, degraded
+                self._write_session, beside, found, [e.seq for e in events], int(now), reason, degraded
             )
 
+    async def checkpoint(self, events: Sequence[SessionEvent], *, now: float) -> SummaryWrite:
+        """The manual 'checkpoint' command: force the durable summary now, mid-session."""
+        return await self.write_session_summary(events, now=now, reason="checkpoint")
+
     @asynccontextmanager
-    async def _ordered(self, wait_s: float | None) -> AsyncIterator[SessionLock]:
+    async def _ordered(self, wait_s: float | None) -> AsyncIterator[bool]:
         """After this runtime's merges in flight; with ``wait_s`` (closing), not longer than that behind one.
 
-        Yields the flock to hold for the file updates. A merge holds the ordering
+        Yields whether the write goes beside a merge. A merge holds the ordering
         lock across its summarizer call, so a hung summarizer would hold a close
         for its whole deadline. Past ``wait_s`` the session summary is written
-        beside the merge, under a flock of its own descriptor (which excludes the
-        merge's as another process's would); the events being merged are still in
-        the hot window that the session summary extracts, and the merge is
-        cancelled with the memory.
+        beside the merge (the backend's lock still excludes the merge's update);
+        the events being merged are still in the hot window that the session
+        summary extracts, and the merge is cancelled with the memory.
         """
         if wait_s is None:
             async with self._lock:
-                yield self._flock
+                yield False
             return
         acquired = False
         with anyio.move_on_after(wait_s):
@@ -312,62 +281,111 @@ class SessionSummaryWriter:
                 "(close_timeout_s); writing the session summary beside it, the merge is cancelled",
                 wait_s,
             )
-        own = None if acquired else SessionLock(self._storage, self._layout.long_term / SUMMARIES_LOCK_NAME)
         try:
-            yield self._flock if own is None else own
+            yield not acquired
         finally:
-            if own is not None:
-                own.close()
             if acquired:
                 self._lock.release()
 
     def _write_session(
         self,
-        flock: SessionLock,
+        beside: bool,
         found: SessionSummary,
         seqs: Sequence[int],
         stamp: int,
         reason: str,
         degraded: bool,
     ) -> SummaryWrite:
-        with self._held(flock):
+        with self._locked("writing the session summary", beside=beside) as rows:
             running, final = session_ending(
-                self._read_running(), found, seqs=seqs, stamp=stamp, max_items=self._max_items
+                rows.read_running(), found, seqs=seqs, stamp=stamp, max_items=self._max_items
             )
             if final is None:
                 return SummaryWrite(path=None, summary=running, reason=reason, degraded=degraded)
-            path = self._write_final(running, final)
-            cap = self._enforce_cap(stamp)
-            return SummaryWrite(path=str(path), summary=final, reason=reason, degraded=degraded, cap=cap)
+            path = rows.write_session(running, final)
+            cap = rows.enforce_cap(stamp)
+            return SummaryWrite(path=path, summary=final, reason=reason, degraded=degraded, cap=cap)
 
-    async def checkpoint(self, events: Sequence[SessionEvent], *, now: float) -> SummaryWrite:
-        """The manual 'checkpoint' command: force the durable summary now, mid-session."""
-        return await self.write_session_summary(events, now=now, reason="checkpoint")
 
-    def _write_final(self, running: SessionSummary, final: SessionSummary) -> Path:
+class SessionSummaryWriter(SummaryFlow):
+    """The summaries under ``long_term/`` (and ``session/running_summary.md``) of one memory root.
+
+    One instance per runtime. ``long_term/.summaries.lock`` (a flock) makes each
+    read-merge-write atomic against other processes on the root.
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        storage: Storage,
+        summarizer: Summarizer,
+        config: Config,
+        *,
+        use_fallback: bool = True,
+        max_items: int = DEFAULT_MAX_ITEMS,
+    ) -> None:
+        super().__init__(summarizer, config, use_fallback=use_fallback, max_items=max_items)
+        self._rows = _FileRows(layout, storage, keep=config.session_summaries_keep, max_items=max_items)
+        self._flock = SessionLock(storage, layout.long_term / SUMMARIES_LOCK_NAME)
+
+    @property
+    def running_path(self) -> Path:
+        """``session/running_summary.md``."""
+        return self._rows.running_path
+
+    def running(self) -> SessionSummary | None:
+        """The running summary file as it is now (blocking)."""
+        return self._rows.read_running()
+
+    @contextmanager
+    def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
+        # Beside a merge: a flock of its own descriptor, which excludes the merge's as another process's would.
+        rows = self._rows
+        flock = (
+            SessionLock(rows.storage, rows.layout.long_term / SUMMARIES_LOCK_NAME) if beside else self._flock
+        )
+        flock.acquire(self._config.lock_timeout_s)
+        try:
+            yield rows
+        finally:
+            flock.release()
+            if beside:
+                flock.close()
+
+
+class _FileRows:
+    """:class:`SummaryRows` on files: every write is atomic."""
+
+    def __init__(self, layout: Layout, storage: Storage, *, keep: int, max_items: int) -> None:
+        self.layout = layout
+        self.storage = storage
+        self._keep = keep
+        self._max_items = max_items
+        self.running_path = running_summary_path(layout)
+
+    def read_running(self) -> SessionSummary | None:
+        return read_summary(self.running_path, kind="running")
+
+    def write_running(self, summary: SessionSummary) -> None:
+        write_summary(self.storage, self.running_path, summary)
+
+    def write_session(self, running: SessionSummary, final: SessionSummary) -> str:
         path = self._existing_file(final.session_id)
         if path is None:
             path = (
-                self._layout.long_term / "sessions" / session_file_name(running.created_at, final.session_id)
+                self.layout.long_term / "sessions" / session_file_name(running.created_at, final.session_id)
             )
-        # The running summary first: the session file is derived from it, never the other way.
-        if self._layout.session.is_dir():
-            write_summary(self._storage, self.running_path, running)
-        write_summary(self._storage, path, final)
-        return path
+        if self.layout.session.is_dir():  # the running summary first: the session file derives from it
+            self.write_running(running)
+        write_summary(self.storage, path, final)
+        return str(path)
 
     def _existing_file(self, session_id: str) -> Path | None:
-        for path in list_session_files(self._layout):
+        for path in list_session_files(self.layout):
             match = SESSION_FILE.fullmatch(path.name)
             if match is not None and match.group(2) == session_id:
                 return path
         return None
 
-    def _enforce_cap(self, now: int) -> CapResult:
-        return enforce_cap(
-            self._layout,
-            self._storage,
-            keep=self._config.session_summaries_keep,
-            now=now,
-            max_items=self._max_items,
-        )
+    def enforce_cap(self, now: int) -> CapResult:
+        return enforce_cap(self.layout, self.storage, keep=self._keep, now=now, max_items=self._max_items)

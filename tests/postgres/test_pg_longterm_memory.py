@@ -10,13 +10,17 @@ under either root.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from aiden import Layout, SessionEvent, open_memory
+from aiden.testing import SlowSummarizer
+from tests.helpers import SMALL_MANUAL
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -124,3 +128,33 @@ async def test_sessions_naming_one_namespace_share_it(
     async with open_memory(tmp_path / "b", store=other) as second:
         assert f"**Reviews**: Two approvals. ({answer['saved']['id']})" in second.long_term_layer
         assert await second.hot_window() == []  # another session: its own events
+
+
+async def test_close_with_a_merge_in_flight_on_a_hung_summarizer_writes_the_summary_beside_it(
+    tmp_path: Path, pg_dsn: str, session_ids: SessionIds, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As on files (tests/longterm/test_close_deadline.py): the close used to wait behind the merge,
+    # which holds the store's ordering lock across its summarizer call, for the whole deadline.
+    sid = session_ids()
+    config = msgspec.structs.replace(
+        SMALL_MANUAL, summarizer_timeout_s=10_000.0, close_timeout_s=0.2, count_compress_after_events=5
+    )
+    hung = SlowSummarizer(10_000.0)
+    with caplog.at_level(logging.WARNING):
+        async with open_memory(
+            tmp_path / "a", store=pg_dsn, session_id=sid, config=config, summarizer=hung
+        ) as memory:
+            for n in range(12):
+                await memory.append(
+                    SessionEvent(type="user_input", role="user", content=f"decided kafka {n}")
+                )
+            memory.request_maintenance()
+            with anyio.fail_after(30):
+                await hung.wait_started()  # the pass's merge is in flight, on the hung summarizer
+    assert hung.calls_finished == 0
+    assert (
+        "closing: a running-summary merge is still waiting for the summarizer after 0.2s (close_timeout_s); "
+        "writing the session summary beside it, the merge is cancelled"
+    ) in {r.getMessage() for r in caplog.records}
+    async with open_memory(tmp_path / "b", store=pg_dsn, session_id=sid) as second:
+        assert "decided kafka 11" in second.long_term_layer

@@ -1,9 +1,8 @@
 """The durable session summaries in PostgreSQL (a :class:`~aiden.longterm.backend.SummaryStore`).
 
-The same three writers as :class:`~aiden.longterm.writer.SessionSummaryWriter`
-with the same merge logic (:func:`~aiden.longterm.writer.merged_running`,
-:func:`~aiden.longterm.writer.session_ending`) and the same Markdown
-(:func:`~aiden.longterm.summaries.render_summary_md`), stored as rows:
+The three writers of :class:`~aiden.longterm.writer.SummaryFlow` (shared with
+the file store, with its merge rules and its wait at close) and the same
+Markdown (:func:`~aiden.longterm.summaries.render_summary_md`), stored as rows:
 
 - the running summary: ``aiden_lt_running``, keyed by the session's current
   generation (a rotation starts the next session without one);
@@ -22,20 +21,17 @@ digest), each commit whole or not at all. A write's ``path`` is a locator,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
-
-import anyio
-import msgspec
 
 from aiden.config import Config
 from aiden.errors import StorageError
-from aiden.events import SessionEvent
-from aiden.longterm.cap import CapResult, plan_cap
+from aiden.longterm.cap import CapResult, folded_digest, plan_cap
 from aiden.longterm.files import session_file_name
-from aiden.longterm.merge import DEFAULT_MAX_ITEMS, merge_summaries
+from aiden.longterm.merge import DEFAULT_MAX_ITEMS
 from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
-from aiden.longterm.writer import SummaryWrite, extract_summary, merged_running, session_ending
+from aiden.longterm.writer import SummaryFlow, SummaryRows
 from aiden.storage.postgres.lt_schema import LongTermDb
 from aiden.storage.postgres.schema import Conn
 from aiden.summarizers.protocol import Summarizer
@@ -82,7 +78,7 @@ def _write_doc(conn: Conn, namespace: str, name: str, body: str) -> None:
     )
 
 
-class PgSummaryStore:
+class PgSummaryStore(SummaryFlow):
     """The running summary, session summaries and digest of one namespace (one instance per runtime)."""
 
     def __init__(
@@ -94,132 +90,75 @@ class PgSummaryStore:
         use_fallback: bool = True,
         max_items: int = DEFAULT_MAX_ITEMS,
     ) -> None:
+        super().__init__(summarizer, config, use_fallback=use_fallback, max_items=max_items)
         self._db = db
-        self._summarizer = summarizer
-        self._config = config
-        self._use_fallback = use_fallback
-        self._max_items = max_items
-        # Orders this runtime's writers; the advisory lock orders them against other workers.
-        self._lock = anyio.Lock()
-
-    def locator(self, stem: str) -> str:
-        """What a :class:`SummaryWrite` names as its ``path`` for the session summary ``stem``."""
-        return f"postgres:{self._db.namespace}/sessions/{stem}.md"
 
     def running(self) -> SessionSummary | None:
         """The active session's running summary (blocking)."""
         with self._db.connection("reading the running summary") as conn:
             return read_running(conn, self._db.session_id)
 
-    async def _extract(
-        self, events: Sequence[SessionEvent], summarizer_timeout_s: float | None = None
-    ) -> tuple[SessionSummary, bool]:
-        return await extract_summary(
-            self._summarizer,
-            self._config,
-            events,
-            use_fallback=self._use_fallback,
-            summarizer_timeout_s=summarizer_timeout_s,
-        )
-
-    # --- SummaryStore --------------------------------------------------------------------
-    async def merge_running_summary(self, events: Sequence[SessionEvent], *, now: float) -> SessionSummary:
-        """Before a compaction: merge the findings of ``events`` into the running summary.
-
-        Events at or below its ``through_seq`` were merged already (a retried
-        compaction, possibly by another worker) and are skipped.
-        """
-        async with self._lock:
-            current = await anyio.to_thread.run_sync(self.running)
-            through = current.through_seq if current is not None else 0
-            found, _ = await self._extract([e for e in events if e.seq > through or e.seq == 0])
-            top = max((e.seq for e in events), default=0)
-            return await anyio.to_thread.run_sync(self._merge_running, found, top, int(now))
-
-    async def write_session_summary(
-        self,
-        events: Sequence[SessionEvent],
-        *,
-        now: float,
-        reason: str = "completion",
-        summarizer_timeout_s: float | None = None,
-    ) -> SummaryWrite:
-        """At session end: running summary + extraction of ``events`` -> the session's durable summary."""
-        async with self._lock:
-            found, degraded = await self._extract(events, summarizer_timeout_s)
-            return await anyio.to_thread.run_sync(
-                self._write_session, found, [e.seq for e in events], int(now), reason, degraded
-            )
-
-    async def checkpoint(self, events: Sequence[SessionEvent], *, now: float) -> SummaryWrite:
-        """Force the durable summary now, mid-session."""
-        return await self.write_session_summary(events, now=now, reason="checkpoint")
-
-    # --- one transaction each ------------------------------------------------------------
-    def _merge_running(self, found: SessionSummary, top: int, stamp: int) -> SessionSummary:
-        with self._db.connection("merging the running summary") as conn, conn.transaction():
+    @contextmanager
+    def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
+        # One transaction under the advisory lock: it excludes every other transaction's, this
+        # runtime's merge included, so a write ``beside`` one needs nothing more.
+        with self._db.connection(what) as conn, conn.transaction():
             self._db.serialize(conn, "summaries", self._config.lock_timeout_s)
-            current = read_running(conn, self._db.session_id)  # again: another worker may have merged
-            merged = merged_running(current, found, top=top, stamp=stamp, max_items=self._max_items)
-            self._write_running(conn, merged)
-            return merged
+            yield _PgRows(conn, self._db, self._config, self._max_items)
 
-    def _write_running(self, conn: Conn, summary: SessionSummary) -> None:
-        row = conn.execute(
+
+class _PgRows:
+    """:class:`SummaryRows` inside one transaction."""
+
+    def __init__(self, conn: Conn, db: LongTermDb, config: Config, max_items: int) -> None:
+        self._conn = conn
+        self._db = db
+        self._config = config
+        self._max_items = max_items
+
+    def read_running(self) -> SessionSummary | None:
+        return read_running(self._conn, self._db.session_id)
+
+    def write_running(self, summary: SessionSummary) -> None:
+        row = self._conn.execute(
             "SELECT generation FROM aiden_sessions WHERE session_id = %s", (self._db.session_id,)
         ).fetchone()
         if row is None:
             raise StorageError(f"postgres: session {self._db.session_id!r} has no row")
-        conn.execute(
+        self._conn.execute(
             "INSERT INTO aiden_lt_running (generation, body) VALUES (%s, %s)"
             " ON CONFLICT (generation) DO UPDATE SET body = EXCLUDED.body",
             (row[0], render_summary_md(summary)),
         )
 
-    def _write_session(
-        self, found: SessionSummary, seqs: Sequence[int], stamp: int, reason: str, degraded: bool
-    ) -> SummaryWrite:
+    def write_session(self, running: SessionSummary, final: SessionSummary) -> str:
+        """Stored as ``postgres:<namespace>/sessions/<stem>.md`` (a locator: no file is written)."""
         ns = self._db.namespace
-        with self._db.connection("writing the session summary") as conn, conn.transaction():
-            self._db.serialize(conn, "summaries", self._config.lock_timeout_s)
-            running, final = session_ending(
-                read_running(conn, self._db.session_id),
-                found,
-                seqs=seqs,
-                stamp=stamp,
-                max_items=self._max_items,
-            )
-            if final is None:
-                return SummaryWrite(path=None, summary=running, reason=reason, degraded=degraded)
-            # The running summary first, as the file store does (the session summary derives from it).
-            self._write_running(conn, running)
-            known = conn.execute(
-                "SELECT stem FROM aiden_lt_session_summaries WHERE namespace = %s AND summary_id = %s",
-                (ns, final.session_id),
-            ).fetchone()
-            stem = (
-                str(known[0])
-                if known is not None
-                else session_file_name(running.created_at, final.session_id)[:-3]
-            )
-            conn.execute(
-                "INSERT INTO aiden_lt_session_summaries (namespace, stem, summary_id, body) VALUES (%s, %s, %s, %s)"
-                " ON CONFLICT (namespace, stem) DO UPDATE SET body = EXCLUDED.body",
-                (ns, stem, final.session_id, render_summary_md(final)),
-            )
-            cap = self._enforce_cap(conn, stamp)
-            return SummaryWrite(
-                path=self.locator(stem), summary=final, reason=reason, degraded=degraded, cap=cap
-            )
+        self.write_running(running)
+        known = self._conn.execute(
+            "SELECT stem FROM aiden_lt_session_summaries WHERE namespace = %s AND summary_id = %s",
+            (ns, final.session_id),
+        ).fetchone()
+        stem = (
+            str(known[0])
+            if known is not None
+            else session_file_name(running.created_at, final.session_id)[:-3]
+        )
+        self._conn.execute(
+            "INSERT INTO aiden_lt_session_summaries (namespace, stem, summary_id, body) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (namespace, stem) DO UPDATE SET body = EXCLUDED.body",
+            (ns, stem, final.session_id, render_summary_md(final)),
+        )
+        return f"postgres:{ns}/sessions/{stem}.md"
 
-    def _enforce_cap(self, conn: Conn, now: int) -> CapResult:
+    def enforce_cap(self, now: int) -> CapResult:
         """The file store's cap (:func:`~aiden.longterm.cap.plan_cap`), inside the write's transaction."""
         ns = self._db.namespace
-        rows = conn.execute(
+        rows = self._conn.execute(
             "SELECT stem, body FROM aiden_lt_session_summaries WHERE namespace = %s", (ns,)
         ).fetchall()
         bodies = {str(stem): str(body) for stem, body in rows}
-        text = read_doc(conn, ns, DIGEST_DOC)
+        text = read_doc(self._conn, ns, DIGEST_DOC)
         digest = (
             parse_summary_md(text, kind="digest")
             if text is not None
@@ -229,20 +168,13 @@ class PgSummaryStore:
         if not plan.merge and not plan.delete_only:
             return CapResult()
         if plan.merge:
-            for stem in plan.merge:  # oldest first: later summaries win conflicts
-                summary = parse_summary_md(bodies[stem], kind="session")
-                digest = merge_summaries(digest, summary, max_items=self._max_items)
-            digest = msgspec.structs.replace(
-                digest,
-                kind="digest",
-                session_id="digest",
-                created_at=now,
-                through=plan.merge[-1],
-                through_seq=0,
+            summaries = [parse_summary_md(bodies[stem], kind="session") for stem in plan.merge]
+            digest = folded_digest(
+                digest, summaries, through=plan.merge[-1], now=now, max_items=self._max_items
             )
-            _write_doc(conn, ns, DIGEST_DOC, render_summary_md(digest))
+            _write_doc(self._conn, ns, DIGEST_DOC, render_summary_md(digest))
         deleted = sorted((*plan.delete_only, *plan.merge))
-        conn.execute(
+        self._conn.execute(
             "DELETE FROM aiden_lt_session_summaries WHERE namespace = %s AND stem = ANY(%s::text[])",
             (ns, deleted),
         )
