@@ -10,20 +10,20 @@ Refused, like every write subcommand, on a root that cannot be written.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
-import msgspec
+
+if TYPE_CHECKING:
+    from aiden.storage.protocol import RecoveryReport
 
 __all__ = ["repair_root"]
 
 
-def _recovery_lines(report: Any) -> list[str]:
-    from aiden.doctor import RECOVERY_ACTIONS
+def _recovery_lines(report: RecoveryReport) -> list[str]:
+    from aiden.doctor import recovery_actions
 
-    data = msgspec.structs.asdict(report)
-    lines = [f"recovery at open: {text.format(data[key])}" for key, text in RECOVERY_ACTIONS if data[key]]
-    lines.extend(f"recovery at open: {p}" for p in report.unrecoverable)
+    lines = [f"recovery at open: {what}" for what in (*recovery_actions(report), *report.unrecoverable)]
     return [" ".join(line.split()) for line in lines]
 
 

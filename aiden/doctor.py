@@ -1,6 +1,6 @@
 """``aiden doctor``: verify a memory root without writing to it.
 
-Three parts, all read-only on the root:
+Four parts, all read-only on the root:
 
 1. **Files**: the chunk index and its sealed segments, every chunk file
    against its checksum, orphan chunk files, ``events.jsonl`` (corrupt lines,
@@ -43,7 +43,15 @@ from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import RecoveryReport
 
-__all__ = ["LOCKS", "RECOVERY_ACTIONS", "check_events", "doctor", "lock_holders", "recovery_dry_run"]
+__all__ = [
+    "LOCKS",
+    "RECOVERY_ACTIONS",
+    "check_events",
+    "doctor",
+    "lock_holders",
+    "recovery_actions",
+    "recovery_dry_run",
+]
 
 LOCKS = ("session.lock", "compaction.lock")
 """The session store's inter-process lock files under ``memory/``."""
@@ -79,13 +87,15 @@ def check_events(layout: Layout) -> list[str]:
     return problems
 
 
-def _check_files(layout: Layout, bar: Progress | None) -> list[str]:
-    problems: list[str] = []
+def _load_index(layout: Layout, problems: list[str]) -> cs.ChunkIndex:
     try:
-        index = cs.load_index(layout) or cs.ChunkIndex()
+        return cs.load_index(layout) or cs.ChunkIndex()
     except CorruptionError as exc:
         problems.append(str(exc))
-        index = cs.ChunkIndex()
+        return cs.ChunkIndex()
+
+
+def _check_files(layout: Layout, index: cs.ChunkIndex, problems: list[str], bar: Progress | None) -> None:
     entries: list[cs.ChunkEntry] = []
     for seg in index.segments:
         try:
@@ -121,7 +131,6 @@ def _check_files(layout: Layout, bar: Progress | None) -> list[str]:
         if missing:
             shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
             problems.append(f"{len(missing)} seqs stored nowhere (chunks or hot window): {shown}")
-    return problems
 
 
 def lock_holders(path: Path, proc_locks: Path = Path("/proc/locks")) -> list[int] | None:
@@ -202,9 +211,14 @@ def recovery_dry_run(layout: Layout, config: Config) -> RecoveryReport:
             return Recovery(copy, Storage(), config).run()
 
 
-def _dry_run_lines(report: RecoveryReport) -> list[str]:
+def recovery_actions(report: RecoveryReport) -> list[str]:
+    """What ``report``'s recovery did (or would do), one phrase per action, in :data:`RECOVERY_ACTIONS` order."""
     data = msgspec.structs.asdict(report)
-    actions = [text.format(data[key]) for key, text in RECOVERY_ACTIONS if data[key]]
+    return [text.format(data[key]) for key, text in RECOVERY_ACTIONS if data[key]]
+
+
+def _dry_run_lines(report: RecoveryReport) -> list[str]:
+    actions = recovery_actions(report)
     lines = [f"recovery dry run: the next open would {'; '.join(actions)}"] if actions else []
     lines.extend(f"recovery dry run: {p}" for p in report.unrecoverable)  # its own findings, in its words
     return lines
@@ -232,14 +246,11 @@ def doctor(
     """
     config = config or Config()
     layout = open_layout(root)
-    entries = 0
-    try:
-        index = cs.load_index(layout) or cs.ChunkIndex()
-        entries = len(index.chunks) + sum(s.chunks for s in index.segments)
-    except CorruptionError:
-        pass  # reported by the file checks
+    problems: list[str] = []
+    index = _load_index(layout, problems)
+    entries = len(index.chunks) + sum(s.chunks for s in index.segments)
     bar = progress(entries + 1) if progress is not None else None
-    problems = _check_files(layout, bar)
+    _check_files(layout, index, problems, bar)
     locks, lock_problems = _check_locks(layout)
     problems.extend(lock_problems)
     busy = {name: pids for name, pids in locks.items() if pids}
