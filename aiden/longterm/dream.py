@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Final, Protocol
 
 import anyio
@@ -48,6 +49,7 @@ __all__ = [
     "DreamOutcome",
     "SummarizerDreamEditor",
     "propose_run",
+    "read_long_term_files",
     "run_dream_schedule",
 ]
 
@@ -57,6 +59,15 @@ DREAM_LOCK_NAME: Final = ".dream.lock"
 log = logging.getLogger("aiden.longterm")
 
 _MAX_FILE_BYTES: Final = 512 * 1024
+
+
+def read_long_term_files(root: Path) -> dict[str, bytes | None]:
+    """SOUL.md, USER.md and MEMORY.md under ``root`` as Dream versions them (None: absent; blocking)."""
+    out: dict[str, bytes | None] = {}
+    for name in LONG_TERM_FILES:
+        text = read_bounded(root / name, _MAX_FILE_BYTES)
+        out[name] = None if text is None else text.encode("utf-8")
+    return out
 
 
 class DreamEditor(Protocol):
@@ -147,11 +158,7 @@ class Dream:
 
     # --- files -------------------------------------------------------------------------------
     def _read_files(self) -> dict[str, bytes | None]:
-        out: dict[str, bytes | None] = {}
-        for name in LONG_TERM_FILES:
-            text = read_bounded(self.root / name, _MAX_FILE_BYTES)
-            out[name] = None if text is None else text.encode("utf-8")
-        return out
+        return read_long_term_files(self.root)
 
     def _snapshot_manual_edits(self, now: int) -> None:
         """Commit the files as they are if they differ from the last version (hand edits)."""

@@ -32,8 +32,9 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from aiden.errors import GitCorruptionError
+from aiden.longterm.dream import read_long_term_files
 from aiden.longterm.dream_edits import LONG_TERM_FILES
-from aiden.longterm.files import ensure_dir, read_bounded
+from aiden.longterm.files import ensure_dir
 from aiden.longterm.gitstore import GitStore
 from aiden.storage.fs import Storage, refuse_symlinks_below
 
@@ -44,7 +45,6 @@ DAMAGED_PREFIX: Final = ".git.damaged-"
 
 _BRANCH: Final = Ref(b"refs/heads/main")
 _HEAD: Final = Ref(b"HEAD")
-_MAX_FILE_BYTES: Final = 512 * 1024  # Dream's own bound on the three files
 
 
 class HistoryCheck(msgspec.Struct, frozen=True, kw_only=True):
@@ -234,10 +234,7 @@ def _start_afresh(long_term: Path, storage: Storage, now: float) -> list[str]:
         f"moved the damaged long_term/.git to long_term/{aside.name}; "
         "its version history is lost to dream_log and restore"
     ]
-    contents: dict[str, bytes | None] = {}
-    for name in LONG_TERM_FILES:
-        text = read_bounded(long_term / name, _MAX_FILE_BYTES)
-        contents[name] = None if text is None else text.encode("utf-8")
+    contents = read_long_term_files(long_term)
     message = (
         f"repair: a new version history from the current long-term files (the damaged one is {aside.name})"
     )
