@@ -208,12 +208,21 @@ async def test_a_namespace_is_shared_by_sessions_that_name_it_and_only_by_them(
         PostgresSessionStore(pg_dsn, "s", long_term_namespace="../x")
 
 
+async def _backend_ended(dsn: str, pid: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn, anyio.fail_after(30):
+        for _ in itertools.count():  # polled: the server's end of a backend signals no one
+            if conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() is None:
+                return
+            await anyio.sleep(0.01)
+
+
 async def test_dream_skips_and_restore_is_refused_while_another_worker_holds_the_lock(
     pg_dsn: str, session_ids: SessionIds
 ) -> None:
     with _backend(pg_dsn, session_ids()) as backend:
         backend.history.append("Constraints:\n- Always use yarn, never npm.", session_key="w", now=NOW)
         with psycopg.connect(pg_dsn, autocommit=True) as other:  # another worker, mid-run
+            gone = other.info.backend_pid
             key = f"aiden.long_term.dream:{backend.namespace}"
             other.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
             skipped = await backend.dream().run(now=NOW)
@@ -223,7 +232,9 @@ async def test_dream_skips_and_restore_is_refused_while_another_worker_holds_the
             with pytest.raises(DreamError, match="restore refused"):
                 await backend.dream().restore(0, now=NOW)
             assert backend.history.dream_cursor() == 0
-        # The lock went with the other worker's connection.
+        # The lock went with the other worker's connection (once the server has ended its backend:
+        # a client's close does not wait for that).
+        await _backend_ended(pg_dsn, gone)
         ran = await backend.dream().run(now=NOW + 1)
         assert (ran.ran, ran.records, backend.history.dream_cursor()) == (True, 1, 1)
 
