@@ -133,7 +133,7 @@ def _progress(args: argparse.Namespace, label: str, what: str) -> ProgressFactor
 
     if not progress_enabled(args.progress):
         return None
-    return lambda total: Progress(label, what, total, enabled=True)
+    return lambda total: Progress(label, what, total)
 
 
 def _recall(args: argparse.Namespace) -> int:

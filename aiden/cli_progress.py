@@ -28,14 +28,12 @@ def progress_enabled(flag: bool | None, stream: TextIO | None = None) -> bool:
 class Progress:
     """Counts ``done`` of ``total`` units of ``what`` (e.g. ``"chunk files"``) under ``label``."""
 
-    def __init__(
-        self, label: str, what: str, total: int, *, enabled: bool, stream: TextIO | None = None
-    ) -> None:
+    def __init__(self, label: str, what: str, total: int, *, stream: TextIO | None = None) -> None:
         self._label = label
         self._what = what
         self._total = total
         self._done = 0
-        self._enabled = enabled and total > 0
+        self._enabled = total > 0
         self._stream = sys.stderr if stream is None else stream
         self._tty = self._enabled and progress_enabled(None, self._stream)
         self._shown = -1  # the last step printed: a hundredth on a terminal, else a tenth
