@@ -204,9 +204,11 @@ def recovery_dry_run(layout: Layout, config: Config) -> RecoveryReport:
     with tempfile.TemporaryDirectory(prefix="aiden-doctor-") as tmp:
         copy = Layout(tmp)
         os.mkdir(copy.memory)
+        # Recovery never opens the recall database (derived, rebuilt on its own): not copied.
+        skip = shutil.ignore_patterns(f"{layout.recall_db.name}*")
         for src, dst in ((layout.session, copy.session), (layout.archive, copy.archive)):
             if src.is_dir():
-                shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy)
+                shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy, ignore=skip)
         with _quiet("aiden.storage"):
             return Recovery(copy, Storage(), config).run()
 
