@@ -31,13 +31,12 @@ from aiden.storage.fs import Storage, is_temp_name
 from aiden.storage.jsonl import Scan, quarantine, read_bytes, scan, sealed
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import RecoveryReport
+from aiden.storage.staletemps import remove_stale_temps, subdirs
 
 __all__ = ["Recovery", "archived_layout"]
 
 _RECOVERED_MARK: Final = ".recovered"  # in an archived session: recovered once (only rotation writes one)
 
-_STALE_TEMP_S: Final = 600.0
-"""A long-term temp file older than this (seconds) is a crash's leftover, not a write in flight."""
 log = logging.getLogger("aiden.storage")
 
 
@@ -85,28 +84,13 @@ class Recovery:
         return RecoveryReport(**totals)
 
     def _remove_stale_long_term_temps(self) -> int:
-        """Temp files under ``long_term/`` left by a crash: removed once older than :data:`_STALE_TEMP_S`.
+        """Temp files under ``long_term/`` left by a crash (``.git`` is dulwich's own).
 
         The session locks held here do not cover long-term writers (another
         process may be mid-write), so only temp files too old to be in flight go.
         """
-        now = time.time()
-        removed = 0
-        top = self.layout.long_term
-        try:
-            dirs = [top, *(Path(e.path) for e in os.scandir(top) if e.is_dir(follow_symlinks=False) and e.name != ".git")]
-        except FileNotFoundError:
-            return 0
-        for d in dirs:
-            for entry in os.scandir(d):
-                if (
-                    is_temp_name(entry.name)
-                    and entry.is_file(follow_symlinks=False)
-                    and now - entry.stat(follow_symlinks=False).st_mtime > _STALE_TEMP_S
-                ):
-                    self.storage.unlink(entry.path)
-                    removed += 1
-        return removed
+        dirs = [d for d in subdirs(self.layout.long_term, 1) if d.name != ".git"]
+        return remove_stale_temps(self.storage, dirs)
 
     def _recover(self) -> RecoveryReport:
         problems: list[str] = []
