@@ -52,6 +52,7 @@ ALLOWED: Final[dict[str, dict[str, str]]] = {
         "tempfile.TemporaryDirectory": "the recovery dry run's private copy of a root, outside any memory root",
         "os.mkdir": "the memory directory inside that throwaway copy",
         "shutil.copytree": "the session directories copied into it (the real root is only read)",
+        "shutil.ignore_patterns": "what that copy leaves out (recall.sqlite3: recovery never opens it); no I/O",
         "os.link": "immutable chunk files linked into the copy (recovery only reads or unlinks them)",
         "shutil.copy2": "the other files copied into the copy",
     },
