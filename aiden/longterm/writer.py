@@ -25,6 +25,7 @@ supplies only the reads and writes (:class:`SummaryRows`) under its lock.
 
 from __future__ import annotations
 
+import errno
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -36,7 +37,7 @@ import anyio
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import SummarizerError
+from aiden.errors import StorageError, SummarizerError
 from aiden.events import SessionEvent
 from aiden.longterm.cap import CapResult, enforce_cap
 from aiden.longterm.files import (
@@ -49,7 +50,7 @@ from aiden.longterm.files import (
 )
 from aiden.longterm.merge import DEFAULT_MAX_ITEMS
 from aiden.longterm.running import merged_running, session_ending
-from aiden.longterm.summaries import SessionSummary, summary_from_result
+from aiden.longterm.summaries import SessionSummary, render_summary_md, summary_from_result
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
@@ -375,8 +376,14 @@ class _FileRows:
             path = (
                 self.layout.long_term / "sessions" / session_file_name(running.created_at, final.session_id)
             )
-        if self.layout.session.is_dir():  # the running summary first: the session file derives from it
-            self.write_running(running)
+        # The running summary first: the session file derives from it. Never recreate ``session/``:
+        # another process's rotation may have moved it to the archive (with its running summary).
+        if self.layout.session.is_dir():
+            try:
+                self.storage.write_atomic(self.running_path, render_summary_md(running).encode("utf-8"))
+            except StorageError as exc:
+                if exc.errno != errno.ENOENT:  # ENOENT: rotated away between the check and the write
+                    raise
         write_summary(self.storage, path, final)
         return str(path)
 

@@ -121,6 +121,36 @@ async def test_session_end_writes_dated_file_and_checkpoint_rewrites_it(layout: 
     assert empty.path is None
 
 
+class RotatedMidWrite(Storage):
+    """Another process's rotation lands between the session-dir check and the running summary's write."""
+
+    def __init__(self, layout: Layout) -> None:
+        super().__init__()
+        self.layout = layout
+        self.armed = False
+
+    def _fault(self, kind: str, path: str) -> None:
+        if self.armed and kind == "open" and Path(path).parent == self.layout.session:
+            self.armed = False
+            self.layout.archive.mkdir()
+            os.rename(self.layout.session, self.layout.archived_session("s-old"))
+
+
+async def test_checkpoint_beside_a_rotation_writes_the_session_file_and_recreates_no_session_dir(
+    layout: Layout,
+) -> None:
+    storage = RotatedMidWrite(layout)
+    writer = SessionSummaryWriter(layout, storage, ExtractiveSummarizer(), CFG)
+    await writer.merge_running_summary(REGION_1, now=1_767_323_045.0)
+    storage.armed = True
+    check = await writer.checkpoint(REGION_2, now=1_767_323_100.0)
+    assert storage.armed is False and check.path is not None
+    assert parse_summary_md(read(Path(check.path))).facts == ("Note that the staging database port is 5433.",)
+    assert not layout.session.exists()  # the rotation's own mkdir starts the next session
+    archived = parse_summary_md(read(layout.archived_session("s-old") / "running_summary.md"))
+    assert archived.through_seq == 4  # as merged before the rotation: the checkpoint's write was skipped
+
+
 class CrashAfterDigest(Storage):
     def __init__(self) -> None:
         super().__init__()
