@@ -91,6 +91,7 @@ if TYPE_CHECKING:
     from aiden.storage.postgres import PostgresSessionStore, open_pool, postgres_store_factory
     from aiden.summarizers.extractive import ExtractiveSummarizer
     from aiden.summarizers.llm import LiteLLMSummarizer
+    from aiden.summarizers.llm.schema import StructuredOutput
     from aiden.summarizers.llm.stats import SummarizerStats
     from aiden.sync import SyncMemory
 
@@ -163,6 +164,7 @@ __all__ = [
     "Storage",
     "StorageError",
     "StorageOp",
+    "StructuredOutput",
     "StructuredSummary",
     "Summarizer",
     "SummarizerError",
@@ -199,6 +201,7 @@ __getattr__ = lazy_exports(
         "DreamOutcome": "aiden.longterm.dream",
         "Version": "aiden.longterm.versions",
         "SummarizerStats": "aiden.summarizers.llm.stats",
+        "StructuredOutput": "aiden.summarizers.llm.schema",
         # The PostgreSQL store needs the `postgres` extra (psycopg): loaded on first use.
         "PostgresSessionStore": "aiden.storage.postgres",
         "open_pool": "aiden.storage.postgres",

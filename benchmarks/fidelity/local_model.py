@@ -12,7 +12,8 @@ This starts ``python -m llama_cpp.server --model <gguf> --port <free> --chat_for
 --n_threads 2`` from that venv, points :class:`LiteLLMSummarizer` at it in the
 one-call mode (one model call per compaction, the answer's output capped by
 ``--max-output-tokens``, no strict retry unless ``--strict-retry``: on 2 cores a
-retry doubles the cost), and runs the same sessions under the embedded
+retry doubles the cost; ``--structured json_object`` has the server constrain
+decoding to the answer's JSON schema), and runs the same sessions under the embedded
 extractive summarizer for the side-by-side figures. Sized for < 20 minutes on 2
 cores: one generated session per benchmark by default, 30 turns (>= 10
 compactions each). ``--real [DIR]`` adds the real SWE-agent sessions
@@ -123,6 +124,7 @@ def summarizer_for(base: str, config: Config, args: argparse.Namespace) -> LiteL
         one_call_per_compaction=True,
         invalid_retries=1 if args.strict_retry else 0,
         extra_kwargs={"max_tokens": args.max_output_tokens},
+        structured_output=args.structured,
     )
 
 
@@ -163,6 +165,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "package": MODEL_PACKAGE,
         "turns": args.turns,
         "seeds": args.seeds,
+        "structured_output": args.structured,
     }
     md: list[str] = []
     usage: list[dict[str, Any]] = []
@@ -259,6 +262,12 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=8192)
     parser.add_argument("--max-output-tokens", type=int, default=384)
     parser.add_argument("--strict-retry", action="store_true")
+    parser.add_argument(
+        "--structured",
+        choices=["prompt", "json_object"],
+        default="prompt",
+        help="json_object: the server constrains decoding to the answer's JSON schema (llama.cpp grammar)",
+    )
     parser.add_argument(
         "--real",
         nargs="?",

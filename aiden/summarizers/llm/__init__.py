@@ -10,6 +10,7 @@ Modules, one job each: :mod:`~aiden.summarizers.llm.models` (context windows),
 :mod:`~aiden.summarizers.llm.loop` (the asyncio loop litellm runs on),
 :mod:`~aiden.summarizers.llm.prompts` (request -> chat messages),
 :mod:`~aiden.summarizers.llm.parse` (answer -> summary),
+:mod:`~aiden.summarizers.llm.schema` (the answer's JSON schema for constrained decoding),
 :mod:`~aiden.summarizers.llm.breaker` and :mod:`~aiden.summarizers.llm.stats`
 (failure accounting), :mod:`~aiden.summarizers.llm.summarizer` (the summarizer).
 """
@@ -23,12 +24,14 @@ from aiden.summarizers.llm.handle import _import_litellm as _import_litellm
 from aiden.summarizers.llm.loop import _loop_thread as _loop_thread
 from aiden.summarizers.llm.models import ModelResolver
 from aiden.summarizers.llm.parse import parse_summary_output
+from aiden.summarizers.llm.schema import StructuredOutput
 from aiden.summarizers.llm.stats import SummarizerStats
 from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 
 __all__ = [
     "LiteLLMSummarizer",
     "ModelResolver",
+    "StructuredOutput",
     "SummarizerStats",
     "parse_summary_output",
 ]

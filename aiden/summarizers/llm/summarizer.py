@@ -21,6 +21,7 @@ from aiden.summarizers.llm.onecall import CompactionMemo, history_result, sessio
 from aiden.summarizers.llm.parse import read_answer, validate_summary_text
 from aiden.summarizers.llm.prompts import build_messages
 from aiden.summarizers.llm.repair import read_sections
+from aiden.summarizers.llm.schema import StructuredOutput, response_format
 from aiden.summarizers.llm.stats import Counters, SummarizerStats
 from aiden.summarizers.mustkeep import apply_must_keep
 from aiden.summarizers.protocol import StructuredSummary, Summarizer, SummaryRequest, SummaryResult
@@ -62,6 +63,12 @@ class LiteLLMSummarizer:
     ``extra_kwargs`` are passed to ``litellm.acompletion`` as is (e.g.
     ``{"mock_response": "..."}`` for offline tests).
 
+    ``structured_output`` (one-call mode): ``"json_object"`` or ``"json_schema"``
+    also sends the answer's JSON schema as ``response_format``, so a provider
+    that constrains decoding (llama.cpp, vLLM, Ollama, OpenAI) always returns
+    parseable JSON within the field bounds (see
+    :mod:`aiden.summarizers.llm.schema`); ``"prompt"`` (default) sends none.
+
     ``one_call_per_compaction`` (the default): one structured call per
     compacted range serves the running summary and the chunk summary; a
     split-turn prefix and a rolling fold are answered by the extractive
@@ -90,6 +97,7 @@ class LiteLLMSummarizer:
         one_call_per_compaction: bool = True,
         invalid_retries: int | None = None,
         fallback: Summarizer | None = None,
+        structured_output: StructuredOutput = "prompt",
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty litellm model name")
@@ -104,6 +112,11 @@ class LiteLLMSummarizer:
         if invalid_retries is not None and invalid_retries < 0:
             raise ValueError("invalid_retries must be >= 0")
         self.one_call = one_call_per_compaction
+        self._response_format = response_format(structured_output)
+        if self._response_format is not None and not self.one_call:
+            raise ValueError("structured_output constrains the one-call answer: needs one_call_per_compaction")
+        if self._response_format is not None and "response_format" in self.extra_kwargs:
+            raise ValueError("give the answer's shape once: structured_output or extra_kwargs['response_format']")
         # The small-model mode retries an unusable answer once with a stricter prompt, then falls back.
         self.invalid_retries = invalid_retries if invalid_retries is not None else int(self.one_call)
         self.fallback: Summarizer | None = fallback
@@ -285,6 +298,8 @@ class LiteLLMSummarizer:
             kwargs["api_base"] = self.api_base
         if self.api_key is not None:
             kwargs["api_key"] = self.api_key
+        if self._response_format is not None and request.purpose != "rolling_fold":
+            kwargs["response_format"] = self._response_format
         kwargs.update(self.extra_kwargs)
         return kwargs
 

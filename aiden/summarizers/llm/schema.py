@@ -1,0 +1,94 @@
+"""The one-call answer's JSON schema, for providers that constrain decoding to it.
+
+A small local model asked for JSON by the prompt alone often echoes the
+prompt or writes prose instead (Gemma 3 270M on llama.cpp: most answers
+unusable, see BENCHMARKS.md). llama.cpp, vLLM, Ollama and OpenAI can restrict
+sampling to a JSON schema through ``response_format``: the answer then always
+parses, and the per-field bounds of :mod:`~aiden.summarizers.llm.bounds` become
+``maxLength``/``maxItems`` that also cap the tokens a slow model spends.
+Providers spell the request two ways, hence two modes besides ``"prompt"``
+(the schema in the prompt only, which every provider accepts).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from aiden.summarizers.llm.bounds import ITEM_CHARS, SCALAR_CHARS
+
+__all__ = ["ASKED_ITEMS", "StructuredOutput", "answer_schema", "response_format"]
+
+StructuredOutput = Literal["prompt", "json_object", "json_schema"]
+"""How the one-call answer's shape is asked for.
+
+``"prompt"``: in the prompt only (any provider). ``"json_object"``:
+``{"type": "json_object", "schema": ...}`` (llama.cpp's servers, vLLM).
+``"json_schema"``: ``{"type": "json_schema", "json_schema": {..., "strict": true}}``
+(OpenAI structured outputs; llama.cpp's C++ server and Ollama through litellm too).
+"""
+
+ASKED_ITEMS: Final = 8
+"""Items per list, as ``compaction.md`` asks (the bounds keep up to ``LIST_ITEMS`` of an unconstrained answer)."""
+
+_LISTS: Final = (
+    "constraints",
+    "user_preferences",
+    "failed_approaches",
+    "open_threads",
+    "files_touched",
+    "working_recipes",
+    "facts",
+)
+
+
+def _text(max_chars: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": max_chars}
+
+
+def _items(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": item, "maxItems": ASKED_ITEMS}
+
+
+def _record(*names: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {name: _text(ITEM_CHARS) for name in names},
+        "required": list(names),
+        "additionalProperties": False,
+    }
+
+
+def answer_schema() -> dict[str, Any]:
+    """The JSON schema of the one-call answer: ``compaction.md``'s keys, in its order, all required.
+
+    All keys are required and no others allowed (OpenAI's strict mode wants
+    both); an empty field is ``""`` or ``[]``, as the prompt says.
+    """
+    properties: dict[str, Any] = {
+        "user_goal": _text(SCALAR_CHARS),
+        "outcome": _text(SCALAR_CHARS),
+        "decisions": _items(_record("what", "why")),
+    }
+    properties.update({name: _items(_text(ITEM_CHARS)) for name in _LISTS[:2]})
+    properties["errors"] = _items(_record("error", "resolution"))
+    properties.update({name: _items(_text(ITEM_CHARS)) for name in _LISTS[2:]})
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def response_format(mode: StructuredOutput) -> dict[str, Any] | None:
+    """The ``response_format`` request field for ``mode``; ``None`` for ``"prompt"`` (send none)."""
+    if mode == "prompt":
+        return None
+    if mode == "json_object":
+        return {"type": "json_object", "schema": answer_schema()}
+    if mode == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "compaction_summary", "strict": True, "schema": answer_schema()},
+        }
+    raise ValueError(f"structured_output must be 'prompt', 'json_object' or 'json_schema', not {mode!r}")
