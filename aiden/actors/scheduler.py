@@ -9,7 +9,9 @@ and summarizing, then commit (see :meth:`SessionStore.commit`) which re-reads
 Policy decisions (trigger, cut point) are the pure functions of
 :mod:`aiden.policy`, and the trigger state is the immutable
 :class:`~aiden.policy.trigger_state.TriggerState` folded by its reducer; this
-module only moves messages and calls I/O.
+module only moves messages and calls I/O. The ``after_compaction`` hook must be
+idempotent by chunk id: at open it runs again for the newest chunks, whose
+hook a close or a crash may have cut.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ from aiden.storage.protocol import SessionStore
 __all__ = ["MaintenanceScheduler"]
 
 log = logging.getLogger("aiden.scheduler")
+
+_HOOK_REPLAY_CHUNKS = 4
+"""Newest chunks whose after-compaction hook runs again at open (see :meth:`MaintenanceScheduler._check_backlog`)."""
 
 
 class MaintenanceScheduler:
@@ -263,6 +268,16 @@ class MaintenanceScheduler:
         if survey.event_count and should_compress(inp, self._config).fire:
             log.info("%d events in the hot window at open: requesting a maintenance pass", survey.event_count)
             self._wake(False)
+        # A chunk committed just before a close or a crash may have missed its hook (the long-term
+        # memory had closed, the process died, a failed record waited for a retry): the hook is
+        # idempotent by chunk id, so the newest chunks go through it again.
+        if self._after_compaction is not None:
+            for entry in survey.index.chunks[-_HOOK_REPLAY_CHUNKS:]:
+                try:
+                    await self._after_compaction(entry)
+                except AidenError as exc:
+                    log.error("after-compaction hook at open failed for %s: %s", entry.chunk_id, exc)
+                    return
 
     async def _survey(self) -> Survey:
         target = trigger_threshold_tokens(self._window, self._config)

@@ -22,6 +22,7 @@ import pytest
 import aiden
 from aiden import SessionEvent
 from aiden.longterm.entries import parse_entry_md, parse_index_yaml
+from aiden.storage.chunks import load_index
 from aiden.storage.fs import TEMP_MARKER, is_temp_name
 from aiden.storage.layout import Layout
 from aiden.testing import ScriptedSummarizer
@@ -234,6 +235,32 @@ async def test_fault_recording_history_after_a_compaction_keeps_the_compaction(
     assert (layout.long_term / ".cursor").read_text() == "3\n"
     assert len(set(history_chunk_ids(layout))) == 3
     assert_entries_whole(layout)
+
+
+async def test_a_record_the_close_cut_is_written_at_the_next_open_once(tmp_path: Path) -> None:
+    """The last compaction before a close (or a crash) has no later compaction to retry its record."""
+    storage = SeamStorage()
+    layout = Layout(tmp_path)
+    rng = random.Random(19)
+    target = str(layout.long_term / "history.jsonl")
+    async with aiden.open_memory(
+        tmp_path, config=CONFIG, storage=storage, summarizer=ScriptedSummarizer()
+    ) as memory:
+        acked = await append_and_compact(memory, "e", rng)
+        storage.fail = lambda k, path: (k, path) == ("write", target)
+        acked += await append_and_compact(memory, "f", rng)
+        assert storage.injected == 1
+    index = load_index(layout)
+    assert index is not None
+    chunks = [c.chunk_id for c in index.chunks]
+    assert len(chunks) == 2 and history_chunk_ids(layout) == chunks[:1]
+    for _ in range(2):  # the second open finds every record and writes none
+        async with aiden.open_memory(tmp_path, config=CONFIG, summarizer=ScriptedSummarizer()) as memory:
+            await assert_readable(memory, acked)
+            # Answered after the open's replay of the newest chunks' hook (the pass loop runs it first).
+            assert not (await memory.maintain()).compacted
+        assert history_chunk_ids(layout) == chunks
+        assert history_cursors(layout) == [1, 2]
 
 
 async def test_fault_writing_the_session_summary_at_rotation_keeps_the_session(tmp_path: Path) -> None:
