@@ -1,8 +1,9 @@
 """The filesystem session store: ``<root>/memory/session`` behind :class:`SessionStore`.
 
 Appends go through :class:`~aiden.storage.eventlog.EventLog` (group commit),
-recovery through :class:`~aiden.storage.recovery.Recovery`; this module holds
-reads, the compaction commit and rotation. Every method blocks; actors call
+recovery through :class:`~aiden.storage.recovery.Recovery`, rotation's moves
+through :mod:`aiden.storage.rotation`; this module holds reads, the compaction
+commit and the locks and caches around them. Every method blocks; actors call
 them from worker threads, several at once (the writer's append, a pass's
 commit, readers): the parse caches are guarded by a thread lock.
 
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import CommitConflict, CorruptionError, InvalidIdError, StorageError
+from aiden.errors import CommitConflict, CorruptionError
 from aiden.events import SessionEvent, validate_id
 from aiden.storage import chunks as cs
 from aiden.storage.changes import FileChangeFeed
@@ -33,6 +34,7 @@ from aiden.storage.locks import SessionLock
 from aiden.storage.protocol import ChangeToken, ChunkChanges, PreparedEvent, RecoveryReport, Snapshot
 from aiden.storage.recovery import Recovery
 from aiden.storage.recovery_record import record_recovery
+from aiden.storage.rotation import archive_session
 from aiden.storage.summary_md import ARCHIVE_HEADER, render_archive_entries, render_summary_md
 from aiden.storage.trim import trim_hot_window
 
@@ -353,13 +355,9 @@ class FileSessionStore:
     # --- rotation -----------------------------------------------------------------------
 
     def rotate(self, closed_session_id: str) -> str:
-        """Move ``session/`` to ``session_archive/<id>/`` and start an empty session.
-
-        Crash-safe: after the rename, a missing ``session/`` is recreated empty
-        by recovery; before it, nothing changed.
-        """
+        """Move ``session/`` to ``session_archive/<id>/`` and start an empty session (see
+        :func:`~aiden.storage.rotation.archive_session`)."""
         validate_id(closed_session_id, what="session id")
-        target = self.layout.archived_session(closed_session_id)
         with self._cache_lock:
             self._segments.clear()  # the new session's segments may reuse names
             self._decoded = {}
@@ -367,25 +365,7 @@ class FileSessionStore:
         try:
             self.events_lock.acquire(self.config.lock_timeout_s)
             try:
-                # Never follow a planted symlink out of the memory root.
-                if (
-                    os.path.islink(self.layout.archive)
-                    or os.path.islink(self.layout.session)
-                    or not self.layout.contains(target.parent)
-                ):
-                    raise InvalidIdError("session archive path leaves the memory root")
-                if os.path.lexists(target):
-                    raise StorageError(f"archive {closed_session_id!r} already exists")
-                self.storage.mkdir(self.layout.archive)
-                if self.layout.session.exists():
-                    self.storage.checkpoint("rotate.before_rename")
-                    self.storage.rename_noreplace(self.layout.session, target)
-                    self.storage.fsync_dir(self.layout.archive)
-                    self.storage.fsync_dir(self.layout.memory)
-                self.storage.checkpoint("rotate.after_rename")
-                self.storage.mkdir(self.layout.session)
-                self.storage.write_atomic(self.layout.events, b"", crash_prefix="events")
-                self.storage.fsync_dir(self.layout.memory)
+                archive_session(self.storage, self.layout, closed_session_id)
                 # Under the events lock no append of ours is mid-batch; the closed
                 # session's event ids must not dedupe the new session's appends.
                 self._log.forget()
