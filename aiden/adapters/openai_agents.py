@@ -252,10 +252,11 @@ class AidenSession:
 
         The agent's instructions are the ``role_identity`` layer; the prompt's system message
         becomes the call's instructions, the rest its input items. Input items after the newest
-        logged one (a streamed run saves its new input only after the first call) are logged
-        first, and not again when the SDK saves them. Raises :class:`~aiden.errors.AidenError`
-        when the input does not hold the newest logged item (the run does not save to this
-        session), as there is no telling which of its items are new.
+        logged one (a streamed run saves its new input only after the first call), except those
+        ``get_items`` made up itself, are logged first, and not again when the SDK saves them.
+        Raises :class:`~aiden.errors.AidenError` when the input does not hold the newest logged
+        item (the run does not save to this session), as there is no telling which of its items
+        are new.
         """
         from agents.run_config import ModelInputData
 
@@ -282,19 +283,25 @@ class AidenSession:
         live = live_items(hot)
         if not live:
             # Only aiden's own items (the summary and long-term layers of get_items) precede the input.
-            ours = [n + 1 for n, item in enumerate(items) if _fingerprint(item) in self._synthetic]
-            return list(items[max(ours, default=0) :])
+            return self._after_ours(items)
         newest = _shown_key(live[-1][0])
         for n in range(len(items) - 1, -1, -1):
             try:
                 if _shown_key(event_from_item(items[n])) == newest:
-                    return list(items[n + 1 :])
+                    # get_items may follow the newest logged item with its own (the placeholder result
+                    # of a call left unanswered, as by an abandoned approval): never log those.
+                    return self._after_ours(items[n + 1 :])
             except InvalidEventError:
                 continue
         raise AidenError(
             "AidenSession.call_model_input_filter: the model input does not hold this session's newest item; "
             "pass session=<this AidenSession> to Runner.run so every item is logged"
         )
+
+    def _after_ours(self, items: Sequence[Any]) -> list[Any]:
+        """``items`` after the last one the latest ``get_items`` view added itself."""
+        ours = [n + 1 for n, item in enumerate(items) if _fingerprint(item) in self._synthetic]
+        return list(items[max(ours, default=0) :])
 
     async def full_history(self) -> list[TResponseInputItem]:
         """Every item of the active session verbatim (compacted chunks rehydrated), retracted ones left out."""
