@@ -15,7 +15,6 @@ scheduler uses it only when the trigger fires): one round trip instead of two.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -32,13 +31,14 @@ from aiden.policy.calibration import TokenCalibration, apply_calibration
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.protocol import SessionStore
+from aiden.storage.protocol import SessionStore, Snapshot
 from aiden.storage.session import FileSessionStore
 
 __all__ = ["PlanJob", "Planned", "Planner", "Survey", "TokenCounts", "run_job"]
 
 OFFLOAD_BYTES: Final = 1 << 20
-"""A file store's hot window of at least this many bytes (~5k events) is surveyed in the helper process."""
+"""A hot window of at least this many bytes (~5k events) is surveyed in the helper process when its
+store offers a root for that (:meth:`~aiden.storage.protocol.SessionStore.survey_root`: the plain file store)."""
 
 _ROOTS: Final = 2
 """Roots whose decoded hot window the helper process keeps between passes."""
@@ -126,20 +126,30 @@ class Planner:
 
     async def survey(self, target: int, calibration: TokenCalibration | None) -> Survey:
         """Count the hot window's events and prepare its cut for ``target`` tokens."""
-        root = self._offload_root()
-        if root is not None:
-            there = await self._survey_there(root, target, calibration)
+        found = await anyio.to_thread.run_sync(self._root_or_snapshot)
+        if isinstance(found, str):
+            there = await self._survey_there(found, target, calibration)
             if there is not None:
                 return there
-        snap = await anyio.to_thread.run_sync(self._store.snapshot)
+            found = await anyio.to_thread.run_sync(self._store.snapshot)
+        snap = found
         return Survey(len(snap.events), snap.index, lambda: self._plan_here(snap.events, target, calibration))
 
+    def _root_or_snapshot(self) -> str | Snapshot:
+        """Where the helper process can survey the hot window, else this process's snapshot of it.
+
+        One worker-thread call either way: the store's answer may stat files, and an
+        ordinary window (no helper) costs no more thread hops than a snapshot alone.
+        """
+        root = self._store.survey_root(OFFLOAD_BYTES)
+        return root if root is not None else self._store.snapshot()
+
     async def _survey_there(
-        self, root: Path, target: int, calibration: TokenCalibration | None
+        self, root: str, target: int, calibration: TokenCalibration | None
     ) -> Survey | None:
         """The helper process's survey of the file store at ``root``; None to survey it here instead."""
         job = PlanJob(
-            root=str(root),
+            root=root,
             config=self._config,
             target_tokens=target,
             profile=self._profile,
@@ -172,18 +182,6 @@ class Planner:
         if len(events) > self._INLINE_EVENTS:
             return await anyio.to_thread.run_sync(plan_now)
         return plan_now()
-
-    def _offload_root(self) -> Path | None:
-        store = self._store
-        # Only the plain file store: a helper process could not run a subclass or a
-        # fault-injecting Storage (tests), and it reads the files the store holds.
-        if type(store) is not FileSessionStore or type(store.storage) is not Storage:
-            return None
-        try:
-            size = os.stat(store.layout.events).st_size
-        except OSError:
-            return None
-        return store.layout.root if size >= OFFLOAD_BYTES else None
 
 
 async def _ready(planned: CompactionPlan | SkipCompaction) -> CompactionPlan | SkipCompaction:

@@ -240,6 +240,17 @@ class SessionStore(Protocol):
         """The hot window and index a pass plans from (caller holds the compaction lock)."""
         ...
 
+    def survey_root(self, min_bytes: int) -> str | None:
+        """A directory from which a helper process can survey this store's hot window (it reads
+        the same files under the same locks), when the hot window holds at least ``min_bytes``;
+        None: survey it in this process.
+
+        The helper (:mod:`aiden.offload`) opens the directory as a plain
+        :class:`~aiden.storage.session.FileSessionStore` memory root, so only
+        that store ever answers one.
+        """
+        ...
+
     def commit(
         self,
         *,

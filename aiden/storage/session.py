@@ -238,6 +238,21 @@ class FileSessionStore:
         covered = self.covered_by(index)
         return Snapshot([e for e in result.events if not covered(e.seq)], index, len(result.bad_lines))
 
+    def survey_root(self, min_bytes: int) -> str | None:
+        """The memory root once ``events.jsonl`` holds ``min_bytes`` (see :class:`SessionStore`).
+
+        None when the file cannot be stat'ed: this process surveys it instead.
+        """
+        # Only the plain store over a plain Storage: the helper process builds exactly that at
+        # the root, so it could not run a subclass or a fault-injecting Storage (tests).
+        if type(self) is not FileSessionStore or type(self.storage) is not Storage:
+            return None
+        try:
+            size = os.stat(self.layout.events).st_size
+        except OSError:
+            return None
+        return str(self.layout.root) if size >= min_bytes else None
+
     # --- commit ---------------------------------------------------------------------
 
     def commit(

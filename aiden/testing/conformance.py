@@ -13,10 +13,15 @@ Stores are assumed to be built with the default :class:`~aiden.config.Config`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
+from aiden.config import Config
 from aiden.errors import InvalidIdError, LockError, StorageError
 from aiden.storage.chunks import ChunkIndex
-from aiden.storage.protocol import RecoveryReport, Snapshot
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
+from aiden.storage.protocol import RecoveryReport, SessionStore, Snapshot
+from aiden.storage.session import FileSessionStore
 from aiden.testing.conformance_commit import (
     check_commit_conflict_on_a_stale_snapshot_changes_nothing,
     check_commit_trims_exactly_the_covered_events,
@@ -66,6 +71,7 @@ __all__ = [
     "check_rotate_empties_the_session_and_forgets_ids",
     "check_seqs_are_gap_free_across_batches_and_requests",
     "check_seqs_continue_after_the_whole_window_was_compacted",
+    "check_survey_root_shows_the_helper_this_hot_window",
 ]
 
 
@@ -212,6 +218,32 @@ def check_compaction_lock_is_not_reentrant(make_store: StoreFactory) -> None:
         s.unlock_compaction()
 
 
+def check_survey_root_shows_the_helper_this_hot_window(make_store: StoreFactory) -> None:
+    """survey_root offers no root for an empty hot window nor below ``min_bytes``; a root it offers
+    shows the helper process (a plain file store opened there) the hot window and index this store has."""
+    with opened(make_store) as s:
+        assert s.survey_root(1) is None
+        fill(s, 6)
+        compact(s, 3)
+        assert s.survey_root(1 << 62) is None
+        _assert_the_helper_sees_it(s, s.survey_root(0))
+        compact(s, 6)  # the whole window: nothing hot is left to survey
+        assert s.survey_root(1) is None
+
+
+def _assert_the_helper_sees_it(s: SessionStore, root: str | None) -> None:
+    if root is None:  # the backend surveys in this process only
+        return
+    assert Path(root).is_dir()
+    there = FileSessionStore(Layout(Path(root)), Storage(), Config())
+    s.lock_compaction()  # as the scheduler holds it while the helper surveys
+    try:
+        assert there.snapshot() == s.snapshot()
+    finally:
+        s.unlock_compaction()
+        there.close()
+
+
 def check_reopen_keeps_everything(make_store: StoreFactory, reopen: Reopen | None) -> None:
     """A closed and reopened store has every event, chunk, summary, id and seq; nothing when ``reopen`` is None."""
     if reopen is None:
@@ -265,6 +297,7 @@ CHECKS: tuple[Callable[[StoreFactory], None], ...] = (
     check_seqs_continue_after_the_whole_window_was_compacted,
     check_compaction_lock_can_be_retaken,
     check_compaction_lock_is_not_reentrant,
+    check_survey_root_shows_the_helper_this_hot_window,
 )
 """Every check taking only a store factory (the property and the reopen check take more)."""
 

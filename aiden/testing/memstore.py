@@ -164,6 +164,10 @@ class MemorySessionStore:
         with self._lock:
             return Snapshot(list(self._session.hot), self._session.index, 0)
 
+    def survey_root(self, min_bytes: int) -> str | None:
+        """None: the hot window lives in this process's memory, so it is surveyed here."""
+        return None
+
     # --- compaction ------------------------------------------------------------------
 
     def lock_compaction(self) -> None:

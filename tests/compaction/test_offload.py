@@ -35,6 +35,7 @@ from aiden.storage.session import FileSessionStore
 from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.summarizers.extractive.summarizer import _INLINE_EVENTS
 from aiden.summarizers.protocol import SummaryRequest
+from aiden.testing import MemorySessionStore
 from aiden.testing.storekit import fill
 
 pytestmark = pytest.mark.anyio
@@ -292,3 +293,28 @@ async def test_a_helper_survey_of_another_index_is_made_again_here(
         assert child.started == 1
     finally:
         store.close()
+
+
+class _OtherStorage(Storage):
+    """A Storage subclass, as a fault-injecting one is: its store offers the helper no root."""
+
+
+async def test_a_store_that_offers_no_root_is_surveyed_here(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The planner asks the store (SessionStore.survey_root), whatever the window's size.
+    monkeypatch.setattr(planning, "OFFLOAD_BYTES", 1)
+    config = Config(durability="none", max_pass_events=100)
+    memory = MemorySessionStore(config)
+    files = FileSessionStore(Layout(tmp_path), _OtherStorage(), config)
+    try:
+        for store in (memory, files):
+            fill(store, 300)
+            snapshots = _count(monkeypatch, store, "snapshot")
+            survey = await Planner(store, config, CL100K).survey(2_000, None)
+            assert (survey.event_count, snapshots) == (300, [1])
+            assert isinstance(await survey.plan(), CompactionPlan)
+        assert child.started == 0
+    finally:
+        memory.close()
+        files.close()

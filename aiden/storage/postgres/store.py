@@ -295,6 +295,10 @@ class PostgresSessionStore:
         index = decode_index(bytes(row[0])) if row is not None else cs.ChunkIndex()
         return Snapshot([decode_payload(bytes(p), int(q)) for q, p in rows], index, 0)
 
+    def survey_root(self, min_bytes: int) -> str | None:
+        """None: the helper process surveys file stores only, so this process surveys the hot window."""
+        return None
+
     # --- compaction ---------------------------------------------------------------------------
 
     def lock_compaction(self) -> None:
