@@ -37,7 +37,7 @@ from aiden.experience.episodes import Episode, Outcome
 from aiden.longterm.files import ensure_dir, read_bounded
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
-from aiden.storage.layout import Layout
+from aiden.storage.layout import EPISODE_FILE_NAME, PROCESSED_FILE_NAME, Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.staletemps import remove_stale_temps, subdirs
 from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
@@ -90,10 +90,11 @@ class EpisodeStore:
     """``memory/episodes/``; blocking methods, called from a worker thread."""
 
     def __init__(self, layout: Layout, storage: Storage, *, lock_timeout_s: float = 30.0) -> None:
-        self.root = layout.memory / "episodes"
+        self.root = layout.episodes
+        self._index_path = layout.episodes_index
         self._storage = storage
         self._lock = threading.Lock()
-        self._flock = SessionLock(storage, self.root / ".episodes.lock")
+        self._flock = SessionLock(storage, layout.episodes_lock)
         self._lock_timeout_s = lock_timeout_s
         self.problems: list[str] = []
         self._cleaned = False
@@ -113,7 +114,7 @@ class EpisodeStore:
     @property
     def index_path(self) -> Path:
         """``episodes/index.yaml``."""
-        return self.root / "index.yaml"
+        return self._index_path
 
     def episode_dir(self, episode_id: str, year: str) -> Path:
         """``episodes/<yyyy>/<episode_id>/``; the id is validated."""
@@ -138,7 +139,7 @@ class EpisodeStore:
             if not (len(year) == 4 and year.isdigit()):
                 continue
             for name in sorted(os.listdir(self.root / year)):
-                episode = self._read(self.root / year / name / "episode.json")
+                episode = self._read(self.root / year / name / EPISODE_FILE_NAME)
                 if episode is not None and episode.id == name:
                     rows.append(_row(episode, year, episode.finished_at))
         rows.sort(key=lambda r: (r.committed_at, r.id))
@@ -176,7 +177,7 @@ class EpisodeStore:
             year = _year(episode.started_at)
             folder = self.episode_dir(episode.id, year)
             ensure_dir(self._storage, folder)
-            path = folder / "episode.json"
+            path = folder / EPISODE_FILE_NAME
             self._storage.checkpoint("experience.commit.before_file")
             self._storage.write_atomic(path, _encoder.encode(episode))
             self._storage.checkpoint("experience.commit.after_file")
@@ -209,7 +210,7 @@ class EpisodeStore:
 
     def load(self, row: EpisodeRow) -> Episode | None:
         """The committed episode of ``row`` (None, reported, if its file is missing or damaged)."""
-        episode = self._read(self.episode_dir(row.id, row.year) / "episode.json")
+        episode = self._read(self.episode_dir(row.id, row.year) / EPISODE_FILE_NAME)
         if episode is None:
             self._problem(f"episode {row.id} is missing or unreadable")
         return episode
@@ -222,7 +223,7 @@ class EpisodeStore:
 
     def is_processed(self, row: EpisodeRow) -> bool:
         """True once the worker committed what this episode taught."""
-        return (self.episode_dir(row.id, row.year) / "processed").is_file()
+        return (self.episode_dir(row.id, row.year) / PROCESSED_FILE_NAME).is_file()
 
     def pending(self) -> list[EpisodeRow]:
         """Committed episodes the worker has not processed yet, in commit order."""
@@ -230,7 +231,8 @@ class EpisodeStore:
 
     def mark_processed(self, row: EpisodeRow, summary: dict[str, Any]) -> None:
         """Leave the ``processed`` marker (what was learned, as JSON, for inspection)."""
-        self._storage.write_atomic(self.episode_dir(row.id, row.year) / "processed", _encoder.encode(summary))
+        path = self.episode_dir(row.id, row.year) / PROCESSED_FILE_NAME
+        self._storage.write_atomic(path, _encoder.encode(summary))
 
 
 def _row(episode: Episode, year: str, committed_at: float) -> EpisodeRow:

@@ -43,7 +43,7 @@ from aiden.experience.records import (
 from aiden.longterm.files import ensure_dir, read_bounded
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
-from aiden.storage.layout import Layout
+from aiden.storage.layout import PROFILES_DIR_NAME, Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.staletemps import remove_stale_temps, subdirs
 
@@ -61,10 +61,11 @@ class RecordStore:
     """``memory/experience/``; blocking methods, called from a worker thread."""
 
     def __init__(self, layout: Layout, storage: Storage, *, lock_timeout_s: float = 30.0) -> None:
-        self.root = layout.memory / "experience"
+        self.root = layout.experience
+        self._index_path = layout.experience_index
         self._storage = storage
         self._lock = threading.Lock()
-        self._flock = SessionLock(storage, self.root / ".records.lock")
+        self._flock = SessionLock(storage, layout.records_lock)
         self._lock_timeout_s = lock_timeout_s
         self.files_read: list[str] = []
         """Ids of the record files opened, in order (tests check what recall never touches)."""
@@ -82,7 +83,7 @@ class RecordStore:
     @property
     def index_path(self) -> Path:
         """``experience/index.yaml``."""
-        return self.root / "index.yaml"
+        return self._index_path
 
     def record_path(self, kind: str, record_id: str) -> Path:
         """``experience/<kind>/<id>.md``; the id is validated."""
@@ -91,7 +92,7 @@ class RecordStore:
     def profile_path(self, environment: str) -> Path:
         """``experience/profiles/<sha>.json`` (hashed: an environment name is free text)."""
         digest = hashlib.sha256(environment.encode("utf-8")).hexdigest()[:24]
-        return self.root / "profiles" / f"{digest}.json"
+        return self.root / PROFILES_DIR_NAME / f"{digest}.json"
 
     def _problem(self, text: str) -> None:
         log.error("experience store: %s", text)
@@ -109,7 +110,7 @@ class RecordStore:
     def _rebuild(self) -> RecordIndex:
         rows: list[RecordRow] = []
         for folder in sorted(self.root.iterdir()) if self.root.is_dir() else []:
-            if not folder.is_dir() or folder.name == "profiles":
+            if not folder.is_dir() or folder.name == PROFILES_DIR_NAME:
                 continue
             for path in sorted(folder.glob("*.md")):
                 record = self._read(path, path.stem)

@@ -37,7 +37,7 @@ from aiden.longterm.history import HistoryRecord, HistoryStore
 from aiden.longterm.summaries import summary_from_result
 from aiden.longterm.versions import Version
 from aiden.storage.fs import Storage
-from aiden.storage.layout import Layout
+from aiden.storage.layout import DREAM_LOCK_NAME, Layout
 from aiden.storage.locks import SessionLock
 from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.summarizers.protocol import Summarizer, SummaryRequest
@@ -52,9 +52,6 @@ __all__ = [
     "read_long_term_files",
     "run_dream_schedule",
 ]
-
-DREAM_LOCK_NAME: Final = ".dream.lock"
-"""``long_term/.dream.lock``: held by the one process running Dream (or a restore) on a root."""
 
 log = logging.getLogger("aiden.longterm")
 
@@ -154,7 +151,7 @@ class Dream:
         # Within this runtime the anyio lock serializes runs and restores; across processes
         # sharing the root the flock does (a second Dream would fold the same records twice).
         self._lock = anyio.Lock()
-        self._flock = SessionLock(storage, self.root / DREAM_LOCK_NAME)
+        self._flock = SessionLock(storage, layout.dream_lock)
 
     # --- files -------------------------------------------------------------------------------
     def _read_files(self) -> dict[str, bytes | None]:

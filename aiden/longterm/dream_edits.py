@@ -21,6 +21,7 @@ import msgspec
 
 from aiden.longterm.merge import conflict_key, merge_many, same_key
 from aiden.longterm.summaries import Section, SessionSummary, clean_item
+from aiden.storage.layout import LONG_TERM_FILES, LongTermFileName
 
 __all__ = [
     "LONG_TERM_FILES",
@@ -32,8 +33,8 @@ __all__ = [
     "plan_edits",
 ]
 
-FileName = Literal["SOUL.md", "USER.md", "MEMORY.md"]
-LONG_TERM_FILES: Final[tuple[FileName, ...]] = ("SOUL.md", "USER.md", "MEMORY.md")
+# The names live in Layout, beside every other file name recovery must know.
+FileName = LongTermFileName
 _TITLES: Final[dict[str, str]] = {"SOUL.md": "# SOUL", "USER.md": "# USER", "MEMORY.md": "# MEMORY"}
 _STYLE: Final = re.compile(
     r"\b(?:tone|concise|concisely|verbose|terse|brief|formal|informal|emojis?|friendly|polite|reply|replies|"

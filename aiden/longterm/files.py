@@ -47,17 +47,17 @@ MAX_SUMMARY_BYTES: Final = 256 * 1024
 
 def sessions_dir(layout: Layout) -> Path:
     """``long_term/sessions/``."""
-    return layout.long_term / "sessions"
+    return layout.sessions
 
 
 def digest_path(layout: Layout) -> Path:
     """``long_term/digest.md``."""
-    return layout.long_term / "digest.md"
+    return layout.digest
 
 
 def running_summary_path(layout: Layout) -> Path:
     """``session/running_summary.md`` (inside the session dir, so rotation archives it)."""
-    return layout.session / "running_summary.md"
+    return layout.running_summary
 
 
 def session_file_name(stamp: int, session_id: str) -> str:

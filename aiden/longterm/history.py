@@ -59,7 +59,6 @@ DEFAULT_MAX_RECORD_CHARS: Final = 4000
 _TRUNCATED: Final = " [... truncated]"
 _SESSION_KEY_CHARS: Final = 128
 _TAIL_BYTES: Final = 256 * 1024
-HISTORY_LOCK_NAME: Final = ".history.lock"
 LOCK_TIMEOUT_S: Final = 30.0
 """How long an append waits for another holder of the history lock (then LockError)."""
 
@@ -141,10 +140,10 @@ class HistoryStore:
         if max_record_chars < 64:
             raise ValueError("max_record_chars must be >= 64")
         self.root = layout.long_term
-        self.path = self.root / "history.jsonl"
-        self.cursor_path = self.root / ".cursor"
-        self.dream_cursor_path = self.root / ".dream_cursor"
-        self.lock_path = self.root / HISTORY_LOCK_NAME
+        self.path = layout.history
+        self.cursor_path = layout.history_cursor
+        self.dream_cursor_path = layout.dream_cursor
+        self.lock_path = layout.history_lock
         self._storage = storage
         self._max = max_record_chars
         # SessionLock is not thread-safe; the thread lock lets worker threads share it.

@@ -66,7 +66,6 @@ log = logging.getLogger("aiden.longterm")
 
 _MAX_ENTRY_BYTES: Final = 64 * 1024
 _MAX_PROBLEMS: Final = 50
-ENTRIES_LOCK_NAME: Final = ".entries.lock"
 LOCK_TIMEOUT_S: Final = 30.0
 """How long save/forget wait for another holder of the index lock (then LockError)."""
 
@@ -113,7 +112,7 @@ class LongTermMemoryStore(ThreadedEntryStore):
         self._storage = storage
         self._cache = ParseCache(cache_size)
         self._lock = threading.Lock()
-        self._flock = SessionLock(storage, layout.long_term / ENTRIES_LOCK_NAME)
+        self._flock = SessionLock(storage, layout.entries_lock)
         self._index: LongTermIndex | None = None
         self._index_stamp: Stamp | None = None
         self._index_rebuilt = False
@@ -130,17 +129,17 @@ class LongTermMemoryStore(ThreadedEntryStore):
     @property
     def index_path(self) -> Path:
         """``long_term/index.yaml``."""
-        return self.root / "index.yaml"
+        return self.layout.entries_index
 
     @property
     def memories_dir(self) -> Path:
         """``long_term/memories/``."""
-        return self.root / "memories"
+        return self.layout.memories
 
     @property
     def profile_path(self) -> Path:
         """``long_term/profile.md``."""
-        return self.root / "profile.md"
+        return self.layout.profile
 
     def entry_path(self, memory_id: str) -> Path:
         """``memories/<id>.md``; the id is validated first."""

@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Protocol
 
 import anyio
 import msgspec
@@ -52,7 +52,7 @@ from aiden.longterm.merge import DEFAULT_MAX_ITEMS
 from aiden.longterm.running import merged_running, session_ending
 from aiden.longterm.summaries import SessionSummary, render_summary_md, summary_from_result
 from aiden.storage.fs import Storage
-from aiden.storage.layout import Layout
+from aiden.storage.layout import SUMMARIES_LOCK_NAME, Layout
 from aiden.storage.locks import SessionLock
 from aiden.summarizers.protocol import DeadlineOwner, Summarizer, SummaryRequest
 
@@ -65,8 +65,6 @@ __all__ = [
     "extract_summary",
 ]
 
-SUMMARIES_LOCK_NAME: Final = ".summaries.lock"
-"""``long_term/.summaries.lock``: held around each running-summary merge and session-file write."""
 
 log = logging.getLogger("aiden.longterm")
 
@@ -327,7 +325,7 @@ class SessionSummaryWriter(SummaryFlow):
     ) -> None:
         super().__init__(summarizer, config, use_fallback=use_fallback, max_items=max_items)
         self._rows = _FileRows(layout, storage, keep=config.session_summaries_keep, max_items=max_items)
-        self._flock = SessionLock(storage, layout.long_term / SUMMARIES_LOCK_NAME)
+        self._flock = SessionLock(storage, layout.summaries_lock)
 
     @property
     def running_path(self) -> Path:
@@ -342,9 +340,7 @@ class SessionSummaryWriter(SummaryFlow):
     def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
         # Beside a merge: a flock of its own descriptor, which excludes the merge's as another process's would.
         rows = self._rows
-        flock = (
-            SessionLock(rows.storage, rows.layout.long_term / SUMMARIES_LOCK_NAME) if beside else self._flock
-        )
+        flock = SessionLock(rows.storage, rows.layout.summaries_lock) if beside else self._flock
         flock.acquire(self._config.lock_timeout_s)
         try:
             yield rows

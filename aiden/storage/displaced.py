@@ -20,49 +20,50 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
 
 from aiden.errors import StorageError
+from aiden.storage.dedupe import HIGH_WATER_NAME
 from aiden.storage.fs import Storage
-from aiden.storage.layout import Layout
+from aiden.storage.layout import (
+    EPISODE_FILE_NAME,
+    LONG_TERM_FILES,
+    PROCESSED_FILE_NAME,
+    PROFILES_DIR_NAME,
+    Layout,
+)
 
 __all__ = ["displace_directories", "file_paths"]
 
-_SESSION_FILES: Final = (
-    "events.jsonl",
-    "events.quarantine",
-    "summary.md",
-    "summary_archive.md",
-    "running_summary.md",
-    "seq_high_water",
-    "session.json",
-)
-_LONG_TERM_FILES: Final = (
-    "index.yaml",
-    "profile.md",
-    "history.jsonl",
-    ".cursor",
-    ".dream_cursor",
-    "SOUL.md",
-    "USER.md",
-    "MEMORY.md",
-    ".entries.lock",
-    ".history.lock",
-    ".summaries.lock",
-    ".dream.lock",
-)
 log = logging.getLogger("aiden.storage")
 
-# Directories whose every ``*.md`` entry is a file aiden reads and rewrites.
-_LONG_TERM_MD_DIRS: Final = ("memories", "sessions")
-# The experience stores (``memory/episodes/``, ``memory/experience/``): their index and lock.
-_EXPERIENCE_FILES: Final = (
-    "episodes/index.yaml",
-    "episodes/.episodes.lock",
-    "experience/index.yaml",
-    "experience/.records.lock",
-)
-_EPISODE_FILES: Final = ("episode.json", "processed")
+
+def _fixed_paths(layout: Layout) -> tuple[Path, ...]:
+    # Every name comes from its owner (Layout, or the storage module that writes the file),
+    # so a file renamed there is renamed here too.
+    session = (
+        layout.events,
+        layout.quarantine,
+        layout.summary,
+        layout.summary_archive,
+        layout.running_summary,
+        layout.session / HIGH_WATER_NAME,
+        layout.session_meta,
+    )
+    long_term = (
+        layout.entries_index,
+        layout.profile,
+        layout.history,
+        layout.history_cursor,
+        layout.dream_cursor,
+        layout.digest,
+        *(layout.long_term / name for name in LONG_TERM_FILES),
+        layout.entries_lock,
+        layout.history_lock,
+        layout.summaries_lock,
+        layout.dream_lock,
+    )
+    experience = (layout.episodes_index, layout.episodes_lock, layout.experience_index, layout.records_lock)
+    return (layout.last_recovery, *session, *long_term, *experience)
 
 
 def _scan(path: Path) -> list[os.DirEntry[str]]:
@@ -74,17 +75,18 @@ def _scan(path: Path) -> list[os.DirEntry[str]]:
 
 
 def _experience_paths(layout: Layout) -> Iterator[Path]:
-    yield from (layout.memory / name for name in _EXPERIENCE_FILES)
     # episodes/<yyyy>/<episode_id>/{episode.json,processed}
-    for year in _scan(layout.memory / "episodes"):
+    for year in _scan(layout.episodes):
         if len(year.name) == 4 and year.name.isdigit() and year.is_dir(follow_symlinks=False):
             for episode in _scan(Path(year.path)):
                 if episode.is_dir(follow_symlinks=False):
-                    yield from (Path(episode.path) / name for name in _EPISODE_FILES)
+                    yield from (
+                        Path(episode.path) / name for name in (EPISODE_FILE_NAME, PROCESSED_FILE_NAME)
+                    )
     # experience/<kind>/<id>.md and experience/profiles/<sha>.json
-    for kind in _scan(layout.memory / "experience"):
+    for kind in _scan(layout.experience):
         if kind.is_dir(follow_symlinks=False):
-            suffix = ".json" if kind.name == "profiles" else ".md"
+            suffix = ".json" if kind.name == PROFILES_DIR_NAME else ".md"
             yield from (Path(e.path) for e in _scan(Path(kind.path)) if e.name.endswith(suffix))
 
 
@@ -96,12 +98,11 @@ def file_paths(layout: Layout, *, locks: bool) -> Iterator[Path]:
     """
     if locks:
         yield layout.lock_file
-        yield layout.memory / "compaction.lock"
-    yield layout.last_recovery
-    yield from (layout.session / name for name in _SESSION_FILES)
-    yield from (layout.long_term / name for name in _LONG_TERM_FILES)
-    for sub in _LONG_TERM_MD_DIRS:
-        yield from (Path(e.path) for e in _scan(layout.long_term / sub) if e.name.endswith(".md"))
+        yield layout.compaction_lock
+    yield from _fixed_paths(layout)
+    # Directories whose every ``*.md`` entry is a file aiden reads and rewrites.
+    for folder in (layout.memories, layout.sessions):
+        yield from (Path(e.path) for e in _scan(folder) if e.name.endswith(".md"))
     yield from _experience_paths(layout)
 
 
