@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
+from aiden.policy.failure_text import NONZERO_EXIT, OS_REFUSAL
 from aiden.policy.toolresult import reported_failure
 
 __all__ = [
@@ -32,9 +33,10 @@ __all__ = [
 
 _MAX_STEP_CHARS: Final = 300
 # The first line of a tool output that reports a failure by itself (shells, Python, git, HTTP clients).
+# Anchored at its start: a result that only mentions a refusal or an exit further on did not fail.
 _FAILED_FIRST_LINE: Final = re.compile(
     r"^(?:error\b|fatal\b|traceback \(most recent call last\)|exception\b|failed\b|failure\b"
-    r"|(?:\S+: )+command not found|permission denied|exit (?:code|status) [1-9])",
+    rf"|(?:\S+: )+command not found|{OS_REFUSAL}|{NONZERO_EXIT})",
     re.IGNORECASE,
 )
 

@@ -7,6 +7,7 @@ from typing import Final
 
 import msgspec
 
+from aiden.policy.failure_text import NONZERO_EXIT, OS_REFUSAL
 from aiden.summarizers.extractive.items import _R_ERROR_RESOLVED, _R_MINOR, _R_NOTE, Section, _Item
 from aiden.summarizers.extractive.noise import negates_error
 from aiden.summarizers.mustkeep import (
@@ -67,8 +68,8 @@ _OVERLAP_STOP: Final = frozenset(
 _ERROR_NAME: Final = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b|\bE[A-Z]{3,}\b")
 _CONCRETE_ERROR: Final = re.compile(
     rf"{_ERROR_NAME.pattern}|\b(?:HTTP|status)\s*[45]\d\d\b|\b[45]\d\d (?:error|response)\b"
-    r"|(?i:\bexit(?:ed)? (?:with )?(?:code|status) [1-9]|segfault|segmentation fault|\bpanic(?:ked)?\b|timed out"
-    r"|permission denied|connection refused|no such file|command not found|out of memory)"
+    rf"|{NONZERO_EXIT}|{OS_REFUSAL}"
+    r"|(?i:segfault|segmentation fault|\bpanic(?:ked)?\b|timed out|no such file|command not found|out of memory)"
 )
 # Intent, plans and hypotheses mention errors without reporting one ("to see if it fails").
 _INTENT: Final = re.compile(

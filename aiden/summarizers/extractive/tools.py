@@ -12,6 +12,7 @@ from typing import Final
 import msgspec
 
 from aiden.events import SessionEvent
+from aiden.policy.failure_text import NONZERO_EXIT, OS_REFUSAL
 from aiden.policy.toolresult import reported_failure
 from aiden.summarizers.extractive.items import _TOOL_NOTE_CHARS
 from aiden.summarizers.extractive.noise import (
@@ -43,10 +44,11 @@ _EXCEPTION_LINE: Final = re.compile(
 # log record, a non-zero exit, make's "*** [target] Error 2", an OS refusal.
 _EVIDENCE_LINE: Final = re.compile(
     r"\b(?:ERROR|FATAL|CRITICAL)\b"
-    r"|(?i:\bexit(?:ed)?\s+(?:with\s+)?(?:code|status)\s*[:=]?\s*[1-9]\d*\b)"
+    rf"|{NONZERO_EXIT}"
     r"|(?i:returned non-zero exit status)"
     r"|\*\*\* \[[^\]]*\] Error \d+"
-    r"|: (?:Permission denied|Connection refused)$"
+    # The perror shape only: a refusal merely mentioned is weak evidence (looks_like_error_line).
+    rf"|: {OS_REFUSAL}$"
 )
 _BULLET: Final = re.compile(r"^[-*\u2022]\s+")
 _NOISE_LINE: Final = re.compile(r"^[\W_]+$")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from aiden.policy.failure_text import OS_REFUSAL
+
 _STRONG_ERROR: Final = re.compile(
     r"^\s*(?:(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit)(?::\s|:?$)"
     r"|(?i:error|fatal|panic)(?::|\[)|FAILED\b|FAIL:|E {2,}\S|npm ERR!|ERROR\b|\[(?i:error)\]"
@@ -12,7 +14,7 @@ _STRONG_ERROR: Final = re.compile(
 )
 _TOOL_ERROR: Final = re.compile(
     r"\b(?:error|errors|exception|traceback|failed|failure|crash(?:ed)?|panic|fatal|segfault|"
-    r"permission denied|connection refused|timed out|not found|no such file|unable to)\b"
+    rf"{OS_REFUSAL}|timed out|not found|no such file|unable to)\b"
     r"|\b\w+(?:Error|Exception)\b|错误|报错|异常|失败|崩溃",
     re.IGNORECASE,
 )
