@@ -6,7 +6,7 @@ Usage::
 
 Opens a :class:`PostgresSessionStore` (its own pool) and the long-term
 backend on ``SESSION``, prints ``ready``, waits for ``GO_FILE`` to exist (so
-that both children start together), then for each round ``i``: saves the
+that both children start together; halfway they wait for each other again), then for each round ``i``: saves the
 memory ``TAG-i``, appends a history record (every third with the chunk id
 ``shared-i``, which the other child records too), and on odd rounds forgets
 ``TAG-(i-1)``. Every acknowledged call is printed as one JSON line, flushed:
@@ -38,9 +38,19 @@ def say(**fields: object) -> None:
     print(json.dumps(fields), flush=True)
 
 
-async def work(backend: PostgresLongTermBackend, tag: str, rounds: int) -> None:
-    """Save, record and forget ``rounds`` times, printing every acknowledged call."""
+async def work(backend: PostgresLongTermBackend, tag: str, rounds: int, go: Path) -> None:
+    """Save, record and forget ``rounds`` times, printing every acknowledged call.
+
+    Halfway, each child waits for the other to get halfway too: however the
+    machine schedules them, their records interleave.
+    """
+    other = go.with_name(f"half-{'b' if tag == 'a' else 'a'}")
     for i in range(rounds):
+        if i == rounds // 2:
+            go.with_name(f"half-{tag}").touch()
+            with anyio.fail_after(30):
+                while not other.exists():
+                    await anyio.sleep(0.005)
         entry = await backend.entries.save(
             type="fact",
             title=f"{tag} fact {i}",
@@ -68,7 +78,7 @@ def main(dsn: str, session: str, tag: str, rounds: int, go: Path) -> None:
         say(ready=True)
         while not go.exists():
             time.sleep(0.005)
-        anyio.run(work, backend, tag, rounds)
+        anyio.run(work, backend, tag, rounds, go)
     finally:
         store.close()
 

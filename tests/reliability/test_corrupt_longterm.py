@@ -24,6 +24,8 @@ import pytest
 
 import aiden
 from aiden import Config, SessionEvent
+from aiden.storage.chunks import load_index
+from aiden.storage.layout import Layout
 from tests.reliability.corruption import mutate_file
 from tests.reliability.harness import report
 
@@ -69,8 +71,8 @@ def _targets(root: Path) -> list[str]:
     return [*found, "session/running_summary.md"]
 
 
-def _cursors(root: Path) -> list[int]:
-    """The cursors of the readable history records."""
+def _recorded_chunks(root: Path) -> list[str]:
+    """The chunk ids of the readable history records, in file order."""
     path = root / "memory" / "long_term" / "history.jsonl"
     if not path.is_file():
         return []
@@ -80,9 +82,15 @@ def _cursors(root: Path) -> list[int]:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and isinstance(record.get("cursor"), int):
-            found.append(record["cursor"])
+        if isinstance(record, dict) and record.get("chunk_id"):
+            found.append(record["chunk_id"])
     return found
+
+
+def _chunks(root: Path) -> set[str]:
+    index = load_index(Layout(root))
+    assert index is not None
+    return {c.chunk_id for c in index.chunks}
 
 
 def _damage(path: Path, kind: str, rng: random.Random) -> None:
@@ -104,7 +112,8 @@ class Case:
     refused: list[str] = field(default_factory=list)
     saved_after: bool = False
     prior_shown: int = 0
-    new_history_records: int = 0
+    compactions_recorded: int = 0
+    recorded_twice: list[str] = field(default_factory=list)
     reported: list[str] = field(default_factory=list)
 
 
@@ -150,7 +159,7 @@ async def test_every_long_term_file_damaged_every_way(tmp_path: Path, full_run: 
     base.mkdir()
     await _build(base)
     rng = random.Random(18)
-    last_cursor = max(_cursors(base))
+    base_chunks = _chunks(base)
     cases: list[Case] = []
     for i, target in enumerate(_targets(base)):
         for kind in KINDS if full_run else [KINDS[i % len(KINDS)]]:
@@ -164,7 +173,9 @@ async def test_every_long_term_file_damaged_every_way(tmp_path: Path, full_run: 
                 layer = memory.long_term_layer  # the profile is rebuilt at open
             case.saved_after = "**after-a**" in layer and "**after-b**" in layer
             case.prior_shown = sum(f"**{title}**" in layer for title in PRIOR)
-            case.new_history_records = sum(c > last_cursor for c in _cursors(root))
+            recorded = _recorded_chunks(root)
+            case.compactions_recorded = len((_chunks(root) - base_chunks) & set(recorded))
+            case.recorded_twice = sorted({c for c in recorded if recorded.count(c) > 1})
             cases.append(case)
     own_file_damaged = [c for c in cases if c.target.startswith("long_term/memories/")]
     report(
@@ -178,7 +189,8 @@ async def test_every_long_term_file_damaged_every_way(tmp_path: Path, full_run: 
         memories_lost_beyond_the_damaged_one=sum(
             c.prior_shown < len(PRIOR) - (c in own_file_damaged) for c in cases
         ),
-        compactions_not_recorded=sum(c.new_history_records < 2 for c in cases),
+        compactions_not_recorded=sum(2 - c.compactions_recorded for c in cases),
+        chunks_recorded_twice=sum(len(c.recorded_twice) for c in cases),
         reported_at_open=sum(bool(c.reported) for c in cases),
     )
     for c in cases:
@@ -187,8 +199,10 @@ async def test_every_long_term_file_damaged_every_way(tmp_path: Path, full_run: 
         assert [r for r in c.refused if r.split(":")[0] not in MAY_FAIL] == [], (where, c.refused)
         if "/.git/" not in c.target:
             assert c.refused == [], (where, c.refused)  # Dream works over any other damage
-        # Each open compacted once: both chunks are in the history, whatever was damaged.
-        assert c.new_history_records == 2, (where, c.new_history_records)
+        # Each open compacted once: both chunks are in the history, whatever was damaged; a chunk
+        # whose record the damage took is recorded again at open, never twice.
+        assert c.compactions_recorded == 2, (where, c.compactions_recorded)
+        assert c.recorded_twice == [], (where, c.recorded_twice)
         assert c.saved_after, where
         assert c.prior_shown >= len(PRIOR) - (c in own_file_damaged), (where, c.prior_shown)
     assert {c.target.split("/")[1] for c in cases} >= {".git", "index.yaml", "history.jsonl", "memories"}
