@@ -44,7 +44,6 @@ from aiden.storage.layout import Layout
 from aiden.storage.protocol import RecoveryReport
 
 __all__ = [
-    "LOCKS",
     "RECOVERY_ACTIONS",
     "check_events",
     "doctor",
@@ -52,9 +51,6 @@ __all__ = [
     "recovery_actions",
     "recovery_dry_run",
 ]
-
-LOCKS = ("session.lock", "compaction.lock")
-"""The session store's inter-process lock files under ``memory/``."""
 
 RECOVERY_ACTIONS: tuple[tuple[str, str], ...] = (
     ("temp_files_removed", "remove {} temp files of interrupted writes"),
@@ -156,8 +152,9 @@ def lock_holders(path: Path, proc_locks: Path = Path("/proc/locks")) -> list[int
 def _check_locks(layout: Layout) -> tuple[dict[str, list[int] | None], list[str]]:
     held: dict[str, list[int] | None] = {}
     problems: list[str] = []
-    for name in LOCKS:
-        path = layout.memory / name
+    # The session store's inter-process lock files under memory/.
+    for path in (layout.lock_file, layout.compaction_lock):
+        name = path.name
         try:
             mode = path.lstat().st_mode
         except FileNotFoundError:

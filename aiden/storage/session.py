@@ -49,7 +49,7 @@ class FileSessionStore:
         self.storage = storage
         self.config = config
         self.events_lock = SessionLock(storage, layout.lock_file)
-        self.compaction_lock = SessionLock(storage, layout.memory / "compaction.lock")
+        self.compaction_lock = SessionLock(storage, layout.compaction_lock)
         self._log = EventLog(layout, storage, config)
         self._feed = FileChangeFeed(layout)
         self._cache_lock = threading.Lock()
