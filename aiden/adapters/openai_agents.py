@@ -48,17 +48,22 @@ Design (the log is never rewritten):
   was already compacted may still be mentioned by the summary.
 * ``clear_session``: rotates the memory (``memory.rotate()``): the active session is
   archived under ``session_archive/`` and a new, empty one starts. Nothing is deleted.
+* :func:`recall_tool`: aiden's ``recall_session_chunks`` as a ``FunctionTool`` for
+  ``Agent(tools=[...])``, answered by :meth:`aiden.Memory.handle_recall_tool`, so the
+  model can read back what compaction took out of its prompt.
 
 One memory holds one conversation: ``session_id`` is the SDK's label for it (stored
 in each event's ``meta["agents_session"]``), not a filter.
 
 This module imports the ``agents`` package only for type checking, and when
-:meth:`~AidenSession.call_model_input_filter` (``ModelInputData``) or
-:meth:`~AidenSession.usage_hooks` (``RunHooks``) is first called.
+:meth:`~AidenSession.call_model_input_filter` (``ModelInputData``),
+:meth:`~AidenSession.usage_hooks` (``RunHooks``) or :func:`recall_tool`
+(``FunctionTool``) is first called.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from collections.abc import Sequence
@@ -78,18 +83,47 @@ from aiden.context import PromptBuild, PromptLayers
 from aiden.errors import AidenError, InvalidEventError
 from aiden.events import RETRACTS, SessionEvent
 from aiden.memory import Memory
+from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
     from agents.memory.session_settings import SessionSettings
     from agents.run_config import CallModelData, ModelInputData
+    from agents.tool import FunctionTool
+    from agents.tool_context import ToolContext
 else:
     TResponseInputItem = dict
     SessionSettings = Any
     CallModelData = Any
     ModelInputData = Any
+    FunctionTool = Any
+    ToolContext = Any
 
-__all__ = ["AidenSession", "event_from_item", "item_from_event"]
+__all__ = ["AidenSession", "event_from_item", "item_from_event", "recall_tool"]
+
+
+def recall_tool(memory: Memory) -> FunctionTool:
+    """aiden's ``recall_session_chunks`` as an Agents SDK ``FunctionTool`` answered by ``memory``.
+
+    The model's argument string goes to :meth:`aiden.Memory.handle_recall_tool` as it came,
+    so malformed arguments get aiden's ``{"error": ...}`` answer as the tool output and the
+    run goes on. The schema is not strict: strict mode would make every field required, and
+    ``chunk_id``, ``seqs`` and the filters are optional.
+    """
+    from agents.tool import FunctionTool
+
+    async def invoke(context: ToolContext[Any], arguments: str) -> str:
+        return await memory.handle_recall_tool(arguments)
+
+    function = RECALL_TOOL["function"]
+    return FunctionTool(
+        name=TOOL_NAME,
+        description=function["description"],
+        # A copy: the SDK owns its tool's schema, aiden's constant stays untouched.
+        params_json_schema=copy.deepcopy(function["parameters"]),
+        on_invoke_tool=invoke,
+        strict_json_schema=False,
+    )
 
 
 def _key(event: SessionEvent) -> tuple[Any, ...]:
