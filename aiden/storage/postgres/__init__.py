@@ -27,10 +27,17 @@ from aiden.config import Config
 from aiden.events import validate_id
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.postgres.schema import SCHEMA_VERSION, Pool, open_pool
+from aiden.storage.postgres.schema import MIN_POOL_SIZE, SCHEMA_VERSION, Pool, open_pool, require_pool_size
 from aiden.storage.postgres.store import DSN_ENV, PostgresSessionStore
 
-__all__ = ["DSN_ENV", "SCHEMA_VERSION", "PostgresSessionStore", "open_pool", "postgres_store_factory"]
+__all__ = [
+    "DSN_ENV",
+    "MIN_POOL_SIZE",
+    "SCHEMA_VERSION",
+    "PostgresSessionStore",
+    "open_pool",
+    "postgres_store_factory",
+]
 
 
 def postgres_store_factory(
@@ -52,6 +59,10 @@ def postgres_store_factory(
     validate_id(session_id, what="session id")
     if long_term_namespace is not None:
         validate_id(long_term_namespace, what="long-term namespace")
+    if pool is not None:
+        require_pool_size(pool.max_size, "the pool's max_size")
+    else:
+        require_pool_size(max_size)
 
     def make(layout: Layout, storage: Storage, config: Config) -> PostgresSessionStore:
         return PostgresSessionStore(

@@ -17,7 +17,7 @@ from aiden.config import Config
 from aiden.errors import ConfigError, StorageError
 from aiden.events import validate_id
 from aiden.storage.credentials import mask
-from aiden.storage.postgres.schema import describe
+from aiden.storage.postgres.schema import describe, require_pool_size
 from aiden.storage.postgres.store import PostgresSessionStore
 
 __all__ = ["CONNECT_TIMEOUT_S", "store_from_dsn"]
@@ -32,12 +32,14 @@ def store_from_dsn(
     """A checked :class:`PostgresSessionStore` of ``session_id`` on ``dsn``; blocks (call it from a thread).
 
     :class:`~aiden.errors.InvalidIdError` for a bad session id;
-    :class:`~aiden.errors.ConfigError` when the DSN does not parse;
+    :class:`~aiden.errors.ConfigError` when the DSN does not parse or ``max_size`` is below
+    :data:`~aiden.storage.postgres.schema.MIN_POOL_SIZE`;
     :class:`~aiden.errors.StorageError` when the server cannot be reached or
     refuses the login (one connection, waiting up to the DSN's
     ``connect_timeout`` or :data:`CONNECT_TIMEOUT_S` seconds).
     """
     validate_id(session_id, what="session id")
+    require_pool_size(max_size)
     try:
         params = conninfo_to_dict(dsn)
     except psycopg.Error as exc:

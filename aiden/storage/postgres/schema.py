@@ -21,10 +21,11 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
-from aiden.errors import LockError, StorageError
+from aiden.errors import ConfigError, LockError, StorageError
 from aiden.storage.credentials import mask
 
 __all__ = [
+    "MIN_POOL_SIZE",
     "SCHEMA_VERSION",
     "Conn",
     "Pool",
@@ -32,6 +33,7 @@ __all__ = [
     "ensure_component",
     "ensure_schema",
     "open_pool",
+    "require_pool_size",
     "translated",
 ]
 
@@ -41,6 +43,17 @@ Pool = ConnectionPool[Conn]
 
 SCHEMA_VERSION: Final = 1
 """The session store's layout this code reads and writes; a database marked newer is refused."""
+
+MIN_POOL_SIZE: Final = 3
+"""The fewest connections (``max_size``) a memory's pool may have.
+
+At peak a memory holds two connections for as long as a summarizer call
+lasts: the compaction lock's (a whole maintenance pass) and Dream's (a whole
+run). The pass's own statements (the running-summary merge before the
+commit, the commit, the history record after it) and the appends and reads
+of everything else need a third, or they wait for one of those two to be
+given back and fail after the pool's ``timeout``.
+"""
 
 # Each component (the session store, the long-term store) records its own version: a
 # component is created on its first use, and one newer than this code is refused.
@@ -135,6 +148,19 @@ def _durable(conn: Conn) -> None:
         conn.execute("SET synchronous_commit = on")
 
 
+def require_pool_size(max_size: int, what: str = "max_size") -> None:
+    """:class:`~aiden.errors.ConfigError` when ``max_size`` is below :data:`MIN_POOL_SIZE`.
+
+    ``what`` names the value in the message (``max_size``, the pool's ``max_size``).
+    """
+    if max_size < MIN_POOL_SIZE:
+        raise ConfigError(
+            f"postgres: {what}={max_size} is too small: aiden needs at least {MIN_POOL_SIZE} connections"
+            " per memory (the compaction lock and a Dream run each hold one for as long as a"
+            " summarizer call, and the commit between them needs another)"
+        )
+
+
 def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: str = "aiden") -> Pool:
     """A connection pool as the store wants it; share one between stores with ``pool=``.
 
@@ -143,13 +169,17 @@ def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: 
     buys transparent reconnects: an idle connection a server restart or
     failover broke is replaced before any statement is sent). Connecting
     happens in the pool's background threads: this never blocks.
-    ``max_size`` is at least 3 (a held compaction lock and a running Dream keep one each).
+    ``max_size`` below :data:`MIN_POOL_SIZE` is a :class:`~aiden.errors.ConfigError`
+    (nothing is opened). A pool shared by several memories needs room for
+    each: two connections per memory that may run maintenance or Dream at
+    the same time, plus one.
     """
+    require_pool_size(max_size)
     with translated("opening the connection pool"):
         return ConnectionPool(
             conninfo,
             min_size=1,
-            max_size=max(3, max_size),
+            max_size=max_size,
             timeout=timeout,
             kwargs={"autocommit": True},
             configure=_durable,

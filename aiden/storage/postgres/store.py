@@ -38,7 +38,7 @@ from aiden.storage.postgres import compaction
 from aiden.storage.postgres.feed import PgChangeFeed
 from aiden.storage.postgres.locks import AdvisoryLock
 from aiden.storage.postgres.rows import EMPTY_INDEX, decode_index, decode_payload
-from aiden.storage.postgres.schema import Conn, Pool, ensure_schema, open_pool, translated
+from aiden.storage.postgres.schema import Conn, Pool, ensure_schema, open_pool, require_pool_size, translated
 from aiden.storage.protocol import ChangeToken, ChunkChanges, PreparedEvent, RecoveryReport, Snapshot
 
 __all__ = ["DSN_ENV", "PostgresSessionStore"]
@@ -77,7 +77,10 @@ class PostgresSessionStore:
     ``pool`` shares an open pool between stores (then ``close`` leaves it
     open; make it with :func:`~aiden.storage.postgres.schema.open_pool`);
     otherwise the store opens its own of ``max_size`` connections, waiting
-    up to ``timeout`` seconds for a connection before :class:`StorageError`. ``config`` supplies
+    up to ``timeout`` seconds for a connection before :class:`StorageError`.
+    Either allowing fewer than
+    :data:`~aiden.storage.postgres.schema.MIN_POOL_SIZE` connections is a
+    :class:`~aiden.errors.ConfigError` here, before anything runs. ``config`` supplies
     ``lock_timeout_s`` and ``summary_max_chunks`` as for the file store.
     ``session_id`` must match ``^[A-Za-z0-9_-]{1,64}$``
     (:class:`~aiden.errors.InvalidIdError` otherwise). A memory opened on
@@ -104,7 +107,9 @@ class PostgresSessionStore:
         """Whose long-term memory the memories opened on this store share (default: the session id)."""
         self.config = config if config is not None else Config()
         self._own_pool = pool is None
-        if pool is None:
+        if pool is not None:
+            require_pool_size(pool.max_size, "the pool's max_size")
+        else:
             conninfo = dsn if dsn is not None else os.environ.get(DSN_ENV, "")
             pool = open_pool(conninfo, max_size=max_size, timeout=timeout, name=f"aiden-{self.session_id}")
         self._pool: Pool = pool
