@@ -8,7 +8,8 @@ created"; one at a newer version is refused). Every row carries its
 session id) share one long-term memory, whichever worker or machine they run
 on. The running summary is the exception: it belongs to the active session
 *generation* (a rotation starts a new one, as the file store archives
-``session/``), so it is keyed by generation.
+``session/``), so it is keyed by generation; an archived generation keeps
+its row, as the file store's archive keeps its ``running_summary.md``.
 
 - ``aiden_lt_state``: one row per namespace, the history's last cursor and
   Dream's cursor. History appends lock it: cursors are handed out in commit
@@ -19,7 +20,8 @@ on. The running summary is the exception: it belongs to the active session
 - ``aiden_lt_docs``: ``profile.md`` and ``digest.md``, rendered as the files are.
 - ``aiden_lt_session_summaries``: the dated session summaries (one per
   ``<stamp>-<id>`` stem, as ``long_term/sessions/<stem>.md``).
-- ``aiden_lt_running``: the running summary of each session generation.
+- ``aiden_lt_running``: the running summary of each session generation
+  (archived ones included: ``aiden_archives`` names them by closed id).
 - ``aiden_lt_versions``: Dream's versions of SOUL.md, USER.md and MEMORY.md
   (the file backend's git commits), newest = highest ``pos``.
 

@@ -4,8 +4,12 @@ The three writers of :class:`~aiden.longterm.writer.SummaryFlow` (shared with
 the file store, with its merge rules and its wait at close) and the same
 Markdown (:func:`~aiden.longterm.summaries.render_summary_md`), stored as rows:
 
-- the running summary: ``aiden_lt_running``, keyed by the session's current
-  generation (a rotation starts the next session without one);
+- the running summary: ``aiden_lt_running``, keyed by the session's
+  generation (a rotation starts the next session without one). The row of an
+  archived generation is kept, as the file store keeps
+  ``session_archive/<id>/running_summary.md`` (rotation moves it there): it
+  is that session's running summary, reachable by its closed id through
+  ``aiden_archives``, and nothing deletes an archived session in either store;
 - the dated session summaries: ``aiden_lt_session_summaries``, one per stem
   ``<YYYYMMDDTHHMMSSZ>-<summary id>`` (the file store's file name);
 - the digest: the ``digest.md`` document.
@@ -115,20 +119,34 @@ class _PgRows:
         self._db = db
         self._config = config
         self._max_items = max_items
+        self._generation: str | None = None
+
+    def _pinned(self) -> str:
+        # The generation is read once per transaction: each statement of a read-committed
+        # transaction sees the latest commit, so a rotation by another worker between the read
+        # and the write would otherwise hand this session's running summary (and with it its
+        # dated summary's id) to the next session. Written after such a rotation, it stays with
+        # the archived generation, as the file store's rotation takes running_summary.md along.
+        if self._generation is None:
+            row = self._conn.execute(
+                "SELECT generation FROM aiden_sessions WHERE session_id = %s", (self._db.session_id,)
+            ).fetchone()
+            if row is None:
+                raise StorageError(f"postgres: session {self._db.session_id!r} has no row")
+            self._generation = str(row[0])
+        return self._generation
 
     def read_running(self) -> SessionSummary | None:
-        return read_running(self._conn, self._db.session_id)
+        row = self._conn.execute(
+            "SELECT body FROM aiden_lt_running WHERE generation = %s", (self._pinned(),)
+        ).fetchone()
+        return None if row is None else parse_summary_md(str(row[0]), kind="running")
 
     def write_running(self, summary: SessionSummary) -> None:
-        row = self._conn.execute(
-            "SELECT generation FROM aiden_sessions WHERE session_id = %s", (self._db.session_id,)
-        ).fetchone()
-        if row is None:
-            raise StorageError(f"postgres: session {self._db.session_id!r} has no row")
         self._conn.execute(
             "INSERT INTO aiden_lt_running (generation, body) VALUES (%s, %s)"
             " ON CONFLICT (generation) DO UPDATE SET body = EXCLUDED.body",
-            (row[0], render_summary_md(summary)),
+            (self._pinned(), render_summary_md(summary)),
         )
 
     def write_session(self, running: SessionSummary, final: SessionSummary) -> str:
