@@ -210,6 +210,8 @@ def _point_head(storage: Storage, git_dir: Path, tip: str) -> None:
 
 def _rejoin(git_dir: Path, check: HistoryCheck) -> str:
     """Record the versions after the cut again on top of the older chain; the new tip's id."""
+    # dulwich writes the objects with plain os calls, as in GitStore._open: never through a symlink.
+    refuse_symlinks_below(git_dir)
     repo = Repo(str(git_dir))
     try:
         parent = ObjectID(check.tip.encode()) if check.tip else None
