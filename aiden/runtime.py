@@ -127,8 +127,8 @@ async def open_memory(
     map (without importing litellm); ``context_window`` overrides it; unknown
     models fall back to ``config.context_window``. ``embedder`` (e.g.
     :class:`~aiden.recall.embedding.LiteLLMEmbedder`) turns on hybrid recall:
-    every compacted event is embedded beside the FTS index and searches fuse
-    BM25 with vector similarity; off by default. ``store`` selects the
+    compacted events and experience records are embedded and both recalls
+    fuse BM25 with vector similarity; off by default. ``store`` selects the
     session store (:mod:`aiden.storage.select`): a ``"postgresql://..."``
     DSN (the PostgreSQL store of ``session_id``, default ``"default"``), a
     store object or a factory; by default the files under ``root``.
@@ -196,7 +196,7 @@ async def open_memory(
     # An LLM summarizer's model also words the learned lessons (one call per lesson group).
     learner = learner_for(summarizer)
     experience_actor = ExperienceActor(
-        ExperienceService(layout, storage, config, learner=learner), e_recv, er_send
+        ExperienceService(layout, storage, config, learner=learner, embedder=embedder), e_recv, er_send
     )
     experience = ExperiencePort(experience_client)
     summarizer_actor = SummarizerActor(summarizer, config, z_recv, zr_send)

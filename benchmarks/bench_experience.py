@@ -39,6 +39,13 @@ recommends a superseded step or path), worker ms per episode, recall ms.
 The overall figures are over ``learned`` and ``changed`` (as since run A);
 ``direct`` and ``navigation`` are reported apart.
 
+Recall modes (``--recall``), each a full run of the same world: ``bm25`` (a memory
+opened without an embedder: ``recall_experience`` ranks records by BM25
+only) and ``hybrid`` (opened with ``aiden.LocalMiniLMEmbedder``:
+``recall_experience`` fuses BM25 with the records' vector similarity, the
+chunk recall's fusion and parameters). Also reported: how many probes a
+distractor's record (docs build, deploy, build log) answers first.
+
 Baseline, same run, same probes: SQLite FTS5 ``bm25`` over the raw episode
 traces (goal + tool calls + results as text, one document per episode, the
 environment filtered like recall_experience does), which is what a user
@@ -46,7 +53,7 @@ would try first. A hit = the top trace contains the working command (for
 ``navigation``, the current path); stale = it contains a superseded working
 command (or path) but not the current one.
 
-    python benchmarks/bench_experience.py [--envs 8] [--repeats 2] [--modes embedded,llm]
+    python benchmarks/bench_experience.py [--envs 8] [--repeats 2] [--modes embedded,llm] [--recall bm25,hybrid]
 
 Results: ``benchmarks/results/experience.json`` and a Markdown table.
 """
@@ -76,6 +83,7 @@ from _common import RESULTS, machine
 import aiden
 from aiden import Config, SessionEvent
 from aiden.experience.episodes import Outcome
+from aiden.experience.records import goal_key
 from aiden.memory import Memory
 from aiden.testing import FakeLLMServer
 
@@ -95,6 +103,7 @@ CONFIGS: Final = (
 )
 STYLES: Final = ("close", "far")
 MODES: Final = ("embedded", "llm")
+RECALLS: Final = ("bm25", "hybrid")
 _WORD: Final = re.compile(r"\w+")
 _FIELD: Final = re.compile(r"^(Worked|Task): (.*)$", re.MULTILINE)
 _FAILED_LINE: Final = re.compile(r"^- `([^`]*)` failed with: (.*)$", re.MULTILINE)
@@ -140,6 +149,8 @@ class World:
 
     scripts: list[Script] = field(default_factory=list)
     probes: list[Probe] = field(default_factory=list)
+    distractors: set[str] = field(default_factory=set)
+    """The goal keys of the distractor tasks (docs build, deploy, build log): a record of one is never right."""
 
 
 def signature(cmd: str) -> str:
@@ -318,6 +329,12 @@ def world(envs: int, repeats: int) -> World:
             for r in range(repeats):
                 s.append(config_run(env, name, config_new, r))
         per_env.append(s)
+        for goal in (
+            f"build the {name} docs",
+            f"deploy {name} to staging",
+            f"show the last {name} build log",
+        ):
+            out.distractors.add(goal_key(goal))
         # Two task statements per task, neither a stored goal: "close" keeps the task's noun
         # (build, service, test suite, lint), "far" says it with other words only.
         queries = {
@@ -511,9 +528,12 @@ def _rate(flags: Sequence[bool]) -> float | None:
     return round(sum(flags) / len(flags), 3) if flags else None
 
 
-async def run_mode(mode: str, w: World, root: Path, server: FakeLLMServer) -> dict[str, Any]:
-    """Drive every episode, learn after each, then ask every probe; aiden and the baseline side by side."""
+async def run_mode(mode: str, recall: str, w: World, root: Path, server: FakeLLMServer) -> dict[str, Any]:
+    """Drive every episode, learn after each, then ask every probe; aiden and the baseline side by side.
+
+    ``recall`` ``hybrid`` opens the memory with the local MiniLM embedder, ``bm25`` without one."""
     config = bench_config()
+    embedder = aiden.LocalMiniLMEmbedder() if recall == "hybrid" else None
     summarizer = (
         aiden.LiteLLMSummarizer(
             "openai/test-model", config=config, api_base=server.base_url, api_key="sk-test"
@@ -526,7 +546,7 @@ async def run_mode(mode: str, w: World, root: Path, server: FakeLLMServer) -> di
     learner: dict[str, Any] | None = None
     baseline = TraceBm25()
     rows: list[dict[str, Any]] = []
-    async with aiden.open_memory(root, config=config, summarizer=summarizer) as memory:
+    async with aiden.open_memory(root, config=config, summarizer=summarizer, embedder=embedder) as memory:
         for n, script in enumerate(w.scripts):
             await run_episode(memory, script, n)
             baseline.add(script.env, trace_text(script))
@@ -569,6 +589,7 @@ async def run_mode(mode: str, w: World, root: Path, server: FakeLLMServer) -> di
                     "inactive_returned": sum(r.status != "active" for r in got),
                     "results": len(got),
                     "top": f"{top.kind} {top.step}" if top is not None else "",
+                    "distractor_top1": top is not None and top.goal in w.distractors,
                     "bm25_top1": _in_trace(first, probe, probe.working),
                     "bm25_hit5": any(_in_trace(t, probe, probe.working) for t in traces),
                     "bm25_stale_top1": any(_in_trace(first, probe, s) for s in probe.superseded)
@@ -583,7 +604,7 @@ async def run_mode(mode: str, w: World, root: Path, server: FakeLLMServer) -> di
         all_records = list(records.values())
     baseline.close()
     res = summary(
-        mode, w, rows, all_records, learn_ms, recall_ms, bm25_ms, len(server.requests) - calls_before
+        mode, recall, w, rows, all_records, learn_ms, recall_ms, bm25_ms, len(server.requests) - calls_before
     )
     res["learner"] = learner
     return res
@@ -607,6 +628,7 @@ def worker_cost(learn_ms: Sequence[float]) -> dict[str, float]:
 
 def summary(
     mode: str,
+    recall: str,
     w: World,
     rows: list[dict[str, Any]],
     records: Sequence[Any],
@@ -629,6 +651,7 @@ def summary(
             "bm25_hit5": _rate([r["bm25_hit5"] for r in subset]),
             "bm25_stale_top1": _rate([r["bm25_stale_top1"] for r in changed]),
             "bm25_stale_any": _rate([r["bm25_stale_any"] for r in changed]),
+            "distractor_top1": sum(bool(r["distractor_top1"]) for r in subset),
         }
 
     statuses: dict[str, int] = {}
@@ -637,9 +660,12 @@ def summary(
         statuses[key] = statuses.get(key, 0) + 1
     return {
         "mode": mode,
+        "recall": recall,
         "episodes": len(w.scripts),
         "probes": len(rows),
         "overall": rates([r for r in rows if r["category"] in PROCEDURE_CATEGORIES]),
+        "procedures_and_direct": rates([r for r in rows if r["category"] != "navigation"]),
+        "all": rates(rows),
         "by_category": {c: rates([r for r in rows if r["category"] == c]) for c in CATEGORIES},
         "by_style": {
             s: rates([r for r in rows if r["style"] == s and r["category"] in PROCEDURE_CATEGORIES])
@@ -659,16 +685,81 @@ def summary(
     }
 
 
-async def main_async(envs: int, repeats: int, modes: Sequence[str], tmp: Path) -> dict[str, Any]:
-    """Every mode on a fresh root, the same world and probes."""
+async def main_async(
+    envs: int, repeats: int, modes: Sequence[str], recalls: Sequence[str], tmp: Path
+) -> dict[str, Any]:
+    """Every (learner mode, recall mode) on a fresh root, the same world and probes."""
     w = world(envs, repeats)
     results: list[dict[str, Any]] = []
     with FakeLLMServer(responder=fake_model) as server:
         for mode in modes:
             if mode not in MODES:
                 raise ValueError(f"unknown mode {mode!r}")
-            results.append(await run_mode(mode, w, tmp / mode, server))
-    return {"envs": envs, "repeats": repeats, "results": results}
+            for recall in recalls:
+                if recall not in RECALLS:
+                    raise ValueError(f"unknown recall mode {recall!r}")
+                results.append(await run_mode(mode, recall, w, tmp / f"{mode}-{recall}", server))
+    return {"envs": envs, "repeats": repeats, "results": results, "hybrid_vs_bm25": comparisons(results)}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else round(a / b, 2)
+
+
+def comparisons(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per learner mode run both ways: hybrid's top-1 against BM25-only records and against BM25
+    over traces (ratios), and the probes a distractor answered first."""
+    by = {(r["mode"], r["recall"]): r for r in results}
+    out: list[dict[str, Any]] = []
+    for mode in dict.fromkeys(r["mode"] for r in results):
+        hybrid, lexical = by.get((mode, "hybrid")), by.get((mode, "bm25"))
+        if hybrid is None or lexical is None:
+            continue
+        groups = {
+            "overall (learned + changed)": lambda r: r["overall"],
+            "far wording (learned + changed)": lambda r: r["by_style"]["far"],
+            "navigation": lambda r: r["by_category"]["navigation"],
+            "navigation, far wording": lambda r: r["navigation_by_style"]["far"],
+            "navigation, close wording": lambda r: r["navigation_by_style"]["close"],
+            "all but navigation": lambda r: r["procedures_and_direct"],
+            "all": lambda r: r["all"],
+        }
+        for label, pick in groups.items():
+            h, b = pick(hybrid), pick(lexical)
+            out.append(
+                {
+                    "mode": mode,
+                    "probes": label,
+                    "n": h["probes"],
+                    "hybrid_top1": h["top1"],
+                    "bm25_records_top1": b["top1"],
+                    "bm25_traces_top1": h["bm25_top1"],
+                    "hybrid_vs_bm25_records": _ratio(h["top1"], b["top1"]),
+                    "hybrid_vs_bm25_traces": _ratio(h["top1"], h["bm25_top1"]),
+                    "hybrid_hit5": h["hit5"],
+                    "bm25_records_hit5": b["hit5"],
+                    "distractor_top1_hybrid": h["distractor_top1"],
+                    "distractor_top1_bm25_records": b["distractor_top1"],
+                }
+            )
+    return out
+
+
+def comparison_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The Markdown table of :func:`comparisons`."""
+    lines = [
+        "| learner | probes | n | top-1 hybrid | top-1 BM25 records | top-1 BM25 traces | hybrid / BM25 records |"
+        " hybrid / BM25 traces | hit@5 hybrid / BM25 records | distractor top-1 hybrid / BM25 records |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in rows:
+        lines.append(
+            f"| {c['mode']} | {c['probes']} | {c['n']} | {_pct(c['hybrid_top1'])} | {_pct(c['bm25_records_top1'])} |"
+            f" {_pct(c['bm25_traces_top1'])} | {c['hybrid_vs_bm25_records']} | {c['hybrid_vs_bm25_traces']} |"
+            f" {_pct(c['hybrid_hit5'])} / {_pct(c['bm25_records_hit5'])} |"
+            f" {c['distractor_top1_hybrid']} / {c['distractor_top1_bm25_records']} |"
+        )
+    return "\n".join(lines)
 
 
 def _pct(value: float | None) -> str:
@@ -678,8 +769,8 @@ def _pct(value: float | None) -> str:
 def table(result: Mapping[str, Any]) -> str:
     """The Markdown table for BENCHMARKS.md: one row per (mode, system, category)."""
     lines = [
-        "| learner | system | probes | top-1 hit | hit@5 | stale top-1 (changed, moved) | stale in top 5 (changed, moved) | worker ms/episode (median / max) | query ms p50 |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| learner | recall | system | probes | top-1 hit | hit@5 | stale top-1 (changed, moved) | stale in top 5 (changed, moved) | worker ms/episode (median / max) | query ms p50 |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for res in result["results"]:
         w = res["worker_ms_per_episode"]
@@ -691,12 +782,12 @@ def table(result: Mapping[str, Any]) -> str:
         ]
         for label, g in groups:
             lines.append(
-                f"| {res['mode']} | recall_experience, {label} | {g['probes']} | {_pct(g['top1'])} | {_pct(g['hit5'])} |"
+                f"| {res['mode']} | {res['recall']} | recall_experience, {label} | {g['probes']} | {_pct(g['top1'])} | {_pct(g['hit5'])} |"
                 f" {_pct(g['stale_top1'])} | {_pct(g['stale_any'])} | {w['median']} / {w['max']} | {res['recall_ms_p50']} |"
             )
         for label, g in groups:
             lines.append(
-                f"| {res['mode']} | BM25 over traces, {label} | {g['probes']} | {_pct(g['bm25_top1'])} |"
+                f"| {res['mode']} | {res['recall']} | BM25 over traces, {label} | {g['probes']} | {_pct(g['bm25_top1'])} |"
                 f" {_pct(g['bm25_hit5'])} | {_pct(g['bm25_stale_top1'])} | {_pct(g['bm25_stale_any'])} | - |"
                 f" {res['bm25_ms_p50']} |"
             )
@@ -710,15 +801,21 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=8, help=f"environments (1-{len(NAMES)})")
     parser.add_argument("--repeats", type=int, default=2, help="repeat runs per learned task")
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument(
+        "--recall", default=",".join(RECALLS), help="recall modes: bm25 (no embedder), hybrid"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        result = anyio.run(main_async, args.envs, args.repeats, args.modes.split(","), Path(tmp))
+        result = anyio.run(
+            main_async, args.envs, args.repeats, args.modes.split(","), args.recall.split(","), Path(tmp)
+        )
     result["machine"] = machine()
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "experience.json").write_text(json.dumps(result, indent=2) + "\n")
     for res in result["results"]:
         print(json.dumps({k: v for k, v in res.items() if k != "rows"}), flush=True)
     print(table(result))
+    print(comparison_table(result["hybrid_vs_bm25"]))
 
 
 if __name__ == "__main__":

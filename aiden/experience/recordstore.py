@@ -9,27 +9,27 @@
 :meth:`RecordStore.apply` writes every changed record file (atomic), then the
 index once: a crash before the index leaves files the index does not point
 to yet (or files one step ahead of their row), which the worker's retry of
-the same episode rewrites with the same ids. Recall ranks index rows only and
-opens the files of the few it returns, so expired, disputed and legacy
-records are never opened by a normal recall.
+the same episode rewrites with the same ids. Recall ranks index rows only (and,
+with an embedder, vectors of the rows' text, kept in memory) and opens the
+files of the few it returns, so expired, disputed and legacy records are
+never opened by a normal recall.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import threading
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
 
-from aiden.errors import CorruptionError, InvalidIdError
+from aiden.errors import CorruptionError, InvalidIdError, RecallError
 from aiden.events import validate_id
+from aiden.experience.ranking import rank
 from aiden.experience.records import (
     EnvironmentProfile,
     ExperienceRecord,
@@ -40,7 +40,9 @@ from aiden.experience.records import (
     render_index_yaml,
     render_record_md,
 )
+from aiden.experience.vectors import RecordVectors
 from aiden.longterm.files import ensure_dir, read_bounded
+from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import PROFILES_DIR_NAME, Layout
@@ -55,12 +57,20 @@ _MAX_RECORD_BYTES: Final = 64 * 1024
 _MAX_PROFILE_OBSERVATIONS: Final = 200
 _profile_decoder: Final = msgspec.json.Decoder(EnvironmentProfile)
 _encoder: Final = msgspec.json.Encoder()
+R = TypeVar("R")
 
 
 class RecordStore:
     """``memory/experience/``; blocking methods, called from a worker thread."""
 
-    def __init__(self, layout: Layout, storage: Storage, *, lock_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        storage: Storage,
+        *,
+        lock_timeout_s: float = 30.0,
+        embedder: Embedder | None = None,
+    ) -> None:
         self.root = layout.experience
         self._index_path = layout.experience_index
         self._storage = storage
@@ -71,6 +81,8 @@ class RecordStore:
         """Ids of the record files opened, in order (tests check what recall never touches)."""
         self.problems: list[str] = []
         self._cleaned = False
+        self.vectors = RecordVectors(embedder) if embedder is not None else None
+        """With an embedder, the records' vectors for hybrid recall (in memory only)."""
 
     def _clean_once(self) -> None:
         """Remove crash-left temp files (index, record files, profiles), once per store, under ``_lock``."""
@@ -161,6 +173,9 @@ class RecordStore:
                 self.index_path, render_index_yaml(RecordIndex(records=tuple(rows))).encode()
             )
             self._storage.checkpoint("experience.records.after_index")
+        if self.vectors is not None:
+            # Embedded now, in the learning pass, so that recall finds them ready (outside the file lock).
+            self._embed_quietly(lambda v: v.update([r.row() for r in records if r.status == "active"]))
 
     def rows(self) -> list[RecordRow]:
         """Every record's index row, oldest first."""
@@ -202,12 +217,16 @@ class RecordStore:
         k: int,
         environment: str | None = None,
         kinds: Sequence[str] | None = None,
+        query: str = "",
     ) -> list[ExperienceRecord]:
         """The ``k`` best active, unexpired, applicable records for ``terms`` (BM25 over the index rows).
 
         Applicable: same ``environment`` or a record for every environment ("");
-        of ``kinds`` when given; sharing at least one term. Only the returned
-        records' files are opened.
+        of ``kinds`` when given; sharing at least one term. With an embedder and
+        a ``query`` (the text ``terms`` came from), BM25 fused with the rows'
+        similarity to the query (:mod:`aiden.experience.ranking`), so a record
+        sharing no term may be returned; BM25 alone if that fails. Only the
+        returned records' files are opened.
         """
         rows = [
             r
@@ -217,7 +236,10 @@ class RecordStore:
             and (environment is None or r.environment in (environment, ""))
             and (kinds is None or r.kind in kinds)
         ]
-        ranked = _procedures_first(_bm25(rows, list(dict.fromkeys(terms))))
+        near = None
+        if self.vectors is not None and query.strip() and rows:
+            near = self._embed_quietly(lambda v: v.near(rows, query))
+        ranked = rank(rows, terms, near)
         out: list[ExperienceRecord] = []
         for row in ranked:
             if len(out) >= k:
@@ -226,6 +248,16 @@ class RecordStore:
             if record is not None and record.status == "active" and not record.expired(now):
                 out.append(record)
         return out
+
+    def _embed_quietly(self, work: Callable[[RecordVectors], R]) -> R | None:
+        """``work`` on the vectors; None, logged, if the embedder or the cache fails (recall stays lexical)."""
+        if self.vectors is None:
+            return None
+        try:
+            return work(self.vectors)
+        except RecallError as exc:
+            log.warning("experience recall: vectors unavailable, ranking by BM25 only: %s", exc)
+            return None
 
     # --- environment profiles -----------------------------------------------------------------
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
@@ -252,40 +284,3 @@ class RecordStore:
             self._problem(f"profile of {environment!r}: {exc}")
             return None
         return found if found.environment == environment else None
-
-
-def _procedures_first(ranked: list[RecordRow]) -> list[RecordRow]:
-    """``ranked`` grouped by task (environment, goal), groups in the order of their best row; in
-    each group the working steps (procedures, calibrations) first. A failure record names what
-    worked instead, so the working step is the answer and the failure the warning beside it."""
-    groups: dict[tuple[str, str], list[RecordRow]] = {}
-    for row in ranked:
-        groups.setdefault((row.environment, row.goal), []).append(row)
-    return [
-        row
-        for rows in groups.values()
-        for row in sorted(rows, key=lambda r: r.kind not in ("procedure", "calibration"))
-    ]
-
-
-def _bm25(rows: list[RecordRow], terms: list[str], k1: float = 1.2, b: float = 0.75) -> list[RecordRow]:
-    """``rows`` sharing a term with ``terms``, best first (ties: newest first)."""
-    if not rows or not terms:
-        return []
-    n = len(rows)
-    avg = sum(len(r.terms) for r in rows) / n or 1.0
-    df = Counter(t for r in rows for t in set(r.terms))
-    scored: list[tuple[float, float, RecordRow]] = []
-    for row in rows:
-        # BM25F-like: a term of the task the record serves counts twice (its step and output once).
-        tf = Counter(row.terms) + Counter(row.task_terms)
-        score = 0.0
-        for term in terms:
-            f = tf.get(term, 0)
-            if f:
-                idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
-                score += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len(row.terms) / avg))
-        if score > 0:
-            scored.append((score, row.updated_at, row))
-    scored.sort(key=lambda t: (-t[0], -t[1], t[2].id))
-    return [row for _, _, row in scored]

@@ -13,6 +13,11 @@ from the worker thread on the event loop (``run_async``, by default
 :func:`anyio.from_thread.run`: the service must then run in an anyio worker
 thread, as the actor runs it). A failed call keeps the embedded text. A
 retried pass may word a lesson differently, never under another id.
+
+With an ``embedder`` (the memory's, as chunk recall uses it), recall fuses
+BM25 with the records' vector similarity to the query
+(:mod:`aiden.experience.vectors`); the embedder is called from the worker
+thread, as it is synchronous.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from aiden.experience.messages import LearnerStats, LearnOutcome
 from aiden.experience.records import ExperienceRecord, terms_of
 from aiden.experience.recordstore import RecordStore
 from aiden.policy.experience import LessonGroup, Lessons, learn, rephrased
+from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 
@@ -75,9 +81,10 @@ class ExperienceService:
         *,
         learner: LLMLearner | None = None,
         run_async: RunAsync | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.episodes = EpisodeStore(layout, storage, lock_timeout_s=config.lock_timeout_s)
-        self.records = RecordStore(layout, storage, lock_timeout_s=config.lock_timeout_s)
+        self.records = RecordStore(layout, storage, lock_timeout_s=config.lock_timeout_s, embedder=embedder)
         self._ttl_s = config.experience_ttl_days * _DAY_S if config.experience_ttl_days > 0 else None
         self.learner = learner
         self._run_async: RunAsync = run_async if run_async is not None else anyio.from_thread.run
@@ -103,8 +110,10 @@ class ExperienceService:
     def search(
         self, query: str, environment: str | None, kinds: list[str] | None, k: int, *, now: float
     ) -> list[ExperienceRecord]:
-        """The ``k`` best active, unexpired, applicable records for ``query``."""
-        return self.records.search(terms_of(query), now=now, k=k, environment=environment, kinds=kinds)
+        """The ``k`` best active, unexpired, applicable records for ``query`` (hybrid with an embedder)."""
+        return self.records.search(
+            terms_of(query), now=now, k=k, environment=environment, kinds=kinds, query=query
+        )
 
     def learn(self, limit: int) -> LearnOutcome:
         """Learn from up to ``limit`` pending episodes, oldest first; what changed."""
