@@ -20,6 +20,7 @@ from aiden.experience.episodes import Episode, Outcome
 from aiden.intake import as_stored, prepare_event
 from aiden.lifecycle import Lifecycle, RunStart, new_session_id
 from aiden.memory_experience import ExperienceMethods
+from aiden.memory_longterm import LongTermMethods
 from aiden.memory_recall import RecallMethods
 from aiden.messages import CompactionOutcome, RecordUsage
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
@@ -33,8 +34,6 @@ from aiden.tools import agent_tools, run_tool_call
 if TYPE_CHECKING:
     from aiden.experience.port import ExperiencePort
     from aiden.experience.tracker import EpisodeTracker
-    from aiden.longterm.dream import DreamOutcome
-    from aiden.longterm.gitstore import Version
     from aiden.longterm.port import LongTermPort
 
 __all__ = ["Memory", "MemoryStats"]
@@ -42,7 +41,7 @@ __all__ = ["Memory", "MemoryStats"]
 _log = logging.getLogger("aiden.memory")
 
 
-class Memory(RecallMethods, ExperienceMethods):
+class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
     """An open session memory. Obtain it from :func:`aiden.open_memory`."""
 
     def __init__(
@@ -340,38 +339,6 @@ class Memory(RecallMethods, ExperienceMethods):
     async def last_activity(self) -> float | None:
         """Timestamp of the newest event of the active session (None when empty)."""
         return await self._runs.last_activity()
-
-    # --- long-term memory ----------------------------------------------------------------
-
-    @property
-    def long_term_layer(self) -> str:
-        """The PROJECT MEMORY block and profile, as placed in the system prompt."""
-        return self._long_term.layer if self._long_term is not None else ""
-
-    async def checkpoint(self) -> str | None:
-        """Force a durable session summary now (seed 004's manual checkpoint); its path (None: nothing to write)."""
-        self._check_open()
-        return await self._lt().checkpoint(await self.hot_window())
-
-    async def dream(self) -> DreamOutcome:
-        """Run Dream now: fold new history into SOUL.md / USER.md / MEMORY.md (git-versioned)."""
-        self._check_open()
-        return await self._lt().dream()
-
-    async def request_dream(self) -> bool:
-        """Ask the scheduled Dream task to run soon, without waiting; False if a run is already requested."""
-        self._check_open()
-        return await self._lt().request_dream()
-
-    async def dream_log(self, limit: int = 20) -> list[Version]:
-        """The newest ``limit`` versions of SOUL.md / USER.md / MEMORY.md, newest first."""
-        self._check_open()
-        return await self._lt().dream_log(limit)
-
-    def _lt(self) -> LongTermPort:
-        if self._long_term is None:
-            raise ClosedError("long-term memory is not available")
-        return self._long_term
 
     @property
     def tools(self) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ from aiden.longterm.messages import (
     Dreamed,
     DreamLog,
     DreamRequested,
+    DreamRestore,
     EndSession,
     ForgetMemory,
     LongTermDone,
@@ -38,6 +39,7 @@ from aiden.longterm.messages import (
     RecordChunk,
     Refresh,
     RequestDream,
+    Restored,
     RunDream,
     SaveMemory,
     ToolAnswered,
@@ -114,6 +116,8 @@ class LongTermActor:
                 return DreamRequested(rid, lt.request_dream())
             case DreamLog(request_id=rid, limit=limit):
                 return Versions(rid, await lt.dream.dream_log(limit))
+            case DreamRestore(request_id=rid, target=target):
+                return Restored(rid, await lt.dream.restore(target, now=time.time()))
             case Refresh(request_id=rid):
                 await self._refresh()
                 return LongTermDone(rid)

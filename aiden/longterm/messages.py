@@ -3,8 +3,8 @@
 The requests are the long-term room's whole surface inside a runtime: the
 agent tools that write it (save/forget), the seed-004 hooks the scheduler and
 the runtime call (running summary before a compaction, history record after
-it, the session summary at session end), checkpoint, Dream and a refresh of
-the prompt layer. The layer itself is published as a :class:`LongTermLayer`
+it, the session summary at session end), checkpoint, Dream (runs, versions,
+restore) and a refresh of the prompt layer. The layer itself is published as a :class:`LongTermLayer`
 snapshot, so building a prompt never waits on this actor.
 """
 
@@ -24,6 +24,7 @@ __all__ = [
     "Checkpointed",
     "DreamLog",
     "DreamRequested",
+    "DreamRestore",
     "Dreamed",
     "EndSession",
     "ForgetMemory",
@@ -36,6 +37,7 @@ __all__ = [
     "Refresh",
     "SaveMemory",
     "RequestDream",
+    "Restored",
     "RunDream",
     "ToolAnswered",
     "Versions",
@@ -106,6 +108,13 @@ class DreamLog(msgspec.Struct, frozen=True, tag=True):
     limit: int
 
 
+class DreamRestore(msgspec.Struct, frozen=True, tag=True):
+    """Bring back version ``target`` of the long-term files (an id or prefix, or steps back) as a new version."""
+
+    request_id: int
+    target: str | int
+
+
 class Refresh(msgspec.Struct, frozen=True, tag=True):
     """Reload the prompt layer (PROJECT MEMORY block + profile) and publish it."""
 
@@ -122,6 +131,7 @@ LongTermInbox = (
     | RunDream
     | RequestDream
     | DreamLog
+    | DreamRestore
     | Refresh
 )
 
@@ -167,8 +177,15 @@ class Versions(msgspec.Struct, frozen=True, tag=True):
     versions: list[Version]
 
 
+class Restored(msgspec.Struct, frozen=True, tag=True):
+    """The new version a restore recorded."""
+
+    request_id: int
+    version: Version
+
+
 LongTermOutbox = (
-    LongTermDone | ToolAnswered | Checkpointed | Dreamed | DreamRequested | Versions | Failed
+    LongTermDone | ToolAnswered | Checkpointed | Dreamed | DreamRequested | Versions | Restored | Failed
 )
 
 

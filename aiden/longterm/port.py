@@ -19,6 +19,7 @@ from aiden.longterm.messages import (
     Dreamed,
     DreamLog,
     DreamRequested,
+    DreamRestore,
     EndSession,
     ForgetMemory,
     LongTermDone,
@@ -29,6 +30,7 @@ from aiden.longterm.messages import (
     RecordChunk,
     Refresh,
     RequestDream,
+    Restored,
     RunDream,
     SaveMemory,
     ToolAnswered,
@@ -107,3 +109,7 @@ class LongTermPort:
     async def dream_log(self, limit: int) -> list[Version]:
         """The newest ``limit`` versions of the long-term files, newest first."""
         return (await self._ask(lambda rid: DreamLog(rid, limit), Versions)).versions
+
+    async def dream_restore(self, target: str | int) -> Version:
+        """Bring back version ``target`` (an id or prefix, or steps back) as a new version; the new one."""
+        return (await self._ask(lambda rid: DreamRestore(rid, target), Restored)).version

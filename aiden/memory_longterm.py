@@ -1,0 +1,79 @@
+"""The long-term half of :class:`~aiden.memory.Memory`: prompt layer, checkpoint, Dream and its versions.
+
+A base class of ``Memory`` like :class:`~aiden.memory_recall.RecallMethods`:
+everything here forwards to the long-term actor's port, whichever backend
+(files under the root, or PostgreSQL) holds the long-term state.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiden.errors import ClosedError
+from aiden.longterm.versions import check_target
+from aiden.ports import ReaderPort
+
+if TYPE_CHECKING:
+    from aiden.longterm.dream import DreamOutcome
+    from aiden.longterm.port import LongTermPort
+    from aiden.longterm.versions import Version
+
+__all__ = ["LongTermMethods"]
+
+
+class LongTermMethods:
+    """Long-term memory operations of an open memory (mixed into :class:`~aiden.memory.Memory`)."""
+
+    _long_term: LongTermPort | None
+    _reader: ReaderPort
+
+    def _check_open(self) -> None:
+        raise NotImplementedError  # Memory defines it
+
+    def _lt(self) -> LongTermPort:
+        if self._long_term is None:
+            raise ClosedError("long-term memory is not available")
+        return self._long_term
+
+    @property
+    def long_term_layer(self) -> str:
+        """The PROJECT MEMORY block and profile, as placed in the system prompt."""
+        return self._long_term.layer if self._long_term is not None else ""
+
+    async def checkpoint(self) -> str | None:
+        """Force a durable session summary now (seed 004's manual checkpoint); its path (None: nothing to write)."""
+        self._check_open()
+        return await self._lt().checkpoint(await self._reader.hot_window())
+
+    async def dream(self) -> DreamOutcome:
+        """Run Dream now: fold new history into SOUL.md / USER.md / MEMORY.md (git-versioned)."""
+        self._check_open()
+        return await self._lt().dream()
+
+    async def request_dream(self) -> bool:
+        """Ask the scheduled Dream task to run soon, without waiting; False if a run is already requested."""
+        self._check_open()
+        return await self._lt().request_dream()
+
+    async def dream_log(self, limit: int = 20) -> list[Version]:
+        """The newest ``limit`` versions of SOUL.md / USER.md / MEMORY.md, newest first."""
+        self._check_open()
+        return await self._lt().dream_log(limit)
+
+    async def dream_restore(self, version: str | int) -> Version:
+        """Bring back a version of SOUL.md / USER.md / MEMORY.md as a new version; returns the new one.
+
+        ``version`` is a commit id or unique prefix (4+ hex digits, as
+        :meth:`dream_log` lists them) or steps back from the newest (``1`` = the
+        one before), as ``aiden restore`` takes it. Runs under Dream's lock (the
+        file root's ``.dream.lock``, PostgreSQL's advisory lock): while another
+        process runs Dream it raises :class:`~aiden.errors.DreamError`. An
+        unknown version raises :class:`~aiden.errors.VersionNotFoundError`, with
+        the same message on every backend. Hand edits of the files are first
+        recorded as a version on the file backend, so a restore can be undone.
+        """
+        self._check_open()
+        # A bad target (a float, a bool, not hex) fails here with the backends' message,
+        # instead of as a message the actor cannot decode.
+        check_target(version)
+        return await self._lt().dream_restore(version)
