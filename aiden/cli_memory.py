@@ -140,17 +140,9 @@ def _history(args: argparse.Namespace) -> int:
 
 async def _restore_async(args: argparse.Namespace) -> Version:
     from aiden.cli_open import writable_memory
-    from aiden.longterm.dream import Dream
-    from aiden.longterm.history import HistoryStore
-    from aiden.storage.fs import Storage
-    from aiden.storage.layout import Layout
 
     async with writable_memory(args.root, config_path=args.config) as memory:
-        # Memory has no restore method; the open memory holds the session lock, and
-        # Dream's own .dream.lock serializes this restore with the runtime's Dream.
-        layout, storage = Layout(memory.root), Storage()
-        dream = Dream(layout, storage, HistoryStore(layout, storage))
-        return await dream.restore(parse_version(args.version), now=time.time())
+        return await memory.dream_restore(parse_version(args.version))
 
 
 def _restore(args: argparse.Namespace) -> int:
