@@ -5,12 +5,13 @@
       index.yaml                  every record's row (status, environment, terms, expires_at) — the commit point
       <kind>/<record_id>.md       one small Markdown file per record
       profiles/<sha>.json         deterministic observations per environment, apart from the lessons
+      vectors.msgpack             with an embedder: the active records' vectors (derived, see vectors.py)
 
 :meth:`RecordStore.apply` writes every changed record file (atomic), then the
 index once: a crash before the index leaves files the index does not point
 to yet (or files one step ahead of their row), which the worker's retry of
 the same episode rewrites with the same ids. Recall ranks index rows only (and,
-with an embedder, vectors of the rows' text, kept in memory) and opens the
+with an embedder, vectors of the rows' text, kept across opens) and opens the
 files of the few it returns, so expired, disputed and legacy records are
 never opened by a normal recall.
 """
@@ -27,7 +28,7 @@ from typing import Final, TypeVar
 
 import msgspec
 
-from aiden.errors import CorruptionError, InvalidIdError, RecallError
+from aiden.errors import CorruptionError, InvalidIdError, RecallError, StorageError
 from aiden.events import validate_id
 from aiden.experience.ranking import rank
 from aiden.experience.records import (
@@ -81,8 +82,10 @@ class RecordStore:
         """Ids of the record files opened, in order (tests check what recall never touches)."""
         self.problems: list[str] = []
         self._cleaned = False
-        self.vectors = RecordVectors(embedder) if embedder is not None else None
-        """With an embedder, the records' vectors for hybrid recall (in memory only)."""
+        self.vectors = (
+            RecordVectors(embedder, layout.experience_vectors, storage) if embedder is not None else None
+        )
+        """With an embedder, the records' vectors for hybrid recall."""
 
     def _clean_once(self) -> None:
         """Remove crash-left temp files (index, record files, profiles), once per store, under ``_lock``."""
@@ -228,17 +231,18 @@ class RecordStore:
         sharing no term may be returned; BM25 alone if that fails. Only the
         returned records' files are opened.
         """
+        active = [r for r in self.rows() if r.status == "active"]
         rows = [
             r
-            for r in self.rows()
-            if r.status == "active"
-            and not r.expired(now)
+            for r in active
+            if not r.expired(now)
             and (environment is None or r.environment in (environment, ""))
             and (kinds is None or r.kind in kinds)
         ]
         near = None
         if self.vectors is not None and query.strip() and rows:
             near = self._embed_quietly(lambda v: v.near(rows, query))
+            self._save_vectors(active)
         ranked = rank(rows, terms, near)
         out: list[ExperienceRecord] = []
         for row in ranked:
@@ -258,6 +262,25 @@ class RecordStore:
         except RecallError as exc:
             log.warning("experience recall: vectors unavailable, ranking by BM25 only: %s", exc)
             return None
+
+    def save_vectors(self) -> bool:
+        """Write the vectors file if vectors were computed since it was last written (a learning pass
+        calls it once at its end); whether it was. Never raises for it: the file is derived."""
+        if self.vectors is None or not self.vectors.dirty:
+            return False  # nothing to write: spare the index read
+        return self._save_vectors([r for r in self.rows() if r.status == "active"])
+
+    def _save_vectors(self, active: Sequence[RecordRow]) -> bool:
+        # Not under the records' flock: the write is an atomic replace with a unique temp file, so a
+        # concurrent writer's file wins whole (a reader never sees a torn one), and a recall never
+        # waits on another process's learning pass for a derived file.
+        if self.vectors is None:
+            return False
+        try:
+            return self.vectors.save(active)
+        except StorageError as exc:
+            log.warning("experience recall: could not write %s, kept in memory: %s", self.vectors.path, exc)
+            return False
 
     # --- environment profiles -----------------------------------------------------------------
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:

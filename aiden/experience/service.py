@@ -17,7 +17,8 @@ retried pass may word a lesson differently, never under another id.
 With an ``embedder`` (the memory's, as chunk recall uses it), recall fuses
 BM25 with the records' vector similarity to the query
 (:mod:`aiden.experience.vectors`); the embedder is called from the worker
-thread, as it is synchronous.
+thread, as it is synchronous. The vectors a learning pass computed are
+written to their file once, at the end of the pass.
 """
 
 from __future__ import annotations
@@ -148,6 +149,8 @@ class ExperienceService:
                     disputed.setdefault(record.id, None)
                 elif record.status == "legacy":
                     legacy.setdefault(record.id, None)
+        if done:
+            self.records.save_vectors()
         return LearnOutcome(
             episodes=done,
             records=tuple(changed),

@@ -1,39 +1,86 @@
 """Vectors of the experience records for hybrid ``recall_experience`` (blocking; worker threads).
 
-Held in memory by the :class:`~aiden.experience.recordstore.RecordStore` of a
-memory opened with an embedder, keyed by record id and
+Held by the :class:`~aiden.experience.recordstore.RecordStore` of a memory
+opened with an embedder, keyed by record id and
 :func:`~aiden.experience.ranking.text_key` (the embedder's name and the
 embedded text), so an updated record or another model is embedded again. The
 store fills it when it writes records and, for rows it has no current vector
-of (a memory opened on records learned earlier), at the first recall that
-needs them. It is derived data: never written to disk (an index of a few
-hundred short rows embeds in seconds on a CPU), and any fault in it or in the
-embedder is a :class:`~aiden.errors.RecallError`, on which recall stays
-lexical. The embedder is synchronous (its protocol): called from the
-thread the store's caller runs in, as the recall index calls it.
+of, at the first recall that needs them.
+
+It is derived data, kept across opens in ``experience/vectors.msgpack``
+(:attr:`~aiden.storage.layout.Layout.experience_vectors`) so that a memory
+reopened on records learned earlier does not embed them all again at its
+first recall (seconds with a local model on a CPU). The file is read at the
+first use and written (atomically, through :class:`~aiden.storage.fs.Storage`)
+by :meth:`RecordVectors.save`, which the store calls once per learning pass
+or recall that embedded something, with only the live records' current
+vectors. A file that does not decode, of another version, with vectors of
+another length or not finite is ignored (one warning): the vectors are
+computed as without it and the file is rewritten. Two processes on one root
+may each rewrite it: the last writer wins, a reader never sees a torn file
+(atomic replace), and an entry that does not match a row's key is recomputed.
+
+Any fault in the vectors or the embedder is a :class:`~aiden.errors.RecallError`,
+on which recall stays lexical. The embedder is synchronous (its protocol):
+called from the thread the store's caller runs in, as the recall index calls it.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import msgspec
 
 from aiden.errors import RecallError
 from aiden.experience.ranking import nearest, row_text, text_key
 from aiden.experience.records import RecordRow
 from aiden.recall.embedding import Embedder
+from aiden.storage.fs import Storage
 
-__all__ = ["RecordVectors"]
+__all__ = ["VECTORS_VERSION", "RecordVectors"]
+
+log = logging.getLogger("aiden.experience")
+
+VECTORS_VERSION: Final = 1
+"""The version of the vectors file's format; a file of another version is ignored."""
+# Thousands of records of 1,536 dimensions fit; a larger file is not one aiden wrote.
+_MAX_FILE_BYTES: Final = 256 * 1024 * 1024
+
+
+class _Entry(msgspec.Struct, frozen=True, array_like=True):
+    id: str
+    key: str
+    vector: list[float]
+
+
+class _VectorsFile(msgspec.Struct, frozen=True):
+    version: int
+    model: str
+    dimensions: int
+    entries: list[_Entry]
+
+
+_encoder: Final = msgspec.msgpack.Encoder()
+_decoder: Final = msgspec.msgpack.Decoder(_VectorsFile)
 
 
 class RecordVectors:
-    """Record id -> (text key, unit vector) for one embedder; thread-safe."""
+    """Record id -> (text key, unit vector) for one embedder, persisted in ``path``; thread-safe."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, path: Path, storage: Storage) -> None:
         self.embedder = embedder
+        self.path = path
+        self._storage = storage
         self.entries: dict[str, tuple[str, list[float]]] = {}
         """The cache (tests damage it to check that recall stays lexical)."""
+        self.dirty = False
+        """Vectors were computed since the file was last read or written."""
+        self._loaded = False
         self._lock = threading.Lock()
 
     def update(self, rows: Sequence[RecordRow]) -> int:
@@ -42,6 +89,7 @@ class RecordVectors:
             return self._update(rows)
 
     def _update(self, rows: Sequence[RecordRow]) -> int:
+        self._load_once()
         model = self.embedder.name
         todo: dict[str, tuple[str, str]] = {}
         for row in {row.id: row for row in rows}.values():  # a record written twice: its last version
@@ -57,6 +105,7 @@ class RecordVectors:
             raise RecallError(f"embedder {model!r} returned {len(vectors)} vectors for {len(todo)} texts")
         for (rid, (key, _)), vector in zip(todo.items(), vectors, strict=True):
             self.entries[rid] = (key, [float(x) for x in vector])
+        self.dirty = True
         return len(todo)
 
     def near(self, rows: Sequence[RecordRow], query: str) -> list[int]:
@@ -78,3 +127,83 @@ class RecordVectors:
                 self.entries.clear()
                 raise RecallError(f"cached record vectors do not fit the {width}-dimension query vector")
             return nearest(found, vector)
+
+    # --- the file ---------------------------------------------------------------------------
+    def _load_once(self) -> None:
+        """Read the file into the cache at the first use (entries computed since then win)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        problem = self._read()
+        if problem is not None:
+            # The vectors are computed as without the file, which the next save replaces.
+            log.warning(
+                "experience recall: ignored %s (%s); its vectors are computed again", self.path, problem
+            )
+            self.dirty = True
+
+    def _read(self) -> str | None:
+        """Fill the cache from the file; what is wrong with it, None if it is fine or absent."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read(_MAX_FILE_BYTES + 1)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"unreadable: {exc.strerror}"
+        if len(data) > _MAX_FILE_BYTES:
+            return f"larger than {_MAX_FILE_BYTES} bytes"
+        try:
+            found = _decoder.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return f"does not decode: {exc}"
+        if found.version != VECTORS_VERSION:
+            return f"version {found.version}, not {VECTORS_VERSION}"
+        if found.model != self.embedder.name:
+            # Written with another embedder: none of its keys can match. Not damage, so no warning.
+            log.info(
+                "experience recall: %s holds vectors of %r, not of %r",
+                self.path,
+                found.model,
+                self.embedder.name,
+            )
+            return None
+        expected = self.embedder.dimensions
+        if found.dimensions < 1 or (expected is not None and found.dimensions != expected):
+            return f"{found.dimensions} dimensions, the embedder's are {expected}"
+        for entry in found.entries:
+            if len(entry.vector) != found.dimensions or not all(math.isfinite(x) for x in entry.vector):
+                return f"the vector of {entry.id!r} is not {found.dimensions} finite numbers"
+        for entry in found.entries:
+            self.entries.setdefault(entry.id, (entry.key, entry.vector))
+        return None
+
+    def save(self, live: Sequence[RecordRow]) -> bool:
+        """Write the file if vectors were computed since it was read or written; whether it was.
+
+        Only the current vectors of ``live`` (the records recall may rank) are
+        written, so the file holds no deleted or changed record. A
+        :class:`~aiden.errors.StorageError` leaves the cache to be written
+        by the next save.
+        """
+        with self._lock:
+            if not self.dirty:
+                return False
+            model = self.embedder.name
+            entries = [
+                _Entry(row.id, entry[0], entry[1])
+                for row in {row.id: row for row in live}.values()
+                if (entry := self.entries.get(row.id)) is not None
+                and entry[0] == text_key(model, row_text(row))
+            ]
+            widths = {len(e.vector) for e in entries}
+            if len(widths) > 1:
+                # Mixed lengths (an embedder that changed size): the next recall drops and rebuilds them.
+                return False
+            dimensions = widths.pop() if widths else self.embedder.dimensions or 0
+            if dimensions < 1:
+                return False
+            data = _encoder.encode(_VectorsFile(VECTORS_VERSION, model, dimensions, entries))
+            self._storage.write_atomic(self.path, data)
+            self.dirty = False
+            return True

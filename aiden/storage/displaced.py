@@ -4,7 +4,7 @@ Opening a directory as a file fails every time, so one left there (by a tool, a
 restore gone wrong, an attacker) stopped every open (``events.jsonl``,
 ``summary.md``, ``seq_high_water``, ``long_term/index.yaml``, the lock files) or
 one part of the memory for good (``history.jsonl``, the Dream cursor and files,
-a session summary, the experience stores' ``index.yaml`` and locks, an
+a session summary, the experience stores' ``index.yaml`` and locks, the records' vectors, an
 episode's ``episode.json`` or ``processed``, a record or profile file). Recovery renames each such directory to
 ``<name>.displaced-<ns>`` beside it (nothing is deleted; the name matches no
 file aiden reads) and reports it; the file is then recreated or rebuilt as after
@@ -62,7 +62,13 @@ def _fixed_paths(layout: Layout) -> tuple[Path, ...]:
         layout.summaries_lock,
         layout.dream_lock,
     )
-    experience = (layout.episodes_index, layout.episodes_lock, layout.experience_index, layout.records_lock)
+    experience = (
+        layout.episodes_index,
+        layout.episodes_lock,
+        layout.experience_index,
+        layout.records_lock,
+        layout.experience_vectors,
+    )
     return (layout.last_recovery, *session, *long_term, *experience)
 
 

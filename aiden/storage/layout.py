@@ -71,6 +71,7 @@ class Layout:
             .entries.lock, .history.lock, .summaries.lock, .dream.lock
           episodes/index.yaml, episodes/.episodes.lock, episodes/<yyyy>/<episode_id>/
           experience/index.yaml, experience/.records.lock, experience/<kind>/<id>.md
+          experience/vectors.msgpack  derived: the records' vectors (with an embedder)
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -109,6 +110,7 @@ class Layout:
         self.experience = self.memory / "experience"
         self.experience_index = self.experience / "index.yaml"
         self.records_lock = self.experience / ".records.lock"
+        self.experience_vectors = self.experience / "vectors.msgpack"
 
     @property
     def running_summary(self) -> Path:

@@ -33,6 +33,7 @@ NOT_WRITTEN_HERE = {
     "long_term/digest.md",  # the session-file cap folding old sessions into the digest
     "long_term/SOUL.md",  # Dream routing a communication-style record
     "long_term/USER.md",  # Dream routing a user preference
+    "experience/vectors.msgpack",  # a learning pass or recall of a memory with an embedder
 }
 
 
