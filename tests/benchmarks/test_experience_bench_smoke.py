@@ -81,7 +81,7 @@ def test_fake_model_words_the_lesson_from_its_prompt() -> None:
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_embedded_run_learns_the_expected_records(tmp_path: Path) -> None:
-    result = await bx.main_async(2, 1, ["embedded"], tmp_path)
+    result = await bx.main_async(2, 1, ["embedded"], ["bm25"], tmp_path)
     (res,) = result["results"]
     assert (res["mode"], res["episodes"], res["probes"], len(res["rows"])) == ("embedded", 28, 20, 20)
     # Per environment a failure and a procedure for build, service, tests and docs; the changed build adds
@@ -117,12 +117,12 @@ async def test_embedded_run_learns_the_expected_records(tmp_path: Path) -> None:
     assert cost["median"] > 0 and res["recall_ms_p50"] > 0
     table = bx.table(result).splitlines()
     assert len(table) == 2 + 18
-    assert table[2].startswith("| embedded | recall_experience, learned + changed | 12 |")
+    assert table[2].startswith("| embedded | bm25 | recall_experience, learned + changed | 12 |")
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_llm_run_phrases_every_lesson_group_once(tmp_path: Path) -> None:
-    result = await bx.main_async(2, 1, ["llm"], tmp_path)
+    result = await bx.main_async(2, 1, ["llm"], ["bm25"], tmp_path)
     (res,) = result["results"]
     # One call per (procedure, failures) group: build, service, tests, docs per environment, the
     # changed build and the moved settings file; confirmations, the fix-less deploy, first-try
