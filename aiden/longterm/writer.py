@@ -369,9 +369,7 @@ class _FileRows:
     def write_session(self, running: SessionSummary, final: SessionSummary) -> str:
         path = self._existing_file(final.session_id)
         if path is None:
-            path = (
-                self.layout.long_term / "sessions" / session_file_name(running.created_at, final.session_id)
-            )
+            path = self.layout.sessions / session_file_name(running.created_at, final.session_id)
         # The running summary first: the session file derives from it. Never recreate ``session/``:
         # another process's rotation may have moved it to the archive (with its running summary).
         if self.layout.session.is_dir():

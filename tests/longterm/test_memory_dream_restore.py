@@ -7,32 +7,17 @@ from pathlib import Path
 import pytest
 
 import aiden
-from aiden import DreamError, Layout, Memory, SessionEvent, VersionNotFoundError
+from aiden import DreamError, Layout, VersionNotFoundError
 from aiden.storage.fs import Storage
 from aiden.storage.locks import SessionLock
 from tests.helpers import SMALL_MANUAL
+from tests.longterm.dream_versions import dream_twice
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.parametrize("anyio_backend", ["asyncio"]),
     pytest.mark.timeout(60),
 ]
-
-YARN = "Always use yarn, never npm."
-PNPM = "Always use pnpm, never yarn."
-
-
-async def dream_twice(memory: Memory) -> tuple[str, str]:
-    """Two Dream versions through the public API: each preference compacted into history, then folded."""
-    ids: list[str] = []
-    for preference in (YARN, PNPM):
-        said = [f"{preference} " + ("filler words " * 30 if i else "") for i in range(12)]
-        await memory.append_many(SessionEvent(type="user_input", role="user", content=text) for text in said)
-        assert (await memory.maintain(manual=True)).compacted
-        dreamed = await memory.dream()
-        assert dreamed.ran and dreamed.commit_id is not None
-        ids.append(dreamed.commit_id)
-    return ids[0], ids[1]
 
 
 def user_md(root: Path) -> str:
