@@ -53,7 +53,10 @@ def postgres_store_factory(
 
     The session id (and ``long_term_namespace``: whose long-term memory the
     memory shares, default the session id) is checked here, before any memory
-    is opened (:class:`~aiden.errors.InvalidIdError`). The layout and storage
+    is opened (:class:`~aiden.errors.InvalidIdError`), and so is the pool's
+    size (:class:`~aiden.errors.ConfigError` below
+    :data:`~aiden.storage.postgres.schema.MIN_POOL_SIZE`; the store checks it
+    again at open, as a pool can be resized). The layout and storage
     the runtime passes are not used: nothing of the session lives in files.
     """
     validate_id(session_id, what="session id")
