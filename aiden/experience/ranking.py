@@ -5,14 +5,10 @@ similarity to the query by reciprocal rank — the chunk recall's fusion
 (:func:`~aiden.recall.fusion.reciprocal_rank_fusion`) with its parameters: k
 60, equal weights, at most :data:`~aiden.recall.search.META_ROWS` nearest
 rows. Then each task's working step is put before its failures.
-
-A row's vector is of :func:`row_text`, which a row alone determines, so a
-missing vector is computed without opening the record's file.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -21,17 +17,7 @@ from aiden.experience.records import RecordRow
 from aiden.recall.fusion import reciprocal_rank_fusion
 from aiden.recall.search import META_ROWS
 
-__all__ = ["bm25", "nearest", "rank", "row_text", "text_key"]
-
-
-def row_text(row: RecordRow) -> str:
-    """The text embedded for ``row``: its title, then its search terms (task, step and body words)."""
-    return f"{row.title}\n{' '.join(row.terms)}"
-
-
-def text_key(model: str, text: str) -> str:
-    """The cache key of ``text`` embedded by ``model``: a changed record or model is embedded again."""
-    return hashlib.sha256(f"{model}\x1f{text}".encode("utf-8", "replace")).hexdigest()[:32]
+__all__ = ["bm25", "nearest", "rank"]
 
 
 def nearest(vectors: Sequence[Sequence[float]], query: Sequence[float], limit: int = META_ROWS) -> list[int]:

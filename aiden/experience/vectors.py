@@ -2,10 +2,11 @@
 
 Held by the :class:`~aiden.experience.recordstore.RecordStore` of a memory
 opened with an embedder, keyed by record id and
-:func:`~aiden.experience.ranking.text_key` (the embedder's name and the
-embedded text), so an updated record or another model is embedded again. The
-store fills it when it writes records and, for rows it has no current vector
-of, at the first recall that needs them.
+:func:`text_key` (the embedder's name and the embedded text), so an updated
+record or another model is embedded again. A row's vector is of
+:func:`row_text`, which a row alone determines, so the store fills the cache
+when it writes records and, for rows it has no current vector of, at the first
+recall that needs them, without opening a record's file.
 
 It is derived data, kept across opens in ``experience/vectors.msgpack``
 (:attr:`~aiden.storage.layout.Layout.experience_vectors`) so that a memory
@@ -27,6 +28,7 @@ called from the thread the store's caller runs in, as the recall index calls it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import threading
@@ -37,12 +39,12 @@ from typing import Final
 import msgspec
 
 from aiden.errors import RecallError
-from aiden.experience.ranking import nearest, row_text, text_key
+from aiden.experience.ranking import nearest
 from aiden.experience.records import RecordRow
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 
-__all__ = ["VECTORS_VERSION", "RecordVectors"]
+__all__ = ["VECTORS_VERSION", "RecordVectors", "row_text", "text_key"]
 
 log = logging.getLogger("aiden.experience")
 
@@ -67,6 +69,16 @@ class _VectorsFile(msgspec.Struct, frozen=True):
 
 _encoder: Final = msgspec.msgpack.Encoder()
 _decoder: Final = msgspec.msgpack.Decoder(_VectorsFile)
+
+
+def row_text(row: RecordRow) -> str:
+    """The text embedded for ``row``: its title, then its search terms (task, step and body words)."""
+    return f"{row.title}\n{' '.join(row.terms)}"
+
+
+def text_key(model: str, text: str) -> str:
+    """The cache key of ``text`` embedded by ``model``: a changed record or model is embedded again."""
+    return hashlib.sha256(f"{model}\x1f{text}".encode("utf-8", "replace")).hexdigest()[:32]
 
 
 class RecordVectors:
