@@ -14,9 +14,7 @@ from aiden.events import validate_id
 
 __all__ = [
     "DREAM_LOCK_NAME",
-    "ENTRIES_LOCK_NAME",
     "EPISODE_FILE_NAME",
-    "HISTORY_LOCK_NAME",
     "LONG_TERM_FILES",
     "PROCESSED_FILE_NAME",
     "PROFILES_DIR_NAME",
@@ -30,10 +28,6 @@ __all__ = [
 LongTermFileName = Literal["SOUL.md", "USER.md", "MEMORY.md"]
 LONG_TERM_FILES: Final[tuple[LongTermFileName, ...]] = ("SOUL.md", "USER.md", "MEMORY.md")
 """The long-term files Dream edits and versions in ``long_term/.git``."""
-ENTRIES_LOCK_NAME: Final = ".entries.lock"
-"""``long_term/.entries.lock``: held around each save / forget of a memory entry."""
-HISTORY_LOCK_NAME: Final = ".history.lock"
-"""``long_term/.history.lock``: held around each append to ``history.jsonl``."""
 SUMMARIES_LOCK_NAME: Final = ".summaries.lock"
 """``long_term/.summaries.lock``: held around each running-summary merge and session-file write."""
 DREAM_LOCK_NAME: Final = ".dream.lock"
@@ -100,8 +94,10 @@ class Layout:
         self.dream_cursor = lt / ".dream_cursor"
         self.sessions = lt / "sessions"
         self.digest = lt / "digest.md"
-        self.entries_lock = lt / ENTRIES_LOCK_NAME
-        self.history_lock = lt / HISTORY_LOCK_NAME
+        self.entries_lock = lt / ".entries.lock"
+        """Held around each save / forget of a memory entry."""
+        self.history_lock = lt / ".history.lock"
+        """Held around each append to ``history.jsonl``."""
         self.summaries_lock = lt / SUMMARIES_LOCK_NAME
         self.dream_lock = lt / DREAM_LOCK_NAME
         self.episodes = self.memory / "episodes"
