@@ -7,19 +7,17 @@ guard nothing. Both directions are checked against a memory every part of aiden 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-import aiden
 from aiden.experience.episodestore import EpisodeStore
 from aiden.experience.recordstore import RecordStore
 from aiden.storage.displaced import file_paths
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from tests.experience.test_experience_core import failing_then_working, process
-from tests.helpers import SMALL_MANUAL
+from tests.reliability.test_directory_in_place import _populated as session_and_long_term_written
 
 pytestmark = pytest.mark.anyio
 
@@ -47,15 +45,7 @@ def _recovery_owns(rel: str) -> bool:
 
 
 async def _populated(root: Path) -> Layout:
-    async with aiden.open_memory(root, config=SMALL_MANUAL) as memory:
-        for n in range(12):
-            text = f"event {n}: the staging database port is {5400 + n}, we decided to keep it"
-            await memory.append(aiden.SessionEvent(type="user_input", role="user", content=text))
-        await memory.maintain(manual=True)
-        call = {"type": "preference", "title": "t", "content": "c"}
-        assert "saved" in json.loads(await memory.handle_tool_call("save_memory", call))
-        await memory.checkpoint()
-        await memory.dream()
+    await session_and_long_term_written(root)
     layout = Layout(root)
     episodes, records = EpisodeStore(layout, Storage()), RecordStore(layout, Storage())
     assert episodes.commit(failing_then_working("ep-1", 1_800_000_000.0), now=1_800_000_100.0)
