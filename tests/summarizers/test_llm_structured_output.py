@@ -36,8 +36,12 @@ def anyio_backend() -> str:
 
 
 EVENTS = (
-    SessionEvent(type="user_input", seq=1, content="Migrate billing to Postgres 16. Never touch prod directly."),
-    SessionEvent(type="assistant_output", seq=2, content="I chose logical replication because it avoids downtime."),
+    SessionEvent(
+        type="user_input", seq=1, content="Migrate billing to Postgres 16. Never touch prod directly."
+    ),
+    SessionEvent(
+        type="assistant_output", seq=2, content="I chose logical replication because it avoids downtime."
+    ),
 )
 ANSWER: dict[str, Any] = {
     "user_goal": "Migrate billing to Postgres 16.",

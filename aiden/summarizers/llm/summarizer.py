@@ -114,9 +114,13 @@ class LiteLLMSummarizer:
         self.one_call = one_call_per_compaction
         self._response_format = response_format(structured_output)
         if self._response_format is not None and not self.one_call:
-            raise ValueError("structured_output constrains the one-call answer: needs one_call_per_compaction")
+            raise ValueError(
+                "structured_output constrains the one-call answer: needs one_call_per_compaction"
+            )
         if self._response_format is not None and "response_format" in self.extra_kwargs:
-            raise ValueError("give the answer's shape once: structured_output or extra_kwargs['response_format']")
+            raise ValueError(
+                "give the answer's shape once: structured_output or extra_kwargs['response_format']"
+            )
         # The small-model mode retries an unusable answer once with a stricter prompt, then falls back.
         self.invalid_retries = invalid_retries if invalid_retries is not None else int(self.one_call)
         self.fallback: Summarizer | None = fallback
@@ -298,7 +302,8 @@ class LiteLLMSummarizer:
             kwargs["api_base"] = self.api_base
         if self.api_key is not None:
             kwargs["api_key"] = self.api_key
-        if self._response_format is not None and request.purpose != "rolling_fold":
+        # Only one-call answers get here with a format set: the mode answers a fold without a call.
+        if self._response_format is not None:
             kwargs["response_format"] = self._response_format
         kwargs.update(self.extra_kwargs)
         return kwargs
