@@ -42,7 +42,7 @@ async def repair_root(root: str, *, config_path: str | None = None) -> list[str]
         layout, storage = Layout(memory.root), Storage()
         if not (layout.long_term / ".git").exists() and not (layout.long_term / ".git").is_symlink():
             return lines  # never dreamed: no history to repair
-        flock = SessionLock(storage, layout.long_term / DREAM_LOCK_NAME)
+        flock = SessionLock(storage, layout.dream_lock)
         if not await anyio.to_thread.run_sync(flock.try_acquire):
             raise DreamError(f"another process is running Dream ({DREAM_LOCK_NAME} is held): repair refused")
         try:

@@ -173,7 +173,7 @@ def inspect_root(
         problems.append(str(exc))
         index, entries = cs.ChunkIndex(), []
     hot = hot_events(layout, index, entries)
-    memories = layout.long_term / "memories"
+    memories = layout.memories
     long_term = sorted(memories.glob("*.md")) if memories.is_dir() else []
     compacted = sum(e.count for e in entries)
     return {

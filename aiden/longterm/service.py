@@ -110,7 +110,7 @@ class FileLongTermBackend:
     def load_layer(self, config: Config) -> str:
         """The PROJECT MEMORY block from the summary files, then ``profile.md``."""
         block = load_project_memory(self._layout, config)
-        profile = read_bytes(self._layout.long_term / "profile.md")
+        profile = read_bytes(self._layout.profile)
         parts = [block.strip(), profile.decode("utf-8", errors="replace").strip()]
         return "\n\n".join(p for p in parts if p)
 
