@@ -25,7 +25,6 @@ supplies only the reads and writes (:class:`SummaryRows`) under its lock.
 
 from __future__ import annotations
 
-import errno
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -37,20 +36,13 @@ import anyio
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import StorageError, SummarizerError
+from aiden.errors import SummarizerError
 from aiden.events import SessionEvent
-from aiden.longterm.cap import CapResult, enforce_cap
-from aiden.longterm.files import (
-    SESSION_FILE,
-    list_session_files,
-    read_summary,
-    running_summary_path,
-    session_file_name,
-    write_summary,
-)
+from aiden.longterm.cap import CapResult
 from aiden.longterm.merge import DEFAULT_MAX_ITEMS
 from aiden.longterm.running import merged_running, session_ending
-from aiden.longterm.summaries import SessionSummary, render_summary_md, summary_from_result
+from aiden.longterm.summaries import SessionSummary, summary_from_result
+from aiden.longterm.summary_rows import FileSummaryRows
 from aiden.storage.fs import Storage
 from aiden.storage.layout import SUMMARIES_LOCK_NAME, Layout
 from aiden.storage.locks import SessionLock
@@ -324,7 +316,7 @@ class SessionSummaryWriter(SummaryFlow):
         max_items: int = DEFAULT_MAX_ITEMS,
     ) -> None:
         super().__init__(summarizer, config, use_fallback=use_fallback, max_items=max_items)
-        self._rows = _FileRows(layout, storage, keep=config.session_summaries_keep, max_items=max_items)
+        self._rows = FileSummaryRows(layout, storage, keep=config.session_summaries_keep, max_items=max_items)
         self._flock = SessionLock(storage, layout.summaries_lock)
 
     @property
@@ -348,45 +340,3 @@ class SessionSummaryWriter(SummaryFlow):
             flock.release()
             if beside:
                 flock.close()
-
-
-class _FileRows:
-    """:class:`SummaryRows` on files: every write is atomic."""
-
-    def __init__(self, layout: Layout, storage: Storage, *, keep: int, max_items: int) -> None:
-        self.layout = layout
-        self.storage = storage
-        self._keep = keep
-        self._max_items = max_items
-        self.running_path = running_summary_path(layout)
-
-    def read_running(self) -> SessionSummary | None:
-        return read_summary(self.running_path, kind="running")
-
-    def write_running(self, summary: SessionSummary) -> None:
-        write_summary(self.storage, self.running_path, summary)
-
-    def write_session(self, running: SessionSummary, final: SessionSummary) -> str:
-        path = self._existing_file(final.session_id)
-        if path is None:
-            path = self.layout.sessions / session_file_name(running.created_at, final.session_id)
-        # The running summary first: the session file derives from it. Never recreate ``session/``:
-        # another process's rotation may have moved it to the archive (with its running summary).
-        if self.layout.session.is_dir():
-            try:
-                self.storage.write_atomic(self.running_path, render_summary_md(running).encode("utf-8"))
-            except StorageError as exc:
-                if exc.errno != errno.ENOENT:  # ENOENT: rotated away between the check and the write
-                    raise
-        write_summary(self.storage, path, final)
-        return str(path)
-
-    def _existing_file(self, session_id: str) -> Path | None:
-        for path in list_session_files(self.layout):
-            match = SESSION_FILE.fullmatch(path.name)
-            if match is not None and match.group(2) == session_id:
-                return path
-        return None
-
-    def enforce_cap(self, now: int) -> CapResult:
-        return enforce_cap(self.layout, self.storage, keep=self._keep, now=now, max_items=self._max_items)

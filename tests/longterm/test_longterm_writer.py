@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import aiden
@@ -18,6 +19,7 @@ from aiden.longterm import (
     parse_summary_md,
     running_summary_path,
 )
+from aiden.longterm.summary_rows import FileSummaryRows
 from aiden.storage.fs import TEMP_MARKER, Storage
 from aiden.storage.layout import Layout
 from aiden.summarizers.extractive import ExtractiveSummarizer
@@ -149,6 +151,26 @@ async def test_checkpoint_beside_a_rotation_writes_the_session_file_and_recreate
     assert not layout.session.exists()  # the rotation's own mkdir starts the next session
     archived = parse_summary_md(read(layout.archived_session("s-old") / "running_summary.md"))
     assert archived.through_seq == 4  # as merged before the rotation: the checkpoint's write was skipped
+
+
+async def test_a_session_end_never_writes_the_running_summary_into_the_next_session(
+    layout: Layout, storage: Storage
+) -> None:
+    """Another process rotated (archive + new session/) between the read and the write."""
+    writer = SessionSummaryWriter(layout, storage, ExtractiveSummarizer(), CFG)
+    await writer.merge_running_summary(REGION_1, now=1_767_323_045.0)
+    rows = FileSummaryRows(layout, storage, keep=CFG.session_summaries_keep, max_items=40)
+    running = rows.read_running()
+    assert running is not None
+    layout.archive.mkdir()
+    os.rename(layout.session, layout.archived_session("s-old"))
+    layout.session.mkdir()
+    final = msgspec.structs.replace(running, kind="session")
+    path = rows.write_session(running, final)
+    assert parse_summary_md(read(Path(path))).session_id == running.session_id
+    assert not running_summary_path(layout).exists()  # the next session starts without it
+    archived = parse_summary_md(read(layout.archived_session("s-old") / "running_summary.md"))
+    assert archived == running
 
 
 class CrashAfterDigest(Storage):
