@@ -82,7 +82,7 @@ __all__ = ["MaintenanceScheduler"]
 log = logging.getLogger("aiden.scheduler")
 
 _HOOK_REPLAY_CHUNKS = 4
-"""Newest chunks whose after-compaction hook runs again at open (see :meth:`MaintenanceScheduler._check_backlog`)."""
+"""Newest chunks whose after-compaction hook runs again at open (see :meth:`MaintenanceScheduler._at_open`)."""
 
 
 class MaintenanceScheduler:
@@ -216,7 +216,7 @@ class MaintenanceScheduler:
         """Run one pass per wake-up until the wake stream closes."""
         task_status.started()
         async with self._wake_receive, self._outbox:
-            await self._check_backlog()
+            await self._at_open()
             async for _ in self._wake_receive:
                 waiters, self._waiting = self._waiting, []
                 manual, self._manual_pending = self._manual_pending, False
@@ -252,7 +252,8 @@ class MaintenanceScheduler:
                     )
                     await self._outbox.send(self._out.encode(reply))
 
-    async def _check_backlog(self) -> None:
+    async def _at_open(self) -> None:
+        """Request a pass for a backlog, then re-run the newest chunks' after-compaction hook."""
         # A root reopened with a backlog (a crash loop, a summarizer that was down, an
         # import) must drain without a human, also for a caller that only appends: the
         # triggers are evaluated once at open, as after an append. An empty or small hot

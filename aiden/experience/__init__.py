@@ -14,13 +14,14 @@ current observations, not state.
   ``processed`` markers the worker leaves;
 * :mod:`~aiden.experience.records`: record and profile formats (pure);
 * :mod:`~aiden.experience.recordstore`: records and environment profiles on disk;
-* :mod:`~aiden.experience.ranking`: how recall orders the records (pure; BM25, fused with
-  vector similarity when the memory has an embedder, whose vectors
-  :mod:`~aiden.experience.vectors` keeps in memory);
+* :mod:`~aiden.experience.vectors`: the records' vectors when the memory has an
+  embedder (in memory and in ``experience/vectors.msgpack``);
 * :mod:`~aiden.experience.tool`: the ``recall_experience`` tool schema and handler;
 * :mod:`~aiden.experience.service`: the room's operations the actor serves;
 * :mod:`~aiden.experience.messages` / :mod:`~aiden.experience.port`: the actor's surface.
 
 The learner itself is pure policy: :mod:`aiden.policy.experience` (with
-:mod:`~aiden.policy.experience_trace` and :mod:`~aiden.policy.experience_facts`).
+:mod:`~aiden.policy.experience_trace` and :mod:`~aiden.policy.experience_facts`), and so is
+how recall orders the records: :mod:`aiden.policy.experience_ranking` (BM25, fused with the
+vector similarity when there is an embedder).
 """

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Final
 
-__all__ = ["reciprocal_rank_fusion"]
+__all__ = ["META_ROWS", "reciprocal_rank_fusion"]
+
+META_ROWS: Final = 100
+"""Ranked candidates per search whose docs rows are read (to filter, deduplicate and split them);
+also how many nearest vectors a fusion takes, and how many fused rows it keeps."""
 
 
 def reciprocal_rank_fusion(

@@ -34,11 +34,11 @@ from aiden.errors import AidenError, ClosedError, CorruptionError, InvalidIdErro
 from aiden.events import SessionEvent, validate_id
 from aiden.recall.db import SCHEMA_VERSION, IndexDB, is_corruption
 from aiden.recall.embedding import Embedder
-from aiden.recall.fusion import reciprocal_rank_fusion
+from aiden.recall.fusion import META_ROWS, reciprocal_rank_fusion
 from aiden.recall.hits import assemble, summary_hit
 from aiden.recall.query import MAX_QUERY_CHARS, content_terms
 from aiden.recall.render import fit_hits
-from aiden.recall.search import META_ROWS, Filters, bm25_ranking, pick
+from aiden.recall.search import Filters, bm25_ranking, pick
 from aiden.recall.sync import BulkChunk, NeedsRebuild, apply_changes, event_text, insert_bulk
 from aiden.recall.types import RecallHit, RecallStats
 from aiden.recall.vectors import VectorSearch, embed_missing

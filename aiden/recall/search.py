@@ -34,9 +34,10 @@ import msgspec
 
 from aiden.errors import RecallError
 from aiden.events import EVENT_TYPES
+from aiden.recall.fusion import META_ROWS
 from aiden.recall.query import Term, or_expression
 
-__all__ = ["EXACT_ROWS", "META_ROWS", "Filters", "Scored", "bm25_ranking", "pick", "rank"]
+__all__ = ["EXACT_ROWS", "Filters", "Scored", "bm25_ranking", "pick", "rank"]
 
 EXACT_ROWS: Final = 1500
 """Rows ranked exactly with ``bm25()`` per search, shared by its rarest terms."""
@@ -129,10 +130,6 @@ def _idf(total: int, rows: float) -> float:
     # FTS5's bm25 IDF, including its clamp for terms in more than half the rows.
     value = math.log((total - rows + 0.5) / (rows + 0.5))
     return value if value > 0 else 1e-6
-
-
-META_ROWS: Final = 100
-"""Ranked candidates per search whose docs rows are read (to filter, deduplicate and split them)."""
 
 
 # (doc, score) items ordered by score, ties to the newest row (the latest statement of a

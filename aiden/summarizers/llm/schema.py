@@ -30,16 +30,6 @@ StructuredOutput = Literal["prompt", "json_object", "json_schema"]
 ASKED_ITEMS: Final = 8
 """Items per list, as ``compaction.md`` asks (the bounds keep up to ``LIST_ITEMS`` of an unconstrained answer)."""
 
-_LISTS: Final = (
-    "constraints",
-    "user_preferences",
-    "failed_approaches",
-    "open_threads",
-    "files_touched",
-    "working_recipes",
-    "facts",
-)
-
 
 def _text(max_chars: int) -> dict[str, Any]:
     return {"type": "string", "maxLength": max_chars}
@@ -68,10 +58,15 @@ def answer_schema() -> dict[str, Any]:
         "user_goal": _text(SCALAR_CHARS),
         "outcome": _text(SCALAR_CHARS),
         "decisions": _items(_record("what", "why")),
+        "constraints": _items(_text(ITEM_CHARS)),
+        "user_preferences": _items(_text(ITEM_CHARS)),
+        "errors": _items(_record("error", "resolution")),
+        "failed_approaches": _items(_text(ITEM_CHARS)),
+        "open_threads": _items(_text(ITEM_CHARS)),
+        "files_touched": _items(_text(ITEM_CHARS)),
+        "working_recipes": _items(_text(ITEM_CHARS)),
+        "facts": _items(_text(ITEM_CHARS)),
     }
-    properties.update({name: _items(_text(ITEM_CHARS)) for name in _LISTS[:2]})
-    properties["errors"] = _items(_record("error", "resolution"))
-    properties.update({name: _items(_text(ITEM_CHARS)) for name in _LISTS[2:]})
     return {
         "type": "object",
         "properties": properties,
