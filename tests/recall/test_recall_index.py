@@ -126,7 +126,7 @@ def test_rare_term_ranks_first(files: SessionFiles, index: RecallIndex) -> None:
             summary=f"deploy round {n}",
         )
     # The event with both words first; then events with the common word, newest first.
-    assert found(index.search("deploy xylophone")) == [
+    assert found(index.search("deploy xylophone", k=5)) == [
         ("k07", "event", 15),
         ("k19", "event", 39),
         ("k18", "event", 37),
@@ -261,7 +261,7 @@ def kiwi(files: SessionFiles) -> SessionFiles:
 
 
 def test_each_matching_event_is_its_own_hit(kiwi: SessionFiles, index: RecallIndex) -> None:
-    hits = index.search("kiwi", k=10)
+    hits = index.search("kiwi", k=10)[:5]
     # No merging into spans: every matching event is a hit, best first (shorter events, then newest).
     assert found(hits) == [
         ("f1", "event", 6),
@@ -275,6 +275,7 @@ def test_each_matching_event_is_its_own_hit(kiwi: SessionFiles, index: RecallInd
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     # f1's events matched: its summary is not a hit, and f2's summary only when events leave room.
     assert found(index.search("kiwi", k=5)) == found(hits)
+    assert found(index.search("kiwi", k=10)) == [*found(hits), ("f2", "summary", 7)]
 
 
 def test_filters_by_type_role_and_time(kiwi: SessionFiles, index: RecallIndex) -> None:
@@ -317,19 +318,21 @@ def test_results_are_bounded(files: SessionFiles) -> None:
             [ev(n * 3 + i + 1, ("filler words " * 20) + f"mango {n} " + "tail " * 30) for i in range(3)],
             summary=("summary of mango talks " * 50) + str(n),
         )
-    for budget, expected in [
-        (300, [("m7", "event", 24)]),
-        (1000, [("m7", "event", 24), ("m6", "event", 21), ("m5", "event", 18)]),
+    for budget, expected, cut in [
+        (300, [("m7", "event", 24)], [True]),
+        (1000, [("m7", "event", 24), ("m6", "event", 21)], [False, True]),
     ]:
         idx = RecallIndex(files.layout, Config(recall_max_results=3, recall_max_chars=budget))
         try:
             hits = idx.search("mango")
-            # The three identical events of a chunk are shown once; the JSON answer fits the budget.
+            # The three identical events of a chunk are shown once; the JSON answer fits the budget,
+            # packed best first (whole while it fits, then cut around the match).
             assert found(hits) == expected
             assert len(encode_hits(hits)) <= budget
+            assert [h.truncated for h in hits] == cut
             for hit in hits:
-                assert hit.truncated is True
-                assert hit.text.startswith("…") and hit.text.endswith("…")
+                if hit.truncated:
+                    assert hit.text.startswith("…") or hit.text.endswith("…")
                 assert f"mango {hit.chunk_id[1]}" in hit.text
                 assert len(hit.text) >= 120
             assert len(idx.search("mango", k=100)) == len(expected)
@@ -774,14 +777,14 @@ def test_common_terms_use_windows_and_coverage_checks(
     assert index.bulk_load(bulk(200, "commonword", rare_at=3)) == 200
     newest = [("b0199", "event", 399), ("b0198", "event", 397), ("b0197", "event", 395), ("b0196", "event", 393)]
     # The rare word's event is old: far outside the common word's window of newest rows.
-    assert found(index.search("commonword unicornword")) == [("b0003", "event", 7), *newest]
-    assert found(index.search("unicornword commonword")) == [("b0003", "event", 7), *newest]
+    assert found(index.search("commonword unicornword", k=5)) == [("b0003", "event", 7), *newest]
+    assert found(index.search("unicornword commonword", k=5)) == [("b0003", "event", 7), *newest]
     # A common word alone: the newest events, bounded.
     assert found(index.search("commonword", k=3)) == newest[:3]
     # No event has all three: OR ranking over what the bounded windows saw.
     assert found(index.search("commonword filler5 unicornword", k=2)) == [("b0005", "event", 11), ("b0003", "event", 7)]
     # Filters apply to every path.
-    assert found(index.search("commonword unicornword", types=["user_input"])) == [("b0003", "event", 7), *newest]
+    assert found(index.search("commonword unicornword", types=["user_input"], k=5)) == [("b0003", "event", 7), *newest]
     assert index.search("commonword unicornword", types=["tool_result"]) == []
     assert found(index.search("commonword unicornword", since=2.0, until=4.0)) == [
         ("b0003", "event", 7),

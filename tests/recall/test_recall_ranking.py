@@ -118,7 +118,7 @@ def test_question_of_only_stopwords_is_answered_sanely(chatty: SessionFiles) -> 
     try:
         hits = idx.search("what was it that we said?")
         # Nothing but stopwords: they are searched after all, within the usual bounds.
-        assert 1 <= len(hits) <= 5
+        assert len(hits) >= 1
         assert {h.chunk_id for h in hits} == {"talk"}
         assert all(h.kind == "event" and "said" in h.text for h in hits)
         assert len({h.text for h in hits}) == len(hits)
@@ -219,7 +219,7 @@ def test_lookup_of_a_summary_too_long_for_the_budget_is_cut(files: SessionFiles)
 
 def test_lookup_with_a_budget_too_small_for_any_hit(files: SessionFiles) -> None:
     files.write("c1", [ev(1, "x")], summary="a short summary")
-    idx = open_index(files, recall_max_chars=100)
+    idx = open_index(files, recall_max_chars=70)
     try:
         # The index still names the chunk and its range, with no room for its text.
         hit = idx.lookup("c1")
@@ -227,8 +227,8 @@ def test_lookup_with_a_budget_too_small_for_any_hit(files: SessionFiles) -> None
         assert (hit.chunk_id, hit.kind, hit.first_seq, hit.last_seq, hit.text, hit.truncated) == (
             "c1", "summary", 1, 1, "", True
         )
-        # The tool's JSON of that hit is over 100 characters: the answer is the bare envelope.
-        answer = tool_answer(idx, {"query": "", "chunk_id": "c1"}, 100)
+        # The tool's JSON of that hit is over 70 characters: the answer is the bare envelope.
+        answer = tool_answer(idx, {"query": "", "chunk_id": "c1"}, 70)
         assert json.loads(answer) == {"results": []}
     finally:
         idx.close()
@@ -262,9 +262,13 @@ def test_fit_hits_never_exceeds_the_budget(texts: list[str], context: list[str |
     }
     fitted = fit_hits(hits, budget, content_terms("needle"), contexts)
     assert len(encode_hits(fitted)) <= max(budget, len(ENVELOPE))
-    # Hits keep their order (lowest dropped first), each is the original or a cut of it.
-    assert [h.chunk_id for h in fitted] == [h.chunk_id for h in hits[: len(fitted)]]
-    for hit, original in zip(fitted, hits, strict=False):
+    # Hits keep their order (one that cannot fit is left out), each is the original or a cut of it.
+    ids = [h.chunk_id for h in fitted]
+    assert ids == sorted(ids, key=lambda c: int(c[1:])) and len(set(ids)) == len(ids)
+    if fitted:
+        assert fitted[0].chunk_id == hits[0].chunk_id or len(encode_hits(hits[:1])) > budget
+    for hit in fitted:
+        original = hits[int(hit.chunk_id[1:])]
         assert hit.truncated is (hit.text != original.text)
         if hit.truncated:
             assert len(hit.text) >= 120 and "…" in hit.text
@@ -346,7 +350,7 @@ def test_repeated_outputs_do_not_crowd_out_matching_events(files: SessionFiles) 
         files.write(f"r{n}", [ev(n * 10 + i + 1, f"apricot value {n}") for i in range(6)], summary="apricot " * 30)
     idx = open_index(files)
     try:
-        hits = idx.search("apricot")
+        hits = idx.search("apricot", k=5)
         assert [h.kind for h in hits] == ["event"] * 5
         assert sorted(h.chunk_id for h in hits) == ["r3", "r4", "r5", "r6", "r7"]
     finally:
