@@ -127,9 +127,12 @@ def _time(value: float | None, name: str) -> float | None:
 
 
 def _idf(total: int, rows: float) -> float:
-    # FTS5's bm25 IDF, including its clamp for terms in more than half the rows.
+    # FTS5's bm25 IDF, including its clamp for terms in more than half the rows. An
+    # estimate may exceed the row count (a small session whose exact budget other terms
+    # used up): such a term is in every row, clamped the same way, never a math error.
+    rows = min(max(rows, 0.0), float(total))
     value = math.log((total - rows + 0.5) / (rows + 0.5))
-    return value if value > 0 else 1e-6
+    return value if value > 1e-6 else 1e-6
 
 
 # (doc, score) items ordered by score, ties to the newest row (the latest statement of a
@@ -148,8 +151,9 @@ def _probe(conn: sqlite3.Connection, term: Term) -> int:
     return int(conn.execute(sql, (term.phrase, EXACT_ROWS + 1)).fetchone()[0])
 
 
-def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[list[Term], list[Term]]:
-    """The terms ranked exactly (rarest first, rows within :data:`EXACT_ROWS`) and the frequent ones.
+def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[list[Term], list[tuple[Term, int]]]:
+    """The terms ranked exactly (rarest first, rows within :data:`EXACT_ROWS`) and the frequent ones
+    with their probed row count (exact up to :data:`EXACT_ROWS`, else ``EXACT_ROWS + 1``).
 
     A phrase of two adjacent words is probed only when one of its words is
     not frequent: FTS5 checks a phrase's positions along the rarer word's
@@ -165,7 +169,7 @@ def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[lis
         if t.words and min(by_word.get(w, 0) for w in t.words) <= EXACT_ROWS:
             counts[i] = _probe(conn, t)
     exact: list[Term] = []
-    frequent: list[Term] = []
+    frequent: list[tuple[Term, int]] = []
     budget = EXACT_ROWS
     for i in sorted(counts, key=lambda i: counts[i]):
         if counts[i] == 0:
@@ -174,7 +178,7 @@ def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[lis
             exact.append(terms[i])
             budget -= counts[i]
         else:
-            frequent.append(terms[i])
+            frequent.append((terms[i], counts[i]))
     return exact, frequent
 
 
@@ -239,7 +243,7 @@ def _add_frequent(
     conn: sqlite3.Connection,
     scores: dict[int, float],
     exact: Sequence[Term],
-    frequent: Sequence[Term],
+    counted: Sequence[tuple[Term, int]],
     filters: Filters,
     *,
     ndocs: int,
@@ -249,13 +253,18 @@ def _add_frequent(
     newest_sql = f"SELECT f.rowid FROM {_from(filters)} WHERE fts MATCH ?{filters.sql} ORDER BY f.rowid DESC LIMIT ?"
     weights: dict[str, float] = {}
     holders: dict[str, set[int]] = {}
-    for term in frequent:
+    for term, count in counted:
         newest = [r[0] for r in conn.execute(newest_sql, (term.phrase, *filters.params, _WINDOW))]
-        oldest = newest[-1] if newest else top_doc
-        # The newest matches span rowids [oldest, top]: extrapolate their density.
-        estimate = min(float(ndocs), len(newest) * ndocs / max(top_doc - oldest + 1, 1))
-        weights[term.phrase] = _idf(ndocs, max(estimate, EXACT_ROWS + 1.0))
+        if count <= EXACT_ROWS:
+            # Counted exactly: frequent only because rarer terms used the exact budget up.
+            found = float(count)
+        else:
+            # The newest matches span rowids [oldest, top]: extrapolate their density.
+            oldest = newest[-1] if newest else top_doc
+            found = max(len(newest) * ndocs / max(top_doc - oldest + 1, 1), EXACT_ROWS + 1.0)
+        weights[term.phrase] = _idf(ndocs, found)
         holders[term.phrase] = set(newest)
+    frequent = [term for term, _ in counted]
     # Only the rarest few frequent terms are worth lookups: the others weigh little.
     frequent = sorted(frequent, key=lambda t: -weights[t.phrase])[:_MAX_FREQUENT]
     if len(frequent) > 1:
