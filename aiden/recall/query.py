@@ -33,6 +33,7 @@ from typing import Final
 
 import msgspec
 
+from aiden.recall.dates import query_periods
 from aiden.recall.stopwords import is_stopword
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "query_terms",
     "snippet",
     "truncate",
+    "word_terms",
 ]
 
 MAX_QUERY_CHARS: Final = 1000
@@ -103,6 +105,9 @@ class Term(msgspec.Struct, frozen=True):
     """The term as an FTS5 string: quoted, quotes doubled, CJK characters spaced."""
     words: tuple[str, ...] = ()
     """For a phrase of two adjacent query words (:func:`content_terms`): those words, case-folded."""
+    period: tuple[float, float] | None = None
+    """For a date written in the query (:func:`~aiden.recall.dates.query_periods`): the event time
+    (Unix seconds) it names. Such a term is no FTS5 phrase; the ranking favours events in it."""
 
 
 def index_text(text: str) -> str:
@@ -188,12 +193,19 @@ def content_terms(query: str) -> list[Term]:
     characters become bigrams (:func:`fallback_terms`). Up to
     :data:`MAX_PAIRS` pairs of words that are adjacent in the query become
     phrase terms of their own, so the event holding the words side by side
-    ranks above events holding them apart.
+    ranks above events holding them apart. Dates written in the query come
+    last, as terms with a ``period``.
     """
     terms = query_terms(query, limit=_MAX_RAW_TERMS)
     kept = [t for t in terms if t.cjk or not is_stopword(t.text)]
     out = fallback_terms((kept if kept else terms)[:MAX_TERMS])
-    return out + _pairs(query, len(out))
+    dates = [Term("", False, "", period=p) for p in query_periods(query[:MAX_QUERY_CHARS])] if out else []
+    return out + _pairs(query, len(out)) + dates
+
+
+def word_terms(terms: Sequence[Term]) -> list[Term]:
+    """The terms searched as FTS5 phrases (dates left out)."""
+    return [t for t in terms if t.period is None]
 
 
 def _pairs(query: str, have: int) -> list[Term]:
@@ -252,6 +264,7 @@ def match_finder(terms: Sequence[Term]) -> Callable[[str], tuple[int, int] | Non
 
     Whole-word matches are preferred; then any occurrence. Built once per query.
     """
+    terms = word_terms(terms)
     if not terms:
         return lambda text: None
     patterns = [

@@ -30,6 +30,8 @@ __all__ = ["encode_events", "encode_hits", "fit_hits", "hit_dict"]
 _MIN_TEXT: Final = 120
 """A hit is dropped rather than shown in fewer characters than this."""
 _MIN_CONTEXT: Final = 60
+_TYPE_OF_ROLE: Final = {"user": "user_input", "assistant": "assistant_output", "tool": "tool_result"}
+"""The event type a role implies (the type is shown only when it differs)."""
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -45,20 +47,27 @@ def _when(ts: float) -> str:
         return str(ts)
 
 
+def _kind(out: dict[str, Any], type_: str | None, role: str | None) -> None:
+    # The role, and the type only where the role does not already say it: every character
+    # of an answer is one less for the next hit.
+    if role is not None:
+        out["role"] = role
+    if type_ is not None and _TYPE_OF_ROLE.get(role or "") != type_:
+        out["type"] = type_
+
+
 def hit_dict(hit: RecallHit) -> dict[str, Any]:
-    """The JSON object of one hit, as the agent sees it."""
+    """The JSON object of one hit, as the agent sees it (best first: no score is shown)."""
     out: dict[str, Any] = {"chunk_id": hit.chunk_id}
     if hit.source != "active":
         out["source"] = hit.source
     if hit.kind == "event":
         out["seq"] = hit.first_seq
-        out["type"] = hit.type
-        out["role"] = hit.role
+        _kind(out, hit.type, hit.role)
         if hit.timestamp is not None:
             out["time"] = _when(hit.timestamp)
     else:
         out["summary_of"] = [hit.first_seq, hit.last_seq]
-    out["score"] = round(hit.score, 2)
     out["text"] = hit.text
     if hit.truncated:
         out["truncated"] = True
@@ -66,7 +75,10 @@ def hit_dict(hit: RecallHit) -> dict[str, Any]:
         out["degraded"] = True
     if hit.context is not None:
         ctx = hit.context
-        out["context"] = {"seq": ctx.seq, "type": ctx.type, "role": ctx.role, "text": ctx.text}
+        context: dict[str, Any] = {"seq": ctx.seq}
+        _kind(context, ctx.type, ctx.role)
+        context["text"] = ctx.text
+        out["context"] = context
     return out
 
 

@@ -35,9 +35,9 @@ import msgspec
 from aiden.errors import RecallError
 from aiden.events import EVENT_TYPES
 from aiden.recall.fusion import META_ROWS
-from aiden.recall.query import Term, or_expression
+from aiden.recall.query import Term, or_expression, word_terms
 
-__all__ = ["EXACT_ROWS", "Filters", "Scored", "bm25_ranking", "pick", "rank"]
+__all__ = ["EXACT_ROWS", "IN_PERIOD", "SPREAD", "Filters", "Scored", "bm25_ranking", "pick", "rank"]
 
 EXACT_ROWS: Final = 1500
 """Rows ranked exactly with ``bm25()`` per search, shared by its rarest terms."""
@@ -48,6 +48,12 @@ _MAX_FREQUENT: Final = 4
 _WINDOW: Final = 100
 """Newest rows of a frequent term (and of all frequent terms together) taken as candidates."""
 _MAX_FILTER_VALUES: Final = 32
+SPREAD: Final = (0.5, 0.25)
+"""Share of an event's BM25 lent to the events one and two seqs away (:func:`_in_context`)."""
+IN_PERIOD: Final = 2.0
+"""Score factor of a row written within a period the query names (:func:`_in_context`)."""
+_CONTEXT_ROWS: Final = 3 * META_ROWS
+"""Best-scored rows re-scored by their neighbours and the query's dates."""
 
 
 class Scored(msgspec.Struct, frozen=True):
@@ -193,6 +199,8 @@ def bm25_ranking(
     conn: sqlite3.Connection, terms: Sequence[Term], filters: Filters, *, ndocs: int, top_doc: int
 ) -> list[tuple[int, float]]:
     """``(doc, score)`` of the best :data:`META_ROWS` rows (events and summaries) for ``terms``, best first."""
+    periods = [t.period for t in terms if t.period is not None]
+    terms = word_terms(terms)
     if not terms or ndocs == 0 or filters.empty_range:
         return []
     exact, frequent = _split_by_rows(conn, terms)
@@ -207,7 +215,50 @@ def bm25_ranking(
         )
     if frequent:
         _add_frequent(conn, scores, exact, frequent, filters, ndocs=ndocs, top_doc=top_doc)
-    return heapq.nlargest(META_ROWS, scores.items(), key=_rank_key)
+    return heapq.nlargest(META_ROWS, _in_context(conn, scores, periods).items(), key=_rank_key)
+
+
+def _in_context(
+    conn: sqlite3.Connection, scores: dict[int, float], periods: Sequence[tuple[float, float]]
+) -> dict[int, float]:
+    """The best :data:`_CONTEXT_ROWS` scores, raised by their neighbours' and by the query's dates.
+
+    A conversation says one thing over several turns: the answer is often the
+    reply to the turn holding the query's rarest words, or the turn before it.
+    So among the best matching events, each gets its BM25 plus a share
+    (:data:`SPREAD`, by distance in seqs) of the best BM25 of the matching
+    events at that distance on either side: a turn next to a strong match
+    outranks a lone match of the same strength. Summaries (no seq) lend and
+    borrow nothing. Then a row written within a period the query names
+    (:func:`~aiden.recall.dates.query_periods`) has its score multiplied by
+    :data:`IN_PERIOD`.
+    """
+    top = heapq.nlargest(_CONTEXT_ROWS, scores.items(), key=_rank_key)
+    out = dict(top)
+    if len(top) < 2 and not periods:
+        return out
+    marks = ",".join("?" * len(top))
+    rows = conn.execute(f"SELECT id, seq, ts_min, ts_max FROM docs WHERE id IN ({marks})", [d for d, _ in top])
+    at_seq: dict[int, list[int]] = {}
+    best: dict[int, float] = {}
+    dated: list[int] = []
+    for doc, seq, lo, hi in rows:
+        if periods and lo is not None and any(lo <= end and start <= hi for start, end in periods):
+            dated.append(doc)
+        if seq is not None:
+            at_seq.setdefault(seq, []).append(doc)
+            best[seq] = max(best.get(seq, 0.0), scores[doc])
+    for seq, docs in at_seq.items():
+        # The better side at each distance: a run of equal matches stays a tie (newest first).
+        lent = sum(
+            share * max(best.get(seq - distance, 0.0), best.get(seq + distance, 0.0))
+            for distance, share in enumerate(SPREAD, start=1)
+        )
+        for doc in docs:
+            out[doc] += lent
+    for doc in dated:
+        out[doc] *= IN_PERIOD
+    return out
 
 
 def pick(
