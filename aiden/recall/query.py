@@ -262,22 +262,26 @@ def _term_pattern(term: Term, bounded: bool) -> str:
 def match_finder(terms: Sequence[Term]) -> Callable[[str], tuple[int, int] | None]:
     """A function giving the (start, end) of the first match of any term in a text, or ``None``.
 
-    Whole-word matches are preferred; then any occurrence. Built once per query.
+    Whole-word matches are preferred; then any occurrence. Built once per query
+    (the second pattern only when a text has no whole-word match).
     """
     terms = word_terms(terms)
     if not terms:
         return lambda text: None
-    patterns = [
-        re.compile("|".join(f"(?:{_term_pattern(t, bounded)})" for t in terms), re.IGNORECASE)
-        for bounded in (True, False)
-    ]
+    patterns: list[re.Pattern[str]] = []
+
+    def pattern(bounded: bool) -> re.Pattern[str]:
+        return re.compile("|".join(f"(?:{_term_pattern(t, bounded)})" for t in terms), re.IGNORECASE)
 
     def find(text: str) -> tuple[int, int] | None:
-        for pattern in patterns:
-            found = pattern.search(text)
-            if found is not None:
-                return found.start(), found.end()
-        return None
+        if not patterns:
+            patterns.append(pattern(True))
+        found = patterns[0].search(text)
+        if found is None:
+            if len(patterns) == 1:
+                patterns.append(pattern(False))
+            found = patterns[1].search(text)
+        return None if found is None else (found.start(), found.end())
 
     return find
 

@@ -30,6 +30,8 @@ __all__ = ["encode_events", "encode_hits", "fit_hits", "hit_dict"]
 _MIN_TEXT: Final = 120
 """A hit is dropped rather than shown in fewer characters than this."""
 _MIN_CONTEXT: Final = 60
+_LEAST_JSON: Final = len('{"chunk_id":"","text":""}')
+"""Characters of a hit's JSON besides its chunk id and text, at the least."""
 _TYPE_OF_ROLE: Final = {"user": "user_input", "assistant": "assistant_output", "tool": "tool_result"}
 """The event type a role implies (the type is shown only when it differs)."""
 _encoder: Final = msgspec.json.Encoder()
@@ -109,24 +111,49 @@ def _size(hit: RecallHit) -> int:
     return len(_dumps(hit_dict(hit)))
 
 
-def _fit_one(hit: RecallHit, room: int, share: int, finder: _Finder) -> RecallHit | None:
+def _fit_one(hit: RecallHit, room: int, share: int, finder: _Finder) -> tuple[RecallHit, int] | None:
     """``hit`` whole if its text is at most ``share`` characters and its JSON fits in ``room``, else
     cut to ``share`` characters of text (at least :data:`_MIN_TEXT`) so that it fits, else ``None``.
 
     Escapes and cut markers can make the encoded text longer than its
     characters: the limit is lowered by the overshoot until the item fits.
     """
-    if len(hit.text) <= share and _size(hit) <= room:
-        return hit
+    if len(hit.chunk_id) + min(len(hit.text), _MIN_TEXT) + _LEAST_JSON > room:
+        return None  # cannot fit even cut: no need to encode it
+    if len(hit.text) <= share:
+        size = _size(hit)
+        if size <= room:
+            return hit, size
     bare = _size(msgspec.structs.replace(hit, text="", truncated=True))
     limit = min(len(hit.text) - 1, room - bare, max(share, _MIN_TEXT))
     while limit >= _MIN_TEXT:
         cut = finder.cut(hit, limit)
-        over = _size(cut) - room
-        if over <= 0:
-            return cut
-        limit -= over
+        size = _size(cut)
+        if size <= room:
+            return cut, size
+        limit -= size - room
     return None
+
+
+def _pack(hits: Sequence[RecallHit], max_chars: int, finder: _Finder) -> tuple[list[tuple[int, RecallHit]], int]:
+    """The hits that fit, by position, best first (see :func:`fit_hits`), and the room left."""
+    room = max_chars - len(encode_hits(()))
+    kept: list[tuple[int, RecallHit]] = []
+    sizes: list[int] = []
+    for i, hit in enumerate(hits):
+        comma = 1 if kept else 0
+        fitted = _fit_one(hit, room - comma, (room - comma) // 2, finder)
+        if fitted is not None:
+            kept.append((i, fitted[0]))
+            sizes.append(fitted[1])
+            room -= fitted[1] + comma
+    for n, (i, hit) in enumerate(kept):
+        if hit.truncated and room > 0:
+            wider = _fit_one(hits[i], sizes[n] + room, len(hit.text) + room, finder)
+            if wider is not None:
+                room -= wider[1] - sizes[n]
+                kept[n] = (i, wider[0])
+    return kept, room
 
 
 def fit_hits(
@@ -146,27 +173,22 @@ def fit_hits(
     position -> its neighbouring event, full text) to the hits in rank order,
     cut to ``context_chars``, unless that neighbour is already a hit.
     """
-    if not contexts and len(encode_hits(hits)) <= max_chars:
-        return list(hits)  # already fits (also: the tool re-checks what the index packed)
-    finder = _Finder(terms)
-    room = max_chars - len(encode_hits(()))
-    kept: list[tuple[int, RecallHit]] = []
-    for i, hit in enumerate(hits):
-        comma = 1 if kept else 0
-        fitted = _fit_one(hit, room - comma, (room - comma) // 2, finder)
-        if fitted is not None:
-            kept.append((i, fitted))
-            room -= _size(fitted) + comma
-    for n, (i, hit) in enumerate(kept):
-        if hit.truncated and room > 0:
-            wider = _fit_one(hits[i], _size(hit) + room, len(hit.text) + room, finder)
-            if wider is not None:
-                room -= _size(wider) - _size(hit)
-                kept[n] = (i, wider)
+    # Texts alone over the budget: the whole answer cannot fit, no need to encode it.
+    whole = len(encode_hits(hits)) if sum(len(h.text) for h in hits) <= max_chars else max_chars + 1
+    if whole <= max_chars:
+        # Everything fits (also: the tool re-checks what the index packed).
+        kept = list(enumerate(hits))
+        room = max_chars - whole
+    else:
+        kept, room = _pack(hits, max_chars, _Finder(terms))
+    if contexts is None or room < _MIN_CONTEXT:
+        return [h for _, h in kept]
     shown = {h.first_seq for _, h in kept if h.kind == "event"}
     for n, (i, hit) in enumerate(kept):
-        ctx = (contexts or {}).get(i)
-        if ctx is None or ctx.seq in shown or room < _MIN_CONTEXT:
+        if room < _MIN_CONTEXT:
+            break
+        ctx = contexts.get(i)
+        if ctx is None or ctx.seq in shown:
             continue
         bare = _size(msgspec.structs.replace(hit, context=msgspec.structs.replace(ctx, text=""))) - _size(hit)
         text = truncate(ctx.text, min(room - bare, context_chars))

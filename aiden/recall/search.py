@@ -50,9 +50,10 @@ _WINDOW: Final = 100
 _MAX_FILTER_VALUES: Final = 32
 SPREAD: Final = (0.5, 0.25)
 """Share of an event's BM25 lent to the events one and two seqs away (:func:`_in_context`)."""
+_SHARES: Final = tuple(enumerate(SPREAD, start=1))
 IN_PERIOD: Final = 2.0
 """Score factor of a row written within a period the query names (:func:`_in_context`)."""
-_CONTEXT_ROWS: Final = 3 * META_ROWS
+_CONTEXT_ROWS: Final = 2 * META_ROWS
 """Best-scored rows re-scored by their neighbours and the query's dates."""
 
 
@@ -249,13 +250,15 @@ def _in_context(
             at_seq.setdefault(seq, []).append(doc)
             best[seq] = max(best.get(seq, 0.0), scores[doc])
     for seq, docs in at_seq.items():
-        # The better side at each distance: a run of equal matches stays a tie (newest first).
-        lent = sum(
-            share * max(best.get(seq - distance, 0.0), best.get(seq + distance, 0.0))
-            for distance, share in enumerate(SPREAD, start=1)
-        )
-        for doc in docs:
-            out[doc] += lent
+        lent = 0.0
+        for distance, share in _SHARES:
+            # The better side at each distance: a run of equal matches stays a tie (newest first).
+            before = best.get(seq - distance, 0.0)
+            after = best.get(seq + distance, 0.0)
+            lent += share * (before if before > after else after)
+        if lent:
+            for doc in docs:
+                out[doc] += lent
     for doc in dated:
         out[doc] *= IN_PERIOD
     return out
