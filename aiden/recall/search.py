@@ -53,7 +53,7 @@ SPREAD: Final = (0.5, 0.25)
 _SHARES: Final = tuple(enumerate(SPREAD, start=1))
 IN_PERIOD: Final = 2.0
 """Score factor of a row written within a period the query names (:func:`_in_context`)."""
-_CONTEXT_ROWS: Final = 2 * META_ROWS
+_CONTEXT_ROWS: Final = 10 * META_ROWS
 """Best-scored rows re-scored by their neighbours and the query's dates."""
 
 
