@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from aiden.errors import InvalidIdError
+from aiden.events import validate_id
+
 if TYPE_CHECKING:
     from aiden.config import Config
     from aiden.memory import Memory
@@ -35,6 +38,11 @@ def parse_tenants(specs: list[str]) -> dict[str, str]:
             name, root = "", spec
         if not root:
             raise ValueError(f"empty root in {spec!r}")
+        if name:
+            try:
+                validate_id(name, what="tenant name")
+            except InvalidIdError as exc:
+                raise ValueError(str(exc)) from None
         if name in tenants:
             raise ValueError(
                 f"tenant {name!r} given twice" if name else "more than one bare ROOT: name them NAME=ROOT"
@@ -63,12 +71,8 @@ async def run_mcp(
     config: Config | None = None,
 ) -> None:
     """Open every root of ``tenants`` (:func:`parse_tenants`) and serve them until the client (stdio) or a signal (HTTP) ends it."""
-    from aiden.events import validate_id
     from aiden.runtime import open_memory
 
-    for name in tenants:
-        if name:
-            validate_id(name, what="tenant name")
     if not http and list(tenants) != [""]:
         raise ValueError("stdio serves one memory: give one ROOT (use --http for several tenants)")
     async with AsyncExitStack() as stack:
@@ -86,7 +90,13 @@ async def run_mcp(
 
 
 def _main(args: argparse.Namespace) -> int:
+    import importlib.util
+
     from aiden.config import load_config
+
+    if importlib.util.find_spec("mcp") is None:
+        print("aiden mcp: the MCP SDK is not installed: pip install 'aiden-memory[mcp]'", file=sys.stderr)
+        return 2
 
     # stdout is the protocol on stdio: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING)
@@ -125,16 +135,3 @@ def add_mcp_command(sub: Any) -> None:
     mcp.add_argument("--config", help="extraction.yaml to open the memories with")
     mcp.add_argument("-v", "--verbose", action="store_true", help="log each tool call on stderr")
     mcp.set_defaults(func=_main)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m aiden.mcp.command ROOT ...``: the same as ``aiden mcp``."""
-    parser = argparse.ArgumentParser(prog="aiden")
-    add_mcp_command(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["mcp", *(sys.argv[1:] if argv is None else argv)])
-    code: int = args.func(args)
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

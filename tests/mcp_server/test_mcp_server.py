@@ -16,8 +16,6 @@ from mcp import Client, StdioServerParameters
 from aiden.mcp import memory_server, serve_http
 from tests.mcp_server.conftest import TOOL_NAMES, opened
 
-pytestmark = pytest.mark.anyio
-
 
 def text(result: Any) -> dict[str, Any]:
     assert len(result.content) == 1
@@ -44,6 +42,7 @@ async def exercise(client: Client, fact: str, query: str) -> None:
     assert text(again) == {"error": "forget_memory: no memory with id 'pref-1'"}
 
 
+@pytest.mark.anyio
 async def test_in_process_tools_and_resources(roots: dict[str, Path]) -> None:
     async with opened(roots["a"]) as [memory], Client(memory_server(memory)) as client:
         await exercise(client, "the harbour gate code is 4711", "harbour gate")
@@ -61,16 +60,18 @@ async def test_in_process_tools_and_resources(roots: dict[str, Path]) -> None:
         assert [name.endswith(".md") for name in listing["summaries"]] == [True]
 
 
+@pytest.mark.anyio
 async def test_over_stdio_in_a_subprocess(roots: dict[str, Path]) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "aiden.mcp.command", str(roots["a"])], env=env
+        command=sys.executable, args=["-m", "aiden", "mcp", str(roots["a"])], env=env
     )
     with anyio.fail_after(30):
         async with Client(params) as client:
             await exercise(client, "the harbour gate code is 4711", "harbour gate")
 
 
+@pytest.mark.anyio
 async def test_over_streamable_http_two_tenants(roots: dict[str, Path], listening: socket.socket) -> None:
     port = listening.getsockname()[1]
     async with opened(roots["a"], roots["b"]) as [a, b], anyio.create_task_group() as tg:
@@ -81,3 +82,18 @@ async def test_over_streamable_http_two_tenants(roots: dict[str, Path], listenin
             async with Client(f"http://127.0.0.1:{port}/bob/mcp") as bob:
                 await exercise(bob, "the vault password is hunter2", "vault password")
         tg.cancel_scope.cancel()
+
+
+def test_the_command_refuses_several_roots_on_stdio_and_bad_tenant_names(
+    roots: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aiden.cli import main
+
+    assert main(["mcp", f"a={roots['a']}", f"b={roots['b']}"]) == 2
+    assert capsys.readouterr().err == (
+        "aiden mcp: stdio serves one memory: give one ROOT (use --http for several tenants)\n"
+    )
+    assert main(["mcp", str(roots["a"]), str(roots["b"])]) == 2
+    assert capsys.readouterr().err == "aiden mcp: more than one bare ROOT: name them NAME=ROOT\n"
+    assert main(["mcp", "--http", f"../x={roots['a']}"]) == 2
+    assert "invalid tenant name" in capsys.readouterr().err
