@@ -12,7 +12,11 @@ Spans, one per operation, ``gen_ai.provider.name = "aiden"``:
   tokens, stubbed events, summary trimmed, over budget);
 - ``aiden.compaction``: one maintenance pass (``aiden.compaction.*``: compacted,
   reason, tokens before/after, events, degraded, summarizer calls, failures
-  and fallbacks during the pass);
+  and fallbacks during the pass, and the input/output tokens LiteLLM
+  summarizers used while it ran: exact with one memory per process, shared
+  with whatever else summarized at the same time otherwise);
+- ``aiden.summarize``: one LiteLLM summarizer call (``gen_ai.request.model``,
+  ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``, purpose);
 - ``search_memory`` (recall of compacted history, ``gen_ai.memory.store.id =
   "session"``; recall_experience, ``"experience"``), ``update_memory``
   (save_memory) and ``delete_memory`` (forget_memory), ``"long_term"``, with
@@ -28,7 +32,8 @@ Metrics (attributes are operation names and outcome reasons only):
 ``search_memory``'s), ``aiden.operations.in_flight`` (requests waiting on
 aiden's actors: the queue depth), ``aiden.compaction.passes`` (per
 ``aiden.compaction.reason``), ``aiden.compactions``, ``aiden.summarizer.calls``,
-``aiden.summarizer.failures`` and ``aiden.summarizer.fallbacks``.
+``aiden.summarizer.failures``, ``aiden.summarizer.fallbacks`` and
+``aiden.summarizer.tokens`` (per ``gen_ai.token.type``).
 """
 
 from __future__ import annotations
@@ -119,6 +124,12 @@ class Instrumentor:
         self._fallbacks = meter.create_counter(
             "aiden.summarizer.fallbacks", description="Chunks summarized by the fallback summarizer"
         )
+        self._summarizer_tokens = meter.create_counter(
+            "aiden.summarizer.tokens", unit="{token}", description="Tokens of LiteLLM summarizer calls"
+        )
+        # Every LiteLLM summarizer's tokens so far: a pass reports what was used while it ran.
+        self._tokens_in = 0
+        self._tokens_out = 0
 
     # --- the observer ------------------------------------------------------------------
 
@@ -140,15 +151,20 @@ class Instrumentor:
         self._in_flight.add(1, labels)
         try:
             with self._tracer.start_as_current_span(name, attributes=attributes) as span:
-                self._before(operation, span, args)
+                before = self._before(operation, span, args)
                 result = await call()
-                self._after(operation, span, args, result)
+                self._after(operation, span, args, result, before)
                 return result
         finally:
             self._in_flight.add(-1, labels)
             self._duration.record(time.perf_counter() - start, labels)
 
-    def _before(self, operation: str, span: Span, args: tuple[Any, ...]) -> None:
+    def _before(self, operation: str, span: Span, args: tuple[Any, ...]) -> Any:
+        """Set what the arguments tell; returns what :meth:`_after` compares with (the summarizer's stats)."""
+        if operation == "summarize":
+            span.set_attribute("gen_ai.request.model", str(args[0].model))
+            span.set_attribute("aiden.summarize.purpose", str(args[1].purpose))
+            return args[0].stats()
         if operation == "append":
             span.set_attribute("aiden.append.events", len(args[1]))
         elif operation in ("search_memory", "search_experience") and self.capture_content:
@@ -162,8 +178,18 @@ class Instrumentor:
         elif operation == "learn":
             span.set_attribute("aiden.learn.limit", int(args[1]))
 
-    def _after(self, operation: str, span: Span, args: tuple[Any, ...], result: Any) -> None:
-        if operation in ("search_memory", "search_experience"):
+    def _after(self, operation: str, span: Span, args: tuple[Any, ...], result: Any, before: Any) -> None:
+        if operation == "summarize":
+            after = args[0].stats()
+            tokens_in = after.prompt_tokens - before.prompt_tokens
+            tokens_out = after.completion_tokens - before.completion_tokens
+            span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
+            span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
+            self._tokens_in += tokens_in
+            self._tokens_out += tokens_out
+            self._summarizer_tokens.add(tokens_in, {"gen_ai.token.type": "input"})
+            self._summarizer_tokens.add(tokens_out, {"gen_ai.token.type": "output"})
+        elif operation in ("search_memory", "search_experience"):
             span.set_attribute("gen_ai.memory.record.count", len(result))
         elif operation == "build_messages":
             span.set_attribute("aiden.prompt.messages", len(result.messages))
@@ -211,6 +237,7 @@ class Instrumentor:
     ) -> CompactionOutcome:
         """Run one maintenance pass in an ``aiden.compaction`` span and count what it did."""
         before = state()
+        tokens_before = (self._tokens_in, self._tokens_out)
         start = time.perf_counter()
         with self._tracer.start_as_current_span(
             "aiden.compaction",
@@ -220,6 +247,12 @@ class Instrumentor:
                 outcome = await run(manual)
             finally:
                 self._count_pass(span, before, state())
+                span.set_attribute(
+                    "aiden.compaction.summarizer.input_tokens", self._tokens_in - tokens_before[0]
+                )
+                span.set_attribute(
+                    "aiden.compaction.summarizer.output_tokens", self._tokens_out - tokens_before[1]
+                )
                 self._duration.record(time.perf_counter() - start, {"aiden.operation": "compaction"})
             span.set_attribute("aiden.compaction.compacted", outcome.compacted)
             span.set_attribute("aiden.compaction.reason", outcome.reason)

@@ -228,3 +228,57 @@ def test_instrument_is_a_no_op_without_opentelemetry() -> None:
     )
     assert out.stdout == "None\n"
     assert "OpenTelemetry is not importable" in out.stderr
+
+
+ANSWER = {
+    "user_goal": "Upgrade the cluster",
+    "text": "Goal: Upgrade the cluster\nFacts:\n- the staging cluster runs kubernetes 1.29",
+}
+
+
+def test_summarizer_calls_report_their_tokens_to_the_compaction(tmp_path: Path) -> None:
+    import anyio
+
+    from aiden.summarizers.llm import LiteLLMSummarizer
+    from aiden.testing import FakeLLMServer
+
+    reply = {"content": json.dumps(ANSWER), "usage": {"prompt_tokens": 100, "completion_tokens": 20}}
+    telemetry = Telemetry(capture_content=None)
+    try:
+        with FakeLLMServer(lambda body: reply) as server:
+            summarizer = LiteLLMSummarizer("openai/test-model", api_base=server.base_url, api_key="sk-test")
+
+            async def run() -> None:
+                async with aiden.open_memory(tmp_path, config=SMALL_MANUAL, summarizer=summarizer) as memory:
+                    await memory.append(aiden.SessionEvent(type="user_input", role="user", content="start"))
+                    await memory.append_many(
+                        aiden.SessionEvent(
+                            type="assistant_output", role="assistant", content=f"{FACT} step {n}"
+                        )
+                        for n in range(12)
+                    )
+                    assert (await memory.maintain(manual=True)).compacted
+
+            anyio.run(run)
+            requests = len(server.requests)
+    finally:
+        otel.uninstrument()
+    calls = telemetry.spans("aiden.summarize")
+    assert calls
+    assert {attrs(s)["gen_ai.request.model"] for s in calls} == {"openai/test-model"}
+    assert sum(attrs(s)["gen_ai.usage.input_tokens"] for s in calls) == 100 * requests
+    assert sum(attrs(s)["gen_ai.usage.output_tokens"] for s in calls) == 20 * requests
+    manual = [s for s in telemetry.spans("aiden.compaction") if attrs(s)["aiden.compaction.manual"]]
+    [compaction] = manual
+    # The pass reports the tokens of the calls made while it ran (its running-summary merge included).
+    during = [s for s in calls if compaction.start_time <= s.start_time and s.end_time <= compaction.end_time]  # type: ignore[operator]
+    assert during
+    assert attrs(compaction)["aiden.compaction.summarizer.input_tokens"] == sum(
+        attrs(s)["gen_ai.usage.input_tokens"] for s in during
+    )
+    assert attrs(compaction)["aiden.compaction.summarizer.output_tokens"] == sum(
+        attrs(s)["gen_ai.usage.output_tokens"] for s in during
+    )
+    assert attrs(compaction)["aiden.compaction.summarizer.input_tokens"] > 0
+    tokens = dict((a["gen_ai.token.type"], v) for a, v in telemetry.metrics()["aiden.summarizer.tokens"])
+    assert tokens == {"input": 100 * requests, "output": 20 * requests}
