@@ -75,6 +75,10 @@ async def run_mcp(
 
     if not http and list(tenants) != [""]:
         raise ValueError("stdio serves one memory: give one ROOT (use --http for several tenants)")
+    if http:
+        from aiden.mcp.http import check_tenants
+
+        check_tenants(tenants)
     async with AsyncExitStack() as stack:
         memories: dict[str, Memory] = {}
         for name, root in tenants.items():

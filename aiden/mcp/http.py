@@ -14,7 +14,7 @@ from __future__ import annotations
 import hmac
 import logging
 import socket
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from aiden.memory import Memory
 
-__all__ = ["http_app", "serve_http"]
+__all__ = ["check_tenants", "http_app", "serve_http"]
 
 log = logging.getLogger("aiden.mcp")
 
@@ -52,6 +52,16 @@ class _BearerGate:
         await self._app(scope, receive, send)
 
 
+def check_tenants(names: Iterable[str]) -> None:
+    """ValueError unless ``names`` are ids, or one ``""`` alone (served at ``/mcp``)."""
+    names = list(names)
+    if "" in names and len(names) > 1:
+        raise ValueError("an unnamed memory is served alone: name every tenant when serving several")
+    for name in names:
+        if name:
+            validate_id(name, what="tenant name")
+
+
 def http_app(
     memories: Mapping[str, Memory], *, tokens: Mapping[str, str] | None = None, host: str = "127.0.0.1"
 ) -> Starlette:
@@ -63,14 +73,13 @@ def http_app(
     protection (on for localhost).
     """
     tokens = tokens or {}
+    check_tenants(memories)
     unknown = set(tokens) - set(memories)
     if unknown:
         raise ValueError(f"tokens for unknown tenants: {sorted(unknown)}")
     servers: list[Server[Any]] = []
     mounts: list[Mount] = []
     for tenant, memory in memories.items():
-        if tenant:
-            validate_id(tenant, what="tenant name")
         server = memory_server(memory, name=f"aiden-{tenant}" if tenant else "aiden")
         app: ASGIApp = server.streamable_http_app(streamable_http_path="/mcp", host=host)
         if tenant in tokens:

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from aiden.mcp import memory_server, serve_http
 from tests.mcp_server.conftest import TOOL_NAMES, opened
@@ -61,14 +62,19 @@ async def test_in_process_tools_and_resources(roots: dict[str, Path]) -> None:
 
 
 @pytest.mark.anyio
-async def test_over_stdio_in_a_subprocess(roots: dict[str, Path]) -> None:
+async def test_over_stdio_in_a_subprocess_logging_on_stderr(roots: dict[str, Path], tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "aiden", "mcp", str(roots["a"])], env=env
+        command=sys.executable, args=["-m", "aiden", "mcp", "--verbose", str(roots["a"])], env=env
     )
-    with anyio.fail_after(30):
-        async with Client(params) as client:
+    with anyio.fail_after(30), (tmp_path / "stderr.log").open("w+") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
             await exercise(client, "the harbour gate code is 4711", "harbour gate")
+        errlog.seek(0)
+        logged = errlog.read()
+    # The log lines went to stderr; stdout carried only the protocol (or the client would have failed).
+    assert "tool call save_memory" in logged
+    assert "tool call forget_memory" in logged
 
 
 @pytest.mark.anyio
@@ -97,3 +103,7 @@ def test_the_command_refuses_several_roots_on_stdio_and_bad_tenant_names(
     assert capsys.readouterr().err == "aiden mcp: more than one bare ROOT: name them NAME=ROOT\n"
     assert main(["mcp", "--http", f"../x={roots['a']}"]) == 2
     assert "invalid tenant name" in capsys.readouterr().err
+    assert main(["mcp", "--http", str(roots["a"]), f"b={roots['b']}"]) == 2
+    assert capsys.readouterr().err == (
+        "aiden mcp: an unnamed memory is served alone: name every tenant when serving several\n"
+    )
