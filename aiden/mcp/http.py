@@ -11,13 +11,17 @@ tenant, so bind to 127.0.0.1 or put an authenticating proxy in front.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
+import signal
 import socket
-from collections.abc import AsyncIterator, Iterable, Mapping
+import threading
+from collections.abc import AsyncIterator, Generator, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -50,6 +54,26 @@ class _BearerGate:
                 await send({"type": "http.response.body", "body": b""})
                 return
         await self._app(scope, receive, send)
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, stopping on SIGINT/SIGTERM without raising the signal again after shutdown.
+
+    uvicorn re-raises a caught signal once it stopped, which kills the process
+    before the caller closes its memories (their session summaries, the locks).
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        originals = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in originals.items():
+                signal.signal(sig, handler)
 
 
 def check_tenants(names: Iterable[str]) -> None:
@@ -106,14 +130,12 @@ async def serve_http(
     tokens: Mapping[str, str] | None = None,
     sock: socket.socket | None = None,
 ) -> None:
-    """Serve :func:`http_app` with uvicorn until cancelled; logs on stderr, no access log.
+    """Serve :func:`http_app` with uvicorn until SIGINT/SIGTERM or cancelled; logs on stderr, no access log.
 
     ``sock`` is an already bound listening socket to serve on instead of ``host:port``.
     """
-    import uvicorn
-
     app = http_app(memories, tokens=tokens, host=host)
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
+    server = _Uvicorn(config)
     log.info("serving %d tenant(s) on http://%s:%d", len(memories), host, port)
     await server.serve(sockets=[sock] if sock is not None else None)

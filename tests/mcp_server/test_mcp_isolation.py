@@ -146,3 +146,56 @@ async def test_an_endpoint_with_a_token_refuses_clients_without_it(
                 tools = await client.list_tools()
                 assert "save_memory" in [t.name for t in tools.tools]
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_the_http_command_serves_tenants_with_tokens_from_a_file(
+    roots: dict[str, Path], tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"alice": "t-alice"}))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    args = [
+        "mcp",
+        "--http",
+        "--port",
+        str(port),
+        "--tokens",
+        str(tokens),
+        f"alice={roots['a']}",
+        f"bob={roots['b']}",
+    ]
+    process = await anyio.open_process(
+        [sys.executable, "-m", "aiden", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    async with process:
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    await anyio.sleep(0.05)
+            async with httpx2.AsyncClient() as http:
+                response = await http.post(f"http://127.0.0.1:{port}/alice/mcp", json={})
+                assert response.status_code == 401
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": "Bearer t-alice"}) as http,
+                Client(
+                    streamable_http_client(f"http://127.0.0.1:{port}/alice/mcp", http_client=http)
+                ) as alice,
+            ):
+                recall = text(await alice.call_tool("recall_session_chunks", {"query": "harbour gate"}))
+                assert recall["results"][0]["text"] == "the harbour gate code is 4711"
+            async with Client(f"http://127.0.0.1:{port}/bob/mcp") as bob:  # no token for bob: open
+                recall = text(await bob.call_tool("recall_session_chunks", {"query": "vault password"}))
+                assert recall["results"][0]["text"] == "the vault password is hunter2"
+            # SIGTERM stops the server, then the memories close and the command exits 0.
+            process.terminate()
+            assert await process.wait() == 0
