@@ -9,10 +9,14 @@ the BaseStore API, with the reference store as the baseline they must agree with
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip(
     "langgraph", reason="the langgraph extra is not installed (pip install 'aiden-memory[langgraph]')"
@@ -142,3 +146,38 @@ async def test_invalid_namespaces_are_refused_and_langgraph_below_the_root_is_fi
     again = await store.aget(("langgraph", "foo"), "bar")
     assert again is not None
     assert again.value == doc
+
+
+_labels = st.sampled_from(["a", "b", "users", "u1"])
+_namespaces = st.lists(_labels, min_size=1, max_size=3).map(tuple)
+_keys = st.sampled_from(["k1", "k2", "../k", "k 3"])
+_values = st.dictionaries(st.sampled_from(["x", "y"]), st.integers(-5, 5) | st.text(max_size=8), max_size=2)
+_ops = st.lists(st.tuples(_namespaces, _keys, st.none() | _values), min_size=1, max_size=8)
+
+
+@settings(max_examples=15, deadline=None)
+@given(ops=_ops, prefix=_namespaces, depth=st.none() | st.integers(1, 3))
+def test_aiden_store_agrees_with_the_in_memory_store(
+    ops: list[tuple[tuple[str, ...], str, dict[str, Any] | None]], prefix: tuple[str, ...], depth: int | None
+) -> None:
+    reference = InMemoryStore()
+    with tempfile.TemporaryDirectory() as root:
+        store = AidenStore.for_root(root)
+        for namespace, key, value in ops:
+            for s in (reference, store):
+                if value is None:
+                    s.delete(namespace, key)
+                else:
+                    s.put(namespace, key, value)
+        for namespace, key, _ in ops:
+            expected, got = reference.get(namespace, key), store.get(namespace, key)
+            assert (got.value if got else None) == (expected.value if expected else None)
+        # InMemoryStore keeps a namespace listed once its last item is deleted (or after deleting
+        # a missing key); a namespace here is one that holds items, as on LangGraph's PostgresStore.
+        live = {i.namespace for i in reference.search((), limit=1000)}
+        assert store.list_namespaces(max_depth=depth) == sorted({ns[:depth] if depth else ns for ns in live})
+        assert store.list_namespaces(prefix=prefix) == sorted(
+            ns for ns in live if ns[: len(prefix)] == prefix
+        )
+        found = {(i.namespace, i.key, str(i.value)) for i in store.search(prefix, limit=100)}
+        assert found == {(i.namespace, i.key, str(i.value)) for i in reference.search(prefix, limit=100)}
