@@ -63,16 +63,13 @@ CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 
 _SCOPE: Final = "aiden"
 _PROVIDER: Final = "aiden"
-# operation -> (span name, GenAI memory operation or "", memory store id or "")
-_SPANS: Final[dict[str, tuple[str, str, str]]] = {
-    "append": ("aiden.append", "", ""),
-    "build_messages": ("aiden.build_messages", "", ""),
-    "search_memory": ("search_memory", "search_memory", "session"),
-    "search_experience": ("search_memory", "search_memory", "experience"),
-    "update_memory": ("update_memory", "update_memory", "long_term"),
-    "delete_memory": ("delete_memory", "delete_memory", "long_term"),
-    "dream": ("aiden.dream", "", ""),
-    "learn": ("aiden.learn", "", ""),
+# The GenAI memory operations: observation point -> (gen_ai.operation.name, gen_ai.memory.store.id).
+# Every other point's span is named aiden.<point>.
+_MEMORY_OPS: Final[dict[str, tuple[str, str]]] = {
+    "search_memory": ("search_memory", "session"),
+    "search_experience": ("search_memory", "experience"),
+    "update_memory": ("update_memory", "long_term"),
+    "delete_memory": ("delete_memory", "long_term"),
 }
 _MAX_ID_CHARS: Final = 64
 
@@ -141,18 +138,24 @@ class Instrumentor:
         kwargs: dict[str, Any],
     ) -> Any:
         """Run one operation in its span, timed and counted in flight."""
-        name, memory_op, store = _SPANS.get(operation, (f"aiden.{operation}", "", ""))
         attributes: dict[str, Any] = {"gen_ai.provider.name": _PROVIDER}
-        if memory_op:
-            attributes["gen_ai.operation.name"] = memory_op
+        if operation in _MEMORY_OPS:
+            name, store = _MEMORY_OPS[operation]
+            attributes["gen_ai.operation.name"] = name
             attributes["gen_ai.memory.store.id"] = store
+        else:
+            name = f"aiden.{operation}"
         labels = {"aiden.operation": operation}
         start = time.perf_counter()
         self._in_flight.add(1, labels)
         try:
             with self._tracer.start_as_current_span(name, attributes=attributes) as span:
                 before = self._before(operation, span, args)
-                result = await call()
+                try:
+                    result = await call()
+                except Exception as exc:  # recorded on the span (status, exception event) and raised on
+                    span.set_attribute("error.type", type(exc).__qualname__)
+                    raise
                 self._after(operation, span, args, result, before)
                 return result
         finally:

@@ -61,8 +61,9 @@ _RESOURCES: Final = (
 def _dir_names(path: os.PathLike[str], suffix: str = "") -> list[str]:
     """Names in ``path`` (directories, or files ending in ``suffix``), symlinks left out."""
     try:
-        entries = list(os.scandir(path))
-    except (FileNotFoundError, NotADirectoryError):
+        with os.scandir(path) as found:
+            entries = list(found)
+    except OSError:  # missing, not a directory, unreadable: nothing to list
         return []
     if suffix:
         return sorted(e.name for e in entries if e.name.endswith(suffix) and e.is_file(follow_symlinks=False))

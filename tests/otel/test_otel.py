@@ -282,3 +282,31 @@ def test_summarizer_calls_report_their_tokens_to_the_compaction(tmp_path: Path) 
     assert attrs(compaction)["aiden.compaction.summarizer.input_tokens"] > 0
     tokens = dict((a["gen_ai.token.type"], v) for a, v in telemetry.metrics()["aiden.summarizer.tokens"])
     assert tokens == {"input": 100 * requests, "output": 20 * requests}
+
+
+def test_a_failed_operation_is_an_error_span_with_its_error_type() -> None:
+    import anyio
+
+    from aiden.errors import SummarizerError
+    from aiden.summarizers.llm import LiteLLMSummarizer
+    from aiden.summarizers.protocol import SummaryRequest
+    from aiden.testing import FakeLLMServer
+
+    telemetry = Telemetry(capture_content=None)
+    try:
+        with FakeLLMServer(lambda body: {"status": 400, "error": "bad request"}) as server:
+            summarizer = LiteLLMSummarizer(
+                "openai/test-model",
+                api_base=server.base_url,
+                api_key="sk-test",
+                one_call_per_compaction=False,
+            )
+            request = SummaryRequest(purpose="rolling_fold", text="the staging cluster runs kubernetes 1.29")
+            with pytest.raises(SummarizerError) as raised:
+                anyio.run(summarizer.summarize, request)
+    finally:
+        otel.uninstrument()
+    [span] = telemetry.spans("aiden.summarize")
+    assert span.status.status_code.name == "ERROR"
+    assert attrs(span)["error.type"] == type(raised.value).__qualname__
+    assert attrs(span)["aiden.summarize.purpose"] == "rolling_fold"
