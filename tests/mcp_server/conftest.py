@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -19,9 +20,9 @@ from tests.helpers import SMALL_MANUAL
 TOOL_NAMES = ["recall_session_chunks", "save_memory", "forget_memory", "recall_experience"]
 
 
-async def seed(root: Path, fact: str, memory_id: str) -> None:
+async def seed(root: Path, fact: str, memory_id: str, **open_kwargs: Any) -> None:
     """A root whose compacted history holds ``fact`` and whose long-term memory holds ``memory_id``."""
-    async with aiden.open_memory(root, config=SMALL_MANUAL) as memory:
+    async with aiden.open_memory(root, config=SMALL_MANUAL, **open_kwargs) as memory:
         # The first user input is the root input (kept verbatim): the fact comes after it.
         await memory.append(aiden.SessionEvent(type="user_input", role="user", content="start the task"))
         await memory.append(aiden.SessionEvent(type="user_input", role="user", content=fact))
@@ -51,13 +52,13 @@ def roots(tmp_path: Path) -> dict[str, Path]:
 
 
 @asynccontextmanager
-async def opened(*roots: Path) -> AsyncIterator[list[aiden.Memory]]:
-    async with aiden.open_memory(roots[0], config=SMALL_MANUAL) as first:
-        if len(roots) == 1:
-            yield [first]
-            return
-        async with opened(*roots[1:]) as rest:
-            yield [first, *rest]
+async def opened(*roots: Path, **open_kwargs: Any) -> AsyncIterator[list[aiden.Memory]]:
+    """The memories of ``roots``, open together (``open_kwargs`` for each)."""
+    async with AsyncExitStack() as stack:
+        yield [
+            await stack.enter_async_context(aiden.open_memory(r, config=SMALL_MANUAL, **open_kwargs))
+            for r in roots
+        ]
 
 
 @pytest.fixture
