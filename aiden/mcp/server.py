@@ -76,10 +76,24 @@ def session_list(root: str) -> dict[str, list[str]]:
     return {"archived": _dir_names(layout.archive), "summaries": _dir_names(layout.sessions, ".md")}
 
 
+# What each tool does to the memory, for clients that ask before calling (unknown: no hints).
+_HINTS: Final = {
+    "recall_session_chunks": types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    "recall_experience": types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    "save_memory": types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+    "forget_memory": types.ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+}
+
+
 def _tool(schema: dict[str, Any]) -> types.Tool:
     function = schema["function"]
     return types.Tool(
-        name=function["name"], description=function["description"], input_schema=function["parameters"]
+        name=function["name"],
+        description=function["description"],
+        input_schema=function["parameters"],
+        annotations=_HINTS.get(function["name"]),
     )
 
 

@@ -28,6 +28,9 @@ async def exercise(client: Client, fact: str, query: str) -> None:
     """List tools, recall the compacted fact, save then forget a memory."""
     tools = await client.list_tools()
     assert [t.name for t in tools.tools] == TOOL_NAMES
+    read_only = {t.name: t.annotations.read_only_hint for t in tools.tools if t.annotations}
+    assert read_only == {n: n.startswith("recall") for n in TOOL_NAMES}
+    assert tools.tools[1].input_schema["required"] == ["type", "title", "content"]
     recall = await client.call_tool("recall_session_chunks", {"query": query})
     assert recall.is_error is False
     assert text(recall)["results"][0]["text"] == fact
