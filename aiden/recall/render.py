@@ -32,8 +32,8 @@ _MIN_TEXT: Final = 120
 _MIN_CONTEXT: Final = 60
 _LEAST_JSON: Final = len('{"chunk_id":"","text":""}')
 """Characters of a hit's JSON besides its chunk id and text, at the least."""
-_TYPE_OF_ROLE: Final = {"user": "user_input", "assistant": "assistant_output", "tool": "tool_result"}
-"""The event type a role implies (the type is shown only when it differs)."""
+_ROLE_OF_TYPE: Final = {"user_input": "user", "assistant_output": "assistant", "tool_result": "tool"}
+"""The role an event type implies (the role is shown only when it differs)."""
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -50,12 +50,12 @@ def _when(ts: float) -> str:
 
 
 def _kind(out: dict[str, Any], type_: str | None, role: str | None) -> None:
-    # The role, and the type only where the role does not already say it: every character
+    # The type, and the role only where the type does not already say it: every character
     # of an answer is one less for the next hit.
-    if role is not None:
-        out["role"] = role
-    if type_ is not None and _TYPE_OF_ROLE.get(role or "") != type_:
+    if type_ is not None:
         out["type"] = type_
+    if role is not None and _ROLE_OF_TYPE.get(type_ or "") != role:
+        out["role"] = role
 
 
 def hit_dict(hit: RecallHit) -> dict[str, Any]:

@@ -58,23 +58,23 @@ def test_schema_is_a_valid_function_tool() -> None:
     json.dumps(RECALL_TOOL)  # plain JSON data
 
 
-# Each is the other's neighbour: already a hit, so neither shows it again as context. The type
-# is shown only where the role does not imply it (PENDING_4 has no role).
+# Each is the other's neighbour: already a hit, so neither shows it again as context. The role
+# is shown only where the type does not imply it (PENDING_4 has none).
 ASSISTANT_2 = {
     "chunk_id": "c1",
     "seq": 2,
-    "role": "assistant",
+    "type": "assistant_output",
     "text": "Noted: admin API on port 8443",
 }
 USER_1 = {
     "chunk_id": "c1",
     "seq": 1,
-    "role": "user",
+    "type": "user_input",
     "text": "Use port 8443 for the admin API",
 }
 ASSISTANT_2_ALONE = {
     **ASSISTANT_2,
-    "context": {"seq": 1, "role": "user", "text": "Use port 8443 for the admin API"},
+    "context": {"seq": 1, "type": "user_input", "text": "Use port 8443 for the admin API"},
 }
 PENDING_4 = {
     "chunk_id": "p9",
