@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 # ruff: noqa: E402  (imports follow the sys.path set-up)
-"""Recall quality: does aiden's recall find compacted facts at least as well as plain BM25?
+"""Recall quality: does aiden's recall answer hold the evidence more often than the baselines a user would try?
 
-    python benchmarks/bench_recall_quality.py [--quick]
+    python benchmarks/bench_recall_quality.py [--corpus locomo|generated|all] [--quick] [--embedder minilm]
 
 Everything is measured in the same run, on the same events and the same questions.
 
@@ -17,42 +17,39 @@ Everything is measured in the same run, on the same events and the same question
    (not in ``hot_window()``); the others are reported as ``dropped_hot``, and
    only compacted evidence events count as hits.
 2. **aiden.** Each question goes through the agent path,
-   ``memory.handle_recall_tool('{"query": question}')`` (a JSON string). A
-   question is *found* when one of its evidence seqs is a primary result of the
-   answer (:func:`answer_seqs`: the new per-event format's ``seq``, never its
-   ``context`` neighbours or ``summary_of`` ranges; the old per-chunk format's
-   ``matches[].seqs`` ranges). The answer's length in characters is recorded.
-3. **Baseline ``bm25``.** What a user would try first: one SQLite FTS5 row per
-   compacted event (content + tool name + tool arguments), default
-   ``unicode61`` tokenizer, the query's words (punctuation stripped, no
-   stopword removal) each a quoted phrase, OR-ed, ``ORDER BY bm25(fts)``;
-   packed as ``{"results": [{"seq", "text"}]}`` in rank order, at most 5
-   results and 4,800 characters (the result that would overflow is cut, then
-   packing stops). Found when an evidence seq is among the packed results.
-   ``bm25_porter`` is the same with ``tokenize='porter unicode61'`` (reported
-   for honesty; the target is against plain ``bm25``).
+   ``memory.handle_recall_tool('{"query": question}')`` (a JSON string, default
+   config: at most ``recall_max_chars`` = 4,800 characters). A question is
+   *found* when one of its evidence seqs is a primary result of the answer
+   (:func:`answer_seqs`: a result's ``seq``, never its ``context`` neighbour or a
+   ``summary_of`` range). With ``--embedder minilm`` the conversation is replayed
+   a second time into a memory with ``LocalMiniLMEmbedder`` (``aiden_hybrid``).
+3. **Baselines, raw compacted events, packed into the same budget.** Each ranks
+   the raw events and packs ``{"results": [{"seq", "text"}]}`` in rank order
+   until 4,800 characters are full (the result that would overflow is cut).
+   ``bm25``: SQLite FTS5 (``unicode61``), OR of every word of the question;
+   ``bm25_porter``: the same with the porter stemmer (the stronger of the two);
+   ``dense`` (LoCoMo): cosine similarity of all-MiniLM-L6-v2 vectors of the
+   question and of each event (cached under the temp dir); ``rrf``: reciprocal
+   rank fusion (k = 60) of ``bm25_porter`` and ``dense``.
 
 Corpora:
 
-* ``generated``: deterministic (seeded) multi-day coding-agent conversations
-  (user requests, assistant replies, file reads, test and grep output) with
-  planted facts, each stated once in one event (a config value, decision,
-  owner, date, preference...). Each fact has a paraphrased question (synonyms,
-  question form, never a copy of the fact) and often a stopword-heavy one
-  ("what was it that we said about..."); every fact also gets distractor events
-  sharing its topic words and a near-miss ("nothing decided for the other
-  service"). Evidence: the fact event.
-* ``real``: the five SWE-agent sessions of ``$AIDEN_REAL_DATA/swe-agent``
-  (default ``<repo>/../shared/data``; skipped, saying why, when absent; never
-  copied), mapped to events as ``tests/governance/swe_sessions.py`` does, with
-  hand-written questions an agent would ask later; each has an answer marker,
-  and its evidence is every event whose text contains the marker (at run time).
-* ``short_queries``: 1-3 consecutive non-stopword words drawn (seeded) from
-  single events of the two corpora above; evidence: the source event plus any
-  event with identical text.
+* ``locomo`` (the target): the ten LoCoMo conversations of
+  ``$AIDEN_REAL_DATA/locomo`` (skipped, saying why, when absent; never copied),
+  fed as a chat app would log them (:func:`locomo_conversation`: one event per
+  turn, the speaker's name in the text, the session date as the timestamp),
+  window 4,000 tokens; categories 1-4 (multi-hop, temporal, open-domain,
+  single-hop) with their labelled evidence turns.
+* ``generated`` (``--corpus generated``): deterministic (seeded) multi-day
+  coding-agent conversations with planted facts asked by paraphrases and
+  stopword-heavy questions; ``real``: the five SWE-agent sessions of
+  ``$AIDEN_REAL_DATA/swe-agent`` with hand-written questions;
+  ``short_queries``: 1-3 consecutive non-stopword words drawn from single
+  events of both.
 
-Writes ``benchmarks/results/recall_quality.json`` and prints one markdown
-table per corpus, plus hit rates per question category.
+Writes ``benchmarks/results/recall_quality.json`` (every question's record) and
+prints per corpus: a summary, a per-category table (pooled first), and query
+latency p50/p99 with the first recall after the last compaction.
 """
 
 from __future__ import annotations
@@ -768,9 +765,11 @@ REAL_QUESTIONS: dict[str, list[tuple[str, str]]] = {
 
 
 def real_data_dir() -> tuple[Path | None, str]:
-    """The real-data folder (``AIDEN_REAL_DATA``, else ``<repo>/../shared/data``), or None and why not."""
+    """The real-data folder (``AIDEN_REAL_DATA``), or None and why not."""
     value = os.environ.get("AIDEN_REAL_DATA")
-    folder = Path(value) if value else ROOT.parent / "shared" / "data"
+    if not value:
+        return None, "AIDEN_REAL_DATA is not set"
+    folder = Path(value)
     if not (folder / "swe-agent").is_dir():
         return None, f"no swe-agent/ folder under {folder} (AIDEN_REAL_DATA={value!r})"
     return folder, ""
