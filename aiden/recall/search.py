@@ -7,6 +7,11 @@ above events holding one of them. Stopwords are dropped from a query that has
 other words (:func:`~aiden.recall.query.content_terms`), and the porter
 stemmer lets ``cached`` find ``cache``.
 
+**Conversation context.** The best matching events then lend each other
+shares of their scores by distance in seqs (the reply next to the turn that
+holds the words), and events written in a period the query names ("in May
+2023") count double (:func:`_in_context`).
+
 **Bounded work.** FTS5's ``bm25()`` costs about 2 µs per ranked row and counts
 every row of a phrase for its IDF, so ranking a word found in half a million
 events would take a second. Each term's row count is probed first (counting
