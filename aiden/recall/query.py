@@ -55,13 +55,13 @@ __all__ = [
 
 MAX_QUERY_CHARS: Final = 1000
 """Longer queries are cut to this many characters before they are split into terms."""
-MAX_TERMS: Final = 8
+MAX_TERMS: Final = 12
 """Most terms of one query (the first distinct ones win); bounds the work per search."""
 MAX_PAIRS: Final = 3
 """Most adjacent-word phrases added to a query's terms."""
 _MAX_RAW_TERMS: Final = 64
 """Most distinct words of a query looked at before stopwords are dropped."""
-MAX_FALLBACK_TERMS: Final = 12
+MAX_FALLBACK_TERMS: Final = 16
 """Most terms of the OR fallback (CJK bigrams can multiply the terms)."""
 
 ZWSP: Final = "\u200b"
