@@ -317,7 +317,6 @@ class SessionSummaryWriter(SummaryFlow):
     ) -> None:
         super().__init__(summarizer, config, use_fallback=use_fallback, max_items=max_items)
         self._rows = FileSummaryRows(layout, storage, keep=config.session_summaries_keep, max_items=max_items)
-        self._flock = SessionLock(storage, layout.summaries_lock)
 
     @property
     def running_path(self) -> Path:
@@ -330,13 +329,15 @@ class SessionSummaryWriter(SummaryFlow):
 
     @contextmanager
     def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
-        # Beside a merge: a flock of its own descriptor, which excludes the merge's as another process's would.
+        # A descriptor per use, closed after: a call beside a merge is excluded by it as another
+        # process's would be, and a writer that is never closed explicitly holds no descriptor.
         rows = self._rows
-        flock = SessionLock(rows.storage, rows.layout.summaries_lock) if beside else self._flock
-        flock.acquire(self._config.lock_timeout_s)
+        flock = SessionLock(rows.storage, rows.layout.summaries_lock)
         try:
-            yield rows
+            flock.acquire(self._config.lock_timeout_s)
+            try:
+                yield rows
+            finally:
+                flock.release()
         finally:
-            flock.release()
-            if beside:
-                flock.close()
+            flock.close()
