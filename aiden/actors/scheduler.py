@@ -183,6 +183,10 @@ class MaintenanceScheduler:
         except anyio.WouldBlock:
             # A pass is already pending: this request rides on it.
             self._note(RequestCoalesced())
+        except anyio.ClosedResourceError:
+            # The inbox ended (the memory is closing) while the pass loop was still at open or
+            # finishing a pass: nothing more will run, and the backlog waits for the next open.
+            pass
 
     async def _cancel_pass(self) -> None:
         if self._pass_scope is not None and self._pass_done is not None:
