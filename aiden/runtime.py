@@ -347,6 +347,7 @@ async def open_memory(
                     # Drain: everything queued before close is committed and acknowledged.
                     await writer_client.aclose()
                     await writer_done.wait()
+                    await scheduler.stop_passes()
                     # An in-flight pass is abandoned; its commit protocol makes that safe.
                     tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:

@@ -134,6 +134,7 @@ class MaintenanceScheduler:
             else CL100K
         )
         self._pass_scope: anyio.CancelScope | None = None
+        self._stopping = False
         self._planner = Planner(store, config, self._profile)
 
     @property
@@ -188,6 +189,16 @@ class MaintenanceScheduler:
             # finishing a pass: nothing more will run, and the backlog waits for the next open.
             pass
 
+    async def stop_passes(self) -> None:
+        """At close, before the actors stop: no new pass starts, and one in flight is cancelled.
+
+        A pass cancelled before its commit changes nothing; one that already committed finishes
+        its after-compaction hook first (shielded), while long-term memory still runs, so the
+        chunk is recorded in history by this close rather than by the next open's replay.
+        """
+        self._stopping = True
+        await self._cancel_pass()
+
     async def _cancel_pass(self) -> None:
         if self._pass_scope is not None and self._pass_done is not None:
             self._pass_scope.cancel()
@@ -223,6 +234,8 @@ class MaintenanceScheduler:
         async with self._wake_receive, self._outbox:
             await self._at_open()
             async for _ in self._wake_receive:
+                if self._stopping:
+                    continue  # closing: the backlog waits for the next open
                 waiters, self._waiting = self._waiting, []
                 manual, self._manual_pending = self._manual_pending, False
                 cancelled = CompactionOutcome(compacted=False, reason="cancelled_by_rotation")
@@ -236,7 +249,7 @@ class MaintenanceScheduler:
                         log.error("maintenance pass failed: %s", exc)
                         result = error_info(exc)
                     except anyio.get_cancelled_exc_class():
-                        if not scope.cancel_called:  # not a rotation's cancel: the runtime is stopping
+                        if self._stopping or not scope.cancel_called:  # closing, not a rotation's cancel
                             log.warning(
                                 "closing: the maintenance pass in flight was cancelled; nothing is lost "
                                 "(its events stay in the hot window for the next pass)"
@@ -350,10 +363,14 @@ class MaintenanceScheduler:
             Compacted(tokens_before=plan.tokens_before, kept_tokens=plan.kept_tokens, degraded=degraded)
         )
         if self._after_compaction is not None:
-            try:
-                await self._after_compaction(full)
-            except AidenError as exc:
-                log.error("after-compaction hook failed: %s", exc)
+            # Committed: a cancel (rotation, close) must not cut the hook short, or the chunk
+            # would miss its history record until some later open replays it. Bounded: the
+            # hook is a local append, and a stuck one is left to that replay.
+            with anyio.move_on_after(self._config.close_timeout_s, shield=True):
+                try:
+                    await self._after_compaction(full)
+                except AidenError as exc:
+                    log.error("after-compaction hook failed: %s", exc)
         log.info(
             "compacted seq %d-%d into %s (%d -> %d tokens)",
             full.first_seq,
