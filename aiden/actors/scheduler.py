@@ -135,6 +135,8 @@ class MaintenanceScheduler:
         )
         self._pass_scope: anyio.CancelScope | None = None
         self._stopping = False
+        self._no_rotation = anyio.Event()
+        self._no_rotation.set()
         self._planner = Planner(store, config, self._profile)
 
     @property
@@ -208,8 +210,17 @@ class MaintenanceScheduler:
     async def _rotate(self, msg: RotateSession) -> None:
         # A pass over the closing session is pointless: cancel it (its commit
         # protocol makes that safe) so rotation does not wait on the summarizer,
-        # and the session summary gets the summarizer to itself.
-        await self._cancel_pass()
+        # and the session summary gets the summarizer to itself. No pass starts
+        # until the rotation is done: the next one would hold the compaction lock
+        # the rotation needs, and a maintain loop would starve it.
+        self._no_rotation = anyio.Event()
+        try:
+            await self._cancel_pass()
+            await self._rotate_now(msg)
+        finally:
+            self._no_rotation.set()
+
+    async def _rotate_now(self, msg: RotateSession) -> None:
         try:
             if self._before_rotation is not None:
                 await self._before_rotation()
@@ -234,6 +245,7 @@ class MaintenanceScheduler:
         async with self._wake_receive, self._outbox:
             await self._at_open()
             async for _ in self._wake_receive:
+                await self._no_rotation.wait()
                 if self._stopping:
                     continue  # closing: the backlog waits for the next open
                 waiters, self._waiting = self._waiting, []
