@@ -186,12 +186,13 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         prompt_tokens, completion_tokens, cached_tokens = resolve_usage(
             usage, prompt_tokens, completion_tokens, cached_tokens
         )
+        # The estimate of the prompt built last goes with the first report after it: paired with the
+        # provider's figure it calibrates the estimator; alone it is the prompt size the trigger uses.
+        estimate, self._runs.last_prompt_estimate = self._runs.last_prompt_estimate, None
         await self._scheduler.record_usage(
             RecordUsage(
                 prompt_tokens=prompt_tokens,
-                estimated_prompt_tokens=self._runs.last_prompt_estimate
-                if prompt_tokens is not None
-                else None,
+                estimated_prompt_tokens=estimate,
                 completion_tokens=completion_tokens,
                 cached_tokens=cached_tokens,
                 cost_usd=cost_usd,
