@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aiden.boundary import Classifier
@@ -24,6 +24,7 @@ from aiden.memory_longterm import LongTermMethods
 from aiden.memory_recall import RecallMethods
 from aiden.messages import CompactionOutcome, RecordUsage
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
+from aiden.policy.calibration import observe
 from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.stats import MemoryStats, memory_stats
@@ -189,6 +190,13 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         # The estimate of the prompt built last goes with the first report after it: paired with the
         # provider's figure it calibrates the estimator; alone it is the prompt size the trigger uses.
         estimate, self._runs.last_prompt_estimate = self._runs.last_prompt_estimate, None
+        if estimate is not None and prompt_tokens is not None:
+            self._runs.calibration = observe(
+                self._runs.calibration,
+                estimated=estimate,
+                reported=prompt_tokens,
+                weight=self._config.token_calibration_weight,
+            )
         await self._scheduler.record_usage(
             RecordUsage(
                 prompt_tokens=prompt_tokens,
@@ -320,8 +328,13 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         cache_friendly: bool = True,
         governance: bool = True,
         model: str | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
     ) -> PromptBuild:
-        """Chat messages for the next model call; see :meth:`aiden.lifecycle.Lifecycle.build_messages`."""
+        """Chat messages for the next model call; see :meth:`aiden.lifecycle.Lifecycle.build_messages`.
+
+        ``tools``: the tool schemas the call will send (chat-completions format, e.g.
+        ``[*my_tools, *memory.tools]``); they count in the budget as the provider counts them.
+        """
         self._check_open()
         return await self._runs.build_messages(
             layers,
@@ -330,6 +343,7 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
             cache_friendly=cache_friendly,
             governance=governance,
             model=model,
+            tools=tools,
         )
 
     @property

@@ -163,7 +163,9 @@ async def test_a_paused_run_carries_on_within_budget_and_recallable(
     assert (len(requests), len(builds), budget) == (calls, calls, 3500)
     assert compacted_before_pause >= 1
     # Every request is aiden's prompt, within the budget, with each call and its output together.
-    assert sent == [b.estimated_tokens for b in builds]
+    # The messages as sent; the tool schemas sent beside them count in the estimate too.
+    assert sent == [b.estimated_tokens - b.tool_tokens for b in builds]
+    assert all(b.tool_tokens > 0 and b.checked_tokens >= b.estimated_tokens for b in builds)
     assert max(sent) <= budget
     assert [b.over_budget for b in builds] == [False] * calls
     assert [_well_paired(m) for m in requests] == [True] * calls
