@@ -295,6 +295,7 @@ async def run_locomo(
             agg: dict[str, dict[int, int]] = {}
             shares: dict[str, int] = {}
             lost = tokens = usage_size = compactions = 0
+            all_prompts: list[int] = []
             seconds = 0.0
             for conv in convs:
                 with tempfile.TemporaryDirectory() as tmp:
@@ -303,6 +304,7 @@ async def run_locomo(
                 size = messages_tokens(final, count)
                 tokens += size
                 usage_size += sum(got["prompts"][-20:]) // max(1, len(got["prompts"][-20:]))
+                all_prompts.extend(got["prompts"])
                 compactions += got["compactions"]
                 seconds += got["seconds"]
                 for k, v in tier_shares(final, count).items():
@@ -331,6 +333,7 @@ async def run_locomo(
                 "window": window, "mode": mode, "conversations": len(convs), "questions": n,
                 "final_prompt_tokens_mean": tokens // len(convs),
                 "late_prompt_tokens_mean": usage_size // len(convs),
+                "prompt_tokens_mean": sum(all_prompts) // max(1, len(all_prompts)),
                 "budget": Config(context_window=window).prompt_budget(),
                 "compactions": compactions, "seconds": round(seconds, 1),
                 "lost_by_fit": lost,
@@ -495,6 +498,17 @@ def report(rows: Sequence[dict[str, Any]], coding: Sequence[dict[str, Any]]) -> 
               f"{r['share']['rolling']:.2f} / {r['share']['recent_chunks']:.2f} / {r['share']['hot_window']:.2f}"]
              for r in rows],
         ))
+    for window in sorted({r["window"] for r in rows}):
+        by = {r["mode"]: r for r in rows if r["window"] == window}
+        if "usage" in by and "none" in by:
+            u, n = by["usage"], by["none"]
+            out.append(
+                f"\nW={window}: prompt without usage / with usage: mean over all calls "
+                f"{n['prompt_tokens_mean']:,} / {u['prompt_tokens_mean']:,} = "
+                f"{n['prompt_tokens_mean'] / max(1, u['prompt_tokens_mean']):.2f}; final "
+                f"{n['final_prompt_tokens_mean']:,} / {u['final_prompt_tokens_mean']:,} = "
+                f"{n['final_prompt_tokens_mean'] / max(1, u['final_prompt_tokens_mean']):.2f}"
+            )
     if coding:
         out.append("")
         out.append(table(
