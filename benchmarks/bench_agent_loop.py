@@ -262,6 +262,57 @@ async def run_loop(
     }
 
 
+def _read_file(long_session: Any) -> Callable[[int], str]:
+    def read_file(n: int) -> str:
+        """Read one of the project's files."""
+        return str(long_session.tool_output(n))
+
+    return read_file
+
+
+def _server_chat(base_url: str) -> Any:
+    """A LangChain chat model that sends each call, with its bound tools, to the OpenAI-compatible server.
+
+    (langchain-openai is not installed here; litellm sends the same chat-completions request.)"""
+    import litellm
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from pydantic import Field
+
+    class ServerChat(BaseChatModel):
+        url: str
+        tools: list[dict[str, Any]] = Field(default_factory=list)
+
+        @property
+        def _llm_type(self) -> str:
+            return "server"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self.model_copy(update={"tools": [convert_to_openai_tool(t) for t in tools]})
+
+        def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                      **kwargs: Any) -> ChatResult:
+            raise NotImplementedError("async only")
+
+        async def _agenerate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                             **kwargs: Any) -> ChatResult:
+            response = await litellm.acompletion(
+                model="openai/fake", api_base=self.url, api_key="x",
+                messages=convert_to_openai_messages(messages), tools=self.tools or None,
+            )
+            message = response.choices[0].message
+            calls = [{"name": c.function.name, "args": json.loads(c.function.arguments), "id": c.id,
+                      "type": "tool_call"} for c in message.tool_calls or []]
+            usage = {"input_tokens": response.usage.prompt_tokens, "output_tokens": response.usage.completion_tokens,
+                     "total_tokens": response.usage.total_tokens}
+            ai = AIMessage(content=message.content or "", tool_calls=calls, usage_metadata=usage)  # type: ignore[arg-type]
+            return ChatResult(generations=[ChatGeneration(message=ai)])
+
+    return ServerChat(url=base_url)
+
+
 async def run_adapter(
     adapter: str, window: int, *, turns: int, root: Path, real_count: Callable[[str], int]
 ) -> dict[str, Any]:
@@ -297,6 +348,19 @@ async def run_adapter(
                 for turn in range(turns):
                     await Runner.run(agent, script.ask(turn), session=session, run_config=config,
                                      hooks=session.usage_hooks())
+            elif adapter == "langchain":
+                from langchain.agents import create_agent
+                from langchain_core.tools import tool
+
+                from aiden.adapters.langchain import aiden_middleware
+
+                read_file = tool("read_file")(_read_file(long_session))
+                lagent = create_agent(
+                    _server_chat(server.base_url), tools=[read_file], system_prompt=long_session.INSTRUCTIONS,
+                    middleware=[aiden_middleware(memory)],
+                )
+                for turn in range(turns):
+                    await lagent.ainvoke({"messages": [{"role": "user", "content": script.ask(turn)}]})
             else:
                 from pydantic_ai import Agent as PAgent
                 from pydantic_ai.models.openai import OpenAIChatModel
@@ -361,7 +425,7 @@ def main() -> None:
     parser.add_argument("--windows", default="8000,32000,128000")
     parser.add_argument("--profiles", default="mixed,small,1-2k")
     parser.add_argument("--summarizers", default="extractive,llm,slow,failing,verbose")
-    parser.add_argument("--adapters", default="openai_agents,pydantic_ai")
+    parser.add_argument("--adapters", default="openai_agents,pydantic_ai,langchain")
     args = parser.parse_args()
     rows = anyio.run(main_async, args)
     from _common import RESULTS
