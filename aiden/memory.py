@@ -41,6 +41,10 @@ __all__ = ["Memory", "MemoryStats"]
 
 _log = logging.getLogger("aiden.memory")
 
+# Texts whose estimates Memory.estimate_text remembers: long enough to be worth it, at most this many.
+_CACHED_CHARS = 64
+_CACHED_TEXTS = 32768
+
 
 class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
     """An open session memory. Obtain it from :func:`aiden.open_memory`."""
@@ -77,6 +81,7 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         self._unsent: list[Episode] = []
         self._appends = 0
         self._profile = token_profile
+        self._estimates: dict[str, int] = {}
         self._closed = False
         self.recovery: RecoveryReport = recovery
         """What recovery on open found and did."""
@@ -212,7 +217,18 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
 
     def estimate_text(self, text: str) -> int:
         """aiden's token estimate of ``text`` for this memory's model."""
-        return estimate_tokens(text, self._profile)
+        # A text's estimate never changes: each prompt re-reads the whole hot window, so its events'
+        # estimates are remembered (a lookup hashes the text, ~50x cheaper than estimating it) and a
+        # call costs the estimates of its new events only (#35).
+        known = self._estimates.get(text)
+        if known is not None:
+            return known
+        tokens = estimate_tokens(text, self._profile)
+        if len(text) >= _CACHED_CHARS:
+            if len(self._estimates) >= _CACHED_TEXTS:
+                del self._estimates[next(iter(self._estimates))]  # the oldest first
+            self._estimates[text] = tokens
+        return tokens
 
     # --- reading ---------------------------------------------------------------------------
 
