@@ -8,7 +8,8 @@ session opens with a system event giving its date. Before each reply the loop
 calls ``build_messages``; after it, in the *usage* mode, it reports the
 prompt's size (counted by tiktoken o200k, as a provider would) with
 ``record_usage``; in the *no usage* mode it reports only the end of the run.
-At the end ``build_messages()`` gives the final prompt.
+At the end (after the maintenance pass the last turn asked for) ``build_messages()``
+gives the final prompt.
 
 A question (categories 1-4; 5 is unanswerable) counts when its gold answer is
 in the prompt's text: normalized (case, punctuation, spacing), the whole
@@ -266,6 +267,8 @@ async def feed(conv: Conversation, window: int, usage: bool, root: Path, count: 
             else:
                 await memory.append(_event(kind, text))
         await memory.flush()
+        # A pass the last turn asked for finishes first (it compacts only if its trigger is due).
+        await memory.maintain()
         final = await memory.build_messages(LAYERS)
         summary = await memory.summary_md()
         stats = memory.stats()
