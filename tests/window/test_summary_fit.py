@@ -320,3 +320,30 @@ async def test_the_prompt_keeps_every_open_thread_and_drops_the_oldest_commands(
     assert len(kept) >= 3 and kept == sorted(kept) and kept[0] < 1.0 and kept[-1] == 1.0
     dropped = sum(flags.count(False) for flags in share.values())
     assert f"{OMITTED_NOTE_PREFIX}Commands ({dropped} lines)." in system
+
+
+@pytest.mark.anyio
+async def test_a_fact_the_fit_leaves_out_is_found_by_recall(tmp_path: Path) -> None:
+    # #38: when the summary layer must shrink, what it drops stays findable by recall.
+    cfg = Config(
+        context_window=8000, durability="none", summary_layer_percent=1.5, keep_recent_tokens=60, hot_window_events=4
+    )
+    ports = {n: 8100 + 37 * n for n in range(16)}
+    async with aiden.open_memory(tmp_path, config=cfg) as memory:
+        for n, port in ports.items():
+            await memory.append(SessionEvent(type="user_input", content=f"Where does service{n} listen?"))
+            await memory.append(
+                SessionEvent(
+                    type="assistant_output",
+                    content=f"Decision: service{n} listens on port {port} in staging, behind the gateway.",
+                )
+            )
+            if n % 4 == 3:
+                await memory.maintain(manual=True)
+        summary = await memory.summary_md()
+        built = await memory.build_messages()
+        prompt = "\n".join(str(m.get("content") or "") for m in built.messages)
+        dropped = [n for n, port in ports.items() if str(port) in summary and str(port) not in prompt]
+        found = {n: await memory.recall_session_chunks(f"which port does service{n} listen on") for n in dropped}
+    assert built.summary_trimmed and len(dropped) >= 3
+    assert [n for n in dropped if not any(str(ports[n]) in hit.text for hit in found[n])] == []
