@@ -394,7 +394,7 @@ async def run_adapter(
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     windows = [int(w) for w in args.windows.split(",")]
     kinds = args.summarizers.split(",")
-    profiles = args.profiles.split(",")
+    profiles = args.profiles.split(",") if args.profiles else []  # "": the adapters only
     turns, steps = (6, 3) if args.quick else (16, 5)
     rows = []
     real = _o200k()
