@@ -48,3 +48,25 @@ async def test_tool_schemas_and_the_learned_undercount_count_in_the_budget(tmp_p
     assert calibrated.checked_tokens <= 7000 and not calibrated.over_budget
     # Without the calibration this prompt's own estimate would have passed while the provider's count did not.
     assert bare.estimated_tokens + with_tools.tool_tokens > calibrated.estimated_tokens
+
+
+def test_without_usage_the_trigger_uses_the_estimate_of_the_prompts_built() -> None:
+    from aiden.policy.trigger_state import Compacted, TriggerState, UsageReported, reduce, trigger_input
+    from aiden.policy.triggers import should_compress
+
+    state = TriggerState(model="m", calibration_weight=0.2)
+    # Two prompts built in one run, no provider figure: the run's largest estimate is the prompt size.
+    for estimate, ended in ((3000, False), (4200, True)):
+        state = reduce(state, UsageReported(estimated_prompt_tokens=estimate, run_ended=ended))
+    inp = trigger_input(state, context_window=8000, event_count=12, manual=False, hot_tokens=900)
+    assert (inp.prompt_tokens, inp.estimated_prompt_tokens) == (None, 4200)
+    assert should_compress(inp, Config()).reason == "percent"
+    # An explicit event count keeps the count path; after a compaction only the hot window is known.
+    assert should_compress(inp, Config(count_compress_after_events=60)).fire is False
+    after = reduce(state, Compacted(tokens_before=4000, kept_tokens=1500))
+    inp = trigger_input(after, context_window=8000, event_count=500, manual=False, hot_tokens=1600)
+    assert (inp.estimated_prompt_tokens, should_compress(inp, Config()).fire) == (1600, False)
+    assert trigger_input(after, context_window=8000, event_count=500, manual=False).estimated_prompt_tokens is None
+    assert should_compress(
+        trigger_input(after, context_window=8000, event_count=500, manual=False), Config()
+    ).reason == "event_count"
