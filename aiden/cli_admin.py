@@ -59,7 +59,7 @@ async def compact_root(
     async with writable_memory(root, config_path=config_path, context_window=context_window) as memory:
         config = memory.config
         threshold = trigger_threshold_tokens(memory.context_window, config)
-        limit = config.count_compress_after_events
+        limit = config.count_limit()
 
         async def hot_state() -> tuple[int, int]:
             hot = await memory.hot_window()

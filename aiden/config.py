@@ -50,8 +50,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     20,000)."""
     hot_window_events: Positive = 30
     """Count fallback: the hot window keeps about this many newest events."""
-    count_compress_after_events: Positive = 60
-    """Without prompt-token data, compact when the hot window has more events than this."""
+    count_compress_after_events: Positive | None = None
+    """Without a provider's prompt size, compact when the hot window has more events than this. Unset
+    (default): aiden's own estimate of the prompts it builds (else of the hot window) stands in for the
+    provider's figure, and the count fallback (60 events) applies only when nothing can be estimated."""
     summary_max_chunks: Positive = 10
     """How many chunk summaries stay under ``## Recent Chunks`` in summary.md."""
     max_rolling_summary_lines: Positive = 100
@@ -220,6 +222,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         window = self.context_window if window is None else window
         value = self.reserve_tokens if self.reserve_tokens is not None else min(8192, window // 8)
         return min(value, window // 2)
+
+    def count_limit(self) -> int:
+        """The event-count fallback of the trigger (explicit setting, else 60)."""
+        return 60 if self.count_compress_after_events is None else self.count_compress_after_events
 
     def prompt_budget(self) -> int:
         """The most tokens a built prompt may take: ``window - reserve``."""

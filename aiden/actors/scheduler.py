@@ -294,7 +294,11 @@ class MaintenanceScheduler:
             log.error("backlog check at open failed: %s", exc)
             return
         inp = trigger_input(
-            self._state, context_window=self._window, event_count=survey.event_count, manual=False
+            self._state,
+            context_window=self._window,
+            event_count=survey.event_count,
+            manual=False,
+            hot_tokens=survey.tokens,
         )
         if survey.event_count and should_compress(inp, self._config).fire:
             log.info("%d events in the hot window at open: requesting a maintenance pass", survey.event_count)
@@ -332,7 +336,11 @@ class MaintenanceScheduler:
         snap = await self._survey()
         decision = should_compress(
             trigger_input(
-                self._state, context_window=self._window, event_count=snap.event_count, manual=manual
+                self._state,
+                context_window=self._window,
+                event_count=snap.event_count,
+                manual=manual,
+                hot_tokens=snap.tokens,
             ),
             config,
         )
