@@ -1,6 +1,12 @@
 """A real async agent loop with litellm tool calling, embedding aiden.
 
-Run against any litellm model (an API key in the environment as litellm expects):
+Offline by default: without ``--model`` the loop talks to a local scripted
+OpenAI-compatible server (``aiden.testing.FakeLLMServer``; no API key, no network)
+whose "model" lists the workspace, then answers:
+
+    python examples/agent_loop.py "what files are there?"
+
+Against any litellm model (an API key in the environment as litellm expects):
 
     python examples/agent_loop.py --model gpt-4o-mini "list the python files and summarize them"
 
@@ -19,9 +25,11 @@ the model can fetch compacted detail on demand.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -133,26 +141,48 @@ async def run_agent(
     return answer
 
 
+def offline_model(body: dict[str, Any]) -> dict[str, Any] | str:
+    """The local server's scripted "model": list the workspace, then answer with what it found."""
+    results = [m for m in body["messages"] if m["role"] == "tool"]
+    if body["messages"][-1]["role"] == "user" or not results:
+        call = {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "list_files", "arguments": '{"directory": "."}'},
+        }
+        return {"content": None, "tool_calls": [call]}
+    return f"The workspace holds: {', '.join(json.loads(results[-1]['content']))}"
+
+
 async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("prompt", nargs="+")
-    parser.add_argument("--model", required=True)
+    parser.add_argument("prompt", nargs="*", default=["what files are there?"])
+    parser.add_argument("--model", help="a litellm model name (default: the local scripted server, offline)")
     parser.add_argument("--api-base")
-    parser.add_argument("--root", default=".aiden-example")
+    parser.add_argument("--root", help="memory root (default: a new temp dir)")
     parser.add_argument("--workspace", default=".")
     args = parser.parse_args(argv)
     import litellm
 
-    extra: dict[str, Any] = {"api_base": args.api_base} if args.api_base else {}
-    async with aiden.open_memory(args.root, model=args.model) as memory:
-        answer = await run_agent(
-            memory,
-            " ".join(args.prompt),
-            model=args.model,
-            workspace=Path(args.workspace),
-            completion=litellm.acompletion,
-            **extra,
-        )
+    with contextlib.ExitStack() as stack:
+        if args.model:
+            model, extra = args.model, {"api_base": args.api_base} if args.api_base else {}
+        else:
+            from aiden.testing import FakeLLMServer
+
+            server = stack.enter_context(FakeLLMServer(responder=offline_model))
+            model, extra = "openai/offline", {"api_base": server.base_url, "api_key": "offline"}
+            print(f"model: scripted local server at {server.base_url} (pass --model for a real one)")
+        root = args.root or stack.enter_context(tempfile.TemporaryDirectory(prefix="aiden-example-"))
+        async with aiden.open_memory(root, model=model) as memory:
+            answer = await run_agent(
+                memory,
+                " ".join(args.prompt),
+                model=model,
+                workspace=Path(args.workspace),
+                completion=litellm.acompletion,
+                **extra,
+            )
     print(answer)
 
 
