@@ -18,6 +18,7 @@ import pytest
 import aiden
 from aiden.cli import main
 from aiden.config import Config
+from aiden.policy.triggers import trigger_threshold_tokens
 from aiden.storage.layout import Layout
 
 pytestmark = pytest.mark.timeout(60)
@@ -201,3 +202,19 @@ def test_compact_reports_what_the_opens_backlog_pass_compacted(
     assert result["at_open"]["compactions"] >= 1
     assert result["at_open"]["events_compacted"] + result["hot_window"]["events"] == 150
     assert result["passes"] == []
+
+
+def test_write_commands_work_at_the_recorded_window_and_keep_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    anyio.run(_backlog, tmp_path, 5)
+    recorded = (tmp_path / "memory" / "window.json").read_bytes()
+    code, out, _err = _run(capsys, "compact", str(tmp_path), "--json")
+    assert code == 0
+    threshold = trigger_threshold_tokens(8000, Config().with_window(8000))
+    assert json.loads(out)["trigger"]["tokens_at"] == threshold
+    assert (
+        _run(capsys, "memory", "save", str(tmp_path), "--type", "fact", "--title", "a", "--content", "b")[0]
+        == 0
+    )
+    assert (tmp_path / "memory" / "window.json").read_bytes() == recorded
