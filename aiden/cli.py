@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from aiden.cli_progress import report_problems
+
 if TYPE_CHECKING:
     from aiden.readonly import ProgressFactory
 
@@ -34,13 +36,6 @@ EXIT_USAGE = 2
 """Exit code for a bad argument: a missing root, a root the demo must not touch."""
 
 _PROGRESS_HELP = "progress on stderr (default: when stderr is a terminal)"
-
-
-def report_problems(command: str, problems: list[str]) -> int:
-    """Say each problem on stderr; the exit code: 1 if there was any, else 0."""
-    for problem in problems:
-        print(f"aiden {command}: {' '.join(problem.split())}", file=sys.stderr)
-    return 1 if problems else 0
 
 
 class _Warnings(logging.Handler):
@@ -56,7 +51,8 @@ class _Warnings(logging.Handler):
     def say(self, command: str, error: BaseException | None = None) -> int:
         """Print the warnings (but one the error repeats); how many were printed."""
         said = [m for m in self.messages if error is None or not m.endswith(str(error))]
-        return report_problems(command, said) and len(said)
+        report_problems(command, said)
+        return len(said)
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -112,7 +112,7 @@ def _version_json(version: Version) -> dict[str, Any]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from aiden.cli import report_problems
+    from aiden.cli_progress import report_problems
 
     problems: list[str] = []
     entries = list_memories(args.root, problems=problems)
@@ -158,7 +158,7 @@ def _forget(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from aiden.cli import report_problems
+    from aiden.cli_progress import report_problems
 
     problems: list[str] = []
     versions = dream_versions(args.root, limit=args.limit, problems=problems)
