@@ -212,3 +212,26 @@ def test_every_exported_name_is_documented() -> None:
     rows = re.findall(r"^\| `([A-Za-z_]+)` \|", api, flags=re.MULTILINE)
     assert sorted(rows) == sorted(aiden.__all__)
     assert "(docs/api.md)" in README
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a page's headings (lower case, punctuation dropped, spaces to dashes)."""
+    headings = re.findall(r"^#+ (.+)$", markdown, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_link_of_the_readme_and_docs_resolves() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken: list[str] = []
+    for page in pages:
+        text = page.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://")):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and file.suffix == ".md" and anchor not in _anchors(file.read_text()):
+                broken.append(f"{page.name}: {target}")
+    assert broken == []
