@@ -110,18 +110,15 @@ def hot_events(
     layout: Layout, index: cs.ChunkIndex, entries: list[cs.ChunkEntry], problems: list[str] | None = None
 ) -> list[SessionEvent]:
     """The hot window as the session store reads it: events a committed chunk covers (an
-    interrupted trim) are left out; damaged lines and a torn tail are skipped, each named in
-    ``problems`` (the next open quarantines them)."""
+    interrupted trim) are left out; a damaged line is skipped and named in ``problems`` (the
+    next open quarantines it). A torn tail is left out silently: it was never acknowledged,
+    and beside a running agent it may be a write in flight."""
     found = scan(read_bytes(layout.events))
     if problems is not None:
         problems.extend(
             f"session/events.jsonl: skipped a damaged line at byte {bad.offset} ({len(bad.raw)} bytes): {bad.error}"
             for bad in found.bad_lines
         )
-        if found.torn_tail:
-            problems.append(
-                f"session/events.jsonl: skipped an incomplete last line ({len(found.torn_tail)} bytes, never acknowledged)"
-            )
     last = index.last_seq
     return [e for e in found.events if e.seq > last or not cs.covered(entries, e.seq)]
 

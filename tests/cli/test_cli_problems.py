@@ -218,3 +218,11 @@ def test_write_commands_work_at_the_recorded_window_and_keep_it(
         == 0
     )
     assert (tmp_path / "memory" / "window.json").read_bytes() == recorded
+
+
+def test_an_incomplete_last_line_is_no_problem(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Never acknowledged, and beside a running agent perhaps a write in flight: left out quietly."""
+    expected = _run(capsys, "export", str(root))[1]
+    with Layout(root).events.open("ab") as f:
+        f.write(b'{"type":"user_in')
+    assert _run(capsys, "export", str(root)) == (0, expected, "")
