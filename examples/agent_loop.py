@@ -16,8 +16,8 @@ or against any OpenAI-compatible server:
 
 The loop: ``begin_run`` (session boundary + user input) -> build the prompt
 from aiden (system layers, summary, hot window as native messages) -> call
-the model -> record tool calls and results as events -> repeat until the
-model answers -> ``commit_run`` with the provider's usage (maintenance is
+the model and report its usage -> record its tool calls and their results as
+events -> repeat until the model answers -> ``commit_run`` (maintenance is
 scheduled, never awaited). ``recall_session_chunks`` is one of the tools, so
 the model can fetch compacted detail on demand.
 """
@@ -39,8 +39,6 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiden
-from aiden import SessionEvent
-from aiden.context import PromptLayers
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -81,46 +79,23 @@ async def run_agent(
 ) -> str:
     """One agent run: returns the final answer."""
     await memory.begin_run(user_input)
-    layers = PromptLayers(
+    layers = aiden.PromptLayers(
         role_identity="You are a concise coding assistant.",
         tools="Use list_files to inspect the workspace and recall_session_chunks to recall compacted history.",
     )
     tools = [LIST_FILES_TOOL, memory.recall_tool]
-    largest_prompt = 0
-    cached = 0
     for _ in range(max_steps):
         prompt = await memory.build_messages(layers)
         response = await completion(model=model, messages=prompt.messages, tools=tools, **llm_kwargs)
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            largest_prompt = max(largest_prompt, int(usage.prompt_tokens or 0))
-            details = getattr(usage, "prompt_tokens_details", None)
-            cached = int(getattr(details, "cached_tokens", 0) or 0)
-            await memory.record_usage(prompt_tokens=usage.prompt_tokens, cached_tokens=cached, model=model)
+        await memory.record_usage(usage=response.usage, model=model)  # after every model call
         message = response.choices[0].message
-        calls = message.tool_calls or []
-        if not calls:
+        if not message.tool_calls:
             answer = str(message.content or "")
-            await memory.commit_run(answer, prompt_tokens=largest_prompt, model=model)
+            await memory.commit_run(answer)  # ends the run; maintenance is scheduled, never awaited
             return answer
-        if message.content:
-            await memory.append(
-                SessionEvent(type="assistant_output", role="assistant", content=message.content)
-            )
-        # One model response = one assistant message: record all its calls first.
-        await memory.append_many(
-            [
-                SessionEvent(
-                    type="tool_call",
-                    role="assistant",
-                    tool_name=call.function.name,
-                    tool_call_id=call.id,
-                    tool_args=call.function.arguments or "{}",
-                )
-                for call in calls
-            ]
-        )
-        for call in calls:
+        # One model response = one assistant message: its text and every tool call, as events.
+        await memory.append_response(response)
+        for call in message.tool_calls:
             name, args = call.function.name, call.function.arguments or "{}"
             if name == "recall_session_chunks":
                 result = await memory.handle_recall_tool(args)
@@ -131,13 +106,9 @@ async def run_agent(
                     result = json.dumps({"error": f"bad arguments: {exc}"})
             else:
                 result = json.dumps({"error": f"unknown tool {name}"})
-            await memory.append(
-                SessionEvent(
-                    type="tool_result", role="tool", tool_name=name, tool_call_id=call.id, content=result
-                )
-            )
+            await memory.append_message({"role": "tool", "tool_call_id": call.id, "content": result})
     answer = "I stopped after reaching the step limit."
-    await memory.commit_run(answer, prompt_tokens=largest_prompt, model=model)
+    await memory.commit_run(answer)
     return answer
 
 
