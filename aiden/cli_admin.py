@@ -9,7 +9,7 @@ estimate of the hot window and asks each pass as a manual one.
 
 Opening a root with a backlog starts a maintenance pass by itself (the open's
 backlog pass): ``compact`` waits for it first and reports what it compacted
-(``at_open``) apart from its own passes.
+(``at_open``) apart from its own (manual) passes.
 """
 
 from __future__ import annotations
@@ -62,9 +62,10 @@ async def compact_root(
 
     before = await anyio.to_thread.run_sync(_chunk_ids, root)
     async with writable_memory(root, config_path=config_path, context_window=context_window) as memory:
-        # Waits behind the open's backlog pass (a pass is queued behind the one running) and
-        # compacts only if the trigger says so: what the open compacted is then all in.
-        settle = await memory.maintain()
+        # Waits behind the open's backlog pass, or is that pass (requests coalesce): a pass
+        # that compacts only if the trigger fires, as the open's check does. Counted as the
+        # open's, whichever of the two ran it.
+        await memory.maintain()
         config = memory.config
         threshold = trigger_threshold_tokens(memory.context_window, config)
         limit = config.count_compress_after_events
@@ -73,7 +74,7 @@ async def compact_root(
             hot = await memory.hot_window()
             return len(hot), sum(event_tokens(hot))
 
-        passes: list[dict[str, Any]] = [_outcome_json(settle)] if settle.compacted else []
+        passes: list[dict[str, Any]] = []
         events, tokens = await hot_state()
         while len(passes) < max_passes:
             over = events > limit or tokens >= threshold
