@@ -226,3 +226,13 @@ def test_an_incomplete_last_line_is_no_problem(root: Path, capsys: pytest.Captur
     with Layout(root).events.open("ab") as f:
         f.write(b'{"type":"user_in')
     assert _run(capsys, "export", str(root)) == (0, expected, "")
+
+
+def test_history_says_when_the_version_history_is_damaged(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lost branch ref reads as "no versions yet" to git; history says the history is damaged."""
+    (Layout(root).long_term / ".git" / "refs" / "heads" / "main").unlink()
+    code, out, err = _run(capsys, "history", str(root))
+    assert (code, out) == (1, "")
+    assert err.startswith("aiden history: ")
