@@ -268,9 +268,11 @@ def _parser() -> argparse.ArgumentParser:
 
     from aiden.cli_admin import add_admin_commands
     from aiden.cli_memory import add_memory_commands
+    from aiden.mcp.command import add_mcp_command
 
     add_admin_commands(sub)
     add_memory_commands(sub)
+    add_mcp_command(sub)
     return parser
 
 

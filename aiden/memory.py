@@ -23,6 +23,7 @@ from aiden.memory_experience import ExperienceMethods
 from aiden.memory_longterm import LongTermMethods
 from aiden.memory_recall import RecallMethods
 from aiden.messages import CompactionOutcome, RecordUsage
+from aiden.observe import observed
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
 from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
@@ -310,6 +311,7 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         await self.flush()
         return await self._scheduler.rotate(closed_session_id)
 
+    @observed("build_messages")
     async def build_messages(
         self,
         layers: PromptLayers | None = None,

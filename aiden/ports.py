@@ -55,6 +55,7 @@ from aiden.messages import (
     WriterInbox,
     WriterOutbox,
 )
+from aiden.observe import observed
 from aiden.recall.types import RecallHit, RecallStats
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import PreparedEvent
@@ -94,6 +95,7 @@ class WriterPort:
     def __init__(self, client: Client[WriterInbox, list[int]]) -> None:
         self._client = client
 
+    @observed("append")
     async def append(self, events: list[PreparedEvent]) -> list[int]:
         """Durably append pre-encoded events as one request; their seqs once committed (``-seq``: a hit)."""
         return await self._client.call(lambda rid: AppendEvents(rid, events))
@@ -224,6 +226,7 @@ class RecallPort:
     async def _ask(self, request: RecallQuery | RecallLookup | RecallRehydrate, kind: type[R]) -> R:
         return expect_reply(await self._client.call(lambda rid: msgspec.structs.replace(request, request_id=rid)), kind)
 
+    @observed("search_memory")
     async def search(
         self,
         query: str,

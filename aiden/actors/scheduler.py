@@ -50,6 +50,7 @@ from aiden.messages import (
     SummarizerOutbox,
     error_info,
 )
+from aiden.observe import observe_pass
 from aiden.policy import (
     CL100K,
     O200K,
@@ -226,7 +227,7 @@ class MaintenanceScheduler:
                 with anyio.CancelScope() as scope:
                     self._pass_scope = scope
                     try:
-                        result = await self._pass(manual)
+                        result = await observe_pass(self._pass, manual, lambda: self._state)
                     except AidenError as exc:
                         log.error("maintenance pass failed: %s", exc)
                         result = error_info(exc)

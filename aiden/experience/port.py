@@ -25,6 +25,7 @@ from aiden.experience.messages import (
     SearchRecords,
 )
 from aiden.experience.records import ExperienceRecord
+from aiden.observe import observed
 from aiden.ports import expect_reply
 
 __all__ = ["ExperiencePort"]
@@ -47,6 +48,7 @@ class ExperiencePort:
         """Persist a finished episode; False if it was already committed (a safe retry)."""
         return (await self._ask(lambda rid: CommitEpisode(rid, episode), EpisodeCommitted)).committed
 
+    @observed("search_experience")
     async def search(
         self, query: str, environment: str | None, kinds: list[str] | None, k: int, *, now: float
     ) -> list[ExperienceRecord]:
@@ -60,6 +62,7 @@ class ExperiencePort:
             )
         ).records
 
+    @observed("learn")
     async def learn(self, limit: int) -> LearnOutcome:
         """Learn from up to ``limit`` committed episodes not processed yet."""
         return (await self._ask(lambda rid: Learn(request_id=rid, limit=limit), Learned)).outcome

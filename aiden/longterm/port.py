@@ -38,6 +38,7 @@ from aiden.longterm.messages import (
 )
 from aiden.longterm.tools import SaveRequest
 from aiden.longterm.versions import Version
+from aiden.observe import observed
 from aiden.ports import expect_reply
 from aiden.storage.chunks import ChunkEntry
 
@@ -63,10 +64,12 @@ class LongTermPort:
     async def _ask(self, build: Callable[[int], LongTermInbox], kind: type[R]) -> R:
         return expect_reply(await self._client.call(build), kind)
 
+    @observed("update_memory")
     async def save_memory(self, request: SaveRequest) -> str:
         """Run a decoded ``save_memory`` call; the JSON result text for the model."""
         return (await self._ask(lambda rid: SaveMemory(rid, request), ToolAnswered)).text
 
+    @observed("delete_memory")
     async def forget_memory(self, memory_id: str) -> str:
         """Run a decoded ``forget_memory`` call; the JSON result text for the model."""
         return (await self._ask(lambda rid: ForgetMemory(rid, memory_id), ToolAnswered)).text

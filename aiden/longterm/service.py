@@ -33,6 +33,7 @@ from aiden.longterm.profile import run_profile_debouncer
 from aiden.longterm.project import load_project_memory
 from aiden.longterm.store import LongTermMemoryStore
 from aiden.longterm.writer import SessionSummaryWriter, SummaryWrite
+from aiden.observe import observed
 from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
@@ -245,6 +246,7 @@ class LongTermServices:
                 return None
         return None  # unreachable: the shielded scope never swallows
 
+    @observed("dream")
     async def run_dream(self) -> DreamOutcome:
         """One Dream run now."""
         return await self.dream.run(now=time.time())

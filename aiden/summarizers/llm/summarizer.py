@@ -11,6 +11,7 @@ import msgspec
 
 from aiden.config import Config
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerUnavailable
+from aiden.observe import observed
 from aiden.summarizers.extractive import ExtractiveSummarizer, summary_must_keep
 from aiden.summarizers.llm.bounds import bound_fields
 from aiden.summarizers.llm.breaker import Breaker
@@ -178,6 +179,7 @@ class LiteLLMSummarizer:
         except Exception as exc:  # a broken install may fail in any way at import
             raise SummarizerUnavailable(f"litellm cannot be imported: {type(exc).__name__}: {exc}") from exc
 
+    @observed("summarize")
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request`` with one (retried) chat completion; see the class docstring for failures."""
         self._counts.calls += 1

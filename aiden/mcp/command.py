@@ -1,0 +1,141 @@
+"""``aiden mcp ROOT``: serve memory roots to MCP clients over stdio or Streamable HTTP.
+
+``aiden mcp ROOT`` serves one root on stdin/stdout (what a desktop client
+launches); ``aiden mcp --http ROOT`` serves it at ``http://127.0.0.1:8000/mcp``;
+``aiden mcp --http alice=ROOT_A bob=ROOT_B`` serves one tenant per endpoint,
+``/alice/mcp`` and ``/bob/mcp``, each confined to its own root, with
+``--tokens FILE`` (JSON ``{"alice": "<token>", ...}``) requiring a bearer token
+per endpoint. Logs go to stderr; on stdio, stdout carries only the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from aiden.errors import InvalidIdError
+from aiden.events import validate_id
+
+if TYPE_CHECKING:
+    from aiden.config import Config
+    from aiden.memory import Memory
+
+__all__ = ["add_mcp_command", "parse_tenants", "run_mcp"]
+
+
+def parse_tenants(specs: list[str]) -> dict[str, str]:
+    """``ROOT`` or ``NAME=ROOT`` arguments -> tenant name -> root (``""`` for a bare ROOT, served at ``/mcp``)."""
+    tenants: dict[str, str] = {}
+    for spec in specs:
+        name, sep, root = spec.partition("=")
+        if not sep:
+            name, root = "", spec
+        if not root:
+            raise ValueError(f"empty root in {spec!r}")
+        if name:
+            try:
+                validate_id(name, what="tenant name")
+            except InvalidIdError as exc:
+                raise ValueError(str(exc)) from None
+        if name in tenants:
+            raise ValueError(
+                f"tenant {name!r} given twice" if name else "more than one bare ROOT: name them NAME=ROOT"
+            )
+        tenants[name] = root
+    return tenants
+
+
+def _load_tokens(path: str | None) -> dict[str, str]:
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as f:
+        tokens = json.load(f)
+    if not isinstance(tokens, dict) or not all(isinstance(v, str) and v for v in tokens.values()):
+        raise ValueError(f"{path}: expected a JSON object of tenant -> non-empty token")
+    return tokens
+
+
+async def run_mcp(
+    tenants: dict[str, str],
+    *,
+    http: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    tokens: dict[str, str] | None = None,
+    config: Config | None = None,
+) -> None:
+    """Open every root of ``tenants`` (:func:`parse_tenants`) and serve them until the client (stdio) or a signal (HTTP) ends it."""
+    from aiden.runtime import open_memory
+
+    if not http and list(tenants) != [""]:
+        raise ValueError("stdio serves one memory: give one ROOT (use --http for several tenants)")
+    if http:
+        from aiden.mcp.http import check_tenants
+
+        check_tenants(tenants)
+    async with AsyncExitStack() as stack:
+        memories: dict[str, Memory] = {}
+        for name, root in tenants.items():
+            memories[name] = await stack.enter_async_context(open_memory(root, config=config))
+        if http:
+            from aiden.mcp.http import serve_http
+
+            await serve_http(memories, host=host, port=port, tokens=tokens)
+        else:
+            from aiden.mcp.server import serve_stdio
+
+            await serve_stdio(memories[""])
+
+
+def _main(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from aiden.config import load_config
+
+    if importlib.util.find_spec("mcp") is None:
+        print("aiden mcp: the MCP SDK is not installed: pip install 'aiden-memory[mcp]'", file=sys.stderr)
+        return 2
+
+    # stdout is the protocol on stdio: every log line goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING)
+    try:
+        tenants = parse_tenants(args.roots)
+        tokens = _load_tokens(args.tokens)
+        config = load_config(args.config) if args.config else None
+        anyio.run(
+            lambda: run_mcp(
+                tenants, http=args.http, host=args.host, port=args.port, tokens=tokens, config=config
+            )
+        )
+    except (ValueError, OSError) as exc:
+        print(f"aiden mcp: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def add_mcp_command(sub: Any) -> None:
+    """Add ``mcp`` to the ``aiden`` subparsers ``sub``."""
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve memory roots to MCP clients (stdio, or Streamable HTTP with --http)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mcp.add_argument(
+        "roots", nargs="+", metavar="ROOT", help="a memory root, or NAME=ROOT per tenant (--http)"
+    )
+    mcp.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="address to bind with --http (default 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=8000, help="port with --http (default 8000)")
+    mcp.add_argument("--tokens", help="JSON file of tenant -> bearer token its endpoint requires")
+    mcp.add_argument("--config", help="extraction.yaml to open the memories with")
+    mcp.add_argument("-v", "--verbose", action="store_true", help="log each tool call on stderr")
+    mcp.set_defaults(func=_main)

@@ -1,0 +1,169 @@
+"""The MCP server of one open memory: aiden's agent tools and three read-only resources.
+
+One server object serves exactly one :class:`~aiden.Memory` (one tenant). It
+holds no other memory, and nothing a client sends names a memory, a root or a
+path: tool calls go to :meth:`Memory.handle_tool_call` (which validates ids and
+arguments and answers errors as JSON), and resources are three fixed URIs
+matched exactly. So a client can reach only the memory its connection was
+given (:mod:`aiden.mcp.http` gives each tenant its own endpoint and server).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from aiden.storage.layout import Layout
+
+if TYPE_CHECKING:
+    from aiden.memory import Memory
+
+__all__ = ["RESOURCE_URIS", "memory_server", "serve_stdio"]
+
+log = logging.getLogger("aiden.mcp")
+
+SUMMARY_URI: Final = "aiden://summary"
+PROFILE_URI: Final = "aiden://profile"
+SESSIONS_URI: Final = "aiden://sessions"
+RESOURCE_URIS: Final = (SUMMARY_URI, PROFILE_URI, SESSIONS_URI)
+"""The read-only resources every server offers, matched exactly (no templates, no paths)."""
+
+_RESOURCES: Final = (
+    types.Resource(
+        name="summary",
+        uri=SUMMARY_URI,
+        description="The rolling summary of the active session's compacted history (summary.md).",
+        mime_type="text/markdown",
+    ),
+    types.Resource(
+        name="profile",
+        uri=PROFILE_URI,
+        description="The long-term memory as placed in the system prompt: project memory and profile.",
+        mime_type="text/markdown",
+    ),
+    types.Resource(
+        name="sessions",
+        uri=SESSIONS_URI,
+        description="The archived sessions and the durable session summaries of this memory.",
+        mime_type="application/json",
+    ),
+)
+
+
+def _dir_names(path: os.PathLike[str], suffix: str = "") -> list[str]:
+    """Names in ``path`` (directories, or files ending in ``suffix``), symlinks left out."""
+    try:
+        with os.scandir(path) as found:
+            entries = list(found)
+    except OSError:  # missing, not a directory, unreadable: nothing to list
+        return []
+    if suffix:
+        return sorted(e.name for e in entries if e.name.endswith(suffix) and e.is_file(follow_symlinks=False))
+    return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+
+
+def session_list(root: str) -> dict[str, list[str]]:
+    """The archived session ids and durable session summary files under a file ``root`` (blocking)."""
+    layout = Layout(root)
+    return {"archived": _dir_names(layout.archive), "summaries": _dir_names(layout.sessions, ".md")}
+
+
+# What each tool does to the memory, for clients that ask before calling (unknown: no hints).
+_HINTS: Final = {
+    "recall_session_chunks": types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    "recall_experience": types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    "save_memory": types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+    "forget_memory": types.ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+}
+
+
+def _tool(schema: dict[str, Any]) -> types.Tool:
+    function = schema["function"]
+    return types.Tool(
+        name=function["name"],
+        description=function["description"],
+        input_schema=function["parameters"],
+        annotations=_HINTS.get(function["name"]),
+    )
+
+
+def _text_result(text: str) -> types.CallToolResult:
+    try:
+        failed = "error" in json.loads(text)
+    except ValueError:
+        failed = True
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=failed)
+
+
+def memory_server(memory: Memory, *, name: str = "aiden") -> Server[Any]:
+    """The MCP server of ``memory``: its agent tools (``memory.tools``) and the resources of :data:`RESOURCE_URIS`.
+
+    Tool results are the tools' JSON answers as text; an ``{"error": ...}``
+    answer (bad arguments, an unknown id) is a tool error (``is_error``), not a
+    protocol error, so the model sees why. Logs go to the ``aiden.mcp`` logger.
+    """
+    tools = [_tool(schema) for schema in memory.tools]
+    names = frozenset(t.name for t in tools)
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name not in names:
+            return _text_result(json.dumps({"error": f"unknown tool {params.name[:80]!r}"}))
+        log.info("tool call %s", params.name)
+        return _text_result(await memory.handle_tool_call(params.name, dict(params.arguments or {})))
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=list(_RESOURCES))
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = params.uri
+        if uri == SUMMARY_URI:
+            text, mime = await memory.summary_md(), "text/markdown"
+        elif uri == PROFILE_URI:
+            text, mime = memory.long_term_layer, "text/markdown"
+        elif uri == SESSIONS_URI:
+            sessions = await anyio.to_thread.run_sync(session_list, memory.root)
+            text, mime = json.dumps(sessions), "application/json"
+        else:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {uri[:120]!r}")
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, text=text, mime_type=mime)]
+        )
+
+    return Server(
+        name,
+        instructions="aiden session memory: recall compacted history, save and forget long-term memories.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+    )
+
+
+async def serve_stdio(memory: Memory) -> None:
+    """Serve ``memory`` over stdin/stdout until the client closes the stream (stdout carries only the protocol)."""
+    from mcp.server.stdio import stdio_server
+
+    server = memory_server(memory)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
