@@ -37,6 +37,11 @@ EXIT_USAGE = 2
 
 _PROGRESS_HELP = "progress on stderr (default: when stderr is a terminal)"
 
+_OWN_LOGGING = frozenset({"demo", "doctor", "mcp"})
+"""Commands whose warnings are not counted as problems: the demo, doctor (it judges the root
+itself; --repair's recovery warns about what it repairs) and the MCP server (it runs until
+stopped and logs to stderr as it goes)."""
+
 
 class _Warnings(logging.Handler):
     """Keeps aiden's warnings while a command runs, for :func:`main` to say on stderr."""
@@ -285,12 +290,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     warnings = _Warnings()
     logger = logging.getLogger("aiden")
-    logger.addHandler(warnings)
+    if args.command not in _OWN_LOGGING:
+        logger.addHandler(warnings)
     try:
         code = func(args)
         said = warnings.say(args.command)
-        # doctor judges the root itself (--repair's recovery warns about what it repairs).
-        if code == 0 and said and args.command not in ("demo", "doctor"):
+        if code == 0 and said:
             print(f"aiden {args.command}: {said} problem(s) said above", file=sys.stderr)
             return 1
         return code
