@@ -52,6 +52,7 @@ from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.select import StoreFactory, StoreSpec, select_long_term, select_store
 from aiden.storage.session import FileSessionStore
+from aiden.storage.window_record import record_window
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["open_memory"]
@@ -155,6 +156,7 @@ async def open_memory(
         # Nothing else holds the store yet (its pool, its connections): close it here.
         await anyio.to_thread.run_sync(session_store.close)
         raise
+    await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model)
 
     w_send, w_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
     wr_send, wr_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
