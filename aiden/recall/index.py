@@ -25,7 +25,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import msgspec
 
@@ -47,9 +47,12 @@ from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import ChangeFeed, ChangeToken, ChunkChanges
 
-__all__ = ["SCHEMA_VERSION", "BulkChunk", "RecallHit", "RecallIndex", "RecallStats", "event_text"]
+__all__ = ["EMBED_PER_SYNC", "SCHEMA_VERSION", "BulkChunk", "RecallHit", "RecallIndex", "RecallStats", "event_text"]
 
 _T = TypeVar("_T")
+EMBED_PER_SYNC: Final = 5000
+"""Most events :meth:`RecallIndex.sync` embeds per call: one catch-up stays bounded (a model change
+re-embeds a long session over several), the rest waits for the next one."""
 log = logging.getLogger("aiden.recall")
 
 
@@ -112,13 +115,26 @@ class RecallIndex:
 
     # --- public API -------------------------------------------------------------
     def sync(self) -> None:
-        """Bring the database up to date with the change feed (committed and pending chunks).
+        """Bring the database up to date with the change feed, then embed the new events (with an embedder).
 
-        Cheap when nothing changed: the feed's check (for files, a stat of
-        index.yaml and ``chunks/``) and a stat of the database file. Raises
+        The catch-up after a compaction: searches follow the feed too, but
+        never embed more than their query, so the events a search finds
+        without a vector are ranked by their words only. At most
+        :data:`EMBED_PER_SYNC` events are embedded per call (the rest at the
+        next one). An embedder failure is logged and counted
+        (:attr:`RecallStats.embedding_failures`), never raised: recall stays
+        lexical for those events. Cheap when nothing changed: the feed's check
+        (for files, a stat of index.yaml and ``chunks/``), a stat of the
+        database file and one query for events without a vector. Raises
         :class:`RecallError` when the feed fails (e.g. index.yaml unreadable).
         """
-        self._locked(self._sync)
+
+        def run() -> None:
+            self._sync()
+            if self._hybrid is not None and self._db.conn is not None:
+                self._hybrid.embed_new(self._db.conn)
+
+        self._locked(run)
 
     def search(
         self,
@@ -221,6 +237,7 @@ class RecallIndex:
                 rebuilds=self._db.rebuilds,
                 chunks_indexed=self._db.chunk_count(),
                 problems=(*self._db.problems, *self._db.pending_problems),
+                embedding_failures=self._hybrid.failures if self._hybrid is not None else 0,
             )
 
         return self._locked(run, retry=False)
@@ -350,8 +367,6 @@ class RecallIndex:
                     apply_changes(self._db, changes, self._feed.read_chunk)
                 except NeedsRebuild as exc:
                     self._rebuild(exc.reason, changes)
-        if self._hybrid is not None:
-            self._hybrid.embed_new(self._db.require())
 
     # --- search -----------------------------------------------------------------------
     def _search(self, query: str, k: int, filters: Filters) -> list[RecallHit]:
@@ -369,21 +384,25 @@ class RecallIndex:
 
 
 class _Hybrid:
-    """Vectors of every doc beside the FTS index, fused with BM25 by reciprocal rank.
+    """Vectors of the events beside the FTS index, fused with BM25 by reciprocal rank.
 
-    An embedder failure (provider down, bad answer) never fails a recall: it is
-    logged and the search stays lexical; missing vectors are embedded at the
-    next sync.
+    Events are embedded by :meth:`RecallIndex.sync` (the catch-up after a
+    compaction), a search embeds its query only. An embedder failure (provider
+    down, bad answer) never fails a sync or a recall: it is logged and
+    counted, and the search stays lexical for what has no vector.
     """
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
         self._search = VectorSearch(embedder.name)
+        self.failures = 0
+        """Catch-ups whose embedding failed."""
 
     def embed_new(self, conn: sqlite3.Connection) -> None:
         try:
-            embed_missing(conn, self.embedder)
+            embed_missing(conn, self.embedder, limit=EMBED_PER_SYNC)
         except RecallError as exc:
+            self.failures += 1
             log.warning("recall: embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
 
     def fuse(self, conn: sqlite3.Connection, query: str, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:

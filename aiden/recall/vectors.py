@@ -89,17 +89,25 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
         conn.execute(_SCHEMA)
 
 
-def embed_missing(
-    conn: sqlite3.Connection, embedder: Embedder, *, batch: int = 64, limit: int | None = None
-) -> int:
-    """Embed the docs without a current vector of ``embedder.name`` and store them; how many were embedded.
+_PAGE: Final = 1024
+"""Docs read per page by :func:`embed_missing`; each page is sorted by length before it is batched."""
 
-    First deletes the vectors of docs that no longer exist. Then, in doc id
-    order, ``batch`` docs at a time (at most ``limit`` in all when given): the
-    doc's FTS text (zero width spaces removed) is embedded outside any
-    transaction, and the vectors are written in one short transaction each
-    batch, only for docs that still exist with the same text hash. Calling it
-    again embeds nothing new; a different ``embedder.name`` re-embeds every doc.
+
+def embed_missing(
+    conn: sqlite3.Connection, embedder: Embedder, *, batch: int = 32, limit: int | None = None
+) -> int:
+    """Embed the events without a current vector of ``embedder.name`` and store them; how many were embedded.
+
+    Only event docs are embedded (``docs.seq`` set): vector search ranks
+    events, the unit recall answers with; chunk summaries are found by their
+    words. First deletes the vectors of docs that no longer exist. Then, in
+    pages of doc ids (at most ``limit`` docs in all when given), each page is
+    sorted by text length and embedded ``batch`` texts per call, so a batch
+    holds texts of similar length and a model that pads a batch to its longest
+    text computes little padding. Texts are embedded outside any transaction
+    and each batch's vectors written in one short transaction, only for docs
+    that still exist with the same text hash. Calling it again embeds nothing
+    new; a different ``embedder.name`` re-embeds every event.
     """
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
@@ -112,32 +120,36 @@ def embed_missing(
     done = 0
     after = 0
     while limit is None or done < limit:
-        size = batch if limit is None else min(batch, limit - done)
+        size = _PAGE if limit is None else min(_PAGE, limit - done)
         with _sqlite("read docs to embed"):
-            rows: list[tuple[int, int, str]] = conn.execute(
+            page: list[tuple[int, int, str]] = conn.execute(
                 "SELECT d.id, d.h, f.text FROM docs d JOIN fts f ON f.rowid = d.id"
                 " LEFT JOIN vectors v ON v.doc = d.id"
-                " WHERE d.id > ? AND (v.doc IS NULL OR v.model != ? OR v.h IS NOT d.h)"
+                " WHERE d.id > ? AND d.seq IS NOT NULL AND (v.doc IS NULL OR v.model != ? OR v.h IS NOT d.h)"
                 " ORDER BY d.id LIMIT ?",
                 (after, model, size),
             ).fetchall()
-        if not rows:
+        if not page:
             break
-        vectors = embedder.embed([display_text(text or "") for _, _, text in rows])
-        if len(vectors) != len(rows):
-            raise RecallError(f"embedder {model!r} returned {len(vectors)} vectors for {len(rows)} texts")
-        params = [
-            (doc, model, h, encode_vector(vec), doc, h)
-            for (doc, h, _), vec in zip(rows, vectors, strict=True)
-        ]
-        with _sqlite("store vectors"), _write(conn):
-            conn.executemany(
-                "INSERT OR REPLACE INTO vectors(doc, model, h, v)"
-                " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM docs WHERE id = ? AND h = ?)",
-                params,
-            )
-        done += len(rows)
-        after = rows[-1][0]
+        after = page[-1][0]
+        texts = {doc: display_text(text or "") for doc, _, text in page}
+        page.sort(key=lambda row: (len(texts[row[0]]), row[0]))
+        for start in range(0, len(page), batch):
+            rows = page[start : start + batch]
+            vectors = embedder.embed([texts[doc] for doc, _, _ in rows])
+            if len(vectors) != len(rows):
+                raise RecallError(f"embedder {model!r} returned {len(vectors)} vectors for {len(rows)} texts")
+            params = [
+                (doc, model, h, encode_vector(vec), doc, h)
+                for (doc, h, _), vec in zip(rows, vectors, strict=True)
+            ]
+            with _sqlite("store vectors"), _write(conn):
+                conn.executemany(
+                    "INSERT OR REPLACE INTO vectors(doc, model, h, v)"
+                    " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM docs WHERE id = ? AND h = ?)",
+                    params,
+                )
+            done += len(rows)
     return done
 
 
