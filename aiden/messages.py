@@ -298,7 +298,6 @@ class RecallRehydrate(msgspec.Struct, frozen=True, tag=True):
 
 class RecallSync(msgspec.Struct, frozen=True, tag=True):
     """Index the chunks committed since the last request and embed their events (after a compaction)."""
-
     request_id: int
 
 
@@ -321,7 +320,6 @@ class RecallEvents(msgspec.Struct, frozen=True, tag=True):
 
 class RecallSynced(msgspec.Struct, frozen=True, tag=True):
     """Reply to :class:`RecallSync`: the index is up to date (embedder failures are counted, not raised)."""
-
     request_id: int
 
 

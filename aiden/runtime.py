@@ -220,14 +220,11 @@ async def open_memory(
     )
     long_term = LongTermPort(long_term_client, long_term_actor.layer)
     recall = RecallPort(recall_client, recall_actor.stats)
-
-    async def after_compaction(entry: ChunkEntry) -> None:
+    async def after_compaction(entry: ChunkEntry) -> None:  # the recall index embeds the new chunk in the pass
         try:
             await long_term.record_chunk(entry, str(layout.root))
         finally:
-            # The new chunk is indexed and embedded in the pass: the next recall embeds its query only.
             await recall.sync()
-
     scheduler = MaintenanceScheduler(
         session_store,
         config,

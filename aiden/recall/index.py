@@ -25,7 +25,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import TypeVar
 
 import msgspec
 
@@ -34,25 +34,21 @@ from aiden.errors import AidenError, ClosedError, CorruptionError, InvalidIdErro
 from aiden.events import SessionEvent, validate_id
 from aiden.recall.db import SCHEMA_VERSION, IndexDB, is_corruption
 from aiden.recall.embedding import Embedder
-from aiden.recall.fusion import META_ROWS, reciprocal_rank_fusion
 from aiden.recall.hits import assemble, summary_hit
-from aiden.recall.query import MAX_QUERY_CHARS, content_terms
+from aiden.recall.hybrid import Hybrid
+from aiden.recall.query import content_terms
 from aiden.recall.render import fit_hits
 from aiden.recall.search import Filters, bm25_ranking, pick
 from aiden.recall.sync import BulkChunk, NeedsRebuild, apply_changes, event_text, insert_bulk
 from aiden.recall.types import RecallHit, RecallStats
-from aiden.recall.vectors import VectorSearch, embed_missing
 from aiden.storage.changes import FileChangeFeed
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import ChangeFeed, ChangeToken, ChunkChanges
 
-__all__ = ["EMBED_PER_SYNC", "SCHEMA_VERSION", "BulkChunk", "RecallHit", "RecallIndex", "RecallStats", "event_text"]
+__all__ = ["SCHEMA_VERSION", "BulkChunk", "RecallHit", "RecallIndex", "RecallStats", "event_text"]
 
 _T = TypeVar("_T")
-EMBED_PER_SYNC: Final = 5000
-"""Most events :meth:`RecallIndex.sync` embeds per call: one catch-up stays bounded (a model change
-re-embeds a long session over several), the rest waits for the next one."""
 log = logging.getLogger("aiden.recall")
 
 
@@ -96,7 +92,7 @@ class RecallIndex:
         self._storage = storage if storage is not None else Storage()
         self._config = config
         self._db = IndexDB(path, self._storage)
-        self._hybrid = _Hybrid(embedder) if embedder is not None else None
+        self._hybrid = Hybrid(embedder) if embedder is not None else None
         self._lock = threading.Lock()
         self._closed = False
         self._recall_calls = 0
@@ -120,7 +116,7 @@ class RecallIndex:
         The catch-up after a compaction: searches follow the feed too, but
         never embed more than their query, so the events a search finds
         without a vector are ranked by their words only. At most
-        :data:`EMBED_PER_SYNC` events are embedded per call (the rest at the
+        :data:`~aiden.recall.hybrid.EMBED_PER_SYNC` events are embedded per call (the rest at the
         next one). An embedder failure is logged and counted
         (:attr:`RecallStats.embedding_failures`), never raised: recall stays
         lexical for those events. Cheap when nothing changed: the feed's check
@@ -381,39 +377,3 @@ class RecallIndex:
         hits, contexts = assemble(self._db, events, summaries, k)
         config = self._config
         return fit_hits(hits, config.recall_max_chars, terms, contexts, context_chars=config.recall_snippet_chars)
-
-
-class _Hybrid:
-    """Vectors of the events beside the FTS index, fused with BM25 by reciprocal rank.
-
-    Events are embedded by :meth:`RecallIndex.sync` (the catch-up after a
-    compaction), a search embeds its query only. An embedder failure (provider
-    down, bad answer) never fails a sync or a recall: it is logged and
-    counted, and the search stays lexical for what has no vector.
-    """
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-        self._search = VectorSearch(embedder.name)
-        self.failures = 0
-        """Catch-ups whose embedding failed."""
-
-    def embed_new(self, conn: sqlite3.Connection) -> None:
-        try:
-            embed_missing(conn, self.embedder, limit=EMBED_PER_SYNC)
-        except RecallError as exc:
-            self.failures += 1
-            log.warning("recall: embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
-
-    def fuse(self, conn: sqlite3.Connection, query: str, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
-        # What the words search sees too: the first MAX_QUERY_CHARS, lone surrogates replaced.
-        text = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
-        try:
-            vector = self.embedder.embed([text])[0]
-            self._search.refresh(conn)
-            near = self._search.top(vector, META_ROWS)
-        except RecallError as exc:
-            log.warning("recall: query embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
-            return ranked
-        fused = reciprocal_rank_fusion([[doc for doc, _ in ranked], [doc for doc, _ in near]])
-        return fused[:META_ROWS]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import importlib
+import math
 import sqlite3
 import sys
 from array import array
@@ -163,6 +164,16 @@ def vector_state(conn: sqlite3.Connection, model: str) -> tuple[int, int]:
     return int(count), int(top)
 
 
+def _in_context(rows: list[list[float]], i: int, weight: float) -> list[float]:
+    """Row ``i`` plus ``weight`` times each of its neighbours, normalised (a zero sum stays zero)."""
+    mixed = list(rows[i])
+    for j in (i - 1, i + 1):
+        if 0 <= j < len(rows):
+            mixed = [x + weight * y for x, y in zip(mixed, rows[j], strict=True)]
+    norm = math.sqrt(math.fsum(x * x for x in mixed))
+    return [x / norm for x in mixed] if norm > 0 else mixed
+
+
 def _numpy() -> Any:
     try:
         return importlib.import_module("numpy")
@@ -178,10 +189,19 @@ class VectorSearch:
     by its own generation counter. The matrix is a numpy float32 array when
     numpy is importable, else lists of floats (slower, same answers up to
     rounding). Vectors of another length than the first one read are skipped.
+
+    With ``neighbours`` > 0 a doc is searched by its context vector: its own
+    plus ``neighbours`` times each of the docs before and after it in doc id
+    order (for events, the turns around it), normalised again. What answers a
+    question in a conversation is often said in reply to the turn that matches
+    it best.
     """
 
-    def __init__(self, model: str, *, use_numpy: bool = True) -> None:
+    def __init__(self, model: str, *, use_numpy: bool = True, neighbours: float = 0.0) -> None:
+        if not (math.isfinite(neighbours) and neighbours >= 0):
+            raise ValueError(f"neighbours must be finite and non-negative, got {neighbours}")
         self.model = model
+        self.neighbours = neighbours
         self._np: Any = _numpy() if use_numpy else None
         self._key: object = None
         self.ids: list[int] = []
@@ -220,13 +240,24 @@ class VectorSearch:
                 ids.append(int(doc))
                 blobs.append(blob)
         self.ids = ids
+        a = self.neighbours
         if self._np is not None:
             np = self._np
             flat = np.frombuffer(b"".join(blobs), dtype="<f4")
-            self._matrix = flat.reshape(len(ids), (width or 4) // 4) if ids else None
+            matrix = flat.reshape(len(ids), (width or 4) // 4) if ids else None
+            if matrix is not None and a:
+                own = matrix
+                matrix = own.copy()
+                matrix[1:] += np.float32(a) * own[:-1]
+                matrix[:-1] += np.float32(a) * own[1:]
+                matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), np.float32(1e-12))
+            self._matrix = matrix
             self._rows = []
         else:
-            self._rows = [decode_vector(blob) for blob in blobs]
+            rows = [decode_vector(blob) for blob in blobs]
+            if a:
+                rows = [_in_context(rows, i, a) for i in range(len(rows))]
+            self._rows = rows
         self._key = key
         self.loads += 1
         return True
