@@ -40,8 +40,6 @@ __all__ = [
     "RecallQuery",
     "RecallLookup",
     "RecallRehydrate",
-    "RecallSync",
-    "RecallSynced",
     "RecallInbox",
     "RecallOutbox",
     "Rejected",
@@ -296,12 +294,7 @@ class RecallRehydrate(msgspec.Struct, frozen=True, tag=True):
     seqs: list[int] | None = None
 
 
-class RecallSync(msgspec.Struct, frozen=True, tag=True):
-    """Index the chunks committed since the last request and embed their events (after a compaction)."""
-    request_id: int
-
-
-RecallInbox = RecallQuery | RecallLookup | RecallRehydrate | RecallSync
+RecallInbox = RecallQuery | RecallLookup | RecallRehydrate
 
 
 class RecallHits(msgspec.Struct, frozen=True, tag=True):
@@ -318,12 +311,7 @@ class RecallEvents(msgspec.Struct, frozen=True, tag=True):
     events: list[SessionEvent]
 
 
-class RecallSynced(msgspec.Struct, frozen=True, tag=True):
-    """Reply to :class:`RecallSync`: the index is up to date (embedder failures are counted, not raised)."""
-    request_id: int
-
-
-RecallOutbox = RecallHits | RecallEvents | RecallSynced | Failed
+RecallOutbox = RecallHits | RecallEvents | Failed
 
 
 # --- session reader ------------------------------------------------------------------
