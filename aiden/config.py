@@ -244,13 +244,14 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         return max(64, min(1200, self.context_window // 20))
 
     def max_pass_tokens(self) -> int:
-        """Tokens one pass compacts at most (with ``max_pass_events`` set): 100 chunk summaries' worth.
+        """Tokens one pass compacts at most (with ``max_pass_events`` set): 100 chunk summaries' worth,
+        at least 40,000.
 
         A count alone does not bound a pass: 1,000 large tool outputs took minutes to summarize and
         hit the summarizer's deadline with nothing committed. One ordinary compaction of a window up
         to 128k stays one pass; a bigger backlog drains in passes that each commit.
         """
-        return 100 * self.chunk_summary_tokens()
+        return max(40_000, 100 * self.chunk_summary_tokens())
 
     def summary_layer_tokens(self) -> int:
         """Token budget of the whole summary layer in the prompt."""

@@ -1,10 +1,14 @@
-"""No module in ``aiden/`` is over 400 lines: a module that big holds more than one responsibility."""
+"""No module in ``aiden/`` is over 700 lines: one concept a module, and a module that big holds more than one.
+
+The limit was 400 until the [Architecture] issue: modules were split to pass the number rather than by
+concept, which is what this guard must not cause.
+"""
 
 from __future__ import annotations
 
 from tests.architecture.graph import PACKAGE_ROOT, module_files
 
-LIMIT = 400
+LIMIT = 700
 # At most two files may exceed the limit, each with the reason it cannot be split. None does today.
 ALLOWED: dict[str, str] = {}
 

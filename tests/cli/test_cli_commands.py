@@ -68,7 +68,7 @@ def test_compact_under_the_trigger_does_nothing(root: Path, capsys: pytest.Captu
     assert out == (
         "nothing to compact\n"
         f"hot window: {len(hot)} events, ~{sum(event_tokens(hot))} tokens "
-        f"(trigger: more than {Config().count_compress_after_events} events or ~{threshold} tokens)\n"
+        f"(trigger: more than {Config().count_limit()} events or ~{threshold} tokens)\n"
     )
     assert read_all_events(open_layout(root)) == events_before
 
@@ -107,7 +107,7 @@ def test_compact_json_runs_passes_until_under_the_trigger(
             for entry, p in zip(new, result["passes"], strict=True)
         ],
         "hot_window": {"events": len(hot), "estimated_tokens": sum(event_tokens(hot))},
-        "trigger": {"events_over": Config().count_compress_after_events, "tokens_at": threshold},
+        "trigger": {"events_over": Config().count_limit(), "tokens_at": threshold},
         "under_trigger": True,
     }
     assert sum(event_tokens(hot)) < threshold

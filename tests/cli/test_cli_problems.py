@@ -173,7 +173,9 @@ async def _backlog(root: Path, events: int) -> None:
     quiet = Config(count_compress_after_events=100_000, durability="none", session_summary_on_close=False)
     async with aiden.open_memory(root, config=quiet, context_window=8000) as memory:
         for n in range(events):
-            await memory.append(aiden.SessionEvent(type="user_input", content=f"step {n}: run the tests"))
+            await memory.append(
+                aiden.SessionEvent(type="user_input", content=f"step {n}: run the tests " + "and read the log " * 12)
+            )
 
 
 def test_inspect_uses_the_window_the_root_was_last_opened_with(
