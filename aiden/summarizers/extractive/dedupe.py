@@ -9,6 +9,7 @@ from typing import Final
 import msgspec
 
 from aiden.summarizers.extractive.items import _R_REST, Section, _Item, _line_of
+from aiden.summarizers.extractive.salience import names_a_date
 from aiden.summarizers.extractive.tools import _digitless
 from aiden.summarizers.mustkeep import key_tokens, normalize
 
@@ -121,7 +122,7 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
                 # A fact sentence is kept for its ids and numbers: one that
                 # names nothing new ("step 19 of PROJ-6915" again) adds nothing.
                 tokens = [t for t in key_tokens(item.text) if not _BARE_NUMBER.match(t)]
-                if not tokens:
+                if not tokens and not names_a_date(item.text):
                     item = msgspec.structs.replace(item, rank=max(item.rank, _R_REST))
                 else:
                     holder = _first_holding(containers, tokens)

@@ -53,7 +53,8 @@ _CONSTRAINT_STRONG: Final = re.compile(
     re.IGNORECASE,
 )
 _CONSTRAINT_USER: Final = re.compile(
-    r"\b(?:don't|do not|cannot|can't|shouldn't|should not|only|limit(?:ed)?|maximum|minimum|max|min|"
+    # "Can't wait to see it!" is anticipation, not a limit.
+    r"\b(?:don't|do not|(?:cannot|can't|can not)(?! wait\b)|shouldn't|should not|only|limit(?:ed)?|maximum|minimum|max|min|"
     r"budget|without)\b|\b(?:under|below|above|over|within|less than|more than|fewer than) \$?\d"
     r"|\bkeep\b.*\b(?:under|below|above|within)\b|^no\s+\w+|\bno (?:breaking|new|external|more|network|internet|"
     r"dependenc\w*|deps|changes|tests?|api|downtime|sudo|root|docker|mocks?)\b",
