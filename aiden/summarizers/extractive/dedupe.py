@@ -122,8 +122,10 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
                 # A fact sentence is kept for its ids and numbers: one that
                 # names nothing new ("step 19 of PROJ-6915" again) adds nothing.
                 tokens = [t for t in key_tokens(item.text) if not _BARE_NUMBER.match(t)]
-                if not tokens and not names_a_date(item.text):
-                    item = msgspec.structs.replace(item, rank=max(item.rank, _R_REST))
+                if not tokens:
+                    # ... unless it says when something happened ("on 8 May, 2023").
+                    if not names_a_date(item.text):
+                        item = msgspec.structs.replace(item, rank=max(item.rank, _R_REST))
                 else:
                     holder = _first_holding(containers, tokens)
                     if holder is not None:

@@ -37,20 +37,22 @@ _LOW_INFORMATION: Final = frozenset(
         "talk", "chat", "catch", "time", "day", "today", "share", "sharing", "excited", "exciting", "inspiring",
         "inspired", "happen", "happened", "buddy", "friend", "dear", "man", "guys", "everyone", "anyway",
         "though", "still", "even", "something", "anything", "everything", "nothing", "look", "looks", "looking",
-        "truly", "welcome", "sorry"
+        "truly", "welcome", "sorry", "him", "her", "his", "hers", "mine", "yours", "ours", "theirs", "myself",
+        "yourself", "ourselves", "someone", "anyone", "one"
     }
 )  # fmt: skip
 # Social markers: a sentence of one informative word is phatic when it greets, thanks or exclaims
 # ("Hey Mel!", "Thanks, Melanie!"), not when it asks or corrects ("Try again", "No, that's wrong").
 _SOCIAL: Final = frozenset(
     {
-        "hey", "hiya", "hello", "thanks", "thank", "thx", "cheers", "bye", "goodbye", "congrats",
+        "hi", "yo", "ok", "hey", "hiya", "hello", "thanks", "thank", "thx", "cheers", "bye", "goodbye", "congrats",
         "congratulations", "wow", "omg", "haha", "lol", "yay", "great", "awesome", "cool", "nice", "glad",
         "sweet", "wonderful", "amazing", "fantastic", "lovely", "incredible", "brilliant", "welcome", "sorry",
         "wait", "sounds", "proud", "happy", "excited", "exciting", "hugs", "luck"
     }
 )  # fmt: skip
 _NUMBER: Final = re.compile(r"\d")
+_WORDS: Final = re.compile(r"[^\W\d_]+")
 _MONTH: Final = re.compile(
     r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|jun(?:e)?|jul(?:y)?|aug(?:ust)?|"
     r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|monday|tuesday|wednesday|thursday|"
@@ -104,7 +106,7 @@ def is_phatic(sentence: str) -> bool:
     informative = set(informative_words(body))
     if not informative:
         return True
-    return len(informative) == 1 and not _SOCIAL.isdisjoint(content_words(body))
+    return len(informative) == 1 and not _SOCIAL.isdisjoint(_WORDS.findall(body.casefold()))
 
 
 class Rarity:
@@ -154,7 +156,7 @@ def is_junk_line(text: str) -> bool:
 
     A bare path (the Files line lists paths), a test runner's line ("PASSED",
     "3 passed in 0.2s", "tests/a.py::test_b PASSED"), a line ending in a path
-    cut mid-word, or phatic talk.
+    cut mid-word, a line of one content word, or phatic talk.
     """
     _who, body = split_speaker(text.strip())
     body = body.strip().strip("`").strip()
@@ -166,4 +168,5 @@ def is_junk_line(text: str) -> bool:
         return True
     if _CUT_PATH.search(body) and not re.search(r"\.\w{1,5}…?$", body):
         return True
-    return is_phatic(body)
+    # A one-word line ("STRATEGY:", "Done.") says nothing without the message it came from.
+    return len(content_words(body)) <= 1 or is_phatic(body)
