@@ -138,9 +138,7 @@ def test_history_keeps_every_must_keep_kind_verbatim() -> None:
         ),
         files_touched=("billing/export.py", "tests/test_export.py", "requirements.txt"),
         user_preferences=("Actually, I prefer semicolons as the delimiter.",),
-        failed_approaches=(
-            "I tried streaming rows with a generator but it did not work with the ORM session.",
-        ),
+        failed_approaches=("I tried streaming rows with a generator but it did not work with the ORM session.",),
         working_recipes=("$ pytest -q tests/test_export.py",),
         facts=("Next I will run `make export` on staging.",),
     )
@@ -217,9 +215,7 @@ def _many_facts_session() -> tuple[SessionEvent, ...]:
     seq = 1
     for i in range(30):
         seq += 1
-        events.append(
-            SessionEvent(type="user_input", seq=seq, content=f"Never deploy region r{i} on weekends.")
-        )
+        events.append(SessionEvent(type="user_input", seq=seq, content=f"Never deploy region r{i} on weekends."))
         seq += 1
         events.append(
             SessionEvent(
@@ -301,8 +297,7 @@ def test_chinese_sentences_are_split_and_classified() -> None:
 
 def test_chinese_budget_counts_one_token_per_character() -> None:
     events = tuple(
-        SessionEvent(type="user_input", seq=i + 1, content=f"必须保留第{i}条约束，不要删除它。")
-        for i in range(40)
+        SessionEvent(type="user_input", seq=i + 1, content=f"必须保留第{i}条约束，不要删除它。") for i in range(40)
     )
     text = summarize(SummaryRequest(purpose="history", events=events, max_tokens=100))
     assert 0 < estimate_tokens(text) <= 100
@@ -326,16 +321,10 @@ def test_log_noise_does_not_crowd_out_facts() -> None:
             )
         )
         events.append(
-            SessionEvent(
-                type="tool_result", seq=len(events) + 1, tool_name="bash", tool_call_id=f"t{i}", content=log
-            )
+            SessionEvent(type="tool_result", seq=len(events) + 1, tool_name="bash", tool_call_id=f"t{i}", content=log)
         )
     events.append(
-        SessionEvent(
-            type="user_input",
-            seq=len(events) + 1,
-            content="Don't restart the api-0 pod during business hours.",
-        )
+        SessionEvent(type="user_input", seq=len(events) + 1, content="Don't restart the api-0 pod during business hours.")
     )
     text = summarize(SummaryRequest(purpose="history", events=tuple(events), max_tokens=200))
     assert "- Don't restart the api-0 pod during business hours." in text
@@ -345,9 +334,7 @@ def test_log_noise_does_not_crowd_out_facts() -> None:
 
 def test_resolution_pairs_with_the_error_it_names() -> None:
     events = (
-        SessionEvent(
-            type="tool_call", seq=1, tool_name="bash", tool_call_id="a", tool_args='{"command": "npm ci"}'
-        ),
+        SessionEvent(type="tool_call", seq=1, tool_name="bash", tool_call_id="a", tool_args='{"command": "npm ci"}'),
         SessionEvent(
             type="tool_result",
             seq=2,
@@ -355,9 +342,7 @@ def test_resolution_pairs_with_the_error_it_names() -> None:
             tool_call_id="a",
             content="npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree",
         ),
-        SessionEvent(
-            type="tool_call", seq=3, tool_name="bash", tool_call_id="b", tool_args='{"command": "make db"}'
-        ),
+        SessionEvent(type="tool_call", seq=3, tool_name="bash", tool_call_id="b", tool_args='{"command": "make db"}'),
         SessionEvent(
             type="tool_result",
             seq=4,
@@ -387,9 +372,7 @@ def test_resolution_pairs_with_the_error_it_names() -> None:
 def test_a_range_without_facts_still_gets_a_summary() -> None:
     chatter = (
         SessionEvent(type="user_input", seq=4, content="ok"),
-        SessionEvent(
-            type="assistant_output", seq=5, content="Checked 3 places in reports; tests pass so far."
-        ),
+        SessionEvent(type="assistant_output", seq=5, content="Checked 3 places in reports; tests pass so far."),
     )
     assert summarize(SummaryRequest(purpose="history", events=chatter)) == (
         "Notes:\n- Checked 3 places in reports; tests pass so far."
@@ -507,16 +490,8 @@ def test_planted_facts_survive_many_compactions() -> None:
             "We'll use Redis Streams instead of Kafka because the ops team already runs Redis.",
             "ops team already runs redis",
         ),
-        (
-            "assistant_output",
-            "I tried bumping the pool size to 50 but the deadlocks persisted.",
-            "pool size to 50",
-        ),
-        (
-            "assistant_output",
-            "The invoice export lives in services/billing/export/csv_writer.py.",
-            "csv_writer.py",
-        ),
+        ("assistant_output", "I tried bumping the pool size to 50 but the deadlocks persisted.", "pool size to 50"),
+        ("assistant_output", "The invoice export lives in services/billing/export/csv_writer.py.", "csv_writer.py"),
         ("user_input", "Customer CUST-88231 is the one with the broken invoice.", "cust-88231"),
     ]
     events: list[SessionEvent] = []
@@ -529,27 +504,15 @@ def test_planted_facts_survive_many_compactions() -> None:
         elif i % 3 == 0:
             events.append(
                 SessionEvent(
-                    type="tool_call",
-                    seq=seq,
-                    tool_name="read_file",
-                    tool_call_id=f"c{i}",
-                    tool_args='{"path": "app.py"}',
+                    type="tool_call", seq=seq, tool_name="read_file", tool_call_id=f"c{i}", tool_args='{"path": "app.py"}'
                 )
             )
         elif i % 3 == 1:
             events.append(
-                SessionEvent(
-                    type="tool_result",
-                    seq=seq,
-                    tool_name="read_file",
-                    tool_call_id=f"c{i - 1}",
-                    content=noise,
-                )
+                SessionEvent(type="tool_result", seq=seq, tool_name="read_file", tool_call_id=f"c{i - 1}", content=noise)
             )
         else:
-            events.append(
-                SessionEvent(type="assistant_output", seq=seq, content="Let me look at the file again.")
-            )
+            events.append(SessionEvent(type="assistant_output", seq=seq, content="Let me look at the file again."))
     prompt = _compact(events, ExtractiveSummarizer()).casefold()
     assert [key for _, _, key in facts if key not in prompt] == []
 
@@ -563,26 +526,10 @@ def _session_summary(events: tuple[SessionEvent, ...], previous: str = "") -> tu
 
 def test_session_summary_has_seed_004_schema() -> None:
     events = (
-        SessionEvent(
-            type="user_input", seq=1, content="Hello! Set up the docs site. Always use yarn, never npm."
-        ),
-        SessionEvent(
-            type="tool_call",
-            seq=2,
-            tool_name="bash",
-            tool_call_id="a",
-            tool_args='{"command": "npm run build"}',
-        ),
-        SessionEvent(
-            type="tool_result",
-            seq=3,
-            tool_name="bash",
-            tool_call_id="a",
-            content="Error: Cannot find module 'vite'",
-        ),
-        SessionEvent(
-            type="tool_call", seq=4, tool_name="bash", tool_call_id="b", tool_args='{"command": "yarn build"}'
-        ),
+        SessionEvent(type="user_input", seq=1, content="Hello! Set up the docs site. Always use yarn, never npm."),
+        SessionEvent(type="tool_call", seq=2, tool_name="bash", tool_call_id="a", tool_args='{"command": "npm run build"}'),
+        SessionEvent(type="tool_result", seq=3, tool_name="bash", tool_call_id="a", content="Error: Cannot find module 'vite'"),
+        SessionEvent(type="tool_call", seq=4, tool_name="bash", tool_call_id="b", tool_args='{"command": "yarn build"}'),
         SessionEvent(type="tool_result", seq=5, tool_name="bash", tool_call_id="b", content="Done in 4.2s."),
         SessionEvent(
             type="assistant_output",

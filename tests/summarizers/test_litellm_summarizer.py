@@ -33,9 +33,7 @@ REQUEST = SummaryRequest(
     purpose="history",
     events=(
         SessionEvent(type="user_input", seq=1, content="Add CSV export. It must be done by Friday."),
-        SessionEvent(
-            type="assistant_output", seq=2, content="I decided to use the csv module because it is stdlib."
-        ),
+        SessionEvent(type="assistant_output", seq=2, content="I decided to use the csv module because it is stdlib."),
     ),
 )
 ANSWER: dict[str, Any] = {
@@ -123,11 +121,7 @@ async def test_json_without_text_is_rendered_from_its_fields() -> None:
         "Decisions:\n- use the csv module (it is stdlib)"
     )
     session = SummaryRequest(purpose="session_summary", events=REQUEST.events)
-    answer = {
-        "outcome": "Shipped CSV export.",
-        "working_recipes": ["$ make export"],
-        "user_preferences": "tabs",
-    }
+    answer = {"outcome": "Shipped CSV export.", "working_recipes": ["$ make export"], "user_preferences": "tabs"}
     result = await mocked(json.dumps(answer)).summarize(session)
     assert result.text == (
         "## OUTCOME\n- Shipped CSV export.\n\n## WORKING RECIPES\n- $ make export\n\n"
@@ -173,16 +167,12 @@ async def test_a_fold_that_drops_load_bearing_lines_gets_them_back() -> None:
         "Decisions:\n- Use Redis Streams because ops runs Redis.\nTool results:\n- read_file: x = 1"
     )
     request = SummaryRequest(purpose="rolling_fold", text=rolling)
-    result = await mocked(
-        "Goal: Ship the ledger API.\nDecisions:\n- Redis Streams (ops runs Redis)"
-    ).summarize(request)
+    result = await mocked("Goal: Ship the ledger API.\nDecisions:\n- Redis Streams (ops runs Redis)").summarize(request)
     assert result.text == (
         "Goal: Ship the ledger API.\nDecisions:\n- Redis Streams (ops runs Redis)\n\n"
         "Must keep:\n- Never log card numbers.\n- Use Redis Streams because ops runs Redis."
     )
-    faithful = (
-        "Goal: Ship the ledger API.\n- Never log card numbers.\n- Use Redis Streams because ops runs Redis."
-    )
+    faithful = "Goal: Ship the ledger API.\n- Never log card numbers.\n- Use Redis Streams because ops runs Redis."
     assert (await mocked(faithful).summarize(request)).text == faithful
 
 
@@ -383,9 +373,7 @@ async def test_half_open_admits_a_single_trial() -> None:
         return json.dumps(ANSWER)
 
     with FakeLLMServer(responder=held, script=[{"status": 401}]) as server:
-        summarizer = against(
-            server, summarizer_retries=0, circuit_breaker_failures=1, circuit_breaker_reset_s=10.0
-        )
+        summarizer = against(server, summarizer_retries=0, circuit_breaker_failures=1, circuit_breaker_reset_s=10.0)
         with pytest.raises(SummarizerError):
             await summarizer.summarize(REQUEST)
         await anyio.sleep(10.0)
@@ -467,3 +455,4 @@ async def test_a_provider_that_answered_before_and_is_cut_by_the_deadline_is_slo
 
 def test_stats_outside_an_event_loop() -> None:
     assert mocked("x").stats() == SummarizerStats()
+

@@ -20,12 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_python(code: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     return subprocess.run(
-        [sys.executable, "-W", "error", "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        check=False,
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=False
     )
 
 

@@ -45,9 +45,7 @@ def events() -> tuple[SessionEvent, ...]:
             tool_call_id="a",
             content="never_seen_token = 1\nYou must not see this line.",
         ),
-        SessionEvent(
-            type="user_input", seq=5, content="I prefer small commits. See docs/adr/0007-grpc.md for context."
-        ),
+        SessionEvent(type="user_input", seq=5, content="I prefer small commits. See docs/adr/0007-grpc.md for context."),
     )
 
 
@@ -78,9 +76,7 @@ def test_extract_must_keep_is_deterministic() -> None:
     assert extract_must_keep(events(), max_items=40) == extract_must_keep(events(), max_items=40)
 
 
-SUMMARY = (
-    "Goal: migrate exporter.\nDecisions:\n- We'll use Redis Streams instead of Kafka because ops runs Redis."
-)
+SUMMARY = "Goal: migrate exporter.\nDecisions:\n- We'll use Redis Streams instead of Kafka because ops runs Redis."
 
 
 def test_apply_appends_only_missing_items() -> None:
@@ -155,9 +151,7 @@ def test_apply_works_on_chinese() -> None:
 
 
 def test_sentence_splitting_handles_english_and_chinese() -> None:
-    assert split_sentences(
-        "我们必须在周五之前完成。不要用npm！好吗？Use yarn. See app.py and v1.2 e.g. here; ok"
-    ) == [
+    assert split_sentences("我们必须在周五之前完成。不要用npm！好吗？Use yarn. See app.py and v1.2 e.g. here; ok") == [
         "我们必须在周五之前完成。",
         "不要用npm！",
         "好吗？",
@@ -175,9 +169,7 @@ def test_paths_and_key_tokens() -> None:
     assert find_paths(
         "edit src/api.py:45 and ./run.sh, see https://x.com/a/b.py, and/or Node.js, /etc/hosts, client/server"
     ) == ["src/api.py", "./run.sh", "/etc/hosts"]
-    assert key_tokens(
-        "Deploy to 10.0.3.17 port 8443 with OPS-4411 in 30 minutes using `make deploy` v1.2.3"
-    ) == [
+    assert key_tokens("Deploy to 10.0.3.17 port 8443 with OPS-4411 in 30 minutes using `make deploy` v1.2.3") == [
         "make deploy",
         "10.0.3.17",
         "ops-4411",

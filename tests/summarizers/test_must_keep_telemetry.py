@@ -17,10 +17,7 @@ from aiden.testing import ScriptedSummarizer
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 CONFIG = Config(
-    keep_recent_tokens=60,
-    hot_window_events=4,
-    count_compress_after_events=10**6,
-    failure_fallback="breadcrumb",
+    keep_recent_tokens=60, hot_window_events=4, count_compress_after_events=10**6, failure_fallback="breadcrumb"
 )
 RULE = "Never run migrations against prod directly."
 DECISION = "I decided to use logical replication because it allows a zero-downtime cutover."

@@ -39,10 +39,14 @@ pytestmark = [pytest.mark.timeout(60)]
 ROOT = Path(__file__).resolve().parents[2]
 
 _STOP = frozenset(
-    "the and for with from into onto that this these those you your our their his her its was were are "
-    "been have has had not but she they them him who what when where which will would can could just "
-    "very also than then there here too all any some".split()
-)
+    {
+        "the", "and", "for", "with", "from", "into", "onto", "that", "this", "these", "those", "you",
+        "your", "our", "their", "his", "her", "its", "was", "were", "are", "been", "have", "has", "had",
+        "not", "but", "she", "they", "them", "him", "who", "what", "when", "where", "which", "will",
+        "would", "can", "could", "just", "very", "also", "than", "then", "there", "here", "too", "all",
+        "any", "some"
+    }
+)  # fmt: skip
 _PATH = re.compile(
     r"^[`'\"]?(?:[\w.-]+/)+[\w.-]*[`'\"]?(?::\d+)?$|^[`'\"]?[\w-]+\.[A-Za-z]{1,5}[`'\"]?(?::\d+)?$"
 )

@@ -126,9 +126,7 @@ def test_fake_server_answers_chat_completions() -> None:
             "object": "chat.completion",
             "created": 1_700_000_000,
             "model": "test-model",
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": "echo 1"}, "finish_reason": "stop"}
-            ],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "echo 1"}, "finish_reason": "stop"}],
             "usage": {
                 "prompt_tokens": 10,
                 "completion_tokens": 1,
@@ -142,9 +140,7 @@ def test_fake_server_answers_chat_completions() -> None:
             RecordedRequest(
                 method="POST", path="/v1/chat/completions", headers=server.requests[0].headers, body=BODY
             ),
-            RecordedRequest(
-                method="POST", path="/chat/completions", headers=server.requests[1].headers, body=BODY
-            ),
+            RecordedRequest(method="POST", path="/chat/completions", headers=server.requests[1].headers, body=BODY),
         ]
         assert server.requests[0].headers["content-type"] == "application/json"
 

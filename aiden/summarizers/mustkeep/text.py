@@ -117,17 +117,7 @@ def code_lines(text: str) -> list[str]:
             else:
                 in_code = True
                 lang = raw.strip()[3:].strip().casefold()
-                in_shell = lang in {
-                    "bash",
-                    "sh",
-                    "shell",
-                    "console",
-                    "zsh",
-                    "terminal",
-                    "cmd",
-                    "powershell",
-                    "ps",
-                }
+                in_shell = lang in {"bash", "sh", "shell", "console", "zsh", "terminal", "cmd", "powershell", "ps"}
             continue
         line = raw.strip()
         if line.startswith("$ ") and len(line) > 2:
