@@ -18,6 +18,7 @@ a ``Files:`` line, a bare path or a ``$ command``: it says nothing of what happe
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -28,11 +29,14 @@ from pathlib import Path
 import anyio
 import pytest
 
+from aiden.config import Config
 from aiden.demo import run_demo
 from aiden.events import SessionEvent
 from aiden.summarizers import ExtractiveSummarizer
 from aiden.summarizers.extractive.supersede import prune_superseded
+from aiden.summarizers.llm import LiteLLMSummarizer
 from aiden.summarizers.protocol import SummaryRequest
+from aiden.testing import FakeLLMServer
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -230,3 +234,32 @@ def test_swe_agent_sessions_replayed_with_compactions_hold_no_junk() -> None:
         problems += [(name, kind, e) for kind, e in junk([*chunks, rolling])]
     assert chunks_seen > 30
     assert problems == []
+
+
+# --- the LLM summarizer's prompt: the same rule (checked against the local fake server only) ----------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("one_call", [True, False])
+async def test_the_llm_prompt_asks_for_what_a_later_question_needs(one_call: bool) -> None:
+    answer = {"user_goal": "", "facts": ["Tom adopted a beagle named Biscuit last Sunday."], "text": ""}
+    with FakeLLMServer(script=[json.dumps(answer)]) as server:
+        summarizer = LiteLLMSummarizer(
+            "openai/test-model",
+            config=Config(),
+            api_base=server.base_url,
+            api_key="sk-test",
+            one_call_per_compaction=one_call,
+        )
+        result = await summarizer.summarize(SummaryRequest(purpose="history", events=_chat()))
+        (sent,) = server.requests
+    system, user = (m["content"] for m in sent.body["messages"])
+    assert "Keep what a later question could need, with who said it and when" in system
+    assert "not by their place in a message" in system
+    assert 'never a greeting, thanks, compliment or "can\'t wait"' in system
+    assert "never a bare file path" in system and "never a test runner's line" in system
+    assert "never only which files were touched" in system
+    assert "what a later question could need, each a full sentence with who said it" in user
+    assert "what happened in this part, in a sentence or two (never only a file list)" in user
+    assert "[2] ASSISTANT: Tom: Hi Priya! Thanks for asking." in user
+    assert result.structured.facts[0] == "Tom adopted a beagle named Biscuit last Sunday."
