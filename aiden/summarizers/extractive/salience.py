@@ -56,7 +56,8 @@ _WORDS: Final = re.compile(r"[^\W\d_]+")
 _MONTH: Final = re.compile(
     r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|jun(?:e)?|jul(?:y)?|aug(?:ust)?|"
     r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|monday|tuesday|wednesday|thursday|"
-    r"friday|saturday|sunday|yesterday|tomorrow|weekend|last (?:week|month|year)|next (?:week|month|year))\b",
+    r"friday|saturday|sunday|yesterday|tomorrow|weekend|last (?:week|month|year)|next (?:week|month|year)|"
+    r"\d{1,2}(?:st|nd|rd|th)? may|may \d{1,2}|\d{4}-\d\d-\d\d)\b",
     re.IGNORECASE,
 )
 # A capitalized word inside a sentence: a name of a person, place or thing.
