@@ -151,15 +151,10 @@ class ExtractiveSummarizer:
             return SummaryResult(
                 text=_render_session(session_items), structured=_structured_session(session_items)
             )
-        kept = (
-            deduped.kept
-            if any(it.section in _SAYS for it in deduped.kept)
-            else [
-                *deduped.kept,
-                *_what_happened(request, collector),
-            ]
-        )
-        chosen = _select(kept, budget, _render_history)
+        kept = deduped.kept
+        if not any(it.section in _SAYS for it in kept):
+            kept = [*kept, *_what_happened(request, collector)]
+        chosen = _select(kept or [_fallback_note(request)], budget, _render_history)
         return SummaryResult(
             text=_render_history(chosen), structured=_structured_history(_with_absorbed(chosen, deduped))
         )
@@ -206,7 +201,7 @@ def _narrates(item: _Item) -> bool:
 
 
 def _what_happened(request: SummaryRequest, collector: _Collector) -> list[_Item]:
-    """A sentence of what a range did when nothing it said was kept: its tool work, else its newest message."""
+    """What a range did when nothing it said was kept: its newest informative message, and its tool work."""
     # The paths are on the Files line: the sentence counts them.
     parts: list[str] = []
     if collector.read_paths:
@@ -226,7 +221,7 @@ def _what_happened(request: SummaryRequest, collector: _Collector) -> list[_Item
         items.append(
             _Item("notes", clip("Agent " + "; ".join(parts) + ".", 2 * _TOOL_NOTE_CHARS), _R_NOTE, 1)
         )
-    return items or [_fallback_note(request)]
+    return items
 
 
 def _files(paths: Sequence[str]) -> str:
