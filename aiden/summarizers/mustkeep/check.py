@@ -18,6 +18,7 @@ from aiden.summarizers.mustkeep.text import clip, content_words, normalize, spli
 from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens
 
 _MUST_KEEP_HEADER: Final = "Must keep:"
+_FILES_LINE: Final = "Files:"
 
 
 def _may_be_fact(kind: str, sentence: str) -> bool:
@@ -159,9 +160,19 @@ def apply_must_keep(
     section = _MUST_KEEP_HEADER
     budget = max_chars - len(prefix) - len(section)
     added = 0
+    # A path alone is no list entry (it tells nothing by itself, #38): lost paths go on one
+    # "Files:" line, as a summary lists them; a path is never clipped (a cut path names nothing).
+    paths: list[str] = []
     for item in missing:
         if added >= max_items:
             break
+        if _is_bare_path(item):
+            cost = len(item) + (2 if paths else len(_FILES_LINE) + 2)
+            if cost <= budget:
+                paths.append(item)
+                budget -= cost
+                added += 1
+            continue
         line = f"\n- {item}"
         if len(line) > budget:
             # Clip rather than skip, so the first missing facts always make it in.
@@ -174,12 +185,21 @@ def apply_must_keep(
         added += 1
     if added == 0:
         return summary_text
-    return summary_text.rstrip() + prefix + section
+    files = f"\n{_FILES_LINE} " + ", ".join(paths) if paths else ""
+    return summary_text.rstrip() + prefix + section + files
+
+
+def _is_bare_path(item: str) -> bool:
+    return find_paths(item) == [item.strip()]
 
 
 def appended_count(before: str, after: str) -> int:
     """How many items :func:`apply_must_keep` appended to ``before`` to give ``after`` (telemetry)."""
     if after == before:
         return 0
-    # Each appended item is one "\n- " line (clip() collapses an item's whitespace).
-    return after[len(before.rstrip()) :].count("\n- ")
+    # Each appended item is one "\n- " line (clip() collapses an item's whitespace), or one
+    # path on the closing "Files:" line.
+    appended = after[len(before.rstrip()) :]
+    _, found, files = appended.rpartition(f"\n{_FILES_LINE} ")
+    paths = len(files.split(", ")) if found else 0
+    return appended.count("\n- ") + paths
