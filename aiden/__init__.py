@@ -21,9 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aiden._lazy import lazy_exports
-from aiden.boundary import BoundaryDecision
 from aiden.config import Config, config_from_mapping, load_config
-from aiden.context import PromptBuild, PromptLayers
 from aiden.errors import (
     AidenError,
     ClosedError,
@@ -48,51 +46,53 @@ from aiden.errors import (
     VersionNotFoundError,
 )
 from aiden.events import EventType, SessionEvent
-from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
-from aiden.experience.messages import LearnerStats, LearnOutcome
-from aiden.experience.records import Evidence, ExperienceRecord, RecordRow
-from aiden.lifecycle import RunStart
-from aiden.memory import Memory, MemoryStats
-from aiden.messages import CompactionOutcome
-from aiden.openai_format import events_from_message, events_from_response, usage_numbers
-from aiden.recall.embedding import Embedder, LiteLLMEmbedder
-from aiden.recall.types import RecallContext, RecallHit, RecallStats
-from aiden.runtime import open_memory
-from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex, SegmentRef
-from aiden.storage.fs import StagedFile, Storage, StorageOp
-from aiden.storage.layout import Layout
-from aiden.storage.protocol import (
-    ChangeFeed,
-    ChangeToken,
-    ChunkChanges,
-    PendingChunks,
-    PreparedEvent,
-    RecoveryReport,
-    SessionStore,
-    Snapshot,
-)
-from aiden.storage.session import FileSessionStore
-from aiden.summarizers.protocol import (
-    Decision,
-    ErrorResolution,
-    Preparable,
-    StructuredSummary,
-    Summarizer,
-    SummaryRequest,
-    SummaryResult,
-)
 
 if TYPE_CHECKING:
     from aiden import sync
+    from aiden.boundary import BoundaryDecision
+    from aiden.context import PromptBuild, PromptLayers
+    from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
+    from aiden.experience.messages import LearnerStats, LearnOutcome
+    from aiden.experience.records import Evidence, ExperienceRecord, RecordRow
+    from aiden.lifecycle import RunStart
     from aiden.longterm.dream import DreamOutcome
     from aiden.longterm.dream_edits import DreamEdit
     from aiden.longterm.versions import Version
+    from aiden.memory import Memory, MemoryStats
+    from aiden.messages import CompactionOutcome
+    from aiden.openai_format import events_from_message, events_from_response, usage_numbers
+    from aiden.recall.embedding import Embedder, LiteLLMEmbedder
     from aiden.recall.minilm import LocalMiniLMEmbedder
+    from aiden.recall.types import RecallContext, RecallHit, RecallStats
+    from aiden.runtime import open_memory
+    from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex, SegmentRef
+    from aiden.storage.fs import StagedFile, Storage, StorageOp
+    from aiden.storage.layout import Layout
     from aiden.storage.postgres import PostgresSessionStore, open_pool, postgres_store_factory
+    from aiden.storage.protocol import (
+        ChangeFeed,
+        ChangeToken,
+        ChunkChanges,
+        PendingChunks,
+        PreparedEvent,
+        RecoveryReport,
+        SessionStore,
+        Snapshot,
+    )
+    from aiden.storage.session import FileSessionStore
     from aiden.summarizers.extractive import ExtractiveSummarizer
     from aiden.summarizers.llm import LiteLLMSummarizer
     from aiden.summarizers.llm.schema import StructuredOutput
     from aiden.summarizers.llm.stats import SummarizerStats
+    from aiden.summarizers.protocol import (
+        Decision,
+        ErrorResolution,
+        Preparable,
+        StructuredSummary,
+        Summarizer,
+        SummaryRequest,
+        SummaryResult,
+    )
     from aiden.sync import SyncMemory
 
 __version__ = "0.1.0"
@@ -184,15 +184,66 @@ __all__ = [
     "open_pool",
     "postgres_store_factory",
     "sync",
-    "usage_numbers",]
+    "usage_numbers",
+]
 
 
 # LiteLLMSummarizer lives in the one module allowed to import litellm (itself
-# lazily); ExtractiveSummarizer's rule tables take a while to compile. Both load
-# on first use, keeping `import aiden` cheap.
+# lazily); ExtractiveSummarizer's rule tables take a while to compile; the runtime
+# pulls in every actor. All load on first use, keeping `import aiden` cheap.
 __getattr__ = lazy_exports(
     __name__,
     {
+        # Everything but the errors, events and config loads on first use: `import aiden` stays
+        # cheap for a process that only needs the types, and the first call pays for what it uses.
+        "BoundaryDecision": "aiden.boundary",
+        "ChangeFeed": "aiden.storage.protocol",
+        "ChangeToken": "aiden.storage.protocol",
+        "ChunkChanges": "aiden.storage.protocol",
+        "ChunkEntry": "aiden.storage.chunks",
+        "ChunkFile": "aiden.storage.chunks",
+        "ChunkIndex": "aiden.storage.chunks",
+        "CompactionOutcome": "aiden.messages",
+        "Decision": "aiden.summarizers.protocol",
+        "Embedder": "aiden.recall.embedding",
+        "Episode": "aiden.experience.episodes",
+        "EpisodeEvent": "aiden.experience.episodes",
+        "ErrorResolution": "aiden.summarizers.protocol",
+        "Evidence": "aiden.experience.records",
+        "ExperienceRecord": "aiden.experience.records",
+        "FileSessionStore": "aiden.storage.session",
+        "Layout": "aiden.storage.layout",
+        "LearnOutcome": "aiden.experience.messages",
+        "LearnerStats": "aiden.experience.messages",
+        "LiteLLMEmbedder": "aiden.recall.embedding",
+        "Memory": "aiden.memory",
+        "MemoryStats": "aiden.memory",
+        "Outcome": "aiden.experience.episodes",
+        "PendingChunks": "aiden.storage.protocol",
+        "Preparable": "aiden.summarizers.protocol",
+        "PreparedEvent": "aiden.storage.protocol",
+        "PromptBuild": "aiden.context",
+        "PromptLayers": "aiden.context",
+        "RecallContext": "aiden.recall.types",
+        "RecallHit": "aiden.recall.types",
+        "RecallStats": "aiden.recall.types",
+        "RecordRow": "aiden.experience.records",
+        "RecoveryReport": "aiden.storage.protocol",
+        "RunStart": "aiden.lifecycle",
+        "SegmentRef": "aiden.storage.chunks",
+        "SessionStore": "aiden.storage.protocol",
+        "Snapshot": "aiden.storage.protocol",
+        "StagedFile": "aiden.storage.fs",
+        "Storage": "aiden.storage.fs",
+        "StorageOp": "aiden.storage.fs",
+        "StructuredSummary": "aiden.summarizers.protocol",
+        "Summarizer": "aiden.summarizers.protocol",
+        "SummaryRequest": "aiden.summarizers.protocol",
+        "SummaryResult": "aiden.summarizers.protocol",
+        "events_from_message": "aiden.openai_format",
+        "events_from_response": "aiden.openai_format",
+        "open_memory": "aiden.runtime",
+        "usage_numbers": "aiden.openai_format",
         "LiteLLMSummarizer": "aiden.summarizers.llm",
         "ExtractiveSummarizer": "aiden.summarizers.extractive",
         "LocalMiniLMEmbedder": "aiden.recall.minilm",

@@ -123,8 +123,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """Most items the deterministic must-keep check may append to a summary."""
 
     # --- recall -------------------------------------------------------------
-    recall_max_results: Positive = 5
-    """Default and maximum ``k`` of recall_session_chunks."""
+    recall_max_results: Positive = 100
+    """Most results of one recall answer (default and maximum ``k``). The answer is packed best
+    first until ``recall_max_chars`` is full, so this is a ceiling to lower, not the packing rule."""
     recall_max_chars: Positive = 4800
     """Character bound of one recall answer: its serialized JSON, as the agent reads it."""
     recall_snippet_chars: Positive = 240

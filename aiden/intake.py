@@ -6,21 +6,90 @@ Pure (no I/O, no clock: the caller passes ``now``). A bad event raises
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
 from aiden.errors import InvalidEventError
-from aiden.events import EVENT_TYPES, SessionEvent, decode_event, encode_event
+from aiden.events import EVENT_TYPES, MAX_META_DEPTH, SessionEvent, decode_event, encode_event
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.storage.protocol import PreparedEvent
 
-__all__ = ["as_stored", "prepare_event"]
+__all__ = ["as_stored", "check_text", "prepare_event"]
 
 # Room for the seq the store adds ("seq": + up to 19 digits) when checking size.
 _SEQ_ROOM: Final = 32
 _OPTIONAL_STR: Final = ("role", "event_id", "tool_name", "tool_call_id", "tool_args", "pinned")
+
+
+# A JSON \\u escape of a UTF-16 surrogate: where one stands alone, decoding the text gives a str
+# that cannot be encoded as UTF-8 again, and every summary, index or file it reaches fails.
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _repair_tool_args(args: str) -> str | None:
+    """``args`` with lone surrogate escapes replaced by U+FFFD, or None when there are none.
+
+    A model that cuts an emoji in half sends ``{"cmd": "\\ud83d"}``: valid JSON text, but what it
+    decodes to cannot be stored. Pairs (a whole emoji) are kept.
+    """
+    if _SURROGATE_ESCAPE.search(args) is None:
+        return None
+    try:
+        decoded = json.loads(args)
+    except (ValueError, RecursionError):
+        # Not JSON: nothing decodes it as a whole; replace every surrogate escape in the text.
+        return _SURROGATE_ESCAPE.sub("\ufffd", args)
+    repaired = _without_surrogates(decoded)
+    if repaired == decoded:
+        return None
+    return json.dumps(repaired, ensure_ascii=False)
+
+
+def check_text(what: str, value: str) -> None:
+    """Refuse text that cannot be stored as UTF-8 (a lone surrogate) before anything accepts it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidEventError(f"{what} is not valid Unicode: {exc.reason}") from None
+
+
+def _json_depth_over(text: str, limit: int) -> bool:
+    """True when ``text`` nests arrays/objects deeper than ``limit`` (brackets inside strings ignored)."""
+    if text.count("[") + text.count("{") <= limit:  # the common case, at C speed
+        return False
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
 
 
 def _first_non_str(event: SessionEvent) -> str:
@@ -54,6 +123,13 @@ def prepare_event(
             raise InvalidEventError(f"event {_first_non_str(event)} must be str or None")
     if event.event_id is not None and not event.event_id:
         raise InvalidEventError("event_id must not be empty")
+    if event.tool_args is not None and _json_depth_over(event.tool_args, MAX_META_DEPTH):
+        # Every reader of tool arguments (summaries, recall, the agent's own replay) would hit
+        # the recursion limit on them: refused here, before anything stores them.
+        raise InvalidEventError(f"tool_args nest JSON deeper than {MAX_META_DEPTH} levels")
+    if event.tool_args is not None and (repaired := _repair_tool_args(event.tool_args)) is not None:
+        meta = {**event.meta, "repaired": "tool_args: lone surrogate escapes replaced by U+FFFD"}
+        event = msgspec.structs.replace(event, tool_args=repaired, meta=meta)
     # The store assigns seqs (a caller's value is ignored); one replace at most.
     if event.timestamp is None:
         prepared = msgspec.structs.replace(event, seq=0, timestamp=now)

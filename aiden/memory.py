@@ -17,7 +17,7 @@ from aiden.context import PromptBuild, PromptLayers
 from aiden.errors import ClosedError
 from aiden.events import SessionEvent, validate_id
 from aiden.experience.episodes import Episode, Outcome
-from aiden.intake import as_stored, prepare_event
+from aiden.intake import as_stored, check_text, prepare_event
 from aiden.lifecycle import Lifecycle, RunStart, new_session_id
 from aiden.memory_experience import ExperienceMethods
 from aiden.memory_longterm import LongTermMethods
@@ -75,6 +75,7 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         self._experience = experience
         self._episodes = episodes
         self._unsent: list[Episode] = []
+        self._episodes_quarantined = 0
         self._appends = 0
         self._profile = token_profile
         self._closed = False
@@ -232,6 +233,7 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
             appends=self._appends,
             coalesced_at_inbox=self._scheduler.coalesced_at_inbox,
             context_window=self._window,
+            episodes_quarantined=self._episodes_quarantined,
         )
 
     # --- runs (delegates to aiden.lifecycle) ------------------------------------------
@@ -288,6 +290,7 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         ``outcome_note`` finish the run's episode (:meth:`commit_episode`).
         """
         self._check_open()
+        check_text("outcome_note", outcome_note)  # refused before the run's output is appended
         stored = await self._runs.commit_run(
             assistant_output,
             prompt_tokens=prompt_tokens,

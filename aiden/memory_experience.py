@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from aiden.config import Config
-from aiden.errors import AidenError, ClosedError, InvalidEventError
+from aiden.errors import AidenError, ClosedError, InvalidEventError, StorageError
 from aiden.events import SessionEvent
 from aiden.experience.episodes import Episode, Outcome
+from aiden.intake import check_text
 
 if TYPE_CHECKING:
     from aiden.experience.messages import LearnOutcome
@@ -39,6 +40,7 @@ class ExperienceMethods:
     _experience: ExperiencePort | None
     _episodes: EpisodeTracker | None
     _unsent: list[Episode]
+    _episodes_quarantined: int
 
     def _check_open(self) -> None:
         raise NotImplementedError  # Memory defines it
@@ -62,6 +64,8 @@ class ExperienceMethods:
         self._check_open()
         if not isinstance(key, str) or not key.strip() or not isinstance(value, str):
             raise InvalidEventError("observe(key, value): key must be a non-empty string and value a string")
+        check_text("observe key", key)
+        check_text("observe value", value)
         return self._episodes is not None and self._episodes.observe(key.strip(), value, now=time.time())
 
     async def commit_episode(self, outcome: Outcome = "unknown", note: str = "") -> str | None:
@@ -77,6 +81,7 @@ class ExperienceMethods:
             raise InvalidEventError(f"outcome must be one of {_OUTCOMES}, got {outcome!r}")
         if not isinstance(note, str):
             raise InvalidEventError(f"note must be a string, got {type(note).__name__}")
+        check_text("note", note)
         episode = (
             self._episodes.finish(outcome, note, now=time.time()) if self._episodes is not None else None
         )
@@ -106,10 +111,15 @@ class ExperienceMethods:
         while self._unsent:
             try:
                 await port.commit(self._unsent[0])
-            except AidenError as exc:
+            except (StorageError, ClosedError) as exc:
                 _log.error("could not commit episode %s (kept, retried later): %s", self._unsent[0].id, exc)
                 del self._unsent[:-_MAX_UNSENT]
                 return
+            except AidenError as exc:
+                # Not the disk: this episode itself cannot be committed. Retrying it would block
+                # every later episode behind it, so it is set aside and counted.
+                self._episodes_quarantined += 1
+                _log.error("episode %s cannot be committed and is dropped: %s", self._unsent[0].id, exc)
             self._unsent.pop(0)
 
     async def learn_experience(self, limit: int = 16) -> LearnOutcome:

@@ -35,10 +35,17 @@ class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
     deferred_for_cache: int
     cached_share_before_last_compaction: float | None
     cached_share_since_last_compaction: float | None
+    episodes_quarantined: int
+    """Finished episodes that could not be committed for a reason of their own and were dropped."""
 
 
 def memory_stats(
-    s: SchedulerCounters, *, appends: int, coalesced_at_inbox: int, context_window: int
+    s: SchedulerCounters,
+    *,
+    appends: int,
+    coalesced_at_inbox: int,
+    context_window: int,
+    episodes_quarantined: int = 0,
 ) -> MemoryStats:
     """Combine the scheduler's counters with what the caller's side counted."""
     return MemoryStats(
@@ -67,4 +74,5 @@ def memory_stats(
             if s.prompt_tokens_since_compaction
             else None
         ),
+        episodes_quarantined=episodes_quarantined,
     )

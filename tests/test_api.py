@@ -46,3 +46,19 @@ def test_import_aiden_does_not_import_litellm_or_touch_the_network() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
     assert out.returncode == 0, out.stderr + out.stdout
     assert out.stdout.strip() == "ok"
+
+
+def test_import_aiden_loads_only_the_types_a_first_line_needs() -> None:
+    # Import time is the user's first impression (a CLI, a serverless worker): `import aiden`
+    # loads the errors, events and config; the runtime, actors and stores load at first use.
+    code = (
+        "import sys, aiden\n"
+        "print(sorted(m for m in sys.modules if m.startswith('aiden')))\n"
+        "aiden.open_memory\n"
+        "print('aiden.runtime' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert out.returncode == 0, out.stderr
+    eager, runtime_after_use = out.stdout.splitlines()
+    assert eager == "['aiden', 'aiden._lazy', 'aiden.config', 'aiden.errors', 'aiden.events']"
+    assert runtime_after_use == "True"

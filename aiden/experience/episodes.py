@@ -17,7 +17,7 @@ from typing import Final, Literal
 import msgspec
 
 from aiden.errors import InvalidEventError
-from aiden.events import SessionEvent, validate_id
+from aiden.events import Seq, SessionEvent, validate_id
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.policy.secrets import redact_secrets
 
@@ -53,7 +53,7 @@ class EpisodeEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     the tool calls being the run's answer.
     """
 
-    seq: int
+    seq: Seq
     type: EpisodeEventType
     content: str = ""
     tool_name: str | None = None

@@ -28,7 +28,7 @@ from typing import Final, Literal, get_args
 import msgspec
 
 from aiden.errors import CorruptionError, InvalidIdError
-from aiden.events import validate_id
+from aiden.events import Seq, validate_id
 from aiden.recall.stopwords import STOPWORDS
 from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
 
@@ -108,7 +108,7 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True):
     """Where a record's proof is: one episode and the seqs of its events."""
 
     episode_id: str
-    seqs: tuple[int, ...]
+    seqs: tuple[Seq, ...]
 
 
 class ExperienceRecord(msgspec.Struct, frozen=True, kw_only=True):

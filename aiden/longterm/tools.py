@@ -168,6 +168,8 @@ class SaveRequest(msgspec.Struct, frozen=True, kw_only=True):
 def parse_save_memory(arguments: str | Mapping[str, Any]) -> SaveRequest:
     """Decode ``save_memory`` arguments; ValueError or a msgspec error for a bad call."""
     args = _decode(arguments, _SaveArgs)
+    for text in (args.type, args.title, args.content, args.id or ""):
+        text.encode("utf-8")  # a lone surrogate: UnicodeEncodeError (a ValueError), refused here
     # Parsed (and bounded) before save: nothing is written for an invalid expiry.
     return SaveRequest(
         type=args.type,

@@ -60,6 +60,25 @@ __all__ = [
 
 log = logging.getLogger("aiden.longterm")
 
+SESSION_END_INPUT_CHARS = 80_000
+"""What a session-end summary extracts from the hot window: its newest events up to about 20,000
+tokens (the hot window's own cap after a compaction). Older hot events are not lost to it: each
+is merged into the running summary, which the session summary carries, when its compaction comes.
+Bounded so a close costs the same at any window and on any backlog, and always extracts something."""
+
+
+def newest_within(events: Sequence[SessionEvent], max_chars: int) -> Sequence[SessionEvent]:
+    """The newest ``events`` whose text fits ``max_chars`` (at least the newest one), in order."""
+    used = 0
+    start = len(events)
+    while start > 0:
+        event = events[start - 1]
+        used += len(event.content) + len(event.tool_args or "")
+        if used > max_chars and start < len(events):
+            break
+        start -= 1
+    return events[start:]
+
 
 class SummaryWrite(msgspec.Struct, frozen=True, kw_only=True):
     """What a session-end write or checkpoint did."""
@@ -237,10 +256,14 @@ class SummaryFlow(ABC):
         "checkpoint"). Nothing is written when the session left nothing durable.
         The store cap is enforced after a write.
         """
+        read = newest_within(events, SESSION_END_INPUT_CHARS)
+        # The running summary counts the hot window as merged only when all of it was read: events
+        # left out of a bounded read are merged when their compaction comes, not skipped then.
+        merged_seqs = [e.seq for e in events] if len(read) == len(events) else []
         async with self._ordered(summarizer_timeout_s) as beside:
-            found, degraded = await self.extract(events, summarizer_timeout_s=summarizer_timeout_s)
+            found, degraded = await self.extract(read, summarizer_timeout_s=summarizer_timeout_s)
             return await anyio.to_thread.run_sync(
-                self._write_session, beside, found, [e.seq for e in events], int(now), reason, degraded
+                self._write_session, beside, found, merged_seqs, int(now), reason, degraded
             )
 
     async def checkpoint(self, events: Sequence[SessionEvent], *, now: float) -> SummaryWrite:
@@ -317,7 +340,6 @@ class SessionSummaryWriter(SummaryFlow):
     ) -> None:
         super().__init__(summarizer, config, use_fallback=use_fallback, max_items=max_items)
         self._rows = FileSummaryRows(layout, storage, keep=config.session_summaries_keep, max_items=max_items)
-        self._flock = SessionLock(storage, layout.summaries_lock)
 
     @property
     def running_path(self) -> Path:
@@ -330,13 +352,15 @@ class SessionSummaryWriter(SummaryFlow):
 
     @contextmanager
     def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
-        # Beside a merge: a flock of its own descriptor, which excludes the merge's as another process's would.
+        # A descriptor per use, closed after: a call beside a merge is excluded by it as another
+        # process's would be, and a writer that is never closed explicitly holds no descriptor.
         rows = self._rows
-        flock = SessionLock(rows.storage, rows.layout.summaries_lock) if beside else self._flock
-        flock.acquire(self._config.lock_timeout_s)
+        flock = SessionLock(rows.storage, rows.layout.summaries_lock)
         try:
-            yield rows
+            flock.acquire(self._config.lock_timeout_s)
+            try:
+                yield rows
+            finally:
+                flock.release()
         finally:
-            flock.release()
-            if beside:
-                flock.close()
+            flock.close()

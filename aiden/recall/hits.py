@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
 from aiden.recall.db import ChunkRow, IndexDB
@@ -13,28 +13,51 @@ from aiden.recall.types import RecallContext, RecallHit
 __all__ = ["assemble", "summary_hit"]
 
 
+class _Neighbours(Mapping[int, RecallContext]):
+    """Each event hit's neighbouring event by the hit's position, read on first use: the
+    answer usually fills its budget with hits and has no room left for them."""
+
+    def __init__(self, db: IndexDB, events: Sequence[Scored]) -> None:
+        self._db = db
+        self._events = events
+        self._read: dict[int, RecallContext] | None = None
+
+    def _all(self) -> dict[int, RecallContext]:
+        if self._read is None:
+            near = _neighbours(self._db, self._events)
+            self._read = {i: near[s.doc] for i, s in enumerate(self._events) if s.doc in near}
+        return self._read
+
+    def __getitem__(self, position: int) -> RecallContext:
+        return self._all()[position]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 def assemble(
     db: IndexDB, events: Sequence[Scored], summaries: Sequence[Scored], k: int
-) -> tuple[list[RecallHit], dict[int, RecallContext]]:
+) -> tuple[list[RecallHit], Mapping[int, RecallContext]]:
     """The hits for ranked ``events`` then ``summaries`` (full texts), and each event hit's neighbour by position.
 
     A summary is a hit only where it is what matched: no event of its chunk
-    is among the hits, and the events did not fill ``k``.
+    is among the hits, and the events did not fill ``k``. The neighbours are
+    read when first looked up.
     """
     shown = {s.chunk for s in events}
     picked = [s for s in summaries if s.chunk not in shown][: k - len(events)]
     rows = _chunks(db, shown | {s.chunk for s in picked})
     texts = _texts(db, [s.doc for s in events])
-    neighbours = _neighbours(db, events)
     hits: list[RecallHit] = []
-    contexts: dict[int, RecallContext] = {}
+    placed: list[Scored] = []
     for s in events:
         row = rows.get(s.chunk)
         if row is None or s.seq is None:
             continue
-        near = neighbours.get(s.doc)
-        if near is not None:
-            contexts[len(hits)] = near
+        placed.append(s)
         hits.append(
             RecallHit(
                 chunk_id=row.chunk_id,
@@ -54,7 +77,7 @@ def assemble(
         row = rows.get(s.chunk)
         if row is not None:
             hits.append(summary_hit(row, s.score))
-    return hits, contexts
+    return hits, _Neighbours(db, placed)
 
 
 def summary_hit(row: ChunkRow, score: float) -> RecallHit:

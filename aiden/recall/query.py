@@ -33,6 +33,7 @@ from typing import Final
 
 import msgspec
 
+from aiden.recall.dates import query_periods
 from aiden.recall.stopwords import is_stopword
 
 __all__ = [
@@ -49,17 +50,18 @@ __all__ = [
     "query_terms",
     "snippet",
     "truncate",
+    "word_terms",
 ]
 
 MAX_QUERY_CHARS: Final = 1000
 """Longer queries are cut to this many characters before they are split into terms."""
-MAX_TERMS: Final = 8
+MAX_TERMS: Final = 12
 """Most terms of one query (the first distinct ones win); bounds the work per search."""
 MAX_PAIRS: Final = 3
 """Most adjacent-word phrases added to a query's terms."""
 _MAX_RAW_TERMS: Final = 64
 """Most distinct words of a query looked at before stopwords are dropped."""
-MAX_FALLBACK_TERMS: Final = 12
+MAX_FALLBACK_TERMS: Final = 16
 """Most terms of the OR fallback (CJK bigrams can multiply the terms)."""
 
 ZWSP: Final = "\u200b"
@@ -103,6 +105,9 @@ class Term(msgspec.Struct, frozen=True):
     """The term as an FTS5 string: quoted, quotes doubled, CJK characters spaced."""
     words: tuple[str, ...] = ()
     """For a phrase of two adjacent query words (:func:`content_terms`): those words, case-folded."""
+    period: tuple[float, float] | None = None
+    """For a date written in the query (:func:`~aiden.recall.dates.query_periods`): the event time
+    (Unix seconds) it names. Such a term is no FTS5 phrase; the ranking favours events in it."""
 
 
 def index_text(text: str) -> str:
@@ -188,12 +193,19 @@ def content_terms(query: str) -> list[Term]:
     characters become bigrams (:func:`fallback_terms`). Up to
     :data:`MAX_PAIRS` pairs of words that are adjacent in the query become
     phrase terms of their own, so the event holding the words side by side
-    ranks above events holding them apart.
+    ranks above events holding them apart. Dates written in the query come
+    last, as terms with a ``period``.
     """
     terms = query_terms(query, limit=_MAX_RAW_TERMS)
     kept = [t for t in terms if t.cjk or not is_stopword(t.text)]
     out = fallback_terms((kept if kept else terms)[:MAX_TERMS])
-    return out + _pairs(query, len(out))
+    dates = [Term("", False, "", period=p) for p in query_periods(query[:MAX_QUERY_CHARS])] if out else []
+    return out + _pairs(query, len(out)) + dates
+
+
+def word_terms(terms: Sequence[Term]) -> list[Term]:
+    """The terms searched as FTS5 phrases (dates left out)."""
+    return [t for t in terms if t.period is None]
 
 
 def _pairs(query: str, have: int) -> list[Term]:
@@ -250,21 +262,26 @@ def _term_pattern(term: Term, bounded: bool) -> str:
 def match_finder(terms: Sequence[Term]) -> Callable[[str], tuple[int, int] | None]:
     """A function giving the (start, end) of the first match of any term in a text, or ``None``.
 
-    Whole-word matches are preferred; then any occurrence. Built once per query.
+    Whole-word matches are preferred; then any occurrence. Built once per query
+    (the second pattern only when a text has no whole-word match).
     """
+    terms = word_terms(terms)
     if not terms:
         return lambda text: None
-    patterns = [
-        re.compile("|".join(f"(?:{_term_pattern(t, bounded)})" for t in terms), re.IGNORECASE)
-        for bounded in (True, False)
-    ]
+    patterns: list[re.Pattern[str]] = []
+
+    def pattern(bounded: bool) -> re.Pattern[str]:
+        return re.compile("|".join(f"(?:{_term_pattern(t, bounded)})" for t in terms), re.IGNORECASE)
 
     def find(text: str) -> tuple[int, int] | None:
-        for pattern in patterns:
-            found = pattern.search(text)
-            if found is not None:
-                return found.start(), found.end()
-        return None
+        if not patterns:
+            patterns.append(pattern(True))
+        found = patterns[0].search(text)
+        if found is None:
+            if len(patterns) == 1:
+                patterns.append(pattern(False))
+            found = patterns[1].search(text)
+        return None if found is None else (found.start(), found.end())
 
     return find
 

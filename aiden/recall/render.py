@@ -5,15 +5,17 @@ budget is applied; the index calls it with ``config.recall_max_chars`` and
 the tool encodes what it returns with :func:`encode_hits`, so the JSON the
 model sees is the text that was measured.
 
-A result is an event's verbatim text (content, tool name, tool arguments) or a
-chunk summary. When everything does not fit, the longest texts are cut first,
-to a window centred on the first match of a query term, so every hit keeps
-its best part; only when even short windows do not fit are the lowest-ranked
-hits dropped. Room that is left goes to one neighbouring event per hit.
+A result is an event's verbatim text (content, tool name, tool arguments) with
+what identifies it (chunk id, seq, type, role, time), or a chunk summary. The
+answer is packed best first until the budget is full: short texts whole, a
+long one cut to a window centred on the first match of a query term (so it
+keeps its best part without crowding out the hits after it). Room that is
+left widens the cut texts again, then shows one neighbouring event per hit.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -28,6 +30,10 @@ __all__ = ["encode_events", "encode_hits", "fit_hits", "hit_dict"]
 _MIN_TEXT: Final = 120
 """A hit is dropped rather than shown in fewer characters than this."""
 _MIN_CONTEXT: Final = 60
+_LEAST_JSON: Final = len('{"chunk_id":"","text":""}')
+"""Characters of a hit's JSON besides its chunk id and text, at the least."""
+_ROLE_OF_TYPE: Final = {"user_input": "user", "assistant_output": "assistant", "tool_result": "tool"}
+"""The role an event type implies (the role is shown only when it differs)."""
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -35,16 +41,35 @@ def _dumps(value: Any) -> str:
     return _encoder.encode(value).decode("utf-8")
 
 
+def _when(ts: float) -> str:
+    # Minutes in UTC: what an agent needs to place an event in time, in few characters.
+    try:
+        return time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return str(ts)
+
+
+def _kind(out: dict[str, Any], type_: str | None, role: str | None) -> None:
+    # The type, and the role only where the type does not already say it: every character
+    # of an answer is one less for the next hit.
+    if type_ is not None:
+        out["type"] = type_
+    if role is not None and _ROLE_OF_TYPE.get(type_ or "") != role:
+        out["role"] = role
+
+
 def hit_dict(hit: RecallHit) -> dict[str, Any]:
-    """The JSON object of one hit, as the agent sees it."""
-    out: dict[str, Any] = {"chunk_id": hit.chunk_id, "source": hit.source}
+    """The JSON object of one hit, as the agent sees it (best first: no score is shown)."""
+    out: dict[str, Any] = {"chunk_id": hit.chunk_id}
+    if hit.source != "active":
+        out["source"] = hit.source
     if hit.kind == "event":
         out["seq"] = hit.first_seq
-        out["type"] = hit.type
-        out["role"] = hit.role
+        _kind(out, hit.type, hit.role)
+        if hit.timestamp is not None:
+            out["time"] = _when(hit.timestamp)
     else:
         out["summary_of"] = [hit.first_seq, hit.last_seq]
-    out["score"] = round(hit.score, 3)
     out["text"] = hit.text
     if hit.truncated:
         out["truncated"] = True
@@ -52,7 +77,10 @@ def hit_dict(hit: RecallHit) -> dict[str, Any]:
         out["degraded"] = True
     if hit.context is not None:
         ctx = hit.context
-        out["context"] = {"seq": ctx.seq, "type": ctx.type, "role": ctx.role, "text": ctx.text}
+        context: dict[str, Any] = {"seq": ctx.seq}
+        _kind(context, ctx.type, ctx.role)
+        context["text"] = ctx.text
+        out["context"] = context
     return out
 
 
@@ -79,34 +107,53 @@ class _Finder:
         return msgspec.structs.replace(hit, text=text, truncated=True)
 
 
-def _water_level(lengths: Sequence[int], room: int) -> int:
-    """The largest ``limit`` with ``sum(min(n, limit) for n in lengths) <= room``."""
-    rest = len(lengths)
-    for n in sorted(lengths):
-        if n * rest > room:
-            return room // rest
-        room -= n
-        rest -= 1
-    return max(lengths, default=0)
+def _size(hit: RecallHit) -> int:
+    return len(_dumps(hit_dict(hit)))
 
 
-def _cut_to_fit(hits: Sequence[RecallHit], max_chars: int, finder: _Finder) -> list[RecallHit] | None:
-    """Every text cut to one common limit so that the answer fits, or ``None`` below :data:`_MIN_TEXT`.
+def _fit_one(hit: RecallHit, room: int, share: int, finder: _Finder) -> tuple[RecallHit, int] | None:
+    """``hit`` whole if its text is at most ``share`` characters and its JSON fits in ``room``, else
+    cut to ``share`` characters of text (at least :data:`_MIN_TEXT`) so that it fits, else ``None``.
 
-    The limit starts at the water level of the raw lengths in the room the JSON
-    around the texts leaves; escapes and cut markers can make the encoded text
-    longer, so it is lowered by the overshoot until the answer fits.
+    Escapes and cut markers can make the encoded text longer than its
+    characters: the limit is lowered by the overshoot until the item fits.
     """
-    bare = [msgspec.structs.replace(h, text="", truncated=True) for h in hits]
-    limit = _water_level([len(h.text) for h in hits], max_chars - len(encode_hits(bare)))
+    if len(hit.chunk_id) + min(len(hit.text), _MIN_TEXT) + _LEAST_JSON > room:
+        return None  # cannot fit even cut: no need to encode it
+    if len(hit.text) <= share:
+        size = _size(hit)
+        if size <= room:
+            return hit, size
+    bare = _size(msgspec.structs.replace(hit, text="", truncated=True))
+    limit = min(len(hit.text) - 1, room - bare, max(share, _MIN_TEXT))
     while limit >= _MIN_TEXT:
-        trial = [finder.cut(h, limit) for h in hits]
-        over = len(encode_hits(trial)) - max_chars
-        if over <= 0:
-            return trial
-        cut = sum(1 for h in hits if len(h.text) > limit) or 1
-        limit -= -(-over // cut)
+        cut = finder.cut(hit, limit)
+        size = _size(cut)
+        if size <= room:
+            return cut, size
+        limit -= size - room
     return None
+
+
+def _pack(hits: Sequence[RecallHit], max_chars: int, finder: _Finder) -> tuple[list[tuple[int, RecallHit]], int]:
+    """The hits that fit, by position, best first (see :func:`fit_hits`), and the room left."""
+    room = max_chars - len(encode_hits(()))
+    kept: list[tuple[int, RecallHit]] = []
+    sizes: list[int] = []
+    for i, hit in enumerate(hits):
+        comma = 1 if kept else 0
+        fitted = _fit_one(hit, room - comma, (room - comma) // 2, finder)
+        if fitted is not None:
+            kept.append((i, fitted[0]))
+            sizes.append(fitted[1])
+            room -= fitted[1] + comma
+    for n, (i, hit) in enumerate(kept):
+        if hit.truncated and room > 0:
+            wider = _fit_one(hits[i], sizes[n] + room, len(hit.text) + room, finder)
+            if wider is not None:
+                room -= wider[1] - sizes[n]
+                kept[n] = (i, wider[0])
+    return kept, room
 
 
 def fit_hits(
@@ -116,32 +163,43 @@ def fit_hits(
     contexts: Mapping[int, RecallContext] | None = None,
     context_chars: int = 240,
 ) -> list[RecallHit]:
-    """Cut, then drop, hits until ``encode_hits`` of them is at most ``max_chars`` characters.
+    """The hits, best first, packed so that ``encode_hits`` of them is at most ``max_chars`` characters.
 
-    ``contexts`` maps a hit's position to its neighbouring event (full text),
-    attached in rank order, cut to ``context_chars``, while room is left.
+    Each hit goes in whole while it fits; a longer one is cut around the match
+    to half the room left (so one long tool output cannot crowd out the hits
+    after it), and one that cannot show :data:`_MIN_TEXT` characters is left
+    out (a shorter one after it may still fit). Room left at the end first
+    widens the cut texts again, best first, then gives ``contexts`` (a hit's
+    position -> its neighbouring event, full text) to the hits in rank order,
+    cut to ``context_chars``, unless that neighbour is already a hit.
     """
-    kept = list(hits)
-    finder = _Finder(terms)
-    while kept and len(encode_hits(kept)) > max_chars:
-        fitted = _cut_to_fit(kept, max_chars, finder)
-        if fitted is not None:
-            kept = fitted
+    # Texts alone over the budget: the whole answer cannot fit, no need to encode it.
+    whole = len(encode_hits(hits)) if sum(len(h.text) for h in hits) <= max_chars else max_chars + 1
+    if whole <= max_chars:
+        # Everything fits (also: the tool re-checks what the index packed).
+        kept = list(enumerate(hits))
+        room = max_chars - whole
+    else:
+        kept, room = _pack(hits, max_chars, _Finder(terms))
+    if contexts is None or room < _MIN_CONTEXT:
+        return [h for _, h in kept]
+    shown = {h.first_seq for _, h in kept if h.kind == "event"}
+    for n, (i, hit) in enumerate(kept):
+        if room < _MIN_CONTEXT:
             break
-        kept.pop()
-    if contexts:
-        for i, hit in enumerate(kept):
-            ctx = contexts.get(i)
-            if ctx is None:
-                continue
-            room = max_chars - len(encode_hits(kept)) - 80
-            if room < _MIN_CONTEXT:
-                break
-            shown = msgspec.structs.replace(ctx, text=truncate(ctx.text, min(room, context_chars)))
-            trial = [*kept[:i], msgspec.structs.replace(hit, context=shown), *kept[i + 1 :]]
-            if len(encode_hits(trial)) <= max_chars:
-                kept = trial
-    return kept
+        ctx = contexts.get(i)
+        if ctx is None or ctx.seq in shown:
+            continue
+        bare = _size(msgspec.structs.replace(hit, context=msgspec.structs.replace(ctx, text=""))) - _size(hit)
+        text = truncate(ctx.text, min(room - bare, context_chars))
+        if len(text) < min(len(ctx.text), _MIN_CONTEXT):
+            continue
+        with_context = msgspec.structs.replace(hit, context=msgspec.structs.replace(ctx, text=text))
+        grown = _size(with_context) - _size(hit)
+        if grown <= room:
+            room -= grown
+            kept[n] = (i, with_context)
+    return [h for _, h in kept]
 
 
 def encode_events(chunk_id: str, events: Sequence[SessionEvent], seqs: Sequence[int], max_chars: int) -> str:

@@ -7,6 +7,11 @@ above events holding one of them. Stopwords are dropped from a query that has
 other words (:func:`~aiden.recall.query.content_terms`), and the porter
 stemmer lets ``cached`` find ``cache``.
 
+**Conversation context.** The best matching events then lend each other
+shares of their scores by distance in seqs (the reply next to the turn that
+holds the words), and events written in a period the query names ("in May
+2023") count double (:func:`_in_context`).
+
 **Bounded work.** FTS5's ``bm25()`` costs about 2 µs per ranked row and counts
 every row of a phrase for its IDF, so ranking a word found in half a million
 events would take a second. Each term's row count is probed first (counting
@@ -35,9 +40,9 @@ import msgspec
 from aiden.errors import RecallError
 from aiden.events import EVENT_TYPES
 from aiden.recall.fusion import META_ROWS
-from aiden.recall.query import Term, or_expression
+from aiden.recall.query import Term, or_expression, word_terms
 
-__all__ = ["EXACT_ROWS", "Filters", "Scored", "bm25_ranking", "pick", "rank"]
+__all__ = ["EXACT_ROWS", "IN_PERIOD", "SPREAD", "Filters", "Scored", "bm25_ranking", "pick", "rank"]
 
 EXACT_ROWS: Final = 1500
 """Rows ranked exactly with ``bm25()`` per search, shared by its rarest terms."""
@@ -48,6 +53,13 @@ _MAX_FREQUENT: Final = 4
 _WINDOW: Final = 100
 """Newest rows of a frequent term (and of all frequent terms together) taken as candidates."""
 _MAX_FILTER_VALUES: Final = 32
+SPREAD: Final = (0.5, 0.25)
+"""Share of an event's BM25 lent to the events one and two seqs away (:func:`_in_context`)."""
+_SHARES: Final = tuple(enumerate(SPREAD, start=1))
+IN_PERIOD: Final = 2.0
+"""Score factor of a row written within a period the query names (:func:`_in_context`)."""
+_CONTEXT_ROWS: Final = 10 * META_ROWS
+"""Best-scored rows re-scored by their neighbours and the query's dates."""
 
 
 class Scored(msgspec.Struct, frozen=True):
@@ -127,9 +139,12 @@ def _time(value: float | None, name: str) -> float | None:
 
 
 def _idf(total: int, rows: float) -> float:
-    # FTS5's bm25 IDF, including its clamp for terms in more than half the rows.
+    # FTS5's bm25 IDF, including its clamp for terms in more than half the rows. An
+    # estimate may exceed the row count (a small session whose exact budget other terms
+    # used up): such a term is in every row, clamped the same way, never a math error.
+    rows = min(max(rows, 0.0), float(total))
     value = math.log((total - rows + 0.5) / (rows + 0.5))
-    return value if value > 0 else 1e-6
+    return value if value > 1e-6 else 1e-6
 
 
 # (doc, score) items ordered by score, ties to the newest row (the latest statement of a
@@ -148,8 +163,9 @@ def _probe(conn: sqlite3.Connection, term: Term) -> int:
     return int(conn.execute(sql, (term.phrase, EXACT_ROWS + 1)).fetchone()[0])
 
 
-def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[list[Term], list[Term]]:
-    """The terms ranked exactly (rarest first, rows within :data:`EXACT_ROWS`) and the frequent ones.
+def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[list[Term], list[tuple[Term, int]]]:
+    """The terms ranked exactly (rarest first, rows within :data:`EXACT_ROWS`) and the frequent ones
+    with their probed row count (exact up to :data:`EXACT_ROWS`, else ``EXACT_ROWS + 1``).
 
     A phrase of two adjacent words is probed only when one of its words is
     not frequent: FTS5 checks a phrase's positions along the rarer word's
@@ -165,7 +181,7 @@ def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[lis
         if t.words and min(by_word.get(w, 0) for w in t.words) <= EXACT_ROWS:
             counts[i] = _probe(conn, t)
     exact: list[Term] = []
-    frequent: list[Term] = []
+    frequent: list[tuple[Term, int]] = []
     budget = EXACT_ROWS
     for i in sorted(counts, key=lambda i: counts[i]):
         if counts[i] == 0:
@@ -174,7 +190,7 @@ def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[lis
             exact.append(terms[i])
             budget -= counts[i]
         else:
-            frequent.append(terms[i])
+            frequent.append((terms[i], counts[i]))
     return exact, frequent
 
 
@@ -189,6 +205,8 @@ def bm25_ranking(
     conn: sqlite3.Connection, terms: Sequence[Term], filters: Filters, *, ndocs: int, top_doc: int
 ) -> list[tuple[int, float]]:
     """``(doc, score)`` of the best :data:`META_ROWS` rows (events and summaries) for ``terms``, best first."""
+    periods = [t.period for t in terms if t.period is not None]
+    terms = word_terms(terms)
     if not terms or ndocs == 0 or filters.empty_range:
         return []
     exact, frequent = _split_by_rows(conn, terms)
@@ -203,7 +221,52 @@ def bm25_ranking(
         )
     if frequent:
         _add_frequent(conn, scores, exact, frequent, filters, ndocs=ndocs, top_doc=top_doc)
-    return heapq.nlargest(META_ROWS, scores.items(), key=_rank_key)
+    return heapq.nlargest(META_ROWS, _in_context(conn, scores, periods).items(), key=_rank_key)
+
+
+def _in_context(
+    conn: sqlite3.Connection, scores: dict[int, float], periods: Sequence[tuple[float, float]]
+) -> dict[int, float]:
+    """The best :data:`_CONTEXT_ROWS` scores, raised by their neighbours' and by the query's dates.
+
+    A conversation says one thing over several turns: the answer is often the
+    reply to the turn holding the query's rarest words, or the turn before it.
+    So among the best matching events, each gets its BM25 plus a share
+    (:data:`SPREAD`, by distance in seqs) of the best BM25 of the matching
+    events at that distance on either side: a turn next to a strong match
+    outranks a lone match of the same strength. Summaries (no seq) lend and
+    borrow nothing. Then a row written within a period the query names
+    (:func:`~aiden.recall.dates.query_periods`) has its score multiplied by
+    :data:`IN_PERIOD`.
+    """
+    top = heapq.nlargest(_CONTEXT_ROWS, scores.items(), key=_rank_key)
+    out = dict(top)
+    if len(top) < 2 and not periods:
+        return out
+    marks = ",".join("?" * len(top))
+    rows = conn.execute(f"SELECT id, seq, ts_min, ts_max FROM docs WHERE id IN ({marks})", [d for d, _ in top])
+    at_seq: dict[int, list[int]] = {}
+    best: dict[int, float] = {}
+    dated: list[int] = []
+    for doc, seq, lo, hi in rows:
+        if periods and lo is not None and any(lo <= end and start <= hi for start, end in periods):
+            dated.append(doc)
+        if seq is not None:
+            at_seq.setdefault(seq, []).append(doc)
+            best[seq] = max(best.get(seq, 0.0), scores[doc])
+    for seq, docs in at_seq.items():
+        lent = 0.0
+        for distance, share in _SHARES:
+            # The better side at each distance: a run of equal matches stays a tie (newest first).
+            before = best.get(seq - distance, 0.0)
+            after = best.get(seq + distance, 0.0)
+            lent += share * (before if before > after else after)
+        if lent:
+            for doc in docs:
+                out[doc] += lent
+    for doc in dated:
+        out[doc] *= IN_PERIOD
+    return out
 
 
 def pick(
@@ -239,7 +302,7 @@ def _add_frequent(
     conn: sqlite3.Connection,
     scores: dict[int, float],
     exact: Sequence[Term],
-    frequent: Sequence[Term],
+    counted: Sequence[tuple[Term, int]],
     filters: Filters,
     *,
     ndocs: int,
@@ -249,13 +312,18 @@ def _add_frequent(
     newest_sql = f"SELECT f.rowid FROM {_from(filters)} WHERE fts MATCH ?{filters.sql} ORDER BY f.rowid DESC LIMIT ?"
     weights: dict[str, float] = {}
     holders: dict[str, set[int]] = {}
-    for term in frequent:
+    for term, count in counted:
         newest = [r[0] for r in conn.execute(newest_sql, (term.phrase, *filters.params, _WINDOW))]
-        oldest = newest[-1] if newest else top_doc
-        # The newest matches span rowids [oldest, top]: extrapolate their density.
-        estimate = min(float(ndocs), len(newest) * ndocs / max(top_doc - oldest + 1, 1))
-        weights[term.phrase] = _idf(ndocs, max(estimate, EXACT_ROWS + 1.0))
+        if count <= EXACT_ROWS:
+            # Counted exactly: frequent only because rarer terms used the exact budget up.
+            found = float(count)
+        else:
+            # The newest matches span rowids [oldest, top]: extrapolate their density.
+            oldest = newest[-1] if newest else top_doc
+            found = max(len(newest) * ndocs / max(top_doc - oldest + 1, 1), EXACT_ROWS + 1.0)
+        weights[term.phrase] = _idf(ndocs, found)
         holders[term.phrase] = set(newest)
+    frequent = [term for term, _ in counted]
     # Only the rarest few frequent terms are worth lookups: the others weigh little.
     frequent = sorted(frequent, key=lambda t: -weights[t.phrase])[:_MAX_FREQUENT]
     if len(frequent) > 1:

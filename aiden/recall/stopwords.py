@@ -1,7 +1,8 @@
 """English function words that carry no topic: dropped from a query that has other words.
 
 A natural-language question ("what was it that we decided about the cache?")
-is mostly such words; BM25 gives them little weight, but every one of them
+is mostly such words, and so is a hypothetical one ("would she likely ...?",
+"what might his degree be?"); BM25 gives them little weight, but every one of them
 matches most events, which costs time and lets long events that happen to
 repeat them outrank the one event holding the topic words.
 """
@@ -24,6 +25,7 @@ _WORDS: Final = """
     also anything something thing things stuff get got gets getting go going gone make made one ones
     really please thanks thank ok okay yes yeah hey hi hello tell told say said says know think thought
     remember recall mean meant like want wanted need needed use used way whatever
+    likely unlikely probably possibly perhaps maybe might must
 """
 
 STOPWORDS: Final = frozenset(_WORDS.split())

@@ -44,8 +44,8 @@ RECALL_TOOL: Final[dict[str, Any]] = {
         "description": (
             "Search the compacted (older) part of this session's conversation. Older turns are "
             "summarized into chunks; this tool returns the verbatim text of the past events that "
-            "best match a query (with chunk_id, seq, type, role, and the neighbouring turn as "
-            "context), or a chunk summary where only the summary matched. Use it when you need a "
+            "best match a query, best first (with chunk_id, seq, type, time, and role where the "
+            "type does not imply it), or a chunk summary where only the summary matched. Use it when you need a "
             "detail that is no longer in the conversation: an earlier decision, requirement, "
             "command, error or value. Long texts are cut around the match ('truncated'); pass "
             "chunk_id and seqs to read those events in full. Results with source 'pending' come "

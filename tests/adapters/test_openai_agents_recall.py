@@ -142,7 +142,7 @@ async def test_the_model_recalls_a_compacted_fact_and_reads_a_malformed_calls_er
     answer = _tool_output(recalled, "recall_1")
     assert not answer.startswith(STUB_PREFIX)
     hits = json.loads(answer)["results"]
-    assert [(h["seq"], h["type"], h["role"]) for h in hits] == [(3, "tool_result", "tool")]
+    assert [(h["seq"], h["type"]) for h in hits] == [(3, "tool_result")]  # the type implies role "tool"
     assert FACT in hits[0]["text"]
     # The malformed call got aiden's error as its output, and the run went on to the answer.
     assert _tool_output(erred, "recall_2") == expected_error

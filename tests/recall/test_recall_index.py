@@ -125,24 +125,26 @@ def test_rare_term_ranks_first(files: SessionFiles, index: RecallIndex) -> None:
             [ev(n * 2 + 1, f"deploy service number {n}{extra}"), ev(n * 2 + 2, banana)],
             summary=f"deploy round {n}",
         )
-    # The event with both words first; then events with the common word, newest first.
-    assert found(index.search("deploy xylophone")) == [
+    # The event with both words first; then the matches around it (two seqs away: a share of its
+    # score), then events with the common word, newest first.
+    assert found(index.search("deploy xylophone", k=5)) == [
         ("k07", "event", 15),
+        ("k08", "event", 17),
+        ("k06", "event", 13),
         ("k19", "event", 39),
         ("k18", "event", 37),
-        ("k17", "event", 35),
-        ("k16", "event", 33),
     ]
-    # No event has both words: OR ranking, the rare word's event first, ties newest first.
+    # No event has both words: OR ranking, the rare word's event first, then the banana event
+    # next to it, then ties newest first.
     hits = index.search("xylophone banana", k=5)
     assert found(hits) == [
         ("k07", "event", 15),
+        ("k06", "event", 14),
         ("k18", "event", 38),
         ("k15", "event", 32),
         ("k12", "event", 26),
-        ("k09", "event", 20),
     ]
-    assert hits[0].score > hits[1].score == hits[2].score == hits[3].score == hits[4].score
+    assert hits[0].score > hits[1].score > hits[2].score == hits[3].score == hits[4].score
 
 
 def test_terms_may_match_in_different_events_of_a_chunk(files: SessionFiles, index: RecallIndex) -> None:
@@ -261,20 +263,22 @@ def kiwi(files: SessionFiles) -> SessionFiles:
 
 
 def test_each_matching_event_is_its_own_hit(kiwi: SessionFiles, index: RecallIndex) -> None:
-    hits = index.search("kiwi", k=10)
-    # No merging into spans: every matching event is a hit, best first (shorter events, then newest).
+    hits = index.search("kiwi", k=10)[:5]
+    # No merging into spans: every matching event is a hit, best first: BM25 (here nearly nil: kiwi
+    # is in most rows) plus shares of the matching events one and two seqs away.
     assert found(hits) == [
-        ("f1", "event", 6),
-        ("f1", "event", 2),
         ("f1", "event", 5),
         ("f1", "event", 3),
         ("f1", "event", 1),
+        ("f1", "event", 6),
+        ("f1", "event", 2),
     ]
-    assert [h.text for h in hits] == ["kiwi again", "kiwi reply", "kiwi in output", "more kiwi reply", "kiwi from the user"]
-    assert [(h.first_seq, h.last_seq) for h in hits] == [(6, 6), (2, 2), (5, 5), (3, 3), (1, 1)]
+    assert [h.text for h in hits] == ["kiwi in output", "more kiwi reply", "kiwi from the user", "kiwi again", "kiwi reply"]
+    assert [(h.first_seq, h.last_seq) for h in hits] == [(5, 5), (3, 3), (1, 1), (6, 6), (2, 2)]
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     # f1's events matched: its summary is not a hit, and f2's summary only when events leave room.
     assert found(index.search("kiwi", k=5)) == found(hits)
+    assert found(index.search("kiwi", k=10)) == [*found(hits), ("f2", "summary", 7)]
 
 
 def test_filters_by_type_role_and_time(kiwi: SessionFiles, index: RecallIndex) -> None:
@@ -288,8 +292,8 @@ def test_filters_by_type_role_and_time(kiwi: SessionFiles, index: RecallIndex) -
     assert index.search("kiwi", types=["user_input"], roles=["assistant"]) == []
     # f2's only event is after 205 but does not match; its summary does, and events leave room.
     assert found(index.search("kiwi", since=205.0)) == [
-        ("f1", "event", 6),
         ("f1", "event", 5),
+        ("f1", "event", 6),
         ("f1", "event", 3),
         ("f2", "summary", 7),
     ]
@@ -317,19 +321,21 @@ def test_results_are_bounded(files: SessionFiles) -> None:
             [ev(n * 3 + i + 1, ("filler words " * 20) + f"mango {n} " + "tail " * 30) for i in range(3)],
             summary=("summary of mango talks " * 50) + str(n),
         )
-    for budget, expected in [
-        (300, [("m7", "event", 24)]),
-        (1000, [("m7", "event", 24), ("m6", "event", 21), ("m5", "event", 18)]),
+    for budget, expected, cut in [
+        (300, [("m7", "event", 24)], [True]),
+        (1000, [("m7", "event", 24), ("m6", "event", 21)], [False, False]),
     ]:
         idx = RecallIndex(files.layout, Config(recall_max_results=3, recall_max_chars=budget))
         try:
             hits = idx.search("mango")
-            # The three identical events of a chunk are shown once; the JSON answer fits the budget.
+            # The three identical events of a chunk are shown once; the JSON answer fits the budget,
+            # packed best first (whole while it fits, then cut around the match).
             assert found(hits) == expected
             assert len(encode_hits(hits)) <= budget
+            assert [h.truncated for h in hits] == cut
             for hit in hits:
-                assert hit.truncated is True
-                assert hit.text.startswith("…") and hit.text.endswith("…")
+                if hit.truncated:
+                    assert hit.text.startswith("…") or hit.text.endswith("…")
                 assert f"mango {hit.chunk_id[1]}" in hit.text
                 assert len(hit.text) >= 120
             assert len(idx.search("mango", k=100)) == len(expected)
@@ -357,7 +363,7 @@ def test_tiny_budget_still_bounded(files: SessionFiles) -> None:
     files.write("t1", [ev(1, "grape grape grape")], summary="a long summary about grapes")
     files.write("t2", [ev(2, "grapefruit " * 40 + "grape" + " peel" * 80)], summary="more")
     # Not even one hit fits: no results (the bare envelope is always the answer).
-    for budget in (7, 14, 100):
+    for budget in (7, 14, 60):
         idx = RecallIndex(files.layout, Config(recall_max_results=5, recall_max_chars=budget))
         try:
             hits = idx.search("grape")
@@ -365,10 +371,10 @@ def test_tiny_budget_still_bounded(files: SessionFiles) -> None:
             assert encode_hits(hits) == '{"results":[]}'
         finally:
             idx.close()
-    idx = RecallIndex(files.layout, Config(recall_max_results=5, recall_max_chars=300))
+    idx = RecallIndex(files.layout, Config(recall_max_results=5, recall_max_chars=180))
     try:
         hits = idx.search("grape")
-        assert len(encode_hits(hits)) <= 300
+        assert len(encode_hits(hits)) <= 180
         assert found(hits) == [("t1", "event", 1)]
         assert (hits[0].text, hits[0].truncated) == ("grape grape grape", False)
         idx_wide = RecallIndex(files.layout, Config(recall_max_results=5, recall_max_chars=450))
@@ -746,6 +752,7 @@ def test_calls_from_several_threads(sample: SessionFiles, index: RecallIndex) ->
 # --- large match sets: bounded work ------------------------------------------------------------
 
 def bulk(n: int, common: str, rare_at: int) -> list[BulkChunk]:
+    # Three seqs apart: no event lends its score to another (search.SPREAD reaches two).
     out = []
     for i in range(n):
         words = f"{common} filler{i}" + (" unicornword" if i == rare_at else "")
@@ -754,7 +761,7 @@ def bulk(n: int, common: str, rare_at: int) -> list[BulkChunk]:
                 chunk_id=f"b{i:04d}",
                 sha256="0" * 64,
                 summary=f"bulk {i}",
-                events=[SessionEvent(type="user_input", content=words, seq=i * 2 + 1, timestamp=float(i))],
+                events=[SessionEvent(type="user_input", content=words, seq=i * 3 + 1, timestamp=float(i))],
             )
         )
     return out
@@ -772,21 +779,21 @@ def test_common_terms_use_windows_and_coverage_checks(
     monkeypatch.setattr(recall_search, "_CANDIDATES", min(window, 30))
     index.sync()
     assert index.bulk_load(bulk(200, "commonword", rare_at=3)) == 200
-    newest = [("b0199", "event", 399), ("b0198", "event", 397), ("b0197", "event", 395), ("b0196", "event", 393)]
+    newest = [("b0199", "event", 598), ("b0198", "event", 595), ("b0197", "event", 592), ("b0196", "event", 589)]
     # The rare word's event is old: far outside the common word's window of newest rows.
-    assert found(index.search("commonword unicornword")) == [("b0003", "event", 7), *newest]
-    assert found(index.search("unicornword commonword")) == [("b0003", "event", 7), *newest]
+    assert found(index.search("commonword unicornword", k=5)) == [("b0003", "event", 10), *newest]
+    assert found(index.search("unicornword commonword", k=5)) == [("b0003", "event", 10), *newest]
     # A common word alone: the newest events, bounded.
     assert found(index.search("commonword", k=3)) == newest[:3]
     # No event has all three: OR ranking over what the bounded windows saw.
-    assert found(index.search("commonword filler5 unicornword", k=2)) == [("b0005", "event", 11), ("b0003", "event", 7)]
+    assert found(index.search("commonword filler5 unicornword", k=2)) == [("b0005", "event", 16), ("b0003", "event", 10)]
     # Filters apply to every path.
-    assert found(index.search("commonword unicornword", types=["user_input"])) == [("b0003", "event", 7), *newest]
+    assert found(index.search("commonword unicornword", types=["user_input"], k=5)) == [("b0003", "event", 10), *newest]
     assert index.search("commonword unicornword", types=["tool_result"]) == []
     assert found(index.search("commonword unicornword", since=2.0, until=4.0)) == [
-        ("b0003", "event", 7),
-        ("b0004", "event", 9),
-        ("b0002", "event", 5),
+        ("b0003", "event", 10),
+        ("b0004", "event", 13),
+        ("b0002", "event", 7),
     ]
     # b0003 is outside the range: the common word's newest events in it.
     assert found(index.search("commonword unicornword", since=197.0)) == newest[:3]

@@ -118,7 +118,7 @@ def test_question_of_only_stopwords_is_answered_sanely(chatty: SessionFiles) -> 
     try:
         hits = idx.search("what was it that we said?")
         # Nothing but stopwords: they are searched after all, within the usual bounds.
-        assert 1 <= len(hits) <= 5
+        assert len(hits) >= 1
         assert {h.chunk_id for h in hits} == {"talk"}
         assert all(h.kind == "event" and "said" in h.text for h in hits)
         assert len({h.text for h in hits}) == len(hits)
@@ -219,7 +219,7 @@ def test_lookup_of_a_summary_too_long_for_the_budget_is_cut(files: SessionFiles)
 
 def test_lookup_with_a_budget_too_small_for_any_hit(files: SessionFiles) -> None:
     files.write("c1", [ev(1, "x")], summary="a short summary")
-    idx = open_index(files, recall_max_chars=100)
+    idx = open_index(files, recall_max_chars=70)
     try:
         # The index still names the chunk and its range, with no room for its text.
         hit = idx.lookup("c1")
@@ -227,8 +227,8 @@ def test_lookup_with_a_budget_too_small_for_any_hit(files: SessionFiles) -> None
         assert (hit.chunk_id, hit.kind, hit.first_seq, hit.last_seq, hit.text, hit.truncated) == (
             "c1", "summary", 1, 1, "", True
         )
-        # The tool's JSON of that hit is over 100 characters: the answer is the bare envelope.
-        answer = tool_answer(idx, {"query": "", "chunk_id": "c1"}, 100)
+        # The tool's JSON of that hit is over 70 characters: the answer is the bare envelope.
+        answer = tool_answer(idx, {"query": "", "chunk_id": "c1"}, 70)
         assert json.loads(answer) == {"results": []}
     finally:
         idx.close()
@@ -262,9 +262,13 @@ def test_fit_hits_never_exceeds_the_budget(texts: list[str], context: list[str |
     }
     fitted = fit_hits(hits, budget, content_terms("needle"), contexts)
     assert len(encode_hits(fitted)) <= max(budget, len(ENVELOPE))
-    # Hits keep their order (lowest dropped first), each is the original or a cut of it.
-    assert [h.chunk_id for h in fitted] == [h.chunk_id for h in hits[: len(fitted)]]
-    for hit, original in zip(fitted, hits, strict=False):
+    # Hits keep their order (one that cannot fit is left out), each is the original or a cut of it.
+    ids = [h.chunk_id for h in fitted]
+    assert ids == sorted(ids, key=lambda c: int(c[1:])) and len(set(ids)) == len(ids)
+    if fitted:
+        assert fitted[0].chunk_id == hits[0].chunk_id or len(encode_hits(hits[:1])) > budget
+    for hit in fitted:
+        original = hits[int(hit.chunk_id[1:])]
         assert hit.truncated is (hit.text != original.text)
         if hit.truncated:
             assert len(hit.text) >= 120 and "…" in hit.text
@@ -346,7 +350,7 @@ def test_repeated_outputs_do_not_crowd_out_matching_events(files: SessionFiles) 
         files.write(f"r{n}", [ev(n * 10 + i + 1, f"apricot value {n}") for i in range(6)], summary="apricot " * 30)
     idx = open_index(files)
     try:
-        hits = idx.search("apricot")
+        hits = idx.search("apricot", k=5)
         assert [h.kind for h in hits] == ["event"] * 5
         assert sorted(h.chunk_id for h in hits) == ["r3", "r4", "r5", "r6", "r7"]
     finally:
@@ -372,8 +376,8 @@ def test_cjk_two_characters_runs_and_mixed_queries(files: SessionFiles) -> None:
         assert found(idx.search("迁移")) == [("z1", "event", 3)]
         # Typed without spaces, not verbatim in any text: its bigrams match.
         assert found(idx.search("数据库迁移失败")) == [("z1", "event", 3)]
-        # Mixed: the event with the English word and the Chinese one first.
-        assert found(idx.search("redis 缓存")) == [("z1", "event", 2), ("z1", "event", 4), ("z1", "event", 1)]
+        # Mixed: the event with the English word and the Chinese one first, then the one next to it.
+        assert found(idx.search("redis 缓存")) == [("z1", "event", 2), ("z1", "event", 1), ("z1", "event", 4)]
         assert idx.search("redis缓存")[0].first_seq == 2
         assert idx.search("存缓") == []
     finally:
@@ -509,6 +513,7 @@ async def test_read_events_reads_each_chunk_once(tmp_path: Path, monkeypatch: py
 
 
 def bulk_events(n: int, rare_only: int = 3) -> list[BulkChunk]:
+    # Events three seqs apart: none lends its score to another (search.SPREAD reaches two).
     out = []
     for i in range(n):
         words = f"frequentword filler{i}" + (" rareword" if i in (5, 250) else "") + (" loner" if i == 7 else "")
@@ -518,7 +523,7 @@ def bulk_events(n: int, rare_only: int = 3) -> list[BulkChunk]:
                 chunk_id=f"q{i:04d}",
                 sha256="0" * 64,
                 summary=f"bulk {i}",
-                events=[SessionEvent(type=types, content=words, seq=i + 1, timestamp=float(i))],
+                events=[SessionEvent(type=types, content=words, seq=3 * i + 1, timestamp=float(i))],
             )
         )
     # Rare-word events without the frequent word (as long as those with it), newer than everything.
@@ -528,7 +533,7 @@ def bulk_events(n: int, rare_only: int = 3) -> list[BulkChunk]:
                 chunk_id=f"z{j}",
                 sha256="0" * 64,
                 summary="",
-                events=[SessionEvent(type="user_input", content=f"rareword other{j} padding", seq=1000 + j, timestamp=1000.0 + j)],
+                events=[SessionEvent(type="user_input", content=f"rareword other{j} padding", seq=3000 + 3 * j, timestamp=1000.0 + j)],
             )
         )
     return out
@@ -546,18 +551,18 @@ def test_frequent_term_path_ranks_rare_and_frequent_together(files: SessionFiles
         assert idx.bulk_load(bulk_events(400)) == 403
         # The old events holding both words (q0005 far outside the frequent word's window) first.
         hits = idx.search("frequentword rareword")
-        assert found(hits)[:2] == [("q0250", "event", 251), ("q0005", "event", 6)]
+        assert found(hits)[:2] == [("q0250", "event", 751), ("q0005", "event", 16)]
         assert found(idx.search("rareword frequentword", k=2)) == found(hits)[:2]
-        assert found(idx.search("loner frequentword", k=1)) == [("q0007", "event", 8)]
+        assert found(idx.search("loner frequentword", k=1)) == [("q0007", "event", 22)]
         # The frequent word alone: the newest events.
-        assert found(idx.search("frequentword", k=3)) == [("q0399", "event", 400), ("q0398", "event", 399), ("q0397", "event", 398)]
+        assert found(idx.search("frequentword", k=3)) == [("q0399", "event", 1198), ("q0398", "event", 1195), ("q0397", "event", 1192)]
         # Filters still apply.
         assert found(idx.search("frequentword", k=2, types=["user_input"])) == [
-            ("q0398", "event", 399),
-            ("q0396", "event", 397),
+            ("q0398", "event", 1195),
+            ("q0396", "event", 1189),
         ]
-        assert found(idx.search("frequentword rareword", k=1, since=100.0, until=300.0)) == [("q0250", "event", 251)]
-        assert found(idx.search("frequentword rareword", k=1, types=["tool_result"])) == [("q0005", "event", 6)]
+        assert found(idx.search("frequentword rareword", k=1, since=100.0, until=300.0)) == [("q0250", "event", 751)]
+        assert found(idx.search("frequentword rareword", k=1, types=["tool_result"])) == [("q0005", "event", 16)]
         assert idx.search("frequentword", types=["assistant_output"]) == []
     finally:
         idx.close()
@@ -573,11 +578,11 @@ def test_frequent_term_path_with_more_rare_holders_than_candidates(
         idx.sync()
         idx.bulk_load(bulk_events(400, rare_only=8))
         # Ranked exactly (the default budget), the events holding both words come first.
-        assert found(idx.search("frequentword rareword", k=2)) == [("q0250", "event", 251), ("q0005", "event", 6)]
+        assert found(idx.search("frequentword rareword", k=2)) == [("q0250", "event", 751), ("q0005", "event", 16)]
         monkeypatch.setattr(recall_search, "EXACT_ROWS", 20)
         monkeypatch.setattr(recall_search, "_WINDOW", 10)
         monkeypatch.setattr(recall_search, "_CANDIDATES", 5)
-        assert found(idx.search("frequentword rareword", k=2)) == [("q0250", "event", 251), ("q0005", "event", 6)]
+        assert found(idx.search("frequentword rareword", k=2)) == [("q0250", "event", 751), ("q0005", "event", 16)]
     finally:
         idx.close()
 
@@ -590,17 +595,19 @@ def test_frequent_term_credit_with_more_exact_rows_than_are_read(
     import aiden.recall.search as recall_search
 
     monkeypatch.setattr(recall_search, "EXACT_ROWS", 200)
-    events = [ev(1, "zeta omega marker")]  # old: far outside omega's window of newest rows
-    events += [ev(2 + n, f"zeta note {n}") for n in range(150)]
-    events += [ev(152 + n, f"omega filler {n}") for n in range(300)]
+    texts = ["zeta omega marker"]  # old: far outside omega's window of newest rows
+    texts += [f"zeta note {n}" for n in range(150)]
+    texts += [f"omega filler {n}" for n in range(300)]
+    # Three seqs apart: none lends its score to another (search.SPREAD reaches two).
+    events = [ev(3 * i + 1, text) for i, text in enumerate(texts)]
     idx = open_index(files)
     try:
         idx.sync()
         idx.bulk_load([BulkChunk(chunk_id="big", sha256="0" * 64, summary="", events=events)])
         assert found(idx.search("zeta omega", k=3)) == [
             ("big", "event", 1),
-            ("big", "event", 151),
-            ("big", "event", 150),
+            ("big", "event", 451),
+            ("big", "event", 448),
         ]
     finally:
         idx.close()

@@ -58,56 +58,53 @@ def test_schema_is_a_valid_function_tool() -> None:
     json.dumps(RECALL_TOOL)  # plain JSON data
 
 
+# Each is the other's neighbour: already a hit, so neither shows it again as context. The role
+# is shown only where the type does not imply it (PENDING_4 has none).
 ASSISTANT_2 = {
     "chunk_id": "c1",
-    "source": "active",
     "seq": 2,
     "type": "assistant_output",
-    "role": "assistant",
     "text": "Noted: admin API on port 8443",
-    "context": {"seq": 1, "type": "user_input", "role": "user", "text": "Use port 8443 for the admin API"},
 }
 USER_1 = {
     "chunk_id": "c1",
-    "source": "active",
     "seq": 1,
     "type": "user_input",
-    "role": "user",
     "text": "Use port 8443 for the admin API",
-    "context": {"seq": 2, "type": "assistant_output", "role": "assistant", "text": "Noted: admin API on port 8443"},
+}
+ASSISTANT_2_ALONE = {
+    **ASSISTANT_2,
+    "context": {"seq": 1, "type": "user_input", "text": "Use port 8443 for the admin API"},
 }
 PENDING_4 = {
     "chunk_id": "p9",
     "source": "pending",
     "seq": 4,
     "type": "user_input",
-    "role": None,
     "text": "pending detail about the admin API",
 }
 
 
 def without_scores(out: Any) -> list[dict[str, Any]]:
-    """The results with their scores checked (rounded floats, best first) and removed."""
+    """The results, checked to carry no score (the order is the ranking)."""
     results: list[dict[str, Any]] = out["results"]
-    scores = [r.pop("score") for r in results]
-    assert all(isinstance(s, float) for s in scores)
-    assert scores == sorted(scores, reverse=True)
+    assert not any("score" in r for r in results)
     return results
 
 
 async def test_search_call(filled: SessionFiles, index: RecallIndex) -> None:
     out = await call(index, json.dumps({"query": "admin port 8443"}))
     assert set(out) == {"results"}
-    assert [r["score"] for r in out["results"]][2] == 0.0
     assert without_scores(out) == [ASSISTANT_2, USER_1, PENDING_4]
 
 
 async def test_pending_results_and_filters(filled: SessionFiles, index: RecallIndex) -> None:
     out = await call(index, {"query": "admin API", "k": 5})
-    # Equal scores: newest first (the pending chunk was indexed last).
-    assert without_scores(out) == [PENDING_4, ASSISTANT_2, USER_1]
+    # Equal BM25, but seqs 1 and 2 are adjacent matches (each lends the other a share): they
+    # rank above the lone pending match; between them, newest first.
+    assert without_scores(out) == [ASSISTANT_2, USER_1, PENDING_4]
     out = await call(index, {"query": "admin", "roles": ["assistant"]})
-    assert without_scores(out) == [ASSISTANT_2]
+    assert without_scores(out) == [ASSISTANT_2_ALONE]
     assert index.stats().pending_chunks_recalled == 1
 
 
@@ -122,9 +119,7 @@ async def test_lookup_and_rehydrate(filled: SessionFiles, index: RecallIndex) ->
         "results": [
             {
                 "chunk_id": "c1",
-                "source": "active",
                 "summary_of": [1, 2],
-                "score": 0.0,
                 "text": "Admin API port decided: 8443.",
             }
         ]
@@ -190,15 +185,19 @@ async def test_answer_is_bounded(files: SessionFiles, index: RecallIndex) -> Non
     texts = [f"budget word {n} " + "x" * 300 for n in range(5)]
     for n in range(5):
         files.write(f"b{n}", [ev(n + 1, texts[n])], summary="budget summary " + "y" * 800)
-    # Texts are cut (around the match) before any hit is dropped.
+    # Packed best first: whole texts while they fit, then the next one cut around the match
+    # to what is left; the lowest give way.
     out = await call(index, {"query": "budget"}, max_chars=1500)
-    assert [(r["chunk_id"], r["truncated"]) for r in out["results"]] == [(f"b{n}", True) for n in (4, 3, 2, 1, 0)]
-    assert [r["text"] for r in out["results"]] == [texts[n][:181] + "…" for n in (4, 3, 2, 1, 0)]
-    # Tighter: the lowest hits give way.
+    assert [(r["chunk_id"], r.get("truncated", False)) for r in out["results"]] == [
+        ("b4", False), ("b3", False), ("b2", False), ("b1", True)
+    ]
+    assert [r["text"] for r in out["results"][:3]] == [texts[n] for n in (4, 3, 2)]
+    cut = out["results"][3]["text"]
+    assert cut.endswith("…") and texts[1].startswith(cut[:-1]) and len(cut) >= 120
+    # Tighter: the best whole, the next cut to what is left.
     out = await call(index, {"query": "budget"}, max_chars=700)
-    assert 1 <= len(out["results"]) < 5
-    assert [r["chunk_id"] for r in out["results"]] == [f"b{n}" for n in (4, 3, 2, 1, 0)][: len(out["results"])]
-    assert all(r["truncated"] and r["text"].startswith("budget word") for r in out["results"])
+    assert [(r["chunk_id"], r.get("truncated", False)) for r in out["results"]] == [("b4", False), ("b3", True)]
+    assert out["results"][1]["text"].startswith("budget word")
     # With room every event is verbatim, and no summary is shown (their events matched).
     out = await call(index, {"query": "budget"}, max_chars=3500)
     assert [(r["chunk_id"], r["text"], "truncated" in r) for r in out["results"]] == [
@@ -268,5 +267,9 @@ async def test_full_answer_fits_the_documented_room(files: SessionFiles, index: 
     assert text == encode_hits(index.search("apricot"))
     assert room - 400 < len(text) <= room
     out = json.loads(text)
-    assert [(r["chunk_id"], r["seq"]) for r in out["results"]] == [("f7", 151), ("f7", 149), ("f7", 147), ("f7", 145), ("f7", 143)]
-    assert all(r["truncated"] and '"apricot"' in r["text"] for r in out["results"])
+    assert [(r["chunk_id"], r["seq"]) for r in out["results"]] == [
+        ("f7", 151), ("f7", 149), ("f7", 147), ("f7", 145), ("f7", 143)
+    ]
+    # The best two whole; the others cut around the match to the room left.
+    assert [r.get("truncated", False) for r in out["results"]] == [False, False, True, True, True]
+    assert all('"apricot"' in r["text"] for r in out["results"])
