@@ -32,7 +32,7 @@ import pytest
 from aiden.config import Config
 from aiden.demo import run_demo
 from aiden.events import SessionEvent
-from aiden.summarizers import ExtractiveSummarizer
+from aiden.summarizers import ExtractiveSummarizer, extract_must_keep
 from aiden.summarizers.extractive.supersede import prune_superseded
 from aiden.summarizers.llm import LiteLLMSummarizer
 from aiden.summarizers.protocol import SummaryRequest
@@ -176,6 +176,18 @@ def test_the_rolling_fold_drops_phatic_lines_an_older_summary_held() -> None:
     )
     assert folded.text == (
         "Constraints:\n- Never deploy on Fridays.\nRequests:\n- Please book the cabin at Lake Tahoe for 12 June."
+    )
+
+
+def test_guesses_and_reassurance_are_no_constraint_a_summary_must_keep() -> None:
+    said = (
+        "Priya: That must have been awesome! No worries, Tom! Can't wait. The venue must be booked by Friday."
+    )
+    events = (SessionEvent(type="user_input", role="user", content=said, seq=1),)
+    assert extract_must_keep(events, max_items=10) == ["The venue must be booked by Friday."]
+    text = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events)).text
+    assert text == (
+        "Goal: Priya: The venue must be booked by Friday.\nOpen thread:\n- User: Priya: The venue must be booked by Friday."
     )
 
 

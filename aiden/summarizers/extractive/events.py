@@ -19,7 +19,6 @@ from aiden.summarizers.extractive.items import (
     _R_USER,
     _TOOL_NOTE_CHARS,
 )
-from aiden.summarizers.extractive.salience import is_phatic, split_speaker
 from aiden.summarizers.extractive.summary_text import _extract_summary_text
 from aiden.summarizers.extractive.tools import (
     _FILE_LINE,
@@ -41,6 +40,7 @@ from aiden.summarizers.mustkeep import (
     join_sentences,
     split_sentences,
 )
+from aiden.summarizers.mustkeep.phatic import is_phatic, split_speaker
 
 _GOAL_CHARS: Final = 400
 # Kinds a sentence keeps however few words it has ("No, that's wrong.", "Tried X; no luck.").

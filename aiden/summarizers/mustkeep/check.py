@@ -14,10 +14,13 @@ from typing import Final
 
 from aiden.events import SessionEvent
 from aiden.summarizers.mustkeep.classify import Speaker, classify_sentence, is_routine_request
+from aiden.summarizers.mustkeep.phatic import is_phatic
 from aiden.summarizers.mustkeep.text import clip, content_words, normalize, split_sentences
 from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens
 
 _MUST_KEEP_HEADER: Final = "Must keep:"
+# Kinds kept however few words they have ("No, that's wrong.", "Decided: yarn.").
+_STATES_A_COURSE: Final = frozenset({"correction", "decision", "failed", "resolution", "error"})
 _FILES_LINE: Final = "Files:"
 
 
@@ -70,6 +73,8 @@ def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list
         speaker: Speaker = "user" if event.type == "user_input" else "assistant"
         for sentence in split_sentences(event.content):
             kind = classify_sentence(sentence, speaker=speaker)
+            if kind not in _STATES_A_COURSE and is_phatic(sentence):
+                continue  # "That must have been awesome!" is no constraint a summary must keep (#38)
             item = clip(sentence)
             if kind in ("correction", "preference", "constraint") and speaker == "user":
                 user_items.append(item)
