@@ -6,12 +6,17 @@
 take a lock or write under it); ``compact``, ``memory save|forget``, ``restore``
 and ``doctor --repair`` (:mod:`aiden.cli_repair`) write,
 opening the memory as an agent does (:mod:`aiden.cli_admin`, :mod:`aiden.cli_memory`).
+
+A command that met a problem says it on stderr and exits non-zero, even when it
+did its job: a read that skipped something (a damaged line), a write whose open
+repaired the root, any warning aiden logged meanwhile.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -19,6 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
+
+from aiden.cli_progress import report_problems
 
 if TYPE_CHECKING:
     from aiden.readonly import ProgressFactory
@@ -29,6 +36,28 @@ EXIT_USAGE = 2
 """Exit code for a bad argument: a missing root, a root the demo must not touch."""
 
 _PROGRESS_HELP = "progress on stderr (default: when stderr is a terminal)"
+
+_OWN_LOGGING = frozenset({"demo", "doctor", "mcp"})
+"""Commands whose warnings are not counted as problems: the demo, doctor (it judges the root
+itself; --repair's recovery warns about what it repairs) and the MCP server (it runs until
+stopped and logs to stderr as it goes)."""
+
+
+class _Warnings(logging.Handler):
+    """Keeps aiden's warnings while a command runs, for :func:`main` to say on stderr."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def say(self, command: str, error: BaseException | None = None) -> int:
+        """Print the warnings (but one the error repeats); how many were printed."""
+        said = [m for m in self.messages if error is None or not m.endswith(str(error))]
+        report_problems(command, said)
+        return len(said)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -82,7 +111,7 @@ def _inspect(args: argparse.Namespace) -> int:
     info = inspect_root(args.root, context_window=_window(args), model=args.model)
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False))
-        return 0
+        return report_problems("inspect", info["problems"])
     hot, chunks, layer, stats = info["hot_window"], info["chunks"], info["summary_layer"], info["stats"]
     print(f"root: {info['root']}")
     span = f" (seq {hot['first_seq']}..{hot['last_seq']})" if hot["events"] else ""
@@ -92,7 +121,7 @@ def _inspect(args: argparse.Namespace) -> int:
     cut = ", cut to the cap in each prompt" if layer["cut_in_prompt"] else ""
     print(
         f"summary layer: ~{layer['tokens']} tokens = {layer['share_percent']}% of a {layer['context_window']}-token "
-        f"window (cap {layer['cap_percent']}%: ~{layer['cap_tokens']} tokens{cut}); summary.md {info['summary_md_bytes']} bytes"
+        f"window (from {layer['window_from']}; cap {layer['cap_percent']}%: ~{layer['cap_tokens']} tokens{cut}); summary.md {info['summary_md_bytes']} bytes"
     )
     print(
         f"stats: {stats['events']} events stored, {stats['compactions']} compactions, "
@@ -103,9 +132,7 @@ def _inspect(args: argparse.Namespace) -> int:
     print("files:")
     for name, size in info["files"].items():
         print(f"  {size:>10}  {name}")
-    for problem in info["problems"]:
-        print(f"problem: {problem}")
-    return 0
+    return report_problems("inspect", info["problems"])
 
 
 def _recovery_text(last: dict[str, Any] | None) -> str:
@@ -121,11 +148,14 @@ def _recovery_text(last: dict[str, Any] | None) -> str:
 def _export(args: argparse.Namespace) -> int:
     from aiden.readonly import export_lines
 
-    # Streamed: a damaged chunk stops the export with exit 1 after the lines before it.
+    # Streamed: a damaged chunk stops the export with exit 1 after the lines before it; a
+    # damaged hot-window line is skipped, said on stderr, and the exit is 1.
     write = sys.stdout.write
-    for line in export_lines(args.root, args.format, progress=_progress(args, "export", "chunk files")):
+    skipped: list[str] = []
+    progress = _progress(args, "export", "chunk files")
+    for line in export_lines(args.root, args.format, progress=progress, problems=skipped):
         write(line + "\n")
-    return 0
+    return report_problems("export", skipped)
 
 
 def _progress(args: argparse.Namespace, label: str, what: str) -> ProgressFactory | None:
@@ -258,19 +288,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    warnings = _Warnings()
+    logger = logging.getLogger("aiden")
+    if args.command not in _OWN_LOGGING:
+        logger.addHandler(warnings)
     try:
-        return func(args)
+        code = func(args)
+        said = warnings.say(args.command)
+        if code == 0 and said:
+            print(f"aiden {args.command}: {said} problem(s) said above", file=sys.stderr)
+            return 1
+        return code
     except BrokenPipeError:
         # The reader went away (`aiden export ROOT | head`): stop quietly, and point stdout at
         # /dev/null so the interpreter's final flush does not report the pipe again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except RootError as exc:
+        warnings.say(args.command, exc)
         print(f"aiden {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (AidenError, OSError, ValueError) as exc:
+        warnings.say(args.command, exc)
         print(f"aiden {args.command}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        logger.removeHandler(warnings)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ until the hot window is under the trigger: more than
 token threshold of the window (:func:`~aiden.policy.triggers.trigger_threshold_tokens`).
 A command has no provider usage to report, so it decides on aiden's own
 estimate of the hot window and asks each pass as a manual one.
+
+Opening a root with a backlog starts a maintenance pass by itself (the open's
+backlog pass): ``compact`` waits for it first and reports what it compacted
+(``at_open``) apart from its own (manual) passes.
 """
 
 from __future__ import annotations
@@ -56,10 +60,15 @@ async def compact_root(
     from aiden.policy.tokens import event_tokens
     from aiden.policy.triggers import trigger_threshold_tokens
 
+    before = await anyio.to_thread.run_sync(_chunk_ids, root)
     async with writable_memory(root, config_path=config_path, context_window=context_window) as memory:
+        # Waits behind the open's backlog pass, or is that pass (requests coalesce): a pass
+        # that compacts only if the trigger fires, as the open's check does. Counted as the
+        # open's, whichever of the two ran it.
+        await memory.maintain()
         config = memory.config
         threshold = trigger_threshold_tokens(memory.context_window, config)
-        limit = config.count_compress_after_events
+        limit = config.count_limit()
 
         async def hot_state() -> tuple[int, int]:
             hot = await memory.hot_window()
@@ -76,12 +85,29 @@ async def compact_root(
             events, tokens = await hot_state()
             if not outcome.compacted:
                 break
+        own = sum(1 for p in passes if p["compacted"])
+        by_open = memory.stats().compactions - own
+    after = await anyio.to_thread.run_sync(_chunk_ids, root)
+    mine = {p["chunk_id"] for p in passes}
+    new = {cid: n for cid, n in after.items() if cid not in before and cid not in mine}
     return {
+        "at_open": {"compactions": by_open, "events_compacted": sum(new.values())},
         "passes": passes,
         "hot_window": {"events": events, "estimated_tokens": tokens},
         "trigger": {"events_over": limit, "tokens_at": threshold},
         "under_trigger": events <= limit and tokens < threshold,
     }
+
+
+def _chunk_ids(root: str) -> dict[str, int]:
+    """Chunk id -> events it holds, read from the root's index (empty when it does not read)."""
+    from aiden.errors import CorruptionError
+    from aiden.readonly import load_entries, open_layout
+
+    try:
+        return {e.chunk_id: e.count for e in load_entries(open_layout(root))[1]}
+    except CorruptionError:
+        return {}  # the open's recovery rebuilds it, and says so
 
 
 def _compact(args: argparse.Namespace) -> int:
@@ -98,6 +124,12 @@ def _compact(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:
+        opened = result["at_open"]
+        if opened["compactions"]:
+            print(
+                f"at open: the backlog pass compacted {opened['events_compacted']} events "
+                f"in {opened['compactions']} compaction{'s' if opened['compactions'] != 1 else ''}"
+            )
         for n, p in enumerate(result["passes"], 1):
             if p["compacted"]:
                 degraded = ", degraded summary" if p["degraded"] else ""
@@ -109,7 +141,7 @@ def _compact(args: argparse.Namespace) -> int:
                 note = f": {p['note']}" if p["note"] else ""
                 print(f"pass {n}: nothing compacted ({p['reason']}{note})")
         if not result["passes"]:
-            print("nothing to compact")
+            print("nothing more to compact" if opened["compactions"] else "nothing to compact")
         hot, trig = result["hot_window"], result["trigger"]
         print(
             f"hot window: {hot['events']} events, ~{hot['estimated_tokens']} tokens "

@@ -27,13 +27,31 @@ __all__ = ["add_memory_commands", "dream_versions", "list_memories", "parse_vers
 
 
 def _iso(seconds: float | None) -> str | None:
+    """ISO-8601 UTC; None for None and for a time no calendar date holds (a damaged index's ``1e300``)."""
     if seconds is None:
         return None
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
-def list_memories(root: str, *, now: float | None = None) -> list[MemoryEntry]:
-    """The unexpired long-term entries under ``root``, oldest first. Read-only."""
+def _bad_times(entry: MemoryEntry) -> list[str]:
+    return [
+        f"entry {entry.id}: {name} {value!r} is not a valid time (shown as null)"
+        for name, value in (("created_at", entry.created_at), ("expires_at", entry.expires_at))
+        if value is not None and _iso(value) is None
+    ]
+
+
+def list_memories(
+    root: str, *, now: float | None = None, problems: list[str] | None = None
+) -> list[MemoryEntry]:
+    """The unexpired long-term entries under ``root``, oldest first. Read-only.
+
+    ``problems`` receives each time no date can show (what the store could not
+    read, a damaged index or entry file, it logs).
+    """
     from aiden.longterm.store import LongTermMemoryStore
     from aiden.readonly import open_layout
     from aiden.storage.fs import Storage
@@ -41,17 +59,27 @@ def list_memories(root: str, *, now: float | None = None) -> list[MemoryEntry]:
     # The store writes only in save/forget/rebuild_profile; reading entries takes no lock.
     store = LongTermMemoryStore(open_layout(root), Storage())
     when = time.time() if now is None else now
-    return anyio.run(lambda: store.entries(now=when))
+    entries = anyio.run(lambda: store.entries(now=when))
+    if problems is not None:  # what the store could not read, it logs (the command says it on stderr)
+        problems.extend(bad for entry in entries for bad in _bad_times(entry))
+    return entries
 
 
-def dream_versions(root: str, *, limit: int = 20) -> list[Version]:
-    """The newest ``limit`` versions of SOUL.md / USER.md / MEMORY.md, newest first. Read-only."""
+def dream_versions(root: str, *, limit: int = 20, problems: list[str] | None = None) -> list[Version]:
+    """The newest ``limit`` versions of SOUL.md / USER.md / MEMORY.md, newest first. Read-only.
+
+    ``problems`` receives what is wrong with ``long_term/.git`` (the versions listed
+    may then be incomplete); ``aiden doctor --repair`` repairs it.
+    """
     from aiden.longterm.dream_edits import LONG_TERM_FILES
+    from aiden.longterm.gitcheck import check_history
     from aiden.longterm.gitstore import GitStore
     from aiden.readonly import open_layout
     from aiden.storage.fs import Storage
 
     layout = open_layout(root)
+    if problems is not None:
+        problems.extend(check_history(layout.long_term).problems)
     # log() opens the repository without create: a root that never dreamed has no .git and no versions.
     return GitStore(layout.long_term, LONG_TERM_FILES, Storage()).log(limit)
 
@@ -84,16 +112,19 @@ def _version_json(version: Version) -> dict[str, Any]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    entries = list_memories(args.root)
+    from aiden.cli_progress import report_problems
+
+    problems: list[str] = []
+    entries = list_memories(args.root, problems=problems)
     if args.json:
         print(json.dumps([_entry_json(e) for e in entries], indent=2, ensure_ascii=False))
-        return 0
+        return report_problems("memory list", problems)
     if not entries:
         print("no long-term memories")
     for entry in entries:
         expires = f"  (expires {_iso(entry.expires_at)})" if entry.expires_at is not None else ""
         print(f"{entry.id}  {entry.type:<10}  {entry.title}{expires}")
-    return 0
+    return report_problems("memory list", problems)
 
 
 async def _tool(args: argparse.Namespace, name: str, arguments: dict[str, Any]) -> str:
@@ -127,15 +158,18 @@ def _forget(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    versions = dream_versions(args.root, limit=args.limit)
+    from aiden.cli_progress import report_problems
+
+    problems: list[str] = []
+    versions = dream_versions(args.root, limit=args.limit, problems=problems)
     if args.json:
         print(json.dumps([_version_json(v) for v in versions], indent=2, ensure_ascii=False))
-        return 0
-    if not versions:
+        return report_problems("history", problems)
+    if not versions and not problems:
         print("no Dream versions yet")
     for version in versions:
         print(f"{version.commit_id[:12]}  {_iso(version.timestamp)}  {version.title}")
-    return 0
+    return report_problems("history", problems)
 
 
 async def _restore_async(args: argparse.Namespace) -> Version:

@@ -47,17 +47,25 @@ async def writable_memory(
 
     A missing root or one without ``memory/`` is a :class:`~aiden.readonly.RootError`
     (a write subcommand never creates a memory); a root that cannot be written
-    is a :class:`NotWritableError` naming the cause.
+    is a :class:`NotWritableError` naming the cause. Without ``context_window``
+    the memory opens with the window and model the root was last opened with
+    (``memory/window.json``), so a command works at the agent's window and
+    leaves that record as the agent left it.
     """
     from aiden.readonly import open_layout
     from aiden.runtime import open_memory
+    from aiden.storage.window_record import read_window
 
-    open_layout(root)
+    layout = open_layout(root)
+    recorded = read_window(layout) if context_window is None else None
+    model = recorded["model"] if recorded is not None else None
+    if recorded is not None:
+        context_window = recorded["context_window"]
     config = cli_config(config_path)
     async with AsyncExitStack() as stack:
         try:
             memory = await stack.enter_async_context(
-                open_memory(root, config=config, context_window=context_window)
+                open_memory(root, config=config, model=model, context_window=context_window)
             )
         except (StorageError, OSError) as exc:
             # Opening writes (the lock file, recovery): on a read-only root that is where it fails.

@@ -1,7 +1,7 @@
-"""Progress of the ``aiden`` command's long work (``export``, ``doctor``) on stderr.
+"""What the ``aiden`` command says on stderr: progress of its long work (``export``, ``doctor``) and problems.
 
 stdout carries the command's output (an export is piped into a file), so
-progress goes to stderr. On a terminal one line is rewritten in place; into a
+progress and problems go to stderr. On a terminal one line is rewritten in place; into a
 file or pipe it prints at most one line per tenth of the work (at most 11
 lines however large the root), so a log stays readable.
 """
@@ -11,7 +11,14 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-__all__ = ["Progress", "progress_enabled"]
+__all__ = ["Progress", "progress_enabled", "report_problems"]
+
+
+def report_problems(command: str, problems: list[str]) -> int:
+    """Say each problem on stderr, one line each; the exit code: 1 if there was any, else 0."""
+    for problem in problems:
+        print(f"aiden {command}: {' '.join(problem.split())}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def progress_enabled(flag: bool | None, stream: TextIO | None = None) -> bool:

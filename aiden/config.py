@@ -50,8 +50,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     20,000)."""
     hot_window_events: Positive = 30
     """Count fallback: the hot window keeps about this many newest events."""
-    count_compress_after_events: Positive = 60
-    """Without prompt-token data, compact when the hot window has more events than this."""
+    count_compress_after_events: Positive | None = None
+    """Without a provider's prompt size, compact when the hot window has more events than this. Unset
+    (default): aiden's own estimate of the prompts it builds (else of the hot window) stands in for the
+    provider's figure, and the count fallback (60 events) applies only when nothing can be estimated."""
     summary_max_chunks: Positive = 10
     """How many chunk summaries stay under ``## Recent Chunks`` in summary.md."""
     max_rolling_summary_lines: Positive = 100
@@ -221,6 +223,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         value = self.reserve_tokens if self.reserve_tokens is not None else min(8192, window // 8)
         return min(value, window // 2)
 
+    def count_limit(self) -> int:
+        """The event-count fallback of the trigger (explicit setting, else 60)."""
+        return 60 if self.count_compress_after_events is None else self.count_compress_after_events
+
     def prompt_budget(self) -> int:
         """The most tokens a built prompt may take: ``window - reserve``."""
         return self.context_window - self.reserve()
@@ -236,6 +242,15 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         if self.summary_max_tokens is not None:
             return self.summary_max_tokens
         return max(64, min(1200, self.context_window // 20))
+
+    def max_pass_tokens(self) -> int:
+        """Tokens one pass compacts at most (with ``max_pass_events`` set): 100 chunk summaries' worth.
+
+        A count alone does not bound a pass: 1,000 large tool outputs took minutes to summarize and
+        hit the summarizer's deadline with nothing committed. One ordinary compaction of a window up
+        to 128k stays one pass; a bigger backlog drains in passes that each commit.
+        """
+        return 100 * self.chunk_summary_tokens()
 
     def summary_layer_tokens(self) -> int:
         """Token budget of the whole summary layer in the prompt."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ from aiden.context import (
 )
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
+from aiden.policy.calibration import BudgetCalibration
 from aiden.policy.tokens import TokenProfile, estimate_tokens
 from aiden.policy.triggers import trigger_threshold_tokens
 
@@ -72,6 +73,8 @@ class Lifecycle:
         self._unknown_models: set[str] = set()
         self.last_prompt_estimate: int | None = None
         """The estimate of the prompt built last (calibrated against the next reported usage)."""
+        self.calibration = BudgetCalibration()
+        """What reported usage taught the budget check (``Memory.record_usage`` folds it in)."""
         self._run_open = False
         # A synchronous compaction that could not help (summarizer down or slow) is not retried on
         # every call of the same run: each try would wait out the summarizer deadline again.
@@ -208,6 +211,7 @@ class Lifecycle:
         cache_friendly: bool = True,
         governance: bool = True,
         model: str | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
     ) -> PromptBuild:
         """The chat messages for the next model call: system layers, summary, hot window.
 
@@ -217,12 +221,13 @@ class Lifecycle:
         m = self._m
         # The window of the model this call goes to (a swap to a smaller model shrinks this prompt).
         cfg = m.config if model is None else m.config.with_window(self._window_for(model))
-        call = _Call(cfg, layers or PromptLayers(), long_term, current_task, cache_friendly, governance)
+        call = _Call(cfg, layers or PromptLayers(), long_term, current_task, cache_friendly, governance, tools)
         budget = cfg.prompt_budget()
         snapshot = await _gather(m)
         built = self._shape(call, snapshot, strict=False)
         compacted = False
-        if built.estimated_tokens > budget and not self._sync_compaction_failed:
+        # Every check holds the prompt to its calibrated size with margin (checked_tokens, #35).
+        if built.checked_tokens > budget and not self._sync_compaction_failed:
             # The safety net of the headline promise: compact for this call, bounded by the
             # summarizer deadline inside the pass (a failing summarizer leaves events unchanged).
             try:
@@ -233,23 +238,23 @@ class Lifecycle:
             self._sync_compaction_failed = not compacted
             snapshot = await _gather(m)
             built = self._shape(call, snapshot, strict=False)
-        if built.estimated_tokens > budget:
+        if built.checked_tokens > budget:
             # Deterministic fallback: stub every acted-on tool result (verbatim stays recallable by seq).
             built = self._shape(call, snapshot, strict=True)
-        if built.estimated_tokens > budget:
+        if built.checked_tokens > budget:
             # Last resort while nothing can be compacted: replay fewer of the oldest hot-window events
             # in this prompt (root input, current input and pins stay; all stay recallable).
             built = self._fit_by_trimming(call, snapshot, budget, built)
-        elif built.estimated_tokens >= trigger_threshold_tokens(cfg.context_window, cfg):
+        elif built.checked_tokens >= trigger_threshold_tokens(cfg.context_window, cfg):
             m.request_maintenance()  # the background path: the next prompts shrink without waiting
-        over = built.estimated_tokens > budget
+        over = built.checked_tokens > budget
         built = msgspec.structs.replace(
             built,
             budget_tokens=budget,
             compacted=compacted,
             over_budget=over,
             over_budget_reason=(
-                f"{built.estimated_tokens} estimated tokens > budget {budget} after compaction, stubbing and "
+                f"{built.checked_tokens} estimated tokens > budget {budget} after compaction, stubbing and "
                 "replay trimming: what is left (system layers, root input, pinned events, the newest step) "
                 "may not be dropped"
                 if over
@@ -268,11 +273,11 @@ class Lifecycle:
         while lo <= hi:
             mid = (lo + hi) // 2
             trial = self._shape(call, snapshot, strict=True, max_messages=mid)
-            if trial.estimated_tokens <= budget:
+            if trial.checked_tokens <= budget:
                 best, lo = trial, mid + 1
             else:
                 hi = mid - 1
-                if trial.estimated_tokens < best.estimated_tokens:
+                if trial.checked_tokens < best.checked_tokens:
                     best = trial
         return best
 
@@ -321,6 +326,8 @@ class Lifecycle:
             current_task=call.current_task,
             cache_friendly=call.cache_friendly,
             estimate=m.estimate_text,
+            tools=call.tools,
+            calibration=self.calibration,
         )
         stubbed = len(governed.stubbed_seqs) if governed is not None else 0
         return msgspec.structs.replace(built, stubbed=stubbed, summary_trimmed=layer.trimmed)
@@ -336,6 +343,7 @@ class _Call:
     current_task: str | None
     cache_friendly: bool
     governance: bool
+    tools: Sequence[Mapping[str, Any]]
 
 
 _Snapshot = tuple[Sequence[SessionEvent], Any, str]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aiden.boundary import Classifier
@@ -25,6 +25,7 @@ from aiden.memory_recall import RecallMethods
 from aiden.messages import CompactionOutcome, RecordUsage
 from aiden.observe import observed
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
+from aiden.policy.calibration import observe
 from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.stats import MemoryStats, memory_stats
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
 __all__ = ["Memory", "MemoryStats"]
 
 _log = logging.getLogger("aiden.memory")
+
+# Texts whose estimates Memory.estimate_text remembers: long enough to be worth it, at most this many.
+_CACHED_CHARS = 64
+_CACHED_TEXTS = 32768
 
 
 class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
@@ -78,6 +83,7 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         self._episodes_quarantined = 0
         self._appends = 0
         self._profile = token_profile
+        self._estimates: dict[str, int] = {}
         self._closed = False
         self.recovery: RecoveryReport = recovery
         """What recovery on open found and did."""
@@ -188,12 +194,20 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         prompt_tokens, completion_tokens, cached_tokens = resolve_usage(
             usage, prompt_tokens, completion_tokens, cached_tokens
         )
+        # The estimate of the prompt built last goes with the first report after it: paired with the
+        # provider's figure it calibrates the estimator; alone it is the prompt size the trigger uses.
+        estimate, self._runs.last_prompt_estimate = self._runs.last_prompt_estimate, None
+        if estimate is not None and prompt_tokens is not None:
+            self._runs.calibration = observe(
+                self._runs.calibration,
+                estimated=estimate,
+                reported=prompt_tokens,
+                weight=self._config.token_calibration_weight,
+            )
         await self._scheduler.record_usage(
             RecordUsage(
                 prompt_tokens=prompt_tokens,
-                estimated_prompt_tokens=self._runs.last_prompt_estimate
-                if prompt_tokens is not None
-                else None,
+                estimated_prompt_tokens=estimate,
                 completion_tokens=completion_tokens,
                 cached_tokens=cached_tokens,
                 cost_usd=cost_usd,
@@ -205,7 +219,18 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
 
     def estimate_text(self, text: str) -> int:
         """aiden's token estimate of ``text`` for this memory's model."""
-        return estimate_tokens(text, self._profile)
+        # A text's estimate never changes: each prompt re-reads the whole hot window, so its events'
+        # estimates are remembered (a lookup hashes the text, ~50x cheaper than estimating it) and a
+        # call costs the estimates of its new events only (#35).
+        known = self._estimates.get(text)
+        if known is not None:
+            return known
+        tokens = estimate_tokens(text, self._profile)
+        if len(text) >= _CACHED_CHARS:
+            if len(self._estimates) >= _CACHED_TEXTS:
+                del self._estimates[next(iter(self._estimates))]  # the oldest first
+            self._estimates[text] = tokens
+        return tokens
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -324,8 +349,13 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         cache_friendly: bool = True,
         governance: bool = True,
         model: str | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
     ) -> PromptBuild:
-        """Chat messages for the next model call; see :meth:`aiden.lifecycle.Lifecycle.build_messages`."""
+        """Chat messages for the next model call; see :meth:`aiden.lifecycle.Lifecycle.build_messages`.
+
+        ``tools``: the tool schemas the call will send (chat-completions format, e.g.
+        ``[*my_tools, *memory.tools]``); they count in the budget as the provider counts them.
+        """
         self._check_open()
         return await self._runs.build_messages(
             layers,
@@ -334,6 +364,7 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
             cache_friendly=cache_friendly,
             governance=governance,
             model=model,
+            tools=tools,
         )
 
     @property

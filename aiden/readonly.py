@@ -3,6 +3,11 @@
 Nothing here opens the memory (no :func:`aiden.open_memory`, no lock, no
 recovery) or writes under the root, so every function works on a read-only
 root and while another process has the memory open.
+
+Reads stay inside the root: :func:`open_layout` refuses a root where a symlink
+under ``memory/`` leads out of it (writes refuse symlinks too), and what a read
+skips (a damaged line, a torn tail) is added to a ``problems`` list for the
+command to say on stderr.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
 
 __all__ = [
+    "OutsideRootError",
     "RootError",
+    "escaping_paths",
     "export_lines",
     "has_memory",
     "hot_events",
@@ -42,6 +49,28 @@ class RootError(Exception):
     """The given root does not exist or holds no memory."""
 
 
+class OutsideRootError(CorruptionError):
+    """A path under ``memory/`` leads out of it (a symlink): read commands refuse to follow it."""
+
+
+def _inside(path: str, base: Path) -> bool:
+    return path == str(base) or path.startswith(str(base) + os.sep)
+
+
+def escaping_paths(layout: Layout) -> list[str]:
+    """``"memory/<path> -> <target>"`` for each symlink under ``memory/`` that resolves outside it."""
+    base = layout.memory
+    if not _inside(os.path.realpath(base), base):
+        return [f"memory -> {os.path.realpath(base)}"]
+    found: list[str] = []
+    for dirpath, dirs, names in os.walk(base):  # does not descend into symlinked directories
+        for name in (*dirs, *names):
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path) and not _inside(target := os.path.realpath(path), base):
+                found.append(f"memory/{os.path.relpath(path, base)} -> {target}")
+    return sorted(found)
+
+
 def has_memory(root: str | os.PathLike[str]) -> bool:
     """True if ``<root>/memory/`` exists and is not empty."""
     memory = Path(os.fspath(root)) / "memory"
@@ -51,14 +80,23 @@ def has_memory(root: str | os.PathLike[str]) -> bool:
         return True  # unreadable: treat as holding something, never overwrite it
 
 
-def open_layout(root: str | os.PathLike[str]) -> Layout:
-    """The :class:`Layout` of an existing memory root; :class:`RootError` when there is none."""
+def open_layout(root: str | os.PathLike[str], *, confined: bool = True) -> Layout:
+    """The :class:`Layout` of an existing memory root; :class:`RootError` when there is none.
+
+    ``confined`` (the default): :class:`OutsideRootError` when a symlink under
+    ``memory/`` leads out of the root (:func:`escaping_paths`); nothing is read.
+    """
     path = Path(os.fspath(root))
     if not path.is_dir():
         raise RootError(f"memory root {os.fspath(root)!r} does not exist or is not a directory")
     layout = Layout(path)
     if not layout.memory.is_dir():
         raise RootError(f"no memory under {os.fspath(root)!r} (expected a memory/ directory)")
+    if confined and (escapes := escaping_paths(layout)):
+        raise OutsideRootError(
+            f"memory root {os.fspath(root)!r} holds symlinks that lead out of it, refused (remove them; "
+            f"aiden doctor lists them): {'; '.join(escapes)}"
+        )
     return layout
 
 
@@ -68,27 +106,38 @@ def load_entries(layout: Layout) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
     return index, cs.load_all_entries(layout, index)
 
 
-def hot_events(layout: Layout, index: cs.ChunkIndex, entries: list[cs.ChunkEntry]) -> list[SessionEvent]:
+def hot_events(
+    layout: Layout, index: cs.ChunkIndex, entries: list[cs.ChunkEntry], problems: list[str] | None = None
+) -> list[SessionEvent]:
     """The hot window as the session store reads it: events a committed chunk covers (an
-    interrupted trim) are left out, and a torn tail is ignored."""
-    events = scan(read_bytes(layout.events)).events
+    interrupted trim) are left out; a damaged line is skipped and named in ``problems`` (the
+    next open quarantines it). A torn tail is left out silently: it was never acknowledged,
+    and beside a running agent it may be a write in flight."""
+    found = scan(read_bytes(layout.events))
+    if problems is not None:
+        problems.extend(
+            f"session/events.jsonl: skipped a damaged line at byte {bad.offset} ({len(bad.raw)} bytes): {bad.error}"
+            for bad in found.bad_lines
+        )
     last = index.last_seq
-    return [e for e in events if e.seq > last or not cs.covered(entries, e.seq)]
+    return [e for e in found.events if e.seq > last or not cs.covered(entries, e.seq)]
 
 
 ProgressFactory = Callable[[int], Progress]
 """Given how many units the work has, the :class:`Progress` to advance."""
 
 
-def iter_events(layout: Layout, progress: ProgressFactory | None = None) -> Iterator[SessionEvent]:
+def iter_events(
+    layout: Layout, progress: ProgressFactory | None = None, problems: list[str] | None = None
+) -> Iterator[SessionEvent]:
     """Every stored event in seq order, one chunk file in memory at a time: chunks (verified) merged with the hot window.
 
     Pinned events inside a compacted range stay in the hot window, so the two
     streams interleave; both are in seq order, so a merge keeps the output in order.
-    ``progress`` counts chunk files read.
+    ``progress`` counts chunk files read; ``problems`` receives what was skipped.
     """
     index, entries = load_entries(layout)
-    hot = sorted(hot_events(layout, index, entries), key=lambda e: e.seq)
+    hot = sorted(hot_events(layout, index, entries, problems), key=lambda e: e.seq)
     bar = progress(len(entries)) if progress is not None else None
 
     def chunked() -> Iterator[SessionEvent]:
@@ -155,24 +204,35 @@ def inspect_root(
     """A summary of what the root holds, as plain JSON-able data. Read-only.
 
     The summary layer's share is of ``context_window``, else of ``model``'s
-    window (litellm's model map), else of the default window; ``model`` also
-    picks the token estimator.
+    window (litellm's model map), else of the window the memory was last opened
+    with (``memory/window.json``), else of the default window; ``model`` (else
+    the recorded one) also picks the token estimator. ``problems`` names what
+    could not be read (a damaged index, skipped lines).
     """
     from aiden.config import Config
     from aiden.policy.tokenprofiles import profile_for_model
     from aiden.policy.tokens import event_tokens
     from aiden.storage.recovery_record import read_last_recovery
+    from aiden.storage.window_record import read_window
     from aiden.summarizers.llm.models import ModelResolver
 
     layout = open_layout(root)
-    window = context_window or ModelResolver().context_window(model, Config().context_window)
+    recorded = read_window(layout)
+    if context_window is not None:
+        window, source = context_window, "--context-window"
+    elif model is not None:
+        window, source = ModelResolver().context_window(model, Config().context_window), "--model"
+    elif recorded is not None:
+        window, model, source = recorded["context_window"], recorded["model"], "the last open"
+    else:
+        window, source = Config().context_window, "the default"
     problems: list[str] = []
     try:
         index, entries = load_entries(layout)
     except CorruptionError as exc:
         problems.append(str(exc))
         index, entries = cs.ChunkIndex(), []
-    hot = hot_events(layout, index, entries)
+    hot = hot_events(layout, index, entries, problems)
     memories = layout.memories
     long_term = sorted(memories.glob("*.md")) if memories.is_dir() else []
     compacted = sum(e.count for e in entries)
@@ -192,7 +252,7 @@ def inspect_root(
             "events": compacted,
         },
         "summary_md_bytes": _size(layout.summary) or 0,
-        "summary_layer": _summary_layer(layout, window, model),
+        "summary_layer": {**_summary_layer(layout, window, model), "window_from": source},
         "stats": {
             "events": compacted + len(hot),
             "compactions": len(entries),
@@ -208,19 +268,23 @@ def inspect_root(
 
 
 def export_lines(
-    root: str | os.PathLike[str], fmt: str = "jsonl", progress: ProgressFactory | None = None
+    root: str | os.PathLike[str],
+    fmt: str = "jsonl",
+    progress: ProgressFactory | None = None,
+    problems: list[str] | None = None,
 ) -> Iterator[str]:
     """Every event as one JSON line (``jsonl``) or as OpenAI chat messages (``openai``), one per line.
 
     ``jsonl`` streams: one chunk file is held at a time, and a damaged chunk
     stops the iteration with :class:`~aiden.errors.CorruptionError` after the
     lines before it. ``openai`` pairs tool calls with their results across the
-    whole session, so it reads every event first. ``progress`` counts chunk files read.
+    whole session, so it reads every event first. ``progress`` counts chunk files read;
+    ``problems`` receives what was skipped (damaged hot-window lines).
     """
     if fmt not in ("jsonl", "openai"):
         raise ValueError(f"unknown export format {fmt!r} (jsonl or openai)")
     layout = open_layout(root)
-    events = iter_events(layout, progress)
+    events = iter_events(layout, progress, problems)
     if fmt == "jsonl":
         for event in events:
             yield encode_event(event).decode("utf-8").rstrip("\n")

@@ -48,10 +48,12 @@ from aiden.messages import (
 )
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.embedding import Embedder
+from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.select import StoreFactory, StoreSpec, select_long_term, select_store
 from aiden.storage.session import FileSessionStore
+from aiden.storage.window_record import record_window
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["open_memory"]
@@ -155,6 +157,7 @@ async def open_memory(
         # Nothing else holds the store yet (its pool, its connections): close it here.
         await anyio.to_thread.run_sync(session_store.close)
         raise
+    await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model)
 
     w_send, w_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
     wr_send, wr_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
@@ -218,6 +221,12 @@ async def open_memory(
         LongTermServices(layout, storage, config, lt_summarizer, backend_factory=lt_backend), l_recv, lr_send
     )
     long_term = LongTermPort(long_term_client, long_term_actor.layer)
+    recall = RecallPort(recall_client, recall_actor.stats)
+    async def after_compaction(entry: ChunkEntry) -> None:  # the recall index embeds the new chunk in the pass
+        try:
+            await long_term.record_chunk(entry, str(layout.root))
+        finally:
+            await recall.sync()
     scheduler = MaintenanceScheduler(
         session_store,
         config,
@@ -227,7 +236,7 @@ async def open_memory(
         summarizer_client,
         model=model,
         before_compaction=long_term.merge_running,
-        after_compaction=lambda entry: long_term.record_chunk(entry, str(layout.root)),
+        after_compaction=after_compaction,
         before_rotation=lambda: session_ended("rotation"),
         after_rotation=long_term.refresh,
     )
@@ -300,7 +309,7 @@ async def open_memory(
                 writer=writer_port,
                 scheduler=SchedulerPort(scheduler_client, scheduler.counters),
                 reader=ReaderPort(reader_client),
-                recall=RecallPort(recall_client, recall_actor.stats),
+                recall=recall,
                 recovery=report,
                 token_profile=scheduler.token_profile,
                 long_term=long_term,
@@ -347,6 +356,7 @@ async def open_memory(
                     # Drain: everything queued before close is committed and acknowledged.
                     await writer_client.aclose()
                     await writer_done.wait()
+                    await scheduler.stop_passes()
                     # An in-flight pass is abandoned; its commit protocol makes that safe.
                     tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:

@@ -279,6 +279,7 @@ class SyncMemory:
         cache_friendly: bool = True,
         governance: bool = True,
         model: str | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
     ) -> PromptBuild:
         """Chat messages for the next model call (see :meth:`Memory.build_messages`)."""
         return self._run(
@@ -290,6 +291,7 @@ class SyncMemory:
                 cache_friendly=cache_friendly,
                 governance=governance,
                 model=model,
+                tools=tools,
             )
         )
 

@@ -19,7 +19,12 @@ appender, ``durability: fsync``) and one non-durable append
 the same run. One ``append`` crosses two hops (request to the writer, reply
 through the reply router).
 
-    python benchmarks/bench_messages.py [--quick]
+``--prompt``: the per-call cost of ``Memory.build_messages`` with a full hot window
+(45% of the window, just under where the trigger compacts, in events of ~700 words) at 128k and 1M windows: p50 of
+a call after one new event, against a tiktoken o200k count of the same messages
+in the same run (#35: the build costs O(new events), not O(hot window)).
+
+    python benchmarks/bench_messages.py [--quick] [--prompt]
 """
 
 from __future__ import annotations
@@ -166,10 +171,65 @@ def run(quick: bool, *, repeats: int | None = None, n: int | None = None, append
     return results
 
 
+async def _prompt_cost(window: int, events: int, calls: int) -> tuple[float, float]:
+    """(build_messages p50, o200k count p50) in seconds, each call after one new event."""
+    from bench_agent_loop import _messages_tokens, _o200k
+
+    count = _o200k()
+    assert count is not None, "litellm's bundled o200k encoding is needed"
+    words = ["alpha", "beta", "gamma", "delta", "queue", "worker", "parser", "cache"]
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Config(context_window=window, durability="none", session_summary_on_close=False)
+        async with aiden.open_memory(tmp, config=cfg) as memory:
+            batch = [
+                SessionEvent(
+                    type="user_input" if i % 2 == 0 else "assistant_output",
+                    content=" ".join(f"{words[(i * 7 + k) % 8]}{k}" for k in range(700)),
+                )
+                for i in range(events)
+            ]
+            for i in range(0, events, 100):
+                await memory.append_many(batch[i : i + 100])
+            await memory.build_messages()
+            build: list[float] = []
+            tokenize: list[float] = []
+            for r in range(calls):
+                await memory.append(SessionEvent(type="user_input", content=f"next step {r}"))
+                t = time.perf_counter()
+                built = await memory.build_messages()
+                build.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                _messages_tokens(built.messages, count)
+                tokenize.append(time.perf_counter() - t)
+    return statistics.median(build), statistics.median(tokenize)
+
+
+def run_prompt(quick: bool) -> dict[str, Any]:
+    calls = 5 if quick else 15
+    rows = []
+    results: dict[str, Any] = {}
+    # A full hot window: just under the 50% the trigger compacts at (events of ~1,460 estimated tokens).
+    for window in (128_000, 1_000_000):
+        events = window * 45 // 100 // 1500
+        build, tokenize = anyio.run(_prompt_cost, window, events, calls)
+        results[str(window)] = {"build_ms": build * 1e3, "o200k_ms": tokenize * 1e3, "ratio": build / tokenize}
+        rows.append([f"{window:,}", events, f"{build * 1e3:.1f}", f"{tokenize * 1e3:.1f}", f"{build / tokenize:.2f}x"])
+    results["ratio_1m_vs_128k"] = results["1000000"]["build_ms"] / results["128000"]["build_ms"]
+    results["table"] = table(["window", "hot events", "build_messages p50 ms", "o200k count p50 ms", "build / count"],
+                             rows) + f"\n\nbuild p50 at 1M / at 128k: {results['ratio_1m_vs_128k']:.2f}x"
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer iterations and repeats")
+    parser.add_argument("--prompt", action="store_true", help="the per-call cost of build_messages instead")
     args = parser.parse_args()
+    if args.prompt:
+        results = run_prompt(args.quick)
+        print(results["table"])
+        print(f"\nwritten {write_result('prompt_cost', results)}")
+        return
     results = run(args.quick)
     path = write_result("messages", results)
     print(results["table"])

@@ -1,6 +1,12 @@
 """A real async agent loop with litellm tool calling, embedding aiden.
 
-Run against any litellm model (an API key in the environment as litellm expects):
+Offline by default: without ``--model`` the loop talks to a local scripted
+OpenAI-compatible server (``aiden.testing.FakeLLMServer``; no API key, no network)
+whose "model" lists the workspace, then answers:
+
+    python examples/agent_loop.py "what files are there?"
+
+Against any litellm model (an API key in the environment as litellm expects):
 
     python examples/agent_loop.py --model gpt-4o-mini "list the python files and summarize them"
 
@@ -10,8 +16,8 @@ or against any OpenAI-compatible server:
 
 The loop: ``begin_run`` (session boundary + user input) -> build the prompt
 from aiden (system layers, summary, hot window as native messages) -> call
-the model -> record tool calls and results as events -> repeat until the
-model answers -> ``commit_run`` with the provider's usage (maintenance is
+the model and report its usage -> record its tool calls and their results as
+events -> repeat until the model answers -> ``commit_run`` (maintenance is
 scheduled, never awaited). ``recall_session_chunks`` is one of the tools, so
 the model can fetch compacted detail on demand.
 """
@@ -19,9 +25,11 @@ the model can fetch compacted detail on demand.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -31,8 +39,6 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiden
-from aiden import SessionEvent
-from aiden.context import PromptLayers
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -73,46 +79,23 @@ async def run_agent(
 ) -> str:
     """One agent run: returns the final answer."""
     await memory.begin_run(user_input)
-    layers = PromptLayers(
+    layers = aiden.PromptLayers(
         role_identity="You are a concise coding assistant.",
         tools="Use list_files to inspect the workspace and recall_session_chunks to recall compacted history.",
     )
     tools = [LIST_FILES_TOOL, memory.recall_tool]
-    largest_prompt = 0
-    cached = 0
     for _ in range(max_steps):
         prompt = await memory.build_messages(layers)
         response = await completion(model=model, messages=prompt.messages, tools=tools, **llm_kwargs)
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            largest_prompt = max(largest_prompt, int(usage.prompt_tokens or 0))
-            details = getattr(usage, "prompt_tokens_details", None)
-            cached = int(getattr(details, "cached_tokens", 0) or 0)
-            await memory.record_usage(prompt_tokens=usage.prompt_tokens, cached_tokens=cached, model=model)
+        await memory.record_usage(usage=response.usage, model=model)  # after every model call
         message = response.choices[0].message
-        calls = message.tool_calls or []
-        if not calls:
+        if not message.tool_calls:
             answer = str(message.content or "")
-            await memory.commit_run(answer, prompt_tokens=largest_prompt, model=model)
+            await memory.commit_run(answer)  # ends the run; maintenance is scheduled, never awaited
             return answer
-        if message.content:
-            await memory.append(
-                SessionEvent(type="assistant_output", role="assistant", content=message.content)
-            )
-        # One model response = one assistant message: record all its calls first.
-        await memory.append_many(
-            [
-                SessionEvent(
-                    type="tool_call",
-                    role="assistant",
-                    tool_name=call.function.name,
-                    tool_call_id=call.id,
-                    tool_args=call.function.arguments or "{}",
-                )
-                for call in calls
-            ]
-        )
-        for call in calls:
+        # One model response = one assistant message: its text and every tool call, as events.
+        await memory.append_response(response)
+        for call in message.tool_calls:
             name, args = call.function.name, call.function.arguments or "{}"
             if name == "recall_session_chunks":
                 result = await memory.handle_recall_tool(args)
@@ -123,36 +106,54 @@ async def run_agent(
                     result = json.dumps({"error": f"bad arguments: {exc}"})
             else:
                 result = json.dumps({"error": f"unknown tool {name}"})
-            await memory.append(
-                SessionEvent(
-                    type="tool_result", role="tool", tool_name=name, tool_call_id=call.id, content=result
-                )
-            )
+            await memory.append_message({"role": "tool", "tool_call_id": call.id, "content": result})
     answer = "I stopped after reaching the step limit."
-    await memory.commit_run(answer, prompt_tokens=largest_prompt, model=model)
+    await memory.commit_run(answer)
     return answer
+
+
+def offline_model(body: dict[str, Any]) -> dict[str, Any] | str:
+    """The local server's scripted "model": list the workspace, then answer with what it found."""
+    results = [m for m in body["messages"] if m["role"] == "tool"]
+    if body["messages"][-1]["role"] == "user" or not results:
+        call = {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "list_files", "arguments": '{"directory": "."}'},
+        }
+        return {"content": None, "tool_calls": [call]}
+    return f"The workspace holds: {', '.join(json.loads(results[-1]['content']))}"
 
 
 async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("prompt", nargs="+")
-    parser.add_argument("--model", required=True)
+    parser.add_argument("prompt", nargs="*", default=["what files are there?"])
+    parser.add_argument("--model", help="a litellm model name (default: the local scripted server, offline)")
     parser.add_argument("--api-base")
-    parser.add_argument("--root", default=".aiden-example")
+    parser.add_argument("--root", help="memory root (default: a new temp dir)")
     parser.add_argument("--workspace", default=".")
     args = parser.parse_args(argv)
     import litellm
 
-    extra: dict[str, Any] = {"api_base": args.api_base} if args.api_base else {}
-    async with aiden.open_memory(args.root, model=args.model) as memory:
-        answer = await run_agent(
-            memory,
-            " ".join(args.prompt),
-            model=args.model,
-            workspace=Path(args.workspace),
-            completion=litellm.acompletion,
-            **extra,
-        )
+    with contextlib.ExitStack() as stack:
+        if args.model:
+            model, extra = args.model, {"api_base": args.api_base} if args.api_base else {}
+        else:
+            from aiden.testing import FakeLLMServer
+
+            server = stack.enter_context(FakeLLMServer(responder=offline_model))
+            model, extra = "openai/offline", {"api_base": server.base_url, "api_key": "offline"}
+            print(f"model: scripted local server at {server.base_url} (pass --model for a real one)")
+        root = args.root or stack.enter_context(tempfile.TemporaryDirectory(prefix="aiden-example-"))
+        async with aiden.open_memory(root, model=model) as memory:
+            answer = await run_agent(
+                memory,
+                " ".join(args.prompt),
+                model=model,
+                workspace=Path(args.workspace),
+                completion=litellm.acompletion,
+                **extra,
+            )
     print(answer)
 
 

@@ -90,6 +90,8 @@ class Planned(msgspec.Struct, frozen=True, kw_only=True):
 
     event_count: int
     index_last_seq: int
+    tokens: int | None = None
+    """The hot window's calibrated estimate (the trigger's prompt size without other data)."""
     plan: CompactionPlan | None = None
     skip: SkipCompaction | None = None
 
@@ -102,8 +104,10 @@ class Survey:
         event_count: int,
         index: ChunkIndex,
         cut: Callable[[], Awaitable[CompactionPlan | SkipCompaction]],
+        tokens: int | None = None,
     ) -> None:
         self.event_count = event_count
+        self.tokens = tokens
         self.index = index
         self._cut = cut
 
@@ -133,7 +137,9 @@ class Planner:
                 return there
             found = await anyio.to_thread.run_sync(self._store.snapshot)
         snap = found
-        return Survey(len(snap.events), snap.index, lambda: self._plan_here(snap.events, target, calibration))
+        tokens = sum(self._counts.of(snap.events, self._profile, calibration))  # cached per event
+        cut = lambda: self._plan_here(snap.events, target, calibration)  # noqa: E731
+        return Survey(len(snap.events), snap.index, cut, tokens)
 
     def _root_or_snapshot(self) -> str | Snapshot:
         """Where the helper process can survey the hot window, else this process's snapshot of it.
@@ -165,7 +171,7 @@ class Planner:
         # ours; if it did (a survey without the lock), the cut is made here instead.
         if planned is None or done.index_last_seq != index.last_seq:
             return None
-        return Survey(done.event_count, index, lambda: _ready(planned))
+        return Survey(done.event_count, index, lambda: _ready(planned), done.tokens)
 
     async def _plan_here(
         self, events: Sequence[SessionEvent], target: int, calibration: TokenCalibration | None
@@ -220,8 +226,12 @@ def run_job(payload: bytes) -> bytes:
     counts = here.counts.of(snap.events, job.profile, job.calibration)
     plan = plan_compaction(snap.events, job.config, target_tokens=job.target_tokens, token_counts=counts)
     if isinstance(plan, SkipCompaction):
-        done = Planned(event_count=len(snap.events), index_last_seq=snap.index.last_seq, skip=plan)
+        done = Planned(
+            event_count=len(snap.events), index_last_seq=snap.index.last_seq, tokens=sum(counts), skip=plan
+        )
     else:
         slim = msgspec.structs.replace(plan, retained=())
-        done = Planned(event_count=len(snap.events), index_last_seq=snap.index.last_seq, plan=slim)
+        done = Planned(
+            event_count=len(snap.events), index_last_seq=snap.index.last_seq, tokens=sum(counts), plan=slim
+        )
     return _encoder.encode(done)

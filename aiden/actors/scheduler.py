@@ -134,6 +134,9 @@ class MaintenanceScheduler:
             else CL100K
         )
         self._pass_scope: anyio.CancelScope | None = None
+        self._stopping = False
+        self._no_rotation = anyio.Event()
+        self._no_rotation.set()
         self._planner = Planner(store, config, self._profile)
 
     @property
@@ -183,6 +186,20 @@ class MaintenanceScheduler:
         except anyio.WouldBlock:
             # A pass is already pending: this request rides on it.
             self._note(RequestCoalesced())
+        except anyio.ClosedResourceError:
+            # The inbox ended (the memory is closing) while the pass loop was still at open or
+            # finishing a pass: nothing more will run, and the backlog waits for the next open.
+            pass
+
+    async def stop_passes(self) -> None:
+        """At close, before the actors stop: no new pass starts, and one in flight is cancelled.
+
+        A pass cancelled before its commit changes nothing; one that already committed finishes
+        its after-compaction hook first (shielded), while long-term memory still runs, so the
+        chunk is recorded in history by this close rather than by the next open's replay.
+        """
+        self._stopping = True
+        await self._cancel_pass()
 
     async def _cancel_pass(self) -> None:
         if self._pass_scope is not None and self._pass_done is not None:
@@ -193,8 +210,17 @@ class MaintenanceScheduler:
     async def _rotate(self, msg: RotateSession) -> None:
         # A pass over the closing session is pointless: cancel it (its commit
         # protocol makes that safe) so rotation does not wait on the summarizer,
-        # and the session summary gets the summarizer to itself.
-        await self._cancel_pass()
+        # and the session summary gets the summarizer to itself. No pass starts
+        # until the rotation is done: the next one would hold the compaction lock
+        # the rotation needs, and a maintain loop would starve it.
+        self._no_rotation = anyio.Event()
+        try:
+            await self._cancel_pass()
+            await self._rotate_now(msg)
+        finally:
+            self._no_rotation.set()
+
+    async def _rotate_now(self, msg: RotateSession) -> None:
         try:
             if self._before_rotation is not None:
                 await self._before_rotation()
@@ -219,6 +245,9 @@ class MaintenanceScheduler:
         async with self._wake_receive, self._outbox:
             await self._at_open()
             async for _ in self._wake_receive:
+                await self._no_rotation.wait()
+                if self._stopping:
+                    continue  # closing: the backlog waits for the next open
                 waiters, self._waiting = self._waiting, []
                 manual, self._manual_pending = self._manual_pending, False
                 cancelled = CompactionOutcome(compacted=False, reason="cancelled_by_rotation")
@@ -232,7 +261,7 @@ class MaintenanceScheduler:
                         log.error("maintenance pass failed: %s", exc)
                         result = error_info(exc)
                     except anyio.get_cancelled_exc_class():
-                        if not scope.cancel_called:  # not a rotation's cancel: the runtime is stopping
+                        if self._stopping or not scope.cancel_called:  # closing, not a rotation's cancel
                             log.warning(
                                 "closing: the maintenance pass in flight was cancelled; nothing is lost "
                                 "(its events stay in the hot window for the next pass)"
@@ -265,7 +294,11 @@ class MaintenanceScheduler:
             log.error("backlog check at open failed: %s", exc)
             return
         inp = trigger_input(
-            self._state, context_window=self._window, event_count=survey.event_count, manual=False
+            self._state,
+            context_window=self._window,
+            event_count=survey.event_count,
+            manual=False,
+            hot_tokens=survey.tokens,
         )
         if survey.event_count and should_compress(inp, self._config).fire:
             log.info("%d events in the hot window at open: requesting a maintenance pass", survey.event_count)
@@ -303,7 +336,11 @@ class MaintenanceScheduler:
         snap = await self._survey()
         decision = should_compress(
             trigger_input(
-                self._state, context_window=self._window, event_count=snap.event_count, manual=manual
+                self._state,
+                context_window=self._window,
+                event_count=snap.event_count,
+                manual=manual,
+                hot_tokens=snap.tokens,
             ),
             config,
         )
@@ -346,10 +383,14 @@ class MaintenanceScheduler:
             Compacted(tokens_before=plan.tokens_before, kept_tokens=plan.kept_tokens, degraded=degraded)
         )
         if self._after_compaction is not None:
-            try:
-                await self._after_compaction(full)
-            except AidenError as exc:
-                log.error("after-compaction hook failed: %s", exc)
+            # Committed: a cancel (rotation, close) must not cut the hook short, or the chunk
+            # would miss its history record until some later open replays it. Bounded: the
+            # hook is a local append, and a stuck one is left to that replay.
+            with anyio.move_on_after(self._config.close_timeout_s, shield=True):
+                try:
+                    await self._after_compaction(full)
+                except AidenError as exc:
+                    log.error("after-compaction hook failed: %s", exc)
         log.info(
             "compacted seq %d-%d into %s (%d -> %d tokens)",
             full.first_seq,

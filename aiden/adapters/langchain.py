@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from aiden.adapters.budget import checked
+from aiden.adapters.budget import checked, tool_schemas
 from aiden.context import PromptBuild, PromptLayers
 from aiden.openai_format import events_from_message
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
@@ -165,7 +165,11 @@ def middleware_class() -> type[Any]:
             """Log the new messages, send aiden's prompt instead of the state's, log the answer."""
             for message in request.messages:
                 await self._log(message)
-            built = checked(await self.memory.build_messages(self._layers_for(request)), "AidenMiddleware")
+            # The tools the model is offered (the agent's and this middleware's) count in the budget.
+            tools = tool_schemas(getattr(request, "tools", None) or ())
+            built = checked(
+                await self.memory.build_messages(self._layers_for(request), tools=tools), "AidenMiddleware"
+            )
             self.last_prompt = built
             prompt = list(built.messages)
             system = None

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from aiden.adapters.budget import checked
+from aiden.adapters.budget import checked, tool_schemas
 from aiden.adapters.openai_agents_items import (
     SESSION_KEY,
     event_from_item,
@@ -303,7 +303,10 @@ class AidenSession:
                 await self.memory.append_many(events)
                 self._pending.extend(_key(e) for e in events)
                 hot = await self.memory.hot_window()
-        built = await self.memory.build_messages(PromptLayers(role_identity=model_data.instructions or ""))
+        tools = tool_schemas(getattr(data.agent, "tools", None) or ())
+        built = await self.memory.build_messages(
+            PromptLayers(role_identity=model_data.instructions or ""), tools=tools
+        )
         self.last_prompt = checked(built, "AidenSession.call_model_input_filter")
         messages = built.messages
         instructions: str | None = None

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from aiden.events import SessionEvent, is_retraction, retracted_seqs
+from aiden.policy.calibration import BudgetCalibration, checked_tokens
 from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
 __all__ = [
@@ -39,13 +40,18 @@ __all__ = [
     "PromptLayers",
     "build_messages",
     "estimate_messages",
+    "estimate_tools",
     "events_to_messages",
     "validate_chat_sequence",
 ]
 
 Message = dict[str, Any]
 
+_UNCALIBRATED = BudgetCalibration()
+
 MISSING_RESULT = "[no result was recorded for this tool call]"
+TOOLS_OVERHEAD_TOKENS = 12
+"""The framing a provider adds around the tool definitions of a call (OpenAI cookbook: 12)."""
 
 
 class PromptLayers(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,7 +75,13 @@ class PromptBuild(msgspec.Struct, frozen=True, kw_only=True):
     repairs: int = 0
     """How many orphan tool calls/results had to be repaired."""
     estimated_tokens: int = 0
-    """aiden's estimate of the prompt size (compared with the provider's count to calibrate)."""
+    """aiden's estimate of the prompt size, tool schemas included (compared with the provider's count
+    to calibrate)."""
+    tool_tokens: int = 0
+    """The part of ``estimated_tokens`` that is the tool schemas passed as ``tools``."""
+    checked_tokens: int = 0
+    """The size the budget check held the prompt to: ``estimated_tokens`` corrected by what the
+    provider's reported sizes taught, with a margin of the observed error; never below the estimate."""
     budget_tokens: int = 0
     """The bound this prompt was built under: ``context_window - reserve`` (0: not bounded)."""
     compacted: bool = False
@@ -245,8 +257,14 @@ def build_messages(
     current_task: str | None = None,
     cache_friendly: bool = True,
     estimate: Callable[[str], int] = estimate_tokens,
+    tools: Sequence[Mapping[str, Any]] = (),
+    calibration: BudgetCalibration = _UNCALIBRATED,
 ) -> PromptBuild:
-    """Assemble the full message list for one model call."""
+    """Assemble the full message list for one model call.
+
+    ``tools`` (the chat API's tool schemas sent with the call) count in the
+    estimate, as the provider counts them; ``calibration`` gives the checked size.
+    """
     system = _system_text(layers, session_summary, long_term, include_runtime=not cache_friendly)
     messages: list[Message] = []
     if system:
@@ -260,12 +278,24 @@ def build_messages(
     if current_task:
         messages.append({"role": "user", "content": current_task})
     fingerprint = hashlib.sha256(system.encode()).hexdigest()[:16]
+    tool_tokens = estimate_tools(tools, estimate)
+    estimated = estimate_messages(messages, estimate) + tool_tokens
     return PromptBuild(
         messages=messages,
         prefix_fingerprint=fingerprint,
         repairs=repairs,
-        estimated_tokens=estimate_messages(messages, estimate),
+        estimated_tokens=estimated,
+        tool_tokens=tool_tokens,
+        checked_tokens=checked_tokens(estimated, calibration),
     )
+
+
+def estimate_tools(tools: Sequence[Mapping[str, Any]], estimate: Callable[[str], int] = estimate_tokens) -> int:
+    """Estimated tokens of the tool schemas sent with a call (their compact JSON: at or above the
+    provider's own rendering of them)."""
+    if not tools:
+        return 0
+    return TOOLS_OVERHEAD_TOKENS + estimate(json.dumps(list(tools), separators=(",", ":"), default=str))
 
 
 def estimate_messages(messages: Sequence[Message], estimate: Callable[[str], int] = estimate_tokens) -> int:

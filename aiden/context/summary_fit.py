@@ -4,28 +4,34 @@ summary.md (:mod:`aiden.storage.summary_md`) can outgrow the summary layer's
 budget (``summary_layer_percent`` of the window). Each prompt then carries a
 *fitted copy*; summary.md itself is unchanged. A cut at a position would keep
 whatever comes first — the rolling summary's long ``Commands:`` list — and
-drop the newest chunks, the part next to the hot window. This cut keeps what a
-person needs to resume and drops noise first:
+drop the newest chunks, the part next to the hot window; a cut by section or
+age alone drops a chunk's one line naming a place, a date or a decision while
+an older section's greetings stay (#38). This cut keeps what a person needs to
+resume, then what a later question could need, and drops noise first:
 
 ====  ==================================================================
 tier  lines (kept in this order)
 ====  ==================================================================
-0     the rolling summary's Goal, Outcome, Decisions, Constraints,
-      Preferences, Errors, Failed approaches, Open thread, Facts, Must keep
-      and unlabelled lines
-1     the newest chunk, except its Tool results and Commands
-2     older chunks' Goal … Must keep, newest chunk first (not their Open
-      thread: a newer one supersedes it)
-3     older chunks' Open thread, Notes, Requests and unlabelled lines,
-      newest first; then the rolling summary's Notes and Requests
+0     the rolling summary's Goal and Must keep
+1     the newest chunk, except its Tool results and Commands (what the
+      agent was doing right before the hot window)
+2     every other content line — the rolling summary's and older chunks'
+      Decisions, Facts, Errors, Preferences, Notes … — by its
+      information value per token (below), the newer first on a tie
+3     lines with at most one content word ("Hey!", "Thanks", "Files:")
+      and older chunks' Open thread (a newer one supersedes it)
 4     Files lines of older chunks, newest first, the rolling summary's last
 5     Tool results, in the same order
 6     Commands, in the same order
 ====  ==================================================================
 
-Within the rolling summary and within each chunk the sections take turns
-(every section's first item, then every section's second …), so no long
-section starves the others.
+The information value of a line is the sum, over its distinct content words
+(stopwords and one- or two-letter words aside), of how rare the word is among
+the summary's lines (``log(1 + lines / lines holding it)``), a number or a
+name (a capitalized word not opening the line) counting double: the names,
+dates, places and figures a later question asks about are rare, repeated
+filler words are not. Divided by the line's size in tokens, it ranks what a
+token of the layer buys.
 
 The cut is a prefix of that order: a line is never dropped while a line after
 it in the order is kept, and an item (a bullet with its continuation lines) is
@@ -37,6 +43,7 @@ line of summary.md, in order.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -72,14 +79,25 @@ _DISPLAY: Final[dict[str, str]] = {
 _CANONICAL: Final[dict[str, str]] = {
     name: _DISPLAY[section] for name, section in SECTION_OF_HEADING.items() if section is not None
 }
-# The order sections take turns in within one block: what a person needs to resume first (#19).
+# Section order as the omitted-lines note lists them (reversed: the least important first).
 _ORDER: Final = (
     "Goal", "Outcome", "Decisions", "Constraints", "Preferences", "Errors", "Failed approaches",
     "Open thread", "Facts", "Must keep", "Notes", "Requests", "other", "Files", "Tool results", "Commands",
 )  # fmt: skip
-_RANK: Final = {name: i for i, name in enumerate(_ORDER)}
 _NOISE_TIER: Final = {"Files": 4, "Tool results": 5, "Commands": 6}
-_LOW: Final = frozenset({"Open thread", "Notes", "Requests", "other"})
+_RESUME: Final = frozenset({"Goal", "Must keep"})
+_WORD: Final = re.compile(r"[^\W_]+(?:['\u2019.-][^\W_]+)*")
+# Function words that say nothing a question could ask about (English; other languages rank by rarity alone).
+_STOPWORDS: Final = frozenset((
+    "the", "and", "for", "are", "was", "were", "been", "being", "have", "has", "had", "you", "your",
+    "yours", "she", "her", "hers", "his", "him", "they", "them", "their", "theirs", "this", "that",
+    "these", "those", "with", "from", "into", "onto", "about", "than", "then", "there", "here", "what",
+    "when", "where", "which", "who", "whom", "why", "how", "all", "any", "each", "few", "more", "most",
+    "other", "some", "such", "not", "only", "own", "same", "too", "very", "can", "will", "just", "don",
+    "should", "now", "our", "ours", "out", "over", "under", "again", "once", "also", "but", "because",
+    "until", "while", "its", "it's", "i'm", "i've", "i'll", "you're", "we're", "they're", "that's",
+    "let's", "yeah", "yes", "okay", "wow", "really", "thanks", "thank", "hey", "hello", "bye", "lol",
+))  # fmt: skip
 _SPLIT_HEADING: Final = "turn context (split turn)"
 
 _MD_HEADING: Final = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
@@ -197,37 +215,55 @@ class _Parse:
 
 
 def _tier(age: int, in_chunk: bool, section: str) -> int:
-    """The tier of a line (see the module docstring); ``age`` 0 is the newest chunk."""
+    """The tier of a line by where it stands (see the module docstring); ``age`` 0 is the newest chunk."""
     if in_chunk and age == 0 and section not in ("Tool results", "Commands"):
         return 1  # what the agent was working on right before the hot window, with its files
     if section in _NOISE_TIER:
         return _NOISE_TIER[section]
-    if not in_chunk:
-        return 3 if section in ("Notes", "Requests") else 0
-    return 3 if section in _LOW else 2
+    if not in_chunk and section in _RESUME:
+        return 0
+    return 3 if in_chunk and section == "Open thread" else 2
 
 
-def summary_items(text: str) -> list[SummaryItem]:
+def _terms(text: str) -> dict[str, float]:
+    """The distinct content words of a line with their weight (2 for a number or a name, else 1)."""
+    out: dict[str, float] = {}
+    for n, match in enumerate(_WORD.finditer(text)):
+        word = match.group()
+        key = word.casefold()
+        if key in _STOPWORDS or (len(key) < 3 and not key.isdigit()):
+            continue
+        special = any(c.isdigit() for c in word) or (n > 0 and word[0].isupper())
+        out[key] = max(out.get(key, 0.0), 2.0 if special else 1.0)
+    return out
+
+
+def summary_items(text: str, estimate: Callable[[str], int] = estimate_tokens) -> list[SummaryItem]:
     """The content items of ``text`` with their priority (:attr:`SummaryItem.rank`)."""
-    parse = _Parse(text.splitlines())
-    for index in range(len(parse.lines)):
+    lines = text.splitlines()
+    parse = _Parse(lines)
+    for index in range(len(lines)):
         parse.line(index)
     age_of = {cid: age for age, cid in enumerate(reversed(parse.chunks))}
-    labelled = {lines[0] for lines, _, _, _ in parse.raw}  # "Files: a, b" heads the lines below it
-    turns: dict[tuple[str, str, int], int] = {}
+    terms = [_terms(" ".join(lines[i] for i in item_lines)) for item_lines, _, _, _ in parse.raw]
+    df: dict[str, int] = {}
+    for found in terms:
+        for key in found:
+            df[key] = df.get(key, 0) + 1
+    total = len(terms)
     items = []
-    for lines, parents, section, chunk in parse.raw:
+    for (item_lines, parents, section, chunk), found in zip(parse.raw, terms, strict=True):
         # The rolling summary is older than every chunk: last within a tier it shares with them.
         age = age_of[chunk] if chunk else len(parse.chunks)
-        # Sections take turns within one block (the rolling summary, a chunk's own part or its
-        # split-turn part); a labelled line and the lines under it count as one section, in order,
-        # so a line never ranks before the labelled line it is kept with.
-        block = [p for p in parents if p not in labelled]
-        group = (chunk, section, block[-1] if block else -1)
-        turn = turns.get(group, 0)
-        turns[group] = turn + 1
-        rank = (_tier(age, bool(chunk), section), age, turn, _RANK[section], lines[0])
-        items.append(SummaryItem(tuple(lines), parents, section, chunk, rank))
+        tier = _tier(age, bool(chunk), section)
+        value = sum(w * math.log(1 + total / df[key]) for key, w in found.items())
+        if tier == 2 and len(found) <= 1:
+            tier = 3  # a phatic or contentless line
+        size = max(1, estimate(" ".join(lines[i].strip() for i in item_lines)))
+        # Milli-units keep the key integral (and so exactly comparable across platforms).
+        density = round(1000 * value / size) if tier in (2, 3) else 0
+        rank = (tier, -density, age, item_lines[0])
+        items.append(SummaryItem(tuple(item_lines), parents, section, chunk, rank))
     return items
 
 
@@ -284,7 +320,7 @@ def fit_summary_layer(text: str, budget: int, estimate: Callable[[str], int] = e
     if estimate(text) <= budget:
         return SummaryFit(text, trimmed=False)
     lines = text.splitlines()
-    items = sorted(summary_items(text), key=lambda item: item.rank)
+    items = sorted(summary_items(text, estimate), key=lambda item: item.rank)
     chunk_of: dict[str, list[int]] = {}
     for n, item in enumerate(items):
         if item.chunk:

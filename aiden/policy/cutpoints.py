@@ -44,8 +44,8 @@ Rules, in the order they apply:
    and reports ``reaches_target=False`` with the numbers, so a plan never
    silently fires the trigger again on the next turn.
 8. *Bounded pass.* When the chosen cut would compact more than
-   ``max_pass_events`` events, it moves back to the last legal cut that
-   compacts at most that many (the oldest), and the plan says
+   ``max_pass_events`` events or ``Config.max_pass_tokens()`` tokens, it moves
+   back to the last legal cut within both (the oldest events), and the plan says
    ``backlog_left``: a backlog drains over several passes, each with bounded
    work, and the caller schedules the next one.
 
@@ -224,12 +224,15 @@ def plan_compaction(
     if chosen is None:
         over_target = target_tokens is not None and window.total >= target_tokens
         return _skip_reason(window, config, over_target=over_target)
-    if config.max_pass_events and window.free[chosen[1]] > config.max_pass_events:
-        capped = backlog_cut(window, config.max_pass_events)
+    max_tokens = config.max_pass_tokens()
+    if config.max_pass_events and (
+        window.free[chosen[1]] > config.max_pass_events or window.compacted_tokens(chosen[1]) > max_tokens
+    ):
+        capped = backlog_cut(window, config.max_pass_events, max_tokens)
         if capped is not None:
             note = (
                 f"backlog: compacting {window.free[capped[1]]} of the {window.free[chosen[1]]} events"
-                f" due (max_pass_events {config.max_pass_events}); more passes follow"
+                f" due (max_pass_events {config.max_pass_events}, {max_tokens} tokens); more passes follow"
             )
             return _build_plan(window, path, capped, False, note, backlog_left=True)
     return _build_plan(window, path, chosen, reaches, note)

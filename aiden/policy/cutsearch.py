@@ -70,6 +70,10 @@ class PlanningWindow:
         """Whether a (pulled-back) cut leaves at least one event to compact."""
         return self.free[cut] > 0
 
+    def compacted_tokens(self, cut: int) -> int:
+        """Tokens a (pulled-back) cut compacts: the events before it that are not kept."""
+        return self.prefix[cut] - self.kept_prefix[cut]
+
     def kept_tokens(self, cut: int) -> int:
         """Tokens of the hot window a (pulled-back) cut leaves: kept events + the suffix."""
         return self.kept_prefix[cut] + self.total - self.prefix[cut]
@@ -147,13 +151,17 @@ def progress_cut(
     return latest, False
 
 
-def backlog_cut(window: PlanningWindow, max_events: int) -> tuple[int, int] | None:
-    """Rule 8: the last useful legal cut compacting at most ``max_events`` events; None when there is none.
+def backlog_cut(window: PlanningWindow, max_events: int, max_tokens: int) -> tuple[int, int] | None:
+    """Rule 8: the last useful legal cut compacting at most ``max_events`` events and ``max_tokens``
+    tokens; None when there is none.
 
-    ``free`` is non-decreasing, so the cuts at or before the first index past
-    ``max_events`` compactable events are exactly the ones within the cap.
+    ``free`` and the compacted tokens are non-decreasing, so the cuts at or before the first index
+    past either cap are exactly the ones within both.
     """
-    limit = next((i for i in range(window.n + 1) if window.free[i] > max_events), window.n)
+    limit = next(
+        (i for i in range(window.n + 1) if window.free[i] > max_events or window.compacted_tokens(i) > max_tokens),
+        window.n,
+    )
     cut = window.last_legal_at_or_before(limit - 1)
     if cut is None:
         return None

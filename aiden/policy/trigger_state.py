@@ -59,8 +59,13 @@ class TriggerState(msgspec.Struct, frozen=True, kw_only=True):
     """Per-model estimator corrections; replaced, never mutated, so old states stay valid."""
     run_prompt_max: int | None = None
     """Largest provider-reported prompt of the run in progress."""
+    run_estimate_max: int | None = None
+    """Largest of aiden's own estimates of the prompts built in the run in progress."""
     prompt_reported: bool = False
     """``last_prompt_tokens`` is a provider's figure, not our estimate after a compaction."""
+    prompt_estimated: bool = False
+    """``last_prompt_tokens`` is aiden's calibrated estimate of the latest run's largest prompt
+    (no provider figure came): the token path uses it instead of the event count."""
     turns: int = 0
     """Completed turns since the last compaction or rotation."""
     turn_tool_tokens: int = 0
@@ -211,7 +216,9 @@ def reduce(state: TriggerState, event: TriggerEvent) -> TriggerState:
                 state,
                 last_prompt_tokens=None,
                 prompt_reported=False,
+                prompt_estimated=False,
                 run_prompt_max=None,
+                run_estimate_max=None,
                 turns=0,
                 cost_usd=0.0,
                 last_turn_tool_tokens=0,
@@ -223,6 +230,7 @@ def reduce(state: TriggerState, event: TriggerEvent) -> TriggerState:
 
 def _usage(state: TriggerState, usage: UsageReported) -> TriggerState:
     changes: dict[str, object] = {}
+    calibration = state.calibration
     if usage.prompt_tokens is not None and usage.estimated_prompt_tokens:
         # Per-model correction of the estimator from what the provider reported.
         key = usage.model or state.model
@@ -232,7 +240,7 @@ def _usage(state: TriggerState, usage: UsageReported) -> TriggerState:
             reported=usage.prompt_tokens,
             weight=state.calibration_weight,
         )
-        changes["calibration"] = {**state.calibration, key: cal}
+        calibration = changes["calibration"] = {**state.calibration, key: cal}
         if key == state.model:
             changes["token_calibration"] = cal.factor
     if usage.prompt_tokens is not None and usage.cached_tokens is not None:
@@ -243,16 +251,28 @@ def _usage(state: TriggerState, usage: UsageReported) -> TriggerState:
     run_max = state.run_prompt_max
     if usage.prompt_tokens is not None:
         run_max = max(run_max or 0, usage.prompt_tokens)
+    run_estimate = state.run_estimate_max
+    if usage.estimated_prompt_tokens:
+        run_estimate = max(run_estimate or 0, usage.estimated_prompt_tokens)
     tool_tokens = state.turn_tool_tokens + usage.tool_output_tokens
     if usage.run_ended:
         if run_max is not None:
             # The trigger uses the largest single prompt of the latest run (seed 000).
             changes["last_prompt_tokens"] = run_max
             changes["prompt_reported"] = True
+            changes["prompt_estimated"] = False
+        elif run_estimate is not None:
+            # No provider figure: aiden counted the prompts it built, corrected by what it learned.
+            found = calibration.get(usage.model or state.model)
+            changes["last_prompt_tokens"] = apply_calibration(run_estimate, found) if found else run_estimate
+            changes["prompt_reported"] = False
+            changes["prompt_estimated"] = True
         changes["turns"] = state.turns + 1
         changes["last_turn_tool_tokens"] = tool_tokens
-        run_max, tool_tokens = None, 0
-    return _replace(state, **changes, run_prompt_max=run_max, turn_tool_tokens=tool_tokens)
+        run_max, run_estimate, tool_tokens = None, None, 0
+    return _replace(
+        state, **changes, run_prompt_max=run_max, run_estimate_max=run_estimate, turn_tool_tokens=tool_tokens
+    )
 
 
 def _compacted(state: TriggerState, done: Compacted) -> TriggerState:
@@ -266,6 +286,7 @@ def _compacted(state: TriggerState, done: Compacted) -> TriggerState:
         # again on the stale pre-compaction prompt size (seed 000).
         last_prompt_tokens=done.kept_tokens,
         prompt_reported=False,
+        prompt_estimated=False,
         cached_share_before_last_compaction=share,
         prompt_tokens_since_compaction=0,
         cached_tokens_since_compaction=0,
@@ -280,14 +301,25 @@ def _compacted(state: TriggerState, done: Compacted) -> TriggerState:
 
 
 def trigger_input(
-    state: TriggerState, *, context_window: int, event_count: int, manual: bool
+    state: TriggerState,
+    *,
+    context_window: int,
+    event_count: int,
+    manual: bool,
+    hot_tokens: int | None = None,
 ) -> TriggerInput:
-    """The :func:`should_compress` input for a pass over a hot window of ``event_count`` events."""
+    """The :func:`should_compress` input for a pass over a hot window of ``event_count`` events.
+
+    The prompt size is the provider's figure of the latest run; the estimate beside
+    it is aiden's own (calibrated) estimate of the prompts it built in that run, else
+    ``hot_tokens`` — the hot window's calibrated estimate, a lower bound of the
+    prompt — so the event-count fallback decides only when nothing could be
+    estimated (#35, #38).
+    """
     return TriggerInput(
-        # Only provider-reported sizes feed the token path; after a compaction the
-        # value is our own estimate of the retained window, which never grows by
-        # itself, so until a provider reports again the count path decides.
         prompt_tokens=state.last_prompt_tokens if state.prompt_reported else None,
+        # After a compaction (or at open) only the hot window is known: never the stale size.
+        estimated_prompt_tokens=state.last_prompt_tokens if state.prompt_estimated else hot_tokens,
         context_window=context_window,
         event_count=event_count,
         turns_since_compaction=state.turns,

@@ -8,9 +8,13 @@ each run commit. It follows seed 000 exactly for the two base paths:
   the window) or when ``prompt_tokens / window`` reaches
   ``compress_at_percent``; the prompt size is the *largest* single prompt of
   the latest run, so a small follow-up call cannot hide a large main prompt;
-* without prompt-token data (cold start, no usage metadata, before the first
-  call) it fires when the hot window holds more than
-  ``count_compress_after_events`` events.
+* without a provider's prompt size (no usage metadata, after a compaction, at
+  open) aiden's own estimate stands in for it (#35): the calibrated estimate of
+  the latest run's largest built prompt, else of the hot window; only when
+  nothing can be estimated does it fire when the hot window holds more than
+  :meth:`~aiden.config.Config.count_limit` events. A
+  ``count_compress_after_events`` set explicitly keeps the count path for every
+  prompt without a provider's size.
 
 On top come the seed 001 triggers, each disabled by a 0 config value: every
 N completed turns (predictable, prompt-cache friendly boundaries), a tool
@@ -53,6 +57,8 @@ class TriggerInput(msgspec.Struct, frozen=True, kw_only=True):
 
     prompt_tokens: int | None = None
     """Largest single prompt of the latest run (provider-reported); None without usage data."""
+    estimated_prompt_tokens: int | None = None
+    """aiden's own calibrated estimate of that prompt (or of the hot window); None when unknown."""
     context_window: int | None = None
     """Window of the active model; None when unknown."""
     event_count: int = 0
@@ -100,18 +106,21 @@ def should_compress(inp: TriggerInput, config: Config) -> TriggerDecision:
     window = inp.context_window
     if window is not None and window <= 0:
         window = None  # a bogus window is an unknown window
+    prompt = inp.prompt_tokens
+    if prompt is None and config.count_compress_after_events is None:
+        prompt = inp.estimated_prompt_tokens
     target = None
-    if inp.prompt_tokens is not None and window is not None:
+    if prompt is not None and window is not None:
         target = trigger_threshold_tokens(window, config)
     if inp.manual:
         return TriggerDecision(fire=True, reason="manual", target_tokens=target)
-    if inp.prompt_tokens is not None and window is not None:
+    if prompt is not None and window is not None:
         reserve = config.reserve(window)
-        if inp.prompt_tokens >= window - reserve:
+        if prompt >= window - reserve:
             return TriggerDecision(fire=True, reason="reserve", target_tokens=target)
-        if inp.prompt_tokens / window * 100 >= config.compress_at_percent:
+        if prompt / window * 100 >= config.compress_at_percent:
             return TriggerDecision(fire=True, reason="percent", target_tokens=target)
-    elif inp.event_count > config.count_compress_after_events:
+    elif inp.event_count > config.count_limit():
         return TriggerDecision(fire=True, reason="event_count")
     if config.compact_every_turns and inp.turns_since_compaction >= config.compact_every_turns:
         return TriggerDecision(fire=True, reason="every_n_turns", target_tokens=target)

@@ -69,7 +69,7 @@ def _fixed_paths(layout: Layout) -> tuple[Path, ...]:
         layout.records_lock,
         layout.experience_vectors,
     )
-    return (layout.last_recovery, *session, *long_term, *experience)
+    return (layout.last_recovery, layout.window, *session, *long_term, *experience)
 
 
 def _scan(path: Path) -> list[os.DirEntry[str]]:

@@ -49,6 +49,7 @@ class Layout:
           session.lock            the session lock (never deleted or renamed)
           compaction.lock         held by the one compaction pass on a root
           last_recovery.json      the last recovery on open that found something
+          window.json             the context window of the last open (aiden inspect)
           session/                the active session
             events.jsonl          hot window
             events.quarantine     bytes of torn tails / corrupt lines (never acknowledged data)
@@ -85,6 +86,7 @@ class Layout:
         self.archive = self.memory / "session_archive"
         self.long_term = self.memory / "long_term"
         self.last_recovery = self.memory / "last_recovery.json"
+        self.window = self.memory / "window.json"
         lt = self.long_term
         self.entries_index = lt / "index.yaml"
         self.profile = lt / "profile.md"

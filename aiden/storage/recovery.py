@@ -108,10 +108,15 @@ class Recovery:
             self.storage.checkpoint("recover.before_index")
             cs.save_index(self.storage, self.layout, index)
         keep, dropped, dups, misplaced = self._trim_hot_window(result.events, entries, verified, problems)  # 4.
-        if dropped or dups or misplaced or result.torn_tail or result.bad_lines:
+        if dropped or dups or misplaced or result.bad_lines:
             self.storage.write_atomic(
                 self.layout.events, b"".join(sealed(encode_event(e)) for e in keep), crash_prefix="recover_events"
             )
+        elif result.torn_tail:
+            # Only a torn tail: the complete lines stand as written, so the tail is cut off in
+            # place (its bytes are in quarantine, fsync'd) -- no copy of the whole log, which a
+            # nearly full disk could not hold.
+            self._cut_torn_tail(len(result.torn_tail))
         elif not self.layout.events.exists() and not self.archived:
             self.storage.mkdir(self.layout.session)
             self.storage.write_atomic(self.layout.events, b"", crash_prefix="recover_events")
@@ -181,6 +186,14 @@ class Recovery:
             # trusted: dropping hot events on its word could lose them silently.
             return (*self._rebuild_index(problems), True, verified)
         return index, entries, False, verified
+
+    def _cut_torn_tail(self, torn: int) -> None:
+        fd = self.storage.open(self.layout.events, os.O_RDWR)
+        try:
+            self.storage.truncate(fd, os.fstat(fd).st_size - torn)
+            self.storage.fsync(fd)
+        finally:
+            self.storage.close(fd)
 
     def _scan_hot_window(self, problems: list[str]) -> Scan:
         """Step 2: the hot window's events; a torn tail and corrupt lines go to quarantine."""

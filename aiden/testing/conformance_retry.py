@@ -19,7 +19,13 @@ from contextlib import AbstractAsyncContextManager
 from aiden.events import SessionEvent
 from aiden.memory import Memory
 
-__all__ = ["OpenMemory", "check_retries_return_the_stored_events", "original", "rebuilt"]
+__all__ = [
+    "OpenMemory",
+    "check_a_rotation_ends_the_retry_window",
+    "check_retries_return_the_stored_events",
+    "original",
+    "rebuilt",
+]
 
 OpenMemory = Callable[[], AbstractAsyncContextManager[Memory]]
 """Opens the memory under test (the same session each call)."""
@@ -75,3 +81,21 @@ async def _retry(memory: Memory, first: list[SessionEvent], *, tag: str) -> None
     assert mixed[2] == mixed[1] == await memory.read_event(mixed[1].seq)
     hot = await memory.hot_window()
     assert [e.content for e in hot if e.content.startswith(("rebuilt", "repeat"))] == []
+
+
+async def check_a_rotation_ends_the_retry_window(open_memory: OpenMemory) -> None:
+    """Where the promise ends: an ``event_id`` is stored once per session, and ``rotate()`` starts a new one.
+
+    Before the rotation a retry returns the stored event; after it the same id is a new event of
+    the new session (its own seq, its own copy), while the archived session keeps exactly its one
+    copy; a retry inside the new session returns that new event again.
+    """
+    async with open_memory() as memory:
+        stored = await memory.append(original(0))
+        assert await memory.append(rebuilt(0)) == stored
+        await memory.rotate()
+        after = await memory.append(rebuilt(0))
+        assert (after.content, after.event_id) == (rebuilt(0).content, rebuilt(0).event_id)
+        assert await memory.append(original(0)) == after
+        hot = await memory.hot_window()
+        assert [(e.event_id, e.content) for e in hot] == [(after.event_id, after.content)]

@@ -413,7 +413,9 @@ async def test_every_prompt_of_a_long_tool_heavy_session_fits_the_window(tmp_pat
     assert max(sdk_inputs) > 4 * long_session.CALLS_PER_TURN  # the SDK's own input kept growing
     assert max(sent) <= budget
     assert stats.compactions >= 3
-    assert sent == [b.estimated_tokens for b in builds]  # what was sent is what aiden built and estimated
+    # The messages as sent; the tool schemas sent beside them count in the estimate too.
+    assert sent == [b.estimated_tokens - b.tool_tokens for b in builds]
+    assert all(b.tool_tokens > 0 and b.checked_tokens >= b.estimated_tokens for b in builds)
     assert [b.over_budget for b in builds] == [False] * calls
     assert {b.budget_tokens for b in builds} == {budget}
     # Every mechanism of the promise took part: tool results stubbed, summary layer fitted.

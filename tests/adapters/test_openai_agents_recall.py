@@ -156,5 +156,7 @@ async def test_the_model_recalls_a_compacted_fact_and_reads_a_malformed_calls_er
     ]
     # The window promise held on every request, the recall turn's included.
     assert max(sent) <= budget == 3500
-    assert sent == [b.estimated_tokens for b in builds]
+    # The messages as sent; the tool schemas sent beside them count in the estimate too.
+    assert sent == [b.estimated_tokens - b.tool_tokens for b in builds]
+    assert all(b.tool_tokens > 0 and b.checked_tokens >= b.estimated_tokens for b in builds)
     assert [b.over_budget for b in builds] == [False] * len(builds)

@@ -27,5 +27,5 @@ async def test_agent_loop_at_8k_defaults_never_overflows(tmp_path: Path, kind: s
             8000, kind, turns=5, steps=4, root=tmp_path, server=server, real_count=real
         )
     assert row["model_calls"] == 25
-    assert (row["over_budget_estimate"], row["over_budget_o200k"]) == (0, 0)
+    assert (row["over_budget_estimate"], row["over_budget_o200k"], row["over_budget_o200k_with_tools"]) == (0, 0, 0)
     assert row["summary_layer_share_max"] <= 0.15

@@ -92,6 +92,7 @@ def test_compact_json_runs_passes_until_under_the_trigger(
     hot = _hot(root)
     assert len(new) >= 1
     assert result == {
+        "at_open": {"compactions": 0, "events_compacted": 0},
         "passes": [
             {
                 "compacted": True,

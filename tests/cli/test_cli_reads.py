@@ -99,6 +99,7 @@ def test_inspect_json_on_a_read_only_demo_root(
             "cap_percent": 15.0,
             "cap_tokens": 1200,
             "cut_in_prompt": layer > 1200,
+            "window_from": "--context-window",
         },
         "stats": {
             "events": demo.appends,
@@ -124,7 +125,7 @@ def test_inspect_text_names_the_summary_layer_share(root: Path, capsys: pytest.C
     assert code == 0
     assert (
         f"summary layer: ~{layer['tokens']} tokens = {layer['share_percent']}% of a 128000-token window "
-        f"(cap 15.0%: ~19200 tokens); summary.md {info['summary_md_bytes']} bytes\n"
+        f"(from --model; cap 15.0%: ~19200 tokens); summary.md {info['summary_md_bytes']} bytes\n"
     ) in out
     assert "last recovery: no open has found anything to repair\n" in out
 

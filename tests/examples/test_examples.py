@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -113,3 +115,23 @@ def test_every_example_runs_as_a_test() -> None:
         if f'load_example("{name}")' not in tests and f'"examples" / "{name}.py"' not in tests
     ]
     assert untested == []
+
+
+def test_agent_loop_runs_offline_without_arguments(tmp_path: Path) -> None:
+    """``python examples/agent_loop.py`` with no --model: the local scripted server, exit 0, nothing on stderr."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.py").write_text("")
+    (tmp_path / "ws" / "b.txt").write_text("")
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "agent_loop.py"), "--workspace", str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[-1] == "The workspace holds: a.py, b.txt"
+    assert list(tmp_path.iterdir()) == [tmp_path / "ws"]  # the memory went to a temp dir, not the cwd

@@ -17,7 +17,7 @@ def test_defaults_match_seed_and_aiden() -> None:
     big = c.with_window(128000)
     assert (big.reserve(), big.keep_recent(), big.chunk_summary_tokens(), big.governance_tool_tokens()) == (
         8192, 20000, 1200, 2000)
-    assert (c.hot_window_events, c.count_compress_after_events, c.summary_max_chunks, c.max_rolling_summary_lines) == (30, 60, 10, 100)
+    assert (c.hot_window_events, c.count_limit(), c.summary_max_chunks, c.max_rolling_summary_lines) == (30, 60, 10, 100)
     assert c.durability == "fsync"
 
 

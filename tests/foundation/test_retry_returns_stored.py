@@ -18,7 +18,12 @@ import pytest
 import aiden
 import aiden.sync
 from aiden import SessionEvent
-from aiden.testing.conformance_retry import check_retries_return_the_stored_events, original, rebuilt
+from aiden.testing.conformance_retry import (
+    check_a_rotation_ends_the_retry_window,
+    check_retries_return_the_stored_events,
+    original,
+    rebuilt,
+)
 from tests.helpers import SMALL_MANUAL
 
 pytestmark = pytest.mark.anyio
@@ -30,6 +35,10 @@ async def test_retries_return_the_stored_events_hot_compacted_and_after_reopen(t
     await check_retries_return_the_stored_events(
         lambda: aiden.open_memory(tmp_path, config=SMALL_MANUAL), count=40, reopen=True
     )
+
+
+async def test_a_rotation_ends_the_retry_window(tmp_path: Path) -> None:
+    await check_a_rotation_ends_the_retry_window(lambda: aiden.open_memory(tmp_path, config=SMALL_MANUAL))
 
 
 def test_sync_facade_returns_the_stored_event(tmp_path: Path) -> None:

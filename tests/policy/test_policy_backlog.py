@@ -28,6 +28,22 @@ def test_a_backlog_pass_compacts_the_oldest_events_up_to_the_cap() -> None:
     assert "compacting 10 of the 35 events due" in plan.note
 
 
+def test_a_pass_of_large_events_is_capped_by_tokens_too() -> None:
+    # 1,000 large tool outputs once took a pass past the summarizer's deadline with nothing
+    # committed: the count cap alone does not bound the work, the token cap does.
+    config = Config(hot_window_events=4, keep_recent_tokens=1_000, max_pass_events=1000, summary_max_tokens=100)
+    assert config.max_pass_tokens() == 10_000
+    events = numbered([e for i in range(60) for e in (user(f"u{i} " + "word " * 400), assistant(f"a{i}"))])
+    plan = plan_compaction(events, config, token_counts=[500 if e.role == "user" else 5 for e in events])
+    assert isinstance(plan, CompactionPlan)
+    assert plan.backlog_left is True
+    # The root input (seq 1) stays; then whole turns while their tokens fit in 10,000.
+    assert sum(500 if e.role == "user" else 5 for e in plan.compacted) <= 10_000
+    assert seqs(plan.compacted) == list(range(2, 2 + len(plan.compacted)))
+    assert len(plan.compacted) >= 36
+    assert "10000 tokens" in plan.note
+
+
 def test_no_cap_compacts_everything_due_in_one_pass() -> None:
     events = _turns(20)
     plan = plan_compaction(events, Config(hot_window_events=4, keep_recent_tokens=30_000, max_pass_events=0))

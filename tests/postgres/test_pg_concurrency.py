@@ -149,3 +149,28 @@ def test_appenders_and_passes_at_once_keep_every_event_exactly_once(
         assert set(places.values()) == {1}, "every event lives in exactly one place"
         stored = {e.event_id: e.seq for e in a.read_events(range(1, top + 1))}
         assert stored == acked
+
+
+def test_two_workers_rotating_one_generation_at_once_rotate_once(pg_dsn: str, session_ids: SessionIds) -> None:
+    # [Reliability] finding 9. A third holder keeps the compaction lock while both workers read
+    # the generation they mean to close and queue behind it: then they go one after the other.
+    sid = session_ids()
+    with worker(pg_dsn, sid) as a, worker(pg_dsn, sid) as b, worker(pg_dsn, sid) as holder:
+        a.append([[prepared("closing this one")]])
+        holder.lock_compaction()
+        got: dict[str, str] = {}
+        threads = [
+            threading.Thread(target=lambda w=w, name=name: got.__setitem__(name, w.rotate(name)))
+            for w, name in ((a, "closed-a"), (b, "closed-b"))
+        ]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)  # both have read the generation and wait for the lock
+        holder.unlock_compaction()
+        for t in threads:
+            t.join(30)
+        assert set(got) == {"closed-a", "closed-b"}
+        assert len(set(got.values())) == 1  # one rotation, both told its archive id
+        with psycopg.connect(pg_dsn) as conn:  # the archive rows are the evidence
+            rows = conn.execute("SELECT closed_id FROM aiden_archives WHERE session_id = %s", (sid,)).fetchall()
+        assert [r[0] for r in rows] == [next(iter(set(got.values())))]

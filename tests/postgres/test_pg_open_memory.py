@@ -24,7 +24,10 @@ from aiden.storage.fs import Storage
 from aiden.storage.postgres import PostgresSessionStore, postgres_store_factory
 from aiden.storage.postgres.compaction import CHECKS
 from aiden.storage.select import looks_like_dsn
-from aiden.testing.conformance_retry import check_retries_return_the_stored_events
+from aiden.testing.conformance_retry import (
+    check_a_rotation_ends_the_retry_window,
+    check_retries_return_the_stored_events,
+)
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -220,4 +223,12 @@ async def test_retries_return_the_stored_events(tmp_path: Path, pg_dsn: str, ses
     sid, dsn = session_ids(), _uri(pg_dsn)
     await check_retries_return_the_stored_events(
         lambda: open_memory(tmp_path, store=dsn, session_id=sid, context_window=4096), count=40, reopen=True
+    )
+
+
+@pytest.mark.anyio
+async def test_a_rotation_ends_the_retry_window(tmp_path: Path, pg_dsn: str, session_ids: SessionIds) -> None:
+    sid, dsn = session_ids(), _uri(pg_dsn)
+    await check_a_rotation_ends_the_retry_window(
+        lambda: open_memory(tmp_path, store=dsn, session_id=sid, context_window=4096)
     )

@@ -19,9 +19,11 @@ import pytest
 import aiden
 from aiden import Config, SessionEvent
 from aiden.events import encode_event
+from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.testing import ScriptedSummarizer
+from tests.helpers import SMALL_MANUAL
 from tests.reliability.harness import check, read_root, report, tag_of, tagged_event
 
 pytestmark = pytest.mark.anyio
@@ -138,10 +140,37 @@ async def test_torn_tail_met_by_compaction_before_any_append(tmp_path: Path) -> 
     async with aiden.open_memory(tmp_path, config=CONFIG, summarizer=ScriptedSummarizer()) as memory:
         recovery = memory.recovery
     verdict = check(tmp_path, acked, set(acked))
-    report("torn tail met by a compaction", compacted=outcome.compacted, next_seq=nxt.seq,
-           recovery_changed=recovery.changed, **verdict.figures())
+    report(
+        "torn tail met by a compaction",
+        compacted=outcome.compacted,
+        next_seq=nxt.seq,
+        recovery_changed=recovery.changed,
+        **verdict.figures(),
+    )
     assert outcome.compacted
     assert nxt.seq == 31
     assert partial in read_bytes(layout.quarantine)
     assert recovery.changed is False and not recovery.unrecoverable
     assert verdict.ok, verdict.explain()
+
+
+async def test_a_torn_tail_is_cut_in_place_without_a_copy_of_the_log(tmp_path: Path) -> None:
+    # [Reliability] finding 10: with the disk nearly full, recovery must not need room for a
+    # second events.jsonl. The complete lines stay where they are; only the tail goes.
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+        await memory.append_many(
+            SessionEvent(type="user_input", role="user", content=f"kept line {n} " * 40) for n in range(50)
+        )
+    events = Layout(tmp_path).events
+    whole = events.read_bytes()
+    events.write_bytes(whole + b'{"type": "user_input", "content": "torn')
+    storage = Storage()
+    storage.start_recording()
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL, storage=storage) as memory:
+        assert len(await memory.hot_window()) == 50
+        report = memory.recovery
+    assert report.torn_tail_bytes == len(b'{"type": "user_input", "content": "torn')
+    # No temp copy of the log was written and nothing replaced it.
+    assert [op.kind for op in storage.ops if "events.jsonl" in op.target] == []
+    assert [op for op in storage.ops if "recover_events" in op.path or ".aiden-tmp-events" in op.path] == []
+    assert events.read_bytes() == whole

@@ -97,19 +97,21 @@ recall_session_chunks finds them.]"""
 
 
 def test_a_tighter_budget_gives_up_whole_chunks_and_says_which() -> None:
+    # The goal, then the newest chunk (what was going on right before the hot window) stay longest.
     expected = """# Session History (compressed chunks)
 
 ## Rolling Summary
 
 Goal: migrate the gateway
-Decisions:
-- use the flag gw_v2 because a switch cannot be rolled back
-Open thread:
-- step 3
-Facts:
-- staging listens on port 8234
-[Summary shortened for this prompt: left out Commands (4 lines), Tool results (1), Files (1), Open thread (2), \
-Errors (1); the chunks for seq 10-29 entirely. summary.md keeps them all; recall_session_chunks finds them.]"""
+
+## Recent Chunks
+
+- **chunk_0000000020_0000000029**
+  Errors:
+  - ImportError: no AsyncPool → fixed: pin sqlalchemy==2.4.1
+[Summary shortened for this prompt: left out Commands (4 lines), Tool results (1), Files (1), Facts (1), \
+Open thread (3), Decisions (1); the chunks for seq 10-19 entirely. summary.md keeps them all; \
+recall_session_chunks finds them.]"""
     assert fit_summary_layer(TEXT, 500, len).text == expected
     only_note = fit_summary_layer(TEXT, 300, len)
     assert only_note.text.startswith(
@@ -144,13 +146,21 @@ def test_a_bullet_and_its_continuation_lines_are_one_item() -> None:
     assert fit_summary_layer(text, len(expected), len).text == expected
 
 
-def test_sections_take_turns_so_a_long_list_cannot_starve_the_rest() -> None:
-    rolling = (
-        "Decisions:\n" + "\n".join(f"- decision {n}" for n in range(6)) + "\nOpen thread:\n- now at step 9"
-    )
-    items = sorted(summary_items(summary_md(rolling, [])), key=lambda item: item.rank)
-    lines = summary_md(rolling, []).splitlines()
-    assert [lines[item.lines[0]] for item in items[:3]] == ["- decision 0", "- now at step 9", "- decision 1"]
+def test_lines_go_by_information_value_not_by_section_or_age() -> None:
+    # The rolling summary is full of filler; an older chunk holds the one line naming a place and a date.
+    rolling = "Constraints:\n" + "\n".join(f"- Can't wait to see you again, so much fun {n}!" for n in range(4))
+    older = entry(1, 9, "Facts:\n- Jon moved to West County in March 2021 for the bakery job")
+    newer = entry(10, 19, "Open thread:\n- talking about the weekend")
+    text = summary_md(rolling, [older, newer])
+    fact = "  - Jon moved to West County in March 2021 for the bakery job"
+    filler = [line for line in text.splitlines() if "Can't wait" in line]
+    # Room for the newest chunk, one line more and the note: the fact, not the filler (by section
+    # and age the rolling summary's Constraints would have gone first and the chunk's fact dropped).
+    items = sorted(summary_items(text, len), key=lambda item: item.rank)
+    assert [text.splitlines()[i.lines[0]] for i in items[:2]] == ["  - talking about the weekend", fact]
+    budget = next(b for b in range(len(text)) if fact in fit_summary_layer(text, b, len).text.splitlines())
+    fit = fit_summary_layer(text, budget, len)
+    assert fit.trimmed and not any(line in fit.text for line in filler)
 
 
 # --- properties over generated summary.md texts ----------------------------------------
@@ -232,7 +242,7 @@ def test_the_fit_is_a_prefix_of_the_priority_order_within_budget(text: str, shar
         for item, k in zip(sorted(summary_items(text), key=lambda i: i.rank), kept, strict=True)
         if not k
     )
-    # ... in the terms of #19: noise goes first, the rolling summary's resume facts last.
+    # ... in the terms of #19 and #38: noise goes first, then lines without content; the goal last.
     by_rank = sorted(summary_items(text), key=lambda i: i.rank)
     kept_of = {item.lines[0]: k for item, k in zip(by_rank, kept, strict=True)}
     items = summary_items(text)
@@ -252,11 +262,12 @@ def test_the_fit_is_a_prefix_of_the_priority_order_within_budget(text: str, shar
         assert all_kept(lambda i: i.section != "Commands")
     if any_kept(noise):
         assert all_kept(lambda i: not noise(i))
-    if any_kept(lambda i: bool(i.chunk)):
-        assert all_kept(
-            lambda i: not i.chunk and not noise(i) and i.section not in ("Notes", "Requests", "Files")
-        )
-    if any_kept(lambda i: bool(i.chunk) and i.chunk != newest):
+    def resume(i: SummaryItem) -> bool:
+        return not i.chunk and i.section in ("Goal", "Must keep")
+
+    if any_kept(lambda i: not resume(i)):
+        assert all_kept(resume)
+    if any_kept(lambda i: i.chunk != newest and not resume(i)):
         assert all_kept(lambda i: i.chunk == newest and not noise(i))
     # Kept lines keep their section and chunk: their headings and markers came along.
     before = {text.splitlines()[i.lines[0]]: (i.section, i.chunk) for i in summary_items(text)}
@@ -309,3 +320,30 @@ async def test_the_prompt_keeps_every_open_thread_and_drops_the_oldest_commands(
     assert len(kept) >= 3 and kept == sorted(kept) and kept[0] < 1.0 and kept[-1] == 1.0
     dropped = sum(flags.count(False) for flags in share.values())
     assert f"{OMITTED_NOTE_PREFIX}Commands ({dropped} lines)." in system
+
+
+@pytest.mark.anyio
+async def test_a_fact_the_fit_leaves_out_is_found_by_recall(tmp_path: Path) -> None:
+    # #38: when the summary layer must shrink, what it drops stays findable by recall.
+    cfg = Config(
+        context_window=8000, durability="none", summary_layer_percent=1.5, keep_recent_tokens=60, hot_window_events=4
+    )
+    ports = {n: 8100 + 37 * n for n in range(16)}
+    async with aiden.open_memory(tmp_path, config=cfg) as memory:
+        for n, port in ports.items():
+            await memory.append(SessionEvent(type="user_input", content=f"Where does service{n} listen?"))
+            await memory.append(
+                SessionEvent(
+                    type="assistant_output",
+                    content=f"Decision: service{n} listens on port {port} in staging, behind the gateway.",
+                )
+            )
+            if n % 4 == 3:
+                await memory.maintain(manual=True)
+        summary = await memory.summary_md()
+        built = await memory.build_messages()
+        prompt = "\n".join(str(m.get("content") or "") for m in built.messages)
+        dropped = [n for n, port in ports.items() if str(port) in summary and str(port) not in prompt]
+        found = {n: await memory.recall_session_chunks(f"which port does service{n} listen on") for n in dropped}
+    assert built.summary_trimmed and len(dropped) >= 3
+    assert [n for n in dropped if not any(str(ports[n]) in hit.text for hit in found[n])] == []

@@ -41,10 +41,12 @@ async def test_prompts_fit_within_a_run_at_8k_defaults(tmp_path: Path) -> None:
     cfg = Config(context_window=8000, durability="none")
     builds: list[aiden.PromptBuild] = []
     async with aiden.open_memory(tmp_path, config=cfg) as memory:
-        for turn in range(8):
+        for turn in range(7):
             await _agent_turn(memory, rng, turn, [1500, 1800, 600, 2000], builds)
+        # One run whose own tool results outgrow the budget: no run end comes to trigger on.
+        await _agent_turn(memory, rng, 7, [1500, 1600, 1400, 1500, 1600], builds)
         stats = memory.stats()
-    assert len(builds) == 40
+    assert len(builds) == 41
     assert [b for b in builds if b.estimated_tokens > 7000] == []
     assert {b.budget_tokens for b in builds} == {7000}
     assert not any(b.over_budget for b in builds)

@@ -135,12 +135,23 @@ def replace_summary(conn: Conn, session_id: str, config: Config, chunk_id: str, 
     return True
 
 
-def rotate(conn: Conn, session_id: str, closed_id: str, new_generation: str) -> None:
-    """Archive the session's generation as ``closed_id`` and point the session at an empty one.
+def current_generation(conn: Conn, session_id: str) -> str | None:
+    """The generation the session points at now (None: no session row yet)."""
+    with translated("reading the session generation"):
+        row = conn.execute(
+            "SELECT generation FROM aiden_sessions WHERE session_id = %s", (session_id,)
+        ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def rotate(conn: Conn, session_id: str, closed_id: str, new_generation: str, *, seen: str | None) -> str:
+    """Archive the session's generation as ``closed_id`` and point the session at an empty one; the archive id.
 
     The counter row is locked first: an append either commits into the old
-    generation before, or into the new one after. ``StorageError`` when this
-    session archived ``closed_id`` already (nothing changed).
+    generation before, or into the new one after. ``seen`` is the generation the
+    caller meant to close: when another worker archived it meanwhile, the two
+    rotations are one, and this returns that archive's id without rotating again.
+    ``StorageError`` when this session archived ``closed_id`` already (nothing changed).
     """
     with translated("rotating the session"), conn.transaction():
         row = conn.execute(
@@ -148,6 +159,13 @@ def rotate(conn: Conn, session_id: str, closed_id: str, new_generation: str) -> 
         ).fetchone()
         if row is None:
             raise StorageError(f"postgres: session {session_id!r} has no row")
+        if seen is not None and str(row[0]) != seen:
+            done = conn.execute(
+                "SELECT closed_id FROM aiden_archives WHERE session_id = %s AND generation = %s",
+                (session_id, seen),
+            ).fetchone()
+            if done is not None:
+                return str(done[0])
         archived = conn.execute(
             "INSERT INTO aiden_archives (session_id, closed_id, generation) VALUES (%s, %s, %s)"
             " ON CONFLICT DO NOTHING RETURNING closed_id",
@@ -160,6 +178,7 @@ def rotate(conn: Conn, session_id: str, closed_id: str, new_generation: str) -> 
             (new_generation, session_id),
         )
         create_generation(conn, session_id, new_generation)
+    return closed_id
 
 
 CHECKS: Final = (

@@ -351,13 +351,21 @@ class PostgresSessionStore:
 
         :class:`~aiden.errors.InvalidIdError` for a bad id, :class:`StorageError`
         when this session already archived that id. Takes the compaction lock.
+        Concurrent rotations of one generation (two workers at the same moment) are one:
+        the later returns the id the first archived it under.
         """
         validate_id(closed_session_id, what="session id")
+        # The generation this call means to close, read before waiting for the lock: a worker
+        # that rotated it while this one waited made the same rotation, and its id is returned.
+        self.ensure_ready()
+        with self._connection("compacting") as conn:
+            seen = compaction.current_generation(conn, self.session_id)
         self.lock_compaction()
         try:
             with self._connection("compacting") as conn:
-                compaction.rotate(conn, self.session_id, closed_session_id, uuid.uuid4().hex)
-            return closed_session_id
+                return compaction.rotate(
+                    conn, self.session_id, closed_session_id, uuid.uuid4().hex, seen=seen
+                )
         finally:
             self.unlock_compaction()
 

@@ -85,6 +85,14 @@ class _LoopThread:
                     asyncio.run_coroutine_threadsafe(closer(), loop).result(timeout=2.0)
                 except Exception:  # best effort at exit; nothing to report to
                     pass
+        # Then cancel what still runs there, as asyncio.run does before it closes its loop:
+        # litellm's logging-worker task (one per time the worker came back to this loop) is
+        # never done, and a pending task of a closed loop is reported at exit ("Task was
+        # destroyed but it is pending!").
+        try:
+            asyncio.run_coroutine_threadsafe(_cancel_all_tasks(), loop).result(timeout=2.0)
+        except Exception:  # best effort at exit; nothing to report to
+            pass
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=2.0)
         if not thread.is_alive():
@@ -112,6 +120,14 @@ class _LoopThread:
         except concurrent.futures.CancelledError as exc:
             # The task was cancelled from inside litellm, not by our caller.
             raise SummarizerError("summarizer call was cancelled by the provider client") from exc
+
+
+async def _cancel_all_tasks() -> None:
+    """Cancel every other task of the running loop and wait until each has finished."""
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 _loop_thread = _LoopThread()
