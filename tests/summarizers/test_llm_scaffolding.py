@@ -58,6 +58,7 @@ EXPECTED = SummaryResult(
 # What a model that parrots summarize.md answers: the skeleton itself.
 SKELETON: dict[str, Any] = {
     "user_goal": "the user's goal for this part of the session, in their words",
+    "outcome": "what happened in this part, in a sentence or two (never only a file list)",
     "decisions": [{"what": "the decision", "why": "its reason"}],
     "constraints": ["constraints, limits and deadlines, verbatim"],
     "user_preferences": ["preferences and corrections the user expressed, verbatim"],
@@ -66,10 +67,12 @@ SKELETON: dict[str, Any] = {
     "open_threads": ["the work still in progress / the last request"],
     "files_touched": ["file paths"],
     "working_recipes": ["commands exactly as used that worked"],
-    "facts": ["identifiers, numbers, URLs and other specifics worth keeping"],
+    "facts": [
+        "what a later question could need, each a full sentence with who said it: names, places, dates, numbers, identifiers, URLs"
+    ],
     "text": (
         "the summary as plain text with these sections, each only if non-empty: 'Goal: ...', "
-        "'Constraints:', 'Preferences:', 'Decisions:', 'Errors:', 'Failed approaches:', "
+        "'Outcome: ...', 'Constraints:', 'Preferences:', 'Decisions:', 'Errors:', 'Failed approaches:', "
         "'Open thread:', 'Files: a, b', 'Commands:', 'Facts:' (one '- ' bullet per item)"
     ),
 }
@@ -117,7 +120,9 @@ async def test_fields_that_echo_the_skeleton_are_dropped() -> None:
         "open_threads": ["the work still in progress / the last request"],
         "files_touched": ["file paths", "aiden/export.py"],
         "working_recipes": ["Commands exactly as used that worked."],
-        "facts": ["identifiers, numbers, URLs and other specifics worth keeping"],
+        "facts": [
+            "what a later question could need, each a full sentence with who said it: names, places, dates, numbers, identifiers, URLs"
+        ],
         "text": TEXT,
     }
     result = await summarize_reply(json.dumps(reply))

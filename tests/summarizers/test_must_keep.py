@@ -11,7 +11,7 @@ import pytest
 
 from aiden.events import SessionEvent
 from aiden.summarizers import apply_must_keep, extract_must_keep
-from aiden.summarizers.mustkeep import find_paths, key_tokens, split_sentences
+from aiden.summarizers.mustkeep import appended_count, find_paths, key_tokens, split_sentences
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -80,7 +80,9 @@ SUMMARY = "Goal: migrate exporter.\nDecisions:\n- We'll use Redis Streams instea
 
 
 def test_apply_appends_only_missing_items() -> None:
-    assert apply_must_keep(SUMMARY, ITEMS, max_items=40) == (
+    out = apply_must_keep(SUMMARY, ITEMS, max_items=40)
+    assert appended_count(SUMMARY, out) == 7
+    assert out == (
         SUMMARY
         + "\n\nMust keep:\n"
         + "- Don't touch legacy_billing.\n"
@@ -88,8 +90,8 @@ def test_apply_appends_only_missing_items() -> None:
         + "- I prefer small commits.\n"
         + "- Migrate the exporter to gRPC.\n"
         + "- The job id is job-7f3a9c2e and it took 45 minutes.\n"
-        + "- svc/export.py\n"
-        + "- docs/adr/0007-grpc.md"
+        # Lost paths go on one Files line, never as bare list entries (#38).
+        + "Files: svc/export.py, docs/adr/0007-grpc.md"
     )
 
 

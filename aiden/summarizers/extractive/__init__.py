@@ -13,10 +13,17 @@ rolling fold re-parses its own output and keeps the load-bearing lines first.
 Output is deterministic and bounded by the request's token budget, filled in
 seed 001's priority order: goal, user constraints/preferences/corrections,
 decisions, errors + resolution, failed approaches, open thread, files/ids,
-then the rest.
+then the rest. Within the fact and talk tiers, lines carrying more
+information per token go first, whatever their place in a message
+(``salience``: rare words within the range, numbers, dates, names); phatic
+talk ("Hey Mel!", "Thanks!", "Can't wait!") and junk list lines (a bare path,
+a test runner's line, a cut path) are dropped; a turn written as ``Name: ...``
+keeps its speaker on every fact taken from it. A chunk summary whose kept
+lines say nothing (only files, commands, a step) also gets its newest
+informative message and a sentence of its tool work.
 
 Layout: ``events`` / ``tools`` / ``summary_text`` extract into a ``collector``
-of ``items``; ``dedupe`` and ``budget`` choose what is kept; ``render`` and
+of ``items``; ``salience`` weighs them; ``dedupe`` and ``budget`` choose what is kept; ``render`` and
 ``session`` write it out; ``fold`` handles the rolling fold; ``summarizer``
 holds the class that runs it all.
 """

@@ -23,7 +23,7 @@ def _select(
     max_lines: int | None = None,
 ) -> list[_Item]:
     """Pick items under ``budget`` tokens (and ``max_lines``): a quota per tier first, then strict priority."""
-    candidates = sorted(items, key=lambda it: (it.rank, it.order))
+    candidates = sorted(items, key=_priority)
     chosen: list[_Item] = []
     chosen_ids: set[int] = set()
     sections_used: set[Section] = set()
@@ -65,7 +65,7 @@ def _select(
             try_take(item)
 
     # The running cost is an estimate; the rendered text is what must fit.
-    chosen.sort(key=lambda it: (it.rank, it.order))
+    chosen.sort(key=_priority)
     while chosen and (
         estimate_tokens(render(chosen)) > budget
         or (max_lines is not None and len(render(chosen).splitlines()) > max_lines)
@@ -74,6 +74,15 @@ def _select(
     if not chosen and candidates:
         chosen = [_shrink_to_fit(candidates[0], budget, render)]
     return chosen
+
+
+def _priority(item: _Item) -> tuple[int, float, int]:
+    """Tier first; within the fact and talk tiers the line with more information per token (#38).
+
+    The load-bearing tiers above (constraints, decisions, errors ...) keep
+    their first-seen order: every one of them matters, the oldest states the rule.
+    """
+    return item.rank, -item.info if item.rank >= _R_FACT else 0.0, item.order
 
 
 def _shrink_to_fit(item: _Item, budget: int, render: Callable[[Sequence[_Item]], str]) -> _Item:

@@ -106,6 +106,8 @@ class _Collector:
         self.tool_notes: list[_ToolNote] = []
         # Error group of the tool result just seen; the next message may resolve it.
         self.fresh_error_group: int | None = None
+        self.read_paths: list[str] = []  # what the range's tool calls read and changed (#38)
+        self.edited_paths: list[str] = []
         self.commands_ok: list[str] = []
         self.commands_failed: list[tuple[str, str]] = []
         self.outcomes: list[str] = []

@@ -9,6 +9,7 @@ from typing import Final
 import msgspec
 
 from aiden.summarizers.extractive.items import _R_REST, Section, _Item, _line_of
+from aiden.summarizers.extractive.salience import names_a_date
 from aiden.summarizers.extractive.tools import _digitless
 from aiden.summarizers.mustkeep import key_tokens, normalize
 
@@ -122,7 +123,9 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
                 # names nothing new ("step 19 of PROJ-6915" again) adds nothing.
                 tokens = [t for t in key_tokens(item.text) if not _BARE_NUMBER.match(t)]
                 if not tokens:
-                    item = msgspec.structs.replace(item, rank=max(item.rank, _R_REST))
+                    # ... unless it says when something happened ("on 8 May, 2023").
+                    if not names_a_date(item.text):
+                        item = msgspec.structs.replace(item, rank=max(item.rank, _R_REST))
                 else:
                     holder = _first_holding(containers, tokens)
                     if holder is not None:

@@ -40,8 +40,11 @@ from aiden.summarizers.mustkeep import (
     join_sentences,
     split_sentences,
 )
+from aiden.summarizers.mustkeep.phatic import is_phatic, split_speaker
 
 _GOAL_CHARS: Final = 400
+# Kinds a sentence keeps however few words it has ("No, that's wrong.", "Tried X; no luck.").
+_ALWAYS_KEPT: Final = frozenset({"correction", "decision", "failed", "resolution", "error"})
 _LABEL_CHARS: Final = 80
 _MAX_TOOL_ERRORS: Final = 24  # error lines taken from tool output per request
 _OUTCOME: Final = re.compile(
@@ -76,6 +79,10 @@ class _EventWalker:
                 collector.add("commands", call.description, _R_REST)
             for path in call.paths:
                 collector.add("files", path, _R_FACT)
+            if call.read_only:
+                collector.read_paths.extend(call.paths)
+            elif not call.shell:
+                collector.edited_paths.extend(call.paths)
         elif event.type == "tool_result":
             _extract_tool_result(event, self.calls.get(event.tool_call_id or "", self.last_call), collector)
         elif event.type == "system_event":
@@ -86,8 +93,8 @@ class _EventWalker:
 
 
 def _substantive(sentences: Sequence[str]) -> list[str]:
-    """The sentences that say something (no greetings or bare acknowledgements)."""
-    return [s for s in sentences if classify_sentence(s, speaker="user") != "greeting"]
+    """The sentences that say something (no greetings, thanks, bare acknowledgements or other phatic talk)."""
+    return [s for s in sentences if classify_sentence(s, speaker="user") != "greeting" and not is_phatic(s)]
 
 
 _NOT_GOALS: Final = frozenset(
@@ -119,14 +126,20 @@ def stated_goal(events: Sequence[SessionEvent]) -> str:
     for event in events:
         if event.type != "user_input":
             continue
-        prose = _substantive(split_sentences(event.content))
+        who, content = split_speaker(event.content.strip())
+        prose = _substantive(split_sentences(content))
         if prose:
-            return clip(join_sentences(prose), _GOAL_CHARS) if _states_a_goal(prose) else ""
+            return clip(_said(who, join_sentences(prose)), _GOAL_CHARS) if _states_a_goal(prose) else ""
     return ""
 
 
+def _said(who: str, text: str) -> str:
+    """``text`` attributed to its named speaker ("Name: ..."): a kept fact says who said it."""
+    return f"{who}: {text}" if who else text
+
+
 def _extract_user(event: SessionEvent, collector: _Collector) -> None:
-    content = event.content
+    who, content = split_speaker(event.content.strip())
     if not content.strip():
         return
     sentences = split_sentences(content)
@@ -134,16 +147,17 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
     if not prose:
         return  # "ok", "continue", "thanks": nothing to keep, not the open thread either
     if collector.goal is None and collector.goal_open and _states_a_goal(prose):
-        collector.goal = clip(join_sentences(prose), _GOAL_CHARS)
+        collector.goal = clip(_said(who, join_sentences(prose)), _GOAL_CHARS)
         collector.add("goal", collector.goal, _R_GOAL)
     # Only the range's first user input can be the root task (later ones are steps of it).
     collector.goal_open = False
-    others = 0
     rejected = False  # the user rejected or corrected the course
     for sentence in sentences:
         kind = classify_sentence(sentence, speaker="user")
         rejected = rejected or kind in ("failed", "correction")
-        item = clip(sentence)
+        if kind not in _ALWAYS_KEPT and is_phatic(sentence):
+            continue  # "Thanks, Mel!", "Can't wait!": kept by no rule, whatever its position
+        item = _said(who, clip(sentence))
         if kind in ("correction", "preference"):
             collector.add("preferences", item, _R_USER)
         elif kind == "constraint":
@@ -162,15 +176,15 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
         elif kind in ("request", "question", "fact"):
             # (a "fact" here is a routine request naming a number: "(continue) step 10")
             collector.add("requests", item, _R_REST)
-        elif kind == "other" and others < 2:
-            others += 1
+        elif kind == "other":
+            # Which of these a summary keeps is decided by their information (salience.py), not position.
             collector.add("requests", item, _R_REST)
     for command in code_lines(content):
         collector.add("commands", clip(command, 240), _R_MINOR)
     for path in find_paths(content):
         collector.add("files", path, _R_FACT)
     collector.fresh_error_group = None
-    collector.last_user = clip(join_sentences(prose), 300)
+    collector.last_user = clip(_said(who, join_sentences(prose)), 300)
     if rejected:
         # The agent's open plan is superseded (seed 001: keep the current state of the plan,
         # drop superseded versions).
@@ -178,13 +192,15 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
 
 
 def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
-    content = event.content
+    who, content = split_speaker(event.content.strip())
     if not content.strip():
         return
     plan = ""
     for sentence in split_sentences(content):
         kind = classify_sentence(sentence, speaker="assistant")
-        item = clip(sentence)
+        if kind not in _ALWAYS_KEPT and is_phatic(sentence):
+            continue
+        item = _said(who, clip(sentence))
         if kind == "decision":
             collector.add("decisions", item, _R_DECISION)
         elif kind == "failed":
@@ -204,6 +220,10 @@ def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
             collector.add("notes", item, _R_REST)
         elif kind == "fact":
             collector.add("facts", item, _R_FACT)
+        elif kind in ("other", "preference", "correction") and who and not is_intent(sentence):
+            # A named speaker is a participant of a multi-party chat, not an agent narrating its
+            # work: what they say is as load-bearing as the user's, ranked by its information.
+            collector.add("notes", item, _R_REST)
         if kind != "greeting" and is_plan(sentence):
             plan = item
         if _OUTCOME.search(sentence) and kind in ("other", "fact", "resolution", "decision", "plan"):

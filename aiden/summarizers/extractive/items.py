@@ -48,13 +48,14 @@ FIXED_SEP: Final = " → fixed: "
 
 
 class _Item(msgspec.Struct, frozen=True):
-    """One kept fact: its section, exact text, priority tier and first-seen order."""
+    """One kept fact: its section, exact text, priority tier, first-seen order and information."""
 
     section: Section
     text: str
     rank: int
     order: int
     extra: str = ""  # errors: the resolution
+    info: float = 0.0  # information per token within its range (salience.py): breaks ties within a tier
 
 
 def _line_of(item: _Item) -> str:

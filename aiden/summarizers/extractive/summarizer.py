@@ -17,8 +17,9 @@ from aiden.summarizers.extractive.collector import _Collector
 from aiden.summarizers.extractive.dedupe import _dedupe, _with_absorbed
 from aiden.summarizers.extractive.events import _EventWalker
 from aiden.summarizers.extractive.fold import _keep_latest_open, _newest_commands
-from aiden.summarizers.extractive.items import _R_NOTE, _R_OPEN, _TOOL_NOTE_CHARS, _Item
+from aiden.summarizers.extractive.items import _R_NOTE, _R_OPEN, _TOOL_NOTE_CHARS, _Item, _line_of
 from aiden.summarizers.extractive.render import _render_history, _structured_history
+from aiden.summarizers.extractive.salience import Rarity, is_junk_line
 from aiden.summarizers.extractive.session import (
     _render_session,
     _select_session,
@@ -26,7 +27,7 @@ from aiden.summarizers.extractive.session import (
     _structured_session,
 )
 from aiden.summarizers.extractive.summary_text import _extract_summary_text
-from aiden.summarizers.mustkeep import clip
+from aiden.summarizers.mustkeep import clip, is_routine_request
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
 _SLICE_CHARS: Final = 8_000  # checkpoint after about this much event text (~1-3 ms of extraction)
@@ -133,7 +134,9 @@ class ExtractiveSummarizer:
     def _finish(self, request: SummaryRequest, collector: _Collector) -> SummaryResult:
         budget = self._budget(request)
         if request.purpose == "rolling_fold":
-            folded = _newest_commands([it for it in collector.finish() if it.section != "tool_notes"])
+            folded = _newest_commands(
+                [it for it in _weigh(collector.finish()) if it.section != "tool_notes" and not _narrates(it)]
+            )
             deduped = _dedupe(collapse_requests(_keep_latest_open(folded)))
             kept = deduped.kept or [_fallback_note(request)]
             chosen = _select(kept, budget, _render_history, max_lines=self.fold_max_lines)
@@ -141,17 +144,95 @@ class ExtractiveSummarizer:
                 text=_render_history(chosen), structured=_structured_history(_with_absorbed(chosen, deduped))
             )
         _add_open_thread(collector)
-        deduped = _dedupe(collapse_requests(collector.finish()))
+        deduped = _dedupe(collapse_requests(_weigh(collector.finish())))
         if request.purpose == "session_summary":
             items = [*deduped.kept, *(item for item, _ in deduped.absorbed)]
             session_items = _select_session(_session_items(collector, items), budget)
             return SummaryResult(
                 text=_render_session(session_items), structured=_structured_session(session_items)
             )
-        chosen = _select(deduped.kept or [_fallback_note(request)], budget, _render_history)
+        kept = deduped.kept
+        if not any(it.section in _SAYS for it in kept):
+            kept = [*kept, *_what_happened(request, collector)]
+        chosen = _select(kept or [_fallback_note(request)], budget, _render_history)
         return SummaryResult(
             text=_render_history(chosen), structured=_structured_history(_with_absorbed(chosen, deduped))
         )
+
+
+# Sections whose lines say what happened; a chunk summary of only Files / Commands / an open
+# thread (which a newer chunk's supersedes in summary.md) says nothing a reader can use (#38).
+_SAYS: Final = frozenset(
+    {
+        "goal",
+        "outcome",
+        "constraints",
+        "preferences",
+        "decisions",
+        "errors",
+        "failed",
+        "facts",
+        "requests",
+        "notes",
+    }
+)
+# Lists a reader scans; a bare path, a test runner's line or phatic talk in them is noise (#38).
+_LIST_SECTIONS: Final = frozenset(
+    {"constraints", "preferences", "decisions", "failed", "facts", "requests", "notes", "tool_notes", "open"}
+)
+
+
+def _weigh(items: list[_Item]) -> list[_Item]:
+    """``items`` without junk list entries, each with its information per token within the range."""
+    rarity = Rarity(it.text for it in items)
+    return [
+        msgspec.structs.replace(it, info=rarity.density(_line_of(it)))
+        for it in items
+        if it.section not in _LIST_SECTIONS or not is_junk_line(it.text)
+    ]
+
+
+_NARRATION: Final = re.compile(r"^(?:Agent (?:read|changed|ran) |seq \d+-\d+: \d+ events)")
+
+
+def _narrates(item: _Item) -> bool:
+    """A chunk's sentence of what it did: the chunk's own, not a fact the rolling summary carries on."""
+    return item.section == "notes" and _NARRATION.match(item.text) is not None
+
+
+def _what_happened(request: SummaryRequest, collector: _Collector) -> list[_Item]:
+    """What a range did when nothing it said was kept: its newest informative message, and its tool work."""
+    # The paths are on the Files line: the sentence counts them.
+    parts: list[str] = []
+    if collector.read_paths:
+        parts.append("read " + _files(collector.read_paths))
+    if collector.edited_paths:
+        parts.append("changed " + _files(collector.edited_paths))
+    ran = list(dict.fromkeys(collector.commands_ok))
+    failed = list(dict.fromkeys(cmd for cmd, _ in collector.commands_failed))
+    if ran:
+        parts.append("ran " + _some([c.removeprefix("$ ") for c in ran]) + " without errors")
+    if failed:
+        error = collector.commands_failed[-1][1]
+        parts.append(f"ran {_some([c.removeprefix('$ ') for c in failed])}, which failed: {error}")
+    message = _newest_message(request)
+    items = [message] if message is not None else []
+    if parts:
+        items.append(
+            _Item("notes", clip("Agent " + "; ".join(parts) + ".", 2 * _TOOL_NOTE_CHARS), _R_NOTE, 1)
+        )
+    return items
+
+
+def _files(paths: Sequence[str]) -> str:
+    n = len(set(paths))
+    return f"{n} file" if n == 1 else f"{n} files"
+
+
+def _some(things: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(list(dict.fromkeys(things))[:limit])
+    more = len(set(things)) - limit
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def _events_to_walk(request: SummaryRequest) -> Sequence[SessionEvent]:
@@ -165,12 +246,9 @@ def _fallback_note(request: SummaryRequest) -> _Item:
     The newest message says what the range was about ("Checked 3 places;
     tests pass so far."); failing that, the range's shape.
     """
-    for event in reversed(request.events):
-        if (
-            event.type in ("assistant_output", "role_output", "user_input", "system_event")
-            and event.content.strip()
-        ):
-            return _Item("notes", clip(event.content, _TOOL_NOTE_CHARS), _R_NOTE, 0)
+    message = _newest_message(request)
+    if message is not None:
+        return message
     if request.events:
         first, last = request.events[0].seq, request.events[-1].seq
         return _Item(
@@ -178,6 +256,17 @@ def _fallback_note(request: SummaryRequest) -> _Item:
         )
     line = next((ln.strip() for ln in request.text.splitlines() if ln.strip()), "")
     return _Item("notes", clip(line, _TOOL_NOTE_CHARS) if line else "(nothing to summarize)", _R_NOTE, 0)
+
+
+def _newest_message(request: SummaryRequest) -> _Item | None:
+    """The range's newest message that says something ("Checked 3 places; tests pass so far."), as a note."""
+    for event in reversed(request.events):
+        if event.type in ("assistant_output", "role_output", "user_input", "system_event"):
+            text = clip(event.content, _TOOL_NOTE_CHARS)
+            # A routine "continue, step 12" is the open thread's (and superseded by the next step's).
+            if text and not is_junk_line(text) and not is_routine_request(text):
+                return _Item("notes", text, _R_NOTE, 0)
+    return None
 
 
 def _add_open_thread(collector: _Collector) -> None:

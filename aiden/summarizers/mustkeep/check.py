@@ -14,10 +14,14 @@ from typing import Final
 
 from aiden.events import SessionEvent
 from aiden.summarizers.mustkeep.classify import Speaker, classify_sentence, is_routine_request
+from aiden.summarizers.mustkeep.phatic import is_phatic
 from aiden.summarizers.mustkeep.text import clip, content_words, normalize, split_sentences
 from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens
 
 _MUST_KEEP_HEADER: Final = "Must keep:"
+# Kinds kept however few words they have ("No, that's wrong.", "Decided: yarn.").
+_STATES_A_COURSE: Final = frozenset({"correction", "decision", "failed", "resolution", "error"})
+_FILES_LINE: Final = "Files:"
 
 
 def _may_be_fact(kind: str, sentence: str) -> bool:
@@ -69,6 +73,8 @@ def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list
         speaker: Speaker = "user" if event.type == "user_input" else "assistant"
         for sentence in split_sentences(event.content):
             kind = classify_sentence(sentence, speaker=speaker)
+            if kind not in _STATES_A_COURSE and is_phatic(sentence):
+                continue  # "That must have been awesome!" is no constraint a summary must keep (#38)
             item = clip(sentence)
             if kind in ("correction", "preference", "constraint") and speaker == "user":
                 user_items.append(item)
@@ -159,9 +165,19 @@ def apply_must_keep(
     section = _MUST_KEEP_HEADER
     budget = max_chars - len(prefix) - len(section)
     added = 0
+    # A path alone is no list entry (it tells nothing by itself, #38): lost paths go on one
+    # "Files:" line, as a summary lists them; a path is never clipped (a cut path names nothing).
+    paths: list[str] = []
     for item in missing:
         if added >= max_items:
             break
+        if _is_bare_path(item):
+            cost = len(item) + (2 if paths else len(_FILES_LINE) + 2)
+            if cost <= budget:
+                paths.append(item)
+                budget -= cost
+                added += 1
+            continue
         line = f"\n- {item}"
         if len(line) > budget:
             # Clip rather than skip, so the first missing facts always make it in.
@@ -174,12 +190,21 @@ def apply_must_keep(
         added += 1
     if added == 0:
         return summary_text
-    return summary_text.rstrip() + prefix + section
+    files = f"\n{_FILES_LINE} " + ", ".join(paths) if paths else ""
+    return summary_text.rstrip() + prefix + section + files
+
+
+def _is_bare_path(item: str) -> bool:
+    return find_paths(item) == [item.strip()]
 
 
 def appended_count(before: str, after: str) -> int:
     """How many items :func:`apply_must_keep` appended to ``before`` to give ``after`` (telemetry)."""
     if after == before:
         return 0
-    # Each appended item is one "\n- " line (clip() collapses an item's whitespace).
-    return after[len(before.rstrip()) :].count("\n- ")
+    # Each appended item is one "\n- " line (clip() collapses an item's whitespace), or one
+    # path on the closing "Files:" line.
+    appended = after[len(before.rstrip()) :]
+    _, found, files = appended.rpartition(f"\n{_FILES_LINE} ")
+    paths = len(files.split(", ")) if found else 0
+    return appended.count("\n- ") + paths

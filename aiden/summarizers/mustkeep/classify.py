@@ -46,16 +46,18 @@ _PREFERENCE: Final = re.compile(
     re.IGNORECASE,
 )
 _CONSTRAINT_STRONG: Final = re.compile(
-    rf"\b(?:must|mustn't|must not|never|always|required|requirement|mandatory|deadline|due (?:by|on)|"
+    # "It must have been fun" guesses; "it must be done by Friday" binds.
+    rf"\b(?:must(?! have (?:been|had|\w+ed)\b)|mustn't|must not|never|always|required|requirement|mandatory|deadline|due (?:by|on)|"
     rf"no later than|at most|at least|no more than|not allowed|forbidden|"
     rf"by (?:{_DAYS}|\d{{1,2}}(?::\d\d)?\s?(?:am|pm)?\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*))\b"
     r"|必须|务必|一定要|不得|禁止|不能|不要|永远不要|总是|截止|之前完成|前完成|最多|至少|只能|不允许",
     re.IGNORECASE,
 )
 _CONSTRAINT_USER: Final = re.compile(
-    r"\b(?:don't|do not|cannot|can't|shouldn't|should not|only|limit(?:ed)?|maximum|minimum|max|min|"
+    # "Can't wait to see it!" is anticipation, not a limit.
+    r"\b(?:don't|do not|(?:cannot|can't|can not)(?! wait\b)|shouldn't|should not|only|limit(?:ed)?|maximum|minimum|max|min|"
     r"budget|without)\b|\b(?:under|below|above|over|within|less than|more than|fewer than) \$?\d"
-    r"|\bkeep\b.*\b(?:under|below|above|within)\b|^no\s+\w+|\bno (?:breaking|new|external|more|network|internet|"
+    r"|\bkeep\b.*\b(?:under|below|above|within)\b|^no\s+(?!worries\b|problem\b|prob\b)\w+|\bno (?:breaking|new|external|more|network|internet|"
     r"dependenc\w*|deps|changes|tests?|api|downtime|sudo|root|docker|mocks?)\b",
     re.IGNORECASE,
 )

@@ -1,0 +1,100 @@
+"""Information value: what a later question could need from a sentence, and talk that carries none (#38).
+
+A chunk of real conversation is mostly social glue ("Hey Mel!", "Thanks, your
+words mean a lot", "Can't wait!"); the facts a later question asks about
+("I love fantasy and sci-fi movies", "the concert is on 12 May") are a few
+sentences among them, rarely the first of a turn. Kept lines are ranked by
+the information they carry per token (rare content words within the range,
+numbers, dates and names), and lines with at most one informative word are
+phatic: dropped, whatever their position. Pure functions of text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from typing import Final
+
+from aiden.summarizers.extractive.tokens import estimate_tokens
+from aiden.summarizers.mustkeep import content_words
+from aiden.summarizers.mustkeep.phatic import informative_words, is_phatic, split_speaker
+
+_MONTH: Final = re.compile(
+    r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|jun(?:e)?|jul(?:y)?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|monday|tuesday|wednesday|thursday|"
+    r"friday|saturday|sunday|yesterday|tomorrow|weekend|last (?:week|month|year)|next (?:week|month|year)|"
+    r"\d{1,2}(?:st|nd|rd|th)? may|may \d{1,2}|\d{4}-\d\d-\d\d)\b",
+    re.IGNORECASE,
+)
+# A capitalized word inside a sentence: a name of a person, place or thing.
+_NAME: Final = re.compile(r"(?<=[\s,(\"'])[A-Z][\w'-]*[a-z][\w'-]*")
+
+
+def names_a_date(text: str) -> bool:
+    """True for text naming a date or a day ("8 May, 2023", "last Saturday"): when something happened."""
+    return _MONTH.search(text) is not None
+
+
+class Rarity:
+    """Inverse document frequency of words over one range's sentences: a word said everywhere says little."""
+
+    __slots__ = ("_df", "_n")
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        self._df: Counter[str] = Counter()
+        self._n = 0
+        for text in texts:
+            self._n += 1
+            self._df.update(set(informative_words(text)))
+
+    def idf(self, word: str) -> float:
+        return math.log((self._n + 1) / (self._df.get(word, 0) + 0.5))
+
+    def information(self, text: str) -> float:
+        """Information of ``text``: rare informative words, plus numbers, dates and names."""
+        _who, body = split_speaker(text)
+        words = set(informative_words(body))
+        score = sum(max(0.2, self.idf(w)) for w in words)
+        score += 1.5 * len(set(re.findall(r"\d+(?:[.:/,-]\d+)*", body)))
+        score += 1.5 * len(set(m.group(0).casefold() for m in _MONTH.finditer(body)))
+        score += 1.0 * len({m.group(0) for m in _NAME.finditer(body)})
+        return score
+
+    def density(self, text: str) -> float:
+        """Information per token (short lines are charged as at least 12 tokens: a line has overhead)."""
+        return self.information(text) / max(12, estimate_tokens(text))
+
+
+_LABEL: Final = re.compile(r"^(?:[A-Z][\w ()'-]{0,30}:\s+)")
+_BARE_PATH: Final = re.compile(
+    r"^[`'\"]?(?:[\w.-]+/)+[\w.-]*[`'\"]?(?::\d+)?$|^[`'\"]?[\w-]+\.[A-Za-z]{1,5}[`'\"]?(?::\d+)?$"
+)
+_RUNNER: Final = re.compile(
+    r"^[=\-\s]*(?:\d+ (?:passed|failed|errors?|skipped|xfailed|warnings?)\b|(?:PASSED|FAILED|ERROR|OK|ok)\b\W*$|"
+    r"collected \d+ items?|[\w/.-]+::[\w\[\]:.-]+(?:\s+(?:PASSED|FAILED|ERROR|SKIPPED))?\s*(?:\[\s*\d+%\])?$|"
+    r"[.FEsx]+\s*(?:\[\s*\d+%\])?$|Ran \d+ tests? in)"
+)
+_CUT_PATH: Final = re.compile(r"(?:^|\s)[`'\"]?(?:[\w.-]+/)+[\w-]{1,3}…?$")
+
+
+def is_junk_line(text: str) -> bool:
+    """True for a list entry that tells a reader nothing by itself.
+
+    A bare path (the Files line lists paths), a test runner's line ("PASSED",
+    "3 passed in 0.2s", "tests/a.py::test_b PASSED"), a line ending in a path
+    cut mid-word, a line of one content word, or phatic talk.
+    """
+    _who, body = split_speaker(text.strip())
+    body = body.strip().strip("`").strip()
+    if not _BARE_PATH.match(body):
+        body = _LABEL.sub("", body).strip().strip("`").strip()
+    if not body:
+        return True
+    if _BARE_PATH.match(body) or _RUNNER.match(body):
+        return True
+    if _CUT_PATH.search(body) and not re.search(r"\.\w{1,5}…?$", body):
+        return True
+    # A one-word line ("STRATEGY:", "Done.") says nothing without the message it came from.
+    return len(content_words(body)) <= 1 or is_phatic(body)

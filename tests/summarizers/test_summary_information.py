@@ -1,0 +1,277 @@
+"""The summary layer keeps information, not position (#38).
+
+The rule every test here checks a summary's list entries against (a ``- ``
+bullet of a chunk summary or of the rolling summary), after dropping a
+leading ``Name:`` / ``Label:`` prefix: an entry is **junk** when it is
+
+- a bare file path (``reproduce_bug.py``, ``src/app/models.py:12``);
+- a test runner's line (``PASSED``, ``3 passed in 0.2s``,
+  ``tests/a.py::test_b PASSED``, ``collected 4 items``, ``..F. [50%]``, ``Ran 3 tests in``);
+- ends in a path cut mid-word (``tests/billing/te``);
+- or has at most one content word (letters, 3+ long, not a stopword): "Hey Mel!", "Thanks, Tom!".
+
+A command (``$ rm reproduce.py``, ``submit()``) is what was run, however short: never junk.
+
+A chunk summary is **contentless** when each of its lines is blank, a heading,
+a ``Files:`` line, a bare path or a ``$ command``: it says nothing of what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from aiden.config import Config
+from aiden.demo import run_demo
+from aiden.events import SessionEvent
+from aiden.summarizers import ExtractiveSummarizer, extract_must_keep
+from aiden.summarizers.extractive.supersede import prune_superseded
+from aiden.summarizers.llm import LiteLLMSummarizer
+from aiden.summarizers.protocol import SummaryRequest
+from aiden.testing import FakeLLMServer
+
+pytestmark = [pytest.mark.timeout(60)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_STOP = frozenset(
+    {
+        "the", "and", "for", "with", "from", "into", "onto", "that", "this", "these", "those", "you",
+        "your", "our", "their", "his", "her", "its", "was", "were", "are", "been", "have", "has", "had",
+        "not", "but", "she", "they", "them", "him", "who", "what", "when", "where", "which", "will",
+        "would", "can", "could", "just", "very", "also", "than", "then", "there", "here", "too", "all",
+        "any", "some"
+    }
+)  # fmt: skip
+_PATH = re.compile(
+    r"^[`'\"]?(?:[\w.-]+/)+[\w.-]*[`'\"]?(?::\d+)?$|^[`'\"]?[\w-]+\.[A-Za-z]{1,5}[`'\"]?(?::\d+)?$"
+)
+_RUNNER = re.compile(
+    r"^[=\-\s]*(?:\d+ (?:passed|failed|errors?|skipped)\b|(?:PASSED|FAILED|ERROR|OK)\b\W*$|collected \d+ items?"
+    r"|[\w/.-]+::[\w\[\]:.-]+(?:\s+(?:PASSED|FAILED|ERROR|SKIPPED))?\s*(?:\[\s*\d+%\])?$|[.FEsx]+\s*\[\s*\d+%\]"
+    r"|Ran \d+ tests? in)"
+)
+_CUT_PATH = re.compile(r"(?:^|\s)(?:[\w.-]+/)+[\w-]{1,3}…?$")
+_PREFIX = re.compile(r"^[A-Z][\w ()'-]{0,30}:\s+")
+_COMMAND = re.compile(r"^\$ \S|^[\w.-]+\(.*\)$")
+
+
+def junk_kind(entry: str) -> str | None:
+    """Why a list entry is junk (the module docstring's rule), else None."""
+    body = entry.strip().strip("`")
+    if _COMMAND.match(body):
+        return None  # a command is what was run ("$ rm reproduce.py", "submit()"), however short
+    if not _PATH.match(body):
+        body = _PREFIX.sub("", body)
+        body = _PREFIX.sub("", body).strip().strip("`")  # "User: Name: ..."
+    if not body:
+        return "empty"
+    if _PATH.match(body):
+        return "bare path"
+    if _RUNNER.match(body):
+        return "test-runner line"
+    if _CUT_PATH.search(body) and not re.search(r"\.\w{1,5}…?$", body):
+        return "cut path"
+    words = [w for w in re.findall(r"[a-z]{3,}", body.casefold()) if w not in _STOP]
+    if len(words) <= 1:
+        return "one content word or none"
+    return None
+
+
+def list_entries(summary: str) -> Iterator[str]:
+    for line in summary.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("- ") and not stripped.startswith("- **chunk_"):
+            yield stripped[2:]
+
+
+_HEADING = re.compile(r"^[A-Z][\w ()-]{0,40}:$")
+
+
+def contentless(summary: str) -> bool:
+    """The module docstring's rule: nothing but headings, Files lines, paths and commands (or nothing)."""
+    for line in summary.splitlines():
+        s = line.strip().removeprefix("- ").strip()
+        if not s or s == "---" or _HEADING.match(s) or s.startswith(("Files:", "$ ")) or _PATH.match(s):
+            continue
+        return False
+    return True
+
+
+def junk(summaries: list[str]) -> list[tuple[str, str]]:
+    return [(kind, e) for text in summaries for e in list_entries(text) if (kind := junk_kind(e))]
+
+
+# --- a synthetic chat: facts sit behind greetings, thanks and anticipation ----------------------------
+
+
+def _chat() -> tuple[SessionEvent, ...]:
+    turns = [
+        ("Priya", "Hey Tom! Good to see you! How have you been?"),
+        ("Tom", "Hi Priya! Thanks for asking. I adopted a beagle named Biscuit last Sunday."),
+        (
+            "Priya",
+            "Wow, that's so sweet! Can't wait to meet him! I signed up for a pottery class on Thursdays.",
+        ),
+        ("Tom", "Sounds great! Thanks! My sister Mara moved to Lisbon in March for a design job."),
+        ("Priya", "Awesome! So glad for her. I love fantasy and sci-fi movies, Dune is my favorite."),
+        ("Tom", "Totally agree, it's the best! Can't wait! We booked a cabin at Lake Tahoe for 12 June."),
+        ("Priya", "Thanks, Tom! Your words mean a lot to me. I ran my first half marathon in 1:58."),
+        ("Tom", "Amazing, so proud of you! Talk soon! I'm learning the cello with a teacher from Vienna."),
+    ] * 2  # repeated: greetings recur, facts dedupe
+    return tuple(
+        SessionEvent(
+            type="user_input" if who == "Priya" else "assistant_output",
+            role="user" if who == "Priya" else "assistant",
+            content=f"{who}: {text}",
+            seq=n + 1,
+        )
+        for n, (who, text) in enumerate(turns)
+    )
+
+
+def test_phatic_lines_lose_to_informative_ones_under_a_tight_budget() -> None:
+    summary = ExtractiveSummarizer().summarize_sync(
+        SummaryRequest(purpose="history", events=_chat(), max_tokens=220)
+    )
+    text = summary.text
+    assert junk([text]) == []
+    for phatic in (
+        "Hey Tom",
+        "Thanks, Tom",
+        "Can't wait",
+        "Sounds great",
+        "Your words mean a lot",
+        "Talk soon",
+    ):
+        assert phatic not in text, phatic
+    # What a later question needs, with who said it: no first sentence of a turn among these.
+    for fact in (
+        "Tom: I adopted a beagle named Biscuit last Sunday.",
+        "Priya: I signed up for a pottery class on Thursdays.",
+        "Tom: My sister Mara moved to Lisbon in March for a design job.",
+        "Priya: I love fantasy and sci-fi movies, Dune is my favorite.",
+        "Tom: We booked a cabin at Lake Tahoe for 12 June.",
+        "Priya: I ran my first half marathon in 1:58.",
+    ):
+        assert fact in text, (fact, text)
+    assert "Constraints:" not in text  # "Can't wait!" is anticipation, no constraint
+
+
+def test_the_rolling_fold_drops_phatic_lines_an_older_summary_held() -> None:
+    old = (
+        "Constraints:\n- Can't wait to see it!\n- Never deploy on Fridays.\n"
+        "Requests:\n- Thanks, Tom!\n- Please book the cabin at Lake Tahoe for 12 June.\n"
+    )
+    folded = ExtractiveSummarizer().summarize_sync(
+        SummaryRequest(purpose="rolling_fold", previous_summary=old, text="Notes:\n- Hey Mel!\n")
+    )
+    assert folded.text == (
+        "Constraints:\n- Never deploy on Fridays.\nRequests:\n- Please book the cabin at Lake Tahoe for 12 June."
+    )
+
+
+def test_guesses_and_reassurance_are_no_constraint_a_summary_must_keep() -> None:
+    said = (
+        "Priya: That must have been awesome! No worries, Tom! Can't wait. The venue must be booked by Friday."
+    )
+    events = (SessionEvent(type="user_input", role="user", content=said, seq=1),)
+    assert extract_must_keep(events, max_items=10) == ["The venue must be booked by Friday."]
+    text = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events)).text
+    assert text == (
+        "Goal: Priya: The venue must be booked by Friday.\nOpen thread:\n- User: Priya: The venue must be booked by Friday."
+    )
+
+
+# --- coding agents: every chunk says what happened; no list entry is junk ------------------------------
+
+
+def test_every_demo_chunk_summary_says_what_happened() -> None:
+    async def run() -> tuple[list[str], str]:
+        from aiden.readonly import load_entries, open_layout
+
+        with tempfile.TemporaryDirectory() as root:
+            demo = await run_demo(root, echo=lambda _: None)
+            _index, entries = load_entries(open_layout(root))
+            return [e.summary for e in entries], demo.summary_md
+
+    chunks, summary_md = anyio.run(run)
+    rolling, _, recent = summary_md.partition("## Recent Chunks")
+    shown = [part.partition("\n")[2] for part in re.split(r"^- \*\*chunk_", recent, flags=re.M)[1:]]
+    assert len(chunks) >= 10 and len(shown) >= 8
+    # As stored and as summary.md shows them (newer chunks' steps and commands pruned).
+    assert [s for s in chunks if contentless(s)] == []
+    assert [s for s in shown if contentless(s)] == []
+    assert junk([*chunks, rolling]) == []
+
+
+def _swe_sessions() -> list[tuple[str, tuple[SessionEvent, ...]]]:
+    base = os.environ.get("AIDEN_REAL_DATA")
+    if not base or not (Path(base) / "swe-agent").is_dir():
+        pytest.skip("AIDEN_REAL_DATA/swe-agent is absent (set AIDEN_REAL_DATA to the real-data directory)")
+    sys.path.insert(0, str(ROOT / "tests" / "governance"))
+    from swe_sessions import load_sessions
+
+    return [(s.name, s.events) for s in load_sessions(Path(base))]
+
+
+@pytest.mark.timeout(120)
+def test_swe_agent_sessions_replayed_with_compactions_hold_no_junk() -> None:
+    """The 5 recorded SWE-agent sessions, compacted every 4 events (chunk summary, then rolling fold)."""
+    summarizer = ExtractiveSummarizer()
+    problems: list[tuple[str, str, str]] = []
+    chunks_seen = 0
+    for name, events in _swe_sessions():
+        rolling = ""
+        chunks: list[str] = []
+        for start in range(0, len(events), 4):
+            chunk = summarizer.summarize_sync(
+                SummaryRequest(purpose="history", events=events[start : start + 4], max_tokens=400)
+            ).text
+            chunks.append(chunk)
+            rolling = summarizer.summarize_sync(
+                SummaryRequest(purpose="rolling_fold", previous_summary=rolling, text=chunk, max_tokens=1200)
+            ).text
+        shown = prune_superseded([rolling, *chunks])
+        chunks_seen += len(chunks)
+        problems += [(name, "contentless", c) for c in [*chunks, *shown[1:]] if contentless(c)]
+        problems += [(name, kind, e) for kind, e in junk([*chunks, rolling])]
+    assert chunks_seen > 30
+    assert problems == []
+
+
+# --- the LLM summarizer's prompt: the same rule (checked against the local fake server only) ----------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("one_call", [True, False])
+async def test_the_llm_prompt_asks_for_what_a_later_question_needs(one_call: bool) -> None:
+    answer = {"user_goal": "", "facts": ["Tom adopted a beagle named Biscuit last Sunday."], "text": ""}
+    with FakeLLMServer(script=[json.dumps(answer)]) as server:
+        summarizer = LiteLLMSummarizer(
+            "openai/test-model",
+            config=Config(),
+            api_base=server.base_url,
+            api_key="sk-test",
+            one_call_per_compaction=one_call,
+        )
+        result = await summarizer.summarize(SummaryRequest(purpose="history", events=_chat()))
+        (sent,) = server.requests
+    system, user = (m["content"] for m in sent.body["messages"])
+    assert "Keep what a later question could need, with who said it and when" in system
+    assert "not by their place in a message" in system
+    assert 'never a greeting, thanks, compliment or "can\'t wait"' in system
+    assert "never a bare file path" in system and "never a test runner's line" in system
+    assert "never only which files were touched" in system
+    assert "what a later question could need, each a full sentence with who said it" in user
+    assert "what happened in this part, in a sentence or two (never only a file list)" in user
+    assert "[2] ASSISTANT: Tom: Hi Priya! Thanks for asking." in user
+    assert result.structured.facts[0] == "Tom adopted a beagle named Biscuit last Sunday."
