@@ -81,9 +81,9 @@ def test_compact_json_runs_passes_until_under_the_trigger(
     assert index_before is not None
     hot_before = _hot(root)
     stored = read_all_events(open_layout(root))
-    threshold = trigger_threshold_tokens(2000, Config().with_window(2000))
-    assert sum(event_tokens(hot_before)) >= threshold  # the demo's hot window is over a 2000-token trigger
-    code, out, err = _run(capsys, "compact", str(root), "--context-window", "2000", "--json")
+    threshold = trigger_threshold_tokens(1500, Config().with_window(1500))
+    assert sum(event_tokens(hot_before)) >= threshold  # the demo's hot window is over a 1500-token trigger
+    code, out, err = _run(capsys, "compact", str(root), "--context-window", "1500", "--json")
     assert (code, err) == (0, "")
     result = json.loads(out)
     index = cs.load_index(layout)
@@ -91,8 +91,12 @@ def test_compact_json_runs_passes_until_under_the_trigger(
     new = [e for e in cs.load_all_entries(layout, index) if e.first_seq > index_before.last_seq]
     hot = _hot(root)
     assert len(new) >= 1
+    # The open at 2,000 tokens may compact first (its own trigger, on aiden's estimate); compact's
+    # manual passes then take what is left. Together they made exactly the new chunks.
+    own = new[len(new) - len(result["passes"]) :]
+    by_open = new[: len(new) - len(result["passes"])]
     assert result == {
-        "at_open": {"compactions": 0, "events_compacted": 0},
+        "at_open": {"compactions": len(by_open), "events_compacted": sum(e.count for e in by_open)},
         "passes": [
             {
                 "compacted": True,
@@ -104,7 +108,7 @@ def test_compact_json_runs_passes_until_under_the_trigger(
                 "degraded": False,
                 "note": p["note"],
             }
-            for entry, p in zip(new, result["passes"], strict=True)
+            for entry, p in zip(own, result["passes"], strict=True)
         ],
         "hot_window": {"events": len(hot), "estimated_tokens": sum(event_tokens(hot))},
         "trigger": {"events_over": Config().count_limit(), "tokens_at": threshold},
