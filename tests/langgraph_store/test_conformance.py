@@ -9,6 +9,7 @@ the BaseStore API, with the reference store as the baseline they must agree with
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -179,5 +180,8 @@ def test_aiden_store_agrees_with_the_in_memory_store(
         assert store.list_namespaces(prefix=prefix) == sorted(
             ns for ns in live if ns[: len(prefix)] == prefix
         )
-        found = {(i.namespace, i.key, str(i.value)) for i in store.search(prefix, limit=100)}
-        assert found == {(i.namespace, i.key, str(i.value)) for i in reference.search(prefix, limit=100)}
+        # Values compared as JSON with sorted keys: equal dicts, whatever order their keys come back in.
+        found = {(i.namespace, i.key, json.dumps(i.value, sort_keys=True)) for i in store.search(prefix, limit=100)}
+        assert found == {
+            (i.namespace, i.key, json.dumps(i.value, sort_keys=True)) for i in reference.search(prefix, limit=100)
+        }
