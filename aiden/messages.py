@@ -40,6 +40,8 @@ __all__ = [
     "RecallQuery",
     "RecallLookup",
     "RecallRehydrate",
+    "RecallSync",
+    "RecallSynced",
     "RecallInbox",
     "RecallOutbox",
     "Rejected",
@@ -294,7 +296,12 @@ class RecallRehydrate(msgspec.Struct, frozen=True, tag=True):
     seqs: list[int] | None = None
 
 
-RecallInbox = RecallQuery | RecallLookup | RecallRehydrate
+class RecallSync(msgspec.Struct, frozen=True, tag=True):
+    """Index the chunks committed since the last request and embed their events (after a compaction)."""
+    request_id: int
+
+
+RecallInbox = RecallQuery | RecallLookup | RecallRehydrate | RecallSync
 
 
 class RecallHits(msgspec.Struct, frozen=True, tag=True):
@@ -311,7 +318,12 @@ class RecallEvents(msgspec.Struct, frozen=True, tag=True):
     events: list[SessionEvent]
 
 
-RecallOutbox = RecallHits | RecallEvents | Failed
+class RecallSynced(msgspec.Struct, frozen=True, tag=True):
+    """Reply to :class:`RecallSync`: the index is up to date (embedder failures are counted, not raised)."""
+    request_id: int
+
+
+RecallOutbox = RecallHits | RecallEvents | RecallSynced | Failed
 
 
 # --- session reader ------------------------------------------------------------------

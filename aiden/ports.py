@@ -43,6 +43,8 @@ from aiden.messages import (
     RecallOutbox,
     RecallQuery,
     RecallRehydrate,
+    RecallSync,
+    RecallSynced,
     RecordUsage,
     Rejected,
     RequestMaintenance,
@@ -223,7 +225,7 @@ class RecallPort:
         """The recall index's newest stats snapshot (None before the first recall)."""
         return self._stats.value
 
-    async def _ask(self, request: RecallQuery | RecallLookup | RecallRehydrate, kind: type[R]) -> R:
+    async def _ask(self, request: RecallQuery | RecallLookup | RecallRehydrate | RecallSync, kind: type[R]) -> R:
         return expect_reply(await self._client.call(lambda rid: msgspec.structs.replace(request, request_id=rid)), kind)
 
     @observed("search_memory")
@@ -273,3 +275,7 @@ class RecallPort:
             raise RecallError(f"seqs must be between 0 and {MAX_SEQ}")
         request = RecallRehydrate(0, chunk_id, wanted)
         return (await self._ask(request, RecallEvents)).events
+
+    async def sync(self) -> None:
+        """Index the newly committed chunks and embed their events now (the maintenance pass calls it)."""
+        await self._ask(RecallSync(0), RecallSynced)

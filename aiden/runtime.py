@@ -48,6 +48,7 @@ from aiden.messages import (
 )
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.embedding import Embedder
+from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.select import StoreFactory, StoreSpec, select_long_term, select_store
@@ -220,6 +221,12 @@ async def open_memory(
         LongTermServices(layout, storage, config, lt_summarizer, backend_factory=lt_backend), l_recv, lr_send
     )
     long_term = LongTermPort(long_term_client, long_term_actor.layer)
+    recall = RecallPort(recall_client, recall_actor.stats)
+    async def after_compaction(entry: ChunkEntry) -> None:  # the recall index embeds the new chunk in the pass
+        try:
+            await long_term.record_chunk(entry, str(layout.root))
+        finally:
+            await recall.sync()
     scheduler = MaintenanceScheduler(
         session_store,
         config,
@@ -229,7 +236,7 @@ async def open_memory(
         summarizer_client,
         model=model,
         before_compaction=long_term.merge_running,
-        after_compaction=lambda entry: long_term.record_chunk(entry, str(layout.root)),
+        after_compaction=after_compaction,
         before_rotation=lambda: session_ended("rotation"),
         after_rotation=long_term.refresh,
     )
@@ -302,7 +309,7 @@ async def open_memory(
                 writer=writer_port,
                 scheduler=SchedulerPort(scheduler_client, scheduler.counters),
                 reader=ReaderPort(reader_client),
-                recall=RecallPort(recall_client, recall_actor.stats),
+                recall=recall,
                 recovery=report,
                 token_profile=scheduler.token_profile,
                 long_term=long_term,

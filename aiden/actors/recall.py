@@ -3,7 +3,10 @@
 Every request runs in a worker thread (sqlite3 blocks) one at a time, so the
 index needs no locking of its own. The index follows the session store's
 change feed before each search (a cheap check when nothing moved), so
-compactions and rotations need not notify this actor.
+rotations need not notify this actor. A compaction does (:class:`RecallSync`,
+sent by the maintenance pass's after-compaction hook): the new chunk is
+indexed and, with an embedder, its events are embedded then, in the pass, so
+a recall never embeds more than its query.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from aiden.messages import (
     RecallOutbox,
     RecallQuery,
     RecallRehydrate,
+    RecallSync,
+    RecallSynced,
 )
 from aiden.recall.types import RecallStats
 
@@ -92,7 +97,7 @@ class RecallActor:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._index.close)
 
-    async def _serve(self, msg: RecallInbox) -> RecallHits | RecallEvents:
+    async def _serve(self, msg: RecallInbox) -> RecallHits | RecallEvents | RecallSynced:
         index = self._index
         assert index is not None
         try:
@@ -109,6 +114,9 @@ class RecallActor:
                     return RecallHits(msg.request_id, [hit] if hit is not None else [])
                 case RecallRehydrate(chunk_id=chunk_id, seqs=seqs):
                     return RecallEvents(msg.request_id, await anyio.to_thread.run_sync(index.rehydrate, chunk_id, seqs))
+                case RecallSync():
+                    await anyio.to_thread.run_sync(index.sync)
+                    return RecallSynced(msg.request_id)
                 case _:
                     assert_never(msg)
         finally:

@@ -34,14 +34,13 @@ from aiden.errors import AidenError, ClosedError, CorruptionError, InvalidIdErro
 from aiden.events import SessionEvent, validate_id
 from aiden.recall.db import SCHEMA_VERSION, IndexDB, is_corruption
 from aiden.recall.embedding import Embedder
-from aiden.recall.fusion import META_ROWS, reciprocal_rank_fusion
 from aiden.recall.hits import assemble, summary_hit
-from aiden.recall.query import MAX_QUERY_CHARS, content_terms
+from aiden.recall.hybrid import Hybrid
+from aiden.recall.query import content_terms
 from aiden.recall.render import fit_hits
 from aiden.recall.search import Filters, bm25_ranking, pick
 from aiden.recall.sync import BulkChunk, NeedsRebuild, apply_changes, event_text, insert_bulk
 from aiden.recall.types import RecallHit, RecallStats
-from aiden.recall.vectors import VectorSearch, embed_missing
 from aiden.storage.changes import FileChangeFeed
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -93,7 +92,7 @@ class RecallIndex:
         self._storage = storage if storage is not None else Storage()
         self._config = config
         self._db = IndexDB(path, self._storage)
-        self._hybrid = _Hybrid(embedder) if embedder is not None else None
+        self._hybrid = Hybrid(embedder) if embedder is not None else None
         self._lock = threading.Lock()
         self._closed = False
         self._recall_calls = 0
@@ -112,13 +111,26 @@ class RecallIndex:
 
     # --- public API -------------------------------------------------------------
     def sync(self) -> None:
-        """Bring the database up to date with the change feed (committed and pending chunks).
+        """Bring the database up to date with the change feed, then embed the new events (with an embedder).
 
-        Cheap when nothing changed: the feed's check (for files, a stat of
-        index.yaml and ``chunks/``) and a stat of the database file. Raises
+        The catch-up after a compaction: searches follow the feed too, but
+        never embed more than their query, so the events a search finds
+        without a vector are ranked by their words only. At most
+        :data:`~aiden.recall.hybrid.EMBED_PER_SYNC` events are embedded per call (the rest at the
+        next one). An embedder failure is logged and counted
+        (:attr:`RecallStats.embedding_failures`), never raised: recall stays
+        lexical for those events. Cheap when nothing changed: the feed's check
+        (for files, a stat of index.yaml and ``chunks/``), a stat of the
+        database file and one query for events without a vector. Raises
         :class:`RecallError` when the feed fails (e.g. index.yaml unreadable).
         """
-        self._locked(self._sync)
+
+        def run() -> None:
+            self._sync()
+            if self._hybrid is not None and self._db.conn is not None:
+                self._hybrid.embed_new(self._db.conn)
+
+        self._locked(run)
 
     def search(
         self,
@@ -221,6 +233,7 @@ class RecallIndex:
                 rebuilds=self._db.rebuilds,
                 chunks_indexed=self._db.chunk_count(),
                 problems=(*self._db.problems, *self._db.pending_problems),
+                embedding_failures=self._hybrid.failures if self._hybrid is not None else 0,
             )
 
         return self._locked(run, retry=False)
@@ -350,8 +363,6 @@ class RecallIndex:
                     apply_changes(self._db, changes, self._feed.read_chunk)
                 except NeedsRebuild as exc:
                     self._rebuild(exc.reason, changes)
-        if self._hybrid is not None:
-            self._hybrid.embed_new(self._db.require())
 
     # --- search -----------------------------------------------------------------------
     def _search(self, query: str, k: int, filters: Filters) -> list[RecallHit]:
@@ -366,35 +377,3 @@ class RecallIndex:
         hits, contexts = assemble(self._db, events, summaries, k)
         config = self._config
         return fit_hits(hits, config.recall_max_chars, terms, contexts, context_chars=config.recall_snippet_chars)
-
-
-class _Hybrid:
-    """Vectors of every doc beside the FTS index, fused with BM25 by reciprocal rank.
-
-    An embedder failure (provider down, bad answer) never fails a recall: it is
-    logged and the search stays lexical; missing vectors are embedded at the
-    next sync.
-    """
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-        self._search = VectorSearch(embedder.name)
-
-    def embed_new(self, conn: sqlite3.Connection) -> None:
-        try:
-            embed_missing(conn, self.embedder)
-        except RecallError as exc:
-            log.warning("recall: embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
-
-    def fuse(self, conn: sqlite3.Connection, query: str, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
-        # What the words search sees too: the first MAX_QUERY_CHARS, lone surrogates replaced.
-        text = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
-        try:
-            vector = self.embedder.embed([text])[0]
-            self._search.refresh(conn)
-            near = self._search.top(vector, META_ROWS)
-        except RecallError as exc:
-            log.warning("recall: query embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
-            return ranked
-        fused = reciprocal_rank_fusion([[doc for doc, _ in ranked], [doc for doc, _ in near]])
-        return fused[:META_ROWS]

@@ -64,3 +64,5 @@ class RecallStats(msgspec.Struct, frozen=True, kw_only=True):
     chunks_indexed: int
     problems: tuple[str, ...] = ()
     """Chunks that could not be indexed: committed ones since the last rebuild, then pending ones."""
+    embedding_failures: int = 0
+    """Catch-ups whose embedding failed (recall stayed lexical for the events left without vectors)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import importlib
+import math
 import sqlite3
 import sys
 from array import array
@@ -89,17 +90,25 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
         conn.execute(_SCHEMA)
 
 
-def embed_missing(
-    conn: sqlite3.Connection, embedder: Embedder, *, batch: int = 64, limit: int | None = None
-) -> int:
-    """Embed the docs without a current vector of ``embedder.name`` and store them; how many were embedded.
+_PAGE: Final = 1024
+"""Docs read per page by :func:`embed_missing`; each page is sorted by length before it is batched."""
 
-    First deletes the vectors of docs that no longer exist. Then, in doc id
-    order, ``batch`` docs at a time (at most ``limit`` in all when given): the
-    doc's FTS text (zero width spaces removed) is embedded outside any
-    transaction, and the vectors are written in one short transaction each
-    batch, only for docs that still exist with the same text hash. Calling it
-    again embeds nothing new; a different ``embedder.name`` re-embeds every doc.
+
+def embed_missing(
+    conn: sqlite3.Connection, embedder: Embedder, *, batch: int = 32, limit: int | None = None
+) -> int:
+    """Embed the events without a current vector of ``embedder.name`` and store them; how many were embedded.
+
+    Only event docs are embedded (``docs.seq`` set): vector search ranks
+    events, the unit recall answers with; chunk summaries are found by their
+    words. First deletes the vectors of docs that no longer exist. Then, in
+    pages of doc ids (at most ``limit`` docs in all when given), each page is
+    sorted by text length and embedded ``batch`` texts per call, so a batch
+    holds texts of similar length and a model that pads a batch to its longest
+    text computes little padding. Texts are embedded outside any transaction
+    and each batch's vectors written in one short transaction, only for docs
+    that still exist with the same text hash. Calling it again embeds nothing
+    new; a different ``embedder.name`` re-embeds every event.
     """
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
@@ -112,32 +121,36 @@ def embed_missing(
     done = 0
     after = 0
     while limit is None or done < limit:
-        size = batch if limit is None else min(batch, limit - done)
+        size = _PAGE if limit is None else min(_PAGE, limit - done)
         with _sqlite("read docs to embed"):
-            rows: list[tuple[int, int, str]] = conn.execute(
+            page: list[tuple[int, int, str]] = conn.execute(
                 "SELECT d.id, d.h, f.text FROM docs d JOIN fts f ON f.rowid = d.id"
                 " LEFT JOIN vectors v ON v.doc = d.id"
-                " WHERE d.id > ? AND (v.doc IS NULL OR v.model != ? OR v.h IS NOT d.h)"
+                " WHERE d.id > ? AND d.seq IS NOT NULL AND (v.doc IS NULL OR v.model != ? OR v.h IS NOT d.h)"
                 " ORDER BY d.id LIMIT ?",
                 (after, model, size),
             ).fetchall()
-        if not rows:
+        if not page:
             break
-        vectors = embedder.embed([display_text(text or "") for _, _, text in rows])
-        if len(vectors) != len(rows):
-            raise RecallError(f"embedder {model!r} returned {len(vectors)} vectors for {len(rows)} texts")
-        params = [
-            (doc, model, h, encode_vector(vec), doc, h)
-            for (doc, h, _), vec in zip(rows, vectors, strict=True)
-        ]
-        with _sqlite("store vectors"), _write(conn):
-            conn.executemany(
-                "INSERT OR REPLACE INTO vectors(doc, model, h, v)"
-                " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM docs WHERE id = ? AND h = ?)",
-                params,
-            )
-        done += len(rows)
-        after = rows[-1][0]
+        after = page[-1][0]
+        texts = {doc: display_text(text or "") for doc, _, text in page}
+        page.sort(key=lambda row: (len(texts[row[0]]), row[0]))
+        for start in range(0, len(page), batch):
+            rows = page[start : start + batch]
+            vectors = embedder.embed([texts[doc] for doc, _, _ in rows])
+            if len(vectors) != len(rows):
+                raise RecallError(f"embedder {model!r} returned {len(vectors)} vectors for {len(rows)} texts")
+            params = [
+                (doc, model, h, encode_vector(vec), doc, h)
+                for (doc, h, _), vec in zip(rows, vectors, strict=True)
+            ]
+            with _sqlite("store vectors"), _write(conn):
+                conn.executemany(
+                    "INSERT OR REPLACE INTO vectors(doc, model, h, v)"
+                    " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM docs WHERE id = ? AND h = ?)",
+                    params,
+                )
+            done += len(rows)
     return done
 
 
@@ -149,6 +162,16 @@ def vector_state(conn: sqlite3.Connection, model: str) -> tuple[int, int]:
             "SELECT count(*), coalesce(max(doc), 0) FROM vectors WHERE model = ?", (model,)
         ).fetchone()
     return int(count), int(top)
+
+
+def _in_context(rows: list[list[float]], i: int, weight: float) -> list[float]:
+    """Row ``i`` plus ``weight`` times each of its neighbours, normalised (a zero sum stays zero)."""
+    mixed = list(rows[i])
+    for j in (i - 1, i + 1):
+        if 0 <= j < len(rows):
+            mixed = [x + weight * y for x, y in zip(mixed, rows[j], strict=True)]
+    norm = math.sqrt(math.fsum(x * x for x in mixed))
+    return [x / norm for x in mixed] if norm > 0 else mixed
 
 
 def _numpy() -> Any:
@@ -166,10 +189,19 @@ class VectorSearch:
     by its own generation counter. The matrix is a numpy float32 array when
     numpy is importable, else lists of floats (slower, same answers up to
     rounding). Vectors of another length than the first one read are skipped.
+
+    With ``neighbours`` > 0 a doc is searched by its context vector: its own
+    plus ``neighbours`` times each of the docs before and after it in doc id
+    order (for events, the turns around it), normalised again. What answers a
+    question in a conversation is often said in reply to the turn that matches
+    it best.
     """
 
-    def __init__(self, model: str, *, use_numpy: bool = True) -> None:
+    def __init__(self, model: str, *, use_numpy: bool = True, neighbours: float = 0.0) -> None:
+        if not (math.isfinite(neighbours) and neighbours >= 0):
+            raise ValueError(f"neighbours must be finite and non-negative, got {neighbours}")
         self.model = model
+        self.neighbours = neighbours
         self._np: Any = _numpy() if use_numpy else None
         self._key: object = None
         self.ids: list[int] = []
@@ -208,13 +240,24 @@ class VectorSearch:
                 ids.append(int(doc))
                 blobs.append(blob)
         self.ids = ids
+        a = self.neighbours
         if self._np is not None:
             np = self._np
             flat = np.frombuffer(b"".join(blobs), dtype="<f4")
-            self._matrix = flat.reshape(len(ids), (width or 4) // 4) if ids else None
+            matrix = flat.reshape(len(ids), (width or 4) // 4) if ids else None
+            if matrix is not None and a:
+                own = matrix
+                matrix = own.copy()
+                matrix[1:] += np.float32(a) * own[:-1]
+                matrix[:-1] += np.float32(a) * own[1:]
+                matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), np.float32(1e-12))
+            self._matrix = matrix
             self._rows = []
         else:
-            self._rows = [decode_vector(blob) for blob in blobs]
+            rows = [decode_vector(blob) for blob in blobs]
+            if a:
+                rows = [_in_context(rows, i, a) for i in range(len(rows))]
+            self._rows = rows
         self._key = key
         self.loads += 1
         return True

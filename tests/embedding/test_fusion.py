@@ -1,12 +1,14 @@
-"""reciprocal_rank_fusion: exact scores, ties, weights, duplicates and argument errors."""
+"""reciprocal_rank_fusion and min_max_fusion: exact scores, ties, weights, duplicates and argument errors."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from aiden.recall.fusion import reciprocal_rank_fusion
+from aiden.recall.fusion import min_max_fusion, reciprocal_rank_fusion
 
 
 def test_two_rankings_exact_scores() -> None:
@@ -48,3 +50,33 @@ def test_default_k_is_60() -> None:
 def test_bad_arguments(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         reciprocal_rank_fusion([[1], [2]], **kwargs)  # type: ignore[arg-type]
+
+
+# -- min_max_fusion --------------------------------------------------------------
+
+
+def test_min_max_fusion_exact_scores() -> None:
+    # BM25 scores 10 > 6 > 2 map to 1, 0.5, 0; cosines 0.9 > 0.5 to 1, 0.
+    fused = min_max_fusion([[(1, 10.0), (2, 6.0), (3, 2.0)], [(3, 0.9), (4, 0.5)]])
+    assert fused == [(3, 1.0), (1, 1.0), (2, 0.5), (4, 0.0)]
+
+
+def test_min_max_fusion_scale_free_and_edge_cases() -> None:
+    a = [(1, 3.0), (2, 1.0)]
+    b = [(2, 0.8), (1, 0.7), (5, 0.1)]
+    scaled = [(d, s * 1000 + 7) for d, s in a]
+    assert min_max_fusion([a, b]) == min_max_fusion([scaled, b])
+    assert min_max_fusion([]) == [] and min_max_fusion([[], []]) == []
+    assert min_max_fusion([[(4, 2.0), (9, 2.0)]]) == [(9, 1.0), (4, 1.0)]  # equal scores: all 1, newest first
+    assert min_max_fusion([[(4, 1.0), (4, 5.0), (6, 3.0)]]) == [(4, 1.0), (6, 0.0)]  # a doc at its best score
+    with pytest.raises(ValueError, match="not finite"):
+        min_max_fusion([[(1, math.inf)]])
+
+
+@given(st.lists(st.lists(st.tuples(st.integers(0, 30), st.floats(-1e6, 1e6)), max_size=20), max_size=4))
+def test_min_max_fusion_invariants(rankings: list[list[tuple[int, float]]]) -> None:
+    fused = min_max_fusion(rankings)
+    docs = {d for r in rankings for d, _ in r}
+    assert {d for d, _ in fused} == docs
+    assert all(-1e-9 <= s <= sum(1 for r in rankings if r) + 1e-9 for _, s in fused)
+    assert [(s, d) for d, s in fused] == sorted(((s, d) for d, s in fused), reverse=True)

@@ -65,7 +65,8 @@ def test_embed_missing_round_trip_and_idempotent(conn: sqlite3.Connection) -> No
     add_docs(conn, {1: "alpha beta", 2: f"gamma{ZWSP}delta", 3: "epsilon"})
     fake = HashingEmbedder()
     assert embed_missing(conn, fake, batch=2) == 3
-    assert fake.calls == 2 and fake.seen == ["alpha beta", "gammadelta", "epsilon"]
+    # By length, two per call: the shortest first.
+    assert fake.calls == 2 and fake.seen == ["epsilon", "alpha beta", "gammadelta"]
     assert stored(conn) == {
         1: ("hashing-64", f32(hashing_embedding("alpha beta"))),
         2: ("hashing-64", f32(hashing_embedding("gammadelta"))),
@@ -242,3 +243,24 @@ def test_numpy_window_grows_until_k_allowed_found(conn: sqlite3.Connection) -> N
 
 def test_module_has_no_numpy_import_at_top() -> None:
     assert "numpy" not in vectors.__dict__
+
+
+@pytest.mark.parametrize("use_numpy", [True, False])
+def test_neighbours_search_each_doc_in_its_context(conn: sqlite3.Connection, use_numpy: bool) -> None:
+    if use_numpy:
+        pytest.importorskip("numpy", reason="numpy is an optional extra")
+    # Doc 2 answers the question doc 1 asks; doc 4 is alone with a weaker match.
+    put(conn, {1: [1.0, 0.0, 0.0], 2: [0.0, 1.0, 0.0], 3: [0.0, 0.0, 1.0], 4: [0.6, 0.0, 0.8]})
+    query = [1.0, 0.0, 0.0]
+    plain = VectorSearch("hand", use_numpy=use_numpy)
+    plain.refresh(conn)
+    assert [d for d, _ in plain.top(query, 2)] == [1, 4]
+    context = VectorSearch("hand", use_numpy=use_numpy, neighbours=0.5)
+    context.refresh(conn)
+    # In context: doc 1 = (1, 0.5, 0), doc 2 = (0.5, 1, 0.5), doc 3 = (0.3, 0.5, 1.4), doc 4 = (0.6, 0, 1.3).
+    got = context.top(query, 4)
+    assert [d for d, _ in got] == [1, 4, 2, 3]
+    expected = [1 / 1.25**0.5, 0.6 / 2.05**0.5, 0.5 / 1.5**0.5, 0.3 / 2.3**0.5]
+    assert [s for _, s in got] == pytest.approx(expected, abs=1e-5)
+    with pytest.raises(ValueError, match="neighbours"):
+        VectorSearch("hand", neighbours=-1.0)

@@ -29,6 +29,7 @@ def test_vectors_find_what_words_do_not(files: SessionFiles) -> None:
     try:
         # A misspelling shares no token with the text: BM25 alone finds nothing.
         assert lexical.search("kubrenetes") == []
+        hybrid.sync()  # the catch-up after a compaction embeds the events
         hits = hybrid.search("kubrenetes")
         assert found(hits)[0] == ("c1", "event", 1)
         assert hits[0].text == "we deploy the billing service to kubernetes on friday"
@@ -45,15 +46,17 @@ def test_docs_are_embedded_once_and_new_chunks_only(files: SessionFiles) -> None
     index = RecallIndex(files.layout, Config(), embedder=embedder)
     try:
         index.sync()
-        # Two summaries and two events, one call for all of them.
-        assert (embedder.calls, embedder.texts) == (1, 4)
+        # The two events (summaries are not embedded), one call for both.
+        assert (embedder.calls, embedder.texts) == (1, 2)
         index.search("kubrenetes")
         index.search("rounding")
-        assert embedder.texts == 6  # the two queries only
+        assert embedder.texts == 4  # the two queries only
         files.write("c3", [ev(3, "a third event")], summary="third")
+        index.search("third")
+        assert embedder.texts == 5  # a search embeds its query, never the new chunk's events
         index.sync()
-        assert embedder.texts == 8  # the new chunk's summary and event
-        assert embedder.seen[-2:] == ["third", "a third event"]
+        assert embedder.texts == 6
+        assert embedder.seen[-1] == "a third event"
     finally:
         index.close()
 
@@ -71,6 +74,7 @@ def test_embedder_failure_leaves_recall_lexical(files: SessionFiles, caplog: pyt
         # The provider is back: the next sync after a change embeds what was missing.
         embedder.fail_with = None
         files.write("c3", [ev(3, "a third event")], summary="third")
+        index.sync()
         assert found(index.search("kubrenetes"))[0] == ("c1", "event", 1)
     finally:
         index.close()
@@ -140,6 +144,7 @@ def test_local_model_finds_a_paraphrase_words_miss(files: SessionFiles) -> None:
     hybrid = RecallIndex(files.layout, Config(), embedder=LocalMiniLMEmbedder())
     try:
         assert lexical.search(question) == []  # no word of the question is in the session
+        hybrid.sync()
         assert found(hybrid.search(question))[0] == ("c1", "event", 1)
     finally:
         lexical.close()
