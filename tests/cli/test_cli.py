@@ -234,7 +234,7 @@ def test_recall_json_on_a_read_only_root(
     assert results[0]["seq"] == target.seq
     assert results[0]["text"] == target.content
     assert results[0]["chunk_id"] == entries[0].chunk_id
-    assert not (root / "memory/session/recall.sqlite3").exists()
+    # The read-only guard checks on leaving that the command changed nothing under the root.
 
 
 def test_recall_text_and_no_results(

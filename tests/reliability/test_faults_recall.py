@@ -114,12 +114,13 @@ async def test_recall_mutations_go_through_the_storage_passed_in(tmp_path: Path)
         tmp_path, config=CONFIG, storage=storage, summarizer=ScriptedSummarizer()
     ) as memory:
         acked, hot = await compacted_memory(memory)
-        storage.take()
-        assert await needle_tags(memory) == ["n:0"]
-        # The first search creates the database: it deletes whatever database files were there
-        # (none), through the seam; SQLite then creates recall.sqlite3 with its own I/O.
-        assert storage.take() == [("unlink", p) for p in db_files(layout)]
+        # The compaction's pass created the database (the recall index syncs in the pass): it
+        # deleted whatever database files were there (none), through the seam; SQLite then
+        # created recall.sqlite3 with its own I/O.
+        created = [call for call in storage.take() if call[1] in db_files(layout)]
+        assert created == [("unlink", p) for p in db_files(layout)]
         assert layout.recall_db.exists()
+        assert await needle_tags(memory) == ["n:0"]
         # A search over an up-to-date database mutates nothing through the seam.
         assert await needle_tags(memory) == ["n:0"]
         assert storage.take() == []
@@ -135,14 +136,16 @@ async def test_fault_deleting_the_old_database_is_a_recall_error_and_loses_nothi
     async with aiden.open_memory(
         tmp_path, config=CONFIG, storage=storage, summarizer=ScriptedSummarizer()
     ) as memory:
-        acked, hot = await compacted_memory(memory)
         target = f"{layout.recall_db}{suffix}"
+        # The fault is in place before the pass that creates the database: the pass commits
+        # anyway (the index is derived), and the search that needs the database says why not.
         storage.fail = lambda kind, path: (kind, path) == ("unlink", target)
+        acked, hot = await compacted_memory(memory)
         with pytest.raises(
             aiden.RecallError, match=re.escape(f"cannot remove the recall database: unlink {target} failed")
         ):
             await memory.recall_session_chunks(NEEDLE)
-        assert storage.injected == 1
+        assert storage.injected == 2  # the pass's sync, then the search's
         await assert_all_readable(memory, acked, hot)
         # The fault clears: the next search builds the database and answers correctly.
         storage.fail = never
@@ -161,16 +164,17 @@ async def test_fault_moving_a_directory_off_the_database_path_is_a_recall_error(
     async with aiden.open_memory(
         tmp_path, config=CONFIG, storage=storage, summarizer=ScriptedSummarizer()
     ) as memory:
-        acked, hot = await compacted_memory(memory)
-        layout.recall_db.mkdir()
+        # A directory where the database goes, before the pass that creates the database.
+        layout.recall_db.mkdir(parents=True)
         (layout.recall_db / "kept.txt").write_text("not aiden's")
         # The aside name carries a timestamp: the rename is matched on its prefix.
         storage.fail = lambda kind, path: (
             kind == "rename" and path.startswith(f"{layout.recall_db}.displaced-")
         )
+        acked, hot = await compacted_memory(memory)
         with pytest.raises(aiden.RecallError, match=r"cannot remove the recall database: rename .* failed"):
             await memory.recall_session_chunks(NEEDLE)
-        assert storage.injected == 1
+        assert storage.injected == 2  # the pass's sync, then the search's
         assert (layout.recall_db / "kept.txt").read_text() == "not aiden's"
         await assert_all_readable(memory, acked, hot)
         storage.fail = never
