@@ -222,11 +222,16 @@ async def open_memory(
     )
     long_term = LongTermPort(long_term_client, long_term_actor.layer)
     recall = RecallPort(recall_client, recall_actor.stats)
+
     async def after_compaction(entry: ChunkEntry) -> None:  # the recall index embeds the new chunk in the pass
         try:
             await long_term.record_chunk(entry, str(layout.root))
         finally:
-            await recall.sync()
+            try:
+                await recall.sync()
+            except ClosedError:
+                pass  # closing: the index is derived and catches up at the next search
+
     scheduler = MaintenanceScheduler(
         session_store,
         config,
