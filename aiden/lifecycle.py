@@ -22,11 +22,12 @@ import msgspec
 from aiden.boundary import BoundaryDecision, Classifier, decide_boundary
 from aiden.config import Config
 from aiden.context import (
+    Governance,
+    IncrementalBody,
     PromptBuild,
     PromptLayers,
     build_messages,
     fit_summary_layer,
-    govern_events,
     is_pinned,
     trim_replay,
 )
@@ -75,6 +76,8 @@ class Lifecycle:
         """The estimate of the prompt built last (calibrated against the next reported usage)."""
         self.calibration = BudgetCalibration()
         """What reported usage taught the budget check (``Memory.record_usage`` folds it in)."""
+        self._body = IncrementalBody(memory.estimate_text)
+        """The hot window rendered for the last prompt: a call renders only what changed since (#35)."""
         self._run_open = False
         # A synchronous compaction that could not help (summarizer down or slow) is not retried on
         # every call of the same run: each try would wait out the summarizer deadline again.
@@ -305,20 +308,26 @@ class Lifecycle:
             replay = trim_replay(
                 replay, max_messages=bound, keep=is_pinned, cut_quantum=1 if max_messages else None
             )
-        governed = None
+        governance = None
         if call.governance or strict:
-            governed = govern_events(
-                replay,
+            governance = Governance(
                 keep_turns=0 if strict else cfg.governance_keep_turns,
                 max_tool_tokens=_STRICT_TOOL_TOKENS if strict else cfg.governance_tool_tokens(),
                 keep_steps=1 if strict else cfg.governance_keep_steps,
-                estimate=m.estimate_text,
                 oversized_tokens=cfg.oversized_tool_tokens() // (4 if strict else 1),
             )
+        if bound or strict:
+            # Budget fitting: one-off shapes, rendered whole without touching the kept prefix.
+            body = IncrementalBody(m.estimate_text).render(
+                replay, governance, split_turn_context=split_ctx, split_before_seq=split_before
+            )
+        else:
+            body = self._body.render(replay, governance, split_turn_context=split_ctx, split_before_seq=split_before)
         layer = fit_summary_layer(summary.strip(), cfg.summary_layer_tokens(), m.estimate_text)
         built = build_messages(
             layers=call.layers,
-            hot_window=governed.events if governed is not None else replay,
+            hot_window=replay,
+            body=body,
             session_summary=layer.text,
             long_term=m.long_term_layer if call.long_term is None else call.long_term,
             split_turn_context=split_ctx,
@@ -329,8 +338,7 @@ class Lifecycle:
             tools=call.tools,
             calibration=self.calibration,
         )
-        stubbed = len(governed.stubbed_seqs) if governed is not None else 0
-        return msgspec.structs.replace(built, stubbed=stubbed, summary_trimmed=layer.trimmed)
+        return msgspec.structs.replace(built, stubbed=len(body.stubbed_seqs), summary_trimmed=layer.trimmed)
 
 
 @dataclass(frozen=True)

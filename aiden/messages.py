@@ -62,6 +62,8 @@ __all__ = [
     "EventsRead",
     "IndexRead",
     "ReadEvents",
+    "HeldWindow",
+    "HotWindowRead",
     "ReadHotWindow",
     "ReadIndex",
     "ReadSummary",
@@ -329,10 +331,21 @@ RecallOutbox = RecallHits | RecallEvents | RecallSynced | Failed
 # --- session reader ------------------------------------------------------------------
 
 
+class HeldWindow(msgspec.Struct, frozen=True):
+    """The caller's copy of the hot window: its first and last events (seq and timestamp) and length."""
+
+    first_seq: int
+    first_time: float | None
+    last_seq: int
+    last_time: float | None
+    count: int
+
+
 class ReadHotWindow(msgspec.Struct, frozen=True, tag=True):
-    """The retained hot window."""
+    """The retained hot window; with ``held``, only what follows the caller's copy when it is still current."""
 
     request_id: int
+    held: HeldWindow | None = None
 
 
 class ReadEvents(msgspec.Struct, frozen=True, tag=True):
@@ -378,7 +391,17 @@ class SummaryRead(msgspec.Struct, frozen=True, tag=True):
     text: str
 
 
-ReaderOutbox = EventsRead | IndexRead | SummaryRead | Failed
+class HotWindowRead(msgspec.Struct, frozen=True, tag=True):
+    """Reply to :class:`ReadHotWindow`."""
+
+    request_id: int
+    events: list[SessionEvent]
+    tail: bool = False
+    """True: ``events`` are those after the caller's held copy, which the window still starts with;
+    False: they are the whole hot window."""
+
+
+ReaderOutbox = EventsRead | HotWindowRead | IndexRead | SummaryRead | Failed
 
 
 T = TypeVar("T")

@@ -27,6 +27,8 @@ from aiden.messages import (
     Failed,
     Flush,
     Flushed,
+    HeldWindow,
+    HotWindowRead,
     IndexRead,
     Maintain,
     MaintenanceDone,
@@ -159,14 +161,28 @@ class SchedulerPort:
 class ReaderPort:
     """Reads of the stored session through the session reader."""
 
-    __slots__ = ("_client",)
+    __slots__ = ("_client", "_hot")
 
     def __init__(self, client: Client[ReaderInbox, ReaderOutbox]) -> None:
         self._client = client
+        self._hot: tuple[SessionEvent, ...] = ()
 
     async def hot_window(self) -> list[SessionEvent]:
-        """The retained hot-window events in seq order."""
-        return expect_reply(await self._client.call(ReadHotWindow), EventsRead).events
+        """The retained hot-window events in seq order.
+
+        The copy of the last read is kept: while the window only grows at its end,
+        the reader sends just the new events, so a read costs what was appended
+        since the last one, not the window's length (#35).
+        """
+        held = self._hot
+        mark = (
+            HeldWindow(held[0].seq, held[0].timestamp, held[-1].seq, held[-1].timestamp, len(held)) if held else None
+        )
+        reply = expect_reply(await self._client.call(lambda rid: ReadHotWindow(rid, mark)), HotWindowRead)
+        # Concurrent reads may answer out of order: a tail extends only the copy it was asked against.
+        hot = held + tuple(reply.events) if reply.tail else tuple(reply.events)
+        self._hot = hot
+        return list(hot)
 
     async def events(self, seqs: Sequence[int]) -> list[SessionEvent]:
         """The stored events with these seqs (hot window or compacted), unknown ones left out."""

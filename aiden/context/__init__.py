@@ -9,7 +9,8 @@ window that is never persisted, and the prompt assembly they feed:
 * :mod:`aiden.context.governance`: runner context governance (acted-on tool
   results replaced by :mod:`aiden.context.stubs`);
 * :mod:`aiden.context.prompt`: system layers and hot window as native chat
-  messages;
+  messages; :mod:`aiden.context.body` renders the hot window per call from
+  what the last call settled;
 * :mod:`aiden.context.summary_fit`: the summary layer (summary.md) cut to its
   share of the window by priority, for one prompt;
 * :mod:`aiden.context.usage`: provider usage and prompt-cache telemetry.
@@ -19,6 +20,7 @@ Consolidation (chunk summaries) and long-term memory are elsewhere.
 
 from __future__ import annotations
 
+from aiden.context.body import Governance, IncrementalBody
 from aiden.context.governance import DEFAULT_MIN_SAVINGS_TOKENS, govern_events
 from aiden.context.prompt import (
     MISSING_RESULT,
@@ -56,6 +58,8 @@ __all__ = [
     "STUB_PREFIX",
     "CacheShareTelemetry",
     "CompactionCacheShare",
+    "Governance",
+    "IncrementalBody",
     "PromptBuild",
     "PromptLayers",
     "ShareWindow",

@@ -36,8 +36,11 @@ from aiden.policy.calibration import BudgetCalibration, checked_tokens
 from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
 __all__ = [
+    "Message",
     "PromptBuild",
     "PromptLayers",
+    "RenderedBody",
+    "Renderer",
     "build_messages",
     "estimate_messages",
     "estimate_tools",
@@ -96,6 +99,16 @@ class PromptBuild(msgspec.Struct, frozen=True, kw_only=True):
     """Why ``over_budget`` (what is left that aiden may not drop)."""
 
 
+class RenderedBody(msgspec.Struct, frozen=True, kw_only=True):
+    """The hot window as chat messages, with their estimate and what governance stubbed."""
+
+    messages: list[Message]
+    tokens: int
+    """:func:`estimate_messages` of ``messages``."""
+    stubbed_seqs: tuple[int, ...] = ()
+    repairs: int = 0
+
+
 def _system_text(layers: PromptLayers, session_summary: str, long_term: str, *, include_runtime: bool) -> str:
     parts = [
         layers.role_identity,
@@ -121,67 +134,126 @@ def events_to_messages(
     rendered as a system message right before the first event whose seq is
     ``split_before_seq`` or higher, i.e. where the retained window opens.
     """
-    out: list[Message] = []
-    repairs = 0
-    open_calls: dict[str, int] = {}  # tool_call_id -> index of the assistant message
-    answered: set[str] = set()
-    # Some recorders reuse one tool_call_id; the chat API needs unique ids, so a
-    # reused id is renamed and its results follow the newest call of that id.
-    renamed: dict[str, str] = {}
-    injected = not split_turn_context
-    # Retractions (e.g. an agent framework's pop_item): neither the withdrawn event nor the
-    # retraction itself is shown.
-    retracted = retracted_seqs(events)
-    for ev in events:
-        if ev.seq in retracted or is_retraction(ev):
-            continue
-        if not injected and split_before_seq is not None and ev.seq >= split_before_seq:
-            out.append({"role": "system", "content": split_turn_context})
-            injected = True
-        if ev.type == "user_input":
-            out.append({"role": "user", "content": ev.content})
-        elif ev.type in ("assistant_output", "role_output"):
-            out.append({"role": "assistant", "content": ev.content})
-        elif ev.type == "tool_call":
-            new_id = ev.tool_call_id or f"call_seq{ev.seq}"
-            if new_id in open_calls:
-                original, new_id = new_id, f"{new_id}_seq{ev.seq}"
-                renamed[original] = new_id
-            call = {
-                "id": new_id,
-                "type": "function",
-                "function": {"name": ev.tool_name or "tool", "arguments": ev.tool_args or "{}"},
-            }
-            last = out[-1] if out else None
-            if last is not None and last["role"] == "assistant":
-                last.setdefault("tool_calls", []).append(call)
-                if not last.get("content"):
-                    last["content"] = None
-            else:
-                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-            open_calls[new_id] = len(out) - 1
-        elif ev.type == "tool_result":
-            call_id: str | None = ev.tool_call_id
-            if call_id is not None:
-                call_id = renamed.get(call_id, call_id)
-            if call_id is None and open_calls:
-                # Text-action agents record results without ids: answer the newest open call.
-                pending = [c for c in open_calls if c not in answered]
-                call_id = pending[-1] if pending else None
-            if call_id is not None and call_id in open_calls and call_id not in answered:
-                out.append({"role": "tool", "tool_call_id": call_id, "content": ev.content})
-                answered.add(call_id)
-            else:
-                # An orphan result (its call was compacted): keep it as plain context.
-                repairs += 1
-                name = f" {ev.tool_name}" if ev.tool_name else ""
-                out.append({"role": "system", "content": f"Earlier tool result{name}:\n{ev.content}"})
-        else:  # system_event, screen_context
-            out.append({"role": "system", "content": ev.content})
-    if not injected and split_turn_context:
-        out.append({"role": "system", "content": split_turn_context})
-    repairs += _close_all_missing(out, open_calls, answered)
-    return _merge_tool_blocks(out), repairs
+    render = Renderer(split_turn_context, split_before_seq)
+    messages = render.finish(render.feed(events))
+    return messages, render.repairs
+
+
+class Renderer:
+    """:func:`events_to_messages` in steps: what rendering a later event depends on.
+
+    :meth:`feed` renders a run of events after those fed before. At a point
+    where every call fed so far has its result (:attr:`settled`), the messages
+    rendered so far never change as events follow, so a caller may keep them and
+    continue from a :meth:`copy` (:class:`aiden.context.body.IncrementalBody`).
+    """
+
+    def __init__(self, split_turn_context: str = "", split_before_seq: int | None = None) -> None:
+        self.split_turn_context = split_turn_context
+        self.split_before_seq = split_before_seq
+        self.injected = not split_turn_context
+        self.repairs = 0
+        self.answered: set[str] = set()
+        """Ids of calls fed before whose result was fed too."""
+        self.renamed: dict[str, str] = {}
+        """Some recorders reuse one tool_call_id; the chat API needs unique ids, so a reused id is
+        renamed and its results follow the newest call of that id."""
+        self.retracted: set[int] = set()
+        """Seqs withdrawn by retractions fed so far (e.g. an agent framework's pop_item)."""
+        self._open: dict[str, int] = {}
+        """tool_call_id -> index of the assistant message, for the calls of the current run."""
+
+    @property
+    def settled(self) -> bool:
+        """True when every call fed so far has its result."""
+        return all(c in self.answered for c in self._open)
+
+    def copy(self) -> Renderer:
+        """This state, to :meth:`feed` the events that follow; only a :attr:`settled` state continues."""
+        if not self.settled:
+            raise ValueError("a renderer with calls still open cannot continue from a copy")
+        other = Renderer(self.split_turn_context, self.split_before_seq)
+        other.injected = self.injected
+        other.repairs = self.repairs
+        other.answered = set(self.answered)
+        other.renamed = dict(self.renamed)
+        other.retracted = set(self.retracted)
+        return other
+
+    def feed(self, events: Sequence[SessionEvent]) -> list[Message]:
+        """The messages of ``events``, which follow what was fed before; once per renderer or copy.
+
+        Call :meth:`finish` on the result before sending it.
+        """
+        out: list[Message] = []
+        # Calls fed before all have their results (copy), so a later result answering one is
+        # an orphan and a later call reusing one's id is renamed.
+        open_calls = self._open
+        answered = self.answered
+        renamed = self.renamed
+        # Neither a withdrawn event nor the retraction itself is shown.
+        self.retracted |= retracted_seqs(events)
+        retracted = self.retracted
+        for ev in events:
+            if ev.seq in retracted or is_retraction(ev):
+                continue
+            if not self.injected and self.split_before_seq is not None and ev.seq >= self.split_before_seq:
+                out.append({"role": "system", "content": self.split_turn_context})
+                self.injected = True
+            if ev.type == "user_input":
+                out.append({"role": "user", "content": ev.content})
+            elif ev.type in ("assistant_output", "role_output"):
+                out.append({"role": "assistant", "content": ev.content})
+            elif ev.type == "tool_call":
+                new_id = ev.tool_call_id or f"call_seq{ev.seq}"
+                if new_id in open_calls or new_id in answered:
+                    original, new_id = new_id, f"{new_id}_seq{ev.seq}"
+                    renamed[original] = new_id
+                call = {
+                    "id": new_id,
+                    "type": "function",
+                    "function": {"name": ev.tool_name or "tool", "arguments": ev.tool_args or "{}"},
+                }
+                last = out[-1] if out else None
+                if last is not None and last["role"] == "assistant":
+                    last.setdefault("tool_calls", []).append(call)
+                    if not last.get("content"):
+                        last["content"] = None
+                else:
+                    out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                open_calls[new_id] = len(out) - 1
+            elif ev.type == "tool_result":
+                call_id: str | None = ev.tool_call_id
+                if call_id is not None:
+                    call_id = renamed.get(call_id, call_id)
+                if call_id is None and open_calls:
+                    # Text-action agents record results without ids: answer the newest open call.
+                    pending = [c for c in open_calls if c not in answered]
+                    call_id = pending[-1] if pending else None
+                if call_id is not None and call_id in open_calls and call_id not in answered:
+                    out.append({"role": "tool", "tool_call_id": call_id, "content": ev.content})
+                    answered.add(call_id)
+                else:
+                    # An orphan result (its call was compacted): keep it as plain context.
+                    self.repairs += 1
+                    name = f" {ev.tool_name}" if ev.tool_name else ""
+                    out.append({"role": "system", "content": f"Earlier tool result{name}:\n{ev.content}"})
+            else:  # system_event, screen_context
+                out.append({"role": "system", "content": ev.content})
+        return out
+
+    @staticmethod
+    def merged(out: list[Message]) -> list[Message]:
+        """Messages fed up to a :attr:`settled` point, tool blocks merged (what :meth:`finish` does there)."""
+        return _merge_tool_blocks(out)
+
+    def finish(self, out: list[Message]) -> list[Message]:
+        """The last run's messages with a placeholder result for every call still open, tool blocks merged."""
+        if not self.injected and self.split_turn_context:
+            out.append({"role": "system", "content": self.split_turn_context})
+            self.injected = True
+        self.repairs += _close_all_missing(out, dict(self._open), self.answered)
+        return _merge_tool_blocks(out)
 
 
 def _close_all_missing(out: list[Message], open_calls: dict[str, int], answered: set[str]) -> int:
@@ -259,11 +331,14 @@ def build_messages(
     estimate: Callable[[str], int] = estimate_tokens,
     tools: Sequence[Mapping[str, Any]] = (),
     calibration: BudgetCalibration = _UNCALIBRATED,
+    body: RenderedBody | None = None,
 ) -> PromptBuild:
     """Assemble the full message list for one model call.
 
     ``tools`` (the chat API's tool schemas sent with the call) count in the
     estimate, as the provider counts them; ``calibration`` gives the checked size.
+    ``body``: the hot window already rendered (:class:`aiden.context.body.IncrementalBody`),
+    used instead of rendering ``hot_window``.
     """
     system = _system_text(layers, session_summary, long_term, include_runtime=not cache_friendly)
     messages: list[Message] = []
@@ -271,19 +346,22 @@ def build_messages(
         messages.append({"role": "system", "content": system})
     if cache_friendly and layers.runtime_context.strip():
         messages.append({"role": "system", "content": layers.runtime_context.strip()})
-    body, repairs = events_to_messages(
-        hot_window, split_turn_context=split_turn_context, split_before_seq=split_before_seq
-    )
-    messages.extend(body)
-    if current_task:
-        messages.append({"role": "user", "content": current_task})
+    if body is None:
+        rendered, repairs = events_to_messages(
+            hot_window, split_turn_context=split_turn_context, split_before_seq=split_before_seq
+        )
+        body = RenderedBody(messages=rendered, tokens=estimate_messages(rendered, estimate), repairs=repairs)
+    head = estimate_messages(messages, estimate)
+    messages.extend(body.messages)
+    task: list[Message] = [{"role": "user", "content": current_task}] if current_task else []
+    messages.extend(task)
     fingerprint = hashlib.sha256(system.encode()).hexdigest()[:16]
     tool_tokens = estimate_tools(tools, estimate)
-    estimated = estimate_messages(messages, estimate) + tool_tokens
+    estimated = head + body.tokens + estimate_messages(task, estimate) + tool_tokens
     return PromptBuild(
         messages=messages,
         prefix_fingerprint=fingerprint,
-        repairs=repairs,
+        repairs=body.repairs,
         estimated_tokens=estimated,
         tool_tokens=tool_tokens,
         checked_tokens=checked_tokens(estimated, calibration),

@@ -16,9 +16,11 @@ the only field with free-form keys, ends in ``}}``); the event decoder ignores i
 from __future__ import annotations
 
 import os
+import threading
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
@@ -27,6 +29,7 @@ from aiden.storage.fs import Storage
 
 __all__ = [
     "BadLine",
+    "GrowingFile",
     "IdScan",
     "Scan",
     "SeqScan",
@@ -130,6 +133,78 @@ def scan(
                     bad.append(BadLine(base_offset + pos, bytes(line), "missing or invalid seq"))
         pos = nl + 1
     return Scan(events, bad, end, bytes(data[end:]))
+
+
+class _Parsed(msgspec.Struct, frozen=True):
+    ino: int
+    head: bytes
+    """The file's first line with its newline: a replaced file starts with another event."""
+    end: int
+    """Offset just past the last complete line parsed."""
+    last: bytes
+    """The line ending at ``end``, with its newline."""
+    events: tuple[SessionEvent, ...]
+
+
+class GrowingFile:
+    """The events of a file that only grows at its end until it is replaced whole, parsed once.
+
+    ``events.jsonl`` between compactions is append-only; a compaction, a
+    recovery or a rotation replaces it atomically. Each :meth:`events` call
+    parses only the bytes appended since the last one, after checking that the
+    file is the one parsed before: same inode, the same first line and the same
+    line just before the old end (an inode number can be reused by a later
+    replace). Anything else is read whole. A torn last line is left for the
+    next call, as :func:`scan` does. Thread-safe: readers in worker threads
+    share one instance.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._parsed: _Parsed | None = None
+
+    def events(self) -> list[SessionEvent]:
+        """Every event the file holds now, in file order (bad lines and a torn tail left out)."""
+        with self._lock:
+            parsed = self._parsed
+        try:
+            with open(self._path, "rb") as f:
+                parsed = self._read(f, parsed)
+        except FileNotFoundError:
+            parsed = None
+        with self._lock:
+            self._parsed = parsed
+        return list(parsed.events) if parsed is not None else []
+
+    @staticmethod
+    def _read(f: BinaryIO, old: _Parsed | None) -> _Parsed:
+        st = os.fstat(f.fileno())
+        if old is not None and old.end and old.ino == st.st_ino and st.st_size >= old.end:
+            if f.read(len(old.head)) == old.head:
+                f.seek(old.end - len(old.last))
+                if f.read(len(old.last)) == old.last:
+                    data = f.read()
+                    new = scan(data, base_offset=old.end)
+                    if not new.complete_end:
+                        return old
+                    # ``data`` starts at a line boundary, so its last complete line starts
+                    # after the newline before its end, or at 0.
+                    last_start = data.rfind(b"\n", 0, new.complete_end - 1) + 1
+                    return _Parsed(
+                        ino=old.ino,
+                        head=old.head,
+                        end=old.end + new.complete_end,
+                        last=data[last_start : new.complete_end],
+                        events=old.events + tuple(new.events),
+                    )
+            f.seek(0)
+        data = f.read()
+        whole = scan(data)
+        end = whole.complete_end
+        head = data[: data.find(b"\n") + 1] if end else b""
+        last = data[data.rfind(b"\n", 0, end - 1) + 1 : end] if end else b""
+        return _Parsed(ino=st.st_ino, head=head, end=end, last=last, events=tuple(whole.events))
 
 
 class SeqScan(msgspec.Struct, frozen=True):

@@ -28,7 +28,7 @@ from aiden.storage.changes import FileChangeFeed
 from aiden.storage.displaced import displace_directories
 from aiden.storage.eventlog import EventLog
 from aiden.storage.fs import Storage
-from aiden.storage.jsonl import read_bytes, scan
+from aiden.storage.jsonl import GrowingFile, read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.protocol import ChangeToken, ChunkChanges, PreparedEvent, RecoveryReport, Snapshot
@@ -51,6 +51,7 @@ class FileSessionStore:
         self.events_lock = SessionLock(storage, layout.lock_file)
         self.compaction_lock = SessionLock(storage, layout.compaction_lock)
         self._log = EventLog(layout, storage, config)
+        self._hot = GrowingFile(layout.events)
         self._feed = FileChangeFeed(layout)
         self._cache_lock = threading.Lock()
         self._segments: dict[tuple[str, str], list[cs.ChunkEntry]] = {}
@@ -99,9 +100,11 @@ class FileSessionStore:
     def read_hot_window(self) -> list[SessionEvent]:
         """The hot window as on disk (no lock: replaces are atomic, a torn tail is ignored).
 
+        Only what was appended since the last read is parsed (:class:`GrowingFile`).
+
         Events a committed chunk covers (a trim interrupted by a crash) are left out.
         """
-        events = scan(read_bytes(self.layout.events)).events
+        events = self._hot.events()
         if not events:
             return events
         try:

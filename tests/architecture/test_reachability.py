@@ -17,6 +17,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from aiden import Config, FileSessionStore, SessionEvent, Storage, open_memory
 from aiden.actors.mailbox import Client, Latest
+from aiden.context.body import IncrementalBody
+from aiden.context.prompt import Renderer
 from aiden.experience.episodes import EpisodeRecorder
 from aiden.experience.port import ExperiencePort
 from aiden.experience.tracker import EpisodeTracker
@@ -30,11 +32,14 @@ from tests.architecture.reach import reachable_types
 
 pytestmark = pytest.mark.anyio
 
-# The caller side of the walls: ports and their plumbing, and Memory's own run state.
+# The caller side of the walls: ports and their plumbing, and Memory's own run state (the
+# prompt builder keeps the hot window it rendered for the last prompt).
 ALLOWED_OBJECTS: frozenset[type] = frozenset(
     {
         Memory,
         Lifecycle,
+        IncrementalBody,
+        Renderer,
         WriterPort,
         SchedulerPort,
         ReaderPort,
