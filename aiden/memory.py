@@ -25,7 +25,7 @@ from aiden.memory_recall import RecallMethods
 from aiden.messages import CompactionOutcome, RecordUsage
 from aiden.observe import observed
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
-from aiden.policy.calibration import observe
+from aiden.policy.calibration import BudgetCalibration, observe
 from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.stats import MemoryStats, memory_stats
@@ -65,6 +65,7 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         long_term: LongTermPort | None = None,
         experience: ExperiencePort | None = None,
         episodes: EpisodeTracker | None = None,
+        calibration: BudgetCalibration | None = None,
     ) -> None:
         # Only ports (clients of actor inboxes) and published immutable snapshots:
         # no actor, store or mutable counter of another room is reachable from here.
@@ -76,6 +77,8 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         self._reader = reader
         self._recall = recall
         self._runs = Lifecycle(self, token_profile, context_window)
+        if calibration is not None:
+            self._runs.calibration = calibration  # kept from the last close of this root
         self._long_term = long_term
         self._experience = experience
         self._episodes = episodes
@@ -250,6 +253,10 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
     async def summary_md(self) -> str:
         """The current summary.md text ("" before the first compaction)."""
         return await self._reader.summary()
+
+    def _budget_calibration(self) -> BudgetCalibration:
+        """What reported usage taught the budget check (the runtime keeps it at close)."""
+        return self._runs.calibration
 
     def stats(self) -> MemoryStats:
         """Counters since open."""

@@ -46,6 +46,7 @@ from aiden.messages import (
     WriterInbox,
     WriterOutbox,
 )
+from aiden.policy.calibration import BudgetCalibration, TokenCalibration
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.embedding import Embedder
 from aiden.storage.chunks import ChunkEntry
@@ -53,7 +54,7 @@ from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.select import StoreFactory, StoreSpec, select_long_term, select_store
 from aiden.storage.session import FileSessionStore
-from aiden.storage.window_record import record_window
+from aiden.storage.window_record import PromptCalibration, read_window, record_window
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["open_memory"]
@@ -158,6 +159,9 @@ async def open_memory(
         await anyio.to_thread.run_sync(session_store.close)
         raise
     await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model)
+    recorded = await anyio.to_thread.run_sync(read_window, layout)
+    # What the last close of this root learned from reported usage, for the same model and window.
+    kept = recorded["calibration"] if recorded is not None else None
 
     w_send, w_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
     wr_send, wr_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
@@ -240,6 +244,7 @@ async def open_memory(
         sr_send,
         summarizer_client,
         model=model,
+        calibration=TokenCalibration(factor=kept.token_factor, samples=1) if kept is not None else None,
         before_compaction=long_term.merge_running,
         after_compaction=after_compaction,
         before_rotation=lambda: session_ended("rotation"),
@@ -320,6 +325,11 @@ async def open_memory(
                 long_term=long_term,
                 experience=experience,
                 episodes=EpisodeTracker(config.experience_environment) if config.experience else None,
+                calibration=(
+                    BudgetCalibration(factor=kept.factor, spread=kept.spread, samples=kept.samples)
+                    if kept is not None
+                    else None
+                ),
             )
             await tg.start(experience_actor.run)
             await tg.start(
@@ -357,6 +367,15 @@ async def open_memory(
                         # The caller is done: a hung summarizer gets close_timeout_s, not its
                         # whole deadline, before the extractive fallback writes the summary.
                         await session_ended("completion", config.close_timeout_s)
+                    learned = memory._budget_calibration()
+                    if learned.samples:
+                        keep = PromptCalibration(
+                            factor=learned.factor,
+                            spread=learned.spread,
+                            samples=learned.samples,
+                            token_factor=scheduler.counters.value.token_calibration,
+                        )
+                        await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model, keep)
                     memory._closed = True
                     # Drain: everything queued before close is committed and acknowledged.
                     await writer_client.aclose()

@@ -98,6 +98,7 @@ class MaintenanceScheduler:
         outbox: MemoryObjectSendStream[bytes],
         summarizer: Client[SummarizerInbox, SummarizerOutbox],
         model: str | None = None,
+        calibration: TokenCalibration | None = None,
         before_compaction: Callable[[Sequence[SessionEvent]], Awaitable[None]] | None = None,
         after_compaction: Callable[[ChunkEntry], Awaitable[None]] | None = None,
         before_rotation: Callable[[], Awaitable[None]] | None = None,
@@ -114,9 +115,16 @@ class MaintenanceScheduler:
         self._before_rotation = before_rotation
         self._after_rotation = after_rotation
         self._pass_done: anyio.Event | None = None
-        self._state = TriggerState(model=model or "", calibration_weight=config.token_calibration_weight)
+        # A calibration kept from the last close of this root (same model and window) is the start.
+        self._state = TriggerState(
+            model=model or "",
+            calibration_weight=config.token_calibration_weight,
+            calibration={model or "": calibration} if calibration is not None else {},
+            token_calibration=calibration.factor if calibration is not None else 1.0,
+        )
         self.counters: Latest[SchedulerCounters] = Latest(SchedulerCounters())
         """The newest snapshot of the counters, published after every change."""
+        self._publish()  # the kept calibration shows from the start
         self._summaries = ChunkSummaries(summarizer, config, self._note)
         self._in: Codec[SchedulerInbox] = Codec(SchedulerInbox)
         self._out: Codec[SchedulerOutbox] = Codec(SchedulerOutbox)

@@ -1,10 +1,13 @@
-"""The context window a memory root was last opened with, kept for ``aiden inspect``: ``memory/window.json``.
+"""The context window a memory root was last opened with, and what its prompts taught: ``memory/window.json``.
 
 The window lives in the agent's code (``open_memory(model=..., context_window=...)``),
-not in the root, so a command reading the root later would have to guess it. The
-open writes it only when it changed (a reopen with the same window writes
-nothing). The file is advisory: failing to write it is logged and never fails
-the open, and a damaged one reads as absent.
+not in the root, so a command reading the root later (``aiden inspect``) would
+have to guess it. The open writes it only when it changed (a reopen with the
+same window writes nothing). The close adds the calibration the provider's
+reported prompt sizes taught (#35): a reopen with the same model and window
+starts from it instead of from an uncalibrated estimate. The file is advisory:
+failing to write it is logged and never fails the open or the close, and a
+damaged one reads as absent.
 """
 
 from __future__ import annotations
@@ -13,33 +16,68 @@ import json
 import logging
 from typing import Any
 
+import msgspec
+
 from aiden.errors import StorageError
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
 
-__all__ = ["read_window", "record_window"]
+__all__ = ["PromptCalibration", "read_window", "record_window"]
 
 log = logging.getLogger("aiden.storage")
 
 
-def _encode(context_window: int, model: str | None) -> bytes:
-    return json.dumps({"context_window": context_window, "model": model}, ensure_ascii=False).encode() + b"\n"
+class PromptCalibration(msgspec.Struct, frozen=True, kw_only=True):
+    """What reported prompt sizes taught, kept across a close: the budget check's and the planner's."""
+
+    factor: float
+    """The budget check's average of ``reported / estimated``."""
+    spread: float
+    """The budget check's average error around ``factor``."""
+    samples: int
+    token_factor: float
+    """The planner's correction of the estimate for the model."""
 
 
-def record_window(storage: Storage, layout: Layout, context_window: int, model: str | None) -> None:
-    """Keep ``context_window`` and ``model`` in ``memory/window.json`` unless it already says so."""
-    data = _encode(context_window, model)
+def _encode(context_window: int, model: str | None, calibration: PromptCalibration | None) -> bytes:
+    record: dict[str, Any] = {"context_window": context_window, "model": model}
+    if calibration is not None:
+        record["calibration"] = msgspec.to_builtins(calibration)
+    return json.dumps(record, ensure_ascii=False).encode() + b"\n"
+
+
+def record_window(
+    storage: Storage,
+    layout: Layout,
+    context_window: int,
+    model: str | None,
+    calibration: PromptCalibration | None = None,
+) -> None:
+    """Keep ``context_window`` and ``model`` in ``memory/window.json`` unless it already says so.
+
+    Without ``calibration`` (at open) a record of the same window and model is left
+    as it is, calibration included; with it (at close) the calibration is kept too.
+    """
+    data = _encode(context_window, model, calibration)
     try:
-        if not layout.memory.is_dir() or read_bytes(layout.window) == data:
+        if not layout.memory.is_dir():
             return
+        current = read_bytes(layout.window)
+        if current == data:
+            return
+        if calibration is None:
+            found = read_window(layout)
+            if found is not None and (found["context_window"], found["model"]) == (context_window, model):
+                return
         storage.write_atomic(layout.window, data, crash_prefix="window")
     except (StorageError, OSError) as exc:
         log.warning("could not keep the context window in %s: %s", layout.window, exc)
 
 
 def read_window(layout: Layout) -> dict[str, Any] | None:
-    """``{"context_window": int, "model": str | None}`` of the last open; None if none or unreadable."""
+    """``{"context_window": int, "model": str | None, "calibration": PromptCalibration | None}`` of the
+    last open and close; None if none or unreadable (a damaged calibration reads as None)."""
     try:
         data = json.loads(read_bytes(layout.window) or b"null")
     except (OSError, ValueError):
@@ -49,4 +87,12 @@ def read_window(layout: Layout) -> dict[str, Any] | None:
     window, model = data.get("context_window"), data.get("model")
     if type(window) is not int or window <= 0 or not (model is None or isinstance(model, str)):
         return None
-    return {"context_window": window, "model": model}
+    try:
+        calibration = msgspec.convert(data["calibration"], PromptCalibration) if "calibration" in data else None
+    except msgspec.ValidationError:
+        calibration = None
+    if calibration is not None and not (
+        0.5 <= calibration.factor <= 2.0 and 0.5 <= calibration.token_factor <= 2.0 and 0.0 <= calibration.spread <= 2.0
+    ):
+        calibration = None  # outside what calibration ever learns: not ours
+    return {"context_window": window, "model": model, "calibration": calibration}
