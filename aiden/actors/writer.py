@@ -4,10 +4,11 @@ Group commit: take one request, drain whatever else is queued, then hand the
 whole batch to :meth:`SessionStore.append` in ONE worker-thread hop (one lock,
 one write, one fsync) and only then acknowledge every request of it.
 
-Under asyncio the hop goes to one long-lived thread of the writer
-(:class:`_CommitThread`) instead of anyio's thread pool: ``to_thread.run_sync``
-takes a capacity-limiter token, copies the context and looks up a pool worker
-on every call, a measurable share of an append's CPU with few appenders.
+Under asyncio the hop goes to a few long-lived threads shared by every
+session of the process (:class:`_CommitThreads`) instead of anyio's thread
+pool: ``to_thread.run_sync`` takes a capacity-limiter token, copies the context
+and looks up a pool worker on every call, a measurable share of an append's CPU
+with few appenders; and a thread per session would grow with open sessions.
 Under other backends (trio) the hop stays ``anyio.to_thread.run_sync``.
 """
 
@@ -18,7 +19,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar, assert_never
+from typing import Final, Generic, TypeVar, assert_never
 
 import anyio
 from anyio.abc import TaskStatus
@@ -66,15 +67,30 @@ class _Job(Generic[T]):
         self.error: BaseException | None = None
 
 
-class _CommitThread:
-    """One long-lived daemon thread that runs the writer's store calls (asyncio only)."""
+class _CommitThreads:
+    """A few long-lived daemon threads that run the store calls of every writer (asyncio only).
 
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[_Job[object] | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+    Shared by all the sessions of the process, so threads do not grow with open
+    sessions (#36); each writer has at most one commit in flight, so its commits
+    stay in order. More than one thread, so one session's fsync does not hold
+    the others' appends. Threads start as the first commits need them.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._jobs: queue.SimpleQueue[_Job[object]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._waiting = 0
+        """Threads blocked on the queue: a job put now is taken without a new thread."""
 
     def _serve(self) -> None:
-        while (job := self._jobs.get()) is not None:
+        while True:
+            with self._lock:
+                self._waiting += 1
+            job = self._jobs.get()
+            with self._lock:
+                self._waiting -= 1
             try:
                 job.value = job.fn()
             except BaseException as exc:  # handed to the waiting coroutine, which re-raises it
@@ -85,23 +101,23 @@ class _CommitThread:
                 pass  # the loop is closed: nobody is waiting any more
 
     async def run(self, fn: Callable[[], T], loop: asyncio.AbstractEventLoop) -> T:
-        """``fn()`` on the thread; like ``to_thread.run_sync``, a cancellation waits for it to finish."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, name="aiden-session-writer", daemon=True)
-            self._thread.start()
+        """``fn()`` on a commit thread; like ``to_thread.run_sync``, a cancellation waits for it to finish."""
         job: _Job[T] = _Job(fn, loop)
-        self._jobs.put(job)  # type: ignore[arg-type]  # the queue is typed for any job result
+        with self._lock:
+            start = self._waiting == 0 and self._threads < self._size
+            if start:
+                self._threads += 1
+            self._jobs.put(job)  # type: ignore[arg-type]  # the queue is typed for any job result
+        if start:
+            threading.Thread(target=self._serve, name="aiden-session-writer", daemon=True).start()
         with anyio.CancelScope(shield=True):
             await job.future
         if job.error is not None:
             raise job.error
         return job.value  # type: ignore[return-value]  # set whenever error is None
 
-    def stop(self) -> None:
-        """Let the thread exit once its current job (if any) is done."""
-        if self._thread is not None:
-            self._jobs.put(None)
-            self._thread = None
+
+_COMMITS: Final = _CommitThreads(size=4)
 
 
 class SessionWriter:
@@ -120,7 +136,6 @@ class SessionWriter:
         self._outbox = outbox
         self._in: Codec[WriterInbox] = Codec(WriterInbox)
         self._out: Codec[WriterOutbox] = Codec(WriterOutbox)
-        self._thread = _CommitThread()
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -130,7 +145,6 @@ class SessionWriter:
         try:
             await self._serve()
         finally:
-            self._thread.stop()
             self._loop = None
 
     async def _serve(self) -> None:
@@ -205,7 +219,7 @@ class SessionWriter:
         store = self._store
         if self._loop is None:
             return await anyio.to_thread.run_sync(store.append, requests)
-        return await self._thread.run(lambda: store.append(requests), self._loop)
+        return await _COMMITS.run(lambda: store.append(requests), self._loop)
 
     async def _reply(self, message: WriterOutbox) -> None:
         # Without a checkpoint when the outbox has room (it is drained by the

@@ -3,7 +3,8 @@
 The lock file is created once and never deleted or renamed, so every process
 locks the same inode. Each holder opens its own descriptor: ``flock`` locks
 belong to the open file description, so two actors of one process exclude each
-other exactly as two processes do. Acquisition blocks, so callers run it in a
+other exactly as two processes do. The descriptor is opened per acquisition and
+closed at release. Acquisition blocks, so callers run it in a
 worker thread (together with the I/O done under the lock: one hop per batch).
 """
 
@@ -84,13 +85,20 @@ class SessionLock:
         return True
 
     def release(self) -> None:
-        """Release the lock if held."""
+        """Release the lock if held, and close its descriptor.
+
+        A session lock is held per batch or per pass: an idle open session keeps no
+        descriptor for it (thousands of open sessions must fit ``ulimit -n``, #36).
+        """
         if self._held and self._fd is not None:
             self._held = False
+            fd, self._fd = self._fd, None
             try:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
             except OSError as exc:
                 raise StorageError(f"unlock {self._path} failed: {exc.strerror}", errno=exc.errno) from exc
+            finally:
+                os.close(fd)
 
     @property
     def held(self) -> bool:

@@ -40,7 +40,9 @@ async def test_a_chunk_committed_as_the_memory_closes_is_recorded_in_history_bef
 ) -> None:
     config = msgspec.structs.replace(SMALL_MANUAL, count_compress_after_events=8)
     layout = Layout(tmp_path)
-    for round_ in range(12):
+    # Rounds until three passes committed as their memory closed (how many rounds that takes
+    # depends on the machine's timing); the invariant is checked after every round.
+    for round_ in range(60):
         async with aiden.open_memory(tmp_path, config=config) as memory:
             for n in range(10):
                 await memory.append(
@@ -52,5 +54,7 @@ async def test_a_chunk_committed_as_the_memory_closes_is_recorded_in_history_bef
         recorded = {json.loads(line).get("chunk_id") for line in history.splitlines() if line.strip()}
         committed = {path.stem for path in layout.chunks.glob("chunk_*.jsonl")}
         assert committed <= recorded, (round_, sorted(committed - recorded))
+        if len(committed) >= 3:
+            break
     assert len(committed) >= 3  # passes did commit as the memory closed
     assert "after-compaction hook failed" not in caplog.text

@@ -1,0 +1,220 @@
+"""Many sessions in one process, file store (#36): threads, memory and descriptors per open session.
+
+Each size runs in a fresh interpreter (``--child N``) so RSS is its own:
+
+* open N memories on distinct roots in one event loop, one after the other
+  (``open_memory`` as an agent platform would, each kept open), timing each open;
+* one append to each (the first append opens the session's log), timed;
+* idle for a second, then count: threads of the process, asyncio tasks, open
+  descriptors and RSS growth per open session;
+* close them all, timing each close; descriptors and threads left after.
+
+Then ``--cycles`` open / append / close cycles of one root after another,
+with the process's descriptor and thread counts before and after (a leak
+shows as growth). The issue's bars: <= 8 threads in total and <= 50 KB RSS per
+idle session at 1, 1,000 and 10,000 sessions; a flat descriptor count over
+10,000 cycles. A size the descriptor limit cannot hold (descriptors per
+session x N above ``ulimit -n``) is reported as such instead of run.
+
+    python benchmarks/bench_sessions.py [--sizes 1,1000,10000] [--cycles 10000] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import latency_ms, table, write_result  # noqa: E402
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def _sessions(n: int) -> dict[str, Any]:
+    import aiden
+    from aiden import Config, SessionEvent
+
+    cfg = Config(durability="none")
+    opens: list[float] = []
+    appends: list[float] = []
+    closes: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        # A first session warms the imports and the shared threads: what follows is per session.
+        async with aiden.open_memory(f"{tmp}/warm", config=cfg) as memory:
+            await memory.append(SessionEvent(type="user_input", content="warm"))
+        rss0, fds0, threads0 = _rss(), _fds(), threading.active_count()
+        tasks0 = len(asyncio.all_tasks())
+        stacks: list[contextlib.AsyncExitStack] = []
+        memories = []
+        for i in range(n):
+            stack = contextlib.AsyncExitStack()
+            t = time.perf_counter()
+            memories.append(await stack.enter_async_context(aiden.open_memory(f"{tmp}/s{i}", config=cfg)))
+            opens.append(time.perf_counter() - t)
+            stacks.append(stack)
+        for i, memory in enumerate(memories):
+            t = time.perf_counter()
+            await memory.append(SessionEvent(type="user_input", content=f"hello from session {i}"))
+            appends.append(time.perf_counter() - t)
+        await asyncio.sleep(1.0)
+        idle = {
+            "threads": threading.active_count(),
+            "threads_before": threads0,
+            "tasks_per_session": (len(asyncio.all_tasks()) - tasks0) / n,
+            "fds_per_session": (_fds() - fds0) / n,
+            "rss_kb_per_session": (_rss() - rss0) / n / 1024,
+        }
+        for stack in reversed(stacks):  # an open memory's task group must close in the order opened
+            t = time.perf_counter()
+            await stack.aclose()
+            closes.append(time.perf_counter() - t)
+        del memories
+        await asyncio.sleep(0.2)
+        return {
+            "sessions": n,
+            **idle,
+            "open_ms": latency_ms(opens),
+            "first_append_ms": latency_ms(appends),
+            "close_ms": latency_ms(closes),
+            "fds_left": _fds() - fds0,
+            "threads_after": threading.active_count(),
+        }
+
+
+async def _cycles(n: int) -> dict[str, Any]:
+    import aiden
+    from aiden import Config, SessionEvent
+
+    cfg = Config(durability="none")
+    with tempfile.TemporaryDirectory() as tmp:
+        # A first cycle warms the imports and the shared threads.
+        async with aiden.open_memory(f"{tmp}/warm", config=cfg) as memory:
+            await memory.append(SessionEvent(type="user_input", content="warm"))
+        fds0, threads0 = _fds(), threading.active_count()
+        t = time.perf_counter()
+        for i in range(n):
+            async with aiden.open_memory(f"{tmp}/c{i % 50}", config=cfg) as memory:
+                await memory.append(SessionEvent(type="user_input", content=f"cycle {i}"))
+        elapsed = time.perf_counter() - t
+        return {
+            "cycles": n,
+            "fds_before": fds0,
+            "fds_after": _fds(),
+            "threads_before": threads0,
+            "threads_after": threading.active_count(),
+            "cycle_ms_mean": elapsed / n * 1e3,
+        }
+
+
+def _child(argv: list[str]) -> None:
+    import anyio
+
+    kind, n = argv[0], int(argv[1])
+    result = anyio.run(_sessions if kind == "sessions" else _cycles, n)
+    print(json.dumps(result))
+
+
+def _run_child(kind: str, n: int) -> dict[str, Any]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", kind, str(n)], capture_output=True, text=True, env=env, check=False
+    )
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1,1000,10000")
+    parser.add_argument("--cycles", type=int, default=10_000)
+    parser.add_argument("--quick", action="store_true", help="sizes 1,100 and 500 cycles")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child)
+        return
+    sizes = [1, 100] if args.quick else [int(s) for s in args.sizes.split(",")]
+    cycles = 500 if args.quick else args.cycles
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    results: dict[str, Any] = {"fd_limit": limit, "sizes": []}
+    rows = []
+    fds_per_session: float | None = None
+    for n in sizes:
+        if fds_per_session is not None and fds_per_session * n + 64 > limit:
+            result: dict[str, Any] = {
+                "sessions": n,
+                "error": f"not run: {fds_per_session:.0f} descriptors a session x {n:,} > ulimit -n {limit:,}",
+            }
+        else:
+            result = _run_child("sessions", n)
+            if "error" not in result:
+                fds_per_session = result["fds_per_session"]
+            result["sessions"] = n
+        results["sizes"].append(result)
+        if "error" in result:
+            rows.append([f"{n:,}", result["error"], "", "", "", "", "", "", ""])
+            continue
+        rows.append(
+            [
+                f"{n:,}",
+                str(result["threads"]),
+                f"{result['rss_kb_per_session']:.0f}",
+                f"{result['fds_per_session']:.1f} / {result['tasks_per_session']:.1f}",
+                f"{result['open_ms']['p50']:.1f} / {result['open_ms']['p99']:.1f}",
+                f"{result['first_append_ms']['p50']:.2f} / {result['first_append_ms']['p99']:.2f}",
+                f"{result['close_ms']['p50']:.1f} / {result['close_ms']['p99']:.1f}",
+                f"{result['fds_left']:+d}",
+                str(result["threads_after"]),
+            ]
+        )
+    cycle = _run_child("cycles", cycles)
+    results["cycles"] = cycle
+    results["table"] = table(
+        [
+            "open sessions",
+            "threads (total)",
+            "RSS KB / idle session",
+            "fds / tasks per session",
+            "open ms p50 / p99",
+            "first append ms p50 / p99",
+            "close ms p50 / p99",
+            "fds left after close",
+            "threads after close",
+        ],
+        rows,
+    )
+    if "error" in cycle:
+        results["table"] += f"\n\n{cycles:,} open/close cycles: {cycle['error']}"
+    else:
+        results["table"] += (
+            f"\n\n{cycles:,} open/append/close cycles: fds {cycle['fds_before']} -> {cycle['fds_after']}, "
+            f"threads {cycle['threads_before']} -> {cycle['threads_after']}, {cycle['cycle_ms_mean']:.1f} ms a cycle"
+        )
+    print(results["table"])
+    print(f"\nwritten {write_result('sessions', results)}")
+
+
+if __name__ == "__main__":
+    main()
