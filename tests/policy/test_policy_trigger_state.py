@@ -71,6 +71,20 @@ def test_run_end_without_prompt_data_keeps_the_previous_figure() -> None:
     assert state == msgspec.structs.replace(reported, turns=2, last_turn_tool_tokens=7)
 
 
+def test_run_end_without_a_provider_figure_uses_the_calibrated_estimate_of_its_largest_prompt() -> None:
+    # An earlier run taught factor 1.2; this run reports no provider figure at all.
+    calibrated = fold(START, UsageReported(prompt_tokens=120, estimated_prompt_tokens=100, run_ended=True))
+    state = fold(
+        calibrated,
+        UsageReported(estimated_prompt_tokens=1000),
+        UsageReported(estimated_prompt_tokens=400, run_ended=True),
+    )
+    assert (state.last_prompt_tokens, state.prompt_reported, state.prompt_estimated) == (1200, False, True)
+    # Uncalibrated (no sample yet): the estimate itself.
+    raw = fold(START, UsageReported(estimated_prompt_tokens=700, run_ended=True))
+    assert (raw.last_prompt_tokens, raw.prompt_reported, raw.prompt_estimated) == (700, False, True)
+
+
 def test_calibration_of_the_scheduler_model_is_the_reported_one() -> None:
     state = fold(START, UsageReported(prompt_tokens=200, estimated_prompt_tokens=100))
     assert state.calibration == {"m": TokenCalibration(factor=2.0, samples=1)}
