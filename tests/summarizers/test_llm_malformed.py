@@ -487,6 +487,27 @@ async def test_a_compaction_makes_one_model_call_by_default(tmp_path: Path) -> N
     assert "use logical replication (it allows a zero-downtime cutover)" in summary
 
 
+async def test_an_answer_shaped_for_the_chunk_costs_one_call_and_feeds_the_running_summary_too(
+    tmp_path: Path,
+) -> None:
+    """A model that answers every request with the chunk's shape (a goal and its decisions, as text),
+    not the five headings of the durable summary: a usable answer, never retried (#35)."""
+    answer = json.dumps(
+        {"user_goal": GOAL, "text": f"Goal: {GOAL}\nDecisions:\n- keep the sync client behind a flag (rollback)"}
+    )
+    with FakeLLMServer(responder=lambda body: answer) as server:
+        summarizer = LiteLLMSummarizer(
+            "openai/test-model", config=COMPACT, api_base=server.base_url, api_key="sk-test"
+        )
+        outcomes = await compact_three_times(tmp_path, summarizer, server)
+    stats = summarizer.stats()
+    # Before: each compaction's call was judged "only the prompt's skeleton", retried and fell back.
+    assert outcomes == [(True, 1), (True, 1), (True, 1)]
+    assert (stats.repair_retries, stats.invalid_outputs, stats.fallbacks) == (0, 0, 0)
+    running = Layout(tmp_path).running_summary.read_text(encoding="utf-8")
+    assert "keep the sync client behind a flag (rollback)" in running
+
+
 async def test_without_the_one_call_mode_a_compaction_makes_three_calls(tmp_path: Path) -> None:
     with FakeLLMServer(responder=responder) as server:
         summarizer = LiteLLMSummarizer(

@@ -91,12 +91,16 @@ def _structured_history(items: Sequence[_Item]) -> StructuredSummary:
 def render_structured(structured: StructuredSummary, *, session: bool = False) -> str:
     """Render ``structured`` as summary text: history sections, or seed 004's five headings if ``session``."""
     if session:
+        # The durable headings have no place of their own for the user's rules and the decisions
+        # taken: a rule is a preference to keep, a decision a fact of the project (#35: an answer
+        # holding only those is a summary, not the prompt's skeleton).
+        decided = [f"Decided: {d.what} ({d.why})" if d.why else f"Decided: {d.what}" for d in structured.decisions]
         blocks = [
             ("## OUTCOME", [structured.outcome] if structured.outcome else []),
             ("## WORKING RECIPES", list(structured.working_recipes)),
             ("## FAILED APPROACHES", list(structured.failed_approaches)),
-            ("## USER PREFERENCES", list(structured.user_preferences)),
-            ("## PROJECT FACTS", list(structured.facts)),
+            ("## USER PREFERENCES", list(dict.fromkeys((*structured.user_preferences, *structured.constraints)))),
+            ("## PROJECT FACTS", list(dict.fromkeys((*structured.facts, *decided)))),
         ]
         return "\n\n".join(
             heading + "\n" + ("\n".join(f"- {line}" for line in lines) if lines else "- (none)")

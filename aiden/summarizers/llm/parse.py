@@ -199,6 +199,10 @@ def read_answer(
         text = render_structured(structured, session=session)
     if sections and session and not _SESSION_HEADING.search(text) and structured != StructuredSummary():
         # Wrong or missing headings: summary.md and the running summary are read by their headings.
+        # What the text says under history headings (a decision, a constraint) counts too.
+        if from_text is not None:
+            structured, more = bound_fields(_distinct(union(structured, clean_structured(from_text))))
+            clipped += more
         text = render_structured(structured, session=True)
     return Reading(
         result=SummaryResult(text=real_text(text), structured=structured),
@@ -206,6 +210,18 @@ def read_answer(
         shape=shape,
         repaired=repaired,
         clipped=clipped,
+    )
+
+
+def _distinct(structured: StructuredSummary) -> StructuredSummary:
+    """Each list of ``structured`` without repeated items (fields and text often say the same)."""
+    return msgspec.structs.replace(
+        structured,
+        **{
+            name: tuple(dict.fromkeys(value))
+            for name in structured.__struct_fields__
+            if isinstance(value := getattr(structured, name), tuple)
+        },
     )
 
 
