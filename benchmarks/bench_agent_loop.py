@@ -259,6 +259,16 @@ async def run_loop(
         "build_ms_p50": q(plain_ms, 0.5), "build_ms_p99": q(plain_ms, 0.99),
         "build_sync_ms_p50": q(sync_ms, 0.5), "build_sync_ms_p99": q(sync_ms, 0.99),
         "root_goal_in_prompt": round(goal_kept / calls, 3),
+        # What the LLM summarizer sent the provider (retries and the summary at close included) per
+        # compaction of the memory, and its retries and fallbacks.
+        "summarizer_requests_per_compaction": (
+            round(summarizer.stats().provider_requests / max(1, stats.compactions), 2)
+            if summarizer_kind == "llm"
+            else None
+        ),
+        "summarizer_retries_fallbacks": (
+            (summarizer.stats().repair_retries, summarizer.stats().fallbacks) if summarizer_kind == "llm" else None
+        ),
     }
 
 
