@@ -50,3 +50,19 @@ def test_trio_then_asyncio_then_trio_exits_quietly() -> None:
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == "['Goal: Add CSV export', 'Goal: Add CSV export', 'Goal: Add CSV export']\n"
+
+
+def test_a_logging_worker_left_behind_on_the_loop_thread_is_not_destroyed_pending() -> None:
+    """trio, then asyncio: litellm's logging worker moves to the caller's loop and drops its task
+    on aiden's loop thread, still pending. A garbage collection then printed "Task was destroyed
+    but it is pending!" (in the middle of a test run, where other tests collect)."""
+    script = SCRIPT.replace(
+        'for b in ("trio", "asyncio", "trio")]', 'for b in ("trio", "asyncio")]\nimport gc\ngc.collect()'
+    )
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=50, env=env, check=False
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "['Goal: Add CSV export', 'Goal: Add CSV export']\n"
+

@@ -47,6 +47,7 @@ class _LoopThread:
             alive = self._thread is not None and self._thread.is_alive()
             if self._loop is None or not alive or self._pid != os.getpid():
                 loop = asyncio.new_event_loop()
+                loop.set_task_factory(_kept_tasks())
                 ready = threading.Event()
                 thread = threading.Thread(
                     target=self._run, args=(loop, ready), name="aiden-litellm-loop", daemon=True
@@ -120,6 +121,25 @@ class _LoopThread:
         except concurrent.futures.CancelledError as exc:
             # The task was cancelled from inside litellm, not by our caller.
             raise SummarizerError("summarizer call was cancelled by the provider client") from exc
+
+
+def _kept_tasks() -> Callable[..., asyncio.Task[Any]]:
+    """A task factory that keeps every task of the loop referenced until it is done.
+
+    litellm's logging worker drops its task when a call comes from another loop
+    (the application's own asyncio loop after a call from trio): the task, still
+    waiting on this loop, would be garbage collected while pending ("Task was
+    destroyed but it is pending!"). Kept, it is cancelled at exit like the rest.
+    """
+    alive: set[asyncio.Task[Any]] = set()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        alive.add(task)
+        task.add_done_callback(alive.discard)
+        return task
+
+    return factory
 
 
 async def _cancel_all_tasks() -> None:
