@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import pytest
 
 agents = pytest.importorskip("agents")
@@ -425,9 +426,10 @@ async def test_every_prompt_of_a_long_tool_heavy_session_fits_the_window(tmp_pat
 
 async def test_get_items_is_aidens_prompt_within_the_budget(tmp_path: Path) -> None:
     """Without the filter the SDK sends get_items as the history: it is build_messages' budgeted prompt."""
-    async with aiden.open_memory(
-        tmp_path, config=long_session.CONFIG, context_window=long_session.WINDOW
-    ) as memory:
+    # The trigger at the budget itself: a prompt that fits after stubbing asks for no background
+    # pass, so none compacts the window between the reads below (which compare one window).
+    config = msgspec.structs.replace(long_session.CONFIG, compress_at_percent=100.0)
+    async with aiden.open_memory(tmp_path, config=config, context_window=long_session.WINDOW) as memory:
         session = AidenSession(memory)
         for n in range(1, 7):  # one user turn with six large results: more than the whole window
             await session.add_items(
@@ -451,7 +453,8 @@ async def test_get_items_is_aidens_prompt_within_the_budget(tmp_path: Path) -> N
         built = await memory.build_messages()
         view = await session.get_items()
         hot = await memory.hot_window()
-    assert built.stubbed > 0 and not built.over_budget
+        compactions = memory.stats().compactions
+    assert built.stubbed > 0 and not built.over_budget and compactions == 0
     assert sum(memory.estimate_text(e.content) for e in hot) > memory.config.prompt_budget()
     outputs = [i for i in view if i.get("type") == "function_call_output"]
     stubs = [i for i in outputs if str(i["output"]).startswith(aiden.context.STUB_PREFIX)]
