@@ -45,8 +45,9 @@ Before every model request the processor
    new), parts aiden does not log follow, and system prompt parts are dropped, as aiden's
    system layer stands for them.
 
-The request's instructions (``Agent(instructions=...)``, ``@agent.instructions``,
-toolsets') are part of the budget: the capability adds them to aiden's layers -- static
+The request's tool definitions count in the budget as the chat API's tool schemas
+(``build_messages(tools=...)``). The request's instructions (``Agent(instructions=...)``,
+``@agent.instructions``, toolsets') are part of the budget: the capability adds them to aiden's layers -- static
 ones to ``base_instruction``, dynamic ones to ``runtime_context`` (the second system
 message, so the first stays cacheable) -- and sends the request with no instruction parts
 of its own. The prompt built last is :attr:`AidenHistory.last_prompt`; one over budget is
@@ -214,6 +215,8 @@ def history_class() -> type[Any]:
             self._system = ""
             # The instructions pydantic-ai would send with the next request (set by before_model_request).
             self._instructions: list[Any] = []
+            # The tool definitions the next request carries, as the chat API's tool schemas (they count).
+            self._tools: list[dict[str, Any]] = []
 
         def _is_seen(self, part: Any) -> bool:
             ref = self._seen.get(id(part))
@@ -282,7 +285,7 @@ def history_class() -> type[Any]:
                     if not self._is_seen(part):
                         self._mark(part)
                         await self._log_request_part(part)
-            built = checked(await self.memory.build_messages(self._layers()), "AidenHistory")
+            built = checked(await self.memory.build_messages(self._layers(), tools=self._tools), "AidenHistory")
             self.last_prompt = built
             out = self._marked(prompt_to_messages(built.messages))
             last = messages[-1] if messages else None
@@ -349,6 +352,17 @@ def history_class() -> type[Any]:
                 text = getattr(last, "instructions", None) if isinstance(last, ModelRequest) else None
                 parts = [InstructionPart(content=text)] if text else []
             self._instructions = list(parts)
+            self._tools = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description or "",
+                        "parameters": tool.parameters_json_schema,
+                    },
+                }
+                for tool in (*parameters.function_tools, *parameters.output_tools)
+            ]
             request_context = await super().before_model_request(ctx, request_context)
             request_context.model_request_parameters = dataclasses.replace(
                 request_context.model_request_parameters, instruction_parts=[]

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import pytest
 
 pytest.importorskip("pydantic_ai")
@@ -25,6 +26,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 import aiden
 from aiden.adapters.pydantic_ai import aiden_history, prompt_to_messages, recall_tool
@@ -44,10 +46,16 @@ class Scripted:
     def __init__(self, script: list[ModelResponse]) -> None:
         self.script = list(script)
         self.received: list[list[Any]] = []
+        self.history: Any = None
 
     def __call__(self, messages: list[Any], info: AgentInfo) -> ModelResponse:
         self.received.append(list(messages))
-        return self.script.pop(0)
+        response = self.script.pop(0)
+        if self.history is not None and self.history.last_prompt is not None:
+            # Counted as a provider counts: the prompt with its tool schemas (FunctionModel's own
+            # estimate leaves the schemas out, which would teach aiden's calibration a wrong factor).
+            response.usage = RequestUsage(input_tokens=self.history.last_prompt.estimated_tokens, output_tokens=8)
+        return response
 
 
 def call(name: str, args: dict[str, Any], call_id: str) -> ModelResponse:
@@ -64,11 +72,12 @@ def run_tests(target: str) -> str:
 
 
 def make_agent(memory: aiden.Memory, model: Scripted) -> Agent[None, str]:
+    model.history = aiden_history(memory)
     return Agent(
         FunctionModel(model),
         system_prompt="be brief",
         tools=[run_tests, recall_tool(memory)],
-        capabilities=[aiden_history(memory)],
+        capabilities=[model.history],
     )
 
 
@@ -210,7 +219,9 @@ async def test_after_compaction_the_model_sees_the_summary_and_recall_is_answere
             answer("It passed."),
         ]
     )
-    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+    # The hot window keeps the second turn only: the first (its call, result and answer) is compacted.
+    config = msgspec.structs.replace(SMALL_MANUAL, keep_recent_tokens=45)
+    async with aiden.open_memory(tmp_path, config=config) as memory:
         agent = make_agent(memory, model)
         await agent.run("check billing " + "x" * 400)
         await agent.run("check invoices " + "y" * 400)
@@ -393,7 +404,11 @@ async def test_every_request_of_a_long_tool_heavy_session_fits_the_window(tmp_pa
     assert max(sent) <= budget
     assert stats.compactions >= 3
     assert [b.over_budget for b in builds] == [False] * calls
-    assert sent == [b.estimated_tokens for b in builds]  # what was sent is what aiden built and estimated
+    # What was sent is what aiden built and estimated; the tool schemas the request carried count too.
+    assert sent == [b.estimated_tokens - b.tool_tokens for b in builds]
+    assert all(b.tool_tokens > 0 for b in builds)
+    assert max(s + b.tool_tokens for s, b in zip(sent, builds, strict=True)) <= budget
+    assert all([t["function"]["name"] for t in r.body["tools"]] == ["read_file"] for r in server.requests)
     # The instructions were sent once, inside aiden's system layer: the dynamic ones apart, as runtime context.
     last_system = builds[-1].messages[:2]
     assert [m["role"] for m in last_system] == ["system", "system"]
