@@ -9,6 +9,13 @@ Each size runs in a fresh interpreter (``--child N``) so RSS is its own:
   descriptors and RSS growth per open session;
 * close them all, timing each close; descriptors and threads left after.
 
+``--postgres``: the same on the PostgreSQL store (``open_memory(root,
+store=DSN, session_id=...)``, a throwaway cluster with the server's default
+``max_connections`` unless ``$AIDEN_TEST_PG_DSN`` names one), counting the
+server connections of the process (peak, sampled every 20 ms, and idle). The
+issue's bar: 1,000 sessions on a server with ``max_connections`` 100 using
+<= 10 connections.
+
 Then ``--cycles`` open / append / close cycles of one root after another,
 with the process's descriptor and thread counts before and after (a leak
 shows as growth). The issue's bars: <= 8 threads in total and <= 50 KB RSS per
@@ -16,7 +23,7 @@ idle session at 1, 1,000 and 10,000 sessions; a flat descriptor count over
 10,000 cycles. A size the descriptor limit cannot hold (descriptors per
 session x N above ``ulimit -n``) is reported as such instead of run.
 
-    python benchmarks/bench_sessions.py [--sizes 1,1000,10000] [--cycles 10000] [--quick]
+    python benchmarks/bench_sessions.py [--sizes 1,1000,10000] [--cycles 10000] [--quick] [--postgres]
 """
 
 from __future__ import annotations
@@ -102,6 +109,83 @@ async def _sessions(n: int) -> dict[str, Any]:
         }
 
 
+def _server_connections(dsn: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def _pg_sessions(n: int) -> dict[str, Any]:
+    import psycopg
+
+    import aiden
+    from aiden import Config, SessionEvent
+
+    dsn = os.environ["AIDEN_BENCH_PG_DSN"]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SHOW max_connections").fetchone()
+    max_connections = int(row[0]) if row else -1
+    peak = 0
+    sampling = True
+
+    def sample() -> None:
+        nonlocal peak
+        while sampling:
+            peak = max(peak, _server_connections(dsn))
+            time.sleep(0.02)
+
+    cfg = Config(durability="none")
+    opens: list[float] = []
+    appends: list[float] = []
+    closes: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        base = _server_connections(dsn)
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        stacks: list[contextlib.AsyncExitStack] = []
+        memories = []
+        run = os.urandom(4).hex()
+        for i in range(n):
+            stack = contextlib.AsyncExitStack()
+            t = time.perf_counter()
+            memories.append(
+                await stack.enter_async_context(
+                    aiden.open_memory(f"{tmp}/s{i}", config=cfg, store=dsn, session_id=f"b{run}-{i}")
+                )
+            )
+            opens.append(time.perf_counter() - t)
+            stacks.append(stack)
+        for i, memory in enumerate(memories):
+            t = time.perf_counter()
+            await memory.append(SessionEvent(type="user_input", content=f"hello from session {i}"))
+            appends.append(time.perf_counter() - t)
+        await asyncio.sleep(1.0)
+        idle = _server_connections(dsn) - base
+        threads = threading.active_count() - 1  # not the sampler
+        for stack in reversed(stacks):
+            t = time.perf_counter()
+            await stack.aclose()
+            closes.append(time.perf_counter() - t)
+        sampling = False
+        sampler.join()
+        del memories
+        return {
+            "sessions": n,
+            "max_connections": max_connections,
+            "connections_peak": peak - base,
+            "connections_idle": idle,
+            "connections_left": _server_connections(dsn) - base,
+            "threads": threads,
+            "open_ms": latency_ms(opens),
+            "first_append_ms": latency_ms(appends),
+            "close_ms": latency_ms(closes),
+        }
+
+
 async def _cycles(n: int) -> dict[str, Any]:
     import aiden
     from aiden import Config, SessionEvent
@@ -131,29 +215,83 @@ def _child(argv: list[str]) -> None:
     import anyio
 
     kind, n = argv[0], int(argv[1])
-    result = anyio.run(_sessions if kind == "sessions" else _cycles, n)
+    run = {"sessions": _sessions, "pg_sessions": _pg_sessions, "cycles": _cycles}[kind]
+    result = anyio.run(run, n)
     print(json.dumps(result))
 
 
 def _run_child(kind: str, n: int) -> dict[str, Any]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", kind, str(n)], capture_output=True, text=True, env=env, check=False
+        [sys.executable, __file__, "--child", kind, str(n)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+        return {
+            "error": proc.stderr.strip().splitlines()[-1]
+            if proc.stderr.strip()
+            else f"exit {proc.returncode}"
+        }
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+def _postgres(sizes: list[int]) -> None:
+    from aiden.testing.pgcluster import server_for_tests
+
+    server = server_for_tests()
+    try:
+        os.environ["AIDEN_BENCH_PG_DSN"] = server.dsn
+        results = [{**_run_child("pg_sessions", n), "sessions": n} for n in sizes]
+    finally:
+        server.stop()
+    rows = [
+        [f"{r['sessions']:,}", r["error"], "", "", "", "", "", ""]
+        if "error" in r
+        else [
+            f"{r['sessions']:,}",
+            str(r["max_connections"]),
+            f"{r['connections_peak']} / {r['connections_idle']} / {r['connections_left']}",
+            str(r["threads"]),
+            f"{r['open_ms']['p50']:.1f} / {r['open_ms']['p99']:.1f}",
+            f"{r['first_append_ms']['p50']:.2f} / {r['first_append_ms']['p99']:.2f}",
+            f"{r['close_ms']['p50']:.1f} / {r['close_ms']['p99']:.1f}",
+        ]
+        for r in results
+    ]
+    out = table(
+        [
+            "open sessions (PostgreSQL)",
+            "server max_connections",
+            "connections peak / idle / after close",
+            "threads",
+            "open ms p50 / p99",
+            "first append ms p50 / p99",
+            "close ms p50 / p99",
+        ],
+        rows,
+    )
+    print(out)
+    print(f"\nwritten {write_result('sessions_postgres', {'sizes': results, 'table': out})}")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="1,1000,10000")
     parser.add_argument("--cycles", type=int, default=10_000)
     parser.add_argument("--quick", action="store_true", help="sizes 1,100 and 500 cycles")
+    parser.add_argument("--postgres", action="store_true", help="the PostgreSQL store's connections instead")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args.child)
+        return
+    if args.postgres:
+        _postgres([1, 100] if args.quick else [int(s) for s in args.sizes.split(",")])
         return
     sizes = [1, 100] if args.quick else [int(s) for s in args.sizes.split(",")]
     cycles = 500 if args.quick else args.cycles

@@ -1,20 +1,28 @@
 """Locks across workers: session-scoped PostgreSQL advisory locks (the compaction lock, Dream's).
 
-``pg_try_advisory_lock`` on a connection taken from the pool and kept for as
-long as the lock is held (an advisory lock belongs to its server session).
+An advisory lock belongs to the server session that took it, and one server
+session can hold any number of them: every lock of a pool lives on one
+connection of that pool, taken from it while any lock is held and given back
+with the last (:class:`_Holder`). A thousand memories sharing a pool hold
+their locks on that one connection instead of one connection each, and no
+pooled connection waits out a summarizer call on a lock's behalf (#36).
+
 The key is derived server-side from the session id (``hashtextextended``):
 two session ids sharing a hash only serialize their passes, never mix data.
-A store that holds the lock and asks again gets :class:`LockError` at
-once (not reentrant, as the file store's ``SessionLock``). If the held connection
-dies the server drops the lock; the commit's check of the index
-(:class:`~aiden.errors.CommitConflict`) still keeps a concurrent pass from
-committing a stale plan.
+An advisory lock is reentrant within its server session, so the holder keeps
+which lock object holds each key: a second store of the same session in this
+process waits, as a second worker would, and a store that holds the lock and
+asks again gets :class:`LockError` at once (not reentrant, as the file store's
+``SessionLock``). If the holding connection dies the server drops every lock
+on it; the commit's check of the index (:class:`~aiden.errors.CommitConflict`)
+still keeps a concurrent pass from committing a stale plan.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Final
 
 from aiden.errors import LockError
@@ -26,82 +34,118 @@ _POLL_MIN_S: Final = 0.001
 _POLL_MAX_S: Final = 0.05
 
 
+class _Holder:
+    """The connection of one pool that holds every advisory lock this process took through the pool."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+        self._mutex = threading.Lock()  # one statement at a time on the connection
+        self._conn: Conn | None = None
+        self._owners: dict[str, object] = {}  # key -> the AdvisoryLock holding it
+
+    def try_take(self, key: str, owner: object, timeout: float) -> bool:
+        """Take ``key`` for ``owner`` if no one holds it (False at once otherwise).
+
+        ``timeout`` bounds the wait for the pooled connection when no lock is held yet.
+        """
+        with self._mutex:
+            if key in self._owners:
+                return False
+            conn = self._conn
+            if conn is None:
+                conn = self._conn = self._pool.getconn(timeout=timeout)
+            try:
+                row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+            except BaseException:
+                self._lost_if_broken()
+                self._give_back_if_idle()
+                raise
+            if row is None or row[0] is not True:
+                self._give_back_if_idle()
+                return False
+            self._owners[key] = owner
+            return True
+
+    def holds(self, key: str, owner: object) -> bool:
+        return self._owners.get(key) is owner
+
+    def release(self, key: str, owner: object) -> None:
+        """Release ``key`` if ``owner`` holds it (a lost connection took the lock with it)."""
+        with self._mutex:
+            if self._owners.get(key) is not owner:
+                return
+            del self._owners[key]
+            conn = self._conn
+            try:
+                if conn is not None:
+                    conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+            except BaseException:
+                # Closing the connection ends its server session, which drops its locks for sure.
+                self._lost_if_broken(force=True)
+                raise
+            finally:
+                self._give_back_if_idle()
+
+    def _lost_if_broken(self, *, force: bool = False) -> None:
+        """After a failed statement: a closed connection lost every lock on it (``force``: close it)."""
+        conn = self._conn
+        if conn is None or not (force or conn.closed or conn.broken):
+            return
+        conn.close()
+        self._owners.clear()
+        self._conn = None
+        self._pool.putconn(conn)  # the pool discards a closed connection
+
+    def _give_back_if_idle(self) -> None:
+        if self._conn is not None and not self._owners:
+            conn, self._conn = self._conn, None
+            self._pool.putconn(conn)
+
+
+_HOLDERS: weakref.WeakKeyDictionary[Pool, _Holder] = weakref.WeakKeyDictionary()
+_HOLDERS_GUARD = threading.Lock()
+
+
+def _holder(pool: Pool) -> _Holder:
+    with _HOLDERS_GUARD:
+        holder = _HOLDERS.get(pool)
+        if holder is None:
+            holder = _HOLDERS[pool] = _Holder(pool)
+        return holder
+
+
 class AdvisoryLock:
-    """One advisory lock (``key``), held through a dedicated pooled connection; ``name`` is for messages."""
+    """One advisory lock (``key``), held on its pool's lock connection; ``name`` is for messages."""
 
     def __init__(self, pool: Pool, key: str, name: str = "compaction lock") -> None:
-        self._pool = pool
+        self._holder = _holder(pool)
         self._key = key
         self._name = name
-        self._local = threading.Lock()
-        self._conn: Conn | None = None
 
     @property
     def held(self) -> bool:
-        """True while this store holds the lock."""
-        return self._conn is not None
-
-    @property
-    def connection(self) -> Conn:
-        """The connection holding the lock: the holder may run its statements on it (LockError if not held)."""
-        if self._conn is None:
-            raise LockError(f"the {self._name} is not held")
-        return self._conn
+        """True while this object holds the lock."""
+        return self._holder.holds(self._key, self)
 
     def try_acquire(self, timeout: float) -> bool:
         """Take the lock if no one holds it; False at once when another worker (or this object) does.
 
         ``timeout`` bounds only the wait for a pooled connection.
         """
-        if not self._local.acquire(blocking=False):
-            return False
-        conn: Conn | None = None
-        try:
-            with translated(f"taking the {self._name}"):
-                conn = self._pool.getconn(timeout=timeout)
-                row = conn.execute(
-                    "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self._key,)
-                ).fetchone()
-        except BaseException:
-            if conn is not None:
-                self._pool.putconn(conn)
-            self._local.release()
-            raise
-        if row is None or row[0] is not True:
-            self._pool.putconn(conn)
-            self._local.release()
-            return False
-        self._conn = conn
-        return True
+        with translated(f"taking the {self._name}"):
+            return self._holder.try_take(self._key, self, timeout)
 
     def acquire(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for another worker's lock (then :class:`LockError`)."""
         deadline = time.monotonic() + timeout
-        # Held by this store already (another actor of it, or a retake): an error, as flock's SessionLock.
-        if not self._local.acquire(blocking=False):
+        # Held by this object already (another actor of its store, or a retake): an error, as flock's SessionLock.
+        if self.held:
             raise LockError(f"the {self._name} is not reentrant: this store holds it")
-        try:
-            with translated(f"taking the {self._name}"):
-                conn = self._pool.getconn(timeout=max(0.001, deadline - time.monotonic()))
-            try:
-                self._poll(conn, deadline, timeout)
-            except BaseException:
-                self._pool.putconn(conn)
-                raise
-            self._conn = conn
-        except BaseException:
-            self._local.release()
-            raise
-
-    def _poll(self, conn: Conn, deadline: float, timeout: float) -> None:
         delay = _POLL_MIN_S
         while True:
             with translated(f"taking the {self._name}"):
-                row = conn.execute(
-                    "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self._key,)
-                ).fetchone()
-            if row is not None and row[0] is True:
-                return
+                if self._holder.try_take(self._key, self, max(0.001, deadline - time.monotonic())):
+                    return
             now = time.monotonic()
             if now >= deadline:
                 raise LockError(
@@ -112,17 +156,5 @@ class AdvisoryLock:
 
     def release(self) -> None:
         """Release the lock if held (a connection lost meanwhile took the lock with it)."""
-        conn = self._conn
-        if conn is None:
-            return
-        self._conn = None
-        try:
-            with translated(f"releasing the {self._name}"):
-                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self._key,))
-        except BaseException:
-            # Closing the connection ends its server session, which drops the lock for sure.
-            conn.close()
-            raise
-        finally:
-            self._pool.putconn(conn)
-            self._local.release()
+        with translated(f"releasing the {self._name}"):
+            self._holder.release(self._key, self)

@@ -10,10 +10,11 @@ without the version, nor the version without the cursor.
 
 One run (or restore) at a time per namespace, across every worker: a
 session-level advisory lock taken with ``pg_try_advisory_lock`` (a run that
-finds it held returns ``ran=False``; a restore is refused), held by one
-pooled connection that also carries the run's statements. A worker that dies
-mid-run loses its connection and with it the lock; what it had not committed
-never happened. The commit also checks that the cursor and the newest
+finds it held returns ``ran=False``; a restore is refused), held on the
+pool's lock connection (:mod:`aiden.storage.postgres.locks`) while the run's
+statements take pooled connections of their own. A worker that dies mid-run
+loses its connection and with it the lock; what it had not committed never
+happened. The commit also checks that the cursor and the newest
 version are still those the run started from (a
 :class:`~aiden.errors.DreamError` otherwise), so a lock lost with its
 connection can never fold the same records twice.
@@ -41,7 +42,7 @@ from aiden.longterm.versions import Version, check_target, unique_match
 from aiden.storage.postgres.locks import AdvisoryLock
 from aiden.storage.postgres.lt_history import read_after
 from aiden.storage.postgres.lt_schema import LongTermDb
-from aiden.storage.postgres.schema import Conn, translated
+from aiden.storage.postgres.schema import Conn
 
 __all__ = ["PgDream"]
 
@@ -111,10 +112,9 @@ class PgDream:
             # The connection was closed instead, which drops the lock: the run's result stands.
             log.warning("releasing the Dream lock failed (its connection was closed): %s", exc)
 
-    # --- blocking, on the lock's connection ----------------------------------------------------
+    # --- blocking, while the lock is held ----------------------------------------------------
     def _start(self) -> tuple[int, list[HistoryRecord], _Head]:
-        conn = self._advisory.connection
-        with translated("reading Dream's history"):
+        with self._db.connection("reading Dream's history") as conn:
             row = conn.execute(
                 "SELECT dream_cursor FROM aiden_lt_state WHERE namespace = %s", (self._db.namespace,)
             ).fetchone()
@@ -152,8 +152,7 @@ class PgDream:
     def _commit_run(
         self, start: int, head: _Head, new: Files, message: str, cursor: int, now: int
     ) -> str | None:
-        conn = self._advisory.connection
-        with translated("recording the Dream version"), conn.transaction():
+        with self._db.connection("recording the Dream version") as conn, conn.transaction():
             self._check_unmoved(conn, start, head)
             commit_id = self._record(conn, head, new, message, now) if new != head.files else None
             conn.execute(
@@ -163,10 +162,9 @@ class PgDream:
             return commit_id
 
     def _restore_sync(self, target: str | int, now: int) -> Version:
-        conn = self._advisory.connection
         checked = check_target(target)
         ns = self._db.namespace
-        with translated("restoring a Dream version"), conn.transaction():
+        with self._db.connection("restoring a Dream version") as conn, conn.transaction():
             if isinstance(checked, int):
                 rows = conn.execute(
                     "SELECT commit_id FROM aiden_lt_versions WHERE namespace = %s ORDER BY pos DESC LIMIT %s",

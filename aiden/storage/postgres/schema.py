@@ -13,6 +13,7 @@ Every statement is a constant: values only ever travel as parameters.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final
@@ -32,7 +33,9 @@ __all__ = [
     "describe",
     "ensure_component",
     "ensure_schema",
+    "lease_pool",
     "open_pool",
+    "release_pool",
     "require_pool_size",
     "translated",
 ]
@@ -47,12 +50,11 @@ SCHEMA_VERSION: Final = 1
 MIN_POOL_SIZE: Final = 3
 """The fewest connections (``max_size``) a memory's pool may have.
 
-At peak a memory holds two connections for as long as a summarizer call
-lasts: the compaction lock's (a whole maintenance pass) and Dream's (a whole
-run). The pass's own statements (the running-summary merge before the
-commit, the commit, the history record after it) and the appends and reads
-of everything else need a third, or they wait for one of those two to be
-given back and fail after the pool's ``timeout``.
+While any advisory lock is held (a maintenance pass's compaction lock for the
+whole pass, Dream's for a whole run) one connection of the pool holds them
+all (:mod:`aiden.storage.postgres.locks`); the statements of appends, reads,
+the pass and Dream share the others, so a pass's commit never waits for a
+Dream run to end.
 """
 
 # Each component (the session store, the long-term store) records its own version: a
@@ -187,6 +189,52 @@ def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: 
             open=True,
             name=name,
         )
+
+
+class _Lease:
+    """A pool shared by every store of this process opened on one DSN, and how many use it."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.users = 0
+
+
+_LEASES: dict[tuple[str, float], _Lease] = {}
+_LEASES_GUARD = threading.Lock()
+
+
+def lease_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0) -> Pool:
+    """The pool this process's stores on ``conninfo`` share, opened by the first (see :func:`release_pool`).
+
+    A thousand memories on one DSN use one pool, so server connections do
+    not grow with sessions (#36). A lease asking for more connections than the
+    pool has grows it to ``max_size``; ``timeout`` is part of the pool's
+    identity (stores wanting different waits get different pools).
+    """
+    require_pool_size(max_size)
+    key = (conninfo, timeout)
+    with _LEASES_GUARD:
+        lease = _LEASES.get(key)
+        if lease is None or lease.pool.closed:
+            lease = _LEASES[key] = _Lease(open_pool(conninfo, max_size=max_size, timeout=timeout))
+        elif lease.pool.max_size < max_size:
+            lease.pool.resize(lease.pool.min_size, max_size)
+        lease.users += 1
+        return lease.pool
+
+
+def release_pool(pool: Pool) -> None:
+    """Give back a pool of :func:`lease_pool`; the last user closes it."""
+    with _LEASES_GUARD:
+        key = next((k for k, lease in _LEASES.items() if lease.pool is pool), None)
+        if key is None:
+            return
+        lease = _LEASES[key]
+        lease.users -= 1
+        if lease.users > 0:
+            return
+        del _LEASES[key]
+    pool.close()
 
 
 def _stored_version(conn: Conn, component: str) -> object:

@@ -38,7 +38,15 @@ from aiden.storage.postgres import compaction
 from aiden.storage.postgres.feed import PgChangeFeed
 from aiden.storage.postgres.locks import AdvisoryLock
 from aiden.storage.postgres.rows import EMPTY_INDEX, decode_index, decode_payload
-from aiden.storage.postgres.schema import Conn, Pool, ensure_schema, open_pool, require_pool_size, translated
+from aiden.storage.postgres.schema import (
+    Conn,
+    Pool,
+    ensure_schema,
+    lease_pool,
+    release_pool,
+    require_pool_size,
+    translated,
+)
 from aiden.storage.protocol import ChangeToken, ChunkChanges, PreparedEvent, RecoveryReport, Snapshot
 
 __all__ = ["DSN_ENV", "PostgresSessionStore"]
@@ -76,8 +84,10 @@ class PostgresSessionStore:
     then libpq's own defaults and ``PG*`` variables); it is never logged.
     ``pool`` shares an open pool between stores (then ``close`` leaves it
     open; make it with :func:`~aiden.storage.postgres.schema.open_pool`);
-    otherwise the store opens its own of ``max_size`` connections, waiting
-    up to ``timeout`` seconds for a connection before :class:`StorageError`.
+    otherwise it leases the pool every store of this process on the same
+    DSN shares (:func:`~aiden.storage.postgres.schema.lease_pool`, at least
+    ``max_size`` connections, closed with its last store), waiting up to
+    ``timeout`` seconds for a connection before :class:`StorageError`.
     Either allowing fewer than
     :data:`~aiden.storage.postgres.schema.MIN_POOL_SIZE` connections is a
     :class:`~aiden.errors.ConfigError` here, before anything runs. ``config`` supplies
@@ -111,7 +121,7 @@ class PostgresSessionStore:
             require_pool_size(pool.max_size, "the pool's max_size")
         else:
             conninfo = dsn if dsn is not None else os.environ.get(DSN_ENV, "")
-            pool = open_pool(conninfo, max_size=max_size, timeout=timeout, name=f"aiden-{self.session_id}")
+            pool = lease_pool(conninfo, max_size=max_size, timeout=timeout)
         self._pool: Pool = pool
         self._feed = PgChangeFeed(pool, self.session_id)
         self._lock = AdvisoryLock(pool, f"aiden.compaction:{self.session_id}")
@@ -172,7 +182,7 @@ class PostgresSessionStore:
         return RecoveryReport(unrecoverable=problems, checked=compaction.CHECKS)
 
     def close(self) -> None:
-        """Release the compaction lock and close the store's own pool (idempotent)."""
+        """Release the compaction lock and give back the leased pool (idempotent; a given pool stays open)."""
         if self._closed:
             return
         self._closed = True
@@ -180,7 +190,7 @@ class PostgresSessionStore:
             self._lock.release()
         finally:
             if self._own_pool:
-                self._pool.close()
+                release_pool(self._pool)
 
     # --- appends -----------------------------------------------------------------------
 
