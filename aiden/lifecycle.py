@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -33,12 +33,44 @@ from aiden.context import (
 )
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
+from aiden.messages import CompactionOutcome
 from aiden.policy.calibration import BudgetCalibration
 from aiden.policy.tokens import TokenProfile, estimate_tokens
 from aiden.policy.triggers import trigger_threshold_tokens
+from aiden.storage.chunks import ChunkIndex
 
-if TYPE_CHECKING:
-    from aiden.memory import Memory
+
+class _Session(Protocol):
+    """What the run-level operations use of the memory that owns them (a :class:`~aiden.memory.Memory`).
+
+    Named here, not imported: the memory owns its lifecycle, and the lifecycle never reaches back
+    into the memory's module (no import cycle, #36).
+    """
+
+    @property
+    def config(self) -> Config: ...
+    @property
+    def long_term_layer(self) -> str: ...
+    async def append(self, event: SessionEvent) -> SessionEvent: ...
+    def request_maintenance(self, *, manual: bool = False) -> None: ...
+    async def maintain(self, *, manual: bool = False) -> CompactionOutcome: ...
+    async def record_usage(
+        self,
+        *,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        cached_tokens: int | None = None,
+        cost_usd: float | None = None,
+        tool_output_tokens: int = 0,
+        run_ended: bool = False,
+        model: str | None = None,
+    ) -> None: ...
+    def estimate_text(self, text: str) -> int: ...
+    async def hot_window(self) -> list[SessionEvent]: ...
+    async def chunk_index(self) -> ChunkIndex: ...
+    async def summary_md(self) -> str: ...
+    async def rotate(self, closed_session_id: str | None = None) -> str: ...
+
 
 __all__ = ["RunStart", "Lifecycle", "new_session_id"]
 
@@ -66,7 +98,7 @@ def new_session_id(now: float) -> str:
 class Lifecycle:
     """Run-level operations of one :class:`~aiden.memory.Memory` (``memory.runs``)."""
 
-    def __init__(self, memory: Memory, profile: TokenProfile, context_window: int) -> None:
+    def __init__(self, memory: _Session, profile: TokenProfile, context_window: int) -> None:
         self._m = memory
         self._profile = profile
         self._window = context_window
@@ -224,7 +256,9 @@ class Lifecycle:
         m = self._m
         # The window of the model this call goes to (a swap to a smaller model shrinks this prompt).
         cfg = m.config if model is None else m.config.with_window(self._window_for(model))
-        call = _Call(cfg, layers or PromptLayers(), long_term, current_task, cache_friendly, governance, tools)
+        call = _Call(
+            cfg, layers or PromptLayers(), long_term, current_task, cache_friendly, governance, tools
+        )
         budget = cfg.prompt_budget()
         snapshot = await _gather(m)
         built = self._shape(call, snapshot, strict=False)
@@ -322,7 +356,9 @@ class Lifecycle:
                 replay, governance, split_turn_context=split_ctx, split_before_seq=split_before
             )
         else:
-            body = self._body.render(replay, governance, split_turn_context=split_ctx, split_before_seq=split_before)
+            body = self._body.render(
+                replay, governance, split_turn_context=split_ctx, split_before_seq=split_before
+            )
         layer = fit_summary_layer(summary.strip(), cfg.summary_layer_tokens(), m.estimate_text)
         built = build_messages(
             layers=call.layers,
@@ -357,7 +393,7 @@ class _Call:
 _Snapshot = tuple[Sequence[SessionEvent], Any, str]
 
 
-async def _gather(m: Memory) -> _Snapshot:
+async def _gather(m: _Session) -> _Snapshot:
     # Hot window first: if a compaction commits between the reads, its events
     # appear twice (verbatim and summarized), never zero times.
     hot = await m.hot_window()

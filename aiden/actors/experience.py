@@ -5,7 +5,7 @@ Everything outside the experience room reaches it by messages
 :class:`~aiden.experience.port.ExperiencePort`. One worker serves the inbox,
 so two learning passes never interleave; the stores' file locks keep two
 runtimes on one root apart. Learning runs in the common idle window (the
-AutoCompact rule, :func:`~aiden.policy.experience.should_learn`): never while
+AutoCompact rule, :func:`~aiden.experience.learner.should_learn`): never while
 a run is active, only after the session has been quiet for
 ``idle_compact_after_minutes``.
 """
@@ -23,6 +23,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.serve import serve
+from aiden.experience.learner import should_learn
 from aiden.experience.messages import (
     CommitEpisode,
     EpisodeCommitted,
@@ -39,7 +40,6 @@ from aiden.experience.port import ExperiencePort
 from aiden.experience.service import ExperienceService
 from aiden.longterm.autocompact import IdleTarget
 from aiden.messages import Codec
-from aiden.policy.experience import should_learn
 
 __all__ = ["LEARN_BATCH", "ExperienceActor", "IdleLearning"]
 

@@ -20,8 +20,8 @@ current observations, not state.
 * :mod:`~aiden.experience.service`: the room's operations the actor serves;
 * :mod:`~aiden.experience.messages` / :mod:`~aiden.experience.port`: the actor's surface.
 
-The learner itself is pure policy: :mod:`aiden.policy.experience` (with
-:mod:`~aiden.policy.experience_trace` and :mod:`~aiden.policy.experience_facts`), and so is
-how recall orders the records: :mod:`aiden.policy.experience_ranking` (BM25, fused with the
+The learner itself is pure policy: :mod:`aiden.experience.learner` (with
+:mod:`~aiden.experience.trace` and :mod:`~aiden.experience.facts`), and so is
+how recall orders the records: :mod:`aiden.experience.ranking` (BM25, fused with the
 vector similarity when there is an embedder).
 """

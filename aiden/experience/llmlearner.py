@@ -1,11 +1,11 @@
 """The LLM learner path (issue #21): a model phrases the lessons the embedded learner decided on.
 
-:mod:`aiden.policy.experience` alone decides what an episode teaches (which
+:mod:`aiden.experience.learner` alone decides what an episode teaches (which
 records, their ids, statuses and evidence). When the memory runs with an LLM
 summarizer, :class:`LLMLearner` asks that model, with **one** chat completion
-per :class:`~aiden.policy.experience.LessonGroup` (a working step and the
+per :class:`~aiden.experience.learner.LessonGroup` (a working step and the
 failures it replaced), to word the procedure and the failure as short notes;
-:func:`~aiden.policy.experience.rephrased` puts them in the records, beside
+:func:`~aiden.experience.learner.rephrased` puts them in the records, beside
 the exact steps.
 
 The answer is read tolerantly (a JSON object bare, fenced or inside prose;
@@ -28,8 +28,8 @@ import anyio
 import msgspec
 
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerTimeout, SummarizerUnavailable
+from aiden.experience.learner import LessonGroup
 from aiden.experience.messages import LearnerStats
-from aiden.policy.experience import LessonGroup
 from aiden.summarizers.llm.breaker import Breaker
 from aiden.summarizers.llm.handle import _import_litellm
 from aiden.summarizers.llm.loop import _loop_thread

@@ -30,6 +30,7 @@ import msgspec
 
 from aiden.errors import CorruptionError, InvalidIdError, RecallError, StorageError
 from aiden.events import validate_id
+from aiden.experience.ranking import rank
 from aiden.experience.records import (
     EnvironmentProfile,
     ExperienceRecord,
@@ -42,7 +43,6 @@ from aiden.experience.records import (
 )
 from aiden.experience.vectors import RecordVectors
 from aiden.longterm.files import ensure_dir, read_bounded
-from aiden.policy.experience_ranking import rank
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
@@ -227,7 +227,7 @@ class RecordStore:
         Applicable: same ``environment`` or a record for every environment ("");
         of ``kinds`` when given; sharing at least one term. With an embedder and
         a ``query`` (the text ``terms`` came from), BM25 fused with the rows'
-        similarity to the query (:mod:`aiden.policy.experience_ranking`), so a record
+        similarity to the query (:mod:`aiden.experience.ranking`), so a record
         sharing no term may be returned; BM25 alone if that fails. Only the
         returned records' files are opened.
         """

@@ -3,7 +3,7 @@
 Owned by the experience actor (:mod:`aiden.actors.experience`), which runs
 every method in a worker thread. Learning is at-least-once and idempotent: an
 episode is marked ``processed`` only after the records it taught are
-committed, and the pure learner (:mod:`aiden.policy.experience`) gives the
+committed, and the pure learner (:mod:`aiden.experience.learner`) gives the
 same records the same ids when it runs again, so a crash anywhere in a pass
 loses no committed episode and duplicates no record.
 
@@ -32,10 +32,10 @@ import anyio
 from aiden.config import Config
 from aiden.experience.episodes import Episode
 from aiden.experience.episodestore import EpisodeStore
+from aiden.experience.learner import LessonGroup, Lessons, learn, rephrased
 from aiden.experience.messages import LearnerStats, LearnOutcome
 from aiden.experience.records import ExperienceRecord, terms_of
 from aiden.experience.recordstore import RecordStore
-from aiden.policy.experience import LessonGroup, Lessons, learn, rephrased
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

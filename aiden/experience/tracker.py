@@ -3,7 +3,7 @@
 :class:`EpisodeTracker` belongs to one ``Memory``: ``begin_run`` opens an
 episode (goal = the run's root input), every event appended while it is open
 is noted (tool calls, tool results with their success judged by
-:func:`~aiden.policy.experience.result_failed`, user input after the root as a
+:func:`~aiden.experience.learner.result_failed`, user input after the root as a
 correction, assistant outputs: the last one, after the tool calls, is the
 run's answer), ``recall_experience`` answers note the record ids they returned,
 and ``commit_run`` finishes it for the experience actor to commit. aiden's own
@@ -19,7 +19,7 @@ from typing import Final
 
 from aiden.events import SessionEvent
 from aiden.experience.episodes import Episode, EpisodeRecorder, Outcome
-from aiden.policy.experience import result_failed
+from aiden.experience.learner import result_failed
 
 __all__ = ["MEMORY_TOOLS", "EpisodeTracker", "new_episode_id"]
 

@@ -39,8 +39,8 @@ from typing import Final
 import msgspec
 
 from aiden.errors import RecallError
+from aiden.experience.ranking import nearest
 from aiden.experience.records import RecordRow
-from aiden.policy.experience_ranking import nearest
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 

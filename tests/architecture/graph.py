@@ -1,9 +1,9 @@
 """The import graph of the ``aiden`` package, read from source with :mod:`ast` (nothing imported).
 
-Every ``import`` counts, function-local ones included (a deferred import still
-couples the two modules); imports under ``if TYPE_CHECKING:`` do not (they never
-run). An edge goes to the module named, or to the submodule when
-``from package import name`` names one.
+Every ``import`` counts: function-local ones (a deferred import still couples
+the two modules) and those under ``if TYPE_CHECKING:`` (an annotation naming a
+room's type couples them as much, #36). An edge goes to the module named, or to
+the submodule when ``from package import name`` names one.
 """
 
 from __future__ import annotations
@@ -26,27 +26,11 @@ def module_files(root: Path = PACKAGE_ROOT) -> dict[str, Path]:
     return modules
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement except those guarded by ``if TYPE_CHECKING:``."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                yield from _imports_in(child)
-            continue
-        yield from _imports_in(node)
-
-
-def _imports_in(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        yield node
-    else:
-        yield from _imports(node)
+    """Every import statement of ``tree``, at any depth."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:

@@ -9,10 +9,10 @@ import pytest
 
 from aiden.experience.episodes import Episode, EpisodeRecorder
 from aiden.experience.episodestore import EpisodeStore
+from aiden.experience.learner import learn
 from aiden.experience.records import ExperienceRecord
 from aiden.experience.recordstore import RecordStore
 from aiden.experience.tool import handle_experience_tool
-from aiden.policy.experience import learn
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 

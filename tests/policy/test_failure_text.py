@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from aiden.policy.experience_trace import result_failed
+from aiden.experience.trace import result_failed
 from aiden.policy.failure_text import NONZERO_EXIT, OS_REFUSAL
 from aiden.summarizers.extractive.collector import _CONCRETE_ERROR
 from aiden.summarizers.extractive.tools import _EVIDENCE_LINE

@@ -19,8 +19,8 @@ from typing import Final
 import msgspec
 
 from aiden.experience.episodes import Episode
+from aiden.experience.lessons import merge
 from aiden.experience.records import Evidence, ExperienceRecord, record_id
-from aiden.policy.lessons import merge
 
 __all__ = ["MAX_FACT_VALUE_CHARS", "fact_records"]
 

@@ -1,4 +1,4 @@
-"""What one episode teaches, as the experience policy hands it on (:mod:`aiden.policy.experience`).
+"""What one episode teaches, as the experience policy hands it on (:mod:`aiden.experience.learner`).
 
 :class:`Lessons` carries the records to create or replace; its
 :class:`LessonGroup` s are what an LLM learner may *phrase* (never decide):

@@ -7,7 +7,7 @@ processing an episode again — a worker retried after a crash — yields the
 very same records with the very same ids, and merging them changes nothing.
 
 The worker first assesses goal completion on its own, from the trace
-(:func:`~aiden.policy.experience_trace.assess`); then the rules, each citing
+(:func:`~aiden.experience.trace.assess`); then the rules, each citing
 the episode id and the seqs of the events it rests on:
 
 * a tool call that failed, then a *different* call of the same tool that
@@ -22,10 +22,10 @@ the episode id and the seqs of the events it rests on:
   direct evidence; a run of several different steps teaches nothing this way
   (which of them did the work is not in the trace);
 * each observed key (``memory.observe``) is a ``fact`` record of the
-  environment (:mod:`aiden.policy.experience_facts`);
+  environment (:mod:`aiden.experience.facts`);
 * a location a call's result revealed and a later call used successfully
   is a ``navigation`` record: where that thing is in the environment
-  (:mod:`aiden.policy.experience_navigation`, which also confirms, disputes
+  (:mod:`aiden.experience.navigation`, which also confirms, disputes
   and supersedes them);
 * a newer working fix for the same environment and goal supersedes the other
   procedures of that goal: they become ``legacy`` (a first-try success
@@ -55,6 +55,9 @@ from typing import Final
 import msgspec
 
 from aiden.experience.episodes import Episode
+from aiden.experience.facts import MAX_FACT_VALUE_CHARS, fact_records
+from aiden.experience.lessons import LessonGroup, Lessons, confirmed, merge, rephrased
+from aiden.experience.navigation import navigation_records
 from aiden.experience.records import (
     EnvironmentProfile,
     Evidence,
@@ -63,9 +66,7 @@ from aiden.experience.records import (
     goal_key,
     record_id,
 )
-from aiden.policy.experience_facts import MAX_FACT_VALUE_CHARS, fact_records
-from aiden.policy.experience_navigation import navigation_records
-from aiden.policy.experience_trace import (
+from aiden.experience.trace import (
     Attempt,
     answer_after,
     assess,
@@ -75,7 +76,6 @@ from aiden.policy.experience_trace import (
     result_failed,
     step_signature,
 )
-from aiden.policy.lessons import LessonGroup, Lessons, confirmed, merge, rephrased
 
 __all__ = [
     "Attempt",

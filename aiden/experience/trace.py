@@ -1,6 +1,6 @@
 """Reading an episode's trace (issue #21): calls paired with results, failures, goal completion (pure).
 
-What the experience learner (:mod:`aiden.policy.experience`) rests its
+What the experience learner (:mod:`aiden.experience.learner`) rests its
 lessons on: :func:`attempts` pairs each tool call with its result,
 :func:`result_failed` says whether a result reports a failure, and
 :func:`assess` is the worker's own judgement of goal completion, read from

@@ -1,9 +1,9 @@
-"""How recall_experience orders index rows (aiden.policy.experience_ranking): BM25, fusion, working steps first."""
+"""How recall_experience orders index rows (aiden.experience.ranking): BM25, fusion, working steps first."""
 
 from __future__ import annotations
 
+from aiden.experience.ranking import bm25, nearest, rank
 from aiden.experience.records import RecordKind, RecordRow
-from aiden.policy.experience_ranking import bm25, nearest, rank
 
 
 def row(

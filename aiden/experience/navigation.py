@@ -53,9 +53,9 @@ from typing import Final
 import msgspec
 
 from aiden.experience.episodes import Episode
+from aiden.experience.lessons import confirmed, merge
 from aiden.experience.records import Evidence, ExperienceRecord, record_id
-from aiden.policy.experience_trace import Attempt, corrected_after
-from aiden.policy.lessons import confirmed, merge
+from aiden.experience.trace import Attempt, corrected_after
 
 __all__ = [
     "MAX_PLACES",

@@ -1,5 +1,5 @@
 """Navigation records (#21): a location a run looked up and then used is where that thing is; later runs
-confirm, dispute or supersede it (:mod:`aiden.policy.experience_navigation`)."""
+confirm, dispute or supersede it (:mod:`aiden.experience.navigation`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiden.experience.episodes import Episode, EpisodeRecorder
-from aiden.experience.records import ExperienceRecord
-from aiden.policy.experience import learn
-from aiden.policy.experience_navigation import (
+from aiden.experience.learner import learn
+from aiden.experience.navigation import (
     MAX_PLACES,
     found_places,
     locations,
@@ -21,7 +20,8 @@ from aiden.policy.experience_navigation import (
     not_found,
     same_place,
 )
-from aiden.policy.experience_trace import attempts, corrected_after
+from aiden.experience.records import ExperienceRecord
+from aiden.experience.trace import attempts, corrected_after
 
 ENV = "repo-acme"
 GREP = "grep -rl redis --include=*.yaml ."

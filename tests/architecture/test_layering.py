@@ -1,0 +1,59 @@
+"""Which room may import which (#36): policy stays pure, storage stays below summaries and the prompt.
+
+- ``aiden.policy`` imports only ``aiden.events``, ``aiden.config`` and itself:
+  policy is pure and synchronous, and what it decides about comes in as plain data;
+- ``aiden.storage`` never imports ``aiden.context`` (the prompt), and imports
+  ``aiden.summarizers`` only through the edges listed in :data:`STORAGE_TO_SUMMARIZERS`,
+  which may only shrink.
+"""
+
+from __future__ import annotations
+
+from tests.architecture.graph import import_graph
+
+POLICY_MAY_IMPORT = ("aiden.events", "aiden.config", "aiden.policy")
+
+# Still to be removed (#36): the rolling fold and the summary.md render run the extractive
+# summarizer inside storage, and the long-term backends take a Summarizer. A new edge fails here;
+# a removed one must leave this list.
+STORAGE_TO_SUMMARIZERS = {
+    ("aiden.storage.summary_md", "aiden.summarizers.extractive"),
+    ("aiden.storage.summary_md", "aiden.summarizers.extractive.supersede"),
+    ("aiden.storage.summary_md", "aiden.summarizers.protocol"),
+    ("aiden.storage.select", "aiden.summarizers.protocol"),
+    ("aiden.storage.postgres.lt_summaries", "aiden.summarizers.protocol"),
+    ("aiden.storage.postgres.longterm", "aiden.summarizers.protocol"),
+}
+
+
+def _in(module: str, *rooms: str) -> bool:
+    return any(module == room or module.startswith(room + ".") for room in rooms)
+
+
+def _edges(source: str, target: str) -> set[tuple[str, str]]:
+    graph = import_graph()
+    return {(a, b) for a, targets in graph.items() if _in(a, source) for b in targets if _in(b, target)}
+
+
+def test_policy_imports_only_events_config_and_itself() -> None:
+    graph = import_graph()
+    outside = {
+        (a, b)
+        for a, targets in graph.items()
+        if _in(a, "aiden.policy")
+        for b in targets
+        if not _in(b, *POLICY_MAY_IMPORT)
+    }
+    assert outside == set()
+    assert graph["aiden.policy.cutpoints"] >= {
+        "aiden.events",
+        "aiden.config",
+    }  # the walk sees policy's imports
+
+
+def test_storage_never_imports_the_prompt() -> None:
+    assert _edges("aiden.storage", "aiden.context") == set()
+
+
+def test_storage_imports_summarizers_only_through_the_listed_edges() -> None:
+    assert _edges("aiden.storage", "aiden.summarizers") == STORAGE_TO_SUMMARIZERS
