@@ -52,7 +52,7 @@ from aiden.recall.embedding import Embedder
 from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.select import StoreFactory, StoreSpec, select_long_term, select_store
+from aiden.storage.select import StoreFactory, StoreSpec, select_experience, select_long_term, select_store
 from aiden.storage.session import FileSessionStore
 from aiden.storage.window_record import PromptCalibration, read_window, record_window
 from aiden.summarizers.protocol import Summarizer
@@ -203,7 +203,16 @@ async def open_memory(
     # An LLM summarizer's model also words the learned lessons (one call per lesson group).
     learner = learner_for(summarizer)
     experience_actor = ExperienceActor(
-        ExperienceService(layout, storage, config, learner=learner, embedder=embedder), e_recv, er_send
+        ExperienceService(
+            layout,
+            storage,
+            config,
+            learner=learner,
+            embedder=embedder,
+            backends=select_experience(session_store, layout, storage, embedder),
+        ),
+        e_recv,
+        er_send,
     )
     experience = ExperiencePort(experience_client)
     summarizer_actor = SummarizerActor(summarizer, config, z_recv, zr_send)
@@ -227,7 +236,9 @@ async def open_memory(
     long_term = LongTermPort(long_term_client, long_term_actor.layer)
     recall = RecallPort(recall_client, recall_actor.stats)
 
-    async def after_compaction(entry: ChunkEntry) -> None:  # the recall index embeds the new chunk in the pass
+    async def after_compaction(
+        entry: ChunkEntry,
+    ) -> None:  # the recall index embeds the new chunk in the pass
         try:
             await long_term.record_chunk(entry, str(layout.root))
         finally:
@@ -375,7 +386,9 @@ async def open_memory(
                             samples=learned.samples,
                             token_factor=scheduler.counters.value.token_calibration,
                         )
-                        await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model, keep)
+                        await anyio.to_thread.run_sync(
+                            record_window, storage, layout, context_window, model, keep
+                        )
                     memory._closed = True
                     # Drain: everything queued before close is committed and acknowledged.
                     await writer_client.aclose()

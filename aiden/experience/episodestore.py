@@ -42,7 +42,7 @@ from aiden.storage.locks import SessionLock
 from aiden.storage.staletemps import remove_stale_temps, subdirs
 from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
 
-__all__ = ["EpisodeRow", "EpisodeStore"]
+__all__ = ["EpisodeRow", "EpisodeStore", "episode_row", "episode_year"]
 
 log = logging.getLogger("aiden.experience")
 
@@ -68,7 +68,8 @@ class _Index(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     episodes: tuple[EpisodeRow, ...] = ()
 
 
-def _year(stamp: float) -> str:
+def episode_year(stamp: float) -> str:
+    """The year folder of an episode started at ``stamp`` (UTC)."""
     return datetime.fromtimestamp(stamp, UTC).strftime("%Y")
 
 
@@ -141,7 +142,7 @@ class EpisodeStore:
             for name in sorted(os.listdir(self.root / year)):
                 episode = self._read(self.root / year / name / EPISODE_FILE_NAME)
                 if episode is not None and episode.id == name:
-                    rows.append(_row(episode, year, episode.finished_at))
+                    rows.append(episode_row(episode, year, episode.finished_at))
         rows.sort(key=lambda r: (r.committed_at, r.id))
         return _Index(episodes=tuple(rows))
 
@@ -174,14 +175,14 @@ class EpisodeStore:
             index = self._load_index()
             if any(row.id == episode.id for row in index.episodes):
                 return False
-            year = _year(episode.started_at)
+            year = episode_year(episode.started_at)
             folder = self.episode_dir(episode.id, year)
             ensure_dir(self._storage, folder)
             path = folder / EPISODE_FILE_NAME
             self._storage.checkpoint("experience.commit.before_file")
             self._storage.write_atomic(path, _encoder.encode(episode))
             self._storage.checkpoint("experience.commit.after_file")
-            new = _Index(episodes=(*index.episodes, _row(episode, year, now)))
+            new = _Index(episodes=(*index.episodes, episode_row(episode, year, now)))
             try:
                 self._storage.write_atomic(self.index_path, render_yaml_index(new))
             except (AidenError, OSError):
@@ -235,7 +236,8 @@ class EpisodeStore:
         self._storage.write_atomic(path, _encoder.encode(summary))
 
 
-def _row(episode: Episode, year: str, committed_at: float) -> EpisodeRow:
+def episode_row(episode: Episode, year: str, committed_at: float) -> EpisodeRow:
+    """The index row of ``episode`` committed at ``committed_at`` (``year``: of its start)."""
     return EpisodeRow(
         id=episode.id,
         year=year,

@@ -50,7 +50,7 @@ from aiden.storage.layout import PROFILES_DIR_NAME, Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.staletemps import remove_stale_temps, subdirs
 
-__all__ = ["RecordStore"]
+__all__ = ["RecordStore", "best_records", "embed_quietly", "merged_profile", "save_vectors_quietly"]
 
 log = logging.getLogger("aiden.experience")
 
@@ -222,46 +222,24 @@ class RecordStore:
         kinds: Sequence[str] | None = None,
         query: str = "",
     ) -> list[ExperienceRecord]:
-        """The ``k`` best active, unexpired, applicable records for ``terms`` (BM25 over the index rows).
+        """The ``k`` best active, unexpired, applicable records for ``terms`` (see :func:`best_records`).
 
-        Applicable: same ``environment`` or a record for every environment ("");
-        of ``kinds`` when given; sharing at least one term. With an embedder and
-        a ``query`` (the text ``terms`` came from), BM25 fused with the rows'
-        similarity to the query (:mod:`aiden.experience.ranking`), so a record
-        sharing no term may be returned; BM25 alone if that fails. Only the
-        returned records' files are opened.
+        Only the returned records' files are opened.
         """
-        active = [r for r in self.rows() if r.status == "active"]
-        rows = [
-            r
-            for r in active
-            if not r.expired(now)
-            and (environment is None or r.environment in (environment, ""))
-            and (kinds is None or r.kind in kinds)
-        ]
-        near = None
-        if self.vectors is not None and query.strip() and rows:
-            near = self._embed_quietly(lambda v: v.near(rows, query))
-            self._save_vectors(active)
-        ranked = rank(rows, terms, near)
-        out: list[ExperienceRecord] = []
-        for row in ranked:
-            if len(out) >= k:
-                break
-            record = self.load(row)
-            if record is not None and record.status == "active" and not record.expired(now):
-                out.append(record)
-        return out
+        return best_records(
+            self.rows(),
+            terms,
+            now=now,
+            k=k,
+            environment=environment,
+            kinds=kinds,
+            query=query,
+            vectors=self.vectors,
+            load=self.load,
+        )
 
     def _embed_quietly(self, work: Callable[[RecordVectors], R]) -> R | None:
-        """``work`` on the vectors; None, logged, if the embedder or the cache fails (recall stays lexical)."""
-        if self.vectors is None:
-            return None
-        try:
-            return work(self.vectors)
-        except RecallError as exc:
-            log.warning("experience recall: vectors unavailable, ranking by BM25 only: %s", exc)
-            return None
+        return None if self.vectors is None else embed_quietly(self.vectors, work)
 
     def save_vectors(self) -> bool:
         """Write the vectors file if vectors were computed since it was last written (a learning pass
@@ -271,26 +249,13 @@ class RecordStore:
         return self._save_vectors([r for r in self.rows() if r.status == "active"])
 
     def _save_vectors(self, active: Sequence[RecordRow]) -> bool:
-        # Not under the records' flock: the write is an atomic replace with a unique temp file, so a
-        # concurrent writer's file wins whole (a reader never sees a torn one), and a recall never
-        # waits on another process's learning pass for a derived file.
-        if self.vectors is None:
-            return False
-        try:
-            return self.vectors.save(active)
-        except StorageError as exc:
-            log.warning("experience recall: could not write %s, kept in memory: %s", self.vectors.path, exc)
-            return False
+        return False if self.vectors is None else save_vectors_quietly(self.vectors, active)
 
     # --- environment profiles -----------------------------------------------------------------
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
         """Merge ``profile``'s observations into the stored profile of its environment (newest value wins)."""
         with self._exclusive():
-            old = self.profile(profile.environment)
-            merged = dict(old.observations) if old is not None else {}
-            merged.update(profile.observations)
-            keep = dict(list(merged.items())[-_MAX_PROFILE_OBSERVATIONS:])
-            new = msgspec.structs.replace(profile, observations=keep)
+            new = merged_profile(self.profile(profile.environment), profile)
             path = self.profile_path(profile.environment)
             ensure_dir(self._storage, path.parent)
             self._storage.write_atomic(path, _encoder.encode(new))
@@ -307,3 +272,75 @@ class RecordStore:
             self._problem(f"profile of {environment!r}: {exc}")
             return None
         return found if found.environment == environment else None
+
+
+def merged_profile(old: EnvironmentProfile | None, profile: EnvironmentProfile) -> EnvironmentProfile:
+    """``profile`` with ``old``'s observations under its own (newest value wins, the newest 200 kept)."""
+    merged = dict(old.observations) if old is not None else {}
+    merged.update(profile.observations)
+    keep = dict(list(merged.items())[-_MAX_PROFILE_OBSERVATIONS:])
+    return msgspec.structs.replace(profile, observations=keep)
+
+
+def best_records(
+    rows: Sequence[RecordRow],
+    terms: Sequence[str],
+    *,
+    now: float,
+    k: int,
+    environment: str | None,
+    kinds: Sequence[str] | None,
+    query: str,
+    vectors: RecordVectors | None,
+    load: Callable[[RecordRow], ExperienceRecord | None],
+) -> list[ExperienceRecord]:
+    """The ``k`` best active, unexpired, applicable records for ``terms`` among ``rows`` (BM25 over the rows).
+
+    Applicable: same ``environment`` or a record for every environment ("");
+    of ``kinds`` when given; sharing at least one term. With ``vectors`` and
+    a ``query`` (the text ``terms`` came from), BM25 fused with the rows'
+    similarity to the query (:mod:`aiden.experience.ranking`), so a record
+    sharing no term may be returned; BM25 alone if that fails. ``load`` opens
+    a row's record; only the returned ones are opened.
+    """
+    active = [r for r in rows if r.status == "active"]
+    candidates = [
+        r
+        for r in active
+        if not r.expired(now)
+        and (environment is None or r.environment in (environment, ""))
+        and (kinds is None or r.kind in kinds)
+    ]
+    near = None
+    if vectors is not None and query.strip() and candidates:
+        near = embed_quietly(vectors, lambda v: v.near(candidates, query))
+        save_vectors_quietly(vectors, active)
+    out: list[ExperienceRecord] = []
+    for row in rank(candidates, terms, near):
+        if len(out) >= k:
+            break
+        record = load(row)
+        if record is not None and record.status == "active" and not record.expired(now):
+            out.append(record)
+    return out
+
+
+def embed_quietly(vectors: RecordVectors, work: Callable[[RecordVectors], R]) -> R | None:
+    """``work`` on the vectors; None, logged, if the embedder or the cache fails (recall stays lexical)."""
+    try:
+        return work(vectors)
+    except RecallError as exc:
+        log.warning("experience recall: vectors unavailable, ranking by BM25 only: %s", exc)
+        return None
+
+
+def save_vectors_quietly(vectors: RecordVectors, active: Sequence[RecordRow]) -> bool:
+    """Write the vectors file for ``active``; False, logged, when it cannot be (the file is derived)."""
+    # Not under any records lock: the write is an atomic replace with a unique temp file, so a
+    # concurrent writer's file wins whole (a reader never sees a torn one), and a recall never
+    # waits on another process's learning pass for a derived file.
+    try:
+        return vectors.save(active)
+    except StorageError as exc:
+        log.warning("experience recall: could not write %s, kept in memory: %s", vectors.path, exc)
+        return False

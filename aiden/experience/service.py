@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import anyio
 
 from aiden.config import Config
+from aiden.experience.backend import EpisodeBackend, RecordBackend
 from aiden.experience.episodes import Episode
 from aiden.experience.episodestore import EpisodeStore
 from aiden.experience.learner import LessonGroup, Lessons, learn, rephrased
@@ -72,7 +73,11 @@ class RunAsync(Protocol):
 
 
 class ExperienceService:
-    """Episodes, records and learning for one memory root; blocking, one caller thread at a time per method."""
+    """Episodes, records and learning for one memory; blocking, one caller thread at a time per method.
+
+    ``backends`` (episodes, records) replaces the files under the memory's root, e.g. with the
+    PostgreSQL store's (:func:`aiden.storage.select.select_experience`).
+    """
 
     def __init__(
         self,
@@ -83,9 +88,17 @@ class ExperienceService:
         learner: LLMLearner | None = None,
         run_async: RunAsync | None = None,
         embedder: Embedder | None = None,
+        backends: tuple[EpisodeBackend, RecordBackend] | None = None,
     ) -> None:
-        self.episodes = EpisodeStore(layout, storage, lock_timeout_s=config.lock_timeout_s)
-        self.records = RecordStore(layout, storage, lock_timeout_s=config.lock_timeout_s, embedder=embedder)
+        self.episodes: EpisodeBackend
+        self.records: RecordBackend
+        if backends is not None:
+            self.episodes, self.records = backends
+        else:
+            self.episodes = EpisodeStore(layout, storage, lock_timeout_s=config.lock_timeout_s)
+            self.records = RecordStore(
+                layout, storage, lock_timeout_s=config.lock_timeout_s, embedder=embedder
+            )
         self._ttl_s = config.experience_ttl_days * _DAY_S if config.experience_ttl_days > 0 else None
         self.learner = learner
         self._run_async: RunAsync = run_async if run_async is not None else anyio.from_thread.run

@@ -36,13 +36,16 @@ from aiden.storage.session import FileSessionStore
 from aiden.summarizers.protocol import Summarizer
 
 if TYPE_CHECKING:
+    from aiden.experience.backend import EpisodeBackend, RecordBackend
     from aiden.longterm.service import BackendFactory
+    from aiden.recall.embedding import Embedder
 
 __all__ = [
     "DEFAULT_SESSION_ID",
     "StoreFactory",
     "StoreSpec",
     "looks_like_dsn",
+    "select_experience",
     "select_long_term",
     "select_store",
 ]
@@ -119,3 +122,15 @@ def select_long_term(store: SessionStore, config: Config, summarizer: Summarizer
     from aiden.storage.postgres.longterm import long_term_factory
 
     return long_term_factory(store, config, summarizer)
+
+
+def select_experience(
+    store: SessionStore, layout: Layout, storage: Storage, embedder: Embedder | None
+) -> tuple[EpisodeBackend, RecordBackend] | None:
+    """Experience memory's backends for a memory on ``store``; None: the files under its root."""
+    module = sys.modules.get("aiden.storage.postgres.store")
+    if module is None or not isinstance(store, module.PostgresSessionStore):
+        return None
+    from aiden.storage.postgres.experience import experience_backends
+
+    return experience_backends(store, layout, storage, embedder)

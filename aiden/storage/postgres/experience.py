@@ -1,0 +1,321 @@
+"""Experience memory over PostgreSQL (schema component ``experience``): episodes, records, profiles as rows.
+
+A memory opened on a PostgreSQL store keeps its experience here, keyed by the
+store's long-term namespace, so every worker sharing it learns from the same
+episodes and recalls the same records (the file backend keeps them under one
+memory root). The same contract as the files
+(:mod:`aiden.experience.backend`, checked by
+:mod:`aiden.testing.conformance_experience`):
+
+- ``aiden_exp_episodes``: one row per committed episode; ``pos`` is the commit
+  order; ``processed`` is NULL until learning committed what the episode
+  taught. A commit of a known id changes nothing (``ON CONFLICT DO NOTHING``).
+- ``aiden_exp_records``: one row per record, its index row and the record;
+  :meth:`PgRecordStore.apply` upserts a batch in one transaction (the commit
+  point), and a replaced record keeps its ``pos``.
+- ``aiden_exp_profiles``: one row per environment; a save merges under a
+  transaction lock of the namespace.
+
+With an embedder the records' vectors stay a per-worker cache under the
+memory's root (derived, as the recall index is).
+
+Every statement is a constant: values only ever travel as parameters.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Final
+
+import msgspec
+
+from aiden.events import validate_id
+from aiden.experience.episodes import Episode
+from aiden.experience.episodestore import EpisodeRow, episode_row, episode_year
+from aiden.experience.records import EnvironmentProfile, ExperienceRecord, RecordRow
+from aiden.experience.recordstore import best_records, embed_quietly, merged_profile, save_vectors_quietly
+from aiden.experience.vectors import RecordVectors
+from aiden.recall.embedding import Embedder
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
+from aiden.storage.postgres.schema import Conn, ensure_component, translated
+from aiden.storage.postgres.store import PostgresSessionStore
+
+__all__ = ["EXPERIENCE_VERSION", "PgEpisodeStore", "PgRecordStore", "experience_backends"]
+
+EXPERIENCE_VERSION: Final = 1
+_COMPONENT: Final = "experience"
+_DDL: Final = (
+    """CREATE TABLE IF NOT EXISTS aiden_exp_episodes (
+        namespace text NOT NULL,
+        id text NOT NULL,
+        pos bigserial,
+        row_doc bytea NOT NULL,
+        episode bytea NOT NULL,
+        processed bytea,
+        PRIMARY KEY (namespace, id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS aiden_exp_records (
+        namespace text NOT NULL,
+        id text NOT NULL,
+        pos bigserial,
+        row_doc bytea NOT NULL,
+        record bytea NOT NULL,
+        PRIMARY KEY (namespace, id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS aiden_exp_profiles (
+        namespace text NOT NULL,
+        environment text NOT NULL,
+        profile bytea NOT NULL,
+        PRIMARY KEY (namespace, environment)
+    )""",
+)
+_encoder: Final = msgspec.json.Encoder()
+_episode_decoder: Final = msgspec.json.Decoder(Episode)
+_episode_row_decoder: Final = msgspec.json.Decoder(EpisodeRow)
+_record_decoder: Final = msgspec.json.Decoder(ExperienceRecord)
+_record_row_decoder: Final = msgspec.json.Decoder(RecordRow)
+_profile_decoder: Final = msgspec.json.Decoder(EnvironmentProfile)
+
+log = logging.getLogger("aiden.experience")
+
+
+class _Db:
+    """The pool and namespace of one memory's experience; its tables are created on first use."""
+
+    def __init__(self, store: PostgresSessionStore) -> None:
+        self._store = store
+        self.namespace = store.long_term_namespace
+        self._ready = False
+        self._ready_lock = threading.Lock()
+        self.problems: list[str] = []
+
+    @contextmanager
+    def connection(self, what: str) -> Iterator[Conn]:
+        """A pooled connection with psycopg's errors translated (``what`` names the operation)."""
+        if not self._ready:
+            with self._ready_lock:
+                if not self._ready:
+                    self._store.ensure_ready()
+                    with translated("connecting"), self._store.pool.connection() as conn:
+                        ensure_component(conn, _COMPONENT, EXPERIENCE_VERSION, _DDL)
+                    self._ready = True
+        with translated(what), self._store.pool.connection() as conn:
+            yield conn
+
+    def decode(self, decoder: msgspec.json.Decoder[Any], data: object, what: str) -> Any:
+        """``data`` decoded, or None with the problem logged: a damaged row never stops the others."""
+        try:
+            return decoder.decode(bytes(data))  # type: ignore[call-overload]
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError) as exc:
+            self.problem(f"{what} is unreadable: {exc}")
+            return None
+
+    def problem(self, text: str) -> None:
+        """Log ``text`` and keep it (the first 50) for inspection."""
+        log.error("experience store: %s", text)
+        if len(self.problems) < 50:
+            self.problems.append(text)
+
+
+class PgEpisodeStore:
+    """Committed episodes of one namespace (an :class:`~aiden.experience.backend.EpisodeBackend`)."""
+
+    def __init__(self, db: _Db) -> None:
+        self._db = db
+
+    def commit(self, episode: Episode, *, now: float) -> bool:
+        """Persist ``episode``; False (and nothing written) when its id is already committed."""
+        validate_id(episode.id, what="episode id")
+        row = episode_row(episode, episode_year(episode.started_at), now)
+        with self._db.connection("committing an episode") as conn:
+            done = conn.execute(
+                "INSERT INTO aiden_exp_episodes (namespace, id, row_doc, episode) VALUES (%s, %s, %s, %s)"
+                " ON CONFLICT (namespace, id) DO NOTHING RETURNING id",
+                (self._db.namespace, episode.id, _encoder.encode(row), _encoder.encode(episode)),
+            ).fetchone()
+        return done is not None
+
+    def _rows(self, pending_only: bool) -> list[EpisodeRow]:
+        with self._db.connection("reading episodes") as conn:
+            found = conn.execute(
+                "SELECT id, row_doc FROM aiden_exp_episodes WHERE namespace = %s"
+                " AND (NOT %s OR processed IS NULL) ORDER BY pos",
+                (self._db.namespace, pending_only),
+            ).fetchall()
+        rows = [self._db.decode(_episode_row_decoder, doc, f"the row of episode {id_}") for id_, doc in found]
+        return [r for r in rows if r is not None]
+
+    def rows(self) -> list[EpisodeRow]:
+        """Every committed episode's row, in commit order."""
+        return self._rows(pending_only=False)
+
+    def pending(self) -> list[EpisodeRow]:
+        """Committed episodes not processed yet, in commit order."""
+        return self._rows(pending_only=True)
+
+    def load(self, row: EpisodeRow) -> Episode | None:
+        """The committed episode of ``row`` (None, reported, if it is missing or damaged)."""
+        found = self.get(row.id)
+        if found is None:
+            self._db.problem(f"episode {row.id} is missing or unreadable")
+        return found
+
+    def get(self, episode_id: str) -> Episode | None:
+        """The committed episode ``episode_id`` (None if unknown)."""
+        validate_id(episode_id, what="episode id")
+        with self._db.connection("reading an episode") as conn:
+            found = conn.execute(
+                "SELECT episode FROM aiden_exp_episodes WHERE namespace = %s AND id = %s",
+                (self._db.namespace, episode_id),
+            ).fetchone()
+        return None if found is None else self._db.decode(_episode_decoder, found[0], f"episode {episode_id}")
+
+    def mark_processed(self, row: EpisodeRow, summary: dict[str, Any]) -> None:
+        """Record that what ``row``'s episode taught is committed (``summary``: what, for inspection)."""
+        with self._db.connection("marking an episode processed") as conn:
+            conn.execute(
+                "UPDATE aiden_exp_episodes SET processed = %s WHERE namespace = %s AND id = %s",
+                (_encoder.encode(summary), self._db.namespace, row.id),
+            )
+
+
+class PgRecordStore:
+    """Records and environment profiles of one namespace (a :class:`~aiden.experience.backend.RecordBackend`)."""
+
+    def __init__(self, db: _Db, vectors: RecordVectors | None = None) -> None:
+        self._db = db
+        self.vectors = vectors
+        """With an embedder, the records' vectors (a per-worker cache under the memory's root)."""
+
+    def apply(self, records: Sequence[ExperienceRecord]) -> None:
+        """Create or replace ``records`` by id in one transaction; a replaced record keeps its place."""
+        if not records:
+            return
+        for record in records:
+            validate_id(record.id, what="record id")
+        with self._db.connection("recording experience") as conn, conn.transaction():
+            for record in records:
+                conn.execute(
+                    "INSERT INTO aiden_exp_records (namespace, id, row_doc, record) VALUES (%s, %s, %s, %s)"
+                    " ON CONFLICT (namespace, id) DO UPDATE SET row_doc = EXCLUDED.row_doc, record = EXCLUDED.record",
+                    (self._db.namespace, record.id, _encoder.encode(record.row()), _encoder.encode(record)),
+                )
+        if self.vectors is not None:
+            # Embedded now, in the learning pass, so that recall finds them ready.
+            embed_quietly(
+                self.vectors, lambda v: v.update([r.row() for r in records if r.status == "active"])
+            )
+
+    def rows(self) -> list[RecordRow]:
+        """Every record's row, oldest first."""
+        with self._db.connection("reading experience records") as conn:
+            found = conn.execute(
+                "SELECT id, row_doc FROM aiden_exp_records WHERE namespace = %s ORDER BY pos",
+                (self._db.namespace,),
+            ).fetchall()
+        rows = [self._db.decode(_record_row_decoder, doc, f"the row of record {id_}") for id_, doc in found]
+        return [r for r in rows if r is not None]
+
+    def load(self, row: RecordRow) -> ExperienceRecord | None:
+        """The record of ``row`` (None, reported, if it is missing or damaged)."""
+        with self._db.connection("reading an experience record") as conn:
+            found = conn.execute(
+                "SELECT record FROM aiden_exp_records WHERE namespace = %s AND id = %s",
+                (self._db.namespace, row.id),
+            ).fetchone()
+        if found is None:
+            self._db.problem(f"record {row.id} is missing")
+            return None
+        record: ExperienceRecord | None = self._db.decode(_record_decoder, found[0], f"record {row.id}")
+        return record
+
+    def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
+        """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
+        with self._db.connection("reading experience records") as conn:
+            found = conn.execute(
+                "SELECT id, record FROM aiden_exp_records WHERE namespace = %s ORDER BY pos",
+                (self._db.namespace,),
+            ).fetchall()
+        out: list[ExperienceRecord] = []
+        for id_, doc in found:
+            record: ExperienceRecord | None = self._db.decode(_record_decoder, doc, f"record {id_}")
+            if record is None or (environment is not None and record.environment != environment):
+                continue
+            if now is None or not record.expired(now):
+                out.append(record)
+        return out
+
+    def search(
+        self,
+        terms: Sequence[str],
+        *,
+        now: float,
+        k: int,
+        environment: str | None = None,
+        kinds: Sequence[str] | None = None,
+        query: str = "",
+    ) -> list[ExperienceRecord]:
+        """The ``k`` best active, unexpired, applicable records for ``terms`` (see
+        :func:`~aiden.experience.recordstore.best_records`)."""
+        return best_records(
+            self.rows(),
+            terms,
+            now=now,
+            k=k,
+            environment=environment,
+            kinds=kinds,
+            query=query,
+            vectors=self.vectors,
+            load=self.load,
+        )
+
+    def save_vectors(self) -> bool:
+        """Write the worker's vectors cache if vectors were computed since it was last written."""
+        if self.vectors is None or not self.vectors.dirty:
+            return False
+        return save_vectors_quietly(self.vectors, [r for r in self.rows() if r.status == "active"])
+
+    def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
+        """Merge ``profile``'s observations into its environment's stored profile (newest value wins)."""
+        with self._db.connection("saving an environment profile") as conn, conn.transaction():
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"aiden.experience.profiles:{self._db.namespace}",),
+            )
+            new = merged_profile(self._profile(conn, profile.environment), profile)
+            conn.execute(
+                "INSERT INTO aiden_exp_profiles (namespace, environment, profile) VALUES (%s, %s, %s)"
+                " ON CONFLICT (namespace, environment) DO UPDATE SET profile = EXCLUDED.profile",
+                (self._db.namespace, profile.environment, _encoder.encode(new)),
+            )
+        return new
+
+    def profile(self, environment: str) -> EnvironmentProfile | None:
+        """The stored profile of ``environment`` (None if none or unreadable)."""
+        with self._db.connection("reading an environment profile") as conn:
+            return self._profile(conn, environment)
+
+    def _profile(self, conn: Conn, environment: str) -> EnvironmentProfile | None:
+        found = conn.execute(
+            "SELECT profile FROM aiden_exp_profiles WHERE namespace = %s AND environment = %s",
+            (self._db.namespace, environment),
+        ).fetchone()
+        if found is None:
+            return None
+        profile: EnvironmentProfile | None = self._db.decode(
+            _profile_decoder, found[0], f"the profile of {environment!r}"
+        )
+        return profile
+
+
+def experience_backends(
+    store: PostgresSessionStore, layout: Layout, storage: Storage, embedder: Embedder | None
+) -> tuple[PgEpisodeStore, PgRecordStore]:
+    """The experience backends of a memory on ``store`` (vectors cached under ``layout`` with an embedder)."""
+    db = _Db(store)
+    vectors = RecordVectors(embedder, layout.experience_vectors, storage) if embedder is not None else None
+    return PgEpisodeStore(db), PgRecordStore(db, vectors)
