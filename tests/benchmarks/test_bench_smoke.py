@@ -21,6 +21,7 @@ import bench_compaction  # noqa: E402
 import bench_footprint  # noqa: E402
 import bench_messages  # noqa: E402
 import bench_peer  # noqa: E402
+import bench_sessions  # noqa: E402
 import run_all  # noqa: E402
 
 
@@ -122,6 +123,18 @@ def test_footprint_smoke(results: Path) -> None:
     _check_targets(res["targets"])
     _check_table(res["table_replay"], 3)
     (results / "footprint.json").write_text(json.dumps(res))
+
+
+def test_sessions_smoke() -> None:
+    import anyio
+
+    res = anyio.run(bench_sessions._sessions, 5)
+    assert res["sessions"] == 5 and res["fds_left"] == 0
+    # The commit threads are shared (at most 4 in all); each open session holds one lock descriptor.
+    assert res["threads"] - res["threads_before"] <= 4 and res["fds_per_session"] <= 1.0
+    assert res["tasks_per_session"] > 0 and _finite(res["rss_kb_per_session"])
+    for key in ("open_ms", "first_append_ms", "close_ms"):
+        assert _finite(res[key]["p50"]) and res[key]["p50"] <= res[key]["p99"]
 
 
 def test_peer_helpers_without_nanobot() -> None:
