@@ -52,9 +52,9 @@ from aiden.recall.embedding import Embedder
 from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.select import StoreFactory, StoreSpec, select_experience, select_long_term, select_store
 from aiden.storage.session import FileSessionStore
 from aiden.storage.window_record import PromptCalibration, read_window, record_window
+from aiden.stores import StoreFactory, StoreSpec, select_experience, select_long_term, select_store
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["open_memory"]
@@ -132,7 +132,7 @@ async def open_memory(
     :class:`~aiden.recall.embedding.LiteLLMEmbedder`) turns on hybrid recall:
     compacted events and experience records are embedded and both recalls
     fuse BM25 with vector similarity; off by default. ``store`` selects the
-    session store (:mod:`aiden.storage.select`): a ``"postgresql://..."``
+    session store (:mod:`aiden.stores`): a ``"postgresql://..."``
     DSN (the PostgreSQL store of ``session_id``, default ``"default"``), a
     store object or a factory; by default the files under ``root``.
     ``storage`` and ``store_factory`` are seams for fault-injection tests.

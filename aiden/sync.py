@@ -42,7 +42,7 @@ from aiden.messages import CompactionOutcome
 from aiden.recall.embedding import Embedder
 from aiden.recall.types import RecallHit
 from aiden.runtime import open_memory as _open_async
-from aiden.storage.select import StoreSpec
+from aiden.stores import StoreSpec
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["SyncMemory", "open_memory"]

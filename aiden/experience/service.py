@@ -76,7 +76,7 @@ class ExperienceService:
     """Episodes, records and learning for one memory; blocking, one caller thread at a time per method.
 
     ``backends`` (episodes, records) replaces the files under the memory's root, e.g. with the
-    PostgreSQL store's (:func:`aiden.storage.select.select_experience`).
+    PostgreSQL store's (:func:`aiden.stores.select_experience`).
     """
 
     def __init__(

@@ -12,7 +12,7 @@ One interface file, backends beside it (the httpcore model):
 - PostgreSQL (:class:`~aiden.storage.postgres.longterm.PostgresLongTermBackend`):
   rows beside the PostgreSQL session store's, shared by every memory opened
   with the same long-term namespace (by default the session id), on any
-  worker or machine. :func:`aiden.storage.select.select_long_term` picks it
+  worker or machine. :func:`aiden.stores.select_long_term` picks it
   for a memory on a PostgreSQL session store.
 
 Each protocol is satisfied by the file class named in its docstring without

@@ -93,7 +93,7 @@ def test_only_a_postgres_session_store_brings_its_long_term_backend(
     from aiden.config import Config
     from aiden.storage.postgres import PostgresSessionStore
     from aiden.storage.postgres.longterm import PostgresLongTermBackend
-    from aiden.storage.select import select_long_term
+    from aiden.stores import select_long_term
     from aiden.summarizers.extractive import ExtractiveSummarizer
     from aiden.testing import MemorySessionStore
 

@@ -23,7 +23,7 @@ from aiden.errors import ConfigError, InvalidIdError, StorageError
 from aiden.storage.fs import Storage
 from aiden.storage.postgres import PostgresSessionStore, postgres_store_factory
 from aiden.storage.postgres.compaction import CHECKS
-from aiden.storage.select import looks_like_dsn
+from aiden.stores import looks_like_dsn
 from aiden.testing.conformance_retry import (
     check_a_rotation_ends_the_retry_window,
     check_retries_return_the_stored_events,
@@ -208,8 +208,8 @@ def test_looks_like_dsn() -> None:
 
 
 def test_the_file_store_is_still_the_default(tmp_path: Path) -> None:
-    from aiden.storage.select import select_store
     from aiden.storage.session import FileSessionStore
+    from aiden.stores import select_store
 
     store = select_store(None, None, FileSessionStore, Layout(tmp_path), Storage(), Config())
     try:

@@ -9,7 +9,7 @@ the session summaries and digest (:mod:`~aiden.storage.postgres.lt_summaries`)
 and Dream with its versions (:mod:`~aiden.storage.postgres.lt_dream`).
 
 :func:`aiden.open_memory` on a :class:`~aiden.storage.postgres.PostgresSessionStore`
-uses it (:func:`aiden.storage.select.select_long_term` asks
+uses it (:func:`aiden.stores.select_long_term` asks
 :func:`long_term_factory`), on the store's own pool. Every memory opened
 with the same long-term namespace (the store's ``long_term_namespace``,
 by default its session id) shares this long-term memory, in any number of

@@ -1,4 +1,5 @@
-"""Which session store :func:`aiden.open_memory` runs on: ``store=`` (a DSN, a store, a factory) or ``store_factory``.
+"""Which stores a memory runs on: the session store :func:`aiden.open_memory`'s ``store=`` (a DSN, a
+store, a factory) or ``store_factory`` names, and the long-term and experience backends that follow it.
 
 - ``store=None`` (the default): ``store_factory(layout, storage, config)``,
   the filesystem store unless a test swaps the seam;
@@ -10,8 +11,8 @@
 
 Mistakes are :class:`~aiden.errors.ConfigError` (passwords masked).
 
-:func:`select_long_term` picks the long-term backend beside the session
-store: with a PostgreSQL store, long-term memory lives in the same database
+:func:`select_long_term` (and :func:`select_experience`) picks the long-term
+(and experience) backend beside the session store: with a PostgreSQL store, long-term memory lives in the same database
 (shared by every memory of the store's ``long_term_namespace``, by default
 its session id); with any other store, in the files under ``root``. Workers
 on shared session storage expect shared long-term memory: a saved memory,
