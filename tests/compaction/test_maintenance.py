@@ -30,6 +30,9 @@ SMALL = Config(
     summary_max_chunks=3,
     summarizer_timeout_s=5,
 )
+# With a summarizer that never answers, a close waits out close_timeout_s (for the pass, then for the
+# session summary): these tests prove what the close leaves behind, not how long it waited.
+HUNG = msgspec.structs.replace(SMALL, close_timeout_s=0.3)
 
 
 def turn(i: int) -> list[SessionEvent]:
@@ -183,7 +186,7 @@ async def test_hanging_summarizer_hits_deadline_and_releases_lock(tmp_path: Path
 
 async def test_cancelled_pass_changes_nothing(tmp_path: Path) -> None:
     hanging = HangingSummarizer()
-    async with aiden.open_memory(tmp_path, config=SMALL, summarizer=hanging) as memory:
+    async with aiden.open_memory(tmp_path, config=HUNG, summarizer=hanging) as memory:
         acked = await fill(memory, 6)
         before = _state(tmp_path)
         memory.request_maintenance(manual=True)
@@ -202,7 +205,7 @@ async def test_cancelled_pass_changes_nothing(tmp_path: Path) -> None:
 
 async def test_backlog_found_at_open_drains_without_a_call(tmp_path: Path) -> None:
     # [Reliability] finding 2: a caller that only appends must still see a reopened backlog drain.
-    async with aiden.open_memory(tmp_path, config=SMALL, summarizer=HangingSummarizer()) as memory:
+    async with aiden.open_memory(tmp_path, config=HUNG, summarizer=HangingSummarizer()) as memory:
         acked = await fill(memory, 6)
     async with aiden.open_memory(tmp_path, config=SMALL) as memory:
         with anyio.fail_after(10):
@@ -371,7 +374,7 @@ async def test_count_trigger_keeps_working_without_provider_usage(tmp_path: Path
 
 async def test_a_backlog_drains_in_bounded_passes_without_a_call(tmp_path: Path) -> None:
     # [Reliability] finding 2: each pass takes at most max_pass_events, the next follows by itself.
-    async with aiden.open_memory(tmp_path, config=SMALL, summarizer=HangingSummarizer()) as memory:
+    async with aiden.open_memory(tmp_path, config=HUNG, summarizer=HangingSummarizer()) as memory:
         acked = await fill(memory, 10)
     bounded = msgspec.structs.replace(SMALL, max_pass_events=5)
     async with aiden.open_memory(tmp_path, config=bounded) as memory:
