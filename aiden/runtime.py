@@ -18,7 +18,7 @@ from typing import Generic, NoReturn, ParamSpec, TypeVar
 import anyio
 
 from aiden.actors.experience import ExperienceActor, IdleLearning
-from aiden.actors.mailbox import Client, route_replies
+from aiden.actors.mailbox import Link, by_request_id
 from aiden.actors.reader import SessionReader
 from aiden.actors.recall import RecallActor
 from aiden.actors.scheduler import MaintenanceScheduler
@@ -34,7 +34,6 @@ from aiden.longterm.autocompact import run_autocompact
 from aiden.memory import Memory
 from aiden.messages import (
     CancelSummarize,
-    Codec,
     ReaderInbox,
     ReaderOutbox,
     RecallInbox,
@@ -163,36 +162,35 @@ async def open_memory(
     # What the last close of this root learned from reported usage, for the same model and window.
     kept = recorded["calibration"] if recorded is not None else None
 
-    w_send, w_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
-    wr_send, wr_recv = anyio.create_memory_object_stream[bytes](config.writer_queue_size)
-    s_send, s_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-    sr_send, sr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-    z_send, z_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-    zr_send, zr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-    r_send, r_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-    rr_send, rr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-    d_send, d_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-    dr_send, dr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-    e_send, e_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-    er_send, er_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-
-    writer_client: Client[WriterInbox, list[int]] = Client("session writer", w_send, Codec(WriterInbox))
+    writer_link: Link[WriterInbox, WriterOutbox, list[int]] = Link(
+        "session writer", WriterInbox, WriterOutbox, config.writer_queue_size
+    )
     # Small messages carrying caller arguments (record_usage), to a loop that a bad one would end.
-    scheduler_client: Client[SchedulerInbox, SchedulerOutbox] = Client(
-        "maintenance scheduler", s_send, Codec(SchedulerInbox), validate=True
+    scheduler_link: Link[SchedulerInbox, SchedulerOutbox, SchedulerOutbox] = Link(
+        "maintenance scheduler", SchedulerInbox, SchedulerOutbox, _CONTROL_QUEUE, validate=True
     )
-    summarizer_client: Client[SummarizerInbox, SummarizerOutbox] = Client(
-        "summarizer", z_send, Codec(SummarizerInbox), on_abandon=CancelSummarize
+    summarizer_link: Link[SummarizerInbox, SummarizerOutbox, SummarizerOutbox] = Link(
+        "summarizer", SummarizerInbox, SummarizerOutbox, _CONTROL_QUEUE, on_abandon=CancelSummarize
     )
-
-    recall_client: Client[RecallInbox, RecallOutbox] = Client("recall index", r_send, Codec(RecallInbox))
-    reader_client: Client[ReaderInbox, ReaderOutbox] = Client("session reader", d_send, Codec(ReaderInbox))
-    recall_actor = RecallActor(layout, storage, config, r_recv, rr_send, embedder, feed=session_store)
-    writer = SessionWriter(session_store, config, w_recv, wr_send)
-    reader = SessionReader(session_store, d_recv, dr_send)
-    experience_client: Client[ExperienceInbox, ExperienceOutbox] = Client(
-        "experience memory", e_send, Codec(ExperienceInbox)
+    recall_link: Link[RecallInbox, RecallOutbox, RecallOutbox] = Link(
+        "recall index", RecallInbox, RecallOutbox, _CONTROL_QUEUE
     )
+    reader_link: Link[ReaderInbox, ReaderOutbox, ReaderOutbox] = Link(
+        "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE
+    )
+    experience_link: Link[ExperienceInbox, ExperienceOutbox, ExperienceOutbox] = Link(
+        "experience memory", ExperienceInbox, ExperienceOutbox, _CONTROL_QUEUE
+    )
+    writer_client, scheduler_client, summarizer_client = (
+        writer_link.client,
+        scheduler_link.client,
+        summarizer_link.client,
+    )
+    recall_actor = RecallActor(
+        layout, storage, config, recall_link.inbox, recall_link.outbox, embedder, feed=session_store
+    )
+    writer = SessionWriter(session_store, config, writer_link.inbox, writer_link.outbox)
+    reader = SessionReader(session_store, reader_link.inbox, reader_link.outbox)
     if summarizer is None:
         from aiden.summarizers.extractive import ExtractiveSummarizer
 
@@ -211,30 +209,30 @@ async def open_memory(
             embedder=embedder,
             backends=select_experience(session_store, layout, storage, embedder),
         ),
-        e_recv,
-        er_send,
+        experience_link.inbox,
+        experience_link.outbox,
     )
-    experience = ExperiencePort(experience_client)
-    summarizer_actor = SummarizerActor(summarizer, config, z_recv, zr_send)
+    experience = ExperiencePort(experience_link.client)
+    summarizer_actor = SummarizerActor(summarizer, config, summarizer_link.inbox, summarizer_link.outbox)
     # Long-term memory (dulwich, the summary schema...) loads with the first open, not at import.
     from aiden.actors.longterm import LongTermActor
     from aiden.longterm.messages import LongTermInbox, LongTermOutbox
     from aiden.longterm.port import LongTermPort
     from aiden.longterm.service import LongTermServices
 
-    l_send, l_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-    lr_send, lr_recv = anyio.create_memory_object_stream[bytes](_CONTROL_QUEUE)
-    long_term_client: Client[LongTermInbox, LongTermOutbox] = Client(
-        "long-term memory", l_send, Codec(LongTermInbox)
+    long_term_link: Link[LongTermInbox, LongTermOutbox, LongTermOutbox] = Link(
+        "long-term memory", LongTermInbox, LongTermOutbox, _CONTROL_QUEUE
     )
     lt_summarizer = SummarizerProxy(summarizer_client)
     # Long-term memory beside the session store: in its database for PostgreSQL, else under root.
     lt_backend = select_long_term(session_store, config, lt_summarizer)
     long_term_actor = LongTermActor(
-        LongTermServices(layout, storage, config, lt_summarizer, backend_factory=lt_backend), l_recv, lr_send
+        LongTermServices(layout, storage, config, lt_summarizer, backend_factory=lt_backend),
+        long_term_link.inbox,
+        long_term_link.outbox,
     )
-    long_term = LongTermPort(long_term_client, long_term_actor.layer)
-    recall = RecallPort(recall_client, recall_actor.stats)
+    long_term = LongTermPort(long_term_link.client, long_term_actor.layer)
+    recall = RecallPort(recall_link.client, recall_actor.stats)
 
     async def after_compaction(
         entry: ChunkEntry,
@@ -251,8 +249,8 @@ async def open_memory(
         session_store,
         config,
         context_window,
-        s_recv,
-        sr_send,
+        scheduler_link.inbox,
+        scheduler_link.outbox,
         summarizer_client,
         model=model,
         calibration=TokenCalibration(factor=kept.token_factor, samples=1) if kept is not None else None,
@@ -269,67 +267,32 @@ async def open_memory(
         await long_term.end_session(events, reason, timeout_s)
 
     def writer_ended() -> None:
-        writer_client.fail_all(ClosedError("session writer stopped"))
+        writer_link.stopped()
         writer_done.set()
 
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(writer.run)
-            await tg.start(
-                route_replies,
-                "session writer",
-                wr_recv,
-                Codec[WriterOutbox](WriterOutbox),
-                writer_port.dispatch,
-                writer_ended,
-            )
+            await tg.start(writer_link.route, writer_port.dispatch, writer_ended)
             await tg.start(summarizer_actor.run_inbox)
             await tg.start(summarizer_actor.run_worker)
-            await tg.start(
-                route_replies,
-                "summarizer",
-                zr_recv,
-                Codec[SummarizerOutbox](SummarizerOutbox),
-                lambda m: summarizer_client.resolve(m.request_id, m),
-                lambda: summarizer_client.fail_all(ClosedError("summarizer stopped")),
-            )
+            await tg.start(summarizer_link.route, by_request_id(summarizer_client))
             await tg.start(scheduler.run_inbox)
             await tg.start(scheduler.run_passes)
-            await tg.start(
-                route_replies,
-                "maintenance scheduler",
-                sr_recv,
-                Codec[SchedulerOutbox](SchedulerOutbox),
-                lambda m: scheduler_client.resolve(m.request_id, m),
-                lambda: scheduler_client.fail_all(ClosedError("maintenance scheduler stopped")),
-            )
+            await tg.start(scheduler_link.route, by_request_id(scheduler_client))
             for _ in range(_READERS):
                 await tg.start(reader.run)
             reader.close_streams()  # the workers hold clones
-            await tg.start(
-                route_replies,
-                "session reader",
-                dr_recv,
-                Codec[ReaderOutbox](ReaderOutbox),
-                lambda m: reader_client.resolve(m.request_id, m),
-                lambda: reader_client.fail_all(ClosedError("session reader stopped")),
-            )
+            await tg.start(reader_link.route, by_request_id(reader_link.client))
             await tg.start(recall_actor.run)
-            await tg.start(
-                route_replies,
-                "recall index",
-                rr_recv,
-                Codec[RecallOutbox](RecallOutbox),
-                lambda m: recall_client.resolve(m.request_id, m),
-                lambda: recall_client.fail_all(ClosedError("recall index stopped")),
-            )
+            await tg.start(recall_link.route, by_request_id(recall_link.client))
             memory = Memory(
                 root=str(layout.root),
                 config=config,
                 context_window=context_window,
                 writer=writer_port,
                 scheduler=SchedulerPort(scheduler_client, scheduler.counters),
-                reader=ReaderPort(reader_client),
+                reader=ReaderPort(reader_link.client),
                 recall=recall,
                 recovery=report,
                 token_profile=scheduler.token_profile,
@@ -343,28 +306,14 @@ async def open_memory(
                 ),
             )
             await tg.start(experience_actor.run)
-            await tg.start(
-                route_replies,
-                "experience memory",
-                er_recv,
-                Codec[ExperienceOutbox](ExperienceOutbox),
-                lambda m: experience_client.resolve(m.request_id, m),
-                lambda: experience_client.fail_all(ClosedError("experience memory stopped")),
-            )
+            await tg.start(experience_link.route, by_request_id(experience_link.client))
             if config.experience and config.idle_compact_after_minutes > 0:
                 learning = IdleLearning(memory, experience, config.idle_compact_after_minutes)
                 await tg.start(run_autocompact, learning.check, _LEARN_TICK_S)
             await long_term_actor.prepare()
             for _ in range(_LONG_TERM_WORKERS):
                 await tg.start(long_term_actor.run)
-            await tg.start(
-                route_replies,
-                "long-term memory",
-                lr_recv,
-                Codec[LongTermOutbox](LongTermOutbox),
-                lambda m: long_term_client.resolve(m.request_id, m),
-                lambda: long_term_client.fail_all(ClosedError("long-term memory stopped")),
-            )
+            await tg.start(long_term_link.route, by_request_id(long_term_link.client))
             for task in long_term_actor.background_tasks(memory):
                 await tg.start(task)
             try:
@@ -405,36 +354,10 @@ async def open_memory(
     finally:
         # Actors cancelled mid-serve never reached their own `async with`
         # exits; closing twice is a no-op, so close every end here.
-        for stream in (
-            w_send,
-            w_recv,
-            wr_send,
-            wr_recv,
-            s_send,
-            s_recv,
-            sr_send,
-            sr_recv,
-            z_send,
-            z_recv,
-            zr_send,
-            zr_recv,
-            r_send,
-            r_recv,
-            rr_send,
-            rr_recv,
-            d_send,
-            d_recv,
-            dr_send,
-            dr_recv,
-            e_send,
-            e_recv,
-            er_send,
-            er_recv,
-        ):
-            stream.close()
+        for link in (writer_link, scheduler_link, summarizer_link, reader_link, recall_link, experience_link):
+            link.close()
         scheduler.close_streams()
         summarizer_actor.close_streams()
-        for stream in (l_send, l_recv, lr_send, lr_recv):
-            stream.close()
+        long_term_link.close()
         long_term_actor.close_streams()
         await anyio.to_thread.run_sync(session_store.close)

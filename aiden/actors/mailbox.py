@@ -4,6 +4,8 @@ An actor reads encoded messages from a bounded inbox stream and writes encoded
 replies to its outbox stream. On the caller side a :class:`Client` assigns
 request ids, parks the caller on a :class:`Waiter`, and a reply router task
 (started by the runtime) decodes replies and wakes the matching waiters.
+:class:`Link` is the one way the runtime wires an actor: both streams, the
+client and the router.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -22,7 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aiden.errors import AidenError, ClosedError
 from aiden.messages import Codec
 
-__all__ = ["Client", "Latest", "Waiter", "route_replies"]
+__all__ = ["Client", "Latest", "Link", "Waiter", "by_request_id", "route_replies"]
 
 Req = TypeVar("Req")
 Rep = TypeVar("Rep")
@@ -290,3 +292,71 @@ async def route_replies(
                 dispatch(codec.decode(raw))
     finally:
         on_end()
+
+
+class _Reply(Protocol):
+    @property
+    def request_id(self) -> int: ...
+
+
+R = TypeVar("R", bound=_Reply)
+
+
+class Link(Generic[Req, Rep, V]):
+    """One actor's wiring: its inbox and outbox streams, the :class:`Client` callers use, its reply router.
+
+    ``requests`` and ``replies`` are the actor's two message unions (``A | B``, as
+    :class:`~aiden.messages.Codec` takes them; the annotation ``Link[Req, Rep, V]``
+    names their types); the client's callers get ``V``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        requests: Any,
+        replies: Any,
+        size: int,
+        *,
+        on_abandon: Callable[[int], Req] | None = None,
+        validate: bool = False,
+    ) -> None:
+        send, self.inbox = anyio.create_memory_object_stream[bytes](size)
+        self.outbox, self._replies = anyio.create_memory_object_stream[bytes](size)
+        """The actor's ends: it reads ``inbox`` and writes ``outbox``."""
+        self.name = name
+        self.client: Client[Req, V] = Client(
+            name, send, Codec(requests), on_abandon=on_abandon, validate=validate
+        )
+        self._codec: Codec[Rep] = Codec(replies)
+        self._streams = (send, self.inbox, self.outbox, self._replies)
+
+    async def route(
+        self,
+        dispatch: Callable[[Rep], None],
+        on_end: Callable[[], None] | None = None,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """The reply router: ``dispatch`` each reply; at the end, ``on_end`` (default: fail every waiter)."""
+        await route_replies(
+            self.name,
+            self._replies,
+            self._codec,
+            dispatch,
+            on_end if on_end is not None else self.stopped,
+            task_status=task_status,
+        )
+
+    def stopped(self) -> None:
+        """Fail every waiting and later caller: the actor's outbox ended."""
+        self.client.fail_all(ClosedError(f"{self.name} stopped"))
+
+    def close(self) -> None:
+        """Close all four stream ends (an actor cancelled mid-serve never reached its own exits)."""
+        for stream in self._streams:
+            stream.close()
+
+
+def by_request_id(client: Client[Req, R]) -> Callable[[R], None]:
+    """The usual dispatch: wake the caller waiting for the reply's request id with the reply."""
+    return lambda reply: client.resolve(reply.request_id, reply)
