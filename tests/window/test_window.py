@@ -43,6 +43,7 @@ async def test_prompts_fit_within_a_run_at_8k_defaults(tmp_path: Path) -> None:
     async with aiden.open_memory(tmp_path, config=cfg) as memory:
         for turn in range(7):
             await _agent_turn(memory, rng, turn, [1500, 1800, 600, 2000], builds)
+        before_last_run = memory.stats().compactions
         # One run whose own tool results outgrow the budget: no run end comes to trigger on.
         await _agent_turn(memory, rng, 7, [1500, 1600, 1400, 1500, 1600], builds)
         stats = memory.stats()
@@ -50,8 +51,9 @@ async def test_prompts_fit_within_a_run_at_8k_defaults(tmp_path: Path) -> None:
     assert [b for b in builds if b.estimated_tokens > 7000] == []
     assert {b.budget_tokens for b in builds} == {7000}
     assert not any(b.over_budget for b in builds)
-    assert any(b.compacted for b in builds)  # a compaction ran for a call, inside a run
-    assert stats.compactions >= 1
+    # A compaction ran inside that run: for a call (build_messages compacting) or in the background
+    # (the tool-output spike trigger), whichever came first; which one wins is a race.
+    assert stats.compactions > before_last_run
 
 
 async def test_one_result_larger_than_the_window_is_stubbed_and_recallable(tmp_path: Path) -> None:
