@@ -7,7 +7,8 @@ Each size runs in a fresh interpreter (``--child N``) so RSS is its own:
   task would, each kept open), timing each open and the first append (which opens
   the session's log);
 * idle for a second, then count: threads of the process, asyncio tasks, open
-  descriptors and RSS growth per open session;
+  descriptors and RSS growth per open session; threads again after 11 more
+  seconds (anyio's idle worker threads exit after 10 s);
 * close them one after the other, timing each close; descriptors and threads left after.
 
 ``--postgres``: the same on the PostgreSQL store (``open_memory(root,
@@ -59,7 +60,7 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-async def _sessions(n: int) -> dict[str, Any]:
+async def _sessions(n: int, settle_s: float = 11.0) -> dict[str, Any]:
     import anyio
 
     import aiden
@@ -110,6 +111,9 @@ async def _sessions(n: int) -> dict[str, Any]:
                 "fds_per_session": (_fds() - fds0) / n,
                 "rss_kb_per_session": (_rss() - rss0) / n / 1024,
             }
+            # anyio's worker threads of the opens exit after 10 s idle: what the idle sessions keep.
+            await asyncio.sleep(settle_s)
+            idle["threads_settled"] = threading.active_count()
             for close, closed in ends:
                 close.set()
                 await closed.wait()
@@ -333,7 +337,7 @@ def main() -> None:
         rows.append(
             [
                 f"{n:,}",
-                str(result["threads"]),
+                f"{result['threads']} / {result['threads_settled']}",
                 f"{result['rss_kb_per_session']:.0f}",
                 f"{result['fds_per_session']:.1f} / {result['tasks_per_session']:.1f}",
                 f"{result['open_ms']['p50']:.1f} / {result['open_ms']['p99']:.1f}",
@@ -348,7 +352,7 @@ def main() -> None:
     results["table"] = table(
         [
             "open sessions",
-            "threads (total)",
+            "threads (total) 1 s / 12 s idle",
             "RSS KB / idle session",
             "fds / tasks per session",
             "open ms p50 / p99",

@@ -128,7 +128,7 @@ def test_footprint_smoke(results: Path) -> None:
 def test_sessions_smoke() -> None:
     import anyio
 
-    res = anyio.run(bench_sessions._sessions, 5)
+    res = anyio.run(bench_sessions._sessions, 5, 0.0)
     assert res["sessions"] == 5 and res["fds_left"] == 0
     # The commit threads are shared (at most 4 in all); each open session holds one lock descriptor.
     assert res["threads"] - res["threads_before"] <= 4 and res["fds_per_session"] <= 1.0
