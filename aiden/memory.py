@@ -85,6 +85,7 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         self._unsent: list[Episode] = []
         self._episodes_quarantined = 0
         self._appends = 0
+        self._last_append_at: float | None = None
         self._profile = token_profile
         self._estimates: dict[str, int] = {}
         self._closed = False
@@ -128,6 +129,9 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
         seqs = await self._writer.append([line for _, line in pairs])
         prepared = [e for e, _ in pairs]
         self._appends += len(prepared)
+        newest = max((e.timestamp for e in prepared if e.timestamp is not None), default=None)
+        if newest is not None and (self._last_append_at is None or newest > self._last_append_at):
+            self._last_append_at = newest
         self._runs.note_appended(prepared)
         # A known event_id returns what is stored (a retry's content may differ): read back only then.
         found = await self._reader.events([-s for s in seqs if s < 0]) if min(seqs) < 0 else ()
@@ -266,6 +270,7 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
             coalesced_at_inbox=self._scheduler.coalesced_at_inbox,
             context_window=self._window,
             episodes_quarantined=self._episodes_quarantined,
+            last_append_at=self._last_append_at,
         )
 
     # --- runs (delegates to aiden.lifecycle) ------------------------------------------

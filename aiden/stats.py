@@ -37,6 +37,8 @@ class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
     cached_share_since_last_compaction: float | None
     episodes_quarantined: int
     """Finished episodes that could not be committed for a reason of their own and were dropped."""
+    last_append_at: float | None = None
+    """Timestamp of the newest event this memory appended since it opened (None: none yet)."""
 
 
 def memory_stats(
@@ -46,6 +48,7 @@ def memory_stats(
     coalesced_at_inbox: int,
     context_window: int,
     episodes_quarantined: int = 0,
+    last_append_at: float | None = None,
 ) -> MemoryStats:
     """Combine the scheduler's counters with what the caller's side counted."""
     return MemoryStats(
@@ -75,4 +78,5 @@ def memory_stats(
             else None
         ),
         episodes_quarantined=episodes_quarantined,
+        last_append_at=last_append_at,
     )

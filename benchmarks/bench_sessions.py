@@ -60,7 +60,7 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-async def _sessions(n: int, settle_s: float = 11.0) -> dict[str, Any]:
+async def _sessions(n: int, settle_s: float | None = None) -> dict[str, Any]:
     import anyio
 
     import aiden
@@ -112,7 +112,9 @@ async def _sessions(n: int, settle_s: float = 11.0) -> dict[str, Any]:
                 "rss_kb_per_session": (_rss() - rss0) / n / 1024,
             }
             # anyio's worker threads of the opens exit after 10 s idle: what the idle sessions keep.
-            await asyncio.sleep(settle_s)
+            await asyncio.sleep(
+                float(os.environ.get("AIDEN_BENCH_SETTLE_S", "11")) if settle_s is None else settle_s
+            )
             idle["threads_settled"] = threading.active_count()
             for close, closed in ends:
                 close.set()
@@ -305,11 +307,15 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=10_000)
     parser.add_argument("--quick", action="store_true", help="sizes 1,100 and 500 cycles")
     parser.add_argument("--postgres", action="store_true", help="the PostgreSQL store's connections instead")
+    parser.add_argument(
+        "--settle", type=float, default=11.0, help="idle seconds before the second thread count"
+    )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args.child)
         return
+    os.environ["AIDEN_BENCH_SETTLE_S"] = str(args.settle)
     if args.postgres:
         _postgres([1, 100] if args.quick else [int(s) for s in args.sizes.split(",")])
         return
@@ -352,7 +358,7 @@ def main() -> None:
     results["table"] = table(
         [
             "open sessions",
-            "threads (total) 1 s / 12 s idle",
+            f"threads (total) 1 s / {1 + args.settle:g} s idle",
             "RSS KB / idle session",
             "fds / tasks per session",
             "open ms p50 / p99",

@@ -38,15 +38,17 @@ from aiden.experience.messages import (
 )
 from aiden.experience.port import ExperiencePort
 from aiden.experience.service import ExperienceService
-from aiden.longterm.autocompact import IdleTarget
+from aiden.longterm.autocompact import IdleTarget, recent_activity
 from aiden.messages import Codec
 
-__all__ = ["LEARN_BATCH", "ExperienceActor", "IdleLearning"]
+__all__ = ["LEARN_BATCH", "RECHECK_TICKS", "ExperienceActor", "IdleLearning"]
 
 log = logging.getLogger("aiden.experience")
 
 LEARN_BATCH = 16
 """Episodes one idle learning pass processes (the rest wait for the next tick)."""
+RECHECK_TICKS = 10
+"""After a pass that left nothing pending, idle checks skipped before the episode index is read again."""
 
 
 class ExperienceActor:
@@ -106,14 +108,36 @@ class IdleLearning:
         self._port = port
         self._minutes = idle_after_minutes
         self._clock = wall_clock
+        # The last activity read and the appends then; whether the pass after it left nothing pending.
+        self._seen: tuple[float | None, int, bool] | None = None
+        self._skipped = 0
         self.passes = 0
 
     async def check(self) -> bool:
-        """Run one learning pass if the session is idle; True if it processed an episode."""
+        """Run one learning pass if the session is idle; True if it processed an episode.
+
+        Reads (the hot window's last activity, the episode index) happen only when they can change
+        the answer: a session seen active (or appended to by this memory) less than the idle time ago
+        is not idle yet, and after a
+        pass that left nothing pending the next read waits for this memory's next append, or for
+        :data:`RECHECK_TICKS` checks (an episode committed without an append, another worker's).
+        """
+        if self._minutes <= 0 or self._target.run_active:
+            return False
+        now, counts = self._clock(), self._target.stats()
+        appends = counts.appends
+        seen, appends_then, drained = self._seen if self._seen is not None else (None, -1, False)
+        quiet = drained and appends == appends_then and self._skipped < RECHECK_TICKS
+        if recent_activity(seen, counts.last_append_at, now, self._minutes) or quiet:
+            self._skipped += 1
+            return False
+        self._skipped = 0
         last = await self._target.last_activity()
-        if not should_learn(last, self._clock(), self._minutes, self._target.run_active):
+        if not should_learn(last, now, self._minutes, self._target.run_active):
+            self._seen = (last, appends, False)
             return False
         outcome = await self._port.learn(LEARN_BATCH)
+        self._seen = (last, appends, outcome.pending == 0)
         self.passes += 1
         for problem in outcome.problems:
             log.error("experience learning: %s", problem)

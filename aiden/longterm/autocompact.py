@@ -21,7 +21,15 @@ from anyio.abc import TaskStatus
 
 from aiden.errors import AidenError
 
-__all__ = ["AutoCompactor", "IdleTarget", "is_idle", "run_autocompact", "should_autocompact"]
+__all__ = [
+    "Appends",
+    "AutoCompactor",
+    "IdleTarget",
+    "is_idle",
+    "recent_activity",
+    "run_autocompact",
+    "should_autocompact",
+]
 
 log = logging.getLogger("aiden.longterm")
 
@@ -51,8 +59,26 @@ def should_autocompact(
     return compacted_activity is None or last_activity != compacted_activity
 
 
+class Appends(Protocol):
+    """A memory's counters as far as the idle checks read them (``aiden.MemoryStats`` is one)."""
+
+    @property
+    def appends(self) -> int:
+        """Events this memory appended since it opened."""
+        ...
+
+    @property
+    def last_append_at(self) -> float | None:
+        """Timestamp of the newest event this memory appended (a lower bound of its last activity)."""
+        ...
+
+
 class IdleTarget(Protocol):
     """What :class:`AutoCompactor` needs from a memory."""
+
+    def stats(self) -> Appends:
+        """Counters since open, read without I/O: a check whose answer cannot have changed skips its read."""
+        ...
 
     @property
     def run_active(self) -> bool:
@@ -82,17 +108,43 @@ class AutoCompactor:
         self._minutes = idle_compact_after_minutes
         self._clock = wall_clock
         self._compacted: float | None = None
+        self._seen: tuple[float | None, int] | None = None  # the last activity read, and appends then
         self.compactions = 0
 
     async def check(self) -> bool:
-        """Compact if idle and not yet compacted in this idle period; True if it compacted."""
+        """Compact if idle and not yet compacted in this idle period; True if it compacted.
+
+        A check reads the session's last activity (a read of its hot window) only when the answer
+        can have changed: activity only moves forward, so a session seen active (or appended to by
+        this memory) less than the idle time ago is not idle yet; and an idle period this check
+        compacted stays compacted until this memory appends again (another worker's new activity is
+        that worker's AutoCompact's). Ten thousand idle sessions would otherwise read their hot
+        windows every minute each.
+        """
+        if self._minutes <= 0 or self._target.run_active:
+            return False
+        now, counts = self._clock(), self._target.stats()
+        seen, appends_then = self._seen if self._seen is not None else (None, -1)
+        if recent_activity(seen, counts.last_append_at, now, self._minutes):
+            return False
+        if seen is not None and seen == self._compacted and counts.appends == appends_then:
+            return False
+        appends = counts.appends
         last = await self._target.last_activity()
-        if not should_autocompact(last, self._clock(), self._minutes, self._target.run_active, self._compacted):
+        self._seen = (last, appends)
+        if not should_autocompact(last, now, self._minutes, self._target.run_active, self._compacted):
             return False
         await self._target.maintain(manual=True)
         self._compacted = last
         self.compactions += 1
         return True
+
+
+def recent_activity(seen: float | None, appended: float | None, now: float, minutes: float) -> bool:
+    """Whether activity known without a read (the last one read, this memory's newest append) is less
+    than ``minutes`` old: activity only moves forward, so the session cannot be idle yet."""
+    known = max((t for t in (seen, appended) if t is not None), default=None)
+    return known is not None and now - known < minutes * 60.0
 
 
 async def run_autocompact(

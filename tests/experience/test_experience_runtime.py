@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 import aiden
-from aiden.actors.experience import IdleLearning
+from aiden.actors.experience import RECHECK_TICKS, IdleLearning
 from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.experience.episodestore import EpisodeStore
@@ -241,14 +241,26 @@ async def fail_then_fix_without_id(memory: Memory) -> None:
     await memory.commit_run("done", outcome="failure")
 
 
+class _Counts:
+    def __init__(self, appends: int) -> None:
+        self.appends = appends
+        self.last_append_at: float | None = None  # appended by another worker: only a read tells
+
+
 class Target:
     """A typed idle target: what IdleLearning reads from a memory."""
 
     def __init__(self, last: float | None, run_active: bool) -> None:
         self.last = last
         self.run_active = run_active
+        self.appends = 0
+        self.reads = 0
+
+    def stats(self) -> _Counts:
+        return _Counts(self.appends)
 
     async def last_activity(self) -> float | None:
+        self.reads += 1
         return self.last
 
     async def maintain(self, *, manual: bool = False) -> object:
@@ -264,10 +276,16 @@ async def test_idle_learning_runs_only_in_the_idle_window(tmp_path: Path) -> Non
         recent = IdleLearning(Target(last=1000.0, run_active=False), port, 15, wall_clock=lambda: 1100.0)
         assert await busy.check() is False and await recent.check() is False
         assert await memory.experience_records() == []
-        idle = IdleLearning(Target(last=1000.0, run_active=False), port, 15, wall_clock=lambda: 1900.0)
+        target = Target(last=1000.0, run_active=False)
+        idle = IdleLearning(target, port, 15, wall_clock=lambda: 1900.0)
         assert await idle.check() is True
         assert len(await memory.experience_records()) == 2
-        assert await idle.check() is False  # nothing pending any more
+        # Nothing pending any more: the next RECHECK_TICKS checks read nothing until an append.
+        assert [await idle.check() for _ in range(RECHECK_TICKS)] == [False] * RECHECK_TICKS
+        assert (target.reads, idle.passes) == (1, 1)
+        assert await idle.check() is False and (target.reads, idle.passes) == (2, 2)  # the recheck
+        target.appends += 1
+        assert await idle.check() is False and (target.reads, idle.passes) == (3, 3)  # after an append
         empty = IdleLearning(Target(last=None, run_active=False), port, 15, wall_clock=lambda: 0.0)
         assert await empty.check() is False and empty.passes == 1
 

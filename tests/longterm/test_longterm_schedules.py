@@ -115,19 +115,36 @@ def test_should_autocompact_once_per_idle_period() -> None:
     assert should_autocompact(1500.0, 3000.0, 15.0, False, 1000.0)
 
 
+class _Counts:
+    def __init__(self, appends: int, last_append_at: float | None) -> None:
+        self.appends = appends
+        self.last_append_at = last_append_at
+
+
 class FakeSession:
-    """A typed fake of the memory AutoCompactor drives."""
+    """A typed fake of the memory AutoCompactor drives: :meth:`act` is an append at ``at``."""
 
     def __init__(self) -> None:
         self.last: float | None = 0.0
         self.active = False
         self.maintained: list[float] = []
+        self.appends = 0
+        self.appended_at: float | None = None
+        self.reads = 0
+
+    def act(self, at: float) -> None:
+        self.last = self.appended_at = at
+        self.appends += 1
+
+    def stats(self) -> _Counts:
+        return _Counts(self.appends, self.appended_at)
 
     @property
     def run_active(self) -> bool:
         return self.active
 
     async def last_activity(self) -> float | None:
+        self.reads += 1
         return self.last
 
     async def maintain(self, *, manual: bool = False) -> object:
@@ -144,7 +161,7 @@ async def test_autocompact_runs_once_per_idle_period_and_never_during_a_run() ->
         await tg.start(run_autocompact, compactor.check, 60.0)
         await anyio.sleep(30 * 60 + 1)
         assert [t - start for t in session.maintained] == [900.0]  # first tick at/after 15 min idle
-        session.last = 1000.0  # new activity at t=1000 s, then a run stays active
+        session.act(1000.0)  # new activity at t=1000 s, then a run stays active
         session.active = True
         await anyio.sleep(3600)
         assert len(session.maintained) == 1
@@ -152,6 +169,28 @@ async def test_autocompact_runs_once_per_idle_period_and_never_during_a_run() ->
         await anyio.sleep(600)
         tg.cancel_scope.cancel()
     assert [t - start for t in session.maintained] == [900.0, 5460.0]
+    # Reads only where the answer could change: the first tick (60 s), then none until the activity
+    # seen could be 15 min old (900 s, compacting); none while compacted with no new append or while
+    # the run was active; one at 5,460 s (an append since).
+    assert session.reads == 3
+
+
+async def test_an_idle_compacted_session_reads_nothing_until_it_appends_again() -> None:
+    session = FakeSession()
+    start = anyio.current_time()
+    compactor = AutoCompactor(session, 15.0, wall_clock=lambda: anyio.current_time() - start)
+    async with anyio.create_task_group() as tg:
+        await tg.start(run_autocompact, compactor.check, 60.0)
+        await anyio.sleep(15 * 60 + 1)
+        assert (len(session.maintained), session.reads) == (1, 2)
+        await anyio.sleep(24 * 3600)  # a day idle: 1,440 ticks
+        assert (len(session.maintained), session.reads) == (1, 2)
+        session.act(anyio.current_time() - start)
+        await anyio.sleep(60)  # its own append is a minute old: not idle, nothing to read
+        assert session.reads == 2
+        await anyio.sleep(15 * 60)  # one read when that append can be 15 min old, and a compaction
+        tg.cancel_scope.cancel()
+    assert (len(session.maintained), session.reads) == (2, 3)
 
 
 async def test_autocompact_disabled_and_failing_checks() -> None:
