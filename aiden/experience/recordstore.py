@@ -178,7 +178,9 @@ class RecordStore:
             self._storage.checkpoint("experience.records.after_index")
         if self.vectors is not None:
             # Embedded now, in the learning pass, so that recall finds them ready (outside the file lock).
-            self._embed_quietly(lambda v: v.update([r.row() for r in records if r.status == "active"]))
+            embed_quietly(
+                self.vectors, lambda v: v.update([r.row() for r in records if r.status == "active"])
+            )
 
     def rows(self) -> list[RecordRow]:
         """Every record's index row, oldest first."""
@@ -238,18 +240,12 @@ class RecordStore:
             load=self.load,
         )
 
-    def _embed_quietly(self, work: Callable[[RecordVectors], R]) -> R | None:
-        return None if self.vectors is None else embed_quietly(self.vectors, work)
-
     def save_vectors(self) -> bool:
         """Write the vectors file if vectors were computed since it was last written (a learning pass
         calls it once at its end); whether it was. Never raises for it: the file is derived."""
         if self.vectors is None or not self.vectors.dirty:
             return False  # nothing to write: spare the index read
-        return self._save_vectors([r for r in self.rows() if r.status == "active"])
-
-    def _save_vectors(self, active: Sequence[RecordRow]) -> bool:
-        return False if self.vectors is None else save_vectors_quietly(self.vectors, active)
+        return save_vectors_quietly(self.vectors, [r for r in self.rows() if r.status == "active"])
 
     # --- environment profiles -----------------------------------------------------------------
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
