@@ -191,6 +191,19 @@ def test_guesses_and_reassurance_are_no_constraint_a_summary_must_keep() -> None
     )
 
 
+def test_a_named_speakers_sentences_are_not_repeated_under_the_goal_that_holds_them() -> None:
+    said = (
+        "Caroline: A lot has happened since we last chatted. I joined a new LGBTQ activist group last Tuesday."
+        " I'm giving my voice and making a real difference at the council meetings."
+    )
+    events = (SessionEvent(type="user_input", role="user", content=said, seq=1),)
+    text = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="turn_prefix", events=events)).text
+    assert text.startswith(f"Goal: {said}\n")
+    # Each sentence once in the goal, once in the open thread (summary.md drops a superseded one).
+    for sentence in ("I joined a new LGBTQ activist group last Tuesday.", "making a real difference"):
+        assert text.count(sentence) == 2, text
+
+
 # --- coding agents: every chunk says what happened; no list entry is junk ------------------------------
 
 

@@ -12,6 +12,7 @@ from aiden.summarizers.extractive.items import _R_REST, Section, _Item, _line_of
 from aiden.summarizers.extractive.salience import names_a_date
 from aiden.summarizers.extractive.tools import _digitless
 from aiden.summarizers.mustkeep import key_tokens, normalize
+from aiden.summarizers.mustkeep.phatic import split_speaker
 
 _BARE_NUMBER: Final = re.compile(r"^\d+(?:[.,:]\d+)*$")
 _EXACT_ONLY: Final[frozenset[Section]] = frozenset({"files", "commands", "tool_notes"})
@@ -114,7 +115,10 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
                 absorbed.append((item, twin))
             continue
         if bucket == "text":
-            container = containers.first_containing(norm)
+            # Who said it is not part of what was said: "Caroline: I joined a group." is in the
+            # goal "Caroline: A lot happened. I joined a group."
+            _who, said = split_speaker(item.text.strip())
+            container = containers.first_containing(normalize(said) or norm)
             if container is not None:
                 absorbed.append((item, container))
                 continue
