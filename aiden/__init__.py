@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from aiden.storage.layout import Layout
     from aiden.storage.postgres import PostgresSessionStore, open_pool, postgres_store_factory
     from aiden.storage.protocol import (
+        AppendGroup,
         ChangeFeed,
         ChangeToken,
         ChunkChanges,
@@ -99,6 +100,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AidenError",
+    "AppendGroup",
     "BoundaryDecision",
     "ChangeFeed",
     "ChangeToken",
@@ -196,6 +198,7 @@ __getattr__ = lazy_exports(
     {
         # Everything but the errors, events and config loads on first use: `import aiden` stays
         # cheap for a process that only needs the types, and the first call pays for what it uses.
+        "AppendGroup": "aiden.storage.protocol",
         "BoundaryDecision": "aiden.boundary",
         "ChangeFeed": "aiden.storage.protocol",
         "ChangeToken": "aiden.storage.protocol",

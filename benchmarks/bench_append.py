@@ -27,10 +27,13 @@ appenders, on one server for the whole run (a throwaway cluster restarted
 with ``fsync=on``, or ``--pg-dsn``; see ``bench_pg_scaling.py``): throughput,
 the paired ratio PostgreSQL / file store per repeat, p50/p99, events per
 commit (fsync of the file store, append transaction of PostgreSQL) and CPU
-per event of the client and of the server. Written to
-``results/append_postgres.json``.
+per event of the client and of the server. Each level runs with all its
+appenders on one session and, with ``--sessions`` (default ``1,64``), spread
+over that many sessions of one process (64 sessions with one appender each:
+the writers commit them together in one PostgreSQL transaction; the file
+store fsyncs each session's log). Written to ``results/append_postgres.json``.
 
-    python benchmarks/bench_append.py --store postgres [--quick] [--pg-dsn DSN] [--pg-fsync off]
+    python benchmarks/bench_append.py --store postgres [--quick] [--sessions 1,64] [--pg-dsn DSN] [--pg-fsync off]
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -58,7 +62,7 @@ import aiden
 from aiden import Config, Layout, SessionEvent
 from aiden.events import encode_event
 from aiden.storage.fs import Storage
-from aiden.storage.protocol import PreparedEvent, SessionStore
+from aiden.storage.protocol import AppendGroup, PreparedEvent, SessionStore
 from aiden.testing.pgcluster import TEST_DSN_ENV
 
 CONTENT = "x" * 120
@@ -174,12 +178,15 @@ async def aiden_appends(
     store: Callable[[Layout, Storage, Config], SessionStore] | None = None,
     server_cpu: Callable[[], float] | None = None,
     warm: bool = False,
+    sessions: int = 1,
 ) -> Run:
     """``appenders`` tasks appending through ``open_memory`` for ``seconds`` (the file store unless ``store``).
 
     ``store`` is a store factory counting its commits in ``commits`` (the PostgreSQL
     variant: one transaction per group commit); ``server_cpu`` reads the server's
     CPU seconds, so its share of the cost is reported too. ``warm``: one untimed append first.
+    ``sessions``: the appenders share that many memories (each its own root and session),
+    appender ``i`` appending to memory ``i % sessions``.
     """
     lat: list[float] = []
     config = Config(
@@ -189,13 +196,24 @@ async def aiden_appends(
     )
     storage = CountingStorage()
     extra: dict[str, Any] = {} if store is None else {"store_factory": store}
-    async with aiden.open_memory(
-        directory, config=config, context_window=10**9, storage=storage, **extra
-    ) as memory:
+    async with AsyncExitStack() as stack:
+        memories = [
+            await stack.enter_async_context(
+                aiden.open_memory(
+                    os.path.join(directory, f"s{i}"),
+                    config=config,
+                    context_window=10**9,
+                    storage=storage,
+                    **extra,
+                )
+            )
+            for i in range(sessions)
+        ]
         if warm:  # outside the window: a PostgreSQL pool connected, its session rows created
-            await memory.append(EVENT)
+            for memory in memories:
+                await memory.append(EVENT)
 
-        async def appender(stop: float) -> None:
+        async def appender(memory: aiden.Memory, stop: float) -> None:
             while time.perf_counter() < stop:
                 t = time.perf_counter()
                 await memory.append(EVENT)
@@ -206,8 +224,8 @@ async def aiden_appends(
         c0 = time.process_time()
         t0 = time.perf_counter()
         async with anyio.create_task_group() as tg:
-            for _ in range(appenders):
-                tg.start_soon(appender, t0 + seconds)
+            for i in range(appenders):
+                tg.start_soon(appender, memories[i % sessions], t0 + seconds)
         dt = time.perf_counter() - t0
         cpu = time.process_time() - c0
         server = (server_cpu() - s0) if server_cpu else 0.0
@@ -364,14 +382,38 @@ class CountingPgFactory:
                 factory.commits += 1  # one call is one transaction: one group commit
                 return super().append(requests)
 
+            @property
+            def append_group(self) -> CountingGroup:
+                return CountingGroup(super().append_group, factory)
+
         return Counting(self.dsn, f"bench-{uuid.uuid4().hex[:12]}", config=config)
 
 
-def measure_pg(system: str, level: int, seconds: float, server: BenchServer) -> Run:
+class CountingGroup:
+    """A store's append group that counts its steps (one transaction for several sessions)."""
+
+    def __init__(self, inner: AppendGroup, factory: CountingPgFactory) -> None:
+        self.inner = inner
+        self.factory = factory
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CountingGroup) and other.inner == self.inner
+
+    def __hash__(self) -> int:
+        return hash(self.inner)
+
+    def append_sessions(
+        self, batches: Sequence[tuple[SessionStore, Sequence[Sequence[PreparedEvent]]]]
+    ) -> list[list[list[int]] | Exception]:
+        self.factory.commits += 1
+        return self.inner.append_sessions(batches)
+
+
+def measure_pg(system: str, level: int, seconds: float, server: BenchServer, sessions: int = 1) -> Run:
     """One time-boxed run of the file store (``aiden_fsync``) or the PostgreSQL store (``aiden_pg``)."""
     with tempfile.TemporaryDirectory(prefix="aiden-bench-") as d:
         if system == "aiden_fsync":
-            return anyio.run(partial(aiden_appends, d, level, seconds, "fsync", warm=True))
+            return anyio.run(partial(aiden_appends, d, level, seconds, "fsync", warm=True, sessions=sessions))
         return anyio.run(
             partial(
                 aiden_appends,
@@ -382,6 +424,7 @@ def measure_pg(system: str, level: int, seconds: float, server: BenchServer) -> 
                 CountingPgFactory(server.dsn),
                 server.cpu_seconds,
                 warm=True,
+                sessions=sessions,
             )
         )
 
@@ -394,17 +437,24 @@ def run_postgres(
     seconds: float | None = None,
     dsn: str | None = None,
     pg_fsync: bool = True,
+    sessions: tuple[int, ...] = (1,),
 ) -> dict[str, Any]:
-    """The file store (``durability: fsync``) and the PostgreSQL store at each level, alternating in every repeat."""
+    """The file store (``durability: fsync``) and the PostgreSQL store at each level, alternating in every repeat.
+
+    Each level runs once per entry of ``sessions`` (at most one session per appender): the
+    appenders on one session (the writer's group commit), or spread over many (64 sessions
+    with one appender each: PostgreSQL commits them together, the file store fsyncs each).
+    """
     repeats = repeats or (2 if quick else 5)
     seconds = seconds or (0.5 if quick else 2.0)
     load0 = os.getloadavg()
-    runs: dict[int, dict[str, list[Run]]] = {lv: {s: [] for s in PG_SYSTEMS} for lv in levels}
+    layouts = [(level, n) for level in levels for n in sessions if n <= level]
+    runs: dict[tuple[int, int], dict[str, list[Run]]] = {lay: {s: [] for s in PG_SYSTEMS} for lay in layouts}
     with bench_server(dsn, fsync=pg_fsync) as server:
-        for level in levels:
+        for level, n in layouts:
             for r in range(repeats):
                 for system in rotate(PG_SYSTEMS, r):
-                    runs[level][system].append(measure_pg(system, level, seconds, server))
+                    runs[level, n][system].append(measure_pg(system, level, seconds, server, n))
         described = server.describe()
         server_cpu_known = server.cpu_seconds is not None
     results: dict[str, Any] = {
@@ -417,10 +467,10 @@ def run_postgres(
         "levels": {},
     }
     rows = []
-    for level in levels:
-        entry: dict[str, Any] = {"appenders": level}
+    for level, n in layouts:
+        entry: dict[str, Any] = {"appenders": level, "sessions": n}
         for s in PG_SYSTEMS:
-            xs = runs[level][s]
+            xs = runs[level, n][s]
             n_events = sum(x.events for x in xs)
             entry[s] = {
                 "eps": summarize([x.eps for x in xs]),
@@ -433,14 +483,15 @@ def run_postgres(
             }
         f, p = entry["aiden_fsync"], entry["aiden_pg"]
         entry["ratio_pg_vs_file"] = paired(
-            [x.eps for x in runs[level]["aiden_pg"]], [x.eps for x in runs[level]["aiden_fsync"]]
+            [x.eps for x in runs[level, n]["aiden_pg"]], [x.eps for x in runs[level, n]["aiden_fsync"]]
         )
         entry["ratio_p99_pg_vs_file"] = p["latency_ms"]["p99"] / f["latency_ms"]["p99"]
-        results["levels"][str(level)] = entry
+        results["levels"][str(level) if n == 1 else f"{level}x{n}"] = entry
         server_cost = f" + {p['server_cpu_us_per_event']:.0f}" if server_cpu_known else ""
         rows.append(
             [
                 level,
+                n,
                 rng(f["eps"]),
                 rng(p["eps"]),
                 rng(entry["ratio_pg_vs_file"], ".2f", suffix="x"),
@@ -454,6 +505,7 @@ def run_postgres(
     results["table"] = table(
         [
             "appenders",
+            "sessions",
             "file store ev/s",
             "PostgreSQL ev/s",
             "PostgreSQL / file",
@@ -489,6 +541,11 @@ def main() -> None:
     parser.add_argument(
         "--pg-fsync", choices=("on", "off"), default="on", help="fsync of a cluster started here"
     )
+    parser.add_argument(
+        "--sessions",
+        default="1,64",
+        help="--store postgres: comma-separated session counts the appenders are spread over",
+    )
     args = parser.parse_args()
     if args.store == "postgres":
         levels = (
@@ -496,7 +553,13 @@ def main() -> None:
             if args.levels == ",".join(map(str, LEVELS))
             else tuple(map(int, args.levels.split(",")))
         )
-        results = run_postgres(args.quick, levels=levels, dsn=args.pg_dsn, pg_fsync=args.pg_fsync == "on")
+        results = run_postgres(
+            args.quick,
+            levels=levels,
+            dsn=args.pg_dsn,
+            pg_fsync=args.pg_fsync == "on",
+            sessions=tuple(int(x) for x in args.sessions.split(",")),
+        )
         print(results["server"])
     else:
         results = run(args.quick, levels=tuple(int(x) for x in args.levels.split(",")))

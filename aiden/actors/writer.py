@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final, Generic, TypeVar, assert_never
 
@@ -41,7 +41,7 @@ from aiden.messages import (
     WriterOutbox,
     error_info,
 )
-from aiden.storage.protocol import PreparedEvent, SessionStore
+from aiden.storage.protocol import AppendGroup, PreparedEvent, SessionStore
 
 __all__ = ["SessionWriter"]
 
@@ -57,14 +57,24 @@ def _wake(future: asyncio.Future[None]) -> None:
 
 
 class _Job(Generic[T]):
-    __slots__ = ("error", "fn", "future", "loop", "value")
+    __slots__ = ("error", "fn", "future", "group", "loop", "requests", "store", "value")
 
-    def __init__(self, fn: Callable[[], T], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        fn: Callable[[], T],
+        loop: asyncio.AbstractEventLoop,
+        store: SessionStore | None = None,
+        requests: list[list[PreparedEvent]] | None = None,
+    ) -> None:
         self.fn = fn
         self.loop = loop
         self.future: asyncio.Future[None] = loop.create_future()
         self.value: T | None = None
         self.error: BaseException | None = None
+        # An append whose store can join others: queued appends of one group commit together.
+        self.store = store
+        self.requests = requests
+        self.group: AppendGroup | None = None if store is None else store.append_group
 
 
 class _CommitThreads:
@@ -74,40 +84,74 @@ class _CommitThreads:
     sessions (#36); each writer has at most one commit in flight, so its commits
     stay in order. More than one thread, so one session's fsync does not hold
     the others' appends. Threads start as the first commits need them.
+
+    The writers group-commit across sessions: a thread that takes an append
+    of a store with an :class:`~aiden.storage.protocol.AppendGroup` (a shared
+    database) takes every queued append of that group with it and makes them
+    durable in one step, so many sessions with one appender each cost one
+    transaction, not one each.
     """
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._jobs: queue.SimpleQueue[_Job[object]] = queue.SimpleQueue()
-        self._lock = threading.Lock()
+        self._jobs: deque[_Job[object]] = deque()
+        self._ready = threading.Condition(threading.Lock())
         self._threads = 0
         self._waiting = 0
         """Threads blocked on the queue: a job put now is taken without a new thread."""
 
+    def _take(self) -> list[_Job[object]]:
+        """The next job, with every queued job of its append group (waits for one)."""
+        with self._ready:
+            self._waiting += 1
+            while not self._jobs:
+                self._ready.wait()
+            self._waiting -= 1
+            job = self._jobs.popleft()
+            if job.group is None or not self._jobs:
+                return [job]
+            taken, left = [job], deque[_Job[object]]()
+            for other in self._jobs:
+                (taken if other.group == job.group else left).append(other)
+            self._jobs = left
+            return taken
+
     def _serve(self) -> None:
         while True:
-            with self._lock:
-                self._waiting += 1
-            job = self._jobs.get()
-            with self._lock:
-                self._waiting -= 1
-            try:
-                job.value = job.fn()
-            except BaseException as exc:  # handed to the waiting coroutine, which re-raises it
-                job.error = exc
-            try:
-                job.loop.call_soon_threadsafe(_wake, job.future)
-            except RuntimeError:
-                pass  # the loop is closed: nobody is waiting any more
+            jobs = self._take()
+            if len(jobs) == 1:
+                job = jobs[0]
+                try:
+                    job.value = job.fn()
+                except BaseException as exc:  # handed to the waiting coroutine, which re-raises it
+                    job.error = exc
+            else:
+                _run_group(jobs)
+            for job in jobs:
+                try:
+                    job.loop.call_soon_threadsafe(_wake, job.future)
+                except RuntimeError:
+                    pass  # the loop is closed: nobody is waiting any more
 
-    async def run(self, fn: Callable[[], T], loop: asyncio.AbstractEventLoop) -> T:
-        """``fn()`` on a commit thread; like ``to_thread.run_sync``, a cancellation waits for it to finish."""
-        job: _Job[T] = _Job(fn, loop)
-        with self._lock:
+    async def run(
+        self,
+        fn: Callable[[], T],
+        loop: asyncio.AbstractEventLoop,
+        *,
+        store: SessionStore | None = None,
+        requests: list[list[PreparedEvent]] | None = None,
+    ) -> T:
+        """``fn()`` on a commit thread; like ``to_thread.run_sync``, a cancellation waits for it to finish.
+
+        ``fn`` appending ``requests`` to ``store`` may instead run as part of its group's step.
+        """
+        job: _Job[T] = _Job(fn, loop, store, requests)
+        with self._ready:
             start = self._waiting == 0 and self._threads < self._size
             if start:
                 self._threads += 1
-            self._jobs.put(job)  # type: ignore[arg-type]  # the queue is typed for any job result
+            self._jobs.append(job)  # type: ignore[arg-type]  # the queue is typed for any job result
+            self._ready.notify()
         if start:
             threading.Thread(target=self._serve, name="aiden-session-writer", daemon=True).start()
         with anyio.CancelScope(shield=True):
@@ -115,6 +159,24 @@ class _CommitThreads:
         if job.error is not None:
             raise job.error
         return job.value  # type: ignore[return-value]  # set whenever error is None
+
+
+def _run_group(jobs: Sequence[_Job[object]]) -> None:
+    """Several sessions' appends of one group in one step; each job gets its own seqs or error."""
+    group = jobs[0].group
+    batches = [(j.store, j.requests) for j in jobs if j.store is not None and j.requests is not None]
+    assert group is not None and len(batches) == len(jobs)  # a grouped job always carries both
+    try:
+        results = group.append_sessions(batches)
+    except BaseException as exc:  # the step failed for every job
+        for job in jobs:
+            job.error = exc
+        return
+    for job, result in zip(jobs, results, strict=True):
+        if isinstance(result, Exception):
+            job.error = result
+        else:
+            job.value = result
 
 
 _COMMITS: Final = _CommitThreads(size=4)
@@ -219,7 +281,7 @@ class SessionWriter:
         store = self._store
         if self._loop is None:
             return await anyio.to_thread.run_sync(store.append, requests)
-        return await _COMMITS.run(lambda: store.append(requests), self._loop)
+        return await _COMMITS.run(lambda: store.append(requests), self._loop, store=store, requests=requests)
 
     async def _reply(self, message: WriterOutbox) -> None:
         # Without a checkpoint when the outbox has room (it is drained by the

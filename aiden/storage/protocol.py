@@ -31,6 +31,7 @@ from aiden.events import SessionEvent
 from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex
 
 __all__ = [
+    "AppendGroup",
     "ChangeFeed",
     "ChangeToken",
     "ChunkChanges",
@@ -185,8 +186,35 @@ class ChangeFeed(Protocol):
         ...
 
 
+class AppendGroup(Protocol):
+    """Stores whose sessions' appends can be made durable together: one transaction of a shared database.
+
+    The session writers of a process hand it the group commits of several
+    sessions queued at the same moment (#36): one durable step for all of
+    them instead of one each. Two groups that compare equal take each
+    other's stores.
+    """
+
+    def append_sessions(
+        self, batches: Sequence[tuple[SessionStore, Sequence[Sequence[PreparedEvent]]]]
+    ) -> list[list[list[int]] | Exception]:
+        """Each batch as :meth:`SessionStore.append` of its store would store it, all in one step.
+
+        Returns, per batch in order, its seqs or the error that batch alone
+        raises (a line that does not decode): such a batch stores nothing and
+        fails no other. An error of the step itself (a lost connection) fails
+        every batch, and none of them is stored.
+        """
+        ...
+
+
 class SessionStore(Protocol):
     """The active session's events, chunks and summaries behind one synchronous interface."""
+
+    @property
+    def append_group(self) -> AppendGroup | None:
+        """The group this store's appends can join with other sessions' (None: each alone)."""
+        ...
 
     def recover(self) -> RecoveryReport:
         """Idempotent recovery on open (before any other call)."""

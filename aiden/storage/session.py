@@ -31,7 +31,14 @@ from aiden.storage.fs import Storage
 from aiden.storage.jsonl import GrowingFile, read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
-from aiden.storage.protocol import ChangeToken, ChunkChanges, PreparedEvent, RecoveryReport, Snapshot
+from aiden.storage.protocol import (
+    AppendGroup,
+    ChangeToken,
+    ChunkChanges,
+    PreparedEvent,
+    RecoveryReport,
+    Snapshot,
+)
 from aiden.storage.recovery import Recovery
 from aiden.storage.recovery_record import record_recovery
 from aiden.storage.rotation import archive_session
@@ -43,6 +50,9 @@ __all__ = ["FileSessionStore"]
 
 class FileSessionStore:
     """Events log, chunks, index and summaries of ``<root>/memory/session`` (a :class:`SessionStore`)."""
+
+    append_group: AppendGroup | None = None
+    """Each session's log is its own file and fsync: nothing to share."""
 
     def __init__(self, layout: Layout, storage: Storage, config: Config) -> None:
         self.layout = layout

@@ -27,6 +27,7 @@ from aiden.errors import CommitConflict, CorruptionError, LockError, StorageErro
 from aiden.events import SessionEvent, decode_event, encode_event, validate_id
 from aiden.storage import chunks as cs
 from aiden.storage.protocol import (
+    AppendGroup,
     ChangeToken,
     ChunkChanges,
     PendingChunks,
@@ -62,6 +63,9 @@ class MemorySessionStore:
     sealing) and ``lock_timeout_s`` (the compaction lock), as for the
     filesystem store. :attr:`archived` holds rotated sessions by id.
     """
+
+    append_group: AppendGroup | None = None
+    """Nothing to share between sessions in memory."""
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config if config is not None else Config()
@@ -137,7 +141,9 @@ class MemorySessionStore:
             s = self._session
             found = {e.seq: e for e in s.hot if e.seq in wanted}
             for chunk in s.chunks.values():
-                found.update((e.seq, e) for e in chunk.events if e.seq in wanted and chunk.entry.covers(e.seq))
+                found.update(
+                    (e.seq, e) for e in chunk.events if e.seq in wanted and chunk.entry.covers(e.seq)
+                )
         return [found[q] for q in sorted(found)]
 
     def load_index(self) -> cs.ChunkIndex:

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import StorageError
+from aiden.errors import AidenError, StorageError
 from aiden.events import SessionEvent, decode_event, encode_event, validate_id
 from aiden.storage import chunks as cs
 from aiden.storage.postgres import compaction
@@ -47,7 +47,15 @@ from aiden.storage.postgres.schema import (
     require_pool_size,
     translated,
 )
-from aiden.storage.protocol import ChangeToken, ChunkChanges, PreparedEvent, RecoveryReport, Snapshot
+from aiden.storage.protocol import (
+    AppendGroup,
+    ChangeToken,
+    ChunkChanges,
+    PreparedEvent,
+    RecoveryReport,
+    SessionStore,
+    Snapshot,
+)
 
 __all__ = ["DSN_ENV", "PostgresSessionStore"]
 
@@ -132,6 +140,11 @@ class PostgresSessionStore:
         """What the last :meth:`recover` verified (names of its checks)."""
 
     @property
+    def append_group(self) -> AppendGroup:
+        """Stores on the same pool append together: one transaction for every queued session (#36)."""
+        return PgAppendGroup(self._pool)
+
+    @property
     def pool(self) -> Pool:
         """The connection pool (the long-term backend of a memory opened on this store runs on it too)."""
         return self._pool
@@ -203,57 +216,11 @@ class PostgresSessionStore:
         is decoded first: one that does not decode raises msgspec's error and
         nothing of the batch is stored.
         """
-        decoded = [[(p.event_id, decode_event(p.line)) for p in request] for request in requests]
-        total = sum(len(r) for r in decoded)
-        if total == 0:
+        decoded = _decoded(requests)
+        if not any(decoded):
             return [[] for _ in decoded]
-        ids = sorted({eid for r in decoded for eid, _ in r if eid is not None})
-        with self._connection("appending events") as conn, conn.transaction():
-            known: dict[str, int] = {}
-            if ids:
-                # The row lock first: a concurrent batch with the same ids commits before we look.
-                locked = conn.execute(
-                    "SELECT generation FROM aiden_sessions WHERE session_id = %s FOR UPDATE",
-                    (self.session_id,),
-                ).fetchone()
-                if locked is None:
-                    raise StorageError(f"postgres: session {self.session_id!r} has no row")
-                rows = conn.execute(_KNOWN_IDS, (ids, locked[0])).fetchall()
-                known = {str(r[0]): int(r[1]) for r in rows}
-            fresh = sum(1 for r in decoded for eid, _ in r if eid is None) + len(set(ids) - known.keys())
-            if fresh == 0:
-                return [[-known[eid] for eid, _ in r if eid is not None] for r in decoded]
-            row = conn.execute(
-                "UPDATE aiden_sessions SET next_seq = next_seq + %s WHERE session_id = %s"
-                " RETURNING generation, next_seq",
-                (fresh, self.session_id),
-            ).fetchone()
-            if row is None:
-                raise StorageError(f"postgres: session {self.session_id!r} has no row")
-            generation, seq = str(row[0]), int(row[1]) - fresh
-            out: list[list[int]] = []
-            new: list[tuple[str, int, str | None, bytes]] = []
-            for request in decoded:
-                seqs: list[int] = []
-                for eid, event in request:
-                    got = known.get(eid) if eid is not None else None
-                    if got is not None:
-                        seqs.append(-got)  # a dedupe hit: the caller reads the stored event back
-                        continue
-                    seq += 1
-                    line = encode_event(msgspec.structs.replace(event, seq=seq))
-                    new.append((generation, seq, eid, line))
-                    if eid is not None:
-                        known[eid] = seq
-                    seqs.append(seq)
-                out.append(seqs)
-            with (
-                conn.cursor() as cur,
-                cur.copy("COPY aiden_events (generation, seq, event_id, payload) FROM STDIN") as copy,
-            ):
-                for values in new:
-                    copy.write_row(values)
-            return out
+        with self._connection("appending events") as conn:
+            return _append_sessions(conn, [(self.session_id, decoded)])[0]
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -390,3 +357,165 @@ class PostgresSessionStore:
         """The chunks committed after ``token`` (see :class:`~aiden.storage.postgres.feed.PgChangeFeed`)."""
         self.ensure_ready()
         return self._feed.chunks_since(token)
+
+
+_Decoded = list[list[tuple[str | None, SessionEvent]]]
+
+
+def _decoded(requests: Sequence[Sequence[PreparedEvent]]) -> _Decoded:
+    """Every request's ``(event_id, event)`` pairs (msgspec's error for a line that does not decode)."""
+    return [[(p.event_id, decode_event(p.line)) for p in request] for request in requests]
+
+
+class PgAppendGroup:
+    """The appends of every session on one pool, made durable in one transaction (an :class:`AppendGroup`).
+
+    Sixty-four sessions that each append one event cost one transaction and
+    one WAL flush instead of sixty-four. Equal to every group of the same pool.
+    """
+
+    __slots__ = ("_pool",)
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PgAppendGroup) and other._pool is self._pool
+
+    def __hash__(self) -> int:
+        return id(self._pool)
+
+    def append_sessions(
+        self, batches: Sequence[tuple[SessionStore, Sequence[Sequence[PreparedEvent]]]]
+    ) -> list[list[list[int]] | Exception]:
+        """Each batch as its store's :meth:`PostgresSessionStore.append` would store it, in one transaction."""
+        out: list[list[list[int]] | Exception] = []
+        work: list[tuple[str, _Decoded]] = []
+        slots: list[int] = []  # which batch of ``out`` each entry of ``work`` answers
+        for store, requests in batches:
+            if not isinstance(store, PostgresSessionStore) or store.pool is not self._pool:
+                out.append(StorageError("postgres: a store of another pool in an append group"))
+                continue
+            try:
+                store.ensure_ready()
+                decoded = _decoded(requests)
+            except (AidenError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+                out.append(exc)
+                continue
+            out.append([[] for _ in decoded])
+            if any(decoded):
+                slots.append(len(out) - 1)
+                work.append((store.session_id, decoded))
+        if not work:
+            return out
+        try:
+            with translated("appending events"), self._pool.connection() as conn:
+                for slot, seqs in zip(slots, _append_sessions(conn, work), strict=True):
+                    out[slot] = seqs
+        except AidenError as exc:
+            for slot in slots:
+                out[slot] = exc
+        return out
+
+
+_LOCK_SESSIONS = """
+SELECT session_id, generation FROM aiden_sessions WHERE session_id = ANY(%s::text[])
+ORDER BY session_id FOR UPDATE
+"""
+
+# Several sessions' counters in one statement; the rows are locked already (in session id order).
+_ALLOCATE = """
+UPDATE aiden_sessions s SET next_seq = s.next_seq + v.n
+FROM unnest(%s::text[], %s::bigint[]) AS v(sid, n)
+WHERE s.session_id = v.sid
+RETURNING s.session_id, s.generation, s.next_seq
+"""
+
+_KNOWN_IDS_OF = """
+SELECT k.generation, k.id, e.seq FROM unnest(%s::text[], %s::text[]) AS k(generation, id)
+CROSS JOIN LATERAL (
+    SELECT seq FROM aiden_events WHERE generation = k.generation AND event_id = k.id LIMIT 1
+) AS e
+"""
+
+
+def _append_sessions(conn: Conn, work: Sequence[tuple[str, _Decoded]]) -> list[list[list[int]]]:
+    """Store every session's requests in one transaction; each entry's seqs per request.
+
+    Entries of the same session are stored in order, as one batch would be.
+    The sessions' counter rows are locked first, in session id order (two
+    processes' groups never wait on each other in a cycle), so seqs are
+    handed out gap-free in commit order and an ``event_id`` lookup sees
+    every committed event of each session. One session alone skips the
+    separate lock when its events carry no ids: the ``UPDATE`` locks its row.
+    """
+    sessions = sorted({sid for sid, _ in work})
+    ids: dict[str, set[str]] = {sid: set() for sid in sessions}
+    for sid, decoded in work:
+        ids[sid].update(eid for request in decoded for eid, _ in request if eid is not None)
+    with conn.transaction():
+        generations: dict[str, str] = {}
+        known: dict[str, dict[str, int]] = {sid: {} for sid in sessions}
+        if len(sessions) > 1 or any(ids.values()):
+            rows = conn.execute(_LOCK_SESSIONS, (sessions,)).fetchall()
+            generations = {str(r[0]): str(r[1]) for r in rows}
+            missing = [sid for sid in sessions if sid not in generations]
+            if missing:
+                raise StorageError(f"postgres: session {missing[0]!r} has no row")
+            pairs = [(generations[sid], eid) for sid in sessions for eid in sorted(ids[sid])]
+            if pairs:
+                by_generation = {g: sid for sid, g in generations.items()}
+                found = conn.execute(
+                    _KNOWN_IDS_OF, ([g for g, _ in pairs], [eid for _, eid in pairs])
+                ).fetchall()
+                for g, eid, seq in found:
+                    known[by_generation[str(g)]][str(eid)] = int(seq)
+        counts = dict.fromkeys(sessions, 0)  # the new events of each session (ids seen once)
+        stored_ids = {sid: set(known[sid]) for sid in sessions}
+        for sid, decoded in work:
+            stored = stored_ids[sid]
+            for request in decoded:
+                for eid, _ in request:
+                    if eid is None or eid not in stored:
+                        counts[sid] += 1
+                        if eid is not None:
+                            stored.add(eid)
+        next_seq: dict[str, int] = {}
+        new: list[tuple[str, int, str | None, bytes]] = []
+        out: list[list[list[int]]] = []
+        growing = [sid for sid in sessions if counts[sid] > 0]
+        if growing:
+            rows = conn.execute(_ALLOCATE, (growing, [counts[sid] for sid in growing])).fetchall()
+            for sid, generation, end in rows:
+                generations[str(sid)] = str(generation)
+                next_seq[str(sid)] = int(end) - counts[str(sid)]
+            if len(next_seq) != len(growing):
+                lost = next(sid for sid in growing if sid not in next_seq)
+                raise StorageError(f"postgres: session {lost!r} has no row")
+        for sid, decoded in work:
+            seen = known[sid]
+            entry: list[list[int]] = []
+            for request in decoded:
+                seqs: list[int] = []
+                for eid, event in request:
+                    got = seen.get(eid) if eid is not None else None
+                    if got is not None:
+                        seqs.append(-got)  # a dedupe hit: the caller reads the stored event back
+                        continue
+                    next_seq[sid] += 1
+                    seq = next_seq[sid]
+                    line = encode_event(msgspec.structs.replace(event, seq=seq))
+                    new.append((generations[sid], seq, eid, line))
+                    if eid is not None:
+                        seen[eid] = seq
+                    seqs.append(seq)
+                entry.append(seqs)
+            out.append(entry)
+        if new:
+            with (
+                conn.cursor() as cur,
+                cur.copy("COPY aiden_events (generation, seq, event_id, payload) FROM STDIN") as copy,
+            ):
+                for values in new:
+                    copy.write_row(values)
+        return out
