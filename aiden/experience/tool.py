@@ -186,12 +186,14 @@ async def handle_experience_tool(
     """Run one ``recall_experience`` call; the JSON text and the ids of the records returned.
 
     ``environment`` is the run's environment, used when the model names none.
+    Neither naming one ("" or None) searches every environment: the task's
+    environment is unknown, not "none".
     """
     try:
         args = _parse(arguments)
         k = min(args.k or max_results, max_results)
         kinds = None if args.kinds is None else [str(kind) for kind in args.kinds]
-        env = args.environment if args.environment is not None else environment
+        env = args.environment or environment or None
         found = await search(args.query, env, kinds, k)
         return fit(found, k, max_chars)
     except msgspec.ValidationError as exc:

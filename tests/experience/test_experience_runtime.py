@@ -102,6 +102,25 @@ async def test_recall_returns_the_procedure_first_and_the_ids_land_on_the_episod
     assert list(stored_episode(tmp_path, second)["recalled"]) == [r["id"] for r in results]  # type: ignore[call-overload, union-attr]
 
 
+async def test_recall_outside_a_run_and_in_a_run_without_environment_searches_every_environment(
+    tmp_path: Path,
+) -> None:
+    async with aiden.open_memory(tmp_path, config=QUIET) as memory:
+        await fail_then_fix(memory)
+        await memory.learn_experience()
+        # No run open, no environment configured or named: the task's environment is unknown.
+        outside = await recall(memory, "how do I build the acme repo")
+        assert [r["kind"] for r in outside["results"]] == ["procedure", "failure"]  # type: ignore[union-attr]
+        await memory.begin_run("build acme once more")
+        assert [r["kind"] for r in (await recall(memory, "build the acme repo"))["results"]] == [  # type: ignore[union-attr]
+            "procedure",
+            "failure",
+        ]
+        await memory.commit_run("done")
+        # A named environment still narrows the search.
+        assert (await recall(memory, "build the acme repo", environment="repo-other"))["results"] == []
+
+
 async def test_a_contradicting_episode_disputes_the_procedure_and_recall_stops_returning_it(
     tmp_path: Path,
 ) -> None:
