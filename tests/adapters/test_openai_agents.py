@@ -426,9 +426,11 @@ async def test_every_prompt_of_a_long_tool_heavy_session_fits_the_window(tmp_pat
 
 async def test_get_items_is_aidens_prompt_within_the_budget(tmp_path: Path) -> None:
     """Without the filter the SDK sends get_items as the history: it is build_messages' budgeted prompt."""
-    # The trigger at the budget itself: a prompt that fits after stubbing asks for no background
-    # pass, so none compacts the window between the reads below (which compare one window).
-    config = msgspec.structs.replace(long_session.CONFIG, compress_at_percent=100.0)
+    # No background pass may compact the window between the reads below (which compare one
+    # window): without reported usage the trigger would read the hot window's own estimate
+    # (above the window after the fifth result) and compact behind the test's back, so it
+    # counts events instead, far more than this session has.
+    config = msgspec.structs.replace(long_session.CONFIG, count_compress_after_events=1000)
     async with aiden.open_memory(tmp_path, config=config, context_window=long_session.WINDOW) as memory:
         session = AidenSession(memory)
         for n in range(1, 7):  # one user turn with six large results: more than the whole window
