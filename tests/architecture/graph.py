@@ -9,6 +9,7 @@ the submodule when ``from package import name`` names one.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,8 +43,18 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
 
 
 def import_graph(modules: dict[str, Path] | None = None) -> dict[str, set[str]]:
-    """Module -> the aiden modules it imports."""
-    modules = modules if modules is not None else module_files()
+    """Module -> the aiden modules it imports (the package's own graph is parsed once per test run)."""
+    if modules is None:
+        return {name: set(targets) for name, targets in _package_graph().items()}
+    return _graph_of(modules)
+
+
+@functools.cache
+def _package_graph() -> dict[str, frozenset[str]]:
+    return {name: frozenset(targets) for name, targets in _graph_of(module_files()).items()}
+
+
+def _graph_of(modules: dict[str, Path]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
