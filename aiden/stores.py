@@ -120,7 +120,7 @@ def select_long_term(store: SessionStore, config: Config, summarizer: Summarizer
     module = sys.modules.get("aiden.storage.postgres.store")
     if module is None or not isinstance(store, module.PostgresSessionStore):
         return None
-    from aiden.storage.postgres.longterm import long_term_factory
+    from aiden.longterm.postgres.backend import long_term_factory
 
     return long_term_factory(store, config, summarizer)
 
@@ -132,6 +132,6 @@ def select_experience(
     module = sys.modules.get("aiden.storage.postgres.store")
     if module is None or not isinstance(store, module.PostgresSessionStore):
         return None
-    from aiden.storage.postgres.experience import experience_backends
+    from aiden.experience.postgres import experience_backends
 
     return experience_backends(store, layout, storage, embedder)

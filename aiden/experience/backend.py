@@ -4,7 +4,7 @@ The experience service (:mod:`aiden.experience.service`) runs on these two
 seams only, so experience memory follows the session store: files under the
 memory's root by default (:class:`~aiden.experience.episodestore.EpisodeStore`,
 :class:`~aiden.experience.recordstore.RecordStore`), rows in PostgreSQL for a
-memory opened on a PostgreSQL store (:mod:`aiden.storage.postgres.experience`),
+memory opened on a PostgreSQL store (:mod:`aiden.experience.postgres`),
 where every worker sharing the long-term namespace learns from and recalls the
 same records. :mod:`aiden.testing.conformance_experience` is the suite every
 backend passes. Every method blocks: the experience actor calls them from a

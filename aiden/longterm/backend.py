@@ -9,7 +9,7 @@ One interface file, backends beside it (the httpcore model):
   :class:`~aiden.longterm.dream.Dream`, bundled by
   :class:`~aiden.longterm.service.FileLongTermBackend`): the default, shared
   by the memories opened on one root;
-- PostgreSQL (:class:`~aiden.storage.postgres.longterm.PostgresLongTermBackend`):
+- PostgreSQL (:class:`~aiden.longterm.postgres.backend.PostgresLongTermBackend`):
   rows beside the PostgreSQL session store's, shared by every memory opened
   with the same long-term namespace (by default the session id), on any
   worker or machine. :func:`aiden.stores.select_long_term` picks it

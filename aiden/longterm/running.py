@@ -3,7 +3,7 @@
 :func:`merged_running` is a pre-compaction merge; :func:`session_ending` is a
 session end or checkpoint, which also yields the dated session summary. The
 backends (:class:`~aiden.longterm.writer.SessionSummaryWriter` on files,
-:class:`~aiden.storage.postgres.lt_summaries.PgSummaryStore` on rows) only read
+:class:`~aiden.longterm.postgres.summaries.PgSummaryStore` on rows) only read
 and write what these return.
 """
 

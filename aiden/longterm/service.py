@@ -9,7 +9,7 @@ message, at the seed-004 death points: before every compaction
 Storage goes through the seam of :mod:`aiden.longterm.backend`: by default
 :class:`FileLongTermBackend` (the files under ``memory/long_term/``); with a
 PostgreSQL session store, its long-term backend
-(:mod:`aiden.storage.postgres.longterm`), chosen by ``backend_factory``.
+(:mod:`aiden.longterm.postgres.backend`), chosen by ``backend_factory``.
 """
 
 from __future__ import annotations

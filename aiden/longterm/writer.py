@@ -19,7 +19,7 @@ summarizer fails, the deterministic :class:`ExtractiveSummarizer` is used so
 knowledge is never dropped because a provider is down. Every write is atomic.
 
 The flow is :class:`SummaryFlow`'s, which the PostgreSQL store shares
-(:class:`~aiden.storage.postgres.lt_summaries.PgSummaryStore`); a backend
+(:class:`~aiden.longterm.postgres.summaries.PgSummaryStore`); a backend
 supplies only the reads and writes (:class:`SummaryRows`) under its lock.
 """
 

@@ -23,8 +23,8 @@ StoreOf = Callable[[str], AidenStore]
 @pytest.fixture
 def store_of(pg_dsn: str) -> Iterator[StoreOf]:
     """An AidenStore on the long-term memory of a session id (its own pool, closed after the test)."""
+    from aiden.longterm.postgres.backend import PostgresLongTermBackend
     from aiden.storage.postgres import PostgresSessionStore
-    from aiden.storage.postgres.longterm import PostgresLongTermBackend
 
     opened: list[PostgresSessionStore] = []
 

@@ -26,8 +26,8 @@ if __name__ == "__main__":
 import anyio
 
 from aiden.config import Config
+from aiden.longterm.postgres.backend import PostgresLongTermBackend
 from aiden.storage.postgres import PostgresSessionStore
-from aiden.storage.postgres.longterm import PostgresLongTermBackend
 from aiden.summarizers.extractive import ExtractiveSummarizer
 
 NOW = 1_767_225_600.0

@@ -18,11 +18,11 @@ import aiden
 from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.experience.backend import EpisodeBackend, RecordBackend
+from aiden.experience.postgres import experience_backends
 from aiden.memory import Memory
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.postgres import PostgresSessionStore
-from aiden.storage.postgres.experience import experience_backends
 from aiden.testing.conformance_experience import CHECKS, ExperienceFactory
 
 pytestmark = [pytest.mark.timeout(120)]

@@ -27,9 +27,9 @@ from aiden.config import Config
 from aiden.errors import DreamError, InvalidIdError, LockError, StorageError
 from aiden.longterm.backend import LongTermBackend
 from aiden.longterm.dream import DreamOutcome
+from aiden.longterm.postgres.backend import PostgresLongTermBackend
+from aiden.longterm.postgres.schema import LONG_TERM_VERSION
 from aiden.storage.postgres import SCHEMA_VERSION, PostgresSessionStore, open_pool
-from aiden.storage.postgres.longterm import PostgresLongTermBackend
-from aiden.storage.postgres.lt_schema import LONG_TERM_VERSION
 from aiden.storage.postgres.schema import Pool
 from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.testing.conformance_longterm import CHECKS

@@ -91,8 +91,8 @@ def test_only_a_postgres_session_store_brings_its_long_term_backend(
     pg_dsn: str, session_ids: SessionIds
 ) -> None:
     from aiden.config import Config
+    from aiden.longterm.postgres.backend import PostgresLongTermBackend
     from aiden.storage.postgres import PostgresSessionStore
-    from aiden.storage.postgres.longterm import PostgresLongTermBackend
     from aiden.stores import select_long_term
     from aiden.summarizers.extractive import ExtractiveSummarizer
     from aiden.testing import MemorySessionStore

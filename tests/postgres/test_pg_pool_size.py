@@ -23,10 +23,10 @@ from aiden.config import Config
 from aiden.errors import ConfigError
 from aiden.longterm.dream_edits import DreamEdit
 from aiden.longterm.history import HistoryRecord
+from aiden.longterm.postgres.backend import PostgresLongTermBackend
+from aiden.longterm.postgres.dream import PgDream
+from aiden.longterm.postgres.schema import LongTermDb
 from aiden.storage.postgres import MIN_POOL_SIZE, PostgresSessionStore, open_pool, postgres_store_factory
-from aiden.storage.postgres.longterm import PostgresLongTermBackend
-from aiden.storage.postgres.lt_dream import PgDream
-from aiden.storage.postgres.lt_schema import LongTermDb
 from aiden.storage.postgres.schema import Pool
 from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.testing.ltkit import NOW, said

@@ -20,14 +20,14 @@ import pytest
 from aiden.config import Config
 from aiden.longterm.backend import LongTermBackend
 from aiden.longterm.files import list_session_files, read_summary
+from aiden.longterm.postgres.backend import PostgresLongTermBackend
+from aiden.longterm.postgres.summaries import PgSummaryStore
 from aiden.longterm.service import FileLongTermBackend
 from aiden.longterm.summaries import SessionSummary, parse_summary_md
 from aiden.storage import postgres
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.postgres import PostgresSessionStore
-from aiden.storage.postgres.longterm import PostgresLongTermBackend
-from aiden.storage.postgres.lt_summaries import PgSummaryStore
 from aiden.storage.session import FileSessionStore
 from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.testing.ltkit import NOW, said

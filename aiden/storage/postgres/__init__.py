@@ -13,7 +13,7 @@ connects once first); :func:`postgres_store_factory` makes the equivalent
 
 Long-term memory (saved memories, history, session summaries, Dream's
 versions) lives in the same database
-(:class:`~aiden.storage.postgres.longterm.PostgresLongTermBackend`), shared by
+(:class:`~aiden.longterm.postgres.backend.PostgresLongTermBackend`), shared by
 every memory of the store's ``long_term_namespace`` (default: the session
 id). The recall index stays under ``root``: a per-worker cache that follows
 the store's change feed.

@@ -103,7 +103,7 @@ class PostgresSessionStore:
     ``session_id`` must match ``^[A-Za-z0-9_-]{1,64}$``
     (:class:`~aiden.errors.InvalidIdError` otherwise). A memory opened on
     this store keeps its long-term memory in the same database
-    (:mod:`aiden.storage.postgres.longterm`), shared by every memory with the
+    (:mod:`aiden.longterm.postgres.backend`), shared by every memory with the
     same ``long_term_namespace`` (default: the session id; same rules).
     """
 

@@ -38,10 +38,10 @@ from aiden.errors import CorruptionError, DreamError, StorageError, VersionNotFo
 from aiden.longterm.dream import DreamEditor, DreamOutcome, SummarizerDreamEditor, propose_run
 from aiden.longterm.dream_edits import LONG_TERM_FILES
 from aiden.longterm.history import HistoryRecord
+from aiden.longterm.postgres.history import read_after
+from aiden.longterm.postgres.schema import LongTermDb
 from aiden.longterm.versions import Version, check_target, unique_match
 from aiden.storage.postgres.locks import AdvisoryLock
-from aiden.storage.postgres.lt_history import read_after
-from aiden.storage.postgres.lt_schema import LongTermDb
 from aiden.storage.postgres.schema import Conn
 
 __all__ = ["PgDream"]

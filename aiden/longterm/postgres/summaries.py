@@ -34,9 +34,9 @@ from aiden.errors import StorageError
 from aiden.longterm.cap import CapResult, folded_digest, plan_cap
 from aiden.longterm.files import session_file_name
 from aiden.longterm.merge import DEFAULT_MAX_ITEMS
+from aiden.longterm.postgres.schema import LongTermDb
 from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
 from aiden.longterm.writer import SummaryFlow, SummaryRows
-from aiden.storage.postgres.lt_schema import LongTermDb
 from aiden.storage.postgres.schema import Conn
 from aiden.summarizers.protocol import Summarizer
 

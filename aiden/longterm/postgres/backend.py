@@ -2,11 +2,11 @@
 
 :class:`PostgresLongTermBackend` satisfies
 :class:`~aiden.longterm.backend.LongTermBackend` with rows instead of the
-files under ``memory/long_term/`` (tables: :mod:`aiden.storage.postgres.lt_schema`):
-saved memories and the profile (:mod:`~aiden.storage.postgres.lt_entries`),
-the history log with its cursors (:mod:`~aiden.storage.postgres.lt_history`),
-the session summaries and digest (:mod:`~aiden.storage.postgres.lt_summaries`)
-and Dream with its versions (:mod:`~aiden.storage.postgres.lt_dream`).
+files under ``memory/long_term/`` (tables: :mod:`aiden.longterm.postgres.schema`):
+saved memories and the profile (:mod:`~aiden.longterm.postgres.entries`),
+the history log with its cursors (:mod:`~aiden.longterm.postgres.history`),
+the session summaries and digest (:mod:`~aiden.longterm.postgres.summaries`)
+and Dream with its versions (:mod:`~aiden.longterm.postgres.dream`).
 
 :func:`aiden.open_memory` on a :class:`~aiden.storage.postgres.PostgresSessionStore`
 uses it (:func:`aiden.stores.select_long_term` asks
@@ -25,13 +25,13 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from aiden.config import Config
 from aiden.longterm.backend import DreamVersions, EntryStore, HistoryLog, SummaryStore
+from aiden.longterm.postgres.entries import PROFILE_DOC, PgEntryStore
+from aiden.longterm.postgres.history import PgHistoryLog
+from aiden.longterm.postgres.schema import LongTermDb
+from aiden.longterm.postgres.summaries import DIGEST_DOC, PgSummaryStore, read_doc, session_summaries
 from aiden.longterm.project import render_project_memory
 from aiden.longterm.summaries import parse_summary_md
 from aiden.policy.tokens import estimate_tokens
-from aiden.storage.postgres.lt_entries import PROFILE_DOC, PgEntryStore
-from aiden.storage.postgres.lt_history import PgHistoryLog
-from aiden.storage.postgres.lt_schema import LongTermDb
-from aiden.storage.postgres.lt_summaries import DIGEST_DOC, PgSummaryStore, read_doc, session_summaries
 from aiden.storage.postgres.store import PostgresSessionStore
 from aiden.summarizers.protocol import Summarizer
 
@@ -88,7 +88,7 @@ class PostgresLongTermBackend:
         """Dream over this namespace, its versions in ``aiden_lt_versions`` (built on first use)."""
         if self._dream is None:
             from aiden.longterm.dream import SummarizerDreamEditor
-            from aiden.storage.postgres.lt_dream import PgDream
+            from aiden.longterm.postgres.dream import PgDream
 
             # The configured summarizer words the edits, as on the file backend.
             editor = SummarizerDreamEditor(self._summarizer)

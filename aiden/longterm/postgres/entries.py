@@ -19,9 +19,9 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from aiden.errors import CorruptionError
 from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, MemoryType
+from aiden.longterm.postgres.schema import LongTermDb
 from aiden.longterm.profile import render_profile
 from aiden.longterm.threaded import ThreadedEntryStore
-from aiden.storage.postgres.lt_schema import LongTermDb
 from aiden.storage.postgres.schema import Conn
 
 __all__ = ["PROFILE_DOC", "PgEntryStore"]

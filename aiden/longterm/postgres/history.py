@@ -15,7 +15,7 @@ from typing import Final
 
 from aiden.errors import StorageError
 from aiden.longterm.history import DEFAULT_MAX_RECORD_CHARS, HistoryRecord, new_record, record_text
-from aiden.storage.postgres.lt_schema import LongTermDb, bounded_wait
+from aiden.longterm.postgres.schema import LongTermDb, bounded_wait
 from aiden.storage.postgres.schema import Conn
 
 __all__ = ["PgHistoryLog", "read_after"]
