@@ -158,8 +158,8 @@ def require_pool_size(max_size: int, what: str = "max_size") -> None:
     if max_size < MIN_POOL_SIZE:
         raise ConfigError(
             f"postgres: {what}={max_size} is too small: aiden needs at least {MIN_POOL_SIZE} connections"
-            " per memory (the compaction lock and a Dream run each hold one for as long as a"
-            " summarizer call, and the commit between them needs another)"
+            " (one holds the advisory locks for as long as a pass or a Dream run, the others carry"
+            " that pass's commit and the appends, reads and Dream statements beside it)"
         )
 
 
