@@ -1,6 +1,6 @@
 """The summary layer of one prompt, cut to its share of the window by priority (pure).
 
-summary.md (:mod:`aiden.storage.summary_md`) can outgrow the summary layer's
+summary.md (:mod:`aiden.policy.summary_md`) can outgrow the summary layer's
 budget (``summary_layer_percent`` of the window). Each prompt then carries a
 *fitted copy*; summary.md itself is unchanged. A cut at a position would keep
 whatever comes first — the rolling summary's long ``Commands:`` list — and

@@ -1,28 +1,14 @@
-"""summary.md and summary_archive.md: pure renderings of the chunk index.
+"""The chunk index as compaction advances it, and its renderings: summary.md and summary_archive.md.
 
-summary.md is what the prompt carries::
-
-    # Session History (compressed chunks)
-
-    ## Rolling Summary
-
-    <accumulated summaries of chunks pushed out of Recent Chunks>
-
-    ## Recent Chunks
-
-    - **chunk_xxx**
-      <summary>
-
-Both files are derived from ``chunks/index.yaml``, so recovery can always
-re-derive them; nothing is stored only here.
+Both files are derived from ``chunks/index.yaml`` (the text: :mod:`aiden.policy.summary_md`),
+so recovery can always re-derive them; nothing is stored only here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
-
+from aiden.policy import summary_md
 from aiden.storage.chunks import ChunkEntry, ChunkIndex
 
 __all__ = [
@@ -43,36 +29,16 @@ _MERGE_HEADROOM = 4  # a merge keeps up to this many times the line cap; the cal
 _MERGE_TOKENS = 1_000_000  # the merge is bounded by lines, not tokens
 
 
-def _indent(text: str) -> str:
-    return "\n".join(f"  {line}" if line else "" for line in text.strip().splitlines())
-
-
 def render_entry(entry: ChunkEntry) -> str:
     """One ``- **chunk_id**`` entry with its indented summary."""
-    flag = " (degraded)" if entry.degraded else ""
-    body = _indent(entry.summary)
-    return f"- **{entry.chunk_id}**{flag}\n{body}\n" if body else f"- **{entry.chunk_id}**{flag}\n"
+    return summary_md.render_entry(entry.chunk_id, entry.summary, degraded=entry.degraded)
 
 
 def render_summary_md(index: ChunkIndex, recent: Sequence[ChunkEntry]) -> str:
-    """The whole summary.md for ``index`` with ``recent`` as the Recent Chunks entries.
-
-    A line a newer summary repeats or supersedes (the same command, an older
-    step of the same request as the open thread) is shown only at its newest
-    place (#19); the index, the archive and recall keep every line.
-    """
-    # Imported here, as in fold_into_rolling: the summarizers package is heavy.
-    from aiden.summarizers.extractive.supersede import prune_superseded
-
-    rolling, *summaries = prune_superseded([index.rolling_summary, *(e.summary for e in recent)])
-    parts = ["# Session History (compressed chunks)\n", "## Rolling Summary\n"]
-    parts.append((rolling.strip() + "\n") if rolling.strip() else "")
-    parts.append("## Recent Chunks\n")
-    parts.extend(
-        render_entry(msgspec.structs.replace(e, summary=text) if text is not e.summary else e)
-        for e, text in zip(recent, summaries, strict=True)
+    """The whole summary.md for ``index`` with ``recent`` as the Recent Chunks entries (rendered by policy)."""
+    return summary_md.render_summary(
+        index.rolling_summary, [(e.chunk_id, e.summary, e.degraded) for e in recent]
     )
-    return "\n".join(p for p in parts if p)
 
 
 def render_archive_entries(entries: Sequence[ChunkEntry]) -> str:

@@ -15,11 +15,10 @@ from tests.architecture.graph import import_graph
 
 POLICY_MAY_IMPORT = ("aiden.events", "aiden.config", "aiden.policy")
 
-# Still to be removed (#36): the rolling fold and the summary.md render run the extractive
-# summarizer inside storage. A new edge fails here; a removed one must leave this list.
+# Still to be removed (#36): the rolling fold runs the extractive summarizer inside storage.
+# A new edge fails here; a removed one must leave this list.
 STORAGE_TO_SUMMARIZERS = {
     ("aiden.storage.summary_md", "aiden.summarizers.extractive"),
-    ("aiden.storage.summary_md", "aiden.summarizers.extractive.supersede"),
     ("aiden.storage.summary_md", "aiden.summarizers.protocol"),
 }
 

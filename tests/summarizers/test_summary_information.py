@@ -32,8 +32,8 @@ import pytest
 from aiden.config import Config
 from aiden.demo import run_demo
 from aiden.events import SessionEvent
+from aiden.policy.summary_md import prune_superseded
 from aiden.summarizers import ExtractiveSummarizer, extract_must_keep
-from aiden.summarizers.extractive.supersede import prune_superseded
 from aiden.summarizers.llm import LiteLLMSummarizer
 from aiden.summarizers.protocol import SummaryRequest
 from aiden.testing import FakeLLMServer

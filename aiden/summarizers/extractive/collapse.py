@@ -14,14 +14,10 @@ from typing import Final
 
 import msgspec
 
+from aiden.policy.summary_md import step_match
 from aiden.summarizers.extractive.items import _R_OPEN, _Item
 from aiden.summarizers.mustkeep import is_routine_request, normalize
 
-_STEP: Final = re.compile(
-    r"^(?P<head>.*?)\b(?P<word>step|turn|part|phase)s? (?P<a>\d+)(?:\s*[\u2013-]\s*(?P<b>\d+))?"
-    r"(?:; now at (?:step|turn|part|phase) \d+)?(?P<tail>.*)$",
-    re.IGNORECASE,
-)
 _USER: Final = "User: "
 
 
@@ -58,7 +54,7 @@ def collapse_requests(items: Sequence[_Item]) -> list[_Item]:
     member: dict[int, tuple[str, str]] = {}
     for item in items:
         text = _request_text(item)
-        match = _STEP.match(text) if text is not None else None
+        match = step_match(text) if text is not None else None
         if match is None:
             continue
         word = match.group("word").casefold()
@@ -101,17 +97,6 @@ def collapse_requests(items: Sequence[_Item]) -> list[_Item]:
         )
         out.append(msgspec.structs.replace(item, section="open", text=_USER + text, rank=_R_OPEN, extra=""))
     return out
-
-
-def step_key(request: str) -> tuple[tuple[str, str], int] | None:
-    """``((request, word), number)`` of a numbered request ("..., step 23: ...", "steps 1\u20134; now at step 4"),
-    the same key :func:`collapse_requests` groups by; None for any other text."""
-    match = _STEP.match(request)
-    if match is None:
-        return None
-    word = match.group("word").casefold()
-    number = max(int(match.group("a")), int(match.group("b") or 0))
-    return (re.sub(r"\d+", "#", normalize(match.group("head"))), word), number
 
 
 def _latest_order(group: _Group) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final, cast
 
-from aiden.policy.summary_sections import SECTION_OF_HEADING
+from aiden.policy.summary_md import CHUNK_MARKER, match_heading
 from aiden.summarizers.extractive.collector import _Collector, is_intent
 from aiden.summarizers.extractive.items import (
     _R_DECISION,
@@ -26,16 +26,6 @@ from aiden.summarizers.mustkeep.classify import Speaker
 
 _FOLD_LINE_CHARS: Final = 600
 
-# "must keep" holds facts already kept: re-read as plain lines, like the structural headings.
-_HEADING_NAMES: Final[dict[str, Section | None]] = {
-    name: None if section in (None, "must_keep") else cast(Section, section)
-    for name, section in SECTION_OF_HEADING.items()
-}
-_HEADING: Final = re.compile(
-    r"^\s*(?P<hashes>#{1,6}\s*)?(?:\*\*)?(?P<name>[^:*\n]{2,40}?)(?:\*\*)?\s*"
-    r"(?::(?:\*\*)?\s*(?P<rest>.*))?$"
-)
-_CHUNK_MARKER: Final = re.compile(r"^\s*(?:[-*]\s*)?(?:\*\*[\w-]+\*\*(?:\s*\(degraded\))?|\[[\w-]+\])\s*$")
 _SKIP_LINE: Final = re.compile(
     r"^\s*(?:[-*]\s*)?\*\*[\w-]+\*\*\s*$|^\s*-{3,}\s*$|^\s*\[?\.{3}.*(?:truncated|omitted).*$|^\s*\(none\)\s*$",
     re.IGNORECASE,
@@ -60,17 +50,10 @@ _SECTION_RANK: Final[dict[Section, int]] = {
 
 
 def _match_heading(line: str) -> tuple[bool, Section | None, str]:
-    """``(is_heading, section, inline_rest)`` for one summary line."""
-    match = _HEADING.match(line)
-    if match is None:
-        return False, None, ""
-    name = match.group("name").strip().casefold()
-    if name not in _HEADING_NAMES:
-        return False, None, ""
-    rest = match.group("rest")
-    if rest is None and match.group("hashes") is None:
-        return False, None, ""
-    return True, _HEADING_NAMES[name], (rest or "").strip()
+    """``(is_heading, section, inline_rest)`` for one summary line, in the extractive summarizer's sections."""
+    is_heading, section, rest = match_heading(line)
+    # "must keep" holds facts already kept: re-read as plain lines, like the structural headings.
+    return is_heading, None if section in (None, "must_keep") else cast(Section, section), rest
 
 
 def _add_summary_line(collector: _Collector, section: Section | None, line: str, *, fold_lines: bool) -> None:
@@ -163,7 +146,7 @@ def _extract_summary_text(text: str, collector: _Collector, *, fold_lines: bool)
     for raw in text.splitlines():
         if not raw.strip():
             continue
-        if _CHUNK_MARKER.match(raw):
+        if CHUNK_MARKER.match(raw):
             # "[chunk_x]" / "- **chunk_x**" start another chunk's summary.
             section = None
             continue

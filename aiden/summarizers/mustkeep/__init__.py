@@ -20,6 +20,7 @@ splitting), :mod:`.tokens` (paths, identifiers, numbers), :mod:`.classify`
 
 from __future__ import annotations
 
+from aiden.policy.summary_md import normalize
 from aiden.summarizers.mustkeep.check import appended_count, apply_must_keep, extract_must_keep
 from aiden.summarizers.mustkeep.classify import classify_sentence, is_plan, is_routine_request, split_reason
 from aiden.summarizers.mustkeep.errorlines import is_strong_error_line, looks_like_error_line
@@ -28,7 +29,6 @@ from aiden.summarizers.mustkeep.text import (
     code_lines,
     content_words,
     join_sentences,
-    normalize,
     split_sentences,
 )
 from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens

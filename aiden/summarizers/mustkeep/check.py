@@ -13,9 +13,10 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from aiden.events import SessionEvent
+from aiden.policy.summary_md import normalize
 from aiden.summarizers.mustkeep.classify import Speaker, classify_sentence, is_routine_request
 from aiden.summarizers.mustkeep.phatic import is_phatic
-from aiden.summarizers.mustkeep.text import clip, content_words, normalize, split_sentences
+from aiden.summarizers.mustkeep.text import clip, content_words, split_sentences
 from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens
 
 _MUST_KEEP_HEADER: Final = "Must keep:"

@@ -15,16 +15,10 @@ ITEM_MAX_CHARS: Final = 300
 
 _ELLIPSIS: Final = "…"
 _CJK_TERMINATORS: Final = ("\u3002", "\uff01", "\uff1f", "\uff1b", "\uff0c")
-_EDGE_PUNCTUATION: Final = " .,;:!?\u3002\uff01\uff1f\uff1b\uff1a-*•"  # ASCII and CJK full-width
 _WS: Final = re.compile(r"\s+")
 _CJK_CLASS: Final = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 _CJK: Final = re.compile(_CJK_CLASS)
 _CJK_RUN: Final = re.compile(_CJK_CLASS + "+")
-
-
-def normalize(text: str) -> str:
-    """Case-fold, collapse whitespace and strip edge punctuation: the form used for matching."""
-    return _WS.sub(" ", text).strip().casefold().strip(_EDGE_PUNCTUATION)
 
 
 def join_sentences(sentences: Iterable[str]) -> str:
@@ -117,7 +111,17 @@ def code_lines(text: str) -> list[str]:
             else:
                 in_code = True
                 lang = raw.strip()[3:].strip().casefold()
-                in_shell = lang in {"bash", "sh", "shell", "console", "zsh", "terminal", "cmd", "powershell", "ps"}
+                in_shell = lang in {
+                    "bash",
+                    "sh",
+                    "shell",
+                    "console",
+                    "zsh",
+                    "terminal",
+                    "cmd",
+                    "powershell",
+                    "ps",
+                }
             continue
         line = raw.strip()
         if line.startswith("$ ") and len(line) > 2:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from aiden.summarizers.mustkeep.text import normalize
+from aiden.policy.summary_md import normalize
 
 _URL: Final = re.compile(r"\bhttps?://[^\s<>\"'`)\]]+")
 _EMAIL: Final = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")

@@ -1,0 +1,226 @@
+"""summary.md: what the prompt and a person read of the chunk index, rendered from its entries (pure, #36).
+
+summary.md is::
+
+    # Session History (compressed chunks)
+
+    ## Rolling Summary
+
+    <accumulated summaries of chunks pushed out of Recent Chunks>
+
+    ## Recent Chunks
+
+    - **chunk_xxx**
+      <summary>
+
+Every store renders it here from its index (``aiden.storage`` passes the
+entries' text in), so a file store, PostgreSQL and the in-memory store show
+the same text for the same index, and recovery can always re-derive it.
+
+The rolling summary and each recent chunk's summary were written alone, so
+each repeats what its range saw: the same command (``$ pytest tests/gateway
+-q``) in every chunk, and the user's routine request of its range as the
+open thread ("Continue with the gateway migration, step 23: ...") while a
+newer chunk is at step 38. A person resuming needs the newest of each
+(:func:`prune_superseded`, #19); the stored chunk summaries, the archive and
+recall keep every line. Linear in the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Final
+
+from aiden.policy.summary_sections import SECTION_OF_HEADING
+
+__all__ = [
+    "CHUNK_MARKER",
+    "match_heading",
+    "normalize",
+    "prune_superseded",
+    "render_entry",
+    "render_summary",
+    "step_key",
+]
+
+_EDGE_PUNCTUATION: Final = " .,;:!?\u3002\uff01\uff1f\uff1b\uff1a-*•"  # ASCII and CJK full-width
+_WS: Final = re.compile(r"\s+")
+_HEADING: Final = re.compile(
+    r"^\s*(?P<hashes>#{1,6}\s*)?(?:\*\*)?(?P<name>[^:*\n]{2,40}?)(?:\*\*)?\s*"
+    r"(?::(?:\*\*)?\s*(?P<rest>.*))?$"
+)
+CHUNK_MARKER: Final = re.compile(r"^\s*(?:[-*]\s*)?(?:\*\*[\w-]+\*\*(?:\s*\(degraded\))?|\[[\w-]+\])\s*$")
+"""A line that starts a chunk's summary: ``- **chunk_id**`` (optionally ``(degraded)``) or ``[chunk_id]``."""
+_STEP: Final = re.compile(
+    r"^(?P<head>.*?)\b(?P<word>step|turn|part|phase)s? (?P<a>\d+)(?:\s*[\u2013-]\s*(?P<b>\d+))?"
+    r"(?:; now at (?:step|turn|part|phase) \d+)?(?P<tail>.*)$",
+    re.IGNORECASE,
+)
+
+
+def normalize(text: str) -> str:
+    """Case-fold, collapse whitespace and strip edge punctuation: the form used for matching."""
+    return _WS.sub(" ", text).strip().casefold().strip(_EDGE_PUNCTUATION)
+
+
+def match_heading(line: str) -> tuple[bool, str | None, str]:
+    """``(is_heading, section, inline_rest)`` for one summary line (sections: :data:`SECTION_OF_HEADING`)."""
+    match = _HEADING.match(line)
+    if match is None:
+        return False, None, ""
+    name = match.group("name").strip().casefold()
+    if name not in SECTION_OF_HEADING:
+        return False, None, ""
+    rest = match.group("rest")
+    if rest is None and match.group("hashes") is None:
+        return False, None, ""
+    return True, SECTION_OF_HEADING[name], (rest or "").strip()
+
+
+def step_match(request: str) -> re.Match[str] | None:
+    """The parts of a numbered request ("..., step 23: ...", "steps 1\u20134; now at step 4"): head,
+    word, first number ``a``, last ``b`` and tail; None for any other text."""
+    return _STEP.match(request)
+
+
+def step_key(request: str) -> tuple[tuple[str, str], int] | None:
+    """``((request, word), number)`` of a numbered request: requests with the same key are steps of one
+    task (digits aside), the higher number the newer; None for any other text."""
+    match = _STEP.match(request)
+    if match is None:
+        return None
+    word = match.group("word").casefold()
+    number = max(int(match.group("a")), int(match.group("b") or 0))
+    return (re.sub(r"\d+", "#", normalize(match.group("head"))), word), number
+
+
+def render_entry(chunk_id: str, summary: str, *, degraded: bool = False) -> str:
+    """One ``- **chunk_id**`` entry with its indented summary."""
+    flag = " (degraded)" if degraded else ""
+    body = "\n".join(f"  {line}" if line else "" for line in summary.strip().splitlines())
+    return f"- **{chunk_id}**{flag}\n{body}\n" if body else f"- **{chunk_id}**{flag}\n"
+
+
+def render_summary(rolling: str, recent: Sequence[tuple[str, str, bool]]) -> str:
+    """The whole summary.md: the rolling summary, then each ``(chunk_id, summary, degraded)`` of Recent Chunks.
+
+    A line a newer summary repeats or supersedes (the same command, an older
+    step of the same request as the open thread) is shown only at its newest
+    place (:func:`prune_superseded`).
+    """
+    shown_rolling, *summaries = prune_superseded([rolling, *(summary for _, summary, _ in recent)])
+    parts = ["# Session History (compressed chunks)\n", "## Rolling Summary\n"]
+    parts.append((shown_rolling.strip() + "\n") if shown_rolling.strip() else "")
+    parts.append("## Recent Chunks\n")
+    parts.extend(
+        render_entry(chunk_id, text, degraded=degraded)
+        for (chunk_id, _, degraded), text in zip(recent, summaries, strict=True)
+    )
+    return "\n".join(p for p in parts if p)
+
+
+_USER_REQUEST: Final = "- User: "
+_EMPTY_SPLIT_TAIL: Final = re.compile(r"\s*^---\s*^Turn Context \(split turn\):\s*\Z", re.MULTILINE)
+_BARE_SPLIT_HEAD: Final = re.compile(r"\A\s*---\s*(?=^Turn Context \(split turn\):)", re.MULTILINE)
+_BULLET: Final = "- "
+
+
+class _Line:
+    __slots__ = ("part", "position", "section", "text")
+
+    def __init__(self, part: int, position: int, section: str | None, text: str) -> None:
+        self.part = part
+        self.position = position
+        self.section = section
+        self.text = text
+
+
+def prune_superseded(parts: Sequence[str]) -> list[str]:
+    """``parts`` (summaries, oldest first) without the command and step lines a newer part repeats or supersedes.
+
+    A ``Commands:`` line stays only at its newest place; a ``User:`` open
+    thread that is a numbered step of a request ("..., step 23: ...") stays
+    only if no newer line is a later step of the same request. A heading
+    left with no lines goes too. Lines with continuation lines below them
+    are never touched.
+    """
+    lines: list[list[_Line]] = [_lines(n, text) for n, text in enumerate(parts)]
+    flat = [line for part in lines for line in part]
+    newest_command: dict[str, _Line] = {}
+    best_step: dict[tuple[str, str], tuple[int, int, _Line]] = {}
+    for order, line in enumerate(flat):
+        stripped = line.text.strip()
+        if line.section == "commands" and stripped.startswith(_BULLET):
+            newest_command[normalize(stripped[2:])] = line
+        elif line.section == "open" and stripped.startswith(_USER_REQUEST):
+            found = step_key(stripped[len(_USER_REQUEST) :])
+            if found is not None:
+                key, number = found
+                held = best_step.get(key)
+                if held is None or (number, order) >= held[:2]:
+                    best_step[key] = (number, order, line)
+    dropped: set[int] = set()
+    for line in flat:
+        stripped = line.text.strip()
+        if line.section == "commands" and stripped.startswith(_BULLET):
+            if newest_command[normalize(stripped[2:])] is not line:
+                dropped.add(id(line))
+        elif line.section == "open" and stripped.startswith(_USER_REQUEST):
+            found = step_key(stripped[len(_USER_REQUEST) :])
+            if found is not None and best_step[found[0]][2] is not line:
+                dropped.add(id(line))
+    if not dropped:
+        return list(parts)
+    return [
+        _render(part, dropped) if any(id(ln) in dropped for ln in part) else parts[n]
+        for n, part in enumerate(lines)
+    ]
+
+
+def _lines(part: int, text: str) -> list[_Line]:
+    out: list[_Line] = []
+    section: str | None = None
+    for position, raw in enumerate(text.splitlines()):
+        if CHUNK_MARKER.match(raw):
+            section = None
+        else:
+            is_heading, heading_section, _rest = match_heading(raw)
+            if is_heading:
+                section = heading_section
+                out.append(_Line(part, position, "heading", raw))
+                continue
+        out.append(_Line(part, position, section, raw))
+    # A bullet followed by its continuation lines is one item: leave it whole.
+    for here, below in pairwise(out):
+        continued = (
+            below.text[:1].isspace() and below.text.strip() and not below.text.lstrip().startswith(_BULLET)
+        )
+        if continued and here.section != "heading":
+            here.section = None
+    return out
+
+
+def _render(part: list[_Line], dropped: set[int]) -> str:
+    out: list[str] = []
+    for n, line in enumerate(part):
+        if id(line) in dropped or (line.section == "heading" and _emptied(line, part[n + 1 :], dropped)):
+            continue
+        out.append(line.text)
+    # A split-turn part left empty goes with its separator; one left alone needs no separator.
+    text = _EMPTY_SPLIT_TAIL.sub("", "\n".join(out))
+    return _BARE_SPLIT_HEAD.sub("", text).strip()
+
+
+def _emptied(heading: _Line, after: list[_Line], dropped: set[int]) -> bool:
+    """A bare ``Commands:`` / ``Open thread:`` heading whose every line was dropped."""
+    _is_heading, section, rest = match_heading(heading.text)
+    if rest or section not in ("commands", "open"):
+        return False
+    body: list[_Line] = []
+    for line in after:
+        if line.section == "heading" or CHUNK_MARKER.match(line.text) or not line.text.strip():
+            break
+        body.append(line)
+    return bool(body) and all(id(line) in dropped for line in body)
