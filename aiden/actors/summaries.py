@@ -35,6 +35,7 @@ from aiden.policy.trigger_state import (
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, chunk_id_for
 from aiden.storage.protocol import SessionStore
 from aiden.storage.summary_md import advance_index, cap_lines, raw_breadcrumb
+from aiden.summarizers.extractive import rolling_fold
 from aiden.summarizers.extractive.mustkeep_job import with_must_keep
 from aiden.summarizers.mustkeep import appended_count
 from aiden.summarizers.protocol import Purpose, SummaryRequest, SummaryResult
@@ -93,7 +94,11 @@ class ChunkSummaries:
             cut_meta=msgspec.to_builtins(plan.cut_meta) or None,
         )
         next_index, pushed, over = advance_index(
-            index, entry, max_chunks=config.summary_max_chunks, max_lines=config.max_rolling_summary_lines
+            index,
+            entry,
+            max_chunks=config.summary_max_chunks,
+            max_lines=config.max_rolling_summary_lines,
+            fold=rolling_fold,
         )
         if over:
             rolling = await self.fold_rolling(next_index.rolling_summary)

@@ -355,10 +355,13 @@ class Recovery:
         max_chunks = self.config.summary_max_chunks
         target_rolled = max(0, len(entries) - max_chunks)
         if rolled != target_rolled or not rolling:
-            # Re-derive the rolling summary from the pushed-out chunk summaries.
+            # Re-derive the rolling summary from the pushed-out chunk summaries (appended: storage
+            # runs no summarizer; the next push's fold merges them section by section again).
             rolling = ""
             for e in entries[:target_rolled]:
-                rolling, _ = smd.fold_into_rolling(rolling, e, max_lines=self.config.max_rolling_summary_lines)
+                rolling, _ = smd.fold_into_rolling(
+                    rolling, e, max_lines=self.config.max_rolling_summary_lines, fold=smd.append_lines
+                )
             rolling = smd.cap_lines(rolling, max_lines=self.config.max_rolling_summary_lines)
         index = cs.ChunkIndex(
             rolling_summary=rolling, rolled_count=target_rolled, total_chunks=len(entries), chunks=entries

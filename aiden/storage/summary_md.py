@@ -6,7 +6,7 @@ so recovery can always re-derive them; nothing is stored only here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from aiden.policy import summary_md
 from aiden.storage.chunks import ChunkEntry, ChunkIndex
@@ -14,7 +14,9 @@ from aiden.storage.chunks import ChunkEntry, ChunkIndex
 __all__ = [
     "ARCHIVE_HEADER",
     "TRUNCATION_MARKER",
+    "RollingFold",
     "advance_index",
+    "append_lines",
     "raw_breadcrumb",
     "fold_into_rolling",
     "render_archive_entries",
@@ -25,8 +27,6 @@ __all__ = [
 
 ARCHIVE_HEADER = "# Session History Archive (chunk summaries pushed out of Recent Chunks)\n"
 TRUNCATION_MARKER = "[... older rolling summary lines truncated ...]"
-_MERGE_HEADROOM = 4  # a merge keeps up to this many times the line cap; the caller folds past the cap
-_MERGE_TOKENS = 1_000_000  # the merge is bounded by lines, not tokens
 
 
 def render_entry(entry: ChunkEntry) -> str:
@@ -46,35 +46,33 @@ def render_archive_entries(entries: Sequence[ChunkEntry]) -> str:
     return "".join(render_entry(e) + "\n" for e in entries)
 
 
-def fold_into_rolling(rolling: str, entry: ChunkEntry, *, max_lines: int) -> tuple[str, bool]:
-    """Merge ``entry``'s summary into the rolling summary; returns (text, over_cap).
+RollingFold = Callable[[str, str, int], str]
+"""How a summary pushed out of Recent Chunks joins the rolling summary: ``fold(rolling, summary, max_lines)``
+is the merged text, which may exceed ``max_lines`` (the caller decides what then). The compaction side
+passes the embedded summarizer's section-wise fold (``aiden.summarizers.extractive.rolling_fold``)."""
 
-    The merge is the embedded summarizer's section-wise fold, run on every
-    push: items are filed under the rolling summary's sections and deduplicated,
-    so no ``[chunk_id]`` marker, tool-result excerpt or split-turn block is
-    ever appended raw (#19). It is deterministic, offline and cheap (the text
-    is at most a few hundred lines), so recovery re-derives the same text.
+
+def append_lines(rolling: str, summary: str, max_lines: int) -> str:
+    """The fold that runs no summarizer: ``summary`` below ``rolling``, nothing merged.
+
+    Recovery's, when it re-derives the rolling summary of an index rebuilt from
+    its chunk files (storage runs no summarizer, #36): :func:`cap_lines` keeps
+    the newest lines, and the next push's fold merges the text section by
+    section again.
+    """
+    return "\n".join(part for part in (rolling.strip(), summary.strip()) if part)
+
+
+def fold_into_rolling(
+    rolling: str, entry: ChunkEntry, *, max_lines: int, fold: RollingFold
+) -> tuple[str, bool]:
+    """Merge ``entry``'s summary into the rolling summary with ``fold``; returns (text, over_cap).
+
     ``over_cap`` tells the caller the merged text exceeds ``max_lines`` and
     should be folded through the configured summarizer; :func:`cap_lines` is
     the hard backstop.
     """
-    # Imported here: the summarizers package is heavy and only a push needs it.
-    from aiden.summarizers.extractive import ExtractiveSummarizer
-    from aiden.summarizers.protocol import SummaryRequest
-
-    if not entry.summary.strip():
-        text = rolling.strip()
-        return text, len(text.splitlines()) > max_lines
-    # The line cap is the caller's decision (over_cap), not this merge's: the
-    # fold may return more lines than ``max_lines`` and the budget never binds.
-    merger = ExtractiveSummarizer(fold_max_lines=max(1, max_lines) * _MERGE_HEADROOM)
-    request = SummaryRequest(
-        purpose="rolling_fold",
-        text=entry.summary,
-        previous_summary=rolling,
-        max_tokens=_MERGE_TOKENS,
-    )
-    text = merger.summarize_sync(request).text.strip()
+    text = fold(rolling, entry.summary, max_lines).strip() if entry.summary.strip() else rolling.strip()
     return text, len(text.splitlines()) > max_lines
 
 
@@ -95,7 +93,7 @@ def cap_lines(rolling: str, *, max_lines: int, keep_head: bool = False) -> str:
 
 
 def advance_index(
-    index: ChunkIndex, entry: ChunkEntry, *, max_chunks: int, max_lines: int
+    index: ChunkIndex, entry: ChunkEntry, *, max_chunks: int, max_lines: int, fold: RollingFold
 ) -> tuple[ChunkIndex, list[ChunkEntry], bool]:
     """The index after appending ``entry``: returns (index, entries pushed out of Recent Chunks, rolling over cap).
 
@@ -119,7 +117,7 @@ def advance_index(
             continue
         out = chunks[pos]
         pushed.append(out)
-        rolling, over_now = fold_into_rolling(rolling, out, max_lines=max_lines)
+        rolling, over_now = fold_into_rolling(rolling, out, max_lines=max_lines, fold=fold)
         over = over or over_now
         rolled += 1
     new = ChunkIndex(

@@ -20,6 +20,7 @@ from aiden.events import SessionEvent, encode_event
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, chunk_id_for
 from aiden.storage.protocol import PreparedEvent, SessionStore, Snapshot
 from aiden.storage.summary_md import advance_index, render_summary_md
+from aiden.summarizers.extractive import rolling_fold
 
 __all__ = [
     "Plan",
@@ -113,7 +114,11 @@ def plan(
         degraded=degraded,
     )
     next_index, pushed, _ = advance_index(
-        snap.index, entry, max_chunks=_CONFIG.summary_max_chunks, max_lines=_CONFIG.max_rolling_summary_lines
+        snap.index,
+        entry,
+        max_chunks=_CONFIG.summary_max_chunks,
+        max_lines=_CONFIG.max_rolling_summary_lines,
+        fold=rolling_fold,
     )
     return Plan(
         expected_last_seq=snap.index.last_seq, entry=entry, events=events, next_index=next_index, pushed_out=pushed

@@ -4,9 +4,8 @@
 - ``aiden.context`` (the prompt) imports only the vocabulary, policy and itself;
 - ``aiden.policy`` imports only ``aiden.events``, ``aiden.config`` and itself:
   policy is pure and synchronous, and what it decides about comes in as plain data;
-- ``aiden.storage`` never imports ``aiden.context`` (the prompt), and imports
-  ``aiden.summarizers`` only through the edges listed in :data:`STORAGE_TO_SUMMARIZERS`,
-  which may only shrink.
+- ``aiden.storage`` never imports ``aiden.context`` (the prompt) nor ``aiden.summarizers``:
+  summary.md's text is rendered by policy, and the rolling fold comes from the compaction side.
 """
 
 from __future__ import annotations
@@ -15,12 +14,6 @@ from tests.architecture.graph import import_graph
 
 POLICY_MAY_IMPORT = ("aiden.events", "aiden.config", "aiden.policy")
 
-# Still to be removed (#36): the rolling fold runs the extractive summarizer inside storage.
-# A new edge fails here; a removed one must leave this list.
-STORAGE_TO_SUMMARIZERS = {
-    ("aiden.storage.summary_md", "aiden.summarizers.extractive"),
-    ("aiden.storage.summary_md", "aiden.summarizers.protocol"),
-}
 
 
 def _in(module: str, *rooms: str) -> bool:
@@ -72,5 +65,5 @@ def test_storage_never_imports_the_prompt() -> None:
     assert _edges("aiden.storage", "aiden.context") == set()
 
 
-def test_storage_imports_summarizers_only_through_the_listed_edges() -> None:
-    assert _edges("aiden.storage", "aiden.summarizers") == STORAGE_TO_SUMMARIZERS
+def test_storage_never_imports_the_summarizers() -> None:
+    assert _edges("aiden.storage", "aiden.summarizers") == set()

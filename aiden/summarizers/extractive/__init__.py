@@ -33,7 +33,14 @@ from __future__ import annotations
 from aiden.summarizers.extractive.events import stated_goal
 from aiden.summarizers.extractive.fold import summary_must_keep
 from aiden.summarizers.extractive.render import render_structured
-from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer, rolling_fold
 from aiden.summarizers.extractive.tokens import estimate_tokens
 
-__all__ = ["ExtractiveSummarizer", "estimate_tokens", "render_structured", "stated_goal", "summary_must_keep"]
+__all__ = [
+    "ExtractiveSummarizer",
+    "estimate_tokens",
+    "render_structured",
+    "rolling_fold",
+    "stated_goal",
+    "summary_must_keep",
+]

@@ -276,3 +276,24 @@ def _add_open_thread(collector: _Collector) -> None:
         # The plan sentence often carries its own label ("Plan: next I will ..."): never "Plan: Plan:".
         plan = re.sub(r"^\s*plan\s*:\s*", "", collector.last_plan, flags=re.IGNORECASE)
         collector.add("open", f"Plan: {plan}", _R_OPEN)
+
+
+_MERGE_HEADROOM: Final = 4  # a merge keeps up to this many times the line cap; the caller folds past the cap
+_MERGE_TOKENS: Final = 1_000_000  # the merge is bounded by lines, not tokens
+
+
+def rolling_fold(rolling: str, summary: str, max_lines: int) -> str:
+    """``summary`` merged into the rolling summary ``rolling``: the fold of every push out of Recent Chunks.
+
+    Items are filed under the rolling summary's sections and deduplicated, so
+    no ``[chunk_id]`` marker, tool-result excerpt or split-turn block is ever
+    appended raw (#19). Deterministic, offline and cheap (the text is at most
+    a few hundred lines). The result may exceed ``max_lines``: the line cap is
+    the caller's decision, not this merge's (it folds through the configured
+    summarizer past it).
+    """
+    merger = ExtractiveSummarizer(fold_max_lines=max(1, max_lines) * _MERGE_HEADROOM)
+    request = SummaryRequest(
+        purpose="rolling_fold", text=summary, previous_summary=rolling, max_tokens=_MERGE_TOKENS
+    )
+    return merger.summarize_sync(request).text
