@@ -36,9 +36,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 SessionIds = Callable[[], str]
 
-_TOO_SMALL = (
-    rf"=2 is too small: aiden needs at least {MIN_POOL_SIZE} connections per memory \(the compaction lock"
-)
+_TOO_SMALL = rf"=2 is too small: aiden needs at least {MIN_POOL_SIZE} connections \(one holds the advisory locks"
 
 
 @pytest.fixture
