@@ -213,7 +213,12 @@ class SessionStore(Protocol):
 
     @property
     def append_group(self) -> AppendGroup | None:
-        """The group this store's appends can join with other sessions' (None: each alone)."""
+        """The group this store's appends can join with other sessions' (None: each alone).
+
+        A grouped append is stored by the group's step, not by :meth:`append`: a
+        store whose ``append`` does more (a wrapper counting or failing calls)
+        returns its own group, or None.
+        """
         ...
 
     def recover(self) -> RecoveryReport:
