@@ -72,9 +72,10 @@ class _Job(Generic[T]):
         self.value: T | None = None
         self.error: BaseException | None = None
         # An append whose store can join others: queued appends of one group commit together.
+        # (A store written before the protocol had ``append_group`` appends alone.)
         self.store = store
         self.requests = requests
-        self.group: AppendGroup | None = None if store is None else store.append_group
+        self.group: AppendGroup | None = getattr(store, "append_group", None)
 
 
 class _CommitThreads:

@@ -76,3 +76,22 @@ async def test_retries_return_the_stored_events(tmp_path: Path) -> None:
         count=40,
         reopen=True,
     )
+
+
+class _StoreBeforeAppendGroups:
+    """A store written against the protocol before ``append_group`` existed: everything else forwarded."""
+
+    def __init__(self) -> None:
+        self._store = MemorySessionStore()
+
+    def __getattr__(self, name: str) -> object:
+        if name == "append_group":
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+async def test_a_store_without_append_group_appends_alone(tmp_path: Path) -> None:
+    async with open_memory(tmp_path, store=_StoreBeforeAppendGroups()) as memory:  # type: ignore[arg-type]
+        stored = await memory.append_many(_said(i) for i in range(3))
+        assert [e.seq for e in stored] == [1, 2, 3]
+        assert [e.seq for e in await memory.hot_window()] == [1, 2, 3]
