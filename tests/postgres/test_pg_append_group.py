@@ -5,11 +5,14 @@ the same pool; each batch is stored exactly as its store's own ``append``
 would store it (gap-free seqs per session, ``event_id`` dedupe, a batch that
 does not decode fails alone). Through ``open_memory``, 32 sessions that each
 append one event at the same moment share transactions: the rows' ``xmin``
-(the id of the transaction that inserted them) shows how many there were.
+(the id of the transaction that inserted them) shows how many there were; and
+16 sessions with 3 appenders each, a fifth of whose appends retry an
+acknowledged ``event_id``, store every id once with gap-free seqs.
 """
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -121,3 +124,40 @@ async def test_sessions_appending_at_once_share_transactions(
     assert events == sessions
     # One transaction per session before; a few now (the first ones start before the rest queue).
     assert transactions <= sessions // 2, transactions
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_retries_across_shared_transactions_are_stored_once_and_seqs_stay_gap_free(
+    tmp_path: Path, pg_dsn: str, session_ids: SessionIds
+) -> None:
+    rng = random.Random(7)
+    sessions, appenders, appends = 16, 3, 30
+    async with AsyncExitStack() as stack:
+        memories = [
+            await stack.enter_async_context(
+                open_memory(tmp_path / f"m{i}", store=pg_dsn, session_id=session_ids())
+            )
+            for i in range(sessions)
+        ]
+        acked: list[set[str]] = [set() for _ in range(sessions)]
+
+        async def appender(i: int, who: int) -> None:
+            for k in range(appends):
+                # A fifth of the appends retry an id this session already acknowledged.
+                retry = acked[i] and rng.random() < 0.2
+                eid = rng.choice(sorted(acked[i])) if retry else f"a{who}-{k}"
+                stored = await memories[i].append(
+                    SessionEvent(type="user_input", role="user", content=eid, event_id=eid)
+                )
+                assert (stored.event_id, stored.content) == (eid, eid)
+                acked[i].add(eid)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(sessions):
+                for who in range(appenders):
+                    tg.start_soon(appender, i, who)
+        for i, memory in enumerate(memories):
+            hot = await memory.hot_window()
+            assert [e.seq for e in hot] == list(range(1, len(hot) + 1))
+            assert sorted(e.event_id or "" for e in hot) == sorted(acked[i])
