@@ -173,22 +173,18 @@ class EventLog:
         try:
             st = os.stat(path)
         except FileNotFoundError:
+            # No log (a rotator killed between moving ``session/`` away and creating the new
+            # one, or a deleted file): start it, and learn whose session it is, as for any new file.
             self._storage.mkdir(self._layout.session)
             fd = self._storage.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             self._storage.fsync_dir(self._layout.session)
-            self._replace_fd(fd)
+            self._adopt(fd)
             st = os.fstat(fd)
         if self._valid and self._fd is not None and st.st_ino == self._ino and st.st_size == self._end:
             return
         self._valid = False
         if self._fd is None or st.st_ino != self._ino:
-            session_ino = os.stat(self._layout.session).st_ino
-            if self._session_ino is not None and session_ino != self._session_ino:
-                # Another process rotated: the closed session's event ids must not
-                # dedupe (and so silently drop) the new session's appends.
-                self._forget_ids()
-            self._session_ino = session_ino
-            self._replace_fd(self._storage.open(path, os.O_WRONLY | os.O_APPEND))
+            self._adopt(self._storage.open(path, os.O_WRONLY | os.O_APPEND))
         elif st.st_size < self._end:
             self._end = 0
             self._last_seq = 0
@@ -270,6 +266,16 @@ class EventLog:
                 continue
         return floor
 
+    def _adopt(self, fd: int) -> None:
+        """Append to the log file open at ``fd`` from now on (its contents are read next)."""
+        session_ino = os.stat(self._layout.session).st_ino
+        if self._session_ino is not None and session_ino != self._session_ino:
+            # Another process rotated: the closed session's event ids must not dedupe (and so
+            # silently drop) the new session's appends, nor its chunks' last seq number them.
+            self._forget_ids()
+        self._session_ino = session_ino
+        self._replace_fd(fd)
+
     def _replace_fd(self, fd: int) -> None:
         if self._fd is not None:
             self._storage.close(self._fd)
@@ -277,6 +283,7 @@ class EventLog:
         self._ino = os.fstat(fd).st_ino
         self._end = 0
         self._last_seq = 0
+        self._valid = False  # a new file is read (seqs, ids, floors) before the next batch
 
     def adopt_replacement(self, old_ino: int, old_size: int, new_size: int, chunk_id: str) -> None:
         """The compaction trim of this process replaced the file; the caller holds the session lock.
