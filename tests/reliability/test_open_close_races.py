@@ -41,8 +41,9 @@ async def test_a_chunk_committed_as_the_memory_closes_is_recorded_in_history_bef
     config = msgspec.structs.replace(SMALL_MANUAL, count_compress_after_events=8)
     layout = Layout(tmp_path)
     # Rounds until three passes committed as their memory closed (how many rounds that takes
-    # depends on the machine's timing); the invariant is checked after every round.
-    for round_ in range(60):
+    # depends on the machine's timing: 1-5 on a quiet machine, and in one loaded full-suite run
+    # only 2 in 60); the invariant is checked after every round.
+    for round_ in range(200):
         async with aiden.open_memory(tmp_path, config=config) as memory:
             for n in range(10):
                 await memory.append(
