@@ -20,33 +20,26 @@ inside its own loop thread (e.g. from a summarizer callback).
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from aiden.boundary import Classifier
 from aiden.config import Config
-from aiden.context import PromptBuild, PromptLayers
 from aiden.errors import ClosedError
-from aiden.events import SessionEvent
-from aiden.experience.episodes import Outcome
-from aiden.experience.messages import LearnOutcome
-from aiden.experience.records import ExperienceRecord
-from aiden.lifecycle import RunStart
-from aiden.memory import Memory, MemoryStats
-from aiden.messages import CompactionOutcome
+from aiden.memory import Memory
 from aiden.recall.embedding import Embedder
-from aiden.recall.types import RecallHit
 from aiden.runtime import open_memory as _open_async
 from aiden.stores import StoreSpec
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["SyncMemory", "open_memory"]
 
+_P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
@@ -88,8 +81,29 @@ def open_memory(
             memory.close()
 
 
+def _blocking(method: Callable[Concatenate[Memory, _P], Awaitable[_T]]) -> Callable[Concatenate[SyncMemory, _P], _T]:
+    """A :class:`Memory` method as a blocking method of :class:`SyncMemory`: same name, signature and docs."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: SyncMemory, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        result: _T = self._run(partial(getattr(self._memory, name), *args, **kwargs))
+        return result
+
+    return call
+
+
+def _blocking_sync(method: Callable[Concatenate[Memory, _P], _T]) -> Callable[Concatenate[SyncMemory, _P], _T]:
+    """A synchronous :class:`Memory` method, run on the loop thread too: the memory's state belongs to it."""
+    return _blocking(method)  # type: ignore[arg-type]  # the portal returns a plain result as is
+
+
 class SyncMemory:
-    """Blocking twin of :class:`~aiden.memory.Memory`; obtain it from :func:`aiden.sync.open_memory`."""
+    """Blocking twin of :class:`~aiden.memory.Memory`; obtain it from :func:`aiden.sync.open_memory`.
+
+    Every public method and property of :class:`~aiden.memory.Memory` is here
+    under the same name and signature; a method blocks until the memory's returns.
+    """
 
     def __init__(self, portal: BlockingPortal, memory: Memory, cm: AbstractContextManager[Memory]) -> None:
         self._portal = portal
@@ -97,24 +111,19 @@ class SyncMemory:
         self._cm = cm
         self._closed = False
 
-    def _check(self) -> None:
+    def _run(self, func: Callable[[], object]) -> Any:
+        """``func()`` on the loop thread (awaited when it returns an awaitable); its result."""
         if self._closed:
             raise ClosedError("memory is closed")
-
-    def _run(self, func: Callable[[], Awaitable[_T]]) -> _T:
-        self._check()
-        return self._portal.call(func)
-
-    def _run_sync(self, func: Callable[[], _T]) -> _T:
-        self._check()
         return self._portal.call(func)
 
     def call(self, func: Callable[[Memory], Awaitable[_T]]) -> _T:
-        """Run ``func(memory)`` on the loop thread and return its result: any other async method.
+        """Run ``func(memory)`` on the loop thread and return its result.
 
         Example: ``memory.call(lambda m: m.rehydrate("chunk-id"))``.
         """
-        return self._run(partial(func, self._memory))
+        result: _T = self._run(partial(func, self._memory))
+        return result
 
     def close(self) -> None:
         """Close the memory now (idempotent): commit what was appended, stop the actors."""
@@ -127,7 +136,7 @@ class SyncMemory:
         """True once :meth:`close` ran (or the ``with`` block ended)."""
         return self._closed
 
-    # --- properties ------------------------------------------------------------------
+    # Properties read the memory's state directly: each is one attribute read, safe from any thread.
 
     @property
     def root(self) -> str:
@@ -150,6 +159,11 @@ class SyncMemory:
         return self._memory.run_active
 
     @property
+    def episode_id(self) -> str | None:
+        """The id of the episode being recorded (the current run's), None between runs."""
+        return self._memory.episode_id
+
+    @property
     def tools(self) -> list[dict[str, Any]]:
         """Every agent tool aiden provides (see :attr:`Memory.tools`)."""
         return self._memory.tools
@@ -159,215 +173,46 @@ class SyncMemory:
         """The ``recall_session_chunks`` function-tool schema."""
         return self._memory.recall_tool
 
-    # --- appends ---------------------------------------------------------------------
+    @property
+    def long_term_layer(self) -> str:
+        """The PROJECT MEMORY block and profile, as placed in the system prompt."""
+        return self._memory.long_term_layer
 
-    def append(self, event: SessionEvent) -> SessionEvent:
-        """Durably append one event; returns it with its ``seq`` (see :meth:`Memory.append`)."""
-        return self._run(partial(self._memory.append, event))
+    append = _blocking(Memory.append)
+    append_many = _blocking(Memory.append_many)
+    append_message = _blocking(Memory.append_message)
+    append_response = _blocking(Memory.append_response)
+    flush = _blocking(Memory.flush)
+    record_usage = _blocking(Memory.record_usage)
+    begin_run = _blocking(Memory.begin_run)
+    commit_run = _blocking(Memory.commit_run)
+    rotate = _blocking(Memory.rotate)
+    build_messages = _blocking(Memory.build_messages)
+    estimate_text = _blocking_sync(Memory.estimate_text)
 
-    def append_many(self, events: Iterable[SessionEvent]) -> list[SessionEvent]:
-        """Append several events as one unit (see :meth:`Memory.append_many`)."""
-        return self._run(partial(self._memory.append_many, list(events)))
+    maintain = _blocking(Memory.maintain)
+    request_maintenance = _blocking_sync(Memory.request_maintenance)
+    checkpoint = _blocking(Memory.checkpoint)
+    stats = _blocking_sync(Memory.stats)
+    last_activity = _blocking(Memory.last_activity)
 
-    def append_message(self, message: Mapping[str, Any] | object) -> list[SessionEvent]:
-        """Append one chat-completions message as its events (see :meth:`Memory.append_message`)."""
-        return self._run(partial(self._memory.append_message, message))
+    hot_window = _blocking(Memory.hot_window)
+    summary_md = _blocking(Memory.summary_md)
+    chunk_index = _blocking(Memory.chunk_index)
+    read_event = _blocking(Memory.read_event)
+    lookup_chunk = _blocking(Memory.lookup_chunk)
+    rehydrate = _blocking(Memory.rehydrate)
+    recall_session_chunks = _blocking(Memory.recall_session_chunks)
+    recall_stats = _blocking_sync(Memory.recall_stats)
+    handle_tool_call = _blocking(Memory.handle_tool_call)
+    handle_recall_tool = _blocking(Memory.handle_recall_tool)
 
-    def append_response(self, response: object) -> list[SessionEvent]:
-        """Append a chat-completions response's message (see :meth:`Memory.append_response`)."""
-        return self._run(partial(self._memory.append_response, response))
+    dream = _blocking(Memory.dream)
+    request_dream = _blocking(Memory.request_dream)
+    dream_log = _blocking(Memory.dream_log)
+    dream_restore = _blocking(Memory.dream_restore)
 
-    def flush(self) -> None:
-        """Wait until everything appended before this call is committed."""
-        self._run(self._memory.flush)
-
-    def record_usage(
-        self,
-        *,
-        usage: Mapping[str, Any] | object | None = None,
-        prompt_tokens: int | None = None,
-        completion_tokens: int | None = None,
-        cached_tokens: int | None = None,
-        cost_usd: float | None = None,
-        tool_output_tokens: int = 0,
-        run_ended: bool = False,
-        model: str | None = None,
-    ) -> None:
-        """Report usage of one model call: ``record_usage(usage=response.usage)`` (see :meth:`Memory.record_usage`)."""
-        self._run(
-            partial(
-                self._memory.record_usage,
-                usage=usage,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                cached_tokens=cached_tokens,
-                cost_usd=cost_usd,
-                tool_output_tokens=tool_output_tokens,
-                run_ended=run_ended,
-                model=model,
-            )
-        )
-
-    # --- runs ------------------------------------------------------------------------
-
-    def begin_run(
-        self,
-        user_input: str,
-        *,
-        now: float | None = None,
-        new_session: bool | None = None,
-        classifier: Classifier | None = None,
-        closed_session_id: str | None = None,
-        event_id: str | None = None,
-        meta: dict[str, Any] | None = None,
-        environment: str | None = None,
-    ) -> RunStart:
-        """Start a run: boundary detection, then the user input (see :meth:`Memory.begin_run`)."""
-        return self._run(
-            partial(
-                self._memory.begin_run,
-                user_input,
-                now=now,
-                new_session=new_session,
-                classifier=classifier,
-                closed_session_id=closed_session_id,
-                event_id=event_id,
-                meta=meta,
-                environment=environment,
-            )
-        )
-
-    def commit_run(
-        self,
-        assistant_output: str,
-        *,
-        prompt_tokens: int | None = None,
-        completion_tokens: int | None = None,
-        cached_tokens: int | None = None,
-        cost_usd: float | None = None,
-        tool_output_tokens: int | None = None,
-        model: str | None = None,
-        event_id: str | None = None,
-        now: float | None = None,
-        outcome: Outcome = "unknown",
-        outcome_note: str = "",
-    ) -> SessionEvent:
-        """End a run; schedules maintenance without waiting (see :meth:`Memory.commit_run`)."""
-        return self._run(
-            partial(
-                self._memory.commit_run,
-                assistant_output,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                cached_tokens=cached_tokens,
-                cost_usd=cost_usd,
-                tool_output_tokens=tool_output_tokens,
-                model=model,
-                event_id=event_id,
-                now=now,
-                outcome=outcome,
-                outcome_note=outcome_note,
-            )
-        )
-
-    def build_messages(
-        self,
-        layers: PromptLayers | None = None,
-        *,
-        long_term: str | None = None,
-        current_task: str | None = None,
-        cache_friendly: bool = True,
-        governance: bool = True,
-        model: str | None = None,
-        tools: Sequence[Mapping[str, Any]] = (),
-    ) -> PromptBuild:
-        """Chat messages for the next model call (see :meth:`Memory.build_messages`)."""
-        return self._run(
-            partial(
-                self._memory.build_messages,
-                layers,
-                long_term=long_term,
-                current_task=current_task,
-                cache_friendly=cache_friendly,
-                governance=governance,
-                model=model,
-                tools=tools,
-            )
-        )
-
-    # --- experience memory -------------------------------------------------------------
-
-    def observe(self, key: str, value: str) -> bool:
-        """Record a deterministic observation on the run's episode (see :meth:`Memory.observe`)."""
-        return self._run_sync(partial(self._memory.observe, key, value))
-
-    def commit_episode(self, outcome: Outcome = "unknown", note: str = "") -> str | None:
-        """Finish and commit the open episode (see :meth:`Memory.commit_episode`)."""
-        return self._run(partial(self._memory.commit_episode, outcome, note))
-
-    def learn_experience(self, limit: int = 16) -> LearnOutcome:
-        """Learn from committed episodes now (see :meth:`Memory.learn_experience`)."""
-        return self._run(partial(self._memory.learn_experience, limit))
-
-    def experience_records(self, environment: str | None = None) -> list[ExperienceRecord]:
-        """Every learned record, any status (see :meth:`Memory.experience_records`)."""
-        return self._run(partial(self._memory.experience_records, environment))
-
-    def rotate(self, closed_session_id: str | None = None) -> str:
-        """Close the active session now; returns the archive id."""
-        return self._run(partial(self._memory.rotate, closed_session_id))
-
-    # --- maintenance -----------------------------------------------------------------
-
-    def maintain(self, *, manual: bool = False) -> CompactionOutcome:
-        """Run a maintenance pass and wait for it (see :meth:`Memory.maintain`)."""
-        return self._run(partial(self._memory.maintain, manual=manual))
-
-    def request_maintenance(self, *, manual: bool = False) -> None:
-        """Schedule a maintenance pass without waiting for it."""
-        self._run_sync(partial(self._memory.request_maintenance, manual=manual))
-
-    def stats(self) -> MemoryStats:
-        """Counters since open (see :meth:`Memory.stats`)."""
-        return self._run_sync(self._memory.stats)
-
-    # --- reading and recall ----------------------------------------------------------
-
-    def hot_window(self) -> list[SessionEvent]:
-        """The retained hot-window events, in seq order."""
-        return self._run(self._memory.hot_window)
-
-    def summary_md(self) -> str:
-        """The current summary.md text ("" before the first compaction)."""
-        return self._run(self._memory.summary_md)
-
-    def recall_session_chunks(
-        self,
-        query: str,
-        k: int | None = None,
-        *,
-        types: Sequence[str] | None = None,
-        roles: Sequence[str] | None = None,
-        since: float | None = None,
-        until: float | None = None,
-    ) -> list[RecallHit]:
-        """Search the compacted history of the active session (see :meth:`Memory.recall_session_chunks`)."""
-        return self._run(
-            partial(
-                self._memory.recall_session_chunks,
-                query,
-                k,
-                types=types,
-                roles=roles,
-                since=since,
-                until=until,
-            )
-        )
-
-    def handle_tool_call(self, name: str, arguments: str | dict[str, Any]) -> str:
-        """Run one of :attr:`tools` by name; returns the JSON string for the model."""
-        return self._run(partial(self._memory.handle_tool_call, name, arguments))
-
-    def handle_recall_tool(self, arguments: str | dict[str, Any]) -> str:
-        """Run a ``recall_session_chunks`` tool call."""
-        return self._run(partial(self._memory.handle_recall_tool, arguments))
+    observe = _blocking_sync(Memory.observe)
+    commit_episode = _blocking(Memory.commit_episode)
+    learn_experience = _blocking(Memory.learn_experience)
+    experience_records = _blocking(Memory.experience_records)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 from pathlib import Path
@@ -92,6 +93,37 @@ def test_an_error_in_the_block_propagates_and_appends_are_kept(tmp_path: Path) -
         with pytest.raises(aiden.InvalidEventError, match="unknown message role 'critic'"):
             memory.append_message({"role": "critic", "content": "x"})
         assert memory.call(lambda m: m.read_event(1)) == memory.hot_window()[0]
+
+
+def test_every_public_member_of_memory_has_its_blocking_twin() -> None:
+    public = {name for name in dir(aiden.Memory) if not name.startswith("_")}
+    assert public - set(dir(aiden.sync.SyncMemory)) == set()
+    for name in sorted(public):
+        theirs = inspect.getattr_static(aiden.Memory, name)
+        mine = inspect.getattr_static(aiden.sync.SyncMemory, name)
+        if isinstance(theirs, property):
+            assert isinstance(mine, property), name
+        else:
+            assert inspect.signature(mine) == inspect.signature(theirs), name
+            assert mine.__doc__ == theirs.__doc__, name
+
+
+def test_the_twins_of_compacted_history_and_long_term_methods_block_and_return(tmp_path: Path) -> None:
+    with aiden.sync.open_memory(tmp_path, config=CFG) as memory:
+        for n in range(8):
+            run_turn(memory, n)
+        assert memory.maintain(manual=True).compacted
+        entry = memory.chunk_index().chunks[0]
+        compacted = memory.rehydrate(entry.chunk_id)
+        hit = memory.lookup_chunk(entry.chunk_id)
+        checkpoint = memory.checkpoint()
+        assert memory.estimate_text("") == 0
+        newest = memory.last_activity()
+        hot = memory.hot_window()
+    assert [e.seq for e in compacted] == list(range(entry.first_seq, entry.last_seq + 1))
+    assert hit is not None and (hit.kind, hit.chunk_id) == ("summary", entry.chunk_id)
+    assert checkpoint is not None and Path(checkpoint).is_file()
+    assert newest == hot[-1].timestamp
 
 
 def test_sync_with_on_the_async_api_names_both_ways(tmp_path: Path) -> None:
