@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 from collections import OrderedDict
 from collections.abc import Sequence
+
+import msgspec
 
 from aiden.config import Config
 from aiden.errors import AidenError, CorruptionError, StorageError
@@ -25,7 +28,7 @@ from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.protocol import PreparedEvent
 
-__all__ = ["EventLog", "with_seq"]
+__all__ = ["EventLog", "TrimNote", "with_seq"]
 
 log = logging.getLogger("aiden.storage")
 
@@ -35,8 +38,24 @@ def with_seq(line: bytes, seq: int) -> bytes:
     return sealed(line, b'{"seq":%d,' % seq)
 
 
+class TrimNote(msgspec.Struct, frozen=True):
+    """A compaction trim of this process replaced ``events.jsonl`` (inode and size, before and after)."""
+
+    old_ino: int
+    old_size: int
+    new_ino: int
+    new_size: int
+    chunk_id: str
+    """The chunk whose events the trim took out: their ids were learned when they were appended."""
+
+
 class EventLog:
-    """Appends of one process to ``events.jsonl``. Blocking; call from one worker thread at a time."""
+    """Appends of one process to ``events.jsonl``. Blocking; call from one worker thread at a time.
+
+    Its state (descriptor, end, last seq, event ids) is the appender's alone:
+    a compaction trim of this process only sends it a :class:`TrimNote`
+    (:meth:`note_trim`), which the next append reads under the events lock.
+    """
 
     def __init__(self, layout: Layout, storage: Storage, config: Config) -> None:
         self._layout = layout
@@ -59,6 +78,7 @@ class EventLog:
         self._index_stat: tuple[int, int, int] | None = None
         # The chunk index's last seq when it was last read: a floor for new seqs.
         self._index_last_seq = 0
+        self._trims: queue.SimpleQueue[TrimNote] = queue.SimpleQueue()
 
     def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
         """Durably store every request's events as one batch; the seqs of each request's events.
@@ -182,6 +202,8 @@ class EventLog:
             st = os.fstat(fd)
         if self._valid and self._fd is not None and st.st_ino == self._ino and st.st_size == self._end:
             return
+        if self._valid and self._fd is not None and self._adopt_trimmed(st):
+            return
         self._valid = False
         if self._fd is None or st.st_ino != self._ino:
             self._adopt(self._storage.open(path, os.O_WRONLY | os.O_APPEND))
@@ -285,39 +307,44 @@ class EventLog:
         self._last_seq = 0
         self._valid = False  # a new file is read (seqs, ids, floors) before the next batch
 
-    def adopt_replacement(self, old_ino: int, old_size: int, new_size: int, chunk_id: str) -> None:
-        """The compaction trim of this process replaced the file; the caller holds the session lock.
+    def note_trim(self, note: TrimNote) -> None:
+        """A compaction trim of this process replaced the file (any thread; the next append reads it)."""
+        self._trims.put(note)
 
-        When the cached state described the whole replaced file (same inode,
-        end = its size), the new file holds a subset of those lines: the last
-        seq and the ids stay right (the compacted events' ids were learned when
-        they were appended, so ``chunk_id`` need not be read back), only the
-        descriptor and end move. Otherwise the next append re-scans as usual.
-        Without this, the first append after every pass decoded the whole hot
-        window under the lock: a backlog-sized stall of the appender once a pass.
+    def _adopt_trimmed(self, st: os.stat_result) -> bool:
+        """Under the lock: take over the file our own trims made of the one the cached view describes.
+
+        Each trim keeps a subset of the replaced file's lines, so when the notes
+        lead from the cached (inode, end) to the file as it is now, the last seq
+        and the ids stay right (the compacted events' ids were learned when they
+        were appended, so the chunks need not be read back): only the descriptor
+        and end move. Otherwise (another process appended or replaced it since)
+        the caller re-scans. Without this, the first append after every pass
+        decoded the whole hot window under the lock: a backlog-sized stall.
         """
-        if not (self._valid and self._fd is not None and self._ino == old_ino and self._end == old_size):
-            self._valid = False
-            return
+        ino, end, chunks = self._ino, self._end, []
+        while True:
+            try:
+                note = self._trims.get_nowait()
+            except queue.Empty:
+                break
+            if (note.old_ino, note.old_size) == (ino, end):
+                ino, end = note.new_ino, note.new_size
+                chunks.append(note.chunk_id)
+        if not chunks or (st.st_ino, st.st_size) != (ino, end):
+            return False
         try:
             fd = self._storage.open(self._layout.events, os.O_WRONLY | os.O_APPEND)
         except (StorageError, OSError):
-            self._valid = False  # the next append reopens and reports it
-            return
-        if os.fstat(fd).st_size != new_size:
+            return False  # the re-scan reopens it and reports what is wrong
+        if os.fstat(fd).st_ino != ino or os.stat(self._layout.session).st_ino != self._session_ino:
             self._storage.close(fd)
-            self._valid = False
-            return
-        self._storage.close(self._fd)
-        self._fd = fd
-        self._ino = os.fstat(fd).st_ino
-        self._end = new_size
-        self._chunks_seen.add(chunk_id)
-
-    def forget(self) -> None:
-        """Drop the cached file state and event ids (the session was rotated by this process)."""
-        self.close_files()
-        self._forget_ids()
+            return False
+        last_seq = self._last_seq
+        self._replace_fd(fd)
+        self._end, self._last_seq, self._valid = end, last_seq, True
+        self._chunks_seen.update(chunks)
+        return True
 
     def close_files(self) -> None:
         """Close the events descriptor; the next append reopens and re-validates."""

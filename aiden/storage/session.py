@@ -26,7 +26,7 @@ from aiden.events import SessionEvent, validate_id
 from aiden.storage import chunks as cs
 from aiden.storage.changes import FileChangeFeed
 from aiden.storage.displaced import displace_directories
-from aiden.storage.eventlog import EventLog
+from aiden.storage.eventlog import EventLog, TrimNote
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import GrowingFile, read_bytes, scan
 from aiden.storage.layout import Layout
@@ -90,10 +90,6 @@ class FileSessionStore:
     def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
         """One group commit (see :class:`~aiden.storage.eventlog.EventLog`)."""
         return self._log.append(requests)
-
-    def close_files(self) -> None:
-        """Close the append descriptor (the writer stopped); the next append reopens it."""
-        self._log.close_files()
 
     # --- compaction lock -------------------------------------------------------------
 
@@ -315,7 +311,9 @@ class FileSessionStore:
             self.config.lock_timeout_s,
             lambda seq: entry.covers(seq) or covered(seq),
             entry.last_seq,
-            lambda ino, old, new: self._log.adopt_replacement(ino, old, new, entry.chunk_id),
+            lambda ino, old, new: self._log.note_trim(
+                TrimNote(ino, old, os.stat(self.layout.events).st_ino, new, entry.chunk_id)
+            ),
             known=self._decoded,
         )
 
@@ -394,9 +392,6 @@ class FileSessionStore:
             self.events_lock.acquire(self.config.lock_timeout_s)
             try:
                 archive_session(self.storage, self.layout, closed_session_id)
-                # Under the events lock no append of ours is mid-batch; the closed
-                # session's event ids must not dedupe the new session's appends.
-                self._log.forget()
                 return closed_session_id
             finally:
                 self.events_lock.release()

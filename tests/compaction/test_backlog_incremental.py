@@ -101,6 +101,25 @@ def test_the_append_after_our_trim_does_not_rescan_the_hot_window(
         store.close()
 
 
+def test_two_trims_in_a_row_are_adopted_and_their_ids_still_dedupe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    try:
+        fill(store, 40)
+        assert store.append([[prepared("id5", event_id="id-41")]]) == [[41]]
+        compact(store, 20)
+        compact(store, 35)  # no append between: the second trim replaced the first one's file
+        scans = _count_calls(monkeypatch, eventlog_mod, "scan_ids")
+        assert store.append([[prepared("e42")], [prepared("id5", event_id="id-41")]]) == [[42], [-41]]
+        assert scans == []  # both trims' notes lead from the cached file to this one
+        compact(store, 41)  # the event with id-41 is compacted: its id still dedupes
+        assert store.append([[prepared("id5", event_id="id-41")], [prepared("e43")]]) == [[-41], [43]]
+        assert seqs_of(scan(read_bytes(Layout(tmp_path).events)).events) == [42, 43]
+    finally:
+        store.close()
+
+
 def test_an_append_by_another_opener_before_the_trim_is_not_adopted_blindly(tmp_path: Path) -> None:
     ours, other = _store(tmp_path), _store(tmp_path)
     try:
