@@ -124,10 +124,26 @@ async def test_the_must_keep_step_of_a_large_chunk_runs_in_the_helper_process(
     assert msgspec.msgpack.decode(raw, type=str) == expected
 
 
+async def test_few_events_of_long_text_are_summarized_by_the_helper_process(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Dream's session summary: a handful of history records, each a chunk's whole summary.
+    record = " ".join(event.content for event in _events(40))
+    events = tuple(
+        SessionEvent(type="system_event", role="history", content=f"Record {i}. {record}", seq=i + 1)
+        for i in range(4)
+    )
+    request = SummaryRequest(purpose="session_summary", events=events, max_tokens=1200)
+    expected = ExtractiveSummarizer().summarize_sync(request)
+    _fail_here(monkeypatch)
+    assert await ExtractiveSummarizer().summarize(request) == expected
+    assert child.started == 1
+
+
 async def test_a_small_request_stays_in_this_process(
     child: offload._Child, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    small = SummaryRequest(purpose="history", events=_events(_INLINE_EVENTS), max_tokens=800)
+    small = SummaryRequest(purpose="history", events=_events(100), max_tokens=800)
     expected = ExtractiveSummarizer().summarize_sync(small)
     assert await ExtractiveSummarizer().summarize(small) == expected
     assert child.started == 0

@@ -17,9 +17,11 @@ the next session: ``test_concurrency``), so a retry must land in the session
 its first attempt could have reached. The coordinator therefore lets exactly
 one worker per round rotate (a gate file naming it), kills that worker first and
 closes the gate before any restart; a rotating worker quiesces its own
-appenders (no append of its own in flight across the rename), and a second
+appenders (no append of its own in flight across the rename), a second
 victim is killed only once what it had in flight during the rotation is
-acknowledged.
+acknowledged, and every round (and the final kill) starts once every worker's
+appends in flight are acknowledged: a survivor's append that spanned a rotation
+(its process stalled, e.g. by a Dream run) is never retried after it.
 
 Invariants, over every session (archives and the active one), every committed
 chunk (sealed segments included, cross-checked against the store's change feed
@@ -105,6 +107,21 @@ def _wait_ready(children: list[Child]) -> None:
         child.wait_for_line(lambda log: "R" in log.lines, 120)
 
 
+def _wait_acked(slots: list[Slot]) -> None:
+    """Wait until every append each worker has in flight now is acknowledged (the gate is closed).
+
+    A survivor's append in flight across a rotation may have landed in the
+    rotated-away session; had its worker been killed later without the ack, the
+    retry would land in the new session (ids are scoped to a session: stored
+    twice, as the contract says). So no kill without a rotator in the round
+    (the final one) or of a round's rotator happens before those are acknowledged.
+    """
+    for slot in slots:
+        log = slot.current.output()
+        inflight = log.intents - log.acked.keys()
+        slot.current.wait_for_line(lambda log, f=inflight: f <= log.acked.keys(), 60)
+
+
 def run_storm(tmp_path: Path, server: ForkServer | None, *, rounds: int, seed: int) -> dict[str, object]:
     root = tmp_path / "root"
     root.mkdir()
@@ -118,6 +135,7 @@ def run_storm(tmp_path: Path, server: ForkServer | None, *, rounds: int, seed: i
     crashes: list[str] = []
     kills = 0
     for r in range(rounds):
+        _wait_acked(slots)
         victims = rng.sample(slots, rng.randint(1, 2))
         rotator = victims[0].current
         before = rotator.output().lines.count("O+ rotate")
@@ -149,6 +167,7 @@ def run_storm(tmp_path: Path, server: ForkServer | None, *, rounds: int, seed: i
                 # The only worker allowed to rotate is dead: no rotation until every retry landed.
                 gate.write_text("")
         _wait_ready([v.spawn(server, root, gate) for v in victims])
+    _wait_acked(slots)
     for slot in slots:
         slot.current.kill()
         kills += 1

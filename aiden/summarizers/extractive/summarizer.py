@@ -31,7 +31,7 @@ from aiden.summarizers.mustkeep import clip, is_routine_request
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
 _SLICE_CHARS: Final = 8_000  # checkpoint after about this much event text (~1-3 ms of extraction)
-_INLINE_EVENTS: Final = 250  # above this, the whole request runs in the helper process
+_INLINE_EVENTS: Final = 250  # above this many events, or _SLICE_CHARS of text, the request runs in the helper
 _EVENT_CHARS: Final = 400  # what one event's fixed cost is worth in text (measured: ~0.07 ms an event)
 
 
@@ -85,8 +85,8 @@ class ExtractiveSummarizer:
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request`` without stalling the event loop or holding the GIL for long.
 
-        A large request (a backlog slice: hundreds of events, ~0.1 s of pure
-        Python) runs in the helper process (:mod:`aiden.offload`): on the loop
+        A large request (a backlog slice: hundreds of events; Dream's history
+        records: a few long texts; ~0.1 s of pure Python) runs in the helper process (:mod:`aiden.offload`): on the loop
         it would stall every task, in a worker thread it would hold the GIL and
         slow every hand-off of the loop and the session writer's thread. A
         small one (an ordinary chunk) is walked here in slices of about
@@ -94,7 +94,7 @@ class ExtractiveSummarizer:
         running and cancellation is honoured (and a test's MockClock cannot
         jump meanwhile). Both give the same result.
         """
-        if len(request.events) > _INLINE_EVENTS and type(self) is ExtractiveSummarizer:
+        if _too_long_to_finish_here(request) and type(self) is ExtractiveSummarizer:
             job = ExtractiveJob(request, self.max_tokens, self.fold_max_lines)
             try:
                 return _result_decoder.decode(await offload.run_job("extractive", _job_encoder.encode(job)))
@@ -110,9 +110,9 @@ class ExtractiveSummarizer:
             if walked >= _SLICE_CHARS:
                 walked = 0
                 await anyio.lowlevel.checkpoint()
-        if len(request.events) > _INLINE_EVENTS:
-            # Only when the helper process is unavailable: dedupe and selection are ~40 us an
-            # event and cannot be sliced, so a backlog slice's would stall every task here.
+        if _too_long_to_finish_here(request):
+            # Only when the helper process is unavailable: dedupe and selection cannot be
+            # sliced, so a backlog slice's (or a long text's) would stall every task here.
             return await anyio.to_thread.run_sync(self._finish, request, collector)
         return self._finish(request, collector)
 
@@ -233,6 +233,23 @@ def _some(things: Sequence[str], limit: int = 3) -> str:
     shown = ", ".join(list(dict.fromkeys(things))[:limit])
     more = len(set(things)) - limit
     return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _too_long_to_finish_here(request: SummaryRequest) -> bool:
+    """Whether dedupe and selection, which cannot be sliced, would stall the loop (more than ~10 ms).
+
+    Their cost grows faster than the text: a Dream run's session summary over 15
+    history records (33k characters, 15 events) took 100 ms, 250 short turns
+    (15k characters) 15 ms. So events and text both count.
+    """
+    if len(request.events) > _INLINE_EVENTS:
+        return True
+    text = len(request.text) + len(request.previous_summary)
+    for event in _events_to_walk(request):
+        text += len(event.content) + len(event.tool_args or "")
+        if text > _SLICE_CHARS:
+            return True
+    return text > _SLICE_CHARS
 
 
 def _events_to_walk(request: SummaryRequest) -> Sequence[SessionEvent]:
