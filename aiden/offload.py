@@ -35,13 +35,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import anyio
 import msgspec
 
-__all__ = ["JOBS", "Done", "Job", "JobFailed", "OffloadUnavailable", "run_job"]
+from aiden.events import SessionEvent
+
+__all__ = ["JOBS", "Done", "Job", "JobFailed", "OffloadUnavailable", "run_job", "too_long_for_the_loop"]
 
 JOBS: Final[dict[str, str]] = {
     "extractive": "aiden.summarizers.extractive.summarizer:run_job",
@@ -50,10 +52,32 @@ JOBS: Final[dict[str, str]] = {
 }
 """The functions a child may run, by job name: ``bytes -> bytes``, pure, importable by name."""
 
+INLINE_EVENTS: Final = 200
+INLINE_CHARS: Final = 8_000
+"""Up to this many events and characters of text, a summary or must-keep step runs on the loop."""
+
 IDLE_EXIT_S: Final = 300.0
 RETRY_AFTER_S: Final = 60.0
 _HEADER: Final = 4
 _MAX_FRAME: Final = 1 << 30
+
+
+def too_long_for_the_loop(events: Sequence[SessionEvent], text_chars: int = 0) -> bool:
+    """Whether pure-Python work over ``events`` (and ``text_chars`` more text) should run in the helper.
+
+    Work that cannot be sliced (dedupe, selection, the must-keep scan) grows
+    with the events and faster than their text: 250 short turns (15k
+    characters) took 15 ms, a Dream run's 15 history records (33k
+    characters) 100 ms, 38 coding-agent events with tool output (51k
+    characters) 50-100 ms of must-keep scan. So both count.
+    """
+    if len(events) > INLINE_EVENTS:
+        return True
+    for event in events:
+        text_chars += len(event.content) + len(event.tool_args or "")
+        if text_chars > INLINE_CHARS:
+            return True
+    return text_chars > INLINE_CHARS
 
 
 class OffloadUnavailable(Exception):

@@ -33,7 +33,6 @@ from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.session import FileSessionStore
 from aiden.summarizers.extractive import ExtractiveSummarizer
-from aiden.summarizers.extractive.summarizer import _INLINE_EVENTS
 from aiden.summarizers.protocol import SummaryRequest
 from aiden.testing import MemorySessionStore
 from aiden.testing.storekit import fill
@@ -53,7 +52,7 @@ def _events(n: int) -> tuple[SessionEvent, ...]:
     return tuple(out)
 
 
-BIG = SummaryRequest(purpose="history", events=_events(_INLINE_EVENTS + 50), max_tokens=800)
+BIG = SummaryRequest(purpose="history", events=_events(offload.INLINE_EVENTS + 50), max_tokens=800)
 
 
 @pytest.fixture
@@ -137,6 +136,24 @@ async def test_few_events_of_long_text_are_summarized_by_the_helper_process(
     expected = ExtractiveSummarizer().summarize_sync(request)
     _fail_here(monkeypatch)
     assert await ExtractiveSummarizer().summarize(request) == expected
+    assert child.started == 1
+
+
+async def test_the_must_keep_step_of_a_few_events_of_long_tool_output_runs_in_the_helper_process(
+    child: offload._Child, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = "\n".join(f"FAILED tests/test_export.py::test_{i} - AssertionError: ticket PROJ-{i} over 5 MB" for i in range(150))
+    events = (
+        SessionEvent(type="user_input", seq=1, content="Keep every export under 5 MB."),
+        SessionEvent(type="tool_result", seq=2, content=log, tool_call_id="c1"),
+    )
+    expected = mustkeep_job.apply_job(mustkeep_job.MustKeepJob("Goal: export.", events, 40))
+
+    def here(job: mustkeep_job.MustKeepJob) -> str:
+        raise AssertionError("computed in this process")
+
+    monkeypatch.setattr(mustkeep_job, "apply_job", here)
+    assert await mustkeep_job.with_must_keep("Goal: export.", events, 40) == expected
     assert child.started == 1
 
 

@@ -9,7 +9,6 @@ is the step itself.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
 import anyio
 import msgspec
@@ -19,10 +18,6 @@ from aiden.events import SessionEvent
 from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
 
 __all__ = ["MustKeepJob", "apply_job", "run_job", "with_must_keep"]
-
-_INLINE_EVENTS: Final = 200
-"""Above this many events the step runs in the helper process (the scan is ~0.1 ms an event)."""
-
 
 class MustKeepJob(msgspec.Struct, frozen=True):
     """``apply_must_keep(summary, extract_must_keep(events))`` with the configured item limit."""
@@ -52,13 +47,13 @@ async def with_must_keep(summary: str, events: Sequence[SessionEvent], max_items
     """:func:`apply_job` without stalling the event loop or holding the GIL for long.
 
     Inline for an ordinary chunk (as planning is: a worker thread would cost
-    appends more than the few ms it takes); a backlog slice's goes to the
-    helper process: in a worker thread it would hold the GIL and slow every
+    appends more than the few ms it takes); a backlog slice's, or a chunk of
+    long tool output, goes to the helper process: in a worker thread it would hold the GIL and slow every
     hand-off of the loop and the session writer's thread. Without the helper,
     a worker thread.
     """
     job = MustKeepJob(summary, tuple(events), max_items)
-    if len(job.events) <= _INLINE_EVENTS:
+    if not offload.too_long_for_the_loop(job.events, len(job.summary)):
         return apply_job(job)
     try:
         return _str_decoder.decode(await offload.run_job("must_keep", _encoder.encode(job)))

@@ -31,7 +31,6 @@ from aiden.summarizers.mustkeep import clip, is_routine_request
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
 _SLICE_CHARS: Final = 8_000  # checkpoint after about this much event text (~1-3 ms of extraction)
-_INLINE_EVENTS: Final = 250  # above this many events, or _SLICE_CHARS of text, the request runs in the helper
 _EVENT_CHARS: Final = 400  # what one event's fixed cost is worth in text (measured: ~0.07 ms an event)
 
 
@@ -236,20 +235,9 @@ def _some(things: Sequence[str], limit: int = 3) -> str:
 
 
 def _too_long_to_finish_here(request: SummaryRequest) -> bool:
-    """Whether dedupe and selection, which cannot be sliced, would stall the loop (more than ~10 ms).
-
-    Their cost grows faster than the text: a Dream run's session summary over 15
-    history records (33k characters, 15 events) took 100 ms, 250 short turns
-    (15k characters) 15 ms. So events and text both count.
-    """
-    if len(request.events) > _INLINE_EVENTS:
-        return True
-    text = len(request.text) + len(request.previous_summary)
-    for event in _events_to_walk(request):
-        text += len(event.content) + len(event.tool_args or "")
-        if text > _SLICE_CHARS:
-            return True
-    return text > _SLICE_CHARS
+    return offload.too_long_for_the_loop(
+        _events_to_walk(request), len(request.text) + len(request.previous_summary)
+    )
 
 
 def _events_to_walk(request: SummaryRequest) -> Sequence[SessionEvent]:
