@@ -19,6 +19,7 @@ import _common  # noqa: E402
 import bench_append  # noqa: E402
 import bench_compaction  # noqa: E402
 import bench_footprint  # noqa: E402
+import bench_loop_stalls  # noqa: E402
 import bench_messages  # noqa: E402
 import bench_peer  # noqa: E402
 import bench_sessions  # noqa: E402
@@ -135,6 +136,27 @@ def test_sessions_smoke() -> None:
     assert res["tasks_per_session"] > 0 and _finite(res["rss_kb_per_session"])
     for key in ("open_ms", "first_append_ms", "close_ms"):
         assert _finite(res[key]["p50"]) and res[key]["p50"] <= res[key]["p99"]
+
+
+def test_loop_stalls_smoke() -> None:
+    import anyio
+
+    from aiden import SessionEvent
+
+    turns = [
+        (
+            i % 2 == 1,
+            SessionEvent(type="assistant_output", role="assistant", content=f"Turn {i}: the export of account {i} is done.")
+            if i % 2
+            else SessionEvent(type="user_input", content=f"Turn {i}: export account {i} to CSV under 5 MB."),
+        )
+        for i in range(60)
+    ]
+    probe = bench_loop_stalls.Probe()
+    res = anyio.run(bench_loop_stalls.drive, "tiny", turns, 2000, probe)
+    assert res["events"] == 60 and res["compactions"] >= 1
+    assert {"idle", "append", "build_messages", "dream", "checkpoint"} <= set(probe.lags)
+    assert all(lag >= 0.0 for lags in probe.lags.values() for lag in lags)
 
 
 def test_peer_helpers_without_nanobot() -> None:
