@@ -14,12 +14,13 @@ child's stdin: a :class:`Job` (a name from :data:`JOBS` and the job's own
 msgpack-encoded argument); the reply is a frame on its stdout, :class:`Done`
 (the encoded result) or :class:`JobFailed`. No code crosses the pipe: the
 child imports the named function (``module:function``) and calls it with the
-argument bytes. One request at a time: the child is single-threaded anyway.
+argument bytes. One request at a time: the child is single-threaded anyway;
+at most :data:`MAX_WAITING` more wait, and a job beyond them is refused.
 The child exits when its stdin closes (this process ended) or after
 :data:`IDLE_EXIT_S` without a request.
 
-Failure: a child that cannot start, died, or answered garbage, and a job that
-raised in the child, all raise :class:`OffloadUnavailable`; callers then run
+Failure: a child that cannot start, died, answered garbage or is busy, and a
+job that raised in the child, all raise :class:`OffloadUnavailable`; callers then run
 the same function in this process (same code, same result). After a failed
 start no child is started again for :data:`RETRY_AFTER_S`.
 """
@@ -56,6 +57,14 @@ INLINE_EVENTS: Final = 200
 INLINE_CHARS: Final = 8_000
 """Up to this many events and characters of text, a summary or must-keep step runs on the loop."""
 
+MAX_WAITING: Final = 1
+"""Jobs that may wait behind the one the helper runs; more are refused (the caller runs them itself).
+
+One helper serves every session of the process, one job at a time: when many
+sessions compact at once, a queue would make each wait for all the others and
+hold a worker thread meanwhile. A refused job runs in a worker thread of this
+process instead (it holds the GIL, but no longer the event loop).
+"""
 IDLE_EXIT_S: Final = 300.0
 RETRY_AFTER_S: Final = 60.0
 _HEADER: Final = 4
@@ -186,8 +195,13 @@ class _Child:
         return reply.result
 
     def queue(self, token: object) -> None:
-        """Register a job before its thread runs :meth:`call` (so :meth:`abort` can drop it unsent)."""
+        """Register a job before its thread runs :meth:`call` (so :meth:`abort` can drop it unsent).
+
+        Raises :class:`OffloadUnavailable` when :data:`MAX_WAITING` jobs already wait.
+        """
         with self._state:
+            if len(self._queued) - (self._busy is None) >= MAX_WAITING:
+                raise OffloadUnavailable("the helper process is busy")
             self._queued.add(token)
 
     def abort(self, token: object) -> None:

@@ -227,6 +227,23 @@ def _wait_until_sent(child: offload._Child) -> None:
         time.sleep(0.001)
 
 
+async def test_a_job_beyond_the_one_waiting_is_refused_at_once_and_summarized_here(
+    child: offload._Child,
+) -> None:
+    huge = msgspec.msgpack.encode(mustkeep_job.MustKeepJob("Goal.", _events(20_000), 40))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(offload.run_job, "must_keep", huge)
+        await anyio.to_thread.run_sync(_wait_until_sent, child)
+        tg.start_soon(offload.run_job, "must_keep", huge)  # waits behind it
+        await anyio.wait_all_tasks_blocked()
+        with pytest.raises(offload.OffloadUnavailable, match="the helper process is busy"):
+            await offload.run_job("extractive", b"")
+        # A summary refused by the helper is made here, the same.
+        assert await ExtractiveSummarizer().summarize(BIG) == ExtractiveSummarizer().summarize_sync(BIG)
+        tg.cancel_scope.cancel()
+    assert child.started == 1
+
+
 async def test_a_caller_that_gives_up_ends_the_helper_busy_with_its_job(child: offload._Child) -> None:
     huge = msgspec.msgpack.encode(mustkeep_job.MustKeepJob("Goal.", _events(20_000), 40))
     async with anyio.create_task_group() as tg:
