@@ -54,8 +54,15 @@ JOBS: Final[dict[str, str]] = {
 """The functions a child may run, by job name: ``bytes -> bytes``, pure, importable by name."""
 
 INLINE_EVENTS: Final = 200
-INLINE_CHARS: Final = 8_000
-"""Up to this many events and characters of text, a summary or must-keep step runs on the loop."""
+INLINE_CHARS: Final = 4_000
+"""Up to this many events and characters of text, a summary or must-keep step runs on the loop.
+
+Measured on real sessions (``benchmarks/bench_loop_stalls.py``): at 8,000
+characters the loop was still held up to 15-22 ms under appends (an ordinary
+chunk's summary), at 4,000 up to 3-4 ms; a compaction then costs one helper
+round trip more (80 instead of 71 ms wall, 27 instead of 69 ms of this
+process's CPU).
+"""
 
 MAX_WAITING: Final = 1
 """Jobs that may wait behind the one the helper runs; more are refused (the caller runs them itself).

@@ -160,7 +160,7 @@ async def test_the_must_keep_step_of_a_few_events_of_long_tool_output_runs_in_th
 async def test_a_small_request_stays_in_this_process(
     child: offload._Child, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    small = SummaryRequest(purpose="history", events=_events(100), max_tokens=800)
+    small = SummaryRequest(purpose="history", events=_events(50), max_tokens=800)
     expected = ExtractiveSummarizer().summarize_sync(small)
     assert await ExtractiveSummarizer().summarize(small) == expected
     assert child.started == 0
