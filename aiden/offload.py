@@ -57,11 +57,9 @@ INLINE_EVENTS: Final = 200
 INLINE_CHARS: Final = 4_000
 """Up to this many events and characters of text, a summary or must-keep step runs on the loop.
 
-Measured on real sessions (``benchmarks/bench_loop_stalls.py``): at 8,000
-characters the loop was still held up to 15-22 ms under appends (an ordinary
-chunk's summary), at 4,000 up to 3-4 ms; a compaction then costs one helper
-round trip more (80 instead of 71 ms wall, 27 instead of 69 ms of this
-process's CPU).
+On real sessions (``benchmarks/bench_loop_stalls.py``) 8,000 characters still
+held the loop 15-22 ms, 4,000 holds it 3-4 ms, for one helper round trip more
+per compaction (BENCHMARKS.md, "Event-loop stalls on real sessions").
 """
 
 MAX_WAITING: Final = 1

@@ -346,19 +346,11 @@ class EventLog:
         self._chunks_seen.update(chunks)
         return True
 
-    def close_files(self) -> None:
-        """Close the events descriptor; the next append reopens and re-validates."""
-        self._valid = False
-        if self._fd is not None:
-            self._storage.close(self._fd)
-            self._fd = None
-        self._ino = None
-        self._end = 0
-        self._last_seq = 0
-
     def close(self) -> None:
         """Close the descriptor and the lock."""
         try:
-            self.close_files()
+            if self._fd is not None:
+                fd, self._fd, self._valid = self._fd, None, False
+                self._storage.close(fd)
         finally:
             self._lock.close()

@@ -85,15 +85,18 @@ class ExtractiveSummarizer:
         """Summarize ``request`` without stalling the event loop or holding the GIL for long.
 
         A large request (a backlog slice: hundreds of events; Dream's history
-        records: a few long texts; ~0.1 s of pure Python) runs in the helper process (:mod:`aiden.offload`): on the loop
-        it would stall every task, in a worker thread it would hold the GIL and
+        records: a few long texts; see :func:`aiden.offload.too_long_for_the_loop`)
+        runs in the helper process: on the loop it would stall every task, in a worker thread it would hold the GIL and
         slow every hand-off of the loop and the session writer's thread. A
         small one (an ordinary chunk) is walked here in slices of about
         ``_SLICE_CHARS`` with a checkpoint after each, so other tasks keep
         running and cancellation is honoured (and a test's MockClock cannot
         jump meanwhile). Both give the same result.
         """
-        if _too_long_to_finish_here(request) and type(self) is ExtractiveSummarizer:
+        too_long = offload.too_long_for_the_loop(
+            _events_to_walk(request), len(request.text) + len(request.previous_summary)
+        )
+        if too_long and type(self) is ExtractiveSummarizer:
             job = ExtractiveJob(request, self.max_tokens, self.fold_max_lines)
             try:
                 return _result_decoder.decode(await offload.run_job("extractive", _job_encoder.encode(job)))
@@ -109,7 +112,7 @@ class ExtractiveSummarizer:
             if walked >= _SLICE_CHARS:
                 walked = 0
                 await anyio.lowlevel.checkpoint()
-        if _too_long_to_finish_here(request):
+        if too_long:
             # Only when the helper process is unavailable: dedupe and selection cannot be
             # sliced, so a backlog slice's (or a long text's) would stall every task here.
             return await anyio.to_thread.run_sync(self._finish, request, collector)
@@ -232,12 +235,6 @@ def _some(things: Sequence[str], limit: int = 3) -> str:
     shown = ", ".join(list(dict.fromkeys(things))[:limit])
     more = len(set(things)) - limit
     return f"{shown} and {more} more" if more > 0 else shown
-
-
-def _too_long_to_finish_here(request: SummaryRequest) -> bool:
-    return offload.too_long_for_the_loop(
-        _events_to_walk(request), len(request.text) + len(request.previous_summary)
-    )
 
 
 def _events_to_walk(request: SummaryRequest) -> Sequence[SessionEvent]:
