@@ -48,7 +48,6 @@ __all__ = [
     "RequestMaintenance",
     "RotateSession",
     "Rotated",
-    "SchedulerCounters",
     "SchedulerInbox",
     "SchedulerOutbox",
     "Summarize",
@@ -215,30 +214,6 @@ class Rotated(msgspec.Struct, frozen=True, tag=True):
 
 
 SchedulerOutbox = MaintenanceDone | Rotated | Failed
-
-
-class SchedulerCounters(msgspec.Struct, frozen=True, kw_only=True):
-    """The maintenance scheduler's counters as last published (part of ``memory.stats()``)."""
-
-    passes: int = 0
-    compactions: int = 0
-    coalesced_requests: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-    summarizer_calls: int = 0
-    summarizer_failures: int = 0
-    fallbacks: int = 0
-    degraded_chunks: int = 0
-    conflicts: int = 0
-    resummarized_chunks: int = 0
-    must_keep_added: int = 0
-    summarizer_first_error: str = ""
-    token_calibration: float = 1.0
-    deferred_for_cache: int = 0
-    prompt_tokens_since_compaction: int = 0
-    cached_tokens_since_compaction: int = 0
-    cached_share_before_last_compaction: float | None = None
-    last_prompt_tokens: int | None = None
 
 
 # --- summarizer -----------------------------------------------------------------

@@ -270,9 +270,9 @@ class Instrumentor:
             return outcome
 
     def _count_pass(self, span: Span, before: TriggerState, after: TriggerState) -> None:
-        calls = after.summarizer_calls - before.summarizer_calls
-        failures = after.summarizer_failures - before.summarizer_failures
-        fallbacks = after.fallbacks - before.fallbacks
+        calls = after.counters.summarizer_calls - before.counters.summarizer_calls
+        failures = after.counters.summarizer_failures - before.counters.summarizer_failures
+        fallbacks = after.counters.fallbacks - before.counters.fallbacks
         span.set_attribute("aiden.compaction.summarizer.calls", calls)
         span.set_attribute("aiden.compaction.summarizer.failures", failures)
         span.set_attribute("aiden.compaction.summarizer.fallbacks", fallbacks)

@@ -52,7 +52,6 @@ from aiden.messages import (
     RequestMaintenance,
     Rotated,
     RotateSession,
-    SchedulerCounters,
     SchedulerInbox,
     SchedulerOutbox,
     SummaryRead,
@@ -60,6 +59,7 @@ from aiden.messages import (
     WriterOutbox,
 )
 from aiden.observe import observed
+from aiden.policy.trigger_state import SchedulerCounters
 from aiden.recall.types import RecallHit, RecallStats
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import PreparedEvent

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from aiden.messages import SchedulerCounters
+from aiden.policy.trigger_state import SchedulerCounters
 
 __all__ = ["MemoryStats", "memory_stats"]
 

@@ -43,7 +43,6 @@ from aiden.messages import (
     RequestMaintenance,
     Rotated,
     RotateSession,
-    SchedulerCounters,
     SchedulerInbox,
     SchedulerOutbox,
     SummarizerInbox,
@@ -67,6 +66,7 @@ from aiden.policy.trigger_state import (
     DeferredForCache,
     PassStarted,
     RequestCoalesced,
+    SchedulerCounters,
     SessionRotated,
     TriggerEvent,
     TriggerState,
@@ -120,7 +120,7 @@ class MaintenanceScheduler:
             model=model or "",
             calibration_weight=config.token_calibration_weight,
             calibration={model or "": calibration} if calibration is not None else {},
-            token_calibration=calibration.factor if calibration is not None else 1.0,
+            counters=SchedulerCounters(token_calibration=calibration.factor if calibration is not None else 1.0),
         )
         self.counters: Latest[SchedulerCounters] = Latest(SchedulerCounters())
         """The newest snapshot of the counters, published after every change."""
@@ -184,8 +184,7 @@ class MaintenanceScheduler:
         self._state = reduce(self._state, event)
 
     def _publish(self) -> None:
-        # The state names its counters as SchedulerCounters does; only those leave the actor.
-        self.counters.publish(msgspec.convert(self._state, SchedulerCounters, from_attributes=True))
+        self.counters.publish(self._state.counters)
 
     def _wake(self, manual: bool) -> None:
         self._manual_pending = self._manual_pending or manual

@@ -6,8 +6,7 @@ outcomes, summarizer calls, rotations) is a :data:`TriggerEvent`;
 scheduler actor keeps only the current state and feeds it events; the
 questions it asks before a pass (:func:`trigger_input`,
 :func:`defers_for_cache`, :func:`planning_token_counts`) are pure functions of
-that state. The state's counter fields carry the names of
-:class:`aiden.messages.SchedulerCounters`, which the actor publishes from it.
+that state. Its :class:`SchedulerCounters` are what the actor publishes.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ __all__ = [
     "MustKeepAdded",
     "PassStarted",
     "RequestCoalesced",
+    "SchedulerCounters",
     "SessionRotated",
     "SummarizerCalled",
     "SummarizerFailed",
@@ -46,6 +46,30 @@ __all__ = [
 ]
 
 _replace = msgspec.structs.replace
+
+
+class SchedulerCounters(msgspec.Struct, frozen=True, kw_only=True):
+    """The maintenance scheduler's counters as last published (part of ``memory.stats()``)."""
+
+    passes: int = 0
+    compactions: int = 0
+    coalesced_requests: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summarizer_calls: int = 0
+    summarizer_failures: int = 0
+    fallbacks: int = 0
+    degraded_chunks: int = 0
+    conflicts: int = 0
+    resummarized_chunks: int = 0
+    must_keep_added: int = 0
+    summarizer_first_error: str = ""
+    token_calibration: float = 1.0
+    deferred_for_cache: int = 0
+    prompt_tokens_since_compaction: int = 0
+    cached_tokens_since_compaction: int = 0
+    cached_share_before_last_compaction: float | None = None
+    last_prompt_tokens: int | None = None
 
 
 class TriggerState(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,26 +98,8 @@ class TriggerState(msgspec.Struct, frozen=True, kw_only=True):
     """Tool output tokens of the last completed run."""
     cost_usd: float = 0.0
     """Provider cost since the last compaction or rotation."""
-    # --- the published counters (field names as in SchedulerCounters) ---
-    passes: int = 0
-    compactions: int = 0
-    coalesced_requests: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-    summarizer_calls: int = 0
-    summarizer_failures: int = 0
-    fallbacks: int = 0
-    degraded_chunks: int = 0
-    conflicts: int = 0
-    resummarized_chunks: int = 0
-    must_keep_added: int = 0
-    summarizer_first_error: str = ""
-    token_calibration: float = 1.0
-    deferred_for_cache: int = 0
-    prompt_tokens_since_compaction: int = 0
-    cached_tokens_since_compaction: int = 0
-    cached_share_before_last_compaction: float | None = None
-    last_prompt_tokens: int | None = None
+    counters: SchedulerCounters = msgspec.field(default_factory=SchedulerCounters)
+    """What the actor publishes (``memory.stats()``); the trigger reads its prompt figures too."""
 
 
 class UsageReported(msgspec.Struct, frozen=True, kw_only=True):
@@ -179,34 +185,35 @@ TriggerEvent = (
 
 def reduce(state: TriggerState, event: TriggerEvent) -> TriggerState:
     """The state after ``event``; ``state`` itself is left unchanged."""
+    c = state.counters
     match event:
         case UsageReported():
             return _usage(state, event)
         case RequestCoalesced():
-            return _replace(state, coalesced_requests=state.coalesced_requests + 1)
+            return _count(state, coalesced_requests=c.coalesced_requests + 1)
         case PassStarted():
-            return _replace(state, passes=state.passes + 1)
+            return _count(state, passes=c.passes + 1)
         case DeferredForCache():
-            return _replace(state, deferred_for_cache=state.deferred_for_cache + 1)
+            return _count(state, deferred_for_cache=c.deferred_for_cache + 1)
         case CommitConflicted():
-            return _replace(state, conflicts=state.conflicts + 1)
+            return _count(state, conflicts=c.conflicts + 1)
         case SummarizerCalled():
-            return _replace(state, summarizer_calls=state.summarizer_calls + 1)
+            return _count(state, summarizer_calls=c.summarizer_calls + 1)
         case SummarizerFailed(reason=reason):
-            return _replace(
+            return _count(
                 state,
-                summarizer_failures=state.summarizer_failures + 1,
-                summarizer_first_error=state.summarizer_first_error or reason[:300],
+                summarizer_failures=c.summarizer_failures + 1,
+                summarizer_first_error=c.summarizer_first_error or reason[:300],
             )
         case MustKeepAdded(count=count):
-            return _replace(state, must_keep_added=state.must_keep_added + count)
+            return _count(state, must_keep_added=c.must_keep_added + count)
         case FellBack():
-            return _replace(state, fallbacks=state.fallbacks + 1)
+            return _count(state, fallbacks=c.fallbacks + 1)
         case ChunkResummarized():
-            return _replace(
+            return _count(
                 state,
-                degraded_chunks=max(0, state.degraded_chunks - 1),
-                resummarized_chunks=state.resummarized_chunks + 1,
+                degraded_chunks=max(0, c.degraded_chunks - 1),
+                resummarized_chunks=c.resummarized_chunks + 1,
             )
         case Compacted():
             return _compacted(state, event)
@@ -214,7 +221,7 @@ def reduce(state: TriggerState, event: TriggerEvent) -> TriggerState:
             # Calibration and the cache-share figures describe the provider, not the session.
             return _replace(
                 state,
-                last_prompt_tokens=None,
+                counters=_replace(c, last_prompt_tokens=None),
                 prompt_reported=False,
                 prompt_estimated=False,
                 run_prompt_max=None,
@@ -228,8 +235,14 @@ def reduce(state: TriggerState, event: TriggerEvent) -> TriggerState:
             assert_never(event)
 
 
+def _count(state: TriggerState, **changes: object) -> TriggerState:
+    return _replace(state, counters=_replace(state.counters, **changes))
+
+
 def _usage(state: TriggerState, usage: UsageReported) -> TriggerState:
     changes: dict[str, object] = {}
+    counted: dict[str, object] = {}
+    c = state.counters
     calibration = state.calibration
     if usage.prompt_tokens is not None and usage.estimated_prompt_tokens:
         # Per-model correction of the estimator from what the provider reported.
@@ -242,10 +255,10 @@ def _usage(state: TriggerState, usage: UsageReported) -> TriggerState:
         )
         calibration = changes["calibration"] = {**state.calibration, key: cal}
         if key == state.model:
-            changes["token_calibration"] = cal.factor
+            counted["token_calibration"] = cal.factor
     if usage.prompt_tokens is not None and usage.cached_tokens is not None:
-        changes["prompt_tokens_since_compaction"] = state.prompt_tokens_since_compaction + usage.prompt_tokens
-        changes["cached_tokens_since_compaction"] = state.cached_tokens_since_compaction + usage.cached_tokens
+        counted["prompt_tokens_since_compaction"] = c.prompt_tokens_since_compaction + usage.prompt_tokens
+        counted["cached_tokens_since_compaction"] = c.cached_tokens_since_compaction + usage.cached_tokens
     if usage.cost_usd is not None:
         changes["cost_usd"] = state.cost_usd + usage.cost_usd
     run_max = state.run_prompt_max
@@ -258,45 +271,54 @@ def _usage(state: TriggerState, usage: UsageReported) -> TriggerState:
     if usage.run_ended:
         if run_max is not None:
             # The trigger uses the largest single prompt of the latest run (seed 000).
-            changes["last_prompt_tokens"] = run_max
+            counted["last_prompt_tokens"] = run_max
             changes["prompt_reported"] = True
             changes["prompt_estimated"] = False
         elif run_estimate is not None:
             # No provider figure: aiden counted the prompts it built, corrected by what it learned.
             found = calibration.get(usage.model or state.model)
-            changes["last_prompt_tokens"] = apply_calibration(run_estimate, found) if found else run_estimate
+            counted["last_prompt_tokens"] = apply_calibration(run_estimate, found) if found else run_estimate
             changes["prompt_reported"] = False
             changes["prompt_estimated"] = True
         changes["turns"] = state.turns + 1
         changes["last_turn_tool_tokens"] = tool_tokens
         run_max, run_estimate, tool_tokens = None, None, 0
     return _replace(
-        state, **changes, run_prompt_max=run_max, run_estimate_max=run_estimate, turn_tool_tokens=tool_tokens
+        state,
+        **changes,
+        counters=_replace(c, **counted) if counted else c,
+        run_prompt_max=run_max,
+        run_estimate_max=run_estimate,
+        turn_tool_tokens=tool_tokens,
     )
 
 
 def _compacted(state: TriggerState, done: Compacted) -> TriggerState:
-    share = state.cached_share_before_last_compaction
-    if state.prompt_tokens_since_compaction:
-        share = state.cached_tokens_since_compaction / state.prompt_tokens_since_compaction
+    c = state.counters
+    share = c.cached_share_before_last_compaction
+    if c.prompt_tokens_since_compaction:
+        share = c.cached_tokens_since_compaction / c.prompt_tokens_since_compaction
     # The run in progress (run_prompt_max, turn_tool_tokens) carries on across the pass.
     return _replace(
         state,
-        # Our own estimate of the retained window, so the pending pass does not compact
-        # again on the stale pre-compaction prompt size (seed 000).
-        last_prompt_tokens=done.kept_tokens,
+        counters=_replace(
+            c,
+            # Our own estimate of the retained window, so the pending pass does not compact
+            # again on the stale pre-compaction prompt size (seed 000).
+            last_prompt_tokens=done.kept_tokens,
+            cached_share_before_last_compaction=share,
+            prompt_tokens_since_compaction=0,
+            cached_tokens_since_compaction=0,
+            compactions=c.compactions + 1,
+            tokens_before=c.tokens_before + done.tokens_before,
+            tokens_after=c.tokens_after + done.kept_tokens,
+            degraded_chunks=c.degraded_chunks + (1 if done.degraded else 0),
+        ),
         prompt_reported=False,
         prompt_estimated=False,
-        cached_share_before_last_compaction=share,
-        prompt_tokens_since_compaction=0,
-        cached_tokens_since_compaction=0,
         turns=0,
         cost_usd=0.0,
         last_turn_tool_tokens=0,
-        compactions=state.compactions + 1,
-        tokens_before=state.tokens_before + done.tokens_before,
-        tokens_after=state.tokens_after + done.kept_tokens,
-        degraded_chunks=state.degraded_chunks + (1 if done.degraded else 0),
     )
 
 
@@ -317,9 +339,9 @@ def trigger_input(
     estimated (#35, #38).
     """
     return TriggerInput(
-        prompt_tokens=state.last_prompt_tokens if state.prompt_reported else None,
+        prompt_tokens=state.counters.last_prompt_tokens if state.prompt_reported else None,
         # After a compaction (or at open) only the hot window is known: never the stale size.
-        estimated_prompt_tokens=state.last_prompt_tokens if state.prompt_estimated else hot_tokens,
+        estimated_prompt_tokens=state.counters.last_prompt_tokens if state.prompt_estimated else hot_tokens,
         context_window=context_window,
         event_count=event_count,
         turns_since_compaction=state.turns,

@@ -9,7 +9,7 @@ START = TriggerState(model="m", calibration_weight=0.5)
 
 def test_must_keep_additions_add_up() -> None:
     state = reduce(reduce(START, MustKeepAdded(2)), MustKeepAdded(3))
-    assert state.must_keep_added == 5
+    assert state.counters.must_keep_added == 5
 
 
 def test_the_first_failure_is_kept_and_every_one_counted() -> None:
@@ -20,8 +20,8 @@ def test_the_first_failure_is_kept_and_every_one_counted() -> None:
         "InvalidSummaryError: x",
     ):
         state = reduce(state, SummarizerFailed(reason))
-    assert (state.summarizer_failures, state.summarizer_first_error) == (
+    assert (state.counters.summarizer_failures, state.counters.summarizer_first_error) == (
         3,
         "SummarizerTimeout: summarizer exceeded its deadline of 120s",
     )
-    assert reduce(START, SummarizerFailed("x" * 400)).summarizer_first_error == "x" * 300
+    assert reduce(START, SummarizerFailed("x" * 400)).counters.summarizer_first_error == "x" * 300

@@ -16,6 +16,7 @@ from aiden.policy.trigger_state import (
     FellBack,
     PassStarted,
     RequestCoalesced,
+    SchedulerCounters,
     SessionRotated,
     SummarizerCalled,
     SummarizerFailed,
@@ -30,6 +31,11 @@ from aiden.policy.trigger_state import (
 from tests.policy.policy_helpers import assistant, user
 
 START = TriggerState(model="m", calibration_weight=0.5)
+
+
+def expected(base: TriggerState, counters: dict[str, object] | None = None, **fields: object) -> TriggerState:
+    """``base`` with ``fields`` and the ``counters`` fields changed."""
+    return msgspec.structs.replace(base, counters=msgspec.structs.replace(base.counters, **(counters or {})), **fields)
 
 
 def fold(state: TriggerState, *events: TriggerEvent) -> TriggerState:
@@ -50,7 +56,7 @@ def test_usage_within_a_run_tracks_the_largest_prompt_cost_and_tool_output() -> 
     )
     assert state == msgspec.structs.replace(START, run_prompt_max=900, cost_usd=0.75, turn_tool_tokens=43)
     # Nothing reaches the trigger before the run ends.
-    assert state.last_prompt_tokens is None
+    assert state.counters.last_prompt_tokens is None
     assert state.turns == 0
 
 
@@ -60,8 +66,8 @@ def test_run_end_reports_the_largest_prompt_of_the_run() -> None:
         UsageReported(prompt_tokens=900, tool_output_tokens=40),
         UsageReported(prompt_tokens=300, tool_output_tokens=2, run_ended=True),
     )
-    assert state == msgspec.structs.replace(
-        START, last_prompt_tokens=900, prompt_reported=True, turns=1, last_turn_tool_tokens=42
+    assert state == expected(
+        START, {"last_prompt_tokens": 900}, prompt_reported=True, turns=1, last_turn_tool_tokens=42
     )
 
 
@@ -79,26 +85,26 @@ def test_run_end_without_a_provider_figure_uses_the_calibrated_estimate_of_its_l
         UsageReported(estimated_prompt_tokens=1000),
         UsageReported(estimated_prompt_tokens=400, run_ended=True),
     )
-    assert (state.last_prompt_tokens, state.prompt_reported, state.prompt_estimated) == (1200, False, True)
+    assert (state.counters.last_prompt_tokens, state.prompt_reported, state.prompt_estimated) == (1200, False, True)
     # Uncalibrated (no sample yet): the estimate itself.
     raw = fold(START, UsageReported(estimated_prompt_tokens=700, run_ended=True))
-    assert (raw.last_prompt_tokens, raw.prompt_reported, raw.prompt_estimated) == (700, False, True)
+    assert (raw.counters.last_prompt_tokens, raw.prompt_reported, raw.prompt_estimated) == (700, False, True)
 
 
 def test_calibration_of_the_scheduler_model_is_the_reported_one() -> None:
     state = fold(START, UsageReported(prompt_tokens=200, estimated_prompt_tokens=100))
     assert state.calibration == {"m": TokenCalibration(factor=2.0, samples=1)}
-    assert state.token_calibration == 2.0
+    assert state.counters.token_calibration == 2.0
     # weight 0.5: halfway from 2.0 towards the new ratio 1.0
     state = fold(state, UsageReported(prompt_tokens=100, estimated_prompt_tokens=100, model="m"))
     assert state.calibration == {"m": TokenCalibration(factor=1.5, samples=2)}
-    assert state.token_calibration == 1.5
+    assert state.counters.token_calibration == 1.5
 
 
 def test_calibration_of_another_model_is_kept_but_not_reported() -> None:
     state = fold(START, UsageReported(prompt_tokens=150, estimated_prompt_tokens=100, model="other"))
     assert state.calibration == {"other": TokenCalibration(factor=1.5, samples=1)}
-    assert state.token_calibration == 1.0
+    assert state.counters.token_calibration == 1.0
     assert START.calibration == {}
 
 
@@ -110,7 +116,7 @@ def test_no_calibration_without_both_sizes() -> None:
         UsageReported(estimated_prompt_tokens=100),
     )
     assert state.calibration == {}
-    assert state.token_calibration == 1.0
+    assert state.counters.token_calibration == 1.0
 
 
 def test_cache_share_counts_only_calls_reporting_both_sizes() -> None:
@@ -121,8 +127,8 @@ def test_cache_share_counts_only_calls_reporting_both_sizes() -> None:
         UsageReported(prompt_tokens=999),
         UsageReported(cached_tokens=999),
     )
-    assert state.prompt_tokens_since_compaction == 1550
-    assert state.cached_tokens_since_compaction == 450
+    assert state.counters.prompt_tokens_since_compaction == 1550
+    assert state.counters.cached_tokens_since_compaction == 450
 
 
 # --- compaction and rotation ------------------------------------------------------------
@@ -137,17 +143,19 @@ def test_compaction_resets_the_trigger_to_the_retained_estimate() -> None:
         UsageReported(prompt_tokens=550, cached_tokens=50, tool_output_tokens=3),
     )
     state = reduce(before, Compacted(tokens_before=1200, kept_tokens=300))
-    assert state == msgspec.structs.replace(
+    assert state == expected(
         START,
+        {
+            "last_prompt_tokens": 300,
+            "cached_share_before_last_compaction": 450 / 1550,
+            "compactions": 1,
+            "tokens_before": 1200,
+            "tokens_after": 300,
+        },
         # The run in progress carries on across the pass.
         run_prompt_max=550,
         turn_tool_tokens=3,
-        last_prompt_tokens=300,
         prompt_reported=False,
-        cached_share_before_last_compaction=450 / 1550,
-        compactions=1,
-        tokens_before=1200,
-        tokens_after=300,
     )
 
 
@@ -156,13 +164,9 @@ def test_compaction_without_cache_data_keeps_the_last_share_and_counts_degraded(
         START, UsageReported(prompt_tokens=100, cached_tokens=25), Compacted(tokens_before=9, kept_tokens=4)
     )
     state = reduce(first, Compacted(tokens_before=10, kept_tokens=3, degraded=True))
-    assert state.cached_share_before_last_compaction == 0.25
-    assert (state.compactions, state.tokens_before, state.tokens_after, state.degraded_chunks) == (
-        2,
-        19,
-        7,
-        1,
-    )
+    c = state.counters
+    assert c.cached_share_before_last_compaction == 0.25
+    assert (c.compactions, c.tokens_before, c.tokens_after, c.degraded_chunks) == (2, 19, 7, 1)
 
 
 def test_rotation_resets_the_session_but_keeps_provider_figures() -> None:
@@ -175,13 +179,15 @@ def test_rotation_resets_the_session_but_keeps_provider_figures() -> None:
         PassStarted(),
     )
     state = reduce(before, SessionRotated())
-    assert state == msgspec.structs.replace(
+    assert state == expected(
         START,
+        {
+            "token_calibration": 2.0,
+            "prompt_tokens_since_compaction": 200,
+            "cached_tokens_since_compaction": 20,
+            "passes": 1,
+        },
         calibration={"m": TokenCalibration(factor=2.0, samples=1)},
-        token_calibration=2.0,
-        prompt_tokens_since_compaction=200,
-        cached_tokens_since_compaction=20,
-        passes=1,
     )
 
 
@@ -204,20 +210,22 @@ def test_each_counter_event_bumps_its_counter() -> None:
     )
     assert state == msgspec.structs.replace(
         START,
-        coalesced_requests=1,
-        passes=2,
-        deferred_for_cache=1,
-        conflicts=1,
-        summarizer_calls=3,
-        summarizer_failures=1,
-        fallbacks=1,
+        counters=SchedulerCounters(
+            coalesced_requests=1,
+            passes=2,
+            deferred_for_cache=1,
+            conflicts=1,
+            summarizer_calls=3,
+            summarizer_failures=1,
+            fallbacks=1,
+        ),
     )
 
 
 def test_a_resummarized_chunk_is_no_longer_degraded() -> None:
     degraded = reduce(START, Compacted(tokens_before=2, kept_tokens=1, degraded=True))
     state = fold(degraded, ChunkResummarized(), ChunkResummarized())
-    assert (state.degraded_chunks, state.resummarized_chunks) == (0, 2)
+    assert (state.counters.degraded_chunks, state.counters.resummarized_chunks) == (0, 2)
 
 
 # --- questions asked before a pass ------------------------------------------------------
@@ -323,7 +331,7 @@ def test_invariants_hold_over_any_event_sequence(events: list[TriggerEvent]) -> 
         frozen = msgspec.json.encode(state)
         after = reduce(state, event)
         assert msgspec.json.encode(state) == frozen, "reduce changed its input"
-        assert all(getattr(after, name) >= getattr(state, name) for name in _MONOTONE)
+        assert all(getattr(after.counters, name) >= getattr(state.counters, name) for name in _MONOTONE)
         if isinstance(event, Compacted | SessionRotated):
             turns = 0
         elif isinstance(event, UsageReported) and event.run_ended:
@@ -332,8 +340,8 @@ def test_invariants_hold_over_any_event_sequence(events: list[TriggerEvent]) -> 
             assert after.turn_tool_tokens == 0
         state = after
         assert state.turns == turns
-        assert state.degraded_chunks >= 0
-        assert not state.prompt_reported or state.last_prompt_tokens is not None
-        assert state.token_calibration == state.calibration.get("m", TokenCalibration()).factor
+        assert state.counters.degraded_chunks >= 0
+        assert not state.prompt_reported or state.counters.last_prompt_tokens is not None
+        assert state.counters.token_calibration == state.calibration.get("m", TokenCalibration()).factor
         assert all(0.5 <= cal.factor <= 2.0 for cal in state.calibration.values())
         assert set(state.calibration) <= {"m", "other"}
