@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from aiden.memory import Memory, MemoryStats
     from aiden.messages import CompactionOutcome
     from aiden.openai_format import events_from_message, events_from_response, usage_numbers
-    from aiden.recall.embedding import Embedder, LiteLLMEmbedder
+    from aiden.recall.embedding import Embedder
     from aiden.recall.minilm import LocalMiniLMEmbedder
     from aiden.recall.types import RecallContext, RecallHit, RecallStats
     from aiden.runtime import open_memory
@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from aiden.storage.session import FileSessionStore
     from aiden.summarizers.extractive import ExtractiveSummarizer
     from aiden.summarizers.llm import LiteLLMSummarizer
+    from aiden.summarizers.llm.embedder import LiteLLMEmbedder
     from aiden.summarizers.llm.schema import StructuredOutput
     from aiden.summarizers.llm.stats import SummarizerStats
     from aiden.summarizers.protocol import (
@@ -218,7 +219,7 @@ __getattr__ = lazy_exports(
         "Layout": "aiden.storage.layout",
         "LearnOutcome": "aiden.experience.messages",
         "LearnerStats": "aiden.experience.messages",
-        "LiteLLMEmbedder": "aiden.recall.embedding",
+        "LiteLLMEmbedder": "aiden.summarizers.llm.embedder",
         "Memory": "aiden.memory",
         "MemoryStats": "aiden.memory",
         "Outcome": "aiden.experience.episodes",

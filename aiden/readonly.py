@@ -210,11 +210,11 @@ def inspect_root(
     could not be read (a damaged index, skipped lines).
     """
     from aiden.config import Config
+    from aiden.models import ModelResolver
     from aiden.policy.tokenprofiles import profile_for_model
     from aiden.policy.tokens import event_tokens
     from aiden.storage.recovery_record import read_last_recovery
     from aiden.storage.window_record import read_window
-    from aiden.summarizers.llm.models import ModelResolver
 
     layout = open_layout(root)
     recorded = read_window(layout)

@@ -128,7 +128,7 @@ async def open_memory(
     network). ``model`` selects the context window from litellm's bundled model
     map (without importing litellm); ``context_window`` overrides it; unknown
     models fall back to ``config.context_window``. ``embedder`` (e.g.
-    :class:`~aiden.recall.embedding.LiteLLMEmbedder`) turns on hybrid recall:
+    :class:`~aiden.summarizers.llm.embedder.LiteLLMEmbedder`) turns on hybrid recall:
     compacted events and experience records are embedded and both recalls
     fuse BM25 with vector similarity; off by default. ``store`` selects the
     session store (:mod:`aiden.stores`): a ``"postgresql://..."``
@@ -146,7 +146,7 @@ async def open_memory(
         select_store, store, session_id, store_factory, layout, storage, config
     )
     if context_window is None:
-        from aiden.summarizers.llm.models import ModelResolver
+        from aiden.models import ModelResolver
 
         context_window = ModelResolver().context_window(model, config.context_window)
     # Every token-sized default not set explicitly follows the active window from here on.

@@ -5,14 +5,43 @@
 - ``aiden.policy`` imports only ``aiden.events``, ``aiden.config`` and itself:
   policy is pure and synchronous, and what it decides about comes in as plain data;
 - ``aiden.storage`` never imports ``aiden.context`` (the prompt) nor ``aiden.summarizers``:
-  summary.md's text is rendered by policy, and the rolling fold comes from the compaction side.
+  summary.md's text is rendered by policy, and the rolling fold comes from the compaction side;
+- the core never imports an extension (:data:`EXTENSIONS`), except through the passages listed in
+  :data:`NOT_YET_SEPARATED`, which only shrinks: the extension seam of #36 is not built, and the
+  runtime, ``Memory``, its tools and the store selection still name long-term and experience memory
+  and the PostgreSQL backends. The public facades (``aiden``, ``aiden.summarizers``, ``aiden.sync``)
+  re-export extension types and are not the core.
 """
 
 from __future__ import annotations
 
+import fnmatch
+
 from tests.architecture.graph import import_graph
 
 POLICY_MAY_IMPORT = ("aiden.events", "aiden.config", "aiden.policy")
+
+EXTENSIONS: dict[str, tuple[str, ...]] = {
+    "long-term memory": ("aiden.longterm", "aiden.longterm.*", "aiden.actors.longterm", "aiden.memory_longterm"),
+    "experience memory": (
+        "aiden.experience",
+        "aiden.experience.*",
+        "aiden.actors.experience",
+        "aiden.memory_experience",
+    ),
+    "PostgreSQL": ("aiden.storage.postgres", "aiden.storage.postgres.*"),
+    "litellm": ("aiden.summarizers.llm", "aiden.summarizers.llm.*"),
+    "adapters": ("aiden.adapters", "aiden.adapters.*", "aiden.langgraph_store", "aiden.mcp", "aiden.mcp.*"),
+    "OpenTelemetry": ("aiden.otel",),
+    "CLI": ("aiden.__main__", "aiden.cli", "aiden.cli_*", "aiden.doctor", "aiden.readonly"),
+}
+FACADES = frozenset({"aiden", "aiden.summarizers", "aiden.sync"})
+NOT_YET_SEPARATED: dict[str, set[str]] = {
+    "aiden.memory": {"experience memory", "long-term memory"},
+    "aiden.runtime": {"experience memory", "long-term memory"},
+    "aiden.stores": {"PostgreSQL", "experience memory", "long-term memory"},
+    "aiden.tools": {"experience memory", "long-term memory"},
+}
 
 
 
@@ -67,3 +96,46 @@ def test_storage_never_imports_the_prompt() -> None:
 
 def test_storage_never_imports_the_summarizers() -> None:
     assert _edges("aiden.storage", "aiden.summarizers") == set()
+
+
+def extension_of(module: str) -> str | None:
+    """The extension ``module`` belongs to, ``None`` for the core (and the facades)."""
+    for name, patterns in EXTENSIONS.items():
+        if any(fnmatch.fnmatchcase(module, pattern) for pattern in patterns):
+            return name
+    return None
+
+
+def core_to_extension(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Core module -> the extensions it imports (the testing kit, a facade of its own, apart)."""
+    found: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if module in FACADES or extension_of(module) is not None or _in(module, "aiden.testing"):
+            continue
+        reached = {ext for target in targets if (ext := extension_of(target)) is not None}
+        if reached:
+            found[module] = reached
+    return found
+
+
+def test_every_extension_pattern_names_modules() -> None:
+    modules = set(import_graph())
+    for name, patterns in EXTENSIONS.items():
+        for pattern in patterns:
+            assert any(fnmatch.fnmatchcase(m, pattern) for m in modules), (name, pattern)
+
+
+def test_the_core_imports_no_extension_but_the_listed_passages() -> None:
+    # Equal, not a subset: a passage closed must leave the list, so it only shrinks.
+    assert core_to_extension(import_graph()) == NOT_YET_SEPARATED
+
+
+def test_a_core_import_of_an_extension_is_found() -> None:
+    graph = {
+        "aiden": {"aiden.longterm"},
+        "aiden.recall.index": {"aiden.summarizers.llm.handle", "aiden.events"},
+        "aiden.summarizers.llm.handle": {"aiden.errors"},
+        "aiden.longterm": {"aiden.recall.index"},
+        "aiden.testing.kit": {"aiden.storage.postgres"},
+    }
+    assert core_to_extension(graph) == {"aiden.recall.index": {"litellm"}}

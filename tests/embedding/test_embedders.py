@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from aiden.errors import RecallError
-from aiden.recall import embedding
-from aiden.recall.embedding import MAX_TEXT_CHARS, Embedder, LiteLLMEmbedder, clip_text, l2_normalize
+from aiden.recall.embedding import MAX_TEXT_CHARS, Embedder, clip_text, l2_normalize
+from aiden.summarizers.llm import embedder as litellm_embedder
+from aiden.summarizers.llm.embedder import LiteLLMEmbedder
 from aiden.testing import FakeLLMServer, HashingEmbedder, hashing_embedding
 
 TEXTS = ["How old are you?", "What is your age?", "", "pytest failed in test_parser.py"]
@@ -199,7 +200,7 @@ def test_response_parsing_without_litellm() -> None:
         def __init__(self) -> None:
             self.data = [Item(None, b64), Item(True, [3, 4])]
 
-    assert embedding._vectors_of(Response(), 2, "m") == [[0.0, 1.0], [0.6, 0.8]]
+    assert litellm_embedder._vectors_of(Response(), 2, "m") == [[0.0, 1.0], [0.6, 0.8]]
     bad: list[tuple[Any, str]] = [
         ({"data": "nope"}, "has no data list"),
         ({}, "has no data list"),
@@ -212,7 +213,7 @@ def test_response_parsing_without_litellm() -> None:
     ]
     for response, message in bad:
         with pytest.raises(RecallError, match=message):
-            embedding._vectors_of(response, 2, "m")
+            litellm_embedder._vectors_of(response, 2, "m")
 
 
 NO_RETRY = {"x-should-retry": "false"}

@@ -1,12 +1,12 @@
-"""LLM-backed summarization through litellm, and the model context-window resolver.
+"""LLM-backed summarization through litellm.
 
 This is the only package of aiden that imports litellm, and it does so lazily
 (``import litellm`` costs seconds and, without ``LITELLM_LOCAL_MODEL_COST_MAP``,
-reaches for the network). Importing this package imports no litellm;
-:class:`ModelResolver` reads litellm's bundled model map without importing it.
+reaches for the network). Importing this package imports no litellm.
+:class:`ModelResolver` (the context windows of litellm's bundled model map, read
+without importing it) lives in the core, :mod:`aiden.models`; it is re-exported here.
 
-Modules, one job each: :mod:`~aiden.summarizers.llm.models` (context windows),
-:mod:`~aiden.summarizers.llm.handle` (importing litellm, sorting its errors),
+Modules, one job each: :mod:`~aiden.summarizers.llm.handle` (importing litellm, sorting its errors),
 :mod:`~aiden.summarizers.llm.loop` (the asyncio loop litellm runs on),
 :mod:`~aiden.summarizers.llm.prompts` (request -> chat messages),
 :mod:`~aiden.summarizers.llm.parse` (answer -> summary),
@@ -20,9 +20,9 @@ from __future__ import annotations
 # The underscore names are aiden-internal (the recall embedder imports litellm
 # through the same one-time, quiet import; tests drive both); the redundant
 # aliases mark them as re-exported.
+from aiden.models import ModelResolver
 from aiden.summarizers.llm.handle import _import_litellm as _import_litellm
 from aiden.summarizers.llm.loop import _loop_thread as _loop_thread
-from aiden.summarizers.llm.models import ModelResolver
 from aiden.summarizers.llm.parse import parse_summary_output
 from aiden.summarizers.llm.schema import StructuredOutput
 from aiden.summarizers.llm.stats import SummarizerStats

@@ -11,13 +11,13 @@ import msgspec
 
 from aiden.config import Config
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerUnavailable
+from aiden.models import ModelResolver
 from aiden.observe import observed
 from aiden.summarizers.extractive import ExtractiveSummarizer, summary_must_keep
 from aiden.summarizers.llm.bounds import bound_fields
 from aiden.summarizers.llm.breaker import Breaker
 from aiden.summarizers.llm.handle import _import_litellm
 from aiden.summarizers.llm.loop import _loop_thread
-from aiden.summarizers.llm.models import ModelResolver
 from aiden.summarizers.llm.onecall import CompactionMemo, history_result, session_result, with_must_keep
 from aiden.summarizers.llm.parse import read_answer, validate_summary_text
 from aiden.summarizers.llm.prompts import build_messages
