@@ -22,8 +22,7 @@ from aiden.errors import SummarizerError
 from aiden.events import SessionEvent
 from aiden.messages import Failed, Summarize, Summarized, SummarizerInbox, SummarizerOutbox
 from aiden.policy import CompactionPlan
-from aiden.policy.textbudget import cut_to_tokens
-from aiden.policy.tokens import estimate_tokens
+from aiden.policy.tokens import cut_to_tokens, estimate_tokens
 from aiden.policy.trigger_state import (
     ChunkResummarized,
     FellBack,

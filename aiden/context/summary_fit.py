@@ -50,7 +50,7 @@ from typing import Final
 
 import msgspec
 
-from aiden.policy.summary_sections import SECTION_OF_HEADING
+from aiden.policy.summary_md import SECTION_OF_HEADING
 from aiden.policy.tokens import estimate_tokens
 
 __all__ = ["OMITTED_NOTE_PREFIX", "SummaryFit", "SummaryItem", "fit_summary_layer", "summary_items"]
@@ -58,7 +58,7 @@ __all__ = ["OMITTED_NOTE_PREFIX", "SummaryFit", "SummaryItem", "fit_summary_laye
 OMITTED_NOTE_PREFIX: Final = "[Summary shortened for this prompt: left out "
 """How the last line of a cut summary layer starts (the note saying what was left out)."""
 
-# Section names as this fit shows and ranks them (headings: aiden/policy/summary_sections.py).
+# Section names as this fit shows and ranks them (headings: aiden/policy/summary_md.py).
 _DISPLAY: Final[dict[str, str]] = {
     "goal": "Goal",
     "outcome": "Outcome",

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
-from aiden.policy.failure_text import NONZERO_EXIT, OS_REFUSAL
-from aiden.policy.toolresult import reported_failure
+from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL, reported_failure
 
 __all__ = [
     "Attempt",

@@ -24,19 +24,24 @@ open thread ("Continue with the gateway migration, step 23: ...") while a
 newer chunk is at step 38. A person resuming needs the newest of each
 (:func:`prune_superseded`, #19); the stored chunk summaries, the archive and
 recall keep every line. Linear in the text.
+
+The headings a chunk or rolling summary may carry are one table,
+:data:`SECTION_OF_HEADING`: summaries are written by the embedded summarizer, by
+a model through the LLM path (its own spellings) and in seed 004's template, and
+the extractive fold (which re-reads summaries) and the prompt's summary-layer
+fit must both know which section a heading opens.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Final
 
-from aiden.policy.summary_sections import SECTION_OF_HEADING
-
 __all__ = [
     "CHUNK_MARKER",
+    "SECTION_OF_HEADING",
     "match_heading",
     "normalize",
     "prune_superseded",
@@ -44,6 +49,45 @@ __all__ = [
     "render_summary",
     "step_key",
 ]
+
+SECTION_OF_HEADING: Final[Mapping[str, str | None]] = {
+    "goal": "goal",
+    "goals": "goal",
+    "user goal": "goal",
+    "outcome": "outcome",
+    "decisions": "decisions",
+    "constraints": "constraints",
+    "constraint": "constraints",
+    "preferences": "preferences",
+    "user preferences": "preferences",
+    "corrections": "preferences",
+    "errors": "errors",
+    "errors and resolutions": "errors",
+    "failed approaches": "failed",
+    "failed": "failed",
+    "open thread": "open",
+    "open threads": "open",
+    "current state": "open",
+    "facts": "facts",
+    "project facts": "facts",
+    "must keep": "must_keep",
+    "notes": "notes",
+    "requests": "requests",
+    "files": "files",
+    "files touched": "files",
+    "key files": "files",
+    "tool results": "tool_notes",
+    "commands": "commands",
+    "working recipes": "commands",
+    "recipes": "commands",
+    # Structural headings of summary.md: they open no section of their own.
+    "turn context (split turn)": None,
+    "session history (compressed chunks)": None,
+    "rolling summary": None,
+    "recent chunks": None,
+    "project memory": None,
+}
+"""Casefolded heading -> section (the extractive summarizer's section names), or None."""
 
 _EDGE_PUNCTUATION: Final = " .,;:!?\u3002\uff01\uff1f\uff1b\uff1a-*•"  # ASCII and CJK full-width
 _WS: Final = re.compile(r"\s+")

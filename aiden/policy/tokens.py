@@ -29,12 +29,13 @@ in :mod:`~aiden.policy.tokenprofiles` (fitted by
 ``benchmarks/bench_policy.py --fit``), the run-time correction fed with the
 prompt sizes the provider reports in :mod:`~aiden.policy.calibration`; both
 are re-exported here for the callers that import them from this module.
+:func:`cut_to_tokens` cuts a text to a token budget with any estimator.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import msgspec
@@ -53,6 +54,7 @@ __all__ = [
     "TokenProfile",
     "apply_calibration",
     "calibrate",
+    "cut_to_tokens",
     "estimate_event_tokens",
     "estimate_tokens",
     "event_tokens",
@@ -300,3 +302,46 @@ def event_tokens(
 ) -> list[int]:
     """:func:`estimate_event_tokens` of every event, in order."""
     return [estimate_event_tokens(event, profile) for event in events]
+
+
+# --- cutting text to a budget ------------------------------------------------------
+
+_CUT_BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n+")
+_CUT_MARK = " [...]"
+_CUT_WORD = re.compile(r"\S+")
+
+
+def cut_to_tokens(text: str, budget: int, estimate: Callable[[str], int]) -> str:
+    """``text`` if it fits ``budget`` tokens, else its longest prefix ending at a sentence or line end.
+
+    A summary over its budget is cut rather than rejected: the compaction still
+    commits, and the cut is marked so a reader knows text was dropped. With no
+    boundary inside the budget the cut falls on a word.
+    """
+    if budget < 1:
+        raise ValueError(f"budget must be >= 1, got {budget}")
+    if estimate(text) <= budget:
+        return text
+    room = budget - estimate(_CUT_MARK)
+    ends = [m.start() for m in _CUT_BOUNDARY.finditer(text)]
+    # Binary search over boundaries: estimate is monotone in the prefix length.
+    lo, hi, best = 0, len(ends) - 1, -1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if estimate(text[: ends[mid]]) <= room:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    if best >= 0 and ends[best] > 0:
+        return text[: ends[best]].rstrip() + _CUT_MARK
+    # The word fallback cuts the original text too, so the result stays a prefix of it
+    # (joining split() words would fold a leading or doubled whitespace run away).
+    word_ends = [m.end() for m in _CUT_WORD.finditer(text)]
+    lo, hi, keep = 0, len(word_ends) - 1, -1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if estimate(text[: word_ends[mid]]) <= room:
+            keep, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return (text[: word_ends[keep]] if keep >= 0 else "") + _CUT_MARK

@@ -1,9 +1,25 @@
-"""What a tool result's metadata says about its success (pure): one rule for every reader.
+"""What a tool result says about its success (pure): its metadata, and the words that state a failure.
 
-The extractive summarizer (which errors to keep) and the experience learner
-(which attempts failed) read the same keys the way agent frameworks set them:
-``is_error`` (Anthropic, MCP), ``error``, ``status: "error"`` (LangChain's
+**Metadata.** The extractive summarizer (which errors to keep) and the experience
+learner (which attempts failed) read the same keys the way agent frameworks set
+them: ``is_error`` (Anthropic, MCP), ``error``, ``status: "error"`` (LangChain's
 ToolMessage), a process ``exit_code`` / ``returncode``, an HTTP ``status_code``.
+
+**Words.** :data:`NONZERO_EXIT` and :data:`OS_REFUSAL` are the phrases every text
+rule shares. Each reader anchors them for its own question, and the anchors differ
+on purpose:
+
+* :mod:`aiden.experience.trace` matches at the start of a result's first line
+  (the result *is* a failure report, so a later mention does not fail the attempt);
+* :mod:`aiden.summarizers.extractive.tools` takes a stated exit anywhere in a line as
+  strong evidence, but an OS refusal only in the ``<what>: Permission denied`` shape at
+  the end of a line (a mention elsewhere is weak evidence, which
+  :mod:`aiden.summarizers.mustkeep.errorlines` already scores);
+* :mod:`aiden.summarizers.extractive.collector` looks anywhere in a sentence (a sentence
+  naming a concrete error reports one);
+* :mod:`aiden.summarizers.mustkeep.errorlines` looks anywhere, word-bounded (a mention).
+
+Both patterns carry their own case-insensitive flag, so they mean the same in every reader.
 """
 
 from __future__ import annotations
@@ -11,7 +27,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["reported_failure"]
+__all__ = ["NONZERO_EXIT", "OS_REFUSAL", "reported_failure"]
+
+NONZERO_EXIT: Final = r"(?i:\bexit(?:ed)?\s+(?:with\s+)?(?:code|status)\s*[:=]?\s*[1-9]\d*\b)"
+"""A stated non-zero exit: ``exit code 2``, ``exited with status 1``, ``Exit status: 127``."""
+OS_REFUSAL: Final = r"(?i:permission denied|connection refused)"
+"""The operating system's refusals (``EACCES``, ``ECONNREFUSED``) in any case (Go lowercases them)."""
 
 _EXIT_KEYS: Final = ("exit_code", "returncode", "status_code")
 

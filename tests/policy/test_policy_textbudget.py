@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiden.policy.textbudget import cut_to_tokens
+from aiden.policy.tokens import cut_to_tokens
 
 
 def words(text: str) -> int:

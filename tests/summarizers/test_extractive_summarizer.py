@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiden.events import SessionEvent
+from aiden.policy.tokens import estimate_tokens
 from aiden.summarizers import ExtractiveSummarizer, Summarizer
-from aiden.summarizers.extractive import estimate_tokens
 from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
 from aiden.summarizers.protocol import (
     Decision,

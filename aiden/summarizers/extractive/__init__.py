@@ -34,11 +34,9 @@ from aiden.summarizers.extractive.events import stated_goal
 from aiden.summarizers.extractive.fold import summary_must_keep
 from aiden.summarizers.extractive.render import render_structured
 from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer, rolling_fold
-from aiden.summarizers.extractive.tokens import estimate_tokens
 
 __all__ = [
     "ExtractiveSummarizer",
-    "estimate_tokens",
     "render_structured",
     "rolling_fold",
     "stated_goal",

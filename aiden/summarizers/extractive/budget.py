@@ -7,9 +7,9 @@ from typing import Final
 
 import msgspec
 
+from aiden.policy.tokens import estimate_tokens
 from aiden.summarizers.extractive.items import _QUOTA, _R_FACT, Section, _Item, _line_of
 from aiden.summarizers.extractive.render import _SECTION_TITLES
-from aiden.summarizers.extractive.tokens import estimate_tokens
 from aiden.summarizers.mustkeep import clip
 
 _INLINE_SECTIONS: Final[frozenset[Section]] = frozenset({"goal", "outcome", "files"})

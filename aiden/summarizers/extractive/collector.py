@@ -7,7 +7,7 @@ from typing import Final
 
 import msgspec
 
-from aiden.policy.failure_text import NONZERO_EXIT, OS_REFUSAL
+from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL
 from aiden.summarizers.extractive.items import _R_ERROR_RESOLVED, _R_MINOR, _R_NOTE, Section, _Item
 from aiden.summarizers.extractive.noise import negates_error
 from aiden.summarizers.mustkeep import (

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Final
 
-from aiden.summarizers.extractive.tokens import estimate_tokens
+from aiden.policy.tokens import estimate_tokens
 from aiden.summarizers.mustkeep import content_words
 from aiden.summarizers.mustkeep.phatic import informative_words, is_phatic, split_speaker
 

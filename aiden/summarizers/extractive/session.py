@@ -7,9 +7,9 @@ from typing import Final, Literal
 
 import msgspec
 
+from aiden.policy.tokens import estimate_tokens
 from aiden.summarizers.extractive.collector import _Collector
 from aiden.summarizers.extractive.items import _QUOTA, _R_USER, FIXED_SEP, _Item, _texts
-from aiden.summarizers.extractive.tokens import estimate_tokens
 from aiden.summarizers.mustkeep import normalize
 from aiden.summarizers.protocol import StructuredSummary
 

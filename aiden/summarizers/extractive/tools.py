@@ -12,8 +12,7 @@ from typing import Final
 import msgspec
 
 from aiden.events import SessionEvent
-from aiden.policy.failure_text import NONZERO_EXIT, OS_REFUSAL
-from aiden.policy.toolresult import reported_failure
+from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL, reported_failure
 from aiden.summarizers.extractive.items import _TOOL_NOTE_CHARS
 from aiden.summarizers.extractive.noise import (
     is_file_view_line,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from aiden.policy.failure_text import OS_REFUSAL
+from aiden.policy.toolresult import OS_REFUSAL
 
 _STRONG_ERROR: Final = re.compile(
     r"^\s*(?:(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit)(?::\s|:?$)"
