@@ -68,7 +68,6 @@ class _Session(Protocol):
     def estimate_text(self, text: str) -> int: ...
     async def hot_window(self) -> list[SessionEvent]: ...
     async def chunk_index(self) -> ChunkIndex: ...
-    async def summary_md(self) -> str: ...
     async def rotate(self, closed_session_id: str | None = None) -> str: ...
 
 
@@ -322,7 +321,7 @@ class Lifecycle:
         """One prompt from one snapshot of the files; no I/O, so budget fitting can try many."""
         m = self._m
         cfg = call.cfg
-        hot, index, summary = snapshot
+        hot, index = snapshot
         split_ctx = ""
         split_before: int | None = None
         if index.chunks and index.chunks[-1].split_turn_context:
@@ -359,7 +358,9 @@ class Lifecycle:
             body = self._body.render(
                 replay, governance, split_turn_context=split_ctx, split_before_seq=split_before
             )
-        layer = fit_summary_layer(summary.strip(), cfg.summary_layer_tokens(), m.estimate_text)
+        # The layer is rendered from the index, as the store renders summary.md from it (never parsed back).
+        recent = [(c.chunk_id, c.summary, c.degraded) for c in index.chunks[-m.config.summary_max_chunks :]]
+        layer = fit_summary_layer(index.rolling_summary, recent, cfg.summary_layer_tokens(), m.estimate_text)
         built = build_messages(
             layers=call.layers,
             hot_window=replay,
@@ -390,13 +391,11 @@ class _Call:
     tools: Sequence[Mapping[str, Any]]
 
 
-_Snapshot = tuple[Sequence[SessionEvent], Any, str]
+_Snapshot = tuple[Sequence[SessionEvent], ChunkIndex]
 
 
 async def _gather(m: _Session) -> _Snapshot:
     # Hot window first: if a compaction commits between the reads, its events
     # appear twice (verbatim and summarized), never zero times.
     hot = await m.hot_window()
-    index = await m.chunk_index()
-    summary = await m.summary_md()
-    return hot, index, summary
+    return hot, await m.chunk_index()

@@ -1,8 +1,11 @@
 """The summary layer of one prompt, cut to its share of the window by priority (pure).
 
-summary.md (:mod:`aiden.policy.summary_md`) can outgrow the summary layer's
-budget (``summary_layer_percent`` of the window). Each prompt then carries a
-*fitted copy*; summary.md itself is unchanged. A cut at a position would keep
+The layer is what summary.md shows, made from the same data: the chunk index's
+rolling summary and its Recent Chunks entries (:func:`aiden.policy.summary_md.summary_parts`),
+never summary.md's text parsed back. It can outgrow its budget
+(``summary_layer_percent`` of the window). Each prompt then carries a *fitted
+copy*, rendered from the parts' kept lines by the same renderer
+(:func:`aiden.policy.summary_md.render_parts`); summary.md itself is unchanged. A cut at a position would keep
 whatever comes first — the rolling summary's long ``Commands:`` list — and
 drop the newest chunks, the part next to the hot window; a cut by section or
 age alone drops a chunk's one line naming a place, a date or a decision while
@@ -33,12 +36,14 @@ dates, places and figures a later question asks about are rare, repeated
 filler words are not. Divided by the line's size in tokens, it ranks what a
 token of the layer buys.
 
-The cut is a prefix of that order: a line is never dropped while a line after
-it in the order is kept, and an item (a bullet with its continuation lines) is
-kept or dropped whole. Headings, chunk markers and split-turn markers are kept
-exactly when something under them is. A last line says what was left out and
-that ``recall_session_chunks`` finds it; every other line of the result is a
-line of summary.md, in order.
+Each part's own text (a summary as its summarizer wrote it) is read for its
+sections and items: the summarizers' headings and bullets are their output's
+format. The cut is a prefix of that order: a line is never dropped while a line
+after it in the order is kept, and an item (a bullet with its continuation
+lines) is kept or dropped whole. Headings, chunk entries and split-turn markers
+are kept exactly when something under them is. A last line says what was left
+out and that ``recall_session_chunks`` finds it; every other line of the result
+is a line of summary.md (without its trailing whitespace), in order.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from typing import Final
 
 import msgspec
 
-from aiden.policy.summary_md import SECTION_OF_HEADING
+from aiden.policy.summary_md import SECTION_OF_HEADING, render_parts, summary_parts
 from aiden.policy.tokens import estimate_tokens
 
 __all__ = ["OMITTED_NOTE_PREFIX", "SummaryFit", "SummaryItem", "fit_summary_layer", "summary_items"]
@@ -101,28 +106,28 @@ _STOPWORDS: Final = frozenset((
 _SPLIT_HEADING: Final = "turn context (split turn)"
 
 _MD_HEADING: Final = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
-_CHUNK: Final = re.compile(r"^[-*]\s+\*\*([\w-]+)\*\*(?:\s*\(degraded\))?$")
 _LABEL: Final = re.compile(r"^(?:\*\*)?([A-Za-z][A-Za-z ()]{0,40}?)(?:\*\*)?\s*:(?:\*\*)?\s*(.*)$")
 _BULLET: Final = re.compile(r"^(?:[-*•+]|\d{1,3}[.)])\s")
 _RULE: Final = re.compile(r"^-{3,}$")
 _SEQS: Final = re.compile(r"^chunk_(\d+)_(\d+)$")
 # Levels of the structural stack: markdown headings 1-6, then these.
-_CHUNK_LEVEL: Final = 7
 _SPLIT_LEVEL: Final = 8
 _SECTION_LEVEL: Final = 9
 
 
 class SummaryItem(msgspec.Struct, frozen=True):
-    """One content item of a summary text: kept or dropped whole."""
+    """One content item of the summary layer: kept or dropped whole."""
 
+    part: int
+    """0 for the rolling summary, ``n`` for the ``n``-th Recent Chunks entry (oldest first)."""
     lines: tuple[int, ...]
-    """Indices (into ``text.splitlines()``) of the item's own lines: a bullet and its continuations."""
+    """Indices (into the part's text, split in lines) of the item's own lines: a bullet and its continuations."""
     parents: tuple[int, ...]
-    """Indices of the lines it stands under (headings, chunk and split markers), kept with it."""
+    """Indices of the part's lines it stands under (headings, split markers), kept with it."""
     section: str
     """Canonical section name (``"other"`` for an unlabelled line)."""
     chunk: str
-    """The chunk id it belongs to (``""`` outside Recent Chunks)."""
+    """The chunk id it belongs to (``""`` for the rolling summary)."""
     rank: tuple[int, ...]
     """Sort key: lower is kept first; ties never occur (the last element is the line index)."""
 
@@ -138,16 +143,16 @@ class SummaryFit(msgspec.Struct, frozen=True):
 
 
 class _Parse:
-    """Line-by-line reader of one summary text (the state it carries between lines)."""
+    """Line-by-line reader of one part's text (the state it carries between lines)."""
 
-    def __init__(self, lines: Sequence[str]) -> None:
+    def __init__(self, lines: Sequence[str], *, top_headings: bool) -> None:
         self.lines = lines
+        # In summary.md only the rolling summary stands at the left margin: a heading there that
+        # names no section is structure (a custom text's own top level), inside a chunk a section.
+        self.top_headings = top_headings
         self.stack: list[tuple[int, int]] = []  # (level, line index) of the open structural lines
-        self.chunk = ""
-        self.chunks: list[str] = []
-        self.recent = False  # inside "## Recent Chunks"
         self.section = "other"
-        self.raw: list[tuple[list[int], tuple[int, ...], str, str]] = []
+        self.raw: list[tuple[list[int], tuple[int, ...], str]] = []
         self.bullet_indent = -1  # indent of the last bullet: deeper plain lines continue it
 
     def push(self, level: int, index: int) -> None:
@@ -156,7 +161,7 @@ class _Parse:
         self.stack.append((level, index))
 
     def add(self, index: int, section: str) -> None:
-        self.raw.append(([index], tuple(i for _, i in self.stack), section, self.chunk))
+        self.raw.append(([index], tuple(i for _, i in self.stack), section))
 
     def line(self, index: int) -> None:
         text = self.lines[index]
@@ -177,16 +182,8 @@ class _Parse:
         heading = None if bullet else _MD_HEADING.match(stripped)
         label = None if bullet or heading else _LABEL.match(stripped)
         name = (heading.group(2) if heading else label.group(1) if label else "").strip("*: ").casefold()
-        chunk = _CHUNK.match(stripped) if bullet and self.recent else None
-        if chunk is not None:
-            self.chunk = chunk.group(1)
-            self.chunks.append(self.chunk)
-            self._open(_CHUNK_LEVEL, index)
-        elif heading is not None and name not in _CANONICAL and indent == 0:
-            # summary.md's own skeleton (or a custom text's top-level headings).
+        if heading is not None and name not in _CANONICAL and indent == 0 and self.top_headings:
             self._open(len(heading.group(1)), index)
-            self.recent = name == "recent chunks" or (self.recent and len(heading.group(1)) > 2)
-            self.chunk = self.chunk if len(heading.group(1)) > 2 else ""
         elif _RULE.match(stripped) or (label is not None and name == _SPLIT_HEADING and not label.group(2)):
             # "---" then "Turn Context (split turn):": one marker of two lines.
             if self.stack and self.stack[-1][0] == _SPLIT_LEVEL and self._nothing_since(self.stack[-1][1]):
@@ -238,32 +235,53 @@ def _terms(text: str) -> dict[str, float]:
     return out
 
 
-def summary_items(text: str, estimate: Callable[[str], int] = estimate_tokens) -> list[SummaryItem]:
-    """The content items of ``text`` with their priority (:attr:`SummaryItem.rank`)."""
-    lines = text.splitlines()
-    parse = _Parse(lines)
-    for index in range(len(lines)):
-        parse.line(index)
-    age_of = {cid: age for age, cid in enumerate(reversed(parse.chunks))}
-    terms = [_terms(" ".join(lines[i] for i in item_lines)) for item_lines, _, _, _ in parse.raw]
+def summary_items(
+    rolling: str, recent: Sequence[tuple[str, str, bool]], estimate: Callable[[str], int] = estimate_tokens
+) -> list[SummaryItem]:
+    """The content items of the summary layer of these parts, as summary.md shows them, with their priority.
+
+    Line indices are into the shown text of each part: :func:`aiden.policy.summary_md.summary_parts`.
+    """
+    shown, chunks = summary_parts(rolling, recent)
+    return _items(_texts(shown, chunks), [cid for cid, _, _ in chunks], estimate)
+
+
+def _texts(shown: str, chunks: Sequence[tuple[str, str, bool]]) -> list[str]:
+    # Without trailing whitespace: summary.md drops a part's last one, and a kept line may end a part here.
+    return ["\n".join(line.rstrip() for line in text.splitlines()) for text in (shown, *(t for _, t, _ in chunks))]
+
+
+def _items(texts: Sequence[str], chunk_ids: Sequence[str], estimate: Callable[[str], int]) -> list[SummaryItem]:
+    raw: list[tuple[int, list[int], tuple[int, ...], str]] = []
+    for part, text in enumerate(texts):
+        parse = _Parse(text.splitlines(), top_headings=part == 0)
+        for index in range(len(parse.lines)):
+            parse.line(index)
+        raw.extend((part, item_lines, parents, section) for item_lines, parents, section in parse.raw)
+    lines = [text.splitlines() for text in texts]
+    joined = [" ".join(lines[part][i] for i in item_lines) for part, item_lines, _, _ in raw]
+    terms = [_terms(text) for text in joined]
     df: dict[str, int] = {}
     for found in terms:
         for key in found:
             df[key] = df.get(key, 0) + 1
     total = len(terms)
+    chunks = len(chunk_ids)
     items = []
-    for (item_lines, parents, section, chunk), found in zip(parse.raw, terms, strict=True):
+    for (part, item_lines, parents, section), found in zip(raw, terms, strict=True):
         # The rolling summary is older than every chunk: last within a tier it shares with them.
-        age = age_of[chunk] if chunk else len(parse.chunks)
-        tier = _tier(age, bool(chunk), section)
+        age = chunks - part
+        tier = _tier(age, part > 0, section)
         value = sum(w * math.log(1 + total / df[key]) for key, w in found.items())
         if tier == 2 and len(found) <= 1:
             tier = 3  # a phatic or contentless line
-        size = max(1, estimate(" ".join(lines[i].strip() for i in item_lines)))
+        size = max(1, estimate(" ".join(lines[part][i].strip() for i in item_lines)))
         # Milli-units keep the key integral (and so exactly comparable across platforms).
         density = round(1000 * value / size) if tier in (2, 3) else 0
-        rank = (tier, -density, age, item_lines[0])
-        items.append(SummaryItem(tuple(item_lines), parents, section, chunk, rank))
+        # The line's place in summary.md breaks ties: the part, then the line within it.
+        rank = (tier, -density, age, part, item_lines[0])
+        chunk = chunk_ids[part - 1] if part else ""
+        items.append(SummaryItem(part, tuple(item_lines), parents, section, chunk, rank))
     return items
 
 
@@ -310,32 +328,43 @@ def _note(dropped: Sequence[SummaryItem], whole_chunks: Sequence[str]) -> str:
     )
 
 
-def fit_summary_layer(text: str, budget: int, estimate: Callable[[str], int] = estimate_tokens) -> SummaryFit:
-    """``text`` (summary.md) cut to ``budget`` tokens for one prompt, by priority (see the module docstring).
+def fit_summary_layer(
+    rolling: str,
+    recent: Sequence[tuple[str, str, bool]],
+    budget: int,
+    estimate: Callable[[str], int] = estimate_tokens,
+) -> SummaryFit:
+    """The summary layer of these parts cut to ``budget`` tokens for one prompt, by priority (module docstring).
 
-    Deterministic; the result's estimate is at most ``budget``; a text that
-    fits is returned unchanged (so the fit is idempotent). When not even the
-    note fits, the layer is empty.
+    ``rolling`` and ``recent`` are the chunk index's rolling summary and Recent Chunks entries
+    ``(chunk_id, summary, degraded)``, oldest first, as summary.md is rendered from them.
+    Deterministic; the result's estimate is at most ``budget``; parts that fit are
+    rendered whole, as summary.md shows them. When not even the note fits, the layer is empty.
     """
+    if not rolling.strip() and not recent:
+        return SummaryFit("", trimmed=False)
+    shown, chunks = summary_parts(rolling, recent)
+    text = render_parts(shown, chunks).strip()
     if estimate(text) <= budget:
         return SummaryFit(text, trimmed=False)
-    lines = text.splitlines()
-    items = sorted(summary_items(text, estimate), key=lambda item: item.rank)
-    chunk_of: dict[str, list[int]] = {}
+    texts = _texts(shown, chunks)
+    lines = [t.splitlines() for t in texts]
+    items = sorted(_items(texts, [cid for cid, _, _ in chunks], estimate), key=lambda item: item.rank)
+    first_of: dict[str, int] = {}
     for n, item in enumerate(items):
         if item.chunk:
-            chunk_of.setdefault(item.chunk, []).append(n)
-    order = list(
-        dict.fromkeys(item.chunk for item in sorted(items, key=lambda it: it.lines[0]) if item.chunk)
-    )
+            first_of.setdefault(item.chunk, n)
 
     def attempt(k: int) -> str:
-        keep: set[int] = set()
+        keep: list[set[int]] = [set() for _ in texts]
         for item in items[:k]:
-            keep.update(item.lines)
-            keep.update(item.parents)
-        whole = [c for c in order if min(chunk_of[c]) >= k]
-        return "\n".join([*_render(lines, keep), _note(items[k:], whole)])
+            keep[item.part].update(item.lines)
+            keep[item.part].update(item.parents)
+        kept = ["\n".join(_render(lines[n], keep[n])) for n in range(len(texts))]
+        entries = [(cid, kept[n], degraded) for n, (cid, _, degraded) in enumerate(chunks, start=1) if kept[n]]
+        whole = [cid for cid, _, _ in chunks if cid in first_of and first_of[cid] >= k]
+        body = render_parts(kept[0], entries, skeleton=False).strip() if kept[0] or entries else ""
+        return "\n".join(p for p in (body, _note(items[k:], whole)) if p)
 
     # Keeping more items never shortens the kept lines, though the note may shrink: the search
     # returns the longest prefix it verified (a fit, never an overflow); none fits: an empty layer.

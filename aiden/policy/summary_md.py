@@ -46,7 +46,9 @@ __all__ = [
     "normalize",
     "prune_superseded",
     "render_entry",
+    "render_parts",
     "render_summary",
+    "summary_parts",
     "step_key",
 ]
 
@@ -154,14 +156,32 @@ def render_summary(rolling: str, recent: Sequence[tuple[str, str, bool]]) -> str
     step of the same request as the open thread) is shown only at its newest
     place (:func:`prune_superseded`).
     """
+    return render_parts(*summary_parts(rolling, recent))
+
+
+def summary_parts(
+    rolling: str, recent: Sequence[tuple[str, str, bool]]
+) -> tuple[str, list[tuple[str, str, bool]]]:
+    """The rolling summary and the Recent Chunks entries as summary.md shows them (superseded lines pruned)."""
     shown_rolling, *summaries = prune_superseded([rolling, *(summary for _, summary, _ in recent)])
-    parts = ["# Session History (compressed chunks)\n", "## Rolling Summary\n"]
-    parts.append((shown_rolling.strip() + "\n") if shown_rolling.strip() else "")
-    parts.append("## Recent Chunks\n")
-    parts.extend(
-        render_entry(chunk_id, text, degraded=degraded)
-        for (chunk_id, _, degraded), text in zip(recent, summaries, strict=True)
-    )
+    return shown_rolling, [
+        (chunk_id, text, degraded) for (chunk_id, _, degraded), text in zip(recent, summaries, strict=True)
+    ]
+
+
+def render_parts(rolling: str, recent: Sequence[tuple[str, str, bool]], *, skeleton: bool = True) -> str:
+    """summary.md's text from its parts, as they are; without ``skeleton`` an empty section is left out.
+
+    The prompt's fitted summary layer (:mod:`aiden.context.summary_fit`) renders what it keeps of
+    the parts here, without the headings of a section it kept nothing of.
+    """
+    parts = ["# Session History (compressed chunks)\n"]
+    if skeleton or rolling.strip():
+        parts.append("## Rolling Summary\n")
+        parts.append((rolling.strip() + "\n") if rolling.strip() else "")
+    if skeleton or recent:
+        parts.append("## Recent Chunks\n")
+        parts.extend(render_entry(chunk_id, text, degraded=degraded) for chunk_id, text, degraded in recent)
     return "\n".join(p for p in parts if p)
 
 

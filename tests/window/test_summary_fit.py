@@ -13,10 +13,13 @@ from hypothesis import strategies as st
 import aiden
 from aiden import Config, SessionEvent
 from aiden.context import OMITTED_NOTE_PREFIX, SummaryItem, fit_summary_layer, summary_items
+from aiden.policy.summary_md import summary_parts
 from aiden.policy.tokens import estimate_tokens
 from aiden.storage.chunks import ChunkEntry, ChunkIndex
 from aiden.storage.summary_md import render_summary_md
 from aiden.testing import ScriptedSummarizer
+
+Recent = list[tuple[str, str, bool]]
 
 
 def entry(first: int, last: int, summary: str) -> ChunkEntry:
@@ -32,6 +35,19 @@ def entry(first: int, last: int, summary: str) -> ChunkEntry:
 
 def summary_md(rolling: str, chunks: list[ChunkEntry]) -> str:
     return render_summary_md(ChunkIndex(rolling_summary=rolling, chunks=chunks), chunks).strip()
+
+
+def recent(*chunks: ChunkEntry) -> Recent:
+    """The Recent Chunks parts of ``chunks``, as the prompt builder takes them from the index."""
+    return [(c.chunk_id, c.summary, c.degraded) for c in chunks]
+
+
+def shown_line(rolling: str, chunks: Recent, item: SummaryItem, n: int = 0) -> str:
+    """The ``n``-th line of ``item`` as the fit shows it: as in summary.md (a chunk's lines indented under
+    its entry), without trailing whitespace."""
+    shown, parts = summary_parts(rolling, chunks)
+    line = [shown, *(text for _, text, _ in parts)][item.part].splitlines()[item.lines[n]].rstrip()
+    return line if item.part == 0 or not line else f"  {line}"
 
 
 ROLLING = """Goal: migrate the gateway
@@ -57,6 +73,7 @@ NEWEST = entry(
     "\n\n---\n\nTurn Context (split turn):\nOpen thread:\n- step 5",
 )
 TEXT = summary_md(ROLLING, [OLDER, NEWEST])
+RECENT = recent(OLDER, NEWEST)
 
 
 def test_noise_goes_first_and_the_newest_chunk_stays() -> None:
@@ -91,9 +108,9 @@ Facts:
   - step 5
 [Summary shortened for this prompt: left out Commands (4 lines), Tool results (1). summary.md keeps them all; \
 recall_session_chunks finds them.]"""
-    fit = fit_summary_layer(TEXT, len(expected), len)
+    fit = fit_summary_layer(ROLLING, RECENT, len(expected), len)
     assert (fit.text, fit.trimmed, fit.omitted_lines) == (expected, True, 5)
-    assert fit_summary_layer(TEXT, len(TEXT), len).text == TEXT
+    assert fit_summary_layer(ROLLING, RECENT, len(TEXT), len).text == TEXT
 
 
 def test_a_tighter_budget_gives_up_whole_chunks_and_says_which() -> None:
@@ -112,38 +129,42 @@ Goal: migrate the gateway
 [Summary shortened for this prompt: left out Commands (4 lines), Tool results (1), Files (1), Facts (1), \
 Open thread (3), Decisions (1); the chunks for seq 10-19 entirely. summary.md keeps them all; \
 recall_session_chunks finds them.]"""
-    assert fit_summary_layer(TEXT, 500, len).text == expected
-    only_note = fit_summary_layer(TEXT, 300, len)
+    assert fit_summary_layer(ROLLING, RECENT, 500, len).text == expected
+    only_note = fit_summary_layer(ROLLING, RECENT, 300, len)
     assert only_note.text.startswith(
         OMITTED_NOTE_PREFIX + "Commands (4 lines), Tool results (1), Files (1), Facts (1)"
     )
     assert only_note.omitted_lines == 13
-    assert fit_summary_layer(TEXT, 150, len) == fit_summary_layer(TEXT, 0, len)
-    assert fit_summary_layer(TEXT, 0, len).text == ""
+    assert fit_summary_layer(ROLLING, RECENT, 150, len) == fit_summary_layer(ROLLING, RECENT, 0, len)
+    assert fit_summary_layer(ROLLING, RECENT, 0, len).text == ""
+
+
+def test_no_summary_is_an_empty_layer() -> None:
+    assert fit_summary_layer("", [], 0, len) == fit_summary_layer("", [], 100, len)
+    assert fit_summary_layer("", [], 0, len).text == ""
 
 
 def test_older_chunks_keep_their_facts_before_their_open_thread() -> None:
     older = entry(1, 9, "Open thread:\n- step 1\nDecisions:\n- keep the v1 schema because clients pin it")
     newer = entry(10, 19, "Open thread:\n- step 2")
-    text = summary_md("", [older, newer])
-    items = sorted(summary_items(text), key=lambda item: item.rank)
-    ordered = [text.splitlines()[item.lines[0]].strip() for item in items]
+    items = sorted(summary_items("", recent(older, newer)), key=lambda item: item.rank)
+    ordered = [shown_line("", recent(older, newer), item).strip() for item in items]
     assert ordered == ["- step 2", "- keep the v1 schema because clients pin it", "- step 1"]
 
 
 def test_a_bullet_and_its_continuation_lines_are_one_item() -> None:
     long = "because " + "the old pool leaks connections under load " * 4
     rolling = f"Decisions:\n- first line of a decision\n    {long}\n- {long}short one\nCommands:\n- ls"
-    text = summary_md(rolling, [])
-    (decision, short, command) = summary_items(text)
-    assert (decision.lines, short.lines, command.lines) == ((5, 6), (7,), (9,))
+    (decision, short, command) = summary_items(rolling, [])
+    assert (decision.lines, short.lines, command.lines) == ((1, 2), (3,), (5,))
     expected = (
         "# Session History (compressed chunks)\n\n## Rolling Summary\n\nDecisions:\n"
-        f"- first line of a decision\n    {long}\n"
+        # A part's trailing whitespace goes, as summary.md renders a part.
+        f"- first line of a decision\n    {long.rstrip()}\n"
         f"{OMITTED_NOTE_PREFIX}Commands (1 lines), Decisions (1). summary.md keeps them all; "
         "recall_session_chunks finds them.]"
     )
-    assert fit_summary_layer(text, len(expected), len).text == expected
+    assert fit_summary_layer(rolling, [], len(expected), len).text == expected
 
 
 def test_lines_go_by_information_value_not_by_section_or_age() -> None:
@@ -151,15 +172,18 @@ def test_lines_go_by_information_value_not_by_section_or_age() -> None:
     rolling = "Constraints:\n" + "\n".join(f"- Can't wait to see you again, so much fun {n}!" for n in range(4))
     older = entry(1, 9, "Facts:\n- Jon moved to West County in March 2021 for the bakery job")
     newer = entry(10, 19, "Open thread:\n- talking about the weekend")
+    chunks = recent(older, newer)
     text = summary_md(rolling, [older, newer])
     fact = "  - Jon moved to West County in March 2021 for the bakery job"
     filler = [line for line in text.splitlines() if "Can't wait" in line]
     # Room for the newest chunk, one line more and the note: the fact, not the filler (by section
     # and age the rolling summary's Constraints would have gone first and the chunk's fact dropped).
-    items = sorted(summary_items(text, len), key=lambda item: item.rank)
-    assert [text.splitlines()[i.lines[0]] for i in items[:2]] == ["  - talking about the weekend", fact]
-    budget = next(b for b in range(len(text)) if fact in fit_summary_layer(text, b, len).text.splitlines())
-    fit = fit_summary_layer(text, budget, len)
+    items = sorted(summary_items(rolling, chunks, len), key=lambda item: item.rank)
+    assert [shown_line(rolling, chunks, i) for i in items[:2]] == ["  - talking about the weekend", fact]
+    budget = next(
+        b for b in range(len(text)) if fact in fit_summary_layer(rolling, chunks, b, len).text.splitlines()
+    )
+    fit = fit_summary_layer(rolling, chunks, budget, len)
     assert fit.trimmed and not any(line in fit.text for line in filler)
 
 
@@ -191,7 +215,7 @@ def blocks(draw: st.DrawFn, tag: str) -> str:
 
 
 @st.composite
-def summaries(draw: st.DrawFn) -> str:
+def summaries(draw: st.DrawFn) -> tuple[str, Recent]:
     rolling = draw(blocks("r")) if draw(st.booleans()) else ""
     chunks = []
     for n in range(draw(st.integers(0, 4))):
@@ -199,59 +223,62 @@ def summaries(draw: st.DrawFn) -> str:
         if draw(st.booleans()):
             text += "\n\n---\n\nTurn Context (split turn):\n" + draw(blocks(f"s{n}"))
         chunks.append(entry(10 * n + 1, 10 * n + 10, text))
-    return summary_md(rolling, chunks)
+    return rolling, recent(*chunks)
 
 
-def kept_items(text: str, fitted: str) -> list[bool]:
-    """Per item of ``text`` (in rank order): is it in ``fitted``? (content lines are unique by their tags)"""
-    out_lines = set(fitted.splitlines())
-    lines = text.splitlines()
-    items = sorted(summary_items(text), key=lambda item: item.rank)
+def ranked(rolling: str, chunks: Recent) -> list[SummaryItem]:
+    return sorted(summary_items(rolling, chunks), key=lambda item: item.rank)
+
+
+def kept_items(rolling: str, chunks: Recent, fitted: list[str]) -> list[bool]:
+    """Per item (in rank order): is it in ``fitted``? (content lines are unique by their tags)"""
+    out_lines = set(fitted)
     kept = []
-    for item in items:
-        present = [lines[i] in out_lines for i in item.lines]
+    for item in ranked(rolling, chunks):
+        present = [shown_line(rolling, chunks, item, n) in out_lines for n in range(len(item.lines))]
         assert len(set(present)) == 1, "an item was cut in the middle"
         kept.append(present[0])
     return kept
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=summaries(), share=st.floats(0.0, 1.2))
-def test_the_fit_is_a_prefix_of_the_priority_order_within_budget(text: str, share: float) -> None:
+@given(parts=summaries(), share=st.floats(0.0, 1.2))
+def test_the_fit_is_a_prefix_of_the_priority_order_within_budget(
+    parts: tuple[str, Recent], share: float
+) -> None:
+    rolling, chunks = parts
+    text = summary_md(rolling, [entry(int(c.split("_")[1]), int(c.split("_")[2]), t) for c, t, _ in chunks])
+    if not rolling.strip() and not chunks:
+        text = ""  # before the first compaction there is no summary.md
     budget = int(estimate_tokens(text) * share)
-    fit = fit_summary_layer(text, budget)
+    fit = fit_summary_layer(rolling, chunks, budget)
     assert estimate_tokens(fit.text) <= budget
     assert fit.trimmed == (estimate_tokens(text) > budget)
-    assert fit_summary_layer(text, budget) == fit  # deterministic
-    assert fit_summary_layer(fit.text, budget).text == fit.text  # idempotent
+    assert fit_summary_layer(rolling, chunks, budget) == fit  # deterministic
     if not fit.trimmed:
-        assert fit.text == text
+        assert fit.text == text  # what fits is summary.md as the store renders it
         return
     out = fit.text.splitlines()
     if out:
         assert out[-1].startswith(OMITTED_NOTE_PREFIX)
         out = out[:-1]
-    # Every other line is a line of summary.md, in order.
-    source = iter(text.splitlines())
+    # Every other line is a line of summary.md (without trailing whitespace), in order.
+    source = iter(line.rstrip() for line in text.splitlines())
     assert all(any(line == candidate for candidate in source) for line in out)
     # A higher-priority item is never dropped while a lower-priority one is kept.
-    kept = kept_items(text, "\n".join(out))
+    kept = kept_items(rolling, chunks, out)
     assert kept == sorted(kept, reverse=True)
-    assert fit.omitted_lines == sum(
-        len(item.lines)
-        for item, k in zip(sorted(summary_items(text), key=lambda i: i.rank), kept, strict=True)
-        if not k
-    )
+    by_rank = ranked(rolling, chunks)
+    assert fit.omitted_lines == sum(len(item.lines) for item, k in zip(by_rank, kept, strict=True) if not k)
     # ... in the terms of #19 and #38: noise goes first, then lines without content; the goal last.
-    by_rank = sorted(summary_items(text), key=lambda i: i.rank)
-    kept_of = {item.lines[0]: k for item, k in zip(by_rank, kept, strict=True)}
-    items = summary_items(text)
+    kept_of = {(item.part, item.lines[0]): k for item, k in zip(by_rank, kept, strict=True)}
+    items = summary_items(rolling, chunks)
 
     def all_kept(test: Callable[[SummaryItem], bool]) -> bool:
-        return all(kept_of[i.lines[0]] for i in items if test(i))
+        return all(kept_of[i.part, i.lines[0]] for i in items if test(i))
 
     def any_kept(test: Callable[[SummaryItem], bool]) -> bool:
-        return any(kept_of[i.lines[0]] for i in items if test(i))
+        return any(kept_of[i.part, i.lines[0]] for i in items if test(i))
 
     newest = max((i.chunk for i in items if i.chunk), key=lambda c: int(c.split("_")[1]), default="")
 
@@ -269,12 +296,16 @@ def test_the_fit_is_a_prefix_of_the_priority_order_within_budget(text: str, shar
         assert all_kept(resume)
     if any_kept(lambda i: i.chunk != newest and not resume(i)):
         assert all_kept(lambda i: i.chunk == newest and not noise(i))
-    # Kept lines keep their section and chunk: their headings and markers came along.
-    before = {text.splitlines()[i.lines[0]]: (i.section, i.chunk) for i in summary_items(text)}
-    after = "\n".join(out)
-    assert {after.splitlines()[i.lines[0]]: (i.section, i.chunk) for i in summary_items(after)} == {
-        line: where for line, where in before.items() if line in set(out)
-    }
+    # Kept lines stand under their own chunk entry and below the headings they stood under.
+    entry_at = [n for n, line in enumerate(out) if line.startswith("- **chunk_")]
+    for item in items:
+        if kept_of[item.part, item.lines[0]]:
+            at = out.index(shown_line(rolling, chunks, item))
+            start = max((n for n in entry_at if n < at), default=0)
+            assert (out[start][4:].split("*")[0] if start in entry_at else "") == item.chunk
+            for parent in item.parents:
+                heading = shown_line(rolling, chunks, SummaryItem(item.part, (parent,), (), "", "", ()))
+                assert heading in out[start:at]
 
 
 # --- through Memory.build_messages ------------------------------------------------------
@@ -304,6 +335,7 @@ async def test_the_prompt_keeps_every_open_thread_and_drops_the_oldest_commands(
             await memory.commit_run(f"turn {turn} done")
             await memory.maintain(manual=True)
         summary = await memory.summary_md()
+        index = await memory.chunk_index()
         built = await memory.build_messages()
     assert estimate_tokens(summary) > cfg.summary_layer_tokens()
     assert built.summary_trimmed
@@ -312,10 +344,11 @@ async def test_the_prompt_keeps_every_open_thread_and_drops_the_oldest_commands(
     threads = [line for line in lines if "- now at step" in line]
     assert len(threads) >= 6 and all(line in system for line in threads)
     # A newer chunk's commands are kept before an older one's (the old cut kept the oldest only).
+    chunks = recent(*index.chunks[-cfg.summary_max_chunks :])
     share: dict[str, list[bool]] = {}
-    for item in summary_items(summary):
+    for item in summary_items(index.rolling_summary, chunks):
         if item.section == "Commands":
-            share.setdefault(item.chunk, []).append(lines[item.lines[0]] in system)
+            share.setdefault(item.chunk, []).append(shown_line(index.rolling_summary, chunks, item) in system)
     kept = [sum(flags) / len(flags) for flags in share.values()]  # oldest chunk first
     assert len(kept) >= 3 and kept == sorted(kept) and kept[0] < 1.0 and kept[-1] == 1.0
     dropped = sum(flags.count(False) for flags in share.values())
