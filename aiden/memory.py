@@ -21,17 +21,17 @@ from aiden.intake import as_stored, check_text, prepare_event
 from aiden.lifecycle import Lifecycle, RunStart, new_session_id
 from aiden.memory_experience import ExperienceMethods
 from aiden.memory_longterm import LongTermMethods
-from aiden.memory_recall import RecallMethods
 from aiden.messages import CompactionOutcome, RecordUsage
 from aiden.observe import observed
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
 from aiden.policy.calibration import BudgetCalibration, observe
 from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
+from aiden.recall.types import RecallHit, RecallStats
 from aiden.stats import MemoryStats, memory_stats
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import RecoveryReport
-from aiden.tools import agent_tools, run_tool_call
+from aiden.tools import agent_tools, run_recall_tool, run_tool_call
 
 if TYPE_CHECKING:
     from aiden.experience.port import ExperiencePort
@@ -47,7 +47,7 @@ _CACHED_CHARS = 64
 _CACHED_TEXTS = 32768
 
 
-class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
+class Memory(ExperienceMethods, LongTermMethods):
     """An open session memory. Obtain it from :func:`aiden.open_memory`."""
 
     def __init__(
@@ -272,6 +272,57 @@ class Memory(RecallMethods, ExperienceMethods, LongTermMethods):
             episodes_quarantined=self._episodes_quarantined,
             last_append_at=self._last_append_at,
         )
+
+    # --- recall -------------------------------------------------------------------------
+
+    async def recall_session_chunks(
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        types: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[RecallHit]:
+        """The compacted events of the active session best matching ``query`` (BM25 over single events).
+
+        At most ``k`` (capped by ``recall_max_results``) :class:`RecallHit` s,
+        best first, whose JSON answer fits ``recall_max_chars``: verbatim event
+        texts (cut around the match when needed), chunk summaries only where
+        they matched and no event of their chunk did. Sources: ``"active"`` or
+        ``"pending"`` (a compaction being committed).
+        """
+        self._check_open()
+        return await self._recall.search(query, k, types=types, roles=roles, since=since, until=until)
+
+    async def lookup_chunk(self, chunk_id: str) -> RecallHit | None:
+        """The summary of one chunk by id, as a ``kind == "summary"`` hit (None if unknown)."""
+        self._check_open()
+        return await self._recall.lookup(chunk_id)
+
+    async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None = None) -> list[SessionEvent]:
+        """The verbatim compacted events of ``chunk_id`` (only ``seqs`` if given). The hot window is untouched."""
+        self._check_open()
+        return await self._recall.rehydrate(chunk_id, seqs)
+
+    @property
+    def recall_tool(self) -> dict[str, Any]:
+        """The ``recall_session_chunks`` function-tool schema for litellm/OpenAI."""
+        from aiden.recall.tool import RECALL_TOOL
+
+        return RECALL_TOOL
+
+    async def handle_recall_tool(self, arguments: str | dict[str, Any]) -> str:
+        """Run a ``recall_session_chunks`` tool call; bad arguments give a readable error result."""
+        self._check_open()
+        return await run_recall_tool(
+            arguments, recall=self._recall, reader=self._reader, max_chars=self._config.recall_max_chars
+        )
+
+    def recall_stats(self) -> RecallStats | None:
+        """Recall telemetry (calls, results, pending_chunks_recalled); None before the first recall."""
+        return self._recall.stats
 
     # --- runs (delegates to aiden.lifecycle) ------------------------------------------
 

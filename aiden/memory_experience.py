@@ -1,6 +1,6 @@
 """The experience half of :class:`~aiden.memory.Memory` (seed 002's Memory Plane).
 
-A base class of ``Memory`` like :class:`~aiden.memory_recall.RecallMethods`:
+A base class of ``Memory``:
 it owns the run's open episode (an :class:`~aiden.experience.tracker.EpisodeTracker`)
 and forwards everything else to the experience actor's port. Experience is
 never injected into a prompt: the model asks with ``recall_experience``.

@@ -1,6 +1,6 @@
 """The long-term half of :class:`~aiden.memory.Memory`: prompt layer, checkpoint, Dream and its versions.
 
-A base class of ``Memory`` like :class:`~aiden.memory_recall.RecallMethods`:
+A base class of ``Memory``:
 everything here forwards to the long-term actor's port, whichever backend
 (files under the root, or PostgreSQL) holds the long-term state.
 """

@@ -7,6 +7,7 @@ from aiden.policy.summary_md import (
     normalize,
     prune_superseded,
     render_entry,
+    render_parts,
     render_summary,
     step_key,
     step_match,
@@ -91,3 +92,14 @@ def test_summary_md_renders_the_rolling_summary_and_each_recent_entry() -> None:
         "- **chunk_2**\n  Commands:\n  - $ pytest tests/gateway -q\n  - $ ruff check\n"
         "  Open thread:\n  - User: Continue with the gateway migration, step 38: move billing\n"
     )
+
+
+def test_without_the_skeleton_a_section_with_nothing_in_it_is_left_out() -> None:
+    entry = [("chunk_1", "Goal: x", False)]
+    assert render_parts("", entry, skeleton=False) == (
+        "# Session History (compressed chunks)\n\n## Recent Chunks\n\n- **chunk_1**\n  Goal: x\n"
+    )
+    assert render_parts("Facts:\n- a", [], skeleton=False) == (
+        "# Session History (compressed chunks)\n\n## Rolling Summary\n\nFacts:\n- a\n"
+    )
+    assert render_parts("Facts:\n- a", entry) == render_summary("Facts:\n- a", entry)
