@@ -31,7 +31,7 @@ from aiden.recall.types import RecallHit, RecallStats
 from aiden.stats import MemoryStats, memory_stats
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import RecoveryReport
-from aiden.tools import agent_tools, run_recall_tool, run_tool_call
+from aiden.tools import ToolSet, agent_tools, run_recall_tool, run_tool_call
 
 if TYPE_CHECKING:
     from aiden.experience.port import ExperiencePort
@@ -442,21 +442,23 @@ class Memory(ExperienceMethods, LongTermMethods):
     @property
     def tools(self) -> list[dict[str, Any]]:
         """Every agent tool aiden provides: recall_session_chunks, save_memory, forget_memory, recall_experience."""
-        return agent_tools(experience=self._config.experience)
+        return agent_tools(self._tool_sets())
 
     async def handle_tool_call(self, name: str, arguments: str | dict[str, Any]) -> str:
         """Run one of :attr:`tools` by name; always returns a JSON string for the model."""
         self._check_open()
-        if name == "recall_experience" and self._config.experience:
-            return await self._experience_tool(arguments)
         return await run_tool_call(
             name,
             arguments,
             recall=self._recall,
             reader=self._reader,
             max_chars=self._config.recall_max_chars,
-            long_term=self._lt(),
+            extensions=self._tool_sets(),
         )
+
+    def _tool_sets(self) -> list[ToolSet]:
+        # The extensions' tools, in the order the agent is shown them.
+        return [self._long_term_tools(), *self._experience_tools()]
 
     def _check_open(self) -> None:
         if self._closed:

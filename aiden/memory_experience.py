@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from aiden.config import Config
@@ -18,6 +18,7 @@ from aiden.errors import AidenError, ClosedError, InvalidEventError, StorageErro
 from aiden.events import SessionEvent
 from aiden.experience.episodes import Episode, Outcome
 from aiden.intake import check_text
+from aiden.tools import ToolSet
 
 if TYPE_CHECKING:
     from aiden.experience.messages import LearnOutcome
@@ -134,6 +135,10 @@ class ExperienceMethods:
         self._check_open()
         return await self._port().records(environment)
 
+    def _experience_tools(self) -> list[ToolSet]:
+        """``recall_experience`` when experience memory is on."""
+        return [_ExperienceTools(self._experience_tool)] if self._config.experience else []
+
     async def _experience_tool(self, arguments: str | Mapping[str, Any]) -> str:
         from aiden.experience.tool import handle_experience_tool
 
@@ -153,3 +158,22 @@ class ExperienceMethods:
         if self._episodes is not None:
             self._episodes.note_recalled(answer.ids)
         return answer.text
+
+
+class _ExperienceTools:
+    """``recall_experience`` as a :class:`~aiden.tools.ToolSet`: ``run`` notes the recalled records on the episode."""
+
+    def __init__(self, run: Callable[[str | Mapping[str, Any]], Awaitable[str]]) -> None:
+        self._run = run
+
+    @property
+    def schemas(self) -> Sequence[Mapping[str, Any]]:
+        from aiden.experience.tool import EXPERIENCE_TOOL
+
+        return (EXPERIENCE_TOOL,)
+
+    def handles(self, name: str) -> bool:
+        return name == "recall_experience"
+
+    async def run(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        return await self._run(arguments)

@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aiden.errors import ClosedError
+from aiden.longterm.tools import LongTermTools
 from aiden.longterm.versions import check_target
 from aiden.ports import ReaderPort
+from aiden.tools import ToolSet
 
 if TYPE_CHECKING:
     from aiden.longterm.dream import DreamOutcome
@@ -34,6 +36,10 @@ class LongTermMethods:
         if self._long_term is None:
             raise ClosedError("long-term memory is not available")
         return self._long_term
+
+    def _long_term_tools(self) -> ToolSet:
+        """``save_memory`` and ``forget_memory`` (the long-term actor's port is asked for at each call)."""
+        return LongTermTools(self._lt)
 
     @property
     def long_term_layer(self) -> str:

@@ -1,36 +1,46 @@
 """The agent tools aiden provides and the dispatch of their calls.
 
-``recall_session_chunks`` goes to the recall index (and the session reader
-for seq-only calls); ``save_memory`` and ``forget_memory`` go to the long-term
-store; ``recall_experience`` goes to the experience actor (through ``Memory``,
-which notes the returned record ids on the run's episode). Every call returns a JSON string for the model, errors included.
+``recall_session_chunks`` is the core's: it goes to the recall index (and the
+session reader for seq-only calls). Every other tool comes from a
+:class:`ToolSet` an extension hands in (long-term memory's ``save_memory`` and
+``forget_memory``, experience memory's ``recall_experience``); this module
+knows none of them by name. Every call returns a JSON string for the model,
+errors included.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from aiden.ports import ReaderPort, RecallPort
 
-if TYPE_CHECKING:
-    from aiden.longterm.port import LongTermPort
-
-__all__ = ["agent_tools", "run_recall_tool", "run_tool_call"]
+__all__ = ["ToolSet", "agent_tools", "run_recall_tool", "run_tool_call"]
 
 
-def agent_tools(*, experience: bool = True) -> list[dict[str, Any]]:
-    """The function-tool schemas: recall_session_chunks, save_memory, forget_memory (and recall_experience)."""
-    from aiden.longterm.tools import FORGET_MEMORY_TOOL, SAVE_MEMORY_TOOL
+class ToolSet(Protocol):
+    """Agent tools an extension provides: their function-tool schemas, and the run of one call."""
+
+    @property
+    def schemas(self) -> Sequence[Mapping[str, Any]]:
+        """The OpenAI function-tool schemas, in the order the agent is shown them."""
+        ...
+
+    def handles(self, name: str) -> bool:
+        """Whether a call of the tool ``name`` is this set's to run."""
+        ...
+
+    async def run(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        """Run one call; the JSON result text for the model (a bad call's error included)."""
+        ...
+
+
+def agent_tools(extensions: Sequence[ToolSet]) -> list[dict[str, Any]]:
+    """The function-tool schemas: recall_session_chunks, then each extension's."""
     from aiden.recall.tool import RECALL_TOOL
 
-    tools = [RECALL_TOOL, SAVE_MEMORY_TOOL, FORGET_MEMORY_TOOL]
-    if experience:
-        from aiden.experience.tool import EXPERIENCE_TOOL
-
-        tools.append(EXPERIENCE_TOOL)
-    return tools
+    return [RECALL_TOOL, *(dict(schema) for tools in extensions for schema in tools.schemas)]
 
 
 async def run_recall_tool(
@@ -56,24 +66,12 @@ async def run_tool_call(
     recall: RecallPort,
     reader: ReaderPort,
     max_chars: int,
-    long_term: LongTermPort,
+    extensions: Sequence[ToolSet],
 ) -> str:
-    """Run one of :func:`agent_tools` by name; an unknown name is an error result, not an exception.
-
-    Long-term tool arguments are decoded and checked here, before anything is
-    sent: a bad call answers its error without reaching the long-term actor.
-    """
-    import msgspec
-
-    from aiden.longterm.tools import parse_forget_memory, parse_save_memory, tool_error
-
+    """Run one of :func:`agent_tools` by name; an unknown name is an error result, not an exception."""
     if name == "recall_session_chunks":
         return await run_recall_tool(arguments, recall=recall, reader=reader, max_chars=max_chars)
-    try:
-        if name == "save_memory":
-            return await long_term.save_memory(parse_save_memory(arguments))
-        if name == "forget_memory":
-            return await long_term.forget_memory(parse_forget_memory(arguments))
-    except (ValueError, msgspec.MsgspecError) as exc:
-        return tool_error(name, exc)
+    for tools in extensions:
+        if tools.handles(name):
+            return await tools.run(name, arguments)
     return json.dumps({"error": f"unknown tool {name!r}"})

@@ -9,9 +9,9 @@ caught, so cancellation and programming errors still propagate.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import msgspec
 
@@ -22,6 +22,7 @@ from aiden.longterm.store import LongTermMemoryStore
 __all__ = [
     "FORGET_MEMORY_TOOL",
     "SAVE_MEMORY_TOOL",
+    "LongTermTools",
     "handle_forget_memory",
     "handle_save_memory",
     "parse_expiry",
@@ -235,3 +236,36 @@ async def handle_forget_memory(store: LongTermMemoryStore, arguments: str | Mapp
     except (ValueError, msgspec.MsgspecError) as exc:
         return tool_error("forget_memory", exc)
     return await forget_memory(store, memory_id)
+
+
+class _Port(Protocol):
+    def save_memory(self, request: SaveRequest) -> Awaitable[str]: ...
+    def forget_memory(self, memory_id: str) -> Awaitable[str]: ...
+
+
+class LongTermTools:
+    """``save_memory`` and ``forget_memory`` as an :class:`aiden.tools.ToolSet` of an open memory.
+
+    Arguments are decoded and checked here, before anything is sent: a bad call
+    answers its error without reaching the long-term actor. ``port`` gives the
+    long-term actor's port at the call (it raises when long-term memory is not
+    available).
+    """
+
+    schemas: Final = (SAVE_MEMORY_TOOL, FORGET_MEMORY_TOOL)
+
+    def __init__(self, port: Callable[[], _Port]) -> None:
+        self._port = port
+
+    def handles(self, name: str) -> bool:
+        """``save_memory`` and ``forget_memory``."""
+        return name in ("save_memory", "forget_memory")
+
+    async def run(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        """Run one call; the JSON result text for the model."""
+        try:
+            if name == "save_memory":
+                return await self._port().save_memory(parse_save_memory(arguments))
+            return await self._port().forget_memory(parse_forget_memory(arguments))
+        except (ValueError, msgspec.MsgspecError) as exc:
+            return tool_error(name, exc)

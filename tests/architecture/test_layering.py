@@ -8,7 +8,7 @@
   summary.md's text is rendered by policy, and the rolling fold comes from the compaction side;
 - the core never imports an extension (:data:`EXTENSIONS`), except through the passages listed in
   :data:`NOT_YET_SEPARATED`, which only shrinks: the extension seam of #36 is not built, and the
-  runtime, ``Memory``, its tools and the store selection still name long-term and experience memory
+  runtime, ``Memory`` and the store selection still name long-term and experience memory
   and the PostgreSQL backends. The public facades (``aiden``, ``aiden.summarizers``, ``aiden.sync``)
   re-export extension types and are not the core.
 """
@@ -40,7 +40,6 @@ NOT_YET_SEPARATED: dict[str, set[str]] = {
     "aiden.memory": {"experience memory", "long-term memory"},
     "aiden.runtime": {"experience memory", "long-term memory"},
     "aiden.stores": {"PostgreSQL", "experience memory", "long-term memory"},
-    "aiden.tools": {"experience memory", "long-term memory"},
 }
 
 
