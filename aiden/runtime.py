@@ -28,7 +28,7 @@ from aiden.config import Config
 from aiden.errors import ClosedError
 from aiden.experience.messages import ExperienceInbox, ExperienceOutbox
 from aiden.experience.port import ExperiencePort
-from aiden.experience.service import ExperienceService, learner_for
+from aiden.experience.service import ExperienceService, learner_for, select_experience
 from aiden.experience.tracker import EpisodeTracker
 from aiden.longterm.autocompact import run_autocompact
 from aiden.memory import Memory
@@ -53,7 +53,7 @@ from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.session import FileSessionStore
 from aiden.storage.window_record import PromptCalibration, read_window, record_window
-from aiden.stores import StoreFactory, StoreSpec, select_experience, select_long_term, select_store
+from aiden.stores import StoreFactory, StoreSpec, select_store
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["open_memory"]
@@ -218,7 +218,7 @@ async def open_memory(
     from aiden.actors.longterm import LongTermActor
     from aiden.longterm.messages import LongTermInbox, LongTermOutbox
     from aiden.longterm.port import LongTermPort
-    from aiden.longterm.service import LongTermServices
+    from aiden.longterm.service import LongTermServices, select_long_term
 
     long_term_link: Link[LongTermInbox, LongTermOutbox, LongTermOutbox] = Link(
         "long-term memory", LongTermInbox, LongTermOutbox, _CONTROL_QUEUE

@@ -9,22 +9,17 @@ store, a factory) or ``store_factory`` names, and the long-term and experience b
 - ``store=<a SessionStore>``: that store (the memory closes it on exit);
 - ``store=<a callable>``: called as a ``store_factory``.
 
-Mistakes are :class:`~aiden.errors.ConfigError` (passwords masked).
-
-:func:`select_long_term` (and :func:`select_experience`) picks the long-term
-(and experience) backend beside the session store: with a PostgreSQL store, long-term memory lives in the same database
-(shared by every memory of the store's ``long_term_namespace``, by default
-its session id); with any other store, in the files under ``root``. Workers
-on shared session storage expect shared long-term memory: a saved memory,
-the history Dream folds, the session summaries of the PROJECT MEMORY block.
+Mistakes are :class:`~aiden.errors.ConfigError` (passwords masked). Long-term and
+experience memory pick their own backends beside the session store
+(:func:`aiden.longterm.service.select_long_term`,
+:func:`aiden.experience.service.select_experience`).
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias, cast
+from typing import TypeAlias, cast
 
 from aiden.config import Config
 from aiden.errors import ConfigError
@@ -34,20 +29,12 @@ from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import SessionStore
 from aiden.storage.session import FileSessionStore
-from aiden.summarizers.protocol import Summarizer
-
-if TYPE_CHECKING:
-    from aiden.experience.backend import EpisodeBackend, RecordBackend
-    from aiden.longterm.service import BackendFactory
-    from aiden.recall.embedding import Embedder
 
 __all__ = [
     "DEFAULT_SESSION_ID",
     "StoreFactory",
     "StoreSpec",
     "looks_like_dsn",
-    "select_experience",
-    "select_long_term",
     "select_store",
 ]
 
@@ -111,27 +98,3 @@ def _from_dsn(dsn: str, session_id: str, config: Config) -> SessionStore:
             f"open_memory: store={mask(dsn)!r} needs psycopg 3: pip install 'aiden-memory[postgres]' ({exc})"
         ) from exc
     return store_from_dsn(dsn, session_id, config)
-
-
-def select_long_term(store: SessionStore, config: Config, summarizer: Summarizer) -> BackendFactory | None:
-    """The long-term ``backend_factory`` for a memory on ``store``; None: the files under its root."""
-    # A PostgresSessionStore instance means its module is loaded: looking there first keeps
-    # psycopg out of every filesystem open.
-    module = sys.modules.get("aiden.storage.postgres.store")
-    if module is None or not isinstance(store, module.PostgresSessionStore):
-        return None
-    from aiden.longterm.postgres.backend import long_term_factory
-
-    return long_term_factory(store, config, summarizer)
-
-
-def select_experience(
-    store: SessionStore, layout: Layout, storage: Storage, embedder: Embedder | None
-) -> tuple[EpisodeBackend, RecordBackend] | None:
-    """Experience memory's backends for a memory on ``store``; None: the files under its root."""
-    module = sys.modules.get("aiden.storage.postgres.store")
-    if module is None or not isinstance(store, module.PostgresSessionStore):
-        return None
-    from aiden.experience.postgres import experience_backends
-
-    return experience_backends(store, layout, storage, embedder)

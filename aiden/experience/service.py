@@ -24,6 +24,7 @@ written to their file once, at the end of the pass.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -40,12 +41,13 @@ from aiden.experience.recordstore import RecordStore
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from aiden.storage.protocol import SessionStore
 
 if TYPE_CHECKING:
     # Imported for real only when an LLM summarizer exists (learner_for): litellm's package stays unloaded.
     from aiden.experience.llmlearner import LLMLearner, Phrasing
 
-__all__ = ["ExperienceService"]
+__all__ = ["ExperienceService", "select_experience"]
 
 log = logging.getLogger("aiden.experience")
 
@@ -76,7 +78,7 @@ class ExperienceService:
     """Episodes, records and learning for one memory; blocking, one caller thread at a time per method.
 
     ``backends`` (episodes, records) replaces the files under the memory's root, e.g. with the
-    PostgreSQL store's (:func:`aiden.stores.select_experience`).
+    PostgreSQL store's (:func:`select_experience`).
     """
 
     def __init__(
@@ -177,3 +179,15 @@ class ExperienceService:
     def all_records(self, environment: str | None = None) -> list[ExperienceRecord]:
         """Every record of ``environment`` (None: all), any status."""
         return self.records.records(environment=environment)
+
+
+def select_experience(
+    store: SessionStore, layout: Layout, storage: Storage, embedder: Embedder | None
+) -> tuple[EpisodeBackend, RecordBackend] | None:
+    """Experience memory's backends for a memory on ``store``; None: the files under its root."""
+    module = sys.modules.get("aiden.storage.postgres.store")
+    if module is None or not isinstance(store, module.PostgresSessionStore):
+        return None
+    from aiden.experience.postgres import experience_backends
+
+    return experience_backends(store, layout, storage, embedder)

@@ -12,7 +12,7 @@ One interface file, backends beside it (the httpcore model):
 - PostgreSQL (:class:`~aiden.longterm.postgres.backend.PostgresLongTermBackend`):
   rows beside the PostgreSQL session store's, shared by every memory opened
   with the same long-term namespace (by default the session id), on any
-  worker or machine. :func:`aiden.stores.select_long_term` picks it
+  worker or machine. :func:`aiden.longterm.service.select_long_term` picks it
   for a memory on a PostgreSQL session store.
 
 Each protocol is satisfied by the file class named in its docstring without
@@ -47,8 +47,10 @@ PostgreSQL every step is one transaction, so nothing is half-written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeAlias
+
+from anyio.streams.memory import MemoryObjectSendStream
 
 if TYPE_CHECKING:
     from aiden.config import Config
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
     from aiden.longterm.versions import Version
     from aiden.longterm.writer import SummaryWrite
 
-__all__ = ["DreamVersions", "EntryStore", "HistoryLog", "LongTermBackend", "SummaryStore"]
+__all__ = ["BackendFactory", "DreamVersions", "EntryStore", "HistoryLog", "LongTermBackend", "SummaryStore"]
 
 
 class EntryStore(Protocol):
@@ -202,3 +204,7 @@ class LongTermBackend(Protocol):
     def load_layer(self, config: Config) -> str:
         """The prompt layer: PROJECT MEMORY block and profile, joined (blocking)."""
         ...
+
+
+BackendFactory: TypeAlias = Callable[[MemoryObjectSendStream[None]], LongTermBackend]
+"""Builds the backend given the profile's dirty-signal stream (its entry store sends on it)."""

@@ -15,6 +15,7 @@ PostgreSQL session store, its long-term backend
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
@@ -27,7 +28,14 @@ from aiden.config import Config
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.longterm.autocompact import AutoCompactor, IdleTarget, run_autocompact
-from aiden.longterm.backend import DreamVersions, EntryStore, HistoryLog, LongTermBackend, SummaryStore
+from aiden.longterm.backend import (
+    BackendFactory,
+    DreamVersions,
+    EntryStore,
+    HistoryLog,
+    LongTermBackend,
+    SummaryStore,
+)
 from aiden.longterm.history import HistoryStore
 from aiden.longterm.profile import run_profile_debouncer
 from aiden.longterm.project import load_project_memory
@@ -38,21 +46,18 @@ from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
+from aiden.storage.protocol import SessionStore
 from aiden.summarizers.protocol import Summarizer
 
 if TYPE_CHECKING:
     from aiden.longterm.dream import DreamOutcome
 
-__all__ = ["BackendFactory", "FileLongTermBackend", "LongTermServices"]
+__all__ = ["BackendFactory", "FileLongTermBackend", "LongTermServices", "select_long_term"]
 
 log = logging.getLogger("aiden.longterm")
 
 _AUTOCOMPACT_TICK_S = 60.0
 _PROFILE_DEBOUNCE_S = 2.0
-
-
-BackendFactory = Callable[[MemoryObjectSendStream[None]], LongTermBackend]
-"""Builds the backend given the profile's dirty-signal stream (its entry store sends on it)."""
 
 
 class FileLongTermBackend:
@@ -258,3 +263,21 @@ class LongTermServices:
         except anyio.WouldBlock:
             return False
         return True
+
+
+def select_long_term(store: SessionStore, config: Config, summarizer: Summarizer) -> BackendFactory | None:
+    """The long-term ``backend_factory`` for a memory on ``store``; None: the files under its root.
+
+    With a PostgreSQL store, long-term memory lives in the same database (shared by
+    every memory of the store's ``long_term_namespace``, by default its session id):
+    workers on shared session storage expect shared long-term memory (a saved memory,
+    the history Dream folds, the session summaries of the PROJECT MEMORY block).
+    """
+    # A PostgresSessionStore instance means its module is loaded: looking there first keeps
+    # psycopg out of every filesystem open.
+    module = sys.modules.get("aiden.storage.postgres.store")
+    if module is None or not isinstance(store, module.PostgresSessionStore):
+        return None
+    from aiden.longterm.postgres.backend import long_term_factory
+
+    return long_term_factory(store, config, summarizer)

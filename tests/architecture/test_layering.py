@@ -8,8 +8,8 @@
   summary.md's text is rendered by policy, and the rolling fold comes from the compaction side;
 - the core never imports an extension (:data:`EXTENSIONS`), except through the passages listed in
   :data:`NOT_YET_SEPARATED`, which only shrinks: the extension seam of #36 is not built, and the
-  runtime, ``Memory`` and the store selection still name long-term and experience memory
-  and the PostgreSQL backends. The public facades (``aiden``, ``aiden.summarizers``, ``aiden.sync``)
+  runtime and ``Memory`` still name long-term and experience memory, and the store selection
+  the PostgreSQL session store a DSN opens. The public facades (``aiden``, ``aiden.summarizers``, ``aiden.sync``)
   re-export extension types and are not the core.
 """
 
@@ -39,7 +39,7 @@ FACADES = frozenset({"aiden", "aiden.summarizers", "aiden.sync"})
 NOT_YET_SEPARATED: dict[str, set[str]] = {
     "aiden.memory": {"experience memory", "long-term memory"},
     "aiden.runtime": {"experience memory", "long-term memory"},
-    "aiden.stores": {"PostgreSQL", "experience memory", "long-term memory"},
+    "aiden.stores": {"PostgreSQL"},
 }
 
 

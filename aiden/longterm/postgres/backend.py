@@ -9,7 +9,7 @@ the session summaries and digest (:mod:`~aiden.longterm.postgres.summaries`)
 and Dream with its versions (:mod:`~aiden.longterm.postgres.dream`).
 
 :func:`aiden.open_memory` on a :class:`~aiden.storage.postgres.PostgresSessionStore`
-uses it (:func:`aiden.stores.select_long_term` asks
+uses it (:func:`aiden.longterm.service.select_long_term` asks
 :func:`long_term_factory`), on the store's own pool. Every memory opened
 with the same long-term namespace (the store's ``long_term_namespace``,
 by default its session id) shares this long-term memory, in any number of
@@ -36,7 +36,7 @@ from aiden.storage.postgres.store import PostgresSessionStore
 from aiden.summarizers.protocol import Summarizer
 
 if TYPE_CHECKING:
-    from aiden.longterm.service import BackendFactory
+    from aiden.longterm.backend import BackendFactory
 
 __all__ = ["PostgresLongTermBackend", "long_term_factory"]
 
