@@ -120,10 +120,16 @@ def test_compact_json_runs_passes_until_under_the_trigger(
 
 
 def test_compact_force_text(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(capsys, "compact", str(root), "--force")
-    lines = out.splitlines()
-    assert (code, err, len(lines)) == (0, "", 2)
-    # The demo's hot window fits keep_recent at the default window: the forced pass says why it kept it.
+    # The demo closes without waiting for its last background pass (about 1 run in 8 it is still in
+    # flight and cancelled): a forced pass then compacts what that one would have. Once the hot
+    # window fits keep_recent at the default window, the forced pass says why it kept it (each
+    # forced pass compacts at least one event, and cut points may keep it a little over at first).
+    for _ in range(10):
+        code, out, err = _run(capsys, "compact", str(root), "--force")
+        lines = out.splitlines()
+        assert (code, err, len(lines)) == (0, "", 2)
+        if not lines[0].startswith("pass 1: compacted "):
+            break
     assert lines[0].startswith("pass 1: nothing compacted (fits: ")
 
 
