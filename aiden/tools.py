@@ -40,7 +40,8 @@ def agent_tools(extensions: Sequence[ToolSet]) -> list[dict[str, Any]]:
     """The function-tool schemas: recall_session_chunks, then each extension's."""
     from aiden.recall.tool import RECALL_TOOL
 
-    return [RECALL_TOOL, *(dict(schema) for tools in extensions for schema in tools.schemas)]
+    # Copies: a caller adding to its tool list's dicts changes no module's schema.
+    return [dict(RECALL_TOOL), *(dict(schema) for tools in extensions for schema in tools.schemas)]
 
 
 async def run_recall_tool(

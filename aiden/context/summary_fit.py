@@ -43,7 +43,7 @@ after it in the order is kept, and an item (a bullet with its continuation
 lines) is kept or dropped whole. Headings, chunk entries and split-turn markers
 are kept exactly when something under them is. A last line says what was left
 out and that ``recall_session_chunks`` finds it; every other line of the result
-is a line of summary.md (without its trailing whitespace), in order.
+is a line of summary.md, in order.
 """
 
 from __future__ import annotations
@@ -243,12 +243,7 @@ def summary_items(
     Line indices are into the shown text of each part: :func:`aiden.policy.summary_md.summary_parts`.
     """
     shown, chunks = summary_parts(rolling, recent)
-    return _items(_texts(shown, chunks), [cid for cid, _, _ in chunks], estimate)
-
-
-def _texts(shown: str, chunks: Sequence[tuple[str, str, bool]]) -> list[str]:
-    # Without trailing whitespace: summary.md drops a part's last one, and a kept line may end a part here.
-    return ["\n".join(line.rstrip() for line in text.splitlines()) for text in (shown, *(t for _, t, _ in chunks))]
+    return _items([shown, *(text for _, text, _ in chunks)], [cid for cid, _, _ in chunks], estimate)
 
 
 def _items(texts: Sequence[str], chunk_ids: Sequence[str], estimate: Callable[[str], int]) -> list[SummaryItem]:
@@ -347,7 +342,7 @@ def fit_summary_layer(
     text = render_parts(shown, chunks).strip()
     if estimate(text) <= budget:
         return SummaryFit(text, trimmed=False)
-    texts = _texts(shown, chunks)
+    texts = [shown, *(summary for _, summary, _ in chunks)]
     lines = [t.splitlines() for t in texts]
     items = sorted(_items(texts, [cid for cid, _, _ in chunks], estimate), key=lambda item: item.rank)
     first_of: dict[str, int] = {}
@@ -363,7 +358,7 @@ def fit_summary_layer(
         kept = ["\n".join(_render(lines[n], keep[n])) for n in range(len(texts))]
         entries = [(cid, kept[n], degraded) for n, (cid, _, degraded) in enumerate(chunks, start=1) if kept[n]]
         whole = [cid for cid, _, _ in chunks if cid in first_of and first_of[cid] >= k]
-        body = render_parts(kept[0], entries, skeleton=False).strip() if kept[0] or entries else ""
+        body = render_parts(kept[0], entries, skeleton=False).rstrip("\n") if kept[0] or entries else ""
         return "\n".join(p for p in (body, _note(items[k:], whole)) if p)
 
     # Keeping more items never shortens the kept lines, though the note may shrink: the search

@@ -143,9 +143,13 @@ def step_key(request: str) -> tuple[tuple[str, str], int] | None:
 
 
 def render_entry(chunk_id: str, summary: str, *, degraded: bool = False) -> str:
-    """One ``- **chunk_id**`` entry with its indented summary."""
+    """One ``- **chunk_id**`` entry with its indented summary (edge whitespace of ``summary`` trimmed)."""
+    return _entry(chunk_id, summary.strip(), degraded)
+
+
+def _entry(chunk_id: str, text: str, degraded: bool) -> str:
     flag = " (degraded)" if degraded else ""
-    body = "\n".join(f"  {line}" if line else "" for line in summary.strip().splitlines())
+    body = "\n".join(f"  {line}" if line else "" for line in text.splitlines())
     return f"- **{chunk_id}**{flag}\n{body}\n" if body else f"- **{chunk_id}**{flag}\n"
 
 
@@ -162,26 +166,29 @@ def render_summary(rolling: str, recent: Sequence[tuple[str, str, bool]]) -> str
 def summary_parts(
     rolling: str, recent: Sequence[tuple[str, str, bool]]
 ) -> tuple[str, list[tuple[str, str, bool]]]:
-    """The rolling summary and the Recent Chunks entries as summary.md shows them (superseded lines pruned)."""
+    """The rolling summary and the Recent Chunks entries as summary.md shows them: superseded lines
+    pruned, edge whitespace trimmed."""
     shown_rolling, *summaries = prune_superseded([rolling, *(summary for _, summary, _ in recent)])
-    return shown_rolling, [
-        (chunk_id, text, degraded) for (chunk_id, _, degraded), text in zip(recent, summaries, strict=True)
+    return shown_rolling.strip(), [
+        (chunk_id, text.strip(), degraded)
+        for (chunk_id, _, degraded), text in zip(recent, summaries, strict=True)
     ]
 
 
 def render_parts(rolling: str, recent: Sequence[tuple[str, str, bool]], *, skeleton: bool = True) -> str:
-    """summary.md's text from its parts, as they are; without ``skeleton`` an empty section is left out.
+    """summary.md's text from the parts :func:`summary_parts` gives, their lines as they are.
 
-    The prompt's fitted summary layer (:mod:`aiden.context.summary_fit`) renders what it keeps of
-    the parts here, without the headings of a section it kept nothing of.
+    Without ``skeleton`` a section with nothing in it is left out: the prompt's fitted summary
+    layer (:mod:`aiden.context.summary_fit`) renders what it keeps of the parts here, and a kept
+    line keeps its indentation even when the lines above it were left out.
     """
     parts = ["# Session History (compressed chunks)\n"]
     if skeleton or rolling.strip():
         parts.append("## Rolling Summary\n")
-        parts.append((rolling.strip() + "\n") if rolling.strip() else "")
+        parts.append(f"{rolling}\n" if rolling.strip() else "")
     if skeleton or recent:
         parts.append("## Recent Chunks\n")
-        parts.extend(render_entry(chunk_id, text, degraded=degraded) for chunk_id, text, degraded in recent)
+        parts.extend(_entry(chunk_id, text, degraded) for chunk_id, text, degraded in recent)
     return "\n".join(p for p in parts if p)
 
 

@@ -43,10 +43,9 @@ def recent(*chunks: ChunkEntry) -> Recent:
 
 
 def shown_line(rolling: str, chunks: Recent, item: SummaryItem, n: int = 0) -> str:
-    """The ``n``-th line of ``item`` as the fit shows it: as in summary.md (a chunk's lines indented under
-    its entry), without trailing whitespace."""
+    """The ``n``-th line of ``item`` as summary.md shows it (a chunk's lines indented under its entry)."""
     shown, parts = summary_parts(rolling, chunks)
-    line = [shown, *(text for _, text, _ in parts)][item.part].splitlines()[item.lines[n]].rstrip()
+    line = [shown, *(text for _, text, _ in parts)][item.part].splitlines()[item.lines[n]]
     return line if item.part == 0 or not line else f"  {line}"
 
 
@@ -159,8 +158,7 @@ def test_a_bullet_and_its_continuation_lines_are_one_item() -> None:
     assert (decision.lines, short.lines, command.lines) == ((1, 2), (3,), (5,))
     expected = (
         "# Session History (compressed chunks)\n\n## Rolling Summary\n\nDecisions:\n"
-        # A part's trailing whitespace goes, as summary.md renders a part.
-        f"- first line of a decision\n    {long.rstrip()}\n"
+        f"- first line of a decision\n    {long}\n"
         f"{OMITTED_NOTE_PREFIX}Commands (1 lines), Decisions (1). summary.md keeps them all; "
         "recall_session_chunks finds them.]"
     )
@@ -187,6 +185,18 @@ def test_lines_go_by_information_value_not_by_section_or_age() -> None:
     assert fit.trimmed and not any(line in fit.text for line in filler)
 
 
+def test_a_kept_line_keeps_its_indentation_when_the_lines_above_it_go() -> None:
+    filler = "".join(f"\n- thanks so much {n}!" for n in range(8))
+    older = entry(1, 9, "- ok\n  - Jon moved to West County in March 2021 for the bakery job" + filler)
+    newer = entry(10, 19, "Open thread:\n- talking about the weekend")
+    text = summary_md("", [older, newer])
+    fact = "    - Jon moved to West County in March 2021 for the bakery job"
+    assert fact in text.splitlines()
+    fits = [fit_summary_layer("", recent(older, newer), b, len) for b in range(len(text))]
+    first = next(fit for fit in fits if fact in fit.text.splitlines())
+    assert first.trimmed and "  - ok" not in first.text.splitlines()
+
+
 # --- properties over generated summary.md texts ----------------------------------------
 
 _SECTIONS = [
@@ -211,6 +221,8 @@ def blocks(draw: st.DrawFn, tag: str) -> str:
             out.append(f"- {tag}-{n}-{m} {words}")
             if draw(st.booleans()) and m == 0:
                 out.append(f"    {tag}-{n}-{m} continued")
+            if draw(st.booleans()):
+                out.append(f"  - {tag}-{n}-{m} nested {words}")  # its own item, indented under the one above
     return "\n".join(out)
 
 
@@ -262,8 +274,8 @@ def test_the_fit_is_a_prefix_of_the_priority_order_within_budget(
     if out:
         assert out[-1].startswith(OMITTED_NOTE_PREFIX)
         out = out[:-1]
-    # Every other line is a line of summary.md (without trailing whitespace), in order.
-    source = iter(line.rstrip() for line in text.splitlines())
+    # Every other line is a line of summary.md, in order.
+    source = iter(text.splitlines())
     assert all(any(line == candidate for candidate in source) for line in out)
     # A higher-priority item is never dropped while a lower-priority one is kept.
     kept = kept_items(rolling, chunks, out)
