@@ -1,9 +1,8 @@
 """The filesystem session store: ``<root>/memory/session`` behind :class:`SessionStore`.
 
 Appends go through :class:`~aiden.storage.eventlog.EventLog` (group commit),
-recovery through :class:`~aiden.storage.recovery.Recovery`, rotation's moves
-through :mod:`aiden.storage.rotation`; this module holds reads, the compaction
-commit and the locks and caches around them. Every method blocks; actors call
+recovery through :class:`~aiden.storage.recovery.Recovery`; this module holds
+reads, the compaction commit, rotation and the locks and caches around them. Every method blocks; actors call
 them from worker threads, several at once (the writer's append, a pass's
 commit, readers): the parse caches are guarded by a thread lock.
 
@@ -21,7 +20,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import CommitConflict, CorruptionError
+from aiden.errors import CommitConflict, CorruptionError, InvalidIdError, StorageError
 from aiden.events import SessionEvent, validate_id
 from aiden.storage import chunks as cs
 from aiden.storage.changes import FileChangeFeed
@@ -41,7 +40,6 @@ from aiden.storage.protocol import (
 )
 from aiden.storage.recovery import Recovery
 from aiden.storage.recovery_record import record_recovery
-from aiden.storage.rotation import archive_session
 from aiden.storage.summary_md import ARCHIVE_HEADER, render_archive_entries, render_summary_md
 from aiden.storage.trim import trim_hot_window
 
@@ -382,7 +380,7 @@ class FileSessionStore:
 
     def rotate(self, closed_session_id: str) -> str:
         """Move ``session/`` to ``session_archive/<id>/`` and start an empty session (see
-        :func:`~aiden.storage.rotation.archive_session`)."""
+        :func:`_archive_session`)."""
         validate_id(closed_session_id, what="session id")
         with self._cache_lock:
             self._segments.clear()  # the new session's segments may reuse names
@@ -391,9 +389,34 @@ class FileSessionStore:
         try:
             self.events_lock.acquire(self.config.lock_timeout_s)
             try:
-                archive_session(self.storage, self.layout, closed_session_id)
+                _archive_session(self.storage, self.layout, closed_session_id)
                 return closed_session_id
             finally:
                 self.events_lock.release()
         finally:
             self.compaction_lock.release()
+
+
+def _archive_session(storage: Storage, layout: Layout, closed_session_id: str) -> None:
+    """Move ``session/`` to ``session_archive/<closed_session_id>/`` and start an empty session.
+
+    The caller holds ``compaction.lock`` and ``session.lock``. Crash-safe: after
+    the rename, a missing ``session/`` is recreated empty by recovery; before
+    it, nothing changed.
+    """
+    target = layout.archived_session(closed_session_id)
+    # Never follow a planted symlink out of the memory root.
+    if os.path.islink(layout.archive) or os.path.islink(layout.session) or not layout.contains(target.parent):
+        raise InvalidIdError("session archive path leaves the memory root")
+    if os.path.lexists(target):
+        raise StorageError(f"archive {closed_session_id!r} already exists")
+    storage.mkdir(layout.archive)
+    if layout.session.exists():
+        storage.checkpoint("rotate.before_rename")
+        storage.rename_noreplace(layout.session, target)
+        storage.fsync_dir(layout.archive)
+        storage.fsync_dir(layout.memory)
+    storage.checkpoint("rotate.after_rename")
+    storage.mkdir(layout.session)
+    storage.write_atomic(layout.events, b"", crash_prefix="events")
+    storage.fsync_dir(layout.memory)
