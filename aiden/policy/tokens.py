@@ -324,24 +324,25 @@ def cut_to_tokens(text: str, budget: int, estimate: Callable[[str], int]) -> str
         return text
     room = budget - estimate(_CUT_MARK)
     ends = [m.start() for m in _CUT_BOUNDARY.finditer(text)]
-    # Binary search over boundaries: estimate is monotone in the prefix length.
-    lo, hi, best = 0, len(ends) - 1, -1
+    best = _longest_prefix(text, ends, room, estimate)
+    if best is not None and best > 0:
+        return text[:best].rstrip() + _CUT_MARK
+    # The word fallback cuts the original text too, so the result stays a prefix of it
+    # (joining split() words would fold a leading or doubled whitespace run away).
+    word = _longest_prefix(text, [m.end() for m in _CUT_WORD.finditer(text)], room, estimate)
+    return text[: word or 0] + _CUT_MARK
+
+
+def _longest_prefix(text: str, ends: Sequence[int], room: int, estimate: Callable[[str], int]) -> int | None:
+    """The largest of the increasing ``ends`` whose prefix fits ``room`` tokens, None if none does.
+
+    A binary search: the estimate is monotone in the prefix length.
+    """
+    lo, hi, best = 0, len(ends) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
         if estimate(text[: ends[mid]]) <= room:
-            best, lo = mid, mid + 1
+            best, lo = ends[mid], mid + 1
         else:
             hi = mid - 1
-    if best >= 0 and ends[best] > 0:
-        return text[: ends[best]].rstrip() + _CUT_MARK
-    # The word fallback cuts the original text too, so the result stays a prefix of it
-    # (joining split() words would fold a leading or doubled whitespace run away).
-    word_ends = [m.end() for m in _CUT_WORD.finditer(text)]
-    lo, hi, keep = 0, len(word_ends) - 1, -1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if estimate(text[: word_ends[mid]]) <= room:
-            keep, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return (text[: word_ends[keep]] if keep >= 0 else "") + _CUT_MARK
+    return best
