@@ -156,6 +156,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # --- long term ----------------------------------------------------------
     idle_compact_after_minutes: NonNegativeFloat = 15.0
     """AutoCompact: compact sessions idle longer than this (0 disables)."""
+    evict_after_idle_minutes: NonNegativeFloat = 30.0
+    """An open memory nobody called for this long, with no work in flight, stops its background
+    tasks until the next call starts them again (0: never). Keep it above
+    ``idle_compact_after_minutes``: AutoCompact and scheduled Dream runs happen only while they run."""
     project_memory_tokens: Positive | None = None
     """Token budget of the PROJECT MEMORY block (default: window/20, at most 800)."""
     project_memory_sessions: Positive = 3

@@ -4,21 +4,29 @@
 ``await tg.start(...)``, wires their bounded memory streams, yields a
 :class:`~aiden.memory.Memory`, and on exit drains the writer (everything
 already queued is committed) before stopping the other actors.
+
+An open memory nobody has called for ``evict_after_idle_minutes``, with nothing in
+flight, parks its actors: their tasks end and their streams are dropped, and only the
+supervising task is left, waiting on the doorbell. The next request rings it and waits
+until the actors run again (on fresh streams, the scheduler resuming its state).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from types import TracebackType
-from typing import Generic, NoReturn, ParamSpec, TypeVar
+from typing import Any, Generic, NamedTuple, NoReturn, ParamSpec, TypeVar
 
 import anyio
+from anyio.abc import TaskStatus
 
 from aiden.actors.experience import ExperienceActor, IdleLearning
-from aiden.actors.mailbox import Link, by_request_id
+from aiden.actors.mailbox import BACKGROUND, Doorbell, Latest, Link, by_request_id
 from aiden.actors.reader import SessionReader
 from aiden.actors.recall import RecallActor
 from aiden.actors.scheduler import MaintenanceScheduler
@@ -46,8 +54,10 @@ from aiden.messages import (
     WriterOutbox,
 )
 from aiden.policy.calibration import BudgetCalibration, TokenCalibration
+from aiden.policy.trigger_state import SchedulerCounters, TriggerState
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.embedding import Embedder
+from aiden.recall.types import RecallStats
 from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -162,35 +172,63 @@ async def open_memory(
     # What the last close of this root learned from reported usage, for the same model and window.
     kept = recorded["calibration"] if recorded is not None else None
 
+    # The doorbell: how a request to a parked session's actors starts them again (see supervise).
+    # Unbounded: one ring per caller that found the actors parked, one answer per waiting ring.
+    rings_send, rings = anyio.create_memory_object_stream[bool](math.inf)
+    started, started_recv = anyio.create_memory_object_stream[None](math.inf)
+    doorbell = Doorbell(rings_send, started_recv)
     writer_link: Link[WriterInbox, WriterOutbox, list[int]] = Link(
-        "session writer", WriterInbox, WriterOutbox, config.writer_queue_size
+        "session writer", WriterInbox, WriterOutbox, config.writer_queue_size, doorbell=doorbell
     )
     # Small messages carrying caller arguments (record_usage), to a loop that a bad one would end.
     scheduler_link: Link[SchedulerInbox, SchedulerOutbox, SchedulerOutbox] = Link(
-        "maintenance scheduler", SchedulerInbox, SchedulerOutbox, _CONTROL_QUEUE, validate=True
+        "maintenance scheduler",
+        SchedulerInbox,
+        SchedulerOutbox,
+        _CONTROL_QUEUE,
+        validate=True,
+        doorbell=doorbell,
     )
     summarizer_link: Link[SummarizerInbox, SummarizerOutbox, SummarizerOutbox] = Link(
-        "summarizer", SummarizerInbox, SummarizerOutbox, _CONTROL_QUEUE, on_abandon=CancelSummarize
+        "summarizer",
+        SummarizerInbox,
+        SummarizerOutbox,
+        _CONTROL_QUEUE,
+        on_abandon=CancelSummarize,
+        doorbell=doorbell,
     )
     recall_link: Link[RecallInbox, RecallOutbox, RecallOutbox] = Link(
-        "recall index", RecallInbox, RecallOutbox, _CONTROL_QUEUE
+        "recall index", RecallInbox, RecallOutbox, _CONTROL_QUEUE, doorbell=doorbell
     )
     reader_link: Link[ReaderInbox, ReaderOutbox, ReaderOutbox] = Link(
-        "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE
+        "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE, doorbell=doorbell
     )
     experience_link: Link[ExperienceInbox, ExperienceOutbox, ExperienceOutbox] = Link(
-        "experience memory", ExperienceInbox, ExperienceOutbox, _CONTROL_QUEUE
+        "experience memory", ExperienceInbox, ExperienceOutbox, _CONTROL_QUEUE, doorbell=doorbell
+    )
+    # Long-term memory (dulwich, the summary schema...) loads with the first open, not at import.
+    from aiden.actors.longterm import LongTermActor
+    from aiden.longterm.messages import LongTermInbox, LongTermLayer, LongTermOutbox
+    from aiden.longterm.port import LongTermPort
+    from aiden.longterm.service import LongTermServices, select_long_term
+
+    long_term_link: Link[LongTermInbox, LongTermOutbox, LongTermOutbox] = Link(
+        "long-term memory", LongTermInbox, LongTermOutbox, _CONTROL_QUEUE, doorbell=doorbell
+    )
+    links: tuple[Link[Any, Any, Any], ...] = (
+        writer_link,
+        scheduler_link,
+        summarizer_link,
+        recall_link,
+        reader_link,
+        experience_link,
+        long_term_link,
     )
     writer_client, scheduler_client, summarizer_client = (
         writer_link.client,
         scheduler_link.client,
         summarizer_link.client,
     )
-    recall_actor = RecallActor(
-        layout, storage, config, recall_link.inbox, recall_link.outbox, embedder, feed=session_store
-    )
-    writer = SessionWriter(session_store, config, writer_link.inbox, writer_link.outbox)
-    reader = SessionReader(session_store, reader_link.inbox, reader_link.outbox)
     if summarizer is None:
         from aiden.summarizers.extractive import ExtractiveSummarizer
 
@@ -200,39 +238,19 @@ async def open_memory(
         )
     # An LLM summarizer's model also words the learned lessons (one call per lesson group).
     learner = learner_for(summarizer)
-    experience_actor = ExperienceActor(
-        ExperienceService(
-            layout,
-            storage,
-            config,
-            learner=learner,
-            embedder=embedder,
-            backends=select_experience(session_store, layout, storage, embedder),
-        ),
-        experience_link.inbox,
-        experience_link.outbox,
-    )
-    experience = ExperiencePort(experience_link.client)
-    summarizer_actor = SummarizerActor(summarizer, config, summarizer_link.inbox, summarizer_link.outbox)
-    # Long-term memory (dulwich, the summary schema...) loads with the first open, not at import.
-    from aiden.actors.longterm import LongTermActor
-    from aiden.longterm.messages import LongTermInbox, LongTermOutbox
-    from aiden.longterm.port import LongTermPort
-    from aiden.longterm.service import LongTermServices, select_long_term
-
-    long_term_link: Link[LongTermInbox, LongTermOutbox, LongTermOutbox] = Link(
-        "long-term memory", LongTermInbox, LongTermOutbox, _CONTROL_QUEUE
-    )
     lt_summarizer = SummarizerProxy(summarizer_client)
     # Long-term memory beside the session store: in its database for PostgreSQL, else under root.
     lt_backend = select_long_term(session_store, config, lt_summarizer)
-    long_term_actor = LongTermActor(
-        LongTermServices(layout, storage, config, lt_summarizer, backend_factory=lt_backend),
-        long_term_link.inbox,
-        long_term_link.outbox,
-    )
-    long_term = LongTermPort(long_term_link.client, long_term_actor.layer)
-    recall = RecallPort(recall_link.client, recall_actor.stats)
+    experience_backends = select_experience(session_store, layout, storage, embedder)
+    # What the callers read without a request outlives the actors' runs (an idle session's are parked).
+    counters: Latest[SchedulerCounters] = Latest(SchedulerCounters())
+    recall_stats: Latest[RecallStats | None] = Latest(None)
+    layer: Latest[LongTermLayer] = Latest(LongTermLayer())
+    experience = ExperiencePort(experience_link.client)
+    long_term = LongTermPort(long_term_link.client, layer)
+    recall = RecallPort(recall_link.client, recall_stats)
+    writer_port = WriterPort(writer_client)
+    scheduler_state: TriggerState | None = None
 
     async def after_compaction(
         entry: ChunkEntry,
@@ -245,81 +263,184 @@ async def open_memory(
             except ClosedError:
                 pass  # closing: the index is derived and catches up at the next search
 
-    scheduler = MaintenanceScheduler(
-        session_store,
-        config,
-        context_window,
-        scheduler_link.inbox,
-        scheduler_link.outbox,
-        summarizer_client,
-        model=model,
-        calibration=TokenCalibration(factor=kept.token_factor, samples=1) if kept is not None else None,
-        before_compaction=long_term.merge_running,
-        after_compaction=after_compaction,
-        before_rotation=lambda: session_ended("rotation"),
-        after_rotation=long_term.refresh,
-    )
-    writer_done = anyio.Event()
-    writer_port = WriterPort(writer_client)
-
     async def session_ended(reason: str, timeout_s: float | None = None) -> None:
         events = await anyio.to_thread.run_sync(session_store.read_hot_window)
         await long_term.end_session(events, reason, timeout_s)
 
-    def writer_ended() -> None:
-        writer_link.stopped()
-        writer_done.set()
+    def new_scheduler() -> MaintenanceScheduler:
+        return MaintenanceScheduler(
+            session_store,
+            config,
+            context_window,
+            scheduler_link.inbox,
+            scheduler_link.outbox,
+            summarizer_client,
+            model=model,
+            calibration=TokenCalibration(factor=kept.token_factor, samples=1) if kept is not None else None,
+            before_compaction=long_term.merge_running,
+            after_compaction=after_compaction,
+            before_rotation=lambda: session_ended("rotation"),
+            after_rotation=long_term.refresh,
+            resume=scheduler_state,
+            counters=counters,
+        )
+
+    # The first scheduler is made here: Memory plans with its token profile.
+    unstarted = [new_scheduler()]
+    evict_after_s = config.evict_after_idle_minutes * 60.0
+    memory = Memory(
+        root=str(layout.root),
+        config=config,
+        context_window=context_window,
+        writer=writer_port,
+        scheduler=SchedulerPort(scheduler_client, counters),
+        reader=ReaderPort(reader_link.client),
+        recall=recall,
+        recovery=report,
+        token_profile=unstarted[0].token_profile,
+        long_term=long_term,
+        experience=experience,
+        episodes=EpisodeTracker(config.experience_environment) if config.experience else None,
+        calibration=(
+            BudgetCalibration(factor=kept.factor, spread=kept.spread, samples=kept.samples)
+            if kept is not None
+            else None
+        ),
+    )
+
+    running: list[_Running] = []  # the actors' run now, if they run: what the close stops
+    closing = False
+
+    async def run_actors(answer: Callable[[], None]) -> None:
+        """One run of the actors: start them on fresh streams, serve until idle (parked) or closed."""
+        nonlocal scheduler_state
+        for link in links:
+            if link.client.parked:  # its streams were dropped when it parked
+                link.bind()
+        scheduler = unstarted.pop() if unstarted else new_scheduler()
+        writer = SessionWriter(session_store, config, writer_link.inbox, writer_link.outbox)
+        reader = SessionReader(session_store, reader_link.inbox, reader_link.outbox)
+        recall_actor = RecallActor(
+            layout,
+            storage,
+            config,
+            recall_link.inbox,
+            recall_link.outbox,
+            embedder,
+            feed=session_store,
+            stats=recall_stats,
+        )
+        summarizer_actor = SummarizerActor(summarizer, config, summarizer_link.inbox, summarizer_link.outbox)
+        experience_actor = ExperienceActor(
+            ExperienceService(
+                layout, storage, config, learner=learner, embedder=embedder, backends=experience_backends
+            ),
+            experience_link.inbox,
+            experience_link.outbox,
+        )
+        long_term_actor = LongTermActor(
+            LongTermServices(layout, storage, config, lt_summarizer, backend_factory=lt_backend),
+            long_term_link.inbox,
+            long_term_link.outbox,
+            layer=layer,
+        )
+        writer_done = anyio.Event()
+
+        def writer_ended() -> None:
+            writer_link.stopped()
+            writer_done.set()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(writer.run)
+                await tg.start(writer_link.route, writer_port.dispatch, writer_ended)
+                await tg.start(summarizer_actor.run_inbox)
+                await tg.start(summarizer_actor.run_worker)
+                await tg.start(summarizer_link.route, by_request_id(summarizer_client))
+                await tg.start(scheduler.run_inbox)
+                await tg.start(scheduler.run_passes)
+                await tg.start(scheduler_link.route, by_request_id(scheduler_client))
+                for _ in range(_READERS):
+                    await tg.start(reader.run)
+                reader.close_streams()  # the workers hold clones
+                await tg.start(reader_link.route, by_request_id(reader_link.client))
+                await tg.start(recall_actor.run)
+                await tg.start(recall_link.route, by_request_id(recall_link.client))
+                await tg.start(experience_actor.run)
+                await tg.start(experience_link.route, by_request_id(experience_link.client))
+                if config.experience and config.idle_compact_after_minutes > 0:
+                    learning = IdleLearning(memory, experience, config.idle_compact_after_minutes)
+                    await tg.start(_in_background(partial(run_autocompact, learning.check, _LEARN_TICK_S)))
+                await long_term_actor.prepare()
+                for _ in range(_LONG_TERM_WORKERS):
+                    await tg.start(long_term_actor.run)
+                await tg.start(long_term_link.route, by_request_id(long_term_link.client))
+                for task in long_term_actor.background_tasks(memory):
+                    await tg.start(_in_background(task))
+                running.append(_Running(writer_done, scheduler))
+                answer()
+                clients = [link.client for link in links]
+                since = anyio.current_time()
+
+                def parkable() -> bool:
+                    idle_s = anyio.current_time() - max(since, *(c.used_at for c in clients))
+                    return (
+                        not closing
+                        and idle_s >= evict_after_s
+                        and scheduler.idle
+                        and long_term_actor.idle
+                        and all(c.quiet for c in clients)
+                    )
+
+                await _until(parkable, evict_after_s)
+                # Idle, nothing in flight or queued (checked with no checkpoint since): the actors
+                # stop as at a close whose drain found nothing; a request rings to start them again.
+                running.clear()
+                for client in clients:
+                    client.park()
+                tg.cancel_scope.cancel()
+        finally:
+            running.clear()
+            scheduler_state = scheduler.state
+            for link in links:
+                link.close()
+            scheduler.close_streams()
+            summarizer_actor.close_streams()
+            long_term_actor.close_streams()
+
+    def answer_rings(first: bool) -> None:
+        # Each waiting ringer gets one answer: the one whose ring started this run, then any
+        # that rang while the actors were starting (they saw them parked).
+        waiting = [first]
+        while True:
+            try:
+                waiting.append(rings.receive_nowait())
+            except anyio.WouldBlock:
+                break
+        for wants in waiting:
+            if wants:
+                started.send_nowait(None)
+
+    async def supervise(*, task_status: TaskStatus[None]) -> None:
+        """Run the actors; while they are parked, wait for a ring: all an idle session keeps is this task."""
+        try:
+            await run_actors(task_status.started)
+            while True:
+                first = await rings.receive()
+                await run_actors(partial(answer_rings, first))
+        finally:
+            # A ringer waiting now (the run failed, or the memory closed) gets ClosedError.
+            started.close()
+            rings.close()
 
     try:
-        async with anyio.create_task_group() as tg:
-            await tg.start(writer.run)
-            await tg.start(writer_link.route, writer_port.dispatch, writer_ended)
-            await tg.start(summarizer_actor.run_inbox)
-            await tg.start(summarizer_actor.run_worker)
-            await tg.start(summarizer_link.route, by_request_id(summarizer_client))
-            await tg.start(scheduler.run_inbox)
-            await tg.start(scheduler.run_passes)
-            await tg.start(scheduler_link.route, by_request_id(scheduler_client))
-            for _ in range(_READERS):
-                await tg.start(reader.run)
-            reader.close_streams()  # the workers hold clones
-            await tg.start(reader_link.route, by_request_id(reader_link.client))
-            await tg.start(recall_actor.run)
-            await tg.start(recall_link.route, by_request_id(recall_link.client))
-            memory = Memory(
-                root=str(layout.root),
-                config=config,
-                context_window=context_window,
-                writer=writer_port,
-                scheduler=SchedulerPort(scheduler_client, scheduler.counters),
-                reader=ReaderPort(reader_link.client),
-                recall=recall,
-                recovery=report,
-                token_profile=scheduler.token_profile,
-                long_term=long_term,
-                experience=experience,
-                episodes=EpisodeTracker(config.experience_environment) if config.experience else None,
-                calibration=(
-                    BudgetCalibration(factor=kept.factor, spread=kept.spread, samples=kept.samples)
-                    if kept is not None
-                    else None
-                ),
-            )
-            await tg.start(experience_actor.run)
-            await tg.start(experience_link.route, by_request_id(experience_link.client))
-            if config.experience and config.idle_compact_after_minutes > 0:
-                learning = IdleLearning(memory, experience, config.idle_compact_after_minutes)
-                await tg.start(run_autocompact, learning.check, _LEARN_TICK_S)
-            await long_term_actor.prepare()
-            for _ in range(_LONG_TERM_WORKERS):
-                await tg.start(long_term_actor.run)
-            await tg.start(long_term_link.route, by_request_id(long_term_link.client))
-            for task in long_term_actor.background_tasks(memory):
-                await tg.start(task)
+        async with anyio.create_task_group() as host:
+            await host.start(supervise)
             try:
                 yield memory
             finally:
                 with anyio.CancelScope(shield=True):
+                    closing = True  # no parking now; a parked memory's close still starts the actors
                     if memory.episode_id is not None:
                         # A run the caller never committed still taught something: keep its trace.
                         await memory.commit_episode("unknown", "memory closed during the run")
@@ -333,31 +454,65 @@ async def open_memory(
                             factor=learned.factor,
                             spread=learned.spread,
                             samples=learned.samples,
-                            token_factor=scheduler.counters.value.token_calibration,
+                            token_factor=counters.value.token_calibration,
                         )
                         await anyio.to_thread.run_sync(
                             record_window, storage, layout, context_window, model, keep
                         )
                     memory._closed = True
-                    # Drain: everything queued before close is committed and acknowledged.
-                    await writer_client.aclose()
-                    await writer_done.wait()
-                    await scheduler.stop_passes()
+                    if running:
+                        # Drain: everything queued before close is committed and acknowledged.
+                        await writer_client.aclose()
+                        await running[0].writer_done.wait()
+                        await running[0].scheduler.stop_passes()
                     # An in-flight pass is abandoned; its commit protocol makes that safe.
-                    tg.cancel_scope.cancel()
+                    host.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         # The caller's block runs inside our task group; give back the caller's
         # own exception, not a group wrapping it.
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        if error is group:
+            raise
+        raise error from None
     finally:
         # Actors cancelled mid-serve never reached their own `async with`
         # exits; closing twice is a no-op, so close every end here.
-        for link in (writer_link, scheduler_link, summarizer_link, reader_link, recall_link, experience_link):
+        for link in links:
             link.close()
-        scheduler.close_streams()
-        summarizer_actor.close_streams()
-        long_term_link.close()
-        long_term_actor.close_streams()
+        for stream in (rings_send, rings, started, started_recv):
+            stream.close()
+        for scheduler in unstarted:  # the actors never started
+            scheduler.close_streams()
         await anyio.to_thread.run_sync(session_store.close)
+
+
+class _Running(NamedTuple):
+    """One run of a session's actors, as the close needs it."""
+
+    writer_done: anyio.Event
+    scheduler: MaintenanceScheduler
+
+
+def _in_background(
+    task: Callable[..., Coroutine[Any, Any, None]],
+) -> Callable[..., Coroutine[Any, Any, None]]:
+    """``task`` with its requests marked as the runtime's own (they keep no idle session running)."""
+
+    async def run(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        BACKGROUND.set(True)
+        await task(task_status=task_status)
+
+    return run
+
+
+async def _until(parkable: Callable[[], bool], evict_after_s: float) -> None:
+    """Return at the first check that finds the actors parkable (never when ``evict_after_s`` is 0)."""
+    if evict_after_s <= 0:
+        await anyio.sleep_forever()
+    tick = min(_LEARN_TICK_S, max(evict_after_s / 4, 0.05))
+    while True:
+        await anyio.sleep(tick)
+        if parkable():
+            return

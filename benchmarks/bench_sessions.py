@@ -7,9 +7,11 @@ Each size runs in a fresh interpreter (``--child N``) so RSS is its own:
   task would, each kept open), timing each open and the first append (which opens
   the session's log);
 * idle for a second, then count: threads of the process, asyncio tasks, open
-  descriptors and RSS growth per open session; threads again after 11 more
-  seconds (anyio's idle worker threads exit after 10 s);
-* close them one after the other, timing each close; descriptors and threads left after.
+  descriptors and RSS growth per open session; all of it again after 11 more
+  seconds (anyio's idle worker threads exit after 10 s), when sessions idle longer
+  than ``--evict-after`` seconds (``evict_after_idle_minutes``) have parked their actors;
+* one more append to each (to a parked session: it starts the actors again), timed,
+  then close them one after the other, timing each close; descriptors and threads left after.
 
 ``--postgres``: the same on the PostgreSQL store (``open_memory(root,
 store=DSN, session_id=...)``, a throwaway cluster with the server's default
@@ -26,6 +28,7 @@ idle session at 1, 1,000 and 10,000 sessions; a flat descriptor count over
 session x N above ``ulimit -n``) is reported as such instead of run.
 
     python benchmarks/bench_sessions.py [--sizes 1,1000,10000] [--cycles 10000] [--quick] [--postgres]
+                                        [--evict-after SECONDS]
 """
 
 from __future__ import annotations
@@ -66,9 +69,11 @@ async def _sessions(n: int, settle_s: float | None = None) -> dict[str, Any]:
     import aiden
     from aiden import Config, SessionEvent
 
-    cfg = Config(durability="none")
+    evict_s = float(os.environ.get("AIDEN_BENCH_EVICT_S", "2"))
+    cfg = Config(durability="none", evict_after_idle_minutes=evict_s / 60)
     opens: list[float] = []
     appends: list[float] = []
+    wakes: list[float] = []
     closes: list[float] = []
 
     async def session(
@@ -85,6 +90,10 @@ async def _sessions(n: int, settle_s: float | None = None) -> dict[str, Any]:
             appends.append(time.perf_counter() - t)
             opened.set()
             await close.wait()
+            # After the idle time: an append (to a parked session, it starts the actors again).
+            t = time.perf_counter()
+            await memory.append(SessionEvent(type="user_input", content=f"back in session {i}"))
+            wakes.append(time.perf_counter() - t)
             t = time.perf_counter()
         closes.append(time.perf_counter() - t)
         closed.set()
@@ -116,6 +125,12 @@ async def _sessions(n: int, settle_s: float | None = None) -> dict[str, Any]:
                 float(os.environ.get("AIDEN_BENCH_SETTLE_S", "11")) if settle_s is None else settle_s
             )
             idle["threads_settled"] = threading.active_count()
+            # After the idle time, sessions idle longer than evict_after_idle_minutes are parked.
+            idle["settled"] = {
+                "tasks_per_session": (len(asyncio.all_tasks()) - tasks0) / n - 1,
+                "fds_per_session": (_fds() - fds0) / n,
+                "rss_kb_per_session": (_rss() - rss0) / n / 1024,
+            }
             for close, closed in ends:
                 close.set()
                 await closed.wait()
@@ -125,7 +140,9 @@ async def _sessions(n: int, settle_s: float | None = None) -> dict[str, Any]:
             **idle,
             "open_ms": latency_ms(opens),
             "first_append_ms": latency_ms(appends),
+            "append_after_idle_ms": latency_ms(wakes),
             "close_ms": latency_ms(closes),
+            "evict_after_s": evict_s,
             "fds_left": _fds() - fds0,
             "threads_after": threading.active_count(),
         }
@@ -310,12 +327,19 @@ def main() -> None:
     parser.add_argument(
         "--settle", type=float, default=11.0, help="idle seconds before the second thread count"
     )
+    parser.add_argument(
+        "--evict-after",
+        type=float,
+        default=2.0,
+        help="evict_after_idle_minutes of the sessions, in seconds (0: never; the default config: 1800)",
+    )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args.child)
         return
     os.environ["AIDEN_BENCH_SETTLE_S"] = str(args.settle)
+    os.environ["AIDEN_BENCH_EVICT_S"] = str(args.evict_after)
     if args.postgres:
         _postgres([1, 100] if args.quick else [int(s) for s in args.sizes.split(",")])
         return
@@ -338,16 +362,18 @@ def main() -> None:
             result["sessions"] = n
         results["sizes"].append(result)
         if "error" in result:
-            rows.append([f"{n:,}", result["error"], "", "", "", "", "", "", ""])
+            rows.append([f"{n:,}", result["error"], "", "", "", "", "", "", "", ""])
             continue
+        settled = result["settled"]
         rows.append(
             [
                 f"{n:,}",
                 f"{result['threads']} / {result['threads_settled']}",
-                f"{result['rss_kb_per_session']:.0f}",
-                f"{result['fds_per_session']:.1f} / {result['tasks_per_session']:.1f}",
+                f"{result['rss_kb_per_session']:.0f} / {settled['rss_kb_per_session']:.0f}",
+                f"{settled['fds_per_session']:.1f} / {settled['tasks_per_session']:.1f}",
                 f"{result['open_ms']['p50']:.1f} / {result['open_ms']['p99']:.1f}",
                 f"{result['first_append_ms']['p50']:.2f} / {result['first_append_ms']['p99']:.2f}",
+                f"{result['append_after_idle_ms']['p50']:.2f} / {result['append_after_idle_ms']['p99']:.2f}",
                 f"{result['close_ms']['p50']:.1f} / {result['close_ms']['p99']:.1f}",
                 f"{result['fds_left']:+d}",
                 str(result["threads_after"]),
@@ -359,10 +385,11 @@ def main() -> None:
         [
             "open sessions",
             f"threads (total) 1 s / {1 + args.settle:g} s idle",
-            "RSS KB / idle session",
-            "fds / tasks per session",
+            f"RSS KB / session 1 s / {1 + args.settle:g} s idle",
+            f"fds / tasks per session {1 + args.settle:g} s idle",
             "open ms p50 / p99",
             "first append ms p50 / p99",
+            "append after idle ms p50 / p99",
             "close ms p50 / p99",
             "fds left after close",
             "threads after close",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 from collections.abc import Callable, Sequence
 from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
+
+import anyio
 
 from aiden.config import Config
 from aiden.events import SessionEvent
@@ -58,3 +61,10 @@ def race_processes(target: Callable[[str, str, EventType], None], root: Path, wr
     for proc in procs:
         proc.join(timeout=120)
     assert [proc.exitcode for proc in procs] == [0] * len(writers)
+
+
+async def wait_parked(tasks_before: int, timeout_s: float = 10.0) -> None:
+    """Until one open memory keeps only its supervising task (``tasks_before``: the tasks before it opened)."""
+    with anyio.fail_after(timeout_s):
+        while len(asyncio.all_tasks()) > tasks_before + 1:  # noqa: ASYNC110 (parking has no event to wait on)
+            await anyio.sleep(0.02)

@@ -63,13 +63,15 @@ class LongTermActor:
         services: LongTermServices,
         inbox: MemoryObjectReceiveStream[bytes],
         outbox: MemoryObjectSendStream[bytes],
+        *,
+        layer: Latest[LongTermLayer] | None = None,
     ) -> None:
         self._lt = services
         self._inbox = inbox
         self._outbox = outbox
         self._in: Codec[LongTermInbox] = Codec(LongTermInbox)
         self._out: Codec[LongTermOutbox] = Codec(LongTermOutbox)
-        self.layer: Latest[LongTermLayer] = Latest(LongTermLayer())
+        self.layer: Latest[LongTermLayer] = layer or Latest(LongTermLayer())
         """The prompt layer as last loaded (published after open and every refresh)."""
 
     async def prepare(self) -> None:
@@ -127,6 +129,11 @@ class LongTermActor:
     async def _refresh(self) -> None:
         await self._lt.refresh()
         self.layer.publish(LongTermLayer(self._lt.project_memory))
+
+    @property
+    def idle(self) -> bool:
+        """No Dream run in progress or requested."""
+        return self._lt.idle
 
     def close_streams(self) -> None:
         """Close the original stream ends (the workers hold clones) and the room's internal streams."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from contextvars import ContextVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -24,7 +25,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aiden.errors import AidenError, ClosedError
 from aiden.messages import Codec
 
-__all__ = ["Client", "Latest", "Link", "Waiter", "by_request_id", "route_replies"]
+__all__ = ["BACKGROUND", "Client", "Doorbell", "Latest", "Link", "Waiter", "by_request_id", "route_replies"]
 
 Req = TypeVar("Req")
 Rep = TypeVar("Rep")
@@ -129,22 +130,70 @@ class Waiter(Generic[V]):
         return self._value
 
 
+# Set in the runtime's own timed tasks (AutoCompact, idle learning, Dream's schedule): their requests
+# are not a caller's, and do not keep an idle session's actors running.
+BACKGROUND: ContextVar[bool] = ContextVar("aiden_background", default=False)
+
+
+class Doorbell:
+    """How a caller starts a parked session's actors again: ring, then wait until they run.
+
+    The runtime parks every client of a session together and answers each ring that
+    waits (``True``) once the actors run again: one answer per such ring, so each waiting
+    ringer gets one (an answer left by a ringer that was cancelled only makes a later
+    ringer look again). Only streams cross from the runtime's room.
+    """
+
+    __slots__ = ("_rings", "_started")
+
+    def __init__(self, rings: MemoryObjectSendStream[bool], started: MemoryObjectReceiveStream[None]) -> None:
+        self._rings = rings
+        self._started = started
+
+    async def ring(self) -> None:
+        """Ask for the actors to start; return once a run has started since."""
+        try:
+            # The caller saw its client parked, with no checkpoint since: the runtime has not
+            # started this run's actors yet, so it answers this ring once they run.
+            self._rings.send_nowait(True)
+            await self._started.receive()
+        except (anyio.WouldBlock, anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise ClosedError("memory is closed") from None
+
+    def ring_soon(self) -> None:
+        """Start the actors without waiting (a ring already pending does)."""
+        try:
+            self._rings.send_nowait(False)
+        except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+
+
 class Client(Generic[Req, V]):
-    """Sends encoded requests to one actor and matches replies to waiters by request id."""
+    """Sends encoded requests to one actor and matches replies to waiters by request id.
+
+    A client outlives its actor's runs: while the actor is parked (``send`` None, an
+    idle session's actors stopped) a request first rings the ``doorbell`` to start it again.
+    """
 
     def __init__(
         self,
         name: str,
-        send: MemoryObjectSendStream[bytes],
+        send: MemoryObjectSendStream[bytes] | None,
         codec: Codec[Req],
         *,
         on_abandon: Callable[[int], Req] | None = None,
         validate: bool = False,
+        doorbell: Doorbell | None = None,
     ) -> None:
         self.name = name
         self._validate = validate
         self._on_abandon = on_abandon
+        self._doorbell = doorbell
         self._send = send
+        # Casts made while parked, sent when the actor runs again.
+        self._held: list[bytes] = []
+        self.used_at = 0.0
+        """When a caller (not one of the runtime's timed tasks) last sent a request (anyio's clock)."""
         self._codec = codec
         self._ids = itertools.count(1)
         self._pending: dict[int, Waiter[V]] = {}
@@ -156,6 +205,45 @@ class Client(Generic[Req, V]):
     def next_id(self) -> int:
         """A fresh request id."""
         return next(self._ids)
+
+    @property
+    def parked(self) -> bool:
+        """True while the actor is not running and a request would first start it."""
+        return self._send is None
+
+    @property
+    def quiet(self) -> bool:
+        """No caller waits for a reply and nothing waits in the inbox."""
+        send = self._send
+        return not self._pending and (send is None or send.statistics().current_buffer_used == 0)
+
+    def bind(self, send: MemoryObjectSendStream[bytes]) -> None:
+        """Send to a (re)started actor's inbox from now on (first what was cast while it was parked)."""
+        self._send, self._closed = send, False
+        held, self._held = self._held, []
+        for raw in held:
+            send.send_nowait(raw)
+
+    def park(self) -> None:
+        """The actor is about to stop while idle: the next request rings the doorbell first."""
+        self._send = None
+
+    def _use(self) -> None:
+        if not BACKGROUND.get():
+            self.used_at = anyio.current_time()
+
+    async def _ready(self) -> MemoryObjectSendStream[bytes]:
+        # The hot path (a running actor) costs two attribute checks and a clock read.
+        send = self._send
+        while send is None:
+            if self._doorbell is None or self._closed:
+                raise ClosedError(f"{self.name} is not running")
+            await self._doorbell.ring()
+            send = self._send
+        if self._closed:
+            raise ClosedError(f"{self.name} is closed")
+        self._use()
+        return send
 
     def _encode(self, message: Req) -> bytes:
         """The message's bytes; what cannot be encoded (an int beyond 64 bits) is an AidenError.
@@ -178,10 +266,9 @@ class Client(Generic[Req, V]):
 
     async def cast(self, message: Req) -> None:
         """Send without waiting for a reply (the inbox bound still applies back-pressure)."""
-        if self._closed:
-            raise ClosedError(f"{self.name} is closed")
+        send = await self._ready()
         try:
-            await self._send.send(self._encode(message))
+            await send.send(self._encode(message))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             raise ClosedError(f"{self.name} is not running") from exc
 
@@ -190,23 +277,32 @@ class Client(Generic[Req, V]):
         # always yields once first): the caller parks on its waiter right after,
         # and that extra event loop pass per request is a measurable share of an
         # append's CPU. Back-pressure still applies when the inbox is full.
-        if self._closed:
-            raise ClosedError(f"{self.name} is closed")
+        send = await self._ready()
         raw = self._encode(message)
         try:
             try:
-                self._send.send_nowait(raw)
+                send.send_nowait(raw)
             except anyio.WouldBlock:
-                await self._send.send(raw)
+                await send.send(raw)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             raise ClosedError(f"{self.name} is not running") from exc
 
     def try_cast(self, message: Req) -> bool:
-        """Send if the inbox has room; False when full (used for coalescable requests)."""
-        if self._closed:
+        """Send if the inbox has room; False when full (used for coalescable requests).
+
+        To a parked actor it is held, and sent once the ring started the actor again (True).
+        """
+        send = self._send
+        if send is None and self._doorbell is not None and not self._closed:
+            self._held.append(self._encode(message))
+            self._use()
+            self._doorbell.ring_soon()
+            return True
+        if self._closed or send is None:
             raise ClosedError(f"{self.name} is closed")
+        self._use()
         try:
-            self._send.send_nowait(self._encode(message))
+            send.send_nowait(self._encode(message))
         except anyio.WouldBlock:
             return False
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
@@ -258,7 +354,8 @@ class Client(Generic[Req, V]):
     async def aclose(self) -> None:
         """Close the inbox: the actor drains what was sent, then stops."""
         self._closed = True
-        await self._send.aclose()
+        if self._send is not None:
+            await self._send.aclose()
 
 
 async def route_replies(
@@ -302,6 +399,13 @@ class _Reply(Protocol):
 R = TypeVar("R", bound=_Reply)
 
 
+class _Ends(NamedTuple):
+    send: MemoryObjectSendStream[bytes]
+    inbox: MemoryObjectReceiveStream[bytes]
+    outbox: MemoryObjectSendStream[bytes]
+    replies: MemoryObjectReceiveStream[bytes]
+
+
 class Link(Generic[Req, Rep, V]):
     """One actor's wiring: its inbox and outbox streams, the :class:`Client` callers use, its reply router.
 
@@ -319,16 +423,38 @@ class Link(Generic[Req, Rep, V]):
         *,
         on_abandon: Callable[[int], Req] | None = None,
         validate: bool = False,
+        doorbell: Doorbell | None = None,
     ) -> None:
-        send, self.inbox = anyio.create_memory_object_stream[bytes](size)
-        self.outbox, self._replies = anyio.create_memory_object_stream[bytes](size)
-        """The actor's ends: it reads ``inbox`` and writes ``outbox``."""
         self.name = name
+        self._size = size
         self.client: Client[Req, V] = Client(
-            name, send, Codec(requests), on_abandon=on_abandon, validate=validate
+            name, None, Codec(requests), on_abandon=on_abandon, validate=validate, doorbell=doorbell
         )
         self._codec: Codec[Rep] = Codec(replies)
-        self._streams = (send, self.inbox, self.outbox, self._replies)
+        self._ends: _Ends | None = None
+        self.bind()
+
+    def bind(self) -> None:
+        """Fresh streams for a (re)started actor, and the client sending to them."""
+        send, inbox = anyio.create_memory_object_stream[bytes](self._size)
+        outbox, replies = anyio.create_memory_object_stream[bytes](self._size)
+        self._ends = _Ends(send, inbox, outbox, replies)
+        self.client.bind(send)
+
+    def _bound(self) -> _Ends:
+        if self._ends is None:
+            raise ClosedError(f"{self.name} is not running")
+        return self._ends
+
+    @property
+    def inbox(self) -> MemoryObjectReceiveStream[bytes]:
+        """The actor's end it reads requests from."""
+        return self._bound().inbox
+
+    @property
+    def outbox(self) -> MemoryObjectSendStream[bytes]:
+        """The actor's end it writes replies to."""
+        return self._bound().outbox
 
     async def route(
         self,
@@ -340,7 +466,7 @@ class Link(Generic[Req, Rep, V]):
         """The reply router: ``dispatch`` each reply; at the end, ``on_end`` (default: fail every waiter)."""
         await route_replies(
             self.name,
-            self._replies,
+            self._bound().replies,
             self._codec,
             dispatch,
             on_end if on_end is not None else self.stopped,
@@ -348,13 +474,16 @@ class Link(Generic[Req, Rep, V]):
         )
 
     def stopped(self) -> None:
-        """Fail every waiting and later caller: the actor's outbox ended."""
-        self.client.fail_all(ClosedError(f"{self.name} stopped"))
+        """Fail every waiting and later caller: the actor's outbox ended (unless it was parked, idle)."""
+        if not self.client.parked:
+            self.client.fail_all(ClosedError(f"{self.name} stopped"))
 
     def close(self) -> None:
-        """Close all four stream ends (an actor cancelled mid-serve never reached its own exits)."""
-        for stream in self._streams:
-            stream.close()
+        """Close and drop all four stream ends (an actor cancelled mid-serve never reached its own exits)."""
+        ends, self._ends = self._ends, None
+        if ends is not None:
+            for stream in ends:
+                stream.close()
 
 
 def by_request_id(client: Client[Req, R]) -> Callable[[R], None]:

@@ -14,7 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, assert_never
 
 import anyio
+import msgspec
 from anyio.abc import TaskStatus
+from anyio.lowlevel import RunVar
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.mailbox import Latest
@@ -62,6 +64,7 @@ class RecallActor:
         embedder: Embedder | None = None,
         *,
         feed: ChangeFeed | None = None,
+        stats: Latest[RecallStats | None] | None = None,
     ) -> None:
         self._layout = layout
         self._feed = feed
@@ -73,8 +76,10 @@ class RecallActor:
         self._in: Codec[RecallInbox] = Codec(RecallInbox)
         self._out: Codec[RecallOutbox] = Codec(RecallOutbox)
         self._index: RecallIndex | None = None  # opened in run(): sqlite3 loads only when used
-        self.stats: Latest[RecallStats | None] = Latest(None)
+        self.stats: Latest[RecallStats | None] = stats or Latest(None)
         """The index's telemetry after the latest request (an immutable snapshot)."""
+        # The counts of this session's earlier index instances (its actors parked while idle).
+        self._before = self.stats.value
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until the inbox closes."""
@@ -95,7 +100,7 @@ class RecallActor:
             await serve("recall", self._inbox, self._outbox, self._in, self._out, self._serve)
         finally:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._index.close)
+                await anyio.to_thread.run_sync(self._index.close, limiter=_closing())
 
     async def _serve(self, msg: RecallInbox) -> RecallHits | RecallEvents | RecallSynced:
         index = self._index
@@ -121,4 +126,31 @@ class RecallActor:
                     assert_never(msg)
         finally:
             # Published after failures too: the index counts them.
-            self.stats.publish(index.stats())
+            self.stats.publish(_since_open(self._before, index.stats()))
+
+
+_CLOSING: RunVar[anyio.CapacityLimiter] = RunVar("aiden_recall_closing")
+
+
+def _closing() -> anyio.CapacityLimiter:
+    """One index close at a time per event loop: idle sessions parking together need no thread each."""
+    try:
+        return _CLOSING.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(1)
+        _CLOSING.set(limiter)
+        return limiter
+
+
+def _since_open(before: RecallStats | None, now: RecallStats) -> RecallStats:
+    """``now``'s counts added to an earlier instance's: the telemetry stays "since the memory opened"."""
+    if before is None:
+        return now
+    return msgspec.structs.replace(
+        now,
+        recall_calls=before.recall_calls + now.recall_calls,
+        results_returned=before.results_returned + now.results_returned,
+        pending_chunks_recalled=before.pending_chunks_recalled + now.pending_chunks_recalled,
+        rebuilds=before.rebuilds + now.rebuilds,
+        embedding_failures=before.embedding_failures + now.embedding_failures,
+    )

@@ -103,6 +103,9 @@ class MaintenanceScheduler:
         after_compaction: Callable[[ChunkEntry], Awaitable[None]] | None = None,
         before_rotation: Callable[[], Awaitable[None]] | None = None,
         after_rotation: Callable[[], Awaitable[None]] | None = None,
+        *,
+        resume: TriggerState | None = None,
+        counters: Latest[SchedulerCounters] | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -115,14 +118,15 @@ class MaintenanceScheduler:
         self._before_rotation = before_rotation
         self._after_rotation = after_rotation
         self._pass_done: anyio.Event | None = None
-        # A calibration kept from the last close of this root (same model and window) is the start.
-        self._state = TriggerState(
+        # A calibration kept from the last close of this root (same model and window) is the start;
+        # after an idle session's actors were parked, the state the scheduler had then.
+        self._state = resume or TriggerState(
             model=model or "",
             calibration_weight=config.token_calibration_weight,
             calibration={model or "": calibration} if calibration is not None else {},
             counters=SchedulerCounters(token_calibration=calibration.factor if calibration is not None else 1.0),
         )
-        self.counters: Latest[SchedulerCounters] = Latest(SchedulerCounters())
+        self.counters: Latest[SchedulerCounters] = counters or Latest(SchedulerCounters())
         """The newest snapshot of the counters, published after every change."""
         self._publish()  # the kept calibration shows from the start
         self._summaries = ChunkSummaries(summarizer, config, self._note)
@@ -146,6 +150,16 @@ class MaintenanceScheduler:
         self._no_rotation = anyio.Event()
         self._no_rotation.set()
         self._planner = Planner(store, config, self._profile)
+
+    @property
+    def state(self) -> TriggerState:
+        """What the scheduler knows now (immutable): a restarted scheduler resumes from it."""
+        return self._state
+
+    @property
+    def idle(self) -> bool:
+        """No pass runs and none is pending."""
+        return self._pass_scope is None and self._wake_receive.statistics().current_buffer_used == 0
 
     @property
     def token_profile(self) -> TokenProfile:

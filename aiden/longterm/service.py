@@ -141,6 +141,7 @@ class LongTermServices:
         self.config = config
         self._dirty_send, self._dirty_recv = anyio.create_memory_object_stream[None](1)
         self._dream_send, self._dream_recv = anyio.create_memory_object_stream[None](1)
+        self._dreams_running = 0
         if backend_factory is None:
             self.backend: LongTermBackend = FileLongTermBackend(
                 layout, storage, config, summarizer, dirty=self._dirty_send
@@ -254,7 +255,16 @@ class LongTermServices:
     @observed("dream")
     async def run_dream(self) -> DreamOutcome:
         """One Dream run now."""
-        return await self.dream.run(now=time.time())
+        self._dreams_running += 1
+        try:
+            return await self.dream.run(now=time.time())
+        finally:
+            self._dreams_running -= 1
+
+    @property
+    def idle(self) -> bool:
+        """No Dream run in progress or requested (an idle session's actors may park)."""
+        return not self._dreams_running and self._dream_send.statistics().current_buffer_used == 0
 
     def request_dream(self) -> bool:
         """Ask the scheduled Dream task to run now (False if one is already requested)."""

@@ -40,6 +40,24 @@ PROFILES_DIR_NAME: Final = "profiles"
 """``experience/profiles/<sha>.json`` (every other folder of ``experience/`` holds ``<id>.md`` records)."""
 
 
+class _Under:
+    """A path under the layout's ``memory`` or ``session`` folder, made at each use.
+
+    An open memory keeps no Path per file (an idle session's footprint), and an archived
+    session's layout (a copy with another ``session``) moves every session path at once.
+    """
+
+    __slots__ = ("_folder", "_parts")
+
+    def __init__(self, folder: Literal["memory", "session"], *parts: str) -> None:
+        self._folder = folder
+        self._parts = parts
+
+    def __get__(self, layout: Layout, owner: object = None) -> Path:
+        base: Path = getattr(layout, self._folder)
+        return base.joinpath(*self._parts)
+
+
 class Layout:
     """Paths of one memory root.
 
@@ -69,51 +87,51 @@ class Layout:
           experience/vectors.msgpack  derived: the records' vectors (with an embedder)
     """
 
+    __slots__ = ("memory", "root", "session")
+
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(os.path.realpath(os.fspath(root)))
         self.memory = self.root / "memory"
-        self.lock_file = self.memory / "session.lock"
-        self.compaction_lock = self.memory / "compaction.lock"
         self.session = self.memory / "session"
-        self.events = self.session / "events.jsonl"
-        self.quarantine = self.session / "events.quarantine"
-        self.summary = self.session / "summary.md"
-        self.summary_archive = self.session / "summary_archive.md"
-        self.chunks = self.session / "chunks"
-        self.index = self.chunks / "index.yaml"
-        self.recall_db = self.session / "recall.sqlite3"
-        self.session_meta = self.session / "session.json"
-        self.archive = self.memory / "session_archive"
-        self.long_term = self.memory / "long_term"
-        self.last_recovery = self.memory / "last_recovery.json"
-        self.window = self.memory / "window.json"
-        lt = self.long_term
-        self.entries_index = lt / "index.yaml"
-        self.profile = lt / "profile.md"
-        self.memories = lt / "memories"
-        self.history = lt / "history.jsonl"
-        self.history_cursor = lt / ".cursor"
-        self.dream_cursor = lt / ".dream_cursor"
-        self.sessions = lt / "sessions"
-        self.digest = lt / "digest.md"
-        self.entries_lock = lt / ".entries.lock"
-        """Held around each save / forget of a memory entry."""
-        self.history_lock = lt / ".history.lock"
-        """Held around each append to ``history.jsonl``."""
-        self.summaries_lock = lt / SUMMARIES_LOCK_NAME
-        self.dream_lock = lt / DREAM_LOCK_NAME
-        self.episodes = self.memory / "episodes"
-        self.episodes_index = self.episodes / "index.yaml"
-        self.episodes_lock = self.episodes / ".episodes.lock"
-        self.experience = self.memory / "experience"
-        self.experience_index = self.experience / "index.yaml"
-        self.records_lock = self.experience / ".records.lock"
-        self.experience_vectors = self.experience / "vectors.msgpack"
+        """The active session's folder (an archived one's, in :func:`~aiden.storage.recovery.archived_layout`)."""
 
-    @property
-    def running_summary(self) -> Path:
-        """``session/running_summary.md`` (inside the session dir, so rotation archives it)."""
-        return self.session / "running_summary.md"
+    lock_file = _Under("memory", "session.lock")
+    compaction_lock = _Under("memory", "compaction.lock")
+    events = _Under("session", "events.jsonl")
+    quarantine = _Under("session", "events.quarantine")
+    summary = _Under("session", "summary.md")
+    summary_archive = _Under("session", "summary_archive.md")
+    chunks = _Under("session", "chunks")
+    index = _Under("session", "chunks", "index.yaml")
+    recall_db = _Under("session", "recall.sqlite3")
+    session_meta = _Under("session", "session.json")
+    archive = _Under("memory", "session_archive")
+    long_term = _Under("memory", "long_term")
+    last_recovery = _Under("memory", "last_recovery.json")
+    window = _Under("memory", "window.json")
+    entries_index = _Under("memory", "long_term", "index.yaml")
+    profile = _Under("memory", "long_term", "profile.md")
+    memories = _Under("memory", "long_term", "memories")
+    history = _Under("memory", "long_term", "history.jsonl")
+    history_cursor = _Under("memory", "long_term", ".cursor")
+    dream_cursor = _Under("memory", "long_term", ".dream_cursor")
+    sessions = _Under("memory", "long_term", "sessions")
+    digest = _Under("memory", "long_term", "digest.md")
+    entries_lock = _Under("memory", "long_term", ".entries.lock")
+    """Held around each save / forget of a memory entry."""
+    history_lock = _Under("memory", "long_term", ".history.lock")
+    """Held around each append to ``history.jsonl``."""
+    summaries_lock = _Under("memory", "long_term", SUMMARIES_LOCK_NAME)
+    dream_lock = _Under("memory", "long_term", DREAM_LOCK_NAME)
+    episodes = _Under("memory", "episodes")
+    episodes_index = _Under("memory", "episodes", "index.yaml")
+    episodes_lock = _Under("memory", "episodes", ".episodes.lock")
+    experience = _Under("memory", "experience")
+    experience_index = _Under("memory", "experience", "index.yaml")
+    records_lock = _Under("memory", "experience", ".records.lock")
+    experience_vectors = _Under("memory", "experience", "vectors.msgpack")
+    running_summary = _Under("session", "running_summary.md")
+    """``session/running_summary.md`` (inside the session dir, so rotation archives it)."""
 
     def chunk_file(self, chunk_id: str) -> Path:
         """Path of ``chunks/<chunk_id>.jsonl``; the id is validated first."""

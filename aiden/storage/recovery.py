@@ -110,7 +110,9 @@ class Recovery:
         keep, dropped, dups, misplaced = self._trim_hot_window(result.events, entries, verified, problems)  # 4.
         if dropped or dups or misplaced or result.bad_lines:
             self.storage.write_atomic(
-                self.layout.events, b"".join(sealed(encode_event(e)) for e in keep), crash_prefix="recover_events"
+                self.layout.events,
+                b"".join(sealed(encode_event(e)) for e in keep),
+                crash_prefix="recover_events",
             )
         elif result.torn_tail:
             # Only a torn tail: the complete lines stand as written, so the tail is cut off in
@@ -319,7 +321,11 @@ class Recovery:
             self._settle_damaged_summary(chunk, e, problems)
             h = chunk.entry
             if (h.first_seq, h.last_seq, h.count, h.sha256, h.kept_seqs) != (
-                e.first_seq, e.last_seq, e.count, e.sha256, e.kept_seqs
+                e.first_seq,
+                e.last_seq,
+                e.count,
+                e.sha256,
+                e.kept_seqs,
             ):
                 problems.append(f"index entry {e.chunk_id} disagrees with its chunk file; index rebuilt")
                 disagrees = True
@@ -330,7 +336,11 @@ class Recovery:
         if chunk.summary_damaged:
             good = intact if intact is not None and intact.sha256 == chunk.entry.sha256 else None
             cs.restore_header(self.storage, self.layout, chunk.entry if good is None else good)
-            how = "no intact copy; marked degraded to be re-summarized" if good is None else "restored from the index"
+            how = (
+                "no intact copy; marked degraded to be re-summarized"
+                if good is None
+                else "restored from the index"
+            )
             problems.append(f"chunk {chunk.chunk_id}: its summary failed its checksum; {how}")
 
     def _rebuild_index(self, problems: list[str]) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
@@ -389,11 +399,5 @@ class Recovery:
 def archived_layout(layout: Layout, d: Path) -> Layout:
     """A copy of ``layout`` whose session paths point at ``d`` (an archived session)."""
     lay = copy.copy(layout)
-    lay.session, lay.events, lay.quarantine = d, d / "events.jsonl", d / "events.quarantine"
-    lay.summary, lay.summary_archive, lay.chunks = d / "summary.md", d / "summary_archive.md", d / "chunks"
-    lay.index, lay.recall_db, lay.session_meta = (
-        d / "chunks" / "index.yaml",
-        d / "recall.sqlite3",
-        d / "session.json",
-    )
+    lay.session = d
     return lay

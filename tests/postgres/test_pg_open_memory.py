@@ -8,6 +8,7 @@ arguments (aiden errors, passwords masked, nothing opened).
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from aiden.testing.conformance_retry import (
     check_a_rotation_ends_the_retry_window,
     check_retries_return_the_stored_events,
 )
+from tests.helpers import wait_parked
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -107,6 +109,26 @@ def test_sync_open_memory_selects_the_store_by_dsn(
         hits = other.recall_session_chunks("deploy key vault")
         assert [h.chunk_id for h in hits][:1] == [outcome.chunk_id]
         assert other.append(_said(41)).seq == 41
+
+
+@pytest.mark.anyio
+async def test_a_parked_memory_on_postgresql_starts_again_at_the_next_call(
+    tmp_path: Path, pg_dsn: str, session_ids: SessionIds
+) -> None:
+    # Parked: only the supervising task is left; the store (its pool) stays open.
+    before = len(asyncio.all_tasks())
+    config = Config(evict_after_idle_minutes=0.15 / 60)
+    sid, dsn = session_ids(), _uri(pg_dsn)
+    async with open_memory(tmp_path, store=dsn, session_id=sid, context_window=4096, config=config) as memory:
+        assert [e.seq for e in await memory.append_many(_said(i) for i in range(40))] == list(range(1, 41))
+        await wait_parked(before)
+        outcome = await memory.maintain(manual=True)
+        assert outcome.compacted, outcome
+        assert (await memory.append(_said(40))).seq == 41
+        hits = await memory.recall_session_chunks("deploy key vault")
+        assert hits and hits[0].first_seq == 4
+    async with open_memory(tmp_path, store=dsn, session_id=sid, context_window=4096) as again:
+        assert (await again.hot_window())[-1].seq == 41
 
 
 @pytest.mark.anyio

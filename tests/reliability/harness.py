@@ -104,13 +104,7 @@ def session_layout(root: Path, session_dir: Path | None = None) -> Layout:
     """A Layout of ``root`` whose session paths point at ``session_dir`` (an archived session)."""
     lay = Layout(root)
     if session_dir is not None:
-        lay.session = session_dir
-        lay.events = session_dir / "events.jsonl"
-        lay.quarantine = session_dir / "events.quarantine"
-        lay.summary = session_dir / "summary.md"
-        lay.summary_archive = session_dir / "summary_archive.md"
-        lay.chunks = session_dir / "chunks"
-        lay.index = lay.chunks / "index.yaml"
+        lay.session = session_dir  # every session path follows it
     return lay
 
 
