@@ -175,6 +175,22 @@ class Client(Generic[Req, V]):
     idle session's actors stopped) a request first rings the ``doorbell`` to start it again.
     """
 
+    # Every open memory holds seven: an idle session's footprint.
+    __slots__ = (
+        "_closed",
+        "_codec",
+        "_doorbell",
+        "_held",
+        "_ids",
+        "_on_abandon",
+        "_on_asyncio",
+        "_pending",
+        "_send",
+        "_validate",
+        "name",
+        "used_at",
+    )
+
     def __init__(
         self,
         name: str,
@@ -413,6 +429,8 @@ class Link(Generic[Req, Rep, V]):
     :class:`~aiden.messages.Codec` takes them; the annotation ``Link[Req, Rep, V]``
     names their types); the client's callers get ``V``.
     """
+
+    __slots__ = ("_codec", "_ends", "_size", "client", "name")
 
     def __init__(
         self,
