@@ -4,6 +4,7 @@ Everything here is deterministic and offline:
 
 * :class:`ScriptedSummarizer` returns scripted results in order and records requests.
 * :class:`SlowSummarizer` sleeps (virtual time works: trio's ``MockClock``) then delegates.
+* :class:`GatedSummarizer` holds every call until the test opens it, then delegates.
 * :class:`FailingSummarizer` always raises.
 * :class:`HangingSummarizer` never answers; counts calls and cancellations.
 * :class:`FakeLLMServer` is a tiny OpenAI-compatible HTTP server on 127.0.0.1 so a
@@ -25,6 +26,7 @@ from aiden.testing.llm_server import FakeLLMServer, RecordedRequest, Responder
 from aiden.testing.memstore import MemorySessionStore
 from aiden.testing.summarizers import (
     FailingSummarizer,
+    GatedSummarizer,
     HangingSummarizer,
     ScriptedSummarizer,
     SlowSummarizer,
@@ -34,6 +36,7 @@ from aiden.testing.summarizers import (
 __all__ = [
     "FailingSummarizer",
     "FakeLLMServer",
+    "GatedSummarizer",
     "HangingSummarizer",
     "HashingEmbedder",
     "MemorySessionStore",

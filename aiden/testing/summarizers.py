@@ -15,6 +15,7 @@ from aiden.summarizers.protocol import Summarizer, SummaryRequest, SummaryResult
 
 __all__ = [
     "FailingSummarizer",
+    "GatedSummarizer",
     "HangingSummarizer",
     "ScriptedSummarizer",
     "SlowSummarizer",
@@ -118,6 +119,42 @@ class SlowSummarizer:
         """Sleep ``delay``, then return the inner summarizer's result."""
         self._started.bump()
         await anyio.sleep(self.delay)
+        result = await self.inner.summarize(request)
+        self.calls_finished += 1
+        return result
+
+
+class GatedSummarizer:
+    """Holds every call until :meth:`open`, then delegates (``inner``: a fresh :class:`ScriptedSummarizer`).
+
+    For a test that needs a pass in flight for exactly as long as it looks: :meth:`wait_started`
+    returns once a call is held; :attr:`calls_finished` counts the calls answered.
+    """
+
+    def __init__(self, inner: Summarizer | None = None) -> None:
+        self.inner: Summarizer = inner if inner is not None else ScriptedSummarizer()
+        self.calls_finished = 0
+        self._started = _CallSignal()
+        self._opened = False
+        self._gate: anyio.Event | None = None
+
+    async def wait_started(self, n: int = 1) -> None:
+        """Return once at least ``n`` calls have started."""
+        await self._started.wait_for(n)
+
+    def open(self) -> None:
+        """Let every held and later call through."""
+        self._opened = True
+        if self._gate is not None:
+            self._gate.set()
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        """Wait for :meth:`open`, then return the inner summarizer's result."""
+        self._started.bump()
+        if not self._opened:
+            if self._gate is None:
+                self._gate = anyio.Event()
+            await self._gate.wait()
         result = await self.inner.summarize(request)
         self.calls_finished += 1
         return result
