@@ -52,8 +52,7 @@ ALLOWED_OBJECTS: frozenset[type] = frozenset(
         Latest,
         Codec,
         MemoryObjectSendStream,
-        # A parked session's doorbell: it rings (a send end) and waits for the answer (a receive
-        # end), one ringer at a time (a lock of the caller's side).
+        # A parked session's doorbell: it rings (a send end) and waits for the answer (a receive end).
         Doorbell,
         MemoryObjectReceiveStream,
         msgspec.msgpack.Encoder,
@@ -72,8 +71,7 @@ def offending(types_found: dict[type, list[str]]) -> dict[str, str]:
     """Reachable types that are neither allowed plumbing, plain values nor frozen Structs."""
     bad: dict[str, str] = {}
     for klass, path in types_found.items():
-        allowed = klass in ALLOWED_OBJECTS or issubclass(klass, anyio.Lock)
-        if allowed or _frozen_struct(klass) or klass.__module__ in _BUILTIN_MODULES:
+        if klass in ALLOWED_OBJECTS or _frozen_struct(klass) or klass.__module__ in _BUILTIN_MODULES:
             continue
         bad[f"{klass.__module__}.{klass.__qualname__}"] = ".".join(path)
     return bad

@@ -21,7 +21,7 @@ from tests.helpers import SMALL_MANUAL, wait_parked
 
 pytestmark = pytest.mark.anyio
 
-_EVICT_S = 0.15
+_EVICT_S = 0.1
 
 
 def _config() -> Config:

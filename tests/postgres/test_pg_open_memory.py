@@ -117,7 +117,7 @@ async def test_a_parked_memory_on_postgresql_starts_again_at_the_next_call(
 ) -> None:
     # Parked: only the supervising task is left; the store (its pool) stays open.
     before = len(asyncio.all_tasks())
-    config = Config(evict_after_idle_minutes=0.15 / 60)
+    config = Config(evict_after_idle_minutes=0.1 / 60)
     sid, dsn = session_ids(), _uri(pg_dsn)
     async with open_memory(tmp_path, store=dsn, session_id=sid, context_window=4096, config=config) as memory:
         assert [e.seq for e in await memory.append_many(_said(i) for i in range(40))] == list(range(1, 41))
