@@ -130,6 +130,10 @@ class Waiter(Generic[V]):
         return self._value
 
 
+# Casts a parked client holds (coalescable requests: the ones past it are reported as coalesced); fewer
+# than any inbox holds, so all of them go in when the actor runs again.
+_HELD = 8
+
 # Set in the runtime's own timed tasks (AutoCompact, idle learning, Dream's schedule): their requests
 # are not a caller's, and do not keep an idle session's actors running.
 BACKGROUND: ContextVar[bool] = ContextVar("aiden_background", default=False)
@@ -310,6 +314,8 @@ class Client(Generic[Req, V]):
         """
         send = self._send
         if send is None and self._doorbell is not None and not self._closed:
+            if len(self._held) >= _HELD:
+                return False
             self._held.append(self._encode(message))
             self._use()
             self._doorbell.ring_soon()
