@@ -76,6 +76,8 @@ _READERS = 2
 _LONG_TERM_WORKERS = 3
 # How often the idle-learning task checks whether the session is idle (the AutoCompact tick).
 _LEARN_TICK_S = 60.0
+# At most this long between two checks whether an idle memory's actors may park.
+_PARK_TICK_S = 60.0
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -392,7 +394,7 @@ async def open_memory(
                         and all(c.quiet for c in clients)
                     )
 
-                await _until(parkable, evict_after_s)
+                await _until_parkable(parkable, evict_after_s)
                 # Idle, nothing in flight or queued (checked with no checkpoint since): the actors
                 # stop as at a close whose drain found nothing; a request rings to start them again.
                 running.clear()
@@ -507,11 +509,11 @@ def _in_background(
     return run
 
 
-async def _until(parkable: Callable[[], bool], evict_after_s: float) -> None:
+async def _until_parkable(parkable: Callable[[], bool], evict_after_s: float) -> None:
     """Return at the first check that finds the actors parkable (never when ``evict_after_s`` is 0)."""
     if evict_after_s <= 0:
         await anyio.sleep_forever()
-    tick = min(_LEARN_TICK_S, max(evict_after_s / 4, 0.05))
+    tick = min(_PARK_TICK_S, max(evict_after_s / 4, 0.05))
     while True:
         await anyio.sleep(tick)
         if parkable():

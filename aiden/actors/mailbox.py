@@ -239,7 +239,7 @@ class Client(Generic[Req, V]):
 
     def bind(self, send: MemoryObjectSendStream[bytes]) -> None:
         """Send to a (re)started actor's inbox from now on (first what was cast while it was parked)."""
-        self._send, self._closed = send, False
+        self._send = send
         held, self._held = self._held, []
         for raw in held:
             send.send_nowait(raw)
