@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from aiden.recall.embedding import Embedder
     from aiden.recall.minilm import LocalMiniLMEmbedder
     from aiden.recall.types import RecallContext, RecallHit, RecallStats
-    from aiden.runtime import open_memory
+    from aiden.runtime import Host, open_host, open_memory
     from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex, SegmentRef
     from aiden.storage.fs import StagedFile, Storage, StorageOp
     from aiden.storage.layout import Layout
@@ -131,6 +131,7 @@ __all__ = [
     "ExtractiveSummarizer",
     "FileSessionStore",
     "GitCorruptionError",
+    "Host",
     "InvalidEventError",
     "InvalidIdError",
     "InvalidSummaryError",
@@ -183,6 +184,7 @@ __all__ = [
     "events_from_message",
     "events_from_response",
     "load_config",
+    "open_host",
     "open_memory",
     "open_pool",
     "postgres_store_factory",
@@ -247,6 +249,8 @@ __getattr__ = lazy_exports(
         "events_from_message": "aiden.openai_format",
         "events_from_response": "aiden.openai_format",
         "open_memory": "aiden.runtime",
+        "open_host": "aiden.runtime",
+        "Host": "aiden.runtime",
         "usage_numbers": "aiden.openai_format",
         "LiteLLMSummarizer": "aiden.summarizers.llm",
         "ExtractiveSummarizer": "aiden.summarizers.extractive",

@@ -14,6 +14,7 @@ until the actors run again (on fresh streams, the scheduler resuming its state).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -23,7 +24,8 @@ from types import TracebackType
 from typing import Any, Generic, NamedTuple, NoReturn, ParamSpec, TypeVar
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.experience import ExperienceActor, IdleLearning
 from aiden.actors.mailbox import BACKGROUND, Doorbell, Latest, Link, by_request_id
@@ -66,7 +68,7 @@ from aiden.storage.window_record import PromptCalibration, read_window, record_w
 from aiden.stores import StoreFactory, StoreSpec, select_store
 from aiden.summarizers.protocol import Summarizer
 
-__all__ = ["open_memory"]
+__all__ = ["Host", "open_host", "open_memory"]
 
 # Small inboxes: the scheduler and summarizer see a handful of messages per turn.
 _CONTROL_QUEUE = 64
@@ -133,6 +135,7 @@ async def open_memory(
     embedder: Embedder | None = None,
     store: StoreSpec | None = None,
     session_id: str | None = None,
+    host: Host | None = None,
 ) -> AsyncIterator[Memory]:
     """Open (and recover) the memory under ``root`` and run its actors for the block's duration.
 
@@ -148,9 +151,40 @@ async def open_memory(
     store object or a factory; by default the files under ``root``.
     ``storage`` and ``store_factory`` are seams for fault-injection tests.
 
+    ``host`` (from :func:`open_host`) runs the memory's actors in that host's task group: a
+    server holding many memories open shares one host, and its idle (parked) memories keep no
+    task of their own. Without it the memory gets a host of its own.
+
     Use it with ``async with``; a plain ``with`` raises a TypeError pointing to
     :func:`aiden.sync.open_memory`, the blocking facade for synchronous loops.
     """
+    if host is None:
+        try:
+            async with (
+                open_host() as own,
+                open_memory(
+                    root,
+                    config=config,
+                    summarizer=summarizer,
+                    model=model,
+                    context_window=context_window,
+                    storage=storage,
+                    store_factory=store_factory,
+                    embedder=embedder,
+                    store=store,
+                    session_id=session_id,
+                    host=own,
+                ) as memory,
+            ):
+                yield memory
+        except BaseExceptionGroup as group:
+            # The caller's block runs inside the host's task group; give back the caller's
+            # own exception, not a group wrapping it.
+            error = _unwrapped(group)
+            if error is group:
+                raise
+            raise error from None
+        return
     config = config or Config()
     storage = storage or Storage()
     layout = Layout(root)
@@ -174,11 +208,11 @@ async def open_memory(
     # What the last close of this root learned from reported usage, for the same model and window.
     kept = recorded["calibration"] if recorded is not None else None
 
-    # The doorbell: how a request to a parked session's actors starts them again (see supervise).
-    # Unbounded: one ring per caller that found the actors parked, one answer per waiting ring.
-    rings_send, rings = anyio.create_memory_object_stream[bool](math.inf)
+    # The doorbell: how a request to parked actors starts them again (rings go to the host's wake
+    # loop; see on_ring). Unbounded: one answer per waiting ring.
     started, started_recv = anyio.create_memory_object_stream[None](math.inf)
-    doorbell = Doorbell(rings_send, started_recv)
+    key = host.key()
+    doorbell = Doorbell(host.rings, key, started_recv)
     writer_link: Link[WriterInbox, WriterOutbox, list[int]] = Link(
         "session writer", WriterInbox, WriterOutbox, config.writer_queue_size, doorbell=doorbell
     )
@@ -379,7 +413,7 @@ async def open_memory(
                 await tg.start(long_term_link.route, by_request_id(long_term_link.client))
                 for task in long_term_actor.background_tasks(memory):
                     await tg.start(_in_background(task))
-                running.append(_Running(writer_done, scheduler))
+                running.append(_Running(tg.cancel_scope, writer_done, scheduler))
                 answer()
                 clients = [link.client for link in links]
                 since = anyio.current_time()
@@ -410,39 +444,71 @@ async def open_memory(
             summarizer_actor.close_streams()
             long_term_actor.close_streams()
 
-    def answer_rings(first: bool) -> None:
-        # Each waiting ringer gets one answer: the one whose ring started this run, then any
-        # that rang while the actors were starting (they saw them parked).
-        waiting = [first]
-        while True:
-            try:
-                waiting.append(rings.receive_nowait())
-            except anyio.WouldBlock:
-                break
-        for wants in waiting:
-            if wants:
-                started.send_nowait(None)
+    # The memory's runs, as the host's wake loop and the close see them.
+    wanted = False  # a ring came since the actors last started
+    waiting = 0  # ringers waiting for the actors to run
+    active = True  # a task runs the actors (the first is started below)
+    finished = False  # closed: rings start nothing any more
+    stopped = anyio.Event()
+    failure: list[BaseException] = []
+    block = anyio.CancelScope()  # the caller's block: cancelled when an actor fails
 
-    async def supervise(*, task_status: TaskStatus[None]) -> None:
-        """Run the actors; while they are parked, wait for a ring: all an idle session keeps is this task."""
+    def answer() -> None:
+        nonlocal wanted, waiting
+        for _ in range(waiting):
+            started.send_nowait(None)
+        wanted, waiting = False, 0
+
+    async def runs(first_answer: Callable[[], None], opening: bool) -> None:
+        """The actors' runs until they park with no ring since: at most one such task per memory."""
+        nonlocal active
+        answered = False
+
+        def answer_first() -> None:
+            nonlocal answered
+            answered = True
+            first_answer()
+
         try:
-            await run_actors(task_status.started)
-            while True:
-                first = await rings.receive()
-                await run_actors(partial(answer_rings, first))
+            await run_actors(answer_first)
+            while wanted and not finished:
+                await run_actors(answer)
+        except Exception as exc:
+            if opening and not answered:
+                raise  # the open fails with it
+            # An actor failed: this memory ends (its caller's block is cancelled and gets the
+            # error), the host's other memories go on.
+            failure.append(_unwrapped(exc))
+            block.cancel()
+            started.close()  # ringers get ClosedError
         finally:
-            # A ringer waiting now (the run failed, or the memory closed) gets ClosedError.
-            started.close()
-            rings.close()
+            active = False
+            stopped.set()
 
+    def on_ring(wants: bool) -> Callable[[], Coroutine[Any, Any, None]] | None:
+        """For the host's wake loop, at each ring of this memory: the task to start, if none runs."""
+        nonlocal wanted, waiting, active, stopped
+        if finished or failure:
+            return None
+        wanted, waiting = True, waiting + wants
+        if active:
+            return None
+        active, stopped = True, anyio.Event()
+        return partial(runs, answer, False)
+
+    async def first_runs(*, task_status: TaskStatus[None]) -> None:
+        await runs(task_status.started, True)
+
+    host.add(key, on_ring)
     try:
-        async with anyio.create_task_group() as host:
-            await host.start(supervise)
-            try:
+        await host.start(first_runs)
+        try:
+            with block:
                 yield memory
-            finally:
-                with anyio.CancelScope(shield=True):
-                    closing = True  # no parking now; a parked memory's close still starts the actors
+        finally:
+            with anyio.CancelScope(shield=True):
+                closing = True  # no parking now; a parked memory's close still starts the actors
+                try:
                     if memory.episode_id is not None:
                         # A run the caller never committed still taught something: keep its trace.
                         await memory.commit_episode("unknown", "memory closed during the run")
@@ -450,49 +516,119 @@ async def open_memory(
                         # The caller is done: a hung summarizer gets close_timeout_s, not its
                         # whole deadline, before the extractive fallback writes the summary.
                         await session_ended("completion", config.close_timeout_s)
-                    learned = memory._budget_calibration()
-                    if learned.samples:
-                        keep = PromptCalibration(
-                            factor=learned.factor,
-                            spread=learned.spread,
-                            samples=learned.samples,
-                            token_factor=counters.value.token_calibration,
-                        )
-                        await anyio.to_thread.run_sync(
-                            record_window, storage, layout, context_window, model, keep
-                        )
-                    memory._closed = True
-                    if running:
-                        # Drain: everything queued before close is committed and acknowledged.
-                        await writer_client.aclose()
-                        await running[0].writer_done.wait()
-                        await running[0].scheduler.stop_passes()
+                except ClosedError:
+                    if active:
+                        await stopped.wait()
+                    if not failure:
+                        raise
+                    # An actor failed: its error is raised below.
+                learned = memory._budget_calibration()
+                if learned.samples:
+                    keep = PromptCalibration(
+                        factor=learned.factor,
+                        spread=learned.spread,
+                        samples=learned.samples,
+                        token_factor=counters.value.token_calibration,
+                    )
+                    await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model, keep)
+                memory._closed = True
+                finished = True
+                if running:
+                    # Drain: everything queued before close is committed and acknowledged.
+                    await writer_client.aclose()
+                    await running[0].writer_done.wait()
+                    await running[0].scheduler.stop_passes()
                     # An in-flight pass is abandoned; its commit protocol makes that safe.
-                    host.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        # The caller's block runs inside our task group; give back the caller's
-        # own exception, not a group wrapping it.
-        error: BaseException = group
-        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-            error = error.exceptions[0]
-        if error is group:
-            raise
-        raise error from None
+                    running[0].scope.cancel()
+                if active:
+                    await stopped.wait()
     finally:
+        host.remove(key)
         # Actors cancelled mid-serve never reached their own `async with`
         # exits; closing twice is a no-op, so close every end here.
         for link in links:
             link.close()
-        for stream in (rings_send, rings, started, started_recv):
-            stream.close()
+        started.close()
+        started_recv.close()
         for scheduler in unstarted:  # the actors never started
             scheduler.close_streams()
         await anyio.to_thread.run_sync(session_store.close)
+        if failure:
+            # Not the ClosedError the caller's pending request got when the actors stopped.
+            raise failure[0]
+
+
+class Host:
+    """Runs the memories opened with ``open_memory(root, host=host)`` in one task group.
+
+    Obtain it from :func:`open_host`. A memory's actors run in the host's task group while
+    they are in use; parked (idle, see ``evict_after_idle_minutes``) the memory keeps no task:
+    the host's one wake loop starts its actors again at the next request. An actor failing
+    ends its own memory only (its ``open_memory`` block is cancelled and raises the error).
+    """
+
+    def __init__(self, tg: TaskGroup, rings: MemoryObjectSendStream[tuple[int, bool]]) -> None:
+        self._tg = tg
+        self.rings = rings
+        """Where the memories' doorbells ring: ``(memory key, whether the ringer waits)``."""
+        self._keys = itertools.count(1)
+        self._on_ring: dict[int, Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]] = {}
+
+    def key(self) -> int:
+        """A fresh key for a memory of this host."""
+        return next(self._keys)
+
+    def add(self, key: int, on_ring: Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]) -> None:
+        """Serve the rings of memory ``key``: ``on_ring(waits)`` gives the task to start, if any."""
+        self._on_ring[key] = on_ring
+
+    def remove(self, key: int) -> None:
+        """Memory ``key`` closed."""
+        self._on_ring.pop(key, None)
+
+    async def start(self, task: Callable[..., Coroutine[Any, Any, None]]) -> None:
+        """Start ``task`` in the host's task group; return once it called ``task_status.started()``."""
+        await self._tg.start(task)
+
+    async def wake_loop(self, rings: MemoryObjectReceiveStream[tuple[int, bool]]) -> None:
+        """Start a memory's actors again when it rings (the host's one task of its own)."""
+        async with rings:
+            async for key, waits in rings:
+                on_ring = self._on_ring.get(key)
+                task = on_ring(waits) if on_ring is not None else None
+                if task is not None:
+                    self._tg.start_soon(task)
+
+
+@_async_only
+@asynccontextmanager
+async def open_host() -> AsyncIterator[Host]:
+    """A :class:`Host` for the block's duration: pass it to every ``open_memory(root, host=host)``.
+
+    Close the memories before the block ends: leaving it stops every actor of the host.
+    """
+    send, receive = anyio.create_memory_object_stream[tuple[int, bool]](math.inf)
+    with send:
+        async with anyio.create_task_group() as tg:
+            host = Host(tg, send)
+            tg.start_soon(host.wake_loop, receive)
+            try:
+                yield host
+            finally:
+                tg.cancel_scope.cancel()
+
+
+def _unwrapped(error: BaseException) -> BaseException:
+    """The one exception inside nested one-exception groups (task groups wrap what they raise)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 class _Running(NamedTuple):
     """One run of a session's actors, as the close needs it."""
 
+    scope: anyio.CancelScope
     writer_done: anyio.Event
     scheduler: MaintenanceScheduler
 

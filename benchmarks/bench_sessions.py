@@ -10,6 +10,7 @@ Each size runs in a fresh interpreter (``--child N``) so RSS is its own:
   descriptors and RSS growth per open session; all of it again after 11 more
   seconds (anyio's idle worker threads exit after 10 s), when sessions idle longer
   than ``--evict-after`` seconds (``evict_after_idle_minutes``) have parked their actors;
+* ``--host``: every session on one host (``aiden.open_host``) instead of one each;
 * one more append to each (to a parked session: it starts the actors again), timed,
   then close them one after the other, timing each close; descriptors and threads left after.
 
@@ -28,7 +29,7 @@ idle session at 1, 1,000 and 10,000 sessions; a flat descriptor count over
 session x N above ``ulimit -n``) is reported as such instead of run.
 
     python benchmarks/bench_sessions.py [--sizes 1,1000,10000] [--cycles 10000] [--quick] [--postgres]
-                                        [--evict-after SECONDS]
+                                        [--evict-after SECONDS] [--host]
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ async def _sessions(n: int, settle_s: float | None = None) -> dict[str, Any]:
         # entered one inside the other in one task nest N cancel scopes, and anyio walks that
         # chain at every checkpoint (opens grew from 9 to 20 ms between 500 and 3,000 sessions).
         t = time.perf_counter()
-        async with aiden.open_memory(path, config=cfg) as memory:
+        async with aiden.open_memory(path, config=cfg, host=host) as memory:
             opens.append(time.perf_counter() - t)
             t = time.perf_counter()
             await memory.append(SessionEvent(type="user_input", content=f"hello from session {i}"))
@@ -98,9 +99,12 @@ async def _sessions(n: int, settle_s: float | None = None) -> dict[str, Any]:
         closes.append(time.perf_counter() - t)
         closed.set()
 
+    # --host: every session on one host (its wake loop is counted once, before the first open).
+    shared = aiden.open_host() if os.environ.get("AIDEN_BENCH_HOST") == "1" else None
+    host = await shared.__aenter__() if shared is not None else None
     with tempfile.TemporaryDirectory() as tmp:
         # A first session warms the imports and the shared threads: what follows is per session.
-        async with aiden.open_memory(f"{tmp}/warm", config=cfg) as memory:
+        async with aiden.open_memory(f"{tmp}/warm", config=cfg, host=host) as memory:
             await memory.append(SessionEvent(type="user_input", content="warm"))
         rss0, fds0, threads0 = _rss(), _fds(), threading.active_count()
         tasks0 = len(asyncio.all_tasks())
@@ -135,7 +139,7 @@ async def _sessions(n: int, settle_s: float | None = None) -> dict[str, Any]:
                 close.set()
                 await closed.wait()
         await asyncio.sleep(0.2)
-        return {
+        result = {
             "sessions": n,
             **idle,
             "open_ms": latency_ms(opens),
@@ -143,9 +147,13 @@ async def _sessions(n: int, settle_s: float | None = None) -> dict[str, Any]:
             "append_after_idle_ms": latency_ms(wakes),
             "close_ms": latency_ms(closes),
             "evict_after_s": evict_s,
+            "shared_host": shared is not None,
             "fds_left": _fds() - fds0,
             "threads_after": threading.active_count(),
         }
+    if shared is not None:
+        await shared.__aexit__(None, None, None)
+    return result
 
 
 def _server_connections(dsn: str) -> int:
@@ -333,6 +341,7 @@ def main() -> None:
         default=2.0,
         help="evict_after_idle_minutes of the sessions, in seconds (0: never; the default config: 1800)",
     )
+    parser.add_argument("--host", action="store_true", help="open every session on one host (aiden.open_host)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -340,6 +349,7 @@ def main() -> None:
         return
     os.environ["AIDEN_BENCH_SETTLE_S"] = str(args.settle)
     os.environ["AIDEN_BENCH_EVICT_S"] = str(args.evict_after)
+    os.environ["AIDEN_BENCH_HOST"] = "1" if args.host else "0"
     if args.postgres:
         _postgres([1, 100] if args.quick else [int(s) for s in args.sizes.split(",")])
         return

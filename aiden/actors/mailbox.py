@@ -142,16 +142,23 @@ BACKGROUND: ContextVar[bool] = ContextVar("aiden_background", default=False)
 class Doorbell:
     """How a caller starts a parked session's actors again: ring, then wait until they run.
 
-    The runtime parks every client of a session together and answers each ring that
-    waits (``True``) once the actors run again: one answer per such ring, so each waiting
+    Rings go to the runtime's wake loop with the memory's key. The runtime parks every
+    client of a memory together and answers each ring that waits once the actors run
+    again: one answer per such ring, so each waiting
     ringer gets one (an answer left by a ringer that was cancelled only makes a later
     ringer look again). Only streams cross from the runtime's room.
     """
 
-    __slots__ = ("_rings", "_started")
+    __slots__ = ("_key", "_rings", "_started")
 
-    def __init__(self, rings: MemoryObjectSendStream[bool], started: MemoryObjectReceiveStream[None]) -> None:
+    def __init__(
+        self,
+        rings: MemoryObjectSendStream[tuple[int, bool]],
+        key: int,
+        started: MemoryObjectReceiveStream[None],
+    ) -> None:
         self._rings = rings
+        self._key = key
         self._started = started
 
     async def ring(self) -> None:
@@ -159,7 +166,7 @@ class Doorbell:
         try:
             # The caller saw its client parked, with no checkpoint since: the runtime has not
             # started this run's actors yet, so it answers this ring once they run.
-            self._rings.send_nowait(True)
+            self._rings.send_nowait((self._key, True))
             await self._started.receive()
         except (anyio.WouldBlock, anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             raise ClosedError("memory is closed") from None
@@ -167,7 +174,7 @@ class Doorbell:
     def ring_soon(self) -> None:
         """Start the actors without waiting (a ring already pending does)."""
         try:
-            self._rings.send_nowait(False)
+            self._rings.send_nowait((self._key, False))
         except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
 

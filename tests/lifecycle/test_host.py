@@ -1,0 +1,87 @@
+"""One host, many memories: parked memories keep no task, and one memory's failing actor ends only it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import pytest
+
+import aiden
+from aiden import Config, FileSessionStore, SessionEvent
+from aiden.storage.protocol import AppendGroup, PreparedEvent
+
+pytestmark = pytest.mark.anyio
+
+_PARK_FAST = Config(durability="none", evict_after_idle_minutes=0.1 / 60)
+
+
+def _user(text: str, event_id: str | None = None) -> SessionEvent:
+    return SessionEvent(type="user_input", role="user", content=text, event_id=event_id)
+
+
+class _FailingDisk(FileSessionStore):
+    """Raises what no store should (not an AidenError) when an event with id ``boom`` is appended."""
+
+    def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
+        if any(e.event_id == "boom" for request in requests for e in request):
+            raise RuntimeError("disk controller on fire")
+        return super().append(requests)
+
+    def append_group(self) -> AppendGroup | None:
+        return None  # appends go through append() above
+
+
+async def test_parked_memories_of_a_host_keep_no_task(tmp_path: Path) -> None:
+    before = len(asyncio.all_tasks())
+    count = 20
+    opened = [anyio.Event() for _ in range(count)]
+    resume = anyio.Event()
+    seqs: dict[int, list[int]] = {}
+
+    async def serve(i: int, host: aiden.Host) -> None:
+        async with aiden.open_memory(tmp_path / f"m{i}", config=_PARK_FAST, host=host) as memory:
+            seqs[i] = [(await memory.append(_user(f"hello from {i}"))).seq]
+            opened[i].set()
+            await resume.wait()
+            seqs[i].append((await memory.append(_user(f"back in {i}"))).seq)
+
+    async with aiden.open_host() as host, anyio.create_task_group() as tg:
+        for i in range(count):
+            tg.start_soon(serve, i, host)
+        for event in opened:
+            await event.wait()
+        # The host's wake loop and the serving tasks (and this task group's) are all that is left.
+        with anyio.fail_after(10):
+            while len(asyncio.all_tasks()) > before + 1 + count:  # noqa: ASYNC110 (no event to wait on)
+                await anyio.sleep(0.02)
+        resume.set()
+    assert seqs == {i: [1, 2] for i in range(count)}
+    assert len(asyncio.all_tasks()) == before
+
+
+async def test_an_actor_failing_ends_its_own_memory_only(tmp_path: Path) -> None:
+    async with aiden.open_host() as host:
+        async with aiden.open_memory(tmp_path / "ok", config=_PARK_FAST, host=host) as ok:
+            await ok.append(_user("first"))
+            with pytest.raises(RuntimeError, match=r"^disk controller on fire$"):
+                async with aiden.open_memory(
+                    tmp_path / "bad", config=_PARK_FAST, host=host, store_factory=_FailingDisk
+                ) as bad:
+                    await bad.append(_user("fine"))
+                    await bad.append(_user("this one", event_id="boom"))
+                    await anyio.sleep_forever()  # cancelled: the memory ended
+            assert (await ok.append(_user("second"))).seq == 2
+        async with aiden.open_memory(tmp_path / "later", config=_PARK_FAST, host=host) as later:
+            assert (await later.append(_user("opened after the failure"))).seq == 1
+    async with aiden.open_memory(tmp_path / "bad") as reopened:
+        assert [e.content for e in await reopened.hot_window()] == ["fine"]
+
+
+async def test_a_failing_actor_of_a_memory_without_a_host_raises_its_own_error(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match=r"^disk controller on fire$"):
+        async with aiden.open_memory(tmp_path, store_factory=_FailingDisk) as memory:
+            await memory.append(_user("this one", event_id="boom"))
+            await anyio.sleep_forever()
