@@ -211,8 +211,8 @@ async def open_memory(
     # The doorbell: how a request to parked actors starts them again (rings go to the host's wake
     # loop; see on_ring). Unbounded: one answer per waiting ring.
     started, started_recv = anyio.create_memory_object_stream[None](math.inf)
-    key = host.key()
-    doorbell = Doorbell(host.rings, key, started_recv)
+    key = host._key()
+    doorbell = Doorbell(host._rings, key, started_recv)
     writer_link: Link[WriterInbox, WriterOutbox, list[int]] = Link(
         "session writer", WriterInbox, WriterOutbox, config.writer_queue_size, doorbell=doorbell
     )
@@ -499,9 +499,9 @@ async def open_memory(
     async def first_runs(*, task_status: TaskStatus[None]) -> None:
         await runs(task_status.started, True)
 
-    host.add(key, on_ring)
+    host._add(key, on_ring)
     try:
-        await host.start(first_runs)
+        await host._tg.start(first_runs)
         try:
             with block:
                 yield memory
@@ -543,7 +543,7 @@ async def open_memory(
                 if active:
                     await stopped.wait()
     finally:
-        host.remove(key)
+        host._remove(key)
         # Actors cancelled mid-serve never reached their own `async with`
         # exits; closing twice is a no-op, so close every end here.
         for link in links:
@@ -569,28 +569,23 @@ class Host:
 
     def __init__(self, tg: TaskGroup, rings: MemoryObjectSendStream[tuple[int, bool]]) -> None:
         self._tg = tg
-        self.rings = rings
-        """Where the memories' doorbells ring: ``(memory key, whether the ringer waits)``."""
+        self._rings = rings  # where the memories' doorbells ring: (memory key, whether the ringer waits)
         self._keys = itertools.count(1)
         self._on_ring: dict[int, Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]] = {}
 
-    def key(self) -> int:
+    def _key(self) -> int:
         """A fresh key for a memory of this host."""
         return next(self._keys)
 
-    def add(self, key: int, on_ring: Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]) -> None:
+    def _add(self, key: int, on_ring: Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]) -> None:
         """Serve the rings of memory ``key``: ``on_ring(waits)`` gives the task to start, if any."""
         self._on_ring[key] = on_ring
 
-    def remove(self, key: int) -> None:
+    def _remove(self, key: int) -> None:
         """Memory ``key`` closed."""
         self._on_ring.pop(key, None)
 
-    async def start(self, task: Callable[..., Coroutine[Any, Any, None]]) -> None:
-        """Start ``task`` in the host's task group; return once it called ``task_status.started()``."""
-        await self._tg.start(task)
-
-    async def wake_loop(self, rings: MemoryObjectReceiveStream[tuple[int, bool]]) -> None:
+    async def _wake_loop(self, rings: MemoryObjectReceiveStream[tuple[int, bool]]) -> None:
         """Start a memory's actors again when it rings (the host's one task of its own)."""
         async with rings:
             async for key, waits in rings:
@@ -611,7 +606,7 @@ async def open_host() -> AsyncIterator[Host]:
     with send:
         async with anyio.create_task_group() as tg:
             host = Host(tg, send)
-            tg.start_soon(host.wake_loop, receive)
+            tg.start_soon(host._wake_loop, receive)
             try:
                 yield host
             finally:
