@@ -416,10 +416,15 @@ async def open_memory(
                 running.append(_Running(tg.cancel_scope, writer_done, scheduler))
                 answer()
                 clients = [link.client for link in links]
-                since = anyio.current_time()
+                # Idle since the callers' request count last changed (seen at the checks' pace).
+                seen, since = -1, 0.0
 
                 def parkable() -> bool:
-                    idle_s = anyio.current_time() - max(since, *(c.used_at for c in clients))
+                    nonlocal seen, since
+                    uses, now = sum(c.uses for c in clients), anyio.current_time()
+                    if uses != seen:
+                        seen, since = uses, now
+                    idle_s = now - since
                     return (
                         not closing
                         and idle_s >= evict_after_s

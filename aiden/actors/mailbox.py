@@ -199,7 +199,7 @@ class Client(Generic[Req, V]):
         "_send",
         "_validate",
         "name",
-        "used_at",
+        "uses",
     )
 
     def __init__(
@@ -219,8 +219,8 @@ class Client(Generic[Req, V]):
         self._send = send
         # Casts made while parked, sent when the actor runs again.
         self._held: list[bytes] = []
-        self.used_at = 0.0
-        """When a caller (not one of the runtime's timed tasks) last sent a request (anyio's clock)."""
+        self.uses = 0
+        """Requests sent by callers (not by the runtime's timed tasks): the runtime sees idleness as no change."""
         self._codec = codec
         self._ids = itertools.count(1)
         self._pending: dict[int, Waiter[V]] = {}
@@ -257,10 +257,10 @@ class Client(Generic[Req, V]):
 
     def _use(self) -> None:
         if not BACKGROUND.get():
-            self.used_at = anyio.current_time()
+            self.uses += 1
 
     async def _ready(self) -> MemoryObjectSendStream[bytes]:
-        # The hot path (a running actor) costs two attribute checks and a clock read.
+        # The hot path (a running actor) costs two attribute checks and a counter.
         send = self._send
         while send is None:
             if self._doorbell is None or self._closed:
