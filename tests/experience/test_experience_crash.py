@@ -95,7 +95,10 @@ async def test_a_crash_at_each_commit_point_loses_nothing(tmp_path: Path, point:
     child = spawn(root, 7, work, point)
     assert child.wait(120) == 137, child.stderr()[-2000:]
     child = spawn(root, 8, work)  # a second run on the crashed root: recovery is the next commit or pass
-    await anyio.sleep(2.5)
+    # Killed once it has committed episodes and finished a learning pass after them.
+    with anyio.fail_after(120):
+        while "learned " not in (work / "c8.out").read_text() and child.returncode() is None:  # noqa: ASYNC110
+            await anyio.sleep(0.05)
     child.kill()
     await check_root(tmp_path, root, work, title=f"experience crash at {point}", rounds=2, kills=2)
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 
 import aiden
+from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from tests.helpers import SMALL_MANUAL
 
@@ -35,27 +38,49 @@ async def test_open_then_close_at_once_on_a_backlog_root_raises_nothing(tmp_path
     assert sorted(hot) == hot
 
 
+class _HoldAfterCommit(Storage):
+    """Holds the pass's thread right after its commit (``compaction.after_summary``) until released:
+    the pass has committed its chunk and not yet run its after-compaction hook."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.committed = threading.Event()
+        self.release = threading.Event()
+
+    def checkpoint(self, name: str) -> None:
+        if name == "compaction.after_summary":
+            self.committed.set()
+            self.release.wait(30)
+
+
+async def _release_soon(release: threading.Event) -> None:
+    await anyio.sleep(0.05)
+    release.set()
+
+
 async def test_a_chunk_committed_as_the_memory_closes_is_recorded_in_history_before_it_closes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = msgspec.structs.replace(SMALL_MANUAL, count_compress_after_events=8)
     layout = Layout(tmp_path)
-    # Rounds until three passes committed as their memory closed (how many rounds that takes
-    # depends on the machine's timing: 1-5 on a quiet machine, and in one loaded full-suite run
-    # only 2 in 60); the invariant is checked after every round.
-    for round_ in range(200):
-        async with aiden.open_memory(tmp_path, config=config) as memory:
+    for round_ in range(3):
+        storage = _HoldAfterCommit()
+        async with (
+            anyio.create_task_group() as tg,
+            aiden.open_memory(tmp_path, config=config, storage=storage) as memory,
+        ):
             for n in range(10):
                 await memory.append(
                     aiden.SessionEvent(type="user_input", role="user", content=f"round {round_} fact {n}")
                 )
-            memory.request_maintenance()  # never awaited: the close races the pass
+            memory.request_maintenance()
+            assert await anyio.to_thread.run_sync(storage.committed.wait, 30)
+            # The close begins while the committed pass is held: its hook is still to run.
+            tg.start_soon(_release_soon, storage.release)
         # Read before any reopen (a reopen replays the newest chunks' hook and would hide a miss).
         history = layout.history.read_text() if layout.history.exists() else ""
         recorded = {json.loads(line).get("chunk_id") for line in history.splitlines() if line.strip()}
         committed = {path.stem for path in layout.chunks.glob("chunk_*.jsonl")}
+        assert len(committed) == round_ + 1
         assert committed <= recorded, (round_, sorted(committed - recorded))
-        if len(committed) >= 3:
-            break
-    assert len(committed) >= 3  # passes did commit as the memory closed
     assert "after-compaction hook failed" not in caplog.text
