@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
     from aiden.experience.messages import LearnerStats, LearnOutcome
     from aiden.experience.records import Evidence, ExperienceRecord, RecordRow
+    from aiden.host import Host, open_host
     from aiden.lifecycle import RunStart
     from aiden.longterm.dream import DreamOutcome
     from aiden.longterm.dream_edits import DreamEdit
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from aiden.recall.embedding import Embedder
     from aiden.recall.minilm import LocalMiniLMEmbedder
     from aiden.recall.types import RecallContext, RecallHit, RecallStats
-    from aiden.runtime import Host, open_host, open_memory
+    from aiden.runtime import open_memory
     from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex, SegmentRef
     from aiden.storage.fs import StagedFile, Storage, StorageOp
     from aiden.storage.layout import Layout
@@ -249,8 +250,8 @@ __getattr__ = lazy_exports(
         "events_from_message": "aiden.openai_format",
         "events_from_response": "aiden.openai_format",
         "open_memory": "aiden.runtime",
-        "open_host": "aiden.runtime",
-        "Host": "aiden.runtime",
+        "open_host": "aiden.host",
+        "Host": "aiden.host",
         "usage_numbers": "aiden.openai_format",
         "LiteLLMSummarizer": "aiden.summarizers.llm",
         "ExtractiveSummarizer": "aiden.summarizers.extractive",

@@ -1,31 +1,27 @@
-"""The runtime: the one task group, the actors, their streams, recovery and shutdown.
+"""The runtime: one memory's actors, their streams, recovery and shutdown.
 
-:func:`open_memory` recovers the session on disk, starts every actor with
-``await tg.start(...)``, wires their bounded memory streams, yields a
-:class:`~aiden.memory.Memory`, and on exit drains the writer (everything
-already queued is committed) before stopping the other actors.
+:func:`open_memory` recovers the session on disk, starts every actor in its host's task
+group (:mod:`aiden.host`) with ``await tg.start(...)``, wires their bounded memory streams,
+yields a :class:`~aiden.memory.Memory`, and on exit drains the writer (everything already
+queued is committed) before stopping the other actors.
 
 An open memory nobody has called for ``evict_after_idle_minutes``, with nothing in
-flight, parks its actors: their tasks end and their streams are dropped, and only the
-supervising task is left, waiting on the doorbell. The next request rings it and waits
+flight, parks its actors: their tasks end and their streams are dropped, and the memory
+keeps no task. The next request rings its doorbell (to the host's wake loop) and waits
 until the actors run again (on fresh streams, the scheduler resuming its state).
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
 import math
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from functools import partial
-from types import TracebackType
-from typing import Any, Generic, NamedTuple, NoReturn, ParamSpec, TypeVar
+from typing import Any, NamedTuple
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.abc import TaskStatus
 
 from aiden.actors.experience import ExperienceActor, IdleLearning
 from aiden.actors.mailbox import BACKGROUND, Doorbell, Latest, Link, by_request_id
@@ -40,6 +36,7 @@ from aiden.experience.messages import ExperienceInbox, ExperienceOutbox
 from aiden.experience.port import ExperiencePort
 from aiden.experience.service import ExperienceService, learner_for, select_experience
 from aiden.experience.tracker import EpisodeTracker
+from aiden.host import Host, async_only, loop_host, unwrapped
 from aiden.longterm.autocompact import run_autocompact
 from aiden.memory import Memory
 from aiden.messages import (
@@ -68,7 +65,7 @@ from aiden.storage.window_record import PromptCalibration, read_window, record_w
 from aiden.stores import StoreFactory, StoreSpec, select_store
 from aiden.summarizers.protocol import Summarizer
 
-__all__ = ["Host", "open_host", "open_memory"]
+__all__ = ["open_memory"]
 
 # Small inboxes: the scheduler and summarizer see a handful of messages per turn.
 _CONTROL_QUEUE = 64
@@ -81,47 +78,8 @@ _LEARN_TICK_S = 60.0
 # At most this long between two checks whether an idle memory's actors may park.
 _PARK_TICK_S = 60.0
 
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
 
-_SYNC_WITH = (
-    "aiden.open_memory() is an async context manager: use `async with aiden.open_memory(...) as memory:` "
-    "inside a coroutine, or `with aiden.sync.open_memory(...) as memory:` from synchronous code"
-)
-
-
-class _AsyncOnly(Generic[_T]):
-    """An async context manager whose sync ``with`` fails with a TypeError saying what to use."""
-
-    def __init__(self, cm: AbstractAsyncContextManager[_T]) -> None:
-        self._cm = cm
-
-    async def __aenter__(self) -> _T:
-        return await self._cm.__aenter__()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        return await self._cm.__aexit__(exc_type, exc, tb)
-
-    def __enter__(self) -> NoReturn:
-        raise TypeError(_SYNC_WITH)
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        return None
-
-
-def _async_only(func: Callable[_P, AbstractAsyncContextManager[_T]]) -> Callable[_P, _AsyncOnly[_T]]:
-    @functools.wraps(func)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _AsyncOnly[_T]:
-        return _AsyncOnly(func(*args, **kwargs))
-
-    return wrapper
-
-
-@_async_only
+@async_only
 @asynccontextmanager
 async def open_memory(
     root: str | os.PathLike[str],
@@ -151,39 +109,29 @@ async def open_memory(
     store object or a factory; by default the files under ``root``.
     ``storage`` and ``store_factory`` are seams for fault-injection tests.
 
-    ``host`` (from :func:`open_host`) runs the memory's actors in that host's task group: a
-    server holding many memories open shares one host, and its idle (parked) memories keep no
-    task of their own. Without it the memory gets a host of its own.
+    ``host`` (from :func:`open_host`) runs the memory's actors in that host's task group, and
+    its idle (parked) memories keep no task of their own. Without it, the memories open in one
+    asyncio event loop share a host started with the first and stopped with the last (other
+    event loops: a host of the memory's own).
 
     Use it with ``async with``; a plain ``with`` raises a TypeError pointing to
     :func:`aiden.sync.open_memory`, the blocking facade for synchronous loops.
     """
     if host is None:
-        try:
-            async with (
-                open_host() as own,
-                open_memory(
-                    root,
-                    config=config,
-                    summarizer=summarizer,
-                    model=model,
-                    context_window=context_window,
-                    storage=storage,
-                    store_factory=store_factory,
-                    embedder=embedder,
-                    store=store,
-                    session_id=session_id,
-                    host=own,
-                ) as memory,
-            ):
-                yield memory
-        except BaseExceptionGroup as group:
-            # The caller's block runs inside the host's task group; give back the caller's
-            # own exception, not a group wrapping it.
-            error = _unwrapped(group)
-            if error is group:
-                raise
-            raise error from None
+        async with loop_host() as shared, open_memory(
+            root,
+            config=config,
+            summarizer=summarizer,
+            model=model,
+            context_window=context_window,
+            storage=storage,
+            store_factory=store_factory,
+            embedder=embedder,
+            store=store,
+            session_id=session_id,
+            host=shared,
+        ) as memory:
+            yield memory
         return
     config = config or Config()
     storage = storage or Storage()
@@ -483,7 +431,7 @@ async def open_memory(
                 raise  # the open fails with it
             # An actor failed: this memory ends (its caller's block is cancelled and gets the
             # error), the host's other memories go on.
-            failure.append(_unwrapped(exc))
+            failure.append(unwrapped(exc))
             block.cancel()
             started.close()  # ringers get ClosedError
         finally:
@@ -561,68 +509,6 @@ async def open_memory(
         if failure:
             # Not the ClosedError the caller's pending request got when the actors stopped.
             raise failure[0]
-
-
-class Host:
-    """Runs the memories opened with ``open_memory(root, host=host)`` in one task group.
-
-    Obtain it from :func:`open_host`. A memory's actors run in the host's task group while
-    they are in use; parked (idle, see ``evict_after_idle_minutes``) the memory keeps no task:
-    the host's one wake loop starts its actors again at the next request. An actor failing
-    ends its own memory only (its ``open_memory`` block is cancelled and raises the error).
-    """
-
-    def __init__(self, tg: TaskGroup, rings: MemoryObjectSendStream[tuple[int, bool]]) -> None:
-        self._tg = tg
-        self._rings = rings  # where the memories' doorbells ring: (memory key, whether the ringer waits)
-        self._keys = itertools.count(1)
-        self._on_ring: dict[int, Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]] = {}
-
-    def _key(self) -> int:
-        """A fresh key for a memory of this host."""
-        return next(self._keys)
-
-    def _add(self, key: int, on_ring: Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]) -> None:
-        """Serve the rings of memory ``key``: ``on_ring(waits)`` gives the task to start, if any."""
-        self._on_ring[key] = on_ring
-
-    def _remove(self, key: int) -> None:
-        """Memory ``key`` closed."""
-        self._on_ring.pop(key, None)
-
-    async def _wake_loop(self, rings: MemoryObjectReceiveStream[tuple[int, bool]]) -> None:
-        """Start a memory's actors again when it rings (the host's one task of its own)."""
-        async with rings:
-            async for key, waits in rings:
-                on_ring = self._on_ring.get(key)
-                task = on_ring(waits) if on_ring is not None else None
-                if task is not None:
-                    self._tg.start_soon(task)
-
-
-@_async_only
-@asynccontextmanager
-async def open_host() -> AsyncIterator[Host]:
-    """A :class:`Host` for the block's duration: pass it to every ``open_memory(root, host=host)``.
-
-    Close the memories before the block ends: leaving it stops every actor of the host.
-    """
-    send, receive = anyio.create_memory_object_stream[tuple[int, bool]](math.inf)
-    with send:
-        async with anyio.create_task_group() as tg:
-            host = Host(tg, send)
-            tg.start_soon(host._wake_loop, receive)
-            try:
-                yield host
-            finally:
-                tg.cancel_scope.cancel()
-
-
-def _unwrapped(error: BaseException) -> BaseException:
-    """The one exception inside nested one-exception groups (task groups wrap what they raise)."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
 
 
 class _Running(NamedTuple):

@@ -10,7 +10,8 @@ Each size runs in a fresh interpreter (``--child N``) so RSS is its own:
   descriptors and RSS growth per open session; all of it again after 11 more
   seconds (anyio's idle worker threads exit after 10 s), when sessions idle longer
   than ``--evict-after`` seconds (``evict_after_idle_minutes``) have parked their actors;
-* ``--host``: every session on one host (``aiden.open_host``) instead of one each;
+* ``--host``: every session on one explicit host (``aiden.open_host``) instead of the host the
+  memories open in one event loop share;
 * one more append to each (to a parked session: it starts the actors again), timed,
   then close them one after the other, timing each close; descriptors and threads left after.
 

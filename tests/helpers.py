@@ -64,7 +64,7 @@ def race_processes(target: Callable[[str, str, EventType], None], root: Path, wr
 
 
 async def wait_parked(tasks_before: int, timeout_s: float = 10.0) -> None:
-    """Until one open memory keeps only its supervising task (``tasks_before``: the tasks before it opened)."""
+    """Until one open memory keeps no task but its host's (``tasks_before``: the tasks before it opened)."""
     with anyio.fail_after(timeout_s):
         while len(asyncio.all_tasks()) > tasks_before + 1:  # noqa: ASYNC110 (parking has no event to wait on)
             await anyio.sleep(0.02)

@@ -136,6 +136,15 @@ def test_sync_with_on_the_async_api_names_both_ways(tmp_path: Path) -> None:
     assert not (tmp_path / "memory").exists()  # nothing was opened
 
 
+def test_sync_with_on_open_host_names_async_with() -> None:
+    with pytest.raises(TypeError) as info, aiden.open_host():
+        pass
+    assert str(info.value) == (
+        "aiden.open_host() is an async context manager: use `async with aiden.open_host(...) as host:` "
+        "inside a coroutine"
+    )
+
+
 @pytest.mark.anyio
 async def test_async_with_is_unchanged(tmp_path: Path) -> None:
     async with aiden.open_memory(tmp_path, config=CFG) as memory:

@@ -62,8 +62,41 @@ async def test_parked_memories_of_a_host_keep_no_task(tmp_path: Path) -> None:
     assert len(asyncio.all_tasks()) == before
 
 
-async def test_an_actor_failing_ends_its_own_memory_only(tmp_path: Path) -> None:
-    async with aiden.open_host() as host:
+async def test_memories_opened_without_a_host_share_one_while_any_is_open(tmp_path: Path) -> None:
+    before = len(asyncio.all_tasks())
+    count = 20
+    opened = [anyio.Event() for _ in range(count)]
+    resume = anyio.Event()
+    seqs: dict[int, list[int]] = {}
+
+    async def serve(i: int) -> None:
+        async with aiden.open_memory(tmp_path / f"m{i}", config=_PARK_FAST) as memory:
+            seqs[i] = [(await memory.append(_user(f"hello from {i}"))).seq]
+            opened[i].set()
+            await resume.wait()
+            seqs[i].append((await memory.append(_user(f"back in {i}"))).seq)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(count):
+            tg.start_soon(serve, i)
+        for event in opened:
+            await event.wait()
+        # Parked, the twenty memories keep the shared host's task and its wake loop, no more.
+        with anyio.fail_after(10):
+            while len(asyncio.all_tasks()) > before + count + 2:  # noqa: ASYNC110 (no event to wait on)
+                await anyio.sleep(0.02)
+        resume.set()
+    assert seqs == {i: [1, 2] for i in range(count)}
+    assert len(asyncio.all_tasks()) == before  # the host stopped with the last memory
+    async with aiden.open_memory(tmp_path / "m0", config=_PARK_FAST) as memory:  # a host again
+        assert (await memory.append(_user("after every memory closed"))).seq == 3
+    assert len(asyncio.all_tasks()) == before
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["open_host", "without a host"])
+async def test_an_actor_failing_ends_its_own_memory_only(tmp_path: Path, shared: bool) -> None:
+    async with aiden.open_host() as explicit:
+        host = explicit if shared else None
         async with aiden.open_memory(tmp_path / "ok", config=_PARK_FAST, host=host) as ok:
             await ok.append(_user("first"))
             with pytest.raises(RuntimeError, match=r"^disk controller on fire$"):

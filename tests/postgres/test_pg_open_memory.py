@@ -115,7 +115,7 @@ def test_sync_open_memory_selects_the_store_by_dsn(
 async def test_a_parked_memory_on_postgresql_starts_again_at_the_next_call(
     tmp_path: Path, pg_dsn: str, session_ids: SessionIds
 ) -> None:
-    # Parked: only the supervising task is left; the store (its pool) stays open.
+    # Parked: only the host's task is left; the store (its pool) stays open.
     before = len(asyncio.all_tasks())
     config = Config(evict_after_idle_minutes=0.1 / 60)
     sid, dsn = session_ids(), _uri(pg_dsn)
