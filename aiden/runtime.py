@@ -388,6 +388,9 @@ async def open_memory(
                 for client in clients:
                     client.park()
                 tg.cancel_scope.cancel()
+            # The actors stopped (parked, or the close): nothing uses the store now, and a next
+            # run takes back what it gives (an idle session keeps no descriptor).
+            session_store.release()
         finally:
             running.clear()
             scheduler_state = scheduler.state

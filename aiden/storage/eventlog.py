@@ -200,6 +200,14 @@ class EventLog:
             self._storage.fsync_dir(self._layout.session)
             self._adopt(fd)
             st = os.fstat(fd)
+        if self._fd is None and self._valid:
+            # Released while idle: the same file again keeps what was learned from it.
+            fd = self._storage.open(path, os.O_WRONLY | os.O_APPEND)
+            if os.fstat(fd).st_ino == self._ino:
+                self._fd = fd
+            else:  # replaced meanwhile (another process's trim or rotation): read as new
+                self._storage.close(fd)
+                self._valid = False
         if self._valid and self._fd is not None and st.st_ino == self._ino and st.st_size == self._end:
             return
         if self._valid and self._fd is not None and self._adopt_trimmed(st):
@@ -345,6 +353,13 @@ class EventLog:
         self._end, self._last_seq, self._valid = end, last_seq, True
         self._chunks_seen.update(chunks)
         return True
+
+    def release(self) -> None:
+        """Close the descriptor while idle; the next append opens the file again and keeps what it knew
+        of it (end, last seq, event ids) when it is the same file."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            self._storage.close(fd)
 
     def close(self) -> None:
         """Close the descriptor and the lock."""

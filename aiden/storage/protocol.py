@@ -315,6 +315,13 @@ class SessionStore(Protocol):
         """The chunks committed after ``token`` (see :class:`ChangeFeed`)."""
         ...
 
+    def release(self) -> None:
+        """Give back what an idle session need not hold (descriptors, caches); the next call takes it again.
+
+        Called while nothing else uses the store (the memory's actors are parked); never blocks.
+        """
+        ...
+
     def close(self) -> None:
         """Release every lock and descriptor."""
         ...

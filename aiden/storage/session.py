@@ -75,6 +75,15 @@ class FileSessionStore:
         """The chunks committed after ``token`` (see :class:`~aiden.storage.changes.FileChangeFeed`)."""
         return self._feed.chunks_since(token)
 
+    def release(self) -> None:
+        """Close the events descriptor and drop the decoded hot window and chunk caches (an idle session)."""
+        self._log.release()
+        self._hot = GrowingFile(self.layout.events)
+        with self._cache_lock:
+            self._segments = {}
+            self._index_cache = None
+            self._decoded = {}
+
     def close(self) -> None:
         """Release and close every lock descriptor and the events descriptor."""
         try:

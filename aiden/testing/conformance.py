@@ -58,6 +58,7 @@ __all__ = [
     "check_dedupe_within_a_batch",
     "check_events_without_id_never_dedupe",
     "check_fresh_store_is_empty",
+    "check_release_keeps_the_session_as_it_was",
     "check_kept_event_compacted_later_stays_readable",
     "check_kept_seqs_stay_hot",
     "check_pin_let_go_stays_readable_once_sealed",
@@ -218,6 +219,26 @@ def check_compaction_lock_is_not_reentrant(make_store: StoreFactory) -> None:
         s.unlock_compaction()
 
 
+def check_release_keeps_the_session_as_it_was(make_store: StoreFactory) -> None:
+    """After :meth:`~aiden.storage.protocol.SessionStore.release` (an idle session's), every call
+    works as before: seqs continue, known event ids dedupe (hot and compacted), reads are unchanged."""
+    with opened(make_store) as s:
+        assert s.append([[prepared("a", event_id="k1"), prepared("b", event_id="k2"), prepared("c")]]) == [[1, 2, 3]]
+        compact(s, 1)
+        before = state_of(s, 3)
+        s.release()
+        assert state_of(s, 3) == before
+        s.release()
+        assert s.append([[prepared("again", event_id="k1"), prepared("d", event_id="k4")]]) == [[-1, 4]]
+        s.release()
+        assert s.append([[prepared("b again", event_id="k2"), prepared("e")]]) == [[-2, 5]]
+        assert [e.seq for e in s.read_hot_window()] == [2, 3, 4, 5]
+        s.release()
+        compact(s, 4)
+        assert [e.seq for e in s.read_hot_window()] == [5]
+        assert s.append([[prepared("f")]]) == [[6]]
+
+
 def check_survey_root_shows_the_helper_this_hot_window(make_store: StoreFactory) -> None:
     """survey_root offers no root for an empty hot window nor below ``min_bytes``; a root it offers
     shows the helper process (a plain file store opened there) the hot window and index this store has."""
@@ -298,6 +319,7 @@ CHECKS: tuple[Callable[[StoreFactory], None], ...] = (
     check_compaction_lock_can_be_retaken,
     check_compaction_lock_is_not_reentrant,
     check_survey_root_shows_the_helper_this_hot_window,
+    check_release_keeps_the_session_as_it_was,
 )
 """Every check taking only a store factory (the property and the reopen check take more)."""
 

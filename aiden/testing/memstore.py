@@ -83,6 +83,9 @@ class MemorySessionStore:
         """Nothing can be torn or left half-written in memory: an empty report."""
         return RecoveryReport()
 
+    def release(self) -> None:
+        """Nothing to give back: the data lives in this object."""
+
     def close(self) -> None:
         """Release the compaction lock if it is held; the data stays readable."""
         self.unlock_compaction()

@@ -1,4 +1,4 @@
-"""An idle open memory parks its actors (one task is left) and the next call starts them again.
+"""An idle open memory parks its actors (no task or descriptor is left) and the next call starts them again.
 
 ``evict_after_idle_minutes`` is set to a fraction of a second here; what parks and wakes is
 observed from outside: the event loop's task count, the memory's answers and the files on disk.
@@ -7,6 +7,7 @@ observed from outside: the event loop's task count, the memory's answers and the
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 from pathlib import Path
 
@@ -33,14 +34,21 @@ def _user(text: str, event_id: str | None = None) -> SessionEvent:
     return SessionEvent(type="user_input", role="user", content=text, event_id=event_id)
 
 
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
 async def test_an_idle_memory_keeps_no_task_and_answers_the_next_call(tmp_path: Path) -> None:
     before = len(asyncio.all_tasks())
+    descriptors = _open_descriptors()
     async with aiden.open_memory(tmp_path, config=_config()) as memory:
         running = len(asyncio.all_tasks())
         assert running > before + 10  # the actors run
         first = await memory.append(_user("the deploy key lives in vault path ops/deploy"))
+        assert _open_descriptors() > descriptors  # the log (and the recall index once searched)
         outcome = await memory.maintain()
         await wait_parked(before)
+        assert _open_descriptors() == descriptors  # parked: no descriptor either
         # Parked: the next append starts the actors again, with the next seq.
         second = await memory.append(_user("rotate it every 90 days"))
         assert (first.seq, second.seq) == (1, 2)

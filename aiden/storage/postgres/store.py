@@ -194,6 +194,9 @@ class PostgresSessionStore:
         self.last_checks = compaction.CHECKS
         return RecoveryReport(unrecoverable=problems, checked=compaction.CHECKS)
 
+    def release(self) -> None:
+        """Nothing to give back: connections are the pool's, leased per call."""
+
     def close(self) -> None:
         """Release the compaction lock and give back the leased pool (idempotent; a given pool stays open)."""
         if self._closed:
