@@ -32,6 +32,7 @@ from aiden.storage.session import FileSessionStore
 
 __all__ = [
     "DEFAULT_SESSION_ID",
+    "STORES_GROUP",
     "StoreFactory",
     "StoreSpec",
     "looks_like_dsn",
@@ -42,6 +43,9 @@ StoreFactory: TypeAlias = Callable[[Layout, Storage, Config], SessionStore]
 """What ``open_memory(store_factory=...)`` takes: the layout, storage and config in, a store out."""
 StoreSpec: TypeAlias = str | SessionStore | StoreFactory
 """What ``open_memory(store=...)`` takes: a PostgreSQL DSN, a store object or a store factory."""
+
+STORES_GROUP = "aiden.stores"
+"""The entry point group of store extensions: ``postgresql`` names the PostgreSQL store's opener."""
 
 DEFAULT_SESSION_ID = "default"
 """The session id of a DSN store when ``session_id`` is not given."""
@@ -91,10 +95,24 @@ def _from_dsn(dsn: str, session_id: str, config: Config) -> SessionStore:
             f"open_memory: store={mask(dsn)!r} is not a PostgreSQL DSN (postgresql://user@host/db or"
             " 'host=... dbname=...'); the filesystem store needs no store= (its files live under root)"
         )
+    return _store_opener("postgresql", dsn)(dsn, session_id, config)
+
+
+def _store_opener(kind: str, dsn: str) -> Callable[[str, str, Config], SessionStore]:
+    """The installed store extension ``kind`` (entry point group ``aiden.stores``): a DSN, a session id
+    and the config in, a checked store out. The core names no backend module."""
+    from importlib.metadata import entry_points  # loads zipfile, email...: only for a DSN
+
+    found = entry_points(group=STORES_GROUP, name=kind)
+    if not found:
+        raise ConfigError(
+            f"open_memory: store={mask(dsn)!r} needs the {kind} store, which is not installed"
+            " (pip install 'aiden-memory[postgres]')"
+        )
     try:
-        from aiden.storage.postgres.dsn import store_from_dsn
+        opener = next(iter(found)).load()
     except ImportError as exc:
         raise ConfigError(
             f"open_memory: store={mask(dsn)!r} needs psycopg 3: pip install 'aiden-memory[postgres]' ({exc})"
         ) from exc
-    return store_from_dsn(dsn, session_id, config)
+    return cast(Callable[[str, str, Config], SessionStore], opener)

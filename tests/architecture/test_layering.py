@@ -7,9 +7,8 @@
 - ``aiden.storage`` never imports ``aiden.context`` (the prompt) nor ``aiden.summarizers``:
   summary.md's text is rendered by policy, and the rolling fold comes from the compaction side;
 - the core never imports an extension (:data:`EXTENSIONS`), except through the passages listed in
-  :data:`NOT_YET_SEPARATED`, which only shrinks: the extension seam of #36 is not built, and the
-  runtime and ``Memory`` still name long-term and experience memory, and the store selection
-  the PostgreSQL session store a DSN opens. The public facades (``aiden``, ``aiden.summarizers``, ``aiden.sync``)
+  :data:`NOT_YET_SEPARATED`, which only shrinks: the runtime and ``Memory`` still name long-term
+  and experience memory. Store backends attach by name (the ``aiden.stores`` entry points). The public facades (``aiden``, ``aiden.summarizers``, ``aiden.sync``)
   re-export extension types and are not the core.
 """
 
@@ -39,7 +38,6 @@ FACADES = frozenset({"aiden", "aiden.summarizers", "aiden.sync"})
 NOT_YET_SEPARATED: dict[str, set[str]] = {
     "aiden.memory": {"experience memory", "long-term memory"},
     "aiden.runtime": {"experience memory", "long-term memory"},
-    "aiden.stores": {"PostgreSQL"},
 }
 
 

@@ -12,6 +12,7 @@ import asyncio
 import socket
 import time
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,8 @@ from aiden.errors import ConfigError, InvalidIdError, StorageError
 from aiden.storage.fs import Storage
 from aiden.storage.postgres import PostgresSessionStore, postgres_store_factory
 from aiden.storage.postgres.compaction import CHECKS
-from aiden.stores import looks_like_dsn
+from aiden.storage.postgres.dsn import store_from_dsn
+from aiden.stores import STORES_GROUP, looks_like_dsn
 from aiden.testing.conformance_retry import (
     check_a_rotation_ends_the_retry_window,
     check_retries_return_the_stored_events,
@@ -211,6 +213,11 @@ async def test_bad_argument_combinations_are_refused_before_anything_opens(
         async with open_memory(tmp_path, store=42):  # type: ignore[arg-type]
             pytest.fail("opened with store=42")
     assert not Layout(tmp_path).events.exists()
+
+
+def test_the_postgresql_store_attaches_by_name() -> None:
+    (opener,) = entry_points(group=STORES_GROUP, name="postgresql")
+    assert opener.load() is store_from_dsn
 
 
 def test_looks_like_dsn() -> None:
