@@ -118,3 +118,19 @@ async def test_a_failing_actor_of_a_memory_without_a_host_raises_its_own_error(t
         async with aiden.open_memory(tmp_path, store_factory=_FailingDisk) as memory:
             await memory.append(_user("this one", event_id="boom"))
             await anyio.sleep_forever()
+
+
+async def test_a_cancelled_caller_closes_its_memory_and_the_shared_host_serves_on(tmp_path: Path) -> None:
+    before = len(asyncio.all_tasks())
+    async with aiden.open_memory(tmp_path / "stays", config=_PARK_FAST) as stays:
+        await stays.append(_user("first"))
+        appended: list[int] = []
+        with anyio.move_on_after(0.3) as scope:
+            async with aiden.open_memory(tmp_path / "cancelled", config=_PARK_FAST) as cancelled:
+                while True:
+                    appended.append((await cancelled.append(_user("busy"))).seq)
+        assert scope.cancelled_caught and appended == list(range(1, len(appended) + 1))
+        assert (await stays.append(_user("second"))).seq == 2
+    assert len(asyncio.all_tasks()) == before
+    async with aiden.open_memory(tmp_path / "cancelled") as reopened:
+        assert [e.seq for e in await reopened.hot_window()][-1] >= len(appended)
