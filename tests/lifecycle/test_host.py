@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,60 +35,36 @@ class _FailingDisk(FileSessionStore):
         return None  # appends go through append() above
 
 
-async def test_parked_memories_of_a_host_keep_no_task(tmp_path: Path) -> None:
+@pytest.mark.parametrize("explicit", [True, False], ids=["open_host", "without a host"])
+async def test_parked_memories_keep_no_task_but_their_hosts(tmp_path: Path, explicit: bool) -> None:
     before = len(asyncio.all_tasks())
     count = 20
     opened = [anyio.Event() for _ in range(count)]
     resume = anyio.Event()
     seqs: dict[int, list[int]] = {}
 
-    async def serve(i: int, host: aiden.Host) -> None:
+    async def serve(i: int, host: aiden.Host | None) -> None:
         async with aiden.open_memory(tmp_path / f"m{i}", config=_PARK_FAST, host=host) as memory:
             seqs[i] = [(await memory.append(_user(f"hello from {i}"))).seq]
             opened[i].set()
             await resume.wait()
             seqs[i].append((await memory.append(_user(f"back in {i}"))).seq)
 
-    async with aiden.open_host() as host, anyio.create_task_group() as tg:
-        for i in range(count):
-            tg.start_soon(serve, i, host)
-        for event in opened:
-            await event.wait()
-        # The host's wake loop and the serving tasks (and this task group's) are all that is left.
-        with anyio.fail_after(10):
-            while len(asyncio.all_tasks()) > before + 1 + count:  # noqa: ASYNC110 (no event to wait on)
-                await anyio.sleep(0.02)
-        resume.set()
+    async with contextlib.AsyncExitStack() as stack:
+        # Without one, the memories open at the same time share their event loop's host.
+        host = await stack.enter_async_context(aiden.open_host()) if explicit else None
+        async with anyio.create_task_group() as tg:
+            for i in range(count):
+                tg.start_soon(serve, i, host)
+            for event in opened:
+                await event.wait()
+            # The host's one task (its wake loop) and the serving tasks are all that is left.
+            with anyio.fail_after(10):
+                while len(asyncio.all_tasks()) > before + 1 + count:  # noqa: ASYNC110 (no event to wait on)
+                    await anyio.sleep(0.02)
+            resume.set()
     assert seqs == {i: [1, 2] for i in range(count)}
-    assert len(asyncio.all_tasks()) == before
-
-
-async def test_memories_opened_without_a_host_share_one_while_any_is_open(tmp_path: Path) -> None:
-    before = len(asyncio.all_tasks())
-    count = 20
-    opened = [anyio.Event() for _ in range(count)]
-    resume = anyio.Event()
-    seqs: dict[int, list[int]] = {}
-
-    async def serve(i: int) -> None:
-        async with aiden.open_memory(tmp_path / f"m{i}", config=_PARK_FAST) as memory:
-            seqs[i] = [(await memory.append(_user(f"hello from {i}"))).seq]
-            opened[i].set()
-            await resume.wait()
-            seqs[i].append((await memory.append(_user(f"back in {i}"))).seq)
-
-    async with anyio.create_task_group() as tg:
-        for i in range(count):
-            tg.start_soon(serve, i)
-        for event in opened:
-            await event.wait()
-        # Parked, the twenty memories keep the shared host's task and its wake loop, no more.
-        with anyio.fail_after(10):
-            while len(asyncio.all_tasks()) > before + count + 2:  # noqa: ASYNC110 (no event to wait on)
-                await anyio.sleep(0.02)
-        resume.set()
-    assert seqs == {i: [1, 2] for i in range(count)}
-    assert len(asyncio.all_tasks()) == before  # the host stopped with the last memory
+    assert len(asyncio.all_tasks()) == before  # the host stopped (the loop's with the last memory)
     async with aiden.open_memory(tmp_path / "m0", config=_PARK_FAST) as memory:  # a host again
         assert (await memory.append(_user("after every memory closed"))).seq == 3
     assert len(asyncio.all_tasks()) == before
