@@ -10,8 +10,9 @@
         memory.record_usage(usage=response.usage)
         memory.commit_run(response.choices[0].message.content or "")
 
-The async runtime (its actors and their task group) runs on a private event-loop
-thread started by :func:`anyio.from_thread.start_blocking_portal`; every method of
+The async runtime (its actors and their task group) runs on an event-loop thread
+started by :func:`anyio.from_thread.start_blocking_portal`, which the sync memories open
+at the same time share (started with the first, stopped with the last); every method of
 :class:`SyncMemory` runs the :class:`~aiden.memory.Memory` method of the same name
 there and blocks until it returns. Callers own timeouts: nothing here adds one.
 A :class:`SyncMemory` may be used from several threads; it must not be used from
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
@@ -60,9 +62,9 @@ def open_memory(
     The arguments are those of :func:`aiden.open_memory` (``store="postgresql://..."``
     with ``session_id`` selects the PostgreSQL store). Leaving the block (or
     :meth:`SyncMemory.close`) closes the memory exactly as ``async with`` does
-    (everything appended is committed), then stops the loop thread.
+    (everything appended is committed); the last sync memory open stops the loop thread.
     """
-    with start_blocking_portal(name="aiden-memory-loop") as portal:
+    with _loop_thread() as portal:
         async_cm = _open_async(
             root,
             config=config,
@@ -79,6 +81,38 @@ def open_memory(
             yield memory
         finally:
             memory.close()
+
+
+class _LoopThread:
+    """The event-loop thread the open sync memories of a process share (and so their host): started
+    with the first memory and stopped, its thread joined, with the last."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._running: tuple[BlockingPortal, AbstractContextManager[BlockingPortal]] | None = None
+
+    @contextmanager
+    def __call__(self) -> Iterator[BlockingPortal]:
+        with self._lock:
+            if self._running is None:
+                cm = start_blocking_portal(name="aiden-memory-loop")
+                self._running = (cm.__enter__(), cm)
+            portal = self._running[0]
+            self._users += 1
+        try:
+            yield portal
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    running, self._running = self._running, None
+                    assert running is not None
+                    # Under the lock: an open meanwhile waits, then starts a new thread.
+                    running[1].__exit__(None, None, None)
+
+
+_loop_thread = _LoopThread()
 
 
 def _blocking(method: Callable[Concatenate[Memory, _P], Awaitable[_T]]) -> Callable[Concatenate[SyncMemory, _P], _T]:

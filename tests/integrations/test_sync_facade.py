@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -124,6 +126,32 @@ def test_the_twins_of_compacted_history_and_long_term_methods_block_and_return(t
     assert hit is not None and (hit.kind, hit.chunk_id) == ("summary", entry.chunk_id)
     assert checkpoint is not None and Path(checkpoint).is_file()
     assert newest == hot[-1].timestamp
+
+
+def _loop_threads() -> int:
+    return sum(t.name == "aiden-memory-loop" for t in threading.enumerate())
+
+
+def test_sync_memories_open_at_once_share_one_loop_thread(tmp_path: Path) -> None:
+    with contextlib.ExitStack() as stack:
+        memories = [stack.enter_context(aiden.sync.open_memory(tmp_path / f"m{i}", config=CFG)) for i in range(8)]
+        assert _loop_threads() == 1
+        assert [m.append(SessionEvent(type="user_input", role="user", content="hi")).seq for m in memories] == [1] * 8
+        memories[0].close()
+        assert _loop_threads() == 1 and memories[1].stats().appends == 1
+    assert _loop_threads() == 0
+
+    def cycles(worker: int) -> list[int]:
+        seqs = []
+        for _ in range(5):
+            with aiden.sync.open_memory(tmp_path / f"w{worker}", config=CFG) as memory:
+                seqs.append(memory.append(SessionEvent(type="user_input", role="user", content="again")).seq)
+        return seqs
+
+    # Threads opening and closing at once: each open finds a running loop thread or starts one.
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(cycles, range(4))) == [[1, 2, 3, 4, 5]] * 4
+    assert _loop_threads() == 0
 
 
 def test_sync_with_on_the_async_api_names_both_ways(tmp_path: Path) -> None:
