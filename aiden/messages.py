@@ -12,6 +12,7 @@ the one failure reply every actor's reply union shares.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -28,6 +29,7 @@ __all__ = [
     "AppendEvents",
     "CancelSummarize",
     "Codec",
+    "codec",
     "CompactionOutcome",
     "ErrorInfo",
     "Failed",
@@ -396,3 +398,9 @@ class Codec(Generic[T]):
     def decode(self, raw: bytes) -> T:
         """Decode one message."""
         return self._decoder.decode(raw)
+
+
+@functools.cache
+def codec(union: Any) -> Codec[Any]:
+    """The process's one :class:`Codec` for ``union``: stateless, so every memory's actors share it."""
+    return Codec(union)

@@ -39,7 +39,7 @@ from aiden.experience.messages import (
 from aiden.experience.port import ExperiencePort
 from aiden.experience.service import ExperienceService
 from aiden.longterm.autocompact import IdleTarget, recent_activity
-from aiden.messages import Codec
+from aiden.messages import Codec, codec
 
 __all__ = ["LEARN_BATCH", "RECHECK_TICKS", "ExperienceActor", "IdleLearning"]
 
@@ -63,8 +63,8 @@ class ExperienceActor:
         self._svc = service
         self._inbox = inbox
         self._outbox = outbox
-        self._in: Codec[ExperienceInbox] = Codec(ExperienceInbox)
-        self._out: Codec[ExperienceOutbox] = Codec(ExperienceOutbox)
+        self._in: Codec[ExperienceInbox] = codec(ExperienceInbox)
+        self._out: Codec[ExperienceOutbox] = codec(ExperienceOutbox)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until the inbox closes."""

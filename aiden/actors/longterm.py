@@ -47,7 +47,7 @@ from aiden.longterm.messages import (
 )
 from aiden.longterm.service import LongTermServices
 from aiden.longterm.tools import forget_memory, save_memory
-from aiden.messages import Codec
+from aiden.messages import Codec, codec
 
 if TYPE_CHECKING:
     from aiden.longterm.store import LongTermMemoryStore
@@ -69,8 +69,8 @@ class LongTermActor:
         self._lt = services
         self._inbox = inbox
         self._outbox = outbox
-        self._in: Codec[LongTermInbox] = Codec(LongTermInbox)
-        self._out: Codec[LongTermOutbox] = Codec(LongTermOutbox)
+        self._in: Codec[LongTermInbox] = codec(LongTermInbox)
+        self._out: Codec[LongTermOutbox] = codec(LongTermOutbox)
         self.layer: Latest[LongTermLayer] = layer or Latest(LongTermLayer())
         """The prompt layer as last loaded (published after open and every refresh)."""
 

@@ -23,7 +23,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.errors import AidenError, ClosedError
-from aiden.messages import Codec
+from aiden.messages import Codec, codec
 
 __all__ = ["BACKGROUND", "Client", "Doorbell", "Latest", "Link", "Waiter", "by_request_id", "route_replies"]
 
@@ -459,9 +459,9 @@ class Link(Generic[Req, Rep, V]):
         self.name = name
         self._size = size
         self.client: Client[Req, V] = Client(
-            name, None, Codec(requests), on_abandon=on_abandon, validate=validate, doorbell=doorbell
+            name, None, codec(requests), on_abandon=on_abandon, validate=validate, doorbell=doorbell
         )
-        self._codec: Codec[Rep] = Codec(replies)
+        self._codec: Codec[Rep] = codec(replies)
         self._ends: _Ends | None = None
         self.bind()
 

@@ -30,6 +30,7 @@ from aiden.messages import (
     ReadIndex,
     ReadSummary,
     SummaryRead,
+    codec,
 )
 from aiden.storage.protocol import SessionStore
 
@@ -48,8 +49,8 @@ class SessionReader:
         self._store = store
         self._inbox = inbox
         self._outbox = outbox
-        self._in: Codec[ReaderInbox] = Codec(ReaderInbox)
-        self._out: Codec[ReaderOutbox] = Codec(ReaderOutbox)
+        self._in: Codec[ReaderInbox] = codec(ReaderInbox)
+        self._out: Codec[ReaderOutbox] = codec(ReaderOutbox)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until the inbox closes (each worker gets its own clones of both streams)."""

@@ -33,6 +33,7 @@ from aiden.messages import (
     RecallRehydrate,
     RecallSync,
     RecallSynced,
+    codec,
 )
 from aiden.recall.types import RecallStats
 
@@ -73,8 +74,8 @@ class RecallActor:
         self._config = config
         self._inbox = inbox
         self._outbox = outbox
-        self._in: Codec[RecallInbox] = Codec(RecallInbox)
-        self._out: Codec[RecallOutbox] = Codec(RecallOutbox)
+        self._in: Codec[RecallInbox] = codec(RecallInbox)
+        self._out: Codec[RecallOutbox] = codec(RecallOutbox)
         self._index: RecallIndex | None = None  # opened in run(): sqlite3 loads only when used
         self.stats: Latest[RecallStats | None] = stats or Latest(None)
         """The index's telemetry after the latest request (an immutable snapshot)."""

@@ -47,6 +47,7 @@ from aiden.messages import (
     SchedulerOutbox,
     SummarizerInbox,
     SummarizerOutbox,
+    codec,
     error_info,
 )
 from aiden.observe import observe_pass
@@ -130,8 +131,8 @@ class MaintenanceScheduler:
         """The newest snapshot of the counters, published after every change."""
         self._publish()  # the kept calibration shows from the start
         self._summaries = ChunkSummaries(summarizer, config, self._note)
-        self._in: Codec[SchedulerInbox] = Codec(SchedulerInbox)
-        self._out: Codec[SchedulerOutbox] = Codec(SchedulerOutbox)
+        self._in: Codec[SchedulerInbox] = codec(SchedulerInbox)
+        self._out: Codec[SchedulerOutbox] = codec(SchedulerOutbox)
         send, receive = anyio.create_memory_object_stream[bool](1)
         self._wake_send = send
         self._wake_receive = receive

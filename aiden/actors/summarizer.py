@@ -34,6 +34,7 @@ from aiden.messages import (
     Summarized,
     SummarizerInbox,
     SummarizerOutbox,
+    codec,
     error_info,
 )
 from aiden.policy.summarizer_deadline import CallTimes, after_success, after_timeout, deadline_s
@@ -60,8 +61,8 @@ class SummarizerActor:
         self._config = config
         self._inbox = inbox
         self._outbox = outbox
-        self._in: Codec[SummarizerInbox] = Codec(SummarizerInbox)
-        self._out: Codec[SummarizerOutbox] = Codec(SummarizerOutbox)
+        self._in: Codec[SummarizerInbox] = codec(SummarizerInbox)
+        self._out: Codec[SummarizerOutbox] = codec(SummarizerOutbox)
         self._work_send, self._work_recv = anyio.create_memory_object_stream[Summarize](16)
         self._current: tuple[int, anyio.CancelScope] | None = None
         self._cancelled: set[int] = set()

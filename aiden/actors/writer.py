@@ -39,6 +39,7 @@ from aiden.messages import (
     Rejected,
     WriterInbox,
     WriterOutbox,
+    codec,
     error_info,
 )
 from aiden.storage.protocol import AppendGroup, PreparedEvent, SessionStore
@@ -197,8 +198,8 @@ class SessionWriter:
         self._max_batch = config.max_batch_events
         self._inbox = inbox
         self._outbox = outbox
-        self._in: Codec[WriterInbox] = Codec(WriterInbox)
-        self._out: Codec[WriterOutbox] = Codec(WriterOutbox)
+        self._in: Codec[WriterInbox] = codec(WriterInbox)
+        self._out: Codec[WriterOutbox] = codec(WriterOutbox)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
