@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, NamedTuple
@@ -23,8 +23,7 @@ from typing import Any, NamedTuple
 import anyio
 from anyio.abc import TaskStatus
 
-from aiden.actors.experience import ExperienceActor, IdleLearning
-from aiden.actors.mailbox import BACKGROUND, Doorbell, Latest, Link, by_request_id
+from aiden.actors.mailbox import Doorbell, Latest, Link, by_request_id
 from aiden.actors.reader import SessionReader
 from aiden.actors.recall import RecallActor
 from aiden.actors.scheduler import MaintenanceScheduler
@@ -32,12 +31,9 @@ from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
 from aiden.actors.writer import SessionWriter
 from aiden.config import Config
 from aiden.errors import ClosedError
-from aiden.experience.messages import ExperienceInbox, ExperienceOutbox
-from aiden.experience.port import ExperiencePort
-from aiden.experience.service import ExperienceService, learner_for, select_experience
-from aiden.experience.tracker import EpisodeTracker
+from aiden.events import SessionEvent
+from aiden.extension import Extension, MemoryParts, installed
 from aiden.host import Host, async_only, loop_host, unwrapped
-from aiden.longterm.autocompact import run_autocompact
 from aiden.memory import Memory
 from aiden.messages import (
     CancelSummarize,
@@ -71,10 +67,6 @@ __all__ = ["open_memory"]
 _CONTROL_QUEUE = 64
 # Reader workers: a slow chunk read does not hold up the prompt builder's hot-window read.
 _READERS = 2
-# Long-term workers: a long Dream run never holds up the running-summary merge a compaction waits for.
-_LONG_TERM_WORKERS = 3
-# How often the idle-learning task checks whether the session is idle (the AutoCompact tick).
-_LEARN_TICK_S = 60.0
 # At most this long between two checks whether an idle memory's actors may park.
 _PARK_TICK_S = 60.0
 
@@ -187,27 +179,6 @@ async def open_memory(
     reader_link: Link[ReaderInbox, ReaderOutbox, ReaderOutbox] = Link(
         "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE, doorbell=doorbell
     )
-    experience_link: Link[ExperienceInbox, ExperienceOutbox, ExperienceOutbox] = Link(
-        "experience memory", ExperienceInbox, ExperienceOutbox, _CONTROL_QUEUE, doorbell=doorbell
-    )
-    # Long-term memory (dulwich, the summary schema...) loads with the first open, not at import.
-    from aiden.actors.longterm import LongTermActor
-    from aiden.longterm.messages import LongTermInbox, LongTermLayer, LongTermOutbox
-    from aiden.longterm.port import LongTermPort
-    from aiden.longterm.service import LongTermServices, select_long_term
-
-    long_term_link: Link[LongTermInbox, LongTermOutbox, LongTermOutbox] = Link(
-        "long-term memory", LongTermInbox, LongTermOutbox, _CONTROL_QUEUE, doorbell=doorbell
-    )
-    links: tuple[Link[Any, Any, Any], ...] = (
-        writer_link,
-        scheduler_link,
-        summarizer_link,
-        recall_link,
-        reader_link,
-        experience_link,
-        long_term_link,
-    )
     writer_client, scheduler_client, summarizer_client = (
         writer_link.client,
         scheduler_link.client,
@@ -220,27 +191,44 @@ async def open_memory(
         summarizer = ExtractiveSummarizer(
             fold_max_lines=max(1, min(60, config.max_rolling_summary_lines * 3 // 5))
         )
-    # An LLM summarizer's model also words the learned lessons (one call per lesson group).
-    learner = learner_for(summarizer)
-    lt_summarizer = SummarizerProxy(summarizer_client)
-    # Long-term memory beside the session store: in its database for PostgreSQL, else under root.
-    lt_backend = select_long_term(session_store, config, lt_summarizer)
-    experience_backends = select_experience(session_store, layout, storage, embedder)
+    # The installed extensions (long-term and experience memory): built from the memory's parts.
+    parts = MemoryParts(
+        config=config,
+        layout=layout,
+        storage=storage,
+        session_store=session_store,
+        summarizer=summarizer,
+        summarize=SummarizerProxy(summarizer_client),
+        embedder=embedder,
+        doorbell=doorbell,
+        queue_size=_CONTROL_QUEUE,
+    )
+    extensions: list[Extension] = [make(parts) for make in installed()]
+    links: tuple[Link[Any, Any, Any], ...] = (
+        writer_link,
+        scheduler_link,
+        summarizer_link,
+        recall_link,
+        reader_link,
+        *(link for extension in extensions for link in extension.links),
+    )
     # What the callers read without a request outlives the actors' runs (an idle session's are parked).
     counters: Latest[SchedulerCounters] = Latest(SchedulerCounters())
     recall_stats: Latest[RecallStats | None] = Latest(None)
-    layer: Latest[LongTermLayer] = Latest(LongTermLayer())
-    experience = ExperiencePort(experience_link.client)
-    long_term = LongTermPort(long_term_link.client, layer)
     recall = RecallPort(recall_link.client, recall_stats)
     writer_port = WriterPort(writer_client)
     scheduler_state: TriggerState | None = None
+
+    async def before_compaction(events: Sequence[SessionEvent]) -> None:
+        for extension in extensions:
+            await extension.before_compaction(events)
 
     async def after_compaction(
         entry: ChunkEntry,
     ) -> None:  # the recall index embeds the new chunk in the pass
         try:
-            await long_term.record_chunk(entry, str(layout.root))
+            for extension in extensions:
+                await extension.after_compaction(entry)
         finally:
             try:
                 await recall.sync()
@@ -249,7 +237,12 @@ async def open_memory(
 
     async def session_ended(reason: str, timeout_s: float | None = None) -> None:
         events = await anyio.to_thread.run_sync(session_store.read_hot_window)
-        await long_term.end_session(events, reason, timeout_s)
+        for extension in extensions:
+            await extension.session_ended(events, reason, timeout_s)
+
+    async def after_rotation() -> None:
+        for extension in extensions:
+            await extension.after_rotation()
 
     def new_scheduler() -> MaintenanceScheduler:
         return MaintenanceScheduler(
@@ -261,10 +254,10 @@ async def open_memory(
             summarizer_client,
             model=model,
             calibration=TokenCalibration(factor=kept.token_factor, samples=1) if kept is not None else None,
-            before_compaction=long_term.merge_running,
+            before_compaction=before_compaction,
             after_compaction=after_compaction,
             before_rotation=lambda: session_ended("rotation"),
-            after_rotation=long_term.refresh,
+            after_rotation=after_rotation,
             resume=scheduler_state,
             counters=counters,
         )
@@ -282,14 +275,12 @@ async def open_memory(
         recall=recall,
         recovery=report,
         token_profile=unstarted[0].token_profile,
-        long_term=long_term,
-        experience=experience,
-        episodes=EpisodeTracker(config.experience_environment) if config.experience else None,
         calibration=(
             BudgetCalibration(factor=kept.factor, spread=kept.spread, samples=kept.samples)
             if kept is not None
             else None
         ),
+        **{name: port for extension in extensions for name, port in extension.ports.items()},
     )
 
     running: list[_Running] = []  # the actors' run now, if they run: what the close stops
@@ -315,19 +306,6 @@ async def open_memory(
             stats=recall_stats,
         )
         summarizer_actor = SummarizerActor(summarizer, config, summarizer_link.inbox, summarizer_link.outbox)
-        experience_actor = ExperienceActor(
-            ExperienceService(
-                layout, storage, config, learner=learner, embedder=embedder, backends=experience_backends
-            ),
-            experience_link.inbox,
-            experience_link.outbox,
-        )
-        long_term_actor = LongTermActor(
-            LongTermServices(layout, storage, config, lt_summarizer, backend_factory=lt_backend),
-            long_term_link.inbox,
-            long_term_link.outbox,
-            layer=layer,
-        )
         writer_done = anyio.Event()
 
         def writer_ended() -> None:
@@ -350,17 +328,8 @@ async def open_memory(
                 await tg.start(reader_link.route, by_request_id(reader_link.client))
                 await tg.start(recall_actor.run)
                 await tg.start(recall_link.route, by_request_id(recall_link.client))
-                await tg.start(experience_actor.run)
-                await tg.start(experience_link.route, by_request_id(experience_link.client))
-                if config.experience and config.idle_compact_after_minutes > 0:
-                    learning = IdleLearning(memory, experience, config.idle_compact_after_minutes)
-                    await tg.start(_in_background(partial(run_autocompact, learning.check, _LEARN_TICK_S)))
-                await long_term_actor.prepare()
-                for _ in range(_LONG_TERM_WORKERS):
-                    await tg.start(long_term_actor.run)
-                await tg.start(long_term_link.route, by_request_id(long_term_link.client))
-                for task in long_term_actor.background_tasks(memory):
-                    await tg.start(_in_background(task))
+                for extension in extensions:
+                    await extension.start(tg, memory)
                 running.append(_Running(tg.cancel_scope, writer_done, scheduler))
                 answer()
                 clients = [link.client for link in links]
@@ -377,7 +346,7 @@ async def open_memory(
                         not closing
                         and idle_s >= evict_after_s
                         and scheduler.idle
-                        and long_term_actor.idle
+                        and all(extension.idle for extension in extensions)
                         and all(c.quiet for c in clients)
                     )
 
@@ -398,7 +367,8 @@ async def open_memory(
                 link.close()
             scheduler.close_streams()
             summarizer_actor.close_streams()
-            long_term_actor.close_streams()
+            for extension in extensions:
+                extension.stopped()
 
     # The memory's runs, as the host's wake loop and the close see them.
     wanted = False  # a ring came since the actors last started
@@ -465,9 +435,8 @@ async def open_memory(
             with anyio.CancelScope(shield=True):
                 closing = True  # no parking now; a parked memory's close still starts the actors
                 try:
-                    if memory.episode_id is not None:
-                        # A run the caller never committed still taught something: keep its trace.
-                        await memory.commit_episode("unknown", "memory closed during the run")
+                    for extension in extensions:
+                        await extension.closing(memory)
                     if config.session_summary_on_close:
                         # The caller is done: a hung summarizer gets close_timeout_s, not its
                         # whole deadline, before the extractive fallback writes the summary.
@@ -520,18 +489,6 @@ class _Running(NamedTuple):
     scope: anyio.CancelScope
     writer_done: anyio.Event
     scheduler: MaintenanceScheduler
-
-
-def _in_background(
-    task: Callable[..., Coroutine[Any, Any, None]],
-) -> Callable[..., Coroutine[Any, Any, None]]:
-    """``task`` with its requests marked as the runtime's own (they keep no idle session running)."""
-
-    async def run(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        BACKGROUND.set(True)
-        await task(task_status=task_status)
-
-    return run
 
 
 async def _until_parkable(parkable: Callable[[], bool], evict_after_s: float) -> None:

@@ -7,15 +7,19 @@
 - ``aiden.storage`` never imports ``aiden.context`` (the prompt) nor ``aiden.summarizers``:
   summary.md's text is rendered by policy, and the rolling fold comes from the compaction side;
 - the core never imports an extension (:data:`EXTENSIONS`), except through the passages listed in
-  :data:`NOT_YET_SEPARATED`, which only shrinks: the runtime and ``Memory`` still name long-term
-  and experience memory. Store backends attach by name (the ``aiden.stores`` entry points). The public facades (``aiden``, ``aiden.summarizers``, ``aiden.sync``)
+  :data:`NOT_YET_SEPARATED`, which only shrinks: ``Memory`` still names long-term and experience
+  memory (its methods for them). Extensions attach by name: the runtime builds the
+  ``aiden.extensions`` entry points' extensions, and the store selection opens the
+  ``aiden.stores`` entry points' stores. The public facades (``aiden``, ``aiden.summarizers``, ``aiden.sync``)
   re-export extension types and are not the core.
 """
 
 from __future__ import annotations
 
 import fnmatch
+from importlib.metadata import entry_points
 
+from aiden.extension import EXTENSIONS_GROUP, installed
 from tests.architecture.graph import import_graph
 
 POLICY_MAY_IMPORT = ("aiden.events", "aiden.config", "aiden.policy")
@@ -37,7 +41,6 @@ EXTENSIONS: dict[str, tuple[str, ...]] = {
 FACADES = frozenset({"aiden", "aiden.summarizers", "aiden.sync"})
 NOT_YET_SEPARATED: dict[str, set[str]] = {
     "aiden.memory": {"experience memory", "long-term memory"},
-    "aiden.runtime": {"experience memory", "long-term memory"},
 }
 
 
@@ -136,3 +139,12 @@ def test_a_core_import_of_an_extension_is_found() -> None:
         "aiden.testing.kit": {"aiden.storage.postgres"},
     }
     assert core_to_extension(graph) == {"aiden.recall.index": {"litellm"}}
+
+
+def test_long_term_and_experience_memory_attach_by_name() -> None:
+    found = {ep.name: ep.value for ep in entry_points(group=EXTENSIONS_GROUP)}
+    assert found == {
+        "experience": "aiden.experience.extension:ExperienceExtension",
+        "long_term": "aiden.longterm.extension:LongTermExtension",
+    }
+    assert [make.__name__ for make in installed()] == ["ExperienceExtension", "LongTermExtension"]

@@ -1,0 +1,98 @@
+"""Experience memory as an extension of an open memory (entry point ``aiden.extensions: experience``).
+
+Its actor stores the episodes ``Memory`` records around runs and learns records from them (also
+while the session is idle); ``Memory`` reaches it through :class:`ExperiencePort` and records the
+current run with an :class:`EpisodeTracker`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from anyio.abc import TaskGroup
+
+from aiden.actors.experience import ExperienceActor, IdleLearning
+from aiden.actors.mailbox import Link, by_request_id
+from aiden.events import SessionEvent
+from aiden.experience.messages import ExperienceInbox, ExperienceOutbox
+from aiden.experience.port import ExperiencePort
+from aiden.experience.service import ExperienceService, learner_for, select_experience
+from aiden.experience.tracker import EpisodeTracker
+from aiden.extension import MemoryParts, in_background
+from aiden.longterm.autocompact import run_autocompact
+from aiden.storage.chunks import ChunkEntry
+
+if TYPE_CHECKING:
+    from aiden.memory import Memory
+
+__all__ = ["ExperienceExtension"]
+
+# How often the idle-learning task checks whether the session is idle (the AutoCompact tick).
+_LEARN_TICK_S = 60.0
+
+
+class ExperienceExtension:
+    """Experience memory of one open memory (an :class:`~aiden.extension.Extension`)."""
+
+    def __init__(self, parts: MemoryParts) -> None:
+        self._parts = parts
+        self._link: Link[ExperienceInbox, ExperienceOutbox, ExperienceOutbox] = Link(
+            "experience memory", ExperienceInbox, ExperienceOutbox, parts.queue_size, doorbell=parts.doorbell
+        )
+        self._port = ExperiencePort(self._link.client)
+        # An LLM summarizer's model also words the learned lessons (one call per lesson group).
+        self._learner = learner_for(parts.summarizer)
+        self._backends = select_experience(parts.session_store, parts.layout, parts.storage, parts.embedder)
+        config = parts.config
+        self._episodes = EpisodeTracker(config.experience_environment) if config.experience else None
+        self._actor: ExperienceActor | None = None
+
+    @property
+    def links(self) -> Sequence[Link[Any, Any, Any]]:
+        return (self._link,)
+
+    @property
+    def ports(self) -> Mapping[str, Any]:
+        return {"experience": self._port, "episodes": self._episodes}
+
+    @property
+    def idle(self) -> bool:
+        return True  # a learning pass in flight is a request its caller waits for
+
+    async def start(self, tg: TaskGroup, memory: Memory) -> None:
+        p = self._parts
+        self._actor = actor = ExperienceActor(
+            ExperienceService(
+                p.layout, p.storage, p.config, learner=self._learner, embedder=p.embedder, backends=self._backends
+            ),
+            self._link.inbox,
+            self._link.outbox,
+        )
+        await tg.start(actor.run)
+        await tg.start(self._link.route, by_request_id(self._link.client))
+        if p.config.experience and p.config.idle_compact_after_minutes > 0:
+            learning = IdleLearning(memory, self._port, p.config.idle_compact_after_minutes)
+            await tg.start(in_background(partial(run_autocompact, learning.check, _LEARN_TICK_S)))
+
+    def stopped(self) -> None:
+        if self._actor is not None:
+            self._actor.close_streams()
+
+    async def before_compaction(self, events: Sequence[SessionEvent]) -> None:
+        pass
+
+    async def after_compaction(self, entry: ChunkEntry) -> None:
+        pass
+
+    async def session_ended(self, events: Sequence[SessionEvent], reason: str, timeout_s: float | None) -> None:
+        pass
+
+    async def after_rotation(self) -> None:
+        pass
+
+    async def closing(self, memory: Memory) -> None:
+        if memory.episode_id is not None:
+            # A run the caller never committed still taught something: keep its trace.
+            await memory.commit_episode("unknown", "memory closed during the run")
