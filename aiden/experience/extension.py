@@ -77,8 +77,10 @@ class ExperienceExtension:
             await tg.start(in_background(partial(run_autocompact, learning.check, _LEARN_TICK_S)))
 
     def stopped(self) -> None:
-        if self._actor is not None:
-            self._actor.close_streams()
+        # A parked memory keeps no actor (nor the streams and files it holds).
+        actor, self._actor = self._actor, None
+        if actor is not None:
+            actor.close_streams()
 
     async def before_compaction(self, events: Sequence[SessionEvent]) -> None:
         pass

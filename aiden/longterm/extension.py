@@ -72,8 +72,10 @@ class LongTermExtension:
             await tg.start(in_background(task))
 
     def stopped(self) -> None:
-        if self._actor is not None:
-            self._actor.close_streams()
+        # A parked memory keeps no actor (nor the streams and files it holds).
+        actor, self._actor = self._actor, None
+        if actor is not None:
+            actor.close_streams()
 
     async def before_compaction(self, events: Sequence[SessionEvent]) -> None:
         await self._port.merge_running(events)
