@@ -166,6 +166,44 @@ def test_phatic_lines_lose_to_informative_ones_under_a_tight_budget() -> None:
     assert "Constraints:" not in text  # "Can't wait!" is anticipation, no constraint
 
 
+def test_a_chat_participants_musings_are_no_rules_that_crowd_out_the_facts() -> None:
+    # Sayings with "always", "without", "don't" or "I want" read as the user's constraints and
+    # preferences when the user instructs an agent; said by a named participant of a chat they
+    # are talk, ranked by what they tell (#38). Old code: the five musings fill the budget first.
+    musings = [
+        "Taking care of ourselves is always so important, even if it is not easy.",
+        "I couldn't have gotten through those months without all of them around me.",
+        "Those tough times really don't last forever, hope and love exist everywhere.",
+        "I want to help people who have gone through the same things as me.",
+        "I'd like to keep going and never give up on what matters to me.",
+    ]
+    facts = [
+        ("Priya", "My grandma gave me this necklace back home in Sweden."),
+        ("Tom", "I loved reading Charlotte's Web as a kid in Denver."),
+        ("Priya", "Last Friday I went to a council meeting for adoption in Oakland."),
+    ]
+    turns = [("Priya", m) for m in musings] + facts
+    events = tuple(
+        SessionEvent(
+            type="user_input" if who == "Priya" else "assistant_output",
+            role="user" if who == "Priya" else "assistant",
+            content=f"{who}: {text}",
+            seq=n + 1,
+        )
+        for n, (who, text) in enumerate(turns)
+    )
+    text = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events, max_tokens=110)).text
+    for who, fact in facts:
+        assert f"{who}: {fact}" in text, (fact, text)
+    assert "Constraints:" not in text and "Preferences:" not in text, text
+    # The user's own rule, unnamed, still files under Constraints first.
+    rule = SessionEvent(type="user_input", role="user", content="Never deploy on Fridays.", seq=len(turns) + 1)
+    ruled = ExtractiveSummarizer().summarize_sync(
+        SummaryRequest(purpose="history", events=(*events, rule), max_tokens=110)
+    ).text
+    assert "Constraints:\n- Never deploy on Fridays." in ruled, ruled
+
+
 def test_the_rolling_fold_drops_phatic_lines_an_older_summary_held() -> None:
     old = (
         "Constraints:\n- Can't wait to see it!\n- Never deploy on Fridays.\n"

@@ -158,7 +158,12 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
         if kind not in _ALWAYS_KEPT and is_phatic(sentence):
             continue  # "Thanks, Mel!", "Can't wait!": kept by no rule, whatever its position
         item = _said(who, clip(sentence))
-        if kind in ("correction", "preference"):
+        if who and kind not in _ALWAYS_KEPT:
+            # A named speaker is a participant of a multi-party chat, as on the assistant's side:
+            # "it's important to ...", "I want to help people" set no rule for the agent, and
+            # filed as the user's constraints they would crowd out every fact of the chunk (#38).
+            collector.add("notes", item, _R_REST)
+        elif kind in ("correction", "preference"):
             collector.add("preferences", item, _R_USER)
         elif kind == "constraint":
             collector.add("constraints", item, _R_USER)
