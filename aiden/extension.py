@@ -56,7 +56,10 @@ class MemoryParts:
 
 
 class Extension(Protocol):
-    """One extension of one open memory: its actors' links, its ports and its hooks."""
+    """One extension of one open memory: its actors' links, its ports and its hooks.
+
+    An extension subclasses this protocol to inherit its hooks' default: nothing to do.
+    """
 
     @property
     def links(self) -> Sequence[Link[Any, Any, Any]]:
@@ -83,23 +86,18 @@ class Extension(Protocol):
 
     async def before_compaction(self, events: Sequence[SessionEvent]) -> None:
         """The events a pass is about to compact (before its summary)."""
-        ...
 
     async def after_compaction(self, entry: ChunkEntry) -> None:
         """A pass committed ``entry``."""
-        ...
 
     async def session_ended(self, events: Sequence[SessionEvent], reason: str, timeout_s: float | None) -> None:
         """The session ends (``rotation`` or ``completion``) with ``events`` in its hot window."""
-        ...
 
     async def after_rotation(self) -> None:
         """A new session started."""
-        ...
 
     async def closing(self, memory: Memory) -> None:
         """The memory closes (its actors still run)."""
-        ...
 
 
 @functools.cache

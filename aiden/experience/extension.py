@@ -15,14 +15,12 @@ from anyio.abc import TaskGroup
 
 from aiden.actors.experience import ExperienceActor, IdleLearning
 from aiden.actors.mailbox import Link, by_request_id
-from aiden.events import SessionEvent
 from aiden.experience.messages import ExperienceInbox, ExperienceOutbox
 from aiden.experience.port import ExperiencePort
 from aiden.experience.service import ExperienceService, learner_for, select_experience
 from aiden.experience.tracker import EpisodeTracker
-from aiden.extension import MemoryParts, in_background
+from aiden.extension import Extension, MemoryParts, in_background
 from aiden.longterm.autocompact import run_autocompact
-from aiden.storage.chunks import ChunkEntry
 
 if TYPE_CHECKING:
     from aiden.memory import Memory
@@ -33,7 +31,7 @@ __all__ = ["ExperienceExtension"]
 _LEARN_TICK_S = 60.0
 
 
-class ExperienceExtension:
+class ExperienceExtension(Extension):
     """Experience memory of one open memory (an :class:`~aiden.extension.Extension`)."""
 
     def __init__(self, parts: MemoryParts) -> None:
@@ -81,18 +79,6 @@ class ExperienceExtension:
         actor, self._actor = self._actor, None
         if actor is not None:
             actor.close_streams()
-
-    async def before_compaction(self, events: Sequence[SessionEvent]) -> None:
-        pass
-
-    async def after_compaction(self, entry: ChunkEntry) -> None:
-        pass
-
-    async def session_ended(self, events: Sequence[SessionEvent], reason: str, timeout_s: float | None) -> None:
-        pass
-
-    async def after_rotation(self) -> None:
-        pass
 
     async def closing(self, memory: Memory) -> None:
         if memory.episode_id is not None:

@@ -15,7 +15,7 @@ from anyio.abc import TaskGroup
 from aiden.actors.longterm import LongTermActor
 from aiden.actors.mailbox import Latest, Link, by_request_id
 from aiden.events import SessionEvent
-from aiden.extension import MemoryParts, in_background
+from aiden.extension import Extension, MemoryParts, in_background
 from aiden.longterm.messages import LongTermInbox, LongTermLayer, LongTermOutbox
 from aiden.longterm.port import LongTermPort
 from aiden.longterm.service import LongTermServices, select_long_term
@@ -30,7 +30,7 @@ __all__ = ["LongTermExtension"]
 _WORKERS = 3
 
 
-class LongTermExtension:
+class LongTermExtension(Extension):
     """Long-term memory of one open memory (an :class:`~aiden.extension.Extension`)."""
 
     def __init__(self, parts: MemoryParts) -> None:
@@ -89,5 +89,3 @@ class LongTermExtension:
     async def after_rotation(self) -> None:
         await self._port.refresh()
 
-    async def closing(self, memory: Memory) -> None:
-        pass  # the session summary of a close comes through session_ended
