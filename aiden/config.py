@@ -111,7 +111,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     circuit_breaker_reset_s: PositiveFloat = 300.0
     """How long the breaker stays open before one trial call."""
     summary_max_tokens: Positive | None = None
-    """Token budget of one chunk summary (default: window/20, at most 1,200)."""
+    """Token budget of one chunk summary (default: window/20, at most 2,000)."""
     summary_layer_percent: Percent = 15.0
     """Share of the window the summary layer (rolling summary + recent chunks) may take."""
     summary_max_chars: Positive = 40000
@@ -245,7 +245,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         """Token bound of one chunk summary."""
         if self.summary_max_tokens is not None:
             return self.summary_max_tokens
-        return max(64, min(1200, self.context_window // 20))
+        return max(64, min(2000, self.context_window // 20))
 
     def max_pass_tokens(self) -> int:
         """Tokens one pass compacts at most (with ``max_pass_events`` set): 100 chunk summaries' worth,

@@ -16,7 +16,7 @@ def test_defaults_match_seed_and_aiden() -> None:
     assert (c.reserve(), c.keep_recent(), c.prompt_budget()) == (4000, 8000, 28000)
     big = c.with_window(128000)
     assert (big.reserve(), big.keep_recent(), big.chunk_summary_tokens(), big.governance_tool_tokens()) == (
-        8192, 20000, 1200, 2000)
+        8192, 20000, 2000, 2000)
     assert (c.hot_window_events, c.count_limit(), c.summary_max_chunks, c.max_rolling_summary_lines) == (30, 60, 10, 100)
     assert c.durability == "fsync"
 

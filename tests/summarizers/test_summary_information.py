@@ -204,6 +204,22 @@ def test_a_chat_participants_musings_are_no_rules_that_crowd_out_the_facts() -> 
     assert "Constraints:\n- Never deploy on Fridays." in ruled, ruled
 
 
+def test_what_a_speaker_tells_of_themselves_outranks_the_same_words_said_back_to_them() -> None:
+    # A later question asks what Ana told ("Where did Ana's sister open a bakery?"); Tom's echo
+    # of it tells nothing more. Old code: equal words, equal rank, the echo (first seen) kept.
+    pairs = [
+        ("your sister Mara opened a bakery in Lisbon.", "My sister Mara opened a bakery in Lisbon."),
+        ("your brother Sam ran the Boston marathon.", "My brother Sam ran the Boston marathon."),
+        ("your dog Biscuit won a ribbon at Denver.", "My dog Biscuit won a ribbon at Denver."),
+    ]
+    said = [t for echo, told in pairs for t in (f"Tom: So {echo}", f"Ana: Yes! {told}")]
+    events = tuple(
+        SessionEvent(type="assistant_output", role="assistant", content=text, seq=n + 1) for n, text in enumerate(said)
+    )
+    text = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events, max_tokens=50)).text
+    assert text == "Notes:\n" + "\n".join(f"- Ana: {told}" for _, told in pairs)
+
+
 def test_the_rolling_fold_drops_phatic_lines_an_older_summary_held() -> None:
     old = (
         "Constraints:\n- Can't wait to see it!\n- Never deploy on Fridays.\n"

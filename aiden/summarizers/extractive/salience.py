@@ -4,9 +4,10 @@ A chunk of real conversation is mostly social glue ("Hey Mel!", "Thanks, your
 words mean a lot", "Can't wait!"); the facts a later question asks about
 ("I love fantasy and sci-fi movies", "the concert is on 12 May") are a few
 sentences among them, rarely the first of a turn. Kept lines are ranked by
-the information they carry per token (rare content words within the range,
-numbers, dates and names), and lines with at most one informative word are
-phatic: dropped, whatever their position. Pure functions of text.
+the information they carry per token (rare content words within the range;
+numbers, dates and names weigh most) and by whether the speaker tells of
+themselves, and lines with at most one informative word are phatic: dropped,
+whatever their position. Pure functions of text.
 """
 
 from __future__ import annotations
@@ -57,14 +58,33 @@ class Rarity:
         _who, body = split_speaker(text)
         words = set(informative_words(body))
         score = sum(max(0.2, self.idf(w)) for w in words)
-        score += 1.5 * len(set(re.findall(r"\d+(?:[.:/,-]\d+)*", body)))
-        score += 1.5 * len(set(m.group(0).casefold() for m in _MONTH.finditer(body)))
-        score += 1.0 * len({m.group(0) for m in _NAME.finditer(body)})
+        score += 3.0 * len(set(re.findall(r"\d+(?:[.:/,-]\d+)*", body)))
+        score += 3.0 * len(set(m.group(0).casefold() for m in _MONTH.finditer(body)))
+        score += 3.0 * len({m.group(0) for m in _NAME.finditer(body)})
         return score
 
     def density(self, text: str) -> float:
-        """Information per token (short lines are charged as at least 12 tokens: a line has overhead)."""
-        return self.information(text) / max(12, estimate_tokens(text))
+        """Information per token (short lines are charged as at least 12 tokens: a line has overhead),
+        weighed by whether the speaker tells of themselves (:func:`self_report`)."""
+        return self.information(text) * self_report(text) / max(12, estimate_tokens(text))
+
+
+_FIRST_PERSON: Final = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|our|us)\b", re.IGNORECASE)
+_SECOND_PERSON: Final = re.compile(r"\b(?:you|you're|you've|you'd|you'll|your|yours)\b", re.IGNORECASE)
+
+
+def self_report(text: str) -> float:
+    """1 for a sentence whose speaker tells of their own life or work, else 0.6.
+
+    A later question asks about what someone told of themselves ("I adopted a
+    beagle last Sunday", "we moved the cache to Redis"); a reaction to the
+    listener ("your courage is inspiring"), a question back or a remark about
+    neither tells less per word.
+    """
+    _who, body = split_speaker(text)
+    if _FIRST_PERSON.search(body) and not _SECOND_PERSON.search(body) and not body.rstrip().endswith("?"):
+        return 1.0
+    return 0.6
 
 
 _LABEL: Final = re.compile(r"^(?:[A-Z][\w ()'-]{0,30}:\s+)")
