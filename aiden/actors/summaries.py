@@ -110,7 +110,8 @@ class ChunkSummaries:
         try:
             history = ""
             if plan.history:
-                history = (await self.summarize("history", plan.history, previous)).text
+                hot = (*plan.kept, *plan.retained)
+                history = (await self.summarize("history", plan.history, previous, hot_window=hot)).text
             prefix = ""
             if plan.turn_prefix:
                 prefix = (await self.summarize("turn_prefix", plan.turn_prefix, history or previous)).text
@@ -145,7 +146,12 @@ class ChunkSummaries:
         return after
 
     async def summarize(
-        self, purpose: Purpose, events: Sequence[SessionEvent], previous: str
+        self,
+        purpose: Purpose,
+        events: Sequence[SessionEvent],
+        previous: str,
+        *,
+        hot_window: Sequence[SessionEvent] = (),
     ) -> SummaryResult:
         """One summarizer call through the actor; a failure raises :class:`SummarizerError`."""
         self._note(SummarizerCalled())
@@ -154,6 +160,7 @@ class ChunkSummaries:
             events=tuple(events),
             previous_summary=previous,
             max_tokens=self._config.chunk_summary_tokens(),
+            hot_window=tuple(hot_window),
         )
         reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
         match reply:

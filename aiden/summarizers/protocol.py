@@ -68,7 +68,9 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     ``events`` are the verbatim events to summarize (pinned events never
     appear here). ``previous_summary`` is the summary of what came before, for
     continuity. For ``rolling_fold`` the text to fold is in ``text`` and
-    ``events`` is empty.
+    ``events`` is empty. ``hot_window`` (a chunk's ``history`` request) holds
+    the events that stay verbatim in the prompt after this compaction: what
+    they already say needs no room in the summary. A summarizer may ignore it.
     """
 
     purpose: Purpose
@@ -76,6 +78,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     previous_summary: str = ""
     text: str = ""
     max_tokens: int = 1200
+    hot_window: tuple[SessionEvent, ...] = ()
 
 
 class SummaryResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -29,6 +29,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+import aiden
 from aiden.config import Config
 from aiden.demo import run_demo
 from aiden.events import SessionEvent
@@ -36,7 +37,7 @@ from aiden.policy.summary_md import prune_superseded
 from aiden.summarizers import ExtractiveSummarizer, extract_must_keep
 from aiden.summarizers.llm import LiteLLMSummarizer
 from aiden.summarizers.protocol import SummaryRequest
-from aiden.testing import FakeLLMServer
+from aiden.testing import FakeLLMServer, ScriptedSummarizer
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -218,6 +219,44 @@ def test_what_a_speaker_tells_of_themselves_outranks_the_same_words_said_back_to
     )
     text = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events, max_tokens=50)).text
     assert text == "Notes:\n" + "\n".join(f"- Ana: {told}" for _, told in pairs)
+
+
+def test_what_the_hot_window_still_says_needs_no_room_in_the_chunk_summary() -> None:
+    said = ["Ana: My sister Mara opened a bakery in Lisbon.", "Ana: My brother Sam ran the Boston marathon."]
+    events = tuple(
+        SessionEvent(type="assistant_output", role="assistant", content=text, seq=n + 1) for n, text in enumerate(said)
+    )
+    hot = (SessionEvent(type="user_input", role="user", content="Tom: How is the bakery Mara opened in Lisbon?", seq=3),)
+
+    def summary(**hot_window: tuple[SessionEvent, ...]) -> str:
+        request = SummaryRequest(purpose="history", events=events, max_tokens=20, **hot_window)
+        return ExtractiveSummarizer().summarize_sync(request).text
+
+    assert summary() == "Notes:\n- Ana: My sister Mara opened a bakery in Lisbon."
+    # The prompt shows the bakery in Lisbon verbatim after this compaction: the room goes to the marathon.
+    assert summary(hot_window=hot) == "Notes:\n- Ana: My brother Sam ran the Boston marathon."
+    # The event loop's path (sliced, with checkpoints) keeps the same.
+    request = SummaryRequest(purpose="history", events=events, max_tokens=20, hot_window=hot)
+    assert anyio.run(ExtractiveSummarizer().summarize, request).text == summary(hot_window=hot)
+
+
+def test_a_compaction_hands_the_summarizer_the_hot_window_it_leaves(tmp_path: Path) -> None:
+    async def run() -> tuple[list[SummaryRequest], list[SessionEvent]]:
+        summarizer = ScriptedSummarizer()
+        async with aiden.open_memory(tmp_path, summarizer=summarizer, context_window=4096) as memory:
+            for i in range(40):
+                await memory.append(SessionEvent(type="user_input", role="user", content=f"Step {i}: check job {i}. " * 8))
+                await memory.append(
+                    SessionEvent(type="assistant_output", role="assistant", content=f"Job {i} passes. " * 20)
+                )
+            outcome = await memory.maintain(manual=True)
+            assert outcome.compacted, outcome
+            return summarizer.requests, await memory.hot_window()
+
+    requests, hot = anyio.run(run)
+    (history,) = [r for r in requests if r.purpose == "history"]
+    assert [e.seq for e in history.hot_window] == [e.seq for e in hot]
+    assert history.hot_window and not {e.seq for e in history.events} & {e.seq for e in history.hot_window}
 
 
 def test_the_rolling_fold_drops_phatic_lines_an_older_summary_held() -> None:

@@ -15,10 +15,13 @@ seed 001's priority order: goal, user constraints/preferences/corrections,
 decisions, errors + resolution, failed approaches, open thread, files/ids,
 then the rest. Within the fact and talk tiers, lines carrying more
 information per token go first, whatever their place in a message
-(``salience``: rare words within the range, numbers, dates, names); phatic
+(``salience``: rare words within the range, numbers, dates, names; what a
+speaker tells of themselves over reactions and questions; a word the hot
+window left after the compaction says too counts less); phatic
 talk ("Hey Mel!", "Thanks!", "Can't wait!") and junk list lines (a bare path,
 a test runner's line, a cut path) are dropped; a turn written as ``Name: ...``
-keeps its speaker on every fact taken from it. A chunk summary whose kept
+keeps its speaker on every fact taken from it, and is a chat participant's:
+its sayings are no constraints or preferences of the user. A chunk summary whose kept
 lines say nothing (only files, commands, a step) also gets its newest
 informative message and a sentence of its tool work.
 

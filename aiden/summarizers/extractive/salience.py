@@ -33,25 +33,36 @@ _MONTH: Final = re.compile(
 _NAME: Final = re.compile(r"(?<=[\s,(\"'])[A-Z][\w'-]*[a-z][\w'-]*")
 
 
+def shown_words(texts: Iterable[str]) -> set[str]:
+    """The informative words of ``texts`` (the hot window after a compaction: the prompt shows them)."""
+    return {w for text in texts for w in informative_words(text)}
+
+
 def names_a_date(text: str) -> bool:
     """True for text naming a date or a day ("8 May, 2023", "last Saturday"): when something happened."""
     return _MONTH.search(text) is not None
 
 
+# What a word is worth in a summary when the hot window that follows it says it too.
+_SHOWN_WEIGHT: Final = 0.3
+
+
 class Rarity:
     """Inverse document frequency of words over one range's sentences: a word said everywhere says little."""
 
-    __slots__ = ("_df", "_n")
+    __slots__ = ("_df", "_n", "_shown")
 
-    def __init__(self, texts: Iterable[str]) -> None:
+    def __init__(self, texts: Iterable[str], *, shown: frozenset[str] = frozenset()) -> None:
         self._df: Counter[str] = Counter()
         self._n = 0
         for text in texts:
             self._n += 1
             self._df.update(set(informative_words(text)))
+        self._shown = shown  # words the prompt shows verbatim anyway (:func:`shown_words`)
 
     def idf(self, word: str) -> float:
-        return math.log((self._n + 1) / (self._df.get(word, 0) + 0.5))
+        idf = math.log((self._n + 1) / (self._df.get(word, 0) + 0.5))
+        return idf * _SHOWN_WEIGHT if word in self._shown else idf
 
     def information(self, text: str) -> float:
         """Information of ``text``: rare informative words, plus numbers, dates and names."""

@@ -19,7 +19,7 @@ from aiden.summarizers.extractive.events import _EventWalker
 from aiden.summarizers.extractive.fold import _keep_latest_open, _newest_commands
 from aiden.summarizers.extractive.items import _R_NOTE, _R_OPEN, _TOOL_NOTE_CHARS, _Item, _line_of
 from aiden.summarizers.extractive.render import _render_history, _structured_history
-from aiden.summarizers.extractive.salience import Rarity, is_junk_line
+from aiden.summarizers.extractive.salience import Rarity, is_junk_line, shown_words
 from aiden.summarizers.extractive.session import (
     _render_session,
     _select_session,
@@ -112,18 +112,25 @@ class ExtractiveSummarizer:
             if walked >= _SLICE_CHARS:
                 walked = 0
                 await anyio.lowlevel.checkpoint()
+        shown: set[str] = set()
+        for event in request.hot_window:
+            shown |= shown_words((event.content,))
+            walked += len(event.content)
+            if walked >= _SLICE_CHARS:
+                walked = 0
+                await anyio.lowlevel.checkpoint()
         if too_long:
             # Only when the helper process is unavailable: dedupe and selection cannot be
             # sliced, so a backlog slice's (or a long text's) would stall every task here.
-            return await anyio.to_thread.run_sync(self._finish, request, collector)
-        return self._finish(request, collector)
+            return await anyio.to_thread.run_sync(self._finish, request, collector, frozenset(shown))
+        return self._finish(request, collector, frozenset(shown))
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
         """The same summary, computed synchronously (pure CPU work, no I/O)."""
         collector, walker = self._begin(request)
         for event in _events_to_walk(request):
             walker.feed(event)
-        return self._finish(request, collector)
+        return self._finish(request, collector, frozenset(shown_words(e.content for e in request.hot_window)))
 
     def _begin(self, request: SummaryRequest) -> tuple[_Collector, _EventWalker]:
         """A collector primed with the summaries a fold / session summary merges, and the event walker."""
@@ -133,7 +140,7 @@ class ExtractiveSummarizer:
             _extract_summary_text(request.text, collector, fold_lines=True)
         return collector, _EventWalker(collector)
 
-    def _finish(self, request: SummaryRequest, collector: _Collector) -> SummaryResult:
+    def _finish(self, request: SummaryRequest, collector: _Collector, shown: frozenset[str]) -> SummaryResult:
         budget = self._budget(request)
         if request.purpose == "rolling_fold":
             folded = _newest_commands(
@@ -146,7 +153,7 @@ class ExtractiveSummarizer:
                 text=_render_history(chosen), structured=_structured_history(_with_absorbed(chosen, deduped))
             )
         _add_open_thread(collector)
-        deduped = _dedupe(collapse_requests(_weigh(collector.finish())))
+        deduped = _dedupe(collapse_requests(_weigh(collector.finish(), shown)))
         if request.purpose == "session_summary":
             items = [*deduped.kept, *(item for item, _ in deduped.absorbed)]
             session_items = _select_session(_session_items(collector, items), budget)
@@ -184,9 +191,10 @@ _LIST_SECTIONS: Final = frozenset(
 )
 
 
-def _weigh(items: list[_Item]) -> list[_Item]:
-    """``items`` without junk list entries, each with its information per token within the range."""
-    rarity = Rarity(it.text for it in items)
+def _weigh(items: list[_Item], shown: frozenset[str] = frozenset()) -> list[_Item]:
+    """``items`` without junk list entries, each with its information per token within the range
+    (a word the hot window that stays verbatim says too counts less: ``shown``)."""
+    rarity = Rarity((it.text for it in items), shown=shown)
     return [
         msgspec.structs.replace(it, info=rarity.density(_line_of(it)))
         for it in items
