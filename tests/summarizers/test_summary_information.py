@@ -197,7 +197,11 @@ def test_a_chat_participants_musings_are_no_rules_that_crowd_out_the_facts() -> 
     for who, fact in facts:
         assert f"{who}: {fact}" in text, (fact, text)
     assert "Constraints:" not in text and "Preferences:" not in text, text
-    # The user's own rule, unnamed, still files under Constraints first.
+    # Nor does the must-keep check append them back.
+    assert extract_must_keep(events, max_items=20) == []
+    # A participant's binding rule is one; the user's own rule, unnamed, still files under Constraints first.
+    deadline = SessionEvent(type="user_input", role="user", content="Priya: The venue must be booked by Friday.")
+    assert extract_must_keep((*events, deadline), max_items=20) == ["Priya: The venue must be booked by Friday."]
     rule = SessionEvent(type="user_input", role="user", content="Never deploy on Fridays.", seq=len(turns) + 1)
     ruled = ExtractiveSummarizer().summarize_sync(
         SummaryRequest(purpose="history", events=(*events, rule), max_tokens=110)

@@ -22,7 +22,13 @@ from __future__ import annotations
 
 from aiden.policy.summary_md import normalize
 from aiden.summarizers.mustkeep.check import appended_count, apply_must_keep, extract_must_keep
-from aiden.summarizers.mustkeep.classify import classify_sentence, is_plan, is_routine_request, split_reason
+from aiden.summarizers.mustkeep.classify import (
+    classify_sentence,
+    is_binding,
+    is_plan,
+    is_routine_request,
+    split_reason,
+)
 from aiden.summarizers.mustkeep.errorlines import is_strong_error_line, looks_like_error_line
 from aiden.summarizers.mustkeep.text import (
     clip,
@@ -43,6 +49,7 @@ __all__ = [
     "extract_must_keep",
     "find_paths",
     "has_fact_tokens",
+    "is_binding",
     "is_plan",
     "is_routine_request",
     "is_strong_error_line",

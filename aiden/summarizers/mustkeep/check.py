@@ -14,8 +14,8 @@ from typing import Final
 
 from aiden.events import SessionEvent
 from aiden.policy.summary_md import normalize
-from aiden.summarizers.mustkeep.classify import Speaker, classify_sentence, is_routine_request
-from aiden.summarizers.mustkeep.phatic import is_phatic
+from aiden.summarizers.mustkeep.classify import Speaker, classify_sentence, is_binding, is_routine_request
+from aiden.summarizers.mustkeep.phatic import is_phatic, split_speaker
 from aiden.summarizers.mustkeep.text import clip, content_words, split_sentences
 from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens
 
@@ -72,12 +72,19 @@ def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list
         if event.type not in ("user_input", "assistant_output", "role_output"):
             continue
         speaker: Speaker = "user" if event.type == "user_input" else "assistant"
+        # A named speaker ("Caroline: ...") is a chat participant: "it's important to always ...",
+        # "I want to help people" set no rule for the agent; a correction or a binding rule does
+        # (as in the extractive summarizer, #38).
+        named = bool(split_speaker(event.content.strip())[0])
         for sentence in split_sentences(event.content):
             kind = classify_sentence(sentence, speaker=speaker)
             if kind not in _STATES_A_COURSE and is_phatic(sentence):
                 continue  # "That must have been awesome!" is no constraint a summary must keep (#38)
             item = clip(sentence)
-            if kind in ("correction", "preference", "constraint") and speaker == "user":
+            rule = kind == "correction" or (kind in ("preference", "constraint") and not named) or (
+                kind == "constraint" and is_binding(sentence)
+            )
+            if rule and speaker == "user":
                 user_items.append(item)
             elif kind == "decision":
                 decisions.append(item)

@@ -53,6 +53,14 @@ _CONSTRAINT_STRONG: Final = re.compile(
     r"|必须|务必|一定要|不得|禁止|不能|不要|永远不要|总是|截止|之前完成|前完成|最多|至少|只能|不允许",
     re.IGNORECASE,
 )
+# The part of a strong constraint that binds whoever says it ("must be booked by Friday", "at most
+# 3"), unlike "always" and "never", which a chat participant's musing uses as often as a rule does.
+_BINDING: Final = re.compile(
+    rf"\b(?:must(?! have (?:been|had|\w+ed)\b)|mustn't|must not|required|requirement|mandatory|deadline|"
+    rf"due (?:by|on)|no later than|at most|at least|no more than|not allowed|forbidden|"
+    rf"by (?:{_DAYS}|\d{{1,2}}(?::\d\d)?\s?(?:am|pm)?\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*))\b",
+    re.IGNORECASE,
+)
 _CONSTRAINT_USER: Final = re.compile(
     # "Can't wait to see it!" is anticipation, not a limit.
     r"\b(?:don't|do not|(?:cannot|can't|can not)(?! wait\b)|shouldn't|should not|only|limit(?:ed)?|maximum|minimum|max|min|"
@@ -207,6 +215,16 @@ def classify_sentence(sentence: str, *, speaker: Speaker = "any") -> SentenceKin
     if not user_like and _PLAN.search(text):
         return "plan"
     return "other"
+
+
+def is_binding(sentence: str) -> bool:
+    """True for a constraint that binds as said by anyone: a must, a deadline, a limit.
+
+    A participant of a chat ("Caroline: ...") files a rule only this way: "it's
+    important to always ...", "never give up", "I couldn't have done it without them"
+    are no rules for the agent.
+    """
+    return _BINDING.search(sentence) is not None
 
 
 def split_reason(sentence: str) -> tuple[str, str]:
