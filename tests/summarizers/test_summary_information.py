@@ -128,6 +128,11 @@ def _chat() -> tuple[SessionEvent, ...]:
         ("Priya", "Thanks, Tom! Your words mean a lot to me. I ran my first half marathon in 1:58."),
         ("Tom", "Amazing, so proud of you! Talk soon! I'm learning the cello with a teacher from Vienna."),
     ] * 2  # repeated: greetings recur, facts dedupe
+    return _said_by(turns)
+
+
+def _said_by(turns: list[tuple[str, str]]) -> tuple[SessionEvent, ...]:
+    """Priya's turns are the user's, Tom's the assistant's, each written as ``Name: text``."""
     return tuple(
         SessionEvent(
             type="user_input" if who == "Priya" else "assistant_output",
@@ -184,15 +189,7 @@ def test_a_chat_participants_musings_are_no_rules_that_crowd_out_the_facts() -> 
         ("Priya", "Last Friday I went to a council meeting for adoption in Oakland."),
     ]
     turns = [("Priya", m) for m in musings] + facts
-    events = tuple(
-        SessionEvent(
-            type="user_input" if who == "Priya" else "assistant_output",
-            role="user" if who == "Priya" else "assistant",
-            content=f"{who}: {text}",
-            seq=n + 1,
-        )
-        for n, (who, text) in enumerate(turns)
-    )
+    events = _said_by(turns)
     text = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events, max_tokens=110)).text
     for who, fact in facts:
         assert f"{who}: {fact}" in text, (fact, text)
