@@ -80,9 +80,13 @@ async def test_kill_storm_loses_no_committed_episode_and_duplicates_no_record(tm
     kills = 0
     for seed in range(rounds):
         child = spawn(root, seed, work)
-        await anyio.sleep(
-            rng.uniform(1.2, 2.6)
-        )  # import and open take ~1 s: kills land in episodes and passes
+        # Killed once it runs (its first episode committed: import and open took 0.3-1 s, more on a
+        # loaded machine), at a random instant of the next second: a child commits some 40 episodes
+        # and learns every few of them a second, so kills land in episodes and in learning passes.
+        with anyio.fail_after(120):
+            while "committed " not in (work / f"c{seed}.out").read_text() and child.returncode() is None:  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        await anyio.sleep(rng.uniform(0.0, 1.0))
         kills += child.returncode() is None
         child.kill()
     await check_root(tmp_path, root, work, title="experience kill storm", rounds=rounds, kills=kills)
