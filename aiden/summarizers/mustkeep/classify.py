@@ -45,20 +45,17 @@ _PREFERENCE: Final = re.compile(
     r"|我喜欢|我更喜欢|偏好|喜欢用|请用|请使用|请不要|请始终|我想要|我希望|以后都",
     re.IGNORECASE,
 )
-_CONSTRAINT_STRONG: Final = re.compile(
-    # "It must have been fun" guesses; "it must be done by Friday" binds.
-    rf"\b(?:must(?! have (?:been|had|\w+ed)\b)|mustn't|must not|never|always|required|requirement|mandatory|deadline|due (?:by|on)|"
+# What binds whoever says it ("must be booked by Friday", "at most 3"). "It must have been fun" guesses.
+_BINDS: Final = (
+    rf"must(?! have (?:been|had|\w+ed)\b)|mustn't|must not|required|requirement|mandatory|deadline|due (?:by|on)|"
     rf"no later than|at most|at least|no more than|not allowed|forbidden|"
-    rf"by (?:{_DAYS}|\d{{1,2}}(?::\d\d)?\s?(?:am|pm)?\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*))\b"
-    r"|必须|务必|一定要|不得|禁止|不能|不要|永远不要|总是|截止|之前完成|前完成|最多|至少|只能|不允许",
-    re.IGNORECASE,
+    rf"by (?:{_DAYS}|\d{{1,2}}(?::\d\d)?\s?(?:am|pm)?\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*)"
 )
-# The part of a strong constraint that binds whoever says it ("must be booked by Friday", "at most
-# 3"), unlike "always" and "never", which a chat participant's musing uses as often as a rule does.
-_BINDING: Final = re.compile(
-    rf"\b(?:must(?! have (?:been|had|\w+ed)\b)|mustn't|must not|required|requirement|mandatory|deadline|"
-    rf"due (?:by|on)|no later than|at most|at least|no more than|not allowed|forbidden|"
-    rf"by (?:{_DAYS}|\d{{1,2}}(?::\d\d)?\s?(?:am|pm)?\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*))\b",
+_BINDING: Final = re.compile(rf"\b(?:{_BINDS})\b", re.IGNORECASE)
+# A strong constraint also says "never" or "always", which a chat participant's musing uses as often as a rule.
+_CONSTRAINT_STRONG: Final = re.compile(
+    rf"\b(?:{_BINDS}|never|always)\b"
+    r"|必须|务必|一定要|不得|禁止|不能|不要|永远不要|总是|截止|之前完成|前完成|最多|至少|只能|不允许",
     re.IGNORECASE,
 )
 _CONSTRAINT_USER: Final = re.compile(
