@@ -35,10 +35,10 @@ from aiden.summarizers.mustkeep import (
     code_lines,
     find_paths,
     has_fact_tokens,
-    is_binding,
     is_plan,
     is_routine_request,
     join_sentences,
+    sets_a_rule,
     split_sentences,
 )
 from aiden.summarizers.mustkeep.phatic import is_phatic, split_speaker
@@ -159,7 +159,7 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
         if kind not in _ALWAYS_KEPT and is_phatic(sentence):
             continue  # "Thanks, Mel!", "Can't wait!": kept by no rule, whatever its position
         item = _said(who, clip(sentence))
-        if who and kind not in _ALWAYS_KEPT and not (kind == "constraint" and is_binding(sentence)):
+        if who and kind not in _ALWAYS_KEPT and not sets_a_rule(kind, sentence, named=True):
             # A named speaker is a participant of a multi-party chat, as on the assistant's side:
             # "it's important to always ...", "I want to help people" set no rule for the agent, and
             # filed as the user's constraints they would crowd out every fact of the chunk (#38).

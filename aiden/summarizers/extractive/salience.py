@@ -64,9 +64,9 @@ class Rarity:
         idf = math.log((self._n + 1) / (self._df.get(word, 0) + 0.5))
         return idf * _SHOWN_WEIGHT if word in self._shown else idf
 
-    def information(self, text: str) -> float:
-        """Information of ``text``: rare informative words, plus numbers, dates and names."""
-        _who, body = split_speaker(text)
+    def information(self, body: str) -> float:
+        """Information of ``body`` (a sentence without its speaker): rare informative words, plus
+        numbers, dates and names."""
         words = set(informative_words(body))
         score = sum(max(0.2, self.idf(w)) for w in words)
         score += 3.0 * len(set(re.findall(r"\d+(?:[.:/,-]\d+)*", body)))
@@ -77,22 +77,22 @@ class Rarity:
     def density(self, text: str) -> float:
         """Information per token (short lines are charged as at least 12 tokens: a line has overhead),
         weighed by whether the speaker tells of themselves (:func:`self_report`)."""
-        return self.information(text) * self_report(text) / max(12, estimate_tokens(text))
+        _who, body = split_speaker(text)
+        return self.information(body) * self_report(body) / max(12, estimate_tokens(text))
 
 
 _FIRST_PERSON: Final = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|our|us)\b", re.IGNORECASE)
 _SECOND_PERSON: Final = re.compile(r"\b(?:you|you're|you've|you'd|you'll|your|yours)\b", re.IGNORECASE)
 
 
-def self_report(text: str) -> float:
-    """1 for a sentence whose speaker tells of their own life or work, else 0.6.
+def self_report(body: str) -> float:
+    """1 for a sentence (without its speaker) that tells of its speaker's own life or work, else 0.6.
 
     A later question asks about what someone told of themselves ("I adopted a
     beagle last Sunday", "we moved the cache to Redis"); a reaction to the
     listener ("your courage is inspiring"), a question back or a remark about
     neither tells less per word.
     """
-    _who, body = split_speaker(text)
     if _FIRST_PERSON.search(body) and not _SECOND_PERSON.search(body) and not body.rstrip().endswith("?"):
         return 1.0
     return 0.6

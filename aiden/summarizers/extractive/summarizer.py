@@ -114,7 +114,7 @@ class ExtractiveSummarizer:
                 await anyio.lowlevel.checkpoint()
         shown: set[str] = set()
         for event in request.hot_window:
-            shown |= shown_words((event.content,))
+            shown.update(shown_words((event.content,)))
             walked += len(event.content)
             if walked >= _SLICE_CHARS:
                 walked = 0

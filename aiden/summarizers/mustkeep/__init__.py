@@ -27,6 +27,7 @@ from aiden.summarizers.mustkeep.classify import (
     is_binding,
     is_plan,
     is_routine_request,
+    sets_a_rule,
     split_reason,
 )
 from aiden.summarizers.mustkeep.errorlines import is_strong_error_line, looks_like_error_line
@@ -57,6 +58,7 @@ __all__ = [
     "key_tokens",
     "looks_like_error_line",
     "normalize",
+    "sets_a_rule",
     "split_reason",
     "split_sentences",
 ]

@@ -14,7 +14,7 @@ from typing import Final
 
 from aiden.events import SessionEvent
 from aiden.policy.summary_md import normalize
-from aiden.summarizers.mustkeep.classify import Speaker, classify_sentence, is_binding, is_routine_request
+from aiden.summarizers.mustkeep.classify import Speaker, classify_sentence, is_routine_request, sets_a_rule
 from aiden.summarizers.mustkeep.phatic import is_phatic, split_speaker
 from aiden.summarizers.mustkeep.text import clip, content_words, split_sentences
 from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens
@@ -81,10 +81,7 @@ def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list
             if kind not in _STATES_A_COURSE and is_phatic(sentence):
                 continue  # "That must have been awesome!" is no constraint a summary must keep (#38)
             item = clip(sentence)
-            rule = kind == "correction" or (kind in ("preference", "constraint") and not named) or (
-                kind == "constraint" and is_binding(sentence)
-            )
-            if rule and speaker == "user":
+            if speaker == "user" and sets_a_rule(kind, sentence, named=named):
                 user_items.append(item)
             elif kind == "decision":
                 decisions.append(item)

@@ -224,6 +224,16 @@ def is_binding(sentence: str) -> bool:
     return _BINDING.search(sentence) is not None
 
 
+def sets_a_rule(kind: SentenceKind, sentence: str, *, named: bool) -> bool:
+    """True when a user's sentence of ``kind`` is a rule the summary must keep (a correction, a
+    preference, a constraint); from a ``named`` chat participant only a correction or a binding one."""
+    if kind == "correction":
+        return True
+    if named:
+        return kind == "constraint" and is_binding(sentence)
+    return kind in ("preference", "constraint")
+
+
 def split_reason(sentence: str) -> tuple[str, str]:
     """Split a decision sentence into ``(what, why)`` at its first reason marker ("because", "因为" ...)."""
     match = _REASON.search(sentence)
