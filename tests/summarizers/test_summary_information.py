@@ -32,7 +32,7 @@ import pytest
 import aiden
 from aiden.config import Config
 from aiden.demo import run_demo
-from aiden.events import SessionEvent
+from aiden.events import EventType, SessionEvent
 from aiden.policy.summary_md import prune_superseded
 from aiden.summarizers import ExtractiveSummarizer, extract_must_keep
 from aiden.summarizers.llm import LiteLLMSummarizer
@@ -220,6 +220,38 @@ def test_what_a_speaker_tells_of_themselves_outranks_the_same_words_said_back_to
     )
     text = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events, max_tokens=50)).text
     assert text == "Notes:\n" + "\n".join(f"- Ana: {told}" for _, told in pairs)
+
+
+def test_a_kept_line_says_on_which_date_it_was_said() -> None:
+    # "Last weekend" answers "when did Ana go camping?" only with the date it was said on; the
+    # summary dates each run of lines said under one stated date (#38). Old code: no date on them.
+    said: list[tuple[EventType, str]] = [
+        ("system_event", "Session 1 began at 1:56 pm on 8 May, 2023."),
+        ("assistant_output", "Ana: I went camping at Lake Tahoe with my kids last weekend."),
+        ("assistant_output", "Ana: My sister Mara opened a bakery in Lisbon."),
+        ("system_event", "Session 2 began at 7:55 pm on 9 June, 2023."),
+        ("assistant_output", "Ana: Last Friday I ran the Boston marathon in 3:58."),
+        # A summary carried in a synthetic event is no clock: what follows keeps 9 June.
+        ("system_event", "Summary of the turn so far: planned on 1 January, 2020."),
+        ("assistant_output", "Ana: My dog Biscuit won a ribbon at Denver yesterday."),
+    ]
+    events = tuple(
+        SessionEvent(type=kind, content=text, seq=n + 1, synthetic=text.startswith("Summary"))
+        for n, (kind, text) in enumerate(said)
+    )
+    text = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events, max_tokens=400)).text
+    assert text.splitlines() == [
+        "Facts:",
+        "- Session 1 began at 1:56 pm on 8 May, 2023.",
+        "- Session 2 began at 7:55 pm on 9 June, 2023.",
+        # Said right after the line that states its date: not dated again.
+        "- Ana: Last Friday I ran the Boston marathon in 3:58.",
+        "- Summary of the turn so far: planned on 1 January, 2020.",
+        "Notes:",
+        "- (8 May, 2023) Ana: I went camping at Lake Tahoe with my kids last weekend.",
+        "- Ana: My sister Mara opened a bakery in Lisbon.",
+        "- (9 June, 2023) Ana: My dog Biscuit won a ribbon at Denver yesterday.",
+    ], text
 
 
 def test_what_the_hot_window_still_says_needs_no_room_in_the_chunk_summary() -> None:

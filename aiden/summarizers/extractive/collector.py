@@ -111,6 +111,7 @@ class _Collector:
         self.commands_ok: list[str] = []
         self.commands_failed: list[tuple[str, str]] = []
         self.outcomes: list[str] = []
+        self.when = ""
 
     def next_order(self) -> int:
         self.order += 1
@@ -118,7 +119,7 @@ class _Collector:
 
     def add(self, section: Section, text: str, rank: int, extra: str = "") -> None:
         if text.strip():
-            self.items.append(_Item(section, text, rank, self.next_order(), extra))
+            self.items.append(_Item(section, text, rank, self.next_order(), extra, when=self.when))
 
     def add_error(self, text: str, *, context: str = "", rank: int, group: int | None = None) -> _ErrorDraft:
         order = self.next_order()

@@ -19,6 +19,7 @@ from aiden.summarizers.extractive.items import (
     _R_USER,
     _TOOL_NOTE_CHARS,
 )
+from aiden.summarizers.extractive.salience import stated_date
 from aiden.summarizers.extractive.summary_text import _extract_summary_text
 from aiden.summarizers.extractive.tools import (
     _FILE_LINE,
@@ -89,6 +90,9 @@ class _EventWalker:
         elif event.type == "system_event":
             # Synthetic system events carry an earlier summary (a split-turn
             # prefix): its facts must survive this compaction too.
+            # A system event that states the date ("Session 9 began ... on 17 July, 2023",
+            # "Today is 2024-03-01") dates what follows it: "last Friday" means nothing without it.
+            collector.when = (not event.synthetic and stated_date(event.content)) or collector.when
             _extract_summary_text(event.content, collector, fold_lines=True)
         # screen_context is ambient: nothing in it is load-bearing.
 

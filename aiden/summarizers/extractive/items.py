@@ -56,6 +56,7 @@ class _Item(msgspec.Struct, frozen=True):
     order: int
     extra: str = ""  # errors: the resolution
     info: float = 0.0  # information per token within its range (salience.py): breaks ties within a tier
+    when: str = ""
 
 
 def _line_of(item: _Item) -> str:

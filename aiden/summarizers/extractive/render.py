@@ -58,8 +58,27 @@ def _render_history(items: Sequence[_Item]) -> str:
         elif section == "files":
             blocks.append(f"{title}: " + ", ".join(it.text for it in group))
         else:
-            blocks.append(f"{title}:\n" + "\n".join(f"- {_line_of(it)}" for it in group))
+            blocks.append(f"{title}:\n" + "\n".join(f"- {line}" for line in _dated(section, group)))
     return "\n".join(blocks)
+
+
+# What happened, and when: the lines a date belongs on (a rule or an open thread holds whenever it was said).
+_DATED: Final[frozenset[Section]] = frozenset({"facts", "notes"})
+
+
+def _dated(section: Section, group: Sequence[_Item]) -> list[str]:
+    """``group``'s lines, each that starts a run said on another date than the line before it led by that
+    date ("(17 July, 2023) Melanie: I went camping last weekend"): the date a relative time needs, at the
+    cost of one short prefix a date, not one a line."""
+    lines: list[str] = []
+    date = ""
+    for item in group:
+        line = _line_of(item)
+        if section in _DATED and item.when and item.when != date and item.when not in line:
+            line = f"({item.when}) {line}"
+        date = item.when or date
+        lines.append(line)
+    return lines
 
 
 def _structured_history(items: Sequence[_Item]) -> StructuredSummary:

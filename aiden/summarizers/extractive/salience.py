@@ -43,6 +43,25 @@ def names_a_date(text: str) -> bool:
     return _MONTH.search(text) is not None
 
 
+_MONTHS: Final = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
+    r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+)
+_DAY: Final = r"\d{1,2}(?:st|nd|rd|th)?"
+_YEAR: Final = r"(?:19|20)\d\d(?!\d)"
+_CALENDAR_DATE: Final = re.compile(
+    rf"(?<!\d)(?:{_DAY}\s+(?:of\s+)?{_MONTHS},?\s+{_YEAR}|{_MONTHS}\s+{_DAY},?\s+{_YEAR}"
+    rf"|{_YEAR}[-/]\d{{1,2}}[-/]\d{{1,2}}(?!\d)|\d{{1,2}}[-/]\d{{1,2}}[-/]{_YEAR})"
+)
+
+
+def stated_date(text: str) -> str:
+    """The first calendar date ``text`` writes out ("17 July, 2023", "July 17th 2023", "2023-07-17",
+    "2023/07/17"), as written; empty if none. Month names capitalised, so the verb "may" is no date."""
+    found = _CALENDAR_DATE.search(text)
+    return found.group(0) if found else ""
+
+
 # What a word is worth in a summary when the hot window that follows it says it too.
 _SHOWN_WEIGHT: Final = 0.3
 
