@@ -206,6 +206,37 @@ def test_a_chat_participants_musings_are_no_rules_that_crowd_out_the_facts() -> 
     assert "Constraints:\n- Never deploy on Fridays." in ruled, ruled
 
 
+def test_a_must_that_guesses_binds_nobody() -> None:
+    # In chat, "must" mostly guesses how something felt; filed as the user's constraints (kept
+    # first, appended back by the must-keep check) such lines crowd out the facts (#38: 143 of
+    # LoCoMo's 153 "binding" sentences). Old code: every one of these was a constraint.
+    guesses = [
+        "It must be so rewarding to see everyone enjoy your cooking!",
+        "That must've taken you ages to build.",
+        "You must be thrilled with the bigger backyard!",
+        "Seeing your old friend must have brought back so many memories.",
+        "Barcelona is a must-visit city!",
+        "Taking care of ourselves is a must.",
+        "You must love it there.",
+        "It must be tough living in the city.",
+        "But at least I had one more country on my list!",
+    ]
+    events = _said_by([("Priya", g) for g in guesses] + [("Tom", "My sister Mara opened a bakery in Lisbon.")])
+    assert extract_must_keep(events, max_items=20) == []
+    text = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events, max_tokens=400)).text
+    assert "Constraints:" not in text, text
+    # A must that asks for something binds, named or not, as does a limit.
+    rules = [
+        "Priya: The venue must be booked by Friday.",
+        "Priya: The output must be valid JSON.",
+        "You must run the linter before every commit.",
+        "Keep answers to at most 3 sentences.",
+        "Tests must pass before a merge.",
+    ]
+    ruled = tuple(SessionEvent(type="user_input", role="user", content=r, seq=n + 1) for n, r in enumerate(rules))
+    assert extract_must_keep(ruled, max_items=20) == rules
+
+
 def test_what_a_speaker_tells_of_themselves_outranks_the_same_words_said_back_to_them() -> None:
     # A later question asks what Ana told ("Where did Ana's sister open a bakery?"); Tom's echo
     # of it tells nothing more. Old code: equal words, equal rank, the echo (first seen) kept.

@@ -45,10 +45,23 @@ _PREFERENCE: Final = re.compile(
     r"|我喜欢|我更喜欢|偏好|喜欢用|请用|请使用|请不要|请始终|我想要|我希望|以后都",
     re.IGNORECASE,
 )
-# What binds whoever says it ("must be booked by Friday", "at most 3"). "It must have been fun" guesses.
+# "Must" that guesses or feels binds nobody: "it must have been fun", "must've taken ages", "you must
+# love it", "that must be so rewarding", "must be tough", "a must-visit". It binds when it asks for
+# something: "must be booked by Friday", "must use Postgres", "must be valid JSON".
+_GUESSED: Final = (
+    r"great|awesome|amazing|wonderful|fantastic|incredible|cool|nice|fun|lovely|beautiful|exciting|excited|"
+    r"thrilled|stoked|proud|happy|glad|tough|hard|rough|difficult|scary|frustrating|exhausting|tiring|"
+    r"rewarding|satisfying|fulfilling|special|meaningful|powerful|hilarious|relaxing|peaceful|interesting|"
+    r"fascinating|inspiring|magical|surreal|unreal|awful|terrible|heartbreaking|overwhelming|nerve-wracking"
+)
+_MUST: Final = (
+    r"(?<!\ba )must(?![-'])(?! (?:have|feel|love|mean|seem|look|sound|bring|make|really|surely|still)\b)"
+    rf"(?! be (?:so|such|really|very|pretty|super|quite|truly|incredibly|absolutely|a|an|\w+ing|{_GUESSED})\b)"
+)
+# What binds whoever says it ("must be booked by Friday", "at most 3").
 _BINDS: Final = (
-    rf"must(?! have (?:been|had|\w+ed)\b)|mustn't|must not|required|requirement|mandatory|deadline|due (?:by|on)|"
-    rf"no later than|at most|at least|no more than|not allowed|forbidden|"
+    rf"{_MUST}|mustn't|must not|required|requirement|mandatory|deadline|due (?:by|on)|"
+    rf"no later than|(?:at most|at least|no more than)(?= (?:\d|one|two|three|four|five|ten|once|twice|a|an)\b)|not allowed|forbidden|"
     rf"by (?:{_DAYS}|\d{{1,2}}(?::\d\d)?\s?(?:am|pm)?\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*)"
 )
 _BINDING: Final = re.compile(rf"\b(?:{_BINDS})\b", re.IGNORECASE)
