@@ -4,6 +4,7 @@ Usage::
 
     pg_storm_child.py worker DSN SESSION ROOT NAME MAINT RETRY_FILE [finish]
     pg_storm_child.py recall DSN SESSION ROOT
+    pg_storm_child.py serve                 fork server of workers (see tests.reliability.harness.ForkServer)
 
 ``worker`` opens the public API (:func:`aiden.open_memory` with the PostgreSQL
 ``store_factory``), first re-appends every event id listed in ``RETRY_FILE``
@@ -39,6 +40,7 @@ from aiden.errors import AidenError
 from aiden.storage.layout import Layout
 from aiden.storage.postgres import postgres_store_factory
 from aiden.testing import ScriptedSummarizer
+from tests.reliability.harness import serve_forever
 
 TASKS = 16
 _WORDS = ("alpha", "beta", "gamma", "delta", "kernel", "socket", "parser", "ledger", "cache", "retry")
@@ -156,9 +158,13 @@ async def recall(dsn: str, session: str, root: str) -> None:
         emit(json.dumps({"indexed": indexed, "found": found}) + "\n")
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str]) -> int:
     role = argv[0]
-    if role == "worker":
+    if role == "serve":
+        # A forked worker costs a fork, not an interpreter start and aiden's imports (~1 s on a
+        # loaded machine): the storm's rounds wait for every restarted worker to append.
+        serve_forever(main)
+    elif role == "worker":
         dsn, session, root, name, maint, retry = argv[1:7]
         finish = argv[7:] == ["finish"]
         anyio.run(worker, dsn, session, root, name, maint == "1", Path(retry), finish)
@@ -166,7 +172,8 @@ def main(argv: list[str]) -> None:
         anyio.run(recall, argv[1], argv[2], argv[3])
     else:
         raise SystemExit(f"unknown role {role!r}")
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -33,7 +33,7 @@ import pytest
 
 from aiden.storage.postgres import PostgresSessionStore
 from aiden.testing.pgcluster import TEST_DSN_ENV, PgServer
-from tests.reliability.harness import full_mode
+from tests.reliability.harness import Child, ForkServer, full_mode
 
 CHILD = Path(__file__).with_name("pg_storm_child.py")
 WORKERS = 4
@@ -48,8 +48,9 @@ class Worker:
 
     n: int
     base: Path
+    server: ForkServer
     incarnation: int = 0
-    proc: subprocess.Popen[bytes] | None = None
+    child: Child | None = None
     outputs: list[Path] = field(default_factory=list)
 
     @property
@@ -63,22 +64,24 @@ class Worker:
         retry.write_text("\n".join(pending))
         out = self.base / f"{tag}.out"
         self.outputs.append(out)
-        argv = [sys.executable, str(CHILD), "worker", dsn, session, str(self.root), tag]
+        argv = ["worker", dsn, session, str(self.root), tag]
         argv += ["1" if self.n < MAINTAINERS else "0", str(retry)] + (["finish"] if finish else [])
-        with out.open("wb") as stdout, (self.base / f"{tag}.err").open("wb") as stderr:
-            self.proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env=_env())
+        out.touch()  # the forked child opens it (truncating) a moment later
+        self.child = self.server.spawn(argv, out, self.base / f"{tag}.err")
+
+    def returncode(self) -> int | None:
+        assert self.child is not None
+        return self.child.returncode()
 
     def working(self) -> bool:
         """True once the current incarnation had an append acknowledged (or has exited)."""
-        assert self.proc is not None
-        if self.proc.poll() is not None:
+        if self.returncode() is not None:
             return True
         return any(line.startswith("A ") for line in self.outputs[-1].read_text(errors="replace").split("\n"))
 
     def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
+        assert self.child is not None
+        self.child.kill()
 
 
 def _env() -> dict[str, str]:
@@ -117,8 +120,18 @@ class Ledger:
 
 
 def _storm(server: PgServer, dsn: str, session: str, base: Path, rounds: int, seed: int) -> dict[str, int]:
+    forks = ForkServer(CHILD)
+    try:
+        return _rounds(server, forks, dsn, session, base, rounds, seed)
+    finally:
+        forks.close()
+
+
+def _rounds(
+    server: PgServer, forks: ForkServer, dsn: str, session: str, base: Path, rounds: int, seed: int
+) -> dict[str, int]:
     rng = random.Random(seed)
-    workers = [Worker(n, base) for n in range(WORKERS)]
+    workers = [Worker(n, base, forks) for n in range(WORKERS)]
     for w in workers:
         w.spawn(dsn, session, [])
     kills = restarts = deaths = 0
@@ -136,9 +149,9 @@ def _storm(server: PgServer, dsn: str, session: str, base: Path, rounds: int, se
             w.kill()
             kills += 1
         for w in workers:
-            assert w.proc is not None
-            if w.proc.poll() is not None:
-                if w.proc.returncode != -signal.SIGKILL:
+            rc = w.returncode()
+            if rc is not None:
+                if rc != -signal.SIGKILL:
                     deaths += 1  # exited on its own (reported below with its stderr)
                 w.spawn(dsn, session, Ledger().unacked(w))
     time.sleep(1.0)
@@ -147,8 +160,8 @@ def _storm(server: PgServer, dsn: str, session: str, base: Path, rounds: int, se
     for w in workers:
         w.spawn(dsn, session, Ledger().unacked(w), finish=True)
     for w in workers:
-        assert w.proc is not None
-        rc = w.proc.wait(timeout=120)
+        assert w.child is not None
+        rc = w.child.wait(timeout=120)
         assert rc == 0, (base / f"w{w.n}i{w.incarnation - 1}.err").read_text()[-2000:]
     return {"kills": kills, "server_restarts": restarts, "self_exits": deaths}
 

@@ -411,16 +411,17 @@ class Child:
 
 
 class ForkServer:
-    """``child.py serve``: a process that imported aiden once and forks one child per request.
+    """``<script> serve`` (``child.py`` by default): a process that imported aiden once and forks one child
+    per request.
 
     The server is single-threaded (no locks held across ``fork``). Its children
     are real processes: they exit with ``os._exit`` at a crash point or are
     SIGKILLed by the test, exactly like a child started with ``sys.executable``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, script: Path = CHILD_SCRIPT) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD_SCRIPT), "serve"],
+            [sys.executable, str(script), "serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None,
