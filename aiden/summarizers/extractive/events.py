@@ -230,9 +230,11 @@ def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
             collector.add("notes", item, _R_REST)
         elif kind == "fact":
             collector.add("facts", item, _R_FACT)
-        elif kind in ("other", "preference", "correction") and who and not is_intent(sentence):
-            # A named speaker is a participant of a multi-party chat, not an agent narrating its
-            # work: what they say is as load-bearing as the user's, ranked by its information.
+        elif kind in ("other", "preference", "correction") and not is_intent(sentence):
+            # What the other side says that is no intent ("let me check ...") may be what a later
+            # question asks: a chat partner's "I love sci-fi movies", an agent's finding. Ranked by
+            # its information with the user's, below every load-bearing tier (#38: a role-only chat
+            # lost half of what was said when only a named speaker's counted).
             collector.add("notes", item, _R_REST)
         if kind != "greeting" and is_plan(sentence):
             plan = item
