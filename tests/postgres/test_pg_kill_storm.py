@@ -121,17 +121,21 @@ class Ledger:
 
 def _storm(server: PgServer, dsn: str, session: str, base: Path, rounds: int, seed: int) -> dict[str, int]:
     forks = ForkServer(CHILD)
+    workers = [Worker(n, base, forks) for n in range(WORKERS)]
     try:
-        return _rounds(server, forks, dsn, session, base, rounds, seed)
+        return _rounds(server, workers, dsn, session, rounds, seed)
     finally:
+        # A failed round leaves workers appending: the fork server waits for its children.
+        for w in workers:
+            if w.child is not None:
+                w.child.kill()
         forks.close()
 
 
 def _rounds(
-    server: PgServer, forks: ForkServer, dsn: str, session: str, base: Path, rounds: int, seed: int
+    server: PgServer, workers: list[Worker], dsn: str, session: str, rounds: int, seed: int
 ) -> dict[str, int]:
     rng = random.Random(seed)
-    workers = [Worker(n, base, forks) for n in range(WORKERS)]
     for w in workers:
         w.spawn(dsn, session, [])
     kills = restarts = deaths = 0
@@ -162,7 +166,7 @@ def _rounds(
     for w in workers:
         assert w.child is not None
         rc = w.child.wait(timeout=120)
-        assert rc == 0, (base / f"w{w.n}i{w.incarnation - 1}.err").read_text()[-2000:]
+        assert rc == 0, (w.base / f"w{w.n}i{w.incarnation - 1}.err").read_text()[-2000:]
     return {"kills": kills, "server_restarts": restarts, "self_exits": deaths}
 
 
