@@ -461,6 +461,8 @@ async def test_the_llm_prompt_asks_for_what_a_later_question_needs(one_call: boo
     assert "not by their place in a message" in system
     assert "Prefer what someone told of themselves over reactions, compliments and questions back" in system
     assert "a participant's musing" in system and "is no constraint or preference of the user" in system
+    assert 'or guess ("that must be so rewarding")' in system
+    assert "give a relative time (\"last Friday\", \"two weeks ago\") with the date it was said on" in system
     assert 'never a greeting, thanks, compliment or "can\'t wait"' in system
     assert "never a bare file path" in system and "never a test runner's line" in system
     assert "never only which files were touched" in system
