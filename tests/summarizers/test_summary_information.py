@@ -238,14 +238,16 @@ def test_a_must_that_guesses_binds_nobody() -> None:
 
 
 def test_what_the_other_side_tells_is_kept_without_a_speakers_name() -> None:
-    # A chat of roles only (no "Name: ..."): the assistant side's "I love fantasy and sci-fi movies"
-    # answers "what movies does it like?" as a named speaker's would. Old code: only a named
+    # A chat of roles only (no "Name: ..."): the other side telling of itself, "I love fantasy and
+    # sci-fi movies", answers "what movies does it like?" as a named speaker's would. Old code: only a named
     # speaker's sentences counted, so half of a role-only chat went unsummarized (#38).
     said: list[tuple[EventType, str]] = [
         ("user_input", "What kind of movies do you like?"),
         ("assistant_output", "I love fantasy and sci-fi movies, they take me somewhere else. Let me check the listings."),
         ("user_input", "My sister opened a bakery in the old town."),
         ("assistant_output", "My brother started painting lake sunrises last year."),
+        # An assistant's advice tells nothing of anyone: it would crowd out what the user told.
+        ("assistant_output", "The Louvre is quietest on weekday mornings when the queues at the pyramid are short."),
     ]
     events = tuple(
         SessionEvent(type=kind, content=text, seq=n + 1) for n, (kind, text) in enumerate(said)
@@ -256,6 +258,7 @@ def test_what_the_other_side_tells_is_kept_without_a_speakers_name() -> None:
         "- My brother started painting lake sunrises last year."
     ), text
     assert "Let me check" not in text  # an intent is no finding
+    assert "Louvre" not in text
 
 
 def test_what_a_speaker_tells_of_themselves_outranks_the_same_words_said_back_to_them() -> None:

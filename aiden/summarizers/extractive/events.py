@@ -19,7 +19,7 @@ from aiden.summarizers.extractive.items import (
     _R_USER,
     _TOOL_NOTE_CHARS,
 )
-from aiden.summarizers.extractive.salience import stated_date
+from aiden.summarizers.extractive.salience import stated_date, tells_of_self
 from aiden.summarizers.extractive.summary_text import _extract_summary_text
 from aiden.summarizers.extractive.tools import (
     _FILE_LINE,
@@ -230,11 +230,11 @@ def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
             collector.add("notes", item, _R_REST)
         elif kind == "fact":
             collector.add("facts", item, _R_FACT)
-        elif kind in ("other", "preference", "correction") and not is_intent(sentence):
-            # What the other side says that is no intent ("let me check ...") may be what a later
-            # question asks: a chat partner's "I love sci-fi movies", an agent's finding. Ranked by
-            # its information with the user's, below every load-bearing tier (#38: a role-only chat
-            # lost half of what was said when only a named speaker's counted).
+        elif kind in ("other", "preference", "correction") and not is_intent(sentence) and (who or tells_of_self(sentence)):
+            # A named speaker is a participant of a chat; so is an unnamed one telling of themselves
+            # ("I love sci-fi movies"): what they say may be what a later question asks, ranked by its
+            # information with the user's (#38: a role-only chat lost half of what was said). An
+            # assistant's advice or remark to the user ("the Louvre is quietest ...") stays out.
             collector.add("notes", item, _R_REST)
         if kind != "greeting" and is_plan(sentence):
             plan = item

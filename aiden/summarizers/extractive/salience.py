@@ -104,17 +104,20 @@ _FIRST_PERSON: Final = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're
 _SECOND_PERSON: Final = re.compile(r"\b(?:you|you're|you've|you'd|you'll|your|yours)\b", re.IGNORECASE)
 
 
-def self_report(body: str) -> float:
-    """1 for a sentence (without its speaker) that tells of its speaker's own life or work, else 0.6.
+def tells_of_self(body: str) -> bool:
+    """True for a sentence (without its speaker) that tells of its speaker's own life or work: first
+    person, no "you", no question ("I adopted a beagle last Sunday", "we moved the cache to Redis")."""
+    return bool(_FIRST_PERSON.search(body)) and not _SECOND_PERSON.search(body) and not body.rstrip().endswith("?")
 
-    A later question asks about what someone told of themselves ("I adopted a
-    beagle last Sunday", "we moved the cache to Redis"); a reaction to the
-    listener ("your courage is inspiring"), a question back or a remark about
-    neither tells less per word.
+
+def self_report(body: str) -> float:
+    """1 for a sentence that :func:`tells_of_self`, else 0.6.
+
+    A later question asks about what someone told of themselves; a reaction to
+    the listener ("your courage is inspiring"), a question back or a remark
+    about neither tells less per word.
     """
-    if _FIRST_PERSON.search(body) and not _SECOND_PERSON.search(body) and not body.rstrip().endswith("?"):
-        return 1.0
-    return 0.6
+    return 1.0 if tells_of_self(body) else 0.6
 
 
 _LABEL: Final = re.compile(r"^(?:[A-Z][\w ()'-]{0,30}:\s+)")
