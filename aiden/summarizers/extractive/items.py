@@ -56,7 +56,7 @@ class _Item(msgspec.Struct, frozen=True):
     order: int
     extra: str = ""  # errors: the resolution
     info: float = 0.0  # information per token within its range (salience.py): breaks ties within a tier
-    when: str = ""
+    when: str = ""  # the date the last system event before it stated ("17 July, 2023"); render.py shows it
 
 
 def _line_of(item: _Item) -> str:
