@@ -51,21 +51,20 @@ if TYPE_CHECKING:
     from aiden import sync
     from aiden.boundary import BoundaryDecision
     from aiden.context import PromptBuild, PromptLayers
-    from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
+    from aiden.experience.episodes import Episode, EpisodeEvent
     from aiden.experience.messages import LearnerStats, LearnOutcome
     from aiden.experience.records import Evidence, ExperienceRecord, RecordRow
     from aiden.host import Host, open_host
-    from aiden.lifecycle import RunStart
+    from aiden.lifecycle import Outcome, RunStart
     from aiden.longterm.dream import DreamOutcome
     from aiden.longterm.dream_edits import DreamEdit
     from aiden.longterm.versions import Version
-    from aiden.memory import Memory, MemoryStats
+    from aiden.memory import Memory, open_memory
     from aiden.messages import CompactionOutcome
     from aiden.openai_format import events_from_message, events_from_response, usage_numbers
-    from aiden.recall.embedding import Embedder
-    from aiden.recall.minilm import LocalMiniLMEmbedder
-    from aiden.recall.types import RecallContext, RecallHit, RecallStats
-    from aiden.runtime import open_memory
+    from aiden.recall.embedding import Embedder, LocalMiniLMEmbedder
+    from aiden.recall.tool import RecallContext, RecallHit, RecallStats
+    from aiden.stats import MemoryStats
     from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex, SegmentRef
     from aiden.storage.fs import StagedFile, Storage, StorageOp
     from aiden.storage.layout import Layout
@@ -86,7 +85,7 @@ if TYPE_CHECKING:
     from aiden.summarizers.llm import LiteLLMSummarizer
     from aiden.summarizers.llm.embedder import LiteLLMEmbedder
     from aiden.summarizers.llm.schema import StructuredOutput
-    from aiden.summarizers.llm.stats import SummarizerStats
+    from aiden.summarizers.llm.summarizer import SummarizerStats
     from aiden.summarizers.protocol import (
         Decision,
         ErrorResolution,
@@ -224,16 +223,16 @@ __getattr__ = lazy_exports(
         "LearnerStats": "aiden.experience.messages",
         "LiteLLMEmbedder": "aiden.summarizers.llm.embedder",
         "Memory": "aiden.memory",
-        "MemoryStats": "aiden.memory",
-        "Outcome": "aiden.experience.episodes",
+        "MemoryStats": "aiden.stats",
+        "Outcome": "aiden.lifecycle",
         "PendingChunks": "aiden.storage.protocol",
         "Preparable": "aiden.summarizers.protocol",
         "PreparedEvent": "aiden.storage.protocol",
         "PromptBuild": "aiden.context",
         "PromptLayers": "aiden.context",
-        "RecallContext": "aiden.recall.types",
-        "RecallHit": "aiden.recall.types",
-        "RecallStats": "aiden.recall.types",
+        "RecallContext": "aiden.recall.tool",
+        "RecallHit": "aiden.recall.tool",
+        "RecallStats": "aiden.recall.tool",
         "RecordRow": "aiden.experience.records",
         "RecoveryReport": "aiden.storage.protocol",
         "RunStart": "aiden.lifecycle",
@@ -249,18 +248,18 @@ __getattr__ = lazy_exports(
         "SummaryResult": "aiden.summarizers.protocol",
         "events_from_message": "aiden.openai_format",
         "events_from_response": "aiden.openai_format",
-        "open_memory": "aiden.runtime",
+        "open_memory": "aiden.memory",
         "open_host": "aiden.host",
         "Host": "aiden.host",
         "usage_numbers": "aiden.openai_format",
         "LiteLLMSummarizer": "aiden.summarizers.llm",
         "ExtractiveSummarizer": "aiden.summarizers.extractive",
-        "LocalMiniLMEmbedder": "aiden.recall.minilm",
+        "LocalMiniLMEmbedder": "aiden.recall.embedding",
         # The long-term types live beside dulwich (git history): loaded on first use.
         "DreamEdit": "aiden.longterm.dream_edits",
         "DreamOutcome": "aiden.longterm.dream",
         "Version": "aiden.longterm.versions",
-        "SummarizerStats": "aiden.summarizers.llm.stats",
+        "SummarizerStats": "aiden.summarizers.llm.summarizer",
         "StructuredOutput": "aiden.summarizers.llm.schema",
         # The PostgreSQL store needs the `postgres` extra (psycopg): loaded on first use.
         "PostgresSessionStore": "aiden.storage.postgres",

@@ -168,7 +168,7 @@ def _progress(args: argparse.Namespace, label: str, what: str) -> ProgressFactor
 
 def _recall(args: argparse.Namespace) -> int:
     from aiden.readonly import recall
-    from aiden.recall.render import encode_hits
+    from aiden.recall.tool import encode_hits
 
     hits = recall(args.root, args.query, k=args.k)
     if args.json:

@@ -52,9 +52,9 @@ async def writable_memory(
     (``memory/window.json``), so a command works at the agent's window and
     leaves that record as the agent left it.
     """
+    from aiden.memory import open_memory
     from aiden.readonly import open_layout
-    from aiden.runtime import open_memory
-    from aiden.storage.window_record import read_window
+    from aiden.storage.advisory import read_window
 
     layout = open_layout(root)
     recorded = read_window(layout) if context_window is None else None

@@ -27,7 +27,7 @@ from aiden.storage.protocol import SessionStore
 from aiden.summarizers.protocol import Summarizer
 
 if TYPE_CHECKING:
-    from aiden.memory import Memory
+    from aiden.memory_core import CoreMemory
     from aiden.recall.embedding import Embedder
 
 __all__ = ["EXTENSIONS_GROUP", "Extension", "MemoryParts", "in_background", "installed"]
@@ -76,7 +76,7 @@ class Extension(Protocol):
         """Nothing of its own in progress (the memory may park)."""
         ...
 
-    async def start(self, tg: TaskGroup, memory: Memory) -> None:
+    async def start(self, tg: TaskGroup, memory: CoreMemory) -> None:
         """Start one run of its actors in ``tg`` (a run of the memory's actors)."""
         ...
 
@@ -96,7 +96,7 @@ class Extension(Protocol):
     async def after_rotation(self) -> None:
         """A new session started."""
 
-    async def closing(self, memory: Memory) -> None:
+    async def closing(self, memory: CoreMemory) -> None:
         """The memory closes (its actors still run)."""
 
 

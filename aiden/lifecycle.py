@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -34,14 +34,13 @@ from aiden.context import (
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.messages import CompactionOutcome
-from aiden.policy.calibration import BudgetCalibration
-from aiden.policy.tokens import TokenProfile, estimate_tokens
+from aiden.policy.tokens import BudgetCalibration, TokenProfile, estimate_tokens
 from aiden.policy.triggers import trigger_threshold_tokens
 from aiden.storage.chunks import ChunkIndex
 
 
 class _Session(Protocol):
-    """What the run-level operations use of the memory that owns them (a :class:`~aiden.memory.Memory`).
+    """What the run-level operations use of the memory that owns them (a :class:`~aiden.memory_core.CoreMemory`).
 
     Named here, not imported: the memory owns its lifecycle, and the lifecycle never reaches back
     into the memory's module (no import cycle, #36).
@@ -71,7 +70,10 @@ class _Session(Protocol):
     async def rotate(self, closed_session_id: str | None = None) -> str: ...
 
 
-__all__ = ["RunStart", "Lifecycle", "new_session_id"]
+__all__ = ["Lifecycle", "Outcome", "RunStart", "new_session_id"]
+
+Outcome = Literal["success", "failure", "unknown"]
+"""How a run ended, as its caller judges it (``commit_run(outcome=...)``)."""
 
 
 class RunStart(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,7 +97,7 @@ def new_session_id(now: float) -> str:
 
 
 class Lifecycle:
-    """Run-level operations of one :class:`~aiden.memory.Memory` (``memory.runs``)."""
+    """Run-level operations of one :class:`~aiden.memory_core.CoreMemory` (``memory.runs``)."""
 
     def __init__(self, memory: _Session, profile: TokenProfile, context_window: int) -> None:
         self._m = memory

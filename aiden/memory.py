@@ -1,465 +1,86 @@
-"""The public handle: :class:`Memory`, what ``open_memory`` yields.
+"""The public handle: :class:`Memory`, what :func:`open_memory` yields.
 
-Callers never touch files or actors directly: ``Memory`` holds one typed port
-per actor (:mod:`aiden.ports`) and the immutable snapshots actors publish.
+A facade: ``Memory`` is the core (:class:`~aiden.memory_core.CoreMemory`) with the parts of the
+two extensions that have methods of their own, long-term memory
+(:class:`~aiden.memory_longterm.LongTermMethods`) and experience memory
+(:class:`~aiden.memory_experience.ExperienceMethods`). The runtime never imports this module: it
+runs whatever memory :func:`open_memory` asks it to make.
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
-from aiden.boundary import Classifier
 from aiden.config import Config
-from aiden.context import PromptBuild, PromptLayers
-from aiden.errors import ClosedError
-from aiden.events import SessionEvent, validate_id
-from aiden.experience.episodes import Episode, Outcome
-from aiden.intake import as_stored, check_text, prepare_event
-from aiden.lifecycle import Lifecycle, RunStart, new_session_id
+from aiden.host import Host, async_only
 from aiden.memory_experience import ExperienceMethods
 from aiden.memory_longterm import LongTermMethods
-from aiden.messages import CompactionOutcome, RecordUsage
-from aiden.observe import observed
-from aiden.openai_format import events_from_message, events_from_response, resolve_usage
-from aiden.policy.calibration import BudgetCalibration, observe
-from aiden.policy.tokens import DEFAULT_PROFILE, TokenProfile, estimate_tokens
-from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
-from aiden.recall.types import RecallHit, RecallStats
-from aiden.stats import MemoryStats, memory_stats
-from aiden.storage.chunks import ChunkIndex
-from aiden.storage.protocol import RecoveryReport
-from aiden.tools import ToolSet, agent_tools, run_recall_tool, run_tool_call
+from aiden.recall.embedding import Embedder
+from aiden.runtime import run_memory
+from aiden.storage.fs import Storage
+from aiden.storage.session import FileSessionStore
+from aiden.stores import StoreFactory, StoreSpec
+from aiden.summarizers.protocol import Summarizer
 
-if TYPE_CHECKING:
-    from aiden.experience.port import ExperiencePort
-    from aiden.experience.tracker import EpisodeTracker
-    from aiden.longterm.port import LongTermPort
-
-__all__ = ["Memory", "MemoryStats"]
-
-_log = logging.getLogger("aiden.memory")
-
-# Texts whose estimates Memory.estimate_text remembers: long enough to be worth it, at most this many.
-_CACHED_CHARS = 64
-_CACHED_TEXTS = 32768
+__all__ = ["Memory", "open_memory"]
 
 
 class Memory(ExperienceMethods, LongTermMethods):
     """An open session memory. Obtain it from :func:`aiden.open_memory`."""
 
-    def __init__(
-        self,
-        *,
-        root: str,
-        config: Config,
-        context_window: int,
-        writer: WriterPort,
-        scheduler: SchedulerPort,
-        reader: ReaderPort,
-        recall: RecallPort,
-        recovery: RecoveryReport,
-        token_profile: TokenProfile = DEFAULT_PROFILE,
-        long_term: LongTermPort | None = None,
-        experience: ExperiencePort | None = None,
-        episodes: EpisodeTracker | None = None,
-        calibration: BudgetCalibration | None = None,
-    ) -> None:
-        # Only ports (clients of actor inboxes) and published immutable snapshots:
-        # no actor, store or mutable counter of another room is reachable from here.
-        self._root = root
-        self._config = config
-        self._window = context_window
-        self._writer = writer
-        self._scheduler = scheduler
-        self._reader = reader
-        self._recall = recall
-        self._runs = Lifecycle(self, token_profile, context_window)
-        if calibration is not None:
-            self._runs.calibration = calibration  # kept from the last close of this root
-        self._long_term = long_term
-        self._experience = experience
-        self._episodes = episodes
-        self._unsent: list[Episode] = []
-        self._episodes_quarantined = 0
-        self._appends = 0
-        self._last_append_at: float | None = None
-        self._profile = token_profile
-        self._estimates: dict[str, int] = {}
-        self._closed = False
-        self.recovery: RecoveryReport = recovery
-        """What recovery on open found and did."""
 
-    @property
-    def config(self) -> Config:
-        """The configuration in force."""
-        return self._config
+@async_only
+@asynccontextmanager
+async def open_memory(
+    root: str | os.PathLike[str],
+    *,
+    config: Config | None = None,
+    summarizer: Summarizer | None = None,
+    model: str | None = None,
+    context_window: int | None = None,
+    storage: Storage | None = None,
+    store_factory: StoreFactory = FileSessionStore,
+    embedder: Embedder | None = None,
+    store: StoreSpec | None = None,
+    session_id: str | None = None,
+    host: Host | None = None,
+) -> AsyncIterator[Memory]:
+    """Open (and recover) the memory under ``root`` and run its actors for the block's duration.
 
-    @property
-    def root(self) -> str:
-        """The resolved memory root."""
-        return self._root
+    ``summarizer`` defaults to the embedded :class:`ExtractiveSummarizer` (no
+    network). ``model`` selects the context window from litellm's bundled model
+    map (without importing litellm); ``context_window`` overrides it; unknown
+    models fall back to ``config.context_window``. ``embedder`` (e.g.
+    :class:`~aiden.summarizers.llm.embedder.LiteLLMEmbedder`) turns on hybrid recall:
+    compacted events and experience records are embedded and both recalls
+    fuse BM25 with vector similarity; off by default. ``store`` selects the
+    session store (:mod:`aiden.stores`): a ``"postgresql://..."``
+    DSN (the PostgreSQL store of ``session_id``, default ``"default"``), a
+    store object or a factory; by default the files under ``root``.
+    ``storage`` and ``store_factory`` are seams for fault-injection tests.
 
-    @property
-    def context_window(self) -> int:
-        """The context window (tokens) the trigger uses."""
-        return self._window
+    ``host`` (from :func:`open_host`) runs the memory's actors in that host's task group, and
+    its idle (parked) memories keep no task of their own. Without it, the memories open in one
+    asyncio event loop share a host started with the first and stopped with the last (other
+    event loops: a host of the memory's own).
 
-    # --- appends ------------------------------------------------------------------------
-
-    async def append(self, event: SessionEvent) -> SessionEvent:
-        """Durably append one event; returns it as stored, with its assigned ``seq``.
-
-        When this returns the event is acknowledged: it survives a crash of the
-        process at any later instruction (with ``durability: fsync``). An
-        ``event_id`` already stored is not stored again: the stored event is returned.
-        """
-        return (await self.append_many([event]))[0]
-
-    async def append_many(self, events: Iterable[SessionEvent]) -> list[SessionEvent]:
-        """Append several events as one unit (one request, consecutive seqs)."""
-        self._check_open()
-        now = time.time()
-        limit = self._config.max_event_bytes
-        pairs = [prepare_event(e, now=now, max_event_bytes=limit) for e in events]
-        if not pairs:
-            return []
-        seqs = await self._writer.append([line for _, line in pairs])
-        prepared = [e for e, _ in pairs]
-        self._appends += len(prepared)
-        newest = max((e.timestamp for e in prepared if e.timestamp is not None), default=None)
-        if newest is not None and (self._last_append_at is None or newest > self._last_append_at):
-            self._last_append_at = newest
-        self._runs.note_appended(prepared)
-        # A known event_id returns what is stored (a retry's content may differ): read back only then.
-        found = await self._reader.events([-s for s in seqs if s < 0]) if min(seqs) < 0 else ()
-        stored = as_stored(prepared, seqs, found)
-        self._note_appended(stored)
-        return stored
-
-    async def append_message(self, message: Mapping[str, Any] | object) -> list[SessionEvent]:
-        """Append one chat-completions message (dict or litellm/OpenAI object) as its aiden events.
-
-        An assistant message with ``tool_calls`` gives one ``tool_call`` event per
-        call; see :func:`aiden.openai_format.events_from_message` for every role.
-        A bad shape raises :class:`InvalidEventError` and appends nothing.
-        """
-        return await self.append_many(events_from_message(message))
-
-    async def append_response(self, response: object) -> list[SessionEvent]:
-        """Append the first choice's message of a chat-completions response (``litellm.ModelResponse`` or dict).
-
-        Usage is not recorded here: call ``record_usage(usage=response.usage)``
-        after each model call. For the run's final answer call
-        ``commit_run(message.content)`` instead, which ends the run.
-        """
-        return await self.append_many(events_from_response(response))
-
-    async def flush(self) -> None:
-        """Wait until everything appended before this call is committed."""
-        self._check_open()
-        await self._writer.flush()
-
-    # --- maintenance ---------------------------------------------------------------------
-
-    def request_maintenance(self, *, manual: bool = False) -> None:
-        """Schedule a maintenance pass without waiting (coalesced with any pending one)."""
-        self._check_open()
-        self._scheduler.request(manual=manual)
-
-    async def maintain(self, *, manual: bool = False) -> CompactionOutcome:
-        """Run a maintenance pass (the seed's Save path) and return what it did.
-
-        ``manual=True`` compacts even when no trigger fires (seed 001's manual trigger).
-        """
-        self._check_open()
-        return await self._scheduler.maintain(manual=manual)
-
-    async def record_usage(
-        self,
-        *,
-        usage: Mapping[str, Any] | object | None = None,
-        prompt_tokens: int | None = None,
-        completion_tokens: int | None = None,
-        cached_tokens: int | None = None,
-        cost_usd: float | None = None,
-        tool_output_tokens: int = 0,
-        run_ended: bool = False,
-        model: str | None = None,
-    ) -> None:
-        """Report provider usage of one model call (and/or the end of a run) to the trigger.
-
-        The one place for usage: ``await memory.record_usage(usage=response.usage)``
-        after each model call, with the OpenAI/litellm usage object or dict as
-        returned (prompt, completion and cached prompt tokens are read from it, see
-        :func:`aiden.openai_format.usage_numbers`); ``commit_run`` then needs no
-        token numbers. ``usage`` and explicit token numbers together are a TypeError.
-        """
-        self._check_open()
-        prompt_tokens, completion_tokens, cached_tokens = resolve_usage(
-            usage, prompt_tokens, completion_tokens, cached_tokens
-        )
-        # The estimate of the prompt built last goes with the first report after it: paired with the
-        # provider's figure it calibrates the estimator; alone it is the prompt size the trigger uses.
-        estimate, self._runs.last_prompt_estimate = self._runs.last_prompt_estimate, None
-        if estimate is not None and prompt_tokens is not None:
-            self._runs.calibration = observe(
-                self._runs.calibration,
-                estimated=estimate,
-                reported=prompt_tokens,
-                weight=self._config.token_calibration_weight,
-            )
-        await self._scheduler.record_usage(
-            RecordUsage(
-                prompt_tokens=prompt_tokens,
-                estimated_prompt_tokens=estimate,
-                completion_tokens=completion_tokens,
-                cached_tokens=cached_tokens,
-                cost_usd=cost_usd,
-                tool_output_tokens=tool_output_tokens,
-                run_ended=run_ended,
-                model=model,
-            )
-        )
-
-    def estimate_text(self, text: str) -> int:
-        """aiden's token estimate of ``text`` for this memory's model."""
-        # A text's estimate never changes: each prompt re-reads the whole hot window, so its events'
-        # estimates are remembered (a lookup hashes the text, ~50x cheaper than estimating it) and a
-        # call costs the estimates of its new events only (#35).
-        known = self._estimates.get(text)
-        if known is not None:
-            return known
-        tokens = estimate_tokens(text, self._profile)
-        if len(text) >= _CACHED_CHARS:
-            if len(self._estimates) >= _CACHED_TEXTS:
-                del self._estimates[next(iter(self._estimates))]  # the oldest first
-            self._estimates[text] = tokens
-        return tokens
-
-    # --- reading ---------------------------------------------------------------------------
-
-    async def hot_window(self) -> list[SessionEvent]:
-        """The retained hot-window events, in seq order, as stored now."""
-        return await self._reader.hot_window()
-
-    async def read_event(self, seq: int) -> SessionEvent | None:
-        """The verbatim stored event with ``seq`` (hot window or compacted), None if unknown."""
-        self._check_open()
-        return await self._reader.event(seq)
-
-    async def chunk_index(self) -> ChunkIndex:
-        """The live chunk index (rolling summary and newest chunk entries)."""
-        return await self._reader.index()
-
-    async def summary_md(self) -> str:
-        """The current summary.md text ("" before the first compaction)."""
-        return await self._reader.summary()
-
-    def _budget_calibration(self) -> BudgetCalibration:
-        """What reported usage taught the budget check (the runtime keeps it at close)."""
-        return self._runs.calibration
-
-    def stats(self) -> MemoryStats:
-        """Counters since open."""
-        return memory_stats(
-            self._scheduler.counters,
-            appends=self._appends,
-            coalesced_at_inbox=self._scheduler.coalesced_at_inbox,
-            context_window=self._window,
-            episodes_quarantined=self._episodes_quarantined,
-            last_append_at=self._last_append_at,
-        )
-
-    # --- recall -------------------------------------------------------------------------
-
-    async def recall_session_chunks(
-        self,
-        query: str,
-        k: int | None = None,
-        *,
-        types: Sequence[str] | None = None,
-        roles: Sequence[str] | None = None,
-        since: float | None = None,
-        until: float | None = None,
-    ) -> list[RecallHit]:
-        """The compacted events of the active session best matching ``query`` (BM25 over single events).
-
-        At most ``k`` (capped by ``recall_max_results``) :class:`RecallHit` s,
-        best first, whose JSON answer fits ``recall_max_chars``: verbatim event
-        texts (cut around the match when needed), chunk summaries only where
-        they matched and no event of their chunk did. Sources: ``"active"`` or
-        ``"pending"`` (a compaction being committed).
-        """
-        self._check_open()
-        return await self._recall.search(query, k, types=types, roles=roles, since=since, until=until)
-
-    async def lookup_chunk(self, chunk_id: str) -> RecallHit | None:
-        """The summary of one chunk by id, as a ``kind == "summary"`` hit (None if unknown)."""
-        self._check_open()
-        return await self._recall.lookup(chunk_id)
-
-    async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None = None) -> list[SessionEvent]:
-        """The verbatim compacted events of ``chunk_id`` (only ``seqs`` if given). The hot window is untouched."""
-        self._check_open()
-        return await self._recall.rehydrate(chunk_id, seqs)
-
-    @property
-    def recall_tool(self) -> dict[str, Any]:
-        """The ``recall_session_chunks`` function-tool schema for litellm/OpenAI."""
-        from aiden.recall.tool import RECALL_TOOL
-
-        return RECALL_TOOL
-
-    async def handle_recall_tool(self, arguments: str | dict[str, Any]) -> str:
-        """Run a ``recall_session_chunks`` tool call; bad arguments give a readable error result."""
-        self._check_open()
-        return await run_recall_tool(
-            arguments, recall=self._recall, reader=self._reader, max_chars=self._config.recall_max_chars
-        )
-
-    def recall_stats(self) -> RecallStats | None:
-        """Recall telemetry (calls, results, pending_chunks_recalled); None before the first recall."""
-        return self._recall.stats
-
-    # --- runs (delegates to aiden.lifecycle) ------------------------------------------
-
-    async def begin_run(
-        self,
-        user_input: str,
-        *,
-        now: float | None = None,
-        new_session: bool | None = None,
-        classifier: Classifier | None = None,
-        closed_session_id: str | None = None,
-        event_id: str | None = None,
-        meta: dict[str, Any] | None = None,
-        environment: str | None = None,
-    ) -> RunStart:
-        """Start a run; see :meth:`aiden.lifecycle.Lifecycle.begin_run`.
-
-        With ``config.experience`` (default) the run is also recorded as an
-        episode of ``environment`` (default ``config.experience_environment``).
-        """
-        self._check_open()
-        start = await self._runs.begin_run(
-            user_input,
-            now=now,
-            new_session=new_session,
-            classifier=classifier,
-            closed_session_id=closed_session_id,
-            event_id=event_id,
-            meta=meta,
-        )
-        await self._begin_episode(start.user_event, environment)
-        return start
-
-    async def commit_run(
-        self,
-        assistant_output: str,
-        *,
-        prompt_tokens: int | None = None,
-        completion_tokens: int | None = None,
-        cached_tokens: int | None = None,
-        cost_usd: float | None = None,
-        tool_output_tokens: int | None = None,
-        model: str | None = None,
-        event_id: str | None = None,
-        now: float | None = None,
-        outcome: Outcome = "unknown",
-        outcome_note: str = "",
-    ) -> SessionEvent:
-        """End a run; see :meth:`aiden.lifecycle.Lifecycle.commit_run`.
-
-        Usage reported with ``record_usage(usage=...)`` after each call of the run is
-        already counted: pass no token numbers here then. ``outcome`` and
-        ``outcome_note`` finish the run's episode (:meth:`commit_episode`).
-        """
-        self._check_open()
-        check_text("outcome_note", outcome_note)  # refused before the run's output is appended
-        stored = await self._runs.commit_run(
-            assistant_output,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cached_tokens=cached_tokens,
-            cost_usd=cost_usd,
-            tool_output_tokens=tool_output_tokens,
-            model=model,
-            event_id=event_id,
-            now=now,
-        )
-        await self.commit_episode(outcome, outcome_note)
-        return stored
-
-    async def rotate(self, closed_session_id: str | None = None) -> str:
-        """Close the active session now (as ``closed_session_id``, else a fresh id); returns the archive id."""
-        self._check_open()
-        closed_session_id = new_session_id(time.time()) if closed_session_id is None else closed_session_id
-        validate_id(closed_session_id, what="session id")
-        # Everything appended before the rotation belongs to the closing session.
-        await self.flush()
-        return await self._scheduler.rotate(closed_session_id)
-
-    @observed("build_messages")
-    async def build_messages(
-        self,
-        layers: PromptLayers | None = None,
-        *,
-        long_term: str | None = None,
-        current_task: str | None = None,
-        cache_friendly: bool = True,
-        governance: bool = True,
-        model: str | None = None,
-        tools: Sequence[Mapping[str, Any]] = (),
-    ) -> PromptBuild:
-        """Chat messages for the next model call; see :meth:`aiden.lifecycle.Lifecycle.build_messages`.
-
-        ``tools``: the tool schemas the call will send (chat-completions format, e.g.
-        ``[*my_tools, *memory.tools]``); they count in the budget as the provider counts them.
-        """
-        self._check_open()
-        return await self._runs.build_messages(
-            layers,
-            long_term=long_term,
-            current_task=current_task,
-            cache_friendly=cache_friendly,
-            governance=governance,
-            model=model,
-            tools=tools,
-        )
-
-    @property
-    def run_active(self) -> bool:
-        """True between ``begin_run`` and ``commit_run``."""
-        return self._runs.run_active
-
-    async def last_activity(self) -> float | None:
-        """Timestamp of the newest event of the active session (None when empty)."""
-        return await self._runs.last_activity()
-
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        """Every agent tool aiden provides: recall_session_chunks, save_memory, forget_memory, recall_experience."""
-        return agent_tools(self._tool_sets())
-
-    async def handle_tool_call(self, name: str, arguments: str | dict[str, Any]) -> str:
-        """Run one of :attr:`tools` by name; always returns a JSON string for the model."""
-        self._check_open()
-        return await run_tool_call(
-            name,
-            arguments,
-            recall=self._recall,
-            reader=self._reader,
-            max_chars=self._config.recall_max_chars,
-            extensions=self._tool_sets(),
-        )
-
-    def _tool_sets(self) -> list[ToolSet]:
-        # The extensions' tools, in the order the agent is shown them.
-        return [self._long_term_tools(), *self._experience_tools()]
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError("memory is closed")
+    Use it with ``async with``; a plain ``with`` raises a TypeError pointing to
+    :func:`aiden.sync.open_memory`, the blocking facade for synchronous loops.
+    """
+    async with run_memory(
+        Memory,
+        root,
+        config=config,
+        summarizer=summarizer,
+        model=model,
+        context_window=context_window,
+        storage=storage,
+        store_factory=store_factory,
+        embedder=embedder,
+        store=store,
+        session_id=session_id,
+        host=host,
+    ) as memory:
+        yield memory

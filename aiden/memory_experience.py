@@ -1,6 +1,6 @@
-"""The experience half of :class:`~aiden.memory.Memory` (seed 002's Memory Plane).
+"""Experience memory's part of :class:`~aiden.memory.Memory` (seed 002's Memory Plane).
 
-A base class of ``Memory``:
+A base class of ``Memory`` over :class:`~aiden.memory_core.CoreMemory`:
 it owns the run's open episode (an :class:`~aiden.experience.tracker.EpisodeTracker`)
 and forwards everything else to the experience actor's port. Experience is
 never injected into a prompt: the model asks with ``recall_experience``.
@@ -13,11 +13,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, InvalidEventError, StorageError
 from aiden.events import SessionEvent
-from aiden.experience.episodes import Episode, Outcome
+from aiden.experience.episodes import Episode
 from aiden.intake import check_text
+from aiden.lifecycle import Outcome
+from aiden.memory_core import CoreMemory
 from aiden.tools import ToolSet
 
 if TYPE_CHECKING:
@@ -34,17 +35,17 @@ _MAX_UNSENT: Final = 8
 _OUTCOMES: Final = ("success", "failure", "unknown")
 
 
-class ExperienceMethods:
-    """Episode recording and experience recall of an open memory (mixed into ``Memory``)."""
+class ExperienceMethods(CoreMemory):
+    """Episode recording and experience recall of an open memory (a base class of :class:`~aiden.memory.Memory`)."""
 
-    _config: Config
-    _experience: ExperiencePort | None
-    _episodes: EpisodeTracker | None
-    _unsent: list[Episode]
-    _episodes_quarantined: int
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # Memory defines it
+    def __init__(
+        self, *, experience: ExperiencePort | None = None, episodes: EpisodeTracker | None = None, **core: Any
+    ) -> None:
+        super().__init__(**core)
+        self._experience = experience
+        self._episodes = episodes
+        self._unsent: list[Episode] = []
+        self._episodes_quarantined = 0
 
     def _port(self) -> ExperiencePort:
         if self._experience is None:
@@ -91,7 +92,8 @@ class ExperienceMethods:
         await self._send_episodes()
         return episode.id if episode is not None else None
 
-    async def _begin_episode(self, root: SessionEvent, environment: str | None) -> None:
+    async def _run_began(self, root: SessionEvent, environment: str | None) -> None:
+        await super()._run_began(root, environment)
         if self._episodes is None:
             return
         if environment is not None and (not isinstance(environment, str) or len(environment) > 200):
@@ -101,7 +103,15 @@ class ExperienceMethods:
             self._unsent.append(left)
             await self._send_episodes()
 
-    def _note_appended(self, events: list[SessionEvent]) -> None:
+    async def _run_ended(self, outcome: Outcome, note: str) -> None:
+        await super()._run_ended(outcome, note)
+        await self.commit_episode(outcome, note)
+
+    def _set_aside(self) -> int:
+        return super()._set_aside() + self._episodes_quarantined
+
+    def _appended(self, events: list[SessionEvent]) -> None:
+        super()._appended(events)
         if self._episodes is not None:
             self._episodes.note(events)
 
@@ -135,9 +145,10 @@ class ExperienceMethods:
         self._check_open()
         return await self._port().records(environment)
 
-    def _experience_tools(self) -> list[ToolSet]:
-        """``recall_experience`` when experience memory is on."""
-        return [_ExperienceTools(self._experience_tool)] if self._config.experience else []
+    def _tool_sets(self) -> list[ToolSet]:
+        # ``recall_experience`` when experience memory is on.
+        mine = [_ExperienceTools(self._experience_tool)] if self._config.experience else []
+        return [*super()._tool_sets(), *mine]
 
     async def _experience_tool(self, arguments: str | Mapping[str, Any]) -> str:
         from aiden.experience.tool import handle_experience_tool

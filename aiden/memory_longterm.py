@@ -1,18 +1,18 @@
-"""The long-term half of :class:`~aiden.memory.Memory`: prompt layer, checkpoint, Dream and its versions.
+"""Long-term memory's part of :class:`~aiden.memory.Memory`: prompt layer, checkpoint, Dream and its versions.
 
-A base class of ``Memory``:
+A base class of ``Memory`` over :class:`~aiden.memory_core.CoreMemory`:
 everything here forwards to the long-term actor's port, whichever backend
 (files under the root, or PostgreSQL) holds the long-term state.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiden.errors import ClosedError
 from aiden.longterm.tools import LongTermTools
 from aiden.longterm.versions import check_target
-from aiden.ports import ReaderPort
+from aiden.memory_core import CoreMemory
 from aiden.tools import ToolSet
 
 if TYPE_CHECKING:
@@ -23,23 +23,21 @@ if TYPE_CHECKING:
 __all__ = ["LongTermMethods"]
 
 
-class LongTermMethods:
-    """Long-term memory operations of an open memory (mixed into :class:`~aiden.memory.Memory`)."""
+class LongTermMethods(CoreMemory):
+    """Long-term memory operations of an open memory (a base class of :class:`~aiden.memory.Memory`)."""
 
-    _long_term: LongTermPort | None
-    _reader: ReaderPort
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # Memory defines it
+    def __init__(self, *, long_term: LongTermPort | None = None, **core: Any) -> None:
+        super().__init__(**core)
+        self._long_term = long_term
 
     def _lt(self) -> LongTermPort:
         if self._long_term is None:
             raise ClosedError("long-term memory is not available")
         return self._long_term
 
-    def _long_term_tools(self) -> ToolSet:
-        """``save_memory`` and ``forget_memory`` (the long-term actor's port is asked for at each call)."""
-        return LongTermTools(self._lt)
+    def _tool_sets(self) -> list[ToolSet]:
+        # ``save_memory`` and ``forget_memory`` (the long-term actor's port is asked for at each call).
+        return [*super()._tool_sets(), LongTermTools(self._lt)]
 
     @property
     def long_term_layer(self) -> str:

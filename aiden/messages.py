@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from aiden.events import SessionEvent
-from aiden.recall.types import RecallHit
+from aiden.recall.tool import RecallHit
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import PreparedEvent
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
 
 if TYPE_CHECKING:
     from aiden.messages import CompactionOutcome
-    from aiden.policy.trigger_state import TriggerState
+    from aiden.policy.triggers import TriggerState
 
 __all__ = ["Observer", "current_observer", "observe_pass", "observed", "set_observer"]
 

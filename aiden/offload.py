@@ -48,7 +48,7 @@ __all__ = ["JOBS", "Done", "Job", "JobFailed", "OffloadUnavailable", "run_job", 
 
 JOBS: Final[dict[str, str]] = {
     "extractive": "aiden.summarizers.extractive.summarizer:run_job",
-    "must_keep": "aiden.summarizers.extractive.mustkeep_job:run_job",
+    "must_keep": "aiden.summarizers.mustkeep.check:run_job",
     "plan": "aiden.actors.planning:run_job",
 }
 """The functions a child may run, by job name: ``bytes -> bytes``, pure, importable by name."""

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, TracerProvider
 
     from aiden.messages import CompactionOutcome
-    from aiden.policy.trigger_state import TriggerState
+    from aiden.policy.triggers import TriggerState
 
 __all__ = ["CAPTURE_CONTENT_ENV", "Instrumentor", "instrument", "uninstrument"]
 

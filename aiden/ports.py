@@ -59,8 +59,8 @@ from aiden.messages import (
     WriterOutbox,
 )
 from aiden.observe import observed
-from aiden.policy.trigger_state import SchedulerCounters
-from aiden.recall.types import RecallHit, RecallStats
+from aiden.policy.triggers import SchedulerCounters
+from aiden.recall.tool import RecallHit, RecallStats
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import PreparedEvent
 

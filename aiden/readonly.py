@@ -23,7 +23,7 @@ from typing import Any
 from aiden.cli_progress import Progress
 from aiden.errors import CorruptionError
 from aiden.events import SessionEvent, encode_event
-from aiden.recall.types import RecallHit
+from aiden.recall.tool import RecallHit
 from aiden.storage import chunks as cs
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
@@ -174,8 +174,7 @@ def _files(layout: Layout) -> dict[str, int]:
 
 def _summary_layer(layout: Layout, window: int, model: str | None) -> dict[str, Any]:
     from aiden.config import Config
-    from aiden.policy.tokenprofiles import profile_for_model
-    from aiden.policy.tokens import estimate_tokens
+    from aiden.policy.tokens import estimate_tokens, profile_for_model
 
     # As build_messages: summary.md, stripped, is the summary layer; past its cap a prompt gets the newest lines.
     text = read_bytes(layout.summary).decode("utf-8", errors="replace").strip()
@@ -211,10 +210,8 @@ def inspect_root(
     """
     from aiden.config import Config
     from aiden.models import ModelResolver
-    from aiden.policy.tokenprofiles import profile_for_model
-    from aiden.policy.tokens import event_tokens
-    from aiden.storage.recovery_record import read_last_recovery
-    from aiden.storage.window_record import read_window
+    from aiden.policy.tokens import event_tokens, profile_for_model
+    from aiden.storage.advisory import read_last_recovery, read_window
 
     layout = open_layout(root)
     recorded = read_window(layout)

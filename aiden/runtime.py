@@ -1,9 +1,10 @@
 """The runtime: one memory's actors, their streams, recovery and shutdown.
 
-:func:`open_memory` recovers the session on disk, starts every actor in its host's task
+:func:`run_memory` recovers the session on disk, starts every actor in its host's task
 group (:mod:`aiden.host`) with ``await tg.start(...)``, wires their bounded memory streams,
-yields a :class:`~aiden.memory.Memory`, and on exit drains the writer (everything already
-queued is committed) before stopping the other actors.
+yields the memory it makes (a :class:`~aiden.memory.Memory` for :func:`aiden.open_memory`;
+the runtime knows only its core, :class:`~aiden.memory_core.CoreMemory`), and on exit drains
+the writer (everything already queued is committed) before stopping the other actors.
 
 An open memory nobody has called for ``evict_after_idle_minutes``, with nothing in
 flight, parks its actors: their tasks end and their streams are dropped, and the memory
@@ -18,7 +19,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 from anyio.abc import TaskStatus
@@ -33,8 +34,8 @@ from aiden.config import Config
 from aiden.errors import ClosedError
 from aiden.events import SessionEvent
 from aiden.extension import Extension, MemoryParts, installed
-from aiden.host import Host, async_only, loop_host, unwrapped
-from aiden.memory import Memory
+from aiden.host import Host, loop_host, unwrapped
+from aiden.memory_core import CoreMemory
 from aiden.messages import (
     CancelSummarize,
     ReaderInbox,
@@ -48,20 +49,22 @@ from aiden.messages import (
     WriterInbox,
     WriterOutbox,
 )
-from aiden.policy.calibration import BudgetCalibration, TokenCalibration
-from aiden.policy.trigger_state import SchedulerCounters, TriggerState
+from aiden.policy.tokens import BudgetCalibration, TokenCalibration
+from aiden.policy.triggers import SchedulerCounters, TriggerState
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.embedding import Embedder
-from aiden.recall.types import RecallStats
+from aiden.recall.tool import RecallStats
+from aiden.storage.advisory import PromptCalibration, read_window, record_window
 from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.session import FileSessionStore
-from aiden.storage.window_record import PromptCalibration, read_window, record_window
 from aiden.stores import StoreFactory, StoreSpec, select_store
 from aiden.summarizers.protocol import Summarizer
 
-__all__ = ["open_memory"]
+__all__ = ["run_memory"]
+
+M = TypeVar("M", bound=CoreMemory)
 
 # Small inboxes: the scheduler and summarizer see a handful of messages per turn.
 _CONTROL_QUEUE = 64
@@ -71,9 +74,9 @@ _READERS = 2
 _PARK_TICK_S = 60.0
 
 
-@async_only
 @asynccontextmanager
-async def open_memory(
+async def run_memory(
+    make: Callable[..., M],
     root: str | os.PathLike[str],
     *,
     config: Config | None = None,
@@ -86,8 +89,12 @@ async def open_memory(
     store: StoreSpec | None = None,
     session_id: str | None = None,
     host: Host | None = None,
-) -> AsyncIterator[Memory]:
+) -> AsyncIterator[M]:
     """Open (and recover) the memory under ``root`` and run its actors for the block's duration.
+
+    ``make`` makes the memory from the core's keyword arguments and the installed extensions'
+    ports (:attr:`aiden.extension.Extension.ports`); the arguments are those of
+    :func:`aiden.open_memory`.
 
     ``summarizer`` defaults to the embedded :class:`ExtractiveSummarizer` (no
     network). ``model`` selects the context window from litellm's bundled model
@@ -105,12 +112,10 @@ async def open_memory(
     its idle (parked) memories keep no task of their own. Without it, the memories open in one
     asyncio event loop share a host started with the first and stopped with the last (other
     event loops: a host of the memory's own).
-
-    Use it with ``async with``; a plain ``with`` raises a TypeError pointing to
-    :func:`aiden.sync.open_memory`, the blocking facade for synchronous loops.
     """
     if host is None:
-        async with loop_host() as shared, open_memory(
+        async with loop_host() as shared, run_memory(
+            make,
             root,
             config=config,
             summarizer=summarizer,
@@ -265,7 +270,7 @@ async def open_memory(
     # The first scheduler is made here: Memory plans with its token profile.
     unstarted = [new_scheduler()]
     evict_after_s = config.evict_after_idle_minutes * 60.0
-    memory = Memory(
+    memory = make(
         root=str(layout.root),
         config=config,
         context_window=context_window,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from aiden.policy.trigger_state import SchedulerCounters
+from aiden.policy.triggers import SchedulerCounters
 
 __all__ = ["MemoryStats", "memory_stats"]
 

@@ -24,7 +24,7 @@ from typing import TypeAlias, cast
 from aiden.config import Config
 from aiden.errors import ConfigError
 from aiden.events import validate_id
-from aiden.storage.credentials import mask
+from aiden.policy.scrub import mask
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import SessionStore

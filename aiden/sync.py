@@ -34,8 +34,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from aiden.config import Config
 from aiden.errors import ClosedError
 from aiden.memory import Memory
+from aiden.memory import open_memory as _open_async
 from aiden.recall.embedding import Embedder
-from aiden.runtime import open_memory as _open_async
 from aiden.stores import StoreSpec
 from aiden.summarizers.protocol import Summarizer
 

@@ -84,7 +84,7 @@ def install() -> None:
     """Wrap the functions whose spans are recorded (and record every garbage collection)."""
     gc.callbacks.append(_on_gc)
     from aiden.actors import planning, scheduler, summaries
-    from aiden.storage import eventlog, fs, jsonl, locks, session, trim
+    from aiden.storage import eventlog, fs, jsonl, locks, session
     from aiden.summarizers.extractive import summarizer as ext
 
     _wrap(eventlog.EventLog, "append", "append.batch")
@@ -118,7 +118,7 @@ def install() -> None:
     _wrap(session.FileSessionStore, "snapshot", "pass.snapshot")
     _wrap(session.FileSessionStore, "commit", "pass.commit")
     _wrap(session, "trim_hot_window", "pass.trim")
-    _wrap(trim, "scan_seqs", "trim.scan_seqs")
+    _wrap(eventlog, "scan_seqs", "trim.scan_seqs")
     _wrap(jsonl, "scan", "jsonl.scan")
     _wrap(planning, "plan_compaction", "pass.plan")
     _wrap(planning.TokenCounts, "of", "pass.token_counts")

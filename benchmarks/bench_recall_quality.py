@@ -267,7 +267,7 @@ class MiniLMCache:
     """MiniLM vectors of texts for the dense baselines, cached under the temp dir (never in the repo)."""
 
     def __init__(self) -> None:
-        from aiden.recall.minilm import LocalMiniLMEmbedder
+        from aiden.recall.embedding import LocalMiniLMEmbedder
 
         self.embedder = LocalMiniLMEmbedder()
         self.folder = Path(tempfile.gettempdir()) / "aiden-rq-minilm"

@@ -35,7 +35,7 @@ from aiden.messages import (
     RecallSynced,
     codec,
 )
-from aiden.recall.types import RecallStats
+from aiden.recall.tool import RecallStats
 
 if TYPE_CHECKING:
     from aiden.recall.embedding import Embedder

@@ -8,7 +8,7 @@ and summarizing, then commit (see :meth:`SessionStore.commit`) which re-reads
 ``events.jsonl`` under the lock and merges every append made meanwhile.
 Policy decisions (trigger, cut point) are the pure functions of
 :mod:`aiden.policy`, and the trigger state is the immutable
-:class:`~aiden.policy.trigger_state.TriggerState` folded by its reducer; this
+:class:`~aiden.policy.triggers.TriggerState` folded by its reducer; this
 module only moves messages and calls I/O. The ``after_compaction`` hook must be
 idempotent by chunk id: at open it runs again for the newest chunks, whose
 hook a close or a crash may have cut.
@@ -60,8 +60,8 @@ from aiden.policy import (
     should_compress,
     trigger_threshold_tokens,
 )
-from aiden.policy.calibration import TokenCalibration
-from aiden.policy.trigger_state import (
+from aiden.policy.tokens import TokenCalibration
+from aiden.policy.triggers import (
     CommitConflicted,
     Compacted,
     DeferredForCache,

@@ -23,7 +23,7 @@ from aiden.events import SessionEvent
 from aiden.messages import Failed, Summarize, Summarized, SummarizerInbox, SummarizerOutbox
 from aiden.policy import CompactionPlan
 from aiden.policy.tokens import cut_to_tokens, estimate_tokens
-from aiden.policy.trigger_state import (
+from aiden.policy.triggers import (
     ChunkResummarized,
     FellBack,
     MustKeepAdded,
@@ -31,12 +31,18 @@ from aiden.policy.trigger_state import (
     SummarizerFailed,
     TriggerEvent,
 )
-from aiden.storage.chunks import ChunkEntry, ChunkIndex, chunk_id_for
+from aiden.storage.chunks import (
+    ChunkEntry,
+    ChunkIndex,
+    advance_index,
+    cap_lines,
+    chunk_id_for,
+    raw_breadcrumb,
+)
 from aiden.storage.protocol import SessionStore
-from aiden.storage.summary_md import advance_index, cap_lines, raw_breadcrumb
 from aiden.summarizers.extractive import rolling_fold
-from aiden.summarizers.extractive.mustkeep_job import with_must_keep
 from aiden.summarizers.mustkeep import appended_count
+from aiden.summarizers.mustkeep.check import with_must_keep
 from aiden.summarizers.protocol import Purpose, SummaryRequest, SummaryResult
 
 __all__ = ["SPLIT_TURN_SEPARATOR", "ChunkSummaries", "StagedChunk"]

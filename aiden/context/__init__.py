@@ -4,13 +4,11 @@ Seed 003 separates four mechanisms that are all loosely called "compression";
 this package holds the two that act per call, both on a *copy* of the hot
 window that is never persisted, and the prompt assembly they feed:
 
-* :mod:`aiden.context.replay`: session replay trimming (how many hot-window
-  events a call replays);
-* :mod:`aiden.context.governance`: runner context governance (acted-on tool
-  results replaced by :mod:`aiden.context.stubs`);
+* :mod:`aiden.context.governance`: session replay trimming (how many
+  hot-window events a call replays) and runner context governance (acted-on
+  tool results replaced by stubs), over the turn structure both read;
 * :mod:`aiden.context.prompt`: system layers and hot window as native chat
-  messages; :mod:`aiden.context.body` renders the hot window per call from
-  what the last call settled;
+  messages, the hot window rendered per call from what the last call settled;
 * :mod:`aiden.context.summary_fit`: the summary layer (summary.md) cut to its
   share of the window by priority, for one prompt;
 * :mod:`aiden.context.usage`: provider usage and prompt-cache telemetry.
@@ -20,18 +18,25 @@ Consolidation (chunk summaries) and long-term memory are elsewhere.
 
 from __future__ import annotations
 
-from aiden.context.body import Governance, IncrementalBody
-from aiden.context.governance import DEFAULT_MIN_SAVINGS_TOKENS, govern_events
+from aiden.context.governance import (
+    DEFAULT_MIN_SAVINGS_TOKENS,
+    STUB_PREFIX,
+    Governance,
+    govern_events,
+    is_pinned,
+    render_stub,
+    stub_seq,
+    trim_replay,
+)
 from aiden.context.prompt import (
     MISSING_RESULT,
+    IncrementalBody,
     PromptBuild,
     PromptLayers,
     build_messages,
     events_to_messages,
     validate_chat_sequence,
 )
-from aiden.context.replay import trim_replay
-from aiden.context.stubs import STUB_PREFIX, render_stub, stub_seq
 from aiden.context.summary_fit import (
     OMITTED_NOTE_PREFIX,
     SummaryFit,
@@ -39,7 +44,6 @@ from aiden.context.summary_fit import (
     fit_summary_layer,
     summary_items,
 )
-from aiden.context.turns import is_pinned
 from aiden.context.usage import (
     CacheShareTelemetry,
     CompactionCacheShare,

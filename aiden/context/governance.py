@@ -1,13 +1,33 @@
-"""Runner context governance (pure): which tool results one model call replays as stubs.
+"""Per-call context governance (pure): which hot-window events one model call replays, and which as stubs.
 
-:func:`govern_events` works on a *copy* of the hot window right before
-:func:`aiden.context.prompt.build_messages` and nothing it does is persisted.
-It replaces the content of tool results the agent has already acted on by a
-short stub (:func:`aiden.context.stubs.render_stub`: tool name and arguments,
-original size, head/tail excerpt, and the ``seq`` under which the verbatim
-output stays stored). Seed 001: raw tool output is "almost always compactable"
-once acted on, and compacting it *before* the action that consumes it is a
-pitfall, so results not yet acted on are never stubbed.
+Both mechanisms work on a *copy* of the hot window right before
+:func:`aiden.context.prompt.build_messages`; nothing they do is persisted.
+
+**Replay trimming.** :func:`trim_replay` bounds how many hot-window events one
+call replays. The cut is made only where the hot window may legally open
+(:func:`aiden.policy.cutpoints.legal_cut_points`: never on a tool result,
+never between a call and its result) and always keeps the root user input,
+the current turn's user input and the events ``keep`` selects (sticky pins,
+:func:`is_pinned`), with their call/result groups.
+
+**Turn structure.** Both read the same structure: turn starts, model steps,
+tool results and pins (:func:`is_turn_start`, :func:`is_step`,
+:func:`is_tool_result`, :func:`is_pinned`). Synthetic events (recorded by
+aiden itself, not by the agent) never open a turn, form a step or count as a
+tool result, so repairs aiden made cannot move where either cuts.
+
+**Stubs.** A stub (:func:`render_stub`) is the short text that stands in for
+a trimmed tool result in one prompt: it names the tool and its arguments, the
+original size, a head/tail excerpt, and the ``seq`` under which the verbatim
+output stays stored, so the agent can re-run the tool or recall it. Stubs are
+deterministic: the same event always renders the same stub, so a stubbed
+prefix stays cacheable.
+
+**Tool-result governance.** :func:`govern_events` replaces the content of tool
+results the agent has already acted on by a stub. Seed 001: raw tool output
+is "almost always compactable" once acted on, and compacting it *before* the
+action that consumes it is a pitfall, so results not yet acted on are never
+stubbed.
 
 Which results are stubbed. Turns start at (non-synthetic) user inputs; the
 *current turn* runs from the last user input to the end (the whole list when
@@ -42,23 +62,222 @@ its end: ``benchmarks/bench_governance.py`` reports both effects.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
 import msgspec
 
-from aiden.context.stubs import DEFAULT_HEAD_CHARS, DEFAULT_TAIL_CHARS, render_stub, stub_seq
-from aiden.context.turns import is_step, is_tool_result, is_turn_start
 from aiden.events import SessionEvent
-from aiden.policy.cutpoints import call_of_results
+from aiden.policy.cutpoints import call_of_results, legal_cut_points
 from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
-__all__ = ["DEFAULT_MIN_SAVINGS_TOKENS", "GovernedEvents", "govern_events"]
+__all__ = [
+    "DEFAULT_HEAD_CHARS",
+    "DEFAULT_MIN_SAVINGS_TOKENS",
+    "DEFAULT_TAIL_CHARS",
+    "STUB_PREFIX",
+    "Estimate",
+    "Governance",
+    "GovernedEvents",
+    "govern_events",
+    "is_pinned",
+    "is_step",
+    "is_tool_result",
+    "is_turn_start",
+    "render_stub",
+    "stub_seq",
+    "trim_replay",
+]
 
 Estimate = Callable[[str], int]
+"""A token estimator: text in, estimated tokens out (default :func:`~aiden.policy.tokens.estimate_tokens`)."""
 
+
+# --- turn structure ---------------------------------------------------------------
+_STEP_TYPES: Final = frozenset({"assistant_output", "role_output", "tool_call"})
+
+
+def is_pinned(event: SessionEvent) -> bool:
+    """True for a sticky-pinned event (seed 001); the default ``keep`` of :func:`trim_replay`."""
+    return event.pinned is not None
+
+
+def is_tool_result(event: SessionEvent) -> bool:
+    """True for a tool result the agent recorded."""
+    return event.type == "tool_result" and not event.synthetic
+
+
+def is_step(event: SessionEvent) -> bool:
+    """True for part of a model response: an assistant or role output, or a tool call."""
+    return event.type in _STEP_TYPES and not event.synthetic
+
+
+def is_turn_start(event: SessionEvent) -> bool:
+    """True for a user input, which opens a turn."""
+    return event.type == "user_input" and not event.synthetic
+
+
+# --- replay trimming --------------------------------------------------------------
+def trim_replay(
+    events: Sequence[SessionEvent],
+    *,
+    max_messages: int,
+    keep: Callable[[SessionEvent], bool] = is_pinned,
+    cut_quantum: int | None = None,
+) -> list[SessionEvent]:
+    """At most ``max_messages`` of the hot-window ``events`` for one call when a legal cut allows it.
+
+    ``0`` means no bound. Otherwise the replayed list is the *kept* events
+    before the cut followed by every event from the cut on, in input order.
+    Kept are: the root user input (the first one), the current turn's user
+    input (the last one), and every event ``keep`` selects, each with its
+    whole call/results group. The cut is the least aggressive legal cut point
+    (:func:`~aiden.policy.cutpoints.legal_cut_points`: never on a tool
+    result, system event or screen context, never between a tool call and its
+    result) that meets the bound, moved on in jumps (below); when none meets
+    it, the most aggressive legal cut. Without any legal cut the events are
+    returned unchanged.
+
+    Prompt cache: a cut that moved with every new event would change the
+    replayed prefix on every call. The cut therefore moves in jumps: the
+    least aggressive cut meeting the bound is rounded up to the first legal
+    cut at or after the next multiple of ``cut_quantum`` events (default
+    ``max_messages // 4``; ``1`` disables it), so the replayed list holds
+    between about ``max_messages - cut_quantum`` and ``max_messages`` events
+    and its start stays put for ``cut_quantum`` appended events.
+
+    The bound counts events; a tool call merges into the assistant message
+    before it, so the chat message count is at most this.
+    """
+    if max_messages < 0:
+        raise ValueError(f"max_messages must be >= 0, got {max_messages}")
+    if cut_quantum is not None and cut_quantum < 1:
+        raise ValueError(f"cut_quantum must be >= 1, got {cut_quantum}")
+    n = len(events)
+    if max_messages == 0 or n <= max_messages:
+        return list(events)
+    call_of = call_of_results(events)
+    group = [call if call >= 0 else i for i, call in enumerate(call_of)]
+    starts = [i for i, e in enumerate(events) if is_turn_start(e)]
+    always = {starts[0], starts[-1]} if starts else set()
+    kept_groups = {group[i] for i in range(n) if i in always or keep(events[i])}
+    kept = [group[i] in kept_groups for i in range(n)]
+    cuts = legal_cut_points(events)
+    if not cuts:
+        return list(events)
+    kept_before = [0] * (n + 1)
+    for i in range(n):
+        kept_before[i + 1] = kept_before[i] + kept[i]
+    # The replayed count kept_before[c] + (n - c) never grows with c.
+    chosen = next((c for c in cuts if kept_before[c] + n - c <= max_messages), None)
+    if chosen is None:
+        chosen = cuts[-1]
+    else:
+        quantum = cut_quantum if cut_quantum is not None else max(1, max_messages // 4)
+        aligned = -(-chosen // quantum) * quantum
+        chosen = next((c for c in cuts if c >= aligned), chosen)
+    return [e for i, e in enumerate(events) if i >= chosen or kept[i]]
+
+
+# --- stubs ------------------------------------------------------------------------
+STUB_PREFIX: Final = "[tool output trimmed, seq "
+"""Every stub starts with this text followed by the seq of the stored original."""
+
+DEFAULT_HEAD_CHARS: Final = 400
+"""Characters of the original output's beginning a stub shows (snapped to a line end)."""
+
+DEFAULT_TAIL_CHARS: Final = 200
+"""Characters of the original output's end a stub shows (snapped to a line start)."""
+
+_ELISION: Final = "\n[...]\n"
+_STUB_SEQ: Final = re.compile(re.escape(STUB_PREFIX) + r"(\d+):")
+_MAX_ARG_VALUE_CHARS: Final = 80
+_MAX_ARGS_CHARS: Final = 200
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."
+
+
+def _render_args(tool_args: str | None) -> str:
+    if not tool_args:
+        return ""
+    try:
+        parsed = json.loads(tool_args)
+    except ValueError:
+        return _clip(" ".join(tool_args.split()), _MAX_ARGS_CHARS)
+    if isinstance(parsed, dict):
+        parts = [
+            f"{key}={_clip(json.dumps(value, ensure_ascii=False), _MAX_ARG_VALUE_CHARS)}"
+            for key, value in parsed.items()
+        ]
+        return _clip(", ".join(parts), _MAX_ARGS_CHARS)
+    return _clip(json.dumps(parsed, ensure_ascii=False), _MAX_ARGS_CHARS)
+
+
+def _excerpt(text: str, head_chars: int, tail_chars: int) -> str:
+    """Head and tail of ``text``, cut at line ends when one is close, joined by an elision mark."""
+    if len(text) <= head_chars + tail_chars + len(_ELISION):
+        return text
+    head = text[:head_chars]
+    cut = head.rfind("\n")
+    if cut >= head_chars // 2:
+        head = head[:cut]
+    tail = text[len(text) - tail_chars :] if tail_chars > 0 else ""
+    cut = tail.find("\n")
+    if 0 <= cut < tail_chars // 2:
+        tail = tail[cut + 1 :]
+    if not head and not tail:
+        return ""
+    return "\n".join(part for part in (head, "[...]", tail) if part)
+
+
+def render_stub(
+    result: SessionEvent,
+    call: SessionEvent | None,
+    *,
+    tokens: int,
+    head_chars: int = DEFAULT_HEAD_CHARS,
+    tail_chars: int = DEFAULT_TAIL_CHARS,
+) -> str:
+    """The prompt text that stands in for ``result`` (a stored tool result) once it is trimmed.
+
+    ``call`` is the tool call it answers (its name and arguments are shown),
+    ``tokens`` the original content's estimated size. Deterministic: the same
+    event always gives the same stub, so a stubbed prefix stays cacheable.
+    """
+    name = result.tool_name or (call.tool_name if call is not None else None) or "tool"
+    args = _render_args(call.tool_args if call is not None else None)
+    content = result.content
+    header = (
+        f"{STUB_PREFIX}{result.seq}: {name}({args}) returned {len(content):,} chars"
+        f" ~{tokens:,} tokens. Re-run the tool, or call recall_session_chunks with"
+        f" seqs=[{result.seq}], to see it in full.]"
+    )
+    excerpt = _excerpt(content, max(0, head_chars), max(0, tail_chars))
+    return f"{header}\n{excerpt}" if excerpt else header
+
+
+def stub_seq(content: str) -> int | None:
+    """The seq a stub made by :func:`render_stub` names; None when ``content`` is not a stub."""
+    match = _STUB_SEQ.match(content)
+    return int(match.group(1)) if match else None
+
+
+# --- tool-result governance --------------------------------------------------------
 DEFAULT_MIN_SAVINGS_TOKENS: Final = 64
 """A result is only stubbed when the stub is at least this many estimated tokens smaller."""
+
+
+class Governance(msgspec.Struct, frozen=True, kw_only=True):
+    """The parameters of :func:`govern_events` for one call."""
+
+    keep_turns: int
+    max_tool_tokens: int
+    keep_steps: int = 0
+    oversized_tokens: int | None = None
 
 
 class GovernedEvents(msgspec.Struct, frozen=True, kw_only=True):

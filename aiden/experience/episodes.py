@@ -3,7 +3,7 @@
 An :class:`EpisodeRecorder` is started at run begin; it numbers every event
 (``seq`` from 1, gap-free within the episode), scrubs screenshot payloads
 out of contents as every persistence boundary does, redacts credentials
-(:func:`~aiden.policy.secrets.redact_secrets`: a lesson outlives its
+(:func:`~aiden.policy.scrub.redact_secrets`: a lesson outlives its
 session and is copied into later runs), remembers the record ids
 ``recall_experience`` returned during the run, and :meth:`~EpisodeRecorder.finish`
 freezes it into an :class:`Episode` for the store. Success and failure are
@@ -18,8 +18,8 @@ import msgspec
 
 from aiden.errors import InvalidEventError
 from aiden.events import Seq, SessionEvent, validate_id
-from aiden.policy.scrub import strip_screenshot_data
-from aiden.policy.secrets import redact_secrets
+from aiden.lifecycle import Outcome
+from aiden.policy.scrub import redact_secrets, strip_screenshot_data
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -29,11 +29,9 @@ __all__ = [
     "EpisodeEvent",
     "EpisodeEventType",
     "EpisodeRecorder",
-    "Outcome",
 ]
 
 EpisodeEventType = Literal["tool_call", "tool_result", "user_correction", "observation", "assistant_output"]
-Outcome = Literal["success", "failure", "unknown"]
 MAX_EVENT_CHARS: Final = 16_000
 """A content longer than this is cut (tool outputs can be huge; the lesson needs the start)."""
 MAX_ANSWER_CHARS: Final = 1_000

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from anyio.abc import TaskGroup
 
@@ -21,9 +21,8 @@ from aiden.experience.service import ExperienceService, learner_for, select_expe
 from aiden.experience.tracker import EpisodeTracker
 from aiden.extension import Extension, MemoryParts, in_background
 from aiden.longterm.autocompact import run_autocompact
-
-if TYPE_CHECKING:
-    from aiden.memory import Memory
+from aiden.memory_core import CoreMemory
+from aiden.memory_experience import ExperienceMethods
 
 __all__ = ["ExperienceExtension"]
 
@@ -59,7 +58,7 @@ class ExperienceExtension(Extension):
     def idle(self) -> bool:
         return True  # a learning pass in flight is a request its caller waits for
 
-    async def start(self, tg: TaskGroup, memory: Memory) -> None:
+    async def start(self, tg: TaskGroup, memory: CoreMemory) -> None:
         p = self._parts
         self._actor = actor = ExperienceActor(
             ExperienceService(
@@ -80,7 +79,8 @@ class ExperienceExtension(Extension):
         if actor is not None:
             actor.close_streams()
 
-    async def closing(self, memory: Memory) -> None:
-        if memory.episode_id is not None:
+    async def closing(self, memory: CoreMemory) -> None:
+        # A memory made without experience's methods (the core alone) records no episode.
+        if isinstance(memory, ExperienceMethods) and memory.episode_id is not None:
             # A run the caller never committed still taught something: keep its trace.
             await memory.commit_episode("unknown", "memory closed during the run")

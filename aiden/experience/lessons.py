@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 
 import msgspec
 
-from aiden.experience.episodes import Episode, Outcome
+from aiden.experience.episodes import Episode
 from aiden.experience.records import MAX_EVIDENCE, MAX_TASKS, EnvironmentProfile, Evidence, ExperienceRecord
+from aiden.lifecycle import Outcome
 
 __all__ = ["LessonGroup", "Lessons", "confirmed", "merge", "rephrased"]
 

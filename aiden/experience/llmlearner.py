@@ -30,9 +30,7 @@ import msgspec
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerTimeout, SummarizerUnavailable
 from aiden.experience.learner import LessonGroup
 from aiden.experience.messages import LearnerStats
-from aiden.summarizers.llm.breaker import Breaker
-from aiden.summarizers.llm.handle import _import_litellm
-from aiden.summarizers.llm.loop import _loop_thread
+from aiden.summarizers.llm.client import Breaker, _import_litellm, _loop_thread
 from aiden.summarizers.llm.repair import load_mapping
 
 __all__ = ["LLMLearner", "Phrasing", "build_messages", "parse_phrasing"]

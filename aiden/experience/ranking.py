@@ -2,8 +2,8 @@
 
 BM25 over the rows' terms; with an embedder, fused with the rows' vector
 similarity to the query by reciprocal rank — the chunk recall's fusion
-(:func:`~aiden.recall.fusion.reciprocal_rank_fusion`) with its parameters: k
-60, equal weights, at most :data:`~aiden.recall.fusion.META_ROWS` nearest
+(:func:`~aiden.recall.search.reciprocal_rank_fusion`) with its parameters: k
+60, equal weights, at most :data:`~aiden.recall.search.META_ROWS` nearest
 rows. Then each task's working step is put before its failures.
 """
 
@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from aiden.experience.records import RecordRow
-from aiden.recall.fusion import META_ROWS, reciprocal_rank_fusion
+from aiden.recall.search import META_ROWS, reciprocal_rank_fusion
 
 __all__ = ["bm25", "nearest", "rank"]
 

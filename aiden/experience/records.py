@@ -29,7 +29,7 @@ import msgspec
 
 from aiden.errors import CorruptionError, InvalidIdError
 from aiden.events import Seq, validate_id
-from aiden.recall.stopwords import STOPWORDS
+from aiden.recall.query import STOPWORDS
 from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
 
 __all__ = [

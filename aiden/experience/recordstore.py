@@ -48,7 +48,7 @@ from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import PROFILES_DIR_NAME, Layout
 from aiden.storage.locks import SessionLock
-from aiden.storage.staletemps import remove_stale_temps, subdirs
+from aiden.storage.recovery import remove_stale_temps, subdirs
 
 __all__ = ["RecordStore", "best_records", "embed_quietly", "merged_profile", "save_vectors_quietly"]
 

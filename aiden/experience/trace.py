@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aiden.experience.episodes import Episode, EpisodeEvent, Outcome
+from aiden.experience.episodes import Episode, EpisodeEvent
+from aiden.lifecycle import Outcome
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL, reported_failure
 
 __all__ = [

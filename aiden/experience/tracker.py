@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from typing import Final
 
 from aiden.events import SessionEvent
-from aiden.experience.episodes import Episode, EpisodeRecorder, Outcome
+from aiden.experience.episodes import Episode, EpisodeRecorder
 from aiden.experience.learner import result_failed
+from aiden.lifecycle import Outcome
 
 __all__ = ["MEMORY_TOOLS", "EpisodeTracker", "new_episode_id"]
 

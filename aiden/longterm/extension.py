@@ -8,7 +8,7 @@ it, a session summary when a session ends) and ``Memory`` reaches it through :cl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from anyio.abc import TaskGroup
 
@@ -19,10 +19,8 @@ from aiden.extension import Extension, MemoryParts, in_background
 from aiden.longterm.messages import LongTermInbox, LongTermLayer, LongTermOutbox
 from aiden.longterm.port import LongTermPort
 from aiden.longterm.service import LongTermServices, select_long_term
+from aiden.memory_core import CoreMemory
 from aiden.storage.chunks import ChunkEntry
-
-if TYPE_CHECKING:
-    from aiden.memory import Memory
 
 __all__ = ["LongTermExtension"]
 
@@ -56,7 +54,7 @@ class LongTermExtension(Extension):
     def idle(self) -> bool:
         return self._actor is None or self._actor.idle
 
-    async def start(self, tg: TaskGroup, memory: Memory) -> None:
+    async def start(self, tg: TaskGroup, memory: CoreMemory) -> None:
         p = self._parts
         self._actor = actor = LongTermActor(
             LongTermServices(p.layout, p.storage, p.config, p.summarize, backend_factory=self._backend),

@@ -71,7 +71,7 @@ async def run_mcp(
     config: Config | None = None,
 ) -> None:
     """Open every root of ``tenants`` (:func:`parse_tenants`) and serve them until the client (stdio) or a signal (HTTP) ends it."""
-    from aiden.runtime import open_memory
+    from aiden.memory import open_memory
 
     if not http and list(tenants) != [""]:
         raise ValueError("stdio serves one memory: give one ROOT (use --http for several tenants)")

@@ -1,16 +1,18 @@
 """Compaction policy: pure, synchronous decisions with no I/O, clock or event loop.
 
-* :mod:`~aiden.policy.tokens`: token estimates without a tokenizer;
-* :mod:`~aiden.policy.tokenprofiles`: the estimate's coefficients per
-  tokenizer family and which model uses which;
-* :mod:`~aiden.policy.calibration`: the run-time correction of estimates from
-  provider-reported prompt sizes;
-* :mod:`~aiden.policy.triggers`: when to compact;
-* :mod:`~aiden.policy.cutpoints`: where to cut the hot window (the plan, split
-  turns, skip reasons), built on :mod:`~aiden.policy.boundaries` (which events
-  may open the hot window) and :mod:`~aiden.policy.cutsearch` (the token, count
-  and progress paths, root input pinning, sticky pins, leading context);
-* :mod:`~aiden.policy.scrub`: dropping screenshot payloads before persistence.
+* :mod:`~aiden.policy.tokens`: token estimates without a tokenizer, the
+  estimate's coefficients per tokenizer family (which model uses which) and
+  their run-time calibration from provider-reported prompt sizes;
+* :mod:`~aiden.policy.triggers`: when to compact, and the maintenance
+  scheduler's trigger state the question is asked with;
+* :mod:`~aiden.policy.cutpoints`: where to cut the hot window (which events
+  may open it, the token, count and progress paths, root input pinning,
+  sticky pins, leading context, the plan, split turns, skip reasons);
+* :mod:`~aiden.policy.summary_md`: summary.md's text, rendered from the chunk index;
+* :mod:`~aiden.policy.summarizer_deadline`: the summarizer call's deadline;
+* :mod:`~aiden.policy.toolresult`: what a tool result says about its success;
+* :mod:`~aiden.policy.scrub`: dropping screenshot payloads before persistence,
+  redacting credentials from lessons and masking DSN passwords.
 
 Time, configuration and model data come in as arguments, so every function
 here is deterministic and safe to call from any thread or task.
@@ -18,23 +20,32 @@ here is deterministic and safe to call from any thread or task.
 
 from __future__ import annotations
 
-from aiden.policy.boundaries import CutClass, classify, is_leading_context, legal_cut_points
-from aiden.policy.calibration import TokenCalibration, apply_calibration, calibrate
 from aiden.policy.cutpoints import (
     CompactionPlan,
+    CutClass,
     CutMeta,
     SkipCompaction,
+    classify,
+    is_leading_context,
+    legal_cut_points,
     plan_compaction,
     prompt_after_compaction_tokens,
 )
 from aiden.policy.scrub import IMAGE_KEYS, scrub_text, strip_screenshot_data
-from aiden.policy.tokenprofiles import CL100K, DEFAULT_PROFILE, O200K, TokenProfile, profile_for_model
 from aiden.policy.tokens import (
+    CL100K,
+    DEFAULT_PROFILE,
     MESSAGE_OVERHEAD_TOKENS,
+    O200K,
     TextFeatures,
+    TokenCalibration,
+    TokenProfile,
+    apply_calibration,
+    calibrate,
     estimate_event_tokens,
     estimate_tokens,
     event_tokens,
+    profile_for_model,
     text_features,
 )
 from aiden.policy.triggers import (

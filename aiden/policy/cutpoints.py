@@ -49,11 +49,15 @@ Rules, in the order they apply:
    ``backlog_left``: a backlog drains over several passes, each with bounded
    work, and the caller schedules the next one.
 
-Rule 1 (cut classes, legal cuts) lives in :mod:`~aiden.policy.boundaries`,
-the search of rules 2-5 and 7 in :mod:`~aiden.policy.cutsearch`; this module
-holds the plan types, the order the paths are tried in, the split turn (rule
-6) and the skip reasons. The names of :mod:`~aiden.policy.boundaries` are
-re-exported here for the callers that import them from this module.
+This module holds, in that order: the cut classes and legal cuts (rule 1:
+:func:`classify`, :func:`legal_cut_points`); the search of one planning pass
+(rules 2-5, 7 and 8: :class:`PlanningWindow` holds the per-event arrays of the
+pass — legality, leading context, root input and sticky pins, token prefix
+sums — and :func:`token_cut`, :func:`count_cut`, :func:`progress_cut` and
+:func:`backlog_cut` are the paths; a cut is a pair ``(cut, effective)``: the
+legal cut and the same cut pulled back over the leading context right before
+it); and the plan itself: its types, the order the paths are tried in, the
+split turn (rule 6) and the skip reasons.
 
 Everything is O(len(events)), pure and deterministic.
 """
@@ -61,34 +65,292 @@ Everything is O(len(events)), pure and deterministic.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
 from aiden.config import Config
-from aiden.events import SessionEvent
-from aiden.policy.boundaries import (
-    CutClass,
-    call_of_results,
-    classify,
-    is_leading_context,
-    legal_cut_points,
-)
-from aiden.policy.cutsearch import PlanningWindow, backlog_cut, count_cut, progress_cut, token_cut
+from aiden.events import EVENT_TYPES, SessionEvent
 from aiden.policy.tokens import event_tokens
 
 __all__ = [
-    "call_of_results",
     "CompactionPlan",
     "CutClass",
     "CutMeta",
+    "PlanningWindow",
     "SkipCompaction",
+    "backlog_cut",
+    "call_of_results",
     "classify",
+    "count_cut",
     "is_leading_context",
     "legal_cut_points",
+    "legal_mask",
     "plan_compaction",
+    "progress_cut",
     "prompt_after_compaction_tokens",
+    "token_cut",
 ]
+
+
+# --- rule 1: cut classes and legal cut points ---------------------------------------
+
+CutClass = Literal["boundary", "split_allowed", "forbidden"]
+
+_TYPE_CLASS: Final[dict[str, CutClass]] = {
+    "user_input": "boundary",
+    "assistant_output": "split_allowed",
+    "role_output": "split_allowed",
+    "tool_call": "split_allowed",
+    "tool_result": "forbidden",
+    "system_event": "forbidden",
+    "screen_context": "forbidden",
+}
+_ROLE_CLASS: Final[dict[str, CutClass]] = {
+    "user": "boundary",
+    "assistant": "split_allowed",
+    "tool": "forbidden",
+    "system": "forbidden",
+}
+_CONTEXT_TYPES: Final = frozenset({"system_event", "screen_context"})
+
+
+def classify(event: SessionEvent) -> CutClass:
+    """The cut class of ``event``: by ``type``, falling back to ``role`` for an unknown type.
+
+    ``boundary`` (user input) opens a new turn; ``split_allowed`` (assistant,
+    role output, tool call) may open the hot window inside a turn;
+    ``forbidden`` (tool result, system event, screen context) must stay
+    attached to what precedes it. aiden's own ``synthetic`` events count as
+    system events. An unknown type with an unknown role is ``forbidden``.
+    """
+    if event.synthetic:
+        return "forbidden"
+    by_type = _TYPE_CLASS.get(event.type)
+    if by_type is not None:
+        return by_type
+    return _ROLE_CLASS.get(event.role or "", "forbidden")
+
+
+def is_leading_context(event: SessionEvent) -> bool:
+    """True for ambient context pulled into the hot window ahead of a cut.
+
+    ``system_event``, ``screen_context`` and ``synthetic`` events, and events
+    of an unknown type whose role is ``system``.
+    """
+    if event.synthetic or event.type in _CONTEXT_TYPES:
+        return True
+    return event.type not in EVENT_TYPES and event.role == "system"
+
+
+def _is_tool_call(event: SessionEvent) -> bool:
+    return event.type == "tool_call" and not event.synthetic
+
+
+def _is_tool_result(event: SessionEvent) -> bool:
+    if event.synthetic:
+        return False
+    return event.type == "tool_result" or (event.type not in EVENT_TYPES and event.role == "tool")
+
+
+def call_of_results(events: Sequence[SessionEvent]) -> list[int]:
+    """For each tool result, the index of the call it answers; -1 for none and for other events."""
+    call_of = [-1] * len(events)
+    by_id: dict[str, int] = {}
+    last_call = -1
+    for i, event in enumerate(events):
+        if _is_tool_call(event):
+            last_call = i
+            if event.tool_call_id is not None:
+                by_id[event.tool_call_id] = i
+        elif _is_tool_result(event):
+            call = by_id.get(event.tool_call_id, -1) if event.tool_call_id is not None else -1
+            # No (known) id: the nearest preceding call, which is what an
+            # adjacent call/result pair without ids means.
+            call_of[i] = call if call >= 0 else last_call
+    return call_of
+
+
+def legal_mask(events: Sequence[SessionEvent], call_of: Sequence[int]) -> list[bool]:
+    """Per index ``c``: whether the hot window may start at ``events[c]``.
+
+    ``call_of`` is :func:`call_of_results` of ``events``. Index 0 is never
+    legal (a cut there compacts nothing).
+    """
+    n = len(events)
+    # A cut c keeps events[c:]: it separates call q from its result r when
+    # q < c <= r. Mark those ranges with a difference array (linear time).
+    inside = [0] * (n + 1)
+    for result, call in enumerate(call_of):
+        if 0 <= call < result:
+            inside[call + 1] += 1
+            inside[result + 1] -= 1
+    legal = [False] * n
+    depth = 0
+    for c in range(n):
+        depth += inside[c]
+        legal[c] = c > 0 and depth == 0 and classify(events[c]) != "forbidden"
+    return legal
+
+
+def legal_cut_points(events: Sequence[SessionEvent]) -> list[int]:
+    """Indices ``c`` (``0 < c < len(events)``) where the hot window may start.
+
+    Before the leading-context pull-back of :func:`~aiden.policy.cutpoints.plan_compaction`.
+    """
+    legal = legal_mask(events, call_of_results(events))
+    return [c for c, ok in enumerate(legal) if ok]
+
+
+# --- the search of one planning pass (rules 2-5, 7, 8) ------------------------------
+
+
+class PlanningWindow:
+    """Per-event arrays of one planning pass (all linear to build)."""
+
+    def __init__(self, events: Sequence[SessionEvent], tokens: Sequence[int], max_pins: int) -> None:
+        n = len(events)
+        self.events = events
+        self.n = n
+        call_of = call_of_results(events)
+        self.legal = legal_mask(events, call_of)
+        self.context = [is_leading_context(e) for e in events]
+        self.root = next((i for i, e in enumerate(events) if classify(e) == "boundary"), -1)
+        # Sticky pins keep their whole call/results group together, so a
+        # pinned call never leaves its result behind (or the reverse).
+        group = [call if call >= 0 else i for i, call in enumerate(call_of)]
+        pinned_groups: set[int] = set()
+        honoured = 0
+        for i in range(n - 1, -1, -1):
+            if honoured >= max_pins:
+                break
+            if events[i].pinned is not None:
+                pinned_groups.add(group[i])
+                honoured += 1
+        self.kept_mask = [group[i] in pinned_groups or i == self.root for i in range(n)]
+        # prefix[i]: tokens of events[:i]; kept_prefix[i]: of the kept ones;
+        # free[i]: how many of events[:i] are compactable (not kept).
+        self.prefix = [0] * (n + 1)
+        self.kept_prefix = [0] * (n + 1)
+        self.free = [0] * (n + 1)
+        for i in range(n):
+            kept = self.kept_mask[i]
+            self.prefix[i + 1] = self.prefix[i] + tokens[i]
+            self.kept_prefix[i + 1] = self.kept_prefix[i] + (tokens[i] if kept else 0)
+            self.free[i + 1] = self.free[i] + (0 if kept else 1)
+        self.total = self.prefix[n]
+
+    def pull_back(self, cut: int) -> int:
+        """``cut`` moved back over the leading context events right before it."""
+        while cut > 0 and self.context[cut - 1]:
+            cut -= 1
+        return cut
+
+    def useful(self, cut: int) -> bool:
+        """Whether a (pulled-back) cut leaves at least one event to compact."""
+        return self.free[cut] > 0
+
+    def compacted_tokens(self, cut: int) -> int:
+        """Tokens a (pulled-back) cut compacts: the events before it that are not kept."""
+        return self.prefix[cut] - self.kept_prefix[cut]
+
+    def kept_tokens(self, cut: int) -> int:
+        """Tokens of the hot window a (pulled-back) cut leaves: kept events + the suffix."""
+        return self.kept_prefix[cut] + self.total - self.prefix[cut]
+
+    def first_useful_from(self, index: int) -> tuple[int, int] | None:
+        """The first legal cut at or after ``index`` that is useful: (cut, pulled-back cut)."""
+        for cut in range(max(index, 1), self.n):
+            if self.legal[cut]:
+                effective = self.pull_back(cut)
+                if self.useful(effective):
+                    return cut, effective
+        return None
+
+    def last_legal_at_or_before(self, index: int) -> int | None:
+        """The last legal cut at or before ``index``; None when there is none."""
+        for cut in range(min(index, self.n - 1), 0, -1):
+            if self.legal[cut]:
+                return cut
+        return None
+
+
+def token_cut(
+    window: PlanningWindow, keep_recent_tokens: int, tokens: Sequence[int]
+) -> tuple[int, int] | None:
+    """The token path: the first useful cut at or after the point keeping ``keep_recent_tokens``.
+
+    None when everything fits in ``keep_recent_tokens`` or no useful cut follows.
+    """
+    if window.total <= keep_recent_tokens:
+        return None
+    accumulated = 0
+    index = window.n - 1
+    while index > 0:
+        accumulated += tokens[index]
+        if accumulated >= keep_recent_tokens:
+            break
+        index -= 1
+    return window.first_useful_from(index)
+
+
+def count_cut(window: PlanningWindow, hot_window_events: int) -> tuple[int, int] | None:
+    """The count path: snap to the last legal cut keeping ``hot_window_events``, then to a useful one.
+
+    None when the window holds no more than ``hot_window_events`` events or no cut qualifies.
+    """
+    target = window.n - hot_window_events
+    if target < 1:
+        return None
+    cut = window.last_legal_at_or_before(target)
+    if cut is None:
+        return None
+    return window.first_useful_from(cut)
+
+
+def progress_cut(
+    window: PlanningWindow, start: tuple[int, int] | None, target_tokens: int
+) -> tuple[tuple[int, int], bool]:
+    """The least aggressive useful cut from ``start`` on whose hot window is below target.
+
+    Falls back to the most aggressive useful cut (the smallest reachable hot
+    window) with ``False`` when no cut gets under the target.
+    """
+    first = start[0] if start is not None else 1
+    latest: tuple[int, int] | None = start
+    for cut in range(first, window.n):
+        if not window.legal[cut]:
+            continue
+        effective = window.pull_back(cut)
+        if not window.useful(effective):
+            continue
+        if window.kept_tokens(effective) < target_tokens:
+            return (cut, effective), True
+        latest = (cut, effective)
+    assert latest is not None  # the caller checked that a useful cut exists
+    return latest, False
+
+
+def backlog_cut(window: PlanningWindow, max_events: int, max_tokens: int) -> tuple[int, int] | None:
+    """Rule 8: the last useful legal cut compacting at most ``max_events`` events and ``max_tokens``
+    tokens; None when there is none.
+
+    ``free`` and the compacted tokens are non-decreasing, so the cuts at or before the first index
+    past either cap are exactly the ones within both.
+    """
+    limit = next(
+        (i for i in range(window.n + 1) if window.free[i] > max_events or window.compacted_tokens(i) > max_tokens),
+        window.n,
+    )
+    cut = window.last_legal_at_or_before(limit - 1)
+    if cut is None:
+        return None
+    # Pulling back only shrinks what is compacted; an earlier cut would compact even less.
+    effective = window.pull_back(cut)
+    return (cut, effective) if window.useful(effective) else None
+
+
+# --- the plan ------------------------------------------------------------------
 
 
 class CutMeta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

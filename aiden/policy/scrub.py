@@ -1,4 +1,6 @@
-"""Screenshot data scrubbing (seed 000): drop base64 image payloads before persistence.
+"""What aiden keeps or shows without its payload: screenshot data, credentials in lessons, DSN passwords.
+
+**Screenshot data** (seed 000): drop base64 image payloads before persistence.
 
 Screenshot tool results carry base64 images. Stored verbatim they inflate the
 hot window's token estimate (several KB of ASCII per image) and the chunks,
@@ -20,6 +22,20 @@ Only long payloads are touched (at least 128 base64 characters): normal
 text, hashes, ids and short strings are never changed. The scrubber is
 idempotent and returns the very same event object when nothing changed, so
 every persistence boundary can call it unconditionally.
+
+**Credentials in what aiden distills and keeps for long** (experience episodes
+and records). The session log keeps what the agent saw, verbatim (the user's
+data, the user's disk). A lesson is different: it is copied into later runs'
+context by ``recall_experience``, possibly months later, so a token that
+appeared in a command line or a tool output must not travel with it.
+:func:`redact_secrets` replaces the secret part of well-known credential
+shapes with ``[redacted]`` and leaves the rest of the text (the command, the
+flag, the variable name) as it was, so the lesson still reads.
+
+**Passwords in connection strings** before they reach an error message or a
+log: :func:`mask`. It lives here, not in :mod:`aiden.storage.postgres`, so that
+code which runs without psycopg installed (store selection, its error
+messages) masks the same way.
 """
 
 from __future__ import annotations
@@ -32,7 +48,7 @@ import msgspec
 
 from aiden.events import SessionEvent
 
-__all__ = ["IMAGE_KEYS", "scrub_text", "strip_screenshot_data"]
+__all__ = ["IMAGE_KEYS", "REDACTED", "mask", "redact_secrets", "scrub_text", "strip_screenshot_data"]
 
 _MIN_PAYLOAD: Final = 128
 """Shortest base64 payload treated as image data (a 1x1 PNG is ~90 characters)."""
@@ -146,3 +162,70 @@ def strip_screenshot_data(event: SessionEvent) -> SessionEvent:
     if content is event.content and not meta_changed:
         return event
     return msgspec.structs.replace(event, content=content, meta=meta)
+
+
+# --- credentials in lessons ---------------------------------------------------------
+
+REDACTED: Final = "[redacted]"
+
+# Each pattern's group "secret" is what gets replaced; the rest stays for the reader.
+_PATTERNS: Final = tuple(
+    re.compile(p)
+    for p in (
+        # Provider keys with a recognizable prefix (OpenAI, Anthropic, GitHub, Slack, AWS, Google).
+        r"(?P<secret>\b(?:sk|rk|pk)-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,})",
+        r"(?P<secret>\bgh[pousr]_[A-Za-z0-9]{20,})",
+        r"(?P<secret>\bgithub_pat_[A-Za-z0-9_]{20,})",
+        r"(?P<secret>\bxox[abprs]-[A-Za-z0-9-]{10,})",
+        r"(?P<secret>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)",
+        r"(?P<secret>\bAIza[0-9A-Za-z_-]{30,})",
+        # Authorization headers.
+        r"(?i:\b(?:bearer|basic|token)\s+)(?P<secret>[A-Za-z0-9._~+/=-]{12,})",
+        # key=value / key: value for names that say they hold a secret.
+        r"(?i:\b(?P<name>[\w.-]*(?:password|passwd|secret|api[_-]?key|access[_-]?key|auth[_-]?token|token)[\w.-]*)"
+        r"\s*[=:]\s*)[\"']?(?P<secret>[^\s\"',;]{4,})",
+        # Credentials inside URLs: scheme://user:password@host.
+        r"(?i:\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)(?P<secret>[^\s@/]{3,})(?=@)",
+    )
+)
+_PRIVATE_KEY: Final = re.compile(
+    r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----.*?(?:-----END (?:[A-Z]+ )?PRIVATE KEY-----|\Z)", re.DOTALL
+)
+
+
+_NAMES_A_LOCATION: Final = re.compile(r"(?i)(?:file|path|dir)(?:[_.-]|$)")
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with the secret part of every credential shape replaced by ``[redacted]``.
+
+    Idempotent; returns ``text`` itself when nothing matched.
+    """
+    if not text:
+        return text
+    out = _PRIVATE_KEY.sub(f"-----{REDACTED} PRIVATE KEY-----", text)
+    for pattern in _PATTERNS:
+        out = pattern.sub(_keep_all_but_secret, out)
+    return out if out != text else text
+
+
+def _keep_all_but_secret(match: re.Match[str]) -> str:
+    whole, start, end = match.group(0), match.start("secret"), match.end("secret")
+    if match.group("secret") == REDACTED:
+        return whole
+    if "name" in match.re.groupindex and _NAMES_A_LOCATION.search(match.group("name")):
+        # TOKEN_FILE=/etc/x/token names where a secret is, not the secret: a lesson needs it verbatim.
+        return whole
+    base = match.start(0)
+    return whole[: start - base] + REDACTED + whole[end - base :]
+
+
+# --- passwords in connection strings -----------------------------------------------
+
+# ``password=...`` in libpq's keyword form or a URI query, and ``user:password@`` in a URI.
+_SECRET = re.compile(r"(password\s*=\s*)('[^']*'|\S+)|(://[^:/@\s]*:)[^@\s]*@", re.IGNORECASE)
+
+
+def mask(text: str) -> str:
+    """``text`` with every password of a DSN in it replaced by ``***``."""
+    return _SECRET.sub(lambda m: f"{m.group(1)}***" if m.group(1) else f"{m.group(3)}***@", text)

@@ -1,4 +1,4 @@
-"""Token estimates without a tokenizer.
+"""Token estimates without a tokenizer: the estimator, its per-tokenizer coefficients and their run-time correction.
 
 The hot window, the cut points and the prompt-size reset after a compaction all
 need token counts, many times per maintenance pass and for events that were
@@ -22,18 +22,28 @@ the ~800 most frequent CJK characters (those that are a single cl100k token),
 so ideographs are never costed at the chars/4 rate of Latin text, which is the
 intent of seed 000 ("never undercount Chinese").
 
-This module holds the estimator itself: the character statistics
-(:class:`TextFeatures`) and the estimates of texts and events. The
-coefficients that turn statistics into tokens for one tokenizer family live
-in :mod:`~aiden.policy.tokenprofiles` (fitted by
-``benchmarks/bench_policy.py --fit``), the run-time correction fed with the
-prompt sizes the provider reports in :mod:`~aiden.policy.calibration`; both
-are re-exported here for the callers that import them from this module.
-:func:`cut_to_tokens` cuts a text to a token budget with any estimator.
+The character statistics (:class:`TextFeatures`) become tokens through a
+:class:`TokenProfile`, the coefficients of one tokenizer family. Those of
+:data:`O200K` and :data:`CL100K` were fitted by ``benchmarks/bench_policy.py
+--fit`` on one corpus and are validated by the same script on different texts;
+the two tokenizers agree within ~2% on Latin text and code but cl100k needs
+35-55% more tokens for Chinese, which is why there are two profiles.
+:data:`DEFAULT_PROFILE` is the cl100k one: it never undercounts CJK (it
+overcounts o200k Chinese by up to half) and matches both tokenizers on
+everything else; :func:`profile_for_model` picks the right one for known
+OpenAI model names.
+
+The fitted coefficients leave a residual, model-specific bias (and a prompt
+carries parts the estimate never sees): :class:`TokenCalibration` removes it by
+learning ``reported / estimated`` from the prompt sizes the provider reports,
+and :class:`BudgetCalibration` adds the spread of that ratio for the prompt's
+budget check. :func:`cut_to_tokens` cuts a text to a token budget with any
+estimator.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -41,29 +51,101 @@ from typing import Final
 import msgspec
 
 from aiden.events import SessionEvent
-from aiden.policy.calibration import TokenCalibration, apply_calibration, calibrate
-from aiden.policy.tokenprofiles import CL100K, DEFAULT_PROFILE, O200K, TokenProfile, profile_for_model
 
 __all__ = [
     "CL100K",
     "DEFAULT_PROFILE",
     "MESSAGE_OVERHEAD_TOKENS",
     "O200K",
+    "BudgetCalibration",
     "TextFeatures",
     "TokenCalibration",
     "TokenProfile",
     "apply_calibration",
     "calibrate",
+    "checked_tokens",
     "cut_to_tokens",
     "estimate_event_tokens",
     "estimate_tokens",
     "event_tokens",
+    "observe",
     "profile_for_model",
     "text_features",
 ]
 
 MESSAGE_OVERHEAD_TOKENS: Final = 4
 """Tokens a chat message costs beyond its text (role and framing tokens)."""
+
+
+# --- token profiles -----------------------------------------------------------
+
+
+class TokenProfile(msgspec.Struct, frozen=True, kw_only=True):
+    """Coefficients turning :class:`~aiden.policy.tokens.TextFeatures` into tokens for one tokenizer family."""
+
+    name: str
+    pretoken: float
+    """Per pre-token (word, digit group, punctuation run, whitespace run)."""
+    long_word: float
+    """Per six ASCII letters of one letter run (rare long words split into several tokens)."""
+    punct_run: float
+    """Per three characters of one punctuation run (``"}]},`` is more than one token)."""
+    cjk_common: float
+    """Per frequent CJK character (single token in cl100k_base)."""
+    cjk_rare: float
+    """Per other CJK character (several byte-level tokens)."""
+    other_letter: float
+    """Per non-ASCII, non-CJK character of the Basic Multilingual Plane (accents, Cyrillic, ...)."""
+    astral: float
+    """Per character outside the Basic Multilingual Plane (emoji, rare ideographs)."""
+
+
+# Fitted by `python benchmarks/bench_policy.py --fit` (see the module docstring).
+O200K: Final = TokenProfile(
+    name="o200k",
+    pretoken=1.012,
+    long_word=0.186,
+    punct_run=0.314,
+    cjk_common=0.553,
+    cjk_rare=1.317,
+    other_letter=0.133,
+    astral=1.988,
+)
+"""o200k_base: gpt-4o, gpt-4.1, gpt-5, o-series."""
+
+CL100K: Final = TokenProfile(
+    name="cl100k",
+    pretoken=1.0,
+    long_word=0.306,
+    punct_run=0.269,
+    cjk_common=0.785,
+    cjk_rare=2.48,
+    other_letter=0.346,
+    astral=3.47,
+)
+"""cl100k_base: gpt-4, gpt-3.5, text-embedding-3; also the conservative default."""
+
+DEFAULT_PROFILE: Final = CL100K
+"""Used when the model's tokenizer family is unknown: never undercounts CJK text."""
+
+_O200K_MODELS: Final = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "gpt-oss")
+_O200K_PREFIXES: Final = ("o1", "o3", "o4")
+_CL100K_MODELS: Final = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")
+
+
+def profile_for_model(model: str | None) -> TokenProfile:
+    """The profile of a model name (``"gpt-4o"``, ``"openai/o3-mini"``).
+
+    Unknown models get :data:`DEFAULT_PROFILE`.
+    """
+    if not model:
+        return DEFAULT_PROFILE
+    name = model.rsplit("/", 1)[-1].lower()
+    if name.startswith(_O200K_PREFIXES) or any(m in name for m in _O200K_MODELS):
+        return O200K
+    if any(m in name for m in _CL100K_MODELS):
+        return CL100K
+    return DEFAULT_PROFILE
 
 
 # --- character classes --------------------------------------------------------
@@ -346,3 +428,87 @@ def _longest_prefix(text: str, ends: Sequence[int], room: int, estimate: Callabl
         else:
             hi = mid - 1
     return best
+
+
+# --- calibration from provider-reported prompt sizes ---------------------------------
+
+_MIN_FACTOR: Final = 0.5
+_MAX_FACTOR: Final = 2.0
+
+
+class TokenCalibration(msgspec.Struct, frozen=True):
+    """Per-model correction of the estimate, learned from provider-reported prompt sizes.
+
+    ``factor`` multiplies estimates; ``samples`` counts the observations folded in.
+    """
+
+    factor: float = 1.0
+    samples: int = 0
+
+
+def _clamp(value: float) -> float:
+    return min(_MAX_FACTOR, max(_MIN_FACTOR, value))
+
+
+def calibrate(
+    cal: TokenCalibration, *, estimated: int, reported: int, weight: float = 0.2
+) -> TokenCalibration:
+    """Fold one observation (our estimate vs. the provider's prompt tokens) into ``cal``.
+
+    An exponential moving average of ``reported / estimated`` with ``weight`` on
+    the new sample; the first sample replaces the neutral start value so one
+    observation already corrects a large bias. Ratios and the result are
+    clamped to [0.5, 2.0]: a prompt the estimate did not cover (system prompt,
+    tool schemas) must not teach a wild factor. Observations with a
+    non-positive side are ignored (``cal`` is returned unchanged).
+    """
+    if not 0.0 < weight <= 1.0:
+        raise ValueError(f"weight must be in (0, 1], got {weight!r}")
+    if estimated <= 0 or reported <= 0:
+        return cal
+    ratio = _clamp(reported / estimated)
+    factor = ratio if cal.samples == 0 else cal.factor + weight * (ratio - cal.factor)
+    return TokenCalibration(factor=_clamp(factor), samples=cal.samples + 1)
+
+
+def apply_calibration(tokens: int, cal: TokenCalibration) -> int:
+    """``tokens`` corrected by ``cal`` (rounded, never negative)."""
+    return max(0, round(tokens * cal.factor))
+
+
+class BudgetCalibration(msgspec.Struct, frozen=True):
+    """What the budget check learned from provider-reported prompt sizes: the bias and its spread.
+
+    ``factor`` is an average of ``reported / estimated`` and ``spread`` an
+    average of how far one observation falls from it (the estimate's error on
+    this content); :func:`checked_tokens` adds two spreads as the margin.
+    """
+
+    factor: float = 1.0
+    spread: float = 0.0
+    samples: int = 0
+
+
+def observe(
+    cal: BudgetCalibration, *, estimated: int, reported: int, weight: float = 0.2
+) -> BudgetCalibration:
+    """Fold one observation into ``cal`` (non-positive sides are ignored, ratios clamped to [0.5, 2])."""
+    if not 0.0 < weight <= 1.0:
+        raise ValueError(f"weight must be in (0, 1], got {weight!r}")
+    if estimated <= 0 or reported <= 0:
+        return cal
+    ratio = _clamp(reported / estimated)
+    if cal.samples == 0:
+        return BudgetCalibration(factor=ratio, spread=0.0, samples=1)
+    error = abs(ratio - cal.factor)
+    factor = _clamp(cal.factor + weight * (ratio - cal.factor))
+    # An error larger than the spread counts in full: one undercount is reason enough to widen it.
+    spread = error if error > cal.spread else cal.spread + weight * (error - cal.spread)
+    return BudgetCalibration(factor=factor, spread=spread, samples=cal.samples + 1)
+
+
+def checked_tokens(estimated: int, cal: BudgetCalibration) -> int:
+    """The size the budget check holds a prompt to: ``estimated`` corrected with its margin, never less."""
+    if cal.samples == 0:
+        return estimated
+    return max(estimated, math.ceil(estimated * (cal.factor + 2 * cal.spread)))

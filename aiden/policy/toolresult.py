@@ -14,10 +14,10 @@ on purpose:
 * :mod:`aiden.summarizers.extractive.tools` takes a stated exit anywhere in a line as
   strong evidence, but an OS refusal only in the ``<what>: Permission denied`` shape at
   the end of a line (a mention elsewhere is weak evidence, which
-  :mod:`aiden.summarizers.mustkeep.errorlines` already scores);
+  :mod:`aiden.summarizers.mustkeep.classify` already scores);
 * :mod:`aiden.summarizers.extractive.collector` looks anywhere in a sentence (a sentence
   naming a concrete error reports one);
-* :mod:`aiden.summarizers.mustkeep.errorlines` looks anywhere, word-bounded (a mention).
+* :mod:`aiden.summarizers.mustkeep.classify` looks anywhere, word-bounded (a mention).
 
 Both patterns carry their own case-insensitive flag, so they mean the same in every reader.
 """

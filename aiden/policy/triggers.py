@@ -1,4 +1,4 @@
-"""When to compact: the seed 000 trigger plus the seed 001 triggers.
+"""When to compact: the seed 000 trigger plus the seed 001 triggers, and the state they are asked with.
 
 :func:`should_compress` is the decision the maintenance scheduler asks after
 each run commit. It follows seed 000 exactly for the two base paths:
@@ -21,22 +21,52 @@ N completed turns (predictable, prompt-cache friendly boundaries), a tool
 output spike in the last turn, a cost ceiling since the last compaction, and
 a manual request, which always fires. Reasons are checked in this order:
 manual, the seed 000 path, then the seed 001 triggers.
+
+What the maintenance scheduler learns between passes (provider usage, run
+ends, pass outcomes, summarizer calls, rotations) is a :data:`TriggerEvent`;
+:func:`reduce` folds it into an immutable :class:`TriggerState`. The
+scheduler actor keeps only the current state and feeds it events; the
+questions it asks before a pass (:func:`trigger_input`,
+:func:`defers_for_cache`, :func:`planning_token_counts`) are pure functions of
+that state. Its :class:`SchedulerCounters` are what the actor publishes.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Sequence
+from typing import Literal, assert_never
 
 import msgspec
 
 from aiden.config import Config
+from aiden.events import SessionEvent
+from aiden.policy.tokens import TokenCalibration, TokenProfile, apply_calibration, calibrate, event_tokens
 
 __all__ = [
+    "ChunkResummarized",
+    "CommitConflicted",
+    "Compacted",
+    "DeferredForCache",
+    "FellBack",
+    "MustKeepAdded",
+    "PassStarted",
+    "RequestCoalesced",
+    "SchedulerCounters",
+    "SessionRotated",
+    "SummarizerCalled",
+    "SummarizerFailed",
     "TriggerDecision",
+    "TriggerEvent",
     "TriggerInput",
     "TriggerReason",
+    "TriggerState",
+    "UsageReported",
+    "defers_for_cache",
+    "planning_token_counts",
+    "reduce",
     "should_compress",
+    "trigger_input",
     "trigger_threshold_tokens",
 ]
 
@@ -133,3 +163,325 @@ def should_compress(inp: TriggerInput, config: Config) -> TriggerDecision:
         return TriggerDecision(fire=True, reason="cost_ceiling", target_tokens=target)
     return TriggerDecision(fire=False, reason="none", target_tokens=target)
 
+
+
+# --- the trigger state and its reducer -----------------------------------------------
+
+_replace = msgspec.structs.replace
+
+
+class SchedulerCounters(msgspec.Struct, frozen=True, kw_only=True):
+    """The maintenance scheduler's counters as last published (part of ``memory.stats()``)."""
+
+    passes: int = 0
+    compactions: int = 0
+    coalesced_requests: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summarizer_calls: int = 0
+    summarizer_failures: int = 0
+    fallbacks: int = 0
+    degraded_chunks: int = 0
+    conflicts: int = 0
+    resummarized_chunks: int = 0
+    must_keep_added: int = 0
+    summarizer_first_error: str = ""
+    token_calibration: float = 1.0
+    deferred_for_cache: int = 0
+    prompt_tokens_since_compaction: int = 0
+    cached_tokens_since_compaction: int = 0
+    cached_share_before_last_compaction: float | None = None
+    last_prompt_tokens: int | None = None
+
+
+class TriggerState(msgspec.Struct, frozen=True, kw_only=True):
+    """What the scheduler knows between passes; only :func:`reduce` makes a new one."""
+
+    model: str = ""
+    """The scheduler's own model: its calibration is the one planning uses and the one reported."""
+    calibration_weight: float
+    """``Config.token_calibration_weight``: the weight of a new sample in :func:`calibrate`."""
+    calibration: dict[str, TokenCalibration] = msgspec.field(default_factory=dict)
+    """Per-model estimator corrections; replaced, never mutated, so old states stay valid."""
+    run_prompt_max: int | None = None
+    """Largest provider-reported prompt of the run in progress."""
+    run_estimate_max: int | None = None
+    """Largest of aiden's own estimates of the prompts built in the run in progress."""
+    prompt_reported: bool = False
+    """``last_prompt_tokens`` is a provider's figure, not our estimate after a compaction."""
+    prompt_estimated: bool = False
+    """``last_prompt_tokens`` is aiden's calibrated estimate of the latest run's largest prompt
+    (no provider figure came): the token path uses it instead of the event count."""
+    turns: int = 0
+    """Completed turns since the last compaction or rotation."""
+    turn_tool_tokens: int = 0
+    """Tool output tokens of the run in progress."""
+    last_turn_tool_tokens: int = 0
+    """Tool output tokens of the last completed run."""
+    cost_usd: float = 0.0
+    """Provider cost since the last compaction or rotation."""
+    counters: SchedulerCounters = msgspec.field(default_factory=SchedulerCounters)
+    """What the actor publishes (``memory.stats()``); the trigger reads its prompt figures too."""
+
+
+class UsageReported(msgspec.Struct, frozen=True, kw_only=True):
+    """Usage of one model call, or the end of a run (the fields of ``RecordUsage`` the trigger uses)."""
+
+    prompt_tokens: int | None = None
+    estimated_prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    cost_usd: float | None = None
+    tool_output_tokens: int = 0
+    run_ended: bool = False
+    model: str | None = None
+
+
+class RequestCoalesced(msgspec.Struct, frozen=True):
+    """A maintenance request arrived while a pass was already pending and rides on it."""
+
+
+class PassStarted(msgspec.Struct, frozen=True):
+    """A maintenance pass began."""
+
+
+class DeferredForCache(msgspec.Struct, frozen=True):
+    """A soft trigger fired but the pass kept the cached prefix (see :func:`defers_for_cache`)."""
+
+
+class CommitConflicted(msgspec.Struct, frozen=True):
+    """A pass's commit lost to a concurrent change and left everything unchanged."""
+
+
+class SummarizerCalled(msgspec.Struct, frozen=True):
+    """One request went to the summarizer."""
+
+
+class SummarizerFailed(msgspec.Struct, frozen=True):
+    """The summarizer answered a request with a failure, and why (the first one is kept)."""
+
+    reason: str = ""
+
+
+class MustKeepAdded(msgspec.Struct, frozen=True):
+    """The must-keep check appended ``count`` facts a chunk summary had dropped."""
+
+    count: int
+
+
+class FellBack(msgspec.Struct, frozen=True):
+    """A chunk got the raw breadcrumb because the summarizer failed."""
+
+
+class ChunkResummarized(msgspec.Struct, frozen=True):
+    """A degraded (breadcrumb) chunk got a real summary."""
+
+
+class Compacted(msgspec.Struct, frozen=True, kw_only=True):
+    """A pass committed a chunk."""
+
+    tokens_before: int
+    kept_tokens: int
+    """The estimate of the retained window: the prompt size until a provider reports again."""
+    degraded: bool = False
+
+
+class SessionRotated(msgspec.Struct, frozen=True):
+    """The active session was archived and an empty one started."""
+
+
+TriggerEvent = (
+    UsageReported
+    | RequestCoalesced
+    | PassStarted
+    | DeferredForCache
+    | CommitConflicted
+    | SummarizerCalled
+    | SummarizerFailed
+    | MustKeepAdded
+    | FellBack
+    | ChunkResummarized
+    | Compacted
+    | SessionRotated
+)
+
+
+def reduce(state: TriggerState, event: TriggerEvent) -> TriggerState:
+    """The state after ``event``; ``state`` itself is left unchanged."""
+    c = state.counters
+    match event:
+        case UsageReported():
+            return _usage(state, event)
+        case RequestCoalesced():
+            return _count(state, coalesced_requests=c.coalesced_requests + 1)
+        case PassStarted():
+            return _count(state, passes=c.passes + 1)
+        case DeferredForCache():
+            return _count(state, deferred_for_cache=c.deferred_for_cache + 1)
+        case CommitConflicted():
+            return _count(state, conflicts=c.conflicts + 1)
+        case SummarizerCalled():
+            return _count(state, summarizer_calls=c.summarizer_calls + 1)
+        case SummarizerFailed(reason=reason):
+            return _count(
+                state,
+                summarizer_failures=c.summarizer_failures + 1,
+                summarizer_first_error=c.summarizer_first_error or reason[:300],
+            )
+        case MustKeepAdded(count=count):
+            return _count(state, must_keep_added=c.must_keep_added + count)
+        case FellBack():
+            return _count(state, fallbacks=c.fallbacks + 1)
+        case ChunkResummarized():
+            return _count(
+                state,
+                degraded_chunks=max(0, c.degraded_chunks - 1),
+                resummarized_chunks=c.resummarized_chunks + 1,
+            )
+        case Compacted():
+            return _compacted(state, event)
+        case SessionRotated():
+            # Calibration and the cache-share figures describe the provider, not the session.
+            return _replace(
+                state,
+                counters=_replace(c, last_prompt_tokens=None),
+                prompt_reported=False,
+                prompt_estimated=False,
+                run_prompt_max=None,
+                run_estimate_max=None,
+                turns=0,
+                cost_usd=0.0,
+                last_turn_tool_tokens=0,
+                turn_tool_tokens=0,
+            )
+        case _:  # pragma: no cover - exhaustive; mypy checks it
+            assert_never(event)
+
+
+def _count(state: TriggerState, **changes: object) -> TriggerState:
+    return _replace(state, counters=_replace(state.counters, **changes))
+
+
+def _usage(state: TriggerState, usage: UsageReported) -> TriggerState:
+    changes: dict[str, object] = {}
+    counted: dict[str, object] = {}
+    c = state.counters
+    calibration = state.calibration
+    if usage.prompt_tokens is not None and usage.estimated_prompt_tokens:
+        # Per-model correction of the estimator from what the provider reported.
+        key = usage.model or state.model
+        cal = calibrate(
+            state.calibration.get(key, TokenCalibration()),
+            estimated=usage.estimated_prompt_tokens,
+            reported=usage.prompt_tokens,
+            weight=state.calibration_weight,
+        )
+        calibration = changes["calibration"] = {**state.calibration, key: cal}
+        if key == state.model:
+            counted["token_calibration"] = cal.factor
+    if usage.prompt_tokens is not None and usage.cached_tokens is not None:
+        counted["prompt_tokens_since_compaction"] = c.prompt_tokens_since_compaction + usage.prompt_tokens
+        counted["cached_tokens_since_compaction"] = c.cached_tokens_since_compaction + usage.cached_tokens
+    if usage.cost_usd is not None:
+        changes["cost_usd"] = state.cost_usd + usage.cost_usd
+    run_max = state.run_prompt_max
+    if usage.prompt_tokens is not None:
+        run_max = max(run_max or 0, usage.prompt_tokens)
+    run_estimate = state.run_estimate_max
+    if usage.estimated_prompt_tokens:
+        run_estimate = max(run_estimate or 0, usage.estimated_prompt_tokens)
+    tool_tokens = state.turn_tool_tokens + usage.tool_output_tokens
+    if usage.run_ended:
+        if run_max is not None:
+            # The trigger uses the largest single prompt of the latest run (seed 000).
+            counted["last_prompt_tokens"] = run_max
+            changes["prompt_reported"] = True
+            changes["prompt_estimated"] = False
+        elif run_estimate is not None:
+            # No provider figure: aiden counted the prompts it built, corrected by what it learned.
+            found = calibration.get(usage.model or state.model)
+            counted["last_prompt_tokens"] = apply_calibration(run_estimate, found) if found else run_estimate
+            changes["prompt_reported"] = False
+            changes["prompt_estimated"] = True
+        changes["turns"] = state.turns + 1
+        changes["last_turn_tool_tokens"] = tool_tokens
+        run_max, run_estimate, tool_tokens = None, None, 0
+    return _replace(
+        state,
+        **changes,
+        counters=_replace(c, **counted) if counted else c,
+        run_prompt_max=run_max,
+        run_estimate_max=run_estimate,
+        turn_tool_tokens=tool_tokens,
+    )
+
+
+def _compacted(state: TriggerState, done: Compacted) -> TriggerState:
+    c = state.counters
+    share = c.cached_share_before_last_compaction
+    if c.prompt_tokens_since_compaction:
+        share = c.cached_tokens_since_compaction / c.prompt_tokens_since_compaction
+    # The run in progress (run_prompt_max, turn_tool_tokens) carries on across the pass.
+    return _replace(
+        state,
+        counters=_replace(
+            c,
+            # Our own estimate of the retained window, so the pending pass does not compact
+            # again on the stale pre-compaction prompt size (seed 000).
+            last_prompt_tokens=done.kept_tokens,
+            cached_share_before_last_compaction=share,
+            prompt_tokens_since_compaction=0,
+            cached_tokens_since_compaction=0,
+            compactions=c.compactions + 1,
+            tokens_before=c.tokens_before + done.tokens_before,
+            tokens_after=c.tokens_after + done.kept_tokens,
+            degraded_chunks=c.degraded_chunks + (1 if done.degraded else 0),
+        ),
+        prompt_reported=False,
+        prompt_estimated=False,
+        turns=0,
+        cost_usd=0.0,
+        last_turn_tool_tokens=0,
+    )
+
+
+def trigger_input(
+    state: TriggerState,
+    *,
+    context_window: int,
+    event_count: int,
+    manual: bool,
+    hot_tokens: int | None = None,
+) -> TriggerInput:
+    """The :func:`should_compress` input for a pass over a hot window of ``event_count`` events.
+
+    The prompt size is the provider's figure of the latest run; the estimate beside
+    it is aiden's own (calibrated) estimate of the prompts it built in that run, else
+    ``hot_tokens`` — the hot window's calibrated estimate, a lower bound of the
+    prompt — so the event-count fallback decides only when nothing could be
+    estimated (#35, #38).
+    """
+    return TriggerInput(
+        prompt_tokens=state.counters.last_prompt_tokens if state.prompt_reported else None,
+        # After a compaction (or at open) only the hot window is known: never the stale size.
+        estimated_prompt_tokens=state.counters.last_prompt_tokens if state.prompt_estimated else hot_tokens,
+        context_window=context_window,
+        event_count=event_count,
+        turns_since_compaction=state.turns,
+        last_turn_tool_tokens=state.last_turn_tool_tokens,
+        cost_since_compaction_usd=state.cost_usd,
+        manual=manual,
+    )
+
+
+def defers_for_cache(state: TriggerState, decision: TriggerDecision, config: Config) -> bool:
+    """A soft (percent) trigger waits for ``compact_batch_turns`` to keep the cached prefix (seed 001)."""
+    return decision.reason == "percent" and 0 < state.turns < config.compact_batch_turns
+
+
+def planning_token_counts(
+    state: TriggerState, events: Sequence[SessionEvent], profile: TokenProfile
+) -> list[int]:
+    """Per-event token estimates for planning, corrected by the scheduler model's calibration."""
+    cal = state.calibration.get(state.model)
+    counts = event_tokens(events, profile)
+    return [apply_calibration(c, cal) for c in counts] if cal is not None else counts

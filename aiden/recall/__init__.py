@@ -1,12 +1,15 @@
 """Recall of compacted session history: an FTS5 index following the session store's change feed, and the agent tool.
 
 * :class:`RecallIndex` (``index.py``): synchronous SQLite FTS5 index of the
-  active session's compacted events; ``db.py`` its database lifecycle,
-  ``sync.py`` applying the store's change feed, ``search.py`` the BM25 ranking.
-* ``query.py`` / ``stopwords.py``: pure query building (CJK segmentation, safe FTS5 phrases, snippets).
-* ``render.py``: the answer and its one budget (serialized JSON characters).
+  active session's compacted events; ``db.py`` its database (lifecycle, and
+  applying the store's change feed), ``search.py`` the BM25 ranking and the
+  hits it yields.
+* ``query.py``: pure query building (CJK segmentation, stopwords, dates, safe FTS5 phrases, snippets).
+* ``embedding.py`` / ``vectors.py``: optional hybrid recall (the :class:`~aiden.recall.embedding.Embedder`
+  protocol and the local MiniLM; event vectors, cosine search, fusion with BM25).
 * :data:`RECALL_TOOL` / :func:`handle_recall_tool` (``tool.py``): the
-  ``recall_session_chunks`` function tool for the agent.
+  ``recall_session_chunks`` function tool for the agent, with the result types
+  and the answer and its one budget (serialized JSON characters).
 """
 
 from __future__ import annotations
@@ -14,8 +17,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aiden._lazy import lazy_exports
-from aiden.recall.tool import RECALL_TOOL, TOOL_NAME, handle_recall_tool
-from aiden.recall.types import RecallContext, RecallHit, RecallStats
+from aiden.recall.tool import (
+    RECALL_TOOL,
+    TOOL_NAME,
+    RecallContext,
+    RecallHit,
+    RecallStats,
+    handle_recall_tool,
+)
 
 if TYPE_CHECKING:
     from aiden.recall.index import SCHEMA_VERSION, BulkChunk, RecallIndex, event_text

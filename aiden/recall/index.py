@@ -1,14 +1,14 @@
 """The recall index: SQLite FTS5 over the active session's compacted events (``recall.sqlite3``).
 
 The database is derived data. It follows the session store's change feed
-(:class:`~aiden.storage.protocol.ChangeFeed`, ``sync.py``) and never reads
+(:class:`~aiden.storage.protocol.ChangeFeed`, ``db.py``) and never reads
 session files itself; deleting it is always allowed, and it is rebuilt from
 scratch when it is missing, corrupt, of another schema version, out of date,
 or the feed reports a reset (``db.py``). Archived sessions are never seen: the
 feed serves the active session only.
 
 A search ranks single events by BM25 (``search.py``) and answers with the
-verbatim text of the best ones, within one budget (``render.py``): at most
+verbatim text of the best ones, within one budget (``tool.py``): at most
 ``recall_max_results`` hits and ``recall_max_chars`` characters of serialized
 JSON. Chunk summaries are results only where they matched and events did not
 fill the answer.
@@ -32,21 +32,27 @@ import msgspec
 from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, CorruptionError, InvalidIdError, RecallError, StorageError
 from aiden.events import SessionEvent, validate_id
-from aiden.recall.db import SCHEMA_VERSION, IndexDB, is_corruption
+from aiden.recall.db import (
+    SCHEMA_VERSION,
+    BulkChunk,
+    IndexDB,
+    NeedsRebuild,
+    apply_changes,
+    event_text,
+    insert_bulk,
+    is_corruption,
+)
 from aiden.recall.embedding import Embedder
-from aiden.recall.hits import assemble, summary_hit
-from aiden.recall.hybrid import Hybrid
 from aiden.recall.query import content_terms
-from aiden.recall.render import fit_hits
-from aiden.recall.search import Filters, bm25_ranking, pick
-from aiden.recall.sync import BulkChunk, NeedsRebuild, apply_changes, event_text, insert_bulk
-from aiden.recall.types import RecallHit, RecallStats
+from aiden.recall.search import Filters, assemble, bm25_ranking, pick, summary_hit
+from aiden.recall.tool import RecallHit, RecallStats, fit_hits
+from aiden.recall.vectors import Hybrid
 from aiden.storage.changes import FileChangeFeed
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import ChangeFeed, ChangeToken, ChunkChanges
 
-__all__ = ["SCHEMA_VERSION", "BulkChunk", "RecallHit", "RecallIndex", "RecallStats", "event_text"]
+__all__ = ["SCHEMA_VERSION", "BulkChunk", "RecallIndex", "event_text"]
 
 _T = TypeVar("_T")
 log = logging.getLogger("aiden.recall")
@@ -116,7 +122,7 @@ class RecallIndex:
         The catch-up after a compaction: searches follow the feed too, but
         never embed more than their query, so the events a search finds
         without a vector are ranked by their words only. At most
-        :data:`~aiden.recall.hybrid.EMBED_PER_SYNC` events are embedded per call (the rest at the
+        :data:`~aiden.recall.vectors.EMBED_PER_SYNC` events are embedded per call (the rest at the
         next one). An embedder failure is logged and counted
         (:attr:`RecallStats.embedding_failures`), never raised: recall stays
         lexical for those events. Cheap when nothing changed: the feed's check
@@ -145,7 +151,7 @@ class RecallIndex:
         """The compacted events (and, where they matched, chunk summaries) best matching ``query``.
 
         At most ``k`` results (default and cap: ``config.recall_max_results``),
-        whose JSON answer (:func:`~aiden.recall.render.encode_hits`) is at most
+        whose JSON answer (:func:`~aiden.recall.tool.encode_hits`) is at most
         ``config.recall_max_chars`` characters. ``types``/``roles`` keep only
         events of those types/roles (summaries then do not match);
         ``since``/``until`` (Unix seconds, inclusive) keep events in that time

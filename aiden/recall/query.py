@@ -1,4 +1,4 @@
-"""Pure text handling of the recall index: CJK segmentation, safe FTS5 queries, snippets.
+"""Pure text handling of the recall index: CJK segmentation, safe FTS5 queries, stopwords, dates, snippets.
 
 Nothing here touches the database or the filesystem, so every function can be
 tested (and fuzzed) on its own.
@@ -21,10 +21,30 @@ phrase of its single characters (``"数 据"``), so adjacent characters must be
 adjacent in the text. Operators (``AND``, ``NEAR``), column filters, ``*``,
 ``^`` and parentheses are separators or plain words inside a phrase, so they
 cannot change the meaning of the query.
+
+**Stopwords.** A natural-language question ("what was it that we decided about
+the cache?") is mostly English function words, and so is a hypothetical one
+("would she likely ...?", "what might his degree be?"); BM25 gives them little
+weight, but every one of them matches most events, which costs time and lets
+long events that happen to repeat them outrank the one event holding the topic
+words. :func:`content_terms` drops them (:data:`STOPWORDS`) from a query that
+has other words.
+
+**Dates.** "What did she adopt in April 2022?" or "what happened on 9 November,
+2022?" name a time the words of the events do not hold: when something was said
+is the event's timestamp. :func:`query_periods` finds such dates and turns each
+into a period of Unix seconds (UTC) in which the events that talk about it were
+probably written: from the start of the day, month or year to a week after its
+end (people tell what they did in the days after), a day earlier for a single
+day (time zones). The ranking favours matching events inside a period; it
+filters nothing. Recognised, English month names capitalised (so the verb "may"
+is no date): ``9 November 2022``, ``9th November, 2022``, ``November 9, 2022``,
+``November 2022`` and a year alone (``1900``-``2099``). Pure: no clock.
 """
 
 from __future__ import annotations
 
+import calendar
 import itertools
 import re
 import unicodedata
@@ -33,20 +53,20 @@ from typing import Final
 
 import msgspec
 
-from aiden.recall.dates import query_periods
-from aiden.recall.stopwords import is_stopword
-
 __all__ = [
     "MAX_PAIRS",
     "MAX_QUERY_CHARS",
     "MAX_TERMS",
+    "STOPWORDS",
     "Term",
     "content_terms",
     "display_text",
     "fallback_terms",
     "index_text",
+    "is_stopword",
     "match_finder",
     "or_expression",
+    "query_periods",
     "query_terms",
     "snippet",
     "truncate",
@@ -93,6 +113,88 @@ _CJK_RUN_OR_OTHER: Final = re.compile(f"([{_CJK_RANGES}]+)|([^{_CJK_RANGES}]+)")
 _WS: Final = re.compile(r"\s+")
 _SPACED: Final = f"{ZWSP}\\g<0>{ZWSP}"
 
+# English function words and conversational filler that carry no topic (see **Stopwords** above).
+_STOPWORD_TEXT: Final = """
+    a about above after again against all am an and any are aren as at be because been before being below
+    between both but by can cannot could couldn did didn do does doesn doing don down during each else ever
+    few for from further had hadn has hasn have haven having he her here hers herself him himself his how i
+    if in into is isn it its itself just let ll me more most mustn my myself no nor not now of off on once
+    only or other ought our ours ourselves out over own re same shall shan she should shouldn so some such
+    than that the their theirs them themselves then there these they this those through to too under until
+    up us very was wasn we were weren what when where which while who whom whose why will with won would
+    wouldn ve you your yours yourself yourselves s t d m o y
+    also anything something thing things stuff get got gets getting go going gone make made one ones
+    really please thanks thank ok okay yes yeah hey hi hello tell told say said says know think thought
+    remember recall mean meant like want wanted need needed use used way whatever
+    likely unlikely probably possibly perhaps maybe might must
+"""
+
+STOPWORDS: Final = frozenset(_STOPWORD_TEXT.split())
+"""Lower-case; matched against a word as typed, case-folded."""
+
+
+def is_stopword(word: str) -> bool:
+    """True if ``word`` (any case) is a function word or conversational filler."""
+    return word.casefold() in STOPWORDS
+
+
+# Dates written in a query (see **Dates** above).
+_MONTHS: Final = {name: i for i, name in enumerate(calendar.month_name) if name}
+_MONTH: Final = "|".join(_MONTHS)
+_DAY: Final = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR: Final = r"((?:19|20)\d\d)(?!\d)"
+_PATTERNS: Final = (
+    re.compile(rf"(?<!\d){_DAY}\s+(?:of\s+)?({_MONTH}),?\s+{_YEAR}"),  # 9 November, 2022
+    re.compile(rf"\b({_MONTH})\s+{_DAY},?\s+{_YEAR}"),  # November 9, 2022
+    re.compile(rf"\b({_MONTH}),?\s+{_YEAR}"),  # November 2022
+    re.compile(rf"(?<![\d.]){_YEAR}"),  # 2022
+)
+_DAY_S: Final = 86_400.0
+_AFTER: Final = 7 * _DAY_S
+"""How long after a period events may still tell of it."""
+_MAX_PERIODS: Final = 4
+
+
+def _period(year: int, month: int | None, day: int | None) -> tuple[float, float] | None:
+    if month is None:
+        return calendar.timegm((year, 1, 1, 0, 0, 0)), calendar.timegm((year + 1, 1, 1, 0, 0, 0)) + _AFTER
+    if day is None:
+        start = calendar.timegm((year, month, 1, 0, 0, 0))
+        end = calendar.timegm((year + month // 12, month % 12 + 1, 1, 0, 0, 0))
+        return float(start), end + _AFTER
+    if not 1 <= day <= calendar.monthrange(year, month)[1]:
+        return None
+    start = calendar.timegm((year, month, day, 0, 0, 0))
+    return start - _DAY_S, start + _DAY_S + _AFTER
+
+
+def query_periods(query: str) -> list[tuple[float, float]]:
+    """The periods (start, end in Unix seconds, UTC) of the dates written in ``query``, at most four.
+
+    Each date counts once, at its most precise reading: ``November 9, 2022`` is
+    that day, not also November or 2022.
+    """
+    taken: list[tuple[int, int]] = []
+    out: list[tuple[float, float]] = []
+    for kind, pattern in enumerate(_PATTERNS):
+        for found in pattern.finditer(query):
+            span = found.span()
+            if any(a < span[1] and span[0] < b for a, b in taken):
+                continue
+            taken.append(span)
+            groups = found.groups()
+            if kind == 0:
+                period = _period(int(groups[2]), _MONTHS[groups[1]], int(groups[0]))
+            elif kind == 1:
+                period = _period(int(groups[2]), _MONTHS[groups[0]], int(groups[1]))
+            elif kind == 2:
+                period = _period(int(groups[1]), _MONTHS[groups[0]], None)
+            else:
+                period = _period(int(groups[0]), None, None)
+            if period is not None and period not in out:
+                out.append(period)
+    return out[:_MAX_PERIODS]
+
 
 class Term(msgspec.Struct, frozen=True):
     """One query term: a word (or CJK run) and its FTS5 string."""
@@ -106,7 +208,7 @@ class Term(msgspec.Struct, frozen=True):
     words: tuple[str, ...] = ()
     """For a phrase of two adjacent query words (:func:`content_terms`): those words, case-folded."""
     period: tuple[float, float] | None = None
-    """For a date written in the query (:func:`~aiden.recall.dates.query_periods`): the event time
+    """For a date written in the query (:func:`query_periods`): the event time
     (Unix seconds) it names. Such a term is no FTS5 phrase; the ranking favours events in it."""
 
 

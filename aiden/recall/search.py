@@ -1,4 +1,5 @@
-"""Ranking: BM25 over single events (and, apart, over chunk summaries), with bounded work.
+"""Search: BM25 over single events (and, apart, over chunk summaries) with bounded work, fused
+with vector ranks for hybrid recall, and the ranked rows turned into :class:`RecallHit` s.
 
 **The unit is the event.** Every event of a compacted chunk is one FTS5 row,
 every chunk summary another; a row's score is BM25 summed over the query's
@@ -23,6 +24,17 @@ to the events it is found in: the best exactly ranked candidates, and its own
 newest rows (and those of all frequent terms together), where it is looked up
 by rowid. Below :data:`EXACT_ROWS` rows per term, which is every session of
 ordinary size, ranking is exact BM25.
+
+**Fusion.** Hybrid recall merges the BM25 ranking with the vector ranking
+(``vectors.py``) by score (:func:`min_max_fusion`): on real conversations
+(LoCoMo, answers packed to 4,800 characters) it found the evidence of 82.0%
+of the questions where reciprocal rank fusion with k=60 found 80.3%, since
+k=60 nearly flattens the ranks that decide what fits into one answer.
+Experience recall keeps :func:`reciprocal_rank_fusion`.
+
+**Hits.** The ranked rows that pass the filters (:func:`pick`) become
+:class:`RecallHit` s with their texts, chunk rows and neighbouring events, in
+three reads (:func:`assemble`).
 """
 
 from __future__ import annotations
@@ -32,18 +44,35 @@ import itertools
 import math
 import operator
 import sqlite3
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final, Literal
 
 import msgspec
 
 from aiden.errors import RecallError
 from aiden.events import EVENT_TYPES
-from aiden.recall.fusion import META_ROWS
-from aiden.recall.query import Term, or_expression, word_terms
+from aiden.recall.db import ChunkRow, IndexDB
+from aiden.recall.query import Term, display_text, or_expression, word_terms
+from aiden.recall.tool import RecallContext, RecallHit
 
-__all__ = ["EXACT_ROWS", "IN_PERIOD", "SPREAD", "Filters", "Scored", "bm25_ranking", "pick", "rank"]
+__all__ = [
+    "EXACT_ROWS",
+    "IN_PERIOD",
+    "META_ROWS",
+    "SPREAD",
+    "Filters",
+    "Scored",
+    "assemble",
+    "bm25_ranking",
+    "min_max_fusion",
+    "pick",
+    "reciprocal_rank_fusion",
+    "summary_hit",
+]
 
+META_ROWS: Final = 100
+"""Ranked candidates per search whose docs rows are read (to filter, deduplicate and split them);
+also how many nearest vectors a fusion takes, and how many fused rows it keeps."""
 EXACT_ROWS: Final = 1500
 """Rows ranked exactly with ``bm25()`` per search, shared by its rarest terms."""
 _CANDIDATES: Final = 20
@@ -194,13 +223,6 @@ def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[lis
     return exact, frequent
 
 
-def rank(
-    conn: sqlite3.Connection, terms: Sequence[Term], filters: Filters, *, ndocs: int, top_doc: int, limit: int
-) -> tuple[list[Scored], list[Scored]]:
-    """The best events and the best summaries for ``terms``, best first (at most ``limit`` of each)."""
-    return pick(conn, bm25_ranking(conn, terms, filters, ndocs=ndocs, top_doc=top_doc), filters, limit)
-
-
 def bm25_ranking(
     conn: sqlite3.Connection, terms: Sequence[Term], filters: Filters, *, ndocs: int, top_doc: int
 ) -> list[tuple[int, float]]:
@@ -236,7 +258,7 @@ def _in_context(
     events at that distance on either side: a turn next to a strong match
     outranks a lone match of the same strength. Summaries (no seq) lend and
     borrow nothing. Then a row written within a period the query names
-    (:func:`~aiden.recall.dates.query_periods`) has its score multiplied by
+    (:func:`~aiden.recall.query.query_periods`) has its score multiplied by
     :data:`IN_PERIOD`.
     """
     top = heapq.nlargest(_CONTEXT_ROWS, scores.items(), key=_rank_key)
@@ -363,3 +385,179 @@ def _add_frequent(
         marks = ",".join("?" * len(ids))
         for (doc,) in conn.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({marks})", (term.phrase, *ids)):
             scores[doc] += weights[term.phrase]
+
+
+# --- fusion (hybrid recall) -----------------------------------------------------
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[int]], *, k: int = 60, weights: Sequence[float] | None = None
+) -> list[tuple[int, float]]:
+    """Fuse rankings of doc ids by reciprocal rank: ``score(d) = sum_i weights[i] / (k + rank_i(d))``.
+
+    Each ranking lists doc ids best first; ranks start at 1. A doc missing from
+    a ranking gets nothing from it; a doc listed twice in one ranking counts at
+    its best rank only. ``weights`` (default all 1.0) has one non-negative
+    finite weight per ranking. Returns ``(doc id, fused score)`` for every doc
+    seen, best first, ties broken by the higher doc id (the more recent).
+    ``k`` must be non-negative (60 is the value of Cormack et al., 2009).
+    """
+    if k < 0:
+        raise ValueError(f"k must not be negative, got {k}")
+    if weights is None:
+        weights = [1.0] * len(rankings)
+    elif len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
+    elif any(not math.isfinite(w) or w < 0 for w in weights):
+        raise ValueError(f"weights must be finite and non-negative, got {list(weights)}")
+    scores: dict[int, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        seen: set[int] = set()
+        for rank, doc in enumerate(ranking, start=1):
+            if doc in seen:
+                continue
+            seen.add(doc)
+            scores[doc] = scores.get(doc, 0.0) + weight / (k + rank)
+    return sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)
+
+
+def min_max_fusion(rankings: Sequence[Sequence[tuple[int, float]]]) -> list[tuple[int, float]]:
+    """Fuse scored rankings by the sum of their min-max normalised scores (CombSUM, Fox & Shaw 1994).
+
+    Each ranking's scores (higher is better, any scale: BM25, cosine) are
+    mapped to [0, 1] over that ranking, its best at 1 and its worst at 0 (all
+    at 1 when they are equal); a doc missing from a ranking gets 0 from it, a
+    doc listed twice counts at its best score. Returns ``(doc id, fused
+    score)`` for every doc seen, best first, ties broken by the higher doc id
+    (the more recent). Scores must be finite.
+    """
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        best: dict[int, float] = {}
+        for doc, score in ranking:
+            if not math.isfinite(score):
+                raise ValueError(f"score of doc {doc} is not finite: {score}")
+            best[doc] = max(score, best.get(doc, -math.inf))
+        if not best:
+            continue
+        lo, hi = min(best.values()), max(best.values())
+        for doc, score in best.items():
+            fused[doc] = fused.get(doc, 0.0) + ((score - lo) / (hi - lo) if hi > lo else 1.0)
+    return sorted(fused.items(), key=lambda item: (item[1], item[0]), reverse=True)
+
+
+# --- hits -------------------------------------------------------------------------
+class _Neighbours(Mapping[int, RecallContext]):
+    """Each event hit's neighbouring event by the hit's position, read on first use: the
+    answer usually fills its budget with hits and has no room left for them."""
+
+    def __init__(self, db: IndexDB, events: Sequence[Scored]) -> None:
+        self._db = db
+        self._events = events
+        self._read: dict[int, RecallContext] | None = None
+
+    def _all(self) -> dict[int, RecallContext]:
+        if self._read is None:
+            near = _neighbours(self._db, self._events)
+            self._read = {i: near[s.doc] for i, s in enumerate(self._events) if s.doc in near}
+        return self._read
+
+    def __getitem__(self, position: int) -> RecallContext:
+        return self._all()[position]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+def assemble(
+    db: IndexDB, events: Sequence[Scored], summaries: Sequence[Scored], k: int
+) -> tuple[list[RecallHit], Mapping[int, RecallContext]]:
+    """The hits for ranked ``events`` then ``summaries`` (full texts), and each event hit's neighbour by position.
+
+    A summary is a hit only where it is what matched: no event of its chunk
+    is among the hits, and the events did not fill ``k``. The neighbours are
+    read when first looked up.
+    """
+    shown = {s.chunk for s in events}
+    picked = [s for s in summaries if s.chunk not in shown][: k - len(events)]
+    rows = _chunks(db, shown | {s.chunk for s in picked})
+    texts = _texts(db, [s.doc for s in events])
+    hits: list[RecallHit] = []
+    placed: list[Scored] = []
+    for s in events:
+        row = rows.get(s.chunk)
+        if row is None or s.seq is None:
+            continue
+        placed.append(s)
+        hits.append(
+            RecallHit(
+                chunk_id=row.chunk_id,
+                source=_source(row),
+                kind="event",
+                score=s.score,
+                text=texts.get(s.doc, ""),
+                first_seq=s.seq,
+                last_seq=s.seq,
+                type=s.type,
+                role=s.role,
+                timestamp=s.ts,
+                degraded=bool(row.degraded),
+            )
+        )
+    for s in picked:
+        row = rows.get(s.chunk)
+        if row is not None:
+            hits.append(summary_hit(row, s.score))
+    return hits, _Neighbours(db, placed)
+
+
+def summary_hit(row: ChunkRow, score: float) -> RecallHit:
+    """A chunk's summary as a hit (full text)."""
+    return RecallHit(
+        chunk_id=row.chunk_id,
+        source=_source(row),
+        kind="summary",
+        score=score,
+        text=row.summary,
+        first_seq=row.first_seq,
+        last_seq=row.last_seq,
+        degraded=bool(row.degraded),
+    )
+
+
+def _source(row: ChunkRow) -> Literal["active", "pending"]:
+    return "pending" if row.source == "pending" else "active"
+
+
+def _texts(db: IndexDB, docs: Sequence[int]) -> dict[int, str]:
+    if not docs:
+        return {}
+    marks = ",".join("?" * len(docs))
+    rows = db.require().execute(f"SELECT rowid, text FROM fts WHERE rowid IN ({marks})", list(docs))
+    return {doc: display_text(text) for doc, text in rows}
+
+
+def _chunks(db: IndexDB, ids: set[int]) -> dict[int, ChunkRow]:
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    return {r.id: r for r in db.chunk_rows(f"WHERE id IN ({marks})", sorted(ids))}
+
+
+def _neighbours(db: IndexDB, events: Sequence[Scored]) -> dict[int, RecallContext]:
+    """One neighbouring event per hit, same chunk: the reply after a user's words, else the turn before."""
+    wanted = {s.doc: s.doc + 1 if s.role == "user" else s.doc - 1 for s in events}
+    if not wanted:
+        return {}
+    ids = sorted(set(wanted.values()))
+    marks = ",".join("?" * len(ids))
+    sql = f"SELECT id, chunk, seq, type, role FROM docs WHERE id IN ({marks}) AND seq IS NOT NULL"
+    info = {r[0]: r for r in db.require().execute(sql, ids)}
+    texts = _texts(db, list(info))
+    out: dict[int, RecallContext] = {}
+    for s in events:
+        r = info.get(wanted[s.doc])
+        if r is not None and r[1] == s.chunk and texts.get(r[0]):
+            out[s.doc] = RecallContext(seq=r[2], type=r[3], role=r[4], text=texts[r[0]])
+    return out

@@ -1,31 +1,328 @@
-"""The ``recall_session_chunks`` agent tool: its JSON schema and its handler.
+"""What recall answers: the hit types, the answer's JSON and its one budget, and the ``recall_session_chunks`` tool.
 
-The handler turns the model's arguments into a search, an exact lookup or a
-rehydration, and always answers with a JSON string the model can read: bad
-arguments (invalid JSON, wrong types, unknown fields, hostile ids) and recall
-failures become ``{"error": "..."}``. Only aiden errors, ``ValueError`` and
-msgspec errors are caught, so cancellation and programming errors still
-propagate to the agent loop.
+A light module (no sqlite3): the memory and its ports import the result types
+(:class:`RecallHit`, :class:`RecallContext`, and :class:`RecallStats`, the
+index's counters) without loading the index.
+
+**The answer.** A result is an event's verbatim text (content, tool name, tool
+arguments) with what identifies it (chunk id, seq, type, role, time), or a
+chunk summary. The answer is serialized JSON within ``max_chars``, packed best
+first until the budget is full: short texts whole, a long one cut to a window
+centred on the first match of a query term (so it keeps its best part without
+crowding out the hits after it). Room that is left widens the cut texts again,
+then shows one neighbouring event per hit. :func:`fit_hits` is the only place
+the budget is applied; the index calls it with ``config.recall_max_chars`` and
+the tool encodes what it returns with :func:`encode_hits`, so the JSON the
+model sees is the text that was measured. Pure: no database, no I/O.
+
+**The tool.** The handler turns the model's arguments into a search, an exact
+lookup or a rehydration, and always answers with a JSON string the model can
+read: bad arguments (invalid JSON, wrong types, unknown fields, hostile ids)
+and recall failures become ``{"error": "..."}``. Only aiden errors,
+``ValueError`` and msgspec errors are caught, so cancellation and programming
+errors still propagate to the agent loop.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
 from aiden.errors import AidenError
 from aiden.events import EVENT_TYPES, EventType, SessionEvent, validate_id
-from aiden.recall.query import content_terms, truncate
-from aiden.recall.render import encode_events, encode_hits, fit_hits
-from aiden.recall.types import RecallHit
+from aiden.recall.query import Term, content_terms, match_finder, snippet, truncate
 from aiden.toolargs import ToolArgumentError as _Reject
 from aiden.toolargs import decode_arguments
 
-__all__ = ["RECALL_TOOL", "TOOL_NAME", "handle_recall_tool"]
+__all__ = [
+    "RECALL_TOOL",
+    "TOOL_NAME",
+    "RecallContext",
+    "RecallHit",
+    "RecallStats",
+    "encode_events",
+    "encode_hits",
+    "fit_hits",
+    "handle_recall_tool",
+    "hit_dict",
+]
 
+
+# --- the result types -------------------------------------------------------------
+class RecallContext(msgspec.Struct, frozen=True, kw_only=True):
+    """The event next to a hit (the turn before it, or the reply after a user's words)."""
+
+    seq: int
+    type: str
+    role: str | None
+    text: str
+    """Verbatim text, cut with ``…`` to what the answer budget leaves."""
+
+
+class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
+    """One recall result: a compacted event (``kind == "event"``) or a chunk summary (``"summary"``)."""
+
+    chunk_id: str
+    source: Literal["active", "pending"]
+    """``active``: committed in index.yaml. ``pending``: a chunk file not (yet) in the index."""
+    kind: Literal["event", "summary"]
+    score: float
+    """Relevance, higher is better: BM25 of the event (or summary) for the query, or with hybrid
+    recall the reciprocal-rank fusion of its BM25 and vector ranks; 0.0 for an exact lookup."""
+    text: str
+    """The event's verbatim text (content, tool name, tool arguments) or the chunk summary,
+    cut around the match with ``…`` when the answer budget requires it (then ``truncated``)."""
+    first_seq: int
+    """The event's seq; for a summary, the chunk's first seq."""
+    last_seq: int
+    """The event's seq; for a summary, the chunk's last seq."""
+    type: str | None = None
+    """Event type (``None`` for a summary)."""
+    role: str | None = None
+    timestamp: float | None = None
+    truncated: bool = False
+    context: RecallContext | None = None
+    degraded: bool = False
+    """The chunk's summary is a raw breadcrumb written when summarization failed."""
+
+    @property
+    def seq(self) -> int | None:
+        """The event's seq (``None`` for a summary)."""
+        return self.first_seq if self.kind == "event" else None
+
+
+class RecallStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Telemetry of one :class:`RecallIndex`."""
+
+    recall_calls: int
+    """search() and lookup() calls."""
+    results_returned: int
+    pending_chunks_recalled: int
+    """Returned results whose ``source`` is ``"pending"`` (never inferred from ids)."""
+    rebuilds: int
+    """From-scratch builds of the database (including the first one)."""
+    chunks_indexed: int
+    problems: tuple[str, ...] = ()
+    """Chunks that could not be indexed: committed ones since the last rebuild, then pending ones."""
+    embedding_failures: int = 0
+    """Catch-ups whose embedding failed (recall stayed lexical for the events left without vectors)."""
+
+
+# --- the answer and its budget ---------------------------------------------------
+_encoder: Final = msgspec.json.Encoder()
+
+
+def _dumps(value: Any) -> str:
+    return _encoder.encode(value).decode("utf-8")
+
+
+_MIN_TEXT: Final = 120
+"""A hit is dropped rather than shown in fewer characters than this."""
+_MIN_CONTEXT: Final = 60
+_LEAST_JSON: Final = len('{"chunk_id":"","text":""}')
+"""Characters of a hit's JSON besides its chunk id and text, at the least."""
+_ROLE_OF_TYPE: Final = {"user_input": "user", "assistant_output": "assistant", "tool_result": "tool"}
+"""The role an event type implies (the role is shown only when it differs)."""
+
+def _when(ts: float) -> str:
+    # Minutes in UTC: what an agent needs to place an event in time, in few characters.
+    try:
+        return time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return str(ts)
+
+
+def _kind(out: dict[str, Any], type_: str | None, role: str | None) -> None:
+    # The type, and the role only where the type does not already say it: every character
+    # of an answer is one less for the next hit.
+    if type_ is not None:
+        out["type"] = type_
+    if role is not None and _ROLE_OF_TYPE.get(type_ or "") != role:
+        out["role"] = role
+
+
+def hit_dict(hit: RecallHit) -> dict[str, Any]:
+    """The JSON object of one hit, as the agent sees it (best first: no score is shown)."""
+    out: dict[str, Any] = {"chunk_id": hit.chunk_id}
+    if hit.source != "active":
+        out["source"] = hit.source
+    if hit.kind == "event":
+        out["seq"] = hit.first_seq
+        _kind(out, hit.type, hit.role)
+        if hit.timestamp is not None:
+            out["time"] = _when(hit.timestamp)
+    else:
+        out["summary_of"] = [hit.first_seq, hit.last_seq]
+    out["text"] = hit.text
+    if hit.truncated:
+        out["truncated"] = True
+    if hit.degraded:
+        out["degraded"] = True
+    if hit.context is not None:
+        ctx = hit.context
+        context: dict[str, Any] = {"seq": ctx.seq}
+        _kind(context, ctx.type, ctx.role)
+        context["text"] = ctx.text
+        out["context"] = context
+    return out
+
+
+def encode_hits(hits: Sequence[RecallHit]) -> str:
+    """The answer of a search or lookup: ``{"results": [...]}``, best first."""
+    return _dumps({"results": [hit_dict(h) for h in hits]})
+
+
+class _Finder:
+    """The query's match finder, compiled on first use (most answers fit without a cut)."""
+
+    def __init__(self, terms: Sequence[Term]) -> None:
+        self._terms = terms
+        self._find: Callable[[str], tuple[int, int] | None] | None = None
+
+    def cut(self, hit: RecallHit, limit: int) -> RecallHit:
+        if len(hit.text) <= limit:
+            return hit
+        if not self._terms:
+            return msgspec.structs.replace(hit, text=truncate(hit.text, limit), truncated=True)
+        if self._find is None:
+            self._find = match_finder(self._terms)
+        text = snippet(hit.text, self._terms, limit, finder=self._find)
+        return msgspec.structs.replace(hit, text=text, truncated=True)
+
+
+def _size(hit: RecallHit) -> int:
+    return len(_dumps(hit_dict(hit)))
+
+
+def _fit_one(hit: RecallHit, room: int, share: int, finder: _Finder) -> tuple[RecallHit, int] | None:
+    """``hit`` whole if its text is at most ``share`` characters and its JSON fits in ``room``, else
+    cut to ``share`` characters of text (at least :data:`_MIN_TEXT`) so that it fits, else ``None``.
+
+    Escapes and cut markers can make the encoded text longer than its
+    characters: the limit is lowered by the overshoot until the item fits.
+    """
+    if len(hit.chunk_id) + min(len(hit.text), _MIN_TEXT) + _LEAST_JSON > room:
+        return None  # cannot fit even cut: no need to encode it
+    if len(hit.text) <= share:
+        size = _size(hit)
+        if size <= room:
+            return hit, size
+    bare = _size(msgspec.structs.replace(hit, text="", truncated=True))
+    limit = min(len(hit.text) - 1, room - bare, max(share, _MIN_TEXT))
+    while limit >= _MIN_TEXT:
+        cut = finder.cut(hit, limit)
+        size = _size(cut)
+        if size <= room:
+            return cut, size
+        limit -= size - room
+    return None
+
+
+def _pack(hits: Sequence[RecallHit], max_chars: int, finder: _Finder) -> tuple[list[tuple[int, RecallHit]], int]:
+    """The hits that fit, by position, best first (see :func:`fit_hits`), and the room left."""
+    room = max_chars - len(encode_hits(()))
+    kept: list[tuple[int, RecallHit]] = []
+    sizes: list[int] = []
+    for i, hit in enumerate(hits):
+        comma = 1 if kept else 0
+        fitted = _fit_one(hit, room - comma, (room - comma) // 2, finder)
+        if fitted is not None:
+            kept.append((i, fitted[0]))
+            sizes.append(fitted[1])
+            room -= fitted[1] + comma
+    for n, (i, hit) in enumerate(kept):
+        if hit.truncated and room > 0:
+            wider = _fit_one(hits[i], sizes[n] + room, len(hit.text) + room, finder)
+            if wider is not None:
+                room -= wider[1] - sizes[n]
+                kept[n] = (i, wider[0])
+    return kept, room
+
+
+def fit_hits(
+    hits: Sequence[RecallHit],
+    max_chars: int,
+    terms: Sequence[Term] = (),
+    contexts: Mapping[int, RecallContext] | None = None,
+    context_chars: int = 240,
+) -> list[RecallHit]:
+    """The hits, best first, packed so that ``encode_hits`` of them is at most ``max_chars`` characters.
+
+    Each hit goes in whole while it fits; a longer one is cut around the match
+    to half the room left (so one long tool output cannot crowd out the hits
+    after it), and one that cannot show :data:`_MIN_TEXT` characters is left
+    out (a shorter one after it may still fit). Room left at the end first
+    widens the cut texts again, best first, then gives ``contexts`` (a hit's
+    position -> its neighbouring event, full text) to the hits in rank order,
+    cut to ``context_chars``, unless that neighbour is already a hit.
+    """
+    # Texts alone over the budget: the whole answer cannot fit, no need to encode it.
+    whole = len(encode_hits(hits)) if sum(len(h.text) for h in hits) <= max_chars else max_chars + 1
+    if whole <= max_chars:
+        # Everything fits (also: the tool re-checks what the index packed).
+        kept = list(enumerate(hits))
+        room = max_chars - whole
+    else:
+        kept, room = _pack(hits, max_chars, _Finder(terms))
+    if contexts is None or room < _MIN_CONTEXT:
+        return [h for _, h in kept]
+    shown = {h.first_seq for _, h in kept if h.kind == "event"}
+    for n, (i, hit) in enumerate(kept):
+        if room < _MIN_CONTEXT:
+            break
+        ctx = contexts.get(i)
+        if ctx is None or ctx.seq in shown:
+            continue
+        bare = _size(msgspec.structs.replace(hit, context=msgspec.structs.replace(ctx, text=""))) - _size(hit)
+        text = truncate(ctx.text, min(room - bare, context_chars))
+        if len(text) < min(len(ctx.text), _MIN_CONTEXT):
+            continue
+        with_context = msgspec.structs.replace(hit, context=msgspec.structs.replace(ctx, text=text))
+        grown = _size(with_context) - _size(hit)
+        if grown <= room:
+            room -= grown
+            kept[n] = (i, with_context)
+    return [h for _, h in kept]
+
+
+def encode_events(chunk_id: str, events: Sequence[SessionEvent], seqs: Sequence[int], max_chars: int) -> str:
+    """Verbatim events as JSON within ``max_chars``: an event that does not fit has its text cut, later ones are omitted."""
+    found = {e.seq for e in events}
+    doc: dict[str, Any] = {"chunk_id": chunk_id, "events": []}
+    missing = sorted({s for s in seqs if s not in found})
+    if missing:
+        doc["missing_seqs"] = missing
+    out: list[dict[str, Any]] = doc["events"]
+    for event in events:
+        item = msgspec.to_builtins(event)
+        out.append(item)
+        text = _dumps(doc)
+        if len(text) <= max_chars:
+            continue
+        doc["truncated"] = True
+        over = len(text) - max_chars + len(',"truncated":true') + len(',"omitted_events":000')
+        for field in ("content", "tool_args"):
+            value = item.get(field)
+            if isinstance(value, str) and over > 0 and value:
+                keep = max(0, len(value) - over - 1)
+                item[field] = truncate(value, keep)
+                over -= len(value) - len(item[field])
+        item.pop("meta", None)
+        if len(_dumps(doc)) > max_chars:
+            out.pop()
+        doc["omitted_events"] = len(events) - len(out)
+        if len(_dumps(doc)) > max_chars:
+            del out[:]
+            doc["omitted_events"] = len(events)
+        break
+    return _dumps(doc)
+
+
+# --- the tool ------------------------------------------------------------------
 TOOL_NAME: Final = "recall_session_chunks"
 """The function name the model calls."""
 _MAX_ARGUMENT_CHARS: Final = 65536
@@ -111,7 +408,6 @@ class _Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 _args_decoder: Final = msgspec.json.Decoder(_Args)
-_encoder: Final = msgspec.json.Encoder()
 
 
 def _parse(arguments: str | Mapping[str, Any]) -> _Args:
@@ -132,10 +428,6 @@ def _parse(arguments: str | Mapping[str, Any]) -> _Args:
         if bound is not None and not math.isfinite(bound):
             raise _Reject(f"{name} must be a finite number, got {bound}")
     return args
-
-
-def _dumps(value: Any) -> str:
-    return _encoder.encode(value).decode("utf-8")
 
 
 def _error(message: str) -> str:
@@ -160,7 +452,7 @@ async def handle_recall_tool(
     search or lookup, ``{"chunk_id": ..., "events": [...]}`` for a rehydration,
     or ``{"error": "..."}``; it is at most ``max_chars`` characters of JSON
     (texts cut around the match, then the lowest-ranked results dropped, by
-    :func:`~aiden.recall.render.fit_hits`, the same budget the index applies
+    :func:`fit_hits`, the same budget the index applies
     with ``config.recall_max_chars``), except that the bare envelope is
     always returned.
     With ``read_events``, ``seqs`` without ``chunk_id`` returns those events

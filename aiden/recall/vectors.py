@@ -1,4 +1,4 @@
-"""Doc vectors beside the FTS index: derived data in the recall database, and exact cosine search.
+"""Hybrid recall: event vectors beside the FTS index, exact cosine search, and fusion with BM25 (:class:`Hybrid`).
 
 Table ``vectors(doc, model, h, v)``: one row per embedded doc (``docs.id``),
 the :attr:`~aiden.recall.embedding.Embedder.name` that made it, the doc's
@@ -10,7 +10,8 @@ doc's (a doc id reused for another text after a rebuild of the tail).
 Everything here is synchronous and takes the caller's :class:`sqlite3.Connection`
 (the recall index serializes calls). SQLite errors are translated to
 :class:`~aiden.errors.RecallError`; embedder errors propagate as they are
-(:class:`RecallError` already).
+(:class:`RecallError` already), except in :class:`Hybrid`, where an embedder
+failure is logged and counted and recall stays lexical.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import importlib
+import logging
 import math
 import sqlite3
 import sys
@@ -27,9 +29,13 @@ from typing import Any, Final
 
 from aiden.errors import RecallError
 from aiden.recall.embedding import Embedder
-from aiden.recall.query import display_text
+from aiden.recall.query import MAX_QUERY_CHARS, display_text
+from aiden.recall.search import META_ROWS, min_max_fusion
 
 __all__ = [
+    "EMBED_PER_SYNC",
+    "NEIGHBOURS",
+    "Hybrid",
     "VectorSearch",
     "decode_vector",
     "embed_missing",
@@ -322,3 +328,51 @@ class VectorSearch:
             if window >= n:
                 return found
             window *= 2
+
+
+# --- hybrid recall -----------------------------------------------------------------
+EMBED_PER_SYNC: Final = 5000
+"""Most events one catch-up embeds: it stays bounded (a model change re-embeds a long session over
+several), the rest waits for the next one."""
+NEIGHBOURS: Final = 0.25
+"""Weight of each neighbouring event in an event's context vector (:class:`VectorSearch`)."""
+
+log = logging.getLogger("aiden.recall")
+
+
+class Hybrid:
+    """Vectors of the events beside the FTS index, fused with BM25 (:func:`~aiden.recall.search.min_max_fusion`).
+
+    Events are embedded by :meth:`embed_new` (the catch-up after a compaction),
+    a search embeds its query only. Each event is searched by its context
+    vector (:data:`NEIGHBOURS`). An embedder failure (provider down, bad
+    answer) never fails a catch-up or a recall: it is logged and counted, and
+    the search stays lexical for what has no vector.
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._search = VectorSearch(embedder.name, neighbours=NEIGHBOURS)
+        self.failures = 0
+        """Catch-ups whose embedding failed."""
+
+    def embed_new(self, conn: sqlite3.Connection) -> None:
+        """Embed the events without a vector (at most :data:`EMBED_PER_SYNC`); a failure is counted."""
+        try:
+            embed_missing(conn, self.embedder, limit=EMBED_PER_SYNC)
+        except RecallError as exc:
+            self.failures += 1
+            log.warning("recall: embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
+
+    def fuse(self, conn: sqlite3.Connection, query: str, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """``ranked`` (BM25, best first) fused with the :data:`~aiden.recall.search.META_ROWS` events nearest to ``query``."""
+        # What the words search sees too: the first MAX_QUERY_CHARS, lone surrogates replaced.
+        text = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
+        try:
+            vector = self.embedder.embed([text])[0]
+            self._search.refresh(conn)
+            near = self._search.top(vector, META_ROWS)
+        except RecallError as exc:
+            log.warning("recall: query embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
+            return ranked
+        return min_max_fusion([ranked, near])[:META_ROWS]

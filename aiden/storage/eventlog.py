@@ -1,11 +1,47 @@
-"""The append side of ``events.jsonl``: group commit, gap-free seqs, event_id dedupe.
+"""``events.jsonl``, the hot window's log: its appends, its trim after a compaction, and what outlives it.
 
+**Appends** (:class:`EventLog`): group commit, gap-free seqs, event_id dedupe.
 One :meth:`EventLog.append` call is one group commit: take the session lock,
 re-validate the file (another process may have appended, compaction may have
 replaced it, a crash may have left a torn tail), assign gap-free seqs, write
 every line with one ``write`` and one ``fsync``, release the lock. The cached
 file state (descriptor, end offset, last seq, recent event ids) lives only
 here; it is re-checked against the file under the lock on every batch.
+
+**Seq and event-id facts that must outlive the log.**
+Compaction moves events out of the hot window into chunk files and a crash or
+an operator can empty the log, so two facts cannot be derived from the log
+alone:
+
+* which ``event_id`` values are already stored (the dedupe contract says a
+  known id returns the stored event, also after it was compacted), and
+* the highest seq ever assigned (a lost hot window must be reported, and its
+  seqs must never be handed out again).
+
+The first is read from committed chunk files; the second is a tiny
+high-water-mark file written by each compaction trim (atomic replace through
+the Storage seam), which is the only point where the log is rewritten.
+
+**The trim** (:func:`trim_hot_window`), the last step of a file-store compaction
+commit: ``events.jsonl`` without the events a chunk now holds.
+
+Appends wait on the session's events lock, and a backlog's hot window is
+megabytes, so the rewrite is in two halves. Without the lock (only the pass
+holding the compaction lock ever rewrites the log) the complete lines read so
+far are filtered, written to a unique temp file and fsynced; under the lock
+only what was appended since is read, appended and synced before the
+``os.replace``. Lines are kept verbatim.
+
+Work in the lines read, not in the hot window: lines are appended in seq
+order and a chunk covers nothing above its last seq, so only the lines up to
+the first one above it are read (by seq only) and filtered; the rest of the
+file is copied as bytes. A backlog drain trims once per bounded pass: reading
+every line of a 64k-event window each time was most of a pass's time in this
+process and held the GIL while appends waited. So a corrupt line above the
+chunk waits for the trim whose range reaches it (or recovery at the next open)
+to be quarantined, and a line out of seq order (only an outside edit makes
+one) may outlive its compaction in the file: every reader leaves out what a
+chunk covers, and recovery removes it.
 """
 
 from __future__ import annotations
@@ -14,23 +50,128 @@ import logging
 import os
 import queue
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 
 import msgspec
 
 from aiden.config import Config
 from aiden.errors import AidenError, CorruptionError, StorageError
-from aiden.storage import chunks as chunk_store
-from aiden.storage import dedupe
+from aiden.events import SessionEvent
+from aiden.storage import chunks as cs
 from aiden.storage.fs import Storage
-from aiden.storage.jsonl import read_bytes, repair_torn_tail, scan_ids, sealed
+from aiden.storage.jsonl import quarantine, read_bytes, repair_torn_tail, scan_ids, scan_seqs, sealed
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.protocol import PreparedEvent
 
-__all__ = ["EventLog", "TrimNote", "with_seq"]
+__all__ = [
+    "HIGH_WATER_NAME",
+    "EventLog",
+    "TrimNote",
+    "chunk_event_ids",
+    "describe_ranges",
+    "lost_seqs",
+    "read_high_water",
+    "trim_hot_window",
+    "with_seq",
+    "write_high_water",
+]
 
 log = logging.getLogger("aiden.storage")
+
+
+# --- seq and event-id facts that outlive the log -------------------------------------
+
+HIGH_WATER_NAME = "seq_high_water"
+
+
+def _high_water_path(layout: Layout) -> Path:
+    return layout.session / HIGH_WATER_NAME
+
+
+def read_high_water(layout: Layout) -> int:
+    """The highest seq a compaction trim saw (0 when unknown or unreadable)."""
+    raw = read_bytes(_high_water_path(layout)).strip()
+    try:
+        return int(raw) if raw else 0
+    except ValueError:
+        return 0  # a damaged mark only weakens loss detection; the chunks still give a floor
+
+
+def write_high_water(storage: Storage, layout: Layout, seq: int) -> None:
+    """Persist ``seq`` as the high-water mark if it raises the stored one."""
+    if seq > read_high_water(layout):
+        storage.write_atomic(_high_water_path(layout), f"{seq}\n".encode(), crash_prefix="high_water")
+
+
+def chunk_event_ids(
+    layout: Layout, index: cs.ChunkIndex | None, seen: set[str], limit: int
+) -> list[tuple[str, int]]:
+    """``(event_id, seq)`` of ``index``'s committed chunks not in ``seen``, newest chunks first.
+
+    Stops once ``limit`` ids were collected (the dedupe window bounds memory and
+    reading time); every chunk read is added to ``seen`` so a later call only
+    reads newly committed chunks. The caller loaded ``index`` (once per change).
+    """
+    if limit <= 0 or index is None:
+        return []
+    try:
+        entries = cs.load_all_entries(layout, index)
+    except (CorruptionError, AidenError):
+        return []  # recovery rebuilds the index; dedupe then learns on the next resync
+    found: list[tuple[str, int]] = []
+    for entry in reversed(entries):
+        if len(found) >= limit:
+            break
+        if entry.chunk_id in seen:
+            continue
+        try:
+            chunk = cs.read_chunk(layout, entry.chunk_id)
+        except (CorruptionError, AidenError, OSError):
+            continue  # unreadable chunks are reported by recovery
+        seen.add(entry.chunk_id)
+        found.extend((e.event_id, e.seq) for e in chunk.events if e.event_id is not None)
+    return found
+
+
+def lost_seqs(entries: Sequence[cs.ChunkEntry], hot: Iterable[SessionEvent], high_water: int) -> list[int]:
+    """Seqs up to the known maximum that neither a chunk nor the hot window holds.
+
+    Seqs are assigned gap-free, so every seq in ``1..max(last chunk, high water)``
+    lives in exactly one place; a seq found nowhere was lost. Only gaps between
+    ranges are walked, so the cost is the size of the loss, not of the session.
+    """
+    hot_seqs = {e.seq for e in hot}
+    ordered = sorted(entries, key=lambda e: e.first_seq)
+    top = max([high_water, *(e.last_seq for e in ordered)])
+    missing: list[int] = []
+    nxt = 1
+    for e in ordered:
+        missing.extend(s for s in range(nxt, e.first_seq) if s not in hot_seqs)
+        missing.extend(s for s in e.kept_seqs if s not in hot_seqs)
+        nxt = max(nxt, e.last_seq + 1)
+    missing.extend(s for s in range(nxt, top + 1) if s not in hot_seqs)
+    return sorted(set(missing))
+
+
+def describe_ranges(seqs: Sequence[int]) -> str:
+    """``[1, 2, 3, 7]`` -> ``"1-3, 7"`` (seqs sorted)."""
+    parts: list[str] = []
+    start = prev = None
+    for s in seqs:
+        if prev is not None and s == prev + 1:
+            prev = s
+            continue
+        if start is not None:
+            parts.append(f"{start}-{prev}" if start != prev else f"{start}")
+        start = prev = s
+    if start is not None:
+        parts.append(f"{start}-{prev}" if start != prev else f"{start}")
+    return ", ".join(parts)
+
+
+# --- appends -----------------------------------------------------------------------
 
 
 def with_seq(line: bytes, seq: int) -> bytes:
@@ -248,7 +389,7 @@ class EventLog:
         # Never reuse a seq of a lost (emptied, deleted, cut) hot window, nor one a committed
         # chunk holds: the high-water mark alone may be damaged or lower (a flipped digit gave
         # seq 2 again while a chunk held 2..58).
-        self._last_seq = max(self._last_seq, dedupe.read_high_water(self._layout), self._index_last_seq)
+        self._last_seq = max(self._last_seq, read_high_water(self._layout), self._index_last_seq)
         if self._last_seq == 0:
             self._last_seq = self._floor_seq()
         self._valid = True
@@ -264,12 +405,12 @@ class EventLog:
             return
         self._index_stat = key
         try:
-            index = chunk_store.load_index(self._layout)
+            index = cs.load_index(self._layout)
         except AidenError:
             index = None  # recovery rebuilds it; the files' own floor applies until then
         if index is not None:
             self._index_last_seq = max(self._index_last_seq, index.last_seq)
-        found = dedupe.chunk_event_ids(self._layout, index, self._chunks_seen, self._config.dedupe_window)
+        found = chunk_event_ids(self._layout, index, self._chunks_seen, self._config.dedupe_window)
         if not found:
             return
         # Chunk events are older than hot ones: merge by seq so eviction drops the oldest.
@@ -285,13 +426,13 @@ class EventLog:
     def _floor_seq(self) -> int:
         # An empty hot window continues after the newest committed chunk.
         try:
-            index = chunk_store.load_index(self._layout)
+            index = cs.load_index(self._layout)
         except CorruptionError:
             index = None
         floor = index.last_seq if index is not None else 0
-        for chunk_id in chunk_store.list_chunk_files(self._layout):
+        for chunk_id in cs.list_chunk_files(self._layout):
             try:
-                floor = max(floor, chunk_store.read_chunk(self._layout, chunk_id).last_seq)
+                floor = max(floor, cs.read_chunk(self._layout, chunk_id).last_seq)
             except (CorruptionError, AidenError):
                 continue
         return floor
@@ -369,3 +510,93 @@ class EventLog:
                 self._storage.close(fd)
         finally:
             self._lock.close()
+
+
+# --- the trim after a compaction ----------------------------------------------------
+
+
+def _joined(lines: list[tuple[int, bytes]]) -> bytes:
+    return b"".join(line + b"\n" for _, line in lines)
+
+
+def trim_hot_window(
+    storage: Storage,
+    layout: Layout,
+    events_lock: SessionLock,
+    lock_timeout_s: float,
+    compacted: Callable[[int], bool],
+    chunk_last_seq: int,
+    replaced: Callable[[int, int, int], None] | None = None,
+    known: Mapping[bytes, SessionEvent] | None = None,
+) -> int:
+    """Replace ``events.jsonl`` by its events for which ``compacted(seq)`` is false; how many lines are left.
+
+    The caller holds the compaction lock and has committed the index that
+    makes ``compacted`` true. The seq high-water mark is written before the
+    replace: losing the log afterwards must still show these seqs existed.
+    ``replaced(old_inode, old_size, new_size)`` is called after the replace,
+    still under the events lock (this process's appender adopts the new file).
+    ``known`` lines (decoded by the pass's snapshot) are not read for their seq again.
+    """
+
+    def left(lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        return [(seq, line) for seq, line in lines if not compacted(seq)]
+
+    before = read_bytes(layout.events)
+    end = before.rfind(b"\n") + 1
+    first = scan_seqs(before[:end], known=known, after_seq=chunk_last_seq)
+    split = first.stopped_at  # lines from here on are above the chunk: kept as they are
+    bulk = _joined(left(first.lines)) + before[split:end]
+    # The high-water mark before the replace: every seq the old log held stays known even if
+    # the new log is lost. Outside the events lock: it is two fsyncs the appenders need not wait for.
+    write_high_water(storage, layout, max(chunk_last_seq, _last_seq(before[:end], first.lines)))
+    staged = storage.stage_atomic(layout.events, bulk)
+    try:
+        events_lock.acquire(lock_timeout_s)
+    except BaseException:
+        staged.discard()
+        raise
+    try:
+        now = read_bytes(layout.events)
+        if now[:end] != before[:end]:
+            # The log changed under us (a repair by another opener): redo it all under the lock.
+            staged.discard()
+            first, bulk, end = scan_seqs(b""), b"", 0
+            staged = storage.stage_atomic(layout.events, b"")
+        rest = scan_seqs(now[end:], base_offset=end, known=known)
+        if rest.torn_tail:
+            # We hold the lock, so nobody is mid-append: these bytes were never acknowledged.
+            quarantine(storage, layout.quarantine, "torn tail at compaction", rest.torn_tail)
+        for bad in [*first.bad_lines, *rest.bad_lines]:
+            quarantine(storage, layout.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
+        tail = left(rest.lines)
+        try:
+            old_ino = os.stat(layout.events).st_ino
+        except FileNotFoundError:
+            old_ino = -1  # nothing to adopt: the appender re-opens
+        tail_bytes = _joined(tail)
+        staged.commit(tail_bytes, crash_prefix="events")
+        if replaced is not None:
+            replaced(old_ino, len(now), len(bulk) + len(tail_bytes))
+    except BaseException:
+        staged.discard()
+        raise
+    finally:
+        events_lock.release()
+    if tail:
+        # Appended during the pass: known to the high-water mark from now on (they were not
+        # before the pass either; the lock is not held for it).
+        write_high_water(storage, layout, tail[-1][0])
+    return bulk.count(b"\n") + len(tail)
+
+
+def _last_seq(data: bytes, read: list[tuple[int, bytes]]) -> int:
+    """The seq of the last line of ``data`` that has one (the lines after the split were not read)."""
+    pos = len(data)
+    while pos > 0:
+        start = data.rfind(b"\n", 0, pos - 1) + 1
+        found = scan_seqs(data[start:pos]).lines
+        if found:
+            return found[-1][0]
+        pos = start
+    return max((seq for seq, _ in read), default=0)

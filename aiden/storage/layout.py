@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 # The names of every file aiden keeps live here, so recovery's list of them (see
-# aiden.storage.displaced) and the modules that write them cannot drift apart.
+# aiden.storage.recovery.file_paths) and the modules that write them cannot drift apart.
 LongTermFileName = Literal["SOUL.md", "USER.md", "MEMORY.md"]
 LONG_TERM_FILES: Final[tuple[LongTermFileName, ...]] = ("SOUL.md", "USER.md", "MEMORY.md")
 """The long-term files Dream edits and versions in ``long_term/.git``."""

@@ -1,4 +1,4 @@
-"""Recovery of the filesystem session store on open (DESIGN section 4), step by step.
+"""Recovery on open (DESIGN section 4): the filesystem session store step by step, and what a crash or an outside hand leaves elsewhere.
 
 Runs with both session locks held (see :meth:`FileSessionStore.recover`):
 temp files; 1. the index (rebuilt from chunk headers when corrupt or
@@ -7,33 +7,66 @@ files (adopted or removed); 4. hot events a committed chunk already covers;
 5. unreferenced segments; 6. summary.md and the archive re-derived.
 Then every archived session once (the same steps; marked ``.recovered``), and
 temp files in archives at every open. Idempotent: a second run changes nothing.
+
+**Directories standing where aiden keeps a file** are moved aside at open, and
+reported (:func:`displace_directories`).
+Opening a directory as a file fails every time, so one left there (by a tool, a
+restore gone wrong, an attacker) stopped every open (``events.jsonl``,
+``summary.md``, ``seq_high_water``, ``long_term/index.yaml``, the lock files) or
+one part of the memory for good (``history.jsonl``, the Dream cursor and files,
+a session summary, the experience stores' ``index.yaml`` and locks, the records' vectors, an
+episode's ``episode.json`` or ``processed``, a record or profile file). Recovery renames each such directory to
+``<name>.displaced-<ns>`` beside it (nothing is deleted; the name matches no
+file aiden reads) and reports it; the file is then recreated or rebuilt as after
+its loss. A symlink is left alone: writes refuse it (see :mod:`aiden.storage.fs`).
+
+**Temp files of interrupted atomic writes in stores no session lock covers**
+(:func:`remove_stale_temps`).
+The session locks do not cover the experience stores' writers (another
+process may be mid-write: ``processed`` markers are written without the
+store's flock), so only a temp file too old to be a write in flight is a
+crash's leftover; recovery treats ``long_term/`` temps the same way.
 """
 
 from __future__ import annotations
 
 import copy
+import errno
 import logging
 import os
+import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import CorruptionError, InvalidIdError
+from aiden.errors import CorruptionError, InvalidIdError, StorageError
 from aiden.events import SessionEvent, encode_event
 from aiden.storage import chunks as cs
-from aiden.storage import dedupe
-from aiden.storage import summary_md as smd
+from aiden.storage.eventlog import HIGH_WATER_NAME, describe_ranges, lost_seqs, read_high_water
 from aiden.storage.fs import Storage, is_temp_name
 from aiden.storage.jsonl import Scan, quarantine, read_bytes, scan, sealed
-from aiden.storage.layout import Layout
+from aiden.storage.layout import (
+    EPISODE_FILE_NAME,
+    LONG_TERM_FILES,
+    PROCESSED_FILE_NAME,
+    PROFILES_DIR_NAME,
+    Layout,
+)
 from aiden.storage.protocol import RecoveryReport
-from aiden.storage.staletemps import remove_stale_temps, subdirs
 
-__all__ = ["Recovery", "archived_layout"]
+__all__ = [
+    "STALE_TEMP_S",
+    "Recovery",
+    "archived_layout",
+    "displace_directories",
+    "file_paths",
+    "remove_stale_temps",
+    "subdirs",
+]
 
 _RECOVERED_MARK: Final = ".recovered"  # in an archived session: recovered once (only rotation writes one)
 
@@ -123,9 +156,9 @@ class Recovery:
             self.storage.mkdir(self.layout.session)
             self.storage.write_atomic(self.layout.events, b"", crash_prefix="recover_events")
         # A gap in the gap-free seqs is a lost event (e.g. an emptied or deleted log): report it.
-        lost = dedupe.lost_seqs(entries, keep, dedupe.read_high_water(self.layout))
+        lost = lost_seqs(entries, keep, read_high_water(self.layout))
         if lost:
-            problems.append(f"events.jsonl: {len(lost)} events lost (seqs {dedupe.describe_ranges(lost)})")
+            problems.append(f"events.jsonl: {len(lost)} events lost (seqs {describe_ranges(lost)})")
         segs = self._remove_unreferenced_segments(index)  # 5.
         rewritten = self._rederive_summaries(index, entries)  # 6.
         for problem in problems:
@@ -369,10 +402,10 @@ class Recovery:
             # runs no summarizer; the next push's fold merges them section by section again).
             rolling = ""
             for e in entries[:target_rolled]:
-                rolling, _ = smd.fold_into_rolling(
-                    rolling, e, max_lines=self.config.max_rolling_summary_lines, fold=smd.append_lines
+                rolling, _ = cs.fold_into_rolling(
+                    rolling, e, max_lines=self.config.max_rolling_summary_lines, fold=cs.append_lines
                 )
-            rolling = smd.cap_lines(rolling, max_lines=self.config.max_rolling_summary_lines)
+            rolling = cs.cap_lines(rolling, max_lines=self.config.max_rolling_summary_lines)
         index = cs.ChunkIndex(
             rolling_summary=rolling, rolled_count=target_rolled, total_chunks=len(entries), chunks=entries
         )
@@ -382,14 +415,14 @@ class Recovery:
         if not entries and not self.layout.summary.exists():
             return False
         recent = list(entries[-self.config.summary_max_chunks :]) if entries else []
-        text = smd.render_summary_md(index, recent).encode()
+        text = cs.render_summary_md(index, recent).encode()
         changed = False
         if read_bytes(self.layout.summary) != text:
             self.storage.write_atomic(self.layout.summary, text, crash_prefix="recover_summary")
             changed = True
         pushed = entries[: max(0, len(entries) - self.config.summary_max_chunks)]
         if pushed:
-            archive = (smd.ARCHIVE_HEADER + "\n" + smd.render_archive_entries(pushed)).encode()
+            archive = (cs.ARCHIVE_HEADER + "\n" + cs.render_archive_entries(pushed)).encode()
             if read_bytes(self.layout.summary_archive) != archive:
                 self.storage.write_atomic(self.layout.summary_archive, archive)
                 changed = True
@@ -401,3 +434,151 @@ def archived_layout(layout: Layout, d: Path) -> Layout:
     lay = copy.copy(layout)
     lay.session = d
     return lay
+
+
+# --- directories standing where aiden keeps a file -------------------------------
+
+
+def _fixed_paths(layout: Layout) -> tuple[Path, ...]:
+    # Every name comes from its owner (Layout, or the storage module that writes the file),
+    # so a file renamed there is renamed here too.
+    session = (
+        layout.events,
+        layout.quarantine,
+        layout.summary,
+        layout.summary_archive,
+        layout.running_summary,
+        layout.session / HIGH_WATER_NAME,
+        layout.session_meta,
+    )
+    long_term = (
+        layout.entries_index,
+        layout.profile,
+        layout.history,
+        layout.history_cursor,
+        layout.dream_cursor,
+        layout.digest,
+        *(layout.long_term / name for name in LONG_TERM_FILES),
+        layout.entries_lock,
+        layout.history_lock,
+        layout.summaries_lock,
+        layout.dream_lock,
+    )
+    experience = (
+        layout.episodes_index,
+        layout.episodes_lock,
+        layout.experience_index,
+        layout.records_lock,
+        layout.experience_vectors,
+    )
+    return (layout.last_recovery, layout.window, *session, *long_term, *experience)
+
+
+def _scan(path: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as found:
+            return list(found)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _experience_paths(layout: Layout) -> Iterator[Path]:
+    # episodes/<yyyy>/<episode_id>/{episode.json,processed}
+    for year in _scan(layout.episodes):
+        if len(year.name) == 4 and year.name.isdigit() and year.is_dir(follow_symlinks=False):
+            for episode in _scan(Path(year.path)):
+                if episode.is_dir(follow_symlinks=False):
+                    yield from (
+                        Path(episode.path) / name for name in (EPISODE_FILE_NAME, PROCESSED_FILE_NAME)
+                    )
+    # experience/<kind>/<id>.md and experience/profiles/<sha>.json
+    for kind in _scan(layout.experience):
+        if kind.is_dir(follow_symlinks=False):
+            suffix = ".json" if kind.name == PROFILES_DIR_NAME else ".md"
+            yield from (Path(e.path) for e in _scan(Path(kind.path)) if e.name.endswith(suffix))
+
+
+def file_paths(layout: Layout, *, locks: bool) -> Iterator[Path]:
+    """Every path where aiden keeps a regular file, except chunk files (recovery reports those).
+
+    ``locks`` adds ``session.lock`` and ``compaction.lock``, which the caller may only
+    displace before it takes them.
+    """
+    if locks:
+        yield layout.lock_file
+        yield layout.compaction_lock
+    yield from _fixed_paths(layout)
+    # Directories whose every ``*.md`` entry is a file aiden reads and rewrites.
+    for folder in (layout.memories, layout.sessions):
+        yield from (Path(e.path) for e in _scan(folder) if e.name.endswith(".md"))
+    yield from _experience_paths(layout)
+
+
+def displace_directories(storage: Storage, layout: Layout, *, locks: bool = False) -> list[str]:
+    """Move every directory found at one of :func:`file_paths` aside; one problem line per move."""
+    problems: list[str] = []
+    for path in file_paths(layout, locks=locks):
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            continue  # absent (the usual case) or unreadable: nothing to move
+        if not stat.S_ISDIR(mode):
+            continue
+        aside = path.with_name(f"{path.name}.displaced-{time.time_ns()}")
+        try:
+            storage.rename_noreplace(path, aside)
+        except StorageError as exc:
+            if exc.errno == errno.ENOENT:
+                continue  # another process opening the same root moved it first
+            raise
+        rel = path.relative_to(layout.memory)
+        problems.append(f"a directory stood where {rel} goes; moved to {aside.name}")
+        log.error("recovery: %s", problems[-1])
+    return problems
+
+
+# --- stale temp files of stores no session lock covers -----------------------------
+
+STALE_TEMP_S: Final = 600.0
+"""A temp file older than this (seconds) is a crash's leftover, not a write in flight."""
+
+
+def remove_stale_temps(storage: Storage, dirs: Iterable[Path], *, now: float | None = None) -> int:
+    """Remove temp files older than :data:`STALE_TEMP_S` directly in each of ``dirs``; how many."""
+    when = time.time() if now is None else now
+    removed = 0
+    for d in dirs:
+        try:
+            entries = list(os.scandir(d))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            try:
+                stale = (
+                    is_temp_name(entry.name)
+                    and entry.is_file(follow_symlinks=False)
+                    and when - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMP_S
+                )
+            except FileNotFoundError:
+                continue  # removed meanwhile (renamed into place, or by another process's cleanup)
+            if stale:
+                storage.unlink(entry.path)  # already gone is fine
+                removed += 1
+    return removed
+
+
+def subdirs(top: Path, depth: int) -> list[Path]:
+    """``top`` and the real directories up to ``depth`` levels below it (symlinks not followed)."""
+    found = [top]
+    level = [top]
+    for _ in range(depth):
+        nxt: list[Path] = []
+        for d in level:
+            try:
+                with os.scandir(d) as it:
+                    nxt.extend(Path(e.path) for e in it if e.is_dir(follow_symlinks=False))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        found.extend(nxt)
+        level = nxt
+    return found

@@ -23,9 +23,9 @@ from aiden.config import Config
 from aiden.errors import CommitConflict, CorruptionError, InvalidIdError, StorageError
 from aiden.events import SessionEvent, validate_id
 from aiden.storage import chunks as cs
+from aiden.storage.advisory import record_recovery
 from aiden.storage.changes import FileChangeFeed
-from aiden.storage.displaced import displace_directories
-from aiden.storage.eventlog import EventLog, TrimNote
+from aiden.storage.eventlog import EventLog, TrimNote, trim_hot_window
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import GrowingFile, read_bytes, scan
 from aiden.storage.layout import Layout
@@ -38,10 +38,7 @@ from aiden.storage.protocol import (
     RecoveryReport,
     Snapshot,
 )
-from aiden.storage.recovery import Recovery
-from aiden.storage.recovery_record import record_recovery
-from aiden.storage.summary_md import ARCHIVE_HEADER, render_archive_entries, render_summary_md
-from aiden.storage.trim import trim_hot_window
+from aiden.storage.recovery import Recovery, displace_directories
 
 __all__ = ["FileSessionStore"]
 
@@ -327,14 +324,14 @@ class FileSessionStore:
     def _write_summaries(self, index: cs.ChunkIndex, pushed_out: Sequence[cs.ChunkEntry]) -> None:
         recent = index.chunks[-self.config.summary_max_chunks :]
         self.storage.write_atomic(
-            self.layout.summary, render_summary_md(index, recent).encode(), crash_prefix="summary"
+            self.layout.summary, cs.render_summary_md(index, recent).encode(), crash_prefix="summary"
         )
         if pushed_out:
-            self._append_archive(render_archive_entries(pushed_out))
+            self._append_archive(cs.render_archive_entries(pushed_out))
 
     def _append_archive(self, text: str) -> None:
         path = self.layout.summary_archive
-        header = b"" if path.exists() else ARCHIVE_HEADER.encode() + b"\n"
+        header = b"" if path.exists() else cs.ARCHIVE_HEADER.encode() + b"\n"
         fd = self.storage.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             self.storage.write(fd, header + text.encode())

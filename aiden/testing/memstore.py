@@ -26,6 +26,7 @@ from aiden.config import Config
 from aiden.errors import CommitConflict, CorruptionError, LockError, StorageError
 from aiden.events import SessionEvent, decode_event, encode_event, validate_id
 from aiden.storage import chunks as cs
+from aiden.storage.chunks import render_summary_md
 from aiden.storage.protocol import (
     AppendGroup,
     ChangeToken,
@@ -35,7 +36,6 @@ from aiden.storage.protocol import (
     RecoveryReport,
     Snapshot,
 )
-from aiden.storage.summary_md import render_summary_md
 
 __all__ = ["MemorySessionStore"]
 

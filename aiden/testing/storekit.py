@@ -2,7 +2,7 @@
 
 A commit here is made the way the compaction scheduler makes it: take the
 compaction lock, snapshot, plan a chunk over a prefix of the hot window,
-:func:`~aiden.storage.summary_md.advance_index`, commit. The steps are
+:func:`~aiden.storage.chunks.advance_index`, commit. The steps are
 separate functions so a check can append between the snapshot and the
 commit, or commit a stale snapshot.
 """
@@ -17,9 +17,8 @@ import msgspec
 
 from aiden.config import Config
 from aiden.events import SessionEvent, encode_event
-from aiden.storage.chunks import ChunkEntry, ChunkIndex, chunk_id_for
+from aiden.storage.chunks import ChunkEntry, ChunkIndex, advance_index, chunk_id_for, render_summary_md
 from aiden.storage.protocol import PreparedEvent, SessionStore, Snapshot
-from aiden.storage.summary_md import advance_index, render_summary_md
 from aiden.summarizers.extractive import rolling_fold
 
 __all__ = [

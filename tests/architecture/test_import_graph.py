@@ -10,7 +10,7 @@ from tests.architecture.graph import cycles, import_graph, module_files
 
 def test_the_graph_sees_absolute_relative_and_submodule_imports() -> None:
     graph = import_graph()
-    assert "aiden.ports" in graph["aiden.memory"]
+    assert "aiden.ports" in graph["aiden.memory_core"]
     assert "aiden.errors" in graph["aiden.ports"]
     # `from aiden.storage import session`-style imports reach the submodule, not the package.
     assert all(not target.endswith("__init__") for targets in graph.values() for target in targets)

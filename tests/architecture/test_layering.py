@@ -6,12 +6,12 @@
   policy is pure and synchronous, and what it decides about comes in as plain data;
 - ``aiden.storage`` never imports ``aiden.context`` (the prompt) nor ``aiden.summarizers``:
   summary.md's text is rendered by policy, and the rolling fold comes from the compaction side;
-- the core never imports an extension (:data:`EXTENSIONS`), except through the passages listed in
-  :data:`NOT_YET_SEPARATED`, which only shrinks: ``Memory`` still names long-term and experience
-  memory (its methods for them). Extensions attach by name: the runtime builds the
-  ``aiden.extensions`` entry points' extensions, and the store selection opens the
-  ``aiden.stores`` entry points' stores. The public facades (``aiden``, ``aiden.summarizers``, ``aiden.sync``)
-  re-export extension types and are not the core.
+- the core never imports an extension (:data:`EXTENSIONS`). Extensions attach by name: the runtime
+  builds the ``aiden.extensions`` entry points' extensions and runs the memory class it is given,
+  and the store selection opens the ``aiden.stores`` entry points' stores. The public facades
+  (``aiden``, ``aiden.memory``: ``Memory`` with long-term and experience memory's methods,
+  ``aiden.summarizers``, ``aiden.sync``) put extensions together for users and are not the core;
+  the core imports no facade either (else it would reach an extension through it).
 """
 
 from __future__ import annotations
@@ -36,12 +36,9 @@ EXTENSIONS: dict[str, tuple[str, ...]] = {
     "litellm": ("aiden.summarizers.llm", "aiden.summarizers.llm.*"),
     "adapters": ("aiden.adapters", "aiden.adapters.*", "aiden.langgraph_store", "aiden.mcp", "aiden.mcp.*"),
     "OpenTelemetry": ("aiden.otel",),
-    "CLI": ("aiden.__main__", "aiden.cli", "aiden.cli_*", "aiden.doctor", "aiden.readonly"),
+    "CLI": ("aiden.__main__", "aiden.cli", "aiden.cli_*", "aiden.demo", "aiden.doctor", "aiden.readonly"),
 }
-FACADES = frozenset({"aiden", "aiden.summarizers", "aiden.sync"})
-NOT_YET_SEPARATED: dict[str, set[str]] = {
-    "aiden.memory": {"experience memory", "long-term memory"},
-}
+FACADES = frozenset({"aiden", "aiden.memory", "aiden.summarizers", "aiden.sync"})
 
 
 
@@ -125,16 +122,21 @@ def test_every_extension_pattern_names_modules() -> None:
             assert any(fnmatch.fnmatchcase(m, pattern) for m in modules), (name, pattern)
 
 
-def test_the_core_imports_no_extension_but_the_listed_passages() -> None:
-    # Equal, not a subset: a passage closed must leave the list, so it only shrinks.
-    assert core_to_extension(import_graph()) == NOT_YET_SEPARATED
+def test_the_core_imports_no_extension() -> None:
+    assert core_to_extension(import_graph()) == {}
+
+
+def test_the_core_imports_no_facade() -> None:
+    graph = import_graph()
+    core = {m for m in graph if m not in FACADES and extension_of(m) is None and not _in(m, "aiden.testing")}
+    assert {(a, b) for a in core for b in graph[a] if b in FACADES} == set()
 
 
 def test_a_core_import_of_an_extension_is_found() -> None:
     graph = {
         "aiden": {"aiden.longterm"},
-        "aiden.recall.index": {"aiden.summarizers.llm.handle", "aiden.events"},
-        "aiden.summarizers.llm.handle": {"aiden.errors"},
+        "aiden.recall.index": {"aiden.summarizers.llm.client", "aiden.events"},
+        "aiden.summarizers.llm.client": {"aiden.errors"},
         "aiden.longterm": {"aiden.recall.index"},
         "aiden.testing.kit": {"aiden.storage.postgres"},
     }

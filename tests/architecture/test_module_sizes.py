@@ -20,8 +20,8 @@ def _sizes() -> dict[str, int]:
 def test_the_package_is_found() -> None:
     sizes = _sizes()
     assert PACKAGE_ROOT.name == "aiden"
-    assert {"aiden", "aiden.memory", "aiden.runtime", "aiden.storage.session"} <= set(sizes)
-    assert sizes["aiden.memory"] > 100
+    assert {"aiden", "aiden.memory_core", "aiden.runtime", "aiden.storage.session"} <= set(sizes)
+    assert sizes["aiden.memory_core"] > 100
 
 
 def test_no_module_is_over_the_limit() -> None:

@@ -17,8 +17,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aiden import Config, FileSessionStore, SessionEvent, Storage, open_memory
 from aiden.actors.mailbox import Client, Doorbell, Latest
-from aiden.context.body import IncrementalBody
-from aiden.context.prompt import Renderer
+from aiden.context.prompt import IncrementalBody, Renderer
 from aiden.experience.episodes import EpisodeRecorder
 from aiden.experience.port import ExperiencePort
 from aiden.experience.tracker import EpisodeTracker

@@ -26,7 +26,7 @@ from aiden.config import Config
 from aiden.context import events_to_messages
 from aiden.events import SessionEvent, decode_event, encode_event
 from aiden.policy.tokens import estimate_tokens, event_tokens
-from aiden.recall.render import encode_hits
+from aiden.recall.tool import encode_hits
 from aiden.storage import chunks as cs
 from aiden.storage.fs import TEMP_MARKER
 from aiden.storage.jsonl import read_bytes, scan

@@ -16,7 +16,7 @@ import aiden.storage.eventlog as eventlog_mod
 import aiden.storage.jsonl as jsonl_mod
 from aiden.config import Config
 from aiden.events import SessionEvent, decode_event
-from aiden.storage.dedupe import read_high_water
+from aiden.storage.eventlog import read_high_water
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout

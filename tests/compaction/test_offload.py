@@ -21,7 +21,7 @@ import pytest
 
 import aiden
 import aiden.storage.jsonl as jsonl
-import aiden.summarizers.extractive.mustkeep_job as mustkeep_job
+import aiden.summarizers.mustkeep.check as mustkeep_job
 from aiden import offload
 from aiden.actors import planning
 from aiden.actors.planning import Planner

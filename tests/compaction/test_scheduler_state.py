@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 
 from aiden.messages import RecordUsage
-from aiden.policy.trigger_state import UsageReported
+from aiden.policy.triggers import UsageReported
 
 ACTORS = Path(__file__).resolve().parents[2] / "aiden" / "actors"
 

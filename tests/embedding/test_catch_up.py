@@ -10,8 +10,7 @@ import pytest
 
 import aiden
 from aiden.errors import RecallError
-from aiden.recall.db import IndexDB
-from aiden.recall.sync import text_hash
+from aiden.recall.db import IndexDB, text_hash
 from aiden.recall.vectors import embed_missing
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

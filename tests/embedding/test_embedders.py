@@ -68,7 +68,7 @@ def test_l2_normalize() -> None:
 
 def test_local_embedder_is_exported_lazily() -> None:
     import aiden
-    from aiden.recall.minilm import LocalMiniLMEmbedder
+    from aiden.recall.embedding import LocalMiniLMEmbedder
 
     assert aiden.LocalMiniLMEmbedder is LocalMiniLMEmbedder
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):

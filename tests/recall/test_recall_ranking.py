@@ -245,8 +245,7 @@ _TEXT = st.text(st.sampled_from(list('ab needle"\\\n\t…数据\u2028x')), max_s
 )
 def test_fit_hits_never_exceeds_the_budget(texts: list[str], context: list[str | None], budget: int) -> None:
     from aiden.recall.query import content_terms
-    from aiden.recall.render import encode_hits, fit_hits
-    from aiden.recall.types import RecallContext
+    from aiden.recall.tool import RecallContext, encode_hits, fit_hits
 
     hits = [
         RecallHit(
@@ -303,7 +302,7 @@ def test_context_neighbour_when_room_and_not_otherwise(files: SessionFiles) -> N
         assert hits[3].context is None  # first event of its chunk: the event before lies in another chunk
     finally:
         idx.close()
-    from aiden.recall.render import encode_hits
+    from aiden.recall.tool import encode_hits
 
     bare = without_context(hits[4])
     tight = len(encode_hits([bare])) + 10

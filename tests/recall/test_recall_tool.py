@@ -10,7 +10,7 @@ import pytest
 
 from aiden.config import Config
 from aiden.recall import RECALL_TOOL, RecallHit, RecallIndex, handle_recall_tool
-from aiden.recall.render import encode_hits
+from aiden.recall.tool import encode_hits
 from tests.recall.recall_helpers import Calls, SessionFiles, ev
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""Recovery's list of file paths (``aiden.storage.displaced``) matches the files aiden writes.
+"""Recovery's list of file paths (``aiden.storage.recovery``) matches the files aiden writes.
 
 A file an owner writes that the list misses would stop every open again the day a directory
 stands in its place (finding 9); a name the list keeps after its owner renamed the file would
@@ -13,9 +13,9 @@ import pytest
 
 from aiden.experience.episodestore import EpisodeStore
 from aiden.experience.recordstore import RecordStore
-from aiden.storage.displaced import file_paths
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from aiden.storage.recovery import file_paths
 from tests.experience.test_experience_core import failing_then_working, process
 from tests.reliability.test_directory_in_place import _populated as session_and_long_term_written
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from aiden.summarizers import ExtractiveSummarizer
-from aiden.summarizers.extractive import dedupe as extractive
+from aiden.summarizers.extractive import selection as extractive
 from aiden.summarizers.protocol import SummaryRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))

@@ -326,7 +326,7 @@ async def test_prose_without_headings_is_kept_as_facts_in_the_session_summary() 
 
 
 async def test_overlong_fields_are_cut_to_their_bounds() -> None:
-    from aiden.summarizers.llm.bounds import ITEM_CHARS, LIST_ITEMS, SCALAR_CHARS
+    from aiden.summarizers.llm.schema import ITEM_CHARS, LIST_ITEMS, SCALAR_CHARS
 
     wordy = {
         **GOOD,

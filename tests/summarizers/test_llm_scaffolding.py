@@ -19,6 +19,7 @@ from aiden.config import Config
 from aiden.errors import InvalidSummaryError
 from aiden.events import SessionEvent
 from aiden.summarizers.llm import LiteLLMSummarizer, parse_summary_output
+from aiden.summarizers.llm.parse import Scaffold, clean_text, scaffold
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,
@@ -26,7 +27,6 @@ from aiden.summarizers.protocol import (
     SummaryRequest,
     SummaryResult,
 )
-from aiden.summarizers.scaffold import Scaffold, clean_text, scaffold
 from aiden.testing import FakeLLMServer
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("litellm_ready")]

@@ -19,8 +19,7 @@ import pytest
 from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.summarizers.llm import LiteLLMSummarizer, StructuredOutput
-from aiden.summarizers.llm.bounds import ITEM_CHARS, SCALAR_CHARS
-from aiden.summarizers.llm.schema import ASKED_ITEMS, answer_schema, response_format
+from aiden.summarizers.llm.schema import ASKED_ITEMS, ITEM_CHARS, SCALAR_CHARS, answer_schema, response_format
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary, SummaryRequest
 from aiden.testing import FakeLLMServer
 

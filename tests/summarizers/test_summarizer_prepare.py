@@ -73,8 +73,8 @@ async def test_the_litellm_summarizer_imports_litellm_before_open_returns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from aiden.summarizers.llm import LiteLLMSummarizer
-    from aiden.summarizers.llm import handle as litellm_handle
-    from aiden.summarizers.llm.handle import imported_litellm
+    from aiden.summarizers.llm import client as litellm_handle
+    from aiden.summarizers.llm.client import imported_litellm
 
     # An earlier test of this process may have set litellm up already: start from none.
     monkeypatch.setattr(litellm_handle, "_litellm", None)

@@ -15,7 +15,7 @@ from aiden.errors import SummarizerUnavailable
 from aiden.events import SessionEvent
 from aiden.longterm.writer import extract_summary
 from aiden.messages import Codec, Failed, Summarize, Summarized, SummarizerInbox, SummarizerOutbox
-from aiden.summarizers.llm.breaker import Breaker
+from aiden.summarizers.llm.client import Breaker
 from aiden.summarizers.protocol import DeadlineOwner, Summarizer, SummaryRequest, SummaryResult
 from aiden.testing import ScriptedSummarizer, SlowSummarizer
 

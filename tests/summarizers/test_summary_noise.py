@@ -13,8 +13,7 @@ import json
 import pytest
 
 from aiden.events import SessionEvent
-from aiden.storage.chunks import ChunkEntry, ChunkIndex
-from aiden.storage.summary_md import render_summary_md
+from aiden.storage.chunks import ChunkEntry, ChunkIndex, render_summary_md
 from aiden.summarizers import ExtractiveSummarizer
 from aiden.summarizers.protocol import ErrorResolution, SummaryRequest, SummaryResult
 

@@ -51,8 +51,14 @@ async def test_tool_schemas_and_the_learned_undercount_count_in_the_budget(tmp_p
 
 
 def test_without_usage_the_trigger_uses_the_estimate_of_the_prompts_built() -> None:
-    from aiden.policy.trigger_state import Compacted, TriggerState, UsageReported, reduce, trigger_input
-    from aiden.policy.triggers import should_compress
+    from aiden.policy.triggers import (
+        Compacted,
+        TriggerState,
+        UsageReported,
+        reduce,
+        should_compress,
+        trigger_input,
+    )
 
     state = TriggerState(model="m", calibration_weight=0.2)
     # Two prompts built in one run, no provider figure: the run's largest estimate is the prompt size.

@@ -15,8 +15,7 @@ from aiden import Config, SessionEvent
 from aiden.context import OMITTED_NOTE_PREFIX, SummaryItem, fit_summary_layer, summary_items
 from aiden.policy.summary_md import summary_parts
 from aiden.policy.tokens import estimate_tokens
-from aiden.storage.chunks import ChunkEntry, ChunkIndex
-from aiden.storage.summary_md import render_summary_md
+from aiden.storage.chunks import ChunkEntry, ChunkIndex, render_summary_md
 from aiden.testing import ScriptedSummarizer
 
 Recent = list[tuple[str, str, bool]]

@@ -4,9 +4,10 @@
 summaries in PostgreSQL behind the same
 :class:`~aiden.storage.protocol.SessionStore` contract as the filesystem
 store (the conformance suite runs against both). :func:`aiden.open_memory`
-selects it by its DSN (:mod:`aiden.storage.postgres.dsn` checks it and
-connects once first); :func:`postgres_store_factory` makes the equivalent
-``store_factory``::
+selects it by its DSN (:func:`store_from_dsn` checks it, connects once
+first to say clearly what is wrong before any actor starts, and masks the
+password in every message); :func:`postgres_store_factory` makes the
+equivalent ``store_factory``::
 
     async with open_memory(root, store="postgresql://...", session_id="agent-7") as memory:
         ...
@@ -22,21 +23,36 @@ the store's change feed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from aiden.config import Config
+from aiden.errors import ConfigError, StorageError
 from aiden.events import validate_id
+from aiden.policy.scrub import mask
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.postgres.schema import MIN_POOL_SIZE, SCHEMA_VERSION, Pool, open_pool, require_pool_size
+from aiden.storage.postgres.schema import (
+    MIN_POOL_SIZE,
+    SCHEMA_VERSION,
+    Pool,
+    describe,
+    open_pool,
+    require_pool_size,
+)
 from aiden.storage.postgres.store import DSN_ENV, PostgresSessionStore
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "DSN_ENV",
     "MIN_POOL_SIZE",
     "SCHEMA_VERSION",
     "PostgresSessionStore",
     "open_pool",
     "postgres_store_factory",
+    "store_from_dsn",
 ]
 
 
@@ -79,3 +95,35 @@ def postgres_store_factory(
         )
 
     return make
+
+
+CONNECT_TIMEOUT_S: Final = 10
+"""The first connection's timeout (seconds) when the DSN sets no ``connect_timeout`` of its own."""
+
+
+def store_from_dsn(
+    dsn: str, session_id: str, config: Config, *, max_size: int = 4, timeout: float = 30.0
+) -> PostgresSessionStore:
+    """A checked :class:`PostgresSessionStore` of ``session_id`` on ``dsn``; blocks (call it from a thread).
+
+    :class:`~aiden.errors.InvalidIdError` for a bad session id;
+    :class:`~aiden.errors.ConfigError` when the DSN does not parse or ``max_size`` is below
+    :data:`~aiden.storage.postgres.schema.MIN_POOL_SIZE`;
+    :class:`~aiden.errors.StorageError` when the server cannot be reached or
+    refuses the login (one connection, waiting up to the DSN's
+    ``connect_timeout`` or :data:`CONNECT_TIMEOUT_S` seconds).
+    """
+    validate_id(session_id, what="session id")
+    require_pool_size(max_size)
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        raise ConfigError(f"store={mask(dsn)!r} is not a valid PostgreSQL DSN: {describe(exc)}") from exc
+    first = dsn if "connect_timeout" in params else make_conninfo(dsn, connect_timeout=CONNECT_TIMEOUT_S)
+    try:
+        # One plain connection first: the pool would only retry in its background threads
+        # and time out 30 s later without saying why (wrong host, refused, bad password).
+        psycopg.connect(first, autocommit=True).close()
+    except psycopg.Error as exc:
+        raise StorageError(f"postgres: cannot connect with {mask(dsn)!r}: {describe(exc)}") from exc
+    return PostgresSessionStore(dsn, session_id, config=config, max_size=max_size, timeout=timeout)

@@ -19,9 +19,16 @@ from aiden.config import Config
 from aiden.errors import CommitConflict, CorruptionError, StorageError
 from aiden.events import SessionEvent, encode_event
 from aiden.storage import chunks as cs
-from aiden.storage.postgres.rows import EMPTY_INDEX, decode_index, encode_entry, encode_index, seal
-from aiden.storage.postgres.schema import SCHEMA_VERSION, Conn, translated
-from aiden.storage.summary_md import render_summary_md
+from aiden.storage.postgres.schema import (
+    EMPTY_INDEX,
+    SCHEMA_VERSION,
+    Conn,
+    decode_index,
+    encode_entry,
+    encode_index,
+    seal,
+    translated,
+)
 
 __all__ = ["CHECKS", "check", "commit", "create_generation", "replace_summary", "rotate"]
 
@@ -49,7 +56,7 @@ def _locked_state(conn: Conn, session_id: str) -> tuple[str, cs.ChunkIndex, int]
 
 
 def _render(index: cs.ChunkIndex, config: Config) -> str:
-    return render_summary_md(index, index.chunks[-config.summary_max_chunks :])
+    return cs.render_summary_md(index, index.chunks[-config.summary_max_chunks :])
 
 
 def commit(

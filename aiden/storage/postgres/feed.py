@@ -20,8 +20,7 @@ from typing import Any
 from aiden.errors import CorruptionError
 from aiden.events import validate_id
 from aiden.storage import chunks as cs
-from aiden.storage.postgres.rows import chunk_from_rows, decode_entry, decode_index
-from aiden.storage.postgres.schema import Conn, Pool, translated
+from aiden.storage.postgres.schema import Conn, Pool, chunk_from_rows, decode_entry, decode_index, translated
 from aiden.storage.protocol import ChangeToken, ChunkChanges, PendingChunks
 
 __all__ = ["PgChangeFeed", "chunks_of_rows"]

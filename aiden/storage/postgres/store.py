@@ -37,10 +37,12 @@ from aiden.storage import chunks as cs
 from aiden.storage.postgres import compaction
 from aiden.storage.postgres.feed import PgChangeFeed
 from aiden.storage.postgres.locks import AdvisoryLock
-from aiden.storage.postgres.rows import EMPTY_INDEX, decode_index, decode_payload
 from aiden.storage.postgres.schema import (
+    EMPTY_INDEX,
     Conn,
     Pool,
+    decode_index,
+    decode_payload,
     ensure_schema,
     lease_pool,
     release_pool,

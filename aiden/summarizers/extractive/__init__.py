@@ -25,18 +25,18 @@ its sayings are no constraints or preferences of the user. A chunk summary whose
 lines say nothing (only files, commands, a step) also gets its newest
 informative message and a sentence of its tool work.
 
-Layout: ``events`` / ``tools`` / ``summary_text`` extract into a ``collector``
-of ``items``; ``salience`` weighs them; ``dedupe`` and ``budget`` choose what is kept; ``render`` and
-``session`` write it out; ``fold`` handles the rolling fold; ``summarizer``
-holds the class that runs it all.
+Layout: ``extract`` (events and summary text) and ``tools`` (tool calls and
+output) file items into a ``collector``; ``salience`` weighs them;
+``selection`` chooses what is kept (dedupe, collapsed step runs, budget);
+``render`` writes it out (history sections, session summary); ``summarizer``
+holds the class that runs it all, and the rolling fold.
 """
 
 from __future__ import annotations
 
-from aiden.summarizers.extractive.events import stated_goal
-from aiden.summarizers.extractive.fold import summary_must_keep
+from aiden.summarizers.extractive.extract import stated_goal
 from aiden.summarizers.extractive.render import render_structured
-from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer, rolling_fold
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer, rolling_fold, summary_must_keep
 
 __all__ = [
     "ExtractiveSummarizer",

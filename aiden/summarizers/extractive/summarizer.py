@@ -1,4 +1,9 @@
-"""The summarizer class: runs extraction over a request and picks the output form its purpose asks for."""
+"""The summarizer class: runs extraction over a request and picks the output form its purpose asks for.
+
+Also the rolling fold: :func:`rolling_fold` merges a chunk summary into the
+Rolling Summary, keeping only the latest open threads and the newest
+commands, and :func:`summary_must_keep` lists a summary's load-bearing lines.
+"""
 
 from __future__ import annotations
 
@@ -11,23 +16,28 @@ import msgspec
 
 from aiden import offload
 from aiden.events import SessionEvent
-from aiden.summarizers.extractive.budget import _select
-from aiden.summarizers.extractive.collapse import collapse_requests
-from aiden.summarizers.extractive.collector import _Collector
-from aiden.summarizers.extractive.dedupe import _dedupe, _with_absorbed
-from aiden.summarizers.extractive.events import _EventWalker
-from aiden.summarizers.extractive.fold import _keep_latest_open, _newest_commands
-from aiden.summarizers.extractive.items import _R_NOTE, _R_OPEN, _TOOL_NOTE_CHARS, _Item, _line_of
-from aiden.summarizers.extractive.render import _render_history, _structured_history
-from aiden.summarizers.extractive.salience import Rarity, is_junk_line, shown_words
-from aiden.summarizers.extractive.session import (
+from aiden.summarizers.extractive.collector import (
+    _R_FAILED,
+    _R_NOTE,
+    _R_OPEN,
+    _R_REST,
+    _Collector,
+    _Item,
+    _line_of,
+)
+from aiden.summarizers.extractive.extract import _EventWalker, _extract_summary_text
+from aiden.summarizers.extractive.render import (
+    _render_history,
     _render_session,
     _select_session,
     _session_items,
+    _structured_history,
     _structured_session,
 )
-from aiden.summarizers.extractive.summary_text import _extract_summary_text
-from aiden.summarizers.mustkeep import clip, is_routine_request
+from aiden.summarizers.extractive.salience import Rarity, is_junk_line, shown_words
+from aiden.summarizers.extractive.selection import _dedupe, _select, _with_absorbed, collapse_requests
+from aiden.summarizers.extractive.tools import _TOOL_NOTE_CHARS, command_targets, is_read_only_command
+from aiden.summarizers.mustkeep import clip, is_routine_request, normalize
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
 _SLICE_CHARS: Final = 8_000  # checkpoint after about this much event text (~1-3 ms of extraction)
@@ -307,3 +317,66 @@ def rolling_fold(rolling: str, summary: str, max_lines: int) -> str:
         purpose="rolling_fold", text=summary, previous_summary=rolling, max_tokens=_MERGE_TOKENS
     )
     return merger.summarize_sync(request).text
+
+
+# The rolling fold: which open threads and commands a fold keeps, and the load-bearing lines of a summary.
+_ROLLING_COMMANDS: Final = 5
+"""Commands the Rolling Summary keeps: the newest distinct ones (older ones are in the chunk archive)."""
+
+
+def summary_must_keep(text: str, *, max_items: int) -> list[str]:
+    """The load-bearing lines of a summary text, most important first, at most ``max_items``.
+
+    Constraints, preferences and corrections, decisions, errors (with their
+    resolution) and failed approaches, parsed the way a rolling fold parses
+    them. Used to check an LLM's fold of the Rolling Summary with
+    :func:`~aiden.summarizers.mustkeep.apply_must_keep`.
+    """
+    if max_items <= 0:
+        return []
+    collector = _Collector()
+    _extract_summary_text(text, collector, fold_lines=True)
+    load_bearing = [
+        item
+        for item in _dedupe(collector.finish()).kept
+        if item.rank <= _R_FAILED and item.section not in ("goal", "open", "outcome")
+    ]
+    load_bearing.sort(key=lambda it: (it.rank, it.order))
+    return [_line_of(item) for item in load_bearing[:max_items]]
+
+
+def _keep_latest_open(items: list[_Item]) -> list[_Item]:
+    # Older open threads are superseded by newer ones (seed 001: keep the
+    # current state of the plan, drop superseded versions). A superseded user
+    # request stays as a low-priority request: it may quote a detail that
+    # was not classified anywhere else.
+    opens = [it for it in items if it.section == "open"]
+    stale = {id(it) for it in opens[:-2]}
+    out: list[_Item] = []
+    for item in items:
+        if id(item) not in stale:
+            out.append(item)
+        elif item.text.startswith("User: "):
+            out.append(msgspec.structs.replace(item, section="requests", text=item.text[6:], rank=_R_REST))
+    return out
+
+
+def _newest_commands(items: list[_Item]) -> list[_Item]:
+    """``items`` with the rolling summary's commands cut to the newest few distinct ones (#19).
+
+    A command repeated in every chunk (``$ pytest tests/gateway -q``) is one
+    line, at its newest place; a read-only call whose targets are under Files
+    (``read_file(path=a.py)``, ``search(pattern=x)``) is none.
+    """
+    files = {normalize(it.text) for it in items if it.section == "files"}
+    latest: dict[str, _Item] = {}
+    for item in items:
+        if item.section != "commands":
+            continue
+        if is_read_only_command(item.text) and all(normalize(p) in files for p in command_targets(item.text)):
+            continue
+        key = normalize(item.text)
+        latest.pop(key, None)  # re-inserted: the dict's order is the order of last use
+        latest[key] = item
+    kept = {id(it) for it in list(latest.values())[-_ROLLING_COMMANDS:]}
+    return [it for it in items if it.section != "commands" or id(it) in kept]

@@ -6,13 +6,15 @@ reaches for the network). Importing this package imports no litellm.
 :class:`ModelResolver` (the context windows of litellm's bundled model map, read
 without importing it) lives in the core, :mod:`aiden.models`; it is re-exported here.
 
-Modules, one job each: :mod:`~aiden.summarizers.llm.handle` (importing litellm, sorting its errors),
-:mod:`~aiden.summarizers.llm.loop` (the asyncio loop litellm runs on),
+Modules, one job each: :mod:`~aiden.summarizers.llm.client` (importing litellm, sorting its errors,
+the asyncio loop litellm runs on, the circuit breaker),
 :mod:`~aiden.summarizers.llm.prompts` (request -> chat messages),
-:mod:`~aiden.summarizers.llm.parse` (answer -> summary),
-:mod:`~aiden.summarizers.llm.schema` (the answer's JSON schema for constrained decoding),
-:mod:`~aiden.summarizers.llm.breaker` and :mod:`~aiden.summarizers.llm.stats`
-(failure accounting), :mod:`~aiden.summarizers.llm.summarizer` (the summarizer).
+:mod:`~aiden.summarizers.llm.parse` (answer -> summary, prompt echoes stripped),
+:mod:`~aiden.summarizers.llm.repair` (tolerant reading of loose JSON, YAML and plain-text sections),
+:mod:`~aiden.summarizers.llm.schema` (the answer's field bounds and JSON schema for constrained decoding),
+:mod:`~aiden.summarizers.llm.onecall` (one call per compaction),
+:mod:`~aiden.summarizers.llm.summarizer` (the summarizer and its usage counters),
+:mod:`~aiden.summarizers.llm.embedder` (the litellm embedder of hybrid recall).
 """
 
 from __future__ import annotations
@@ -21,12 +23,11 @@ from __future__ import annotations
 # through the same one-time, quiet import; tests drive both); the redundant
 # aliases mark them as re-exported.
 from aiden.models import ModelResolver
-from aiden.summarizers.llm.handle import _import_litellm as _import_litellm
-from aiden.summarizers.llm.loop import _loop_thread as _loop_thread
+from aiden.summarizers.llm.client import _import_litellm as _import_litellm
+from aiden.summarizers.llm.client import _loop_thread as _loop_thread
 from aiden.summarizers.llm.parse import parse_summary_output
 from aiden.summarizers.llm.schema import StructuredOutput
-from aiden.summarizers.llm.stats import SummarizerStats
-from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
+from aiden.summarizers.llm.summarizer import LiteLLMSummarizer, SummarizerStats
 
 __all__ = [
     "LiteLLMSummarizer",

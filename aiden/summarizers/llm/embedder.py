@@ -1,7 +1,7 @@
 """The litellm embedder: hybrid recall's vectors from any embedding model litellm supports.
 
 Part of the litellm integration (it imports litellm as the summarizer does, through
-:func:`~aiden.summarizers.llm.handle._import_litellm`); the :class:`~aiden.recall.embedding.Embedder`
+:func:`~aiden.summarizers.llm.client._import_litellm`); the :class:`~aiden.recall.embedding.Embedder`
 protocol it implements is the core's.
 """
 

@@ -1,23 +1,90 @@
-"""The one-call answer's JSON schema, for providers that constrain decoding to it.
+"""What a model's answer may hold: per-field length bounds, and the JSON schema that asks for them.
+
+A small model asked for short items sometimes writes a paragraph into one
+field or fifty items into one list. The whole-answer limit
+(``summary_max_chars``) catches only the worst of it and then throws every
+field away; the bounds cut the one runaway field instead. (An answer cut off
+at the output cap is repaired by
+:func:`~aiden.summarizers.llm.repair.repair_truncated_json`.)
 
 A small local model asked for JSON by the prompt alone often echoes the
 prompt or writes prose instead (Gemma 3 270M on llama.cpp: most answers
 unusable, see BENCHMARKS.md). llama.cpp, vLLM, Ollama and OpenAI can restrict
 sampling to a JSON schema through ``response_format``: the answer then always
-parses, and the per-field bounds of :mod:`~aiden.summarizers.llm.bounds` become
-``maxLength``/``maxItems`` that also cap the tokens a slow model spends.
-Providers spell the request two ways, hence two modes besides ``"prompt"``
-(the schema in the prompt only, which every provider accepts).
+parses, and the per-field bounds become ``maxLength``/``maxItems`` that also
+cap the tokens a slow model spends. Providers spell the request two ways,
+hence two modes besides ``"prompt"`` (the schema in the prompt only, which
+every provider accepts).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from aiden.summarizers.llm.bounds import ITEM_CHARS, SCALAR_CHARS
+from aiden.summarizers.mustkeep import clip
+from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
 
-__all__ = ["ASKED_ITEMS", "StructuredOutput", "answer_schema", "response_format"]
+__all__ = [
+    "ASKED_ITEMS",
+    "ITEM_CHARS",
+    "LIST_ITEMS",
+    "SCALAR_CHARS",
+    "StructuredOutput",
+    "answer_schema",
+    "bound_fields",
+    "response_format",
+]
 
+
+ITEM_CHARS: Final = 300
+"""One list item (a decision's what/why, an error, a constraint ...): the must-keep items' bound too."""
+SCALAR_CHARS: Final = 600
+"""The goal and the outcome: a sentence or two, never the transcript."""
+LIST_ITEMS: Final = 12
+"""Items kept per list; the prompt asks for at most 8, the strict retry for 5."""
+
+
+def _bounded(values: tuple[str, ...]) -> tuple[tuple[str, ...], int]:
+    kept = values[:LIST_ITEMS]
+    out = tuple(clip(v, ITEM_CHARS) for v in kept)
+    return out, (len(values) - len(kept)) + sum(a != b for a, b in zip(out, kept, strict=True))
+
+
+def bound_fields(structured: StructuredSummary) -> tuple[StructuredSummary, int]:
+    """``structured`` within the per-field bounds, and how many items were cut or dropped."""
+    changed = 0
+    lists: dict[str, tuple[str, ...]] = {}
+    for name in (
+        "constraints",
+        "open_threads",
+        "files_touched",
+        "user_preferences",
+        "failed_approaches",
+        "working_recipes",
+        "facts",
+    ):
+        lists[name], n = _bounded(getattr(structured, name))
+        changed += n
+    decisions = tuple(
+        Decision(what=clip(d.what, ITEM_CHARS), why=clip(d.why, ITEM_CHARS))
+        for d in structured.decisions[:LIST_ITEMS]
+    )
+    errors = tuple(
+        ErrorResolution(error=clip(e.error, ITEM_CHARS), resolution=clip(e.resolution, ITEM_CHARS))
+        for e in structured.errors[:LIST_ITEMS]
+    )
+    changed += len(structured.decisions) - len(decisions) + len(structured.errors) - len(errors)
+    changed += sum(a != b for a, b in zip(decisions, structured.decisions, strict=False))
+    changed += sum(a != b for a, b in zip(errors, structured.errors, strict=False))
+    goal, outcome = clip(structured.user_goal, SCALAR_CHARS), clip(structured.outcome, SCALAR_CHARS)
+    changed += (goal != structured.user_goal) + (outcome != structured.outcome)
+    if not changed:
+        return structured, 0
+    bounded = StructuredSummary(user_goal=goal, outcome=outcome, decisions=decisions, errors=errors, **lists)
+    return bounded, changed
+
+
+# The answer's JSON schema, for providers that constrain decoding to it.
 StructuredOutput = Literal["prompt", "json_object", "json_schema"]
 """How the one-call answer's shape is asked for.
 

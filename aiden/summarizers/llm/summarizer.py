@@ -1,4 +1,8 @@
-"""LiteLLMSummarizer: one retried chat completion per summary request, behind a circuit breaker."""
+"""LiteLLMSummarizer: one retried chat completion per summary request, behind a circuit breaker.
+
+Its usage counters too: :class:`Counters` (the live ones) and
+:class:`SummarizerStats` (their snapshot, :meth:`LiteLLMSummarizer.stats`).
+"""
 
 from __future__ import annotations
 
@@ -14,20 +18,17 @@ from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerUnavail
 from aiden.models import ModelResolver
 from aiden.observe import observed
 from aiden.summarizers.extractive import ExtractiveSummarizer, summary_must_keep
-from aiden.summarizers.llm.bounds import bound_fields
-from aiden.summarizers.llm.breaker import Breaker
-from aiden.summarizers.llm.handle import _import_litellm
-from aiden.summarizers.llm.loop import _loop_thread
+from aiden.summarizers.llm.client import Breaker, BreakerState, _import_litellm, _loop_thread
 from aiden.summarizers.llm.onecall import CompactionMemo, history_result, session_result, with_must_keep
 from aiden.summarizers.llm.parse import read_answer, validate_summary_text
 from aiden.summarizers.llm.prompts import build_messages
 from aiden.summarizers.llm.repair import read_sections
-from aiden.summarizers.llm.schema import StructuredOutput, response_format
-from aiden.summarizers.llm.stats import Counters, SummarizerStats
+from aiden.summarizers.llm.schema import StructuredOutput, bound_fields, response_format
 from aiden.summarizers.mustkeep import apply_must_keep
 from aiden.summarizers.protocol import StructuredSummary, Summarizer, SummaryRequest, SummaryResult
 
-__all__ = ["LiteLLMSummarizer"]
+__all__ = ["Counters", "LiteLLMSummarizer", "SummarizerStats"]
+
 
 # Leave room in the model's window for the templates and the answer.
 _PROMPT_OVERHEAD_TOKENS: Final = 1500
@@ -48,7 +49,7 @@ class LiteLLMSummarizer:
     ``config.circuit_breaker_reset_s`` for an outage (doubled per failed
     trial, at most 8x) and two call lengths for a provider that answered
     before but was cut by its caller's deadline (slow, not down; see
-    :class:`~aiden.summarizers.llm.breaker.Breaker`). A call cancelled by the
+    :class:`~aiden.summarizers.llm.client.Breaker`). A call cancelled by the
     caller (its deadline) counts as failed: a provider that hangs must open
     the breaker too. ``stats().first_error`` explains the first failure.
 
@@ -393,3 +394,94 @@ def _now_or_inf() -> float:
         return anyio.current_time()
     except RuntimeError:
         return float("inf")
+
+
+# BreakerState is imported at runtime, not under TYPE_CHECKING: msgspec resolves the field annotations.
+class SummarizerStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Usage counters of one :class:`LiteLLMSummarizer`.
+
+    ``calls`` counts :meth:`~LiteLLMSummarizer.summarize` invocations;
+    ``rejected`` those refused by the open breaker; ``failures`` those that
+    raised (rejections excluded); ``cancellations`` those cancelled by the
+    caller (counted as failures too); ``retries`` the extra provider requests
+    after transient errors, ``repair_retries`` those after an unusable answer
+    (the stricter prompt). ``fallbacks`` counts answers given by the fallback
+    summarizer after an unusable answer; ``reused_answers`` requests answered
+    from the compaction's one call and ``local_answers`` those answered by the
+    extractive summarizer without a call (one-call mode); ``misfiled_moved``
+    items moved out of the wrong section (a question filed as a decision);
+    ``must_keep_added`` the lost must-keep facts appended to an answer;
+    ``truncations_repaired`` JSON answers cut off mid-way whose complete fields
+    were kept; ``clipped_items`` items cut to the per-field bounds (or dropped
+    past a list's bound). ``compactions`` counts the chunk (``history``)
+    requests, one per compaction (and one per re-summarized degraded chunk);
+    the ``*_per_compaction`` figures divide the provider requests and tokens
+    by it (they include the session-end summaries and Dream's calls).
+    ``first_error`` / ``last_error`` explain the first and latest failure.
+    """
+
+    calls: int = 0
+    successes: int = 0
+    failures: int = 0
+    rejected: int = 0
+    invalid_outputs: int = 0
+    cancellations: int = 0
+    retries: int = 0
+    provider_requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    fallbacks: int = 0
+    repair_retries: int = 0
+    reused_answers: int = 0
+    local_answers: int = 0
+    misfiled_moved: int = 0
+    must_keep_added: int = 0
+    truncations_repaired: int = 0
+    clipped_items: int = 0
+    compactions: int = 0
+    calls_per_compaction: float = 0.0
+    prompt_tokens_per_compaction: float = 0.0
+    completion_tokens_per_compaction: float = 0.0
+    first_error: str = ""
+    last_error: str = ""
+    consecutive_failures: int = 0
+    breaker: BreakerState = "closed"
+
+
+class Counters:
+    """Mutable counters behind :meth:`LiteLLMSummarizer.stats` (touched only from the event loop)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.successes = 0
+        self.failures = 0
+        self.rejected = 0
+        self.invalid_outputs = 0
+        self.cancellations = 0
+        self.retries = 0
+        self.provider_requests = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cached_tokens = 0
+        self.fallbacks = 0
+        self.repair_retries = 0
+        self.reused_answers = 0
+        self.local_answers = 0
+        self.misfiled_moved = 0
+        self.must_keep_added = 0
+        self.truncations_repaired = 0
+        self.clipped_items = 0
+        self.history_requests = 0
+        self.first_error = ""
+        self.last_error = ""
+
+    def note_error(self, exc: BaseException) -> None:
+        """Record why a call failed (the first one is kept: it often explains the rest)."""
+        self.note(f"{type(exc).__name__}: {exc}")
+
+    def note(self, why: str) -> None:
+        """Record ``why`` a call failed, as :meth:`note_error` does for an exception."""
+        text = why[:300]
+        self.first_error = self.first_error or text
+        self.last_error = text

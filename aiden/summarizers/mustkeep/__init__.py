@@ -5,7 +5,9 @@ corrections, decisions with their reasons, identifiers, paths and numbers the
 agent will refer to again. An LLM summary may paraphrase or drop them; this
 package finds them in the compacted events with plain rules
 (:func:`extract_must_keep`) and appends the ones a summary lost
-(:func:`apply_must_keep`). Everything here is pure and deterministic.
+(:func:`apply_must_keep`). Everything here is pure and deterministic except
+:func:`~aiden.summarizers.mustkeep.check.with_must_keep`, which runs the check
+off the event loop (in the helper process for a long range).
 
 The sentence-level primitives (splitting, classification, key tokens) live
 here too, because the extractive summarizer must agree with the check on what
@@ -13,9 +15,10 @@ an item *is*: an item it keeps verbatim is then found present by
 :func:`apply_must_keep` and nothing is appended twice.
 
 Modules, one job each: :mod:`.text` (normalization, clipping, sentence
-splitting), :mod:`.tokens` (paths, identifiers, numbers), :mod:`.classify`
-(sentence kinds), :mod:`.errorlines` (error lines in tool output) and
-:mod:`.check` (selecting and rendering the must-keep items).
+splitting, content words, and the distinctive tokens: paths, identifiers,
+numbers), :mod:`.classify` (what a sentence carries: its kind, phatic talk,
+error lines in tool output) and :mod:`.check` (selecting and rendering the
+must-keep items, and running the check as a job).
 """
 
 from __future__ import annotations
@@ -27,18 +30,21 @@ from aiden.summarizers.mustkeep.classify import (
     is_binding,
     is_plan,
     is_routine_request,
+    is_strong_error_line,
+    looks_like_error_line,
     sets_a_rule,
     split_reason,
 )
-from aiden.summarizers.mustkeep.errorlines import is_strong_error_line, looks_like_error_line
 from aiden.summarizers.mustkeep.text import (
     clip,
     code_lines,
     content_words,
+    find_paths,
+    has_fact_tokens,
     join_sentences,
+    key_tokens,
     split_sentences,
 )
-from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens
 
 __all__ = [
     "appended_count",

@@ -4,6 +4,12 @@
 :class:`Haystack` decides whether a summary still holds one, and
 :func:`apply_must_keep` renders the missing ones under a bounded
 ``Must keep:`` section.
+
+The check as a step of a chunk summary, here or as a job of the helper
+process (:mod:`aiden.offload`): :func:`with_must_keep` runs it where it stalls
+nothing; :func:`run_job` is the helper's entry (``bytes -> bytes``: an
+encoded :class:`MustKeepJob` in, the encoded summary with its must-keep
+section out); :func:`apply_job` is the step itself.
 """
 
 from __future__ import annotations
@@ -12,12 +18,40 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+import anyio
+import msgspec
+
+from aiden import offload
 from aiden.events import SessionEvent
 from aiden.policy.summary_md import normalize
-from aiden.summarizers.mustkeep.classify import Speaker, classify_sentence, is_routine_request, sets_a_rule
-from aiden.summarizers.mustkeep.phatic import is_phatic, split_speaker
-from aiden.summarizers.mustkeep.text import clip, content_words, split_sentences
-from aiden.summarizers.mustkeep.tokens import find_paths, has_fact_tokens, key_tokens
+from aiden.summarizers.mustkeep.classify import (
+    Speaker,
+    classify_sentence,
+    is_phatic,
+    is_routine_request,
+    sets_a_rule,
+    split_speaker,
+)
+from aiden.summarizers.mustkeep.text import (
+    clip,
+    content_words,
+    find_paths,
+    has_fact_tokens,
+    key_tokens,
+    split_sentences,
+)
+
+__all__ = [
+    "Haystack",
+    "MustKeepJob",
+    "appended_count",
+    "apply_job",
+    "apply_must_keep",
+    "extract_must_keep",
+    "run_job",
+    "with_must_keep",
+]
+
 
 _MUST_KEEP_HEADER: Final = "Must keep:"
 # Kinds kept however few words they have ("No, that's wrong.", "Decided: yarn.").
@@ -213,3 +247,46 @@ def appended_count(before: str, after: str) -> int:
     _, found, files = appended.rpartition(f"\n{_FILES_LINE} ")
     paths = len(files.split(", ")) if found else 0
     return appended.count("\n- ") + paths
+
+
+# The check as a step of a chunk summary: inline, in the helper process or in a worker thread.
+class MustKeepJob(msgspec.Struct, frozen=True):
+    """``apply_must_keep(summary, extract_must_keep(events))`` with the configured item limit."""
+
+    summary: str
+    events: tuple[SessionEvent, ...]
+    max_items: int
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(MustKeepJob)
+_str_decoder = msgspec.msgpack.Decoder(str)
+
+
+def apply_job(job: MustKeepJob) -> str:
+    """The summary with the items of ``job.events`` it lacks appended (see :func:`apply_must_keep`)."""
+    items = extract_must_keep(job.events, max_items=job.max_items)
+    return apply_must_keep(job.summary, items, max_items=job.max_items)
+
+
+def run_job(payload: bytes) -> bytes:
+    """The helper process's entry: :func:`apply_job` on encoded arguments."""
+    return _encoder.encode(apply_job(_decoder.decode(payload)))
+
+
+async def with_must_keep(summary: str, events: Sequence[SessionEvent], max_items: int) -> str:
+    """:func:`apply_job` without stalling the event loop or holding the GIL for long.
+
+    Inline for an ordinary chunk (as planning is: a worker thread would cost
+    appends more than the few ms it takes); a backlog slice's, or a chunk of
+    long tool output, goes to the helper process: in a worker thread it would hold the GIL and slow every
+    hand-off of the loop and the session writer's thread. Without the helper,
+    a worker thread.
+    """
+    job = MustKeepJob(summary, tuple(events), max_items)
+    if not offload.too_long_for_the_loop(job.events, len(job.summary)):
+        return apply_job(job)
+    try:
+        return _str_decoder.decode(await offload.run_job("must_keep", _encoder.encode(job)))
+    except offload.OffloadUnavailable:
+        return await anyio.to_thread.run_sync(apply_job, job)

@@ -1,6 +1,14 @@
-"""Sentence classification: what one sentence carries (constraint, decision, error ...).
+"""Classification: what one sentence carries (constraint, decision, error ...), phatic talk, error lines.
 
 Plain regular-expression rules, English and Chinese; pure and deterministic.
+
+Phatic talk (#38) is a sentence that carries no fact ("Hey Mel!", "Thanks,
+Tom!", "Can't wait!"): the extractive summarizer drops them whatever their
+place in a message, and the must-keep check never asks a summary to keep one.
+A general rule, not a list of phrases: no informative word, or a single one
+among greetings, thanks or exclamations.
+
+Error lines: which lines of tool output report or mention an error.
 """
 
 from __future__ import annotations
@@ -8,7 +16,8 @@ from __future__ import annotations
 import re
 from typing import Final, Literal
 
-from aiden.summarizers.mustkeep.tokens import has_fact_tokens
+from aiden.policy.toolresult import OS_REFUSAL
+from aiden.summarizers.mustkeep.text import content_words, has_fact_tokens
 
 SentenceKind = Literal[
     "correction",
@@ -260,3 +269,110 @@ def split_reason(sentence: str) -> tuple[str, str]:
 def is_plan(sentence: str) -> bool:
     """True for sentences announcing what comes next ("next I'll ...", "接下来 ...")."""
     return _PLAN.search(sentence) is not None
+
+
+# Phatic talk (#38).
+# Words that carry no fact by themselves: greetings, thanks, affect, agreement, filler verbs.
+# A sentence made of these (plus stopwords) is phatic however long it is.
+_LOW_INFORMATION: Final = frozenset(
+    {
+        "hey", "hiya", "hello", "thanks", "thank", "thx", "cheers", "bye", "goodbye", "congrats",
+        "congratulations", "wow", "omg", "haha", "lol", "yay", "great", "awesome", "cool", "nice", "glad",
+        "good", "wonderful", "amazing", "fantastic", "lovely", "sweet", "incredible", "super", "neat",
+        "brilliant", "perfect", "fun", "really", "totally", "definitely", "absolutely", "exactly", "agree",
+        "agreed", "sure", "yeah", "yep", "yup", "okay", "right", "true", "sounds", "sound", "seems", "wait",
+        "can't", "cannot", "see", "seeing", "hear", "hearing", "happy", "proud", "lot", "lots", "much", "means",
+        "mean", "meant", "word", "words", "kind", "care", "take", "love", "loved", "like", "appreciate",
+        "appreciated", "hope", "hoping", "thing", "things", "stuff", "tell", "telling", "know", "knowing",
+        "keep", "going", "way", "feel", "feeling", "felt", "guess", "well", "pretty", "always", "got", "get",
+        "gets", "gonna", "wanna", "hug", "hugs", "luck", "best", "thought", "thoughts", "mind", "soon", "later",
+        "talk", "chat", "catch", "time", "day", "today", "share", "sharing", "excited", "exciting", "inspiring",
+        "inspired", "happen", "happened", "buddy", "friend", "dear", "man", "guys", "everyone", "anyway",
+        "though", "still", "even", "something", "anything", "everything", "nothing", "look", "looks", "looking",
+        "truly", "welcome", "sorry", "him", "her", "his", "hers", "mine", "yours", "ours", "theirs", "myself",
+        "yourself", "ourselves", "someone", "anyone", "one", "worries", "worry"
+    }
+)  # fmt: skip
+# Social markers: a sentence of one informative word is phatic when it greets, thanks or exclaims
+# ("Hey Mel!", "Thanks, Melanie!"), not when it asks or corrects ("Try again", "No, that's wrong").
+_SOCIAL: Final = frozenset(
+    {
+        "hi", "yo", "ok", "hey", "hiya", "hello", "thanks", "thank", "thx", "cheers", "bye", "goodbye", "congrats",
+        "congratulations", "wow", "omg", "haha", "lol", "yay", "great", "awesome", "cool", "nice", "glad",
+        "sweet", "wonderful", "amazing", "fantastic", "lovely", "incredible", "brilliant", "welcome", "sorry",
+        "wait", "sounds", "proud", "happy", "excited", "exciting", "hugs", "luck", "worries"
+    }
+)  # fmt: skip
+_NUMBER: Final = re.compile(r"\d")
+_WORDS: Final = re.compile(r"[^\W\d_]+")
+_SPEAKER: Final = re.compile(r"^(?P<who>[A-Z][\w'.-]{0,24}(?: [A-Z][\w'.-]{0,24})?):\s+(?=\S)")
+# Labels that open a line of content, not a speaker's turn.
+_NOT_SPEAKERS: Final = frozenset(
+    {
+        "user", "assistant", "system", "tool", "goal", "outcome", "decision", "decided", "constraint",
+        "deadline", "requirement", "preference", "correction", "error", "errors", "fix", "resolution",
+        "resolved", "note", "notes", "plan", "step", "question", "answer", "result", "results", "summary",
+        "update", "warning", "info", "debug", "todo", "files", "file", "commands", "command", "facts", "fact",
+        "requests", "open", "thread", "context", "output", "input", "failed", "traceback", "test", "tests",
+        "session", "status", "issue", "reason", "cause", "example"
+    }
+)  # fmt: skip
+
+
+def split_speaker(text: str) -> tuple[str, str]:
+    """``("Name", rest)`` for a turn written as ``"Name: ..."`` (a multi-party chat), else ``("", text)``."""
+    match = _SPEAKER.match(text)
+    if match is None or match.group("who").casefold() in _NOT_SPEAKERS:
+        return "", text
+    return match.group("who"), text[match.end() :]
+
+
+def informative_words(sentence: str) -> list[str]:
+    """The sentence's content words that can carry a fact (no greetings, thanks, affect or filler)."""
+    return [w for w in content_words(sentence) if w not in _LOW_INFORMATION]
+
+
+def is_phatic(sentence: str) -> bool:
+    """True for a sentence that carries no fact: no informative word, or one among greetings or thanks.
+
+    "Hey Mel!", "Thanks, Melanie!", "Your words mean a lot to me.", "Can't
+    wait!", "Sounds great!" — a general rule, not a list of phrases. A
+    number or an id is a fact ("Melanie: 5 years already!" is not phatic).
+    """
+    _who, body = split_speaker(sentence.strip())
+    if _NUMBER.search(body) and has_fact_tokens(body):
+        return False
+    informative = set(informative_words(body))
+    if not informative:
+        return True
+    return len(informative) == 1 and not _SOCIAL.isdisjoint(_WORDS.findall(body.casefold()))
+
+
+# Error lines of tool output: which lines report or mention an error.
+_STRONG_ERROR: Final = re.compile(
+    r"^\s*(?:(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit)(?::\s|:?$)"
+    r"|(?i:error|fatal|panic)(?::|\[)|FAILED\b|FAIL:|E {2,}\S|npm ERR!|ERROR\b|\[(?i:error)\]"
+    r"|Segmentation fault|Killed$|.*: command not found$|.*: No such file or directory$)"
+)
+_TOOL_ERROR: Final = re.compile(
+    r"\b(?:error|errors|exception|traceback|failed|failure|crash(?:ed)?|panic|fatal|segfault|"
+    rf"{OS_REFUSAL}|timed out|not found|no such file|unable to)\b"
+    r"|\b\w+(?:Error|Exception)\b|错误|报错|异常|失败|崩溃",
+    re.IGNORECASE,
+)
+_CODE_LINE: Final = re.compile(
+    r"^\s*(?:def|class|import|from|return|raise|except|try|if|elif|else|for|while|with|assert|async|await|"
+    r"#|//|/\*|\*|function|const|let|var|public|private|catch|throw)\b|^\s*[\w.\[\]'\"]+\s*[:+\-*/]?=\s"
+)
+
+
+def is_strong_error_line(line: str) -> bool:
+    """True for a line shaped like an error report: ``ValueError: ...``, ``error: ...``, ``FAILED``, ``npm ERR!``."""
+    return _STRONG_ERROR.match(line) is not None
+
+
+def looks_like_error_line(line: str) -> bool:
+    """True for a line of tool output that reports or mentions an error (code lines excluded)."""
+    if _STRONG_ERROR.match(line):
+        return True
+    return _TOOL_ERROR.search(line) is not None and _CODE_LINE.match(line) is None

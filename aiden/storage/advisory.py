@@ -1,19 +1,31 @@
-"""The context window a memory root was last opened with, and what its prompts taught: ``memory/window.json``.
+"""The advisory records of ``memory/``, kept for later readers (``aiden inspect``): window and last recovery.
+
+Each is a small JSON file written through the storage seam's atomic replace,
+only when it would change, so a healthy agent pays no extra write per open.
+They are advisory: failing to write one is logged and never fails the open or
+close that wrote it, and a damaged one reads as absent.
+
+**``memory/window.json``**: the context window a memory root was last opened
+with, and what its prompts taught (:func:`record_window`, :func:`read_window`).
 
 The window lives in the agent's code (``open_memory(model=..., context_window=...)``),
 not in the root, so a command reading the root later (``aiden inspect``) would
 have to guess it. The open writes it only when it changed (a reopen with the
 same window writes nothing). The close adds the calibration the provider's
 reported prompt sizes taught (#35): a reopen with the same model and window
-starts from it instead of from an uncalibrated estimate. The file is advisory:
-failing to write it is logged and never fails the open or the close, and a
-damaged one reads as absent.
+starts from it instead of from an uncalibrated estimate.
+
+**``memory/last_recovery.json``**: the last recovery on open that found
+something (:func:`record_recovery`, :func:`read_last_recovery`).
+
+A clean open writes nothing: the file keeps the last finding, with its time.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 import msgspec
@@ -22,10 +34,14 @@ from aiden.errors import StorageError
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
+from aiden.storage.protocol import RecoveryReport
 
-__all__ = ["PromptCalibration", "read_window", "record_window"]
+__all__ = ["PromptCalibration", "read_last_recovery", "read_window", "record_recovery", "record_window"]
 
 log = logging.getLogger("aiden.storage")
+
+
+# --- memory/window.json ---------------------------------------------------------------
 
 
 class PromptCalibration(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,3 +112,36 @@ def read_window(layout: Layout) -> dict[str, Any] | None:
     ):
         calibration = None  # outside what calibration ever learns: not ours
     return {"context_window": window, "model": model, "calibration": calibration}
+
+
+# --- memory/last_recovery.json ----------------------------------------------------------
+
+
+def record_recovery(storage: Storage, layout: Layout, report: RecoveryReport) -> None:
+    """Keep ``report`` in ``memory/last_recovery.json`` if it found or did anything."""
+    if report.findings() == RecoveryReport():
+        return
+    data = {"at": time.time(), "report": msgspec.to_builtins(report.findings())}
+    try:
+        storage.write_atomic(
+            layout.last_recovery,
+            json.dumps(data, ensure_ascii=False).encode() + b"\n",
+            crash_prefix="last_recovery",
+        )
+    except (StorageError, OSError) as exc:
+        log.warning("could not keep the recovery report in %s: %s", layout.last_recovery, exc)
+
+
+def read_last_recovery(layout: Layout) -> dict[str, Any] | None:
+    """``{"at": unix time, "report": {...}}`` of the last recovery that found something; None if none or unreadable."""
+    try:
+        raw = read_bytes(layout.last_recovery)
+    except OSError:
+        return None
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("report"), dict) else None

@@ -1,0 +1,449 @@
+"""litellm as aiden calls it: imported once on demand, its exceptions sorted, its calls on one asyncio loop,
+behind a circuit breaker.
+
+Importing this module imports no litellm (``import litellm`` costs seconds
+and, without ``LITELLM_LOCAL_MODEL_COST_MAP``, reaches for the network);
+:func:`_import_litellm` does, from a worker thread: offline, quiet and warmed
+up. The recall embedder and the experience learner share it, so litellm is
+set up one way in the whole process.
+
+The asyncio event loop every litellm call of aiden's runs on: litellm is
+asyncio-only, while aiden runs on any anyio backend (trio included). On
+asyncio, litellm runs on the caller's own loop: litellm keeps per-loop state
+for the whole process (its logging worker's queue and task, HTTP client
+pools), and the application's own litellm calls run on that loop too. A
+second loop would make the two take turns rebinding that state: each switch
+orphans the other loop's logging-worker task ("Task was destroyed but it is
+pending!") or carries its queued callbacks across ("LoggingWorker: event loop
+changed"). On any other backend (trio), where no asyncio loop runs, every
+litellm call runs on one long-lived asyncio loop in a daemon thread. Either
+way cancelling the caller cancels the litellm call.
+
+:class:`Breaker`: the consecutive-failure circuit breaker in front of the
+calls, its open time scaled by what was observed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextvars
+import importlib
+import os
+import threading
+import warnings
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, Literal, TypeVar
+
+import anyio
+
+from aiden.errors import SummarizerError, SummarizerTimeout, SummarizerUnavailable
+from aiden.summarizers.mustkeep import clip
+
+__all__ = ["Breaker", "BreakerState", "imported_litellm"]
+
+
+class _Litellm:
+    """The imported litellm module and its exception classes, sorted by how aiden treats them."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+        def classes(*names: str) -> tuple[type[BaseException], ...]:
+            found: list[type[BaseException]] = []
+            for name in names:
+                cls = getattr(module, name, None)
+                if isinstance(cls, type) and issubclass(cls, BaseException):
+                    found.append(cls)
+            return tuple(found)
+
+        # Checked first: errors a retry cannot fix, even when they subclass a
+        # transient-looking parent.
+        self.permanent = classes(
+            "AuthenticationError",
+            "PermissionDeniedError",
+            "BadRequestError",
+            "ContextWindowExceededError",
+            "ContentPolicyViolationError",
+            "NotFoundError",
+            "UnprocessableEntityError",
+            "UnsupportedParamsError",
+            "BudgetExceededError",
+            "InvalidRequestError",
+        )
+        self.timeout = classes("Timeout")
+        self.unavailable = classes("APIConnectionError", "ServiceUnavailableError", "BadGatewayError")
+        self.transient = classes(
+            "Timeout",
+            "APIConnectionError",
+            "RateLimitError",
+            "ServiceUnavailableError",
+            "InternalServerError",
+            "BadGatewayError",
+        )
+
+    def is_transient(self, exc: BaseException) -> bool:
+        if isinstance(exc, self.permanent):
+            return False
+        if isinstance(exc, self.transient):
+            return True
+        status = getattr(exc, "status_code", None)
+        return isinstance(status, int) and (status >= 500 or status in (408, 409, 429))
+
+    def translate(self, exc: Exception) -> SummarizerError:
+        """The aiden error for a failed litellm call (the caller chains ``from exc``)."""
+        detail = f"{type(exc).__name__}: {clip(str(exc), 300)}"
+        if isinstance(exc, self.permanent):
+            return SummarizerError(f"summarizer request rejected: {detail}")
+        if isinstance(exc, self.timeout):
+            return SummarizerTimeout(f"summarizer provider timed out: {detail}")
+        status = getattr(exc, "status_code", None)
+        if (
+            isinstance(exc, self.unavailable)
+            or (isinstance(status, int) and status in (502, 503, 504))
+            or _caused_by_connection_failure(exc)
+        ):
+            return SummarizerUnavailable(f"summarizer provider unavailable: {detail}")
+        return SummarizerError(f"summarizer call failed: {detail}")
+
+
+_CONNECTION_ERRORS: Final = frozenset(
+    {
+        "APIConnectionError",
+        "ConnectError",
+        "ConnectTimeout",
+        "ClientConnectorError",
+        "ServerDisconnectedError",
+    }
+)
+
+
+def _caused_by_connection_failure(exc: BaseException) -> bool:
+    """True if a connection failure is in ``exc``'s cause chain.
+
+    litellm reports a refused connection to an OpenAI-compatible server as an
+    ``InternalServerError`` ("OpenAIException - Connection error."); the
+    underlying openai/httpx/aiohttp error is still in the chain.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        if isinstance(current, ConnectionError) or type(current).__name__ in _CONNECTION_ERRORS:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+_litellm_lock = threading.Lock()
+_litellm: _Litellm | None = None
+
+
+def _import_litellm() -> _Litellm:
+    """Import litellm once, offline, quiet and warmed up (blocking: call it from a worker thread)."""
+    global _litellm
+    with _litellm_lock:
+        if _litellm is not None:
+            return _litellm
+        # Without this, importing litellm fetches the model cost map over the network.
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        # Warnings raised while litellm loads itself are not the application's
+        # to see, and under -W error they would fail the import or the first
+        # call. The filter is process-wide for the seconds this takes (the
+        # warnings module has no per-thread filters).
+        with warnings.catch_warnings():
+            for category in (DeprecationWarning, PendingDeprecationWarning, UserWarning):
+                warnings.simplefilter("ignore", category)
+            module: Any = importlib.import_module("litellm")
+            # No "Give Feedback / Get Help" banners on stdout, no telemetry.
+            module.suppress_debug_info = True
+            module.telemetry = False
+            _warm_up(module)
+        _litellm = _Litellm(module)
+        return _litellm
+
+
+def _warm_up(module: Any) -> None:
+    """Make one offline, synchronous mock completion in this (import) thread.
+
+    litellm imports some forty more modules on its first completion, and
+    pydantic emits UserWarnings ("... using the `ReadOnly` qualifier") while
+    building their schemas; doing that here, under the warning filter above,
+    keeps it out of the first real call. ``no-log`` keeps the mock call out of
+    any logging callbacks the application configured. The call is synchronous
+    and runs on no event loop: an ``acompletion`` on a loop of aiden's would
+    bind litellm's process-wide logging worker to that loop and queue a log
+    callback there, which the application's first own call on its loop would
+    then carry over ("LoggingWorker: event loop changed").
+    """
+    try:
+        module.completion(
+            model="openai/aiden-warm-up",
+            messages=[{"role": "user", "content": "warm-up"}],
+            mock_response="ok",
+            num_retries=0,
+            **{"no-log": True},
+        )
+    except Exception:  # best effort: a failed warm-up only means a noisier first call
+        pass
+
+
+def imported_litellm() -> _Litellm | None:
+    """The handle if :func:`_import_litellm` already ran, else ``None`` (never imports)."""
+    return _litellm
+
+
+# The asyncio loop litellm's calls run on (see the module docstring).
+T = TypeVar("T")
+
+
+class _LoopThread:
+    """One asyncio event loop in a daemon thread, shared by the litellm calls made off asyncio (trio)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop, started on first use (and again in a forked child)."""
+        with self._lock:
+            alive = self._thread is not None and self._thread.is_alive()
+            if self._loop is None or not alive or self._pid != os.getpid():
+                loop = asyncio.new_event_loop()
+                loop.set_task_factory(_kept_tasks())
+                ready = threading.Event()
+                thread = threading.Thread(
+                    target=self._run, args=(loop, ready), name="aiden-litellm-loop", daemon=True
+                )
+                thread.start()
+                ready.wait()
+                if self._loop is None:
+                    atexit.register(self._shutdown)
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+            return self._loop
+
+    @staticmethod
+    def _run(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        loop.run_forever()
+
+    def _shutdown(self) -> None:
+        # At interpreter exit: close litellm's pooled clients on the loop they
+        # belong to, then stop and close the loop, so nothing warns about
+        # unclosed sockets or loops.
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None or not thread.is_alive():
+            return
+        handle = imported_litellm()
+        if handle is not None:
+            closer = getattr(handle.module, "close_litellm_async_clients", None)
+            if closer is None:
+                try:
+                    cleanup = importlib.import_module("litellm.llms.custom_httpx.async_client_cleanup")
+                    closer = getattr(cleanup, "close_litellm_async_clients", None)
+                except ImportError:
+                    closer = None
+            if callable(closer):
+                try:
+                    asyncio.run_coroutine_threadsafe(closer(), loop).result(timeout=2.0)
+                except Exception:  # best effort at exit; nothing to report to
+                    pass
+        # Then cancel what still runs there, as asyncio.run does before it closes its loop:
+        # litellm's logging-worker task (one per time the worker came back to this loop) is
+        # never done, and a pending task of a closed loop is reported at exit ("Task was
+        # destroyed but it is pending!").
+        try:
+            asyncio.run_coroutine_threadsafe(_cancel_all_tasks(), loop).result(timeout=2.0)
+        except Exception:  # best effort at exit; nothing to report to
+            pass
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=2.0)
+        if not thread.is_alive():
+            loop.close()
+
+    async def run(self, factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run ``factory()`` on the caller's asyncio loop, or else on the loop thread, and await it.
+
+        Cancelling the caller cancels the asyncio task (its HTTP request is
+        aborted); the cancellation is then re-raised unchanged.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on asyncio (trio): litellm needs a loop of its own
+            pass
+        else:
+            return await _run_on(loop, factory)
+        future = _submit(factory, self.get_loop())
+        try:
+            # Waiting in a worker thread keeps this backend-neutral (trio too).
+            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            future.cancel()
+            raise
+        except concurrent.futures.CancelledError as exc:
+            # The task was cancelled from inside litellm, not by our caller.
+            raise SummarizerError("summarizer call was cancelled by the provider client") from exc
+
+
+def _kept_tasks() -> Callable[..., asyncio.Task[Any]]:
+    """A task factory that keeps every task of the loop referenced until it is done.
+
+    litellm's logging worker drops its task when a call comes from another loop
+    (the application's own asyncio loop after a call from trio): the task, still
+    waiting on this loop, would be garbage collected while pending ("Task was
+    destroyed but it is pending!"). Kept, it is cancelled at exit like the rest.
+    """
+    alive: set[asyncio.Task[Any]] = set()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        alive.add(task)
+        task.add_done_callback(alive.discard)
+        return task
+
+    return factory
+
+
+async def _cancel_all_tasks() -> None:
+    """Cancel every other task of the running loop and wait until each has finished."""
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+_loop_thread = _LoopThread()
+
+# Tasks abandoned by a cancelled caller, kept referenced until they finish
+# cancelling (the event loop holds its tasks only weakly).
+_abandoned: set[asyncio.Task[Any]] = set()
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    _abandoned.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: an error after the caller left is not reported as "never retrieved"
+
+
+async def _run_on(loop: asyncio.AbstractEventLoop, factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Await ``factory()`` as its own task on ``loop``, the caller's (the same contract as the loop thread).
+
+    A task of its own, rather than a plain ``await``, tells the two
+    cancellations apart as the loop thread does: the caller's (deadline,
+    cancel scope) cancels the litellm task and is re-raised unchanged; a
+    cancellation from inside litellm is a :class:`SummarizerError`, not a
+    cancellation of the caller's scope.
+    """
+    task = loop.create_task(factory())
+    try:
+        await asyncio.wait((task,))
+    except BaseException:
+        if not task.done():
+            _abandoned.add(task)
+            task.add_done_callback(_retrieve)
+            task.cancel()
+        raise
+    if task.cancelled():
+        raise SummarizerError("summarizer call was cancelled by the provider client")
+    return task.result()
+
+
+def _submit(
+    factory: Callable[[], Coroutine[Any, Any, T]], loop: asyncio.AbstractEventLoop
+) -> concurrent.futures.Future[T]:
+    """Schedule ``factory()`` on ``loop`` (another thread's) from an empty context.
+
+    The task would otherwise inherit the caller's context variables, among
+    them sniffio's "trio" marker, and anyio inside litellm's HTTP client would
+    then take the asyncio loop for a trio one.
+    """
+    coro = factory()
+    try:
+        return contextvars.Context().run(asyncio.run_coroutine_threadsafe, coro, loop)
+    except Exception:
+        coro.close()  # never scheduled: close it so it does not warn "never awaited"
+        raise
+
+
+# The circuit breaker in front of the calls.
+BreakerState = Literal["closed", "open", "half_open"]
+
+_MAX_BACKOFF: Final = 8
+"""A persisting outage keeps the breaker open for at most this many times ``reset_s``."""
+_SLOW_FACTOR: Final = 2.0
+"""A provider too slow for its caller's deadline is tried again after this many call lengths."""
+
+
+class Breaker:
+    """Consecutive-failure circuit breaker on anyio's clock (a MockClock moves it in tests).
+
+    How long it stays open depends on why the calls failed. An outage (no
+    answer: connection refused, errors after the retries) opens it for
+    ``reset_s``, doubled after each failed trial while the outage persists (at
+    most ``8 * reset_s``). A provider that has answered before and whose call
+    was cut by the caller's deadline is slow, not down: the breaker then opens
+    for two lengths of that call (at most ``reset_s``), so a slow local model
+    is tried again soon instead of being shut out like a dead endpoint.
+    """
+
+    def __init__(self, threshold: int, reset_s: float) -> None:
+        self.threshold = threshold
+        self.reset_s = reset_s
+        self.failures = 0
+        self.opened_at: float | None = None
+        self.open_for = reset_s
+        """How long the current opening lasts."""
+        self.failed_trials = 0
+        self.trial_in_flight = False
+
+    def state(self, now: float) -> BreakerState:
+        """The state at ``now``: half-open once the open time passed or while a trial is out."""
+        if self.opened_at is None:
+            return "closed"
+        if self.trial_in_flight or now - self.opened_at >= self.open_for:
+            return "half_open"
+        return "open"
+
+    def admit(self, now: float) -> None:
+        """Raise :class:`SummarizerUnavailable` unless a call may go out now."""
+        if self.opened_at is None:
+            return
+        waited = now - self.opened_at
+        if waited < self.open_for:
+            raise SummarizerUnavailable(
+                f"summarizer circuit breaker is open after {self.failures} consecutive failures; "
+                f"next trial in {self.open_for - waited:.1f}s"
+            )
+        if self.trial_in_flight:
+            raise SummarizerUnavailable("summarizer circuit breaker is half-open; a trial call is in flight")
+        self.trial_in_flight = True
+
+    def succeeded(self) -> None:
+        """Record a successful call: the breaker closes."""
+        self.failures = 0
+        self.failed_trials = 0
+        self.opened_at = None
+        self.open_for = self.reset_s
+        self.trial_in_flight = False
+
+    def failed(self, now: float, *, slow_s: float | None = None) -> None:
+        """Record a failed call at ``now``: a failed trial, or the threshold reached, opens the breaker.
+
+        ``slow_s``: the call was cut by its caller after that many seconds,
+        from a provider that has answered before (slow, not down).
+        """
+        self.failures += 1
+        trial = self.trial_in_flight
+        self.trial_in_flight = False
+        if not (trial or self.failures >= self.threshold):
+            return
+        self.failed_trials = self.failed_trials + 1 if trial else 0
+        if slow_s is not None:
+            self.open_for = min(self.reset_s, _SLOW_FACTOR * slow_s)
+        else:
+            self.open_for = self.reset_s * min(_MAX_BACKOFF, 2**self.failed_trials)
+        self.opened_at = now
