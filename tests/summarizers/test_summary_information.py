@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -473,3 +474,39 @@ async def test_the_llm_prompt_asks_for_what_a_later_question_needs(one_call: boo
     assert "what happened in this part, in a sentence or two (never only a file list)" in user
     assert "[2] ASSISTANT: Tom: Hi Priya! Thanks for asking." in user
     assert result.structured.facts[0] == "Tom adopted a beagle named Biscuit last Sunday."
+
+
+_SEEDED_RUN = """
+import random, sys
+from aiden.events import SessionEvent
+from aiden.summarizers import ExtractiveSummarizer
+from aiden.summarizers.extractive.salience import Rarity
+from aiden.summarizers.protocol import SummaryRequest
+
+rng = random.Random(7)
+vocab = [a + b for a in ("gar", "lan", "mor", "tel", "vis", "quo") for b in ("den", "tor", "ish", "ova", "ump", "ix")]
+texts = [" ".join(rng.choice(vocab) for _ in range(rng.randint(6, 14))) + "." for _ in range(200)]
+rarity = Rarity(texts)
+print([repr(rarity.information(t)) for t in texts])
+events = tuple(
+    SessionEvent(type="user_input", role="user", content="Priya: I " + t, seq=n + 1) for n, t in enumerate(texts)
+)
+print(ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events, max_tokens=300)).text)
+"""
+
+
+def test_a_summary_is_the_same_under_every_hash_seed() -> None:
+    # Python's string hashes (and so a set's order) change with PYTHONHASHSEED, from process to process.
+    outputs = {
+        seed: subprocess.run(
+            [sys.executable, "-c", _SEEDED_RUN],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            check=True,
+        ).stdout
+        for seed in (0, 1, 2)
+    }
+    assert outputs[0].count("\n- ") >= 5  # the summary kept lines to compare
+    assert outputs[1] == outputs[0]
+    assert outputs[2] == outputs[0]

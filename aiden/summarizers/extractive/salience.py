@@ -86,7 +86,9 @@ class Rarity:
     def information(self, body: str) -> float:
         """Information of ``body`` (a sentence without its speaker): rare informative words, plus
         numbers, dates and names."""
-        words = set(informative_words(body))
+        # Summed in sorted order: floats added in a set's order (which follows the hash seed) differ
+        # in their last bits from run to run, and a tie broken by them made summaries differ too.
+        words = sorted(set(informative_words(body)))
         score = sum(max(0.2, self.idf(w)) for w in words)
         score += 3.0 * len(set(re.findall(r"\d+(?:[.:/,-]\d+)*", body)))
         score += 3.0 * len(set(m.group(0).casefold() for m in _MONTH.finditer(body)))
