@@ -57,14 +57,13 @@ if TYPE_CHECKING:
     from aiden.host import Host, open_host
     from aiden.lifecycle import Outcome, RunStart
     from aiden.longterm.dream import DreamOutcome
-    from aiden.longterm.dream_edits import DreamEdit
-    from aiden.longterm.versions import Version
+    from aiden.longterm.dream_edits import DreamEdit, Version
     from aiden.memory import Memory, open_memory
     from aiden.messages import CompactionOutcome
+    from aiden.observe import MemoryStats
     from aiden.openai_format import events_from_message, events_from_response, usage_numbers
     from aiden.recall.embedding import Embedder, LocalMiniLMEmbedder
     from aiden.recall.tool import RecallContext, RecallHit, RecallStats
-    from aiden.stats import MemoryStats
     from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex, SegmentRef
     from aiden.storage.fs import StagedFile, Storage, StorageOp
     from aiden.storage.layout import Layout
@@ -223,7 +222,7 @@ __getattr__ = lazy_exports(
         "LearnerStats": "aiden.experience.messages",
         "LiteLLMEmbedder": "aiden.summarizers.llm.embedder",
         "Memory": "aiden.memory",
-        "MemoryStats": "aiden.stats",
+        "MemoryStats": "aiden.observe",
         "Outcome": "aiden.lifecycle",
         "PendingChunks": "aiden.storage.protocol",
         "Preparable": "aiden.summarizers.protocol",
@@ -258,7 +257,7 @@ __getattr__ = lazy_exports(
         # The long-term types live beside dulwich (git history): loaded on first use.
         "DreamEdit": "aiden.longterm.dream_edits",
         "DreamOutcome": "aiden.longterm.dream",
-        "Version": "aiden.longterm.versions",
+        "Version": "aiden.longterm.dream_edits",
         "SummarizerStats": "aiden.summarizers.llm.summarizer",
         "StructuredOutput": "aiden.summarizers.llm.schema",
         # The PostgreSQL store needs the `postgres` extra (psycopg): loaded on first use.

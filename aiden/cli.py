@@ -1,11 +1,11 @@
 """The ``aiden`` command.
 
 ``aiden demo`` runs the main job on the embedded default; ``inspect``,
-``export``, ``recall``, ``doctor`` (:mod:`aiden.doctor`), ``memory list``,
+``export``, ``recall`` (:mod:`aiden.readonly`), ``doctor`` (:mod:`aiden.doctor`), ``memory list``,
 ``history`` and ``config check`` are read-only (they never open the memory,
 take a lock or write under it); ``compact``, ``memory save|forget``, ``restore``
-and ``doctor --repair`` (:mod:`aiden.cli_repair`) write,
-opening the memory as an agent does (:mod:`aiden.cli_admin`, :mod:`aiden.cli_memory`).
+and ``doctor --repair`` write, opening the memory as an agent does
+(:mod:`aiden.cli_memory`). ``aiden mcp`` serves memories to MCP clients (:mod:`aiden.mcp`).
 
 A command that met a problem says it on stderr and exits non-zero, even when it
 did its job: a read that skipped something (a damaged line), a write whose open
@@ -24,13 +24,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
-
-from aiden.cli_progress import report_problems
+import msgspec
 
 if TYPE_CHECKING:
     from aiden.readonly import ProgressFactory
 
-__all__ = ["main"]
+__all__ = ["config_check", "main"]
 
 EXIT_USAGE = 2
 """Exit code for a bad argument: a missing root, a root the demo must not touch."""
@@ -55,6 +54,8 @@ class _Warnings(logging.Handler):
 
     def say(self, command: str, error: BaseException | None = None) -> int:
         """Print the warnings (but one the error repeats); how many were printed."""
+        from aiden.readonly import report_problems
+
         said = [m for m in self.messages if error is None or not m.endswith(str(error))]
         report_problems(command, said)
         return len(said)
@@ -106,7 +107,7 @@ def _window(args: argparse.Namespace) -> int | None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from aiden.readonly import inspect_root
+    from aiden.readonly import inspect_root, report_problems
 
     info = inspect_root(args.root, context_window=_window(args), model=args.model)
     if args.json:
@@ -146,7 +147,7 @@ def _recovery_text(last: dict[str, Any] | None) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from aiden.readonly import export_lines
+    from aiden.readonly import export_lines, report_problems
 
     # Streamed: a damaged chunk stops the export with exit 1 after the lines before it; a
     # damaged hot-window line is skipped, said on stderr, and the exit is 1.
@@ -159,7 +160,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _progress(args: argparse.Namespace, label: str, what: str) -> ProgressFactory | None:
-    from aiden.cli_progress import Progress, progress_enabled
+    from aiden.readonly import Progress, progress_enabled
 
     if not progress_enabled(args.progress):
         return None
@@ -192,7 +193,7 @@ def _doctor(args: argparse.Namespace) -> int:
     config = load_config(args.config) if args.config else None
     repaired: list[str] = []
     if args.repair:
-        from aiden.cli_repair import repair_root
+        from aiden.doctor import repair_root
 
         repaired = anyio.run(lambda: repair_root(args.root, config_path=args.config))
     result = doctor(args.root, config=config, progress=_progress(args, "doctor", "checks"))
@@ -211,6 +212,33 @@ def _doctor(args: argparse.Namespace) -> int:
         return 1
     print("ok")
     return 0
+
+
+def config_check(path: str) -> dict[str, Any]:
+    """Validate ``path`` with :func:`aiden.config.load_config`: validity, the error, the settings that differ from the defaults ("changed")."""
+    from aiden.config import Config, load_config
+    from aiden.errors import ConfigError
+
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        return {"file": path, "valid": False, "error": str(exc), "changed": {}}
+    defaults = msgspec.structs.asdict(Config())
+    changed = {k: v for k, v in msgspec.structs.asdict(config).items() if v != defaults[k]}
+    return {"file": path, "valid": True, "error": None, "changed": msgspec.to_builtins(changed)}
+
+
+def _config_check(args: argparse.Namespace) -> int:
+    result = config_check(args.file)
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    elif result["valid"]:
+        print(f"{result['file']}: valid")
+        for key, value in result["changed"].items():
+            print(f"  {key}: {json.dumps(value, ensure_ascii=False)}")
+    else:
+        print(f"aiden config check: {result['error']}", file=sys.stderr)
+    return 0 if result["valid"] else 1
 
 
 def _version() -> str:
@@ -271,11 +299,17 @@ def _parser() -> argparse.ArgumentParser:
     doc.add_argument("--json", action="store_true", help="machine-readable output")
     doc.set_defaults(func=_doctor)
 
-    from aiden.cli_admin import add_admin_commands
-    from aiden.cli_memory import add_memory_commands
-    from aiden.mcp.command import add_mcp_command
+    from aiden.cli_memory import add_compact_command, add_memory_commands
+    from aiden.mcp import add_mcp_command
 
-    add_admin_commands(sub)
+    # `aiden --help` lists the subcommands in the order they are added: compact, config, memory...
+    add_compact_command(sub)
+    config = sub.add_parser("config", help="configuration files")
+    csub = config.add_subparsers(dest="config_command", required=True)
+    check = csub.add_parser("check", help="validate a config YAML; exit 1 with the error on a bad file")
+    check.add_argument("file")
+    check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.set_defaults(func=_config_check, command="config check")
     add_memory_commands(sub)
     add_mcp_command(sub)
     return parser

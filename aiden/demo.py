@@ -18,9 +18,9 @@ import msgspec
 from aiden.config import Config
 from aiden.context import PromptLayers
 from aiden.memory import open_memory
+from aiden.observe import MemoryStats
 from aiden.policy.tokens import estimate_tokens
 from aiden.scenario import generate_scenario, turn_events
-from aiden.stats import MemoryStats
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["DEMO_CONFIG", "DemoResult", "run_demo"]

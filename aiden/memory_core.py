@@ -23,12 +23,11 @@ from aiden.events import SessionEvent, validate_id
 from aiden.intake import as_stored, check_text, prepare_event
 from aiden.lifecycle import Lifecycle, Outcome, RunStart, new_session_id
 from aiden.messages import CompactionOutcome, RecordUsage
-from aiden.observe import observed
+from aiden.observe import MemoryStats, memory_stats, observed
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
 from aiden.policy.tokens import DEFAULT_PROFILE, BudgetCalibration, TokenProfile, estimate_tokens, observe
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.tool import RecallHit, RecallStats
-from aiden.stats import MemoryStats, memory_stats
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import RecoveryReport
 from aiden.tools import ToolSet, agent_tools, run_recall_tool, run_tool_call

@@ -1,7 +1,7 @@
 """Experience memory's part of :class:`~aiden.memory.Memory` (seed 002's Memory Plane).
 
 A base class of ``Memory`` over :class:`~aiden.memory_core.CoreMemory`:
-it owns the run's open episode (an :class:`~aiden.experience.tracker.EpisodeTracker`)
+it owns the run's open episode (an :class:`~aiden.experience.episodes.EpisodeTracker`)
 and forwards everything else to the experience actor's port. Experience is
 never injected into a prompt: the model asks with ``recall_experience``.
 """
@@ -22,10 +22,9 @@ from aiden.memory_core import CoreMemory
 from aiden.tools import ToolSet
 
 if TYPE_CHECKING:
-    from aiden.experience.messages import LearnOutcome
-    from aiden.experience.port import ExperiencePort
+    from aiden.experience.episodes import EpisodeTracker
+    from aiden.experience.messages import ExperiencePort, LearnOutcome
     from aiden.experience.records import ExperienceRecord
-    from aiden.experience.tracker import EpisodeTracker
 
 __all__ = ["ExperienceMethods"]
 

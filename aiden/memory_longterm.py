@@ -10,15 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from aiden.errors import ClosedError
+from aiden.longterm.dream_edits import check_target
 from aiden.longterm.tools import LongTermTools
-from aiden.longterm.versions import check_target
 from aiden.memory_core import CoreMemory
 from aiden.tools import ToolSet
 
 if TYPE_CHECKING:
     from aiden.longterm.dream import DreamOutcome
-    from aiden.longterm.port import LongTermPort
-    from aiden.longterm.versions import Version
+    from aiden.longterm.dream_edits import Version
+    from aiden.longterm.messages import LongTermPort
 
 __all__ = ["LongTermMethods"]
 

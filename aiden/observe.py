@@ -1,12 +1,17 @@
-"""Observation points: where an optional observer (:mod:`aiden.otel`) sees aiden's operations.
+"""Observing a memory: its telemetry snapshot, and the points where an optional observer sees its operations.
 
-Each point is one line at the place the operation runs: the :func:`observed`
-decorator on the port method every caller goes through (appends, recall,
-saves and forgets, experience search and learning, Dream, prompt builds), and
-:func:`observe_pass` around the maintenance scheduler's pass. With no observer
+``memory.stats()`` is :class:`MemoryStats`, one frozen snapshot built from the
+actors' published counters (:func:`memory_stats`).
+
+An optional observer (:mod:`aiden.otel`) sees aiden's operations at
+observation points. Each point is one line at the place the operation runs:
+the :func:`observed` decorator on the port method every caller goes through
+(appends, recall, saves and forgets, experience search and learning, Dream,
+prompt builds), and :func:`observe_pass` around the maintenance scheduler's
+pass. With no observer
 installed (the default) a point costs one global read and calls straight
-through; this module imports nothing beyond the standard library, so
-``import aiden`` never loads OpenTelemetry.
+through; this module imports nothing of OpenTelemetry, so ``import aiden``
+never loads it.
 """
 
 from __future__ import annotations
@@ -15,11 +20,23 @@ import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
 
+import msgspec
+
+from aiden.policy.triggers import SchedulerCounters
+
 if TYPE_CHECKING:
     from aiden.messages import CompactionOutcome
     from aiden.policy.triggers import TriggerState
 
-__all__ = ["Observer", "current_observer", "observe_pass", "observed", "set_observer"]
+__all__ = [
+    "MemoryStats",
+    "Observer",
+    "current_observer",
+    "memory_stats",
+    "observe_pass",
+    "observed",
+    "set_observer",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -89,3 +106,76 @@ async def observe_pass(
     if observer is None:
         return await run(manual)
     return await observer.around_pass(run, manual, state)
+
+
+class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Telemetry of one open memory (``memory.stats()``)."""
+
+    appends: int
+    compactions: int
+    passes: int
+    coalesced_requests: int
+    tokens_before: int
+    tokens_after: int
+    chunks: int
+    summarizer_calls: int
+    summarizer_failures: int
+    fallbacks: int
+    degraded_chunks: int
+    conflicts: int
+    last_prompt_tokens: int | None
+    context_window: int
+    token_calibration: float
+    resummarized_chunks: int
+    must_keep_added: int
+    """Facts the must-keep check appended to chunk summaries that had dropped them."""
+    summarizer_first_error: str
+    """Why the first failed summarizer call failed ("" if none did)."""
+    deferred_for_cache: int
+    cached_share_before_last_compaction: float | None
+    cached_share_since_last_compaction: float | None
+    episodes_quarantined: int
+    """Finished episodes that could not be committed for a reason of their own and were dropped."""
+    last_append_at: float | None = None
+    """Timestamp of the newest event this memory appended since it opened (None: none yet)."""
+
+
+def memory_stats(
+    s: SchedulerCounters,
+    *,
+    appends: int,
+    coalesced_at_inbox: int,
+    context_window: int,
+    episodes_quarantined: int = 0,
+    last_append_at: float | None = None,
+) -> MemoryStats:
+    """Combine the scheduler's counters with what the caller's side counted."""
+    return MemoryStats(
+        appends=appends,
+        compactions=s.compactions,
+        passes=s.passes,
+        coalesced_requests=s.coalesced_requests + coalesced_at_inbox,
+        tokens_before=s.tokens_before,
+        tokens_after=s.tokens_after,
+        chunks=s.compactions,
+        summarizer_calls=s.summarizer_calls,
+        summarizer_failures=s.summarizer_failures,
+        fallbacks=s.fallbacks,
+        degraded_chunks=s.degraded_chunks,
+        conflicts=s.conflicts,
+        last_prompt_tokens=s.last_prompt_tokens,
+        context_window=context_window,
+        token_calibration=s.token_calibration,
+        resummarized_chunks=s.resummarized_chunks,
+        must_keep_added=s.must_keep_added,
+        summarizer_first_error=s.summarizer_first_error,
+        deferred_for_cache=s.deferred_for_cache,
+        cached_share_before_last_compaction=s.cached_share_before_last_compaction,
+        cached_share_since_last_compaction=(
+            s.cached_tokens_since_compaction / s.prompt_tokens_since_compaction
+            if s.prompt_tokens_since_compaction
+            else None
+        ),
+        episodes_quarantined=episodes_quarantined,
+        last_append_at=last_append_at,
+    )

@@ -25,11 +25,10 @@ import anyio
 from anyio.abc import TaskStatus
 
 from aiden.actors.mailbox import Doorbell, Latest, Link, by_request_id
-from aiden.actors.reader import SessionReader
 from aiden.actors.recall import RecallActor
 from aiden.actors.scheduler import MaintenanceScheduler
+from aiden.actors.session import SessionReader, SessionWriter
 from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
-from aiden.actors.writer import SessionWriter
 from aiden.config import Config
 from aiden.errors import ClosedError
 from aiden.events import SessionEvent

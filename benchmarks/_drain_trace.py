@@ -83,7 +83,7 @@ def _on_gc(phase: str, info: dict[str, int]) -> None:
 def install() -> None:
     """Wrap the functions whose spans are recorded (and record every garbage collection)."""
     gc.callbacks.append(_on_gc)
-    from aiden.actors import planning, scheduler, summaries
+    from aiden.actors import planning, scheduler, summarizer
     from aiden.storage import eventlog, fs, jsonl, locks, session
     from aiden.summarizers.extractive import summarizer as ext
 
@@ -124,8 +124,8 @@ def install() -> None:
     _wrap(planning.TokenCounts, "of", "pass.token_counts")
     _wrap_async(planning.Planner, "survey", "pass.survey")
     _wrap_async(scheduler.MaintenanceScheduler, "_pass", "pass")
-    _wrap_async(summaries.ChunkSummaries, "_with_must_keep", "pass.must_keep")
-    _wrap_async(summaries.ChunkSummaries, "summarize", "pass.summarize")
+    _wrap_async(summarizer.ChunkSummaries, "_with_must_keep", "pass.must_keep")
+    _wrap_async(summarizer.ChunkSummaries, "summarize", "pass.summarize")
     _wrap(ext.ExtractiveSummarizer, "_finish", "extractive.finish")
 
 

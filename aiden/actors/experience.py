@@ -2,7 +2,7 @@
 
 Everything outside the experience room reaches it by messages
 (:mod:`aiden.experience.messages`) through an
-:class:`~aiden.experience.port.ExperiencePort`. One worker serves the inbox,
+:class:`~aiden.experience.messages.ExperiencePort`. One worker serves the inbox,
 so two learning passes never interleave; the stores' file locks keep two
 runtimes on one root apart. Learning runs in the common idle window (the
 AutoCompact rule, :func:`~aiden.experience.learner.should_learn`): never while
@@ -22,13 +22,14 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.serve import serve
+from aiden.actors.mailbox import serve
 from aiden.experience.learner import should_learn
 from aiden.experience.messages import (
     CommitEpisode,
     EpisodeCommitted,
     ExperienceInbox,
     ExperienceOutbox,
+    ExperiencePort,
     Found,
     Learn,
     Learned,
@@ -36,7 +37,6 @@ from aiden.experience.messages import (
     Records,
     SearchRecords,
 )
-from aiden.experience.port import ExperiencePort
 from aiden.experience.service import ExperienceService
 from aiden.longterm.autocompact import IdleTarget, recent_activity
 from aiden.messages import Codec, codec

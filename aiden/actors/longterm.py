@@ -2,7 +2,7 @@
 
 Everything outside the long-term room reaches it by messages
 (:mod:`aiden.longterm.messages`) through a
-:class:`~aiden.longterm.port.LongTermPort`: ``Memory`` for the tools,
+:class:`~aiden.longterm.messages.LongTermPort`: ``Memory`` for the tools,
 checkpoint and Dream, the maintenance scheduler for the compaction hooks, the
 runtime for the session summary at close. Several workers serve one inbox, so
 a long Dream run never holds up the running-summary merge a compaction waits
@@ -19,8 +19,7 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.mailbox import Latest
-from aiden.actors.serve import serve
+from aiden.actors.mailbox import Latest, serve
 from aiden.longterm.autocompact import IdleTarget
 from aiden.longterm.messages import (
     Checkpoint,

@@ -1,4 +1,4 @@
-"""Caller-side plumbing for actors: encoded sends and request/reply matching.
+"""Actor plumbing: encoded sends and request/reply matching on the caller's side, the request loop on the actor's.
 
 An actor reads encoded messages from a bounded inbox stream and writes encoded
 replies to its outbox stream. On the caller side a :class:`Client` assigns
@@ -6,13 +6,24 @@ request ids, parks the caller on a :class:`Waiter`, and a reply router task
 (started by the runtime) decodes replies and wakes the matching waiters.
 :class:`Link` is the one way the runtime wires an actor: both streams, the
 client and the router.
+
+On the actor side, :func:`serve` is the one request loop every request/reply
+actor runs (reader, recall, long-term): an actor supplies its codecs and a
+``handle`` coroutine holding its one ``match``; the loop decodes, handles,
+encodes and replies until the inbox closes. A request that raises is answered
+by :class:`~aiden.messages.Failed` and the loop goes on: an aiden error
+travels as itself, an ``OSError`` as a ``StorageError`` with its errno, any
+other exception (a bug in a handler) as a plain ``AidenError`` naming it,
+logged with its traceback. Only cancellation propagates: a caller parked on a
+reply must never wait for an answer that an exception swallowed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
@@ -23,9 +34,19 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.errors import AidenError, ClosedError
-from aiden.messages import Codec, codec
+from aiden.messages import Codec, ErrorInfo, Failed, codec, error_info
 
-__all__ = ["BACKGROUND", "Client", "Doorbell", "Latest", "Link", "Waiter", "by_request_id", "route_replies"]
+__all__ = [
+    "BACKGROUND",
+    "Client",
+    "Doorbell",
+    "Latest",
+    "Link",
+    "Waiter",
+    "by_request_id",
+    "route_replies",
+    "serve",
+]
 
 Req = TypeVar("Req")
 Rep = TypeVar("Rep")
@@ -278,7 +299,7 @@ class Client(Generic[Req, V]):
         Encoding checks no field type (a str where an int goes encodes fine). With
         ``validate`` the message is also decoded here, so a caller's out-of-type
         argument is refused in the caller: for an actor whose own loop would end on
-        it (the scheduler). Actors served by :func:`~aiden.actors.serve.serve`
+        it (the scheduler). Actors served by :func:`serve`
         answer an undecodable request with ``Failed`` instead, and large messages
         built by aiden alone (events for the writer, the summarizer, long-term
         memory) are not decoded twice.
@@ -420,12 +441,14 @@ async def route_replies(
         on_end()
 
 
-class _Reply(Protocol):
+class _Identified(Protocol):
+    """What every request and reply carries: the id matching a reply (or :class:`Failed`) to its request."""
+
     @property
     def request_id(self) -> int: ...
 
 
-R = TypeVar("R", bound=_Reply)
+R = TypeVar("R", bound=_Identified)
 
 
 class _Ends(NamedTuple):
@@ -520,3 +543,61 @@ class Link(Generic[Req, Rep, V]):
 def by_request_id(client: Client[Req, R]) -> Callable[[R], None]:
     """The usual dispatch: wake the caller waiting for the reply's request id with the reply."""
     return lambda reply: client.resolve(reply.request_id, reply)
+
+
+async def serve(
+    name: str,
+    inbox: MemoryObjectReceiveStream[bytes],
+    outbox: MemoryObjectSendStream[bytes],
+    requests: Codec[R],
+    replies: Codec[Rep | Failed],
+    handle: Callable[[R], Awaitable[Rep]],
+) -> None:
+    """Answer every request of ``inbox`` on ``outbox`` until the inbox closes; closes both ends.
+
+    Workers sharing one inbox each pass their own clones of both streams.
+    """
+    log = logging.getLogger(f"aiden.{name}")
+    async with inbox, outbox:
+        async for raw in inbox:
+            try:
+                request = requests.decode(raw)
+            except msgspec.ValidationError as exc:
+                # A caller's argument of the wrong type: answered, never the end of this actor
+                # (which would end the runtime's task group with it).
+                await _refuse(name, raw, exc, outbox, replies)
+                continue
+            reply: Rep | Failed
+            try:
+                reply = await handle(request)
+            except (AidenError, OSError) as exc:
+                # OSError travels as a StorageError with its errno (error_info's rule).
+                log.warning("%s failed: %s", type(request).__name__, exc)
+                reply = Failed(request.request_id, error_info(exc))
+            except Exception as exc:
+                # A bug, not a condition: logged loudly, and answered so the caller is not left hanging.
+                log.exception("%s raised %s", type(request).__name__, type(exc).__name__)
+                info = ErrorInfo(
+                    kind="AidenError", message=f"internal error in {name}: {type(exc).__name__}: {exc}"
+                )
+                reply = Failed(request.request_id, info)
+            await outbox.send(replies.encode(reply))
+
+
+async def _refuse(
+    name: str,
+    raw: bytes,
+    exc: msgspec.ValidationError,
+    outbox: MemoryObjectSendStream[bytes],
+    replies: Codec[Rep | Failed],
+) -> None:
+    """Answer an undecodable request with ``Failed`` if its request id can be read, else log it."""
+    try:
+        fields = msgspec.msgpack.decode(raw)
+    except msgspec.DecodeError:
+        fields = None
+    rid = fields.get("request_id") if isinstance(fields, dict) else None
+    logging.getLogger(f"aiden.{name}").error("refused an undecodable request: %s", exc)
+    if isinstance(rid, int) and not isinstance(rid, bool):
+        info = ErrorInfo(kind="AidenError", message=f"invalid request to the {name}: {exc}")
+        await outbox.send(replies.encode(Failed(rid, info)))

@@ -19,8 +19,7 @@ from anyio.abc import TaskStatus
 from anyio.lowlevel import RunVar
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.mailbox import Latest
-from aiden.actors.serve import serve
+from aiden.actors.mailbox import Latest, serve
 from aiden.config import Config
 from aiden.messages import (
     Codec,

@@ -28,7 +28,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aiden.actors.mailbox import Client, Latest
 from aiden.actors.planning import Planner, Survey
-from aiden.actors.summaries import ChunkSummaries
+from aiden.actors.summarizer import ChunkSummaries
 from aiden.config import Config
 from aiden.errors import AidenError, CommitConflict
 from aiden.events import SessionEvent

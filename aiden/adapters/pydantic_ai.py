@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from aiden.adapters.budget import checked
+from aiden.adapters import checked
 from aiden.context import PromptBuild, PromptLayers
 from aiden.events import SessionEvent
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME

@@ -9,19 +9,23 @@ never injected into a prompt; the model asks for it with the
 ``recall_experience`` tool, and what it gets is a hint to verify against
 current observations, not state.
 
-* :mod:`~aiden.experience.episodes`: the episode data and its recorder (pure);
+* :mod:`~aiden.experience.episodes`: the episode data, its recorder, the run's
+  tracker and the reading of its trace (pure);
 * :mod:`~aiden.experience.episodestore`: committed episodes on disk, the
-  ``processed`` markers the worker leaves;
-* :mod:`~aiden.experience.records`: record and profile formats (pure);
-* :mod:`~aiden.experience.recordstore`: records and environment profiles on disk;
-* :mod:`~aiden.experience.vectors`: the records' vectors when the memory has an
-  embedder (in memory and in ``experience/vectors.msgpack``);
+  ``processed`` markers the worker leaves, and the episode storage protocol;
+* :mod:`~aiden.experience.records`: record and profile formats, and how a
+  record learned again is merged (pure);
+* :mod:`~aiden.experience.recordstore`: records and environment profiles on
+  disk, and the record storage protocol;
+* :mod:`~aiden.experience.postgres`: both stores over PostgreSQL;
+* :mod:`~aiden.experience.ranking`: how recall orders the records (BM25, fused
+  with the vector similarity when there is an embedder) and the records'
+  vectors (in memory and in ``experience/vectors.msgpack``);
 * :mod:`~aiden.experience.tool`: the ``recall_experience`` tool schema and handler;
 * :mod:`~aiden.experience.service`: the room's operations the actor serves;
-* :mod:`~aiden.experience.messages` / :mod:`~aiden.experience.port`: the actor's surface.
+* :mod:`~aiden.experience.messages`: the actor's surface (messages and port).
 
 The learner itself is pure policy: :mod:`aiden.experience.learner` (with
-:mod:`~aiden.experience.trace` and :mod:`~aiden.experience.facts`), and so is
-how recall orders the records: :mod:`aiden.experience.ranking` (BM25, fused with the
-vector similarity when there is an embedder).
+:mod:`~aiden.experience.navigation`); a configured LLM may only phrase its
+lessons (:mod:`~aiden.experience.llmlearner`).
 """

@@ -1,4 +1,4 @@
-"""Episodes: one run's trace of tool use, corrections and outcome, and the recorder that builds it (pure).
+"""Episodes: one run's trace of tool use, corrections and outcome; how it is recorded and read (pure).
 
 An :class:`EpisodeRecorder` is started at run begin; it numbers every event
 (``seq`` from 1, gap-free within the episode), scrubs screenshot payloads
@@ -8,11 +8,33 @@ session and is copied into later runs), remembers the record ids
 ``recall_experience`` returned during the run, and :meth:`~EpisodeRecorder.finish`
 freezes it into an :class:`Episode` for the store. Success and failure are
 both recorded: neither gates learning.
+
+:class:`EpisodeTracker` belongs to one ``Memory``: ``begin_run`` opens an
+episode (goal = the run's root input), every event appended while it is open
+is noted (tool calls, tool results with their success judged by
+:func:`result_failed`, user input after the root as a correction, assistant
+outputs: the last one, after the tool calls, is the run's answer),
+``recall_experience`` answers note the record ids they returned, and
+``commit_run`` finishes it for the experience actor to commit. aiden's own
+memory tools are not part of the trace: a lesson is about the environment,
+not about recalling.
+
+Reading a finished episode's trace is what the experience learner
+(:mod:`aiden.experience.learner`) rests its lessons on: :func:`attempts`
+pairs each tool call with its result, :func:`result_failed` says whether a
+result reports a failure, and :func:`assess` is the worker's own judgement of
+goal completion, read from the trace alone (the caller's recorded outcome is
+evidence beside it, never a substitute for it).
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal
+import json
+import re
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -20,15 +42,27 @@ from aiden.errors import InvalidEventError
 from aiden.events import Seq, SessionEvent, validate_id
 from aiden.lifecycle import Outcome
 from aiden.policy.scrub import redact_secrets, strip_screenshot_data
+from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL, reported_failure
 
 __all__ = [
     "MAX_ANSWER_CHARS",
     "MAX_EPISODE_EVENTS",
     "MAX_EVENT_CHARS",
+    "MEMORY_TOOLS",
+    "Attempt",
     "Episode",
     "EpisodeEvent",
     "EpisodeEventType",
     "EpisodeRecorder",
+    "EpisodeTracker",
+    "answer_after",
+    "assess",
+    "attempts",
+    "corrected_after",
+    "new_episode_id",
+    "numbers_changed",
+    "result_failed",
+    "step_signature",
 ]
 
 EpisodeEventType = Literal["tool_call", "tool_result", "user_correction", "observation", "assistant_output"]
@@ -192,3 +226,243 @@ class EpisodeRecorder:
             recalled=self.recalled,
             dropped=self._dropped,
         )
+
+
+_MAX_STEP_CHARS: Final = 300
+# The first line of a tool output that reports a failure by itself (shells, Python, git, HTTP clients).
+# Anchored at its start: a result that only mentions a refusal or an exit further on did not fail.
+_FAILED_FIRST_LINE: Final = re.compile(
+    r"^(?:error\b|fatal\b|traceback \(most recent call last\)|exception\b|failed\b|failure\b"
+    rf"|(?:\S+: )+command not found|{OS_REFUSAL}|{NONZERO_EXIT})",
+    re.IGNORECASE,
+)
+
+
+def result_failed(meta: Mapping[str, Any], content: str) -> bool:
+    """True when a tool result reports a failure: in its ``meta`` (``is_error``, ``error``, a
+    non-zero ``exit_code``/``returncode``, an HTTP ``status_code`` >= 400, ``status: "error"``)
+    or, without such metadata, on its first non-empty line (``error:``, a traceback, ...)."""
+    verdict = reported_failure(meta)
+    if verdict is not None:
+        return verdict
+    first = next((line.strip() for line in content[:4000].splitlines() if line.strip()), "")
+    return _FAILED_FIRST_LINE.match(first) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """A tool call and its result."""
+
+    call: EpisodeEvent
+    result: EpisodeEvent
+    step: str
+
+    @property
+    def ok(self) -> bool:
+        """True when the result did not report a failure."""
+        return self.result.ok is not False
+
+    @property
+    def seqs(self) -> tuple[int, int]:
+        """The call's and the result's seqs."""
+        return (self.call.seq, self.result.seq)
+
+
+def step_signature(tool_name: str, arguments: str) -> str:
+    """A call's normalized signature: ``tool value`` for one string argument, else ``tool {sorted JSON}``."""
+    text = " ".join(arguments.split())
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict) and len(parsed) == 1 and isinstance(next(iter(parsed.values())), str):
+        text = " ".join(str(next(iter(parsed.values()))).split())
+    elif parsed is not None:
+        text = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return f"{tool_name} {text}".strip()[:_MAX_STEP_CHARS]
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def numbers_changed(before: str, after: str) -> tuple[str, ...]:
+    """The argument names whose values differ between two calls' JSON object arguments, when every
+    difference is one number for another (a coordinate, a timeout, a size, a count): what a fix
+    calibrated. Empty when the calls differ in anything else (a flag, a path, an added argument)."""
+    try:
+        old, new = json.loads(before), json.loads(after)
+    except ValueError:
+        return ()
+    if not isinstance(old, dict) or not isinstance(new, dict) or old.keys() != new.keys():
+        return ()
+    changed = sorted(str(k) for k in old if old[k] != new[k])
+    if not changed or not all(_number(old[k]) and _number(new[k]) for k in changed):
+        return ()
+    return tuple(changed)
+
+
+def attempts(episode: Episode) -> list[Attempt]:
+    """The episode's calls paired with their results (by call id, else the next result of that tool)."""
+    open_calls: list[EpisodeEvent] = []
+    out: list[Attempt] = []
+    for event in episode.events:
+        if event.type == "tool_call":
+            open_calls.append(event)
+        elif event.type == "tool_result":
+            match = next(
+                (c for c in open_calls if event.tool_call_id and c.tool_call_id == event.tool_call_id), None
+            )
+            if match is None:
+                match = next(
+                    (
+                        c
+                        for c in open_calls
+                        if c.tool_name == event.tool_name and (not event.tool_call_id or not c.tool_call_id)
+                    ),
+                    None,
+                )
+            if match is not None:
+                open_calls.remove(match)
+                out.append(Attempt(match, event, step_signature(match.tool_name or "", match.content)))
+    return out
+
+
+def corrected_after(episode: Episode, attempt: Attempt, tried: Sequence[Attempt]) -> bool:
+    """A user correction between this attempt's result and the next call contradicts it."""
+    later = [a.call.seq for a in tried if a.call.seq > attempt.result.seq]
+    end = min(later) if later else None
+    return any(
+        e.type == "user_correction" and e.seq > attempt.result.seq and (end is None or e.seq < end)
+        for e in episode.events
+    )
+
+
+def answer_after(episode: Episode, seq: int) -> int | None:
+    """The seq of the first assistant output after ``seq`` with no tool call after it: the run's
+    answer once its tools were done (None: the run ended without one, e.g. abandoned mid-way)."""
+    answer: int | None = None
+    for event in episode.events:
+        if event.seq <= seq:
+            continue
+        if event.type == "tool_call":
+            answer = None
+        elif event.type == "assistant_output" and answer is None:
+            answer = event.seq
+    return answer
+
+
+def assess(episode: Episode) -> Outcome:
+    """Goal completion judged from the trace alone (the caller's ``outcome`` is not read).
+
+    ``failure``: the last attempt failed; ``success``: it worked, no user
+    correction came after it and the run then answered (an assistant output
+    after its last tool call); ``unknown`` otherwise: no attempt, a correction,
+    or a run that never answered (abandoned, closed during the run).
+    """
+    tried = attempts(episode)
+    if not tried:
+        return "unknown"
+    last = tried[-1]
+    corrected = any(e.type == "user_correction" and e.seq > last.result.seq for e in episode.events)
+    if corrected:
+        return "unknown"
+    if not last.ok:
+        return "failure"
+    return "success" if answer_after(episode, last.result.seq) is not None else "unknown"
+
+
+MEMORY_TOOLS: Final = frozenset(
+    {"recall_session_chunks", "save_memory", "forget_memory", "recall_experience"}
+)
+"""aiden's own tools, left out of episodes."""
+_MAX_CALL_IDS: Final = 4096
+
+
+def new_episode_id(now: float) -> str:
+    """A fresh episode id: ``ep-<ms, hex>-<random>`` (sorts by start time, never collides in practice)."""
+    return f"ep-{int(now * 1000):x}-{secrets.token_hex(4)}"
+
+
+class EpisodeTracker:
+    """At most one open episode; every method is synchronous (called on the caller's task)."""
+
+    def __init__(self, default_environment: str = "") -> None:
+        self._default_environment = default_environment
+        self._recorder: EpisodeRecorder | None = None
+        self._root_seq = 0
+        self._call_tools: dict[str, str] = {}
+
+    @property
+    def episode_id(self) -> str | None:
+        """The open episode's id (None when none is open)."""
+        return self._recorder.episode_id if self._recorder is not None else None
+
+    @property
+    def environment(self) -> str | None:
+        """The open episode's environment (None when none is open)."""
+        return self._recorder.environment if self._recorder is not None else None
+
+    def begin(self, root: SessionEvent, *, environment: str | None, now: float) -> Episode | None:
+        """Open an episode for the run whose root input is ``root``.
+
+        An episode still open (a run that never committed) is finished as
+        ``unknown`` and returned for the caller to commit.
+        """
+        left = self.finish("unknown", "superseded by a new run", now=now)
+        env = self._default_environment if environment is None else environment
+        self._recorder = EpisodeRecorder(
+            new_episode_id(now), goal=root.content, environment=env, started_at=root.timestamp or now
+        )
+        self._root_seq = root.seq
+        return left
+
+    def note(self, events: Iterable[SessionEvent]) -> None:
+        """Add the appended ``events`` (with their seqs) to the open episode, if any."""
+        rec = self._recorder
+        if rec is None:
+            return
+        for e in events:
+            if e.type == "tool_call":
+                name = e.tool_name or "tool"
+                if e.tool_call_id and len(self._call_tools) < _MAX_CALL_IDS:
+                    self._call_tools[e.tool_call_id] = name
+                if name not in MEMORY_TOOLS:
+                    rec.tool_call(
+                        name, e.tool_args or e.content, call_id=e.tool_call_id, timestamp=e.timestamp
+                    )
+            elif e.type == "tool_result":
+                name = e.tool_name or self._call_tools.get(e.tool_call_id or "", "tool")
+                if name not in MEMORY_TOOLS:
+                    rec.tool_result(
+                        name,
+                        e.content,
+                        ok=not result_failed(e.meta, e.content),
+                        call_id=e.tool_call_id,
+                        timestamp=e.timestamp,
+                    )
+            elif e.type == "user_input" and e.seq != self._root_seq and not e.synthetic:
+                rec.correction(e.content, timestamp=e.timestamp)
+            elif e.type == "assistant_output" and not e.synthetic:
+                # The last one after the tool calls is the run's answer: the worker's goal assessment reads it.
+                rec.answer(e.content, timestamp=e.timestamp)
+
+    def observe(self, key: str, value: str, *, now: float) -> bool:
+        """Record a deterministic observation of the environment; False when no episode is open."""
+        if self._recorder is None:
+            return False
+        self._recorder.observe(key, value, timestamp=now)
+        return True
+
+    def note_recalled(self, record_ids: list[str]) -> None:
+        """Remember the record ids a ``recall_experience`` call returned."""
+        if self._recorder is not None:
+            self._recorder.note_recalled(record_ids)
+
+    def finish(self, outcome: Outcome, note: str = "", *, now: float) -> Episode | None:
+        """Close the open episode; the finished episode (None when none was open)."""
+        rec, self._recorder = self._recorder, None
+        self._call_tools = {}
+        if rec is None:
+            return None
+        return rec.finish(outcome, note, finished_at=now)

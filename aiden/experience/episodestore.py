@@ -16,6 +16,18 @@ same id overwrites. A corrupt index is rebuilt from the episode files that
 parse. The worker leaves ``processed`` only after the records an episode
 taught are committed, so a crash before it repeats the (idempotent) learning
 and a crash after it never processes the episode again.
+
+The experience service (:mod:`aiden.experience.service`) runs on two storage
+seams only: :class:`EpisodeBackend` (committed episodes) and
+:class:`~aiden.experience.recordstore.RecordBackend` (the records and
+profiles they taught). So experience memory follows the session store: files
+under the memory's root by default (:class:`EpisodeStore`,
+:class:`~aiden.experience.recordstore.RecordStore`), rows in PostgreSQL for a
+memory opened on a PostgreSQL store (:mod:`aiden.experience.postgres`),
+where every worker sharing the long-term namespace learns from and recalls the
+same records. :mod:`aiden.testing.conformance_experience` is the suite every
+backend passes. Every method blocks: the experience actor calls them from a
+worker thread.
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -43,7 +55,7 @@ from aiden.storage.locks import SessionLock
 from aiden.storage.recovery import remove_stale_temps, subdirs
 from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
 
-__all__ = ["EpisodeRow", "EpisodeStore", "episode_row", "episode_year"]
+__all__ = ["EpisodeBackend", "EpisodeRow", "EpisodeStore", "episode_row", "episode_year"]
 
 log = logging.getLogger("aiden.experience")
 
@@ -86,6 +98,34 @@ def _parse_index(data: bytes) -> _Index:
 
 def _ids(index: _Index) -> list[str]:
     return [row.id for row in index.episodes]
+
+
+class EpisodeBackend(Protocol):
+    """Committed episodes and which of them learning has processed."""
+
+    def commit(self, episode: Episode, *, now: float) -> bool:
+        """Persist ``episode``; False (and nothing written) when its id is already committed."""
+        ...
+
+    def rows(self) -> list[EpisodeRow]:
+        """Every committed episode's row, in commit order."""
+        ...
+
+    def load(self, row: EpisodeRow) -> Episode | None:
+        """The committed episode of ``row`` (None, reported, when it cannot be read)."""
+        ...
+
+    def get(self, episode_id: str) -> Episode | None:
+        """The committed episode ``episode_id`` (None if unknown)."""
+        ...
+
+    def pending(self) -> list[EpisodeRow]:
+        """Committed episodes not processed yet, in commit order."""
+        ...
+
+    def mark_processed(self, row: EpisodeRow, summary: dict[str, Any]) -> None:
+        """Record that what ``row``'s episode taught is committed (``summary``: what, for inspection)."""
+        ...
 
 
 class EpisodeStore:

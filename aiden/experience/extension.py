@@ -15,10 +15,9 @@ from anyio.abc import TaskGroup
 
 from aiden.actors.experience import ExperienceActor, IdleLearning
 from aiden.actors.mailbox import Link, by_request_id
-from aiden.experience.messages import ExperienceInbox, ExperienceOutbox
-from aiden.experience.port import ExperiencePort
+from aiden.experience.episodes import EpisodeTracker
+from aiden.experience.messages import ExperienceInbox, ExperienceOutbox, ExperiencePort
 from aiden.experience.service import ExperienceService, learner_for, select_experience
-from aiden.experience.tracker import EpisodeTracker
 from aiden.extension import Extension, MemoryParts, in_background
 from aiden.longterm.autocompact import run_autocompact
 from aiden.memory_core import CoreMemory

@@ -7,7 +7,7 @@ processing an episode again — a worker retried after a crash — yields the
 very same records with the very same ids, and merging them changes nothing.
 
 The worker first assesses goal completion on its own, from the trace
-(:func:`~aiden.experience.trace.assess`); then the rules, each citing
+(:func:`~aiden.experience.episodes.assess`); then the rules, each citing
 the episode id and the seqs of the events it rests on:
 
 * a tool call that failed, then a *different* call of the same tool that
@@ -22,7 +22,7 @@ the episode id and the seqs of the events it rests on:
   direct evidence; a run of several different steps teaches nothing this way
   (which of them did the work is not in the trace);
 * each observed key (``memory.observe``) is a ``fact`` record of the
-  environment (:mod:`aiden.experience.facts`);
+  environment (:func:`fact_records`);
 * a location a call's result revealed and a later call used successfully
   is a ``navigation`` record: where that thing is in the environment
   (:mod:`aiden.experience.navigation`, which also confirms, disputes
@@ -44,51 +44,180 @@ What to learn is decided here alone. A configured LLM may only *phrase* the
 lessons of a :class:`LessonGroup` (one working step and the failures it
 replaced): :func:`rephrased` puts its text in the records' bodies and keeps
 the exact steps and the verification hint beside it, so the ids, statuses and
-evidence stay the embedded learner's.
+evidence stay the embedded learner's. :class:`Lessons` carries what one
+episode teaches: the records to create or replace, the environment profile,
+the assessment and those groups.
+
+Fact records (:func:`fact_records`): ``memory.observe(key, value)`` records
+a deterministic observation (a version, a path, a size) on the episode.
+Beside the environment profile (the latest values, kept apart from the
+lessons), each observed key becomes one ``fact`` record of its environment
+that ``recall_experience`` can find. Its evidence is the observation event
+itself (episode id and seq): nothing is inferred. One record per
+(environment, key): the same value observed again adds the episode as
+evidence; a new value replaces the old one in place, the status reason
+saying what it was, so a key that changes every run (a size) does not pile
+up records. No model words a fact: the value is the fact.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Final
 
 import msgspec
 
-from aiden.experience.episodes import Episode
-from aiden.experience.facts import MAX_FACT_VALUE_CHARS, fact_records
-from aiden.experience.lessons import LessonGroup, Lessons, confirmed, merge, rephrased
+from aiden.experience.episodes import (
+    Attempt,
+    Episode,
+    answer_after,
+    assess,
+    attempts,
+    corrected_after,
+    numbers_changed,
+)
 from aiden.experience.navigation import navigation_records
 from aiden.experience.records import (
     EnvironmentProfile,
     Evidence,
     ExperienceRecord,
     RecordKind,
+    confirmed,
     goal_key,
+    merge,
     record_id,
 )
-from aiden.experience.trace import (
-    Attempt,
-    answer_after,
-    assess,
-    attempts,
-    corrected_after,
-    numbers_changed,
-    result_failed,
-    step_signature,
-)
+from aiden.lifecycle import Outcome
 
 __all__ = [
-    "Attempt",
+    "MAX_FACT_VALUE_CHARS",
     "LessonGroup",
     "Lessons",
-    "assess",
-    "attempts",
+    "fact_records",
     "learn",
     "rephrased",
-    "result_failed",
     "should_learn",
-    "step_signature",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class LessonGroup:
+    """One working step and the failed steps it replaced, as an LLM learner may phrase them.
+
+    ``failed`` holds ``(step, quoted error)`` pairs; the record ids are the
+    learned records this group's phrasing goes into.
+    """
+
+    procedure_id: str
+    failure_ids: tuple[str, ...]
+    goal: str
+    environment: str
+    episode_id: str
+    step: str
+    output: str
+    failed: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Lessons:
+    """What one episode teaches: records to create or replace, the environment profile, the assessment.
+
+    ``groups`` are the newly learned (procedure, failures) groups whose records
+    are among ``records``: what an LLM learner phrases, one call per group.
+    """
+
+    records: tuple[ExperienceRecord, ...]
+    profile: EnvironmentProfile | None
+    assessed: Outcome
+    groups: tuple[LessonGroup, ...] = ()
+
+
+def rephrased(lessons: Lessons, group: LessonGroup, procedure: str, failure: str) -> Lessons:
+    """``lessons`` with ``group``'s records phrased by a model: ``procedure`` and ``failure`` texts
+    (an empty one leaves those records' embedded text). The exact steps stay in every body
+    (recall matches them; the agent must verify them), the source becomes ``llm``."""
+    failed_steps = ", ".join(f"`{step}`" for step, _ in group.failed)
+
+    def body(record: ExperienceRecord) -> ExperienceRecord:
+        if record.id == group.procedure_id and procedure:
+            text = (
+                f"{procedure}\n\nStep: `{group.step}` (worked in episode {group.episode_id} after "
+                f"{failed_steps} failed). Verify against current observations before relying on it."
+            )
+        elif record.id in group.failure_ids and failure:
+            text = f"{failure}\n\nFailed step: `{record.step}`. What worked instead: `{group.step}`."
+        else:
+            return record
+        return msgspec.structs.replace(record, body=text, source="llm")
+
+    return replace(lessons, records=tuple(body(r) for r in lessons.records))
+
+
+MAX_FACT_VALUE_CHARS: Final = 500
+"""An observed value is kept up to this length (the profile keeps the same)."""
+_MAX_REASON_VALUE_CHARS: Final = 120
+
+
+def _flat(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit] + " ..."
+
+
+def fact_records(
+    episode: Episode, known: Mapping[str, ExperienceRecord], *, expires_at: float | None
+) -> list[ExperienceRecord]:
+    """The fact records ``episode``'s observations give, merged with the ``known`` ones (by id).
+
+    The last observation of a key in the episode wins. A record equal to its
+    known version is still returned; the caller keeps only what changed.
+    """
+    latest: dict[str, tuple[str, int]] = {}
+    for event in episode.events:
+        key = " ".join((event.key or "").split())
+        if event.type == "observation" and key:
+            # Flat, as the record's title line is stored: a value compares equal to what was read back.
+            latest[key] = (_flat(event.content, MAX_FACT_VALUE_CHARS), event.seq)
+    when = episode.finished_at
+    out: list[ExperienceRecord] = []
+    for key, (value, seq) in latest.items():
+        rid = record_id("fact", episode.environment, "", key)
+        cite = Evidence(episode_id=episode.id, seqs=(seq,))
+        fresh = ExperienceRecord(
+            id=rid,
+            kind="fact",
+            status="active",
+            title=" ".join(f"{key}: {value}".split()),
+            body=(
+                f"`{key}` was observed as `{value}` (episode {episode.id}). An observation of the "
+                "environment at that time: verify it against current observations before relying on it."
+            ),
+            environment=episode.environment,
+            step=key,
+            evidence=(cite,),
+            created_at=when,
+            updated_at=when,
+            expires_at=expires_at,
+        )
+        old = known.get(rid)
+        if old is None:
+            out.append(fresh)
+        elif old.title == fresh.title:
+            # The same value again: the episode joins the evidence; body and reason stay the first's.
+            seen = msgspec.structs.replace(
+                old, status="active", evidence=(cite,), updated_at=when, expires_at=expires_at
+            )
+            out.append(merge(old, seen))
+        elif when >= old.updated_at:
+            # A newer value: the old one's evidence is about the old value, so it goes with it.
+            was = _flat(old.title.split(": ", 1)[-1], _MAX_REASON_VALUE_CHARS)
+            out.append(
+                msgspec.structs.replace(
+                    fresh, created_at=old.created_at, status_reason=f"was `{was}` until episode {episode.id}"
+                )
+            )
+    return out
+
 
 _MAX_QUOTE_CHARS = 400
 _WORKING: Final = ("procedure", "calibration")

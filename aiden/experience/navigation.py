@@ -52,10 +52,8 @@ from typing import Final
 
 import msgspec
 
-from aiden.experience.episodes import Episode
-from aiden.experience.lessons import confirmed, merge
-from aiden.experience.records import Evidence, ExperienceRecord, record_id
-from aiden.experience.trace import Attempt, corrected_after
+from aiden.experience.episodes import Attempt, Episode, corrected_after
+from aiden.experience.records import Evidence, ExperienceRecord, confirmed, merge, record_id
 
 __all__ = [
     "MAX_PLACES",

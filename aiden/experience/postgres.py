@@ -4,7 +4,8 @@ A memory opened on a PostgreSQL store keeps its experience here, keyed by the
 store's long-term namespace, so every worker sharing it learns from the same
 episodes and recalls the same records (the file backend keeps them under one
 memory root). The same contract as the files
-(:mod:`aiden.experience.backend`, checked by
+(:class:`~aiden.experience.episodestore.EpisodeBackend` and
+:class:`~aiden.experience.recordstore.RecordBackend`, checked by
 :mod:`aiden.testing.conformance_experience`):
 
 - ``aiden_exp_episodes``: one row per committed episode; ``pos`` is the commit
@@ -35,9 +36,9 @@ import msgspec
 from aiden.events import validate_id
 from aiden.experience.episodes import Episode
 from aiden.experience.episodestore import EpisodeRow, episode_row, episode_year
+from aiden.experience.ranking import RecordVectors
 from aiden.experience.records import EnvironmentProfile, ExperienceRecord, RecordRow
 from aiden.experience.recordstore import best_records, embed_quietly, merged_profile, save_vectors_quietly
-from aiden.experience.vectors import RecordVectors
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -122,7 +123,7 @@ class _Db:
 
 
 class PgEpisodeStore:
-    """Committed episodes of one namespace (an :class:`~aiden.experience.backend.EpisodeBackend`)."""
+    """Committed episodes of one namespace (an :class:`~aiden.experience.episodestore.EpisodeBackend`)."""
 
     def __init__(self, db: _Db) -> None:
         self._db = db
@@ -184,7 +185,7 @@ class PgEpisodeStore:
 
 
 class PgRecordStore:
-    """Records and environment profiles of one namespace (a :class:`~aiden.experience.backend.RecordBackend`)."""
+    """Records and environment profiles of one namespace (a :class:`~aiden.experience.recordstore.RecordBackend`)."""
 
     def __init__(self, db: _Db, vectors: RecordVectors | None = None) -> None:
         self._db = db

@@ -1,22 +1,61 @@
-"""How ``recall_experience`` orders the index rows it may return (pure, no I/O).
+"""How ``recall_experience`` orders the index rows it may return, and the records' vectors it fuses in.
 
-BM25 over the rows' terms; with an embedder, fused with the rows' vector
-similarity to the query by reciprocal rank — the chunk recall's fusion
-(:func:`~aiden.recall.search.reciprocal_rank_fusion`) with its parameters: k
-60, equal weights, at most :data:`~aiden.recall.search.META_ROWS` nearest
-rows. Then each task's working step is put before its failures.
+BM25 over the rows' terms (pure, no I/O); with an embedder, fused with the
+rows' vector similarity to the query by reciprocal rank — the chunk recall's
+fusion (:func:`~aiden.recall.search.reciprocal_rank_fusion`) with its
+parameters: k 60, equal weights, at most :data:`~aiden.recall.search.META_ROWS`
+nearest rows. Then each task's working step is put before its failures.
+
+The records' vectors for that hybrid recall (:class:`RecordVectors`;
+blocking, worker threads) are held by the
+:class:`~aiden.experience.recordstore.RecordStore` of a memory opened with an
+embedder, keyed by record id and :func:`text_key` (the embedder's name and
+the embedded text), so an updated
+record or another model is embedded again. A row's vector is of
+:func:`row_text`, which a row alone determines, so the store fills the cache
+when it writes records and, for rows it has no current vector of, at the first
+recall that needs them, without opening a record's file.
+
+It is derived data, kept across opens in ``experience/vectors.msgpack``
+(:attr:`~aiden.storage.layout.Layout.experience_vectors`) so that a memory
+reopened on records learned earlier does not embed them all again at its
+first recall (seconds with a local model on a CPU). The file is read at the
+first use and written (atomically, through :class:`~aiden.storage.fs.Storage`)
+by :meth:`RecordVectors.save`, which the store calls once per learning pass
+or recall that embedded something, with only the live records' current
+vectors. A file that does not decode, of another version, with vectors of
+another length or not finite is ignored (one warning): the vectors are
+computed as without it and the file is rewritten. Two processes on one root
+may each rewrite it: the last writer wins, a reader never sees a torn file
+(atomic replace), and an entry that does not match a row's key is recomputed.
+
+Any fault in the vectors or the embedder is a :class:`~aiden.errors.RecallError`,
+on which recall stays lexical. The embedder is synchronous (its protocol):
+called from the thread the store's caller runs in, as the recall index calls it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import math
+import threading
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
 
+import msgspec
+
+from aiden.errors import RecallError
 from aiden.experience.records import RecordRow
+from aiden.recall.embedding import Embedder
 from aiden.recall.search import META_ROWS, reciprocal_rank_fusion
+from aiden.storage.fs import Storage
 
-__all__ = ["bm25", "nearest", "rank"]
+__all__ = ["VECTORS_VERSION", "RecordVectors", "bm25", "nearest", "rank", "row_text", "text_key"]
+
+log = logging.getLogger("aiden.experience")
 
 
 def nearest(vectors: Sequence[Sequence[float]], query: Sequence[float], limit: int = META_ROWS) -> list[int]:
@@ -87,3 +126,176 @@ def bm25(
             scored.append((score, row.updated_at, row))
     scored.sort(key=lambda t: (-t[0], -t[1], t[2].id))
     return [row for _, _, row in scored]
+
+
+VECTORS_VERSION: Final = 1
+"""The version of the vectors file's format; a file of another version is ignored."""
+# Thousands of records of 1,536 dimensions fit; a larger file is not one aiden wrote.
+_MAX_FILE_BYTES: Final = 256 * 1024 * 1024
+
+
+class _Entry(msgspec.Struct, frozen=True, array_like=True):
+    id: str
+    key: str
+    vector: list[float]
+
+
+class _VectorsFile(msgspec.Struct, frozen=True):
+    version: int
+    model: str
+    dimensions: int
+    entries: list[_Entry]
+
+
+_encoder: Final = msgspec.msgpack.Encoder()
+_decoder: Final = msgspec.msgpack.Decoder(_VectorsFile)
+
+
+def row_text(row: RecordRow) -> str:
+    """The text embedded for ``row``: its title, then its search terms (task, step and body words)."""
+    return f"{row.title}\n{' '.join(row.terms)}"
+
+
+def text_key(model: str, text: str) -> str:
+    """The cache key of ``text`` embedded by ``model``: a changed record or model is embedded again."""
+    return hashlib.sha256(f"{model}\x1f{text}".encode("utf-8", "replace")).hexdigest()[:32]
+
+
+class RecordVectors:
+    """Record id -> (text key, unit vector) for one embedder, persisted in ``path``; thread-safe."""
+
+    def __init__(self, embedder: Embedder, path: Path, storage: Storage) -> None:
+        self.embedder = embedder
+        self.path = path
+        self._storage = storage
+        self.entries: dict[str, tuple[str, list[float]]] = {}
+        """The cache (tests damage it to check that recall stays lexical)."""
+        self.dirty = False
+        """Vectors were computed since the file was last read or written."""
+        self._loaded = False
+        self._lock = threading.Lock()
+
+    def update(self, rows: Sequence[RecordRow]) -> int:
+        """Embed the ``rows`` without a current vector, in one call; how many were embedded."""
+        with self._lock:
+            return self._update(rows)
+
+    def _update(self, rows: Sequence[RecordRow]) -> int:
+        self._load_once()
+        model = self.embedder.name
+        todo: dict[str, tuple[str, str]] = {}
+        for row in {row.id: row for row in rows}.values():  # a record written twice: its last version
+            text = row_text(row)
+            key = text_key(model, text)
+            entry = self.entries.get(row.id)
+            if entry is None or entry[0] != key:
+                todo[row.id] = (key, text)
+        if not todo:
+            return 0
+        vectors = self.embedder.embed([text for _, text in todo.values()])
+        if len(vectors) != len(todo):
+            raise RecallError(f"embedder {model!r} returned {len(vectors)} vectors for {len(todo)} texts")
+        for (rid, (key, _)), vector in zip(todo.items(), vectors, strict=True):
+            self.entries[rid] = (key, [float(x) for x in vector])
+        self.dirty = True
+        return len(todo)
+
+    def near(self, rows: Sequence[RecordRow], query: str) -> list[int]:
+        """Positions in ``rows`` most similar to ``query``, best first (missing vectors embedded first).
+
+        :class:`RecallError` if the embedder fails or a cached vector does not
+        fit the query's (another length, not finite): the cache is then
+        dropped, to be rebuilt by the next recall.
+        """
+        with self._lock:
+            self._update(rows)
+            out = self.embedder.embed([query.encode("utf-8", "replace").decode("utf-8")])
+            if len(out) != 1:
+                raise RecallError(f"embedder {self.embedder.name!r} returned {len(out)} vectors for 1 text")
+            vector = out[0]
+            width = len(vector)
+            found = [self.entries[row.id][1] for row in rows]
+            if not all(len(v) == width and all(math.isfinite(x) for x in v) for v in [vector, *found]):
+                self.entries.clear()
+                raise RecallError(f"cached record vectors do not fit the {width}-dimension query vector")
+            return nearest(found, vector)
+
+    # --- the file ---------------------------------------------------------------------------
+    def _load_once(self) -> None:
+        """Read the file into the cache at the first use (entries computed since then win)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        problem = self._read()
+        if problem is not None:
+            # The vectors are computed as without the file, which the next save replaces.
+            log.warning(
+                "experience recall: ignored %s (%s); its vectors are computed again", self.path, problem
+            )
+            self.dirty = True
+
+    def _read(self) -> str | None:
+        """Fill the cache from the file; what is wrong with it, None if it is fine or absent."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read(_MAX_FILE_BYTES + 1)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"unreadable: {exc.strerror}"
+        if len(data) > _MAX_FILE_BYTES:
+            return f"larger than {_MAX_FILE_BYTES} bytes"
+        try:
+            found = _decoder.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return f"does not decode: {exc}"
+        if found.version != VECTORS_VERSION:
+            return f"version {found.version}, not {VECTORS_VERSION}"
+        if found.model != self.embedder.name:
+            # Written with another embedder: none of its keys can match. Not damage, so no warning.
+            log.info(
+                "experience recall: %s holds vectors of %r, not of %r",
+                self.path,
+                found.model,
+                self.embedder.name,
+            )
+            return None
+        expected = self.embedder.dimensions
+        if found.dimensions < 1 or (expected is not None and found.dimensions != expected):
+            return f"{found.dimensions} dimensions, the embedder's are {expected}"
+        for entry in found.entries:
+            if len(entry.vector) != found.dimensions or not all(math.isfinite(x) for x in entry.vector):
+                return f"the vector of {entry.id!r} is not {found.dimensions} finite numbers"
+        for entry in found.entries:
+            self.entries.setdefault(entry.id, (entry.key, entry.vector))
+        return None
+
+    def save(self, live: Sequence[RecordRow]) -> bool:
+        """Write the file if vectors were computed since it was read or written; whether it was.
+
+        Only the current vectors of ``live`` (the records recall may rank) are
+        written, so the file holds no deleted or changed record. A
+        :class:`~aiden.errors.StorageError` leaves the cache to be written
+        by the next save.
+        """
+        with self._lock:
+            if not self.dirty:
+                return False
+            model = self.embedder.name
+            entries = [
+                _Entry(row.id, entry[0], entry[1])
+                for row in {row.id: row for row in live}.values()
+                if (entry := self.entries.get(row.id)) is not None
+                and entry[0] == text_key(model, row_text(row))
+            ]
+            widths = {len(e.vector) for e in entries}
+            if len(widths) > 1:
+                # Mixed lengths (an embedder that changed size): the next recall drops and rebuilds them.
+                return False
+            dimensions = widths.pop() if widths else self.embedder.dimensions or 0
+            if dimensions < 1:
+                return False
+            data = _encoder.encode(_VectorsFile(VECTORS_VERSION, model, dimensions, entries))
+            self._storage.write_atomic(self.path, data)
+            self.dirty = False
+            return True

@@ -17,6 +17,10 @@ background consolidation sees the last two.
 
 Environment profiles (deterministic observations: versions, paths, sizes)
 are kept apart from lessons, in ``memory/experience/profiles/``.
+
+A record learned again keeps its id: :func:`merge` is how the new lesson
+joins the record kept under it, :func:`confirmed` how a later episode
+confirms one.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import msgspec
 
 from aiden.errors import CorruptionError, InvalidIdError
 from aiden.events import Seq, validate_id
+from aiden.experience.episodes import Episode
 from aiden.recall.query import STOPWORDS
 from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
 
@@ -45,7 +50,9 @@ __all__ = [
     "RecordKind",
     "RecordRow",
     "RecordStatus",
+    "confirmed",
     "goal_key",
+    "merge",
     "parse_index_yaml",
     "parse_record_md",
     "record_id",
@@ -253,4 +260,47 @@ def parse_index_yaml(data: bytes) -> RecordIndex:
         version=INDEX_VERSION,
         ids=lambda index: [row.id for row in index.records],
         what="record id",
+    )
+
+
+def merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceRecord:
+    """``new`` (a lesson learned again, or confirmed) joined with ``old``, the record kept under its id:
+    the old creation time, the evidence of both (each episode once; the first and the newest kept,
+    at most :data:`MAX_EVIDENCE`), the task statements of both (newest last, at most
+    :data:`MAX_TASKS`), the later update and expiry. Everything else is ``new``'s."""
+    if old is None:
+        return new
+    cited = {e.episode_id for e in old.evidence}
+    evidence = old.evidence + tuple(e for e in new.evidence if e.episode_id not in cited)
+    if len(evidence) > MAX_EVIDENCE:
+        evidence = evidence[:1] + evidence[-(MAX_EVIDENCE - 1) :]
+    tasks = (*old.tasks, *(t for t in new.tasks if t not in old.tasks))[-MAX_TASKS:]
+    return msgspec.structs.replace(
+        new,
+        created_at=old.created_at,
+        evidence=evidence,
+        tasks=tasks,
+        updated_at=max(old.updated_at, new.updated_at),
+        expires_at=None
+        if old.expires_at is None and new.expires_at is None
+        else max(old.expires_at or 0.0, new.expires_at or 0.0),
+    )
+
+
+def confirmed(
+    record: ExperienceRecord, episode: Episode, seqs: tuple[int, ...], *, expires_at: float | None
+) -> ExperienceRecord:
+    """``record`` confirmed by ``episode`` (what it names worked again, at ``seqs``): active (a
+    disputed one active again, its reason dropped), the episode and its task added (:func:`merge`)."""
+    return merge(
+        record,
+        msgspec.structs.replace(
+            record,
+            status="active",
+            status_reason="" if record.status == "disputed" else record.status_reason,
+            evidence=(Evidence(episode_id=episode.id, seqs=seqs),),
+            updated_at=episode.finished_at,
+            expires_at=expires_at,
+            tasks=(episode.goal,),
+        ),
     )

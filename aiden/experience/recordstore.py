@@ -5,7 +5,7 @@
       index.yaml                  every record's row (status, environment, terms, expires_at) — the commit point
       <kind>/<record_id>.md       one small Markdown file per record
       profiles/<sha>.json         deterministic observations per environment, apart from the lessons
-      vectors.msgpack             with an embedder: the active records' vectors (derived, see vectors.py)
+      vectors.msgpack             with an embedder: the active records' vectors (derived, see ranking.py)
 
 :meth:`RecordStore.apply` writes every changed record file (atomic), then the
 index once: a crash before the index leaves files the index does not point
@@ -14,6 +14,11 @@ the same episode rewrites with the same ids. Recall ranks index rows only (and,
 with an embedder, vectors of the rows' text, kept across opens) and opens the
 files of the few it returns, so expired, disputed and legacy records are
 never opened by a normal recall.
+
+:class:`RecordBackend` is the seam the experience service uses for records
+and profiles: :class:`RecordStore` on files, and
+:class:`~aiden.experience.postgres.PgRecordStore` (see
+:mod:`aiden.experience.episodestore` for both seams).
 """
 
 from __future__ import annotations
@@ -24,13 +29,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final, Protocol, TypeVar
 
 import msgspec
 
 from aiden.errors import CorruptionError, InvalidIdError, RecallError, StorageError
 from aiden.events import validate_id
-from aiden.experience.ranking import rank
+from aiden.experience.ranking import RecordVectors, rank
 from aiden.experience.records import (
     EnvironmentProfile,
     ExperienceRecord,
@@ -41,7 +46,6 @@ from aiden.experience.records import (
     render_index_yaml,
     render_record_md,
 )
-from aiden.experience.vectors import RecordVectors
 from aiden.longterm.files import ensure_dir, read_bounded
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
@@ -50,7 +54,14 @@ from aiden.storage.layout import PROFILES_DIR_NAME, Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.recovery import remove_stale_temps, subdirs
 
-__all__ = ["RecordStore", "best_records", "embed_quietly", "merged_profile", "save_vectors_quietly"]
+__all__ = [
+    "RecordBackend",
+    "RecordStore",
+    "best_records",
+    "embed_quietly",
+    "merged_profile",
+    "save_vectors_quietly",
+]
 
 log = logging.getLogger("aiden.experience")
 
@@ -59,6 +70,47 @@ _MAX_PROFILE_OBSERVATIONS: Final = 200
 _profile_decoder: Final = msgspec.json.Decoder(EnvironmentProfile)
 _encoder: Final = msgspec.json.Encoder()
 R = TypeVar("R")
+
+
+class RecordBackend(Protocol):
+    """Experience records (created or replaced by id) and environment profiles."""
+
+    def apply(self, records: Sequence[ExperienceRecord]) -> None:
+        """Create or replace ``records`` by id, all at once; a replaced record keeps its place in :meth:`rows`."""
+        ...
+
+    def rows(self) -> list[RecordRow]:
+        """Every record's row, oldest first."""
+        ...
+
+    def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
+        """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
+        ...
+
+    def search(
+        self,
+        terms: Sequence[str],
+        *,
+        now: float,
+        k: int,
+        environment: str | None = None,
+        kinds: Sequence[str] | None = None,
+        query: str = "",
+    ) -> list[ExperienceRecord]:
+        """The ``k`` best active, unexpired records of ``environment`` (or for every one) for ``terms``."""
+        ...
+
+    def save_vectors(self) -> bool:
+        """Persist vectors computed since the last call, if the backend keeps any; whether it wrote."""
+        ...
+
+    def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
+        """Merge ``profile``'s observations into its environment's stored profile (newest value wins)."""
+        ...
+
+    def profile(self, environment: str) -> EnvironmentProfile | None:
+        """The stored profile of ``environment`` (None if none)."""
+        ...
 
 
 class RecordStore:

@@ -16,7 +16,7 @@ retried pass may word a lesson differently, never under another id.
 
 With an ``embedder`` (the memory's, as chunk recall uses it), recall fuses
 BM25 with the records' vector similarity to the query
-(:mod:`aiden.experience.vectors`); the embedder is called from the worker
+(:mod:`aiden.experience.ranking`); the embedder is called from the worker
 thread, as it is synchronous. The vectors a learning pass computed are
 written to their file once, at the end of the pass.
 """
@@ -31,13 +31,12 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import anyio
 
 from aiden.config import Config
-from aiden.experience.backend import EpisodeBackend, RecordBackend
 from aiden.experience.episodes import Episode
-from aiden.experience.episodestore import EpisodeStore
+from aiden.experience.episodestore import EpisodeBackend, EpisodeStore
 from aiden.experience.learner import LessonGroup, Lessons, learn, rephrased
 from aiden.experience.messages import LearnerStats, LearnOutcome
 from aiden.experience.records import ExperienceRecord, terms_of
-from aiden.experience.recordstore import RecordStore
+from aiden.experience.recordstore import RecordBackend, RecordStore
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

@@ -32,15 +32,6 @@ if TYPE_CHECKING:
         run_autocompact,
         should_autocompact,
     )
-    from aiden.longterm.cache import (
-        ParseCache,
-    )
-    from aiden.longterm.cap import (
-        CapPlan,
-        CapResult,
-        enforce_cap,
-        plan_cap,
-    )
     from aiden.longterm.dream import (
         Dream,
         DreamEditor,
@@ -51,6 +42,7 @@ if TYPE_CHECKING:
     from aiden.longterm.dream_edits import (
         LONG_TERM_FILES,
         DreamEdit,
+        Version,
         apply_edits,
         plan_edits,
     )
@@ -76,29 +68,26 @@ if TYPE_CHECKING:
         consolidate,
         consolidate_pass,
     )
-    from aiden.longterm.merge import (
-        conflict_key,
-        merge_many,
-        merge_summaries,
-    )
-    from aiden.longterm.profile import (
-        ProfileTarget,
-        render_profile,
-        run_profile_debouncer,
-    )
     from aiden.longterm.project import (
         load_project_memory,
         render_project_memory,
     )
     from aiden.longterm.store import (
         LongTermMemoryStore,
+        ParseCache,
+        ProfileTarget,
         StoreStats,
+        render_profile,
+        run_profile_debouncer,
     )
     from aiden.longterm.summaries import (
         SECTIONS,
         SessionSummary,
         clean_item,
+        conflict_key,
         is_excluded,
+        merge_many,
+        merge_summaries,
         parse_summary_md,
         render_summary_md,
         strip_thinking,
@@ -110,10 +99,13 @@ if TYPE_CHECKING:
         handle_forget_memory,
         handle_save_memory,
     )
-    from aiden.longterm.versions import Version
     from aiden.longterm.writer import (
+        CapPlan,
+        CapResult,
         SessionSummaryWriter,
         SummaryWrite,
+        enforce_cap,
+        plan_cap,
     )
 
 __all__ = [
@@ -186,8 +178,8 @@ __all__ = [
 
 _LAZY: dict[str, str] = {
     "AutoCompactor": "aiden.longterm.autocompact",
-    "CapPlan": "aiden.longterm.cap",
-    "CapResult": "aiden.longterm.cap",
+    "CapPlan": "aiden.longterm.writer",
+    "CapResult": "aiden.longterm.writer",
     "ConsolidationOutcome": "aiden.longterm.history",
     "Dream": "aiden.longterm.dream",
     "DreamEdit": "aiden.longterm.dream_edits",
@@ -210,8 +202,8 @@ _LAZY: dict[str, str] = {
     "MemoryEntry": "aiden.longterm.entries",
     "MemoryEntryError": "aiden.errors",
     "MemoryType": "aiden.longterm.entries",
-    "ParseCache": "aiden.longterm.cache",
-    "ProfileTarget": "aiden.longterm.profile",
+    "ParseCache": "aiden.longterm.store",
+    "ProfileTarget": "aiden.longterm.store",
     "SAVE_MEMORY_TOOL": "aiden.longterm.tools",
     "SECTIONS": "aiden.longterm.summaries",
     "SessionSummary": "aiden.longterm.summaries",
@@ -219,32 +211,32 @@ _LAZY: dict[str, str] = {
     "StoreStats": "aiden.longterm.store",
     "SummarizerDreamEditor": "aiden.longterm.dream",
     "SummaryWrite": "aiden.longterm.writer",
-    "Version": "aiden.longterm.versions",
+    "Version": "aiden.longterm.dream_edits",
     "VersionNotFoundError": "aiden.errors",
     "apply_edits": "aiden.longterm.dream_edits",
     "clean_item": "aiden.longterm.summaries",
-    "conflict_key": "aiden.longterm.merge",
+    "conflict_key": "aiden.longterm.summaries",
     "consolidate": "aiden.longterm.history",
     "consolidate_pass": "aiden.longterm.history",
     "digest_path": "aiden.longterm.files",
-    "enforce_cap": "aiden.longterm.cap",
+    "enforce_cap": "aiden.longterm.writer",
     "handle_forget_memory": "aiden.longterm.tools",
     "handle_save_memory": "aiden.longterm.tools",
     "is_excluded": "aiden.longterm.summaries",
     "is_idle": "aiden.longterm.autocompact",
     "list_session_files": "aiden.longterm.files",
     "load_project_memory": "aiden.longterm.project",
-    "merge_many": "aiden.longterm.merge",
-    "merge_summaries": "aiden.longterm.merge",
+    "merge_many": "aiden.longterm.summaries",
+    "merge_summaries": "aiden.longterm.summaries",
     "parse_summary_md": "aiden.longterm.summaries",
-    "plan_cap": "aiden.longterm.cap",
+    "plan_cap": "aiden.longterm.writer",
     "plan_edits": "aiden.longterm.dream_edits",
-    "render_profile": "aiden.longterm.profile",
+    "render_profile": "aiden.longterm.store",
     "render_project_memory": "aiden.longterm.project",
     "render_summary_md": "aiden.longterm.summaries",
     "run_autocompact": "aiden.longterm.autocompact",
     "run_dream_schedule": "aiden.longterm.dream",
-    "run_profile_debouncer": "aiden.longterm.profile",
+    "run_profile_debouncer": "aiden.longterm.store",
     "running_summary_path": "aiden.longterm.files",
     "sessions_dir": "aiden.longterm.files",
     "should_autocompact": "aiden.longterm.autocompact",

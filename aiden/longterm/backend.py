@@ -19,7 +19,7 @@ Each protocol is satisfied by the file class named in its docstring without
 an adapter (mypy checks it where the bundle returns them); the logic both
 backends share lives in the file modules: pure functions (search ranking,
 record cleaning, summary merges, Dream's planning, version targets) and the
-async faces over blocking storage (:class:`~aiden.longterm.threaded.ThreadedEntryStore`,
+async faces over blocking storage (:class:`~aiden.longterm.store.ThreadedEntryStore`,
 :class:`~aiden.longterm.writer.SummaryFlow`).
 
 The guarantees a backend must give, to any number of instances in any number
@@ -56,10 +56,10 @@ if TYPE_CHECKING:
     from aiden.config import Config
     from aiden.events import SessionEvent
     from aiden.longterm.dream import DreamOutcome
+    from aiden.longterm.dream_edits import Version
     from aiden.longterm.entries import MemoryEntry
     from aiden.longterm.history import HistoryRecord
     from aiden.longterm.summaries import SessionSummary
-    from aiden.longterm.versions import Version
     from aiden.longterm.writer import SummaryWrite
 
 __all__ = ["BackendFactory", "DreamVersions", "EntryStore", "HistoryLog", "LongTermBackend", "SummaryStore"]

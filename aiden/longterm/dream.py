@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Final, Protocol
+from typing import Protocol
 
 import anyio
 import msgspec
@@ -30,12 +29,18 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from aiden.errors import AidenError, DreamError
 from aiden.events import SessionEvent
-from aiden.longterm.dream_edits import LONG_TERM_FILES, DreamEdit, apply_edits, describe_edits, plan_edits
-from aiden.longterm.files import ensure_dir, read_bounded
-from aiden.longterm.gitstore import GitStore
+from aiden.longterm.dream_edits import (
+    LONG_TERM_FILES,
+    DreamEdit,
+    Version,
+    apply_edits,
+    describe_edits,
+    plan_edits,
+)
+from aiden.longterm.files import ensure_dir
+from aiden.longterm.gitstore import GitStore, read_long_term_files
 from aiden.longterm.history import HistoryRecord, HistoryStore
 from aiden.longterm.summaries import summary_from_result
-from aiden.longterm.versions import Version
 from aiden.storage.fs import Storage
 from aiden.storage.layout import DREAM_LOCK_NAME, Layout
 from aiden.storage.locks import SessionLock
@@ -49,23 +54,10 @@ __all__ = [
     "DreamOutcome",
     "SummarizerDreamEditor",
     "propose_run",
-    "read_long_term_files",
     "run_dream_schedule",
 ]
 
 log = logging.getLogger("aiden.longterm")
-
-_MAX_FILE_BYTES: Final = 512 * 1024
-
-
-def read_long_term_files(root: Path) -> dict[str, bytes | None]:
-    """SOUL.md, USER.md and MEMORY.md under ``root`` as Dream versions them (None: absent; blocking)."""
-    out: dict[str, bytes | None] = {}
-    for name in LONG_TERM_FILES:
-        text = read_bounded(root / name, _MAX_FILE_BYTES)
-        out[name] = None if text is None else text.encode("utf-8")
-    return out
-
 
 class DreamEditor(Protocol):
     """Proposes edits of the long-term files from new history records."""

@@ -1,14 +1,21 @@
-"""Dream's focused edits of SOUL.md, USER.md and MEMORY.md (pure).
+"""Dream's focused edits of SOUL.md, USER.md and MEMORY.md, and the versions they make (pure).
 
 Dream does not copy history into the files: :func:`plan_edits` turns what was
 learned (a :class:`SessionSummary` extracted from new history) into a few
 edits — add a bullet under the right heading, unless the file already says it;
 remove the bullet a newer statement supersedes (same conflict key, see
-:func:`aiden.longterm.merge.conflict_key`). :func:`apply_edits` applies them.
+:func:`aiden.longterm.summaries.conflict_key`). :func:`apply_edits` applies them.
 
 Routing: communication-style preferences go to SOUL.md (Communication Style),
 other preferences to USER.md (Preferences), facts / working recipes / failed
 approaches to MEMORY.md under their own headings. Outcomes stay in history.
+
+Each Dream run that edits records a :class:`Version` of the three files,
+whatever stores them (no dulwich here): the file backend keeps them as git
+commits (:mod:`aiden.longterm.gitstore`), the PostgreSQL backend as rows; both
+answer ``dream_log`` with :class:`Version` and resolve a restore target with
+:func:`check_target` and :func:`unique_match`, so a target means the same
+thing, and a bad one fails with the same message, on every backend.
 """
 
 from __future__ import annotations
@@ -19,18 +26,21 @@ from typing import Final, Literal
 
 import msgspec
 
-from aiden.longterm.merge import conflict_key, merge_many, same_key
-from aiden.longterm.summaries import Section, SessionSummary, clean_item
+from aiden.errors import VersionNotFoundError
+from aiden.longterm.summaries import Section, SessionSummary, clean_item, conflict_key, merge_many, same_key
 from aiden.storage.layout import LONG_TERM_FILES, LongTermFileName
 
 __all__ = [
     "LONG_TERM_FILES",
     "DreamEdit",
     "FileName",
+    "Version",
     "apply_edits",
     "bullets",
+    "check_target",
     "describe_edits",
     "plan_edits",
+    "unique_match",
 ]
 
 # The names live in Layout, beside every other file name recovery must know.
@@ -162,3 +172,43 @@ def describe_edits(edits: Sequence[DreamEdit], *, first_cursor: int, last_cursor
     title = f"dream: history {span}: " + (", ".join(parts) if parts else "no changes")
     body = [f"{'+' if e.action == 'add' else '-'} {e.file} / {e.section}: {e.text}" for e in edits]
     return title + ("\n\n" + "\n".join(body) if body else "")
+
+
+_HEX: Final = frozenset("0123456789abcdef")
+
+
+class Version(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded version of the long-term files."""
+
+    commit_id: str
+    timestamp: int
+    message: str
+    """The full commit message; its first line is a readable one-line summary."""
+
+    @property
+    def title(self) -> str:
+        """The first line of the message."""
+        return self.message.split("\n", 1)[0]
+
+
+def check_target(target: str | int) -> int | str:
+    """A restore target checked: steps back from the newest (an int >= 0) or a lowercase id prefix.
+
+    An id or prefix is 4 to 40 hex digits; anything else is
+    :class:`~aiden.errors.VersionNotFoundError`.
+    """
+    if isinstance(target, int) and not isinstance(target, bool):
+        if target < 0:
+            raise VersionNotFoundError("steps back must be >= 0")
+        return target
+    text = str(target).strip().lower()
+    if len(text) < 4 or len(text) > 40 or not set(text) <= _HEX:
+        raise VersionNotFoundError(f"not a commit id: {target!r}")
+    return text
+
+
+def unique_match(matches: Sequence[str], target: str | int) -> str:
+    """The one id of ``matches`` (the ids a prefix matched); VersionNotFoundError for none or several."""
+    if len(matches) != 1:
+        raise VersionNotFoundError(f"{'no' if not matches else 'ambiguous'} version {target!r}")
+    return matches[0]

@@ -16,8 +16,7 @@ from aiden.actors.longterm import LongTermActor
 from aiden.actors.mailbox import Latest, Link, by_request_id
 from aiden.events import SessionEvent
 from aiden.extension import Extension, MemoryParts, in_background
-from aiden.longterm.messages import LongTermInbox, LongTermLayer, LongTermOutbox
-from aiden.longterm.port import LongTermPort
+from aiden.longterm.messages import LongTermInbox, LongTermLayer, LongTermOutbox, LongTermPort
 from aiden.longterm.service import LongTermServices, select_long_term
 from aiden.memory_core import CoreMemory
 from aiden.storage.chunks import ChunkEntry

@@ -18,8 +18,7 @@ from typing import Final
 
 from aiden.config import Config
 from aiden.longterm.files import digest_path, list_session_files, read_summary
-from aiden.longterm.merge import merge_many
-from aiden.longterm.summaries import Section, SessionSummary
+from aiden.longterm.summaries import Section, SessionSummary, merge_many
 from aiden.policy.tokens import estimate_tokens
 from aiden.storage.layout import Layout
 

@@ -37,9 +37,8 @@ from aiden.longterm.backend import (
     SummaryStore,
 )
 from aiden.longterm.history import HistoryStore
-from aiden.longterm.profile import run_profile_debouncer
 from aiden.longterm.project import load_project_memory
-from aiden.longterm.store import LongTermMemoryStore
+from aiden.longterm.store import LongTermMemoryStore, run_profile_debouncer
 from aiden.longterm.writer import SessionSummaryWriter, SummaryWrite
 from aiden.observe import observed
 from aiden.storage.chunks import ChunkEntry

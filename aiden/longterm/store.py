@@ -25,44 +25,286 @@ The index is read-modify-written, so save and forget hold
 ``long_term/.entries.lock`` (``flock``, never deleted) and re-read the index
 from disk under it: two runtimes, in one process or two, never drop each
 other's rows.
+
+The parts every entry backend shares live here too: :class:`ThreadedEntryStore`
+is the async face over a backend's blocking ``_*_sync`` methods (files under
+``long_term/`` here, PostgreSQL rows in :mod:`aiden.longterm.postgres.backend`):
+it turns them into the :class:`~aiden.longterm.backend.EntryStore` protocol,
+validates ids before any I/O, and signals the profile debouncer after each
+change, one copy so the backends cannot drift apart in what they check or when
+they signal. :func:`render_profile` renders ``profile.md`` (pure) for every
+backend. :func:`run_profile_debouncer` receives "dirty" signals over a bounded
+anyio memory stream (the store sends one per save/forget, dropping it when the
+stream is full: a full stream already means "dirty"). After the first signal it
+waits until ``delay_s`` passed without another one — at most ``max_delay_s``
+after the first — then rebuilds once. A burst of writes therefore rebuilds the
+profile once. All waiting is on anyio's clock, so tests drive it with trio's
+``MockClock``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
+import anyio
 import msgspec
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.errors import AidenError, CorruptionError, InvalidIdError
 from aiden.events import validate_id
-from aiden.longterm.cache import ParseCache, Stamp
 from aiden.longterm.entries import (
     IndexEntry,
     LongTermIndex,
     MemoryEntry,
+    MemoryType,
+    make_entry,
     parse_entry_md,
     parse_index_yaml,
+    rank_entries,
     render_entry_md,
     render_index_yaml,
 )
 from aiden.longterm.files import ensure_dir, read_bounded
-from aiden.longterm.profile import render_profile
-from aiden.longterm.threaded import ThreadedEntryStore
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
+from aiden.summarizers.mustkeep import clip
 
-__all__ = ["LongTermMemoryStore", "StoreStats"]
+__all__ = [
+    "PROFILE_TITLE",
+    "LongTermMemoryStore",
+    "ParseCache",
+    "ProfileTarget",
+    "Stamp",
+    "StoreStats",
+    "ThreadedEntryStore",
+    "render_profile",
+    "run_profile_debouncer",
+]
 
 log = logging.getLogger("aiden.longterm")
+
+Stamp = tuple[int, int, int]
+"""(mtime_ns, size, inode) of an entry file."""
+
+
+class ParseCache:
+    """LRU of parsed entries keyed by id and validated by the file's (mtime, size, inode) stamp."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be >= 1")
+        self.capacity = capacity
+        self._items: OrderedDict[str, tuple[Stamp, MemoryEntry]] = OrderedDict()
+        self.hits = self.misses = self.admitted = self.rejected = self.evicted = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: str, stamp: Stamp) -> MemoryEntry | None:
+        """The cached entry if its stamp still matches (and mark it recently used)."""
+        item = self._items.get(key)
+        if item is None or item[0] != stamp:
+            self.misses += 1
+            return None
+        self._items.move_to_end(key)
+        self.hits += 1
+        return item[1]
+
+    def put(self, key: str, stamp: Stamp, entry: MemoryEntry, *, scan: bool) -> None:
+        """Admit ``entry``: refresh if present; fill a free slot; evict the LRU only if not ``scan``."""
+        if key in self._items:
+            self._items[key] = (stamp, entry)
+            self._items.move_to_end(key)
+            return
+        if len(self._items) >= self.capacity:
+            if scan:
+                self.rejected += 1
+                return
+            self._items.popitem(last=False)
+            self.evicted += 1
+        self._items[key] = (stamp, entry)
+        self.admitted += 1
+
+    def discard(self, key: str) -> None:
+        """Forget ``key``."""
+        self._items.pop(key, None)
+
+
+class ThreadedEntryStore(ABC):
+    """:class:`~aiden.longterm.backend.EntryStore` over blocking ``_*_sync`` methods.
+
+    ``dirty`` is the send side of a bounded stream the profile debouncer reads
+    (see :func:`run_profile_debouncer`).
+    """
+
+    def __init__(self, *, dirty: MemoryObjectSendStream[None] | None = None) -> None:
+        self._dirty = dirty
+
+    # --- what a backend implements (blocking; called from a worker thread) -----------
+    @abstractmethod
+    def _save_sync(self, entry: MemoryEntry) -> None:
+        """Store ``entry`` atomically (replacing one with its id)."""
+
+    @abstractmethod
+    def _forget_sync(self, memory_id: str) -> bool:
+        """Remove the entry; False if there was none."""
+
+    @abstractmethod
+    def _get_sync(self, memory_id: str, now: float) -> MemoryEntry | None:
+        """The unexpired entry ``memory_id``, or None."""
+
+    @abstractmethod
+    def _entries_sync(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
+        """Every unexpired entry (of ``types``), oldest first; expired ones are never read."""
+
+    @abstractmethod
+    def _rebuild_profile_sync(self, now: float) -> bool:
+        """Re-render the profile from the unexpired entries; True if it changed."""
+
+    # --- the async API ----------------------------------------------------------------
+    def notify_dirty(self) -> None:
+        """Tell the profile debouncer the store changed (dropped if a signal is already pending)."""
+        if self._dirty is None:
+            return
+        try:
+            self._dirty.send_nowait(None)
+        except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+
+    async def save(
+        self,
+        *,
+        type: str,
+        title: str,
+        content: str,
+        now: float,
+        expires_at: float | None = None,
+        memory_id: str | None = None,
+    ) -> MemoryEntry:
+        """Save (or replace, when ``memory_id`` exists) an entry; raises MemoryEntryError / InvalidIdError."""
+        mid = memory_id if memory_id is not None else f"mem-{int(now)}-{secrets.token_hex(4)}"
+        entry = make_entry(
+            memory_id=mid, type=type, title=title, content=content, created_at=now, expires_at=expires_at
+        )
+        await anyio.to_thread.run_sync(self._save_sync, entry)
+        self.notify_dirty()
+        return entry
+
+    async def forget(self, memory_id: str) -> bool:
+        """Remove an entry; False if there was none. Raises InvalidIdError for a hostile id."""
+        validate_id(memory_id, what="memory id")
+        found = await anyio.to_thread.run_sync(self._forget_sync, memory_id)
+        if found:
+            self.notify_dirty()
+        return found
+
+    async def get(self, memory_id: str, *, now: float) -> MemoryEntry | None:
+        """The unexpired entry ``memory_id`` (None if unknown or expired)."""
+        validate_id(memory_id, what="memory id")
+        return await anyio.to_thread.run_sync(self._get_sync, memory_id, now)
+
+    async def entries(self, *, now: float, types: Sequence[str] | None = None) -> list[MemoryEntry]:
+        """Every unexpired entry (of ``types``), oldest first; expired ones are never read."""
+        return await anyio.to_thread.run_sync(self._entries_sync, now, types)
+
+    async def search(
+        self, query: str, *, now: float, k: int = 5, types: Sequence[str] | None = None
+    ) -> list[MemoryEntry]:
+        """Unexpired entries matching ``query`` (most matching words first, then newest); ``k`` at most."""
+        return rank_entries(await self.entries(now=now, types=types), query, k=k)
+
+    async def rebuild_profile(self, *, now: float) -> bool:
+        """Re-render the profile from the unexpired entries; True if its content changed."""
+        return await anyio.to_thread.run_sync(self._rebuild_profile_sync, now)
+
+
+PROFILE_TITLE: Final = "# PROFILE"
+_SECTIONS: Final[tuple[tuple[MemoryType, str], ...]] = (
+    ("preference", "## Preferences"),
+    ("rule", "## Rules"),
+    ("fact", "## Facts"),
+    ("procedure", "## Procedures"),
+    ("manual", "## Saved Notes"),
+)
+_ITEM_CHARS: Final = 400
+
+
+def render_profile(entries: Sequence[MemoryEntry], *, now: float) -> str:
+    """``profile.md`` for ``entries``: unexpired ones, grouped by type, oldest first, bounded items."""
+    live = sorted((e for e in entries if not e.expired(now)), key=lambda e: (e.created_at, e.id))
+    parts = [PROFILE_TITLE, "Synthesized from long-term memory (memories/); rebuilt automatically, do not edit."]
+    for kind, heading in _SECTIONS:
+        items = [e for e in live if e.type == kind]
+        if items:
+            lines = [f"- **{e.title}**: {clip(e.content, _ITEM_CHARS)} ({e.id})" for e in items]
+            parts.append(heading + "\n" + "\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+class ProfileTarget(Protocol):
+    """What the debouncer rebuilds: :class:`LongTermMemoryStore` satisfies it."""
+
+    async def rebuild_profile(self, *, now: float) -> bool:
+        """Rebuild ``profile.md``; True if its content changed."""
+        ...
+
+
+async def run_profile_debouncer(
+    target: ProfileTarget,
+    signals: MemoryObjectReceiveStream[None],
+    delay_s: float,
+    *,
+    max_delay_s: float | None = None,
+    wall_clock: Callable[[], float] = time.time,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Rebuild the profile once per burst of dirty signals; returns when ``signals`` is closed.
+
+    Start it in the runtime task group: ``await tg.start(run_profile_debouncer, store, receive, 2.0)``.
+    ``wall_clock`` gives the ``now`` used for expiry. A failed rebuild is logged
+    and the next signal retries; cancellation propagates.
+    """
+    if delay_s < 0:
+        raise ValueError("delay_s must be >= 0")
+    limit = max_delay_s if max_delay_s is not None else max(delay_s * 10, delay_s)
+    task_status.started()
+    async with signals:
+        closed = False
+        while not closed:
+            try:
+                await signals.receive()
+            except anyio.EndOfStream:
+                return
+            first = anyio.current_time()
+            while True:
+                wait = min(delay_s, first + limit - anyio.current_time())
+                if wait <= 0:
+                    break
+                with anyio.move_on_after(wait) as quiet:
+                    try:
+                        await signals.receive()
+                    except anyio.EndOfStream:
+                        closed = True
+                if quiet.cancelled_caught or closed:
+                    break
+            try:
+                await target.rebuild_profile(now=wall_clock())
+            except AidenError as exc:
+                log.error("profile rebuild failed: %s", exc)
+
 
 _MAX_ENTRY_BYTES: Final = 64 * 1024
 _MAX_PROBLEMS: Final = 50
@@ -96,7 +338,7 @@ class LongTermMemoryStore(ThreadedEntryStore):
     """Entries, index and profile of ``memory/long_term/``; share one instance per runtime.
 
     ``dirty`` is the send side of a bounded stream the profile debouncer reads
-    (see :func:`~aiden.longterm.profile.run_profile_debouncer`).
+    (see :func:`run_profile_debouncer`).
     """
 
     def __init__(
@@ -335,4 +577,3 @@ class LongTermMemoryStore(ThreadedEntryStore):
             ensure_dir(self._storage, self.root)
             self._storage.write_atomic(self.profile_path, text)
             return True
-

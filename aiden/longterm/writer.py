@@ -19,15 +19,36 @@ summarizer fails, the deterministic :class:`ExtractiveSummarizer` is used so
 knowledge is never dropped because a provider is down. Every write is atomic.
 
 The flow is :class:`SummaryFlow`'s, which the PostgreSQL store shares
-(:class:`~aiden.longterm.postgres.summaries.PgSummaryStore`); a backend
+(:class:`~aiden.longterm.postgres.backend.PgSummaryStore`); a backend
 supplies only the reads and writes (:class:`SummaryRows`) under its lock.
+The running summary's merge rules are shared by every backend (pure but for
+fresh ids): :func:`merged_running` is a pre-compaction merge;
+:func:`session_ending` is a session end or checkpoint, which also yields the
+dated session summary. :class:`FileSummaryRows` are the rows on files:
+``session/running_summary.md`` lives in the session directory, so another
+process's rotation takes it to the archive with its session; a session-end
+write only puts the running summary back into the ``session/`` it was read from.
+
+Store cap (seed 004, step 4): the newest N session summaries plus one rolling
+digest. When more than ``keep`` session summaries exist, the oldest are merged
+into ``long_term/digest.md`` (same schema, deduplicated, most recent wins) and
+then deleted (:func:`enforce_cap`; :func:`plan_cap` and :func:`folded_digest`
+are its pure steps, shared with the PostgreSQL store). Order and crash safety:
+the digest — carrying the watermark ``through`` (the stem of the newest summary
+merged) — is written atomically *before* any original is deleted. A crash in
+between leaves originals that the digest already holds; the next run sees their
+stems at or below ``through`` and only deletes them, so a re-run never merges
+an old summary over newer digest content.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import secrets
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -36,13 +57,24 @@ import anyio
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import SummarizerError
+from aiden.errors import StorageError, SummarizerError
 from aiden.events import SessionEvent
-from aiden.longterm.cap import CapResult
-from aiden.longterm.merge import DEFAULT_MAX_ITEMS
-from aiden.longterm.running import merged_running, session_ending
-from aiden.longterm.summaries import SessionSummary, summary_from_result
-from aiden.longterm.summary_rows import FileSummaryRows
+from aiden.longterm.files import (
+    SESSION_FILE,
+    digest_path,
+    list_session_files,
+    read_summary,
+    running_summary_path,
+    session_file_name,
+    write_summary,
+)
+from aiden.longterm.summaries import (
+    DEFAULT_MAX_ITEMS,
+    SessionSummary,
+    merge_summaries,
+    render_summary_md,
+    summary_from_result,
+)
 from aiden.storage.fs import Storage
 from aiden.storage.layout import SUMMARIES_LOCK_NAME, Layout
 from aiden.storage.locks import SessionLock
@@ -50,15 +82,196 @@ from aiden.summarizers.protocol import DeadlineOwner, Summarizer, SummaryRequest
 
 __all__ = [
     "SUMMARIES_LOCK_NAME",
+    "CapPlan",
+    "CapResult",
+    "FileSummaryRows",
     "SessionSummaryWriter",
     "SummaryFlow",
     "SummaryRows",
     "SummaryWrite",
+    "enforce_cap",
     "extract_summary",
+    "folded_digest",
+    "merged_running",
+    "plan_cap",
+    "session_ending",
 ]
 
-
 log = logging.getLogger("aiden.longterm")
+
+
+def _new_session_id() -> str:
+    return secrets.token_hex(4)
+
+
+def merged_running(
+    current: SessionSummary | None, found: SessionSummary, *, top: int, stamp: int, max_items: int
+) -> SessionSummary:
+    """The running summary after merging ``found`` (events up to seq ``top``) into ``current``."""
+    through = current.through_seq if current is not None else 0
+    base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
+    merged = merge_summaries(base, found, max_items=max_items)
+    return msgspec.structs.replace(
+        merged,
+        kind="running",
+        session_id=base.session_id or _new_session_id(),
+        created_at=base.created_at or stamp,
+        through="",
+        through_seq=max(through, top),
+    )
+
+
+def session_ending(
+    current: SessionSummary | None,
+    found: SessionSummary,
+    *,
+    seqs: Sequence[int],
+    stamp: int,
+    max_items: int,
+) -> tuple[SessionSummary, SessionSummary | None]:
+    """(running, final) at a session end or checkpoint.
+
+    ``final`` is the dated session summary (kind ``session``, the running
+    summary's id); ``running`` is the running summary to write back with it.
+    ``final`` is None when nothing durable is left: write nothing then
+    (``running`` is the empty merge, for the caller's report).
+    """
+    base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
+    merged = merge_summaries(base, found, max_items=max_items)
+    if merged.is_empty:
+        return merged, None
+    running = msgspec.structs.replace(
+        merged,
+        kind="running",
+        session_id=base.session_id,
+        created_at=base.created_at or stamp,
+        through_seq=max([base.through_seq, *seqs]),
+    )
+    final = msgspec.structs.replace(
+        merged, kind="session", session_id=base.session_id, created_at=stamp, through="", through_seq=0
+    )
+    return running, final
+
+
+class FileSummaryRows:
+    """:class:`SummaryRows` on files: every write is atomic."""
+
+    def __init__(self, layout: Layout, storage: Storage, *, keep: int, max_items: int) -> None:
+        self.layout = layout
+        self.storage = storage
+        self._keep = keep
+        self._max_items = max_items
+        self.running_path = running_summary_path(layout)
+        self._read_from: tuple[int, int] | None = None
+
+    def read_running(self) -> SessionSummary | None:
+        self._read_from = _dir_id(self.layout.session)  # which session/ this running summary is of
+        return read_summary(self.running_path, kind="running")
+
+    def write_running(self, summary: SessionSummary) -> None:
+        write_summary(self.storage, self.running_path, summary)
+
+    def write_session(self, running: SessionSummary, final: SessionSummary) -> str:
+        path = self._existing_file(final.session_id)
+        if path is None:
+            path = self.layout.sessions / session_file_name(running.created_at, final.session_id)
+        # The running summary first: the session file derives from it. Only into the session/ it was
+        # read from: another process's rotation may have archived that one (with its running summary).
+        if self._read_from is not None and _dir_id(self.layout.session) == self._read_from:
+            try:
+                self.storage.write_atomic(self.running_path, render_summary_md(running).encode("utf-8"))
+            except StorageError as exc:
+                if exc.errno != errno.ENOENT:  # ENOENT: rotated away between the check and the write
+                    raise
+        write_summary(self.storage, path, final)
+        return str(path)
+
+    def _existing_file(self, session_id: str) -> Path | None:
+        for path in list_session_files(self.layout):
+            match = SESSION_FILE.fullmatch(path.name)
+            if match is not None and match.group(2) == session_id:
+                return path
+        return None
+
+    def enforce_cap(self, now: int) -> CapResult:
+        return enforce_cap(self.layout, self.storage, keep=self._keep, now=now, max_items=self._max_items)
+
+
+def _dir_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class CapPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What :func:`enforce_cap` will do: stems to merge into the digest, stems only to delete."""
+
+    merge: tuple[str, ...] = ()
+    delete_only: tuple[str, ...] = ()
+
+
+class CapResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What :func:`enforce_cap` did."""
+
+    merged: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    digest_written: bool = False
+
+
+def plan_cap(stems: Sequence[str], *, keep: int, through: str) -> CapPlan:
+    """Pure: which of ``stems`` (any order) to merge or just delete so that ``keep`` remain.
+
+    Stems sort chronologically (they start with the UTC stamp). Those beyond
+    the newest ``keep`` are merged, except those at or below the digest's
+    watermark ``through``, which it already holds (a crash left them behind).
+    """
+    if keep < 0:
+        raise ValueError("keep must be >= 0")
+    ordered = sorted(stems)
+    excess = ordered[: max(0, len(ordered) - keep)]
+    merge = tuple(s for s in excess if not through or s > through)
+    delete_only = tuple(s for s in excess if through and s <= through)
+    return CapPlan(merge=merge, delete_only=delete_only)
+
+
+def folded_digest(
+    digest: SessionSummary, summaries: Iterable[SessionSummary], *, through: str, now: int, max_items: int
+) -> SessionSummary:
+    """Pure: ``digest`` with ``summaries`` merged in (oldest first: later ones win), watermarked ``through``."""
+    for summary in summaries:
+        digest = merge_summaries(digest, summary, max_items=max_items)
+    return msgspec.structs.replace(
+        digest, kind="digest", session_id="digest", created_at=now, through=through, through_seq=0
+    )
+
+
+def enforce_cap(
+    layout: Layout, storage: Storage, *, keep: int, now: int, max_items: int = DEFAULT_MAX_ITEMS
+) -> CapResult:
+    """Apply :func:`plan_cap` to ``long_term/sessions/`` (blocking I/O; run in a worker thread)."""
+    files = {p.stem: p for p in list_session_files(layout)}
+    path = digest_path(layout)
+    digest = read_summary(path, kind="digest") or SessionSummary(kind="digest", session_id="digest")
+    plan = plan_cap(list(files), keep=keep, through=digest.through)
+    if not plan.merge and not plan.delete_only:
+        return CapResult()
+    written = False
+    if plan.merge:
+        found = (read_summary(files[stem], kind="session") for stem in plan.merge)
+        summaries = [summary for summary in found if summary is not None]
+        digest = folded_digest(digest, summaries, through=plan.merge[-1], now=now, max_items=max_items)
+        storage.checkpoint("digest.before_write")
+        write_summary(storage, path, digest)
+        written = True
+        storage.checkpoint("digest.after_write")
+    deleted = (*plan.delete_only, *plan.merge)
+    for stem in deleted:
+        storage.unlink(files[stem])
+    storage.fsync_dir(files[deleted[0]].parent)
+    return CapResult(merged=plan.merge, deleted=tuple(sorted(deleted)), digest_written=written)
+
 
 SESSION_END_INPUT_CHARS = 80_000
 """What a session-end summary extracts from the hot window: its newest events up to about 20,000

@@ -1,25 +1,46 @@
 """aiden as an MCP server: the agent tools and read-only views of one memory per tenant.
 
 Needs the ``mcp`` extra (``pip install 'aiden-memory[mcp]'``); nothing here is
-imported by ``import aiden``, and the names below load the SDK on first use
-(so ``aiden --help`` works without it). :func:`memory_server` builds the server
+imported by ``import aiden``, and the server's names below load the SDK on first
+use (so ``aiden --help`` works without it). :func:`memory_server` builds the server
 of one open :class:`~aiden.Memory`; :func:`serve_stdio` serves it on
 stdin/stdout; :func:`http_app` / :func:`serve_http` mount one server per tenant
-on Streamable HTTP (``/<tenant>/mcp``); ``aiden mcp ROOT``
-(:mod:`aiden.mcp.command`) runs either.
+on Streamable HTTP (``/<tenant>/mcp``) (all in :mod:`aiden.mcp.server`).
+
+``aiden mcp ROOT`` (:func:`add_mcp_command`, :func:`run_mcp`; defined here, so
+the command needs no SDK until it serves) runs either; its help says how.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import argparse
+import json
+import logging
+import sys
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from aiden._lazy import lazy_exports
+from aiden.errors import InvalidIdError
+from aiden.events import validate_id
 
 if TYPE_CHECKING:
-    from aiden.mcp.http import http_app, serve_http
-    from aiden.mcp.server import RESOURCE_URIS, memory_server, serve_stdio
+    from aiden.config import Config
+    from aiden.mcp.server import RESOURCE_URIS, http_app, memory_server, serve_http, serve_stdio
+    from aiden.memory import Memory
 
-__all__ = ["RESOURCE_URIS", "http_app", "memory_server", "serve_http", "serve_stdio"]
+__all__ = [
+    "RESOURCE_URIS",
+    "add_mcp_command",
+    "http_app",
+    "memory_server",
+    "parse_tenants",
+    "run_mcp",
+    "serve_http",
+    "serve_stdio",
+]
 
 __getattr__ = lazy_exports(
     __name__,
@@ -27,7 +48,130 @@ __getattr__ = lazy_exports(
         "RESOURCE_URIS": "aiden.mcp.server",
         "memory_server": "aiden.mcp.server",
         "serve_stdio": "aiden.mcp.server",
-        "http_app": "aiden.mcp.http",
-        "serve_http": "aiden.mcp.http",
+        "http_app": "aiden.mcp.server",
+        "serve_http": "aiden.mcp.server",
     },
 )
+
+_COMMAND_HELP = """``aiden mcp ROOT``: serve memory roots to MCP clients over stdio or Streamable HTTP.
+
+``aiden mcp ROOT`` serves one root on stdin/stdout (what a desktop client
+launches); ``aiden mcp --http ROOT`` serves it at ``http://127.0.0.1:8000/mcp``;
+``aiden mcp --http alice=ROOT_A bob=ROOT_B`` serves one tenant per endpoint,
+``/alice/mcp`` and ``/bob/mcp``, each confined to its own root, with
+``--tokens FILE`` (JSON ``{"alice": "<token>", ...}``) requiring a bearer token
+per endpoint. Logs go to stderr; on stdio, stdout carries only the protocol.
+"""
+"""``aiden mcp --help``'s description."""
+
+
+def parse_tenants(specs: list[str]) -> dict[str, str]:
+    """``ROOT`` or ``NAME=ROOT`` arguments -> tenant name -> root (``""`` for a bare ROOT, served at ``/mcp``)."""
+    tenants: dict[str, str] = {}
+    for spec in specs:
+        name, sep, root = spec.partition("=")
+        if not sep:
+            name, root = "", spec
+        if not root:
+            raise ValueError(f"empty root in {spec!r}")
+        if name:
+            try:
+                validate_id(name, what="tenant name")
+            except InvalidIdError as exc:
+                raise ValueError(str(exc)) from None
+        if name in tenants:
+            raise ValueError(
+                f"tenant {name!r} given twice" if name else "more than one bare ROOT: name them NAME=ROOT"
+            )
+        tenants[name] = root
+    return tenants
+
+
+def _load_tokens(path: str | None) -> dict[str, str]:
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as f:
+        tokens = json.load(f)
+    if not isinstance(tokens, dict) or not all(isinstance(v, str) and v for v in tokens.values()):
+        raise ValueError(f"{path}: expected a JSON object of tenant -> non-empty token")
+    return tokens
+
+
+async def run_mcp(
+    tenants: dict[str, str],
+    *,
+    http: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    tokens: dict[str, str] | None = None,
+    config: Config | None = None,
+) -> None:
+    """Open every root of ``tenants`` (:func:`parse_tenants`) and serve them until the client (stdio) or a signal (HTTP) ends it."""
+    from aiden.memory import open_memory
+
+    if not http and list(tenants) != [""]:
+        raise ValueError("stdio serves one memory: give one ROOT (use --http for several tenants)")
+    if http:
+        from aiden.mcp.server import check_tenants
+
+        check_tenants(tenants)
+    async with AsyncExitStack() as stack:
+        memories: dict[str, Memory] = {}
+        for name, root in tenants.items():
+            memories[name] = await stack.enter_async_context(open_memory(root, config=config))
+        if http:
+            from aiden.mcp.server import serve_http
+
+            await serve_http(memories, host=host, port=port, tokens=tokens)
+        else:
+            from aiden.mcp.server import serve_stdio
+
+            await serve_stdio(memories[""])
+
+
+def _main(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from aiden.config import load_config
+
+    if importlib.util.find_spec("mcp") is None:
+        print("aiden mcp: the MCP SDK is not installed: pip install 'aiden-memory[mcp]'", file=sys.stderr)
+        return 2
+
+    # stdout is the protocol on stdio: every log line goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING)
+    try:
+        tenants = parse_tenants(args.roots)
+        tokens = _load_tokens(args.tokens)
+        config = load_config(args.config) if args.config else None
+        anyio.run(
+            lambda: run_mcp(
+                tenants, http=args.http, host=args.host, port=args.port, tokens=tokens, config=config
+            )
+        )
+    except (ValueError, OSError) as exc:
+        print(f"aiden mcp: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def add_mcp_command(sub: Any) -> None:
+    """Add ``mcp`` to the ``aiden`` subparsers ``sub``."""
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve memory roots to MCP clients (stdio, or Streamable HTTP with --http)",
+        description=_COMMAND_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mcp.add_argument(
+        "roots", nargs="+", metavar="ROOT", help="a memory root, or NAME=ROOT per tenant (--http)"
+    )
+    mcp.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="address to bind with --http (default 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=8000, help="port with --http (default 8000)")
+    mcp.add_argument("--tokens", help="JSON file of tenant -> bearer token its endpoint requires")
+    mcp.add_argument("--config", help="extraction.yaml to open the memories with")
+    mcp.add_argument("-v", "--verbose", action="store_true", help="log each tool call on stderr")
+    mcp.set_defaults(func=_main)

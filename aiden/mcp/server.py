@@ -1,32 +1,53 @@
-"""The MCP server of one open memory: aiden's agent tools and three read-only resources.
+"""The MCP server of one open memory, and Streamable HTTP serving one per tenant.
 
-One server object serves exactly one :class:`~aiden.Memory` (one tenant). It
-holds no other memory, and nothing a client sends names a memory, a root or a
-path: tool calls go to :meth:`Memory.handle_tool_call` (which validates ids and
-arguments and answers errors as JSON), and resources are three fixed URIs
-matched exactly. So a client can reach only the memory its connection was
-given (:mod:`aiden.mcp.http` gives each tenant its own endpoint and server).
+One server object serves exactly one :class:`~aiden.Memory` (one tenant): aiden's
+agent tools and three read-only resources. It holds no other memory, and nothing
+a client sends names a memory, a root or a path: tool calls go to
+:meth:`Memory.handle_tool_call` (which validates ids and arguments and answers
+errors as JSON), and resources are three fixed URIs matched exactly. So a client
+can reach only the memory its connection was given.
+
+Over stdio (:func:`serve_stdio`) a process serves one memory. Over Streamable
+HTTP (:func:`http_app`, :func:`serve_http`) each tenant has its own endpoint,
+server and memory: the tenant of a connection is the endpoint it connected to
+(``/<tenant>/mcp``, fixed by the operator at start), never anything in a request
+body, so a client of one tenant has no way to name another's. With ``tokens`` an
+endpoint also requires ``Authorization: Bearer <its token>`` (compared in
+constant time): without them, anyone who can reach the port can pick any
+tenant, so bind to 127.0.0.1 or put an authenticating proxy in front.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hmac
 import json
 import logging
 import os
+import signal
+import socket
+import threading
+from collections.abc import AsyncIterator, Generator, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import mcp_types as types
+import uvicorn
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from aiden.events import validate_id
 from aiden.storage.layout import Layout
 
 if TYPE_CHECKING:
     from aiden.memory import Memory
 
-__all__ = ["RESOURCE_URIS", "memory_server", "serve_stdio"]
+__all__ = ["RESOURCE_URIS", "check_tenants", "http_app", "memory_server", "serve_http", "serve_stdio"]
 
 log = logging.getLogger("aiden.mcp")
 
@@ -167,3 +188,105 @@ async def serve_stdio(memory: Memory) -> None:
     server = memory_server(memory)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+class _BearerGate:
+    """Pass a request to ``app`` only with ``Authorization: Bearer <token>``; 401 otherwise."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self._app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers", ())).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b""})
+                return
+        await self._app(scope, receive, send)
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, stopping on SIGINT/SIGTERM without raising the signal again after shutdown.
+
+    uvicorn re-raises a caught signal once it stopped, which kills the process
+    before the caller closes its memories (their session summaries, the locks).
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        originals = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in originals.items():
+                signal.signal(sig, handler)
+
+
+def check_tenants(names: Iterable[str]) -> None:
+    """ValueError unless ``names`` are ids, or one ``""`` alone (served at ``/mcp``)."""
+    names = list(names)
+    if "" in names and len(names) > 1:
+        raise ValueError("an unnamed memory is served alone: name every tenant when serving several")
+    for name in names:
+        if name:
+            validate_id(name, what="tenant name")
+
+
+def http_app(
+    memories: Mapping[str, Memory], *, tokens: Mapping[str, str] | None = None, host: str = "127.0.0.1"
+) -> Starlette:
+    """An ASGI app serving each memory of ``memories`` at ``/<tenant>/mcp`` (``""``: at ``/mcp``).
+
+    Tenant names are ids (``[A-Za-z0-9_-]``, validated here); ``tokens`` maps
+    a tenant to the bearer token its endpoint requires (a tenant missing from
+    it is open). ``host`` is the address served, for the SDK's DNS-rebinding
+    protection (on for localhost).
+    """
+    tokens = tokens or {}
+    check_tenants(memories)
+    unknown = set(tokens) - set(memories)
+    if unknown:
+        raise ValueError(f"tokens for unknown tenants: {sorted(unknown)}")
+    servers: list[Server[Any]] = []
+    mounts: list[Mount] = []
+    for tenant, memory in memories.items():
+        server = memory_server(memory, name=f"aiden-{tenant}" if tenant else "aiden")
+        app: ASGIApp = server.streamable_http_app(streamable_http_path="/mcp", host=host)
+        if tenant in tokens:
+            app = _BearerGate(app, tokens[tenant])
+        servers.append(server)
+        mounts.append(Mount(f"/{tenant}" if tenant else "", app=app))
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        # Mounted apps' own lifespans do not run: each tenant's session manager runs here.
+        async with AsyncExitStack() as stack:
+            for server in servers:
+                await stack.enter_async_context(server.session_manager.run())
+            yield
+
+    return Starlette(routes=mounts, lifespan=lifespan)
+
+
+async def serve_http(
+    memories: Mapping[str, Memory],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    tokens: Mapping[str, str] | None = None,
+    sock: socket.socket | None = None,
+) -> None:
+    """Serve :func:`http_app` with uvicorn until SIGINT/SIGTERM or cancelled; logs on stderr, no access log.
+
+    ``sock`` is an already bound listening socket to serve on instead of ``host:port``.
+    """
+    app = http_app(memories, tokens=tokens, host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+    server = _Uvicorn(config)
+    log.info("serving %d tenant(s) on http://%s:%d", len(memories), host, port)
+    await server.serve(sockets=[sock] if sock is not None else None)

@@ -9,7 +9,7 @@ ToolMessage), a process ``exit_code`` / ``returncode``, an HTTP ``status_code``.
 rule shares. Each reader anchors them for its own question, and the anchors differ
 on purpose:
 
-* :mod:`aiden.experience.trace` matches at the start of a result's first line
+* :mod:`aiden.experience.episodes` matches at the start of a result's first line
   (the result *is* a failure report, so a later mention does not fail the attempt);
 * :mod:`aiden.summarizers.extractive.tools` takes a stated exit anywhere in a line as
   strong evidence, but an OS refusal only in the ``<what>: Permission denied`` shape at

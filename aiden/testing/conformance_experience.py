@@ -1,4 +1,6 @@
-"""The conformance suite every experience backend must pass (:mod:`aiden.experience.backend`'s contract).
+"""The conformance suite every experience backend must pass (the storage protocols'
+contract: :class:`~aiden.experience.episodestore.EpisodeBackend`,
+:class:`~aiden.experience.recordstore.RecordBackend`).
 
 Each ``check_*`` in :data:`CHECKS` takes an :data:`ExperienceFactory` and
 raises AssertionError on a violation. A factory opens the experience store of
@@ -12,9 +14,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from aiden.experience.backend import EpisodeBackend, RecordBackend
 from aiden.experience.episodes import Episode
+from aiden.experience.episodestore import EpisodeBackend
 from aiden.experience.records import EnvironmentProfile, ExperienceRecord, RecordKind, RecordStatus, terms_of
+from aiden.experience.recordstore import RecordBackend
 
 __all__ = [
     "CHECKS",

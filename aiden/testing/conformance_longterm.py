@@ -22,7 +22,7 @@ from aiden.errors import InvalidIdError, MemoryEntryError
 from aiden.longterm.backend import EntryStore, HistoryLog
 from aiden.longterm.dream import DreamOutcome
 from aiden.longterm.history import DEFAULT_MAX_RECORD_CHARS
-from aiden.longterm.profile import render_profile
+from aiden.longterm.store import render_profile
 from aiden.testing.conformance_longterm_dream import (
     check_cap_keeps_the_newest_summaries_and_digests_the_rest,
     check_dream_records_versions_and_restores_them,

@@ -14,9 +14,9 @@ import anyio
 from aiden.config import Config
 from aiden.errors import VersionNotFoundError
 from aiden.longterm.backend import LongTermBackend
-from aiden.longterm.cap import CapResult
 from aiden.longterm.dream import DreamOutcome
 from aiden.longterm.project import render_project_memory
+from aiden.longterm.writer import CapResult
 from aiden.policy.tokens import estimate_tokens
 from aiden.testing.ltkit import NOW, LongTermKit, raises, said
 

@@ -18,11 +18,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aiden import Config, FileSessionStore, SessionEvent, Storage, open_memory
 from aiden.actors.mailbox import Client, Doorbell, Latest
 from aiden.context.prompt import IncrementalBody, Renderer
-from aiden.experience.episodes import EpisodeRecorder
-from aiden.experience.port import ExperiencePort
-from aiden.experience.tracker import EpisodeTracker
+from aiden.experience.episodes import EpisodeRecorder, EpisodeTracker
+from aiden.experience.messages import ExperiencePort
 from aiden.lifecycle import Lifecycle
-from aiden.longterm.port import LongTermPort
+from aiden.longterm.messages import LongTermPort
 from aiden.memory import Memory
 from aiden.messages import Codec
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort

@@ -25,8 +25,8 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_summaries_do_not_import_the_scheduler() -> None:
-    assert "aiden.actors.summaries" in imported_modules(ACTORS / "scheduler.py")
-    assert "aiden.actors.scheduler" not in imported_modules(ACTORS / "summaries.py")
+    assert "aiden.actors.summarizer" in imported_modules(ACTORS / "scheduler.py")
+    assert "aiden.actors.scheduler" not in imported_modules(ACTORS / "summarizer.py")
 
 
 def test_the_usage_event_takes_the_message_fields_by_name() -> None:

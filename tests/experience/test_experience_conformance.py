@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from aiden.experience.backend import EpisodeBackend, RecordBackend
-from aiden.experience.episodestore import EpisodeStore
-from aiden.experience.recordstore import RecordStore
+from aiden.experience.episodestore import EpisodeBackend, EpisodeStore
+from aiden.experience.recordstore import RecordBackend, RecordStore
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.testing.conformance_experience import CHECKS, ExperienceFactory

@@ -104,8 +104,8 @@ def test_real_swe_agent_sessions_yield_only_the_files_they_found_and_then_opened
     listing showed and the run then opened or edited; nothing else in those traces becomes one."""
     import msgspec
 
+    from aiden.experience.episodes import EpisodeTracker
     from aiden.experience.learner import learn
-    from aiden.experience.tracker import EpisodeTracker
     from tests.governance.swe_sessions import load_sessions
 
     found: dict[str, list[str]] = {}

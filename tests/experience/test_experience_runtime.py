@@ -16,7 +16,7 @@ from aiden.actors.experience import RECHECK_TICKS, IdleLearning
 from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.experience.episodestore import EpisodeStore
-from aiden.experience.port import ExperiencePort
+from aiden.experience.messages import ExperiencePort
 from aiden.experience.recordstore import RecordStore
 from aiden.memory import Memory
 from aiden.storage.fs import Storage

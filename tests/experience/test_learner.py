@@ -103,7 +103,7 @@ def test_should_learn_only_in_the_idle_window() -> None:
 
 
 def test_result_failed_reads_metadata_first_then_the_first_line() -> None:
-    from aiden.experience.learner import result_failed
+    from aiden.experience.episodes import result_failed
 
     assert result_failed({"is_error": True}, "fine") is True
     assert result_failed({"error": "boom"}, "") is True
@@ -121,7 +121,7 @@ def test_result_failed_reads_metadata_first_then_the_first_line() -> None:
 
 
 def test_step_signature_shapes() -> None:
-    from aiden.experience.learner import step_signature
+    from aiden.experience.episodes import step_signature
 
     assert step_signature("shell", '{"cmd": "make  build"}') == "shell make build"
     assert step_signature("shell", "make build") == "shell make build"  # not JSON: the text itself
@@ -130,7 +130,7 @@ def test_step_signature_shapes() -> None:
 
 
 def test_attempts_pair_by_call_id_else_by_tool_and_skip_orphans() -> None:
-    from aiden.experience.learner import assess, attempts
+    from aiden.experience.episodes import assess, attempts
 
     rec = EpisodeRecorder("ep-x", goal="g", started_at=1.0)
     rec.tool_result("shell", "orphan", ok=True)  # no call before it: not an attempt

@@ -204,7 +204,7 @@ def test_a_fix_that_changed_anything_but_numbers_stays_a_procedure() -> None:
 
 
 def test_an_output_between_calls_is_not_the_answer() -> None:
-    from aiden.experience.trace import answer_after
+    from aiden.experience.episodes import answer_after
 
     rec = EpisodeRecorder("ep-1", goal=GOAL, environment="a", started_at=0.0)
     rec.tool_call("shell", json.dumps({"cmd": "ruff check"}), call_id="c0")

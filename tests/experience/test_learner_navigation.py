@@ -10,7 +10,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiden.experience.episodes import Episode, EpisodeRecorder
+from aiden.experience.episodes import Episode, EpisodeRecorder, attempts, corrected_after
 from aiden.experience.learner import learn
 from aiden.experience.navigation import (
     MAX_PLACES,
@@ -21,7 +21,6 @@ from aiden.experience.navigation import (
     same_place,
 )
 from aiden.experience.records import ExperienceRecord
-from aiden.experience.trace import attempts, corrected_after
 
 ENV = "repo-acme"
 GREP = "grep -rl redis --include=*.yaml ."

@@ -19,7 +19,7 @@ from aiden.longterm import (
     parse_summary_md,
     running_summary_path,
 )
-from aiden.longterm.summary_rows import FileSummaryRows
+from aiden.longterm.writer import FileSummaryRows
 from aiden.storage.fs import TEMP_MARKER, Storage
 from aiden.storage.layout import Layout
 from aiden.summarizers.extractive import ExtractiveSummarizer

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from aiden.experience.trace import result_failed
+from aiden.experience.episodes import result_failed
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL
 from aiden.summarizers.extractive.collector import _CONCRETE_ERROR
 from aiden.summarizers.extractive.tools import _EVIDENCE_LINE

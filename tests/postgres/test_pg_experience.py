@@ -17,8 +17,9 @@ import pytest
 import aiden
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.experience.backend import EpisodeBackend, RecordBackend
+from aiden.experience.episodestore import EpisodeBackend
 from aiden.experience.postgres import experience_backends
+from aiden.experience.recordstore import RecordBackend
 from aiden.memory import Memory
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

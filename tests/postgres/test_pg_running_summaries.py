@@ -20,8 +20,7 @@ import pytest
 from aiden.config import Config
 from aiden.longterm.backend import LongTermBackend
 from aiden.longterm.files import list_session_files, read_summary
-from aiden.longterm.postgres.backend import PostgresLongTermBackend
-from aiden.longterm.postgres.summaries import PgSummaryStore
+from aiden.longterm.postgres.backend import PgSummaryStore, PostgresLongTermBackend
 from aiden.longterm.service import FileLongTermBackend
 from aiden.longterm.summaries import SessionSummary, parse_summary_md
 from aiden.storage import postgres

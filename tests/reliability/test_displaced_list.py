@@ -37,7 +37,7 @@ NOT_WRITTEN_HERE = {
 
 def _recovery_owns(rel: str) -> bool:
     # Chunk files and the chunk index are recovery's own (it rebuilds and reports them); the
-    # recall database displaces itself; .git is Dream's repository, checked by gitcheck.
+    # recall database displaces itself; .git is Dream's repository, checked by gitstore.
     return (
         rel.startswith(("session/chunks/", "session/recall.sqlite3", "long_term/.git/"))
         or "/session_archive/" in f"/{rel}"

@@ -3,10 +3,10 @@
 :class:`PostgresLongTermBackend` satisfies
 :class:`~aiden.longterm.backend.LongTermBackend` with rows instead of the
 files under ``memory/long_term/`` (tables: :mod:`aiden.longterm.postgres.schema`):
-saved memories and the profile (:mod:`~aiden.longterm.postgres.entries`),
-the history log with its cursors (:mod:`~aiden.longterm.postgres.history`),
-the session summaries and digest (:mod:`~aiden.longterm.postgres.summaries`)
-and Dream with its versions (:mod:`~aiden.longterm.postgres.dream`).
+saved memories and the profile (:class:`PgEntryStore`, here), the history log
+with its cursors (:mod:`~aiden.longterm.postgres.history`), the session
+summaries and digest (:class:`PgSummaryStore`, here) and Dream with its
+versions (:mod:`~aiden.longterm.postgres.dream`).
 
 :func:`aiden.open_memory` on a :class:`~aiden.storage.postgres.PostgresSessionStore`
 uses it (:func:`aiden.longterm.service.select_long_term` asks
@@ -15,30 +15,344 @@ with the same long-term namespace (the store's ``long_term_namespace``,
 by default its session id) shares this long-term memory, in any number of
 worker processes and machines, with the guarantees listed in
 :mod:`aiden.longterm.backend`.
+
+Saved memories and ``profile.md`` (:class:`PgEntryStore`, an
+:class:`~aiden.longterm.backend.EntryStore`): a save is one upsert and a
+forget one delete: each is atomic on its own, and concurrent saves from any
+number of workers never drop each other (there is no index document to
+read-modify-write, each entry is its row). Expired entries are filtered by the
+query itself, so they are never returned. The profile is rendered as the file
+store renders ``profile.md`` and stored as a document; a rebuild reads the
+entries and writes the document in one transaction under a per-namespace lock,
+so the stored profile is always the rendering of one committed state.
+
+The durable session summaries (:class:`PgSummaryStore`, a
+:class:`~aiden.longterm.backend.SummaryStore`): the three writers of
+:class:`~aiden.longterm.writer.SummaryFlow` (shared with the file store, with
+its merge rules and its wait at close) and the same Markdown
+(:func:`~aiden.longterm.summaries.render_summary_md`), stored as rows:
+
+- the running summary: ``aiden_lt_running``, keyed by the session's
+  generation (a rotation starts the next session without one). The row of an
+  archived generation is kept, as the file store keeps
+  ``session_archive/<id>/running_summary.md`` (rotation moves it there): it
+  is that session's running summary, reachable by its closed id through
+  ``aiden_archives``, and nothing deletes an archived session in either store;
+- the dated session summaries: ``aiden_lt_session_summaries``, one per stem
+  ``<YYYYMMDDTHHMMSSZ>-<summary id>`` (the file store's file name);
+- the digest: the ``digest.md`` document.
+
+Extraction (a summarizer call) runs outside any transaction; each
+read-merge-write then runs in one transaction holding the namespace's
+``summaries`` advisory lock (waiting at most ``config.lock_timeout_s``, then
+:class:`~aiden.errors.LockError`): a running-summary merge, and a session
+write with its running summary and the store cap (oldest summaries into the
+digest), each commit whole or not at all. A write's ``path`` is a locator,
+``postgres:<namespace>/sessions/<stem>.md``: no file is written.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final, cast
 
 from anyio.streams.memory import MemoryObjectSendStream
 
 from aiden.config import Config
+from aiden.errors import CorruptionError, StorageError
 from aiden.longterm.backend import DreamVersions, EntryStore, HistoryLog, SummaryStore
-from aiden.longterm.postgres.entries import PROFILE_DOC, PgEntryStore
+from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, MemoryType
+from aiden.longterm.files import session_file_name
 from aiden.longterm.postgres.history import PgHistoryLog
 from aiden.longterm.postgres.schema import LongTermDb
-from aiden.longterm.postgres.summaries import DIGEST_DOC, PgSummaryStore, read_doc, session_summaries
 from aiden.longterm.project import render_project_memory
-from aiden.longterm.summaries import parse_summary_md
+from aiden.longterm.store import ThreadedEntryStore, render_profile
+from aiden.longterm.summaries import DEFAULT_MAX_ITEMS, SessionSummary, parse_summary_md, render_summary_md
+from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, folded_digest, plan_cap
 from aiden.policy.tokens import estimate_tokens
+from aiden.storage.postgres.schema import Conn
 from aiden.storage.postgres.store import PostgresSessionStore
 from aiden.summarizers.protocol import Summarizer
 
 if TYPE_CHECKING:
     from aiden.longterm.backend import BackendFactory
 
-__all__ = ["PostgresLongTermBackend", "long_term_factory"]
+__all__ = [
+    "DIGEST_DOC",
+    "PROFILE_DOC",
+    "PgEntryStore",
+    "PgSummaryStore",
+    "PostgresLongTermBackend",
+    "long_term_factory",
+    "read_running",
+    "session_summaries",
+]
+
+
+PROFILE_DOC: Final = "profile.md"
+"""The ``aiden_lt_docs`` name of the rendered profile."""
+_PROFILE_LOCK_S: Final = 30.0
+
+_UPSERT: Final = """
+INSERT INTO aiden_lt_entries (namespace, id, type, title, content, created_at, expires_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (namespace, id) DO UPDATE SET
+    saved = nextval('aiden_lt_entry_order'), type = EXCLUDED.type, title = EXCLUDED.title,
+    content = EXCLUDED.content, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+"""
+
+# "Unexpired" is expires_at > now: an entry is expired from the instant now reaches expires_at.
+_ACTIVE: Final = """
+SELECT id, type, title, content, created_at, expires_at FROM aiden_lt_entries
+WHERE namespace = %s AND (expires_at IS NULL OR expires_at > %s)
+  AND (%s::text[] IS NULL OR type = ANY(%s::text[]))
+ORDER BY saved
+"""
+
+_ONE: Final = """
+SELECT id, type, title, content, created_at, expires_at FROM aiden_lt_entries
+WHERE namespace = %s AND id = %s AND (expires_at IS NULL OR expires_at > %s)
+"""
+
+Row = tuple[object, ...]
+
+
+def _entry(row: Row) -> MemoryEntry:
+    kind = str(row[1])
+    if kind not in MEMORY_TYPES:
+        raise CorruptionError(f"postgres: memory {row[0]!r} has an unknown type {kind!r}")
+    expires = row[5]
+    return MemoryEntry(
+        id=str(row[0]),
+        type=cast(MemoryType, kind),
+        title=str(row[2]),
+        content=str(row[3]),
+        created_at=float(cast(float, row[4])),
+        expires_at=None if expires is None else float(cast(float, expires)),
+    )
+
+
+class PgEntryStore(ThreadedEntryStore):
+    """The saved memories of one namespace; ``dirty`` is the profile debouncer's signal stream."""
+
+    def __init__(self, db: LongTermDb, *, dirty: MemoryObjectSendStream[None] | None = None) -> None:
+        super().__init__(dirty=dirty)
+        self._db = db
+
+    # --- blocking ------------------------------------------------------------------------
+    def _save_sync(self, entry: MemoryEntry) -> None:
+        with self._db.connection("saving a memory") as conn:
+            conn.execute(
+                _UPSERT,
+                (
+                    self._db.namespace,
+                    entry.id,
+                    entry.type,
+                    entry.title,
+                    entry.content,
+                    entry.created_at,
+                    entry.expires_at,
+                ),
+            )
+
+    def _forget_sync(self, memory_id: str) -> bool:
+        with self._db.connection("forgetting a memory") as conn:
+            row = conn.execute(
+                "DELETE FROM aiden_lt_entries WHERE namespace = %s AND id = %s RETURNING id",
+                (self._db.namespace, memory_id),
+            ).fetchone()
+        return row is not None
+
+    def _get_sync(self, memory_id: str, now: float) -> MemoryEntry | None:
+        with self._db.connection("reading a memory") as conn:
+            row = conn.execute(_ONE, (self._db.namespace, memory_id, now)).fetchone()
+        return None if row is None else _entry(row)
+
+    @staticmethod
+    def _active(conn: Conn, namespace: str, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
+        wanted = None if types is None else list(types)
+        rows = conn.execute(_ACTIVE, (namespace, now, wanted, wanted)).fetchall()
+        return [_entry(row) for row in rows]
+
+    def _entries_sync(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
+        with self._db.connection("reading memories") as conn:
+            return self._active(conn, self._db.namespace, now, types)
+
+    def _rebuild_profile_sync(self, now: float) -> bool:
+        ns = self._db.namespace
+        with self._db.connection("rebuilding the profile") as conn, conn.transaction():
+            # Serialized per namespace: the profile written is the rendering of the entries read.
+            self._db.serialize(conn, "profile", _PROFILE_LOCK_S)
+            text = render_profile(self._active(conn, ns, now, None), now=now)
+            row = conn.execute(
+                "SELECT body FROM aiden_lt_docs WHERE namespace = %s AND name = %s", (ns, PROFILE_DOC)
+            ).fetchone()
+            if row is not None and row[0] == text:
+                return False
+            conn.execute(
+                "INSERT INTO aiden_lt_docs (namespace, name, body) VALUES (%s, %s, %s)"
+                " ON CONFLICT (namespace, name) DO UPDATE SET body = EXCLUDED.body",
+                (ns, PROFILE_DOC, text),
+            )
+            return True
+
+
+DIGEST_DOC: Final = "digest.md"
+"""The ``aiden_lt_docs`` name of the rolling project digest."""
+
+_RUNNING: Final = """
+SELECT r.body FROM aiden_sessions s JOIN aiden_lt_running r ON r.generation = s.generation
+WHERE s.session_id = %s
+"""
+
+
+def read_running(conn: Conn, session_id: str) -> SessionSummary | None:
+    """The running summary of ``session_id``'s current generation (None: none yet)."""
+    row = conn.execute(_RUNNING, (session_id,)).fetchone()
+    return None if row is None else parse_summary_md(str(row[0]), kind="running")
+
+
+def session_summaries(conn: Conn, namespace: str, newest: int) -> list[SessionSummary]:
+    """The ``newest`` dated session summaries of ``namespace``, oldest first."""
+    rows = conn.execute(
+        "SELECT body FROM aiden_lt_session_summaries WHERE namespace = %s ORDER BY stem DESC LIMIT %s",
+        (namespace, newest),
+    ).fetchall()
+    return [parse_summary_md(str(row[0]), kind="session") for row in reversed(rows)]
+
+
+def read_doc(conn: Conn, namespace: str, name: str) -> str | None:
+    """The document ``name`` (``profile.md``, ``digest.md``) of ``namespace``; None if never written."""
+    row = conn.execute(
+        "SELECT body FROM aiden_lt_docs WHERE namespace = %s AND name = %s", (namespace, name)
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _write_doc(conn: Conn, namespace: str, name: str, body: str) -> None:
+    conn.execute(
+        "INSERT INTO aiden_lt_docs (namespace, name, body) VALUES (%s, %s, %s)"
+        " ON CONFLICT (namespace, name) DO UPDATE SET body = EXCLUDED.body",
+        (namespace, name, body),
+    )
+
+
+class PgSummaryStore(SummaryFlow):
+    """The running summary, session summaries and digest of one namespace (one instance per runtime)."""
+
+    def __init__(
+        self,
+        db: LongTermDb,
+        summarizer: Summarizer,
+        config: Config,
+        *,
+        use_fallback: bool = True,
+        max_items: int = DEFAULT_MAX_ITEMS,
+    ) -> None:
+        super().__init__(summarizer, config, use_fallback=use_fallback, max_items=max_items)
+        self._db = db
+
+    def running(self) -> SessionSummary | None:
+        """The active session's running summary (blocking)."""
+        with self._db.connection("reading the running summary") as conn:
+            return read_running(conn, self._db.session_id)
+
+    @contextmanager
+    def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
+        # One transaction under the advisory lock: it excludes every other transaction's, this
+        # runtime's merge included, so a write ``beside`` one needs nothing more.
+        with self._db.connection(what) as conn, conn.transaction():
+            self._db.serialize(conn, "summaries", self._config.lock_timeout_s)
+            yield _PgRows(conn, self._db, self._config, self._max_items)
+
+
+class _PgRows:
+    """:class:`SummaryRows` inside one transaction."""
+
+    def __init__(self, conn: Conn, db: LongTermDb, config: Config, max_items: int) -> None:
+        self._conn = conn
+        self._db = db
+        self._config = config
+        self._max_items = max_items
+        self._generation: str | None = None
+
+    def _pinned(self) -> str:
+        # The generation is read once per transaction: each statement of a read-committed
+        # transaction sees the latest commit, so a rotation by another worker between the read
+        # and the write would otherwise hand this session's running summary (and with it its
+        # dated summary's id) to the next session. Written after such a rotation, it stays with
+        # the archived generation, as the file store's rotation takes running_summary.md along.
+        if self._generation is None:
+            row = self._conn.execute(
+                "SELECT generation FROM aiden_sessions WHERE session_id = %s", (self._db.session_id,)
+            ).fetchone()
+            if row is None:
+                raise StorageError(f"postgres: session {self._db.session_id!r} has no row")
+            self._generation = str(row[0])
+        return self._generation
+
+    def read_running(self) -> SessionSummary | None:
+        row = self._conn.execute(
+            "SELECT body FROM aiden_lt_running WHERE generation = %s", (self._pinned(),)
+        ).fetchone()
+        return None if row is None else parse_summary_md(str(row[0]), kind="running")
+
+    def write_running(self, summary: SessionSummary) -> None:
+        self._conn.execute(
+            "INSERT INTO aiden_lt_running (generation, body) VALUES (%s, %s)"
+            " ON CONFLICT (generation) DO UPDATE SET body = EXCLUDED.body",
+            (self._pinned(), render_summary_md(summary)),
+        )
+
+    def write_session(self, running: SessionSummary, final: SessionSummary) -> str:
+        """Stored as ``postgres:<namespace>/sessions/<stem>.md`` (a locator: no file is written)."""
+        ns = self._db.namespace
+        self.write_running(running)
+        known = self._conn.execute(
+            "SELECT stem FROM aiden_lt_session_summaries WHERE namespace = %s AND summary_id = %s",
+            (ns, final.session_id),
+        ).fetchone()
+        stem = (
+            str(known[0])
+            if known is not None
+            else session_file_name(running.created_at, final.session_id)[:-3]
+        )
+        self._conn.execute(
+            "INSERT INTO aiden_lt_session_summaries (namespace, stem, summary_id, body) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (namespace, stem) DO UPDATE SET body = EXCLUDED.body",
+            (ns, stem, final.session_id, render_summary_md(final)),
+        )
+        return f"postgres:{ns}/sessions/{stem}.md"
+
+    def enforce_cap(self, now: int) -> CapResult:
+        """The file store's cap (:func:`~aiden.longterm.writer.plan_cap`), inside the write's transaction."""
+        ns = self._db.namespace
+        rows = self._conn.execute(
+            "SELECT stem, body FROM aiden_lt_session_summaries WHERE namespace = %s", (ns,)
+        ).fetchall()
+        bodies = {str(stem): str(body) for stem, body in rows}
+        text = read_doc(self._conn, ns, DIGEST_DOC)
+        digest = (
+            parse_summary_md(text, kind="digest")
+            if text is not None
+            else SessionSummary(kind="digest", session_id="digest")
+        )
+        plan = plan_cap(list(bodies), keep=self._config.session_summaries_keep, through=digest.through)
+        if not plan.merge and not plan.delete_only:
+            return CapResult()
+        if plan.merge:
+            summaries = [parse_summary_md(bodies[stem], kind="session") for stem in plan.merge]
+            digest = folded_digest(
+                digest, summaries, through=plan.merge[-1], now=now, max_items=self._max_items
+            )
+            _write_doc(self._conn, ns, DIGEST_DOC, render_summary_md(digest))
+        deleted = sorted((*plan.delete_only, *plan.merge))
+        self._conn.execute(
+            "DELETE FROM aiden_lt_session_summaries WHERE namespace = %s AND stem = ANY(%s::text[])",
+            (ns, deleted),
+        )
+        return CapResult(merged=plan.merge, deleted=tuple(deleted), digest_written=bool(plan.merge))
 
 
 class PostgresLongTermBackend:

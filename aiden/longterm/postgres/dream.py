@@ -36,11 +36,10 @@ import msgspec
 
 from aiden.errors import CorruptionError, DreamError, StorageError, VersionNotFoundError
 from aiden.longterm.dream import DreamEditor, DreamOutcome, SummarizerDreamEditor, propose_run
-from aiden.longterm.dream_edits import LONG_TERM_FILES
+from aiden.longterm.dream_edits import LONG_TERM_FILES, Version, check_target, unique_match
 from aiden.longterm.history import HistoryRecord
 from aiden.longterm.postgres.history import read_after
 from aiden.longterm.postgres.schema import LongTermDb
-from aiden.longterm.versions import Version, check_target, unique_match
 from aiden.storage.postgres.locks import AdvisoryLock
 from aiden.storage.postgres.schema import Conn
 
