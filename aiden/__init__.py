@@ -49,7 +49,6 @@ from aiden.events import EventType, SessionEvent
 
 if TYPE_CHECKING:
     from aiden import sync
-    from aiden.boundary import BoundaryDecision
     from aiden.context import PromptBuild, PromptLayers
     from aiden.experience.episodes import Episode, EpisodeEvent
     from aiden.experience.messages import LearnerStats, LearnOutcome
@@ -62,6 +61,7 @@ if TYPE_CHECKING:
     from aiden.messages import CompactionOutcome
     from aiden.observe import MemoryStats
     from aiden.openai_format import events_from_message, events_from_response, usage_numbers
+    from aiden.policy.triggers import BoundaryDecision
     from aiden.recall.embedding import Embedder, LocalMiniLMEmbedder
     from aiden.recall.tool import RecallContext, RecallHit, RecallStats
     from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex, SegmentRef
@@ -201,7 +201,7 @@ __getattr__ = lazy_exports(
         # Everything but the errors, events and config loads on first use: `import aiden` stays
         # cheap for a process that only needs the types, and the first call pays for what it uses.
         "AppendGroup": "aiden.storage.protocol",
-        "BoundaryDecision": "aiden.boundary",
+        "BoundaryDecision": "aiden.policy.triggers",
         "ChangeFeed": "aiden.storage.protocol",
         "ChangeToken": "aiden.storage.protocol",
         "ChunkChanges": "aiden.storage.protocol",

@@ -19,7 +19,6 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from aiden.boundary import BoundaryDecision, Classifier, decide_boundary
 from aiden.config import Config
 from aiden.context import (
     Governance,
@@ -35,7 +34,7 @@ from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.messages import CompactionOutcome
 from aiden.policy.tokens import BudgetCalibration, TokenProfile, estimate_tokens
-from aiden.policy.triggers import trigger_threshold_tokens
+from aiden.policy.triggers import BoundaryDecision, Classifier, decide_boundary, trigger_threshold_tokens
 from aiden.storage.chunks import ChunkIndex
 
 

@@ -2,8 +2,8 @@
 
 A facade: ``Memory`` is the core (:class:`~aiden.memory_core.CoreMemory`) with the parts of the
 two extensions that have methods of their own, long-term memory
-(:class:`~aiden.memory_longterm.LongTermMethods`) and experience memory
-(:class:`~aiden.memory_experience.ExperienceMethods`). The runtime never imports this module: it
+(:class:`~aiden.longterm.extension.LongTermMethods`) and experience memory
+(:class:`~aiden.experience.extension.ExperienceMethods`). The runtime never imports this module: it
 runs whatever memory :func:`open_memory` asks it to make.
 """
 
@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from aiden.config import Config
+from aiden.experience.extension import ExperienceMethods
 from aiden.host import Host, async_only
-from aiden.memory_experience import ExperienceMethods
-from aiden.memory_longterm import LongTermMethods
+from aiden.longterm.extension import LongTermMethods
 from aiden.recall.embedding import Embedder
 from aiden.runtime import run_memory
 from aiden.storage.fs import Storage

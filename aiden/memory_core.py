@@ -3,7 +3,7 @@
 Callers never touch files or actors directly: a memory holds one typed port
 per actor (:mod:`aiden.ports`) and the immutable snapshots actors publish.
 The core names no extension: long-term and experience memory subclass it
-(:mod:`aiden.memory_longterm`, :mod:`aiden.memory_experience`) and take part
+(:mod:`aiden.longterm.extension`, :mod:`aiden.experience.extension`) and take part
 in a run through the hooks below (``_run_began``, ``_appended``,
 ``_run_ended``, ``_tool_sets``, ``_set_aside``), which do nothing here.
 """
@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from aiden.boundary import Classifier
 from aiden.config import Config
 from aiden.context import PromptBuild, PromptLayers
 from aiden.errors import ClosedError
@@ -26,6 +25,7 @@ from aiden.messages import CompactionOutcome, RecordUsage
 from aiden.observe import MemoryStats, memory_stats, observed
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
 from aiden.policy.tokens import DEFAULT_PROFILE, BudgetCalibration, TokenProfile, estimate_tokens, observe
+from aiden.policy.triggers import Classifier
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.tool import RecallHit, RecallStats
 from aiden.storage.chunks import ChunkIndex

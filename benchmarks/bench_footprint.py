@@ -11,7 +11,7 @@
    The reported prompt size is what a provider would report: the tokens kept
    by the latest compaction plus everything appended since (~4 chars a token).
    Runs of ~18 events are built from a fixed pool of turns generated once by
-   ``aiden.scenario`` (the pool stays in memory at a constant size).
+   ``aiden.demo`` (the pool stays in memory at a constant size).
    ``begin_run`` is not used: it reads the whole hot window on every call
    (see BENCHMARKS.md); boundary detection is not what this measures.
    Peak RSS is ``ru_maxrss`` at the end; RSS is also sampled during the replay
@@ -86,7 +86,7 @@ def child_replay(events: int, durability: str, report_usage: bool = True, sample
     import anyio
 
     import aiden
-    from aiden.scenario import generate_scenario
+    from aiden.demo import generate_scenario
 
     rss_import = _rss_mb()
     pool = generate_scenario(seed=11, turns=200, noise=0.25).turns

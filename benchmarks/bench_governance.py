@@ -4,7 +4,7 @@
 
     python benchmarks/bench_governance.py [--quick]
 
-1. **Replay.** A long tool-heavy generated session (``aiden.scenario``) and,
+1. **Replay.** A long tool-heavy generated session (``aiden.demo``) and,
    when ``AIDEN_REAL_DATA`` is set, the real SWE-agent sessions are replayed
    model call by model call (no compaction). Each call's prompt is built with
    :func:`aiden.context.build_messages` from the hot window as is (``off``) or
@@ -62,9 +62,8 @@ from aiden.context import (
     usage_tokens,
     validate_chat_sequence,
 )
-from aiden.demo import DEMO_CONFIG, LAYERS
+from aiden.demo import DEMO_CONFIG, LAYERS, generate_scenario, turn_events
 from aiden.events import SessionEvent
-from aiden.scenario import generate_scenario, turn_events
 from aiden.testing import FakeLLMServer
 from tests.governance.swe_sessions import load_sessions
 

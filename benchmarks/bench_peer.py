@@ -322,7 +322,7 @@ def _events(mix: str, n_turns: int = 120) -> list[dict[str, Any]]:
     import msgspec
 
     from aiden import SessionEvent
-    from aiden.scenario import generate_scenario, turn_events
+    from aiden.demo import generate_scenario, turn_events
 
     if mix == "small":
         return [msgspec.to_builtins(SessionEvent(type="user_input", role="user", content="x" * 120))]

@@ -46,6 +46,7 @@ import msgspec
 from aiden.errors import AidenError, CorruptionError
 from aiden.events import validate_id
 from aiden.experience.episodes import Episode
+from aiden.experience.records import parse_yaml_index, render_yaml_index
 from aiden.lifecycle import Outcome
 from aiden.longterm.files import ensure_dir, read_bounded
 from aiden.storage.fs import Storage
@@ -53,7 +54,6 @@ from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import EPISODE_FILE_NAME, PROCESSED_FILE_NAME, Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.recovery import remove_stale_temps, subdirs
-from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
 
 __all__ = ["EpisodeBackend", "EpisodeRow", "EpisodeStore", "episode_row", "episode_year"]
 

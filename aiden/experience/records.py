@@ -21,21 +21,29 @@ are kept apart from lessons, in ``memory/experience/profiles/``.
 A record learned again keeps its id: :func:`merge` is how the new lesson
 joins the record kept under it, :func:`confirmed` how a later episode
 confirms one.
+
+The experience stores (records, episodes) keep their commit point in a small
+versioned YAML index (readable by a person, diffable). Parsing it is the same
+for every one of them (:func:`parse_yaml_index`): bounded size, PyYAML's safe
+loader (no tags, nothing executed), a version check, the Struct conversion,
+unique and path-safe ids; any failure is a :class:`~aiden.errors.CorruptionError`
+naming the file, which the store answers by rebuilding the index from its files.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import Final, Literal, get_args
+from collections.abc import Callable, Iterable
+from typing import Any, Final, Literal, TypeVar, get_args
 
 import msgspec
+import yaml
 
 from aiden.errors import CorruptionError, InvalidIdError
 from aiden.events import Seq, validate_id
 from aiden.experience.episodes import Episode
 from aiden.recall.query import STOPWORDS
-from aiden.storage.yamlindex import parse_yaml_index, render_yaml_index
 
 __all__ = [
     "INDEX_VERSION",
@@ -55,11 +63,59 @@ __all__ = [
     "merge",
     "parse_index_yaml",
     "parse_record_md",
+    "parse_yaml_index",
     "record_id",
     "render_index_yaml",
     "render_record_md",
+    "render_yaml_index",
     "terms_of",
 ]
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MAX_BYTES: Final = 16 * 1024 * 1024
+
+T = TypeVar("T")
+
+
+def parse_yaml_index(
+    data: bytes, kind: type[T], *, name: str, version: int, ids: Callable[[T], Iterable[str]], what: str
+) -> T:
+    """``data`` as a ``kind`` (empty: ``kind()``); :class:`CorruptionError` for anything else.
+
+    ``ids(index)`` lists the index's ids, each checked with
+    :func:`~aiden.events.validate_id` (as ``what``) and for duplicates.
+    """
+    if len(data) > _MAX_BYTES:
+        raise CorruptionError(f"{name} larger than {_MAX_BYTES} bytes")
+    try:
+        raw = yaml.load(data, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise CorruptionError(f"{name} is not valid safe YAML: {exc}") from exc
+    if raw is None:
+        return kind()
+    if not isinstance(raw, dict) or raw.get("version") != version:
+        raise CorruptionError(f"{name} is not a version {version} mapping")
+    try:
+        index = msgspec.convert(raw, kind, strict=False)
+    except msgspec.ValidationError as exc:
+        raise CorruptionError(f"{name} invalid: {exc}") from exc
+    seen: set[str] = set()
+    for item in ids(index):
+        try:
+            validate_id(item, what=what)
+        except InvalidIdError as exc:
+            raise CorruptionError(f"{name}: {exc}") from exc
+        if item in seen:
+            raise CorruptionError(f"{name}: duplicate {what} {item!r}")
+        seen.add(item)
+    return index
+
+
+def render_yaml_index(index: object) -> bytes:
+    """The YAML text of ``index`` (``yaml.safe_dump``: plain data, no tags, field order kept)."""
+    text = yaml.safe_dump(msgspec.to_builtins(index), sort_keys=False, allow_unicode=True, width=4096)
+    return text.encode("utf-8")
+
 
 RecordKind = Literal["procedure", "navigation", "calibration", "failure", "fact"]
 RECORD_KINDS: Final[tuple[str, ...]] = get_args(RecordKind)

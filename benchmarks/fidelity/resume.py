@@ -1,6 +1,6 @@
 """Resume from summary (seed 004's acceptance test): could a person pick the work up from the summaries alone?
 
-For each session — three generated ones (``aiden.scenario``) and, with
+For each session — three generated ones (``aiden.demo``) and, with
 ``AIDEN_REAL_DATA`` set, the real SWE-agent sessions — the session is driven
 through the public API with a small window (the generated ones compact at
 least 10 times), then closed with :meth:`Memory.rotate`. What a person

@@ -1,6 +1,6 @@
 """Memory fidelity: do load-bearing facts survive many compactions?
 
-Generated sessions (seeded, reproducible; ``aiden.scenario``) plant facts of
+Generated sessions (seeded, reproducible; ``aiden.demo``) plant facts of
 each kind seed 001 says are almost never compactable — the goal, decisions
 with their reason, constraints and deadlines, preferences, errors and their
 resolution, failed approaches, identifiers — among large tool outputs. Each
@@ -47,8 +47,7 @@ from _common import table, write_result  # noqa: E402
 
 import aiden  # noqa: E402
 from aiden import Config, SessionEvent  # noqa: E402
-from aiden.demo import LAYERS, _prompt_tokens  # noqa: E402
-from aiden.scenario import FACT_KINDS, Fact, generate_scenario, turn_events  # noqa: E402
+from aiden.demo import FACT_KINDS, LAYERS, Fact, _prompt_tokens, generate_scenario, turn_events  # noqa: E402  # noqa: E402
 from aiden.summarizers.protocol import Summarizer  # noqa: E402
 
 FIDELITY_CONFIG = Config(

@@ -25,12 +25,11 @@ from tests.architecture.graph import import_graph
 POLICY_MAY_IMPORT = ("aiden.events", "aiden.config", "aiden.policy")
 
 EXTENSIONS: dict[str, tuple[str, ...]] = {
-    "long-term memory": ("aiden.longterm", "aiden.longterm.*", "aiden.actors.longterm", "aiden.memory_longterm"),
+    "long-term memory": ("aiden.longterm", "aiden.longterm.*", "aiden.actors.longterm"),
     "experience memory": (
         "aiden.experience",
         "aiden.experience.*",
         "aiden.actors.experience",
-        "aiden.memory_experience",
     ),
     "PostgreSQL": ("aiden.storage.postgres", "aiden.storage.postgres.*"),
     "litellm": ("aiden.summarizers.llm", "aiden.summarizers.llm.*"),

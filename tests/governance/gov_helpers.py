@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 from hypothesis import strategies as st
 
+from aiden.demo import generate_scenario, turn_events
 from aiden.events import SessionEvent
-from aiden.scenario import generate_scenario, turn_events
 
 
 def numbered(events: Sequence[SessionEvent]) -> list[SessionEvent]:
@@ -51,7 +51,7 @@ def output(chars: int, tag: str = "") -> str:
 
 
 def scenario_events(seed: int, turns: int) -> list[SessionEvent]:
-    """The generated coding session of :mod:`aiden.scenario` as unnumbered events."""
+    """The generated coding session of :mod:`aiden.demo` as unnumbered events."""
     events: list[SessionEvent] = []
     for turn in generate_scenario(seed=seed, turns=turns).turns:
         events.append(user(turn.user))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aiden import Config
-from aiden.boundary import decide_boundary
+from aiden.policy.triggers import decide_boundary
 
 C = Config()
 
