@@ -15,13 +15,13 @@ from contextlib import asynccontextmanager
 
 from aiden.config import Config
 from aiden.experience.extension import ExperienceMethods
+from aiden.extension import StoreFactory, StoreSpec
 from aiden.host import Host, async_only
 from aiden.longterm.extension import LongTermMethods
 from aiden.recall.embedding import Embedder
 from aiden.runtime import run_memory
 from aiden.storage.fs import Storage
 from aiden.storage.session import FileSessionStore
-from aiden.stores import StoreFactory, StoreSpec
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["Memory", "open_memory"]
@@ -56,7 +56,7 @@ async def open_memory(
     :class:`~aiden.summarizers.llm.embedder.LiteLLMEmbedder`) turns on hybrid recall:
     compacted events and experience records are embedded and both recalls
     fuse BM25 with vector similarity; off by default. ``store`` selects the
-    session store (:mod:`aiden.stores`): a ``"postgresql://..."``
+    session store (:func:`aiden.extension.select_store`): a ``"postgresql://..."``
     DSN (the PostgreSQL store of ``session_id``, default ``"default"``), a
     store object or a factory; by default the files under ``root``.
     ``storage`` and ``store_factory`` are seams for fault-injection tests.

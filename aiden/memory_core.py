@@ -27,10 +27,10 @@ from aiden.openai_format import events_from_message, events_from_response, resol
 from aiden.policy.tokens import DEFAULT_PROFILE, BudgetCalibration, TokenProfile, estimate_tokens, observe
 from aiden.policy.triggers import Classifier
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
-from aiden.recall.tool import RecallHit, RecallStats
+from aiden.recall.tool import RecallHit, RecallStats, RecallTools
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import RecoveryReport
-from aiden.tools import ToolSet, agent_tools, run_recall_tool, run_tool_call
+from aiden.tools import ToolSet, agent_tools, run_tool_call
 
 __all__ = ["CoreMemory"]
 
@@ -302,8 +302,15 @@ class CoreMemory:
     async def handle_recall_tool(self, arguments: str | dict[str, Any]) -> str:
         """Run a ``recall_session_chunks`` tool call; bad arguments give a readable error result."""
         self._check_open()
-        return await run_recall_tool(
-            arguments, recall=self._recall, reader=self._reader, max_chars=self._config.recall_max_chars
+        return await self._recall_tools().run("recall_session_chunks", arguments)
+
+    def _recall_tools(self) -> RecallTools:
+        return RecallTools(
+            search=self._recall.search,
+            lookup=self._recall.lookup,
+            rehydrate=self._recall.rehydrate,
+            max_chars=self._config.recall_max_chars,
+            read_events=self._reader.events,
         )
 
     def recall_stats(self) -> RecallStats | None:
@@ -433,14 +440,7 @@ class CoreMemory:
     async def handle_tool_call(self, name: str, arguments: str | dict[str, Any]) -> str:
         """Run one of :attr:`tools` by name; always returns a JSON string for the model."""
         self._check_open()
-        return await run_tool_call(
-            name,
-            arguments,
-            recall=self._recall,
-            reader=self._reader,
-            max_chars=self._config.recall_max_chars,
-            extensions=self._tool_sets(),
-        )
+        return await run_tool_call(name, arguments, self._tool_sets())
 
     # --- the extensions' hooks (a subclass extends each with super()) ---------------------
 
@@ -450,8 +450,8 @@ class CoreMemory:
         return ""
 
     def _tool_sets(self) -> list[ToolSet]:
-        """The extensions' tools, in the order the agent is shown them."""
-        return []
+        """The agent tools, in the order the agent is shown them: recall's, then the extensions'."""
+        return [self._recall_tools()]
 
     def _appended(self, events: list[SessionEvent]) -> None:
         """``events`` were acknowledged (as stored)."""

@@ -32,7 +32,7 @@ from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
 from aiden.config import Config
 from aiden.errors import ClosedError
 from aiden.events import SessionEvent
-from aiden.extension import Extension, MemoryParts, installed
+from aiden.extension import Extension, MemoryParts, StoreFactory, StoreSpec, installed, select_store
 from aiden.host import Host, loop_host, unwrapped
 from aiden.memory_core import CoreMemory
 from aiden.messages import (
@@ -58,7 +58,6 @@ from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.session import FileSessionStore
-from aiden.stores import StoreFactory, StoreSpec, select_store
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["run_memory"]
@@ -102,7 +101,7 @@ async def run_memory(
     :class:`~aiden.summarizers.llm.embedder.LiteLLMEmbedder`) turns on hybrid recall:
     compacted events and experience records are embedded and both recalls
     fuse BM25 with vector similarity; off by default. ``store`` selects the
-    session store (:mod:`aiden.stores`): a ``"postgresql://..."``
+    session store (:func:`aiden.extension.select_store`): a ``"postgresql://..."``
     DSN (the PostgreSQL store of ``session_id``, default ``"default"``), a
     store object or a factory; by default the files under ``root``.
     ``storage`` and ``store_factory`` are seams for fault-injection tests.

@@ -33,10 +33,10 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from aiden.config import Config
 from aiden.errors import ClosedError
+from aiden.extension import StoreSpec
 from aiden.memory import Memory
 from aiden.memory import open_memory as _open_async
 from aiden.recall.embedding import Embedder
-from aiden.stores import StoreSpec
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["SyncMemory", "open_memory"]

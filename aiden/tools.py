@@ -1,26 +1,29 @@
-"""The agent tools aiden provides and the dispatch of their calls.
+"""The agent tools aiden provides: how each set of them plugs in, how a call is dispatched, and how a
+model's arguments are read.
 
-``recall_session_chunks`` is the core's: it goes to the recall index (and the
-session reader for seq-only calls). Every other tool comes from a
-:class:`ToolSet` an extension hands in (long-term memory's ``save_memory`` and
-``forget_memory``, experience memory's ``recall_experience``); this module
-knows none of them by name. Every call returns a JSON string for the model,
-errors included.
+Every tool comes from a :class:`ToolSet`: the core's ``recall_session_chunks``
+(:class:`~aiden.recall.tool.RecallTools`), long-term memory's ``save_memory`` and
+``forget_memory``, experience memory's ``recall_experience``. This module knows none of them by
+name. Every call returns a JSON string for the model, errors included: :func:`decode_arguments`
+reads a call's arguments, bounded first, and :class:`ToolArgumentError` is a call that parses but
+makes no request.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from aiden.ports import ReaderPort, RecallPort
+import msgspec
 
-__all__ = ["ToolSet", "agent_tools", "run_recall_tool", "run_tool_call"]
+__all__ = ["ToolArgumentError", "ToolSet", "agent_tools", "decode_arguments", "run_tool_call"]
+
+T = TypeVar("T")
 
 
 class ToolSet(Protocol):
-    """Agent tools an extension provides: their function-tool schemas, and the run of one call."""
+    """Agent tools of one room: their function-tool schemas, and the run of one call."""
 
     @property
     def schemas(self) -> Sequence[Mapping[str, Any]]:
@@ -36,43 +39,37 @@ class ToolSet(Protocol):
         ...
 
 
-def agent_tools(extensions: Sequence[ToolSet]) -> list[dict[str, Any]]:
-    """The function-tool schemas: recall_session_chunks, then each extension's."""
-    from aiden.recall.tool import RECALL_TOOL
-
+def agent_tools(tool_sets: Sequence[ToolSet]) -> list[dict[str, Any]]:
+    """The function-tool schemas of every set, in order."""
     # Copies: a caller adding to its tool list's dicts changes no module's schema.
-    return [dict(RECALL_TOOL), *(dict(schema) for tools in extensions for schema in tools.schemas)]
+    return [dict(schema) for tools in tool_sets for schema in tools.schemas]
 
 
-async def run_recall_tool(
-    arguments: str | Mapping[str, Any], *, recall: RecallPort, reader: ReaderPort, max_chars: int
-) -> str:
-    """Run one ``recall_session_chunks`` call within ``max_chars`` of serialized answer."""
-    from aiden.recall.tool import handle_recall_tool
-
-    return await handle_recall_tool(
-        arguments,
-        search=recall.search,
-        lookup=recall.lookup,
-        rehydrate=recall.rehydrate,
-        max_chars=max_chars,
-        read_events=reader.events,
-    )
-
-
-async def run_tool_call(
-    name: str,
-    arguments: str | Mapping[str, Any],
-    *,
-    recall: RecallPort,
-    reader: ReaderPort,
-    max_chars: int,
-    extensions: Sequence[ToolSet],
-) -> str:
+async def run_tool_call(name: str, arguments: str | Mapping[str, Any], tool_sets: Sequence[ToolSet]) -> str:
     """Run one of :func:`agent_tools` by name; an unknown name is an error result, not an exception."""
-    if name == "recall_session_chunks":
-        return await run_recall_tool(arguments, recall=recall, reader=reader, max_chars=max_chars)
-    for tools in extensions:
+    for tools in tool_sets:
         if tools.handles(name):
             return await tools.run(name, arguments)
     return json.dumps({"error": f"unknown tool {name!r}"})
+
+
+class ToolArgumentError(ValueError):
+    """Arguments that parse but make no request (answered as a JSON error, never raised to the model)."""
+
+
+def decode_arguments(
+    arguments: str | Mapping[str, Any], decoder: msgspec.json.Decoder[T], *, max_chars: int, empty: str
+) -> T:
+    """``arguments`` as the decoder's type; :class:`ToolArgumentError` for an oversized, empty or non-object input.
+
+    msgspec's DecodeError/ValidationError propagate for malformed or mistyped JSON.
+    """
+    if isinstance(arguments, str):
+        if len(arguments) > max_chars:
+            raise ToolArgumentError(f"arguments longer than {max_chars} characters")
+        if not arguments.strip():
+            raise ToolArgumentError(empty)
+        return decoder.decode(arguments)
+    if isinstance(arguments, Mapping):
+        return msgspec.convert(dict(arguments), decoder.type, strict=True)  # type: ignore[no-any-return]
+    raise ToolArgumentError(f"arguments must be a JSON object, got {type(arguments).__name__}")

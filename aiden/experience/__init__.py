@@ -21,7 +21,8 @@ current observations, not state.
 * :mod:`~aiden.experience.ranking`: how recall orders the records (BM25, fused
   with the vector similarity when there is an embedder) and the records'
   vectors (in memory and in ``experience/vectors.msgpack``);
-* :mod:`~aiden.experience.tool`: the ``recall_experience`` tool schema and handler;
+* :mod:`~aiden.experience.extension`: how experience memory joins an open memory (its actor, its
+  methods on ``Memory``) and the ``recall_experience`` tool schema and handler;
 * :mod:`~aiden.experience.service`: the room's operations the actor serves;
 * :mod:`~aiden.experience.messages`: the actor's surface (messages and port).
 

@@ -8,7 +8,24 @@ Its methods on :class:`~aiden.memory.Memory` are here too: :class:`ExperienceMet
 class of ``Memory`` over :class:`~aiden.memory_core.CoreMemory` (seed 002's Memory Plane). It
 owns the run's open episode (an :class:`~aiden.experience.episodes.EpisodeTracker`) and forwards
 everything else to the experience actor's port. Experience is never injected into a prompt: the
-model asks with ``recall_experience``.
+model asks with ``recall_experience``, the agent tool whose JSON schema and handler are here too
+(seed 002 "Memory Recall").
+
+That tool has no router, no forced first call and no query rewriting. A normal recall returns only
+active, unexpired, applicable records, at most five and about 4,800 characters of JSON, and reports
+the ids it actually returned (noted on the running episode). Bad arguments become
+``{"error": "..."}``: the handler never raises for the model's input; cancellation and programming
+errors propagate.
+
+The actor, :class:`ExperienceActor`, owns :class:`~aiden.experience.service.ExperienceService`.
+Everything outside the experience room reaches it by messages
+(:mod:`aiden.experience.messages`) through an
+:class:`~aiden.experience.messages.ExperiencePort`. One worker serves the inbox,
+so two learning passes never interleave; the stores' file locks keep two
+runtimes on one root apart. Learning runs in the common idle window (the
+AutoCompact rule, :func:`~aiden.experience.learner.should_learn`): never while
+a run is active, only after the session has been quiet for
+``idle_compact_after_minutes``.
 """
 
 from __future__ import annotations
@@ -16,34 +33,166 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, assert_never
 
-from anyio.abc import TaskGroup
+import anyio
+import msgspec
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.experience import ExperienceActor, IdleLearning
-from aiden.actors.mailbox import Link, by_request_id
+from aiden.actors.mailbox import Link, by_request_id, serve
 from aiden.errors import AidenError, ClosedError, InvalidEventError, StorageError
 from aiden.events import SessionEvent
 from aiden.experience.episodes import Episode, EpisodeTracker
-from aiden.experience.messages import ExperienceInbox, ExperienceOutbox, ExperiencePort
+from aiden.experience.learner import should_learn
+from aiden.experience.messages import (
+    CommitEpisode,
+    EpisodeCommitted,
+    ExperienceInbox,
+    ExperienceOutbox,
+    ExperiencePort,
+    Found,
+    Learn,
+    Learned,
+    ListRecords,
+    Records,
+    SearchRecords,
+)
+from aiden.experience.records import RECORD_KINDS, ExperienceRecord, RecordKind
 from aiden.experience.service import ExperienceService, learner_for, select_experience
 from aiden.extension import Extension, MemoryParts, in_background
 from aiden.intake import check_text
 from aiden.lifecycle import Outcome
-from aiden.longterm.autocompact import run_autocompact
+from aiden.longterm.autocompact import IdleTarget, recent_activity, run_autocompact
 from aiden.memory_core import CoreMemory
-from aiden.tools import ToolSet
+from aiden.messages import Codec, codec
+from aiden.tools import ToolArgumentError as _Reject
+from aiden.tools import ToolSet, decode_arguments
 
 if TYPE_CHECKING:
     from aiden.experience.messages import LearnOutcome
-    from aiden.experience.records import ExperienceRecord
 
-__all__ = ["ExperienceExtension", "ExperienceMethods"]
+__all__ = [
+    "EXPERIENCE_TOOL",
+    "ExperienceActor",
+    "ExperienceExtension",
+    "ExperienceMethods",
+    "IdleLearning",
+    "LEARN_BATCH",
+    "MAX_CHARS",
+    "MAX_RESULTS",
+    "RECHECK_TICKS",
+    "TOOL_NAME",
+    "ToolAnswer",
+    "fit",
+    "handle_experience_tool",
+]
+
+_log = logging.getLogger("aiden.experience")
+
+LEARN_BATCH = 16
+"""Episodes one idle learning pass processes (the rest wait for the next tick)."""
+RECHECK_TICKS = 10
+"""After a pass that left nothing pending, idle checks skipped before the episode index is read again."""
+
+
+class ExperienceActor:
+    """Serves experience requests; run :meth:`run` once."""
+
+    def __init__(
+        self,
+        service: ExperienceService,
+        inbox: MemoryObjectReceiveStream[bytes],
+        outbox: MemoryObjectSendStream[bytes],
+    ) -> None:
+        self._svc = service
+        self._inbox = inbox
+        self._outbox = outbox
+        self._in: Codec[ExperienceInbox] = codec(ExperienceInbox)
+        self._out: Codec[ExperienceOutbox] = codec(ExperienceOutbox)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until the inbox closes."""
+        task_status.started()
+        await serve("experience", self._inbox, self._outbox, self._in, self._out, self._serve)
+
+    async def _serve(self, msg: ExperienceInbox) -> ExperienceOutbox:
+        svc = self._svc
+        match msg:
+            case CommitEpisode(request_id=rid, episode=episode):
+                done = await anyio.to_thread.run_sync(partial(svc.commit, episode, now=time.time()))
+                return EpisodeCommitted(rid, done)
+            case SearchRecords(request_id=rid, query=q, environment=env, kinds=kinds, k=k, now=now):
+                found = await anyio.to_thread.run_sync(partial(svc.search, q, env, kinds, k, now=now))
+                return Found(rid, found)
+            case Learn(request_id=rid, limit=limit):
+                return Learned(rid, await anyio.to_thread.run_sync(svc.learn, limit))
+            case ListRecords(request_id=rid, environment=env):
+                return Records(rid, await anyio.to_thread.run_sync(svc.all_records, env))
+            case _:
+                assert_never(msg)
+
+    def close_streams(self) -> None:
+        """Close both stream ends (a no-op when the serve loop already did)."""
+        self._inbox.close()
+        self._outbox.close()
+
+
+class IdleLearning:
+    """The idle check for :func:`~aiden.longterm.autocompact.run_autocompact`: learn while nobody waits."""
+
+    def __init__(
+        self,
+        target: IdleTarget,
+        port: ExperiencePort,
+        idle_after_minutes: float,
+        *,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._target = target
+        self._port = port
+        self._minutes = idle_after_minutes
+        self._clock = wall_clock
+        # The last activity read and the appends then; whether the pass after it left nothing pending.
+        self._seen: tuple[float | None, int, bool] | None = None
+        self._skipped = 0
+        self.passes = 0
+
+    async def check(self) -> bool:
+        """Run one learning pass if the session is idle; True if it processed an episode.
+
+        Reads (the hot window's last activity, the episode index) happen only when they can change
+        the answer: a session seen active (or appended to by this memory) less than the idle time ago
+        is not idle yet, and after a
+        pass that left nothing pending the next read waits for this memory's next append, or for
+        :data:`RECHECK_TICKS` checks (an episode committed without an append, another worker's).
+        """
+        if self._minutes <= 0 or self._target.run_active:
+            return False
+        now, counts = self._clock(), self._target.stats()
+        appends = counts.appends
+        seen, appends_then, drained = self._seen if self._seen is not None else (None, -1, False)
+        quiet = drained and appends == appends_then and self._skipped < RECHECK_TICKS
+        if recent_activity(seen, counts.last_append_at, now, self._minutes) or quiet:
+            self._skipped += 1
+            return False
+        self._skipped = 0
+        last = await self._target.last_activity()
+        if not should_learn(last, now, self._minutes, self._target.run_active):
+            self._seen = (last, appends, False)
+            return False
+        outcome = await self._port.learn(LEARN_BATCH)
+        self._seen = (last, appends, outcome.pending == 0)
+        self.passes += 1
+        for problem in outcome.problems:
+            _log.error("experience learning: %s", problem)
+        return outcome.episodes > 0
+
 
 # How often the idle-learning task checks whether the session is idle (the AutoCompact tick).
 _LEARN_TICK_S = 60.0
-_log = logging.getLogger("aiden.experience")
 # Finished episodes whose commit failed, retried at the next commit (oldest dropped past this).
 _MAX_UNSENT: Final = 8
 _OUTCOMES: Final = ("success", "failure", "unknown")
@@ -220,8 +369,6 @@ class ExperienceMethods(CoreMemory):
         return [*super()._tool_sets(), *mine]
 
     async def _experience_tool(self, arguments: str | Mapping[str, Any]) -> str:
-        from aiden.experience.tool import handle_experience_tool
-
         port = self._port()
 
         async def search(
@@ -248,8 +395,6 @@ class _ExperienceTools:
 
     @property
     def schemas(self) -> Sequence[Mapping[str, Any]]:
-        from aiden.experience.tool import EXPERIENCE_TOOL
-
         return (EXPERIENCE_TOOL,)
 
     def handles(self, name: str) -> bool:
@@ -257,3 +402,178 @@ class _ExperienceTools:
 
     async def run(self, name: str, arguments: str | Mapping[str, Any]) -> str:
         return await self._run(arguments)
+
+
+# --- the recall_experience tool ------------------------------------------------------------------
+
+TOOL_NAME: Final = "recall_experience"
+MAX_RESULTS: Final = 5
+MAX_CHARS: Final = 4800
+_MAX_ARGUMENT_CHARS: Final = 16_384
+_MAX_QUERY_CHARS: Final = 2_000
+_MAX_ERROR_CHARS: Final = 400
+_MIN_BODY_CHARS: Final = 120
+_HINT: Final = "Experience from earlier runs: a hint to verify against current observations, not state."
+
+EXPERIENCE_TOOL: Final[dict[str, Any]] = {
+    "type": "function",
+    "function": {
+        "name": TOOL_NAME,
+        "description": (
+            "Look up what earlier runs learned by doing in this environment: procedures that worked, "
+            "calibrated values, failures to avoid, facts observed, where things are (navigation: the "
+            "path or URL of something an earlier run had to search for), each citing the episode and "
+            "events that showed it. Call it when the task materially depends on how something was done "
+            "before (a build flag, a working command, a known error, a version, where a file is). "
+            "Recalled experience is a hint to verify against current observations and tool results, "
+            "not state: the environment may have changed since."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What you are trying to do, in words."},
+                "environment": {
+                    "type": "string",
+                    "description": "The environment (repo, service, app) the task runs in, if known.",
+                },
+                "kinds": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": list(RECORD_KINDS)},
+                    "description": "Only records of these kinds.",
+                },
+                "k": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_RESULTS,
+                    "description": f"Maximum number of records (at most {MAX_RESULTS}).",
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    },
+}
+"""OpenAI / litellm function-tool definition of ``recall_experience``."""
+
+
+class _Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    query: str
+    environment: str | None = None
+    kinds: list[RecordKind] | None = None
+    k: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAnswer:
+    """The JSON text for the model and the ids of the records it holds."""
+
+    text: str
+    ids: list[str]
+
+
+Search = Callable[[str, str | None, list[str] | None, int], Awaitable[list[ExperienceRecord]]]
+"""``search(query, environment, kinds, k)``: the best active, unexpired, applicable records."""
+
+_decoder: Final = msgspec.json.Decoder(_Args)
+_encoder: Final = msgspec.json.Encoder()
+
+
+def _parse(arguments: str | Mapping[str, Any]) -> _Args:
+    args = decode_arguments(
+        arguments,
+        _decoder,
+        max_chars=_MAX_ARGUMENT_CHARS,
+        empty="arguments must be a JSON object with 'query'",
+    )
+    if not args.query.strip():
+        raise _Reject("query must not be empty")
+    if len(args.query) > _MAX_QUERY_CHARS:
+        raise _Reject(f"query longer than {_MAX_QUERY_CHARS} characters")
+    if args.k is not None and not 1 <= args.k <= MAX_RESULTS:
+        raise _Reject(f"k must be between 1 and {MAX_RESULTS}, got {args.k}")
+    if args.environment is not None and len(args.environment) > 200:
+        raise _Reject("environment longer than 200 characters")
+    return args
+
+
+def _dumps(value: Any) -> str:
+    return _encoder.encode(value).decode("utf-8")
+
+
+def _error(message: str) -> str:
+    return _dumps({"error": message[:_MAX_ERROR_CHARS]})
+
+
+def _item(record: ExperienceRecord, body: str) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "kind": record.kind,
+        "title": record.title,
+        "body": body,
+        "environment": record.environment,
+        "evidence": [{"episode_id": e.episode_id, "seqs": list(e.seqs)} for e in record.evidence[-3:]],
+        "learned_at": record.updated_at,
+    }
+
+
+def fit(records: list[ExperienceRecord], max_results: int, max_chars: int) -> ToolAnswer:
+    """The answer for ``records`` (best first) within ``max_results`` and ``max_chars`` of JSON.
+
+    A record that does not fit whole gets its body cut (if at least a useful
+    part fits); after that, nothing more is added.
+    """
+    items: list[dict[str, Any]] = []
+    ids: list[str] = []
+
+    def text() -> str:
+        return _dumps({"note": _HINT, "results": items})
+
+    for record in records[:max_results]:
+        items.append(_item(record, record.body))
+        if len(text()) <= max_chars:
+            ids.append(record.id)
+            continue
+        items.pop()
+        room = max_chars - len(text()) - len(_dumps(_item(record, ""))) - 8
+        if room >= _MIN_BODY_CHARS:
+            body = record.body[:room]
+            items.append(_item(record, body + " ..."))
+            while len(text()) > max_chars and len(body) > _MIN_BODY_CHARS:
+                # Escapes (quotes, non-ASCII) make the JSON longer than the raw body.
+                body = body[: len(body) - max(16, (len(text()) - max_chars))]
+                items[-1] = _item(record, body + " ...")
+            if len(text()) <= max_chars:
+                ids.append(record.id)
+            else:
+                items.pop()
+        break
+    return ToolAnswer(text(), ids)
+
+
+async def handle_experience_tool(
+    arguments: str | Mapping[str, Any],
+    *,
+    search: Search,
+    environment: str | None = None,
+    max_results: int = MAX_RESULTS,
+    max_chars: int = MAX_CHARS,
+) -> ToolAnswer:
+    """Run one ``recall_experience`` call; the JSON text and the ids of the records returned.
+
+    ``environment`` is the run's environment, used when the model names none.
+    Neither naming one ("" or None) searches every environment: the task's
+    environment is unknown, not "none".
+    """
+    try:
+        args = _parse(arguments)
+        k = min(args.k or max_results, max_results)
+        kinds = None if args.kinds is None else [str(kind) for kind in args.kinds]
+        env = args.environment or environment or None
+        found = await search(args.query, env, kinds, k)
+        return fit(found, k, max_chars)
+    except msgspec.ValidationError as exc:
+        return ToolAnswer(_error(f"invalid arguments: {exc}"), [])
+    except msgspec.DecodeError as exc:
+        return ToolAnswer(_error(f"arguments are not valid JSON: {exc}"), [])
+    except (AidenError, ValueError, msgspec.MsgspecError) as exc:
+        return ToolAnswer(_error(str(exc) or type(exc).__name__), [])

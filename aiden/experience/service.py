@@ -1,6 +1,6 @@
 """The experience room's operations: the episode and record stores and the learning pass (blocking).
 
-Owned by the experience actor (:mod:`aiden.actors.experience`), which runs
+Owned by the experience actor (:class:`~aiden.experience.extension.ExperienceActor`), which runs
 every method in a worker thread. Learning is at-least-once and idempotent: an
 episode is marked ``processed`` only after the records it taught are
 committed, and the pure learner (:mod:`aiden.experience.learner`) gives the

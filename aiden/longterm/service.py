@@ -1,7 +1,7 @@
 """Long-term memory inside one runtime: the objects, their background tasks, and the hooks.
 
 :func:`aiden.open_memory` builds one :class:`LongTermServices`, owned by the
-long-term actor (:mod:`aiden.actors.longterm`), and starts its tasks in the
+long-term actor (:class:`~aiden.longterm.extension.LongTermActor`), and starts its tasks in the
 runtime's task group. The hooks are what the rest of aiden asks for, by
 message, at the seed-004 death points: before every compaction
 (:meth:`before_compaction`) and at session end (:meth:`session_ended`).

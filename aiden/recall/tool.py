@@ -35,8 +35,8 @@ import msgspec
 from aiden.errors import AidenError
 from aiden.events import EVENT_TYPES, EventType, SessionEvent, validate_id
 from aiden.recall.query import Term, content_terms, match_finder, snippet, truncate
-from aiden.toolargs import ToolArgumentError as _Reject
-from aiden.toolargs import decode_arguments
+from aiden.tools import ToolArgumentError as _Reject
+from aiden.tools import decode_arguments
 
 __all__ = [
     "RECALL_TOOL",
@@ -44,6 +44,7 @@ __all__ = [
     "RecallContext",
     "RecallHit",
     "RecallStats",
+    "RecallTools",
     "encode_events",
     "encode_hits",
     "fit_hits",
@@ -496,3 +497,42 @@ async def handle_recall_tool(
         return _error(f"arguments are not valid JSON: {exc}")
     except (AidenError, ValueError, msgspec.MsgspecError) as exc:
         return _error(str(exc) or type(exc).__name__)
+
+
+class RecallTools:
+    """``recall_session_chunks`` as a :class:`~aiden.tools.ToolSet`, over the recall index's operations.
+
+    The arguments are :func:`handle_recall_tool`'s.
+    """
+
+    def __init__(
+        self,
+        *,
+        search: Callable[..., Awaitable[list[RecallHit]]],
+        lookup: Callable[[str], Awaitable[RecallHit | None]],
+        rehydrate: Callable[[str, Sequence[int] | None], Awaitable[list[SessionEvent]]],
+        max_chars: int,
+        read_events: Callable[[Sequence[int]], Awaitable[list[SessionEvent]]] | None = None,
+    ) -> None:
+        self._search = search
+        self._lookup = lookup
+        self._rehydrate = rehydrate
+        self._max_chars = max_chars
+        self._read_events = read_events
+
+    @property
+    def schemas(self) -> Sequence[Mapping[str, Any]]:
+        return (RECALL_TOOL,)
+
+    def handles(self, name: str) -> bool:
+        return name == TOOL_NAME
+
+    async def run(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        return await handle_recall_tool(
+            arguments,
+            search=self._search,
+            lookup=self._lookup,
+            rehydrate=self._rehydrate,
+            max_chars=self._max_chars,
+            read_events=self._read_events,
+        )

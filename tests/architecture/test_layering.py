@@ -25,12 +25,8 @@ from tests.architecture.graph import import_graph
 POLICY_MAY_IMPORT = ("aiden.events", "aiden.config", "aiden.policy")
 
 EXTENSIONS: dict[str, tuple[str, ...]] = {
-    "long-term memory": ("aiden.longterm", "aiden.longterm.*", "aiden.actors.longterm"),
-    "experience memory": (
-        "aiden.experience",
-        "aiden.experience.*",
-        "aiden.actors.experience",
-    ),
+    "long-term memory": ("aiden.longterm", "aiden.longterm.*"),
+    "experience memory": ("aiden.experience", "aiden.experience.*"),
     "PostgreSQL": ("aiden.storage.postgres", "aiden.storage.postgres.*"),
     "litellm": ("aiden.summarizers.llm", "aiden.summarizers.llm.*"),
     "adapters": ("aiden.adapters", "aiden.adapters.*", "aiden.langgraph_store", "aiden.mcp", "aiden.mcp.*"),

@@ -9,10 +9,10 @@ import pytest
 
 from aiden.experience.episodes import Episode, EpisodeRecorder
 from aiden.experience.episodestore import EpisodeStore
+from aiden.experience.extension import handle_experience_tool
 from aiden.experience.learner import learn
 from aiden.experience.records import ExperienceRecord
 from aiden.experience.recordstore import RecordStore
-from aiden.experience.tool import handle_experience_tool
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 
@@ -329,7 +329,7 @@ async def test_recall_weighs_the_task_a_record_serves_above_its_step_text(tmp_pa
 
 
 def test_the_tool_description_says_recalled_experience_is_a_hint_to_verify() -> None:
-    from aiden.experience.tool import EXPERIENCE_TOOL
+    from aiden.experience.extension import EXPERIENCE_TOOL
 
     description = EXPERIENCE_TOOL["function"]["description"]
     assert "a hint to verify against current observations and tool results, not state" in description

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 import aiden
-from aiden.actors.experience import RECHECK_TICKS, IdleLearning
 from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.experience.episodestore import EpisodeStore
+from aiden.experience.extension import RECHECK_TICKS, IdleLearning
 from aiden.experience.messages import ExperiencePort
 from aiden.experience.recordstore import RecordStore
 from aiden.memory import Memory

@@ -22,10 +22,10 @@ import aiden.sync
 from aiden import Layout, SessionEvent, open_memory
 from aiden.config import Config
 from aiden.errors import ConfigError, InvalidIdError, StorageError
+from aiden.extension import STORES_GROUP, looks_like_dsn
 from aiden.storage.fs import Storage
 from aiden.storage.postgres import PostgresSessionStore, postgres_store_factory, store_from_dsn
 from aiden.storage.postgres.compaction import CHECKS
-from aiden.stores import STORES_GROUP, looks_like_dsn
 from aiden.testing.conformance_retry import (
     check_a_rotation_ends_the_retry_window,
     check_retries_return_the_stored_events,
@@ -236,8 +236,8 @@ def test_looks_like_dsn() -> None:
 
 
 def test_the_file_store_is_still_the_default(tmp_path: Path) -> None:
+    from aiden.extension import select_store
     from aiden.storage.session import FileSessionStore
-    from aiden.stores import select_store
 
     store = select_store(None, None, FileSessionStore, Layout(tmp_path), Storage(), Config())
     try:

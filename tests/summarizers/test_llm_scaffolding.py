@@ -19,7 +19,7 @@ from aiden.config import Config
 from aiden.errors import InvalidSummaryError
 from aiden.events import SessionEvent
 from aiden.summarizers.llm import LiteLLMSummarizer, parse_summary_output
-from aiden.summarizers.llm.parse import Scaffold, clean_text, scaffold
+from aiden.summarizers.llm.prompts import Scaffold, clean_text, scaffold
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,

@@ -8,12 +8,11 @@ without importing it) lives in the core, :mod:`aiden.models`; it is re-exported 
 
 Modules, one job each: :mod:`~aiden.summarizers.llm.client` (importing litellm, sorting its errors,
 the asyncio loop litellm runs on, the circuit breaker),
-:mod:`~aiden.summarizers.llm.prompts` (request -> chat messages),
-:mod:`~aiden.summarizers.llm.parse` (answer -> summary, prompt echoes stripped),
+:mod:`~aiden.summarizers.llm.prompts` (the prompt files both ways: request -> chat messages, and
+answer -> summary with the prompt's echoes stripped),
 :mod:`~aiden.summarizers.llm.repair` (tolerant reading of loose JSON, YAML and plain-text sections),
 :mod:`~aiden.summarizers.llm.schema` (the answer's field bounds and JSON schema for constrained decoding),
-:mod:`~aiden.summarizers.llm.onecall` (one call per compaction),
-:mod:`~aiden.summarizers.llm.summarizer` (the summarizer and its usage counters),
+:mod:`~aiden.summarizers.llm.summarizer` (the summarizer, one call per compaction, its usage counters),
 :mod:`~aiden.summarizers.llm.embedder` (the litellm embedder of hybrid recall).
 """
 
@@ -25,7 +24,7 @@ from __future__ import annotations
 from aiden.models import ModelResolver
 from aiden.summarizers.llm.client import _import_litellm as _import_litellm
 from aiden.summarizers.llm.client import _loop_thread as _loop_thread
-from aiden.summarizers.llm.parse import parse_summary_output
+from aiden.summarizers.llm.prompts import parse_summary_output
 from aiden.summarizers.llm.schema import StructuredOutput
 from aiden.summarizers.llm.summarizer import LiteLLMSummarizer, SummarizerStats
 

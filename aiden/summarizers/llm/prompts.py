@@ -1,27 +1,499 @@
-"""The chat messages a summary request becomes: prompt templates filled with a bounded transcript.
+"""The prompt files, both ways: the chat messages a summary request becomes (templates filled with a
+bounded transcript), and a model's answer turned into a summary (JSON or plain text parsed, echoes of the
+prompt stripped, error-shaped output refused). The templates live in ``aiden/summarizers/prompts/``
+(package data).
 
-The templates live in ``aiden/summarizers/prompts/`` (package data).
+A small or wordy model sometimes answers with the schema it was shown:
+``"user_goal": "the user's goal for this part of the session, in their words"``,
+the list of keys, or sentences of the instructions. None of that is memory:
+:func:`clean_text` and :func:`clean_structured` strip it.
+
+Everything recognised as such an echo is derived from the prompt files in
+``aiden/summarizers/prompts`` when first needed (not from a copy), so editing a
+prompt keeps the stripper in step:
+
+* placeholders: the double-quoted strings with a space in them (the example
+  values of the JSON skeleton) and the single-quoted section templates that
+  carry a body (``'Goal: ...'``, ``'Files: a, b'``);
+* schema keys: the double-quoted identifiers (``"user_goal"``, ``"what"``) and
+  the bare identifiers listed after "the keys";
+* section labels: the single-quoted ``'Label:'`` fragments;
+* instruction sentences: every sentence and line of the prompts with at least
+  four words (``$variables`` match anything).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from string import Template
-from typing import Final
+from typing import Any, Final
 
+import msgspec
+
+from aiden.errors import InvalidSummaryError
 from aiden.events import SessionEvent
-from aiden.summarizers.mustkeep import looks_like_error_line
-from aiden.summarizers.protocol import SummaryRequest
+from aiden.summarizers.extractive import render_structured
+from aiden.summarizers.llm.repair import (
+    load_mapping,
+    misfiled_moved,
+    parse_sections,
+    repair_truncated_json,
+    union,
+)
+from aiden.summarizers.llm.schema import bound_fields
+from aiden.summarizers.mustkeep import clip, looks_like_error_line
+from aiden.summarizers.protocol import (
+    Decision,
+    ErrorResolution,
+    StructuredSummary,
+    SummaryRequest,
+    SummaryResult,
+)
 
-__all__ = ["build_messages", "render_transcript"]
+__all__ = [
+    "Reading",
+    "Scaffold",
+    "build_messages",
+    "clean_structured",
+    "clean_text",
+    "has_content",
+    "parse_summary_output",
+    "read_answer",
+    "real_text",
+    "render_transcript",
+    "scaffold",
+    "validate_summary_text",
+]
+
+
+_ERROR_OUTPUT: Final = re.compile(
+    r"^\s*(?:error|exception|traceback \(most recent call last\))\s*:?"
+    r"|^\s*(?:i'?m sorry|i am sorry|sorry,|i apologi[sz]e|as an ai\b|as a language model|"
+    r"i cannot (?:help|assist|summari[sz]e|comply)|i can'?t (?:help|assist|summari[sz]e|comply))"
+    r"|\blitellm\.\w*(?:Error|Exception|Timeout)\b|\b\w+Exception - |\bAPIConnectionError\b"
+    r"|\b(?:rate limit|quota) (?:exceeded|reached)\b|\binternal server error\b",
+    re.IGNORECASE,
+)
+
+
+def validate_summary_text(text: str, *, max_chars: int) -> str:
+    """Return ``text`` stripped, or raise :class:`InvalidSummaryError` if it is unusable.
+
+    Unusable: empty, over ``max_chars``, or shaped like an error or refusal
+    ("Error: ...", "I'm sorry ...", "As an AI ...", litellm exception text).
+    Error text never becomes a summary.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise InvalidSummaryError("summarizer returned an empty summary")
+    if len(stripped) > max_chars:
+        raise InvalidSummaryError(
+            f"summarizer returned {len(stripped)} characters, over summary_max_chars={max_chars}"
+        )
+    if _ERROR_OUTPUT.search(stripped[:2000]):
+        raise InvalidSummaryError(
+            f"summarizer returned an error message instead of a summary: {clip(stripped, 120)!r}"
+        )
+    return stripped
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value.strip(),) if value.strip() else ()
+    if isinstance(value, list | tuple):
+        out: list[str] = []
+        for item in value:
+            if isinstance(item, str) and item.strip():
+                out.append(item.strip())
+            elif isinstance(item, dict):
+                joined = "; ".join(str(v).strip() for v in item.values() if str(v).strip())
+                if joined:
+                    out.append(joined)
+        return tuple(out)
+    return ()
+
+
+def _text_field(value: object) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list | tuple):
+        return " ".join(_strings(value))
+    return ""
+
+
+def _coerce_structured(data: Mapping[str, Any]) -> StructuredSummary:
+    """A :class:`StructuredSummary` from loosely shaped model output (strings or objects, missing keys)."""
+    decisions: list[Decision] = []
+    raw_decisions = data.get("decisions")
+    for item in raw_decisions if isinstance(raw_decisions, list) else []:
+        if isinstance(item, str) and item.strip():
+            decisions.append(Decision(what=item.strip()))
+        elif isinstance(item, dict):
+            what = _text_field(item.get("what") or item.get("decision"))
+            if what:
+                decisions.append(Decision(what=what, why=_text_field(item.get("why") or item.get("reason"))))
+    errors: list[ErrorResolution] = []
+    raw_errors = data.get("errors")
+    for item in raw_errors if isinstance(raw_errors, list) else []:
+        if isinstance(item, str) and item.strip():
+            errors.append(ErrorResolution(error=item.strip()))
+        elif isinstance(item, dict):
+            error = _text_field(item.get("error"))
+            if error:
+                errors.append(ErrorResolution(error=error, resolution=_text_field(item.get("resolution"))))
+    return StructuredSummary(
+        user_goal=_text_field(data.get("user_goal") or data.get("goal")),
+        decisions=tuple(decisions),
+        constraints=_strings(data.get("constraints")),
+        open_threads=_strings(data.get("open_threads") or data.get("open_thread")),
+        errors=tuple(errors),
+        files_touched=_strings(data.get("files_touched") or data.get("files")),
+        user_preferences=_strings(data.get("user_preferences") or data.get("preferences")),
+        failed_approaches=_strings(data.get("failed_approaches")),
+        working_recipes=_strings(data.get("working_recipes") or data.get("commands")),
+        facts=_strings(data.get("facts") or data.get("project_facts")),
+        outcome=_text_field(data.get("outcome")),
+    )
+
+
+class Reading(msgspec.Struct, frozen=True, kw_only=True):
+    """A model's answer read into a summary, and what had to be repaired on the way."""
+
+    result: SummaryResult
+    moved: int = 0
+    """Items moved out of the section they were misfiled under (a question filed as a decision)."""
+    shape: str = "json"
+    """``json``, ``yaml``, ``sections`` (plain text read by headings) or ``text`` (used as is)."""
+    repaired: bool = False
+    """A JSON object cut off mid-way was closed after its last complete value."""
+    clipped: int = 0
+    """Items cut to the per-field bounds or dropped beyond a list's bound."""
+
+
+# The keys a YAML reading must have one of (prose with a colon parses as YAML too).
+_KNOWN_KEYS: Final = frozenset(
+    {
+        "text", "user_goal", "goal", "decisions", "constraints", "open_threads", "open_thread", "errors",
+        "files_touched", "files", "user_preferences", "preferences", "failed_approaches",
+        "working_recipes", "commands", "facts", "project_facts", "outcome",
+    }
+)  # fmt: skip
+_TRUNCATED_JSON: Final = re.compile(r"^\s*(?:```[A-Za-z]*\s*)?[{\[]")
+
+
+def read_answer(
+    content: str,
+    *,
+    session: bool = False,
+    sections: bool = False,
+    repair: bool = False,
+    truncated: bool = False,
+) -> Reading:
+    """Read a model's answer: a JSON or YAML object (bare, fenced or inside prose), else plain text.
+
+    The object's ``text`` becomes the summary text; without it, the structured
+    fields are rendered. Repeated keys are merged, not overwritten; a question
+    filed as a decision (or a request as an error) moves to the open threads,
+    and the text is then rendered from the fields; every field is cut to its
+    bound (:func:`~aiden.summarizers.llm.schema.bound_fields`). Plain text is
+    used as is; with ``sections`` its headings (any case or markup) are read
+    into the structured fields too. An object cut off mid-way is closed after
+    its last complete value with ``repair``, else (or if nothing complete came
+    before the cut) it raises :class:`InvalidSummaryError`, as does an answer
+    with nothing but scaffolding. ``truncated`` (the model hit its output cap)
+    refuses a plain-text answer: its last section is cut off unseen.
+    """
+    loaded = load_mapping(content, _KNOWN_KEYS)
+    repaired = False
+    if loaded is None and repair:
+        salvaged = repair_truncated_json(content)
+        if salvaged is not None and _KNOWN_KEYS.intersection(salvaged):
+            loaded, repaired = (salvaged, "json"), True
+    if loaded is None and truncated:
+        raise InvalidSummaryError(
+            "summarizer output was truncated (finish_reason=length) before any complete field"
+            if "{" in content
+            else "summarizer output was truncated (finish_reason=length) and is plain text"
+        )
+    if loaded is not None:
+        mapping, shape = loaded
+        structured = clean_structured(_coerce_structured(mapping))
+        text = clean_text(mapping["text"]) if isinstance(mapping.get("text"), str) else ""
+    else:
+        stripped = content.strip()
+        if _TRUNCATED_JSON.match(stripped):
+            raise InvalidSummaryError(
+                f"summarizer returned a JSON object that does not parse (truncated after {len(stripped)} characters?)"
+            )
+        text = clean_text(stripped)
+        structured = StructuredSummary()
+        shape = "text"
+        if sections:
+            parsed = parse_sections(text)
+            if parsed is not None:
+                structured, shape = clean_structured(parsed), "sections"
+    structured, moved = misfiled_moved(structured)
+    from_text = parse_sections(text) if shape != "sections" else None
+    if from_text is not None:
+        # The text can misfile what the fields do not: then both are merged and the text re-rendered.
+        fixed, text_moved = misfiled_moved(clean_structured(from_text))
+        if text_moved:
+            moved += text_moved
+            structured = misfiled_moved(union(structured, fixed))[0]
+    structured, clipped = bound_fields(structured)
+    if moved or (not has_content(text) and structured != StructuredSummary()):
+        text = render_structured(structured, session=session)
+    if sections and session and not _SESSION_HEADING.search(text) and structured != StructuredSummary():
+        # Wrong or missing headings: summary.md and the running summary are read by their headings.
+        # What the text says under history headings (a decision, a constraint) counts too.
+        if from_text is not None:
+            structured, more = bound_fields(_distinct(union(structured, clean_structured(from_text))))
+            clipped += more
+        text = render_structured(structured, session=True)
+    return Reading(
+        result=SummaryResult(text=real_text(text), structured=structured),
+        moved=moved,
+        shape=shape,
+        repaired=repaired,
+        clipped=clipped,
+    )
+
+
+def _distinct(structured: StructuredSummary) -> StructuredSummary:
+    """Each list of ``structured`` without repeated items (fields and text often say the same)."""
+    return msgspec.structs.replace(
+        structured,
+        **{
+            name: tuple(dict.fromkeys(value))
+            for name in structured.__struct_fields__
+            if isinstance(value := getattr(structured, name), tuple)
+        },
+    )
+
+
+_SESSION_HEADING: Final = re.compile(
+    r"^## (?:OUTCOME|WORKING RECIPES|FAILED APPROACHES|USER PREFERENCES|PROJECT FACTS)$", re.MULTILINE
+)
+
+
+def parse_summary_output(content: str, *, session: bool = False) -> SummaryResult:
+    """Parse a model's answer: a JSON object (bare, in a code fence, inside prose) or, failing that, plain text.
+
+    See :func:`read_answer` (this is its result, with plain text used as is).
+    """
+    return read_answer(content, session=session).result
+
+
+# The scaffold: what of the prompt files an answer may echo (see the module docstring).
+PROMPT_FILES: Final = (
+    "system.md",
+    "summarize.md",
+    "rolling_fold.md",
+    "session_summary.md",
+    "compaction.md",
+    "retry.md",
+)
+
+_DOUBLE_QUOTED: Final = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_SINGLE_QUOTED: Final = re.compile(r"'([A-Za-z][A-Za-z ]{0,40}):\s*([^'\n]*)'")
+_KEY_LIST: Final = re.compile(r"\bthe keys\b(.*?)(?:\.\s|$)", re.IGNORECASE | re.DOTALL)
+_FIRST_WORD: Final = re.compile(r'^"?([A-Za-z_][A-Za-z0-9_]*)\b')
+_IDENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VARIABLE: Final = re.compile(r"\$(?:\w+|\{\w+\})")
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+(?=[A-Z'\"(])")
+_BULLET: Final = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
+_TRAILING: Final = re.compile(r"[\s.,;:\u2026]+$")
+_JSON_KEY_PREFIX: Final = re.compile(r'^"(\w+)"\s*:\s*')
+_PUNCTUATION_ONLY: Final = re.compile(r"^[\s{}\[\],]+$")
+_KEY_LIST_SPLIT: Final = re.compile(r"[\s,;:\"'`()\[\]{}]+|\band\b|\bor\b")
+_MIN_PREFIX_CHARS: Final = 12
+_MIN_INSTRUCTION_WORDS: Final = 4
+
+
+def normalize(text: str) -> str:
+    """Lower case, one space between words, no bullet, quotes or trailing punctuation/ellipsis."""
+    text = _BULLET.sub("", text.strip())
+    text = " ".join(text.split()).lower().strip("\"'`")
+    return _TRAILING.sub("", text).strip("\"'`")
+
+
+class Scaffold:
+    """The placeholders, keys, labels and instruction sentences of a set of prompt texts."""
+
+    def __init__(self, prompts: Iterable[str]) -> None:
+        placeholders: set[str] = set()
+        keys: set[str] = set()
+        labels: set[str] = set()
+        instructions: list[re.Pattern[str]] = []
+        for prompt in prompts:
+            for literal in _DOUBLE_QUOTED.findall(prompt):
+                if _IDENT.match(literal):
+                    keys.add(literal.lower())
+                elif " " in literal.strip() and not _VARIABLE.search(literal):
+                    placeholders.add(normalize(literal))
+            for label, body in _SINGLE_QUOTED.findall(prompt):
+                labels.add(normalize(label))
+                if body.strip():
+                    placeholders.add(normalize(f"{label}: {body}"))
+            for listed in _KEY_LIST.findall(prompt):
+                # "the keys a, b ([{...}]), c and "text": ..." -> the first word of each item.
+                for item in listed.partition(":")[0].split(","):
+                    first = _FIRST_WORD.match(item.strip().removeprefix("and "))
+                    if first:
+                        keys.add(first.group(1).lower())
+            for chunk in {*prompt.splitlines(), *_sentences(prompt)}:
+                pattern = _instruction_pattern(chunk)
+                if pattern is not None:
+                    instructions.append(pattern)
+        placeholders.discard("")
+        self.placeholders: frozenset[str] = frozenset(placeholders)
+        self.keys: frozenset[str] = frozenset(keys)
+        self.labels: frozenset[str] = frozenset(labels)
+        self.instructions: tuple[re.Pattern[str], ...] = tuple(instructions)
+
+    def is_placeholder(self, value: str) -> bool:
+        """True if ``value`` equals a placeholder, or is a (long enough) truncation of one."""
+        norm = normalize(value)
+        if not norm:
+            return False
+        for placeholder in self.placeholders:
+            if norm == placeholder:
+                return True
+            if len(norm) >= _MIN_PREFIX_CHARS and placeholder.startswith(norm):
+                return True
+        return False
+
+    def is_key_list(self, line: str) -> bool:
+        """True if ``line`` is nothing but two or more schema keys."""
+        tokens = [t.lower() for t in _KEY_LIST_SPLIT.split(line) if t]
+        return len(tokens) >= 2 and all(t in self.keys for t in tokens)
+
+    def is_instruction(self, line: str) -> bool:
+        """True if every sentence of ``line`` is a sentence (or line) of the prompts."""
+        sentences = [normalize(s) for s in _sentences(line)]
+        sentences = [s for s in sentences if s]
+        return bool(sentences) and all(any(p.fullmatch(s) for p in self.instructions) for s in sentences)
+
+    def is_echo(self, line: str) -> bool:
+        """True if ``line`` of a summary text is an echo of the prompt rather than memory."""
+        stripped = _BULLET.sub("", line.strip())
+        if not stripped:
+            return False
+        if _PUNCTUATION_ONLY.match(stripped):
+            return True
+        json_key = _JSON_KEY_PREFIX.match(stripped)
+        if json_key and json_key.group(1).lower() in self.keys:
+            value = stripped[json_key.end() :].strip().rstrip(",").strip()
+            return value in ('""', "[]", "{}", "") or self._is_placeholder_value(value)
+        if self.is_placeholder(stripped) or self.is_key_list(stripped) or self.is_instruction(stripped):
+            return True
+        label, sep, body = stripped.partition(":")
+        if sep and normalize(label) in self.labels and body.strip():
+            return self._is_placeholder_value(body)
+        return False
+
+    def _is_placeholder_value(self, value: str) -> bool:
+        value = value.strip()
+        if not value or normalize(value) == "":
+            return True
+        if value.startswith(("[", "{")):
+            literals = _DOUBLE_QUOTED.findall(value)
+            values = [v for v in literals if not _IDENT.match(v) or v.lower() not in self.keys]
+            return bool(literals) and all(self.is_placeholder(v) for v in values)
+        return self.is_placeholder(value)
+
+
+def _sentences(text: str) -> list[str]:
+    out: list[str] = []
+    for line in text.splitlines():
+        out.extend(s for s in _SENTENCE_END.split(line) if s.strip())
+    return out
+
+
+def _instruction_pattern(chunk: str) -> re.Pattern[str] | None:
+    norm = normalize(chunk)
+    words = _VARIABLE.sub(" ", norm).split()
+    if len(words) < _MIN_INSTRUCTION_WORDS or norm.startswith("<"):
+        return None
+    parts = [re.escape(p) for p in _VARIABLE.split(norm)]
+    return re.compile(".{0,200}?".join(parts))
+
+
+def _prompt_file(name: str) -> str:
+    return resources.files("aiden.summarizers").joinpath("prompts", name).read_text(encoding="utf-8")
 
 
 @functools.cache
+def scaffold() -> Scaffold:
+    """The scaffold of aiden's own prompt files (read once)."""
+    return Scaffold(_prompt_file(name) for name in PROMPT_FILES)
+
+
+def clean_text(text: str, sc: Scaffold | None = None) -> str:
+    """``text`` without the lines that echo the prompt skeleton (stripped)."""
+    sc = sc if sc is not None else scaffold()
+    return "\n".join(line for line in text.splitlines() if not sc.is_echo(line)).strip()
+
+
+def _clean_strings(values: tuple[str, ...], sc: Scaffold) -> tuple[str, ...]:
+    return tuple(v for v in values if not sc.is_placeholder(v))
+
+
+def _clean_str(value: str, sc: Scaffold) -> str:
+    return "" if sc.is_placeholder(value) else value
+
+
+def clean_structured(structured: StructuredSummary, sc: Scaffold | None = None) -> StructuredSummary:
+    """``structured`` without the fields (and list items) whose value is a prompt placeholder."""
+    sc = sc if sc is not None else scaffold()
+    decisions = tuple(
+        Decision(what=d.what, why=_clean_str(d.why, sc))
+        for d in structured.decisions
+        if not sc.is_placeholder(d.what)
+    )
+    errors = tuple(
+        ErrorResolution(error=e.error, resolution=_clean_str(e.resolution, sc))
+        for e in structured.errors
+        if not sc.is_placeholder(e.error)
+    )
+    return StructuredSummary(
+        user_goal=_clean_str(structured.user_goal, sc),
+        decisions=decisions,
+        constraints=_clean_strings(structured.constraints, sc),
+        open_threads=_clean_strings(structured.open_threads, sc),
+        errors=errors,
+        files_touched=_clean_strings(structured.files_touched, sc),
+        user_preferences=_clean_strings(structured.user_preferences, sc),
+        failed_approaches=_clean_strings(structured.failed_approaches, sc),
+        working_recipes=_clean_strings(structured.working_recipes, sc),
+        facts=_clean_strings(structured.facts, sc),
+        outcome=_clean_str(structured.outcome, sc),
+    )
+
+
+_NON_CONTENT: Final = re.compile(r"^\s*(?:#+\s.*|[-*]\s*\(none\)|[A-Za-z][A-Za-z ]{0,40}:)\s*$")
+
+
+def has_content(text: str) -> bool:
+    """True if ``text`` has a line that is more than a heading, a bare label or ``- (none)``."""
+    return any(line.strip() and not _NON_CONTENT.match(line) for line in text.splitlines())
+
+
+def real_text(text: str) -> str:
+    """``text``, or :class:`InvalidSummaryError` if nothing but scaffolding (or nothing) is left."""
+    if not has_content(text):
+        raise InvalidSummaryError("summarizer returned only the prompt's skeleton, no summary")
+    return text
+
+
+# --- the chat messages a summary request becomes ------------------------------------------------------
+
+@functools.cache
 def _template(name: str) -> Template:
-    text = resources.files("aiden.summarizers").joinpath("prompts", name).read_text(encoding="utf-8")
-    return Template(text)
+    return Template(_prompt_file(name))
 
 
 _PURPOSE_DESCRIPTION: Final[dict[str, str]] = {

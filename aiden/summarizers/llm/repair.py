@@ -6,7 +6,7 @@ before or after it, the same key twice, the sections as plain text under
 headings of its own spelling ("**Decisions**", "## decisions", "DECISIONS:"),
 or a question filed as a decision. Each shape is read here into a
 :class:`StructuredSummary`; what cannot be read is left to the caller
-(:mod:`aiden.summarizers.llm.parse`), which refuses it with a reason.
+(:mod:`aiden.summarizers.llm.prompts`), which refuses it with a reason.
 
 JSON as small models write it: a strict parser refuses (or misreads) a
 0.1-0.5B model's object for a detail: the same key twice, ``["a", "b",]``, a
