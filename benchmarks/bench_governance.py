@@ -13,12 +13,12 @@
 2. **Full stack.** The generated session through ``aiden.open_memory`` with a
    small context window, so compactions happen; the prompt size reported to
    the trigger is the governed one. Cached-token share before and after each
-   compaction comes from :class:`aiden.context.CacheShareTelemetry`.
+   compaction comes from :class:`aiden.testing.usage.CacheShareTelemetry`.
 
 FakeLLMServer reports ``cached_tokens`` only when the responder sets it: it
 does not model prefix caching. The responder here does: cached tokens are the
 estimated tokens of the prefix the request shares with the previous request
-of the same stream (:func:`aiden.context.shared_prefix_tokens`), an upper
+of the same stream (:func:`aiden.testing.usage.shared_prefix_tokens`), an upper
 bound of what a provider with block-granular caching would report.
 "Uncached" tokens (prompt - cached) are the ones billed at the full rate.
 
@@ -50,21 +50,23 @@ from _common import pct, table, write_result
 
 import aiden
 from aiden.context import (
-    CacheShareTelemetry,
     PromptLayers,
     build_messages,
-    cached_share,
     govern_events,
-    messages_tokens,
-    record_call,
-    shared_prefix_tokens,
     trim_replay,
-    usage_tokens,
     validate_chat_sequence,
 )
 from aiden.demo import DEMO_CONFIG, LAYERS, generate_scenario, turn_events
 from aiden.events import SessionEvent
 from aiden.testing import FakeLLMServer
+from aiden.testing.usage import (
+    CacheShareTelemetry,
+    cached_share,
+    messages_tokens,
+    record_call,
+    shared_prefix_tokens,
+    usage_tokens,
+)
 from tests.governance.swe_sessions import load_sessions
 
 Message = dict[str, Any]

@@ -10,8 +10,7 @@ window that is never persisted, and the prompt assembly they feed:
 * :mod:`aiden.context.prompt`: system layers and hot window as native chat
   messages, the hot window rendered per call from what the last call settled;
 * :mod:`aiden.context.summary_fit`: the summary layer (summary.md) cut to its
-  share of the window by priority, for one prompt;
-* :mod:`aiden.context.usage`: provider usage and prompt-cache telemetry.
+  share of the window by priority, for one prompt.
 
 Consolidation (chunk summaries) and long-term memory are elsewhere.
 """
@@ -44,44 +43,26 @@ from aiden.context.summary_fit import (
     fit_summary_layer,
     summary_items,
 )
-from aiden.context.usage import (
-    CacheShareTelemetry,
-    CompactionCacheShare,
-    ShareWindow,
-    cached_share,
-    messages_tokens,
-    record_call,
-    shared_prefix_tokens,
-    usage_tokens,
-)
 
 __all__ = [
     "DEFAULT_MIN_SAVINGS_TOKENS",
     "MISSING_RESULT",
     "OMITTED_NOTE_PREFIX",
     "STUB_PREFIX",
-    "CacheShareTelemetry",
-    "CompactionCacheShare",
     "Governance",
     "IncrementalBody",
     "PromptBuild",
     "PromptLayers",
-    "ShareWindow",
     "SummaryFit",
     "SummaryItem",
     "build_messages",
-    "cached_share",
     "events_to_messages",
     "fit_summary_layer",
     "govern_events",
     "is_pinned",
-    "messages_tokens",
-    "record_call",
     "render_stub",
-    "shared_prefix_tokens",
     "stub_seq",
     "summary_items",
     "trim_replay",
-    "usage_tokens",
     "validate_chat_sequence",
 ]

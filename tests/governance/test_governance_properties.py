@@ -11,13 +11,13 @@ from aiden.context import (
     PromptLayers,
     build_messages,
     govern_events,
-    messages_tokens,
     stub_seq,
     trim_replay,
     validate_chat_sequence,
 )
 from aiden.events import SessionEvent
 from aiden.policy.cutpoints import legal_cut_points
+from aiden.testing.usage import messages_tokens
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LAYERS = PromptLayers(role_identity="You are a coding agent.", tools="read_file, run, search")

@@ -19,10 +19,10 @@ from aiden.context import (
     PromptLayers,
     build_messages,
     govern_events,
-    messages_tokens,
     stub_seq,
     validate_chat_sequence,
 )
+from aiden.testing.usage import messages_tokens
 
 pytestmark = pytest.mark.real_data
 

@@ -6,7 +6,9 @@ import json
 import urllib.request
 from typing import Any
 
-from aiden.context import (
+from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS
+from aiden.testing import FakeLLMServer
+from aiden.testing.usage import (
     CacheShareTelemetry,
     CompactionCacheShare,
     ShareWindow,
@@ -16,8 +18,6 @@ from aiden.context import (
     shared_prefix_tokens,
     usage_tokens,
 )
-from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS
-from aiden.testing import FakeLLMServer
 
 OH = MESSAGE_OVERHEAD_TOKENS
 

@@ -1,4 +1,6 @@
-"""Usage and prompt-cache telemetry (pure): what providers report about prompts, and what aiden estimates.
+"""Usage and prompt-cache telemetry for tests and benchmarks (pure): what providers report about prompts,
+and what aiden estimates. aiden itself does not use it: the maintenance scheduler keeps its own cached-share
+counters (:class:`~aiden.policy.triggers.SchedulerCounters`); this measures prompts from outside.
 
 :func:`usage_tokens` reads a provider ``usage`` mapping, :func:`cached_share`
 turns it into the share served from the provider's cache,
