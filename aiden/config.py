@@ -86,7 +86,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_event_bytes: Positive = 1_000_000
     """Encoded size limit of one event; larger events are rejected before any write."""
     writer_queue_size: Positive = 4096
-    """Bound of the writer's inbox; a full inbox makes appenders wait (back-pressure)."""
+    """Most append requests of one memory waiting for the session writer; more make appenders wait
+    (back-pressure)."""
     max_batch_events: Positive = 4096
     """Most events one group commit writes."""
     lock_timeout_s: PositiveFloat = 180.0

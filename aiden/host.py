@@ -1,8 +1,9 @@
-"""Hosts: the task group that runs open memories' actors, and its wake loop.
+"""Hosts: the task group that runs open memories' actors, its wake loop and its shared actors.
 
 A memory's actors run in its host's task group while they are in use; parked (idle), the
 memory keeps no task of its own, and the host's one wake loop starts its actors again at the
-next request (a ring of its doorbell). :func:`open_host` gives a host for a block; the
+next request (a ring of its doorbell). The session writer is one actor per host, serving
+every memory of it by key (:meth:`Host._service`). :func:`open_host` gives a host for a block; the
 memories opened without one share their asyncio event loop's host, started with the first and
 stopped with the last.
 """
@@ -17,7 +18,7 @@ import math
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any, Generic, NoReturn, ParamSpec, TypeVar
+from typing import Any, Generic, NoReturn, ParamSpec, Protocol, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -30,6 +31,16 @@ __all__ = ["Host", "async_only", "loop_host", "open_host", "unwrapped"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+
+
+class _Service(Protocol):
+    """An actor serving every memory of a host (e.g. the session writer)."""
+
+    async def run(self) -> None:
+        """Serve until the host's task group is cancelled."""
+
+
+_S = TypeVar("_S", bound=_Service)
 
 _SYNC_WITH = (
     "aiden.{name}() is an async context manager: use `async with aiden.{name}(...) as {what}:` "
@@ -91,6 +102,18 @@ class Host:
         self._rings = rings  # where the memories' doorbells ring: (memory key, whether the ringer waits)
         self._keys = itertools.count(1)
         self._on_ring: dict[int, Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]] = {}
+        self._services: dict[Callable[[], Any], Any] = {}
+
+    def _service(self, make: Callable[[], _S]) -> _S:
+        """The host's one actor that ``make`` makes: made and started by the first memory needing it.
+
+        It serves every memory of the host by key and runs until the host stops.
+        """
+        actor: _S | None = self._services.get(make)
+        if actor is None:
+            actor = self._services[make] = make()
+            self._tg.start_soon(actor.run)
+        return actor
 
     def _key(self) -> int:
         """A fresh key for a memory of this host."""

@@ -101,15 +101,18 @@ class Failed(msgspec.Struct, frozen=True, tag=True):
 
 
 class AppendEvents(msgspec.Struct, frozen=True, tag=True):
-    """Append ``events`` (validated, scrubbed, encoded once with seq 0) as one unit."""
+    """Append ``events`` (validated, scrubbed, encoded once with seq 0) to ``session`` as one unit."""
 
+    session: int
+    """The session's key in its host (the writer serves every session of its host)."""
     request_id: int
     events: list[PreparedEvent]
 
 
 class Flush(msgspec.Struct, frozen=True, tag=True):
-    """Reply once everything queued before it is committed."""
+    """Reply once everything of ``session`` queued before it is committed."""
 
+    session: int
     request_id: int
 
 
@@ -124,14 +127,16 @@ class Ack(msgspec.Struct, frozen=True, array_like=True):
 
 
 class Appended(msgspec.Struct, frozen=True, tag=True):
-    """One group commit: every listed request is durably stored."""
+    """One group commit: every listed request of ``session`` is durably stored."""
 
+    session: int
     acks: list[Ack]
 
 
 class Rejected(msgspec.Struct, frozen=True, tag=True):
-    """These requests were not stored."""
+    """These requests of ``session`` were not stored."""
 
+    session: int
     request_ids: list[int]
     error: ErrorInfo
 
@@ -139,6 +144,7 @@ class Rejected(msgspec.Struct, frozen=True, tag=True):
 class Flushed(msgspec.Struct, frozen=True, tag=True):
     """Reply to :class:`Flush`."""
 
+    session: int
     request_id: int
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, TypeVar
 
+import anyio
 import msgspec
 
 from aiden import errors
@@ -92,21 +93,31 @@ def expect_reply(reply: object, kind: type[R]) -> R:
 
 
 class WriterPort:
-    """Appends and flushes through the session writer."""
+    """Appends and flushes of one session through its host's session writer."""
 
-    __slots__ = ("_client",)
+    __slots__ = ("_client", "_room", "_session")
 
-    def __init__(self, client: Client[WriterInbox, list[int]]) -> None:
+    def __init__(self, client: Client[WriterInbox, list[int]], session: int, bound: int) -> None:
         self._client = client
+        self._session = session
+        # The session's own back-pressure (``writer_queue_size``): the writer's inbox is its host's.
+        self._room = anyio.Semaphore(bound)
 
     @observed("append")
     async def append(self, events: list[PreparedEvent]) -> list[int]:
         """Durably append pre-encoded events as one request; their seqs once committed (``-seq``: a hit)."""
-        return await self._client.call(lambda rid: AppendEvents(rid, events))
+        try:
+            self._room.acquire_nowait()  # no extra event loop pass while there is room
+        except anyio.WouldBlock:
+            await self._room.acquire()
+        try:
+            return await self._client.call(lambda rid: AppendEvents(self._session, rid, events))
+        finally:
+            self._room.release()
 
     async def flush(self) -> None:
         """Wait until everything sent before is committed."""
-        await self._client.call(Flush)
+        await self._client.call(lambda rid: Flush(self._session, rid))
 
     def dispatch(self, message: WriterOutbox) -> None:
         """Route one writer reply to the callers it acknowledges or rejects (the reply router's hook)."""

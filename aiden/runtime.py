@@ -24,10 +24,10 @@ from typing import Any, NamedTuple, TypeVar
 import anyio
 from anyio.abc import TaskStatus
 
-from aiden.actors.mailbox import Doorbell, Latest, Link, by_request_id
+from aiden.actors.mailbox import BACKGROUND, Client, Doorbell, Latest, Link, by_request_id
 from aiden.actors.recall import RecallActor
 from aiden.actors.scheduler import MaintenanceScheduler
-from aiden.actors.session import SessionReader, SessionWriter
+from aiden.actors.session import SessionReader, SessionWriter, WriterSession
 from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
 from aiden.config import Config
 from aiden.errors import ClosedError
@@ -46,7 +46,7 @@ from aiden.messages import (
     SummarizerInbox,
     SummarizerOutbox,
     WriterInbox,
-    WriterOutbox,
+    codec,
 )
 from aiden.policy.tokens import BudgetCalibration, TokenCalibration
 from aiden.policy.triggers import SchedulerCounters, TriggerState
@@ -156,8 +156,10 @@ async def run_memory(
     started, started_recv = anyio.create_memory_object_stream[None](math.inf)
     key = host._key()
     doorbell = Doorbell(host._rings, key, started_recv)
-    writer_link: Link[WriterInbox, WriterOutbox, list[int]] = Link(
-        "session writer", WriterInbox, WriterOutbox, config.writer_queue_size, doorbell=doorbell
+    # The host's one writer serves this memory by its key; the memory's client sends it requests.
+    writer = host._service(SessionWriter)
+    writer_client: Client[WriterInbox, list[int]] = Client(
+        "session writer", None, codec(WriterInbox), doorbell=doorbell
     )
     # Small messages carrying caller arguments (record_usage), to a loop that a bad one would end.
     scheduler_link: Link[SchedulerInbox, SchedulerOutbox, SchedulerOutbox] = Link(
@@ -182,11 +184,7 @@ async def run_memory(
     reader_link: Link[ReaderInbox, ReaderOutbox, ReaderOutbox] = Link(
         "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE, doorbell=doorbell
     )
-    writer_client, scheduler_client, summarizer_client = (
-        writer_link.client,
-        scheduler_link.client,
-        summarizer_link.client,
-    )
+    scheduler_client, summarizer_client = scheduler_link.client, summarizer_link.client
     if summarizer is None:
         from aiden.summarizers.extractive import ExtractiveSummarizer
 
@@ -208,7 +206,6 @@ async def run_memory(
     )
     extensions: list[Extension] = [make(parts) for make in installed()]
     links: tuple[Link[Any, Any, Any], ...] = (
-        writer_link,
         scheduler_link,
         summarizer_link,
         recall_link,
@@ -219,7 +216,7 @@ async def run_memory(
     counters: Latest[SchedulerCounters] = Latest(SchedulerCounters())
     recall_stats: Latest[RecallStats | None] = Latest(None)
     recall = RecallPort(recall_link.client, recall_stats)
-    writer_port = WriterPort(writer_client)
+    writer_port = WriterPort(writer_client, key, config.writer_queue_size)
     scheduler_state: TriggerState | None = None
 
     async def before_compaction(events: Sequence[SessionEvent]) -> None:
@@ -288,6 +285,20 @@ async def run_memory(
 
     running: list[_Running] = []  # the actors' run now, if they run: what the close stops
     closing = False
+    writer_failure: list[BaseException] = []
+
+    def writer_failed(error: BaseException) -> None:
+        """The store failed this memory in the host's writer: its callers fail and its run ends with it."""
+        writer.sessions.pop(key, None)
+        writer_client.fail_all(ClosedError("session writer stopped"))
+        if running:  # its run raises the error, which ends the memory
+            writer_failure.append(error)
+            running[0].scope.cancel()
+        elif not failure:
+            failure.append(error)
+            block.cancel()
+
+    writer.sessions[key] = WriterSession(session_store, config.max_batch_events, writer_port.dispatch, writer_failed)
 
     async def run_actors(answer: Callable[[], None]) -> None:
         """One run of the actors: start them on fresh streams, serve until idle (parked) or closed."""
@@ -296,7 +307,8 @@ async def run_memory(
             if link.client.parked:  # its streams were dropped when it parked
                 link.bind()
         scheduler = unstarted.pop() if unstarted else new_scheduler()
-        writer = SessionWriter(session_store, config, writer_link.inbox, writer_link.outbox)
+        writer_send = writer.sender()  # this run's end of the host writer's inbox
+        writer_client.bind(writer_send)
         reader = SessionReader(session_store, reader_link.inbox, reader_link.outbox)
         recall_actor = RecallActor(
             layout,
@@ -309,16 +321,8 @@ async def run_memory(
             stats=recall_stats,
         )
         summarizer_actor = SummarizerActor(summarizer, config, summarizer_link.inbox, summarizer_link.outbox)
-        writer_done = anyio.Event()
-
-        def writer_ended() -> None:
-            writer_link.stopped()
-            writer_done.set()
-
         try:
             async with anyio.create_task_group() as tg:
-                await tg.start(writer.run)
-                await tg.start(writer_link.route, writer_port.dispatch, writer_ended)
                 await tg.start(summarizer_actor.run_inbox)
                 await tg.start(summarizer_actor.run_worker)
                 await tg.start(summarizer_link.route, by_request_id(summarizer_client))
@@ -333,7 +337,7 @@ async def run_memory(
                 await tg.start(recall_link.route, by_request_id(recall_link.client))
                 for extension in extensions:
                     await extension.start(tg, memory)
-                running.append(_Running(tg.cancel_scope, writer_done, scheduler))
+                running.append(_Running(tg.cancel_scope, scheduler))
                 answer()
                 clients = [link.client for link in links]
                 # Idle since the callers' request count last changed (seen at the checks' pace).
@@ -341,7 +345,7 @@ async def run_memory(
 
                 def parkable() -> bool:
                     nonlocal seen, since
-                    uses, now = sum(c.uses for c in clients), anyio.current_time()
+                    uses, now = sum(c.uses for c in clients) + writer_client.uses, anyio.current_time()
                     if uses != seen:
                         seen, since = uses, now
                     idle_s = now - since
@@ -351,20 +355,35 @@ async def run_memory(
                         and scheduler.idle
                         and all(extension.idle for extension in extensions)
                         and all(c.quiet for c in clients)
+                        and writer_client.answered
+                        and writer.idle(key)
                     )
 
-                await _until_parkable(parkable, evict_after_s)
+                while True:
+                    await _until_parkable(parkable, evict_after_s)
+                    # What the host's writer may still hold of this memory (an append its caller
+                    # abandoned) is committed before the store is released; not a caller's use.
+                    token = BACKGROUND.set(True)
+                    try:
+                        await writer_port.flush()
+                    finally:
+                        BACKGROUND.reset(token)
+                    if parkable():
+                        break
                 # Idle, nothing in flight or queued (checked with no checkpoint since): the actors
                 # stop as at a close whose drain found nothing; a request rings to start them again.
                 running.clear()
-                for client in clients:
+                for client in (*clients, writer_client):
                     client.park()
                 tg.cancel_scope.cancel()
+            if writer_failure:
+                raise writer_failure[0]
             # The actors stopped (parked, or the close): nothing uses the store now, and a next
             # run takes back what it gives (an idle session keeps no descriptor).
             session_store.release()
         finally:
             running.clear()
+            writer_send.close()
             scheduler_state = scheduler.state
             for link in links:
                 link.close()
@@ -463,8 +482,11 @@ async def run_memory(
                 finished = True
                 if running:
                     # Drain: everything queued before close is committed and acknowledged.
+                    try:
+                        await writer_port.flush()
+                    except ClosedError:
+                        pass  # the store failed this memory: its error is raised below
                     await writer_client.aclose()
-                    await running[0].writer_done.wait()
                     await running[0].scheduler.stop_passes()
                     # An in-flight pass is abandoned; its commit protocol makes that safe.
                     running[0].scope.cancel()
@@ -472,6 +494,7 @@ async def run_memory(
                     await stopped.wait()
     finally:
         host._remove(key)
+        writer.sessions.pop(key, None)
         # Actors cancelled mid-serve never reached their own `async with`
         # exits; closing twice is a no-op, so close every end here.
         for link in links:
@@ -490,7 +513,6 @@ class _Running(NamedTuple):
     """One run of a session's actors, as the close needs it."""
 
     scope: anyio.CancelScope
-    writer_done: anyio.Event
     scheduler: MaintenanceScheduler
 
 

@@ -52,13 +52,13 @@ from aiden.storage.protocol import PreparedEvent
 
 EVENT = SessionEvent(type="user_input", role="user", content="x" * 120, timestamp=1.7e9)
 # What Memory sends: the event encoded once on intake.
-REQUEST = AppendEvents(7, [PreparedEvent(encode_event(EVENT))])
-REPLY = Appended([Ack(7, [42])])
+REQUEST = AppendEvents(1, 7, [PreparedEvent(encode_event(EVENT))])
+REPLY = Appended(1, [Ack(7, [42])])
 
 
 async def _direct(n: int) -> float:
     async def handler(msg: AppendEvents) -> Appended:
-        return Appended([Ack(msg.request_id, [42])])
+        return Appended(msg.session, [Ack(msg.request_id, [42])])
 
     t = time.perf_counter()
     for _ in range(n):
@@ -95,9 +95,9 @@ async def _round_trip(n: int, encoded: bool) -> float:
             async for raw in req_recv:
                 if encoded:
                     msg = inbox.decode(raw)
-                    await rep_send.send(outbox.encode(Appended([Ack(msg.request_id, [42])])))
+                    await rep_send.send(outbox.encode(Appended(msg.session, [Ack(msg.request_id, [42])])))
                 else:
-                    await rep_send.send(Appended([Ack(raw.request_id, [42])]))
+                    await rep_send.send(Appended(raw.session, [Ack(raw.request_id, [42])]))
 
     async with req_send, rep_recv, anyio.create_task_group() as tg:
         tg.start_soon(actor)

@@ -260,8 +260,13 @@ class Client(Generic[Req, V]):
         return self._send is None
 
     @property
+    def answered(self) -> bool:
+        """No caller waits for a reply."""
+        return not self._pending
+
+    @property
     def quiet(self) -> bool:
-        """No caller waits for a reply and nothing waits in the inbox."""
+        """No caller waits for a reply and nothing waits in the inbox (an inbox of this client's alone)."""
         send = self._send
         return not self._pending and (send is None or send.statistics().current_buffer_used == 0)
 

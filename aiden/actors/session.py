@@ -26,16 +26,15 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Final, Generic, TypeVar, assert_never
+from typing import Final, Generic, NamedTuple, TypeVar, assert_never
 
 import anyio
 from anyio.abc import TaskStatus
 from anyio.lowlevel import checkpoint
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.mailbox import _running_asyncio_loop, serve
-from aiden.config import Config
-from aiden.errors import AidenError, StorageError
+from aiden.actors.mailbox import _running_asyncio_loop, route_replies, serve
+from aiden.errors import AidenError, ClosedError, StorageError
 from aiden.events import SessionEvent
 from aiden.messages import (
     Ack,
@@ -63,7 +62,7 @@ from aiden.messages import (
 )
 from aiden.storage.protocol import AppendGroup, PreparedEvent, SessionStore
 
-__all__ = ["SessionReader", "SessionWriter"]
+__all__ = ["SessionReader", "SessionWriter", "WriterSession"]
 
 log = logging.getLogger("aiden.writer")
 
@@ -201,57 +200,72 @@ def _run_group(jobs: Sequence[_Job[object]]) -> None:
 
 
 _COMMITS: Final = _CommitThreads(size=4)
+# The bound of the host writer's inbox and outbox (each memory bounds its own requests: writer_queue_size).
+_INBOX = 4096
+
+
+class WriterSession(NamedTuple):
+    """What the host's writer needs of one session: registered by the session's runtime while it is open."""
+
+    store: SessionStore
+    max_batch: int
+    """Most events one group commit of this session writes (``Config.max_batch_events``)."""
+    dispatch: Callable[[WriterOutbox], None]
+    """Hands a reply to the session's waiting callers (called by the writer's reply router)."""
+    failed: Callable[[BaseException], None]
+    """The store raised what no store should (neither an AidenError nor an OSError): the session ends."""
 
 
 class SessionWriter:
-    """Batches append requests into group commits of the store."""
+    """The host's one session writer: every append and flush of every session of the host.
 
-    def __init__(
-        self,
-        store: SessionStore,
-        config: Config,
-        inbox: MemoryObjectReceiveStream[bytes],
-        outbox: MemoryObjectSendStream[bytes],
-    ) -> None:
-        self._store = store
-        self._max_batch = config.max_batch_events
-        self._inbox = inbox
-        self._outbox = outbox
+    :meth:`~aiden.host.Host.service` starts it with the first memory opened on the host.
+    Requests carry their session's key; each session's are committed in order, with at most one
+    group commit in flight per session. A session with requests queued has one task committing
+    them, batch after batch (take one request, then everything queued behind it, up to
+    ``max_batch`` events), which ends when its queue is empty: an idle session costs the writer
+    nothing. Sessions commit concurrently, so one session's fsync never holds another's appends,
+    and sessions sharing a database commit together (:class:`_CommitThreads`).
+    """
+
+    def __init__(self) -> None:
+        self._send, self._inbox = anyio.create_memory_object_stream[bytes](_INBOX)
+        self._outbox, self._replies = anyio.create_memory_object_stream[bytes](_INBOX)
         self._in: Codec[WriterInbox] = codec(WriterInbox)
         self._out: Codec[WriterOutbox] = codec(WriterOutbox)
+        self.sessions: dict[int, WriterSession] = {}
+        """The open sessions it serves, by key: their runtimes add and remove them (the writer only reads)."""
+        self._queued: dict[int, deque[WriterInbox]] = {}  # the sessions with work, each its requests in order
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve the inbox until it is closed; then close the outbox."""
-        task_status.started()
-        self._loop = _running_asyncio_loop()
-        try:
-            await self._serve()
-        finally:
-            self._loop = None
+    def sender(self) -> MemoryObjectSendStream[bytes]:
+        """A send end of the inbox for one run of a session's client (closing it closes only the clone)."""
+        return self._send.clone()
 
-    async def _serve(self) -> None:
-        async with self._inbox, self._outbox:
+    def idle(self, key: int) -> bool:
+        """Nothing of session ``key`` is queued or being committed."""
+        return key not in self._queued
+
+    async def run(self) -> None:
+        """Serve every session until the host stops (its task group is cancelled)."""
+        self._loop = _running_asyncio_loop()
+        async with anyio.create_task_group() as tg, self._send, self._inbox, self._outbox:
+            tg.start_soon(route_replies, "session writer", self._replies, self._out, self._route, _nothing)
             while (raw := await self._next()) is not None:
-                batch = [self._in.decode(raw)]
-                n = len(batch[0].events) if isinstance(batch[0], AppendEvents) else 0
-                while n < self._max_batch:
-                    try:
-                        msg = self._in.decode(self._inbox.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                    batch.append(msg)
-                    if isinstance(msg, AppendEvents):
-                        n += len(msg.events)
-                await self._handle(batch)
+                msg = self._in.decode(raw)
+                queue = self._queued.get(msg.session)
+                if queue is None:
+                    queue = self._queued[msg.session] = deque()
+                    tg.start_soon(self._commit_queued, msg.session, queue)
+                queue.append(msg)
 
     async def _next(self) -> bytes | None:
         """The next request, None once the inbox is closed and drained.
 
         Taken without a checkpoint when one is already queued (the common case
-        under load: callers queue while the previous batch is in fsync): every
-        append batch yields in its worker-thread hop anyway, and an extra event
-        loop pass per batch is a measurable share of the CPU per event.
+        under load: callers queue while a batch is in fsync): every append batch
+        yields in its worker-thread hop anyway, and an extra event loop pass per
+        request is a measurable share of the CPU per event.
         """
         try:
             return self._inbox.receive_nowait()
@@ -264,7 +278,29 @@ class SessionWriter:
         except anyio.EndOfStream:
             return None
 
-    async def _handle(self, batch: Sequence[WriterInbox]) -> None:
+    async def _commit_queued(self, key: int, queue: deque[WriterInbox]) -> None:
+        """Commit session ``key``'s queued requests in order until none is left."""
+        try:
+            while queue:
+                batch = [queue.popleft()]
+                session = self.sessions.get(key)
+                limit = session.max_batch if session is not None else 0
+                n = len(batch[0].events) if isinstance(batch[0], AppendEvents) else 0
+                while queue and n < limit:
+                    msg = queue.popleft()
+                    batch.append(msg)
+                    if isinstance(msg, AppendEvents):
+                        n += len(msg.events)
+                if not await self._handle(key, session, batch):
+                    # Its session ended: what it still queued is not stored.
+                    rest = [m.request_id for m in queue if isinstance(m, AppendEvents)]
+                    queue.clear()
+                    await self._reply(Rejected(key, rest, error_info(ClosedError("session writer stopped"))))
+        finally:
+            del self._queued[key]
+
+    async def _handle(self, key: int, session: WriterSession | None, batch: Sequence[WriterInbox]) -> bool:
+        """Commit one batch of session ``key`` and answer it; False when the store failed the session."""
         appends: list[AppendEvents] = []
         flushes: list[int] = []
         for msg in batch:
@@ -275,31 +311,35 @@ class SessionWriter:
                     flushes.append(rid)
                 case _:
                     assert_never(msg)
+        ids = [a.request_id for a in appends]
+        if session is None:  # closed: nothing more of it is stored
+            if appends:
+                await self._reply(Rejected(key, ids, error_info(ClosedError("memory is closed"))))
+            return True
         if appends:
             try:
-                seqs = await self._commit([a.events for a in appends])
+                seqs = await self._commit(session.store, [a.events for a in appends])
             except AidenError as exc:
                 log.error("append batch of %d requests failed: %s", len(appends), exc)
-                await self._reply(Rejected([a.request_id for a in appends], error_info(exc)))
+                await self._reply(Rejected(key, ids, error_info(exc)))
             except OSError as exc:
-                await self._reply(
-                    Rejected(
-                        [a.request_id for a in appends], error_info(StorageError(str(exc), errno=exc.errno))
-                    )
-                )
+                await self._reply(Rejected(key, ids, error_info(StorageError(str(exc), errno=exc.errno))))
+            except Exception as exc:
+                # A store raising what no store should: its session ends with it (the host's other
+                # sessions go on), and nothing after this batch is stored.
+                session.failed(exc)
+                return False
             else:
-                await self._reply(
-                    Appended([Ack(a.request_id, s) for a, s in zip(appends, seqs, strict=True)])
-                )
+                await self._reply(Appended(key, [Ack(a.request_id, s) for a, s in zip(appends, seqs, strict=True)]))
         for rid in flushes:
-            await self._reply(Flushed(rid))
+            await self._reply(Flushed(key, rid))
         if not appends:
             # A flush-only batch made no worker-thread hop: yield once, so a
             # stream of flushes cannot keep the loop to this task.
             await checkpoint()
+        return True
 
-    async def _commit(self, requests: list[list[PreparedEvent]]) -> list[list[int]]:
-        store = self._store
+    async def _commit(self, store: SessionStore, requests: list[list[PreparedEvent]]) -> list[list[int]]:
         if self._loop is None:
             return await anyio.to_thread.run_sync(store.append, requests)
         return await _COMMITS.run(lambda: store.append(requests), self._loop, store=store, requests=requests)
@@ -312,6 +352,15 @@ class SessionWriter:
             self._outbox.send_nowait(raw)
         except anyio.WouldBlock:
             await self._outbox.send(raw)
+
+    def _route(self, reply: WriterOutbox) -> None:
+        session = self.sessions.get(reply.session)
+        if session is not None:  # else closed since: nobody waits
+            session.dispatch(reply)
+
+
+def _nothing() -> None:
+    """The reply router's end: the host stopped, after every session closed."""
 
 
 class SessionReader:

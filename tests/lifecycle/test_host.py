@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import threading
 import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 import aiden
 from aiden import Config, FileSessionStore, SessionEvent
 from aiden.storage.protocol import AppendGroup, PreparedEvent
-from tests.helpers import wait_parked
+from tests.helpers import HOST_TASKS, wait_parked
 
 pytestmark = pytest.mark.anyio
 
@@ -61,9 +62,9 @@ async def test_parked_memories_keep_no_task_but_their_hosts(tmp_path: Path, expl
                 tg.start_soon(serve, i, host)
             for event in opened:
                 await event.wait()
-            # The host's one task (its wake loop) and the serving tasks are all that is left.
+            # The host's own tasks and the serving tasks are all that is left.
             with anyio.fail_after(10):
-                while len(asyncio.all_tasks()) > before + 1 + count:  # noqa: ASYNC110 (no event to wait on)
+                while len(asyncio.all_tasks()) > before + HOST_TASKS + count:  # noqa: ASYNC110 (no event to wait on)
                     await anyio.sleep(0.02)
             resume.set()
     assert seqs == {i: [1, 2] for i in range(count)}
@@ -141,3 +142,45 @@ async def test_a_parked_memory_keeps_little_memory(tmp_path: Path) -> None:
         tracemalloc.stop()
     # 29-33 KB here; 46 KB when a parked memory kept its long-term and experience actors.
     assert kept < 38 * 1024, f"{kept / 1024:.1f} KB a parked memory"
+
+
+_RELEASE = threading.Event()
+
+
+class _StalledDisk(FileSessionStore):
+    """Holds the append of an event with id ``stall`` until ``_RELEASE`` is set: a disk that hangs."""
+
+    def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
+        if any(e.event_id == "stall" for request in requests for e in request):
+            _RELEASE.wait(30)
+        return super().append(requests)
+
+    def append_group(self) -> AppendGroup | None:
+        return None  # appends go through append() above
+
+
+async def test_one_writer_serves_every_memory_and_a_stalled_disk_holds_only_its_own(tmp_path: Path) -> None:
+    # The host's one session writer serves both memories: the stalled one's later append waits
+    # behind its stalled batch (its order), the other's appends go on meanwhile.
+    _RELEASE.clear()
+    before = len(asyncio.all_tasks())
+    async with aiden.open_host() as host:
+        async with (
+            aiden.open_memory(tmp_path / "stalled", config=_PARK_FAST, host=host, store_factory=_StalledDisk) as stalled,
+            aiden.open_memory(tmp_path / "free", config=_PARK_FAST, host=host) as free,
+        ):
+            stalled_seqs: list[int] = []
+
+            async def append_stalled(text: str, event_id: str | None) -> None:
+                stalled_seqs.append((await stalled.append(_user(text, event_id=event_id))).seq)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(append_stalled, "hangs", "stall")
+                await anyio.sleep(0.05)
+                tg.start_soon(append_stalled, "after it", None)
+                free_seqs = [(await free.append(_user(f"free {i}"))).seq for i in range(5)]
+                assert free_seqs == [1, 2, 3, 4, 5] and stalled_seqs == []
+                _RELEASE.set()
+            assert stalled_seqs == [1, 2]
+        # Both memories closed and parked nothing: only the host's own tasks were ever added.
+        assert len(asyncio.all_tasks()) == before + HOST_TASKS

@@ -18,7 +18,7 @@ import pytest
 import aiden
 from aiden import Config, SessionEvent
 from aiden.testing.summarizers import GatedSummarizer
-from tests.helpers import SMALL_MANUAL, wait_parked
+from tests.helpers import HOST_TASKS, SMALL_MANUAL, wait_parked
 
 pytestmark = pytest.mark.anyio
 
@@ -88,7 +88,7 @@ async def test_no_parking_while_a_pass_is_in_flight(tmp_path: Path) -> None:
         memory.request_maintenance(manual=True)
         await summarizer.wait_started()
         await anyio.sleep(3 * _EVICT_S)
-        assert len(asyncio.all_tasks()) > before + 1  # idle caller, a pass in flight: the actors stay
+        assert len(asyncio.all_tasks()) > before + HOST_TASKS  # idle caller, a pass in flight: the actors stay
         summarizer.open()
         await wait_parked(before)
         assert summarizer.calls_finished >= 1
@@ -135,7 +135,7 @@ async def test_appends_racing_the_parking_lose_and_double_nothing(tmp_path: Path
         nonlocal parks
         parked = False
         while not done.is_set():
-            now = len(asyncio.all_tasks()) <= before + 6  # the doorbell's, the watcher and the appenders
+            now = len(asyncio.all_tasks()) <= before + HOST_TASKS + 5  # the host's, the watcher and the appenders
             parks += now and not parked
             parked = now
             await anyio.sleep(0.005)
