@@ -46,12 +46,14 @@ __all__ = [
     "RecallSynced",
     "RecallInbox",
     "RecallOutbox",
+    "NotSummarized",
     "Rejected",
     "RequestMaintenance",
     "RotateSession",
     "Rotated",
     "SchedulerInbox",
     "SchedulerOutbox",
+    "SessionClosed",
     "Summarize",
     "Summarized",
     "SummarizerInbox",
@@ -228,27 +230,47 @@ SchedulerOutbox = MaintenanceDone | Rotated | Failed
 
 
 class Summarize(msgspec.Struct, frozen=True, tag=True):
-    """Summarize one request under the configured deadline."""
+    """Summarize one request of ``session`` under the configured deadline."""
 
+    session: int
+    """The session's key in its host (the summarizer serves every session of its host)."""
     request_id: int
     request: SummaryRequest
-
-
-class Summarized(msgspec.Struct, frozen=True, tag=True):
-    """A successful summary."""
-
-    request_id: int
-    result: SummaryResult
 
 
 class CancelSummarize(msgspec.Struct, frozen=True, tag=True):
     """The caller of ``request_id`` gave up: cancel that call if it is running or queued."""
 
+    session: int
     request_id: int
 
 
-SummarizerInbox = Summarize | CancelSummarize
-SummarizerOutbox = Summarized | Failed
+class SessionClosed(msgspec.Struct, frozen=True, tag=True):
+    """``session`` closed: the summarizer forgets what it observed of it (its call times)."""
+
+    session: int
+
+
+SummarizerInbox = Summarize | CancelSummarize | SessionClosed
+
+
+class Summarized(msgspec.Struct, frozen=True, tag=True):
+    """A successful summary."""
+
+    session: int
+    request_id: int
+    result: SummaryResult
+
+
+class NotSummarized(msgspec.Struct, frozen=True, tag=True):
+    """The call failed (an error, its deadline, a cancellation): the caller falls back or gives up."""
+
+    session: int
+    request_id: int
+    error: ErrorInfo
+
+
+SummarizerOutbox = Summarized | NotSummarized
 
 
 # --- recall index ------------------------------------------------------------------

@@ -28,7 +28,7 @@ from aiden.actors.mailbox import BACKGROUND, Client, Doorbell, Latest, Link, by_
 from aiden.actors.recall import RecallActor
 from aiden.actors.scheduler import MaintenanceScheduler
 from aiden.actors.session import SessionReader, SessionWriter, WriterSession
-from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
+from aiden.actors.summarizer import SummarizerActor, SummarizerProxy, SummarizerSession, prepare
 from aiden.config import Config
 from aiden.errors import ClosedError
 from aiden.events import SessionEvent
@@ -43,6 +43,7 @@ from aiden.messages import (
     RecallOutbox,
     SchedulerInbox,
     SchedulerOutbox,
+    SessionClosed,
     SummarizerInbox,
     SummarizerOutbox,
     WriterInbox,
@@ -170,21 +171,22 @@ async def run_memory(
         validate=True,
         doorbell=doorbell,
     )
-    summarizer_link: Link[SummarizerInbox, SummarizerOutbox, SummarizerOutbox] = Link(
+    summarizer_actor = host._service(SummarizerActor)
+    summarizer_client: Client[SummarizerInbox, SummarizerOutbox] = Client(
         "summarizer",
-        SummarizerInbox,
-        SummarizerOutbox,
-        _CONTROL_QUEUE,
-        on_abandon=CancelSummarize,
+        None,
+        codec(SummarizerInbox),
+        on_abandon=lambda rid: CancelSummarize(key, rid),
         doorbell=doorbell,
     )
+    summarize = SummarizerProxy(summarizer_client, key)
     recall_link: Link[RecallInbox, RecallOutbox, RecallOutbox] = Link(
         "recall index", RecallInbox, RecallOutbox, _CONTROL_QUEUE, doorbell=doorbell
     )
     reader_link: Link[ReaderInbox, ReaderOutbox, ReaderOutbox] = Link(
         "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE, doorbell=doorbell
     )
-    scheduler_client, summarizer_client = scheduler_link.client, summarizer_link.client
+    scheduler_client = scheduler_link.client
     if summarizer is None:
         from aiden.summarizers.extractive import ExtractiveSummarizer
 
@@ -199,7 +201,7 @@ async def run_memory(
         storage=storage,
         session_store=session_store,
         summarizer=summarizer,
-        summarize=SummarizerProxy(summarizer_client),
+        summarize=summarize,
         embedder=embedder,
         doorbell=doorbell,
         queue_size=_CONTROL_QUEUE,
@@ -207,7 +209,6 @@ async def run_memory(
     extensions: list[Extension] = [make(parts) for make in installed()]
     links: tuple[Link[Any, Any, Any], ...] = (
         scheduler_link,
-        summarizer_link,
         recall_link,
         reader_link,
         *(link for extension in extensions for link in extension.links),
@@ -251,7 +252,7 @@ async def run_memory(
             context_window,
             scheduler_link.inbox,
             scheduler_link.outbox,
-            summarizer_client,
+            summarize,
             model=model,
             calibration=TokenCalibration(factor=kept.token_factor, samples=1) if kept is not None else None,
             before_compaction=before_compaction,
@@ -298,7 +299,6 @@ async def run_memory(
             failure.append(error)
             block.cancel()
 
-    writer.sessions[key] = WriterSession(session_store, config.max_batch_events, writer_port.dispatch, writer_failed)
 
     async def run_actors(answer: Callable[[], None]) -> None:
         """One run of the actors: start them on fresh streams, serve until idle (parked) or closed."""
@@ -320,12 +320,10 @@ async def run_memory(
             feed=session_store,
             stats=recall_stats,
         )
-        summarizer_actor = SummarizerActor(summarizer, config, summarizer_link.inbox, summarizer_link.outbox)
+        summarizer_send = summarizer_actor.sender()
+        summarizer_client.bind(summarizer_send)
         try:
             async with anyio.create_task_group() as tg:
-                await tg.start(summarizer_actor.run_inbox)
-                await tg.start(summarizer_actor.run_worker)
-                await tg.start(summarizer_link.route, by_request_id(summarizer_client))
                 await tg.start(scheduler.run_inbox)
                 await tg.start(scheduler.run_passes)
                 await tg.start(scheduler_link.route, by_request_id(scheduler_client))
@@ -345,7 +343,8 @@ async def run_memory(
 
                 def parkable() -> bool:
                     nonlocal seen, since
-                    uses, now = sum(c.uses for c in clients) + writer_client.uses, anyio.current_time()
+                    uses = sum(c.uses for c in clients) + writer_client.uses + summarizer_client.uses
+                    now = anyio.current_time()
                     if uses != seen:
                         seen, since = uses, now
                     idle_s = now - since
@@ -357,6 +356,8 @@ async def run_memory(
                         and all(c.quiet for c in clients)
                         and writer_client.answered
                         and writer.idle(key)
+                        and summarizer_client.answered
+                        and summarizer_actor.idle(key)
                     )
 
                 while True:
@@ -373,7 +374,7 @@ async def run_memory(
                 # Idle, nothing in flight or queued (checked with no checkpoint since): the actors
                 # stop as at a close whose drain found nothing; a request rings to start them again.
                 running.clear()
-                for client in (*clients, writer_client):
+                for client in (*clients, writer_client, summarizer_client):
                     client.park()
                 tg.cancel_scope.cancel()
             if writer_failure:
@@ -384,11 +385,11 @@ async def run_memory(
         finally:
             running.clear()
             writer_send.close()
+            summarizer_send.close()
             scheduler_state = scheduler.state
             for link in links:
                 link.close()
             scheduler.close_streams()
-            summarizer_actor.close_streams()
             for extension in extensions:
                 extension.stopped()
 
@@ -445,8 +446,12 @@ async def run_memory(
         return partial(runs, answer, False)
 
     async def first_runs(*, task_status: TaskStatus[None]) -> None:
+        await prepare(summarizer)  # the open waits for it, not the first compaction
         await runs(task_status.started, True)
 
+    # The host's writer and summarizer serve this memory by its key from now until its close.
+    writer.sessions[key] = WriterSession(session_store, config.max_batch_events, writer_port.dispatch, writer_failed)
+    summarizer_actor.sessions[key] = SummarizerSession(summarizer, config, by_request_id(summarizer_client))
     host._add(key, on_ring)
     try:
         await host._tg.start(first_runs)
@@ -495,6 +500,9 @@ async def run_memory(
     finally:
         host._remove(key)
         writer.sessions.pop(key, None)
+        if summarizer_actor.sessions.pop(key, None) is not None:
+            with anyio.CancelScope(shield=True), summarizer_actor.sender() as send:
+                await send.send(codec(SummarizerInbox).encode(SessionClosed(key)))
         # Actors cancelled mid-serve never reached their own `async with`
         # exits; closing twice is a no-op, so close every end here.
         for link in links:

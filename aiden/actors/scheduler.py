@@ -26,9 +26,9 @@ import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.mailbox import Client, Latest
+from aiden.actors.mailbox import Latest
 from aiden.actors.planning import Planner, Survey
-from aiden.actors.summarizer import ChunkSummaries
+from aiden.actors.summarizer import ChunkSummaries, SummarizerProxy
 from aiden.config import Config
 from aiden.errors import AidenError, CommitConflict
 from aiden.events import SessionEvent
@@ -45,8 +45,6 @@ from aiden.messages import (
     RotateSession,
     SchedulerInbox,
     SchedulerOutbox,
-    SummarizerInbox,
-    SummarizerOutbox,
     codec,
     error_info,
 )
@@ -97,7 +95,7 @@ class MaintenanceScheduler:
         context_window: int,
         inbox: MemoryObjectReceiveStream[bytes],
         outbox: MemoryObjectSendStream[bytes],
-        summarizer: Client[SummarizerInbox, SummarizerOutbox],
+        summarizer: SummarizerProxy,
         model: str | None = None,
         calibration: TokenCalibration | None = None,
         before_compaction: Callable[[Sequence[SessionEvent]], Awaitable[None]] | None = None,
@@ -113,7 +111,6 @@ class MaintenanceScheduler:
         self._window = context_window
         self._inbox = inbox
         self._outbox = outbox
-        self._summarizer = summarizer
         self._before_compaction = before_compaction
         self._after_compaction = after_compaction
         self._before_rotation = before_rotation

@@ -1,19 +1,18 @@
-"""The summarizer actor, running the configured :class:`~aiden.summarizers.protocol.Summarizer`, and its callers' sides.
+"""The summarizer actor, running each session's :class:`~aiden.summarizers.protocol.Summarizer`, and its callers' sides.
 
-It owns the deadline of every call (``anyio.fail_after`` around the call it
-makes: ``summarizer_timeout_s``, scaled by the call times it observed, see
-:mod:`aiden.policy.summarizer_deadline`) and turns every failure into a
-:class:`~aiden.messages.Failed` reply: a hung or crashing provider can
-never take the actor — or the session's events — down with it.
+One actor per host serves every session of it by key. It owns the deadline of
+every call (``anyio.fail_after`` around the call it makes:
+``summarizer_timeout_s``, scaled by the call times it observed of the session,
+see :mod:`aiden.policy.summarizer_deadline`) and turns every failure into a
+:class:`~aiden.messages.NotSummarized` reply: a hung or crashing provider can
+never take the actor — or the session's events — down with it. Its inbox task
+only queues requests, so a :class:`~aiden.messages.CancelSummarize` (sent when a
+caller gives up, e.g. a pass cancelled by rotation) cancels the call in flight
+instead of queueing behind it.
 
-Two tasks, both started by the runtime: :meth:`run_inbox` reads requests and
-:meth:`run_worker` summarizes one at a time. The split lets a
-:class:`~aiden.messages.CancelSummarize` (sent when a caller gives up, e.g. a
-pass cancelled by rotation) cancel the call in flight instead of queueing
-behind it.
-
-Callers reach it through :class:`SummarizerProxy` (a ``Summarizer`` for
-long-term memory) and :class:`ChunkSummaries`, the maintenance pass's side:
+Callers reach it through :class:`SummarizerProxy` (a ``Summarizer``: one
+session's calls, for long-term memory and :class:`ChunkSummaries`, the
+maintenance pass's side):
 it turns a :class:`~aiden.policy.CompactionPlan` into the chunk summary
 (history + split-turn prefix, the must-keep check), the split-turn context for
 the hot window, and the fallback breadcrumb when the summarizer fails and the
@@ -24,22 +23,23 @@ chunk entry and next index the store's commit takes.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import assert_never
+from typing import NamedTuple, assert_never
 
 import anyio
 import msgspec
-from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 
-from aiden.actors.mailbox import Client
+from aiden.actors.mailbox import Client, route_replies
 from aiden.config import Config
-from aiden.errors import AidenError, InvalidSummaryError, SummarizerError, SummarizerTimeout
+from aiden.errors import AidenError, ClosedError, InvalidSummaryError, SummarizerError, SummarizerTimeout
 from aiden.events import SessionEvent
 from aiden.messages import (
     CancelSummarize,
     Codec,
-    Failed,
+    NotSummarized,
+    SessionClosed,
     Summarize,
     Summarized,
     SummarizerInbox,
@@ -72,118 +72,165 @@ from aiden.summarizers.mustkeep import appended_count
 from aiden.summarizers.mustkeep.check import with_must_keep
 from aiden.summarizers.protocol import Preparable, Purpose, Summarizer, SummaryRequest, SummaryResult
 
-__all__ = ["SPLIT_TURN_SEPARATOR", "ChunkSummaries", "StagedChunk", "SummarizerActor", "SummarizerProxy"]
+__all__ = [
+    "SPLIT_TURN_SEPARATOR",
+    "ChunkSummaries",
+    "StagedChunk",
+    "SummarizerActor",
+    "SummarizerProxy",
+    "SummarizerSession",
+    "prepare",
+]
 
 log = logging.getLogger("aiden.summarizer")
 # The pass's summaries log as the scheduler they run in.
 _pass_log = logging.getLogger("aiden.scheduler")
 
 _probe = msgspec.msgpack.Encoder()
+# The bound of the host summarizer's inbox and outbox: a session has at most a few calls waiting.
+_INBOX = 1024
+
+
+class SummarizerSession(NamedTuple):
+    """What the host's summarizer needs of one session: registered by its runtime while it is open."""
+
+    summarizer: Summarizer
+    config: Config
+    dispatch: Callable[[SummarizerOutbox], None]
+    """Hands a reply to the session's waiting caller (called by the summarizer's reply router)."""
 
 
 class SummarizerActor:
-    """Serves summarization requests one at a time; a request can be cancelled while it runs."""
+    """The host's one summarizer: every call of every session of the host, each under its deadline.
 
-    def __init__(
-        self,
-        summarizer: Summarizer,
-        config: Config,
-        inbox: MemoryObjectReceiveStream[bytes],
-        outbox: MemoryObjectSendStream[bytes],
-    ) -> None:
-        self._summarizer = summarizer
-        self._config = config
-        self._inbox = inbox
-        self._outbox = outbox
+    :meth:`~aiden.host.Host._service` starts it with the first memory opened on the host. A
+    session's calls run one at a time, in order; a session with calls queued has one task running
+    them, which ends when its queue is empty, and sessions' calls run in parallel (a provider's
+    latency is not shared). A :class:`~aiden.messages.CancelSummarize` cancels its call in flight
+    or drops it from the queue.
+    """
+
+    def __init__(self) -> None:
+        self._send, self._inbox = anyio.create_memory_object_stream[bytes](_INBOX)
+        self._outbox, self._replies = anyio.create_memory_object_stream[bytes](_INBOX)
         self._in: Codec[SummarizerInbox] = codec(SummarizerInbox)
         self._out: Codec[SummarizerOutbox] = codec(SummarizerOutbox)
-        self._work_send, self._work_recv = anyio.create_memory_object_stream[Summarize](16)
-        self._current: tuple[int, anyio.CancelScope] | None = None
-        self._cancelled: set[int] = set()
-        self.calls = 0
-        self.failures = 0
-        self._times = CallTimes()
+        self.sessions: dict[int, SummarizerSession] = {}
+        """The open sessions it serves, by key: their runtimes add and remove them (the actor only reads)."""
+        self._queued: dict[int, deque[Summarize]] = {}  # the sessions with calls waiting or running
+        self._current: dict[int, tuple[int, anyio.CancelScope]] = {}  # each session's call in flight
+        self._times: dict[int, CallTimes] = {}  # each session's observed call times (until it closes)
 
-    @property
-    def deadline_s(self) -> float:
-        """The deadline of the next call: the configured one, scaled by the observed call times."""
-        return deadline_s(self._times, self._config.summarizer_timeout_s)
+    def sender(self) -> MemoryObjectSendStream[bytes]:
+        """A send end of the inbox for one run of a session's client (closing it closes only the clone)."""
+        return self._send.clone()
 
-    def close_streams(self) -> None:
-        """Close the internal work stream (after the tasks ended)."""
-        self._work_send.close()
-        self._work_recv.close()
+    def idle(self, key: int) -> bool:
+        """No call of session ``key`` is queued or running."""
+        return key not in self._queued
 
-    async def run_inbox(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Route requests to the worker and cancellations to the call in flight, until the inbox closes."""
-        task_status.started()
-        async with self._inbox, self._work_send:
+    def deadline_s(self, key: int) -> float:
+        """The deadline of session ``key``'s next call: its configured one, scaled by the call times observed."""
+        session = self.sessions.get(key)
+        configured = session.config.summarizer_timeout_s if session is not None else Config().summarizer_timeout_s
+        return deadline_s(self._times.get(key, CallTimes()), configured)
+
+    async def run(self) -> None:
+        """Serve every session until the host stops (its task group is cancelled)."""
+        async with anyio.create_task_group() as tg, self._send, self._inbox, self._outbox:
+            tg.start_soon(route_replies, "summarizer", self._replies, self._out, self._route, _nothing)
             async for raw in self._inbox:
                 msg = self._in.decode(raw)
                 match msg:
-                    case Summarize():
-                        await self._work_send.send(msg)
-                    case CancelSummarize(request_id=rid):
-                        if self._current is not None and self._current[0] == rid:
-                            self._current[1].cancel()
-                        else:
-                            self._cancelled.add(rid)
+                    case Summarize(session=key):
+                        queue = self._queued.get(key)
+                        if queue is None:
+                            queue = self._queued[key] = deque()
+                            tg.start_soon(self._run_queued, key, queue)
+                        queue.append(msg)
+                    case CancelSummarize(session=key, request_id=rid):
+                        current = self._current.get(key)
+                        if current is not None and current[0] == rid:
+                            current[1].cancel()
+                        elif (queue := self._queued.get(key)) is not None:
+                            # Its caller is gone: do not spend a provider call on it.
+                            for waiting in queue:
+                                if waiting.request_id == rid:
+                                    queue.remove(waiting)
+                                    break
+                    case SessionClosed(session=key):
+                        self._times.pop(key, None)
                     case _:
                         assert_never(msg)
 
-    async def run_worker(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Summarize queued requests one at a time, until the work stream closes.
+    async def _run_queued(self, key: int, queue: deque[Summarize]) -> None:
+        """Run session ``key``'s queued calls in order until none is left."""
+        try:
+            while queue:
+                reply = await self._summarize(queue.popleft())
+                raw = self._out.encode(reply)
+                try:
+                    self._outbox.send_nowait(raw)
+                except anyio.WouldBlock:
+                    await self._outbox.send(raw)
+        finally:
+            del self._queued[key]
 
-        A :class:`~aiden.summarizers.protocol.Preparable` summarizer is prepared
-        first, so the memory's open waits for it rather than the first compaction.
-        """
-        if isinstance(self._summarizer, Preparable):
-            try:
-                await self._summarizer.prepare()
-            except AidenError as exc:  # the first call reports a broken setup as a failure, with its cause
-                log.warning("summarizer setup failed (the first call will retry it): %s", exc)
-        task_status.started()
-        async with self._work_recv, self._outbox:
-            async for msg in self._work_recv:
-                if msg.request_id in self._cancelled:
-                    self._cancelled.discard(msg.request_id)
-                    continue  # its caller is gone: do not spend a provider call on it
-                reply = await self._summarize(msg)
-                await self._outbox.send(self._out.encode(reply))
-
-    async def _summarize(self, msg: Summarize) -> Summarized | Failed:
-        self.calls += 1
-        deadline = self.deadline_s
+    async def _summarize(self, msg: Summarize) -> Summarized | NotSummarized:
+        key = msg.session
+        session = self.sessions.get(key)
+        if session is None:
+            return NotSummarized(key, msg.request_id, error_info(ClosedError("memory is closed")))
+        deadline = self.deadline_s(key)
         try:
             with anyio.CancelScope() as scope:
-                self._current = (msg.request_id, scope)
+                self._current[key] = (msg.request_id, scope)
                 started = anyio.current_time()
                 with anyio.fail_after(deadline):
-                    result = await self._summarizer.summarize(msg.request)
-                self._times = after_success(self._times, anyio.current_time() - started)
-                _validate(result, self._config)
-                return Summarized(msg.request_id, result)
+                    result = await session.summarizer.summarize(msg.request)
+                self._observed(key, after_success(self._times.get(key, CallTimes()), anyio.current_time() - started))
+                _validate(result, session.config)
+                return Summarized(key, msg.request_id, result)
             # Only a CancelSummarize gets here: the caller gave up.
-            self.failures += 1
-            return Failed(msg.request_id, error_info(SummarizerError("cancelled by the caller")))
+            error: AidenError = SummarizerError("cancelled by the caller")
         except TimeoutError:
-            self.failures += 1
-            self._times = after_timeout(self._times)
-            exc: AidenError = SummarizerTimeout(
-                f"summarizer exceeded its deadline of {deadline:g}s (the next call gets {self.deadline_s:g}s)"
+            self._observed(key, after_timeout(self._times.get(key, CallTimes())))
+            error = SummarizerTimeout(
+                f"summarizer exceeded its deadline of {deadline:g}s (the next call gets {self.deadline_s(key):g}s)"
             )
-            log.warning("%s", exc)
-            return Failed(msg.request_id, error_info(exc))
+            log.warning("%s", error)
         except AidenError as exc:
-            self.failures += 1
+            error = exc
             log.warning("summarizer failed: %s", exc)
-            return Failed(msg.request_id, error_info(exc))
         except Exception as exc:  # a user-supplied summarizer may raise anything
-            self.failures += 1
             log.warning("summarizer raised %s: %s", type(exc).__name__, exc)
-            return Failed(msg.request_id, error_info(SummarizerError(f"{type(exc).__name__}: {exc}")))
+            error = SummarizerError(f"{type(exc).__name__}: {exc}")
         finally:
-            self._current = None
+            self._current.pop(key, None)
+        return NotSummarized(key, msg.request_id, error_info(error))
+
+    def _observed(self, key: int, times: CallTimes) -> None:
+        if key in self.sessions:  # a session closed since is forgotten
+            self._times[key] = times
+
+    def _route(self, reply: SummarizerOutbox) -> None:
+        session = self.sessions.get(reply.session)
+        if session is not None:  # else closed since: nobody waits
+            session.dispatch(reply)
+
+
+def _nothing() -> None:
+    """The reply router's end: the host stopped, after every session closed."""
+
+
+async def prepare(summarizer: Summarizer) -> None:
+    """Prepare a :class:`~aiden.summarizers.protocol.Preparable` summarizer, so a memory's open waits
+    for it rather than its first compaction; a broken setup is logged, and its first call reports it."""
+    if isinstance(summarizer, Preparable):
+        try:
+            await summarizer.prepare()
+        except AidenError as exc:
+            log.warning("summarizer setup failed (the first call will retry it): %s", exc)
 
 
 def _validate(result: SummaryResult, config: Config) -> None:
@@ -205,10 +252,12 @@ def _validate(result: SummaryResult, config: Config) -> None:
 
 
 class SummarizerProxy:
-    """A :class:`Summarizer` that forwards to the summarizer actor (its deadline and error handling apply)."""
+    """A :class:`Summarizer` that forwards one session's calls to its host's summarizer actor
+    (whose deadline and error handling apply)."""
 
-    def __init__(self, client: Client[SummarizerInbox, SummarizerOutbox]) -> None:
+    def __init__(self, client: Client[SummarizerInbox, SummarizerOutbox], session: int) -> None:
         self._client = client
+        self._session = session
 
     def owns_deadline(self) -> bool:
         """True: the actor bounds every call (a :class:`~aiden.summarizers.protocol.DeadlineOwner`)."""
@@ -216,11 +265,11 @@ class SummarizerProxy:
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize through the actor; failures arrive as :class:`SummarizerError`."""
-        reply = await self._client.call(lambda rid: Summarize(rid, request))
+        reply = await self._client.call(lambda rid: Summarize(self._session, rid, request))
         match reply:
             case Summarized(result=result):
                 return result
-            case Failed(error=err):
+            case NotSummarized(error=err):
                 raise SummarizerError(f"{err.kind}: {err.message}")
             case _:
                 assert_never(reply)
@@ -247,11 +296,11 @@ class ChunkSummaries:
 
     def __init__(
         self,
-        client: Client[SummarizerInbox, SummarizerOutbox],
+        summarizer: SummarizerProxy,
         config: Config,
         note: Callable[[TriggerEvent], None],
     ) -> None:
-        self._summarizer = client
+        self._summarizer = summarizer
         self._config = config
         self._note = note
 
@@ -345,18 +394,15 @@ class ChunkSummaries:
             max_tokens=self._config.chunk_summary_tokens(),
             hot_window=tuple(hot_window),
         )
-        reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
-        match reply:
-            case Summarized(result=result):
-                # summary_max_tokens is enforced, never by rejecting the compaction: cut at a sentence.
-                budget = self._config.chunk_summary_tokens()
-                text = cut_to_tokens(result.text, budget, estimate_tokens)
-                return result if text == result.text else msgspec.structs.replace(result, text=text)
-            case Failed(error=err):
-                self._note(SummarizerFailed(f"{err.kind}: {err.message}"))
-                raise SummarizerError(f"{err.kind}: {err.message}")
-            case _:
-                assert_never(reply)
+        try:
+            result = await self._summarizer.summarize(request)
+        except SummarizerError as exc:
+            self._note(SummarizerFailed(str(exc)))
+            raise
+        # summary_max_tokens is enforced, never by rejecting the compaction: cut at a sentence.
+        budget = self._config.chunk_summary_tokens()
+        text = cut_to_tokens(result.text, budget, estimate_tokens)
+        return result if text == result.text else msgspec.structs.replace(result, text=text)
 
     async def fold_rolling(self, rolling: str) -> str:
         """Fold an overflowing rolling summary into a checkpoint; the line cap stays the backstop."""
@@ -365,11 +411,12 @@ class ChunkSummaries:
         request = SummaryRequest(
             purpose="rolling_fold", text=rolling, max_tokens=self._config.chunk_summary_tokens()
         )
-        reply = await self._summarizer.call(lambda rid: Summarize(rid, request))
-        if isinstance(reply, Summarized):
-            return cap_lines(reply.result.text, max_lines=cap, keep_head=True)
-        self._note(SummarizerFailed(f"{reply.error.kind}: {reply.error.message}"))
-        return cap_lines(rolling, max_lines=cap)
+        try:
+            result = await self._summarizer.summarize(request)
+        except SummarizerError as exc:
+            self._note(SummarizerFailed(str(exc)))
+            return cap_lines(rolling, max_lines=cap)
+        return cap_lines(result.text, max_lines=cap, keep_head=True)
 
     async def repair_degraded(self, store: SessionStore, live: Sequence[ChunkEntry]) -> None:
         """Re-summarize one degraded (breadcrumb) chunk per quiet pass, once the summarizer works again."""

@@ -16,7 +16,8 @@ import pytest
 import aiden
 from aiden import Config, FileSessionStore, SessionEvent
 from aiden.storage.protocol import AppendGroup, PreparedEvent
-from tests.helpers import HOST_TASKS, wait_parked
+from aiden.testing import GatedSummarizer
+from tests.helpers import HOST_TASKS, SMALL_MANUAL, wait_parked
 
 pytestmark = pytest.mark.anyio
 
@@ -184,3 +185,28 @@ async def test_one_writer_serves_every_memory_and_a_stalled_disk_holds_only_its_
             assert stalled_seqs == [1, 2]
         # Both memories closed and parked nothing: only the host's own tasks were ever added.
         assert len(asyncio.all_tasks()) == before + HOST_TASKS
+
+
+async def test_one_summarizer_serves_every_memory_and_a_held_call_holds_only_its_own(tmp_path: Path) -> None:
+    # The host's one summarizer runs each memory's calls one at a time, and memories' calls in
+    # parallel: a memory whose summarizer is held does not hold another memory's compaction.
+    gated = GatedSummarizer()
+    async with (
+        aiden.open_host() as host,
+        aiden.open_memory(tmp_path / "held", config=SMALL_MANUAL, host=host, summarizer=gated) as held,
+        aiden.open_memory(tmp_path / "free", config=SMALL_MANUAL, host=host) as free,
+    ):
+        for memory in (held, free):
+            await memory.append_many(_user(f"note {i}: the export ships on Friday") for i in range(20))
+        outcomes: list[aiden.CompactionOutcome] = []
+
+        async def maintain_held() -> None:
+            outcomes.append(await held.maintain(manual=True))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(maintain_held)
+            await gated.wait_started()
+            assert (await free.maintain(manual=True)).compacted
+            assert outcomes == [] and gated.calls_finished == 0
+            gated.open()
+        assert outcomes[0].compacted and gated.calls_finished >= 1

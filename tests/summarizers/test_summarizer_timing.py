@@ -9,12 +9,12 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from aiden.actors.summarizer import SummarizerActor, SummarizerProxy
+from aiden.actors.summarizer import SummarizerActor, SummarizerProxy, SummarizerSession
 from aiden.config import Config
 from aiden.errors import SummarizerUnavailable
 from aiden.events import SessionEvent
 from aiden.longterm.writer import extract_summary
-from aiden.messages import Codec, Failed, Summarize, Summarized, SummarizerInbox, SummarizerOutbox
+from aiden.messages import Codec, NotSummarized, Summarize, Summarized, SummarizerInbox
 from aiden.summarizers.llm.client import Breaker
 from aiden.summarizers.protocol import DeadlineOwner, Summarizer, SummaryRequest, SummaryResult
 from aiden.testing import ScriptedSummarizer, SlowSummarizer
@@ -30,44 +30,42 @@ REQUEST = SummaryRequest(
 # --- the summarizer actor --------------------------------------------------------------------------
 
 
-async def ask(
-    summarizer: Summarizer, timeout_s: float, n: int
-) -> tuple[list[Summarized | Failed], SummarizerActor]:
-    """Send ``n`` requests through a running actor; the replies in order, and the actor."""
-    inbox_send, inbox_recv = anyio.create_memory_object_stream[bytes](8)
-    outbox_send, outbox_recv = anyio.create_memory_object_stream[bytes](8)
-    actor = SummarizerActor(summarizer, Config(summarizer_timeout_s=timeout_s), inbox_recv, outbox_send)
+async def ask(summarizer: Summarizer, timeout_s: float, n: int) -> tuple[list[Summarized | NotSummarized], float]:
+    """Send ``n`` requests of one session through a running actor; the replies in order, and the
+    deadline of that session's next call."""
+    actor = SummarizerActor()
+    replies_send, replies_recv = anyio.create_memory_object_stream[Summarized | NotSummarized](8)
+    actor.sessions[1] = SummarizerSession(summarizer, Config(summarizer_timeout_s=timeout_s), replies_send.send_nowait)
     into: Codec[SummarizerInbox] = Codec(SummarizerInbox)
-    out: Codec[SummarizerOutbox] = Codec(SummarizerOutbox)
-    replies: list[Summarized | Failed] = []
+    replies: list[Summarized | NotSummarized] = []
     async with anyio.create_task_group() as tg:
-        tg.start_soon(actor.run_inbox)
-        tg.start_soon(actor.run_worker)
-        async with inbox_send, outbox_recv:
+        tg.start_soon(actor.run)
+        with actor.sender() as send, replies_send, replies_recv:
             for rid in range(1, n + 1):
-                await inbox_send.send(into.encode(Summarize(rid, REQUEST)))
-                replies.append(out.decode(await outbox_recv.receive()))
-    actor.close_streams()
-    return replies, actor
+                await send.send(into.encode(Summarize(1, rid, REQUEST)))
+                replies.append(await replies_recv.receive())
+        deadline = actor.deadline_s(1)
+        tg.cancel_scope.cancel()  # the host stops
+    return replies, deadline
 
 
 @pytest.mark.anyio
 async def test_the_actor_gives_a_slow_summarizer_a_longer_deadline_after_a_timeout() -> None:
     slow = SlowSummarizer(15.0)
-    (first, second), actor = await ask(slow, 10.0, 2)
-    assert isinstance(first, Failed)
+    (first, second), deadline = await ask(slow, 10.0, 2)
+    assert isinstance(first, NotSummarized)
     assert first.error.message == "summarizer exceeded its deadline of 10s (the next call gets 20s)"
     assert isinstance(second, Summarized)  # the same 15 s call fits the doubled deadline
-    assert (slow.calls_started, slow.calls_finished, actor.calls, actor.failures) == (2, 1, 2, 1)
+    assert (slow.calls_started, slow.calls_finished) == (2, 1)
     # 3 x 15 s observed = 45 s, capped at 4 x the configured 10 s.
-    assert actor.deadline_s == 40.0
+    assert deadline == 40.0
 
 
 @pytest.mark.anyio
 async def test_a_fast_summarizer_keeps_the_configured_deadline() -> None:
-    replies, actor = await ask(SlowSummarizer(1.0), 10.0, 3)
+    replies, deadline = await ask(SlowSummarizer(1.0), 10.0, 3)
     assert [type(r) for r in replies] == [Summarized] * 3
-    assert actor.deadline_s == 10.0
+    assert deadline == 10.0
 
 
 # --- the session-summary extraction leaves the deadline to the actor ------------------------------
@@ -99,7 +97,7 @@ def test_the_actors_proxy_owns_its_deadline() -> None:
     recv.close()
     from aiden.actors.mailbox import Client
 
-    proxy = SummarizerProxy(Client("summarizer", send, Codec(SummarizerInbox)))
+    proxy = SummarizerProxy(Client("summarizer", send, Codec(SummarizerInbox)), 1)
     assert isinstance(proxy, DeadlineOwner) and proxy.owns_deadline() is True
 
 
@@ -141,6 +139,6 @@ def test_a_slow_provider_cut_by_the_deadline_opens_for_two_call_lengths() -> Non
 
 @pytest.mark.anyio
 async def test_an_empty_answer_is_refused_by_the_actor() -> None:
-    (reply,), _actor = await ask(ScriptedSummarizer([SummaryResult(text="  ")]), 10.0, 1)
-    assert isinstance(reply, Failed)
+    (reply,), _deadline = await ask(ScriptedSummarizer([SummaryResult(text="  ")]), 10.0, 1)
+    assert isinstance(reply, NotSummarized)
     assert reply.error.message == "summarizer returned an empty summary"
