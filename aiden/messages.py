@@ -46,7 +46,6 @@ __all__ = [
     "RecallSynced",
     "RecallInbox",
     "RecallOutbox",
-    "NotSummarized",
     "Rejected",
     "RequestMaintenance",
     "RotateSession",
@@ -97,6 +96,8 @@ class Failed(msgspec.Struct, frozen=True, tag=True):
 
     request_id: int
     error: ErrorInfo
+    session: int = 0
+    """The request's session, from an actor of the host serving every session by key."""
 
 
 # --- session writer ------------------------------------------------------------
@@ -262,15 +263,7 @@ class Summarized(msgspec.Struct, frozen=True, tag=True):
     result: SummaryResult
 
 
-class NotSummarized(msgspec.Struct, frozen=True, tag=True):
-    """The call failed (an error, its deadline, a cancellation): the caller falls back or gives up."""
-
-    session: int
-    request_id: int
-    error: ErrorInfo
-
-
-SummarizerOutbox = Summarized | NotSummarized
+SummarizerOutbox = Summarized | Failed
 
 
 # --- recall index ------------------------------------------------------------------

@@ -33,9 +33,10 @@ from anyio.abc import TaskStatus
 from anyio.lowlevel import checkpoint
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.mailbox import _running_asyncio_loop, route_replies, serve
+from aiden.actors.mailbox import _running_asyncio_loop, serve
 from aiden.errors import AidenError, ClosedError, StorageError
 from aiden.events import SessionEvent
+from aiden.host import HostActor
 from aiden.messages import (
     Ack,
     Appended,
@@ -216,88 +217,40 @@ class WriterSession(NamedTuple):
     """The store raised what no store should (neither an AidenError nor an OSError): the session ends."""
 
 
-class SessionWriter:
+class SessionWriter(HostActor[WriterInbox, WriterOutbox, WriterSession]):
     """The host's one session writer: every append and flush of every session of the host.
 
-    :meth:`~aiden.host.Host.service` starts it with the first memory opened on the host.
-    Requests carry their session's key; each session's are committed in order, with at most one
-    group commit in flight per session. A session with requests queued has one task committing
-    them, batch after batch (take one request, then everything queued behind it, up to
-    ``max_batch`` events), which ends when its queue is empty: an idle session costs the writer
-    nothing. Sessions commit concurrently, so one session's fsync never holds another's appends,
-    and sessions sharing a database commit together (:class:`_CommitThreads`).
+    A session's requests are committed in order, with at most one group commit in flight per
+    session: its task takes one request, then everything queued behind it, up to ``max_batch``
+    events, as one batch. Sessions commit in parallel, so one session's fsync never holds another's
+    appends, and sessions sharing a database commit together (:class:`_CommitThreads`).
     """
 
     def __init__(self) -> None:
-        self._send, self._inbox = anyio.create_memory_object_stream[bytes](_INBOX)
-        self._outbox, self._replies = anyio.create_memory_object_stream[bytes](_INBOX)
-        self._in: Codec[WriterInbox] = codec(WriterInbox)
-        self._out: Codec[WriterOutbox] = codec(WriterOutbox)
-        self.sessions: dict[int, WriterSession] = {}
-        """The open sessions it serves, by key: their runtimes add and remove them (the writer only reads)."""
-        self._queued: dict[int, deque[WriterInbox]] = {}  # the sessions with work, each its requests in order
+        super().__init__("session writer", WriterInbox, WriterOutbox, _INBOX)
         self._loop: asyncio.AbstractEventLoop | None = None
-
-    def sender(self) -> MemoryObjectSendStream[bytes]:
-        """A send end of the inbox for one run of a session's client (closing it closes only the clone)."""
-        return self._send.clone()
-
-    def idle(self, key: int) -> bool:
-        """Nothing of session ``key`` is queued or being committed."""
-        return key not in self._queued
 
     async def run(self) -> None:
         """Serve every session until the host stops (its task group is cancelled)."""
         self._loop = _running_asyncio_loop()
-        async with anyio.create_task_group() as tg, self._send, self._inbox, self._outbox:
-            tg.start_soon(route_replies, "session writer", self._replies, self._out, self._route, _nothing)
-            while (raw := await self._next()) is not None:
-                msg = self._in.decode(raw)
-                queue = self._queued.get(msg.session)
-                if queue is None:
-                    queue = self._queued[msg.session] = deque()
-                    tg.start_soon(self._commit_queued, msg.session, queue)
-                queue.append(msg)
+        await super().run()
 
-    async def _next(self) -> bytes | None:
-        """The next request, None once the inbox is closed and drained.
-
-        Taken without a checkpoint when one is already queued (the common case
-        under load: callers queue while a batch is in fsync): every append batch
-        yields in its worker-thread hop anyway, and an extra event loop pass per
-        request is a measurable share of the CPU per event.
-        """
-        try:
-            return self._inbox.receive_nowait()
-        except anyio.WouldBlock:
-            pass
-        except anyio.EndOfStream:
-            return None
-        try:
-            return await self._inbox.receive()
-        except anyio.EndOfStream:
-            return None
-
-    async def _commit_queued(self, key: int, queue: deque[WriterInbox]) -> None:
-        """Commit session ``key``'s queued requests in order until none is left."""
-        try:
-            while queue:
-                batch = [queue.popleft()]
-                session = self.sessions.get(key)
-                limit = session.max_batch if session is not None else 0
-                n = len(batch[0].events) if isinstance(batch[0], AppendEvents) else 0
-                while queue and n < limit:
-                    msg = queue.popleft()
-                    batch.append(msg)
-                    if isinstance(msg, AppendEvents):
-                        n += len(msg.events)
-                if not await self._handle(key, session, batch):
-                    # Its session ended: what it still queued is not stored.
-                    rest = [m.request_id for m in queue if isinstance(m, AppendEvents)]
-                    queue.clear()
-                    await self._reply(Rejected(key, rest, error_info(ClosedError("session writer stopped"))))
-        finally:
-            del self._queued[key]
+    async def serve_queued(self, key: int, queue: deque[WriterInbox]) -> None:
+        """Commit the next batch of session ``key``: one request and what is queued behind it."""
+        batch = [queue.popleft()]
+        session = self.sessions.get(key)
+        limit = session.max_batch if session is not None else 0
+        n = len(batch[0].events) if isinstance(batch[0], AppendEvents) else 0
+        while queue and n < limit:
+            msg = queue.popleft()
+            batch.append(msg)
+            if isinstance(msg, AppendEvents):
+                n += len(msg.events)
+        if not await self._handle(key, session, batch):
+            # Its session ended: what it still queued is not stored.
+            rest = [m.request_id for m in queue if isinstance(m, AppendEvents)]
+            queue.clear()
+            await self.reply(Rejected(key, rest, error_info(ClosedError("session writer stopped"))))
 
     async def _handle(self, key: int, session: WriterSession | None, batch: Sequence[WriterInbox]) -> bool:
         """Commit one batch of session ``key`` and answer it; False when the store failed the session."""
@@ -314,25 +267,25 @@ class SessionWriter:
         ids = [a.request_id for a in appends]
         if session is None:  # closed: nothing more of it is stored
             if appends:
-                await self._reply(Rejected(key, ids, error_info(ClosedError("memory is closed"))))
+                await self.reply(Rejected(key, ids, error_info(ClosedError("memory is closed"))))
             return True
         if appends:
             try:
                 seqs = await self._commit(session.store, [a.events for a in appends])
             except AidenError as exc:
                 log.error("append batch of %d requests failed: %s", len(appends), exc)
-                await self._reply(Rejected(key, ids, error_info(exc)))
+                await self.reply(Rejected(key, ids, error_info(exc)))
             except OSError as exc:
-                await self._reply(Rejected(key, ids, error_info(StorageError(str(exc), errno=exc.errno))))
+                await self.reply(Rejected(key, ids, error_info(StorageError(str(exc), errno=exc.errno))))
             except Exception as exc:
                 # A store raising what no store should: its session ends with it (the host's other
                 # sessions go on), and nothing after this batch is stored.
                 session.failed(exc)
                 return False
             else:
-                await self._reply(Appended(key, [Ack(a.request_id, s) for a, s in zip(appends, seqs, strict=True)]))
+                await self.reply(Appended(key, [Ack(a.request_id, s) for a, s in zip(appends, seqs, strict=True)]))
         for rid in flushes:
-            await self._reply(Flushed(key, rid))
+            await self.reply(Flushed(key, rid))
         if not appends:
             # A flush-only batch made no worker-thread hop: yield once, so a
             # stream of flushes cannot keep the loop to this task.
@@ -343,24 +296,6 @@ class SessionWriter:
         if self._loop is None:
             return await anyio.to_thread.run_sync(store.append, requests)
         return await _COMMITS.run(lambda: store.append(requests), self._loop, store=store, requests=requests)
-
-    async def _reply(self, message: WriterOutbox) -> None:
-        # Without a checkpoint when the outbox has room (it is drained by the
-        # reply router; back-pressure still applies when it is full).
-        raw = self._out.encode(message)
-        try:
-            self._outbox.send_nowait(raw)
-        except anyio.WouldBlock:
-            await self._outbox.send(raw)
-
-    def _route(self, reply: WriterOutbox) -> None:
-        session = self.sessions.get(reply.session)
-        if session is not None:  # else closed since: nobody waits
-            session.dispatch(reply)
-
-
-def _nothing() -> None:
-    """The reply router's end: the host stopped, after every session closed."""
 
 
 class SessionReader:

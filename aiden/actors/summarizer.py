@@ -4,7 +4,7 @@ One actor per host serves every session of it by key. It owns the deadline of
 every call (``anyio.fail_after`` around the call it makes:
 ``summarizer_timeout_s``, scaled by the call times it observed of the session,
 see :mod:`aiden.policy.summarizer_deadline`) and turns every failure into a
-:class:`~aiden.messages.NotSummarized` reply: a hung or crashing provider can
+:class:`~aiden.messages.Failed` reply: a hung or crashing provider can
 never take the actor — or the session's events — down with it. Its inbox task
 only queues requests, so a :class:`~aiden.messages.CancelSummarize` (sent when a
 caller gives up, e.g. a pass cancelled by rotation) cancels the call in flight
@@ -29,22 +29,20 @@ from typing import NamedTuple, assert_never
 
 import anyio
 import msgspec
-from anyio.streams.memory import MemoryObjectSendStream
 
-from aiden.actors.mailbox import Client, route_replies
+from aiden.actors.mailbox import Client
 from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, InvalidSummaryError, SummarizerError, SummarizerTimeout
 from aiden.events import SessionEvent
+from aiden.host import HostActor
 from aiden.messages import (
     CancelSummarize,
-    Codec,
-    NotSummarized,
+    Failed,
     SessionClosed,
     Summarize,
     Summarized,
     SummarizerInbox,
     SummarizerOutbox,
-    codec,
     error_info,
 )
 from aiden.policy import CompactionPlan
@@ -100,34 +98,18 @@ class SummarizerSession(NamedTuple):
     """Hands a reply to the session's waiting caller (called by the summarizer's reply router)."""
 
 
-class SummarizerActor:
+class SummarizerActor(HostActor[SummarizerInbox, SummarizerOutbox, SummarizerSession]):
     """The host's one summarizer: every call of every session of the host, each under its deadline.
 
-    :meth:`~aiden.host.Host._service` starts it with the first memory opened on the host. A
-    session's calls run one at a time, in order; a session with calls queued has one task running
-    them, which ends when its queue is empty, and sessions' calls run in parallel (a provider's
+    A session's calls run one at a time, in order, and sessions' calls in parallel (a provider's
     latency is not shared). A :class:`~aiden.messages.CancelSummarize` cancels its call in flight
-    or drops it from the queue.
+    or drops it from the queue, at once.
     """
 
     def __init__(self) -> None:
-        self._send, self._inbox = anyio.create_memory_object_stream[bytes](_INBOX)
-        self._outbox, self._replies = anyio.create_memory_object_stream[bytes](_INBOX)
-        self._in: Codec[SummarizerInbox] = codec(SummarizerInbox)
-        self._out: Codec[SummarizerOutbox] = codec(SummarizerOutbox)
-        self.sessions: dict[int, SummarizerSession] = {}
-        """The open sessions it serves, by key: their runtimes add and remove them (the actor only reads)."""
-        self._queued: dict[int, deque[Summarize]] = {}  # the sessions with calls waiting or running
+        super().__init__("summarizer", SummarizerInbox, SummarizerOutbox, _INBOX)
         self._current: dict[int, tuple[int, anyio.CancelScope]] = {}  # each session's call in flight
         self._times: dict[int, CallTimes] = {}  # each session's observed call times (until it closes)
-
-    def sender(self) -> MemoryObjectSendStream[bytes]:
-        """A send end of the inbox for one run of a session's client (closing it closes only the clone)."""
-        return self._send.clone()
-
-    def idle(self, key: int) -> bool:
-        """No call of session ``key`` is queued or running."""
-        return key not in self._queued
 
     def deadline_s(self, key: int) -> float:
         """The deadline of session ``key``'s next call: its configured one, scaled by the call times observed."""
@@ -135,52 +117,38 @@ class SummarizerActor:
         configured = session.config.summarizer_timeout_s if session is not None else Config().summarizer_timeout_s
         return deadline_s(self._times.get(key, CallTimes()), configured)
 
-    async def run(self) -> None:
-        """Serve every session until the host stops (its task group is cancelled)."""
-        async with anyio.create_task_group() as tg, self._send, self._inbox, self._outbox:
-            tg.start_soon(route_replies, "summarizer", self._replies, self._out, self._route, _nothing)
-            async for raw in self._inbox:
-                msg = self._in.decode(raw)
-                match msg:
-                    case Summarize(session=key):
-                        queue = self._queued.get(key)
-                        if queue is None:
-                            queue = self._queued[key] = deque()
-                            tg.start_soon(self._run_queued, key, queue)
-                        queue.append(msg)
-                    case CancelSummarize(session=key, request_id=rid):
-                        current = self._current.get(key)
-                        if current is not None and current[0] == rid:
-                            current[1].cancel()
-                        elif (queue := self._queued.get(key)) is not None:
-                            # Its caller is gone: do not spend a provider call on it.
-                            for waiting in queue:
-                                if waiting.request_id == rid:
-                                    queue.remove(waiting)
-                                    break
-                    case SessionClosed(session=key):
-                        self._times.pop(key, None)
-                    case _:
-                        assert_never(msg)
+    def at_once(self, request: SummarizerInbox) -> bool:
+        """A cancellation or a session's close, answered at once (no reply)."""
+        match request:
+            case Summarize():
+                return False
+            case CancelSummarize(session=key, request_id=rid):
+                current = self._current.get(key)
+                if current is not None and current[0] == rid:
+                    current[1].cancel()
+                elif (queue := self._queued.get(key)) is not None:
+                    # Its caller is gone: do not spend a provider call on it.
+                    for waiting in queue:
+                        if isinstance(waiting, Summarize) and waiting.request_id == rid:
+                            queue.remove(waiting)
+                            break
+            case SessionClosed(session=key):
+                self._times.pop(key, None)
+            case _:
+                assert_never(request)
+        return True
 
-    async def _run_queued(self, key: int, queue: deque[Summarize]) -> None:
-        """Run session ``key``'s queued calls in order until none is left."""
-        try:
-            while queue:
-                reply = await self._summarize(queue.popleft())
-                raw = self._out.encode(reply)
-                try:
-                    self._outbox.send_nowait(raw)
-                except anyio.WouldBlock:
-                    await self._outbox.send(raw)
-        finally:
-            del self._queued[key]
+    async def serve_queued(self, key: int, queue: deque[SummarizerInbox]) -> None:
+        """Run session ``key``'s next call and reply."""
+        msg = queue.popleft()
+        assert isinstance(msg, Summarize)  # the others are answered at once
+        await self.reply(await self._summarize(msg))
 
-    async def _summarize(self, msg: Summarize) -> Summarized | NotSummarized:
+    async def _summarize(self, msg: Summarize) -> Summarized | Failed:
         key = msg.session
         session = self.sessions.get(key)
         if session is None:
-            return NotSummarized(key, msg.request_id, error_info(ClosedError("memory is closed")))
+            return Failed(msg.request_id, error_info(ClosedError("memory is closed")), key)
         deadline = self.deadline_s(key)
         try:
             with anyio.CancelScope() as scope:
@@ -207,20 +175,11 @@ class SummarizerActor:
             error = SummarizerError(f"{type(exc).__name__}: {exc}")
         finally:
             self._current.pop(key, None)
-        return NotSummarized(key, msg.request_id, error_info(error))
+        return Failed(msg.request_id, error_info(error), key)
 
     def _observed(self, key: int, times: CallTimes) -> None:
         if key in self.sessions:  # a session closed since is forgotten
             self._times[key] = times
-
-    def _route(self, reply: SummarizerOutbox) -> None:
-        session = self.sessions.get(reply.session)
-        if session is not None:  # else closed since: nobody waits
-            session.dispatch(reply)
-
-
-def _nothing() -> None:
-    """The reply router's end: the host stopped, after every session closed."""
 
 
 async def prepare(summarizer: Summarizer) -> None:
@@ -269,7 +228,7 @@ class SummarizerProxy:
         match reply:
             case Summarized(result=result):
                 return result
-            case NotSummarized(error=err):
+            case Failed(error=err):
                 raise SummarizerError(f"{err.kind}: {err.message}")
             case _:
                 assert_never(reply)

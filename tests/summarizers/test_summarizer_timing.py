@@ -14,7 +14,7 @@ from aiden.config import Config
 from aiden.errors import SummarizerUnavailable
 from aiden.events import SessionEvent
 from aiden.longterm.writer import extract_summary
-from aiden.messages import Codec, NotSummarized, Summarize, Summarized, SummarizerInbox
+from aiden.messages import Codec, Failed, Summarize, Summarized, SummarizerInbox
 from aiden.summarizers.llm.client import Breaker
 from aiden.summarizers.protocol import DeadlineOwner, Summarizer, SummaryRequest, SummaryResult
 from aiden.testing import ScriptedSummarizer, SlowSummarizer
@@ -30,14 +30,14 @@ REQUEST = SummaryRequest(
 # --- the summarizer actor --------------------------------------------------------------------------
 
 
-async def ask(summarizer: Summarizer, timeout_s: float, n: int) -> tuple[list[Summarized | NotSummarized], float]:
+async def ask(summarizer: Summarizer, timeout_s: float, n: int) -> tuple[list[Summarized | Failed], float]:
     """Send ``n`` requests of one session through a running actor; the replies in order, and the
     deadline of that session's next call."""
     actor = SummarizerActor()
-    replies_send, replies_recv = anyio.create_memory_object_stream[Summarized | NotSummarized](8)
+    replies_send, replies_recv = anyio.create_memory_object_stream[Summarized | Failed](8)
     actor.sessions[1] = SummarizerSession(summarizer, Config(summarizer_timeout_s=timeout_s), replies_send.send_nowait)
     into: Codec[SummarizerInbox] = Codec(SummarizerInbox)
-    replies: list[Summarized | NotSummarized] = []
+    replies: list[Summarized | Failed] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(actor.run)
         with actor.sender() as send, replies_send, replies_recv:
@@ -53,7 +53,7 @@ async def ask(summarizer: Summarizer, timeout_s: float, n: int) -> tuple[list[Su
 async def test_the_actor_gives_a_slow_summarizer_a_longer_deadline_after_a_timeout() -> None:
     slow = SlowSummarizer(15.0)
     (first, second), deadline = await ask(slow, 10.0, 2)
-    assert isinstance(first, NotSummarized)
+    assert isinstance(first, Failed)
     assert first.error.message == "summarizer exceeded its deadline of 10s (the next call gets 20s)"
     assert isinstance(second, Summarized)  # the same 15 s call fits the doubled deadline
     assert (slow.calls_started, slow.calls_finished) == (2, 1)
@@ -140,5 +140,5 @@ def test_a_slow_provider_cut_by_the_deadline_opens_for_two_call_lengths() -> Non
 @pytest.mark.anyio
 async def test_an_empty_answer_is_refused_by_the_actor() -> None:
     (reply,), _deadline = await ask(ScriptedSummarizer([SummaryResult(text="  ")]), 10.0, 1)
-    assert isinstance(reply, NotSummarized)
+    assert isinstance(reply, Failed)
     assert reply.error.message == "summarizer returned an empty summary"
