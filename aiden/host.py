@@ -26,11 +26,11 @@ from anyio.abc import TaskGroup
 from anyio.lowlevel import RunVar
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.mailbox import route_replies
+from aiden.actors.mailbox import Client, route_replies
 from aiden.errors import ClosedError
 from aiden.messages import Codec, codec
 
-__all__ = ["Host", "HostActor", "Served", "async_only", "loop_host", "open_host", "unwrapped"]
+__all__ = ["Host", "HostActor", "HostLink", "Served", "async_only", "loop_host", "open_host", "unwrapped"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -160,6 +160,7 @@ class Served(Protocol[_Rep_contra]):
 K = TypeVar("K", bound=_Keyed)
 KR = TypeVar("KR", bound=_Keyed)
 S = TypeVar("S", bound=Served[Any])
+V = TypeVar("V")
 
 
 class HostActor(Generic[K, KR, S]):
@@ -256,6 +257,39 @@ class HostActor(Generic[K, KR, S]):
 
 def _nothing() -> None:
     """A host actor's reply router ended: the host stopped, after every session closed."""
+
+
+class HostLink(Generic[K, V]):
+    """A memory's wiring to one of its host's actors: the client its callers use, and its send end.
+
+    The client sends on a fresh clone of the actor's inbox for each run of the memory's actors
+    (:meth:`bind`); it parks with them, and a request to it then rings the memory's doorbell.
+    """
+
+    __slots__ = ("_send", "actor", "client", "key")
+
+    def __init__(self, actor: HostActor[K, Any, Any], key: int, client: Client[K, V]) -> None:
+        self.actor = actor
+        self.key = key
+        self.client = client
+        self._send: MemoryObjectSendStream[bytes] | None = None
+
+    def bind(self) -> None:
+        """Send to the actor from now on (a run of the memory's actors starts, or its close)."""
+        self.unbind()
+        self._send = self.actor.sender()
+        self.client.bind(self._send)
+
+    def unbind(self) -> None:
+        """Close this run's send end (the run ended)."""
+        if self._send is not None:
+            self._send.close()
+            self._send = None
+
+    @property
+    def quiet(self) -> bool:
+        """No caller waits for a reply, and nothing of the memory is queued or served by the actor."""
+        return self.client.answered and self.actor.idle(self.key)
 
 
 @async_only

@@ -28,6 +28,7 @@ __all__ = [
     "Appended",
     "AppendEvents",
     "CancelSummarize",
+    "CloseIndex",
     "Codec",
     "codec",
     "CompactionOutcome",
@@ -270,8 +271,10 @@ SummarizerOutbox = Summarized | Failed
 
 
 class RecallQuery(msgspec.Struct, frozen=True, tag=True, kw_only=True):
-    """Full-text recall over the active session's chunks."""
+    """Full-text recall over the chunks of ``session``."""
 
+    session: int
+    """The session's key in its host (the recall index actor serves every session of its host)."""
     request_id: int
     query: str
     k: int | None = None
@@ -284,6 +287,7 @@ class RecallQuery(msgspec.Struct, frozen=True, tag=True, kw_only=True):
 class RecallLookup(msgspec.Struct, frozen=True, tag=True):
     """Exact lookup of one chunk by id."""
 
+    session: int
     request_id: int
     chunk_id: str
 
@@ -291,6 +295,7 @@ class RecallLookup(msgspec.Struct, frozen=True, tag=True):
 class RecallRehydrate(msgspec.Struct, frozen=True, tag=True):
     """Verbatim events of a chunk (optionally only ``seqs``)."""
 
+    session: int
     request_id: int
     chunk_id: str
     seqs: list[int] | None = None
@@ -298,15 +303,25 @@ class RecallRehydrate(msgspec.Struct, frozen=True, tag=True):
 
 class RecallSync(msgspec.Struct, frozen=True, tag=True):
     """Index the chunks committed since the last request and embed their events (after a compaction)."""
+
+    session: int
     request_id: int
 
 
-RecallInbox = RecallQuery | RecallLookup | RecallRehydrate | RecallSync
+class CloseIndex(msgspec.Struct, frozen=True, tag=True):
+    """Close the session's index (its SQLite connection) after its earlier requests: it parks or closes."""
+
+    session: int
+    request_id: int
+
+
+RecallInbox = RecallQuery | RecallLookup | RecallRehydrate | RecallSync | CloseIndex
 
 
 class RecallHits(msgspec.Struct, frozen=True, tag=True):
     """Reply to :class:`RecallQuery` and :class:`RecallLookup` (an unknown chunk: no hits)."""
 
+    session: int
     request_id: int
     hits: list[RecallHit]
 
@@ -314,12 +329,15 @@ class RecallHits(msgspec.Struct, frozen=True, tag=True):
 class RecallEvents(msgspec.Struct, frozen=True, tag=True):
     """Reply to :class:`RecallRehydrate`."""
 
+    session: int
     request_id: int
     events: list[SessionEvent]
 
 
 class RecallSynced(msgspec.Struct, frozen=True, tag=True):
-    """Reply to :class:`RecallSync`: the index is up to date (embedder failures are counted, not raised)."""
+    """Reply to :class:`RecallSync` and :class:`CloseIndex`: done (embedder failures are counted, not raised)."""
+
+    session: int
     request_id: int
 
 

@@ -22,6 +22,7 @@ from aiden.events import SessionEvent, validate_id
 from aiden.messages import (
     Appended,
     AppendEvents,
+    CloseIndex,
     CompactionOutcome,
     ErrorInfo,
     EventsRead,
@@ -241,18 +242,23 @@ def _check_bound(name: str, bound: float | None) -> None:
 class RecallPort:
     """Searches, lookups and rehydration through the recall index, and its published stats."""
 
-    __slots__ = ("_client", "_stats")
+    __slots__ = ("_client", "_session", "_stats")
 
-    def __init__(self, client: Client[RecallInbox, RecallOutbox], stats: Latest[RecallStats | None]) -> None:
+    def __init__(
+        self, client: Client[RecallInbox, RecallOutbox], stats: Latest[RecallStats | None], session: int
+    ) -> None:
         self._client = client
         self._stats = stats
+        self._session = session
 
     @property
     def stats(self) -> RecallStats | None:
         """The recall index's newest stats snapshot (None before the first recall)."""
         return self._stats.value
 
-    async def _ask(self, request: RecallQuery | RecallLookup | RecallRehydrate | RecallSync, kind: type[R]) -> R:
+    async def _ask(
+        self, request: RecallQuery | RecallLookup | RecallRehydrate | RecallSync | CloseIndex, kind: type[R]
+    ) -> R:
         return expect_reply(await self._client.call(lambda rid: msgspec.structs.replace(request, request_id=rid)), kind)
 
     @observed("search_memory")
@@ -273,6 +279,7 @@ class RecallPort:
         _check_bound("since", since)
         _check_bound("until", until)
         request = RecallQuery(
+            session=self._session,
             request_id=0,
             query=query,
             k=k,
@@ -286,7 +293,7 @@ class RecallPort:
     async def lookup(self, chunk_id: str) -> RecallHit | None:
         """One chunk's summary as a hit, None if unknown."""
         validate_id(chunk_id, what="chunk id")
-        hits = (await self._ask(RecallLookup(0, chunk_id), RecallHits)).hits
+        hits = (await self._ask(RecallLookup(self._session, 0, chunk_id), RecallHits)).hits
         return hits[0] if hits else None
 
     async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None) -> list[SessionEvent]:
@@ -300,9 +307,13 @@ class RecallPort:
             raise RecallError("seqs must be a list of int")
         if wanted is not None and not all(0 <= q <= MAX_SEQ for q in wanted):
             raise RecallError(f"seqs must be between 0 and {MAX_SEQ}")
-        request = RecallRehydrate(0, chunk_id, wanted)
+        request = RecallRehydrate(self._session, 0, chunk_id, wanted)
         return (await self._ask(request, RecallEvents)).events
 
     async def sync(self) -> None:
         """Index the newly committed chunks and embed their events now (the maintenance pass calls it)."""
-        await self._ask(RecallSync(0), RecallSynced)
+        await self._ask(RecallSync(self._session, 0), RecallSynced)
+
+    async def close_index(self) -> None:
+        """Close the index after every earlier request of this memory (it parks or closes)."""
+        await self._ask(CloseIndex(self._session, 0), RecallSynced)

@@ -14,6 +14,7 @@ until the actors run again (on fresh streams, the scheduler resuming its state).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -25,15 +26,15 @@ import anyio
 from anyio.abc import TaskStatus
 
 from aiden.actors.mailbox import BACKGROUND, Client, Doorbell, Latest, Link, by_request_id
-from aiden.actors.recall import RecallActor
+from aiden.actors.recall import RecallActor, RecallSession
 from aiden.actors.scheduler import MaintenanceScheduler
 from aiden.actors.session import SessionReader, SessionWriter, WriterSession
 from aiden.actors.summarizer import SummarizerActor, SummarizerProxy, SummarizerSession, prepare
 from aiden.config import Config
-from aiden.errors import ClosedError
+from aiden.errors import AidenError, ClosedError
 from aiden.events import SessionEvent
 from aiden.extension import Extension, MemoryParts, StoreFactory, StoreSpec, installed, select_store
-from aiden.host import Host, loop_host, unwrapped
+from aiden.host import Host, HostLink, loop_host, unwrapped
 from aiden.memory_core import CoreMemory
 from aiden.messages import (
     CancelSummarize,
@@ -62,6 +63,8 @@ from aiden.storage.session import FileSessionStore
 from aiden.summarizers.protocol import Summarizer
 
 __all__ = ["run_memory"]
+
+log = logging.getLogger("aiden.runtime")
 
 M = TypeVar("M", bound=CoreMemory)
 
@@ -157,11 +160,13 @@ async def run_memory(
     started, started_recv = anyio.create_memory_object_stream[None](math.inf)
     key = host._key()
     doorbell = Doorbell(host._rings, key, started_recv)
-    # The host's one writer serves this memory by its key; the memory's client sends it requests.
+    # The host's writer, summarizer and recall index actors serve this memory by its key; the
+    # memory's clients send them requests.
     writer = host._service(SessionWriter)
-    writer_client: Client[WriterInbox, list[int]] = Client(
-        "session writer", None, codec(WriterInbox), doorbell=doorbell
+    writer_link: HostLink[WriterInbox, list[int]] = HostLink(
+        writer, key, Client("session writer", None, codec(WriterInbox), doorbell=doorbell)
     )
+    writer_client = writer_link.client
     # Small messages carrying caller arguments (record_usage), to a loop that a bad one would end.
     scheduler_link: Link[SchedulerInbox, SchedulerOutbox, SchedulerOutbox] = Link(
         "maintenance scheduler",
@@ -172,17 +177,23 @@ async def run_memory(
         doorbell=doorbell,
     )
     summarizer_actor = host._service(SummarizerActor)
-    summarizer_client: Client[SummarizerInbox, SummarizerOutbox] = Client(
-        "summarizer",
-        None,
-        codec(SummarizerInbox),
-        on_abandon=lambda rid: CancelSummarize(key, rid),
-        doorbell=doorbell,
+    summarizer_link: HostLink[SummarizerInbox, SummarizerOutbox] = HostLink(
+        summarizer_actor,
+        key,
+        Client(
+            "summarizer",
+            None,
+            codec(SummarizerInbox),
+            on_abandon=lambda rid: CancelSummarize(key, rid),
+            doorbell=doorbell,
+        ),
     )
-    summarize = SummarizerProxy(summarizer_client, key)
-    recall_link: Link[RecallInbox, RecallOutbox, RecallOutbox] = Link(
-        "recall index", RecallInbox, RecallOutbox, _CONTROL_QUEUE, doorbell=doorbell
+    summarize = SummarizerProxy(summarizer_link.client, key)
+    recall_actor = host._service(RecallActor)
+    recall_link: HostLink[RecallInbox, RecallOutbox] = HostLink(
+        recall_actor, key, Client("recall index", None, codec(RecallInbox), doorbell=doorbell)
     )
+    host_links: tuple[HostLink[Any, Any], ...] = (writer_link, summarizer_link, recall_link)
     reader_link: Link[ReaderInbox, ReaderOutbox, ReaderOutbox] = Link(
         "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE, doorbell=doorbell
     )
@@ -209,14 +220,13 @@ async def run_memory(
     extensions: list[Extension] = [make(parts) for make in installed()]
     links: tuple[Link[Any, Any, Any], ...] = (
         scheduler_link,
-        recall_link,
         reader_link,
         *(link for extension in extensions for link in extension.links),
     )
     # What the callers read without a request outlives the actors' runs (an idle session's are parked).
     counters: Latest[SchedulerCounters] = Latest(SchedulerCounters())
     recall_stats: Latest[RecallStats | None] = Latest(None)
-    recall = RecallPort(recall_link.client, recall_stats)
+    recall = RecallPort(recall_link.client, recall_stats, key)
     writer_port = WriterPort(writer_client, key, config.writer_queue_size)
     scheduler_state: TriggerState | None = None
 
@@ -307,21 +317,9 @@ async def run_memory(
             if link.client.parked:  # its streams were dropped when it parked
                 link.bind()
         scheduler = unstarted.pop() if unstarted else new_scheduler()
-        writer_send = writer.sender()  # this run's end of the host writer's inbox
-        writer_client.bind(writer_send)
+        for host_link in host_links:
+            host_link.bind()
         reader = SessionReader(session_store, reader_link.inbox, reader_link.outbox)
-        recall_actor = RecallActor(
-            layout,
-            storage,
-            config,
-            recall_link.inbox,
-            recall_link.outbox,
-            embedder,
-            feed=session_store,
-            stats=recall_stats,
-        )
-        summarizer_send = summarizer_actor.sender()
-        summarizer_client.bind(summarizer_send)
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(scheduler.run_inbox)
@@ -331,8 +329,6 @@ async def run_memory(
                     await tg.start(reader.run)
                 reader.close_streams()  # the workers hold clones
                 await tg.start(reader_link.route, by_request_id(reader_link.client))
-                await tg.start(recall_actor.run)
-                await tg.start(recall_link.route, by_request_id(recall_link.client))
                 for extension in extensions:
                     await extension.start(tg, memory)
                 running.append(_Running(tg.cancel_scope, scheduler))
@@ -343,7 +339,7 @@ async def run_memory(
 
                 def parkable() -> bool:
                     nonlocal seen, since
-                    uses = sum(c.uses for c in clients) + writer_client.uses + summarizer_client.uses
+                    uses = sum(c.uses for c in clients) + sum(h.client.uses for h in host_links)
                     now = anyio.current_time()
                     if uses != seen:
                         seen, since = uses, now
@@ -354,19 +350,18 @@ async def run_memory(
                         and scheduler.idle
                         and all(extension.idle for extension in extensions)
                         and all(c.quiet for c in clients)
-                        and writer_client.answered
-                        and writer.idle(key)
-                        and summarizer_client.answered
-                        and summarizer_actor.idle(key)
+                        and all(h.quiet for h in host_links)
                     )
 
                 while True:
                     await _until_parkable(parkable, evict_after_s)
                     # What the host's writer may still hold of this memory (an append its caller
-                    # abandoned) is committed before the store is released; not a caller's use.
+                    # abandoned) is committed before the store is released, and its recall index
+                    # closes (an idle memory keeps no connection); not a caller's use.
                     token = BACKGROUND.set(True)
                     try:
                         await writer_port.flush()
+                        await recall.close_index()
                     finally:
                         BACKGROUND.reset(token)
                     if parkable():
@@ -374,7 +369,7 @@ async def run_memory(
                 # Idle, nothing in flight or queued (checked with no checkpoint since): the actors
                 # stop as at a close whose drain found nothing; a request rings to start them again.
                 running.clear()
-                for client in (*clients, writer_client, summarizer_client):
+                for client in (*clients, *(h.client for h in host_links)):
                     client.park()
                 tg.cancel_scope.cancel()
             if writer_failure:
@@ -384,8 +379,8 @@ async def run_memory(
             session_store.release()
         finally:
             running.clear()
-            writer_send.close()
-            summarizer_send.close()
+            for host_link in host_links:
+                host_link.unbind()
             scheduler_state = scheduler.state
             for link in links:
                 link.close()
@@ -451,7 +446,10 @@ async def run_memory(
 
     # The host's writer and summarizer serve this memory by its key from now until its close.
     writer.sessions[key] = WriterSession(session_store, config.max_batch_events, writer_port.dispatch, writer_failed)
-    summarizer_actor.sessions[key] = SummarizerSession(summarizer, config, by_request_id(summarizer_client))
+    summarizer_actor.sessions[key] = SummarizerSession(summarizer, config, by_request_id(summarizer_link.client))
+    recall_actor.sessions[key] = RecallSession(
+        layout, storage, config, embedder, session_store, recall_stats, by_request_id(recall_link.client)
+    )
     host._add(key, on_ring)
     try:
         await host._tg.start(first_runs)
@@ -499,10 +497,20 @@ async def run_memory(
                     await stopped.wait()
     finally:
         host._remove(key)
-        writer.sessions.pop(key, None)
-        if summarizer_actor.sessions.pop(key, None) is not None:
-            with anyio.CancelScope(shield=True), summarizer_actor.sender() as send:
-                await send.send(codec(SummarizerInbox).encode(SessionClosed(key)))
+        with anyio.CancelScope(shield=True):
+            # The host's recall actor closes this memory's index after its earlier requests, before
+            # the store closes (bounded: a host stopped under its memories answers nothing).
+            with anyio.move_on_after(max(config.close_timeout_s, 1.0)):
+                try:
+                    recall_link.bind()
+                    await recall.close_index()
+                    with summarizer_actor.sender() as send:
+                        send.send_nowait(codec(SummarizerInbox).encode(SessionClosed(key)))
+                except (AidenError, anyio.WouldBlock, anyio.ClosedResourceError) as exc:
+                    log.warning("closing the memory in its host's actors failed: %r", exc)
+            recall_link.unbind()
+            for actor in (writer, summarizer_actor, recall_actor):
+                actor.sessions.pop(key, None)
         # Actors cancelled mid-serve never reached their own `async with`
         # exits; closing twice is a no-op, so close every end here.
         for link in links:

@@ -44,6 +44,7 @@ __all__ = [
     "Link",
     "Waiter",
     "by_request_id",
+    "failure",
     "route_replies",
     "serve",
 ]
@@ -562,7 +563,6 @@ async def serve(
 
     Workers sharing one inbox each pass their own clones of both streams.
     """
-    log = logging.getLogger(f"aiden.{name}")
     async with inbox, outbox:
         async for raw in inbox:
             try:
@@ -575,18 +575,25 @@ async def serve(
             reply: Rep | Failed
             try:
                 reply = await handle(request)
-            except (AidenError, OSError) as exc:
-                # OSError travels as a StorageError with its errno (error_info's rule).
-                log.warning("%s failed: %s", type(request).__name__, exc)
-                reply = Failed(request.request_id, error_info(exc))
             except Exception as exc:
-                # A bug, not a condition: logged loudly, and answered so the caller is not left hanging.
-                log.exception("%s raised %s", type(request).__name__, type(exc).__name__)
-                info = ErrorInfo(
-                    kind="AidenError", message=f"internal error in {name}: {type(exc).__name__}: {exc}"
-                )
-                reply = Failed(request.request_id, info)
+                reply = failure(name, request, exc)
             await outbox.send(replies.encode(reply))
+
+
+def failure(name: str, request: _Identified, exc: Exception, session: int = 0) -> Failed:
+    """The :class:`Failed` answering ``request`` of the actor ``name``, whose handler raised ``exc``.
+
+    An aiden error travels as itself, an ``OSError`` as a ``StorageError`` with its errno
+    (error_info's rule); any other exception is a bug, not a condition: logged loudly, and answered
+    so the caller is not left hanging.
+    """
+    log = logging.getLogger(f"aiden.{name}")
+    if isinstance(exc, AidenError | OSError):
+        log.warning("%s failed: %s", type(request).__name__, exc)
+        return Failed(request.request_id, error_info(exc), session)
+    log.exception("%s raised %s", type(request).__name__, type(exc).__name__, exc_info=exc)
+    info = ErrorInfo(kind="AidenError", message=f"internal error in {name}: {type(exc).__name__}: {exc}")
+    return Failed(request.request_id, info, session)
 
 
 async def _refuse(

@@ -1,28 +1,31 @@
-"""The recall index actor: owns the SQLite FTS5 recall index of the active session.
+"""The recall index actor: one per host, owning the SQLite FTS5 recall index of every session it serves.
 
-Every request runs in a worker thread (sqlite3 blocks) one at a time, so the
-index needs no locking of its own. The index follows the session store's
-change feed before each search (a cheap check when nothing moved), so
-rotations need not notify this actor. A compaction does (:class:`RecallSync`,
-sent by the maintenance pass's after-compaction hook): the new chunk is
-indexed and, with an embedder, its events are embedded then, in the pass, so
-a recall never embeds more than its query.
+A session's requests run in a worker thread (sqlite3 blocks) one at a time, in order, so an
+index needs no locking of its own; sessions' requests run in parallel. A session's index opens
+at its first request and closes when the session parks or closes (:class:`~aiden.messages.CloseIndex`,
+after its earlier requests): an idle session keeps no connection. The index follows the session
+store's change feed before each search (a cheap check when nothing moved), so rotations need not
+notify this actor. A compaction does (:class:`~aiden.messages.RecallSync`, sent by the
+maintenance pass's after-compaction hook): the new chunk is indexed and, with an embedder, its
+events are embedded then, in the pass, so a recall never embeds more than its query.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, assert_never
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple, assert_never
 
 import anyio
 import msgspec
-from anyio.abc import TaskStatus
 from anyio.lowlevel import RunVar
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.mailbox import Latest, serve
+from aiden.actors.mailbox import Latest, failure
 from aiden.config import Config
+from aiden.errors import ClosedError
+from aiden.host import HostActor
 from aiden.messages import (
-    Codec,
+    CloseIndex,
     RecallEvents,
     RecallHits,
     RecallInbox,
@@ -32,7 +35,6 @@ from aiden.messages import (
     RecallRehydrate,
     RecallSync,
     RecallSynced,
-    codec,
 )
 from aiden.recall.tool import RecallStats
 
@@ -43,68 +45,60 @@ from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import ChangeFeed
 
-__all__ = ["RecallActor"]
+__all__ = ["RecallActor", "RecallSession"]
+
+# The bound of the host recall actor's inbox and outbox: a session has a few requests at a time.
+_INBOX = 1024
 
 
-class RecallActor:
-    """Serves recall queries, exact lookups and rehydration.
+class RecallSession(NamedTuple):
+    """What the host's recall index actor needs of one session: registered by its runtime while it is open.
 
     The index follows ``feed`` (the session store) when given, else a
     :class:`~aiden.storage.changes.FileChangeFeed` over ``layout``; its
     database is ``layout.recall_db`` either way.
     """
 
-    def __init__(
-        self,
-        layout: Layout,
-        storage: Storage,
-        config: Config,
-        inbox: MemoryObjectReceiveStream[bytes],
-        outbox: MemoryObjectSendStream[bytes],
-        embedder: Embedder | None = None,
-        *,
-        feed: ChangeFeed | None = None,
-        stats: Latest[RecallStats | None] | None = None,
-    ) -> None:
-        self._layout = layout
-        self._feed = feed
-        self._storage = storage
-        self._embedder = embedder
-        self._config = config
-        self._inbox = inbox
-        self._outbox = outbox
-        self._in: Codec[RecallInbox] = codec(RecallInbox)
-        self._out: Codec[RecallOutbox] = codec(RecallOutbox)
-        self._index: RecallIndex | None = None  # opened in run(): sqlite3 loads only when used
-        self.stats: Latest[RecallStats | None] = stats or Latest(None)
-        """The index's telemetry after the latest request (an immutable snapshot)."""
-        # The counts of this session's earlier index instances (its actors parked while idle).
-        self._before = self.stats.value
+    layout: Layout
+    storage: Storage
+    config: Config
+    embedder: Embedder | None
+    feed: ChangeFeed | None
+    stats: Latest[RecallStats | None]
+    """Where the index's telemetry is published after every request (an immutable snapshot)."""
+    dispatch: Callable[[RecallOutbox], None]
+    """Hands a reply to the session's waiting caller (called by the actor's reply router)."""
 
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve until the inbox closes."""
-        from aiden.recall.index import RecallIndex
 
-        source: Layout | ChangeFeed = self._layout if self._feed is None else self._feed
-        self._index = await anyio.to_thread.run_sync(
-            lambda: RecallIndex(
-                source,
-                self._config,
-                storage=self._storage,
-                embedder=self._embedder,
-                db_path=self._layout.recall_db,
-            )
-        )
-        task_status.started()
+class RecallActor(HostActor[RecallInbox, RecallOutbox, RecallSession]):
+    """Serves recall queries, exact lookups and rehydration of every session of its host."""
+
+    def __init__(self) -> None:
+        super().__init__("recall index", RecallInbox, RecallOutbox, _INBOX)
+        # The open indexes, each with its session's counts before it opened (earlier instances:
+        # the session parked while idle), so the telemetry stays "since the memory opened".
+        self._open: dict[int, tuple[RecallIndex, RecallStats | None]] = {}
+
+    async def serve_queued(self, key: int, queue: deque[RecallInbox]) -> None:
+        """Answer session ``key``'s next request."""
+        msg = queue.popleft()
         try:
-            await serve("recall", self._inbox, self._outbox, self._in, self._out, self._serve)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._index.close, limiter=_closing())
+            reply = await self._handle(key, msg)
+        except Exception as exc:
+            reply = failure(self.name, msg, exc, key)
+        await self.reply(reply)
 
-    async def _serve(self, msg: RecallInbox) -> RecallHits | RecallEvents | RecallSynced:
-        index = self._index
-        assert index is not None
+    async def _handle(self, key: int, msg: RecallInbox) -> RecallOutbox:
+        if isinstance(msg, CloseIndex):
+            opened = self._open.pop(key, None)
+            if opened is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(opened[0].close, limiter=_closing())
+            return RecallSynced(key, msg.request_id)
+        session = self.sessions.get(key)
+        if session is None:
+            raise ClosedError("memory is closed")
+        index, before = await self._index(key, session)
         try:
             match msg:
                 case RecallQuery():
@@ -113,20 +107,41 @@ class RecallActor:
                             msg.query, k=msg.k, types=msg.types, roles=msg.roles, since=msg.since, until=msg.until
                         )
                     )
-                    return RecallHits(msg.request_id, hits)
+                    return RecallHits(key, msg.request_id, hits)
                 case RecallLookup(chunk_id=chunk_id):
                     hit = await anyio.to_thread.run_sync(index.lookup, chunk_id)
-                    return RecallHits(msg.request_id, [hit] if hit is not None else [])
+                    return RecallHits(key, msg.request_id, [hit] if hit is not None else [])
                 case RecallRehydrate(chunk_id=chunk_id, seqs=seqs):
-                    return RecallEvents(msg.request_id, await anyio.to_thread.run_sync(index.rehydrate, chunk_id, seqs))
+                    events = await anyio.to_thread.run_sync(index.rehydrate, chunk_id, seqs)
+                    return RecallEvents(key, msg.request_id, events)
                 case RecallSync():
                     await anyio.to_thread.run_sync(index.sync)
-                    return RecallSynced(msg.request_id)
+                    return RecallSynced(key, msg.request_id)
                 case _:
                     assert_never(msg)
         finally:
             # Published after failures too: the index counts them.
-            self.stats.publish(_since_open(self._before, index.stats()))
+            session.stats.publish(_since_open(before, index.stats()))
+
+    async def _index(self, key: int, session: RecallSession) -> tuple[RecallIndex, RecallStats | None]:
+        """Session ``key``'s index, opened at its first request (sqlite3 loads only when used)."""
+        opened = self._open.get(key)
+        if opened is not None:
+            return opened
+        from aiden.recall.index import RecallIndex
+
+        source: Layout | ChangeFeed = session.layout if session.feed is None else session.feed
+        index = await anyio.to_thread.run_sync(
+            lambda: RecallIndex(
+                source,
+                session.config,
+                storage=session.storage,
+                embedder=session.embedder,
+                db_path=session.layout.recall_db,
+            )
+        )
+        opened = self._open[key] = (index, session.stats.value)
+        return opened
 
 
 _CLOSING: RunVar[anyio.CapacityLimiter] = RunVar("aiden_recall_closing")

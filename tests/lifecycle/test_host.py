@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import threading
 import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 import aiden
@@ -210,3 +212,39 @@ async def test_one_summarizer_serves_every_memory_and_a_held_call_holds_only_its
             assert outcomes == [] and gated.calls_finished == 0
             gated.open()
         assert outcomes[0].compacted and gated.calls_finished >= 1
+
+
+def _open_files_under(root: Path) -> list[str]:
+    """The files under ``root`` this process holds open (Linux: /proc/self/fd)."""
+    held = []
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith(str(root)):
+                held.append(target)
+    return held
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+async def test_one_recall_index_actor_answers_each_memory_from_its_own_index(tmp_path: Path) -> None:
+    # Every memory of the host asks the host's one recall index actor; each is answered from its
+    # own index, and a parked memory's index is closed (no connection, no descriptor kept).
+    animals = ["narwhal", "quokka", "axolotl"]
+    before = len(asyncio.all_tasks())
+    async with aiden.open_host() as host, contextlib.AsyncExitStack() as stack:
+        config = msgspec.structs.replace(SMALL_MANUAL, evict_after_idle_minutes=0.1 / 60)
+        memories = [
+            await stack.enter_async_context(aiden.open_memory(tmp_path / name, config=config, host=host))
+            for name in animals
+        ]
+        for name, memory in zip(animals, memories, strict=True):
+            await memory.append_many(_user(f"step {i}: we met a {name} today") for i in range(20))
+            assert (await memory.maintain(manual=True)).compacted
+        for name, memory in zip(animals, memories, strict=True):
+            for other in animals:
+                hits = await memory.recall_session_chunks(other)
+                assert bool(hits) == (other == name), (name, other)
+        assert any(p.endswith("recall.sqlite3") for p in _open_files_under(tmp_path))
+        await wait_parked(before)
+        assert not any(p.endswith("recall.sqlite3") for p in _open_files_under(tmp_path))
+        assert (await memories[0].recall_session_chunks("narwhal"))[0].chunk_id  # opened again

@@ -7,11 +7,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from aiden.actors.recall import RecallActor
+from aiden.actors.mailbox import Latest
+from aiden.actors.recall import RecallActor, RecallSession
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.messages import Codec, RecallHits, RecallInbox, RecallOutbox, RecallQuery
+from aiden.messages import CloseIndex, Codec, RecallHits, RecallInbox, RecallOutbox, RecallQuery, RecallSynced
 from aiden.recall import RecallIndex
+from aiden.recall.tool import RecallStats
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.session import FileSessionStore
@@ -112,18 +114,23 @@ async def test_recall_actor_follows_the_given_feed(store: MemorySessionStore, tm
     said(store, "the actor finds the narwhal", "filler")
     entry = compact(store, 2)[0]
     layout = Layout(tmp_path)  # only for the database's path: session/ is created for it
-    in_send, in_recv = anyio.create_memory_object_stream[bytes](1)
-    out_send, out_recv = anyio.create_memory_object_stream[bytes](1)
-    actor = RecallActor(layout, Storage(), Config(), in_recv, out_send, feed=store)
+    actor = RecallActor()
+    replies_send, replies_recv = anyio.create_memory_object_stream[RecallOutbox](1)
+    stats: Latest[RecallStats | None] = Latest(None)
+    actor.sessions[3] = RecallSession(layout, Storage(), Config(), None, store, stats, replies_send.send_nowait)
     inbox: Codec[RecallInbox] = Codec(RecallInbox)
-    outbox: Codec[RecallOutbox] = Codec(RecallOutbox)
     async with anyio.create_task_group() as tg:
-        await tg.start(actor.run)
-        async with in_send, out_recv:
-            await in_send.send(inbox.encode(RecallQuery(request_id=7, query="narwhal")))
-            reply = outbox.decode(await out_recv.receive())
-    assert isinstance(reply, RecallHits)
+        tg.start_soon(actor.run)
+        with actor.sender() as send, replies_send, replies_recv:
+            await send.send(inbox.encode(RecallQuery(session=3, request_id=7, query="narwhal")))
+            reply = await replies_recv.receive()
+            await send.send(inbox.encode(CloseIndex(3, 8)))
+            closed = await replies_recv.receive()
+        tg.cancel_scope.cancel()  # the host stops
+    assert isinstance(reply, RecallHits) and reply.session == 3
     assert [(h.chunk_id, h.seq) for h in reply.hits] == [(entry.chunk_id, 1)]
+    assert closed == RecallSynced(3, 8)
+    assert stats.value is not None and stats.value.recall_calls == 1
     assert layout.recall_db.exists()
 
 
