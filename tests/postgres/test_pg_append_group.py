@@ -26,6 +26,7 @@ import pytest
 from aiden import Memory, PostgresSessionStore, PreparedEvent, SessionEvent, open_memory
 from aiden.events import encode_event
 from aiden.storage.postgres import open_pool
+from aiden.storage.postgres import store as store_module
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -37,7 +38,13 @@ def _event(text: str, event_id: str | None = None) -> PreparedEvent:
     return PreparedEvent(line, event_id)
 
 
-def test_a_group_stores_each_batch_as_its_own_append_would(pg_dsn: str, session_ids: SessionIds) -> None:
+@pytest.mark.parametrize(
+    "statement_bytes", [store_module._STATEMENT_BYTES, 1], ids=["one statement", "one per event"]
+)
+def test_a_group_stores_each_batch_as_its_own_append_would(
+    pg_dsn: str, session_ids: SessionIds, monkeypatch: pytest.MonkeyPatch, statement_bytes: int
+) -> None:
+    monkeypatch.setattr(store_module, "_STATEMENT_BYTES", statement_bytes)
     pool = open_pool(pg_dsn, max_size=4)
     a_id, b_id = session_ids(), session_ids()
     stores = [
@@ -65,7 +72,8 @@ def test_a_group_stores_each_batch_as_its_own_append_would(pg_dsn: str, session_
         assert [e.content for e in stores[1].read_hot_window()] == ["b1"]
         assert stores[3].read_hot_window() == []
         # Nothing a failed batch held is stored; the session's next append starts at 1.
-        assert stores[3].append([[_event("d1")]]) == [[1]]
+        assert stores[3].append([[_event("d1"), _event("d2")]]) == [[1, 2]]
+        assert [e.content for e in stores[3].read_hot_window()] == ["d1", "d2"]
     finally:
         for store in stores:
             store.close()

@@ -21,6 +21,7 @@ from psycopg.conninfo import make_conninfo
 
 from aiden.config import Config
 from aiden.errors import CommitConflict, InvalidIdError, LockError, StorageError
+from aiden.events import SessionEvent
 from aiden.storage.postgres import SCHEMA_VERSION, PostgresSessionStore, open_pool, postgres_store_factory
 from aiden.storage.postgres.compaction import CHECKS
 from aiden.storage.protocol import RecoveryReport
@@ -199,6 +200,13 @@ def test_retried_event_id_lands_once_across_workers(pg_dsn: str, session_ids: Se
         )
 
 
+def test_a_line_carrying_a_seq_is_stored_under_the_seq_it_gets(pg_dsn: str, session_ids: SessionIds) -> None:
+    with worker(pg_dsn, session_ids()) as s:
+        again = SessionEvent(type="user_input", content="read back, appended again", seq=7)
+        assert s.append([[prepared(again), prepared("next")]]) == [[1, 2]]
+        assert s.read_hot_window() == [stored(again, 1), stored("next", 2)]
+
+
 def test_invalid_session_ids_are_rejected_before_connecting() -> None:
     # No server is needed: the id is refused before any pool is made.
     for bad in ["", "../etc", "a b", "x" * 65, "semi;colon", "quote'"]:
@@ -309,6 +317,24 @@ def test_store_reconnects_after_a_server_restart(
         s.lock_compaction()
         s.unlock_compaction()
         assert s.read_events(range(1, 5)) == [*ev, stored("after", 4, event_id="a1")]
+
+
+def test_a_connection_whose_backend_was_killed_is_replaced_at_checkout(
+    pg_dsn: str, session_ids: SessionIds
+) -> None:
+    pool = open_pool(pg_dsn, max_size=3)
+    store = PostgresSessionStore(session_id=session_ids(), pool=pool)
+    try:
+        assert store.append([[prepared("before")]]) == [[1]]
+        with pool.connection() as a, pool.connection() as b, pool.connection() as c:
+            pids = [conn.info.backend_pid for conn in (a, b, c)]  # every connection the pool has
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid, 10000) FROM unnest(%s::int[]) AS pid", (pids,))
+        # Each idle socket holds its server's goodbye: the checkout check replaces the connection.
+        assert store.append([[prepared("after")]]) == [[2]]
+    finally:
+        store.close()
+        pool.close()
 
 
 def test_error_text_masks_passwords() -> None:

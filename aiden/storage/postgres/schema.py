@@ -11,17 +11,19 @@ names the chunk (its commit position) once compacted.
 Every statement is a constant: values only ever travel as parameters.
 
 Rows hold the same msgspec encodings the filesystem store writes. An event
-row's ``payload`` is exactly the JSON line :func:`~aiden.events.encode_event`
-writes to ``events.jsonl``; a chunk's checksum is the sha256 of its events'
-lines joined, as in a chunk file, so :func:`~aiden.storage.chunks.encode_chunk`
-completes entries identically on every backend. Entries and the index are
-msgspec JSON. A stored value that does not decode or verify is a
-:class:`~aiden.errors.CorruptionError`.
+row's ``payload`` is the event's JSON line: appended, with its seq first (as
+``events.jsonl`` has it, without the CRC); once compacted, exactly the line
+:func:`~aiden.events.encode_event` writes, so a chunk's checksum is the sha256
+of its events' lines joined, as in a chunk file, and
+:func:`~aiden.storage.chunks.encode_chunk` completes entries identically on
+every backend. Entries and the index are msgspec JSON. A stored value that
+does not decode or verify is a :class:`~aiden.errors.CorruptionError`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import select
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -170,6 +172,17 @@ def _durable(conn: Conn) -> None:
         conn.execute("SET synchronous_commit = on")
 
 
+def _check(conn: Conn) -> None:
+    # A connection the server closed (restart, failover, a killed backend) has its goodbye or
+    # end-of-file to read: only then (or for a notice) the full check, whose round trip would
+    # cost a small append as much CPU as its own statement; it raises for a broken connection.
+    # poll, not select: a descriptor past FD_SETSIZE is fine.
+    waiting = select.poll()
+    waiting.register(conn.fileno(), select.POLLIN)
+    if waiting.poll(0):
+        ConnectionPool.check_connection(conn)
+
+
 def require_pool_size(max_size: int, what: str = "max_size") -> None:
     """:class:`~aiden.errors.ConfigError` when ``max_size`` is below :data:`MIN_POOL_SIZE`.
 
@@ -187,9 +200,10 @@ def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: 
     """A connection pool as the store wants it; share one between stores with ``pool=``.
 
     Autocommit connections (transactions are explicit), ``synchronous_commit``
-    never ``off``, each connection checked at checkout (one round trip that
-    buys transparent reconnects: an idle connection a server restart or
-    failover broke is replaced before any statement is sent). Connecting
+    never ``off``, each connection checked at checkout for transparent
+    reconnects: an idle connection a server restart or failover broke (the
+    server's goodbye or end-of-file waits on its socket) is replaced before
+    any statement is sent. Connecting
     happens in the pool's background threads: this never blocks.
     ``max_size`` below :data:`MIN_POOL_SIZE` is a :class:`~aiden.errors.ConfigError`
     (nothing is opened). A pool shared by several memories needs room for
@@ -205,7 +219,7 @@ def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: 
             timeout=timeout,
             kwargs={"autocommit": True},
             configure=_durable,
-            check=ConnectionPool.check_connection,
+            check=_check,
             open=True,
             name=name,
         )
