@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import functools
 import itertools
+import logging
 import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -22,13 +23,14 @@ from types import TracebackType
 from typing import Any, Generic, NoReturn, ParamSpec, Protocol, TypeVar
 
 import anyio
+import msgspec
 from anyio.abc import TaskGroup
 from anyio.lowlevel import RunVar
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.mailbox import Client, route_replies
 from aiden.errors import ClosedError
-from aiden.messages import Codec, codec
+from aiden.messages import Codec, ErrorInfo, Failed, codec
 
 __all__ = ["Host", "HostActor", "HostLink", "Served", "async_only", "loop_host", "open_host", "unwrapped"]
 
@@ -196,10 +198,18 @@ class HostActor(Generic[K, KR, S]):
 
     async def run(self) -> None:
         """Serve every session until the host stops (its task group is cancelled)."""
-        async with anyio.create_task_group() as tg, self._send, self._inbox, self._outbox:
+        # The streams close after the task group: a request still in a worker thread when the
+        # host stops replies into an open outbox (which nobody reads any more).
+        async with self._send, self._inbox, self._outbox, anyio.create_task_group() as tg:
             tg.start_soon(route_replies, self.name, self._replies, self._out, self._route, _nothing)
             while (raw := await self._next()) is not None:
-                msg = self._in.decode(raw)
+                try:
+                    msg = self._in.decode(raw)
+                except msgspec.ValidationError as exc:
+                    # A value of the wrong type (encoding checks none): answered if its session and
+                    # request id can be read, never the end of the actor serving every session.
+                    await self._refuse(raw, exc)
+                    continue
                 if self.at_once(msg):
                     continue
                 queue = self._queued.get(msg.session)
@@ -233,6 +243,21 @@ class HostActor(Generic[K, KR, S]):
         finally:
             del self._queued[key]
 
+    async def _refuse(self, raw: bytes, exc: msgspec.ValidationError) -> None:
+        logging.getLogger(f"aiden.{self.name}").error("refused an undecodable request: %s", exc)
+        try:
+            fields = msgspec.msgpack.decode(raw)
+        except msgspec.DecodeError:
+            return
+        key, rid = (fields.get("session"), fields.get("request_id")) if isinstance(fields, dict) else (None, None)
+        if type(key) is int and type(rid) is int:
+            info = ErrorInfo(kind="AidenError", message=f"invalid request to the {self.name}: {exc}")
+            await self.reply(self.refused(key, rid, info))
+
+    def refused(self, key: int, request_id: int, error: ErrorInfo) -> KR:
+        """The reply refusing an undecodable request (a :class:`~aiden.messages.Failed` by default)."""
+        return Failed(request_id, error, key)  # type: ignore[return-value]  # Failed is in every union but the writer's
+
     def at_once(self, request: K) -> bool:
         """Answer ``request`` now instead of queueing it; True if it was (none by default)."""
         return False
@@ -245,9 +270,12 @@ class HostActor(Generic[K, KR, S]):
         """Send a reply; without a checkpoint when the outbox has room (back-pressure when it is full)."""
         raw = self._out.encode(message)
         try:
-            self._outbox.send_nowait(raw)
-        except anyio.WouldBlock:
-            await self._outbox.send(raw)
+            try:
+                self._outbox.send_nowait(raw)
+            except anyio.WouldBlock:
+                await self._outbox.send(raw)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the host stopped: nobody waits for it
 
     def _route(self, reply: KR) -> None:
         session = self.sessions.get(reply.session)

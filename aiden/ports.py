@@ -96,13 +96,16 @@ def expect_reply(reply: object, kind: type[R]) -> R:
 class WriterPort:
     """Appends and flushes of one session through its host's session writer."""
 
-    __slots__ = ("_client", "_room", "_session")
+    __slots__ = ("_client", "_held", "_room", "_session")
 
     def __init__(self, client: Client[WriterInbox, list[int]], session: int, bound: int) -> None:
         self._client = client
         self._session = session
-        # The session's own back-pressure (``writer_queue_size``): the writer's inbox is its host's.
+        # The session's own back-pressure (``writer_queue_size``; the writer's inbox is its host's):
+        # an append holds a permit from its send until the writer answers it, even if its caller
+        # gave up meanwhile (the writer still commits it).
         self._room = anyio.Semaphore(bound)
+        self._held: set[int] = set()
 
     @observed("append")
     async def append(self, events: list[PreparedEvent]) -> list[int]:
@@ -111,10 +114,22 @@ class WriterPort:
             self._room.acquire_nowait()  # no extra event loop pass while there is room
         except anyio.WouldBlock:
             await self._room.acquire()
+        ids: list[int] = []
+
+        def build(rid: int) -> AppendEvents:
+            ids.append(rid)
+            self._held.add(rid)  # before the send: the answer may come before this task runs again
+            return AppendEvents(self._session, rid, events)
+
+        sent: list[int] = []
         try:
-            return await self._client.call(lambda rid: AppendEvents(self._session, rid, events))
+            return await self._client.call(build, sent.append)
         finally:
-            self._room.release()
+            if not sent:  # it never reached the writer: nothing will answer it
+                if ids:
+                    self._answered(ids[0])
+                else:
+                    self._room.release()
 
     async def flush(self) -> None:
         """Wait until everything sent before is committed."""
@@ -125,12 +140,19 @@ class WriterPort:
         match message:
             case Appended(acks=acks):
                 for ack in acks:
+                    self._answered(ack.request_id)
                     self._client.resolve(ack.request_id, ack.seqs)
             case Rejected(request_ids=ids, error=info):
                 for rid in ids:
+                    self._answered(rid)
                     self._client.reject(rid, raise_error_info(info))
             case Flushed(request_id=rid):
                 self._client.resolve(rid, [])
+
+    def _answered(self, request_id: int) -> None:
+        if request_id in self._held:
+            self._held.discard(request_id)
+            self._room.release()
 
 
 class SchedulerPort:

@@ -14,6 +14,7 @@ until the actors run again (on fresh streams, the scheduler resuming its state).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -484,12 +485,6 @@ async def run_memory(
                 memory._closed = True
                 finished = True
                 if running:
-                    # Drain: everything queued before close is committed and acknowledged.
-                    try:
-                        await writer_port.flush()
-                    except ClosedError:
-                        pass  # the store failed this memory: its error is raised below
-                    await writer_client.aclose()
                     await running[0].scheduler.stop_passes()
                     # An in-flight pass is abandoned; its commit protocol makes that safe.
                     running[0].scope.cancel()
@@ -498,19 +493,30 @@ async def run_memory(
     finally:
         host._remove(key)
         with anyio.CancelScope(shield=True):
-            # The host's recall actor closes this memory's index after its earlier requests, before
-            # the store closes (bounded: a host stopped under its memories answers nothing).
-            with anyio.move_on_after(max(config.close_timeout_s, 1.0)):
-                try:
-                    recall_link.bind()
-                    await recall.close_index()
-                    with summarizer_actor.sender() as send:
-                        send.send_nowait(codec(SummarizerInbox).encode(SessionClosed(key)))
-                except (AidenError, anyio.WouldBlock, anyio.ClosedResourceError) as exc:
-                    log.warning("closing the memory in its host's actors failed: %r", exc)
-            recall_link.unbind()
+            # What the host's actors still hold of this memory (appends queued before the close,
+            # an abandoned recall, the requests of a run that failed) is done before its store
+            # closes: everything queued before is committed and acknowledged, then its recall
+            # index closes. Bounded: a host stopped under its memories answers nothing.
+            with anyio.move_on_after(max(config.close_timeout_s, 1.0)) as drain:
+                for host_link in (writer_link, recall_link):
+                    with contextlib.suppress(anyio.ClosedResourceError):
+                        host_link.bind()
+                for done in (writer_port.flush, recall.close_index):
+                    try:
+                        await done()
+                    except ClosedError:
+                        pass  # the store failed this memory in the writer: its error is raised below
+                    except AidenError as exc:
+                        log.warning("closing %s: %s", layout.root, exc)
+            if drain.cancelled_caught:
+                log.warning("closing %s: its host's actors did not answer within the close timeout", layout.root)
+            for host_link in host_links:
+                host_link.unbind()
+                host_link.client.fail_all(ClosedError("memory is closed"))
             for actor in (writer, summarizer_actor, recall_actor):
                 actor.sessions.pop(key, None)
+            with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError), summarizer_actor.sender() as send:
+                send.send_nowait(codec(SummarizerInbox).encode(SessionClosed(key)))
         # Actors cancelled mid-serve never reached their own `async with`
         # exits; closing twice is a no-op, so close every end here.
         for link in links:

@@ -365,8 +365,12 @@ class Client(Generic[Req, V]):
             raise ClosedError(f"{self.name} is not running") from exc
         return True
 
-    async def call(self, build: Callable[[int], Req]) -> V:
-        """Build a request with a fresh id, send it, and wait for the matching reply."""
+    async def call(self, build: Callable[[int], Req], sent: Callable[[int], None] | None = None) -> V:
+        """Build a request with a fresh id, send it, and wait for the matching reply.
+
+        ``sent(request_id)`` is called once the request is in the actor's inbox: from then on the
+        actor answers it, even if this caller gives up.
+        """
         rid = self.next_id()
         if self._on_asyncio is None:
             self._on_asyncio = _running_asyncio_loop() is not None
@@ -374,6 +378,8 @@ class Client(Generic[Req, V]):
         self._pending[rid] = waiter
         try:
             await self._send_request(build(rid))
+            if sent is not None:
+                sent(rid)
             return await waiter.wait()
         finally:
             if self._pending.pop(rid, None) is not None and self._on_abandon is not None and not self._closed:

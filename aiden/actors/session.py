@@ -42,6 +42,7 @@ from aiden.messages import (
     Appended,
     AppendEvents,
     Codec,
+    ErrorInfo,
     EventsRead,
     Flush,
     Flushed,
@@ -247,10 +248,18 @@ class SessionWriter(HostActor[WriterInbox, WriterOutbox, WriterSession]):
             if isinstance(msg, AppendEvents):
                 n += len(msg.events)
         if not await self._handle(key, session, batch):
-            # Its session ended: what it still queued is not stored.
-            rest = [m.request_id for m in queue if isinstance(m, AppendEvents)]
+            # Its session ended: what it still queued is not stored (a flush has nothing to wait for).
+            rest = list(queue)
             queue.clear()
-            await self.reply(Rejected(key, rest, error_info(ClosedError("session writer stopped"))))
+            ids = [m.request_id for m in rest if isinstance(m, AppendEvents)]
+            await self.reply(Rejected(key, ids, error_info(ClosedError("session writer stopped"))))
+            for msg in rest:
+                if isinstance(msg, Flush):
+                    await self.reply(Flushed(key, msg.request_id))
+
+    def refused(self, key: int, request_id: int, error: ErrorInfo) -> WriterOutbox:
+        """An undecodable request is not stored."""
+        return Rejected(key, [request_id], error)
 
     async def _handle(self, key: int, session: WriterSession | None, batch: Sequence[WriterInbox]) -> bool:
         """Commit one batch of session ``key`` and answer it; False when the store failed the session."""
@@ -265,9 +274,11 @@ class SessionWriter(HostActor[WriterInbox, WriterOutbox, WriterSession]):
                 case _:
                     assert_never(msg)
         ids = [a.request_id for a in appends]
-        if session is None:  # closed: nothing more of it is stored
+        if session is None:  # closed: nothing more of it is stored (a flush has nothing to wait for)
             if appends:
                 await self.reply(Rejected(key, ids, error_info(ClosedError("memory is closed"))))
+            for rid in flushes:
+                await self.reply(Flushed(key, rid))
             return True
         if appends:
             try:

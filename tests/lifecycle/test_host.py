@@ -7,6 +7,7 @@ import contextlib
 import gc
 import os
 import threading
+import time
 import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
@@ -248,3 +249,73 @@ async def test_one_recall_index_actor_answers_each_memory_from_its_own_index(tmp
         await wait_parked(before)
         assert not any(p.endswith("recall.sqlite3") for p in _open_files_under(tmp_path))
         assert (await memories[0].recall_session_chunks("narwhal"))[0].chunk_id  # opened again
+
+
+_IN_APPEND = threading.Event()
+_STEPS: list[str] = []
+
+
+class _SlowDiskFailingPass(FileSessionStore):
+    """An append of an event with id ``slow`` takes 0.5 s; every maintenance pass raises (a bug)."""
+
+    def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
+        if any(e.event_id == "slow" for request in requests for e in request):
+            _IN_APPEND.set()
+            time.sleep(0.5)
+            result = super().append(requests)
+            _STEPS.append("append done")
+            return result
+        return super().append(requests)
+
+    def append_group(self) -> AppendGroup | None:
+        return None  # appends go through append() above
+
+    def lock_compaction(self) -> None:
+        raise RuntimeError("a bug in the pass")
+
+    def close(self) -> None:
+        _STEPS.append("store closed")
+        super().close()
+
+
+async def test_an_append_in_the_writer_when_a_run_fails_is_committed_before_the_store_closes(tmp_path: Path) -> None:
+    # The memory's run ends with a failure while one of its appends (from a task outside its
+    # block) is in the host's writer: the store closes only after that commit, whose caller gets
+    # its seq, and the memory's block raises the failure.
+    _IN_APPEND.clear()
+    _STEPS.clear()
+    got: list[int] = []
+
+    async def slow(memory: aiden.Memory) -> None:
+        got.append((await memory.append(_user("slow", event_id="slow"))).seq)
+
+    async with aiden.open_host() as host, anyio.create_task_group() as outside:
+        with pytest.raises(RuntimeError, match=r"^a bug in the pass$"):
+            async with aiden.open_memory(
+                tmp_path, config=SMALL_MANUAL, host=host, store_factory=_SlowDiskFailingPass
+            ) as memory:
+                await memory.append_many(_user(f"note {i} about the export") for i in range(20))
+                outside.start_soon(slow, memory)
+                await anyio.to_thread.run_sync(_IN_APPEND.wait)
+                await memory.maintain(manual=True)
+    assert _STEPS == ["append done", "store closed"]
+    assert got == [21]
+
+
+async def test_abandoned_appends_still_count_against_writer_queue_size(tmp_path: Path) -> None:
+    # Callers giving up on appends while the disk hangs leave them in the writer (they are still
+    # committed): at most writer_queue_size of one memory's appends wait there, not one per caller.
+    _RELEASE.clear()
+    config = msgspec.structs.replace(_PARK_FAST, writer_queue_size=8)
+    async with (
+        aiden.open_memory(tmp_path, config=config, store_factory=_StalledDisk) as memory,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(memory.append, _user("hangs", event_id="stall"))
+        await anyio.sleep(0.05)
+        for i in range(100):
+            with anyio.move_on_after(0):
+                await memory.append(_user(f"given up {i}"))
+        _RELEASE.set()
+    async with aiden.open_memory(tmp_path) as reopened:
+        assert len(await reopened.hot_window()) == 8

@@ -7,6 +7,7 @@ clock moves exactly to each deadline and sleep.
 from __future__ import annotations
 
 import anyio
+import msgspec
 import pytest
 
 from aiden.actors.summarizer import SummarizerActor, SummarizerProxy, SummarizerSession
@@ -142,3 +143,25 @@ async def test_an_empty_answer_is_refused_by_the_actor() -> None:
     (reply,), _deadline = await ask(ScriptedSummarizer([SummaryResult(text="  ")]), 10.0, 1)
     assert isinstance(reply, Failed)
     assert reply.error.message == "summarizer returned an empty summary"
+
+
+@pytest.mark.anyio
+async def test_an_undecodable_request_is_refused_and_the_actor_serves_on() -> None:
+    # The host's summarizer serves every memory of the host: a request with a value of the wrong
+    # type (encoding checks none) is answered with Failed, and the next request is served.
+    actor = SummarizerActor()
+    replies_send, replies_recv = anyio.create_memory_object_stream[Summarized | Failed](8)
+    actor.sessions[1] = SummarizerSession(ScriptedSummarizer(), Config(), replies_send.send_nowait)
+    into: Codec[SummarizerInbox] = Codec(SummarizerInbox)
+    bad = into.encode(Summarize(1, 1, msgspec.structs.replace(REQUEST, purpose="no such purpose")))  # type: ignore[arg-type]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(actor.run)
+        with actor.sender() as send, replies_send, replies_recv:
+            await send.send(bad)
+            refused = await replies_recv.receive()
+            await send.send(into.encode(Summarize(1, 2, REQUEST)))
+            served = await replies_recv.receive()
+        tg.cancel_scope.cancel()
+    assert isinstance(refused, Failed) and refused.request_id == 1 and refused.session == 1
+    assert refused.error.message.startswith("invalid request to the summarizer: Invalid enum value 'no such purpose'")
+    assert isinstance(served, Summarized) and served.request_id == 2
