@@ -187,6 +187,8 @@ class HostActor(Generic[K, KR, S]):
         self.sessions: dict[int, S] = {}
         """The open sessions it serves, by key: their runtimes add and remove them (the actor only reads)."""
         self._queued: dict[int, deque[K]] = {}  # the sessions with requests, each its requests in order
+        self._tg: TaskGroup | None = None  # the actor's own, while it runs
+        self._emptied: dict[int, anyio.Event] = {}  # set when the session's queue empties
 
     def sender(self) -> MemoryObjectSendStream[bytes]:
         """A send end of the inbox for one run of a session's client (closing it closes only the clone)."""
@@ -196,11 +198,18 @@ class HostActor(Generic[K, KR, S]):
         """Nothing of session ``key`` is queued or being served."""
         return key not in self._queued
 
+    async def drained(self, key: int) -> None:
+        """Return once nothing of session ``key`` is queued or being served (requests whose callers
+        left included: a close waits for them before its store closes)."""
+        if not self.idle(key):
+            await self._emptied.setdefault(key, anyio.Event()).wait()
+
     async def run(self) -> None:
         """Serve every session until the host stops (its task group is cancelled)."""
         # The streams close after the task group: a request still in a worker thread when the
         # host stops replies into an open outbox (which nobody reads any more).
         async with self._send, self._inbox, self._outbox, anyio.create_task_group() as tg:
+            self._tg = tg
             tg.start_soon(route_replies, self.name, self._replies, self._out, self._route, _nothing)
             while (raw := await self._next()) is not None:
                 try:
@@ -242,6 +251,9 @@ class HostActor(Generic[K, KR, S]):
                 await self.serve_queued(key, queue)
         finally:
             del self._queued[key]
+            emptied = self._emptied.pop(key, None)
+            if emptied is not None:
+                emptied.set()
 
     async def _refuse(self, raw: bytes, exc: msgspec.ValidationError) -> None:
         logging.getLogger(f"aiden.{self.name}").error("refused an undecodable request: %s", exc)
@@ -257,6 +269,12 @@ class HostActor(Generic[K, KR, S]):
     def refused(self, key: int, request_id: int, error: ErrorInfo) -> KR:
         """The reply refusing an undecodable request (a :class:`~aiden.messages.Failed` by default)."""
         return Failed(request_id, error, key)  # type: ignore[return-value]  # Failed is in every union but the writer's
+
+    def spawn(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``work`` in the actor's task group (a session's work beside its requests: its passes)."""
+        if self._tg is None:
+            raise ClosedError(f"the {self.name} is not running")
+        self._tg.start_soon(work)
 
     def at_once(self, request: K) -> bool:
         """Answer ``request`` now instead of queueing it; True if it was (none by default)."""
@@ -318,6 +336,10 @@ class HostLink(Generic[K, V]):
     def quiet(self) -> bool:
         """No caller waits for a reply, and nothing of the memory is queued or served by the actor."""
         return self.client.answered and self.actor.idle(self.key)
+
+    async def drained(self) -> None:
+        """Return once the actor has nothing of the memory queued or in hand (its close waits for it)."""
+        await self.actor.drained(self.key)
 
 
 @async_only

@@ -37,6 +37,7 @@ __all__ = [
     "error_info",
     "Maintain",
     "MaintenanceDone",
+    "OpenScheduler",
     "RecordUsage",
     "RecallEvents",
     "RecallHits",
@@ -52,6 +53,7 @@ __all__ = [
     "RotateSession",
     "Rotated",
     "SchedulerInbox",
+    "SchedulerOpened",
     "SchedulerOutbox",
     "SessionClosed",
     "Summarize",
@@ -159,16 +161,27 @@ WriterOutbox = Appended | Rejected | Flushed
 
 
 class RequestMaintenance(msgspec.Struct, frozen=True, tag=True):
-    """Fire-and-forget: schedule a maintenance pass (coalesced)."""
+    """Fire-and-forget: schedule a maintenance pass of ``session`` (coalesced)."""
 
+    session: int
+    """The session's key in its host (the scheduler serves every session of its host)."""
     manual: bool = False
 
 
 class Maintain(msgspec.Struct, frozen=True, tag=True):
     """Run a maintenance pass and reply when it is done (the seed's Save path)."""
 
+    session: int
     request_id: int
     manual: bool = False
+
+
+class OpenScheduler(msgspec.Struct, frozen=True, tag=True):
+    """``session`` opened: check its backlog (answered then), then replay its newest chunks'
+    after-compaction hook."""
+
+    session: int
+    request_id: int
 
 
 class RecordUsage(msgspec.Struct, frozen=True, tag=True, kw_only=True):
@@ -182,6 +195,8 @@ class RecordUsage(msgspec.Struct, frozen=True, tag=True, kw_only=True):
     tool_output_tokens: int = 0
     run_ended: bool = False
     model: str | None = None
+    session: int = 0
+    """The session's key in its host (its port sets it)."""
 
 
 class RotateSession(msgspec.Struct, frozen=True, tag=True):
@@ -189,11 +204,12 @@ class RotateSession(msgspec.Struct, frozen=True, tag=True):
     summary, archive the session as ``closed_session_id``, start an empty one and reload
     the long-term layer."""
 
+    session: int
     request_id: int
     closed_session_id: str
 
 
-SchedulerInbox = RequestMaintenance | Maintain | RecordUsage | RotateSession
+SchedulerInbox = RequestMaintenance | Maintain | OpenScheduler | RecordUsage | RotateSession
 
 
 class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -214,6 +230,7 @@ class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
 class MaintenanceDone(msgspec.Struct, frozen=True, tag=True):
     """Reply to :class:`Maintain`."""
 
+    session: int
     request_id: int
     outcome: CompactionOutcome
 
@@ -221,11 +238,19 @@ class MaintenanceDone(msgspec.Struct, frozen=True, tag=True):
 class Rotated(msgspec.Struct, frozen=True, tag=True):
     """Reply to :class:`RotateSession`: the closed session's archive id."""
 
+    session: int
     request_id: int
     archived_id: str
 
 
-SchedulerOutbox = MaintenanceDone | Rotated | Failed
+class SchedulerOpened(msgspec.Struct, frozen=True, tag=True):
+    """Reply to :class:`OpenScheduler`: the backlog is checked (a pass requested if it is over the trigger)."""
+
+    session: int
+    request_id: int
+
+
+SchedulerOutbox = MaintenanceDone | Rotated | SchedulerOpened | Failed
 
 
 # --- summarizer -----------------------------------------------------------------

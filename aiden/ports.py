@@ -34,6 +34,7 @@ from aiden.messages import (
     IndexRead,
     Maintain,
     MaintenanceDone,
+    OpenScheduler,
     ReaderInbox,
     ReaderOutbox,
     ReadEvents,
@@ -55,6 +56,7 @@ from aiden.messages import (
     Rotated,
     RotateSession,
     SchedulerInbox,
+    SchedulerOpened,
     SchedulerOutbox,
     SummaryRead,
     WriterInbox,
@@ -158,13 +160,14 @@ class WriterPort:
 class SchedulerPort:
     """Maintenance, usage and rotation requests to the maintenance scheduler, and its published counters."""
 
-    __slots__ = ("_client", "_counters", "coalesced_at_inbox")
+    __slots__ = ("_client", "_counters", "_session", "coalesced_at_inbox")
 
     def __init__(
-        self, client: Client[SchedulerInbox, SchedulerOutbox], counters: Latest[SchedulerCounters]
+        self, client: Client[SchedulerInbox, SchedulerOutbox], counters: Latest[SchedulerCounters], session: int
     ) -> None:
         self._client = client
         self._counters = counters
+        self._session = session
         self.coalesced_at_inbox = 0
         """Maintenance requests dropped because one was already queued."""
 
@@ -175,20 +178,24 @@ class SchedulerPort:
 
     def request(self, *, manual: bool) -> None:
         """Schedule a pass without waiting; coalesced when the inbox already holds requests."""
-        if not self._client.try_cast(RequestMaintenance(manual=manual)):
+        if not self._client.try_cast(RequestMaintenance(self._session, manual)):
             self.coalesced_at_inbox += 1
 
     async def maintain(self, *, manual: bool) -> CompactionOutcome:
         """Run a pass and wait for its outcome."""
-        return expect_reply(await self._client.call(lambda rid: Maintain(rid, manual)), MaintenanceDone).outcome
+        return expect_reply(await self._client.call(lambda rid: Maintain(self._session, rid, manual)), MaintenanceDone).outcome
 
     async def record_usage(self, usage: RecordUsage) -> None:
         """Report one model call's usage (no reply; the inbox bound applies back-pressure)."""
-        await self._client.cast(usage)
+        await self._client.cast(msgspec.structs.replace(usage, session=self._session))
+
+    async def opened(self) -> None:
+        """The memory opened: wait until the scheduler checked its backlog (a pass requested if due)."""
+        expect_reply(await self._client.call(lambda rid: OpenScheduler(self._session, rid)), SchedulerOpened)
 
     async def rotate(self, closed_session_id: str) -> str:
         """Close the active session as ``closed_session_id``; the archive id."""
-        reply = await self._client.call(lambda rid: RotateSession(rid, closed_session_id))
+        reply = await self._client.call(lambda rid: RotateSession(self._session, rid, closed_session_id))
         return expect_reply(reply, Rotated).archived_id
 
 

@@ -28,7 +28,7 @@ from anyio.abc import TaskStatus
 
 from aiden.actors.mailbox import BACKGROUND, Client, Doorbell, Latest, Link, by_request_id
 from aiden.actors.recall import RecallActor, RecallSession
-from aiden.actors.scheduler import MaintenanceScheduler
+from aiden.actors.scheduler import MaintenanceScheduler, SchedulerActor, SchedulerSession
 from aiden.actors.session import SessionReader, SessionWriter, WriterSession
 from aiden.actors.summarizer import SummarizerActor, SummarizerProxy, SummarizerSession, prepare
 from aiden.config import Config
@@ -52,7 +52,7 @@ from aiden.messages import (
     codec,
 )
 from aiden.policy.tokens import BudgetCalibration, TokenCalibration
-from aiden.policy.triggers import SchedulerCounters, TriggerState
+from aiden.policy.triggers import SchedulerCounters
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.embedding import Embedder
 from aiden.recall.tool import RecallStats
@@ -168,14 +168,12 @@ async def run_memory(
         writer, key, Client("session writer", None, codec(WriterInbox), doorbell=doorbell)
     )
     writer_client = writer_link.client
-    # Small messages carrying caller arguments (record_usage), to a loop that a bad one would end.
-    scheduler_link: Link[SchedulerInbox, SchedulerOutbox, SchedulerOutbox] = Link(
-        "maintenance scheduler",
-        SchedulerInbox,
-        SchedulerOutbox,
-        _CONTROL_QUEUE,
-        validate=True,
-        doorbell=doorbell,
+    scheduler_actor = host._service(SchedulerActor)
+    # Small messages carrying caller arguments (record_usage): checked in the caller.
+    scheduler_link: HostLink[SchedulerInbox, SchedulerOutbox] = HostLink(
+        scheduler_actor,
+        key,
+        Client("maintenance scheduler", None, codec(SchedulerInbox), validate=True, doorbell=doorbell),
     )
     summarizer_actor = host._service(SummarizerActor)
     summarizer_link: HostLink[SummarizerInbox, SummarizerOutbox] = HostLink(
@@ -194,11 +192,10 @@ async def run_memory(
     recall_link: HostLink[RecallInbox, RecallOutbox] = HostLink(
         recall_actor, key, Client("recall index", None, codec(RecallInbox), doorbell=doorbell)
     )
-    host_links: tuple[HostLink[Any, Any], ...] = (writer_link, summarizer_link, recall_link)
+    host_links: tuple[HostLink[Any, Any], ...] = (writer_link, scheduler_link, summarizer_link, recall_link)
     reader_link: Link[ReaderInbox, ReaderOutbox, ReaderOutbox] = Link(
         "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE, doorbell=doorbell
     )
-    scheduler_client = scheduler_link.client
     if summarizer is None:
         from aiden.summarizers.extractive import ExtractiveSummarizer
 
@@ -220,7 +217,6 @@ async def run_memory(
     )
     extensions: list[Extension] = [make(parts) for make in installed()]
     links: tuple[Link[Any, Any, Any], ...] = (
-        scheduler_link,
         reader_link,
         *(link for extension in extensions for link in extension.links),
     )
@@ -229,7 +225,6 @@ async def run_memory(
     recall_stats: Latest[RecallStats | None] = Latest(None)
     recall = RecallPort(recall_link.client, recall_stats, key)
     writer_port = WriterPort(writer_client, key, config.writer_queue_size)
-    scheduler_state: TriggerState | None = None
 
     async def before_compaction(events: Sequence[SessionEvent]) -> None:
         for extension in extensions:
@@ -256,37 +251,33 @@ async def run_memory(
         for extension in extensions:
             await extension.after_rotation()
 
-    def new_scheduler() -> MaintenanceScheduler:
-        return MaintenanceScheduler(
-            session_store,
-            config,
-            context_window,
-            scheduler_link.inbox,
-            scheduler_link.outbox,
-            summarize,
-            model=model,
-            calibration=TokenCalibration(factor=kept.token_factor, samples=1) if kept is not None else None,
-            before_compaction=before_compaction,
-            after_compaction=after_compaction,
-            before_rotation=lambda: session_ended("rotation"),
-            after_rotation=after_rotation,
-            resume=scheduler_state,
-            counters=counters,
-        )
-
-    # The first scheduler is made here: Memory plans with its token profile.
-    unstarted = [new_scheduler()]
+    # This memory's state in the host's scheduler (its trigger state lives on while it is parked).
+    scheduler_port = SchedulerPort(scheduler_link.client, counters, key)
+    scheduler = MaintenanceScheduler(
+        session_store,
+        config,
+        context_window,
+        key,
+        summarize,
+        model=model,
+        calibration=TokenCalibration(factor=kept.token_factor, samples=1) if kept is not None else None,
+        before_compaction=before_compaction,
+        after_compaction=after_compaction,
+        before_rotation=lambda: session_ended("rotation"),
+        after_rotation=after_rotation,
+        counters=counters,
+    )
     evict_after_s = config.evict_after_idle_minutes * 60.0
     memory = make(
         root=str(layout.root),
         config=config,
         context_window=context_window,
         writer=writer_port,
-        scheduler=SchedulerPort(scheduler_client, counters),
+        scheduler=scheduler_port,
         reader=ReaderPort(reader_link.client),
         recall=recall,
         recovery=report,
-        token_profile=unstarted[0].token_profile,
+        token_profile=scheduler.token_profile,
         calibration=(
             BudgetCalibration(factor=kept.factor, spread=kept.spread, samples=kept.samples)
             if kept is not None
@@ -297,14 +288,21 @@ async def run_memory(
 
     running: list[_Running] = []  # the actors' run now, if they run: what the close stops
     closing = False
-    writer_failure: list[BaseException] = []
+    host_failure: list[BaseException] = []
+    opened = False  # the scheduler was told the memory opened (at its actors' first run)
 
     def writer_failed(error: BaseException) -> None:
-        """The store failed this memory in the host's writer: its callers fail and its run ends with it."""
+        """The store failed this memory in the host's writer: nothing more of it is stored."""
         writer.sessions.pop(key, None)
         writer_client.fail_all(ClosedError("session writer stopped"))
+        host_failed(error)
+
+    def host_failed(error: BaseException) -> None:
+        """This memory failed in one of the host's actors (its store raised what no store should, a
+        bug in a pass): its run ends with the error, and the close fails its callers; the host's
+        other memories go on."""
         if running:  # its run raises the error, which ends the memory
-            writer_failure.append(error)
+            host_failure.append(error)
             running[0].scope.cancel()
         elif not failure:
             failure.append(error)
@@ -313,26 +311,30 @@ async def run_memory(
 
     async def run_actors(answer: Callable[[], None]) -> None:
         """One run of the actors: start them on fresh streams, serve until idle (parked) or closed."""
-        nonlocal scheduler_state
+        nonlocal opened
         for link in links:
             if link.client.parked:  # its streams were dropped when it parked
                 link.bind()
-        scheduler = unstarted.pop() if unstarted else new_scheduler()
         for host_link in host_links:
             host_link.bind()
         reader = SessionReader(session_store, reader_link.inbox, reader_link.outbox)
         try:
             async with anyio.create_task_group() as tg:
-                await tg.start(scheduler.run_inbox)
-                await tg.start(scheduler.run_passes)
-                await tg.start(scheduler_link.route, by_request_id(scheduler_client))
                 for _ in range(_READERS):
                     await tg.start(reader.run)
                 reader.close_streams()  # the workers hold clones
                 await tg.start(reader_link.route, by_request_id(reader_link.client))
                 for extension in extensions:
                     await extension.start(tg, memory)
-                running.append(_Running(tg.cancel_scope, scheduler))
+                running.append(_Running(tg.cancel_scope))
+                if not opened:
+                    # The open waits for the backlog check: the triggers see the session as opened.
+                    opened = True
+                    token = BACKGROUND.set(True)
+                    try:
+                        await scheduler_port.opened()
+                    finally:
+                        BACKGROUND.reset(token)
                 answer()
                 clients = [link.client for link in links]
                 # Idle since the callers' request count last changed (seen at the checks' pace).
@@ -373,8 +375,8 @@ async def run_memory(
                 for client in (*clients, *(h.client for h in host_links)):
                     client.park()
                 tg.cancel_scope.cancel()
-            if writer_failure:
-                raise writer_failure[0]
+            if host_failure:
+                raise host_failure[0]
             # The actors stopped (parked, or the close): nothing uses the store now, and a next
             # run takes back what it gives (an idle session keeps no descriptor).
             session_store.release()
@@ -382,10 +384,8 @@ async def run_memory(
             running.clear()
             for host_link in host_links:
                 host_link.unbind()
-            scheduler_state = scheduler.state
             for link in links:
                 link.close()
-            scheduler.close_streams()
             for extension in extensions:
                 extension.stopped()
 
@@ -447,6 +447,7 @@ async def run_memory(
 
     # The host's writer and summarizer serve this memory by its key from now until its close.
     writer.sessions[key] = WriterSession(session_store, config.max_batch_events, writer_port.dispatch, writer_failed)
+    scheduler_actor.register(key, SchedulerSession(scheduler, by_request_id(scheduler_link.client), host_failed))
     summarizer_actor.sessions[key] = SummarizerSession(summarizer, config, by_request_id(summarizer_link.client))
     recall_actor.sessions[key] = RecallSession(
         layout, storage, config, embedder, session_store, recall_stats, by_request_id(recall_link.client)
@@ -484,9 +485,9 @@ async def run_memory(
                     await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model, keep)
                 memory._closed = True
                 finished = True
+                # A pass in flight is abandoned; its commit protocol makes that safe.
+                await scheduler.stop_passes()
                 if running:
-                    await running[0].scheduler.stop_passes()
-                    # An in-flight pass is abandoned; its commit protocol makes that safe.
                     running[0].scope.cancel()
                 if active:
                     await stopped.wait()
@@ -501,6 +502,8 @@ async def run_memory(
                 for host_link in (writer_link, recall_link):
                     with contextlib.suppress(anyio.ClosedResourceError):
                         host_link.bind()
+                await scheduler.stop_passes()  # a run that failed may have left one
+                await scheduler_link.drained()  # a rotation its caller abandoned
                 for done in (writer_port.flush, recall.close_index):
                     try:
                         await done()
@@ -513,7 +516,7 @@ async def run_memory(
             for host_link in host_links:
                 host_link.unbind()
                 host_link.client.fail_all(ClosedError("memory is closed"))
-            for actor in (writer, summarizer_actor, recall_actor):
+            for actor in (writer, scheduler_actor, summarizer_actor, recall_actor):
                 actor.sessions.pop(key, None)
             with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError), summarizer_actor.sender() as send:
                 send.send_nowait(codec(SummarizerInbox).encode(SessionClosed(key)))
@@ -523,8 +526,6 @@ async def run_memory(
             link.close()
         started.close()
         started_recv.close()
-        for scheduler in unstarted:  # the actors never started
-            scheduler.close_streams()
         await anyio.to_thread.run_sync(session_store.close)
         if failure:
             # Not the ClosedError the caller's pending request got when the actors stopped.
@@ -535,7 +536,6 @@ class _Running(NamedTuple):
     """One run of a session's actors, as the close needs it."""
 
     scope: anyio.CancelScope
-    scheduler: MaintenanceScheduler
 
 
 async def _until_parkable(parkable: Callable[[], bool], evict_after_s: float) -> None:

@@ -63,8 +63,9 @@ def race_processes(target: Callable[[str, str, EventType], None], root: Path, wr
     assert [proc.exitcode for proc in procs] == [0] * len(writers)
 
 
-HOST_TASKS = 7
-"""A host's own tasks: its wake loop; its session writer, summarizer and recall index, and their reply routers."""
+HOST_TASKS = 9
+"""A host's own tasks: its wake loop; its session writer, maintenance scheduler, summarizer and recall
+index, and their reply routers."""
 
 
 async def wait_parked(tasks_before: int, timeout_s: float = 10.0) -> None:

@@ -1,8 +1,11 @@
 """The maintenance scheduler actor: decides when to compact and runs one pass at a time.
 
-Two tasks of one actor, both started by the runtime: :meth:`run_inbox` reads
-requests and usage, :meth:`run_passes` executes passes. Requests coalesce: at
-most one pass runs and one is pending however many arrive. A pass follows the
+One actor per host (:class:`SchedulerActor`) serves every session of it by key:
+each session's requests and usage in order (:meth:`MaintenanceScheduler.handle`),
+and its passes in a task of the actor that runs while a pass is pending
+(:meth:`MaintenanceScheduler.run_passes`). A :class:`MaintenanceScheduler` is one
+session's state: its trigger state, its pending and running pass. Requests
+coalesce: at most one pass runs and one is pending however many arrive. A pass follows the
 seed's two-phase pattern — snapshot under the lock, release it while planning
 and summarizing, then commit (see :meth:`SessionStore.commit`) which re-reads
 ``events.jsonl`` under the lock and merges every append made meanwhile.
@@ -18,34 +21,34 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import assert_never
+from typing import NamedTuple, assert_never
 
 import anyio
 import msgspec
-from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.mailbox import Latest
 from aiden.actors.planning import Planner, Survey
 from aiden.actors.summarizer import ChunkSummaries, SummarizerProxy
 from aiden.config import Config
-from aiden.errors import AidenError, CommitConflict
+from aiden.errors import AidenError, ClosedError, CommitConflict
 from aiden.events import SessionEvent
+from aiden.host import HostActor
 from aiden.messages import (
-    Codec,
     CompactionOutcome,
     ErrorInfo,
     Failed,
     Maintain,
     MaintenanceDone,
+    OpenScheduler,
     RecordUsage,
     RequestMaintenance,
     Rotated,
     RotateSession,
     SchedulerInbox,
+    SchedulerOpened,
     SchedulerOutbox,
-    codec,
     error_info,
 )
 from aiden.observe import observe_pass
@@ -77,12 +80,64 @@ from aiden.policy.triggers import (
 from aiden.storage.chunks import ChunkEntry
 from aiden.storage.protocol import SessionStore
 
-__all__ = ["MaintenanceScheduler"]
+__all__ = ["MaintenanceScheduler", "SchedulerActor", "SchedulerSession"]
 
 log = logging.getLogger("aiden.scheduler")
 
 _HOOK_REPLAY_CHUNKS = 4
 """Newest chunks whose after-compaction hook runs again at open (see :meth:`MaintenanceScheduler._at_open`)."""
+
+
+# The bound of the host scheduler's inbox and outbox: a session sends a few requests a turn.
+_INBOX = 1024
+
+
+class SchedulerSession(NamedTuple):
+    """What the host's scheduler needs of one session: registered by its runtime while it is open."""
+
+    scheduler: MaintenanceScheduler
+    dispatch: Callable[[SchedulerOutbox], None]
+    """Hands a reply to the session's waiting caller (called by the actor's reply router)."""
+    failed: Callable[[BaseException], None]
+    """A pass or a request raised what no store or hook should (not an AidenError): the session ends."""
+
+
+class SchedulerActor(HostActor[SchedulerInbox, SchedulerOutbox, SchedulerSession]):
+    """The host's one maintenance scheduler: every session's requests in order, its passes beside them."""
+
+    def __init__(self) -> None:
+        super().__init__("maintenance scheduler", SchedulerInbox, SchedulerOutbox, _INBOX)
+
+    def register(self, key: int, session: SchedulerSession) -> None:
+        """Start serving session ``key`` (its runtime registers it here, before its first request)."""
+        self.sessions[key] = session
+        session.scheduler.served(self.reply, lambda: self.spawn(lambda: self._passes(session)))
+
+    def at_once(self, request: SchedulerInbox) -> bool:
+        """A session's open starts its pass loop at once, with the open's backlog check first."""
+        if isinstance(request, OpenScheduler) and (session := self.sessions.get(request.session)) is not None:
+            session.scheduler.opened(request.request_id)
+            return True
+        return False
+
+    async def serve_queued(self, key: int, queue: deque[SchedulerInbox]) -> None:
+        """Handle session ``key``'s next request."""
+        msg = queue.popleft()
+        session = self.sessions.get(key)
+        if session is None:  # closed: nothing waits for a pass any more
+            if isinstance(msg, Maintain | RotateSession | OpenScheduler):
+                await self.reply(Failed(msg.request_id, error_info(ClosedError("memory is closed")), key))
+            return
+        try:
+            await session.scheduler.handle(msg)
+        except Exception as exc:
+            session.failed(exc)
+
+    async def _passes(self, session: SchedulerSession) -> None:
+        try:
+            await session.scheduler.run_passes()
+        except Exception as exc:  # a bug in a pass, or a store raising what no store should
+            session.failed(exc)
 
 
 class MaintenanceScheduler:
@@ -93,8 +148,7 @@ class MaintenanceScheduler:
         store: SessionStore,
         config: Config,
         context_window: int,
-        inbox: MemoryObjectReceiveStream[bytes],
-        outbox: MemoryObjectSendStream[bytes],
+        session: int,
         summarizer: SummarizerProxy,
         model: str | None = None,
         calibration: TokenCalibration | None = None,
@@ -103,22 +157,23 @@ class MaintenanceScheduler:
         before_rotation: Callable[[], Awaitable[None]] | None = None,
         after_rotation: Callable[[], Awaitable[None]] | None = None,
         *,
-        resume: TriggerState | None = None,
         counters: Latest[SchedulerCounters] | None = None,
     ) -> None:
         self._store = store
         self._config = config
         self._window = context_window
-        self._inbox = inbox
-        self._outbox = outbox
+        self._session = session
+        # Set by the host's scheduler when it serves this session: where replies go, and how a
+        # pass loop starts (a task of the actor).
+        self._reply: Callable[[SchedulerOutbox], Awaitable[None]] | None = None
+        self._start_passes: Callable[[], None] | None = None
         self._before_compaction = before_compaction
         self._after_compaction = after_compaction
         self._before_rotation = before_rotation
         self._after_rotation = after_rotation
         self._pass_done: anyio.Event | None = None
-        # A calibration kept from the last close of this root (same model and window) is the start;
-        # after an idle session's actors were parked, the state the scheduler had then.
-        self._state = resume or TriggerState(
+        # A calibration kept from the last close of this root (same model and window) is the start.
+        self._state = TriggerState(
             model=model or "",
             calibration_weight=config.token_calibration_weight,
             calibration={model or "": calibration} if calibration is not None else {},
@@ -128,11 +183,11 @@ class MaintenanceScheduler:
         """The newest snapshot of the counters, published after every change."""
         self._publish()  # the kept calibration shows from the start
         self._summaries = ChunkSummaries(summarizer, config, self._note)
-        self._in: Codec[SchedulerInbox] = codec(SchedulerInbox)
-        self._out: Codec[SchedulerOutbox] = codec(SchedulerOutbox)
-        send, receive = anyio.create_memory_object_stream[bool](1)
-        self._wake_send = send
-        self._wake_receive = receive
+        self._pending = False  # a pass is wanted and has not started
+        self._passing = False  # the pass loop runs (a task of the host's scheduler)
+        self._loop_scope: anyio.CancelScope | None = None
+        self._opening: int | None = None  # the open's request, answered after its backlog check
+        self._loop_done: anyio.Event | None = None
         self._waiting: list[int] = []
         self._manual_pending = False
         self._warned_unreachable = False
@@ -150,47 +205,54 @@ class MaintenanceScheduler:
         self._planner = Planner(store, config, self._profile)
 
     @property
-    def state(self) -> TriggerState:
-        """What the scheduler knows now (immutable): a restarted scheduler resumes from it."""
-        return self._state
-
-    @property
     def idle(self) -> bool:
         """No pass runs and none is pending."""
-        return self._pass_scope is None and self._wake_receive.statistics().current_buffer_used == 0
+        return not self._passing and not self._pending
 
     @property
     def token_profile(self) -> TokenProfile:
         """The estimator profile this scheduler plans with."""
         return self._profile
 
-    def close_streams(self) -> None:
-        """Close the internal wake stream (after the actor's tasks ended)."""
-        self._wake_send.close()
-        self._wake_receive.close()
+    def served(self, reply: Callable[[SchedulerOutbox], Awaitable[None]], start_passes: Callable[[], None]) -> None:
+        """The host's scheduler serves this session from now on: its replies and its pass loop's start."""
+        self._reply = reply
+        self._start_passes = start_passes
 
-    # --- inbox -------------------------------------------------------------------------
+    def opened(self, request_id: int) -> None:
+        """The session opened: its pass loop checks the backlog (:meth:`_at_open`) before any pass."""
+        self._opening = request_id
+        self._run_loop()
 
-    async def run_inbox(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Read requests until the inbox closes, then stop the pass loop."""
-        task_status.started()
-        async with self._inbox, self._wake_send:
-            async for raw in self._inbox:
-                msg = self._in.decode(raw)
-                match msg:
-                    case RequestMaintenance(manual=manual):
-                        self._wake(manual)
-                    case Maintain(request_id=rid, manual=manual):
-                        self._waiting.append(rid)
-                        self._wake(manual)
-                    case RecordUsage():
-                        # The reducer's usage event holds the message's trigger fields, by name.
-                        self._note(msgspec.convert(msg, UsageReported, from_attributes=True))
-                    case RotateSession():
-                        await self._rotate(msg)
-                    case _:
-                        assert_never(msg)
-                self._publish()
+    def _run_loop(self) -> None:
+        if not self._passing and self._start_passes is not None:
+            self._passing = True
+            self._start_passes()
+
+    # --- requests ------------------------------------------------------------------------
+
+    async def handle(self, msg: SchedulerInbox) -> None:
+        """One request or usage report of this session (its requests are handled in order)."""
+        match msg:
+            case RequestMaintenance(manual=manual):
+                self._wake(manual)
+            case Maintain(request_id=rid, manual=manual):
+                self._waiting.append(rid)
+                self._wake(manual)
+            case OpenScheduler(request_id=rid):
+                self.opened(rid)
+            case RecordUsage():
+                # The reducer's usage event holds the message's trigger fields, by name.
+                self._note(msgspec.convert(msg, UsageReported, from_attributes=True))
+            case RotateSession():
+                await self._rotate(msg)
+            case _:
+                assert_never(msg)
+        self._publish()
+
+    async def _send(self, reply: SchedulerOutbox) -> None:
+        assert self._reply is not None  # served before its first request
+        await self._reply(reply)
 
     def _note(self, event: TriggerEvent) -> None:
         self._state = reduce(self._state, event)
@@ -200,15 +262,12 @@ class MaintenanceScheduler:
 
     def _wake(self, manual: bool) -> None:
         self._manual_pending = self._manual_pending or manual
-        try:
-            self._wake_send.send_nowait(True)
-        except anyio.WouldBlock:
+        if self._pending:
             # A pass is already pending: this request rides on it.
             self._note(RequestCoalesced())
-        except anyio.ClosedResourceError:
-            # The inbox ended (the memory is closing) while the pass loop was still at open or
-            # finishing a pass: nothing more will run, and the backlog waits for the next open.
-            pass
+            return
+        self._pending = True
+        self._run_loop()
 
     async def stop_passes(self) -> None:
         """At close, before the actors stop: no new pass starts, and one in flight is cancelled.
@@ -219,6 +278,11 @@ class MaintenanceScheduler:
         """
         self._stopping = True
         await self._cancel_pass()
+        # The open's backlog check and hook replay, if still running, end too.
+        if self._loop_scope is not None:
+            self._loop_scope.cancel()
+        if self._passing and self._loop_done is not None:
+            await self._loop_done.wait()
 
     async def _cancel_pass(self) -> None:
         if self._pass_scope is not None and self._pass_done is not None:
@@ -245,7 +309,7 @@ class MaintenanceScheduler:
                 await self._before_rotation()
             archived = await anyio.to_thread.run_sync(self._store.rotate, msg.closed_session_id)
         except AidenError as exc:
-            await self._outbox.send(self._out.encode(Failed(msg.request_id, error_info(exc))))
+            await self._send(Failed(msg.request_id, error_info(exc), self._session))
             return
         self._note(SessionRotated())
         if self._after_rotation is not None:
@@ -254,24 +318,38 @@ class MaintenanceScheduler:
             except AidenError as exc:
                 # The rotation itself is done and durable; a stale long-term layer is not fatal.
                 log.error("after-rotation hook failed: %s", exc)
-        await self._outbox.send(self._out.encode(Rotated(msg.request_id, archived)))
+        await self._send(Rotated(self._session, msg.request_id, archived))
 
     # --- passes -------------------------------------------------------------------------
 
-    async def run_passes(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run one pass per wake-up until the wake stream closes."""
-        task_status.started()
-        async with self._wake_receive, self._outbox:
-            await self._at_open()
-            async for _ in self._wake_receive:
-                await self._no_rotation.wait()
-                if self._stopping:
-                    continue  # closing: the backlog waits for the next open
-                waiters, self._waiting = self._waiting, []
-                manual, self._manual_pending = self._manual_pending, False
-                cancelled = CompactionOutcome(compacted=False, reason="cancelled_by_rotation")
-                result: CompactionOutcome | ErrorInfo = cancelled
-                self._pass_done = anyio.Event()
+    async def run_passes(self) -> None:
+        """Run one pass per wake-up until none is pending (a task of the host's scheduler); at the
+        session's open, its backlog check first."""
+        self._loop_done = done = anyio.Event()
+        try:
+            with anyio.CancelScope() as self._loop_scope:
+                await self._pass_loop()
+        finally:
+            self._passing = False
+            self._loop_scope = None
+            done.set()
+
+    async def _pass_loop(self) -> None:
+        while self._opening is not None or self._pending:
+            if self._opening is not None:
+                rid, self._opening = self._opening, None
+                await self._at_open(rid)
+                continue
+            await self._no_rotation.wait()
+            self._pending = False
+            if self._stopping:
+                continue  # closing: the backlog waits for the next open
+            waiters, self._waiting = self._waiting, []
+            manual, self._manual_pending = self._manual_pending, False
+            cancelled = CompactionOutcome(compacted=False, reason="cancelled_by_rotation")
+            result: CompactionOutcome | ErrorInfo = cancelled
+            self._pass_done = anyio.Event()
+            try:
                 with anyio.CancelScope() as scope:
                     self._pass_scope = scope
                     try:
@@ -286,23 +364,25 @@ class MaintenanceScheduler:
                                 "(its events stay in the hot window for the next pass)"
                             )
                         raise
+            finally:
                 self._pass_scope = None
                 self._pass_done.set()
-                self._publish()
-                if isinstance(result, CompactionOutcome) and result.backlog_left:
-                    self._wake(False)  # the rest of the backlog: one bounded pass after another
-                if scope.cancelled_caught:
-                    result = cancelled
-                for rid in waiters:
-                    reply: SchedulerOutbox = (
-                        MaintenanceDone(rid, result)
-                        if isinstance(result, CompactionOutcome)
-                        else Failed(rid, result)
-                    )
-                    await self._outbox.send(self._out.encode(reply))
+            self._publish()
+            if isinstance(result, CompactionOutcome) and result.backlog_left:
+                self._wake(False)  # the rest of the backlog: one bounded pass after another
+            if scope.cancelled_caught:
+                result = cancelled
+            for rid in waiters:
+                reply: SchedulerOutbox = (
+                    MaintenanceDone(self._session, rid, result)
+                    if isinstance(result, CompactionOutcome)
+                    else Failed(rid, result, self._session)
+                )
+                await self._send(reply)
 
-    async def _at_open(self) -> None:
-        """Request a pass for a backlog, then re-run the newest chunks' after-compaction hook."""
+    async def _at_open(self, request_id: int) -> None:
+        """Request a pass for a backlog (then answer the open), then re-run the newest chunks'
+        after-compaction hook."""
         # A root reopened with a backlog (a crash loop, a summarizer that was down, an
         # import) must drain without a human, also for a caller that only appends: the
         # triggers are evaluated once at open, as after an append. An empty or small hot
@@ -311,6 +391,7 @@ class MaintenanceScheduler:
             survey = await self._survey()
         except AidenError as exc:
             log.error("backlog check at open failed: %s", exc)
+            await self._send(SchedulerOpened(self._session, request_id))
             return
         inp = trigger_input(
             self._state,
@@ -322,6 +403,8 @@ class MaintenanceScheduler:
         if survey.event_count and should_compress(inp, self._config).fire:
             log.info("%d events in the hot window at open: requesting a maintenance pass", survey.event_count)
             self._wake(False)
+        # The open waits for this check (what it sees is the session as opened), not for the replay.
+        await self._send(SchedulerOpened(self._session, request_id))
         # A chunk committed just before a close or a crash may have missed its hook (the long-term
         # memory had closed, the process died, a failed record waited for a retry): the hook is
         # idempotent by chunk id, so the newest chunks go through it again.
