@@ -227,6 +227,7 @@ class MaintenanceScheduler:
     def _run_loop(self) -> None:
         if not self._passing and self._start_passes is not None:
             self._passing = True
+            self._loop_done = anyio.Event()  # a stop_passes() before the loop's task runs waits for it
             self._start_passes()
 
     # --- requests ------------------------------------------------------------------------
@@ -325,14 +326,15 @@ class MaintenanceScheduler:
     async def run_passes(self) -> None:
         """Run one pass per wake-up until none is pending (a task of the host's scheduler); at the
         session's open, its backlog check first."""
-        self._loop_done = done = anyio.Event()
+        done = self._loop_done
         try:
             with anyio.CancelScope() as self._loop_scope:
                 await self._pass_loop()
         finally:
             self._passing = False
             self._loop_scope = None
-            done.set()
+            if done is not None:
+                done.set()
 
     async def _pass_loop(self) -> None:
         while self._opening is not None or self._pending:
@@ -340,7 +342,10 @@ class MaintenanceScheduler:
                 rid, self._opening = self._opening, None
                 await self._at_open(rid)
                 continue
-            await self._no_rotation.wait()
+            # No await between this check and the pass's cancel scope (Event.wait() yields even when
+            # set): a rotation handled meanwhile would find no pass to cancel, then meet its lock.
+            while not self._no_rotation.is_set():
+                await self._no_rotation.wait()
             self._pending = False
             if self._stopping:
                 continue  # closing: the backlog waits for the next open
