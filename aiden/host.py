@@ -178,7 +178,8 @@ class HostActor(Generic[K, KR, S]):
     a cancellation).
     """
 
-    def __init__(self, name: str, requests: Any, replies: Any, size: int) -> None:
+    def __init__(self, name: str, requests: Any, replies: Any, size: int = 1024) -> None:
+        # ``size`` bounds the inbox and the outbox; the default fits a few requests a memory at a time.
         self.name = name
         self._send, self._inbox = anyio.create_memory_object_stream[bytes](size)
         self._outbox, self._replies = anyio.create_memory_object_stream[bytes](size)

@@ -47,9 +47,6 @@ from aiden.storage.protocol import ChangeFeed
 
 __all__ = ["RecallActor", "RecallSession"]
 
-# The bound of the host recall actor's inbox and outbox: a session has a few requests at a time.
-_INBOX = 1024
-
 
 class RecallSession(NamedTuple):
     """What the host's recall index actor needs of one session: registered by its runtime while it is open.
@@ -74,7 +71,7 @@ class RecallActor(HostActor[RecallInbox, RecallOutbox, RecallSession]):
     """Serves recall queries, exact lookups and rehydration of every session of its host."""
 
     def __init__(self) -> None:
-        super().__init__("recall index", RecallInbox, RecallOutbox, _INBOX)
+        super().__init__("recall index", RecallInbox, RecallOutbox)
         # The open indexes, each with its session's counts before it opened (earlier instances:
         # the session parked while idle), so the telemetry stays "since the memory opened".
         self._open: dict[int, tuple[RecallIndex, RecallStats | None]] = {}

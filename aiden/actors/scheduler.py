@@ -88,9 +88,6 @@ _HOOK_REPLAY_CHUNKS = 4
 """Newest chunks whose after-compaction hook runs again at open (see :meth:`MaintenanceScheduler._at_open`)."""
 
 
-# The bound of the host scheduler's inbox and outbox: a session sends a few requests a turn.
-_INBOX = 1024
-
 
 class SchedulerSession(NamedTuple):
     """What the host's scheduler needs of one session: registered by its runtime while it is open."""
@@ -106,7 +103,7 @@ class SchedulerActor(HostActor[SchedulerInbox, SchedulerOutbox, SchedulerSession
     """The host's one maintenance scheduler: every session's requests in order, its passes beside them."""
 
     def __init__(self) -> None:
-        super().__init__("maintenance scheduler", SchedulerInbox, SchedulerOutbox, _INBOX)
+        super().__init__("maintenance scheduler", SchedulerInbox, SchedulerOutbox)
 
     def register(self, key: int, session: SchedulerSession) -> None:
         """Start serving session ``key`` (its runtime registers it here, before its first request)."""

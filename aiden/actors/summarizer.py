@@ -85,9 +85,6 @@ log = logging.getLogger("aiden.summarizer")
 _pass_log = logging.getLogger("aiden.scheduler")
 
 _probe = msgspec.msgpack.Encoder()
-# The bound of the host summarizer's inbox and outbox: a session has at most a few calls waiting.
-_INBOX = 1024
-
 
 class SummarizerSession(NamedTuple):
     """What the host's summarizer needs of one session: registered by its runtime while it is open."""
@@ -107,7 +104,7 @@ class SummarizerActor(HostActor[SummarizerInbox, SummarizerOutbox, SummarizerSes
     """
 
     def __init__(self) -> None:
-        super().__init__("summarizer", SummarizerInbox, SummarizerOutbox, _INBOX)
+        super().__init__("summarizer", SummarizerInbox, SummarizerOutbox)
         self._current: dict[int, tuple[int, anyio.CancelScope]] = {}  # each session's call in flight
         self._times: dict[int, CallTimes] = {}  # each session's observed call times (until it closes)
 
