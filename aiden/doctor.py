@@ -16,7 +16,7 @@ Four parts, all read-only on the root:
 4. **The Dream version history** (``long_term/.git``): HEAD and its ref, every
    object, the chain of versions (:func:`aiden.longterm.gitstore.check_history`).
 
-``aiden doctor --repair`` (:func:`repair_root`) writes: the repairs a check can
+``aiden doctor --repair`` (:func:`aiden.cli.repair_root`) writes: the repairs a check can
 only report, made. Opening the memory as an agent does runs recovery, which
 repairs the session files (what the recovery dry run predicts); the Dream
 version history is then repaired under Dream's own ``.dream.lock``, so no Dream
@@ -31,17 +31,15 @@ import os
 import shutil
 import stat
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import AidenError, CorruptionError, DreamError
+from aiden.errors import AidenError, CorruptionError
 from aiden.readonly import Progress, ProgressFactory, escaping_paths, hot_events, open_layout
 from aiden.storage import chunks as cs
 from aiden.storage.jsonl import read_bytes, scan
@@ -55,7 +53,6 @@ __all__ = [
     "lock_holders",
     "recovery_actions",
     "recovery_dry_run",
-    "repair_root",
 ]
 
 RECOVERY_ACTIONS: tuple[tuple[str, str], ...] = (
@@ -295,33 +292,3 @@ def doctor(
         "locks": locks,
         "recovery_dry_run": dry_run,
     }
-
-
-def _recovery_lines(report: RecoveryReport) -> list[str]:
-    lines = [f"recovery at open: {what}" for what in (*recovery_actions(report), *report.unrecoverable)]
-    return [" ".join(line.split()) for line in lines]
-
-
-async def repair_root(root: str, *, config_path: str | None = None) -> list[str]:
-    """Repair ``root``; one line per repair made, in order ([] when nothing needed one)."""
-    from aiden.cli_memory import writable_memory
-    from aiden.longterm.dream import DREAM_LOCK_NAME
-    from aiden.longterm.gitstore import repair_history
-    from aiden.storage.fs import Storage
-    from aiden.storage.locks import SessionLock
-
-    async with writable_memory(root, config_path=config_path) as memory:
-        lines = _recovery_lines(memory.recovery)
-        layout, storage = Layout(memory.root), Storage()
-        if not (layout.long_term / ".git").exists() and not (layout.long_term / ".git").is_symlink():
-            return lines  # never dreamed: no history to repair
-        flock = SessionLock(storage, layout.dream_lock)
-        if not await anyio.to_thread.run_sync(flock.try_acquire):
-            raise DreamError(f"another process is running Dream ({DREAM_LOCK_NAME} is held): repair refused")
-        try:
-            repaired = await anyio.to_thread.run_sync(
-                lambda: repair_history(layout.long_term, storage, now=time.time())
-            )
-        finally:
-            await anyio.to_thread.run_sync(flock.release)
-        return [*lines, *repaired]

@@ -52,7 +52,7 @@ class RecallSession(NamedTuple):
     """What the host's recall index actor needs of one session: registered by its runtime while it is open.
 
     The index follows ``feed`` (the session store) when given, else a
-    :class:`~aiden.storage.changes.FileChangeFeed` over ``layout``; its
+    :class:`~aiden.storage.session.FileChangeFeed` over ``layout``; its
     database is ``layout.recall_db`` either way.
     """
 

@@ -47,10 +47,10 @@ from aiden.recall.query import content_terms
 from aiden.recall.search import Filters, assemble, bm25_ranking, pick, summary_hit
 from aiden.recall.tool import RecallHit, RecallStats, fit_hits
 from aiden.recall.vectors import Hybrid
-from aiden.storage.changes import FileChangeFeed
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import ChangeFeed, ChangeToken, ChunkChanges
+from aiden.storage.session import FileChangeFeed
 
 __all__ = ["SCHEMA_VERSION", "BulkChunk", "RecallIndex", "event_text"]
 
@@ -64,7 +64,7 @@ class RecallIndex:
     ``source`` is the session's change feed (any
     :class:`~aiden.storage.protocol.SessionStore` is one) with ``db_path``
     where the database lives, its directory created when missing; or a
-    :class:`Layout`, for :class:`~aiden.storage.changes.FileChangeFeed` over
+    :class:`Layout`, for :class:`~aiden.storage.session.FileChangeFeed` over
     its files and ``layout.recall_db``, where a missing ``session/`` means no
     active session (nothing is indexed, nothing created). ``storage``
     performs the database's file operations.

@@ -16,7 +16,7 @@ Derived indexes (recall) follow the committed chunks through the change feed
 :mod:`aiden.testing.conformance_changes`, and never read a backend's files.
 
 :class:`~aiden.storage.session.FileSessionStore` is the filesystem backend
-(its feed: :class:`~aiden.storage.changes.FileChangeFeed`);
+(its feed: :class:`~aiden.storage.session.FileChangeFeed`);
 :class:`~aiden.testing.MemorySessionStore` the in-memory one.
 """
 

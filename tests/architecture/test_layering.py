@@ -31,7 +31,7 @@ EXTENSIONS: dict[str, tuple[str, ...]] = {
     "litellm": ("aiden.summarizers.llm", "aiden.summarizers.llm.*"),
     "adapters": ("aiden.adapters", "aiden.adapters.*", "aiden.langgraph_store", "aiden.mcp", "aiden.mcp.*"),
     "OpenTelemetry": ("aiden.otel",),
-    "CLI": ("aiden.__main__", "aiden.cli", "aiden.cli_*", "aiden.demo", "aiden.doctor", "aiden.readonly"),
+    "CLI": ("aiden.__main__", "aiden.cli", "aiden.demo", "aiden.doctor", "aiden.readonly"),
 }
 FACADES = frozenset({"aiden", "aiden.memory", "aiden.summarizers", "aiden.sync"})
 

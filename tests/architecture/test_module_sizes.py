@@ -9,8 +9,11 @@ from __future__ import annotations
 from tests.architecture.graph import PACKAGE_ROOT, module_files
 
 LIMIT = 700
-# At most two files may exceed the limit, each with the reason it cannot be split. None does today.
-ALLOWED: dict[str, str] = {}
+# At most two files may exceed the limit, each with the reason it cannot be split.
+ALLOWED: dict[str, str] = {
+    "aiden.cli": "the `aiden` command: one argparse tree and a handler per subcommand; split by subcommand,"
+    " its halves imported each other (the doctor's repair opens a root as the write subcommands do)",
+}
 
 
 def _sizes() -> dict[str, int]:

@@ -99,7 +99,7 @@ def test_ttl_becomes_the_entry_expiry(store: AidenStore, tmp_path: Path) -> None
 
 
 def aiden_entries(root: Path) -> list[dict[str, Any]]:
-    from aiden.cli_memory import list_memories
+    from aiden.cli import list_memories
 
     return [{"id": e.id, "expires_at": e.expires_at, "title": e.title} for e in list_memories(str(root))]
 

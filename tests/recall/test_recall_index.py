@@ -16,10 +16,10 @@ from aiden.errors import ClosedError, CorruptionError, InvalidIdError, RecallErr
 from aiden.events import SessionEvent
 from aiden.recall import BulkChunk, RecallContext, RecallHit, RecallIndex, RecallStats
 from aiden.recall.tool import encode_hits
-from aiden.storage.changes import FileChangeFeed
 from aiden.storage.chunks import list_chunk_files
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import ChangeToken, ChunkChanges
+from aiden.storage.session import FileChangeFeed
 from tests.recall.recall_helpers import SessionFiles, ev, found
 
 OLD_NS = 1_000_000_000_000_000_000  # 2001-09-09: a chunks/ mtime the index may trust

@@ -41,7 +41,7 @@ from pathlib import Path
 import pytest
 
 from aiden.storage import chunks as cs
-from aiden.storage.changes import FileChangeFeed
+from aiden.storage.session import FileChangeFeed
 from tests.reliability.harness import (
     Child,
     ChildLog,
