@@ -5,15 +5,6 @@ This is the only package of aiden that imports litellm, and it does so lazily
 reaches for the network). Importing this package imports no litellm.
 :class:`ModelResolver` (the context windows of litellm's bundled model map, read
 without importing it) lives in the core, :mod:`aiden.models`; it is re-exported here.
-
-Modules, one job each: :mod:`~aiden.summarizers.llm.client` (importing litellm, sorting its errors,
-the asyncio loop litellm runs on, the circuit breaker),
-:mod:`~aiden.summarizers.llm.prompts` (the prompt files both ways: request -> chat messages, and
-answer -> summary with the prompt's echoes stripped),
-:mod:`~aiden.summarizers.llm.repair` (tolerant reading of loose JSON, YAML and plain-text sections),
-:mod:`~aiden.summarizers.llm.schema` (the answer's field bounds and JSON schema for constrained decoding),
-:mod:`~aiden.summarizers.llm.summarizer` (the summarizer, one call per compaction, its usage counters),
-:mod:`~aiden.summarizers.llm.embedder` (the litellm embedder of hybrid recall).
 """
 
 from __future__ import annotations

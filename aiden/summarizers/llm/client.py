@@ -1,26 +1,20 @@
 """litellm as aiden calls it: imported once on demand, its exceptions sorted, its calls on one asyncio loop,
-behind a circuit breaker.
+behind a circuit breaker (:class:`Breaker`).
 
-Importing this module imports no litellm (``import litellm`` costs seconds
-and, without ``LITELLM_LOCAL_MODEL_COST_MAP``, reaches for the network);
-:func:`_import_litellm` does, from a worker thread: offline, quiet and warmed
-up. The recall embedder and the experience learner share it, so litellm is
-set up one way in the whole process.
+Importing this module imports no litellm; :func:`_import_litellm` does, from
+a worker thread: offline, quiet and warmed up. The recall embedder and the
+experience learner share it, so litellm is set up one way in the whole process.
 
-The asyncio event loop every litellm call of aiden's runs on: litellm is
-asyncio-only, while aiden runs on any anyio backend (trio included). On
-asyncio, litellm runs on the caller's own loop: litellm keeps per-loop state
-for the whole process (its logging worker's queue and task, HTTP client
-pools), and the application's own litellm calls run on that loop too. A
-second loop would make the two take turns rebinding that state: each switch
-orphans the other loop's logging-worker task ("Task was destroyed but it is
-pending!") or carries its queued callbacks across ("LoggingWorker: event loop
-changed"). On any other backend (trio), where no asyncio loop runs, every
-litellm call runs on one long-lived asyncio loop in a daemon thread. Either
-way cancelling the caller cancels the litellm call.
-
-:class:`Breaker`: the consecutive-failure circuit breaker in front of the
-calls, its open time scaled by what was observed.
+litellm is asyncio-only, while aiden runs on any anyio backend. On asyncio,
+litellm runs on the caller's own loop: litellm keeps per-loop state for the
+whole process (its logging worker's queue and task, HTTP client pools), and
+the application's own litellm calls run on that loop too; a second loop would
+make the two take turns rebinding that state, each switch orphaning the other
+loop's logging-worker task ("Task was destroyed but it is pending!") or
+carrying its queued callbacks across ("LoggingWorker: event loop changed").
+On trio, where no asyncio loop runs, every litellm call runs on one
+long-lived asyncio loop in a daemon thread. Either way cancelling the caller
+cancels the litellm call.
 """
 
 from __future__ import annotations
@@ -28,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import contextvars
 import importlib
 import os
@@ -41,7 +36,7 @@ import anyio
 from aiden.errors import SummarizerError, SummarizerTimeout, SummarizerUnavailable
 from aiden.summarizers.mustkeep import clip
 
-__all__ = ["Breaker", "BreakerState", "imported_litellm"]
+__all__ = ["Breaker", "BreakerState", "imported_litellm", "load_litellm"]
 
 
 class _Litellm:
@@ -51,12 +46,8 @@ class _Litellm:
         self.module = module
 
         def classes(*names: str) -> tuple[type[BaseException], ...]:
-            found: list[type[BaseException]] = []
-            for name in names:
-                cls = getattr(module, name, None)
-                if isinstance(cls, type) and issubclass(cls, BaseException):
-                    found.append(cls)
-            return tuple(found)
+            # Not every name exists in every litellm version of the supported range.
+            return tuple(getattr(module, name) for name in names if hasattr(module, name))
 
         # Checked first: errors a retry cannot fix, even when they subclass a
         # transient-looking parent.
@@ -74,14 +65,7 @@ class _Litellm:
         )
         self.timeout = classes("Timeout")
         self.unavailable = classes("APIConnectionError", "ServiceUnavailableError", "BadGatewayError")
-        self.transient = classes(
-            "Timeout",
-            "APIConnectionError",
-            "RateLimitError",
-            "ServiceUnavailableError",
-            "InternalServerError",
-            "BadGatewayError",
-        )
+        self.transient = (*self.timeout, *self.unavailable, *classes("RateLimitError", "InternalServerError"))
 
     def is_transient(self, exc: BaseException) -> bool:
         if isinstance(exc, self.permanent):
@@ -177,7 +161,7 @@ def _warm_up(module: Any) -> None:
     callback there, which the application's first own call on its loop would
     then carry over ("LoggingWorker: event loop changed").
     """
-    try:
+    with contextlib.suppress(Exception):  # best effort: a failed warm-up only means a noisier first call
         module.completion(
             model="openai/aiden-warm-up",
             messages=[{"role": "user", "content": "warm-up"}],
@@ -185,8 +169,14 @@ def _warm_up(module: Any) -> None:
             num_retries=0,
             **{"no-log": True},
         )
-    except Exception:  # best effort: a failed warm-up only means a noisier first call
-        pass
+
+
+async def load_litellm() -> _Litellm:
+    """:func:`_import_litellm` in a worker thread; :class:`SummarizerUnavailable` if litellm cannot be imported."""
+    try:
+        return await anyio.to_thread.run_sync(_import_litellm, abandon_on_cancel=True)
+    except Exception as exc:  # a broken install may fail in any way at import
+        raise SummarizerUnavailable(f"litellm cannot be imported: {type(exc).__name__}: {exc}") from exc
 
 
 def imported_litellm() -> _Litellm | None:
@@ -194,7 +184,6 @@ def imported_litellm() -> _Litellm | None:
     return _litellm
 
 
-# The asyncio loop litellm's calls run on (see the module docstring).
 T = TypeVar("T")
 
 
@@ -241,25 +230,19 @@ class _LoopThread:
         handle = imported_litellm()
         if handle is not None:
             closer = getattr(handle.module, "close_litellm_async_clients", None)
-            if closer is None:
-                try:
+            if closer is None:  # older litellm
+                with contextlib.suppress(ImportError):
                     cleanup = importlib.import_module("litellm.llms.custom_httpx.async_client_cleanup")
                     closer = getattr(cleanup, "close_litellm_async_clients", None)
-                except ImportError:
-                    closer = None
             if callable(closer):
-                try:
+                with contextlib.suppress(Exception):  # best effort at exit; nothing to report to
                     asyncio.run_coroutine_threadsafe(closer(), loop).result(timeout=2.0)
-                except Exception:  # best effort at exit; nothing to report to
-                    pass
         # Then cancel what still runs there, as asyncio.run does before it closes its loop:
         # litellm's logging-worker task (one per time the worker came back to this loop) is
         # never done, and a pending task of a closed loop is reported at exit ("Task was
         # destroyed but it is pending!").
-        try:
+        with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(_cancel_all_tasks(), loop).result(timeout=2.0)
-        except Exception:  # best effort at exit; nothing to report to
-            pass
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=2.0)
         if not thread.is_alive():

@@ -82,14 +82,14 @@ class LiteLLMEmbedder:
             raise TypeError("embed() takes a sequence of texts, not one string")
         if not texts:
             return []
-        module, classify = _litellm()
+        handle = _litellm()
         out: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [clip_text(t) or " " for t in texts[start : start + self.batch_size]]
-            out.extend(self._embed_batch(module, classify, batch))
+            out.extend(self._embed_batch(handle, batch))
         return out
 
-    def _embed_batch(self, module: Any, classify: Any, batch: list[str]) -> list[list[float]]:
+    def _embed_batch(self, handle: Any, batch: list[str]) -> list[list[float]]:
         kwargs: dict[str, Any] = {"model": self.model, "input": batch, "timeout": self.timeout}
         if self.api_base is not None:
             kwargs["api_base"] = self.api_base
@@ -101,9 +101,9 @@ class LiteLLMEmbedder:
         try:
             # litellm's own retries off; the provider client (openai's) retries once.
             # (litellm 1.110 turns max_retries=0 into its default of 2: ``0 or 2``.)
-            response = module.embedding(num_retries=0, max_retries=1, **kwargs)
+            response = handle.module.embedding(num_retries=0, max_retries=1, **kwargs)
         except Exception as exc:
-            raise RecallError(f"embedding with {self.model!r} {_failure(classify, exc)}") from exc
+            raise RecallError(f"embedding with {self.model!r} {_failure(handle, exc)}") from exc
         vectors = _vectors_of(response, len(batch), self.model)
         width = len(vectors[0])
         expected = self._dimensions
@@ -115,24 +115,24 @@ class LiteLLMEmbedder:
         return vectors
 
 
-def _litellm() -> tuple[Any, Any]:
-    """litellm (imported once, offline and quietly, as the summarizer does) and its error classifier."""
+def _litellm() -> Any:
+    """litellm's handle: the module (imported once, offline and quietly, as the summarizer does), its errors sorted."""
     try:
         from aiden.summarizers.llm import _import_litellm
 
         handle = _import_litellm()
     except Exception as exc:  # a broken install may fail in any way at import
         raise RecallError(f"litellm cannot be imported: {type(exc).__name__}: {exc}") from exc
-    return handle.module, handle
+    return handle
 
 
-def _failure(classify: Any, exc: Exception) -> str:
+def _failure(handle: Any, exc: Exception) -> str:
     detail = f"{type(exc).__name__}: {str(exc)[:300]}"
-    if isinstance(exc, classify.timeout):
+    if isinstance(exc, handle.timeout):
         return f"timed out: {detail}"
-    if isinstance(exc, classify.permanent):
+    if isinstance(exc, handle.permanent):
         return f"was rejected: {detail}"
-    if classify.is_transient(exc):
+    if handle.is_transient(exc):
         return f"failed (provider unavailable or overloaded): {detail}"
     return f"failed: {detail}"
 
@@ -150,16 +150,15 @@ def _vectors_of(response: Any, count: int, model: str) -> list[list[float]]:
         raise RecallError(f"embedding response of {model!r} has no data list")
     if len(data) != count:
         raise RecallError(f"embedding model {model!r} returned {len(data)} vectors for {count} texts")
-    indexed: list[tuple[int, list[float]]] = []
+    by_index: dict[int, list[float]] = {}
     for position, item in enumerate(data):
         index = _field(item, "index")
         if not isinstance(index, int) or isinstance(index, bool):
             index = position
-        indexed.append((index, _vector(_field(item, "embedding"), model)))
-    if sorted(i for i, _ in indexed) != list(range(count)):
+        by_index[index] = _vector(_field(item, "embedding"), model)
+    if sorted(by_index) != list(range(count)):
         raise RecallError(f"embedding response of {model!r} has indexes other than 0..{count - 1}")
-    indexed.sort(key=lambda pair: pair[0])
-    vectors = [v for _, v in indexed]
+    vectors = [by_index[i] for i in range(count)]
     if len({len(v) for v in vectors}) != 1:
         raise RecallError(f"embedding model {model!r} returned vectors of different lengths")
     return vectors

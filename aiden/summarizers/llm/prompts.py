@@ -6,20 +6,8 @@ prompt stripped, error-shaped output refused). The templates live in ``aiden/sum
 A small or wordy model sometimes answers with the schema it was shown:
 ``"user_goal": "the user's goal for this part of the session, in their words"``,
 the list of keys, or sentences of the instructions. None of that is memory:
-:func:`clean_text` and :func:`clean_structured` strip it.
-
-Everything recognised as such an echo is derived from the prompt files in
-``aiden/summarizers/prompts`` when first needed (not from a copy), so editing a
-prompt keeps the stripper in step:
-
-* placeholders: the double-quoted strings with a space in them (the example
-  values of the JSON skeleton) and the single-quoted section templates that
-  carry a body (``'Goal: ...'``, ``'Files: a, b'``);
-* schema keys: the double-quoted identifiers (``"user_goal"``, ``"what"``) and
-  the bare identifiers listed after "the keys";
-* section labels: the single-quoted ``'Label:'`` fragments;
-* instruction sentences: every sentence and line of the prompts with at least
-  four words (``$variables`` match anything).
+:func:`clean_text` and :func:`clean_structured` strip what :class:`Scaffold`
+recognises as such an echo.
 """
 
 from __future__ import annotations
@@ -29,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from string import Template
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -43,7 +31,7 @@ from aiden.summarizers.llm.repair import (
     repair_truncated_json,
     union,
 )
-from aiden.summarizers.llm.schema import bound_fields
+from aiden.summarizers.llm.schema import TEXT_LISTS, bound_fields
 from aiden.summarizers.mustkeep import clip, looks_like_error_line
 from aiden.summarizers.protocol import (
     Decision,
@@ -124,38 +112,49 @@ def _text_field(value: object) -> str:
     return ""
 
 
+def _pick(data: Mapping[str, Any], *keys: str) -> Any:
+    """The value of the first of ``keys`` that ``data`` holds a non-empty value under, else ``None``."""
+    return next((value for key in keys if (value := data.get(key))), None)
+
+
+R = TypeVar("R", Decision, ErrorResolution)
+
+
+def _records(value: object, cls: type[R], first: tuple[str, ...], second: tuple[str, ...]) -> tuple[R, ...]:
+    """The items of a list as ``cls`` records: a string is the first field, an object gives both by its keys."""
+    head_field, tail_field = cls.__struct_fields__
+    out: list[R] = []
+    for item in value if isinstance(value, list) else []:
+        if isinstance(item, str) and item.strip():
+            out.append(cls(**{head_field: item.strip()}))
+        elif isinstance(item, dict) and (head := _text_field(_pick(item, *first))):
+            out.append(cls(**{head_field: head, tail_field: _text_field(_pick(item, *second))}))
+    return tuple(out)
+
+
+# The other keys a model files a field under.
+_ALIASES: Final[dict[str, tuple[str, ...]]] = {
+    "user_goal": ("goal",),
+    "open_threads": ("open_thread",),
+    "files_touched": ("files",),
+    "user_preferences": ("preferences",),
+    "working_recipes": ("commands",),
+    "facts": ("project_facts",),
+}
+
+
 def _coerce_structured(data: Mapping[str, Any]) -> StructuredSummary:
     """A :class:`StructuredSummary` from loosely shaped model output (strings or objects, missing keys)."""
-    decisions: list[Decision] = []
-    raw_decisions = data.get("decisions")
-    for item in raw_decisions if isinstance(raw_decisions, list) else []:
-        if isinstance(item, str) and item.strip():
-            decisions.append(Decision(what=item.strip()))
-        elif isinstance(item, dict):
-            what = _text_field(item.get("what") or item.get("decision"))
-            if what:
-                decisions.append(Decision(what=what, why=_text_field(item.get("why") or item.get("reason"))))
-    errors: list[ErrorResolution] = []
-    raw_errors = data.get("errors")
-    for item in raw_errors if isinstance(raw_errors, list) else []:
-        if isinstance(item, str) and item.strip():
-            errors.append(ErrorResolution(error=item.strip()))
-        elif isinstance(item, dict):
-            error = _text_field(item.get("error"))
-            if error:
-                errors.append(ErrorResolution(error=error, resolution=_text_field(item.get("resolution"))))
+
+    def get(name: str) -> Any:
+        return _pick(data, name, *_ALIASES.get(name, ()))
+
     return StructuredSummary(
-        user_goal=_text_field(data.get("user_goal") or data.get("goal")),
-        decisions=tuple(decisions),
-        constraints=_strings(data.get("constraints")),
-        open_threads=_strings(data.get("open_threads") or data.get("open_thread")),
-        errors=tuple(errors),
-        files_touched=_strings(data.get("files_touched") or data.get("files")),
-        user_preferences=_strings(data.get("user_preferences") or data.get("preferences")),
-        failed_approaches=_strings(data.get("failed_approaches")),
-        working_recipes=_strings(data.get("working_recipes") or data.get("commands")),
-        facts=_strings(data.get("facts") or data.get("project_facts")),
-        outcome=_text_field(data.get("outcome")),
+        user_goal=_text_field(get("user_goal")),
+        outcome=_text_field(get("outcome")),
+        decisions=_records(data.get("decisions"), Decision, ("what", "decision"), ("why", "reason")),
+        errors=_records(data.get("errors"), ErrorResolution, ("error",), ("resolution",)),
+        **{name: _strings(get(name)) for name in TEXT_LISTS},
     )
 
 
@@ -165,8 +164,6 @@ class Reading(msgspec.Struct, frozen=True, kw_only=True):
     result: SummaryResult
     moved: int = 0
     """Items moved out of the section they were misfiled under (a question filed as a decision)."""
-    shape: str = "json"
-    """``json``, ``yaml``, ``sections`` (plain text read by headings) or ``text`` (used as is)."""
     repaired: bool = False
     """A JSON object cut off mid-way was closed after its last complete value."""
     clipped: int = 0
@@ -175,12 +172,8 @@ class Reading(msgspec.Struct, frozen=True, kw_only=True):
 
 # The keys a YAML reading must have one of (prose with a colon parses as YAML too).
 _KNOWN_KEYS: Final = frozenset(
-    {
-        "text", "user_goal", "goal", "decisions", "constraints", "open_threads", "open_thread", "errors",
-        "files_touched", "files", "user_preferences", "preferences", "failed_approaches",
-        "working_recipes", "commands", "facts", "project_facts", "outcome",
-    }
-)  # fmt: skip
+    {"text", *StructuredSummary.__struct_fields__, *(key for keys in _ALIASES.values() for key in keys)}
+)
 _TRUNCATED_JSON: Final = re.compile(r"^\s*(?:```[A-Za-z]*\s*)?[{\[]")
 
 
@@ -207,19 +200,20 @@ def read_answer(
     refuses a plain-text answer: its last section is cut off unseen.
     """
     loaded = load_mapping(content, _KNOWN_KEYS)
+    mapping = loaded[0] if loaded is not None else None
     repaired = False
-    if loaded is None and repair:
+    if mapping is None and repair:
         salvaged = repair_truncated_json(content)
         if salvaged is not None and _KNOWN_KEYS.intersection(salvaged):
-            loaded, repaired = (salvaged, "json"), True
-    if loaded is None and truncated:
+            mapping, repaired = salvaged, True
+    if mapping is None and truncated:
         raise InvalidSummaryError(
             "summarizer output was truncated (finish_reason=length) before any complete field"
             if "{" in content
             else "summarizer output was truncated (finish_reason=length) and is plain text"
         )
-    if loaded is not None:
-        mapping, shape = loaded
+    by_headings = False
+    if mapping is not None:
         structured = clean_structured(_coerce_structured(mapping))
         text = clean_text(mapping["text"]) if isinstance(mapping.get("text"), str) else ""
     else:
@@ -230,13 +224,10 @@ def read_answer(
             )
         text = clean_text(stripped)
         structured = StructuredSummary()
-        shape = "text"
-        if sections:
-            parsed = parse_sections(text)
-            if parsed is not None:
-                structured, shape = clean_structured(parsed), "sections"
+        if sections and (parsed := parse_sections(text)) is not None:
+            structured, by_headings = clean_structured(parsed), True
     structured, moved = misfiled_moved(structured)
-    from_text = parse_sections(text) if shape != "sections" else None
+    from_text = None if by_headings else parse_sections(text)
     if from_text is not None:
         # The text can misfile what the fields do not: then both are merged and the text re-rendered.
         fixed, text_moved = misfiled_moved(clean_structured(from_text))
@@ -256,7 +247,6 @@ def read_answer(
     return Reading(
         result=SummaryResult(text=real_text(text), structured=structured),
         moved=moved,
-        shape=shape,
         repaired=repaired,
         clipped=clipped,
     )
@@ -287,7 +277,7 @@ def parse_summary_output(content: str, *, session: bool = False) -> SummaryResul
     return read_answer(content, session=session).result
 
 
-# The scaffold: what of the prompt files an answer may echo (see the module docstring).
+# The scaffold: what of the prompt files an answer may echo (see :class:`Scaffold`).
 PROMPT_FILES: Final = (
     "system.md",
     "summarize.md",
@@ -321,7 +311,20 @@ def normalize(text: str) -> str:
 
 
 class Scaffold:
-    """The placeholders, keys, labels and instruction sentences of a set of prompt texts."""
+    """The placeholders, keys, labels and instruction sentences of a set of prompt texts.
+
+    Derived from the prompt files when first needed (not from a copy), so
+    editing a prompt keeps the stripper in step:
+
+    * placeholders: the double-quoted strings with a space in them (the example
+      values of the JSON skeleton) and the single-quoted section templates that
+      carry a body (``'Goal: ...'``, ``'Files: a, b'``);
+    * schema keys: the double-quoted identifiers (``"user_goal"``, ``"what"``) and
+      the bare identifiers listed after "the keys";
+    * section labels: the single-quoted ``'Label:'`` fragments;
+    * instruction sentences: every sentence and line of the prompts with at least
+      four words (``$variables`` match anything).
+    """
 
     def __init__(self, prompts: Iterable[str]) -> None:
         placeholders: set[str] = set()
@@ -357,14 +360,9 @@ class Scaffold:
     def is_placeholder(self, value: str) -> bool:
         """True if ``value`` equals a placeholder, or is a (long enough) truncation of one."""
         norm = normalize(value)
-        if not norm:
-            return False
-        for placeholder in self.placeholders:
-            if norm == placeholder:
-                return True
-            if len(norm) >= _MIN_PREFIX_CHARS and placeholder.startswith(norm):
-                return True
-        return False
+        if not norm or norm in self.placeholders:
+            return bool(norm)
+        return len(norm) >= _MIN_PREFIX_CHARS and any(p.startswith(norm) for p in self.placeholders)
 
     def is_key_list(self, line: str) -> bool:
         """True if ``line`` is nothing but two or more schema keys."""
@@ -373,8 +371,7 @@ class Scaffold:
 
     def is_instruction(self, line: str) -> bool:
         """True if every sentence of ``line`` is a sentence (or line) of the prompts."""
-        sentences = [normalize(s) for s in _sentences(line)]
-        sentences = [s for s in sentences if s]
+        sentences = [norm for s in _sentences(line) if (norm := normalize(s))]
         return bool(sentences) and all(any(p.fullmatch(s) for p in self.instructions) for s in sentences)
 
     def is_echo(self, line: str) -> bool:
@@ -397,7 +394,7 @@ class Scaffold:
 
     def _is_placeholder_value(self, value: str) -> bool:
         value = value.strip()
-        if not value or normalize(value) == "":
+        if not normalize(value):
             return True
         if value.startswith(("[", "{")):
             literals = _DOUBLE_QUOTED.findall(value)
@@ -438,39 +435,31 @@ def clean_text(text: str, sc: Scaffold | None = None) -> str:
     return "\n".join(line for line in text.splitlines() if not sc.is_echo(line)).strip()
 
 
-def _clean_strings(values: tuple[str, ...], sc: Scaffold) -> tuple[str, ...]:
-    return tuple(v for v in values if not sc.is_placeholder(v))
-
-
-def _clean_str(value: str, sc: Scaffold) -> str:
-    return "" if sc.is_placeholder(value) else value
-
-
-def clean_structured(structured: StructuredSummary, sc: Scaffold | None = None) -> StructuredSummary:
+def clean_structured(structured: StructuredSummary) -> StructuredSummary:
     """``structured`` without the fields (and list items) whose value is a prompt placeholder."""
-    sc = sc if sc is not None else scaffold()
-    decisions = tuple(
-        Decision(what=d.what, why=_clean_str(d.why, sc))
-        for d in structured.decisions
-        if not sc.is_placeholder(d.what)
-    )
-    errors = tuple(
-        ErrorResolution(error=e.error, resolution=_clean_str(e.resolution, sc))
-        for e in structured.errors
-        if not sc.is_placeholder(e.error)
-    )
-    return StructuredSummary(
-        user_goal=_clean_str(structured.user_goal, sc),
-        decisions=decisions,
-        constraints=_clean_strings(structured.constraints, sc),
-        open_threads=_clean_strings(structured.open_threads, sc),
-        errors=errors,
-        files_touched=_clean_strings(structured.files_touched, sc),
-        user_preferences=_clean_strings(structured.user_preferences, sc),
-        failed_approaches=_clean_strings(structured.failed_approaches, sc),
-        working_recipes=_clean_strings(structured.working_recipes, sc),
-        facts=_clean_strings(structured.facts, sc),
-        outcome=_clean_str(structured.outcome, sc),
+    sc = scaffold()
+
+    def keep(value: str) -> str:
+        return "" if sc.is_placeholder(value) else value
+
+    def kept(values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(v for v in values if not sc.is_placeholder(v))
+
+    return msgspec.structs.replace(
+        structured,
+        user_goal=keep(structured.user_goal),
+        outcome=keep(structured.outcome),
+        decisions=tuple(
+            Decision(what=d.what, why=keep(d.why))
+            for d in structured.decisions
+            if not sc.is_placeholder(d.what)
+        ),
+        errors=tuple(
+            ErrorResolution(error=e.error, resolution=keep(e.resolution))
+            for e in structured.errors
+            if not sc.is_placeholder(e.error)
+        ),
+        **{name: kept(getattr(structured, name)) for name in TEXT_LISTS},
     )
 
 

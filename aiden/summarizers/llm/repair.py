@@ -1,18 +1,14 @@
 """Tolerant reading of what small models answer: loose JSON, YAML, plain-text sections, misfiled items.
 
-A 0.3B model asked for one JSON object answers with that object most of the
-time, and otherwise with: the object in a code fence (JSON or YAML), prose
-before or after it, the same key twice, the sections as plain text under
-headings of its own spelling ("**Decisions**", "## decisions", "DECISIONS:"),
-or a question filed as a decision. Each shape is read here into a
-:class:`StructuredSummary`; what cannot be read is left to the caller
-(:mod:`aiden.summarizers.llm.prompts`), which refuses it with a reason.
-
-JSON as small models write it: a strict parser refuses (or misreads) a
-0.1-0.5B model's object for a detail: the same key twice, ``["a", "b",]``, a
-``// note`` after a value, ``{'goal': 'x'}`` (a Python dict),
-``None``/``True``, bare keys, the object split in two, or the object cut off
-at the output cap. Each of these is read here too.
+A 0.1-0.5B model asked for one JSON object answers with that object most of
+the time, and otherwise with: the object in a code fence (JSON or YAML),
+prose before or after it, the same key twice, ``["a", "b",]``, a ``// note``
+after a value, ``{'goal': 'x'}`` (a Python dict), ``None``/``True``, bare
+keys, the object split in two or cut off at the output cap, the sections as
+plain text under headings of its own spelling ("**Decisions**", "##
+decisions", "DECISIONS:"), or a question filed as a decision. Each shape is
+read here into a :class:`StructuredSummary`; what cannot be read is left to
+the caller (:mod:`aiden.summarizers.llm.prompts`), which refuses it with a reason.
 """
 
 from __future__ import annotations
@@ -22,8 +18,10 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 
+import msgspec
 import yaml
 
+from aiden.summarizers.llm.schema import TEXT_LISTS
 from aiden.summarizers.mustkeep import classify_sentence
 from aiden.summarizers.mustkeep import normalize as normalize_item
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
@@ -43,7 +41,12 @@ __all__ = [
 
 _TRAILING_COMMA: Final = re.compile(r",(\s*[}\]])")
 _PY_LITERAL: Final = {"None": "null", "True": "true", "False": "false"}
-_WORD: Final = re.compile(r"[A-Za-z_]\w*")
+# A string (possibly cut off), a comment, or a word: read left to right, so a comment or a
+# literal inside a string stays as it is.
+_LOOSE_TOKEN: Final = re.compile(
+    r'"(?:\\.|[^"\\])*(?:"|\\?\Z)|\'(?:\\.|[^\'\\])*(?:\'|\\?\Z)|//[^\n]*|/\*.*?(?:\*/|\Z)|[A-Za-z_]\w*',
+    re.DOTALL,
+)
 
 
 def _merge_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -88,38 +91,12 @@ def yaml_mapping(candidate: str) -> dict[str, Any] | None:
 
 def _outside_strings(text: str) -> str:
     """``text`` without ``//`` and ``/* */`` comments, Python literals spelled as JSON (strings untouched)."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    quote = ""
-    while i < n:
-        ch = text[i]
-        if quote:
-            out.append(ch)
-            if ch == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if ch == quote:
-                quote = ""
-            i += 1
-            continue
-        if ch in "\"'":
-            quote = ch
-            out.append(ch)
-            i += 1
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-        elif (word := _WORD.match(text, i)) is not None:
-            out.append(_PY_LITERAL.get(word.group(0), word.group(0)))
-            i = word.end()
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
+
+    def token(match: re.Match[str]) -> str:
+        found = match.group(0)
+        return "" if found.startswith(("//", "/*")) else _PY_LITERAL.get(found, found)
+
+    return _LOOSE_TOKEN.sub(token, text)
 
 
 def _objects(text: str) -> dict[str, Any] | None:
@@ -258,41 +235,21 @@ def load_mapping(content: str, known_keys: Iterable[str]) -> tuple[dict[str, Any
 
 # Heading spellings small models use, mapped to the schema's fields.
 _SECTION_NAMES: Final[dict[str, str]] = {
-    "goal": "user_goal",
-    "user goal": "user_goal",
-    "objective": "user_goal",
-    "task": "user_goal",
-    "outcome": "outcome",
-    "result": "outcome",
-    "decisions": "decisions",
-    "decision": "decisions",
-    "key decisions": "decisions",
-    "constraints": "constraints",
-    "constraint": "constraints",
-    "requirements": "constraints",
-    "preferences": "user_preferences",
-    "user preferences": "user_preferences",
-    "errors": "errors",
-    "error": "errors",
-    "errors and fixes": "errors",
-    "issues": "errors",
-    "failed approaches": "failed_approaches",
-    "failed approach": "failed_approaches",
-    "what failed": "failed_approaches",
-    "open thread": "open_threads",
-    "open threads": "open_threads",
-    "next steps": "open_threads",
-    "next step": "open_threads",
-    "todo": "open_threads",
-    "files": "files_touched",
-    "files touched": "files_touched",
-    "commands": "working_recipes",
-    "working recipes": "working_recipes",
-    "recipes": "working_recipes",
-    "facts": "facts",
-    "project facts": "facts",
-    "key facts": "facts",
-    "must keep": "facts",
+    name: field
+    for field, names in {
+        "user_goal": ("goal", "user goal", "objective", "task"),
+        "outcome": ("outcome", "result"),
+        "decisions": ("decisions", "decision", "key decisions"),
+        "constraints": ("constraints", "constraint", "requirements"),
+        "user_preferences": ("preferences", "user preferences"),
+        "errors": ("errors", "error", "errors and fixes", "issues"),
+        "failed_approaches": ("failed approaches", "failed approach", "what failed"),
+        "open_threads": ("open thread", "open threads", "next steps", "next step", "todo"),
+        "files_touched": ("files", "files touched"),
+        "working_recipes": ("commands", "working recipes", "recipes"),
+        "facts": ("facts", "project facts", "key facts", "must keep"),
+    }.items()
+    for name in names
 }
 _HEADING: Final = re.compile(
     r"^\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*([A-Za-z][A-Za-z _/&-]{1,40})(?:\*\*|__)?\s*:?\s*(?:\*\*|__)?\s*:?(.*)$"
@@ -399,14 +356,18 @@ def _split_once(line: str, pattern: re.Pattern[str]) -> tuple[str, str]:
 
 
 def _dedupe(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(v.strip() for v in _dedupe_by(values, lambda v: v) if normalize_item(v))
+
+
+def _dedupe_by(values: Iterable[T], key: Callable[[T], str]) -> list[T]:
     seen: set[str] = set()
-    out: list[str] = []
+    out: list[T] = []
     for value in values:
-        key = normalize_item(value)
-        if key and key not in seen:
-            seen.add(key)
-            out.append(value.strip())
-    return tuple(out)
+        norm = normalize_item(key(value))
+        if norm not in seen:
+            seen.add(norm)
+            out.append(value)
+    return out
 
 
 def misfiled_moved(structured: StructuredSummary) -> tuple[StructuredSummary, int]:
@@ -428,46 +389,21 @@ def misfiled_moved(structured: StructuredSummary) -> tuple[StructuredSummary, in
             opened.append(error.error)
         else:
             errors.append(error)
-    moved = len(opened)
-    fixed = StructuredSummary(
-        user_goal=structured.user_goal,
-        outcome=structured.outcome,
+    lists = {name: getattr(structured, name) for name in TEXT_LISTS}
+    lists["open_threads"] = (*lists["open_threads"], *opened)
+    fixed = msgspec.structs.replace(
+        structured,
         decisions=tuple(_dedupe_by(decisions, lambda d: d.what)),
-        constraints=_dedupe(structured.constraints),
-        user_preferences=_dedupe(structured.user_preferences),
         errors=tuple(_dedupe_by(errors, lambda e: e.error)),
-        failed_approaches=_dedupe(structured.failed_approaches),
-        open_threads=_dedupe([*structured.open_threads, *opened]),
-        files_touched=_dedupe(structured.files_touched),
-        working_recipes=_dedupe(structured.working_recipes),
-        facts=_dedupe(structured.facts),
+        **{name: _dedupe(values) for name, values in lists.items()},
     )
-    return fixed, moved
-
-
-def _dedupe_by(values: Iterable[T], key: Callable[[T], str]) -> list[T]:
-    seen: set[str] = set()
-    out: list[T] = []
-    for value in values:
-        norm = normalize_item(key(value))
-        if norm not in seen:
-            seen.add(norm)
-            out.append(value)
-    return out
+    return fixed, len(opened)
 
 
 def union(a: StructuredSummary, b: StructuredSummary) -> StructuredSummary:
     """Every item of ``a`` and of ``b`` (``a``'s first; scalars from ``a`` unless empty)."""
-    return StructuredSummary(
-        user_goal=a.user_goal or b.user_goal,
-        outcome=a.outcome or b.outcome,
-        decisions=(*a.decisions, *b.decisions),
-        constraints=(*a.constraints, *b.constraints),
-        user_preferences=(*a.user_preferences, *b.user_preferences),
-        errors=(*a.errors, *b.errors),
-        failed_approaches=(*a.failed_approaches, *b.failed_approaches),
-        open_threads=(*a.open_threads, *b.open_threads),
-        files_touched=(*a.files_touched, *b.files_touched),
-        working_recipes=(*a.working_recipes, *b.working_recipes),
-        facts=(*a.facts, *b.facts),
-    )
+    fields: dict[str, Any] = {}
+    for name in a.__struct_fields__:
+        mine, theirs = getattr(a, name), getattr(b, name)
+        fields[name] = (mine or theirs) if isinstance(mine, str) else (*mine, *theirs)
+    return StructuredSummary(**fields)

@@ -3,9 +3,7 @@
 A small model asked for short items sometimes writes a paragraph into one
 field or fifty items into one list. The whole-answer limit
 (``summary_max_chars``) catches only the worst of it and then throws every
-field away; the bounds cut the one runaway field instead. (An answer cut off
-at the output cap is repaired by
-:func:`~aiden.summarizers.llm.repair.repair_truncated_json`.)
+field away; the bounds cut the one runaway field instead.
 
 A small local model asked for JSON by the prompt alone often echoes the
 prompt or writes prose instead (Gemma 3 270M on llama.cpp: most answers
@@ -22,13 +20,14 @@ from __future__ import annotations
 from typing import Any, Final, Literal
 
 from aiden.summarizers.mustkeep import clip
-from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
+from aiden.summarizers.protocol import StructuredSummary
 
 __all__ = [
     "ASKED_ITEMS",
     "ITEM_CHARS",
     "LIST_ITEMS",
     "SCALAR_CHARS",
+    "TEXT_LISTS",
     "StructuredOutput",
     "answer_schema",
     "bound_fields",
@@ -44,44 +43,38 @@ LIST_ITEMS: Final = 12
 """Items kept per list; the prompt asks for at most 8, the strict retry for 5."""
 
 
-def _bounded(values: tuple[str, ...]) -> tuple[tuple[str, ...], int]:
-    kept = values[:LIST_ITEMS]
-    out = tuple(clip(v, ITEM_CHARS) for v in kept)
-    return out, (len(values) - len(kept)) + sum(a != b for a, b in zip(out, kept, strict=True))
+TEXT_LISTS: Final = (
+    "constraints",
+    "open_threads",
+    "files_touched",
+    "user_preferences",
+    "failed_approaches",
+    "working_recipes",
+    "facts",
+)
+"""The fields of :class:`StructuredSummary` that are lists of plain strings."""
+
+
+def _clipped(item: Any) -> Any:
+    """A list item (a string, a :class:`Decision`, an :class:`ErrorResolution`) with each text clipped."""
+    if isinstance(item, str):
+        return clip(item, ITEM_CHARS)
+    return type(item)(**{name: clip(getattr(item, name), ITEM_CHARS) for name in item.__struct_fields__})
 
 
 def bound_fields(structured: StructuredSummary) -> tuple[StructuredSummary, int]:
     """``structured`` within the per-field bounds, and how many items were cut or dropped."""
     changed = 0
-    lists: dict[str, tuple[str, ...]] = {}
-    for name in (
-        "constraints",
-        "open_threads",
-        "files_touched",
-        "user_preferences",
-        "failed_approaches",
-        "working_recipes",
-        "facts",
-    ):
-        lists[name], n = _bounded(getattr(structured, name))
-        changed += n
-    decisions = tuple(
-        Decision(what=clip(d.what, ITEM_CHARS), why=clip(d.why, ITEM_CHARS))
-        for d in structured.decisions[:LIST_ITEMS]
-    )
-    errors = tuple(
-        ErrorResolution(error=clip(e.error, ITEM_CHARS), resolution=clip(e.resolution, ITEM_CHARS))
-        for e in structured.errors[:LIST_ITEMS]
-    )
-    changed += len(structured.decisions) - len(decisions) + len(structured.errors) - len(errors)
-    changed += sum(a != b for a, b in zip(decisions, structured.decisions, strict=False))
-    changed += sum(a != b for a, b in zip(errors, structured.errors, strict=False))
-    goal, outcome = clip(structured.user_goal, SCALAR_CHARS), clip(structured.outcome, SCALAR_CHARS)
-    changed += (goal != structured.user_goal) + (outcome != structured.outcome)
-    if not changed:
-        return structured, 0
-    bounded = StructuredSummary(user_goal=goal, outcome=outcome, decisions=decisions, errors=errors, **lists)
-    return bounded, changed
+    fields: dict[str, Any] = {}
+    for name in structured.__struct_fields__:
+        value = getattr(structured, name)
+        if isinstance(value, str):
+            fields[name] = clip(value, SCALAR_CHARS)
+            changed += fields[name] != value
+        else:
+            fields[name] = bounded = tuple(_clipped(item) for item in value[:LIST_ITEMS])
+            changed += len(value) - len(bounded) + sum(a != b for a, b in zip(bounded, value, strict=False))
+    return (StructuredSummary(**fields), changed) if changed else (structured, 0)
 
 
 # The answer's JSON schema, for providers that constrain decoding to it.

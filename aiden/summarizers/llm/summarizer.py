@@ -1,20 +1,8 @@
 """LiteLLMSummarizer: one retried chat completion per summary request, behind a circuit breaker.
 
-Its usage counters too: :class:`Counters` (the live ones) and
-:class:`SummarizerStats` (their snapshot, :meth:`LiteLLMSummarizer.stats`).
-
-One model call per compaction: one structured answer serves every summary a compaction asks for.
-
-A compaction asks its summarizer up to four times: ``session_summary`` for
-the running summary (over the whole compacted range, first), ``history`` for
-the chunk summary (a sub-range), ``turn_prefix`` for a split turn's prefix and,
-now and then, ``rolling_fold``. On a small local model each call costs 20-70 s
-on two cores. With ``one_call_per_compaction`` (the default) the
-:class:`~aiden.summarizers.llm.LiteLLMSummarizer` makes one structured call
-for the range and keeps its answer here; the ``history`` request over events
-of that range is rendered from it, and the split-turn prefix and the fold
-(text already summarized) are answered by the embedded extractive summarizer,
-which makes no call.
+Its usage counters too (:class:`SummarizerStats`), and the one-call mode's
+memo: one structured answer per compaction serves every summary the
+compaction asks for (:class:`CompactionMemo`).
 """
 
 from __future__ import annotations
@@ -38,7 +26,7 @@ from aiden.summarizers.extractive import (
     stated_goal,
     summary_must_keep,
 )
-from aiden.summarizers.llm.client import Breaker, BreakerState, _import_litellm, _loop_thread
+from aiden.summarizers.llm.client import Breaker, BreakerState, _loop_thread, load_litellm
 from aiden.summarizers.llm.prompts import build_messages, read_answer, validate_summary_text
 from aiden.summarizers.llm.repair import read_sections
 from aiden.summarizers.llm.schema import StructuredOutput, bound_fields, response_format
@@ -72,11 +60,9 @@ class LiteLLMSummarizer:
     ``config.summarizer_backoff_s``; other errors fail at once. After
     ``config.circuit_breaker_failures`` consecutive failed calls the breaker
     opens: calls raise :class:`SummarizerUnavailable` without a request until
-    its open time passed, then one trial call decides. The open time is
-    ``config.circuit_breaker_reset_s`` for an outage (doubled per failed
-    trial, at most 8x) and two call lengths for a provider that answered
-    before but was cut by its caller's deadline (slow, not down; see
-    :class:`~aiden.summarizers.llm.client.Breaker`). A call cancelled by the
+    its open time (from ``config.circuit_breaker_reset_s``, shorter for a slow
+    provider than for a dead one: see :class:`~aiden.summarizers.llm.client.Breaker`)
+    passed, then one trial call decides. A call cancelled by the
     caller (its deadline) counts as failed: a provider that hangs must open
     the breaker too. ``stats().first_error`` explains the first failure.
 
@@ -168,31 +154,10 @@ class LiteLLMSummarizer:
         """A snapshot of the usage counters and the breaker state."""
         c = self._counts
         return SummarizerStats(
-            calls=c.calls,
-            successes=c.successes,
-            failures=c.failures,
-            rejected=c.rejected,
-            invalid_outputs=c.invalid_outputs,
-            cancellations=c.cancellations,
-            retries=c.retries,
-            provider_requests=c.provider_requests,
-            prompt_tokens=c.prompt_tokens,
-            completion_tokens=c.completion_tokens,
-            cached_tokens=c.cached_tokens,
-            fallbacks=c.fallbacks,
-            repair_retries=c.repair_retries,
-            reused_answers=c.reused_answers,
-            local_answers=c.local_answers,
-            misfiled_moved=c.misfiled_moved,
-            must_keep_added=c.must_keep_added,
-            truncations_repaired=c.truncations_repaired,
-            clipped_items=c.clipped_items,
-            compactions=c.history_requests,
-            calls_per_compaction=_per(c.provider_requests, c.history_requests),
-            prompt_tokens_per_compaction=_per(c.prompt_tokens, c.history_requests),
-            completion_tokens_per_compaction=_per(c.completion_tokens, c.history_requests),
-            first_error=c.first_error,
-            last_error=c.last_error,
+            **msgspec.structs.asdict(c),
+            calls_per_compaction=_per(c.provider_requests, c.compactions),
+            prompt_tokens_per_compaction=_per(c.prompt_tokens, c.compactions),
+            completion_tokens_per_compaction=_per(c.completion_tokens, c.compactions),
             consecutive_failures=self._breaker.failures,
             breaker=self._breaker.state(_now_or_inf()),
         )
@@ -202,16 +167,13 @@ class LiteLLMSummarizer:
 
         Raises :class:`SummarizerUnavailable` when litellm cannot be imported.
         """
-        try:
-            await anyio.to_thread.run_sync(_import_litellm, abandon_on_cancel=True)
-        except Exception as exc:  # a broken install may fail in any way at import
-            raise SummarizerUnavailable(f"litellm cannot be imported: {type(exc).__name__}: {exc}") from exc
+        await load_litellm()
 
     @observed("summarize")
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request`` with one (retried) chat completion; see the class docstring for failures."""
         self._counts.calls += 1
-        self._counts.history_requests += request.purpose == "history"
+        self._counts.compactions += request.purpose == "history"
         if self.one_call:
             local = await self._answer_without_a_call(request)
             if local is not None:
@@ -278,10 +240,7 @@ class LiteLLMSummarizer:
         return msgspec.structs.replace(result, degraded=True)
 
     async def _summarize_with_retries(self, request: SummaryRequest) -> SummaryResult:
-        try:
-            handle = await anyio.to_thread.run_sync(_import_litellm, abandon_on_cancel=True)
-        except Exception as exc:  # a broken install may fail in any way at import
-            raise SummarizerUnavailable(f"litellm cannot be imported: {type(exc).__name__}: {exc}") from exc
+        handle = await load_litellm()
         kwargs = self._request_kwargs(request)
         attempt = 0
         strict_left = self.invalid_retries
@@ -423,8 +382,35 @@ def _now_or_inf() -> float:
         return float("inf")
 
 
+class _Tallies(msgspec.Struct, kw_only=True):
+    """The counts :class:`Counters` keeps and :class:`SummarizerStats` reports (documented there)."""
+
+    calls: int = 0
+    successes: int = 0
+    failures: int = 0
+    rejected: int = 0
+    invalid_outputs: int = 0
+    cancellations: int = 0
+    retries: int = 0
+    provider_requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    fallbacks: int = 0
+    repair_retries: int = 0
+    reused_answers: int = 0
+    local_answers: int = 0
+    misfiled_moved: int = 0
+    must_keep_added: int = 0
+    truncations_repaired: int = 0
+    clipped_items: int = 0
+    compactions: int = 0
+
+
 # BreakerState is imported at runtime, not under TYPE_CHECKING: msgspec resolves the field annotations.
-class SummarizerStats(msgspec.Struct, frozen=True, kw_only=True):
+# msgspec freezes a subclass of a mutable Struct (the snapshot of the live counters); mypy's
+# dataclass rule does not know that.
+class SummarizerStats(_Tallies, frozen=True, kw_only=True):  # type: ignore[misc]
     """Usage counters of one :class:`LiteLLMSummarizer`.
 
     ``calls`` counts :meth:`~LiteLLMSummarizer.summarize` invocations;
@@ -447,26 +433,6 @@ class SummarizerStats(msgspec.Struct, frozen=True, kw_only=True):
     ``first_error`` / ``last_error`` explain the first and latest failure.
     """
 
-    calls: int = 0
-    successes: int = 0
-    failures: int = 0
-    rejected: int = 0
-    invalid_outputs: int = 0
-    cancellations: int = 0
-    retries: int = 0
-    provider_requests: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    fallbacks: int = 0
-    repair_retries: int = 0
-    reused_answers: int = 0
-    local_answers: int = 0
-    misfiled_moved: int = 0
-    must_keep_added: int = 0
-    truncations_repaired: int = 0
-    clipped_items: int = 0
-    compactions: int = 0
     calls_per_compaction: float = 0.0
     prompt_tokens_per_compaction: float = 0.0
     completion_tokens_per_compaction: float = 0.0
@@ -476,32 +442,11 @@ class SummarizerStats(msgspec.Struct, frozen=True, kw_only=True):
     breaker: BreakerState = "closed"
 
 
-class Counters:
+class Counters(_Tallies, kw_only=True):
     """Mutable counters behind :meth:`LiteLLMSummarizer.stats` (touched only from the event loop)."""
 
-    def __init__(self) -> None:
-        self.calls = 0
-        self.successes = 0
-        self.failures = 0
-        self.rejected = 0
-        self.invalid_outputs = 0
-        self.cancellations = 0
-        self.retries = 0
-        self.provider_requests = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.cached_tokens = 0
-        self.fallbacks = 0
-        self.repair_retries = 0
-        self.reused_answers = 0
-        self.local_answers = 0
-        self.misfiled_moved = 0
-        self.must_keep_added = 0
-        self.truncations_repaired = 0
-        self.clipped_items = 0
-        self.history_requests = 0
-        self.first_error = ""
-        self.last_error = ""
+    first_error: str = ""
+    last_error: str = ""
 
     def note_error(self, exc: BaseException) -> None:
         """Record why a call failed (the first one is kept: it often explains the rest)."""
@@ -517,7 +462,6 @@ class Counters:
 # --- one model call per compaction ----------------------------------------------------------------
 
 _MEMO_SIZE: Final = 4
-_FALLBACK: Final = None
 
 
 def _key(events: Sequence[SessionEvent]) -> frozenset[tuple[int, int]]:
@@ -528,6 +472,11 @@ def _key(events: Sequence[SessionEvent]) -> frozenset[tuple[int, int]]:
 
 class CompactionMemo:
     """The last few one-call answers, by the events (sequence number and content) they summarize.
+
+    A compaction asks for up to four summaries (the running summary, the chunk,
+    a split turn's prefix, a rolling fold), and on a small local model each call
+    costs 20-70 s: one structured call for the range answers the running summary,
+    and the chunk's ``history`` request is rendered from the answer kept here.
 
     A value of ``None`` means the call's answer was unusable and the fallback
     answered: the chunk of that range is then the fallback's too, with no
@@ -555,11 +504,11 @@ class CompactionMemo:
         """
         wanted = _key(request.events)
         if request.purpose != "history" or not wanted:
-            return False, _FALLBACK
+            return False, None
         for key in reversed(self._answers):
             if wanted <= key:
                 return True, self._answers.pop(key)
-        return False, _FALLBACK
+        return False, None
 
 
 def history_result(structured: StructuredSummary) -> SummaryResult:

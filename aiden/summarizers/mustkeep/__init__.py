@@ -5,20 +5,12 @@ corrections, decisions with their reasons, identifiers, paths and numbers the
 agent will refer to again. An LLM summary may paraphrase or drop them; this
 package finds them in the compacted events with plain rules
 (:func:`extract_must_keep`) and appends the ones a summary lost
-(:func:`apply_must_keep`). Everything here is pure and deterministic except
-:func:`~aiden.summarizers.mustkeep.check.with_must_keep`, which runs the check
-off the event loop (in the helper process for a long range).
+(:func:`apply_must_keep`).
 
 The sentence-level primitives (splitting, classification, key tokens) live
 here too, because the extractive summarizer must agree with the check on what
 an item *is*: an item it keeps verbatim is then found present by
 :func:`apply_must_keep` and nothing is appended twice.
-
-Modules, one job each: :mod:`.text` (normalization, clipping, sentence
-splitting, content words, and the distinctive tokens: paths, identifiers,
-numbers), :mod:`.classify` (what a sentence carries: its kind, phatic talk,
-error lines in tool output) and :mod:`.check` (selecting and rendering the
-must-keep items, and running the check as a job).
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """The must-keep check: select the facts a summary may not lose and append the lost ones.
 
-:func:`extract_must_keep` finds the items in the compacted events,
-:class:`Haystack` decides whether a summary still holds one, and
-:func:`apply_must_keep` renders the missing ones under a bounded
-``Must keep:`` section.
-
-The check as a step of a chunk summary, here or as a job of the helper
-process (:mod:`aiden.offload`): :func:`with_must_keep` runs it where it stalls
-nothing; :func:`run_job` is the helper's entry (``bytes -> bytes``: an
-encoded :class:`MustKeepJob` in, the encoded summary with its must-keep
-section out); :func:`apply_job` is the step itself.
+Also the check as a step of a chunk summary, inline or as a job of the helper
+process (:mod:`aiden.offload`, whose entry is :func:`run_job`).
 """
 
 from __future__ import annotations
@@ -260,7 +252,6 @@ class MustKeepJob(msgspec.Struct, frozen=True):
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(MustKeepJob)
-_str_decoder = msgspec.msgpack.Decoder(str)
 
 
 def apply_job(job: MustKeepJob) -> str:
@@ -287,6 +278,6 @@ async def with_must_keep(summary: str, events: Sequence[SessionEvent], max_items
     if not offload.too_long_for_the_loop(job.events, len(job.summary)):
         return apply_job(job)
     try:
-        return _str_decoder.decode(await offload.run_job("must_keep", _encoder.encode(job)))
+        return msgspec.msgpack.decode(await offload.run_job("must_keep", _encoder.encode(job)), type=str)
     except offload.OffloadUnavailable:
         return await anyio.to_thread.run_sync(apply_job, job)

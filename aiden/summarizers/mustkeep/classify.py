@@ -1,14 +1,9 @@
 """Classification: what one sentence carries (constraint, decision, error ...), phatic talk, error lines.
 
 Plain regular-expression rules, English and Chinese; pure and deterministic.
-
-Phatic talk (#38) is a sentence that carries no fact ("Hey Mel!", "Thanks,
-Tom!", "Can't wait!"): the extractive summarizer drops them whatever their
-place in a message, and the must-keep check never asks a summary to keep one.
-A general rule, not a list of phrases: no informative word, or a single one
-among greetings, thanks or exclamations.
-
-Error lines: which lines of tool output report or mention an error.
+Phatic talk (#38, :func:`is_phatic`) is dropped by the extractive summarizer
+whatever its place in a message, and the must-keep check never asks a summary
+to keep it.
 """
 
 from __future__ import annotations
@@ -167,11 +162,7 @@ _FILLER: Final = re.compile(
     r"user|plan|另外|还有|对了|顺便说一下)\s*[:,.!\-\uff1a\uff0c]?\s+)+",
     re.IGNORECASE,
 )
-_LABEL: Final = re.compile(
-    r"^\s*(decision|decided|constraint|deadline|requirement|preference|correction|failed approach|"
-    r"dead end|error|fix|resolution|resolved|root cause)\s*:\s*\S",
-    re.IGNORECASE,
-)
+# "Decision: ..." says its kind.
 _LABELS: Final[dict[str, SentenceKind]] = {
     "decision": "decision",
     "decided": "decision",
@@ -188,6 +179,7 @@ _LABELS: Final[dict[str, SentenceKind]] = {
     "resolved": "resolution",
     "root cause": "resolution",
 }
+_LABEL: Final = re.compile(rf"^\s*({'|'.join(_LABELS)})\s*:\s*\S", re.IGNORECASE)
 
 
 def classify_sentence(sentence: str, *, speaker: Speaker = "any") -> SentenceKind:
@@ -272,27 +264,6 @@ def is_plan(sentence: str) -> bool:
 
 
 # Phatic talk (#38).
-# Words that carry no fact by themselves: greetings, thanks, affect, agreement, filler verbs.
-# A sentence made of these (plus stopwords) is phatic however long it is.
-_LOW_INFORMATION: Final = frozenset(
-    {
-        "hey", "hiya", "hello", "thanks", "thank", "thx", "cheers", "bye", "goodbye", "congrats",
-        "congratulations", "wow", "omg", "haha", "lol", "yay", "great", "awesome", "cool", "nice", "glad",
-        "good", "wonderful", "amazing", "fantastic", "lovely", "sweet", "incredible", "super", "neat",
-        "brilliant", "perfect", "fun", "really", "totally", "definitely", "absolutely", "exactly", "agree",
-        "agreed", "sure", "yeah", "yep", "yup", "okay", "right", "true", "sounds", "sound", "seems", "wait",
-        "can't", "cannot", "see", "seeing", "hear", "hearing", "happy", "proud", "lot", "lots", "much", "means",
-        "mean", "meant", "word", "words", "kind", "care", "take", "love", "loved", "like", "appreciate",
-        "appreciated", "hope", "hoping", "thing", "things", "stuff", "tell", "telling", "know", "knowing",
-        "keep", "going", "way", "feel", "feeling", "felt", "guess", "well", "pretty", "always", "got", "get",
-        "gets", "gonna", "wanna", "hug", "hugs", "luck", "best", "thought", "thoughts", "mind", "soon", "later",
-        "talk", "chat", "catch", "time", "day", "today", "share", "sharing", "excited", "exciting", "inspiring",
-        "inspired", "happen", "happened", "buddy", "friend", "dear", "man", "guys", "everyone", "anyway",
-        "though", "still", "even", "something", "anything", "everything", "nothing", "look", "looks", "looking",
-        "truly", "welcome", "sorry", "him", "her", "his", "hers", "mine", "yours", "ours", "theirs", "myself",
-        "yourself", "ourselves", "someone", "anyone", "one", "worries", "worry"
-    }
-)  # fmt: skip
 # Social markers: a sentence of one informative word is phatic when it greets, thanks or exclaims
 # ("Hey Mel!", "Thanks, Melanie!"), not when it asks or corrects ("Try again", "No, that's wrong").
 _SOCIAL: Final = frozenset(
@@ -301,6 +272,24 @@ _SOCIAL: Final = frozenset(
         "congratulations", "wow", "omg", "haha", "lol", "yay", "great", "awesome", "cool", "nice", "glad",
         "sweet", "wonderful", "amazing", "fantastic", "lovely", "incredible", "brilliant", "welcome", "sorry",
         "wait", "sounds", "proud", "happy", "excited", "exciting", "hugs", "luck", "worries"
+    }
+)  # fmt: skip
+# Words that carry no fact by themselves: the social markers, affect, agreement, filler verbs.
+# A sentence made of these (plus stopwords) is phatic however long it is.
+_LOW_INFORMATION: Final = _SOCIAL | frozenset(
+    {
+        "good", "super", "neat", "perfect", "fun", "really", "totally", "definitely", "absolutely",
+        "exactly", "agree", "agreed", "sure", "yeah", "yep", "yup", "okay", "right", "true", "sound",
+        "seems", "can't", "cannot", "see", "seeing", "hear", "hearing", "lot", "lots", "much", "means",
+        "mean", "meant", "word", "words", "kind", "care", "take", "love", "loved", "like", "appreciate",
+        "appreciated", "hope", "hoping", "thing", "things", "stuff", "tell", "telling", "know", "knowing",
+        "keep", "going", "way", "feel", "feeling", "felt", "guess", "well", "pretty", "always", "got", "get",
+        "gets", "gonna", "wanna", "hug", "best", "thought", "thoughts", "mind", "soon", "later", "talk",
+        "chat", "catch", "time", "day", "today", "share", "sharing", "inspiring", "inspired", "happen",
+        "happened", "buddy", "friend", "dear", "man", "guys", "everyone", "anyway", "though", "still",
+        "even", "something", "anything", "everything", "nothing", "look", "looks", "looking", "truly", "him",
+        "her", "his", "hers", "mine", "yours", "ours", "theirs", "myself", "yourself", "ourselves",
+        "someone", "anyone", "one", "worry"
     }
 )  # fmt: skip
 _NUMBER: Final = re.compile(r"\d")

@@ -10,7 +10,7 @@ these lost the fact, however well it paraphrased the rest.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Final
 
 from aiden.policy.summary_md import normalize
@@ -60,16 +60,7 @@ _SENTENCE_END: Final = re.compile("(?<=[\u3002\uff01\uff1f])|(?<=[.!?])\\s+")
 _ABBREVIATIONS: Final = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "mr.", "dr.", "fig.", "cf.")
 _FENCE: Final = re.compile(r"^\s*(```|~~~)")
 _BULLET: Final = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
-
-
-def _prose_lines(text: str) -> Iterator[tuple[str, bool]]:
-    """Yield ``(line, in_code_block)`` for each line of ``text``."""
-    in_code = False
-    for line in text.splitlines():
-        if _FENCE.match(line):
-            in_code = not in_code
-            continue
-        yield line, in_code
+_SHELLS: Final = frozenset({"bash", "sh", "shell", "console", "zsh", "terminal", "cmd", "powershell", "ps"})
 
 
 def split_sentences(text: str, *, max_sentences: int = 400) -> list[str]:
@@ -81,7 +72,11 @@ def split_sentences(text: str, *, max_sentences: int = 400) -> list[str]:
     cannot make the caller quadratic.
     """
     out: list[str] = []
-    for line, in_code in _prose_lines(text):
+    in_code = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            in_code = not in_code
+            continue
         if in_code:
             continue
         line = _BULLET.sub("", line).strip()
@@ -115,18 +110,7 @@ def code_lines(text: str) -> list[str]:
                 in_code = in_shell = False
             else:
                 in_code = True
-                lang = raw.strip()[3:].strip().casefold()
-                in_shell = lang in {
-                    "bash",
-                    "sh",
-                    "shell",
-                    "console",
-                    "zsh",
-                    "terminal",
-                    "cmd",
-                    "powershell",
-                    "ps",
-                }
+                in_shell = raw.strip()[3:].strip().casefold() in _SHELLS
             continue
         line = raw.strip()
         if line.startswith("$ ") and len(line) > 2:
