@@ -541,6 +541,8 @@ async def test_a_model_that_only_echoes_the_prompt_costs_one_call_and_loses_noth
     stats = summarizer.stats()
     # Per compaction: the running summary and the chunk of its range both from the extractive fallback.
     assert (stats.fallbacks, stats.reused_answers, stats.failures) == (7, 3, 0)
+    # Every call answered (by the fallback when not by the model): each counted once as a success.
+    assert (stats.successes, stats.rejected) == (stats.calls, 0)
     summary = Layout(tmp_path).summary.read_text(encoding="utf-8")
     assert "I decided to use logical replication." in summary
     assert "raw breadcrumb" not in summary

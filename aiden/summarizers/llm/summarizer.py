@@ -207,6 +207,7 @@ class LiteLLMSummarizer:
                 raise
             # The provider answered: an unusable answer is not an outage, the breaker stays closed.
             self._breaker.succeeded()
+            self._counts.successes += 1
             return await self._fall_back(request)
         except SummarizerError as exc:
             self._counts.failures += 1
@@ -233,7 +234,6 @@ class LiteLLMSummarizer:
     async def _fall_back(self, request: SummaryRequest) -> SummaryResult:
         assert self.fallback is not None
         self._counts.fallbacks += 1
-        self._counts.successes += 1
         if self.one_call and request.purpose == "session_summary":
             self._memo.put(request.events, None)
         result = await self.fallback.summarize(request)
