@@ -131,16 +131,6 @@ class EpisodeRecorder:
         self._recalled: dict[str, None] = {}
         self._dropped = 0
 
-    @property
-    def events(self) -> tuple[EpisodeEvent, ...]:
-        """The events so far, in order."""
-        return tuple(self._events)
-
-    @property
-    def recalled(self) -> tuple[str, ...]:
-        """Record ids ``recall_experience`` returned during this episode, first return first."""
-        return tuple(self._recalled)
-
     def add(self, event: EpisodeEvent) -> int:
         """Append ``event`` (its ``seq`` is replaced by the next one); the seq, or 0 if dropped for size."""
         if event.type == "observation" and not event.key:
@@ -154,19 +144,15 @@ class EpisodeRecorder:
         self._events.append(msgspec.structs.replace(event, seq=seq, content=_scrubbed(event.content)))
         return seq
 
+    def _add(self, type_: EpisodeEventType, content: str, **fields: Any) -> int:
+        return self.add(EpisodeEvent(seq=0, type=type_, content=content, **fields))
+
     def tool_call(
         self, tool_name: str, arguments: str, *, call_id: str | None = None, timestamp: float | None = None
     ) -> int:
         """Record a tool call; its seq."""
-        return self.add(
-            EpisodeEvent(
-                seq=0,
-                type="tool_call",
-                tool_name=tool_name,
-                content=arguments,
-                tool_call_id=call_id,
-                timestamp=timestamp,
-            )
+        return self._add(
+            "tool_call", arguments, tool_name=tool_name, tool_call_id=call_id, timestamp=timestamp
         )
 
     def tool_result(
@@ -179,33 +165,21 @@ class EpisodeRecorder:
         timestamp: float | None = None,
     ) -> int:
         """Record a tool result (``ok`` False: the call failed); its seq."""
-        return self.add(
-            EpisodeEvent(
-                seq=0,
-                type="tool_result",
-                tool_name=tool_name,
-                content=output,
-                ok=ok,
-                tool_call_id=call_id,
-                timestamp=timestamp,
-            )
+        return self._add(
+            "tool_result", output, tool_name=tool_name, ok=ok, tool_call_id=call_id, timestamp=timestamp
         )
 
     def correction(self, text: str, *, timestamp: float | None = None) -> int:
         """Record a user correction; its seq."""
-        return self.add(EpisodeEvent(seq=0, type="user_correction", content=text, timestamp=timestamp))
+        return self._add("user_correction", text, timestamp=timestamp)
 
     def answer(self, text: str, *, timestamp: float | None = None) -> int:
         """Record an assistant output (its first :data:`MAX_ANSWER_CHARS` characters); its seq."""
-        return self.add(
-            EpisodeEvent(seq=0, type="assistant_output", content=text[:MAX_ANSWER_CHARS], timestamp=timestamp)
-        )
+        return self._add("assistant_output", text[:MAX_ANSWER_CHARS], timestamp=timestamp)
 
     def observe(self, key: str, value: str, *, timestamp: float | None = None) -> int:
         """Record a deterministic observation of the environment (a version, a path, a size); its seq."""
-        return self.add(
-            EpisodeEvent(seq=0, type="observation", key=key[:200], content=value, timestamp=timestamp)
-        )
+        return self._add("observation", value, key=key[:200], timestamp=timestamp)
 
     def note_recalled(self, record_ids: list[str]) -> None:
         """Remember the record ids a recall returned (each once)."""
@@ -223,7 +197,7 @@ class EpisodeRecorder:
             outcome=outcome,
             note=redact_secrets(note[:2000]),
             events=tuple(self._events),
-            recalled=self.recalled,
+            recalled=tuple(self._recalled),
             dropped=self._dropped,
         )
 
@@ -310,18 +284,10 @@ def attempts(episode: Episode) -> list[Attempt]:
         if event.type == "tool_call":
             open_calls.append(event)
         elif event.type == "tool_result":
-            match = next(
-                (c for c in open_calls if event.tool_call_id and c.tool_call_id == event.tool_call_id), None
+            cid = event.tool_call_id
+            match = next((c for c in open_calls if cid and c.tool_call_id == cid), None) or next(
+                (c for c in open_calls if c.tool_name == event.tool_name and not (cid and c.tool_call_id)), None
             )
-            if match is None:
-                match = next(
-                    (
-                        c
-                        for c in open_calls
-                        if c.tool_name == event.tool_name and (not event.tool_call_id or not c.tool_call_id)
-                    ),
-                    None,
-                )
             if match is not None:
                 open_calls.remove(match)
                 out.append(Attempt(match, event, step_signature(match.tool_name or "", match.content)))

@@ -35,11 +35,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -55,7 +56,7 @@ from aiden.storage.layout import EPISODE_FILE_NAME, PROCESSED_FILE_NAME, Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.recovery import remove_stale_temps, subdirs
 
-__all__ = ["EpisodeBackend", "EpisodeRow", "EpisodeStore", "episode_row", "episode_year"]
+__all__ = ["EpisodeBackend", "EpisodeRow", "EpisodeStore", "IndexedFiles", "episode_row", "episode_year"]
 
 log = logging.getLogger("aiden.experience")
 
@@ -63,6 +64,7 @@ _MAX_EPISODE_BYTES: Final = 8 * 1024 * 1024
 _INDEX_VERSION: Final = 1
 _episode_decoder: Final = msgspec.json.Decoder(Episode)
 _encoder: Final = msgspec.json.Encoder()
+Ix = TypeVar("Ix")
 
 
 class EpisodeRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -88,16 +90,17 @@ def episode_year(stamp: float) -> str:
 
 def _parse_index(data: bytes) -> _Index:
     index = parse_yaml_index(
-        data, _Index, name="episodes/index.yaml", version=_INDEX_VERSION, ids=_ids, what="episode id"
+        data,
+        _Index,
+        name="episodes/index.yaml",
+        version=_INDEX_VERSION,
+        ids=lambda index: [row.id for row in index.episodes],
+        what="episode id",
     )
     for row in index.episodes:
         if not (len(row.year) == 4 and row.year.isdigit()):
             raise CorruptionError(f"episodes/index.yaml: bad year {row.year!r}")
     return index
-
-
-def _ids(index: _Index) -> list[str]:
-    return [row.id for row in index.episodes]
 
 
 class EpisodeBackend(Protocol):
@@ -128,52 +131,103 @@ class EpisodeBackend(Protocol):
         ...
 
 
-class EpisodeStore:
-    """``memory/episodes/``; blocking methods, called from a worker thread."""
+class IndexedFiles(ABC, Generic[Ix]):
+    """A directory of files whose YAML index (``Ix``) is the commit point: what both file stores share.
 
-    def __init__(self, layout: Layout, storage: Storage, *, lock_timeout_s: float = 30.0) -> None:
-        self.root = layout.episodes
-        self._index_path = layout.episodes_index
+    Writers hold a thread lock and a file lock (two runtimes on one root); a corrupt
+    index is reported in :attr:`problems` and rebuilt from the files by :meth:`_rebuild`.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        root: Path,
+        index_path: Path,
+        lock_path: Path,
+        lock_timeout_s: float,
+        *,
+        parse: Callable[[bytes], Ix],
+        depth: int,
+        name: str,
+    ) -> None:
+        """``parse`` reads the index (empty data: an empty index); ``depth``: the levels of
+        directories below ``root`` that may hold temp files; ``name`` starts the log lines."""
+        self.root = root
+        self.index_path = index_path
+        self.problems: list[str] = []
         self._storage = storage
         self._lock = threading.Lock()
-        self._flock = SessionLock(storage, layout.episodes_lock)
+        self._flock = SessionLock(storage, lock_path)
         self._lock_timeout_s = lock_timeout_s
-        self.problems: list[str] = []
+        self._parse = parse
+        self._depth = depth
+        self._name = name
         self._cleaned = False
 
     def _clean_once(self) -> None:
-        """Remove crash-left temp files (of the index, episode files, markers), once per store, under ``_lock``.
+        """Remove crash-left temp files, once per store, under ``_lock``.
 
         At the first operation after the memory opened, on its worker thread: the walk
-        visits every episode directory, so it stays off the open and the event loop.
+        visits every directory of the store, so it stays off the open and the event loop.
         """
         if not self._cleaned:
             self._cleaned = True
-            removed = remove_stale_temps(self._storage, subdirs(self.root, 2))
+            removed = remove_stale_temps(self._storage, subdirs(self.root, self._depth))
             if removed:
-                log.warning("episode store: removed %d temp files of interrupted writes", removed)
+                log.warning("%s: removed %d temp files of interrupted writes", self._name, removed)
 
-    @property
-    def index_path(self) -> Path:
-        """``episodes/index.yaml``."""
-        return self._index_path
+    def _problem(self, text: str) -> None:
+        log.error("%s: %s", self._name, text)
+        if len(self.problems) < 50:
+            self.problems.append(text)
+
+    def _load_index(self) -> Ix:
+        try:
+            return self._parse(read_bytes(self.index_path))  # a missing index reads as empty
+        except CorruptionError as exc:
+            self._problem(f"{exc}; rebuilt the index from the files")
+            return self._rebuild()
+
+    @abstractmethod
+    def _rebuild(self) -> Ix:
+        """The index made again from the files that parse."""
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        with self._lock:
+            ensure_dir(self._storage, self.root)
+            self._flock.acquire(self._lock_timeout_s)
+            try:
+                self._clean_once()
+                yield
+            finally:
+                self._flock.release()
+
+    def _index(self) -> Ix:
+        """The index, read under the thread lock (no file lock: every index write is an atomic replace)."""
+        with self._lock:
+            self._clean_once()
+            return self._load_index()
+
+
+class EpisodeStore(IndexedFiles[_Index]):
+    """``memory/episodes/``; blocking methods, called from a worker thread."""
+
+    def __init__(self, layout: Layout, storage: Storage, *, lock_timeout_s: float = 30.0) -> None:
+        super().__init__(
+            storage,
+            layout.episodes,
+            layout.episodes_index,
+            layout.episodes_lock,
+            lock_timeout_s,
+            parse=_parse_index,
+            depth=2,
+            name="episode store",
+        )
 
     def episode_dir(self, episode_id: str, year: str) -> Path:
         """``episodes/<yyyy>/<episode_id>/``; the id is validated."""
         return self.root / year / validate_id(episode_id, what="episode id")
-
-    def _problem(self, text: str) -> None:
-        log.error("episode store: %s", text)
-        if len(self.problems) < 50:
-            self.problems.append(text)
-
-    def _load_index(self) -> _Index:
-        data = read_bytes(self.index_path) if self.index_path.exists() else b""
-        try:
-            return _parse_index(data) if data else _Index()
-        except CorruptionError as exc:
-            self._problem(f"{exc}; rebuilt the index from the episode files")
-            return self._rebuild()
 
     def _rebuild(self) -> _Index:
         rows: list[EpisodeRow] = []
@@ -197,18 +251,6 @@ class EpisodeStore:
             self._problem(f"{path.name} of {path.parent.name}: {exc}")
             return None
 
-    @contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        with self._lock:
-            ensure_dir(self._storage, self.root)
-            self._flock.acquire(self._lock_timeout_s)
-            try:
-                self._clean_once()
-                yield
-            finally:
-                self._flock.release()
-
-    # --- operations (blocking) -------------------------------------------------------------
     def commit(self, episode: Episode, *, now: float) -> bool:
         """Persist ``episode``; False (and nothing written) when its id is already committed."""
         validate_id(episode.id, what="episode id")
@@ -246,9 +288,7 @@ class EpisodeStore:
 
     def rows(self) -> list[EpisodeRow]:
         """Every committed episode's row, in commit order."""
-        with self._lock:
-            self._clean_once()
-            return list(self._load_index().episodes)
+        return list(self._index().episodes)
 
     def load(self, row: EpisodeRow) -> Episode | None:
         """The committed episode of ``row`` (None, reported, if its file is missing or damaged)."""
@@ -263,13 +303,10 @@ class EpisodeStore:
         row = next((r for r in self.rows() if r.id == episode_id), None)
         return None if row is None else self.load(row)
 
-    def is_processed(self, row: EpisodeRow) -> bool:
-        """True once the worker committed what this episode taught."""
-        return (self.episode_dir(row.id, row.year) / PROCESSED_FILE_NAME).is_file()
-
     def pending(self) -> list[EpisodeRow]:
-        """Committed episodes the worker has not processed yet, in commit order."""
-        return [row for row in self.rows() if not self.is_processed(row)]
+        """Committed episodes the worker has not processed yet (no ``processed`` marker), in commit order."""
+        rows = self.rows()
+        return [r for r in rows if not (self.episode_dir(r.id, r.year) / PROCESSED_FILE_NAME).is_file()]
 
     def mark_processed(self, row: EpisodeRow, summary: dict[str, Any]) -> None:
         """Leave the ``processed`` marker (what was learned, as JSON, for inspection)."""

@@ -1,31 +1,25 @@
 """Experience memory as an extension of an open memory (entry point ``aiden.extensions: experience``).
 
-Its actor stores the episodes ``Memory`` records around runs and learns records from them (also
-while the session is idle); ``Memory`` reaches it through :class:`ExperiencePort` and records the
-current run with an :class:`EpisodeTracker`.
+Its actor, :class:`ExperienceActor`, owns :class:`~aiden.experience.service.ExperienceService`:
+everything outside the experience room reaches it by messages (:mod:`aiden.experience.messages`)
+through an :class:`~aiden.experience.messages.ExperiencePort`. One worker serves the inbox, so two
+learning passes never interleave; the stores' file locks keep two runtimes on one root apart.
+Learning runs in the common idle window (the AutoCompact rule,
+:func:`~aiden.experience.learner.should_learn`): never while a run is active, only after the
+session has been quiet for ``idle_compact_after_minutes``.
 
 Its methods on :class:`~aiden.memory.Memory` are here too: :class:`ExperienceMethods`, a base
 class of ``Memory`` over :class:`~aiden.memory_core.CoreMemory` (seed 002's Memory Plane). It
 owns the run's open episode (an :class:`~aiden.experience.episodes.EpisodeTracker`) and forwards
-everything else to the experience actor's port. Experience is never injected into a prompt: the
-model asks with ``recall_experience``, the agent tool whose JSON schema and handler are here too
-(seed 002 "Memory Recall").
+everything else to the port. Experience is never injected into a prompt: the model asks with
+``recall_experience``, the agent tool whose JSON schema and handler are here too (seed 002
+"Memory Recall").
 
 That tool has no router, no forced first call and no query rewriting. A normal recall returns only
 active, unexpired, applicable records, at most five and about 4,800 characters of JSON, and reports
 the ids it actually returned (noted on the running episode). Bad arguments become
 ``{"error": "..."}``: the handler never raises for the model's input; cancellation and programming
 errors propagate.
-
-The actor, :class:`ExperienceActor`, owns :class:`~aiden.experience.service.ExperienceService`.
-Everything outside the experience room reaches it by messages
-(:mod:`aiden.experience.messages`) through an
-:class:`~aiden.experience.messages.ExperiencePort`. One worker serves the inbox,
-so two learning passes never interleave; the stores' file locks keep two
-runtimes on one root apart. Learning runs in the common idle window (the
-AutoCompact rule, :func:`~aiden.experience.learner.should_learn`): never while
-a run is active, only after the session has been quiet for
-``idle_compact_after_minutes``.
 """
 
 from __future__ import annotations
@@ -53,7 +47,6 @@ from aiden.experience.messages import (
     ExperienceInbox,
     ExperienceOutbox,
     ExperiencePort,
-    Found,
     Learn,
     Learned,
     ListRecords,
@@ -67,7 +60,7 @@ from aiden.intake import check_text
 from aiden.lifecycle import Outcome
 from aiden.longterm.autocompact import IdleTarget, recent_activity, run_autocompact
 from aiden.memory_core import CoreMemory
-from aiden.messages import Codec, codec
+from aiden.messages import codec
 from aiden.tools import ToolArgumentError as _Reject
 from aiden.tools import ToolSet, decode_arguments
 
@@ -110,13 +103,12 @@ class ExperienceActor:
         self._svc = service
         self._inbox = inbox
         self._outbox = outbox
-        self._in: Codec[ExperienceInbox] = codec(ExperienceInbox)
-        self._out: Codec[ExperienceOutbox] = codec(ExperienceOutbox)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until the inbox closes."""
         task_status.started()
-        await serve("experience", self._inbox, self._outbox, self._in, self._out, self._serve)
+        requests, replies = codec(ExperienceInbox), codec(ExperienceOutbox)
+        await serve("experience", self._inbox, self._outbox, requests, replies, self._serve)
 
     async def _serve(self, msg: ExperienceInbox) -> ExperienceOutbox:
         svc = self._svc
@@ -126,7 +118,7 @@ class ExperienceActor:
                 return EpisodeCommitted(rid, done)
             case SearchRecords(request_id=rid, query=q, environment=env, kinds=kinds, k=k, now=now):
                 found = await anyio.to_thread.run_sync(partial(svc.search, q, env, kinds, k, now=now))
-                return Found(rid, found)
+                return Records(rid, found)
             case Learn(request_id=rid, limit=limit):
                 return Learned(rid, await anyio.to_thread.run_sync(svc.learn, limit))
             case ListRecords(request_id=rid, environment=env):
@@ -370,16 +362,10 @@ class ExperienceMethods(CoreMemory):
 
     async def _experience_tool(self, arguments: str | Mapping[str, Any]) -> str:
         port = self._port()
-
-        async def search(
-            query: str, env: str | None, kinds: list[str] | None, k: int
-        ) -> list[ExperienceRecord]:
-            return await port.search(query, env, kinds, k, now=time.time())
-
         env = self._episodes.environment if self._episodes is not None else None
         answer = await handle_experience_tool(
             arguments,
-            search=search,
+            search=lambda query, where, kinds, k: port.search(query, where, kinds, k, now=time.time()),
             environment=env if env is not None else self._config.experience_environment,
         )
         if self._episodes is not None:
@@ -398,7 +384,7 @@ class _ExperienceTools:
         return (EXPERIENCE_TOOL,)
 
     def handles(self, name: str) -> bool:
-        return name == "recall_experience"
+        return name == TOOL_NAME
 
     async def run(self, name: str, arguments: str | Mapping[str, Any]) -> str:
         return await self._run(arguments)
@@ -516,8 +502,8 @@ def _item(record: ExperienceRecord, body: str) -> dict[str, Any]:
     }
 
 
-def fit(records: list[ExperienceRecord], max_results: int, max_chars: int) -> ToolAnswer:
-    """The answer for ``records`` (best first) within ``max_results`` and ``max_chars`` of JSON.
+def fit(records: list[ExperienceRecord], k: int) -> ToolAnswer:
+    """The answer for ``records`` (best first): at most ``k`` of them and :data:`MAX_CHARS` of JSON.
 
     A record that does not fit whole gets its body cut (if at least a useful
     part fits); after that, nothing more is added.
@@ -528,21 +514,21 @@ def fit(records: list[ExperienceRecord], max_results: int, max_chars: int) -> To
     def text() -> str:
         return _dumps({"note": _HINT, "results": items})
 
-    for record in records[:max_results]:
+    for record in records[:k]:
         items.append(_item(record, record.body))
-        if len(text()) <= max_chars:
+        if len(text()) <= MAX_CHARS:
             ids.append(record.id)
             continue
         items.pop()
-        room = max_chars - len(text()) - len(_dumps(_item(record, ""))) - 8
+        room = MAX_CHARS - len(text()) - len(_dumps(_item(record, ""))) - 8
         if room >= _MIN_BODY_CHARS:
             body = record.body[:room]
             items.append(_item(record, body + " ..."))
-            while len(text()) > max_chars and len(body) > _MIN_BODY_CHARS:
+            while len(text()) > MAX_CHARS and len(body) > _MIN_BODY_CHARS:
                 # Escapes (quotes, non-ASCII) make the JSON longer than the raw body.
-                body = body[: len(body) - max(16, (len(text()) - max_chars))]
+                body = body[: len(body) - max(16, (len(text()) - MAX_CHARS))]
                 items[-1] = _item(record, body + " ...")
-            if len(text()) <= max_chars:
+            if len(text()) <= MAX_CHARS:
                 ids.append(record.id)
             else:
                 items.pop()
@@ -555,8 +541,6 @@ async def handle_experience_tool(
     *,
     search: Search,
     environment: str | None = None,
-    max_results: int = MAX_RESULTS,
-    max_chars: int = MAX_CHARS,
 ) -> ToolAnswer:
     """Run one ``recall_experience`` call; the JSON text and the ids of the records returned.
 
@@ -566,11 +550,11 @@ async def handle_experience_tool(
     """
     try:
         args = _parse(arguments)
-        k = min(args.k or max_results, max_results)
+        k = args.k or MAX_RESULTS
         kinds = None if args.kinds is None else [str(kind) for kind in args.kinds]
         env = args.environment or environment or None
         found = await search(args.query, env, kinds, k)
-        return fit(found, k, max_chars)
+        return fit(found, k)
     except msgspec.ValidationError as exc:
         return ToolAnswer(_error(f"invalid arguments: {exc}"), [])
     except msgspec.DecodeError as exc:

@@ -62,7 +62,7 @@ up records. No model words a fact: the value is the fact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -159,7 +159,10 @@ MAX_FACT_VALUE_CHARS: Final = 500
 _MAX_REASON_VALUE_CHARS: Final = 120
 
 
-def _flat(text: str, limit: int) -> str:
+_MAX_QUOTE_CHARS: Final = 400
+
+
+def _quote(text: str, limit: int = _MAX_QUOTE_CHARS) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[:limit] + " ..."
 
@@ -177,7 +180,7 @@ def fact_records(
         key = " ".join((event.key or "").split())
         if event.type == "observation" and key:
             # Flat, as the record's title line is stored: a value compares equal to what was read back.
-            latest[key] = (_flat(event.content, MAX_FACT_VALUE_CHARS), event.seq)
+            latest[key] = (_quote(event.content, MAX_FACT_VALUE_CHARS), event.seq)
     when = episode.finished_at
     out: list[ExperienceRecord] = []
     for key, (value, seq) in latest.items():
@@ -210,7 +213,7 @@ def fact_records(
             out.append(merge(old, seen))
         elif when >= old.updated_at:
             # A newer value: the old one's evidence is about the old value, so it goes with it.
-            was = _flat(old.title.split(": ", 1)[-1], _MAX_REASON_VALUE_CHARS)
+            was = _quote(old.title.split(": ", 1)[-1], _MAX_REASON_VALUE_CHARS)
             out.append(
                 msgspec.structs.replace(
                     fresh, created_at=old.created_at, status_reason=f"was `{was}` until episode {episode.id}"
@@ -219,7 +222,6 @@ def fact_records(
     return out
 
 
-_MAX_QUOTE_CHARS = 400
 _WORKING: Final = ("procedure", "calibration")
 """The kinds that name a working step (confirmed, disputed and superseded alike)."""
 
@@ -233,11 +235,6 @@ def should_learn(last_activity: float | None, now: float, idle_minutes: float, r
     if idle_minutes <= 0 or run_active:
         return False
     return last_activity is None or now - last_activity >= idle_minutes * 60.0
-
-
-def _quote(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _MAX_QUOTE_CHARS else flat[:_MAX_QUOTE_CHARS] + " ..."
 
 
 def _lesson(
@@ -285,30 +282,6 @@ def _first_try_completion(episode: Episode, tried: list[Attempt]) -> tuple[Attem
         return None
     answer = answer_after(episode, tried[-1].result.seq)  # never None after a success: typed here
     return None if answer is None else (tried[-1], answer)
-
-
-def _point_failures_at_the_new_fix(
-    known: Mapping[str, ExperienceRecord],
-    current: Callable[[str], ExperienceRecord | None],
-    put: Callable[[ExperienceRecord], None],
-    env: str,
-    goal: str,
-    superseded: Sequence[str],
-    new_step: str,
-    episode_id: str,
-) -> None:
-    """A failure whose "what worked instead" names a superseded procedure now names the new fix
-    (the failure itself still holds; only its advice went stale)."""
-    for rid in list(known):
-        rec = current(rid)
-        if rec is None or rec.kind != "failure" or rec.environment != env or rec.goal != goal:
-            continue
-        for old in superseded:
-            tail = f"What worked instead: `{old}`."
-            if rec.status == "active" and rec.body.endswith(tail):
-                body = f"{rec.body[: -len(tail)]}What works instead now: `{new_step}` (episode {episode_id})."
-                put(msgspec.structs.replace(rec, body=body))
-                break
 
 
 def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: float | None = None) -> Lessons:
@@ -435,10 +408,18 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         ):
             # Confirmed (a disputed one is active again); a legacy procedure stays superseded.
             put(confirmed(rec, episode, seqs, expires_at=expires))
-    if superseded:
-        _point_failures_at_the_new_fix(
-            known, current, put, env, goal, superseded, next(iter(by_fix)), episode.id
-        )
+    # A failure whose "what worked instead" names a superseded procedure now names the new fix
+    # (the failure itself still holds; only its advice went stale).
+    for rid in known if superseded else ():
+        stale = current(rid)
+        if stale is None or stale.kind != "failure" or stale.environment != env or stale.goal != goal:
+            continue
+        for old in superseded:
+            tail = f"What worked instead: `{old}`."
+            if stale.status == "active" and stale.body.endswith(tail):
+                now = f"What works instead now: `{next(iter(by_fix))}` (episode {episode.id})."
+                put(msgspec.structs.replace(stale, body=stale.body[: -len(tail)] + now))
+                break
     # Facts and navigation records merge with their known versions themselves: keep what changed.
     for record in (
         *fact_records(episode, known, expires_at=expires),

@@ -30,7 +30,6 @@ __all__ = [
     "ExperienceInbox",
     "ExperienceOutbox",
     "ExperiencePort",
-    "Found",
     "Learn",
     "Learned",
     "LearnOutcome",
@@ -83,13 +82,6 @@ class EpisodeCommitted(msgspec.Struct, frozen=True, tag=True):
     committed: bool
 
 
-class Found(msgspec.Struct, frozen=True, tag=True):
-    """The records a search returned, best first."""
-
-    request_id: int
-    records: list[ExperienceRecord]
-
-
 class LearnerStats(msgspec.Struct, frozen=True, kw_only=True):
     """What the LLM learner did since the memory opened: lesson groups asked, provider
     requests, phrasings used, fallbacks to the embedded text (``malformed`` of them for an
@@ -132,13 +124,13 @@ class Learned(msgspec.Struct, frozen=True, tag=True):
 
 
 class Records(msgspec.Struct, frozen=True, tag=True):
-    """Every record, oldest first."""
+    """The records a search returned (best first) or every record listed (oldest first)."""
 
     request_id: int
     records: list[ExperienceRecord]
 
 
-ExperienceOutbox = EpisodeCommitted | Found | Learned | Records | Failed
+ExperienceOutbox = EpisodeCommitted | Learned | Records | Failed
 
 
 R = TypeVar("R")
@@ -169,7 +161,7 @@ class ExperiencePort:
                 lambda rid: SearchRecords(
                     request_id=rid, query=query, environment=environment, kinds=kinds, k=k, now=now
                 ),
-                Found,
+                Records,
             )
         ).records
 

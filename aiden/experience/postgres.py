@@ -38,7 +38,7 @@ from aiden.experience.episodes import Episode
 from aiden.experience.episodestore import EpisodeRow, episode_row, episode_year
 from aiden.experience.ranking import RecordVectors
 from aiden.experience.records import EnvironmentProfile, ExperienceRecord, RecordRow
-from aiden.experience.recordstore import best_records, embed_quietly, merged_profile, save_vectors_quietly
+from aiden.experience.recordstore import RecordBackend, merged_profile
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -184,13 +184,12 @@ class PgEpisodeStore:
             )
 
 
-class PgRecordStore:
+class PgRecordStore(RecordBackend):
     """Records and environment profiles of one namespace (a :class:`~aiden.experience.recordstore.RecordBackend`)."""
 
     def __init__(self, db: _Db, vectors: RecordVectors | None = None) -> None:
         self._db = db
-        self.vectors = vectors
-        """With an embedder, the records' vectors (a per-worker cache under the memory's root)."""
+        self.vectors = vectors  # a per-worker cache under the memory's root
 
     def apply(self, records: Sequence[ExperienceRecord]) -> None:
         """Create or replace ``records`` by id in one transaction; a replaced record keeps its place."""
@@ -205,11 +204,7 @@ class PgRecordStore:
                     " ON CONFLICT (namespace, id) DO UPDATE SET row_doc = EXCLUDED.row_doc, record = EXCLUDED.record",
                     (self._db.namespace, record.id, _encoder.encode(record.row()), _encoder.encode(record)),
                 )
-        if self.vectors is not None:
-            # Embedded now, in the learning pass, so that recall finds them ready.
-            embed_quietly(
-                self.vectors, lambda v: v.update([r.row() for r in records if r.status == "active"])
-            )
+        self._embed(records)
 
     def rows(self) -> list[RecordRow]:
         """Every record's row, oldest first."""
@@ -249,36 +244,6 @@ class PgRecordStore:
             if now is None or not record.expired(now):
                 out.append(record)
         return out
-
-    def search(
-        self,
-        terms: Sequence[str],
-        *,
-        now: float,
-        k: int,
-        environment: str | None = None,
-        kinds: Sequence[str] | None = None,
-        query: str = "",
-    ) -> list[ExperienceRecord]:
-        """The ``k`` best active, unexpired, applicable records for ``terms`` (see
-        :func:`~aiden.experience.recordstore.best_records`)."""
-        return best_records(
-            self.rows(),
-            terms,
-            now=now,
-            k=k,
-            environment=environment,
-            kinds=kinds,
-            query=query,
-            vectors=self.vectors,
-            load=self.load,
-        )
-
-    def save_vectors(self) -> bool:
-        """Write the worker's vectors cache if vectors were computed since it was last written."""
-        if self.vectors is None or not self.vectors.dirty:
-            return False
-        return save_vectors_quietly(self.vectors, [r for r in self.rows() if r.status == "active"])
 
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
         """Merge ``profile``'s observations into its environment's stored profile (newest value wins)."""

@@ -173,32 +173,29 @@ class RecordVectors:
         self.dirty = False
         """Vectors were computed since the file was last read or written."""
         self._loaded = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # near() updates under it
 
     def update(self, rows: Sequence[RecordRow]) -> int:
         """Embed the ``rows`` without a current vector, in one call; how many were embedded."""
         with self._lock:
-            return self._update(rows)
-
-    def _update(self, rows: Sequence[RecordRow]) -> int:
-        self._load_once()
-        model = self.embedder.name
-        todo: dict[str, tuple[str, str]] = {}
-        for row in {row.id: row for row in rows}.values():  # a record written twice: its last version
-            text = row_text(row)
-            key = text_key(model, text)
-            entry = self.entries.get(row.id)
-            if entry is None or entry[0] != key:
-                todo[row.id] = (key, text)
-        if not todo:
-            return 0
-        vectors = self.embedder.embed([text for _, text in todo.values()])
-        if len(vectors) != len(todo):
-            raise RecallError(f"embedder {model!r} returned {len(vectors)} vectors for {len(todo)} texts")
-        for (rid, (key, _)), vector in zip(todo.items(), vectors, strict=True):
-            self.entries[rid] = (key, [float(x) for x in vector])
-        self.dirty = True
-        return len(todo)
+            self._load_once()
+            model = self.embedder.name
+            todo: dict[str, tuple[str, str]] = {}
+            for row in {row.id: row for row in rows}.values():  # a record written twice: its last version
+                text = row_text(row)
+                key = text_key(model, text)
+                entry = self.entries.get(row.id)
+                if entry is None or entry[0] != key:
+                    todo[row.id] = (key, text)
+            if not todo:
+                return 0
+            vectors = self.embedder.embed([text for _, text in todo.values()])
+            if len(vectors) != len(todo):
+                raise RecallError(f"embedder {model!r} returned {len(vectors)} vectors for {len(todo)} texts")
+            for (rid, (key, _)), vector in zip(todo.items(), vectors, strict=True):
+                self.entries[rid] = (key, [float(x) for x in vector])
+            self.dirty = True
+            return len(todo)
 
     def near(self, rows: Sequence[RecordRow], query: str) -> list[int]:
         """Positions in ``rows`` most similar to ``query``, best first (missing vectors embedded first).
@@ -208,7 +205,7 @@ class RecordVectors:
         dropped, to be rebuilt by the next recall.
         """
         with self._lock:
-            self._update(rows)
+            self.update(rows)
             out = self.embedder.embed([query.encode("utf-8", "replace").decode("utf-8")])
             if len(out) != 1:
                 raise RecallError(f"embedder {self.embedder.name!r} returned {len(out)} vectors for 1 text")

@@ -50,7 +50,6 @@ __all__ = [
     "MAX_EVIDENCE",
     "MAX_TASKS",
     "RECORD_KINDS",
-    "RECORD_STATUSES",
     "EnvironmentProfile",
     "Evidence",
     "ExperienceRecord",
@@ -65,7 +64,6 @@ __all__ = [
     "parse_record_md",
     "parse_yaml_index",
     "record_id",
-    "render_index_yaml",
     "render_record_md",
     "render_yaml_index",
     "terms_of",
@@ -120,7 +118,6 @@ def render_yaml_index(index: object) -> bytes:
 RecordKind = Literal["procedure", "navigation", "calibration", "failure", "fact"]
 RECORD_KINDS: Final[tuple[str, ...]] = get_args(RecordKind)
 RecordStatus = Literal["active", "disputed", "legacy"]
-RECORD_STATUSES: Final[tuple[str, ...]] = get_args(RecordStatus)
 INDEX_VERSION: Final = 1
 MAX_TERMS: Final = 48
 """Search terms kept per record in the index (bounded so the index stays small)."""
@@ -258,30 +255,14 @@ class EnvironmentProfile(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: float
 
 
-class _Meta(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
-    kind: RecordKind
-    status: RecordStatus
-    environment: str = ""
-    goal: str = ""
-    step: str = ""
-    evidence: tuple[Evidence, ...] = ()
-    created_at: float
-    updated_at: float
-    expires_at: float | None = None
-    status_reason: str = ""
-    source: Literal["embedded", "llm"] = "embedded"
-    tasks: tuple[str, ...] = ()
-
-
 _META_LINE: Final = re.compile(r"^<!-- aiden-experience (\{.*\}) -->$")
 _encoder: Final = msgspec.json.Encoder()
-_meta_decoder: Final = msgspec.json.Decoder(_Meta)
+_header_decoder: Final = msgspec.json.Decoder(dict[str, Any])
 
 
 def render_record_md(record: ExperienceRecord) -> str:
     """The Markdown file of ``record`` (the title on one line; ``-->`` cannot end the header early)."""
-    meta = msgspec.convert(msgspec.to_builtins(record), _Meta)
+    meta = {k: v for k, v in msgspec.to_builtins(record).items() if k not in ("title", "body")}
     head = _encoder.encode(meta).decode().replace("-->", "--\\u003e")
     title = " ".join(record.title.split())
     return f"<!-- aiden-experience {head} -->\n# {title}\n\n{record.body.strip()}\n"
@@ -294,17 +275,13 @@ def parse_record_md(text: str) -> ExperienceRecord:
     if match is None or len(lines) < 2 or not lines[1].startswith("# "):
         raise CorruptionError("not an aiden experience record (missing header)")
     try:
-        meta = _meta_decoder.decode(match.group(1))
-        validate_id(meta.id, what="record id")
+        meta = _header_decoder.decode(match.group(1))
+        meta.update(title=lines[1][2:].strip(), body="\n".join(lines[2:]).strip())
+        record = msgspec.convert(meta, ExperienceRecord)
+        validate_id(record.id, what="record id")
     except (msgspec.DecodeError, msgspec.ValidationError, InvalidIdError) as exc:
         raise CorruptionError(f"experience record header invalid: {exc}") from exc
-    fields = msgspec.structs.asdict(meta)
-    return ExperienceRecord(title=lines[1][2:].strip(), body="\n".join(lines[2:]).strip(), **fields)
-
-
-def render_index_yaml(index: RecordIndex) -> str:
-    """``index.yaml`` text (``yaml.safe_dump``: plain data, no tags)."""
-    return render_yaml_index(index).decode("utf-8")
+    return record
 
 
 def parse_index_yaml(data: bytes) -> RecordIndex:

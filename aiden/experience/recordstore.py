@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, Protocol, TypeVar
+from typing import Final, TypeVar
 
 import msgspec
 
-from aiden.errors import CorruptionError, InvalidIdError, RecallError, StorageError
+from aiden.errors import CorruptionError, RecallError, StorageError
 from aiden.events import validate_id
+from aiden.experience.episodestore import IndexedFiles
 from aiden.experience.ranking import RecordVectors, rank
 from aiden.experience.records import (
     EnvironmentProfile,
@@ -43,25 +43,15 @@ from aiden.experience.records import (
     RecordRow,
     parse_index_yaml,
     parse_record_md,
-    render_index_yaml,
     render_record_md,
+    render_yaml_index,
 )
 from aiden.longterm.files import ensure_dir, read_bounded
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
-from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import PROFILES_DIR_NAME, Layout
-from aiden.storage.locks import SessionLock
-from aiden.storage.recovery import remove_stale_temps, subdirs
 
-__all__ = [
-    "RecordBackend",
-    "RecordStore",
-    "best_records",
-    "embed_quietly",
-    "merged_profile",
-    "save_vectors_quietly",
-]
+__all__ = ["RecordBackend", "RecordStore", "embed_quietly", "merged_profile", "save_vectors_quietly"]
 
 log = logging.getLogger("aiden.experience")
 
@@ -72,20 +62,42 @@ _encoder: Final = msgspec.json.Encoder()
 R = TypeVar("R")
 
 
-class RecordBackend(Protocol):
-    """Experience records (created or replaced by id) and environment profiles."""
+class RecordBackend(ABC):
+    """Experience records (created or replaced by id) and environment profiles; recall over them is
+    the same for every backend (BM25 over the index rows, fused with the records' vectors)."""
 
+    vectors: RecordVectors | None
+    """With an embedder, the records' vectors for hybrid recall."""
+
+    @abstractmethod
     def apply(self, records: Sequence[ExperienceRecord]) -> None:
         """Create or replace ``records`` by id, all at once; a replaced record keeps its place in :meth:`rows`."""
-        ...
 
+    @abstractmethod
     def rows(self) -> list[RecordRow]:
         """Every record's row, oldest first."""
-        ...
 
+    @abstractmethod
+    def load(self, row: RecordRow) -> ExperienceRecord | None:
+        """The record of ``row`` (None, reported, if it is missing or damaged)."""
+
+    @abstractmethod
     def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
         """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
-        ...
+
+    @abstractmethod
+    def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
+        """Merge ``profile``'s observations into its environment's stored profile (newest value wins)."""
+
+    @abstractmethod
+    def profile(self, environment: str) -> EnvironmentProfile | None:
+        """The stored profile of ``environment`` (None if none)."""
+
+    def _embed(self, records: Sequence[ExperienceRecord]) -> None:
+        """Embed the active ``records`` just written, in the learning pass: recall finds them ready."""
+        if self.vectors is not None:
+            active = [r.row() for r in records if r.status == "active"]
+            embed_quietly(self.vectors, lambda v: v.update(active))
 
     def search(
         self,
@@ -97,23 +109,45 @@ class RecordBackend(Protocol):
         kinds: Sequence[str] | None = None,
         query: str = "",
     ) -> list[ExperienceRecord]:
-        """The ``k`` best active, unexpired records of ``environment`` (or for every one) for ``terms``."""
-        ...
+        """The ``k`` best active, unexpired, applicable records for ``terms`` (BM25 over the rows).
+
+        Applicable: same ``environment`` or a record for every environment ("");
+        of ``kinds`` when given; sharing at least one term. With vectors and
+        a ``query`` (the text ``terms`` came from), BM25 fused with the rows'
+        similarity to the query (:mod:`aiden.experience.ranking`), so a record
+        sharing no term may be returned; BM25 alone if that fails. Only the
+        returned records are opened.
+        """
+        active = [r for r in self.rows() if r.status == "active"]
+        candidates = [
+            r
+            for r in active
+            if not r.expired(now)
+            and (environment is None or r.environment in (environment, ""))
+            and (kinds is None or r.kind in kinds)
+        ]
+        near = None
+        if self.vectors is not None and query.strip() and candidates:
+            near = embed_quietly(self.vectors, lambda v: v.near(candidates, query))
+            save_vectors_quietly(self.vectors, active)
+        out: list[ExperienceRecord] = []
+        for row in rank(candidates, terms, near):
+            if len(out) >= k:
+                break
+            record = self.load(row)
+            if record is not None and record.status == "active" and not record.expired(now):
+                out.append(record)
+        return out
 
     def save_vectors(self) -> bool:
-        """Persist vectors computed since the last call, if the backend keeps any; whether it wrote."""
-        ...
-
-    def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
-        """Merge ``profile``'s observations into its environment's stored profile (newest value wins)."""
-        ...
-
-    def profile(self, environment: str) -> EnvironmentProfile | None:
-        """The stored profile of ``environment`` (None if none)."""
-        ...
+        """Write the vectors file if vectors were computed since it was last written (a learning pass
+        calls it once at its end); whether it was. Never raises for it: the file is derived."""
+        if self.vectors is None or not self.vectors.dirty:
+            return False  # nothing to write: spare the index read
+        return save_vectors_quietly(self.vectors, [r for r in self.rows() if r.status == "active"])
 
 
-class RecordStore:
+class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
     """``memory/experience/``; blocking methods, called from a worker thread."""
 
     def __init__(
@@ -124,33 +158,21 @@ class RecordStore:
         lock_timeout_s: float = 30.0,
         embedder: Embedder | None = None,
     ) -> None:
-        self.root = layout.experience
-        self._index_path = layout.experience_index
-        self._storage = storage
-        self._lock = threading.Lock()
-        self._flock = SessionLock(storage, layout.records_lock)
-        self._lock_timeout_s = lock_timeout_s
+        super().__init__(
+            storage,
+            layout.experience,
+            layout.experience_index,
+            layout.records_lock,
+            lock_timeout_s,
+            parse=parse_index_yaml,
+            depth=1,
+            name="experience store",
+        )
         self.files_read: list[str] = []
         """Ids of the record files opened, in order (tests check what recall never touches)."""
-        self.problems: list[str] = []
-        self._cleaned = False
         self.vectors = (
             RecordVectors(embedder, layout.experience_vectors, storage) if embedder is not None else None
         )
-        """With an embedder, the records' vectors for hybrid recall."""
-
-    def _clean_once(self) -> None:
-        """Remove crash-left temp files (index, record files, profiles), once per store, under ``_lock``."""
-        if not self._cleaned:
-            self._cleaned = True
-            removed = remove_stale_temps(self._storage, subdirs(self.root, 1))
-            if removed:
-                log.warning("experience store: removed %d temp files of interrupted writes", removed)
-
-    @property
-    def index_path(self) -> Path:
-        """``experience/index.yaml``."""
-        return self._index_path
 
     def record_path(self, kind: str, record_id: str) -> Path:
         """``experience/<kind>/<id>.md``; the id is validated."""
@@ -160,19 +182,6 @@ class RecordStore:
         """``experience/profiles/<sha>.json`` (hashed: an environment name is free text)."""
         digest = hashlib.sha256(environment.encode("utf-8")).hexdigest()[:24]
         return self.root / PROFILES_DIR_NAME / f"{digest}.json"
-
-    def _problem(self, text: str) -> None:
-        log.error("experience store: %s", text)
-        if len(self.problems) < 50:
-            self.problems.append(text)
-
-    def _load_index(self) -> RecordIndex:
-        data = read_bytes(self.index_path) if self.index_path.exists() else b""
-        try:
-            return parse_index_yaml(data) if data else RecordIndex()
-        except CorruptionError as exc:
-            self._problem(f"{exc}; rebuilt the index from the record files")
-            return self._rebuild()
 
     def _rebuild(self) -> RecordIndex:
         rows: list[RecordRow] = []
@@ -198,18 +207,6 @@ class RecordStore:
             return None
         return record if record.id == record_id else None
 
-    @contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        with self._lock:
-            ensure_dir(self._storage, self.root)
-            self._flock.acquire(self._lock_timeout_s)
-            try:
-                self._clean_once()
-                yield
-            finally:
-                self._flock.release()
-
-    # --- operations (blocking) -------------------------------------------------------------
     def apply(self, records: Sequence[ExperienceRecord]) -> None:
         """Create or replace ``records`` (by id): their files, then one index write (the commit point)."""
         if not records:
@@ -224,28 +221,17 @@ class RecordStore:
             changed = {r.id: r.row() for r in records}
             rows = [changed.pop(row.id, row) for row in index.records]
             rows.extend(changed.values())
-            self._storage.write_atomic(
-                self.index_path, render_index_yaml(RecordIndex(records=tuple(rows))).encode()
-            )
+            self._storage.write_atomic(self.index_path, render_yaml_index(RecordIndex(records=tuple(rows))))
             self._storage.checkpoint("experience.records.after_index")
-        if self.vectors is not None:
-            # Embedded now, in the learning pass, so that recall finds them ready (outside the file lock).
-            embed_quietly(
-                self.vectors, lambda v: v.update([r.row() for r in records if r.status == "active"])
-            )
+        self._embed(records)  # outside the file lock
 
     def rows(self) -> list[RecordRow]:
         """Every record's index row, oldest first."""
-        with self._lock:
-            self._clean_once()
-            return list(self._load_index().records)
+        return list(self._index().records)
 
     def load(self, row: RecordRow) -> ExperienceRecord | None:
         """The record of ``row``, its status and expiry as the index (the commit point) says."""
-        try:
-            record = self._read(self.record_path(row.kind, row.id), row.id)
-        except InvalidIdError:
-            return None
+        record = self._read(self.record_path(row.kind, row.id), row.id)
         if record is None:
             self._problem(f"record {row.id} is missing or unreadable")
             return None
@@ -265,39 +251,6 @@ class RecordStore:
             if record is not None:
                 out.append(record)
         return out
-
-    def search(
-        self,
-        terms: Sequence[str],
-        *,
-        now: float,
-        k: int,
-        environment: str | None = None,
-        kinds: Sequence[str] | None = None,
-        query: str = "",
-    ) -> list[ExperienceRecord]:
-        """The ``k`` best active, unexpired, applicable records for ``terms`` (see :func:`best_records`).
-
-        Only the returned records' files are opened.
-        """
-        return best_records(
-            self.rows(),
-            terms,
-            now=now,
-            k=k,
-            environment=environment,
-            kinds=kinds,
-            query=query,
-            vectors=self.vectors,
-            load=self.load,
-        )
-
-    def save_vectors(self) -> bool:
-        """Write the vectors file if vectors were computed since it was last written (a learning pass
-        calls it once at its end); whether it was. Never raises for it: the file is derived."""
-        if self.vectors is None or not self.vectors.dirty:
-            return False  # nothing to write: spare the index read
-        return save_vectors_quietly(self.vectors, [r for r in self.rows() if r.status == "active"])
 
     # --- environment profiles -----------------------------------------------------------------
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
@@ -328,49 +281,6 @@ def merged_profile(old: EnvironmentProfile | None, profile: EnvironmentProfile) 
     merged.update(profile.observations)
     keep = dict(list(merged.items())[-_MAX_PROFILE_OBSERVATIONS:])
     return msgspec.structs.replace(profile, observations=keep)
-
-
-def best_records(
-    rows: Sequence[RecordRow],
-    terms: Sequence[str],
-    *,
-    now: float,
-    k: int,
-    environment: str | None,
-    kinds: Sequence[str] | None,
-    query: str,
-    vectors: RecordVectors | None,
-    load: Callable[[RecordRow], ExperienceRecord | None],
-) -> list[ExperienceRecord]:
-    """The ``k`` best active, unexpired, applicable records for ``terms`` among ``rows`` (BM25 over the rows).
-
-    Applicable: same ``environment`` or a record for every environment ("");
-    of ``kinds`` when given; sharing at least one term. With ``vectors`` and
-    a ``query`` (the text ``terms`` came from), BM25 fused with the rows'
-    similarity to the query (:mod:`aiden.experience.ranking`), so a record
-    sharing no term may be returned; BM25 alone if that fails. ``load`` opens
-    a row's record; only the returned ones are opened.
-    """
-    active = [r for r in rows if r.status == "active"]
-    candidates = [
-        r
-        for r in active
-        if not r.expired(now)
-        and (environment is None or r.environment in (environment, ""))
-        and (kinds is None or r.kind in kinds)
-    ]
-    near = None
-    if vectors is not None and query.strip() and candidates:
-        near = embed_quietly(vectors, lambda v: v.near(candidates, query))
-        save_vectors_quietly(vectors, active)
-    out: list[ExperienceRecord] = []
-    for row in rank(candidates, terms, near):
-        if len(out) >= k:
-            break
-        record = load(row)
-        if record is not None and record.status == "active" and not record.expired(now):
-            out.append(record)
-    return out
 
 
 def embed_quietly(vectors: RecordVectors, work: Callable[[RecordVectors], R]) -> R | None:

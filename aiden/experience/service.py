@@ -9,10 +9,10 @@ loses no committed episode and duplicates no record.
 
 With an :class:`~aiden.experience.llmlearner.LLMLearner`, each learned
 (procedure, failures) group is phrased by the model, one call per group, made
-from the worker thread on the event loop (``run_async``, by default
-:func:`anyio.from_thread.run`: the service must then run in an anyio worker
-thread, as the actor runs it). A failed call keeps the embedded text. A
-retried pass may word a lesson differently, never under another id.
+from the worker thread on the event loop (:func:`anyio.from_thread.run`: the
+service must then run in an anyio worker thread, as the actor runs it). A
+failed call keeps the embedded text. A retried pass may word a lesson
+differently, never under another id.
 
 With an ``embedder`` (the memory's, as chunk recall uses it), recall fuses
 BM25 with the records' vector similarity to the query
@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 import anyio
 
 from aiden.config import Config
 from aiden.experience.episodes import Episode
 from aiden.experience.episodestore import EpisodeBackend, EpisodeStore
-from aiden.experience.learner import LessonGroup, Lessons, learn, rephrased
+from aiden.experience.learner import Lessons, learn, rephrased
 from aiden.experience.messages import LearnerStats, LearnOutcome
 from aiden.experience.records import ExperienceRecord, terms_of
 from aiden.experience.recordstore import RecordBackend, RecordStore
@@ -44,7 +43,7 @@ from aiden.storage.protocol import SessionStore
 
 if TYPE_CHECKING:
     # Imported for real only when an LLM summarizer exists (learner_for): litellm's package stays unloaded.
-    from aiden.experience.llmlearner import LLMLearner, Phrasing
+    from aiden.experience.llmlearner import LLMLearner
 
 __all__ = ["ExperienceService", "select_experience"]
 
@@ -55,22 +54,12 @@ _DAY_S: Final = 86_400.0
 
 def learner_for(summarizer: object) -> LLMLearner | None:
     """The LLM learner for ``summarizer`` when it is a LiteLLMSummarizer (same model), else None."""
-    import sys
-
     # A LiteLLMSummarizer exists only once its package was imported: no need to import it to check.
     if "aiden.summarizers.llm" not in sys.modules:
         return None
     from aiden.experience.llmlearner import LLMLearner
 
     return LLMLearner.from_summarizer(summarizer)
-
-
-class RunAsync(Protocol):
-    """Runs an async phrasing from the worker thread (:func:`anyio.from_thread.run`'s shape)."""
-
-    def __call__(
-        self, func: Callable[[LessonGroup], Coroutine[Any, Any, Phrasing | None]], group: LessonGroup, /
-    ) -> Phrasing | None: ...
 
 
 class ExperienceService:
@@ -87,7 +76,6 @@ class ExperienceService:
         config: Config,
         *,
         learner: LLMLearner | None = None,
-        run_async: RunAsync | None = None,
         embedder: Embedder | None = None,
         backends: tuple[EpisodeBackend, RecordBackend] | None = None,
     ) -> None:
@@ -102,7 +90,6 @@ class ExperienceService:
             )
         self._ttl_s = config.experience_ttl_days * _DAY_S if config.experience_ttl_days > 0 else None
         self.learner = learner
-        self._run_async: RunAsync = run_async if run_async is not None else anyio.from_thread.run
 
     def learner_stats(self) -> LearnerStats | None:
         """The LLM learner's counters, None when learning is embedded only."""
@@ -113,7 +100,7 @@ class ExperienceService:
         if self.learner is None:
             return lessons
         for group in lessons.groups:
-            phrasing = self._run_async(self.learner.phrase_or_none, group)
+            phrasing = anyio.from_thread.run(self.learner.phrase_or_none, group)
             if phrasing is not None:
                 lessons = rephrased(lessons, group, phrasing.procedure, phrasing.failure)
         return lessons
@@ -133,9 +120,7 @@ class ExperienceService:
     def learn(self, limit: int) -> LearnOutcome:
         """Learn from up to ``limit`` pending episodes, oldest first; what changed."""
         pending = self.episodes.pending()
-        changed: dict[str, None] = {}
-        disputed: dict[str, None] = {}
-        legacy: dict[str, None] = {}
+        learned: list[ExperienceRecord] = []
         problems: list[str] = []
         done = 0
         for row in pending[:limit]:
@@ -157,19 +142,14 @@ class ExperienceService:
                 row, {"assessed": lessons.assessed, "records": [r.id for r in lessons.records]}
             )
             done += 1
-            for record in lessons.records:
-                changed.setdefault(record.id, None)
-                if record.status == "disputed":
-                    disputed.setdefault(record.id, None)
-                elif record.status == "legacy":
-                    legacy.setdefault(record.id, None)
+            learned.extend(lessons.records)
         if done:
             self.records.save_vectors()
         return LearnOutcome(
             episodes=done,
-            records=tuple(changed),
-            disputed=tuple(disputed),
-            legacy=tuple(legacy),
+            records=tuple(dict.fromkeys(r.id for r in learned)),
+            disputed=tuple(dict.fromkeys(r.id for r in learned if r.status == "disputed")),
+            legacy=tuple(dict.fromkeys(r.id for r in learned if r.status == "legacy")),
             pending=max(0, len(pending) - limit),
             problems=tuple(problems),
             learner=self.learner_stats(),
