@@ -21,12 +21,14 @@ nested dicts, ``$eq $ne $gt $gte $lt $lte``). Scores are None: no embeddings.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import operator
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 from langgraph.store.base import (
@@ -43,6 +45,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from aiden.errors import InvalidIdError
 from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, rank_entries
 
 if TYPE_CHECKING:
@@ -55,22 +58,26 @@ NATIVE_NAMESPACE: Final = ("memories",)
 
 _MARK: Final = "aiden.langgraph/1"
 _MAX_TITLE: Final = 200
+_ItemT = TypeVar("_ItemT", bound=Item)
 
 
-def _check_labels(namespace: tuple[str, ...]) -> None:
+def _check_labels(op: Op) -> None:
     # As BaseStore's methods check them; ops given to batch() directly skip those methods.
-    for label in namespace:
-        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
-            raise InvalidNamespaceError(f"invalid namespace label {label!r} in {namespace!r}")
+    if isinstance(op, SearchOp):
+        namespaces = [op.namespace_prefix]
+    elif isinstance(op, ListNamespacesOp):
+        namespaces = [tuple(p for p in c.path if p != "*") for c in op.match_conditions or ()]
+    else:
+        namespaces = [getattr(op, "namespace", ())]
+    for namespace in namespaces:
+        for label in namespace:
+            if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+                raise InvalidNamespaceError(f"invalid namespace label {label!r} in {namespace!r}")
 
 
 def _entry_id(namespace: tuple[str, ...], key: str) -> str:
     digest = hashlib.sha256(json.dumps([list(namespace), key]).encode()).hexdigest()
     return f"lg-{digest[:40]}"
-
-
-def _when(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
 
 
 def _compare(value: Any, wanted: Any) -> bool:
@@ -87,22 +94,17 @@ def _compare(value: Any, wanted: Any) -> bool:
     return bool(value == wanted)
 
 
+_ORDER: Final = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
+
+
 def _operator(value: Any, op: str, operand: Any) -> bool:
-    if op == "$eq":
-        return bool(value == operand)
-    if op == "$ne":
-        return bool(value != operand)
+    if op in ("$eq", "$ne"):
+        return bool(value == operand) == (op == "$eq")
     if value is None:
         return False
-    if op == "$gt":
-        return float(value) > float(operand)
-    if op == "$gte":
-        return float(value) >= float(operand)
-    if op == "$lt":
-        return float(value) < float(operand)
-    if op == "$lte":
-        return float(value) <= float(operand)
-    raise ValueError(f"unsupported filter operator {op!r}")
+    if op not in _ORDER:
+        raise ValueError(f"unsupported filter operator {op!r}")
+    return bool(_ORDER[op](float(value), float(operand)))
 
 
 def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
@@ -137,22 +139,14 @@ class _Stored:
             self.created_at = envelope["created_at"]
             self.ttl = envelope.get("ttl")
 
-    def item(self) -> Item:
-        return Item(
+    def item(self, kind: type[_ItemT]) -> _ItemT:
+        """The entry as an ``Item`` (or a ``SearchItem``)."""
+        return kind(
             namespace=self.namespace,
             key=self.key,
             value=self.value,
-            created_at=_when(self.created_at),
-            updated_at=_when(self.entry.created_at),
-        )
-
-    def search_item(self) -> SearchItem:
-        return SearchItem(
-            namespace=self.namespace,
-            key=self.key,
-            value=self.value,
-            created_at=_when(self.created_at),
-            updated_at=_when(self.entry.created_at),
+            created_at=datetime.fromtimestamp(self.created_at, UTC),
+            updated_at=datetime.fromtimestamp(self.entry.created_at, UTC),
         )
 
 
@@ -194,26 +188,21 @@ class AidenStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order (blocking; not from inside a running event loop: use :meth:`abatch`)."""
-        ops = list(ops)
         return anyio.run(self.abatch, ops)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order; each result is the item, the items, the namespaces or None."""
         results: list[Result] = []
         for op in ops:
+            _check_labels(op)
             if isinstance(op, GetOp):
-                _check_labels(op.namespace)
                 results.append(await self._get(op))
             elif isinstance(op, SearchOp):
-                _check_labels(op.namespace_prefix)
                 results.append(await self._search(op))
             elif isinstance(op, PutOp):
-                _check_labels(op.namespace)
                 await self._put(op)
                 results.append(None)
             elif isinstance(op, ListNamespacesOp):
-                for condition in op.match_conditions or ():
-                    _check_labels(tuple(p for p in condition.path if p != "*"))
                 results.append(await self._namespaces(op))
             else:
                 raise ValueError(f"unknown operation {type(op).__name__}")
@@ -225,8 +214,6 @@ class AidenStore(BaseStore):
         return key if namespace == NATIVE_NAMESPACE else _entry_id(namespace, key)
 
     async def _stored(self, namespace: tuple[str, ...], key: str) -> _Stored | None:
-        from aiden.errors import InvalidIdError
-
         try:
             entry = await self._entries.get(self._id(namespace, key), now=time.time())
         except InvalidIdError:  # a native key that is no entry id names nothing
@@ -240,9 +227,9 @@ class AidenStore(BaseStore):
         stored = await self._stored(op.namespace, op.key)
         if stored is None:
             return None
-        if op.refresh_ttl and stored.ttl is not None:
-            await self._save(stored.namespace, stored.key, stored.value, stored.ttl, stored.created_at)
-        return stored.item()
+        if op.refresh_ttl:
+            await self._refresh(stored)
+        return stored.item(Item)
 
     async def _all(self) -> list[_Stored]:
         return [_Stored(e) for e in await self._entries.entries(now=time.time())]
@@ -263,22 +250,22 @@ class AidenStore(BaseStore):
         page = found[op.offset : op.offset + op.limit]
         if op.refresh_ttl:
             for s in page:
-                if s.ttl is not None:
-                    await self._save(s.namespace, s.key, s.value, s.ttl, s.created_at)
-        return [s.search_item() for s in page]
+                await self._refresh(s)
+        return [s.item(SearchItem) for s in page]
 
     async def _put(self, op: PutOp) -> None:
         if op.value is None:
-            from aiden.errors import InvalidIdError
-
-            try:
+            with contextlib.suppress(InvalidIdError):  # nothing is stored under a key that is no entry id
                 await self._entries.forget(self._id(op.namespace, op.key))
-            except InvalidIdError:
-                pass  # nothing can be stored under a key that is no entry id
             return
         ttl = op.ttl if isinstance(op.ttl, int | float) else None
         old = await self._stored(op.namespace, op.key)
         await self._save(op.namespace, op.key, dict(op.value), ttl, old.created_at if old else time.time())
+
+    async def _refresh(self, stored: _Stored) -> None:
+        """Restart an item's ttl (an item without one is left alone)."""
+        if stored.ttl is not None:
+            await self._save(stored.namespace, stored.key, stored.value, stored.ttl, stored.created_at)
 
     async def _save(
         self,
@@ -288,42 +275,37 @@ class AidenStore(BaseStore):
         ttl: float | None,
         created_at: float,
     ) -> None:
-        now = time.time()
-        expires = now + ttl * 60 if ttl is not None else None
         if namespace == NATIVE_NAMESPACE:
-            await self._entries.save(
-                type=str(value.get("type", "fact")),
-                title=str(value.get("title", "")),
-                content=str(value.get("content", "")),
-                now=now,
-                expires_at=expires,
-                memory_id=key,
-            )
-            return
-        envelope = {
-            "format": _MARK,
-            "namespace": list(namespace),
-            "key": key,
-            "created_at": created_at,
-            "ttl": ttl,
-            "value": value,
-        }
-        # The title is for reading (the profile); the envelope holds the exact key.
-        title = "".join(c if c.isprintable() else " " for c in "/".join((*namespace, key)))
+            kind, title = str(value.get("type", "fact")), str(value.get("title", ""))
+            content, memory_id = str(value.get("content", "")), key
+        else:
+            envelope = {
+                "format": _MARK,
+                "namespace": list(namespace),
+                "key": key,
+                "created_at": created_at,
+                "ttl": ttl,
+                "value": value,
+            }
+            # The title is for reading (the profile); the envelope holds the exact key.
+            title = "".join(c if c.isprintable() else " " for c in "/".join((*namespace, key)))
+            if len(title) > _MAX_TITLE:
+                title = title[: _MAX_TITLE - 1] + "…"
+            kind, content = self._type, json.dumps(envelope, ensure_ascii=False, sort_keys=True)
+            memory_id = _entry_id(namespace, key)
+        now = time.time()
         await self._entries.save(
-            type=self._type,
-            title=title if len(title) <= _MAX_TITLE else title[: _MAX_TITLE - 1] + "…",
-            content=json.dumps(envelope, ensure_ascii=False, sort_keys=True),
+            type=kind,
+            title=title,
+            content=content,
             now=now,
-            expires_at=expires,
-            memory_id=_entry_id(namespace, key),
+            expires_at=now + ttl * 60 if ttl is not None else None,
+            memory_id=memory_id,
         )
 
     async def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        spaces = {s.namespace for s in await self._all()}
-        chosen: Sequence[tuple[str, ...]] = [
-            ns for ns in spaces if all(_matches(c, ns) for c in op.match_conditions or ())
-        ]
+        conditions = op.match_conditions or ()
+        spaces = {s.namespace for s in await self._all() if all(_matches(c, s.namespace) for c in conditions)}
         if op.max_depth is not None:
-            chosen = list({ns[: op.max_depth] for ns in chosen})
-        return sorted(chosen)[op.offset : op.offset + op.limit]
+            spaces = {ns[: op.max_depth] for ns in spaces}
+        return sorted(spaces)[op.offset : op.offset + op.limit]

@@ -31,21 +31,21 @@ def tool_schemas(tools: Iterable[Any]) -> list[dict[str, Any]]:
     """A framework's tools as chat-completions tool schemas, for ``build_messages(tools=...)``.
 
     Takes schemas already in that shape (dicts), OpenAI Agents SDK function tools
-    (``name``, ``description``, ``params_json_schema``) and LangChain tools
-    (converted by ``langchain_core``); a tool of another kind is counted by its
-    name and description alone.
+    (``name``, ``description``, ``params_json_schema``), pydantic-ai tool definitions
+    (``parameters_json_schema``) and LangChain tools (converted by ``langchain_core``);
+    a tool of another kind is counted by its name and description alone.
     """
     out: list[dict[str, Any]] = []
     for tool in tools:
         if isinstance(tool, dict):
             out.append(tool)
             continue
-        params = getattr(tool, "params_json_schema", None)
+        params = getattr(tool, "params_json_schema", getattr(tool, "parameters_json_schema", None))
         if params is None and hasattr(tool, "args_schema"):
             from langchain_core.utils.function_calling import convert_to_openai_tool
 
             out.append(convert_to_openai_tool(tool))
             continue
-        function = {"name": str(getattr(tool, "name", "")), "description": str(getattr(tool, "description", ""))}
+        function = {"name": str(getattr(tool, "name", "")), "description": str(getattr(tool, "description", None) or "")}
         out.append({"type": "function", "function": {**function, "parameters": params or {}}})
     return out

@@ -155,21 +155,14 @@ def middleware_class() -> type[Any]:
             self._logged.add(message_id)
             await self.memory.commit_run(str(message.text), event_id=EVENT_ID_PREFIX + message_id)
 
-        def _layers_for(self, request: Any) -> PromptLayers:
-            if self.layers is not None:
-                return self.layers
-            system = request.system_prompt
-            return PromptLayers(role_identity=system) if system else PromptLayers()
-
         async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
             """Log the new messages, send aiden's prompt instead of the state's, log the answer."""
             for message in request.messages:
                 await self._log(message)
             # The tools the model is offered (the agent's and this middleware's) count in the budget.
             tools = tool_schemas(getattr(request, "tools", None) or ())
-            built = checked(
-                await self.memory.build_messages(self._layers_for(request), tools=tools), "AidenMiddleware"
-            )
+            layers = self.layers or PromptLayers(role_identity=request.system_prompt or "")
+            built = checked(await self.memory.build_messages(layers, tools=tools), "AidenMiddleware")
             self.last_prompt = built
             prompt = list(built.messages)
             system = None

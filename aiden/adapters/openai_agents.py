@@ -19,38 +19,23 @@ Design (the log is never rewritten):
   anything else ``system_event``. The item itself is kept in
   ``meta["agents_item"]`` (its main text string moved to the event's ``content`` /
   ``tool_args`` so it is stored once), so it can be sent exactly as the SDK wrote it
-  (:func:`item_from_event`, below). A maintenance pass is requested
-  afterwards (never awaited), so the hot window is compacted when aiden's triggers say so.
+  (:func:`item_from_event`). A maintenance pass is requested afterwards (never awaited).
 * ``get_items``: the *prompt view*, because the SDK sends it to the model as the
-  conversation: :meth:`aiden.Memory.build_messages` as items -- the summary layer
-  (summary.md fitted to its share of the window, and the split-turn context when a
-  turn was cut) as a system message item, then the hot-window items, each as stored
-  except tool outputs aiden stubs for this prompt, trimmed to the budget like every
-  aiden prompt. ``limit=N`` gives the last N items of that view (0: none; negative:
-  all, as in the SDK's ``SQLiteSession``). :meth:`AidenSession.full_history` rebuilds
-  every item verbatim from the chunks, for export or inspection.
+  conversation: :meth:`aiden.Memory.build_messages` as items (:func:`items_from_prompt`)
+  -- the summary layer as a system message item, then the hot-window items, each as
+  stored except tool outputs aiden stubs for this prompt. :meth:`AidenSession.full_history`
+  rebuilds every item verbatim from the chunks, for export or inspection.
 * ``call_model_input_filter`` (for ``RunConfig``): within one ``Runner.run`` the SDK
   does not read the session again -- each call's input is the history read at the
-  start plus every item of the run so far, tool outputs included, and the agent's
-  instructions come on top. The filter replaces that input by aiden's prompt for the
-  agent's instructions (``build_messages(PromptLayers(role_identity=instructions))``;
-  the SDK saves each turn's items before the next call, so the log holds them; the new
-  input of a streamed run, saved only after its first call, is logged by the filter and
-  skipped once by ``add_items``): aiden's window promise for every call. Its system
-  message (instructions, summary layer, long-term memory) is the call's instructions.
-  The prompt sent last is :attr:`AidenSession.last_prompt`; one over budget is logged
-  (``aiden.adapters``). :meth:`AidenSession.usage_hooks` (for ``Runner.run(hooks=...)``)
-  reports usage, so compaction runs in the background.
+  start plus every item of the run so far -- so the filter replaces that input by
+  aiden's prompt: aiden's window promise for every call. The prompt sent last is
+  :attr:`AidenSession.last_prompt`; one over budget is logged (``aiden.adapters``).
 * ``pop_item``: appends a retraction event -- ``system_event`` with
-  ``meta[aiden.events.RETRACTS] = <seq>`` -- and returns the retracted item. The
-  retracted event stays in the log (and in recall); ``get_items``,
-  ``full_history`` and ``Memory.build_messages`` skip both. A retracted item that
-  was already compacted may still be mentioned by the summary.
-* ``clear_session``: rotates the memory (``memory.rotate()``): the active session is
-  archived under ``session_archive/`` and a new, empty one starts. Nothing is deleted.
-* :func:`recall_tool`: aiden's ``recall_session_chunks`` as a ``FunctionTool`` for
-  ``Agent(tools=[...])``, answered by :meth:`aiden.Memory.handle_recall_tool`, so the
-  model can read back what compaction took out of its prompt.
+  ``meta[aiden.events.RETRACTS] = <seq>``. The retracted event stays in the log (and
+  in recall); ``get_items``, ``full_history`` and ``Memory.build_messages`` skip both.
+  A retracted item that was already compacted may still be mentioned by the summary.
+* ``clear_session``: rotates the memory: the active session is archived under
+  ``session_archive/`` and a new, empty one starts. Nothing is deleted.
 
 One memory holds one conversation: ``session_id`` is the SDK's label for it (stored
 in each event's ``meta["agents_session"]``), not a filter.
@@ -85,13 +70,6 @@ if TYPE_CHECKING:
     from agents.run_config import CallModelData, ModelInputData
     from agents.tool import FunctionTool
     from agents.tool_context import ToolContext
-else:
-    TResponseInputItem = dict
-    SessionSettings = Any
-    CallModelData = Any
-    ModelInputData = Any
-    FunctionTool = Any
-    ToolContext = Any
 
 __all__ = [
     "ITEM_KEY",
@@ -105,14 +83,7 @@ __all__ = [
     "recall_tool",
 ]
 
-# --- Responses-API items <-> aiden events (pure; no ``agents`` import). An item is stored as one
-# event (event_from_item) and given back exactly (item_from_event). items_from_prompt turns the
-# chat messages of build_messages into the items the SDK sends: a message showing a hot-window
-# event unchanged is that event's stored item (images, reasoning items, hosted tool calls and ids
-# as the SDK wrote them), a tool output aiden stubbed is its item with the stub as output, and what
-# aiden wrote itself (summary layer, split-turn context, an orphan result's note) is a system
-# message item. Nothing is added, dropped or reordered beyond what build_messages decided, so the
-# prompt keeps its estimate.
+# --- Responses-API items <-> aiden events (pure; no ``agents`` import).
 
 ITEM_KEY: Final = "agents_item"
 SESSION_KEY: Final = "agents_session"
@@ -203,17 +174,13 @@ def event_from_item(item: Mapping[str, Any] | object, *, session_id: str = "defa
     event_type: EventType
     if kind in (None, "message") and isinstance(role, str) and role in _MESSAGE_EVENTS:
         event_type = _MESSAGE_EVENTS[role]
-        raw = stored.get("content")
-        text = take("content", "content")
-        fields.update(role=role, content=text if text is not None else _text_of(raw))
+        fields.update(role=role, content=take("content", "content") or _text_of(stored.get("content")))
     elif isinstance(kind, str) and kind.endswith("_call_output"):
         event_type = "tool_result"
-        raw = stored.get("output")
-        text = take("content", "output")
         call_id = stored.get("call_id")
         fields.update(
             role="tool",
-            content=text if text is not None else _text_of(raw),
+            content=take("content", "output") or _text_of(stored.get("output")),
             tool_call_id=call_id if isinstance(call_id, str) and call_id else None,
         )
     elif isinstance(kind, str) and kind.endswith("_call"):
@@ -278,14 +245,8 @@ def item_from_event(event: SessionEvent) -> dict[str, Any] | None:
 def live_items(events: Sequence[SessionEvent]) -> list[tuple[SessionEvent, dict[str, Any]]]:
     """``(event, item)`` of every event that is neither retracted nor a retraction, in order."""
     retracted = retracted_seqs(events)
-    out: list[tuple[SessionEvent, dict[str, Any]]] = []
-    for event in events:
-        if event.seq in retracted:
-            continue
-        item = item_from_event(event)
-        if item is not None:
-            out.append((event, item))
-    return out
+    pairs = ((event, item_from_event(event)) for event in events if event.seq not in retracted)
+    return [(event, item) for event, item in pairs if item is not None]
 
 
 class _Events:
@@ -349,9 +310,7 @@ class _Events:
 
 
 def _with_call_id(item: dict[str, Any], call_id: str) -> dict[str, Any]:
-    if "call_id" in item and item["call_id"] != call_id:
-        return {**item, "call_id": call_id}
-    return item
+    return {**item, "call_id": call_id} if "call_id" in item else item
 
 
 def _tool_output_item(
@@ -359,8 +318,7 @@ def _tool_output_item(
 ) -> dict[str, Any] | None:
     call_id = str(message.get("tool_call_id") or "")
     content = str(message.get("content") or "")
-    call_item = call_items.get(call_id, {})
-    call_type = call_item.get("type", "function_call")
+    call_type = call_items.get(call_id, {}).get("type", "function_call")
     event, stubbed = events.result(events.call(call_id), content)
     item = item_from_event(event) if event is not None else None
     if item is None or not str(item.get("type", "")).endswith("_call_output"):
@@ -378,19 +336,25 @@ def _tool_output_item(
 def items_from_prompt(
     messages: Sequence[Mapping[str, Any]], hot: Sequence[SessionEvent]
 ) -> list[dict[str, Any]]:
-    """The Responses-API items of a ``build_messages`` prompt over the hot window ``hot`` (see the module docstring)."""
+    """The Responses-API items of a ``build_messages`` prompt over the hot window ``hot``.
+
+    A message showing a hot-window event unchanged is that event's stored item (images,
+    reasoning items, hosted tool calls and ids as the SDK wrote them), a tool output aiden
+    stubbed is its item with the stub as output, and what aiden wrote itself (summary layer,
+    split-turn context, an orphan result's note) is a system message item. Nothing is added,
+    dropped or reordered beyond what ``build_messages`` decided, so the prompt keeps its estimate.
+    """
     events = _Events(hot)
     items: list[dict[str, Any]] = []
     call_items: dict[str, dict[str, Any]] = {}
     for message in messages:
         role = str(message.get("role"))
-        content = message.get("content")
         if role == "tool":
             output = _tool_output_item(events, message, call_items)
             if output is not None:
                 items.append(output)
             continue
-        text = content if isinstance(content, str) else _text_of(content)
+        text = _text_of(message.get("content"))
         calls = message.get("tool_calls") or []
         if role != "assistant" or text:
             event = events.text_event(role, text)
@@ -546,12 +510,12 @@ class AidenSession:
             limit = getattr(self.session_settings, "limit", None)
         hot = await self.memory.hot_window()
         built = checked(await self.memory.build_messages(), "AidenSession.get_items")
-        view = [cast(TResponseInputItem, item) for item in items_from_prompt(built.messages, hot)]
+        view = cast("list[TResponseInputItem]", items_from_prompt(built.messages, hot))
         stored = {_fingerprint(item) for _, item in live_items(hot)}
         self._synthetic = {f for f in map(_fingerprint, view) if f not in stored}
         if limit is None or limit < 0:
             return view
-        return view[len(view) - limit :] if limit else []
+        return view[max(len(view) - limit, 0) :]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, in order, as one unit (all or none are stored)."""
@@ -576,8 +540,7 @@ class AidenSession:
             found = self._newest(hot)
             if found is None or found[0].seq < (await self.memory.chunk_index()).last_seq:
                 # Pinned events kept in the hot window can be older than compacted ones.
-                events = sorted([*await self._compacted_events(), *hot], key=lambda e: e.seq)
-                found = self._newest(events)
+                found = self._newest(await self._all_events(hot))
             if found is None:
                 return None
             event, item = found
@@ -588,7 +551,7 @@ class AidenSession:
                     meta={RETRACTS: event.seq, SESSION_KEY: self.session_id},
                 )
             )
-            return cast(TResponseInputItem, item)
+            return cast("TResponseInputItem", item)
 
     async def clear_session(self) -> None:
         """Start an empty conversation: the memory rotates, the old session is archived (nothing deleted)."""
@@ -638,7 +601,7 @@ class AidenSession:
         instructions: str | None = None
         if messages and messages[0].get("role") == "system" and not _shows_event(messages[0], hot):
             instructions, messages = str(messages[0]["content"]), messages[1:]
-        items = [cast(TResponseInputItem, item) for item in items_from_prompt(messages, hot)]
+        items = cast("list[TResponseInputItem]", items_from_prompt(messages, hot))
         return ModelInputData(input=items, instructions=instructions)
 
     def _unlogged(self, items: Sequence[Any], hot: Sequence[SessionEvent]) -> list[Any]:
@@ -668,22 +631,20 @@ class AidenSession:
 
     async def full_history(self) -> list[TResponseInputItem]:
         """Every item of the active session verbatim (compacted chunks rehydrated), retracted ones left out."""
-        hot = await self.memory.hot_window()
-        events = sorted([*await self._compacted_events(), *hot], key=lambda e: e.seq)
-        return [cast(TResponseInputItem, item) for _, item in live_items(events)]
+        events = await self._all_events(await self.memory.hot_window())
+        return [cast("TResponseInputItem", item) for _, item in live_items(events)]
 
-    async def _compacted_events(self) -> list[SessionEvent]:
+    async def _all_events(self, hot: list[SessionEvent]) -> list[SessionEvent]:
+        """The compacted events (rehydrated from their chunks) and ``hot``, in seq order."""
         from aiden.storage.chunks import load_all_entries
         from aiden.storage.layout import Layout
 
         index = await self.memory.chunk_index()
-        if index.last_seq == 0:
-            return []
-        entries = await anyio.to_thread.run_sync(load_all_entries, Layout(self.memory.root), index)
-        events: list[SessionEvent] = []
-        for entry in entries:
-            events.extend(await self.memory.rehydrate(entry.chunk_id))
-        return events
+        events = list(hot)
+        if index.last_seq:
+            for entry in await anyio.to_thread.run_sync(load_all_entries, Layout(self.memory.root), index):
+                events.extend(await self.memory.rehydrate(entry.chunk_id))
+        return sorted(events, key=lambda e: e.seq)
 
     @staticmethod
     def _newest(events: Sequence[SessionEvent]) -> tuple[SessionEvent, dict[str, Any]] | None:

@@ -39,11 +39,9 @@ Before every model request the processor
    ``tool`` -> ``ToolReturnPart`` (consecutive ones grouped into one ``ModelRequest``),
    ``assistant`` -> ``ModelResponse`` of a ``TextPart`` and ``ToolCallPart``\\ s. The end
    of that prompt goes out in the current request's object (its ``instructions`` and
-   metadata, so the run continues correctly): a part aiden shows unchanged is
-   pydantic-ai's own (a user prompt keeps its images), a tool return aiden stubbed
-   carries the stub (one larger than its share of the budget is stubbed even when it is
-   new), parts aiden does not log follow, and system prompt parts are dropped, as aiden's
-   system layer stands for them.
+   metadata, so the run continues correctly), with pydantic-ai's own parts wherever aiden
+   shows them unchanged; a new tool return larger than its share of the budget goes out
+   as its stub.
 
 The request's tool definitions count in the budget as the chat API's tool schemas
 (``build_messages(tools=...)``). The request's instructions (``Agent(instructions=...)``,
@@ -69,7 +67,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from aiden.adapters import checked
+from aiden.adapters import checked, tool_schemas
 from aiden.context import PromptBuild, PromptLayers
 from aiden.events import SessionEvent
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
@@ -105,13 +103,10 @@ def _prompt_text(content: Any) -> str:
     """Text of a ``UserPromptPart`` content: a string, or its items joined (non-text as a marker)."""
     if isinstance(content, str):
         return content
-    texts: list[str] = []
-    for item in content:
-        if isinstance(item, str):
-            texts.append(item)
-        else:
-            texts.append(_NON_TEXT.get(type(item).__name__, f"[{type(item).__name__}]"))
-    return "\n".join(texts)
+    return "\n".join(
+        item if isinstance(item, str) else _NON_TEXT.get(type(item).__name__, f"[{type(item).__name__}]")
+        for item in content
+    )
 
 
 def prompt_to_messages(prompt: Sequence[dict[str, Any]]) -> list[Any]:
@@ -137,24 +132,18 @@ def prompt_to_messages(prompt: Sequence[dict[str, Any]]) -> list[Any]:
 
     for message in prompt:
         role, content = message.get("role"), message.get("content")
-        text = (
-            _prompt_text([c.get("text", "") if isinstance(c, dict) else str(c) for c in content])
-            if isinstance(content, list)
-            else (content or "")
-        )
+        if isinstance(content, list):
+            text = "\n".join(c.get("text", "") if isinstance(c, dict) else str(c) for c in content)
+        else:
+            text = content or ""
         if role == "assistant":
             flush()
             parts: list[Any] = [TextPart(content=text)] if text else []
             for call in message.get("tool_calls") or []:
                 function = call.get("function", {})
-                tool_names[call["id"]] = function.get("name", "tool")
-                parts.append(
-                    ToolCallPart(
-                        tool_name=function.get("name", "tool"),
-                        args=function.get("arguments") or "{}",
-                        tool_call_id=call["id"],
-                    )
-                )
+                name = tool_names[call["id"]] = function.get("name", "tool")
+                args = function.get("arguments") or "{}"
+                parts.append(ToolCallPart(tool_name=name, args=args, tool_call_id=call["id"]))
             out.append(ModelResponse(parts=parts))
         elif role == "tool":
             call_id = str(message.get("tool_call_id") or "")
@@ -211,7 +200,8 @@ def history_class() -> type[Any]:
             self.layers = layers
             self.last_prompt: PromptBuild | None = None
             """The prompt built for the last model request (None before the first)."""
-            self._seen: dict[int, Any] = {}
+            # The parts logged or made by aiden, by identity (parts are unhashable dataclasses).
+            self._seen: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
             self._system = ""
             # The instructions pydantic-ai would send with the next request (set by before_model_request).
             self._instructions: list[Any] = []
@@ -219,17 +209,10 @@ def history_class() -> type[Any]:
             self._tools: list[dict[str, Any]] = []
 
         def _is_seen(self, part: Any) -> bool:
-            ref = self._seen.get(id(part))
-            return ref is not None and ref() is part
+            return self._seen.get(id(part)) is part
 
         def _mark(self, part: Any) -> None:
-            key = id(part)
-            seen = self._seen
-
-            def forget(_: object) -> None:
-                seen.pop(key, None)
-
-            seen[key] = weakref.ref(part, forget)
+            self._seen[id(part)] = part
 
         async def _log_request_part(self, part: Any) -> None:
             if isinstance(part, SystemPromptPart):
@@ -287,7 +270,10 @@ def history_class() -> type[Any]:
                         await self._log_request_part(part)
             built = checked(await self.memory.build_messages(self._layers(), tools=self._tools), "AidenHistory")
             self.last_prompt = built
-            out = self._marked(prompt_to_messages(built.messages))
+            out = prompt_to_messages(built.messages)
+            for message in out:
+                for part in message.parts:
+                    self._mark(part)
             last = messages[-1] if messages else None
             if not isinstance(last, ModelRequest):
                 return out
@@ -297,9 +283,7 @@ def history_class() -> type[Any]:
 
         def _layers(self) -> PromptLayers:
             """aiden's system layers, with the instructions pydantic-ai would send itself (so they count)."""
-            layers = self.layers or (
-                PromptLayers(role_identity=self._system) if self._system else PromptLayers()
-            )
+            layers = self.layers or PromptLayers(role_identity=self._system)
             static = "\n\n".join(p.content for p in self._instructions if not p.dynamic and p.content.strip())
             dynamic = "\n\n".join(p.content for p in self._instructions if p.dynamic and p.content.strip())
             # Dynamic instructions change between requests: in the runtime context they stay out of the
@@ -336,12 +320,6 @@ def history_class() -> type[Any]:
                 *(p for p in original if logged_key(p) is None and not isinstance(p, SystemPromptPart)),
             ]
 
-        def _marked(self, built: list[Any]) -> list[Any]:
-            for message in built:
-                for part in message.parts:
-                    self._mark(part)
-            return built
-
         async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
             """Take over the request's instructions: aiden's system layer carries them, inside its budget."""
             parameters = request_context.model_request_parameters
@@ -352,17 +330,7 @@ def history_class() -> type[Any]:
                 text = getattr(last, "instructions", None) if isinstance(last, ModelRequest) else None
                 parts = [InstructionPart(content=text)] if text else []
             self._instructions = list(parts)
-            self._tools = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description or "",
-                        "parameters": tool.parameters_json_schema,
-                    },
-                }
-                for tool in (*parameters.function_tools, *parameters.output_tools)
-            ]
+            self._tools = tool_schemas((*parameters.function_tools, *parameters.output_tools))
             request_context = await super().before_model_request(ctx, request_context)
             request_context.model_request_parameters = dataclasses.replace(
                 request_context.model_request_parameters, instruction_parts=[]

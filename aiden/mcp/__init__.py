@@ -29,7 +29,6 @@ from aiden.events import validate_id
 if TYPE_CHECKING:
     from aiden.config import Config
     from aiden.mcp.server import RESOURCE_URIS, http_app, memory_server, serve_http, serve_stdio
-    from aiden.memory import Memory
 
 __all__ = [
     "RESOURCE_URIS",
@@ -111,22 +110,19 @@ async def run_mcp(
 
     if not http and list(tenants) != [""]:
         raise ValueError("stdio serves one memory: give one ROOT (use --http for several tenants)")
+    from aiden.mcp import server
+
     if http:
-        from aiden.mcp.server import check_tenants
-
-        check_tenants(tenants)
+        server.check_tenants(tenants)
     async with AsyncExitStack() as stack:
-        memories: dict[str, Memory] = {}
-        for name, root in tenants.items():
-            memories[name] = await stack.enter_async_context(open_memory(root, config=config))
+        memories = {
+            name: await stack.enter_async_context(open_memory(root, config=config))
+            for name, root in tenants.items()
+        }
         if http:
-            from aiden.mcp.server import serve_http
-
-            await serve_http(memories, host=host, port=port, tokens=tokens)
+            await server.serve_http(memories, host=host, port=port, tokens=tokens)
         else:
-            from aiden.mcp.server import serve_stdio
-
-            await serve_stdio(memories[""])
+            await server.serve_stdio(memories[""])
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -187,6 +187,7 @@ async def test_limit_gives_the_latest_items(tmp_path: Path) -> None:
         assert await session.get_items(limit=3) == ITEMS[-3:]
         assert await session.get_items(limit=1) == ITEMS[-1:]
         assert await session.get_items(limit=100) == ITEMS
+        assert await session.get_items(limit=len(ITEMS) + 1) == ITEMS  # fewer items than the limit
         assert await session.get_items(limit=0) == []
         assert await session.get_items(limit=-1) == ITEMS
         limited = AidenSession(memory, session_settings=SessionSettings(limit=2))
