@@ -1,33 +1,15 @@
-"""The long-term storage seam: what :class:`~aiden.longterm.service.LongTermServices` needs from storage.
+"""The long-term storage seam: what the long-term actor (:mod:`aiden.longterm.extension`) needs.
 
-One interface file, backends beside it (the httpcore model):
-
-- the files under ``<root>/memory/long_term/``
-  (:class:`~aiden.longterm.store.LongTermMemoryStore`,
-  :class:`~aiden.longterm.history.HistoryStore`,
-  :class:`~aiden.longterm.writer.SessionSummaryWriter`,
-  :class:`~aiden.longterm.dream.Dream`, bundled by
-  :class:`~aiden.longterm.service.FileLongTermBackend`): the default, shared
-  by the memories opened on one root;
-- PostgreSQL (:class:`~aiden.longterm.postgres.backend.PostgresLongTermBackend`):
-  rows beside the PostgreSQL session store's, shared by every memory opened
-  with the same long-term namespace (by default the session id), on any
-  worker or machine. :func:`aiden.longterm.service.select_long_term` picks it
-  for a memory on a PostgreSQL session store.
-
-Each protocol is satisfied by the file class named in its docstring without
-an adapter (mypy checks it where the bundle returns them); the logic both
-backends share lives in the file modules: pure functions (search ranking,
-record cleaning, summary merges, Dream's planning, version targets) and the
-async faces over blocking storage (:class:`~aiden.longterm.store.ThreadedEntryStore`,
-:class:`~aiden.longterm.writer.SummaryFlow`).
+Two backends: the files under ``<root>/memory/long_term/``
+(:class:`~aiden.longterm.service.FileLongTermBackend`, the default) and PostgreSQL
+(:class:`~aiden.longterm.postgres.backend.PostgresLongTermBackend`, for a memory on a
+PostgreSQL session store). What both do alike lives once, in the file modules: the pure
+functions and the flows over blocking storage (:class:`~aiden.longterm.store.ThreadedEntryStore`,
+:class:`~aiden.longterm.writer.SummaryFlow`, :class:`~aiden.longterm.dream.DreamFlow`).
 
 The guarantees a backend must give, to any number of instances in any number
-of processes sharing the storage, checked for every backend by the
-conformance suite :mod:`aiden.testing.conformance_longterm` (run on both in
-``tests/longterm/test_longterm_conformance.py`` and
-``tests/postgres/test_pg_longterm.py``, the latter also with two OS
-processes):
+of processes sharing the storage (checked for both by
+:mod:`aiden.testing.conformance_longterm`):
 
 - entries: a save or forget is atomic; concurrent saves never drop each
   other; an expired entry is never returned;
@@ -40,29 +22,25 @@ processes):
   advisory lock on PostgreSQL); the cursor advances only after the new
   version is recorded (on PostgreSQL in the same transaction).
 
-Crash behaviour differs by nature: the file backend survives a crash between
-its steps by the orders above (tested under ``tests/longterm``); on
+The file backend survives a crash between its steps by the orders above; on
 PostgreSQL every step is one transaction, so nothing is half-written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from anyio.streams.memory import MemoryObjectSendStream
 
 if TYPE_CHECKING:
     from aiden.config import Config
-    from aiden.events import SessionEvent
-    from aiden.longterm.dream import DreamOutcome
-    from aiden.longterm.dream_edits import Version
+    from aiden.longterm.dream import DreamFlow
     from aiden.longterm.entries import MemoryEntry
     from aiden.longterm.history import HistoryRecord
-    from aiden.longterm.summaries import SessionSummary
-    from aiden.longterm.writer import SummaryWrite
+    from aiden.longterm.writer import SummaryFlow
 
-__all__ = ["BackendFactory", "DreamVersions", "EntryStore", "HistoryLog", "LongTermBackend", "SummaryStore"]
+__all__ = ["BackendFactory", "EntryStore", "HistoryLog", "LongTermBackend"]
 
 
 class EntryStore(Protocol):
@@ -132,45 +110,6 @@ class HistoryLog(Protocol):
         ...
 
 
-class SummaryStore(Protocol):
-    """The durable session summaries' writers; :class:`SessionSummaryWriter` satisfies it."""
-
-    async def merge_running_summary(self, events: Sequence[SessionEvent], *, now: float) -> SessionSummary:
-        """Before a compaction: merge the findings of ``events`` into the running summary."""
-        ...
-
-    async def write_session_summary(
-        self,
-        events: Sequence[SessionEvent],
-        *,
-        now: float,
-        reason: str = "completion",
-        summarizer_timeout_s: float | None = None,
-    ) -> SummaryWrite:
-        """At session end: running summary + extraction of ``events`` -> the session's durable summary."""
-        ...
-
-    async def checkpoint(self, events: Sequence[SessionEvent], *, now: float) -> SummaryWrite:
-        """Force the durable summary now, mid-session."""
-        ...
-
-
-class DreamVersions(Protocol):
-    """Dream runs and the versions of its files; :class:`~aiden.longterm.dream.Dream` satisfies it."""
-
-    async def run(self, *, now: float) -> DreamOutcome:
-        """One Dream run (``ran=False`` when nothing is new or another worker runs Dream)."""
-        ...
-
-    async def dream_log(self, limit: int = 20) -> list[Version]:
-        """The newest ``limit`` versions, newest first."""
-        ...
-
-    async def restore(self, target: str | int, *, now: float) -> Version:
-        """Bring back version ``target`` (an id or prefix, or steps back) as a new version."""
-        ...
-
-
 class LongTermBackend(Protocol):
     """Where one memory's long-term state lives: the four stores and the prompt layer's sources."""
 
@@ -185,11 +124,11 @@ class LongTermBackend(Protocol):
         ...
 
     @property
-    def summaries(self) -> SummaryStore:
+    def summaries(self) -> SummaryFlow:
         """The session-summary writers."""
         ...
 
-    def dream(self) -> DreamVersions:
+    def dream(self) -> DreamFlow[Any]:
         """Dream over this store (built on first use: the file backend loads dulwich)."""
         ...
 

@@ -1,17 +1,14 @@
 """Dream (seed 003): turn new history into focused edits of SOUL.md, USER.md and MEMORY.md.
 
-A run reads the history records after ``.dream_cursor`` and the three files
-under ``long_term/``, asks its editor for edits (default: the deterministic
-extractive path; :class:`SummarizerDreamEditor` with a
-:class:`~aiden.summarizers.llm.LiteLLMSummarizer` is the LLM path; an open
-memory's Dream asks the memory's configured summarizer through the summarizer
-actor, under its deadline and output validation), applies
-them, writes the changed files atomically, records the result as a git commit
-with a readable message, and only then advances ``.dream_cursor``. If the
-editor fails, nothing is written and the cursor stays. Before every change,
-edits made to the files by hand are committed first, so every version of the
-three files is in the log. :meth:`Dream.dream_log` lists versions and
-:meth:`Dream.restore` brings back an earlier one (itself a new commit).
+A run reads the history records after Dream's cursor and the three files, asks
+its editor for edits (default: the deterministic extractive path;
+:class:`SummarizerDreamEditor` over an LLM summarizer is the LLM path), applies
+them, records the result as a version with a readable message, and only then
+advances the cursor. If the editor fails, nothing is written and the cursor
+stays. :class:`DreamFlow` is that run (and restore, and the log) for every
+backend; :class:`Dream` is the file backend's: the files under ``long_term/``,
+versioned in git, where hand edits are committed first so every version of
+the three files is in the log.
 
 :func:`run_dream_schedule` runs Dream every ``interval_s`` and on demand.
 """
@@ -19,8 +16,10 @@ three files is in the log. :meth:`Dream.dream_log` lists versions and
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Generic, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -51,9 +50,9 @@ __all__ = [
     "DREAM_LOCK_NAME",
     "Dream",
     "DreamEditor",
+    "DreamFlow",
     "DreamOutcome",
     "SummarizerDreamEditor",
-    "propose_run",
     "run_dream_schedule",
 ]
 
@@ -100,27 +99,117 @@ class DreamOutcome(msgspec.Struct, frozen=True, kw_only=True):
     message: str = ""
 
 
-async def propose_run(
-    editor: DreamEditor, records: Sequence[HistoryRecord], old: Mapping[str, bytes | None]
-) -> tuple[dict[str, bytes | None], tuple[DreamEdit, ...], str]:
-    """(new file contents, edits, version message) for one run over ``records`` (non-empty).
+B = TypeVar("B")
 
-    ``old`` maps each of :data:`LONG_TERM_FILES` to its content (None: absent);
-    a file that was absent stays absent unless an edit creates it. Every Dream
-    backend plans its run with this; editor errors propagate.
+
+class DreamFlow(ABC, Generic[B]):
+    """A run, a restore and the log as every Dream backend does them; a backend supplies the storage.
+
+    Runs and restores are serialized: within this runtime by an anyio lock,
+    across processes by the backend's lock (a second Dream would fold the same
+    records twice). ``held`` says why a run or restore found that lock taken.
     """
-    texts: dict[str, str] = {k: (old.get(k) or b"").decode("utf-8", errors="replace") for k in LONG_TERM_FILES}
-    edits = await editor.propose(records, texts)
-    applied = apply_edits(texts, edits)
-    new: dict[str, bytes | None] = {
-        k: (applied[k].encode("utf-8") if (old.get(k) is not None or applied[k] != texts[k]) else None)
-        for k in LONG_TERM_FILES
-    }
-    message = describe_edits(edits, first_cursor=records[0].cursor, last_cursor=records[-1].cursor)
-    return new, tuple(edits), message
+
+    def __init__(self, editor: DreamEditor | None, max_records: int, held: str) -> None:
+        if max_records < 1:
+            raise ValueError("max_records must be >= 1")
+        self._editor: DreamEditor = editor or SummarizerDreamEditor()
+        self._max_records = max_records
+        self._held = held
+        self._lock = anyio.Lock()
+
+    # --- what a backend implements (blocking; called from a worker thread) -----------
+    @abstractmethod
+    def _try_lock(self) -> bool:
+        """Take the cross-process Dream lock without waiting; False if another holds it."""
+
+    @abstractmethod
+    def _unlock(self) -> None:
+        """Release the cross-process Dream lock."""
+
+    @abstractmethod
+    def _start(self) -> tuple[int, list[HistoryRecord], Mapping[str, bytes | None], B]:
+        """(Dream's cursor, the records after it, the files now, what :meth:`_commit_run` gets back)."""
+
+    @abstractmethod
+    def _commit_run(
+        self, base: B, new: Mapping[str, bytes | None], message: str, cursor: int, now: int
+    ) -> str | None:
+        """Record ``new`` as a version (None: unchanged), then move Dream's cursor to ``cursor``."""
+
+    @abstractmethod
+    def _restore_sync(self, target: str | int, now: int) -> Version:
+        """Record version ``target``'s files as a new version."""
+
+    @abstractmethod
+    def _log(self, limit: int) -> list[Version]:
+        """The newest ``limit`` versions, newest first."""
+
+    # --- the async API ----------------------------------------------------------------
+    @asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[bool]:
+        """Hold both locks; yields False (without the backend's lock) when another process holds it."""
+        async with self._lock:
+            if not await anyio.to_thread.run_sync(self._try_lock):
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._unlock)
+
+    async def run(self, *, now: float) -> DreamOutcome:
+        """One Dream run (``ran=False`` when nothing is new or another process runs Dream).
+
+        If the editor raises, the error propagates and nothing changed.
+        """
+        async with self._exclusive() as held:
+            if not held:
+                return DreamOutcome(ran=False, message=self._held)
+            start, records, old, base = await anyio.to_thread.run_sync(self._start)
+            if not records:
+                return DreamOutcome(ran=False, cursor=start)
+            # A file that was absent stays absent unless an edit creates it.
+            texts: dict[str, str] = {
+                k: (old.get(k) or b"").decode("utf-8", errors="replace") for k in LONG_TERM_FILES
+            }
+            edits = await self._editor.propose(records, texts)
+            applied = apply_edits(texts, edits)
+            new: dict[str, bytes | None] = {
+                k: applied[k].encode("utf-8") if old.get(k) is not None or applied[k] != texts[k] else None
+                for k in LONG_TERM_FILES
+            }
+            last = records[-1].cursor
+            message = describe_edits(edits, first_cursor=records[0].cursor, last_cursor=last)
+            commit_id = await anyio.to_thread.run_sync(self._commit_run, base, new, message, last, int(now))
+            return DreamOutcome(
+                ran=True,
+                records=len(records),
+                edits=tuple(edits),
+                commit_id=commit_id,
+                cursor=last,
+                message=message,
+            )
+
+    async def dream_log(self, limit: int = 20) -> list[Version]:
+        """The newest ``limit`` versions of the long-term files, newest first."""
+        return await anyio.to_thread.run_sync(self._log, limit)
+
+    async def restore(self, target: str | int, *, now: float) -> Version:
+        """Bring back version ``target`` (commit id / prefix, or steps back: 1 = the previous version).
+
+        The restored state is recorded as a new version and returned. Raises
+        :class:`~aiden.errors.VersionNotFoundError` for an unknown target and
+        :class:`~aiden.errors.DreamError` while another process runs Dream.
+        """
+        async with self._exclusive() as held:
+            if not held:
+                raise DreamError(f"{self._held}: restore refused")
+            return await anyio.to_thread.run_sync(self._restore_sync, target, int(now))
 
 
-class Dream:
+class Dream(DreamFlow[dict[str, bytes | None]]):
     """Dream over ``long_term/`` (one instance per runtime; runs and restores are serialized)."""
 
     def __init__(
@@ -132,26 +221,22 @@ class Dream:
         editor: DreamEditor | None = None,
         max_records: int = 200,
     ) -> None:
-        if max_records < 1:
-            raise ValueError("max_records must be >= 1")
+        super().__init__(editor, max_records, f"another process is running Dream ({DREAM_LOCK_NAME} is held)")
         self.root = layout.long_term
         self._storage = storage
         self._history = history
-        self._editor: DreamEditor = editor or SummarizerDreamEditor()
-        self._max_records = max_records
         self._git = GitStore(self.root, LONG_TERM_FILES, storage)
-        # Within this runtime the anyio lock serializes runs and restores; across processes
-        # sharing the root the flock does (a second Dream would fold the same records twice).
-        self._lock = anyio.Lock()
         self._flock = SessionLock(storage, layout.dream_lock)
 
-    # --- files -------------------------------------------------------------------------------
-    def _read_files(self) -> dict[str, bytes | None]:
-        return read_long_term_files(self.root)
+    def _try_lock(self) -> bool:
+        return self._flock.try_acquire()
+
+    def _unlock(self) -> None:
+        self._flock.release()
 
     def _snapshot_manual_edits(self, now: int) -> None:
         """Commit the files as they are if they differ from the last version (hand edits)."""
-        current = self._read_files()
+        current = read_long_term_files(self.root)
         first = self._git.head() is None
         if first and all(v is None for v in current.values()):
             return
@@ -161,87 +246,41 @@ class Dream:
     def _write_files(self, new: Mapping[str, bytes | None], old: Mapping[str, bytes | None]) -> None:
         ensure_dir(self._storage, self.root)
         for name in LONG_TERM_FILES:
-            if new.get(name) == old.get(name):
-                continue
             data = new.get(name)
+            if data == old.get(name):
+                continue
             if data is None:
                 self._storage.unlink(self.root / name)
             else:
                 self._storage.write_atomic(self.root / name, data)
         self._storage.fsync_dir(self.root)
 
+    def _start(self) -> tuple[int, list[HistoryRecord], dict[str, bytes | None], dict[str, bytes | None]]:
+        start = self._history.dream_cursor()
+        records = self._history.read_after(start, limit=self._max_records)
+        old = read_long_term_files(self.root) if records else {}
+        return start, records, old, old
+
     def _commit_run(
         self,
-        old: Mapping[str, bytes | None],
+        base: dict[str, bytes | None],
         new: Mapping[str, bytes | None],
         message: str,
         cursor: int,
         now: int,
     ) -> str | None:
         commit_id: str | None = None
-        if dict(new) != dict(old):
+        if dict(new) != base:
             self._snapshot_manual_edits(now)
-            self._write_files(new, old)
+            self._write_files(new, base)
             self._storage.checkpoint("dream.before_commit")
             commit_id = self._git.commit(new, message, now=now)
         self._storage.checkpoint("dream.before_cursor")
         self._history.set_dream_cursor(cursor)
         return commit_id
 
-    # --- public --------------------------------------------------------------------------------
-    async def run(self, *, now: float) -> DreamOutcome:
-        """One Dream run. If the editor raises, the error propagates and nothing changed."""
-        async with self._lock:
-            if not await anyio.to_thread.run_sync(self._flock.try_acquire):
-                return DreamOutcome(
-                    ran=False, message=f"another process is running Dream ({DREAM_LOCK_NAME} is held)"
-                )
-            try:
-                return await self._run(now)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._flock.release)
-
-    async def _run(self, now: float) -> DreamOutcome:
-        start = await anyio.to_thread.run_sync(self._history.dream_cursor)
-        records = await anyio.to_thread.run_sync(
-            lambda: self._history.read_after(start, limit=self._max_records)
-        )
-        if not records:
-            return DreamOutcome(ran=False, cursor=start)
-        old = await anyio.to_thread.run_sync(self._read_files)
-        new, edits, message = await propose_run(self._editor, records, old)
-        last = records[-1].cursor
-        commit_id = await anyio.to_thread.run_sync(self._commit_run, old, new, message, last, int(now))
-        return DreamOutcome(
-            ran=True,
-            records=len(records),
-            edits=edits,
-            commit_id=commit_id,
-            cursor=last,
-            message=message,
-        )
-
-    async def dream_log(self, limit: int = 20) -> list[Version]:
-        """The newest ``limit`` versions of the long-term files, newest first."""
-        return await anyio.to_thread.run_sync(self._git.log, limit)
-
-    async def restore(self, target: str | int, *, now: float) -> Version:
-        """Bring back version ``target`` (commit id / prefix, or steps back: 1 = the previous version).
-
-        The restored state is committed as a new version and returned. Raises
-        :class:`~aiden.errors.VersionNotFoundError` for an unknown target.
-        """
-        async with self._lock:
-            if not await anyio.to_thread.run_sync(self._flock.try_acquire):
-                raise DreamError(
-                    f"another process is running Dream ({DREAM_LOCK_NAME} is held): restore refused"
-                )
-            try:
-                return await anyio.to_thread.run_sync(self._restore_sync, target, int(now))
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._flock.release)
+    def _log(self, limit: int) -> list[Version]:
+        return self._git.log(limit)
 
     def _restore_sync(self, target: str | int, now: int) -> Version:
         self._snapshot_manual_edits(now)
@@ -250,7 +289,7 @@ class Dream:
         wanted: dict[str, bytes | None] = {name: files.get(name) for name in LONG_TERM_FILES}
         source = next((v for v in self._git.log(limit=10_000) if v.commit_id == commit_id), None)
         title = source.title if source is not None else ""
-        self._write_files(wanted, self._read_files())
+        self._write_files(wanted, read_long_term_files(self.root))
         message = f"restore: {commit_id[:12]} ({title})"
         new_id = self._git.commit(wanted, message, now=now) or commit_id
         return Version(commit_id=new_id, timestamp=now, message=message)
@@ -274,36 +313,28 @@ async def run_dream_schedule(
     if interval_s <= 0:
         raise ValueError("interval_s must be > 0")
     task_status.started()
+    last_run = anyio.current_time()
     try:
-        await _dream_loop(dream_once, interval_s, requests)
+        while True:
+            wait = max(0.0, last_run + interval_s - anyio.current_time())
+            if requests is not None:
+                with anyio.move_on_after(wait):
+                    try:
+                        await requests.receive()
+                    except anyio.EndOfStream:
+                        return
+            else:
+                await anyio.sleep(wait)
+            last_run = anyio.current_time()
+            try:
+                await dream_once()
+            except AidenError as exc:
+                log.error("dream run failed: %s", exc)
+            except Exception:
+                # A bug, not a condition (every boundary translates to AidenError): logged with its
+                # traceback, and the schedule goes on, since an error escaping here would end the
+                # runtime's task group and with it every other actor of the memory.
+                log.exception("dream run failed with an unexpected error")
     finally:
         if requests is not None:
             requests.close()
-
-
-async def _dream_loop(
-    dream_once: Callable[[], Awaitable[object]],
-    interval_s: float,
-    requests: MemoryObjectReceiveStream[None] | None,
-) -> None:
-    last_run = anyio.current_time()
-    while True:
-        wait = max(0.0, last_run + interval_s - anyio.current_time())
-        if requests is not None:
-            with anyio.move_on_after(wait):
-                try:
-                    await requests.receive()
-                except anyio.EndOfStream:
-                    return
-        else:
-            await anyio.sleep(wait)
-        last_run = anyio.current_time()
-        try:
-            await dream_once()
-        except AidenError as exc:
-            log.error("dream run failed: %s", exc)
-        except Exception:
-            # A bug, not a condition (every boundary translates to AidenError): logged with its
-            # traceback, and the schedule goes on, since an error escaping here would end the
-            # runtime's task group and with it every other actor of the memory.
-            log.exception("dream run failed with an unexpected error")

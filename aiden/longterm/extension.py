@@ -1,39 +1,33 @@
 """Long-term memory as an extension of an open memory (entry point ``aiden.extensions: long_term``).
 
-Its actor serves the project memory, the running summary, the session summaries and Dream; the
-maintenance scheduler's hooks feed it (the running summary before a compaction, history after
-it, a session summary when a session ends) and ``Memory`` reaches it through :class:`LongTermPort`.
-
-Its methods on :class:`~aiden.memory.Memory` are here too: :class:`LongTermMethods`, a base class
-of ``Memory`` over :class:`~aiden.memory_core.CoreMemory` (prompt layer, checkpoint, Dream and its
-versions), forwarding to the actor's port whichever backend (files under the root, or PostgreSQL)
-holds the long-term state.
-
-The actor, :class:`LongTermActor`, owns :class:`~aiden.longterm.service.LongTermServices`.
-Everything outside the long-term room reaches it by messages
-(:mod:`aiden.longterm.messages`) through a
-:class:`~aiden.longterm.messages.LongTermPort`: ``Memory`` for the tools,
-checkpoint and Dream, the maintenance scheduler for the compaction hooks, the
-runtime for the session summary at close. Several workers serve one inbox, so
-a long Dream run never holds up the running-summary merge a compaction waits
-for. The prompt layer is published as a frozen :class:`LongTermLayer`.
+Its actor, :class:`LongTermActor`, owns the long-term backend (:mod:`aiden.longterm.backend`) and
+the room's timed tasks. Everything outside the room reaches it by messages (:mod:`aiden.longterm.messages`)
+through a :class:`~aiden.longterm.messages.LongTermPort`: ``Memory`` for the tools, checkpoint and
+Dream (:class:`LongTermMethods`, a base class of :class:`~aiden.memory.Memory`), the maintenance
+scheduler for the compaction hooks, the runtime for the session summary at close. Several workers
+serve one inbox, so a long Dream run never holds up the running-summary merge a compaction waits
+for. The prompt layer is published as a frozen :class:`~aiden.longterm.messages.LongTermLayer`.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, assert_never, cast
+from functools import partial
+from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.mailbox import Latest, Link, by_request_id, serve
-from aiden.errors import ClosedError
+from aiden.config import Config
+from aiden.errors import AidenError, ClosedError
 from aiden.events import SessionEvent
 from aiden.extension import Extension, MemoryParts, in_background
-from aiden.longterm.autocompact import IdleTarget
+from aiden.longterm.autocompact import AutoCompactor, IdleTarget, run_autocompact
+from aiden.longterm.backend import BackendFactory, LongTermBackend
 from aiden.longterm.dream_edits import check_target
 from aiden.longterm.messages import (
     Checkpoint,
@@ -59,17 +53,21 @@ from aiden.longterm.messages import (
     ToolAnswered,
     Versions,
 )
-from aiden.longterm.service import LongTermServices, select_long_term
+from aiden.longterm.service import FileLongTermBackend, select_long_term
+from aiden.longterm.store import run_profile_debouncer
 from aiden.longterm.tools import LongTermTools, forget_memory, save_memory
 from aiden.memory_core import CoreMemory
 from aiden.messages import Codec, codec
+from aiden.observe import observed
 from aiden.storage.chunks import ChunkEntry
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
+from aiden.summarizers.protocol import Summarizer
 from aiden.tools import ToolSet
 
 if TYPE_CHECKING:
     from aiden.longterm.dream import DreamOutcome
     from aiden.longterm.dream_edits import Version
-    from aiden.longterm.store import LongTermMemoryStore
 
 __all__ = [
     "LongTermActor",
@@ -77,18 +75,43 @@ __all__ = [
     "LongTermMethods",
 ]
 
+log = logging.getLogger("aiden.longterm")
+
+_AUTOCOMPACT_TICK_S = 60.0
+_PROFILE_DEBOUNCE_S = 2.0
+
+
 class LongTermActor:
-    """Serves long-term requests; run :meth:`run` once per worker."""
+    """Serves long-term requests and owns the room's state; run :meth:`run` once per worker.
+
+    ``backend_factory`` (given the profile's dirty stream) picks the storage; the
+    default is :class:`~aiden.longterm.service.FileLongTermBackend` under ``layout``.
+    """
 
     def __init__(
         self,
-        services: LongTermServices,
+        layout: Layout,
+        storage: Storage,
+        config: Config,
+        summarizer: Summarizer,
         inbox: MemoryObjectReceiveStream[bytes],
         outbox: MemoryObjectSendStream[bytes],
         *,
         layer: Latest[LongTermLayer] | None = None,
+        backend_factory: BackendFactory | None = None,
     ) -> None:
-        self._lt = services
+        self.config = config
+        self._dirty_send, self._dirty_recv = anyio.create_memory_object_stream[None](1)
+        self._dream_send, self._dream_recv = anyio.create_memory_object_stream[None](1)
+        self._dreams_running = 0
+        if backend_factory is None:
+            self.backend: LongTermBackend = FileLongTermBackend(
+                layout, storage, config, summarizer, dirty=self._dirty_send
+            )
+        else:
+            self.backend = backend_factory(self._dirty_send)
+        # Chunks whose history record failed, oldest first (retried by the next compaction).
+        self._unrecorded: list[tuple[ChunkEntry, str]] = []
         self._inbox = inbox
         self._outbox = outbox
         self._in: Codec[LongTermInbox] = codec(LongTermInbox)
@@ -98,12 +121,36 @@ class LongTermActor:
 
     async def prepare(self) -> None:
         """Bring the profile up to date and publish the prompt layer (at open, before serving)."""
-        await self._lt.prepare()
-        self.layer.publish(LongTermLayer(self._lt.project_memory))
+        # A memory saved just before the last process exited may have missed the
+        # debounced rebuild; the profile is rewritten here only if it changed.
+        store = self.backend.entries
+        try:
+            now = time.time()
+            # Not for a store that never held a memory: an empty profile would only add a heading
+            # to every prompt.
+            if await anyio.to_thread.run_sync(self.backend.has_profile) or await store.entries(now=now):
+                await store.rebuild_profile(now=now)
+        except AidenError as exc:
+            log.error("profile rebuild at open failed: %s", exc)
+        await self._refresh()
 
     def background_tasks(self, idle_target: IdleTarget) -> list[Callable[..., Coroutine[Any, Any, None]]]:
-        """The room's timed tasks (profile debouncer, AutoCompact, Dream schedule) for the runtime to start."""
-        return self._lt.background_tasks(idle_target)
+        """The room's timed tasks (profile debouncer, AutoCompact, Dream schedule) for the runtime to start.
+
+        Each takes ``task_status`` (for ``tg.start``); the task group stays the runtime's.
+        """
+        tasks: list[Callable[..., Coroutine[Any, Any, None]]] = [
+            partial(run_profile_debouncer, self.backend.entries, self._dirty_recv, _PROFILE_DEBOUNCE_S)
+        ]
+        if self.config.idle_compact_after_minutes > 0:
+            compactor = AutoCompactor(idle_target, self.config.idle_compact_after_minutes)
+            tasks.append(partial(run_autocompact, compactor.check, _AUTOCOMPACT_TICK_S))
+        if self.config.dream_interval_hours > 0:
+            from aiden.longterm.dream import run_dream_schedule
+
+            hours = self.config.dream_interval_hours
+            tasks.append(partial(run_dream_schedule, self.run_dream, hours * 3600, requests=self._dream_recv))
+        return tasks
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until the inbox closes (each worker gets its own clones of both streams)."""
@@ -112,36 +159,33 @@ class LongTermActor:
         await serve("longterm", inbox, outbox, self._in, self._out, self._serve)
 
     async def _serve(self, msg: LongTermInbox) -> LongTermOutbox:
-        lt = self._lt
-        # The tools only call the EntryStore protocol's save/forget; their signature still names
-        # the file store (aiden/longterm/tools.py), so any backend's store is passed as one.
-        store = cast("LongTermMemoryStore", lt.store)
+        backend = self.backend
         match msg:
             case SaveMemory(request_id=rid, request=request):
-                return ToolAnswered(rid, await save_memory(store, request, now=time.time()))
+                return ToolAnswered(rid, await save_memory(backend.entries, request, now=time.time()))
             case ForgetMemory(request_id=rid, memory_id=memory_id):
-                return ToolAnswered(rid, await forget_memory(store, memory_id))
+                return ToolAnswered(rid, await forget_memory(backend.entries, memory_id))
             case MergeRunning(request_id=rid, events=events):
-                await lt.before_compaction(events)
+                await backend.summaries.merge_running_summary(events, now=time.time())
                 return LongTermDone(rid)
             case RecordChunk(request_id=rid, entry=entry, session_key=key):
-                await lt.after_compaction(entry, session_key=key)
+                await self._record_chunk(entry, key)
                 return LongTermDone(rid)
             case EndSession(request_id=rid, events=events, reason=reason, summarizer_timeout_s=timeout):
-                await lt.session_ended(events, reason, summarizer_timeout_s=timeout)
+                await self._end_session(events, reason, timeout)
                 return LongTermDone(rid)
             case Checkpoint(request_id=rid, events=events):
-                write = await lt.writer.checkpoint(events, now=time.time())
+                write = await backend.summaries.checkpoint(events, now=time.time())
                 await self._refresh()
                 return Checkpointed(rid, write.path)
             case RunDream(request_id=rid):
-                return Dreamed(rid, await lt.run_dream())
+                return Dreamed(rid, await self.run_dream())
             case RequestDream(request_id=rid):
-                return DreamRequested(rid, lt.request_dream())
+                return DreamRequested(rid, self._request_dream())
             case DreamLog(request_id=rid, limit=limit):
-                return Versions(rid, await lt.dream.dream_log(limit))
+                return Versions(rid, await backend.dream().dream_log(limit))
             case DreamRestore(request_id=rid, target=target):
-                return Restored(rid, await lt.dream.restore(target, now=time.time()))
+                return Restored(rid, await backend.dream().restore(target, now=time.time()))
             case Refresh(request_id=rid):
                 await self._refresh()
                 return LongTermDone(rid)
@@ -149,19 +193,70 @@ class LongTermActor:
                 assert_never(msg)
 
     async def _refresh(self) -> None:
-        await self._lt.refresh()
-        self.layer.publish(LongTermLayer(self._lt.project_memory))
+        """Reload and publish the prompt layer (PROJECT MEMORY block + profile)."""
+        text = await anyio.to_thread.run_sync(self.backend.load_layer, self.config)
+        self.layer.publish(LongTermLayer(text))
+
+    async def _record_chunk(self, entry: ChunkEntry, session_key: str) -> None:
+        """Append the chunk summary to the history log, Dream's source material (seed 003).
+
+        A record that failed is kept and retried, in order, before the next one:
+        Dream would otherwise never see that chunk. The chunk id makes a retry
+        of a record that was written (its cursor update failed) land once.
+        """
+        self._unrecorded.append((entry, session_key))
+        while self._unrecorded:
+            chunk, key = self._unrecorded[0]
+            history = self.backend.history
+            append = partial(history.append, session_key=key, now=time.time(), chunk_id=chunk.chunk_id)
+            await anyio.to_thread.run_sync(append, chunk.summary)
+            self._unrecorded.pop(0)
+
+    async def _end_session(
+        self, events: Sequence[SessionEvent], reason: str, timeout_s: float | None
+    ) -> None:
+        """Write the dated session summary; shielded so a cancelled caller cannot tear it.
+
+        ``timeout_s`` bounds the summarizer call (then the extractive fallback).
+        """
+        with anyio.CancelScope(shield=True):
+            if not events and not await anyio.to_thread.run_sync(self.backend.has_running_summary):
+                return
+            try:
+                await self.backend.summaries.write_session_summary(
+                    events, now=time.time(), reason=reason, summarizer_timeout_s=timeout_s
+                )
+            except AidenError as exc:
+                log.error("session summary (%s) failed: %s", reason, exc)
+
+    @observed("dream")
+    async def run_dream(self) -> DreamOutcome:
+        """One Dream run now."""
+        self._dreams_running += 1
+        try:
+            return await self.backend.dream().run(now=time.time())
+        finally:
+            self._dreams_running -= 1
+
+    def _request_dream(self) -> bool:
+        """Ask the scheduled Dream task to run now (False if one is already requested)."""
+        try:
+            self._dream_send.send_nowait(None)
+        except anyio.WouldBlock:
+            return False
+        return True
 
     @property
     def idle(self) -> bool:
-        """No Dream run in progress or requested."""
-        return self._lt.idle
+        """No Dream run in progress or requested (an idle session's actors may park)."""
+        return not self._dreams_running and self._dream_send.statistics().current_buffer_used == 0
 
     def close_streams(self) -> None:
         """Close the original stream ends (the workers hold clones) and the room's internal streams."""
         self._inbox.close()
         self._outbox.close()
-        self._lt.close_streams()
+        for stream in (self._dirty_send, self._dirty_recv, self._dream_send, self._dream_recv):
+            stream.close()
 
 
 # Workers: a long Dream run never holds up the running-summary merge a compaction waits for.
@@ -197,10 +292,14 @@ class LongTermExtension(Extension):
     async def start(self, tg: TaskGroup, memory: CoreMemory) -> None:
         p = self._parts
         self._actor = actor = LongTermActor(
-            LongTermServices(p.layout, p.storage, p.config, p.summarize, backend_factory=self._backend),
+            p.layout,
+            p.storage,
+            p.config,
+            p.summarize,
             self._link.inbox,
             self._link.outbox,
             layer=self._layer,
+            backend_factory=self._backend,
         )
         await actor.prepare()
         for _ in range(_WORKERS):
@@ -235,6 +334,7 @@ class LongTermMethods(CoreMemory):
         self._long_term = long_term
 
     def _lt(self) -> LongTermPort:
+        self._check_open()
         if self._long_term is None:
             raise ClosedError("long-term memory is not available")
         return self._long_term
@@ -250,22 +350,18 @@ class LongTermMethods(CoreMemory):
 
     async def checkpoint(self) -> str | None:
         """Force a durable session summary now (seed 004's manual checkpoint); its path (None: nothing to write)."""
-        self._check_open()
         return await self._lt().checkpoint(await self._reader.hot_window())
 
     async def dream(self) -> DreamOutcome:
         """Run Dream now: fold new history into SOUL.md / USER.md / MEMORY.md (git-versioned)."""
-        self._check_open()
         return await self._lt().dream()
 
     async def request_dream(self) -> bool:
         """Ask the scheduled Dream task to run soon, without waiting; False if a run is already requested."""
-        self._check_open()
         return await self._lt().request_dream()
 
     async def dream_log(self, limit: int = 20) -> list[Version]:
         """The newest ``limit`` versions of SOUL.md / USER.md / MEMORY.md, newest first."""
-        self._check_open()
         return await self._lt().dream_log(limit)
 
     async def dream_restore(self, version: str | int) -> Version:
@@ -280,8 +376,8 @@ class LongTermMethods(CoreMemory):
         the same message on every backend. Hand edits of the files are first
         recorded as a version on the file backend, so a restore can be undone.
         """
-        self._check_open()
+        port = self._lt()
         # A bad target (a float, a bool, not hex) fails here with the backends' message,
         # instead of as a message the actor cannot decode.
         check_target(version)
-        return await self._lt().dream_restore(version)
+        return await port.dream_restore(version)

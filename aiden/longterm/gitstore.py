@@ -74,11 +74,6 @@ log = logging.getLogger("aiden.longterm")
 # Exception that is not aiden's own. Exception subclasses only: cancellation
 # (a BaseException) is never caught here.
 
-# dulwich's ref lock files (``<ref>.lock``, created O_EXCL, renamed over the ref):
-# a committer SIGKILLed between the two leaves one, and every later commit then
-# fails with FileLocked. Objects never use lock files (temp file + rename).
-_REF_LOCK_DIRS: Final = ("", "refs")
-
 _MAX_FILE_BYTES: Final = 512 * 1024
 
 
@@ -162,12 +157,8 @@ class GitStore:
 
     def head(self) -> str | None:
         """The current version's commit id (None before the first commit)."""
-
-        def head(repo: Repo) -> str | None:
-            found = self._head(repo)
-            return found.decode() if found is not None else None
-
-        return self._with_repo(head, create=False, missing=lambda: None)
+        found = self._with_repo(self._head, create=False, missing=lambda: None)
+        return found.decode() if found is not None else None
 
     @staticmethod
     def _tree_files(repo: Repo, commit_id: ObjectID) -> dict[str, bytes]:
@@ -184,18 +175,16 @@ class GitStore:
                 out[entry.path.decode("utf-8")] = blob.as_raw_string()
         return out
 
-    def _remove_dead_ref_locks(self) -> int:
-        """Ref lock files left by a committer that died mid-update (see :meth:`commit`); returns how many."""
-        removed = 0
-        for sub in _REF_LOCK_DIRS:
-            top = self.git_dir / sub if sub else self.git_dir
-            paths = sorted(top.rglob("*.lock")) if sub else sorted(top.glob("*.lock"))
-            for path in paths:
-                if path.is_file() and not path.is_symlink():
-                    log.warning("removing %s, left by a Dream that did not finish its commit", path)
-                    self._storage.unlink(path)
-                    removed += 1
-        return removed
+    def _remove_dead_ref_locks(self) -> None:
+        """Remove ref lock files left by a committer that died mid-update (see :meth:`commit`)."""
+        # dulwich's ref lock files (``<ref>.lock``, created O_EXCL, renamed over the ref): a committer
+        # SIGKILLed between the two leaves one, and every later commit then fails with FileLocked.
+        # Objects never use lock files (temp file + rename).
+        found = [*self.git_dir.glob("*.lock"), *(self.git_dir / "refs").rglob("*.lock")]
+        for path in sorted(found):
+            if path.is_file() and not path.is_symlink():
+                log.warning("removing %s, left by a Dream that did not finish its commit", path)
+                self._storage.unlink(path)
 
     def commit(self, contents: Mapping[str, bytes | None], message: str, *, now: int) -> str | None:
         """Record ``contents`` (None = file absent) as a new version; None if identical to HEAD.
@@ -206,8 +195,7 @@ class GitStore:
         """
 
         def record(repo: Repo) -> str | None:
-            if self.git_dir.is_dir():
-                self._remove_dead_ref_locks()
+            self._remove_dead_ref_locks()
             head = self._head(repo)
             if head is not None and self._tree_files(repo, head) == {
                 k: v for k, v in contents.items() if v is not None

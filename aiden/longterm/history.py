@@ -103,18 +103,6 @@ def _read_int(path: Path) -> int:
     return int(raw) if raw.isdigit() and len(raw) < 19 else 0
 
 
-def _last_byte(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() == 0:
-                return b""
-            f.seek(-1, os.SEEK_END)
-            return f.read(1)
-    except FileNotFoundError:
-        return b""
-
-
 def _tail(path: Path, size: int) -> tuple[bytes, bool]:
     """The last ``size`` bytes of ``path`` and whether that is the whole file."""
     try:
@@ -161,13 +149,6 @@ class HistoryStore:
             records = self._scan(read_bytes(self.path))
         return records
 
-    def _last_record_cursor(self) -> int:
-        records = self._tail_records()
-        return records[-1].cursor if records else 0
-
-    def _allocated(self) -> int:
-        return max(_read_int(self.cursor_path), self._last_record_cursor())
-
     @staticmethod
     def _scan(data: bytes) -> list[HistoryRecord]:
         out: list[HistoryRecord] = []
@@ -202,12 +183,12 @@ class HistoryStore:
 
     def _append_locked(self, text: str, *, session_key: str, now: float, chunk_id: str) -> HistoryRecord:
         # Re-read under the lock: never trust a cached cursor.
-        record = new_record(self._allocated() + 1, text, session_key=session_key, now=now, chunk_id=chunk_id)
+        record = new_record(self.cursor() + 1, text, session_key=session_key, now=now, chunk_id=chunk_id)
         line = _encoder.encode(record) + b"\n"
         created = not self.path.exists()
         fd = self._storage.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            tail = _last_byte(self.path)
+            tail = _tail(self.path, 1)[0]
             if tail and tail != b"\n":
                 line = b"\n" + line  # fence off a torn tail (checked each time: any holder may crash)
             self._storage.write(fd, line)
@@ -227,7 +208,8 @@ class HistoryStore:
 
     def cursor(self) -> int:
         """The last allocated cursor (0 when empty); a lock-free snapshot."""
-        return self._allocated()
+        records = self._tail_records()
+        return max(_read_int(self.cursor_path), records[-1].cursor if records else 0)
 
     def close(self) -> None:
         """Close the lock file descriptor (the store stays usable; it reopens on demand)."""

@@ -1,16 +1,8 @@
 """Messages of the long-term memory actor (one request union, one reply union) and its caller side.
 
-The requests are the long-term room's whole surface inside a runtime: the
-agent tools that write it (save/forget), the seed-004 hooks the scheduler and
-the runtime call (running summary before a compaction, history record after
-it, the session summary at session end), checkpoint, Dream (runs, versions,
-restore) and a refresh of the prompt layer. The layer itself is published as a :class:`LongTermLayer`
-snapshot, so building a prompt never waits on this actor.
-
-:class:`LongTermPort` sends them, one method per request: held by ``Memory``
-(tools, checkpoint, Dream), the maintenance scheduler's hooks and the
-runtime's close; imported with the first open, like the rest of long-term
-memory (Dream's git store loads dulwich).
+The requests are the long-term room's whole surface inside a runtime; :class:`LongTermPort` sends
+them, one method per request. The prompt layer is published as a :class:`LongTermLayer` snapshot,
+so building a prompt never waits on the actor.
 """
 
 from __future__ import annotations

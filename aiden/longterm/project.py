@@ -34,10 +34,10 @@ PRIORITY: Final[tuple[Section, ...]] = (
     "outcome",
 )
 """Sections in the order the budget is filled (and the block is rendered), after the GOAL."""
-_GOAL_HEADING: Final = "GOAL (why this project exists)"
 _GOAL: Final = re.compile(r"^Goal:\s", re.IGNORECASE)
 _MAX_GOALS: Final = 2  # the current goal and the one it re-stated; older ones are superseded
-_BLOCK_HEADINGS: Final[dict[Section, str]] = {
+_BLOCK_HEADINGS: Final[dict[Section | None, str]] = {
+    None: "GOAL (why this project exists)",
     "user_preferences": "USER PREFERENCES (follow these)",
     "failed_approaches": "FAILED APPROACHES (do not repeat)",
     "working_recipes": "WORKING RECIPES",
@@ -46,11 +46,9 @@ _BLOCK_HEADINGS: Final[dict[Section, str]] = {
 }
 
 
-def _render(chosen: dict[Section, list[str]], goals: Sequence[str] = ()) -> str:
+def _render(chosen: dict[Section | None, list[str]]) -> str:
     parts = [f"{BLOCK_TITLE}\n{_INTRO}"]
-    if goals:
-        parts.append(_GOAL_HEADING + "\n" + "\n".join(f"- {goal}" for goal in goals))
-    for section in PRIORITY:
+    for section in (None, *PRIORITY):  # None: the goals
         items = chosen.get(section)
         if items:
             parts.append(_BLOCK_HEADINGS[section] + "\n" + "\n".join(f"- {item}" for item in items))
@@ -79,43 +77,31 @@ def render_project_memory(
     order = {
         section: [item for item in merged.section(section) if not _GOAL.match(item)] for section in PRIORITY
     }
-    goals: list[str] = []
-    for section in PRIORITY:
-        for item in merged.section(section):
-            if _GOAL.match(item) and item not in goals:
-                goals.append(item)
-    goals = list(reversed(goals))[:_MAX_GOALS]  # newest first: a re-statement wins
-    chosen: dict[Section, list[str]] = {section: [] for section in PRIORITY}
-    picked_goals: list[str] = []
+    goals = [item for section in PRIORITY for item in merged.section(section) if _GOAL.match(item)]
+    goals = list(dict.fromkeys(goals))[::-1][:_MAX_GOALS]  # newest first: a re-statement wins
+    chosen: dict[Section | None, list[str]] = {section: [] for section in (None, *PRIORITY)}
     picks: list[tuple[Section | None, str]] = []
     used = estimate(_render(chosen))
-    heading = estimate(_GOAL_HEADING) + 1
-    for goal in goals:
-        cost = estimate(f"- {goal}") + 1 + (0 if picked_goals else heading)
-        if used + cost > budget_tokens:
-            continue
-        used += cost
-        picked_goals.append(goal)
-        picks.append((None, goal))
-    for section in PRIORITY:
-        heading_cost = estimate(_BLOCK_HEADINGS[section]) + 1
-        for item in reversed(order[section]):  # newest first
-            cost = estimate(f"- {item}") + 1 + (0 if chosen[section] else heading_cost)
+    candidates = [(None, goals), *((section, order[section][::-1]) for section in PRIORITY)]  # newest first
+    for where, items in candidates:
+        heading_cost = estimate(_BLOCK_HEADINGS[where]) + 1
+        for item in items:
+            cost = estimate(f"- {item}") + 1 + (0 if chosen[where] else heading_cost)
             if used + cost > budget_tokens:
                 continue
             used += cost
-            chosen[section].append(item)
-            picks.append((section, item))
+            chosen[where].append(item)
+            picks.append((where, item))
     for section in PRIORITY:  # render chronologically within each section
         position = {item: i for i, item in enumerate(order[section])}
         chosen[section].sort(key=position.__getitem__)
     # The per-item costs are an estimate of the whole; drop the last picks until it truly fits.
-    while picks and estimate(_render(chosen, picked_goals)) > budget_tokens:
+    while picks and estimate(_render(chosen)) > budget_tokens:
         where, item = picks.pop()
-        (picked_goals if where is None else chosen[where]).remove(item)
+        chosen[where].remove(item)
     if not picks:
         return ""
-    return _render(chosen, picked_goals)
+    return _render(chosen)
 
 
 def load_project_memory(

@@ -7,39 +7,17 @@
       memories/<id>.md      one entry per file
       profile.md            synthesized from the store (debounced rebuild)
 
-One :class:`LongTermMemoryStore` is shared by everything of one runtime: the
-``save_memory`` / ``forget_memory`` tools (:mod:`aiden.longterm.tools`), the
-prompt loader and the profile debouncer. Expired entries are rejected from the
-index alone — their files are never opened. Parsed entries are kept in a
-bounded LRU :class:`ParseCache` whose admission is fixed: a full scan (search,
-profile) only fills free slots and never evicts, so scans cannot grow memory
-or flush the working set; point reads evict the least recently used entry.
-
-Writes: entry file first, then the index (both atomic); forget removes from the
-index first, then deletes the file — a crash never shows a forgotten entry.
-A corrupt ``index.yaml`` (bad YAML, refused tags, wrong shape) is rebuilt
-in memory from the entry files, reported in :attr:`StoreStats.problems`, and
-persisted by the next write. Blocking I/O runs in worker threads.
-
-The index is read-modify-written, so save and forget hold
+Expired entries are rejected from the index alone: their files are never
+opened. Writes: entry file first, then the index (both atomic); forget
+removes from the index first, then deletes the file, so a crash never shows a
+forgotten entry. A corrupt ``index.yaml`` is rebuilt in memory from the entry
+files, reported in :attr:`StoreStats.problems`, and persisted by the next
+write. The index is read-modify-written, so save and forget hold
 ``long_term/.entries.lock`` (``flock``, never deleted) and re-read the index
-from disk under it: two runtimes, in one process or two, never drop each
-other's rows.
+under it: two runtimes, in one process or two, never drop each other's rows.
 
-The parts every entry backend shares live here too: :class:`ThreadedEntryStore`
-is the async face over a backend's blocking ``_*_sync`` methods (files under
-``long_term/`` here, PostgreSQL rows in :mod:`aiden.longterm.postgres.backend`):
-it turns them into the :class:`~aiden.longterm.backend.EntryStore` protocol,
-validates ids before any I/O, and signals the profile debouncer after each
-change, one copy so the backends cannot drift apart in what they check or when
-they signal. :func:`render_profile` renders ``profile.md`` (pure) for every
-backend. :func:`run_profile_debouncer` receives "dirty" signals over a bounded
-anyio memory stream (the store sends one per save/forget, dropping it when the
-stream is full: a full stream already means "dirty"). After the first signal it
-waits until ``delay_s`` passed without another one — at most ``max_delay_s``
-after the first — then rebuilds once. A burst of writes therefore rebuilds the
-profile once. All waiting is on anyio's clock, so tests drive it with trio's
-``MockClock``.
+What every entry backend shares lives here too: :class:`ThreadedEntryStore`,
+:func:`render_profile` and :func:`run_profile_debouncer`.
 """
 
 from __future__ import annotations
@@ -101,7 +79,11 @@ Stamp = tuple[int, int, int]
 
 
 class ParseCache:
-    """LRU of parsed entries keyed by id and validated by the file's (mtime, size, inode) stamp."""
+    """LRU of parsed entries keyed by id and validated by the file's (mtime, size, inode) stamp.
+
+    A full scan (search, profile) only fills free slots and never evicts, so scans
+    cannot grow memory or flush the working set; point reads evict the least recently used.
+    """
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
@@ -144,10 +126,12 @@ class ParseCache:
 
 
 class ThreadedEntryStore(ABC):
-    """:class:`~aiden.longterm.backend.EntryStore` over blocking ``_*_sync`` methods.
+    """:class:`~aiden.longterm.backend.EntryStore` over a backend's blocking ``_*_sync`` methods.
 
-    ``dirty`` is the send side of a bounded stream the profile debouncer reads
-    (see :func:`run_profile_debouncer`).
+    One copy of what every backend does alike: ids are validated before any
+    I/O, the blocking work runs in a worker thread, and a change signals the
+    profile debouncer on ``dirty`` (a bounded stream: the signal is dropped when
+    one is already pending, which already means "dirty").
     """
 
     def __init__(self, *, dirty: MemoryObjectSendStream[None] | None = None) -> None:
@@ -273,13 +257,16 @@ async def run_profile_debouncer(
 ) -> None:
     """Rebuild the profile once per burst of dirty signals; returns when ``signals`` is closed.
 
+    After the first signal it waits until ``delay_s`` passed without another
+    one (at most ``max_delay_s`` after the first), then rebuilds once; all
+    waiting is on anyio's clock.
     Start it in the runtime task group: ``await tg.start(run_profile_debouncer, store, receive, 2.0)``.
     ``wall_clock`` gives the ``now`` used for expiry. A failed rebuild is logged
     and the next signal retries; cancellation propagates.
     """
     if delay_s < 0:
         raise ValueError("delay_s must be >= 0")
-    limit = max_delay_s if max_delay_s is not None else max(delay_s * 10, delay_s)
+    limit = max_delay_s if max_delay_s is not None else delay_s * 10
     task_status.started()
     async with signals:
         closed = False
@@ -332,6 +319,10 @@ def _stamp(path: Path) -> Stamp | None:
     except FileNotFoundError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _row(e: MemoryEntry) -> IndexEntry:
+    return IndexEntry(id=e.id, type=e.type, title=e.title, created_at=e.created_at, expires_at=e.expires_at)
 
 
 class LongTermMemoryStore(ThreadedEntryStore):
@@ -441,8 +432,7 @@ class LongTermMemoryStore(ThreadedEntryStore):
                 continue
             entry = self._read_file(name[:-3])
             if entry is not None:
-                entries.append(IndexEntry(id=entry.id, type=entry.type, title=entry.title,
-                                          created_at=entry.created_at, expires_at=entry.expires_at))
+                entries.append(_row(entry))
         entries.sort(key=lambda e: (e.created_at, e.id))
         return LongTermIndex(entries=tuple(entries))
 
@@ -480,9 +470,6 @@ class LongTermMemoryStore(ThreadedEntryStore):
         self._storage.write_atomic(self.index_path, render_index_yaml(index).encode("utf-8"))
         self._index, self._index_stamp, self._index_rebuilt = index, _stamp(self.index_path), False
 
-    def _ensure_dirs(self) -> None:
-        ensure_dir(self._storage, self.memories_dir)
-
     @contextmanager
     def _exclusive(self) -> Iterator[None]:
         """Hold the thread lock and the inter-process index lock; forget the cached index."""
@@ -499,15 +486,13 @@ class LongTermMemoryStore(ThreadedEntryStore):
     def _save_sync(self, entry: MemoryEntry) -> None:
         path = self.entry_path(entry.id)
         with self._exclusive():
-            self._ensure_dirs()
+            ensure_dir(self._storage, self.memories_dir)
             # Read before the entry file lands: a first save would otherwise look like an
             # index lost beside its entry files.
             index = self._load_index()
             previous = read_bytes(path) if path.exists() else None
-            row = IndexEntry(id=entry.id, type=entry.type, title=entry.title,
-                             created_at=entry.created_at, expires_at=entry.expires_at)
             rest = tuple(e for e in index.entries if e.id != entry.id)
-            new = LongTermIndex(entries=(*rest, row))
+            new = LongTermIndex(entries=(*rest, _row(entry)))
             try:
                 # The entry's replace may land before its directory fsync fails: undone too.
                 self._storage.write_atomic(path, render_entry_md(entry).encode("utf-8"))

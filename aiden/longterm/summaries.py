@@ -249,14 +249,8 @@ _HEADING_NAMES: Final[dict[str, Section]] = {
     "facts": "facts",
 }
 _HEADING: Final = re.compile(r"^\s*#{1,4}\s*(.+?)\s*:?\s*$")
+_KINDS: Final[dict[str, SummaryKind]] = {title.casefold(): kind for kind, title in _TITLES.items()}
 _HEADER_LINE: Final = re.compile(r"^(session|created|through|through_seq)\s*:\s*(.*)$")
-
-
-def _kind_of(title: str) -> SummaryKind | None:
-    for kind, text in _TITLES.items():
-        if title.strip().casefold() == text.casefold():
-            return kind
-    return None
 
 
 def parse_summary_md(text: str, *, kind: SummaryKind | None = None) -> SessionSummary:
@@ -272,7 +266,7 @@ def parse_summary_md(text: str, *, kind: SummaryKind | None = None) -> SessionSu
     in_header = True
     for raw in text.splitlines():
         line = raw.rstrip()
-        titled = _kind_of(line) if line.startswith("# ") else None
+        titled = _KINDS.get(line.strip().casefold()) if line.startswith("# ") else None
         if titled is not None:
             found_kind = titled
             continue
@@ -472,7 +466,7 @@ def merge_many(
     """Fold ``summaries`` (oldest first) with :func:`merge_summaries`; ``None`` for an empty sequence."""
     if not summaries:
         return None
-    result = merge_summaries(SessionSummary(), summaries[0], max_items=max_items)
-    for nxt in summaries[1:]:
-        result = merge_summaries(result, nxt, max_items=max_items)
+    result = SessionSummary()
+    for summary in summaries:
+        result = merge_summaries(result, summary, max_items=max_items)
     return result

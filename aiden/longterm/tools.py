@@ -11,13 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import msgspec
 
 from aiden.errors import AidenError
 from aiden.longterm.entries import MAX_CONTENT_CHARS, MAX_TITLE_CHARS, MEMORY_TYPES, MemoryEntry
-from aiden.longterm.store import LongTermMemoryStore
+
+if TYPE_CHECKING:
+    from aiden.longterm.backend import EntryStore
 
 __all__ = [
     "FORGET_MEMORY_TOOL",
@@ -186,7 +188,7 @@ def parse_forget_memory(arguments: str | Mapping[str, Any]) -> str:
     return _decode(arguments, _ForgetArgs).id
 
 
-async def save_memory(store: LongTermMemoryStore, request: SaveRequest, *, now: float) -> str:
+async def save_memory(store: EntryStore, request: SaveRequest, *, now: float) -> str:
     """Save one decoded call: ``{"saved": {...}}`` or ``{"error": "..."}``."""
     try:
         entry = await store.save(
@@ -202,7 +204,7 @@ async def save_memory(store: LongTermMemoryStore, request: SaveRequest, *, now: 
     return _encoder.encode({"saved": _describe(entry)}).decode()
 
 
-async def forget_memory(store: LongTermMemoryStore, memory_id: str) -> str:
+async def forget_memory(store: EntryStore, memory_id: str) -> str:
     """Forget one memory by id: ``{"forgotten": id}`` or ``{"error": "..."}``."""
     try:
         found = await store.forget(memory_id)
@@ -219,7 +221,7 @@ def tool_error(name: str, exc: Exception) -> str:
 
 
 async def handle_save_memory(
-    store: LongTermMemoryStore, arguments: str | Mapping[str, Any], *, now: float
+    store: EntryStore, arguments: str | Mapping[str, Any], *, now: float
 ) -> str:
     """Run a ``save_memory`` call: ``{"saved": {...}}`` or ``{"error": "..."}``."""
     try:
@@ -229,7 +231,7 @@ async def handle_save_memory(
     return await save_memory(store, request, now=now)
 
 
-async def handle_forget_memory(store: LongTermMemoryStore, arguments: str | Mapping[str, Any]) -> str:
+async def handle_forget_memory(store: EntryStore, arguments: str | Mapping[str, Any]) -> str:
     """Run a ``forget_memory`` call: ``{"forgotten": id}`` or ``{"error": "..."}``."""
     try:
         memory_id = parse_forget_memory(arguments)

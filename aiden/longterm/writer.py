@@ -1,44 +1,22 @@
 """Writing durable summaries at the moments that matter (seed 004, step 2).
 
-* :meth:`SessionSummaryWriter.merge_running_summary` — before every
-  compaction: the about-to-be-compacted events are extracted and merged into
-  ``session/running_summary.md``, so compaction never destroys knowledge that
-  was not exported yet.
-* :meth:`SessionSummaryWriter.write_session_summary` — at session end
-  (completion, cancellation, rotation): the running summary merged with the
-  extraction of the remaining hot window, written to
-  ``long_term/sessions/<YYYYMMDDTHHMMSSZ>-<session_id>.md``; then the store cap
-  is enforced (oldest summaries into the digest).
-* :meth:`SessionSummaryWriter.checkpoint` — the manual command: the same, mid-session.
-
-A session keeps one dated file: its id lives in the running summary, and a
-later checkpoint or the session end rewrites the same file. Extraction goes
-through the :class:`~aiden.summarizers.protocol.Summarizer` protocol
-(``purpose="session_summary"``) under ``config.summarizer_timeout_s``; if the
-summarizer fails, the deterministic :class:`ExtractiveSummarizer` is used so
-knowledge is never dropped because a provider is down. Every write is atomic.
-
-The flow is :class:`SummaryFlow`'s, which the PostgreSQL store shares
-(:class:`~aiden.longterm.postgres.backend.PgSummaryStore`); a backend
-supplies only the reads and writes (:class:`SummaryRows`) under its lock.
-The running summary's merge rules are shared by every backend (pure but for
-fresh ids): :func:`merged_running` is a pre-compaction merge;
-:func:`session_ending` is a session end or checkpoint, which also yields the
-dated session summary. :class:`FileSummaryRows` are the rows on files:
-``session/running_summary.md`` lives in the session directory, so another
-process's rotation takes it to the archive with its session; a session-end
-write only puts the running summary back into the ``session/`` it was read from.
+Before every compaction the about-to-be-compacted events are merged into the
+running summary, so compaction never destroys knowledge not exported yet; at
+session end (or a checkpoint) the running summary and the remaining hot window
+become the dated session summary ``long_term/sessions/<YYYYMMDDTHHMMSSZ>-<id>.md``
+(a session keeps one file: its id lives in the running summary). The flow is
+:class:`SummaryFlow`'s, shared with the PostgreSQL store; a backend supplies only
+the reads and writes (:class:`SummaryRows`) under its lock. Extraction falls back
+to the deterministic extractive summarizer, so knowledge is never dropped because
+a provider is down. Every write is atomic.
 
 Store cap (seed 004, step 4): the newest N session summaries plus one rolling
-digest. When more than ``keep`` session summaries exist, the oldest are merged
-into ``long_term/digest.md`` (same schema, deduplicated, most recent wins) and
-then deleted (:func:`enforce_cap`; :func:`plan_cap` and :func:`folded_digest`
-are its pure steps, shared with the PostgreSQL store). Order and crash safety:
-the digest — carrying the watermark ``through`` (the stem of the newest summary
-merged) — is written atomically *before* any original is deleted. A crash in
-between leaves originals that the digest already holds; the next run sees their
-stems at or below ``through`` and only deletes them, so a re-run never merges
-an old summary over newer digest content.
+digest; the oldest are merged into ``long_term/digest.md`` and then deleted
+(:func:`enforce_cap`). The digest, carrying the watermark ``through`` (the stem
+of the newest summary merged), is written *before* any original is deleted: a
+crash in between leaves originals the digest already holds, which the next run
+sees at or below ``through`` and only deletes, so a re-run never merges an old
+summary over newer digest content.
 """
 
 from __future__ import annotations
@@ -60,7 +38,6 @@ from aiden.config import Config
 from aiden.errors import StorageError, SummarizerError
 from aiden.events import SessionEvent
 from aiden.longterm.files import (
-    SESSION_FILE,
     digest_path,
     list_session_files,
     read_summary,
@@ -172,9 +149,9 @@ class FileSummaryRows:
         write_summary(self.storage, self.running_path, summary)
 
     def write_session(self, running: SessionSummary, final: SessionSummary) -> str:
-        path = self._existing_file(final.session_id)
-        if path is None:
-            path = self.layout.sessions / session_file_name(running.created_at, final.session_id)
+        sid = final.session_id
+        known = (p for p in list_session_files(self.layout) if p.stem.partition("-")[2] == sid)
+        path = next(known, None) or self.layout.sessions / session_file_name(running.created_at, sid)
         # The running summary first: the session file derives from it. Only into the session/ it was
         # read from: another process's rotation may have archived that one (with its running summary).
         if self._read_from is not None and _dir_id(self.layout.session) == self._read_from:
@@ -185,13 +162,6 @@ class FileSummaryRows:
                     raise
         write_summary(self.storage, path, final)
         return str(path)
-
-    def _existing_file(self, session_id: str) -> Path | None:
-        for path in list_session_files(self.layout):
-            match = SESSION_FILE.fullmatch(path.name)
-            if match is not None and match.group(2) == session_id:
-                return path
-        return None
 
     def enforce_cap(self, now: int) -> CapResult:
         return enforce_cap(self.layout, self.storage, keep=self._keep, now=now, max_items=self._max_items)
@@ -494,12 +464,8 @@ class SummaryFlow(ABC):
         the events being merged are still in the hot window that the session
         summary extracts, and the merge is cancelled with the memory.
         """
-        if wait_s is None:
-            async with self._lock:
-                yield False
-            return
         acquired = False
-        with anyio.move_on_after(wait_s):
+        with anyio.move_on_after(wait_s):  # None: no deadline
             await self._lock.acquire()
             acquired = True
         if not acquired:

@@ -1,74 +1,32 @@
 """The PostgreSQL long-term backend: one memory's long-term state in the session store's database.
 
-:class:`PostgresLongTermBackend` satisfies
-:class:`~aiden.longterm.backend.LongTermBackend` with rows instead of the
-files under ``memory/long_term/`` (tables: :mod:`aiden.longterm.postgres.schema`):
-saved memories and the profile (:class:`PgEntryStore`, here), the history log
-with its cursors (:mod:`~aiden.longterm.postgres.history`), the session
-summaries and digest (:class:`PgSummaryStore`, here) and Dream with its
-versions (:mod:`~aiden.longterm.postgres.dream`).
-
-:func:`aiden.open_memory` on a :class:`~aiden.storage.postgres.PostgresSessionStore`
-uses it (:func:`aiden.longterm.service.select_long_term` asks
-:func:`long_term_factory`), on the store's own pool. Every memory opened
-with the same long-term namespace (the store's ``long_term_namespace``,
-by default its session id) shares this long-term memory, in any number of
-worker processes and machines, with the guarantees listed in
-:mod:`aiden.longterm.backend`.
-
-Saved memories and ``profile.md`` (:class:`PgEntryStore`, an
-:class:`~aiden.longterm.backend.EntryStore`): a save is one upsert and a
-forget one delete: each is atomic on its own, and concurrent saves from any
-number of workers never drop each other (there is no index document to
-read-modify-write, each entry is its row). Expired entries are filtered by the
-query itself, so they are never returned. The profile is rendered as the file
-store renders ``profile.md`` and stored as a document; a rebuild reads the
-entries and writes the document in one transaction under a per-namespace lock,
-so the stored profile is always the rendering of one committed state.
-
-The durable session summaries (:class:`PgSummaryStore`, a
-:class:`~aiden.longterm.backend.SummaryStore`): the three writers of
-:class:`~aiden.longterm.writer.SummaryFlow` (shared with the file store, with
-its merge rules and its wait at close) and the same Markdown
-(:func:`~aiden.longterm.summaries.render_summary_md`), stored as rows:
-
-- the running summary: ``aiden_lt_running``, keyed by the session's
-  generation (a rotation starts the next session without one). The row of an
-  archived generation is kept, as the file store keeps
-  ``session_archive/<id>/running_summary.md`` (rotation moves it there): it
-  is that session's running summary, reachable by its closed id through
-  ``aiden_archives``, and nothing deletes an archived session in either store;
-- the dated session summaries: ``aiden_lt_session_summaries``, one per stem
-  ``<YYYYMMDDTHHMMSSZ>-<summary id>`` (the file store's file name);
-- the digest: the ``digest.md`` document.
-
-Extraction (a summarizer call) runs outside any transaction; each
-read-merge-write then runs in one transaction holding the namespace's
-``summaries`` advisory lock (waiting at most ``config.lock_timeout_s``, then
-:class:`~aiden.errors.LockError`): a running-summary merge, and a session
-write with its running summary and the store cap (oldest summaries into the
-digest), each commit whole or not at all. A write's ``path`` is a locator,
-``postgres:<namespace>/sessions/<stem>.md``: no file is written.
+:class:`PostgresLongTermBackend` is the :class:`~aiden.longterm.backend.LongTermBackend` of rows
+(tables: :mod:`aiden.longterm.postgres.schema`) on the session store's own pool:
+saved memories and the profile (:class:`PgEntryStore`), the history log
+(:mod:`~aiden.longterm.postgres.history`), the session summaries and digest
+(:class:`PgSummaryStore`) and Dream (:mod:`~aiden.longterm.postgres.dream`).
+Every memory opened with the same long-term namespace (the store's
+``long_term_namespace``, by default its session id) shares it, on any worker or machine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
+import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
 from aiden.config import Config
 from aiden.errors import CorruptionError, StorageError
-from aiden.longterm.backend import DreamVersions, EntryStore, HistoryLog, SummaryStore
 from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, MemoryType
 from aiden.longterm.files import session_file_name
 from aiden.longterm.postgres.history import PgHistoryLog
 from aiden.longterm.postgres.schema import LongTermDb
 from aiden.longterm.project import render_project_memory
 from aiden.longterm.store import ThreadedEntryStore, render_profile
-from aiden.longterm.summaries import DEFAULT_MAX_ITEMS, SessionSummary, parse_summary_md, render_summary_md
+from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
 from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, folded_digest, plan_cap
 from aiden.policy.tokens import estimate_tokens
 from aiden.storage.postgres.schema import Conn
@@ -77,6 +35,7 @@ from aiden.summarizers.protocol import Summarizer
 
 if TYPE_CHECKING:
     from aiden.longterm.backend import BackendFactory
+    from aiden.longterm.dream import DreamFlow
 
 __all__ = [
     "DIGEST_DOC",
@@ -134,7 +93,12 @@ def _entry(row: Row) -> MemoryEntry:
 
 
 class PgEntryStore(ThreadedEntryStore):
-    """The saved memories of one namespace; ``dirty`` is the profile debouncer's signal stream."""
+    """The saved memories of one namespace; ``dirty`` is the profile debouncer's signal stream.
+
+    Each entry is its row (no index document to read-modify-write), so a save
+    (an upsert) or forget (a delete) is atomic and concurrent saves never drop
+    each other. The profile is rendered as ``profile.md`` is and stored as a document.
+    """
 
     def __init__(self, db: LongTermDb, *, dirty: MemoryObjectSendStream[None] | None = None) -> None:
         super().__init__(dirty=dirty)
@@ -143,18 +107,8 @@ class PgEntryStore(ThreadedEntryStore):
     # --- blocking ------------------------------------------------------------------------
     def _save_sync(self, entry: MemoryEntry) -> None:
         with self._db.connection("saving a memory") as conn:
-            conn.execute(
-                _UPSERT,
-                (
-                    self._db.namespace,
-                    entry.id,
-                    entry.type,
-                    entry.title,
-                    entry.content,
-                    entry.created_at,
-                    entry.expires_at,
-                ),
-            )
+            # MemoryEntry's fields are in the order of the statement's columns.
+            conn.execute(_UPSERT, (self._db.namespace, *msgspec.structs.astuple(entry)))
 
     def _forget_sync(self, memory_id: str) -> bool:
         with self._db.connection("forgetting a memory") as conn:
@@ -185,16 +139,9 @@ class PgEntryStore(ThreadedEntryStore):
             # Serialized per namespace: the profile written is the rendering of the entries read.
             self._db.serialize(conn, "profile", _PROFILE_LOCK_S)
             text = render_profile(self._active(conn, ns, now, None), now=now)
-            row = conn.execute(
-                "SELECT body FROM aiden_lt_docs WHERE namespace = %s AND name = %s", (ns, PROFILE_DOC)
-            ).fetchone()
-            if row is not None and row[0] == text:
+            if read_doc(conn, ns, PROFILE_DOC) == text:
                 return False
-            conn.execute(
-                "INSERT INTO aiden_lt_docs (namespace, name, body) VALUES (%s, %s, %s)"
-                " ON CONFLICT (namespace, name) DO UPDATE SET body = EXCLUDED.body",
-                (ns, PROFILE_DOC, text),
-            )
+            _write_doc(conn, ns, PROFILE_DOC, text)
             return True
 
 
@@ -239,18 +186,19 @@ def _write_doc(conn: Conn, namespace: str, name: str, body: str) -> None:
 
 
 class PgSummaryStore(SummaryFlow):
-    """The running summary, session summaries and digest of one namespace (one instance per runtime)."""
+    """The running summary, session summaries and digest of one namespace (one instance per runtime).
 
-    def __init__(
-        self,
-        db: LongTermDb,
-        summarizer: Summarizer,
-        config: Config,
-        *,
-        use_fallback: bool = True,
-        max_items: int = DEFAULT_MAX_ITEMS,
-    ) -> None:
-        super().__init__(summarizer, config, use_fallback=use_fallback, max_items=max_items)
+    The running summary is a row of ``aiden_lt_running`` keyed by the session's
+    generation (an archived generation keeps its row, as the file store's archive keeps
+    ``running_summary.md``); the dated summaries are rows of
+    ``aiden_lt_session_summaries`` by stem; the digest is the ``digest.md`` document.
+    Each read-merge-write is one transaction under the namespace's ``summaries``
+    advisory lock. A write's ``path`` is a locator,
+    ``postgres:<namespace>/sessions/<stem>.md``: no file is written.
+    """
+
+    def __init__(self, db: LongTermDb, summarizer: Summarizer, config: Config) -> None:
+        super().__init__(summarizer, config)
         self._db = db
 
     def running(self) -> SessionSummary | None:
@@ -373,32 +321,20 @@ class PostgresLongTermBackend:
         self._db = LongTermDb(store.pool, store.long_term_namespace, store.session_id, store.ensure_ready)
         self._config = config
         self._summarizer = summarizer
-        self._entries = PgEntryStore(self._db, dirty=dirty)
-        self._history = PgHistoryLog(self._db)
-        self._summaries = PgSummaryStore(self._db, summarizer, config)
-        self._dream: DreamVersions | None = None
+        self.entries = PgEntryStore(self._db, dirty=dirty)
+        """``aiden_lt_entries`` (and the profile document)."""
+        self.history = PgHistoryLog(self._db)
+        """``aiden_lt_history`` with the cursors of ``aiden_lt_state``."""
+        self.summaries = PgSummaryStore(self._db, summarizer, config)
+        """The running summary, the dated session summaries and the digest."""
+        self._dream: DreamFlow[Any] | None = None
 
     @property
     def namespace(self) -> str:
         """Whose long-term memory this is (shared by every memory opened with it)."""
         return self._db.namespace
 
-    @property
-    def entries(self) -> EntryStore:
-        """``aiden_lt_entries`` (and the profile document)."""
-        return self._entries
-
-    @property
-    def history(self) -> HistoryLog:
-        """``aiden_lt_history`` with the cursors of ``aiden_lt_state``."""
-        return self._history
-
-    @property
-    def summaries(self) -> SummaryStore:
-        """The running summary, the dated session summaries and the digest."""
-        return self._summaries
-
-    def dream(self) -> DreamVersions:
+    def dream(self) -> DreamFlow[Any]:
         """Dream over this namespace, its versions in ``aiden_lt_versions`` (built on first use)."""
         if self._dream is None:
             from aiden.longterm.dream import SummarizerDreamEditor
@@ -416,7 +352,7 @@ class PostgresLongTermBackend:
 
     def has_running_summary(self) -> bool:
         """True when the active session has a running summary (blocking)."""
-        return self._summaries.running() is not None
+        return self.summaries.running() is not None
 
     def load_layer(self, config: Config) -> str:
         """The PROJECT MEMORY block (latest session summaries over the digest), then the profile (blocking)."""
@@ -433,7 +369,7 @@ class PostgresLongTermBackend:
 
 
 def long_term_factory(store: PostgresSessionStore, config: Config, summarizer: Summarizer) -> BackendFactory:
-    """The ``backend_factory`` of :class:`~aiden.longterm.service.LongTermServices` for a memory on ``store``."""
+    """The long-term actor's ``backend_factory`` for a memory on ``store``."""
 
     def make(dirty: MemoryObjectSendStream[None]) -> PostgresLongTermBackend:
         return PostgresLongTermBackend(store, config, summarizer, dirty)

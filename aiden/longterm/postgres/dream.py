@@ -1,10 +1,10 @@
-"""Dream over PostgreSQL (a :class:`~aiden.longterm.backend.DreamVersions`): versions as rows.
+"""Dream over PostgreSQL (a :class:`~aiden.longterm.dream.DreamFlow`): versions as rows.
 
 The file backend keeps SOUL.md, USER.md and MEMORY.md as files versioned in
 git; here the newest row of ``aiden_lt_versions`` *is* the current state of
 the three files (there are no files to edit by hand, so there is nothing to
 snapshot first). A run plans its edits exactly as the file backend's
-(:func:`~aiden.longterm.dream.propose_run`), then records the new version
+(:class:`~aiden.longterm.dream.DreamFlow`), then records the new version
 and advances Dream's cursor in **one transaction**: the cursor never moves
 without the version, nor the version without the cursor.
 
@@ -31,11 +31,10 @@ import logging
 from collections.abc import Mapping
 from typing import Final
 
-import anyio
 import msgspec
 
 from aiden.errors import CorruptionError, DreamError, StorageError, VersionNotFoundError
-from aiden.longterm.dream import DreamEditor, DreamOutcome, SummarizerDreamEditor, propose_run
+from aiden.longterm.dream import DreamEditor, DreamFlow
 from aiden.longterm.dream_edits import LONG_TERM_FILES, Version, check_target, unique_match
 from aiden.longterm.history import HistoryRecord
 from aiden.longterm.postgres.history import read_after
@@ -49,7 +48,6 @@ log = logging.getLogger("aiden.longterm")
 
 Files = dict[str, bytes | None]
 
-_HELD: Final = "another worker is running Dream (its advisory lock is held)"
 _files_enc: Final = msgspec.json.Encoder()
 _files_dec: Final = msgspec.json.Decoder(dict[str, str])
 
@@ -78,7 +76,7 @@ def _head(conn: Conn, namespace: str) -> _Head:
     return _Head(int(row[0]), str(row[1]), _decode_files(bytes(row[2]), str(row[1])))
 
 
-class PgDream:
+class PgDream(DreamFlow[tuple[int, _Head]]):
     """Dream over one namespace's history and versions (one instance per runtime)."""
 
     def __init__(
@@ -89,17 +87,11 @@ class PgDream:
         max_records: int = 200,
         lock_timeout_s: float = 30.0,
     ) -> None:
-        if max_records < 1:
-            raise ValueError("max_records must be >= 1")
+        super().__init__(editor, max_records, "another worker is running Dream (its advisory lock is held)")
         self._db = db
-        self._editor: DreamEditor = editor or SummarizerDreamEditor()
-        self._max_records = max_records
         self._timeout = lock_timeout_s
-        # The anyio lock serializes this runtime's runs and restores; the advisory lock, every worker's.
-        self._lock = anyio.Lock()
         self._advisory = AdvisoryLock(db.pool, db.lock_key("dream"), name="Dream lock")
 
-    # --- the lock --------------------------------------------------------------------------
     def _try_lock(self) -> bool:
         self._db.ensure_ready()
         return self._advisory.try_acquire(self._timeout)
@@ -111,15 +103,15 @@ class PgDream:
             # The connection was closed instead, which drops the lock: the run's result stands.
             log.warning("releasing the Dream lock failed (its connection was closed): %s", exc)
 
-    # --- blocking, while the lock is held ----------------------------------------------------
-    def _start(self) -> tuple[int, list[HistoryRecord], _Head]:
+    def _start(self) -> tuple[int, list[HistoryRecord], Files, tuple[int, _Head]]:
         with self._db.connection("reading Dream's history") as conn:
             row = conn.execute(
                 "SELECT dream_cursor FROM aiden_lt_state WHERE namespace = %s", (self._db.namespace,)
             ).fetchone()
             start = int(row[0]) if row is not None else 0
             records = read_after(conn, self._db.namespace, start, self._max_records)
-            return start, records, _head(conn, self._db.namespace)
+            head = _head(conn, self._db.namespace)
+            return start, records, head.files, (start, head)
 
     def _record(
         self, conn: Conn, head: _Head, files: Mapping[str, bytes | None], message: str, now: int
@@ -141,23 +133,19 @@ class PgDream:
         )
         return commit_id
 
-    def _check_unmoved(self, conn: Conn, start: int, head: _Head) -> None:
-        row = conn.execute(
-            "SELECT dream_cursor FROM aiden_lt_state WHERE namespace = %s FOR UPDATE", (self._db.namespace,)
-        ).fetchone()
-        if row is None or int(row[0]) != start or _head(conn, self._db.namespace).pos != head.pos:
-            raise DreamError("long-term history changed concurrently; the Dream run was not recorded")
-
     def _commit_run(
-        self, start: int, head: _Head, new: Files, message: str, cursor: int, now: int
+        self, base: tuple[int, _Head], new: Mapping[str, bytes | None], message: str, cursor: int, now: int
     ) -> str | None:
+        start, head = base
         with self._db.connection("recording the Dream version") as conn, conn.transaction():
-            self._check_unmoved(conn, start, head)
+            ns = self._db.namespace
+            row = conn.execute(
+                "SELECT dream_cursor FROM aiden_lt_state WHERE namespace = %s FOR UPDATE", (ns,)
+            ).fetchone()
+            if row is None or int(row[0]) != start or _head(conn, ns).pos != head.pos:
+                raise DreamError("long-term history changed concurrently; the Dream run was not recorded")
             commit_id = self._record(conn, head, new, message, now) if new != head.files else None
-            conn.execute(
-                "UPDATE aiden_lt_state SET dream_cursor = %s WHERE namespace = %s",
-                (cursor, self._db.namespace),
-            )
+            conn.execute("UPDATE aiden_lt_state SET dream_cursor = %s WHERE namespace = %s", (cursor, ns))
             return commit_id
 
     def _restore_sync(self, target: str | int, now: int) -> Version:
@@ -199,47 +187,3 @@ class PgDream:
                 (self._db.namespace, limit),
             ).fetchall()
         return [Version(commit_id=str(c), timestamp=int(str(t)), message=str(m)) for c, t, m in rows]
-
-    # --- DreamVersions -----------------------------------------------------------------------
-    async def run(self, *, now: float) -> DreamOutcome:
-        """One Dream run (``ran=False`` when nothing is new or another worker runs Dream)."""
-        async with self._lock:
-            if not await anyio.to_thread.run_sync(self._try_lock):
-                return DreamOutcome(ran=False, message=_HELD)
-            try:
-                return await self._run(now)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._unlock)
-
-    async def _run(self, now: float) -> DreamOutcome:
-        start, records, head = await anyio.to_thread.run_sync(self._start)
-        if not records:
-            return DreamOutcome(ran=False, cursor=start)
-        new, edits, message = await propose_run(self._editor, records, head.files)
-        last = records[-1].cursor
-        commit_id = await anyio.to_thread.run_sync(
-            self._commit_run, start, head, new, message, last, int(now)
-        )
-        return DreamOutcome(
-            ran=True, records=len(records), edits=edits, commit_id=commit_id, cursor=last, message=message
-        )
-
-    async def dream_log(self, limit: int = 20) -> list[Version]:
-        """The newest ``limit`` versions, newest first."""
-        return await anyio.to_thread.run_sync(self._log, limit)
-
-    async def restore(self, target: str | int, *, now: float) -> Version:
-        """Bring back version ``target`` (an id or prefix, or steps back) as a new version.
-
-        :class:`~aiden.errors.VersionNotFoundError` for an unknown target;
-        :class:`~aiden.errors.DreamError` while another worker runs Dream.
-        """
-        async with self._lock:
-            if not await anyio.to_thread.run_sync(self._try_lock):
-                raise DreamError(f"{_HELD}: restore refused")
-            try:
-                return await anyio.to_thread.run_sync(self._restore_sync, target, int(now))
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._unlock)

@@ -14,14 +14,11 @@ from __future__ import annotations
 from typing import Final
 
 from aiden.errors import StorageError
-from aiden.longterm.history import DEFAULT_MAX_RECORD_CHARS, HistoryRecord, new_record, record_text
+from aiden.longterm.history import LOCK_TIMEOUT_S, HistoryRecord, new_record, record_text
 from aiden.longterm.postgres.schema import LongTermDb, bounded_wait
 from aiden.storage.postgres.schema import Conn
 
 __all__ = ["PgHistoryLog", "read_after"]
-
-LOCK_TIMEOUT_S: Final = 30.0
-"""How long an append waits for another worker's append of the same namespace (then LockError)."""
 
 _BY_CHUNK: Final = """
 SELECT pos, stamp, content, session_key, chunk_id FROM aiden_lt_history WHERE namespace = %s AND chunk_id = %s
@@ -49,11 +46,8 @@ def _record(row: tuple[object, ...]) -> HistoryRecord:
 class PgHistoryLog:
     """The history records and both cursors of one namespace."""
 
-    def __init__(self, db: LongTermDb, *, max_record_chars: int = DEFAULT_MAX_RECORD_CHARS) -> None:
-        if max_record_chars < 64:
-            raise ValueError("max_record_chars must be >= 64")
+    def __init__(self, db: LongTermDb) -> None:
         self._db = db
-        self._max = max_record_chars
 
     def _state(self, conn: Conn, column: str) -> int:
         row = conn.execute(
@@ -65,7 +59,7 @@ class PgHistoryLog:
 
     def append(self, content: str, *, session_key: str, now: float, chunk_id: str = "") -> HistoryRecord:
         """Append one record; a record of a ``chunk_id`` already recorded is returned instead."""
-        text = record_text(content, self._max)
+        text = record_text(content)
         ns = self._db.namespace
         with self._db.connection("recording history") as conn, conn.transaction():
             bounded_wait(conn, LOCK_TIMEOUT_S)
