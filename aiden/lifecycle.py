@@ -127,7 +127,7 @@ class Lifecycle:
 
     def _window_for(self, model: str) -> int:
         # litellm's bundled map, else this memory's window; an unknown model is logged once.
-        from aiden.models import ModelResolver
+        from aiden.config import ModelResolver
 
         window = ModelResolver().lookup(model)
         if window is None:

@@ -265,8 +265,7 @@ def inspect_root(
     the recorded one) also picks the token estimator. ``problems`` names what
     could not be read (a damaged index, skipped lines).
     """
-    from aiden.config import Config
-    from aiden.models import ModelResolver
+    from aiden.config import Config, ModelResolver
     from aiden.policy.tokens import event_tokens, profile_for_model
     from aiden.storage.advisory import read_last_recovery, read_window
 

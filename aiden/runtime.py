@@ -140,7 +140,7 @@ async def run_memory(
         select_store, store, session_id, store_factory, layout, storage, config
     )
     if context_window is None:
-        from aiden.models import ModelResolver
+        from aiden.config import ModelResolver
 
         context_window = ModelResolver().context_window(model, config.context_window)
     # Every token-sized default not set explicitly follows the active window from here on.

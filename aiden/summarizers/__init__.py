@@ -59,7 +59,7 @@ __all__ = [
 _LAZY: dict[str, str] = {
     "ExtractiveSummarizer": "aiden.summarizers.extractive",
     "LiteLLMSummarizer": "aiden.summarizers.llm",
-    "ModelResolver": "aiden.models",
+    "ModelResolver": "aiden.config",
     "SummarizerStats": "aiden.summarizers.llm",
     "apply_must_keep": "aiden.summarizers.mustkeep",
     "extract_must_keep": "aiden.summarizers.mustkeep",

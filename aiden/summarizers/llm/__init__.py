@@ -4,7 +4,7 @@ This is the only package of aiden that imports litellm, and it does so lazily
 (``import litellm`` costs seconds and, without ``LITELLM_LOCAL_MODEL_COST_MAP``,
 reaches for the network). Importing this package imports no litellm.
 :class:`ModelResolver` (the context windows of litellm's bundled model map, read
-without importing it) lives in the core, :mod:`aiden.models`; it is re-exported here.
+without importing it) lives in the core, :mod:`aiden.config`; it is re-exported here.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 # The underscore names are aiden-internal (the recall embedder imports litellm
 # through the same one-time, quiet import; tests drive both); the redundant
 # aliases mark them as re-exported.
-from aiden.models import ModelResolver
+from aiden.config import ModelResolver
 from aiden.summarizers.llm.client import _import_litellm as _import_litellm
 from aiden.summarizers.llm.client import _loop_thread as _loop_thread
 from aiden.summarizers.llm.prompts import parse_summary_output

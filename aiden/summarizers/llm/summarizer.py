@@ -15,10 +15,9 @@ from typing import Any, Final
 import anyio
 import msgspec
 
-from aiden.config import Config
+from aiden.config import Config, ModelResolver
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerUnavailable
 from aiden.events import SessionEvent
-from aiden.models import ModelResolver
 from aiden.observe import observed
 from aiden.summarizers.extractive import (
     ExtractiveSummarizer,
