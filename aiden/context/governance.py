@@ -4,11 +4,7 @@ Both mechanisms work on a *copy* of the hot window right before
 :func:`aiden.context.prompt.build_messages`; nothing they do is persisted.
 
 **Replay trimming.** :func:`trim_replay` bounds how many hot-window events one
-call replays. The cut is made only where the hot window may legally open
-(:func:`aiden.policy.cutpoints.legal_cut_points`: never on a tool result,
-never between a call and its result) and always keeps the root user input,
-the current turn's user input and the events ``keep`` selects (sticky pins,
-:func:`is_pinned`), with their call/result groups.
+call replays, cutting only where the hot window may legally open.
 
 **Turn structure.** Both read the same structure: turn starts, model steps,
 tool results and pins (:func:`is_turn_start`, :func:`is_step`,
@@ -16,12 +12,8 @@ tool results and pins (:func:`is_turn_start`, :func:`is_step`,
 aiden itself, not by the agent) never open a turn, form a step or count as a
 tool result, so repairs aiden made cannot move where either cuts.
 
-**Stubs.** A stub (:func:`render_stub`) is the short text that stands in for
-a trimmed tool result in one prompt: it names the tool and its arguments, the
-original size, a head/tail excerpt, and the ``seq`` under which the verbatim
-output stays stored, so the agent can re-run the tool or recall it. Stubs are
-deterministic: the same event always renders the same stub, so a stubbed
-prefix stays cacheable.
+**Stubs.** A stub (:func:`render_stub`) stands in for a trimmed tool result
+in one prompt and names the ``seq`` under which the verbatim output stays stored.
 
 **Tool-result governance.** :func:`govern_events` replaces the content of tool
 results the agent has already acted on by a stub. Seed 001: raw tool output
@@ -65,6 +57,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Final
 
 import msgspec
@@ -83,9 +76,6 @@ __all__ = [
     "GovernedEvents",
     "govern_events",
     "is_pinned",
-    "is_step",
-    "is_tool_result",
-    "is_turn_start",
     "render_stub",
     "stub_seq",
     "trim_replay",
@@ -167,9 +157,7 @@ def trim_replay(
     cuts = legal_cut_points(events)
     if not cuts:
         return list(events)
-    kept_before = [0] * (n + 1)
-    for i in range(n):
-        kept_before[i + 1] = kept_before[i] + kept[i]
+    kept_before = list(accumulate(kept, initial=0))
     # The replayed count kept_before[c] + (n - c) never grows with c.
     chosen = next((c for c in cuts if kept_before[c] + n - c <= max_messages), None)
     if chosen is None:
@@ -300,15 +288,6 @@ class GovernedEvents(msgspec.Struct, frozen=True, kw_only=True):
         return self.tokens_before - self.tokens_after
 
 
-def _event_cost(event: SessionEvent, content_tokens: int, estimate: Estimate) -> int:
-    cost = MESSAGE_OVERHEAD_TOKENS + content_tokens
-    if event.tool_args:
-        cost += estimate(event.tool_args)
-    if event.tool_name:
-        cost += estimate(event.tool_name)
-    return cost
-
-
 def _protected_from(events: Sequence[SessionEvent], current: int, keep_steps: int) -> int:
     """Index from which the current turn (starting at ``current``) is kept whole."""
     if keep_steps <= 0:
@@ -353,18 +332,12 @@ def govern_events(
         raise ValueError(f"max_tool_tokens must be >= 1, got {max_tool_tokens}")
     if keep_steps < 0:
         raise ValueError(f"keep_steps must be >= 0, got {keep_steps}")
-    n = len(events)
-    turn_of = [0] * n
-    turns = 0
-    last_step = -1
-    for i, event in enumerate(events):
-        if is_turn_start(event):
-            turns += 1
-        turn_of[i] = turns - 1
-        if is_step(event):
-            last_step = i
-    current_turn = turns - 1
-    current_start = next((i for i in range(n - 1, -1, -1) if is_turn_start(events[i])), 0)
+    # turn_of[i]: the turns started up to events[i]; the current turn is the last one (from its
+    # user input on, or the whole list when there is none).
+    turn_of = list(accumulate(1 if is_turn_start(e) else 0 for e in events))
+    turns = turn_of[-1] if turn_of else 0
+    last_step = max((i for i, e in enumerate(events) if is_step(e)), default=-1)
+    current_start = max((i for i, e in enumerate(events) if is_turn_start(e)), default=0)
     protected_from = _protected_from(events, current_start, keep_steps)
     call_of = call_of_results(events)
 
@@ -374,7 +347,9 @@ def govern_events(
     saved = 0
     for i, event in enumerate(events):
         content_tokens = estimate(event.content) if event.content else 0
-        tokens_before += _event_cost(event, content_tokens, estimate)
+        # The event's prompt cost: framing, content, tool arguments and name.
+        extras = sum(estimate(text) for text in (event.tool_args, event.tool_name) if text)
+        tokens_before += MESSAGE_OVERHEAD_TOKENS + content_tokens + extras
         oversized = oversized_tokens is not None and content_tokens > oversized_tokens
         if not is_tool_result(event) or event.seq <= 0:
             continue
@@ -385,8 +360,8 @@ def govern_events(
         call = events[call_of[i]] if call_of[i] >= 0 else None
         if event.pinned is not None or (call is not None and call.pinned is not None):
             continue
-        in_current = i >= current_start and turn_of[i] == current_turn
-        old = in_current or turn_of[i] <= current_turn - keep_turns
+        # Old: in the current turn (before its protected steps), or not in the newest keep_turns turns.
+        old = i >= current_start or turn_of[i] <= turns - keep_turns
         if not (oversized or old or content_tokens > max_tool_tokens):
             continue
         stub = render_stub(event, call, tokens=content_tokens, head_chars=head_chars, tail_chars=tail_chars)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -68,6 +68,8 @@ __all__ = [
 Message = dict[str, Any]
 
 _UNCALIBRATED = BudgetCalibration()
+
+_CHAT_ROLE: Final = {"user_input": "user", "assistant_output": "assistant", "role_output": "assistant"}
 
 MISSING_RESULT = "[no result was recorded for this tool call]"
 TOOLS_OVERHEAD_TOKENS = 12
@@ -127,18 +129,9 @@ class RenderedBody(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _system_text(layers: PromptLayers, session_summary: str, long_term: str, *, include_runtime: bool) -> str:
-    parts = [
-        layers.role_identity,
-        layers.base_instruction,
-        layers.defaults,
-        layers.skills,
-        layers.active_skills,
-        layers.runtime_context if include_runtime else "",
-        layers.role_rules,
-        layers.tools,
-        session_summary,
-        long_term,
-    ]
+    # The layers in the order PromptLayers declares them (seed 002), then the summary and long-term memory.
+    names = [name for name in PromptLayers.__struct_fields__ if include_runtime or name != "runtime_context"]
+    parts = [*(getattr(layers, name) for name in names), session_summary, long_term]
     return "\n\n".join(p.strip() for p in parts if p and p.strip())
 
 
@@ -177,8 +170,8 @@ class Renderer:
         renamed and its results follow the newest call of that id."""
         self.retracted: set[int] = set()
         """Seqs withdrawn by retractions fed so far (e.g. an agent framework's pop_item)."""
-        self._open: dict[str, int] = {}
-        """tool_call_id -> index of the assistant message, for the calls of the current run."""
+        self._open: dict[str, None] = {}
+        """The tool_call_ids of the current run's calls, in order (a dict as an ordered set)."""
 
     @property
     def settled(self) -> bool:
@@ -187,8 +180,6 @@ class Renderer:
 
     def copy(self) -> Renderer:
         """This state, to :meth:`feed` the events that follow; only a :attr:`settled` state continues."""
-        if not self.settled:
-            raise ValueError("a renderer with calls still open cannot continue from a copy")
         other = Renderer(self.split_turn_context, self.split_before_seq)
         other.injected = self.injected
         other.repairs = self.repairs
@@ -217,11 +208,7 @@ class Renderer:
             if not self.injected and self.split_before_seq is not None and ev.seq >= self.split_before_seq:
                 out.append({"role": "system", "content": self.split_turn_context})
                 self.injected = True
-            if ev.type == "user_input":
-                out.append({"role": "user", "content": ev.content})
-            elif ev.type in ("assistant_output", "role_output"):
-                out.append({"role": "assistant", "content": ev.content})
-            elif ev.type == "tool_call":
+            if ev.type == "tool_call":
                 new_id = ev.tool_call_id or f"call_seq{ev.seq}"
                 if new_id in open_calls or new_id in answered:
                     original, new_id = new_id, f"{new_id}_seq{ev.seq}"
@@ -231,23 +218,21 @@ class Renderer:
                     "type": "function",
                     "function": {"name": ev.tool_name or "tool", "arguments": ev.tool_args or "{}"},
                 }
-                last = out[-1] if out else None
-                if last is not None and last["role"] == "assistant":
-                    last.setdefault("tool_calls", []).append(call)
-                    if not last.get("content"):
-                        last["content"] = None
+                if out and out[-1]["role"] == "assistant":
+                    out[-1].setdefault("tool_calls", []).append(call)
+                    if not out[-1].get("content"):
+                        out[-1]["content"] = None
                 else:
                     out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-                open_calls[new_id] = len(out) - 1
+                open_calls[new_id] = None
             elif ev.type == "tool_result":
-                call_id: str | None = ev.tool_call_id
-                if call_id is not None:
-                    call_id = renamed.get(call_id, call_id)
-                if call_id is None and open_calls:
+                call_id: str | None
+                if ev.tool_call_id is not None:
+                    call_id = renamed.get(ev.tool_call_id, ev.tool_call_id)
+                else:
                     # Text-action agents record results without ids: answer the newest open call.
-                    pending = [c for c in open_calls if c not in answered]
-                    call_id = pending[-1] if pending else None
-                if call_id is not None and call_id in open_calls and call_id not in answered:
+                    call_id = next((c for c in reversed(open_calls) if c not in answered), None)
+                if call_id in open_calls and call_id not in answered:
                     out.append({"role": "tool", "tool_call_id": call_id, "content": ev.content})
                     answered.add(call_id)
                 else:
@@ -255,60 +240,32 @@ class Renderer:
                     self.repairs += 1
                     name = f" {ev.tool_name}" if ev.tool_name else ""
                     out.append({"role": "system", "content": f"Earlier tool result{name}:\n{ev.content}"})
-            else:  # system_event, screen_context
-                out.append({"role": "system", "content": ev.content})
+            else:  # user input, assistant and role output; system events and screen context as system
+                out.append({"role": _CHAT_ROLE.get(ev.type, "system"), "content": ev.content})
         return out
-
-    @staticmethod
-    def merged(out: list[Message]) -> list[Message]:
-        """Messages fed up to a :attr:`settled` point, tool blocks merged (what :meth:`finish` does there)."""
-        return _merge_tool_blocks(out)
 
     def finish(self, out: list[Message]) -> list[Message]:
         """The last run's messages with a placeholder result for every call still open, tool blocks merged."""
         if not self.injected and self.split_turn_context:
             out.append({"role": "system", "content": self.split_turn_context})
             self.injected = True
-        self.repairs += _close_all_missing(out, dict(self._open), self.answered)
+        missing = [c for c in self._open if c not in self.answered]
+        # Merging moves each placeholder behind the assistant message that made the call.
+        out.extend({"role": "tool", "tool_call_id": c, "content": MISSING_RESULT} for c in missing)
+        self.repairs += len(missing)
         return _merge_tool_blocks(out)
 
 
-def _close_all_missing(out: list[Message], open_calls: dict[str, int], answered: set[str]) -> int:
-    missing = [c for c in open_calls if c not in answered]
-    if not missing:
-        return 0
-    # Insert each placeholder right after the block of tool messages answering its assistant message.
-    for call_id in reversed(missing):
-        idx = open_calls[call_id]
-        pos = idx + 1
-        while pos < len(out) and out[pos]["role"] == "tool":
-            pos += 1
-        out.insert(pos, {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT})
-        for cid, i in open_calls.items():
-            if i >= pos:
-                open_calls[cid] = i + 1
-    return len(missing)
-
-
 def _merge_tool_blocks(out: list[Message]) -> list[Message]:
-    """Move every tool message directly behind the assistant message that called it."""
-    owner: dict[str, int] = {}
-    for i, m in enumerate(out):
-        for call in m.get("tool_calls") or []:
-            owner[call["id"]] = i
-    result: list[Message] = []
-    tools_for: dict[int, list[Message]] = {}
+    """Move every tool message directly behind the assistant message that called it, in call order."""
+    # A run answers each of its calls once (a reused id is renamed), so a call id names one result.
+    results = {m["tool_call_id"]: m for m in out if m["role"] == "tool"}
+    merged: list[Message] = []
     for m in out:
-        if m["role"] == "tool":
-            tools_for.setdefault(owner[m["tool_call_id"]], []).append(m)
-    for i, m in enumerate(out):
-        if m["role"] == "tool":
-            continue
-        result.append(m)
-        if i in tools_for:
-            order = {c["id"]: n for n, c in enumerate(m["tool_calls"])}
-            result.extend(sorted(tools_for[i], key=lambda t: order[t["tool_call_id"]]))
-    return result
+        if m["role"] != "tool":
+            merged.append(m)
+            merged.extend(results[c["id"]] for c in m.get("tool_calls") or [] if c["id"] in results)
+    return merged
 
 
 def validate_chat_sequence(messages: Sequence[Message]) -> list[str]:
@@ -449,50 +406,30 @@ class IncrementalBody:
         """``hot`` governed (when ``governance`` is given) and rendered as chat messages."""
         key = (governance, split_turn_context, split_before_seq)
         settled = self._settled
-        if settled is not None and (settled.key != key or not settled.holds(hot)):
+        # From the window's start nothing can reach back: only a continuation needs these checks.
+        if settled is not None and (
+            settled.key != key or not settled.holds(hot) or not _stays_after(hot[settled.count :])
+        ):
             settled = None
-        body = self._continue(settled, hot, key) if settled is not None else None
-        if body is None:
-            body = self._continue(None, hot, key)
-            assert body is not None  # from the window's start nothing can reach back
-        return body
-
-    def _continue(
-        self, settled: _Settled | None, hot: Sequence[SessionEvent], key: tuple[Governance | None, str, int | None]
-    ) -> RenderedBody | None:
-        """The body continuing from ``settled`` (None: from the window's start); None if it cannot."""
-        governance, split_ctx, split_before = key
         done = settled.count if settled is not None else 0
         rest = list(hot[done:])
-        if settled is not None and not _stays_after(rest):
-            return None
         stubbed: tuple[int, ...] = ()
         events = rest
         if governance is not None:
-            governed = govern_events(
-                rest,
-                keep_turns=governance.keep_turns,
-                max_tool_tokens=governance.max_tool_tokens,
-                keep_steps=governance.keep_steps,
-                estimate=self._estimate,
-                oversized_tokens=governance.oversized_tokens,
-            )
+            governed = govern_events(rest, **msgspec.structs.asdict(governance), estimate=self._estimate)
             events, stubbed = list(governed.events), governed.stubbed_seqs
-        renderer = settled.renderer.copy() if settled is not None else Renderer(split_ctx, split_before)
+        resume = settled.renderer if settled is not None else Renderer(split_turn_context, split_before_seq)
+        tail_renderer = resume.copy()
         cut = _settle_point(rest, governance)
         head: list[Message] = []
         if cut:
+            renderer = resume.copy()
             renderer.retracted |= retracted_seqs(rest)  # a later retraction hides an event before the point
-            head = Renderer.merged(renderer.feed(events[:cut]))
+            head = _merge_tool_blocks(renderer.feed(events[:cut]))
             if renderer.settled and rest[cut].seq not in renderer.retracted:
-                prefix_renderer = renderer.copy()
-                tail_renderer = prefix_renderer.copy()
+                tail_renderer = renderer.copy()
             else:  # a call before the point waits for its result: nothing more settles now
                 cut, head = 0, []
-                renderer = settled.renderer.copy() if settled is not None else Renderer(split_ctx, split_before)
-                tail_renderer = renderer
-        else:
-            tail_renderer = renderer
         tail = tail_renderer.finish(tail_renderer.feed(events[cut:]))
         before = settled.messages if settled is not None else ()
         before_tokens = settled.tokens if settled is not None else 0
@@ -508,7 +445,7 @@ class IncrementalBody:
                 before + tuple(head),
                 before_tokens + head_tokens,
                 before_stubbed + tuple(q for q in stubbed if q in head_seqs),
-                prefix_renderer,
+                renderer,
             )
         else:
             self._settled = settled
@@ -528,8 +465,6 @@ def _stays_after(rest: Sequence[SessionEvent]) -> bool:
     """False when an event of ``rest`` reaches back before it: a retraction of an earlier event
     (or of ``rest``'s first), or a tool result whose call is not in ``rest`` before it (governance
     and rendering would pair it with an earlier call)."""
-    if not rest:
-        return True
     if any(q <= rest[0].seq for q in retracted_seqs(rest)):
         return False
     called: set[str | None] = set()

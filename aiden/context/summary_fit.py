@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -63,7 +64,8 @@ __all__ = ["OMITTED_NOTE_PREFIX", "SummaryFit", "SummaryItem", "fit_summary_laye
 OMITTED_NOTE_PREFIX: Final = "[Summary shortened for this prompt: left out "
 """How the last line of a cut summary layer starts (the note saying what was left out)."""
 
-# Section names as this fit shows and ranks them (headings: aiden/policy/summary_md.py).
+# Section names as this fit shows them (headings: aiden/policy/summary_md.py), in the order the
+# omitted-lines note lists them (reversed: the least important first).
 _DISPLAY: Final[dict[str, str]] = {
     "goal": "Goal",
     "outcome": "Outcome",
@@ -77,6 +79,7 @@ _DISPLAY: Final[dict[str, str]] = {
     "must_keep": "Must keep",
     "notes": "Notes",
     "requests": "Requests",
+    "other": "other",
     "files": "Files",
     "tool_notes": "Tool results",
     "commands": "Commands",
@@ -84,11 +87,6 @@ _DISPLAY: Final[dict[str, str]] = {
 _CANONICAL: Final[dict[str, str]] = {
     name: _DISPLAY[section] for name, section in SECTION_OF_HEADING.items() if section is not None
 }
-# Section order as the omitted-lines note lists them (reversed: the least important first).
-_ORDER: Final = (
-    "Goal", "Outcome", "Decisions", "Constraints", "Preferences", "Errors", "Failed approaches",
-    "Open thread", "Facts", "Must keep", "Notes", "Requests", "other", "Files", "Tool results", "Commands",
-)  # fmt: skip
 _NOISE_TIER: Final = {"Files": 4, "Tool results": 5, "Commands": 6}
 _RESUME: Final = frozenset({"Goal", "Must keep"})
 _WORD: Final = re.compile(r"[^\W_]+(?:['\u2019.-][^\W_]+)*")
@@ -155,11 +153,6 @@ class _Parse:
         self.raw: list[tuple[list[int], tuple[int, ...], str]] = []
         self.bullet_indent = -1  # indent of the last bullet: deeper plain lines continue it
 
-    def push(self, level: int, index: int) -> None:
-        while self.stack and self.stack[-1][0] >= level:
-            self.stack.pop()
-        self.stack.append((level, index))
-
     def add(self, index: int, section: str) -> None:
         self.raw.append(([index], tuple(i for _, i in self.stack), section))
 
@@ -185,8 +178,9 @@ class _Parse:
         if heading is not None and name not in _CANONICAL and indent == 0 and self.top_headings:
             self._open(len(heading.group(1)), index)
         elif _RULE.match(stripped) or (label is not None and name == _SPLIT_HEADING and not label.group(2)):
-            # "---" then "Turn Context (split turn):": one marker of two lines.
-            if self.stack and self.stack[-1][0] == _SPLIT_LEVEL and self._nothing_since(self.stack[-1][1]):
+            # "---" then "Turn Context (split turn):" with no item between: one marker of two lines.
+            top = self.stack[-1] if self.stack else None
+            if top is not None and top[0] == _SPLIT_LEVEL and (not self.raw or self.raw[-1][0][-1] < top[1]):
                 self.stack.append((_SPLIT_LEVEL, index))
             else:
                 self._open(_SPLIT_LEVEL, index)
@@ -198,17 +192,15 @@ class _Parse:
             if rest:
                 self.add(index, self.section)  # "Files: a, b": an item, and the heading of what follows
             self.stack.append((_SECTION_LEVEL, index))
-            return True
         else:
             return False
         return True
 
     def _open(self, level: int, index: int) -> None:
-        self.push(level, index)
+        while self.stack and self.stack[-1][0] >= level:
+            self.stack.pop()
+        self.stack.append((level, index))
         self.section = "other"
-
-    def _nothing_since(self, start: int) -> bool:
-        return not self.raw or self.raw[-1][0][-1] < start
 
 
 def _tier(age: int, in_chunk: bool, section: str) -> int:
@@ -256,10 +248,7 @@ def _items(texts: Sequence[str], chunk_ids: Sequence[str], estimate: Callable[[s
     lines = [text.splitlines() for text in texts]
     joined = [" ".join(lines[part][i] for i in item_lines) for part, item_lines, _, _ in raw]
     terms = [_terms(text) for text in joined]
-    df: dict[str, int] = {}
-    for found in terms:
-        for key in found:
-            df[key] = df.get(key, 0) + 1
+    df = Counter(key for found in terms for key in found)
     total = len(terms)
     chunks = len(chunk_ids)
     items = []
@@ -310,11 +299,11 @@ def _chunk_ranges(chunk_ids: Sequence[str]) -> str:
 
 
 def _note(dropped: Sequence[SummaryItem], whole_chunks: Sequence[str]) -> str:
-    counts: dict[str, int] = {}
+    counts: Counter[str] = Counter()
     for item in dropped:
-        counts[item.section] = counts.get(item.section, 0) + len(item.lines)
+        counts[item.section] += len(item.lines)
     # Least important first: the order the cut gave them up in.
-    names = [name for name in reversed(_ORDER) if name in counts]
+    names = [name for name in reversed(_DISPLAY.values()) if name in counts]
     listed = [f"{name} ({counts[name]}{' lines' if n == 0 else ''})" for n, name in enumerate(names)]
     chunks = f"; the chunks for {_chunk_ranges(whole_chunks)} entirely" if whole_chunks else ""
     return (

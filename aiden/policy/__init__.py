@@ -1,13 +1,8 @@
 """Compaction policy: pure, synchronous decisions with no I/O, clock or event loop.
 
-* :mod:`~aiden.policy.tokens`: token estimates without a tokenizer, the
-  estimate's coefficients per tokenizer family (which model uses which) and
-  their run-time calibration from provider-reported prompt sizes;
-* :mod:`~aiden.policy.triggers`: when to compact, and the maintenance
-  scheduler's trigger state the question is asked with;
-* :mod:`~aiden.policy.cutpoints`: where to cut the hot window (which events
-  may open it, the token, count and progress paths, root input pinning,
-  sticky pins, leading context, the plan, split turns, skip reasons);
+* :mod:`~aiden.policy.tokens`: token estimates without a tokenizer, and their calibration;
+* :mod:`~aiden.policy.triggers`: when to compact, and the scheduler's trigger state;
+* :mod:`~aiden.policy.cutpoints`: where to cut the hot window;
 * :mod:`~aiden.policy.summary_md`: summary.md's text, rendered from the chunk index;
 * :mod:`~aiden.policy.summarizer_deadline`: the summarizer call's deadline;
 * :mod:`~aiden.policy.toolresult`: what a tool result says about its success;

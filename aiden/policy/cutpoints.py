@@ -49,22 +49,17 @@ Rules, in the order they apply:
    ``backlog_left``: a backlog drains over several passes, each with bounded
    work, and the caller schedules the next one.
 
-This module holds, in that order: the cut classes and legal cuts (rule 1:
-:func:`classify`, :func:`legal_cut_points`); the search of one planning pass
-(rules 2-5, 7 and 8: :class:`PlanningWindow` holds the per-event arrays of the
-pass — legality, leading context, root input and sticky pins, token prefix
-sums — and :func:`token_cut`, :func:`count_cut`, :func:`progress_cut` and
-:func:`backlog_cut` are the paths; a cut is a pair ``(cut, effective)``: the
-legal cut and the same cut pulled back over the leading context right before
-it); and the plan itself: its types, the order the paths are tried in, the
-split turn (rule 6) and the skip reasons.
+The search of one planning pass (rules 2-5, 7 and 8) runs over :class:`_Window`, the per-event
+arrays of the pass; a cut there is a pair ``(cut, effective)``: the legal cut and the same cut
+pulled back over the leading context right before it.
 
 Everything is O(len(events)), pure and deterministic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import accumulate
 from typing import Final, Literal
 
 import msgspec
@@ -77,19 +72,13 @@ __all__ = [
     "CompactionPlan",
     "CutClass",
     "CutMeta",
-    "PlanningWindow",
     "SkipCompaction",
-    "backlog_cut",
     "call_of_results",
     "classify",
-    "count_cut",
     "is_leading_context",
     "legal_cut_points",
-    "legal_mask",
     "plan_compaction",
-    "progress_cut",
     "prompt_after_compaction_tokens",
-    "token_cut",
 ]
 
 
@@ -171,12 +160,8 @@ def call_of_results(events: Sequence[SessionEvent]) -> list[int]:
     return call_of
 
 
-def legal_mask(events: Sequence[SessionEvent], call_of: Sequence[int]) -> list[bool]:
-    """Per index ``c``: whether the hot window may start at ``events[c]``.
-
-    ``call_of`` is :func:`call_of_results` of ``events``. Index 0 is never
-    legal (a cut there compacts nothing).
-    """
+def _legal_mask(events: Sequence[SessionEvent], call_of: Sequence[int]) -> list[bool]:
+    """Per index ``c``: whether the hot window may start at ``events[c]`` (never at 0: nothing to compact)."""
     n = len(events)
     # A cut c keeps events[c:]: it separates call q from its result r when
     # q < c <= r. Mark those ranges with a difference array (linear time).
@@ -185,12 +170,8 @@ def legal_mask(events: Sequence[SessionEvent], call_of: Sequence[int]) -> list[b
         if 0 <= call < result:
             inside[call + 1] += 1
             inside[result + 1] -= 1
-    legal = [False] * n
-    depth = 0
-    for c in range(n):
-        depth += inside[c]
-        legal[c] = c > 0 and depth == 0 and classify(events[c]) != "forbidden"
-    return legal
+    depth = list(accumulate(inside))
+    return [c > 0 and depth[c] == 0 and classify(event) != "forbidden" for c, event in enumerate(events)]
 
 
 def legal_cut_points(events: Sequence[SessionEvent]) -> list[int]:
@@ -198,46 +179,36 @@ def legal_cut_points(events: Sequence[SessionEvent]) -> list[int]:
 
     Before the leading-context pull-back of :func:`~aiden.policy.cutpoints.plan_compaction`.
     """
-    legal = legal_mask(events, call_of_results(events))
+    legal = _legal_mask(events, call_of_results(events))
     return [c for c, ok in enumerate(legal) if ok]
 
 
 # --- the search of one planning pass (rules 2-5, 7, 8) ------------------------------
 
 
-class PlanningWindow:
-    """Per-event arrays of one planning pass (all linear to build)."""
+class _Window:
+    """Per-event arrays of one planning pass (all linear to build) and the paths searching them."""
 
     def __init__(self, events: Sequence[SessionEvent], tokens: Sequence[int], max_pins: int) -> None:
         n = len(events)
         self.events = events
         self.n = n
         call_of = call_of_results(events)
-        self.legal = legal_mask(events, call_of)
+        self.legal = _legal_mask(events, call_of)
         self.context = [is_leading_context(e) for e in events]
         self.root = next((i for i, e in enumerate(events) if classify(e) == "boundary"), -1)
         # Sticky pins keep their whole call/results group together, so a
         # pinned call never leaves its result behind (or the reverse).
         group = [call if call >= 0 else i for i, call in enumerate(call_of)]
-        pinned_groups: set[int] = set()
-        honoured = 0
-        for i in range(n - 1, -1, -1):
-            if honoured >= max_pins:
-                break
-            if events[i].pinned is not None:
-                pinned_groups.add(group[i])
-                honoured += 1
+        pins = [i for i, e in enumerate(events) if e.pinned is not None]
+        pinned_groups = {group[i] for i in pins[max(0, len(pins) - max_pins) :]}
         self.kept_mask = [group[i] in pinned_groups or i == self.root for i in range(n)]
         # prefix[i]: tokens of events[:i]; kept_prefix[i]: of the kept ones;
         # free[i]: how many of events[:i] are compactable (not kept).
-        self.prefix = [0] * (n + 1)
-        self.kept_prefix = [0] * (n + 1)
-        self.free = [0] * (n + 1)
-        for i in range(n):
-            kept = self.kept_mask[i]
-            self.prefix[i + 1] = self.prefix[i] + tokens[i]
-            self.kept_prefix[i + 1] = self.kept_prefix[i] + (tokens[i] if kept else 0)
-            self.free[i + 1] = self.free[i] + (0 if kept else 1)
+        self.prefix = list(accumulate(tokens, initial=0))
+        kept_tokens = (t if k else 0 for t, k in zip(tokens, self.kept_mask, strict=True))
+        self.kept_prefix = list(accumulate(kept_tokens, initial=0))
+        self.free = list(accumulate((0 if k else 1 for k in self.kept_mask), initial=0))
         self.total = self.prefix[n]
 
     def pull_back(self, cut: int) -> int:
@@ -258,96 +229,60 @@ class PlanningWindow:
         """Tokens of the hot window a (pulled-back) cut leaves: kept events + the suffix."""
         return self.kept_prefix[cut] + self.total - self.prefix[cut]
 
-    def first_useful_from(self, index: int) -> tuple[int, int] | None:
-        """The first legal cut at or after ``index`` that is useful: (cut, pulled-back cut)."""
+    def useful_cuts(self, index: int) -> Iterator[tuple[int, int]]:
+        """The useful legal cuts at or after ``index``, in order: (cut, pulled-back cut)."""
         for cut in range(max(index, 1), self.n):
             if self.legal[cut]:
                 effective = self.pull_back(cut)
                 if self.useful(effective):
-                    return cut, effective
-        return None
+                    yield cut, effective
+
+    def first_useful_from(self, index: int) -> tuple[int, int] | None:
+        """The first legal cut at or after ``index`` that is useful: (cut, pulled-back cut)."""
+        return next(self.useful_cuts(index), None)
 
     def last_legal_at_or_before(self, index: int) -> int | None:
         """The last legal cut at or before ``index``; None when there is none."""
-        for cut in range(min(index, self.n - 1), 0, -1):
-            if self.legal[cut]:
-                return cut
-        return None
+        return next((cut for cut in range(min(index, self.n - 1), 0, -1) if self.legal[cut]), None)
 
+    def token_cut(self, keep_recent_tokens: int) -> tuple[int, int] | None:
+        """Rule 2, the token path; None when everything fits or no useful cut follows."""
+        if self.total <= keep_recent_tokens:
+            return None
+        # The latest index whose suffix holds keep_recent_tokens (0 when none does).
+        holding = (i for i in range(self.n - 1, 0, -1) if self.total - self.prefix[i] >= keep_recent_tokens)
+        return self.first_useful_from(next(holding, 0))
 
-def token_cut(
-    window: PlanningWindow, keep_recent_tokens: int, tokens: Sequence[int]
-) -> tuple[int, int] | None:
-    """The token path: the first useful cut at or after the point keeping ``keep_recent_tokens``.
+    def count_cut(self, hot_window_events: int) -> tuple[int, int] | None:
+        """Rule 3, the count path (then on to a useful cut); None when the events fit or no cut qualifies."""
+        target = self.n - hot_window_events
+        cut = self.last_legal_at_or_before(target) if target >= 1 else None
+        return None if cut is None else self.first_useful_from(cut)
 
-    None when everything fits in ``keep_recent_tokens`` or no useful cut follows.
-    """
-    if window.total <= keep_recent_tokens:
-        return None
-    accumulated = 0
-    index = window.n - 1
-    while index > 0:
-        accumulated += tokens[index]
-        if accumulated >= keep_recent_tokens:
-            break
-        index -= 1
-    return window.first_useful_from(index)
+    def progress_cut(self, start: tuple[int, int] | None, target_tokens: int) -> tuple[tuple[int, int], bool]:
+        """Rule 7: the least aggressive useful cut from ``start`` on under target, else the most aggressive
+        one with ``False``."""
+        latest = start
+        for latest in self.useful_cuts(start[0] if start is not None else 1):
+            if self.kept_tokens(latest[1]) < target_tokens:
+                return latest, True
+        assert latest is not None  # the caller checked that a useful cut exists
+        return latest, False
 
-
-def count_cut(window: PlanningWindow, hot_window_events: int) -> tuple[int, int] | None:
-    """The count path: snap to the last legal cut keeping ``hot_window_events``, then to a useful one.
-
-    None when the window holds no more than ``hot_window_events`` events or no cut qualifies.
-    """
-    target = window.n - hot_window_events
-    if target < 1:
-        return None
-    cut = window.last_legal_at_or_before(target)
-    if cut is None:
-        return None
-    return window.first_useful_from(cut)
-
-
-def progress_cut(
-    window: PlanningWindow, start: tuple[int, int] | None, target_tokens: int
-) -> tuple[tuple[int, int], bool]:
-    """The least aggressive useful cut from ``start`` on whose hot window is below target.
-
-    Falls back to the most aggressive useful cut (the smallest reachable hot
-    window) with ``False`` when no cut gets under the target.
-    """
-    first = start[0] if start is not None else 1
-    latest: tuple[int, int] | None = start
-    for cut in range(first, window.n):
-        if not window.legal[cut]:
-            continue
-        effective = window.pull_back(cut)
-        if not window.useful(effective):
-            continue
-        if window.kept_tokens(effective) < target_tokens:
-            return (cut, effective), True
-        latest = (cut, effective)
-    assert latest is not None  # the caller checked that a useful cut exists
-    return latest, False
-
-
-def backlog_cut(window: PlanningWindow, max_events: int, max_tokens: int) -> tuple[int, int] | None:
-    """Rule 8: the last useful legal cut compacting at most ``max_events`` events and ``max_tokens``
-    tokens; None when there is none.
-
-    ``free`` and the compacted tokens are non-decreasing, so the cuts at or before the first index
-    past either cap are exactly the ones within both.
-    """
-    limit = next(
-        (i for i in range(window.n + 1) if window.free[i] > max_events or window.compacted_tokens(i) > max_tokens),
-        window.n,
-    )
-    cut = window.last_legal_at_or_before(limit - 1)
-    if cut is None:
-        return None
-    # Pulling back only shrinks what is compacted; an earlier cut would compact even less.
-    effective = window.pull_back(cut)
-    return (cut, effective) if window.useful(effective) else None
+    def backlog_cut(self, max_events: int, max_tokens: int) -> tuple[int, int] | None:
+        """Rule 8: the last useful legal cut within both caps; None when there is none."""
+        # free and the compacted tokens are non-decreasing, so the cuts at or before the first index
+        # past either cap are exactly the ones within both.
+        limit = next(
+            (i for i in range(self.n + 1) if self.free[i] > max_events or self.compacted_tokens(i) > max_tokens),
+            self.n,
+        )
+        cut = self.last_legal_at_or_before(limit - 1)
+        if cut is None:
+            return None
+        # Pulling back only shrinks what is compacted; an earlier cut would compact even less.
+        effective = self.pull_back(cut)
+        return (cut, effective) if self.useful(effective) else None
 
 
 # --- the plan ------------------------------------------------------------------
@@ -465,11 +400,11 @@ def plan_compaction(
         if any(t < 0 for t in token_counts):
             raise ValueError("token_counts must not be negative")
         tokens = token_counts
-    window = PlanningWindow(events, tokens, config.max_pinned_events)
+    window = _Window(events, tokens, config.max_pinned_events)
     path: Literal["token", "count"] = "token"
-    chosen = token_cut(window, config.keep_recent(), tokens)
+    chosen = window.token_cut(config.keep_recent())
     if chosen is None:
-        chosen = count_cut(window, config.hot_window_events)
+        chosen = window.count_cut(config.hot_window_events)
         if chosen is not None:
             path = "count"
     reaches = True
@@ -477,7 +412,7 @@ def plan_compaction(
     if target_tokens is not None:
         hot = window.total if chosen is None else window.kept_tokens(chosen[1])
         if hot >= target_tokens and (chosen is not None or window.first_useful_from(1)):
-            chosen, reaches = progress_cut(window, chosen, target_tokens)
+            chosen, reaches = window.progress_cut(chosen, target_tokens)
             if not reaches:
                 note = (
                     f"smallest reachable hot window {window.kept_tokens(chosen[1])} tokens"
@@ -490,7 +425,7 @@ def plan_compaction(
     if config.max_pass_events and (
         window.free[chosen[1]] > config.max_pass_events or window.compacted_tokens(chosen[1]) > max_tokens
     ):
-        capped = backlog_cut(window, config.max_pass_events, max_tokens)
+        capped = window.backlog_cut(config.max_pass_events, max_tokens)
         if capped is not None:
             note = (
                 f"backlog: compacting {window.free[capped[1]]} of the {window.free[chosen[1]]} events"
@@ -500,7 +435,7 @@ def plan_compaction(
     return _build_plan(window, path, chosen, reaches, note)
 
 
-def _skip_reason(window: PlanningWindow, config: Config, *, over_target: bool) -> SkipCompaction:
+def _skip_reason(window: _Window, config: Config, *, over_target: bool) -> SkipCompaction:
     fits = window.total <= config.keep_recent() and window.n <= config.hot_window_events
     if fits and not over_target:
         return SkipCompaction(
@@ -528,7 +463,7 @@ def _skip_reason(window: PlanningWindow, config: Config, *, over_target: bool) -
 
 
 def _build_plan(
-    window: PlanningWindow,
+    window: _Window,
     path: Literal["token", "count"],
     chosen: tuple[int, int],
     reaches: bool,

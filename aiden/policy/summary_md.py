@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Final
 
@@ -198,14 +199,12 @@ _BARE_SPLIT_HEAD: Final = re.compile(r"\A\s*---\s*(?=^Turn Context \(split turn\
 _BULLET: Final = "- "
 
 
+@dataclass(slots=True)
 class _Line:
-    __slots__ = ("part", "position", "section", "text")
-
-    def __init__(self, part: int, position: int, section: str | None, text: str) -> None:
-        self.part = part
-        self.position = position
-        self.section = section
-        self.text = text
+    section: str | None
+    """The section the line stands in, ``"heading"`` for a heading, None for an untouchable line."""
+    text: str
+    dropped: bool = False
 
 
 def prune_superseded(parts: Sequence[str]) -> list[str]:
@@ -217,52 +216,45 @@ def prune_superseded(parts: Sequence[str]) -> list[str]:
     left with no lines goes too. Lines with continuation lines below them
     are never touched.
     """
-    lines: list[list[_Line]] = [_lines(n, text) for n, text in enumerate(parts)]
-    flat = [line for part in lines for line in part]
-    newest_command: dict[str, _Line] = {}
-    best_step: dict[tuple[str, str], tuple[int, int, _Line]] = {}
-    for order, line in enumerate(flat):
-        stripped = line.text.strip()
-        if line.section == "commands" and stripped.startswith(_BULLET):
-            newest_command[normalize(stripped[2:])] = line
-        elif line.section == "open" and stripped.startswith(_USER_REQUEST):
-            found = step_key(stripped[len(_USER_REQUEST) :])
-            if found is not None:
-                key, number = found
-                held = best_step.get(key)
-                if held is None or (number, order) >= held[:2]:
-                    best_step[key] = (number, order, line)
-    dropped: set[int] = set()
-    for line in flat:
-        stripped = line.text.strip()
-        if line.section == "commands" and stripped.startswith(_BULLET):
-            if newest_command[normalize(stripped[2:])] is not line:
-                dropped.add(id(line))
-        elif line.section == "open" and stripped.startswith(_USER_REQUEST):
-            found = step_key(stripped[len(_USER_REQUEST) :])
-            if found is not None and best_step[found[0]][2] is not line:
-                dropped.add(id(line))
-    if not dropped:
-        return list(parts)
-    return [
-        _render(part, dropped) if any(id(ln) in dropped for ln in part) else parts[n]
-        for n, part in enumerate(lines)
-    ]
+    lines = [_lines(text) for text in parts]
+    # The line that stays of each key: the highest step number, else the newest place.
+    best: dict[tuple[str, str], tuple[int, int]] = {}
+    ranked: list[tuple[_Line, tuple[str, str], tuple[int, int]]] = []
+    for order, line in enumerate(line for part in lines for line in part):
+        found = _superseding_key(line)
+        if found is not None:
+            key, rank = found[0], (found[1], order)
+            best[key] = max(best.get(key, rank), rank)
+            ranked.append((line, key, rank))
+    for line, key, rank in ranked:
+        line.dropped = best[key] != rank
+    return [_render(part) if any(line.dropped for line in part) else parts[n] for n, part in enumerate(lines)]
 
 
-def _lines(part: int, text: str) -> list[_Line]:
+def _superseding_key(line: _Line) -> tuple[tuple[str, str], int] | None:
+    """``(key, step number)`` of a command or numbered open-thread line: lines of one key supersede
+    each other."""
+    stripped = line.text.strip()
+    if line.section == "commands" and stripped.startswith(_BULLET):
+        return (normalize(stripped[len(_BULLET) :]), ""), 0  # no step word is empty: never a step's key
+    if line.section == "open" and stripped.startswith(_USER_REQUEST):
+        return step_key(stripped[len(_USER_REQUEST) :])
+    return None
+
+
+def _lines(text: str) -> list[_Line]:
     out: list[_Line] = []
     section: str | None = None
-    for position, raw in enumerate(text.splitlines()):
+    for raw in text.splitlines():
         if CHUNK_MARKER.match(raw):
             section = None
         else:
             is_heading, heading_section, _rest = match_heading(raw)
             if is_heading:
                 section = heading_section
-                out.append(_Line(part, position, "heading", raw))
+                out.append(_Line("heading", raw))
                 continue
-        out.append(_Line(part, position, section, raw))
+        out.append(_Line(section, raw))
     # A bullet followed by its continuation lines is one item: leave it whole.
     for here, below in pairwise(out):
         continued = (
@@ -273,18 +265,18 @@ def _lines(part: int, text: str) -> list[_Line]:
     return out
 
 
-def _render(part: list[_Line], dropped: set[int]) -> str:
-    out: list[str] = []
-    for n, line in enumerate(part):
-        if id(line) in dropped or (line.section == "heading" and _emptied(line, part[n + 1 :], dropped)):
-            continue
-        out.append(line.text)
+def _render(part: list[_Line]) -> str:
+    out = [
+        line.text
+        for n, line in enumerate(part)
+        if not line.dropped and not (line.section == "heading" and _emptied(line, part[n + 1 :]))
+    ]
     # A split-turn part left empty goes with its separator; one left alone needs no separator.
     text = _EMPTY_SPLIT_TAIL.sub("", "\n".join(out))
     return _BARE_SPLIT_HEAD.sub("", text).strip()
 
 
-def _emptied(heading: _Line, after: list[_Line], dropped: set[int]) -> bool:
+def _emptied(heading: _Line, after: list[_Line]) -> bool:
     """A bare ``Commands:`` / ``Open thread:`` heading whose every line was dropped."""
     _is_heading, section, rest = match_heading(heading.text)
     if rest or section not in ("commands", "open"):
@@ -294,4 +286,4 @@ def _emptied(heading: _Line, after: list[_Line], dropped: set[int]) -> bool:
         if line.section == "heading" or CHUNK_MARKER.match(line.text) or not line.text.strip():
             break
         body.append(line)
-    return bool(body) and all(id(line) in dropped for line in body)
+    return bool(body) and all(line.dropped for line in body)

@@ -334,16 +334,8 @@ def _features(text: str) -> tuple[int, int, int, int, int, int, int]:
 
 def text_features(text: str) -> TextFeatures:
     """The statistics :func:`estimate_tokens` uses; for fitting and diagnostics."""
-    pre, long_words, punct, common, rare, other, astral = _features(text)
-    return TextFeatures(
-        pretokens=pre,
-        long_words=long_words,
-        punct_runs=punct,
-        cjk_common=common,
-        cjk_rare=rare,
-        other_letters=other,
-        astral=astral,
-    )
+    # _features gives the statistics in the order of TextFeatures' fields.
+    return TextFeatures(**dict(zip(TextFeatures.__struct_fields__, _features(text), strict=True)))
 
 
 def estimate_tokens(text: str, profile: TokenProfile = DEFAULT_PROFILE) -> int:

@@ -7,19 +7,10 @@ ToolMessage), a process ``exit_code`` / ``returncode``, an HTTP ``status_code``.
 
 **Words.** :data:`NONZERO_EXIT` and :data:`OS_REFUSAL` are the phrases every text
 rule shares. Each reader anchors them for its own question, and the anchors differ
-on purpose:
-
-* :mod:`aiden.experience.episodes` matches at the start of a result's first line
-  (the result *is* a failure report, so a later mention does not fail the attempt);
-* :mod:`aiden.summarizers.extractive.tools` takes a stated exit anywhere in a line as
-  strong evidence, but an OS refusal only in the ``<what>: Permission denied`` shape at
-  the end of a line (a mention elsewhere is weak evidence, which
-  :mod:`aiden.summarizers.mustkeep.classify` already scores);
-* :mod:`aiden.summarizers.extractive.collector` looks anywhere in a sentence (a sentence
-  naming a concrete error reports one);
-* :mod:`aiden.summarizers.mustkeep.classify` looks anywhere, word-bounded (a mention).
-
-Both patterns carry their own case-insensitive flag, so they mean the same in every reader.
+on purpose: the experience learner at the start of a result (the result *is* a
+failure report), the extractive summarizer's tool rules within a line (strong
+evidence), the must-keep classifier anywhere, word-bounded (a mention). Both
+patterns carry their own case-insensitive flag, so they mean the same in every reader.
 """
 
 from __future__ import annotations
