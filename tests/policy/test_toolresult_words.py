@@ -8,7 +8,7 @@ import pytest
 
 from aiden.experience.episodes import result_failed
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL
-from aiden.summarizers.extractive.collector import _CONCRETE_ERROR
+from aiden.summarizers.extractive.extract import _CONCRETE_ERROR
 from aiden.summarizers.extractive.tools import _EVIDENCE_LINE
 from aiden.summarizers.mustkeep.classify import looks_like_error_line
 

@@ -69,7 +69,7 @@ def test_container_index_finds_what_a_plain_scan_finds() -> None:
             assert (hit.text if hit is not None else None) == want, probe
         if found is None:
             tag = f"item-{i}"
-            index.add(norm, extractive._Item("facts", tag, 1, i))
+            index.add(norm, extractive.Item("facts", tag, 1, i))
             plain.append((norm, tag))
 
 

@@ -25,11 +25,11 @@ its sayings are no constraints or preferences of the user. A chunk summary whose
 lines say nothing (only files, commands, a step) also gets its newest
 informative message and a sentence of its tool work.
 
-Layout: ``extract`` (events and summary text) and ``tools`` (tool calls and
-output) file items into a ``collector``; ``salience`` weighs them;
-``selection`` chooses what is kept (dedupe, collapsed step runs, budget);
-``render`` writes it out (history sections, session summary); ``summarizer``
-holds the class that runs it all, and the rolling fold.
+Layout: ``extract`` files the items of events and summary text in a
+collector, reading tool calls and output with ``tools``; ``salience`` weighs
+them; ``selection`` chooses what is kept (dedupe, collapsed step runs,
+budget); ``render`` writes it out (history sections, session summary);
+``summarizer`` holds the class that runs it all, and the rolling fold.
 """
 
 from __future__ import annotations

@@ -1,111 +1,375 @@
-"""Extraction: session events and summary text fed into a collector, sentence by sentence.
+"""Extraction: session events and summary text filed as kept items, sentence by sentence.
 
-Events are walked by speaker (user, assistant, tool call and result); a
-summary's own sections (a rolling fold, a session merge, a synthetic event
-carrying an earlier summary) are re-read line by line under their headings.
+:class:`Item` is the kept-fact record every stage passes along (its section,
+priority tier and information). A :class:`Collector` gathers items while
+events are walked by speaker (user, assistant, tool call and result) and
+while a summary's own sections (a rolling fold, a session merge, a synthetic
+event carrying an earlier summary) are re-read line by line under their
+headings; it pairs errors with the fixes that resolve them.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Final, cast
+from typing import Final, Literal, cast
+
+import msgspec
 
 from aiden.events import SessionEvent
 from aiden.policy.summary_md import CHUNK_MARKER, match_heading
-from aiden.summarizers.extractive.collector import (
-    _R_DECISION,
-    _R_ERROR_RESOLVED,
-    _R_FACT,
-    _R_FAILED,
-    _R_GOAL,
-    _R_MINOR,
-    _R_NOTE,
-    _R_OPEN,
-    _R_REST,
-    _R_USER,
-    FIXED_SEP,
-    Section,
-    _Collector,
-    _ToolNote,
-    is_intent,
-)
+from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL, reported_failure
 from aiden.summarizers.extractive.salience import stated_date, tells_of_self
 from aiden.summarizers.extractive.tools import (
-    _FILE_LINE,
-    _TOOL_NOTE_CHARS,
-    _Call,
-    _describe_call,
-    _error_lines,
-    _finding,
-    _first_meaningful_line,
-    _is_error_result,
+    FILE_LINE,
+    TOOL_NOTE_CHARS,
+    Call,
+    describe_call,
+    error_lines,
+    finding,
+    first_meaningful_line,
+    negates_error,
 )
 from aiden.summarizers.mustkeep import (
     classify_sentence,
     clip,
     code_lines,
+    content_words,
     find_paths,
     has_fact_tokens,
     is_plan,
     is_routine_request,
     join_sentences,
+    key_tokens,
+    looks_like_error_line,
     sets_a_rule,
     split_sentences,
 )
 from aiden.summarizers.mustkeep.classify import Speaker, is_phatic, split_speaker
 
+Section = Literal[
+    "goal",
+    "constraints",
+    "preferences",
+    "decisions",
+    "errors",
+    "failed",
+    "open",
+    "files",
+    "commands",
+    "facts",
+    "requests",
+    "notes",
+    "tool_notes",
+    "outcome",
+]
+
+# Priority tiers (lower is kept first), seed 001 order.
+R_GOAL: Final = 0
+R_USER: Final = 1  # user constraints, preferences, corrections
+R_DECISION: Final = 2
+R_ERROR_RESOLVED: Final = 3  # errors with their resolution, errors named in prose
+R_FAILED: Final = 4
+R_OPEN: Final = 5
+R_FACT: Final = 6  # files, sentences naming ids / numbers
+R_MINOR: Final = 7  # unresolved error lines of tool output (often log noise), commands in prose
+R_REST: Final = 8  # other requests, tool-call commands, assistant-stated constraints
+R_NOTE: Final = 9  # first line of a tool result, unclassified summary lines
+
+# The sections in the order a history summary writes them, with their titles and the tier of their
+# lines, unless a rule files a line lower (assistant-stated rules, commands in prose) or higher (an
+# error with its resolution).
+SECTIONS: Final[dict[Section, tuple[str, int]]] = {
+    "goal": ("Goal", R_GOAL),
+    "outcome": ("Outcome", R_GOAL),
+    "constraints": ("Constraints", R_USER),
+    "preferences": ("Preferences", R_USER),
+    "decisions": ("Decisions", R_DECISION),
+    "errors": ("Errors", R_ERROR_RESOLVED),
+    "failed": ("Failed approaches", R_FAILED),
+    "open": ("Open thread", R_OPEN),
+    "files": ("Files", R_FACT),
+    "commands": ("Commands", R_REST),
+    "facts": ("Facts", R_FACT),
+    "requests": ("Requests", R_REST),
+    "notes": ("Notes", R_NOTE),
+    "tool_notes": ("Tool results", R_NOTE),
+}
+
+FIXED_SEP: Final = " → fixed: "
+"""Separator between an error and its resolution in a rendered ``Errors:`` line."""
+
+
+class Item(msgspec.Struct, frozen=True):
+    """One kept fact: its section, exact text, priority tier, first-seen order and information."""
+
+    section: Section
+    text: str
+    rank: int
+    order: int
+    extra: str = ""  # errors: the resolution
+    info: float = 0.0  # information per token within its range (salience.py): breaks ties within a tier
+    when: str = ""  # the date the last system event before it stated ("17 July, 2023"); render.py shows it
+
+
+def line_of(item: Item) -> str:
+    """The item's line as rendered: an error with its resolution."""
+    if item.section == "errors" and item.extra:
+        return f"{item.text}{FIXED_SEP}{item.extra}"
+    return item.text
+
+
+_RESOLUTION_CHARS: Final = 250
+_MAX_TOOL_NOTES: Final = 3
+_MAX_TOOL_ERRORS: Final = 24  # error lines taken from tool output per request
+_CITING: Final[frozenset[Section]] = frozenset({"decisions", "facts", "failed", "constraints"})
+
+
+class _ToolNote(msgspec.Struct, frozen=True):
+    """The first finding line of a successful tool result, kept only if it carries something (#19)."""
+
+    text: str  # "label: line"
+    values: frozenset[str]  # its distinctive values: ids, versions, numbers (no paths: Files has them)
+    alone: bool  # the whole output is that value ("344", "Python 3.11.4"): a fact by itself
+
+
+class _ErrorDraft(msgspec.Struct):
+    """An error whose resolution may arrive in a later event."""
+
+    text: str
+    context: str
+    rank: int
+    order: int
+    group: int  # error lines of one tool result share a group
+    resolution: str = ""
+    closed: bool = False  # resolved, or a sibling in its group was
+
+
+_OVERLAP_STOP: Final = frozenset(
+    {
+        "error",
+        "errors",
+        "fixed",
+        "fixes",
+        "resolved",
+        "solved",
+        "failed",
+        "failure",
+        "failing",
+        "issue",
+        "problem",
+    }
+)
+
+# What makes a sentence an error report rather than talk about errors (#19): it names the
+# error (an exception class, an errno-style code, an HTTP status, a non-zero exit, a signal).
+_ERROR_NAME: Final = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b|\bE[A-Z]{3,}\b")
+_CONCRETE_ERROR: Final = re.compile(
+    rf"{_ERROR_NAME.pattern}|\b(?:HTTP|status)\s*[45]\d\d\b|\b[45]\d\d (?:error|response)\b"
+    rf"|{NONZERO_EXIT}|{OS_REFUSAL}"
+    r"|(?i:segfault|segmentation fault|\bpanic(?:ked)?\b|timed out|no such file|command not found|out of memory)"
+)
+# Intent, plans and hypotheses mention errors without reporting one ("to see if it fails",
+# "Let's open the file that raises the error").
+_INTENT: Final = re.compile(
+    r"\b(?:let's|let us|will|would|to see if|see whether|attempt(?:s|ing)? to|if it|whether|should|might|"
+    r"may|could|need to|going to|next step)\b",
+    re.IGNORECASE,
+)
+_CONDITIONAL: Final = re.compile(r"^\W*(?:if|when|whenever|in case|unless)\b", re.IGNORECASE)
+
+
+def _overlap_words(text: str) -> set[str]:
+    # Words that identify an error ("ERESOLVE", "billing_rw", "password"), not
+    # the vocabulary every error and fix shares.
+    return {*content_words(text), *key_tokens(text)} - _OVERLAP_STOP
+
+
+class Collector:
+    """Accumulates items while events or summary lines are walked."""
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        self.errors: list[_ErrorDraft] = []
+        self.order = 0
+        self.goal: str | None = None
+        self.goal_open = True  # no user input seen yet: the next one may be the root task
+        self.last_user = ""
+        self.last_plan = ""
+        self.tool_error_count = 0
+        self.tool_notes: list[_ToolNote] = []
+        # Error group of the tool result just seen; the next message may resolve it.
+        self.fresh_error_group: int | None = None
+        self.read_paths: list[str] = []  # what the range's tool calls read and changed (#38)
+        self.edited_paths: list[str] = []
+        self.commands_ok: list[str] = []
+        self.commands_failed: list[tuple[str, str]] = []
+        self.outcomes: list[str] = []
+        self.when = ""
+        self.calls: dict[str, Call] = {}  # tool calls by id, for their results
+        self.last_call: Call | None = None
+
+    def next_order(self) -> int:
+        self.order += 1
+        return self.order
+
+    def add(self, section: Section, text: str, rank: int | None = None) -> None:
+        if text.strip():
+            tier = SECTIONS[section][1] if rank is None else rank
+            self.items.append(Item(section, text, tier, self.next_order(), when=self.when))
+
+    def add_error(self, text: str, *, context: str = "", rank: int, group: int | None = None) -> _ErrorDraft:
+        order = self.next_order()
+        draft = _ErrorDraft(text, context, rank, order, order if group is None else group)
+        self.errors.append(draft)
+        return draft
+
+    def add_prose_error(self, item: str, *, speaker: str) -> bool:
+        """File a (clipped) sentence that reads as an error under Errors if it reports one; False if not.
+
+        Evidence, not the word (#19): no sentence that denies errors ("no
+        errors") or poses a condition ("If the script fails, ..."). The
+        user's report of what they saw is evidence; the agent's sentence must
+        also name the error (``ImportError``, ``ERESOLVE``, HTTP 502, a
+        non-zero exit), state it rather than plan or wonder about it, and not
+        restate an error this range already holds from the tool result.
+        """
+        if negates_error(item) or _CONDITIONAL.match(item):
+            return False
+        if speaker != "user":
+            if _CONCRETE_ERROR.search(item) is None or _INTENT.search(item):
+                return False
+            names = _ERROR_NAME.findall(item)
+            if names and all(any(name in draft.text for draft in self.errors) for name in names):
+                return False
+        self.add_error(item, rank=R_ERROR_RESOLVED)
+        return True
+
+    def resolve(self, sentence: str) -> None:
+        """Attach ``sentence`` to the error it resolves, or keep it as a self-contained error item.
+
+        The error is the recent unresolved one sharing the most distinctive
+        words with ``sentence`` ("ERESOLVE ... fixed by ..."), else the error
+        group of the tool result right before this message. Within a group
+        the resolution goes to its first (most specific) line.
+        """
+        open_drafts = [d for d in self.errors if not d.closed][-12:]
+        words = _overlap_words(sentence)
+        best: _ErrorDraft | None = None
+        best_score = 0
+        for draft in open_drafts:
+            score = len(words & _overlap_words(draft.text))
+            if score > best_score or (score == best_score and score > 0):
+                best, best_score = draft, score
+        if best is None and self.fresh_error_group is not None:
+            # "Fixed it by ..." right after a failing tool result refers to that
+            # failure, unless the "failure" was only log lines that mention errors.
+            best = next(
+                (d for d in open_drafts if d.group == self.fresh_error_group and d.rank <= R_MINOR), None
+            )
+        if best is None:
+            # "Tests pass so far." resolves nothing nameable; keep only
+            # resolutions that say what they fixed.
+            if looks_like_error_line(sentence) or has_fact_tokens(sentence):
+                self.add_error(clip(sentence), rank=R_ERROR_RESOLVED).closed = True
+            return
+        siblings = [d for d in self.errors if d.group == best.group]
+        target = next(d for d in siblings if not d.closed)
+        target.resolution = clip(sentence, _RESOLUTION_CHARS)
+        target.rank = min(target.rank, R_ERROR_RESOLVED)
+        for sibling in siblings:
+            sibling.closed = True
+
+    def feed(self, event: SessionEvent) -> None:
+        """File one event's items, pairing a tool result with its call."""
+        if event.type == "user_input":
+            _extract_user(event, self)
+        elif event.type in ("assistant_output", "role_output"):
+            _extract_assistant(event, self)
+        elif event.type == "tool_call":
+            call = describe_call(event)
+            self.last_call = call
+            if event.tool_call_id:
+                self.calls[event.tool_call_id] = call
+            if not call.read_only:
+                # A read-only call is no step to redo: its target is under Files (#19).
+                self.add("commands", call.description)
+            for path in call.paths:
+                self.add("files", path)
+            if call.read_only:
+                self.read_paths.extend(call.paths)
+            elif not call.shell:
+                self.edited_paths.extend(call.paths)
+        elif event.type == "tool_result":
+            _extract_tool_result(event, self.calls.get(event.tool_call_id or "", self.last_call), self)
+        elif event.type == "system_event":
+            # Synthetic system events carry an earlier summary (a split-turn
+            # prefix): its facts must survive this compaction too.
+            # A system event that states the date ("Session 9 began ... on 17 July, 2023",
+            # "Today is 2024-03-01") dates what follows it: "last Friday" means nothing without it.
+            self.when = (not event.synthetic and stated_date(event.content)) or self.when
+            self.read_summary(event.content)
+        # screen_context is ambient: nothing in it is load-bearing.
+
+    def read_summary(self, text: str) -> None:
+        """File a summary's own lines: under their headings, unlabelled ones sentence by sentence."""
+        section: Section | None = None
+        for raw in text.splitlines():
+            if CHUNK_MARKER.match(raw):
+                # "[chunk_x]" / "- **chunk_x**" start another chunk's summary.
+                section = None
+                continue
+            is_heading, heading_section, rest = match_heading(raw)
+            if is_heading:
+                # "must keep" holds facts already kept: re-read as plain lines, like the structural headings.
+                section = None if heading_section in (None, "must_keep") else cast(Section, heading_section)
+                if rest:
+                    _add_summary_line(self, section, rest)
+                continue
+            _add_summary_line(self, section, raw)
+
+    def finish(self) -> list[Item]:
+        """Every item collected, with the tool notes worth keeping and the errors with their resolutions."""
+        items = list(self.items)
+        # A tool result's line is kept when it is a value by itself or one a decision or fix
+        # cites; a docstring, a search hit's path or a log line carries nothing (#19).
+        cited: set[str] = set()
+        if any(not n.alone and n.values for n in self.tool_notes):
+            texts = [it.text for it in self.items if it.section in _CITING]
+            texts.extend(d.resolution for d in self.errors if d.resolution)
+            cited = {token for text in texts for token in key_tokens(text)}
+        notes = [n for n in self.tool_notes if n.alone or n.values & cited]
+        for note in notes[-_MAX_TOOL_NOTES:]:
+            items.append(Item("tool_notes", note.text, R_NOTE, self.next_order()))
+        for draft in self.errors:
+            text = draft.text if not draft.context else f"{draft.text} (from {draft.context})"
+            items.append(Item("errors", text, draft.rank, draft.order, draft.resolution))
+        return items
+
+
 _GOAL_CHARS: Final = 400
 # Kinds a sentence keeps however few words it has ("No, that's wrong.", "Tried X; no luck.").
 _ALWAYS_KEPT: Final = frozenset({"correction", "decision", "failed", "resolution", "error"})
 _LABEL_CHARS: Final = 80
-_MAX_TOOL_ERRORS: Final = 24  # error lines taken from tool output per request
 _OUTCOME: Final = re.compile(
     r"\b(?:done|completed?|implemented|shipped|deployed|released|merged|finished|all tests pass(?:ed)?|"
     r"now passes|is working|works now|abandoned|gave up|delivered|published|added|created)\b"
     r"|完成|已上线|已发布|已合并|放弃",
     re.IGNORECASE,
 )
-
-
-class _EventWalker:
-    """Feeds events one by one into a collector, pairing tool results with their calls."""
-
-    def __init__(self, collector: _Collector) -> None:
-        self.collector = collector
-        self.calls: dict[str, _Call] = {}
-        self.last_call: _Call | None = None
-
-    def feed(self, event: SessionEvent) -> None:
-        collector = self.collector
-        if event.type == "user_input":
-            _extract_user(event, collector)
-        elif event.type in ("assistant_output", "role_output"):
-            _extract_assistant(event, collector)
-        elif event.type == "tool_call":
-            call = _describe_call(event)
-            self.last_call = call
-            if event.tool_call_id:
-                self.calls[event.tool_call_id] = call
-            if not call.read_only:
-                # A read-only call is no step to redo: its target is under Files (#19).
-                collector.add("commands", call.description, _R_REST)
-            for path in call.paths:
-                collector.add("files", path, _R_FACT)
-            if call.read_only:
-                collector.read_paths.extend(call.paths)
-            elif not call.shell:
-                collector.edited_paths.extend(call.paths)
-        elif event.type == "tool_result":
-            _extract_tool_result(event, self.calls.get(event.tool_call_id or "", self.last_call), collector)
-        elif event.type == "system_event":
-            # Synthetic system events carry an earlier summary (a split-turn
-            # prefix): its facts must survive this compaction too.
-            # A system event that states the date ("Session 9 began ... on 17 July, 2023",
-            # "Today is 2024-03-01") dates what follows it: "last Friday" means nothing without it.
-            collector.when = (not event.synthetic and stated_date(event.content)) or collector.when
-            _extract_summary_text(event.content, collector, fold_lines=True)
-        # screen_context is ambient: nothing in it is load-bearing.
+# Where a classified sentence is filed; each speaker's own rules come first.
+_FILED: Final[dict[str, Section]] = {
+    "correction": "preferences",
+    "preference": "preferences",
+    "constraint": "constraints",
+    "decision": "decisions",
+    "failed": "failed",
+    "fact": "facts",
+    "plan": "open",
+    "request": "requests",
+    "question": "requests",
+    "other": "notes",
+}
 
 
 def _substantive(sentences: Sequence[str]) -> list[str]:
@@ -154,17 +418,15 @@ def _said(who: str, text: str) -> str:
     return f"{who}: {text}" if who else text
 
 
-def _extract_user(event: SessionEvent, collector: _Collector) -> None:
+def _extract_user(event: SessionEvent, collector: Collector) -> None:
     who, content = split_speaker(event.content.strip())
-    if not content.strip():
-        return
     sentences = split_sentences(content)
     prose = _substantive(sentences)
     if not prose:
         return  # "ok", "continue", "thanks": nothing to keep, not the open thread either
     if collector.goal is None and collector.goal_open and _states_a_goal(prose):
         collector.goal = clip(_said(who, join_sentences(prose)), _GOAL_CHARS)
-        collector.add("goal", collector.goal, _R_GOAL)
+        collector.add("goal", collector.goal)
     # Only the range's first user input can be the root task (later ones are steps of it).
     collector.goal_open = False
     rejected = False  # the user rejected or corrected the course
@@ -178,33 +440,19 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
             # A named speaker is a participant of a multi-party chat, as on the assistant's side:
             # "it's important to always ...", "I want to help people" set no rule for the agent, and
             # filed as the user's constraints they would crowd out every fact of the chunk (#38).
-            collector.add("notes", item, _R_REST)
-        elif kind in ("correction", "preference"):
-            collector.add("preferences", item, _R_USER)
-        elif kind == "constraint":
-            collector.add("constraints", item, _R_USER)
-        elif kind == "decision":
-            collector.add("decisions", item, _R_DECISION)
-        elif kind == "failed":
-            collector.add("failed", item, _R_FAILED)
+            collector.add("notes", item, R_REST)
         elif kind == "resolution":
             collector.resolve(sentence)
         elif kind == "error":
             if not collector.add_prose_error(item, speaker="user") and has_fact_tokens(sentence):
-                collector.add("facts", item, _R_FACT)
-        elif kind == "fact" and not is_routine_request(sentence):
-            collector.add("facts", item, _R_FACT)
-        elif kind in ("request", "question", "fact"):
-            # (a "fact" here is a routine request naming a number: "(continue) step 10")
-            collector.add("requests", item, _R_REST)
-        elif kind == "other":
-            # Which of these a summary keeps is decided by their information (salience.py), not position.
-            collector.add("requests", item, _R_REST)
-    for command in code_lines(content):
-        collector.add("commands", clip(command, 240), _R_MINOR)
-    for path in find_paths(content):
-        collector.add("files", path, _R_FACT)
-    collector.fresh_error_group = None
+                collector.add("facts", item)
+        elif kind in ("request", "question", "other") or (kind == "fact" and is_routine_request(sentence)):
+            # (a routine request naming a number: "(continue) step 10"). Which of these a summary
+            # keeps is decided by their information (salience.py), not position.
+            collector.add("requests", item)
+        elif kind != "plan" and kind in _FILED:
+            collector.add(_FILED[kind], item)
+    _add_code_and_paths(collector, content)
     collector.last_user = clip(_said(who, join_sentences(prose)), 300)
     if rejected:
         # The agent's open plan is superseded (seed 001: keep the current state of the plan,
@@ -212,7 +460,7 @@ def _extract_user(event: SessionEvent, collector: _Collector) -> None:
         collector.last_plan = ""
 
 
-def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
+def _extract_assistant(event: SessionEvent, collector: Collector) -> None:
     who, content = split_speaker(event.content.strip())
     if not content.strip():
         return
@@ -222,10 +470,8 @@ def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
         if kind not in _ALWAYS_KEPT and is_phatic(sentence):
             continue
         item = _said(who, clip(sentence))
-        if kind == "decision":
-            collector.add("decisions", item, _R_DECISION)
-        elif kind == "failed":
-            collector.add("failed", item, _R_FAILED)
+        if kind in ("decision", "failed", "fact"):
+            collector.add(_FILED[kind], item)
         elif kind == "resolution":
             collector.resolve(sentence)
         elif kind == "error":
@@ -233,42 +479,48 @@ def _extract_assistant(event: SessionEvent, collector: _Collector) -> None:
             # of the tool result's error: only a reported, named error is one (#19).
             if not collector.add_prose_error(item, speaker="assistant") and has_fact_tokens(sentence):
                 # Filed where the must-keep check finds it, so it is not appended back as an error.
-                talk = is_intent(sentence)
-                collector.add("notes" if talk else "facts", item, _R_NOTE if talk else _R_FACT)
+                talk = _INTENT.search(sentence) is not None
+                collector.add("notes" if talk else "facts", item)
         elif kind == "constraint":
             # Assistant-stated rules are mostly restated user constraints or
             # meander; keep them apart so a fold never promotes them.
-            collector.add("notes", item, _R_REST)
-        elif kind == "fact":
-            collector.add("facts", item, _R_FACT)
-        elif kind in ("other", "preference", "correction") and not is_intent(sentence) and (who or tells_of_self(sentence)):
+            collector.add("notes", item, R_REST)
+        elif (
+            kind in ("other", "preference", "correction")
+            and not _INTENT.search(sentence)
+            and (who or tells_of_self(sentence))
+        ):
             # A named speaker is a participant of a chat; so is an unnamed one telling of themselves
             # ("I love sci-fi movies"): what they say may be what a later question asks, ranked by its
             # information with the user's (#38: a role-only chat lost half of what was said). An
             # assistant's advice or remark to the user ("the Louvre is quietest ...") stays out.
-            collector.add("notes", item, _R_REST)
+            collector.add("notes", item, R_REST)
         if kind != "greeting" and is_plan(sentence):
             plan = item
         if _OUTCOME.search(sentence) and kind in ("other", "fact", "resolution", "decision", "plan"):
             collector.outcomes.append(item)
-    for command in code_lines(content):
-        collector.add("commands", clip(command, 240), _R_MINOR)
-    for path in find_paths(content):
-        collector.add("files", path, _R_FACT)
-    collector.fresh_error_group = None
+    _add_code_and_paths(collector, content)
     # The newest message decides the open plan; one without a plan clears it.
     collector.last_plan = plan
 
 
-def _extract_tool_result(event: SessionEvent, call: _Call | None, collector: _Collector) -> None:
+def _add_code_and_paths(collector: Collector, content: str) -> None:
+    """A message's commands and file paths; it closes the error group of the tool result before it."""
+    for command in code_lines(content):
+        collector.add("commands", clip(command, 240), R_MINOR)
+    for path in find_paths(content):
+        collector.add("files", path)
+    collector.fresh_error_group = None
+
+
+def _extract_tool_result(event: SessionEvent, call: Call | None, collector: Collector) -> None:
     content = event.content
     context = call.description if call is not None else (event.tool_name or "")
     executed = call is not None and call.shell
-    reported = _is_error_result(event)
-    lines = _error_lines(content, executed=executed, reported=reported)
+    reported = reported_failure(event.meta) is True
+    lines = error_lines(content, executed=executed, reported=reported)
     if not lines and reported:
-        first = _first_meaningful_line(content)
-        lines = [(first or "(tool reported an error)", True)]
+        lines = [(first_meaningful_line(content) or "(tool reported an error)", True)]
     if lines:
         group = collector.next_order()
         for line, strong in lines:
@@ -276,26 +528,25 @@ def _extract_tool_result(event: SessionEvent, call: _Call | None, collector: _Co
                 break
             collector.tool_error_count += 1
             # Lines that merely mention "error" (a failed result's headline) rank below real failures.
-            rank = _R_MINOR if (strong or reported) else _R_REST
+            rank = R_MINOR if (strong or reported) else R_REST
             collector.add_error(line, context=context, rank=rank, group=group)
         collector.fresh_error_group = group
-        for match in _FILE_LINE.finditer(content):
-            collector.add("files", match.group(1), _R_FACT)
+        for match in FILE_LINE.finditer(content):
+            collector.add("files", match.group(1))
         if call is not None and call.shell:
             collector.commands_failed.append((call.description, lines[0][0]))
         return
     if call is not None and call.shell:
         collector.commands_ok.append(call.description)
-    line, values, alone = _finding(content)
+    line, values, alone = finding(content)
     if line:
         # A shell result is named by its command ("$ python repro.py: 344"), a tool's by the tool.
         label = clip(call.description, _LABEL_CHARS) if executed and call is not None else None
         label = label or event.tool_name or (call.description if call is not None else "tool")
-        collector.tool_notes.append(_ToolNote(clip(f"{label}: {line}", _TOOL_NOTE_CHARS), values, alone))
+        collector.tool_notes.append(_ToolNote(clip(f"{label}: {line}", TOOL_NOTE_CHARS), values, alone))
 
 
-# A summary's own text, re-read (a rolling fold, a session merge, a synthetic event): its lines are
-# filed under their headings, unlabelled ones sentence by sentence as an event's.
+# A summary's own text, re-read: its lines keep up to this many characters.
 _FOLD_LINE_CHARS: Final = 600
 
 _SKIP_LINE: Final = re.compile(
@@ -303,32 +554,12 @@ _SKIP_LINE: Final = re.compile(
     re.IGNORECASE,
 )
 _BULLET_PREFIX: Final = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
-_SECTION_RANK: Final[dict[Section, int]] = {
-    "goal": _R_GOAL,
-    "constraints": _R_USER,
-    "preferences": _R_USER,
-    "decisions": _R_DECISION,
-    "errors": _R_ERROR_RESOLVED,
-    "failed": _R_FAILED,
-    "open": _R_OPEN,
-    "files": _R_FACT,
-    "commands": _R_REST,
-    "facts": _R_FACT,
-    "outcome": _R_GOAL,
-    "requests": _R_REST,
-    "notes": _R_NOTE,
-    "tool_notes": _R_NOTE,
-}
+_OPEN_PREFIX: Final = re.compile(r"^(?:User|Plan):\s*")
+_PLAN_PREFIX: Final = re.compile(r"^Plan:\s*")
+_DURABLE_KINDS: Final = frozenset({"correction", "preference", "constraint", "decision", "failed", "fact"})
 
 
-def _match_heading(line: str) -> tuple[bool, Section | None, str]:
-    """``(is_heading, section, inline_rest)`` for one summary line, in the extractive summarizer's sections."""
-    is_heading, section, rest = match_heading(line)
-    # "must keep" holds facts already kept: re-read as plain lines, like the structural headings.
-    return is_heading, None if section in (None, "must_keep") else cast(Section, section), rest
-
-
-def _add_summary_line(collector: _Collector, section: Section | None, line: str, *, fold_lines: bool) -> None:
+def _add_summary_line(collector: Collector, section: Section | None, line: str) -> None:
     line = _BULLET_PREFIX.sub("", line).strip()
     if not line or _SKIP_LINE.match(line):
         return
@@ -336,96 +567,51 @@ def _add_summary_line(collector: _Collector, section: Section | None, line: str,
         # Unlabelled lines (prose, "Must keep" items): classify sentence by sentence.
         for sentence in split_sentences(line):
             _add_classified(collector, sentence)
-        return
-    limit = _FOLD_LINE_CHARS if fold_lines else 300
-    if section == "files":
+    elif section == "files":
         for part in line.split(", "):
-            if part.strip():
-                collector.add("files", clip(part.strip(), limit), _R_FACT)
-        return
-    if section == "errors":
-        error, _, fixed = line.partition(FIXED_SEP) if FIXED_SEP in line else (line, "", "")
+            collector.add("files", clip(part.strip(), _FOLD_LINE_CHARS))
+    elif section == "errors":
+        error, _, fixed = line.partition(FIXED_SEP)
         draft = collector.add_error(
-            clip(error.strip(), limit), rank=_R_ERROR_RESOLVED if fixed.strip() else _R_MINOR
+            clip(error.strip(), _FOLD_LINE_CHARS), rank=R_ERROR_RESOLVED if fixed.strip() else R_MINOR
         )
-        draft.resolution = clip(fixed.strip(), limit) if fixed.strip() else ""
-        return
-    if section == "goal":
+        draft.resolution = clip(fixed.strip(), _FOLD_LINE_CHARS) if fixed.strip() else ""
+    elif section == "goal":
         # Only the first goal is the session's; later "Goal:" lines are the
         # first requests of later chunks and rank as requests.
         if collector.goal is None:
-            collector.goal = clip(line, limit)
-            collector.add("goal", collector.goal, _R_GOAL)
+            collector.goal = clip(line, _FOLD_LINE_CHARS)
+            collector.add("goal", collector.goal)
         else:
-            collector.add("requests", clip(line, limit), _R_REST)
+            collector.add("requests", clip(line, _FOLD_LINE_CHARS))
             _reclassify(collector, line)
-        return
-    if section == "open":
+    elif section == "open":
         # Open threads are superseded by newer ones; the facts they quoted are not. A plan is
         # the agent's: its "must" or "required" is no user constraint.
-        collector.add("open", clip(line, limit), _R_OPEN)
+        collector.add("open", clip(line, _FOLD_LINE_CHARS))
         plan = _PLAN_PREFIX.match(line) is not None
         _reclassify(collector, _OPEN_PREFIX.sub("", line), speaker="assistant" if plan else "any")
-        return
-    collector.add(section, clip(line, limit), _SECTION_RANK[section])
+    else:
+        collector.add(section, clip(line, _FOLD_LINE_CHARS))
 
 
-_OPEN_PREFIX: Final = re.compile(r"^(?:User|Plan):\s*")
-_PLAN_PREFIX: Final = re.compile(r"^Plan:\s*")
-_DURABLE_KINDS: Final = frozenset({"correction", "preference", "constraint", "decision", "failed", "fact"})
-
-
-def _reclassify(collector: _Collector, line: str, *, speaker: Speaker = "any") -> None:
+def _reclassify(collector: Collector, line: str, *, speaker: Speaker = "any") -> None:
     """Extract the durable sentences of a line that may itself be dropped later."""
     for sentence in split_sentences(line):
-        if classify_sentence(sentence, speaker=speaker) in _DURABLE_KINDS:
-            _add_classified(collector, sentence, speaker=speaker)
+        kind = classify_sentence(sentence, speaker=speaker)
+        if kind in _DURABLE_KINDS:
+            collector.add(_FILED[kind], clip(sentence, _FOLD_LINE_CHARS))
 
 
-def _add_classified(collector: _Collector, sentence: str, *, speaker: Speaker = "any") -> None:
-    kind = classify_sentence(sentence, speaker=speaker)
+def _add_classified(collector: Collector, sentence: str) -> None:
+    kind = classify_sentence(sentence, speaker="any")
     item = clip(sentence, _FOLD_LINE_CHARS)
-    if kind in ("correction", "preference"):
-        collector.add("preferences", item, _R_USER)
-    elif kind == "constraint":
-        collector.add("constraints", item, _R_USER)
-    elif kind == "decision":
-        collector.add("decisions", item, _R_DECISION)
-    elif kind == "failed":
-        collector.add("failed", item, _R_FAILED)
-    elif kind == "resolution":
-        collector.add_error(item, rank=_R_ERROR_RESOLVED)
+    if kind == "resolution":
+        collector.add_error(item, rank=R_ERROR_RESOLVED)
     elif kind == "error":
         # An unlabelled line (a "Must keep" item) is an error only if it reports one (#19).
-        if collector.add_prose_error(item, speaker=speaker):
-            return
-        if has_fact_tokens(item) and not is_intent(item):
-            collector.add("facts", item, _R_FACT)
-        else:
-            collector.add("notes", item, _R_NOTE)
-    elif kind == "fact":
-        collector.add("facts", item, _R_FACT)
-    elif kind == "plan":
-        collector.add("open", item, _R_OPEN)
-    elif kind in ("request", "question"):
-        collector.add("requests", item, _R_REST)
-    elif kind == "other":
-        collector.add("notes", item, _R_NOTE)
-
-
-def _extract_summary_text(text: str, collector: _Collector, *, fold_lines: bool) -> None:
-    section: Section | None = None
-    for raw in text.splitlines():
-        if not raw.strip():
-            continue
-        if CHUNK_MARKER.match(raw):
-            # "[chunk_x]" / "- **chunk_x**" start another chunk's summary.
-            section = None
-            continue
-        is_heading, heading_section, rest = _match_heading(raw)
-        if is_heading:
-            section = heading_section
-            if rest:
-                _add_summary_line(collector, section, rest, fold_lines=fold_lines)
-            continue
-        _add_summary_line(collector, section, raw, fold_lines=fold_lines)
+        if not collector.add_prose_error(item, speaker="any"):
+            fact = has_fact_tokens(item) and not _INTENT.search(item)
+            collector.add("facts" if fact else "notes", item)
+    elif kind in _FILED:
+        collector.add(_FILED[kind], item)

@@ -1,75 +1,42 @@
 """Rendering: kept items as history-summary text or as the session summary, and the structured views of them.
 
 The history form lists sections (``Goal:``, ``Decisions:`` ...); the session
-summary (seed 004) regroups the kept items under five headings, selected
-within the budget on their own.
+summary (seed 004) regroups the kept items under five headings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final, Literal
+from collections.abc import Mapping, Sequence
+from typing import Final
 
-import msgspec
-
-from aiden.policy.tokens import estimate_tokens
-from aiden.summarizers.extractive.collector import (
-    _QUOTA,
-    _R_USER,
+from aiden.summarizers.extractive.extract import (
     FIXED_SEP,
+    R_USER,
+    SECTIONS,
+    Collector,
+    Item,
     Section,
-    _Collector,
-    _Item,
-    _line_of,
-    _texts,
+    line_of,
 )
-from aiden.summarizers.mustkeep import normalize, split_reason
+from aiden.summarizers.mustkeep import split_reason
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
 
-_SECTION_ORDER: Final[tuple[Section, ...]] = (
-    "goal",
-    "outcome",
-    "constraints",
-    "preferences",
-    "decisions",
-    "errors",
-    "failed",
-    "open",
-    "files",
-    "commands",
-    "facts",
-    "requests",
-    "notes",
-    "tool_notes",
-)
-_SECTION_TITLES: Final[dict[Section, str]] = {
-    "goal": "Goal",
-    "outcome": "Outcome",
-    "constraints": "Constraints",
-    "preferences": "Preferences",
-    "decisions": "Decisions",
-    "errors": "Errors",
-    "failed": "Failed approaches",
-    "open": "Open thread",
-    "files": "Files",
-    "commands": "Commands",
-    "facts": "Facts",
-    "requests": "Requests",
-    "notes": "Notes",
-    "tool_notes": "Tool results",
-}
+
+def texts(items: Sequence[Item], section: Section) -> tuple[str, ...]:
+    """The texts of ``items`` in ``section``, oldest first."""
+    return tuple(it.text for it in sorted(items, key=lambda it: it.order) if it.section == section)
 
 
-def _render_history(items: Sequence[_Item]) -> str:
-    by_section: dict[Section, list[_Item]] = {}
+def render_history(items: Sequence[Item]) -> str:
+    """``items`` as history-summary text: a block a section."""
+    by_section: dict[Section, list[Item]] = {}
     for item in sorted(items, key=lambda it: it.order):
         by_section.setdefault(item.section, []).append(item)
     blocks: list[str] = []
-    for section in _SECTION_ORDER:
+    for section, (title, _tier) in SECTIONS.items():
         group = by_section.get(section)
         if not group:
             continue
-        title = _SECTION_TITLES[section]
         if section in ("goal", "outcome"):
             blocks.append("\n".join(f"{title}: {it.text}" for it in group))
         elif section == "files":
@@ -83,14 +50,14 @@ def _render_history(items: Sequence[_Item]) -> str:
 _DATED: Final[frozenset[Section]] = frozenset({"facts", "notes"})
 
 
-def _dated(section: Section, group: Sequence[_Item]) -> list[str]:
+def _dated(section: Section, group: Sequence[Item]) -> list[str]:
     """``group``'s lines, each that starts a run said on another date than the line before it led by that
     date ("(17 July, 2023) Melanie: I went camping last weekend"): the date a relative time needs, at the
     cost of one short prefix a date, not one a line."""
     lines: list[str] = []
     date = ""
     for item in group:
-        line = _line_of(item)
+        line = line_of(item)
         if section in _DATED and item.when and item.when != date and item.when not in line:
             line = f"({item.when}) {line}"
         date = item.when or date
@@ -98,29 +65,24 @@ def _dated(section: Section, group: Sequence[_Item]) -> list[str]:
     return lines
 
 
-def _structured_history(items: Sequence[_Item]) -> StructuredSummary:
+def structured_history(items: Sequence[Item]) -> StructuredSummary:
+    """The structured view of a history summary's items."""
     ordered = sorted(items, key=lambda it: it.order)
-    goals = _texts(ordered, "goal")
-    decisions = []
-    for item in ordered:
-        if item.section == "decisions":
-            what, why = split_reason(item.text)
-            decisions.append(Decision(what=what, why=why))
-    errors = tuple(
-        ErrorResolution(error=it.text, resolution=it.extra) for it in ordered if it.section == "errors"
-    )
+    goals = texts(ordered, "goal")
     return StructuredSummary(
         user_goal=goals[0] if goals else "",
-        decisions=tuple(decisions),
-        constraints=_texts(ordered, "constraints"),
-        open_threads=_texts(ordered, "open"),
-        errors=errors,
-        files_touched=_texts(ordered, "files"),
-        user_preferences=_texts(ordered, "preferences"),
-        failed_approaches=_texts(ordered, "failed"),
-        working_recipes=_texts(ordered, "commands"),
-        facts=_texts(ordered, "facts"),
-        outcome=" ".join(_texts(ordered, "outcome")),
+        decisions=tuple(Decision(what=w, why=y) for w, y in map(split_reason, texts(ordered, "decisions"))),
+        constraints=texts(ordered, "constraints"),
+        open_threads=texts(ordered, "open"),
+        errors=tuple(
+            ErrorResolution(error=it.text, resolution=it.extra) for it in ordered if it.section == "errors"
+        ),
+        files_touched=texts(ordered, "files"),
+        user_preferences=texts(ordered, "preferences"),
+        failed_approaches=texts(ordered, "failed"),
+        working_recipes=texts(ordered, "commands"),
+        facts=texts(ordered, "facts"),
+        outcome=" ".join(texts(ordered, "outcome")),
     )
 
 
@@ -130,93 +92,69 @@ def render_structured(structured: StructuredSummary, *, session: bool = False) -
         # The durable headings have no place of their own for the user's rules and the decisions
         # taken: a rule is a preference to keep, a decision a fact of the project (#35: an answer
         # holding only those is a summary, not the prompt's skeleton).
-        decided = [f"Decided: {d.what} ({d.why})" if d.why else f"Decided: {d.what}" for d in structured.decisions]
-        blocks = [
-            ("## OUTCOME", [structured.outcome] if structured.outcome else []),
-            ("## WORKING RECIPES", list(structured.working_recipes)),
-            ("## FAILED APPROACHES", list(structured.failed_approaches)),
-            ("## USER PREFERENCES", list(dict.fromkeys((*structured.user_preferences, *structured.constraints)))),
-            ("## PROJECT FACTS", list(dict.fromkeys((*structured.facts, *decided)))),
+        decided = [
+            f"Decided: {d.what} ({d.why})" if d.why else f"Decided: {d.what}" for d in structured.decisions
         ]
-        return "\n\n".join(
-            heading + "\n" + ("\n".join(f"- {line}" for line in lines) if lines else "- (none)")
-            for heading, lines in blocks
+        return _under_headings(
+            {
+                "outcome": [structured.outcome] if structured.outcome else [],
+                "commands": structured.working_recipes,
+                "failed": structured.failed_approaches,
+                "preferences": list(dict.fromkeys((*structured.user_preferences, *structured.constraints))),
+                "facts": list(dict.fromkeys((*structured.facts, *decided))),
+            }
         )
-    items: list[_Item] = []
-    order = 0
-
-    def add(section: Section, text: str, extra: str = "") -> None:
-        nonlocal order
-        if text.strip():
-            order += 1
-            items.append(_Item(section, _one_line(text), 0, order, _one_line(extra)))
-
-    add("goal", structured.user_goal)
-    add("outcome", structured.outcome)
-    for text in structured.constraints:
-        add("constraints", text)
-    for text in structured.user_preferences:
-        add("preferences", text)
-    for decision in structured.decisions:
-        add("decisions", f"{decision.what} ({decision.why})" if decision.why else decision.what)
-    for error in structured.errors:
-        add("errors", error.error, error.resolution)
-    for text in structured.failed_approaches:
-        add("failed", text)
-    for text in structured.open_threads:
-        add("open", text)
-    for text in structured.files_touched:
-        add("files", text)
-    for text in structured.working_recipes:
-        add("commands", text)
-    for text in structured.facts:
-        add("facts", text)
-    return _render_history(items)
+    decisions = [f"{d.what} ({d.why})" if d.why else d.what for d in structured.decisions]
+    rows: list[tuple[Section, str, str]] = [
+        ("goal", structured.user_goal, ""),
+        ("outcome", structured.outcome, ""),
+        *(("constraints", text, "") for text in structured.constraints),
+        *(("preferences", text, "") for text in structured.user_preferences),
+        *(("decisions", text, "") for text in decisions),
+        *(("errors", error.error, error.resolution) for error in structured.errors),
+        *(("failed", text, "") for text in structured.failed_approaches),
+        *(("open", text, "") for text in structured.open_threads),
+        *(("files", text, "") for text in structured.files_touched),
+        *(("commands", text, "") for text in structured.working_recipes),
+        *(("facts", text, "") for text in structured.facts),
+    ]
+    kept = [row for row in rows if row[1].strip()]
+    return render_history([Item(s, _one_line(t), 0, n, _one_line(x)) for n, (s, t, x) in enumerate(kept, 1)])
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-# The session summary (seed 004): kept items regrouped under five headings, selected and rendered.
-_SESSION_HEADINGS: Final = (
-    ("outcome", "## OUTCOME"),
-    ("recipes", "## WORKING RECIPES"),
-    ("failed", "## FAILED APPROACHES"),
-    ("preferences", "## USER PREFERENCES"),
-    ("facts", "## PROJECT FACTS"),
-)
-
-_SessionSection = Literal["outcome", "recipes", "failed", "preferences", "facts"]
-_SESSION_RANK: Final[dict[_SessionSection, int]] = {
+# The session summary (seed 004): kept items regrouped under five headings (the working
+# recipes are filed as commands), most important first.
+_SESSION_HEADINGS: Final[dict[Section, str]] = {
+    "outcome": "## OUTCOME",
+    "commands": "## WORKING RECIPES",
+    "failed": "## FAILED APPROACHES",
+    "preferences": "## USER PREFERENCES",
+    "facts": "## PROJECT FACTS",
+}
+_SESSION_RANK: Final[dict[Section, int]] = {
     "outcome": 0,
     "preferences": 1,
     "failed": 2,
-    "recipes": 3,
+    "commands": 3,
     "facts": 4,
 }
 
 
-class _SessionItem(msgspec.Struct, frozen=True):
-    section: _SessionSection
-    text: str
-    rank: int
-    order: int
+def session_items(collector: Collector, items: Sequence[Item]) -> list[Item]:
+    """``items`` (and the collector's outcomes and commands) regrouped under the session summary's headings."""
+    out: list[Item] = []
 
-
-def _session_items(collector: _Collector, items: Sequence[_Item]) -> list[_SessionItem]:
-    out: list[_SessionItem] = []
-    order = 0
-
-    def add(section: _SessionSection, text: str, rank_offset: int = 0) -> None:
-        nonlocal order
+    def add(section: Section, text: str, rank_offset: int = 0) -> None:
         if text.strip():
-            order += 1
-            out.append(_SessionItem(section, text, _SESSION_RANK[section] * 10 + rank_offset, order))
+            out.append(Item(section, text, _SESSION_RANK[section] * 10 + rank_offset, len(out) + 1))
 
     ordered = sorted(items, key=lambda it: it.order)
-    goals = _texts(ordered, "goal")
-    outcomes = _texts(ordered, "outcome")
+    goals = texts(ordered, "goal")
+    outcomes = texts(ordered, "outcome")
     for text in outcomes:
         add("outcome", text)
     if not outcomes and goals:
@@ -224,16 +162,16 @@ def _session_items(collector: _Collector, items: Sequence[_Item]) -> list[_Sessi
     for text in collector.outcomes[-3:]:
         add("outcome", text, 1)
     if not outcomes and not collector.outcomes:
-        for text in _texts(ordered, "open")[-1:]:
+        for text in texts(ordered, "open")[-1:]:
             add("outcome", f"Open: {text}", 2)
     failed_commands = {cmd for cmd, _ in collector.commands_failed} - set(collector.commands_ok)
     for item in ordered:
-        if item.section in ("preferences", "constraints") and item.rank <= _R_USER:
+        if item.section in ("preferences", "constraints") and item.rank <= R_USER:
             add("preferences", item.text)
         elif item.section == "failed":
             add("failed", item.text)
         elif item.section == "commands" and item.text.startswith("$ ") and item.text not in failed_commands:
-            add("recipes", item.text)
+            add("commands", item.text)
         elif item.section == "decisions":
             add("facts", item.text)
         elif item.section == "errors" and item.extra:
@@ -245,63 +183,30 @@ def _session_items(collector: _Collector, items: Sequence[_Item]) -> list[_Sessi
     for command, error in collector.commands_failed:
         if command in failed_commands:
             add("failed", f"{command} failed: {error}", 1)
-    files = _texts(ordered, "files")
+    files = texts(ordered, "files")
     if files:
         add("facts", "Key files: " + ", ".join(dict.fromkeys(files)), 2)
     return out
 
 
-def _render_session(items: Sequence[_SessionItem]) -> str:
-    blocks: list[str] = []
-    for section, heading in _SESSION_HEADINGS:
-        lines = [it.text for it in sorted(items, key=lambda it: it.order) if it.section == section]
-        body = "\n".join(f"- {line}" for line in lines) if lines else "- (none)"
-        blocks.append(f"{heading}\n{body}")
-    return "\n\n".join(blocks)
+def render_session(items: Sequence[Item]) -> str:
+    """Session items under seed 004's five headings."""
+    return _under_headings({section: texts(items, section) for section in _SESSION_HEADINGS})
 
 
-def _select_session(items: Sequence[_SessionItem], budget: int) -> list[_SessionItem]:
-    seen: set[str] = set()
-    unique: list[_SessionItem] = []
-    for item in sorted(items, key=lambda it: (it.rank, it.order)):
-        key = normalize(item.text)
-        if key and key not in seen:
-            seen.add(key)
-            unique.append(item)
-    chosen: list[_SessionItem] = []
-    used = estimate_tokens(_render_session(()))
-    per_section: dict[str, int] = {}
-    rest: list[_SessionItem] = []
-    for item in unique:
-        if per_section.get(item.section, 0) < _QUOTA:
-            cost = estimate_tokens(item.text) + 2
-            if used + cost <= budget:
-                used += cost
-                chosen.append(item)
-                per_section[item.section] = per_section.get(item.section, 0) + 1
-                continue
-        rest.append(item)
-    for item in rest:
-        cost = estimate_tokens(item.text) + 2
-        if used + cost <= budget:
-            used += cost
-            chosen.append(item)
-    chosen.sort(key=lambda it: (it.rank, it.order))
-    while chosen and estimate_tokens(_render_session(chosen)) > budget:
-        chosen.pop()
-    return chosen
+def _under_headings(lines: Mapping[Section, Sequence[str]]) -> str:
+    return "\n\n".join(
+        heading + "\n" + ("\n".join(f"- {line}" for line in lines[section]) if lines[section] else "- (none)")
+        for section, heading in _SESSION_HEADINGS.items()
+    )
 
 
-def _structured_session(items: Sequence[_SessionItem]) -> StructuredSummary:
-    ordered = sorted(items, key=lambda it: it.order)
-
-    def texts(section: _SessionSection) -> tuple[str, ...]:
-        return tuple(it.text for it in ordered if it.section == section)
-
+def structured_session(items: Sequence[Item]) -> StructuredSummary:
+    """The structured view of a session summary's items."""
     return StructuredSummary(
-        outcome=" ".join(texts("outcome")),
-        working_recipes=texts("recipes"),
-        failed_approaches=texts("failed"),
-        user_preferences=texts("preferences"),
-        facts=texts("facts"),
+        outcome=" ".join(texts(items, "outcome")),
+        working_recipes=texts(items, "commands"),
+        failed_approaches=texts(items, "failed"),
+        user_preferences=texts(items, "preferences"),
+        facts=texts(items, "facts"),
     )

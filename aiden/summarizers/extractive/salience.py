@@ -97,9 +97,15 @@ class Rarity:
 
     def density(self, text: str) -> float:
         """Information per token (short lines are charged as at least 12 tokens: a line has overhead),
-        weighed by whether the speaker tells of themselves (:func:`self_report`)."""
+        weighed by whether the speaker tells of themselves.
+
+        A later question asks about what someone told of themselves; a reaction to
+        the listener ("your courage is inspiring"), a question back or a remark
+        about neither tells less per word.
+        """
         _who, body = split_speaker(text)
-        return self.information(body) * self_report(body) / max(12, estimate_tokens(text))
+        weight = 1.0 if tells_of_self(body) else 0.6
+        return self.information(body) * weight / max(12, estimate_tokens(text))
 
 
 _FIRST_PERSON: Final = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|our|us)\b", re.IGNORECASE)
@@ -110,16 +116,6 @@ def tells_of_self(body: str) -> bool:
     """True for a sentence (without its speaker) that tells of its speaker's own life or work: first
     person, no "you", no question ("I adopted a beagle last Sunday", "we moved the cache to Redis")."""
     return bool(_FIRST_PERSON.search(body)) and not _SECOND_PERSON.search(body) and not body.rstrip().endswith("?")
-
-
-def self_report(body: str) -> float:
-    """1 for a sentence that :func:`tells_of_self`, else 0.6.
-
-    A later question asks about what someone told of themselves; a reaction to
-    the listener ("your courage is inspiring"), a question back or a remark
-    about neither tells less per word.
-    """
-    return 1.0 if tells_of_self(body) else 0.6
 
 
 _LABEL: Final = re.compile(r"^(?:[A-Z][\w ()'-]{0,30}:\s+)")

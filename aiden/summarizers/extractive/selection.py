@@ -6,23 +6,24 @@
   step number ("Continue with the gateway migration (PROJ-1791), step 12:
   ..."); listing every step buries what matters. Seed 001: keep the current
   state of the plan, drop superseded versions. Linear in the number of items.
-* Selection under budget: which kept items fit a request's token budget (and a fold's line cap).
+* Selection under budget: which kept items fit a request's token budget (and a fold's line cap), and
+  which session items fit a session summary's.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 import msgspec
 
 from aiden.policy.summary_md import step_match
 from aiden.policy.tokens import estimate_tokens
-from aiden.summarizers.extractive.collector import _QUOTA, _R_FACT, _R_OPEN, _R_REST, Section, _Item, _line_of
-from aiden.summarizers.extractive.render import _SECTION_TITLES
+from aiden.summarizers.extractive.extract import R_FACT, R_OPEN, R_REST, SECTIONS, Item, Section, line_of
+from aiden.summarizers.extractive.render import render_history, render_session
 from aiden.summarizers.extractive.salience import names_a_date
-from aiden.summarizers.extractive.tools import _digitless
+from aiden.summarizers.extractive.tools import digitless
 from aiden.summarizers.mustkeep import clip, is_routine_request, key_tokens, normalize
 from aiden.summarizers.mustkeep.classify import split_speaker
 
@@ -30,17 +31,18 @@ _BARE_NUMBER: Final = re.compile(r"^\d+(?:[.,:]\d+)*$")
 _EXACT_ONLY: Final[frozenset[Section]] = frozenset({"files", "commands", "tool_notes"})
 
 
-class _Deduped(msgspec.Struct, frozen=True):
+class Deduped(msgspec.Struct, frozen=True):
     """Unique items, plus the items absorbed into a more important one that contains them."""
 
-    kept: list[_Item]
-    absorbed: list[tuple[_Item, _Item]]  # (absorbed item, the kept item containing it)
+    kept: list[Item]
+    absorbed: list[tuple[Item, Item]]  # (absorbed item, the kept item containing it)
 
 
 _GRAM: Final = 8
+_QUOTA: Final = 3  # items a tier may place before strict priority (see select)
 
 
-class _Containers:
+class _Containers(msgspec.Struct):
     """The kept sentence lines, searchable for "which first one contains ``norm``" without a full scan.
 
     Every container is indexed by its ``_GRAM``-character grams that start
@@ -52,26 +54,23 @@ class _Containers:
     (a word or two) falls back to the plain scan.
     """
 
-    __slots__ = ("_grams", "items", "norms")
+    norms: list[str] = []
+    items: list[Item] = []
+    grams: dict[str, list[int]] = {}
 
-    def __init__(self) -> None:
-        self.norms: list[str] = []
-        self.items: list[_Item] = []
-        self._grams: dict[str, list[int]] = {}
-
-    def add(self, norm: str, item: _Item) -> None:
+    def add(self, norm: str, item: Item) -> None:
         index = len(self.norms)
         self.norms.append(norm)
         self.items.append(item)
         for gram in _word_grams(norm):
-            posting = self._grams.setdefault(gram, [])
+            posting = self.grams.setdefault(gram, [])
             if not posting or posting[-1] != index:
                 posting.append(index)
 
-    def first_containing(self, norm: str) -> _Item | None:
+    def first_containing(self, norm: str) -> Item | None:
         best: list[int] | None = None
         for gram in _word_grams(norm):
-            posting = self._grams.get(gram)
+            posting = self.grams.get(gram)
             if posting is None:
                 return None
             if best is None or len(posting) < len(best):
@@ -82,7 +81,7 @@ class _Containers:
         return next((self.items[i] for i in best if norm in norms[i]), None)
 
 
-def _first_holding(containers: _Containers, tokens: Sequence[str]) -> _Item | None:
+def _first_holding(containers: _Containers, tokens: Sequence[str]) -> Item | None:
     """The first container holding every one of ``tokens``."""
     return next(
         (c for n, c in zip(containers.norms, containers.items, strict=True) if all(t in n for t in tokens)),
@@ -99,7 +98,7 @@ def _word_grams(norm: str) -> Iterator[str]:
         start = norm.find(" ", start + 1)
 
 
-def _dedupe(items: Iterable[_Item]) -> _Deduped:
+def dedupe(items: Iterable[Item]) -> Deduped:
     """Drop repeats, keeping each fact's most important (then earliest) occurrence.
 
     A sentence item is also absorbed when a kept, more important line
@@ -108,19 +107,19 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
     open-thread lines it demotes or drops, so absorbed facts survive folds.
     """
     ordered = sorted(items, key=lambda it: (it.rank, it.order))
-    kept: list[_Item] = []
-    absorbed: list[tuple[_Item, _Item]] = []
-    seen: dict[tuple[str, str], _Item] = {}
+    kept: list[Item] = []
+    absorbed: list[tuple[Item, Item]] = []
+    seen: dict[tuple[str, str], Item] = {}
     containers = _Containers()
     for item in ordered:
-        norm = normalize(_line_of(item))
+        norm = normalize(line_of(item))
         if not norm:
             continue
         bucket = item.section if item.section in _EXACT_ONLY else "text"
         if item.section == "errors":
             # Log lines repeat with new timestamps and counters; the
             # "(from ...)" context does not make an error a different one.
-            bucket, norm = "errors", _digitless(item.text.split(" (from ", 1)[0])
+            bucket, norm = "errors", digitless(item.text.split(" (from ", 1)[0])
         twin = seen.get((bucket, norm))
         if twin is not None:
             if twin.section != item.section:
@@ -141,7 +140,7 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
                 if not tokens:
                     # ... unless it says when something happened ("on 8 May, 2023").
                     if not names_a_date(item.text):
-                        item = msgspec.structs.replace(item, rank=max(item.rank, _R_REST))
+                        item = msgspec.structs.replace(item, rank=max(item.rank, R_REST))
                 else:
                     holder = _first_holding(containers, tokens)
                     if holder is not None:
@@ -150,10 +149,10 @@ def _dedupe(items: Iterable[_Item]) -> _Deduped:
             containers.add(norm, item)
         seen[(bucket, norm)] = item
         kept.append(item)
-    return _Deduped(kept, absorbed)
+    return Deduped(kept, absorbed)
 
 
-def _with_absorbed(chosen: Sequence[_Item], deduped: _Deduped) -> list[_Item]:
+def with_absorbed(chosen: Sequence[Item], deduped: Deduped) -> list[Item]:
     """``chosen`` plus the items absorbed by a chosen item (for the structured view)."""
     chosen_ids = {id(it) for it in chosen}
     extra = [item for item, container in deduped.absorbed if id(container) in chosen_ids]
@@ -164,20 +163,19 @@ def _with_absorbed(chosen: Sequence[_Item], deduped: _Deduped) -> list[_Item]:
 _USER: Final = "User: "
 
 
-class _Group:
-    __slots__ = ("head", "items", "latest", "latest_number", "numbers", "tail", "word")
+class _Group(msgspec.Struct):
+    """Requests that read the same up to their step number; the latest says where the run is now."""
 
-    def __init__(self, word: str) -> None:
-        self.word = word
-        self.items: list[_Item] = []
-        self.numbers: list[int] = []
-        self.head = ""
-        self.tail = ""
-        self.latest: _Item | None = None
-        self.latest_number = 0
+    word: str
+    latest: Item
+    latest_number: int = 0
+    head: str = ""
+    tail: str = ""
+    items: list[Item] = []
+    numbers: list[int] = []
 
 
-def _request_text(item: _Item) -> str | None:
+def _request_text(item: Item) -> str | None:
     if item.section == "requests":
         return item.text
     if item.section == "open" and item.text.startswith(_USER):
@@ -185,7 +183,7 @@ def _request_text(item: _Item) -> str | None:
     return None
 
 
-def collapse_requests(items: Sequence[_Item]) -> list[_Item]:
+def collapse_requests(items: Sequence[Item]) -> list[Item]:
     """``items`` with each run of numbered near-identical requests replaced by one current-state line.
 
     Requests match when they read the same up to their step number
@@ -202,27 +200,27 @@ def collapse_requests(items: Sequence[_Item]) -> list[_Item]:
             continue
         word = match.group("word").casefold()
         key = (re.sub(r"\d+", "#", normalize(match.group("head"))), word)
-        group = groups.setdefault(key, _Group(word))
+        group = groups.setdefault(key, _Group(word, item))
         group.items.append(item)
         member[id(item)] = key
         first = int(match.group("a"))
         last = int(match.group("b") or first)
         group.numbers.extend((first, last))
-        if group.latest is None or item.order >= group.latest.order:
+        if item.order >= group.latest.order:
             group.latest, group.latest_number = item, last
             group.head, group.tail = match.group("head"), match.group("tail")
     collapsed = {key for key, group in groups.items() if len(group.items) > 1 or len(set(group.numbers)) > 1}
     routine = [key for key, g in groups.items() if is_routine_request(f"{g.head}{g.word} 1{g.tail}")]
-    current = max(routine, key=lambda k: _latest_order(groups[k]), default=None)
+    current = max(routine, key=lambda k: groups[k].latest.order, default=None)
     superseded = {
         k
         for k in routine
         if current is not None
         and k != current
         and groups[k].word != groups[current].word
-        and _latest_order(groups[k]) < _latest_order(groups[current])
+        and groups[k].latest.order < groups[current].latest.order
     }
-    out: list[_Item] = []
+    out: list[Item] = []
     for item in items:
         found = member.get(id(item))
         if found is None or (found not in collapsed and found not in superseded):
@@ -238,45 +236,35 @@ def collapse_requests(items: Sequence[_Item]) -> list[_Item]:
         text = (
             f"{group.head}{group.word}s {lo}\u2013{hi}; now at {group.word} {group.latest_number}{group.tail}"
         )
-        out.append(msgspec.structs.replace(item, section="open", text=_USER + text, rank=_R_OPEN, extra=""))
+        out.append(msgspec.structs.replace(item, section="open", text=_USER + text, rank=R_OPEN, extra=""))
     return out
-
-
-def _latest_order(group: _Group) -> int:
-    return group.latest.order if group.latest is not None else -1
 
 
 # Selection under budget.
 _INLINE_SECTIONS: Final[frozenset[Section]] = frozenset({"goal", "outcome", "files"})
 
 
-def _select(
-    items: Sequence[_Item],
-    budget: int,
-    render: Callable[[Sequence[_Item]], str],
-    *,
-    max_lines: int | None = None,
-) -> list[_Item]:
+def select(items: Sequence[Item], budget: int, *, max_lines: int | None = None) -> list[Item]:
     """Pick items under ``budget`` tokens (and ``max_lines``): a quota per tier first, then strict priority."""
     candidates = sorted(items, key=_priority)
-    chosen: list[_Item] = []
+    chosen: list[Item] = []
     chosen_ids: set[int] = set()
     sections_used: set[Section] = set()
     used = 0
     lines_used = 0
 
-    def cost(item: _Item) -> tuple[int, int]:
+    def cost(item: Item) -> tuple[int, int]:
         new_section = item.section not in sections_used
-        tokens = estimate_tokens(_line_of(item)) + 2
+        tokens = estimate_tokens(line_of(item)) + 2
         if new_section:
-            tokens += estimate_tokens(_SECTION_TITLES[item.section]) + 2
+            tokens += estimate_tokens(SECTIONS[item.section][0]) + 2
         if item.section in _INLINE_SECTIONS:
             lines = 1 if (new_section or item.section != "files") else 0
         else:
             lines = 2 if new_section else 1
         return tokens, lines
 
-    def try_take(item: _Item) -> None:
+    def try_take(item: Item) -> None:
         nonlocal used, lines_used
         tokens, lines = cost(item)
         if used + tokens > budget:
@@ -289,10 +277,13 @@ def _select(
         chosen_ids.add(id(item))
         sections_used.add(item.section)
 
+    # Every load-bearing tier (rank <= R_FACT) may place this many items before the others are
+    # considered in strict order, so one talkative kind cannot starve the rest; noise tiers only
+    # ever get what is left.
     per_tier: dict[tuple[int, Section], int] = {}
     for item in candidates:
         key = (item.rank, item.section)
-        if item.rank <= _R_FACT and per_tier.get(key, 0) < _QUOTA:
+        if item.rank <= R_FACT and per_tier.get(key, 0) < _QUOTA:
             per_tier[key] = per_tier.get(key, 0) + 1
             try_take(item)
     for item in candidates:
@@ -302,31 +293,63 @@ def _select(
     # The running cost is an estimate; the rendered text is what must fit.
     chosen.sort(key=_priority)
     while chosen and (
-        estimate_tokens(render(chosen)) > budget
-        or (max_lines is not None and len(render(chosen).splitlines()) > max_lines)
+        estimate_tokens(render_history(chosen)) > budget
+        or (max_lines is not None and len(render_history(chosen).splitlines()) > max_lines)
     ):
         chosen.pop()
     if not chosen and candidates:
-        chosen = [_shrink_to_fit(candidates[0], budget, render)]
+        chosen = [_shrink_to_fit(candidates[0], budget)]
     return chosen
 
 
-def _priority(item: _Item) -> tuple[int, float, int]:
+def _priority(item: Item) -> tuple[int, float, int]:
     """Tier first; within the fact and talk tiers the line with more information per token (#38).
 
     The load-bearing tiers above (constraints, decisions, errors ...) keep
     their first-seen order: every one of them matters, the oldest states the rule.
     """
-    return item.rank, -item.info if item.rank >= _R_FACT else 0.0, item.order
+    return item.rank, -item.info if item.rank >= R_FACT else 0.0, item.order
 
 
-def _shrink_to_fit(item: _Item, budget: int, render: Callable[[Sequence[_Item]], str]) -> _Item:
+def _shrink_to_fit(item: Item, budget: int) -> Item:
     """The most important item alone, clipped until it fits a tiny budget (best effort below ~8 tokens)."""
     limit = len(item.text)
-    shrunk = msgspec.structs.replace(item, extra="")
     while limit > 1:
         shrunk = msgspec.structs.replace(item, text=clip(item.text, limit), extra="")
-        if estimate_tokens(render([shrunk])) <= budget:
+        if estimate_tokens(render_history([shrunk])) <= budget:
             return shrunk
         limit = min(limit - 1, limit * 2 // 3)
     return msgspec.structs.replace(item, text=clip(item.text, 1), extra="")
+
+
+def select_session(items: Sequence[Item], budget: int) -> list[Item]:
+    """Pick session items under ``budget`` tokens: repeats dropped, a quota per heading first, then by rank."""
+    seen: set[str] = set()
+    unique: list[Item] = []
+    for item in sorted(items, key=lambda it: (it.rank, it.order)):
+        key = normalize(item.text)
+        if key and key not in seen:
+            seen.add(key)
+            unique.append(item)
+    chosen: list[Item] = []
+    used = estimate_tokens(render_session(()))
+    per_section: dict[str, int] = {}
+    rest: list[Item] = []
+    for item in unique:
+        if per_section.get(item.section, 0) < _QUOTA:
+            cost = estimate_tokens(item.text) + 2
+            if used + cost <= budget:
+                used += cost
+                chosen.append(item)
+                per_section[item.section] = per_section.get(item.section, 0) + 1
+                continue
+        rest.append(item)
+    for item in rest:
+        cost = estimate_tokens(item.text) + 2
+        if used + cost <= budget:
+            used += cost
+            chosen.append(item)
+    chosen.sort(key=lambda it: (it.rank, it.order))
+    while chosen and estimate_tokens(render_session(chosen)) > budget:
+        chosen.pop()
+    return chosen

@@ -16,27 +16,32 @@ import msgspec
 
 from aiden import offload
 from aiden.events import SessionEvent
-from aiden.summarizers.extractive.collector import (
-    _R_FAILED,
-    _R_NOTE,
-    _R_OPEN,
-    _R_REST,
-    _Collector,
-    _Item,
-    _line_of,
+from aiden.summarizers.extractive.extract import (
+    R_FAILED,
+    R_NOTE,
+    R_REST,
+    SECTIONS,
+    Collector,
+    Item,
+    line_of,
 )
-from aiden.summarizers.extractive.extract import _EventWalker, _extract_summary_text
 from aiden.summarizers.extractive.render import (
-    _render_history,
-    _render_session,
-    _select_session,
-    _session_items,
-    _structured_history,
-    _structured_session,
+    render_history,
+    render_session,
+    session_items,
+    structured_history,
+    structured_session,
 )
 from aiden.summarizers.extractive.salience import Rarity, is_junk_line, shown_words
-from aiden.summarizers.extractive.selection import _dedupe, _select, _with_absorbed, collapse_requests
-from aiden.summarizers.extractive.tools import _TOOL_NOTE_CHARS, command_targets, is_read_only_command
+from aiden.summarizers.extractive.selection import (
+    Deduped,
+    collapse_requests,
+    dedupe,
+    select,
+    select_session,
+    with_absorbed,
+)
+from aiden.summarizers.extractive.tools import TOOL_NOTE_CHARS, command_targets, is_read_only_command
 from aiden.summarizers.mustkeep import clip, is_routine_request, normalize
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
@@ -86,10 +91,7 @@ class ExtractiveSummarizer:
         self.fold_max_lines = fold_max_lines
 
     def _budget(self, request: SummaryRequest) -> int:
-        budget = request.max_tokens
-        if self.max_tokens is not None:
-            budget = min(budget, self.max_tokens)
-        return max(1, budget)
+        return max(1, min(request.max_tokens, self.max_tokens or request.max_tokens))
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request`` without stalling the event loop or holding the GIL for long.
@@ -112,11 +114,11 @@ class ExtractiveSummarizer:
                 return _result_decoder.decode(await offload.run_job("extractive", _job_encoder.encode(job)))
             except offload.OffloadUnavailable:
                 pass  # run it here, as below
-        collector, walker = self._begin(request)
+        collector = self._begin(request)
         await anyio.lowlevel.checkpoint()
         walked = 0
         for event in _events_to_walk(request):
-            walker.feed(event)
+            collector.feed(event)
             # Each event costs a fixed overhead besides its text: many short events are slow too.
             walked += _EVENT_CHARS + len(event.content) + len(event.tool_args or "")
             if walked >= _SLICE_CHARS:
@@ -137,76 +139,60 @@ class ExtractiveSummarizer:
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
         """The same summary, computed synchronously (pure CPU work, no I/O)."""
-        collector, walker = self._begin(request)
+        collector = self._begin(request)
         for event in _events_to_walk(request):
-            walker.feed(event)
+            collector.feed(event)
         return self._finish(request, collector, frozenset(shown_words(e.content for e in request.hot_window)))
 
-    def _begin(self, request: SummaryRequest) -> tuple[_Collector, _EventWalker]:
-        """A collector primed with the summaries a fold / session summary merges, and the event walker."""
-        collector = _Collector()
+    def _begin(self, request: SummaryRequest) -> Collector:
+        """A collector primed with the summaries a fold / session summary merges."""
+        collector = Collector()
         if request.purpose in ("rolling_fold", "session_summary"):
-            _extract_summary_text(request.previous_summary, collector, fold_lines=True)
-            _extract_summary_text(request.text, collector, fold_lines=True)
-        return collector, _EventWalker(collector)
+            collector.read_summary(request.previous_summary)
+            collector.read_summary(request.text)
+        return collector
 
-    def _finish(self, request: SummaryRequest, collector: _Collector, shown: frozenset[str]) -> SummaryResult:
+    def _finish(self, request: SummaryRequest, collector: Collector, shown: frozenset[str]) -> SummaryResult:
         budget = self._budget(request)
         if request.purpose == "rolling_fold":
             folded = _newest_commands(
                 [it for it in _weigh(collector.finish()) if it.section != "tool_notes" and not _narrates(it)]
             )
-            deduped = _dedupe(collapse_requests(_keep_latest_open(folded)))
-            kept = deduped.kept or [_fallback_note(request)]
-            chosen = _select(kept, budget, _render_history, max_lines=self.fold_max_lines)
-            return SummaryResult(
-                text=_render_history(chosen), structured=_structured_history(_with_absorbed(chosen, deduped))
-            )
+            deduped = dedupe(collapse_requests(_keep_latest_open(folded)))
+            chosen = select(deduped.kept or [_fallback_note(request)], budget, max_lines=self.fold_max_lines)
+            return _history_result(chosen, deduped)
         _add_open_thread(collector)
-        deduped = _dedupe(collapse_requests(_weigh(collector.finish(), shown)))
+        deduped = dedupe(collapse_requests(_weigh(collector.finish(), shown)))
         if request.purpose == "session_summary":
             items = [*deduped.kept, *(item for item, _ in deduped.absorbed)]
-            session_items = _select_session(_session_items(collector, items), budget)
-            return SummaryResult(
-                text=_render_session(session_items), structured=_structured_session(session_items)
-            )
+            chosen = select_session(session_items(collector, items), budget)
+            return SummaryResult(text=render_session(chosen), structured=structured_session(chosen))
         kept = deduped.kept
         if not any(it.section in _SAYS for it in kept):
             kept = [*kept, *_what_happened(request, collector)]
-        chosen = _select(kept or [_fallback_note(request)], budget, _render_history)
-        return SummaryResult(
-            text=_render_history(chosen), structured=_structured_history(_with_absorbed(chosen, deduped))
-        )
+        return _history_result(select(kept or [_fallback_note(request)], budget), deduped)
 
 
-# Sections whose lines say what happened; a chunk summary of only Files / Commands / an open
-# thread (which a newer chunk's supersedes in summary.md) says nothing a reader can use (#38).
-_SAYS: Final = frozenset(
-    {
-        "goal",
-        "outcome",
-        "constraints",
-        "preferences",
-        "decisions",
-        "errors",
-        "failed",
-        "facts",
-        "requests",
-        "notes",
-    }
-)
+def _history_result(chosen: list[Item], deduped: Deduped) -> SummaryResult:
+    # The structured view also holds what the chosen lines absorbed.
+    structured = structured_history(with_absorbed(chosen, deduped))
+    return SummaryResult(text=render_history(chosen), structured=structured)
+
+
+_SECTIONS: Final = frozenset(SECTIONS)
+# Sections whose lines say what happened; a chunk summary of only Files / Commands / tool results / an
+# open thread (which a newer chunk's supersedes in summary.md) says nothing a reader can use (#38).
+_SAYS: Final = _SECTIONS - {"open", "files", "commands", "tool_notes"}
 # Lists a reader scans; a bare path, a test runner's line or phatic talk in them is noise (#38).
-_LIST_SECTIONS: Final = frozenset(
-    {"constraints", "preferences", "decisions", "failed", "facts", "requests", "notes", "tool_notes", "open"}
-)
+_LIST_SECTIONS: Final = _SECTIONS - {"goal", "outcome", "errors", "files", "commands"}
 
 
-def _weigh(items: list[_Item], shown: frozenset[str] = frozenset()) -> list[_Item]:
+def _weigh(items: list[Item], shown: frozenset[str] = frozenset()) -> list[Item]:
     """``items`` without junk list entries, each with its information per token within the range
     (a word the hot window that stays verbatim says too counts less: ``shown``)."""
     rarity = Rarity((it.text for it in items), shown=shown)
     return [
-        msgspec.structs.replace(it, info=rarity.density(_line_of(it)))
+        msgspec.structs.replace(it, info=rarity.density(line_of(it)))
         for it in items
         if it.section not in _LIST_SECTIONS or not is_junk_line(it.text)
     ]
@@ -215,12 +201,12 @@ def _weigh(items: list[_Item], shown: frozenset[str] = frozenset()) -> list[_Ite
 _NARRATION: Final = re.compile(r"^(?:Agent (?:read|changed|ran) |seq \d+-\d+: \d+ events)")
 
 
-def _narrates(item: _Item) -> bool:
+def _narrates(item: Item) -> bool:
     """A chunk's sentence of what it did: the chunk's own, not a fact the rolling summary carries on."""
     return item.section == "notes" and _NARRATION.match(item.text) is not None
 
 
-def _what_happened(request: SummaryRequest, collector: _Collector) -> list[_Item]:
+def _what_happened(request: SummaryRequest, collector: Collector) -> list[Item]:
     """What a range did when nothing it said was kept: its newest informative message, and its tool work."""
     # The paths are on the Files line: the sentence counts them.
     parts: list[str] = []
@@ -228,19 +214,16 @@ def _what_happened(request: SummaryRequest, collector: _Collector) -> list[_Item
         parts.append("read " + _files(collector.read_paths))
     if collector.edited_paths:
         parts.append("changed " + _files(collector.edited_paths))
-    ran = list(dict.fromkeys(collector.commands_ok))
-    failed = list(dict.fromkeys(cmd for cmd, _ in collector.commands_failed))
-    if ran:
-        parts.append("ran " + _some([c.removeprefix("$ ") for c in ran]) + " without errors")
-    if failed:
-        error = collector.commands_failed[-1][1]
-        parts.append(f"ran {_some([c.removeprefix('$ ') for c in failed])}, which failed: {error}")
+    if collector.commands_ok:
+        ran = _some([cmd.removeprefix("$ ") for cmd in collector.commands_ok])
+        parts.append(f"ran {ran} without errors")
+    if collector.commands_failed:
+        failed = _some([cmd.removeprefix("$ ") for cmd, _ in collector.commands_failed])
+        parts.append(f"ran {failed}, which failed: {collector.commands_failed[-1][1]}")
     message = _newest_message(request)
     items = [message] if message is not None else []
     if parts:
-        items.append(
-            _Item("notes", clip("Agent " + "; ".join(parts) + ".", 2 * _TOOL_NOTE_CHARS), _R_NOTE, 1)
-        )
+        items.append(Item("notes", clip("Agent " + "; ".join(parts) + ".", 2 * TOOL_NOTE_CHARS), R_NOTE, 1))
     return items
 
 
@@ -260,7 +243,7 @@ def _events_to_walk(request: SummaryRequest) -> Sequence[SessionEvent]:
     return () if request.purpose == "rolling_fold" else request.events
 
 
-def _fallback_note(request: SummaryRequest) -> _Item:
+def _fallback_note(request: SummaryRequest) -> Item:
     """What a range with nothing load-bearing is summarized as: never an empty summary.
 
     The newest message says what the range was about ("Checked 3 places;
@@ -271,31 +254,29 @@ def _fallback_note(request: SummaryRequest) -> _Item:
         return message
     if request.events:
         first, last = request.events[0].seq, request.events[-1].seq
-        return _Item(
-            "notes", f"seq {first}-{last}: {len(request.events)} events, tool output only", _R_NOTE, 0
-        )
+        return Item("notes", f"seq {first}-{last}: {len(request.events)} events, tool output only", R_NOTE, 0)
     line = next((ln.strip() for ln in request.text.splitlines() if ln.strip()), "")
-    return _Item("notes", clip(line, _TOOL_NOTE_CHARS) if line else "(nothing to summarize)", _R_NOTE, 0)
+    return Item("notes", clip(line, TOOL_NOTE_CHARS) if line else "(nothing to summarize)", R_NOTE, 0)
 
 
-def _newest_message(request: SummaryRequest) -> _Item | None:
+def _newest_message(request: SummaryRequest) -> Item | None:
     """The range's newest message that says something ("Checked 3 places; tests pass so far."), as a note."""
     for event in reversed(request.events):
         if event.type in ("assistant_output", "role_output", "user_input", "system_event"):
-            text = clip(event.content, _TOOL_NOTE_CHARS)
+            text = clip(event.content, TOOL_NOTE_CHARS)
             # A routine "continue, step 12" is the open thread's (and superseded by the next step's).
-            if text and not is_junk_line(text) and not is_routine_request(text):
-                return _Item("notes", text, _R_NOTE, 0)
+            if not is_junk_line(text) and not is_routine_request(text):
+                return Item("notes", text, R_NOTE, 0)
     return None
 
 
-def _add_open_thread(collector: _Collector) -> None:
+def _add_open_thread(collector: Collector) -> None:
     if collector.last_user:
-        collector.add("open", f"User: {collector.last_user}", _R_OPEN)
+        collector.add("open", f"User: {collector.last_user}")
     if collector.last_plan:
         # The plan sentence often carries its own label ("Plan: next I will ..."): never "Plan: Plan:".
         plan = re.sub(r"^\s*plan\s*:\s*", "", collector.last_plan, flags=re.IGNORECASE)
-        collector.add("open", f"Plan: {plan}", _R_OPEN)
+        collector.add("open", f"Plan: {plan}")
 
 
 _MERGE_HEADROOM: Final = 4  # a merge keeps up to this many times the line cap; the caller folds past the cap
@@ -334,34 +315,34 @@ def summary_must_keep(text: str, *, max_items: int) -> list[str]:
     """
     if max_items <= 0:
         return []
-    collector = _Collector()
-    _extract_summary_text(text, collector, fold_lines=True)
+    collector = Collector()
+    collector.read_summary(text)
     load_bearing = [
         item
-        for item in _dedupe(collector.finish()).kept
-        if item.rank <= _R_FAILED and item.section not in ("goal", "open", "outcome")
+        for item in dedupe(collector.finish()).kept
+        if item.rank <= R_FAILED and item.section not in ("goal", "open", "outcome")
     ]
     load_bearing.sort(key=lambda it: (it.rank, it.order))
-    return [_line_of(item) for item in load_bearing[:max_items]]
+    return [line_of(item) for item in load_bearing[:max_items]]
 
 
-def _keep_latest_open(items: list[_Item]) -> list[_Item]:
+def _keep_latest_open(items: list[Item]) -> list[Item]:
     # Older open threads are superseded by newer ones (seed 001: keep the
     # current state of the plan, drop superseded versions). A superseded user
     # request stays as a low-priority request: it may quote a detail that
     # was not classified anywhere else.
     opens = [it for it in items if it.section == "open"]
     stale = {id(it) for it in opens[:-2]}
-    out: list[_Item] = []
+    out: list[Item] = []
     for item in items:
         if id(item) not in stale:
             out.append(item)
         elif item.text.startswith("User: "):
-            out.append(msgspec.structs.replace(item, section="requests", text=item.text[6:], rank=_R_REST))
+            out.append(msgspec.structs.replace(item, section="requests", text=item.text[6:], rank=R_REST))
     return out
 
 
-def _newest_commands(items: list[_Item]) -> list[_Item]:
+def _newest_commands(items: list[Item]) -> list[Item]:
     """``items`` with the rolling summary's commands cut to the newest few distinct ones (#19).
 
     A command repeated in every chunk (``$ pytest tests/gateway -q``) is one
@@ -369,7 +350,7 @@ def _newest_commands(items: list[_Item]) -> list[_Item]:
     (``read_file(path=a.py)``, ``search(pattern=x)``) is none.
     """
     files = {normalize(it.text) for it in items if it.section == "files"}
-    latest: dict[str, _Item] = {}
+    latest: dict[str, Item] = {}
     for item in items:
         if item.section != "commands":
             continue

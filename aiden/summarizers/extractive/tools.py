@@ -19,7 +19,7 @@ from typing import Final
 import msgspec
 
 from aiden.events import SessionEvent
-from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL, reported_failure
+from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL
 from aiden.summarizers.mustkeep import (
     clip,
     find_paths,
@@ -96,7 +96,8 @@ def command_targets(line: str) -> list[str]:
     return find_paths(line[2:] if line.startswith("$ ") else line)
 
 
-# A numbered line of a file view: "273:", "  12 | ...", cat -n.
+# Output shaped like a log record below error level, code, a docstring or comment, a structured-data
+# fragment or a numbered file-view line ("273:", "  12 | ...", cat -n) is content looked at, not a finding.
 _VIEW_LINE: Final = re.compile(r"^\s*\d+(?::(?!\d)|\s*[|\u2502\t])")
 _LOG_RECORD: Final = re.compile(
     r"^\s*(?:[\[(]?\d{4}-\d\d-\d\d(?:[T ][\d:.,]+\S*)?[\])]?\s+)?(?:[\[(]\s*)?"
@@ -113,17 +114,6 @@ _CODE_SHAPED: Final = re.compile(
 )
 
 
-def is_noise_shaped(line: str) -> bool:
-    """True for an output line that is content looked at, not a finding: a log record below error level,
-    code, a docstring or comment, a structured-data fragment, a numbered file-view line."""
-    return _LOG_RECORD.match(line) is not None or _CODE_SHAPED.match(line) is not None
-
-
-def is_file_view_line(line: str) -> bool:
-    """True for a numbered line of a file view (``273: raise ValueError(``): file content, not output."""
-    return _VIEW_LINE.match(line) is not None
-
-
 _NEGATED: Final = re.compile(
     r"\b(?:no|0|zero|without)\s+(?:errors?|failures?|exceptions?|problems?)\b|\b0 (?:failed|errors?)\b"
     r"|\berror[- ]free\b|\bsuccessfully\b",
@@ -136,7 +126,7 @@ def negates_error(text: str) -> bool:
     return _NEGATED.search(text) is not None
 
 
-_TOOL_NOTE_CHARS: Final = 160  # a kept note: a tool result's line, a range's newest message
+TOOL_NOTE_CHARS: Final = 160  # a kept note: a tool result's line, a range's newest message
 _ERROR_CHARS: Final = 200
 _ERRORS_PER_RESULT: Final = 2
 _SCAN_HEAD_LINES: Final = 4000
@@ -159,10 +149,10 @@ _EVIDENCE_LINE: Final = re.compile(
 _BULLET: Final = re.compile(r"^[-*\u2022]\s+")
 _NOISE_LINE: Final = re.compile(r"^[\W_]+$")
 _TRACEBACK_HEAD: Final = "traceback (most recent call last)"
-_FILE_LINE: Final = re.compile(r'^\s*File "([^"]+)", line \d+')
+FILE_LINE: Final = re.compile(r'^\s*File "([^"]+)", line \d+')
 
 
-class _Call(msgspec.Struct, frozen=True):
+class Call(msgspec.Struct, frozen=True):
     """What a tool_call event asked for."""
 
     description: str  # "$ pytest -q" / "read_file(path=a.py)"
@@ -171,17 +161,8 @@ class _Call(msgspec.Struct, frozen=True):
     read_only: bool  # only reads (#19): never a Commands line, its paths go under Files
 
 
-def _describe_call(event: SessionEvent) -> _Call:
+def describe_call(event: SessionEvent) -> Call:
     """What a tool_call event asked for."""
-    description, shell, paths = _describe(event)
-    read_only = is_read_only_shell(description[2:]) if shell and description.startswith("$ ") else False
-    if not shell:
-        read_only = is_read_only_tool(event.tool_name or "")
-    return _Call(description, shell, paths, read_only)
-
-
-def _describe(event: SessionEvent) -> tuple[str, bool, list[str]]:
-    """``(description, is_shell_command, paths)`` of a tool_call event."""
     name = event.tool_name or "tool"
     raw = (event.tool_args or "").strip()
     args: object
@@ -189,34 +170,35 @@ def _describe(event: SessionEvent) -> tuple[str, bool, list[str]]:
         args = json.loads(raw) if raw else {}
     except ValueError:
         args = raw
+    if not isinstance(args, dict):
+        text = clip(str(args), 160)
+        description = f"{name}({text})" if text else f"{name}()"
+        return Call(description, False, find_paths(str(args)), is_read_only_tool(name))
+    for key in _COMMAND_KEYS:
+        value = args.get(key)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = " ".join(value)
+        if isinstance(value, str) and value.strip():
+            command = clip(value, 240)
+            return Call(f"$ {command}", True, find_paths(value), is_read_only_shell(command))
+    code = args.get("code")
+    if isinstance(code, str) and code.strip():
+        # Code execution: its output is scanned like a command's.
+        return Call(clip(f"{name}(code={clip(code, 80)})", 240), True, [], False)
     paths: list[str] = []
-    if isinstance(args, dict):
-        for key in _COMMAND_KEYS:
-            value = args.get(key)
-            if isinstance(value, list) and all(isinstance(v, str) for v in value):
-                value = " ".join(value)
-            if isinstance(value, str) and value.strip():
-                command = clip(value, 240)
-                return f"$ {command}", True, find_paths(value)
-        code = args.get("code")
-        if isinstance(code, str) and code.strip():
-            # Code execution: its output is scanned like a command's.
-            return clip(f"{name}(code={clip(code, 80)})", 240), True, []
-        parts: list[str] = []
-        for key, value in args.items():
-            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            if isinstance(value, str) and ("path" in key.casefold() or "file" in key.casefold()):
-                if value.strip():
-                    paths.append(value.strip())
-            else:
-                paths.extend(find_paths(shown) if isinstance(value, str) else [])
-            parts.append(f"{key}={clip(shown, 80)}")
-        return clip(f"{name}({', '.join(parts)})", 240), False, paths
-    text = clip(str(args), 160)
-    return (f"{name}({text})" if text else f"{name}()"), False, find_paths(str(args))
+    parts: list[str] = []
+    for key, value in args.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if isinstance(value, str) and ("path" in key.casefold() or "file" in key.casefold()):
+            if value.strip():
+                paths.append(value.strip())
+        else:
+            paths.extend(find_paths(shown) if isinstance(value, str) else [])
+        parts.append(f"{key}={clip(shown, 80)}")
+    return Call(clip(f"{name}({', '.join(parts)})", 240), False, paths, is_read_only_tool(name))
 
 
-def _error_lines(content: str, *, executed: bool, reported: bool = False) -> list[tuple[str, bool]]:
+def error_lines(content: str, *, executed: bool, reported: bool = False) -> list[tuple[str, bool]]:
     """The informative error lines of one tool output: at most two ``(line, strong)`` pairs.
 
     Errors are classified by evidence (#19). A *strong* line reports a
@@ -232,7 +214,8 @@ def _error_lines(content: str, *, executed: bool, reported: bool = False) -> lis
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
         lines = lines[:_SCAN_HEAD_LINES] + lines[-_SCAN_TAIL_LINES:]
-    scored: list[tuple[int, int, str]] = []
+    strong: list[tuple[int, str]] = []
+    weak: list[tuple[int, str]] = []
     traceback = False
     for position, line in enumerate(lines):
         stripped = line.strip()
@@ -243,46 +226,42 @@ def _error_lines(content: str, *, executed: bool, reported: bool = False) -> lis
         # Most lines are done here; only a stated exit status is no error word.
         if len(stripped) < 4 or not (looks_like_error_line(stripped) or "exit" in lowered):
             continue
-        if _FILE_LINE.match(line) or is_file_view_line(line):
+        if FILE_LINE.match(line) or _VIEW_LINE.match(line):
             continue
         unbulleted = _BULLET.sub("", stripped)
-        strong = (
+        if (
             is_strong_error_line(stripped)
-            or _EXCEPTION_LINE.match(unbulleted) is not None
-            or _EVIDENCE_LINE.search(stripped) is not None
-        )
-        if strong:
-            scored.append((1, position, unbulleted))
+            or _EXCEPTION_LINE.match(unbulleted)
+            or _EVIDENCE_LINE.search(stripped)
+        ):
+            strong.append((position, unbulleted))
         elif not negates_error(stripped):
-            scored.append((0, position, stripped))
-    strong_lines = [t for t in scored if t[0] == 1]
-    failed = reported or (executed and traceback)
-    pool = strong_lines or (scored if failed else [])
+            weak.append((position, stripped))
+    pool = strong or (weak if reported or (executed and traceback) else [])
     # The first error says what broke, the last one is usually the cause
     # ("npm ERR! code ERESOLVE" ... / a traceback's final exception line).
     ordered = [pool[0], pool[-1], *reversed(pool[1:-1])] if pool else []
     picked: list[tuple[int, str]] = []
-    for _strength, position, stripped in ordered:
+    for position, stripped in ordered:
         candidate = clip(stripped, _ERROR_CHARS)
-        if all(_digitless(candidate) != _digitless(p) for _, p in picked):
+        if all(digitless(candidate) != digitless(p) for _, p in picked):
             picked.append((position, candidate))
             if len(picked) >= _ERRORS_PER_RESULT:
                 break
     picked.sort()
-    strong = bool(strong_lines)
-    return [(text, strong) for _, text in picked]
+    return [(text, bool(strong)) for _, text in picked]
 
 
-def _digitless(text: str) -> str:
-    # Log lines differ only in timestamps and counters; compare without digits.
+def digitless(text: str) -> str:
+    """``text`` normalized with its numbers masked: log lines differ only in timestamps and counters."""
     return re.sub(r"\d+", "#", normalize(text))
 
 
-def _first_meaningful_line(content: str) -> str:
+def first_meaningful_line(content: str) -> str:
     for line in content[:20_000].splitlines()[:200]:
         stripped = line.strip()
         if len(stripped) >= 3 and not _NOISE_LINE.match(stripped):
-            return clip(stripped, _TOOL_NOTE_CHARS)
+            return clip(stripped, TOOL_NOTE_CHARS)
     return ""
 
 
@@ -291,7 +270,7 @@ _ALONE_LINES: Final = 2
 _FINDING_LINES: Final = 40  # a finding heads its output; below that is the content it introduced
 
 
-def _finding(content: str) -> tuple[str, frozenset[str], bool]:
+def finding(content: str) -> tuple[str, frozenset[str], bool]:
     """``(line, values, alone)``: a successful result's first line that is a finding, not noise-shaped.
 
     ``values`` are the line's distinctive tokens a decision or fix could cite
@@ -306,8 +285,8 @@ def _finding(content: str) -> tuple[str, frozenset[str], bool]:
         if len(stripped) < 2 or _NOISE_LINE.match(stripped):
             continue
         meaningful += 1
-        if not found and not is_noise_shaped(line):
-            found = clip(stripped, _TOOL_NOTE_CHARS)
+        if not found and not (_LOG_RECORD.match(line) or _CODE_SHAPED.match(line)):
+            found = clip(stripped, TOOL_NOTE_CHARS)
         if found and meaningful > _ALONE_LINES:
             break
     if not found:
@@ -317,7 +296,3 @@ def _finding(content: str) -> tuple[str, frozenset[str], bool]:
         t for t in key_tokens(found) if not any(t in p for p in paths) and not _SMALL_NUMBER.match(t)
     )
     return found, values, bool(values) and meaningful <= _ALONE_LINES
-
-
-def _is_error_result(event: SessionEvent) -> bool:
-    return reported_failure(event.meta) is True
