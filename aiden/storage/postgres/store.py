@@ -38,7 +38,6 @@ from aiden.errors import AidenError, StorageError
 from aiden.events import SessionEvent, decode_event, encode_event, validate_id
 from aiden.storage import chunks as cs
 from aiden.storage.postgres import compaction
-from aiden.storage.postgres.feed import PgChangeFeed
 from aiden.storage.postgres.locks import AdvisoryLock
 from aiden.storage.postgres.schema import (
     EMPTY_INDEX,
@@ -127,7 +126,7 @@ class PostgresSessionStore:
             conninfo = dsn if dsn is not None else os.environ.get(DSN_ENV, "")
             pool = lease_pool(conninfo, max_size=max_size, timeout=timeout)
         self._pool: Pool = pool
-        self._feed = PgChangeFeed(pool, self.session_id)
+        self._feed = compaction.PgChangeFeed(pool, self.session_id)
         self._lock = AdvisoryLock(pool, f"aiden.compaction:{self.session_id}")
         self._ready = False
         self._ready_lock = threading.Lock()
@@ -348,12 +347,12 @@ class PostgresSessionStore:
     # --- change feed ----------------------------------------------------------------------------
 
     def change_token(self) -> ChangeToken:
-        """The change feed's current position (see :class:`~aiden.storage.postgres.feed.PgChangeFeed`)."""
+        """The change feed's current position (see :class:`~aiden.storage.postgres.compaction.PgChangeFeed`)."""
         self.ensure_ready()
         return self._feed.change_token()
 
     def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
-        """The chunks committed after ``token`` (see :class:`~aiden.storage.postgres.feed.PgChangeFeed`)."""
+        """The chunks committed after ``token`` (see :class:`~aiden.storage.postgres.compaction.PgChangeFeed`)."""
         self.ensure_ready()
         return self._feed.chunks_since(token)
 
