@@ -1,6 +1,6 @@
 """The recall database (``recall.sqlite3``): schema, lifecycle, and keeping it up to date with the change feed.
 
-The database is derived data (see ``index.py``): whatever is wrong with the
+The database is derived data (deleting it is always allowed): whatever is wrong with the
 file (missing, corrupt, planted symlink, other schema version) it is deleted
 and created again, empty, for a full sync to fill.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -57,7 +58,7 @@ class ChunkRow(msgspec.Struct, frozen=True, array_like=True):
 
     id: int
     chunk_id: str
-    source: str
+    source: Literal["active", "pending"]
     sha256: str
     summary: str
     degraded: int
@@ -67,9 +68,7 @@ class ChunkRow(msgspec.Struct, frozen=True, array_like=True):
     doc_hi: int
 
 
-CHUNK_COLS: Final = (
-    "id, chunk_id, source, sha256, summary, degraded, first_seq, last_seq, doc_lo, doc_hi"
-)
+CHUNK_COLS: Final = ", ".join(ChunkRow.__struct_fields__)
 
 # One FTS5 row (a doc) per chunk summary and per event; ``docs`` holds what
 # FTS5 cannot filter on. The porter stemmer wraps unicode61 so "cached" finds
@@ -105,12 +104,26 @@ PRAGMA application_id = {_APPLICATION_ID};
 """
 _TABLES: Final = frozenset({"meta", "chunks", "docs", "fts"})
 _token_dec = msgspec.json.Decoder(ChangeToken)
+log = logging.getLogger("aiden.recall")
 
 
 def is_corruption(exc: sqlite3.Error) -> bool:
     """True for SQLite's "database disk image is malformed" / "file is not a database"."""
     code = getattr(exc, "sqlite_errorcode", None)
     return isinstance(code, int) and (code & 0xFF) in _CORRUPT_CODES
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` on ``conn``; on any exception, roll back."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 class IndexDB:
@@ -135,8 +148,6 @@ class IndexDB:
         """Pending chunk files that could not be read (at the last look at them)."""
         self.rebuilds = 0
         self.last_rebuild_reason: str | None = None
-        self.displaced: list[str] = []
-        """Directories found where the database files go, moved aside to these paths."""
 
     def require(self) -> sqlite3.Connection:
         """The open connection (:class:`RecallError` when there is no active session)."""
@@ -177,7 +188,7 @@ class IndexDB:
                     # aside (nothing in it is deleted), so recall works again.
                     aside = f"{path}.displaced-{time.time_ns()}"
                     self._storage.rename_noreplace(path, aside)
-                    self.displaced.append(aside)
+                    log.warning("recall: a directory stood where the database goes; moved to %s", aside)
                 else:
                     self._storage.unlink(path, missing_ok=True)
         except StorageError as exc:
@@ -193,24 +204,10 @@ class IndexDB:
         self._ident = (st.st_dev, st.st_ino)
         self.next_doc = 1
         self.ndocs = 0
-        self.token = None
         self.problems = []
         self.pending_problems = []
         self.rebuilds += 1
         self.last_rebuild_reason = reason
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``; on any exception, roll back."""
-        conn = self.require()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     def chunk_rows(self, where: str, params: tuple[Any, ...] | list[Any] = ()) -> list[ChunkRow]:
         """Rows of ``chunks`` selected by an SQL ``where`` clause written by this package."""
@@ -348,7 +345,7 @@ def apply_changes(
     """
     if changes.reset and not fresh:
         raise NeedsRebuild("reset")
-    with db.transaction() as conn:
+    with transaction(db.require()) as conn:
         for chunk in changes.chunks:
             row = db.chunk_by_id(chunk.chunk_id)
             if row is not None:
@@ -420,12 +417,10 @@ def insert_chunk(
     events: Sequence[SessionEvent],
     *,
     source: str,
-    summary: str | None = None,
 ) -> None:
     """Insert a chunk, its summary doc and one doc per event with text (inside a transaction)."""
     conn = db.require()
-    chunk_id = entry.chunk_id
-    text_of_summary = display_summary(entry) if summary is None else summary
+    text_of_summary = display_summary(entry)
     lo = db.next_doc
     times = [e.timestamp for e in events if e.timestamp is not None]
     ts_min = min(times) if times else None
@@ -433,7 +428,7 @@ def insert_chunk(
     cur = conn.execute(
         f"INSERT INTO chunks({CHUNK_COLS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            chunk_id, source, entry.sha256, text_of_summary, int(entry.degraded),
+            entry.chunk_id, source, entry.sha256, text_of_summary, int(entry.degraded),
             entry.first_seq, entry.last_seq, lo, lo - 1,
         ),
     )
@@ -462,7 +457,7 @@ def insert_chunk(
 
 def insert_bulk(db: IndexDB, chunks: Sequence[BulkChunk]) -> None:
     """Insert benchmark/tool chunks without files, in one transaction."""
-    with db.transaction():
+    with transaction(db.require()):
         for c in chunks:
             validate_id(c.chunk_id, what="chunk id")
             entry = ChunkEntry(
@@ -474,7 +469,7 @@ def insert_bulk(db: IndexDB, chunks: Sequence[BulkChunk]) -> None:
                 summary=c.summary,
                 degraded=c.degraded,
             )
-            insert_chunk(db, entry, c.events, source=c.source, summary=c.summary)
+            insert_chunk(db, entry, c.events, source=c.source)
 
 
 def _delete_chunk(db: IndexDB, row: ChunkRow) -> None:

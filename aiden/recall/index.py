@@ -1,25 +1,16 @@
 """The recall index: SQLite FTS5 over the active session's compacted events (``recall.sqlite3``).
 
-The database is derived data. It follows the session store's change feed
-(:class:`~aiden.storage.protocol.ChangeFeed`, ``db.py``) and never reads
-session files itself; deleting it is always allowed, and it is rebuilt from
-scratch when it is missing, corrupt, of another schema version, out of date,
-or the feed reports a reset (``db.py``). Archived sessions are never seen: the
-feed serves the active session only.
-
-A search ranks single events by BM25 (``search.py``) and answers with the
-verbatim text of the best ones, within one budget (``tool.py``): at most
-``recall_max_results`` hits and ``recall_max_chars`` characters of serialized
-JSON. Chunk summaries are results only where they matched and events did not
-fill the answer.
-
-The class is synchronous and thread-safe (one lock): the recall actor calls it
-from worker threads.
+The database is derived data following the session store's change feed
+(``db.py``: its lifecycle and sync); archived sessions are never seen, the feed
+serves the active session only. A search ranks single events (``search.py``)
+and answers with the verbatim text of the best ones within one budget
+(``tool.py``). The class is synchronous and thread-safe (one lock): the recall
+actor calls it from worker threads.
 """
 
 from __future__ import annotations
 
-import logging
+import itertools
 import os
 import sqlite3
 import threading
@@ -55,7 +46,6 @@ from aiden.storage.session import FileChangeFeed
 __all__ = ["SCHEMA_VERSION", "BulkChunk", "RecallIndex", "event_text"]
 
 _T = TypeVar("_T")
-log = logging.getLogger("aiden.recall")
 
 
 class RecallIndex:
@@ -163,14 +153,7 @@ class RecallIndex:
         filters = Filters.build(types, roles, since, until)
         if not isinstance(query, str):
             raise RecallError(f"query must be a string, got {type(query).__name__}")
-
-        def run() -> list[RecallHit]:
-            self._sync()
-            hits = self._search(query, limit, filters)
-            self._count(hits)
-            return hits
-
-        return self._locked(run)
+        return self._locked(lambda: self._count(self._search(query, limit, filters)))
 
     def lookup(self, chunk_id: str) -> RecallHit | None:
         """The summary of the chunk named ``chunk_id`` (seq range, source), or ``None`` if unknown.
@@ -178,7 +161,7 @@ class RecallIndex:
         Raises :class:`InvalidIdError` for an id that is not a safe identifier or
         whose chunk file resolves outside the memory root.
         """
-        self._check_id(chunk_id)
+        validate_id(chunk_id, what="chunk id")
 
         def run() -> RecallHit | None:
             self._sync()
@@ -204,7 +187,7 @@ class RecallIndex:
         for a chunk the index does not know, :class:`CorruptionError` when the
         file fails verification.
         """
-        self._check_id(chunk_id)
+        validate_id(chunk_id, what="chunk id")
         wanted: set[int] | None = None
         if seqs is not None:
             if isinstance(seqs, (str, bytes)) or not all(
@@ -231,18 +214,18 @@ class RecallIndex:
     def stats(self) -> RecallStats:
         """Counters since this instance was created, and the current number of indexed chunks."""
 
-        def run() -> RecallStats:
-            return RecallStats(
+        return self._locked(
+            lambda: RecallStats(
                 recall_calls=self._recall_calls,
                 results_returned=self._results_returned,
                 pending_chunks_recalled=self._pending_recalled,
                 rebuilds=self._db.rebuilds,
                 chunks_indexed=self._db.chunk_count(),
-                problems=(*self._db.problems, *self._db.pending_problems),
+                problems=tuple(self.problems),
                 embedding_failures=self._hybrid.failures if self._hybrid is not None else 0,
-            )
-
-        return self._locked(run, retry=False)
+            ),
+            retry=False,
+        )
 
     def reopen(self) -> None:
         """Close the database connection; the next call reopens the database file (after a rotation)."""
@@ -267,14 +250,10 @@ class RecallIndex:
             self._sync()
             self._db.require()
             n = 0
-            pending: list[BulkChunk] = []
-            for c in chunks:
-                pending.append(c)
-                n += 1
-                if len(pending) >= batch:
-                    insert_bulk(self._db, pending)
-                    pending.clear()
-            insert_bulk(self._db, pending)
+            it = iter(chunks)
+            while part := list(itertools.islice(it, max(batch, 1))):
+                insert_bulk(self._db, part)
+                n += len(part)
             return n
 
         return self._locked(run)
@@ -312,11 +291,6 @@ class RecallIndex:
             raise RecallError(f"k must be >= 1, got {k}")
         return min(k, cap)
 
-    @staticmethod
-    def _check_id(chunk_id: str) -> None:
-        # Before any lookup; the store refuses a chunk file leading out of the memory root.
-        validate_id(chunk_id, what="chunk id")
-
     def _refuse_escaping(self, chunk_id: str) -> None:
         # An id the index does not know may name a planted symlink: the store's
         # InvalidIdError (it opens nothing outside the memory root) wins over "unknown".
@@ -327,17 +301,15 @@ class RecallIndex:
         except AidenError:
             return
 
-    def _count(self, hits: Sequence[RecallHit]) -> None:
+    def _count(self, hits: list[RecallHit]) -> list[RecallHit]:
         self._recall_calls += 1
         self._results_returned += len(hits)
         self._pending_recalled += sum(1 for h in hits if h.source == "pending")
+        return hits
 
     # --- sync -----------------------------------------------------------------------
     def _rebuild(self, reason: str, changes: ChunkChanges | None = None) -> None:
-        moved = len(self._db.displaced)
         self._db.create(reason)
-        for aside in self._db.displaced[moved:]:
-            log.warning("recall: a directory stood where the database goes; moved to %s", aside)
         if changes is None or not changes.reset:
             changes = self._changes(None)
         apply_changes(self._db, changes, self._feed.read_chunk, fresh=True)
@@ -372,6 +344,7 @@ class RecallIndex:
 
     # --- search -----------------------------------------------------------------------
     def _search(self, query: str, k: int, filters: Filters) -> list[RecallHit]:
+        self._sync()
         conn = self._db.conn
         terms = content_terms(query)
         if conn is None or not (terms or (self._hybrid is not None and query.strip())):

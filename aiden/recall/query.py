@@ -143,11 +143,12 @@ _MONTHS: Final = {name: i for i, name in enumerate(calendar.month_name) if name}
 _MONTH: Final = "|".join(_MONTHS)
 _DAY: Final = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR: Final = r"((?:19|20)\d\d)(?!\d)"
+# Each pattern with the groups of its year, month and day (0: not written), most precise first.
 _PATTERNS: Final = (
-    re.compile(rf"(?<!\d){_DAY}\s+(?:of\s+)?({_MONTH}),?\s+{_YEAR}"),  # 9 November, 2022
-    re.compile(rf"\b({_MONTH})\s+{_DAY},?\s+{_YEAR}"),  # November 9, 2022
-    re.compile(rf"\b({_MONTH}),?\s+{_YEAR}"),  # November 2022
-    re.compile(rf"(?<![\d.]){_YEAR}"),  # 2022
+    (re.compile(rf"(?<!\d){_DAY}\s+(?:of\s+)?({_MONTH}),?\s+{_YEAR}"), 3, 2, 1),  # 9 November, 2022
+    (re.compile(rf"\b({_MONTH})\s+{_DAY},?\s+{_YEAR}"), 3, 1, 2),  # November 9, 2022
+    (re.compile(rf"\b({_MONTH}),?\s+{_YEAR}"), 2, 1, 0),  # November 2022
+    (re.compile(rf"(?<![\d.]){_YEAR}"), 1, 0, 0),  # 2022
 )
 _DAY_S: Final = 86_400.0
 _AFTER: Final = 7 * _DAY_S
@@ -176,21 +177,15 @@ def query_periods(query: str) -> list[tuple[float, float]]:
     """
     taken: list[tuple[int, int]] = []
     out: list[tuple[float, float]] = []
-    for kind, pattern in enumerate(_PATTERNS):
+    for pattern, year, month, day in _PATTERNS:
         for found in pattern.finditer(query):
             span = found.span()
             if any(a < span[1] and span[0] < b for a, b in taken):
                 continue
             taken.append(span)
-            groups = found.groups()
-            if kind == 0:
-                period = _period(int(groups[2]), _MONTHS[groups[1]], int(groups[0]))
-            elif kind == 1:
-                period = _period(int(groups[2]), _MONTHS[groups[0]], int(groups[1]))
-            elif kind == 2:
-                period = _period(int(groups[1]), _MONTHS[groups[0]], None)
-            else:
-                period = _period(int(groups[0]), None, None)
+            period = _period(
+                int(found[year]), _MONTHS[found[month]] if month else None, int(found[day]) if day else None
+            )
             if period is not None and period not in out:
                 out.append(period)
     return out[:_MAX_PERIODS]
@@ -272,15 +267,14 @@ def query_terms(query: str, *, limit: int = MAX_TERMS) -> list[Term]:
     seen: set[str] = set()
     for word in _words(query[:MAX_QUERY_CHARS]):
         for match in _CJK_RUN_OR_OTHER.finditer(word):
-            cjk_run, other = match.group(1), match.group(2)
-            run = cjk_run if cjk_run is not None else other
+            run = match.group(0)
             if not _has_token_char(run):
                 continue
             key = run.casefold()
             if key in seen:
                 continue
             seen.add(key)
-            terms.append(_make_term(run, cjk_run is not None))
+            terms.append(_make_term(run, match.group(1) is not None))
             if len(terms) == limit:
                 return terms
     return terms
@@ -364,26 +358,19 @@ def _term_pattern(term: Term, bounded: bool) -> str:
 def match_finder(terms: Sequence[Term]) -> Callable[[str], tuple[int, int] | None]:
     """A function giving the (start, end) of the first match of any term in a text, or ``None``.
 
-    Whole-word matches are preferred; then any occurrence. Built once per query
-    (the second pattern only when a text has no whole-word match).
+    Whole-word matches are preferred; then any occurrence.
     """
     terms = word_terms(terms)
     if not terms:
         return lambda text: None
-    patterns: list[re.Pattern[str]] = []
-
-    def pattern(bounded: bool) -> re.Pattern[str]:
-        return re.compile("|".join(f"(?:{_term_pattern(t, bounded)})" for t in terms), re.IGNORECASE)
+    bounded, loose = (
+        re.compile("|".join(f"(?:{_term_pattern(t, whole)})" for t in terms), re.IGNORECASE)
+        for whole in (True, False)
+    )
 
     def find(text: str) -> tuple[int, int] | None:
-        if not patterns:
-            patterns.append(pattern(True))
-        found = patterns[0].search(text)
-        if found is None:
-            if len(patterns) == 1:
-                patterns.append(pattern(False))
-            found = patterns[1].search(text)
-        return None if found is None else (found.start(), found.end())
+        found = bounded.search(text) or loose.search(text)
+        return None if found is None else found.span()
 
     return find
 

@@ -32,20 +32,19 @@ of the questions where reciprocal rank fusion with k=60 found 80.3%, since
 k=60 nearly flattens the ranks that decide what fits into one answer.
 Experience recall keeps :func:`reciprocal_rank_fusion`.
 
-**Hits.** The ranked rows that pass the filters (:func:`pick`) become
-:class:`RecallHit` s with their texts, chunk rows and neighbouring events, in
-three reads (:func:`assemble`).
+**Hits.** :func:`pick` filters the ranked rows, :func:`assemble` turns them into :class:`RecallHit` s.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
 import operator
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Final, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 import msgspec
 
@@ -388,34 +387,25 @@ def _add_frequent(
 
 
 # --- fusion (hybrid recall) -----------------------------------------------------
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[int]], *, k: int = 60, weights: Sequence[float] | None = None
-) -> list[tuple[int, float]]:
-    """Fuse rankings of doc ids by reciprocal rank: ``score(d) = sum_i weights[i] / (k + rank_i(d))``.
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], *, k: int = 60) -> list[tuple[int, float]]:
+    """Fuse rankings of doc ids by reciprocal rank: ``score(d) = sum_i 1 / (k + rank_i(d))``.
 
     Each ranking lists doc ids best first; ranks start at 1. A doc missing from
     a ranking gets nothing from it; a doc listed twice in one ranking counts at
-    its best rank only. ``weights`` (default all 1.0) has one non-negative
-    finite weight per ranking. Returns ``(doc id, fused score)`` for every doc
-    seen, best first, ties broken by the higher doc id (the more recent).
-    ``k`` must be non-negative (60 is the value of Cormack et al., 2009).
+    its best rank only. Returns ``(doc id, fused score)`` for every doc seen,
+    best first, ties broken by the higher doc id (the more recent). ``k`` must
+    be non-negative (60 is the value of Cormack et al., 2009).
     """
     if k < 0:
         raise ValueError(f"k must not be negative, got {k}")
-    if weights is None:
-        weights = [1.0] * len(rankings)
-    elif len(weights) != len(rankings):
-        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
-    elif any(not math.isfinite(w) or w < 0 for w in weights):
-        raise ValueError(f"weights must be finite and non-negative, got {list(weights)}")
     scores: dict[int, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
+    for ranking in rankings:
         seen: set[int] = set()
         for rank, doc in enumerate(ranking, start=1):
             if doc in seen:
                 continue
             seen.add(doc)
-            scores[doc] = scores.get(doc, 0.0) + weight / (k + rank)
+            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
     return sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)
 
 
@@ -445,39 +435,15 @@ def min_max_fusion(rankings: Sequence[Sequence[tuple[int, float]]]) -> list[tupl
 
 
 # --- hits -------------------------------------------------------------------------
-class _Neighbours(Mapping[int, RecallContext]):
-    """Each event hit's neighbouring event by the hit's position, read on first use: the
-    answer usually fills its budget with hits and has no room left for them."""
-
-    def __init__(self, db: IndexDB, events: Sequence[Scored]) -> None:
-        self._db = db
-        self._events = events
-        self._read: dict[int, RecallContext] | None = None
-
-    def _all(self) -> dict[int, RecallContext]:
-        if self._read is None:
-            near = _neighbours(self._db, self._events)
-            self._read = {i: near[s.doc] for i, s in enumerate(self._events) if s.doc in near}
-        return self._read
-
-    def __getitem__(self, position: int) -> RecallContext:
-        return self._all()[position]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
-
-
 def assemble(
     db: IndexDB, events: Sequence[Scored], summaries: Sequence[Scored], k: int
-) -> tuple[list[RecallHit], Mapping[int, RecallContext]]:
-    """The hits for ranked ``events`` then ``summaries`` (full texts), and each event hit's neighbour by position.
+) -> tuple[list[RecallHit], Callable[[], dict[int, RecallContext]]]:
+    """The hits for ranked ``events`` then ``summaries`` (full texts), and what reads each event hit's neighbour by position.
 
     A summary is a hit only where it is what matched: no event of its chunk
     is among the hits, and the events did not fill ``k``. The neighbours are
-    read when first looked up.
+    read only when called: the answer usually fills its budget with hits and
+    has no room left for them.
     """
     shown = {s.chunk for s in events}
     picked = [s for s in summaries if s.chunk not in shown][: k - len(events)]
@@ -493,7 +459,7 @@ def assemble(
         hits.append(
             RecallHit(
                 chunk_id=row.chunk_id,
-                source=_source(row),
+                source=row.source,
                 kind="event",
                 score=s.score,
                 text=texts.get(s.doc, ""),
@@ -509,14 +475,14 @@ def assemble(
         row = rows.get(s.chunk)
         if row is not None:
             hits.append(summary_hit(row, s.score))
-    return hits, _Neighbours(db, placed)
+    return hits, functools.partial(_neighbours, db, placed)
 
 
 def summary_hit(row: ChunkRow, score: float) -> RecallHit:
     """A chunk's summary as a hit (full text)."""
     return RecallHit(
         chunk_id=row.chunk_id,
-        source=_source(row),
+        source=row.source,
         kind="summary",
         score=score,
         text=row.summary,
@@ -524,10 +490,6 @@ def summary_hit(row: ChunkRow, score: float) -> RecallHit:
         last_seq=row.last_seq,
         degraded=bool(row.degraded),
     )
-
-
-def _source(row: ChunkRow) -> Literal["active", "pending"]:
-    return "pending" if row.source == "pending" else "active"
 
 
 def _texts(db: IndexDB, docs: Sequence[int]) -> dict[int, str]:
@@ -546,7 +508,7 @@ def _chunks(db: IndexDB, ids: set[int]) -> dict[int, ChunkRow]:
 
 
 def _neighbours(db: IndexDB, events: Sequence[Scored]) -> dict[int, RecallContext]:
-    """One neighbouring event per hit, same chunk: the reply after a user's words, else the turn before."""
+    """One neighbouring event per hit by position, same chunk: the reply after a user's words, else the turn before."""
     wanted = {s.doc: s.doc + 1 if s.role == "user" else s.doc - 1 for s in events}
     if not wanted:
         return {}
@@ -556,8 +518,8 @@ def _neighbours(db: IndexDB, events: Sequence[Scored]) -> dict[int, RecallContex
     info = {r[0]: r for r in db.require().execute(sql, ids)}
     texts = _texts(db, list(info))
     out: dict[int, RecallContext] = {}
-    for s in events:
+    for i, s in enumerate(events):
         r = info.get(wanted[s.doc])
         if r is not None and r[1] == s.chunk and texts.get(r[0]):
-            out[s.doc] = RecallContext(seq=r[2], type=r[3], role=r[4], text=texts[r[0]])
+            out[i] = RecallContext(seq=r[2], type=r[3], role=r[4], text=texts[r[0]])
     return out

@@ -4,16 +4,12 @@ A light module (no sqlite3): the memory and its ports import the result types
 (:class:`RecallHit`, :class:`RecallContext`, and :class:`RecallStats`, the
 index's counters) without loading the index.
 
-**The answer.** A result is an event's verbatim text (content, tool name, tool
-arguments) with what identifies it (chunk id, seq, type, role, time), or a
-chunk summary. The answer is serialized JSON within ``max_chars``, packed best
-first until the budget is full: short texts whole, a long one cut to a window
-centred on the first match of a query term (so it keeps its best part without
-crowding out the hits after it). Room that is left widens the cut texts again,
-then shows one neighbouring event per hit. :func:`fit_hits` is the only place
-the budget is applied; the index calls it with ``config.recall_max_chars`` and
-the tool encodes what it returns with :func:`encode_hits`, so the JSON the
-model sees is the text that was measured. Pure: no database, no I/O.
+**The answer.** A result is an event's verbatim text with what identifies it,
+or a chunk summary. :func:`fit_hits` is the only place the budget (characters
+of serialized JSON) is applied: the index calls it with
+``config.recall_max_chars`` and the tool encodes what it returns with
+:func:`encode_hits`, so the JSON the model sees is the text that was measured.
+Pure: no database, no I/O.
 
 **The tool.** The handler turns the model's arguments into a search, an exact
 lookup or a rehydration, and always answers with a JSON string the model can
@@ -25,6 +21,7 @@ errors still propagate to the agent loop.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -73,7 +70,7 @@ class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
     kind: Literal["event", "summary"]
     score: float
     """Relevance, higher is better: BM25 of the event (or summary) for the query, or with hybrid
-    recall the reciprocal-rank fusion of its BM25 and vector ranks; 0.0 for an exact lookup."""
+    recall the fusion of its BM25 and vector scores; 0.0 for an exact lookup."""
     text: str
     """The event's verbatim text (content, tool name, tool arguments) or the chunk summary,
     cut around the match with ``…`` when the answer budget requires it (then ``truncated``)."""
@@ -177,29 +174,27 @@ def encode_hits(hits: Sequence[RecallHit]) -> str:
     return _dumps({"results": [hit_dict(h) for h in hits]})
 
 
-class _Finder:
-    """The query's match finder, compiled on first use (most answers fit without a cut)."""
+_Cut = Callable[[RecallHit, int], RecallHit]
 
-    def __init__(self, terms: Sequence[Term]) -> None:
-        self._terms = terms
-        self._find: Callable[[str], tuple[int, int] | None] | None = None
 
-    def cut(self, hit: RecallHit, limit: int) -> RecallHit:
+def _cutter(terms: Sequence[Term]) -> _Cut:
+    """Cuts a hit's text to a limit, around the first match of a term."""
+    find = match_finder(terms)
+
+    def cut(hit: RecallHit, limit: int) -> RecallHit:
         if len(hit.text) <= limit:
             return hit
-        if not self._terms:
-            return msgspec.structs.replace(hit, text=truncate(hit.text, limit), truncated=True)
-        if self._find is None:
-            self._find = match_finder(self._terms)
-        text = snippet(hit.text, self._terms, limit, finder=self._find)
+        text = snippet(hit.text, terms, limit, finder=find) if terms else truncate(hit.text, limit)
         return msgspec.structs.replace(hit, text=text, truncated=True)
+
+    return cut
 
 
 def _size(hit: RecallHit) -> int:
     return len(_dumps(hit_dict(hit)))
 
 
-def _fit_one(hit: RecallHit, room: int, share: int, finder: _Finder) -> tuple[RecallHit, int] | None:
+def _fit_one(hit: RecallHit, room: int, share: int, cut: _Cut) -> tuple[RecallHit, int] | None:
     """``hit`` whole if its text is at most ``share`` characters and its JSON fits in ``room``, else
     cut to ``share`` characters of text (at least :data:`_MIN_TEXT`) so that it fits, else ``None``.
 
@@ -215,29 +210,29 @@ def _fit_one(hit: RecallHit, room: int, share: int, finder: _Finder) -> tuple[Re
     bare = _size(msgspec.structs.replace(hit, text="", truncated=True))
     limit = min(len(hit.text) - 1, room - bare, max(share, _MIN_TEXT))
     while limit >= _MIN_TEXT:
-        cut = finder.cut(hit, limit)
-        size = _size(cut)
+        fitted = cut(hit, limit)
+        size = _size(fitted)
         if size <= room:
-            return cut, size
+            return fitted, size
         limit -= size - room
     return None
 
 
-def _pack(hits: Sequence[RecallHit], max_chars: int, finder: _Finder) -> tuple[list[tuple[int, RecallHit]], int]:
+def _pack(hits: Sequence[RecallHit], max_chars: int, cut: _Cut) -> tuple[list[tuple[int, RecallHit]], int]:
     """The hits that fit, by position, best first (see :func:`fit_hits`), and the room left."""
     room = max_chars - len(encode_hits(()))
     kept: list[tuple[int, RecallHit]] = []
     sizes: list[int] = []
     for i, hit in enumerate(hits):
         comma = 1 if kept else 0
-        fitted = _fit_one(hit, room - comma, (room - comma) // 2, finder)
+        fitted = _fit_one(hit, room - comma, (room - comma) // 2, cut)
         if fitted is not None:
             kept.append((i, fitted[0]))
             sizes.append(fitted[1])
             room -= fitted[1] + comma
     for n, (i, hit) in enumerate(kept):
         if hit.truncated and room > 0:
-            wider = _fit_one(hits[i], sizes[n] + room, len(hit.text) + room, finder)
+            wider = _fit_one(hits[i], sizes[n] + room, len(hit.text) + room, cut)
             if wider is not None:
                 room -= wider[1] - sizes[n]
                 kept[n] = (i, wider[0])
@@ -248,7 +243,7 @@ def fit_hits(
     hits: Sequence[RecallHit],
     max_chars: int,
     terms: Sequence[Term] = (),
-    contexts: Mapping[int, RecallContext] | None = None,
+    contexts: Callable[[], Mapping[int, RecallContext]] | None = None,
     context_chars: int = 240,
 ) -> list[RecallHit]:
     """The hits, best first, packed so that ``encode_hits`` of them is at most ``max_chars`` characters.
@@ -257,9 +252,10 @@ def fit_hits(
     to half the room left (so one long tool output cannot crowd out the hits
     after it), and one that cannot show :data:`_MIN_TEXT` characters is left
     out (a shorter one after it may still fit). Room left at the end first
-    widens the cut texts again, best first, then gives ``contexts`` (a hit's
-    position -> its neighbouring event, full text) to the hits in rank order,
-    cut to ``context_chars``, unless that neighbour is already a hit.
+    widens the cut texts again, best first, then gives ``contexts()`` (a hit's
+    position -> its neighbouring event, full text; called only when there is
+    room) to the hits in rank order, cut to ``context_chars``, unless that
+    neighbour is already a hit.
     """
     # Texts alone over the budget: the whole answer cannot fit, no need to encode it.
     whole = len(encode_hits(hits)) if sum(len(h.text) for h in hits) <= max_chars else max_chars + 1
@@ -268,14 +264,15 @@ def fit_hits(
         kept = list(enumerate(hits))
         room = max_chars - whole
     else:
-        kept, room = _pack(hits, max_chars, _Finder(terms))
+        kept, room = _pack(hits, max_chars, _cutter(terms))
     if contexts is None or room < _MIN_CONTEXT:
         return [h for _, h in kept]
     shown = {h.first_seq for _, h in kept if h.kind == "event"}
+    near = contexts()
     for n, (i, hit) in enumerate(kept):
         if room < _MIN_CONTEXT:
             break
-        ctx = contexts.get(i)
+        ctx = near.get(i)
         if ctx is None or ctx.seq in shown:
             continue
         bare = _size(msgspec.structs.replace(hit, context=msgspec.structs.replace(ctx, text=""))) - _size(hit)
@@ -514,11 +511,14 @@ class RecallTools:
         max_chars: int,
         read_events: Callable[[Sequence[int]], Awaitable[list[SessionEvent]]] | None = None,
     ) -> None:
-        self._search = search
-        self._lookup = lookup
-        self._rehydrate = rehydrate
-        self._max_chars = max_chars
-        self._read_events = read_events
+        self._handle = functools.partial(
+            handle_recall_tool,
+            search=search,
+            lookup=lookup,
+            rehydrate=rehydrate,
+            max_chars=max_chars,
+            read_events=read_events,
+        )
 
     @property
     def schemas(self) -> Sequence[Mapping[str, Any]]:
@@ -528,11 +528,4 @@ class RecallTools:
         return name == TOOL_NAME
 
     async def run(self, name: str, arguments: str | Mapping[str, Any]) -> str:
-        return await handle_recall_tool(
-            arguments,
-            search=self._search,
-            lookup=self._lookup,
-            rehydrate=self._rehydrate,
-            max_chars=self._max_chars,
-            read_events=self._read_events,
-        )
+        return await self._handle(arguments)

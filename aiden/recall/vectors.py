@@ -3,7 +3,7 @@
 Table ``vectors(doc, model, h, v)``: one row per embedded doc (``docs.id``),
 the :attr:`~aiden.recall.embedding.Embedder.name` that made it, the doc's
 ``docs.h`` text hash when it was embedded, and the vector as little-endian
-float32 bytes (:mod:`array`, so storing needs no numpy). A vector is stale, and
+float32 bytes (:mod:`struct`, so storing needs no numpy). A vector is stale, and
 embedded again, when its model is not the embedder's or its hash is not the
 doc's (a doc id reused for another text after a rebuild of the tail).
 
@@ -22,12 +22,12 @@ import importlib
 import logging
 import math
 import sqlite3
-import sys
-from array import array
-from collections.abc import Callable, Iterator, Sequence
+import struct
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from aiden.errors import RecallError
+from aiden.recall.db import transaction
 from aiden.recall.embedding import Embedder
 from aiden.recall.query import MAX_QUERY_CHARS, display_text
 from aiden.recall.search import META_ROWS, min_max_fusion
@@ -49,21 +49,14 @@ _SCHEMA: Final = "CREATE TABLE IF NOT EXISTS vectors(doc INTEGER PRIMARY KEY, mo
 
 def encode_vector(vector: Sequence[float]) -> bytes:
     """``vector`` as little-endian float32 bytes."""
-    packed = array("f", vector)
-    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI
-        packed.byteswap()
-    return packed.tobytes()
+    return struct.pack(f"<{len(vector)}f", *vector)
 
 
 def decode_vector(blob: bytes) -> list[float]:
     """The float32 values of :func:`encode_vector`'s bytes (:class:`RecallError` on a bad length)."""
     if len(blob) % 4:
         raise RecallError(f"stored vector has {len(blob)} bytes, not a whole number of float32 values")
-    packed = array("f")
-    packed.frombytes(blob)
-    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI
-        packed.byteswap()
-    return packed.tolist()
+    return list(struct.unpack(f"<{len(blob) // 4}f", blob))
 
 
 @contextlib.contextmanager
@@ -72,22 +65,6 @@ def _sqlite(action: str) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         raise RecallError(f"recall vectors: cannot {action}: {exc}") from exc
-
-
-@contextlib.contextmanager
-def _write(conn: sqlite3.Connection) -> Iterator[None]:
-    """A short write transaction of our own, or the caller's open one."""
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
@@ -122,7 +99,7 @@ def embed_missing(
         raise ValueError(f"limit must not be negative, got {limit}")
     ensure_schema(conn)
     model = embedder.name
-    with _sqlite("delete orphaned vectors"), _write(conn):
+    with _sqlite("delete orphaned vectors"), transaction(conn):
         conn.execute("DELETE FROM vectors WHERE doc NOT IN (SELECT id FROM docs)")
     done = 0
     after = 0
@@ -150,7 +127,7 @@ def embed_missing(
                 (doc, model, h, encode_vector(vec), doc, h)
                 for (doc, h, _), vec in zip(rows, vectors, strict=True)
             ]
-            with _sqlite("store vectors"), _write(conn):
+            with _sqlite("store vectors"), transaction(conn):
                 conn.executemany(
                     "INSERT OR REPLACE INTO vectors(doc, model, h, v)"
                     " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM docs WHERE id = ? AND h = ?)",
@@ -190,11 +167,10 @@ def _numpy() -> Any:
 class VectorSearch:
     """Exact cosine search over ``model``'s stored vectors, held in memory.
 
-    :meth:`refresh` reloads the vectors when the table changed, judged by
-    :func:`vector_state` (count and max doc id) or, when the caller passes one,
-    by its own generation counter. The matrix is a numpy float32 array when
-    numpy is importable, else lists of floats (slower, same answers up to
-    rounding). Vectors of another length than the first one read are skipped.
+    :meth:`refresh` reloads the vectors when :func:`vector_state` (count and
+    max doc id) changed. The matrix is a numpy float32 array when numpy is
+    importable, else lists of floats (slower, same answers up to rounding).
+    Vectors of another length than the first one read are skipped.
 
     With ``neighbours`` > 0 a doc is searched by its context vector: its own
     plus ``neighbours`` times each of the docs before and after it in doc id
@@ -209,25 +185,15 @@ class VectorSearch:
         self.model = model
         self.neighbours = neighbours
         self._np: Any = _numpy() if use_numpy else None
-        self._key: object = None
+        self._key: tuple[int, int] | None = None
         self.ids: list[int] = []
         """Doc ids, in the order of the matrix rows (ascending)."""
         self._rows: list[list[float]] = []
         self._matrix: Any = None
-        self.loads = 0
-        """How many times the vectors were read from the database."""
 
-    @property
-    def uses_numpy(self) -> bool:
-        """True when the matrix is a numpy array."""
-        return self._np is not None
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def refresh(self, conn: sqlite3.Connection, generation: int | None = None) -> bool:
+    def refresh(self, conn: sqlite3.Connection) -> bool:
         """Reload the vectors if they changed since the last load; True if they were reloaded."""
-        key: object = ("gen", generation) if generation is not None else vector_state(conn, self.model)
+        key = vector_state(conn, self.model)
         if key == self._key:
             return False
         with _sqlite("read vectors"):
@@ -249,8 +215,7 @@ class VectorSearch:
         a = self.neighbours
         if self._np is not None:
             np = self._np
-            flat = np.frombuffer(b"".join(blobs), dtype="<f4")
-            matrix = flat.reshape(len(ids), (width or 4) // 4) if ids else None
+            matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), -1) if ids else None
             if matrix is not None and a:
                 own = matrix
                 matrix = own.copy()
@@ -258,24 +223,18 @@ class VectorSearch:
                 matrix[:-1] += np.float32(a) * own[1:]
                 matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), np.float32(1e-12))
             self._matrix = matrix
-            self._rows = []
         else:
-            rows = [decode_vector(blob) for blob in blobs]
+            self._rows = [decode_vector(blob) for blob in blobs]
             if a:
-                rows = [_in_context(rows, i, a) for i in range(len(rows))]
-            self._rows = rows
+                self._rows = [_in_context(self._rows, i, a) for i in range(len(self._rows))]
         self._key = key
-        self.loads += 1
         return True
 
-    def top(
-        self, query_vec: Sequence[float], k: int, allowed: Callable[[int], bool] | None = None
-    ) -> list[tuple[int, float]]:
+    def top(self, query_vec: Sequence[float], k: int) -> list[tuple[int, float]]:
         """The ``k`` docs most similar to ``query_vec`` as ``(doc id, cosine)``, best first.
 
         Vectors are normalised, so the cosine is their dot product. Ties go to
-        the higher doc id (the more recent). ``allowed`` filters doc ids (e.g.
-        the recall filters); it is called only on candidates, best first.
+        the higher doc id (the more recent).
         """
         if k <= 0 or not self.ids:
             return []
@@ -283,51 +242,18 @@ class VectorSearch:
         width = self._matrix.shape[1] if self._np is not None else len(self._rows[0])
         if len(query) != width:
             raise RecallError(f"query vector has {len(query)} dimensions, the stored vectors {width}")
-        if self._np is not None:
-            return self._top_numpy(query, k, allowed)
-        scores = [sum(a * b for a, b in zip(row, query, strict=True)) for row in self._rows]
-        pairs = zip(scores, self.ids, strict=True)
-        if allowed is None:
-            return [(doc, score) for score, doc in heapq.nlargest(k, pairs)]
-        found: list[tuple[int, float]] = []
-        for score, doc in sorted(pairs, reverse=True):
-            if allowed(doc):
-                found.append((doc, score))
-                if len(found) == k:
-                    break
-        return found
-
-    def _top_numpy(
-        self, query: list[float], k: int, allowed: Callable[[int], bool] | None
-    ) -> list[tuple[int, float]]:
+        if self._np is None:
+            scores = [sum(a * b for a, b in zip(row, query, strict=True)) for row in self._rows]
+            return [(doc, score) for score, doc in heapq.nlargest(k, zip(scores, self.ids, strict=True))]
         np = self._np
         # Rounded: float32 dot products of equally similar vectors differ in the last bits
         # depending on the BLAS kernel, and ties must go to the higher doc id on every machine.
         scores = np.round(self._matrix @ np.asarray(query, dtype=np.float32), 6)
         n = len(self.ids)
-        found: list[tuple[int, float]] = []
-        checked = 0
-        window = k if allowed is None else max(4 * k, 64)
-        while True:
-            # Every row scoring at least the window-th best, in a total order
-            # (score descending, then higher doc id): each window's order
-            # extends the previous one's, so checked rows are never seen again.
-            if window >= n:
-                rows = np.arange(n)
-            else:
-                threshold = np.partition(scores, n - window)[n - window]
-                rows = np.nonzero(scores >= threshold)[0]
-            order = rows[np.lexsort((-rows, -scores[rows]))]
-            for row in order[checked:].tolist():
-                doc = self.ids[row]
-                if allowed is None or allowed(doc):
-                    found.append((doc, float(scores[row])))
-                    if len(found) == k:
-                        return found
-            checked = len(order)
-            if window >= n:
-                return found
-            window *= 2
+        # Every row scoring at least the k-th best, then ordered: score descending, higher doc id.
+        rows = np.arange(n) if k >= n else np.nonzero(scores >= np.partition(scores, n - k)[n - k])[0]
+        order = rows[np.lexsort((-rows, -scores[rows]))][:k]
+        return [(self.ids[row], float(scores[row])) for row in order.tolist()]
 
 
 # --- hybrid recall -----------------------------------------------------------------

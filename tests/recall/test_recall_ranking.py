@@ -259,7 +259,7 @@ def test_fit_hits_never_exceeds_the_budget(texts: list[str], context: list[str |
         for i, c in enumerate(context[: len(hits)])
         if c is not None
     }
-    fitted = fit_hits(hits, budget, content_terms("needle"), contexts)
+    fitted = fit_hits(hits, budget, content_terms("needle"), lambda: contexts)
     assert len(encode_hits(fitted)) <= max(budget, len(ENVELOPE))
     # Hits keep their order (one that cannot fit is left out), each is the original or a cut of it.
     ids = [h.chunk_id for h in fitted]
