@@ -7,6 +7,7 @@ import multiprocessing
 from collections.abc import Callable, Sequence
 from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -15,6 +16,9 @@ from aiden.events import SessionEvent
 from aiden.storage import chunks as cs
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
+
+if TYPE_CHECKING:
+    from aiden.memory import Memory
 
 # A small hot window that compacts only when asked (maintain(manual=True)).
 SMALL_MANUAL = Config(
@@ -73,3 +77,25 @@ async def wait_parked(tasks_before: int, timeout_s: float = 10.0) -> None:
     with anyio.fail_after(timeout_s):
         while len(asyncio.all_tasks()) > tasks_before + HOST_TASKS:  # noqa: ASYNC110 (parking has no event to wait on)
             await anyio.sleep(0.02)
+
+
+# Small batches: several of one session wait behind the one committing (the append-order tests).
+ORDER_CONFIG = Config(max_batch_events=4, count_compress_after_events=10**9, session_summary_on_close=False)
+
+
+async def append_bursts_in_order(memory: Memory, rounds: int, burst: int) -> list[SessionEvent]:
+    """Append ``rounds`` bursts of ``burst`` events, each burst started in order without awaiting each
+    append (asyncio runs the tasks, and so sends their requests, first in first out); assert each
+    burst got increasing seqs, and return the hot window."""
+    seqs: dict[str, int] = {}
+
+    async def append(name: str) -> None:
+        seqs[name] = (await memory.append(SessionEvent(type="user_input", role="user", content=name))).seq
+
+    for r in range(rounds):
+        async with anyio.create_task_group() as tg:
+            for i in range(burst):
+                tg.start_soon(append, f"{r}-{i}")
+        got = [seqs[f"{r}-{i}"] for i in range(burst)]
+        assert got == sorted(got), f"round {r}: seqs out of submission order: {got}"
+    return await memory.hot_window()
