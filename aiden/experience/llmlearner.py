@@ -27,10 +27,10 @@ from typing import Any, Final
 import anyio
 import msgspec
 
-from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerTimeout, SummarizerUnavailable
+from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerTimeout
 from aiden.experience.learner import LessonGroup
 from aiden.experience.messages import LearnerStats
-from aiden.summarizers.llm.client import Breaker, _import_litellm, _loop_thread
+from aiden.summarizers.llm.client import Breaker, _loop_thread, load_litellm
 from aiden.summarizers.llm.repair import load_mapping
 
 __all__ = ["LLMLearner", "Phrasing", "build_messages", "parse_phrasing"]
@@ -111,7 +111,7 @@ def parse_phrasing(content: str) -> Phrasing:
     loaded = load_mapping(content, keys)
     procedure = failure = ""
     if loaded is not None:
-        procedure, failure = _pick(loaded[0], _PROCEDURE_KEYS), _pick(loaded[0], _FAILURE_KEYS)
+        procedure, failure = _pick(loaded, _PROCEDURE_KEYS), _pick(loaded, _FAILURE_KEYS)
     if not procedure:
         for line in content.splitlines():
             match = _LINE.match(line)
@@ -239,10 +239,7 @@ class LLMLearner:
         return parse_phrasing(content)
 
     async def _complete(self, messages: list[dict[str, str]]) -> str:
-        try:
-            handle = await anyio.to_thread.run_sync(_import_litellm, abandon_on_cancel=True)
-        except Exception as exc:  # a broken install may fail in any way at import
-            raise SummarizerUnavailable(f"litellm cannot be imported: {type(exc).__name__}: {exc}") from exc
+        handle = await load_litellm()
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,

@@ -199,8 +199,7 @@ def read_answer(
     with nothing but scaffolding. ``truncated`` (the model hit its output cap)
     refuses a plain-text answer: its last section is cut off unseen.
     """
-    loaded = load_mapping(content, _KNOWN_KEYS)
-    mapping = loaded[0] if loaded is not None else None
+    mapping = load_mapping(content, _KNOWN_KEYS)
     repaired = False
     if mapping is None and repair:
         salvaged = repair_truncated_json(content)

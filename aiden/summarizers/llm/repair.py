@@ -188,15 +188,15 @@ T = TypeVar("T")
 _FENCE: Final = re.compile(r"```[ \t]*([A-Za-z]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.DOTALL)
 
 
-def load_mapping(content: str, known_keys: Iterable[str]) -> tuple[dict[str, Any], str] | None:
-    """The first JSON (or YAML) object in ``content`` and ``"json"``/``"yaml"``, or ``None``.
+def load_mapping(content: str, known_keys: Iterable[str]) -> dict[str, Any] | None:
+    """The first JSON (or YAML) object in ``content``, or ``None``.
 
     Tried in order: the whole answer as JSON; each code fence's body (JSON,
     then YAML when the fence says ``yaml`` or holds no braces); the span from
     the first ``{`` to the last ``}`` (prose before or after); the whole
     answer as YAML; then the fences and the span read loosely (trailing
     commas, comments, single quotes, Python literals, several objects: see
-    :func:`~aiden.summarizers.llm.repair.loose_object`, shape ``"json"``). A
+    :func:`~aiden.summarizers.llm.repair.loose_object`). A
     YAML or loose reading counts only if it has one of ``known_keys``:
     ordinary prose with a colon is YAML as well.
     """
@@ -204,32 +204,32 @@ def load_mapping(content: str, known_keys: Iterable[str]) -> tuple[dict[str, Any
     stripped = content.strip()
     found = json_object(stripped)
     if found is not None:
-        return found, "json"
+        return found
     for match in _FENCE.finditer(stripped):
         lang, body = match.group(1).lower(), match.group(2).strip()
         found = json_object(body)
         if found is not None:
-            return found, "json"
+            return found
         if lang in ("yaml", "yml") or (lang == "" and "{" not in body):
             found = yaml_mapping(body)
             if found is not None and known.intersection(found):
-                return found, "yaml"
+                return found
     start, end = stripped.find("{"), stripped.rfind("}")
     if 0 <= start < end:
         found = json_object(stripped[start : end + 1])
         if found is not None:
-            return found, "json"
+            return found
     if not stripped.startswith("{"):
         found = yaml_mapping(stripped)
         if found is not None and known.intersection(found):
-            return found, "yaml"
+            return found
     candidates = [m.group(2) for m in _FENCE.finditer(stripped)]
     if 0 <= start < end:
         candidates.append(stripped[start : end + 1])
     for candidate in candidates:
         found = loose_object(candidate) if "{" in candidate else None
         if found is not None and known.intersection(found):
-            return found, "json"
+            return found
     return None
 
 
