@@ -180,6 +180,8 @@ class Renderer:
 
     def copy(self) -> Renderer:
         """This state, to :meth:`feed` the events that follow; only a :attr:`settled` state continues."""
+        if not self.settled:
+            raise ValueError("a renderer with calls still open cannot continue from a copy")
         other = Renderer(self.split_turn_context, self.split_before_seq)
         other.injected = self.injected
         other.repairs = self.repairs

@@ -48,8 +48,11 @@ _SCHEMA: Final = "CREATE TABLE IF NOT EXISTS vectors(doc INTEGER PRIMARY KEY, mo
 
 
 def encode_vector(vector: Sequence[float]) -> bytes:
-    """``vector`` as little-endian float32 bytes."""
-    return struct.pack(f"<{len(vector)}f", *vector)
+    """``vector`` as little-endian float32 bytes (:class:`RecallError` for a value no float32 holds)."""
+    try:
+        return struct.pack(f"<{len(vector)}f", *vector)
+    except (OverflowError, struct.error) as exc:  # an embedder breaking the protocol: a failure, not a bug
+        raise RecallError(f"embedding not storable as float32: {exc}") from exc
 
 
 def decode_vector(blob: bytes) -> list[float]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,23 @@ async def test_an_embedder_failure_in_the_pass_is_counted_and_recall_stays_lexic
         hot = {e.seq for e in await memory.hot_window()}
         assert embedder.texts - before == 28 - len(hot)
 
+
+
+class _Oversized(HashingEmbedder):
+    """A third-party embedder breaking the protocol: a value no float32 holds."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[3.9e38, *vector[1:]] for vector in super().embed(texts)]
+
+
+async def test_a_vector_no_float32_holds_is_an_embedding_failure_not_an_error(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL, embedder=_Oversized()) as memory:
+        await feed(memory, "staging", 12)
+        assert (await memory.maintain(manual=True)).compacted
+        answer = json.loads(await memory.handle_recall_tool('{"query": "staging cluster kubernetes"}'))
+        assert answer["results"][0]["seq"] == 2  # found by its words
+        stats = memory.recall_stats()
+        assert stats is not None and stats.embedding_failures == 1
 
 def test_events_are_embedded_by_length_and_summaries_are_not(tmp_path: Path) -> None:
     layout = Layout(tmp_path)
