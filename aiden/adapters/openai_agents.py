@@ -70,6 +70,13 @@ if TYPE_CHECKING:
     from agents.run_config import CallModelData, ModelInputData
     from agents.tool import FunctionTool
     from agents.tool_context import ToolContext
+else:  # the hints evaluate at run time too (typing.get_type_hints, autodoc, validators)
+    TResponseInputItem = dict
+    SessionSettings = Any
+    CallModelData = Any
+    ModelInputData = Any
+    FunctionTool = Any
+    ToolContext = Any
 
 __all__ = [
     "ITEM_KEY",

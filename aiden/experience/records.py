@@ -262,7 +262,9 @@ _header_decoder: Final = msgspec.json.Decoder(dict[str, Any])
 
 def render_record_md(record: ExperienceRecord) -> str:
     """The Markdown file of ``record`` (the title on one line; ``-->`` cannot end the header early)."""
-    meta = {k: v for k, v in msgspec.to_builtins(record).items() if k not in ("title", "body")}
+    fields = msgspec.to_builtins(record)
+    msgspec.convert(fields, type(record))  # a value outside its type is refused here, not at the next read
+    meta = {k: v for k, v in fields.items() if k not in ("title", "body")}
     head = _encoder.encode(meta).decode().replace("-->", "--\\u003e")
     title = " ".join(record.title.split())
     return f"<!-- aiden-experience {head} -->\n# {title}\n\n{record.body.strip()}\n"

@@ -32,7 +32,7 @@ from typing import Final, TypeVar
 
 import msgspec
 
-from aiden.errors import CorruptionError, RecallError, StorageError
+from aiden.errors import CorruptionError, InvalidIdError, RecallError, StorageError
 from aiden.events import validate_id
 from aiden.experience.episodestore import IndexedFiles
 from aiden.experience.ranking import RecordVectors, rank
@@ -231,7 +231,10 @@ class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
 
     def load(self, row: RecordRow) -> ExperienceRecord | None:
         """The record of ``row``, its status and expiry as the index (the commit point) says."""
-        record = self._read(self.record_path(row.kind, row.id), row.id)
+        try:
+            record = self._read(self.record_path(row.kind, row.id), row.id)
+        except InvalidIdError:  # a row a caller built: no record has that id
+            return None
         if record is None:
             self._problem(f"record {row.id} is missing or unreadable")
             return None

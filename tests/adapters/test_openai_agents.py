@@ -7,6 +7,7 @@ import json
 import logging
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -124,6 +125,13 @@ async def test_satisfies_the_sdk_session_protocol(tmp_path: Path) -> None:
         assert session.session_settings is None
         assert await session.get_items() == []
         assert await session.pop_item() is None
+
+
+def test_the_session_methods_type_hints_evaluate_at_run_time() -> None:
+    # What autodoc, pydantic's validate_call or a runtime type checker read.
+    for method in ("get_items", "add_items", "pop_item", "call_model_input_filter"):
+        assert "return" in typing.get_type_hints(getattr(AidenSession, method)), method
+    assert typing.get_type_hints(AidenSession.__init__)
 
 
 async def test_each_item_kind_round_trips_exactly(tmp_path: Path) -> None:
