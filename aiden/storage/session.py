@@ -62,6 +62,26 @@ from aiden.storage.recovery import Recovery, displace_directories
 __all__ = ["FileChangeFeed", "FileSessionStore"]
 
 
+
+def _cached_segment(
+    layout: Layout,
+    seg: cs.SegmentRef,
+    cache: dict[tuple[str, str], list[cs.ChunkEntry]],
+    lock: threading.Lock,
+) -> list[cs.ChunkEntry]:
+    """A sealed segment's entries, read once into ``cache`` (guarded by ``lock``)."""
+    # Keyed by checksum too: a rebuilt index (recovery) may seal different entries under a reused name.
+    key = (seg.file, seg.sha256)
+    with lock:
+        cached = cache.get(key)
+    if cached is None:
+        # Sealed segments are immutable: a concurrent duplicate read is harmless.
+        cached = cs.read_segment(layout, seg)
+        with lock:
+            cache[key] = cached
+    return cached
+
+
 class FileSessionStore:
     """Events log, chunks, index and summaries of ``<root>/memory/session`` (a :class:`SessionStore`)."""
 
@@ -234,16 +254,7 @@ class FileSessionStore:
         return covered
 
     def _segment(self, seg: cs.SegmentRef) -> list[cs.ChunkEntry]:
-        # Keyed by checksum too: a rebuilt index (recovery) may seal different entries under a reused name.
-        key = (seg.file, seg.sha256)
-        with self._cache_lock:
-            cached = self._segments.get(key)
-        if cached is None:
-            # Sealed segments are immutable: a concurrent duplicate read is harmless.
-            cached = cs.read_segment(self.layout, seg)
-            with self._cache_lock:
-                self._segments[key] = cached
-        return cached
+        return _cached_segment(self.layout, seg, self._segments, self._cache_lock)
 
     def snapshot(self) -> Snapshot:
         """Read events.jsonl under the session lock, plus the index.
@@ -550,14 +561,7 @@ class FileChangeFeed:
         return index
 
     def _segment(self, seg: cs.SegmentRef) -> list[cs.ChunkEntry]:
-        key = (seg.file, seg.sha256)
-        with self._lock:
-            cached = self._segments.get(key)
-        if cached is None:
-            cached = cs.read_segment(self.layout, seg)
-            with self._lock:
-                self._segments[key] = cached
-        return cached
+        return _cached_segment(self.layout, seg, self._segments, self._lock)
 
     def _entries_from(self, index: cs.ChunkIndex, start: int) -> list[cs.ChunkEntry]:
         """Committed entries at positions ``start`` and later; segments wholly before it are not read."""
