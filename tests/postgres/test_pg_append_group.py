@@ -25,8 +25,8 @@ import pytest
 
 from aiden import Memory, PostgresSessionStore, PreparedEvent, SessionEvent, open_memory
 from aiden.events import encode_event
+from aiden.storage.postgres import appends as append_path
 from aiden.storage.postgres import open_pool
-from aiden.storage.postgres import store as store_module
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -39,12 +39,12 @@ def _event(text: str, event_id: str | None = None) -> PreparedEvent:
 
 
 @pytest.mark.parametrize(
-    "statement_bytes", [store_module._STATEMENT_BYTES, 1], ids=["one statement", "one per event"]
+    "statement_bytes", [append_path._STATEMENT_BYTES, 1], ids=["one statement", "one per event"]
 )
 def test_a_group_stores_each_batch_as_its_own_append_would(
     pg_dsn: str, session_ids: SessionIds, monkeypatch: pytest.MonkeyPatch, statement_bytes: int
 ) -> None:
-    monkeypatch.setattr(store_module, "_STATEMENT_BYTES", statement_bytes)
+    monkeypatch.setattr(append_path, "_STATEMENT_BYTES", statement_bytes)
     pool = open_pool(pg_dsn, max_size=4)
     a_id, b_id = session_ids(), session_ids()
     stores = [

@@ -25,7 +25,7 @@ from aiden.errors import ConfigError, InvalidIdError, StorageError
 from aiden.extension import STORES_GROUP, looks_like_dsn
 from aiden.storage.fs import Storage
 from aiden.storage.postgres import PostgresSessionStore, postgres_store_factory, store_from_dsn
-from aiden.storage.postgres.compaction import CHECKS
+from aiden.storage.postgres.store import CHECKS
 from aiden.testing.conformance_retry import (
     check_a_rotation_ends_the_retry_window,
     check_retries_return_the_stored_events,

@@ -23,10 +23,10 @@ from aiden.longterm.files import list_session_files, read_summary
 from aiden.longterm.postgres.backend import PgSummaryStore, PostgresLongTermBackend
 from aiden.longterm.service import FileLongTermBackend
 from aiden.longterm.summaries import SessionSummary, parse_summary_md
-from aiden.storage import postgres
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.postgres import PostgresSessionStore
+from aiden.storage.postgres import store as store_module
 from aiden.storage.session import FileSessionStore
 from aiden.summarizers.extractive import ExtractiveSummarizer
 from aiden.testing.ltkit import NOW, said
@@ -149,7 +149,7 @@ async def test_a_crash_between_the_session_summary_and_the_rotation_or_inside_it
         raise RuntimeError("crashed inside the rotation's transaction")
 
     # The archive row is written, then the crash: the transaction takes it back.
-    monkeypatch.setattr(postgres.compaction, "create_generation", crash)
+    monkeypatch.setattr(store_module, "_create_generation", crash)
     with pytest.raises(RuntimeError, match="crashed inside"):
         store.rotate("closed-0")
     monkeypatch.undo()

@@ -23,7 +23,7 @@ from aiden.config import Config
 from aiden.errors import CommitConflict, InvalidIdError, LockError, StorageError
 from aiden.events import SessionEvent
 from aiden.storage.postgres import SCHEMA_VERSION, PostgresSessionStore, open_pool, postgres_store_factory
-from aiden.storage.postgres.compaction import CHECKS
+from aiden.storage.postgres.store import CHECKS
 from aiden.storage.protocol import RecoveryReport
 from aiden.testing.pgcluster import TEST_DSN_ENV, PgServer
 from aiden.testing.storekit import commit_plan, compact, fill, plan, prepared, stored

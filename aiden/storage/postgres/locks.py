@@ -108,10 +108,7 @@ _HOLDERS_GUARD = threading.Lock()
 
 def _holder(pool: Pool) -> _Holder:
     with _HOLDERS_GUARD:
-        holder = _HOLDERS.get(pool)
-        if holder is None:
-            holder = _HOLDERS[pool] = _Holder(pool)
-        return holder
+        return _HOLDERS.setdefault(pool, _Holder(pool))
 
 
 class AdvisoryLock:
@@ -121,11 +118,6 @@ class AdvisoryLock:
         self._holder = _holder(pool)
         self._key = key
         self._name = name
-
-    @property
-    def held(self) -> bool:
-        """True while this object holds the lock."""
-        return self._holder.holds(self._key, self)
 
     def try_acquire(self, timeout: float) -> bool:
         """Take the lock if no one holds it; False at once when another worker (or this object) does.
@@ -139,13 +131,12 @@ class AdvisoryLock:
         """Wait up to ``timeout`` seconds for another worker's lock (then :class:`LockError`)."""
         deadline = time.monotonic() + timeout
         # Held by this object already (another actor of its store, or a retake): an error, as flock's SessionLock.
-        if self.held:
+        if self._holder.holds(self._key, self):
             raise LockError(f"the {self._name} is not reentrant: this store holds it")
         delay = _POLL_MIN_S
         while True:
-            with translated(f"taking the {self._name}"):
-                if self._holder.try_take(self._key, self, max(0.001, deadline - time.monotonic())):
-                    return
+            if self.try_acquire(max(0.001, deadline - time.monotonic())):
+                return
             now = time.monotonic()
             if now >= deadline:
                 raise LockError(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import select
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final
 
@@ -45,13 +45,11 @@ __all__ = [
     "SCHEMA_VERSION",
     "Conn",
     "Pool",
-    "chunk_from_rows",
     "decode_entry",
     "decode_index",
     "decode_payload",
     "describe",
-    "encode_entry",
-    "encode_index",
+    "encode",
     "ensure_component",
     "ensure_schema",
     "lease_pool",
@@ -225,15 +223,7 @@ def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: 
         )
 
 
-class _Lease:
-    """A pool shared by every store of this process opened on one DSN, and how many use it."""
-
-    def __init__(self, pool: Pool) -> None:
-        self.pool = pool
-        self.users = 0
-
-
-_LEASES: dict[tuple[str, float], _Lease] = {}
+_LEASES: dict[tuple[str, float], tuple[Pool, int]] = {}  # (conninfo, timeout) -> the pool, its users
 _LEASES_GUARD = threading.Lock()
 
 
@@ -248,24 +238,24 @@ def lease_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0) -> Po
     require_pool_size(max_size)
     key = (conninfo, timeout)
     with _LEASES_GUARD:
-        lease = _LEASES.get(key)
-        if lease is None or lease.pool.closed:
-            lease = _LEASES[key] = _Lease(open_pool(conninfo, max_size=max_size, timeout=timeout))
-        elif lease.pool.max_size < max_size:
-            lease.pool.resize(lease.pool.min_size, max_size)
-        lease.users += 1
-        return lease.pool
+        pool, users = _LEASES.get(key, (None, 0))
+        if pool is None or pool.closed:
+            pool, users = open_pool(conninfo, max_size=max_size, timeout=timeout), 0
+        elif pool.max_size < max_size:
+            pool.resize(pool.min_size, max_size)
+        _LEASES[key] = (pool, users + 1)
+        return pool
 
 
 def release_pool(pool: Pool) -> None:
     """Give back a pool of :func:`lease_pool`; the last user closes it."""
     with _LEASES_GUARD:
-        key = next((k for k, lease in _LEASES.items() if lease.pool is pool), None)
+        key = next((k for k, (leased, _) in _LEASES.items() if leased is pool), None)
         if key is None:
             return
-        lease = _LEASES[key]
-        lease.users -= 1
-        if lease.users > 0:
+        users = _LEASES[key][1] - 1
+        if users > 0:
+            _LEASES[key] = (pool, users)
             return
         del _LEASES[key]
     pool.close()
@@ -317,17 +307,14 @@ def ensure_schema(conn: Conn) -> None:
 
 # --- rows to values and back ---------------------------------------------------------
 
-_json = msgspec.json.Encoder()
+encode = msgspec.json.Encoder().encode
+"""A chunk entry (``aiden_chunks.entry``) or the live index (``aiden_compaction.index_doc``) as stored."""
+
 _entry_dec = msgspec.json.Decoder(cs.ChunkEntry)
 _index_dec = msgspec.json.Decoder(cs.ChunkIndex)
 
-EMPTY_INDEX: bytes = _json.encode(cs.ChunkIndex())
+EMPTY_INDEX: bytes = encode(cs.ChunkIndex())
 """The ``index_doc`` of a generation without chunks."""
-
-
-def encode_entry(entry: cs.ChunkEntry) -> bytes:
-    """A chunk entry as stored in ``aiden_chunks.entry``."""
-    return _json.encode(entry)
 
 
 def decode_entry(raw: bytes) -> cs.ChunkEntry:
@@ -336,11 +323,6 @@ def decode_entry(raw: bytes) -> cs.ChunkEntry:
         return _entry_dec.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CorruptionError(f"postgres: chunk entry does not decode: {exc}") from exc
-
-
-def encode_index(index: cs.ChunkIndex) -> bytes:
-    """The live index as stored in ``aiden_compaction.index_doc``."""
-    return _json.encode(index)
 
 
 def decode_index(raw: bytes) -> cs.ChunkIndex:
@@ -362,15 +344,6 @@ def decode_payload(raw: bytes, seq: int) -> SessionEvent:
     return event
 
 
-def chunk_from_rows(entry: cs.ChunkEntry, payloads: Iterable[tuple[int, bytes]]) -> cs.ChunkFile:
-    """A chunk from its entry and its events' ``(seq, payload)`` rows in seq order, verified as a chunk file is."""
-    rows = list(payloads)
-    digest = hashlib.sha256(b"".join(p for _, p in rows)).hexdigest()
-    if digest != entry.sha256 or len(rows) != entry.count:
-        raise CorruptionError(f"postgres: chunk {entry.chunk_id}: checksum mismatch")
-    return cs.ChunkFile(entry, [decode_payload(p, q) for q, p in rows])
-
-
 def seal(index: cs.ChunkIndex, keep_live: int) -> cs.ChunkIndex:
     """Move the oldest live entries into segment references, as :func:`~aiden.storage.chunks.seal_segments` does.
 
@@ -382,7 +355,7 @@ def seal(index: cs.ChunkIndex, keep_live: int) -> cs.ChunkIndex:
     segments = list(index.segments)
     while len(chunks) > keep_live + cs.SEGMENT_SIZE:
         sealed, chunks = chunks[: cs.SEGMENT_SIZE], chunks[cs.SEGMENT_SIZE :]
-        body = b"".join(_json.encode(e) + b"\n" for e in sealed)
+        body = b"".join(encode(e) + b"\n" for e in sealed)
         segments.append(
             cs.SegmentRef(
                 file=cs.segment_name(sealed[0].first_seq, sealed[-1].last_seq),

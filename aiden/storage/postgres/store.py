@@ -3,68 +3,95 @@
 Any number of store objects (workers, processes, machines) may serve the
 same session id at once. Every method blocks (actors call them from worker
 threads) and runs on a connection of a ``psycopg_pool`` pool; the schema and
-the session's rows are created on first use.
+the session's rows are created on first use. psycopg errors become
+:class:`~aiden.errors.StorageError` (credentials masked).
 
-- ``append``: one transaction per call (the group commit). The session's
-  counter row is locked first, so seqs are handed out gap-free in commit
-  order and an ``event_id`` lookup sees every committed event of the
-  session; one statement allocates the seqs (``UPDATE ... SET next_seq =
-  next_seq + n``) and inserts the events, so an append without ids is one
-  round trip.
-- ``commit``: one transaction: the chunk row, its events leaving the hot
-  window, the index and summary on the compaction row (locked, never the
-  counter row: appends go on during a commit); a stale plan raises
-  :class:`~aiden.errors.CommitConflict`.
+- ``append``: one transaction per call (the group commit), also for the
+  appends of several sessions on one pool (:class:`PgAppendGroup`): see
+  :mod:`aiden.storage.postgres.appends`.
+- ``commit`` and ``replace_summary``: one transaction each, under the
+  session's compaction row ``FOR UPDATE`` (never the counter row: appends go
+  on), so two commits of one generation are serialized even when a lost
+  connection dropped the advisory lock; the expected last seq is checked
+  under that row lock, which makes a stale plan a
+  :class:`~aiden.errors.CommitConflict` and never a second chunk over the
+  same events.
 - ``lock_compaction``: an advisory lock (:mod:`aiden.storage.postgres.locks`).
 - ``rotate``: the session id moves to a new, empty generation; the old one
   stays in the database under its closed id (``aiden_archives``).
 
-psycopg errors become :class:`~aiden.errors.StorageError` (credentials masked).
+**The change feed** reads a generation's chunks in commit order. Every chunk
+row has its commit position ``pos`` (0, 1, 2, ...) inside its generation, and
+the compaction row counts them (``chunk_count``) together with a change
+counter (``changes``: +1 for every commit and every replaced summary). A token
+is (generation, chunks delivered, the last of them's ``last_seq``,
+``changes``): an unchanged session answers from that one row; otherwise the
+chunks at positions after the token are read in one repeatable-read
+transaction, so the state row and the chunks agree. A rotation makes a new
+generation: a token of the old one is answered with a reset. A commit is one
+transaction, so there are never pending chunks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
-from itertools import accumulate
+from contextlib import contextmanager
+from itertools import groupby
+from operator import itemgetter
+from typing import Any, Final
 
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import AidenError, StorageError
-from aiden.events import SessionEvent, decode_event, encode_event, validate_id
+from aiden.errors import AidenError, CommitConflict, CorruptionError, StorageError
+from aiden.events import SessionEvent, encode_event, validate_id
 from aiden.storage import chunks as cs
-from aiden.storage.postgres import compaction
+from aiden.storage.postgres import appends
 from aiden.storage.postgres.locks import AdvisoryLock
 from aiden.storage.postgres.schema import (
     EMPTY_INDEX,
+    SCHEMA_VERSION,
     Conn,
     Pool,
+    decode_entry,
     decode_index,
     decode_payload,
+    encode,
     ensure_schema,
     lease_pool,
     release_pool,
     require_pool_size,
+    seal,
     translated,
 )
 from aiden.storage.protocol import (
     AppendGroup,
     ChangeToken,
     ChunkChanges,
+    PendingChunks,
     PreparedEvent,
     RecoveryReport,
     SessionStore,
     Snapshot,
 )
 
-__all__ = ["DSN_ENV", "PostgresSessionStore"]
+__all__ = ["CHECKS", "DSN_ENV", "PostgresSessionStore"]
 
 DSN_ENV = "AIDEN_PG_DSN"
 """The environment variable read for the DSN when none is given (libpq's ``PG*`` variables also apply)."""
+
+CHECKS: Final = (
+    "schema version",
+    "session and compaction rows",
+    "seq counter past every stored seq",
+    "index decodes and matches the chunk rows",
+    "no event in an uncommitted chunk",
+)
+"""What :meth:`PostgresSessionStore.recover` verifies, in order."""
 
 _MAX_SEQ = 2**63 - 1
 
@@ -77,6 +104,19 @@ WHERE s.session_id = %s ORDER BY e.seq
 _COMPACTION = """
 SELECT c.index_doc, c.summary FROM aiden_sessions s JOIN aiden_compaction c ON c.generation = s.generation
 WHERE s.session_id = %s
+"""
+
+_STATE = """
+SELECT s.generation, c.chunk_count, c.last_seq, c.changes, c.index_doc
+FROM aiden_sessions s JOIN aiden_compaction c ON c.generation = s.generation
+WHERE s.session_id = %s
+"""
+
+_CHUNKS = """
+SELECT c.pos, c.entry, e.seq, e.payload
+FROM aiden_chunks c LEFT JOIN aiden_events e ON e.generation = c.generation AND e.chunk_pos = c.pos
+WHERE c.generation = %s AND c.pos >= %s AND c.pos < %s
+ORDER BY c.pos, e.seq
 """
 
 
@@ -126,7 +166,6 @@ class PostgresSessionStore:
             conninfo = dsn if dsn is not None else os.environ.get(DSN_ENV, "")
             pool = lease_pool(conninfo, max_size=max_size, timeout=timeout)
         self._pool: Pool = pool
-        self._feed = compaction.PgChangeFeed(pool, self.session_id)
         self._lock = AdvisoryLock(pool, f"aiden.compaction:{self.session_id}")
         self._ready = False
         self._ready_lock = threading.Lock()
@@ -154,7 +193,15 @@ class PostgresSessionStore:
             if not self._ready:
                 with translated("connecting"), self._pool.connection() as conn:
                     ensure_schema(conn)
-                    self._create_session(conn)
+                    with translated("creating the session"), conn.transaction():
+                        generation = uuid.uuid4().hex
+                        row = conn.execute(
+                            "INSERT INTO aiden_sessions (session_id, generation) VALUES (%s, %s)"
+                            " ON CONFLICT (session_id) DO NOTHING RETURNING generation",
+                            (self.session_id, generation),
+                        ).fetchone()
+                        if row is not None:
+                            _create_generation(conn, self.session_id, generation)
                 self._ready = True
 
     @contextmanager
@@ -164,17 +211,6 @@ class PostgresSessionStore:
         with translated(what), self._pool.connection() as conn:
             yield conn
 
-    def _create_session(self, conn: Conn) -> None:
-        generation = uuid.uuid4().hex
-        with translated("creating the session"), conn.transaction():
-            row = conn.execute(
-                "INSERT INTO aiden_sessions (session_id, generation) VALUES (%s, %s)"
-                " ON CONFLICT (session_id) DO NOTHING RETURNING generation",
-                (self.session_id, generation),
-            ).fetchone()
-            if row is not None:
-                compaction.create_generation(conn, self.session_id, generation)
-
     def recover(self) -> RecoveryReport:
         """Check the session's rows (nothing is ever half-written: commits are transactions).
 
@@ -182,12 +218,12 @@ class PostgresSessionStore:
         stored seq, that the index decodes and agrees with the chunk rows,
         and that no event names a chunk that was never committed. Problems
         go to ``unrecoverable``; nothing is changed. The report's ``checked``
-        (and :attr:`last_checks`) names what was checked.
+        (and :attr:`last_checks`) names what was checked (:data:`CHECKS`).
         """
         with self._connection("checking the session") as conn:
-            problems = compaction.check(conn, self.session_id)
-        self.last_checks = compaction.CHECKS
-        return RecoveryReport(unrecoverable=problems, checked=compaction.CHECKS)
+            problems = _problems(conn, self.session_id)
+        self.last_checks = CHECKS
+        return RecoveryReport(unrecoverable=problems, checked=CHECKS)
 
     def release(self) -> None:
         """Nothing to give back: connections are the pool's, leased per call."""
@@ -214,11 +250,11 @@ class PostgresSessionStore:
         is decoded first: one that does not decode raises msgspec's error and
         nothing of the batch is stored.
         """
-        decoded = _decoded(requests)
+        decoded = appends.decode_requests(requests)
         if not any(decoded):
             return [[] for _ in decoded]
         with self._connection("appending events") as conn:
-            return _append_sessions(conn, [(self.session_id, decoded)])[0]
+            return appends.append_sessions(conn, [(self.session_id, decoded)])[0]
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -262,9 +298,24 @@ class PostgresSessionStore:
         return self._compaction_row()[1]
 
     def read_chunk(self, chunk_id: str) -> cs.ChunkFile:
-        """One committed chunk, verified (CorruptionError if missing or damaged)."""
+        """One committed chunk of the current generation, verified (CorruptionError if missing or damaged)."""
         self.ensure_ready()
-        return self._feed.read_chunk(chunk_id)
+        validate_id(chunk_id, what="chunk id")
+        with self._connection("reading a chunk") as conn:
+            rows = conn.execute(
+                """
+                SELECT c.pos, c.entry, e.seq, e.payload
+                FROM aiden_sessions s
+                JOIN aiden_chunks c ON c.generation = s.generation AND c.chunk_id = %s
+                LEFT JOIN aiden_events e ON e.generation = c.generation AND e.chunk_pos = c.pos
+                WHERE s.session_id = %s
+                ORDER BY e.seq
+                """,
+                (chunk_id, self.session_id),
+            ).fetchall()
+        if not rows:
+            raise CorruptionError(f"chunk {chunk_id} is missing")
+        return _chunk(rows)
 
     def snapshot(self) -> Snapshot:
         """The hot window and the index, read in one repeatable-read transaction (they agree)."""
@@ -302,75 +353,255 @@ class PostgresSessionStore:
         """Commit one chunk and trim the hot window in one transaction; the entry and events left hot.
 
         Raises :class:`~aiden.errors.CommitConflict` when the index moved since
-        the snapshot. ``pushed_out`` feeds the file store's summary archive;
+        the snapshot. The events named must be exactly the hot events the entry
+        covers (what a snapshot planned from); anything else is refused with
+        nothing changed, so no event can leave the hot window without landing
+        in the chunk. ``pushed_out`` feeds the file store's summary archive;
         here the entries stay readable as chunk rows.
         """
-        with self._connection("compacting") as conn:
-            return compaction.commit(
-                conn,
-                self.session_id,
-                self.config,
-                expected_last_seq=expected_last_seq,
-                entry=entry,
-                events=events,
-                next_index=next_index,
+        full = cs.encode_chunk(entry, events)[1]
+        seqs = [e.seq for e in events]
+        with self._connection("compacting") as conn, translated("committing a chunk"), conn.transaction():
+            generation, current, pos = _locked_state(conn, self.session_id)
+            if current.last_seq != expected_last_seq:
+                raise CommitConflict(
+                    f"index moved from seq {expected_last_seq} to {current.last_seq} during the pass"
+                )
+            chunks = [*next_index.chunks[:-1], full] if next_index.chunks else [full]
+            index = seal(msgspec.structs.replace(next_index, chunks=chunks), self.config.summary_max_chunks + 1)
+            hot = conn.execute(
+                "SELECT seq FROM aiden_events WHERE generation = %s AND chunk_pos IS NULL AND seq BETWEEN %s AND %s",
+                (generation, full.first_seq, full.last_seq),
+            ).fetchall()
+            covered = sorted(int(r[0]) for r in hot if full.covers(int(r[0])))
+            if covered != sorted(seqs):
+                raise StorageError(
+                    f"postgres: chunk {full.chunk_id} names seqs {sorted(seqs)[:8]}... but the hot window holds "
+                    f"{covered[:8]}... in its range: refused"
+                )
+            conn.execute(
+                "INSERT INTO aiden_chunks (generation, pos, chunk_id, entry, first_seq, last_seq)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (generation, pos, full.chunk_id, encode(full), full.first_seq, full.last_seq),
             )
+            # The chunk holds the events as given (verbatim, as a chunk file would).
+            conn.execute(
+                "UPDATE aiden_events e SET chunk_pos = %s, payload = v.payload"
+                " FROM unnest(%s::bigint[], %s::bytea[]) AS v(seq, payload)"
+                " WHERE e.generation = %s AND e.seq = v.seq AND e.chunk_pos IS NULL",
+                (pos, seqs, [encode_event(e) for e in events], generation),
+            )
+            conn.execute(
+                "UPDATE aiden_compaction SET index_doc = %s, summary = %s, chunk_count = %s, last_seq = %s,"
+                " changes = changes + 1 WHERE generation = %s",
+                (encode(index), self._render(index), pos + 1, index.last_seq, generation),
+            )
+            row = conn.execute(
+                "SELECT count(*) FROM aiden_events WHERE generation = %s AND chunk_pos IS NULL", (generation,)
+            ).fetchone()
+        return full, int(row[0]) if row is not None else 0
 
     def replace_summary(self, chunk_id: str, summary: str) -> bool:
-        """Give a live chunk its real summary (entry, index, summary); False when it is no longer live."""
-        with self._connection("compacting") as conn:
-            return compaction.replace_summary(conn, self.session_id, self.config, chunk_id, summary)
+        """Give a live chunk its real summary (chunk row, index, summary); False when it is no longer live."""
+        with self._connection("compacting") as conn, translated("replacing a summary"), conn.transaction():
+            generation, index, _ = _locked_state(conn, self.session_id)
+            pos = next((i for i, e in enumerate(index.chunks) if e.chunk_id == chunk_id), None)
+            if pos is None:
+                return False
+            # Same events, so the same checksum and count: only the summary fields change.
+            full = msgspec.structs.replace(index.chunks[pos], summary=summary, degraded=False)
+            live = list(index.chunks)
+            live[pos] = full
+            new_index = msgspec.structs.replace(index, chunks=live)
+            conn.execute(
+                "UPDATE aiden_chunks SET entry = %s WHERE generation = %s AND chunk_id = %s",
+                (encode(full), generation, chunk_id),
+            )
+            conn.execute(
+                "UPDATE aiden_compaction SET index_doc = %s, summary = %s, changes = changes + 1 WHERE generation = %s",
+                (encode(new_index), self._render(new_index), generation),
+            )
+        return True
+
+    def _render(self, index: cs.ChunkIndex) -> str:
+        return cs.render_summary_md(index, index.chunks[-self.config.summary_max_chunks :])
 
     def rotate(self, closed_session_id: str) -> str:
         """Archive the session's generation as ``closed_session_id`` and start an empty one.
 
         :class:`~aiden.errors.InvalidIdError` for a bad id, :class:`StorageError`
-        when this session already archived that id. Takes the compaction lock.
-        Concurrent rotations of one generation (two workers at the same moment) are one:
-        the later returns the id the first archived it under.
+        when this session already archived that id (nothing changed). Takes the
+        compaction lock, then the counter row: an append either commits into the
+        old generation before, or into the new one after. Concurrent rotations
+        of one generation (two workers at the same moment) are one: the later
+        returns the id the first archived it under.
         """
         validate_id(closed_session_id, what="session id")
         # The generation this call means to close, read before waiting for the lock: a worker
         # that rotated it while this one waited made the same rotation, and its id is returned.
-        self.ensure_ready()
-        with self._connection("compacting") as conn:
-            seen = compaction.current_generation(conn, self.session_id)
+        with self._connection("compacting") as conn, translated("reading the session generation"):
+            row = conn.execute(
+                "SELECT generation FROM aiden_sessions WHERE session_id = %s", (self.session_id,)
+            ).fetchone()
+        seen = None if row is None else str(row[0])
         self.lock_compaction()
         try:
-            with self._connection("compacting") as conn:
-                return compaction.rotate(
-                    conn, self.session_id, closed_session_id, uuid.uuid4().hex, seen=seen
+            with self._connection("compacting") as conn, translated("rotating the session"), conn.transaction():
+                row = conn.execute(
+                    "SELECT generation FROM aiden_sessions WHERE session_id = %s FOR UPDATE", (self.session_id,)
+                ).fetchone()
+                if row is None:
+                    raise StorageError(f"postgres: session {self.session_id!r} has no row")
+                if seen is not None and str(row[0]) != seen:
+                    done = conn.execute(
+                        "SELECT closed_id FROM aiden_archives WHERE session_id = %s AND generation = %s",
+                        (self.session_id, seen),
+                    ).fetchone()
+                    if done is not None:
+                        return str(done[0])
+                archived = conn.execute(
+                    "INSERT INTO aiden_archives (session_id, closed_id, generation) VALUES (%s, %s, %s)"
+                    " ON CONFLICT DO NOTHING RETURNING closed_id",
+                    (self.session_id, closed_session_id, row[0]),
+                ).fetchone()
+                if archived is None:
+                    raise StorageError(f"archive {closed_session_id!r} already exists")
+                generation = uuid.uuid4().hex
+                conn.execute(
+                    "UPDATE aiden_sessions SET generation = %s, next_seq = 0 WHERE session_id = %s",
+                    (generation, self.session_id),
                 )
+                _create_generation(conn, self.session_id, generation)
+            return closed_session_id
         finally:
             self.unlock_compaction()
 
     # --- change feed ----------------------------------------------------------------------------
 
     def change_token(self) -> ChangeToken:
-        """The change feed's current position (see :class:`~aiden.storage.postgres.compaction.PgChangeFeed`)."""
-        self.ensure_ready()
-        return self._feed.change_token()
+        """The change feed's current position: one indexed row."""
+        with self._connection("reading the change token") as conn:
+            return self._state(conn)[0]
 
     def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
-        """The chunks committed after ``token`` (see :class:`~aiden.storage.postgres.compaction.PgChangeFeed`)."""
-        self.ensure_ready()
-        return self._feed.chunks_since(token)
+        """The chunks committed after ``token``, in commit order (a reset when it cannot be continued)."""
+        with self._connection("reading the change feed") as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            now, index_doc = self._state(conn)
+            if token == now:
+                return ChunkChanges(reset=False, chunks=[], token=now)
+            reset = token is None or token.generation != now.generation or not _continues(conn, now, token)
+            start = 0 if reset or token is None else token.chunks
+            rows = conn.execute(_CHUNKS, (now.generation, start, now.chunks)).fetchall()
+        chunks: list[cs.ChunkFile] = []
+        problems: list[str] = []
+        for _, members in groupby(rows, key=itemgetter(0)):
+            try:
+                chunks.append(_chunk(list(members)))
+            except CorruptionError as exc:  # named in problems instead
+                problems.append(str(exc))
+        if reset:
+            return ChunkChanges(
+                reset=True, chunks=chunks, token=now, problems=problems, pending=PendingChunks([], [])
+            )
+        index = decode_index(index_doc)
+        # Live entries delivered earlier may have had their summary replaced since.
+        sealed = now.chunks - len(index.chunks)
+        updated = list(index.chunks[: max(0, start - sealed)])
+        return ChunkChanges(reset=False, chunks=chunks, token=now, problems=problems, updated=updated)
+
+    def _state(self, conn: Conn) -> tuple[ChangeToken, bytes]:
+        row = conn.execute(_STATE, (self.session_id,)).fetchone()
+        if row is None:  # the session row is created before the store is handed out
+            raise CorruptionError(f"postgres: session {self.session_id!r} has no row")
+        token = ChangeToken(generation=str(row[0]), last_seq=int(row[2]), chunks=int(row[1]), stamp=str(row[3]))
+        return token, bytes(row[4])
 
 
-_Decoded = list[list[tuple[str | None, bytes]]]
+def _create_generation(conn: Conn, session_id: str, generation: str) -> None:
+    """The compaction row of a new, empty generation (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT INTO aiden_compaction (generation, session_id, index_doc) VALUES (%s, %s, %s)",
+        (generation, session_id, EMPTY_INDEX),
+    )
 
 
-def _decoded(requests: Sequence[Sequence[PreparedEvent]]) -> _Decoded:
-    """Every request's ``(event_id, line)`` pairs, each line decoded once (msgspec's error if not)."""
-    return [[(p.event_id, _unsequenced(p.line)) for p in request] for request in requests]
+def _locked_state(conn: Conn, session_id: str) -> tuple[str, cs.ChunkIndex, int]:
+    """The generation, index and chunk count, the compaction row locked until the transaction ends."""
+    row = conn.execute(_STATE + "FOR UPDATE OF c", (session_id,)).fetchone()
+    if row is None:
+        raise StorageError(f"postgres: session {session_id!r} has no compaction row")
+    return str(row[0]), decode_index(bytes(row[4])), int(row[1])
 
 
-def _unsequenced(line: bytes) -> bytes:
-    """``line`` as the server gets it: an event's JSON object without a seq, which the server puts first."""
-    event = decode_event(line)
-    if event.seq == 0 and line.startswith(b"{"):
-        return line
-    return encode_event(msgspec.structs.replace(event, seq=0))
+def _continues(conn: Conn, now: ChangeToken, token: ChangeToken) -> bool:
+    """Whether ``token``'s chunks are still the first of ``now``'s generation."""
+    if token.chunks > now.chunks:
+        return False
+    if token.chunks == 0:
+        return token.last_seq == 0
+    row = conn.execute(
+        "SELECT last_seq FROM aiden_chunks WHERE generation = %s AND pos = %s",
+        (now.generation, token.chunks - 1),
+    ).fetchone()
+    return row is not None and int(row[0]) == token.last_seq
+
+
+def _chunk(rows: Sequence[tuple[Any, ...]]) -> cs.ChunkFile:
+    """One chunk from its ``(pos, entry, seq, payload)`` rows in seq order, verified as a chunk file is."""
+    entry = decode_entry(bytes(rows[0][1]))
+    payloads = [(int(r[2]), bytes(r[3])) for r in rows if r[2] is not None]
+    digest = hashlib.sha256(b"".join(p for _, p in payloads)).hexdigest()
+    if digest != entry.sha256 or len(payloads) != entry.count:
+        raise CorruptionError(f"postgres: chunk {entry.chunk_id}: checksum mismatch")
+    return cs.ChunkFile(entry, [decode_payload(p, q) for q, p in payloads])
+
+
+def _problems(conn: Conn, session_id: str) -> list[str]:
+    """Recovery's checks (:data:`CHECKS`) of one session, read-only: a description of each problem found."""
+    problems: list[str] = []
+    row = conn.execute(
+        "SELECT version FROM aiden_schema_version WHERE component = 'session_store'"
+    ).fetchone()
+    if row is None or row[0] != SCHEMA_VERSION:
+        problems.append(f"schema version is {None if row is None else row[0]!r}, expected {SCHEMA_VERSION}")
+    row = conn.execute(
+        "SELECT s.generation, s.next_seq, c.index_doc, c.chunk_count, c.last_seq"
+        " FROM aiden_sessions s LEFT JOIN aiden_compaction c ON c.generation = s.generation"
+        " WHERE s.session_id = %s",
+        (session_id,),
+    ).fetchone()
+    if row is None or row[2] is None:
+        return [*problems, f"session {session_id!r} has no session or compaction row"]
+    generation, next_seq, count, last_seq = str(row[0]), int(row[1]), int(row[3]), int(row[4])
+    # Both are index lookups (primary key; the chunk_pos index): recovery on open stays cheap
+    # however long the session is.
+    stats = conn.execute(
+        "SELECT (SELECT seq FROM aiden_events WHERE generation = %s ORDER BY seq DESC LIMIT 1),"
+        " (SELECT count(*) FROM aiden_events WHERE generation = %s AND chunk_pos >= %s)",
+        (generation, generation, count),
+    ).fetchone()
+    top, orphans = (int(stats[0] or 0), int(stats[1])) if stats is not None else (0, 0)
+    if top > next_seq:
+        problems.append(f"seq counter {next_seq} is behind stored seq {top}: seqs could repeat")
+    try:
+        index = decode_index(bytes(row[2]))
+    except CorruptionError as exc:
+        problems.append(str(exc))
+    else:
+        chunk_rows = conn.execute(
+            "SELECT count(*), coalesce(max(pos), -1) FROM aiden_chunks WHERE generation = %s", (generation,)
+        ).fetchone()
+        rows, top_pos = (int(chunk_rows[0]), int(chunk_rows[1])) if chunk_rows is not None else (0, -1)
+        listed = sum(s.chunks for s in index.segments) + len(index.chunks)
+        if not (rows == count == listed == top_pos + 1) or index.last_seq != last_seq:
+            problems.append(
+                f"index lists {listed} chunks to seq {index.last_seq}; {rows} chunk rows;"
+                f" the state row says {count} chunks to seq {last_seq}"
+            )
+    if orphans:
+        problems.append(f"{orphans} events name a chunk that was never committed")
+    return problems
 
 
 class PgAppendGroup:
@@ -396,7 +627,7 @@ class PgAppendGroup:
     ) -> list[list[list[int]] | Exception]:
         """Each batch as its store's :meth:`PostgresSessionStore.append` would store it, in one transaction."""
         out: list[list[list[int]] | Exception] = []
-        work: list[tuple[str, _Decoded]] = []
+        work: list[tuple[str, appends.Decoded]] = []
         slots: list[int] = []  # which batch of ``out`` each entry of ``work`` answers
         for store, requests in batches:
             if not isinstance(store, PostgresSessionStore) or store.pool is not self._pool:
@@ -404,7 +635,7 @@ class PgAppendGroup:
                 continue
             try:
                 store.ensure_ready()
-                decoded = _decoded(requests)
+                decoded = appends.decode_requests(requests)
             except (AidenError, msgspec.DecodeError, msgspec.ValidationError) as exc:
                 out.append(exc)
                 continue
@@ -416,161 +647,9 @@ class PgAppendGroup:
             return out
         try:
             with translated("appending events"), self._pool.connection() as conn:
-                for slot, seqs in zip(slots, _append_sessions(conn, work), strict=True):
+                for slot, seqs in zip(slots, appends.append_sessions(conn, work), strict=True):
                     out[slot] = seqs
         except AidenError as exc:
             for slot in slots:
                 out[slot] = exc
         return out
-
-
-_LOCK_SESSIONS = """
-SELECT session_id, generation FROM aiden_sessions WHERE session_id = ANY(%s::text[])
-ORDER BY session_id FOR UPDATE
-"""
-
-# One statement allocates every session's seqs and stores its new events: alone (autocommit),
-# an append is one round trip. The events travel as one bytea (their lines end to end) and the
-# text of each line's end offset; the sessions' ids (which hold no comma), counts and first rows
-# as comma-separated texts too: psycopg dumps a list parameter element by element in Python
-# (about 3.5 us a bytes element, some 13 us a list), a bytes or str value whole. Session i's
-# events are rows first+1 .. first+n of the lines; the server writes each one's seq as its first field.
-_INSERT = """
-WITH c AS (
-    UPDATE aiden_sessions s SET next_seq = s.next_seq + v.n
-    FROM unnest(
-        string_to_array(%(sids)s, ','),
-        string_to_array(%(counts)s, ',')::bigint[],
-        string_to_array(%(firsts)s, ',')::bigint[]
-    ) AS v(sid, n, first)
-    WHERE s.session_id = v.sid
-    RETURNING s.session_id, s.generation, s.next_seq - v.n AS base, v.first, v.n
-), r AS (
-    SELECT o, eid, stop, lag(stop, 1, 0::bigint) OVER (ORDER BY o) AS start
-    FROM unnest(string_to_array(%(stops)s, ',')::bigint[], %(eids)s::text[])
-        WITH ORDINALITY AS r(stop, eid, o)
-), i AS (
-    INSERT INTO aiden_events (generation, seq, event_id, payload)
-    SELECT c.generation, c.base + r.o - c.first, r.eid,
-        ('{"seq":' || (c.base + r.o - c.first) || ',')::bytea
-        || substr(%(lines)s::bytea, r.start::integer + 2, (r.stop - r.start)::integer - 1)
-    FROM c JOIN r ON r.o > c.first AND r.o <= c.first + c.n
-)
-SELECT session_id, base FROM c
-"""
-
-# One index probe per id (LIMIT 1 keeps the planner from turning it into a scan of the
-# whole generation, which a generic plan of "event_id = ANY(...)" did: O(session) per append).
-_KNOWN_IDS_OF = """
-SELECT k.generation, k.id, e.seq FROM unnest(%s::text[], %s::text[]) AS k(generation, id)
-CROSS JOIN LATERAL (
-    SELECT seq FROM aiden_events WHERE generation = k.generation AND event_id = k.id LIMIT 1
-) AS e
-"""
-
-
-_STATEMENT_BYTES = 64 << 20
-"""Most bytes of lines one :data:`_INSERT` carries (a statement's parameters must stay under 1 GB)."""
-
-
-def _inserts(new: dict[str, list[tuple[str | None, bytes]]], with_ids: bool) -> Iterator[dict[str, object]]:
-    """:data:`_INSERT`'s parameters for the sessions' new events, in order, in parts of its byte limit."""
-    part: dict[str, list[tuple[str | None, bytes]]] = {}
-    size = 0
-    for sid, rows in new.items():
-        for row in rows:
-            if part and size + len(row[1]) > _STATEMENT_BYTES:
-                yield _insert_params(part, with_ids)
-                part, size = {}, 0
-            part.setdefault(sid, []).append(row)
-            size += len(row[1])
-    if part:
-        yield _insert_params(part, with_ids)
-
-
-def _insert_params(part: dict[str, list[tuple[str | None, bytes]]], with_ids: bool) -> dict[str, object]:
-    sids = list(part)
-    batch = [row for sid in sids for row in part[sid]]
-    return {
-        "sids": ",".join(sids),
-        "counts": ",".join(str(len(part[sid])) for sid in sids),
-        "firsts": ",".join(map(str, accumulate((len(part[sid]) for sid in sids[:-1]), initial=0))),
-        "stops": ",".join(map(str, accumulate(len(line) for _, line in batch))),
-        "eids": [eid for eid, _ in batch] if with_ids else None,
-        "lines": b"".join(line for _, line in batch),
-    }
-
-
-def _append_sessions(conn: Conn, work: Sequence[tuple[str, _Decoded]]) -> list[list[list[int]]]:
-    """Store every session's requests in one transaction; each entry's seqs per request.
-
-    Entries of the same session are stored in order, as one batch would be.
-    The sessions' counter rows are locked first, in session id order (two
-    processes' groups never wait on each other in a cycle), so seqs are
-    handed out gap-free in commit order and an ``event_id`` lookup sees
-    every committed event of each session. One session alone skips the
-    separate lock (and the transaction block) when its events carry no ids:
-    the one ``UPDATE`` locks its row. A batch of more than
-    :data:`_STATEMENT_BYTES` takes several statements.
-    """
-    sessions = sorted({sid for sid, _ in work})
-    ids: dict[str, set[str]] = {sid: set() for sid in sessions}
-    for sid, decoded in work:
-        ids[sid].update(eid for request in decoded for eid, _ in request if eid is not None)
-    with_ids = any(ids.values())
-    locked = len(sessions) > 1 or with_ids
-    size = sum(len(line) for _, decoded in work for request in decoded for _, line in request)
-    several = size > _STATEMENT_BYTES
-    with conn.transaction() if locked or several else nullcontext():
-        known: dict[str, dict[str, int]] = {sid: {} for sid in sessions}
-        if locked:
-            rows = conn.execute(_LOCK_SESSIONS, (sessions,)).fetchall()
-            generations = {str(r[0]): str(r[1]) for r in rows}
-            missing = [sid for sid in sessions if sid not in generations]
-            if missing:
-                raise StorageError(f"postgres: session {missing[0]!r} has no row")
-            pairs = [(generations[sid], eid) for sid in sessions for eid in sorted(ids[sid])]
-            if pairs:
-                by_generation = {g: sid for sid, g in generations.items()}
-                found = conn.execute(
-                    _KNOWN_IDS_OF, ([g for g, _ in pairs], [eid for _, eid in pairs])
-                ).fetchall()
-                for g, eid, seq in found:
-                    known[by_generation[str(g)]][str(eid)] = int(seq)
-        # The new events of each session (ids seen once), in the order their seqs are handed out.
-        new: dict[str, list[tuple[str | None, bytes]]] = {sid: [] for sid in sessions}
-        stored_ids = {sid: set(known[sid]) for sid in sessions}
-        for sid, decoded in work:
-            stored = stored_ids[sid]
-            for request in decoded:
-                for eid, line in request:
-                    if eid is None or eid not in stored:
-                        new[sid].append((eid, line))
-                        if eid is not None:
-                            stored.add(eid)
-        next_seq: dict[str, int] = {}
-        for params in _inserts(new, with_ids):
-            for sid, base in conn.execute(_INSERT, params).fetchall():
-                next_seq.setdefault(str(sid), int(base))  # a later statement's seqs follow the first's
-        growing = [sid for sid in sessions if new[sid]]
-        if len(next_seq) != len(growing):
-            lost = next(sid for sid in growing if sid not in next_seq)
-            raise StorageError(f"postgres: session {lost!r} has no row")
-    out: list[list[list[int]]] = []
-    for sid, decoded in work:
-        seen = known[sid]
-        entry: list[list[int]] = []
-        for request in decoded:
-            seqs: list[int] = []
-            for eid, _ in request:
-                got = seen.get(eid) if eid is not None else None
-                if got is not None:
-                    seqs.append(-got)  # a dedupe hit: the caller reads the stored event back
-                    continue
-                next_seq[sid] += 1
-                seqs.append(next_seq[sid])
-                if eid is not None:
-                    seen[eid] = next_seq[sid]
-            entry.append(seqs)
-        out.append(entry)
-    return out
