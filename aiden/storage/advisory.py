@@ -5,20 +5,15 @@ only when it would change, so a healthy agent pays no extra write per open.
 They are advisory: failing to write one is logged and never fails the open or
 close that wrote it, and a damaged one reads as absent.
 
-**``memory/window.json``**: the context window a memory root was last opened
-with, and what its prompts taught (:func:`record_window`, :func:`read_window`).
+``memory/window.json`` (:func:`record_window`, :func:`read_window`): the window
+lives in the agent's code (``open_memory(model=..., context_window=...)``), not
+in the root, so a command reading the root later (``aiden inspect``) would have
+to guess it. The close adds the calibration the provider's reported prompt sizes
+taught (#35): a reopen with the same model and window starts from it instead of
+from an uncalibrated estimate.
 
-The window lives in the agent's code (``open_memory(model=..., context_window=...)``),
-not in the root, so a command reading the root later (``aiden inspect``) would
-have to guess it. The open writes it only when it changed (a reopen with the
-same window writes nothing). The close adds the calibration the provider's
-reported prompt sizes taught (#35): a reopen with the same model and window
-starts from it instead of from an uncalibrated estimate.
-
-**``memory/last_recovery.json``**: the last recovery on open that found
-something (:func:`record_recovery`, :func:`read_last_recovery`).
-
-A clean open writes nothing: the file keeps the last finding, with its time.
+``memory/last_recovery.json`` (:func:`record_recovery`, :func:`read_last_recovery`):
+the last recovery on open that found something, with its time.
 """
 
 from __future__ import annotations
@@ -56,13 +51,6 @@ class PromptCalibration(msgspec.Struct, frozen=True, kw_only=True):
     """The planner's correction of the estimate for the model."""
 
 
-def _encode(context_window: int, model: str | None, calibration: PromptCalibration | None) -> bytes:
-    record: dict[str, Any] = {"context_window": context_window, "model": model}
-    if calibration is not None:
-        record["calibration"] = msgspec.to_builtins(calibration)
-    return json.dumps(record, ensure_ascii=False).encode() + b"\n"
-
-
 def record_window(
     storage: Storage,
     layout: Layout,
@@ -75,12 +63,12 @@ def record_window(
     Without ``calibration`` (at open) a record of the same window and model is left
     as it is, calibration included; with it (at close) the calibration is kept too.
     """
-    data = _encode(context_window, model, calibration)
+    record: dict[str, Any] = {"context_window": context_window, "model": model}
+    if calibration is not None:
+        record["calibration"] = msgspec.to_builtins(calibration)
+    data = json.dumps(record, ensure_ascii=False).encode() + b"\n"
     try:
-        if not layout.memory.is_dir():
-            return
-        current = read_bytes(layout.window)
-        if current == data:
+        if not layout.memory.is_dir() or read_bytes(layout.window) == data:
             return
         if calibration is None:
             found = read_window(layout)
@@ -135,13 +123,7 @@ def record_recovery(storage: Storage, layout: Layout, report: RecoveryReport) ->
 def read_last_recovery(layout: Layout) -> dict[str, Any] | None:
     """``{"at": unix time, "report": {...}}`` of the last recovery that found something; None if none or unreadable."""
     try:
-        raw = read_bytes(layout.last_recovery)
-    except OSError:
-        return None
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
+        data = json.loads(read_bytes(layout.last_recovery) or b"null")
+    except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("report"), dict) else None

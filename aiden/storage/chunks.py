@@ -68,7 +68,6 @@ __all__ = [
     "raw_breadcrumb",
     "read_chunk",
     "render_archive_entries",
-    "render_entry",
     "render_summary_md",
     "restore_header",
     "save_index",
@@ -168,6 +167,10 @@ _json = msgspec.json.Encoder()
 _entry_dec = msgspec.json.Decoder(ChunkEntry)
 
 
+def _header_line(entry: ChunkEntry) -> bytes:
+    return _json.encode(_Header(1, _stamped(entry))) + b"\n"
+
+
 def chunk_id_for(first_seq: int, last_seq: int) -> str:
     """The id of a chunk covering ``[first_seq, last_seq]``; ids are opaque to every reader."""
     return f"chunk_{first_seq:010d}_{last_seq:010d}"
@@ -190,15 +193,6 @@ def _verified(entry: ChunkEntry) -> ChunkEntry | None:
     return msgspec.structs.replace(entry, summary_crc=None)
 
 
-def _placeholder(entry: ChunkEntry) -> ChunkEntry:
-    # Degraded, so the pass that repairs degraded chunks re-summarizes it from its events.
-    text = (
-        f"[summary lost: it failed its checksum; seq {entry.first_seq}-{entry.last_seq}; "
-        "recall the chunk for details]"
-    )
-    return msgspec.structs.replace(entry, summary=text, degraded=True, summary_crc=None)
-
-
 def covered(entries: Iterable[ChunkEntry], seq: int) -> bool:
     """True if any of ``entries`` covers ``seq``."""
     return any(e.covers(seq) for e in entries)
@@ -210,7 +204,7 @@ def encode_chunk(entry: ChunkEntry, events: Sequence[SessionEvent]) -> tuple[byt
     body = b"".join(encode_event(e) for e in events)
     digest = hashlib.sha256(body).hexdigest()
     full = msgspec.structs.replace(entry, sha256=digest, count=len(events))
-    return _json.encode(_Header(1, _stamped(full))) + b"\n" + body, full
+    return _header_line(full) + body, full
 
 
 def write_chunk(
@@ -252,8 +246,14 @@ def read_chunk(layout: Layout, chunk_id: str, *, expect_sha256: str | None = Non
     intact = _verified(entry)
     if intact is None:
         # The events are intact (sha256 above): only the summary is lost, never served as it reads.
+        # Degraded, so the pass that repairs degraded chunks re-summarizes it from its events.
         log.error("chunk file %s: summary failed its checksum; read as degraded", path.name)
-        return ChunkFile(_placeholder(entry), result.events, summary_damaged=True)
+        text = (
+            f"[summary lost: it failed its checksum; seq {entry.first_seq}-{entry.last_seq}; "
+            "recall the chunk for details]"
+        )
+        lost = msgspec.structs.replace(entry, summary=text, degraded=True, summary_crc=None)
+        return ChunkFile(lost, result.events, summary_damaged=True)
     return ChunkFile(intact, result.events)
 
 
@@ -265,7 +265,7 @@ def restore_header(storage: Storage, layout: Layout, entry: ChunkEntry) -> None:
     path = layout.chunk_file(entry.chunk_id)
     raw = path.read_bytes()
     body = raw[raw.find(b"\n") + 1 :]
-    storage.write_atomic(path, _json.encode(_Header(1, _stamped(entry))) + b"\n" + body, crash_prefix="chunk")
+    storage.write_atomic(path, _header_line(entry) + body, crash_prefix="chunk")
 
 
 # --- the index -----------------------------------------------------------------
@@ -275,15 +275,6 @@ def _yaml() -> Any:
     import yaml
 
     return yaml
-
-
-def _check_yaml_events(raw: bytes) -> None:
-    yaml = _yaml()
-    # Aliases make "billion laughs" bombs possible and our writer never emits
-    # them, so any anchor or alias marks the file as not ours.
-    for event in yaml.parse(raw, Loader=yaml.CSafeLoader):
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            raise CorruptionError("index.yaml contains YAML anchors/aliases")
 
 
 def load_index(layout: Layout) -> ChunkIndex | None:
@@ -296,7 +287,11 @@ def load_index(layout: Layout) -> ChunkIndex | None:
         raise CorruptionError(f"index.yaml unreadable: {exc.strerror}") from exc
     yaml = _yaml()
     try:
-        _check_yaml_events(raw)
+        # Aliases make "billion laughs" bombs possible and our writer never emits
+        # them, so any anchor or alias marks the file as not ours.
+        for event in yaml.parse(raw, Loader=yaml.CSafeLoader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise CorruptionError("index.yaml contains YAML anchors/aliases")
         data = yaml.load(raw, Loader=yaml.CSafeLoader)
         index = msgspec.convert(data, ChunkIndex)
     except CorruptionError:
@@ -390,11 +385,7 @@ def read_segment(layout: Layout, seg: SegmentRef) -> list[ChunkEntry]:
 
 def load_all_entries(layout: Layout, index: ChunkIndex) -> list[ChunkEntry]:
     """Every committed chunk entry, oldest first (segments then live entries)."""
-    out: list[ChunkEntry] = []
-    for seg in index.segments:
-        out.extend(read_segment(layout, seg))
-    out.extend(index.chunks)
-    return out
+    return [*(e for seg in index.segments for e in read_segment(layout, seg)), *index.chunks]
 
 
 def list_chunk_files(layout: Layout) -> list[str]:
@@ -420,11 +411,6 @@ ARCHIVE_HEADER = "# Session History Archive (chunk summaries pushed out of Recen
 TRUNCATION_MARKER = "[... older rolling summary lines truncated ...]"
 
 
-def render_entry(entry: ChunkEntry) -> str:
-    """One ``- **chunk_id**`` entry with its indented summary."""
-    return summary_md.render_entry(entry.chunk_id, entry.summary, degraded=entry.degraded)
-
-
 def render_summary_md(index: ChunkIndex, recent: Sequence[ChunkEntry]) -> str:
     """The whole summary.md for ``index`` with ``recent`` as the Recent Chunks entries (rendered by policy)."""
     return summary_md.render_summary(
@@ -434,7 +420,7 @@ def render_summary_md(index: ChunkIndex, recent: Sequence[ChunkEntry]) -> str:
 
 def render_archive_entries(entries: Sequence[ChunkEntry]) -> str:
     """Archive text for entries pushed out of Recent Chunks."""
-    return "".join(render_entry(e) + "\n" for e in entries)
+    return "".join(summary_md.render_entry(e.chunk_id, e.summary, degraded=e.degraded) + "\n" for e in entries)
 
 
 RollingFold = Callable[[str, str, int], str]
@@ -495,22 +481,17 @@ def advance_index(
     chunks = [*index.chunks, entry]
     total = index.total_chunks + 1
     rolling = index.rolling_summary
-    rolled = index.rolled_count
+    rolled = max(index.rolled_count, total - max_chunks)
     pushed: list[ChunkEntry] = []
     over = False
-    # Live entries are the newest ``len(chunks)`` of ``total``; the oldest
-    # not-yet-rolled one sits at this offset among them.
+    # Live entries are the newest ``len(chunks)`` of ``total``: positions among them of
+    # the entries rolled now (one sealed away already is only counted).
     first_live = total - len(chunks)
-    while total - rolled > max_chunks:
-        pos = rolled - first_live
-        if pos < 0 or pos >= len(chunks):  # sealed away already: keep counts consistent
-            rolled += 1
-            continue
-        out = chunks[pos]
-        pushed.append(out)
-        rolling, over_now = fold_into_rolling(rolling, out, max_lines=max_lines, fold=fold)
-        over = over or over_now
-        rolled += 1
+    for pos in range(index.rolled_count - first_live, rolled - first_live):
+        if 0 <= pos < len(chunks):
+            pushed.append(chunks[pos])
+            rolling, over_now = fold_into_rolling(rolling, chunks[pos], max_lines=max_lines, fold=fold)
+            over = over or over_now
     new = ChunkIndex(
         version=index.version,
         rolling_summary=rolling,

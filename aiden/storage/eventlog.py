@@ -46,17 +46,17 @@ chunk covers, and recovery removes it.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import queue
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 
 import msgspec
 
 from aiden.config import Config
-from aiden.errors import AidenError, CorruptionError, StorageError
+from aiden.errors import AidenError, StorageError
 from aiden.events import SessionEvent
 from aiden.storage import chunks as cs
 from aiden.storage.fs import Storage
@@ -69,7 +69,6 @@ __all__ = [
     "HIGH_WATER_NAME",
     "EventLog",
     "TrimNote",
-    "chunk_event_ids",
     "describe_ranges",
     "lost_seqs",
     "read_high_water",
@@ -86,13 +85,9 @@ log = logging.getLogger("aiden.storage")
 HIGH_WATER_NAME = "seq_high_water"
 
 
-def _high_water_path(layout: Layout) -> Path:
-    return layout.session / HIGH_WATER_NAME
-
-
 def read_high_water(layout: Layout) -> int:
     """The highest seq a compaction trim saw (0 when unknown or unreadable)."""
-    raw = read_bytes(_high_water_path(layout)).strip()
+    raw = read_bytes(layout.session / HIGH_WATER_NAME).strip()
     try:
         return int(raw) if raw else 0
     except ValueError:
@@ -102,37 +97,7 @@ def read_high_water(layout: Layout) -> int:
 def write_high_water(storage: Storage, layout: Layout, seq: int) -> None:
     """Persist ``seq`` as the high-water mark if it raises the stored one."""
     if seq > read_high_water(layout):
-        storage.write_atomic(_high_water_path(layout), f"{seq}\n".encode(), crash_prefix="high_water")
-
-
-def chunk_event_ids(
-    layout: Layout, index: cs.ChunkIndex | None, seen: set[str], limit: int
-) -> list[tuple[str, int]]:
-    """``(event_id, seq)`` of ``index``'s committed chunks not in ``seen``, newest chunks first.
-
-    Stops once ``limit`` ids were collected (the dedupe window bounds memory and
-    reading time); every chunk read is added to ``seen`` so a later call only
-    reads newly committed chunks. The caller loaded ``index`` (once per change).
-    """
-    if limit <= 0 or index is None:
-        return []
-    try:
-        entries = cs.load_all_entries(layout, index)
-    except (CorruptionError, AidenError):
-        return []  # recovery rebuilds the index; dedupe then learns on the next resync
-    found: list[tuple[str, int]] = []
-    for entry in reversed(entries):
-        if len(found) >= limit:
-            break
-        if entry.chunk_id in seen:
-            continue
-        try:
-            chunk = cs.read_chunk(layout, entry.chunk_id)
-        except (CorruptionError, AidenError, OSError):
-            continue  # unreadable chunks are reported by recovery
-        seen.add(entry.chunk_id)
-        found.extend((e.event_id, e.seq) for e in chunk.events if e.event_id is not None)
-    return found
+        storage.write_atomic(layout.session / HIGH_WATER_NAME, f"{seq}\n".encode(), crash_prefix="high_water")
 
 
 def lost_seqs(entries: Sequence[cs.ChunkEntry], hot: Iterable[SessionEvent], high_water: int) -> list[int]:
@@ -158,16 +123,9 @@ def lost_seqs(entries: Sequence[cs.ChunkEntry], hot: Iterable[SessionEvent], hig
 def describe_ranges(seqs: Sequence[int]) -> str:
     """``[1, 2, 3, 7]`` -> ``"1-3, 7"`` (seqs sorted)."""
     parts: list[str] = []
-    start = prev = None
-    for s in seqs:
-        if prev is not None and s == prev + 1:
-            prev = s
-            continue
-        if start is not None:
-            parts.append(f"{start}-{prev}" if start != prev else f"{start}")
-        start = prev = s
-    if start is not None:
-        parts.append(f"{start}-{prev}" if start != prev else f"{start}")
+    for _, run in itertools.groupby(enumerate(seqs), lambda pair: pair[1] - pair[0]):
+        first, *rest = (s for _, s in run)
+        parts.append(f"{first}-{rest[-1]}" if rest else f"{first}")
     return ", ".join(parts)
 
 
@@ -209,9 +167,9 @@ class EventLog:
         self._last_seq = 0
         self._ids: OrderedDict[str, int] = OrderedDict()
         self._valid = False
-        self._cut_back_to: int | None = None
+        self._cut_back: tuple[int | None, int] | None = None
+        """(inode, size) of a failed batch's cut not made yet."""
         self._session_ino: int | None = None
-        self._cut_back_ino: int | None = None
         # Chunks whose event ids are in ``_ids``, and the index.yaml state they
         # were learned from: compacted events must keep deduping (also after a
         # reopen or another process's compaction), read once per chunk.
@@ -231,8 +189,8 @@ class EventLog:
         """
         self._lock.acquire(self._config.lock_timeout_s)
         try:
-            if self._cut_back_to is not None:
-                self._retry_cut_back()
+            if self._cut_back is not None:
+                self._retry_cut_back(*self._cut_back)
             self._sync_file_state()
             start = self._end
             try:
@@ -295,32 +253,28 @@ class EventLog:
         if self._fd is None:
             return
         try:
-            if os.fstat(self._fd).st_size > start:
-                self._storage.truncate(self._fd, start)
-                self._storage.fsync(self._fd)
+            self._cut(self._fd, start)
         except (StorageError, OSError):
             log.error("could not cut back a failed append batch; appends are refused until it succeeds")
-            self._cut_back_to = start
-            self._cut_back_ino = self._ino
+            self._cut_back = (self._ino, start)
 
-    def _retry_cut_back(self) -> None:
-        assert self._cut_back_to is not None
+    def _retry_cut_back(self, ino: int | None, size: int) -> None:
         try:
-            st = os.stat(self._layout.events)
+            same = os.stat(self._layout.events).st_ino == ino
         except FileNotFoundError:
-            self._cut_back_to = None
-            return
-        if st.st_ino != self._cut_back_ino:
-            self._cut_back_to = None  # the file was replaced (compaction/rotation) meanwhile
-            return
-        fd = self._storage.open(self._layout.events, os.O_WRONLY)
-        try:
-            if os.fstat(fd).st_size > self._cut_back_to:
-                self._storage.truncate(fd, self._cut_back_to)
-                self._storage.fsync(fd)
-        finally:
-            self._storage.close(fd)
-        self._cut_back_to = None
+            same = False
+        if same:  # else the file was replaced (compaction/rotation) or removed meanwhile
+            fd = self._storage.open(self._layout.events, os.O_WRONLY)
+            try:
+                self._cut(fd, size)
+            finally:
+                self._storage.close(fd)
+        self._cut_back = None
+
+    def _cut(self, fd: int, size: int) -> None:
+        if os.fstat(fd).st_size > size:
+            self._storage.truncate(fd, size)
+            self._storage.fsync(fd)
 
     def _remember(self, eid: str, seq: int) -> None:
         self._ids[eid] = seq
@@ -395,45 +349,57 @@ class EventLog:
         self._valid = True
 
     def _learn_chunk_ids(self) -> None:
-        # Only when index.yaml changed: the common resync (another process appended) stays cheap.
+        """The ids of chunks committed since, newest first, up to the dedupe window.
+
+        Only when index.yaml changed: the common resync (another process appended)
+        stays cheap. Each chunk is read once (``_chunks_seen``).
+        """
         try:
             st = os.stat(self._layout.index)
-            key: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
         except FileNotFoundError:
-            key = None
-        if key is None or key == self._index_stat:
+            return
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if key == self._index_stat:
             return
         self._index_stat = key
         try:
             index = cs.load_index(self._layout)
         except AidenError:
-            index = None  # recovery rebuilds it; the files' own floor applies until then
-        if index is not None:
-            self._index_last_seq = max(self._index_last_seq, index.last_seq)
-        found = chunk_event_ids(self._layout, index, self._chunks_seen, self._config.dedupe_window)
+            return  # recovery rebuilds it; the files' own floor applies until then
+        if index is None:
+            return
+        self._index_last_seq = max(self._index_last_seq, index.last_seq)
+        limit = self._config.dedupe_window
+        try:
+            entries = cs.load_all_entries(self._layout, index) if limit > 0 else []
+        except AidenError:
+            return  # dedupe learns on the next resync after recovery rebuilt the index
+        found: list[tuple[str, int]] = []
+        for entry in reversed(entries):
+            if len(found) >= limit:
+                break
+            if entry.chunk_id in self._chunks_seen:
+                continue
+            try:
+                chunk = cs.read_chunk(self._layout, entry.chunk_id)
+            except (AidenError, OSError):
+                continue  # unreadable chunks are reported by recovery
+            self._chunks_seen.add(entry.chunk_id)
+            found.extend((e.event_id, e.seq) for e in chunk.events if e.event_id is not None)
         if not found:
             return
         # Chunk events are older than hot ones: merge by seq so eviction drops the oldest.
         merged = sorted({**dict(found), **self._ids}.items(), key=lambda kv: kv[1])
-        self._ids = OrderedDict(merged[-self._config.dedupe_window :])
-
-    def _forget_ids(self) -> None:
-        self._ids.clear()
-        self._chunks_seen.clear()
-        self._index_stat = None
-        self._index_last_seq = 0
+        self._ids = OrderedDict(merged[-limit:])
 
     def _floor_seq(self) -> int:
-        # An empty hot window continues after the newest committed chunk.
-        try:
-            index = cs.load_index(self._layout)
-        except CorruptionError:
-            index = None
-        floor = index.last_seq if index is not None else 0
+        # An empty hot window continues after the newest chunk file, committed or not (the
+        # index's last seq is a floor already: _learn_chunk_ids keeps it).
+        floor = 0
         for chunk_id in cs.list_chunk_files(self._layout):
             try:
                 floor = max(floor, cs.read_chunk(self._layout, chunk_id).last_seq)
-            except (CorruptionError, AidenError):
+            except AidenError:
                 continue
         return floor
 
@@ -443,7 +409,10 @@ class EventLog:
         if self._session_ino is not None and session_ino != self._session_ino:
             # Another process rotated: the closed session's event ids must not dedupe (and so
             # silently drop) the new session's appends, nor its chunks' last seq number them.
-            self._forget_ids()
+            self._ids.clear()
+            self._chunks_seen.clear()
+            self._index_stat = None
+            self._index_last_seq = 0
         self._session_ino = session_ino
         self._replace_fd(fd)
 
@@ -504,12 +473,9 @@ class EventLog:
 
     def close(self) -> None:
         """Close the descriptor and the lock."""
-        try:
-            if self._fd is not None:
-                fd, self._fd, self._valid = self._fd, None, False
-                self._storage.close(fd)
-        finally:
-            self._lock.close()
+        self.release()  # Storage.close never raises
+        self._valid = False
+        self._lock.close()
 
 
 # --- the trim after a compaction ----------------------------------------------------
@@ -526,7 +492,7 @@ def trim_hot_window(
     lock_timeout_s: float,
     compacted: Callable[[int], bool],
     chunk_last_seq: int,
-    replaced: Callable[[int, int, int], None] | None = None,
+    replaced: Callable[[int, int, int], None],
     known: Mapping[bytes, SessionEvent] | None = None,
 ) -> int:
     """Replace ``events.jsonl`` by its events for which ``compacted(seq)`` is false; how many lines are left.
@@ -576,8 +542,7 @@ def trim_hot_window(
             old_ino = -1  # nothing to adopt: the appender re-opens
         tail_bytes = _joined(tail)
         staged.commit(tail_bytes, crash_prefix="events")
-        if replaced is not None:
-            replaced(old_ino, len(now), len(bulk) + len(tail_bytes))
+        replaced(old_ino, len(now), len(bulk) + len(tail_bytes))
     except BaseException:
         staged.discard()
         raise

@@ -14,7 +14,7 @@ import errno as _errno
 import os
 import secrets
 import stat as _stat
-import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -62,7 +62,7 @@ class Storage:
         self._record: list[StorageOp] | None = None
         self._fd_paths: dict[int, str] = {}
         self._fd_offsets: dict[int, int] = {}
-        self._lock = threading.Lock()
+        """Where the next write of each descriptor lands, as this instance saw it (for the record)."""
 
     # --- hooks ---------------------------------------------------------------
     def _fault(self, kind: str, path: str) -> None:
@@ -73,19 +73,18 @@ class Storage:
 
     def start_recording(self) -> None:
         """Record every mutation from now on (see :attr:`ops`)."""
-        with self._lock:
-            self._record = []
+        self._record = []
 
     @property
     def ops(self) -> list[StorageOp]:
         """The recorded operations, oldest first (empty unless recording)."""
-        with self._lock:
-            return list(self._record or [])
+        return list(self._record or [])
 
     def _rec(self, op: StorageOp) -> None:
+        # One list append per operation, and each descriptor is one thread's at a time:
+        # the record and the maps need no lock of their own.
         if self._record is not None:
-            with self._lock:
-                self._record.append(op)
+            self._record.append(op)
 
     # --- primitives ------------------------------------------------------------
     def open(self, path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
@@ -101,9 +100,8 @@ class Storage:
             fd = os.open(p, flags | os.O_CLOEXEC, mode)
         except OSError as exc:
             raise _error("open", p, exc) from exc
-        with self._lock:
-            self._fd_paths[fd] = p
-            self._fd_offsets[fd] = os.lseek(fd, 0, os.SEEK_END) if flags & os.O_APPEND else 0
+        self._fd_paths[fd] = p
+        self._fd_offsets[fd] = os.lseek(fd, 0, os.SEEK_END) if flags & os.O_APPEND else 0
         if flags & os.O_CREAT:
             self._rec(StorageOp("create", p))
         if flags & os.O_TRUNC:
@@ -112,9 +110,8 @@ class Storage:
 
     def close(self, fd: int) -> None:
         """Close ``fd`` (not a mutation, but keeps the fd-to-path map tidy)."""
-        with self._lock:
-            self._fd_paths.pop(fd, None)
-            self._fd_offsets.pop(fd, None)
+        self._fd_paths.pop(fd, None)
+        self._fd_offsets.pop(fd, None)
         try:
             os.close(fd)
         except OSError:
@@ -137,9 +134,8 @@ class Storage:
             raise _error("write", path, exc) from exc
         finally:
             if written:
-                with self._lock:
-                    off = self._fd_offsets.get(fd, 0)
-                    self._fd_offsets[fd] = off + written
+                off = self._fd_offsets.get(fd, 0)
+                self._fd_offsets[fd] = off + written
                 self._rec(StorageOp("write", path, bytes(view[:written]), offset=off))
 
     def fsync(self, fd: int) -> None:
@@ -174,35 +170,29 @@ class Storage:
             os.ftruncate(fd, size)
         except OSError as exc:
             raise _error("truncate", path, exc) from exc
-        with self._lock:
-            self._fd_offsets[fd] = size
+        self._fd_offsets[fd] = size
         self._rec(StorageOp("truncate", path, offset=size))
 
     def replace(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         """``os.replace`` (atomic within one filesystem)."""
-        s, d = os.fspath(src), os.fspath(dst)
-        self._guard("replace", d)
-        _refuse_symlinked_dirs("replace", s)
-        _refuse_symlinked_dirs("replace", d)
-        try:
-            os.replace(s, d)
-        except OSError as exc:
-            raise _error("replace", d, exc) from exc
-        self._rec(StorageOp("replace", s, target=d))
+        self._move("replace", os.replace, os.fspath(src), os.fspath(dst))
 
     def rename_noreplace(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         """Rename ``src`` to ``dst``, refusing if ``dst`` exists (callers hold the session lock)."""
-        s, d = os.fspath(src), os.fspath(dst)
+        d = os.fspath(dst)
         if os.path.lexists(d):
             raise StorageError(f"refusing to replace existing {d}", errno=_errno.EEXIST)
-        self._guard("rename", d)
-        _refuse_symlinked_dirs("rename", s)
-        _refuse_symlinked_dirs("rename", d)
+        self._move("rename", os.rename, os.fspath(src), d)
+
+    def _move(self, kind: str, move: Callable[[str, str], None], s: str, d: str) -> None:
+        self._guard(kind, d)
+        _refuse_symlinked_dirs(kind, s)
+        _refuse_symlinked_dirs(kind, d)
         try:
-            os.rename(s, d)
+            move(s, d)
         except OSError as exc:
-            raise _error("rename", d, exc) from exc
-        self._rec(StorageOp("rename", s, target=d))
+            raise _error(kind, d, exc) from exc
+        self._rec(StorageOp(kind, s, target=d))
 
     def unlink(self, path: str | os.PathLike[str], *, missing_ok: bool = True) -> None:
         """Delete a file."""

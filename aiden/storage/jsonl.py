@@ -16,9 +16,8 @@ the only field with free-form keys, ends in ``}}``); the event decoder ignores i
 from __future__ import annotations
 
 import os
-import threading
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -33,6 +32,7 @@ __all__ = [
     "IdScan",
     "Scan",
     "SeqScan",
+    "append_synced",
     "quarantine",
     "read_bytes",
     "repair_torn_tail",
@@ -103,36 +103,47 @@ def scan(
     window; with the previous pass's lines known, only what was appended since
     is decoded, so a backlog drain decodes each event once instead of once per pass.
     """
-    end = data.rfind(b"\n") + 1
     events: list[SessionEvent] = []
     bad: list[BadLine] = []
-    pos = 0
-    while pos < end:
-        nl = data.index(b"\n", pos)
-        line = data[pos:nl]
-        cached = known.get(line) if known is not None else None
-        if cached is not None:
-            events.append(cached)
-            if remember is not None:
-                remember[line] = cached
-        elif (damaged := _crc_error(line)) is not None:
-            bad.append(BadLine(base_offset + pos, bytes(line), damaged))
-        elif line.strip():
+    for pos, line in _lines(data):
+        event = known.get(line) if known is not None else None
+        if event is None:
+            if (damaged := _crc_error(line)) is not None:
+                bad.append(BadLine(base_offset + pos, line, damaged))
+                continue
+            if not line.strip():
+                continue
             try:
                 event = decode_event(line)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                bad.append(BadLine(base_offset + pos, bytes(line), str(exc)))
-            else:
-                # Every stored event has a seq >= 1; a line without one (e.g. a
-                # damaged "seq" key read as an unknown field) is corrupt, not an event.
-                if event.seq >= 1:
-                    events.append(event)
-                    if remember is not None:
-                        remember[line] = event
-                else:
-                    bad.append(BadLine(base_offset + pos, bytes(line), "missing or invalid seq"))
-        pos = nl + 1
+                bad.append(BadLine(base_offset + pos, line, str(exc)))
+                continue
+            # Every stored event has a seq >= 1; a line without one (e.g. a
+            # damaged "seq" key read as an unknown field) is corrupt, not an event.
+            if event.seq < 1:
+                bad.append(BadLine(base_offset + pos, line, "missing or invalid seq"))
+                continue
+        events.append(event)
+        if remember is not None:
+            remember[line] = event
+    end = data.rfind(b"\n") + 1
     return Scan(events, bad, end, bytes(data[end:]))
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """``(offset, line without its newline)`` of every complete line of ``data``."""
+    pos, end = 0, data.rfind(b"\n") + 1
+    while pos < end:
+        nl = data.index(b"\n", pos)
+        yield pos, data[pos:nl]
+        pos = nl + 1
+
+
+def _rescan(line: bytes, offset: int, bad: list[BadLine]) -> list[SessionEvent]:
+    """A line a head-only reader cannot vouch for, read as :func:`scan` reads it (its error into ``bad``)."""
+    full = scan(line + b"\n", base_offset=offset)
+    bad.extend(full.bad_lines)
+    return full.events
 
 
 class _Parsed(msgspec.Struct, frozen=True):
@@ -156,55 +167,49 @@ class GrowingFile:
     line just before the old end (an inode number can be reused by a later
     replace). Anything else is read whole. A torn last line is left for the
     next call, as :func:`scan` does. Thread-safe: readers in worker threads
-    share one instance.
+    share one instance, whose parse is one immutable value replaced whole.
     """
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._lock = threading.Lock()
         self._parsed: _Parsed | None = None
 
     def events(self) -> list[SessionEvent]:
         """Every event the file holds now, in file order (bad lines and a torn tail left out)."""
-        with self._lock:
-            parsed = self._parsed
         try:
             with open(self._path, "rb") as f:
-                parsed = self._read(f, parsed)
+                parsed: _Parsed | None = self._read(f, self._parsed)
         except FileNotFoundError:
             parsed = None
-        with self._lock:
-            self._parsed = parsed
+        self._parsed = parsed
         return list(parsed.events) if parsed is not None else []
+
+    @staticmethod
+    def _grown(f: BinaryIO, st: os.stat_result, old: _Parsed) -> bool:
+        """True if ``f`` is the file ``old`` parsed, grown (``f`` is then at ``old.end``)."""
+        if not (old.end and old.ino == st.st_ino and st.st_size >= old.end and f.read(len(old.head)) == old.head):
+            return False
+        f.seek(old.end - len(old.last))
+        return f.read(len(old.last)) == old.last
 
     @staticmethod
     def _read(f: BinaryIO, old: _Parsed | None) -> _Parsed:
         st = os.fstat(f.fileno())
-        if old is not None and old.end and old.ino == st.st_ino and st.st_size >= old.end:
-            if f.read(len(old.head)) == old.head:
-                f.seek(old.end - len(old.last))
-                if f.read(len(old.last)) == old.last:
-                    data = f.read()
-                    new = scan(data, base_offset=old.end)
-                    if not new.complete_end:
-                        return old
-                    # ``data`` starts at a line boundary, so its last complete line starts
-                    # after the newline before its end, or at 0.
-                    last_start = data.rfind(b"\n", 0, new.complete_end - 1) + 1
-                    return _Parsed(
-                        ino=old.ino,
-                        head=old.head,
-                        end=old.end + new.complete_end,
-                        last=data[last_start : new.complete_end],
-                        events=old.events + tuple(new.events),
-                    )
+        if old is None or not GrowingFile._grown(f, st, old):
+            old = None
             f.seek(0)
         data = f.read()
-        whole = scan(data)
-        end = whole.complete_end
-        head = data[: data.find(b"\n") + 1] if end else b""
+        base = old.end if old is not None else 0
+        new = scan(data, base_offset=base)
+        end = new.complete_end
+        if old is not None and not end:
+            return old
+        # ``data`` starts at a line boundary, so its last complete line starts after the
+        # newline before its end, or at 0.
         last = data[data.rfind(b"\n", 0, end - 1) + 1 : end] if end else b""
-        return _Parsed(ino=st.st_ino, head=head, end=end, last=last, events=tuple(whole.events))
+        if old is None:
+            return _Parsed(st.st_ino, data[: data.find(b"\n") + 1] if end else b"", end, last, tuple(new.events))
+        return _Parsed(old.ino, old.head, base + end, last, old.events + tuple(new.events))
 
 
 class SeqScan(msgspec.Struct, frozen=True):
@@ -242,35 +247,26 @@ def scan_seqs(
     (``stopped_at``, its offset; the torn tail is then not looked at): lines are
     appended in seq order, so a trim only needs to read what a chunk may cover.
     """
-    end = data.rfind(b"\n") + 1
     lines: list[tuple[int, bytes]] = []
     bad: list[BadLine] = []
-    pos = 0
-    while pos < end:
-        nl = data.index(b"\n", pos)
-        line = data[pos:nl]
+    for pos, line in _lines(data):
         hit = known.get(line) if known is not None else None
         if hit is not None:
             seq = hit.seq
-        elif line.strip():
+        elif not line.strip():
+            continue
+        else:
             try:
                 seq = _seq_decoder.decode(line).seq
             except (msgspec.DecodeError, msgspec.ValidationError):
                 seq = 0
             if seq < 1 or _crc_error(line) is not None:
-                full = scan(data[pos : nl + 1], base_offset=base_offset + pos)
-                bad.extend(full.bad_lines)
-                lines.extend((e.seq, bytes(line)) for e in full.events)
-                pos = nl + 1
+                lines.extend((e.seq, line) for e in _rescan(line, base_offset + pos, bad))
                 continue
-            line = bytes(line)
-        else:
-            pos = nl + 1
-            continue
         if after_seq is not None and seq > after_seq:
             return SeqScan(lines, bad, b"", stopped_at=pos)
         lines.append((seq, line))
-        pos = nl + 1
+    end = data.rfind(b"\n") + 1
     return SeqScan(lines, bad, bytes(data[end:]), stopped_at=end if after_seq is not None else -1)
 
 
@@ -300,25 +296,20 @@ def scan_ids(data: bytes, *, base_offset: int = 0) -> IdScan:
     append. A line whose seq does not read, or whose CRC does not match, goes
     through the full decoder, so it is reported as :func:`scan` would.
     """
-    end = data.rfind(b"\n") + 1
     ids: list[tuple[int, str | None]] = []
     bad: list[BadLine] = []
-    pos = 0
-    while pos < end:
-        nl = data.index(b"\n", pos)
-        line = data[pos:nl]
-        if line.strip():
-            try:
-                head = _seq_id_decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                head = _SeqId()
-            if head.seq >= 1 and _crc_error(line) is None:
-                ids.append((head.seq, head.event_id))
-            else:
-                full = scan(data[pos : nl + 1], base_offset=base_offset + pos)
-                bad.extend(full.bad_lines)
-                ids.extend((e.seq, e.event_id) for e in full.events)
-        pos = nl + 1
+    for pos, line in _lines(data):
+        if not line.strip():
+            continue
+        try:
+            head = _seq_id_decoder.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            head = _SeqId()
+        if head.seq >= 1 and _crc_error(line) is None:
+            ids.append((head.seq, head.event_id))
+        else:
+            ids.extend((e.seq, e.event_id) for e in _rescan(line, base_offset + pos, bad))
+    end = data.rfind(b"\n") + 1
     return IdScan(ids, bad, end, bytes(data[end:]))
 
 
@@ -333,15 +324,19 @@ def read_bytes(path: Path, offset: int = 0) -> bytes:
         return b""
 
 
-def quarantine(storage: Storage, path: Path, what: str, raw: bytes) -> None:
-    """Append ``raw`` to the quarantine file with a header line, durably."""
-    header = f"# {what} ({len(raw)} bytes)\n".encode()
+def append_synced(storage: Storage, path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` (created if missing), durably."""
     fd = storage.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        storage.write(fd, header + raw + b"\n")
+        storage.write(fd, data)
         storage.fsync(fd)
     finally:
         storage.close(fd)
+
+
+def quarantine(storage: Storage, path: Path, what: str, raw: bytes) -> None:
+    """Append ``raw`` to the quarantine file with a header line, durably."""
+    append_synced(storage, path, f"# {what} ({len(raw)} bytes)\n".encode() + raw + b"\n")
 
 
 def repair_torn_tail(
@@ -352,8 +347,6 @@ def repair_torn_tail(
     The quarantine copy is made durable first: a crash between the two steps
     repeats the copy (harmless), never loses the bytes.
     """
-    if not tail:
-        return
     quarantine(storage, quarantine_path, f"torn tail at offset {complete_end}", tail)
     storage.checkpoint("repair.after_quarantine")
     storage.truncate(fd, complete_end)

@@ -50,20 +50,9 @@ class SessionLock:
 
     def acquire(self, timeout: float) -> None:
         """Block until the lock is held or ``timeout`` seconds passed (then :class:`LockError`)."""
-        if self._held:
-            raise LockError("session lock is not reentrant")
-        fd = self._ensure_fd()
         deadline = time.monotonic() + timeout
         delay = _POLL_MIN_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self._held = True
-                return
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                raise LockError(f"flock {self._path} failed: {exc.strerror}", errno=exc.errno) from exc
+        while not self.try_acquire():
             now = time.monotonic()
             if now >= deadline:
                 raise LockError(f"timed out after {timeout}s waiting for {self._path}")
@@ -100,11 +89,6 @@ class SessionLock:
             finally:
                 os.close(fd)
 
-    @property
-    def held(self) -> bool:
-        """True while this holder has the lock."""
-        return self._held
-
     def close(self) -> None:
         """Release and close the descriptor."""
         try:
@@ -113,9 +97,3 @@ class SessionLock:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
-
-    def __enter__(self) -> SessionLock:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()

@@ -89,18 +89,8 @@ class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def changed(self) -> bool:
         """True if recovery modified anything on disk."""
-        return bool(
-            self.temp_files_removed
-            or self.hot_events_dropped
-            or self.duplicate_events_dropped
-            or self.torn_tail_bytes
-            or self.corrupt_lines_quarantined
-            or self.orphan_chunks_removed
-            or self.orphan_chunks_adopted
-            or self.orphan_segments_removed
-            or self.index_rebuilt
-            or self.summary_rewritten
-        )
+        # Everything but what it only reports (lost events, problems) or looked at.
+        return msgspec.structs.replace(self, hot_events_lost=0, unrecoverable=[], checked=()) != RecoveryReport()
 
 
 class ChangeToken(msgspec.Struct, frozen=True, kw_only=True):

@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import errno
 import logging
+import operator
 import os
 import stat
 import time
@@ -93,14 +94,11 @@ class Recovery:
 
         A checkpoint racing another process's rotation can leave a temp file in an archive at any time.
         """
-        try:
-            dirs = sorted(e.path for e in os.scandir(self.layout.archive) if e.is_dir(follow_symlinks=False))
-        except (FileNotFoundError, NotADirectoryError):
-            return report
+        dirs = sorted(e.path for e in _scan(self.layout.archive) if e.is_dir(follow_symlinks=False))
         totals = msgspec.structs.asdict(report)
         for d in dirs:
             lay = archived_layout(self.layout, Path(d))
-            totals["temp_files_removed"] += self._remove_temps_in((lay.session, lay.chunks))
+            totals["temp_files_removed"] += _remove_temps(self.storage, (lay.session, lay.chunks))
             if (lay.session / _RECOVERED_MARK).exists():
                 continue
             sub = Recovery(lay, self.storage, self.config)
@@ -116,21 +114,16 @@ class Recovery:
             self.storage.write_atomic(lay.session / _RECOVERED_MARK, b"1\n", crash_prefix="recovered_mark")
         return RecoveryReport(**totals)
 
-    def _remove_stale_long_term_temps(self) -> int:
-        """Temp files under ``long_term/`` left by a crash (``.git`` is dulwich's own).
-
-        The session locks held here do not cover long-term writers (another
-        process may be mid-write), so only temp files too old to be in flight go.
-        """
-        dirs = [d for d in subdirs(self.layout.long_term, 1) if d.name != ".git"]
-        return remove_stale_temps(self.storage, dirs)
-
     def _recover(self) -> RecoveryReport:
         problems: list[str] = []
+        lay = self.layout
         if self.archived:
-            temps = self._remove_temps_in((self.layout.session, self.layout.chunks))
+            temps = _remove_temps(self.storage, (lay.session, lay.chunks))
         else:
-            temps = self._remove_temps() + self._remove_stale_long_term_temps()
+            # long_term/: only stale temps (see the module docstring); ``.git`` is dulwich's own.
+            long_term = [d for d in subdirs(lay.long_term, 1) if d.name != ".git"]
+            temps = _remove_temps(self.storage, (lay.memory, lay.session, lay.chunks))
+            temps += remove_stale_temps(self.storage, long_term)
         index, entries, rebuilt, verified = self._settle_index(problems)  # 1.
         result = self._scan_hot_window(problems)  # 2.
         removed, adopted = self._settle_orphans(entries, {e.seq for e in result.events}, problems)  # 3.
@@ -151,7 +144,12 @@ class Recovery:
             # Only a torn tail: the complete lines stand as written, so the tail is cut off in
             # place (its bytes are in quarantine, fsync'd) -- no copy of the whole log, which a
             # nearly full disk could not hold.
-            self._cut_torn_tail(len(result.torn_tail))
+            fd = self.storage.open(self.layout.events, os.O_RDWR)
+            try:
+                self.storage.truncate(fd, os.fstat(fd).st_size - len(result.torn_tail))
+                self.storage.fsync(fd)
+            finally:
+                self.storage.close(fd)
         elif not self.layout.events.exists() and not self.archived:
             self.storage.mkdir(self.layout.session)
             self.storage.write_atomic(self.layout.events, b"", crash_prefix="recover_events")
@@ -177,23 +175,6 @@ class Recovery:
             summary_rewritten=rewritten,
             unrecoverable=problems,
         )
-
-    def _remove_temps(self) -> int:
-        """Temp files of interrupted atomic replaces in the session directories (no writer runs now)."""
-        return self._remove_temps_in((self.layout.memory, self.layout.session, self.layout.chunks))
-
-    def _remove_temps_in(self, dirs: Sequence[Path]) -> int:
-        temps = 0
-        for d in dirs:
-            try:
-                names = os.listdir(d)
-            except FileNotFoundError:
-                continue
-            for name in names:
-                if is_temp_name(name):
-                    self.storage.unlink(d / name)
-                    temps += 1
-        return temps
 
     def _settle_index(
         self, problems: list[str]
@@ -221,14 +202,6 @@ class Recovery:
             # trusted: dropping hot events on its word could lose them silently.
             return (*self._rebuild_index(problems), True, verified)
         return index, entries, False, verified
-
-    def _cut_torn_tail(self, torn: int) -> None:
-        fd = self.storage.open(self.layout.events, os.O_RDWR)
-        try:
-            self.storage.truncate(fd, os.fstat(fd).st_size - torn)
-            self.storage.fsync(fd)
-        finally:
-            self.storage.close(fd)
 
     def _scan_hot_window(self, problems: list[str]) -> Scan:
         """Step 2: the hot window's events; a torn tail and corrupt lines go to quarantine."""
@@ -352,14 +325,7 @@ class Recovery:
                 problems.append(f"chunk {e.chunk_id} (seq {e.first_seq}-{e.last_seq}) unreadable: {exc}")
                 continue
             self._settle_damaged_summary(chunk, e, problems)
-            h = chunk.entry
-            if (h.first_seq, h.last_seq, h.count, h.sha256, h.kept_seqs) != (
-                e.first_seq,
-                e.last_seq,
-                e.count,
-                e.sha256,
-                e.kept_seqs,
-            ):
+            if _header_fields(chunk.entry) != _header_fields(e):
                 problems.append(f"index entry {e.chunk_id} disagrees with its chunk file; index rebuilt")
                 disagrees = True
         return disagrees
@@ -369,11 +335,7 @@ class Recovery:
         if chunk.summary_damaged:
             good = intact if intact is not None and intact.sha256 == chunk.entry.sha256 else None
             cs.restore_header(self.storage, self.layout, chunk.entry if good is None else good)
-            how = (
-                "no intact copy; marked degraded to be re-summarized"
-                if good is None
-                else "restored from the index"
-            )
+            how = "restored from the index" if good else "no intact copy; marked degraded to be re-summarized"
             problems.append(f"chunk {chunk.chunk_id}: its summary failed its checksum; {how}")
 
     def _rebuild_index(self, problems: list[str]) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
@@ -414,7 +376,7 @@ class Recovery:
     def _rederive_summaries(self, index: cs.ChunkIndex, entries: Sequence[cs.ChunkEntry]) -> bool:
         if not entries and not self.layout.summary.exists():
             return False
-        recent = list(entries[-self.config.summary_max_chunks :]) if entries else []
+        recent = list(entries[-self.config.summary_max_chunks :])
         text = cs.render_summary_md(index, recent).encode()
         changed = False
         if read_bytes(self.layout.summary) != text:
@@ -427,6 +389,24 @@ class Recovery:
                 self.storage.write_atomic(self.layout.summary_archive, archive)
                 changed = True
         return changed
+
+
+_header_fields = operator.attrgetter("first_seq", "last_seq", "count", "sha256", "kept_seqs")
+
+
+def _remove_temps(storage: Storage, dirs: Iterable[Path]) -> int:
+    """Every temp file directly in ``dirs`` (of interrupted atomic replaces; no writer runs now); how many."""
+    temps = 0
+    for d in dirs:
+        try:
+            names = os.listdir(d)
+        except FileNotFoundError:
+            continue
+        for name in names:
+            if is_temp_name(name):
+                storage.unlink(d / name)
+                temps += 1
+    return temps
 
 
 def archived_layout(layout: Layout, d: Path) -> Layout:
@@ -514,10 +494,11 @@ def file_paths(layout: Layout, *, locks: bool) -> Iterator[Path]:
     yield from _experience_paths(layout)
 
 
-def displace_directories(storage: Storage, layout: Layout, *, locks: bool = False) -> list[str]:
-    """Move every directory found at one of :func:`file_paths` aside; one problem line per move."""
+def displace_directories(storage: Storage, layout: Layout) -> list[str]:
+    """Move every directory found at one of :func:`file_paths` aside (the lock files too: call it
+    before taking them); one problem line per move."""
     problems: list[str] = []
-    for path in file_paths(layout, locks=locks):
+    for path in file_paths(layout, locks=True):
         try:
             mode = os.lstat(path).st_mode
         except OSError:
@@ -543,16 +524,12 @@ STALE_TEMP_S: Final = 600.0
 """A temp file older than this (seconds) is a crash's leftover, not a write in flight."""
 
 
-def remove_stale_temps(storage: Storage, dirs: Iterable[Path], *, now: float | None = None) -> int:
+def remove_stale_temps(storage: Storage, dirs: Iterable[Path]) -> int:
     """Remove temp files older than :data:`STALE_TEMP_S` directly in each of ``dirs``; how many."""
-    when = time.time() if now is None else now
+    when = time.time()
     removed = 0
     for d in dirs:
-        try:
-            entries = list(os.scandir(d))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for entry in entries:
+        for entry in _scan(d):
             try:
                 stale = (
                     is_temp_name(entry.name)
@@ -574,11 +551,7 @@ def subdirs(top: Path, depth: int) -> list[Path]:
     for _ in range(depth):
         nxt: list[Path] = []
         for d in level:
-            try:
-                with os.scandir(d) as it:
-                    nxt.extend(Path(e.path) for e in it if e.is_dir(follow_symlinks=False))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
+            nxt.extend(Path(e.path) for e in _scan(d) if e.is_dir(follow_symlinks=False))
         found.extend(nxt)
         level = nxt
     return found

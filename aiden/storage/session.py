@@ -4,7 +4,7 @@ Appends go through :class:`~aiden.storage.eventlog.EventLog` (group commit),
 recovery through :class:`~aiden.storage.recovery.Recovery`; this module holds
 reads, the compaction commit, rotation and the locks and caches around them. Every method blocks; actors call
 them from worker threads, several at once (the writer's append, a pass's
-commit, readers): the parse caches are guarded by a thread lock.
+commit, readers).
 
 Locks: ``session.lock`` guards ``events.jsonl`` (appenders hold it per batch);
 ``compaction.lock`` serializes compaction passes, recovery and rotation across
@@ -30,22 +30,22 @@ same mtime tick, so such a stamp is not trusted (stamp "").
 
 from __future__ import annotations
 
+import contextlib
 import os
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 import msgspec
 
 from aiden.config import Config
 from aiden.errors import CommitConflict, CorruptionError, InvalidIdError, StorageError
-from aiden.events import SessionEvent, validate_id
+from aiden.events import SessionEvent
 from aiden.storage import chunks as cs
 from aiden.storage.advisory import record_recovery
 from aiden.storage.eventlog import EventLog, TrimNote, trim_hot_window
 from aiden.storage.fs import Storage
-from aiden.storage.jsonl import GrowingFile, read_bytes, scan
+from aiden.storage.jsonl import GrowingFile, append_synced, read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
 from aiden.storage.protocol import (
@@ -60,26 +60,6 @@ from aiden.storage.protocol import (
 from aiden.storage.recovery import Recovery, displace_directories
 
 __all__ = ["FileChangeFeed", "FileSessionStore"]
-
-
-
-def _cached_segment(
-    layout: Layout,
-    seg: cs.SegmentRef,
-    cache: dict[tuple[str, str], list[cs.ChunkEntry]],
-    lock: threading.Lock,
-) -> list[cs.ChunkEntry]:
-    """A sealed segment's entries, read once into ``cache`` (guarded by ``lock``)."""
-    # Keyed by checksum too: a rebuilt index (recovery) may seal different entries under a reused name.
-    key = (seg.file, seg.sha256)
-    with lock:
-        cached = cache.get(key)
-    if cached is None:
-        # Sealed segments are immutable: a concurrent duplicate read is harmless.
-        cached = cs.read_segment(layout, seg)
-        with lock:
-            cache[key] = cached
-    return cached
 
 
 class FileSessionStore:
@@ -97,9 +77,7 @@ class FileSessionStore:
         self._log = EventLog(layout, storage, config)
         self._hot = GrowingFile(layout.events)
         self._feed = FileChangeFeed(layout)
-        self._cache_lock = threading.Lock()
-        self._segments: dict[tuple[str, str], list[cs.ChunkEntry]] = {}
-        self._index_cache: tuple[tuple[int, int, int], cs.ChunkIndex] | None = None
+        """Also the store's cache of index.yaml and of sealed segments."""
         self._decoded: dict[bytes, SessionEvent] = {}
         """The last snapshot's event lines, decoded: the next snapshot decodes only new lines."""
 
@@ -115,10 +93,8 @@ class FileSessionStore:
         """Close the events descriptor and drop the decoded hot window and chunk caches (an idle session)."""
         self._log.release()
         self._hot = GrowingFile(self.layout.events)
-        with self._cache_lock:
-            self._segments = {}
-            self._index_cache = None
-            self._decoded = {}
+        self._feed = FileChangeFeed(self.layout)
+        self._decoded = {}
 
     def close(self) -> None:
         """Release and close every lock descriptor and the events descriptor."""
@@ -166,24 +142,8 @@ class FileSessionStore:
         return [e for e in events if not covered(e.seq)]
 
     def load_index(self) -> cs.ChunkIndex:
-        """The live index (empty when none was committed yet).
-
-        Parsed once per version of the file: index.yaml is only ever replaced
-        atomically, so (inode, size, mtime) identifies its content.
-        """
-        try:
-            st = os.stat(self.layout.index)
-        except FileNotFoundError:
-            return cs.ChunkIndex()
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-        with self._cache_lock:
-            cached = self._index_cache
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        index = cs.load_index(self.layout) or cs.ChunkIndex()
-        with self._cache_lock:
-            self._index_cache = (stamp, index)
-        return index
+        """The live index (empty when none was committed yet), parsed once per version of the file."""
+        return self._feed.load_index()
 
     def read_chunk(self, chunk_id: str) -> cs.ChunkFile:
         """One chunk file, checked against the live index's checksum when it is a live entry."""
@@ -221,7 +181,7 @@ class FileSessionStore:
         """
         found: dict[int, SessionEvent] = {}
         lowest = min(missing)
-        entries = [e for seg in index.segments if seg.last_seq >= lowest for e in self._segment(seg)]
+        entries = [e for seg in index.segments if seg.last_seq >= lowest for e in self._feed.segment(seg)]
         for entry in [*entries, *index.chunks]:
             here = {q for q in missing if entry.covers(q)}
             if not here:
@@ -249,12 +209,9 @@ class FileSessionStore:
                 return True
             if live and seq >= live[0].first_seq:
                 return False
-            return any(e.covers(seq) for seg in index.segments for e in self._segment(seg))
+            return any(e.covers(seq) for seg in index.segments for e in self._feed.segment(seg))
 
         return covered
-
-    def _segment(self, seg: cs.SegmentRef) -> list[cs.ChunkEntry]:
-        return _cached_segment(self.layout, seg, self._segments, self._cache_lock)
 
     def snapshot(self) -> Snapshot:
         """Read events.jsonl under the session lock, plus the index.
@@ -271,12 +228,9 @@ class FileSessionStore:
         # Decoding is outside the lock (the bytes are ours) and incremental: a backlog
         # drain snapshots the whole hot window once per pass, and decoding all of it
         # every time made the drain superlinear and held the GIL for 100s of ms.
-        with self._cache_lock:
-            known = self._decoded
         fresh: dict[bytes, SessionEvent] = {}
-        result = scan(data, known=known, remember=fresh)
-        with self._cache_lock:
-            self._decoded = fresh
+        result = scan(data, known=self._decoded, remember=fresh)
+        self._decoded = fresh
         index = self.load_index()
         covered = self.covered_by(index)
         return Snapshot([e for e in result.events if not covered(e.seq)], index, len(result.bad_lines))
@@ -357,17 +311,9 @@ class FileSessionStore:
             self.layout.summary, cs.render_summary_md(index, recent).encode(), crash_prefix="summary"
         )
         if pushed_out:
-            self._append_archive(cs.render_archive_entries(pushed_out))
-
-    def _append_archive(self, text: str) -> None:
-        path = self.layout.summary_archive
-        header = b"" if path.exists() else cs.ARCHIVE_HEADER.encode() + b"\n"
-        fd = self.storage.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            self.storage.write(fd, header + text.encode())
-            self.storage.fsync(fd)
-        finally:
-            self.storage.close(fd)
+            path = self.layout.summary_archive
+            header = b"" if path.exists() else cs.ARCHIVE_HEADER.encode() + b"\n"
+            append_synced(self.storage, path, header + cs.render_archive_entries(pushed_out).encode())
 
     def replace_summary(self, chunk_id: str, summary: str) -> bool:
         """Give a degraded live chunk its real summary (chunk header, then index, then summary.md).
@@ -390,72 +336,55 @@ class FileSessionStore:
         self._write_summaries(new_index, ())
         return True
 
-    # --- recovery ---------------------------------------------------------------------
+    # --- recovery and rotation ------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _both_locks(self) -> Iterator[None]:
+        with contextlib.ExitStack() as held:
+            for lock in (self.compaction_lock, self.events_lock):
+                lock.acquire(self.config.lock_timeout_s)
+                held.callback(lock.release)
+            yield
 
     def recover(self) -> RecoveryReport:
         """Idempotent recovery on open; holds both locks. See DESIGN section 4."""
         # Before the locks: a directory standing where one of them goes would fail their open.
-        displaced = displace_directories(self.storage, self.layout, locks=True)
-        self.compaction_lock.acquire(self.config.lock_timeout_s)
-        try:
-            self.events_lock.acquire(self.config.lock_timeout_s)
-            try:
-                report = Recovery(self.layout, self.storage, self.config).run()
-                report = msgspec.structs.replace(report, unrecoverable=[*displaced, *report.unrecoverable])
-                record_recovery(self.storage, self.layout, report)
-                # Still under the events lock: the appender learns the hot window now, at open,
-                # not in the first append's batch (a backlog's whole log, read while appends wait).
-                self._log.sync_held()
-                return report
-            finally:
-                self.events_lock.release()
-        finally:
-            self.compaction_lock.release()
-
-    # --- rotation -----------------------------------------------------------------------
+        displaced = displace_directories(self.storage, self.layout)
+        with self._both_locks():
+            report = Recovery(self.layout, self.storage, self.config).run()
+            report = msgspec.structs.replace(report, unrecoverable=[*displaced, *report.unrecoverable])
+            record_recovery(self.storage, self.layout, report)
+            # Still under the events lock: the appender learns the hot window now, at open,
+            # not in the first append's batch (a backlog's whole log, read while appends wait).
+            self._log.sync_held()
+            return report
 
     def rotate(self, closed_session_id: str) -> str:
-        """Move ``session/`` to ``session_archive/<id>/`` and start an empty session (see
-        :func:`_archive_session`)."""
-        validate_id(closed_session_id, what="session id")
-        with self._cache_lock:
-            self._segments.clear()  # the new session's segments may reuse names
-            self._decoded = {}
-        self.compaction_lock.acquire(self.config.lock_timeout_s)
-        try:
-            self.events_lock.acquire(self.config.lock_timeout_s)
-            try:
-                _archive_session(self.storage, self.layout, closed_session_id)
-                return closed_session_id
-            finally:
-                self.events_lock.release()
-        finally:
-            self.compaction_lock.release()
+        """Move ``session/`` to ``session_archive/<id>/`` and start an empty session.
 
-
-def _archive_session(storage: Storage, layout: Layout, closed_session_id: str) -> None:
-    """Move ``session/`` to ``session_archive/<closed_session_id>/`` and start an empty session.
-
-    The caller holds ``compaction.lock`` and ``session.lock``. Crash-safe: after
-    the rename, a missing ``session/`` is recreated empty by recovery; before
-    it, nothing changed.
-    """
-    target = layout.archived_session(closed_session_id)
-    # Never follow a planted symlink out of the memory root.
-    if os.path.islink(layout.archive) or os.path.islink(layout.session) or not layout.contains(target.parent):
-        raise InvalidIdError("session archive path leaves the memory root")
-    if os.path.lexists(target):
-        raise StorageError(f"archive {closed_session_id!r} already exists")
-    storage.mkdir(layout.archive)
-    if layout.session.exists():
-        storage.checkpoint("rotate.before_rename")
-        storage.rename_noreplace(layout.session, target)
-        storage.fsync_dir(layout.archive)
-        storage.fsync_dir(layout.memory)
-    storage.checkpoint("rotate.after_rename")
-    storage.mkdir(layout.session)
-    storage.write_atomic(layout.events, b"", crash_prefix="events")
-    storage.fsync_dir(layout.memory)
+        Crash-safe: after the rename, a missing ``session/`` is recreated empty
+        by recovery; before it, nothing changed.
+        """
+        lay, storage = self.layout, self.storage
+        target = lay.archived_session(closed_session_id)
+        self._decoded = {}
+        with self._both_locks():
+            # Never follow a planted symlink out of the memory root.
+            if os.path.islink(lay.archive) or os.path.islink(lay.session) or not lay.contains(target.parent):
+                raise InvalidIdError("session archive path leaves the memory root")
+            if os.path.lexists(target):
+                raise StorageError(f"archive {closed_session_id!r} already exists")
+            storage.mkdir(lay.archive)
+            if lay.session.exists():
+                storage.checkpoint("rotate.before_rename")
+                storage.rename_noreplace(lay.session, target)
+                storage.fsync_dir(lay.archive)
+                storage.fsync_dir(lay.memory)
+            storage.checkpoint("rotate.after_rename")
+            storage.mkdir(lay.session)
+            storage.write_atomic(lay.events, b"", crash_prefix="events")
+            storage.fsync_dir(lay.memory)
+            return closed_session_id
 
 
 _RACY_NS: Final = 2_000_000_000
@@ -471,11 +400,14 @@ def _stat(path: os.PathLike[str] | str) -> os.stat_result | None:
 
 
 class FileChangeFeed:
-    """The change feed of ``layout.session`` (thread-safe; sealed segments are cached, they never change)."""
+    """The change feed of ``layout.session``.
+
+    Thread-safe: its caches (index.yaml per version, sealed segments, which never
+    change) are a dict and a tuple replaced whole, and a concurrent duplicate read is harmless.
+    """
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self._lock = threading.Lock()
         self._segments: dict[tuple[str, str], list[cs.ChunkEntry]] = {}
         self._index: tuple[tuple[int, int, int, int], cs.ChunkIndex] | None = None
 
@@ -484,7 +416,7 @@ class FileChangeFeed:
     def change_token(self) -> ChangeToken:
         """The current position: generation, chunks committed and the last seq they cover."""
         generation, stamp = self._stamp()
-        index = self._load()
+        index = self.load_index()
         return ChangeToken(generation=generation, last_seq=index.last_seq, chunks=_count(index), stamp=stamp)
 
     def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
@@ -496,7 +428,7 @@ class FileChangeFeed:
         generation, stamp = self._stamp()
         if token is not None and token.generation == generation and token.stamp and token.stamp == stamp:
             return ChunkChanges(reset=False, chunks=[], token=token)
-        index = self._load()
+        index = self.load_index()
         count = _count(index)
         reset = token is None or token.generation != generation or not self._continues(index, count, token)
         start = 0 if reset or token is None else token.chunks
@@ -545,23 +477,28 @@ class FileChangeFeed:
         )
         return generation, repr(sig)
 
-    def _load(self) -> cs.ChunkIndex:
+    def load_index(self) -> cs.ChunkIndex:
+        """The committed index (empty when none was committed yet), parsed once per version of the file."""
         # index.yaml is only replaced atomically: (dev, inode, size, mtime) identifies its content.
         st = _stat(self.layout.index)
         if st is None:
             return cs.ChunkIndex()
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        with self._lock:
-            cached = self._index
+        cached = self._index
         if cached is not None and cached[0] == key:
             return cached[1]
         index = cs.load_index(self.layout) or cs.ChunkIndex()
-        with self._lock:
-            self._index = (key, index)
+        self._index = (key, index)
         return index
 
-    def _segment(self, seg: cs.SegmentRef) -> list[cs.ChunkEntry]:
-        return _cached_segment(self.layout, seg, self._segments, self._lock)
+    def segment(self, seg: cs.SegmentRef) -> list[cs.ChunkEntry]:
+        """A sealed segment's entries, read once."""
+        # Keyed by checksum too: a rebuilt index (recovery) may seal different entries under a reused name.
+        key = (seg.file, seg.sha256)
+        cached = self._segments.get(key)
+        if cached is None:
+            cached = self._segments[key] = cs.read_segment(self.layout, seg)
+        return cached
 
     def _entries_from(self, index: cs.ChunkIndex, start: int) -> list[cs.ChunkEntry]:
         """Committed entries at positions ``start`` and later; segments wholly before it are not read."""
@@ -569,7 +506,7 @@ class FileChangeFeed:
         pos = 0
         for seg in index.segments:
             if pos + seg.chunks > start:
-                out.extend(self._segment(seg)[max(0, start - pos) :])
+                out.extend(self.segment(seg)[max(0, start - pos) :])
             pos += seg.chunks
         out.extend(index.chunks[max(0, start - pos) :])
         return out
