@@ -5,17 +5,8 @@ replies to its outbox stream. On the caller side a :class:`Client` assigns
 request ids, parks the caller on a :class:`Waiter`, and a reply router task
 (started by the runtime) decodes replies and wakes the matching waiters.
 :class:`Link` is the one way the runtime wires an actor: both streams, the
-client and the router.
-
-On the actor side, :func:`serve` is the one request loop every request/reply
-actor runs (reader, recall, long-term): an actor supplies its codecs and a
-``handle`` coroutine holding its one ``match``; the loop decodes, handles,
-encodes and replies until the inbox closes. A request that raises is answered
-by :class:`~aiden.messages.Failed` and the loop goes on: an aiden error
-travels as itself, an ``OSError`` as a ``StorageError`` with its errno, any
-other exception (a bug in a handler) as a plain ``AidenError`` naming it,
-logged with its traceback. Only cancellation propagates: a caller parked on a
-reply must never wait for an answer that an exception swallowed.
+client and the router. On the actor side, :func:`serve` is the one request
+loop every request/reply actor runs (reader, long-term, experience).
 """
 
 from __future__ import annotations
@@ -64,20 +55,15 @@ class Latest(Generic[V]):
     __slots__ = ("_value",)
 
     def __init__(self, value: V) -> None:
-        self._value = self._check(value)
-
-    @staticmethod
-    def _check(value: V) -> V:
-        if value is None:
-            return value  # nothing published yet
-        config = getattr(type(value), "__struct_config__", None)
-        if config is None or not config.frozen:
-            raise TypeError(f"only frozen msgspec Structs can be published, not {type(value).__name__}")
-        return value
+        self.publish(value)
 
     def publish(self, value: V) -> None:
         """Replace the snapshot."""
-        self._value = self._check(value)
+        if value is not None:  # None: nothing published yet
+            config = getattr(type(value), "__struct_config__", None)
+            if config is None or not config.frozen:
+                raise TypeError(f"only frozen msgspec Structs can be published, not {type(value).__name__}")
+        self._value = value
 
     @property
     def value(self) -> V:
@@ -108,26 +94,23 @@ class Waiter(Generic[V]):
     measurable share of an append), a future about 0.6 us.
     """
 
-    __slots__ = ("_error", "_event", "_future", "_value")
+    __slots__ = ("_error", "_event", "_value")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        self._future: asyncio.Future[None] | None = None
-        self._event: anyio.Event | None = None
-        if loop is not None:
-            self._future = loop.create_future()
-        else:
-            self._event = anyio.Event()
+        self._event: asyncio.Future[None] | anyio.Event = (
+            loop.create_future() if loop is not None else anyio.Event()
+        )
         self._value: V | None = None
         self._error: BaseException | None = None
 
     def _wake(self) -> None:
-        if self._future is not None:
+        event = self._event
+        if isinstance(event, asyncio.Future):
             # A waiting task that was cancelled cancelled the future with it.
-            if not self._future.done():
-                self._future.set_result(None)
+            if not event.done():
+                event.set_result(None)
         else:
-            assert self._event is not None
-            self._event.set()
+            event.set()
 
     def set(self, value: V) -> None:
         """Deliver the reply."""
@@ -141,11 +124,8 @@ class Waiter(Generic[V]):
 
     async def wait(self) -> V:
         """Wait for the reply; re-raises a delivered error."""
-        if self._future is not None:
-            await self._future
-        else:
-            assert self._event is not None
-            await self._event.wait()
+        event = self._event
+        await (event if isinstance(event, asyncio.Future) else event.wait())
         if self._error is not None:
             raise self._error
         assert self._value is not None
@@ -251,10 +231,6 @@ class Client(Generic[Req, V]):
         # one loop only). A flag, not the loop: nothing of the loop is kept reachable.
         self._on_asyncio: bool | None = None
 
-    def next_id(self) -> int:
-        """A fresh request id."""
-        return next(self._ids)
-
     @property
     def parked(self) -> bool:
         """True while the actor is not running and a request would first start it."""
@@ -320,20 +296,17 @@ class Client(Generic[Req, V]):
 
     async def cast(self, message: Req) -> None:
         """Send without waiting for a reply (the inbox bound still applies back-pressure)."""
-        send = await self._ready()
-        try:
-            await send.send(self._encode(message))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            raise ClosedError(f"{self.name} is not running") from exc
+        await self._send_request(message, yield_first=True)
 
-    async def _send_request(self, message: Req) -> None:
-        # Like cast, but without a checkpoint when the inbox has room (send()
-        # always yields once first): the caller parks on its waiter right after,
-        # and that extra event loop pass per request is a measurable share of an
-        # append's CPU. Back-pressure still applies when the inbox is full.
+    async def _send_request(self, message: Req, *, yield_first: bool = False) -> None:
+        # A request skips the checkpoint send() makes first when the inbox has room: the caller
+        # parks on its waiter right after, and that extra event loop pass per request is a
+        # measurable share of an append's CPU. Back-pressure still applies when the inbox is full.
         send = await self._ready()
         raw = self._encode(message)
         try:
+            if yield_first:
+                await anyio.lowlevel.checkpoint()
             try:
                 send.send_nowait(raw)
             except anyio.WouldBlock:
@@ -371,7 +344,7 @@ class Client(Generic[Req, V]):
         ``sent(request_id)`` is called once the request is in the actor's inbox: from then on the
         actor answers it, even if this caller gives up.
         """
-        rid = self.next_id()
+        rid = next(self._ids)
         if self._on_asyncio is None:
             self._on_asyncio = _running_asyncio_loop() is not None
         waiter: Waiter[V] = Waiter(asyncio.get_running_loop() if self._on_asyncio else None)
@@ -442,13 +415,10 @@ async def route_replies(
                 try:
                     raw = receive.receive_nowait()
                 except anyio.WouldBlock:
-                    try:
-                        raw = await receive.receive()
-                    except anyio.EndOfStream:
-                        break
-                except anyio.EndOfStream:
-                    break
+                    raw = await receive.receive()
                 dispatch(codec.decode(raw))
+    except anyio.EndOfStream:
+        pass
     finally:
         on_end()
 
@@ -523,23 +493,14 @@ class Link(Generic[Req, Rep, V]):
         return self._bound().outbox
 
     async def route(
-        self,
-        dispatch: Callable[[Rep], None],
-        on_end: Callable[[], None] | None = None,
-        *,
-        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+        self, dispatch: Callable[[Rep], None], *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """The reply router: ``dispatch`` each reply; at the end, ``on_end`` (default: fail every waiter)."""
+        """The reply router: ``dispatch`` each reply; at the end, fail every waiter (see :meth:`_stopped`)."""
         await route_replies(
-            self.name,
-            self._bound().replies,
-            self._codec,
-            dispatch,
-            on_end if on_end is not None else self.stopped,
-            task_status=task_status,
+            self.name, self._bound().replies, self._codec, dispatch, self._stopped, task_status=task_status
         )
 
-    def stopped(self) -> None:
+    def _stopped(self) -> None:
         """Fail every waiting and later caller: the actor's outbox ended (unless it was parked, idle)."""
         if not self.client.parked:
             self.client.fail_all(ClosedError(f"{self.name} stopped"))
@@ -567,22 +528,34 @@ async def serve(
 ) -> None:
     """Answer every request of ``inbox`` on ``outbox`` until the inbox closes; closes both ends.
 
+    ``handle`` holds the actor's one ``match``. A request that raises is answered by
+    :class:`~aiden.messages.Failed` (see :func:`failure`) and the loop goes on: only cancellation
+    propagates, as a caller parked on a reply must never wait for an answer an exception swallowed.
     Workers sharing one inbox each pass their own clones of both streams.
     """
     async with inbox, outbox:
         async for raw in inbox:
+            reply: Rep | Failed
             try:
                 request = requests.decode(raw)
             except msgspec.ValidationError as exc:
-                # A caller's argument of the wrong type: answered, never the end of this actor
-                # (which would end the runtime's task group with it).
-                await _refuse(name, raw, exc, outbox, replies)
-                continue
-            reply: Rep | Failed
-            try:
-                reply = await handle(request)
-            except Exception as exc:
-                reply = failure(name, request, exc)
+                # A caller's argument of the wrong type: answered if its request id can be read,
+                # never the end of this actor (which would end the runtime's task group with it).
+                logging.getLogger(f"aiden.{name}").error("refused an undecodable request: %s", exc)
+                try:
+                    fields = msgspec.msgpack.decode(raw)
+                except msgspec.DecodeError:
+                    continue
+                rid = fields.get("request_id") if isinstance(fields, dict) else None
+                if type(rid) is not int:  # a bool is no request id
+                    continue
+                info = ErrorInfo(kind="AidenError", message=f"invalid request to the {name}: {exc}")
+                reply = Failed(rid, info)
+            else:
+                try:
+                    reply = await handle(request)
+                except Exception as exc:
+                    reply = failure(name, request, exc)
             await outbox.send(replies.encode(reply))
 
 
@@ -600,22 +573,3 @@ def failure(name: str, request: _Identified, exc: Exception, session: int = 0) -
     log.exception("%s raised %s", type(request).__name__, type(exc).__name__, exc_info=exc)
     info = ErrorInfo(kind="AidenError", message=f"internal error in {name}: {type(exc).__name__}: {exc}")
     return Failed(request.request_id, info, session)
-
-
-async def _refuse(
-    name: str,
-    raw: bytes,
-    exc: msgspec.ValidationError,
-    outbox: MemoryObjectSendStream[bytes],
-    replies: Codec[Rep | Failed],
-) -> None:
-    """Answer an undecodable request with ``Failed`` if its request id can be read, else log it."""
-    try:
-        fields = msgspec.msgpack.decode(raw)
-    except msgspec.DecodeError:
-        fields = None
-    rid = fields.get("request_id") if isinstance(fields, dict) else None
-    logging.getLogger(f"aiden.{name}").error("refused an undecodable request: %s", exc)
-    if isinstance(rid, int) and not isinstance(rid, bool):
-        info = ErrorInfo(kind="AidenError", message=f"invalid request to the {name}: {exc}")
-        await outbox.send(replies.encode(Failed(rid, info)))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -96,24 +97,15 @@ class Planned(msgspec.Struct, frozen=True, kw_only=True):
     skip: SkipCompaction | None = None
 
 
+@dataclass(frozen=True, slots=True)
 class Survey:
     """One pass's view of the hot window: its size now, its cut on demand (see :meth:`Planner.survey`)."""
 
-    def __init__(
-        self,
-        event_count: int,
-        index: ChunkIndex,
-        cut: Callable[[], Awaitable[CompactionPlan | SkipCompaction]],
-        tokens: int | None = None,
-    ) -> None:
-        self.event_count = event_count
-        self.tokens = tokens
-        self.index = index
-        self._cut = cut
-
-    async def plan(self) -> CompactionPlan | SkipCompaction:
-        """The cut for the target the survey was made for (computed here unless the helper did)."""
-        return await self._cut()
+    event_count: int
+    index: ChunkIndex
+    plan: Callable[[], Awaitable[CompactionPlan | SkipCompaction]]
+    """The cut for the target the survey was made for (computed here unless the helper did)."""
+    tokens: int | None = None
 
 
 class Planner:
@@ -138,8 +130,9 @@ class Planner:
             found = await anyio.to_thread.run_sync(self._store.snapshot)
         snap = found
         tokens = sum(self._counts.of(snap.events, self._profile, calibration))  # cached per event
-        cut = lambda: self._plan_here(snap.events, target, calibration)  # noqa: E731
-        return Survey(len(snap.events), snap.index, cut, tokens)
+        return Survey(
+            len(snap.events), snap.index, lambda: self._plan_here(snap.events, target, calibration), tokens
+        )
 
     def _root_or_snapshot(self) -> str | Snapshot:
         """Where the helper process can survey the hot window, else this process's snapshot of it.
@@ -225,13 +218,11 @@ def run_job(payload: bytes) -> bytes:
     snap = here.store.snapshot()
     counts = here.counts.of(snap.events, job.profile, job.calibration)
     plan = plan_compaction(snap.events, job.config, target_tokens=job.target_tokens, token_counts=counts)
-    if isinstance(plan, SkipCompaction):
-        done = Planned(
-            event_count=len(snap.events), index_last_seq=snap.index.last_seq, tokens=sum(counts), skip=plan
-        )
-    else:
-        slim = msgspec.structs.replace(plan, retained=())
-        done = Planned(
-            event_count=len(snap.events), index_last_seq=snap.index.last_seq, tokens=sum(counts), plan=slim
-        )
+    done = Planned(
+        event_count=len(snap.events),
+        index_last_seq=snap.index.last_seq,
+        tokens=sum(counts),
+        plan=None if isinstance(plan, SkipCompaction) else msgspec.structs.replace(plan, retained=()),
+        skip=plan if isinstance(plan, SkipCompaction) else None,
+    )
     return _encoder.encode(done)

@@ -158,11 +158,9 @@ def _since_open(before: RecallStats | None, now: RecallStats) -> RecallStats:
     """``now``'s counts added to an earlier instance's: the telemetry stays "since the memory opened"."""
     if before is None:
         return now
-    return msgspec.structs.replace(
-        now,
-        recall_calls=before.recall_calls + now.recall_calls,
-        results_returned=before.results_returned + now.results_returned,
-        pending_chunks_recalled=before.pending_chunks_recalled + now.pending_chunks_recalled,
-        rebuilds=before.rebuilds + now.rebuilds,
-        embedding_failures=before.embedding_failures + now.embedding_failures,
-    )
+    counts = {name: getattr(before, name) + getattr(now, name) for name in _COUNTS}
+    return msgspec.structs.replace(now, **counts)
+
+
+_COUNTS = ("recall_calls", "results_returned", "pending_chunks_recalled", "rebuilds", "embedding_failures")
+"""The :class:`RecallStats` fields that count since the index opened (the others describe it now)."""

@@ -57,6 +57,7 @@ from aiden.policy import (
     O200K,
     SkipCompaction,
     TokenProfile,
+    TriggerDecision,
     profile_for_model,
     should_compress,
     trigger_threshold_tokens,
@@ -188,13 +189,8 @@ class MaintenanceScheduler:
         self._waiting: list[int] = []
         self._manual_pending = False
         self._warned_unreachable = False
-        self._profile: TokenProfile = (
-            profile_for_model(model)
-            if config.token_profile == "auto"
-            else O200K
-            if config.token_profile == "o200k"
-            else CL100K
-        )
+        named = {"o200k": O200K, "cl100k": CL100K}  # Config admits these two and "auto"
+        self._profile = named.get(config.token_profile) or profile_for_model(model)
         self._pass_scope: anyio.CancelScope | None = None
         self._stopping = False
         self._no_rotation = anyio.Event()
@@ -348,8 +344,9 @@ class MaintenanceScheduler:
                 continue  # closing: the backlog waits for the next open
             waiters, self._waiting = self._waiting, []
             manual, self._manual_pending = self._manual_pending, False
-            cancelled = CompactionOutcome(compacted=False, reason="cancelled_by_rotation")
-            result: CompactionOutcome | ErrorInfo = cancelled
+            # What the waiters get when a rotation's cancel ends the pass (the scope swallows it).
+            result: CompactionOutcome | ErrorInfo
+            result = CompactionOutcome(compacted=False, reason="cancelled_by_rotation")
             self._pass_done = anyio.Event()
             try:
                 with anyio.CancelScope() as scope:
@@ -372,8 +369,6 @@ class MaintenanceScheduler:
             self._publish()
             if isinstance(result, CompactionOutcome) and result.backlog_left:
                 self._wake(False)  # the rest of the backlog: one bounded pass after another
-            if scope.cancelled_caught:
-                result = cancelled
             for rid in waiters:
                 reply: SchedulerOutbox = (
                     MaintenanceDone(self._session, rid, result)
@@ -395,14 +390,7 @@ class MaintenanceScheduler:
             log.error("backlog check at open failed: %s", exc)
             await self._send(SchedulerOpened(self._session, request_id))
             return
-        inp = trigger_input(
-            self._state,
-            context_window=self._window,
-            event_count=survey.event_count,
-            manual=False,
-            hot_tokens=survey.tokens,
-        )
-        if survey.event_count and should_compress(inp, self._config).fire:
+        if survey.event_count and self._decide(survey, manual=False).fire:
             log.info("%d events in the hot window at open: requesting a maintenance pass", survey.event_count)
             self._wake(False)
         # The open waits for this check (what it sees is the session as opened), not for the replay.
@@ -424,10 +412,18 @@ class MaintenanceScheduler:
 
     async def _survey(self) -> Survey:
         target = trigger_threshold_tokens(self._window, self._config)
-        return await self._planner.survey(target, self._calibration())
+        return await self._planner.survey(target, self._state.calibration.get(self._state.model))
 
-    def _calibration(self) -> TokenCalibration | None:
-        return self._state.calibration.get(self._state.model)
+    def _decide(self, survey: Survey, *, manual: bool) -> TriggerDecision:
+        """The trigger's verdict on the surveyed hot window."""
+        inp = trigger_input(
+            self._state,
+            context_window=self._window,
+            event_count=survey.event_count,
+            manual=manual,
+            hot_tokens=survey.tokens,
+        )
+        return should_compress(inp, self._config)
 
     async def _pass(self, manual: bool) -> CompactionOutcome:
         self._note(PassStarted())
@@ -442,16 +438,7 @@ class MaintenanceScheduler:
     async def _locked_pass(self, manual: bool) -> CompactionOutcome:
         config = self._config
         snap = await self._survey()
-        decision = should_compress(
-            trigger_input(
-                self._state,
-                context_window=self._window,
-                event_count=snap.event_count,
-                manual=manual,
-                hot_tokens=snap.tokens,
-            ),
-            config,
-        )
+        decision = self._decide(snap, manual=manual)
         if not decision.fire:
             await self._summaries.repair_degraded(self._store, snap.index.chunks)
             return CompactionOutcome(compacted=False, reason="not_triggered")

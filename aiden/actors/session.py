@@ -1,14 +1,10 @@
 """The active session's two actors: the writer (its only appender) and the reader (every read of it).
 
-The writer group-commits: take one request, drain whatever else is queued,
-then hand the whole batch to :meth:`SessionStore.append` in ONE worker-thread
-hop (one lock, one write, one fsync) and only then acknowledge every request
-of it.
-
-Under asyncio the hop goes to a few long-lived threads shared by every
-session of the process (:class:`_CommitThreads`) instead of anyio's thread
-pool: ``to_thread.run_sync`` takes a capacity-limiter token, copies the context
-and looks up a pool worker on every call, a measurable share of an append's CPU
+The writer group-commits (see :class:`SessionWriter`). Under asyncio its
+worker-thread hop goes to a few long-lived threads shared by every session of
+the process (:class:`_CommitThreads`) instead of anyio's thread pool:
+``to_thread.run_sync`` takes a capacity-limiter token, copies the context and
+looks up a pool worker on every call, a measurable share of an append's CPU
 with few appenders; and a thread per session would grow with open sessions.
 Under other backends (trio) the hop stays ``anyio.to_thread.run_sync``.
 
@@ -26,15 +22,15 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Final, Generic, NamedTuple, TypeVar, assert_never
+from typing import Final, NamedTuple, assert_never
 
 import anyio
 from anyio.abc import TaskStatus
 from anyio.lowlevel import checkpoint
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.mailbox import _running_asyncio_loop, serve
-from aiden.errors import AidenError, ClosedError, StorageError
+from aiden.actors.mailbox import Waiter, _running_asyncio_loop, serve
+from aiden.errors import AidenError, ClosedError
 from aiden.events import SessionEvent
 from aiden.host import HostActor
 from aiden.messages import (
@@ -68,35 +64,19 @@ __all__ = ["SessionReader", "SessionWriter", "WriterSession"]
 
 log = logging.getLogger("aiden.writer")
 
-T = TypeVar("T")
+Seqs = list[list[int]]
 
 
-def _wake(future: asyncio.Future[None]) -> None:
-    # On the loop: a waiter cancelled by a foreign task.cancel() is not woken twice.
-    if not future.done():
-        future.set_result(None)
+class _Job(NamedTuple):
+    """One writer's group commit, for a commit thread; its caller waits on ``waiter``."""
 
-
-class _Job(Generic[T]):
-    __slots__ = ("error", "fn", "future", "group", "loop", "requests", "store", "value")
-
-    def __init__(
-        self,
-        fn: Callable[[], T],
-        loop: asyncio.AbstractEventLoop,
-        store: SessionStore | None = None,
-        requests: list[list[PreparedEvent]] | None = None,
-    ) -> None:
-        self.fn = fn
-        self.loop = loop
-        self.future: asyncio.Future[None] = loop.create_future()
-        self.value: T | None = None
-        self.error: BaseException | None = None
-        # An append whose store can join others: queued appends of one group commit together.
-        # (A store written before the protocol had ``append_group`` appends alone.)
-        self.store = store
-        self.requests = requests
-        self.group: AppendGroup | None = getattr(store, "append_group", None)
+    store: SessionStore
+    requests: list[list[PreparedEvent]]
+    loop: asyncio.AbstractEventLoop
+    waiter: Waiter[Seqs]
+    group: AppendGroup | None
+    """Queued appends of one group commit together (a store written before the protocol had
+    ``append_group`` appends alone)."""
 
 
 class _CommitThreads:
@@ -116,13 +96,13 @@ class _CommitThreads:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._jobs: deque[_Job[object]] = deque()
+        self._jobs: deque[_Job] = deque()
         self._ready = threading.Condition(threading.Lock())
         self._threads = 0
         self._waiting = 0
         """Threads blocked on the queue: a job put now is taken without a new thread."""
 
-    def _take(self) -> list[_Job[object]]:
+    def _take(self) -> list[_Job]:
         """The next job, with every queued job of its append group (waits for one)."""
         with self._ready:
             self._waiting += 1
@@ -132,7 +112,7 @@ class _CommitThreads:
             job = self._jobs.popleft()
             if job.group is None or not self._jobs:
                 return [job]
-            taken, left = [job], deque[_Job[object]]()
+            taken, left = [job], deque[_Job]()
             for other in self._jobs:
                 (taken if other.group == job.group else left).append(other)
             self._jobs = left
@@ -141,64 +121,45 @@ class _CommitThreads:
     def _serve(self) -> None:
         while True:
             jobs = self._take()
-            if len(jobs) == 1:
-                job = jobs[0]
+            for job, outcome in zip(jobs, _commit_jobs(jobs), strict=True):
                 try:
-                    job.value = job.fn()
-                except BaseException as exc:  # handed to the waiting coroutine, which re-raises it
-                    job.error = exc
-            else:
-                _run_group(jobs)
-            for job in jobs:
-                try:
-                    job.loop.call_soon_threadsafe(_wake, job.future)
+                    # Woken on its loop (a waiter cancelled by a foreign task.cancel() is not woken twice).
+                    if isinstance(outcome, BaseException):
+                        job.loop.call_soon_threadsafe(job.waiter.fail, outcome)
+                    else:
+                        job.loop.call_soon_threadsafe(job.waiter.set, outcome)
                 except RuntimeError:
                     pass  # the loop is closed: nobody is waiting any more
 
     async def run(
-        self,
-        fn: Callable[[], T],
-        loop: asyncio.AbstractEventLoop,
-        *,
-        store: SessionStore | None = None,
-        requests: list[list[PreparedEvent]] | None = None,
-    ) -> T:
-        """``fn()`` on a commit thread; like ``to_thread.run_sync``, a cancellation waits for it to finish.
-
-        ``fn`` appending ``requests`` to ``store`` may instead run as part of its group's step.
-        """
-        job: _Job[T] = _Job(fn, loop, store, requests)
+        self, store: SessionStore, requests: list[list[PreparedEvent]], loop: asyncio.AbstractEventLoop
+    ) -> Seqs:
+        """``store.append(requests)`` on a commit thread, maybe as part of its group's step; like
+        ``to_thread.run_sync``, a cancellation waits for it to finish."""
+        job = _Job(store, requests, loop, Waiter(loop), getattr(store, "append_group", None))
         with self._ready:
             start = self._waiting == 0 and self._threads < self._size
             if start:
                 self._threads += 1
-            self._jobs.append(job)  # type: ignore[arg-type]  # the queue is typed for any job result
+            self._jobs.append(job)
             self._ready.notify()
         if start:
             threading.Thread(target=self._serve, name="aiden-session-writer", daemon=True).start()
         with anyio.CancelScope(shield=True):
-            await job.future
-        if job.error is not None:
-            raise job.error
-        return job.value  # type: ignore[return-value]  # set whenever error is None
+            seqs = await job.waiter.wait()
+        return seqs
 
 
-def _run_group(jobs: Sequence[_Job[object]]) -> None:
-    """Several sessions' appends of one group in one step; each job gets its own seqs or error."""
-    group = jobs[0].group
-    batches = [(j.store, j.requests) for j in jobs if j.store is not None and j.requests is not None]
-    assert group is not None and len(batches) == len(jobs)  # a grouped job always carries both
+def _commit_jobs(jobs: Sequence[_Job]) -> Sequence[Seqs | BaseException]:
+    """Each job's seqs or error: a job alone, or several sessions' appends of one group in one step."""
     try:
-        results = group.append_sessions(batches)
-    except BaseException as exc:  # the step failed for every job
-        for job in jobs:
-            job.error = exc
-        return
-    for job, result in zip(jobs, results, strict=True):
-        if isinstance(result, Exception):
-            job.error = result
-        else:
-            job.value = result
+        if len(jobs) == 1:
+            return [jobs[0].store.append(jobs[0].requests)]
+        group = jobs[0].group
+        assert group is not None  # only a group's jobs are taken together
+        return group.append_sessions([(job.store, job.requests) for job in jobs])
+    except BaseException as exc:  # the step failed for every job; handed to the waiting coroutines
+        return [exc] * len(jobs)
 
 
 _COMMITS: Final = _CommitThreads(size=4)
@@ -223,8 +184,10 @@ class SessionWriter(HostActor[WriterInbox, WriterOutbox, WriterSession]):
 
     A session's requests are committed in order, with at most one group commit in flight per
     session: its task takes one request, then everything queued behind it, up to ``max_batch``
-    events, as one batch. Sessions commit in parallel, so one session's fsync never holds another's
-    appends, and sessions sharing a database commit together (:class:`_CommitThreads`).
+    events, as one batch: one :meth:`SessionStore.append` in one worker-thread hop (one lock, one
+    write, one fsync), and only then every request of it is acknowledged. Sessions commit in
+    parallel, so one session's fsync never holds another's appends, and sessions sharing a
+    database commit together (:class:`_CommitThreads`).
     """
 
     def __init__(self) -> None:
@@ -237,76 +200,63 @@ class SessionWriter(HostActor[WriterInbox, WriterOutbox, WriterSession]):
         await super().run()
 
     async def serve_queued(self, key: int, queue: deque[WriterInbox]) -> None:
-        """Commit the next batch of session ``key``: one request and what is queued behind it."""
+        """Commit the next batch of session ``key`` (one request and what is queued behind it), answer it."""
         batch = [queue.popleft()]
         session = self.sessions.get(key)
-        limit = session.max_batch if session is not None else 0
+        if session is None:  # closed: nothing more of it is stored
+            await self._drop(key, batch, "memory is closed")
+            return
         n = len(batch[0].events) if isinstance(batch[0], AppendEvents) else 0
-        while queue and n < limit:
+        while queue and n < session.max_batch:
             msg = queue.popleft()
             batch.append(msg)
             if isinstance(msg, AppendEvents):
                 n += len(msg.events)
-        if not await self._handle(key, session, batch):
-            # Its session ended: what it still queued is not stored (a flush has nothing to wait for).
-            rest = list(queue)
-            queue.clear()
-            ids = [m.request_id for m in rest if isinstance(m, AppendEvents)]
-            await self.reply(Rejected(key, ids, error_info(ClosedError("session writer stopped"))))
-            for msg in rest:
-                if isinstance(msg, Flush):
-                    await self.reply(Flushed(key, msg.request_id))
-
-    def refused(self, key: int, request_id: int, error: ErrorInfo) -> WriterOutbox:
-        """An undecodable request is not stored."""
-        return Rejected(key, [request_id], error)
-
-    async def _handle(self, key: int, session: WriterSession | None, batch: Sequence[WriterInbox]) -> bool:
-        """Commit one batch of session ``key`` and answer it; False when the store failed the session."""
-        appends: list[AppendEvents] = []
-        flushes: list[int] = []
-        for msg in batch:
-            match msg:
-                case AppendEvents():
-                    appends.append(msg)
-                case Flush(request_id=rid):
-                    flushes.append(rid)
-                case _:
-                    assert_never(msg)
+        appends = [msg for msg in batch if isinstance(msg, AppendEvents)]
         ids = [a.request_id for a in appends]
-        if session is None:  # closed: nothing more of it is stored (a flush has nothing to wait for)
-            if appends:
-                await self.reply(Rejected(key, ids, error_info(ClosedError("memory is closed"))))
-            for rid in flushes:
-                await self.reply(Flushed(key, rid))
-            return True
         if appends:
             try:
                 seqs = await self._commit(session.store, [a.events for a in appends])
             except AidenError as exc:
                 log.error("append batch of %d requests failed: %s", len(appends), exc)
                 await self.reply(Rejected(key, ids, error_info(exc)))
-            except OSError as exc:
-                await self.reply(Rejected(key, ids, error_info(StorageError(str(exc), errno=exc.errno))))
+            except OSError as exc:  # a StorageError with its errno (error_info's rule)
+                await self.reply(Rejected(key, ids, error_info(exc)))
             except Exception as exc:
                 # A store raising what no store should: its session ends with it (the host's other
-                # sessions go on), and nothing after this batch is stored.
+                # sessions go on), and nothing of this batch or after it is stored.
                 session.failed(exc)
-                return False
+                rest = list(queue)
+                queue.clear()
+                await self._drop(key, rest, "session writer stopped")
+                return
             else:
                 await self.reply(Appended(key, [Ack(a.request_id, s) for a, s in zip(appends, seqs, strict=True)]))
-        for rid in flushes:
-            await self.reply(Flushed(key, rid))
+        for msg in batch:
+            if isinstance(msg, Flush):
+                await self.reply(Flushed(key, msg.request_id))
         if not appends:
             # A flush-only batch made no worker-thread hop: yield once, so a
             # stream of flushes cannot keep the loop to this task.
             await checkpoint()
-        return True
 
-    async def _commit(self, store: SessionStore, requests: list[list[PreparedEvent]]) -> list[list[int]]:
+    def refused(self, key: int, request_id: int, error: ErrorInfo) -> WriterOutbox:
+        """An undecodable request is not stored."""
+        return Rejected(key, [request_id], error)
+
+    async def _drop(self, key: int, msgs: Sequence[WriterInbox], reason: str) -> None:
+        """Answer ``msgs`` without storing them: appends rejected, flushes answered (nothing to wait for)."""
+        ids = [msg.request_id for msg in msgs if isinstance(msg, AppendEvents)]
+        if ids:
+            await self.reply(Rejected(key, ids, error_info(ClosedError(reason))))
+        for msg in msgs:
+            if isinstance(msg, Flush):
+                await self.reply(Flushed(key, msg.request_id))
+
+    async def _commit(self, store: SessionStore, requests: list[list[PreparedEvent]]) -> Seqs:
         if self._loop is None:
             return await anyio.to_thread.run_sync(store.append, requests)
-        return await _COMMITS.run(lambda: store.append(requests), self._loop, store=store, requests=requests)
+        return await _COMMITS.run(store, requests, self._loop)
 
 
 class SessionReader:

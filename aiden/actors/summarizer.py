@@ -10,14 +10,11 @@ only queues requests, so a :class:`~aiden.messages.CancelSummarize` (sent when a
 caller gives up, e.g. a pass cancelled by rotation) cancels the call in flight
 instead of queueing behind it.
 
-Callers reach it through :class:`SummarizerProxy` (a ``Summarizer``: one
-session's calls, for long-term memory and :class:`ChunkSummaries`, the
-maintenance pass's side):
-it turns a :class:`~aiden.policy.CompactionPlan` into the chunk summary
-(history + split-turn prefix, the must-keep check), the split-turn context for
-the hot window, and the fallback breadcrumb when the summarizer fails and the
-configuration allows it; :meth:`ChunkSummaries.stage` wraps that into the
-chunk entry and next index the store's commit takes.
+Callers reach it through :class:`SummarizerProxy` (one session's calls);
+:class:`ChunkSummaries` is the maintenance pass's side: a
+:class:`~aiden.policy.CompactionPlan` in, the chunk entry and next index the
+store's commit takes out (the fallback breadcrumb when the summarizer fails and
+the configuration allows it).
 """
 
 from __future__ import annotations
@@ -222,13 +219,9 @@ class SummarizerProxy:
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize through the actor; failures arrive as :class:`SummarizerError`."""
         reply = await self._client.call(lambda rid: Summarize(self._session, rid, request))
-        match reply:
-            case Summarized(result=result):
-                return result
-            case Failed(error=err):
-                raise SummarizerError(f"{err.kind}: {err.message}")
-            case _:
-                assert_never(reply)
+        if isinstance(reply, Failed):
+            raise SummarizerError(f"{reply.error.kind}: {reply.error.message}")
+        return reply.result
 
 
 SPLIT_TURN_SEPARATOR = "\n\n---\n\nTurn Context (split turn):\n"
@@ -342,37 +335,39 @@ class ChunkSummaries:
         hot_window: Sequence[SessionEvent] = (),
     ) -> SummaryResult:
         """One summarizer call through the actor; a failure raises :class:`SummarizerError`."""
-        self._note(SummarizerCalled())
-        request = SummaryRequest(
-            purpose=purpose,
-            events=tuple(events),
-            previous_summary=previous,
-            max_tokens=self._config.chunk_summary_tokens(),
-            hot_window=tuple(hot_window),
-        )
-        try:
-            result = await self._summarizer.summarize(request)
-        except SummarizerError as exc:
-            self._note(SummarizerFailed(str(exc)))
-            raise
-        # summary_max_tokens is enforced, never by rejecting the compaction: cut at a sentence.
         budget = self._config.chunk_summary_tokens()
+        result = await self._call(
+            SummaryRequest(
+                purpose=purpose,
+                events=tuple(events),
+                previous_summary=previous,
+                max_tokens=budget,
+                hot_window=tuple(hot_window),
+            )
+        )
+        # summary_max_tokens is enforced, never by rejecting the compaction: cut at a sentence.
         text = cut_to_tokens(result.text, budget, estimate_tokens)
         return result if text == result.text else msgspec.structs.replace(result, text=text)
 
     async def fold_rolling(self, rolling: str) -> str:
         """Fold an overflowing rolling summary into a checkpoint; the line cap stays the backstop."""
         cap = self._config.max_rolling_summary_lines
-        self._note(SummarizerCalled())
         request = SummaryRequest(
             purpose="rolling_fold", text=rolling, max_tokens=self._config.chunk_summary_tokens()
         )
         try:
-            result = await self._summarizer.summarize(request)
-        except SummarizerError as exc:
-            self._note(SummarizerFailed(str(exc)))
+            result = await self._call(request)
+        except SummarizerError:
             return cap_lines(rolling, max_lines=cap)
         return cap_lines(result.text, max_lines=cap, keep_head=True)
+
+    async def _call(self, request: SummaryRequest) -> SummaryResult:
+        self._note(SummarizerCalled())
+        try:
+            return await self._summarizer.summarize(request)
+        except SummarizerError as exc:
+            self._note(SummarizerFailed(str(exc)))
+            raise
 
     async def repair_degraded(self, store: SessionStore, live: Sequence[ChunkEntry]) -> None:
         """Re-summarize one degraded (breadcrumb) chunk per quiet pass, once the summarizer works again."""
