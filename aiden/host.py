@@ -36,23 +36,7 @@ __all__ = ["Host", "HostActor", "HostLink", "Served", "async_only", "loop_host",
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
-
-
-class _Service(Protocol):
-    """An actor serving every memory of a host (e.g. the session writer)."""
-
-    async def run(self) -> None:
-        """Serve until the host's task group is cancelled."""
-
-
-_S = TypeVar("_S", bound=_Service)
-
-_SYNC_WITH = (
-    "aiden.{name}() is an async context manager: use `async with aiden.{name}(...) as {what}:` "
-    "inside a coroutine{facade}"
-)
-# The blocking facades (aiden.sync) of the async context managers that have one.
-_SYNC_FACADE = {"open_memory": ", or `with aiden.sync.open_memory(...) as memory:` from synchronous code"}
+_S = TypeVar("_S", bound="HostActor[Any, Any, Any]")
 
 
 class _AsyncOnly(Generic[_T]):
@@ -82,8 +66,11 @@ class _AsyncOnly(Generic[_T]):
 def async_only(func: Callable[_P, AbstractAsyncContextManager[_T]]) -> Callable[_P, _AsyncOnly[_T]]:
     """``func``'s context managers, whose plain ``with`` raises a TypeError naming ``async with``."""
     name = func.__name__
-    message = _SYNC_WITH.format(
-        name=name, what=name.removeprefix("open_"), facade=_SYNC_FACADE.get(name, "")
+    # open_memory has a blocking facade (aiden.sync).
+    facade = ", or `with aiden.sync.open_memory(...) as memory:` from synchronous code" if name == "open_memory" else ""
+    message = (
+        f"aiden.{name}() is an async context manager: use `async with aiden.{name}(...) as "
+        f"{name.removeprefix('open_')}:` inside a coroutine{facade}"
     )
 
     @functools.wraps(func)
@@ -105,7 +92,8 @@ class Host:
     def __init__(self, tg: TaskGroup, rings: MemoryObjectSendStream[tuple[int, bool]]) -> None:
         self._tg = tg
         self._rings = rings  # where the memories' doorbells ring: (memory key, whether the ringer waits)
-        self._keys = itertools.count(1)
+        self._keys = itertools.count(1)  # a fresh key for each memory of this host
+        # The open memories' ring handlers by key: ``on_ring(waits)`` gives the task to start, if any.
         self._on_ring: dict[int, Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]] = {}
         self._services: dict[Callable[[], Any], Any] = {}
 
@@ -119,18 +107,6 @@ class Host:
             actor = self._services[make] = make()
             self._tg.start_soon(actor.run)
         return actor
-
-    def _key(self) -> int:
-        """A fresh key for a memory of this host."""
-        return next(self._keys)
-
-    def _add(self, key: int, on_ring: Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]) -> None:
-        """Serve the rings of memory ``key``: ``on_ring(waits)`` gives the task to start, if any."""
-        self._on_ring[key] = on_ring
-
-    def _remove(self, key: int) -> None:
-        """Memory ``key`` closed."""
-        self._on_ring.pop(key, None)
 
     async def _wake_loop(self, rings: MemoryObjectReceiveStream[tuple[int, bool]]) -> None:
         """Start a memory's actors again when it rings (the host's one task of its own)."""
@@ -211,7 +187,8 @@ class HostActor(Generic[K, KR, S]):
         # host stops replies into an open outbox (which nobody reads any more).
         async with self._send, self._inbox, self._outbox, anyio.create_task_group() as tg:
             self._tg = tg
-            tg.start_soon(route_replies, self.name, self._replies, self._out, self._route, _nothing)
+            # The router ends when the host stops, after every session closed: nobody to tell.
+            tg.start_soon(route_replies, self.name, self._replies, self._out, self._route, lambda: None)
             while (raw := await self._next()) is not None:
                 try:
                     msg = self._in.decode(raw)
@@ -302,10 +279,6 @@ class HostActor(Generic[K, KR, S]):
             session.dispatch(reply)
 
 
-def _nothing() -> None:
-    """A host actor's reply router ended: the host stopped, after every session closed."""
-
-
 class HostLink(Generic[K, V]):
     """A memory's wiring to one of its host's actors: the client its callers use, and its send end.
 
@@ -338,10 +311,6 @@ class HostLink(Generic[K, V]):
         """No caller waits for a reply, and nothing of the memory is queued or served by the actor."""
         return self.client.answered and self.actor.idle(self.key)
 
-    async def drained(self) -> None:
-        """Return once the actor has nothing of the memory queued or in hand (its close waits for it)."""
-        await self.actor.drained(self.key)
-
 
 @async_only
 @asynccontextmanager
@@ -369,13 +338,13 @@ class _LoopHost:
     leaving closes the rings. No caller's block owns the task group.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.users = 0
         self.stopping = False  # the last user left: a memory opened now starts another host
         self.rings, self._receive = anyio.create_memory_object_stream[tuple[int, bool]](math.inf)
         self.host: Host | None = None
         self.ready = anyio.Event()  # the host runs (or its task ended before it could)
-        self.task: asyncio.Task[None] | None = None
+        self.task = loop.create_task(self.serve(), name="aiden host", context=contextvars.Context())
 
     async def serve(self) -> None:
         try:
@@ -411,16 +380,10 @@ async def loop_host() -> AsyncIterator[Host]:
                 raise
             raise error from None
         return
-    try:
-        shared = _LOOP_HOST.get()
-    except LookupError:
-        shared = None
+    shared = _LOOP_HOST.get(None)
     if shared is None or shared.stopping:
-        shared = _LoopHost()
+        shared = _LoopHost(loop)
         _LOOP_HOST.set(shared)
-        shared.task = loop.create_task(
-            shared.serve(), name="aiden host", context=contextvars.Context()
-        )
     shared.users += 1
     try:
         await shared.ready.wait()
@@ -432,7 +395,6 @@ async def loop_host() -> AsyncIterator[Host]:
         if shared.users == 0:
             shared.stopping = True
             shared.rings.close()
-            assert shared.task is not None
             with anyio.CancelScope(shield=True):
                 await asyncio.wait({shared.task})
             if not shared.task.cancelled() and (failed := shared.task.exception()) is not None:

@@ -10,7 +10,6 @@ in a run through the hooks below (``_run_began``, ``_appended``,
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -25,16 +24,14 @@ from aiden.messages import CompactionOutcome, RecordUsage
 from aiden.observe import MemoryStats, memory_stats, observed
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
 from aiden.policy.tokens import DEFAULT_PROFILE, BudgetCalibration, TokenProfile, estimate_tokens, observe
-from aiden.policy.triggers import Classifier
+from aiden.policy.triggers import Classifier, decide_boundary
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
-from aiden.recall.tool import RecallHit, RecallStats, RecallTools
+from aiden.recall.tool import RECALL_TOOL, RecallHit, RecallStats, RecallTools
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import RecoveryReport
 from aiden.tools import ToolSet, agent_tools, run_tool_call
 
 __all__ = ["CoreMemory"]
-
-_log = logging.getLogger("aiden.memory")
 
 # Texts whose estimates Memory.estimate_text remembers: long enough to be worth it, at most this many.
 _CACHED_CHARS = 64
@@ -67,9 +64,11 @@ class CoreMemory:
         self._scheduler = scheduler
         self._reader = reader
         self._recall = recall
-        self._runs = Lifecycle(self, token_profile, context_window)
+        self._runs = Lifecycle(self, context_window)
         if calibration is not None:
             self._runs.calibration = calibration  # kept from the last close of this root
+        self._run_open = False
+        self._turn_tool_tokens = 0  # the tool-output spike trigger's input (seed 001)
         self._appends = 0
         self._last_append_at: float | None = None
         self._profile = token_profile
@@ -118,7 +117,9 @@ class CoreMemory:
         newest = max((e.timestamp for e in prepared if e.timestamp is not None), default=None)
         if newest is not None and (self._last_append_at is None or newest > self._last_append_at):
             self._last_append_at = newest
-        self._runs.note_appended(prepared)
+        for e in prepared:
+            if e.type == "tool_result":
+                self._turn_tool_tokens += estimate_tokens(e.content, self._profile)
         # A known event_id returns what is stored (a retry's content may differ): read back only then.
         found = await self._reader.events([-s for s in seqs if s < 0]) if min(seqs) < 0 else ()
         stored = as_stored(prepared, seqs, found)
@@ -244,10 +245,6 @@ class CoreMemory:
         """The current summary.md text ("" before the first compaction)."""
         return await self._reader.summary()
 
-    def _budget_calibration(self) -> BudgetCalibration:
-        """What reported usage taught the budget check (the runtime keeps it at close)."""
-        return self._runs.calibration
-
     def stats(self) -> MemoryStats:
         """Counters since open."""
         return memory_stats(
@@ -295,8 +292,6 @@ class CoreMemory:
     @property
     def recall_tool(self) -> dict[str, Any]:
         """The ``recall_session_chunks`` function-tool schema for litellm/OpenAI."""
-        from aiden.recall.tool import RECALL_TOOL
-
         return RECALL_TOOL
 
     async def handle_recall_tool(self, arguments: str | dict[str, Any]) -> str:
@@ -317,7 +312,7 @@ class CoreMemory:
         """Recall telemetry (calls, results, pending_chunks_recalled); None before the first recall."""
         return self._recall.stats
 
-    # --- runs (delegates to aiden.lifecycle) ------------------------------------------
+    # --- runs (the prompt is built by aiden.lifecycle) -----------------------------------
 
     async def begin_run(
         self,
@@ -331,23 +326,40 @@ class CoreMemory:
         meta: dict[str, Any] | None = None,
         environment: str | None = None,
     ) -> RunStart:
-        """Start a run; see :meth:`aiden.lifecycle.Lifecycle.begin_run`.
+        """Start a run: rotate the session if this turn starts a new one, then append the user input.
 
         With ``config.experience`` (default) the run is also recorded as an
         episode of ``environment`` (default ``config.experience_environment``).
         """
         self._check_open()
-        start = await self._runs.begin_run(
-            user_input,
+        now = time.time() if now is None else now
+        last = await self.last_activity()
+        decision = decide_boundary(
+            user_input=user_input,
             now=now,
-            new_session=new_session,
+            last_activity=last,
+            config=self._config,
+            explicit_new=new_session,
             classifier=classifier,
-            closed_session_id=closed_session_id,
-            event_id=event_id,
-            meta=meta,
         )
-        await self._run_began(start.user_event, environment)
-        return start
+        archived: str | None = None
+        if decision.new_session and last is not None:
+            archived = await self.rotate(closed_session_id or new_session_id(now))
+        elif (
+            last is not None
+            and self._config.idle_gap_compact_minutes > 0
+            and now - last >= self._config.idle_gap_compact_minutes * 60
+        ):
+            # Seed 001's idle-gap trigger: compact while the user waits for the first answer anyway.
+            self.request_maintenance(manual=True)
+        event = SessionEvent(
+            type="user_input", role="user", content=user_input, timestamp=now, event_id=event_id, meta=meta or {}
+        )
+        stored = await self.append(event)
+        self._run_open = True
+        self._runs.sync_compaction_failed = False
+        await self._run_began(stored, environment)
+        return RunStart(user_event=stored, decision=decision, archived_session_id=archived)
 
     async def commit_run(
         self,
@@ -364,7 +376,7 @@ class CoreMemory:
         outcome: Outcome = "unknown",
         outcome_note: str = "",
     ) -> SessionEvent:
-        """End a run; see :meth:`aiden.lifecycle.Lifecycle.commit_run`.
+        """End a run: append the output, report the run's largest prompt, request maintenance (no wait).
 
         Usage reported with ``record_usage(usage=...)`` after each call of the run is
         already counted: pass no token numbers here then. ``outcome`` and
@@ -372,17 +384,25 @@ class CoreMemory:
         """
         self._check_open()
         check_text("outcome_note", outcome_note)  # refused before the run's output is appended
-        stored = await self._runs.commit_run(
-            assistant_output,
+        stored = await self.append(
+            SessionEvent(
+                type="assistant_output", role="assistant", content=assistant_output, event_id=event_id, timestamp=now
+            )
+        )
+        if tool_output_tokens is None:
+            # The tool-output spike trigger (seed 001) counts this turn's tool results.
+            tool_output_tokens, self._turn_tool_tokens = self._turn_tool_tokens, 0
+        await self.record_usage(
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             cached_tokens=cached_tokens,
             cost_usd=cost_usd,
             tool_output_tokens=tool_output_tokens,
+            run_ended=True,
             model=model,
-            event_id=event_id,
-            now=now,
         )
+        self._run_open = False
+        self.request_maintenance()
         await self._run_ended(outcome, outcome_note)
         return stored
 
@@ -407,8 +427,10 @@ class CoreMemory:
         model: str | None = None,
         tools: Sequence[Mapping[str, Any]] = (),
     ) -> PromptBuild:
-        """Chat messages for the next model call; see :meth:`aiden.lifecycle.Lifecycle.build_messages`.
+        """The chat messages for the next model call: system layers, summary, hot window.
 
+        With ``governance`` (the default) old or oversized tool results are
+        replaced in this prompt only by stubs naming the seq to rehydrate them.
         ``tools``: the tool schemas the call will send (chat-completions format, e.g.
         ``[*my_tools, *memory.tools]``); they count in the budget as the provider counts them.
         """
@@ -426,11 +448,15 @@ class CoreMemory:
     @property
     def run_active(self) -> bool:
         """True between ``begin_run`` and ``commit_run``."""
-        return self._runs.run_active
+        return self._run_open
 
     async def last_activity(self) -> float | None:
         """Timestamp of the newest event of the active session (None when empty)."""
-        return await self._runs.last_activity()
+        hot = await self.hot_window()
+        if hot:
+            return max((e.timestamp or 0.0) for e in hot)
+        index = await self.chunk_index()
+        return index.chunks[-1].created_at if index.chunks else None
 
     @property
     def tools(self) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import TaskStatus
@@ -31,11 +31,11 @@ from aiden.actors.recall import RecallActor, RecallSession
 from aiden.actors.scheduler import MaintenanceScheduler, SchedulerActor, SchedulerSession
 from aiden.actors.session import SessionReader, SessionWriter, WriterSession
 from aiden.actors.summarizer import SummarizerActor, SummarizerProxy, SummarizerSession, prepare
-from aiden.config import Config
+from aiden.config import Config, ModelResolver
 from aiden.errors import AidenError, ClosedError
 from aiden.events import SessionEvent
 from aiden.extension import Extension, MemoryParts, StoreFactory, StoreSpec, installed, select_store
-from aiden.host import Host, HostLink, loop_host, unwrapped
+from aiden.host import Host, HostActor, HostLink, loop_host, unwrapped
 from aiden.memory_core import CoreMemory
 from aiden.messages import (
     CancelSummarize,
@@ -96,446 +96,388 @@ async def run_memory(
     """Open (and recover) the memory under ``root`` and run its actors for the block's duration.
 
     ``make`` makes the memory from the core's keyword arguments and the installed extensions'
-    ports (:attr:`aiden.extension.Extension.ports`); the arguments are those of
-    :func:`aiden.open_memory`.
-
-    ``summarizer`` defaults to the embedded :class:`ExtractiveSummarizer` (no
-    network). ``model`` selects the context window from litellm's bundled model
-    map (without importing litellm); ``context_window`` overrides it; unknown
-    models fall back to ``config.context_window``. ``embedder`` (e.g.
-    :class:`~aiden.summarizers.llm.embedder.LiteLLMEmbedder`) turns on hybrid recall:
-    compacted events and experience records are embedded and both recalls
-    fuse BM25 with vector similarity; off by default. ``store`` selects the
-    session store (:func:`aiden.extension.select_store`): a ``"postgresql://..."``
-    DSN (the PostgreSQL store of ``session_id``, default ``"default"``), a
-    store object or a factory; by default the files under ``root``.
-    ``storage`` and ``store_factory`` are seams for fault-injection tests.
-
-    ``host`` (from :func:`open_host`) runs the memory's actors in that host's task group, and
-    its idle (parked) memories keep no task of their own. Without it, the memories open in one
-    asyncio event loop share a host started with the first and stopped with the last (other
-    event loops: a host of the memory's own).
+    ports (:attr:`aiden.extension.Extension.ports`); the other arguments are those of
+    :func:`aiden.open_memory`, which says what each does. Without a ``host``, the memory runs in
+    the host its event loop shares (:func:`aiden.host.loop_host`).
     """
-    if host is None:
-        async with loop_host() as shared, run_memory(
-            make,
-            root,
-            config=config,
-            summarizer=summarizer,
-            model=model,
-            context_window=context_window,
-            storage=storage,
-            store_factory=store_factory,
-            embedder=embedder,
-            store=store,
-            session_id=session_id,
-            host=shared,
-        ) as memory:
-            yield memory
-        return
-    config = config or Config()
-    storage = storage or Storage()
-    layout = Layout(root)
-    session_store = await anyio.to_thread.run_sync(
-        select_store, store, session_id, store_factory, layout, storage, config
-    )
-    if context_window is None:
-        from aiden.config import ModelResolver
-
-        context_window = ModelResolver().context_window(model, config.context_window)
-    # Every token-sized default not set explicitly follows the active window from here on.
-    config = config.with_window(context_window)
-    try:
-        report = await anyio.to_thread.run_sync(session_store.recover)
-    except BaseException:
-        # Nothing else holds the store yet (its pool, its connections): close it here.
-        await anyio.to_thread.run_sync(session_store.close)
-        raise
-    await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model)
-    recorded = await anyio.to_thread.run_sync(read_window, layout)
-    # What the last close of this root learned from reported usage, for the same model and window.
-    kept = recorded["calibration"] if recorded is not None else None
-
-    # The doorbell: how a request to parked actors starts them again (rings go to the host's wake
-    # loop; see on_ring). Unbounded: one answer per waiting ring.
-    started, started_recv = anyio.create_memory_object_stream[None](math.inf)
-    key = host._key()
-    doorbell = Doorbell(host._rings, key, started_recv)
-    # The host's writer, summarizer and recall index actors serve this memory by its key; the
-    # memory's clients send them requests.
-    writer = host._service(SessionWriter)
-    writer_link: HostLink[WriterInbox, list[int]] = HostLink(
-        writer, key, Client("session writer", None, codec(WriterInbox), doorbell=doorbell)
-    )
-    writer_client = writer_link.client
-    scheduler_actor = host._service(SchedulerActor)
-    # Small messages carrying caller arguments (record_usage): checked in the caller.
-    scheduler_link: HostLink[SchedulerInbox, SchedulerOutbox] = HostLink(
-        scheduler_actor,
-        key,
-        Client("maintenance scheduler", None, codec(SchedulerInbox), validate=True, doorbell=doorbell),
-    )
-    summarizer_actor = host._service(SummarizerActor)
-    summarizer_link: HostLink[SummarizerInbox, SummarizerOutbox] = HostLink(
-        summarizer_actor,
-        key,
-        Client(
-            "summarizer",
-            None,
-            codec(SummarizerInbox),
-            on_abandon=lambda rid: CancelSummarize(key, rid),
-            doorbell=doorbell,
-        ),
-    )
-    summarize = SummarizerProxy(summarizer_link.client, key)
-    recall_actor = host._service(RecallActor)
-    recall_link: HostLink[RecallInbox, RecallOutbox] = HostLink(
-        recall_actor, key, Client("recall index", None, codec(RecallInbox), doorbell=doorbell)
-    )
-    host_links: tuple[HostLink[Any, Any], ...] = (writer_link, scheduler_link, summarizer_link, recall_link)
-    reader_link: Link[ReaderInbox, ReaderOutbox, ReaderOutbox] = Link(
-        "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE, doorbell=doorbell
-    )
-    if summarizer is None:
-        from aiden.summarizers.extractive import ExtractiveSummarizer
-
-        # Fold output is ordered by importance; keep it inside the rolling-summary line cap.
-        summarizer = ExtractiveSummarizer(
-            fold_max_lines=max(1, min(60, config.max_rolling_summary_lines * 3 // 5))
+    async with contextlib.nullcontext(host) if host is not None else loop_host() as host:
+        config = config or Config()
+        storage = storage or Storage()
+        layout = Layout(root)
+        session_store = await anyio.to_thread.run_sync(
+            select_store, store, session_id, store_factory, layout, storage, config
         )
-    # The installed extensions (long-term and experience memory): built from the memory's parts.
-    parts = MemoryParts(
-        config=config,
-        layout=layout,
-        storage=storage,
-        session_store=session_store,
-        summarizer=summarizer,
-        summarize=summarize,
-        embedder=embedder,
-        doorbell=doorbell,
-        queue_size=_CONTROL_QUEUE,
-    )
-    extensions: list[Extension] = [make(parts) for make in installed()]
-    links: tuple[Link[Any, Any, Any], ...] = (
-        reader_link,
-        *(link for extension in extensions for link in extension.links),
-    )
-    # What the callers read without a request outlives the actors' runs (an idle session's are parked).
-    counters: Latest[SchedulerCounters] = Latest(SchedulerCounters())
-    recall_stats: Latest[RecallStats | None] = Latest(None)
-    recall = RecallPort(recall_link.client, recall_stats, key)
-    writer_port = WriterPort(writer_client, key, config.writer_queue_size)
-
-    async def before_compaction(events: Sequence[SessionEvent]) -> None:
-        for extension in extensions:
-            await extension.before_compaction(events)
-
-    async def after_compaction(
-        entry: ChunkEntry,
-    ) -> None:  # the recall index embeds the new chunk in the pass
+        if context_window is None:
+            context_window = ModelResolver().context_window(model, config.context_window)
+        # Every token-sized default not set explicitly follows the active window from here on.
+        config = config.with_window(context_window)
         try:
+            report = await anyio.to_thread.run_sync(session_store.recover)
+        except BaseException:
+            # Nothing else holds the store yet (its pool, its connections): close it here.
+            await anyio.to_thread.run_sync(session_store.close)
+            raise
+        await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model)
+        recorded = await anyio.to_thread.run_sync(read_window, layout)
+        # What the last close of this root learned from reported usage, for the same model and window.
+        kept = recorded["calibration"] if recorded is not None else None
+
+        # The doorbell: how a request to parked actors starts them again (rings go to the host's wake
+        # loop; see on_ring). Unbounded: one answer per waiting ring.
+        started, started_recv = anyio.create_memory_object_stream[None](math.inf)
+        key = next(host._keys)
+        doorbell = Doorbell(host._rings, key, started_recv)
+
+        def served_by(actor: HostActor[Any, Any, Any], name: str, inbox: Any, **options: Any) -> HostLink[Any, Any]:
+            return HostLink(actor, key, Client(name, None, codec(inbox), doorbell=doorbell, **options))
+
+        # The host's writer, scheduler, summarizer and recall index actors serve this memory by its
+        # key; the memory's clients send them requests.
+        writer = host._service(SessionWriter)
+        writer_link: HostLink[WriterInbox, list[int]] = served_by(writer, "session writer", WriterInbox)
+        writer_client = writer_link.client
+        scheduler_actor = host._service(SchedulerActor)
+        # Small messages carrying caller arguments (record_usage): checked in the caller.
+        scheduler_link: HostLink[SchedulerInbox, SchedulerOutbox] = served_by(
+            scheduler_actor, "maintenance scheduler", SchedulerInbox, validate=True
+        )
+        summarizer_actor = host._service(SummarizerActor)
+        summarizer_link: HostLink[SummarizerInbox, SummarizerOutbox] = served_by(
+            summarizer_actor, "summarizer", SummarizerInbox, on_abandon=lambda rid: CancelSummarize(key, rid)
+        )
+        summarize = SummarizerProxy(summarizer_link.client, key)
+        recall_actor = host._service(RecallActor)
+        recall_link: HostLink[RecallInbox, RecallOutbox] = served_by(recall_actor, "recall index", RecallInbox)
+        host_links: tuple[HostLink[Any, Any], ...] = (writer_link, scheduler_link, summarizer_link, recall_link)
+        reader_link: Link[ReaderInbox, ReaderOutbox, ReaderOutbox] = Link(
+            "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE, doorbell=doorbell
+        )
+        if summarizer is None:
+            from aiden.summarizers.extractive import ExtractiveSummarizer
+
+            # Fold output is ordered by importance; keep it inside the rolling-summary line cap.
+            summarizer = ExtractiveSummarizer(
+                fold_max_lines=max(1, min(60, config.max_rolling_summary_lines * 3 // 5))
+            )
+        # The installed extensions (long-term and experience memory): built from the memory's parts.
+        parts = MemoryParts(
+            config=config,
+            layout=layout,
+            storage=storage,
+            session_store=session_store,
+            summarizer=summarizer,
+            summarize=summarize,
+            embedder=embedder,
+            doorbell=doorbell,
+            queue_size=_CONTROL_QUEUE,
+        )
+        extensions: list[Extension] = [make(parts) for make in installed()]
+        links: tuple[Link[Any, Any, Any], ...] = (
+            reader_link,
+            *(link for extension in extensions for link in extension.links),
+        )
+        # What the callers read without a request outlives the actors' runs (an idle session's are parked).
+        counters: Latest[SchedulerCounters] = Latest(SchedulerCounters())
+        recall_stats: Latest[RecallStats | None] = Latest(None)
+        recall = RecallPort(recall_link.client, recall_stats, key)
+        writer_port = WriterPort(writer_client, key, config.writer_queue_size)
+
+        async def before_compaction(events: Sequence[SessionEvent]) -> None:
             for extension in extensions:
-                await extension.after_compaction(entry)
-        finally:
+                await extension.before_compaction(events)
+
+        async def after_compaction(entry: ChunkEntry) -> None:  # the recall index embeds the new chunk in the pass
             try:
-                await recall.sync()
-            except ClosedError:
-                pass  # closing: the index is derived and catches up at the next search
-
-    async def session_ended(reason: str, timeout_s: float | None = None) -> None:
-        events = await anyio.to_thread.run_sync(session_store.read_hot_window)
-        for extension in extensions:
-            await extension.session_ended(events, reason, timeout_s)
-
-    async def after_rotation() -> None:
-        for extension in extensions:
-            await extension.after_rotation()
-
-    # This memory's state in the host's scheduler (its trigger state lives on while it is parked).
-    scheduler_port = SchedulerPort(scheduler_link.client, counters, key)
-    scheduler = MaintenanceScheduler(
-        session_store,
-        config,
-        context_window,
-        key,
-        summarize,
-        model=model,
-        calibration=TokenCalibration(factor=kept.token_factor, samples=1) if kept is not None else None,
-        before_compaction=before_compaction,
-        after_compaction=after_compaction,
-        before_rotation=lambda: session_ended("rotation"),
-        after_rotation=after_rotation,
-        counters=counters,
-    )
-    evict_after_s = config.evict_after_idle_minutes * 60.0
-    memory = make(
-        root=str(layout.root),
-        config=config,
-        context_window=context_window,
-        writer=writer_port,
-        scheduler=scheduler_port,
-        reader=ReaderPort(reader_link.client),
-        recall=recall,
-        recovery=report,
-        token_profile=scheduler.token_profile,
-        calibration=(
-            BudgetCalibration(factor=kept.factor, spread=kept.spread, samples=kept.samples)
-            if kept is not None
-            else None
-        ),
-        **{name: port for extension in extensions for name, port in extension.ports.items()},
-    )
-
-    running: list[_Running] = []  # the actors' run now, if they run: what the close stops
-    closing = False
-    host_failure: list[BaseException] = []
-    opened = False  # the scheduler was told the memory opened (at its actors' first run)
-
-    def writer_failed(error: BaseException) -> None:
-        """The store failed this memory in the host's writer: nothing more of it is stored."""
-        writer.sessions.pop(key, None)
-        writer_client.fail_all(ClosedError("session writer stopped"))
-        host_failed(error)
-
-    def host_failed(error: BaseException) -> None:
-        """This memory failed in one of the host's actors (its store raised what no store should, a
-        bug in a pass): its run ends with the error, and the close fails its callers; the host's
-        other memories go on."""
-        if running:  # its run raises the error, which ends the memory
-            host_failure.append(error)
-            running[0].scope.cancel()
-        elif not failure:
-            failure.append(error)
-            block.cancel()
-
-
-    async def run_actors(answer: Callable[[], None]) -> None:
-        """One run of the actors: start them on fresh streams, serve until idle (parked) or closed."""
-        nonlocal opened
-        for link in links:
-            if link.client.parked:  # its streams were dropped when it parked
-                link.bind()
-        for host_link in host_links:
-            host_link.bind()
-        reader = SessionReader(session_store, reader_link.inbox, reader_link.outbox)
-        try:
-            async with anyio.create_task_group() as tg:
-                for _ in range(_READERS):
-                    await tg.start(reader.run)
-                reader.close_streams()  # the workers hold clones
-                await tg.start(reader_link.route, by_request_id(reader_link.client))
                 for extension in extensions:
-                    await extension.start(tg, memory)
-                running.append(_Running(tg.cancel_scope))
-                if not opened:
-                    # The open waits for the backlog check: the triggers see the session as opened.
-                    opened = True
-                    token = BACKGROUND.set(True)
-                    try:
-                        await scheduler_port.opened()
-                    finally:
-                        BACKGROUND.reset(token)
-                answer()
-                clients = [link.client for link in links]
-                # Idle since the callers' request count last changed (seen at the checks' pace).
-                seen, since = -1, 0.0
+                    await extension.after_compaction(entry)
+            finally:
+                # Closing: the index is derived and catches up at the next search.
+                with contextlib.suppress(ClosedError):
+                    await recall.sync()
 
-                def parkable() -> bool:
-                    nonlocal seen, since
-                    uses = sum(c.uses for c in clients) + sum(h.client.uses for h in host_links)
-                    now = anyio.current_time()
-                    if uses != seen:
-                        seen, since = uses, now
-                    idle_s = now - since
-                    return (
-                        not closing
-                        and idle_s >= evict_after_s
-                        and scheduler.idle
-                        and all(extension.idle for extension in extensions)
-                        and all(c.quiet for c in clients)
-                        and all(h.quiet for h in host_links)
-                    )
+        async def session_ended(reason: str, timeout_s: float | None = None) -> None:
+            events = await anyio.to_thread.run_sync(session_store.read_hot_window)
+            for extension in extensions:
+                await extension.session_ended(events, reason, timeout_s)
 
-                while True:
-                    await _until_parkable(parkable, evict_after_s)
-                    # What the host's writer may still hold of this memory (an append its caller
-                    # abandoned) is committed before the store is released, and its recall index
-                    # closes (an idle memory keeps no connection); not a caller's use.
-                    token = BACKGROUND.set(True)
-                    try:
-                        await writer_port.flush()
-                        await recall.close_index()
-                    finally:
-                        BACKGROUND.reset(token)
-                    if parkable():
-                        break
-                # Idle, nothing in flight or queued (checked with no checkpoint since): the actors
-                # stop as at a close whose drain found nothing; a request rings to start them again.
-                running.clear()
-                for client in (*clients, *(h.client for h in host_links)):
-                    client.park()
-                tg.cancel_scope.cancel()
-            if host_failure:
-                raise host_failure[0]
-            # The actors stopped (parked, or the close): nothing uses the store now, and a next
-            # run takes back what it gives (an idle session keeps no descriptor).
-            session_store.release()
-        finally:
-            running.clear()
+        async def after_rotation() -> None:
+            for extension in extensions:
+                await extension.after_rotation()
+
+        # This memory's state in the host's scheduler (its trigger state lives on while it is parked).
+        scheduler_port = SchedulerPort(scheduler_link.client, counters, key)
+        scheduler = MaintenanceScheduler(
+            session_store,
+            config,
+            context_window,
+            key,
+            summarize,
+            model=model,
+            calibration=TokenCalibration(factor=kept.token_factor, samples=1) if kept is not None else None,
+            before_compaction=before_compaction,
+            after_compaction=after_compaction,
+            before_rotation=lambda: session_ended("rotation"),
+            after_rotation=after_rotation,
+            counters=counters,
+        )
+        evict_after_s = config.evict_after_idle_minutes * 60.0
+        memory = make(
+            root=str(layout.root),
+            config=config,
+            context_window=context_window,
+            writer=writer_port,
+            scheduler=scheduler_port,
+            reader=ReaderPort(reader_link.client),
+            recall=recall,
+            recovery=report,
+            token_profile=scheduler.token_profile,
+            calibration=(
+                BudgetCalibration(factor=kept.factor, spread=kept.spread, samples=kept.samples)
+                if kept is not None
+                else None
+            ),
+            **{name: port for extension in extensions for name, port in extension.ports.items()},
+        )
+
+        running: list[anyio.CancelScope] = []  # the actors' run now, if they run: what the close stops
+        closing = False
+        host_failure: list[BaseException] = []
+        opened = False  # the scheduler was told the memory opened (at its actors' first run)
+
+        def writer_failed(error: BaseException) -> None:
+            """The store failed this memory in the host's writer: nothing more of it is stored."""
+            writer.sessions.pop(key, None)
+            writer_client.fail_all(ClosedError("session writer stopped"))
+            host_failed(error)
+
+        def host_failed(error: BaseException) -> None:
+            """This memory failed in one of the host's actors (its store raised what no store should, a
+            bug in a pass): its run ends with the error, and the close fails its callers; the host's
+            other memories go on."""
+            if running:  # its run raises the error, which ends the memory
+                host_failure.append(error)
+                running[0].cancel()
+            elif not failure:
+                failure.append(error)
+                block.cancel()
+
+        async def run_actors(answer: Callable[[], None]) -> None:
+            """One run of the actors: start them on fresh streams, serve until idle (parked) or closed."""
+            nonlocal opened
+            for link in links:
+                if link.client.parked:  # its streams were dropped when it parked
+                    link.bind()
             for host_link in host_links:
-                host_link.unbind()
+                host_link.bind()
+            reader = SessionReader(session_store, reader_link.inbox, reader_link.outbox)
+            try:
+                async with anyio.create_task_group() as tg:
+                    for _ in range(_READERS):
+                        await tg.start(reader.run)
+                    reader.close_streams()  # the workers hold clones
+                    await tg.start(reader_link.route, by_request_id(reader_link.client))
+                    for extension in extensions:
+                        await extension.start(tg, memory)
+                    running.append(tg.cancel_scope)
+                    if not opened:
+                        # The open waits for the backlog check: the triggers see the session as opened.
+                        opened = True
+                        token = BACKGROUND.set(True)
+                        try:
+                            await scheduler_port.opened()
+                        finally:
+                            BACKGROUND.reset(token)
+                    answer()
+                    clients = [link.client for link in links]
+                    # Idle since the callers' request count last changed (seen at the checks' pace).
+                    seen, since = -1, 0.0
+
+                    def parkable() -> bool:
+                        nonlocal seen, since
+                        uses = sum(c.uses for c in clients) + sum(h.client.uses for h in host_links)
+                        now = anyio.current_time()
+                        if uses != seen:
+                            seen, since = uses, now
+                        idle_s = now - since
+                        return (
+                            not closing
+                            and idle_s >= evict_after_s
+                            and scheduler.idle
+                            and all(extension.idle for extension in extensions)
+                            and all(c.quiet for c in clients)
+                            and all(h.quiet for h in host_links)
+                        )
+
+                    while True:
+                        await _until_parkable(parkable, evict_after_s)
+                        # What the host's writer may still hold of this memory (an append its caller
+                        # abandoned) is committed before the store is released, and its recall index
+                        # closes (an idle memory keeps no connection); not a caller's use.
+                        token = BACKGROUND.set(True)
+                        try:
+                            await writer_port.flush()
+                            await recall.close_index()
+                        finally:
+                            BACKGROUND.reset(token)
+                        if parkable():
+                            break
+                    # Idle, nothing in flight or queued (checked with no checkpoint since): the actors
+                    # stop as at a close whose drain found nothing; a request rings to start them again.
+                    running.clear()
+                    for client in (*clients, *(h.client for h in host_links)):
+                        client.park()
+                    tg.cancel_scope.cancel()
+                if host_failure:
+                    raise host_failure[0]
+                # The actors stopped (parked, or the close): nothing uses the store now, and a next
+                # run takes back what it gives (an idle session keeps no descriptor).
+                session_store.release()
+            finally:
+                running.clear()
+                for host_link in host_links:
+                    host_link.unbind()
+                for link in links:
+                    link.close()
+                for extension in extensions:
+                    extension.stopped()
+
+        # The memory's runs, as the host's wake loop and the close see them.
+        wanted = False  # a ring came since the actors last started
+        waiting = 0  # ringers waiting for the actors to run
+        finished = False  # closed: rings start nothing any more
+        stopped = anyio.Event()  # set while no task runs the actors (the first is started below)
+        failure: list[BaseException] = []
+        block = anyio.CancelScope()  # the caller's block: cancelled when an actor fails
+
+        def answer() -> None:
+            nonlocal wanted, waiting
+            for _ in range(waiting):
+                started.send_nowait(None)
+            wanted, waiting = False, 0
+
+        async def runs(first_answer: Callable[[], None], opening: bool) -> None:
+            """The actors' runs until they park with no ring since: at most one such task per memory."""
+            answered = False
+
+            def answer_first() -> None:
+                nonlocal answered
+                answered = True
+                first_answer()
+
+            try:
+                await run_actors(answer_first)
+                while wanted and not finished:
+                    await run_actors(answer)
+            except Exception as exc:
+                if opening and not answered:
+                    raise  # the open fails with it
+                # An actor failed: this memory ends (its caller's block is cancelled and gets the
+                # error), the host's other memories go on.
+                failure.append(unwrapped(exc))
+                block.cancel()
+                started.close()  # ringers get ClosedError
+            finally:
+                stopped.set()
+
+        def on_ring(wants: bool) -> Callable[[], Coroutine[Any, Any, None]] | None:
+            """For the host's wake loop, at each ring of this memory: the task to start, if none runs."""
+            nonlocal wanted, waiting, stopped
+            if finished or failure:
+                return None
+            wanted, waiting = True, waiting + wants
+            if not stopped.is_set():
+                return None
+            stopped = anyio.Event()
+            return partial(runs, answer, False)
+
+        async def first_runs(*, task_status: TaskStatus[None]) -> None:
+            await prepare(summarizer)  # the open waits for it, not the first compaction
+            await runs(task_status.started, True)
+
+        # The host's writer and summarizer serve this memory by its key from now until its close.
+        writer.sessions[key] = WriterSession(session_store, config.max_batch_events, writer_port.dispatch, writer_failed)
+        scheduler_actor.register(key, SchedulerSession(scheduler, by_request_id(scheduler_link.client), host_failed))
+        summarizer_actor.sessions[key] = SummarizerSession(summarizer, config, by_request_id(summarizer_link.client))
+        recall_actor.sessions[key] = RecallSession(
+            layout, storage, config, embedder, session_store, recall_stats, by_request_id(recall_link.client)
+        )
+        host._on_ring[key] = on_ring
+        try:
+            await host._tg.start(first_runs)
+            try:
+                with block:
+                    yield memory
+            finally:
+                with anyio.CancelScope(shield=True):
+                    closing = True  # no parking now; a parked memory's close still starts the actors
+                    try:
+                        for extension in extensions:
+                            await extension.closing(memory)
+                        if config.session_summary_on_close:
+                            # The caller is done: a hung summarizer gets close_timeout_s, not its
+                            # whole deadline, before the extractive fallback writes the summary.
+                            await session_ended("completion", config.close_timeout_s)
+                    except ClosedError:
+                        if not stopped.is_set():
+                            await stopped.wait()
+                        if not failure:
+                            raise
+                        # An actor failed: its error is raised below.
+                    learned = memory._runs.calibration
+                    if learned.samples:
+                        keep = PromptCalibration(
+                            factor=learned.factor,
+                            spread=learned.spread,
+                            samples=learned.samples,
+                            token_factor=counters.value.token_calibration,
+                        )
+                        await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model, keep)
+                    memory._closed = True
+                    finished = True
+                    # A pass in flight is abandoned; its commit protocol makes that safe.
+                    await scheduler.stop_passes()
+                    if running:
+                        running[0].cancel()
+                    if not stopped.is_set():
+                        await stopped.wait()
+        finally:
+            host._on_ring.pop(key, None)
+            with anyio.CancelScope(shield=True):
+                # What the host's actors still hold of this memory (appends queued before the close,
+                # an abandoned recall, the requests of a run that failed) is done before its store
+                # closes: everything queued before is committed and acknowledged, then its recall
+                # index closes. Bounded: a host stopped under its memories answers nothing.
+                with anyio.move_on_after(max(config.close_timeout_s, 1.0)) as drain:
+                    for host_link in (writer_link, recall_link):
+                        with contextlib.suppress(anyio.ClosedResourceError):
+                            host_link.bind()
+                    await scheduler.stop_passes()  # a run that failed may have left one
+                    await scheduler_actor.drained(key)  # a rotation its caller abandoned
+                    for done in (writer_port.flush, recall.close_index):
+                        try:
+                            await done()
+                        except ClosedError:
+                            pass  # the store failed this memory in the writer: its error is raised below
+                        except AidenError as exc:
+                            log.warning("closing %s: %s", layout.root, exc)
+                if drain.cancelled_caught:
+                    log.warning("closing %s: its host's actors did not answer within the close timeout", layout.root)
+                for host_link in host_links:
+                    host_link.unbind()
+                    host_link.client.fail_all(ClosedError("memory is closed"))
+                    host_link.actor.sessions.pop(key, None)
+                with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError), summarizer_actor.sender() as send:
+                    send.send_nowait(codec(SummarizerInbox).encode(SessionClosed(key)))
+            # Actors cancelled mid-serve never reached their own `async with`
+            # exits; closing twice is a no-op, so close every end here.
             for link in links:
                 link.close()
-            for extension in extensions:
-                extension.stopped()
-
-    # The memory's runs, as the host's wake loop and the close see them.
-    wanted = False  # a ring came since the actors last started
-    waiting = 0  # ringers waiting for the actors to run
-    active = True  # a task runs the actors (the first is started below)
-    finished = False  # closed: rings start nothing any more
-    stopped = anyio.Event()
-    failure: list[BaseException] = []
-    block = anyio.CancelScope()  # the caller's block: cancelled when an actor fails
-
-    def answer() -> None:
-        nonlocal wanted, waiting
-        for _ in range(waiting):
-            started.send_nowait(None)
-        wanted, waiting = False, 0
-
-    async def runs(first_answer: Callable[[], None], opening: bool) -> None:
-        """The actors' runs until they park with no ring since: at most one such task per memory."""
-        nonlocal active
-        answered = False
-
-        def answer_first() -> None:
-            nonlocal answered
-            answered = True
-            first_answer()
-
-        try:
-            await run_actors(answer_first)
-            while wanted and not finished:
-                await run_actors(answer)
-        except Exception as exc:
-            if opening and not answered:
-                raise  # the open fails with it
-            # An actor failed: this memory ends (its caller's block is cancelled and gets the
-            # error), the host's other memories go on.
-            failure.append(unwrapped(exc))
-            block.cancel()
-            started.close()  # ringers get ClosedError
-        finally:
-            active = False
-            stopped.set()
-
-    def on_ring(wants: bool) -> Callable[[], Coroutine[Any, Any, None]] | None:
-        """For the host's wake loop, at each ring of this memory: the task to start, if none runs."""
-        nonlocal wanted, waiting, active, stopped
-        if finished or failure:
-            return None
-        wanted, waiting = True, waiting + wants
-        if active:
-            return None
-        active, stopped = True, anyio.Event()
-        return partial(runs, answer, False)
-
-    async def first_runs(*, task_status: TaskStatus[None]) -> None:
-        await prepare(summarizer)  # the open waits for it, not the first compaction
-        await runs(task_status.started, True)
-
-    # The host's writer and summarizer serve this memory by its key from now until its close.
-    writer.sessions[key] = WriterSession(session_store, config.max_batch_events, writer_port.dispatch, writer_failed)
-    scheduler_actor.register(key, SchedulerSession(scheduler, by_request_id(scheduler_link.client), host_failed))
-    summarizer_actor.sessions[key] = SummarizerSession(summarizer, config, by_request_id(summarizer_link.client))
-    recall_actor.sessions[key] = RecallSession(
-        layout, storage, config, embedder, session_store, recall_stats, by_request_id(recall_link.client)
-    )
-    host._add(key, on_ring)
-    try:
-        await host._tg.start(first_runs)
-        try:
-            with block:
-                yield memory
-        finally:
-            with anyio.CancelScope(shield=True):
-                closing = True  # no parking now; a parked memory's close still starts the actors
-                try:
-                    for extension in extensions:
-                        await extension.closing(memory)
-                    if config.session_summary_on_close:
-                        # The caller is done: a hung summarizer gets close_timeout_s, not its
-                        # whole deadline, before the extractive fallback writes the summary.
-                        await session_ended("completion", config.close_timeout_s)
-                except ClosedError:
-                    if active:
-                        await stopped.wait()
-                    if not failure:
-                        raise
-                    # An actor failed: its error is raised below.
-                learned = memory._budget_calibration()
-                if learned.samples:
-                    keep = PromptCalibration(
-                        factor=learned.factor,
-                        spread=learned.spread,
-                        samples=learned.samples,
-                        token_factor=counters.value.token_calibration,
-                    )
-                    await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model, keep)
-                memory._closed = True
-                finished = True
-                # A pass in flight is abandoned; its commit protocol makes that safe.
-                await scheduler.stop_passes()
-                if running:
-                    running[0].scope.cancel()
-                if active:
-                    await stopped.wait()
-    finally:
-        host._remove(key)
-        with anyio.CancelScope(shield=True):
-            # What the host's actors still hold of this memory (appends queued before the close,
-            # an abandoned recall, the requests of a run that failed) is done before its store
-            # closes: everything queued before is committed and acknowledged, then its recall
-            # index closes. Bounded: a host stopped under its memories answers nothing.
-            with anyio.move_on_after(max(config.close_timeout_s, 1.0)) as drain:
-                for host_link in (writer_link, recall_link):
-                    with contextlib.suppress(anyio.ClosedResourceError):
-                        host_link.bind()
-                await scheduler.stop_passes()  # a run that failed may have left one
-                await scheduler_link.drained()  # a rotation its caller abandoned
-                for done in (writer_port.flush, recall.close_index):
-                    try:
-                        await done()
-                    except ClosedError:
-                        pass  # the store failed this memory in the writer: its error is raised below
-                    except AidenError as exc:
-                        log.warning("closing %s: %s", layout.root, exc)
-            if drain.cancelled_caught:
-                log.warning("closing %s: its host's actors did not answer within the close timeout", layout.root)
-            for host_link in host_links:
-                host_link.unbind()
-                host_link.client.fail_all(ClosedError("memory is closed"))
-            for actor in (writer, scheduler_actor, summarizer_actor, recall_actor):
-                actor.sessions.pop(key, None)
-            with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError), summarizer_actor.sender() as send:
-                send.send_nowait(codec(SummarizerInbox).encode(SessionClosed(key)))
-        # Actors cancelled mid-serve never reached their own `async with`
-        # exits; closing twice is a no-op, so close every end here.
-        for link in links:
-            link.close()
-        started.close()
-        started_recv.close()
-        await anyio.to_thread.run_sync(session_store.close)
-        if failure:
-            # Not the ClosedError the caller's pending request got when the actors stopped.
-            raise failure[0]
-
-
-class _Running(NamedTuple):
-    """One run of a session's actors, as the close needs it."""
-
-    scope: anyio.CancelScope
+            started.close()
+            started_recv.close()
+            await anyio.to_thread.run_sync(session_store.close)
+            if failure:
+                # Not the ClosedError the caller's pending request got when the actors stopped.
+                raise failure[0]
 
 
 async def _until_parkable(parkable: Callable[[], bool], evict_after_s: float) -> None:
