@@ -206,24 +206,21 @@ def select_store(
 
 
 def _from_dsn(dsn: str, session_id: str, config: Config) -> SessionStore:
+    """The store of ``dsn`` from the installed ``postgresql`` store extension (entry point group
+    ``aiden.stores``): a DSN, a session id and the config in, a checked store out. The core names
+    no backend module."""
     validate_id(session_id, what="session id")
     if not looks_like_dsn(dsn):
         raise ConfigError(
             f"open_memory: store={mask(dsn)!r} is not a PostgreSQL DSN (postgresql://user@host/db or"
             " 'host=... dbname=...'); the filesystem store needs no store= (its files live under root)"
         )
-    return _store_opener("postgresql", dsn)(dsn, session_id, config)
-
-
-def _store_opener(kind: str, dsn: str) -> Callable[[str, str, Config], SessionStore]:
-    """The installed store extension ``kind`` (entry point group ``aiden.stores``): a DSN, a session id
-    and the config in, a checked store out. The core names no backend module."""
     from importlib.metadata import entry_points  # loads zipfile, email...: only for a DSN
 
-    found = entry_points(group=STORES_GROUP, name=kind)
+    found = entry_points(group=STORES_GROUP, name="postgresql")
     if not found:
         raise ConfigError(
-            f"open_memory: store={mask(dsn)!r} needs the {kind} store, which is not installed"
+            f"open_memory: store={mask(dsn)!r} needs the postgresql store, which is not installed"
             " (pip install 'aiden-memory[postgres]')"
         )
     try:
@@ -232,4 +229,4 @@ def _store_opener(kind: str, dsn: str) -> Callable[[str, str, Config], SessionSt
         raise ConfigError(
             f"open_memory: store={mask(dsn)!r} needs psycopg 3: pip install 'aiden-memory[postgres]' ({exc})"
         ) from exc
-    return cast(Callable[[str, str, Config], SessionStore], opener)
+    return cast(SessionStore, opener(dsn, session_id, config))

@@ -92,11 +92,6 @@ def _json_depth_over(text: str, limit: int) -> bool:
     return False
 
 
-def _first_non_str(event: SessionEvent) -> str:
-    # Only on the error path: which optional field is not a str.
-    return next(n for n in _OPTIONAL_STR if not isinstance(getattr(event, n), str | None))
-
-
 def prepare_event(
     event: SessionEvent, *, now: float, max_event_bytes: int
 ) -> tuple[SessionEvent, PreparedEvent]:
@@ -111,16 +106,10 @@ def prepare_event(
         raise InvalidEventError("event meta must be a dict")
     # Attribute reads in one tuple, not getattr by name: this runs once per event
     # on the caller's task and is a measurable share of an append's CPU.
-    for value in (
-        event.role,
-        event.event_id,
-        event.tool_name,
-        event.tool_call_id,
-        event.tool_args,
-        event.pinned,
-    ):
+    for value in (event.role, event.event_id, event.tool_name, event.tool_call_id, event.tool_args, event.pinned):
         if value is not None and not isinstance(value, str):
-            raise InvalidEventError(f"event {_first_non_str(event)} must be str or None")
+            name = next(n for n in _OPTIONAL_STR if not isinstance(getattr(event, n), str | None))
+            raise InvalidEventError(f"event {name} must be str or None")
     if event.event_id is not None and not event.event_id:
         raise InvalidEventError("event_id must not be empty")
     if event.tool_args is not None and _json_depth_over(event.tool_args, MAX_META_DEPTH):
@@ -157,8 +146,6 @@ def as_stored(
     A hit whose stored event was not found (the session rotated meanwhile) or
     now holds another id keeps the caller's copy with the stored seq.
     """
-    if not found:  # no hit (the common case), or none of them found
-        return [msgspec.structs.replace(e, seq=abs(s)) for e, s in zip(events, seqs, strict=True)]
     by_seq = {e.seq: e for e in found}
     out: list[SessionEvent] = []
     for event, seq in zip(events, seqs, strict=True):

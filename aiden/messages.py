@@ -7,16 +7,19 @@ memory object streams, encoded and decoded by codecs built once per union
 JSON-encoded once, on intake, and travels as those bytes (:class:`PreparedEvent`).
 Every request carries ``request_id``; the caller-side :class:`~aiden.actors.mailbox.Client`
 matches replies to requests by it. A request that fails is answered by :class:`Failed`,
-the one failure reply every actor's reply union shares.
+the one failure reply every actor's reply union shares. ``session`` is the session's key
+in its host: one actor serves every session of its host (a session's port sets the key).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.recall.tool import RecallHit
 from aiden.storage.chunks import ChunkIndex
@@ -88,8 +91,6 @@ class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 def error_info(exc: BaseException) -> ErrorInfo:
     """Describe an exception for a reply message (non-aiden errors travel as StorageError)."""
-    from aiden.errors import AidenError
-
     kind = type(exc).__name__ if isinstance(exc, AidenError) else "StorageError"
     return ErrorInfo(kind=kind, message=str(exc), errno=getattr(exc, "errno", None))
 
@@ -100,7 +101,6 @@ class Failed(msgspec.Struct, frozen=True, tag=True):
     request_id: int
     error: ErrorInfo
     session: int = 0
-    """The request's session, from an actor of the host serving every session by key."""
 
 
 # --- session writer ------------------------------------------------------------
@@ -110,7 +110,6 @@ class AppendEvents(msgspec.Struct, frozen=True, tag=True):
     """Append ``events`` (validated, scrubbed, encoded once with seq 0) to ``session`` as one unit."""
 
     session: int
-    """The session's key in its host (the writer serves every session of its host)."""
     request_id: int
     events: list[PreparedEvent]
 
@@ -164,7 +163,6 @@ class RequestMaintenance(msgspec.Struct, frozen=True, tag=True):
     """Fire-and-forget: schedule a maintenance pass of ``session`` (coalesced)."""
 
     session: int
-    """The session's key in its host (the scheduler serves every session of its host)."""
     manual: bool = False
 
 
@@ -196,7 +194,6 @@ class RecordUsage(msgspec.Struct, frozen=True, tag=True, kw_only=True):
     run_ended: bool = False
     model: str | None = None
     session: int = 0
-    """The session's key in its host (its port sets it)."""
 
 
 class RotateSession(msgspec.Struct, frozen=True, tag=True):
@@ -260,7 +257,6 @@ class Summarize(msgspec.Struct, frozen=True, tag=True):
     """Summarize one request of ``session`` under the configured deadline."""
 
     session: int
-    """The session's key in its host (the summarizer serves every session of its host)."""
     request_id: int
     request: SummaryRequest
 
@@ -299,7 +295,6 @@ class RecallQuery(msgspec.Struct, frozen=True, tag=True, kw_only=True):
     """Full-text recall over the chunks of ``session``."""
 
     session: int
-    """The session's key in its host (the recall index actor serves every session of its host)."""
     request_id: int
     query: str
     k: int | None = None
@@ -412,7 +407,7 @@ ReaderInbox = ReadHotWindow | ReadEvents | ReadIndex | ReadSummary
 
 
 class EventsRead(msgspec.Struct, frozen=True, tag=True):
-    """Reply to :class:`ReadHotWindow` / :class:`ReadEvents`."""
+    """Reply to :class:`ReadEvents`."""
 
     request_id: int
     events: list[SessionEvent]
@@ -452,16 +447,10 @@ class Codec(Generic[T]):
     """A msgpack encoder/decoder pair for one message union, built once."""
 
     def __init__(self, union: Any) -> None:
-        self._encoder = msgspec.msgpack.Encoder()
-        self._decoder: msgspec.msgpack.Decoder[T] = msgspec.msgpack.Decoder(union)
-
-    def encode(self, message: T) -> bytes:
+        self.encode: Callable[[T], bytes] = msgspec.msgpack.Encoder().encode
         """Encode one message."""
-        return self._encoder.encode(message)
-
-    def decode(self, raw: bytes) -> T:
+        self.decode: Callable[[bytes], T] = msgspec.msgpack.Decoder(union).decode
         """Decode one message."""
-        return self._decoder.decode(raw)
 
 
 @functools.cache

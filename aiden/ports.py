@@ -16,52 +16,10 @@ import anyio
 import msgspec
 
 from aiden import errors
+from aiden import messages as m
 from aiden.actors.mailbox import Client, Latest
 from aiden.errors import AidenError, RecallError
 from aiden.events import SessionEvent, validate_id
-from aiden.messages import (
-    Appended,
-    AppendEvents,
-    CloseIndex,
-    CompactionOutcome,
-    ErrorInfo,
-    EventsRead,
-    Failed,
-    Flush,
-    Flushed,
-    HeldWindow,
-    HotWindowRead,
-    IndexRead,
-    Maintain,
-    MaintenanceDone,
-    OpenScheduler,
-    ReaderInbox,
-    ReaderOutbox,
-    ReadEvents,
-    ReadHotWindow,
-    ReadIndex,
-    ReadSummary,
-    RecallEvents,
-    RecallHits,
-    RecallInbox,
-    RecallLookup,
-    RecallOutbox,
-    RecallQuery,
-    RecallRehydrate,
-    RecallSync,
-    RecallSynced,
-    RecordUsage,
-    Rejected,
-    RequestMaintenance,
-    Rotated,
-    RotateSession,
-    SchedulerInbox,
-    SchedulerOpened,
-    SchedulerOutbox,
-    SummaryRead,
-    WriterInbox,
-    WriterOutbox,
-)
 from aiden.observe import observed
 from aiden.policy.triggers import SchedulerCounters
 from aiden.recall.tool import RecallHit, RecallStats
@@ -76,8 +34,8 @@ R = TypeVar("R")
 MAX_SEQ: Final = 2**63 - 1
 
 
-def raise_error_info(info: ErrorInfo) -> AidenError:
-    """Rebuild an aiden exception from a reply's :class:`ErrorInfo` (the one wire table for errors)."""
+def raise_error_info(info: m.ErrorInfo) -> AidenError:
+    """Rebuild an aiden exception from a reply's :class:`~aiden.messages.ErrorInfo` (the wire table)."""
     cls = getattr(errors, info.kind, None)
     if isinstance(cls, type) and issubclass(cls, errors.StorageError):
         return cls(info.message, errno=info.errno)
@@ -87,10 +45,10 @@ def raise_error_info(info: ErrorInfo) -> AidenError:
 
 
 def expect_reply(reply: object, kind: type[R]) -> R:
-    """``reply`` as the ``kind`` the request expects; a :class:`Failed` reply raised as its error."""
+    """``reply`` as the ``kind`` the request expects; a :class:`~aiden.messages.Failed` reply raises its error."""
     if isinstance(reply, kind):
         return reply
-    if isinstance(reply, Failed):
+    if isinstance(reply, m.Failed):
         raise raise_error_info(reply.error)
     raise AidenError(f"expected {kind.__name__}, the actor answered {type(reply).__name__}")
 
@@ -100,7 +58,7 @@ class WriterPort:
 
     __slots__ = ("_client", "_held", "_room", "_session")
 
-    def __init__(self, client: Client[WriterInbox, list[int]], session: int, bound: int) -> None:
+    def __init__(self, client: Client[m.WriterInbox, list[int]], session: int, bound: int) -> None:
         self._client = client
         self._session = session
         # The session's own back-pressure (``writer_queue_size``; the writer's inbox is its host's):
@@ -118,10 +76,10 @@ class WriterPort:
             await self._room.acquire()
         ids: list[int] = []
 
-        def build(rid: int) -> AppendEvents:
+        def build(rid: int) -> m.AppendEvents:
             ids.append(rid)
             self._held.add(rid)  # before the send: the answer may come before this task runs again
-            return AppendEvents(self._session, rid, events)
+            return m.AppendEvents(self._session, rid, events)
 
         sent: list[int] = []
         try:
@@ -135,20 +93,20 @@ class WriterPort:
 
     async def flush(self) -> None:
         """Wait until everything sent before is committed."""
-        await self._client.call(lambda rid: Flush(self._session, rid))
+        await self._client.call(lambda rid: m.Flush(self._session, rid))
 
-    def dispatch(self, message: WriterOutbox) -> None:
+    def dispatch(self, message: m.WriterOutbox) -> None:
         """Route one writer reply to the callers it acknowledges or rejects (the reply router's hook)."""
         match message:
-            case Appended(acks=acks):
+            case m.Appended(acks=acks):
                 for ack in acks:
                     self._answered(ack.request_id)
                     self._client.resolve(ack.request_id, ack.seqs)
-            case Rejected(request_ids=ids, error=info):
+            case m.Rejected(request_ids=ids, error=info):
                 for rid in ids:
                     self._answered(rid)
                     self._client.reject(rid, raise_error_info(info))
-            case Flushed(request_id=rid):
+            case m.Flushed(request_id=rid):
                 self._client.resolve(rid, [])
 
     def _answered(self, request_id: int) -> None:
@@ -163,7 +121,7 @@ class SchedulerPort:
     __slots__ = ("_client", "_counters", "_session", "coalesced_at_inbox")
 
     def __init__(
-        self, client: Client[SchedulerInbox, SchedulerOutbox], counters: Latest[SchedulerCounters], session: int
+        self, client: Client[m.SchedulerInbox, m.SchedulerOutbox], counters: Latest[SchedulerCounters], session: int
     ) -> None:
         self._client = client
         self._counters = counters
@@ -178,25 +136,26 @@ class SchedulerPort:
 
     def request(self, *, manual: bool) -> None:
         """Schedule a pass without waiting; coalesced when the inbox already holds requests."""
-        if not self._client.try_cast(RequestMaintenance(self._session, manual)):
+        if not self._client.try_cast(m.RequestMaintenance(self._session, manual)):
             self.coalesced_at_inbox += 1
 
-    async def maintain(self, *, manual: bool) -> CompactionOutcome:
+    async def maintain(self, *, manual: bool) -> m.CompactionOutcome:
         """Run a pass and wait for its outcome."""
-        return expect_reply(await self._client.call(lambda rid: Maintain(self._session, rid, manual)), MaintenanceDone).outcome
+        reply = await self._client.call(lambda rid: m.Maintain(self._session, rid, manual))
+        return expect_reply(reply, m.MaintenanceDone).outcome
 
-    async def record_usage(self, usage: RecordUsage) -> None:
+    async def record_usage(self, usage: m.RecordUsage) -> None:
         """Report one model call's usage (no reply; the inbox bound applies back-pressure)."""
         await self._client.cast(msgspec.structs.replace(usage, session=self._session))
 
     async def opened(self) -> None:
         """The memory opened: wait until the scheduler checked its backlog (a pass requested if due)."""
-        expect_reply(await self._client.call(lambda rid: OpenScheduler(self._session, rid)), SchedulerOpened)
+        expect_reply(await self._client.call(lambda rid: m.OpenScheduler(self._session, rid)), m.SchedulerOpened)
 
     async def rotate(self, closed_session_id: str) -> str:
         """Close the active session as ``closed_session_id``; the archive id."""
-        reply = await self._client.call(lambda rid: RotateSession(self._session, rid, closed_session_id))
-        return expect_reply(reply, Rotated).archived_id
+        reply = await self._client.call(lambda rid: m.RotateSession(self._session, rid, closed_session_id))
+        return expect_reply(reply, m.Rotated).archived_id
 
 
 class ReaderPort:
@@ -204,7 +163,7 @@ class ReaderPort:
 
     __slots__ = ("_client", "_hot")
 
-    def __init__(self, client: Client[ReaderInbox, ReaderOutbox]) -> None:
+    def __init__(self, client: Client[m.ReaderInbox, m.ReaderOutbox]) -> None:
         self._client = client
         self._hot: tuple[SessionEvent, ...] = ()
 
@@ -217,9 +176,9 @@ class ReaderPort:
         """
         held = self._hot
         mark = (
-            HeldWindow(held[0].seq, held[0].timestamp, held[-1].seq, held[-1].timestamp, len(held)) if held else None
+            m.HeldWindow(held[0].seq, held[0].timestamp, held[-1].seq, held[-1].timestamp, len(held)) if held else None
         )
-        reply = expect_reply(await self._client.call(lambda rid: ReadHotWindow(rid, mark)), HotWindowRead)
+        reply = expect_reply(await self._client.call(lambda rid: m.ReadHotWindow(rid, mark)), m.HotWindowRead)
         # Concurrent reads may answer out of order: a tail extends only the copy it was asked against.
         hot = held + tuple(reply.events) if reply.tail else tuple(reply.events)
         self._hot = hot
@@ -228,7 +187,7 @@ class ReaderPort:
     async def events(self, seqs: Sequence[int]) -> list[SessionEvent]:
         """The stored events with these seqs (hot window or compacted), unknown ones left out."""
         wanted = [q for q in seqs if 0 <= q <= MAX_SEQ]
-        return expect_reply(await self._client.call(lambda rid: ReadEvents(rid, wanted)), EventsRead).events
+        return expect_reply(await self._client.call(lambda rid: m.ReadEvents(rid, wanted)), m.EventsRead).events
 
     async def event(self, seq: int) -> SessionEvent | None:
         """The stored event with ``seq``, None if unknown."""
@@ -239,11 +198,11 @@ class ReaderPort:
 
     async def index(self) -> ChunkIndex:
         """The live chunk index."""
-        return expect_reply(await self._client.call(ReadIndex), IndexRead).index
+        return expect_reply(await self._client.call(m.ReadIndex), m.IndexRead).index
 
     async def summary(self) -> str:
         """The summary.md text."""
-        return expect_reply(await self._client.call(ReadSummary), SummaryRead).text
+        return expect_reply(await self._client.call(m.ReadSummary), m.SummaryRead).text
 
 
 def _check_text(value: object, name: str) -> None:
@@ -274,7 +233,7 @@ class RecallPort:
     __slots__ = ("_client", "_session", "_stats")
 
     def __init__(
-        self, client: Client[RecallInbox, RecallOutbox], stats: Latest[RecallStats | None], session: int
+        self, client: Client[m.RecallInbox, m.RecallOutbox], stats: Latest[RecallStats | None], session: int
     ) -> None:
         self._client = client
         self._stats = stats
@@ -285,9 +244,7 @@ class RecallPort:
         """The recall index's newest stats snapshot (None before the first recall)."""
         return self._stats.value
 
-    async def _ask(
-        self, request: RecallQuery | RecallLookup | RecallRehydrate | RecallSync | CloseIndex, kind: type[R]
-    ) -> R:
+    async def _ask(self, request: m.RecallInbox, kind: type[R]) -> R:
         return expect_reply(await self._client.call(lambda rid: msgspec.structs.replace(request, request_id=rid)), kind)
 
     @observed("search_memory")
@@ -307,7 +264,7 @@ class RecallPort:
             raise RecallError(f"k must be a positive int, got {k!r}")
         _check_bound("since", since)
         _check_bound("until", until)
-        request = RecallQuery(
+        request = m.RecallQuery(
             session=self._session,
             request_id=0,
             query=query,
@@ -317,12 +274,12 @@ class RecallPort:
             since=since,
             until=until,
         )
-        return (await self._ask(request, RecallHits)).hits
+        return (await self._ask(request, m.RecallHits)).hits
 
     async def lookup(self, chunk_id: str) -> RecallHit | None:
         """One chunk's summary as a hit, None if unknown."""
         validate_id(chunk_id, what="chunk id")
-        hits = (await self._ask(RecallLookup(self._session, 0, chunk_id), RecallHits)).hits
+        hits = (await self._ask(m.RecallLookup(self._session, 0, chunk_id), m.RecallHits)).hits
         return hits[0] if hits else None
 
     async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None) -> list[SessionEvent]:
@@ -336,13 +293,13 @@ class RecallPort:
             raise RecallError("seqs must be a list of int")
         if wanted is not None and not all(0 <= q <= MAX_SEQ for q in wanted):
             raise RecallError(f"seqs must be between 0 and {MAX_SEQ}")
-        request = RecallRehydrate(self._session, 0, chunk_id, wanted)
-        return (await self._ask(request, RecallEvents)).events
+        request = m.RecallRehydrate(self._session, 0, chunk_id, wanted)
+        return (await self._ask(request, m.RecallEvents)).events
 
     async def sync(self) -> None:
         """Index the newly committed chunks and embed their events now (the maintenance pass calls it)."""
-        await self._ask(RecallSync(self._session, 0), RecallSynced)
+        await self._ask(m.RecallSync(self._session, 0), m.RecallSynced)
 
     async def close_index(self) -> None:
         """Close the index after every earlier request of this memory (it parks or closes)."""
-        await self._ask(CloseIndex(self._session, 0), RecallSynced)
+        await self._ask(m.CloseIndex(self._session, 0), m.RecallSynced)

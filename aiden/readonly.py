@@ -219,13 +219,8 @@ def _size(path: Path) -> int | None:
 
 
 def _files(layout: Layout) -> dict[str, int]:
-    sizes: dict[str, int] = {}
-    for dirpath, _dirs, names in os.walk(layout.memory):
-        for name in sorted(names):
-            path = Path(dirpath) / name
-            size = _size(path)
-            if size is not None:
-                sizes[str(path.relative_to(layout.memory))] = size
+    paths = (Path(dirpath) / name for dirpath, _dirs, names in os.walk(layout.memory) for name in names)
+    sizes = {str(path.relative_to(layout.memory)): size for path in paths if (size := _size(path)) is not None}
     return dict(sorted(sizes.items()))
 
 
