@@ -2,22 +2,17 @@
 
 ``aiden demo`` runs the main job on the embedded default; ``inspect``,
 ``export``, ``recall`` (:mod:`aiden.readonly`), ``doctor`` (:mod:`aiden.doctor`), ``memory list``,
-``history`` and ``config check`` are read-only (they never open the memory,
-take a lock or write under it); ``compact``, ``memory save|forget``, ``restore``
-and ``doctor --repair`` write, opening an existing root with :func:`writable_memory`
-through :func:`aiden.open_memory` as an agent does (session lock, recovery, actors).
+``history`` and ``config check`` are read-only: they never open the memory, take a
+lock or write under it, so they work on a read-only root and beside a running agent.
+``compact``, ``memory save|forget``, ``restore`` and ``doctor --repair`` write, opening
+an existing root with :func:`writable_memory` through :func:`aiden.open_memory` as an
+agent does (session lock, recovery, actors); save and forget go through the agent's own
+``save_memory`` / ``forget_memory`` tools (:meth:`aiden.Memory.handle_tool_call`).
 ``aiden mcp`` serves memories to MCP clients (:mod:`aiden.mcp`).
 
 A command that met a problem says it on stderr and exits non-zero, even when it
 did its job: a read that skipped something (a damaged line), a write whose open
 repaired the root, any warning aiden logged meanwhile.
-
-``memory list`` and ``history`` are read-only: they read ``long_term/`` (the
-entries, the Dream versions in ``long_term/.git``) without opening the memory,
-so they work on a read-only root and beside a running agent. ``memory save``,
-``memory forget`` and ``restore`` write: they open the memory as an agent does
-and save/forget through the agent's own ``save_memory`` / ``forget_memory``
-tools (:meth:`aiden.Memory.handle_tool_call`).
 
 ``compact`` runs maintenance passes until the hot window is under the trigger:
 more than ``count_compress_after_events`` events, or an estimated size at or
@@ -49,7 +44,6 @@ import msgspec
 from aiden.errors import CorruptionError, DreamError, StorageError
 
 if TYPE_CHECKING:
-    from aiden.config import Config
     from aiden.longterm.entries import MemoryEntry
     from aiden.longterm.gitstore import Version
     from aiden.memory import Memory
@@ -57,13 +51,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NotWritableError",
-    "cli_config",
     "compact_root",
     "config_check",
     "dream_versions",
     "list_memories",
     "main",
-    "parse_version",
     "repair_root",
     "writable_memory",
 ]
@@ -136,17 +128,12 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _window(args: argparse.Namespace) -> int | None:
-    if args.context_window is not None and args.context_window <= 0:
-        raise ValueError(f"--context-window must be a positive number of tokens, not {args.context_window}")
-    window: int | None = args.context_window
-    return window
-
-
 def _inspect(args: argparse.Namespace) -> int:
     from aiden.readonly import inspect_root, report_problems
 
-    info = inspect_root(args.root, context_window=_window(args), model=args.model)
+    if args.context_window is not None and args.context_window <= 0:
+        raise ValueError(f"--context-window must be a positive number of tokens, not {args.context_window}")
+    info = inspect_root(args.root, context_window=args.context_window, model=args.model)
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False))
         return report_problems("inspect", info["problems"])
@@ -176,8 +163,6 @@ def _inspect(args: argparse.Namespace) -> int:
 def _recovery_text(last: dict[str, Any] | None) -> str:
     if last is None:
         return "no open has found anything to repair"
-    from datetime import UTC, datetime
-
     at = datetime.fromtimestamp(float(last["at"]), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     found = ", ".join(f"{k}={v}" for k, v in last["report"].items() if v)
     return f"{at}: {found}"
@@ -228,10 +213,7 @@ def _doctor(args: argparse.Namespace) -> int:
     from aiden.doctor import doctor
 
     config = load_config(args.config) if args.config else None
-    repaired: list[str] = []
-    if args.repair:
-
-        repaired = anyio.run(lambda: repair_root(args.root, config_path=args.config))
+    repaired = anyio.run(lambda: repair_root(args.root, config_path=args.config)) if args.repair else []
     result = doctor(args.root, config=config, progress=_progress(args, "doctor", "checks"))
     if args.repair:
         result = {"repaired": repaired, **result}
@@ -277,15 +259,11 @@ def _config_check(args: argparse.Namespace) -> int:
     return 0 if result["valid"] else 1
 
 
-def _version() -> str:
+def _parser() -> argparse.ArgumentParser:
     from aiden import __version__
 
-    return f"aiden {__version__}"
-
-
-def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aiden", description="Session memory compaction for LLM agents.")
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action="version", version=f"aiden {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="replay a generated coding-agent session through aiden")
     demo.add_argument("--root", help="memory root, new or empty (default: a new temp dir)")
@@ -422,32 +400,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # /dev/null so the interpreter's final flush does not report the pipe again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except RootError as exc:
+    except (RootError, AidenError, OSError, ValueError) as exc:
         warnings.say(args.command, exc)
         print(f"aiden {args.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (AidenError, OSError, ValueError) as exc:
-        warnings.say(args.command, exc)
-        print(f"aiden {args.command}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE if isinstance(exc, RootError) else 1
     finally:
         logger.removeHandler(warnings)
 
 
 class NotWritableError(StorageError):
     """A write subcommand could not open its memory root for writing (read-only, permissions, a held lock)."""
-
-
-def cli_config(path: str | None) -> Config:
-    """The configuration a write subcommand opens with: ``path`` (``load_config``) or the defaults.
-
-    A subcommand is not the end of the agent's session, so closing it writes no
-    dated session summary (``session_summary_on_close`` off).
-    """
-    from aiden.config import Config, load_config
-
-    config = load_config(path) if path else Config()
-    return msgspec.structs.replace(config, session_summary_on_close=False)
 
 
 @asynccontextmanager
@@ -463,6 +425,7 @@ async def writable_memory(
     (``memory/window.json``), so a command works at the agent's window and
     leaves that record as the agent left it.
     """
+    from aiden.config import Config, load_config
     from aiden.memory import open_memory
     from aiden.readonly import open_layout
     from aiden.storage.advisory import read_window
@@ -472,7 +435,10 @@ async def writable_memory(
     model = recorded["model"] if recorded is not None else None
     if recorded is not None:
         context_window = recorded["context_window"]
-    config = cli_config(config_path)
+    # A subcommand is not the end of the agent's session: closing it writes no dated session summary.
+    config = msgspec.structs.replace(
+        load_config(config_path) if config_path else Config(), session_summary_on_close=False
+    )
     async with AsyncExitStack() as stack:
         try:
             memory = await stack.enter_async_context(
@@ -488,19 +454,10 @@ _FAILED = frozenset({"summarizer_failed", "running_summary_failed", "conflict"})
 """Outcomes that mean a pass was attempted and failed (not 'nothing left to compact')."""
 
 
-def _outcome_json(outcome: Any) -> dict[str, Any]:
-    keys = (
-        "compacted",
-        "reason",
-        "chunk_id",
-        "events_compacted",
-        "tokens_before",
-        "tokens_after",
-        "degraded",
-        "note",
-    )
-    data = msgspec.structs.asdict(outcome)
-    return {k: data[k] for k in keys}
+_OUTCOME_KEYS = (
+    "compacted", "reason", "chunk_id", "events_compacted", "tokens_before", "tokens_after", "degraded", "note"
+)
+"""What ``compact`` reports of each pass's outcome."""
 
 
 async def compact_root(
@@ -540,7 +497,7 @@ async def compact_root(
             if not over and not (force and not passes):
                 break
             outcome = await memory.maintain(manual=True)
-            passes.append(_outcome_json(outcome))
+            passes.append({k: getattr(outcome, k) for k in _OUTCOME_KEYS})
             events, tokens = await hot_state()
             if not outcome.compacted:
                 break
@@ -623,14 +580,6 @@ def _iso(seconds: float | None) -> str | None:
         return None
 
 
-def _bad_times(entry: MemoryEntry) -> list[str]:
-    return [
-        f"entry {entry.id}: {name} {value!r} is not a valid time (shown as null)"
-        for name, value in (("created_at", entry.created_at), ("expires_at", entry.expires_at))
-        if value is not None and _iso(value) is None
-    ]
-
-
 def list_memories(
     root: str, *, now: float | None = None, problems: list[str] | None = None
 ) -> list[MemoryEntry]:
@@ -647,8 +596,13 @@ def list_memories(
     store = LongTermMemoryStore(open_layout(root), Storage())
     when = time.time() if now is None else now
     entries = anyio.run(lambda: store.entries(now=when))
-    if problems is not None:  # what the store could not read, it logs (the command says it on stderr)
-        problems.extend(bad for entry in entries for bad in _bad_times(entry))
+    if problems is not None:
+        problems.extend(
+            f"entry {e.id}: {name} {value!r} is not a valid time (shown as null)"
+            for e in entries
+            for name, value in (("created_at", e.created_at), ("expires_at", e.expires_at))
+            if value is not None and _iso(value) is None
+        )
     return entries
 
 
@@ -668,13 +622,6 @@ def dream_versions(root: str, *, limit: int = 20, problems: list[str] | None = N
         problems.extend(check_history(layout.long_term).problems)
     # log() opens the repository without create: a root that never dreamed has no .git and no versions.
     return GitStore(layout.long_term, LONG_TERM_FILES, Storage()).log(limit)
-
-
-def parse_version(text: str) -> str | int:
-    """A restore target: up to 3 digits are steps back from the newest version (1 = the one before), else a commit id."""
-    stripped = text.strip()
-    # A commit id prefix needs >= 4 hex digits (GitStore.resolve), so short numbers are unambiguous.
-    return int(stripped) if stripped.isdigit() and len(stripped) < 4 else stripped
 
 
 def _entry_json(entry: MemoryEntry) -> dict[str, Any]:
@@ -757,8 +704,12 @@ def _history(args: argparse.Namespace) -> int:
 
 
 async def _restore_async(args: argparse.Namespace) -> Version:
+    # Up to 3 digits are steps back from the newest version (1 = the one before), else a commit id:
+    # a commit id prefix needs >= 4 hex digits (GitStore.resolve), so short numbers are unambiguous.
+    text = args.version.strip()
+    target = int(text) if text.isdigit() and len(text) < 4 else text
     async with writable_memory(args.root, config_path=args.config) as memory:
-        return await memory.dream_restore(parse_version(args.version))
+        return await memory.dream_restore(target)
 
 
 def _restore(args: argparse.Namespace) -> int:

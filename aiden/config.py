@@ -15,13 +15,14 @@ reads its JSON, and never runs litellm's code.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, TypeGuard
 
 import msgspec
 
@@ -245,15 +246,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     def keep_recent(self) -> int:
         """Target size of the hot window after a compaction."""
-        if self.keep_recent_tokens is not None:
-            return self.keep_recent_tokens
-        return max(1, min(20000, self.context_window // 4))
+        return self.keep_recent_tokens if self.keep_recent_tokens is not None else max(1, min(20000, self.context_window // 4))
 
     def chunk_summary_tokens(self) -> int:
         """Token bound of one chunk summary."""
-        if self.summary_max_tokens is not None:
-            return self.summary_max_tokens
-        return max(64, min(2000, self.context_window // 20))
+        return self.summary_max_tokens if self.summary_max_tokens is not None else max(64, min(2000, self.context_window // 20))
 
     def max_pass_tokens(self) -> int:
         """Tokens one pass compacts at most (with ``max_pass_events`` set): 100 chunk summaries' worth,
@@ -271,9 +268,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     def governance_tool_tokens(self) -> int:
         """Older tool results larger than this are stubbed in the prompt."""
-        if self.governance_max_tool_tokens is not None:
-            return self.governance_max_tool_tokens
-        return max(64, min(2000, self.context_window // 8))
+        return self.governance_max_tool_tokens if self.governance_max_tool_tokens is not None else max(64, min(2000, self.context_window // 8))
 
     def oversized_tool_tokens(self) -> int:
         """A tool result above this is stubbed in the prompt even in the current turn."""
@@ -281,9 +276,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     def project_memory_budget(self) -> int:
         """Token budget of the PROJECT MEMORY block."""
-        if self.project_memory_tokens is not None:
-            return self.project_memory_tokens
-        return max(64, min(800, self.context_window // 20))
+        return self.project_memory_tokens if self.project_memory_tokens is not None else max(64, min(800, self.context_window // 20))
 
 
 class _Reentry(threading.local):
@@ -305,17 +298,10 @@ def _inconsistencies(cfg: Config) -> list[str]:
                 problems.append(f"{name} is not valid Unicode (a lone surrogate)")
     if cfg.session_new_gap_s < cfg.session_continue_gap_s:
         problems.append("session_new_gap_s must be >= session_continue_gap_s")
-    window = cfg.context_window
-    if cfg.keep_recent_tokens is not None and cfg.keep_recent_tokens >= window:
-        problems.append(
-            f"keep_recent_tokens ({cfg.keep_recent_tokens}) must be below context_window ({window})"
-        )
-    if cfg.reserve_tokens is not None and cfg.reserve_tokens >= window:
-        problems.append(f"reserve_tokens ({cfg.reserve_tokens}) must be below context_window ({window})")
-    if cfg.summary_max_tokens is not None and cfg.summary_max_tokens >= window:
-        problems.append(
-            f"summary_max_tokens ({cfg.summary_max_tokens}) must be below context_window ({window})"
-        )
+    for name in ("keep_recent_tokens", "reserve_tokens", "summary_max_tokens"):
+        value = getattr(cfg, name)
+        if value is not None and value >= cfg.context_window:
+            problems.append(f"{name} ({value}) must be below context_window ({cfg.context_window})")
     return problems
 
 
@@ -404,25 +390,22 @@ def _strict_loader(yaml: Any) -> Any:
 
 _BACKUP_MAP: Final = "model_prices_and_context_window_backup.json"
 
-_map_lock = threading.Lock()
-_default_map: dict[str, int] | None = None
 
-
-def _litellm_map_path() -> Path | None:
+@functools.cache
+def _default_windows() -> dict[str, int]:
+    """The map bundled with the installed litellm, read once per process."""
     # find_spec locates the package without importing (and so without running) it.
     try:
         spec = importlib.util.find_spec("litellm")
     except (ImportError, ValueError):
-        return None
-    if spec is None or spec.origin is None:
-        return None
-    return Path(spec.origin).parent / _BACKUP_MAP
-
-
-def _load_windows(path: Path | None) -> dict[str, int]:
-    """``{model: context window}`` from a litellm-format model map; ``{}`` if unreadable."""
-    if path is None:
         return {}
+    if spec is None or spec.origin is None:
+        return {}
+    return _load_windows(Path(spec.origin).parent / _BACKUP_MAP)
+
+
+def _load_windows(path: Path) -> dict[str, int]:
+    """``{model: context window}`` from a litellm-format model map; ``{}`` if unreadable."""
     try:
         raw = path.read_bytes()
         data = msgspec.json.decode(raw)
@@ -436,13 +419,13 @@ def _load_windows(path: Path | None) -> dict[str, int]:
             continue
         for key in ("max_input_tokens", "max_tokens"):
             value = spec.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            if _positive_int(value):
                 windows[str(name)] = value
                 break
     return windows
 
 
-def _positive_int(value: object) -> bool:
+def _positive_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
@@ -467,16 +450,8 @@ class ModelResolver:
         self._windows: dict[str, int] | None = None
 
     def _table(self) -> dict[str, int]:
-        global _default_map
-        if self._windows is not None:
-            return self._windows
-        if self._path is not None:
-            self._windows = _load_windows(self._path)
-            return self._windows
-        with _map_lock:
-            if _default_map is None:
-                _default_map = _load_windows(_litellm_map_path())
-            self._windows = _default_map
+        if self._windows is None:
+            self._windows = _default_windows() if self._path is None else _load_windows(self._path)
         return self._windows
 
     def lookup(self, model: str | None) -> int | None:

@@ -31,8 +31,6 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +70,8 @@ RECOVERY_ACTIONS: tuple[tuple[str, str], ...] = (
 
 def check_events(layout: Layout) -> list[str]:
     """Problems of ``events.jsonl``: corrupt lines, a torn tail, seqs out of order."""
-    problems: list[str] = []
     result = scan(read_bytes(layout.events))
-    for bad in result.bad_lines:
-        problems.append(f"events.jsonl: corrupt line at offset {bad.offset}: {bad.error}")
+    problems = [f"events.jsonl: corrupt line at offset {bad.offset}: {bad.error}" for bad in result.bad_lines]
     if result.torn_tail:
         problems.append(
             f"events.jsonl: torn tail of {len(result.torn_tail)} bytes at offset {result.complete_end}"
@@ -86,14 +82,6 @@ def check_events(layout: Layout) -> list[str]:
     return problems
 
 
-def _load_index(layout: Layout, problems: list[str]) -> cs.ChunkIndex:
-    try:
-        return cs.load_index(layout) or cs.ChunkIndex()
-    except CorruptionError as exc:
-        problems.append(str(exc))
-        return cs.ChunkIndex()
-
-
 def _check_files(layout: Layout, index: cs.ChunkIndex, problems: list[str], bar: Progress | None) -> None:
     entries: list[cs.ChunkEntry] = []
     for seg in index.segments:
@@ -102,12 +90,10 @@ def _check_files(layout: Layout, index: cs.ChunkIndex, problems: list[str], bar:
         except CorruptionError as exc:
             problems.append(str(exc))
     entries.extend(index.chunks)
-    listed = set()
     previous = 0
     seqs: list[int] = []
     clean = not problems
     for entry in entries:
-        listed.add(entry.chunk_id)
         if entry.first_seq <= previous:
             problems.append(f"index.yaml: chunk {entry.chunk_id} overlaps the chunk before it")
         previous = entry.last_seq
@@ -120,9 +106,10 @@ def _check_files(layout: Layout, index: cs.ChunkIndex, problems: list[str], bar:
             clean = False
         if bar is not None:
             bar.advance()
-    for chunk_id in cs.list_chunk_files(layout):
-        if chunk_id not in listed:
-            problems.append(f"chunk file {chunk_id}.jsonl is not in index.yaml (orphan)")
+    listed = {entry.chunk_id for entry in entries}
+    problems.extend(
+        f"chunk file {c}.jsonl is not in index.yaml (orphan)" for c in cs.list_chunk_files(layout) if c not in listed
+    )
     problems.extend(check_events(layout))
     seqs.extend(e.seq for e in hot_events(layout, index, entries))
     if clean and seqs:
@@ -163,24 +150,12 @@ def _check_locks(layout: Layout) -> tuple[dict[str, list[int] | None], list[str]
         except FileNotFoundError:
             held[name] = []  # created by the next open
             continue
-        if not stat.S_ISREG(mode):
+        if stat.S_ISREG(mode):
+            held[name] = lock_holders(path)
+        else:
             problems.append(f"{name}: not a regular file (every open would fail to lock it)")
             held[name] = None
-            continue
-        held[name] = lock_holders(path)
     return held, problems
-
-
-@contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    # Recovery logs what it finds as errors; the dry run reports them itself, once.
-    logger = logging.getLogger(name)
-    was = logger.disabled
-    logger.disabled = True
-    try:
-        yield
-    finally:
-        logger.disabled = was
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -209,21 +184,19 @@ def recovery_dry_run(layout: Layout, config: Config) -> RecoveryReport:
         for src, dst in ((layout.session, copy.session), (layout.archive, copy.archive)):
             if src.is_dir():
                 shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy, ignore=skip)
-        with _quiet("aiden.storage"):
+        # Recovery logs what it finds as errors; the dry run reports them itself, once.
+        logger = logging.getLogger("aiden.storage")
+        was, logger.disabled = logger.disabled, True
+        try:
             return Recovery(copy, Storage(), config).run()
+        finally:
+            logger.disabled = was
 
 
 def recovery_actions(report: RecoveryReport) -> list[str]:
     """What ``report``'s recovery did (or would do), one phrase per action, in :data:`RECOVERY_ACTIONS` order."""
     data = msgspec.structs.asdict(report)
     return [text.format(data[key]) for key, text in RECOVERY_ACTIONS if data[key]]
-
-
-def _dry_run_lines(report: RecoveryReport) -> list[str]:
-    actions = recovery_actions(report)
-    lines = [f"recovery dry run: the next open would {'; '.join(actions)}"] if actions else []
-    lines.extend(f"recovery dry run: {p}" for p in report.unrecoverable)  # its own findings, in its words
-    return lines
 
 
 def _check_long_term(layout: Layout, notes: list[str]) -> list[str]:
@@ -258,7 +231,11 @@ def doctor(
             "recovery_dry_run": None,
         }
     problems: list[str] = []
-    index = _load_index(layout, problems)
+    try:
+        index = cs.load_index(layout) or cs.ChunkIndex()
+    except CorruptionError as exc:
+        problems.append(str(exc))
+        index = cs.ChunkIndex()
     entries = len(index.chunks) + sum(s.chunks for s in index.segments)
     bar = progress(entries + 1) if progress is not None else None
     _check_files(layout, index, problems, bar)
@@ -271,10 +248,10 @@ def doctor(
         notes = [f"recovery dry run skipped: {skipped} (a write in flight would look like damage)"]
     else:
         report = recovery_dry_run(layout, config).findings()
-        dry_run = {
-            k: v for k, v in msgspec.to_builtins(report).items() if k != "checked"
-        }  # the file store checks all
-        problems.extend(_dry_run_lines(report))
+        dry_run = {k: v for k, v in msgspec.to_builtins(report).items() if k != "checked"}  # the file store checks all
+        if actions := recovery_actions(report):
+            problems.append(f"recovery dry run: the next open would {'; '.join(actions)}")
+        problems.extend(f"recovery dry run: {p}" for p in report.unrecoverable)  # its own findings, in its words
         notes = []
     try:
         quarantined = layout.quarantine.stat().st_size

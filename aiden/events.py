@@ -49,13 +49,13 @@ RETRACTS: Final = "retracts"
 _SAFE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 MAX_META_DEPTH: Final = 64
+"""Deepest nesting of dicts/lists accepted in ``meta``. Far below the ~500 levels at which
+msgspec and Python's recursion limit fail, so a hostile value is refused with a clear
+InvalidEventError instead of a RecursionError (or a stack overflow in a reader)."""
 
 Seq = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 """A seq as read from a file: decoding refuses what no session could have written (over 63 bits,
 negative), so a damaged number is a damaged file, never an actor dying on it while encoding a reply."""
-"""Deepest nesting of dicts/lists accepted in ``meta``. Far below the ~500 levels at which
-msgspec and Python's recursion limit fail, so a hostile value is refused with a clear
-InvalidEventError instead of a RecursionError (or a stack overflow in a reader)."""
 _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**63 - 1
 

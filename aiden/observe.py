@@ -150,32 +150,17 @@ def memory_stats(
     last_append_at: float | None = None,
 ) -> MemoryStats:
     """Combine the scheduler's counters with what the caller's side counted."""
+    # Every counter of the scheduler is a field of the snapshot, by the same name.
+    counters = msgspec.structs.asdict(s)
+    prompt = counters.pop("prompt_tokens_since_compaction")
+    cached = counters.pop("cached_tokens_since_compaction")
+    counters["coalesced_requests"] += coalesced_at_inbox
     return MemoryStats(
+        **counters,
         appends=appends,
-        compactions=s.compactions,
-        passes=s.passes,
-        coalesced_requests=s.coalesced_requests + coalesced_at_inbox,
-        tokens_before=s.tokens_before,
-        tokens_after=s.tokens_after,
         chunks=s.compactions,
-        summarizer_calls=s.summarizer_calls,
-        summarizer_failures=s.summarizer_failures,
-        fallbacks=s.fallbacks,
-        degraded_chunks=s.degraded_chunks,
-        conflicts=s.conflicts,
-        last_prompt_tokens=s.last_prompt_tokens,
         context_window=context_window,
-        token_calibration=s.token_calibration,
-        resummarized_chunks=s.resummarized_chunks,
-        must_keep_added=s.must_keep_added,
-        summarizer_first_error=s.summarizer_first_error,
-        deferred_for_cache=s.deferred_for_cache,
-        cached_share_before_last_compaction=s.cached_share_before_last_compaction,
-        cached_share_since_last_compaction=(
-            s.cached_tokens_since_compaction / s.prompt_tokens_since_compaction
-            if s.prompt_tokens_since_compaction
-            else None
-        ),
+        cached_share_since_last_compaction=cached / prompt if prompt else None,
         episodes_quarantined=episodes_quarantined,
         last_append_at=last_append_at,
     )

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import anyio
@@ -232,7 +232,8 @@ class _Child:
             self._stop()
         if time.monotonic() < self._no_start_until:
             raise OffloadUnavailable("the helper process could not be started recently")
-        if not _is_python(sys.executable) or getattr(sys, "frozen", False):
+        is_python = os.path.basename(sys.executable).lower().startswith(("python", "pypy"))
+        if not is_python or getattr(sys, "frozen", False):
             # Embedded hosts (uWSGI, a frozen app) name their own binary here: never run that.
             self._no_start_until = float("inf")
             raise OffloadUnavailable(
@@ -281,11 +282,6 @@ class _Child:
             proc.kill()
 
 
-def _is_python(executable: str) -> bool:
-    name = os.path.basename(executable).lower()
-    return name.startswith(("python", "pypy"))
-
-
 _CHILD = _Child()
 atexit.register(_CHILD.close)
 
@@ -311,12 +307,6 @@ async def run_job(name: str, payload: bytes) -> bytes:
 # --- the child's side -------------------------------------------------------------------
 
 
-def _resolve(name: str) -> Callable[[bytes], bytes]:
-    module, _, function = JOBS[name].partition(":")
-    fn: Callable[[bytes], bytes] = getattr(importlib.import_module(module), function)
-    return fn
-
-
 def serve(stdin: int, stdout: int) -> None:
     """The child's loop: read a job, run it, write the reply; return at EOF or after :data:`IDLE_EXIT_S` idle."""
     while select.select([stdin], [], [], IDLE_EXIT_S)[0]:
@@ -325,7 +315,8 @@ def serve(stdin: int, stdout: int) -> None:
         except EOFError:
             return
         try:
-            reply: Done | JobFailed = Done(_resolve(job.name)(job.payload))
+            module, _, function = JOBS[job.name].partition(":")
+            reply: Done | JobFailed = Done(getattr(importlib.import_module(module), function)(job.payload))
         except Exception as exc:  # reported to the caller, which runs the job itself
             reply = JobFailed(f"{type(exc).__name__}: {exc}")
         _write_frame(stdout, _encoder.encode(reply))

@@ -96,11 +96,9 @@ class Instrumentor:
 
         from aiden import __version__
 
-        self.capture_content = (
-            os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
-            if capture_content is None
-            else capture_content
-        )
+        if capture_content is None:
+            capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+        self.capture_content = capture_content
         """Record query texts and saved contents on spans (off by default: they may hold personal data)."""
         self._tracer = trace.get_tracer(_SCOPE, __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter(_SCOPE, __version__, meter_provider=meter_provider)
@@ -110,18 +108,15 @@ class Instrumentor:
         self._in_flight = meter.create_up_down_counter(
             "aiden.operations.in_flight", description="aiden operations waiting on aiden's actors"
         )
-        self._passes = meter.create_counter("aiden.compaction.passes", description="Maintenance passes")
-        self._compactions = meter.create_counter("aiden.compactions", description="Chunks compacted")
-        self._summarizer_calls = meter.create_counter(
-            "aiden.summarizer.calls", description="Summarizer calls"
-        )
-        self._summarizer_failures = meter.create_counter(
-            "aiden.summarizer.failures", description="Summarizer calls that failed"
-        )
-        self._fallbacks = meter.create_counter(
+        counter = meter.create_counter
+        self._passes = counter("aiden.compaction.passes", description="Maintenance passes")
+        self._compactions = counter("aiden.compactions", description="Chunks compacted")
+        self._summarizer_calls = counter("aiden.summarizer.calls", description="Summarizer calls")
+        self._summarizer_failures = counter("aiden.summarizer.failures", description="Summarizer calls that failed")
+        self._fallbacks = counter(
             "aiden.summarizer.fallbacks", description="Chunks summarized by the fallback summarizer"
         )
-        self._summarizer_tokens = meter.create_counter(
+        self._summarizer_tokens = counter(
             "aiden.summarizer.tokens", unit="{token}", description="Tokens of LiteLLM summarizer calls"
         )
         # Every LiteLLM summarizer's tokens so far: a pass reports what was used while it ran.
