@@ -27,7 +27,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
-from typing import Concatenate, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -127,16 +127,6 @@ def _blocking(method: Callable[Concatenate[Memory, _P], Awaitable[_T]]) -> Calla
     return call
 
 
-def _read(prop: Callable[[Memory], _T]) -> _T:
-    """A :class:`Memory` property as a property of :class:`SyncMemory`, with its docs.
-
-    It reads the memory's property directly: one attribute read, safe from any thread. Typed as
-    the property's value, which is what reading it on a :class:`SyncMemory` gives.
-    """
-    descriptor = cast(property, prop)
-    return cast(_T, property(lambda self: descriptor.__get__(self._memory), doc=descriptor.__doc__))
-
-
 def _blocking_sync(method: Callable[Concatenate[Memory, _P], _T]) -> Callable[Concatenate[SyncMemory, _P], _T]:
     """A synchronous :class:`Memory` method, run on the loop thread too: the memory's state belongs to it."""
     return _blocking(method)  # type: ignore[arg-type]  # the portal returns a plain result as is
@@ -179,14 +169,47 @@ class SyncMemory:
         """True once :meth:`close` ran (or the ``with`` block ended)."""
         return self._closed
 
-    root = _read(Memory.root)
-    config = _read(Memory.config)
-    context_window = _read(Memory.context_window)
-    run_active = _read(Memory.run_active)
-    episode_id = _read(Memory.episode_id)
-    tools = _read(Memory.tools)
-    recall_tool = _read(Memory.recall_tool)
-    long_term_layer = _read(Memory.long_term_layer)
+    # Properties read the memory's state directly: each is one attribute read, safe from any thread.
+
+    @property
+    def root(self) -> str:
+        """The resolved memory root."""
+        return self._memory.root
+
+    @property
+    def config(self) -> Config:
+        """The configuration in force."""
+        return self._memory.config
+
+    @property
+    def context_window(self) -> int:
+        """The context window (tokens) the trigger uses."""
+        return self._memory.context_window
+
+    @property
+    def run_active(self) -> bool:
+        """True between ``begin_run`` and ``commit_run``."""
+        return self._memory.run_active
+
+    @property
+    def episode_id(self) -> str | None:
+        """The id of the episode being recorded (the current run's), None between runs."""
+        return self._memory.episode_id
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """Every agent tool aiden provides (see :attr:`Memory.tools`)."""
+        return self._memory.tools
+
+    @property
+    def recall_tool(self) -> dict[str, Any]:
+        """The ``recall_session_chunks`` function-tool schema."""
+        return self._memory.recall_tool
+
+    @property
+    def long_term_layer(self) -> str:
+        """The PROJECT MEMORY block and profile, as placed in the system prompt."""
+        return self._memory.long_term_layer
 
     append = _blocking(Memory.append)
     append_many = _blocking(Memory.append_many)

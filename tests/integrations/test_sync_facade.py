@@ -6,6 +6,7 @@ import contextlib
 import inspect
 import json
 import threading
+import typing
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -108,6 +109,16 @@ def test_every_public_member_of_memory_has_its_blocking_twin() -> None:
         else:
             assert inspect.signature(mine) == inspect.signature(theirs), name
             assert mine.__doc__ == theirs.__doc__, name
+
+
+def test_the_twins_properties_have_the_memorys_types_at_run_time() -> None:
+    # help(), autodoc and runtime checkers read the getter's evaluated hints.
+    for name in sorted(n for n in dir(aiden.Memory) if not n.startswith("_")):
+        theirs = inspect.getattr_static(aiden.Memory, name)
+        if isinstance(theirs, property):
+            mine = inspect.getattr_static(aiden.sync.SyncMemory, name)
+            assert typing.get_type_hints(mine.fget) == typing.get_type_hints(theirs.fget), name
+            assert typing.get_type_hints(mine.fget)["return"] is not None, name
 
 
 def test_the_twins_of_compacted_history_and_long_term_methods_block_and_return(tmp_path: Path) -> None:
