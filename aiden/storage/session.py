@@ -396,7 +396,7 @@ def _stat(path: os.PathLike[str] | str) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise StorageError(f"cannot stat {os.fspath(path)}: {exc.strerror}") from exc
+        raise StorageError(f"cannot stat {os.fspath(path)}: {exc.strerror}", errno=exc.errno) from exc
 
 
 class FileChangeFeed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from aiden.config import Config
+from aiden.errors import StorageError
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import SessionStore
@@ -94,3 +96,14 @@ def test_pending_chunk_file_is_reported_until_committed(tmp_path: Path) -> None:
         assert [c.chunk_id for c in after.pending.chunks] == ["not-yet"]  # never committed: still pending
     finally:
         store.close()
+
+
+def test_an_index_that_cannot_be_stated_is_a_storage_error_with_its_errno(tmp_path: Path) -> None:
+    store = _file_store(tmp_path)
+    index = store.layout.index
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.symlink_to(index.name)  # a link to itself: stat fails with ELOOP, not "not found"
+    for read in (store.load_index, store.snapshot, lambda: store.change_token()):
+        with pytest.raises(StorageError) as caught:
+            read()
+        assert caught.value.errno == errno.ELOOP
