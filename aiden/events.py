@@ -19,6 +19,7 @@ from aiden.errors import EventTooLargeError, InvalidEventError, InvalidIdError
 __all__ = [
     "EVENT_TYPES",
     "MAX_META_DEPTH",
+    "MAX_SEQ",
     "RETRACTS",
     "Seq",
     "EventType",
@@ -53,7 +54,10 @@ MAX_META_DEPTH: Final = 64
 msgspec and Python's recursion limit fail, so a hostile value is refused with a clear
 InvalidEventError instead of a RecursionError (or a stack overflow in a reader)."""
 
-Seq = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+MAX_SEQ: Final = 2**63 - 1
+"""The largest seq: a signed 64-bit integer (what msgpack, SQLite and PostgreSQL all store)."""
+
+Seq = Annotated[int, msgspec.Meta(ge=0, le=MAX_SEQ)]
 """A seq as read from a file: decoding refuses what no session could have written (over 63 bits,
 negative), so a damaged number is a damaged file, never an actor dying on it while encoding a reply."""
 _INT_MIN: Final = -(2**63)

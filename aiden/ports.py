@@ -10,7 +10,7 @@ encoding, so a bad value is the caller's error and never reaches an actor.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, TypeVar
+from typing import TypeVar
 
 import anyio
 import msgspec
@@ -19,19 +19,16 @@ from aiden import errors
 from aiden import messages as m
 from aiden.actors.mailbox import Client, Latest
 from aiden.errors import AidenError, RecallError
-from aiden.events import SessionEvent, validate_id
+from aiden.events import MAX_SEQ, SessionEvent, validate_id
 from aiden.observe import observed
 from aiden.policy.triggers import SchedulerCounters
 from aiden.recall.tool import RecallHit, RecallStats
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.protocol import PreparedEvent
 
-__all__ = ["MAX_SEQ", "ReaderPort", "RecallPort", "SchedulerPort", "WriterPort", "expect_reply", "raise_error_info"]
+__all__ = ["ReaderPort", "RecallPort", "SchedulerPort", "WriterPort", "expect_reply", "raise_error_info"]
 
 R = TypeVar("R")
-
-# Seqs are encoded as signed 64-bit ints in messages; a larger one is no seq.
-MAX_SEQ: Final = 2**63 - 1
 
 
 def raise_error_info(info: m.ErrorInfo) -> AidenError:

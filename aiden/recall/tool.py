@@ -30,7 +30,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from aiden.errors import AidenError
-from aiden.events import EVENT_TYPES, EventType, SessionEvent, validate_id
+from aiden.events import EVENT_TYPES, MAX_SEQ, EventType, SessionEvent, validate_id
 from aiden.recall.query import Term, content_terms, match_finder, snippet, truncate
 from aiden.tools import ToolArgumentError as _Reject
 from aiden.tools import decode_arguments
@@ -328,8 +328,6 @@ _MAX_SEQS: Final = 200
 _MAX_K: Final = 10_000
 """Upper bound of ``k``: far above any configured cap, far below the 64-bit limit of the
 actor messages (a ``k`` of 2**64 made msgspec raise OverflowError instead of an answer)."""
-_MAX_SEQ: Final = 2**63 - 1
-"""Largest seq: seqs are stored as signed 64-bit JSON ints."""
 _MAX_ERROR_CHARS: Final = 400
 
 RECALL_TOOL: Final[dict[str, Any]] = {
@@ -379,7 +377,7 @@ RECALL_TOOL: Final[dict[str, Any]] = {
                 },
                 "seqs": {
                     "type": "array",
-                    "items": {"type": "integer", "minimum": 0, "maximum": _MAX_SEQ},
+                    "items": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ},
                     "maxItems": _MAX_SEQS,
                     "description": "With chunk_id: return these events of the chunk verbatim (seq numbers).",
                 },
@@ -419,8 +417,8 @@ def _parse(arguments: str | Mapping[str, Any]) -> _Args:
     if args.k is not None and args.k > _MAX_K:
         raise _Reject(f"k must be <= {_MAX_K}, got {args.k}")
     for seq in args.seqs or ():
-        if not 0 <= seq <= _MAX_SEQ:
-            raise _Reject(f"seqs: {seq} is outside 0..{_MAX_SEQ}")
+        if not 0 <= seq <= MAX_SEQ:
+            raise _Reject(f"seqs: {seq} is outside 0..{MAX_SEQ}")
     for name, bound in (("since", args.since), ("until", args.until)):
         # JSON has no inf/nan, but a decoded mapping can carry them.
         if bound is not None and not math.isfinite(bound):

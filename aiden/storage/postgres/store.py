@@ -48,7 +48,7 @@ import msgspec
 
 from aiden.config import Config
 from aiden.errors import AidenError, CommitConflict, CorruptionError, StorageError
-from aiden.events import SessionEvent, encode_event, validate_id
+from aiden.events import MAX_SEQ, SessionEvent, encode_event, validate_id
 from aiden.storage import chunks as cs
 from aiden.storage.postgres import appends
 from aiden.storage.postgres.locks import AdvisoryLock
@@ -93,7 +93,6 @@ CHECKS: Final = (
 )
 """What :meth:`PostgresSessionStore.recover` verifies, in order."""
 
-_MAX_SEQ = 2**63 - 1
 
 _HOT = """
 SELECT e.seq, e.payload FROM aiden_sessions s
@@ -271,7 +270,7 @@ class PostgresSessionStore:
 
     def read_events(self, seqs: Sequence[int]) -> list[SessionEvent]:
         """The stored events with these seqs, in seq order (unknown seqs are left out): one query."""
-        wanted = sorted({q for q in seqs if 0 < q <= _MAX_SEQ})
+        wanted = sorted({q for q in seqs if 0 < q <= MAX_SEQ})
         if not wanted:
             return []
         with self._connection("reading events") as conn:
