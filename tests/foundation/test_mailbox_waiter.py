@@ -142,3 +142,34 @@ async def test_a_call_after_fail_all_is_refused_instead_of_waiting_forever() -> 
                 await client.call(Ping)
         with pytest.raises(anyio.WouldBlock):
             recv.receive_nowait()  # nothing was sent to the stopped actor
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # its scheduling is FIFO: trio's is shuffled on purpose
+@pytest.mark.parametrize("receiver_delay", range(4))
+@pytest.mark.parametrize("caller_delay", range(4))
+async def test_a_cast_waiting_on_a_full_inbox_keeps_its_place(receiver_delay: int, caller_delay: int) -> None:
+    # A cast that finds the inbox full queues for it after the one checkpoint every send makes:
+    # a request another task makes later does not overtake it, however the tasks interleave.
+    send, recv = anyio.create_memory_object_stream[bytes](1)
+    codec: Codec[Inbox] = Codec(Inbox)
+    client: Client[Inbox, str] = Client("test actor", send, codec, on_abandon=Abandoned)
+    send.send_nowait(codec.encode(Ping(0)))  # the inbox is full
+    got: list[Inbox] = []
+    async with send, recv, anyio.create_task_group() as tg:
+
+        async def receiver() -> None:
+            for _ in range(receiver_delay):
+                await anyio.lowlevel.checkpoint()
+            for _ in range(3):
+                got.append(codec.decode(await recv.receive()))
+            tg.cancel_scope.cancel()  # the later call waits for a reply nobody sends
+
+        async def later_caller() -> None:
+            for _ in range(caller_delay):
+                await anyio.lowlevel.checkpoint()
+            await client.call(Ping)
+
+        tg.start_soon(client.cast, Abandoned(-1))
+        tg.start_soon(receiver)
+        tg.start_soon(later_caller)
+    assert got == [Ping(0), Abandoned(-1), Ping(1)]
