@@ -188,7 +188,7 @@ class HostActor(Generic[K, KR, S]):
         async with self._send, self._inbox, self._outbox, anyio.create_task_group() as tg:
             self._tg = tg
             # The router ends when the host stops, after every session closed: nobody to tell.
-            tg.start_soon(route_replies, self.name, self._replies, self._out, self._route, lambda: None)
+            tg.start_soon(route_replies, self._replies, self._out, self._route, lambda: None)
             while (raw := await self._next()) is not None:
                 try:
                     msg = self._in.decode(raw)

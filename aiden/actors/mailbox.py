@@ -397,7 +397,6 @@ class Client(Generic[Req, V]):
 
 
 async def route_replies(
-    name: str,
     receive: MemoryObjectReceiveStream[bytes],
     codec: Codec[Rep],
     dispatch: Callable[[Rep], None],
@@ -500,7 +499,7 @@ class Link(Generic[Req, Rep, V]):
     ) -> None:
         """The reply router: ``dispatch`` each reply; at the end, fail every waiter (see :meth:`_stopped`)."""
         await route_replies(
-            self.name, self._bound().replies, self._codec, dispatch, self._stopped, task_status=task_status
+            self._bound().replies, self._codec, dispatch, self._stopped, task_status=task_status
         )
 
     def _stopped(self) -> None:
