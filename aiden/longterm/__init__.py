@@ -16,15 +16,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aiden._lazy import lazy_exports
+from aiden.errors import DreamError, GitCorruptionError, LongTermError, MemoryEntryError, VersionNotFoundError
 
 if TYPE_CHECKING:
-    from aiden.errors import (
-        DreamError,
-        GitCorruptionError,
-        LongTermError,
-        MemoryEntryError,
-        VersionNotFoundError,
-    )
     from aiden.longterm.autocompact import (
         AutoCompactor,
         IdleTarget,
@@ -39,13 +33,7 @@ if TYPE_CHECKING:
         SummarizerDreamEditor,
         run_dream_schedule,
     )
-    from aiden.longterm.dream_edits import (
-        LONG_TERM_FILES,
-        DreamEdit,
-        Version,
-        apply_edits,
-        plan_edits,
-    )
+    from aiden.longterm.dream_edits import LONG_TERM_FILES, DreamEdit, Version, apply_edits, plan_edits
     from aiden.longterm.entries import (
         INDEX_VERSION,
         MEMORY_TYPES,
@@ -54,12 +42,7 @@ if TYPE_CHECKING:
         MemoryEntry,
         MemoryType,
     )
-    from aiden.longterm.files import (
-        digest_path,
-        list_session_files,
-        running_summary_path,
-        sessions_dir,
-    )
+    from aiden.longterm.files import digest_path, list_session_files, running_summary_path, sessions_dir
     from aiden.longterm.gitstore import GitStore
     from aiden.longterm.history import (
         ConsolidationOutcome,
@@ -68,10 +51,7 @@ if TYPE_CHECKING:
         consolidate,
         consolidate_pass,
     )
-    from aiden.longterm.project import (
-        load_project_memory,
-        render_project_memory,
-    )
+    from aiden.longterm.project import load_project_memory, render_project_memory
     from aiden.longterm.store import (
         LongTermMemoryStore,
         ParseCache,
@@ -179,9 +159,6 @@ __all__ = [
 _LAZY: dict[str, str] = {
     name: module
     for module, names in {  # as imported above
-        "aiden.errors": (
-            "DreamError", "GitCorruptionError", "LongTermError", "MemoryEntryError", "VersionNotFoundError",
-        ),
         "aiden.longterm.autocompact": (
             "AutoCompactor", "IdleTarget", "is_idle", "run_autocompact", "should_autocompact",
         ),

@@ -54,9 +54,9 @@ def should_autocompact(
     compacted_activity: float | None,
 ) -> bool:
     """:func:`is_idle`, and this idle period was not compacted yet (``compacted_activity`` differs)."""
-    if not is_idle(last_activity, now, idle_compact_after_minutes, run_active):
-        return False
-    return compacted_activity is None or last_activity != compacted_activity
+    return is_idle(last_activity, now, idle_compact_after_minutes, run_active) and (
+        compacted_activity is None or last_activity != compacted_activity
+    )
 
 
 class Appends(Protocol):

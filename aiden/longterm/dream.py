@@ -287,8 +287,7 @@ class Dream(DreamFlow[dict[str, bytes | None]]):
         commit_id = self._git.resolve(target)
         files = self._git.read(commit_id)
         wanted: dict[str, bytes | None] = {name: files.get(name) for name in LONG_TERM_FILES}
-        source = next((v for v in self._git.log(limit=10_000) if v.commit_id == commit_id), None)
-        title = source.title if source is not None else ""
+        title = next((v.title for v in self._git.log(limit=10_000) if v.commit_id == commit_id), "")
         self._write_files(wanted, read_long_term_files(self.root))
         message = f"restore: {commit_id[:12]} ({title})"
         new_id = self._git.commit(wanted, message, now=now) or commit_id

@@ -33,7 +33,6 @@ from aiden.storage.layout import LONG_TERM_FILES, LongTermFileName
 __all__ = [
     "LONG_TERM_FILES",
     "DreamEdit",
-    "FileName",
     "Version",
     "apply_edits",
     "bullets",
@@ -43,34 +42,28 @@ __all__ = [
     "unique_match",
 ]
 
-# The names live in Layout, beside every other file name recovery must know.
-FileName = LongTermFileName
 _TITLES: Final[dict[str, str]] = {"SOUL.md": "# SOUL", "USER.md": "# USER", "MEMORY.md": "# MEMORY"}
 _STYLE: Final = re.compile(
     r"\b(?:tone|concise|concisely|verbose|terse|brief|formal|informal|emojis?|friendly|polite|reply|replies|"
     r"respond|responses?|answer|answers|explanations?|language|english|bullet points?|persona|voice)\b",
     re.IGNORECASE,
 )
-_ROUTES: Final[dict[Section, tuple[FileName, str]]] = {
+_ROUTES: Final[dict[Section, tuple[LongTermFileName, str]]] = {
     "user_preferences": ("USER.md", "Preferences"),
     "facts": ("MEMORY.md", "Project Facts"),
     "working_recipes": ("MEMORY.md", "Working Recipes"),
     "failed_approaches": ("MEMORY.md", "Failed Approaches"),
 }
-_SOUL_ROUTE: Final[tuple[FileName, str]] = ("SOUL.md", "Communication Style")
+_SOUL_ROUTE: Final[tuple[LongTermFileName, str]] = ("SOUL.md", "Communication Style")
 
 
 class DreamEdit(msgspec.Struct, frozen=True, kw_only=True):
     """Add or remove one bullet of one section of one long-term file."""
 
-    file: FileName
+    file: LongTermFileName
     section: str
     action: Literal["add", "remove"]
     text: str
-
-
-def _is_heading(line: str) -> bool:
-    return line.startswith("#")
 
 
 def _section_span(lines: Sequence[str], section: str) -> tuple[int, int] | None:
@@ -79,7 +72,7 @@ def _section_span(lines: Sequence[str], section: str) -> tuple[int, int] | None:
     for i, line in enumerate(lines):
         if line.startswith("## ") and line[3:].strip().casefold() == want:
             end = i + 1
-            while end < len(lines) and not _is_heading(lines[end]):
+            while end < len(lines) and not lines[end].startswith("#"):
                 end += 1
             return i, end
     return None

@@ -91,10 +91,6 @@ class LongTermIndex(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     entries: tuple[IndexEntry, ...] = ()
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def make_entry(
     *,
     memory_id: str,
@@ -108,7 +104,7 @@ def make_entry(
     validate_id(memory_id, what="memory id")
     if type not in MEMORY_TYPES:
         raise MemoryEntryError(f"invalid memory type {type!r}: expected one of {list(MEMORY_TYPES)}")
-    flat_title = _one_line(title)
+    flat_title = " ".join(title.split())
     if not flat_title:
         raise MemoryEntryError("title must not be empty")
     if len(flat_title) > MAX_TITLE_CHARS:
@@ -154,7 +150,7 @@ def render_entry_md(entry: MemoryEntry) -> str:
 def parse_entry_md(text: str) -> MemoryEntry:
     """Parse an entry file; :class:`CorruptionError` if it is not one."""
     lines = text.split("\n")
-    match = _META_LINE.match(lines[0]) if lines else None
+    match = _META_LINE.match(lines[0])  # split always returns at least one line
     if match is None or len(lines) < 2 or not lines[1].startswith("# "):
         raise CorruptionError("not an aiden memory file (missing header)")
     try:
@@ -174,12 +170,7 @@ def parse_entry_md(text: str) -> MemoryEntry:
 
 def render_index_yaml(index: LongTermIndex) -> str:
     """``index.yaml`` text (``yaml.safe_dump``: plain data, no tags)."""
-    rows: list[dict[str, Any]] = [
-        {"id": e.id, "type": e.type, "title": e.title, "created_at": e.created_at, "expires_at": e.expires_at}
-        for e in index.entries
-    ]
-    data = {"version": index.version, "entries": rows}
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=4096)
+    return yaml.safe_dump(msgspec.to_builtins(index), sort_keys=False, allow_unicode=True, width=4096)
 
 
 def parse_index_yaml(data: bytes) -> LongTermIndex:

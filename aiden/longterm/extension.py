@@ -104,12 +104,8 @@ class LongTermActor:
         self._dirty_send, self._dirty_recv = anyio.create_memory_object_stream[None](1)
         self._dream_send, self._dream_recv = anyio.create_memory_object_stream[None](1)
         self._dreams_running = 0
-        if backend_factory is None:
-            self.backend: LongTermBackend = FileLongTermBackend(
-                layout, storage, config, summarizer, dirty=self._dirty_send
-            )
-        else:
-            self.backend = backend_factory(self._dirty_send)
+        factory = backend_factory or partial(FileLongTermBackend, layout, storage, config, summarizer)
+        self.backend: LongTermBackend = factory(self._dirty_send)
         # Chunks whose history record failed, oldest first (retried by the next compaction).
         self._unrecorded: list[tuple[ChunkEntry, str]] = []
         self._inbox = inbox
@@ -259,8 +255,7 @@ class LongTermActor:
             stream.close()
 
 
-# Workers: a long Dream run never holds up the running-summary merge a compaction waits for.
-_WORKERS = 3
+_WORKERS = 3  # see the module docstring
 
 
 class LongTermExtension(Extension):

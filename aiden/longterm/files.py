@@ -89,11 +89,10 @@ def read_bounded(path: Path, limit: int = MAX_SUMMARY_BYTES) -> str | None:
         return None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except (FileNotFoundError, OSError):
+    except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
-        data = f.read(limit)
-    return data.decode("utf-8", errors="replace")
+        return f.read(limit).decode("utf-8", errors="replace")
 
 
 def read_summary(path: Path, *, kind: SummaryKind | None = None) -> SessionSummary | None:

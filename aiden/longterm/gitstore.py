@@ -65,15 +65,6 @@ _T = TypeVar("_T")
 
 log = logging.getLogger("aiden.longterm")
 
-# A damaged repository makes dulwich (and the OS under it) raise many unrelated
-# types: KeyError for a bad ref or a missing object, zlib/Buffer/struct errors for
-# flipped or truncated object bytes, OSError for a half-deleted .git, and classes
-# deriving from Exception directly (SymrefLoop for a HEAD naming itself,
-# RefFormatError for a ref path leaving refs/). A list of them always missed one,
-# and a missed one ended the runtime's task group, so the boundary takes every
-# Exception that is not aiden's own. Exception subclasses only: cancellation
-# (a BaseException) is never caught here.
-
 _MAX_FILE_BYTES: Final = 512 * 1024
 
 
@@ -119,27 +110,27 @@ class GitStore:
 
         This is the boundary that keeps dulwich's exceptions out of Dream's
         schedule (which tolerates only AidenError) and the runtime's task group.
-        aiden's own errors pass through. Only a message survives a foreign error:
-        its traceback pins dulwich's mmapped packs, which could then not be
-        closed (BufferError) and would leak.
+        A damaged repository makes dulwich (and the OS under it) raise many
+        unrelated types (KeyError, zlib/struct errors, OSError, SymrefLoop,
+        RefFormatError...): a list of them always missed one, so every Exception
+        that is not aiden's own is taken; cancellation (a BaseException) is not.
+        Only a message survives a foreign error: its traceback pins dulwich's
+        mmapped packs, which could then not be closed (BufferError) and would leak.
         """
         with self._lock:
             failure = ""
             repo: Repo | None = None
             try:
                 repo = self._open(create=create)
-                if repo is None:
-                    return missing()
-                return fn(repo)
+                return missing() if repo is None else fn(repo)
             except AidenError:
                 raise
             except Exception as exc:
                 failure = f"{type(exc).__name__}: {exc}"
             finally:
-                if repo is not None and not failure:
+                # After a foreign error, the handler above has dropped its traceback by now.
+                if repo is not None:
                     self._close(repo)
-            if repo is not None:
-                self._close(repo)  # the traceback is gone now, so the packs can be closed
             raise GitCorruptionError(f"long-term git history at {self.git_dir} is damaged: {failure}")
 
     def _close(self, repo: Repo) -> None:
@@ -197,20 +188,13 @@ class GitStore:
         def record(repo: Repo) -> str | None:
             self._remove_dead_ref_locks()
             head = self._head(repo)
-            if head is not None and self._tree_files(repo, head) == {
-                k: v for k, v in contents.items() if v is not None
-            }:
+            present = {k: v for k, v in contents.items() if v is not None}
+            if head is not None and self._tree_files(repo, head) == present:
                 return None
+            blobs = {name: Blob.from_string(present[name]) for name in sorted(present)}
             tree = Tree()
-            objects: list[Blob | Tree | Commit] = []
-            for name in sorted(contents):
-                data = contents[name]
-                if data is None:
-                    continue
-                blob = Blob.from_string(data)
-                objects.append(blob)
+            for name, blob in blobs.items():
                 tree.add(name.encode("utf-8"), _MODE, blob.id)
-            objects.append(tree)
             commit = Commit()
             commit.tree = tree.id
             commit.parents = [head] if head is not None else []
@@ -219,8 +203,7 @@ class GitStore:
             commit.author_timezone = commit.commit_timezone = 0
             commit.encoding = b"UTF-8"
             commit.message = message.strip().encode("utf-8") + b"\n"
-            objects.append(commit)
-            repo.object_store.add_objects([(obj, None) for obj in objects])
+            repo.object_store.add_objects([(obj, None) for obj in (*blobs.values(), tree, commit)])
             if not repo.refs.set_if_equals(_HEAD, head, commit.id):
                 raise DreamError("long-term history changed concurrently; commit not recorded")
             return commit.id.decode()
@@ -290,30 +273,27 @@ class HistoryCheck(msgspec.Struct, frozen=True, kw_only=True):
     """Versions after a cut, oldest first: HEAD's chain down to a root that is not the first version."""
 
 
-class _Objects(msgspec.Struct, kw_only=True):
-    commits: dict[ObjectID, Commit]
-    unreadable: list[str]
-
-
-def _read_objects(repo: Repo) -> _Objects:
-    found = _Objects(commits={}, unreadable=[])
+def _read_objects(repo: Repo) -> tuple[dict[ObjectID, Commit], list[str]]:
+    """The commits stored, and what could not be read."""
+    commits: dict[ObjectID, Commit] = {}
+    unreadable: list[str] = []
     for pack in repo.object_store.packs:
         try:
             pack.check()
         except Exception as exc:  # dulwich raises many unrelated types for a damaged pack
-            found.unreadable.append(f"a pack fails its check: {type(exc).__name__}: {exc}")
+            unreadable.append(f"a pack fails its check: {type(exc).__name__}: {exc}")
     for sha in repo.object_store:
         try:
             obj = repo.object_store[sha]
             if isinstance(obj, Commit):
-                found.commits[sha] = obj
+                commits[sha] = obj
             elif isinstance(obj, Tree):
                 for entry in obj.items():
                     if entry.sha not in repo.object_store:
-                        found.unreadable.append(f"tree {sha.decode()} names a missing object")
+                        unreadable.append(f"tree {sha.decode()} names a missing object")
         except Exception as exc:
-            found.unreadable.append(f"object {sha.decode()}: {type(exc).__name__}: {exc}")
-    return found
+            unreadable.append(f"object {sha.decode()}: {type(exc).__name__}: {exc}")
+    return commits, unreadable
 
 
 def _chain(commits: Mapping[ObjectID, Commit], start: ObjectID) -> tuple[list[ObjectID], ObjectID | None]:
@@ -366,16 +346,20 @@ def _head_problem(repo: Repo, git_dir: Path) -> tuple[ObjectID | None, str | Non
 
 
 def _check(repo: Repo, git_dir: Path) -> HistoryCheck:
-    objects = _read_objects(repo)
-    problems = [f"long_term/.git: {p}" for p in objects.unreadable]
+    commits, unreadable = _read_objects(repo)
+    problems = [f"long_term/.git: {p}" for p in unreadable]
     head, head_problem = _head_problem(repo, git_dir)
-    commits = objects.commits
     versions = 0
     cut: list[ObjectID] = []
     tip = _tip(commits)
     if head_problem is not None:
         problems.append(head_problem)
-    elif head is not None:
+        if commits:
+            problems.append(
+                f"long_term/.git: {_versions(len(commits))} stored out of dream_log's reach; "
+                "the next Dream would start a new history without them"
+            )
+    elif head is not None:  # always, without a problem
         chain, broken = _chain(commits, head)
         versions = len(chain)
         if broken is not None:
@@ -395,15 +379,10 @@ def _check(repo: Repo, git_dir: Path) -> HistoryCheck:
                 tip = older
             else:
                 tip = chain
-    if head is None and head_problem is not None and commits:
-        problems.append(
-            f"long_term/.git: {_versions(len(commits))} stored out of dream_log's reach; "
-            "the next Dream would start a new history without them"
-        )
     return HistoryCheck(
         problems=tuple(problems),
         versions=versions,
-        objects_intact=not objects.unreadable,
+        objects_intact=not unreadable,
         tip=tip[0].decode() if tip else None,
         cut_off=tuple(c.decode() for c in cut),
     )
@@ -461,20 +440,19 @@ def _start_afresh(long_term: Path, storage: Storage, now: float) -> list[str]:
     aside = long_term / f"{DAMAGED_PREFIX}{time.time_ns()}"
     storage.rename_noreplace(git_dir, aside)
     storage.fsync_dir(long_term)
-    lines = [
-        f"moved the damaged long_term/.git to long_term/{aside.name}; "
-        "its version history is lost to dream_log and restore"
-    ]
-    contents = read_long_term_files(long_term)
     message = (
         f"repair: a new version history from the current long-term files (the damaged one is {aside.name})"
     )
-    commit = GitStore(long_term, LONG_TERM_FILES, storage).commit(contents, message, now=int(now))
-    if commit is None:
-        lines.append("no long-term files to version yet: the next Dream starts the history")
-    else:
-        lines.append(f"started a new version history from the current long-term files ({commit[:12]})")
-    return lines
+    commit = GitStore(long_term, LONG_TERM_FILES, storage).commit(
+        read_long_term_files(long_term), message, now=int(now)
+    )
+    return [
+        f"moved the damaged long_term/.git to long_term/{aside.name}; "
+        "its version history is lost to dream_log and restore",
+        "no long-term files to version yet: the next Dream starts the history"
+        if commit is None
+        else f"started a new version history from the current long-term files ({commit[:12]})",
+    ]
 
 
 def repair_history(long_term: Path, storage: Storage, *, now: float) -> list[str]:

@@ -107,8 +107,7 @@ def _tail(path: Path, size: int) -> tuple[bytes, bool]:
     """The last ``size`` bytes of ``path`` and whether that is the whole file."""
     try:
         with open(path, "rb") as f:
-            end = f.seek(0, os.SEEK_END)
-            start = max(0, end - size)
+            start = max(0, f.seek(0, os.SEEK_END) - size)
             f.seek(start)
             return f.read(), start == 0
     except FileNotFoundError:
@@ -118,10 +117,9 @@ def _tail(path: Path, size: int) -> tuple[bytes, bool]:
 class HistoryStore:
     """``long_term/history.jsonl`` with its ``.cursor`` and Dream's ``.dream_cursor`` (blocking I/O).
 
-    Appends hold ``long_term/.history.lock`` (``flock``, the session store's
-    :class:`SessionLock`), so any number of instances, in any number of
-    processes, allocate unique, increasing cursors. Nothing about the file is
-    cached between appends: another holder may have appended in between.
+    Any number of instances, in any number of processes, allocate unique, increasing
+    cursors (see the module docstring). Nothing about the file is cached between
+    appends: another holder may have appended in between.
     """
 
     def __init__(self, layout: Layout, storage: Storage, *, max_record_chars: int = DEFAULT_MAX_RECORD_CHARS) -> None:
@@ -203,8 +201,7 @@ class HistoryStore:
 
     def read_after(self, cursor: int, *, limit: int | None = None) -> list[HistoryRecord]:
         """Records with a cursor greater than ``cursor``, oldest first (at most ``limit``)."""
-        records = [r for r in self._scan(read_bytes(self.path)) if r.cursor > cursor]
-        return records if limit is None else records[:limit]
+        return [r for r in self._scan(read_bytes(self.path)) if r.cursor > cursor][:limit]
 
     def cursor(self) -> int:
         """The last allocated cursor (0 when empty); a lock-free snapshot."""

@@ -30,7 +30,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -161,12 +161,9 @@ class ThreadedEntryStore(ABC):
     # --- the async API ----------------------------------------------------------------
     def notify_dirty(self) -> None:
         """Tell the profile debouncer the store changed (dropped if a signal is already pending)."""
-        if self._dirty is None:
-            return
-        try:
-            self._dirty.send_nowait(None)
-        except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
+        if self._dirty is not None:
+            with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._dirty.send_nowait(None)
 
     async def save(
         self,
@@ -423,18 +420,12 @@ class LongTermMemoryStore(ThreadedEntryStore):
 
     def _rebuild_index(self) -> LongTermIndex:
         try:
-            names = sorted(os.listdir(self.memories_dir))
+            names = os.listdir(self.memories_dir)
         except FileNotFoundError:
             names = []
-        entries: list[IndexEntry] = []
-        for name in names:
-            if not name.endswith(".md"):
-                continue
-            entry = self._read_file(name[:-3])
-            if entry is not None:
-                entries.append(_row(entry))
-        entries.sort(key=lambda e: (e.created_at, e.id))
-        return LongTermIndex(entries=tuple(entries))
+        found = (self._read_file(name[:-3]) for name in sorted(names) if name.endswith(".md"))
+        rows = sorted((_row(e) for e in found if e is not None), key=lambda e: (e.created_at, e.id))
+        return LongTermIndex(entries=tuple(rows))
 
     def _read_file(self, memory_id: str) -> MemoryEntry | None:
         try:
@@ -494,7 +485,6 @@ class LongTermMemoryStore(ThreadedEntryStore):
             rest = tuple(e for e in index.entries if e.id != entry.id)
             new = LongTermIndex(entries=(*rest, _row(entry)))
             try:
-                # The entry's replace may land before its directory fsync fails: undone too.
                 self._storage.write_atomic(path, render_entry_md(entry).encode("utf-8"))
                 self._cache.discard(entry.id)
                 self._write_index(new)
@@ -559,6 +549,5 @@ class LongTermMemoryStore(ThreadedEntryStore):
             self._rebuilds += 1
             if read_bytes(self.profile_path) == text:
                 return False
-            ensure_dir(self._storage, self.root)
             self._storage.write_atomic(self.profile_path, text)
             return True

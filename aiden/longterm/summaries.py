@@ -151,11 +151,7 @@ def is_excluded(text: str) -> bool:
     """True for what a durable summary leaves out: greetings, acknowledgements, filler, reasoning meander."""
     body = _LABEL.sub("", " ".join(text.split()))
     rest = _GREETING.sub("", body, count=1)
-    if len(rest.split()) == 0:
-        return True
-    if _FILLER.match(rest):
-        return True
-    return _MEANDER.match(body) is not None
+    return not rest.split() or _FILLER.match(rest) is not None or _MEANDER.match(body) is not None
 
 
 def clean_item(text: str) -> str:
@@ -164,18 +160,16 @@ def clean_item(text: str) -> str:
     Returns ``""`` when nothing worth keeping is left (see :func:`is_excluded`).
     Idempotent: cleaning a clean item returns it unchanged.
     """
-    current = text
     for _ in range(8):  # each pass only removes text, so this reaches a fixed point
-        cleaned = _clean_once(current)
-        if cleaned == current:
-            return cleaned
-        current = cleaned
-    return current
+        cleaned = _clean_once(text)
+        if cleaned == text:
+            break
+        text = cleaned
+    return text
 
 
 def _clean_once(text: str) -> str:
-    flat = " ".join(strip_thinking(text).split())
-    flat = _BULLET.sub("", flat).strip()
+    flat = _BULLET.sub("", " ".join(strip_thinking(text).split())).strip()
     if not flat or flat.casefold() == "(none)" or is_excluded(flat):
         return ""
     label = _LABEL.match(flat)
@@ -231,13 +225,8 @@ def render_summary_md(summary: SessionSummary) -> str:
     if summary.through_seq:
         lines.append(f"through_seq: {summary.through_seq}")
     for section in SECTIONS:
-        lines.append("")
-        lines.append(f"## {HEADINGS[section]}")
-        items = summary.section(section)
-        if items:
-            lines.extend(f"- {item}" for item in items)
-        else:
-            lines.append("- (none)")
+        items = summary.section(section) or ("(none)",)
+        lines.extend(["", f"## {HEADINGS[section]}", *(f"- {item}" for item in items)])
     return "\n".join(lines) + "\n"
 
 
@@ -426,11 +415,10 @@ def conflict_key(section: Section, text: str) -> str | None:
 
 
 def _merge_items(section: Section, older: Iterable[str], newer: Iterable[str], max_items: int) -> tuple[str, ...]:
-    chronological = [*older, *newer]
     kept: list[str] = []
     seen_text: set[str] = set()
     seen_conflict: set[str] = set()
-    for item in reversed(chronological):  # newest first: the newest claims its keys
+    for item in reversed([*older, *newer]):  # newest first: the newest claims its keys
         key = same_key(item)
         if not key or key in seen_text:
             continue
@@ -443,8 +431,7 @@ def _merge_items(section: Section, older: Iterable[str], newer: Iterable[str], m
         kept.append(item)
         if len(kept) >= max_items:
             break
-    kept.reverse()
-    return tuple(kept)
+    return tuple(reversed(kept))
 
 
 def merge_summaries(

@@ -191,14 +191,8 @@ def parse_forget_memory(arguments: str | Mapping[str, Any]) -> str:
 async def save_memory(store: EntryStore, request: SaveRequest, *, now: float) -> str:
     """Save one decoded call: ``{"saved": {...}}`` or ``{"error": "..."}``."""
     try:
-        entry = await store.save(
-            type=request.type,
-            title=request.title,
-            content=request.content,
-            now=now,
-            expires_at=request.expires_at,
-            memory_id=request.memory_id,
-        )
+        # SaveRequest's fields are save's keyword arguments.
+        entry = await store.save(**msgspec.structs.asdict(request), now=now)
     except (AidenError, ValueError, msgspec.MsgspecError) as exc:
         return _error(f"save_memory: {exc}")
     return _encoder.encode({"saved": _describe(entry)}).decode()
@@ -215,11 +209,6 @@ async def forget_memory(store: EntryStore, memory_id: str) -> str:
     return _encoder.encode({"forgotten": memory_id}).decode()
 
 
-def tool_error(name: str, exc: Exception) -> str:
-    """The JSON error result of a call whose arguments did not decode."""
-    return _error(f"{name}: {exc}")
-
-
 async def handle_save_memory(
     store: EntryStore, arguments: str | Mapping[str, Any], *, now: float
 ) -> str:
@@ -227,7 +216,7 @@ async def handle_save_memory(
     try:
         request = parse_save_memory(arguments)
     except (ValueError, msgspec.MsgspecError) as exc:
-        return tool_error("save_memory", exc)
+        return _error(f"save_memory: {exc}")
     return await save_memory(store, request, now=now)
 
 
@@ -236,7 +225,7 @@ async def handle_forget_memory(store: EntryStore, arguments: str | Mapping[str, 
     try:
         memory_id = parse_forget_memory(arguments)
     except (ValueError, msgspec.MsgspecError) as exc:
-        return tool_error("forget_memory", exc)
+        return _error(f"forget_memory: {exc}")
     return await forget_memory(store, memory_id)
 
 
@@ -270,4 +259,4 @@ class LongTermTools:
                 return await self._port().save_memory(parse_save_memory(arguments))
             return await self._port().forget_memory(parse_forget_memory(arguments))
         except (ValueError, msgspec.MsgspecError) as exc:
-            return tool_error(name, exc)
+            return _error(f"{name}: {exc}")

@@ -301,29 +301,27 @@ async def extract_summary(
     )
     try:
         with anyio.fail_after(None if owned else deadline):
-            result = await summarizer.summarize(request)
-        degraded = False
+            return summary_from_result(await summarizer.summarize(request), kind="running"), False
     except (SummarizerError, TimeoutError) as exc:
         if not use_fallback:
             raise
         why = str(exc) or f"no answer within {deadline}s"  # a TimeoutError has no message of its own
         log.warning("session summary extraction failed (%s); using the extractive fallback", why)
-        from aiden.summarizers.extractive import ExtractiveSummarizer
+    from aiden.summarizers.extractive import ExtractiveSummarizer
 
-        try:
-            # The fallback has the same deadline: it yields between slices of events, so it
-            # can be cut short on a huge backlog instead of stalling the compaction or close.
-            with anyio.fail_after(deadline):
-                result = await ExtractiveSummarizer().summarize(request)
-        except TimeoutError:
-            log.error(
-                "the extractive fallback also exceeded %ss on %d events; nothing extracted from them",
-                deadline,
-                len(events),
-            )
-            return SessionSummary(), True
-        degraded = True
-    return summary_from_result(result, kind="running"), degraded
+    try:
+        # The fallback has the same deadline: it yields between slices of events, so it
+        # can be cut short on a huge backlog instead of stalling the compaction or close.
+        with anyio.fail_after(deadline):
+            result = await ExtractiveSummarizer().summarize(request)
+    except TimeoutError:
+        log.error(
+            "the extractive fallback also exceeded %ss on %d events; nothing extracted from them",
+            deadline,
+            len(events),
+        )
+        return SessionSummary(), True
+    return summary_from_result(result, kind="running"), True
 
 
 class SummaryRows(Protocol):
@@ -352,8 +350,7 @@ class SummaryFlow(ABC):
     Extraction (a summarizer call) runs outside the backend's cross-process
     lock; each read-merge-write then re-reads inside it (:meth:`_locked`). One
     copy, so the backends cannot drift in what they skip, merge or wait for.
-    With ``use_fallback`` (the default) a failing ``summarizer`` is replaced by
-    the extractive one; ``use_fallback=False`` lets its errors propagate.
+    ``use_fallback=False`` lets a failing ``summarizer``'s errors propagate.
     """
 
     def __init__(
