@@ -11,20 +11,14 @@ both recorded: neither gates learning.
 
 :class:`EpisodeTracker` belongs to one ``Memory``: ``begin_run`` opens an
 episode (goal = the run's root input), every event appended while it is open
-is noted (tool calls, tool results with their success judged by
-:func:`result_failed`, user input after the root as a correction, assistant
-outputs: the last one, after the tool calls, is the run's answer),
-``recall_experience`` answers note the record ids they returned, and
-``commit_run`` finishes it for the experience actor to commit. aiden's own
-memory tools are not part of the trace: a lesson is about the environment,
-not about recalling.
+is noted, and ``commit_run`` finishes it for the experience actor to commit.
+aiden's own memory tools are not part of the trace: a lesson is about the
+environment, not about recalling.
 
-Reading a finished episode's trace is what the experience learner
-(:mod:`aiden.experience.learner`) rests its lessons on: :func:`attempts`
-pairs each tool call with its result, :func:`result_failed` says whether a
-result reports a failure, and :func:`assess` is the worker's own judgement of
-goal completion, read from the trace alone (the caller's recorded outcome is
-evidence beside it, never a substitute for it).
+The experience learner (:mod:`aiden.experience.learner`) rests its lessons on
+the reading of a finished trace here: :func:`attempts`, :func:`result_failed`
+and :func:`assess`, the worker's own judgement of goal completion (the
+caller's recorded outcome is evidence beside it, never a substitute for it).
 """
 
 from __future__ import annotations

@@ -17,17 +17,13 @@ parse. The worker leaves ``processed`` only after the records an episode
 taught are committed, so a crash before it repeats the (idempotent) learning
 and a crash after it never processes the episode again.
 
-The experience service (:mod:`aiden.experience.service`) runs on two storage
-seams only: :class:`EpisodeBackend` (committed episodes) and
-:class:`~aiden.experience.recordstore.RecordBackend` (the records and
-profiles they taught). So experience memory follows the session store: files
-under the memory's root by default (:class:`EpisodeStore`,
-:class:`~aiden.experience.recordstore.RecordStore`), rows in PostgreSQL for a
-memory opened on a PostgreSQL store (:mod:`aiden.experience.postgres`),
-where every worker sharing the long-term namespace learns from and recalls the
-same records. :mod:`aiden.testing.conformance_experience` is the suite every
-backend passes. Every method blocks: the experience actor calls them from a
-worker thread.
+The experience service runs on two storage seams: :class:`EpisodeBackend`
+and :class:`~aiden.experience.recordstore.RecordBackend` (the records and
+profiles the episodes taught), so experience memory follows the session store:
+files under the memory's root by default, rows in PostgreSQL for a memory
+opened on a PostgreSQL store (:mod:`aiden.experience.postgres`).
+:mod:`aiden.testing.conformance_experience` is the suite every backend passes.
+Every method blocks: the experience actor calls them from a worker thread.
 """
 
 from __future__ import annotations
@@ -150,8 +146,7 @@ class IndexedFiles(ABC, Generic[Ix]):
         depth: int,
         name: str,
     ) -> None:
-        """``parse`` reads the index (empty data: an empty index); ``depth``: the levels of
-        directories below ``root`` that may hold temp files; ``name`` starts the log lines."""
+        # parse: empty data reads as an empty index; depth: the directory levels that may hold temps.
         self.root = root
         self.index_path = index_path
         self.problems: list[str] = []
@@ -165,11 +160,8 @@ class IndexedFiles(ABC, Generic[Ix]):
         self._cleaned = False
 
     def _clean_once(self) -> None:
-        """Remove crash-left temp files, once per store, under ``_lock``.
-
-        At the first operation after the memory opened, on its worker thread: the walk
-        visits every directory of the store, so it stays off the open and the event loop.
-        """
+        # Crash-left temp files, at the first operation (under _lock, on the worker thread): the
+        # walk visits every directory of the store, so it stays off the open and the event loop.
         if not self._cleaned:
             self._cleaned = True
             removed = remove_stale_temps(self._storage, subdirs(self.root, self._depth))

@@ -9,17 +9,12 @@ Learning runs in the common idle window (the AutoCompact rule,
 session has been quiet for ``idle_compact_after_minutes``.
 
 Its methods on :class:`~aiden.memory.Memory` are here too: :class:`ExperienceMethods`, a base
-class of ``Memory`` over :class:`~aiden.memory_core.CoreMemory` (seed 002's Memory Plane). It
-owns the run's open episode (an :class:`~aiden.experience.episodes.EpisodeTracker`) and forwards
-everything else to the port. Experience is never injected into a prompt: the model asks with
-``recall_experience``, the agent tool whose JSON schema and handler are here too (seed 002
-"Memory Recall").
-
-That tool has no router, no forced first call and no query rewriting. A normal recall returns only
-active, unexpired, applicable records, at most five and about 4,800 characters of JSON, and reports
-the ids it actually returned (noted on the running episode). Bad arguments become
-``{"error": "..."}``: the handler never raises for the model's input; cancellation and programming
-errors propagate.
+class of ``Memory`` over :class:`~aiden.memory_core.CoreMemory` (seed 002's Memory Plane), owns
+the run's open episode and forwards everything else to the port. So is ``recall_experience``, the
+agent tool whose JSON schema and handler are here (seed 002 "Memory Recall"): no router, no forced
+first call, no query rewriting; at most five records and about 4,800 characters of JSON, the ids
+it returned noted on the running episode. Bad arguments become ``{"error": "..."}``: the handler
+never raises for the model's input; cancellation and programming errors propagate.
 """
 
 from __future__ import annotations
@@ -29,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, assert_never
+from typing import Any, Final
 
 import anyio
 import msgspec
@@ -49,6 +44,7 @@ from aiden.experience.messages import (
     ExperiencePort,
     Learn,
     Learned,
+    LearnOutcome,
     ListRecords,
     Records,
     SearchRecords,
@@ -63,9 +59,6 @@ from aiden.memory_core import CoreMemory
 from aiden.messages import codec
 from aiden.tools import ToolArgumentError as _Reject
 from aiden.tools import ToolSet, decode_arguments
-
-if TYPE_CHECKING:
-    from aiden.experience.messages import LearnOutcome
 
 __all__ = [
     "EXPERIENCE_TOOL",
@@ -123,8 +116,6 @@ class ExperienceActor:
                 return Learned(rid, await anyio.to_thread.run_sync(svc.learn, limit))
             case ListRecords(request_id=rid, environment=env):
                 return Records(rid, await anyio.to_thread.run_sync(svc.all_records, env))
-            case _:
-                assert_never(msg)
 
     def close_streams(self) -> None:
         """Close both stream ends (a no-op when the serve loop already did)."""
@@ -373,23 +364,6 @@ class ExperienceMethods(CoreMemory):
         return answer.text
 
 
-class _ExperienceTools:
-    """``recall_experience`` as a :class:`~aiden.tools.ToolSet`: ``run`` notes the recalled records on the episode."""
-
-    def __init__(self, run: Callable[[str | Mapping[str, Any]], Awaitable[str]]) -> None:
-        self._run = run
-
-    @property
-    def schemas(self) -> Sequence[Mapping[str, Any]]:
-        return (EXPERIENCE_TOOL,)
-
-    def handles(self, name: str) -> bool:
-        return name == TOOL_NAME
-
-    async def run(self, name: str, arguments: str | Mapping[str, Any]) -> str:
-        return await self._run(arguments)
-
-
 # --- the recall_experience tool ------------------------------------------------------------------
 
 TOOL_NAME: Final = "recall_experience"
@@ -440,6 +414,21 @@ EXPERIENCE_TOOL: Final[dict[str, Any]] = {
     },
 }
 """OpenAI / litellm function-tool definition of ``recall_experience``."""
+
+
+class _ExperienceTools:
+    """``recall_experience`` as a :class:`~aiden.tools.ToolSet`: ``run`` notes the recalled records on the episode."""
+
+    schemas: Final = (EXPERIENCE_TOOL,)
+
+    def __init__(self, run: Callable[[str | Mapping[str, Any]], Awaitable[str]]) -> None:
+        self._run = run
+
+    def handles(self, name: str) -> bool:
+        return name == TOOL_NAME
+
+    async def run(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        return await self._run(arguments)
 
 
 class _Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

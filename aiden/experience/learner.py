@@ -22,7 +22,7 @@ the episode id and the seqs of the events it rests on:
   direct evidence; a run of several different steps teaches nothing this way
   (which of them did the work is not in the trace);
 * each observed key (``memory.observe``) is a ``fact`` record of the
-  environment (:func:`fact_records`);
+  environment, its evidence the observation itself (:func:`fact_records`);
 * a location a call's result revealed and a later call used successfully
   is a ``navigation`` record: where that thing is in the environment
   (:mod:`aiden.experience.navigation`, which also confirms, disputes
@@ -44,20 +44,7 @@ What to learn is decided here alone. A configured LLM may only *phrase* the
 lessons of a :class:`LessonGroup` (one working step and the failures it
 replaced): :func:`rephrased` puts its text in the records' bodies and keeps
 the exact steps and the verification hint beside it, so the ids, statuses and
-evidence stay the embedded learner's. :class:`Lessons` carries what one
-episode teaches: the records to create or replace, the environment profile,
-the assessment and those groups.
-
-Fact records (:func:`fact_records`): ``memory.observe(key, value)`` records
-a deterministic observation (a version, a path, a size) on the episode.
-Beside the environment profile (the latest values, kept apart from the
-lessons), each observed key becomes one ``fact`` record of its environment
-that ``recall_experience`` can find. Its evidence is the observation event
-itself (episode id and seq): nothing is inferred. One record per
-(environment, key): the same value observed again adds the episode as
-evidence; a new value replaces the old one in place, the status reason
-saying what it was, so a key that changes every run (a size) does not pile
-up records. No model words a fact: the value is the fact.
+evidence stay the embedded learner's.
 """
 
 from __future__ import annotations
@@ -87,6 +74,7 @@ from aiden.experience.records import (
     goal_key,
     merge,
     record_id,
+    restatused,
 )
 from aiden.lifecycle import Outcome
 
@@ -172,8 +160,11 @@ def fact_records(
 ) -> list[ExperienceRecord]:
     """The fact records ``episode``'s observations give, merged with the ``known`` ones (by id).
 
-    The last observation of a key in the episode wins. A record equal to its
-    known version is still returned; the caller keeps only what changed.
+    One record per (environment, key), the last observation of the key in the episode winning:
+    the same value observed again adds the episode as evidence; a new value replaces the old one
+    in place, the status reason saying what it was, so a key that changes every run (a size)
+    does not pile up records. No model words a fact: the value is the fact. A record equal to
+    its known version is still returned; the caller keeps only what changed.
     """
     latest: dict[str, tuple[str, int]] = {}
     for event in episode.events:
@@ -276,11 +267,10 @@ def _first_try_completion(episode: Episode, tried: list[Attempt]) -> tuple[Attem
     """
     if not tried or any(not a.ok for a in tried) or len({a.step for a in tried}) != 1:
         return None
-    if any(e.type == "user_correction" for e in episode.events):
+    if episode.outcome == "failure" or any(e.type == "user_correction" for e in episode.events):
         return None
-    if assess(episode) != "success" or episode.outcome == "failure":
-        return None
-    answer = answer_after(episode, tried[-1].result.seq)  # never None after a success: typed here
+    # With every attempt working and no correction, an answer after the last is assess()'s success.
+    answer = answer_after(episode, tried[-1].result.seq)
     return None if answer is None else (tried[-1], answer)
 
 
@@ -302,12 +292,6 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             changed[record.id] = merged
         else:
             changed.pop(record.id, None)
-
-    def restatus(record: ExperienceRecord, status: str, reason: str) -> None:
-        # Every caller checked that the status changes.
-        changed[record.id] = msgspec.structs.replace(
-            record, status=status, status_reason=reason, updated_at=max(record.updated_at, when)
-        )
 
     tried = attempts(episode)
     failed = {a.step for a in tried if not a.ok}
@@ -393,16 +377,19 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         steps = [a for a in tried if a.step == rec.step]
         seqs = tuple(s for a in steps for s in a.seqs)
         if rec.kind in _WORKING and rec.status != "legacy" and rec.goal == goal and new_procedures:
-            restatus(rec, "legacy", f"superseded by {sorted(new_procedures)[0]} (episode {episode.id})")
+            why = f"superseded by {sorted(new_procedures)[0]} (episode {episode.id})"
+            changed[rec.id] = restatused(rec, "legacy", why, when)
             superseded.append(rec.step)
         elif (
             rec.kind in _WORKING and rec.step in failed and rec.step not in worked and rec.status == "active"
         ):
-            restatus(rec, "disputed", f"episode {episode.id} seqs {list(seqs)}: the step failed")
+            why = f"episode {episode.id} seqs {list(seqs)}: the step failed"
+            changed[rec.id] = restatused(rec, "disputed", why, when)
         elif (
             rec.kind == "failure" and rec.step in worked and rec.step not in failed and rec.status == "active"
         ):
-            restatus(rec, "disputed", f"episode {episode.id} seqs {list(seqs)}: the step succeeded")
+            why = f"episode {episode.id} seqs {list(seqs)}: the step succeeded"
+            changed[rec.id] = restatused(rec, "disputed", why, when)
         elif (
             rec.kind in _WORKING and rec.status != "legacy" and rec.step in worked and rec.step not in failed
         ):

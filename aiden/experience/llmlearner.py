@@ -226,13 +226,10 @@ class LLMLearner:
         self._breaker.admit(anyio.current_time())
         try:
             content = await self._complete(build_messages(group))
-        except anyio.get_cancelled_exc_class():
-            self._breaker.failed(anyio.current_time())
-            raise
         except InvalidSummaryError:
             self._breaker.succeeded()  # the provider answered: not an outage
             raise
-        except SummarizerError:
+        except (anyio.get_cancelled_exc_class(), SummarizerError):
             self._breaker.failed(anyio.current_time())
             raise
         self._breaker.succeeded()

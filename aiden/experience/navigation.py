@@ -18,9 +18,7 @@ together give the ``navigation`` record "in environment E, <name> is at L",
 citing the seqs of both. Two spellings are the same place when they are
 equal or one ends with the other after a ``/`` (``./conf/redis.yaml`` from
 ``find``, ``/srv/acme/conf/redis.yaml`` from ``grep``, ``conf/redis.yaml`` in
-the edit); the record keeps the use's spelling, the one that worked. A bare
-file name in a call names what is looked for, not a path to it (``find .
--name redis.yaml`` neither knew nor used the path it prints). A location is
+the edit); the record keeps the use's spelling, the one that worked. A location is
 a URL, a path with a ``/`` or a file name with an extension: a bare word
 (``src``, ``Makefile``) is too ambiguous to stand for a place.
 
@@ -50,10 +48,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-import msgspec
-
 from aiden.experience.episodes import Attempt, Episode, corrected_after
-from aiden.experience.records import Evidence, ExperienceRecord, confirmed, merge, record_id
+from aiden.experience.records import Evidence, ExperienceRecord, confirmed, merge, record_id, restatused
 
 __all__ = [
     "MAX_PLACES",
@@ -268,20 +264,10 @@ def navigation_records(
         if worked:
             out[rec.id] = confirmed(rec, episode, worked[0].seqs, expires_at=expires_at)
         elif moved is not None and (gone or rec.status == "disputed"):
-            out[rec.id] = msgspec.structs.replace(
-                rec,
-                status="legacy",
-                status_reason=(
-                    f"moved: `{moved.location}` found and used in episode {episode.id} seqs {list(moved.seqs)}"
-                ),
-                updated_at=max(rec.updated_at, when),
-            )
+            where = f"`{moved.location}` found and used in episode {episode.id} seqs {list(moved.seqs)}"
+            out[rec.id] = restatused(rec, "legacy", f"moved: {where}", when)
         elif gone and rec.status == "active":
             seqs = [s for a in gone for s in a.seqs]
-            out[rec.id] = msgspec.structs.replace(
-                rec,
-                status="disputed",
-                status_reason=f"episode {episode.id} seqs {seqs}: `{rec.step}` was not found",
-                updated_at=max(rec.updated_at, when),
-            )
+            why = f"episode {episode.id} seqs {seqs}: `{rec.step}` was not found"
+            out[rec.id] = restatused(rec, "disputed", why, when)
     return list(out.values())

@@ -92,7 +92,6 @@ class _Db:
         self.namespace = store.long_term_namespace
         self._ready = False
         self._ready_lock = threading.Lock()
-        self.problems: list[str] = []
 
     @contextmanager
     def connection(self, what: str) -> Iterator[Conn]:
@@ -107,19 +106,14 @@ class _Db:
         with translated(what), self._store.pool.connection() as conn:
             yield conn
 
-    def decode(self, decoder: msgspec.json.Decoder[Any], data: object, what: str) -> Any:
+    @staticmethod
+    def decode(decoder: msgspec.json.Decoder[Any], data: object, what: str) -> Any:
         """``data`` decoded, or None with the problem logged: a damaged row never stops the others."""
         try:
             return decoder.decode(bytes(data))  # type: ignore[call-overload]
         except (msgspec.DecodeError, msgspec.ValidationError, TypeError) as exc:
-            self.problem(f"{what} is unreadable: {exc}")
+            log.error("experience store: %s is unreadable: %s", what, exc)
             return None
-
-    def problem(self, text: str) -> None:
-        """Log ``text`` and keep it (the first 50) for inspection."""
-        log.error("experience store: %s", text)
-        if len(self.problems) < 50:
-            self.problems.append(text)
 
 
 class PgEpisodeStore:
@@ -162,7 +156,7 @@ class PgEpisodeStore:
         """The committed episode of ``row`` (None, reported, if it is missing or damaged)."""
         found = self.get(row.id)
         if found is None:
-            self._db.problem(f"episode {row.id} is missing or unreadable")
+            log.error("experience store: episode %s is missing or unreadable", row.id)
         return found
 
     def get(self, episode_id: str) -> Episode | None:
@@ -224,7 +218,7 @@ class PgRecordStore(RecordBackend):
                 (self._db.namespace, row.id),
             ).fetchone()
         if found is None:
-            self._db.problem(f"record {row.id} is missing")
+            log.error("experience store: record %s is missing", row.id)
             return None
         record: ExperienceRecord | None = self._db.decode(_record_decoder, found[0], f"record {row.id}")
         return record

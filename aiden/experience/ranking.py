@@ -6,28 +6,17 @@ fusion (:func:`~aiden.recall.search.reciprocal_rank_fusion`) with its
 parameters: k 60, equal weights, at most :data:`~aiden.recall.search.META_ROWS`
 nearest rows. Then each task's working step is put before its failures.
 
-The records' vectors for that hybrid recall (:class:`RecordVectors`;
-blocking, worker threads) are held by the
-:class:`~aiden.experience.recordstore.RecordStore` of a memory opened with an
-embedder, keyed by record id and :func:`text_key` (the embedder's name and
-the embedded text), so an updated
-record or another model is embedded again. A row's vector is of
-:func:`row_text`, which a row alone determines, so the store fills the cache
-when it writes records and, for rows it has no current vector of, at the first
-recall that needs them, without opening a record's file.
-
-It is derived data, kept across opens in ``experience/vectors.msgpack``
-(:attr:`~aiden.storage.layout.Layout.experience_vectors`) so that a memory
-reopened on records learned earlier does not embed them all again at its
-first recall (seconds with a local model on a CPU). The file is read at the
-first use and written (atomically, through :class:`~aiden.storage.fs.Storage`)
-by :meth:`RecordVectors.save`, which the store calls once per learning pass
-or recall that embedded something, with only the live records' current
-vectors. A file that does not decode, of another version, with vectors of
-another length or not finite is ignored (one warning): the vectors are
-computed as without it and the file is rewritten. Two processes on one root
-may each rewrite it: the last writer wins, a reader never sees a torn file
-(atomic replace), and an entry that does not match a row's key is recomputed.
+The vectors (:class:`RecordVectors`; blocking, worker threads) are keyed by
+record id and :func:`text_key` (the embedder's name and :func:`row_text`, which
+a row alone determines), so an updated record or another model is embedded
+again and no record file is opened to embed it. They are derived data, kept
+across opens in ``experience/vectors.msgpack`` so that a reopened memory does
+not embed every record again at its first recall (seconds with a local model
+on a CPU). A file that does not decode, of another version, with vectors of
+another length or not finite is ignored (one warning) and rewritten. Two
+processes on one root may each rewrite it: the last writer wins, a reader
+never sees a torn file (atomic replace), and an entry that does not match a
+row's key is recomputed.
 
 Any fault in the vectors or the embedder is a :class:`~aiden.errors.RecallError`,
 on which recall stays lexical. The embedder is synchronous (its protocol):

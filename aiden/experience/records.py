@@ -23,11 +23,8 @@ joins the record kept under it, :func:`confirmed` how a later episode
 confirms one.
 
 The experience stores (records, episodes) keep their commit point in a small
-versioned YAML index (readable by a person, diffable). Parsing it is the same
-for every one of them (:func:`parse_yaml_index`): bounded size, PyYAML's safe
-loader (no tags, nothing executed), a version check, the Struct conversion,
-unique and path-safe ids; any failure is a :class:`~aiden.errors.CorruptionError`
-naming the file, which the store answers by rebuilding the index from its files.
+versioned YAML index (readable by a person, diffable), parsed the same way for
+both (:func:`parse_yaml_index`).
 """
 
 from __future__ import annotations
@@ -65,6 +62,7 @@ __all__ = [
     "parse_yaml_index",
     "record_id",
     "render_record_md",
+    "restatused",
     "render_yaml_index",
     "terms_of",
 ]
@@ -78,9 +76,11 @@ T = TypeVar("T")
 def parse_yaml_index(
     data: bytes, kind: type[T], *, name: str, version: int, ids: Callable[[T], Iterable[str]], what: str
 ) -> T:
-    """``data`` as a ``kind`` (empty: ``kind()``); :class:`CorruptionError` for anything else.
+    """``data`` as a ``kind`` (empty: ``kind()``); :class:`CorruptionError` naming the file for anything
+    else, which the store answers by rebuilding the index from its files.
 
-    ``ids(index)`` lists the index's ids, each checked with
+    Bounded size, PyYAML's safe loader (no tags, nothing executed), a version check, the Struct
+    conversion; ``ids(index)`` lists the index's ids, each checked with
     :func:`~aiden.events.validate_id` (as ``what``) and for duplicates.
     """
     if len(data) > _MAX_BYTES:
@@ -319,6 +319,14 @@ def merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceReco
         expires_at=None
         if old.expires_at is None and new.expires_at is None
         else max(old.expires_at or 0.0, new.expires_at or 0.0),
+    )
+
+
+def restatused(record: ExperienceRecord, status: RecordStatus, reason: str, when: float) -> ExperienceRecord:
+    """``record`` given ``status`` for ``reason`` by an episode that ended at ``when`` (its update time
+    never goes back)."""
+    return msgspec.structs.replace(
+        record, status=status, status_reason=reason, updated_at=max(record.updated_at, when)
     )
 
 

@@ -15,10 +15,7 @@ with an embedder, vectors of the rows' text, kept across opens) and opens the
 files of the few it returns, so expired, disputed and legacy records are
 never opened by a normal recall.
 
-:class:`RecordBackend` is the seam the experience service uses for records
-and profiles: :class:`RecordStore` on files, and
-:class:`~aiden.experience.postgres.PgRecordStore` (see
-:mod:`aiden.experience.episodestore` for both seams).
+:class:`RecordBackend` is the records' seam (see :mod:`aiden.experience.episodestore`).
 """
 
 from __future__ import annotations
@@ -26,9 +23,9 @@ from __future__ import annotations
 import hashlib
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
 import msgspec
 
@@ -51,7 +48,7 @@ from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import PROFILES_DIR_NAME, Layout
 
-__all__ = ["RecordBackend", "RecordStore", "embed_quietly", "merged_profile", "save_vectors_quietly"]
+__all__ = ["RecordBackend", "RecordStore", "merged_profile"]
 
 log = logging.getLogger("aiden.experience")
 
@@ -59,7 +56,6 @@ _MAX_RECORD_BYTES: Final = 64 * 1024
 _MAX_PROFILE_OBSERVATIONS: Final = 200
 _profile_decoder: Final = msgspec.json.Decoder(EnvironmentProfile)
 _encoder: Final = msgspec.json.Encoder()
-R = TypeVar("R")
 
 
 class RecordBackend(ABC):
@@ -96,8 +92,10 @@ class RecordBackend(ABC):
     def _embed(self, records: Sequence[ExperienceRecord]) -> None:
         """Embed the active ``records`` just written, in the learning pass: recall finds them ready."""
         if self.vectors is not None:
-            active = [r.row() for r in records if r.status == "active"]
-            embed_quietly(self.vectors, lambda v: v.update(active))
+            try:
+                self.vectors.update([r.row() for r in records if r.status == "active"])
+            except RecallError as exc:
+                _lexical(exc)
 
     def search(
         self,
@@ -128,8 +126,11 @@ class RecordBackend(ABC):
         ]
         near = None
         if self.vectors is not None and query.strip() and candidates:
-            near = embed_quietly(self.vectors, lambda v: v.near(candidates, query))
-            save_vectors_quietly(self.vectors, active)
+            try:
+                near = self.vectors.near(candidates, query)
+            except RecallError as exc:
+                _lexical(exc)
+            _save_vectors(self.vectors, active)
         out: list[ExperienceRecord] = []
         for row in rank(candidates, terms, near):
             if len(out) >= k:
@@ -144,7 +145,7 @@ class RecordBackend(ABC):
         calls it once at its end); whether it was. Never raises for it: the file is derived."""
         if self.vectors is None or not self.vectors.dirty:
             return False  # nothing to write: spare the index read
-        return save_vectors_quietly(self.vectors, [r for r in self.rows() if r.status == "active"])
+        return _save_vectors(self.vectors, [r for r in self.rows() if r.status == "active"])
 
 
 class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
@@ -244,16 +245,13 @@ class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
 
     def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
         """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
-        out: list[ExperienceRecord] = []
-        for row in self.rows():
-            if environment is not None and row.environment != environment:
-                continue
-            if now is not None and row.expired(now):
-                continue
-            record = self.load(row)
-            if record is not None:
-                out.append(record)
-        return out
+        rows = [
+            row
+            for row in self.rows()
+            if (environment is None or row.environment == environment)
+            and (now is None or not row.expired(now))
+        ]
+        return [record for row in rows if (record := self.load(row)) is not None]
 
     # --- environment profiles -----------------------------------------------------------------
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
@@ -286,16 +284,12 @@ def merged_profile(old: EnvironmentProfile | None, profile: EnvironmentProfile) 
     return msgspec.structs.replace(profile, observations=keep)
 
 
-def embed_quietly(vectors: RecordVectors, work: Callable[[RecordVectors], R]) -> R | None:
-    """``work`` on the vectors; None, logged, if the embedder or the cache fails (recall stays lexical)."""
-    try:
-        return work(vectors)
-    except RecallError as exc:
-        log.warning("experience recall: vectors unavailable, ranking by BM25 only: %s", exc)
-        return None
+def _lexical(exc: RecallError) -> None:
+    """The embedder or the cache failed: logged, and recall stays lexical."""
+    log.warning("experience recall: vectors unavailable, ranking by BM25 only: %s", exc)
 
 
-def save_vectors_quietly(vectors: RecordVectors, active: Sequence[RecordRow]) -> bool:
+def _save_vectors(vectors: RecordVectors, active: Sequence[RecordRow]) -> bool:
     """Write the vectors file for ``active``; False, logged, when it cannot be (the file is derived)."""
     # Not under any records lock: the write is an atomic replace with a unique temp file, so a
     # concurrent writer's file wins whole (a reader never sees a torn one), and a recall never

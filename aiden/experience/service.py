@@ -7,18 +7,12 @@ committed, and the pure learner (:mod:`aiden.experience.learner`) gives the
 same records the same ids when it runs again, so a crash anywhere in a pass
 loses no committed episode and duplicates no record.
 
-With an :class:`~aiden.experience.llmlearner.LLMLearner`, each learned
-(procedure, failures) group is phrased by the model, one call per group, made
-from the worker thread on the event loop (:func:`anyio.from_thread.run`: the
-service must then run in an anyio worker thread, as the actor runs it). A
-failed call keeps the embedded text. A retried pass may word a lesson
-differently, never under another id.
-
-With an ``embedder`` (the memory's, as chunk recall uses it), recall fuses
-BM25 with the records' vector similarity to the query
-(:mod:`aiden.experience.ranking`); the embedder is called from the worker
-thread, as it is synchronous. The vectors a learning pass computed are
-written to their file once, at the end of the pass.
+An :class:`~aiden.experience.llmlearner.LLMLearner` is called from the worker
+thread on the event loop (:func:`anyio.from_thread.run`: the service must run
+in an anyio worker thread, as the actor runs it); a retried pass may word a
+lesson differently, never under another id. The vectors a learning pass
+computed (with an ``embedder``, :mod:`aiden.experience.ranking`) are written
+to their file once, at the end of the pass.
 """
 
 from __future__ import annotations
