@@ -199,9 +199,7 @@ class IndexDB:
         except sqlite3.Error:
             conn.close()
             raise
-        st = os.stat(self.path)
-        self.conn = conn
-        self._ident = (st.st_dev, st.st_ino)
+        self._adopt(conn)
         self.next_doc = 1
         self.ndocs = 0
         self.problems = []
@@ -217,14 +215,17 @@ class IndexDB:
         """The row of ``chunk_id``, if indexed."""
         if self.conn is None:
             return None
-        rows = self.chunk_rows("WHERE chunk_id = ?", (chunk_id,))
-        return rows[0] if rows else None
+        return next(iter(self.chunk_rows("WHERE chunk_id = ?", (chunk_id,))), None)
 
     def chunk_count(self) -> int:
         """Indexed chunks (0 without a database)."""
         if self.conn is None:
             return 0
         return int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def _adopt(self, conn: sqlite3.Connection) -> None:
+        st = os.stat(self.path)
+        self.conn, self._ident = conn, (st.st_dev, st.st_ino)
 
     def _files(self) -> list[str]:
         base = self.path
@@ -275,9 +276,7 @@ class IndexDB:
         except sqlite3.DatabaseError:
             conn.close()
             return "corrupt"
-        st = os.stat(path)
-        self.conn = conn
-        self._ident = (st.st_dev, st.st_ino)
+        self._adopt(conn)
         try:
             self.token = _token_dec.decode(meta["token"]) if "token" in meta else None
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -303,21 +302,12 @@ class BulkChunk(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class NeedsRebuild(Exception):
-    """The database must be created again from scratch (e.g. a chunk's checksum changed)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """The database must be created again from scratch; its argument is the reason (e.g. ``out_of_date``)."""
 
 
 def event_text(event: SessionEvent) -> str:
     """The searchable (and shown) text of an event: content, tool name and tool arguments."""
-    parts = [event.content]
-    if event.tool_name:
-        parts.append(event.tool_name)
-    if event.tool_args:
-        parts.append(event.tool_args)
-    return "\n".join(p for p in parts if p)
+    return "\n".join(p for p in (event.content, event.tool_name, event.tool_args) if p)
 
 
 def text_hash(text: str) -> int:
@@ -380,12 +370,8 @@ def _apply_update(db: IndexDB, entry: ChunkEntry, read_chunk: Callable[[str], Ch
         return ""  # never indexed (reported unreadable when it was committed)
     if row.sha256 != entry.sha256:
         raise NeedsRebuild("out_of_date")
-    if (row.summary, bool(row.degraded), row.first_seq, row.last_seq) == (
-        display_summary(entry),
-        entry.degraded,
-        entry.first_seq,
-        entry.last_seq,
-    ):
+    shown = (display_summary(entry), entry.degraded, entry.first_seq, entry.last_seq)
+    if (row.summary, bool(row.degraded), row.first_seq, row.last_seq) == shown:
         return ""
     # A replaced summary: rare, so the chunk's docs are simply indexed again.
     try:
@@ -411,48 +397,27 @@ def _sync_pending(db: IndexDB, pending: PendingChunks) -> None:
             insert_chunk(db, chunk.entry, chunk.events, source="pending")
 
 
-def insert_chunk(
-    db: IndexDB,
-    entry: ChunkEntry,
-    events: Sequence[SessionEvent],
-    *,
-    source: str,
-) -> None:
+def insert_chunk(db: IndexDB, entry: ChunkEntry, events: Sequence[SessionEvent], *, source: str) -> None:
     """Insert a chunk, its summary doc and one doc per event with text (inside a transaction)."""
     conn = db.require()
-    text_of_summary = display_summary(entry)
-    lo = db.next_doc
+    summary = display_summary(entry)
     times = [e.timestamp for e in events if e.timestamp is not None]
-    ts_min = min(times) if times else None
-    ts_max = max(times) if times else None
-    cur = conn.execute(
-        f"INSERT INTO chunks({CHUNK_COLS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            entry.chunk_id, source, entry.sha256, text_of_summary, int(entry.degraded),
-            entry.first_seq, entry.last_seq, lo, lo - 1,
-        ),
-    )
-    chunk = cur.lastrowid
-    docs: list[tuple[Any, ...]] = []
-    texts: list[tuple[int, str]] = []
-    doc = lo
-    if text_of_summary:
-        docs.append((doc, chunk, None, None, None, ts_min, ts_max, text_hash(text_of_summary)))
-        texts.append((doc, index_text(text_of_summary)))
-        doc += 1
-    for event in events:
-        text = event_text(event)
-        if not text:
-            continue
-        docs.append((doc, chunk, event.seq, event.type, event.role, event.timestamp, event.timestamp, text_hash(text)))
-        texts.append((doc, index_text(text)))
-        doc += 1
-    if docs:
+    ts_min, ts_max = (min(times), max(times)) if times else (None, None)
+    # (seq, type, role, ts_min, ts_max, text) of each doc: the summary's, then each event's with text.
+    found: list[tuple[Any, ...]] = [(None, None, None, ts_min, ts_max, summary)]
+    found += [(e.seq, e.type, e.role, e.timestamp, e.timestamp, event_text(e)) for e in events]
+    parts = [p for p in found if p[-1]]
+    lo = db.next_doc
+    sql = f"INSERT INTO chunks({CHUNK_COLS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    row = (entry.chunk_id, source, entry.sha256, summary, int(entry.degraded), entry.first_seq, entry.last_seq)
+    chunk = conn.execute(sql, (*row, lo, lo + len(parts) - 1)).lastrowid
+    if parts:
+        docs = [(lo + i, chunk, *p[:-1], text_hash(p[-1])) for i, p in enumerate(parts)]
         conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", docs)
+        texts = [(lo + i, index_text(p[-1])) for i, p in enumerate(parts)]
         conn.executemany("INSERT INTO fts(rowid, text) VALUES (?, ?)", texts)
-        conn.execute("UPDATE chunks SET doc_hi = ? WHERE id = ?", (doc - 1, chunk))
-    db.next_doc = doc
-    db.ndocs += len(docs)
+    db.next_doc = lo + len(parts)
+    db.ndocs += len(parts)
 
 
 def insert_bulk(db: IndexDB, chunks: Sequence[BulkChunk]) -> None:

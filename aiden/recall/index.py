@@ -1,11 +1,6 @@
 """The recall index: SQLite FTS5 over the active session's compacted events (``recall.sqlite3``).
 
-The database is derived data following the session store's change feed
-(``db.py``: its lifecycle and sync); archived sessions are never seen, the feed
-serves the active session only. A search ranks single events (``search.py``)
-and answers with the verbatim text of the best ones within one budget
-(``tool.py``). The class is synchronous and thread-safe (one lock): the recall
-actor calls it from worker threads.
+Archived sessions are never seen: the change feed serves the active session only.
 """
 
 from __future__ import annotations
@@ -168,14 +163,12 @@ class RecallIndex:
             row = self._db.chunk_by_id(chunk_id)
             if row is None:
                 self._refuse_escaping(chunk_id)
-            hit = None
-            if row is not None:
-                whole = summary_hit(row, 0.0)
-                fitted = fit_hits([whole], self._config.recall_max_chars)
-                # A budget too small for any text still names the chunk and its range.
-                hit = fitted[0] if fitted else msgspec.structs.replace(whole, text="", truncated=True)
-            self._count([hit] if hit is not None else [])
-            return hit
+                self._count([])
+                return None
+            whole = summary_hit(row, 0.0)
+            fitted = fit_hits([whole], self._config.recall_max_chars)
+            # A budget too small for any text still names the chunk and its range.
+            return self._count([fitted[0] if fitted else msgspec.structs.replace(whole, text="", truncated=True)])[0]
 
         return self._locked(run)
 
@@ -205,15 +198,12 @@ class RecallIndex:
             chunk = self._feed.read_chunk(chunk_id)
             if chunk.entry.sha256 != row.sha256:
                 raise CorruptionError(f"chunk {chunk_id}: checksum differs from the indexed one")
-            if wanted is None:
-                return list(chunk.events)
-            return [e for e in chunk.events if e.seq in wanted]
+            return [e for e in chunk.events if wanted is None or e.seq in wanted]
 
         return self._locked(run)
 
     def stats(self) -> RecallStats:
         """Counters since this instance was created, and the current number of indexed chunks."""
-
         return self._locked(
             lambda: RecallStats(
                 recall_calls=self._recall_calls,
@@ -340,7 +330,7 @@ class RecallIndex:
                 try:
                     apply_changes(self._db, changes, self._feed.read_chunk)
                 except NeedsRebuild as exc:
-                    self._rebuild(exc.reason, changes)
+                    self._rebuild(str(exc), changes)
 
     # --- search -----------------------------------------------------------------------
     def _search(self, query: str, k: int, filters: Filters) -> list[RecallHit]:

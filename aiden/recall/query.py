@@ -236,17 +236,7 @@ def _has_token_char(text: str) -> bool:
 
 
 def _words(query: str) -> list[str]:
-    words: list[str] = []
-    current: list[str] = []
-    for ch in query:
-        if _is_token_char(ch):
-            current.append(ch)
-        elif current:
-            words.append("".join(current))
-            current = []
-    if current:
-        words.append("".join(current))
-    return words
+    return ["".join(run) for is_word, run in itertools.groupby(query, _is_token_char) if is_word]
 
 
 def _quote(tokens: str) -> str:

@@ -133,12 +133,10 @@ class Filters(msgspec.Struct, frozen=True):
                 params.extend(values)
         lo = _time(since, "since")
         hi = _time(until, "until")
-        if lo is not None:
-            clauses.append("d.ts_max >= ?")
-            params.append(lo)
-        if hi is not None:
-            clauses.append("d.ts_min <= ?")
-            params.append(hi)
+        for clause, bound in (("d.ts_max >= ?", lo), ("d.ts_min <= ?", hi)):
+            if bound is not None:
+                clauses.append(clause)
+                params.append(bound)
         sql = "".join(f" AND {c}" for c in clauses)
         empty = lo is not None and hi is not None and lo > hi
         return cls(sql, tuple(params), empty, bool(type_list or role_list))
@@ -279,9 +277,7 @@ def _in_context(
         lent = 0.0
         for distance, share in _SHARES:
             # The better side at each distance: a run of equal matches stays a tie (newest first).
-            before = best.get(seq - distance, 0.0)
-            after = best.get(seq + distance, 0.0)
-            lent += share * (before if before > after else after)
+            lent += share * max(best.get(seq - distance, 0.0), best.get(seq + distance, 0.0))
         if lent:
             for doc in docs:
                 out[doc] += lent

@@ -182,8 +182,7 @@ def _cutter(terms: Sequence[Term]) -> _Cut:
     find = match_finder(terms)
 
     def cut(hit: RecallHit, limit: int) -> RecallHit:
-        if len(hit.text) <= limit:
-            return hit
+        # Called only with a limit below the text's length (_fit_one).
         text = snippet(hit.text, terms, limit, finder=find) if terms else truncate(hit.text, limit)
         return msgspec.structs.replace(hit, text=text, truncated=True)
 
@@ -221,22 +220,18 @@ def _fit_one(hit: RecallHit, room: int, share: int, cut: _Cut) -> tuple[RecallHi
 def _pack(hits: Sequence[RecallHit], max_chars: int, cut: _Cut) -> tuple[list[tuple[int, RecallHit]], int]:
     """The hits that fit, by position, best first (see :func:`fit_hits`), and the room left."""
     room = max_chars - len(encode_hits(()))
-    kept: list[tuple[int, RecallHit]] = []
-    sizes: list[int] = []
+    kept: list[tuple[int, RecallHit, int]] = []  # (position, hit as packed, its JSON size)
     for i, hit in enumerate(hits):
         comma = 1 if kept else 0
         fitted = _fit_one(hit, room - comma, (room - comma) // 2, cut)
         if fitted is not None:
-            kept.append((i, fitted[0]))
-            sizes.append(fitted[1])
+            kept.append((i, *fitted))
             room -= fitted[1] + comma
-    for n, (i, hit) in enumerate(kept):
-        if hit.truncated and room > 0:
-            wider = _fit_one(hits[i], sizes[n] + room, len(hit.text) + room, cut)
-            if wider is not None:
-                room -= wider[1] - sizes[n]
-                kept[n] = (i, wider[0])
-    return kept, room
+    for n, (i, hit, size) in enumerate(kept):
+        if hit.truncated and room > 0 and (wider := _fit_one(hits[i], size + room, len(hit.text) + room, cut)):
+            room -= wider[1] - size
+            kept[n] = (i, *wider)
+    return [(i, hit) for i, hit, _ in kept], room
 
 
 def fit_hits(
@@ -478,12 +473,7 @@ async def handle_recall_tool(
         if not args.query.strip():
             raise _Reject("query must not be empty")
         hits = await search(
-            args.query,
-            k=args.k,
-            types=args.types,
-            roles=args.roles,
-            since=args.since,
-            until=args.until,
+            args.query, k=args.k, types=args.types, roles=args.roles, since=args.since, until=args.until
         )
         return encode_hits(fit_hits(hits, max_chars, content_terms(args.query)))
     except msgspec.ValidationError as exc:

@@ -203,18 +203,10 @@ class VectorSearch:
             rows = conn.execute(
                 "SELECT doc, v FROM vectors WHERE model = ? ORDER BY doc", (self.model,)
             ).fetchall()
-        ids: list[int] = []
-        blobs: list[bytes] = []
-        width: int | None = None
-        for doc, blob in rows:
-            if not isinstance(blob, bytes) or not blob or len(blob) % 4:
-                continue
-            if width is None:
-                width = len(blob)
-            if len(blob) == width:
-                ids.append(int(doc))
-                blobs.append(blob)
-        self.ids = ids
+        stored = [(int(doc), blob) for doc, blob in rows if isinstance(blob, bytes) and blob and not len(blob) % 4]
+        stored = [(doc, blob) for doc, blob in stored if len(blob) == len(stored[0][1])]
+        self.ids = ids = [doc for doc, _ in stored]
+        blobs = [blob for _, blob in stored]
         a = self.neighbours
         if self._np is not None:
             np = self._np
