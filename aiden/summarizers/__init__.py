@@ -7,8 +7,6 @@
 
 The litellm-backed names are resolved lazily: importing this package never
 imports litellm, nor even the module that wraps it.
-
-Names are imported on first use, so importing this package stays cheap.
 """
 
 from __future__ import annotations
@@ -27,18 +25,9 @@ from aiden.summarizers.protocol import (
 )
 
 if TYPE_CHECKING:
-    from aiden.summarizers.extractive import (
-        ExtractiveSummarizer,
-    )
-    from aiden.summarizers.llm import (
-        LiteLLMSummarizer,
-        ModelResolver,
-        SummarizerStats,
-    )
-    from aiden.summarizers.mustkeep import (
-        apply_must_keep,
-        extract_must_keep,
-    )
+    from aiden.summarizers.extractive import ExtractiveSummarizer
+    from aiden.summarizers.llm import LiteLLMSummarizer, ModelResolver, SummarizerStats
+    from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
 
 __all__ = [
     "Decision",
@@ -64,6 +53,5 @@ _LAZY: dict[str, str] = {
     "apply_must_keep": "aiden.summarizers.mustkeep",
     "extract_must_keep": "aiden.summarizers.mustkeep",
 }
-
 
 __getattr__ = lazy_exports(__name__, _LAZY)

@@ -260,7 +260,16 @@ class _LoopThread:
             pass
         else:
             return await _run_on(loop, factory)
-        future = _submit(factory, self.get_loop())
+        loop = self.get_loop()
+        coro = factory()
+        try:
+            # From an empty context: the task would otherwise inherit the caller's context
+            # variables, among them sniffio's "trio" marker, and anyio inside litellm's HTTP
+            # client would then take the asyncio loop for a trio one.
+            future = contextvars.Context().run(asyncio.run_coroutine_threadsafe, coro, loop)
+        except Exception:
+            coro.close()  # never scheduled: close it so it does not warn "never awaited"
+            raise
         try:
             # Waiting in a worker thread keeps this backend-neutral (trio too).
             return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
@@ -333,23 +342,6 @@ async def _run_on(loop: asyncio.AbstractEventLoop, factory: Callable[[], Corouti
     if task.cancelled():
         raise SummarizerError("summarizer call was cancelled by the provider client")
     return task.result()
-
-
-def _submit(
-    factory: Callable[[], Coroutine[Any, Any, T]], loop: asyncio.AbstractEventLoop
-) -> concurrent.futures.Future[T]:
-    """Schedule ``factory()`` on ``loop`` (another thread's) from an empty context.
-
-    The task would otherwise inherit the caller's context variables, among
-    them sniffio's "trio" marker, and anyio inside litellm's HTTP client would
-    then take the asyncio loop for a trio one.
-    """
-    coro = factory()
-    try:
-        return contextvars.Context().run(asyncio.run_coroutine_threadsafe, coro, loop)
-    except Exception:
-        coro.close()  # never scheduled: close it so it does not warn "never awaited"
-        raise
 
 
 # The circuit breaker in front of the calls.

@@ -82,7 +82,13 @@ class LiteLLMEmbedder:
             raise TypeError("embed() takes a sequence of texts, not one string")
         if not texts:
             return []
-        handle = _litellm()
+        try:
+            # Through the package: tests replace it there. Imported once, offline and quietly, as the summarizer does.
+            from aiden.summarizers.llm import _import_litellm
+
+            handle = _import_litellm()
+        except Exception as exc:  # a broken install may fail in any way at import
+            raise RecallError(f"litellm cannot be imported: {type(exc).__name__}: {exc}") from exc
         out: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [clip_text(t) or " " for t in texts[start : start + self.batch_size]]
@@ -91,12 +97,8 @@ class LiteLLMEmbedder:
 
     def _embed_batch(self, handle: Any, batch: list[str]) -> list[list[float]]:
         kwargs: dict[str, Any] = {"model": self.model, "input": batch, "timeout": self.timeout}
-        if self.api_base is not None:
-            kwargs["api_base"] = self.api_base
-        if self.api_key is not None:
-            kwargs["api_key"] = self.api_key
-        if self._requested is not None:
-            kwargs["dimensions"] = self._requested
+        optional = {"api_base": self.api_base, "api_key": self.api_key, "dimensions": self._requested}
+        kwargs.update({name: value for name, value in optional.items() if value is not None})
         self.requests += 1
         try:
             # litellm's own retries off; the provider client (openai's) retries once.
@@ -113,17 +115,6 @@ class LiteLLMEmbedder:
             )
         self._dimensions = width
         return vectors
-
-
-def _litellm() -> Any:
-    """litellm's handle: the module (imported once, offline and quietly, as the summarizer does), its errors sorted."""
-    try:
-        from aiden.summarizers.llm import _import_litellm
-
-        handle = _import_litellm()
-    except Exception as exc:  # a broken install may fail in any way at import
-        raise RecallError(f"litellm cannot be imported: {type(exc).__name__}: {exc}") from exc
-    return handle
 
 
 def _failure(handle: Any, exc: Exception) -> str:

@@ -42,16 +42,11 @@ from aiden.summarizers.protocol import (
 )
 
 __all__ = [
-    "Reading",
     "Scaffold",
     "build_messages",
-    "clean_structured",
     "clean_text",
-    "has_content",
     "parse_summary_output",
     "read_answer",
-    "real_text",
-    "render_transcript",
     "scaffold",
     "validate_summary_text",
 ]
@@ -89,19 +84,15 @@ def validate_summary_text(text: str, *, max_chars: int) -> str:
 
 
 def _strings(value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value.strip(),) if value.strip() else ()
-    if isinstance(value, list | tuple):
-        out: list[str] = []
-        for item in value:
-            if isinstance(item, str) and item.strip():
-                out.append(item.strip())
-            elif isinstance(item, dict):
-                joined = "; ".join(str(v).strip() for v in item.values() if str(v).strip())
-                if joined:
-                    out.append(joined)
-        return tuple(out)
-    return ()
+    """A string or a list's items as non-empty strings (an object item: its values joined)."""
+    items = [value] if isinstance(value, str) else value if isinstance(value, list | tuple) else []
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, dict):
+            item = "; ".join(str(v).strip() for v in item.values() if str(v).strip())
+        if isinstance(item, str) and item.strip():
+            out.append(item.strip())
+    return tuple(out)
 
 
 def _text_field(value: object) -> str:
@@ -178,12 +169,7 @@ _TRUNCATED_JSON: Final = re.compile(r"^\s*(?:```[A-Za-z]*\s*)?[{\[]")
 
 
 def read_answer(
-    content: str,
-    *,
-    session: bool = False,
-    sections: bool = False,
-    repair: bool = False,
-    truncated: bool = False,
+    content: str, *, session: bool = False, lenient: bool = False, truncated: bool = False
 ) -> Reading:
     """Read a model's answer: a JSON or YAML object (bare, fenced or inside prose), else plain text.
 
@@ -192,16 +178,17 @@ def read_answer(
     filed as a decision (or a request as an error) moves to the open threads,
     and the text is then rendered from the fields; every field is cut to its
     bound (:func:`~aiden.summarizers.llm.schema.bound_fields`). Plain text is
-    used as is; with ``sections`` its headings (any case or markup) are read
-    into the structured fields too. An object cut off mid-way is closed after
-    its last complete value with ``repair``, else (or if nothing complete came
-    before the cut) it raises :class:`InvalidSummaryError`, as does an answer
-    with nothing but scaffolding. ``truncated`` (the model hit its output cap)
+    used as is. ``lenient`` (a small model's answer) reads plain text's
+    headings (any case or markup) into the structured fields too, and closes
+    an object cut off mid-way after its last complete value; else (or if
+    nothing complete came before the cut) such an object raises
+    :class:`InvalidSummaryError`, as does an answer with nothing but
+    scaffolding. ``truncated`` (the model hit its output cap)
     refuses a plain-text answer: its last section is cut off unseen.
     """
     mapping = load_mapping(content, _KNOWN_KEYS)
     repaired = False
-    if mapping is None and repair:
+    if mapping is None and lenient:
         salvaged = repair_truncated_json(content)
         if salvaged is not None and _KNOWN_KEYS.intersection(salvaged):
             mapping, repaired = salvaged, True
@@ -223,7 +210,7 @@ def read_answer(
             )
         text = clean_text(stripped)
         structured = StructuredSummary()
-        if sections and (parsed := parse_sections(text)) is not None:
+        if lenient and (parsed := parse_sections(text)) is not None:
             structured, by_headings = clean_structured(parsed), True
     structured, moved = misfiled_moved(structured)
     from_text = None if by_headings else parse_sections(text)
@@ -236,19 +223,17 @@ def read_answer(
     structured, clipped = bound_fields(structured)
     if moved or (not has_content(text) and structured != StructuredSummary()):
         text = render_structured(structured, session=session)
-    if sections and session and not _SESSION_HEADING.search(text) and structured != StructuredSummary():
+    if lenient and session and not _SESSION_HEADING.search(text) and structured != StructuredSummary():
         # Wrong or missing headings: summary.md and the running summary are read by their headings.
         # What the text says under history headings (a decision, a constraint) counts too.
         if from_text is not None:
             structured, more = bound_fields(_distinct(union(structured, clean_structured(from_text))))
             clipped += more
         text = render_structured(structured, session=True)
-    return Reading(
-        result=SummaryResult(text=real_text(text), structured=structured),
-        moved=moved,
-        repaired=repaired,
-        clipped=clipped,
-    )
+    if not has_content(text):
+        raise InvalidSummaryError("summarizer returned only the prompt's skeleton, no summary")
+    result = SummaryResult(text=text, structured=structured)
+    return Reading(result=result, moved=moved, repaired=repaired, clipped=clipped)
 
 
 def _distinct(structured: StructuredSummary) -> StructuredSummary:
@@ -277,15 +262,6 @@ def parse_summary_output(content: str, *, session: bool = False) -> SummaryResul
 
 
 # The scaffold: what of the prompt files an answer may echo (see :class:`Scaffold`).
-PROMPT_FILES: Final = (
-    "system.md",
-    "summarize.md",
-    "rolling_fold.md",
-    "session_summary.md",
-    "compaction.md",
-    "retry.md",
-)
-
 _DOUBLE_QUOTED: Final = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _SINGLE_QUOTED: Final = re.compile(r"'([A-Za-z][A-Za-z ]{0,40}):\s*([^'\n]*)'")
 _KEY_LIST: Final = re.compile(r"\bthe keys\b(.*?)(?:\.\s|$)", re.IGNORECASE | re.DOTALL)
@@ -403,10 +379,7 @@ class Scaffold:
 
 
 def _sentences(text: str) -> list[str]:
-    out: list[str] = []
-    for line in text.splitlines():
-        out.extend(s for s in _SENTENCE_END.split(line) if s.strip())
-    return out
+    return [s for line in text.splitlines() for s in _SENTENCE_END.split(line) if s.strip()]
 
 
 def _instruction_pattern(chunk: str) -> re.Pattern[str] | None:
@@ -418,19 +391,18 @@ def _instruction_pattern(chunk: str) -> re.Pattern[str] | None:
     return re.compile(".{0,200}?".join(parts))
 
 
-def _prompt_file(name: str) -> str:
-    return resources.files("aiden.summarizers").joinpath("prompts", name).read_text(encoding="utf-8")
+_PROMPTS: Final = resources.files("aiden.summarizers").joinpath("prompts")
 
 
 @functools.cache
 def scaffold() -> Scaffold:
-    """The scaffold of aiden's own prompt files (read once)."""
-    return Scaffold(_prompt_file(name) for name in PROMPT_FILES)
+    """The scaffold of aiden's own prompt files, every one of them (read once)."""
+    return Scaffold(f.read_text(encoding="utf-8") for f in _PROMPTS.iterdir() if f.name.endswith(".md"))
 
 
 def clean_text(text: str, sc: Scaffold | None = None) -> str:
     """``text`` without the lines that echo the prompt skeleton (stripped)."""
-    sc = sc if sc is not None else scaffold()
+    sc = sc or scaffold()
     return "\n".join(line for line in text.splitlines() if not sc.is_echo(line)).strip()
 
 
@@ -449,14 +421,12 @@ def clean_structured(structured: StructuredSummary) -> StructuredSummary:
         user_goal=keep(structured.user_goal),
         outcome=keep(structured.outcome),
         decisions=tuple(
-            Decision(what=d.what, why=keep(d.why))
-            for d in structured.decisions
-            if not sc.is_placeholder(d.what)
+            msgspec.structs.replace(d, why=keep(d.why)) for d in structured.decisions if keep(d.what)
         ),
         errors=tuple(
-            ErrorResolution(error=e.error, resolution=keep(e.resolution))
+            msgspec.structs.replace(e, resolution=keep(e.resolution))
             for e in structured.errors
-            if not sc.is_placeholder(e.error)
+            if keep(e.error)
         ),
         **{name: kept(getattr(structured, name)) for name in TEXT_LISTS},
     )
@@ -470,18 +440,12 @@ def has_content(text: str) -> bool:
     return any(line.strip() and not _NON_CONTENT.match(line) for line in text.splitlines())
 
 
-def real_text(text: str) -> str:
-    """``text``, or :class:`InvalidSummaryError` if nothing but scaffolding (or nothing) is left."""
-    if not has_content(text):
-        raise InvalidSummaryError("summarizer returned only the prompt's skeleton, no summary")
-    return text
-
-
 # --- the chat messages a summary request becomes ------------------------------------------------------
+
 
 @functools.cache
 def _template(name: str) -> Template:
-    return Template(_prompt_file(name))
+    return Template(_PROMPTS.joinpath(name).read_text(encoding="utf-8"))
 
 
 _PURPOSE_DESCRIPTION: Final[dict[str, str]] = {
@@ -510,17 +474,14 @@ def _tool_excerpt(content: str, limit: int) -> str:
 
 
 def _event_line(event: SessionEvent, tool_limit: int) -> str:
-    if event.type == "user_input":
-        body = f"USER: {event.content[:_EVENT_CHARS]}"
-    elif event.type in ("assistant_output", "role_output"):
-        who = "ASSISTANT" if event.type == "assistant_output" else f"AGENT({event.role or 'role'})"
+    speakers = {"user_input": "USER", "assistant_output": "ASSISTANT", "system_event": "SYSTEM"}
+    if event.type in speakers or event.type == "role_output":
+        who = speakers.get(event.type) or f"AGENT({event.role or 'role'})"
         body = f"{who}: {event.content[:_EVENT_CHARS]}"
     elif event.type == "tool_call":
         body = f"TOOL CALL {event.tool_name or 'tool'}({(event.tool_args or '')[:600]})"
     elif event.type == "tool_result":
         body = f"TOOL RESULT {event.tool_name or ''}:\n{_tool_excerpt(event.content, tool_limit)}"
-    elif event.type == "system_event":
-        body = f"SYSTEM: {event.content[:_EVENT_CHARS]}"
     else:
         body = f"SCREEN: {event.content[:300]}"
     return f"[{event.seq}] {body}"
@@ -556,21 +517,19 @@ def render_transcript(events: Sequence[SessionEvent], max_chars: int) -> str:
     return "\n".join([*head, *marker, *reversed(tail)])
 
 
+def _both(request: SummaryRequest) -> str:
+    """The previous summary and the text, whichever is given, one after the other."""
+    return "\n\n".join(t for t in (request.previous_summary.strip(), request.text.strip()) if t)
+
+
 def _previous_block(request: SummaryRequest) -> str:
     if request.purpose == "session_summary":
-        earlier = "\n\n".join(t for t in (request.previous_summary.strip(), request.text.strip()) if t)
-        if not earlier:
-            return ""
-        return (
-            "Earlier summaries of this session, to merge into yours (newer wins on conflicts):\n"
-            f"<earlier_summaries>\n{earlier}\n</earlier_summaries>\n"
-        )
-    if not request.previous_summary.strip():
-        return ""
-    return (
-        "For continuity, the summary of what came before (do not repeat it):\n"
-        f"<previous_summary>\n{request.previous_summary.strip()}\n</previous_summary>\n"
-    )
+        earlier, tag = _both(request), "earlier_summaries"
+        intro = "Earlier summaries of this session, to merge into yours (newer wins on conflicts):"
+    else:
+        earlier, tag = request.previous_summary.strip(), "previous_summary"
+        intro = "For continuity, the summary of what came before (do not repeat it):"
+    return f"{intro}\n<{tag}>\n{earlier}\n</{tag}>\n" if earlier else ""
 
 
 def build_messages(
@@ -596,8 +555,7 @@ def build_messages(
         "purpose_description": _PURPOSE_DESCRIPTION.get(request.purpose, ""),
     }
     if request.purpose == "rolling_fold":
-        folded = "\n\n".join(t for t in (request.previous_summary.strip(), request.text.strip()) if t)
-        user = _template("rolling_fold.md").substitute(fields, text=folded[:max_transcript_chars])
+        user = _template("rolling_fold.md").substitute(fields, text=_both(request)[:max_transcript_chars])
     else:
         transcript = render_transcript(request.events, max_transcript_chars)
         if one_call:

@@ -27,15 +27,12 @@ from aiden.summarizers.mustkeep import normalize as normalize_item
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
 
 __all__ = [
-    "json_object",
     "load_mapping",
-    "loose_object",
     "misfiled_moved",
     "parse_sections",
     "read_sections",
     "repair_truncated_json",
     "union",
-    "yaml_mapping",
 ]
 
 
@@ -101,21 +98,16 @@ def _outside_strings(text: str) -> str:
 
 def _objects(text: str) -> dict[str, Any] | None:
     """Two or more JSON objects one after the other, merged as one object's repeated keys are."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(object_pairs_hook=_merge_pairs)
     pairs: list[tuple[str, Any]] = []
-    i = 0
-    found = 0
-    while (start := text.find("{", i)) >= 0:
+    end = found = 0
+    while (start := text.find("{", end)) >= 0:
         try:
-            _value, end = decoder.raw_decode(text, start)
+            one, end = decoder.raw_decode(text, start)  # a dict: it starts at "{"
         except ValueError:
-            return None
-        one = json_object(text[start:end])
-        if one is None:
             return None
         pairs.extend(one.items())
         found += 1
-        i = end
     return _merge_pairs(pairs) if found > 1 else None
 
 
@@ -266,18 +258,14 @@ _WHY_SPLIT: Final = re.compile(
 
 def _section_of(line: str) -> tuple[str, str] | None:
     """(field, text on the heading line) if ``line`` is a section heading, else ``None``."""
-    if _ITEM.match(line):
-        return None
-    match = _HEADING.match(line)
+    match = None if _ITEM.match(line) else _HEADING.match(line)
     if match is None:
         return None
-    name = " ".join(match.group(1).replace("_", " ").split()).lower()
-    field = _SECTION_NAMES.get(name)
-    if field is None:
+    field = _SECTION_NAMES.get(" ".join(match.group(1).replace("_", " ").split()).lower())
+    # A section's name is a heading only when marked up as one or followed by a colon.
+    if field is None or not (line.lstrip().startswith(("#", "*", "_")) or ":" in line):
         return None
-    rest = match.group(2).strip().strip("*_").strip()
-    is_heading = line.lstrip().startswith(("#", "*", "_")) or ":" in line
-    return (field, rest) if is_heading else None
+    return field, match.group(2).strip().strip("*_").strip()
 
 
 def parse_sections(text: str) -> StructuredSummary | None:
@@ -360,14 +348,10 @@ def _dedupe(values: Iterable[str]) -> tuple[str, ...]:
 
 
 def _dedupe_by(values: Iterable[T], key: Callable[[T], str]) -> list[T]:
-    seen: set[str] = set()
-    out: list[T] = []
+    first: dict[str, T] = {}
     for value in values:
-        norm = normalize_item(key(value))
-        if norm not in seen:
-            seen.add(norm)
-            out.append(value)
-    return out
+        first.setdefault(normalize_item(key(value)), value)
+    return list(first.values())
 
 
 def misfiled_moved(structured: StructuredSummary) -> tuple[StructuredSummary, int]:

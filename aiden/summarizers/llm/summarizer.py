@@ -33,15 +33,7 @@ from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
 from aiden.summarizers.mustkeep.check import Haystack
 from aiden.summarizers.protocol import StructuredSummary, Summarizer, SummaryRequest, SummaryResult
 
-__all__ = [
-    "CompactionMemo",
-    "Counters",
-    "LiteLLMSummarizer",
-    "SummarizerStats",
-    "history_result",
-    "session_result",
-    "with_must_keep",
-]
+__all__ = ["LiteLLMSummarizer", "SummarizerStats"]
 
 
 # Leave room in the model's window for the templates and the answer.
@@ -137,10 +129,10 @@ class LiteLLMSummarizer:
             )
         # The small-model mode retries an unusable answer once with a stricter prompt, then falls back.
         self.invalid_retries = invalid_retries if invalid_retries is not None else int(self.one_call)
-        self.fallback: Summarizer | None = fallback
-        if fallback is None and self.one_call:
-            self.fallback = ExtractiveSummarizer()
         self._local = ExtractiveSummarizer()
+        self.fallback: Summarizer | None = (
+            fallback if fallback is not None or not self.one_call else self._local
+        )
         self._memo = CompactionMemo()
         self._breaker = Breaker(self.config.circuit_breaker_failures, self.config.circuit_breaker_reset_s)
         self._counts = Counters()
@@ -197,20 +189,16 @@ class LiteLLMSummarizer:
             )
             self._breaker.failed(now, slow_s=now - started if slow else None)
             raise
-        except InvalidSummaryError as exc:
-            self._counts.invalid_outputs += 1
-            self._counts.note_error(exc)
-            if self.fallback is None:
-                self._counts.failures += 1
-                self._breaker.failed(anyio.current_time())
-                raise
-            # The provider answered: an unusable answer is not an outage, the breaker stays closed.
-            self._breaker.succeeded()
-            self._counts.successes += 1
-            return await self._fall_back(request)
         except SummarizerError as exc:
+            self._counts.note(exc)
+            if isinstance(exc, InvalidSummaryError):
+                self._counts.invalid_outputs += 1
+                if self.fallback is not None:
+                    # The provider answered: an unusable answer is not an outage, the breaker stays closed.
+                    self._breaker.succeeded()
+                    self._counts.successes += 1
+                    return await self._fall_back(request)
             self._counts.failures += 1
-            self._counts.note_error(exc)
             self._breaker.failed(anyio.current_time())
             raise
         self._counts.successes += 1
@@ -228,7 +216,7 @@ class LiteLLMSummarizer:
         self._counts.reused_answers += 1
         if structured is None:
             return await self._fall_back(request)
-        return history_result(structured)
+        return SummaryResult(text=render_structured(structured), structured=structured)
 
     async def _fall_back(self, request: SummaryRequest) -> SummaryResult:
         assert self.fallback is not None
@@ -266,7 +254,7 @@ class LiteLLMSummarizer:
                 strict_left -= 1
                 self._counts.invalid_outputs += 1
                 self._counts.repair_retries += 1
-                self._counts.note_error(exc)
+                self._counts.note(exc)
                 kwargs = self._request_kwargs(request, retry_reason=str(exc)[:160])
 
     def _request_kwargs(self, request: SummaryRequest, *, retry_reason: str = "") -> dict[str, Any]:
@@ -286,13 +274,13 @@ class LiteLLMSummarizer:
             # Retries are ours (backoff on anyio's clock, breaker accounting).
             "num_retries": 0,
         }
-        if self.api_base is not None:
-            kwargs["api_base"] = self.api_base
-        if self.api_key is not None:
-            kwargs["api_key"] = self.api_key
-        # Only one-call answers get here with a format set: the mode answers a fold without a call.
-        if self._response_format is not None:
-            kwargs["response_format"] = self._response_format
+        # A response format is set only in the one-call mode, which answers a fold without a call.
+        optional = {
+            "api_base": self.api_base,
+            "api_key": self.api_key,
+            "response_format": self._response_format,
+        }
+        kwargs.update({name: value for name, value in optional.items() if value is not None})
         kwargs.update(self.extra_kwargs)
         return kwargs
 
@@ -312,7 +300,7 @@ class LiteLLMSummarizer:
         if request.purpose == "session_summary":
             self._memo.put(request.events, structured)
             return session_result(structured)
-        return history_result(structured)
+        return SummaryResult(text=render_structured(structured), structured=structured)
 
     def _result_from(self, response: Any, request: SummaryRequest) -> SummaryResult:
         usage = getattr(response, "usage", None)
@@ -323,8 +311,7 @@ class LiteLLMSummarizer:
         )
         try:
             choice = response.choices[0]
-            message = choice.message
-            content = message.content
+            content = choice.message.content
         except (AttributeError, IndexError, TypeError) as exc:
             raise InvalidSummaryError("summarizer response has no message") from exc
         truncated = getattr(choice, "finish_reason", None) == "length"
@@ -339,12 +326,10 @@ class LiteLLMSummarizer:
             raise InvalidSummaryError(
                 f"summarizer returned {len(content)} characters, far over summary_max_chars={max_chars}"
             )
-        session = request.purpose == "session_summary"
         # One-call answers get the must-keep check below: the complete fields of a cut-off
         # answer are kept, and the facts the cut lost come back as atomic facts.
-        reading = read_answer(
-            content, session=session, sections=self.one_call, repair=self.one_call, truncated=truncated
-        )
+        session = request.purpose == "session_summary"
+        reading = read_answer(content, session=session, lenient=self.one_call, truncated=truncated)
         self._counts.misfiled_moved += reading.moved
         self._counts.truncations_repaired += reading.repaired
         self._counts.clipped_items += reading.clipped
@@ -367,9 +352,7 @@ def _per(total: int, compactions: int) -> float:
 
 
 def _int_attr(obj: object, name: str) -> int:
-    value = getattr(obj, name, None) if obj is not None else None
-    if isinstance(obj, Mapping):
-        value = obj.get(name)
+    value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
@@ -447,13 +430,9 @@ class Counters(_Tallies, kw_only=True):
     first_error: str = ""
     last_error: str = ""
 
-    def note_error(self, exc: BaseException) -> None:
-        """Record why a call failed (the first one is kept: it often explains the rest)."""
-        self.note(f"{type(exc).__name__}: {exc}")
-
-    def note(self, why: str) -> None:
-        """Record ``why`` a call failed, as :meth:`note_error` does for an exception."""
-        text = why[:300]
+    def note(self, why: str | BaseException) -> None:
+        """Record why a call failed, a reason or an exception (the first is kept: it often explains the rest)."""
+        text = (why if isinstance(why, str) else f"{type(why).__name__}: {why}")[:300]
         self.first_error = self.first_error or text
         self.last_error = text
 
@@ -487,13 +466,11 @@ class CompactionMemo:
 
     def put(self, events: Sequence[SessionEvent], structured: StructuredSummary | None) -> None:
         """Remember the answer for ``events`` (the oldest entry goes beyond a few)."""
-        key = _key(events)
-        if not key:
-            return
-        self._answers[key] = structured
-        self._answers.move_to_end(key)
-        while len(self._answers) > _MEMO_SIZE:
-            self._answers.popitem(last=False)
+        if key := _key(events):  # a request with no events has nothing to find it by
+            self._answers[key] = structured
+            self._answers.move_to_end(key)
+            if len(self._answers) > _MEMO_SIZE:
+                self._answers.popitem(last=False)
 
     def lookup(self, request: SummaryRequest) -> tuple[bool, StructuredSummary | None]:
         """(found, answer) for a ``history`` request whose events all lie in a remembered range.
@@ -508,11 +485,6 @@ class CompactionMemo:
             if wanted <= key:
                 return True, self._answers.pop(key)
         return False, None
-
-
-def history_result(structured: StructuredSummary) -> SummaryResult:
-    """The chunk summary (history sections) rendered from a one-call answer."""
-    return SummaryResult(text=render_structured(structured), structured=structured)
 
 
 def session_result(structured: StructuredSummary) -> SummaryResult:
