@@ -114,9 +114,7 @@ class Item(msgspec.Struct, frozen=True):
 
 def line_of(item: Item) -> str:
     """The item's line as rendered: an error with its resolution."""
-    if item.section == "errors" and item.extra:
-        return f"{item.text}{FIXED_SEP}{item.extra}"
-    return item.text
+    return f"{item.text}{FIXED_SEP}{item.extra}" if item.section == "errors" and item.extra else item.text
 
 
 _RESOLUTION_CHARS: Final = 250
@@ -255,12 +253,10 @@ class Collector:
         """
         open_drafts = [d for d in self.errors if not d.closed][-12:]
         words = _overlap_words(sentence)
-        best: _ErrorDraft | None = None
-        best_score = 0
-        for draft in open_drafts:
-            score = len(words & _overlap_words(draft.text))
-            if score > best_score or (score == best_score and score > 0):
-                best, best_score = draft, score
+        # The most shared words; of equals, the newest.
+        scores = ((len(words & _overlap_words(d.text)), i) for i, d in enumerate(open_drafts))
+        score, newest = max(scores, default=(0, 0))
+        best = open_drafts[newest] if score else None
         if best is None and self.fresh_error_group is not None:
             # "Fixed it by ..." right after a failing tool result refers to that
             # failure, unless the "failure" was only log lines that mention errors.
@@ -382,19 +378,22 @@ _NOT_GOALS: Final = frozenset(
 )
 
 
-def _states_a_goal(prose: Sequence[str]) -> bool:
-    """Whether a user message reads as the task itself, not a step, answer, preference or question.
+def _goal(who: str, prose: Sequence[str]) -> str:
+    """The goal a user message's substantive sentences state; empty when they read as a step, an
+    answer, a preference or a question rather than the task itself.
 
     The root input is usually pinned and never reaches a chunk summary; a
     chunk's "Goal" must then not be its first "Continue with ..., step 12" line.
     """
     first = prose[0]
-    if is_routine_request(first):
-        return False
     label = first.split(":", 1)[0].strip().casefold() if ":" in first[:24] else ""
-    if label in ("constraint", "deadline", "requirement", "decision", "preference", "correction", "note"):
-        return False
-    return classify_sentence(first, speaker="user") not in _NOT_GOALS
+    if (
+        is_routine_request(first)
+        or label in ("constraint", "deadline", "requirement", "decision", "preference", "correction", "note")
+        or classify_sentence(first, speaker="user") in _NOT_GOALS
+    ):
+        return ""
+    return clip(_said(who, join_sentences(prose)), _GOAL_CHARS)
 
 
 def stated_goal(events: Sequence[SessionEvent]) -> str:
@@ -409,7 +408,7 @@ def stated_goal(events: Sequence[SessionEvent]) -> str:
         who, content = split_speaker(event.content.strip())
         prose = _substantive(split_sentences(content))
         if prose:
-            return clip(_said(who, join_sentences(prose)), _GOAL_CHARS) if _states_a_goal(prose) else ""
+            return _goal(who, prose)
     return ""
 
 
@@ -424,9 +423,9 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
     prose = _substantive(sentences)
     if not prose:
         return  # "ok", "continue", "thanks": nothing to keep, not the open thread either
-    if collector.goal is None and collector.goal_open and _states_a_goal(prose):
-        collector.goal = clip(_said(who, join_sentences(prose)), _GOAL_CHARS)
-        collector.add("goal", collector.goal)
+    if collector.goal is None and collector.goal_open and (goal := _goal(who, prose)):
+        collector.goal = goal
+        collector.add("goal", goal)
     # Only the range's first user input can be the root task (later ones are steps of it).
     collector.goal_open = False
     rejected = False  # the user rejected or corrected the course
@@ -450,7 +449,7 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
             # (a routine request naming a number: "(continue) step 10"). Which of these a summary
             # keeps is decided by their information (salience.py), not position.
             collector.add("requests", item)
-        elif kind != "plan" and kind in _FILED:
+        elif kind in _FILED:  # (a user's sentence is never a plan)
             collector.add(_FILED[kind], item)
     _add_code_and_paths(collector, content)
     collector.last_user = clip(_said(who, join_sentences(prose)), 300)
@@ -516,9 +515,9 @@ def _add_code_and_paths(collector: Collector, content: str) -> None:
 def _extract_tool_result(event: SessionEvent, call: Call | None, collector: Collector) -> None:
     content = event.content
     context = call.description if call is not None else (event.tool_name or "")
-    executed = call is not None and call.shell
+    command = call.description if call is not None and call.shell else ""  # a shell command or code run
     reported = reported_failure(event.meta) is True
-    lines = error_lines(content, executed=executed, reported=reported)
+    lines = error_lines(content, executed=bool(command), reported=reported)
     if not lines and reported:
         lines = [(first_meaningful_line(content) or "(tool reported an error)", True)]
     if lines:
@@ -533,16 +532,15 @@ def _extract_tool_result(event: SessionEvent, call: Call | None, collector: Coll
         collector.fresh_error_group = group
         for match in FILE_LINE.finditer(content):
             collector.add("files", match.group(1))
-        if call is not None and call.shell:
-            collector.commands_failed.append((call.description, lines[0][0]))
+        if command:
+            collector.commands_failed.append((command, lines[0][0]))
         return
-    if call is not None and call.shell:
-        collector.commands_ok.append(call.description)
+    if command:
+        collector.commands_ok.append(command)
     line, values, alone = finding(content)
     if line:
         # A shell result is named by its command ("$ python repro.py: 344"), a tool's by the tool.
-        label = clip(call.description, _LABEL_CHARS) if executed and call is not None else None
-        label = label or event.tool_name or (call.description if call is not None else "tool")
+        label = clip(command, _LABEL_CHARS) or event.tool_name or context or "tool"
         collector.tool_notes.append(_ToolNote(clip(f"{label}: {line}", TOOL_NOTE_CHARS), values, alone))
 
 
@@ -572,10 +570,9 @@ def _add_summary_line(collector: Collector, section: Section | None, line: str) 
             collector.add("files", clip(part.strip(), _FOLD_LINE_CHARS))
     elif section == "errors":
         error, _, fixed = line.partition(FIXED_SEP)
-        draft = collector.add_error(
-            clip(error.strip(), _FOLD_LINE_CHARS), rank=R_ERROR_RESOLVED if fixed.strip() else R_MINOR
-        )
-        draft.resolution = clip(fixed.strip(), _FOLD_LINE_CHARS) if fixed.strip() else ""
+        resolution = clip(fixed, _FOLD_LINE_CHARS)
+        draft = collector.add_error(clip(error, _FOLD_LINE_CHARS), rank=R_ERROR_RESOLVED if resolution else R_MINOR)
+        draft.resolution = resolution
     elif section == "goal":
         # Only the first goal is the session's; later "Goal:" lines are the
         # first requests of later chunks and rank as requests.

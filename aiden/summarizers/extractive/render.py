@@ -11,7 +11,6 @@ from typing import Final
 
 from aiden.summarizers.extractive.extract import (
     FIXED_SEP,
-    R_USER,
     SECTIONS,
     Collector,
     Item,
@@ -127,20 +126,13 @@ def _one_line(text: str) -> str:
 
 
 # The session summary (seed 004): kept items regrouped under five headings (the working
-# recipes are filed as commands), most important first.
-_SESSION_HEADINGS: Final[dict[Section, str]] = {
-    "outcome": "## OUTCOME",
-    "commands": "## WORKING RECIPES",
-    "failed": "## FAILED APPROACHES",
-    "preferences": "## USER PREFERENCES",
-    "facts": "## PROJECT FACTS",
-}
-_SESSION_RANK: Final[dict[Section, int]] = {
-    "outcome": 0,
-    "preferences": 1,
-    "failed": 2,
-    "commands": 3,
-    "facts": 4,
+# recipes are filed as commands), in the order they are written; each with its priority.
+_SESSION_HEADINGS: Final[dict[Section, tuple[str, int]]] = {
+    "outcome": ("## OUTCOME", 0),
+    "commands": ("## WORKING RECIPES", 3),
+    "failed": ("## FAILED APPROACHES", 2),
+    "preferences": ("## USER PREFERENCES", 1),
+    "facts": ("## PROJECT FACTS", 4),
 }
 
 
@@ -149,8 +141,7 @@ def session_items(collector: Collector, items: Sequence[Item]) -> list[Item]:
     out: list[Item] = []
 
     def add(section: Section, text: str, rank_offset: int = 0) -> None:
-        if text.strip():
-            out.append(Item(section, text, _SESSION_RANK[section] * 10 + rank_offset, len(out) + 1))
+        out.append(Item(section, text, _SESSION_HEADINGS[section][1] * 10 + rank_offset, len(out) + 1))
 
     ordered = sorted(items, key=lambda it: it.order)
     goals = texts(ordered, "goal")
@@ -166,7 +157,7 @@ def session_items(collector: Collector, items: Sequence[Item]) -> list[Item]:
             add("outcome", f"Open: {text}", 2)
     failed_commands = {cmd for cmd, _ in collector.commands_failed} - set(collector.commands_ok)
     for item in ordered:
-        if item.section in ("preferences", "constraints") and item.rank <= R_USER:
+        if item.section in ("preferences", "constraints"):
             add("preferences", item.text)
         elif item.section == "failed":
             add("failed", item.text)
@@ -176,8 +167,6 @@ def session_items(collector: Collector, items: Sequence[Item]) -> list[Item]:
             add("facts", item.text)
         elif item.section == "errors" and item.extra:
             add("facts", f"{item.text}{FIXED_SEP}{item.extra}", 1)
-        elif item.section == "constraints":
-            add("facts", item.text, 2)
         elif item.section == "facts":
             add("facts", item.text, 3)
     for command, error in collector.commands_failed:
@@ -197,7 +186,7 @@ def render_session(items: Sequence[Item]) -> str:
 def _under_headings(lines: Mapping[Section, Sequence[str]]) -> str:
     return "\n\n".join(
         heading + "\n" + ("\n".join(f"- {line}" for line in lines[section]) if lines[section] else "- (none)")
-        for section, heading in _SESSION_HEADINGS.items()
+        for section, (heading, _rank) in _SESSION_HEADINGS.items()
     )
 
 

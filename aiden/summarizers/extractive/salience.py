@@ -72,11 +72,9 @@ class Rarity:
     __slots__ = ("_df", "_n", "_shown")
 
     def __init__(self, texts: Iterable[str], *, shown: frozenset[str] = frozenset()) -> None:
-        self._df: Counter[str] = Counter()
-        self._n = 0
-        for text in texts:
-            self._n += 1
-            self._df.update(set(informative_words(text)))
+        said = [set(informative_words(text)) for text in texts]
+        self._n = len(said)
+        self._df = Counter(word for words in said for word in words)
         self._shown = shown  # words the prompt shows verbatim anyway (:func:`shown_words`)
 
     def idf(self, word: str) -> float:

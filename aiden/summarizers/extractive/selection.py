@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import re
+import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
@@ -163,18 +165,6 @@ def with_absorbed(chosen: Sequence[Item], deduped: Deduped) -> list[Item]:
 _USER: Final = "User: "
 
 
-class _Group(msgspec.Struct):
-    """Requests that read the same up to their step number; the latest says where the run is now."""
-
-    word: str
-    latest: Item
-    latest_number: int = 0
-    head: str = ""
-    tail: str = ""
-    items: list[Item] = []
-    numbers: list[int] = []
-
-
 def _request_text(item: Item) -> str | None:
     if item.section == "requests":
         return item.text
@@ -191,51 +181,44 @@ def collapse_requests(items: Sequence[Item]) -> list[Item]:
     is the open thread; older routine groups counting in other words are
     superseded and dropped.
     """
-    groups: dict[tuple[str, str], _Group] = {}
+    # By what the requests read up to their numbers, and the counting word: the newest request
+    # (with its parts) and every step number the group names.
+    latest: dict[tuple[str, str], tuple[Item, re.Match[str]]] = {}
+    numbers: dict[tuple[str, str], list[int]] = {}
     member: dict[int, tuple[str, str]] = {}
     for item in items:
         text = _request_text(item)
         match = step_match(text) if text is not None else None
         if match is None:
             continue
-        word = match.group("word").casefold()
-        key = (re.sub(r"\d+", "#", normalize(match.group("head"))), word)
-        group = groups.setdefault(key, _Group(word, item))
-        group.items.append(item)
+        key = (re.sub(r"\d+", "#", normalize(match.group("head"))), match.group("word").casefold())
         member[id(item)] = key
         first = int(match.group("a"))
-        last = int(match.group("b") or first)
-        group.numbers.extend((first, last))
-        if item.order >= group.latest.order:
-            group.latest, group.latest_number = item, last
-            group.head, group.tail = match.group("head"), match.group("tail")
-    collapsed = {key for key, group in groups.items() if len(group.items) > 1 or len(set(group.numbers)) > 1}
-    routine = [key for key, g in groups.items() if is_routine_request(f"{g.head}{g.word} 1{g.tail}")]
-    current = max(routine, key=lambda k: groups[k].latest.order, default=None)
+        numbers.setdefault(key, []).extend((first, int(match.group("b") or first)))
+        if key not in latest or item.order >= latest[key][0].order:
+            latest[key] = (item, match)
+    routine = [k for k, (_, m) in latest.items() if is_routine_request(f"{m.group('head')}{k[1]} 1{m.group('tail')}")]
+    current = max(routine, key=lambda k: latest[k][0].order, default=None)
     superseded = {
         k
         for k in routine
-        if current is not None
-        and k != current
-        and groups[k].word != groups[current].word
-        and groups[k].latest.order < groups[current].latest.order
+        if current is not None and k[1] != current[1] and latest[k][0].order < latest[current][0].order
     }
     out: list[Item] = []
     for item in items:
-        found = member.get(id(item))
-        if found is None or (found not in collapsed and found not in superseded):
+        group = member.get(id(item))
+        if group is None:
             out.append(item)
             continue
-        group = groups[found]
-        if found in superseded or item is not group.latest:
+        newest, match = latest[group]
+        if group in superseded or item is not newest:
             continue
-        lo, hi = min(group.numbers), max(group.numbers)
+        lo, hi = min(numbers[group]), max(numbers[group])
         if lo == hi:
             out.append(item)  # the same step twice (a request and the open thread): nothing to collapse
             continue
-        text = (
-            f"{group.head}{group.word}s {lo}\u2013{hi}; now at {group.word} {group.latest_number}{group.tail}"
-        )
+        word, now = group[1], int(match.group("b") or match.group("a"))
+        text = f"{match.group('head')}{word}s {lo}\u2013{hi}; now at {word} {now}{match.group('tail')}"
         out.append(msgspec.structs.replace(item, section="open", text=_USER + text, rank=R_OPEN, extra=""))
     return out
 
@@ -244,16 +227,15 @@ def collapse_requests(items: Sequence[Item]) -> list[Item]:
 _INLINE_SECTIONS: Final[frozenset[Section]] = frozenset({"goal", "outcome", "files"})
 
 
-def select(items: Sequence[Item], budget: int, *, max_lines: int | None = None) -> list[Item]:
+def select(items: Sequence[Item], budget: int, *, max_lines: int = sys.maxsize) -> list[Item]:
     """Pick items under ``budget`` tokens (and ``max_lines``): a quota per tier first, then strict priority."""
     candidates = sorted(items, key=_priority)
-    chosen: list[Item] = []
-    chosen_ids: set[int] = set()
+    chosen: dict[int, Item] = {}  # by id, in the order taken
     sections_used: set[Section] = set()
-    used = 0
-    lines_used = 0
+    used = lines_used = 0
 
-    def cost(item: Item) -> tuple[int, int]:
+    def try_take(item: Item) -> None:
+        nonlocal used, lines_used
         new_section = item.section not in sections_used
         tokens = estimate_tokens(line_of(item)) + 2
         if new_section:
@@ -262,44 +244,30 @@ def select(items: Sequence[Item], budget: int, *, max_lines: int | None = None) 
             lines = 1 if (new_section or item.section != "files") else 0
         else:
             lines = 2 if new_section else 1
-        return tokens, lines
-
-    def try_take(item: Item) -> None:
-        nonlocal used, lines_used
-        tokens, lines = cost(item)
-        if used + tokens > budget:
-            return
-        if max_lines is not None and lines_used + lines > max_lines:
-            return
-        used += tokens
-        lines_used += lines
-        chosen.append(item)
-        chosen_ids.add(id(item))
-        sections_used.add(item.section)
+        if used + tokens <= budget and lines_used + lines <= max_lines:
+            used, lines_used = used + tokens, lines_used + lines
+            chosen[id(item)] = item
+            sections_used.add(item.section)
 
     # Every load-bearing tier (rank <= R_FACT) may place this many items before the others are
     # considered in strict order, so one talkative kind cannot starve the rest; noise tiers only
     # ever get what is left.
-    per_tier: dict[tuple[int, Section], int] = {}
+    per_tier: Counter[tuple[int, Section]] = Counter()
     for item in candidates:
-        key = (item.rank, item.section)
-        if item.rank <= R_FACT and per_tier.get(key, 0) < _QUOTA:
-            per_tier[key] = per_tier.get(key, 0) + 1
+        if item.rank <= R_FACT and per_tier[item.rank, item.section] < _QUOTA:
+            per_tier[item.rank, item.section] += 1
             try_take(item)
     for item in candidates:
-        if id(item) not in chosen_ids:
+        if id(item) not in chosen:
             try_take(item)
 
     # The running cost is an estimate; the rendered text is what must fit.
-    chosen.sort(key=_priority)
-    while chosen and (
-        estimate_tokens(render_history(chosen)) > budget
-        or (max_lines is not None and len(render_history(chosen).splitlines()) > max_lines)
-    ):
-        chosen.pop()
-    if not chosen and candidates:
-        chosen = [_shrink_to_fit(candidates[0], budget)]
-    return chosen
+    kept = sorted(chosen.values(), key=_priority)
+    while kept and (estimate_tokens(text := render_history(kept)) > budget or len(text.splitlines()) > max_lines):
+        kept.pop()
+    if not kept and candidates:
+        return [_shrink_to_fit(candidates[0], budget)]
+    return kept
 
 
 def _priority(item: Item) -> tuple[int, float, int]:
@@ -324,26 +292,22 @@ def _shrink_to_fit(item: Item, budget: int) -> Item:
 
 def select_session(items: Sequence[Item], budget: int) -> list[Item]:
     """Pick session items under ``budget`` tokens: repeats dropped, a quota per heading first, then by rank."""
-    seen: set[str] = set()
-    unique: list[Item] = []
+    unique: dict[str, Item] = {}
     for item in sorted(items, key=lambda it: (it.rank, it.order)):
-        key = normalize(item.text)
-        if key and key not in seen:
-            seen.add(key)
-            unique.append(item)
+        unique.setdefault(normalize(item.text), item)
+    unique.pop("", None)
     chosen: list[Item] = []
     used = estimate_tokens(render_session(()))
-    per_section: dict[str, int] = {}
+    per_section: Counter[Section] = Counter()
     rest: list[Item] = []
-    for item in unique:
-        if per_section.get(item.section, 0) < _QUOTA:
-            cost = estimate_tokens(item.text) + 2
-            if used + cost <= budget:
-                used += cost
-                chosen.append(item)
-                per_section[item.section] = per_section.get(item.section, 0) + 1
-                continue
-        rest.append(item)
+    for item in unique.values():
+        cost = estimate_tokens(item.text) + 2
+        if per_section[item.section] < _QUOTA and used + cost <= budget:
+            used += cost
+            chosen.append(item)
+            per_section[item.section] += 1
+        else:
+            rest.append(item)
     for item in rest:
         cost = estimate_tokens(item.text) + 2
         if used + cost <= budget:

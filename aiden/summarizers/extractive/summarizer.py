@@ -41,8 +41,8 @@ from aiden.summarizers.extractive.selection import (
     select_session,
     with_absorbed,
 )
-from aiden.summarizers.extractive.tools import TOOL_NOTE_CHARS, command_targets, is_read_only_command
-from aiden.summarizers.mustkeep import clip, is_routine_request, normalize
+from aiden.summarizers.extractive.tools import TOOL_NOTE_CHARS, is_read_only_command
+from aiden.summarizers.mustkeep import clip, find_paths, is_routine_request, normalize
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
 _SLICE_CHARS: Final = 8_000  # checkpoint after about this much event text (~1-3 ms of extraction)
@@ -90,20 +90,16 @@ class ExtractiveSummarizer:
         self.max_tokens = max_tokens
         self.fold_max_lines = fold_max_lines
 
-    def _budget(self, request: SummaryRequest) -> int:
-        return max(1, min(request.max_tokens, self.max_tokens or request.max_tokens))
-
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request`` without stalling the event loop or holding the GIL for long.
 
         A large request (a backlog slice: hundreds of events; Dream's history
         records: a few long texts; see :func:`aiden.offload.too_long_for_the_loop`)
-        runs in the helper process: on the loop it would stall every task, in a worker thread it would hold the GIL and
-        slow every hand-off of the loop and the session writer's thread. A
-        small one (an ordinary chunk) is walked here in slices of about
-        ``_SLICE_CHARS`` with a checkpoint after each, so other tasks keep
-        running and cancellation is honoured (and a test's MockClock cannot
-        jump meanwhile). Both give the same result.
+        runs in the helper process (:mod:`aiden.offload` says why). A small one
+        (an ordinary chunk) is walked here in slices of about ``_SLICE_CHARS``
+        with a checkpoint after each, so other tasks keep running and
+        cancellation is honoured (and a test's MockClock cannot jump
+        meanwhile). Both give the same result.
         """
         too_long = offload.too_long_for_the_loop(
             _events_to_walk(request), len(request.text) + len(request.previous_summary)
@@ -153,7 +149,7 @@ class ExtractiveSummarizer:
         return collector
 
     def _finish(self, request: SummaryRequest, collector: Collector, shown: frozenset[str]) -> SummaryResult:
-        budget = self._budget(request)
+        budget = max(1, min(request.max_tokens, self.max_tokens or request.max_tokens))
         if request.purpose == "rolling_fold":
             folded = _newest_commands(
                 [it for it in _weigh(collector.finish()) if it.section != "tool_notes" and not _narrates(it)]
@@ -179,12 +175,11 @@ def _history_result(chosen: list[Item], deduped: Deduped) -> SummaryResult:
     return SummaryResult(text=render_history(chosen), structured=structured)
 
 
-_SECTIONS: Final = frozenset(SECTIONS)
 # Sections whose lines say what happened; a chunk summary of only Files / Commands / tool results / an
 # open thread (which a newer chunk's supersedes in summary.md) says nothing a reader can use (#38).
-_SAYS: Final = _SECTIONS - {"open", "files", "commands", "tool_notes"}
+_SAYS: Final = frozenset(SECTIONS) - {"open", "files", "commands", "tool_notes"}
 # Lists a reader scans; a bare path, a test runner's line or phatic talk in them is noise (#38).
-_LIST_SECTIONS: Final = _SECTIONS - {"goal", "outcome", "errors", "files", "commands"}
+_LIST_SECTIONS: Final = frozenset(SECTIONS) - {"goal", "outcome", "errors", "files", "commands"}
 
 
 def _weigh(items: list[Item], shown: frozenset[str] = frozenset()) -> list[Item]:
@@ -210,10 +205,10 @@ def _what_happened(request: SummaryRequest, collector: Collector) -> list[Item]:
     """What a range did when nothing it said was kept: its newest informative message, and its tool work."""
     # The paths are on the Files line: the sentence counts them.
     parts: list[str] = []
-    if collector.read_paths:
-        parts.append("read " + _files(collector.read_paths))
-    if collector.edited_paths:
-        parts.append("changed " + _files(collector.edited_paths))
+    for verb, paths in (("read", collector.read_paths), ("changed", collector.edited_paths)):
+        if paths:
+            n = len(set(paths))
+            parts.append(f"{verb} {n} file" if n == 1 else f"{verb} {n} files")
     if collector.commands_ok:
         ran = _some([cmd.removeprefix("$ ") for cmd in collector.commands_ok])
         parts.append(f"ran {ran} without errors")
@@ -225,11 +220,6 @@ def _what_happened(request: SummaryRequest, collector: Collector) -> list[Item]:
     if parts:
         items.append(Item("notes", clip("Agent " + "; ".join(parts) + ".", 2 * TOOL_NOTE_CHARS), R_NOTE, 1))
     return items
-
-
-def _files(paths: Sequence[str]) -> str:
-    n = len(set(paths))
-    return f"{n} file" if n == 1 else f"{n} files"
 
 
 def _some(things: Sequence[str], limit: int = 3) -> str:
@@ -354,7 +344,8 @@ def _newest_commands(items: list[Item]) -> list[Item]:
     for item in items:
         if item.section != "commands":
             continue
-        if is_read_only_command(item.text) and all(normalize(p) in files for p in command_targets(item.text)):
+        read_only = is_read_only_command(item.text)
+        if read_only and all(normalize(p) in files for p in find_paths(item.text.removeprefix("$ "))):
             continue
         key = normalize(item.text)
         latest.pop(key, None)  # re-inserted: the dict's order is the order of last use

@@ -21,6 +21,7 @@ import msgspec
 from aiden.events import SessionEvent
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL
 from aiden.summarizers.mustkeep import (
+    arg_paths,
     clip,
     find_paths,
     is_strong_error_line,
@@ -69,18 +70,12 @@ def is_read_only_shell(command: str) -> bool:
     """True for a shell command whose every part only prints (``cat a.py | head``, ``git diff``)."""
     if _SHELL_WRITES.search(_HARMLESS_REDIRECT.sub(" ", command)):
         return False
-    parts = [p.split() for p in _SHELL_SEPARATOR.split(command)]
-    parts = [p for p in parts if p]
-    if not parts:
-        return False
+    parts = [words for part in _SHELL_SEPARATOR.split(command) if (words := part.split())]
     for words in parts:
         program = words[0].rsplit("/", 1)[-1]
-        if program == "git":
-            if len(words) < 2 or words[1] not in _GIT_READS:
-                return False
-        elif program not in _READ_PROGRAMS:
+        if program not in _READ_PROGRAMS and not (program == "git" and len(words) > 1 and words[1] in _GIT_READS):
             return False
-    return True
+    return bool(parts)
 
 
 def is_read_only_command(line: str) -> bool:
@@ -89,11 +84,6 @@ def is_read_only_command(line: str) -> bool:
         return is_read_only_shell(line[2:])
     match = _TOOL_LINE.match(line)
     return match is not None and is_read_only_tool(match.group("name"))
-
-
-def command_targets(line: str) -> list[str]:
-    """The file paths a rendered command line names."""
-    return find_paths(line[2:] if line.startswith("$ ") else line)
 
 
 # Output shaped like a log record below error level, code, a docstring or comment, a structured-data
@@ -171,9 +161,7 @@ def describe_call(event: SessionEvent) -> Call:
     except ValueError:
         args = raw
     if not isinstance(args, dict):
-        text = clip(str(args), 160)
-        description = f"{name}({text})" if text else f"{name}()"
-        return Call(description, False, find_paths(str(args)), is_read_only_tool(name))
+        return Call(f"{name}({clip(str(args), 160)})", False, find_paths(str(args)), is_read_only_tool(name))
     for key in _COMMAND_KEYS:
         value = args.get(key)
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -185,17 +173,8 @@ def describe_call(event: SessionEvent) -> Call:
     if isinstance(code, str) and code.strip():
         # Code execution: its output is scanned like a command's.
         return Call(clip(f"{name}(code={clip(code, 80)})", 240), True, [], False)
-    paths: list[str] = []
-    parts: list[str] = []
-    for key, value in args.items():
-        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        if isinstance(value, str) and ("path" in key.casefold() or "file" in key.casefold()):
-            if value.strip():
-                paths.append(value.strip())
-        else:
-            paths.extend(find_paths(shown) if isinstance(value, str) else [])
-        parts.append(f"{key}={clip(shown, 80)}")
-    return Call(clip(f"{name}({', '.join(parts)})", 240), False, paths, is_read_only_tool(name))
+    parts = [f"{k}={clip(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False), 80)}" for k, v in args.items()]
+    return Call(clip(f"{name}({', '.join(parts)})", 240), False, arg_paths(args), is_read_only_tool(name))
 
 
 def error_lines(content: str, *, executed: bool, reported: bool = False) -> list[tuple[str, bool]]:

@@ -19,7 +19,6 @@ from aiden.policy.summary_md import normalize
 from aiden.summarizers.mustkeep.check import appended_count, apply_must_keep, extract_must_keep
 from aiden.summarizers.mustkeep.classify import (
     classify_sentence,
-    is_binding,
     is_plan,
     is_routine_request,
     is_strong_error_line,
@@ -28,6 +27,7 @@ from aiden.summarizers.mustkeep.classify import (
     split_reason,
 )
 from aiden.summarizers.mustkeep.text import (
+    arg_paths,
     clip,
     code_lines,
     content_words,
@@ -41,6 +41,7 @@ from aiden.summarizers.mustkeep.text import (
 __all__ = [
     "appended_count",
     "apply_must_keep",
+    "arg_paths",
     "classify_sentence",
     "clip",
     "code_lines",
@@ -48,7 +49,6 @@ __all__ = [
     "extract_must_keep",
     "find_paths",
     "has_fact_tokens",
-    "is_binding",
     "is_plan",
     "is_routine_request",
     "is_strong_error_line",

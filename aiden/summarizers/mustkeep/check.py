@@ -25,6 +25,7 @@ from aiden.summarizers.mustkeep.classify import (
     split_speaker,
 )
 from aiden.summarizers.mustkeep.text import (
+    arg_paths,
     clip,
     content_words,
     find_paths,
@@ -51,14 +52,6 @@ _STATES_A_COURSE: Final = frozenset({"correction", "decision", "failed", "resolu
 _FILES_LINE: Final = "Files:"
 
 
-def _may_be_fact(kind: str, sentence: str) -> bool:
-    # Greetings, questions and routine requests ("step 19 of PROJ-6915") name ids without
-    # stating a fact; a first request ("Migrate the exporter to gRPC") is the task itself.
-    if kind in ("greeting", "question"):
-        return False
-    return kind != "request" or not is_routine_request(sentence)
-
-
 def _tool_arg_paths(event: SessionEvent) -> list[str]:
     if not event.tool_args:
         return []
@@ -66,14 +59,7 @@ def _tool_arg_paths(event: SessionEvent) -> list[str]:
         args = json.loads(event.tool_args)
     except ValueError:
         return find_paths(event.tool_args)
-    paths: list[str] = []
-    if isinstance(args, dict):
-        for key, value in args.items():
-            if isinstance(value, str) and ("path" in key.casefold() or "file" in key.casefold()):
-                paths.append(value.strip())
-            elif isinstance(value, str):
-                paths.extend(find_paths(value))
-    return [p for p in paths if p]
+    return arg_paths(args) if isinstance(args, dict) else []
 
 
 def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list[str]:
@@ -111,7 +97,14 @@ def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list
                 user_items.append(item)
             elif kind == "decision":
                 decisions.append(item)
-            elif _may_be_fact(kind, sentence) and has_fact_tokens(sentence) and _has_non_path_fact(sentence):
+            elif (
+                # Greetings, questions and routine requests ("step 19 of PROJ-6915") name ids without
+                # stating a fact; a first request ("Migrate the exporter to gRPC") is the task itself.
+                kind not in ("greeting", "question")
+                and not (kind == "request" and is_routine_request(sentence))
+                and has_fact_tokens(sentence)
+                and _has_non_path_fact(sentence)
+            ):
                 facts.append(item)
         paths.extend(find_paths(event.content))
     return _dedupe([*user_items, *decisions, *facts, *paths])[:max_items]
@@ -126,14 +119,11 @@ def _has_non_path_fact(sentence: str) -> bool:
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:
-    seen: set[str] = set()
-    out: list[str] = []
+    first: dict[str, str] = {}
     for item in items:
-        key = normalize(item)
-        if key and key not in seen:
-            seen.add(key)
-            out.append(item)
-    return out
+        first.setdefault(normalize(item), item)
+    first.pop("", None)
+    return list(first.values())
 
 
 class Haystack:
@@ -186,10 +176,7 @@ def apply_must_keep(
     if max_items <= 0 or max_chars <= 0 or not items:
         return summary_text
     haystack = Haystack(summary_text)
-    missing: list[str] = []
-    for item in _dedupe(items):
-        if not haystack.contains(item):
-            missing.append(clip(item))
+    missing = [clip(item) for item in _dedupe(items) if not haystack.contains(item)]
     if not missing:
         return summary_text
     prefix = "\n\n" if summary_text.strip() else ""
@@ -270,9 +257,8 @@ async def with_must_keep(summary: str, events: Sequence[SessionEvent], max_items
 
     Inline for an ordinary chunk (as planning is: a worker thread would cost
     appends more than the few ms it takes); a backlog slice's, or a chunk of
-    long tool output, goes to the helper process: in a worker thread it would hold the GIL and slow every
-    hand-off of the loop and the session writer's thread. Without the helper,
-    a worker thread.
+    long tool output, goes to the helper process (:mod:`aiden.offload` says
+    why); without the helper, to a worker thread.
     """
     job = MustKeepJob(summary, tuple(events), max_items)
     if not offload.too_long_for_the_loop(job.events, len(job.summary)):

@@ -228,23 +228,18 @@ def classify_sentence(sentence: str, *, speaker: Speaker = "any") -> SentenceKin
     return "other"
 
 
-def is_binding(sentence: str) -> bool:
-    """True for a constraint that binds as said by anyone: a must, a deadline, a limit.
-
-    A participant of a chat ("Caroline: ...") files a rule only this way: "it's
-    important to always ...", "never give up", "I couldn't have done it without them"
-    are no rules for the agent.
-    """
-    return _BINDING.search(sentence) is not None
-
-
 def sets_a_rule(kind: SentenceKind, sentence: str, *, named: bool) -> bool:
     """True when a user's sentence of ``kind`` is a rule the summary must keep (a correction, a
-    preference, a constraint); from a ``named`` chat participant only a correction or a binding one."""
+    preference, a constraint).
+
+    From a ``named`` chat participant ("Caroline: ...") only a correction or a
+    constraint that binds as said by anyone (a must, a deadline, a limit):
+    "it's important to always ...", "never give up" are no rules for the agent.
+    """
     if kind == "correction":
         return True
     if named:
-        return kind == "constraint" and is_binding(sentence)
+        return kind == "constraint" and _BINDING.search(sentence) is not None
     return kind in ("preference", "constraint")
 
 
@@ -253,9 +248,7 @@ def split_reason(sentence: str) -> tuple[str, str]:
     match = _REASON.search(sentence)
     if match is None or match.start() == 0:
         return sentence.strip(), ""
-    what = sentence[: match.start()].rstrip(" ,;:-—")
-    why = sentence[match.start() :].strip()
-    return what, why
+    return sentence[: match.start()].rstrip(" ,;:-—"), sentence[match.start() :].strip()
 
 
 def is_plan(sentence: str) -> bool:
@@ -332,9 +325,7 @@ def is_phatic(sentence: str) -> bool:
     if _NUMBER.search(body) and has_fact_tokens(body):
         return False
     informative = set(informative_words(body))
-    if not informative:
-        return True
-    return len(informative) == 1 and not _SOCIAL.isdisjoint(_WORDS.findall(body.casefold()))
+    return not informative or (len(informative) == 1 and not _SOCIAL.isdisjoint(_WORDS.findall(body.casefold())))
 
 
 # Error lines of tool output: which lines report or mention an error.
@@ -362,6 +353,4 @@ def is_strong_error_line(line: str) -> bool:
 
 def looks_like_error_line(line: str) -> bool:
     """True for a line of tool output that reports or mentions an error (code lines excluded)."""
-    if _STRONG_ERROR.match(line):
-        return True
-    return _TOOL_ERROR.search(line) is not None and _CODE_LINE.match(line) is None
+    return is_strong_error_line(line) or (_TOOL_ERROR.search(line) is not None and _CODE_LINE.match(line) is None)

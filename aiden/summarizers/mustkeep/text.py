@@ -1,16 +1,13 @@
 """Text primitives: normalization, clipping, sentence splitting, content words and distinctive tokens.
 
-The extractive summarizer and the must-keep check share these primitives so
-both agree on what a sentence *is* and clip it to the same string. The
-distinctive tokens of a sentence (file paths, URLs, identifiers, versions and
-numbers) are what the must-keep check looks for: a summary that lost one of
-these lost the fact, however well it paraphrased the rest.
+Shared by the extractive summarizer and the must-keep check, so both agree on
+what a sentence *is* and clip it to the same string.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from aiden.policy.summary_md import normalize
@@ -30,18 +27,12 @@ def join_sentences(sentences: Iterable[str]) -> str:
     """Join sentences with a space, except after CJK punctuation (CJK text has no spaces)."""
     out = ""
     for sentence in sentences:
-        if out and not out.endswith(_CJK_TERMINATORS):
-            out += " "
-        out += sentence
+        out += f" {sentence}" if out and not out.endswith(_CJK_TERMINATORS) else sentence
     return out
 
 
 def clip(text: str, limit: int = ITEM_MAX_CHARS) -> str:
-    """Collapse whitespace and cut ``text`` to ``limit`` characters at a word boundary.
-
-    Deterministic, so the extractive summary and the must-keep check clip the
-    same sentence to the same string.
-    """
+    """Collapse whitespace and cut ``text`` to ``limit`` characters at a word boundary."""
     flat = _WS.sub(" ", text).strip()
     if len(flat) <= limit:
         return flat
@@ -61,15 +52,16 @@ _ABBREVIATIONS: Final = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "mr.", "dr.",
 _FENCE: Final = re.compile(r"^\s*(```|~~~)")
 _BULLET: Final = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
 _SHELLS: Final = frozenset({"bash", "sh", "shell", "console", "zsh", "terminal", "cmd", "powershell", "ps"})
+_MAX_SENTENCES: Final = 400
 
 
-def split_sentences(text: str, *, max_sentences: int = 400) -> list[str]:
+def split_sentences(text: str) -> list[str]:
     """Split prose into whitespace-normalized sentences (English and CJK punctuation).
 
     Lines are split first (a bullet is a sentence), then sentences inside a
     line. Fenced code blocks are skipped: code is not prose and would only
-    produce noise. At most ``max_sentences`` are returned, so a pasted log
-    cannot make the caller quadratic.
+    produce noise. At most 400 are returned (``_MAX_SENTENCES``), so a pasted
+    log cannot make the caller quadratic.
     """
     out: list[str] = []
     in_code = False
@@ -79,22 +71,17 @@ def split_sentences(text: str, *, max_sentences: int = 400) -> list[str]:
             continue
         if in_code:
             continue
-        line = _BULLET.sub("", line).strip()
-        if not line:
-            continue
-        pieces = [p.strip() for p in _SENTENCE_END.split(line)]
-        merged: list[str] = []
-        for piece in pieces:
+        first = len(out)  # an abbreviation joins the next piece of its own line only
+        for piece in _SENTENCE_END.split(_BULLET.sub("", line)):
+            piece = _WS.sub(" ", piece.strip())
             if not piece:
                 continue
-            if merged and merged[-1].casefold().endswith(_ABBREVIATIONS):
-                merged[-1] = f"{merged[-1]} {piece}"
+            if len(out) > first and out[-1].casefold().endswith(_ABBREVIATIONS):
+                out[-1] = f"{out[-1]} {piece}"
             else:
-                merged.append(piece)
-        for sentence in merged:
-            out.append(_WS.sub(" ", sentence))
-            if len(out) >= max_sentences:
-                return out
+                out.append(piece)
+        if len(out) >= _MAX_SENTENCES:
+            return out[:_MAX_SENTENCES]
     return out
 
 
@@ -104,13 +91,9 @@ def code_lines(text: str) -> list[str]:
     in_shell = False
     in_code = False
     for raw in text.splitlines():
-        fence = _FENCE.match(raw)
-        if fence:
-            if in_code:
-                in_code = in_shell = False
-            else:
-                in_code = True
-                in_shell = raw.strip()[3:].strip().casefold() in _SHELLS
+        if _FENCE.match(raw):
+            in_shell = not in_code and raw.strip()[3:].strip().casefold() in _SHELLS
+            in_code = not in_code
             continue
         line = raw.strip()
         if line.startswith("$ ") and len(line) > 2:
@@ -144,7 +127,6 @@ def content_words(text: str) -> list[str]:
     return words
 
 
-# Distinctive tokens: a summary that lost one of these lost the fact.
 _URL: Final = re.compile(r"\bhttps?://[^\s<>\"'`)\]]+")
 _EMAIL: Final = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 _EXTENSIONS: Final = (
@@ -206,14 +188,23 @@ def find_paths(text: str) -> list[str]:
             continue
         if "/" in path:
             leading = path.startswith(("/", "./", "../", "~/"))
-            if not (leading or _HAS_EXT.search(path) or path.count("/") >= 2):
-                continue
-            if path.strip("/.~") == "":
+            if not (leading or _HAS_EXT.search(path) or path.count("/") >= 2) or not path.strip("/.~"):
                 continue
         elif _FRAMEWORK_NAME.match(path):
             continue
         out.append(path)
     return out
+
+
+def arg_paths(args: Mapping[str, object]) -> list[str]:
+    """The file paths a tool call's arguments name: a path or file argument's value, paths in the others."""
+    paths: list[str] = []
+    for key, value in args.items():
+        if isinstance(value, str) and ("path" in key.casefold() or "file" in key.casefold()):
+            paths.extend([value.strip()] if value.strip() else [])
+        elif isinstance(value, str):
+            paths.extend(find_paths(value))
+    return paths
 
 
 def key_tokens(text: str) -> list[str]:
@@ -222,35 +213,22 @@ def key_tokens(text: str) -> list[str]:
     A summary that lost any of these lost the fact, however well it
     paraphrased the rest of the sentence.
     """
-    found: list[str] = []
-
-    def add(token: str) -> None:
-        norm = normalize(token)
-        if norm and norm not in found:
-            found.append(norm)
-
-    for match in _URL.finditer(text):
-        add(_strip_path(match.group(0)))
-    for match in _EMAIL.finditer(text):
-        add(match.group(0))
-    for path in find_paths(text):
-        add(path)
-    for pattern in _TOKEN_PATTERNS:
-        for match in pattern.finditer(text):
-            add(match.group(match.lastindex or 0))
-    for match in _NUMBER_WITH_UNIT.finditer(text):
-        add(match.group(0))
-    for match in _NUMBER.finditer(text):
-        add(match.group(0))
+    tokens = [
+        *(_strip_path(match.group(0)) for match in _URL.finditer(text)),
+        *(match.group(0) for match in _EMAIL.finditer(text)),
+        *find_paths(text),
+        *(match.group(match.lastindex or 0) for pattern in _TOKEN_PATTERNS for match in pattern.finditer(text)),
+        *(match.group(0) for match in _NUMBER_WITH_UNIT.finditer(text)),
+        *(match.group(0) for match in _NUMBER.finditer(text)),
+    ]
+    found = list(dict.fromkeys(norm for norm in map(normalize, tokens) if norm))
     # Drop tokens contained in a longer token ("8443" inside "port 8443").
     return [t for t in found if not any(t != other and t in other for other in found)]
 
 
 def has_fact_tokens(text: str) -> bool:
     """True if ``text`` names something specific: an id, a path, a URL or a number with a unit / of 2+ digits."""
-    if _URL.search(text) or _EMAIL.search(text) or find_paths(text):
-        return True
-    if _NUMBER_WITH_UNIT.search(text):
+    if _URL.search(text) or _EMAIL.search(text) or find_paths(text) or _NUMBER_WITH_UNIT.search(text):
         return True
     if any(len(m.group(0).replace(".", "").replace(",", "")) >= 2 for m in _NUMBER.finditer(text)):
         return True
