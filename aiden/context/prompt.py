@@ -40,6 +40,7 @@ whole window is rendered again and a new prefix settles.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -182,12 +183,9 @@ class Renderer:
         """This state, to :meth:`feed` the events that follow; only a :attr:`settled` state continues."""
         if not self.settled:
             raise ValueError("a renderer with calls still open cannot continue from a copy")
-        other = Renderer(self.split_turn_context, self.split_before_seq)
-        other.injected = self.injected
-        other.repairs = self.repairs
-        other.answered = set(self.answered)
-        other.renamed = dict(self.renamed)
-        other.retracted = set(self.retracted)
+        other = copy.copy(self)
+        other.answered, other.renamed, other.retracted = set(self.answered), dict(self.renamed), set(self.retracted)
+        other._open = {}
         return other
 
     def feed(self, events: Sequence[SessionEvent]) -> list[Message]:
@@ -198,14 +196,11 @@ class Renderer:
         out: list[Message] = []
         # Calls fed before all have their results (copy), so a later result answering one is
         # an orphan and a later call reusing one's id is renamed.
-        open_calls = self._open
-        answered = self.answered
-        renamed = self.renamed
+        open_calls, answered, renamed = self._open, self.answered, self.renamed
         # Neither a withdrawn event nor the retraction itself is shown.
         self.retracted |= retracted_seqs(events)
-        retracted = self.retracted
         for ev in events:
-            if ev.seq in retracted or is_retraction(ev):
+            if ev.seq in self.retracted or is_retraction(ev):
                 continue
             if not self.injected and self.split_before_seq is not None and ev.seq >= self.split_before_seq:
                 out.append({"role": "system", "content": self.split_turn_context})
@@ -365,24 +360,21 @@ def estimate_messages(messages: Sequence[Message], estimate: Callable[[str], int
 # --- the hot window, rendered incrementally -----------------------------------------
 class _Settled(msgspec.Struct, frozen=True):
     key: tuple[Governance | None, str, int | None]
-    count: int
-    """Events of the window the prefix covers."""
-    first: tuple[int, float | None]
-    last: tuple[int, float | None]
-    messages: tuple[Message, ...]
-    tokens: int
-    stubbed: tuple[int, ...]
     renderer: Renderer
+    count: int = 0
+    """Events of the window the prefix covers."""
+    marks: tuple[tuple[int, float | None], ...] = ()
+    """``(seq, timestamp)`` of the prefix's first and last event."""
+    messages: tuple[Message, ...] = ()
+    tokens: int = 0
+    stubbed: tuple[int, ...] = ()
 
     def holds(self, hot: Sequence[SessionEvent]) -> bool:
-        if len(hot) < self.count:
-            return False
-        head, tail = hot[0], hot[self.count - 1]
-        return (head.seq, head.timestamp) == self.first and (tail.seq, tail.timestamp) == self.last
+        return len(hot) >= self.count and self.marks == _marks(hot, self.count)
 
 
-def _mark(event: SessionEvent) -> tuple[int, float | None]:
-    return event.seq, event.timestamp
+def _marks(events: Sequence[SessionEvent], count: int) -> tuple[tuple[int, float | None], ...]:
+    return tuple((e.seq, e.timestamp) for e in (events[0], events[count - 1])) if count else ()
 
 
 class IncrementalBody:
@@ -407,25 +399,26 @@ class IncrementalBody:
     ) -> RenderedBody:
         """``hot`` governed (when ``governance`` is given) and rendered as chat messages."""
         key = (governance, split_turn_context, split_before_seq)
-        settled = self._settled
+        before = self._settled
         # From the window's start nothing can reach back: only a continuation needs these checks.
-        if settled is not None and (
-            settled.key != key or not settled.holds(hot) or not _stays_after(hot[settled.count :])
+        if (
+            before is None
+            or before.key != key
+            or not before.holds(hot)
+            or (before.count and not _stays_after(hot[before.count :]))
         ):
-            settled = None
-        done = settled.count if settled is not None else 0
-        rest = list(hot[done:])
+            before = _Settled(key, Renderer(split_turn_context, split_before_seq))
+        rest = list(hot[before.count :])
         stubbed: tuple[int, ...] = ()
         events = rest
         if governance is not None:
             governed = govern_events(rest, **msgspec.structs.asdict(governance), estimate=self._estimate)
             events, stubbed = list(governed.events), governed.stubbed_seqs
-        resume = settled.renderer if settled is not None else Renderer(split_turn_context, split_before_seq)
-        tail_renderer = resume.copy()
+        tail_renderer = before.renderer.copy()
         cut = _settle_point(rest, governance)
         head: list[Message] = []
         if cut:
-            renderer = resume.copy()
+            renderer = before.renderer.copy()
             renderer.retracted |= retracted_seqs(rest)  # a later retraction hides an event before the point
             head = _merge_tool_blocks(renderer.feed(events[:cut]))
             if renderer.settled and rest[cut].seq not in renderer.retracted:
@@ -433,32 +426,24 @@ class IncrementalBody:
             else:  # a call before the point waits for its result: nothing more settles now
                 cut, head = 0, []
         tail = tail_renderer.finish(tail_renderer.feed(events[cut:]))
-        before = settled.messages if settled is not None else ()
-        before_tokens = settled.tokens if settled is not None else 0
-        before_stubbed = settled.stubbed if settled is not None else ()
         head_tokens = estimate_messages(head, self._estimate)
+        self._settled = before
         if cut:
             head_seqs = {e.seq for e in rest[:cut]}
             self._settled = _Settled(
                 key,
-                done + cut,
-                _mark(hot[0]),
-                _mark(rest[cut - 1]),
-                before + tuple(head),
-                before_tokens + head_tokens,
-                before_stubbed + tuple(q for q in stubbed if q in head_seqs),
                 renderer,
+                before.count + cut,
+                _marks(hot, before.count + cut),
+                before.messages + tuple(head),
+                before.tokens + head_tokens,
+                before.stubbed + tuple(q for q in stubbed if q in head_seqs),
             )
-        else:
-            self._settled = settled
         # Copies: a caller may change the messages it sends; the kept prefix must not change with them.
-        messages = [dict(m) for m in before]
-        messages.extend(dict(m) for m in head)
-        messages.extend(tail)
         return RenderedBody(
-            messages=messages,
-            tokens=before_tokens + head_tokens + estimate_messages(tail, self._estimate),
-            stubbed_seqs=before_stubbed + stubbed,
+            messages=[*(dict(m) for m in before.messages), *(dict(m) for m in head), *tail],
+            tokens=before.tokens + head_tokens + estimate_messages(tail, self._estimate),
+            stubbed_seqs=before.stubbed + stubbed,
             repairs=tail_renderer.repairs,
         )
 

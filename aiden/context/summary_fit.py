@@ -249,14 +249,12 @@ def _items(texts: Sequence[str], chunk_ids: Sequence[str], estimate: Callable[[s
     joined = [" ".join(lines[part][i] for i in item_lines) for part, item_lines, _, _ in raw]
     terms = [_terms(text) for text in joined]
     df = Counter(key for found in terms for key in found)
-    total = len(terms)
-    chunks = len(chunk_ids)
     items = []
     for (part, item_lines, parents, section), found in zip(raw, terms, strict=True):
         # The rolling summary is older than every chunk: last within a tier it shares with them.
-        age = chunks - part
+        age = len(chunk_ids) - part
         tier = _tier(age, part > 0, section)
-        value = sum(w * math.log(1 + total / df[key]) for key, w in found.items())
+        value = sum(w * math.log(1 + len(terms) / df[key]) for key, w in found.items())
         if tier == 2 and len(found) <= 1:
             tier = 3  # a phatic or contentless line
         size = max(1, estimate(" ".join(lines[part][i].strip() for i in item_lines)))
@@ -294,8 +292,7 @@ def _chunk_ranges(chunk_ids: Sequence[str]) -> str:
             spans[-1][1] = int(match.group(2))
         else:
             spans.append([int(match.group(1)), int(match.group(2))])
-    parts = [f"seq {a}-{b}" for a, b in spans] + names
-    return ", ".join(parts)
+    return ", ".join([f"seq {a}-{b}" for a, b in spans] + names)
 
 
 def _note(dropped: Sequence[SummaryItem], whole_chunks: Sequence[str]) -> str:

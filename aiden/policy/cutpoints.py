@@ -49,10 +49,6 @@ Rules, in the order they apply:
    ``backlog_left``: a backlog drains over several passes, each with bounded
    work, and the caller schedules the next one.
 
-The search of one planning pass (rules 2-5, 7 and 8) runs over :class:`_Window`, the per-event
-arrays of the pass; a cut there is a pair ``(cut, effective)``: the legal cut and the same cut
-pulled back over the leading context right before it.
-
 Everything is O(len(events)), pure and deterministic.
 """
 
@@ -115,10 +111,7 @@ def classify(event: SessionEvent) -> CutClass:
     """
     if event.synthetic:
         return "forbidden"
-    by_type = _TYPE_CLASS.get(event.type)
-    if by_type is not None:
-        return by_type
-    return _ROLE_CLASS.get(event.role or "", "forbidden")
+    return _TYPE_CLASS.get(event.type) or _ROLE_CLASS.get(event.role or "", "forbidden")
 
 
 def is_leading_context(event: SessionEvent) -> bool:
@@ -132,31 +125,26 @@ def is_leading_context(event: SessionEvent) -> bool:
     return event.type not in EVENT_TYPES and event.role == "system"
 
 
-def _is_tool_call(event: SessionEvent) -> bool:
-    return event.type == "tool_call" and not event.synthetic
-
-
 def _is_tool_result(event: SessionEvent) -> bool:
-    if event.synthetic:
-        return False
-    return event.type == "tool_result" or (event.type not in EVENT_TYPES and event.role == "tool")
+    return not event.synthetic and (
+        event.type == "tool_result" or (event.type not in EVENT_TYPES and event.role == "tool")
+    )
 
 
 def call_of_results(events: Sequence[SessionEvent]) -> list[int]:
     """For each tool result, the index of the call it answers; -1 for none and for other events."""
     call_of = [-1] * len(events)
-    by_id: dict[str, int] = {}
+    by_id: dict[str | None, int] = {}
     last_call = -1
     for i, event in enumerate(events):
-        if _is_tool_call(event):
+        if event.type == "tool_call" and not event.synthetic:
             last_call = i
             if event.tool_call_id is not None:
                 by_id[event.tool_call_id] = i
         elif _is_tool_result(event):
-            call = by_id.get(event.tool_call_id, -1) if event.tool_call_id is not None else -1
             # No (known) id: the nearest preceding call, which is what an
             # adjacent call/result pair without ids means.
-            call_of[i] = call if call >= 0 else last_call
+            call_of[i] = by_id.get(event.tool_call_id, last_call)
     return call_of
 
 
@@ -187,7 +175,11 @@ def legal_cut_points(events: Sequence[SessionEvent]) -> list[int]:
 
 
 class _Window:
-    """Per-event arrays of one planning pass (all linear to build) and the paths searching them."""
+    """Per-event arrays of one planning pass (all linear to build) and the paths searching them.
+
+    A cut here is a pair ``(cut, effective)``: the legal cut and the same cut pulled back over the
+    leading context right before it.
+    """
 
     def __init__(self, events: Sequence[SessionEvent], tokens: Sequence[int], max_pins: int) -> None:
         n = len(events)
@@ -217,10 +209,6 @@ class _Window:
             cut -= 1
         return cut
 
-    def useful(self, cut: int) -> bool:
-        """Whether a (pulled-back) cut leaves at least one event to compact."""
-        return self.free[cut] > 0
-
     def compacted_tokens(self, cut: int) -> int:
         """Tokens a (pulled-back) cut compacts: the events before it that are not kept."""
         return self.prefix[cut] - self.kept_prefix[cut]
@@ -232,10 +220,9 @@ class _Window:
     def useful_cuts(self, index: int) -> Iterator[tuple[int, int]]:
         """The useful legal cuts at or after ``index``, in order: (cut, pulled-back cut)."""
         for cut in range(max(index, 1), self.n):
-            if self.legal[cut]:
-                effective = self.pull_back(cut)
-                if self.useful(effective):
-                    yield cut, effective
+            # A useful (pulled-back) cut leaves at least one event to compact.
+            if self.legal[cut] and self.free[effective := self.pull_back(cut)] > 0:
+                yield cut, effective
 
     def first_useful_from(self, index: int) -> tuple[int, int] | None:
         """The first legal cut at or after ``index`` that is useful: (cut, pulled-back cut)."""
@@ -282,7 +269,7 @@ class _Window:
             return None
         # Pulling back only shrinks what is compacted; an earlier cut would compact even less.
         effective = self.pull_back(cut)
-        return (cut, effective) if self.useful(effective) else None
+        return (cut, effective) if self.free[effective] > 0 else None
 
 
 # --- the plan ------------------------------------------------------------------
@@ -401,12 +388,10 @@ def plan_compaction(
             raise ValueError("token_counts must not be negative")
         tokens = token_counts
     window = _Window(events, tokens, config.max_pinned_events)
-    path: Literal["token", "count"] = "token"
-    chosen = window.token_cut(config.keep_recent())
-    if chosen is None:
-        chosen = window.count_cut(config.hot_window_events)
-        if chosen is not None:
-            path = "count"
+    by_tokens = window.token_cut(config.keep_recent())
+    by_count = None if by_tokens else window.count_cut(config.hot_window_events)
+    chosen = by_tokens or by_count
+    path: Literal["token", "count"] = "count" if by_count else "token"
     reaches = True
     note = ""
     if target_tokens is not None:

@@ -103,36 +103,27 @@ def _is_image_payload(value: str) -> bool:
     return _is_base64_payload(value) or _DATA_URI.fullmatch(value.strip()) is not None
 
 
-def _scrub_value(value: Any) -> tuple[Any, bool]:
+def _scrub_value(value: Any) -> Any:
+    """``value`` scrubbed; the very same object when nothing changed."""
     if isinstance(value, str):
-        scrubbed = scrub_text(value)
-        return scrubbed, scrubbed is not value
+        return scrub_text(value)
     if isinstance(value, dict):
         return _scrub_dict(value)
     if isinstance(value, list):
         items = [_scrub_value(item) for item in value]
-        if any(changed for _, changed in items):
-            return [item for item, _ in items], True
-    return value, False
+        return items if any(new is not old for new, old in zip(items, value, strict=True)) else value
+    return value
 
 
-def _scrub_dict(mapping: dict[Any, Any]) -> tuple[dict[Any, Any], bool]:
+def _scrub_dict(mapping: dict[Any, Any]) -> dict[Any, Any]:
     out: dict[Any, Any] = {}
-    changed = False
     for key, value in mapping.items():
-        if (
-            isinstance(key, str)
-            and isinstance(value, str)
-            and key.lower() in IMAGE_KEYS
-            and _is_image_payload(value)
-        ):
+        if isinstance(key, str) and isinstance(value, str) and key.lower() in IMAGE_KEYS and _is_image_payload(value):
             out[f"{key}_omitted_bytes"] = len(value)
-            changed = True
-            continue
-        new_value, value_changed = _scrub_value(value)
-        out[key] = new_value
-        changed = changed or value_changed
-    return (out, True) if changed else (mapping, False)
+        else:
+            out[key] = _scrub_value(value)
+    unchanged = out.keys() == mapping.keys() and all(out[key] is value for key, value in mapping.items())
+    return mapping if unchanged else out
 
 
 def _scrub_content(content: str) -> str:
@@ -143,8 +134,8 @@ def _scrub_content(content: str) -> str:
         except ValueError:
             pass  # not JSON after all: scrub it as text
         else:
-            scrubbed, changed = _scrub_value(parsed)
-            if not changed:
+            scrubbed = _scrub_value(parsed)
+            if scrubbed is parsed:
                 return content
             return json.dumps(scrubbed, ensure_ascii=False, separators=(",", ":"))
     if stripped.startswith(_IMAGE_MAGIC) and _is_base64_payload(stripped):
@@ -158,8 +149,8 @@ def strip_screenshot_data(event: SessionEvent) -> SessionEvent:
     Idempotent; returns ``event`` itself when nothing changed.
     """
     content = _scrub_content(event.content) if event.content else event.content
-    meta, meta_changed = _scrub_dict(event.meta) if event.meta else (event.meta, False)
-    if content is event.content and not meta_changed:
+    meta = _scrub_dict(event.meta) if event.meta else event.meta
+    if content is event.content and meta is event.meta:
         return event
     return msgspec.structs.replace(event, content=content, meta=meta)
 
@@ -201,8 +192,6 @@ def redact_secrets(text: str) -> str:
 
     Idempotent; returns ``text`` itself when nothing matched.
     """
-    if not text:
-        return text
     out = _PRIVATE_KEY.sub(f"-----{REDACTED} PRIVATE KEY-----", text)
     for pattern in _PATTERNS:
         out = pattern.sub(_keep_all_but_secret, out)

@@ -115,10 +115,7 @@ def normalize(text: str) -> str:
 def match_heading(line: str) -> tuple[bool, str | None, str]:
     """``(is_heading, section, inline_rest)`` for one summary line (sections: :data:`SECTION_OF_HEADING`)."""
     match = _HEADING.match(line)
-    if match is None:
-        return False, None, ""
-    name = match.group("name").strip().casefold()
-    if name not in SECTION_OF_HEADING:
+    if match is None or (name := match.group("name").strip().casefold()) not in SECTION_OF_HEADING:
         return False, None, ""
     rest = match.group("rest")
     if rest is None and match.group("hashes") is None:

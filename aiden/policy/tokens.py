@@ -351,24 +351,16 @@ def estimate_tokens(text: str, profile: TokenProfile = DEFAULT_PROFILE) -> int:
         return 0
     pre, long_words, punct, common, rare, other, astral = _features(text)
     estimate = profile.pretoken * pre + profile.long_word * long_words + profile.punct_run * punct
-    if common or rare or other or astral:
-        estimate += (
-            profile.cjk_common * common
-            + profile.cjk_rare * rare
-            + profile.other_letter * other
-            + profile.astral * astral
-        )
+    estimate += (
+        profile.cjk_common * common + profile.cjk_rare * rare + profile.other_letter * other + profile.astral * astral
+    )
     return max(1, int(estimate + 0.5))
 
 
 def estimate_event_tokens(event: SessionEvent, profile: TokenProfile = DEFAULT_PROFILE) -> int:
     """Estimate the prompt cost of one event: content, tool arguments, tool name and framing."""
-    tokens = MESSAGE_OVERHEAD_TOKENS + estimate_tokens(event.content, profile)
-    if event.tool_args:
-        tokens += estimate_tokens(event.tool_args, profile)
-    if event.tool_name:
-        tokens += estimate_tokens(event.tool_name, profile)
-    return tokens
+    texts = (event.content, event.tool_args or "", event.tool_name or "")
+    return MESSAGE_OVERHEAD_TOKENS + sum(estimate_tokens(text, profile) for text in texts)
 
 
 def event_tokens(
@@ -442,6 +434,13 @@ def _clamp(value: float) -> float:
     return min(_MAX_FACTOR, max(_MIN_FACTOR, value))
 
 
+def _ratio(estimated: int, reported: int, weight: float) -> float | None:
+    """``reported / estimated`` clamped; None for an observation with a non-positive side."""
+    if not 0.0 < weight <= 1.0:
+        raise ValueError(f"weight must be in (0, 1], got {weight!r}")
+    return _clamp(reported / estimated) if estimated > 0 and reported > 0 else None
+
+
 def calibrate(
     cal: TokenCalibration, *, estimated: int, reported: int, weight: float = 0.2
 ) -> TokenCalibration:
@@ -454,11 +453,9 @@ def calibrate(
     tool schemas) must not teach a wild factor. Observations with a
     non-positive side are ignored (``cal`` is returned unchanged).
     """
-    if not 0.0 < weight <= 1.0:
-        raise ValueError(f"weight must be in (0, 1], got {weight!r}")
-    if estimated <= 0 or reported <= 0:
+    ratio = _ratio(estimated, reported, weight)
+    if ratio is None:
         return cal
-    ratio = _clamp(reported / estimated)
     factor = ratio if cal.samples == 0 else cal.factor + weight * (ratio - cal.factor)
     return TokenCalibration(factor=_clamp(factor), samples=cal.samples + 1)
 
@@ -485,11 +482,9 @@ def observe(
     cal: BudgetCalibration, *, estimated: int, reported: int, weight: float = 0.2
 ) -> BudgetCalibration:
     """Fold one observation into ``cal`` (non-positive sides are ignored, ratios clamped to [0.5, 2])."""
-    if not 0.0 < weight <= 1.0:
-        raise ValueError(f"weight must be in (0, 1], got {weight!r}")
-    if estimated <= 0 or reported <= 0:
+    ratio = _ratio(estimated, reported, weight)
+    if ratio is None:
         return cal
-    ratio = _clamp(reported / estimated)
     if cal.samples == 0:
         return BudgetCalibration(factor=ratio, spread=0.0, samples=1)
     error = abs(ratio - cal.factor)

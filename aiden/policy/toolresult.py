@@ -31,9 +31,7 @@ _EXIT_KEYS: Final = ("exit_code", "returncode", "status_code")
 def reported_failure(meta: Mapping[str, Any]) -> bool | None:
     """True when ``meta`` reports a failure, False when it reports success (an exit or
     status code that is not one), None when it says nothing either way."""
-    if meta.get("is_error") is True or meta.get("error") not in (None, "", False):
-        return True
-    if meta.get("status") == "error":
+    if meta.get("is_error") is True or meta.get("error") not in (None, "", False) or meta.get("status") == "error":
         return True
     for key in _EXIT_KEYS:
         value = meta.get(key)

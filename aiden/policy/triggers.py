@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Literal, assert_never
+from typing import Final, Literal, assert_never
 
 import msgspec
 
@@ -148,30 +148,29 @@ def should_compress(inp: TriggerInput, config: Config) -> TriggerDecision:
     prompt = inp.prompt_tokens
     if prompt is None and config.count_compress_after_events is None:
         prompt = inp.estimated_prompt_tokens
-    target = None
-    if prompt is not None and window is not None:
-        target = trigger_threshold_tokens(window, config)
-    if inp.manual:
-        return TriggerDecision(fire=True, reason="manual", target_tokens=target)
-    if prompt is not None and window is not None:
-        reserve = config.reserve(window)
-        if prompt >= window - reserve:
-            return TriggerDecision(fire=True, reason="reserve", target_tokens=target)
-        if prompt / window * 100 >= config.compress_at_percent:
-            return TriggerDecision(fire=True, reason="percent", target_tokens=target)
-    elif inp.event_count > config.count_limit():
-        return TriggerDecision(fire=True, reason="event_count")
-    if config.compact_every_turns and inp.turns_since_compaction >= config.compact_every_turns:
-        return TriggerDecision(fire=True, reason="every_n_turns", target_tokens=target)
-    if (
-        config.tool_output_spike_tokens
-        and inp.last_turn_tool_tokens > config.tool_output_spike_tokens
-    ):
-        return TriggerDecision(fire=True, reason="tool_output_spike", target_tokens=target)
-    if config.cost_ceiling_usd and inp.cost_since_compaction_usd >= config.cost_ceiling_usd:
-        return TriggerDecision(fire=True, reason="cost_ceiling", target_tokens=target)
-    return TriggerDecision(fire=False, reason="none", target_tokens=target)
+    target = None if prompt is None or window is None else trigger_threshold_tokens(window, config)
+    reason = _reason(inp, config, prompt, window)
+    return TriggerDecision(fire=reason != "none", reason=reason, target_tokens=target)
 
+
+def _reason(inp: TriggerInput, config: Config, prompt: int | None, window: int | None) -> TriggerReason:
+    """The first trigger that fires, in the order of the module docstring."""
+    if inp.manual:
+        return "manual"
+    if prompt is not None and window is not None:
+        if prompt >= window - config.reserve(window):
+            return "reserve"
+        if prompt / window * 100 >= config.compress_at_percent:
+            return "percent"
+    elif inp.event_count > config.count_limit():
+        return "event_count"
+    if config.compact_every_turns and inp.turns_since_compaction >= config.compact_every_turns:
+        return "every_n_turns"
+    if config.tool_output_spike_tokens and inp.last_turn_tool_tokens > config.tool_output_spike_tokens:
+        return "tool_output_spike"
+    if config.cost_ceiling_usd and inp.cost_since_compaction_usd >= config.cost_ceiling_usd:
+        return "cost_ceiling"
+    return "none"
 
 
 # --- the trigger state and its reducer -----------------------------------------------
@@ -352,18 +351,18 @@ def reduce(state: TriggerState, event: TriggerEvent) -> TriggerState:
             # Calibration and the cache-share figures describe the provider, not the session.
             return _replace(
                 state,
+                **_FRESH,
                 counters=_replace(c, last_prompt_tokens=None),
-                prompt_reported=False,
-                prompt_estimated=False,
                 run_prompt_max=None,
                 run_estimate_max=None,
-                turns=0,
-                cost_usd=0.0,
-                last_turn_tool_tokens=0,
                 turn_tool_tokens=0,
             )
         case _:  # pragma: no cover - exhaustive; mypy checks it
             assert_never(event)
+
+
+# What a compaction or a rotation starts afresh.
+_FRESH: Final = dict(prompt_reported=False, prompt_estimated=False, turns=0, cost_usd=0.0, last_turn_tool_tokens=0)
 
 
 def _count(state: TriggerState, **changes: object) -> TriggerState:
@@ -374,17 +373,17 @@ def _usage(state: TriggerState, usage: UsageReported) -> TriggerState:
     changes: dict[str, object] = {}
     counted: dict[str, object] = {}
     c = state.counters
+    key = usage.model or state.model
     calibration = state.calibration
     if usage.prompt_tokens is not None and usage.estimated_prompt_tokens:
         # Per-model correction of the estimator from what the provider reported.
-        key = usage.model or state.model
         cal = calibrate(
-            state.calibration.get(key, TokenCalibration()),
+            calibration.get(key, TokenCalibration()),
             estimated=usage.estimated_prompt_tokens,
             reported=usage.prompt_tokens,
             weight=state.calibration_weight,
         )
-        calibration = changes["calibration"] = {**state.calibration, key: cal}
+        calibration = changes["calibration"] = {**calibration, key: cal}
         if key == state.model:
             counted["token_calibration"] = cal.factor
     if usage.prompt_tokens is not None and usage.cached_tokens is not None:
@@ -403,21 +402,18 @@ def _usage(state: TriggerState, usage: UsageReported) -> TriggerState:
         if run_max is not None:
             # The trigger uses the largest single prompt of the latest run (seed 000).
             counted["last_prompt_tokens"] = run_max
-            changes["prompt_reported"] = True
-            changes["prompt_estimated"] = False
+            changes.update(prompt_reported=True, prompt_estimated=False)
         elif run_estimate is not None:
             # No provider figure: aiden counted the prompts it built, corrected by what it learned.
-            found = calibration.get(usage.model or state.model)
-            counted["last_prompt_tokens"] = apply_calibration(run_estimate, found) if found else run_estimate
-            changes["prompt_reported"] = False
-            changes["prompt_estimated"] = True
-        changes["turns"] = state.turns + 1
-        changes["last_turn_tool_tokens"] = tool_tokens
+            found = calibration.get(key)
+            counted["last_prompt_tokens"] = run_estimate if found is None else apply_calibration(run_estimate, found)
+            changes.update(prompt_reported=False, prompt_estimated=True)
+        changes.update(turns=state.turns + 1, last_turn_tool_tokens=tool_tokens)
         run_max, run_estimate, tool_tokens = None, None, 0
     return _replace(
         state,
         **changes,
-        counters=_replace(c, **counted) if counted else c,
+        counters=_replace(c, **counted),
         run_prompt_max=run_max,
         run_estimate_max=run_estimate,
         turn_tool_tokens=tool_tokens,
@@ -445,11 +441,7 @@ def _compacted(state: TriggerState, done: Compacted) -> TriggerState:
             tokens_after=c.tokens_after + done.kept_tokens,
             degraded_chunks=c.degraded_chunks + (1 if done.degraded else 0),
         ),
-        prompt_reported=False,
-        prompt_estimated=False,
-        turns=0,
-        cost_usd=0.0,
-        last_turn_tool_tokens=0,
+        **_FRESH,
     )
 
 
