@@ -2,29 +2,17 @@
 
 The direct alternative to LangChain's ``SummarizationMiddleware``::
 
-    from langchain.agents import create_agent
-    from aiden.adapters.langchain import aiden_middleware
-
     agent = create_agent(model, tools=[...], middleware=[aiden_middleware(memory)])
     await agent.ainvoke({"messages": [{"role": "user", "content": "fix the test"}]})
 
-What the middleware does:
-
-* ``awrap_model_call``: every message of the request aiden has not logged yet is
-  appended (a human message starts a run with ``begin_run``; AI, tool and system
-  messages go through :meth:`aiden.Memory.append_message`), then the request's
-  messages are replaced by aiden's prompt (``build_messages``: system layers,
-  summary, hot window), so every model call keeps aiden's window promise (the
-  prompt sent last is ``last_prompt``; one over budget is logged on
-  ``aiden.adapters``). The agent's system prompt becomes the ``role_identity``
-  layer unless ``layers`` are given. After the call the model's ``AIMessage`` is
-  logged (an answer without tool calls ends the run with ``commit_run``) and its
-  ``usage_metadata`` is reported with ``record_usage``.
-* ``awrap_tool_call``: aiden's ``recall_session_chunks`` is answered by
-  :meth:`aiden.Memory.handle_recall_tool` (the tool node's handler is not called);
-  any other tool runs as usual and its ``ToolMessage`` is logged as a ``tool_result``.
-* ``tools``: the recall tool as a LangChain ``StructuredTool``; ``create_agent``
-  offers middleware tools to the model by itself.
+Around every model call the middleware appends each message of the request aiden has
+not logged yet (a human message starts a run), sends aiden's prompt
+(``build_messages``) instead of the request's messages, so every call keeps aiden's
+window promise, then logs the answer (one without tool calls ends the run) and its
+usage. The agent's system prompt is the ``role_identity`` layer unless ``layers`` are
+given. aiden's ``recall_session_chunks`` is a middleware tool (``create_agent`` offers
+it to the model by itself), answered by :meth:`aiden.Memory.handle_recall_tool`; any
+other tool runs as usual and its result is logged.
 
 Messages are logged once, by LangChain message id (ids are assigned where a
 message has none), and stored with ``event_id="langchain:<id>"`` so the writer's
@@ -165,9 +153,8 @@ def middleware_class() -> type[Any]:
             built = checked(await self.memory.build_messages(layers, tools=tools), "AidenMiddleware")
             self.last_prompt = built
             prompt = list(built.messages)
-            system = None
-            if prompt and prompt[0].get("role") == "system":
-                system = SystemMessage(content=prompt.pop(0)["content"])
+            has_system = bool(prompt) and prompt[0].get("role") == "system"
+            system = SystemMessage(content=prompt.pop(0)["content"]) if has_system else None
             response = await handler(
                 request.override(system_message=system, messages=convert_to_messages(prompt))
             )

@@ -28,14 +28,12 @@ Design (the log is never rewritten):
 * ``call_model_input_filter`` (for ``RunConfig``): within one ``Runner.run`` the SDK
   does not read the session again -- each call's input is the history read at the
   start plus every item of the run so far -- so the filter replaces that input by
-  aiden's prompt: aiden's window promise for every call. The prompt sent last is
-  :attr:`AidenSession.last_prompt`; one over budget is logged (``aiden.adapters``).
+  aiden's prompt: aiden's window promise for every call.
 * ``pop_item``: appends a retraction event -- ``system_event`` with
   ``meta[aiden.events.RETRACTS] = <seq>``. The retracted event stays in the log (and
   in recall); ``get_items``, ``full_history`` and ``Memory.build_messages`` skip both.
   A retracted item that was already compacted may still be mentioned by the summary.
-* ``clear_session``: rotates the memory: the active session is archived under
-  ``session_archive/`` and a new, empty one starts. Nothing is deleted.
+* ``clear_session``: rotates the memory (the session is archived, nothing is deleted).
 
 One memory holds one conversation: ``session_id`` is the SDK's label for it (stored
 in each event's ``meta["agents_session"]``), not a filter.
@@ -544,13 +542,13 @@ class AidenSession:
         """Retract the newest item (a retraction event is appended) and return it; None when there is none."""
         async with self._lock:
             hot = await self.memory.hot_window()
-            found = self._newest(hot)
-            if found is None or found[0].seq < (await self.memory.chunk_index()).last_seq:
+            live = live_items(hot)
+            if not live or live[-1][0].seq < (await self.memory.chunk_index()).last_seq:
                 # Pinned events kept in the hot window can be older than compacted ones.
-                found = self._newest(await self._all_events(hot))
-            if found is None:
+                live = live_items(await self._all_events(hot))
+            if not live:
                 return None
-            event, item = found
+            event, item = live[-1]
             await self.memory.append(
                 SessionEvent(
                     type="system_event",
@@ -652,8 +650,3 @@ class AidenSession:
             for entry in await anyio.to_thread.run_sync(load_all_entries, Layout(self.memory.root), index):
                 events.extend(await self.memory.rehydrate(entry.chunk_id))
         return sorted(events, key=lambda e: e.seq)
-
-    @staticmethod
-    def _newest(events: Sequence[SessionEvent]) -> tuple[SessionEvent, dict[str, Any]] | None:
-        live = live_items(events)
-        return live[-1] if live else None

@@ -2,59 +2,32 @@
 
 pydantic-ai 2.x takes history processors as capabilities::
 
-    from pydantic_ai import Agent
-    from aiden.adapters.pydantic_ai import aiden_history, recall_tool
-
     agent = Agent(model, tools=[recall_tool(memory)], capabilities=[aiden_history(memory)])
     await agent.run("fix the test")          # no message_history needed: aiden holds it
-    await agent.run("and the other one?")
 
 :func:`aiden_history` returns an ``AidenHistory`` capability (a ``ProcessHistory``
-subclass). Its :attr:`~AidenHistory.processor` is the history processor proper, an
-async ``(messages) -> messages`` function usable on its own
-(``ProcessHistory(history.processor)``); the capability adds a ``before_model_request``
-hook that takes over the request's instructions (below) and an ``after_model_request``
-hook that logs the model's response and reports its usage (the bare processor sees a
-run's final answer only if a later run passes it back in ``message_history``, and does
-not count the instructions pydantic-ai sends beside its prompt).
+subclass). Its :attr:`~AidenHistory.processor` is the history processor proper, usable
+on its own (``ProcessHistory(history.processor)``); the capability adds the hooks that
+carry the request's instructions in aiden's budget and log each response and its usage
+as it arrives (the bare processor sees a run's final answer only if a later run passes
+it back in ``message_history``).
 
-Before every model request the processor
+Before every model request the processor logs every part it has not seen yet (by
+identity, held by weak reference; the parts it made itself count as seen, so nothing
+is logged twice, also when ``message_history=result.all_messages()`` is passed): a
+user prompt starts a run (non-text content as ``[image]`` etc.), a tool return or a
+retry prompt answering a tool call is a ``tool_result``, other retry prompts and retry
+feedback are ``system_event``\\ s, a text answer without tool calls ends the run, tool
+calls are ``tool_call``\\ s; system prompt parts are never logged (the latest is
+aiden's ``role_identity`` layer unless ``layers`` are given), thinking parts neither.
+It then returns aiden's prompt (``build_messages``, see :func:`prompt_to_messages`),
+its end in the current request's object (its ``instructions`` and metadata, so the run
+continues correctly) with pydantic-ai's own parts wherever aiden shows them unchanged.
+pydantic-ai stores the processed list as the run's messages, so
+``result.all_messages()`` is aiden's view.
 
-1. logs every message part it has not seen yet (tracked by part identity, so a part is
-   never logged twice, also when ``message_history=result.all_messages()`` is passed):
-
-   * ``UserPromptPart`` -> ``user_input`` (``begin_run``; non-text content as ``[image]``
-     etc.), ``ToolReturnPart`` -> ``tool_result`` (``tool_call_id``, ``tool_name``, the return as text),
-     ``RetryPromptPart`` -> ``tool_result`` when it answers a tool call, else ``system_event``,
-     ``RetryFeedbackPart`` -> ``system_event``;
-   * ``TextPart`` -> ``assistant_output`` (a response without tool calls ends the run with
-     ``commit_run``), ``ToolCallPart`` -> ``tool_call`` (``tool_call_id``, ``tool_name``,
-     ``tool_args`` as a JSON string); thinking and other parts are not logged;
-   * ``SystemPromptPart`` is never logged: the latest one is aiden's ``role_identity``
-     layer unless ``layers`` are given;
-
-2. returns aiden's prompt (``await memory.build_messages(layers)``: system layers, the
-   summary of compacted history, the hot window, all fitted to the budget) as pydantic-ai
-   messages -- ``system`` -> ``SystemPromptPart``, ``user`` -> ``UserPromptPart``,
-   ``tool`` -> ``ToolReturnPart`` (consecutive ones grouped into one ``ModelRequest``),
-   ``assistant`` -> ``ModelResponse`` of a ``TextPart`` and ``ToolCallPart``\\ s. The end
-   of that prompt goes out in the current request's object (its ``instructions`` and
-   metadata, so the run continues correctly), with pydantic-ai's own parts wherever aiden
-   shows them unchanged; a new tool return larger than its share of the budget goes out
-   as its stub.
-
-The request's tool definitions count in the budget as the chat API's tool schemas
-(``build_messages(tools=...)``). The request's instructions (``Agent(instructions=...)``,
-``@agent.instructions``, toolsets') are part of the budget: the capability adds them to aiden's layers -- static
-ones to ``base_instruction``, dynamic ones to ``runtime_context`` (the second system
-message, so the first stays cacheable) -- and sends the request with no instruction parts
-of its own. The prompt built last is :attr:`AidenHistory.last_prompt`; one over budget is
-logged on ``aiden.adapters``.
-
-pydantic-ai stores the processed list as the run's messages, so ``result.all_messages()``
-is aiden's view. Parts the processor created are marked seen and never logged. Seen parts
-are held by weak reference. pydantic-ai is imported when :func:`aiden_history` or
-:func:`recall_tool` is first called, never when ``aiden`` or this module is imported.
+pydantic-ai is imported when :func:`aiden_history` or :func:`recall_tool` is first
+called, never when ``aiden`` or this module is imported.
 """
 
 from __future__ import annotations
@@ -110,7 +83,12 @@ def _prompt_text(content: Any) -> str:
 
 
 def prompt_to_messages(prompt: Sequence[dict[str, Any]]) -> list[Any]:
-    """OpenAI-format chat messages (aiden's prompt) as pydantic-ai ``ModelMessage``\\ s (see the module docstring)."""
+    """OpenAI-format chat messages (aiden's prompt) as pydantic-ai ``ModelMessage``\\ s.
+
+    ``system`` -> ``SystemPromptPart``, ``user`` -> ``UserPromptPart``, ``tool`` ->
+    ``ToolReturnPart`` (consecutive ones grouped into one ``ModelRequest``), ``assistant``
+    -> ``ModelResponse`` of a ``TextPart`` and ``ToolCallPart``\\ s.
+    """
     from pydantic_ai.messages import (
         ModelRequest,
         ModelResponse,

@@ -1,14 +1,9 @@
-"""aiden as an MCP server: the agent tools and read-only views of one memory per tenant.
+"""aiden as an MCP server (the servers themselves: :mod:`aiden.mcp.server`) and ``aiden mcp``.
 
 Needs the ``mcp`` extra (``pip install 'aiden-memory[mcp]'``); nothing here is
 imported by ``import aiden``, and the server's names below load the SDK on first
-use (so ``aiden --help`` works without it). :func:`memory_server` builds the server
-of one open :class:`~aiden.Memory`; :func:`serve_stdio` serves it on
-stdin/stdout; :func:`http_app` / :func:`serve_http` mount one server per tenant
-on Streamable HTTP (``/<tenant>/mcp``) (all in :mod:`aiden.mcp.server`).
-
-``aiden mcp ROOT`` (:func:`add_mcp_command`, :func:`run_mcp`; defined here, so
-the command needs no SDK until it serves) runs either; its help says how.
+use, so ``aiden mcp`` (:func:`add_mcp_command`, :func:`run_mcp`) needs no SDK until
+it serves (``aiden --help`` works without it).
 """
 
 from __future__ import annotations
@@ -61,7 +56,6 @@ launches); ``aiden mcp --http ROOT`` serves it at ``http://127.0.0.1:8000/mcp``;
 ``--tokens FILE`` (JSON ``{"alice": "<token>", ...}``) requiring a bearer token
 per endpoint. Logs go to stderr; on stdio, stdout carries only the protocol.
 """
-"""``aiden mcp --help``'s description."""
 
 
 def parse_tenants(specs: list[str]) -> dict[str, str]:

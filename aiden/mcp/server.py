@@ -57,25 +57,13 @@ SESSIONS_URI: Final = "aiden://sessions"
 RESOURCE_URIS: Final = (SUMMARY_URI, PROFILE_URI, SESSIONS_URI)
 """The read-only resources every server offers, matched exactly (no templates, no paths)."""
 
-_RESOURCES: Final = (
-    types.Resource(
-        name="summary",
-        uri=SUMMARY_URI,
-        description="The rolling summary of the active session's compacted history (summary.md).",
-        mime_type="text/markdown",
-    ),
-    types.Resource(
-        name="profile",
-        uri=PROFILE_URI,
-        description="The long-term memory as placed in the system prompt: project memory and profile.",
-        mime_type="text/markdown",
-    ),
-    types.Resource(
-        name="sessions",
-        uri=SESSIONS_URI,
-        description="The archived sessions and the durable session summaries of this memory.",
-        mime_type="application/json",
-    ),
+_RESOURCES: Final = tuple(
+    types.Resource(name=uri.removeprefix("aiden://"), uri=uri, description=description, mime_type=mime)
+    for uri, mime, description in (
+        (SUMMARY_URI, "text/markdown", "The rolling summary of the active session's compacted history (summary.md)."),
+        (PROFILE_URI, "text/markdown", "The long-term memory as placed in the system prompt: project memory and profile."),
+        (SESSIONS_URI, "application/json", "The archived sessions and the durable session summaries of this memory."),
+    )
 )
 
 
@@ -159,17 +147,15 @@ def memory_server(memory: Memory, *, name: str = "aiden") -> Server[Any]:
     ) -> types.ReadResourceResult:
         uri = params.uri
         if uri == SUMMARY_URI:
-            text, mime = await memory.summary_md(), "text/markdown"
+            text = await memory.summary_md()
         elif uri == PROFILE_URI:
-            text, mime = memory.long_term_layer, "text/markdown"
+            text = memory.long_term_layer
         elif uri == SESSIONS_URI:
-            sessions = await anyio.to_thread.run_sync(session_list, memory.root)
-            text, mime = json.dumps(sessions), "application/json"
+            text = json.dumps(await anyio.to_thread.run_sync(session_list, memory.root))
         else:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {uri[:120]!r}")
-        return types.ReadResourceResult(
-            contents=[types.TextResourceContents(uri=uri, text=text, mime_type=mime)]
-        )
+        mime = "application/json" if uri == SESSIONS_URI else "text/markdown"
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=text, mime_type=mime)])
 
     return Server(
         name,

@@ -44,8 +44,6 @@ __all__ = [
     "PgSummaryStore",
     "PostgresLongTermBackend",
     "long_term_factory",
-    "read_running",
-    "session_summaries",
 ]
 
 
@@ -148,27 +146,6 @@ class PgEntryStore(ThreadedEntryStore):
 DIGEST_DOC: Final = "digest.md"
 """The ``aiden_lt_docs`` name of the rolling project digest."""
 
-_RUNNING: Final = """
-SELECT r.body FROM aiden_sessions s JOIN aiden_lt_running r ON r.generation = s.generation
-WHERE s.session_id = %s
-"""
-
-
-def read_running(conn: Conn, session_id: str) -> SessionSummary | None:
-    """The running summary of ``session_id``'s current generation (None: none yet)."""
-    row = conn.execute(_RUNNING, (session_id,)).fetchone()
-    return None if row is None else parse_summary_md(str(row[0]), kind="running")
-
-
-def session_summaries(conn: Conn, namespace: str, newest: int) -> list[SessionSummary]:
-    """The ``newest`` dated session summaries of ``namespace``, oldest first."""
-    rows = conn.execute(
-        "SELECT body FROM aiden_lt_session_summaries WHERE namespace = %s ORDER BY stem DESC LIMIT %s",
-        (namespace, newest),
-    ).fetchall()
-    return [parse_summary_md(str(row[0]), kind="session") for row in reversed(rows)]
-
-
 def read_doc(conn: Conn, namespace: str, name: str) -> str | None:
     """The document ``name`` (``profile.md``, ``digest.md``) of ``namespace``; None if never written."""
     row = conn.execute(
@@ -204,7 +181,7 @@ class PgSummaryStore(SummaryFlow):
     def running(self) -> SessionSummary | None:
         """The active session's running summary (blocking)."""
         with self._db.connection("reading the running summary") as conn:
-            return read_running(conn, self._db.session_id)
+            return _PgRows(conn, self._db, self._config, self._max_items).read_running()
 
     @contextmanager
     def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
@@ -358,9 +335,13 @@ class PostgresLongTermBackend:
         """The PROJECT MEMORY block (latest session summaries over the digest), then the profile (blocking)."""
         ns = self._db.namespace
         with self._db.connection("loading long-term memory") as conn:
-            summaries = session_summaries(conn, ns, config.project_memory_sessions)
+            newest = conn.execute(
+                "SELECT body FROM aiden_lt_session_summaries WHERE namespace = %s ORDER BY stem DESC LIMIT %s",
+                (ns, config.project_memory_sessions),
+            ).fetchall()
             digest_text = read_doc(conn, ns, DIGEST_DOC)
             profile = read_doc(conn, ns, PROFILE_DOC) or ""
+        summaries = [parse_summary_md(str(row[0]), kind="session") for row in reversed(newest)]
         digest = None if digest_text is None else parse_summary_md(digest_text, kind="digest")
         block = render_project_memory(
             summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens

@@ -37,7 +37,7 @@ from aiden.errors import CorruptionError, DreamError, StorageError, VersionNotFo
 from aiden.longterm.dream import DreamEditor, DreamFlow
 from aiden.longterm.dream_edits import LONG_TERM_FILES, Version, check_target, unique_match
 from aiden.longterm.history import HistoryRecord
-from aiden.longterm.postgres.history import read_after
+from aiden.longterm.postgres.history import cursors, read_after
 from aiden.longterm.postgres.schema import LongTermDb
 from aiden.storage.postgres.locks import AdvisoryLock
 from aiden.storage.postgres.schema import Conn
@@ -47,6 +47,14 @@ __all__ = ["PgDream"]
 log = logging.getLogger("aiden.longterm")
 
 Files = dict[str, bytes | None]
+
+_NEWEST: Final = (
+    "SELECT commit_id, message, files FROM aiden_lt_versions WHERE namespace = %s ORDER BY pos DESC LIMIT %s"
+)
+_PREFIXED: Final = (
+    "SELECT commit_id, message, files FROM aiden_lt_versions WHERE namespace = %s AND starts_with(commit_id, %s)"
+    " LIMIT 2"
+)
 
 _files_enc: Final = msgspec.json.Encoder()
 _files_dec: Final = msgspec.json.Decoder(dict[str, str])
@@ -105,10 +113,7 @@ class PgDream(DreamFlow[tuple[int, _Head]]):
 
     def _start(self) -> tuple[int, list[HistoryRecord], Files, tuple[int, _Head]]:
         with self._db.connection("reading Dream's history") as conn:
-            row = conn.execute(
-                "SELECT dream_cursor FROM aiden_lt_state WHERE namespace = %s", (self._db.namespace,)
-            ).fetchone()
-            start = int(row[0]) if row is not None else 0
+            start = cursors(conn, self._db.namespace)[1]
             records = read_after(conn, self._db.namespace, start, self._max_records)
             head = _head(conn, self._db.namespace)
             return start, records, head.files, (start, head)
@@ -139,10 +144,7 @@ class PgDream(DreamFlow[tuple[int, _Head]]):
         start, head = base
         with self._db.connection("recording the Dream version") as conn, conn.transaction():
             ns = self._db.namespace
-            row = conn.execute(
-                "SELECT dream_cursor FROM aiden_lt_state WHERE namespace = %s FOR UPDATE", (ns,)
-            ).fetchone()
-            if row is None or int(row[0]) != start or _head(conn, ns).pos != head.pos:
+            if cursors(conn, ns, lock=True)[1] != start or _head(conn, ns).pos != head.pos:
                 raise DreamError("long-term history changed concurrently; the Dream run was not recorded")
             commit_id = self._record(conn, head, new, message, now) if new != head.files else None
             conn.execute("UPDATE aiden_lt_state SET dream_cursor = %s WHERE namespace = %s", (cursor, ns))
@@ -153,29 +155,18 @@ class PgDream(DreamFlow[tuple[int, _Head]]):
         ns = self._db.namespace
         with self._db.connection("restoring a Dream version") as conn, conn.transaction():
             if isinstance(checked, int):
-                rows = conn.execute(
-                    "SELECT commit_id FROM aiden_lt_versions WHERE namespace = %s ORDER BY pos DESC LIMIT %s",
-                    (ns, checked + 1),
-                ).fetchall()
+                rows = conn.execute(_NEWEST, (ns, checked + 1)).fetchall()
                 if len(rows) <= checked:
                     raise VersionNotFoundError(f"there are only {len(rows)} versions")
-                commit_id = str(rows[checked][0])
+                commit_id, old_message, files = rows[checked]
             else:
-                rows = conn.execute(
-                    "SELECT commit_id FROM aiden_lt_versions WHERE namespace = %s AND starts_with(commit_id, %s)"
-                    " LIMIT 2",
-                    (ns, checked),
-                ).fetchall()
+                rows = conn.execute(_PREFIXED, (ns, checked)).fetchall()
                 commit_id = unique_match([str(r[0]) for r in rows], target)
-            row = conn.execute(
-                "SELECT message, files FROM aiden_lt_versions WHERE namespace = %s AND commit_id = %s",
-                (ns, commit_id),
-            ).fetchone()
-            if row is None:
-                raise VersionNotFoundError(f"unknown version {commit_id!r}")
-            title = str(row[0]).split("\n", 1)[0]
+                _, old_message, files = rows[0]
+            commit_id = str(commit_id)
+            title = str(old_message).split("\n", 1)[0]
             message = f"restore: {commit_id[:12]} ({title})"
-            wanted = _decode_files(bytes(row[1]), commit_id)
+            wanted = _decode_files(bytes(files), commit_id)
             new_id = self._record(conn, _head(conn, ns), wanted, message, now) or commit_id
             return Version(commit_id=new_id, timestamp=now, message=message)
 

@@ -18,7 +18,7 @@ from aiden.longterm.history import LOCK_TIMEOUT_S, HistoryRecord, new_record, re
 from aiden.longterm.postgres.schema import LongTermDb, bounded_wait
 from aiden.storage.postgres.schema import Conn
 
-__all__ = ["PgHistoryLog", "read_after"]
+__all__ = ["PgHistoryLog", "cursors", "read_after"]
 
 _BY_CHUNK: Final = """
 SELECT pos, stamp, content, session_key, chunk_id FROM aiden_lt_history WHERE namespace = %s AND chunk_id = %s
@@ -27,6 +27,7 @@ _INSERT: Final = """
 INSERT INTO aiden_lt_history (namespace, pos, stamp, content, session_key, chunk_id)
 VALUES (%s, %s, %s, %s, %s, %s)
 """
+_CURSORS: Final = "SELECT last_cursor, dream_cursor FROM aiden_lt_state WHERE namespace = %s"
 _AFTER: Final = """
 SELECT pos, stamp, content, session_key, chunk_id FROM aiden_lt_history
 WHERE namespace = %s AND pos > %s ORDER BY pos LIMIT %s
@@ -43,19 +44,19 @@ def _record(row: tuple[object, ...]) -> HistoryRecord:
     )
 
 
+def cursors(conn: Conn, namespace: str, *, lock: bool = False) -> tuple[int, int]:
+    """``(last cursor, Dream's cursor)`` of ``namespace``; ``lock`` holds its state row to the transaction's end."""
+    row = conn.execute(_CURSORS + " FOR UPDATE" if lock else _CURSORS, (namespace,)).fetchone()
+    if row is None:  # the row is made with the tables (LongTermDb.ensure_ready) and never deleted
+        raise StorageError(f"postgres: long-term namespace {namespace!r} has no state row")
+    return int(row[0]), int(row[1])
+
+
 class PgHistoryLog:
     """The history records and both cursors of one namespace."""
 
     def __init__(self, db: LongTermDb) -> None:
         self._db = db
-
-    def _state(self, conn: Conn, column: str) -> int:
-        row = conn.execute(
-            "SELECT last_cursor, dream_cursor FROM aiden_lt_state WHERE namespace = %s", (self._db.namespace,)
-        ).fetchone()
-        if row is None:
-            raise StorageError(f"postgres: long-term namespace {self._db.namespace!r} has no state row")
-        return int(row[0] if column == "last" else row[1])
 
     def append(self, content: str, *, session_key: str, now: float, chunk_id: str = "") -> HistoryRecord:
         """Append one record; a record of a ``chunk_id`` already recorded is returned instead."""
@@ -63,17 +64,13 @@ class PgHistoryLog:
         ns = self._db.namespace
         with self._db.connection("recording history") as conn, conn.transaction():
             bounded_wait(conn, LOCK_TIMEOUT_S)
-            row = conn.execute(
-                "SELECT last_cursor FROM aiden_lt_state WHERE namespace = %s FOR UPDATE", (ns,)
-            ).fetchone()
-            if row is None:
-                raise StorageError(f"postgres: long-term namespace {ns!r} has no state row")
+            last, _ = cursors(conn, ns, lock=True)
             if chunk_id:
                 # Under the row lock: every committed append of this namespace is visible.
                 known = conn.execute(_BY_CHUNK, (ns, chunk_id)).fetchone()
                 if known is not None:
                     return _record(known)
-            record = new_record(int(row[0]) + 1, text, session_key=session_key, now=now, chunk_id=chunk_id)
+            record = new_record(last + 1, text, session_key=session_key, now=now, chunk_id=chunk_id)
             conn.execute(
                 "UPDATE aiden_lt_state SET last_cursor = %s WHERE namespace = %s", (record.cursor, ns)
             )
@@ -91,12 +88,12 @@ class PgHistoryLog:
     def cursor(self) -> int:
         """The last allocated cursor (0 when empty)."""
         with self._db.connection("reading the history cursor") as conn:
-            return self._state(conn, "last")
+            return cursors(conn, self._db.namespace)[0]
 
     def dream_cursor(self) -> int:
         """The last cursor Dream consumed (0 before the first completed run)."""
         with self._db.connection("reading the Dream cursor") as conn:
-            return self._state(conn, "dream")
+            return cursors(conn, self._db.namespace)[1]
 
     def set_dream_cursor(self, value: int) -> None:
         """Record that Dream consumed everything up to ``value``."""
