@@ -237,6 +237,11 @@ class CoreMemory:
         self._check_open()
         return await self._reader.event(seq)
 
+    async def read_events(self, seqs: Sequence[int]) -> list[SessionEvent]:
+        """The verbatim stored events with these seqs (hot window or compacted), in seq order; unknown ones left out."""
+        self._check_open()
+        return await self._reader.events(seqs)
+
     async def chunk_index(self) -> ChunkIndex:
         """The live chunk index (rolling summary and newest chunk entries)."""
         return await self._reader.index()

@@ -233,6 +233,7 @@ class SyncMemory:
     summary_md = _blocking(Memory.summary_md)
     chunk_index = _blocking(Memory.chunk_index)
     read_event = _blocking(Memory.read_event)
+    read_events = _blocking(Memory.read_events)
     lookup_chunk = _blocking(Memory.lookup_chunk)
     rehydrate = _blocking(Memory.rehydrate)
     recall_session_chunks = _blocking(Memory.recall_session_chunks)

@@ -640,13 +640,8 @@ class AidenSession:
         return [cast("TResponseInputItem", item) for _, item in live_items(events)]
 
     async def _all_events(self, hot: list[SessionEvent]) -> list[SessionEvent]:
-        """The compacted events (rehydrated from their chunks) and ``hot``, in seq order."""
-        from aiden.storage.chunks import load_all_entries
-        from aiden.storage.layout import Layout
-
-        index = await self.memory.chunk_index()
-        events = list(hot)
-        if index.last_seq:
-            for entry in await anyio.to_thread.run_sync(load_all_entries, Layout(self.memory.root), index):
-                events.extend(await self.memory.rehydrate(entry.chunk_id))
-        return sorted(events, key=lambda e: e.seq)
+        """The compacted events and ``hot``, in seq order (read through the memory: any store)."""
+        shown = {e.seq for e in hot}
+        last = (await self.memory.chunk_index()).last_seq
+        compacted = await self.memory.read_events([q for q in range(1, last + 1) if q not in shown])
+        return sorted([*hot, *compacted], key=lambda e: e.seq)
