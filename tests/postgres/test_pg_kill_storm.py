@@ -246,7 +246,7 @@ def _run_storm(
 def test_kill_storm_4_workers_x_16_tasks_one_session(
     pg_server: PgServer, pg_dsn: str, session_ids: Callable[[], str], tmp_path: Path
 ) -> None:
-    _run_storm(pg_server, pg_dsn, session_ids(), tmp_path, rounds=20, seed=17)
+    _run_storm(pg_server, pg_dsn, session_ids(), tmp_path, rounds=8, seed=17)
 
 
 @pytest.mark.slow
