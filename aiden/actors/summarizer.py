@@ -54,6 +54,7 @@ from aiden.policy.triggers import (
     TriggerEvent,
 )
 from aiden.storage.chunks import (
+    SPLIT_TURN_SEPARATOR,
     ChunkEntry,
     ChunkIndex,
     advance_index,
@@ -68,7 +69,6 @@ from aiden.summarizers.mustkeep.check import with_must_keep
 from aiden.summarizers.protocol import Preparable, Purpose, Summarizer, SummaryRequest, SummaryResult
 
 __all__ = [
-    "SPLIT_TURN_SEPARATOR",
     "ChunkSummaries",
     "StagedChunk",
     "SummarizerActor",
@@ -222,9 +222,6 @@ class SummarizerProxy:
         if isinstance(reply, Failed):
             raise SummarizerError(f"{reply.error.kind}: {reply.error.message}")
         return reply.result
-
-
-SPLIT_TURN_SEPARATOR = "\n\n---\n\nTurn Context (split turn):\n"
 
 
 class StagedChunk(msgspec.Struct, frozen=True, kw_only=True):

@@ -26,7 +26,7 @@ import logging
 import os
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -66,9 +66,9 @@ __all__ = [
     "SummaryFlow",
     "SummaryRows",
     "SummaryWrite",
+    "cap_digest",
     "enforce_cap",
     "extract_summary",
-    "folded_digest",
     "merged_running",
     "plan_cap",
     "session_ending",
@@ -206,14 +206,30 @@ def plan_cap(stems: Sequence[str], *, keep: int, through: str) -> CapPlan:
     return CapPlan(merge=merge, delete_only=delete_only)
 
 
-def folded_digest(
-    digest: SessionSummary, summaries: Iterable[SessionSummary], *, through: str, now: int, max_items: int
-) -> SessionSummary:
-    """Pure: ``digest`` with ``summaries`` merged in (oldest first: later ones win), watermarked ``through``."""
-    for summary in summaries:
-        digest = merge_summaries(digest, summary, max_items=max_items)
-    return msgspec.structs.replace(
-        digest, kind="digest", session_id="digest", created_at=now, through=through, through_seq=0
+def cap_digest(
+    stems: Iterable[str],
+    digest: SessionSummary | None,
+    read: Callable[[str], SessionSummary | None],
+    *,
+    keep: int,
+    now: int,
+    max_items: int,
+) -> tuple[CapResult, SessionSummary | None]:
+    """Pure but for ``read`` (a stem's summary, None if gone): what the cap of ``stems`` does
+    (:func:`plan_cap`), and ``digest`` (None: none yet) with the merged summaries folded in (later
+    ones win), to write before anything is deleted; None when nothing is merged."""
+    digest = digest or SessionSummary(kind="digest", session_id="digest")
+    plan = plan_cap(list(stems), keep=keep, through=digest.through)
+    # All of delete_only is older than merge (at or below the watermark): this is the sorted order.
+    deleted = (*plan.delete_only, *plan.merge)
+    cap = CapResult(merged=plan.merge, deleted=deleted, digest_written=bool(plan.merge))
+    if not plan.merge:
+        return cap, None
+    for summary in map(read, plan.merge):
+        if summary is not None:
+            digest = merge_summaries(digest, summary, max_items=max_items)
+    return cap, msgspec.structs.replace(
+        digest, kind="digest", session_id="digest", created_at=now, through=plan.merge[-1], through_seq=0
     )
 
 
@@ -223,24 +239,23 @@ def enforce_cap(
     """Apply :func:`plan_cap` to ``long_term/sessions/`` (blocking I/O; run in a worker thread)."""
     files = {p.stem: p for p in list_session_files(layout)}
     path = digest_path(layout)
-    digest = read_summary(path, kind="digest") or SessionSummary(kind="digest", session_id="digest")
-    plan = plan_cap(list(files), keep=keep, through=digest.through)
-    if not plan.merge and not plan.delete_only:
-        return CapResult()
-    written = False
-    if plan.merge:
-        found = (read_summary(files[stem], kind="session") for stem in plan.merge)
-        summaries = [summary for summary in found if summary is not None]
-        digest = folded_digest(digest, summaries, through=plan.merge[-1], now=now, max_items=max_items)
+    cap, digest = cap_digest(
+        files,
+        read_summary(path, kind="digest"),
+        lambda stem: read_summary(files[stem], kind="session"),
+        keep=keep,
+        now=now,
+        max_items=max_items,
+    )
+    if digest is not None:
         storage.checkpoint("digest.before_write")
         write_summary(storage, path, digest)
-        written = True
         storage.checkpoint("digest.after_write")
-    deleted = (*plan.delete_only, *plan.merge)
-    for stem in deleted:
+    for stem in cap.deleted:
         storage.unlink(files[stem])
-    storage.fsync_dir(files[deleted[0]].parent)
-    return CapResult(merged=plan.merge, deleted=tuple(sorted(deleted)), digest_written=written)
+    if cap.deleted:
+        storage.fsync_dir(files[cap.deleted[0]].parent)
+    return cap
 
 
 SESSION_END_INPUT_CHARS = 80_000

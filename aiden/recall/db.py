@@ -30,7 +30,7 @@ import msgspec
 from aiden.errors import AidenError, RecallError, StorageError
 from aiden.events import SessionEvent, validate_id
 from aiden.recall.query import index_text
-from aiden.storage.chunks import ChunkEntry, ChunkFile
+from aiden.storage.chunks import SPLIT_TURN_SEPARATOR, ChunkEntry, ChunkFile
 from aiden.storage.fs import Storage
 from aiden.storage.protocol import ChangeToken, ChunkChanges, PendingChunks
 
@@ -320,7 +320,7 @@ def display_summary(entry: ChunkEntry) -> str:
     """The summary as indexed: the split-turn context appended when the entry carries it separately."""
     ctx = entry.split_turn_context
     if ctx and ctx not in entry.summary:
-        return f"{entry.summary}\n\n---\n\nTurn Context (split turn):\n{ctx}"
+        return entry.summary + SPLIT_TURN_SEPARATOR + ctx
     return entry.summary
 
 

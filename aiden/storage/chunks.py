@@ -50,6 +50,7 @@ from aiden.storage.layout import Layout
 
 __all__ = [
     "ARCHIVE_HEADER",
+    "SPLIT_TURN_SEPARATOR",
     "TRUNCATION_MARKER",
     "ChunkEntry",
     "ChunkFile",
@@ -101,6 +102,10 @@ class ChunkEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     def covers(self, seq: int) -> bool:
         """True if the event with ``seq`` lives in this chunk (not kept in the hot window)."""
         return self.first_seq <= seq <= self.last_seq and seq not in self.kept_seqs
+
+
+SPLIT_TURN_SEPARATOR = "\n\n---\n\nTurn Context (split turn):\n"
+"""Between a chunk's history summary and its split turn's (:attr:`ChunkEntry.split_turn_context`)."""
 
 
 class SegmentRef(msgspec.Struct, frozen=True, kw_only=True):

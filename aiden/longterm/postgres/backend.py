@@ -27,7 +27,7 @@ from aiden.longterm.postgres.schema import LongTermDb
 from aiden.longterm.project import render_project_memory
 from aiden.longterm.store import ThreadedEntryStore, render_profile
 from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
-from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, folded_digest, plan_cap
+from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, cap_digest
 from aiden.policy.tokens import estimate_tokens
 from aiden.storage.postgres.schema import Conn
 from aiden.storage.postgres.store import PostgresSessionStore
@@ -251,33 +251,29 @@ class _PgRows:
         return f"postgres:{ns}/sessions/{stem}.md"
 
     def enforce_cap(self, now: int) -> CapResult:
-        """The file store's cap (:func:`~aiden.longterm.writer.plan_cap`), inside the write's transaction."""
+        """The file store's cap (:func:`~aiden.longterm.writer.cap_digest`) in the write's transaction."""
         ns = self._db.namespace
         rows = self._conn.execute(
             "SELECT stem, body FROM aiden_lt_session_summaries WHERE namespace = %s", (ns,)
         ).fetchall()
         bodies = {str(stem): str(body) for stem, body in rows}
         text = read_doc(self._conn, ns, DIGEST_DOC)
-        digest = (
-            parse_summary_md(text, kind="digest")
-            if text is not None
-            else SessionSummary(kind="digest", session_id="digest")
+        cap, digest = cap_digest(
+            bodies,
+            None if text is None else parse_summary_md(text, kind="digest"),
+            lambda stem: parse_summary_md(bodies[stem], kind="session"),
+            keep=self._config.session_summaries_keep,
+            now=now,
+            max_items=self._max_items,
         )
-        plan = plan_cap(list(bodies), keep=self._config.session_summaries_keep, through=digest.through)
-        if not plan.merge and not plan.delete_only:
-            return CapResult()
-        if plan.merge:
-            summaries = [parse_summary_md(bodies[stem], kind="session") for stem in plan.merge]
-            digest = folded_digest(
-                digest, summaries, through=plan.merge[-1], now=now, max_items=self._max_items
-            )
+        if digest is not None:
             _write_doc(self._conn, ns, DIGEST_DOC, render_summary_md(digest))
-        deleted = sorted((*plan.delete_only, *plan.merge))
-        self._conn.execute(
-            "DELETE FROM aiden_lt_session_summaries WHERE namespace = %s AND stem = ANY(%s::text[])",
-            (ns, deleted),
-        )
-        return CapResult(merged=plan.merge, deleted=tuple(deleted), digest_written=bool(plan.merge))
+        if cap.deleted:
+            self._conn.execute(
+                "DELETE FROM aiden_lt_session_summaries WHERE namespace = %s AND stem = ANY(%s::text[])",
+                (ns, list(cap.deleted)),
+            )
+        return cap
 
 
 class PostgresLongTermBackend:
