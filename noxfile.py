@@ -26,7 +26,7 @@ ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 def tests(session: nox.Session) -> None:
     """The test suite (what CI runs), on each supported Python found."""
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs, env=ENV)
+    session.run("pytest", "-n", "2", "--dist", "worksteal", *session.posargs, env=ENV)
 
 
 @nox.session(python=PYTHONS)
