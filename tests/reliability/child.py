@@ -5,6 +5,7 @@ Usage::
     child.py serve                                  fork server (see harness.ForkServer)
     child.py appender ROOT NAME SEED [COUNT] [COMPACT_EVERY]
     child.py crasher ROOT SCENARIO POINT HIT SEED
+    child.py builder ROOT SCENARIO SEED             a crasher's starting state, built once and copied
     child.py locker ROOT LOCKFILE
     child.py fsize ROOT
     child.py stormer ROOT SLOT NAME RETRY_FILE GATE_FILE [finish]
@@ -19,6 +20,7 @@ Protocol on stdout, one line each, flushed at once:
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import random
@@ -36,6 +38,7 @@ import anyio.to_thread
 
 import aiden
 from aiden import Config, SessionEvent
+from aiden.storage.chunks import SEGMENT_SIZE
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
@@ -44,6 +47,7 @@ from tests.reliability.harness import serve_forever, tag_of, tagged_event
 
 CRASH_EXIT = 77
 MISS_EXIT = 3
+BUILDER_SEALED_EXIT = 4
 
 BASE_CONFIG = dict(
     durability="fsync",
@@ -245,6 +249,49 @@ async def crasher(root: str, scenario: str, point: str, hit: int, seed: int) -> 
         raise SystemExit(f"unknown scenario {scenario!r}")
     emit(f"MISS {point} {storage.count}\n")
     return MISS_EXIT
+
+
+class NoSealStorage(Storage):
+    """Exits the process (``BUILDER_SEALED_EXIT``) if a segment is about to be sealed."""
+
+    def checkpoint(self, name: str) -> None:
+        if name.startswith("segment."):
+            emit(f"SEALED {name}\n")
+            os._exit(BUILDER_SEALED_EXIT)
+
+
+def chunks_before_seal(config: Config) -> int:
+    """The most live chunks a session holds without sealing a segment (the next chunk seals one)."""
+    return SEGMENT_SIZE + config.summary_max_chunks + 1
+
+
+async def builder(root: str, scenario: str, seed: int) -> None:
+    """Build the expensive part of a crasher scenario's starting state (tags ``b:<n>``).
+
+    ``segment``: compact one chunk per pass, alone, until one more chunk seals a segment; the
+    crasher's ``segment`` scenario then reaches the seal on its first compacting pass, with its
+    background appends and the concurrent appender, instead of building 35 chunks under them.
+    """
+    if scenario != "segment":
+        raise SystemExit(f"no starting state to build for {scenario!r}")
+    rng = random.Random(f"builder/{scenario}/{seed}")
+    config = config_for(scenario)
+    tagger = Tagger("b", rng)
+    target = chunks_before_seal(config)
+    chunks = 0
+    async with aiden.open_memory(
+        root, config=config, storage=NoSealStorage(), summarizer=SlowSummarizer(0.0)
+    ) as m:
+        await tagger.append(m, 8)
+        for _ in range(4 * target):
+            if chunks == target:
+                break
+            await tagger.append(m, 4)
+            outcome = await m.maintain(manual=True)
+            chunks += int(outcome.compacted)
+    if chunks != target:
+        raise SystemExit(f"builder compacted {chunks} chunks, not {target}")
+    emit(f"BUILT {chunks}\n")
 
 
 def locker(root: str, lockfile: str) -> int:
@@ -519,6 +566,9 @@ def run_child(argv: list[str]) -> int:
         return 0
     if role == "crasher":
         return int(anyio.run(crasher, args[0], args[1], args[2], int(args[3]), int(args[4])))
+    if role == "builder":
+        anyio.run(builder, args[0], args[1], int(args[2]))
+        return 0
     if role == "locker":
         return locker(args[0], args[1])
     if role == "fsize":
@@ -536,9 +586,23 @@ def run_child(argv: list[str]) -> int:
     raise SystemExit(f"unknown role {role!r}")
 
 
+def preload() -> None:
+    """Import what opening a memory imports lazily, once in the fork server rather than in every child.
+
+    ``import aiden`` stays cheap by loading the memory, long-term, recall and experience
+    modules (dulwich, sqlite3, yaml, asyncio) on first use: ~0.4 s that each forked child
+    paid again on its first ``open_memory``. Imports only (no thread, no open file), so the
+    server still forks a single-threaded process; the children run exactly the same code.
+    """
+    for name in ("open_memory", "open_host", "FileSessionStore"):
+        getattr(aiden, name)
+    importlib.import_module("anyio._backends._asyncio")  # what anyio.run loads for its backend
+
+
 def main() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if sys.argv[1] == "serve":
+        preload()
         serve_forever(run_child)
         return
     code = run_child(sys.argv[1:])

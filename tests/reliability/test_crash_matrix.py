@@ -5,11 +5,16 @@ Checked after recovery (see ``harness.check``): acknowledged ⊆ recovered ⊆
 acknowledged | in-flight, no duplicate seq or tag, hot window in seq order,
 chunks | hot window gap-free from 1; a second recovery changes nothing; the
 next append continues the sequence.
+
+A scenario whose starting state is costly to reach (``segment``: 34 committed chunks) has it
+built once per module by a ``builder`` child; each of its points copies that root, so its
+crasher reaches the checkpoint in its first passes, with the concurrent appender running.
 """
 
 from __future__ import annotations
 
 import random
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +27,7 @@ from aiden import SessionEvent
 from aiden.testing import ScriptedSummarizer
 from tests.reliability.child import CRASH_EXIT, config_for
 from tests.reliability.harness import (
+    ChildLog,
     ForkServer,
     Verdict,
     check,
@@ -68,6 +74,39 @@ POINTS: dict[str, tuple[str, str, int]] = {
 }
 
 
+# scenarios whose starting state a ``builder`` child builds once per module (see ``Templates``)
+BUILT_SCENARIOS = frozenset({"segment"})
+
+
+class Templates:
+    """Starting states built once by a ``builder`` child, each copied for every point of its scenario."""
+
+    def __init__(self, server: ForkServer | None, workdir: Path) -> None:
+        self.server = server
+        self.workdir = workdir
+        self.built: dict[str, tuple[Path, ChildLog]] = {}
+
+    def get(self, scenario: str) -> tuple[Path, ChildLog] | None:
+        if scenario not in BUILT_SCENARIOS:
+            return None
+        if scenario not in self.built:
+            work = self.workdir / scenario
+            root = work / "root"
+            root.mkdir(parents=True)
+            child = spawn_child(self.server, ["builder", str(root), scenario, "0"], work, "builder")
+            rc = child.wait(100)
+            log = child.output()
+            if rc != 0 or not log.lines or not log.lines[-1].startswith("BUILT "):
+                raise AssertionError(f"builder for {scenario} exited {rc}: {log.lines[-3:]} {child.stderr()[-3000:]}")
+            self.built[scenario] = (root, log)
+        return self.built[scenario]
+
+
+@pytest.fixture(scope="module")
+def templates(fork_server: ForkServer | None, tmp_path_factory: pytest.TempPathFactory) -> Templates:
+    return Templates(fork_server, tmp_path_factory.mktemp("crash-templates"))
+
+
 async def _reopen(root: Path, config: aiden.Config) -> aiden.RecoveryReport:
     async with aiden.open_memory(root, config=config, summarizer=ScriptedSummarizer()) as memory:
         return memory.recovery
@@ -81,14 +120,26 @@ async def _reopen_and_append(root: Path, config: aiden.Config) -> tuple[aiden.Re
 
 
 def run_crash_case(
-    server: ForkServer | None, workdir: Path, point_id: str, seed: int, *, peer_compact_every: int = 0
+    server: ForkServer | None,
+    workdir: Path,
+    point_id: str,
+    seed: int,
+    *,
+    peer_compact_every: int = 0,
+    templates: Templates | None = None,
 ) -> dict[str, Any]:
     """Run one crash case end to end; returns figures and the verdict (does not assert)."""
     scenario, name, max_hit = POINTS[point_id]
     rng = random.Random(f"{point_id}/{seed}")
     hit = rng.randint(1, max_hit)
     root = workdir / "root"
-    root.mkdir()
+    template = templates.get(scenario) if templates is not None else None
+    built = ChildLog()
+    if template is None:
+        root.mkdir()
+    else:
+        shutil.copytree(template[0], root, symlinks=True)
+        built = template[1]
     config = config_for(scenario)
     appender_args = ["appender", str(root), "a", str(seed), "0"]
     if peer_compact_every:
@@ -114,8 +165,8 @@ def run_crash_case(
         )
     if appender.stderr().strip() and "Traceback" in appender.stderr():
         raise AssertionError(f"appender failed: {appender.stderr()[-3000:]}")
-    acked = {**clog.acked, **alog.acked}
-    inflight = clog.intents | alog.intents
+    acked = {**built.acked, **clog.acked, **alog.acked}
+    inflight = built.intents | clog.intents | alog.intents
     first = anyio.run(_reopen, root, config)
     verdict = check(root, acked, inflight)
     # The recovery scenario damages the session on purpose (a garbage index, a repeated line);
@@ -141,6 +192,7 @@ def run_crash_case(
     return {
         "verdict": verdict,
         "hit": hit,
+        "built_acked": len(built.acked),
         "crasher_acked": len(clog.acked),
         "appender_acked": len(alog.acked),
         "inflight_not_acked": len(inflight - set(acked)),
@@ -150,14 +202,17 @@ def run_crash_case(
 
 @pytest.mark.seeds(ci=1, full=6)
 @pytest.mark.parametrize("point_id", list(POINTS))
-def test_crash_point(point_id: str, seed: int, fork_server: ForkServer | None, tmp_path: Path) -> None:
-    result = run_crash_case(fork_server, tmp_path, point_id, seed)
+def test_crash_point(
+    point_id: str, seed: int, fork_server: ForkServer | None, templates: Templates, tmp_path: Path
+) -> None:
+    result = run_crash_case(fork_server, tmp_path, point_id, seed, templates=templates)
     verdict: Verdict = result["verdict"]
     report(
         f"crash matrix {point_id} seed {seed}",
         points_tried=1,
         crash_hit=result["hit"],
         acknowledged=verdict.acked,
+        built_acked=result["built_acked"],
         crasher_acked=result["crasher_acked"],
         appender_acked=result["appender_acked"],
         inflight_not_acked=result["inflight_not_acked"],
