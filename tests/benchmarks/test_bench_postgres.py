@@ -84,6 +84,10 @@ def test_append_postgres_smoke() -> None:
     if _owned():
         assert "fsync=on" in res["server"]
     assert set(res["levels"]) == {"1", "8"}
+    if _owned():
+        # The server's CPU is read: /proc counts it in 10 ms ticks, so one 0.2 s level on a
+        # loaded machine may read 0, both levels together not.
+        assert sum(entry["aiden_pg"]["server_cpu_us_per_event"] for entry in res["levels"].values()) > 0
     for level, entry in res["levels"].items():
         for system in bench_append.PG_SYSTEMS:
             e = entry[system]
@@ -96,8 +100,7 @@ def test_append_postgres_smoke() -> None:
             assert pg["events_per_commit"] == 1.0
         else:
             assert 1.0 <= pg["events_per_commit"] <= 8.0
-        if _owned():
-            assert pg["server_cpu_us_per_event"] > 0
+        assert _finite(pg["server_cpu_us_per_event"]) and pg["server_cpu_us_per_event"] >= 0
         assert entry["aiden_fsync"]["server_cpu_us_per_event"] == 0.0
         ratio = entry["ratio_pg_vs_file"]
         assert (
@@ -111,10 +114,13 @@ def test_compaction_postgres_smoke() -> None:
     res = _bench(
         bench_compaction.run_postgres,
         True,
-        seconds=0.4,
+        # 0.15 s windows: the compactor starts its first 0.1 s pass at once, so every loaded run
+        # has one in flight (1 per store in 2 probe runs; 0.4 s windows only added samples);
+        # 100 and 200 events of history are 2 and 3 chunks, as 200 and 400 were 3 and 5.
+        seconds=0.15,
         delay=0.1,
         repeats=1,
-        sizes=(200, 400),
+        sizes=(100, 200),
         appenders=4,
         comp_repeats=1,
     )
@@ -126,13 +132,13 @@ def test_compaction_postgres_smoke() -> None:
         assert _finite(d["ratio_p99_pooled"])
     assert _finite(res["ratio_p99_pg_vs_file_during_compaction"])
     hist = res["compaction_vs_history"]
-    assert set(hist) == {"file/200", "file/400", "postgres/200", "postgres/400"}
+    assert set(hist) == {"file/100", "file/200", "postgres/100", "postgres/200"}
     for key, h in hist.items():
         assert h["history_chunks"] >= 1 and h["history_events"] >= int(key.split("/")[1])
         assert h["compaction_wall_s"]["median"] > 0
         assert ("ratio_wall_vs_file" in h) == key.startswith("postgres/")
     # The file store's histories and PostgreSQL's are built by the same code: same events, same chunks.
-    for n in ("200", "400"):
+    for n in ("100", "200"):
         assert hist[f"file/{n}"]["history_events"] == hist[f"postgres/{n}"]["history_events"]
         assert hist[f"file/{n}"]["history_chunks"] == hist[f"postgres/{n}"]["history_chunks"]
     _check_table(res["table_during"], 4)

@@ -10,6 +10,7 @@ current state, and the rolling summary holds no raw chunk dumps.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -33,7 +34,10 @@ ROOT = Path(__file__).resolve().parents[2]
 ROUTINE = re.compile(r"^(?:User:\s*)?(?:Continue with the \w+ migration|Next step for PROJ-)", re.IGNORECASE)
 
 
+@functools.cache
 def _load_resume() -> ModuleType:
+    # Once per process: _sections reads every summary with it (some 40 calls), and each load
+    # would run the script again and put three more entries on sys.path.
     sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location(
         "fidelity_resume", ROOT / "benchmarks" / "fidelity" / "resume.py"
