@@ -101,6 +101,14 @@ def test_legal_cut_points_respect_classes_and_tool_pairs() -> None:
     assert legal_cut_points(events) == [1, 6, 8]
 
 
+def test_a_call_and_result_without_ids_are_never_separated() -> None:
+    # A provider that sends no tool call ids: each result answers the nearest preceding call.
+    events = numbered([user(), call(None), result(None), assistant(), call(None), call("B"), result(None), user()])
+    # 2 would separate the first pair; the last result answers call B (5), so only 6 is inside a span
+    # there, and the id-less call at 4, which nothing answers, may start the hot window.
+    assert legal_cut_points(events) == [1, 3, 4, 5, 7]
+
+
 # --- token path ----------------------------------------------------------------------
 
 
