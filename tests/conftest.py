@@ -7,8 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# No per-example deadline (hypothesis's default is 200 ms): a wall-clock bound in a test fails on a
+# loaded machine, not on slow code. Explicit @settings still override what they name.
+settings.register_profile("aiden", deadline=None)
+settings.load_profile("aiden")
 
 # The conformance suite ships in aiden.testing: pytest rewrites its asserts so failures show
 # values. Registered here, in the root conftest, because any test module may import
