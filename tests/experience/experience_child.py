@@ -1,6 +1,7 @@
 """A child process for the experience kill storm: runs episodes and learning until killed.
 
     python experience_child.py ROOT SEED COUNT [CRASH_POINT]
+    python experience_child.py serve     a fork server (tests.reliability.harness.ForkServer)
 
 Most episodes fail one build command then fix it with another, some run one
 command at the first try (tasks repeat, so later episodes confirm, supersede
@@ -10,10 +11,16 @@ after ``commit_run`` returned, i.e. once the episode is committed. With
 ``CRASH_POINT`` (a storage checkpoint name such as
 ``experience.records.after_files``) the process exits hard, without cleanup,
 the second time it reaches that point.
+
+``serve`` imports what a child's run needs once, then forks one child per
+request (``tests.reliability.harness.serve_forever``): each forked child runs
+:func:`run_child`, the very ``main`` above, in its own process (its pid is the one
+the test SIGKILLs), without paying for an interpreter start and the imports.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import random
@@ -80,7 +87,31 @@ async def main(root: str, seed: int, count: int, point: str | None) -> None:
                 print(f"learned {outcome.episodes}", flush=True)
 
 
+def run_child(argv: list[str]) -> int:
+    """``ROOT SEED COUNT [CRASH_POINT]``, as on the command line."""
+    anyio.run(main, argv[0], int(argv[1]), int(argv[2]), argv[3] if len(argv) > 3 else None)
+    return 0
+
+
+def preload() -> None:
+    """Import what a child imports lazily on its first ``open_memory``, once in the fork server.
+
+    As ``tests.reliability.child.preload`` does, plus ``importlib.metadata`` (with zipfile,
+    email, csv), which the first open loads to list the installed extensions. Imports only
+    (nothing called, cached, opened or started): the server forks a single-threaded
+    process, and the children run exactly the same code.
+    """
+    for name in ("open_memory", "open_host", "FileSessionStore"):
+        getattr(aiden, name)
+    importlib.import_module("anyio._backends._asyncio")  # what anyio.run loads for its backend
+    importlib.import_module("importlib.metadata")
+
+
 if __name__ == "__main__":
-    anyio.run(
-        main, sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None
-    )
+    if sys.argv[1:] == ["serve"]:
+        from tests.reliability.harness import serve_forever
+
+        preload()
+        serve_forever(run_child)
+    else:
+        sys.exit(run_child(sys.argv[1:]))

@@ -6,13 +6,20 @@ a child reported committed is in the index, the index and the record files
 hold no duplicate, and the records equal what learning the same committed
 episodes from scratch, in a fresh root, gives: a pass repeated after a crash
 changed nothing.
+
+The children are forked by a fork server (``experience_child.py serve``, one per
+module) that imported aiden once: each is a process of its own, running the same
+code as one started with ``sys.executable`` (``AIDEN_RELIABILITY_NOFORK=1``: so
+started), and SIGKILLed by its pid.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -25,7 +32,7 @@ from aiden.experience.recordstore import RecordStore
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from tests.recall.recall_helpers import NoSyncStorage
-from tests.reliability.harness import REPO_ROOT, Child, child_env, full_mode, report
+from tests.reliability.harness import REPO_ROOT, Child, ForkServer, child_env, full_mode, report
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
@@ -42,17 +49,41 @@ CRASH_POINTS = (
 )
 
 
-def spawn(root: Path, seed: int, workdir: Path, point: str | None = None) -> Child:
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServer | None]:
+    """One ``experience_child.py serve`` process forking every child (``AIDEN_RELIABILITY_NOFORK=1``: none)."""
+    if os.environ.get("AIDEN_RELIABILITY_NOFORK", "") not in ("", "0"):
+        yield None
+        return
+    fork_server = ForkServer(CHILD)
+    try:
+        yield fork_server
+    finally:
+        fork_server.close()
+
+
+def spawn(server: ForkServer | None, root: Path, seed: int, workdir: Path, point: str | None = None) -> Child:
     out, err = workdir / f"c{seed}.out", workdir / f"c{seed}.err"
+    argv = [str(root), str(seed), "1000", *([point] if point else [])]
+    if server is not None and server.alive():
+        return server.spawn(argv, out, err)
     with open(out, "wb") as fo, open(err, "wb") as fe:
         proc = subprocess.Popen(
-            [sys.executable, str(CHILD), str(root), str(seed), "1000", *([point] if point else [])],
+            [sys.executable, str(CHILD), *argv],
             stdout=fo,
             stderr=fe,
             env=child_env(),
             cwd=str(REPO_ROOT),
         )
     return Child(None, proc.pid, out, err, proc=proc)
+
+
+def printed(child: Child) -> str:
+    """What the child printed so far (a forked child creates its output file after the fork)."""
+    try:
+        return child.out.read_text()
+    except FileNotFoundError:
+        return ""
 
 
 def committed(workdir: Path) -> list[str]:
@@ -73,19 +104,22 @@ async def learn_all(root: Path, storage: Storage | None = None) -> None:
             pass
 
 
-async def test_kill_storm_loses_no_committed_episode_and_duplicates_no_record(tmp_path: Path) -> None:
+async def test_kill_storm_loses_no_committed_episode_and_duplicates_no_record(
+    tmp_path: Path, server: ForkServer | None
+) -> None:
     rounds = 30 if full_mode() else 8
     root, work = tmp_path / "root", tmp_path / "work"
     work.mkdir()
     rng = random.Random(2112)
     kills = 0
     for seed in range(rounds):
-        child = spawn(root, seed, work)
-        # Killed once it runs (its first episode committed: import and open took 0.3-1 s, more on a
-        # loaded machine), at a random instant of the next second: a child commits some 40 episodes
-        # and learns every few of them a second, so kills land in episodes and in learning passes.
+        child = spawn(server, root, seed, work)
+        # Killed once it runs (its first episode committed: 0.06-0.1 s after a fork, 0.5-1 s after an
+        # interpreter start, more on a loaded machine), at a random instant of the next second: a
+        # child commits some 40 episodes and learns every few of them a second, so kills land in
+        # episodes and in learning passes.
         with anyio.fail_after(120):
-            while "committed " not in (work / f"c{seed}.out").read_text() and child.returncode() is None:  # noqa: ASYNC110
+            while "committed " not in printed(child) and child.returncode() is None:  # noqa: ASYNC110
                 await anyio.sleep(0.02)
         await anyio.sleep(rng.uniform(0.0, 1.0))
         kills += child.returncode() is None
@@ -94,15 +128,17 @@ async def test_kill_storm_loses_no_committed_episode_and_duplicates_no_record(tm
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
-async def test_a_crash_at_each_commit_point_loses_nothing(tmp_path: Path, point: str) -> None:
+async def test_a_crash_at_each_commit_point_loses_nothing(
+    tmp_path: Path, point: str, server: ForkServer | None
+) -> None:
     root, work = tmp_path / "root", tmp_path / "work"
     work.mkdir()
-    child = spawn(root, 7, work, point)
+    child = spawn(server, root, 7, work, point)
     assert child.wait(120) == 137, child.stderr()[-2000:]
-    child = spawn(root, 8, work)  # a second run on the crashed root: recovery is the next commit or pass
+    child = spawn(server, root, 8, work)  # a second run on the crashed root: recovery is the next commit or pass
     # Killed once it has committed episodes and finished a learning pass after them.
     with anyio.fail_after(120):
-        while "learned " not in (work / "c8.out").read_text() and child.returncode() is None:  # noqa: ASYNC110
+        while "learned " not in printed(child) and child.returncode() is None:  # noqa: ASYNC110
             await anyio.sleep(0.05)
     child.kill()
     await check_root(tmp_path, root, work, title=f"experience crash at {point}", rounds=2, kills=2)

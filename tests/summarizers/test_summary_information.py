@@ -23,7 +23,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,13 +31,13 @@ import pytest
 
 import aiden
 from aiden.config import Config
-from aiden.demo import run_demo
 from aiden.events import EventType, SessionEvent
 from aiden.policy.summary_md import prune_superseded
 from aiden.summarizers import ExtractiveSummarizer, extract_must_keep
 from aiden.summarizers.llm import LiteLLMSummarizer
 from aiden.summarizers.protocol import SummaryRequest
 from aiden.testing import FakeLLMServer, ScriptedSummarizer
+from tests.summarizers.conftest import DemoRun
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -389,16 +388,9 @@ def test_a_named_speakers_sentences_are_not_repeated_under_the_goal_that_holds_t
 # --- coding agents: every chunk says what happened; no list entry is junk ------------------------------
 
 
-def test_every_demo_chunk_summary_says_what_happened() -> None:
-    async def run() -> tuple[list[str], str]:
-        from aiden.readonly import load_entries, open_layout
-
-        with tempfile.TemporaryDirectory() as root:
-            demo = await run_demo(root, echo=lambda _: None)
-            _index, entries = load_entries(open_layout(root))
-            return [e.summary for e in entries], demo.summary_md
-
-    chunks, summary_md = anyio.run(run)
+def test_every_demo_chunk_summary_says_what_happened(demo_run: DemoRun) -> None:
+    # One run_demo(root) with its defaults, shared with test_summary_quality (conftest.demo_run).
+    chunks, summary_md = list(demo_run.chunk_summaries), demo_run.summary_md
     rolling, _, recent = summary_md.partition("## Recent Chunks")
     shown = [part.partition("\n")[2] for part in re.split(r"^- \*\*chunk_", recent, flags=re.M)[1:]]
     assert len(chunks) >= 10 and len(shown) >= 8

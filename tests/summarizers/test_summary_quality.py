@@ -15,18 +15,18 @@ import importlib.util
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from types import ModuleType
 
 import anyio
 import pytest
 
-from aiden.demo import DEMO_CONFIG, run_demo
+from aiden.demo import DEMO_CONFIG
 from aiden.events import SessionEvent
 from aiden.policy.tokens import estimate_tokens
 from aiden.summarizers import ExtractiveSummarizer
 from aiden.summarizers.protocol import SummaryRequest
+from tests.summarizers.conftest import DemoRun
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -49,8 +49,12 @@ def _load_resume() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def benchmark_summaries() -> list[tuple[str, str, str]]:
-    """``(name, summary.md, PROJECT MEMORY)`` of three generated sessions and the demo."""
+def benchmark_summaries(demo_run: DemoRun) -> list[tuple[str, str, str]]:
+    """``(name, summary.md, PROJECT MEMORY)`` of three generated sessions and the demo.
+
+    The demo is ``run_demo(root)`` with its defaults, run once per session and shared with
+    ``test_summary_information`` (``conftest.demo_run``).
+    """
     resume = _load_resume()
     out: list[tuple[str, str, str]] = []
     for seed in (1, 2, 3):
@@ -59,12 +63,7 @@ def benchmark_summaries() -> list[tuple[str, str, str]]:
             resume.drive, f"scenario-{seed}", turns, (), [f.text for f in facts], None, resume.RESUME_CONFIG
         )
         out.append((result.name, result.summary_md, result.project_memory))
-
-    async def demo() -> str:
-        with tempfile.TemporaryDirectory() as root:
-            return (await run_demo(root, echo=lambda _line: None)).summary_md
-
-    out.append(("demo", anyio.run(demo), ""))
+    out.append(("demo", demo_run.summary_md, ""))
     return out
 
 
