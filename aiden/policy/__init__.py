@@ -24,7 +24,6 @@ from aiden.policy.cutpoints import (
     is_leading_context,
     legal_cut_points,
     plan_compaction,
-    prompt_after_compaction_tokens,
 )
 from aiden.policy.scrub import IMAGE_KEYS, scrub_text, strip_screenshot_data
 from aiden.policy.tokens import (
@@ -77,7 +76,6 @@ __all__ = [
     "legal_cut_points",
     "plan_compaction",
     "profile_for_model",
-    "prompt_after_compaction_tokens",
     "scrub_text",
     "should_compress",
     "strip_screenshot_data",

@@ -74,7 +74,6 @@ __all__ = [
     "is_leading_context",
     "legal_cut_points",
     "plan_compaction",
-    "prompt_after_compaction_tokens",
 ]
 
 
@@ -486,14 +485,3 @@ def _build_plan(
         note=note,
         backlog_left=backlog_left,
     )
-
-
-def prompt_after_compaction_tokens(plan: CompactionPlan) -> int:
-    """The estimated prompt-token value to store after ``plan`` is applied (seed 000).
-
-    The hot window's estimate (kept + retained) replaces the stale
-    pre-compaction prompt size so the maintenance loop does not compact the
-    same short window again. It excludes the synthetic split-turn summary the
-    caller adds to the hot window.
-    """
-    return plan.kept_tokens
