@@ -6,8 +6,9 @@
 Most episodes fail one build command then fix it with another, some run one
 command at the first try (tasks repeat, so later episodes confirm, supersede
 or dispute earlier records); each observes a tool version (a fact record,
-its value changing now and then); every few episodes it learns. ``committed <episode_id>`` is printed (and flushed) only
-after ``commit_run`` returned, i.e. once the episode is committed. With
+its value changing now and then); every few episodes it learns. ``begun <episode_id>`` is printed
+(and flushed) when a run begins, ``committed <episode_id>`` only after ``commit_run`` returned, i.e.
+once the episode is committed. With
 ``CRASH_POINT`` (a storage checkpoint name such as
 ``experience.records.after_files``) the process exits hard, without cleanup,
 the second time it reaches that point.
@@ -71,6 +72,7 @@ async def main(root: str, seed: int, count: int, point: str | None) -> None:
             task = rng.choice(TASKS)
             await memory.begin_run(f"{task} the acme repo", environment="acme")
             episode_id = memory.episode_id
+            print(f"begun {episode_id}", flush=True)
             memory.observe("make", rng.choice(("4.3", "4.4")))
             first_try = rng.random() < 0.3
             if not first_try:
