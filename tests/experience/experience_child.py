@@ -21,7 +21,6 @@ the test SIGKILLs), without paying for an interpreter start and the imports.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import random
@@ -95,22 +94,9 @@ def run_child(argv: list[str]) -> int:
     return 0
 
 
-def preload() -> None:
-    """Import what a child imports lazily on its first ``open_memory``, once in the fork server.
-
-    As ``tests.reliability.child.preload`` does, plus ``importlib.metadata`` (with zipfile,
-    email, csv), which the first open loads to list the installed extensions. Imports only
-    (nothing called, cached, opened or started): the server forks a single-threaded
-    process, and the children run exactly the same code.
-    """
-    for name in ("open_memory", "open_host", "FileSessionStore"):
-        getattr(aiden, name)
-    importlib.import_module("anyio._backends._asyncio")  # what anyio.run loads for its backend
-    importlib.import_module("importlib.metadata")
-
-
 if __name__ == "__main__":
     if sys.argv[1:] == ["serve"]:
+        from tests.reliability.child import preload
         from tests.reliability.harness import serve_forever
 
         preload()

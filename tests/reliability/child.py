@@ -591,12 +591,15 @@ def preload() -> None:
 
     ``import aiden`` stays cheap by loading the memory, long-term, recall and experience
     modules (dulwich, sqlite3, yaml, asyncio) on first use: ~0.4 s that each forked child
-    paid again on its first ``open_memory``. Imports only (no thread, no open file), so the
+    paid again on its first ``open_memory``, which also loads ``importlib.metadata`` to list
+    the installed extensions. Imports only (no thread, no open file, nothing called), so the
     server still forks a single-threaded process; the children run exactly the same code.
+    Also the experience children's fork server's (``tests/experience/experience_child.py``).
     """
     for name in ("open_memory", "open_host", "FileSessionStore"):
         getattr(aiden, name)
     importlib.import_module("anyio._backends._asyncio")  # what anyio.run loads for its backend
+    importlib.import_module("importlib.metadata")
 
 
 def main() -> None:
