@@ -15,10 +15,7 @@ started), and SIGKILLed by its pid.
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +29,7 @@ from aiden.experience.recordstore import RecordStore
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from tests.recall.recall_helpers import NoSyncStorage
-from tests.reliability.harness import REPO_ROOT, Child, ForkServer, child_env, full_mode, report
+from tests.reliability.harness import Child, ForkServer, full_mode, report, serving, spawn_child
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
@@ -52,30 +49,13 @@ CRASH_POINTS = (
 @pytest.fixture(scope="module")
 def server() -> Iterator[ForkServer | None]:
     """One ``experience_child.py serve`` process forking every child (``AIDEN_RELIABILITY_NOFORK=1``: none)."""
-    if os.environ.get("AIDEN_RELIABILITY_NOFORK", "") not in ("", "0"):
-        yield None
-        return
-    fork_server = ForkServer(CHILD)
-    try:
+    with serving(CHILD) as fork_server:
         yield fork_server
-    finally:
-        fork_server.close()
 
 
 def spawn(server: ForkServer | None, root: Path, seed: int, workdir: Path, point: str | None = None) -> Child:
-    out, err = workdir / f"c{seed}.out", workdir / f"c{seed}.err"
     argv = [str(root), str(seed), "1000", *([point] if point else [])]
-    if server is not None and server.alive():
-        return server.spawn(argv, out, err)
-    with open(out, "wb") as fo, open(err, "wb") as fe:
-        proc = subprocess.Popen(
-            [sys.executable, str(CHILD), *argv],
-            stdout=fo,
-            stderr=fe,
-            env=child_env(),
-            cwd=str(REPO_ROOT),
-        )
-    return Child(None, proc.pid, out, err, proc=proc)
+    return spawn_child(server, argv, workdir, f"c{seed}", script=CHILD)
 
 
 def printed(child: Child) -> str:

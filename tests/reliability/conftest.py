@@ -11,12 +11,11 @@ variable.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from tests.reliability.harness import ForkServer, full_mode
+from tests.reliability.harness import ForkServer, full_mode, serving
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,11 +55,5 @@ def full_run(pytestconfig: pytest.Config) -> bool:
 @pytest.fixture(scope="session")
 def fork_server() -> Iterator[ForkServer | None]:
     """One process that imported aiden, forking each child (``AIDEN_RELIABILITY_NOFORK=1``: plain subprocesses)."""
-    if os.environ.get("AIDEN_RELIABILITY_NOFORK", "") not in ("", "0"):
-        yield None
-        return
-    server = ForkServer()
-    try:
+    with serving() as server:
         yield server
-    finally:
-        server.close()

@@ -21,7 +21,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -497,15 +498,30 @@ class ForkServer:
         self._reader.join(timeout=5)
 
 
-def spawn_child(server: ForkServer | None, argv: list[str], workdir: Path, name: str) -> Child:
-    """Start ``child.py <argv>`` through the fork server, or as a plain subprocess without one."""
+@contextmanager
+def serving(script: Path = CHILD_SCRIPT) -> Iterator[ForkServer | None]:
+    """A fork server of ``script`` (``script serve``), or None with ``AIDEN_RELIABILITY_NOFORK=1``."""
+    if os.environ.get("AIDEN_RELIABILITY_NOFORK", "") not in ("", "0"):
+        yield None
+        return
+    server = ForkServer(script)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def spawn_child(
+    server: ForkServer | None, argv: list[str], workdir: Path, name: str, *, script: Path = CHILD_SCRIPT
+) -> Child:
+    """Start ``script <argv>`` through its fork server, or as a plain subprocess without one."""
     out = workdir / f"{name}.out"
     err = workdir / f"{name}.err"
     if server is not None and server.alive():
         return server.spawn(argv, out, err)
     with open(out, "wb") as fo, open(err, "wb") as fe:
         proc = subprocess.Popen(
-            [sys.executable, str(CHILD_SCRIPT), *argv], stdout=fo, stderr=fe, env=child_env(), cwd=str(REPO_ROOT)
+            [sys.executable, str(script), *argv], stdout=fo, stderr=fe, env=child_env(), cwd=str(REPO_ROOT)
         )
     return Child(None, proc.pid, out, err, proc=proc)
 
