@@ -1,12 +1,5 @@
-"""Long-term (cross-session) memory.
-
-* Durable session summaries (seed 004): :class:`SessionSummary`,
-  :class:`SessionSummaryWriter` (pre-compaction merge, session end, checkpoint),
-  the PROJECT MEMORY block (:func:`render_project_memory`,
-  :func:`load_project_memory`) and the store cap (:func:`enforce_cap`).
-* The long-term store (seed 002): :class:`LongTermMemoryStore`, the
-  ``save_memory`` / ``forget_memory`` tools, ``profile.md`` and its debouncer.
-* history.jsonl, consolidation, AutoCompact and Dream (seed 003).
+"""Long-term (cross-session) memory: session summaries and the PROJECT MEMORY block, saved
+memories and the profile, history, AutoCompact and Dream.
 
 Names are imported on first use, so importing this package stays cheap.
 """

@@ -1,12 +1,8 @@
-"""AutoCompact (seed 003) and the idle-gap trigger (seed 001).
+"""AutoCompact: a session idle for ``idle_compact_after_minutes`` (0 disables) is compacted once,
+never while a run is active.
 
-A session idle for longer than ``idle_compact_after_minutes`` (default 15; 0
-disables) is compacted once while nobody waits on it — never while a run is
-active. :func:`is_idle` and :func:`should_autocompact` are the pure decisions;
-:func:`run_autocompact` is the loop that calls the runtime's check every
-``interval_s`` on anyio's clock (testable with trio's ``MockClock``);
-:class:`AutoCompactor` is a ready check for anything shaped like
-:class:`IdleTarget` (``aiden.Memory`` once it exposes ``last_activity``).
+:func:`is_idle` and :func:`should_autocompact` are the pure decisions; :func:`run_autocompact`
+is the loop on anyio's clock; :class:`AutoCompactor` is the check for an :class:`IdleTarget`.
 """
 
 from __future__ import annotations
@@ -37,10 +33,7 @@ log = logging.getLogger("aiden.longterm")
 def is_idle(
     last_activity: float | None, now: float, idle_compact_after_minutes: float, run_active: bool
 ) -> bool:
-    """True when the session has been idle at least ``idle_compact_after_minutes`` (0 disables).
-
-    Never while a run is active, never for an empty session (``last_activity`` None).
-    """
+    """True when the session has been idle at least ``idle_compact_after_minutes`` (0 disables), no run is active and it has activity."""
     if idle_compact_after_minutes <= 0 or run_active or last_activity is None:
         return False
     return now - last_activity >= idle_compact_after_minutes * 60.0
@@ -114,12 +107,9 @@ class AutoCompactor:
     async def check(self) -> bool:
         """Compact if idle and not yet compacted in this idle period; True if it compacted.
 
-        A check reads the session's last activity (a read of its hot window) only when the answer
-        can have changed: activity only moves forward, so a session seen active (or appended to by
-        this memory) less than the idle time ago is not idle yet; and an idle period this check
-        compacted stays compacted until this memory appends again (another worker's new activity is
-        that worker's AutoCompact's). Ten thousand idle sessions would otherwise read their hot
-        windows every minute each.
+        The last activity (a hot-window read) is read only when the answer can have changed: activity only
+        moves forward, and an idle period this check compacted stays compacted until this memory appends
+        again, so thousands of idle sessions do not each read their hot windows every tick.
         """
         if self._minutes <= 0 or self._target.run_active:
             return False
@@ -153,12 +143,7 @@ async def run_autocompact(
     *,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Call ``check`` every ``interval_s`` seconds until cancelled.
-
-    An :class:`~aiden.errors.AidenError` from ``check`` is logged and the loop
-    goes on (the next tick retries); anything else and cancellation propagate.
-    Start it in the runtime task group: ``await tg.start(run_autocompact, compactor.check, 60.0)``.
-    """
+    """Call ``check`` every ``interval_s`` seconds until cancelled; an AidenError is logged and the next tick retries."""
     if interval_s <= 0:
         raise ValueError("interval_s must be > 0")
     task_status.started()

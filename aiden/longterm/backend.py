@@ -1,29 +1,14 @@
-"""The long-term storage seam: what the long-term actor (:mod:`aiden.longterm.extension`) needs.
+"""The long-term storage seam: what the long-term actor needs from a backend (files or PostgreSQL).
 
-Two backends: the files under ``<root>/memory/long_term/``
-(:class:`~aiden.longterm.service.FileLongTermBackend`, the default) and PostgreSQL
-(:class:`~aiden.longterm.postgres.backend.PostgresLongTermBackend`, for a memory on a
-PostgreSQL session store). What both do alike lives once, in the file modules: the pure
-functions and the flows over blocking storage (:class:`~aiden.longterm.store.ThreadedEntryStore`,
+What both backends do alike lives once, in the file modules (:class:`~aiden.longterm.store.ThreadedEntryStore`,
 :class:`~aiden.longterm.writer.SummaryFlow`, :class:`~aiden.longterm.dream.DreamFlow`).
-
-The guarantees a backend must give, to any number of instances in any number
-of processes sharing the storage (checked for both by
+Guarantees, to any number of instances in any number of processes (checked by
 :mod:`aiden.testing.conformance_longterm`):
 
-- entries: a save or forget is atomic; concurrent saves never drop each
-  other; an expired entry is never returned;
-- history: cursors are unique, increasing and gap-free; a record for a
-  ``chunk_id`` already recorded is not written twice (the existing record is
-  returned);
-- session summaries: each running-summary merge and session write (with the
-  store cap) is one atomic read-merge-write;
-- Dream: one run at a time per long-term store (a ``flock`` on files, an
-  advisory lock on PostgreSQL); the cursor advances only after the new
-  version is recorded (on PostgreSQL in the same transaction).
-
-The file backend survives a crash between its steps by the orders above; on
-PostgreSQL every step is one transaction, so nothing is half-written.
+- entries: a save or forget is atomic; concurrent saves never drop each other; an expired entry is never returned;
+- history: cursors are unique, increasing and gap-free; a ``chunk_id`` is recorded once;
+- session summaries: each merge and session write (with the cap) is one atomic read-merge-write;
+- Dream: one run at a time per store; the cursor advances only after the new version is recorded.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""Dream (seed 003): turn new history into focused edits of SOUL.md, USER.md and MEMORY.md.
+"""Dream: turn new history into focused edits of SOUL.md, USER.md and MEMORY.md.
 
-A run reads the history records after Dream's cursor and the three files, asks
-its editor for edits (default: the deterministic extractive path;
-:class:`SummarizerDreamEditor` over an LLM summarizer is the LLM path), applies
-them, records the result as a version with a readable message, and only then
-advances the cursor. If the editor fails, nothing is written and the cursor
-stays. :class:`DreamFlow` is that run (and restore, and the log) for every
-backend; :class:`Dream` is the file backend's: the files under ``long_term/``,
-versioned in git, where hand edits are committed first so every version of
-the three files is in the log.
-
-:func:`run_dream_schedule` runs Dream every ``interval_s`` and on demand.
+A run asks its editor for edits of the records after Dream's cursor, applies them, records a
+version, and only then advances the cursor; if the editor fails nothing is written.
+:class:`DreamFlow` is shared by every backend; :class:`Dream` is the file backend's, which
+commits hand edits first so every version of the three files is in the log.
 """
 
 from __future__ import annotations
@@ -67,10 +60,9 @@ class DreamEditor(Protocol):
 
 
 class SummarizerDreamEditor:
-    """Edits via any Summarizer (``session_summary`` over the records), then :func:`plan_edits`.
+    """Edits via any Summarizer (``session_summary`` over the records), then :func:`plan_edits`; errors propagate.
 
-    The default summarizer is the deterministic :class:`ExtractiveSummarizer`;
-    pass a ``LiteLLMSummarizer`` for the LLM path. Summarizer errors propagate.
+    The default is the deterministic :class:`ExtractiveSummarizer`; a ``LiteLLMSummarizer`` is the LLM path.
     """
 
     def __init__(self, summarizer: Summarizer | None = None, *, max_tokens: int = 1200) -> None:
@@ -105,9 +97,8 @@ B = TypeVar("B")
 class DreamFlow(ABC, Generic[B]):
     """A run, a restore and the log as every Dream backend does them; a backend supplies the storage.
 
-    Runs and restores are serialized: within this runtime by an anyio lock,
-    across processes by the backend's lock (a second Dream would fold the same
-    records twice). ``held`` says why a run or restore found that lock taken.
+    Runs and restores are serialized in this runtime by an anyio lock and across processes by the
+    backend's lock; ``held`` is the message when that lock is taken.
     """
 
     def __init__(self, editor: DreamEditor | None, max_records: int, held: str) -> None:
@@ -160,10 +151,7 @@ class DreamFlow(ABC, Generic[B]):
                     await anyio.to_thread.run_sync(self._unlock)
 
     async def run(self, *, now: float) -> DreamOutcome:
-        """One Dream run (``ran=False`` when nothing is new or another process runs Dream).
-
-        If the editor raises, the error propagates and nothing changed.
-        """
+        """One Dream run (``ran=False`` when nothing is new or another process runs Dream); an editor error propagates and nothing changes."""
         async with self._exclusive() as held:
             if not held:
                 return DreamOutcome(ran=False, message=self._held)
@@ -197,10 +185,9 @@ class DreamFlow(ABC, Generic[B]):
         return await anyio.to_thread.run_sync(self._log, limit)
 
     async def restore(self, target: str | int, *, now: float) -> Version:
-        """Bring back version ``target`` (commit id / prefix, or steps back: 1 = the previous version).
+        """Bring back version ``target`` (commit id / prefix, or steps back: 1 = the previous version) as a new version.
 
-        The restored state is recorded as a new version and returned. Raises
-        :class:`~aiden.errors.VersionNotFoundError` for an unknown target and
+        Raises :class:`~aiden.errors.VersionNotFoundError` for an unknown target and
         :class:`~aiden.errors.DreamError` while another process runs Dream.
         """
         async with self._exclusive() as held:
@@ -303,11 +290,8 @@ async def run_dream_schedule(
 ) -> None:
     """Run ``dream_once`` every ``interval_s`` seconds and whenever a request arrives (``/dream``).
 
-    An on-demand run restarts the interval. An :class:`~aiden.errors.AidenError`
-    (a failed run) is logged and the schedule goes on; so is any other exception
-    (logged with its traceback); cancellation propagates.
-    Returns when the send side of ``requests`` is closed; the schedule owns
-    (and closes) ``requests``.
+    An on-demand run restarts the interval. A failed run is logged and the schedule goes on;
+    cancellation propagates. Returns when the send side of ``requests`` is closed (the schedule closes ``requests``).
     """
     if interval_s <= 0:
         raise ValueError("interval_s must be > 0")
@@ -330,9 +314,8 @@ async def run_dream_schedule(
             except AidenError as exc:
                 log.error("dream run failed: %s", exc)
             except Exception:
-                # A bug, not a condition (every boundary translates to AidenError): logged with its
-                # traceback, and the schedule goes on, since an error escaping here would end the
-                # runtime's task group and with it every other actor of the memory.
+                # A bug (every boundary translates to AidenError): escaping here would end the
+                # runtime's task group and every other actor of the memory.
                 log.exception("dream run failed with an unexpected error")
     finally:
         if requests is not None:

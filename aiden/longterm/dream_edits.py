@@ -1,21 +1,10 @@
 """Dream's focused edits of SOUL.md, USER.md and MEMORY.md, and the versions they make (pure).
 
-Dream does not copy history into the files: :func:`plan_edits` turns what was
-learned (a :class:`SessionSummary` extracted from new history) into a few
-edits — add a bullet under the right heading, unless the file already says it;
-remove the bullet a newer statement supersedes (same conflict key, see
-:func:`aiden.longterm.summaries.conflict_key`). :func:`apply_edits` applies them.
-
-Routing: communication-style preferences go to SOUL.md (Communication Style),
-other preferences to USER.md (Preferences), facts / working recipes / failed
-approaches to MEMORY.md under their own headings. Outcomes stay in history.
-
-Each Dream run that edits records a :class:`Version` of the three files,
-whatever stores them (no dulwich here): the file backend keeps them as git
-commits (:mod:`aiden.longterm.gitstore`), the PostgreSQL backend as rows; both
-answer ``dream_log`` with :class:`Version` and resolve a restore target with
-:func:`check_target` and :func:`unique_match`, so a target means the same
-thing, and a bad one fails with the same message, on every backend.
+:func:`plan_edits` adds a bullet under the right heading unless the file already says it,
+and removes the bullet a newer statement supersedes (same :func:`~aiden.longterm.summaries.conflict_key`).
+Communication-style preferences go to SOUL.md, other preferences to USER.md, the rest to
+MEMORY.md; outcomes stay in history. Every backend resolves a restore target with
+:func:`check_target` and :func:`unique_match`, so a bad one fails alike everywhere.
 """
 
 from __future__ import annotations
@@ -185,11 +174,7 @@ class Version(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def check_target(target: str | int) -> int | str:
-    """A restore target checked: steps back from the newest (an int >= 0) or a lowercase id prefix.
-
-    An id or prefix is 4 to 40 hex digits; anything else is
-    :class:`~aiden.errors.VersionNotFoundError`.
-    """
+    """A restore target checked: steps back (an int >= 0) or a lowercase id prefix of 4 to 40 hex digits; else VersionNotFoundError."""
     if isinstance(target, int) and not isinstance(target, bool):
         if target < 0:
             raise VersionNotFoundError("steps back must be >= 0")

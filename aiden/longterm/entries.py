@@ -1,17 +1,8 @@
-"""Long-term memory entries and ``index.yaml`` version 2 (seed 002): formats, pure.
+"""Long-term memory entries (``memories/<id>.md``) and ``index.yaml`` version 2: formats, pure.
 
-An entry is one Markdown file ``long_term/memories/<id>.md``::
-
-    <!-- aiden-memory {"id":"m-1","type":"fact","created_at":1700000000.0,"expires_at":null} -->
-    # <title>
-
-    <content>
-
-``index.yaml`` (version 2) lists id, type, title, created_at and expires_at of
-every entry, so search and profile generation reject expired entries without
-opening their files. It is parsed with the C safe loader: YAML tags that build
-objects are refused, and anything that does not convert strictly to
-:class:`LongTermIndex` is reported as :class:`~aiden.errors.CorruptionError`.
+The index holds every entry's metadata, so expired entries are rejected without opening their
+files. It is parsed with a safe loader and converted strictly: anything else is
+:class:`~aiden.errors.CorruptionError`.
 """
 
 from __future__ import annotations
@@ -174,11 +165,7 @@ def render_index_yaml(index: LongTermIndex) -> str:
 
 
 def parse_index_yaml(data: bytes) -> LongTermIndex:
-    """Parse ``index.yaml`` safely; :class:`CorruptionError` for anything but a valid version-2 index.
-
-    Tags such as ``!!python/object`` are rejected by the safe loader (nothing is
-    constructed or executed); sizes are bounded before parsing.
-    """
+    """Parse ``index.yaml`` with the safe loader, size bounded; :class:`CorruptionError` for anything but a valid version-2 index."""
     if len(data) > _MAX_INDEX_BYTES:
         raise CorruptionError(f"index.yaml larger than {_MAX_INDEX_BYTES} bytes")
     try:
@@ -212,9 +199,9 @@ def _terms(text: str) -> set[str]:
 
 
 def rank_entries(entries: Iterable[MemoryEntry], query: str, *, k: int) -> list[MemoryEntry]:
-    """The ``k`` best of ``entries`` for ``query``: most matching words first (a title word counts
-    twice), then newest; entries matching no word are left out. A query without content words
-    returns the newest ``k``. Every long-term backend searches with this (same answers everywhere).
+    """The ``k`` best of ``entries`` for ``query``, the same on every backend: most matching words first (a
+    title word counts twice), then newest; non-matching entries are left out, and a query without content
+    words returns the newest ``k``.
     """
     terms = _terms(query)
     if not terms:

@@ -1,12 +1,8 @@
 """Long-term memory as an extension of an open memory (entry point ``aiden.extensions: long_term``).
 
-Its actor, :class:`LongTermActor`, owns the long-term backend (:mod:`aiden.longterm.backend`) and
-the room's timed tasks. Everything outside the room reaches it by messages (:mod:`aiden.longterm.messages`)
-through a :class:`~aiden.longterm.messages.LongTermPort`: ``Memory`` for the tools, checkpoint and
-Dream (:class:`LongTermMethods`, a base class of :class:`~aiden.memory.Memory`), the maintenance
-scheduler for the compaction hooks, the runtime for the session summary at close. Several workers
-serve one inbox, so a long Dream run never holds up the running-summary merge a compaction waits
-for. The prompt layer is published as a frozen :class:`~aiden.longterm.messages.LongTermLayer`.
+:class:`LongTermActor` owns the backend and the room's timed tasks; everything else reaches it
+by messages through a :class:`~aiden.longterm.messages.LongTermPort`. Several workers serve one
+inbox, so a long Dream run never holds up the running-summary merge a compaction waits for.
 """
 
 from __future__ import annotations
@@ -84,8 +80,7 @@ _PROFILE_DEBOUNCE_S = 2.0
 class LongTermActor:
     """Serves long-term requests and owns the room's state; run :meth:`run` once per worker.
 
-    ``backend_factory`` (given the profile's dirty stream) picks the storage; the
-    default is :class:`~aiden.longterm.service.FileLongTermBackend` under ``layout``.
+    ``backend_factory`` picks the storage (default: the files under ``layout``).
     """
 
     def __init__(
@@ -117,13 +112,11 @@ class LongTermActor:
 
     async def prepare(self) -> None:
         """Bring the profile up to date and publish the prompt layer (at open, before serving)."""
-        # A memory saved just before the last process exited may have missed the
-        # debounced rebuild; the profile is rewritten here only if it changed.
+        # A memory saved just before the last process exited may have missed the debounced rebuild.
         store = self.backend.entries
         try:
             now = time.time()
-            # Not for a store that never held a memory: an empty profile would only add a heading
-            # to every prompt.
+            # Not for a store that never held a memory: an empty profile only adds a heading to prompts.
             if await anyio.to_thread.run_sync(self.backend.has_profile) or await store.entries(now=now):
                 await store.rebuild_profile(now=now)
         except AidenError as exc:
@@ -131,10 +124,7 @@ class LongTermActor:
         await self._refresh()
 
     def background_tasks(self, idle_target: IdleTarget) -> list[Callable[..., Coroutine[Any, Any, None]]]:
-        """The room's timed tasks (profile debouncer, AutoCompact, Dream schedule) for the runtime to start.
-
-        Each takes ``task_status`` (for ``tg.start``); the task group stays the runtime's.
-        """
+        """The room's timed tasks (profile debouncer, AutoCompact, Dream schedule), each for ``tg.start``."""
         tasks: list[Callable[..., Coroutine[Any, Any, None]]] = [
             partial(run_profile_debouncer, self.backend.entries, self._dirty_recv, _PROFILE_DEBOUNCE_S)
         ]
@@ -194,11 +184,10 @@ class LongTermActor:
         self.layer.publish(LongTermLayer(text))
 
     async def _record_chunk(self, entry: ChunkEntry, session_key: str) -> None:
-        """Append the chunk summary to the history log, Dream's source material (seed 003).
+        """Append the chunk summary to the history log, Dream's source material.
 
-        A record that failed is kept and retried, in order, before the next one:
-        Dream would otherwise never see that chunk. The chunk id makes a retry
-        of a record that was written (its cursor update failed) land once.
+        A failed record is retried, in order, before the next one, or Dream would never see that chunk;
+        its chunk id makes a retry land once.
         """
         self._unrecorded.append((entry, session_key))
         while self._unrecorded:
@@ -211,10 +200,7 @@ class LongTermActor:
     async def _end_session(
         self, events: Sequence[SessionEvent], reason: str, timeout_s: float | None
     ) -> None:
-        """Write the dated session summary; shielded so a cancelled caller cannot tear it.
-
-        ``timeout_s`` bounds the summarizer call (then the extractive fallback).
-        """
+        """Write the dated session summary; shielded so a cancelled caller cannot tear it."""
         with anyio.CancelScope(shield=True):
             if not events and not await anyio.to_thread.run_sync(self.backend.has_running_summary):
                 return
@@ -255,7 +241,7 @@ class LongTermActor:
             stream.close()
 
 
-_WORKERS = 3  # see the module docstring
+_WORKERS = 3  # so a long Dream run never holds up the merge a compaction waits for
 
 
 class LongTermExtension(Extension):
@@ -344,7 +330,7 @@ class LongTermMethods(CoreMemory):
         return self._long_term.layer if self._long_term is not None else ""
 
     async def checkpoint(self) -> str | None:
-        """Force a durable session summary now (seed 004's manual checkpoint); its path (None: nothing to write)."""
+        """Force a durable session summary now; its path (None: nothing to write)."""
         return await self._lt().checkpoint(await self._reader.hot_window())
 
     async def dream(self) -> DreamOutcome:
@@ -362,14 +348,10 @@ class LongTermMethods(CoreMemory):
     async def dream_restore(self, version: str | int) -> Version:
         """Bring back a version of SOUL.md / USER.md / MEMORY.md as a new version; returns the new one.
 
-        ``version`` is a commit id or unique prefix (4+ hex digits, as
-        :meth:`dream_log` lists them) or steps back from the newest (``1`` = the
-        one before), as ``aiden restore`` takes it. Runs under Dream's lock (the
-        file root's ``.dream.lock``, PostgreSQL's advisory lock): while another
-        process runs Dream it raises :class:`~aiden.errors.DreamError`. An
-        unknown version raises :class:`~aiden.errors.VersionNotFoundError`, with
-        the same message on every backend. Hand edits of the files are first
-        recorded as a version on the file backend, so a restore can be undone.
+        ``version`` is a commit id or unique prefix (4+ hex digits) or steps back from the newest
+        (``1`` = the one before). Raises :class:`~aiden.errors.DreamError` while another process runs
+        Dream and :class:`~aiden.errors.VersionNotFoundError` for an unknown version. On the file
+        backend, hand edits are first recorded as a version, so a restore can be undone.
         """
         port = self._lt()
         # A bad target (a float, a bool, not hex) fails here with the backends' message,

@@ -1,14 +1,6 @@
 """Where the durable summaries live, and reading / writing them (small, blocking I/O).
 
-::
-
-    <root>/memory/
-      session/running_summary.md          the active session's running summary
-      long_term/sessions/<YYYYMMDDTHHMMSSZ>-<session_id>.md
-      long_term/digest.md                 the rolling project digest
-
-Every write is :meth:`Storage.write_atomic` (temp, fsync, rename, fsync dir).
-Reads are bounded and skip anything that is not a regular file with a valid name.
+Writes are atomic; reads are bounded and skip anything that is not a regular file with a valid name.
 """
 
 from __future__ import annotations

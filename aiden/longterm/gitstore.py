@@ -1,29 +1,12 @@
-"""Version history of the long-term files in a git repository at ``long_term/.git`` (dulwich), and its repair.
+"""Version history of the long-term files in ``long_term/.git`` (dulwich), and its repair.
 
-Commits are built directly from file contents (blob, tree, commit objects), so
-dulwich never touches the working files: those are written by
-:meth:`Storage.write_atomic` like every other aiden file. dulwich writes only
-inside ``.git`` (objects via temp file + rename, refs via lock files). HEAD is
-moved with compare-and-swap, so a concurrent commit cannot be lost silently.
-Blocking I/O: call from a worker thread. :func:`read_long_term_files` reads the
-files as Dream versions them.
+Commits are built from file contents, so dulwich writes only inside ``.git``; HEAD moves by
+compare-and-swap. Blocking: call from a worker thread.
 
-Checking and repairing this history for ``aiden doctor``: :func:`check_history`
-only reads: HEAD and its ref, every stored object (and each pack's checksum),
-and the chain of versions from HEAD back to the first. A ref that is missing,
-emptied or names nothing stored is the quiet kind of damage: Dream would start
-a new root commit on top of it, and every earlier version would drop out of
-``dream_log`` without an error. A history already cut off that way (a second,
-unrelated chain of versions) is reported too.
-
-:func:`repair_history` writes (the caller holds ``.dream.lock``): when the
-objects are intact it points HEAD and ``refs/heads/main`` at the newest
-readable version (a cut-off history is joined back: the versions made after
-the cut are recorded again on top of the older chain); otherwise it moves
-``.git`` aside to ``.git.damaged-<ns>`` and starts a new history from the
-current long-term files, which are the source of truth. The earlier versions
-are then lost to ``dream_log`` and ``restore`` (the old directory stays for a
-person to inspect), and the report says so.
+:func:`check_history` only reads; it also reports a ref that names nothing stored and a history
+cut off into a second chain, since Dream would otherwise silently start a new root.
+:func:`repair_history` (caller holds ``.dream.lock``) re-points HEAD at the newest readable
+version, or moves ``.git`` aside and starts anew from the current files, which are the source of truth.
 """
 
 from __future__ import annotations
@@ -106,16 +89,10 @@ class GitStore:
         return repo
 
     def _with_repo(self, fn: Callable[[Repo], _T], *, create: bool, missing: Callable[[], _T]) -> _T:
-        """``fn(repo)`` under the lock; third-party errors become :class:`GitCorruptionError`.
+        """``fn(repo)`` under the lock; every non-aiden Exception becomes :class:`GitCorruptionError`.
 
-        This is the boundary that keeps dulwich's exceptions out of Dream's
-        schedule (which tolerates only AidenError) and the runtime's task group.
-        A damaged repository makes dulwich (and the OS under it) raise many
-        unrelated types (KeyError, zlib/struct errors, OSError, SymrefLoop,
-        RefFormatError...): a list of them always missed one, so every Exception
-        that is not aiden's own is taken; cancellation (a BaseException) is not.
-        Only a message survives a foreign error: its traceback pins dulwich's
-        mmapped packs, which could then not be closed (BufferError) and would leak.
+        A damaged repository makes dulwich raise too many unrelated types to list, and Dream's schedule
+        tolerates only AidenError. Only the message survives: the traceback pins dulwich's mmapped packs.
         """
         with self._lock:
             failure = ""
@@ -168,9 +145,8 @@ class GitStore:
 
     def _remove_dead_ref_locks(self) -> None:
         """Remove ref lock files left by a committer that died mid-update (see :meth:`commit`)."""
-        # dulwich's ref lock files (``<ref>.lock``, created O_EXCL, renamed over the ref): a committer
-        # SIGKILLed between the two leaves one, and every later commit then fails with FileLocked.
-        # Objects never use lock files (temp file + rename).
+        # A committer killed between creating ``<ref>.lock`` and renaming it over the ref leaves one,
+        # and every later commit then fails with FileLocked.
         found = [*self.git_dir.glob("*.lock"), *(self.git_dir / "refs").rglob("*.lock")]
         for path in sorted(found):
             if path.is_file() and not path.is_symlink():
@@ -180,9 +156,7 @@ class GitStore:
     def commit(self, contents: Mapping[str, bytes | None], message: str, *, now: int) -> str | None:
         """Record ``contents`` (None = file absent) as a new version; None if identical to HEAD.
 
-        The caller holds ``.dream.lock`` (Dream and restore do, and nothing else
-        commits), so no other committer is alive: a ref lock file found here was
-        left by a killed one and is removed before HEAD moves.
+        The caller holds ``.dream.lock``, so a ref lock file found here was left by a killed committer and is removed.
         """
 
         def record(repo: Repo) -> str | None:

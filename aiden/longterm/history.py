@@ -1,20 +1,12 @@
-"""``history.jsonl`` and the Consolidator (seed 003): source material for Dream.
+"""``history.jsonl`` and the Consolidator: source material for Dream.
 
-Each line is ``{"cursor", "timestamp", "content", "session_key"}``. Appends
-are serialized across processes by ``flock`` on ``.history.lock`` (cursor
-allocation, re-read from disk, and the write happen together);
-leaked ``<think>`` content is stripped; each record's content is bounded; the
-record is fsynced and then ``.cursor`` is replaced atomically. A crash between
-the two leaves ``.cursor`` behind the file; allocation uses the larger of
-``.cursor`` and the last record, so no cursor is ever handed out twice. A torn
-last line (a crash mid-append) is skipped on read and fenced off by a newline
-before the next append.
+Appends are serialized across processes by ``flock`` on ``.history.lock``; the record is fsynced
+before ``.cursor`` is replaced, and allocation takes the larger of ``.cursor`` and the last record,
+so a crash between the two never hands out a cursor twice. A torn last line is skipped on read and
+fenced off by a newline before the next append.
 
-:func:`consolidate` archives events: summarized through the Summarizer (under
-``config.summarizer_timeout_s``), or — when it fails — as a bounded raw
-breadcrumb. Either way the record is written and the boundary may advance;
-after a failure ``stop_pass`` tells the caller to stop this pass instead of
-hammering a degraded provider (:func:`consolidate_pass` does that).
+:func:`consolidate` writes a summary, or a bounded raw breadcrumb when the summarizer fails
+(then ``stop_pass``: do not hammer a degraded provider).
 """
 
 from __future__ import annotations
@@ -117,9 +109,7 @@ def _tail(path: Path, size: int) -> tuple[bytes, bool]:
 class HistoryStore:
     """``long_term/history.jsonl`` with its ``.cursor`` and Dream's ``.dream_cursor`` (blocking I/O).
 
-    Any number of instances, in any number of processes, allocate unique, increasing
-    cursors (see the module docstring). Nothing about the file is cached between
-    appends: another holder may have appended in between.
+    Nothing about the file is cached between appends: another holder may have appended in between.
     """
 
     def __init__(self, layout: Layout, storage: Storage, *, max_record_chars: int = DEFAULT_MAX_RECORD_CHARS) -> None:
@@ -160,11 +150,9 @@ class HistoryStore:
         return out
 
     def append(self, content: str, *, session_key: str, now: float, chunk_id: str = "") -> HistoryRecord:
-        """Append one record (thinking stripped, content bounded); returns it with its cursor.
+        """Append one record; returns it with its cursor. Blocking (an inter-process lock).
 
-        A record for a ``chunk_id`` already in the file's tail is not written
-        again: that record is returned (a retry after a failed cursor update).
-        Blocks on an inter-process lock: call from a worker thread in async code.
+        A ``chunk_id`` already in the file's tail is not written again: that record is returned.
         """
         text = record_text(content, self._max)
         with self._lock:
@@ -259,9 +247,7 @@ async def consolidate(
 ) -> ConsolidationOutcome:
     """Archive ``events`` into ``history.jsonl``: a summary, or a raw breadcrumb if summarizing fails.
 
-    The summarizer call is bounded by ``config.summarizer_timeout_s``. A
-    breadcrumb is bounded by ``config.breadcrumb_max_chars``. Cancellation
-    propagates (nothing is written then).
+    The summarizer call is bounded by ``config.summarizer_timeout_s``; on cancellation nothing is written.
     """
     request = SummaryRequest(purpose="history", events=tuple(events), max_tokens=config.chunk_summary_tokens())
     try:

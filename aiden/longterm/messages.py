@@ -1,8 +1,6 @@
-"""Messages of the long-term memory actor (one request union, one reply union) and its caller side.
+"""Messages of the long-term memory actor (one request union, one reply union) and its caller side, :class:`LongTermPort`.
 
-The requests are the long-term room's whole surface inside a runtime; :class:`LongTermPort` sends
-them, one method per request. The prompt layer is published as a :class:`LongTermLayer` snapshot,
-so building a prompt never waits on the actor.
+The prompt layer is published as a :class:`LongTermLayer` snapshot, so building a prompt never waits on the actor.
 """
 
 from __future__ import annotations
@@ -63,14 +61,14 @@ class ForgetMemory(msgspec.Struct, frozen=True, tag=True):
 
 
 class MergeRunning(msgspec.Struct, frozen=True, tag=True):
-    """Merge the about-to-be-compacted events into the running summary (seed 004, step 2)."""
+    """Merge the about-to-be-compacted events into the running summary."""
 
     request_id: int
     events: list[SessionEvent]
 
 
 class RecordChunk(msgspec.Struct, frozen=True, tag=True):
-    """Record a committed chunk's summary in history.jsonl, Dream's source (seed 003)."""
+    """Record a committed chunk's summary in history.jsonl, Dream's source."""
 
     request_id: int
     entry: ChunkEntry
@@ -87,7 +85,7 @@ class EndSession(msgspec.Struct, frozen=True, tag=True, kw_only=True):
 
 
 class Checkpoint(msgspec.Struct, frozen=True, tag=True):
-    """Force a durable session summary now (seed 004's manual checkpoint)."""
+    """Force a durable session summary now."""
 
     request_id: int
     events: list[SessionEvent]

@@ -1,13 +1,7 @@
-"""The PROJECT MEMORY block (seed 004, step 3): latest summaries merged under a token budget.
+"""The PROJECT MEMORY block: the digest and latest summaries merged under a token budget.
 
-:func:`render_project_memory` is pure: the digest and the latest summaries are
-merged (oldest first, so the most recent wins on conflicts), then the GOAL
-leads the block (the ``Goal:`` lines a session summary files — the root input
-or an explicit re-statement of it — newest first, at most ``_MAX_GOALS``), and
-items are taken in priority order — USER PREFERENCES, FAILED APPROACHES,
-WORKING RECIPES, PROJECT FACTS, then OUTCOMES — newest first within a section,
-while the block stays within ``budget_tokens``. :func:`load_project_memory` reads
-the files and renders the block for a new session.
+The newest wins on conflicts; the GOAL leads, then sections in :data:`PRIORITY` order,
+newest first within a section, while the block fits ``budget_tokens``.
 """
 
 from __future__ import annotations
@@ -73,7 +67,7 @@ def render_project_memory(
     if merged is None or merged.is_empty:
         return ""
     # Why the work is done leads the block: a person resuming reads the goal first, and the
-    # budget must never spend itself on details before the goal is in (#19).
+    # budget must never spend itself on details before the goal is in.
     order = {
         section: [item for item in merged.section(section) if not _GOAL.match(item)] for section in PRIORITY
     }
@@ -107,11 +101,7 @@ def render_project_memory(
 def load_project_memory(
     layout: Layout, config: Config, *, estimate: Callable[[str], int] = estimate_tokens
 ) -> str:
-    """Read the latest ``config.project_memory_sessions`` summaries and the digest; render the block.
-
-    Blocking file I/O: call it from a worker thread in async code. Returns ``""``
-    when no durable summary exists yet.
-    """
+    """The block from the latest ``config.project_memory_sessions`` summaries and the digest (blocking; ``""`` if none)."""
     files = list_session_files(layout)[-config.project_memory_sessions :]
     summaries = [s for s in (read_summary(p, kind="session") for p in files) if s is not None]
     digest = read_summary(digest_path(layout), kind="digest")

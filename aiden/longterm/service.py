@@ -1,8 +1,5 @@
-"""Which long-term backend a memory uses: :class:`FileLongTermBackend` (the files under
-``memory/long_term/``, the default) or, with a PostgreSQL session store, its long-term backend
-(:mod:`aiden.longterm.postgres.backend`), picked by :func:`select_long_term`.
-
-The long-term actor (:class:`~aiden.longterm.extension.LongTermActor`) owns the backend.
+"""The file long-term backend (the default) and :func:`select_long_term`, which picks PostgreSQL's
+for a memory on a PostgreSQL session store.
 """
 
 from __future__ import annotations
@@ -45,11 +42,8 @@ class FileLongTermBackend:
         self._storage = storage
         self._summarizer = summarizer
         self.entries = LongTermMemoryStore(layout, storage, dirty=dirty)
-        """``long_term/index.yaml``, ``memories/`` and ``profile.md``."""
         self.history = HistoryStore(layout, storage)
-        """``long_term/history.jsonl`` with ``.cursor`` and ``.dream_cursor``."""
         self.summaries = SessionSummaryWriter(layout, storage, summarizer, config)
-        """``session/running_summary.md``, ``long_term/sessions/`` and ``digest.md``."""
         self._dream: DreamFlow[Any] | None = None
 
     def dream(self) -> DreamFlow[Any]:
@@ -82,10 +76,8 @@ class FileLongTermBackend:
 def select_long_term(store: SessionStore, config: Config, summarizer: Summarizer) -> BackendFactory | None:
     """The long-term ``backend_factory`` for a memory on ``store``; None: the files under its root.
 
-    With a PostgreSQL store, long-term memory lives in the same database (shared by
-    every memory of the store's ``long_term_namespace``, by default its session id):
-    workers on shared session storage expect shared long-term memory (a saved memory,
-    the history Dream folds, the session summaries of the PROJECT MEMORY block).
+    With a PostgreSQL store, long-term memory lives in the same database, shared by every memory of
+    the store's ``long_term_namespace``: workers on shared session storage expect shared long-term memory.
     """
     # A PostgresSessionStore instance means its module is loaded: looking there first keeps
     # psycopg out of every filesystem open.

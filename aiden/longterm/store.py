@@ -1,20 +1,9 @@
-"""The long-term memory store (seed 002 "Long-Term Memory And Profile").
+"""The long-term memory store: ``index.yaml``, ``memories/<id>.md`` and ``profile.md`` under ``memory/long_term/``.
 
-::
-
-    memory/long_term/
-      index.yaml            version 2: id, type, title, created_at, expires_at
-      memories/<id>.md      one entry per file
-      profile.md            synthesized from the store (debounced rebuild)
-
-Expired entries are rejected from the index alone: their files are never
-opened. Writes: entry file first, then the index (both atomic); forget
-removes from the index first, then deletes the file, so a crash never shows a
-forgotten entry. A corrupt ``index.yaml`` is rebuilt in memory from the entry
-files, reported in :attr:`StoreStats.problems`, and persisted by the next
-write. The index is read-modify-written, so save and forget hold
-``long_term/.entries.lock`` (``flock``, never deleted) and re-read the index
-under it: two runtimes, in one process or two, never drop each other's rows.
+Save writes the entry file, then the index; forget removes the index row first, then the file, so a
+crash never shows a forgotten entry. Save and forget hold ``.entries.lock`` and re-read the index
+under it, so concurrent runtimes never drop each other's rows. A corrupt index is rebuilt from the
+entry files and reported in :attr:`StoreStats.problems`.
 
 What every entry backend shares lives here too: :class:`ThreadedEntryStore`,
 :func:`render_profile` and :func:`run_profile_debouncer`.
@@ -128,10 +117,8 @@ class ParseCache:
 class ThreadedEntryStore(ABC):
     """:class:`~aiden.longterm.backend.EntryStore` over a backend's blocking ``_*_sync`` methods.
 
-    One copy of what every backend does alike: ids are validated before any
-    I/O, the blocking work runs in a worker thread, and a change signals the
-    profile debouncer on ``dirty`` (a bounded stream: the signal is dropped when
-    one is already pending, which already means "dirty").
+    Ids are validated before any I/O, the work runs in a worker thread, and a change signals the
+    profile debouncer on ``dirty``.
     """
 
     def __init__(self, *, dirty: MemoryObjectSendStream[None] | None = None) -> None:
@@ -254,12 +241,8 @@ async def run_profile_debouncer(
 ) -> None:
     """Rebuild the profile once per burst of dirty signals; returns when ``signals`` is closed.
 
-    After the first signal it waits until ``delay_s`` passed without another
-    one (at most ``max_delay_s`` after the first), then rebuilds once; all
-    waiting is on anyio's clock.
-    Start it in the runtime task group: ``await tg.start(run_profile_debouncer, store, receive, 2.0)``.
-    ``wall_clock`` gives the ``now`` used for expiry. A failed rebuild is logged
-    and the next signal retries; cancellation propagates.
+    A rebuild waits until ``delay_s`` passed without a signal (at most ``max_delay_s`` after the
+    first), on anyio's clock. A failed rebuild is logged and the next signal retries.
     """
     if delay_s < 0:
         raise ValueError("delay_s must be >= 0")
@@ -323,11 +306,7 @@ def _row(e: MemoryEntry) -> IndexEntry:
 
 
 class LongTermMemoryStore(ThreadedEntryStore):
-    """Entries, index and profile of ``memory/long_term/``; share one instance per runtime.
-
-    ``dirty`` is the send side of a bounded stream the profile debouncer reads
-    (see :func:`run_profile_debouncer`).
-    """
+    """Entries, index and profile of ``memory/long_term/``; share one instance per runtime."""
 
     def __init__(
         self,
@@ -398,9 +377,8 @@ class LongTermMemoryStore(ThreadedEntryStore):
         data = read_bytes(self.index_path) if stamp is not None else b""
         try:
             if not data and self._has_entry_files():
-                # Every write of index.yaml leaves at least its header: a missing or empty
-                # one beside entry files was lost (deleted, emptied), and an empty index
-                # would hide every saved memory for good.
+                # Every write leaves at least a header, so a missing or empty index beside entry
+                # files was lost; trusting it would hide every saved memory for good.
                 raise CorruptionError("index.yaml is missing or empty although memories/ holds entries")
             index = parse_index_yaml(data) if data else LongTermIndex()
             rebuilt = False
@@ -489,9 +467,8 @@ class LongTermMemoryStore(ThreadedEntryStore):
                 self._cache.discard(entry.id)
                 self._write_index(new)
             except BaseException:
-                # index.yaml is the commit point: a save the caller is told failed must leave
-                # nothing behind, neither a row (the replace may have landed before a failed
-                # directory fsync) nor an entry file a rebuild of a lost or damaged index would adopt.
+                # index.yaml is the commit point: a failed save leaves neither a row (the replace may
+                # have landed before a failed fsync) nor an entry file a later index rebuild would adopt.
                 self._undo_save(index, new, path, previous)
                 raise
 

@@ -1,32 +1,11 @@
-"""The durable session summary (seed 004, step 1): its schema, its Markdown form, and how two merge.
+"""The durable session summary: its schema, its Markdown form, and how two merge (pure).
 
-A :class:`SessionSummary` holds what deserves to survive a session, in five
-sections: OUTCOME (accomplished, shipped or abandoned), WORKING RECIPES
-(commands and approaches that worked, exactly as used), FAILED APPROACHES
-(with the failure reason), USER PREFERENCES (style, tools, constraints) and
-PROJECT FACTS (architecture notes, key files, gotchas). Excluded: greetings,
-acknowledgements, reasoning meander and leaked ``<think>`` content
-(:func:`clean_item` / :func:`is_excluded`).
-
-:func:`render_summary_md` and :func:`parse_summary_md` round-trip exactly for
-summaries whose items are clean (one line, as :func:`clean_item` leaves them).
-
-Merging (:func:`merge_summaries`, :func:`merge_many`): dedupe by normalized
-text, most recent wins on conflicts. Two items are the *same* when their
-normalized text (case-folded, whitespace collapsed, edge punctuation and
-backticks stripped) is equal. Two different items *conflict* when they have the
-same :func:`conflict_key` in the same section; the newer one wins and the older
-one is dropped. Conflict keys are a deliberately small heuristic:
-
-* a tool choice: a choice word ("use", "prefer", "always", "never",
-  "switch to", "instead of"...) directly followed by a tool of a known category
-  — "always use yarn, never npm" and a later "use npm" share the key
-  ``choice:package manager``;
-* a subject/value statement: ``<subject>: <value>``, ``<subject> = <value>``
-  or ``<subject> is|are <value>`` with a subject of at most four words — "the
-  staging port is 5433" and a later "staging port: 6543" share ``subject:staging port``.
-
-Outcomes never conflict (they accumulate, bounded). Everything here is pure.
+Five sections: outcome, working recipes, failed approaches, user preferences, project facts;
+greetings, meander and ``<think>`` content are excluded (:func:`clean_item`).
+Merging dedupes by normalized text; two items *conflict* when they share a :func:`conflict_key`
+in a section, and the newer wins. The key is a deliberately small heuristic: a choice word
+followed by a known tool ("use npm" -> ``choice:package manager``), or a ``<subject>: <value>``
+statement (``subject:staging port``). Outcomes never conflict.
 """
 
 from __future__ import annotations
@@ -215,7 +194,7 @@ def parse_stamp(text: str) -> int:
 
 
 def render_summary_md(summary: SessionSummary) -> str:
-    """The Markdown file of ``summary``: a title, header lines, then the five sections."""
+    """The Markdown file of ``summary``; :func:`parse_summary_md` reads it back exactly when its items are clean (:func:`clean_item`)."""
     lines = [_TITLES[summary.kind]]
     if summary.session_id:
         lines.append(f"session: {summary.session_id}")
@@ -304,12 +283,7 @@ def _has_headings(text: str) -> bool:
 def summary_from_result(
     result: SummaryResult, *, kind: SummaryKind = "session", session_id: str = "", created_at: int = 0
 ) -> SessionSummary:
-    """A :class:`SessionSummary` from a summarizer's answer to a ``session_summary`` request.
-
-    The rendered text is parsed when it carries the five headings (both the
-    extractive and the LLM summarizer produce it so, one bullet per item);
-    otherwise the structured fields are used. Exclusions apply either way.
-    """
+    """A :class:`SessionSummary` from a summarizer's answer: its text when it carries the five headings, else its structured fields."""
     if _has_headings(result.text):
         parsed = parse_summary_md(result.text, kind=kind)
         return _drop_echoed_outcomes(

@@ -32,9 +32,7 @@ __all__ = [
 
 _MAX_ARGUMENT_CHARS: Final = 32768
 _MAX_ERROR_CHARS: Final = 400
-_MAX_EXPIRY: Final = 253402300799.0
-"""9999-12-31T23:59:59Z: the last second ``datetime`` can show. Beyond it describing the saved
-entry raised OverflowError/ValueError after the entry had already been written."""
+_MAX_EXPIRY: Final = 253402300799.0  # 9999-12-31T23:59:59Z: the last second a saved entry can be shown with
 
 SAVE_MEMORY_TOOL: Final[dict[str, Any]] = {
     "type": "function",
@@ -237,10 +235,7 @@ class _Port(Protocol):
 class LongTermTools:
     """``save_memory`` and ``forget_memory`` as an :class:`aiden.tools.ToolSet` of an open memory.
 
-    Arguments are decoded and checked here, before anything is sent: a bad call
-    answers its error without reaching the long-term actor. ``port`` gives the
-    long-term actor's port at the call (it raises when long-term memory is not
-    available).
+    Arguments are checked here, so a bad call answers its error without reaching the long-term actor.
     """
 
     schemas: Final = (SAVE_MEMORY_TOOL, FORGET_MEMORY_TOOL)

@@ -1,22 +1,11 @@
-"""Writing durable summaries at the moments that matter (seed 004, step 2).
+"""Writing durable summaries: the running summary before each compaction, the dated session
+summary at session end or checkpoint, and the store cap.
 
-Before every compaction the about-to-be-compacted events are merged into the
-running summary, so compaction never destroys knowledge not exported yet; at
-session end (or a checkpoint) the running summary and the remaining hot window
-become the dated session summary ``long_term/sessions/<YYYYMMDDTHHMMSSZ>-<id>.md``
-(a session keeps one file: its id lives in the running summary). The flow is
-:class:`SummaryFlow`'s, shared with the PostgreSQL store; a backend supplies only
-the reads and writes (:class:`SummaryRows`) under its lock. Extraction falls back
-to the deterministic extractive summarizer, so knowledge is never dropped because
-a provider is down. Every write is atomic.
+:class:`SummaryFlow` is shared with PostgreSQL; a backend supplies the reads and writes under
+its lock. Extraction falls back to the extractive summarizer, so a provider outage never drops knowledge.
 
-Store cap (seed 004, step 4): the newest N session summaries plus one rolling
-digest; the oldest are merged into ``long_term/digest.md`` and then deleted
-(:func:`enforce_cap`). The digest, carrying the watermark ``through`` (the stem
-of the newest summary merged), is written *before* any original is deleted: a
-crash in between leaves originals the digest already holds, which the next run
-sees at or below ``through`` and only deletes, so a re-run never merges an old
-summary over newer digest content.
+The cap merges the oldest summaries into ``digest.md`` before deleting them; the digest's
+watermark ``through`` lets a re-run after a crash delete leftovers without merging them again.
 """
 
 from __future__ import annotations
@@ -81,13 +70,11 @@ def _new_session_id() -> str:
     return secrets.token_hex(4)
 
 
-def merged_running(
-    current: SessionSummary | None, found: SessionSummary, *, top: int, stamp: int, max_items: int
-) -> SessionSummary:
+def merged_running(current: SessionSummary | None, found: SessionSummary, *, top: int, stamp: int) -> SessionSummary:
     """The running summary after merging ``found`` (events up to seq ``top``) into ``current``."""
     through = current.through_seq if current is not None else 0
     base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
-    merged = merge_summaries(base, found, max_items=max_items)
+    merged = merge_summaries(base, found)
     return msgspec.structs.replace(
         merged,
         kind="running",
@@ -99,22 +86,13 @@ def merged_running(
 
 
 def session_ending(
-    current: SessionSummary | None,
-    found: SessionSummary,
-    *,
-    seqs: Sequence[int],
-    stamp: int,
-    max_items: int,
+    current: SessionSummary | None, found: SessionSummary, *, seqs: Sequence[int], stamp: int
 ) -> tuple[SessionSummary, SessionSummary | None]:
-    """(running, final) at a session end or checkpoint.
-
-    ``final`` is the dated session summary (kind ``session``, the running
-    summary's id); ``running`` is the running summary to write back with it.
-    ``final`` is None when nothing durable is left: write nothing then
-    (``running`` is the empty merge, for the caller's report).
+    """(running, final) at a session end or checkpoint: ``final`` is the dated session summary, ``running``
+    the running summary to write back with it. ``final`` is None when nothing durable is left.
     """
     base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
-    merged = merge_summaries(base, found, max_items=max_items)
+    merged = merge_summaries(base, found)
     if merged.is_empty:
         return merged, None
     running = msgspec.structs.replace(
@@ -133,7 +111,7 @@ def session_ending(
 class FileSummaryRows:
     """:class:`SummaryRows` on files: every write is atomic."""
 
-    def __init__(self, layout: Layout, storage: Storage, *, keep: int, max_items: int) -> None:
+    def __init__(self, layout: Layout, storage: Storage, *, keep: int, max_items: int = DEFAULT_MAX_ITEMS) -> None:
         self.layout = layout
         self.storage = storage
         self._keep = keep
@@ -191,11 +169,9 @@ class CapResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def plan_cap(stems: Sequence[str], *, keep: int, through: str) -> CapPlan:
-    """Pure: which of ``stems`` (any order) to merge or just delete so that ``keep`` remain.
+    """Pure: which of ``stems`` to merge or just delete so that the newest ``keep`` remain.
 
-    Stems sort chronologically (they start with the UTC stamp). Those beyond
-    the newest ``keep`` are merged, except those at or below the digest's
-    watermark ``through``, which it already holds (a crash left them behind).
+    Those at or below the digest's watermark ``through`` are only deleted: the digest holds them already.
     """
     if keep < 0:
         raise ValueError("keep must be >= 0")
@@ -213,7 +189,7 @@ def cap_digest(
     *,
     keep: int,
     now: int,
-    max_items: int,
+    max_items: int = DEFAULT_MAX_ITEMS,
 ) -> tuple[CapResult, SessionSummary | None]:
     """Pure but for ``read`` (a stem's summary, None if gone): what the cap of ``stems`` does
     (:func:`plan_cap`), and ``digest`` (None: none yet) with the merged summaries folded in (later
@@ -259,10 +235,8 @@ def enforce_cap(
 
 
 SESSION_END_INPUT_CHARS = 80_000
-"""What a session-end summary extracts from the hot window: its newest events up to about 20,000
-tokens (the hot window's own cap after a compaction). Older hot events are not lost to it: each
-is merged into the running summary, which the session summary carries, when its compaction comes.
-Bounded so a close costs the same at any window and on any backlog, and always extracts something."""
+"""What a session-end summary extracts from the hot window (its newest events), so a close costs the
+same on any backlog; older hot events reach it through the running summary when they are compacted."""
 
 
 def newest_within(events: Sequence[SessionEvent], max_chars: int) -> Sequence[SessionEvent]:
@@ -300,9 +274,8 @@ async def extract_summary(
 ) -> tuple[SessionSummary, bool]:
     """(running-kind summary of ``events``, degraded), as every summary backend extracts.
 
-    The summarizer call is bounded by ``summarizer_timeout_s`` (default
-    ``config.summarizer_timeout_s``); when it fails and ``use_fallback`` is
-    set, the extractive summarizer takes over under the same deadline.
+    The call is bounded by ``summarizer_timeout_s`` (default: the configured one); when it fails and
+    ``use_fallback`` is set, the extractive summarizer takes over under the same deadline.
     """
     if not events:
         return SessionSummary(), False
@@ -362,24 +335,14 @@ class SummaryRows(Protocol):
 class SummaryFlow(ABC):
     """The three writers every summary backend shares; a backend supplies the storage under a lock.
 
-    Extraction (a summarizer call) runs outside the backend's cross-process
-    lock; each read-merge-write then re-reads inside it (:meth:`_locked`). One
-    copy, so the backends cannot drift in what they skip, merge or wait for.
-    ``use_fallback=False`` lets a failing ``summarizer``'s errors propagate.
+    Extraction runs outside the backend's cross-process lock; each read-merge-write then re-reads
+    inside it. ``use_fallback=False`` lets a failing ``summarizer``'s errors propagate.
     """
 
-    def __init__(
-        self,
-        summarizer: Summarizer,
-        config: Config,
-        *,
-        use_fallback: bool = True,
-        max_items: int = DEFAULT_MAX_ITEMS,
-    ) -> None:
+    def __init__(self, summarizer: Summarizer, config: Config, *, use_fallback: bool = True) -> None:
         self._summarizer = summarizer
         self._config = config
         self._use_fallback = use_fallback
-        self._max_items = max_items
         # Orders this runtime's writers; the backend's lock orders them against other processes.
         self._lock = anyio.Lock()
 
@@ -390,22 +353,17 @@ class SummaryFlow(ABC):
 
     @abstractmethod
     def _locked(self, what: str, *, beside: bool = False) -> AbstractContextManager[SummaryRows]:
-        """The backend's cross-process lock (waiting at most ``config.lock_timeout_s``) around one update.
+        """The backend's cross-process lock (at most ``config.lock_timeout_s``) around the update ``what``.
 
-        ``what`` names the update for errors.
-        ``beside``: this runtime's ordering lock is not held (a close gave up
-        waiting behind a merge); the lock must then exclude that merge as it
-        excludes another process's.
+        ``beside``: this runtime's ordering lock is not held (a close gave up waiting behind a merge),
+        so the lock must exclude that merge as it excludes another process's.
         """
 
     # --- the async API ----------------------------------------------------------------
     async def extract(
         self, events: Sequence[SessionEvent], *, summarizer_timeout_s: float | None = None
     ) -> tuple[SessionSummary, bool]:
-        """(summary of ``events``, degraded). Raises only if the summarizer fails and fallback is off.
-
-        ``summarizer_timeout_s`` (default: the configured deadline) bounds the summarizer call.
-        """
+        """(summary of ``events``, degraded); raises only if the summarizer fails and fallback is off."""
         return await extract_summary(
             self._summarizer,
             self._config,
@@ -415,11 +373,9 @@ class SummaryFlow(ABC):
         )
 
     async def merge_running_summary(self, events: Sequence[SessionEvent], *, now: float) -> SessionSummary:
-        """Before a compaction: merge the findings of ``events`` into the running summary.
+        """Before a compaction: merge the findings of ``events`` into the running summary; returns it as written.
 
-        Events at or below its ``through_seq`` were merged already (a retried
-        compaction, possibly by another process) and are skipped, so this is
-        idempotent. Returns the running summary as written.
+        Events at or below its ``through_seq`` were merged already and are skipped, so a retry is idempotent.
         """
         async with self._lock:
             current = await anyio.to_thread.run_sync(self.running)
@@ -431,9 +387,7 @@ class SummaryFlow(ABC):
     def _merge_running(self, found: SessionSummary, top: int, stamp: int) -> SessionSummary:
         with self._locked("merging the running summary") as rows:
             # Re-read: another process may have merged meanwhile.
-            merged = merged_running(
-                rows.read_running(), found, top=top, stamp=stamp, max_items=self._max_items
-            )
+            merged = merged_running(rows.read_running(), found, top=top, stamp=stamp)
             rows.write_running(merged)
             return merged
 
@@ -447,9 +401,7 @@ class SummaryFlow(ABC):
     ) -> SummaryWrite:
         """At session end: running summary + extraction of ``events`` (the hot window) -> the dated summary.
 
-        ``reason`` is informative ("completion", "cancellation", "rotation",
-        "checkpoint"). Nothing is written when the session left nothing durable.
-        The store cap is enforced after a write.
+        Nothing is written when the session left nothing durable; the store cap is enforced after a write.
         """
         read = newest_within(events, SESSION_END_INPUT_CHARS)
         # The running summary counts the hot window as merged only when all of it was read: events
@@ -469,12 +421,8 @@ class SummaryFlow(ABC):
     async def _ordered(self, wait_s: float | None) -> AsyncIterator[bool]:
         """After this runtime's merges in flight; with ``wait_s`` (closing), not longer than that behind one.
 
-        Yields whether the write goes beside a merge. A merge holds the ordering
-        lock across its summarizer call, so a hung summarizer would hold a close
-        for its whole deadline. Past ``wait_s`` the session summary is written
-        beside the merge (the backend's lock still excludes the merge's update);
-        the events being merged are still in the hot window that the session
-        summary extracts, and the merge is cancelled with the memory.
+        Yields whether the write goes beside a merge: a hung summarizer must not hold a close for its
+        whole deadline. The merge's events are still in the hot window the session summary extracts.
         """
         acquired = False
         with anyio.move_on_after(wait_s):  # None: no deadline
@@ -502,9 +450,7 @@ class SummaryFlow(ABC):
         degraded: bool,
     ) -> SummaryWrite:
         with self._locked("writing the session summary", beside=beside) as rows:
-            running, final = session_ending(
-                rows.read_running(), found, seqs=seqs, stamp=stamp, max_items=self._max_items
-            )
+            running, final = session_ending(rows.read_running(), found, seqs=seqs, stamp=stamp)
             if final is None:
                 return SummaryWrite(path=None, summary=running, reason=reason, degraded=degraded)
             path = rows.write_session(running, final)
@@ -515,8 +461,7 @@ class SummaryFlow(ABC):
 class SessionSummaryWriter(SummaryFlow):
     """The summaries under ``long_term/`` (and ``session/running_summary.md``) of one memory root.
 
-    One instance per runtime. ``long_term/.summaries.lock`` (a flock) makes each
-    read-merge-write atomic against other processes on the root.
+    ``long_term/.summaries.lock`` (a flock) makes each read-merge-write atomic against other processes.
     """
 
     def __init__(
@@ -527,10 +472,9 @@ class SessionSummaryWriter(SummaryFlow):
         config: Config,
         *,
         use_fallback: bool = True,
-        max_items: int = DEFAULT_MAX_ITEMS,
     ) -> None:
-        super().__init__(summarizer, config, use_fallback=use_fallback, max_items=max_items)
-        self._rows = FileSummaryRows(layout, storage, keep=config.session_summaries_keep, max_items=max_items)
+        super().__init__(summarizer, config, use_fallback=use_fallback)
+        self._rows = FileSummaryRows(layout, storage, keep=config.session_summaries_keep)
 
     @property
     def running_path(self) -> Path:
@@ -543,8 +487,8 @@ class SessionSummaryWriter(SummaryFlow):
 
     @contextmanager
     def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
-        # A descriptor per use, closed after: a call beside a merge is excluded by it as another
-        # process's would be, and a writer that is never closed explicitly holds no descriptor.
+        # A descriptor per use: a call beside a merge is excluded as another process's would be,
+        # and a writer never closed explicitly holds no descriptor.
         rows = self._rows
         flock = SessionLock(rows.storage, rows.layout.summaries_lock)
         try:

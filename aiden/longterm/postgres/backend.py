@@ -1,12 +1,6 @@
-"""The PostgreSQL long-term backend: one memory's long-term state in the session store's database.
+"""The PostgreSQL long-term backend: one namespace's long-term state in the session store's database.
 
-:class:`PostgresLongTermBackend` is the :class:`~aiden.longterm.backend.LongTermBackend` of rows
-(tables: :mod:`aiden.longterm.postgres.schema`) on the session store's own pool:
-saved memories and the profile (:class:`PgEntryStore`), the history log
-(:mod:`~aiden.longterm.postgres.history`), the session summaries and digest
-(:class:`PgSummaryStore`) and Dream (:mod:`~aiden.longterm.postgres.dream`).
-Every memory opened with the same long-term namespace (the store's
-``long_term_namespace``, by default its session id) shares it, on any worker or machine.
+Every memory opened with the same ``long_term_namespace`` shares it, on any worker or machine.
 """
 
 from __future__ import annotations
@@ -91,11 +85,9 @@ def _entry(row: Row) -> MemoryEntry:
 
 
 class PgEntryStore(ThreadedEntryStore):
-    """The saved memories of one namespace; ``dirty`` is the profile debouncer's signal stream.
+    """The saved memories of one namespace, a row each (a save is an upsert, a forget a delete).
 
-    Each entry is its row (no index document to read-modify-write), so a save
-    (an upsert) or forget (a delete) is atomic and concurrent saves never drop
-    each other. The profile is rendered as ``profile.md`` is and stored as a document.
+    The profile is rendered as ``profile.md`` is and stored as a document.
     """
 
     def __init__(self, db: LongTermDb, *, dirty: MemoryObjectSendStream[None] | None = None) -> None:
@@ -165,13 +157,8 @@ def _write_doc(conn: Conn, namespace: str, name: str, body: str) -> None:
 class PgSummaryStore(SummaryFlow):
     """The running summary, session summaries and digest of one namespace (one instance per runtime).
 
-    The running summary is a row of ``aiden_lt_running`` keyed by the session's
-    generation (an archived generation keeps its row, as the file store's archive keeps
-    ``running_summary.md``); the dated summaries are rows of
-    ``aiden_lt_session_summaries`` by stem; the digest is the ``digest.md`` document.
-    Each read-merge-write is one transaction under the namespace's ``summaries``
-    advisory lock. A write's ``path`` is a locator,
-    ``postgres:<namespace>/sessions/<stem>.md``: no file is written.
+    Each read-merge-write is one transaction under the namespace's ``summaries`` advisory lock.
+    A write's ``path`` is a locator, ``postgres:<namespace>/sessions/<stem>.md``: no file is written.
     """
 
     def __init__(self, db: LongTermDb, summarizer: Summarizer, config: Config) -> None:
@@ -181,7 +168,7 @@ class PgSummaryStore(SummaryFlow):
     def running(self) -> SessionSummary | None:
         """The active session's running summary (blocking)."""
         with self._db.connection("reading the running summary") as conn:
-            return _PgRows(conn, self._db, self._config, self._max_items).read_running()
+            return _PgRows(conn, self._db, self._config).read_running()
 
     @contextmanager
     def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
@@ -189,25 +176,21 @@ class PgSummaryStore(SummaryFlow):
         # runtime's merge included, so a write ``beside`` one needs nothing more.
         with self._db.connection(what) as conn, conn.transaction():
             self._db.serialize(conn, "summaries", self._config.lock_timeout_s)
-            yield _PgRows(conn, self._db, self._config, self._max_items)
+            yield _PgRows(conn, self._db, self._config)
 
 
 class _PgRows:
     """:class:`SummaryRows` inside one transaction."""
 
-    def __init__(self, conn: Conn, db: LongTermDb, config: Config, max_items: int) -> None:
+    def __init__(self, conn: Conn, db: LongTermDb, config: Config) -> None:
         self._conn = conn
         self._db = db
         self._config = config
-        self._max_items = max_items
         self._generation: str | None = None
 
     def _pinned(self) -> str:
-        # The generation is read once per transaction: each statement of a read-committed
-        # transaction sees the latest commit, so a rotation by another worker between the read
-        # and the write would otherwise hand this session's running summary (and with it its
-        # dated summary's id) to the next session. Written after such a rotation, it stays with
-        # the archived generation, as the file store's rotation takes running_summary.md along.
+        # Read once per transaction: under read committed, another worker's rotation between the read
+        # and the write would otherwise hand this session's running summary to the next session.
         if self._generation is None:
             row = self._conn.execute(
                 "SELECT generation FROM aiden_sessions WHERE session_id = %s", (self._db.session_id,)
@@ -264,7 +247,6 @@ class _PgRows:
             lambda stem: parse_summary_md(bodies[stem], kind="session"),
             keep=self._config.session_summaries_keep,
             now=now,
-            max_items=self._max_items,
         )
         if digest is not None:
             _write_doc(self._conn, ns, DIGEST_DOC, render_summary_md(digest))
@@ -277,11 +259,9 @@ class _PgRows:
 
 
 class PostgresLongTermBackend:
-    """The long-term memory of ``store.long_term_namespace``, on ``store``'s pool (a LongTermBackend).
+    """The long-term memory of ``store.long_term_namespace``, on ``store``'s pool.
 
-    ``summarizer`` extracts session summaries and words Dream's edits (as on
-    the file backend); ``dirty`` is the profile debouncer's signal stream. Nothing is
-    opened here: the tables are created on first use.
+    Nothing is opened here: the tables are created on first use.
     """
 
     def __init__(
@@ -295,11 +275,8 @@ class PostgresLongTermBackend:
         self._config = config
         self._summarizer = summarizer
         self.entries = PgEntryStore(self._db, dirty=dirty)
-        """``aiden_lt_entries`` (and the profile document)."""
         self.history = PgHistoryLog(self._db)
-        """``aiden_lt_history`` with the cursors of ``aiden_lt_state``."""
         self.summaries = PgSummaryStore(self._db, summarizer, config)
-        """The running summary, the dated session summaries and the digest."""
         self._dream: DreamFlow[Any] | None = None
 
     @property

@@ -1,27 +1,9 @@
-"""Dream over PostgreSQL (a :class:`~aiden.longterm.dream.DreamFlow`): versions as rows.
+"""Dream over PostgreSQL: the newest row of ``aiden_lt_versions`` is the current state of the three files.
 
-The file backend keeps SOUL.md, USER.md and MEMORY.md as files versioned in
-git; here the newest row of ``aiden_lt_versions`` *is* the current state of
-the three files (there are no files to edit by hand, so there is nothing to
-snapshot first). A run plans its edits exactly as the file backend's
-(:class:`~aiden.longterm.dream.DreamFlow`), then records the new version
-and advances Dream's cursor in **one transaction**: the cursor never moves
-without the version, nor the version without the cursor.
-
-One run (or restore) at a time per namespace, across every worker: a
-session-level advisory lock taken with ``pg_try_advisory_lock`` (a run that
-finds it held returns ``ran=False``; a restore is refused), held on the
-pool's lock connection (:mod:`aiden.storage.postgres.locks`) while the run's
-statements take pooled connections of their own. A worker that dies mid-run
-loses its connection and with it the lock; what it had not committed never
-happened. The commit also checks that the cursor and the newest
-version are still those the run started from (a
-:class:`~aiden.errors.DreamError` otherwise), so a lock lost with its
-connection can never fold the same records twice.
-
-Version ids are 40 hex digits (sha256 of parent, files, message and time,
-truncated): ``dream_log`` and ``restore`` (an id, a unique prefix of 4+
-digits, or steps back) behave as on the file backend.
+A run records the new version and advances the cursor in one transaction, which also checks that
+both are still those the run started from, so a lost lock can never fold the same records twice.
+One run or restore per namespace holds a session-level advisory lock (``pg_try_advisory_lock``).
+Version ids are 40 hex digits, so ``dream_log`` and ``restore`` behave as on the file backend.
 """
 
 from __future__ import annotations

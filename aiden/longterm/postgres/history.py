@@ -1,12 +1,7 @@
-"""Dream's history log in PostgreSQL (a :class:`~aiden.longterm.backend.HistoryLog`; blocking).
+"""Dream's history log in PostgreSQL (blocking).
 
-An append is one transaction: it locks the namespace's state row, looks the
-``chunk_id`` up (a chunk already recorded returns its record), raises
-``last_cursor`` by one and inserts the record. Appenders in any number of
-workers therefore get unique cursors, increasing in commit order and
-gap-free (an append that fails rolls its cursor back with it); a unique index
-keeps a chunk to one record even if this order were bypassed. Records hold
-what ``history.jsonl`` lines hold (thinking stripped, content bounded).
+An append is one transaction under the namespace's state row lock, so cursors are unique,
+increasing in commit order and gap-free; a unique index keeps a chunk to one record.
 """
 
 from __future__ import annotations

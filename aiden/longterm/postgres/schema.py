@@ -1,30 +1,7 @@
-"""The long-term store's tables (schema component ``long_term``) and the connection helper its parts share.
+"""The long-term tables (schema component ``long_term``) and the connection helper they share.
 
-The tables sit beside the session store's in the same database and are
-created on the first use of a long-term backend, under their own entry in
-``aiden_schema_version`` (a database without them is simply at "not yet
-created"; one at a newer version is refused). Every row carries its
-*namespace*: the memories opened with the same namespace (by default the
-session id) share one long-term memory, whichever worker or machine they run
-on. The running summary is the exception: it belongs to the active session
-*generation* (a rotation starts a new one, as the file store archives
-``session/``), so it is keyed by generation; an archived generation keeps
-its row, as the file store's archive keeps its ``running_summary.md``.
-
-- ``aiden_lt_state``: one row per namespace, the history's last cursor and
-  Dream's cursor. History appends lock it: cursors are handed out in commit
-  order, gap-free.
-- ``aiden_lt_entries``: saved memories; ``saved`` orders them by their last
-  save (a replaced entry moves last, as in the file store's index).
-- ``aiden_lt_history``: Dream's source records; a chunk id is recorded once.
-- ``aiden_lt_docs``: ``profile.md`` and ``digest.md``, rendered as the files are.
-- ``aiden_lt_session_summaries``: the dated session summaries (one per
-  ``<stamp>-<id>`` stem, as ``long_term/sessions/<stem>.md``).
-- ``aiden_lt_running``: the running summary of each session generation
-  (archived ones included: ``aiden_archives`` names them by closed id).
-- ``aiden_lt_versions``: Dream's versions of SOUL.md, USER.md and MEMORY.md
-  (the file backend's git commits), newest = highest ``pos``.
-
+Created on first use. Every row carries its *namespace*, except the running summary, keyed by
+session *generation* (an archived generation keeps its row, as the file store's archive does).
 Every statement is a constant: values only ever travel as parameters.
 """
 
@@ -107,9 +84,7 @@ _DDL: Final[tuple[str, ...]] = (
 class LongTermDb:
     """One namespace's long-term rows, on the session store's pool; the tables are made on first use.
 
-    ``ready`` makes sure the session store's schema and session row exist
-    (:meth:`~aiden.storage.postgres.PostgresSessionStore.ensure_ready`): the
-    running summary hangs off the session's current generation.
+    ``ready`` ensures the session store's schema and session row: the running summary hangs off its generation.
     """
 
     def __init__(self, pool: Pool, namespace: str, session_id: str, ready: Callable[[], None]) -> None:
@@ -149,11 +124,7 @@ class LongTermDb:
         return f"aiden.long_term.{what}:{self.namespace}"
 
     def serialize(self, conn: Conn, what: str, timeout_s: float) -> None:
-        """Inside a transaction: wait up to ``timeout_s`` for the transaction lock of ``what``.
-
-        Held until the transaction ends (commit, rollback, or the connection
-        dying); a wait that times out is a :class:`~aiden.errors.LockError`.
-        """
+        """Inside a transaction: wait up to ``timeout_s`` (then LockError) for the lock of ``what``, held to the transaction's end."""
         bounded_wait(conn, timeout_s)
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self.lock_key(what),))
 
