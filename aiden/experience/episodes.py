@@ -1,24 +1,10 @@
 """Episodes: one run's trace of tool use, corrections and outcome; how it is recorded and read (pure).
 
-An :class:`EpisodeRecorder` is started at run begin; it numbers every event
-(``seq`` from 1, gap-free within the episode), scrubs screenshot payloads
-out of contents as every persistence boundary does, redacts credentials
-(:func:`~aiden.policy.scrub.redact_secrets`: a lesson outlives its
-session and is copied into later runs), remembers the record ids
-``recall_experience`` returned during the run, and :meth:`~EpisodeRecorder.finish`
-freezes it into an :class:`Episode` for the store. Success and failure are
-both recorded: neither gates learning.
-
-:class:`EpisodeTracker` belongs to one ``Memory``: ``begin_run`` opens an
-episode (goal = the run's root input), every event appended while it is open
-is noted, and ``commit_run`` finishes it for the experience actor to commit.
-aiden's own memory tools are not part of the trace: a lesson is about the
-environment, not about recalling.
-
-The experience learner (:mod:`aiden.experience.learner`) rests its lessons on
-the reading of a finished trace here: :func:`attempts`, :func:`result_failed`
-and :func:`assess`, the worker's own judgement of goal completion (the
-caller's recorded outcome is evidence beside it, never a substitute for it).
+The recorder numbers events gap-free from 1 and scrubs screenshots and credentials (a lesson
+outlives its session and is copied into later runs). aiden's own memory tools are left out of the
+trace: a lesson is about the environment, not about recalling. :func:`assess` is the worker's own
+judgement of goal completion; the caller's recorded outcome is evidence beside it, never a
+substitute.
 """
 
 from __future__ import annotations
@@ -324,8 +310,7 @@ def assess(episode: Episode) -> Outcome:
     if not tried:
         return "unknown"
     last = tried[-1]
-    corrected = any(e.type == "user_correction" and e.seq > last.result.seq for e in episode.events)
-    if corrected:
+    if any(e.type == "user_correction" and e.seq > last.result.seq for e in episode.events):
         return "unknown"
     if not last.ok:
         return "failure"

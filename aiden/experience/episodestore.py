@@ -1,29 +1,15 @@
-"""Committed episodes on disk (seed 002's storage map)::
+"""Committed episodes on disk, the worker's ``processed`` markers, and the episodes' seam::
 
-    memory/episodes/
-      .episodes.lock              flock, never deleted: commits of two runtimes never drop rows
-      index.yaml                  id, year, goal, environment, outcome, committed_at — the commit point
-      <yyyy>/<episode_id>/
-        episode.json              the finished episode
-        processed                 written by the worker after the episode's records are committed
+    memory/episodes/index.yaml                       the commit point
+    memory/episodes/<yyyy>/<episode_id>/episode.json
+    memory/episodes/<yyyy>/<episode_id>/processed    written once the episode's records are committed
 
-Commit order: ``episode.json`` (atomic), then ``index.yaml`` (atomic): the
-index row is the commit point. A commit retried with an episode id already in
-the index changes nothing, so a caller that lost the acknowledgement may
-simply commit again. A commit that fails before the row landed removes its
-file; a crash in between leaves an unindexed file that the next commit of the
-same id overwrites. A corrupt index is rebuilt from the episode files that
-parse. The worker leaves ``processed`` only after the records an episode
-taught are committed, so a crash before it repeats the (idempotent) learning
-and a crash after it never processes the episode again.
-
-The experience service runs on two storage seams: :class:`EpisodeBackend`
-and :class:`~aiden.experience.recordstore.RecordBackend` (the records and
-profiles the episodes taught), so experience memory follows the session store:
-files under the memory's root by default, rows in PostgreSQL for a memory
-opened on a PostgreSQL store (:mod:`aiden.experience.postgres`).
-:mod:`aiden.testing.conformance_experience` is the suite every backend passes.
-Every method blocks: the experience actor calls them from a worker thread.
+``episode.json`` is written before its index row; a commit retried with a committed id changes
+nothing, so a caller that lost the acknowledgement may commit again. A commit that fails before
+its row landed removes its file; a corrupt index is rebuilt from the episode files that parse.
+The service runs on :class:`EpisodeBackend` and
+:class:`~aiden.experience.recordstore.RecordBackend`: these files by default, PostgreSQL rows for
+a memory on a PostgreSQL store. Every method blocks (called from a worker thread).
 """
 
 from __future__ import annotations

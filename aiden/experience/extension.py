@@ -1,20 +1,10 @@
 """Experience memory as an extension of an open memory (entry point ``aiden.extensions: experience``).
 
-Its actor, :class:`ExperienceActor`, owns :class:`~aiden.experience.service.ExperienceService`:
-everything outside the experience room reaches it by messages (:mod:`aiden.experience.messages`)
-through an :class:`~aiden.experience.messages.ExperiencePort`. One worker serves the inbox, so two
-learning passes never interleave; the stores' file locks keep two runtimes on one root apart.
-Learning runs in the common idle window (the AutoCompact rule,
-:func:`~aiden.experience.learner.should_learn`): never while a run is active, only after the
-session has been quiet for ``idle_compact_after_minutes``.
-
-Its methods on :class:`~aiden.memory.Memory` are here too: :class:`ExperienceMethods`, a base
-class of ``Memory`` over :class:`~aiden.memory_core.CoreMemory` (seed 002's Memory Plane), owns
-the run's open episode and forwards everything else to the port. So is ``recall_experience``, the
-agent tool whose JSON schema and handler are here (seed 002 "Memory Recall"): no router, no forced
-first call, no query rewriting; at most five records and about 4,800 characters of JSON, the ids
-it returned noted on the running episode. Bad arguments become ``{"error": "..."}``: the handler
-never raises for the model's input; cancellation and programming errors propagate.
+:class:`ExperienceActor` owns the service; one worker serves its inbox, so two learning passes never
+interleave. Learning runs in the common idle window (:func:`~aiden.experience.learner.should_learn`).
+:class:`ExperienceMethods` (a base class of ``Memory``) owns the run's open episode. The
+``recall_experience`` tool returns at most five records and about 4,800 characters of JSON; bad
+arguments become ``{"error": "..."}``: the handler never raises for the model's input.
 """
 
 from __future__ import annotations
@@ -146,11 +136,9 @@ class IdleLearning:
     async def check(self) -> bool:
         """Run one learning pass if the session is idle; True if it processed an episode.
 
-        Reads (the hot window's last activity, the episode index) happen only when they can change
-        the answer: a session seen active (or appended to by this memory) less than the idle time ago
-        is not idle yet, and after a
-        pass that left nothing pending the next read waits for this memory's next append, or for
-        :data:`RECHECK_TICKS` checks (an episode committed without an append, another worker's).
+        Reads happen only when they can change the answer: after a pass that left nothing pending,
+        the next waits for this memory's next append or :data:`RECHECK_TICKS` checks (an episode
+        another worker committed).
         """
         if self._minutes <= 0 or self._target.run_active:
             return False
@@ -347,7 +335,6 @@ class ExperienceMethods(CoreMemory):
         return await self._port().records(environment)
 
     def _tool_sets(self) -> list[ToolSet]:
-        # ``recall_experience`` when experience memory is on.
         mine = [_ExperienceTools(self._experience_tool)] if self._config.experience else []
         return [*super()._tool_sets(), *mine]
 

@@ -1,50 +1,20 @@
-"""The embedded experience learner (issue #21): lessons from one finished episode, only with direct evidence.
+"""The embedded experience learner: lessons from one finished episode, only with direct evidence.
 
-Pure and deterministic: plain data in (the episode, the records already kept
-for its environment), plain data out (the records to create or replace, the
-environment profile). Every timestamp comes from the episode itself, so
-processing an episode again — a worker retried after a crash — yields the
-very same records with the very same ids, and merging them changes nothing.
+Pure and deterministic: every timestamp comes from the episode, so processing an episode again (a
+worker retried after a crash) yields the same records with the same ids. The rules, each citing the
+episode and the seqs it rests on:
 
-The worker first assesses goal completion on its own, from the trace
-(:func:`~aiden.experience.episodes.assess`); then the rules, each citing
-the episode id and the seqs of the events it rests on:
+* a failed call, then a *different* working call of the same tool (no user correction after it):
+  a ``failure`` record and a ``procedure`` (``calibration`` when only numbers changed);
+* a run that completed its goal at the first try with one step: a ``procedure`` for that step
+  (with several steps, which one did the work is not in the trace);
+* each observed key: a ``fact``; a location looked up then used: a ``navigation`` record;
+* a newer fix for the same environment and goal makes the goal's other procedures ``legacy``;
+  a working step that now fails (or a failure whose step now works) becomes ``disputed``; a
+  working step that works again is confirmed (a disputed one active again).
 
-* a tool call that failed, then a *different* call of the same tool that
-  succeeded (and no user correction right after it) teaches a ``failure``
-  record (what failed, the error) and a ``procedure`` record (what worked);
-  a ``calibration`` record instead of the procedure when the working call
-  changed only numbers of the failed one (a coordinate, a timeout, a size);
-* a run that completed its goal at the first try with one step teaches a
-  ``procedure`` record for that step: every attempt worked, the worker
-  assessed success (no correction, the run answered after the step) and the
-  caller did not record a failure. The success that completed the run is the
-  direct evidence; a run of several different steps teaches nothing this way
-  (which of them did the work is not in the trace);
-* each observed key (``memory.observe``) is a ``fact`` record of the
-  environment, its evidence the observation itself (:func:`fact_records`);
-* a location a call's result revealed and a later call used successfully
-  is a ``navigation`` record: where that thing is in the environment
-  (:mod:`aiden.experience.navigation`, which also confirms, disputes
-  and supersedes them);
-* a newer working fix for the same environment and goal supersedes the other
-  procedures of that goal: they become ``legacy`` (a first-try success
-  supersedes nothing: two steps may both work);
-* an active procedure whose step fails in a later episode of its environment
-  (and does not succeed in it) becomes ``disputed``; an active failure whose
-  step now succeeds, likewise; a disputed procedure whose step works again is
-  active again;
-* a procedure whose step simply works again gains the episode as evidence.
-
-Automatic learning writes no preference, profile or rule entries (those come
-only from the memory tools): it makes ``procedure``, ``calibration``,
-``failure``, ``fact`` and ``navigation`` records.
-
-What to learn is decided here alone. A configured LLM may only *phrase* the
-lessons of a :class:`LessonGroup` (one working step and the failures it
-replaced): :func:`rephrased` puts its text in the records' bodies and keeps
-the exact steps and the verification hint beside it, so the ids, statuses and
-evidence stay the embedded learner's.
+Automatic learning writes no preference, profile or rule entries. A configured LLM may only
+*phrase* a :class:`LessonGroup` (:func:`rephrased`): ids, statuses and evidence stay the learner's.
 """
 
 from __future__ import annotations
@@ -93,8 +63,7 @@ __all__ = [
 class LessonGroup:
     """One working step and the failed steps it replaced, as an LLM learner may phrase them.
 
-    ``failed`` holds ``(step, quoted error)`` pairs; the record ids are the
-    learned records this group's phrasing goes into.
+    ``failed`` holds ``(step, quoted error)`` pairs; the ids are the records the phrasing goes into.
     """
 
     procedure_id: str
@@ -109,11 +78,8 @@ class LessonGroup:
 
 @dataclass(frozen=True, slots=True)
 class Lessons:
-    """What one episode teaches: records to create or replace, the environment profile, the assessment.
-
-    ``groups`` are the newly learned (procedure, failures) groups whose records
-    are among ``records``: what an LLM learner phrases, one call per group.
-    """
+    """What one episode teaches: records to create or replace, the environment profile, the assessment,
+    and the newly learned lesson groups (among ``records``) an LLM learner may phrase."""
 
     records: tuple[ExperienceRecord, ...]
     profile: EnvironmentProfile | None
@@ -160,11 +126,10 @@ def fact_records(
 ) -> list[ExperienceRecord]:
     """The fact records ``episode``'s observations give, merged with the ``known`` ones (by id).
 
-    One record per (environment, key), the last observation of the key in the episode winning:
-    the same value observed again adds the episode as evidence; a new value replaces the old one
-    in place, the status reason saying what it was, so a key that changes every run (a size)
-    does not pile up records. No model words a fact: the value is the fact. A record equal to
-    its known version is still returned; the caller keeps only what changed.
+    One record per (environment, key), the episode's last observation winning: the same value adds
+    the episode as evidence; a new value replaces the old in place (its status reason says what it
+    was), so a key that changes every run does not pile up records. A record equal to its known
+    version is still returned; the caller keeps only what changed.
     """
     latest: dict[str, tuple[str, int]] = {}
     for event in episode.events:
@@ -257,13 +222,10 @@ def _lesson(
 
 
 def _first_try_completion(episode: Episode, tried: list[Attempt]) -> tuple[Attempt, int] | None:
-    """The attempt that completed the run's goal at the first try and the seq of the run's answer
-    after it, if the trace shows one.
+    """The attempt that completed the run's goal at the first try and the seq of the answer after it.
 
-    Every attempt worked and all are one step (a retry of the same call
-    counts once), no user correction anywhere (it may have changed the task),
-    the worker's own assessment is success (the run answered after the step)
-    and the caller did not record a failure.
+    Every attempt worked and all are one step, no user correction anywhere (it may have changed the
+    task), the run answered after the step and the caller did not record a failure.
     """
     if not tried or any(not a.ok for a in tried) or len({a.step for a in tried}) != 1:
         return None

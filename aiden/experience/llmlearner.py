@@ -1,18 +1,9 @@
-"""The LLM learner path (issue #21): a model phrases the lessons the embedded learner decided on.
+"""The LLM learner: a model phrases the lessons the embedded learner decided on.
 
-:mod:`aiden.experience.learner` alone decides what an episode teaches (which
-records, their ids, statuses and evidence). When the memory runs with an LLM
-summarizer, :class:`LLMLearner` asks that model, with **one** chat completion
-per :class:`~aiden.experience.learner.LessonGroup` (a working step and the
-failures it replaced), to word the procedure and the failure as short notes;
-:func:`~aiden.experience.learner.rephrased` puts them in the records, beside
-the exact steps.
-
-The answer is read tolerantly (a JSON object bare, fenced or inside prose;
-YAML; ``procedure:`` / ``failure:`` lines). Any model error, timeout, open
-breaker or unusable answer leaves the embedded text in place: counted in
-:meth:`LLMLearner.stats` (``fallbacks``), logged once per learner at WARNING,
-never raised. Like the summarizer, this imports litellm only on the first call.
+One chat completion per :class:`~aiden.experience.learner.LessonGroup`; ids, statuses and evidence
+stay the embedded learner's. Any model error, timeout, open breaker or unusable answer keeps the
+embedded text: counted in :meth:`LLMLearner.stats`, logged once at WARNING, never raised. litellm
+is imported only on the first call.
 """
 
 from __future__ import annotations
@@ -100,15 +91,13 @@ def _pick(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> str:
 def parse_phrasing(content: str) -> Phrasing:
     """Read a model's answer; :class:`InvalidSummaryError` when it holds no procedure note.
 
-    Accepted: a JSON object (bare, in a code fence, or inside prose, repeated
-    keys merged), a YAML mapping, or ``procedure: ...`` / ``failure: ...``
-    lines. A missing failure note is allowed (those records keep their
-    embedded text); a missing, empty or refusal-shaped procedure note is not.
+    Accepted: a JSON object (bare, fenced or inside prose), a YAML mapping, or ``procedure: ...`` /
+    ``failure: ...`` lines. A missing failure note is allowed (those records keep their embedded
+    text); a missing, empty or refusal-shaped procedure note is not.
     """
     if len(content) > _MAX_REPLY_CHARS:
         raise InvalidSummaryError(f"learner answer of {len(content)} characters is runaway output")
-    keys = (*_PROCEDURE_KEYS, *_FAILURE_KEYS)
-    loaded = load_mapping(content, keys)
+    loaded = load_mapping(content, (*_PROCEDURE_KEYS, *_FAILURE_KEYS))
     procedure = failure = ""
     if loaded is not None:
         procedure, failure = _pick(loaded, _PROCEDURE_KEYS), _pick(loaded, _FAILURE_KEYS)
@@ -135,12 +124,10 @@ def _int_attr(obj: object, name: str) -> int:
 
 
 class LLMLearner:
-    """Phrases lesson groups with any litellm model; see the module docstring.
+    """Phrases lesson groups with any litellm model, one call per group and no retries.
 
-    No retries: one call per group, the embedded text is the fallback. After
-    ``breaker_failures`` consecutive failed calls no call goes out for
-    ``breaker_reset_s`` (a model that is down costs a few timeouts, not one
-    per group).
+    After ``breaker_failures`` consecutive failed calls no call goes out for ``breaker_reset_s``:
+    a model that is down costs a few timeouts, not one per group.
     """
 
     def __init__(

@@ -1,13 +1,7 @@
 """The experience actor's surface: its messages (one request union, one reply union) and its port.
 
-The experience room's whole surface inside a runtime: commit a finished
-episode, search the records (the ``recall_experience`` tool's backend), learn
-from the committed episodes not processed yet, and list the records for
-inspection. Episodes and records travel as the frozen Structs they are stored as.
-
-:class:`ExperiencePort` is the caller side, one method per request: held by
-``Memory`` (episode commits, the ``recall_experience`` tool, inspection, an
-explicit learning pass) and the runtime's idle-learning task.
+:class:`ExperiencePort` is the caller side, held by ``Memory`` and the idle-learning task. Episodes
+and records travel as the frozen Structs they are stored as.
 """
 
 from __future__ import annotations
@@ -83,9 +77,7 @@ class EpisodeCommitted(msgspec.Struct, frozen=True, tag=True):
 
 
 class LearnerStats(msgspec.Struct, frozen=True, kw_only=True):
-    """What the LLM learner did since the memory opened: lesson groups asked, provider
-    requests, phrasings used, fallbacks to the embedded text (``malformed`` of them for an
-    unusable answer), tokens, and the first and last error explained."""
+    """What the LLM learner did since the memory opened (``malformed``: the fallbacks for an unusable answer)."""
 
     groups: int = 0
     calls: int = 0

@@ -1,43 +1,14 @@
-"""Navigation records (issue #21): where things are in an environment, from a lookup and a use (pure).
+"""Navigation records: where things are in an environment, from a lookup and a use (pure).
 
-Seed 002's navigation memory is how a device agent reaches a place (a screen
-in an app). For a tool-using agent in a repo or a service the place is a
-location: the path of a file, a directory, a URL it had to look for. One
-rule, on direct evidence only:
-
-* the *lookup*: a call that worked and whose result names a location ``L``
-  that nothing before it in the run named (not the goal, not the arguments
-  of any earlier call, this one's included; a bare file name there says what
-  is looked for, not where), as a ``find``, a ``grep -l``, a directory
-  listing or a search API answers;
-* the *use*: a later call naming ``L`` in its arguments that worked, with no
-  user correction right after it (an agent that reads or edits the file it
-  found);
-
-together give the ``navigation`` record "in environment E, <name> is at L",
-citing the seqs of both. Two spellings are the same place when they are
-equal or one ends with the other after a ``/`` (``./conf/redis.yaml`` from
-``find``, ``/srv/acme/conf/redis.yaml`` from ``grep``, ``conf/redis.yaml`` in
-the edit); the record keeps the use's spelling, the one that worked. A location is
-a URL, a path with a ``/`` or a file name with an extension: a bare word
-(``src``, ``Makefile``) is too ambiguous to stand for a place.
-
-Later episodes of the environment, like procedures:
-
-* a call naming ``L`` that works confirms the record (the episode becomes
-  evidence; a disputed record is active again);
-* a call naming ``L`` that fails with a not-found error naming the place
-  (``No such file or directory``, ``404``), none naming it working, disputes it;
-* a place of the same name found at another location supersedes a record
-  shown gone (disputed, or not found in the same run): it becomes
-  ``legacy``, its reason naming where the thing is now. Without that
-  evidence both stay active: a repo may hold two files of one name.
-
-Bounded: the first :data:`SCAN_CHARS` characters of a result are read, and
-an episode yields at most :data:`MAX_PLACES` records (its first uses). A
-directory found on the way to a deeper place found in the same run is left
-to the deeper one. No model words a navigation record: the location is the
-lesson.
+A *lookup* is a call that worked and whose result names a location ``L`` nothing earlier in the run
+named (not the goal, no earlier call's arguments; a bare file name there says what is looked for,
+not where); a *use* is a later working call naming ``L``, with no user correction after it.
+Together they give "in environment E, <name> is at L". Two spellings are one place when one ends
+with the other after a ``/``; the record keeps the use's spelling. A bare word (``src``,
+``Makefile``) is too ambiguous to be a location. Later episodes confirm, dispute (a not-found error
+naming the place) or supersede (the same name found elsewhere, once the old place is shown gone)
+a record; without that evidence both stay active, since a repo may hold two files of one name.
+No model words a navigation record: the location is the lesson.
 """
 
 from __future__ import annotations
@@ -175,10 +146,9 @@ class Place:
 
 def found_places(episode: Episode, tried: Sequence[Attempt]) -> list[Place]:
     """The places ``episode`` looked up and then used, first used first (at most :data:`MAX_PLACES`)."""
-    named = [_arguments(a.call.content) for a in tried]
     by_name: dict[str, list[tuple[Attempt, str]]] = {}
-    for attempt, locs in zip(tried, named, strict=True):
-        for loc in locs:
+    for attempt in tried:
+        for loc in _arguments(attempt.call.content):
             by_name.setdefault(place_name(loc), []).append((attempt, loc))
     goal = locations(episode.goal)
     shown: set[str] = set()

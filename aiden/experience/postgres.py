@@ -1,26 +1,11 @@
 """Experience memory over PostgreSQL (schema component ``experience``): episodes, records, profiles as rows.
 
-A memory opened on a PostgreSQL store keeps its experience here, keyed by the
-store's long-term namespace, so every worker sharing it learns from the same
-episodes and recalls the same records (the file backend keeps them under one
-memory root). The same contract as the files
-(:class:`~aiden.experience.episodestore.EpisodeBackend` and
-:class:`~aiden.experience.recordstore.RecordBackend`, checked by
-:mod:`aiden.testing.conformance_experience`):
-
-- ``aiden_exp_episodes``: one row per committed episode; ``pos`` is the commit
-  order; ``processed`` is NULL until learning committed what the episode
-  taught. A commit of a known id changes nothing (``ON CONFLICT DO NOTHING``).
-- ``aiden_exp_records``: one row per record, its index row and the record;
-  :meth:`PgRecordStore.apply` upserts a batch in one transaction (the commit
-  point), and a replaced record keeps its ``pos``.
-- ``aiden_exp_profiles``: one row per environment; a save merges under a
-  transaction lock of the namespace.
-
-With an embedder the records' vectors stay a per-worker cache under the
-memory's root (derived, as the recall index is).
-
-Every statement is a constant: values only ever travel as parameters.
+Keyed by the store's long-term namespace, so every worker sharing it learns from the same episodes
+and recalls the same records; the same contract as the files (checked by
+:mod:`aiden.testing.conformance_experience`). An episode's ``processed`` is NULL until what it
+taught is committed; :meth:`PgRecordStore.apply` upserts a batch in one transaction (the commit
+point). The records' vectors stay a per-worker cache under the memory's root. Every statement is a
+constant: values only ever travel as parameters.
 """
 
 from __future__ import annotations
@@ -29,7 +14,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -82,6 +67,7 @@ _record_row_decoder: Final = msgspec.json.Decoder(RecordRow)
 _profile_decoder: Final = msgspec.json.Decoder(EnvironmentProfile)
 
 log = logging.getLogger("aiden.experience")
+T = TypeVar("T")
 
 
 class _Db:
@@ -107,7 +93,7 @@ class _Db:
             yield conn
 
     @staticmethod
-    def decode(decoder: msgspec.json.Decoder[Any], data: object, what: str) -> Any:
+    def decode(decoder: msgspec.json.Decoder[T], data: object, what: str) -> T | None:
         """``data`` decoded, or None with the problem logged: a damaged row never stops the others."""
         try:
             return decoder.decode(bytes(data))  # type: ignore[call-overload]
@@ -183,7 +169,7 @@ class PgRecordStore(RecordBackend):
 
     def __init__(self, db: _Db, vectors: RecordVectors | None = None) -> None:
         self._db = db
-        self.vectors = vectors  # a per-worker cache under the memory's root
+        self.vectors = vectors
 
     def apply(self, records: Sequence[ExperienceRecord]) -> None:
         """Create or replace ``records`` by id in one transaction; a replaced record keeps its place."""
@@ -220,8 +206,7 @@ class PgRecordStore(RecordBackend):
         if found is None:
             log.error("experience store: record %s is missing", row.id)
             return None
-        record: ExperienceRecord | None = self._db.decode(_record_decoder, found[0], f"record {row.id}")
-        return record
+        return self._db.decode(_record_decoder, found[0], f"record {row.id}")
 
     def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
         """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
@@ -232,7 +217,7 @@ class PgRecordStore(RecordBackend):
             ).fetchall()
         out: list[ExperienceRecord] = []
         for id_, doc in found:
-            record: ExperienceRecord | None = self._db.decode(_record_decoder, doc, f"record {id_}")
+            record = self._db.decode(_record_decoder, doc, f"record {id_}")
             if record is None or (environment is not None and record.environment != environment):
                 continue
             if now is None or not record.expired(now):
@@ -266,10 +251,7 @@ class PgRecordStore(RecordBackend):
         ).fetchone()
         if found is None:
             return None
-        profile: EnvironmentProfile | None = self._db.decode(
-            _profile_decoder, found[0], f"the profile of {environment!r}"
-        )
-        return profile
+        return self._db.decode(_profile_decoder, found[0], f"the profile of {environment!r}")
 
 
 def experience_backends(

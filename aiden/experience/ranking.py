@@ -1,26 +1,12 @@
 """How ``recall_experience`` orders the index rows it may return, and the records' vectors it fuses in.
 
-BM25 over the rows' terms (pure, no I/O); with an embedder, fused with the
-rows' vector similarity to the query by reciprocal rank — the chunk recall's
-fusion (:func:`~aiden.recall.search.reciprocal_rank_fusion`) with its
-parameters: k 60, equal weights, at most :data:`~aiden.recall.search.META_ROWS`
-nearest rows. Then each task's working step is put before its failures.
-
-The vectors (:class:`RecordVectors`; blocking, worker threads) are keyed by
-record id and :func:`text_key` (the embedder's name and :func:`row_text`, which
-a row alone determines), so an updated record or another model is embedded
-again and no record file is opened to embed it. They are derived data, kept
-across opens in ``experience/vectors.msgpack`` so that a reopened memory does
-not embed every record again at its first recall (seconds with a local model
-on a CPU). A file that does not decode, of another version, with vectors of
-another length or not finite is ignored (one warning) and rewritten. Two
-processes on one root may each rewrite it: the last writer wins, a reader
-never sees a torn file (atomic replace), and an entry that does not match a
-row's key is recomputed.
-
-Any fault in the vectors or the embedder is a :class:`~aiden.errors.RecallError`,
-on which recall stays lexical. The embedder is synchronous (its protocol):
-called from the thread the store's caller runs in, as the recall index calls it.
+BM25 over the rows' terms, fused with vector similarity by reciprocal rank when there is an
+embedder (the chunk recall's fusion and parameters); then each task's working step before its
+failures. The vectors are keyed by record id and :func:`text_key`, so a changed record or model is
+embedded again without opening a record file; kept in ``experience/vectors.msgpack`` so a reopened
+memory does not embed every record again. A bad file is ignored (one warning) and rewritten; the
+last of two writers wins whole (atomic replace). Any fault in the vectors or the embedder is a
+:class:`~aiden.errors.RecallError`, on which recall stays lexical.
 """
 
 from __future__ import annotations
@@ -63,12 +49,9 @@ def nearest(vectors: Sequence[Sequence[float]], query: Sequence[float], limit: i
 def rank(
     rows: Sequence[RecordRow], terms: Sequence[str], near: Sequence[int] | None = None
 ) -> list[RecordRow]:
-    """``rows`` to return for ``terms``, best first.
-
-    Without ``near``: the rows sharing a term, by BM25. With ``near`` (positions
-    in ``rows``, most similar to the query first): the BM25 and vector rankings
-    fused by reciprocal rank, so a row the query shares no word with can come
-    first. Either way, grouped by task with the working steps first.
+    """``rows`` to return for ``terms``, best first: the rows sharing a term, by BM25, or with ``near``
+    (positions in ``rows``, most similar to the query first) BM25 and vector ranks fused, so a row
+    sharing no word with the query can come first. Either way grouped by task, working steps first.
     """
     lexical = bm25(rows, list(dict.fromkeys(terms)))
     if near is None:
@@ -189,9 +172,8 @@ class RecordVectors:
     def near(self, rows: Sequence[RecordRow], query: str) -> list[int]:
         """Positions in ``rows`` most similar to ``query``, best first (missing vectors embedded first).
 
-        :class:`RecallError` if the embedder fails or a cached vector does not
-        fit the query's (another length, not finite): the cache is then
-        dropped, to be rebuilt by the next recall.
+        :class:`RecallError` if the embedder fails or a cached vector does not fit the query's: the
+        cache is then dropped, to be rebuilt by the next recall.
         """
         with self._lock:
             self.update(rows)
@@ -208,7 +190,6 @@ class RecordVectors:
 
     # --- the file ---------------------------------------------------------------------------
     def _load_once(self) -> None:
-        """Read the file into the cache at the first use (entries computed since then win)."""
         if self._loaded:
             return
         self._loaded = True
@@ -259,10 +240,8 @@ class RecordVectors:
     def save(self, live: Sequence[RecordRow]) -> bool:
         """Write the file if vectors were computed since it was read or written; whether it was.
 
-        Only the current vectors of ``live`` (the records recall may rank) are
-        written, so the file holds no deleted or changed record. A
-        :class:`~aiden.errors.StorageError` leaves the cache to be written
-        by the next save.
+        Only the current vectors of ``live`` (the records recall may rank) are written. A
+        :class:`~aiden.errors.StorageError` leaves the cache to be written by the next save.
         """
         with self._lock:
             if not self.dirty:

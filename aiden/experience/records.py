@@ -1,30 +1,10 @@
-"""Experience records and environment profiles: formats, pure (issue #21).
+"""Experience records and environment profiles: formats, pure.
 
-A record is one small Markdown file ``memory/experience/<kind>/<id>.md``::
-
-    <!-- aiden-experience {"id":"proc-...","kind":"procedure","status":"active",...} -->
-    # <title>
-
-    <body>
-
-and one row of ``memory/experience/index.yaml`` carrying everything recall
-filters and ranks by (kind, status, environment, goal, terms, expires_at), so
-an expired, disputed or legacy record is rejected without opening its file.
-
-Statuses: ``active`` (recall returns it), ``disputed`` (a later episode's
-evidence contradicts it), ``legacy`` (a newer record superseded it). Only
-background consolidation sees the last two.
-
-Environment profiles (deterministic observations: versions, paths, sizes)
-are kept apart from lessons, in ``memory/experience/profiles/``.
-
-A record learned again keeps its id: :func:`merge` is how the new lesson
-joins the record kept under it, :func:`confirmed` how a later episode
-confirms one.
-
-The experience stores (records, episodes) keep their commit point in a small
-versioned YAML index (readable by a person, diffable), parsed the same way for
-both (:func:`parse_yaml_index`).
+A record is one Markdown file (a JSON header comment, the title, the body) and one row of
+``index.yaml`` carrying everything recall filters and ranks by, so an expired, disputed or legacy
+record is rejected without opening its file. Statuses: ``active`` (recall returns it),
+``disputed`` (later evidence contradicts it), ``legacy`` (superseded). A record learned again keeps
+its id (:func:`record_id`); :func:`merge` is how the new lesson joins it.
 """
 
 from __future__ import annotations
@@ -77,11 +57,10 @@ def parse_yaml_index(
     data: bytes, kind: type[T], *, name: str, version: int, ids: Callable[[T], Iterable[str]], what: str
 ) -> T:
     """``data`` as a ``kind`` (empty: ``kind()``); :class:`CorruptionError` naming the file for anything
-    else, which the store answers by rebuilding the index from its files.
+    else (the store then rebuilds the index from its files).
 
-    Bounded size, PyYAML's safe loader (no tags, nothing executed), a version check, the Struct
-    conversion; ``ids(index)`` lists the index's ids, each checked with
-    :func:`~aiden.events.validate_id` (as ``what``) and for duplicates.
+    Safe loader, bounded size, ``version`` checked; the ids ``ids(index)`` lists are validated (as
+    ``what``) and must be distinct.
     """
     if len(data) > _MAX_BYTES:
         raise CorruptionError(f"{name} larger than {_MAX_BYTES} bytes")
@@ -127,16 +106,13 @@ _WORD: Final = re.compile(r"[^\W_]+(?:[-_.][^\W_]+)*", re.UNICODE)
 MAX_TASKS: Final = 8
 """Task statements kept per record (the oldest drop out)."""
 MAX_EVIDENCE: Final = 16
-"""Evidence entries kept per record: the first (the episode that taught it) and the newest others.
-Unbounded, a step confirmed by every run would outgrow the record file's read limit."""
+"""Evidence entries kept per record (the first and the newest): a step confirmed by every run must
+not outgrow the record file's read limit."""
 
 
 def terms_of(text: str, limit: int = MAX_TERMS) -> tuple[str, ...]:
-    """The distinct content words of ``text``, case-folded, in order of first appearance.
-
-    Words joined by ``-``, ``_`` or ``.`` (``--no-cache``, ``build.sh``) are
-    kept whole *and* split, so a query for either form matches.
-    """
+    """The distinct content words of ``text``, case-folded, in order of first appearance; words joined
+    by ``-``, ``_`` or ``.`` (``build.sh``) are kept whole *and* split, so either form matches."""
     out: dict[str, None] = {}
     for match in _WORD.finditer(text.casefold()):
         word = match.group(0)
@@ -155,11 +131,8 @@ def goal_key(goal: str) -> str:
 
 
 def record_id(kind: str, environment: str, goal: str, step: str) -> str:
-    """The deterministic id of the record ``(kind, environment, goal, step)``.
-
-    Learning the same lesson twice (a retried worker, a second episode) lands
-    on the same id, so it updates that record instead of duplicating it.
-    """
+    """The deterministic id of the record ``(kind, environment, goal, step)``: a lesson learned twice
+    (a retried worker, a second episode) updates its record instead of duplicating it."""
     digest = hashlib.sha256("\x1f".join((kind, environment, goal, step)).encode("utf-8")).hexdigest()
     return f"{kind[:4]}-{digest[:20]}"
 
@@ -300,9 +273,8 @@ def parse_index_yaml(data: bytes) -> RecordIndex:
 
 def merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceRecord:
     """``new`` (a lesson learned again, or confirmed) joined with ``old``, the record kept under its id:
-    the old creation time, the evidence of both (each episode once; the first and the newest kept,
-    at most :data:`MAX_EVIDENCE`), the task statements of both (newest last, at most
-    :data:`MAX_TASKS`), the later update and expiry. Everything else is ``new``'s."""
+    the old creation time, the evidence and tasks of both (bounded), the later update and expiry;
+    everything else is ``new``'s."""
     if old is None:
         return new
     cited = {e.episode_id for e in old.evidence}
@@ -333,8 +305,8 @@ def restatused(record: ExperienceRecord, status: RecordStatus, reason: str, when
 def confirmed(
     record: ExperienceRecord, episode: Episode, seqs: tuple[int, ...], *, expires_at: float | None
 ) -> ExperienceRecord:
-    """``record`` confirmed by ``episode`` (what it names worked again, at ``seqs``): active (a
-    disputed one active again, its reason dropped), the episode and its task added (:func:`merge`)."""
+    """``record`` confirmed by ``episode`` at ``seqs``: active (a disputed one's reason dropped), the
+    episode and its task added."""
     return merge(
         record,
         msgspec.structs.replace(

@@ -1,21 +1,9 @@
-"""Experience records and environment profiles on disk::
+"""Experience records and environment profiles on disk (``memory/experience/``), and the records' seam.
 
-    memory/experience/
-      .records.lock               flock, never deleted
-      index.yaml                  every record's row (status, environment, terms, expires_at) — the commit point
-      <kind>/<record_id>.md       one small Markdown file per record
-      profiles/<sha>.json         deterministic observations per environment, apart from the lessons
-      vectors.msgpack             with an embedder: the active records' vectors (derived, see ranking.py)
-
-:meth:`RecordStore.apply` writes every changed record file (atomic), then the
-index once: a crash before the index leaves files the index does not point
-to yet (or files one step ahead of their row), which the worker's retry of
-the same episode rewrites with the same ids. Recall ranks index rows only (and,
-with an embedder, vectors of the rows' text, kept across opens) and opens the
-files of the few it returns, so expired, disputed and legacy records are
-never opened by a normal recall.
-
-:class:`RecordBackend` is the records' seam (see :mod:`aiden.experience.episodestore`).
+:meth:`RecordStore.apply` writes every changed record file (atomic), then ``index.yaml`` once: the
+index is the commit point, and a crash before it leaves files the worker's retry rewrites under the
+same ids. Recall ranks index rows only and opens the files of the few it returns, so expired,
+disputed and legacy records are never opened by a normal recall.
 """
 
 from __future__ import annotations
@@ -77,9 +65,15 @@ class RecordBackend(ABC):
     def load(self, row: RecordRow) -> ExperienceRecord | None:
         """The record of ``row`` (None, reported, if it is missing or damaged)."""
 
-    @abstractmethod
     def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
         """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
+        rows = [
+            row
+            for row in self.rows()
+            if (environment is None or row.environment == environment)
+            and (now is None or not row.expired(now))
+        ]
+        return [record for row in rows if (record := self.load(row)) is not None]
 
     @abstractmethod
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
@@ -107,14 +101,11 @@ class RecordBackend(ABC):
         kinds: Sequence[str] | None = None,
         query: str = "",
     ) -> list[ExperienceRecord]:
-        """The ``k`` best active, unexpired, applicable records for ``terms`` (BM25 over the rows).
+        """The ``k`` best active, unexpired, applicable records for ``terms``; only those are opened.
 
-        Applicable: same ``environment`` or a record for every environment ("");
-        of ``kinds`` when given; sharing at least one term. With vectors and
-        a ``query`` (the text ``terms`` came from), BM25 fused with the rows'
-        similarity to the query (:mod:`aiden.experience.ranking`), so a record
-        sharing no term may be returned; BM25 alone if that fails. Only the
-        returned records are opened.
+        Applicable: same ``environment`` or a record for every environment (""), of ``kinds`` when
+        given. With vectors and a ``query`` (the text ``terms`` came from), a record sharing no term
+        may be returned; BM25 alone if the vectors fail.
         """
         active = [r for r in self.rows() if r.status == "active"]
         candidates = [
@@ -243,16 +234,6 @@ class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
             record = msgspec.structs.replace(record, status=row.status, expires_at=row.expires_at)
         return record
 
-    def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
-        """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
-        rows = [
-            row
-            for row in self.rows()
-            if (environment is None or row.environment == environment)
-            and (now is None or not row.expired(now))
-        ]
-        return [record for row in rows if (record := self.load(row)) is not None]
-
     # --- environment profiles -----------------------------------------------------------------
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
         """Merge ``profile``'s observations into the stored profile of its environment (newest value wins)."""
@@ -291,9 +272,8 @@ def _lexical(exc: RecallError) -> None:
 
 def _save_vectors(vectors: RecordVectors, active: Sequence[RecordRow]) -> bool:
     """Write the vectors file for ``active``; False, logged, when it cannot be (the file is derived)."""
-    # Not under any records lock: the write is an atomic replace with a unique temp file, so a
-    # concurrent writer's file wins whole (a reader never sees a torn one), and a recall never
-    # waits on another process's learning pass for a derived file.
+    # Not under the records lock: an atomic replace lets a concurrent writer's file win whole, and
+    # a recall never waits on another process's learning pass for a derived file.
     try:
         return vectors.save(active)
     except StorageError as exc:

@@ -1,25 +1,16 @@
 """The experience room's operations: the episode and record stores and the learning pass (blocking).
 
-Owned by the experience actor (:class:`~aiden.experience.extension.ExperienceActor`), which runs
-every method in a worker thread. Learning is at-least-once and idempotent: an
-episode is marked ``processed`` only after the records it taught are
-committed, and the pure learner (:mod:`aiden.experience.learner`) gives the
-same records the same ids when it runs again, so a crash anywhere in a pass
-loses no committed episode and duplicates no record.
-
-An :class:`~aiden.experience.llmlearner.LLMLearner` is called from the worker
-thread on the event loop (:func:`anyio.from_thread.run`: the service must run
-in an anyio worker thread, as the actor runs it); a retried pass may word a
-lesson differently, never under another id. The vectors a learning pass
-computed (with an ``embedder``, :mod:`aiden.experience.ranking`) are written
-to their file once, at the end of the pass.
+Run by the experience actor in worker threads. Learning is at-least-once and idempotent: an episode
+is marked ``processed`` only after the records it taught are committed, and the pure learner gives
+the same records the same ids when it runs again. The LLM learner is called back on the event loop
+(:func:`anyio.from_thread.run`), so the service must run in an anyio worker thread.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -36,14 +27,12 @@ from aiden.storage.layout import Layout
 from aiden.storage.protocol import SessionStore
 
 if TYPE_CHECKING:
-    # Imported for real only when an LLM summarizer exists (learner_for): litellm's package stays unloaded.
+    # Imported for real only when an LLM summarizer exists: litellm's package stays unloaded.
     from aiden.experience.llmlearner import LLMLearner
 
 __all__ = ["ExperienceService", "select_experience"]
 
 log = logging.getLogger("aiden.experience")
-
-_DAY_S: Final = 86_400.0
 
 
 def learner_for(summarizer: object) -> LLMLearner | None:
@@ -59,8 +48,7 @@ def learner_for(summarizer: object) -> LLMLearner | None:
 class ExperienceService:
     """Episodes, records and learning for one memory; blocking, one caller thread at a time per method.
 
-    ``backends`` (episodes, records) replaces the files under the memory's root, e.g. with the
-    PostgreSQL store's (:func:`select_experience`).
+    ``backends`` (episodes, records) replaces the files under the memory's root.
     """
 
     def __init__(
@@ -75,14 +63,12 @@ class ExperienceService:
     ) -> None:
         self.episodes: EpisodeBackend
         self.records: RecordBackend
-        if backends is not None:
-            self.episodes, self.records = backends
-        else:
-            self.episodes = EpisodeStore(layout, storage, lock_timeout_s=config.lock_timeout_s)
-            self.records = RecordStore(
-                layout, storage, lock_timeout_s=config.lock_timeout_s, embedder=embedder
-            )
-        self._ttl_s = config.experience_ttl_days * _DAY_S if config.experience_ttl_days > 0 else None
+        self.episodes, self.records = backends or (
+            EpisodeStore(layout, storage, lock_timeout_s=config.lock_timeout_s),
+            RecordStore(layout, storage, lock_timeout_s=config.lock_timeout_s, embedder=embedder),
+        )
+        days = config.experience_ttl_days
+        self._ttl_s = days * 86_400.0 if days > 0 else None
         self.learner = learner
 
     def learner_stats(self) -> LearnerStats | None:
@@ -124,8 +110,8 @@ class ExperienceService:
                 problems.append(f"episode {row.id} is missing or unreadable")
                 self.episodes.mark_processed(row, {"skipped": "unreadable"})
                 continue
-            # Records expired when the episode ended are left unread (rejected by their index row), as
-            # recall leaves them: a lesson learned again replaces its expired record under the same id.
+            # Records expired when the episode ended are left unread, as recall leaves them: a lesson
+            # learned again replaces its expired record under the same id.
             existing = self.records.records(environment=episode.environment, now=episode.finished_at)
             lessons = learn(episode, existing, ttl_s=self._ttl_s)
             lessons = self._phrased(lessons)
