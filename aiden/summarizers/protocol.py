@@ -28,8 +28,7 @@ __all__ = [
 
 Purpose = Literal["history", "turn_prefix", "rolling_fold", "session_summary"]
 """What a request is for: a chunk's history range, a split turn's prefix,
-folding the overflowing Rolling Summary into a checkpoint, or a durable
-end-of-session summary (seed 004)."""
+folding the overflowing Rolling Summary, or a durable end-of-session summary."""
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -47,7 +46,7 @@ class ErrorResolution(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 
 
 class StructuredSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What seed 001 calls almost never compactable, as fields."""
+    """What is almost never compactable, as fields."""
 
     user_goal: str = ""
     decisions: tuple[Decision, ...] = ()
@@ -102,9 +101,8 @@ class Summarizer(Protocol):
 class DeadlineOwner(Protocol):
     """A summarizer that bounds every call itself, e.g. the summarizer actor's proxy.
 
-    The actor's deadline follows the call times it observed (a slow local
-    model gets longer): a caller that added the fixed configured deadline on
-    top would cut exactly the calls the actor lets finish.
+    The actor's deadline follows the call times it observed: a caller adding
+    the fixed configured deadline would cut exactly the calls it lets finish.
     """
 
     def owns_deadline(self) -> bool:
@@ -116,10 +114,9 @@ class DeadlineOwner(Protocol):
 class Preparable(Protocol):
     """A summarizer with one-time setup that should not land on the hot path.
 
-    The summarizer actor awaits :meth:`prepare` while the memory opens: the
-    first compaction then does not pay it while the agent appends (importing
-    litellm holds the GIL for ~150 ms of pure Python, stalling every append
-    made meanwhile).
+    The summarizer actor awaits :meth:`prepare` while the memory opens, so the
+    first compaction does not pay it while the agent appends (importing
+    litellm holds the GIL, stalling every append meanwhile).
     """
 
     async def prepare(self) -> None:

@@ -1,11 +1,8 @@
 """Extraction: session events and summary text filed as kept items, sentence by sentence.
 
-:class:`Item` is the kept-fact record every stage passes along (its section,
-priority tier and information). A :class:`Collector` gathers items while
-events are walked by speaker (user, assistant, tool call and result) and
-while a summary's own sections (a rolling fold, a session merge, a synthetic
-event carrying an earlier summary) are re-read line by line under their
-headings; it pairs errors with the fixes that resolve them.
+:class:`Item` is the record every later stage passes along. A :class:`Collector`
+gathers items from events (by speaker) and from a summary's own lines (re-read
+under their headings), and pairs errors with the fixes that resolve them.
 """
 
 from __future__ import annotations
@@ -124,7 +121,7 @@ _CITING: Final[frozenset[Section]] = frozenset({"decisions", "facts", "failed", 
 
 
 class _ToolNote(msgspec.Struct, frozen=True):
-    """The first finding line of a successful tool result, kept only if it carries something (#19)."""
+    """The first finding line of a successful tool result, kept only if it carries something."""
 
     text: str  # "label: line"
     values: frozenset[str]  # its distinctive values: ids, versions, numbers (no paths: Files has them)
@@ -159,7 +156,7 @@ _OVERLAP_STOP: Final = frozenset(
     }
 )
 
-# What makes a sentence an error report rather than talk about errors (#19): it names the
+# What makes a sentence an error report rather than talk about errors: it names the
 # error (an exception class, an errno-style code, an HTTP status, a non-zero exit, a signal).
 _ERROR_NAME: Final = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b|\bE[A-Z]{3,}\b")
 _CONCRETE_ERROR: Final = re.compile(
@@ -225,12 +222,10 @@ class Collector:
     def add_prose_error(self, item: str, *, speaker: str) -> bool:
         """File a (clipped) sentence that reads as an error under Errors if it reports one; False if not.
 
-        Evidence, not the word (#19): no sentence that denies errors ("no
-        errors") or poses a condition ("If the script fails, ..."). The
-        user's report of what they saw is evidence; the agent's sentence must
-        also name the error (``ImportError``, ``ERESOLVE``, HTTP 502, a
-        non-zero exit), state it rather than plan or wonder about it, and not
-        restate an error this range already holds from the tool result.
+        Evidence, not the word: no sentence that denies errors or poses a
+        condition. The user's report is evidence; the agent's sentence must
+        also name the error, state it rather than plan or wonder about it, and
+        not restate an error this range already holds from a tool result.
         """
         if negates_error(item) or _CONDITIONAL.match(item):
             return False
@@ -287,22 +282,20 @@ class Collector:
             self.last_call = call
             if event.tool_call_id:
                 self.calls[event.tool_call_id] = call
-            if not call.read_only:
-                # A read-only call is no step to redo: its target is under Files (#19).
+            if call.read_only:
+                # No step to redo: its target is under Files.
+                self.read_paths.extend(call.paths)
+            else:
                 self.add("commands", call.description)
+                if not call.shell:
+                    self.edited_paths.extend(call.paths)
             for path in call.paths:
                 self.add("files", path)
-            if call.read_only:
-                self.read_paths.extend(call.paths)
-            elif not call.shell:
-                self.edited_paths.extend(call.paths)
         elif event.type == "tool_result":
             _extract_tool_result(event, self.calls.get(event.tool_call_id or "", self.last_call), self)
         elif event.type == "system_event":
-            # Synthetic system events carry an earlier summary (a split-turn
-            # prefix): its facts must survive this compaction too.
-            # A system event that states the date ("Session 9 began ... on 17 July, 2023",
-            # "Today is 2024-03-01") dates what follows it: "last Friday" means nothing without it.
+            # Synthetic system events carry an earlier summary whose facts must survive too. A
+            # system event stating the date dates what follows it ("last Friday" needs it).
             self.when = (not event.synthetic and stated_date(event.content)) or self.when
             self.read_summary(event.content)
         # screen_context is ambient: nothing in it is load-bearing.
@@ -328,7 +321,7 @@ class Collector:
         """Every item collected, with the tool notes worth keeping and the errors with their resolutions."""
         items = list(self.items)
         # A tool result's line is kept when it is a value by itself or one a decision or fix
-        # cites; a docstring, a search hit's path or a log line carries nothing (#19).
+        # cites; a docstring, a search hit's path or a log line carries nothing.
         cited: set[str] = set()
         if any(not n.alone and n.values for n in self.tool_notes):
             texts = [it.text for it in self.items if it.section in _CITING]
@@ -380,11 +373,7 @@ _NOT_GOALS: Final = frozenset(
 
 def _goal(who: str, prose: Sequence[str]) -> str:
     """The goal a user message's substantive sentences state; empty when they read as a step, an
-    answer, a preference or a question rather than the task itself.
-
-    The root input is usually pinned and never reaches a chunk summary; a
-    chunk's "Goal" must then not be its first "Continue with ..., step 12" line.
-    """
+    answer, a preference or a question rather than the task itself."""
     first = prose[0]
     label = first.split(":", 1)[0].strip().casefold() if ":" in first[:24] else ""
     if (
@@ -436,9 +425,8 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
             continue  # "Thanks, Mel!", "Can't wait!": kept by no rule, whatever its position
         item = _said(who, clip(sentence))
         if who and kind not in _ALWAYS_KEPT and not sets_a_rule(kind, sentence, named=True):
-            # A named speaker is a participant of a multi-party chat, as on the assistant's side:
-            # "it's important to always ...", "I want to help people" set no rule for the agent, and
-            # filed as the user's constraints they would crowd out every fact of the chunk (#38).
+            # A named speaker is a chat participant: their "it's important to always ..." sets no
+            # rule for the agent, and filed as constraints it would crowd out every fact.
             collector.add("notes", item, R_REST)
         elif kind == "resolution":
             collector.resolve(sentence)
@@ -454,8 +442,7 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
     _add_code_and_paths(collector, content)
     collector.last_user = clip(_said(who, join_sentences(prose)), 300)
     if rejected:
-        # The agent's open plan is superseded (seed 001: keep the current state of the plan,
-        # drop superseded versions).
+        # The agent's open plan is superseded: only the current state of the plan is kept.
         collector.last_plan = ""
 
 
@@ -475,7 +462,7 @@ def _extract_assistant(event: SessionEvent, collector: Collector) -> None:
             collector.resolve(sentence)
         elif kind == "error":
             # "Let me check the error" is meander, "it raised an AttributeError" a restatement
-            # of the tool result's error: only a reported, named error is one (#19).
+            # of the tool result's error: only a reported, named error is one.
             if not collector.add_prose_error(item, speaker="assistant") and has_fact_tokens(sentence):
                 # Filed where the must-keep check finds it, so it is not appended back as an error.
                 talk = _INTENT.search(sentence) is not None
@@ -489,10 +476,8 @@ def _extract_assistant(event: SessionEvent, collector: Collector) -> None:
             and not _INTENT.search(sentence)
             and (who or tells_of_self(sentence))
         ):
-            # A named speaker is a participant of a chat; so is an unnamed one telling of themselves
-            # ("I love sci-fi movies"): what they say may be what a later question asks, ranked by its
-            # information with the user's (#38: a role-only chat lost half of what was said). An
-            # assistant's advice or remark to the user ("the Louvre is quietest ...") stays out.
+            # A chat participant (named, or telling of themselves): what they say may be what a
+            # later question asks. An assistant's advice or remark to the user stays out.
             collector.add("notes", item, R_REST)
         if kind != "greeting" and is_plan(sentence):
             plan = item
@@ -606,7 +591,7 @@ def _add_classified(collector: Collector, sentence: str) -> None:
     if kind == "resolution":
         collector.add_error(item, rank=R_ERROR_RESOLVED)
     elif kind == "error":
-        # An unlabelled line (a "Must keep" item) is an error only if it reports one (#19).
+        # An unlabelled line (a "Must keep" item) is an error only if it reports one.
         if not collector.add_prose_error(item, speaker="any"):
             fact = has_fact_tokens(item) and not _INTENT.search(item)
             collector.add("facts" if fact else "notes", item)

@@ -1,8 +1,5 @@
-"""Rendering: kept items as history-summary text or as the session summary, and the structured views of them.
-
-The history form lists sections (``Goal:``, ``Decisions:`` ...); the session
-summary (seed 004) regroups the kept items under five headings.
-"""
+"""Rendering: kept items as history-summary sections or as the session summary's five headings,
+and the structured views of them."""
 
 from __future__ import annotations
 
@@ -50,9 +47,8 @@ _DATED: Final[frozenset[Section]] = frozenset({"facts", "notes"})
 
 
 def _dated(section: Section, group: Sequence[Item]) -> list[str]:
-    """``group``'s lines, each that starts a run said on another date than the line before it led by that
-    date ("(17 July, 2023) Melanie: I went camping last weekend"): the date a relative time needs, at the
-    cost of one short prefix a date, not one a line."""
+    """``group``'s lines; one that starts a run said on another date is led by that date
+    ("(17 July, 2023) Melanie: I went camping last weekend"): a relative time needs it."""
     lines: list[str] = []
     date = ""
     for item in group:
@@ -89,8 +85,7 @@ def render_structured(structured: StructuredSummary, *, session: bool = False) -
     """Render ``structured`` as summary text: history sections, or seed 004's five headings if ``session``."""
     if session:
         # The durable headings have no place of their own for the user's rules and the decisions
-        # taken: a rule is a preference to keep, a decision a fact of the project (#35: an answer
-        # holding only those is a summary, not the prompt's skeleton).
+        # taken: a rule is a preference to keep, a decision a fact of the project.
         decided = [
             f"Decided: {d.what} ({d.why})" if d.why else f"Decided: {d.what}" for d in structured.decisions
         ]
@@ -125,8 +120,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-# The session summary (seed 004): kept items regrouped under five headings (the working
-# recipes are filed as commands), in the order they are written; each with its priority.
+# The session summary's headings in written order (working recipes are filed as commands), each with its priority.
 _SESSION_HEADINGS: Final[dict[Section, tuple[str, int]]] = {
     "outcome": ("## OUTCOME", 0),
     "commands": ("## WORKING RECIPES", 3),

@@ -1,13 +1,9 @@
-"""Information value: what a later question could need from a sentence, and talk that carries none (#38).
+"""Information value: what a later question could need from a sentence, and talk that carries none.
 
-A chunk of real conversation is mostly social glue ("Hey Mel!", "Thanks, your
-words mean a lot", "Can't wait!"); the facts a later question asks about
-("I love fantasy and sci-fi movies", "the concert is on 12 May") are a few
-sentences among them, rarely the first of a turn. Kept lines are ranked by
-the information they carry per token (rare content words within the range;
-numbers, dates and names weigh most) and by whether the speaker tells of
-themselves, and lines with at most one informative word are phatic: dropped,
-whatever their position. Pure functions of text.
+The facts a later question asks about are a few sentences among social glue,
+rarely the first of a turn: kept lines are ranked by information per token
+(rare words within the range; numbers, dates and names weigh most) and by
+whether the speaker tells of themselves. Pure functions of text.
 """
 
 from __future__ import annotations
@@ -94,13 +90,8 @@ class Rarity:
         return score
 
     def density(self, text: str) -> float:
-        """Information per token (short lines are charged as at least 12 tokens: a line has overhead),
-        weighed by whether the speaker tells of themselves.
-
-        A later question asks about what someone told of themselves; a reaction to
-        the listener ("your courage is inspiring"), a question back or a remark
-        about neither tells less per word.
-        """
+        """Information per token (a line is charged at least 12 tokens: it has overhead), weighed
+        up when the speaker tells of themselves (what a later question asks about)."""
         _who, body = split_speaker(text)
         weight = 1.0 if tells_of_self(body) else 0.6
         return self.information(body) * weight / max(12, estimate_tokens(text))
@@ -129,12 +120,8 @@ _CUT_PATH: Final = re.compile(r"(?:^|\s)[`'\"]?(?:[\w.-]+/)+[\w-]{1,3}…?$")
 
 
 def is_junk_line(text: str) -> bool:
-    """True for a list entry that tells a reader nothing by itself.
-
-    A bare path (the Files line lists paths), a test runner's line ("PASSED",
-    "3 passed in 0.2s", "tests/a.py::test_b PASSED"), a line ending in a path
-    cut mid-word, a line of one content word, or phatic talk.
-    """
+    """True for a list entry that tells a reader nothing by itself: a bare path, a test runner's
+    line, a line ending in a path cut mid-word, a line of one content word, or phatic talk."""
     _who, body = split_speaker(text.strip())
     body = body.strip().strip("`").strip()
     if not _BARE_PATH.match(body):

@@ -1,13 +1,7 @@
 """What is kept: repeats dropped, runs of numbered requests collapsed, the rest chosen under the budget.
 
-* Deduplication: exact repeats, and sentences another kept line already contains.
-* Collapse: repeated near-identical requests become the current state ("steps
-  1-33 of X; now at step 33", with an en dash). A long session repeats one request with the next
-  step number ("Continue with the gateway migration (PROJ-1791), step 12:
-  ..."); listing every step buries what matters. Seed 001: keep the current
-  state of the plan, drop superseded versions. Linear in the number of items.
-* Selection under budget: which kept items fit a request's token budget (and a fold's line cap), and
-  which session items fit a session summary's.
+A long session repeats one request with the next step number; the collapse
+keeps the current state ("steps 1-33; now at step 33"), not every step.
 """
 
 from __future__ import annotations
@@ -47,13 +41,10 @@ _QUOTA: Final = 3  # items a tier may place before strict priority (see select)
 class _Containers(msgspec.Struct):
     """The kept sentence lines, searchable for "which first one contains ``norm``" without a full scan.
 
-    Every container is indexed by its ``_GRAM``-character grams that start
-    right after a space. A ``norm`` contained in a container has each of its
-    own such grams at a word start of the container too, so only the
-    containers posted under the rarest of ``norm``'s grams need the exact
-    ``in`` check; scanning them in insertion order keeps the answer that of a
-    plain scan (the first container in order). A ``norm`` without such a gram
-    (a word or two) falls back to the plain scan.
+    Containers are indexed by their ``_GRAM``-character grams starting after a
+    space; a contained ``norm``'s own such grams are among them, so only the
+    postings of its rarest gram need the exact ``in`` check (in insertion
+    order: the answer of a plain scan). A ``norm`` without a gram is scanned.
     """
 
     norms: list[str] = []
@@ -104,9 +95,7 @@ def dedupe(items: Iterable[Item]) -> Deduped:
     """Drop repeats, keeping each fact's most important (then earliest) occurrence.
 
     A sentence item is also absorbed when a kept, more important line
-    already contains it verbatim (a constraint quoted in the goal): it is in
-    the text either way. A rolling fold re-extracts the sentences of goal and
-    open-thread lines it demotes or drops, so absorbed facts survive folds.
+    already contains it verbatim (a constraint quoted in the goal).
     """
     ordered = sorted(items, key=lambda it: (it.rank, it.order))
     kept: list[Item] = []
@@ -176,10 +165,9 @@ def _request_text(item: Item) -> str | None:
 def collapse_requests(items: Sequence[Item]) -> list[Item]:
     """``items`` with each run of numbered near-identical requests replaced by one current-state line.
 
-    Requests match when they read the same up to their step number
-    (digits aside). The most recent routine group ("continue ..., step N")
-    is the open thread; older routine groups counting in other words are
-    superseded and dropped.
+    Requests match when they read the same up to their step number. The most
+    recent routine group ("continue ..., step N") is the open thread; older
+    routine groups counting in other words are superseded and dropped.
     """
     # By what the requests read up to their numbers, and the counting word: the newest request
     # (with its parts) and every step number the group names.
@@ -271,11 +259,8 @@ def select(items: Sequence[Item], budget: int, *, max_lines: int = sys.maxsize) 
 
 
 def _priority(item: Item) -> tuple[int, float, int]:
-    """Tier first; within the fact and talk tiers the line with more information per token (#38).
-
-    The load-bearing tiers above (constraints, decisions, errors ...) keep
-    their first-seen order: every one of them matters, the oldest states the rule.
-    """
+    """Tier first; within the fact and talk tiers more information per token first, above them
+    first-seen order (every one matters, the oldest states the rule)."""
     return item.rank, -item.info if item.rank >= R_FACT else 0.0, item.order
 
 

@@ -1,9 +1,4 @@
-"""The summarizer class: runs extraction over a request and picks the output form its purpose asks for.
-
-Also the rolling fold: :func:`rolling_fold` merges a chunk summary into the
-Rolling Summary, keeping only the latest open threads and the newest
-commands, and :func:`summary_must_keep` lists a summary's load-bearing lines.
-"""
+"""The extractive summarizer class, the rolling fold and a summary's load-bearing lines."""
 
 from __future__ import annotations
 
@@ -45,8 +40,8 @@ from aiden.summarizers.extractive.tools import TOOL_NOTE_CHARS, is_read_only_com
 from aiden.summarizers.mustkeep import clip, find_paths, is_routine_request, normalize
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
-_SLICE_CHARS: Final = 8_000  # checkpoint after about this much event text (~1-3 ms of extraction)
-_EVENT_CHARS: Final = 400  # what one event's fixed cost is worth in text (measured: ~0.07 ms an event)
+_SLICE_CHARS: Final = 8_000  # checkpoint after about this much event text
+_EVENT_CHARS: Final = 400  # what one event's fixed cost is worth in text
 
 
 class ExtractiveJob(msgspec.Struct, frozen=True):
@@ -72,14 +67,11 @@ def run_job(payload: bytes) -> bytes:
 class ExtractiveSummarizer:
     """Rule-based, deterministic, offline summarizer (aiden's embedded default).
 
-    ``max_tokens`` caps every request's budget (the smaller of the two wins);
-    ``None`` uses ``request.max_tokens`` as is. ``fold_max_lines`` bounds the
-    lines of a ``rolling_fold`` result: the Rolling Summary has a line cap
-    (``Config.max_rolling_summary_lines``, 100 by default) whose backstop drops
-    the *oldest* lines, so a fold must land well below it. See the module docstring for
-    what is kept. ``previous_summary`` of a ``history`` / ``turn_prefix``
-    request is not repeated (it stays in summary.md on its own); it is merged
-    for ``rolling_fold`` and ``session_summary``.
+    ``max_tokens`` caps every request's budget (the smaller wins).
+    ``fold_max_lines`` bounds a ``rolling_fold`` result: the Rolling Summary's
+    line cap drops the *oldest* lines, so a fold must land well below it.
+    ``previous_summary`` is merged for ``rolling_fold`` and ``session_summary``
+    only (for a history request it stays in summary.md on its own).
     """
 
     def __init__(self, *, max_tokens: int | None = None, fold_max_lines: int = 60) -> None:
@@ -93,13 +85,10 @@ class ExtractiveSummarizer:
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request`` without stalling the event loop or holding the GIL for long.
 
-        A large request (a backlog slice: hundreds of events; Dream's history
-        records: a few long texts; see :func:`aiden.offload.too_long_for_the_loop`)
-        runs in the helper process (:mod:`aiden.offload` says why). A small one
-        (an ordinary chunk) is walked here in slices of about ``_SLICE_CHARS``
-        with a checkpoint after each, so other tasks keep running and
-        cancellation is honoured (and a test's MockClock cannot jump
-        meanwhile). Both give the same result.
+        A large request runs in the helper process (:mod:`aiden.offload`); a
+        small one is walked here with a checkpoint every ``_SLICE_CHARS``, so
+        other tasks keep running and cancellation is honoured. Both give the
+        same result.
         """
         too_long = offload.too_long_for_the_loop(
             _events_to_walk(request), len(request.text) + len(request.previous_summary)
@@ -128,8 +117,7 @@ class ExtractiveSummarizer:
                 walked = 0
                 await anyio.lowlevel.checkpoint()
         if too_long:
-            # Only when the helper process is unavailable: dedupe and selection cannot be
-            # sliced, so a backlog slice's (or a long text's) would stall every task here.
+            # The helper process is unavailable: dedupe and selection cannot be sliced.
             return await anyio.to_thread.run_sync(self._finish, request, collector, frozenset(shown))
         return self._finish(request, collector, frozenset(shown))
 
@@ -176,9 +164,9 @@ def _history_result(chosen: list[Item], deduped: Deduped) -> SummaryResult:
 
 
 # Sections whose lines say what happened; a chunk summary of only Files / Commands / tool results / an
-# open thread (which a newer chunk's supersedes in summary.md) says nothing a reader can use (#38).
+# open thread (which a newer chunk's supersedes) says nothing a reader can use.
 _SAYS: Final = frozenset(SECTIONS) - {"open", "files", "commands", "tool_notes"}
-# Lists a reader scans; a bare path, a test runner's line or phatic talk in them is noise (#38).
+# Lists a reader scans; a bare path, a test runner's line or phatic talk in them is noise.
 _LIST_SECTIONS: Final = frozenset(SECTIONS) - {"goal", "outcome", "errors", "files", "commands"}
 
 
@@ -234,11 +222,8 @@ def _events_to_walk(request: SummaryRequest) -> Sequence[SessionEvent]:
 
 
 def _fallback_note(request: SummaryRequest) -> Item:
-    """What a range with nothing load-bearing is summarized as: never an empty summary.
-
-    The newest message says what the range was about ("Checked 3 places;
-    tests pass so far."); failing that, the range's shape.
-    """
+    """What a range with nothing load-bearing is summarized as (never an empty summary):
+    its newest message, failing that its shape."""
     message = _newest_message(request)
     if message is not None:
         return message
@@ -277,11 +262,8 @@ def rolling_fold(rolling: str, summary: str, max_lines: int) -> str:
     """``summary`` merged into the rolling summary ``rolling``: the fold of every push out of Recent Chunks.
 
     Items are filed under the rolling summary's sections and deduplicated, so
-    no ``[chunk_id]`` marker, tool-result excerpt or split-turn block is ever
-    appended raw (#19). Deterministic, offline and cheap (the text is at most
-    a few hundred lines). The result may exceed ``max_lines``: the line cap is
-    the caller's decision, not this merge's (it folds through the configured
-    summarizer past it).
+    no chunk marker, tool-result excerpt or split-turn block is appended raw.
+    The result may exceed ``max_lines``: the line cap is the caller's to enforce.
     """
     merger = ExtractiveSummarizer(fold_max_lines=max(1, max_lines) * _MERGE_HEADROOM)
     request = SummaryRequest(
@@ -290,18 +272,14 @@ def rolling_fold(rolling: str, summary: str, max_lines: int) -> str:
     return merger.summarize_sync(request).text
 
 
-# The rolling fold: which open threads and commands a fold keeps, and the load-bearing lines of a summary.
-_ROLLING_COMMANDS: Final = 5
-"""Commands the Rolling Summary keeps: the newest distinct ones (older ones are in the chunk archive)."""
+_ROLLING_COMMANDS: Final = 5  # the newest distinct commands a fold keeps (older ones are in the archive)
 
 
 def summary_must_keep(text: str, *, max_items: int) -> list[str]:
     """The load-bearing lines of a summary text, most important first, at most ``max_items``.
 
-    Constraints, preferences and corrections, decisions, errors (with their
-    resolution) and failed approaches, parsed the way a rolling fold parses
-    them. Used to check an LLM's fold of the Rolling Summary with
-    :func:`~aiden.summarizers.mustkeep.apply_must_keep`.
+    Constraints, preferences, decisions, errors with their resolution and
+    failed approaches, parsed as a rolling fold parses them.
     """
     if max_items <= 0:
         return []
@@ -317,10 +295,8 @@ def summary_must_keep(text: str, *, max_items: int) -> list[str]:
 
 
 def _keep_latest_open(items: list[Item]) -> list[Item]:
-    # Older open threads are superseded by newer ones (seed 001: keep the
-    # current state of the plan, drop superseded versions). A superseded user
-    # request stays as a low-priority request: it may quote a detail that
-    # was not classified anywhere else.
+    # Older open threads are superseded by newer ones. A superseded user request stays as a
+    # low-priority request: it may quote a detail not classified anywhere else.
     opens = [it for it in items if it.section == "open"]
     stale = {id(it) for it in opens[:-2]}
     out: list[Item] = []
@@ -333,12 +309,8 @@ def _keep_latest_open(items: list[Item]) -> list[Item]:
 
 
 def _newest_commands(items: list[Item]) -> list[Item]:
-    """``items`` with the rolling summary's commands cut to the newest few distinct ones (#19).
-
-    A command repeated in every chunk (``$ pytest tests/gateway -q``) is one
-    line, at its newest place; a read-only call whose targets are under Files
-    (``read_file(path=a.py)``, ``search(pattern=x)``) is none.
-    """
+    """``items`` with the commands cut to the newest few distinct ones, each at its newest place;
+    a read-only call whose targets are under Files is dropped."""
     files = {normalize(it.text) for it in items if it.section == "files"}
     latest: dict[str, Item] = {}
     for item in items:

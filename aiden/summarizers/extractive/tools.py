@@ -1,13 +1,8 @@
 """Reading tool calls and tool output: a call's description and paths, an output's error lines and finding.
 
-What a person resuming does not need (#19) is told apart here too: a
-read-only call (``read_file(path=...)``, ``$ cat x``, ``search(pattern=...)``)
-changes nothing and is never a step to redo (its file is under ``Files:``
-already, its result is what mattered), and output lines shaped like log
-records, code, docstrings, structured-data fragments or numbered file views
-are content the agent looked at, not a finding.
-
-Pure functions of one event's text and metadata; nothing here touches a collector.
+A read-only call is never a step to redo (its file is under ``Files:``), and
+output shaped like log records, code or file views is content looked at, not
+a finding. Pure functions of one event; nothing here touches a collector.
 """
 
 from __future__ import annotations
@@ -148,7 +143,7 @@ class Call(msgspec.Struct, frozen=True):
     description: str  # "$ pytest -q" / "read_file(path=a.py)"
     shell: bool  # a shell command or code execution: its output is scanned like a command's
     paths: list[str]
-    read_only: bool  # only reads (#19): never a Commands line, its paths go under Files
+    read_only: bool  # only reads: never a Commands line, its paths go under Files
 
 
 def describe_call(event: SessionEvent) -> Call:
@@ -180,15 +175,11 @@ def describe_call(event: SessionEvent) -> Call:
 def error_lines(content: str, *, executed: bool, reported: bool = False) -> list[tuple[str, bool]]:
     """The informative error lines of one tool output: at most two ``(line, strong)`` pairs.
 
-    Errors are classified by evidence (#19). A *strong* line reports a
-    failure by its shape: an exception line (``ValueError: ...``, a linter's
-    ``- E999 SyntaxError: ...``), ``error:``, ``FAILED``, ``npm ERR!``, an
-    ``ERROR`` log record, a non-zero exit. A *weak* line merely mentions an
-    error word ("Script completed, no errors", ``errors.py``, a headline
-    above the real error): it counts only when the output shows the failure
-    otherwise (``reported``: the result's metadata says it failed, or an
-    executed command printed a traceback), and only when there is no
-    strong line. Numbered file-view lines are file content, never errors.
+    A *strong* line reports a failure by its shape (an exception line,
+    ``error:``, ``FAILED``, an ``ERROR`` log record, a non-zero exit). A *weak*
+    line merely mentions an error word: it counts only when there is no strong
+    line and the failure shows otherwise (``reported``, or an executed command
+    printed a traceback). Numbered file-view lines are never errors.
     """
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
@@ -237,6 +228,7 @@ def digitless(text: str) -> str:
 
 
 def first_meaningful_line(content: str) -> str:
+    """The first line of ``content`` that is not blank or punctuation only, clipped."""
     for line in content[:20_000].splitlines()[:200]:
         stripped = line.strip()
         if len(stripped) >= 3 and not _NOISE_LINE.match(stripped):
@@ -252,10 +244,9 @@ _FINDING_LINES: Final = 40  # a finding heads its output; below that is the cont
 def finding(content: str) -> tuple[str, frozenset[str], bool]:
     """``(line, values, alone)``: a successful result's first line that is a finding, not noise-shaped.
 
-    ``values`` are the line's distinctive tokens a decision or fix could cite
-    (ids, versions, numbers of 3+ digits; not paths, which go under Files);
-    ``alone`` says the whole output is that line and it names a value (a
-    version, a count, a hash): a fact on its own.
+    ``values`` are the line's tokens a decision or fix could cite (ids,
+    versions, numbers of 3+ digits; no paths); ``alone`` says the whole output
+    is that line and names a value: a fact on its own.
     """
     meaningful = 0
     found = ""

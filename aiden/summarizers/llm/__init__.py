@@ -1,10 +1,6 @@
-"""LLM-backed summarization through litellm.
-
-This is the only package of aiden that imports litellm, and it does so lazily
-(``import litellm`` costs seconds and, without ``LITELLM_LOCAL_MODEL_COST_MAP``,
-reaches for the network). Importing this package imports no litellm.
-:class:`ModelResolver` (the context windows of litellm's bundled model map, read
-without importing it) lives in the core, :mod:`aiden.config`; it is re-exported here.
+"""LLM-backed summarization through litellm: the only package of aiden that imports litellm,
+and only lazily (importing this package imports no litellm). :class:`ModelResolver` lives
+in :mod:`aiden.config` and is re-exported here.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """litellm as aiden calls it: imported once on demand, its exceptions sorted, its calls on one asyncio loop,
 behind a circuit breaker (:class:`Breaker`).
 
-Importing this module imports no litellm; :func:`_import_litellm` does, from
-a worker thread: offline, quiet and warmed up. The recall embedder and the
-experience learner share it, so litellm is set up one way in the whole process.
+Importing this module imports no litellm; :func:`_import_litellm` does (offline,
+quiet, warmed up), shared by every litellm user in aiden.
 
-litellm is asyncio-only, while aiden runs on any anyio backend. On asyncio,
-litellm runs on the caller's own loop: litellm keeps per-loop state for the
-whole process (its logging worker's queue and task, HTTP client pools), and
-the application's own litellm calls run on that loop too; a second loop would
-make the two take turns rebinding that state, each switch orphaning the other
-loop's logging-worker task ("Task was destroyed but it is pending!") or
-carrying its queued callbacks across ("LoggingWorker: event loop changed").
-On trio, where no asyncio loop runs, every litellm call runs on one
-long-lived asyncio loop in a daemon thread. Either way cancelling the caller
-cancels the litellm call.
+litellm is asyncio-only. On asyncio it runs on the caller's own loop: litellm
+keeps process-wide per-loop state (logging worker, HTTP pools) that a second
+loop would keep rebinding. On trio every call runs on one long-lived asyncio
+loop in a daemon thread. Either way cancelling the caller cancels the call.
 """
 
 from __future__ import annotations
@@ -132,10 +125,8 @@ def _import_litellm() -> _Litellm:
             return _litellm
         # Without this, importing litellm fetches the model cost map over the network.
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        # Warnings raised while litellm loads itself are not the application's
-        # to see, and under -W error they would fail the import or the first
-        # call. The filter is process-wide for the seconds this takes (the
-        # warnings module has no per-thread filters).
+        # Warnings raised while litellm loads itself are not the application's to see (under
+        # -W error they would fail the import); the filter is process-wide while this runs.
         with warnings.catch_warnings():
             for category in (DeprecationWarning, PendingDeprecationWarning, UserWarning):
                 warnings.simplefilter("ignore", category)
@@ -151,15 +142,10 @@ def _import_litellm() -> _Litellm:
 def _warm_up(module: Any) -> None:
     """Make one offline, synchronous mock completion in this (import) thread.
 
-    litellm imports some forty more modules on its first completion, and
-    pydantic emits UserWarnings ("... using the `ReadOnly` qualifier") while
-    building their schemas; doing that here, under the warning filter above,
-    keeps it out of the first real call. ``no-log`` keeps the mock call out of
-    any logging callbacks the application configured. The call is synchronous
-    and runs on no event loop: an ``acompletion`` on a loop of aiden's would
-    bind litellm's process-wide logging worker to that loop and queue a log
-    callback there, which the application's first own call on its loop would
-    then carry over ("LoggingWorker: event loop changed").
+    litellm's first completion imports more modules, which warn; doing it here,
+    under the warning filter, keeps that out of the first real call. ``no-log``
+    keeps it out of the application's logging callbacks; synchronous, because
+    an ``acompletion`` would bind litellm's logging worker to a loop of aiden's.
     """
     with contextlib.suppress(Exception):  # best effort: a failed warm-up only means a noisier first call
         module.completion(
@@ -221,9 +207,8 @@ class _LoopThread:
         loop.run_forever()
 
     def _shutdown(self) -> None:
-        # At interpreter exit: close litellm's pooled clients on the loop they
-        # belong to, then stop and close the loop, so nothing warns about
-        # unclosed sockets or loops.
+        # At interpreter exit: close litellm's pooled clients on their loop, then stop and
+        # close the loop, so nothing warns about unclosed sockets or loops.
         loop, thread = self._loop, self._thread
         if loop is None or thread is None or not thread.is_alive():
             return
@@ -237,10 +222,8 @@ class _LoopThread:
             if callable(closer):
                 with contextlib.suppress(Exception):  # best effort at exit; nothing to report to
                     asyncio.run_coroutine_threadsafe(closer(), loop).result(timeout=2.0)
-        # Then cancel what still runs there, as asyncio.run does before it closes its loop:
-        # litellm's logging-worker task (one per time the worker came back to this loop) is
-        # never done, and a pending task of a closed loop is reported at exit ("Task was
-        # destroyed but it is pending!").
+        # Then cancel what still runs there, as asyncio.run does: litellm's logging-worker
+        # task is never done, and a pending task of a closed loop is reported at exit.
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(_cancel_all_tasks(), loop).result(timeout=2.0)
         loop.call_soon_threadsafe(loop.stop)
@@ -284,10 +267,9 @@ class _LoopThread:
 def _kept_tasks() -> Callable[..., asyncio.Task[Any]]:
     """A task factory that keeps every task of the loop referenced until it is done.
 
-    litellm's logging worker drops its task when a call comes from another loop
-    (the application's own asyncio loop after a call from trio): the task, still
-    waiting on this loop, would be garbage collected while pending ("Task was
-    destroyed but it is pending!"). Kept, it is cancelled at exit like the rest.
+    litellm's logging worker drops its task when a call comes from another
+    loop; unreferenced, it would be collected while pending. Kept, it is
+    cancelled at exit like the rest.
     """
     alive: set[asyncio.Task[Any]] = set()
 
@@ -324,11 +306,9 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 async def _run_on(loop: asyncio.AbstractEventLoop, factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Await ``factory()`` as its own task on ``loop``, the caller's (the same contract as the loop thread).
 
-    A task of its own, rather than a plain ``await``, tells the two
-    cancellations apart as the loop thread does: the caller's (deadline,
-    cancel scope) cancels the litellm task and is re-raised unchanged; a
-    cancellation from inside litellm is a :class:`SummarizerError`, not a
-    cancellation of the caller's scope.
+    A task of its own tells the two cancellations apart: the caller's cancels
+    the litellm task and is re-raised unchanged; one from inside litellm is a
+    :class:`SummarizerError`.
     """
     task = loop.create_task(factory())
     try:
@@ -356,13 +336,10 @@ _SLOW_FACTOR: Final = 2.0
 class Breaker:
     """Consecutive-failure circuit breaker on anyio's clock (a MockClock moves it in tests).
 
-    How long it stays open depends on why the calls failed. An outage (no
-    answer: connection refused, errors after the retries) opens it for
-    ``reset_s``, doubled after each failed trial while the outage persists (at
-    most ``8 * reset_s``). A provider that has answered before and whose call
-    was cut by the caller's deadline is slow, not down: the breaker then opens
-    for two lengths of that call (at most ``reset_s``), so a slow local model
-    is tried again soon instead of being shut out like a dead endpoint.
+    An outage opens it for ``reset_s``, doubled after each failed trial (at
+    most ``8 * reset_s``). A provider that answered before and whose call was
+    cut by the caller's deadline is slow, not down: it opens for two lengths of
+    that call (at most ``reset_s``), so a slow local model is tried again soon.
     """
 
     def __init__(self, threshold: int, reset_s: float) -> None:
@@ -370,8 +347,7 @@ class Breaker:
         self.reset_s = reset_s
         self.failures = 0
         self.opened_at: float | None = None
-        self.open_for = reset_s
-        """How long the current opening lasts."""
+        self.open_for = reset_s  # how long the current opening lasts
         self.failed_trials = 0
         self.trial_in_flight = False
 

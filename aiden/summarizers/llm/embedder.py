@@ -1,9 +1,5 @@
-"""The litellm embedder: hybrid recall's vectors from any embedding model litellm supports.
-
-Part of the litellm integration (it imports litellm as the summarizer does, through
-:func:`~aiden.summarizers.llm.client._import_litellm`); the :class:`~aiden.recall.embedding.Embedder`
-protocol it implements is the core's.
-"""
+"""The litellm embedder: hybrid recall's vectors from any embedding model litellm supports
+(the :class:`~aiden.recall.embedding.Embedder` protocol is the core's)."""
 
 from __future__ import annotations
 
@@ -24,18 +20,15 @@ class LiteLLMEmbedder:
     ``api_base`` / ``api_key`` are passed to litellm when given (an
     OpenAI-compatible server: ``model="openai/NAME"``, ``api_base="http://host/v1"``).
     ``dimensions``, when given, is sent to the provider (only some models
-    accept it, e.g. OpenAI's text-embedding-3-*) and every returned vector must
-    have that length; otherwise the length is learned from the first answer and
-    then enforced. Texts are cut to :data:`~aiden.recall.embedding.MAX_TEXT_CHARS`; an empty text is
-    sent as one space (providers reject empty inputs). Vectors are normalised
-    here, whatever the provider returns.
+    accept it) and every returned vector must have that length; otherwise the
+    length is learned from the first answer and then enforced. Texts are cut
+    to :data:`~aiden.recall.embedding.MAX_TEXT_CHARS`; an empty text is sent as
+    one space. Vectors are normalised here.
 
     Failures raise :class:`RecallError`: litellm missing or broken, the request
-    failing (HTTP error, timeout, connection refused), or an answer that does
-    not hold one finite, non-zero vector of the right length per text.
-    litellm's own retries are off and the provider client retries a
-    transient failure once (so a request may take up to twice ``timeout``); a
-    failed batch is retried by the next call.
+    failing, or an answer without one finite, non-zero vector of the right
+    length per text. The provider client retries a transient failure once (a
+    request may take up to twice ``timeout``).
     """
 
     def __init__(
@@ -83,7 +76,7 @@ class LiteLLMEmbedder:
         if not texts:
             return []
         try:
-            # Through the package: tests replace it there. Imported once, offline and quietly, as the summarizer does.
+            # Through the package: tests replace it there.
             from aiden.summarizers.llm import _import_litellm
 
             handle = _import_litellm()

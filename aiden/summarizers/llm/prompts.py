@@ -1,13 +1,9 @@
-"""The prompt files, both ways: the chat messages a summary request becomes (templates filled with a
-bounded transcript), and a model's answer turned into a summary (JSON or plain text parsed, echoes of the
-prompt stripped, error-shaped output refused). The templates live in ``aiden/summarizers/prompts/``
-(package data).
+"""The prompt files, both ways: the chat messages a summary request becomes (templates in
+``aiden/summarizers/prompts/`` filled with a bounded transcript), and a model's answer turned into a
+summary (parsed, error-shaped output refused).
 
-A small or wordy model sometimes answers with the schema it was shown:
-``"user_goal": "the user's goal for this part of the session, in their words"``,
-the list of keys, or sentences of the instructions. None of that is memory:
-:func:`clean_text` and :func:`clean_structured` strip what :class:`Scaffold`
-recognises as such an echo.
+A small model sometimes echoes the schema or instructions it was shown; :class:`Scaffold`
+recognises such echoes and :func:`clean_text` / :func:`clean_structured` strip them.
 """
 
 from __future__ import annotations
@@ -153,12 +149,9 @@ class Reading(msgspec.Struct, frozen=True, kw_only=True):
     """A model's answer read into a summary, and what had to be repaired on the way."""
 
     result: SummaryResult
-    moved: int = 0
-    """Items moved out of the section they were misfiled under (a question filed as a decision)."""
-    repaired: bool = False
-    """A JSON object cut off mid-way was closed after its last complete value."""
-    clipped: int = 0
-    """Items cut to the per-field bounds or dropped beyond a list's bound."""
+    moved: int = 0  # items moved out of the section they were misfiled under
+    repaired: bool = False  # a JSON object cut off mid-way was closed after its last complete value
+    clipped: int = 0  # items cut to the per-field bounds or dropped beyond a list's bound
 
 
 # The keys a YAML reading must have one of (prose with a colon parses as YAML too).
@@ -173,17 +166,14 @@ def read_answer(
 ) -> Reading:
     """Read a model's answer: a JSON or YAML object (bare, fenced or inside prose), else plain text.
 
-    The object's ``text`` becomes the summary text; without it, the structured
-    fields are rendered. Repeated keys are merged, not overwritten; a question
-    filed as a decision (or a request as an error) moves to the open threads,
-    and the text is then rendered from the fields; every field is cut to its
-    bound (:func:`~aiden.summarizers.llm.schema.bound_fields`). Plain text is
-    used as is. ``lenient`` (a small model's answer) reads plain text's
-    headings (any case or markup) into the structured fields too, and closes
-    an object cut off mid-way after its last complete value; else (or if
-    nothing complete came before the cut) such an object raises
-    :class:`InvalidSummaryError`, as does an answer with nothing but
-    scaffolding. ``truncated`` (the model hit its output cap)
+    The object's ``text`` becomes the summary text; without it, the fields are
+    rendered. Repeated keys are merged; misfiled items move to the open threads
+    (the text is then rendered from the fields); every field is cut to its
+    bound. Plain text is used as is. ``lenient`` also reads plain text's
+    headings into the fields and closes an object cut off mid-way after its
+    last complete value; else (or if nothing complete came before the cut)
+    such an object raises :class:`InvalidSummaryError`, as does an answer of
+    nothing but scaffolding. ``truncated`` (the model hit its output cap)
     refuses a plain-text answer: its last section is cut off unseen.
     """
     mapping = load_mapping(content, _KNOWN_KEYS)
@@ -254,10 +244,7 @@ _SESSION_HEADING: Final = re.compile(
 
 
 def parse_summary_output(content: str, *, session: bool = False) -> SummaryResult:
-    """Parse a model's answer: a JSON object (bare, in a code fence, inside prose) or, failing that, plain text.
-
-    See :func:`read_answer` (this is its result, with plain text used as is).
-    """
+    """Parse a model's answer (JSON, else plain text used as is): :func:`read_answer`'s result."""
     return read_answer(content, session=session).result
 
 
@@ -288,17 +275,12 @@ def normalize(text: str) -> str:
 class Scaffold:
     """The placeholders, keys, labels and instruction sentences of a set of prompt texts.
 
-    Derived from the prompt files when first needed (not from a copy), so
-    editing a prompt keeps the stripper in step:
-
-    * placeholders: the double-quoted strings with a space in them (the example
-      values of the JSON skeleton) and the single-quoted section templates that
-      carry a body (``'Goal: ...'``, ``'Files: a, b'``);
-    * schema keys: the double-quoted identifiers (``"user_goal"``, ``"what"``) and
-      the bare identifiers listed after "the keys";
-    * section labels: the single-quoted ``'Label:'`` fragments;
-    * instruction sentences: every sentence and line of the prompts with at least
-      four words (``$variables`` match anything).
+    Derived from the prompt files themselves, so editing a prompt keeps the
+    stripper in step: placeholders are the double-quoted strings with a space
+    and the single-quoted section templates with a body; schema keys the
+    double-quoted identifiers and those listed after "the keys"; labels the
+    single-quoted ``'Label:'`` fragments; instructions every sentence or line
+    of four words or more (``$variables`` match anything).
     """
 
     def __init__(self, prompts: Iterable[str]) -> None:
@@ -440,7 +422,7 @@ def has_content(text: str) -> bool:
     return any(line.strip() and not _NON_CONTENT.match(line) for line in text.splitlines())
 
 
-# --- the chat messages a summary request becomes ------------------------------------------------------
+# The chat messages a summary request becomes.
 
 
 @functools.cache
@@ -541,12 +523,9 @@ def build_messages(
 ) -> list[dict[str, str]]:
     """The chat messages (system + user) for ``request``, from the prompt templates.
 
-    ``one_call`` asks for the structured fields only (``compaction.md``): one
-    answer serves the chunk summary and the session summary, and a small model
-    writes half the tokens it would for fields plus a text copy. A
+    ``one_call`` asks for the structured fields only (``compaction.md``). A
     ``retry_reason`` appends the stricter retry note to the user message (not
-    as a second user message: chat templates such as Gemma's require the
-    roles to alternate).
+    a second user message: some chat templates require the roles to alternate).
     """
     system = _template("system.md").substitute()
     fields = {

@@ -1,14 +1,10 @@
 """Tolerant reading of what small models answer: loose JSON, YAML, plain-text sections, misfiled items.
 
-A 0.1-0.5B model asked for one JSON object answers with that object most of
-the time, and otherwise with: the object in a code fence (JSON or YAML),
-prose before or after it, the same key twice, ``["a", "b",]``, a ``// note``
-after a value, ``{'goal': 'x'}`` (a Python dict), ``None``/``True``, bare
-keys, the object split in two or cut off at the output cap, the sections as
-plain text under headings of its own spelling ("**Decisions**", "##
-decisions", "DECISIONS:"), or a question filed as a decision. Each shape is
-read here into a :class:`StructuredSummary`; what cannot be read is left to
-the caller (:mod:`aiden.summarizers.llm.prompts`), which refuses it with a reason.
+Each shape a small model answers with (a fenced or YAML object, prose around
+it, repeated keys, trailing commas, comments, a Python dict, an object split
+or cut off, sections under headings of its own spelling, misfiled items) is
+read into a :class:`StructuredSummary`; what cannot be read is left to
+:mod:`aiden.summarizers.llm.prompts`, which refuses it with a reason.
 """
 
 from __future__ import annotations
@@ -47,11 +43,8 @@ _LOOSE_TOKEN: Final = re.compile(
 
 
 def _merge_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object whose repeated keys are merged (lists joined, first non-empty scalar kept).
-
-    ``json.loads`` keeps only the last of two ``"decisions"`` keys: the first
-    list's facts would be lost without a word.
-    """
+    """An object whose repeated keys are merged (lists joined, first non-empty scalar kept):
+    ``json.loads`` would keep only the last."""
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key not in out:
@@ -132,11 +125,10 @@ _MAX_CUTS: Final = 64
 def repair_truncated_json(content: str) -> dict[str, Any] | None:
     """The object an answer cut off mid-way held up to its last complete value, or ``None``.
 
-    The text from the first ``{`` is scanned for the places where a value
-    inside an object or list had just ended (a ``,`` or a closing bracket
-    outside strings); the latest such place that parses once its open brackets
-    are closed wins. ``None`` when no complete value came before the cut (a
-    reply cut inside its first field) or the text is not JSON-like at all.
+    The latest place where a value had just ended (a ``,`` or a closing bracket
+    outside strings) that parses once its open brackets are closed wins.
+    ``None`` when no complete value came before the cut or the text is not
+    JSON-like.
     """
     start = content.find("{")
     if start < 0:
@@ -185,12 +177,9 @@ def load_mapping(content: str, known_keys: Iterable[str]) -> dict[str, Any] | No
 
     Tried in order: the whole answer as JSON; each code fence's body (JSON,
     then YAML when the fence says ``yaml`` or holds no braces); the span from
-    the first ``{`` to the last ``}`` (prose before or after); the whole
-    answer as YAML; then the fences and the span read loosely (trailing
-    commas, comments, single quotes, Python literals, several objects: see
-    :func:`~aiden.summarizers.llm.repair.loose_object`). A
-    YAML or loose reading counts only if it has one of ``known_keys``:
-    ordinary prose with a colon is YAML as well.
+    the first ``{`` to the last ``}``; the whole answer as YAML; then the
+    fences and the span read by :func:`loose_object`. A YAML or loose reading
+    counts only if it has one of ``known_keys``: prose with a colon is YAML too.
     """
     known = frozenset(known_keys)
     stripped = content.strip()

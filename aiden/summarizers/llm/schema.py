@@ -1,18 +1,10 @@
 """What a model's answer may hold: per-field length bounds, and the JSON schema that asks for them.
 
-A small model asked for short items sometimes writes a paragraph into one
-field or fifty items into one list. The whole-answer limit
-(``summary_max_chars``) catches only the worst of it and then throws every
-field away; the bounds cut the one runaway field instead.
-
-A small local model asked for JSON by the prompt alone often echoes the
-prompt or writes prose instead (Gemma 3 270M on llama.cpp: most answers
-unusable, see BENCHMARKS.md). llama.cpp, vLLM, Ollama and OpenAI can restrict
-sampling to a JSON schema through ``response_format``: the answer then always
-parses, and the per-field bounds become ``maxLength``/``maxItems`` that also
-cap the tokens a slow model spends. Providers spell the request two ways,
-hence two modes besides ``"prompt"`` (the schema in the prompt only, which
-every provider accepts).
+The bounds cut one runaway field (a paragraph, fifty items) instead of the
+whole-answer limit throwing every field away. A provider that constrains
+sampling to the schema (``response_format``) always returns parseable JSON,
+and the bounds become ``maxLength``/``maxItems`` that also cap a slow
+model's tokens.
 """
 
 from __future__ import annotations
@@ -77,7 +69,6 @@ def bound_fields(structured: StructuredSummary) -> tuple[StructuredSummary, int]
     return (StructuredSummary(**fields), changed) if changed else (structured, 0)
 
 
-# The answer's JSON schema, for providers that constrain decoding to it.
 StructuredOutput = Literal["prompt", "json_object", "json_schema"]
 """How the one-call answer's shape is asked for.
 
@@ -111,8 +102,8 @@ def _record(*names: str) -> dict[str, Any]:
 def answer_schema() -> dict[str, Any]:
     """The JSON schema of the one-call answer: ``compaction.md``'s keys, in its order, all required.
 
-    All keys are required and no others allowed (OpenAI's strict mode wants
-    both); an empty field is ``""`` or ``[]``, as the prompt says.
+    No other keys are allowed (OpenAI's strict mode wants both); an empty
+    field is ``""`` or ``[]``, as the prompt says.
     """
     properties: dict[str, Any] = {
         "user_goal": _text(SCALAR_CHARS),

@@ -1,9 +1,5 @@
-"""LiteLLMSummarizer: one retried chat completion per summary request, behind a circuit breaker.
-
-Its usage counters too (:class:`SummarizerStats`), and the one-call mode's
-memo: one structured answer per compaction serves every summary the
-compaction asks for (:class:`CompactionMemo`).
-"""
+"""LiteLLMSummarizer: one retried chat completion per summary request, behind a circuit breaker;
+its usage counters, and the one-call mode's memo of answers."""
 
 from __future__ import annotations
 
@@ -47,48 +43,36 @@ class LiteLLMSummarizer:
 
     One chat completion per request, no tools. Transient provider errors
     (timeouts, connection errors, 429, 5xx) are retried
-    ``config.summarizer_retries`` times with exponential backoff starting at
-    ``config.summarizer_backoff_s``; other errors fail at once. After
-    ``config.circuit_breaker_failures`` consecutive failed calls the breaker
-    opens: calls raise :class:`SummarizerUnavailable` without a request until
-    its open time (from ``config.circuit_breaker_reset_s``, shorter for a slow
-    provider than for a dead one: see :class:`~aiden.summarizers.llm.client.Breaker`)
-    passed, then one trial call decides. A call cancelled by the
-    caller (its deadline) counts as failed: a provider that hangs must open
-    the breaker too. ``stats().first_error`` explains the first failure.
+    ``config.summarizer_retries`` times with exponential backoff from
+    ``config.summarizer_backoff_s``; other errors fail at once, translated into
+    :mod:`aiden.errors` with the original as ``__cause__``. After
+    ``config.circuit_breaker_failures`` consecutive failed calls (a call the
+    caller cancelled counts) the breaker opens: calls raise
+    :class:`SummarizerUnavailable` without a request until its open time passed
+    (see :class:`~aiden.summarizers.llm.client.Breaker`), then one trial call
+    decides. The deadline is the caller's.
 
     Output that is empty, longer than ``config.summary_max_chars`` or shaped
     like an error message raises :class:`InvalidSummaryError`. A
-    ``rolling_fold`` answer is checked against the folded text: load-bearing
-    lines the model dropped are re-appended under ``Must keep:`` (at most
-    ``config.must_keep_max_items``). litellm errors
-    are translated into :mod:`aiden.errors` with the original as ``__cause__``.
-    The deadline is the caller's (``anyio.fail_after`` around
-    :meth:`summarize`).
-
-    ``extra_kwargs`` are passed to ``litellm.acompletion`` as is (e.g.
-    ``{"mock_response": "..."}`` for offline tests).
+    ``rolling_fold`` answer gets the load-bearing lines it dropped re-appended
+    under ``Must keep:``. ``extra_kwargs`` go to ``litellm.acompletion`` as is.
 
     ``structured_output`` (one-call mode): ``"json_object"`` or ``"json_schema"``
     also sends the answer's JSON schema as ``response_format``, so a provider
-    that constrains decoding (llama.cpp, vLLM, Ollama, OpenAI) always returns
-    parseable JSON within the field bounds (see
-    :mod:`aiden.summarizers.llm.schema`); ``"prompt"`` (default) sends none.
+    that constrains decoding returns parseable JSON within the field bounds;
+    ``"prompt"`` (default) sends none.
 
     ``one_call_per_compaction`` (the default): one structured call per
     compacted range serves the running summary and the chunk summary; a
     split-turn prefix and a rolling fold are answered by the extractive
-    summarizer without a call (see :class:`CompactionMemo`);
-    plain-text answers are read by their headings; a JSON answer cut off at
-    the output cap keeps its complete fields; the must-keep facts the answer
-    lost are appended to it. An unusable answer is retried ``invalid_retries``
-    times (default 1 in this mode, else 0) with a stricter prompt, then
-    ``fallback`` (default: the extractive summarizer in this mode, else none)
-    answers: counted in ``stats().fallbacks``, never raised. With
-    ``one_call_per_compaction=False`` every request is its own call (three
-    per compaction with a split turn: the model also writes the split-turn
-    prefix and the rolling fold) and an unusable answer raises
-    :class:`InvalidSummaryError` unless a ``fallback`` is given.
+    summarizer without a call; the must-keep facts the answer lost are
+    appended to it. An unusable answer is retried ``invalid_retries`` times
+    (default 1 in this mode, else 0) with a stricter prompt, then ``fallback``
+    (default: the extractive summarizer in this mode, else none) answers:
+    counted in ``stats().fallbacks``, never raised. With
+    ``one_call_per_compaction=False`` every request is its own call and an
+    unusable answer raises :class:`InvalidSummaryError` unless a ``fallback``
+    is given.
     """
 
     def __init__(
@@ -268,8 +252,7 @@ class LiteLLMSummarizer:
             "model": self.model,
             "messages": messages,
             "temperature": self.temperature,
-            # JSON keys and the structured copy roughly double the text's size
-            # (the one-call answer has no text copy: the keys alone).
+            # JSON keys and the structured copy roughly double the text (one-call: the keys alone).
             "max_tokens": request.max_tokens * (1 if self.one_call else 2) + 256,
             # Retries are ours (backoff on anyio's clock, breaker accounting).
             "num_retries": 0,
@@ -326,8 +309,7 @@ class LiteLLMSummarizer:
             raise InvalidSummaryError(
                 f"summarizer returned {len(content)} characters, far over summary_max_chars={max_chars}"
             )
-        # One-call answers get the must-keep check below: the complete fields of a cut-off
-        # answer are kept, and the facts the cut lost come back as atomic facts.
+        # A cut-off one-call answer keeps its complete fields; the must-keep check restores the rest.
         session = request.purpose == "session_summary"
         reading = read_answer(content, session=session, lenient=self.one_call, truncated=truncated)
         self._counts.misfiled_moved += reading.moved
@@ -338,8 +320,7 @@ class LiteLLMSummarizer:
             result = self._one_call_result(result, request)
         text = validate_summary_text(result.text, max_chars=max_chars)
         if request.purpose == "rolling_fold":
-            # Nothing else checks a fold (chunk summaries get the scheduler's
-            # must-keep check): re-append the load-bearing lines the model dropped.
+            # Nothing else checks a fold: re-append the load-bearing lines the model dropped.
             limit = self.config.must_keep_max_items
             source = "\n".join((request.previous_summary, request.text))
             text = apply_must_keep(text, summary_must_keep(source, max_items=limit), max_items=limit)
@@ -389,9 +370,8 @@ class _Tallies(msgspec.Struct, kw_only=True):
     compactions: int = 0
 
 
-# BreakerState is imported at runtime, not under TYPE_CHECKING: msgspec resolves the field annotations.
-# msgspec freezes a subclass of a mutable Struct (the snapshot of the live counters); mypy's
-# dataclass rule does not know that.
+# BreakerState is imported at runtime: msgspec resolves the field annotations. msgspec freezes a
+# subclass of a mutable Struct (the snapshot of the live counters); mypy does not know that.
 class SummarizerStats(_Tallies, frozen=True, kw_only=True):  # type: ignore[misc]
     """Usage counters of one :class:`LiteLLMSummarizer`.
 
@@ -399,20 +379,18 @@ class SummarizerStats(_Tallies, frozen=True, kw_only=True):  # type: ignore[misc
     ``rejected`` those refused by the open breaker; ``failures`` those that
     raised (rejections excluded); ``cancellations`` those cancelled by the
     caller (counted as failures too); ``retries`` the extra provider requests
-    after transient errors, ``repair_retries`` those after an unusable answer
-    (the stricter prompt). ``fallbacks`` counts answers given by the fallback
-    summarizer after an unusable answer; ``reused_answers`` requests answered
-    from the compaction's one call and ``local_answers`` those answered by the
-    extractive summarizer without a call (one-call mode); ``misfiled_moved``
-    items moved out of the wrong section (a question filed as a decision);
+    after transient errors, ``repair_retries`` those after an unusable answer.
+    ``fallbacks`` counts answers given by the fallback summarizer;
+    ``reused_answers`` requests answered from the compaction's one call and
+    ``local_answers`` those answered by the extractive summarizer without a
+    call; ``misfiled_moved`` items moved out of the wrong section;
     ``must_keep_added`` the lost must-keep facts appended to an answer;
-    ``truncations_repaired`` JSON answers cut off mid-way whose complete fields
-    were kept; ``clipped_items`` items cut to the per-field bounds (or dropped
-    past a list's bound). ``compactions`` counts the chunk (``history``)
-    requests, one per compaction (and one per re-summarized degraded chunk);
-    the ``*_per_compaction`` figures divide the provider requests and tokens
-    by it (they include the session-end summaries and Dream's calls).
-    ``first_error`` / ``last_error`` explain the first and latest failure.
+    ``truncations_repaired`` cut-off JSON answers whose complete fields were
+    kept; ``clipped_items`` items cut or dropped at the per-field bounds.
+    ``compactions`` counts the ``history`` requests; the ``*_per_compaction``
+    figures divide the provider requests and tokens by it (session-end
+    summaries and Dream's calls included). ``first_error`` / ``last_error``
+    explain the first and latest failure.
     """
 
     calls_per_compaction: float = 0.0
@@ -437,8 +415,6 @@ class Counters(_Tallies, kw_only=True):
         self.last_error = text
 
 
-# --- one model call per compaction ----------------------------------------------------------------
-
 _MEMO_SIZE: Final = 4
 
 
@@ -451,14 +427,10 @@ def _key(events: Sequence[SessionEvent]) -> frozenset[tuple[int, int]]:
 class CompactionMemo:
     """The last few one-call answers, by the events (sequence number and content) they summarize.
 
-    A compaction asks for up to four summaries (the running summary, the chunk,
-    a split turn's prefix, a rolling fold), and on a small local model each call
-    costs 20-70 s: one structured call for the range answers the running summary,
-    and the chunk's ``history`` request is rendered from the answer kept here.
-
-    A value of ``None`` means the call's answer was unusable and the fallback
-    answered: the chunk of that range is then the fallback's too, with no
-    second call.
+    One structured call for a range answers the running summary; the chunk's
+    ``history`` request is rendered from the answer kept here. ``None`` means
+    the answer was unusable and the fallback answered: the chunk is then the
+    fallback's too, with no second call.
     """
 
     def __init__(self) -> None:
@@ -488,13 +460,11 @@ class CompactionMemo:
 
 
 def session_result(structured: StructuredSummary) -> SummaryResult:
-    """The session summary (seed 004's five headings) from a one-call answer over all its fields.
+    """The session summary (five headings) from a one-call answer, dropping none of its fields.
 
-    The session file has no goal, decision, constraint or error section: the
-    goal stands in for a missing outcome (else it leads the project facts),
-    constraints join the preferences,
-    and decisions (with why), errors (with the fix), files and the open
-    thread become project facts, so nothing the answer carries is dropped.
+    The goal stands in for a missing outcome (else it leads the project facts),
+    constraints join the preferences, and decisions, errors, files and the open
+    thread become project facts.
     """
     goal = f"Goal: {structured.user_goal}" if structured.user_goal else ""
     outcome = structured.outcome or goal
@@ -522,10 +492,7 @@ def with_must_keep(
 ) -> tuple[StructuredSummary, int]:
     """``structured`` with the must-keep facts of ``events`` it lost appended as facts, and how many.
 
-    Seed 001: a check, not a patch; the lost facts are appended as atomic
-    items rather than the answer rewritten. A missing goal is filled with the
-    one the extractive rules find (the range's first user input, if it
-    states the task), counted too.
+    A missing goal is filled with the one the extractive rules find, counted too.
     """
     goal = 0
     if not structured.user_goal and (found := stated_goal(events)):

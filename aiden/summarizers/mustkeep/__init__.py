@@ -1,16 +1,8 @@
-"""Deterministic must-keep check: facts a summary may not silently lose.
+"""Deterministic must-keep check: facts (constraints, decisions, ids, paths, numbers) a summary
+may not silently lose, found with plain rules and appended when a summary lost them.
 
-Seed 001 lists what is almost never compactable: the user's constraints and
-corrections, decisions with their reasons, identifiers, paths and numbers the
-agent will refer to again. An LLM summary may paraphrase or drop them; this
-package finds them in the compacted events with plain rules
-(:func:`extract_must_keep`) and appends the ones a summary lost
-(:func:`apply_must_keep`).
-
-The sentence-level primitives (splitting, classification, key tokens) live
-here too, because the extractive summarizer must agree with the check on what
-an item *is*: an item it keeps verbatim is then found present by
-:func:`apply_must_keep` and nothing is appended twice.
+The sentence primitives live here too: the extractive summarizer must agree
+with the check on what an item *is*, so nothing it keeps is appended twice.
 """
 
 from __future__ import annotations

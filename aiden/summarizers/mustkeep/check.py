@@ -1,8 +1,5 @@
-"""The must-keep check: select the facts a summary may not lose and append the lost ones.
-
-Also the check as a step of a chunk summary, inline or as a job of the helper
-process (:mod:`aiden.offload`, whose entry is :func:`run_job`).
-"""
+"""The must-keep check: select the facts a summary may not lose and append the lost ones,
+inline or as a job of the helper process (:mod:`aiden.offload`)."""
 
 from __future__ import annotations
 
@@ -65,11 +62,10 @@ def _tool_arg_paths(event: SessionEvent) -> list[str]:
 def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list[str]:
     """Items a summary of ``events`` must not lose, most important first, at most ``max_items``.
 
-    In order: the user's constraints, preferences and corrections (as their
-    sentences); decisions (user or assistant); sentences naming ids, numbers
-    with units or URLs; then file paths from messages and tool-call arguments.
-    Raw tool output is never a source: it is the noise compaction exists to
-    drop. Deterministic: the same events always give the same list.
+    In order: the user's constraints, preferences and corrections; decisions;
+    sentences naming ids, numbers with units or URLs; then file paths from
+    messages and tool-call arguments. Raw tool output is never a source.
+    Deterministic.
     """
     if max_items <= 0:
         return []
@@ -84,14 +80,13 @@ def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list
         if event.type not in ("user_input", "assistant_output", "role_output"):
             continue
         speaker: Speaker = "user" if event.type == "user_input" else "assistant"
-        # A named speaker ("Caroline: ...") is a chat participant: "it's important to always ...",
-        # "I want to help people" set no rule for the agent; a correction or a binding rule does
-        # (as in the extractive summarizer, #38).
+        # A named speaker ("Caroline: ...") is a chat participant: only a correction or a binding
+        # rule of theirs is one for the agent (as in the extractive summarizer).
         named = bool(split_speaker(event.content.strip())[0])
         for sentence in split_sentences(event.content):
             kind = classify_sentence(sentence, speaker=speaker)
             if kind not in _STATES_A_COURSE and is_phatic(sentence):
-                continue  # "That must have been awesome!" is no constraint a summary must keep (#38)
+                continue  # "That must have been awesome!" is no constraint a summary must keep
             item = clip(sentence)
             if speaker == "user" and sets_a_rule(kind, sentence, named=named):
                 user_items.append(item)
@@ -139,9 +134,8 @@ class Haystack:
         """Whether the key content of ``item`` is in the summary.
 
         Present when the normalized item occurs verbatim, or when every
-        distinctive token (path, id, number) occurs and most content words do
-        (a faithful paraphrase: half of them). A sentence with no distinctive tokens
-        needs 80 % of its content words.
+        distinctive token (path, id, number) occurs and half of its content
+        words do (80 % without distinctive tokens).
         """
         norm = normalize(item)
         if not norm or norm in self._text:
@@ -167,11 +161,10 @@ def apply_must_keep(
 ) -> str:
     """Append the ``items`` missing from ``summary_text`` under a bounded ``Must keep:`` section.
 
-    An item is missing when :meth:`Haystack.contains` says its key content is absent
-    (case- and whitespace-insensitive). At most ``max_items`` items are
-    appended and the section stays within ``max_chars`` characters (items are
-    clipped, later ones dropped). If nothing is missing, ``summary_text`` is
-    returned unchanged.
+    An item is missing when :meth:`Haystack.contains` says so. At most
+    ``max_items`` items are appended and the section stays within
+    ``max_chars`` characters (items clipped, later ones dropped). If nothing
+    is missing, ``summary_text`` is returned unchanged.
     """
     if max_items <= 0 or max_chars <= 0 or not items:
         return summary_text
@@ -183,8 +176,8 @@ def apply_must_keep(
     section = _MUST_KEEP_HEADER
     budget = max_chars - len(prefix) - len(section)
     added = 0
-    # A path alone is no list entry (it tells nothing by itself, #38): lost paths go on one
-    # "Files:" line, as a summary lists them; a path is never clipped (a cut path names nothing).
+    # A path alone is no list entry: lost paths go on one "Files:" line, as a summary lists
+    # them; a path is never clipped (a cut path names nothing).
     paths: list[str] = []
     for item in missing:
         if added >= max_items:
@@ -255,10 +248,8 @@ def run_job(payload: bytes) -> bytes:
 async def with_must_keep(summary: str, events: Sequence[SessionEvent], max_items: int) -> str:
     """:func:`apply_job` without stalling the event loop or holding the GIL for long.
 
-    Inline for an ordinary chunk (as planning is: a worker thread would cost
-    appends more than the few ms it takes); a backlog slice's, or a chunk of
-    long tool output, goes to the helper process (:mod:`aiden.offload` says
-    why); without the helper, to a worker thread.
+    Inline for an ordinary chunk (a worker thread would cost appends more);
+    a long one goes to the helper process, or without it to a worker thread.
     """
     job = MustKeepJob(summary, tuple(events), max_items)
     if not offload.too_long_for_the_loop(job.events, len(job.summary)):

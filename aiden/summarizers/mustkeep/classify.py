@@ -1,9 +1,6 @@
 """Classification: what one sentence carries (constraint, decision, error ...), phatic talk, error lines.
 
 Plain regular-expression rules, English and Chinese; pure and deterministic.
-Phatic talk (#38, :func:`is_phatic`) is dropped by the extractive summarizer
-whatever its place in a message, and the must-keep check never asks a summary
-to keep it.
 """
 
 from __future__ import annotations
@@ -49,9 +46,8 @@ _PREFERENCE: Final = re.compile(
     r"|我喜欢|我更喜欢|偏好|喜欢用|请用|请使用|请不要|请始终|我想要|我希望|以后都",
     re.IGNORECASE,
 )
-# "Must" that guesses or feels binds nobody: "it must have been fun", "must've taken ages", "you must
-# love it", "that must be so rewarding", "must be tough", "a must-visit". It binds when it asks for
-# something: "must be booked by Friday", "must use Postgres", "must be valid JSON".
+# "Must" that guesses or feels binds nobody ("it must have been fun", "must be tough", "a must-visit");
+# it binds when it asks for something ("must be booked by Friday", "must use Postgres").
 _GUESSED: Final = (
     r"great|awesome|amazing|wonderful|fantastic|incredible|cool|nice|fun|lovely|beautiful|exciting|excited|"
     r"thrilled|stoked|proud|happy|glad|tough|hard|rough|difficult|scary|frustrating|exhausting|tiring|"
@@ -127,7 +123,7 @@ _GREETING: Final = re.compile(
 )
 
 
-# A question asks; it decides, constrains or reports nothing (seed 001: keep the answer, drop the question).
+# A question asks; it decides, constrains or reports nothing.
 _QUESTION: Final = re.compile(
     r"[?\uff1f]\s*$|^(?:what|why|how|when|where|which|who|whom|whose|should (?:we|i)|shall (?:we|i)|"
     r"could (?:we|you|i)|can (?:we|you|i)|would (?:we|you|it)|do (?:we|you|i)|does|did|is (?:it|there|this|that)|"
@@ -233,8 +229,7 @@ def sets_a_rule(kind: SentenceKind, sentence: str, *, named: bool) -> bool:
     preference, a constraint).
 
     From a ``named`` chat participant ("Caroline: ...") only a correction or a
-    constraint that binds as said by anyone (a must, a deadline, a limit):
-    "it's important to always ...", "never give up" are no rules for the agent.
+    constraint that binds as said by anyone (a must, a deadline, a limit).
     """
     if kind == "correction":
         return True
@@ -256,9 +251,8 @@ def is_plan(sentence: str) -> bool:
     return _PLAN.search(sentence) is not None
 
 
-# Phatic talk (#38).
-# Social markers: a sentence of one informative word is phatic when it greets, thanks or exclaims
-# ("Hey Mel!", "Thanks, Melanie!"), not when it asks or corrects ("Try again", "No, that's wrong").
+# Phatic talk. Social markers: a sentence of one informative word is phatic when it greets, thanks or
+# exclaims ("Hey Mel!"), not when it asks or corrects ("Try again", "No, that's wrong").
 _SOCIAL: Final = frozenset(
     {
         "hi", "yo", "ok", "hey", "hiya", "hello", "thanks", "thank", "thx", "cheers", "bye", "goodbye", "congrats",
@@ -315,12 +309,8 @@ def informative_words(sentence: str) -> list[str]:
 
 
 def is_phatic(sentence: str) -> bool:
-    """True for a sentence that carries no fact: no informative word, or one among greetings or thanks.
-
-    "Hey Mel!", "Thanks, Melanie!", "Your words mean a lot to me.", "Can't
-    wait!", "Sounds great!" — a general rule, not a list of phrases. A
-    number or an id is a fact ("Melanie: 5 years already!" is not phatic).
-    """
+    """True for a sentence that carries no fact: no informative word, or one among greetings or
+    thanks. A number or an id is a fact ("Melanie: 5 years already!" is not phatic)."""
     _who, body = split_speaker(sentence.strip())
     if _NUMBER.search(body) and has_fact_tokens(body):
         return False

@@ -1,8 +1,4 @@
-"""Text primitives: normalization, clipping, sentence splitting, content words and distinctive tokens.
-
-Shared by the extractive summarizer and the must-keep check, so both agree on
-what a sentence *is* and clip it to the same string.
-"""
+"""Text primitives: clipping, sentence splitting, content words and distinctive tokens."""
 
 from __future__ import annotations
 
@@ -59,9 +55,8 @@ def split_sentences(text: str) -> list[str]:
     """Split prose into whitespace-normalized sentences (English and CJK punctuation).
 
     Lines are split first (a bullet is a sentence), then sentences inside a
-    line. Fenced code blocks are skipped: code is not prose and would only
-    produce noise. At most 400 are returned (``_MAX_SENTENCES``), so a pasted
-    log cannot make the caller quadratic.
+    line. Fenced code blocks are skipped. At most ``_MAX_SENTENCES`` are
+    returned, so a pasted log cannot make the caller quadratic.
     """
     out: list[str] = []
     in_code = False
@@ -208,11 +203,8 @@ def arg_paths(args: Mapping[str, object]) -> list[str]:
 
 
 def key_tokens(text: str) -> list[str]:
-    """The distinctive tokens of ``text`` (paths, URLs, ids, versions, numbers), normalized.
-
-    A summary that lost any of these lost the fact, however well it
-    paraphrased the rest of the sentence.
-    """
+    """The distinctive tokens of ``text`` (paths, URLs, ids, versions, numbers), normalized:
+    a summary that lost any of them lost the fact."""
     tokens = [
         *(_strip_path(match.group(0)) for match in _URL.finditer(text)),
         *(match.group(0) for match in _EMAIL.finditer(text)),
