@@ -1,19 +1,10 @@
-"""The advisory records of ``memory/``, kept for later readers (``aiden inspect``): window and last recovery.
+"""Advisory records of ``memory/`` for later readers (``aiden inspect``): ``window.json`` and ``last_recovery.json``.
 
-Each is a small JSON file written through the storage seam's atomic replace,
-only when it would change, so a healthy agent pays no extra write per open.
-They are advisory: failing to write one is logged and never fails the open or
-close that wrote it, and a damaged one reads as absent.
-
-``memory/window.json`` (:func:`record_window`, :func:`read_window`): the window
-lives in the agent's code (``open_memory(model=..., context_window=...)``), not
-in the root, so a command reading the root later (``aiden inspect``) would have
-to guess it. The close adds the calibration the provider's reported prompt sizes
-taught (#35): a reopen with the same model and window starts from it instead of
-from an uncalibrated estimate.
-
-``memory/last_recovery.json`` (:func:`record_recovery`, :func:`read_last_recovery`):
-the last recovery on open that found something, with its time.
+Small JSON files, written atomically and only when they would change. Advisory:
+a failed write is logged and never fails the open or close that made it; a
+damaged one reads as absent. ``window.json`` keeps the context window (which
+lives in the agent's code, not the root) and, from a close, the prompt-size
+calibration a reopen with the same model and window starts from.
 """
 
 from __future__ import annotations
@@ -40,7 +31,7 @@ log = logging.getLogger("aiden.storage")
 
 
 class PromptCalibration(msgspec.Struct, frozen=True, kw_only=True):
-    """What reported prompt sizes taught, kept across a close: the budget check's and the planner's."""
+    """What reported prompt sizes taught the budget check and the planner, kept across a close."""
 
     factor: float
     """The budget check's average of ``reported / estimated``."""

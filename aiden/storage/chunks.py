@@ -5,29 +5,19 @@
     {"aiden_chunk":1,"chunk_id":"...","first_seq":11,"last_seq":40,"count":29,"sha256":"..."}
     {"type":"user_input",...}
 
-``chunks/index.yaml`` is the commit point of a compaction. It holds the
-rolling summary, the newest chunk entries, and references (with checksums) to
-sealed *segments*: immutable ``chunks/segment-<first>-<last>.jsonl`` files of
-older entries. Sealing keeps index.yaml small, so a compaction costs
-O(hot window), not O(history), however long the session has run.
+``chunks/index.yaml`` is the commit point of a compaction: the rolling
+summary, the newest chunk entries, and checksummed references to sealed
+*segments* (immutable files of older entries), so a compaction costs
+O(hot window), not O(history).
 
-A chunk covers the seq range ``[first_seq, last_seq]`` minus ``kept_seqs``
-(pinned events inside the range that stayed in the hot window).
-
-Summaries carry a CRC-32 (``summary_crc``, ``rolling_summary_crc``; absent in
-files of older versions, which read as before): the sha256 covers a chunk's
-events only, and a flipped letter in a summary is still valid YAML or JSON.
-The checksums live on disk only: written with every entry, verified and
+Summaries carry a CRC-32 on disk only (the sha256 covers a chunk's events,
+and a flipped letter in a summary is still valid YAML or JSON): verified and
 dropped on read, so entries in memory compare equal across backends. A damaged
-summary in index.yaml makes the index corrupt (recovery rebuilds it from the
-chunk headers); one in a chunk header is never served: the chunk reads as
-degraded with a placeholder summary, to be re-summarized.
+summary makes index.yaml corrupt (recovery rebuilds it from chunk headers); one
+in a chunk header is never served: the chunk reads as degraded.
 
-As compaction advances the index (:func:`advance_index`), entries pushed out of
-Recent Chunks fold into the rolling summary. summary.md and
-summary_archive.md are derived from the index (their text is rendered by
-:mod:`aiden.policy.summary_md`), so recovery can always re-derive them; nothing
-is stored only there.
+summary.md and summary_archive.md are derived from the index, so recovery can
+always re-derive them.
 """
 
 from __future__ import annotations
@@ -73,6 +63,7 @@ __all__ = [
     "restore_header",
     "save_index",
     "seal_segments",
+    "sealed_index",
     "write_chunk",
 ]
 
@@ -100,7 +91,7 @@ class ChunkEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """CRC-32 of ``summary`` (UTF-8) in a file; None in memory (dropped once verified), older files, PostgreSQL."""
 
     def covers(self, seq: int) -> bool:
-        """True if the event with ``seq`` lives in this chunk (not kept in the hot window)."""
+        """True if ``seq`` is in ``[first_seq, last_seq]`` and not one of ``kept_seqs`` (pinned, kept hot)."""
         return self.first_seq <= seq <= self.last_seq and seq not in self.kept_seqs
 
 
@@ -276,7 +267,7 @@ def restore_header(storage: Storage, layout: Layout, entry: ChunkEntry) -> None:
 # --- the index -----------------------------------------------------------------
 
 def _yaml() -> Any:
-    # PyYAML costs ~10 ms to import; the index is only touched once memory is open.
+    # PyYAML is slow to import; the index is only touched once memory is open.
     import yaml
 
     return yaml
@@ -347,16 +338,33 @@ def segment_name(first_seq: int, last_seq: int) -> str:
 def seal_segments(storage: Storage, layout: Layout, index: ChunkIndex, *, keep_live: int) -> ChunkIndex:
     """Move the oldest live entries into immutable segment files while more than ``keep_live + SEGMENT_SIZE`` are live.
 
-    Segment files are written before the index that references them is
-    committed; an unreferenced segment left by a crash is deleted on recovery.
+    Written before the index referencing them; recovery deletes unreferenced ones.
+    """
+
+    def write(name: str, body: bytes) -> None:
+        storage.write_atomic(layout.chunks / name, body, crash_prefix="segment")
+
+    return sealed_index(index, keep_live, lambda e: _json.encode(_stamped(e)), write)
+
+
+def sealed_index(
+    index: ChunkIndex,
+    keep_live: int,
+    encode: Callable[[ChunkEntry], bytes],
+    write: Callable[[str, bytes], None] | None = None,
+) -> ChunkIndex:
+    """``index`` with its oldest live entries moved into segment references, each entry a line ``encode(entry)``.
+
+    ``write(name, body)`` stores each segment before its reference is made (PostgreSQL keeps the entries as rows).
     """
     chunks = list(index.chunks)
     segments = list(index.segments)
     while len(chunks) > keep_live + SEGMENT_SIZE:
         sealed, chunks = chunks[:SEGMENT_SIZE], chunks[SEGMENT_SIZE:]
-        body = b"".join(_json.encode(_stamped(e)) + b"\n" for e in sealed)
+        body = b"".join(encode(e) + b"\n" for e in sealed)
         name = segment_name(sealed[0].first_seq, sealed[-1].last_seq)
-        storage.write_atomic(layout.chunks / name, body, crash_prefix="segment")
+        if write is not None:
+            write(name, body)
         segments.append(
             SegmentRef(
                 file=name,
@@ -437,10 +445,7 @@ passes the embedded summarizer's section-wise fold (``aiden.summarizers.extracti
 def append_lines(rolling: str, summary: str, max_lines: int) -> str:
     """The fold that runs no summarizer: ``summary`` below ``rolling``, nothing merged.
 
-    Recovery's, when it re-derives the rolling summary of an index rebuilt from
-    its chunk files (storage runs no summarizer, #36): :func:`cap_lines` keeps
-    the newest lines, and the next push's fold merges the text section by
-    section again.
+    Recovery's, re-deriving the rolling summary of a rebuilt index (storage runs no summarizer).
     """
     return "\n".join(part for part in (rolling.strip(), summary.strip()) if part)
 
@@ -448,18 +453,13 @@ def append_lines(rolling: str, summary: str, max_lines: int) -> str:
 def fold_into_rolling(
     rolling: str, entry: ChunkEntry, *, max_lines: int, fold: RollingFold
 ) -> tuple[str, bool]:
-    """Merge ``entry``'s summary into the rolling summary with ``fold``; returns (text, over_cap).
-
-    ``over_cap`` tells the caller the merged text exceeds ``max_lines`` and
-    should be folded through the configured summarizer; :func:`cap_lines` is
-    the hard backstop.
-    """
+    """Merge ``entry``'s summary into the rolling summary with ``fold``; returns (text, over ``max_lines``)."""
     text = fold(rolling, entry.summary, max_lines).strip() if entry.summary.strip() else rolling.strip()
     return text, len(text.splitlines()) > max_lines
 
 
 def cap_lines(rolling: str, *, max_lines: int, keep_head: bool = False) -> str:
-    """Cut ``rolling`` to ``max_lines`` and mark the truncation (seed 000's backstop).
+    """Cut ``rolling`` to ``max_lines`` and mark the truncation.
 
     The accumulating rolling summary drops its oldest lines; a folded
     checkpoint (``keep_head=True``) is ordered by importance, so its tail goes.
@@ -479,9 +479,8 @@ def advance_index(
 ) -> tuple[ChunkIndex, list[ChunkEntry], bool]:
     """The index after appending ``entry``: returns (index, entries pushed out of Recent Chunks, rolling over cap).
 
-    Entries pushed out of Recent Chunks are folded into the rolling summary;
-    when it exceeds ``max_lines`` the caller folds it through the summarizer
-    (a rolling checkpoint) and :func:`cap_lines` remains the hard backstop.
+    Pushed-out entries fold into the rolling summary; over ``max_lines`` the
+    caller folds it through the summarizer, and :func:`cap_lines` is the backstop.
     """
     chunks = [*index.chunks, entry]
     total = index.total_chunks + 1

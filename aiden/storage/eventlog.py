@@ -1,47 +1,23 @@
 """``events.jsonl``, the hot window's log: its appends, its trim after a compaction, and what outlives it.
 
-**Appends** (:class:`EventLog`): group commit, gap-free seqs, event_id dedupe.
-One :meth:`EventLog.append` call is one group commit: take the session lock,
-re-validate the file (another process may have appended, compaction may have
-replaced it, a crash may have left a torn tail), assign gap-free seqs, write
-every line with one ``write`` and one ``fsync``, release the lock. The cached
-file state (descriptor, end offset, last seq, recent event ids) lives only
-here; it is re-checked against the file under the lock on every batch.
+**Appends** (:class:`EventLog`): one call is one group commit under the session
+lock: re-validate the cached file state (another process may have appended, a
+compaction replaced the file, a crash left a torn tail), assign gap-free seqs,
+one ``write`` and one ``fsync``.
 
-**Seq and event-id facts that must outlive the log.**
-Compaction moves events out of the hot window into chunk files and a crash or
-an operator can empty the log, so two facts cannot be derived from the log
-alone:
+**Facts that outlive the log** (compaction moves events out; a crash or an
+operator can empty it): the stored ``event_id`` values, read from committed
+chunk files (dedupe holds after compaction), and the highest seq ever assigned,
+a high-water-mark file written by each trim (a lost hot window is reported and
+its seqs never handed out again).
 
-* which ``event_id`` values are already stored (the dedupe contract says a
-  known id returns the stored event, also after it was compacted), and
-* the highest seq ever assigned (a lost hot window must be reported, and its
-  seqs must never be handed out again).
-
-The first is read from committed chunk files; the second is a tiny
-high-water-mark file written by each compaction trim (atomic replace through
-the Storage seam), which is the only point where the log is rewritten.
-
-**The trim** (:func:`trim_hot_window`), the last step of a file-store compaction
-commit: ``events.jsonl`` without the events a chunk now holds.
-
-Appends wait on the session's events lock, and a backlog's hot window is
-megabytes, so the rewrite is in two halves. Without the lock (only the pass
-holding the compaction lock ever rewrites the log) the complete lines read so
-far are filtered, written to a unique temp file and fsynced; under the lock
-only what was appended since is read, appended and synced before the
-``os.replace``. Lines are kept verbatim.
-
-Work in the lines read, not in the hot window: lines are appended in seq
-order and a chunk covers nothing above its last seq, so only the lines up to
-the first one above it are read (by seq only) and filtered; the rest of the
-file is copied as bytes. A backlog drain trims once per bounded pass: reading
-every line of a 64k-event window each time was most of a pass's time in this
-process and held the GIL while appends waited. So a corrupt line above the
-chunk waits for the trim whose range reaches it (or recovery at the next open)
-to be quarantined, and a line out of seq order (only an outside edit makes
-one) may outlive its compaction in the file: every reader leaves out what a
-chunk covers, and recovery removes it.
+**The trim** (:func:`trim_hot_window`), the last step of a file-store commit:
+the bulk is filtered, written to a temp file and fsynced without the events
+lock; under it only what was appended since is added before the replace. Lines
+are kept verbatim, and only those up to the chunk's last seq are read (lines
+are appended in seq order); the rest is copied as bytes. So a corrupt or
+out-of-order line above the chunk outlives this trim; every reader leaves out
+what a chunk covers, and recovery removes it.
 """
 
 from __future__ import annotations
@@ -101,11 +77,9 @@ def write_high_water(storage: Storage, layout: Layout, seq: int) -> None:
 
 
 def lost_seqs(entries: Sequence[cs.ChunkEntry], hot: Iterable[SessionEvent], high_water: int) -> list[int]:
-    """Seqs up to the known maximum that neither a chunk nor the hot window holds.
+    """Seqs up to the known maximum that neither a chunk nor the hot window holds (seqs are gap-free: lost).
 
-    Seqs are assigned gap-free, so every seq in ``1..max(last chunk, high water)``
-    lives in exactly one place; a seq found nowhere was lost. Only gaps between
-    ranges are walked, so the cost is the size of the loss, not of the session.
+    Only gaps between ranges are walked: the cost is the size of the loss, not of the session.
     """
     hot_seqs = {e.seq for e in hot}
     ordered = sorted(entries, key=lambda e: e.first_seq)
@@ -151,9 +125,7 @@ class TrimNote(msgspec.Struct, frozen=True):
 class EventLog:
     """Appends of one process to ``events.jsonl``. Blocking; call from one worker thread at a time.
 
-    Its state (descriptor, end, last seq, event ids) is the appender's alone:
-    a compaction trim of this process only sends it a :class:`TrimNote`
-    (:meth:`note_trim`), which the next append reads under the events lock.
+    Its state is the appender's alone: a trim of this process only sends it a :class:`TrimNote`.
     """
 
     def __init__(self, layout: Layout, storage: Storage, config: Config) -> None:
@@ -180,12 +152,9 @@ class EventLog:
         self._trims: queue.SimpleQueue[TrimNote] = queue.SimpleQueue()
 
     def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
-        """Durably store every request's events as one batch; the seqs of each request's events.
+        """Durably store every request's events as one batch (see :meth:`~aiden.storage.protocol.SessionStore.append`).
 
-        A deduplicated event (its ``event_id`` already stored) is not written
-        again and is reported as its stored seq negated (see
-        :meth:`~aiden.storage.protocol.SessionStore.append`). On failure nothing
-        of the batch stays in the file and the error propagates.
+        On failure nothing of the batch stays in the file and the error propagates.
         """
         self._lock.acquire(self._config.lock_timeout_s)
         try:
@@ -202,11 +171,7 @@ class EventLog:
             self._lock.release()
 
     def sync_held(self) -> None:
-        """Learn the file (end, last seq, event ids) now; the caller holds the events lock.
-
-        Called at open after recovery: otherwise the first append's batch reads
-        the whole hot window under the lock (a backlog's, while appends wait).
-        """
+        """Learn the file (end, last seq, event ids) now; the caller holds the events lock (at open)."""
         self._sync_file_state()
 
     def _write_batch(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
@@ -246,9 +211,7 @@ class EventLog:
         return out
 
     def _undo(self, start: int) -> None:
-        # Bytes of a failed batch were never acknowledged; cut them off so they
-        # can never be adopted as stored events. If the cut itself fails, every
-        # later batch retries it first and fails until it succeeds.
+        # Unacknowledged bytes must never be adopted as events. A failed cut is retried by every later batch.
         self._valid = False
         if self._fd is None:
             return
@@ -288,8 +251,7 @@ class EventLog:
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            # No log (a rotator killed between moving ``session/`` away and creating the new
-            # one, or a deleted file): start it, and learn whose session it is, as for any new file.
+            # No log (a rotator killed mid-way, or a deleted file): start it.
             self._storage.mkdir(self._layout.session)
             fd = self._storage.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             self._storage.fsync_dir(self._layout.session)
@@ -323,8 +285,7 @@ class EventLog:
             if event_id is not None:
                 self._remember(event_id, seq)
         for bad in result.bad_lines:
-            # Only reported here: recovery, or the compaction trim whose range reaches it,
-            # quarantines it exactly once; copying it from the append path would repeat on every rescan.
+            # Only reported: recovery or the trim that reaches it quarantines it once (a rescan would repeat it).
             log.error(
                 "events.jsonl: corrupt line at offset %d (quarantined by the trim that reaches it or at the next open)",
                 bad.offset,
@@ -340,20 +301,15 @@ class EventLog:
             log.warning("events.jsonl: torn tail of %d bytes quarantined", len(result.torn_tail))
         self._end += result.complete_end
         self._learn_chunk_ids()
-        # Never reuse a seq of a lost (emptied, deleted, cut) hot window, nor one a committed
-        # chunk holds: the high-water mark alone may be damaged or lower (a flipped digit gave
-        # seq 2 again while a chunk held 2..58).
+        # Never reuse a seq of a lost hot window nor one a committed chunk holds (the high-water
+        # mark alone may be damaged or lower).
         self._last_seq = max(self._last_seq, read_high_water(self._layout), self._index_last_seq)
         if self._last_seq == 0:
             self._last_seq = self._floor_seq()
         self._valid = True
 
     def _learn_chunk_ids(self) -> None:
-        """The ids of chunks committed since, newest first, up to the dedupe window.
-
-        Only when index.yaml changed: the common resync (another process appended)
-        stays cheap. Each chunk is read once (``_chunks_seen``).
-        """
+        """The ids of chunks committed since, newest first, up to the dedupe window; only when index.yaml changed."""
         try:
             st = os.stat(self._layout.index)
         except FileNotFoundError:
@@ -432,13 +388,9 @@ class EventLog:
     def _adopt_trimmed(self, st: os.stat_result) -> bool:
         """Under the lock: take over the file our own trims made of the one the cached view describes.
 
-        Each trim keeps a subset of the replaced file's lines, so when the notes
-        lead from the cached (inode, end) to the file as it is now, the last seq
-        and the ids stay right (the compacted events' ids were learned when they
-        were appended, so the chunks need not be read back): only the descriptor
-        and end move. Otherwise (another process appended or replaced it since)
-        the caller re-scans. Without this, the first append after every pass
-        decoded the whole hot window under the lock: a backlog-sized stall.
+        A trim keeps a subset of the lines, so when the notes lead from the cached
+        (inode, end) to the file as it is now, the last seq and ids stay right and
+        only the descriptor and end move; otherwise the caller re-scans.
         """
         ino, end, chunks = self._ino, self._end, []
         while True:
@@ -465,8 +417,7 @@ class EventLog:
         return True
 
     def release(self) -> None:
-        """Close the descriptor while idle; the next append opens the file again and keeps what it knew
-        of it (end, last seq, event ids) when it is the same file."""
+        """Close the descriptor while idle; the next append keeps what it knew when the file is the same."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
             self._storage.close(fd)
@@ -497,12 +448,10 @@ def trim_hot_window(
 ) -> int:
     """Replace ``events.jsonl`` by its events for which ``compacted(seq)`` is false; how many lines are left.
 
-    The caller holds the compaction lock and has committed the index that
-    makes ``compacted`` true. The seq high-water mark is written before the
-    replace: losing the log afterwards must still show these seqs existed.
-    ``replaced(old_inode, old_size, new_size)`` is called after the replace,
-    still under the events lock (this process's appender adopts the new file).
-    ``known`` lines (decoded by the pass's snapshot) are not read for their seq again.
+    The caller holds the compaction lock and has committed the index. The
+    high-water mark is written before the replace (a log lost afterwards still
+    shows these seqs existed). ``replaced(old_inode, old_size, new_size)`` is
+    called after it, still under the events lock. ``known`` lines are not re-read.
     """
 
     def left(lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -513,8 +462,7 @@ def trim_hot_window(
     first = scan_seqs(before[:end], known=known, after_seq=chunk_last_seq)
     split = first.stopped_at  # lines from here on are above the chunk: kept as they are
     bulk = _joined(left(first.lines)) + before[split:end]
-    # The high-water mark before the replace: every seq the old log held stays known even if
-    # the new log is lost. Outside the events lock: it is two fsyncs the appenders need not wait for.
+    # Outside the events lock: two fsyncs the appenders need not wait for.
     write_high_water(storage, layout, max(chunk_last_seq, _last_seq(before[:end], first.lines)))
     staged = storage.stage_atomic(layout.events, bulk)
     try:
@@ -549,8 +497,7 @@ def trim_hot_window(
     finally:
         events_lock.release()
     if tail:
-        # Appended during the pass: known to the high-water mark from now on (they were not
-        # before the pass either; the lock is not held for it).
+        # Appended during the pass: into the high-water mark too (outside the lock).
         write_high_water(storage, layout, tail[-1][0])
     return bulk.count(b"\n") + len(tail)
 

@@ -1,11 +1,8 @@
 """The storage seam: every filesystem mutation aiden makes goes through :class:`Storage`.
 
-Keeping mutations in one small class gives the reliability tests one place to
-inject faults (ENOSPC/EIO at the Nth call), to crash at named points, and to
-record the operation order for power-loss replay. Methods are synchronous and
-blocking; actors call them from a worker thread, once per batch.
-
-Reads are not routed through here: they cannot lose data.
+One place for the reliability tests to inject faults, crash at named points and
+record the operation order for power-loss replay. Methods block. Reads are not
+routed through here: they cannot lose data.
 """
 
 from __future__ import annotations
@@ -24,12 +21,10 @@ from aiden.errors import DurabilityError, StorageError
 
 __all__ = ["StagedFile", "StorageOp", "Storage", "TEMP_MARKER", "is_temp_name", "refuse_symlinks_below"]
 
-# Every temp file aiden creates carries this marker, so recovery can find and
-# delete its own leftovers (and never anybody else's files).
+# In every temp file aiden creates: recovery deletes its own leftovers, never anybody else's files.
 TEMP_MARKER: Final = ".aiden-tmp-"
 
-# The directory every memory path lives under (``<root>/memory``, see Layout).
-# Directory components from it downwards must never be symlinks when writing.
+# Directory components from ``<root>/memory`` downwards must never be symlinks when writing.
 MEMORY_DIR_NAME: Final = "memory"
 
 _WRITE_FLAGS: Final = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -109,7 +104,7 @@ class Storage:
         return fd
 
     def close(self, fd: int) -> None:
-        """Close ``fd`` (not a mutation, but keeps the fd-to-path map tidy)."""
+        """Close ``fd`` (never raises)."""
         self._fd_paths.pop(fd, None)
         self._fd_offsets.pop(fd, None)
         try:
@@ -212,8 +207,7 @@ class Storage:
     def mkdir(self, path: str | os.PathLike[str]) -> None:
         """Create a directory and any missing parents, each made durable by fsyncing its parent.
 
-        Without the parent fsync a power loss can drop a fresh directory, and
-        with it every file acknowledged inside it.
+        (A power loss could otherwise drop a fresh directory with every file acknowledged in it.)
         """
         p = Path(path)
         missing: list[Path] = []
@@ -243,8 +237,7 @@ class Storage:
     def stage_atomic(self, path: str | os.PathLike[str], data: bytes) -> StagedFile:
         """The first half of :meth:`write_atomic`: ``data`` in a unique temp file beside ``path``, fsynced.
 
-        :meth:`StagedFile.commit` appends what came since and replaces ``path``;
-        the expensive write and fsync of the bulk can so happen before a lock is taken.
+        The bulk's write and fsync can so happen before a lock is taken; :meth:`StagedFile.commit` finishes.
         """
         dst = Path(path)
         tmp = dst.parent / f"{TEMP_MARKER}{dst.name}.{os.getpid()}.{secrets.token_hex(6)}"
@@ -298,10 +291,8 @@ def _refuse_symlinked_dirs(kind: str, path: str) -> bool:
     memory directory (the shallowest component named ``memory``) is a symlink; True if ``path``
     lies inside a memory directory.
 
-    The memory root is resolved (``realpath``) by :class:`~aiden.storage.layout.Layout`, so nothing
-    above it is a symlink; one below it was planted and would redirect the write out of the root.
-    Paths outside any memory directory are not checked. The final component is not checked here
-    (``replace``/``rename``/``unlink`` act on a link itself, not on its target).
+    Layout resolves the root, so a symlink below it was planted. The final component is not
+    checked (``replace``/``rename``/``unlink`` act on a link itself, not on its target).
     """
     parts = os.path.abspath(path).split(os.sep)
     try:

@@ -1,16 +1,14 @@
 """Reading ``events.jsonl``-style files: complete lines, torn tails, corrupt lines.
 
-A last line without ``\\n`` was never acknowledged (the writer acknowledges
-after the newline is written and synced), so it is a *torn tail*: its bytes go
-to the quarantine file and the file is cut back to the last newline. A corrupt
-line in the middle is reported and quarantined, never silently dropped.
+A last line without ``\\n`` was never acknowledged, so it is a *torn tail*:
+quarantined, and the file cut back to the last newline. A corrupt line is
+reported and quarantined, never silently dropped.
 
-A line written by this version ends in a CRC-32 field, ``..., "crc":<n>}``,
-over every byte before ``,"crc":``: a flipped byte that leaves the JSON valid
-(a letter of the content) makes the line corrupt instead of silently another
-event. A line without the field (written by an older version) reads as before.
-The field is the object's last, so no other key can end a line that way (meta,
-the only field with free-form keys, ends in ``}}``); the event decoder ignores it.
+A line ends in a CRC-32 field, ``..., "crc":<n>}``, over every byte before
+``,"crc":``, so a flipped byte that leaves the JSON valid makes the line
+corrupt, not another event (a line without it, from an older version, reads as
+before). It is the object's last field, so no other key can end a line that
+way (meta, the only free-form one, ends in ``}}``); the event decoder ignores it.
 """
 
 from __future__ import annotations
@@ -47,11 +45,7 @@ _CRC_TAIL = len(_CRC_KEY) + 10 + 1  # the key, at most 10 digits of a 32-bit val
 
 
 def sealed(line: bytes, prefix: bytes = b"{") -> bytes:
-    """``line`` (an encoded JSON object ending in ``}\\n``) with ``prefix`` for its ``{`` and its CRC field added.
-
-    One pass of ``zlib.crc32`` over bytes already in hand (no copy of the body before the
-    join): the append path calls this for every event (~0.5 us more than without the CRC).
-    """
+    """``line`` (an encoded JSON object ending in ``}\\n``) with ``prefix`` for its ``{`` and its CRC field added."""
     body = memoryview(line)[1:-2]
     crc = zlib.crc32(body, zlib.crc32(prefix))
     return b"".join((prefix, body, b',"crc":%d}\n' % crc))
@@ -96,12 +90,10 @@ def scan(
 ) -> Scan:
     """Split ``data`` into decoded events, bad lines and a torn tail.
 
-    ``known`` maps line bytes to their decoded event: a line found there is not
-    decoded again (an event is immutable, so equal bytes decode equal).
-    ``remember`` receives every event line of ``data`` (the next scan's ``known``,
-    bounded by what the file holds now). A compaction pass re-reads the whole hot
-    window; with the previous pass's lines known, only what was appended since
-    is decoded, so a backlog drain decodes each event once instead of once per pass.
+    ``known`` maps line bytes to their decoded event, which is not decoded
+    again (equal bytes decode equal). ``remember`` receives every event line
+    of ``data``: the next scan's ``known``, so a compaction pass re-reading the
+    hot window decodes only what was appended since the last.
     """
     events: list[SessionEvent] = []
     bad: list[BadLine] = []
@@ -160,14 +152,10 @@ class _Parsed(msgspec.Struct, frozen=True):
 class GrowingFile:
     """The events of a file that only grows at its end until it is replaced whole, parsed once.
 
-    ``events.jsonl`` between compactions is append-only; a compaction, a
-    recovery or a rotation replaces it atomically. Each :meth:`events` call
-    parses only the bytes appended since the last one, after checking that the
-    file is the one parsed before: same inode, the same first line and the same
-    line just before the old end (an inode number can be reused by a later
-    replace). Anything else is read whole. A torn last line is left for the
-    next call, as :func:`scan` does. Thread-safe: readers in worker threads
-    share one instance, whose parse is one immutable value replaced whole.
+    Each :meth:`events` call parses only the bytes appended since the last,
+    after checking that the file is the one parsed before: same inode, first
+    line and line before the old end (an inode number can be reused). Anything
+    else is read whole. Thread-safe: the parse is one immutable value replaced whole.
     """
 
     def __init__(self, path: Path) -> None:
@@ -237,15 +225,13 @@ def scan_seqs(
     known: Mapping[bytes, SessionEvent] | None = None,
     after_seq: int | None = None,
 ) -> SeqScan:
-    """Like :func:`scan`, reading only each line's seq (~5x faster; the compaction trim holds a lock).
+    """Like :func:`scan`, reading only each line's seq (a few times faster).
 
-    A line whose seq does not read, or whose CRC does not match, goes through the
-    full decoder, so it is reported as :func:`scan` would. A line that is JSON with a valid seq but
-    not a valid event is kept here; :func:`scan` at the next open reports it.
-    A line in ``known`` (decoded before, e.g. by the pass's snapshot) is not read again.
-    With ``after_seq``, reading stops at the first line whose seq is above it
-    (``stopped_at``, its offset; the torn tail is then not looked at): lines are
-    appended in seq order, so a trim only needs to read what a chunk may cover.
+    A line whose seq does not read, or whose CRC does not match, goes through
+    the full decoder and is reported as :func:`scan` would; JSON with a valid
+    seq but not a valid event is kept (recovery reports it). A line in ``known``
+    is not read again. With ``after_seq``, reading stops at the first line whose
+    seq is above it (``stopped_at``; the torn tail is then not looked at).
     """
     lines: list[tuple[int, bytes]] = []
     bad: list[BadLine] = []
@@ -291,10 +277,8 @@ _seq_id_decoder = msgspec.json.Decoder(_SeqId)
 def scan_ids(data: bytes, *, base_offset: int = 0) -> IdScan:
     """Like :func:`scan`, reading only each line's seq and event_id (a few times faster).
 
-    The appender's first batch after an open re-reads the whole hot window
-    under the events lock; a full decode of a backlog there stalled every
-    append. A line whose seq does not read, or whose CRC does not match, goes
-    through the full decoder, so it is reported as :func:`scan` would.
+    A line whose seq does not read, or whose CRC does not match, goes through
+    the full decoder, so it is reported as :func:`scan` would.
     """
     ids: list[tuple[int, str | None]] = []
     bad: list[BadLine] = []
@@ -342,11 +326,7 @@ def quarantine(storage: Storage, path: Path, what: str, raw: bytes) -> None:
 def repair_torn_tail(
     storage: Storage, fd: int, quarantine_path: Path, complete_end: int, tail: bytes
 ) -> None:
-    """Quarantine ``tail`` and cut the file open at ``fd`` back to ``complete_end``.
-
-    The quarantine copy is made durable first: a crash between the two steps
-    repeats the copy (harmless), never loses the bytes.
-    """
+    """Quarantine ``tail`` (durably, first: a crash repeats the copy, never loses it), then cut back to ``complete_end``."""
     quarantine(storage, quarantine_path, f"torn tail at offset {complete_end}", tail)
     storage.checkpoint("repair.after_quarantine")
     storage.truncate(fd, complete_end)

@@ -1,7 +1,6 @@
-"""Where everything lives under ``<root>/memory/`` (seed 000 and DESIGN section 3).
+"""Where everything lives under ``<root>/memory/``: every path is built here from the resolved root and validated ids.
 
-All paths are built here from the resolved root and validated ids, so no
-caller ever joins user text onto a path.
+No caller ever joins user text onto a path.
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ __all__ = [
     "LongTermFileName",
 ]
 
-# The names of every file aiden keeps live here, so recovery's list of them (see
-# aiden.storage.recovery.file_paths) and the modules that write them cannot drift apart.
+# Every file name lives here, so recovery's list (recovery.file_paths) and the writers cannot drift apart.
 LongTermFileName = Literal["SOUL.md", "USER.md", "MEMORY.md"]
 LONG_TERM_FILES: Final[tuple[LongTermFileName, ...]] = ("SOUL.md", "USER.md", "MEMORY.md")
 """The long-term files Dream edits and versions in ``long_term/.git``."""
@@ -43,8 +41,7 @@ PROFILES_DIR_NAME: Final = "profiles"
 class _Under:
     """A path under the layout's ``memory`` or ``session`` folder, made at each use.
 
-    An open memory keeps no Path per file (an idle session's footprint), and an archived
-    session's layout (a copy with another ``session``) moves every session path at once.
+    An idle session keeps no Path per file, and a copy with another ``session`` moves every session path.
     """
 
     __slots__ = ("_folder", "_parts")
@@ -59,33 +56,7 @@ class _Under:
 
 
 class Layout:
-    """Paths of one memory root.
-
-    ::
-
-        <root>/memory/
-          session.lock            the session lock (never deleted or renamed)
-          compaction.lock         held by the one compaction pass on a root
-          last_recovery.json      the last recovery on open that found something
-          window.json             the context window of the last open (aiden inspect)
-          session/                the active session
-            events.jsonl          hot window
-            events.quarantine     bytes of torn tails / corrupt lines (never acknowledged data)
-            summary.md, summary_archive.md
-            chunks/index.yaml, chunks/<chunk_id>.jsonl
-            recall.sqlite3        derived recall index
-            running_summary.md, seq_high_water, session.json
-          session_archive/<closed_session_id>/
-          long_term/
-            index.yaml, profile.md, memories/<id>.md     saved memory entries
-            history.jsonl, .cursor, .dream_cursor       Dream's source material
-            SOUL.md, USER.md, MEMORY.md, .git/          Dream's files and their versions
-            sessions/<stamp>-<session_id>.md, digest.md  durable summaries
-            .entries.lock, .history.lock, .summaries.lock, .dream.lock
-          episodes/index.yaml, episodes/.episodes.lock, episodes/<yyyy>/<episode_id>/
-          experience/index.yaml, experience/.records.lock, experience/<kind>/<id>.md
-          experience/vectors.msgpack  derived: the records' vectors (with an embedder)
-    """
+    """Paths of one memory root (the tree: README, "On disk")."""
 
     __slots__ = ("memory", "root", "session")
 

@@ -1,11 +1,8 @@
-"""The session lock: ``flock`` on ``memory/session.lock``.
+"""The session lock: ``flock`` on a lock file that is never deleted or renamed (every process locks one inode).
 
-The lock file is created once and never deleted or renamed, so every process
-locks the same inode. Each holder opens its own descriptor: ``flock`` locks
-belong to the open file description, so two actors of one process exclude each
-other exactly as two processes do. The descriptor is opened per acquisition and
-closed at release. Acquisition blocks, so callers run it in a
-worker thread (together with the I/O done under the lock: one hop per batch).
+Each holder opens its own descriptor, per acquisition: ``flock`` locks belong
+to the open file description, so two actors of one process exclude each other
+as two processes do. Acquisition blocks: callers run it in a worker thread.
 """
 
 from __future__ import annotations
@@ -76,8 +73,7 @@ class SessionLock:
     def release(self) -> None:
         """Release the lock if held, and close its descriptor.
 
-        A session lock is held per batch or per pass: an idle open session keeps no
-        descriptor for it (thousands of open sessions must fit ``ulimit -n``, #36).
+        An idle open session keeps no descriptor (thousands of open sessions must fit ``ulimit -n``).
         """
         if self._held and self._fd is not None:
             self._held = False

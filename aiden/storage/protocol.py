@@ -1,23 +1,16 @@
 """The session store protocol: the one way any room touches session data.
 
-Every method blocks (actors call them from a worker thread) and every backend
-keeps DESIGN section 4's invariants, checked for each backend by the
-conformance suite in :mod:`aiden.testing.conformance`:
+Every method blocks (actors call them from a worker thread). Every backend
+keeps these invariants, checked by :mod:`aiden.testing.conformance`:
 
 - an acknowledged append survives any crash; seqs are gap-free and strictly
-  increasing; an ``event_id`` already stored is never stored twice (its
-  append reports the stored seq, negated);
+  increasing; an ``event_id`` already stored is never stored twice;
 - a chunk commit is atomic: readers see the chunk and the trimmed hot window,
   or neither; appends made during a pass are never lost by its trim;
 - recovery is idempotent and never silently drops an event.
 
-Derived indexes (recall) follow the committed chunks through the change feed
-(:class:`ChangeFeed`: ``change_token`` / ``chunks_since``), checked by
-:mod:`aiden.testing.conformance_changes`, and never read a backend's files.
-
-:class:`~aiden.storage.session.FileSessionStore` is the filesystem backend
-(its feed: :class:`~aiden.storage.session.FileChangeFeed`);
-:class:`~aiden.testing.MemorySessionStore` the in-memory one.
+Derived indexes (recall) follow the committed chunks through :class:`ChangeFeed`
+and never read a backend's files.
 """
 
 from __future__ import annotations
@@ -61,10 +54,8 @@ class Snapshot(msgspec.Struct, frozen=True):
 class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
     """What recovery on open found and did. ``unrecoverable`` is never silently empty.
 
-    ``checked`` names what recovery verified, in order (e.g. the PostgreSQL
-    store's ``"schema version"``, ``"seq counter past every stored seq"``):
-    nothing to repair is a valid result, and this says how far it looked.
-    It depends on the backend: compare :meth:`findings` across backends.
+    ``checked`` names what recovery verified, in order (backend-specific:
+    compare :meth:`findings` across backends).
     """
 
     temp_files_removed: int = 0
@@ -94,15 +85,12 @@ class RecoveryReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ChangeToken(msgspec.Struct, frozen=True, kw_only=True):
-    """A position in a session's change feed (see :meth:`ChangeFeed.chunks_since`).
+    """A position in a session's change feed, opaque to consumers (who store it and hand it back).
 
-    Opaque to consumers, who store it (recall keeps it in its database) and
-    hand it back. ``generation`` names the session: it changes on rotation
-    and whenever the backend cannot vouch for the session's history (a new
-    store instance for the memory backend, a recreated ``session/``).
-    ``chunks`` committed chunks, the last of them ending at ``last_seq``,
-    were delivered up to here. ``stamp`` is the backend's cheap "nothing
-    moved" check ("" when it cannot be trusted, e.g. a racy mtime).
+    ``generation`` changes on rotation and whenever the backend cannot vouch
+    for the session's history. ``chunks`` committed chunks, the last ending at
+    ``last_seq``, were delivered up to here. ``stamp`` is the backend's cheap
+    "nothing moved" check ("" when it cannot be trusted).
     """
 
     generation: str
@@ -114,8 +102,7 @@ class ChangeToken(msgspec.Struct, frozen=True, kw_only=True):
 class PendingChunks(msgspec.Struct, frozen=True):
     """Chunks written but not committed yet (a compaction mid-commit), the complete current set.
 
-    Only a backend whose commit is not a single step has any; ``problems``
-    names the pending chunks that could not be read.
+    ``problems`` names the pending chunks that could not be read.
     """
 
     chunks: list[ChunkFile]
@@ -164,7 +151,7 @@ class ChangeFeed(Protocol):
     """
 
     def change_token(self) -> ChangeToken:
-        """The current position (chunks committed so far)."""
+        """The current position."""
         ...
 
     def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
@@ -179,10 +166,8 @@ class ChangeFeed(Protocol):
 class AppendGroup(Protocol):
     """Stores whose sessions' appends can be made durable together: one transaction of a shared database.
 
-    The session writers of a process hand it the group commits of several
-    sessions queued at the same moment (#36): one durable step for all of
-    them instead of one each. Two groups that compare equal take each
-    other's stores.
+    A process's session writers hand it the group commits queued at the same
+    moment. Two groups that compare equal take each other's stores.
     """
 
     def append_sessions(
@@ -205,9 +190,7 @@ class SessionStore(Protocol):
     def append_group(self) -> AppendGroup | None:
         """The group this store's appends can join with other sessions' (None: each alone).
 
-        A grouped append is stored by the group's step, not by :meth:`append`: a
-        store whose ``append`` does more (a wrapper counting or failing calls)
-        returns its own group, or None.
+        A grouped append bypasses :meth:`append`: a wrapper whose ``append`` does more returns None or its own group.
         """
         ...
 
@@ -220,10 +203,8 @@ class SessionStore(Protocol):
 
         An event whose ``event_id`` is already stored (hot, compacted, by any
         process, or earlier in this batch) is not stored again and is reported
-        as its stored seq negated (``-seq``): the contract returns the stored
-        event for it, which the caller reads back with :meth:`read_events`
-        only then, so a new event costs no read. On error nothing of the
-        batch is stored.
+        as its stored seq negated (``-seq``; the caller reads the stored event
+        back with :meth:`read_events`). On error nothing of the batch is stored.
         """
         ...
 
@@ -264,13 +245,10 @@ class SessionStore(Protocol):
         ...
 
     def survey_root(self, min_bytes: int) -> str | None:
-        """A directory from which a helper process can survey this store's hot window (it reads
-        the same files under the same locks), when the hot window holds at least ``min_bytes``;
-        None: survey it in this process.
+        """A memory root from which a helper process (:mod:`aiden.offload`) can survey this store's hot
+        window once it holds at least ``min_bytes``; None: survey it in this process.
 
-        The helper (:mod:`aiden.offload`) opens the directory as a plain
-        :class:`~aiden.storage.session.FileSessionStore` memory root, so only
-        that store ever answers one.
+        The helper opens it as a plain :class:`~aiden.storage.session.FileSessionStore`.
         """
         ...
 
@@ -308,7 +286,7 @@ class SessionStore(Protocol):
     def release(self) -> None:
         """Give back what an idle session need not hold (descriptors, caches); the next call takes it again.
 
-        Called while nothing else uses the store (the memory's actors are parked); never blocks.
+        Called while nothing else uses the store; never blocks.
         """
         ...
 

@@ -1,31 +1,17 @@
-"""Recovery on open (DESIGN section 4): the filesystem session store step by step, and what a crash or an outside hand leaves elsewhere.
+"""Recovery on open of the filesystem session store, and what a crash or an outside hand leaves elsewhere.
 
-Runs with both session locks held (see :meth:`FileSessionStore.recover`):
-temp files; 1. the index (rebuilt from chunk headers when corrupt or
-contradicted); 2. the hot window (torn tail, corrupt lines); 3. orphan chunk
-files (adopted or removed); 4. hot events a committed chunk already covers;
-5. unreferenced segments; 6. summary.md and the archive re-derived.
-Then every archived session once (the same steps; marked ``.recovered``), and
-temp files in archives at every open. Idempotent: a second run changes nothing.
+With both session locks held: temp files; 1. the index (rebuilt from chunk
+headers when corrupt or contradicted); 2. the hot window (torn tail, corrupt
+lines); 3. orphan chunk files (adopted or removed); 4. hot events a committed
+chunk already covers; 5. unreferenced segments; 6. summary.md and the archive
+re-derived. Then each archived session once (marked ``.recovered``). Idempotent.
 
-**Directories standing where aiden keeps a file** are moved aside at open, and
-reported (:func:`displace_directories`).
-Opening a directory as a file fails every time, so one left there (by a tool, a
-restore gone wrong, an attacker) stopped every open (``events.jsonl``,
-``summary.md``, ``seq_high_water``, ``long_term/index.yaml``, the lock files) or
-one part of the memory for good (``history.jsonl``, the Dream cursor and files,
-a session summary, the experience stores' ``index.yaml`` and locks, the records' vectors, an
-episode's ``episode.json`` or ``processed``, a record or profile file). Recovery renames each such directory to
-``<name>.displaced-<ns>`` beside it (nothing is deleted; the name matches no
-file aiden reads) and reports it; the file is then recreated or rebuilt as after
-its loss. A symlink is left alone: writes refuse it (see :mod:`aiden.storage.fs`).
-
-**Temp files of interrupted atomic writes in stores no session lock covers**
+A directory standing where aiden keeps a file would fail every open of it, so
+:func:`displace_directories` renames it to ``<name>.displaced-<ns>`` (nothing is
+deleted) and reports it; a symlink is left alone (writes refuse it). In stores
+no session lock covers (``long_term/``, experience) another process may be
+mid-write, so only temp files too old to be in flight are removed
 (:func:`remove_stale_temps`).
-The session locks do not cover the experience stores' writers (another
-process may be mid-write: ``processed`` markers are written without the
-store's flock), so only a temp file too old to be a write in flight is a
-crash's leftover; recovery treats ``long_term/`` temps the same way.
 """
 
 from __future__ import annotations
@@ -92,7 +78,7 @@ class Recovery:
     def _recover_archives(self, report: RecoveryReport) -> RecoveryReport:
         """Archived sessions once each (a crash's orphan chunks travel with rotation), temps at every open.
 
-        A checkpoint racing another process's rotation can leave a temp file in an archive at any time.
+        (A checkpoint racing another process's rotation can leave a temp file in an archive at any time.)
         """
         dirs = sorted(e.path for e in _scan(self.layout.archive) if e.is_dir(follow_symlinks=False))
         totals = msgspec.structs.asdict(report)
@@ -141,9 +127,7 @@ class Recovery:
                 crash_prefix="recover_events",
             )
         elif result.torn_tail:
-            # Only a torn tail: the complete lines stand as written, so the tail is cut off in
-            # place (its bytes are in quarantine, fsync'd) -- no copy of the whole log, which a
-            # nearly full disk could not hold.
+            # Only a torn tail (already quarantined): cut in place, no copy a nearly full disk could not hold.
             fd = self.storage.open(self.layout.events, os.O_RDWR)
             try:
                 self.storage.truncate(fd, os.fstat(fd).st_size - len(result.torn_tail))
@@ -179,10 +163,7 @@ class Recovery:
     def _settle_index(
         self, problems: list[str]
     ) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry], bool, dict[str, cs.ChunkFile]]:
-        """Step 1: the index and its entries, rebuilt from chunk headers when corrupt or contradicted.
-
-        Also returns whether it was rebuilt and the chunk files read while checking it.
-        """
+        """Step 1: the index, its entries, whether it was rebuilt, and the chunk files read while checking it."""
         lay = self.layout
         verified: dict[str, cs.ChunkFile] = {}
         try:
@@ -360,8 +341,7 @@ class Recovery:
         max_chunks = self.config.summary_max_chunks
         target_rolled = max(0, len(entries) - max_chunks)
         if rolled != target_rolled or not rolling:
-            # Re-derive the rolling summary from the pushed-out chunk summaries (appended: storage
-            # runs no summarizer; the next push's fold merges them section by section again).
+            # Re-derived from the pushed-out summaries, appended (storage runs no summarizer).
             rolling = ""
             for e in entries[:target_rolled]:
                 rolling, _ = cs.fold_into_rolling(
@@ -420,8 +400,7 @@ def archived_layout(layout: Layout, d: Path) -> Layout:
 
 
 def _fixed_paths(layout: Layout) -> tuple[Path, ...]:
-    # Every name comes from its owner (Layout, or the storage module that writes the file),
-    # so a file renamed there is renamed here too.
+    # Every name comes from its owner (Layout or the writing module): a rename there reaches here.
     session = (
         layout.events,
         layout.quarantine,

@@ -1,31 +1,20 @@
 """The filesystem session store: ``<root>/memory/session`` behind :class:`SessionStore`.
 
-Appends go through :class:`~aiden.storage.eventlog.EventLog` (group commit),
-recovery through :class:`~aiden.storage.recovery.Recovery`; this module holds
-reads, the compaction commit, rotation and the locks and caches around them. Every method blocks; actors call
-them from worker threads, several at once (the writer's append, a pass's
-commit, readers).
+Appends go through :class:`~aiden.storage.eventlog.EventLog`, recovery through
+:class:`~aiden.storage.recovery.Recovery`; this module holds reads, the
+compaction commit, rotation and the locks and caches around them. Methods are
+called from several worker threads at once. ``session.lock`` guards
+``events.jsonl`` (per append batch); ``compaction.lock`` serializes passes,
+recovery and rotation across processes, while appends continue.
 
-Locks: ``session.lock`` guards ``events.jsonl`` (appenders hold it per batch);
-``compaction.lock`` serializes compaction passes, recovery and rotation across
-processes and is held for a whole pass, while appends continue.
-
-**The change feed** (:class:`FileChangeFeed`: ``session/chunks/`` as a
-:class:`~aiden.storage.protocol.ChangeFeed`, which the recall index reads without a store).
-Positions count committed chunks in index order (sealed segments, then live entries): index.yaml only ever appends entries, so the chunks after a
-position are the ones committed since. The generation is the identity
-(device, inode) of ``session/``: rotation renames it away and creates a new
-one. A token whose position the current index cannot continue (fewer
-chunks, or another chunk at its last position: a rebuilt or foreign index)
-is answered with a reset, never with a gap.
-
-A chunk file with a valid header that index.yaml does not list (written by a
-compaction that has not committed yet, or left by a crash in that window) is
-*pending*, whatever its id looks like: ids are opaque.
-
-The "nothing moved" check is a stat of index.yaml and of ``chunks/``; a
-``chunks/`` modified within the last two seconds may change again within the
-same mtime tick, so such a stamp is not trusted (stamp "").
+**The change feed** (:class:`FileChangeFeed`): positions count committed chunks
+in index order (index.yaml only appends entries); the generation is the
+(device, inode) of ``session/``, which rotation replaces. A token the current
+index cannot continue (a rebuilt or foreign index) gets a reset, never a gap.
+A chunk file with a valid header that index.yaml does not list is *pending*,
+whatever its id (ids are opaque). The "nothing moved" stamp is a stat of
+index.yaml and ``chunks/``, not trusted ("") while ``chunks/`` is within two
+seconds of its mtime (it may change again within the same tick).
 """
 
 from __future__ import annotations
@@ -125,8 +114,6 @@ class FileSessionStore:
     def read_hot_window(self) -> list[SessionEvent]:
         """The hot window as on disk (no lock: replaces are atomic, a torn tail is ignored).
 
-        Only what was appended since the last read is parsed (:class:`GrowingFile`).
-
         Events a committed chunk covers (a trim interrupted by a crash) are left out.
         """
         events = self._hot.events()
@@ -172,12 +159,9 @@ class FileSessionStore:
     def _read_compacted(self, index: cs.ChunkIndex, missing: set[int]) -> dict[int, SessionEvent]:
         """The events with ``missing`` seqs that committed chunks hold.
 
-        A range covering a seq does not prove the chunk holds it: a later chunk
-        that compacts an event an earlier one kept hot overlaps the earlier
-        range without holding its events. So every covering entry is a
-        candidate and a seq is only settled once a chunk actually yields it.
-        Only covering chunk files are read; segments come from the cache and a
-        segment ending below every missing seq is skipped unread.
+        A covering range does not prove the chunk holds a seq (a later chunk may
+        compact an event an earlier one kept hot), so a seq is only settled once
+        a chunk yields it.
         """
         found: dict[int, SessionEvent] = {}
         lowest = min(missing)
@@ -195,11 +179,7 @@ class FileSessionStore:
         return found
 
     def covered_by(self, index: cs.ChunkIndex) -> Callable[[int], bool]:
-        """A predicate: is ``seq`` stored in a committed chunk of ``index``?
-
-        Cheap for hot-window seqs: sealed segments (immutable, cached) are only
-        read for seqs older than every live entry, i.e. pinned events.
-        """
+        """A predicate: is ``seq`` stored in a committed chunk of ``index``? (Segments are read only for pinned seqs.)"""
         live = index.chunks
 
         def covered(seq: int) -> bool:
@@ -216,18 +196,14 @@ class FileSessionStore:
     def snapshot(self) -> Snapshot:
         """Read events.jsonl under the session lock, plus the index.
 
-        Events a committed chunk already covers (left by a crash or a failed
-        trim between the index commit and the replace) are not part of the hot
-        window and are never offered for compaction again.
+        Events a committed chunk already covers (a crash or failed trim) are never offered for compaction again.
         """
         self.events_lock.acquire(self.config.lock_timeout_s)
         try:
             data = read_bytes(self.layout.events)
         finally:
             self.events_lock.release()
-        # Decoding is outside the lock (the bytes are ours) and incremental: a backlog
-        # drain snapshots the whole hot window once per pass, and decoding all of it
-        # every time made the drain superlinear and held the GIL for 100s of ms.
+        # Decoded outside the lock, and only new lines: a backlog drain snapshots the whole hot window every pass.
         fresh: dict[bytes, SessionEvent] = {}
         result = scan(data, known=self._decoded, remember=fresh)
         self._decoded = fresh
@@ -236,12 +212,8 @@ class FileSessionStore:
         return Snapshot([e for e in result.events if not covered(e.seq)], index, len(result.bad_lines))
 
     def survey_root(self, min_bytes: int) -> str | None:
-        """The memory root once ``events.jsonl`` holds ``min_bytes`` (see :class:`SessionStore`).
-
-        None when the file cannot be stat'ed: this process surveys it instead.
-        """
-        # Only the plain store over a plain Storage: the helper process builds exactly that at
-        # the root, so it could not run a subclass or a fault-injecting Storage (tests).
+        """The memory root once ``events.jsonl`` holds ``min_bytes`` (None when it cannot be stat'ed)."""
+        # Only the plain store over a plain Storage: the helper process builds exactly that.
         if type(self) is not FileSessionStore or type(self.storage) is not Storage:
             return None
         try:
@@ -263,12 +235,9 @@ class FileSessionStore:
     ) -> tuple[cs.ChunkEntry, int]:
         """Commit one compaction; the caller holds ``compaction_lock``.
 
-        Order: chunk file (temp+fsync+rename, fsync chunks/), sealed segments,
-        index.yaml (its rename + directory fsync is the commit point), then under
-        the session lock re-read events.jsonl and replace it with every event the
-        new chunk does not cover, in file order — including events appended
-        since the snapshot — then summary.md and the archive.
-        Returns the committed entry and the number of events left in the hot window.
+        Order: chunk file, sealed segments, index.yaml (the commit point), the
+        trimmed events.jsonl (keeping events appended since the snapshot), then
+        summary.md and the archive.
         """
         current = self.load_index()
         if current.last_seq != expected_last_seq:
@@ -316,10 +285,9 @@ class FileSessionStore:
             append_synced(self.storage, path, header + cs.render_archive_entries(pushed_out).encode())
 
     def replace_summary(self, chunk_id: str, summary: str) -> bool:
-        """Give a degraded live chunk its real summary (chunk header, then index, then summary.md).
+        """Give a degraded live chunk its real summary (chunk header, index, summary.md); the caller holds ``compaction_lock``.
 
-        The caller holds ``compaction_lock``. Returns False when the chunk is no
-        longer a live index entry (sealed or gone); nothing is changed then.
+        False, with nothing changed, when the chunk is no longer a live index entry.
         """
         index = self.load_index()
         pos = next((i for i, e in enumerate(index.chunks) if e.chunk_id == chunk_id), None)
@@ -347,23 +315,21 @@ class FileSessionStore:
             yield
 
     def recover(self) -> RecoveryReport:
-        """Idempotent recovery on open; holds both locks. See DESIGN section 4."""
+        """Idempotent recovery on open; holds both locks."""
         # Before the locks: a directory standing where one of them goes would fail their open.
         displaced = displace_directories(self.storage, self.layout)
         with self._both_locks():
             report = Recovery(self.layout, self.storage, self.config).run()
             report = msgspec.structs.replace(report, unrecoverable=[*displaced, *report.unrecoverable])
             record_recovery(self.storage, self.layout, report)
-            # Still under the events lock: the appender learns the hot window now, at open,
-            # not in the first append's batch (a backlog's whole log, read while appends wait).
+            # Under the events lock: the appender learns the hot window now, not during the first batch.
             self._log.sync_held()
             return report
 
     def rotate(self, closed_session_id: str) -> str:
         """Move ``session/`` to ``session_archive/<id>/`` and start an empty session.
 
-        Crash-safe: after the rename, a missing ``session/`` is recreated empty
-        by recovery; before it, nothing changed.
+        Crash-safe: recovery recreates a missing ``session/`` empty.
         """
         lay, storage = self.layout, self.storage
         target = lay.archived_session(closed_session_id)
@@ -402,8 +368,7 @@ def _stat(path: os.PathLike[str] | str) -> os.stat_result | None:
 class FileChangeFeed:
     """The change feed of ``layout.session``.
 
-    Thread-safe: its caches (index.yaml per version, sealed segments, which never
-    change) are a dict and a tuple replaced whole, and a concurrent duplicate read is harmless.
+    Thread-safe: its caches are replaced whole, and a concurrent duplicate read is harmless.
     """
 
     def __init__(self, layout: Layout) -> None:
@@ -527,8 +492,7 @@ class FileChangeFeed:
         except OSError as exc:
             raise StorageError(f"cannot list {self.layout.chunks}: {exc.strerror}") from exc
         stems = {n[:-6] for n in names if n.endswith(".jsonl") and not n.startswith("segment-")}
-        # Only names that are not committed chunks can be pending: validating
-        # just those keeps this cheap with 100k chunk files.
+        # Only names that are not committed chunks are validated: cheap with many chunk files.
         stems -= {e.chunk_id for e in index.chunks}
         if stems and index.segments:
             stems -= {e.chunk_id for e in self._entries_from(index, 0)}

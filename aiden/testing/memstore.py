@@ -15,7 +15,6 @@ store's bounded window, every ``event_id`` of the session is remembered.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import uuid
 from collections.abc import Sequence
@@ -232,23 +231,8 @@ class MemorySessionStore:
             return full, len(s.hot)
 
     def _seal(self, index: cs.ChunkIndex) -> cs.ChunkIndex:
-        # The same shape as chunks.seal_segments, without files: the entries stay in ``chunks``.
-        keep_live = self.config.summary_max_chunks + 1
-        chunks = list(index.chunks)
-        segments = list(index.segments)
-        while len(chunks) > keep_live + cs.SEGMENT_SIZE:
-            sealed, chunks = chunks[: cs.SEGMENT_SIZE], chunks[cs.SEGMENT_SIZE :]
-            body = b"".join(msgspec.json.encode(e) + b"\n" for e in sealed)
-            segments.append(
-                cs.SegmentRef(
-                    file=cs.segment_name(sealed[0].first_seq, sealed[-1].last_seq),
-                    chunks=len(sealed),
-                    first_seq=sealed[0].first_seq,
-                    last_seq=sealed[-1].last_seq,
-                    sha256=hashlib.sha256(body).hexdigest(),
-                )
-            )
-        return msgspec.structs.replace(index, chunks=chunks, segments=segments)
+        # The file store's sealing without files: the entries stay in ``chunks``.
+        return cs.sealed_index(index, self.config.summary_max_chunks + 1, msgspec.json.encode)
 
     def _render(self, index: cs.ChunkIndex) -> str:
         return render_summary_md(index, index.chunks[-self.config.summary_max_chunks :])

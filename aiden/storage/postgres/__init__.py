@@ -1,23 +1,10 @@
 """The PostgreSQL session store (``pip install aiden-memory[postgres]``): many workers, one shared database.
 
-:class:`PostgresSessionStore` keeps one session id's events, chunks and
-summaries in PostgreSQL behind the same
-:class:`~aiden.storage.protocol.SessionStore` contract as the filesystem
-store (the conformance suite runs against both). :func:`aiden.open_memory`
-selects it by its DSN (:func:`store_from_dsn` checks it, connects once
-first to say clearly what is wrong before any actor starts, and masks the
-password in every message); :func:`postgres_store_factory` makes the
-equivalent ``store_factory``::
-
-    async with open_memory(root, store="postgresql://...", session_id="agent-7") as memory:
-        ...
-
-Long-term memory (saved memories, history, session summaries, Dream's
-versions) lives in the same database
-(:class:`~aiden.longterm.postgres.backend.PostgresLongTermBackend`), shared by
-every memory of the store's ``long_term_namespace`` (default: the session
-id). The recall index stays under ``root``: a per-worker cache that follows
-the store's change feed.
+:func:`aiden.open_memory` selects it by its DSN (``store="postgresql://..."``;
+:func:`store_from_dsn` connects once first, to say what is wrong before any
+actor starts); :func:`postgres_store_factory` makes the equivalent
+``store_factory``. Passwords are masked in every message. The recall index
+stays under ``root``: a per-worker cache following the store's change feed.
 """
 
 from __future__ import annotations
@@ -67,13 +54,9 @@ def postgres_store_factory(
 ) -> Callable[[Layout, Storage, Config], PostgresSessionStore]:
     """A ``store_factory`` for :func:`aiden.open_memory` building a :class:`PostgresSessionStore`.
 
-    The session id (and ``long_term_namespace``: whose long-term memory the
-    memory shares, default the session id) is checked here, before any memory
-    is opened (:class:`~aiden.errors.InvalidIdError`), and so is the pool's
-    size (:class:`~aiden.errors.ConfigError` below
-    :data:`~aiden.storage.postgres.schema.MIN_POOL_SIZE`; the store checks it
-    again at open, as a pool can be resized). The layout and storage
-    the runtime passes are not used: nothing of the session lives in files.
+    The ids (:class:`~aiden.errors.InvalidIdError`) and the pool's size
+    (:class:`~aiden.errors.ConfigError` below :data:`MIN_POOL_SIZE`) are checked
+    here, before any memory is opened. The layout and storage passed in are unused.
     """
     validate_id(session_id, what="session id")
     if long_term_namespace is not None:

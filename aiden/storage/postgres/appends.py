@@ -1,8 +1,6 @@
 """The append path of the PostgreSQL session store: one transaction stores the events of one or many sessions.
 
-One statement allocates the seqs (``UPDATE ... SET next_seq = next_seq + n``)
-and inserts the events, so an append without ids is one round trip; its shape
-is tuned for client CPU per commit (``benchmarks/bench_append.py``).
+One statement allocates the seqs and inserts the events, so an append without ids is one round trip.
 """
 
 from __future__ import annotations
@@ -42,12 +40,10 @@ SELECT session_id, generation FROM aiden_sessions WHERE session_id = ANY(%s::tex
 ORDER BY session_id FOR UPDATE
 """
 
-# One statement allocates every session's seqs and stores its new events: alone (autocommit),
-# an append is one round trip. The events travel as one bytea (their lines end to end) and the
-# text of each line's end offset; the sessions' ids (which hold no comma), counts and first rows
-# as comma-separated texts too: psycopg dumps a list parameter element by element in Python
-# (about 3.5 us a bytes element, some 13 us a list), a bytes or str value whole. Session i's
-# events are rows first+1 .. first+n of the lines; the server writes each one's seq as its first field.
+# The events travel as one bytea (their lines end to end) plus the text of each line's end offset,
+# the sessions' ids (which hold no comma), counts and first rows as comma-separated texts: psycopg
+# dumps a list parameter element by element in Python, a bytes or str value whole. Session i's
+# events are rows first+1 .. first+n; the server writes each one's seq as its first field.
 _INSERT = """
 WITH c AS (
     UPDATE aiden_sessions s SET next_seq = s.next_seq + v.n
@@ -72,8 +68,8 @@ WITH c AS (
 SELECT session_id, base FROM c
 """
 
-# One index probe per id (LIMIT 1 keeps the planner from turning it into a scan of the
-# whole generation, which a generic plan of "event_id = ANY(...)" did: O(session) per append).
+# One index probe per id: LIMIT 1 keeps the planner from scanning the whole generation
+# (a generic plan of "event_id = ANY(...)" did).
 _KNOWN_IDS_OF = """
 SELECT k.generation, k.id, e.seq FROM unnest(%s::text[], %s::text[]) AS k(generation, id)
 CROSS JOIN LATERAL (
@@ -118,13 +114,10 @@ def append_sessions(conn: Conn, work: Sequence[tuple[str, Decoded]]) -> list[lis
     """Store every session's requests in one transaction; each entry's seqs per request.
 
     Entries of the same session are stored in order, as one batch would be.
-    The sessions' counter rows are locked first, in session id order (two
-    processes' groups never wait on each other in a cycle), so seqs are
-    handed out gap-free in commit order and an ``event_id`` lookup sees
-    every committed event of each session. One session alone skips the
-    separate lock (and the transaction block) when its events carry no ids:
-    the one ``UPDATE`` locks its row. A batch of more than
-    :data:`_STATEMENT_BYTES` takes several statements.
+    The counter rows are locked first, in session id order (no deadlock cycle
+    between processes), so seqs are gap-free in commit order and an
+    ``event_id`` lookup sees every committed event. One session without ids
+    skips that lock and the transaction block: its one ``UPDATE`` locks the row.
     """
     sessions = sorted({sid for sid, _ in work})
     ids: dict[str, set[str]] = {sid: set() for sid in sessions}

@@ -1,21 +1,13 @@
 """Locks across workers: session-scoped PostgreSQL advisory locks (the compaction lock, Dream's).
 
-An advisory lock belongs to the server session that took it, and one server
-session can hold any number of them: every lock of a pool lives on one
-connection of that pool, taken from it while any lock is held and given back
-with the last (:class:`_Holder`). A thousand memories sharing a pool hold
-their locks on that one connection instead of one connection each, and no
-pooled connection waits out a summarizer call on a lock's behalf (#36).
-
-The key is derived server-side from the session id (``hashtextextended``):
-two session ids sharing a hash only serialize their passes, never mix data.
-An advisory lock is reentrant within its server session, so the holder keeps
-which lock object holds each key: a second store of the same session in this
-process waits, as a second worker would, and a store that holds the lock and
-asks again gets :class:`LockError` at once (not reentrant, as the file store's
-``SessionLock``). If the holding connection dies the server drops every lock
-on it; the commit's check of the index (:class:`~aiden.errors.CommitConflict`)
-still keeps a concurrent pass from committing a stale plan.
+Every lock a process takes through one pool lives on one connection of it,
+held while any lock is held (:class:`_Holder`): many memories sharing a pool
+need one connection for their locks, not one each. Keys are hashed server-side
+(``hashtextextended``): two ids sharing a hash only serialize, never mix data.
+Advisory locks are reentrant per server session, so the holder records which
+lock object holds each key, making them exclusive within the process too. If
+the holding connection dies its locks go with it; the commit's index check
+(:class:`~aiden.errors.CommitConflict`) still refuses a stale plan.
 """
 
 from __future__ import annotations
@@ -44,10 +36,7 @@ class _Holder:
         self._owners: dict[str, object] = {}  # key -> the AdvisoryLock holding it
 
     def try_take(self, key: str, owner: object, timeout: float) -> bool:
-        """Take ``key`` for ``owner`` if no one holds it (False at once otherwise).
-
-        ``timeout`` bounds the wait for the pooled connection when no lock is held yet.
-        """
+        """Take ``key`` for ``owner`` if no one holds it (False at once otherwise); ``timeout`` bounds the pool wait."""
         with self._mutex:
             if key in self._owners:
                 return False
@@ -130,7 +119,7 @@ class AdvisoryLock:
     def acquire(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for another worker's lock (then :class:`LockError`)."""
         deadline = time.monotonic() + timeout
-        # Held by this object already (another actor of its store, or a retake): an error, as flock's SessionLock.
+        # Not reentrant, as the file store's SessionLock.
         if self._holder.holds(self._key, self):
             raise LockError(f"the {self._name} is not reentrant: this store holds it")
         delay = _POLL_MIN_S

@@ -1,28 +1,20 @@
 """The PostgreSQL schema of the session store, created (and version-checked) on first use, and what its rows hold.
 
-One database holds many sessions. ``aiden_sessions`` is the seq counter row
-of each session (appends lock it for the length of their transaction); the
-compaction state of each session *generation* (a rotation starts a new one)
-lives in ``aiden_compaction``, a separate row, so a chunk commit never waits
-for appends nor they for it. Every event of a generation is one row of
-``aiden_events``: ``chunk_pos`` is NULL while it is in the hot window and
-names the chunk (its commit position) once compacted.
+``aiden_sessions`` is each session's seq counter row (appends lock it); the
+compaction state of each *generation* (a rotation starts a new one) is a
+separate ``aiden_compaction`` row, so chunk commits and appends never wait for
+each other. Each event is an ``aiden_events`` row whose ``chunk_pos`` is NULL
+while hot. Every statement is a constant: values only travel as parameters.
 
-Every statement is a constant: values only ever travel as parameters.
-
-Rows hold the same msgspec encodings the filesystem store writes. An event
-row's ``payload`` is the event's JSON line: appended, with its seq first (as
-``events.jsonl`` has it, without the CRC); once compacted, exactly the line
-:func:`~aiden.events.encode_event` writes, so a chunk's checksum is the sha256
-of its events' lines joined, as in a chunk file, and
-:func:`~aiden.storage.chunks.encode_chunk` completes entries identically on
-every backend. Entries and the index are msgspec JSON. A stored value that
-does not decode or verify is a :class:`~aiden.errors.CorruptionError`.
+An event's ``payload`` is its JSON line: seq first when appended (as in
+``events.jsonl``, without the CRC), exactly :func:`~aiden.events.encode_event`'s
+once compacted, so a chunk's sha256 is computed as for a chunk file. Entries
+and the index are msgspec JSON. A stored value that does not decode or verify
+is a :class:`~aiden.errors.CorruptionError`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import select
 import threading
 from collections.abc import Iterator, Sequence
@@ -56,7 +48,6 @@ __all__ = [
     "open_pool",
     "release_pool",
     "require_pool_size",
-    "seal",
     "translated",
 ]
 
@@ -70,11 +61,9 @@ SCHEMA_VERSION: Final = 1
 MIN_POOL_SIZE: Final = 3
 """The fewest connections (``max_size``) a memory's pool may have.
 
-While any advisory lock is held (a maintenance pass's compaction lock for the
-whole pass, Dream's for a whole run) one connection of the pool holds them
-all (:mod:`aiden.storage.postgres.locks`); the statements of appends, reads,
-the pass and Dream share the others, so a pass's commit never waits for a
-Dream run to end.
+One connection holds every advisory lock (:mod:`aiden.storage.postgres.locks`)
+for a whole pass or Dream run; the others carry every statement, so a pass's
+commit never waits for a Dream run to end.
 """
 
 # Each component (the session store, the long-term store) records its own version: a
@@ -141,8 +130,7 @@ _COMPONENT: Final = "session_store"
 
 def describe(exc: BaseException) -> str:
     """The error's message without any credential, on one line."""
-    # libpq reports host, port and user, never the password; a DSN echoed back
-    # in an error (a malformed conninfo) could carry one, so it is masked anyway.
+    # A DSN echoed back in an error (a malformed conninfo) could carry a password.
     return mask(" ".join(str(exc).split())) or type(exc).__name__
 
 
@@ -162,19 +150,16 @@ def translated(what: str) -> Iterator[None]:
 
 
 def _durable(conn: Conn) -> None:
-    # An append is acknowledged when its commit returns: that must mean flushed, so a server
-    # (or role) configured with synchronous_commit=off is overridden for our sessions. Stronger
-    # settings (remote_write, remote_apply: synchronous standbys) are left as they are.
+    # An acknowledged commit must be flushed: synchronous_commit=off is overridden for our sessions
+    # (stronger settings, for synchronous standbys, are left as they are).
     row = conn.execute("SELECT current_setting('synchronous_commit')").fetchone()
     if row is not None and row[0] == "off":
         conn.execute("SET synchronous_commit = on")
 
 
 def _check(conn: Conn) -> None:
-    # A connection the server closed (restart, failover, a killed backend) has its goodbye or
-    # end-of-file to read: only then (or for a notice) the full check, whose round trip would
-    # cost a small append as much CPU as its own statement; it raises for a broken connection.
-    # poll, not select: a descriptor past FD_SETSIZE is fine.
+    # A connection the server closed has its goodbye or end-of-file to read: only then the full
+    # check (a round trip, which raises for a broken connection). poll, not select: fds past FD_SETSIZE.
     waiting = select.poll()
     waiting.register(conn.fileno(), select.POLLIN)
     if waiting.poll(0):
@@ -182,10 +167,7 @@ def _check(conn: Conn) -> None:
 
 
 def require_pool_size(max_size: int, what: str = "max_size") -> None:
-    """:class:`~aiden.errors.ConfigError` when ``max_size`` is below :data:`MIN_POOL_SIZE`.
-
-    ``what`` names the value in the message (``max_size``, the pool's ``max_size``).
-    """
+    """:class:`~aiden.errors.ConfigError` when ``max_size`` (named ``what`` in the message) is below :data:`MIN_POOL_SIZE`."""
     if max_size < MIN_POOL_SIZE:
         raise ConfigError(
             f"postgres: {what}={max_size} is too small: aiden needs at least {MIN_POOL_SIZE} connections"
@@ -197,16 +179,12 @@ def require_pool_size(max_size: int, what: str = "max_size") -> None:
 def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: str = "aiden") -> Pool:
     """A connection pool as the store wants it; share one between stores with ``pool=``.
 
-    Autocommit connections (transactions are explicit), ``synchronous_commit``
-    never ``off``, each connection checked at checkout for transparent
-    reconnects: an idle connection a server restart or failover broke (the
-    server's goodbye or end-of-file waits on its socket) is replaced before
-    any statement is sent. Connecting
-    happens in the pool's background threads: this never blocks.
-    ``max_size`` below :data:`MIN_POOL_SIZE` is a :class:`~aiden.errors.ConfigError`
-    (nothing is opened). A pool shared by several memories needs room for
-    each: two connections per memory that may run maintenance or Dream at
-    the same time, plus one.
+    Autocommit connections, ``synchronous_commit`` never ``off``, and each
+    connection checked at checkout, so one a server restart or failover broke
+    is replaced before any statement is sent. Never blocks (connecting happens
+    in the pool's threads). ``max_size`` below :data:`MIN_POOL_SIZE` is a
+    :class:`~aiden.errors.ConfigError`. A pool shared by several memories needs
+    two connections per memory that may run maintenance or Dream at once, plus one.
     """
     require_pool_size(max_size)
     with translated("opening the connection pool"):
@@ -230,10 +208,9 @@ _LEASES_GUARD = threading.Lock()
 def lease_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0) -> Pool:
     """The pool this process's stores on ``conninfo`` share, opened by the first (see :func:`release_pool`).
 
-    A thousand memories on one DSN use one pool, so server connections do
-    not grow with sessions (#36). A lease asking for more connections than the
-    pool has grows it to ``max_size``; ``timeout`` is part of the pool's
-    identity (stores wanting different waits get different pools).
+    Server connections so do not grow with sessions. A lease asking for more
+    connections grows the pool to ``max_size``; stores wanting a different
+    ``timeout`` get a different pool.
     """
     require_pool_size(max_size)
     key = (conninfo, timeout)
@@ -275,10 +252,9 @@ def _stored_version(conn: Conn, component: str) -> object:
 def ensure_component(conn: Conn, component: str, version: int, ddl: Sequence[str]) -> None:
     """Create ``component``'s tables (``ddl``, idempotent) when missing and record ``version``.
 
-    A component already recorded is only read: its DDL (whose ``CREATE INDEX
-    IF NOT EXISTS`` would lock tables against writers) runs only when
-    something is missing. A recorded version other than ``version`` is a
-    :class:`StorageError` (a newer one: upgrade aiden).
+    The DDL runs only when the component is not recorded (``CREATE INDEX IF NOT
+    EXISTS`` would lock tables against writers). A recorded version other than
+    ``version`` is a :class:`StorageError`.
     """
     with translated("checking the schema"):
         found = _stored_version(conn, component)
@@ -343,26 +319,3 @@ def decode_payload(raw: bytes, seq: int) -> SessionEvent:
         raise CorruptionError(f"postgres: the row of seq {seq} holds seq {event.seq}")
     return event
 
-
-def seal(index: cs.ChunkIndex, keep_live: int) -> cs.ChunkIndex:
-    """Move the oldest live entries into segment references, as :func:`~aiden.storage.chunks.seal_segments` does.
-
-    No segment files here: every entry stays a row of ``aiden_chunks``; the
-    references (with the checksum the file would have) keep the index small
-    and identical to the filesystem store's.
-    """
-    chunks: Sequence[cs.ChunkEntry] = list(index.chunks)
-    segments = list(index.segments)
-    while len(chunks) > keep_live + cs.SEGMENT_SIZE:
-        sealed, chunks = chunks[: cs.SEGMENT_SIZE], chunks[cs.SEGMENT_SIZE :]
-        body = b"".join(encode(e) + b"\n" for e in sealed)
-        segments.append(
-            cs.SegmentRef(
-                file=cs.segment_name(sealed[0].first_seq, sealed[-1].last_seq),
-                chunks=len(sealed),
-                first_seq=sealed[0].first_seq,
-                last_seq=sealed[-1].last_seq,
-                sha256=hashlib.sha256(body).hexdigest(),
-            )
-        )
-    return msgspec.structs.replace(index, chunks=list(chunks), segments=segments)

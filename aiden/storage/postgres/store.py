@@ -1,35 +1,20 @@
 """The PostgreSQL session store: one session id of a shared database behind :class:`SessionStore`.
 
 Any number of store objects (workers, processes, machines) may serve the
-same session id at once. Every method blocks (actors call them from worker
-threads) and runs on a connection of a ``psycopg_pool`` pool; the schema and
-the session's rows are created on first use. psycopg errors become
-:class:`~aiden.errors.StorageError` (credentials masked).
+same session id at once; the schema and the session's rows are created on
+first use. psycopg errors become :class:`~aiden.errors.StorageError`.
 
-- ``append``: one transaction per call (the group commit), also for the
-  appends of several sessions on one pool (:class:`PgAppendGroup`): see
-  :mod:`aiden.storage.postgres.appends`.
-- ``commit`` and ``replace_summary``: one transaction each, under the
-  session's compaction row ``FOR UPDATE`` (never the counter row: appends go
-  on), so two commits of one generation are serialized even when a lost
-  connection dropped the advisory lock; the expected last seq is checked
-  under that row lock, which makes a stale plan a
-  :class:`~aiden.errors.CommitConflict` and never a second chunk over the
-  same events.
-- ``lock_compaction``: an advisory lock (:mod:`aiden.storage.postgres.locks`).
-- ``rotate``: the session id moves to a new, empty generation; the old one
-  stays in the database under its closed id (``aiden_archives``).
+``commit`` and ``replace_summary`` run under the compaction row ``FOR UPDATE``
+(never the counter row: appends go on), which serializes two commits even when
+a lost connection dropped the advisory lock; the expected last seq is checked
+under it, so a stale plan is a :class:`~aiden.errors.CommitConflict`.
+``rotate`` moves the session id to a new, empty generation; the old one stays
+under its closed id (``aiden_archives``).
 
-**The change feed** reads a generation's chunks in commit order. Every chunk
-row has its commit position ``pos`` (0, 1, 2, ...) inside its generation, and
-the compaction row counts them (``chunk_count``) together with a change
-counter (``changes``: +1 for every commit and every replaced summary). A token
-is (generation, chunks delivered, the last of them's ``last_seq``,
-``changes``): an unchanged session answers from that one row; otherwise the
-chunks at positions after the token are read in one repeatable-read
-transaction, so the state row and the chunks agree. A rotation makes a new
-generation: a token of the old one is answered with a reset. A commit is one
-transaction, so there are never pending chunks.
+**The change feed**: chunk rows have their commit position ``pos``; the
+compaction row counts them (``chunk_count``) and every change (``changes``,
+the token's stamp), so an unchanged session answers from that one row. Commits
+are transactions: there are never pending chunks.
 """
 
 from __future__ import annotations
@@ -65,7 +50,6 @@ from aiden.storage.postgres.schema import (
     lease_pool,
     release_pool,
     require_pool_size,
-    seal,
     translated,
 )
 from aiden.storage.protocol import (
@@ -123,22 +107,15 @@ class PostgresSessionStore:
     """The events, chunks and summaries of ``session_id`` in PostgreSQL (a :class:`SessionStore`).
 
     ``dsn`` is a libpq connection string or URI (default: ``$AIDEN_PG_DSN``,
-    then libpq's own defaults and ``PG*`` variables); it is never logged.
-    ``pool`` shares an open pool between stores (then ``close`` leaves it
-    open; make it with :func:`~aiden.storage.postgres.schema.open_pool`);
-    otherwise it leases the pool every store of this process on the same
-    DSN shares (:func:`~aiden.storage.postgres.schema.lease_pool`, at least
-    ``max_size`` connections, closed with its last store), waiting up to
-    ``timeout`` seconds for a connection before :class:`StorageError`.
-    Either allowing fewer than
-    :data:`~aiden.storage.postgres.schema.MIN_POOL_SIZE` connections is a
-    :class:`~aiden.errors.ConfigError` here, before anything runs. ``config`` supplies
-    ``lock_timeout_s`` and ``summary_max_chunks`` as for the file store.
-    ``session_id`` must match ``^[A-Za-z0-9_-]{1,64}$``
-    (:class:`~aiden.errors.InvalidIdError` otherwise). A memory opened on
-    this store keeps its long-term memory in the same database
-    (:mod:`aiden.longterm.postgres.backend`), shared by every memory with the
-    same ``long_term_namespace`` (default: the session id; same rules).
+    then libpq's ``PG*`` variables); it is never logged. ``pool`` shares an open
+    pool (``close`` leaves it open); otherwise the store leases the pool every
+    store of this process on the DSN shares (at least ``max_size``
+    connections, waiting up to ``timeout`` seconds for one). A pool below
+    :data:`~aiden.storage.postgres.schema.MIN_POOL_SIZE` is a
+    :class:`~aiden.errors.ConfigError`, a bad id an
+    :class:`~aiden.errors.InvalidIdError`. A memory opened on this store keeps
+    its long-term memory in the same database, shared by every memory with the
+    same ``long_term_namespace`` (default: the session id).
     """
 
     def __init__(
@@ -174,7 +151,7 @@ class PostgresSessionStore:
 
     @property
     def append_group(self) -> AppendGroup:
-        """Stores on the same pool append together: one transaction for every queued session (#36)."""
+        """Stores on the same pool append together: one transaction for every queued session."""
         return PgAppendGroup(self._pool)
 
     @property
@@ -211,13 +188,9 @@ class PostgresSessionStore:
             yield conn
 
     def recover(self) -> RecoveryReport:
-        """Check the session's rows (nothing is ever half-written: commits are transactions).
+        """Check the session's rows (:data:`CHECKS`; commits are transactions, so nothing is half-written).
 
-        Verifies the schema version, that the seq counter is past every
-        stored seq, that the index decodes and agrees with the chunk rows,
-        and that no event names a chunk that was never committed. Problems
-        go to ``unrecoverable``; nothing is changed. The report's ``checked``
-        (and :attr:`last_checks`) names what was checked (:data:`CHECKS`).
+        Problems go to ``unrecoverable``; nothing is changed.
         """
         with self._connection("checking the session") as conn:
             problems = _problems(conn, self.session_id)
@@ -241,13 +214,9 @@ class PostgresSessionStore:
     # --- appends -----------------------------------------------------------------------
 
     def append(self, requests: Sequence[Sequence[PreparedEvent]]) -> list[list[int]]:
-        """Store every request's events in one transaction; each request's seqs.
+        """Store every request's events in one transaction (see :meth:`SessionStore.append`).
 
-        A known ``event_id`` (hot, compacted, stored by any worker, or earlier
-        in this batch) is not stored again and is reported as its stored seq
-        negated. Every line
-        is decoded first: one that does not decode raises msgspec's error and
-        nothing of the batch is stored.
+        A line that does not decode raises msgspec's error and nothing of the batch is stored.
         """
         decoded = appends.decode_requests(requests)
         if not any(decoded):
@@ -351,12 +320,10 @@ class PostgresSessionStore:
     ) -> tuple[cs.ChunkEntry, int]:
         """Commit one chunk and trim the hot window in one transaction; the entry and events left hot.
 
-        Raises :class:`~aiden.errors.CommitConflict` when the index moved since
-        the snapshot. The events named must be exactly the hot events the entry
-        covers (what a snapshot planned from); anything else is refused with
-        nothing changed, so no event can leave the hot window without landing
-        in the chunk. ``pushed_out`` feeds the file store's summary archive;
-        here the entries stay readable as chunk rows.
+        :class:`~aiden.errors.CommitConflict` when the index moved since the
+        snapshot. The events must be exactly the hot events the entry covers,
+        else nothing changes (no event leaves the hot window without landing in
+        the chunk). ``pushed_out`` is unused: the entries stay chunk rows.
         """
         full = cs.encode_chunk(entry, events)[1]
         seqs = [e.seq for e in events]
@@ -367,7 +334,9 @@ class PostgresSessionStore:
                     f"index moved from seq {expected_last_seq} to {current.last_seq} during the pass"
                 )
             chunks = [*next_index.chunks[:-1], full] if next_index.chunks else [full]
-            index = seal(msgspec.structs.replace(next_index, chunks=chunks), self.config.summary_max_chunks + 1)
+            index = cs.sealed_index(
+                msgspec.structs.replace(next_index, chunks=chunks), self.config.summary_max_chunks + 1, encode
+            )
             hot = conn.execute(
                 "SELECT seq FROM aiden_events WHERE generation = %s AND chunk_pos IS NULL AND seq BETWEEN %s AND %s",
                 (generation, full.first_seq, full.last_seq),
@@ -429,11 +398,10 @@ class PostgresSessionStore:
         """Archive the session's generation as ``closed_session_id`` and start an empty one.
 
         :class:`~aiden.errors.InvalidIdError` for a bad id, :class:`StorageError`
-        when this session already archived that id (nothing changed). Takes the
-        compaction lock, then the counter row: an append either commits into the
-        old generation before, or into the new one after. Concurrent rotations
-        of one generation (two workers at the same moment) are one: the later
-        returns the id the first archived it under.
+        when this session already archived that id (nothing changed). An append
+        commits into the old generation before or the new one after (the counter
+        row is locked). Concurrent rotations of one generation are one: the
+        later returns the id the first archived it under.
         """
         validate_id(closed_session_id, what="session id")
         # The generation this call means to close, read before waiting for the lock: a worker
@@ -573,8 +541,7 @@ def _problems(conn: Conn, session_id: str) -> list[str]:
     if row is None or row[2] is None:
         return [*problems, f"session {session_id!r} has no session or compaction row"]
     generation, next_seq, count, last_seq = str(row[0]), int(row[1]), int(row[3]), int(row[4])
-    # Both are index lookups (primary key; the chunk_pos index): recovery on open stays cheap
-    # however long the session is.
+    # Both are index lookups: recovery stays cheap however long the session is.
     stats = conn.execute(
         "SELECT (SELECT seq FROM aiden_events WHERE generation = %s ORDER BY seq DESC LIMIT 1),"
         " (SELECT count(*) FROM aiden_events WHERE generation = %s AND chunk_pos >= %s)",
@@ -606,8 +573,7 @@ def _problems(conn: Conn, session_id: str) -> list[str]:
 class PgAppendGroup:
     """The appends of every session on one pool, made durable in one transaction (an :class:`AppendGroup`).
 
-    Sixty-four sessions that each append one event cost one transaction and
-    one WAL flush instead of sixty-four. Equal to every group of the same pool.
+    Equal to every group of the same pool.
     """
 
     __slots__ = ("_pool",)
