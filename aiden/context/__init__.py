@@ -1,18 +1,7 @@
-"""What one model call sees (pure and synchronous: no I/O, no clock, no anyio).
-
-Seed 003 separates four mechanisms that are all loosely called "compression";
-this package holds the two that act per call, both on a *copy* of the hot
-window that is never persisted, and the prompt assembly they feed:
-
-* :mod:`aiden.context.governance`: session replay trimming (how many
-  hot-window events a call replays) and runner context governance (acted-on
-  tool results replaced by stubs), over the turn structure both read;
-* :mod:`aiden.context.prompt`: system layers and hot window as native chat
-  messages, the hot window rendered per call from what the last call settled;
-* :mod:`aiden.context.summary_fit`: the summary layer (summary.md) cut to its
-  share of the window by priority, for one prompt.
-
-Consolidation (chunk summaries) and long-term memory are elsewhere.
+"""What one model call sees (pure and synchronous): the prompt assembly and the two per-call mechanisms
+acting on a never-persisted *copy* of the hot window: replay trimming and tool-result governance
+(:mod:`~aiden.context.governance`), and the summary layer cut to its share of the window
+(:mod:`~aiden.context.summary_fit`). Consolidation and long-term memory are elsewhere.
 """
 
 from __future__ import annotations

@@ -1,55 +1,12 @@
 """Per-call context governance (pure): which hot-window events one model call replays, and which as stubs.
 
-Both mechanisms work on a *copy* of the hot window right before
-:func:`aiden.context.prompt.build_messages`; nothing they do is persisted.
-
-**Replay trimming.** :func:`trim_replay` bounds how many hot-window events one
-call replays, cutting only where the hot window may legally open.
-
-**Turn structure.** Both read the same structure: turn starts, model steps,
-tool results and pins (:func:`is_turn_start`, :func:`is_step`,
-:func:`is_tool_result`, :func:`is_pinned`). Synthetic events (recorded by
-aiden itself, not by the agent) never open a turn, form a step or count as a
-tool result, so repairs aiden made cannot move where either cuts.
-
-**Stubs.** A stub (:func:`render_stub`) stands in for a trimmed tool result
-in one prompt and names the ``seq`` under which the verbatim output stays stored.
-
-**Tool-result governance.** :func:`govern_events` replaces the content of tool
-results the agent has already acted on by a stub. Seed 001: raw tool output
-is "almost always compactable" once acted on, and compacting it *before* the
-action that consumes it is a pitfall, so results not yet acted on are never
-stubbed.
-
-Which results are stubbed. Turns start at (non-synthetic) user inputs; the
-*current turn* runs from the last user input to the end (the whole list when
-there is none). A tool result is *protected* when it is in the current turn,
-has not been acted on yet (no assistant output or tool call follows it), is
-pinned (or answers a pinned call), or has no stored ``seq`` (``seq <= 0``).
-An unprotected result is stubbed when it is *old* (its turn is not one of the
-newest ``keep_turns``) or *large* (more than ``max_tool_tokens`` tokens), and
-only when the stub saves at least ``min_savings_tokens``: a stub never makes
-the prompt bigger and tiny results are not churned for a few tokens.
-
-Agent loops (step mode). A coding agent often works one user input through
-dozens of model calls; that whole loop is one turn, so the rule above never
-trims it. With ``keep_steps > 0`` the current turn is governed by *steps*
-instead: a step is one model response (a run of assistant outputs and tool
-calls) plus the results that follow it. Results of the newest steps of the
-current turn stay whole; older ones there count as old. The protected horizon
-moves in jumps of ``keep_steps`` steps (between ``keep_steps`` and
-``2 * keep_steps - 1`` newest steps stay whole), so the governed prompt is
-append-only between jumps and the provider's prefix cache keeps hitting
-(seed 001, "Interaction with Prompt Cache": change the prefix at predictable
-boundaries, not on every call). ``keep_steps=0`` leaves the current turn whole.
-
-Prompt-cache behaviour in turn mode. Stubs depend only on the stubbed event
-and its call, so once a result is stubbed it renders identically on every later
-call. Within a turn the governed prompt only grows at its end (from the turn's
-first model step on); the prefix changes once per new user input, at the
-oldest result that became old. Under a prefix cache every change re-bills the
-prompt after it, so stubbing deep in the prompt costs more than stubbing near
-its end: ``benchmarks/bench_governance.py`` reports both effects.
+Both work on a *copy* of the hot window right before :func:`aiden.context.prompt.build_messages`;
+nothing they do is persisted. :func:`trim_replay` bounds how many events a call replays, cutting only
+where the hot window may legally open; :func:`govern_events` replaces tool results the agent already
+acted on by a stub (:func:`render_stub`) naming the ``seq`` the verbatim output stays stored under.
+Both read the same turn structure, where synthetic events (aiden's own repairs) never open a turn,
+form a step or count as a tool result, so they cannot move either cut. Both move their horizon in
+jumps, so the prompt stays append-only between jumps and the provider's prefix cache keeps hitting.
 """
 
 from __future__ import annotations
@@ -90,7 +47,7 @@ _STEP_TYPES: Final = frozenset({"assistant_output", "role_output", "tool_call"})
 
 
 def is_pinned(event: SessionEvent) -> bool:
-    """True for a sticky-pinned event (seed 001); the default ``keep`` of :func:`trim_replay`."""
+    """True for a sticky-pinned event; the default ``keep`` of :func:`trim_replay`."""
     return event.pinned is not None
 
 
@@ -117,29 +74,15 @@ def trim_replay(
     keep: Callable[[SessionEvent], bool] = is_pinned,
     cut_quantum: int | None = None,
 ) -> list[SessionEvent]:
-    """At most ``max_messages`` of the hot-window ``events`` for one call when a legal cut allows it.
+    """At most ``max_messages`` (``0``: no bound) hot-window events for one call, when a legal cut allows it.
 
-    ``0`` means no bound. Otherwise the replayed list is the *kept* events
-    before the cut followed by every event from the cut on, in input order.
-    Kept are: the root user input (the first one), the current turn's user
-    input (the last one), and every event ``keep`` selects, each with its
-    whole call/results group. The cut is the least aggressive legal cut point
-    (:func:`~aiden.policy.cutpoints.legal_cut_points`: never on a tool
-    result, system event or screen context, never between a tool call and its
-    result) that meets the bound, moved on in jumps (below); when none meets
-    it, the most aggressive legal cut. Without any legal cut the events are
-    returned unchanged.
-
-    Prompt cache: a cut that moved with every new event would change the
-    replayed prefix on every call. The cut therefore moves in jumps: the
-    least aggressive cut meeting the bound is rounded up to the first legal
-    cut at or after the next multiple of ``cut_quantum`` events (default
-    ``max_messages // 4``; ``1`` disables it), so the replayed list holds
-    between about ``max_messages - cut_quantum`` and ``max_messages`` events
-    and its start stays put for ``cut_quantum`` appended events.
-
-    The bound counts events; a tool call merges into the assistant message
-    before it, so the chat message count is at most this.
+    The result is the *kept* events before the cut (the first and the last user input and every
+    event ``keep`` selects, each with its call/results group), then every event from the cut on. The
+    cut is the least aggressive legal cut meeting the bound, rounded up to the first legal cut at or
+    after a multiple of ``cut_quantum`` events (default ``max_messages // 4``; ``1`` disables it) so
+    the replayed start stays put while events are appended; else the most aggressive legal cut.
+    Without any legal cut the events are returned unchanged. Raises ValueError for a negative bound
+    or a ``cut_quantum`` below 1.
     """
     if max_messages < 0:
         raise ValueError(f"max_messages must be >= 0, got {max_messages}")
@@ -232,9 +175,8 @@ def render_stub(
 ) -> str:
     """The prompt text that stands in for ``result`` (a stored tool result) once it is trimmed.
 
-    ``call`` is the tool call it answers (its name and arguments are shown),
-    ``tokens`` the original content's estimated size. Deterministic: the same
-    event always gives the same stub, so a stubbed prefix stays cacheable.
+    Shows the name and arguments of ``call`` and ``tokens``, the original's estimated size.
+    Deterministic, so a stubbed prefix stays cacheable.
     """
     name = result.tool_name or (call.tool_name if call is not None else None) or "tool"
     args = _render_args(call.tool_args if call is not None else None)
@@ -269,12 +211,8 @@ class Governance(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GovernedEvents(msgspec.Struct, frozen=True, kw_only=True):
-    """The result of :func:`govern_events`: the events to render and what changed.
-
-    ``events`` has the input's length and order; a stubbed event differs from
-    its input only in ``content``. Token counts are estimates of the events
-    (content, tool arguments and name, per-message framing).
-    """
+    """The result of :func:`govern_events`: ``events`` (the input's length and order, stubs differing only in
+    ``content``) and what changed, in estimated tokens."""
 
     events: tuple[SessionEvent, ...]
     stubbed_seqs: tuple[int, ...]
@@ -316,15 +254,15 @@ def govern_events(
 ) -> GovernedEvents:
     """Copies of the hot-window ``events`` with acted-on tool results stubbed for this call only.
 
-    See the module docstring for the rules. ``keep_turns``: tool results of
-    the newest N turns (the current one included) are only stubbed when
-    larger than ``max_tool_tokens``; ``keep_steps > 0`` governs the current
-    turn by model steps (agent loops). Pairing of calls and results is
-    unchanged: only ``content`` of ``tool_result`` events is replaced, so
-    :func:`aiden.context.prompt.build_messages` renders the same message structure.
-    ``oversized_tokens``: a result larger than this is stubbed even when it is
-    protected (current turn, not yet acted on): one result bigger than its
-    share of the window would otherwise overflow every later prompt.
+    A result is *protected* in the current turn (from the last user input), before the model acted
+    on it (compacting output before the action that consumes it is a pitfall), when it or its call
+    is pinned, or without a stored ``seq``. An unprotected result is stubbed when *old* (not in the
+    newest ``keep_turns`` turns) or larger than ``max_tool_tokens``, and only when the stub saves at
+    least ``min_savings_tokens``. With ``keep_steps > 0`` the current turn is governed by model
+    steps (agent loops): only its newest steps, in jumps of ``keep_steps``, are protected. A result
+    over ``oversized_tokens`` is stubbed even when protected, so it cannot overflow every later
+    prompt. Only ``content`` changes, so the message structure stays the same. Raises ValueError
+    for negative ``keep_turns``/``keep_steps`` or ``max_tool_tokens < 1``.
     """
     if keep_turns < 0:
         raise ValueError(f"keep_turns must be >= 0, got {keep_turns}")

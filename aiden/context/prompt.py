@@ -1,41 +1,15 @@
-"""Prompt assembly (pure): system layers + hot window as native chat messages.
+"""Prompt assembly (pure): system layers + hot window as native chat messages, never persisted.
 
-The result is an OpenAI/litellm ``messages`` list:
+:func:`build_messages` gives an OpenAI/litellm ``messages`` list: one system message (the layers of
+:class:`PromptLayers` in order, then summary.md and long-term memory), the hot-window events as
+native messages (tool calls on the assistant message before them), and an optional task message.
+The sequence is always valid for the chat API: an orphan result becomes plain context and an
+unanswered call gets a placeholder result. With ``cache_friendly`` the runtime context moves to a
+second system message, so the first one changes only when a compaction commits.
 
-1. one system message with the seed's layers in order — role identity, base
-   instruction, defaults, skills, runtime context, role rules, tool
-   information, then the session summary (summary.md) and long-term memory;
-2. the hot-window events as native messages: user inputs as user messages,
-   assistant outputs as assistant messages carrying the tool calls that follow
-   them, tool results as tool messages with their ``tool_call_id``, system
-   events and screen context as system messages;
-3. optionally a current task message.
-
-No "Conversation history:" block, no hot-window markers, and nothing here is
-ever persisted. The sequence is always valid for the chat API: a tool result
-without its call is re-attached or rendered as plain context, and a call
-without a result gets an explicit placeholder result, so no orphan is sent.
-
-Prompt caching: with ``cache_friendly=True`` the request-local runtime context
-moves to a second system message, so the first system message — which holds
-the session summary — only changes when a compaction commits;
-``prefix_fingerprint`` is its hash.
-
-**The hot window, rendered once per settled turn (#35).** A prompt is built
-before every model call, and its hot window only grows at its end between
-compactions. Governance and rendering of an event depend on what follows it
-only while its turn is young: once a turn is older than the ``keep_turns``
-newest, its tool results the agent acted on are stubbed for good, and once
-every call before a point has its result, the messages before that point never
-change. :class:`IncrementalBody` keeps the messages of that *settled* prefix and
-renders only the rest on each call, so a call costs what changed since the
-last one, not the window's length. The result is exactly what governing and
-rendering the whole window gives
-(:func:`~aiden.context.governance.govern_events`, then
-:func:`events_to_messages`): whenever continuing from the settled prefix could
-differ (the window no longer starts with it, a retraction or a tool result
-reaches back into it, other governance parameters or split-turn context), the
-whole window is rendered again and a new prefix settles.
+:class:`IncrementalBody` keeps the messages of the hot window's *settled* prefix (turns whose
+governance and rendering can no longer change) and renders only the rest on each call; whenever
+continuing from that prefix could differ from rendering the whole window, it renders it all again.
 """
 
 from __future__ import annotations
@@ -78,7 +52,7 @@ TOOLS_OVERHEAD_TOKENS = 12
 
 
 class PromptLayers(msgspec.Struct, frozen=True, kw_only=True):
-    """The caller-supplied system prompt layers (seed 002 "Prompt Shape"); empty layers are omitted."""
+    """The caller-supplied system prompt layers, in prompt order; empty layers are omitted."""
 
     role_identity: str = ""
     base_instruction: str = ""
@@ -130,7 +104,7 @@ class RenderedBody(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _system_text(layers: PromptLayers, session_summary: str, long_term: str, *, include_runtime: bool) -> str:
-    # The layers in the order PromptLayers declares them (seed 002), then the summary and long-term memory.
+    # The layers in the order PromptLayers declares them, then the summary and long-term memory.
     names = [name for name in PromptLayers.__struct_fields__ if include_runtime or name != "runtime_context"]
     parts = [*(getattr(layers, name) for name in names), session_summary, long_term]
     return "\n\n".join(p.strip() for p in parts if p and p.strip())
@@ -141,9 +115,8 @@ def events_to_messages(
 ) -> tuple[list[Message], int]:
     """Convert hot-window events to native chat messages; returns (messages, repairs).
 
-    ``split_turn_context`` (the latest chunk's split-turn prefix summary) is
-    rendered as a system message right before the first event whose seq is
-    ``split_before_seq`` or higher, i.e. where the retained window opens.
+    ``split_turn_context`` (the latest chunk's split-turn prefix summary) becomes a system message
+    right before the first event with a seq of at least ``split_before_seq``.
     """
     render = Renderer(split_turn_context, split_before_seq)
     messages = render.finish(render.feed(events))
@@ -151,13 +124,8 @@ def events_to_messages(
 
 
 class Renderer:
-    """:func:`events_to_messages` in steps: what rendering a later event depends on.
-
-    :meth:`feed` renders a run of events after those fed before. At a point
-    where every call fed so far has its result (:attr:`settled`), the messages
-    rendered so far never change as events follow, so a caller may keep them and
-    continue from a :meth:`copy` (:class:`IncrementalBody`).
-    """
+    """:func:`events_to_messages` in steps: once :attr:`settled`, the messages so far never change and a
+    caller may keep them and continue from a :meth:`copy`."""
 
     def __init__(self, split_turn_context: str = "", split_before_seq: int | None = None) -> None:
         self.split_turn_context = split_turn_context
@@ -306,10 +274,8 @@ def build_messages(
 ) -> PromptBuild:
     """Assemble the full message list for one model call.
 
-    ``tools`` (the chat API's tool schemas sent with the call) count in the
-    estimate, as the provider counts them; ``calibration`` gives the checked size.
-    ``body``: the hot window already rendered (:class:`IncrementalBody`),
-    used instead of rendering ``hot_window``.
+    ``tools`` (schemas sent with the call) count in the estimate; ``calibration`` gives the checked
+    size; ``body``, the hot window already rendered, is used instead of rendering ``hot_window``.
     """
     system = _system_text(layers, session_summary, long_term, include_runtime=not cache_friendly)
     messages: list[Message] = []
@@ -380,9 +346,7 @@ def _marks(events: Sequence[SessionEvent], count: int) -> tuple[tuple[int, float
 class IncrementalBody:
     """Renders the hot window for each call, reusing the settled prefix of the last one.
 
-    One instance per session's prompt builder; not shared between tasks that
-    build concurrently without the builder's own ordering (each call reads and
-    replaces the prefix whole, so a race only costs a full render).
+    One per session's prompt builder; a race between concurrent builds only costs a full render.
     """
 
     def __init__(self, estimate: Estimate = estimate_tokens) -> None:
@@ -467,10 +431,8 @@ def _stays_after(rest: Sequence[SessionEvent]) -> bool:
 def _settle_point(rest: Sequence[SessionEvent], governance: Governance | None) -> int:
     """Index in ``rest`` before which governance and rendering are final (0: none).
 
-    A turn start, so governing the rest alone numbers its turns as the whole
-    window does. With governance, the events before it must be in turns older
-    than the ``keep_turns`` newest (their results are stubbed for good) and be
-    followed by a model step (acted on).
+    A turn start, so governing the rest alone numbers its turns as the whole window does; with
+    governance, one past the ``keep_turns`` newest turns and followed by a model step (acted on).
     """
     starts = [i for i, e in enumerate(rest) if is_turn_start(e)]
     if not starts:

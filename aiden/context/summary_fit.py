@@ -1,49 +1,27 @@
 """The summary layer of one prompt, cut to its share of the window by priority (pure).
 
-The layer is what summary.md shows, made from the same data: the chunk index's
-rolling summary and its Recent Chunks entries (:func:`aiden.policy.summary_md.summary_parts`),
-never summary.md's text parsed back. It can outgrow its budget
-(``summary_layer_percent`` of the window). Each prompt then carries a *fitted
-copy*, rendered from the parts' kept lines by the same renderer
-(:func:`aiden.policy.summary_md.render_parts`); summary.md itself is unchanged. A cut at a position would keep
-whatever comes first — the rolling summary's long ``Commands:`` list — and
-drop the newest chunks, the part next to the hot window; a cut by section or
-age alone drops a chunk's one line naming a place, a date or a decision while
-an older section's greetings stay (#38). This cut keeps what a person needs to
-resume, then what a later question could need, and drops noise first:
+The layer is made from the chunk index's parts (:func:`aiden.policy.summary_md.summary_parts`), never
+from summary.md parsed back; when it outgrows ``summary_layer_percent`` of the window, each prompt
+carries a fitted copy and summary.md is unchanged. A cut by position would keep the rolling
+summary's long lists and drop the newest chunks; a cut by section or age would drop a chunk's one
+line naming a place or a decision. This cut keeps lines in tier order:
 
 ====  ==================================================================
 tier  lines (kept in this order)
 ====  ==================================================================
 0     the rolling summary's Goal and Must keep
-1     the newest chunk, except its Tool results and Commands (what the
-      agent was doing right before the hot window)
-2     every other content line — the rolling summary's and older chunks'
-      Decisions, Facts, Errors, Preferences, Notes … — by its
-      information value per token (below), the newer first on a tie
-3     lines with at most one content word ("Hey!", "Thanks", "Files:")
-      and older chunks' Open thread (a newer one supersedes it)
+1     the newest chunk, except its Tool results and Commands
+2     every other content line, by information value per token, the newer first on a tie
+3     lines with at most one content word, and older chunks' Open thread
 4     Files lines of older chunks, newest first, the rolling summary's last
 5     Tool results, in the same order
 6     Commands, in the same order
 ====  ==================================================================
 
-The information value of a line is the sum, over its distinct content words
-(stopwords and one- or two-letter words aside), of how rare the word is among
-the summary's lines (``log(1 + lines / lines holding it)``), a number or a
-name (a capitalized word not opening the line) counting double: the names,
-dates, places and figures a later question asks about are rare, repeated
-filler words are not. Divided by the line's size in tokens, it ranks what a
-token of the layer buys.
-
-Each part's own text (a summary as its summarizer wrote it) is read for its
-sections and items: the summarizers' headings and bullets are their output's
-format. The cut is a prefix of that order: a line is never dropped while a line
-after it in the order is kept, and an item (a bullet with its continuation
-lines) is kept or dropped whole. Headings, chunk entries and split-turn markers
-are kept exactly when something under them is. A last line says what was left
-out and that ``recall_session_chunks`` finds it; every other line of the result
-is a line of summary.md, in order.
+A line's information value sums, over its distinct content words, ``log(1 + lines / lines holding
+it)``, a number or a name counting double: what a later question asks about is rare. The cut is a
+prefix of that order; an item (a bullet with its continuation lines) goes whole, headings and chunk
+entries stay exactly when something under them does, and a last line says what was left out.
 """
 
 from __future__ import annotations
@@ -137,7 +115,6 @@ class SummaryFit(msgspec.Struct, frozen=True):
     trimmed: bool
     """Something was left out for this prompt (summary.md is unchanged)."""
     omitted_lines: int = 0
-    """Content lines left out."""
 
 
 class _Parse:
@@ -317,10 +294,9 @@ def fit_summary_layer(
 ) -> SummaryFit:
     """The summary layer of these parts cut to ``budget`` tokens for one prompt, by priority (module docstring).
 
-    ``rolling`` and ``recent`` are the chunk index's rolling summary and Recent Chunks entries
-    ``(chunk_id, summary, degraded)``, oldest first, as summary.md is rendered from them.
-    Deterministic; the result's estimate is at most ``budget``; parts that fit are
-    rendered whole, as summary.md shows them. When not even the note fits, the layer is empty.
+    ``rolling`` and ``recent`` ``(chunk_id, summary, degraded)``, oldest first, are what summary.md is
+    rendered from. Deterministic; the result's estimate is at most ``budget``: a layer that fits is
+    rendered whole, and when not even the note fits the layer is empty.
     """
     if not rolling.strip() and not recent:
         return SummaryFit("", trimmed=False)

@@ -1,16 +1,9 @@
 """Compaction policy: pure, synchronous decisions with no I/O, clock or event loop.
 
-* :mod:`~aiden.policy.tokens`: token estimates without a tokenizer, and their calibration;
-* :mod:`~aiden.policy.triggers`: when to compact, and the scheduler's trigger state;
-* :mod:`~aiden.policy.cutpoints`: where to cut the hot window;
-* :mod:`~aiden.policy.summary_md`: summary.md's text, rendered from the chunk index;
-* :mod:`~aiden.policy.summarizer_deadline`: the summarizer call's deadline;
-* :mod:`~aiden.policy.toolresult`: what a tool result says about its success;
-* :mod:`~aiden.policy.scrub`: dropping screenshot payloads before persistence,
-  redacting credentials from lessons and masking DSN passwords.
-
-Time, configuration and model data come in as arguments, so every function
-here is deterministic and safe to call from any thread or task.
+Token estimates (``tokens``), when to compact (``triggers``), where to cut (``cutpoints``), summary.md's
+text (``summary_md``), the summarizer's deadline (``summarizer_deadline``), tool-result success
+(``toolresult``) and payload/credential scrubbing (``scrub``). Time, configuration and model data come
+in as arguments, so every function is deterministic and safe to call from any thread or task.
 """
 
 from __future__ import annotations

@@ -1,55 +1,19 @@
-"""Cut-point selection: which events a compaction summarizes and which stay verbatim (seed 000).
+"""Cut-point selection: which events of the hot window a compaction summarizes and which stay verbatim.
 
-:func:`plan_compaction` takes the hot window (the events of ``events.jsonl``,
-in sequence order) and splits it into three parts, which partition the input
-exactly and in order:
+:func:`plan_compaction` partitions the hot window, in order, into **compacted** (``history``, plus
+``turn_prefix`` when the cut lands inside a turn), **kept** (the root user input and sticky pins
+before the cut) and **retained** (the window from the cut on). Rules, in the order they apply:
 
-* **compacted**: summarized into a chunk. When the cut lands inside a turn
-  this is two ranges, ``history`` (before the turn start) and ``turn_prefix``
-  (the turn's user input up to the cut), summarized separately (split turn).
-* **kept**: events before the cut that nevertheless stay verbatim in the hot
-  window: the root user input and sticky-pinned events (seed 001).
-* **retained**: the hot window from the cut point on.
-
-Rules, in the order they apply:
-
-1. *Legal cut points.* An event may open the hot window if its class
-   (:func:`classify`) is ``boundary`` or ``split_allowed`` and the cut does
-   not separate a ``tool_call`` from a ``tool_result`` answering it (matched
-   by ``tool_call_id``, else the nearest preceding call), also when the
-   result arrives later with other events in between (parallel calls).
-2. *Token path.* Walk back from the newest event summing estimated tokens
-   until ``keep_recent_tokens`` is reached, then snap forward to the nearest
-   legal cut. No token cut when everything fits.
-3. *Count fallback.* When the token path gives no useful cut, aim at keeping
-   the newest ``hot_window_events`` events and snap to the nearest legal cut
-   at or before that index.
-4. *Leading context.* ``system_event``/``screen_context`` events (and aiden's
-   own ``synthetic`` events) immediately before the cut are pulled into the
-   hot window: the cut moves back over them, so the hot window may open on
-   such an event, never on a ``tool_result``.
-5. *Root input pinning.* The earliest user input of the window is the root
-   task objective; a cut that would compact it keeps it instead. *Sticky
-   pins*: events with ``pinned`` set are kept the same way (with the
-   call/results they belong to). Pinning is rare by design: only the newest
-   ``max_pinned_events`` pins are honoured, older extra pins are treated as
-   unpinned. A cut that leaves nothing to compact advances to the next legal
-   cut; when none is left the planner skips.
-6. *Split turn.* A cut on a ``split_allowed`` event cuts inside the turn
-   opened by the nearest earlier user input: ``history`` is what precedes
-   that user input, ``turn_prefix`` the turn up to the cut.
-7. *Progress.* With ``target_tokens`` (the prompt size the trigger fires
-   at) the planner checks that the hot window it leaves is below it; if not,
-   it advances to the first legal cut that is, or to the most aggressive one
-   and reports ``reaches_target=False`` with the numbers, so a plan never
-   silently fires the trigger again on the next turn.
-8. *Bounded pass.* When the chosen cut would compact more than
-   ``max_pass_events`` events or ``Config.max_pass_tokens()`` tokens, it moves
-   back to the last legal cut within both (the oldest events), and the plan says
-   ``backlog_left``: a backlog drains over several passes, each with bounded
-   work, and the caller schedules the next one.
-
-Everything is O(len(events)), pure and deterministic.
+1. *Legal cuts*: on a ``boundary`` or ``split_allowed`` event, never between a tool call and its result.
+2. *Token path*: keep the newest ``keep_recent_tokens``, snapped forward to a legal cut.
+3. *Count fallback*: keep the newest ``hot_window_events``, snapped back to a legal cut.
+4. *Leading context*: system/screen/synthetic events right before the cut move into the hot window.
+5. *Pins*: the root input and the newest ``max_pinned_events`` pins (with their call/results) are kept.
+6. *Split turn*: a cut on a ``split_allowed`` event splits the turn at its user input.
+7. *Progress*: with ``target_tokens``, advance until the hot window is under it, else report
+   ``reaches_target=False``, so a plan never silently fires the trigger again.
+8. *Bounded pass*: compact at most ``max_pass_events`` events and ``max_pass_tokens()`` tokens (the
+   oldest) and report ``backlog_left``.
 """
 
 from __future__ import annotations
@@ -100,13 +64,10 @@ _CONTEXT_TYPES: Final = frozenset({"system_event", "screen_context"})
 
 
 def classify(event: SessionEvent) -> CutClass:
-    """The cut class of ``event``: by ``type``, falling back to ``role`` for an unknown type.
+    """The cut class of ``event``: by ``type``, else by ``role``; synthetic and unknown events are ``forbidden``.
 
-    ``boundary`` (user input) opens a new turn; ``split_allowed`` (assistant,
-    role output, tool call) may open the hot window inside a turn;
-    ``forbidden`` (tool result, system event, screen context) must stay
-    attached to what precedes it. aiden's own ``synthetic`` events count as
-    system events. An unknown type with an unknown role is ``forbidden``.
+    ``boundary`` opens a turn; ``split_allowed`` may open the hot window inside one; ``forbidden``
+    stays attached to what precedes it.
     """
     if event.synthetic:
         return "forbidden"
@@ -114,11 +75,7 @@ def classify(event: SessionEvent) -> CutClass:
 
 
 def is_leading_context(event: SessionEvent) -> bool:
-    """True for ambient context pulled into the hot window ahead of a cut.
-
-    ``system_event``, ``screen_context`` and ``synthetic`` events, and events
-    of an unknown type whose role is ``system``.
-    """
+    """True for ambient context pulled into the hot window ahead of a cut (system, screen, synthetic)."""
     if event.synthetic or event.type in _CONTEXT_TYPES:
         return True
     return event.type not in EVENT_TYPES and event.role == "system"
@@ -162,10 +119,7 @@ def _legal_mask(events: Sequence[SessionEvent], call_of: Sequence[int]) -> list[
 
 
 def legal_cut_points(events: Sequence[SessionEvent]) -> list[int]:
-    """Indices ``c`` (``0 < c < len(events)``) where the hot window may start.
-
-    Before the leading-context pull-back of :func:`~aiden.policy.cutpoints.plan_compaction`.
-    """
+    """Indices ``c`` (``0 < c < len(events)``) where the hot window may start (before the context pull-back)."""
     legal = _legal_mask(events, call_of_results(events))
     return [c for c, ok in enumerate(legal) if ok]
 
@@ -174,7 +128,7 @@ def legal_cut_points(events: Sequence[SessionEvent]) -> list[int]:
 
 
 class _Window:
-    """Per-event arrays of one planning pass (all linear to build) and the paths searching them.
+    """Per-event arrays of one planning pass and the paths searching them.
 
     A cut here is a pair ``(cut, effective)``: the legal cut and the same cut pulled back over the
     leading context right before it.
@@ -275,27 +229,20 @@ class _Window:
 
 
 class CutMeta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Token-cut diagnostics stored with the chunk in ``index.yaml`` (seed 000 ``cut_meta``)."""
+    """Token-cut diagnostics stored with the chunk in ``index.yaml``."""
 
     first_kept_event_id: str | None = None
-    """Id of the first retained hot-window event."""
     tokens_before: int | None = None
     """Estimated tokens of all events before compaction."""
     kept_tokens_estimate: int | None = None
     """Estimated tokens of the hot window after compaction (kept + retained)."""
     is_split_turn: bool = False
-    """Whether the cut landed inside a turn."""
     turn_start_event_id: str | None = None
     """Id of the user input opening the split turn."""
 
 
 class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
-    """Where to cut the hot window, as computed by :func:`plan_compaction`.
-
-    ``history``, ``turn_prefix`` and ``kept`` together are exactly the events
-    before the cut (in input order once merged); ``retained`` is the hot
-    window from the cut on. The new hot window is ``kept + retained``.
-    """
+    """Where to cut the hot window; the new hot window is ``kept + retained``."""
 
     path: Literal["token", "count"]
     """Which selection produced the cut (``token`` also for a cut chosen only for progress)."""
@@ -308,7 +255,6 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     retained: tuple[SessionEvent, ...]
     """The hot window from the cut point on, including pulled-in leading context."""
     cut_meta: CutMeta
-    """Diagnostics for the chunk index entry."""
     tokens_before: int
     """Estimated tokens of all input events."""
     kept_tokens: int
@@ -337,11 +283,7 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def kept_seqs(self) -> tuple[int, ...]:
-        """Sequence numbers of ``kept`` events inside ``[first_seq, last_seq]``.
-
-        The chunk covering that range must not contain them and the hot
-        window must keep them although they are older than ``last_seq``.
-        """
+        """Sequence numbers of ``kept`` events inside ``[first_seq, last_seq]``: the chunk must not contain them."""
         first, last = self.first_seq, self.last_seq
         return tuple(e.seq for e in self.kept if first <= e.seq <= last)
 
@@ -349,11 +291,8 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
 class SkipCompaction(msgspec.Struct, frozen=True, kw_only=True):
     """:func:`plan_compaction` found nothing worth compacting.
 
-    ``reason`` is one of ``no_events``, ``fits`` (everything is within
-    ``keep_recent_tokens`` and ``hot_window_events`` and no ``target_tokens``
-    forces a cut), ``no_legal_cut`` (no event may open the hot window where
-    the paths look) and ``nothing_compactable`` (every legal cut leaves only
-    the root input and pinned events to compact). ``detail`` gives the numbers.
+    ``reason``: ``no_events``, ``fits``, ``no_legal_cut`` or ``nothing_compactable`` (only the root
+    input and pins would be compacted); ``detail`` gives the numbers.
     """
 
     reason: str
@@ -369,12 +308,8 @@ def plan_compaction(
 ) -> CompactionPlan | SkipCompaction:
     """Choose the cut point of a compaction of the hot window ``events`` (in sequence order).
 
-    ``token_counts`` are precomputed per-event estimates (same length as
-    ``events``, e.g. from :func:`~aiden.policy.tokens.event_tokens`);
-    without them every event is estimated here. ``target_tokens`` is the
-    prompt size the caller must get under (the trigger threshold): see the
-    progress rule in the module docstring. Returns a :class:`SkipCompaction`
-    instead of a plan with an empty compacted range.
+    ``token_counts``: precomputed per-event estimates (else estimated here); ``target_tokens``: the
+    prompt size to get under (rule 7). Raises ValueError for malformed ``token_counts``.
     """
     if not events:
         return SkipCompaction(reason="no_events")

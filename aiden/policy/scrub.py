@@ -1,41 +1,12 @@
 """What aiden keeps or shows without its payload: screenshot data, credentials in lessons, DSN passwords.
 
-**Screenshot data** (seed 000): drop base64 image payloads before persistence.
-
-Screenshot tool results carry base64 images. Stored verbatim they inflate the
-hot window's token estimate (several KB of ASCII per image) and the chunks,
-while the model cannot use them as text anyway. :func:`strip_screenshot_data`
-removes the payload and keeps the metadata (width, height, format, size,
-action_output, ...) in three shapes:
-
-* JSON content (object or array), recursively: a value under an image key
-  (``data``, ``image``, ``base64``, ``b64_json``, ``image_data``,
-  ``image_base64``, ``screenshot``) that is a long base64 string or a
-  ``data:image/...;base64,`` URI is removed and ``<key>_omitted_bytes``
-  (its length) takes its place; other strings get the text treatment;
-* text: inline ``data:image/<fmt>;base64,<payload>`` URIs become
-  ``[image data omitted: N bytes]`` (N = length of the URI), and a content
-  that is nothing but a raw base64 PNG/JPEG/GIF/WebP becomes the same marker;
-* the same rules for the values of ``event.meta``.
-
-Only long payloads are touched (at least 128 base64 characters): normal
-text, hashes, ids and short strings are never changed. The scrubber is
-idempotent and returns the very same event object when nothing changed, so
-every persistence boundary can call it unconditionally.
-
-**Credentials in what aiden distills and keeps for long** (experience episodes
-and records). The session log keeps what the agent saw, verbatim (the user's
-data, the user's disk). A lesson is different: it is copied into later runs'
-context by ``recall_experience``, possibly months later, so a token that
-appeared in a command line or a tool output must not travel with it.
-:func:`redact_secrets` replaces the secret part of well-known credential
-shapes with ``[redacted]`` and leaves the rest of the text (the command, the
-flag, the variable name) as it was, so the lesson still reads.
-
-**Passwords in connection strings** before they reach an error message or a
-log: :func:`mask`. It lives here, not in :mod:`aiden.storage.postgres`, so that
-code which runs without psycopg installed (store selection, its error
-messages) masks the same way.
+* :func:`strip_screenshot_data` drops base64 image payloads (at least 128 characters, under an image
+  key of JSON, as a ``data:image`` URI or as a whole raw image) before persistence and keeps their
+  metadata; it is idempotent and returns the same event when nothing changed, so every persistence
+  boundary can call it unconditionally.
+* :func:`redact_secrets` blanks well-known credential shapes in lessons, which are copied into later
+  runs' context, and leaves the rest of the text readable. The session log stays verbatim.
+* :func:`mask` hides DSN passwords; it lives here so code that runs without psycopg masks the same way.
 """
 
 from __future__ import annotations
@@ -80,10 +51,7 @@ def _omitted(length: int) -> str:
 
 
 def scrub_text(text: str) -> str:
-    """``text`` with inline ``data:image/...;base64,...`` URIs replaced by a size marker.
-
-    Returns ``text`` itself when there is nothing to replace.
-    """
+    """``text`` with inline ``data:image/...;base64,...`` URIs replaced by a size marker (else ``text`` itself)."""
     if not _may_contain_uri(text):
         return text
     scrubbed, count = _DATA_URI.subn(lambda m: _omitted(len(m.group(0))), text)
@@ -144,9 +112,10 @@ def _scrub_content(content: str) -> str:
 
 
 def strip_screenshot_data(event: SessionEvent) -> SessionEvent:
-    """``event`` without base64 image payloads in its content and meta (see the module docstring).
+    """``event`` without base64 image payloads in its content and meta; ``event`` itself when nothing changed.
 
-    Idempotent; returns ``event`` itself when nothing changed.
+    A JSON value under an image key becomes ``<key>_omitted_bytes`` (its length); in text, a payload
+    becomes ``[image data omitted: N bytes]``.
     """
     content = _scrub_content(event.content) if event.content else event.content
     meta = _scrub_dict(event.meta) if event.meta else event.meta
@@ -190,7 +159,7 @@ _NAMES_A_LOCATION: Final = re.compile(r"(?i)(?:file|path|dir)(?:[_.-]|$)")
 def redact_secrets(text: str) -> str:
     """``text`` with the secret part of every credential shape replaced by ``[redacted]``.
 
-    Idempotent; returns ``text`` itself when nothing matched.
+    Idempotent; ``text`` itself when nothing matched.
     """
     out = _PRIVATE_KEY.sub(f"-----{REDACTED} PRIVATE KEY-----", text)
     for pattern in _PATTERNS:

@@ -1,12 +1,9 @@
 """The summarizer call's deadline, scaled by how long calls were observed to take.
 
-A fixed deadline treats a slow provider as a broken one: a small model on two
-cores answers in 20-70 s when the machine is quiet and in minutes under load,
-so a 120 s deadline cancelled calls that were about to answer (issue #19). The
-deadline here starts at the configured one and follows what was observed: at
-least three times the slowest of the last few successful calls, and doubled
-after each call the deadline cut (reset by the next success), never past four
-times the configured deadline, so a provider that hangs is still cut off.
+A fixed deadline treats a slow provider as a broken one. The deadline starts at the configured one
+and is at least three times the slowest of the last few successful calls, doubled after each call it
+cut (reset by the next success), and never past four times the configured one, so a provider that
+hangs is still cut off.
 """
 
 from __future__ import annotations

@@ -1,35 +1,11 @@
-"""summary.md: what the prompt and a person read of the chunk index, rendered from its entries (pure, #36).
+"""summary.md: what the prompt and a person read of the chunk index, rendered from its entries (pure).
 
-summary.md is::
-
-    # Session History (compressed chunks)
-
-    ## Rolling Summary
-
-    <accumulated summaries of chunks pushed out of Recent Chunks>
-
-    ## Recent Chunks
-
-    - **chunk_xxx**
-      <summary>
-
-Every store renders it here from its index (``aiden.storage`` passes the
-entries' text in), so a file store, PostgreSQL and the in-memory store show
-the same text for the same index, and recovery can always re-derive it.
-
-The rolling summary and each recent chunk's summary were written alone, so
-each repeats what its range saw: the same command (``$ pytest tests/gateway
--q``) in every chunk, and the user's routine request of its range as the
-open thread ("Continue with the gateway migration, step 23: ...") while a
-newer chunk is at step 38. A person resuming needs the newest of each
-(:func:`prune_superseded`, #19); the stored chunk summaries, the archive and
-recall keep every line. Linear in the text.
-
-The headings a chunk or rolling summary may carry are one table,
-:data:`SECTION_OF_HEADING`: summaries are written by the embedded summarizer, by
-a model through the LLM path (its own spellings) and in seed 004's template, and
-the extractive fold (which re-reads summaries) and the prompt's summary-layer
-fit must both know which section a heading opens.
+summary.md is a ``# Session History (compressed chunks)`` heading, a ``## Rolling Summary`` and a
+``## Recent Chunks`` list of ``- **chunk_id**`` entries. Every store renders it here, so all stores
+show the same text for the same index and recovery can always re-derive it. Each summary was written
+alone and repeats what its range saw, so a line a newer summary repeats or supersedes is shown only
+at its newest place (:func:`prune_superseded`); the stored summaries and recall keep every line.
+:data:`SECTION_OF_HEADING` is the one table of the headings a summary may carry.
 """
 
 from __future__ import annotations
@@ -152,12 +128,7 @@ def _entry(chunk_id: str, text: str, degraded: bool) -> str:
 
 
 def render_summary(rolling: str, recent: Sequence[tuple[str, str, bool]]) -> str:
-    """The whole summary.md: the rolling summary, then each ``(chunk_id, summary, degraded)`` of Recent Chunks.
-
-    A line a newer summary repeats or supersedes (the same command, an older
-    step of the same request as the open thread) is shown only at its newest
-    place (:func:`prune_superseded`).
-    """
+    """The whole summary.md: the rolling summary, then each ``(chunk_id, summary, degraded)`` of Recent Chunks."""
     return render_parts(*summary_parts(rolling, recent))
 
 
@@ -176,9 +147,7 @@ def summary_parts(
 def render_parts(rolling: str, recent: Sequence[tuple[str, str, bool]], *, skeleton: bool = True) -> str:
     """summary.md's text from the parts :func:`summary_parts` gives, their lines as they are.
 
-    Without ``skeleton`` a section with nothing in it is left out: the prompt's fitted summary
-    layer (:mod:`aiden.context.summary_fit`) renders what it keeps of the parts here, and a kept
-    line keeps its indentation even when the lines above it were left out.
+    Without ``skeleton`` an empty section is left out (the prompt's fitted summary layer).
     """
     parts = ["# Session History (compressed chunks)\n"]
     if skeleton or rolling.strip():
@@ -207,11 +176,9 @@ class _Line:
 def prune_superseded(parts: Sequence[str]) -> list[str]:
     """``parts`` (summaries, oldest first) without the command and step lines a newer part repeats or supersedes.
 
-    A ``Commands:`` line stays only at its newest place; a ``User:`` open
-    thread that is a numbered step of a request ("..., step 23: ...") stays
-    only if no newer line is a later step of the same request. A heading
-    left with no lines goes too. Lines with continuation lines below them
-    are never touched.
+    A ``Commands:`` line stays only at its newest place, a numbered ``User:`` open-thread step only
+    if no newer line is a later step of the same request; a heading left empty goes too. Lines with
+    continuation lines below them are never touched.
     """
     lines = [_lines(text) for text in parts]
     # The line that stays of each key: the highest step number, else the newest place.

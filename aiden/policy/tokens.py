@@ -1,44 +1,12 @@
 """Token estimates without a tokenizer: the estimator, its per-tokenizer coefficients and their run-time correction.
 
-The hot window, the cut points and the prompt-size reset after a compaction all
-need token counts, many times per maintenance pass and for events that were
-never sent to a model. Running a real BPE tokenizer there is too slow and ties
-policy to one model family, so :func:`estimate_tokens` predicts the count from
-a cheap character classification instead.
-
-How the estimate works. GPT-style BPE tokenizers (cl100k_base, o200k_base)
-first split text into *pre-tokens* with a regular expression (a letter run with
-one glued leading symbol or space, digit groups of at most three, a punctuation
-run with one leading space, newline runs, space runs) and merge bytes only
-inside a pre-token. Nearly every pre-token of English, code or JSON is exactly
-one token, so counting pre-tokens gives most of the answer. The text is mapped
-to one class byte per character with ``bytes.translate``; the class bytes are
-read as one big integer, and shifted copies of it (previous/next character)
-combined with bit masks count run starts and the glue rules in a handful of
-C-speed integer operations instead of a Python loop. Three extra terms carry
-what BPE adds inside pre-tokens: long letter runs, long punctuation runs, and
-non-Latin scripts. CJK text is costed per character, with a cheaper rate for
-the ~800 most frequent CJK characters (those that are a single cl100k token),
-so ideographs are never costed at the chars/4 rate of Latin text, which is the
-intent of seed 000 ("never undercount Chinese").
-
-The character statistics (:class:`TextFeatures`) become tokens through a
-:class:`TokenProfile`, the coefficients of one tokenizer family. Those of
-:data:`O200K` and :data:`CL100K` were fitted by ``benchmarks/bench_policy.py
---fit`` on one corpus and are validated by the same script on different texts;
-the two tokenizers agree within ~2% on Latin text and code but cl100k needs
-35-55% more tokens for Chinese, which is why there are two profiles.
-:data:`DEFAULT_PROFILE` is the cl100k one: it never undercounts CJK (it
-overcounts o200k Chinese by up to half) and matches both tokenizers on
-everything else; :func:`profile_for_model` picks the right one for known
-OpenAI model names.
-
-The fitted coefficients leave a residual, model-specific bias (and a prompt
-carries parts the estimate never sees): :class:`TokenCalibration` removes it by
-learning ``reported / estimated`` from the prompt sizes the provider reports,
-and :class:`BudgetCalibration` adds the spread of that ratio for the prompt's
-budget check. :func:`cut_to_tokens` cuts a text to a token budget with any
-estimator.
+A real BPE tokenizer is too slow for the many counts a maintenance pass needs and ties policy to one
+model family. :func:`estimate_tokens` counts the *pre-tokens* of GPT-style tokenizers (almost always
+one token each) with big-integer bit operations over one class byte per character, plus terms for
+long letter runs, long punctuation runs and non-Latin scripts; CJK is costed per character so it is
+never undercounted. A :class:`TokenProfile` (fitted by ``benchmarks/bench_policy.py --fit``) turns
+the statistics into tokens; :class:`TokenCalibration` and :class:`BudgetCalibration` learn the
+remaining bias (and its spread) from the prompt sizes providers report.
 """
 
 from __future__ import annotations
@@ -100,7 +68,6 @@ class TokenProfile(msgspec.Struct, frozen=True, kw_only=True):
     """Per character outside the Basic Multilingual Plane (emoji, rare ideographs)."""
 
 
-# Fitted by `python benchmarks/bench_policy.py --fit` (see the module docstring).
 O200K: Final = TokenProfile(
     name="o200k",
     pretoken=1.012,
@@ -134,10 +101,7 @@ _CL100K_MODELS: Final = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding
 
 
 def profile_for_model(model: str | None) -> TokenProfile:
-    """The profile of a model name (``"gpt-4o"``, ``"openai/o3-mini"``).
-
-    Unknown models get :data:`DEFAULT_PROFILE`.
-    """
+    """The profile of a model name (``"gpt-4o"``, ``"openai/o3-mini"``); :data:`DEFAULT_PROFILE` when unknown."""
     if not model:
         return DEFAULT_PROFILE
     name = model.rsplit("/", 1)[-1].lower()
@@ -339,14 +303,7 @@ def text_features(text: str) -> TextFeatures:
 
 
 def estimate_tokens(text: str, profile: TokenProfile = DEFAULT_PROFILE) -> int:
-    """Estimate how many tokens ``text`` is for ``profile``'s tokenizer family.
-
-    Within about ±10% of the real count on English prose, code, JSON tool
-    output, Chinese and mixed text, and 3-20x faster than running the
-    tokenizer on texts of a few hundred characters or more (about as fast on
-    very short ones); ``benchmarks/bench_policy.py`` measures both. Never
-    negative; a non-empty text is at least one token.
-    """
+    """Estimate how many tokens ``text`` is for ``profile``'s tokenizer family; a non-empty text is at least 1."""
     if not text:
         return 0
     pre, long_words, punct, common, rare, other, astral = _features(text)
@@ -363,9 +320,7 @@ def estimate_event_tokens(event: SessionEvent, profile: TokenProfile = DEFAULT_P
     return MESSAGE_OVERHEAD_TOKENS + sum(estimate_tokens(text, profile) for text in texts)
 
 
-def event_tokens(
-    events: Sequence[SessionEvent], profile: TokenProfile = DEFAULT_PROFILE
-) -> list[int]:
+def event_tokens(events: Sequence[SessionEvent], profile: TokenProfile = DEFAULT_PROFILE) -> list[int]:
     """:func:`estimate_event_tokens` of every event, in order."""
     return [estimate_event_tokens(event, profile) for event in events]
 
@@ -380,9 +335,8 @@ _CUT_WORD = re.compile(r"\S+")
 def cut_to_tokens(text: str, budget: int, estimate: Callable[[str], int]) -> str:
     """``text`` if it fits ``budget`` tokens, else its longest prefix ending at a sentence or line end.
 
-    A summary over its budget is cut rather than rejected: the compaction still
-    commits, and the cut is marked so a reader knows text was dropped. With no
-    boundary inside the budget the cut falls on a word.
+    The cut is marked `` [...]``; with no such boundary inside the budget it falls on a word.
+    Raises ValueError for ``budget < 1``.
     """
     if budget < 1:
         raise ValueError(f"budget must be >= 1, got {budget}")
@@ -400,10 +354,7 @@ def cut_to_tokens(text: str, budget: int, estimate: Callable[[str], int]) -> str
 
 
 def _longest_prefix(text: str, ends: Sequence[int], room: int, estimate: Callable[[str], int]) -> int | None:
-    """The largest of the increasing ``ends`` whose prefix fits ``room`` tokens, None if none does.
-
-    A binary search: the estimate is monotone in the prefix length.
-    """
+    """The largest of the increasing ``ends`` whose prefix fits ``room`` tokens (the estimate is monotone)."""
     lo, hi, best = 0, len(ends) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
@@ -421,10 +372,7 @@ _MAX_FACTOR: Final = 2.0
 
 
 class TokenCalibration(msgspec.Struct, frozen=True):
-    """Per-model correction of the estimate, learned from provider-reported prompt sizes.
-
-    ``factor`` multiplies estimates; ``samples`` counts the observations folded in.
-    """
+    """Per-model correction of the estimate: ``factor`` multiplies estimates, learned from ``samples`` reports."""
 
     factor: float = 1.0
     samples: int = 0
@@ -446,12 +394,10 @@ def calibrate(
 ) -> TokenCalibration:
     """Fold one observation (our estimate vs. the provider's prompt tokens) into ``cal``.
 
-    An exponential moving average of ``reported / estimated`` with ``weight`` on
-    the new sample; the first sample replaces the neutral start value so one
-    observation already corrects a large bias. Ratios and the result are
-    clamped to [0.5, 2.0]: a prompt the estimate did not cover (system prompt,
-    tool schemas) must not teach a wild factor. Observations with a
-    non-positive side are ignored (``cal`` is returned unchanged).
+    An exponential moving average of ``reported / estimated``; the first sample replaces the neutral
+    start so one observation corrects a large bias. Clamped to [0.5, 2.0] so parts the estimate never
+    saw (system prompt, tool schemas) cannot teach a wild factor; non-positive sides are ignored.
+    Raises ValueError for a ``weight`` outside (0, 1].
     """
     ratio = _ratio(estimated, reported, weight)
     if ratio is None:
@@ -466,12 +412,7 @@ def apply_calibration(tokens: int, cal: TokenCalibration) -> int:
 
 
 class BudgetCalibration(msgspec.Struct, frozen=True):
-    """What the budget check learned from provider-reported prompt sizes: the bias and its spread.
-
-    ``factor`` is an average of ``reported / estimated`` and ``spread`` an
-    average of how far one observation falls from it (the estimate's error on
-    this content); :func:`checked_tokens` adds two spreads as the margin.
-    """
+    """What the budget check learned from provider-reported prompt sizes: the bias (``factor``) and its ``spread``."""
 
     factor: float = 1.0
     spread: float = 0.0

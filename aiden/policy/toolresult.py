@@ -1,16 +1,10 @@
 """What a tool result says about its success (pure): its metadata, and the words that state a failure.
 
-**Metadata.** The extractive summarizer (which errors to keep) and the experience
-learner (which attempts failed) read the same keys the way agent frameworks set
-them: ``is_error`` (Anthropic, MCP), ``error``, ``status: "error"`` (LangChain's
-ToolMessage), a process ``exit_code`` / ``returncode``, an HTTP ``status_code``.
-
-**Words.** :data:`NONZERO_EXIT` and :data:`OS_REFUSAL` are the phrases every text
-rule shares. Each reader anchors them for its own question, and the anchors differ
-on purpose: the experience learner at the start of a result (the result *is* a
-failure report), the extractive summarizer's tool rules within a line (strong
-evidence), the must-keep classifier anywhere, word-bounded (a mention). Both
-patterns carry their own case-insensitive flag, so they mean the same in every reader.
+:func:`reported_failure` reads the keys agent frameworks set (``is_error``, ``error``,
+``status: "error"``, ``exit_code``/``returncode``, HTTP ``status_code``). :data:`NONZERO_EXIT` and
+:data:`OS_REFUSAL` are the failure phrases every text rule shares; each reader anchors them
+differently on purpose (start of a result, within a line, anywhere), so they carry their own
+case-insensitive flag.
 """
 
 from __future__ import annotations

@@ -1,40 +1,13 @@
-"""When to compact: the seed 000 trigger plus the seed 001 triggers, and the state they are asked with.
+"""When to compact, the scheduler's trigger state, and when a turn starts a new session.
 
-:func:`should_compress` is the decision the maintenance scheduler asks after
-each run commit. It follows seed 000 exactly for the two base paths:
-
-* with prompt-token data and a known context window it fires when
-  ``prompt_tokens >= window - reserve`` (the reserve clamped to at most half
-  the window) or when ``prompt_tokens / window`` reaches
-  ``compress_at_percent``; the prompt size is the *largest* single prompt of
-  the latest run, so a small follow-up call cannot hide a large main prompt;
-* without a provider's prompt size (no usage metadata, after a compaction, at
-  open) aiden's own estimate stands in for it (#35): the calibrated estimate of
-  the latest run's largest built prompt, else of the hot window; only when
-  nothing can be estimated does it fire when the hot window holds more than
-  :meth:`~aiden.config.Config.count_limit` events. A
-  ``count_compress_after_events`` set explicitly keeps the count path for every
-  prompt without a provider's size.
-
-On top come the seed 001 triggers, each disabled by a 0 config value: every
-N completed turns (predictable, prompt-cache friendly boundaries), a tool
-output spike in the last turn, a cost ceiling since the last compaction, and
-a manual request, which always fires. Reasons are checked in this order:
-manual, the seed 000 path, then the seed 001 triggers.
-
-What the maintenance scheduler learns between passes (provider usage, run
-ends, pass outcomes, summarizer calls, rotations) is a :data:`TriggerEvent`;
-:func:`reduce` folds it into an immutable :class:`TriggerState`. The
-scheduler actor keeps only the current state and feeds it events; the
-questions it asks before a pass (:func:`trigger_input`,
-:func:`defers_for_cache`, :func:`planning_token_counts`) are pure functions of
-that state. Its :class:`SchedulerCounters` are what the actor publishes.
-
-:func:`decide_boundary` is the trigger of a new session: does a new user turn
-continue the session or start a new one? An explicit flag wins; a turn within
-``session_continue_gap_s`` of the last activity continues; one after more than
-``session_new_gap_s`` starts a new session; in between, an optional classifier
-decides (continue when there is none). Time comes in as arguments.
+:func:`should_compress` checks, in order: a manual request; the token path (the *largest* prompt of
+the latest run, so a small follow-up call cannot hide a large one, against ``window - reserve`` and
+``compress_at_percent``), where aiden's calibrated estimate stands in for a missing provider
+figure and the event count decides only when nothing can be estimated; then every N turns, a tool
+output spike and a cost ceiling (each disabled by 0). The scheduler actor keeps one immutable
+:class:`TriggerState` that :func:`reduce` advances by :data:`TriggerEvent`; what it asks before a
+pass is a pure function of that state. :func:`decide_boundary` decides whether a new user turn
+starts a new session, from the idle gap (time comes in as an argument).
 """
 
 from __future__ import annotations
@@ -103,11 +76,8 @@ class TriggerInput(msgspec.Struct, frozen=True, kw_only=True):
     event_count: int = 0
     """Events in the hot window."""
     turns_since_compaction: int = 0
-    """Completed turns since the last compaction."""
     last_turn_tool_tokens: int = 0
-    """Tokens of tool output the last turn added."""
     cost_since_compaction_usd: float = 0.0
-    """Provider cost since the last compaction."""
     manual: bool = False
     """A user or operator asked for a compaction."""
 
@@ -125,9 +95,8 @@ class TriggerDecision(msgspec.Struct, frozen=True, kw_only=True):
 def trigger_threshold_tokens(context_window: int, config: Config) -> int:
     """The smallest prompt size at which the token path of :func:`should_compress` fires.
 
-    ``min(window - reserve, first size reaching compress_at_percent)``, with
-    the reserve clamped to half the window. A plan whose hot window stays at
-    or above this would fire the trigger again on the next turn.
+    ``min(window - reserve, first size reaching compress_at_percent)``; raises ValueError for a
+    non-positive window.
     """
     if context_window <= 0:
         raise ValueError(f"context_window must be positive, got {context_window}")
@@ -400,7 +369,7 @@ def _usage(state: TriggerState, usage: UsageReported) -> TriggerState:
     tool_tokens = state.turn_tool_tokens + usage.tool_output_tokens
     if usage.run_ended:
         if run_max is not None:
-            # The trigger uses the largest single prompt of the latest run (seed 000).
+            # The trigger uses the largest single prompt of the latest run.
             counted["last_prompt_tokens"] = run_max
             changes.update(prompt_reported=True, prompt_estimated=False)
         elif run_estimate is not None:
@@ -431,7 +400,7 @@ def _compacted(state: TriggerState, done: Compacted) -> TriggerState:
         counters=_replace(
             c,
             # Our own estimate of the retained window, so the pending pass does not compact
-            # again on the stale pre-compaction prompt size (seed 000).
+            # again on the stale pre-compaction prompt size.
             last_prompt_tokens=done.kept_tokens,
             cached_share_before_last_compaction=share,
             prompt_tokens_since_compaction=0,
@@ -455,11 +424,8 @@ def trigger_input(
 ) -> TriggerInput:
     """The :func:`should_compress` input for a pass over a hot window of ``event_count`` events.
 
-    The prompt size is the provider's figure of the latest run; the estimate beside
-    it is aiden's own (calibrated) estimate of the prompts it built in that run, else
-    ``hot_tokens`` — the hot window's calibrated estimate, a lower bound of the
-    prompt — so the event-count fallback decides only when nothing could be
-    estimated (#35, #38).
+    The estimate is that of the latest run's built prompts, else ``hot_tokens`` (the hot window's, a
+    lower bound of the prompt), so the event-count fallback decides only when nothing was estimated.
     """
     return TriggerInput(
         prompt_tokens=state.counters.last_prompt_tokens if state.prompt_reported else None,
@@ -475,7 +441,7 @@ def trigger_input(
 
 
 def defers_for_cache(state: TriggerState, decision: TriggerDecision, config: Config) -> bool:
-    """A soft (percent) trigger waits for ``compact_batch_turns`` to keep the cached prefix (seed 001)."""
+    """A soft (percent) trigger waits for ``compact_batch_turns`` to keep the cached prefix."""
     return decision.reason == "percent" and 0 < state.turns < config.compact_batch_turns
 
 

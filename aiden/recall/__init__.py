@@ -1,15 +1,8 @@
 """Recall of compacted session history: an FTS5 index following the session store's change feed, and the agent tool.
 
-* :class:`RecallIndex` (``index.py``): synchronous SQLite FTS5 index of the
-  active session's compacted events; ``db.py`` its database (lifecycle, and
-  applying the store's change feed), ``search.py`` the BM25 ranking and the
-  hits it yields.
-* ``query.py``: pure query building (CJK segmentation, stopwords, dates, safe FTS5 phrases, snippets).
-* ``embedding.py`` / ``vectors.py``: optional hybrid recall (the :class:`~aiden.recall.embedding.Embedder`
-  protocol and the local MiniLM; event vectors, cosine search, fusion with BM25).
-* :data:`RECALL_TOOL` / :func:`handle_recall_tool` (``tool.py``): the
-  ``recall_session_chunks`` function tool for the agent, with the result types
-  and the answer and its one budget (serialized JSON characters).
+:class:`RecallIndex` (``index.py``) over its database (``db.py``) and ranking (``search.py``, pure
+query text handling in ``query.py``); optional hybrid recall (``embedding.py``, ``vectors.py``); the
+``recall_session_chunks`` tool and the result types (``tool.py``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The recall database (``recall.sqlite3``): schema, lifecycle, and keeping it up to date with the change feed.
 
-The database is derived data (deleting it is always allowed): whatever is wrong with the
-file (missing, corrupt, planted symlink, other schema version) it is deleted
-and created again, empty, for a full sync to fill.
-
-**Sync.** The source of truth is the store's :class:`~aiden.storage.protocol.ChangeFeed`:
-each committed chunk arrives once, in commit order, and is indexed
-``active``; a reset (rotation, a history the feed cannot continue) rebuilds
-the database from scratch (:class:`NeedsRebuild`). Chunks the feed reports
-written but not committed yet (a compaction mid-commit) are ``pending`` until
-a commit delivers them or they disappear. Chunk ids are opaque: state is never
-inferred from their text.
+The database is derived data: whatever is wrong with the file (missing, corrupt, planted symlink,
+other schema version), it is deleted and created again for a full sync to fill. Each committed
+chunk arrives once from the store's :class:`~aiden.storage.protocol.ChangeFeed` and is indexed
+``active``; chunks written but not committed yet are ``pending``; a reset rebuilds from scratch
+(:class:`NeedsRebuild`). Chunk ids are opaque: state is never inferred from their text.
 """
 
 from __future__ import annotations
@@ -127,11 +121,7 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 class IndexDB:
-    """The open connection to the database at ``path`` and the counters derived from it.
-
-    Not thread-safe on its own: :class:`~aiden.recall.index.RecallIndex`
-    serializes every call.
-    """
+    """The open connection to the database at ``path`` and the counters derived from it (not thread-safe)."""
 
     def __init__(self, path: str | os.PathLike[str], storage: Storage) -> None:
         self.path = os.fspath(path)
@@ -242,10 +232,8 @@ class IndexDB:
             # Derived data: a transaction lost to power failure is redone by the next sync.
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA temp_store = MEMORY")
-            # Up to 128 MiB of pages kept in-process (allocated as touched): a
-            # warm cache roughly halves query time against pread() per page.
-            # Not mmap: a database file truncated under a mapping kills the
-            # process with SIGBUS, and this file may be deleted or damaged.
+            # Up to 128 MiB of pages cached in-process. Not mmap: a file truncated under a
+            # mapping kills the process with SIGBUS, and this file may be deleted or damaged.
             conn.execute("PRAGMA cache_size = -131072")
             conn.execute("PRAGMA mmap_size = 0")
         except sqlite3.Error:

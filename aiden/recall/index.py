@@ -46,19 +46,13 @@ _T = TypeVar("_T")
 class RecallIndex:
     """Full-text recall over the active session's compacted events, in its own SQLite file.
 
-    ``source`` is the session's change feed (any
-    :class:`~aiden.storage.protocol.SessionStore` is one) with ``db_path``
-    where the database lives, its directory created when missing; or a
-    :class:`Layout`, for :class:`~aiden.storage.session.FileChangeFeed` over
-    its files and ``layout.recall_db``, where a missing ``session/`` means no
-    active session (nothing is indexed, nothing created). ``storage``
-    performs the database's file operations.
+    ``source`` is the session's change feed (any :class:`~aiden.storage.protocol.SessionStore`) with
+    ``db_path``, its directory created when missing; or a :class:`Layout`, whose files are the feed
+    and where a missing ``session/`` means no active session (nothing indexed, nothing created).
 
-    Every public method takes the instance lock, so calls from different worker
-    threads are serialized. :meth:`search`, :meth:`lookup` and :meth:`rehydrate`
-    call :meth:`sync` first. sqlite3 errors are raised as
-    :class:`~aiden.errors.RecallError`; a corrupt database is rebuilt (once per
-    call) instead.
+    Public methods are serialized by the instance lock; searches :meth:`sync` first. sqlite3 errors
+    are raised as :class:`~aiden.errors.RecallError`, except that a corrupt database is rebuilt (once
+    per call).
     """
 
     def __init__(
@@ -104,16 +98,10 @@ class RecallIndex:
     def sync(self) -> None:
         """Bring the database up to date with the change feed, then embed the new events (with an embedder).
 
-        The catch-up after a compaction: searches follow the feed too, but
-        never embed more than their query, so the events a search finds
-        without a vector are ranked by their words only. At most
-        :data:`~aiden.recall.vectors.EMBED_PER_SYNC` events are embedded per call (the rest at the
-        next one). An embedder failure is logged and counted
-        (:attr:`RecallStats.embedding_failures`), never raised: recall stays
-        lexical for those events. Cheap when nothing changed: the feed's check
-        (for files, a stat of index.yaml and ``chunks/``), a stat of the
-        database file and one query for events without a vector. Raises
-        :class:`RecallError` when the feed fails (e.g. index.yaml unreadable).
+        The catch-up after a compaction: searches follow the feed but embed only their query. At most
+        :data:`~aiden.recall.vectors.EMBED_PER_SYNC` events are embedded per call; an embedder failure
+        is counted (:attr:`RecallStats.embedding_failures`), never raised. Cheap when nothing changed.
+        Raises :class:`RecallError` when the feed fails (e.g. index.yaml unreadable).
         """
 
         def run() -> None:
@@ -135,14 +123,11 @@ class RecallIndex:
     ) -> list[RecallHit]:
         """The compacted events (and, where they matched, chunk summaries) best matching ``query``.
 
-        At most ``k`` results (default and cap: ``config.recall_max_results``),
-        whose JSON answer (:func:`~aiden.recall.tool.encode_hits`) is at most
-        ``config.recall_max_chars`` characters. ``types``/``roles`` keep only
-        events of those types/roles (summaries then do not match);
-        ``since``/``until`` (Unix seconds, inclusive) keep events in that time
-        range and summaries of chunks overlapping it. An empty filter list
-        means no filter. A query without searchable words returns ``[]``; any
-        ``str`` is safe.
+        At most ``k`` results (default and cap: ``config.recall_max_results``), whose JSON answer is
+        at most ``config.recall_max_chars`` characters. ``types``/``roles`` keep only those events
+        (summaries then do not match); ``since``/``until`` (Unix seconds, inclusive) keep events in
+        that range and summaries of chunks overlapping it; an empty list means no filter. A query
+        without searchable words returns ``[]``; any ``str`` is safe.
         """
         limit = self._check_k(k)
         filters = Filters.build(types, roles, since, until)
@@ -230,10 +215,8 @@ class RecallIndex:
     def bulk_load(self, chunks: Iterable[BulkChunk], *, batch: int = 2000) -> int:
         """Insert chunks straight into the database, without a store behind them; returns how many.
 
-        For benchmarks and tools. The rows are derived data like any other: the
-        next rebuild (a reset of the feed, a damaged database) drops them, a
-        committed chunk of the same id replaces its row, and :meth:`rehydrate`
-        cannot read them.
+        For benchmarks and tools: the next rebuild drops them, a committed chunk of the same id
+        replaces its row, and :meth:`rehydrate` cannot read them.
         """
 
         def run() -> int:

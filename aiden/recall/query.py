@@ -1,45 +1,13 @@
 """Pure text handling of the recall index: CJK segmentation, safe FTS5 queries, stopwords, dates, snippets.
 
-Nothing here touches the database or the filesystem, so every function can be
-tested (and fuzzed) on its own.
-
-**Tokens.** FTS5's ``unicode61`` tokenizer treats characters of the Unicode
-categories ``L*``, ``N*`` and ``Co`` as token characters and everything else
-as separators. It keeps a run of Chinese characters as *one* token, so the
-two-character query ``数据`` would never match the text ``数据库迁移``. Before
-indexing, :func:`index_text` therefore surrounds every CJK character (Han,
-Hiragana, Katakana, Hangul, ...) with U+200B ZERO WIDTH SPACE, a separator for
-unicode61, which makes each CJK character a token of its own. A zero width
-space is used instead of a plain space so the stored text can be turned back
-into readable text for snippets (:func:`display_text`).
-
-**Queries.** User text is never passed to FTS5 as query syntax. :func:`query_terms`
-splits it into words on the same separators as unicode61 and then into runs of
-CJK and non-CJK characters; every run becomes one *term*, rendered as an FTS5
-string (a double-quoted phrase with ``"`` doubled): a CJK run becomes the
-phrase of its single characters (``"数 据"``), so adjacent characters must be
-adjacent in the text. Operators (``AND``, ``NEAR``), column filters, ``*``,
-``^`` and parentheses are separators or plain words inside a phrase, so they
-cannot change the meaning of the query.
-
-**Stopwords.** A natural-language question ("what was it that we decided about
-the cache?") is mostly English function words, and so is a hypothetical one
-("would she likely ...?", "what might his degree be?"); BM25 gives them little
-weight, but every one of them matches most events, which costs time and lets
-long events that happen to repeat them outrank the one event holding the topic
-words. :func:`content_terms` drops them (:data:`STOPWORDS`) from a query that
-has other words.
-
-**Dates.** "What did she adopt in April 2022?" or "what happened on 9 November,
-2022?" name a time the words of the events do not hold: when something was said
-is the event's timestamp. :func:`query_periods` finds such dates and turns each
-into a period of Unix seconds (UTC) in which the events that talk about it were
-probably written: from the start of the day, month or year to a week after its
-end (people tell what they did in the days after), a day earlier for a single
-day (time zones). The ranking favours matching events inside a period; it
-filters nothing. Recognised, English month names capitalised (so the verb "may"
-is no date): ``9 November 2022``, ``9th November, 2022``, ``November 9, 2022``,
-``November 2022`` and a year alone (``1900``-``2099``). Pure: no clock.
+* FTS5's ``unicode61`` keeps a run of Chinese characters as one token, so :func:`index_text` puts
+  U+200B (a separator that :func:`display_text` can remove again) around every CJK character.
+* User text is never FTS5 syntax: every term is a quoted phrase (a CJK run the phrase of its
+  characters), so operators, column filters and parentheses cannot change a query's meaning.
+* :func:`content_terms` drops English function words (:data:`STOPWORDS`) from a query that has
+  other words: they match most events and let long events outrank the one holding the topic.
+* :func:`query_periods` turns dates written in a question into periods of event timestamps (UTC),
+  which the ranking favours without filtering. Pure: no clock.
 """
 
 from __future__ import annotations
@@ -113,7 +81,7 @@ _CJK_RUN_OR_OTHER: Final = re.compile(f"([{_CJK_RANGES}]+)|([^{_CJK_RANGES}]+)")
 _WS: Final = re.compile(r"\s+")
 _SPACED: Final = f"{ZWSP}\\g<0>{ZWSP}"
 
-# English function words and conversational filler that carry no topic (see **Stopwords** above).
+# English function words and conversational filler that carry no topic.
 _STOPWORD_TEXT: Final = """
     a about above after again against all am an and any are aren as at be because been before being below
     between both but by can cannot could couldn did didn do does doesn doing don down during each else ever
@@ -138,7 +106,7 @@ def is_stopword(word: str) -> bool:
     return word.casefold() in STOPWORDS
 
 
-# Dates written in a query (see **Dates** above).
+# Dates written in a query.
 _MONTHS: Final = {name: i for i, name in enumerate(calendar.month_name) if name}
 _MONTH: Final = "|".join(_MONTHS)
 _DAY: Final = r"(\d{1,2})(?:st|nd|rd|th)?"
@@ -172,8 +140,10 @@ def _period(year: int, month: int | None, day: int | None) -> tuple[float, float
 def query_periods(query: str) -> list[tuple[float, float]]:
     """The periods (start, end in Unix seconds, UTC) of the dates written in ``query``, at most four.
 
-    Each date counts once, at its most precise reading: ``November 9, 2022`` is
-    that day, not also November or 2022.
+    ``9 November 2022``, ``9th November, 2022``, ``November 9, 2022``, ``November 2022`` or a year
+    (month names capitalised, so the verb "may" is no date), each at its most precise reading. A
+    period runs from the start of the day, month or year (a day earlier for a day: time zones) to a
+    week after its end: people tell what they did in the days after.
     """
     taken: list[tuple[int, int]] = []
     out: list[tuple[float, float]] = []
@@ -273,14 +243,10 @@ def query_terms(query: str, *, limit: int = MAX_TERMS) -> list[Term]:
 def content_terms(query: str) -> list[Term]:
     """The terms a search ranks by: the query's words without stopwords, plus adjacent pairs.
 
-    Stopwords are dropped (unless that leaves nothing) before the
-    :data:`MAX_TERMS` cap, so a long question keeps its topic words. CJK terms
-    are always kept (the stopword list is English) and runs longer than two
-    characters become bigrams (:func:`fallback_terms`). Up to
-    :data:`MAX_PAIRS` pairs of words that are adjacent in the query become
-    phrase terms of their own, so the event holding the words side by side
-    ranks above events holding them apart. Dates written in the query come
-    last, as terms with a ``period``.
+    Stopwords are dropped (unless that leaves nothing) before the :data:`MAX_TERMS` cap; CJK runs
+    longer than two characters become bigrams (:func:`fallback_terms`). Up to :data:`MAX_PAIRS`
+    adjacent word pairs become phrase terms, so words side by side rank above words apart. Dates in
+    the query come last, as terms with a ``period``.
     """
     terms = query_terms(query, limit=_MAX_RAW_TERMS)
     kept = [t for t in terms if t.cjk or not is_stopword(t.text)]
@@ -314,9 +280,7 @@ def _pairs(query: str, have: int) -> list[Term]:
 def fallback_terms(terms: Sequence[Term]) -> list[Term]:
     """Terms of the OR fallback: CJK runs longer than two characters become overlapping bigrams.
 
-    A Chinese query is usually written without spaces (``数据库迁移失败``); if
-    the text says ``数据库的迁移失败了`` the phrase does not match, but its
-    bigrams do, and BM25 ranks the chunk sharing most of them first.
+    ``数据库迁移失败`` does not match ``数据库的迁移失败了`` as a phrase, but its bigrams do.
     """
     out: list[Term] = []
     seen: set[str] = set()

@@ -1,38 +1,13 @@
 """Search: BM25 over single events (and, apart, over chunk summaries) with bounded work, fused
 with vector ranks for hybrid recall, and the ranked rows turned into :class:`RecallHit` s.
 
-**The unit is the event.** Every event of a compacted chunk is one FTS5 row,
-every chunk summary another; a row's score is BM25 summed over the query's
-terms it contains (OR semantics), so terms that co-occur in one event lift it
-above events holding one of them. Stopwords are dropped from a query that has
-other words (:func:`~aiden.recall.query.content_terms`), and the porter
-stemmer lets ``cached`` find ``cache``.
-
-**Conversation context.** The best matching events then lend each other
-shares of their scores by distance in seqs (the reply next to the turn that
-holds the words), and events written in a period the query names ("in May
-2023") count double (:func:`_in_context`).
-
-**Bounded work.** FTS5's ``bm25()`` costs about 2 µs per ranked row and counts
-every row of a phrase for its IDF, so ranking a word found in half a million
-events would take a second. Each term's row count is probed first (counting
-stops at :data:`EXACT_ROWS`). The rarest terms, while their rows add up to at
-most :data:`EXACT_ROWS`, are ranked exactly with one ``bm25()`` query over
-their OR. A more frequent term adds its IDF (estimated from the density of its
-newest rows) times the BM25 factor of one occurrence in an average-length row
-to the events it is found in: the best exactly ranked candidates, and its own
-newest rows (and those of all frequent terms together), where it is looked up
-by rowid. Below :data:`EXACT_ROWS` rows per term, which is every session of
-ordinary size, ranking is exact BM25.
-
-**Fusion.** Hybrid recall merges the BM25 ranking with the vector ranking
-(``vectors.py``) by score (:func:`min_max_fusion`): on real conversations
-(LoCoMo, answers packed to 4,800 characters) it found the evidence of 82.0%
-of the questions where reciprocal rank fusion with k=60 found 80.3%, since
-k=60 nearly flattens the ranks that decide what fits into one answer.
-Experience recall keeps :func:`reciprocal_rank_fusion`.
-
-**Hits.** :func:`pick` filters the ranked rows, :func:`assemble` turns them into :class:`RecallHit` s.
+Every event of a compacted chunk is one FTS5 row, every chunk summary another, scored by BM25 over
+the OR of the query's terms; the best events then lend each other score by distance in seqs and
+count double in a period the query names (:func:`_in_context`). ``bm25()`` costs per ranked row
+and counts every row of a phrase, so only the rarest terms, up to :data:`EXACT_ROWS` rows, are
+ranked exactly; a more frequent term adds an estimated BM25 credit to the candidates and its newest
+rows. Hybrid recall fuses by score (:func:`min_max_fusion`): reciprocal rank fusion with k=60
+nearly flattens the ranks that decide what fits into one answer.
 """
 
 from __future__ import annotations
@@ -248,15 +223,10 @@ def _in_context(
 ) -> dict[int, float]:
     """The best :data:`_CONTEXT_ROWS` scores, raised by their neighbours' and by the query's dates.
 
-    A conversation says one thing over several turns: the answer is often the
-    reply to the turn holding the query's rarest words, or the turn before it.
-    So among the best matching events, each gets its BM25 plus a share
-    (:data:`SPREAD`, by distance in seqs) of the best BM25 of the matching
-    events at that distance on either side: a turn next to a strong match
-    outranks a lone match of the same strength. Summaries (no seq) lend and
-    borrow nothing. Then a row written within a period the query names
-    (:func:`~aiden.recall.query.query_periods`) has its score multiplied by
-    :data:`IN_PERIOD`.
+    The answer is often the reply to the turn holding the query's words, or the turn before it: each
+    event gets its BM25 plus a share (:data:`SPREAD`, by distance in seqs) of the best BM25 at that
+    distance on either side; summaries lend and borrow nothing. A row written within a period the
+    query names is then multiplied by :data:`IN_PERIOD`.
     """
     top = heapq.nlargest(_CONTEXT_ROWS, scores.items(), key=_rank_key)
     out = dict(top)
@@ -384,13 +354,10 @@ def _add_frequent(
 
 # --- fusion (hybrid recall) -----------------------------------------------------
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], *, k: int = 60) -> list[tuple[int, float]]:
-    """Fuse rankings of doc ids by reciprocal rank: ``score(d) = sum_i 1 / (k + rank_i(d))``.
+    """Fuse rankings of doc ids by reciprocal rank: ``score(d) = sum_i 1 / (k + rank_i(d))``, ranks from 1.
 
-    Each ranking lists doc ids best first; ranks start at 1. A doc missing from
-    a ranking gets nothing from it; a doc listed twice in one ranking counts at
-    its best rank only. Returns ``(doc id, fused score)`` for every doc seen,
-    best first, ties broken by the higher doc id (the more recent). ``k`` must
-    be non-negative (60 is the value of Cormack et al., 2009).
+    A doc listed twice counts at its best rank. Returns ``(doc id, fused score)`` best first, ties to
+    the higher doc id. Raises ValueError for a negative ``k``.
     """
     if k < 0:
         raise ValueError(f"k must not be negative, got {k}")
@@ -406,14 +373,11 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], *, k: int = 60) ->
 
 
 def min_max_fusion(rankings: Sequence[Sequence[tuple[int, float]]]) -> list[tuple[int, float]]:
-    """Fuse scored rankings by the sum of their min-max normalised scores (CombSUM, Fox & Shaw 1994).
+    """Fuse scored rankings by the sum of their min-max normalised scores (CombSUM).
 
-    Each ranking's scores (higher is better, any scale: BM25, cosine) are
-    mapped to [0, 1] over that ranking, its best at 1 and its worst at 0 (all
-    at 1 when they are equal); a doc missing from a ranking gets 0 from it, a
-    doc listed twice counts at its best score. Returns ``(doc id, fused
-    score)`` for every doc seen, best first, ties broken by the higher doc id
-    (the more recent). Scores must be finite.
+    Each ranking's scores (higher is better, any scale) map to [0, 1] (all 1 when equal); a doc
+    listed twice counts at its best. Returns ``(doc id, fused score)`` best first, ties to the higher
+    doc id. Raises ValueError for a score that is not finite.
     """
     fused: dict[int, float] = {}
     for ranking in rankings:
@@ -436,10 +400,8 @@ def assemble(
 ) -> tuple[list[RecallHit], Callable[[], dict[int, RecallContext]]]:
     """The hits for ranked ``events`` then ``summaries`` (full texts), and what reads each event hit's neighbour by position.
 
-    A summary is a hit only where it is what matched: no event of its chunk
-    is among the hits, and the events did not fill ``k``. The neighbours are
-    read only when called: the answer usually fills its budget with hits and
-    has no room left for them.
+    A summary is a hit only when no event of its chunk is one and the events did not fill ``k``. The
+    neighbours are read only when called: the answer usually has no room left for them.
     """
     shown = {s.chunk for s in events}
     picked = [s for s in summaries if s.chunk not in shown][: k - len(events)]

@@ -1,22 +1,11 @@
 """What recall answers: the hit types, the answer's JSON and its one budget, and the ``recall_session_chunks`` tool.
 
-A light module (no sqlite3): the memory and its ports import the result types
-(:class:`RecallHit`, :class:`RecallContext`, and :class:`RecallStats`, the
-index's counters) without loading the index.
-
-**The answer.** A result is an event's verbatim text with what identifies it,
-or a chunk summary. :func:`fit_hits` is the only place the budget (characters
-of serialized JSON) is applied: the index calls it with
-``config.recall_max_chars`` and the tool encodes what it returns with
-:func:`encode_hits`, so the JSON the model sees is the text that was measured.
-Pure: no database, no I/O.
-
-**The tool.** The handler turns the model's arguments into a search, an exact
-lookup or a rehydration, and always answers with a JSON string the model can
-read: bad arguments (invalid JSON, wrong types, unknown fields, hostile ids)
-and recall failures become ``{"error": "..."}``. Only aiden errors,
-``ValueError`` and msgspec errors are caught, so cancellation and programming
-errors still propagate to the agent loop.
+Light (no sqlite3), so the memory imports the result types without loading the index. Pure but for
+the tool handler. :func:`fit_hits` is the only place the budget (characters of serialized JSON)
+is applied, and the tool sends what it returns encoded by :func:`encode_hits`, so the model sees the
+text that was measured. The handler always answers with JSON the model can read: bad arguments and
+recall failures become ``{"error": "..."}``; only aiden errors, ``ValueError`` and msgspec errors
+are caught, so cancellation and programming errors still propagate.
 """
 
 from __future__ import annotations
@@ -197,8 +186,7 @@ def _fit_one(hit: RecallHit, room: int, share: int, cut: _Cut) -> tuple[RecallHi
     """``hit`` whole if its text is at most ``share`` characters and its JSON fits in ``room``, else
     cut to ``share`` characters of text (at least :data:`_MIN_TEXT`) so that it fits, else ``None``.
 
-    Escapes and cut markers can make the encoded text longer than its
-    characters: the limit is lowered by the overshoot until the item fits.
+    Escapes and cut markers make the encoded text longer: the limit drops by the overshoot until it fits.
     """
     if len(hit.chunk_id) + min(len(hit.text), _MIN_TEXT) + _LEAST_JSON > room:
         return None  # cannot fit even cut: no need to encode it
@@ -243,14 +231,11 @@ def fit_hits(
 ) -> list[RecallHit]:
     """The hits, best first, packed so that ``encode_hits`` of them is at most ``max_chars`` characters.
 
-    Each hit goes in whole while it fits; a longer one is cut around the match
-    to half the room left (so one long tool output cannot crowd out the hits
-    after it), and one that cannot show :data:`_MIN_TEXT` characters is left
-    out (a shorter one after it may still fit). Room left at the end first
-    widens the cut texts again, best first, then gives ``contexts()`` (a hit's
-    position -> its neighbouring event, full text; called only when there is
-    room) to the hits in rank order, cut to ``context_chars``, unless that
-    neighbour is already a hit.
+    Each hit goes in whole while it fits; a longer one is cut around the match to half the room left
+    (one long tool output cannot crowd out the hits after it), and one that cannot show
+    :data:`_MIN_TEXT` characters is left out. Room left at the end widens the cut texts again, then
+    adds ``contexts()`` (hit position -> neighbouring event; called only when there is room), cut to
+    ``context_chars``, where the neighbour is not a hit itself.
     """
     # Texts alone over the budget: the whole answer cannot fit, no need to encode it.
     whole = len(encode_hits(hits)) if sum(len(h.text) for h in hits) <= max_chars else max_chars + 1
@@ -321,8 +306,7 @@ TOOL_NAME: Final = "recall_session_chunks"
 _MAX_ARGUMENT_CHARS: Final = 65536
 _MAX_SEQS: Final = 200
 _MAX_K: Final = 10_000
-"""Upper bound of ``k``: far above any configured cap, far below the 64-bit limit of the
-actor messages (a ``k`` of 2**64 made msgspec raise OverflowError instead of an answer)."""
+"""Upper bound of ``k``: far above any configured cap, far below the 64-bit limit of the actor messages."""
 _MAX_ERROR_CHARS: Final = 400
 
 RECALL_TOOL: Final[dict[str, Any]] = {
@@ -436,18 +420,11 @@ async def handle_recall_tool(
 ) -> str:
     """Run one ``recall_session_chunks`` call and return its JSON result text.
 
-    ``arguments`` is the tool call's JSON text (or an already decoded mapping).
-    ``search(query, k=, types=, roles=, since=, until=)``, ``lookup(chunk_id)``
-    and ``rehydrate(chunk_id, seqs)`` are the recall index's operations (the
-    recall actor's async wrappers). The answer is ``{"results": [...]}`` for a
-    search or lookup, ``{"chunk_id": ..., "events": [...]}`` for a rehydration,
-    or ``{"error": "..."}``; it is at most ``max_chars`` characters of JSON
-    (texts cut around the match, then the lowest-ranked results dropped, by
-    :func:`fit_hits`, the same budget the index applies
-    with ``config.recall_max_chars``), except that the bare envelope is
-    always returned.
-    With ``read_events``, ``seqs`` without ``chunk_id`` returns those events
-    verbatim from wherever they are stored (hot window or chunks).
+    ``search``, ``lookup`` and ``rehydrate`` are the recall index's operations (async). The answer
+    is ``{"results": [...]}`` for a search or lookup, ``{"chunk_id": ..., "events": [...]}`` for a
+    rehydration, or ``{"error": "..."}``, at most ``max_chars`` characters of JSON except the bare
+    envelope. With ``read_events``, ``seqs`` without ``chunk_id`` returns those events verbatim from
+    wherever they are stored (hot window or chunks).
     """
     try:
         args = _parse(arguments)
@@ -485,10 +462,7 @@ async def handle_recall_tool(
 
 
 class RecallTools:
-    """``recall_session_chunks`` as a :class:`~aiden.tools.ToolSet`, over the recall index's operations.
-
-    The arguments are :func:`handle_recall_tool`'s.
-    """
+    """``recall_session_chunks`` as a :class:`~aiden.tools.ToolSet` (arguments: :func:`handle_recall_tool`'s)."""
 
     def __init__(
         self,

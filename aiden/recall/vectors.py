@@ -1,17 +1,9 @@
 """Hybrid recall: event vectors beside the FTS index, exact cosine search, and fusion with BM25 (:class:`Hybrid`).
 
-Table ``vectors(doc, model, h, v)``: one row per embedded doc (``docs.id``),
-the :attr:`~aiden.recall.embedding.Embedder.name` that made it, the doc's
-``docs.h`` text hash when it was embedded, and the vector as little-endian
-float32 bytes (:mod:`struct`, so storing needs no numpy). A vector is stale, and
-embedded again, when its model is not the embedder's or its hash is not the
-doc's (a doc id reused for another text after a rebuild of the tail).
-
-Everything here is synchronous and takes the caller's :class:`sqlite3.Connection`
-(the recall index serializes calls). SQLite errors are translated to
-:class:`~aiden.errors.RecallError`; embedder errors propagate as they are
-(:class:`RecallError` already), except in :class:`Hybrid`, where an embedder
-failure is logged and counted and recall stays lexical.
+Table ``vectors(doc, model, h, v)``: per embedded doc, the embedder name and the doc's text hash it
+was made from (either changing makes it stale) and the vector as little-endian float32 bytes
+(:mod:`struct`: storing needs no numpy). Everything is synchronous on the caller's connection;
+SQLite errors become :class:`~aiden.errors.RecallError`.
 """
 
 from __future__ import annotations
@@ -85,16 +77,10 @@ def embed_missing(
 ) -> int:
     """Embed the events without a current vector of ``embedder.name`` and store them; how many were embedded.
 
-    Only event docs are embedded (``docs.seq`` set): vector search ranks
-    events, the unit recall answers with; chunk summaries are found by their
-    words. First deletes the vectors of docs that no longer exist. Then, in
-    pages of doc ids (at most ``limit`` docs in all when given), each page is
-    sorted by text length and embedded ``batch`` texts per call, so a batch
-    holds texts of similar length and a model that pads a batch to its longest
-    text computes little padding. Texts are embedded outside any transaction
-    and each batch's vectors written in one short transaction, only for docs
-    that still exist with the same text hash. Calling it again embeds nothing
-    new; a different ``embedder.name`` re-embeds every event.
+    Only event docs are embedded (recall answers with events; summaries are found by their words),
+    at most ``limit``; the vectors of vanished docs are deleted first. Pages are sorted by text length
+    so a batch pads little. Embedding runs outside any transaction; each batch is stored in a short
+    one, only for docs still holding the same text. Embedder errors propagate.
     """
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
@@ -168,18 +154,11 @@ def _numpy() -> Any:
 
 
 class VectorSearch:
-    """Exact cosine search over ``model``'s stored vectors, held in memory.
+    """Exact cosine search over ``model``'s stored vectors, held in memory (numpy when importable, else lists).
 
-    :meth:`refresh` reloads the vectors when :func:`vector_state` (count and
-    max doc id) changed. The matrix is a numpy float32 array when numpy is
-    importable, else lists of floats (slower, same answers up to rounding).
+    With ``neighbours`` > 0 a doc is searched by its own vector plus ``neighbours`` times each of the
+    docs around it, normalised: an answer is often said in reply to the turn that matches best.
     Vectors of another length than the first one read are skipped.
-
-    With ``neighbours`` > 0 a doc is searched by its context vector: its own
-    plus ``neighbours`` times each of the docs before and after it in doc id
-    order (for events, the turns around it), normalised again. What answers a
-    question in a conversation is often said in reply to the turn that matches
-    it best.
     """
 
     def __init__(self, model: str, *, use_numpy: bool = True, neighbours: float = 0.0) -> None:
@@ -226,11 +205,7 @@ class VectorSearch:
         return True
 
     def top(self, query_vec: Sequence[float], k: int) -> list[tuple[int, float]]:
-        """The ``k`` docs most similar to ``query_vec`` as ``(doc id, cosine)``, best first.
-
-        Vectors are normalised, so the cosine is their dot product. Ties go to
-        the higher doc id (the more recent).
-        """
+        """The ``k`` docs most similar to ``query_vec`` as ``(doc id, cosine)``, best first; ties to the higher id."""
         if k <= 0 or not self.ids:
             return []
         query = [float(x) for x in query_vec]
@@ -264,11 +239,8 @@ log = logging.getLogger("aiden.recall")
 class Hybrid:
     """Vectors of the events beside the FTS index, fused with BM25 (:func:`~aiden.recall.search.min_max_fusion`).
 
-    Events are embedded by :meth:`embed_new` (the catch-up after a compaction),
-    a search embeds its query only. Each event is searched by its context
-    vector (:data:`NEIGHBOURS`). An embedder failure (provider down, bad
-    answer) never fails a catch-up or a recall: it is logged and counted, and
-    the search stays lexical for what has no vector.
+    An embedder failure never fails a catch-up or a recall: it is logged and counted, and the search
+    stays lexical for what has no vector.
     """
 
     def __init__(self, embedder: Embedder) -> None:
