@@ -1,27 +1,14 @@
 """The ``aiden`` command.
 
-``aiden demo`` runs the main job on the embedded default; ``inspect``,
-``export``, ``recall`` (:mod:`aiden.readonly`), ``doctor`` (:mod:`aiden.doctor`), ``memory list``,
-``history`` and ``config check`` are read-only: they never open the memory, take a
-lock or write under it, so they work on a read-only root and beside a running agent.
-``compact``, ``memory save|forget``, ``restore`` and ``doctor --repair`` write, opening
-an existing root with :func:`writable_memory` through :func:`aiden.open_memory` as an
-agent does (session lock, recovery, actors); save and forget go through the agent's own
-``save_memory`` / ``forget_memory`` tools (:meth:`aiden.Memory.handle_tool_call`).
-``aiden mcp`` serves memories to MCP clients (:mod:`aiden.mcp`).
+Read-only subcommands (``inspect``, ``export``, ``recall``, ``doctor``, ``memory list``,
+``history``, ``config check``) never open the memory, take a lock or write under it, so they
+work on a read-only root and beside a running agent. Writing ones (``compact``, ``memory
+save|forget``, ``restore``, ``doctor --repair``) open an existing root as an agent does
+(:func:`writable_memory`); save and forget go through the agent's own tools.
 
-A command that met a problem says it on stderr and exits non-zero, even when it
-did its job: a read that skipped something (a damaged line), a write whose open
-repaired the root, any warning aiden logged meanwhile.
-
-``compact`` runs maintenance passes until the hot window is under the trigger:
-more than ``count_compress_after_events`` events, or an estimated size at or
-above the token threshold of the window
-(:func:`~aiden.policy.triggers.trigger_threshold_tokens`). A command has no
-provider usage to report, so it decides on aiden's own estimate of the hot
-window and asks each pass as a manual one. Opening a root with a backlog starts
-a maintenance pass by itself (the open's backlog pass): ``compact`` waits for it
-first and reports what it compacted (``at_open``) apart from its own (manual) passes.
+A command that met a problem says it on stderr and exits non-zero, even when it did its
+job (a skipped damaged line, a write whose open repaired the root, any logged warning).
+``compact`` has no provider usage, so it decides on aiden's own estimate of the hot window.
 """
 
 from __future__ import annotations
@@ -418,12 +405,10 @@ async def writable_memory(
 ) -> AsyncIterator[Memory]:
     """The open memory under an existing ``root``.
 
-    A missing root or one without ``memory/`` is a :class:`~aiden.readonly.RootError`
-    (a write subcommand never creates a memory); a root that cannot be written
-    is a :class:`NotWritableError` naming the cause. Without ``context_window``
-    the memory opens with the window and model the root was last opened with
-    (``memory/window.json``), so a command works at the agent's window and
-    leaves that record as the agent left it.
+    A missing root or one without ``memory/`` is a :class:`~aiden.readonly.RootError` (a
+    write subcommand never creates a memory); an unwritable root a :class:`NotWritableError`.
+    Without ``context_window`` the memory opens with the window and model the root was last
+    opened with, so a command works at the agent's window and leaves that record unchanged.
     """
     from aiden.config import Config, load_config
     from aiden.memory import open_memory
@@ -470,8 +455,8 @@ async def compact_root(
 ) -> dict[str, Any]:
     """Compact ``root`` until its hot window is under the trigger; what each pass did, as JSON-able data.
 
-    ``force`` runs one pass even when the hot window is already under the trigger.
-    Stops early when a pass compacts nothing (its reason says why).
+    ``force`` runs one pass even when already under the trigger. Stops early when a pass
+    compacts nothing. What the open's own backlog pass compacted is reported as ``at_open``.
     """
     from aiden.policy.tokens import event_tokens
     from aiden.policy.triggers import trigger_threshold_tokens
@@ -583,11 +568,7 @@ def _iso(seconds: float | None) -> str | None:
 def list_memories(
     root: str, *, now: float | None = None, problems: list[str] | None = None
 ) -> list[MemoryEntry]:
-    """The unexpired long-term entries under ``root``, oldest first. Read-only.
-
-    ``problems`` receives each time no date can show (what the store could not
-    read, a damaged index or entry file, it logs).
-    """
+    """The unexpired long-term entries under ``root``, oldest first. Read-only; ``problems`` receives what could not be read."""
     from aiden.longterm.store import LongTermMemoryStore
     from aiden.readonly import open_layout
     from aiden.storage.fs import Storage
@@ -609,8 +590,7 @@ def list_memories(
 def dream_versions(root: str, *, limit: int = 20, problems: list[str] | None = None) -> list[Version]:
     """The newest ``limit`` versions of SOUL.md / USER.md / MEMORY.md, newest first. Read-only.
 
-    ``problems`` receives what is wrong with ``long_term/.git`` (the versions listed
-    may then be incomplete); ``aiden doctor --repair`` repairs it.
+    ``problems`` receives what is wrong with ``long_term/.git`` (the list may then be incomplete).
     """
     from aiden.longterm.dream_edits import LONG_TERM_FILES
     from aiden.longterm.gitstore import GitStore, check_history

@@ -1,15 +1,9 @@
 """The demo: a long generated coding-agent session replayed through the full API.
 
-A small context window makes it compact several times; it prints progress,
-then summary.md, a recall result and the stats. No API key: the embedded
-extractive summarizer is the default; ``--model`` (any litellm model name)
-switches to :class:`~aiden.summarizers.llm.LiteLLMSummarizer`.
-
-The session is generated, seeded and reproducible (tests and benchmarks replay it too). A session
-is a list of turns; each turn has a user input, tool calls with (often large) results, and an
-assistant output. Planted among the noise are load-bearing facts of each kind seed 001 says must
-survive compaction; each :class:`Fact` records the exact text planted, the question that should
-recall it, and the turn that holds it.
+A small context window makes it compact several times; no API key is needed (``--model``
+switches to an LLM summarizer). The session is seeded and reproducible (tests and benchmarks
+replay it too); planted among the noise are load-bearing facts that must survive compaction,
+each a :class:`Fact` with the question that should recall it.
 """
 
 from __future__ import annotations
@@ -243,12 +237,11 @@ def generate_scenario(seed: int = 7, turns: int = 40, *, noise: float = 1.0) -> 
     deadline_day = rng.choice(["Friday", "Thursday", "Monday"])
     path = f"src/{module}/pipeline_{rng.randint(10, 99)}.py"
     facts: list[Fact] = []
-    planted: dict[int, tuple[str, Fact]] = {}
+    planted: dict[int, str] = {}
 
     def plant(turn: int, kind: str, sentence: str, phrase: str, question: str) -> None:
-        fact = Fact(kind=kind, turn=turn, text=phrase, question=question)
-        facts.append(fact)
-        planted[turn] = (sentence, fact)
+        facts.append(Fact(kind=kind, turn=turn, text=phrase, question=question))
+        planted[turn] = sentence
 
     goal = f"migrate the {module} service from {lib} to the new async client without downtime"
     plant(0, "goal", f"Please {goal}. Track it under ticket {ticket}.", goal, f"what is the goal for the {module} service")
@@ -285,13 +278,14 @@ def generate_scenario(seed: int = 7, turns: int = 40, *, noise: float = 1.0) -> 
     out: list[ScenarioTurn] = []
     call_n = 0
     for t in range(turns):
-        if t in planted:
-            sentence, _fact = planted[t]
-            user = sentence if t in (0, 5, 7) else f"Next step for {ticket}, turn {t}: continue with {module}."
-            assistant_fact = sentence if t not in (0, 5, 7) else ""
-        else:
+        # A planted fact is said by the user (turns 0, 5, 7) or by the assistant.
+        assistant_fact = planted.get(t, "")
+        if not assistant_fact:
             user = f"Continue with the {module} migration ({ticket}), step {t}: check the {rng.choice(_WORDS)} handling."
-            assistant_fact = ""
+        elif t in (0, 5, 7):
+            user, assistant_fact = assistant_fact, ""
+        else:
+            user = f"Next step for {ticket}, turn {t}: continue with {module}."
         steps: list[ToolStep] = []
         for _ in range(rng.randint(1, 3)):
             call_n += 1
@@ -321,7 +315,7 @@ def generate_scenario(seed: int = 7, turns: int = 40, *, noise: float = 1.0) -> 
                 )
             )
         summary = f"Checked {len(steps)} places in {module}; tests pass so far."
-        assistant = f"{assistant_fact} {summary}".strip() if assistant_fact else summary
+        assistant = f"{assistant_fact} {summary}".strip()
         out.append(ScenarioTurn(user=user, tools=tuple(steps), assistant=assistant))
     return Scenario(turns=tuple(out), facts=tuple(facts))
 

@@ -1,27 +1,10 @@
 """``aiden doctor``: verify a memory root without writing to it.
 
-Four parts, all read-only on the root:
-
-1. **Files**: the chunk index and its sealed segments, every chunk file
-   against its checksum, orphan chunk files, ``events.jsonl`` (corrupt lines,
-   torn tail, seq order) and seqs stored nowhere.
-2. **Locks**: ``session.lock`` and ``compaction.lock`` are regular files, and
-   who holds them right now (``/proc/locks`` on Linux; no lock is taken).
-   ``flock`` locks die with their process, so a held lock names a live one.
-3. **A recovery dry run**: the recovery that the next open runs, on a private
-   copy of the session directories in a temp dir (chunk files are hard-linked
-   where the filesystem allows, since recovery only reads or unlinks them);
-   what it would repair, and what it could not, is reported. Skipped while a
-   lock is held, because a write in flight would look like damage.
-4. **The Dream version history** (``long_term/.git``): HEAD and its ref, every
-   object, the chain of versions (:func:`aiden.longterm.gitstore.check_history`).
-
-``aiden doctor --repair`` (:func:`aiden.cli.repair_root`) writes: the repairs a check can
-only report, made. Opening the memory as an agent does runs recovery, which
-repairs the session files (what the recovery dry run predicts); the Dream
-version history is then repaired under Dream's own ``.dream.lock``, so no Dream
-commits meanwhile (:func:`aiden.longterm.gitstore.repair_history`). Refused,
-like every write subcommand, on a root that cannot be written.
+Checks the files (index, chunk checksums, orphans, ``events.jsonl``, seq coverage), the lock
+files and who holds them (``/proc/locks``; no lock is taken), a dry run of the next open's
+recovery on a private temp copy (chunk files hard-linked: recovery only reads or unlinks
+them; skipped while a lock is held, as a write in flight would look like damage), and the
+Dream version history. ``--repair`` is :func:`aiden.cli.repair_root`.
 """
 
 from __future__ import annotations
@@ -216,8 +199,7 @@ def doctor(
 ) -> dict[str, Any]:
     """Every problem found, one line each, with the lock holders and the recovery dry run, as JSON-able data.
 
-    ``config`` is the agent's (its summary.md shape is what recovery re-derives);
-    ``progress`` counts chunk files verified plus one for the dry run.
+    ``config`` is the agent's (its summary.md shape is what recovery re-derives).
     """
     config = config or Config()
     layout = open_layout(root, confined=False)

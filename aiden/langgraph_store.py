@@ -1,22 +1,12 @@
 """A LangGraph ``BaseStore`` over aiden's long-term memory: :class:`AidenStore`.
 
-Needs the ``langgraph`` extra; ``import aiden`` never imports it. Every item
-is one long-term memory entry (``long_term/memories/<id>.md`` on a file root),
-so what a graph stores is saved, versioned by Dream and shown in the agent's
-profile like what the agent saved itself, and the other way round:
-
-- an item ``(namespace, key)`` is the entry ``lg-<hash of namespace and key>``
-  whose content holds the namespace, the key, the value (JSON) and its times;
-  its title reads ``namespace/…/key``; ``ttl`` (minutes) becomes the entry's
-  expiry, refreshed on read when asked;
-- the agent's own entries (``save_memory``) appear in the namespace
-  ``("memories",)`` with their id as key and ``{"type", "title", "content"}``
-  as value; a put there saves such an entry (``type`` defaults to ``fact``).
-
-``search`` with a ``query`` ranks by aiden's long-term search (matching words,
-title words twice, then newest) and leaves out items matching no word; the
-``filter`` compares values as LangGraph's InMemoryStore does (equality,
-nested dicts, ``$eq $ne $gt $gte $lt $lte``). Scores are None: no embeddings.
+Needs the ``langgraph`` extra. An item ``(namespace, key)`` is the long-term entry
+``lg-<hash of namespace and key>`` (namespace, key, JSON value and times in its content;
+``ttl`` in minutes is its expiry). The agent's own entries appear in the namespace
+``("memories",)`` with their id as key and ``{"type", "title", "content"}`` as value (a put
+there saves one; ``type`` defaults to ``fact``). ``search`` ranks by aiden's long-term search
+and leaves out items matching no word; ``filter`` compares as LangGraph's InMemoryStore does.
+Scores are None: no embeddings.
 """
 
 from __future__ import annotations
@@ -161,12 +151,10 @@ def _envelope(content: str) -> dict[str, Any] | None:
 
 
 class AidenStore(BaseStore):
-    """A LangGraph store whose items are aiden long-term memory entries (see the module docstring).
+    """A LangGraph store whose items are aiden long-term memory entries (:meth:`for_root` opens a file root's).
 
-    ``entries`` is a long-term entry store (:class:`aiden.longterm.backend.EntryStore`:
-    the files of a root, or PostgreSQL's); :meth:`for_root` opens a file root's.
-    Writes take the store's own lock, so a running agent on the same root may
-    write too; its prompt shows the new entries after its next profile rebuild.
+    Writes take the entry store's own lock, so a running agent on the same root may write
+    too; its prompt shows the new entries after its next profile rebuild.
     """
 
     supports_ttl = True

@@ -1,17 +1,9 @@
 """Observing a memory: its telemetry snapshot, and the points where an optional observer sees its operations.
 
-``memory.stats()`` is :class:`MemoryStats`, one frozen snapshot built from the
-actors' published counters (:func:`memory_stats`).
-
-An optional observer (:mod:`aiden.otel`) sees aiden's operations at
-observation points. Each point is one line at the place the operation runs:
-the :func:`observed` decorator on the port method every caller goes through
-(appends, recall, saves and forgets, experience search and learning, Dream,
-prompt builds), and :func:`observe_pass` around the maintenance scheduler's
-pass. With no observer
-installed (the default) a point costs one global read and calls straight
-through; this module imports nothing of OpenTelemetry, so ``import aiden``
-never loads it.
+``memory.stats()`` is :class:`MemoryStats`, a frozen snapshot of the actors' counters. An
+optional observer (:mod:`aiden.otel`) sees operations at points marked by :func:`observed` on
+port methods and :func:`observe_pass` around a maintenance pass. With no observer a point
+costs one global read; nothing of OpenTelemetry is imported here.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """OpenAI chat-completions format in: messages, responses and usage to aiden events and numbers.
 
-Pure functions, no I/O. They accept the dicts of the chat-completions API and the
-objects litellm and the ``openai`` SDK return (``litellm.ModelResponse``,
-``Message``, ``Usage``...): every field is read as a mapping key or, failing that,
-as an attribute, so nothing here imports litellm or openai.
-
-Mapping (one message can give several events, in this order):
-
-=================  =============================================================
-message role       events
-=================  =============================================================
-``user``           ``user_input``
-``assistant``      ``assistant_output`` (its text, when it has text or no tool
-                   calls), then one ``tool_call`` per entry of ``tool_calls``
-``tool``           ``tool_result`` linked by ``tool_call_id``
-``system``,        ``system_event`` (the base instruction of an agent belongs in
-``developer``      ``PromptLayers`` instead, so it is not stored per session)
-=================  =============================================================
-
-Content given as a list of parts is joined with newlines (``text``, ``input_text``,
-``output_text`` and ``refusal`` parts; an image part becomes ``[image]``, its bytes
-are never stored). Anything else raises :class:`~aiden.errors.InvalidEventError`
-naming what was wrong, before any event exists.
+Pure functions, no I/O. Every field is read as a mapping key or, failing that, as an
+attribute, so the objects litellm and the ``openai`` SDK return work without importing either.
+Content given as a list of parts is joined with newlines (an image part becomes ``[image]``:
+its bytes are never stored). A bad shape raises :class:`~aiden.errors.InvalidEventError`
+before any event exists.
 """
 
 from __future__ import annotations
@@ -173,12 +156,11 @@ def _assistant(message: object, meta: dict[str, Any]) -> list[SessionEvent]:
 def events_from_message(message: Mapping[str, Any] | object) -> list[SessionEvent]:
     """The aiden events of one chat-completions message (a dict or a litellm/OpenAI message object).
 
-    An assistant message gives its text as ``assistant_output`` (omitted when it
-    only calls tools), then one ``tool_call`` event per entry of ``tool_calls``
-    (``tool_call_id``, ``tool_name``, ``tool_args`` as the JSON string the API
-    carries). See the module docstring for every role. Raises
-    :class:`~aiden.errors.InvalidEventError` for an unknown role or shape.
-    The events are not yet appended (``seq`` 0); ``Memory.append_message`` does that.
+    ``user`` gives ``user_input``; ``assistant`` its text as ``assistant_output`` (omitted when
+    it only calls tools), then one ``tool_call`` per entry of ``tool_calls``; ``tool`` a
+    ``tool_result``; ``system``/``developer`` a ``system_event``. Raises
+    :class:`~aiden.errors.InvalidEventError` for an unknown role or shape. The events are not
+    yet appended (``seq`` 0).
     """
     return _events(message, {})
 
@@ -221,12 +203,9 @@ def _count(usage: object, key: str) -> int | None:
 def usage_numbers(usage: Mapping[str, Any] | object) -> tuple[int | None, int | None, int | None]:
     """``(prompt_tokens, completion_tokens, cached_prompt_tokens)`` of a provider usage (dict or object).
 
-    Understands the chat-completions shape (``prompt_tokens``, ``completion_tokens``,
-    ``prompt_tokens_details.cached_tokens`` or litellm's ``cache_read_input_tokens``),
-    the Responses API's (``input_tokens`` including ``input_tokens_details.cached_tokens``)
-    and Anthropic's (``input_tokens`` *excludes* ``cache_read_input_tokens`` and
-    ``cache_creation_input_tokens``, so the prompt is their sum). A number the usage
-    does not give is None; cached tokens are capped at the prompt. A value that is
+    Understands the chat-completions, Responses API and Anthropic shapes (Anthropic's
+    ``input_tokens`` *excludes* cache reads and writes, so the prompt is their sum). A number
+    the usage does not give is None; cached tokens are capped at the prompt. A value that is
     not a non-negative int raises :class:`~aiden.errors.InvalidEventError`.
     """
     if not _is_record(usage):
@@ -256,11 +235,7 @@ def resolve_usage(
     completion_tokens: int | None,
     cached_tokens: int | None,
 ) -> tuple[int | None, int | None, int | None]:
-    """The numbers ``Memory.record_usage`` reports: from ``usage`` when given, else the explicit ones.
-
-    Giving both ``usage`` and any explicit number is a ``TypeError``: there is one
-    source per call, never a silent precedence.
-    """
+    """The numbers ``Memory.record_usage`` reports: from ``usage``, else the explicit ones (both: ``TypeError``)."""
     if usage is None:
         return prompt_tokens, completion_tokens, cached_tokens
     if prompt_tokens is not None or completion_tokens is not None or cached_tokens is not None:

@@ -1,39 +1,19 @@
 """OpenTelemetry traces and metrics for aiden: ``aiden.otel.instrument()``.
 
-A soft dependency: without ``opentelemetry-api`` (the ``otel`` extra),
-:func:`instrument` logs a warning and returns None, and nothing else changes.
-``import aiden`` never imports this module nor OpenTelemetry; the operations
-report to it through :mod:`aiden.observe`.
+A soft dependency: without ``opentelemetry-api`` :func:`instrument` logs a warning and
+returns None. The operations report here through :mod:`aiden.observe`.
 
-Spans, one per operation, ``gen_ai.provider.name = "aiden"``:
+Spans, one per operation, ``gen_ai.provider.name = "aiden"``: ``aiden.append``,
+``aiden.build_messages``, ``aiden.compaction`` (one maintenance pass; its LiteLLM token
+counts are shared with whatever else summarized at the same time), ``aiden.summarize``,
+``aiden.dream``, ``aiden.learn``, and the GenAI memory operations ``search_memory``,
+``update_memory`` and ``delete_memory`` with the semantic conventions' attributes. Content
+is recorded only with ``capture_content=True`` or
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
 
-- ``aiden.append``: one append batch (``aiden.append.events``);
-- ``aiden.build_messages``: one prompt build (messages, estimated and budget
-  tokens, stubbed events, summary trimmed, over budget);
-- ``aiden.compaction``: one maintenance pass (``aiden.compaction.*``: compacted,
-  reason, tokens before/after, events, degraded, summarizer calls, failures
-  and fallbacks during the pass, and the input/output tokens LiteLLM
-  summarizers used while it ran: exact with one memory per process, shared
-  with whatever else summarized at the same time otherwise);
-- ``aiden.summarize``: one LiteLLM summarizer call (``gen_ai.request.model``,
-  ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``, purpose);
-- ``search_memory`` (recall of compacted history, ``gen_ai.memory.store.id =
-  "session"``; recall_experience, ``"experience"``), ``update_memory``
-  (save_memory) and ``delete_memory`` (forget_memory), ``"long_term"``, with
-  ``gen_ai.operation.name``, ``gen_ai.memory.record.count`` and
-  ``gen_ai.memory.record.id`` as the GenAI semantic conventions name them;
-- ``aiden.dream`` and ``aiden.learn``: one Dream run, one learning pass.
-
-Content (``gen_ai.memory.query.text``, ``gen_ai.memory.records``) is recorded
-only with ``capture_content=True`` or ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
-
-Metrics (attributes are operation names and outcome reasons only):
-``aiden.operation.duration`` (s, per ``aiden.operation``: recall latency is
-``search_memory``'s), ``aiden.operations.in_flight`` (requests waiting on
-aiden's actors: the queue depth), ``aiden.compaction.passes`` (per
-``aiden.compaction.reason``), ``aiden.compactions``, ``aiden.summarizer.calls``,
-``aiden.summarizer.failures``, ``aiden.summarizer.fallbacks`` and
-``aiden.summarizer.tokens`` (per ``gen_ai.token.type``).
+Metrics (attributes are operation names and outcome reasons only): ``aiden.operation.duration``
+(s, per ``aiden.operation``), ``aiden.operations.in_flight`` (the actors' queue depth),
+``aiden.compaction.passes``, ``aiden.compactions``, ``aiden.summarizer.calls|failures|fallbacks|tokens``.
 """
 
 from __future__ import annotations
@@ -72,6 +52,8 @@ _MEMORY_OPS: Final[dict[str, tuple[str, str]]] = {
     "delete_memory": ("delete_memory", "long_term"),
 }
 _MAX_ID_CHARS: Final = 64
+_PROMPT_FIELDS: Final = ("estimated_tokens", "budget_tokens", "stubbed", "summary_trimmed", "over_budget")
+_PASS_FIELDS: Final = ("compacted", "reason", "tokens_before", "tokens_after", "degraded", "backlog_left")
 
 
 def _json(text: object) -> dict[str, Any]:
@@ -191,11 +173,7 @@ class Instrumentor:
             span.set_attribute("gen_ai.memory.record.count", len(result))
         elif operation == "build_messages":
             span.set_attribute("aiden.prompt.messages", len(result.messages))
-            span.set_attribute("aiden.prompt.estimated_tokens", result.estimated_tokens)
-            span.set_attribute("aiden.prompt.budget_tokens", result.budget_tokens)
-            span.set_attribute("aiden.prompt.stubbed", result.stubbed)
-            span.set_attribute("aiden.prompt.summary_trimmed", result.summary_trimmed)
-            span.set_attribute("aiden.prompt.over_budget", result.over_budget)
+            span.set_attributes({f"aiden.prompt.{f}": getattr(result, f) for f in _PROMPT_FIELDS})
         elif operation in ("update_memory", "delete_memory"):
             self._tool_answer(operation, span, args, _json(result))
         elif operation == "dream":
@@ -252,28 +230,22 @@ class Instrumentor:
                     "aiden.compaction.summarizer.output_tokens", self._tokens_out - tokens_before[1]
                 )
                 self._duration.record(time.perf_counter() - start, {"aiden.operation": "compaction"})
-            span.set_attribute("aiden.compaction.compacted", outcome.compacted)
-            span.set_attribute("aiden.compaction.reason", outcome.reason)
-            span.set_attribute("aiden.compaction.tokens_before", outcome.tokens_before)
-            span.set_attribute("aiden.compaction.tokens_after", outcome.tokens_after)
+            span.set_attributes({f"aiden.compaction.{f}": getattr(outcome, f) for f in _PASS_FIELDS})
             span.set_attribute("aiden.compaction.events", outcome.events_compacted)
-            span.set_attribute("aiden.compaction.degraded", outcome.degraded)
-            span.set_attribute("aiden.compaction.backlog_left", outcome.backlog_left)
             self._passes.add(1, {"aiden.compaction.reason": outcome.reason})
             if outcome.compacted:
                 self._compactions.add(1, {"aiden.compaction.degraded": outcome.degraded})
             return outcome
 
     def _count_pass(self, span: Span, before: TriggerState, after: TriggerState) -> None:
-        calls = after.counters.summarizer_calls - before.counters.summarizer_calls
-        failures = after.counters.summarizer_failures - before.counters.summarizer_failures
-        fallbacks = after.counters.fallbacks - before.counters.fallbacks
-        span.set_attribute("aiden.compaction.summarizer.calls", calls)
-        span.set_attribute("aiden.compaction.summarizer.failures", failures)
-        span.set_attribute("aiden.compaction.summarizer.fallbacks", fallbacks)
-        self._summarizer_calls.add(calls)
-        self._summarizer_failures.add(failures)
-        self._fallbacks.add(fallbacks)
+        for name, field, counter in (
+            ("calls", "summarizer_calls", self._summarizer_calls),
+            ("failures", "summarizer_failures", self._summarizer_failures),
+            ("fallbacks", "fallbacks", self._fallbacks),
+        ):
+            n = getattr(after.counters, field) - getattr(before.counters, field)
+            span.set_attribute(f"aiden.compaction.summarizer.{name}", n)
+            counter.add(n)
 
 
 def instrument(
@@ -284,8 +256,7 @@ def instrument(
 ) -> Instrumentor | None:
     """Report every memory of this process to OpenTelemetry (the global providers unless given).
 
-    Returns the installed :class:`Instrumentor`, or None (with a warning) when
-    ``opentelemetry-api`` is not installed. Call :func:`uninstrument` to stop.
+    Returns the installed :class:`Instrumentor`, or None (with a warning) without ``opentelemetry-api``.
     """
     try:
         instrumentor = Instrumentor(

@@ -1,19 +1,9 @@
-"""Read-only views of a memory root for the ``aiden`` command: inspect, export, recall (doctor: :mod:`aiden.doctor`).
+"""Read-only views of a memory root for the ``aiden`` command: inspect, export, recall.
 
-Nothing here opens the memory (no :func:`aiden.open_memory`, no lock, no
-recovery) or writes under the root, so every function works on a read-only
-root and while another process has the memory open.
-
-Reads stay inside the root: :func:`open_layout` refuses a root where a symlink
-under ``memory/`` leads out of it (writes refuse symlinks too), and what a read
-skips (a damaged line, a torn tail) is added to a ``problems`` list for the
-command to say on stderr (:func:`report_problems`).
-
-A long read (``export``, ``doctor``) shows its :class:`Progress` on stderr too:
-stdout carries the command's output (an export is piped into a file). On a
-terminal one line is rewritten in place; into a file or pipe it prints at most
-one line per tenth of the work (at most 11 lines however large the root), so a
-log stays readable.
+Nothing here opens the memory (no lock, no recovery) or writes under the root, so it works
+on a read-only root and beside a running agent. Reads stay inside the root
+(:func:`open_layout`); what a read skips goes to a ``problems`` list for the command to say
+on stderr. Progress goes to stderr too, since stdout carries the output.
 """
 
 from __future__ import annotations
@@ -73,7 +63,11 @@ def progress_enabled(flag: bool | None, stream: TextIO | None = None) -> bool:
 
 
 class Progress:
-    """Counts ``done`` of ``total`` units of ``what`` (e.g. ``"chunk files"``) under ``label``."""
+    """Counts ``done`` of ``total`` units of ``what`` (e.g. ``"chunk files"``) under ``label``.
+
+    On a terminal one line is rewritten in place; into a file or pipe it prints at most one
+    line per tenth of the work, so a log stays readable.
+    """
 
     def __init__(self, label: str, what: str, total: int, *, stream: TextIO | None = None) -> None:
         self._label = label
@@ -140,8 +134,7 @@ def has_memory(root: str | os.PathLike[str]) -> bool:
 def open_layout(root: str | os.PathLike[str], *, confined: bool = True) -> Layout:
     """The :class:`Layout` of an existing memory root; :class:`RootError` when there is none.
 
-    ``confined`` (the default): :class:`OutsideRootError` when a symlink under
-    ``memory/`` leads out of the root (:func:`escaping_paths`); nothing is read.
+    ``confined``: :class:`OutsideRootError` when a symlink under ``memory/`` leads out of the root.
     """
     path = Path(os.fspath(root))
     if not path.is_dir():
@@ -166,10 +159,10 @@ def load_entries(layout: Layout) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
 def hot_events(
     layout: Layout, index: cs.ChunkIndex, entries: list[cs.ChunkEntry], problems: list[str] | None = None
 ) -> list[SessionEvent]:
-    """The hot window as the session store reads it: events a committed chunk covers (an
-    interrupted trim) are left out; a damaged line is skipped and named in ``problems`` (the
-    next open quarantines it). A torn tail is left out silently: it was never acknowledged,
-    and beside a running agent it may be a write in flight."""
+    """The hot window as the session store reads it (events a committed chunk covers left out).
+
+    A damaged line is skipped and named in ``problems``. A torn tail is left out silently: it
+    was never acknowledged, and beside a running agent it may be a write in flight."""
     found = scan(read_bytes(layout.events))
     if problems is not None:
         problems.extend(
@@ -189,9 +182,7 @@ def iter_events(
 ) -> Iterator[SessionEvent]:
     """Every stored event in seq order, one chunk file in memory at a time: chunks (verified) merged with the hot window.
 
-    Pinned events inside a compacted range stay in the hot window, so the two
-    streams interleave; both are in seq order, so a merge keeps the output in order.
-    ``progress`` counts chunk files read; ``problems`` receives what was skipped.
+    Pinned events inside a compacted range stay in the hot window, hence a merge.
     """
     index, entries = load_entries(layout)
     hot = sorted(hot_events(layout, index, entries, problems), key=lambda e: e.seq)
@@ -254,11 +245,9 @@ def inspect_root(
 ) -> dict[str, Any]:
     """A summary of what the root holds, as plain JSON-able data. Read-only.
 
-    The summary layer's share is of ``context_window``, else of ``model``'s
-    window (litellm's model map), else of the window the memory was last opened
-    with (``memory/window.json``), else of the default window; ``model`` (else
-    the recorded one) also picks the token estimator. ``problems`` names what
-    could not be read (a damaged index, skipped lines).
+    The summary layer's share is of ``context_window``, else of ``model``'s window, else of
+    the window the memory was last opened with, else of the default; ``model`` (else the
+    recorded one) also picks the token estimator.
     """
     from aiden.config import Config, ModelResolver
     from aiden.policy.tokens import event_tokens, profile_for_model
@@ -323,11 +312,9 @@ def export_lines(
 ) -> Iterator[str]:
     """Every event as one JSON line (``jsonl``) or as OpenAI chat messages (``openai``), one per line.
 
-    ``jsonl`` streams: one chunk file is held at a time, and a damaged chunk
-    stops the iteration with :class:`~aiden.errors.CorruptionError` after the
-    lines before it. ``openai`` pairs tool calls with their results across the
-    whole session, so it reads every event first. ``progress`` counts chunk files read;
-    ``problems`` receives what was skipped (damaged hot-window lines).
+    ``jsonl`` streams, and a damaged chunk raises :class:`~aiden.errors.CorruptionError`
+    after the lines before it. ``openai`` pairs tool calls with their results across the
+    whole session, so it reads every event first.
     """
     if fmt not in ("jsonl", "openai"):
         raise ValueError(f"unknown export format {fmt!r} (jsonl or openai)")

@@ -1,22 +1,9 @@
 """A blocking facade over :func:`aiden.open_memory` for synchronous agent loops.
 
-::
-
-    import aiden.sync
-
-    with aiden.sync.open_memory("./agent", model="gpt-4o") as memory:
-        memory.begin_run("fix the flaky billing test")
-        response = litellm.completion(model="gpt-4o", messages=memory.build_messages().messages)
-        memory.record_usage(usage=response.usage)
-        memory.commit_run(response.choices[0].message.content or "")
-
-The async runtime (its actors and their task group) runs on an event-loop thread
-started by :func:`anyio.from_thread.start_blocking_portal`, which the sync memories open
-at the same time share (started with the first, stopped with the last); every method of
-:class:`SyncMemory` runs the :class:`~aiden.memory.Memory` method of the same name
-there and blocks until it returns. Callers own timeouts: nothing here adds one.
-A :class:`SyncMemory` may be used from several threads; it must not be used from
-inside its own loop thread (e.g. from a summarizer callback).
+The async runtime runs on one blocking-portal thread shared by the sync memories open at the
+same time (started with the first, stopped with the last). Callers own timeouts: nothing here
+adds one. A :class:`SyncMemory` may be used from several threads, but not from inside its
+own loop thread (e.g. from a summarizer callback).
 """
 
 from __future__ import annotations
@@ -57,12 +44,10 @@ def open_memory(
     store: StoreSpec | None = None,
     session_id: str | None = None,
 ) -> Iterator[SyncMemory]:
-    """Open the memory under ``root`` on a private event-loop thread; yields a :class:`SyncMemory`.
+    """Open the memory under ``root`` on the loop thread; yields a :class:`SyncMemory`.
 
-    The arguments are those of :func:`aiden.open_memory` (``store="postgresql://..."``
-    with ``session_id`` selects the PostgreSQL store). Leaving the block (or
-    :meth:`SyncMemory.close`) closes the memory exactly as ``async with`` does
-    (everything appended is committed); the last sync memory open stops the loop thread.
+    The arguments are those of :func:`aiden.open_memory`. Leaving the block (or
+    :meth:`SyncMemory.close`) closes the memory exactly as ``async with`` does.
     """
     with _loop_thread() as portal:
         async_cm = _open_async(
@@ -133,11 +118,7 @@ def _blocking_sync(method: Callable[Concatenate[Memory, _P], _T]) -> Callable[Co
 
 
 class SyncMemory:
-    """Blocking twin of :class:`~aiden.memory.Memory`; obtain it from :func:`aiden.sync.open_memory`.
-
-    Every public method and property of :class:`~aiden.memory.Memory` is here
-    under the same name and signature; a method blocks until the memory's returns.
-    """
+    """Blocking twin of :class:`~aiden.memory.Memory` (same names and signatures); from :func:`aiden.sync.open_memory`."""
 
     def __init__(self, portal: BlockingPortal, memory: Memory, cm: AbstractContextManager[Memory]) -> None:
         self._portal = portal
@@ -152,10 +133,7 @@ class SyncMemory:
         return self._portal.call(func)
 
     def call(self, func: Callable[[Memory], Awaitable[_T]]) -> _T:
-        """Run ``func(memory)`` on the loop thread and return its result.
-
-        Example: ``memory.call(lambda m: m.rehydrate("chunk-id"))``.
-        """
+        """Run ``func(memory)`` on the loop thread and return its result, e.g. ``memory.call(lambda m: m.rehydrate(i))``."""
         return self._run(partial(func, self._memory))
 
     def close(self) -> None:

@@ -1,12 +1,7 @@
-"""The agent tools aiden provides: how each set of them plugs in, how a call is dispatched, and how a
-model's arguments are read.
+"""The agent tools' plumbing: how a :class:`ToolSet` plugs in, and how a model's arguments are read.
 
-Every tool comes from a :class:`ToolSet`: the core's ``recall_session_chunks``
-(:class:`~aiden.recall.tool.RecallTools`), long-term memory's ``save_memory`` and
-``forget_memory``, experience memory's ``recall_experience``. This module knows none of them by
-name. Every call returns a JSON string for the model, errors included: :func:`decode_arguments`
-reads a call's arguments, bounded first, and :class:`ToolArgumentError` is a call that parses but
-makes no request.
+This module knows no tool by name. Every call returns a JSON string for the model, errors
+included; :class:`ToolArgumentError` is a call that parses but makes no request.
 """
 
 from __future__ import annotations

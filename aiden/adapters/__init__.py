@@ -1,10 +1,8 @@
 """Adapters that plug aiden into agent frameworks (each imports its framework lazily).
 
-What every adapter does with the prompt it hands its framework: never send an overflow silently.
-``build_messages`` reports a prompt it could not fit (``PromptBuild.over_budget`` with the
-reason) instead of raising; a caller of ``build_messages`` sees the flag, a framework user
-does not. Each adapter keeps the last prompt it sent (``last_prompt``) and logs the reason
-(:func:`checked`); :func:`tool_schemas` counts the framework's tools in that budget.
+A framework user never sees ``PromptBuild.over_budget``, so every adapter keeps the last
+prompt it sent (``last_prompt``) and logs an overflow (:func:`checked`) rather than send it
+silently; :func:`tool_schemas` counts the framework's tools in the budget.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """LangChain v1 ``AgentMiddleware``: aiden as the memory of a ``create_agent`` agent.
 
-The direct alternative to LangChain's ``SummarizationMiddleware``::
-
-    agent = create_agent(model, tools=[...], middleware=[aiden_middleware(memory)])
-    await agent.ainvoke({"messages": [{"role": "user", "content": "fix the test"}]})
-
-Around every model call the middleware appends each message of the request aiden has
-not logged yet (a human message starts a run), sends aiden's prompt
-(``build_messages``) instead of the request's messages, so every call keeps aiden's
-window promise, then logs the answer (one without tool calls ends the run) and its
-usage. The agent's system prompt is the ``role_identity`` layer unless ``layers`` are
-given. aiden's ``recall_session_chunks`` is a middleware tool (``create_agent`` offers
-it to the model by itself), answered by :meth:`aiden.Memory.handle_recall_tool`; any
-other tool runs as usual and its result is logged.
-
-Messages are logged once, by LangChain message id (ids are assigned where a
-message has none), and stored with ``event_id="langchain:<id>"`` so the writer's
-dedupe also holds across a restart. aiden holds the history: each turn only needs
-the new user message (no checkpointer is required). Only the async agent API
-(``ainvoke``/``astream``) is supported, as aiden's memory is async.
-
-LangChain is imported when :func:`aiden_middleware` is first called, never when
-``aiden`` or this module is imported. Types at the LangChain boundary are ``Any``
-(the middleware base class is generic over LangGraph state types).
+Around every model call the middleware logs the request's new messages (a human message
+starts a run), sends aiden's prompt instead of them, then logs the answer (one without tool
+calls ends the run) and its usage. Messages are logged once, by LangChain message id, as
+``event_id="langchain:<id>"`` so the writer's dedupe also holds across a restart; aiden holds
+the history, so no checkpointer is needed. Only the async agent API is supported (aiden is
+async). LangChain is imported on first use; types at its boundary are ``Any`` (the
+middleware base class is generic over LangGraph state types).
 """
 
 from __future__ import annotations
@@ -50,11 +34,7 @@ EVENT_ID_PREFIX = "langchain:"
 
 
 def usage_numbers(usage_metadata: Any) -> tuple[int | None, int | None, int | None]:
-    """``(prompt, completion, cached prompt)`` tokens of a LangChain ``UsageMetadata`` dict.
-
-    LangChain's ``input_tokens`` already includes cache reads
-    (``input_token_details.cache_read``); a missing number is None.
-    """
+    """``(prompt, completion, cached prompt)`` tokens of a LangChain ``UsageMetadata`` dict (None: missing)."""
     if not isinstance(usage_metadata, dict):
         return None, None, None
     details = usage_metadata.get("input_token_details")
@@ -182,11 +162,7 @@ def middleware_class() -> type[Any]:
 
 
 def aiden_middleware(memory: Memory, *, layers: PromptLayers | None = None) -> Any:
-    """An ``AidenMiddleware`` for ``create_agent(..., middleware=[...])`` over ``memory``.
-
-    ``layers`` are aiden's system prompt layers; without them the agent's
-    ``system_prompt`` is the ``role_identity`` layer.
-    """
+    """An ``AidenMiddleware`` over ``memory``; without ``layers`` the agent's ``system_prompt`` is ``role_identity``."""
     return middleware_class()(memory, layers=layers)
 
 

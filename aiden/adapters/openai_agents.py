@@ -1,47 +1,20 @@
 """OpenAI Agents SDK ``Session`` over an open :class:`aiden.Memory`.
 
-``Runner.run(agent, input, session=session)`` keeps the conversation in aiden's
-append-only log instead of the SDK's SQLite table; the session's
-:meth:`~AidenSession.call_model_input_filter` gives every model call aiden's prompt,
-inside the window::
+Usage: ``Runner.run(agent, "hi", session=session, run_config=RunConfig(call_model_input_filter=
+session.call_model_input_filter), hooks=session.usage_hooks())``. The log is never rewritten:
 
-    async with aiden.open_memory("./agent") as memory:
-        session = AidenSession(memory)
-        config = RunConfig(call_model_input_filter=session.call_model_input_filter)
-        result = await Runner.run(agent, "hi", session=session, run_config=config, hooks=session.usage_hooks())
+* ``add_items``: each Responses-API item becomes one aiden event, the item itself kept in
+  ``meta["agents_item"]`` (its main text string moved to the event, stored once) so it is
+  sent back exactly as the SDK wrote it (:func:`item_from_event`).
+* ``get_items`` is the *prompt view* (``build_messages`` as items, :func:`items_from_prompt`),
+  because the SDK sends it to the model; :meth:`AidenSession.full_history` is every item verbatim.
+* ``call_model_input_filter``: within one run the SDK does not read the session again, so the
+  filter replaces each call's input by aiden's prompt (aiden's window promise for every call).
+* ``pop_item`` appends a retraction event (``meta[aiden.events.RETRACTS] = <seq>``);
+  ``clear_session`` rotates the memory (nothing is deleted).
 
-Design (the log is never rewritten):
-
-* ``add_items``: each Responses-API item becomes one aiden event -- a user message
-  ``user_input``, an assistant message or a reasoning item ``assistant_output``, a
-  system/developer message ``system_event``, every ``*_call`` item ``tool_call``
-  (``call_id``, ``name``, ``arguments``), every ``*_call_output`` ``tool_result``;
-  anything else ``system_event``. The item itself is kept in
-  ``meta["agents_item"]`` (its main text string moved to the event's ``content`` /
-  ``tool_args`` so it is stored once), so it can be sent exactly as the SDK wrote it
-  (:func:`item_from_event`). A maintenance pass is requested afterwards (never awaited).
-* ``get_items``: the *prompt view*, because the SDK sends it to the model as the
-  conversation: :meth:`aiden.Memory.build_messages` as items (:func:`items_from_prompt`)
-  -- the summary layer as a system message item, then the hot-window items, each as
-  stored except tool outputs aiden stubs for this prompt. :meth:`AidenSession.full_history`
-  rebuilds every item verbatim from the chunks, for export or inspection.
-* ``call_model_input_filter`` (for ``RunConfig``): within one ``Runner.run`` the SDK
-  does not read the session again -- each call's input is the history read at the
-  start plus every item of the run so far -- so the filter replaces that input by
-  aiden's prompt: aiden's window promise for every call.
-* ``pop_item``: appends a retraction event -- ``system_event`` with
-  ``meta[aiden.events.RETRACTS] = <seq>``. The retracted event stays in the log (and
-  in recall); ``get_items``, ``full_history`` and ``Memory.build_messages`` skip both.
-  A retracted item that was already compacted may still be mentioned by the summary.
-* ``clear_session``: rotates the memory (the session is archived, nothing is deleted).
-
-One memory holds one conversation: ``session_id`` is the SDK's label for it (stored
-in each event's ``meta["agents_session"]``), not a filter.
-
-This module imports the ``agents`` package only for type checking, and when
-:meth:`~AidenSession.call_model_input_filter` (``ModelInputData``),
-:meth:`~AidenSession.usage_hooks` (``RunHooks``) or :func:`recall_tool`
-(``FunctionTool``) is first called.
+One memory holds one conversation: ``session_id`` is only the SDK's label for it. The
+``agents`` package is imported only when a method needing it is first called.
 """
 
 from __future__ import annotations
@@ -158,8 +131,9 @@ def _plain(item: object) -> dict[str, Any]:
 def event_from_item(item: Mapping[str, Any] | object, *, session_id: str = "default") -> SessionEvent:
     """The aiden event of one Responses-API item (not yet appended: ``seq`` 0).
 
-    See the module's docstring for the mapping. Raises
-    :class:`~aiden.errors.InvalidEventError` for an item that is not a JSON object.
+    A message maps by its role, a reasoning item to ``assistant_output``, ``*_call`` to
+    ``tool_call``, ``*_call_output`` to ``tool_result``, anything else to ``system_event``.
+    Raises :class:`~aiden.errors.InvalidEventError` for an item that is not a JSON object.
     """
     stored = _plain(item)
     kind = stored.get("type")
@@ -343,11 +317,9 @@ def items_from_prompt(
 ) -> list[dict[str, Any]]:
     """The Responses-API items of a ``build_messages`` prompt over the hot window ``hot``.
 
-    A message showing a hot-window event unchanged is that event's stored item (images,
-    reasoning items, hosted tool calls and ids as the SDK wrote them), a tool output aiden
-    stubbed is its item with the stub as output, and what aiden wrote itself (summary layer,
-    split-turn context, an orphan result's note) is a system message item. Nothing is added,
-    dropped or reordered beyond what ``build_messages`` decided, so the prompt keeps its estimate.
+    A message showing a hot-window event is that event's stored item (a stubbed tool output
+    with the stub as output); what aiden wrote itself is a system message item. Nothing is
+    added, dropped or reordered, so the prompt keeps its estimate.
     """
     events = _Events(hot)
     items: list[dict[str, Any]] = []
@@ -400,10 +372,8 @@ def items_from_prompt(
 def recall_tool(memory: Memory) -> FunctionTool:
     """aiden's ``recall_session_chunks`` as an Agents SDK ``FunctionTool`` answered by ``memory``.
 
-    The model's argument string goes to :meth:`aiden.Memory.handle_recall_tool` as it came,
-    so malformed arguments get aiden's ``{"error": ...}`` answer as the tool output and the
-    run goes on. The schema is not strict: strict mode would make every field required, and
-    ``chunk_id``, ``seqs`` and the filters are optional.
+    Malformed arguments get aiden's ``{"error": ...}`` answer as the tool output. The schema
+    is not strict: strict mode would make every field required, and most are optional.
     """
     from agents.tool import FunctionTool
 
@@ -472,10 +442,7 @@ def _shows_event(message: dict[str, Any], hot: Sequence[SessionEvent]) -> bool:
 
 
 class AidenSession:
-    """An OpenAI Agents SDK ``Session`` whose history is an aiden memory (see the module docstring).
-
-    ``memory`` must stay open while the session is used; the session never closes it.
-    """
+    """An OpenAI Agents SDK ``Session`` whose history is an aiden memory; it never closes ``memory``."""
 
     session_settings: SessionSettings | None = None
     """The SDK's per-session settings (``limit`` applies when ``get_items`` gets none)."""
@@ -506,11 +473,7 @@ class AidenSession:
     # --- the Session protocol ----------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The conversation as the model should see it: aiden's prompt as items (see the module docstring).
-
-        ``limit`` (else ``session_settings.limit``) keeps the latest N items of that view;
-        0 gives none and a negative limit all of them.
-        """
+        """aiden's prompt as items; ``limit`` (else ``session_settings.limit``) keeps the latest N, a negative one all."""
         if limit is None and self.session_settings is not None:
             limit = getattr(self.session_settings, "limit", None)
         hot = await self.memory.hot_window()
@@ -568,23 +531,18 @@ class AidenSession:
     def usage_hooks(self) -> Any:
         """``RunHooks`` for ``Runner.run(..., hooks=...)``: each model call's usage and each agent's end, to aiden.
 
-        The SDK gives a session no usage; without it aiden's token trigger never sees a prompt
-        size, so history is compacted only when a prompt would break the budget (then on the
-        call's path, waiting for the summarizer) or by the event count, and the estimator is not
-        calibrated to the provider's counts. With them, compaction runs in the background.
+        The SDK gives a session no usage; without these hooks aiden's token trigger never sees a
+        prompt size, so compaction happens on the call's path instead of in the background.
         """
         return _usage_hooks_class()(self.memory)
 
     async def call_model_input_filter(self, data: CallModelData) -> ModelInputData:
         """``RunConfig.call_model_input_filter``: aiden's prompt instead of the SDK's input, for every call.
 
-        The agent's instructions are the ``role_identity`` layer; the prompt's system message
-        becomes the call's instructions, the rest its input items. Input items after the newest
-        logged one (a streamed run saves its new input only after the first call), except those
-        ``get_items`` made up itself, are logged first, and not again when the SDK saves them.
+        The agent's instructions are the ``role_identity`` layer. Input items not logged yet (a
+        streamed run saves its input only after the first call) are logged first, once.
         Raises :class:`~aiden.errors.AidenError` when the input does not hold the newest logged
-        item (the run does not save to this session), as there is no telling which of its items
-        are new.
+        item (the run does not save to this session): then no one can tell which items are new.
         """
         from agents.run_config import ModelInputData
 

@@ -1,33 +1,16 @@
 """pydantic-ai history processor: aiden as the memory of a pydantic-ai ``Agent``.
 
-pydantic-ai 2.x takes history processors as capabilities::
+``Agent(model, tools=[recall_tool(memory)], capabilities=[aiden_history(memory)])``: no
+``message_history`` is needed, aiden holds it. The capability's ``processor`` is the history
+processor proper (alone, it sees a run's final answer only if a later run passes it back); the
+capability adds hooks that count the request's instructions in aiden's budget and log each
+response and its usage as it arrives.
 
-    agent = Agent(model, tools=[recall_tool(memory)], capabilities=[aiden_history(memory)])
-    await agent.run("fix the test")          # no message_history needed: aiden holds it
-
-:func:`aiden_history` returns an ``AidenHistory`` capability (a ``ProcessHistory``
-subclass). Its :attr:`~AidenHistory.processor` is the history processor proper, usable
-on its own (``ProcessHistory(history.processor)``); the capability adds the hooks that
-carry the request's instructions in aiden's budget and log each response and its usage
-as it arrives (the bare processor sees a run's final answer only if a later run passes
-it back in ``message_history``).
-
-Before every model request the processor logs every part it has not seen yet (by
-identity, held by weak reference; the parts it made itself count as seen, so nothing
-is logged twice, also when ``message_history=result.all_messages()`` is passed): a
-user prompt starts a run (non-text content as ``[image]`` etc.), a tool return or a
-retry prompt answering a tool call is a ``tool_result``, other retry prompts and retry
-feedback are ``system_event``\\ s, a text answer without tool calls ends the run, tool
-calls are ``tool_call``\\ s; system prompt parts are never logged (the latest is
-aiden's ``role_identity`` layer unless ``layers`` are given), thinking parts neither.
-It then returns aiden's prompt (``build_messages``, see :func:`prompt_to_messages`),
-its end in the current request's object (its ``instructions`` and metadata, so the run
-continues correctly) with pydantic-ai's own parts wherever aiden shows them unchanged.
-pydantic-ai stores the processed list as the run's messages, so
-``result.all_messages()`` is aiden's view.
-
-pydantic-ai is imported when :func:`aiden_history` or :func:`recall_tool` is first
-called, never when ``aiden`` or this module is imported.
+Before every model request the processor logs every part it has not seen yet (by identity,
+held by weak reference; its own parts count as seen, so nothing is logged twice) -- system
+prompt and thinking parts never -- then returns aiden's prompt, ending in the current
+request's object so the run continues correctly. ``result.all_messages()`` is therefore
+aiden's view. pydantic-ai is imported on first use.
 """
 
 from __future__ import annotations
@@ -154,10 +137,7 @@ def history_class() -> type[Any]:
     )
 
     def logged_key(part: Any) -> tuple[str, str] | None:
-        """How a request part is logged and shown in aiden's prompt: (role, tool_call_id or text).
-
-        None for the parts aiden does not log (system prompt parts and pydantic-ai's bookkeeping).
-        """
+        """How a request part is logged and shown: (role, tool_call_id or text); None if aiden does not log it."""
         if isinstance(part, UserPromptPart):
             return "user", _prompt_text(part.content)
         if isinstance(part, ToolReturnPart) or (isinstance(part, RetryPromptPart) and part.tool_name):
@@ -275,9 +255,8 @@ def history_class() -> type[Any]:
         def _current_parts(self, shown: Sequence[Any], original: Sequence[Any]) -> list[Any]:
             """aiden's parts of the current request, as pydantic-ai's own parts wherever aiden left them unchanged.
 
-            A user prompt keeps its non-text content, a tool return its type and metadata; a tool
-            return aiden stubbed keeps them with the stub as content. Parts aiden does not log
-            (pydantic-ai's bookkeeping) follow; system prompt parts are aiden's system layer.
+            A stubbed tool return keeps its type and metadata with the stub as content; parts aiden
+            does not log follow; system prompt parts are left out (aiden's system layer has them).
             """
             by_key = {key: part for part in original if (key := logged_key(part)) is not None}
             parts: list[Any] = []
@@ -331,11 +310,7 @@ def history_class() -> type[Any]:
 
 
 def aiden_history(memory: Memory, *, layers: PromptLayers | None = None) -> Any:
-    """An ``AidenHistory`` capability over ``memory`` for ``Agent(..., capabilities=[...])``.
-
-    ``layers`` are aiden's system prompt layers; without them the agent's system prompt
-    is the ``role_identity`` layer. ``.processor`` is the bare history processor.
-    """
+    """An ``AidenHistory`` capability over ``memory``; without ``layers`` the agent's system prompt is ``role_identity``."""
     return history_class()(memory, layers=layers)
 
 

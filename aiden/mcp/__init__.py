@@ -1,9 +1,7 @@
 """aiden as an MCP server (the servers themselves: :mod:`aiden.mcp.server`) and ``aiden mcp``.
 
-Needs the ``mcp`` extra (``pip install 'aiden-memory[mcp]'``); nothing here is
-imported by ``import aiden``, and the server's names below load the SDK on first
-use, so ``aiden mcp`` (:func:`add_mcp_command`, :func:`run_mcp`) needs no SDK until
-it serves (``aiden --help`` works without it).
+Needs the ``mcp`` extra; the server's names load the SDK on first use, so ``aiden --help``
+works without it.
 """
 
 from __future__ import annotations

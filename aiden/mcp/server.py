@@ -1,20 +1,10 @@
 """The MCP server of one open memory, and Streamable HTTP serving one per tenant.
 
-One server object serves exactly one :class:`~aiden.Memory` (one tenant): aiden's
-agent tools and three read-only resources. It holds no other memory, and nothing
-a client sends names a memory, a root or a path: tool calls go to
-:meth:`Memory.handle_tool_call` (which validates ids and arguments and answers
-errors as JSON), and resources are three fixed URIs matched exactly. So a client
-can reach only the memory its connection was given.
-
-Over stdio (:func:`serve_stdio`) a process serves one memory. Over Streamable
-HTTP (:func:`http_app`, :func:`serve_http`) each tenant has its own endpoint,
-server and memory: the tenant of a connection is the endpoint it connected to
-(``/<tenant>/mcp``, fixed by the operator at start), never anything in a request
-body, so a client of one tenant has no way to name another's. With ``tokens`` an
-endpoint also requires ``Authorization: Bearer <its token>`` (compared in
-constant time): without them, anyone who can reach the port can pick any
-tenant, so bind to 127.0.0.1 or put an authenticating proxy in front.
+Isolation: one server serves exactly one :class:`~aiden.Memory`, and nothing a client sends
+names a memory, root or path (tool calls go to :meth:`Memory.handle_tool_call`, resources
+are three fixed URIs). Over HTTP the tenant is the endpoint connected to (``/<tenant>/mcp``,
+fixed at start), never the request body. Without ``tokens`` anyone who can reach the port
+can pick any tenant, so bind to 127.0.0.1 or put an authenticating proxy in front.
 """
 
 from __future__ import annotations
@@ -196,8 +186,7 @@ class _BearerGate:
 class _Uvicorn(uvicorn.Server):
     """uvicorn's server, stopping on SIGINT/SIGTERM without raising the signal again after shutdown.
 
-    uvicorn re-raises a caught signal once it stopped, which kills the process
-    before the caller closes its memories (their session summaries, the locks).
+    uvicorn's re-raise would kill the process before the caller closes its memories.
     """
 
     @contextlib.contextmanager
@@ -228,10 +217,9 @@ def http_app(
 ) -> Starlette:
     """An ASGI app serving each memory of ``memories`` at ``/<tenant>/mcp`` (``""``: at ``/mcp``).
 
-    Tenant names are ids (``[A-Za-z0-9_-]``, validated here); ``tokens`` maps
-    a tenant to the bearer token its endpoint requires (a tenant missing from
-    it is open). ``host`` is the address served, for the SDK's DNS-rebinding
-    protection (on for localhost).
+    Tenant names must match ``[A-Za-z0-9_-]``; ``tokens`` maps a tenant to the bearer token
+    its endpoint requires, compared in constant time (a tenant missing from it is open).
+    ``host`` is for the SDK's DNS-rebinding protection (on for localhost).
     """
     tokens = tokens or {}
     check_tenants(memories)
