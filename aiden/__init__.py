@@ -192,14 +192,11 @@ __all__ = [
 ]
 
 
-# LiteLLMSummarizer lives in the one module allowed to import litellm (itself
-# lazily); ExtractiveSummarizer's rule tables take a while to compile; the runtime
-# pulls in every actor. All load on first use, keeping `import aiden` cheap.
+# Everything but the errors, events and config loads on first use (litellm, the extractive rule
+# tables, every actor): `import aiden` stays cheap, and the first call pays for what it uses.
 __getattr__ = lazy_exports(
     __name__,
     {
-        # Everything but the errors, events and config loads on first use: `import aiden` stays
-        # cheap for a process that only needs the types, and the first call pays for what it uses.
         "AppendGroup": "aiden.storage.protocol",
         "BoundaryDecision": "aiden.policy.triggers",
         "ChangeFeed": "aiden.storage.protocol",

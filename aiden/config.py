@@ -1,16 +1,12 @@
 """Configuration: ``<config>/memory/extraction.yaml`` -> a frozen :class:`Config`.
 
-Every key has a default (seed 000 plus Aiden's defaults), so an empty file is a
-valid configuration. The file is read with a ``yaml.SafeLoader`` (no tags, no
-code execution) that also refuses duplicate keys and ``<<`` merge keys, and
-converted strictly: an unknown key, a wrong type or a value out of range raises
-:class:`~aiden.errors.ConfigError` naming the file, the key and what was
-expected; so do YAML nested too deeply and integers too long to convert.
+Every key has a default, so an empty file is a valid configuration. The file is read with a
+``yaml.SafeLoader`` that also refuses duplicate and ``<<`` merge keys, and converted strictly:
+an unknown key, a wrong type or a value out of range raises :class:`~aiden.errors.ConfigError`
+naming the file and the key.
 
-**Model context windows** (:class:`ModelResolver`) come from litellm's bundled model map, read without
-importing litellm. The runtime asks for the window on every open, so this module must stay cheap
-and offline: it locates the installed litellm package with ``find_spec`` and
-reads its JSON, and never runs litellm's code.
+Model context windows (:class:`ModelResolver`) are read from litellm's bundled model map on every
+open, so without importing (running) litellm: cheap and offline.
 """
 
 from __future__ import annotations
@@ -108,9 +104,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     # --- summarizer ---------------------------------------------------------
     summarizer_timeout_s: PositiveFloat = 120.0
-    """Deadline of one summarizer call (set with anyio.fail_after at the call). The summarizer actor
-    stretches it for a provider observed to be slow: at least 3x the slowest of its last 8 calls,
-    doubled after each call it cut, at most 4x this value (aiden/policy/summarizer_deadline.py)."""
+    """Deadline of one summarizer call. The summarizer actor stretches it for a provider observed to be
+    slow, to at most 4x this value (:mod:`aiden.policy.summarizer_deadline`)."""
     summarizer_retries: NonNegative = 2
     """Retries on transient provider errors (LLM summarizer)."""
     summarizer_backoff_s: NonNegativeFloat = 1.0
@@ -256,9 +251,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         """Tokens one pass compacts at most (with ``max_pass_events`` set): 100 chunk summaries' worth,
         at least 40,000.
 
-        A count alone does not bound a pass: 1,000 large tool outputs took minutes to summarize and
-        hit the summarizer's deadline with nothing committed. One ordinary compaction of a window up
-        to 128k stays one pass; a bigger backlog drains in passes that each commit.
+        A count alone does not bound a pass: many large tool outputs can exceed the summarizer's
+        deadline with nothing committed. A bigger backlog drains in passes that each commit.
         """
         return max(40_000, 100 * self.chunk_summary_tokens())
 
@@ -361,12 +355,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
 
 
 def _strict_loader(yaml: Any) -> Any:
-    """``yaml.SafeLoader`` that refuses duplicate keys and ``<<`` merge keys.
-
-    PyYAML keeps the last of two equal keys and merges ``<<`` silently, so a
-    config could say two things and mean the last one; each is an error here,
-    naming the key and its line.
-    """
+    """``yaml.SafeLoader`` that refuses duplicate keys and ``<<`` merge keys (PyYAML takes them silently)."""
 
     class StrictLoader(yaml.SafeLoader):  # type: ignore[misc]
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
@@ -407,8 +396,7 @@ def _default_windows() -> dict[str, int]:
 def _load_windows(path: Path) -> dict[str, int]:
     """``{model: context window}`` from a litellm-format model map; ``{}`` if unreadable."""
     try:
-        raw = path.read_bytes()
-        data = msgspec.json.decode(raw)
+        data = msgspec.json.decode(path.read_bytes())
     except (OSError, msgspec.DecodeError):
         return {}
     if not isinstance(data, dict):
@@ -432,11 +420,9 @@ def _positive_int(value: object) -> TypeGuard[int]:
 class ModelResolver:
     """Context windows of models, from litellm's bundled model map, without importing litellm.
 
-    ``path`` points at a map in litellm's format (default: the
-    ``model_prices_and_context_window_backup.json`` shipped inside the
-    installed litellm package, read lazily once per process). ``overrides``
-    wins over the map. Nothing is printed and nothing raises: an unknown model
-    or a missing map gives the caller's fallback.
+    ``path`` points at a map in litellm's format (default: the one inside the installed litellm,
+    read once per process); ``overrides`` wins over the map. Nothing raises: an unknown model or a
+    missing map gives the caller's fallback.
     """
 
     def __init__(

@@ -142,8 +142,4 @@ class VersionNotFoundError(DreamError):
 
 
 class GitCorruptionError(DreamError, CorruptionError):
-    """``long_term/.git`` is unreadable or damaged; the long-term files themselves are untouched.
-
-    A :class:`DreamError` so Dream's callers handle it like any failed run, and a
-    :class:`CorruptionError` so it is classified as damaged storage.
-    """
+    """``long_term/.git`` is unreadable or damaged; the long-term files themselves are untouched."""

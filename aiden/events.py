@@ -68,9 +68,8 @@ class _MetaTooDeep(InvalidEventError, ValueError):
     """InvalidEventError for callers; a ValueError so msgspec turns it into a ValidationError on decode."""
 
 
-# gc=False: a maintenance pass decodes thousands of events; tracked, they make full
-# collections due, which then walk the whole heap (litellm's 400k objects: 0.2-0.4 s,
-# an append stall). An event holds only JSON values, so it can never be part of a cycle.
+# gc=False: a pass decodes thousands of events, whose tracking would make full collections
+# (a walk of the whole heap, an append stall) due. An event holds only JSON values: no cycle.
 class SessionEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One event of a session.
 
@@ -99,10 +98,8 @@ class SessionEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     meta: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # Depth is checked at construction: Memory's intake walks meta recursively (the
-        # screenshot scrub) before encode_event runs, so a hostile nesting would raise
-        # RecursionError there. Raised as _MetaTooDeep so msgspec reports it as a
-        # ValidationError when decoding. Empty meta (the common case) costs one test.
+        # Depth is checked at construction: intake walks meta recursively (the screenshot scrub)
+        # before encode_event runs. _MetaTooDeep so msgspec reports it as a ValidationError.
         if self.meta and isinstance(self.meta, dict):
             try:
                 _walk_meta(self.meta, check_ints=False)
@@ -159,14 +156,10 @@ _decoder: Final = msgspec.json.Decoder(SessionEvent)
 def encode_event(event: SessionEvent, *, max_bytes: int | None = None) -> bytes:
     """Encode ``event`` as one JSON line (with trailing newline).
 
-    Raises :class:`InvalidEventError` for text that cannot be stored (lone
-    surrogates) and :class:`EventTooLargeError` above ``max_bytes``; in both
-    cases nothing has been written anywhere. Also refuses a non-finite
-    timestamp, ``meta`` nested deeper than :data:`MAX_META_DEPTH` and ints
-    outside signed 64 bits (see :func:`_check_bounds`) -- only when ``max_bytes``
-    is given, which marks the intake of a new event (``Memory``'s append path).
-    Re-encoding stored events (writer, trim, recovery) passes no ``max_bytes`` and so
-    never refuses what an older version accepted (ints up to 2**64-1 round-tripped).
+    Raises :class:`InvalidEventError` for text that cannot be stored (lone surrogates) and
+    :class:`EventTooLargeError` above ``max_bytes``; nothing has been written then. With
+    ``max_bytes`` (the intake of a new event) it also refuses what :func:`_check_bounds` refuses;
+    re-encoding stored events passes none, so never refuses what an older version accepted.
     """
     if max_bytes is not None:
         _check_bounds(event)

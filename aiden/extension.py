@@ -1,28 +1,10 @@
 """The extension seam: how long-term memory, experience memory (and any later part) join an open memory.
 
-An installed extension names its factory in the ``aiden.extensions`` entry point group. For each
-open memory the runtime builds one :class:`Extension` per factory from the memory's
-:class:`MemoryParts`, starts its actors with the core's, calls its hooks around compaction,
-rotation and close, and gives :class:`~aiden.memory.Memory` its ports. The core never imports an
-extension: it knows only this protocol.
-
-The other entry point group is the session stores', ``aiden.stores``: each names a store
-extension's opener (PostgreSQL's ``postgresql``). :func:`select_store` picks the session store a
-memory runs on from what :func:`aiden.open_memory`'s ``store=`` (a DSN, a store, a factory) or
-``store_factory`` names:
-
-- ``store=None`` (the default): ``store_factory(layout, storage, config)``,
-  the filesystem store unless a test swaps the seam;
-- ``store="postgresql://..."`` (or ``postgres://``, or libpq's
-  ``"host=... dbname=..."``): the PostgreSQL store of ``session_id``
-  (default ``"default"``) in that database, checked by one connection first;
-- ``store=<a SessionStore>``: that store (the memory closes it on exit);
-- ``store=<a callable>``: called as a ``store_factory``.
-
-Mistakes are :class:`~aiden.errors.ConfigError` (passwords masked). Long-term and
-experience memory pick their own backends beside the session store
-(:func:`aiden.longterm.service.select_long_term`,
-:func:`aiden.experience.service.select_experience`).
+An installed extension names its factory in the ``aiden.extensions`` entry point group; for each
+open memory the runtime builds one :class:`Extension` from its :class:`MemoryParts`, runs its
+actors and hooks with the core's, and gives :class:`~aiden.memory.Memory` its ports. The core
+never imports an extension. Store extensions name their opener in ``aiden.stores``
+(:func:`select_store`).
 """
 
 from __future__ import annotations
@@ -185,7 +167,14 @@ def select_store(
     storage: Storage,
     config: Config,
 ) -> SessionStore:
-    """The session store ``open_memory`` runs on (see the module doc); blocks for a DSN's first connection."""
+    """The session store ``open_memory`` runs on; blocks for a DSN's first connection.
+
+    ``store=None``: ``store_factory(layout, storage, config)``; a DSN (``postgresql://``,
+    ``postgres://`` or libpq's ``"host=... dbname=..."``): the PostgreSQL store of ``session_id``
+    (default ``"default"``), checked by one connection first; a :class:`SessionStore`: that store
+    (closed on exit); a callable: called as a ``store_factory``. Mistakes are
+    :class:`~aiden.errors.ConfigError` (passwords masked).
+    """
     if store is not None and store_factory is not FileSessionStore:
         raise ConfigError("open_memory: give store= or store_factory=, not both")
     if session_id is not None and not isinstance(store, str):
@@ -206,9 +195,7 @@ def select_store(
 
 
 def _from_dsn(dsn: str, session_id: str, config: Config) -> SessionStore:
-    """The store of ``dsn`` from the installed ``postgresql`` store extension (entry point group
-    ``aiden.stores``): a DSN, a session id and the config in, a checked store out. The core names
-    no backend module."""
+    """The store of ``dsn`` from the installed ``postgresql`` store extension (the core names no backend)."""
     validate_id(session_id, what="session id")
     if not looks_like_dsn(dsn):
         raise ConfigError(

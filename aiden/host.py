@@ -1,9 +1,7 @@
 """Hosts: the task group that runs open memories' actors, its wake loop and its shared actors.
 
-A memory's actors run in its host's task group while they are in use; parked (idle), the
-memory keeps no task of its own, and the host's one wake loop starts its actors again at the
-next request (a ring of its doorbell). The session writer and the summarizer are one actor
-per host each (:class:`HostActor`), serving every memory of it by key (:meth:`Host._service`). :func:`open_host` gives a host for a block; the
+The shared actors (writer, summarizer, scheduler, recall index) are one :class:`HostActor` per
+host each, serving every memory of it by key. :func:`open_host` gives a host for a block; the
 memories opened without one share their asyncio event loop's host, started with the first and
 stopped with the last.
 """
@@ -83,10 +81,9 @@ def async_only(func: Callable[_P, AbstractAsyncContextManager[_T]]) -> Callable[
 class Host:
     """Runs the memories opened with ``open_memory(root, host=host)`` in one task group.
 
-    Obtain it from :func:`open_host`. A memory's actors run in the host's task group while
-    they are in use; parked (idle, see ``evict_after_idle_minutes``) the memory keeps no task:
-    the host's one wake loop starts its actors again at the next request. An actor failing
-    ends its own memory only (its ``open_memory`` block is cancelled and raises the error).
+    Obtain it from :func:`open_host`. Parked (idle, see ``evict_after_idle_minutes``) a memory
+    keeps no task: the host's one wake loop starts its actors again at the next request. An actor
+    failing ends its own memory only (its ``open_memory`` block is cancelled and raises the error).
     """
 
     def __init__(self, tg: TaskGroup, rings: MemoryObjectSendStream[tuple[int, bool]]) -> None:
@@ -98,10 +95,7 @@ class Host:
         self._services: dict[Callable[[], Any], Any] = {}
 
     def _service(self, make: Callable[[], _S]) -> _S:
-        """The host's one actor that ``make`` makes: made and started by the first memory needing it.
-
-        It serves every memory of the host by key and runs until the host stops.
-        """
+        """The host's one actor that ``make`` makes: made and started by the first memory needing it."""
         actor: _S | None = self._services.get(make)
         if actor is None:
             actor = self._services[make] = make()
@@ -144,14 +138,9 @@ V = TypeVar("V")
 class HostActor(Generic[K, KR, S]):
     """An actor serving every session of its host by key: the base of the host's actors.
 
-    :meth:`~aiden.host.Host._service` makes and starts one per host. One inbox and one outbox serve
-    the host; every request and reply carries its session's key. The sessions' runtimes keep
-    :attr:`sessions` (what the actor needs of each while it is open). A session's requests are
-    served in order (:meth:`serve_queued`); a session with requests queued has one task serving
-    them, which ends when its queue is empty, so an idle session costs the actor nothing, and
-    sessions are served in parallel. The reply router hands each reply to its session's
-    ``dispatch``. A subclass may answer some requests at once, out of the queue (:meth:`at_once`:
-    a cancellation).
+    A session's requests are served in order (:meth:`serve_queued`) by one task that ends when its
+    queue is empty, so an idle session costs nothing; sessions are served in parallel. A subclass
+    may answer some requests at once, out of the queue (:meth:`at_once`).
     """
 
     def __init__(self, name: str, requests: Any, replies: Any, size: int = 1024) -> None:
@@ -208,18 +197,14 @@ class HostActor(Generic[K, KR, S]):
     async def _next(self) -> bytes | None:
         """The next request, None once the inbox is closed and drained.
 
-        Taken without a checkpoint when one is already queued (the common case under load:
-        callers queue while a batch is in fsync), and an extra event loop pass per request is a
-        measurable share of an append's CPU.
+        Taken without a checkpoint when one is already queued (common under load): an extra
+        event loop pass per request is costly.
         """
         try:
-            return self._inbox.receive_nowait()
-        except anyio.WouldBlock:
-            pass
-        except anyio.EndOfStream:
-            return None
-        try:
-            return await self._inbox.receive()
+            try:
+                return self._inbox.receive_nowait()
+            except anyio.WouldBlock:
+                return await self._inbox.receive()
         except anyio.EndOfStream:
             return None
 
@@ -334,8 +319,7 @@ class _LoopHost:
     """The host that the memories opened without one share in one asyncio event loop.
 
     Its task (a fresh context, not the first opener's) owns the host's task group and runs the
-    wake loop itself: one task, started by the first such memory and ended by the last, whose
-    leaving closes the rings. No caller's block owns the task group.
+    wake loop: started by the first such memory, ended when the last closes the rings.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:

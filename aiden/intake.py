@@ -104,8 +104,7 @@ def prepare_event(
         raise InvalidEventError("event content must be str")
     if not isinstance(event.meta, dict):
         raise InvalidEventError("event meta must be a dict")
-    # Attribute reads in one tuple, not getattr by name: this runs once per event
-    # on the caller's task and is a measurable share of an append's CPU.
+    # Attribute reads in one tuple, not getattr by name: this runs once per appended event.
     for value in (event.role, event.event_id, event.tool_name, event.tool_call_id, event.tool_args, event.pinned):
         if value is not None and not isinstance(value, str):
             name = next(n for n in _OPTIONAL_STR if not isinstance(getattr(event, n), str | None))

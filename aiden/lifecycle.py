@@ -1,11 +1,7 @@
 """Run lifecycle on top of the event log (seed 002 "Run Lifecycle"): a run's types and its prompts.
 
-A memory's ``begin_run`` detects the session boundary (rotating when the turn starts a
-new session) and appends the user input; events of the run are appended as
-they happen; ``commit_run`` appends the assistant output, reports the run's
-largest prompt and requests maintenance without waiting for it. The agent loop
-never waits on summarization. Between them, :class:`Lifecycle` builds each model
-call's prompt within the budget.
+Between a memory's ``begin_run`` and ``commit_run``, :class:`Lifecycle` builds each model call's
+prompt within the budget. The agent loop never waits on summarization.
 """
 
 from __future__ import annotations
@@ -41,8 +37,7 @@ from aiden.storage.chunks import ChunkIndex
 class _Session(Protocol):
     """What prompt building uses of the memory that owns it (a :class:`~aiden.memory_core.CoreMemory`).
 
-    Named here, not imported: the memory owns its lifecycle, and the lifecycle never reaches back
-    into the memory's module (no import cycle, #36).
+    Named here, not imported: the lifecycle never reaches back into the memory's module (no import cycle).
     """
 
     @property
@@ -94,7 +89,7 @@ class Lifecycle:
         self.calibration = BudgetCalibration()
         """What reported usage taught the budget check (``Memory.record_usage`` folds it in)."""
         self._body = IncrementalBody(memory.estimate_text)
-        """The hot window rendered for the last prompt: a call renders only what changed since (#35)."""
+        """The hot window rendered for the last prompt: a call renders only what changed since."""
         self.sync_compaction_failed = False
         """A synchronous compaction of this run could not help (summarizer down or slow): it is not
         retried on every call of the same run, as each try would wait out the summarizer deadline again."""
@@ -133,7 +128,7 @@ class Lifecycle:
         snapshot = await _gather(m)
         built = self._shape(call, snapshot, strict=False)
         compacted = False
-        # Every check holds the prompt to its calibrated size with margin (checked_tokens, #35).
+        # Every check holds the prompt to its calibrated size with margin (checked_tokens).
         if built.checked_tokens > budget and not self.sync_compaction_failed:
             # The safety net of the headline promise: compact for this call, bounded by the
             # summarizer deadline inside the pass (a failing summarizer leaves events unchanged).

@@ -1,10 +1,7 @@
 """The public handle: :class:`Memory`, what :func:`open_memory` yields.
 
-A facade: ``Memory`` is the core (:class:`~aiden.memory_core.CoreMemory`) with the parts of the
-two extensions that have methods of their own, long-term memory
-(:class:`~aiden.longterm.extension.LongTermMethods`) and experience memory
-(:class:`~aiden.experience.extension.ExperienceMethods`). The runtime never imports this module: it
-runs whatever memory :func:`open_memory` asks it to make.
+``Memory`` is the core (:class:`~aiden.memory_core.CoreMemory`) with the methods of the
+long-term and experience extensions. The runtime never imports this module.
 """
 
 from __future__ import annotations
@@ -61,10 +58,9 @@ async def open_memory(
     store object or a factory; by default the files under ``root``.
     ``storage`` and ``store_factory`` are seams for fault-injection tests.
 
-    ``host`` (from :func:`open_host`) runs the memory's actors in that host's task group, and
-    its idle (parked) memories keep no task of their own. Without it, the memories open in one
-    asyncio event loop share a host started with the first and stopped with the last (other
-    event loops: a host of the memory's own).
+    ``host`` (from :func:`open_host`) runs the memory's actors in that host's task group. Without
+    it, the memories open in one asyncio event loop share a host started with the first and
+    stopped with the last (other event loops: a host of the memory's own).
 
     Use it with ``async with``; a plain ``with`` raises a TypeError pointing to
     :func:`aiden.sync.open_memory`, the blocking facade for synchronous loops.

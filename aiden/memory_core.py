@@ -1,11 +1,8 @@
 """The core of the public handle: :class:`CoreMemory`, what :class:`~aiden.memory.Memory` adds extensions to.
 
-Callers never touch files or actors directly: a memory holds one typed port
-per actor (:mod:`aiden.ports`) and the immutable snapshots actors publish.
-The core names no extension: long-term and experience memory subclass it
-(:mod:`aiden.longterm.extension`, :mod:`aiden.experience.extension`) and take part
-in a run through the hooks below (``_run_began``, ``_appended``,
-``_run_ended``, ``_tool_sets``, ``_set_aside``), which do nothing here.
+A memory holds one typed port per actor (:mod:`aiden.ports`) and the immutable snapshots
+actors publish, never files or actors. The core names no extension: long-term and experience
+memory subclass it and take part in a run through the hooks at the end, which do nothing here.
 """
 
 from __future__ import annotations
@@ -55,8 +52,6 @@ class CoreMemory:
         token_profile: TokenProfile = DEFAULT_PROFILE,
         calibration: BudgetCalibration | None = None,
     ) -> None:
-        # Only ports (clients of actor inboxes) and published immutable snapshots:
-        # no actor, store or mutable counter of another room is reachable from here.
         self._root = root
         self._config = config
         self._window = context_window
@@ -213,9 +208,8 @@ class CoreMemory:
 
     def estimate_text(self, text: str) -> int:
         """aiden's token estimate of ``text`` for this memory's model."""
-        # A text's estimate never changes: each prompt re-reads the whole hot window, so its events'
-        # estimates are remembered (a lookup hashes the text, ~50x cheaper than estimating it) and a
-        # call costs the estimates of its new events only (#35).
+        # Each prompt re-reads the whole hot window: its events' estimates are remembered (a
+        # lookup is far cheaper than estimating), so a prompt estimates its new events only.
         known = self._estimates.get(text)
         if known is not None:
             return known

@@ -1,14 +1,9 @@
 """Every message that crosses an actor boundary.
 
-Messages are frozen, tagged msgspec Structs; each actor's inbox accepts one
-union and replies with another. They travel msgpack-encoded over bounded anyio
-memory object streams, encoded and decoded by codecs built once per union
-(:class:`Codec`): nothing but bytes crosses between rooms. An appended event is
-JSON-encoded once, on intake, and travels as those bytes (:class:`PreparedEvent`).
-Every request carries ``request_id``; the caller-side :class:`~aiden.actors.mailbox.Client`
-matches replies to requests by it. A request that fails is answered by :class:`Failed`,
-the one failure reply every actor's reply union shares. ``session`` is the session's key
-in its host: one actor serves every session of its host (a session's port sets the key).
+Frozen, tagged msgspec Structs; each actor's inbox accepts one union and replies with another,
+msgpack-encoded (:class:`Codec`): nothing but bytes crosses between rooms. Every request carries
+``request_id``; a request that fails is answered by :class:`Failed`, in every reply union.
+``session`` is the session's key in its host.
 """
 
 from __future__ import annotations
@@ -197,9 +192,7 @@ class RecordUsage(msgspec.Struct, frozen=True, tag=True, kw_only=True):
 
 
 class RotateSession(msgspec.Struct, frozen=True, tag=True):
-    """Close the active session end to end: cancel the pass in flight, write the session
-    summary, archive the session as ``closed_session_id``, start an empty one and reload
-    the long-term layer."""
+    """Close the active session: cancel the pass in flight, archive it as ``closed_session_id``."""
 
     session: int
     request_id: int

@@ -1,28 +1,13 @@
 """CPU-bound pure functions run in a helper process: a long one never holds this process's GIL.
 
-Why a process ([Reliability] #18 finding 2): a maintenance pass extracts
-summaries and must-keep facts from hundreds of events, 0.1-0.3 s of pure
-Python. On the event loop that stalls every task. In a worker thread it holds
-the GIL, and then *every* GIL hand-off of the event loop and of the session
-writer's thread waits for the interpreter's switch interval (5 ms by default),
-several per append: appends waited 30-80 ms while a pass ran. A helper process
-shares neither the loop nor the GIL; the caller's thread only waits on a pipe.
+A process, not a thread: in a worker thread a long extraction holds the GIL, and every GIL
+hand-off of the event loop and the writer's thread then waits out the switch interval.
 
-Protocol: one long-lived child per process (a Python running :func:`main`),
-started on first use. A request is a length-prefixed msgpack frame on the
-child's stdin: a :class:`Job` (a name from :data:`JOBS` and the job's own
-msgpack-encoded argument); the reply is a frame on its stdout, :class:`Done`
-(the encoded result) or :class:`JobFailed`. No code crosses the pipe: the
-child imports the named function (``module:function``) and calls it with the
-argument bytes. One request at a time: the child is single-threaded anyway;
-at most :data:`MAX_WAITING` more wait, and a job beyond them is refused.
-The child exits when its stdin closes (this process ended) or after
-:data:`IDLE_EXIT_S` without a request.
-
-Failure: a child that cannot start, died, answered garbage or is busy, and a
-job that raised in the child, all raise :class:`OffloadUnavailable`; callers then run
-the same function in this process (same code, same result). After a failed
-start no child is started again for :data:`RETRY_AFTER_S`.
+One long-lived child per process, started on first use, runs one job at a time: a
+length-prefixed msgpack :class:`Job` (a name from :data:`JOBS`, no code) on its stdin, a
+:class:`Done` or :class:`JobFailed` on its stdout. It exits when its stdin closes or after
+:data:`IDLE_EXIT_S` idle. Any failure raises :class:`OffloadUnavailable`, and the caller runs the
+same function in this process; after a failed start none is tried for :data:`RETRY_AFTER_S`.
 """
 
 from __future__ import annotations
@@ -55,20 +40,13 @@ JOBS: Final[dict[str, str]] = {
 
 INLINE_EVENTS: Final = 200
 INLINE_CHARS: Final = 4_000
-"""Up to this many events and characters of text, a summary or must-keep step runs on the loop.
-
-On real sessions (``benchmarks/bench_loop_stalls.py``) 8,000 characters still
-held the loop 15-22 ms, 4,000 holds it 3-4 ms, for one helper round trip more
-per compaction (BENCHMARKS.md, "Event-loop stalls on real sessions").
-"""
+"""Up to this many events and characters of text, a summary or must-keep step runs on the loop
+(see BENCHMARKS.md, "Event-loop stalls on real sessions")."""
 
 MAX_WAITING: Final = 1
 """Jobs that may wait behind the one the helper runs; more are refused (the caller runs them itself).
 
-One helper serves every session of the process, one job at a time: when many
-sessions compact at once, a queue would make each wait for all the others and
-hold a worker thread meanwhile. A refused job runs in a worker thread of this
-process instead (it holds the GIL, but no longer the event loop).
+When many sessions compact at once, a queue would make each wait for all the others.
 """
 IDLE_EXIT_S: Final = 300.0
 RETRY_AFTER_S: Final = 60.0
@@ -79,11 +57,8 @@ _MAX_FRAME: Final = 1 << 30
 def too_long_for_the_loop(events: Sequence[SessionEvent], text_chars: int = 0) -> bool:
     """Whether pure-Python work over ``events`` (and ``text_chars`` more text) should run in the helper.
 
-    Work that cannot be sliced (dedupe, selection, the must-keep scan) grows
-    with the events and faster than their text: 250 short turns (15k
-    characters) took 15 ms, a Dream run's 15 history records (33k
-    characters) 100 ms, 38 coding-agent events with tool output (51k
-    characters) 50-100 ms of must-keep scan. So both count.
+    Work that cannot be sliced (dedupe, selection, the must-keep scan) grows with the events and
+    faster than their text, so both count.
     """
     if len(events) > INLINE_EVENTS:
         return True
@@ -210,11 +185,7 @@ class _Child:
             self._queued.add(token)
 
     def abort(self, token: object) -> None:
-        """The caller of ``token`` gave up: drop the job if unsent, end the child if it runs it.
-
-        A child busy with an abandoned job would make every later job wait
-        behind it; a new child starts with the next job instead.
-        """
+        """The caller of ``token`` gave up: drop the job if unsent, end the child if it runs it."""
         with self._state:
             self._queued.discard(token)
             if self._busy is not token:
@@ -289,9 +260,8 @@ atexit.register(_CHILD.close)
 async def run_job(name: str, payload: bytes) -> bytes:
     """``JOBS[name](payload)`` in the helper process; :class:`OffloadUnavailable` when it cannot run there.
 
-    Cancellable: a caller that gives up (a deadline) is not kept waiting, and
-    the child, still busy with the abandoned job, is ended so the next job
-    does not queue behind it.
+    Cancellable: the child, still busy with an abandoned job, is ended so the next job does not
+    queue behind it.
     """
     if name not in JOBS:
         raise ValueError(f"unknown offload job {name!r}")

@@ -1,10 +1,8 @@
 """Typed ports: the caller side of each actor, one method per request.
 
-:class:`~aiden.memory.Memory` holds these and nothing else of another room: a
-port builds the request message, sends it through its actor's
-:class:`~aiden.actors.mailbox.Client`, and turns the reply into a typed value
-or an :class:`~aiden.errors.AidenError`. Arguments are checked here, before
-encoding, so a bad value is the caller's error and never reaches an actor.
+A port builds the request, sends it through its actor's :class:`~aiden.actors.mailbox.Client`,
+and turns the reply into a typed value or an :class:`~aiden.errors.AidenError`. Arguments are
+checked here, before encoding, so a bad value is the caller's error and never reaches an actor.
 """
 
 from __future__ import annotations
@@ -167,9 +165,8 @@ class ReaderPort:
     async def hot_window(self) -> list[SessionEvent]:
         """The retained hot-window events in seq order.
 
-        The copy of the last read is kept: while the window only grows at its end,
-        the reader sends just the new events, so a read costs what was appended
-        since the last one, not the window's length (#35).
+        The copy of the last read is kept: while the window only grows at its end, the reader
+        sends just the new events.
         """
         held = self._hot
         mark = (

@@ -1,15 +1,10 @@
 """The runtime: one memory's actors, their streams, recovery and shutdown.
 
-:func:`run_memory` recovers the session on disk, starts every actor in its host's task
-group (:mod:`aiden.host`) with ``await tg.start(...)``, wires their bounded memory streams,
-yields the memory it makes (a :class:`~aiden.memory.Memory` for :func:`aiden.open_memory`;
-the runtime knows only its core, :class:`~aiden.memory_core.CoreMemory`), and on exit drains
-the writer (everything already queued is committed) before stopping the other actors.
-
-An open memory nobody has called for ``evict_after_idle_minutes``, with nothing in
-flight, parks its actors: their tasks end and their streams are dropped, and the memory
-keeps no task. The next request rings its doorbell (to the host's wake loop) and waits
-until the actors run again (on fresh streams, the scheduler resuming its state).
+:func:`run_memory` recovers the session on disk, starts its actors in its host's task group,
+yields the memory it makes (the runtime knows only its core,
+:class:`~aiden.memory_core.CoreMemory`), and on exit drains the writer (everything queued is
+committed) before stopping the other actors. A memory idle for ``evict_after_idle_minutes``
+parks its actors (no task, no streams) until the next request rings its doorbell.
 """
 
 from __future__ import annotations
@@ -131,8 +126,6 @@ async def run_memory(
         def served_by(actor: HostActor[Any, Any, Any], name: str, inbox: Any, **options: Any) -> HostLink[Any, Any]:
             return HostLink(actor, key, Client(name, None, codec(inbox), doorbell=doorbell, **options))
 
-        # The host's writer, scheduler, summarizer and recall index actors serve this memory by its
-        # key; the memory's clients send them requests.
         writer = host._service(SessionWriter)
         writer_link: HostLink[WriterInbox, list[int]] = served_by(writer, "session writer", WriterInbox)
         writer_client = writer_link.client
@@ -394,7 +387,7 @@ async def run_memory(
             await prepare(summarizer)  # the open waits for it, not the first compaction
             await runs(task_status.started, True)
 
-        # The host's writer and summarizer serve this memory by its key from now until its close.
+        # The host's actors serve this memory by its key from now until its close.
         writer.sessions[key] = WriterSession(session_store, config.max_batch_events, writer_port.dispatch, writer_failed)
         scheduler_actor.register(key, SchedulerSession(scheduler, by_request_id(scheduler_link.client), host_failed))
         summarizer_actor.sessions[key] = SummarizerSession(summarizer, config, by_request_id(summarizer_link.client))
@@ -443,10 +436,9 @@ async def run_memory(
         finally:
             host._on_ring.pop(key, None)
             with anyio.CancelScope(shield=True):
-                # What the host's actors still hold of this memory (appends queued before the close,
-                # an abandoned recall, the requests of a run that failed) is done before its store
-                # closes: everything queued before is committed and acknowledged, then its recall
-                # index closes. Bounded: a host stopped under its memories answers nothing.
+                # What the host's actors still hold of this memory is done before its store closes:
+                # everything queued is committed and acknowledged, then its recall index closes.
+                # Bounded: a host stopped under its memories answers nothing.
                 with anyio.move_on_after(max(config.close_timeout_s, 1.0)) as drain:
                     for host_link in (writer_link, recall_link):
                         with contextlib.suppress(anyio.ClosedResourceError):
@@ -468,8 +460,7 @@ async def run_memory(
                     host_link.actor.sessions.pop(key, None)
                 with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError), summarizer_actor.sender() as send:
                     send.send_nowait(codec(SummarizerInbox).encode(SessionClosed(key)))
-            # Actors cancelled mid-serve never reached their own `async with`
-            # exits; closing twice is a no-op, so close every end here.
+            # Actors cancelled mid-serve never reached their own `async with` exits.
             for link in links:
                 link.close()
             started.close()

@@ -1,12 +1,8 @@
 """Actor plumbing: encoded sends and request/reply matching on the caller's side, the request loop on the actor's.
 
-An actor reads encoded messages from a bounded inbox stream and writes encoded
-replies to its outbox stream. On the caller side a :class:`Client` assigns
-request ids, parks the caller on a :class:`Waiter`, and a reply router task
-(started by the runtime) decodes replies and wakes the matching waiters.
-:class:`Link` is the one way the runtime wires an actor: both streams, the
-client and the router. On the actor side, :func:`serve` is the one request
-loop every request/reply actor runs (reader, long-term, experience).
+A :class:`Client` assigns request ids and parks each caller on a :class:`Waiter` that a reply
+router task wakes; :class:`Link` wires one actor (both bounded streams, client, router);
+:func:`serve` is the one request loop of every request/reply actor.
 """
 
 from __future__ import annotations
@@ -87,11 +83,9 @@ def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
 class Waiter(Generic[V]):
     """One caller parked until its reply (or an error) arrives.
 
-    Given the running asyncio loop it parks on a bare future of that loop;
-    otherwise (trio) on an :class:`anyio.Event`. One waiter is made per request:
-    an ``anyio.Event`` under asyncio costs a backend lookup plus an
-    ``asyncio.Event`` with its waiter deque (about 3 us a request, a
-    measurable share of an append), a future about 0.6 us.
+    Given the running asyncio loop it parks on a bare future of that loop (one waiter is
+    made per request, and a future is far cheaper than an ``anyio.Event``); otherwise
+    (trio) on an :class:`anyio.Event`.
     """
 
     __slots__ = ("_error", "_event", "_value")
@@ -144,10 +138,8 @@ BACKGROUND: ContextVar[bool] = ContextVar("aiden_background", default=False)
 class Doorbell:
     """How a caller starts a parked session's actors again: ring, then wait until they run.
 
-    Rings go to the runtime's wake loop with the memory's key. The runtime parks every
-    client of a memory together and answers each ring that waits once the actors run
-    again: one answer per such ring, so each waiting
-    ringer gets one (an answer left by a ringer that was cancelled only makes a later
+    Rings go to the runtime's wake loop with the memory's key; it answers each waiting ring
+    once the actors run again (an answer left by a cancelled ringer only makes a later
     ringer look again). Only streams cross from the runtime's room.
     """
 
@@ -278,13 +270,9 @@ class Client(Generic[Req, V]):
     def _encode(self, message: Req) -> bytes:
         """The message's bytes; what cannot be encoded (an int beyond 64 bits) is an AidenError.
 
-        Encoding checks no field type (a str where an int goes encodes fine). With
-        ``validate`` the message is also decoded here, so a caller's out-of-type
-        argument is refused in the caller: for an actor whose own loop would end on
-        it (the scheduler). Actors served by :func:`serve`
-        answer an undecodable request with ``Failed`` instead, and large messages
-        built by aiden alone (events for the writer, the summarizer, long-term
-        memory) are not decoded twice.
+        Encoding checks no field type; with ``validate`` the message is also decoded here, so an
+        out-of-type argument is refused in the caller, for an actor whose own loop would end on
+        it (the scheduler). Actors run by :func:`serve` answer it with ``Failed`` instead.
         """
         try:
             raw = self._codec.encode(message)
@@ -303,10 +291,8 @@ class Client(Generic[Req, V]):
             raise ClosedError(f"{self.name} is not running") from exc
 
     async def _send_request(self, message: Req) -> None:
-        # Like cast, but without a checkpoint when the inbox has room (send()
-        # always yields once first): the caller parks on its waiter right after,
-        # and that extra event loop pass per request is a measurable share of an
-        # append's CPU. Back-pressure still applies when the inbox is full.
+        # Like cast, but without a checkpoint when the inbox has room (send() always yields
+        # first): the caller parks on its waiter right after, and the extra loop pass is costly.
         send = await self._ready()
         raw = self._encode(message)
         try:
@@ -378,12 +364,7 @@ class Client(Generic[Req, V]):
             waiter.fail(error)
 
     def fail_all(self, error: BaseException) -> None:
-        """Fail every waiting caller and refuse every later one (the actor stopped).
-
-        Called when the reply router ends: no reply can arrive any more, so a
-        later request would wait forever (the runtime's shielded close, after an
-        actor crashed, did).
-        """
+        """Fail every waiting caller and refuse every later one: the reply router ended, no reply can arrive."""
         self._closed = True
         pending, self._pending = self._pending, {}
         for waiter in pending.values():
@@ -406,9 +387,8 @@ async def route_replies(
 ) -> None:
     """Decode replies from an actor's outbox and hand each to ``dispatch`` until the outbox closes.
 
-    A queued reply is taken without a checkpoint (``receive()`` always yields
-    once first): the router only runs when an actor replied, and an extra event
-    loop pass per reply is a measurable share of an append's CPU.
+    A queued reply is taken without a checkpoint (``receive()`` always yields first): the
+    router only runs when an actor replied, and an extra loop pass per reply is costly.
     """
     task_status.started()
     try:
@@ -445,9 +425,7 @@ class _Ends(NamedTuple):
 class Link(Generic[Req, Rep, V]):
     """One actor's wiring: its inbox and outbox streams, the :class:`Client` callers use, its reply router.
 
-    ``requests`` and ``replies`` are the actor's two message unions (``A | B``, as
-    :class:`~aiden.messages.Codec` takes them; the annotation ``Link[Req, Rep, V]``
-    names their types); the client's callers get ``V``.
+    ``requests`` and ``replies`` are the actor's two message unions (``A | B``); callers get ``V``.
     """
 
     __slots__ = ("_codec", "_ends", "_size", "client", "name")
@@ -459,15 +437,11 @@ class Link(Generic[Req, Rep, V]):
         replies: Any,
         size: int,
         *,
-        on_abandon: Callable[[int], Req] | None = None,
-        validate: bool = False,
         doorbell: Doorbell | None = None,
     ) -> None:
         self.name = name
         self._size = size
-        self.client: Client[Req, V] = Client(
-            name, None, codec(requests), on_abandon=on_abandon, validate=validate, doorbell=doorbell
-        )
+        self.client: Client[Req, V] = Client(name, None, codec(requests), doorbell=doorbell)
         self._codec: Codec[Rep] = codec(replies)
         self._ends: _Ends | None = None
         self.bind()
@@ -530,9 +504,8 @@ async def serve(
 ) -> None:
     """Answer every request of ``inbox`` on ``outbox`` until the inbox closes; closes both ends.
 
-    ``handle`` holds the actor's one ``match``. A request that raises is answered by
-    :class:`~aiden.messages.Failed` (see :func:`failure`) and the loop goes on: only cancellation
-    propagates, as a caller parked on a reply must never wait for an answer an exception swallowed.
+    A request that raises is answered by :class:`~aiden.messages.Failed` (see :func:`failure`) and
+    the loop goes on: only cancellation propagates, so no caller waits for a swallowed answer.
     Workers sharing one inbox each pass their own clones of both streams.
     """
     async with inbox, outbox:
@@ -564,9 +537,8 @@ async def serve(
 def failure(name: str, request: _Identified, exc: Exception, session: int = 0) -> Failed:
     """The :class:`Failed` answering ``request`` of the actor ``name``, whose handler raised ``exc``.
 
-    An aiden error travels as itself, an ``OSError`` as a ``StorageError`` with its errno
-    (error_info's rule); any other exception is a bug, not a condition: logged loudly, and answered
-    so the caller is not left hanging.
+    An aiden error or ``OSError`` travels via :func:`~aiden.messages.error_info`; any other
+    exception is a bug: logged loudly, and answered so the caller is not left hanging.
     """
     log = logging.getLogger(f"aiden.{name}")
     if isinstance(exc, AidenError | OSError):

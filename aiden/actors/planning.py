@@ -1,16 +1,11 @@
 """The scheduler's survey of the hot window: how many events it holds, and where a pass would cut it.
 
-Both are linear in the whole hot window, whatever a pass then compacts: the
-snapshot reads every line, each event is estimated, :func:`plan_compaction`
-looks at every event. For an ordinary window that is a few ms, done here. A
-backlog's window is tens of thousands of events (64k: ~0.15 s a pass), which
-in a worker thread of this process holds the GIL while appends wait on it
-([Reliability] #18 finding 2); for a file store's large window the survey runs
-in the helper process instead (:mod:`aiden.offload`), which reads the same
-files under the same locks and sends back only the count and the plan.
+Both are linear in the whole hot window. An ordinary window is surveyed here; a file store's
+large window in the helper process (:mod:`aiden.offload`), as a backlog's survey in a worker
+thread would hold this process's GIL while appends wait. The helper reads the same files under
+the same locks and sends back only the count and the plan.
 
-The plan is computed for the trigger threshold before the trigger decides (the
-scheduler uses it only when the trigger fires): one round trip instead of two.
+The plan is computed for the trigger threshold before the trigger decides: one round trip, not two.
 """
 
 from __future__ import annotations
@@ -135,11 +130,7 @@ class Planner:
         )
 
     def _root_or_snapshot(self) -> str | Snapshot:
-        """Where the helper process can survey the hot window, else this process's snapshot of it.
-
-        One worker-thread call either way: the store's answer may stat files, and an
-        ordinary window (no helper) costs no more thread hops than a snapshot alone.
-        """
+        """Where the helper process can survey the hot window, else this process's snapshot (one thread hop)."""
         root = self._store.survey_root(OFFLOAD_BYTES)
         return root if root is not None else self._store.snapshot()
 
@@ -175,9 +166,8 @@ class Planner:
             counts = self._counts.of(events, self._profile, calibration)
             return plan_compaction(events, self._config, target_tokens=target, token_counts=counts)
 
-        # Planning an ordinary hot window stays on the loop: measured, a worker thread made
-        # append p99 during compaction ~10x worse (GIL contention with the writer's thread
-        # hop), while inline it costs a few ms.
+        # Planning an ordinary hot window stays on the loop: in a worker thread its GIL
+        # contention with the writer's thread hop made appends during compaction far slower.
         if len(events) > self._INLINE_EVENTS:
             return await anyio.to_thread.run_sync(plan_now)
         return plan_now()

@@ -1,13 +1,10 @@
 """The recall index actor: one per host, owning the SQLite FTS5 recall index of every session it serves.
 
-A session's requests run in a worker thread (sqlite3 blocks) one at a time, in order, so an
-index needs no locking of its own; sessions' requests run in parallel. A session's index opens
-at its first request and closes when the session parks or closes (:class:`~aiden.messages.CloseIndex`,
-after its earlier requests): an idle session keeps no connection. The index follows the session
-store's change feed before each search (a cheap check when nothing moved), so rotations need not
-notify this actor. A compaction does (:class:`~aiden.messages.RecallSync`, sent by the
-maintenance pass's after-compaction hook): the new chunk is indexed and, with an embedder, its
-events are embedded then, in the pass, so a recall never embeds more than its query.
+A session's requests run in a worker thread one at a time, in order (no locking of its own);
+sessions run in parallel. An index opens at its session's first request and closes when the
+session parks or closes (:class:`~aiden.messages.CloseIndex`). It follows the store's change feed
+before each search; a compaction sends :class:`~aiden.messages.RecallSync`, so the new chunk is
+indexed (and embedded) in the pass and a recall never embeds more than its query.
 """
 
 from __future__ import annotations
@@ -51,9 +48,7 @@ __all__ = ["RecallActor", "RecallSession"]
 class RecallSession(NamedTuple):
     """What the host's recall index actor needs of one session: registered by its runtime while it is open.
 
-    The index follows ``feed`` (the session store) when given, else a
-    :class:`~aiden.storage.session.FileChangeFeed` over ``layout``; its
-    database is ``layout.recall_db`` either way.
+    The index follows ``feed`` when given, else a file change feed over ``layout``.
     """
 
     layout: Layout

@@ -1,20 +1,11 @@
 """The maintenance scheduler actor: decides when to compact and runs one pass at a time.
 
-One actor per host (:class:`SchedulerActor`) serves every session of it by key:
-each session's requests and usage in order (:meth:`MaintenanceScheduler.handle`),
-and its passes in a task of the actor that runs while a pass is pending
-(:meth:`MaintenanceScheduler.run_passes`). A :class:`MaintenanceScheduler` is one
-session's state: its trigger state, its pending and running pass. Requests
-coalesce: at most one pass runs and one is pending however many arrive. A pass follows the
-seed's two-phase pattern — snapshot under the lock, release it while planning
-and summarizing, then commit (see :meth:`SessionStore.commit`) which re-reads
-``events.jsonl`` under the lock and merges every append made meanwhile.
-Policy decisions (trigger, cut point) are the pure functions of
-:mod:`aiden.policy`, and the trigger state is the immutable
-:class:`~aiden.policy.triggers.TriggerState` folded by its reducer; this
-module only moves messages and calls I/O. The ``after_compaction`` hook must be
-idempotent by chunk id: at open it runs again for the newest chunks, whose
-hook a close or a crash may have cut.
+One actor per host (:class:`SchedulerActor`) serves every session by key: its requests in
+order, its passes in a task of the actor. A :class:`MaintenanceScheduler` is one session's
+state. Requests coalesce: at most one pass runs and one is pending. Decisions are the pure
+functions of :mod:`aiden.policy`; this module only moves messages and calls I/O. The
+``after_compaction`` hook must be idempotent by chunk id: at open it runs again for the newest
+chunks, whose hook a close or a crash may have cut.
 """
 
 from __future__ import annotations
@@ -87,7 +78,6 @@ log = logging.getLogger("aiden.scheduler")
 
 _HOOK_REPLAY_CHUNKS = 4
 """Newest chunks whose after-compaction hook runs again at open (see :meth:`MaintenanceScheduler._at_open`)."""
-
 
 
 class SchedulerSession(NamedTuple):
@@ -285,11 +275,9 @@ class MaintenanceScheduler:
             await self._pass_done.wait()
 
     async def _rotate(self, msg: RotateSession) -> None:
-        # A pass over the closing session is pointless: cancel it (its commit
-        # protocol makes that safe) so rotation does not wait on the summarizer,
-        # and the session summary gets the summarizer to itself. No pass starts
-        # until the rotation is done: the next one would hold the compaction lock
-        # the rotation needs, and a maintain loop would starve it.
+        # A pass over the closing session is pointless: cancel it (its commit protocol makes
+        # that safe) so rotation need not wait on the summarizer. No pass starts until the
+        # rotation is done: it would hold the compaction lock the rotation needs.
         self._no_rotation = anyio.Event()
         try:
             await self._cancel_pass()
@@ -380,10 +368,8 @@ class MaintenanceScheduler:
     async def _at_open(self, request_id: int) -> None:
         """Request a pass for a backlog (then answer the open), then re-run the newest chunks'
         after-compaction hook."""
-        # A root reopened with a backlog (a crash loop, a summarizer that was down, an
-        # import) must drain without a human, also for a caller that only appends: the
-        # triggers are evaluated once at open, as after an append. An empty or small hot
-        # window requests nothing.
+        # A root reopened with a backlog must drain without a human, also for a caller that
+        # only appends: the triggers are evaluated once at open, as after an append.
         try:
             survey = await self._survey()
         except AidenError as exc:
@@ -395,9 +381,8 @@ class MaintenanceScheduler:
             self._wake(False)
         # The open waits for this check (what it sees is the session as opened), not for the replay.
         await self._send(SchedulerOpened(self._session, request_id))
-        # A chunk committed just before a close or a crash may have missed its hook (the long-term
-        # memory had closed, the process died, a failed record waited for a retry): the hook is
-        # idempotent by chunk id, so the newest chunks go through it again.
+        # A chunk committed just before a close or a crash may have missed its hook (idempotent
+        # by chunk id), so the newest chunks go through it again.
         if self._after_compaction is not None:
             for entry in survey.index.chunks[-_HOOK_REPLAY_CHUNKS:]:
                 try:
@@ -452,7 +437,7 @@ class MaintenanceScheduler:
             self._warned_unreachable = True
             log.warning("compaction cannot get under the trigger: %s", plan.note)
         if self._before_compaction is not None:
-            # Seed 004: export what is about to be compacted before anything is compacted.
+            # Export what is about to be compacted before anything is compacted.
             try:
                 await self._before_compaction(plan.compacted)
             except AidenError as exc:
@@ -478,9 +463,8 @@ class MaintenanceScheduler:
             Compacted(tokens_before=plan.tokens_before, kept_tokens=plan.kept_tokens, degraded=degraded)
         )
         if self._after_compaction is not None:
-            # Committed: a cancel (rotation, close) must not cut the hook short, or the chunk
-            # would miss its history record until some later open replays it. Bounded: the
-            # hook is a local append, and a stuck one is left to that replay.
+            # Committed: a cancel must not cut the hook short, or the chunk would miss its
+            # history record until a later open's replay. Bounded: a stuck hook is left to that.
             with anyio.move_on_after(self._config.close_timeout_s, shield=True):
                 try:
                     await self._after_compaction(full)

@@ -1,17 +1,12 @@
 """The active session's two actors: the writer (its only appender) and the reader (every read of it).
 
-The writer group-commits (see :class:`SessionWriter`). Under asyncio its
-worker-thread hop goes to a few long-lived threads shared by every session of
-the process (:class:`_CommitThreads`) instead of anyio's thread pool:
-``to_thread.run_sync`` takes a capacity-limiter token, copies the context and
-looks up a pool worker on every call, a measurable share of an append's CPU
-with few appenders; and a thread per session would grow with open sessions.
-Under other backends (trio) the hop stays ``anyio.to_thread.run_sync``.
+The writer group-commits (see :class:`SessionWriter`). Under asyncio its worker-thread hop
+goes to a few long-lived threads shared by every session (:class:`_CommitThreads`): anyio's
+``to_thread.run_sync`` costs a limiter token, a context copy and a pool lookup per call, and a
+thread per session would grow with open sessions. Under trio the hop stays anyio's.
 
-``Memory`` holds no store: hot window, events by seq, the chunk index and the
-summary come back from the reader as messages. Several reader worker tasks
-serve one inbox, so a slow read (a chunk file of a big compaction) does not
-queue the prompt builder's hot-window read behind it.
+Several reader worker tasks serve one inbox, so a slow read does not queue the prompt
+builder's hot-window read behind it.
 """
 
 from __future__ import annotations
@@ -75,23 +70,16 @@ class _Job(NamedTuple):
     loop: asyncio.AbstractEventLoop
     waiter: Waiter[Seqs]
     group: AppendGroup | None
-    """Queued appends of one group commit together (a store written before the protocol had
-    ``append_group`` appends alone)."""
+    """Queued appends of one group commit together (a store without ``append_group`` appends alone)."""
 
 
 class _CommitThreads:
     """A few long-lived daemon threads that run the store calls of every writer (asyncio only).
 
-    Shared by all the sessions of the process, so threads do not grow with open
-    sessions (#36); each writer has at most one commit in flight, so its commits
-    stay in order. More than one thread, so one session's fsync does not hold
-    the others' appends. Threads start as the first commits need them.
-
-    The writers group-commit across sessions: a thread that takes an append
-    of a store with an :class:`~aiden.storage.protocol.AppendGroup` (a shared
-    database) takes every queued append of that group with it and makes them
-    durable in one step, so many sessions with one appender each cost one
-    transaction, not one each.
+    Each writer has at most one commit in flight, so its commits stay in order; more than one
+    thread, so one session's fsync does not hold the others' appends. A thread that takes an
+    append of a store with an :class:`~aiden.storage.protocol.AppendGroup` (a shared database)
+    takes every queued append of that group with it and makes them durable in one step.
     """
 
     def __init__(self, size: int) -> None:
@@ -182,12 +170,10 @@ class WriterSession(NamedTuple):
 class SessionWriter(HostActor[WriterInbox, WriterOutbox, WriterSession]):
     """The host's one session writer: every append and flush of every session of the host.
 
-    A session's requests are committed in order, with at most one group commit in flight per
-    session: its task takes one request, then everything queued behind it, up to ``max_batch``
-    events, as one batch: one :meth:`SessionStore.append` in one worker-thread hop (one lock, one
-    write, one fsync), and only then every request of it is acknowledged. Sessions commit in
-    parallel, so one session's fsync never holds another's appends, and sessions sharing a
-    database commit together (:class:`_CommitThreads`).
+    A session's requests are committed in order, at most one group commit in flight: one request
+    and everything queued behind it, up to ``max_batch`` events, go in one
+    :meth:`SessionStore.append` (one lock, one write, one fsync), and only then is each of them
+    acknowledged. Sessions commit in parallel.
     """
 
     def __init__(self) -> None:
@@ -303,12 +289,9 @@ class SessionReader:
 def _hot_reply(rid: int, hot: list[SessionEvent], held: HeldWindow | None) -> HotWindowRead:
     """Only the events after the caller's copy when the window still holds that copy, else all.
 
-    Between compactions the window only grows at its end. A compaction drops
-    events (before or between the ones it keeps: the root input and pins stay),
-    a recovery or a rotation replaces the window: each changes its first event,
-    the event at the held last seq or how many events reach up to it. Events
-    are never inserted below the newest seq, so equal ends and count mean the
-    same events. Seqs are increasing: the held last event is found by bisection.
+    Between compactions the window only grows at its end; a compaction, recovery or rotation
+    changes its first event, the event at the held last seq, or how many events reach up to it.
+    Events are never inserted below the newest seq, so equal ends and count mean the same events.
     """
     if held is not None and hot and hot[0].seq == held.first_seq and hot[0].timestamp == held.first_time:
         at = bisect.bisect_left(hot, held.last_seq, key=lambda e: e.seq)

@@ -1,20 +1,11 @@
 """The summarizer actor, running each session's :class:`~aiden.summarizers.protocol.Summarizer`, and its callers' sides.
 
-One actor per host serves every session of it by key. It owns the deadline of
-every call (``anyio.fail_after`` around the call it makes:
-``summarizer_timeout_s``, scaled by the call times it observed of the session,
-see :mod:`aiden.policy.summarizer_deadline`) and turns every failure into a
-:class:`~aiden.messages.Failed` reply: a hung or crashing provider can
-never take the actor — or the session's events — down with it. Its inbox task
-only queues requests, so a :class:`~aiden.messages.CancelSummarize` (sent when a
-caller gives up, e.g. a pass cancelled by rotation) cancels the call in flight
-instead of queueing behind it.
-
-Callers reach it through :class:`SummarizerProxy` (one session's calls);
-:class:`ChunkSummaries` is the maintenance pass's side: a
-:class:`~aiden.policy.CompactionPlan` in, the chunk entry and next index the
-store's commit takes out (the fallback breadcrumb when the summarizer fails and
-the configuration allows it).
+One actor per host serves every session by key. It owns the deadline of every call
+(:mod:`aiden.policy.summarizer_deadline`) and turns every failure into a
+:class:`~aiden.messages.Failed` reply: a hung or crashing provider can never take the actor
+down. Callers reach it through :class:`SummarizerProxy`; :class:`ChunkSummaries` is the
+maintenance pass's side: a :class:`~aiden.policy.CompactionPlan` in, what the store's commit
+takes out.
 """
 
 from __future__ import annotations
@@ -187,8 +178,7 @@ async def prepare(summarizer: Summarizer) -> None:
 
 
 def _validate(result: SummaryResult, config: Config) -> None:
-    # Checked here too so a third-party summarizer cannot put empty, unbounded
-    # or unstorable text into summary.md.
+    # Checked here too so a third-party summarizer cannot store empty, unbounded or unstorable text.
     if not isinstance(result, SummaryResult):
         raise InvalidSummaryError(f"summarizer returned {type(result).__name__}, not SummaryResult")
     if not result.text.strip():
