@@ -5,8 +5,9 @@ Every key has a default, so an empty file is a valid configuration. The file is 
 an unknown key, a wrong type or a value out of range raises :class:`~aiden.errors.ConfigError`
 naming the file and the key.
 
-Model context windows (:class:`ModelResolver`) are read from litellm's bundled model map on every
-open, so without importing (running) litellm: cheap and offline.
+Model context windows (:class:`ModelResolver`) come from litellm's bundled model map, read once per
+process without importing litellm: the runtime asks for the window on every open, so this stays
+cheap and offline.
 """
 
 from __future__ import annotations

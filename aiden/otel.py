@@ -1,19 +1,39 @@
 """OpenTelemetry traces and metrics for aiden: ``aiden.otel.instrument()``.
 
-A soft dependency: without ``opentelemetry-api`` :func:`instrument` logs a warning and
-returns None. The operations report here through :mod:`aiden.observe`.
+A soft dependency: without ``opentelemetry-api`` (the ``otel`` extra),
+:func:`instrument` logs a warning and returns None, and nothing else changes.
+``import aiden`` never imports this module nor OpenTelemetry; the operations
+report to it through :mod:`aiden.observe`.
 
-Spans, one per operation, ``gen_ai.provider.name = "aiden"``: ``aiden.append``,
-``aiden.build_messages``, ``aiden.compaction`` (one maintenance pass; its LiteLLM token
-counts are shared with whatever else summarized at the same time), ``aiden.summarize``,
-``aiden.dream``, ``aiden.learn``, and the GenAI memory operations ``search_memory``,
-``update_memory`` and ``delete_memory`` with the semantic conventions' attributes. Content
-is recorded only with ``capture_content=True`` or
-``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+Spans, one per operation, ``gen_ai.provider.name = "aiden"``:
 
-Metrics (attributes are operation names and outcome reasons only): ``aiden.operation.duration``
-(s, per ``aiden.operation``), ``aiden.operations.in_flight`` (the actors' queue depth),
-``aiden.compaction.passes``, ``aiden.compactions``, ``aiden.summarizer.calls|failures|fallbacks|tokens``.
+- ``aiden.append``: one append batch (``aiden.append.events``);
+- ``aiden.build_messages``: one prompt build (messages, estimated and budget
+  tokens, stubbed events, summary trimmed, over budget);
+- ``aiden.compaction``: one maintenance pass (``aiden.compaction.*``: compacted,
+  reason, tokens before/after, events, degraded, summarizer calls, failures
+  and fallbacks during the pass, and the input/output tokens LiteLLM
+  summarizers used while it ran: exact with one memory per process, shared
+  with whatever else summarized at the same time otherwise);
+- ``aiden.summarize``: one LiteLLM summarizer call (``gen_ai.request.model``,
+  ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``, purpose);
+- ``search_memory`` (recall of compacted history, ``gen_ai.memory.store.id =
+  "session"``; recall_experience, ``"experience"``), ``update_memory``
+  (save_memory) and ``delete_memory`` (forget_memory), ``"long_term"``, with
+  ``gen_ai.operation.name``, ``gen_ai.memory.record.count`` and
+  ``gen_ai.memory.record.id`` as the GenAI semantic conventions name them;
+- ``aiden.dream`` and ``aiden.learn``: one Dream run, one learning pass.
+
+Content (``gen_ai.memory.query.text``, ``gen_ai.memory.records``) is recorded
+only with ``capture_content=True`` or ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+
+Metrics (attributes are operation names and outcome reasons only):
+``aiden.operation.duration`` (s, per ``aiden.operation``: recall latency is
+``search_memory``'s), ``aiden.operations.in_flight`` (requests waiting on
+aiden's actors: the queue depth), ``aiden.compaction.passes`` (per
+``aiden.compaction.reason``), ``aiden.compactions``, ``aiden.summarizer.calls``,
+``aiden.summarizer.failures``, ``aiden.summarizer.fallbacks`` and
+``aiden.summarizer.tokens`` (per ``gen_ai.token.type``).
 """
 
 from __future__ import annotations

@@ -460,7 +460,8 @@ async def run_memory(
                     host_link.actor.sessions.pop(key, None)
                 with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError), summarizer_actor.sender() as send:
                     send.send_nowait(codec(SummarizerInbox).encode(SessionClosed(key)))
-            # Actors cancelled mid-serve never reached their own `async with` exits.
+            # Actors cancelled mid-serve never reached their own `async with` exits; closing twice is a
+            # no-op, so every end is closed here.
             for link in links:
                 link.close()
             started.close()

@@ -502,7 +502,10 @@ class AidenSession:
         self.memory.request_maintenance()
 
     async def pop_item(self) -> TResponseInputItem | None:
-        """Retract the newest item (a retraction event is appended) and return it; None when there is none."""
+        """Retract the newest item (a retraction event is appended) and return it; None when there is none.
+
+        A retracted item that was already compacted may still be mentioned by the summary.
+        """
         async with self._lock:
             hot = await self.memory.hot_window()
             live = live_items(hot)

@@ -143,7 +143,7 @@ async def run_autocompact(
     *,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Call ``check`` every ``interval_s`` seconds until cancelled; an AidenError is logged and the next tick retries."""
+    """Call ``check`` every ``interval_s`` seconds until cancelled; an AidenError is logged and the next tick retries, anything else and cancellation propagate."""
     if interval_s <= 0:
         raise ValueError("interval_s must be > 0")
     task_status.started()

@@ -169,7 +169,7 @@ class CapResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def plan_cap(stems: Sequence[str], *, keep: int, through: str) -> CapPlan:
-    """Pure: which of ``stems`` to merge or just delete so that the newest ``keep`` remain.
+    """Pure: which of ``stems`` (any order: they sort by their UTC stamp) to merge or just delete so that the newest ``keep`` remain.
 
     Those at or below the digest's watermark ``through`` are only deleted: the digest holds them already.
     """

@@ -398,9 +398,9 @@ class PostgresSessionStore:
         """Archive the session's generation as ``closed_session_id`` and start an empty one.
 
         :class:`~aiden.errors.InvalidIdError` for a bad id, :class:`StorageError`
-        when this session already archived that id (nothing changed). An append
-        commits into the old generation before or the new one after (the counter
-        row is locked). Concurrent rotations of one generation are one: the
+        when this session already archived that id (nothing changed). Takes the
+        compaction lock, then the counter row (``FOR UPDATE``): an append commits into
+        the old generation before or into the new one after. Concurrent rotations of one generation are one: the
         later returns the id the first archived it under.
         """
         validate_id(closed_session_id, what="session id")
