@@ -592,7 +592,6 @@ def dream_versions(root: str, *, limit: int = 20, problems: list[str] | None = N
 
     ``problems`` receives what is wrong with ``long_term/.git`` (the list may then be incomplete).
     """
-    from aiden.longterm.dream_edits import LONG_TERM_FILES
     from aiden.longterm.gitstore import GitStore, check_history
     from aiden.readonly import open_layout
     from aiden.storage.fs import Storage
@@ -601,7 +600,7 @@ def dream_versions(root: str, *, limit: int = 20, problems: list[str] | None = N
     if problems is not None:
         problems.extend(check_history(layout.long_term).problems)
     # log() opens the repository without create: a root that never dreamed has no .git and no versions.
-    return GitStore(layout.long_term, LONG_TERM_FILES, Storage()).log(limit)
+    return GitStore(layout.long_term, Storage()).log(limit)
 
 
 def _entry_json(entry: MemoryEntry) -> dict[str, Any]:

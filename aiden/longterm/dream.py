@@ -212,7 +212,7 @@ class Dream(DreamFlow[dict[str, bytes | None]]):
         self.root = layout.long_term
         self._storage = storage
         self._history = history
-        self._git = GitStore(self.root, LONG_TERM_FILES, storage)
+        self._git = GitStore(self.root, storage)
         self._flock = SessionLock(storage, layout.dream_lock)
 
     def _try_lock(self) -> bool:

@@ -16,7 +16,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -61,13 +61,12 @@ def read_long_term_files(root: Path) -> dict[str, bytes | None]:
 
 
 class GitStore:
-    """Commits and reads versions of ``files`` (names inside ``root``) in ``root/.git``."""
+    """Commits and reads versions of the long-term files (names inside ``root``) in ``root/.git``."""
 
-    def __init__(self, root: Path, files: Sequence[str], storage: Storage) -> None:
+    def __init__(self, root: Path, storage: Storage) -> None:
         self.root = root
         self._storage = storage
         self.git_dir = root / ".git"
-        self.files = tuple(files)
         self._lock = threading.Lock()
 
     def _open(self, *, create: bool) -> Repo | None:
@@ -417,7 +416,7 @@ def _start_afresh(long_term: Path, storage: Storage, now: float) -> list[str]:
     message = (
         f"repair: a new version history from the current long-term files (the damaged one is {aside.name})"
     )
-    commit = GitStore(long_term, LONG_TERM_FILES, storage).commit(
+    commit = GitStore(long_term, storage).commit(
         read_long_term_files(long_term), message, now=int(now)
     )
     return [
