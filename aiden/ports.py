@@ -180,7 +180,7 @@ class ReaderPort:
 
     async def events(self, seqs: Sequence[int]) -> list[SessionEvent]:
         """The stored events with these seqs (hot window or compacted), unknown ones left out."""
-        wanted = [q for q in seqs if 0 <= q <= MAX_SEQ]
+        wanted = [q for q in _int_list(seqs) if 0 <= q <= MAX_SEQ]
         return expect_reply(await self._client.call(lambda rid: m.ReadEvents(rid, wanted)), m.EventsRead).events
 
     async def event(self, seq: int) -> SessionEvent | None:
@@ -197,6 +197,17 @@ class ReaderPort:
     async def summary(self) -> str:
         """The summary.md text."""
         return expect_reply(await self._client.call(m.ReadSummary), m.SummaryRead).text
+
+
+def _int_list(seqs: Sequence[int]) -> list[int]:
+    # Materialized once: a generator checked by all() would arrive empty.
+    try:
+        wanted = list(seqs) if not isinstance(seqs, str | bytes) else None
+    except TypeError:
+        wanted = None  # not iterable
+    if wanted is None or not all(isinstance(q, int) and not isinstance(q, bool) for q in wanted):
+        raise RecallError("seqs must be a list of int")
+    return wanted
 
 
 def _check_text(value: object, name: str) -> None:
@@ -279,12 +290,7 @@ class RecallPort:
     async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None) -> list[SessionEvent]:
         """The verbatim compacted events of one chunk (only ``seqs`` if given)."""
         validate_id(chunk_id, what="chunk id")
-        if isinstance(seqs, str | bytes):
-            raise RecallError("seqs must be a list of int")
-        # Materialized once: a generator checked by all() would arrive empty.
-        wanted = list(seqs) if seqs is not None else None
-        if wanted is not None and not all(isinstance(q, int) and not isinstance(q, bool) for q in wanted):
-            raise RecallError("seqs must be a list of int")
+        wanted = _int_list(seqs) if seqs is not None else None
         if wanted is not None and not all(0 <= q <= MAX_SEQ for q in wanted):
             raise RecallError(f"seqs must be between 0 and {MAX_SEQ}")
         request = m.RecallRehydrate(self._session, 0, chunk_id, wanted)

@@ -196,6 +196,15 @@ async def test_memory_read_event_and_rehydrate_bound_their_seqs(tmp_path: Path) 
     assert first is not None and first.content == "hello"
 
 
+async def test_memory_read_events_refuses_seqs_that_are_not_ints(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=aiden.Config(durability="none")) as memory:
+        stored = await memory.append(aiden.SessionEvent(type="user_input", content="hello"))
+        for seqs in (["1"], [True], [1.0], "1", b"1", 1, None):
+            with pytest.raises(aiden.RecallError, match=r"^seqs must be a list of int$"):
+                await memory.read_events(seqs)  # type: ignore[arg-type]
+        assert await memory.read_events(iter([1, 2**70, -5])) == [stored]
+
+
 async def test_an_argument_of_the_wrong_type_is_refused_and_the_memory_keeps_working(tmp_path: Path) -> None:
     # [Reliability] finding 8, what was left: a str where an actor expects an int encoded fine and
     # failed only when the actor decoded it, which ended that actor and the runtime's task group
