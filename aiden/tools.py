@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import msgspec
 
-__all__ = ["ToolArgumentError", "ToolSet", "agent_tools", "decode_arguments", "run_tool_call"]
+__all__ = ["ToolArgumentError", "ToolSet", "agent_tools", "decode_arguments", "error_result", "run_tool_call"]
 
 T = TypeVar("T")
+_MAX_ERROR_CHARS: Final = 400
+_encoder: Final = msgspec.json.Encoder()
 
 
 class ToolSet(Protocol):
@@ -52,17 +54,23 @@ class ToolArgumentError(ValueError):
     """Arguments that parse but make no request (answered as a JSON error, never raised to the model)."""
 
 
+def error_result(message: str) -> str:
+    """A tool's error answer, ``{"error": message}`` (the message cut to 400 characters)."""
+    return _encoder.encode({"error": message[:_MAX_ERROR_CHARS]}).decode()
+
+
 def decode_arguments(
-    arguments: str | Mapping[str, Any], decoder: msgspec.json.Decoder[T], *, max_chars: int, empty: str
+    arguments: str | Mapping[str, Any], decoder: msgspec.json.Decoder[T], *, max_chars: int, empty: str | None
 ) -> T:
     """``arguments`` as the decoder's type; :class:`ToolArgumentError` for an oversized, empty or non-object input.
 
+    A blank string is refused with the message ``empty`` (None: left to msgspec, as malformed JSON).
     msgspec's DecodeError/ValidationError propagate for malformed or mistyped JSON.
     """
     if isinstance(arguments, str):
         if len(arguments) > max_chars:
             raise ToolArgumentError(f"arguments longer than {max_chars} characters")
-        if not arguments.strip():
+        if empty is not None and not arguments.strip():
             raise ToolArgumentError(empty)
         return decoder.decode(arguments)
     if isinstance(arguments, Mapping):

@@ -48,7 +48,7 @@ from aiden.longterm.autocompact import IdleTarget, recent_activity, run_autocomp
 from aiden.memory_core import CoreMemory
 from aiden.messages import codec
 from aiden.tools import ToolArgumentError as _Reject
-from aiden.tools import ToolSet, decode_arguments
+from aiden.tools import ToolSet, decode_arguments, error_result
 
 __all__ = [
     "EXPERIENCE_TOOL",
@@ -358,7 +358,6 @@ MAX_RESULTS: Final = 5
 MAX_CHARS: Final = 4800
 _MAX_ARGUMENT_CHARS: Final = 16_384
 _MAX_QUERY_CHARS: Final = 2_000
-_MAX_ERROR_CHARS: Final = 400
 _MIN_BODY_CHARS: Final = 120
 _HINT: Final = "Experience from earlier runs: a hint to verify against current observations, not state."
 
@@ -462,10 +461,6 @@ def _dumps(value: Any) -> str:
     return _encoder.encode(value).decode("utf-8")
 
 
-def _error(message: str) -> str:
-    return _dumps({"error": message[:_MAX_ERROR_CHARS]})
-
-
 def _item(record: ExperienceRecord, body: str) -> dict[str, Any]:
     return {
         "id": record.id,
@@ -532,8 +527,8 @@ async def handle_experience_tool(
         found = await search(args.query, env, kinds, k)
         return fit(found, k)
     except msgspec.ValidationError as exc:
-        return ToolAnswer(_error(f"invalid arguments: {exc}"), [])
+        return ToolAnswer(error_result(f"invalid arguments: {exc}"), [])
     except msgspec.DecodeError as exc:
-        return ToolAnswer(_error(f"arguments are not valid JSON: {exc}"), [])
+        return ToolAnswer(error_result(f"arguments are not valid JSON: {exc}"), [])
     except (AidenError, ValueError, msgspec.MsgspecError) as exc:
-        return ToolAnswer(_error(str(exc) or type(exc).__name__), [])
+        return ToolAnswer(error_result(str(exc) or type(exc).__name__), [])

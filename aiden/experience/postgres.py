@@ -11,9 +11,7 @@ constant: values only ever travel as parameters.
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -24,10 +22,11 @@ from aiden.experience.episodestore import EpisodeRow, episode_row, episode_year
 from aiden.experience.ranking import RecordVectors
 from aiden.experience.records import EnvironmentProfile, ExperienceRecord, RecordRow
 from aiden.experience.recordstore import RecordBackend, merged_profile
+from aiden.longterm.postgres.schema import LongTermDb, bounded_wait
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.storage.postgres.schema import Conn, ensure_component, translated
+from aiden.storage.postgres.schema import Conn
 from aiden.storage.postgres.store import PostgresSessionStore
 
 __all__ = ["EXPERIENCE_VERSION", "PgEpisodeStore", "PgRecordStore", "experience_backends"]
@@ -59,6 +58,7 @@ _DDL: Final = (
         PRIMARY KEY (namespace, environment)
     )""",
 )
+_SCHEMA: Final = (_COMPONENT, EXPERIENCE_VERSION, _DDL)
 _encoder: Final = msgspec.json.Encoder()
 _episode_decoder: Final = msgspec.json.Decoder(Episode)
 _episode_row_decoder: Final = msgspec.json.Decoder(EpisodeRow)
@@ -70,42 +70,19 @@ log = logging.getLogger("aiden.experience")
 T = TypeVar("T")
 
 
-class _Db:
-    """The pool and namespace of one memory's experience; its tables are created on first use."""
-
-    def __init__(self, store: PostgresSessionStore) -> None:
-        self._store = store
-        self.namespace = store.long_term_namespace
-        self._ready = False
-        self._ready_lock = threading.Lock()
-
-    @contextmanager
-    def connection(self, what: str) -> Iterator[Conn]:
-        """A pooled connection with psycopg's errors translated (``what`` names the operation)."""
-        if not self._ready:
-            with self._ready_lock:
-                if not self._ready:
-                    self._store.ensure_ready()
-                    with translated("connecting"), self._store.pool.connection() as conn:
-                        ensure_component(conn, _COMPONENT, EXPERIENCE_VERSION, _DDL)
-                    self._ready = True
-        with translated(what), self._store.pool.connection() as conn:
-            yield conn
-
-    @staticmethod
-    def decode(decoder: msgspec.json.Decoder[T], data: object, what: str) -> T | None:
-        """``data`` decoded, or None with the problem logged: a damaged row never stops the others."""
-        try:
-            return decoder.decode(bytes(data))  # type: ignore[call-overload]
-        except (msgspec.DecodeError, msgspec.ValidationError, TypeError) as exc:
-            log.error("experience store: %s is unreadable: %s", what, exc)
-            return None
+def _decode(decoder: msgspec.json.Decoder[T], data: object, what: str) -> T | None:
+    """``data`` decoded, or None with the problem logged: a damaged row never stops the others."""
+    try:
+        return decoder.decode(bytes(data))  # type: ignore[call-overload]
+    except (msgspec.DecodeError, msgspec.ValidationError, TypeError) as exc:
+        log.error("experience store: %s is unreadable: %s", what, exc)
+        return None
 
 
 class PgEpisodeStore:
     """Committed episodes of one namespace (an :class:`~aiden.experience.episodestore.EpisodeBackend`)."""
 
-    def __init__(self, db: _Db) -> None:
+    def __init__(self, db: LongTermDb) -> None:
         self._db = db
 
     def commit(self, episode: Episode, *, now: float) -> bool:
@@ -127,7 +104,7 @@ class PgEpisodeStore:
                 " AND (NOT %s OR processed IS NULL) ORDER BY pos",
                 (self._db.namespace, pending_only),
             ).fetchall()
-        rows = [self._db.decode(_episode_row_decoder, doc, f"the row of episode {id_}") for id_, doc in found]
+        rows = [_decode(_episode_row_decoder, doc, f"the row of episode {id_}") for id_, doc in found]
         return [r for r in rows if r is not None]
 
     def rows(self) -> list[EpisodeRow]:
@@ -153,7 +130,7 @@ class PgEpisodeStore:
                 "SELECT episode FROM aiden_exp_episodes WHERE namespace = %s AND id = %s",
                 (self._db.namespace, episode_id),
             ).fetchone()
-        return None if found is None else self._db.decode(_episode_decoder, found[0], f"episode {episode_id}")
+        return None if found is None else _decode(_episode_decoder, found[0], f"episode {episode_id}")
 
     def mark_processed(self, row: EpisodeRow, summary: dict[str, Any]) -> None:
         """Record that what ``row``'s episode taught is committed (``summary``: what, for inspection)."""
@@ -167,9 +144,10 @@ class PgEpisodeStore:
 class PgRecordStore(RecordBackend):
     """Records and environment profiles of one namespace (a :class:`~aiden.experience.recordstore.RecordBackend`)."""
 
-    def __init__(self, db: _Db, vectors: RecordVectors | None = None) -> None:
+    def __init__(self, db: LongTermDb, vectors: RecordVectors | None, *, lock_timeout_s: float) -> None:
         self._db = db
         self.vectors = vectors
+        self._lock_timeout_s = lock_timeout_s
 
     def apply(self, records: Sequence[ExperienceRecord]) -> None:
         """Create or replace ``records`` by id in one transaction; a replaced record keeps its place."""
@@ -193,7 +171,7 @@ class PgRecordStore(RecordBackend):
                 "SELECT id, row_doc FROM aiden_exp_records WHERE namespace = %s ORDER BY pos",
                 (self._db.namespace,),
             ).fetchall()
-        rows = [self._db.decode(_record_row_decoder, doc, f"the row of record {id_}") for id_, doc in found]
+        rows = [_decode(_record_row_decoder, doc, f"the row of record {id_}") for id_, doc in found]
         return [r for r in rows if r is not None]
 
     def load(self, row: RecordRow) -> ExperienceRecord | None:
@@ -206,7 +184,7 @@ class PgRecordStore(RecordBackend):
         if found is None:
             log.error("experience store: record %s is missing", row.id)
             return None
-        return self._db.decode(_record_decoder, found[0], f"record {row.id}")
+        return _decode(_record_decoder, found[0], f"record {row.id}")
 
     def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
         """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
@@ -217,7 +195,7 @@ class PgRecordStore(RecordBackend):
             ).fetchall()
         out: list[ExperienceRecord] = []
         for id_, doc in found:
-            record = self._db.decode(_record_decoder, doc, f"record {id_}")
+            record = _decode(_record_decoder, doc, f"record {id_}")
             if record is None or (environment is not None and record.environment != environment):
                 continue
             if now is None or not record.expired(now):
@@ -225,8 +203,12 @@ class PgRecordStore(RecordBackend):
         return out
 
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
-        """Merge ``profile``'s observations into its environment's stored profile (newest value wins)."""
+        """Merge ``profile``'s observations into its environment's stored profile (newest value wins).
+
+        Waits up to ``lock_timeout_s`` for another worker's save (then :class:`~aiden.errors.LockError`).
+        """
         with self._db.connection("saving an environment profile") as conn, conn.transaction():
+            bounded_wait(conn, self._lock_timeout_s)
             conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                 (f"aiden.experience.profiles:{self._db.namespace}",),
@@ -251,13 +233,13 @@ class PgRecordStore(RecordBackend):
         ).fetchone()
         if found is None:
             return None
-        return self._db.decode(_profile_decoder, found[0], f"the profile of {environment!r}")
+        return _decode(_profile_decoder, found[0], f"the profile of {environment!r}")
 
 
 def experience_backends(
     store: PostgresSessionStore, layout: Layout, storage: Storage, embedder: Embedder | None
 ) -> tuple[PgEpisodeStore, PgRecordStore]:
     """The experience backends of a memory on ``store`` (vectors cached under ``layout`` with an embedder)."""
-    db = _Db(store)
+    db = LongTermDb(store.pool, store.long_term_namespace, store.session_id, store.ensure_ready, _SCHEMA, None)
     vectors = RecordVectors(embedder, layout.experience_vectors, storage) if embedder is not None else None
-    return PgEpisodeStore(db), PgRecordStore(db, vectors)
+    return PgEpisodeStore(db), PgRecordStore(db, vectors, lock_timeout_s=store.config.lock_timeout_s)

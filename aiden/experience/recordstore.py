@@ -260,6 +260,8 @@ class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
 def merged_profile(old: EnvironmentProfile | None, profile: EnvironmentProfile) -> EnvironmentProfile:
     """``profile`` with ``old``'s observations under its own (newest value wins, the newest 200 kept)."""
     merged = dict(old.observations) if old is not None else {}
+    for key in profile.observations:
+        merged.pop(key, None)  # a re-observed key moves to the newest end, so the trim keeps it
     merged.update(profile.observations)
     keep = dict(list(merged.items())[-_MAX_PROFILE_OBSERVATIONS:])
     return msgspec.structs.replace(profile, observations=keep)

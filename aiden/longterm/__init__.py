@@ -38,17 +38,13 @@ if TYPE_CHECKING:
     from aiden.longterm.files import digest_path, list_session_files, running_summary_path, sessions_dir
     from aiden.longterm.gitstore import GitStore
     from aiden.longterm.history import (
-        ConsolidationOutcome,
         HistoryRecord,
         HistoryStore,
-        consolidate,
-        consolidate_pass,
     )
     from aiden.longterm.project import load_project_memory, render_project_memory
     from aiden.longterm.store import (
         LongTermMemoryStore,
         ParseCache,
-        ProfileTarget,
         StoreStats,
         render_profile,
         run_profile_debouncer,
@@ -69,8 +65,6 @@ if TYPE_CHECKING:
     from aiden.longterm.tools import (
         FORGET_MEMORY_TOOL,
         SAVE_MEMORY_TOOL,
-        handle_forget_memory,
-        handle_save_memory,
     )
     from aiden.longterm.writer import (
         CapPlan,
@@ -91,7 +85,6 @@ __all__ = [
     "AutoCompactor",
     "CapPlan",
     "CapResult",
-    "ConsolidationOutcome",
     "Dream",
     "DreamEdit",
     "DreamEditor",
@@ -110,7 +103,6 @@ __all__ = [
     "MemoryEntryError",
     "MemoryType",
     "ParseCache",
-    "ProfileTarget",
     "SessionSummary",
     "SessionSummaryWriter",
     "StoreStats",
@@ -121,12 +113,8 @@ __all__ = [
     "apply_edits",
     "clean_item",
     "conflict_key",
-    "consolidate",
-    "consolidate_pass",
     "digest_path",
     "enforce_cap",
-    "handle_forget_memory",
-    "handle_save_memory",
     "is_excluded",
     "is_idle",
     "list_session_files",
@@ -167,11 +155,11 @@ _LAZY: dict[str, str] = {
         "aiden.longterm.files": ("digest_path", "list_session_files", "running_summary_path", "sessions_dir"),
         "aiden.longterm.gitstore": ("GitStore",),
         "aiden.longterm.history": (
-            "ConsolidationOutcome", "HistoryRecord", "HistoryStore", "consolidate", "consolidate_pass",
+            "HistoryRecord", "HistoryStore",
         ),
         "aiden.longterm.project": ("load_project_memory", "render_project_memory"),
         "aiden.longterm.store": (
-            "LongTermMemoryStore", "ParseCache", "ProfileTarget", "StoreStats", "render_profile",
+            "LongTermMemoryStore", "ParseCache", "StoreStats", "render_profile",
             "run_profile_debouncer",
         ),
         "aiden.longterm.summaries": (
@@ -180,7 +168,7 @@ _LAZY: dict[str, str] = {
             "summary_from_result",
         ),
         "aiden.longterm.tools": (
-            "FORGET_MEMORY_TOOL", "SAVE_MEMORY_TOOL", "handle_forget_memory", "handle_save_memory",
+            "FORGET_MEMORY_TOOL", "SAVE_MEMORY_TOOL",
         ),
         "aiden.longterm.writer": (
             "CapPlan", "CapResult", "SessionSummaryWriter", "SummaryWrite", "enforce_cap", "plan_cap",

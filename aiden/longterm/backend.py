@@ -13,7 +13,7 @@ Guarantees, to any number of instances in any number of processes (checked by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from anyio.streams.memory import MemoryObjectSendStream
@@ -21,50 +21,15 @@ from anyio.streams.memory import MemoryObjectSendStream
 if TYPE_CHECKING:
     from aiden.config import Config
     from aiden.longterm.dream import DreamFlow
-    from aiden.longterm.entries import MemoryEntry
     from aiden.longterm.history import HistoryRecord
+    from aiden.longterm.store import ThreadedEntryStore
     from aiden.longterm.writer import SummaryFlow
 
 __all__ = ["BackendFactory", "EntryStore", "HistoryLog", "LongTermBackend"]
 
 
-class EntryStore(Protocol):
-    """Saved memories (``save_memory`` / ``forget_memory``); :class:`LongTermMemoryStore` satisfies it."""
-
-    async def save(
-        self,
-        *,
-        type: str,
-        title: str,
-        content: str,
-        now: float,
-        expires_at: float | None = None,
-        memory_id: str | None = None,
-    ) -> MemoryEntry:
-        """Save (or replace, when ``memory_id`` exists) an entry; MemoryEntryError / InvalidIdError."""
-        ...
-
-    async def forget(self, memory_id: str) -> bool:
-        """Remove an entry; False if there was none."""
-        ...
-
-    async def get(self, memory_id: str, *, now: float) -> MemoryEntry | None:
-        """The unexpired entry ``memory_id`` (None if unknown or expired)."""
-        ...
-
-    async def entries(self, *, now: float, types: Sequence[str] | None = None) -> list[MemoryEntry]:
-        """Every unexpired entry (of ``types``), oldest first."""
-        ...
-
-    async def search(
-        self, query: str, *, now: float, k: int = 5, types: Sequence[str] | None = None
-    ) -> list[MemoryEntry]:
-        """Unexpired entries matching ``query`` (most matching words first, then newest); ``k`` at most."""
-        ...
-
-    async def rebuild_profile(self, *, now: float) -> bool:
-        """Re-render the profile from the unexpired entries; True if it changed."""
-        ...
+EntryStore: TypeAlias = "ThreadedEntryStore"
+"""Saved memories (``save_memory`` / ``forget_memory``): every backend's entry store is a :class:`ThreadedEntryStore`."""
 
 
 class HistoryLog(Protocol):

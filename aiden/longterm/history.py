@@ -1,12 +1,9 @@
-"""``history.jsonl`` and the Consolidator: source material for Dream.
+"""``history.jsonl``: source material for Dream.
 
 Appends are serialized across processes by ``flock`` on ``.history.lock``; the record is fsynced
 before ``.cursor`` is replaced, and allocation takes the larger of ``.cursor`` and the last record,
 so a crash between the two never hands out a cursor twice. A torn last line is skipped on read and
 fenced off by a newline before the next append.
-
-:func:`consolidate` writes a summary, or a bounded raw breadcrumb when the summarizer fails
-(then ``stop_pass``: do not hammer a degraded provider).
 """
 
 from __future__ import annotations
@@ -14,34 +11,23 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-import anyio
 import msgspec
 
-from aiden.config import Config
-from aiden.errors import SummarizerError
-from aiden.events import SessionEvent
 from aiden.longterm.files import ensure_dir
 from aiden.longterm.summaries import strip_thinking
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
-from aiden.summarizers.mustkeep import clip
-from aiden.summarizers.protocol import Summarizer, SummaryRequest
 
 __all__ = [
-    "ConsolidationOutcome",
     "HistoryRecord",
     "HistoryStore",
-    "consolidate",
-    "consolidate_pass",
     "new_record",
-    "raw_breadcrumb",
     "record_text",
 ]
 
@@ -209,76 +195,3 @@ class HistoryStore:
         """Atomically record that Dream consumed everything up to ``value``."""
         ensure_dir(self._storage, self.root)
         self._storage.write_atomic(self.dream_cursor_path, f"{value}\n".encode())
-
-
-class ConsolidationOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """What :func:`consolidate` wrote. ``stop_pass``: the summarizer failed, stop this pass."""
-
-    record: HistoryRecord
-    degraded: bool
-    stop_pass: bool
-    error: str = ""
-
-
-def raw_breadcrumb(events: Sequence[SessionEvent], *, max_chars: int, reason: str) -> str:
-    """A bounded raw archive of ``events`` (used when summarization failed)."""
-    head = f"[raw archive: {clip(reason, 160)}]"
-    lines = [head]
-    budget = max_chars - len(head) - 1
-    for event in events:
-        who = event.role or event.type
-        line = f"{who}: {clip(strip_thinking(event.content), 300)}"
-        if len(line) + 1 > budget:
-            lines.append(f"[... {len(events) - len(lines) + 1} more events]")
-            break
-        budget -= len(line) + 1
-        lines.append(line)
-    return _bound("\n".join(lines), max_chars)
-
-
-async def consolidate(
-    history: HistoryStore,
-    summarizer: Summarizer,
-    events: Sequence[SessionEvent],
-    *,
-    session_key: str,
-    now: float,
-    config: Config,
-) -> ConsolidationOutcome:
-    """Archive ``events`` into ``history.jsonl``: a summary, or a raw breadcrumb if summarizing fails.
-
-    The summarizer call is bounded by ``config.summarizer_timeout_s``; on cancellation nothing is written.
-    """
-    request = SummaryRequest(purpose="history", events=tuple(events), max_tokens=config.chunk_summary_tokens())
-    try:
-        with anyio.fail_after(config.summarizer_timeout_s):
-            result = await summarizer.summarize(request)
-        content, degraded, error = result.text, False, ""
-    except (SummarizerError, TimeoutError) as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        log.warning("consolidation summarizer failed (%s); writing a raw breadcrumb", error)
-        content = raw_breadcrumb(events, max_chars=config.breadcrumb_max_chars, reason=error)
-        degraded = True
-    record = await anyio.to_thread.run_sync(
-        lambda: history.append(content, session_key=session_key, now=now)
-    )
-    return ConsolidationOutcome(record=record, degraded=degraded, stop_pass=degraded, error=error)
-
-
-async def consolidate_pass(
-    history: HistoryStore,
-    summarizer: Summarizer,
-    batches: Sequence[Sequence[SessionEvent]],
-    *,
-    session_key: str,
-    now: float,
-    config: Config,
-) -> list[ConsolidationOutcome]:
-    """Consolidate ``batches`` in order, stopping after the first degraded one (returned last)."""
-    outcomes: list[ConsolidationOutcome] = []
-    for batch in batches:
-        outcome = await consolidate(history, summarizer, batch, session_key=session_key, now=now, config=config)
-        outcomes.append(outcome)
-        if outcome.stop_pass:
-            break
-    return outcomes

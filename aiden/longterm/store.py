@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 
 import anyio
 import msgspec
@@ -53,7 +53,6 @@ __all__ = [
     "PROFILE_TITLE",
     "LongTermMemoryStore",
     "ParseCache",
-    "ProfileTarget",
     "Stamp",
     "StoreStats",
     "ThreadedEntryStore",
@@ -115,7 +114,7 @@ class ParseCache:
 
 
 class ThreadedEntryStore(ABC):
-    """:class:`~aiden.longterm.backend.EntryStore` over a backend's blocking ``_*_sync`` methods.
+    """A backend's saved memories (its :data:`~aiden.longterm.backend.EntryStore`) over its blocking ``_*_sync`` methods.
 
     Ids are validated before any I/O, the work runs in a worker thread, and a change signals the
     profile debouncer on ``dirty``.
@@ -222,16 +221,8 @@ def render_profile(entries: Sequence[MemoryEntry], *, now: float) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-class ProfileTarget(Protocol):
-    """What the debouncer rebuilds: :class:`LongTermMemoryStore` satisfies it."""
-
-    async def rebuild_profile(self, *, now: float) -> bool:
-        """Rebuild ``profile.md``; True if its content changed."""
-        ...
-
-
 async def run_profile_debouncer(
-    target: ProfileTarget,
+    target: ThreadedEntryStore,
     signals: MemoryObjectReceiveStream[None],
     delay_s: float,
     *,

@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 
 from aiden.errors import AidenError
 from aiden.longterm.entries import MAX_CONTENT_CHARS, MAX_TITLE_CHARS, MEMORY_TYPES, MemoryEntry
+from aiden.tools import decode_arguments, error_result
 
 if TYPE_CHECKING:
     from aiden.longterm.backend import EntryStore
@@ -25,13 +26,10 @@ __all__ = [
     "FORGET_MEMORY_TOOL",
     "SAVE_MEMORY_TOOL",
     "LongTermTools",
-    "handle_forget_memory",
-    "handle_save_memory",
     "parse_expiry",
 ]
 
 _MAX_ARGUMENT_CHARS: Final = 32768
-_MAX_ERROR_CHARS: Final = 400
 _MAX_EXPIRY: Final = 253402300799.0  # 9999-12-31T23:59:59Z: the last second a saved entry can be shown with
 
 SAVE_MEMORY_TOOL: Final[dict[str, Any]] = {
@@ -97,17 +95,8 @@ class _ForgetArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 _encoder: Final = msgspec.json.Encoder()
-T = TypeVar("T")
-
-
-def _decode(arguments: str | Mapping[str, Any], kind: type[T]) -> T:
-    if isinstance(arguments, str):
-        if len(arguments) > _MAX_ARGUMENT_CHARS:
-            raise ValueError(f"arguments longer than {_MAX_ARGUMENT_CHARS} characters")
-        return msgspec.json.decode(arguments, type=kind)
-    if isinstance(arguments, Mapping):
-        return msgspec.convert(dict(arguments), kind, strict=True)
-    raise ValueError(f"arguments must be a JSON object, got {type(arguments).__name__}")
+_save_decoder: Final = msgspec.json.Decoder(_SaveArgs)
+_forget_decoder: Final = msgspec.json.Decoder(_ForgetArgs)
 
 
 def parse_expiry(value: str | float | None) -> float | None:
@@ -143,10 +132,6 @@ def parse_expiry(value: str | float | None) -> float | None:
     return seconds
 
 
-def _error(message: str) -> str:
-    return _encoder.encode({"error": message[:_MAX_ERROR_CHARS]}).decode()
-
-
 def _describe(entry: MemoryEntry) -> dict[str, Any]:
     expires = (
         datetime.fromtimestamp(entry.expires_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -168,7 +153,8 @@ class SaveRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 def parse_save_memory(arguments: str | Mapping[str, Any]) -> SaveRequest:
     """Decode ``save_memory`` arguments; ValueError or a msgspec error for a bad call."""
-    args = _decode(arguments, _SaveArgs)
+    # A blank call is left to msgspec (empty=None): its answer is the one the model always had.
+    args = decode_arguments(arguments, _save_decoder, max_chars=_MAX_ARGUMENT_CHARS, empty=None)
     for text in (args.type, args.title, args.content, args.id or ""):
         text.encode("utf-8")  # a lone surrogate: UnicodeEncodeError (a ValueError), refused here
     # Parsed (and bounded) before save: nothing is written for an invalid expiry.
@@ -183,7 +169,7 @@ def parse_save_memory(arguments: str | Mapping[str, Any]) -> SaveRequest:
 
 def parse_forget_memory(arguments: str | Mapping[str, Any]) -> str:
     """The memory id of a ``forget_memory`` call; ValueError or a msgspec error for a bad call."""
-    return _decode(arguments, _ForgetArgs).id
+    return decode_arguments(arguments, _forget_decoder, max_chars=_MAX_ARGUMENT_CHARS, empty=None).id
 
 
 async def save_memory(store: EntryStore, request: SaveRequest, *, now: float) -> str:
@@ -192,7 +178,7 @@ async def save_memory(store: EntryStore, request: SaveRequest, *, now: float) ->
         # SaveRequest's fields are save's keyword arguments.
         entry = await store.save(**msgspec.structs.asdict(request), now=now)
     except (AidenError, ValueError, msgspec.MsgspecError) as exc:
-        return _error(f"save_memory: {exc}")
+        return error_result(f"save_memory: {exc}")
     return _encoder.encode({"saved": _describe(entry)}).decode()
 
 
@@ -201,30 +187,10 @@ async def forget_memory(store: EntryStore, memory_id: str) -> str:
     try:
         found = await store.forget(memory_id)
     except (AidenError, ValueError, msgspec.MsgspecError) as exc:
-        return _error(f"forget_memory: {exc}")
+        return error_result(f"forget_memory: {exc}")
     if not found:
-        return _error(f"forget_memory: no memory with id {memory_id!r}")
+        return error_result(f"forget_memory: no memory with id {memory_id!r}")
     return _encoder.encode({"forgotten": memory_id}).decode()
-
-
-async def handle_save_memory(
-    store: EntryStore, arguments: str | Mapping[str, Any], *, now: float
-) -> str:
-    """Run a ``save_memory`` call: ``{"saved": {...}}`` or ``{"error": "..."}``."""
-    try:
-        request = parse_save_memory(arguments)
-    except (ValueError, msgspec.MsgspecError) as exc:
-        return _error(f"save_memory: {exc}")
-    return await save_memory(store, request, now=now)
-
-
-async def handle_forget_memory(store: EntryStore, arguments: str | Mapping[str, Any]) -> str:
-    """Run a ``forget_memory`` call: ``{"forgotten": id}`` or ``{"error": "..."}``."""
-    try:
-        memory_id = parse_forget_memory(arguments)
-    except (ValueError, msgspec.MsgspecError) as exc:
-        return _error(f"forget_memory: {exc}")
-    return await forget_memory(store, memory_id)
 
 
 class _Port(Protocol):
@@ -254,4 +220,4 @@ class LongTermTools:
                 return await self._port().save_memory(parse_save_memory(arguments))
             return await self._port().forget_memory(parse_forget_memory(arguments))
         except (ValueError, msgspec.MsgspecError) as exc:
-            return _error(f"{name}: {exc}")
+            return error_result(f"{name}: {exc}")

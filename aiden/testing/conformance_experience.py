@@ -26,6 +26,7 @@ __all__ = [
     "check_episodes_commit_once_in_order_and_are_processed_once",
     "check_fresh_store_is_empty",
     "check_profiles_merge_newest_value_wins",
+    "check_profiles_keep_a_reobserved_key_past_the_cap",
     "check_records_replace_by_id_in_place",
     "check_search_returns_applicable_active_records_best_first",
 ]
@@ -164,6 +165,23 @@ def check_profiles_merge_newest_value_wins(make: ExperienceFactory) -> None:
     assert other.profile("repo-other") is None
 
 
+def check_profiles_keep_a_reobserved_key_past_the_cap(make: ExperienceFactory) -> None:
+    """A profile keeps its newest 200 observations, a re-observed key counting as new."""
+    _, records = make()
+    full = {f"k{i}": "old" for i in range(200)}
+    records.save_profile(EnvironmentProfile(environment=ENV, observations=full, episode_id="e-1", updated_at=NOW))
+    merged = records.save_profile(
+        EnvironmentProfile(
+            environment=ENV, observations={"k0": "new", "k200": "new"}, episode_id="e-2", updated_at=NOW + 1
+        )
+    )
+    assert len(merged.observations) == 200
+    assert (merged.observations.get("k0"), merged.observations.get("k200")) == ("new", "new")
+    assert "k1" not in merged.observations  # the oldest untouched key is the one dropped
+    _, other = make()
+    assert other.profile(ENV) == merged
+
+
 def check_concurrent_workers_lose_no_commit(make: ExperienceFactory) -> None:
     """Two workers committing episodes and applying records at once: every one of them is kept."""
     workers = [make(), make()]
@@ -210,5 +228,6 @@ CHECKS: tuple[Callable[[ExperienceFactory], None], ...] = (
     check_records_replace_by_id_in_place,
     check_search_returns_applicable_active_records_best_first,
     check_profiles_merge_newest_value_wins,
+    check_profiles_keep_a_reobserved_key_past_the_cap,
     check_concurrent_workers_lose_no_commit,
 )

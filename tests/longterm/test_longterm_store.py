@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,9 @@ from aiden.longterm import (
     SAVE_MEMORY_TOOL,
     LongTermMemoryStore,
     MemoryEntryError,
-    handle_forget_memory,
-    handle_save_memory,
 )
 from aiden.longterm.entries import parse_index_yaml
+from aiden.longterm.tools import LongTermTools, SaveRequest, forget_memory, save_memory
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 
@@ -131,12 +131,26 @@ async def test_parse_cache_admission_is_bounded(layout: Layout, storage: Storage
     assert store.stats().cache_hits == 3
 
 
+class _OnStore:
+    """The long-term actor's side of the tools, run on ``store`` directly."""
+
+    def __init__(self, store: LongTermMemoryStore) -> None:
+        self._store = store
+
+    def save_memory(self, request: SaveRequest) -> Awaitable[str]:
+        return save_memory(self._store, request, now=NOW)
+
+    def forget_memory(self, memory_id: str) -> Awaitable[str]:
+        return forget_memory(self._store, memory_id)
+
+
 async def test_tools_answer_json_and_never_raise_on_bad_arguments(store: LongTermMemoryStore) -> None:
     assert SAVE_MEMORY_TOOL["function"]["name"] == "save_memory"
     assert FORGET_MEMORY_TOOL["function"]["parameters"]["required"] == ["id"]
-    ok = json.loads(await handle_save_memory(
-        store, '{"type": "preference", "title": "PM", "content": "Use yarn.", "expires_at": "2026-02-01", "id": "pm"}',
-        now=NOW,
+    tools = LongTermTools(lambda: _OnStore(store))
+    ok = json.loads(await tools.run(
+        "save_memory",
+        '{"type": "preference", "title": "PM", "content": "Use yarn.", "expires_at": "2026-02-01", "id": "pm"}',
     ))
     assert ok == {"saved": {"id": "pm", "type": "preference", "title": "PM", "expires_at": "2026-02-01T00:00:00Z"}}
     bad_calls = [
@@ -151,13 +165,13 @@ async def test_tools_answer_json_and_never_raise_on_bad_arguments(store: LongTer
         "x" * 40_000,
     ]
     for call in bad_calls:
-        answer = json.loads(await handle_save_memory(store, call, now=NOW))
+        answer = json.loads(await tools.run("save_memory", call))
         assert list(answer) == ["error"] and answer["error"].startswith("save_memory: ")
-    assert json.loads(await handle_save_memory(store, 42, now=NOW)) == {  # type: ignore[arg-type]
+    assert json.loads(await tools.run("save_memory", 42)) == {  # type: ignore[arg-type]
         "error": "save_memory: arguments must be a JSON object, got int"
     }
-    assert json.loads(await handle_forget_memory(store, {"id": "../x"}))["error"].startswith("forget_memory: invalid")
-    assert json.loads(await handle_forget_memory(store, {"id": "nope"})) == {
+    assert json.loads(await tools.run("forget_memory", {"id": "../x"}))["error"].startswith("forget_memory: invalid")
+    assert json.loads(await tools.run("forget_memory", {"id": "nope"})) == {
         "error": "forget_memory: no memory with id 'nope'"
     }
-    assert json.loads(await handle_forget_memory(store, '{"id": "pm"}')) == {"forgotten": "pm"}
+    assert json.loads(await tools.run("forget_memory", '{"id": "pm"}')) == {"forgotten": "pm"}

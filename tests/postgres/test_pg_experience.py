@@ -9,16 +9,20 @@ another root, recalls.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import aiden
 from aiden.config import Config
+from aiden.errors import LockError
 from aiden.events import SessionEvent
 from aiden.experience.episodestore import EpisodeBackend
 from aiden.experience.postgres import experience_backends
+from aiden.experience.records import EnvironmentProfile
 from aiden.experience.recordstore import RecordBackend
 from aiden.memory import Memory
 from aiden.storage.fs import Storage
@@ -92,3 +96,25 @@ async def test_a_lesson_one_worker_learned_is_recalled_by_another(
         await second.commit_run("done")
         # The first worker's episode was processed once, by it: only this run's is new.
         assert (await second.learn_experience()).episodes == 1
+
+
+def test_a_profile_save_waits_for_another_workers_lock_then_fails_with_lock_error(
+    tmp_path: Path, pg_dsn: str, session_ids: SessionIds
+) -> None:
+    store = PostgresSessionStore(pg_dsn, session_ids(), config=Config(lock_timeout_s=0.2))
+    try:
+        _, records = experience_backends(store, Layout(tmp_path), Storage(), None)
+        profile = EnvironmentProfile(
+            environment=ENV, observations={"python": "3.12"}, episode_id="e-1", updated_at=1.0
+        )
+        records.save_profile(profile)  # the tables exist before the other worker takes the lock
+        with psycopg.connect(pg_dsn) as other, other.transaction():  # another worker, stuck mid-save
+            key = f"aiden.experience.profiles:{store.long_term_namespace}"
+            other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+            started = time.monotonic()
+            with pytest.raises(LockError, match=r"postgres: saving an environment profile: .*lock timeout"):
+                records.save_profile(profile)
+            assert time.monotonic() - started < 5.0
+        assert records.save_profile(profile) == profile  # the lock released, the save goes through
+    finally:
+        store.close()

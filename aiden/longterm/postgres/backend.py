@@ -43,7 +43,6 @@ __all__ = [
 
 PROFILE_DOC: Final = "profile.md"
 """The ``aiden_lt_docs`` name of the rendered profile."""
-_PROFILE_LOCK_S: Final = 30.0
 
 _UPSERT: Final = """
 INSERT INTO aiden_lt_entries (namespace, id, type, title, content, created_at, expires_at)
@@ -87,12 +86,16 @@ def _entry(row: Row) -> MemoryEntry:
 class PgEntryStore(ThreadedEntryStore):
     """The saved memories of one namespace, a row each (a save is an upsert, a forget a delete).
 
-    The profile is rendered as ``profile.md`` is and stored as a document.
+    The profile is rendered as ``profile.md`` is and stored as a document; a rebuild waits up to
+    ``lock_timeout_s`` for another worker's (then :class:`~aiden.errors.LockError`).
     """
 
-    def __init__(self, db: LongTermDb, *, dirty: MemoryObjectSendStream[None] | None = None) -> None:
+    def __init__(
+        self, db: LongTermDb, *, dirty: MemoryObjectSendStream[None] | None = None, lock_timeout_s: float
+    ) -> None:
         super().__init__(dirty=dirty)
         self._db = db
+        self._lock_timeout_s = lock_timeout_s
 
     # --- blocking ------------------------------------------------------------------------
     def _save_sync(self, entry: MemoryEntry) -> None:
@@ -127,7 +130,7 @@ class PgEntryStore(ThreadedEntryStore):
         ns = self._db.namespace
         with self._db.connection("rebuilding the profile") as conn, conn.transaction():
             # Serialized per namespace: the profile written is the rendering of the entries read.
-            self._db.serialize(conn, "profile", _PROFILE_LOCK_S)
+            self._db.serialize(conn, "profile", self._lock_timeout_s)
             text = render_profile(self._active(conn, ns, now, None), now=now)
             if read_doc(conn, ns, PROFILE_DOC) == text:
                 return False
@@ -274,7 +277,7 @@ class PostgresLongTermBackend:
         self._db = LongTermDb(store.pool, store.long_term_namespace, store.session_id, store.ensure_ready)
         self._config = config
         self._summarizer = summarizer
-        self.entries = PgEntryStore(self._db, dirty=dirty)
+        self.entries = PgEntryStore(self._db, dirty=dirty, lock_timeout_s=config.lock_timeout_s)
         self.history = PgHistoryLog(self._db)
         self.summaries = PgSummaryStore(self._db, summarizer, config)
         self._dream: DreamFlow[Any] | None = None

@@ -8,7 +8,7 @@ Every statement is a constant: values only ever travel as parameters.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final
 
@@ -81,22 +81,39 @@ _DDL: Final[tuple[str, ...]] = (
 )
 
 
-class LongTermDb:
-    """One namespace's long-term rows, on the session store's pool; the tables are made on first use.
+def _create_state(conn: Conn, namespace: str) -> None:
+    with translated("creating the long-term state"):
+        conn.execute("INSERT INTO aiden_lt_state (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (namespace,))
 
-    ``ready`` ensures the session store's schema and session row: the running summary hangs off its generation.
+
+class LongTermDb:
+    """One namespace's rows of a schema component (long-term's by default), on the session store's pool.
+
+    The ``component``'s tables (name, version, DDL) are made on first use, then ``on_create`` runs
+    (long-term's: the namespace's state row). ``ready`` ensures the session store's schema and session
+    row: the running summary hangs off its generation.
     """
 
-    def __init__(self, pool: Pool, namespace: str, session_id: str, ready: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        namespace: str,
+        session_id: str,
+        ready: Callable[[], None],
+        component: tuple[str, int, Sequence[str]] = (_COMPONENT, LONG_TERM_VERSION, _DDL),
+        on_create: Callable[[Conn, str], None] | None = _create_state,
+    ) -> None:
         self.pool = pool
         self.namespace = namespace
         self.session_id = session_id
         self._ready_hook = ready
+        self._component = component
+        self._on_create = on_create
         self._ready = False
         self._ready_lock = threading.Lock()
 
     def ensure_ready(self) -> None:
-        """Create the long-term tables and this namespace's state row if missing (once per object)."""
+        """Create the component's tables (and run ``on_create``) if missing (once per object)."""
         if self._ready:
             return
         with self._ready_lock:
@@ -104,12 +121,9 @@ class LongTermDb:
                 return
             self._ready_hook()
             with translated("connecting"), self.pool.connection() as conn:
-                ensure_component(conn, _COMPONENT, LONG_TERM_VERSION, _DDL)
-                with translated("creating the long-term state"):
-                    conn.execute(
-                        "INSERT INTO aiden_lt_state (namespace) VALUES (%s) ON CONFLICT DO NOTHING",
-                        (self.namespace,),
-                    )
+                ensure_component(conn, *self._component)
+                if self._on_create is not None:
+                    self._on_create(conn, self.namespace)
             self._ready = True
 
     @contextmanager
