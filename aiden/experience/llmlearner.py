@@ -21,7 +21,14 @@ import msgspec
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerTimeout
 from aiden.experience.learner import LessonGroup
 from aiden.experience.messages import LearnerStats
-from aiden.summarizers.llm.client import Breaker, _loop_thread, load_litellm
+from aiden.summarizers.llm.client import (
+    Breaker,
+    _loop_thread,
+    completion_kwargs,
+    first_choice,
+    load_litellm,
+    token_usage,
+)
 from aiden.summarizers.llm.repair import load_mapping
 
 __all__ = ["LLMLearner", "Phrasing", "build_messages", "parse_phrasing"]
@@ -118,11 +125,6 @@ def parse_phrasing(content: str) -> Phrasing:
     return Phrasing(procedure=procedure, failure="" if _REFUSAL.match(failure) else failure)
 
 
-def _int_attr(obj: object, name: str) -> int:
-    value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 class LLMLearner:
     """Phrases lesson groups with any litellm model, one call per group and no retries.
 
@@ -187,18 +189,19 @@ class LLMLearner:
         )
 
     async def phrase_or_none(self, group: LessonGroup) -> Phrasing | None:
-        """``group``'s phrasing, or None after any model failure (counted; the first one logged)."""
+        """``group``'s phrasing, or None after any model failure (counted; the first one logged).
+
+        Any other error (a bug) is noted in :meth:`stats` too, and raised.
+        """
         self._count(groups=1)
         try:
             phrasing = await self.phrase(group)
-        except SummarizerError as exc:
+        except Exception as exc:
             detail = f"{type(exc).__name__}: {exc}"[:300]
-            self._count(
-                fallbacks=1,
-                malformed=int(isinstance(exc, InvalidSummaryError)),
-                last_error=detail,
-                **({"first_error": detail} if not self._stats.first_error else {}),
-            )
+            self._count(last_error=detail, **({"first_error": detail} if not self._stats.first_error else {}))
+            if not isinstance(exc, SummarizerError):
+                raise
+            self._count(fallbacks=1, malformed=int(isinstance(exc, InvalidSummaryError)))
             if not self._warned:
                 self._warned = True
                 log.warning("LLM learner failed, the embedded lesson text is kept (%s)", detail)
@@ -216,7 +219,8 @@ class LLMLearner:
         except InvalidSummaryError:
             self._breaker.succeeded()  # the provider answered: not an outage
             raise
-        except (anyio.get_cancelled_exc_class(), SummarizerError):
+        except (anyio.get_cancelled_exc_class(), Exception):
+            # Any error ends the call, a half-open trial's too: else no later trial is ever admitted.
             self._breaker.failed(anyio.current_time())
             raise
         self._breaker.succeeded()
@@ -224,18 +228,7 @@ class LLMLearner:
 
     async def _complete(self, messages: list[dict[str, str]]) -> str:
         handle = await load_litellm()
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": self.temperature,
-            "max_tokens": 400,
-            "num_retries": 0,
-        }
-        if self.api_base is not None:
-            kwargs["api_base"] = self.api_base
-        if self.api_key is not None:
-            kwargs["api_key"] = self.api_key
-        kwargs.update(self.extra_kwargs)
+        kwargs = completion_kwargs(self, messages, max_tokens=400)
         self._count(calls=1)
         try:
             with anyio.fail_after(self.timeout_s):
@@ -246,18 +239,9 @@ class LLMLearner:
             raise
         except Exception as exc:  # the provider boundary: litellm's errors become aiden's
             raise handle.translate(exc) from exc
-        usage = getattr(response, "usage", None)
-        self._count(
-            prompt_tokens=_int_attr(usage, "prompt_tokens"),
-            completion_tokens=_int_attr(usage, "completion_tokens"),
+        prompt, completion, _cached = token_usage(response)
+        self._count(prompt_tokens=prompt, completion_tokens=completion)
+        content, _truncated = first_choice(
+            response, "learner", truncated_error="learner answer was truncated (finish_reason=length)"
         )
-        try:
-            choice = response.choices[0]
-            content = choice.message.content
-        except (AttributeError, IndexError, TypeError) as exc:
-            raise InvalidSummaryError("learner response has no message") from exc
-        if getattr(choice, "finish_reason", None) == "length":
-            raise InvalidSummaryError("learner answer was truncated (finish_reason=length)")
-        if not isinstance(content, str) or not content.strip():
-            raise InvalidSummaryError("learner returned an empty message")
         return content

@@ -3,6 +3,7 @@ OpenAI-compatible server, tolerant reading, and the embedded text kept on any mo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -117,6 +118,7 @@ def test_parse_cuts_a_long_note() -> None:
         ('{"procedure": "   "}', "no procedure note"),
         ('{"procedure": "I cannot help with that."}', "refusal"),
         ("x" * 9000, "runaway"),
+        ("[" * 3000 + "]" * 3000, "no procedure note"),  # deeper than Python recurses
     ],
 )
 def test_parse_refuses_what_has_no_usable_procedure(answer: str, reason: str) -> None:
@@ -255,6 +257,30 @@ async def test_server_errors_fall_back_and_open_the_breaker(tmp_path: Path) -> N
     assert (stats.groups, stats.calls, stats.fallbacks, stats.malformed) == (5, 3, 5, 0)
     assert stats.first_error.startswith("SummarizerError: summarizer request rejected")
     assert stats.last_error.startswith("SummarizerUnavailable: summarizer circuit breaker is open")
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("litellm_ready")
+async def test_a_trial_that_fails_with_no_summarizer_error_still_ends() -> None:
+    group = learn(fail_then_fix("ep-1", 1000.0), []).groups[0]
+    # A group built wrong (a bug upstream): its prompt cannot be built, which is no SummarizerError.
+    broken = dataclasses.replace(group, failed=(("shell make build",),))  # type: ignore[arg-type]
+    with FakeLLMServer(script=[{"status": 400}, json.dumps(ANSWER)]) as server:
+        learner = LLMLearner(
+            "openai/test-model",
+            api_base=server.base_url,
+            api_key="sk-test",
+            breaker_failures=1,
+            breaker_reset_s=0.01,
+        )
+        assert await learner.phrase_or_none(group) is None  # the breaker opens
+        await anyio.sleep(0.02)
+        with pytest.raises(ValueError):
+            await learner.phrase_or_none(broken)  # the half-open trial
+        assert learner.stats().last_error.startswith("ValueError: ")
+        await anyio.sleep(0.05)  # a failed trial doubles the open time
+        assert await learner.phrase(group) == Phrasing(ANSWER["procedure"], ANSWER["failure"])
+        assert len(server.requests) == 2
 
 
 @pytest.mark.anyio

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -24,6 +25,7 @@ from aiden.config import Config
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerUnavailable
 from aiden.events import SessionEvent
 from aiden.summarizers.llm import LiteLLMSummarizer, SummarizerStats, parse_summary_output
+from aiden.summarizers.llm.client import token_usage
 from aiden.summarizers.protocol import Decision, StructuredSummary, Summarizer, SummaryRequest, SummaryResult
 from aiden.testing import FakeLLMServer
 
@@ -197,6 +199,20 @@ def test_parse_summary_output_tolerates_loose_shapes() -> None:
         facts=("v",),
     )
     assert result.text.startswith("Goal: g\n")
+
+
+def test_token_usage_reads_objects_and_mappings_alike() -> None:
+    details = {"cached_tokens": 7}
+    usage = {"prompt_tokens": 12, "completion_tokens": 5, "prompt_tokens_details": details}
+    as_mapping = SimpleNamespace(usage=usage)
+    as_object = SimpleNamespace(
+        usage=SimpleNamespace(**{**usage, "prompt_tokens_details": SimpleNamespace(**details)})
+    )
+    mixed = SimpleNamespace(usage=SimpleNamespace(**usage))
+    assert token_usage(as_mapping) == token_usage(as_object) == token_usage(mixed) == (12, 5, 7)
+    # What is missing or not a count counts 0.
+    odd = {"prompt_tokens": True, "completion_tokens": "5", "prompt_tokens_details": None}
+    assert token_usage(SimpleNamespace(usage=odd)) == token_usage(object()) == (0, 0, 0)
 
 
 # --- real HTTP client against FakeLLMServer ---------------------------------
@@ -393,6 +409,37 @@ async def test_half_open_admits_a_single_trial() -> None:
             gate.set()
         assert results == [EXPECTED]
         assert summarizer.stats().breaker == "closed"
+
+
+@pytest.mark.anyio
+async def test_a_trial_that_fails_with_no_summarizer_error_still_ends() -> None:
+    # A request built wrong (a caller's bug, msgspec does not check types at construction): the
+    # trial fails before a call goes out, with a TypeError, which is no SummarizerError.
+    broken = SummaryRequest(purpose="history", events=REQUEST.events, max_tokens="many")  # type: ignore[arg-type]
+    with FakeLLMServer(script=[{"status": 401}, json.dumps(ANSWER)]) as server:
+        summarizer = against(server, summarizer_retries=0, circuit_breaker_failures=1, circuit_breaker_reset_s=10.0)
+        with pytest.raises(SummarizerError):
+            await summarizer.summarize(REQUEST)
+        await anyio.sleep(10.0)
+        with pytest.raises(TypeError):
+            await summarizer.summarize(broken)  # the half-open trial
+        stats = summarizer.stats()
+        assert (stats.failures, stats.consecutive_failures, stats.breaker) == (2, 2, "open")
+        assert stats.last_error.startswith("TypeError: ")
+        await anyio.sleep(20.0)  # a failed trial doubles the open time
+        assert await summarizer.summarize(REQUEST) == EXPECTED  # the next trial goes out, and closes it
+        assert summarizer.stats().breaker == "closed"
+        assert len(server.requests) == 2
+
+
+@pytest.mark.anyio
+async def test_an_answer_nested_deeper_than_python_recurses_is_an_invalid_summary() -> None:
+    nested = "[" * 5_000 + "]" * 5_000
+    with FakeLLMServer(script=[nested]) as server:
+        summarizer = against(server, summarizer_retries=0)
+        with pytest.raises(InvalidSummaryError):
+            await summarizer.summarize(REQUEST)
+        assert len(server.requests) == 1
 
 
 @pytest.mark.anyio

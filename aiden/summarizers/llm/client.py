@@ -1,5 +1,5 @@
 """litellm as aiden calls it: imported once on demand, its exceptions sorted, its calls on one asyncio loop,
-behind a circuit breaker (:class:`Breaker`).
+behind a circuit breaker (:class:`Breaker`), each call's arguments built and its answer read the same way.
 
 Importing this module imports no litellm; :func:`_import_litellm` does (offline,
 quiet, warmed up), shared by every litellm user in aiden.
@@ -21,15 +21,24 @@ import importlib
 import os
 import threading
 import warnings
-from collections.abc import Callable, Coroutine
-from typing import Any, Final, Literal, TypeVar
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 import anyio
 
-from aiden.errors import SummarizerError, SummarizerTimeout, SummarizerUnavailable
+from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerTimeout, SummarizerUnavailable
 from aiden.summarizers.mustkeep import clip
 
-__all__ = ["Breaker", "BreakerState", "imported_litellm", "load_litellm"]
+__all__ = [
+    "Breaker",
+    "BreakerState",
+    "Caller",
+    "completion_kwargs",
+    "first_choice",
+    "imported_litellm",
+    "load_litellm",
+    "token_usage",
+]
 
 
 class _Litellm:
@@ -168,6 +177,78 @@ async def load_litellm() -> _Litellm:
 def imported_litellm() -> _Litellm | None:
     """The handle if :func:`_import_litellm` already ran, else ``None`` (never imports)."""
     return _litellm
+
+
+class Caller(Protocol):
+    """The call settings of an object that calls litellm (the LLM summarizer, the LLM learner)."""
+
+    model: str
+    temperature: float
+    api_base: str | None
+    api_key: str | None
+    extra_kwargs: dict[str, Any]
+
+
+def completion_kwargs(
+    caller: Caller,
+    messages: list[dict[str, str]],
+    *,
+    max_tokens: int,
+    response_format: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``litellm.acompletion`` arguments of one call of ``caller``: ``api_base``, ``api_key``
+    and ``response_format`` only when set, ``extra_kwargs`` last (as given, they win)."""
+    kwargs: dict[str, Any] = {
+        "model": caller.model,
+        "messages": messages,
+        "temperature": caller.temperature,
+        "max_tokens": max_tokens,
+        # Retries are the caller's (backoff on anyio's clock, breaker accounting).
+        "num_retries": 0,
+    }
+    optional = {"api_base": caller.api_base, "api_key": caller.api_key, "response_format": response_format}
+    kwargs.update({name: value for name, value in optional.items() if value is not None})
+    kwargs.update(caller.extra_kwargs)
+    return kwargs
+
+
+def token_usage(response: Any) -> tuple[int, int, int]:
+    """The prompt, completion and cached prompt tokens ``response`` reports, 0 for each it does not.
+
+    The usage and its ``prompt_tokens_details`` may each be an object or a mapping.
+    """
+    usage = getattr(response, "usage", None)
+    cached = _count(_field(usage, "prompt_tokens_details"), "cached_tokens")
+    return _count(usage, "prompt_tokens"), _count(usage, "completion_tokens"), cached
+
+
+def _field(obj: object, name: str) -> object:
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def _count(obj: object, name: str) -> int:
+    value = _field(obj, name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def first_choice(response: Any, label: str, *, truncated_error: str | None) -> tuple[str, bool]:
+    """The text of ``response``'s first choice, and whether it was cut at the token limit.
+
+    :class:`InvalidSummaryError` ("``label`` response has no message", "``label`` returned an
+    empty message") when there is no text; with ``truncated_error`` as its text for a cut-off
+    answer, unless that is ``None`` (the caller reads what came).
+    """
+    try:
+        choice = response.choices[0]
+        content = choice.message.content
+    except (AttributeError, IndexError, TypeError) as exc:
+        raise InvalidSummaryError(f"{label} response has no message") from exc
+    truncated = getattr(choice, "finish_reason", None) == "length"
+    if truncated and truncated_error is not None:
+        raise InvalidSummaryError(truncated_error)
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidSummaryError(f"{label} returned an empty message")
+    return content, truncated
 
 
 T = TypeVar("T")

@@ -60,7 +60,7 @@ def json_object(candidate: str) -> dict[str, Any] | None:
     """``candidate`` parsed as one JSON object (repeated keys merged), or ``None``."""
     try:
         data = json.loads(candidate, object_pairs_hook=_merge_pairs)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than Python recurses: no usable answer
         return None
     return data if isinstance(data, dict) else None
 
@@ -72,7 +72,7 @@ def yaml_mapping(candidate: str) -> dict[str, Any] | None:
     """
     try:
         data = yaml.safe_load(candidate)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return None
     if isinstance(data, dict) and all(isinstance(k, str) for k in data):
         return data
@@ -97,7 +97,7 @@ def _objects(text: str) -> dict[str, Any] | None:
     while (start := text.find("{", end)) >= 0:
         try:
             one, end = decoder.raw_decode(text, start)  # a dict: it starts at "{"
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         pairs.extend(one.items())
         found += 1

@@ -21,7 +21,15 @@ from aiden.summarizers.extractive import (
     stated_goal,
     summary_must_keep,
 )
-from aiden.summarizers.llm.client import Breaker, BreakerState, _loop_thread, load_litellm
+from aiden.summarizers.llm.client import (
+    Breaker,
+    BreakerState,
+    _loop_thread,
+    completion_kwargs,
+    first_choice,
+    load_litellm,
+    token_usage,
+)
 from aiden.summarizers.llm.prompts import build_messages, read_answer, validate_summary_text
 from aiden.summarizers.llm.repair import read_sections
 from aiden.summarizers.llm.schema import StructuredOutput, bound_fields, response_format
@@ -173,7 +181,8 @@ class LiteLLMSummarizer:
             )
             self._breaker.failed(now, slow_s=now - started if slow else None)
             raise
-        except SummarizerError as exc:
+        except Exception as exc:
+            # Any error ends the call, a half-open trial's too: else no later trial is ever admitted.
             self._counts.note(exc)
             if isinstance(exc, InvalidSummaryError):
                 self._counts.invalid_outputs += 1
@@ -248,24 +257,10 @@ class LiteLLMSummarizer:
             one_call=self.one_call and request.purpose != "rolling_fold",
             retry_reason=retry_reason,
         )
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": self.temperature,
-            # JSON keys and the structured copy roughly double the text (one-call: the keys alone).
-            "max_tokens": request.max_tokens * (1 if self.one_call else 2) + 256,
-            # Retries are ours (backoff on anyio's clock, breaker accounting).
-            "num_retries": 0,
-        }
+        # JSON keys and the structured copy roughly double the text (one-call: the keys alone).
+        max_tokens = request.max_tokens * (1 if self.one_call else 2) + 256
         # A response format is set only in the one-call mode, which answers a fold without a call.
-        optional = {
-            "api_base": self.api_base,
-            "api_key": self.api_key,
-            "response_format": self._response_format,
-        }
-        kwargs.update({name: value for name, value in optional.items() if value is not None})
-        kwargs.update(self.extra_kwargs)
-        return kwargs
+        return completion_kwargs(self, messages, max_tokens=max_tokens, response_format=self._response_format)
 
     def _one_call_result(self, result: SummaryResult, request: SummaryRequest) -> SummaryResult:
         """A one-call answer checked for lost must-keep facts, remembered, and rendered for ``request``."""
@@ -286,23 +281,14 @@ class LiteLLMSummarizer:
         return SummaryResult(text=render_structured(structured), structured=structured)
 
     def _result_from(self, response: Any, request: SummaryRequest) -> SummaryResult:
-        usage = getattr(response, "usage", None)
-        self._counts.prompt_tokens += _int_attr(usage, "prompt_tokens")
-        self._counts.completion_tokens += _int_attr(usage, "completion_tokens")
-        self._counts.cached_tokens += _int_attr(
-            getattr(usage, "prompt_tokens_details", None), "cached_tokens"
-        )
-        try:
-            choice = response.choices[0]
-            content = choice.message.content
-        except (AttributeError, IndexError, TypeError) as exc:
-            raise InvalidSummaryError("summarizer response has no message") from exc
-        truncated = getattr(choice, "finish_reason", None) == "length"
-        if truncated and not self.one_call:
-            # Cut off at the token limit: a truncated summary silently loses facts.
-            raise InvalidSummaryError("summarizer output was truncated (finish_reason=length)")
-        if not isinstance(content, str) or not content.strip():
-            raise InvalidSummaryError("summarizer returned an empty message")
+        prompt, completion, cached = token_usage(response)
+        self._counts.prompt_tokens += prompt
+        self._counts.completion_tokens += completion
+        self._counts.cached_tokens += cached
+        # Cut off at the token limit: a truncated summary silently loses facts (the one-call
+        # mode keeps a cut-off answer's complete fields, below).
+        cut = None if self.one_call else "summarizer output was truncated (finish_reason=length)"
+        content, truncated = first_choice(response, "summarizer", truncated_error=cut)
         max_chars = self.config.summary_max_chars
         # The JSON envelope roughly doubles the text; far beyond that is runaway output.
         if len(content) > max_chars * 3:
@@ -330,11 +316,6 @@ class LiteLLMSummarizer:
 
 def _per(total: int, compactions: int) -> float:
     return total / compactions if compactions else 0.0
-
-
-def _int_attr(obj: object, name: str) -> int:
-    value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _now_or_inf() -> float:
