@@ -49,7 +49,7 @@ from aiden.events import EventType, SessionEvent
 
 if TYPE_CHECKING:
     from aiden import sync
-    from aiden.context import PromptBuild, PromptLayers
+    from aiden.context.prompt import PromptBuild, PromptLayers
     from aiden.experience.episodes import Episode, EpisodeEvent
     from aiden.experience.messages import LearnerStats, LearnOutcome
     from aiden.experience.records import Evidence, ExperienceRecord, RecordRow
@@ -80,11 +80,10 @@ if TYPE_CHECKING:
         Snapshot,
     )
     from aiden.storage.session import FileSessionStore
-    from aiden.summarizers.extractive import ExtractiveSummarizer
-    from aiden.summarizers.llm import LiteLLMSummarizer
+    from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
     from aiden.summarizers.llm.embedder import LiteLLMEmbedder
     from aiden.summarizers.llm.schema import StructuredOutput
-    from aiden.summarizers.llm.summarizer import SummarizerStats
+    from aiden.summarizers.llm.summarizer import LiteLLMSummarizer, SummarizerStats
     from aiden.summarizers.protocol import (
         Decision,
         ErrorResolution,
@@ -224,8 +223,8 @@ __getattr__ = lazy_exports(
         "PendingChunks": "aiden.storage.protocol",
         "Preparable": "aiden.summarizers.protocol",
         "PreparedEvent": "aiden.storage.protocol",
-        "PromptBuild": "aiden.context",
-        "PromptLayers": "aiden.context",
+        "PromptBuild": "aiden.context.prompt",
+        "PromptLayers": "aiden.context.prompt",
         "RecallContext": "aiden.recall.tool",
         "RecallHit": "aiden.recall.tool",
         "RecallStats": "aiden.recall.tool",
@@ -248,8 +247,8 @@ __getattr__ = lazy_exports(
         "open_host": "aiden.host",
         "Host": "aiden.host",
         "usage_numbers": "aiden.openai_format",
-        "LiteLLMSummarizer": "aiden.summarizers.llm",
-        "ExtractiveSummarizer": "aiden.summarizers.extractive",
+        "LiteLLMSummarizer": "aiden.summarizers.llm.summarizer",
+        "ExtractiveSummarizer": "aiden.summarizers.extractive.summarizer",
         "LocalMiniLMEmbedder": "aiden.recall.embedding",
         # The long-term types live beside dulwich (git history): loaded on first use.
         "DreamEdit": "aiden.longterm.dream_edits",

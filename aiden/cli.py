@@ -92,9 +92,9 @@ def _demo(args: argparse.Namespace) -> int:
     summarizer: Summarizer | None = None
     model = args.model or os.environ.get("AIDEN_MODEL")
     if model:
-        from aiden.summarizers.llm import LiteLLMSummarizer
+        import aiden  # the public name: tests replace it there
 
-        summarizer = LiteLLMSummarizer(model)
+        summarizer = aiden.LiteLLMSummarizer(model)
         print(f"summarizer: LiteLLMSummarizer({model!r})")
     else:
         print("summarizer: ExtractiveSummarizer (embedded default, no network)")

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from aiden.config import Config
-from aiden.context import PromptLayers
+from aiden.context.prompt import PromptLayers
 from aiden.events import SessionEvent
 from aiden.memory import open_memory
 from aiden.observe import MemoryStats

@@ -16,16 +16,9 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from aiden.config import Config, ModelResolver
-from aiden.context import (
-    Governance,
-    IncrementalBody,
-    PromptBuild,
-    PromptLayers,
-    build_messages,
-    fit_summary_layer,
-    is_pinned,
-    trim_replay,
-)
+from aiden.context.governance import Governance, is_pinned, trim_replay
+from aiden.context.prompt import IncrementalBody, PromptBuild, PromptLayers, build_messages
+from aiden.context.summary_fit import fit_summary_layer
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.messages import CompactionOutcome

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from aiden.config import Config
-from aiden.context import PromptBuild, PromptLayers
+from aiden.context.prompt import PromptBuild, PromptLayers
 from aiden.errors import ClosedError
 from aiden.events import SessionEvent, validate_id
 from aiden.intake import as_stored, check_text, prepare_event

@@ -324,7 +324,7 @@ def export_lines(
         for event in events:
             yield encode_event(event).decode("utf-8").rstrip("\n")
         return
-    from aiden.context import events_to_messages
+    from aiden.context.prompt import events_to_messages
 
     messages, _repairs = events_to_messages(list(events))
     for message in messages:

@@ -146,7 +146,7 @@ async def run_memory(
             "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE, doorbell=doorbell
         )
         if summarizer is None:
-            from aiden.summarizers.extractive import ExtractiveSummarizer
+            from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 
             # Fold output is ordered by importance; keep it inside the rolling-summary line cap.
             summarizer = ExtractiveSummarizer(

@@ -1,7 +1,7 @@
 """One extractive summarize over a backlog of N uncompacted events.
 
 A maintenance pass over a long uncompacted backlog hands every event to the
-embedded :class:`~aiden.summarizers.ExtractiveSummarizer` in one request.
+embedded :class:`~aiden.ExtractiveSummarizer` in one request.
 The work must grow about linearly with N: this times ``summarize_sync`` for
 N = 1k, 4k, 16k (and 64k unless ``--quick``) synthetic events with repeating,
 near-identical content ("Continue with step N", similar tool outputs and
@@ -19,7 +19,7 @@ import statistics
 import time
 
 from aiden.events import SessionEvent
-from aiden.summarizers import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.summarizers.protocol import SummaryRequest
 
 

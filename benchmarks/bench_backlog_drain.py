@@ -54,7 +54,7 @@ from bench_backlog import backlog
 
 import aiden
 from aiden import Config, SessionEvent
-from aiden.policy import trigger_threshold_tokens
+from aiden.policy.triggers import trigger_threshold_tokens
 
 PROBE_INTERVAL_S = 0.010
 LAG_INTERVAL_S = 0.005

@@ -7,8 +7,8 @@
 1. **Replay.** A long tool-heavy generated session (``aiden.demo``) and,
    when ``AIDEN_REAL_DATA`` is set, the real SWE-agent sessions are replayed
    model call by model call (no compaction). Each call's prompt is built with
-   :func:`aiden.context.build_messages` from the hot window as is (``off``) or
-   after :func:`aiden.context.trim_replay` / :func:`~aiden.context.govern_events`,
+   :func:`aiden.context.prompt.build_messages` from the hot window as is (``off``) or
+   after :func:`aiden.context.governance.trim_replay` / :func:`~aiden.context.governance.govern_events`,
    and sent to :class:`aiden.testing.FakeLLMServer`.
 2. **Full stack.** The generated session through ``aiden.open_memory`` with a
    small context window, so compactions happen; the prompt size reported to
@@ -49,13 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pct, table, write_result
 
 import aiden
-from aiden.context import (
-    PromptLayers,
-    build_messages,
-    govern_events,
-    trim_replay,
-    validate_chat_sequence,
-)
+from aiden.context.governance import govern_events, trim_replay
+from aiden.context.prompt import PromptLayers, build_messages, validate_chat_sequence
 from aiden.demo import DEMO_CONFIG, LAYERS, generate_scenario, turn_events
 from aiden.events import SessionEvent
 from aiden.testing import FakeLLMServer

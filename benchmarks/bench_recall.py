@@ -59,7 +59,8 @@ from _common import pct, table, write_result
 
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.recall import BulkChunk, RecallHit, RecallIndex, handle_recall_tool
+from aiden.recall.index import BulkChunk, RecallIndex
+from aiden.recall.tool import RecallHit, handle_recall_tool
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, save_index, seal_segments, write_chunk
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

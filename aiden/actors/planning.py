@@ -22,8 +22,8 @@ import msgspec
 from aiden import offload
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.policy import CompactionPlan, SkipCompaction, TokenProfile, estimate_event_tokens, plan_compaction
-from aiden.policy.tokens import TokenCalibration, apply_calibration
+from aiden.policy.cutpoints import CompactionPlan, SkipCompaction, plan_compaction
+from aiden.policy.tokens import TokenCalibration, TokenProfile, apply_calibration, estimate_event_tokens
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

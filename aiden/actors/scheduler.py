@@ -43,17 +43,8 @@ from aiden.messages import (
     error_info,
 )
 from aiden.observe import observe_pass
-from aiden.policy import (
-    CL100K,
-    O200K,
-    SkipCompaction,
-    TokenProfile,
-    TriggerDecision,
-    profile_for_model,
-    should_compress,
-    trigger_threshold_tokens,
-)
-from aiden.policy.tokens import TokenCalibration
+from aiden.policy.cutpoints import SkipCompaction
+from aiden.policy.tokens import CL100K, O200K, TokenCalibration, TokenProfile, profile_for_model
 from aiden.policy.triggers import (
     CommitConflicted,
     Compacted,
@@ -62,12 +53,15 @@ from aiden.policy.triggers import (
     RequestCoalesced,
     SchedulerCounters,
     SessionRotated,
+    TriggerDecision,
     TriggerEvent,
     TriggerState,
     UsageReported,
     defers_for_cache,
     reduce,
+    should_compress,
     trigger_input,
+    trigger_threshold_tokens,
 )
 from aiden.storage.chunks import ChunkEntry
 from aiden.storage.protocol import SessionStore

@@ -4,7 +4,7 @@ One actor per host serves every session by key. It owns the deadline of every ca
 (:mod:`aiden.policy.summarizer_deadline`) and turns every failure into a
 :class:`~aiden.messages.Failed` reply: a hung or crashing provider can never take the actor
 down. Callers reach it through :class:`SummarizerProxy`; :class:`ChunkSummaries` is the
-maintenance pass's side: a :class:`~aiden.policy.CompactionPlan` in, what the store's commit
+maintenance pass's side: a :class:`~aiden.policy.cutpoints.CompactionPlan` in, what the store's commit
 takes out.
 """
 
@@ -33,7 +33,7 @@ from aiden.messages import (
     SummarizerOutbox,
     error_info,
 )
-from aiden.policy import CompactionPlan
+from aiden.policy.cutpoints import CompactionPlan
 from aiden.policy.summarizer_deadline import CallTimes, after_success, after_timeout, deadline_s
 from aiden.policy.tokens import cut_to_tokens, estimate_tokens
 from aiden.policy.triggers import (
@@ -54,9 +54,8 @@ from aiden.storage.chunks import (
     raw_breadcrumb,
 )
 from aiden.storage.protocol import SessionStore
-from aiden.summarizers.extractive import rolling_fold
-from aiden.summarizers.mustkeep import appended_count
-from aiden.summarizers.mustkeep.check import with_must_keep
+from aiden.summarizers.extractive.summarizer import rolling_fold
+from aiden.summarizers.mustkeep.check import appended_count, with_must_keep
 from aiden.summarizers.protocol import Preparable, Purpose, Summarizer, SummaryRequest, SummaryResult
 
 __all__ = [

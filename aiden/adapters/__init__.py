@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from aiden.context import PromptBuild
+from aiden.context.prompt import PromptBuild
 
 __all__ = ["checked", "tool_schemas"]
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from aiden.adapters import checked, tool_schemas
-from aiden.context import PromptBuild, PromptLayers
+from aiden.context.prompt import PromptBuild, PromptLayers
 from aiden.openai_format import events_from_message
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
 

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import anyio
 
 from aiden.adapters import checked, tool_schemas
-from aiden.context import MISSING_RESULT, PromptBuild, PromptLayers, stub_seq
+from aiden.context.governance import stub_seq
+from aiden.context.prompt import MISSING_RESULT, PromptBuild, PromptLayers
 from aiden.errors import AidenError, InvalidEventError
 from aiden.events import RETRACTS, EventType, SessionEvent, is_retraction, retracted_seqs
 from aiden.memory import Memory

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from aiden.adapters import checked, tool_schemas
-from aiden.context import PromptBuild, PromptLayers
+from aiden.context.prompt import PromptBuild, PromptLayers
 from aiden.events import SessionEvent
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
 

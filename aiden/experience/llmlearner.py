@@ -161,7 +161,7 @@ class LLMLearner:
     @classmethod
     def from_summarizer(cls, summarizer: object) -> LLMLearner | None:
         """The learner using the same model as ``summarizer`` if it is a
-        :class:`~aiden.summarizers.llm.LiteLLMSummarizer`, else None (the embedded learner)."""
+        :class:`~aiden.LiteLLMSummarizer`, else None (the embedded learner)."""
         from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 
         if not isinstance(summarizer, LiteLLMSummarizer):

@@ -36,7 +36,7 @@ from aiden.longterm.summaries import summary_from_result
 from aiden.storage.fs import Storage
 from aiden.storage.layout import DREAM_LOCK_NAME, Layout
 from aiden.storage.locks import SessionLock
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.summarizers.protocol import Summarizer, SummaryRequest
 
 __all__ = [

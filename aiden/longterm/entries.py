@@ -16,7 +16,7 @@ import yaml
 
 from aiden.errors import CorruptionError, InvalidIdError, MemoryEntryError
 from aiden.events import validate_id
-from aiden.summarizers.mustkeep import content_words
+from aiden.summarizers.mustkeep.text import content_words
 
 __all__ = [
     "INDEX_VERSION",

@@ -47,7 +47,7 @@ from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
-from aiden.summarizers.mustkeep import clip
+from aiden.summarizers.mustkeep.text import clip
 
 __all__ = [
     "PROFILE_TITLE",

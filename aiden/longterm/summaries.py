@@ -19,7 +19,8 @@ import msgspec
 
 from aiden.errors import InvalidIdError
 from aiden.events import validate_id
-from aiden.summarizers.mustkeep import clip, normalize
+from aiden.policy.summary_md import normalize
+from aiden.summarizers.mustkeep.text import clip
 from aiden.summarizers.protocol import StructuredSummary, SummaryResult
 
 __all__ = [

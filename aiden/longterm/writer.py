@@ -295,7 +295,7 @@ async def extract_summary(
             raise
         why = str(exc) or f"no answer within {deadline}s"  # a TimeoutError has no message of its own
         log.warning("session summary extraction failed (%s); using the extractive fallback", why)
-    from aiden.summarizers.extractive import ExtractiveSummarizer
+    from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 
     try:
         # The fallback has the same deadline: it yields between slices of events, so it

@@ -439,7 +439,7 @@ def render_archive_entries(entries: Sequence[ChunkEntry]) -> str:
 RollingFold = Callable[[str, str, int], str]
 """How a summary pushed out of Recent Chunks joins the rolling summary: ``fold(rolling, summary, max_lines)``
 is the merged text, which may exceed ``max_lines`` (the caller decides what then). The compaction side
-passes the embedded summarizer's section-wise fold (``aiden.summarizers.extractive.rolling_fold``)."""
+passes the embedded summarizer's section-wise fold (``aiden.summarizers.extractive.summarizer.rolling_fold``)."""
 
 
 def append_lines(rolling: str, summary: str, max_lines: int) -> str:

@@ -23,7 +23,7 @@ from aiden.longterm.files import running_summary_path
 from aiden.longterm.service import FileLongTermBackend
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 
 __all__ = ["NOW", "FileLongTermKit", "LongTermKit", "raises", "said"]
 

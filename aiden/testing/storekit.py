@@ -19,7 +19,7 @@ from aiden.config import Config
 from aiden.events import SessionEvent, encode_event
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, advance_index, chunk_id_for, render_summary_md
 from aiden.storage.protocol import PreparedEvent, SessionStore, Snapshot
-from aiden.summarizers.extractive import rolling_fold
+from aiden.summarizers.extractive.summarizer import rolling_fold
 
 __all__ = [
     "Plan",

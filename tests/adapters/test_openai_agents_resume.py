@@ -22,7 +22,8 @@ agents = pytest.importorskip("agents")
 
 import aiden  # noqa: E402
 from aiden.adapters.openai_agents import AidenSession  # noqa: E402
-from aiden.context import MISSING_RESULT, STUB_PREFIX  # noqa: E402
+from aiden.context.governance import STUB_PREFIX  # noqa: E402
+from aiden.context.prompt import MISSING_RESULT  # noqa: E402
 from aiden.testing import FakeLLMServer  # noqa: E402
 from tests.adapters import long_session  # noqa: E402
 

@@ -144,9 +144,9 @@ class _Failing:
 def test_demo_exits_nonzero_when_the_summarizer_never_succeeds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import aiden.summarizers.llm as llm
+    import aiden
 
-    monkeypatch.setattr(llm, "LiteLLMSummarizer", lambda model: _Failing())
+    monkeypatch.setattr(aiden, "LiteLLMSummarizer", lambda model: _Failing())
     assert main(["demo", "--root", str(tmp_path / "d"), "--turns", "24", "--model", "no-such/model"]) == 1
     assert "the summarizer failed all" in capsys.readouterr().err
 

@@ -23,7 +23,7 @@ import pytest
 import aiden
 from aiden.cli import main
 from aiden.config import Config
-from aiden.context import events_to_messages
+from aiden.context.prompt import events_to_messages
 from aiden.events import SessionEvent, decode_event, encode_event
 from aiden.policy.tokens import estimate_tokens, event_tokens
 from aiden.recall.tool import encode_hits

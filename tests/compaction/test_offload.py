@@ -27,12 +27,13 @@ from aiden.actors import planning
 from aiden.actors.planning import Planner
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.policy import CL100K, CompactionPlan
+from aiden.policy.cutpoints import CompactionPlan
+from aiden.policy.tokens import CL100K
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, chunk_id_for
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.session import FileSessionStore
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.summarizers.protocol import SummaryRequest
 from aiden.testing import MemorySessionStore
 from aiden.testing.storekit import fill

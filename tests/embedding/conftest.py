@@ -13,6 +13,6 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 @pytest.fixture(scope="session")
 def litellm_ready() -> None:
     """Import litellm once per session (it takes seconds)."""
-    from aiden.summarizers.llm import _import_litellm
+    from aiden.summarizers.llm.client import _import_litellm
 
     _import_litellm()

@@ -271,7 +271,7 @@ def test_litellm_embedder_connection_refused() -> None:
 
 
 def test_litellm_import_failure_is_a_recall_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import aiden.summarizers.llm as llm
+    import aiden.summarizers.llm.client as llm
 
     def broken() -> Any:
         raise ImportError("no litellm here")
@@ -282,7 +282,7 @@ def test_litellm_import_failure_is_a_recall_error(monkeypatch: pytest.MonkeyPatc
 
 
 def test_cancellation_propagates(monkeypatch: pytest.MonkeyPatch) -> None:
-    import aiden.summarizers.llm as llm
+    import aiden.summarizers.llm.client as llm
 
     class Module:
         @staticmethod

@@ -23,8 +23,8 @@ from aiden.experience.records import ExperienceRecord
 from aiden.experience.service import ExperienceService
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.summarizers.extractive import ExtractiveSummarizer
-from aiden.summarizers.llm import LiteLLMSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
+from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 from aiden.testing import FakeLLMServer
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -40,7 +40,7 @@ ANSWER = {
 @pytest.fixture(scope="module")
 def litellm_ready() -> None:
     """Import litellm once for this module, outside any test's deadline (it takes seconds)."""
-    from aiden.summarizers.llm import _import_litellm
+    from aiden.summarizers.llm.client import _import_litellm
 
     _import_litellm()
 

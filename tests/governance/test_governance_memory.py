@@ -8,14 +8,8 @@ import pytest
 from gov_helpers import scenario_events
 
 import aiden
-from aiden.context import (
-    PromptLayers,
-    build_messages,
-    govern_events,
-    stub_seq,
-    trim_replay,
-    validate_chat_sequence,
-)
+from aiden.context.governance import govern_events, stub_seq, trim_replay
+from aiden.context.prompt import PromptLayers, build_messages, validate_chat_sequence
 
 pytestmark = pytest.mark.anyio
 

@@ -7,14 +7,8 @@ from gov_helpers import last_user_index, not_acted_on, partner_calls, sessions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiden.context import (
-    PromptLayers,
-    build_messages,
-    govern_events,
-    stub_seq,
-    trim_replay,
-    validate_chat_sequence,
-)
+from aiden.context.governance import govern_events, stub_seq, trim_replay
+from aiden.context.prompt import PromptLayers, build_messages, validate_chat_sequence
 from aiden.events import SessionEvent
 from aiden.policy.cutpoints import legal_cut_points
 from aiden.testing.usage import messages_tokens

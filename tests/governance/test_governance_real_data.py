@@ -15,13 +15,8 @@ import pytest
 from swe_sessions import load_sessions
 
 from aiden.config import Config
-from aiden.context import (
-    PromptLayers,
-    build_messages,
-    govern_events,
-    stub_seq,
-    validate_chat_sequence,
-)
+from aiden.context.governance import govern_events, stub_seq
+from aiden.context.prompt import PromptLayers, build_messages, validate_chat_sequence
 from aiden.testing.usage import messages_tokens
 
 pytestmark = pytest.mark.real_data

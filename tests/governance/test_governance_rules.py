@@ -8,7 +8,7 @@ import msgspec
 import pytest
 from gov_helpers import assistant, call, numbered, output, result, system, user
 
-from aiden.context import (
+from aiden.context.governance import (
     DEFAULT_MIN_SAVINGS_TOKENS,
     STUB_PREFIX,
     govern_events,

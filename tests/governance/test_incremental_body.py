@@ -13,8 +13,8 @@ from gov_helpers import assistant, call, output, result, system, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiden.context import Governance, IncrementalBody, events_to_messages, govern_events
-from aiden.context.prompt import estimate_messages
+from aiden.context.governance import Governance, govern_events
+from aiden.context.prompt import IncrementalBody, estimate_messages, events_to_messages
 from aiden.events import RETRACTS, SessionEvent
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,7 +14,7 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 @pytest.fixture(scope="session")
 def litellm() -> Any:
     """The litellm module, imported once per session (it takes seconds) the way aiden imports it."""
-    from aiden.summarizers.llm import _import_litellm
+    from aiden.summarizers.llm.client import _import_litellm
 
     _import_litellm()
     import litellm

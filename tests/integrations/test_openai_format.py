@@ -10,7 +10,7 @@ import pytest
 
 import aiden
 from aiden import Config, InvalidEventError, SessionEvent
-from aiden.context import validate_chat_sequence
+from aiden.context.prompt import validate_chat_sequence
 from aiden.openai_format import events_from_message, events_from_response, usage_numbers
 from aiden.testing import FakeLLMServer
 

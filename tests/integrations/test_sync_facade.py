@@ -16,7 +16,7 @@ import pytest
 import aiden
 import aiden.sync
 from aiden import ClosedError, Config, SessionEvent
-from aiden.context import validate_chat_sequence
+from aiden.context.prompt import validate_chat_sequence
 
 CFG = Config(durability="none", keep_recent_tokens=60, hot_window_events=6, count_compress_after_events=12)
 

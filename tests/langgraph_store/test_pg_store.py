@@ -12,7 +12,7 @@ pytest.importorskip(
 
 from aiden.config import Config
 from aiden.langgraph_store import AidenStore
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from tests.postgres.conftest import SessionIds, pg_dsn, pg_server, session_ids
 
 __all__ = ["pg_dsn", "pg_server", "session_ids"]  # the PostgreSQL fixtures, used by name

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from aiden.context import (
+from aiden.context.prompt import (
     MISSING_RESULT,
     PromptLayers,
     build_messages,

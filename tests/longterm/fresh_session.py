@@ -13,7 +13,7 @@ import sys
 import anyio
 
 import aiden
-from aiden.longterm import load_project_memory
+from aiden.longterm.project import load_project_memory
 from aiden.policy.tokens import estimate_tokens
 from aiden.storage.layout import Layout
 

@@ -12,10 +12,12 @@ import pytest
 
 import aiden
 from aiden import Config, SessionEvent
-from aiden.longterm import SessionSummaryWriter, list_session_files, parse_summary_md
+from aiden.longterm.files import list_session_files
+from aiden.longterm.summaries import parse_summary_md
+from aiden.longterm.writer import SessionSummaryWriter
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
 

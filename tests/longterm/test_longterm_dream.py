@@ -6,17 +6,10 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from aiden.errors import SummarizerError
-from aiden.longterm import (
-    Dream,
-    DreamEdit,
-    HistoryRecord,
-    HistoryStore,
-    SummarizerDreamEditor,
-    VersionNotFoundError,
-    apply_edits,
-    plan_edits,
-)
+from aiden.errors import SummarizerError, VersionNotFoundError
+from aiden.longterm.dream import Dream, SummarizerDreamEditor
+from aiden.longterm.dream_edits import DreamEdit, apply_edits, plan_edits
+from aiden.longterm.history import HistoryRecord, HistoryStore
 from aiden.longterm.summaries import SessionSummary
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

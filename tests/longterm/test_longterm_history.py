@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from aiden.longterm import HistoryStore
+from aiden.longterm.history import HistoryStore
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 

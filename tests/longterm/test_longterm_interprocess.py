@@ -15,14 +15,14 @@ import pytest
 from aiden.config import Config
 from aiden.errors import DreamError, LockError
 from aiden.events import SessionEvent
-from aiden.longterm import Dream, HistoryStore
-from aiden.longterm.dream import DREAM_LOCK_NAME
+from aiden.longterm.dream import DREAM_LOCK_NAME, Dream
 from aiden.longterm.files import read_summary
+from aiden.longterm.history import HistoryStore
 from aiden.longterm.writer import SUMMARIES_LOCK_NAME, SessionSummaryWriter
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.locks import SessionLock
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
 pytestmark = pytest.mark.anyio

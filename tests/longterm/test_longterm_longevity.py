@@ -17,20 +17,15 @@ import pytest
 
 import aiden
 from aiden import Config
-from aiden.longterm import (
-    SessionSummaryWriter,
-    digest_path,
-    list_session_files,
-    load_project_memory,
-    parse_summary_md,
-    render_summary_md,
-)
-from aiden.longterm.summaries import SessionSummary
+from aiden.longterm.files import digest_path, list_session_files
+from aiden.longterm.project import load_project_memory
+from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
+from aiden.longterm.writer import SessionSummaryWriter
 from aiden.policy.tokens import estimate_tokens
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
-from aiden.summarizers.extractive import ExtractiveSummarizer
-from aiden.summarizers.llm import LiteLLMSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
+from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 from aiden.summarizers.protocol import Summarizer
 from aiden.testing import FakeLLMServer
 

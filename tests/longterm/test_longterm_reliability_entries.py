@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from aiden.longterm import LongTermMemoryStore
+from aiden.longterm.store import LongTermMemoryStore
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from tests.helpers import race_processes

@@ -18,7 +18,8 @@ import pytest
 import aiden
 from aiden import Config, SessionEvent
 from aiden.errors import AidenError, CorruptionError, DreamError, GitCorruptionError
-from aiden.longterm import Dream, HistoryStore, run_dream_schedule
+from aiden.longterm.dream import Dream, run_dream_schedule
+from aiden.longterm.history import HistoryStore
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from aiden.longterm import HistoryRecord, HistoryStore
+from aiden.longterm.history import HistoryRecord, HistoryStore
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from tests.helpers import race_processes

@@ -8,15 +8,9 @@ import anyio
 import pytest
 
 from aiden.errors import AidenError
-from aiden.longterm import (
-    AutoCompactor,
-    LongTermMemoryStore,
-    is_idle,
-    run_autocompact,
-    run_dream_schedule,
-    run_profile_debouncer,
-    should_autocompact,
-)
+from aiden.longterm.autocompact import AutoCompactor, is_idle, run_autocompact, should_autocompact
+from aiden.longterm.dream import run_dream_schedule
+from aiden.longterm.store import LongTermMemoryStore, run_profile_debouncer
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 

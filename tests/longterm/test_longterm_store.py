@@ -8,15 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from aiden.errors import InvalidIdError
-from aiden.longterm import (
+from aiden.errors import InvalidIdError, MemoryEntryError
+from aiden.longterm.entries import parse_index_yaml
+from aiden.longterm.store import LongTermMemoryStore
+from aiden.longterm.tools import (
     FORGET_MEMORY_TOOL,
     SAVE_MEMORY_TOOL,
-    LongTermMemoryStore,
-    MemoryEntryError,
+    LongTermTools,
+    SaveRequest,
+    forget_memory,
+    save_memory,
 )
-from aiden.longterm.entries import parse_index_yaml
-from aiden.longterm.tools import LongTermTools, SaveRequest, forget_memory, save_memory
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 

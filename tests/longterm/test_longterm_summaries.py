@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiden.longterm import (
+from aiden.longterm.project import render_project_memory
+from aiden.longterm.summaries import (
     SessionSummary,
     clean_item,
     conflict_key,
@@ -14,14 +15,13 @@ from aiden.longterm import (
     merge_many,
     merge_summaries,
     parse_summary_md,
-    plan_cap,
-    render_project_memory,
     render_summary_md,
     strip_thinking,
     summary_from_result,
 )
+from aiden.longterm.writer import plan_cap
+from aiden.policy.summary_md import normalize
 from aiden.policy.tokens import estimate_tokens
-from aiden.summarizers.mustkeep import normalize
 from aiden.summarizers.protocol import Decision, StructuredSummary, SummaryResult
 
 FULL = SessionSummary(

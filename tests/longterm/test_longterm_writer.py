@@ -11,18 +11,12 @@ import pytest
 import aiden
 from aiden import Config, SessionEvent
 from aiden.errors import SummarizerError
-from aiden.longterm import (
-    SessionSummary,
-    SessionSummaryWriter,
-    digest_path,
-    list_session_files,
-    parse_summary_md,
-    running_summary_path,
-)
-from aiden.longterm.writer import FileSummaryRows
+from aiden.longterm.files import digest_path, list_session_files, running_summary_path
+from aiden.longterm.summaries import SessionSummary, parse_summary_md
+from aiden.longterm.writer import FileSummaryRows, SessionSummaryWriter
 from aiden.storage.fs import TEMP_MARKER, Storage
 from aiden.storage.layout import Layout
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.testing import FailingSummarizer
 
 pytestmark = pytest.mark.anyio
@@ -241,8 +235,8 @@ async def test_forced_compaction_keeps_knowledge_and_rotation_archives_running_s
 
 
 def test_hostile_files_in_the_store_are_ignored(layout: Layout, tmp_path: Path) -> None:
-    from aiden.longterm import load_project_memory
     from aiden.longterm.files import MAX_SUMMARY_BYTES, read_summary
+    from aiden.longterm.project import load_project_memory
 
     sessions = layout.long_term / "sessions"
     sessions.mkdir(parents=True)

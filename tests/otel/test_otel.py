@@ -245,7 +245,7 @@ ANSWER = {
 def test_summarizer_calls_report_their_tokens_to_the_compaction(tmp_path: Path) -> None:
     import anyio
 
-    from aiden.summarizers.llm import LiteLLMSummarizer
+    from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
     from aiden.testing import FakeLLMServer
 
     reply = {"content": json.dumps(ANSWER), "usage": {"prompt_tokens": 100, "completion_tokens": 20}}
@@ -294,7 +294,7 @@ def test_a_failed_operation_is_an_error_span_with_its_error_type() -> None:
     import anyio
 
     from aiden.errors import SummarizerError
-    from aiden.summarizers.llm import LiteLLMSummarizer
+    from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
     from aiden.summarizers.protocol import SummaryRequest
     from aiden.testing import FakeLLMServer
 

@@ -10,7 +10,7 @@ import msgspec
 from hypothesis import strategies as st
 
 from aiden.events import SessionEvent
-from aiden.policy import CompactionPlan, classify
+from aiden.policy.cutpoints import CompactionPlan, classify
 
 
 def numbered(events: Sequence[SessionEvent]) -> list[SessionEvent]:

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiden.config import Config
-from aiden.policy import CompactionPlan, plan_compaction
+from aiden.policy.cutpoints import CompactionPlan, plan_compaction
 from tests.policy.policy_helpers import assistant, call, numbered, result, seqs, system, user
 
 CAP = Config(hot_window_events=4, keep_recent_tokens=30_000, max_pass_events=10)

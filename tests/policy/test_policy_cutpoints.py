@@ -9,16 +9,16 @@ import pytest
 
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.policy import (
+from aiden.policy.cutpoints import (
     CompactionPlan,
     CutMeta,
     SkipCompaction,
     classify,
-    event_tokens,
     is_leading_context,
     legal_cut_points,
     plan_compaction,
 )
+from aiden.policy.tokens import event_tokens
 from tests.policy.policy_helpers import (
     assistant,
     call,

@@ -11,14 +11,9 @@ from hypothesis import strategies as st
 
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.policy import (
-    CompactionPlan,
-    SkipCompaction,
-    classify,
-    event_tokens,
-    plan_compaction,
-    strip_screenshot_data,
-)
+from aiden.policy.cutpoints import CompactionPlan, SkipCompaction, classify, plan_compaction
+from aiden.policy.scrub import strip_screenshot_data
+from aiden.policy.tokens import event_tokens
 from tests.policy.policy_helpers import event_streams, opens_legally, partner_calls, parts
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

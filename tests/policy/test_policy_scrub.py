@@ -7,7 +7,7 @@ import hashlib
 import json
 
 from aiden.events import SessionEvent
-from aiden.policy import scrub_text, strip_screenshot_data
+from aiden.policy.scrub import scrub_text, strip_screenshot_data
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 2).decode()
 JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + bytes(300)).decode()

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from aiden.events import SessionEvent
-from aiden.policy import (
+from aiden.policy import tokens
+from aiden.policy.tokens import (
     CL100K,
     DEFAULT_PROFILE,
     MESSAGE_OVERHEAD_TOKENS,
@@ -25,7 +26,6 @@ from aiden.policy import (
     event_tokens,
     profile_for_model,
     text_features,
-    tokens,
 )
 
 

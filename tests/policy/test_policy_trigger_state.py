@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiden.config import Config
-from aiden.policy import CL100K, TokenCalibration, TriggerDecision, TriggerInput, event_tokens
+from aiden.policy.tokens import CL100K, TokenCalibration, event_tokens
 from aiden.policy.triggers import (
     ChunkResummarized,
     CommitConflicted,
@@ -20,7 +20,9 @@ from aiden.policy.triggers import (
     SessionRotated,
     SummarizerCalled,
     SummarizerFailed,
+    TriggerDecision,
     TriggerEvent,
+    TriggerInput,
     TriggerState,
     UsageReported,
     defers_for_cache,

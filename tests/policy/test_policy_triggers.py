@@ -5,12 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aiden.config import Config
-from aiden.policy import (
-    TriggerDecision,
-    TriggerInput,
-    should_compress,
-    trigger_threshold_tokens,
-)
+from aiden.policy.triggers import TriggerDecision, TriggerInput, should_compress, trigger_threshold_tokens
 
 
 def decide(config: Config | None = None, **inp: object) -> TriggerDecision:

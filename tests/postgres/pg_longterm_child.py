@@ -28,7 +28,7 @@ import anyio
 from aiden.config import Config
 from aiden.longterm.postgres.backend import PostgresLongTermBackend
 from aiden.storage.postgres import PostgresSessionStore
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 
 NOW = 1_767_225_600.0
 

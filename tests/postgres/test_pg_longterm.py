@@ -32,7 +32,7 @@ from aiden.longterm.postgres.backend import PostgresLongTermBackend
 from aiden.longterm.postgres.schema import LONG_TERM_VERSION
 from aiden.storage.postgres import SCHEMA_VERSION, PostgresSessionStore, open_pool
 from aiden.storage.postgres.schema import Pool
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.testing.conformance_longterm import CHECKS
 from aiden.testing.ltkit import NOW, LongTermKit, said
 

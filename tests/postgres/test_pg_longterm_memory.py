@@ -94,7 +94,7 @@ def test_only_a_postgres_session_store_brings_its_long_term_backend(
     from aiden.longterm.postgres.backend import PostgresLongTermBackend
     from aiden.longterm.service import select_long_term
     from aiden.storage.postgres import PostgresSessionStore
-    from aiden.summarizers.extractive import ExtractiveSummarizer
+    from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
     from aiden.testing import MemorySessionStore
 
     summarizer = ExtractiveSummarizer()

@@ -28,7 +28,7 @@ from aiden.longterm.postgres.dream import PgDream
 from aiden.longterm.postgres.schema import LongTermDb
 from aiden.storage.postgres import MIN_POOL_SIZE, PostgresSessionStore, open_pool, postgres_store_factory
 from aiden.storage.postgres.schema import Pool
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.testing.ltkit import NOW, said
 from aiden.testing.storekit import commit_plan, plan, prepared
 

@@ -28,7 +28,7 @@ from aiden.storage.layout import Layout
 from aiden.storage.postgres import PostgresSessionStore
 from aiden.storage.postgres import store as store_module
 from aiden.storage.session import FileSessionStore
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.testing.ltkit import NOW, said
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

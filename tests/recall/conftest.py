@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aiden.config import Config
-from aiden.recall import RecallIndex
+from aiden.recall.index import RecallIndex
 from tests.recall.recall_helpers import SessionFiles
 
 

@@ -11,7 +11,8 @@ import anyio
 import msgspec
 
 from aiden.events import SessionEvent
-from aiden.recall import RecallHit, RecallIndex
+from aiden.recall.index import RecallIndex
+from aiden.recall.tool import RecallHit
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, save_index, write_chunk
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiden.config import Config
-from aiden.recall import RecallIndex
+from aiden.recall.index import RecallIndex
 from aiden.recall.query import query_periods
 from aiden.recall.tool import encode_hits
 from tests.recall.recall_helpers import SessionFiles, ev, found

@@ -11,7 +11,7 @@ import pytest
 import aiden
 from aiden.config import Config
 from aiden.errors import RecallError
-from aiden.recall import RecallIndex
+from aiden.recall.index import RecallIndex
 from aiden.testing import HashingEmbedder
 from tests.helpers import SMALL_MANUAL
 from tests.recall.recall_helpers import SessionFiles, ev, found

@@ -14,8 +14,8 @@ import aiden.recall.search as recall_search
 from aiden.config import Config
 from aiden.errors import ClosedError, CorruptionError, InvalidIdError, RecallError
 from aiden.events import SessionEvent
-from aiden.recall import BulkChunk, RecallContext, RecallHit, RecallIndex, RecallStats
-from aiden.recall.tool import encode_hits
+from aiden.recall.index import BulkChunk, RecallIndex
+from aiden.recall.tool import RecallContext, RecallHit, RecallStats, encode_hits
 from aiden.storage.chunks import list_chunk_files
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import ChangeToken, ChunkChanges

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 import aiden
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.recall import BulkChunk, RecallHit, RecallIndex, handle_recall_tool
+from aiden.recall.index import BulkChunk, RecallIndex
+from aiden.recall.tool import RecallHit, handle_recall_tool
 from aiden.storage import chunks as cs
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

@@ -12,7 +12,7 @@ from aiden.actors.recall import RecallActor, RecallSession
 from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.messages import CloseIndex, Codec, RecallHits, RecallInbox, RecallOutbox, RecallQuery, RecallSynced
-from aiden.recall import RecallIndex
+from aiden.recall.index import RecallIndex
 from aiden.recall.tool import RecallStats
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import aiden.recall.search as recall_search
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.recall import BulkChunk, RecallIndex
+from aiden.recall.index import BulkChunk, RecallIndex
 from tests.recall.recall_helpers import SessionFiles
 
 

@@ -9,8 +9,8 @@ import anyio
 import pytest
 
 from aiden.config import Config
-from aiden.recall import RECALL_TOOL, RecallHit, RecallIndex, handle_recall_tool
-from aiden.recall.tool import encode_hits
+from aiden.recall.index import RecallIndex
+from aiden.recall.tool import RECALL_TOOL, RecallHit, encode_hits, handle_recall_tool
 from tests.recall.recall_helpers import Calls, SessionFiles, ev
 
 pytestmark = pytest.mark.anyio

@@ -15,7 +15,8 @@ import pytest
 
 import aiden
 from aiden import SessionEvent
-from aiden.longterm import Dream, HistoryStore
+from aiden.longterm.dream import Dream
+from aiden.longterm.history import HistoryStore
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from tests.reliability.child import config_for

@@ -24,7 +24,7 @@ def anyio_backend() -> tuple[str, dict[str, Any]]:
 @pytest.fixture(scope="session")
 def litellm_ready() -> None:
     """Import litellm once per session, outside any test's deadline (it takes seconds)."""
-    from aiden.summarizers.llm import _import_litellm
+    from aiden.summarizers.llm.client import _import_litellm
 
     _import_litellm()
 

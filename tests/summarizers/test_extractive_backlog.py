@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from aiden.summarizers import ExtractiveSummarizer
 from aiden.summarizers.extractive import selection as extractive
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.summarizers.protocol import SummaryRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))

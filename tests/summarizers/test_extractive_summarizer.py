@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 
 from aiden.events import SessionEvent
 from aiden.policy.tokens import estimate_tokens
-from aiden.summarizers import ExtractiveSummarizer, Summarizer
-from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
+from aiden.summarizers.mustkeep.check import apply_must_keep, extract_must_keep
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,
     StructuredSummary,
+    Summarizer,
     SummaryRequest,
 )
 

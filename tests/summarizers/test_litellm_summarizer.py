@@ -24,8 +24,9 @@ import pytest
 from aiden.config import Config
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerUnavailable
 from aiden.events import SessionEvent
-from aiden.summarizers.llm import LiteLLMSummarizer, SummarizerStats, parse_summary_output
 from aiden.summarizers.llm.client import token_usage
+from aiden.summarizers.llm.prompts import parse_summary_output
+from aiden.summarizers.llm.summarizer import LiteLLMSummarizer, SummarizerStats
 from aiden.summarizers.protocol import Decision, StructuredSummary, Summarizer, SummaryRequest, SummaryResult
 from aiden.testing import FakeLLMServer
 

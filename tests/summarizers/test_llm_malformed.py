@@ -21,7 +21,7 @@ from aiden.config import Config
 from aiden.errors import InvalidSummaryError
 from aiden.events import SessionEvent
 from aiden.storage.layout import Layout
-from aiden.summarizers.llm import LiteLLMSummarizer
+from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,

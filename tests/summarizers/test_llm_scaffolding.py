@@ -18,8 +18,8 @@ import pytest
 from aiden.config import Config
 from aiden.errors import InvalidSummaryError
 from aiden.events import SessionEvent
-from aiden.summarizers.llm import LiteLLMSummarizer, parse_summary_output
-from aiden.summarizers.llm.prompts import Scaffold, clean_text, scaffold
+from aiden.summarizers.llm.prompts import Scaffold, clean_text, parse_summary_output, scaffold
+from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,

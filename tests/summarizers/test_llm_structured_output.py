@@ -18,8 +18,15 @@ import pytest
 
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.summarizers.llm import LiteLLMSummarizer, StructuredOutput
-from aiden.summarizers.llm.schema import ASKED_ITEMS, ITEM_CHARS, SCALAR_CHARS, answer_schema, response_format
+from aiden.summarizers.llm.schema import (
+    ASKED_ITEMS,
+    ITEM_CHARS,
+    SCALAR_CHARS,
+    StructuredOutput,
+    answer_schema,
+    response_format,
+)
+from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary, SummaryRequest
 from aiden.testing import FakeLLMServer
 

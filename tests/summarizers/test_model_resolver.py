@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aiden.summarizers.llm import ModelResolver
+from aiden.config import ModelResolver
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -74,7 +74,7 @@ def test_missing_or_broken_map_falls_back(tmp_path: Path, content: str | None) -
 def test_resolver_never_imports_litellm_nor_prints() -> None:
     out = run_python(
         "import sys\n"
-        "from aiden.summarizers.llm import ModelResolver\n"
+        "from aiden.config import ModelResolver\n"
         "assert ModelResolver().context_window('gpt-4o', 1) == 128000\n"
         "assert 'litellm' not in sys.modules\n"
     )
@@ -84,12 +84,12 @@ def test_resolver_never_imports_litellm_nor_prints() -> None:
 def test_importing_the_summarizers_does_not_import_litellm() -> None:
     out = run_python(
         "import sys\n"
-        "import aiden.summarizers, aiden.testing\n"
+        "import aiden, aiden.config, aiden.testing\n"
         "assert 'litellm' not in sys.modules\n"
         "assert 'aiden.summarizers.llm' not in sys.modules\n"
-        "cls = aiden.summarizers.LiteLLMSummarizer\n"
+        "cls = aiden.LiteLLMSummarizer\n"
         "s = cls('openai/gpt-4o')\n"
         "assert 'litellm' not in sys.modules\n"
-        "print(cls.__name__, aiden.summarizers.ModelResolver().context_window('gpt-4o', 0))\n"
+        "print(cls.__name__, aiden.config.ModelResolver().context_window('gpt-4o', 0))\n"
     )
     assert (out.returncode, out.stdout, out.stderr) == (0, "LiteLLMSummarizer 128000\n", "")

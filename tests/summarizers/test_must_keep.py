@@ -10,8 +10,8 @@ import json
 import pytest
 
 from aiden.events import SessionEvent
-from aiden.summarizers import apply_must_keep, extract_must_keep
-from aiden.summarizers.mustkeep import appended_count, find_paths, key_tokens, split_sentences
+from aiden.summarizers.mustkeep.check import appended_count, apply_must_keep, extract_must_keep
+from aiden.summarizers.mustkeep.text import find_paths, key_tokens, split_sentences
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,7 +11,7 @@ from aiden.config import Config
 from aiden.errors import SummarizerUnavailable
 from aiden.events import SessionEvent
 from aiden.storage.layout import Layout
-from aiden.summarizers.mustkeep import appended_count, apply_must_keep
+from aiden.summarizers.mustkeep.check import appended_count, apply_must_keep
 from aiden.testing import ScriptedSummarizer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

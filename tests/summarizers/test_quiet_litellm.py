@@ -29,7 +29,8 @@ import pytest
 from aiden.config import Config
 from aiden.errors import SummarizerError
 from aiden.events import SessionEvent
-from aiden.summarizers.llm import LiteLLMSummarizer, _loop_thread
+from aiden.summarizers.llm.client import _loop_thread
+from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 from aiden.summarizers.protocol import SummaryRequest
 from aiden.testing import FakeLLMServer
 

@@ -24,7 +24,7 @@ import json
 import anyio
 
 from aiden.events import SessionEvent
-from aiden.summarizers.llm import LiteLLMSummarizer
+from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 from aiden.summarizers.protocol import SummaryRequest
 from aiden.testing import FakeLLMServer
 

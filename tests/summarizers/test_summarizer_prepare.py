@@ -16,7 +16,7 @@ import pytest
 
 import aiden
 from aiden.errors import SummarizerUnavailable
-from aiden.summarizers.extractive import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.summarizers.protocol import Preparable, SummaryRequest, SummaryResult
 
 pytestmark = pytest.mark.timeout(60)
@@ -72,9 +72,9 @@ async def test_a_failed_preparation_is_logged_and_the_memory_still_opens(
 async def test_the_litellm_summarizer_imports_litellm_before_open_returns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from aiden.summarizers.llm import LiteLLMSummarizer
     from aiden.summarizers.llm import client as litellm_handle
     from aiden.summarizers.llm.client import imported_litellm
+    from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 
     # An earlier test of this process may have set litellm up already: start from none.
     monkeypatch.setattr(litellm_handle, "_litellm", None)

@@ -33,8 +33,9 @@ import aiden
 from aiden.config import Config
 from aiden.events import EventType, SessionEvent
 from aiden.policy.summary_md import prune_superseded
-from aiden.summarizers import ExtractiveSummarizer, extract_must_keep
-from aiden.summarizers.llm import LiteLLMSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
+from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
+from aiden.summarizers.mustkeep.check import extract_must_keep
 from aiden.summarizers.protocol import SummaryRequest
 from aiden.testing import FakeLLMServer, ScriptedSummarizer
 from tests.summarizers.conftest import DemoRun
@@ -471,7 +472,7 @@ async def test_the_llm_prompt_asks_for_what_a_later_question_needs(one_call: boo
 _SEEDED_RUN = """
 import random, sys
 from aiden.events import SessionEvent
-from aiden.summarizers import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.summarizers.extractive.salience import Rarity
 from aiden.summarizers.protocol import SummaryRequest
 

@@ -14,7 +14,7 @@ import pytest
 
 from aiden.events import SessionEvent
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, render_summary_md
-from aiden.summarizers import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.summarizers.protocol import ErrorResolution, SummaryRequest, SummaryResult
 
 pytestmark = pytest.mark.timeout(30)

@@ -24,7 +24,7 @@ import pytest
 from aiden.demo import DEMO_CONFIG
 from aiden.events import SessionEvent
 from aiden.policy.tokens import estimate_tokens
-from aiden.summarizers import ExtractiveSummarizer
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.summarizers.protocol import SummaryRequest
 from tests.summarizers.conftest import DemoRun
 
@@ -262,7 +262,7 @@ def test_a_plan_the_user_rejected_is_superseded_and_the_current_one_kept() -> No
 
 
 def test_project_memory_leads_with_the_goal_even_under_a_tight_budget() -> None:
-    from aiden.longterm import render_project_memory
+    from aiden.longterm.project import render_project_memory
     from aiden.longterm.summaries import SessionSummary
     from aiden.policy.tokens import estimate_tokens
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import aiden
 from aiden import Config, SessionEvent
-from aiden.context import OMITTED_NOTE_PREFIX, SummaryItem, fit_summary_layer, summary_items
+from aiden.context.summary_fit import OMITTED_NOTE_PREFIX, SummaryItem, fit_summary_layer, summary_items
 from aiden.policy.summary_md import summary_parts
 from aiden.policy.tokens import estimate_tokens
 from aiden.storage.chunks import ChunkEntry, ChunkIndex, render_summary_md

@@ -9,17 +9,3 @@ output through ``tools``); ``salience`` weighs them; ``selection`` chooses
 (dedupe, collapsed step runs, budget); ``render`` writes them out;
 ``summarizer`` holds the class and the rolling fold.
 """
-
-from __future__ import annotations
-
-from aiden.summarizers.extractive.extract import stated_goal
-from aiden.summarizers.extractive.render import render_structured
-from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer, rolling_fold, summary_must_keep
-
-__all__ = [
-    "ExtractiveSummarizer",
-    "render_structured",
-    "rolling_fold",
-    "stated_goal",
-    "summary_must_keep",
-]

@@ -27,22 +27,26 @@ from aiden.summarizers.extractive.tools import (
     first_meaningful_line,
     negates_error,
 )
-from aiden.summarizers.mustkeep import (
+from aiden.summarizers.mustkeep.classify import (
+    Speaker,
     classify_sentence,
+    is_phatic,
+    is_plan,
+    is_routine_request,
+    looks_like_error_line,
+    sets_a_rule,
+    split_speaker,
+)
+from aiden.summarizers.mustkeep.text import (
     clip,
     code_lines,
     content_words,
     find_paths,
     has_fact_tokens,
-    is_plan,
-    is_routine_request,
     join_sentences,
     key_tokens,
-    looks_like_error_line,
-    sets_a_rule,
     split_sentences,
 )
-from aiden.summarizers.mustkeep.classify import Speaker, is_phatic, split_speaker
 
 Section = Literal[
     "goal",

@@ -14,7 +14,7 @@ from aiden.summarizers.extractive.extract import (
     Section,
     line_of,
 )
-from aiden.summarizers.mustkeep import split_reason
+from aiden.summarizers.mustkeep.classify import split_reason
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
 
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from typing import Final
 
 from aiden.policy.tokens import estimate_tokens
-from aiden.summarizers.mustkeep import content_words
 from aiden.summarizers.mustkeep.classify import informative_words, is_phatic, split_speaker
+from aiden.summarizers.mustkeep.text import content_words
 
 _MONTH: Final = re.compile(
     r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|jun(?:e)?|jul(?:y)?|aug(?:ust)?|"

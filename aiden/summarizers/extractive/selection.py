@@ -14,14 +14,14 @@ from typing import Final
 
 import msgspec
 
-from aiden.policy.summary_md import step_match
+from aiden.policy.summary_md import normalize, step_match
 from aiden.policy.tokens import estimate_tokens
 from aiden.summarizers.extractive.extract import R_FACT, R_OPEN, R_REST, SECTIONS, Item, Section, line_of
 from aiden.summarizers.extractive.render import render_history, render_session
 from aiden.summarizers.extractive.salience import names_a_date
 from aiden.summarizers.extractive.tools import digitless
-from aiden.summarizers.mustkeep import clip, is_routine_request, key_tokens, normalize
-from aiden.summarizers.mustkeep.classify import split_speaker
+from aiden.summarizers.mustkeep.classify import is_routine_request, split_speaker
+from aiden.summarizers.mustkeep.text import clip, key_tokens
 
 _BARE_NUMBER: Final = re.compile(r"^\d+(?:[.,:]\d+)*$")
 _EXACT_ONLY: Final[frozenset[Section]] = frozenset({"files", "commands", "tool_notes"})

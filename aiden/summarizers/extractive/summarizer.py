@@ -11,6 +11,7 @@ import msgspec
 
 from aiden import offload
 from aiden.events import SessionEvent
+from aiden.policy.summary_md import normalize
 from aiden.summarizers.extractive.extract import (
     R_FAILED,
     R_NOTE,
@@ -37,7 +38,8 @@ from aiden.summarizers.extractive.selection import (
     with_absorbed,
 )
 from aiden.summarizers.extractive.tools import TOOL_NOTE_CHARS, is_read_only_command
-from aiden.summarizers.mustkeep import clip, find_paths, is_routine_request, normalize
+from aiden.summarizers.mustkeep.classify import is_routine_request
+from aiden.summarizers.mustkeep.text import clip, find_paths
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
 
 _SLICE_CHARS: Final = 8_000  # checkpoint after about this much event text

@@ -14,16 +14,10 @@ from typing import Final
 import msgspec
 
 from aiden.events import SessionEvent
+from aiden.policy.summary_md import normalize
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL
-from aiden.summarizers.mustkeep import (
-    arg_paths,
-    clip,
-    find_paths,
-    is_strong_error_line,
-    key_tokens,
-    looks_like_error_line,
-    normalize,
-)
+from aiden.summarizers.mustkeep.classify import is_strong_error_line, looks_like_error_line
+from aiden.summarizers.mustkeep.text import arg_paths, clip, find_paths, key_tokens
 
 # A tool whose name reads like one of these verbs, and none of the writing ones, only looks.
 _READ_VERBS: Final = frozenset(

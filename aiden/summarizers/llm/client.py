@@ -27,7 +27,7 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 import anyio
 
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerTimeout, SummarizerUnavailable
-from aiden.summarizers.mustkeep import clip
+from aiden.summarizers.mustkeep.text import clip
 
 __all__ = [
     "Breaker",

@@ -76,8 +76,8 @@ class LiteLLMEmbedder:
         if not texts:
             return []
         try:
-            # Through the package: tests replace it there.
-            from aiden.summarizers.llm import _import_litellm
+            # Looked up at each call: tests replace it in its module.
+            from aiden.summarizers.llm.client import _import_litellm
 
             handle = _import_litellm()
         except Exception as exc:  # a broken install may fail in any way at import

@@ -19,7 +19,7 @@ import msgspec
 
 from aiden.errors import InvalidSummaryError
 from aiden.events import SessionEvent
-from aiden.summarizers.extractive import render_structured
+from aiden.summarizers.extractive.render import render_structured
 from aiden.summarizers.llm.repair import (
     load_mapping,
     misfiled_moved,
@@ -28,7 +28,8 @@ from aiden.summarizers.llm.repair import (
     union,
 )
 from aiden.summarizers.llm.schema import TEXT_LISTS, bound_fields
-from aiden.summarizers.mustkeep import clip, looks_like_error_line
+from aiden.summarizers.mustkeep.classify import looks_like_error_line
+from aiden.summarizers.mustkeep.text import clip
 from aiden.summarizers.protocol import (
     Decision,
     ErrorResolution,

@@ -17,9 +17,9 @@ from typing import Any, Final, TypeVar
 import msgspec
 import yaml
 
+from aiden.policy.summary_md import normalize as normalize_item
 from aiden.summarizers.llm.schema import TEXT_LISTS
-from aiden.summarizers.mustkeep import classify_sentence
-from aiden.summarizers.mustkeep import normalize as normalize_item
+from aiden.summarizers.mustkeep.classify import classify_sentence
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
 
 __all__ = [

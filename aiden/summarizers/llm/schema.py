@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from aiden.summarizers.mustkeep import clip
+from aiden.summarizers.mustkeep.text import clip
 from aiden.summarizers.protocol import StructuredSummary
 
 __all__ = [

@@ -15,12 +15,9 @@ from aiden.config import Config, ModelResolver
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerUnavailable
 from aiden.events import SessionEvent
 from aiden.observe import observed
-from aiden.summarizers.extractive import (
-    ExtractiveSummarizer,
-    render_structured,
-    stated_goal,
-    summary_must_keep,
-)
+from aiden.summarizers.extractive.extract import stated_goal
+from aiden.summarizers.extractive.render import render_structured
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer, summary_must_keep
 from aiden.summarizers.llm.client import (
     Breaker,
     BreakerState,
@@ -33,8 +30,7 @@ from aiden.summarizers.llm.client import (
 from aiden.summarizers.llm.prompts import build_messages, read_answer, validate_summary_text
 from aiden.summarizers.llm.repair import read_sections
 from aiden.summarizers.llm.schema import StructuredOutput, bound_fields, response_format
-from aiden.summarizers.mustkeep import apply_must_keep, extract_must_keep
-from aiden.summarizers.mustkeep.check import Haystack
+from aiden.summarizers.mustkeep.check import Haystack, apply_must_keep, extract_must_keep
 from aiden.summarizers.protocol import StructuredSummary, Summarizer, SummaryRequest, SummaryResult
 
 __all__ = ["LiteLLMSummarizer", "SummarizerStats"]
