@@ -232,7 +232,10 @@ class CoreMemory:
         return await self._reader.event(seq)
 
     async def read_events(self, seqs: Sequence[int]) -> list[SessionEvent]:
-        """The verbatim stored events with these seqs (hot window or compacted), in seq order; unknown ones left out."""
+        """The verbatim stored events with these seqs (hot window or compacted), in seq order; unknown ones left out.
+
+        :class:`~aiden.errors.RecallError` when ``seqs`` is not a list of ints.
+        """
         self._check_open()
         return await self._reader.events(seqs)
 

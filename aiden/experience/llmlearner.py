@@ -219,9 +219,11 @@ class LLMLearner:
         except InvalidSummaryError:
             self._breaker.succeeded()  # the provider answered: not an outage
             raise
-        except (anyio.get_cancelled_exc_class(), Exception):
-            # Any error ends the call, a half-open trial's too: else no later trial is ever admitted.
+        except (anyio.get_cancelled_exc_class(), SummarizerError):
             self._breaker.failed(anyio.current_time())
+            raise
+        except Exception:
+            self._breaker.abandon()  # a bug on this side: no word on the provider, no trial kept in flight
             raise
         self._breaker.succeeded()
         return parse_phrasing(content)

@@ -37,8 +37,8 @@ log = logging.getLogger("aiden.experience")
 
 def learner_for(summarizer: object) -> LLMLearner | None:
     """The LLM learner for ``summarizer`` when it is a LiteLLMSummarizer (same model), else None."""
-    # A LiteLLMSummarizer exists only once its package was imported: no need to import it to check.
-    if "aiden.summarizers.llm" not in sys.modules:
+    # A LiteLLMSummarizer exists only once its module was imported: no need to import it to check.
+    if "aiden.summarizers.llm.summarizer" not in sys.modules:
         return None
     from aiden.experience.llmlearner import LLMLearner
 

@@ -19,6 +19,7 @@ agents = pytest.importorskip("agents")
 
 import aiden  # noqa: E402
 from aiden.adapters.openai_agents import AidenSession, event_from_item, item_from_event  # noqa: E402
+from aiden.context.governance import STUB_PREFIX  # noqa: E402
 from aiden.testing import FakeLLMServer  # noqa: E402
 from tests.adapters import long_session  # noqa: E402
 from tests.helpers import SMALL_MANUAL, all_events  # noqa: E402
@@ -468,7 +469,7 @@ async def test_get_items_is_aidens_prompt_within_the_budget(tmp_path: Path) -> N
     assert built.stubbed > 0 and not built.over_budget and compactions == 0
     assert sum(memory.estimate_text(e.content) for e in hot) > memory.config.prompt_budget()
     outputs = [i for i in view if i.get("type") == "function_call_output"]
-    stubs = [i for i in outputs if str(i["output"]).startswith(aiden.context.governance.STUB_PREFIX)]
+    stubs = [i for i in outputs if str(i["output"]).startswith(STUB_PREFIX)]
     assert len(stubs) == built.stubbed
     # A stubbed output keeps its item (type, call_id); the stub is aiden's, naming the seq to recall.
     assert [set(i) for i in stubs] == [{"type", "call_id", "output"}] * len(stubs)
@@ -561,7 +562,6 @@ async def test_the_filter_refuses_input_that_does_not_continue_its_session(tmp_p
 
 async def test_the_prompt_keeps_each_items_shape(tmp_path: Path) -> None:
     """Items go out as stored; aiden's changes are its own: stubs, a reused call id renamed, a result it supplied."""
-    from aiden.context.governance import STUB_PREFIX
     from aiden.context.prompt import MISSING_RESULT
 
     big = "\n".join(f"row {i}: {'x' * 40}" for i in range(200))

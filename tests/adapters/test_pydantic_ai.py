@@ -30,6 +30,7 @@ from pydantic_ai.usage import RequestUsage
 
 import aiden
 from aiden.adapters.pydantic_ai import aiden_history, prompt_to_messages, recall_tool
+from aiden.context.governance import STUB_PREFIX
 from aiden.context.prompt import PromptLayers
 from aiden.testing import FakeLLMServer
 from tests.adapters import long_session
@@ -418,6 +419,6 @@ async def test_every_request_of_a_long_tool_heavy_session_fits_the_window(tmp_pa
     assert [b.count(long_session.INSTRUCTIONS) for b in bodies] == [1] * calls
     # Every mechanism of the promise took part: results stubbed (the largest even when new), summary fitted.
     newest = [r.body["messages"][-1] for r in server.requests if r.body["messages"][-1]["role"] == "tool"]
-    assert any(str(m["content"]).startswith(aiden.context.governance.STUB_PREFIX) for m in newest)
+    assert any(str(m["content"]).startswith(STUB_PREFIX) for m in newest)
     assert any(b.stubbed for b in builds)
     assert any(b.summary_trimmed for b in builds)

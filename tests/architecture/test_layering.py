@@ -10,7 +10,7 @@
   builds the ``aiden.extensions`` entry points' extensions and runs the memory class it is given,
   and the store selection opens the ``aiden.stores`` entry points' stores. The public facades
   (``aiden``, ``aiden.memory``: ``Memory`` with long-term and experience memory's methods,
-  ``aiden.summarizers``, ``aiden.sync``) put extensions together for users and are not the core;
+  ``aiden.sync``) put extensions together for users and are not the core;
   the core imports no facade either (else it would reach an extension through it).
 """
 
@@ -33,7 +33,7 @@ EXTENSIONS: dict[str, tuple[str, ...]] = {
     "OpenTelemetry": ("aiden.otel",),
     "CLI": ("aiden.__main__", "aiden.cli", "aiden.demo", "aiden.doctor", "aiden.readonly"),
 }
-FACADES = frozenset({"aiden", "aiden.memory", "aiden.summarizers", "aiden.sync"})
+FACADES = frozenset({"aiden", "aiden.memory", "aiden.sync"})
 
 
 

@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -259,22 +258,6 @@ async def test_a_summary_write_waits_for_another_workers_lock_then_fails_with_lo
             write.path
             == f"postgres:{backend.namespace}/sessions/20260101T000000Z-{write.summary.session_id}.md"
         )
-
-
-async def test_a_profile_rebuild_waits_for_another_workers_lock_as_configured_then_fails_with_lock_error(
-    pg_dsn: str, session_ids: SessionIds
-) -> None:
-    with _backend(pg_dsn, session_ids(), Config(lock_timeout_s=0.2)) as backend:
-        await backend.entries.save(type="preference", title="Tabs", content="I prefer tabs over spaces.", now=NOW)
-        with psycopg.connect(pg_dsn) as other, other.transaction():
-            key = f"aiden.long_term.profile:{backend.namespace}"
-            other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
-            started = time.monotonic()
-            with pytest.raises(LockError, match=r"postgres: rebuilding the profile: .*lock timeout"):
-                await backend.entries.rebuild_profile(now=NOW)
-            assert time.monotonic() - started < 5.0  # the configured bound, not a fixed one
-        assert not backend.has_profile()  # nothing written while refused
-        assert await backend.entries.rebuild_profile(now=NOW) is True
 
 
 def test_the_long_term_tables_are_a_schema_component_created_on_first_use(pg_dsn: str) -> None:

@@ -425,9 +425,9 @@ async def test_a_trial_that_fails_with_no_summarizer_error_still_ends() -> None:
         with pytest.raises(TypeError):
             await summarizer.summarize(broken)  # the half-open trial
         stats = summarizer.stats()
-        assert (stats.failures, stats.consecutive_failures, stats.breaker) == (2, 2, "open")
+        # Counted, but no word on the provider: the breaker stays half-open, its trial released.
+        assert (stats.failures, stats.consecutive_failures, stats.breaker) == (2, 1, "half_open")
         assert stats.last_error.startswith("TypeError: ")
-        await anyio.sleep(20.0)  # a failed trial doubles the open time
         assert await summarizer.summarize(REQUEST) == EXPECTED  # the next trial goes out, and closes it
         assert summarizer.stats().breaker == "closed"
         assert len(server.requests) == 2

@@ -19,7 +19,7 @@ from aiden.longterm.files import session_file_name
 from aiden.longterm.postgres.history import PgHistoryLog
 from aiden.longterm.postgres.schema import LongTermDb
 from aiden.longterm.project import render_project_memory
-from aiden.longterm.store import ThreadedEntryStore, render_profile
+from aiden.longterm.store import LOCK_TIMEOUT_S, ThreadedEntryStore, render_profile
 from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
 from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, cap_digest
 from aiden.policy.tokens import estimate_tokens
@@ -86,16 +86,13 @@ def _entry(row: Row) -> MemoryEntry:
 class PgEntryStore(ThreadedEntryStore):
     """The saved memories of one namespace, a row each (a save is an upsert, a forget a delete).
 
-    The profile is rendered as ``profile.md`` is and stored as a document; a rebuild waits up to
-    ``lock_timeout_s`` for another worker's (then :class:`~aiden.errors.LockError`).
+    The profile is rendered as ``profile.md`` is and stored as a document; a rebuild waits for another
+    worker's as long as the file store's entry lock does (then :class:`~aiden.errors.LockError`).
     """
 
-    def __init__(
-        self, db: LongTermDb, *, dirty: MemoryObjectSendStream[None] | None = None, lock_timeout_s: float
-    ) -> None:
+    def __init__(self, db: LongTermDb, *, dirty: MemoryObjectSendStream[None] | None = None) -> None:
         super().__init__(dirty=dirty)
         self._db = db
-        self._lock_timeout_s = lock_timeout_s
 
     # --- blocking ------------------------------------------------------------------------
     def _save_sync(self, entry: MemoryEntry) -> None:
@@ -130,7 +127,7 @@ class PgEntryStore(ThreadedEntryStore):
         ns = self._db.namespace
         with self._db.connection("rebuilding the profile") as conn, conn.transaction():
             # Serialized per namespace: the profile written is the rendering of the entries read.
-            self._db.serialize(conn, "profile", self._lock_timeout_s)
+            self._db.serialize(conn, "profile", LOCK_TIMEOUT_S)
             text = render_profile(self._active(conn, ns, now, None), now=now)
             if read_doc(conn, ns, PROFILE_DOC) == text:
                 return False
@@ -277,7 +274,7 @@ class PostgresLongTermBackend:
         self._db = LongTermDb(store.pool, store.long_term_namespace, store.session_id, store.ensure_ready)
         self._config = config
         self._summarizer = summarizer
-        self.entries = PgEntryStore(self._db, dirty=dirty, lock_timeout_s=config.lock_timeout_s)
+        self.entries = PgEntryStore(self._db, dirty=dirty)
         self.history = PgHistoryLog(self._db)
         self.summaries = PgSummaryStore(self._db, summarizer, config)
         self._dream: DreamFlow[Any] | None = None

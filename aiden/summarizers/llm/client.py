@@ -462,6 +462,10 @@ class Breaker:
         self.open_for = self.reset_s
         self.trial_in_flight = False
 
+    def abandon(self) -> None:
+        """Record a call that ended with no word on the provider: a half-open trial may go out again."""
+        self.trial_in_flight = False
+
     def failed(self, now: float, *, slow_s: float | None = None) -> None:
         """Record a failed call at ``now``: a failed trial, or the threshold reached, opens the breaker.
 

@@ -177,8 +177,7 @@ class LiteLLMSummarizer:
             )
             self._breaker.failed(now, slow_s=now - started if slow else None)
             raise
-        except Exception as exc:
-            # Any error ends the call, a half-open trial's too: else no later trial is ever admitted.
+        except SummarizerError as exc:
             self._counts.note(exc)
             if isinstance(exc, InvalidSummaryError):
                 self._counts.invalid_outputs += 1
@@ -189,6 +188,12 @@ class LiteLLMSummarizer:
                     return await self._fall_back(request)
             self._counts.failures += 1
             self._breaker.failed(anyio.current_time())
+            raise
+        except Exception as exc:
+            # A bug on this side says nothing of the provider, but must not keep a trial in flight for good.
+            self._counts.note(exc)
+            self._counts.failures += 1
+            self._breaker.abandon()
             raise
         self._counts.successes += 1
         self._breaker.succeeded()
