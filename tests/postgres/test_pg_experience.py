@@ -9,7 +9,6 @@ another root, recalls.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -111,10 +110,9 @@ def test_a_profile_save_waits_for_another_workers_lock_then_fails_with_lock_erro
         with psycopg.connect(pg_dsn) as other, other.transaction():  # another worker, stuck mid-save
             key = f"aiden.experience.profiles:{store.long_term_namespace}"
             other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
-            started = time.monotonic()
+            # Unbounded, the save would wait here until the test's timeout.
             with pytest.raises(LockError, match=r"postgres: saving an environment profile: .*lock timeout"):
                 records.save_profile(profile)
-            assert time.monotonic() - started < 5.0
         assert records.save_profile(profile) == profile  # the lock released, the save goes through
     finally:
         store.close()
