@@ -60,7 +60,9 @@ def _repair_tool_args(args: str) -> str | None:
 
 
 def check_text(what: str, value: str) -> None:
-    """Refuse text that cannot be stored as UTF-8 (a lone surrogate) before anything accepts it."""
+    """Refuse what is not text, or cannot be stored as UTF-8 (a lone surrogate), before anything accepts it."""
+    if not isinstance(value, str):
+        raise InvalidEventError(f"{what} must be str, got {type(value).__name__}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

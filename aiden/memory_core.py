@@ -13,7 +13,7 @@ from typing import Any
 
 from aiden.config import Config
 from aiden.context.prompt import PromptBuild, PromptLayers
-from aiden.errors import ClosedError
+from aiden.errors import AidenError, ClosedError, InvalidEventError
 from aiden.events import SessionEvent, validate_id
 from aiden.intake import as_stored, check_text, prepare_event
 from aiden.lifecycle import Lifecycle, Outcome, RunStart, new_session_id
@@ -31,6 +31,7 @@ from aiden.tools import ToolSet, agent_tools, run_tool_call
 __all__ = ["CoreMemory"]
 
 # Texts whose estimates Memory.estimate_text remembers: long enough to be worth it, at most this many.
+_LAST_SECOND = 253402300799  # 9999-12-31T23:59:59Z: a closed session's id is dated with ``now``
 _CACHED_CHARS = 64
 _CACHED_TEXTS = 32768
 
@@ -103,6 +104,8 @@ class CoreMemory:
         self._check_open()
         now = time.time()
         limit = self._config.max_event_bytes
+        if not isinstance(events, Iterable):
+            raise InvalidEventError(f"events must be an iterable of SessionEvent, got {type(events).__name__}")
         pairs = [prepare_event(e, now=now, max_event_bytes=limit) for e in events]
         if not pairs:
             return []
@@ -210,6 +213,8 @@ class CoreMemory:
         """aiden's token estimate of ``text`` for this memory's model."""
         # Each prompt re-reads the whole hot window: its events' estimates are remembered (a
         # lookup is far cheaper than estimating), so a prompt estimates its new events only.
+        if not isinstance(text, str):
+            raise AidenError(f"text must be str, got {type(text).__name__}")
         known = self._estimates.get(text)
         if known is not None:
             return known
@@ -335,6 +340,13 @@ class CoreMemory:
         """
         self._check_open()
         now = time.time() if now is None else now
+        if not (isinstance(now, int | float) and not isinstance(now, bool) and 0 <= now <= _LAST_SECOND):
+            raise InvalidEventError(f"now must be seconds since the epoch, up to the year 9999; got {now!r}")
+        event = SessionEvent(
+            type="user_input", role="user", content=user_input, timestamp=now, event_id=event_id, meta=meta or {}
+        )
+        # Refused before the turn can rotate the session: a bad input changes nothing.
+        prepare_event(event, now=now, max_event_bytes=self._config.max_event_bytes)
         last = await self.last_activity()
         decision = decide_boundary(
             user_input=user_input,
@@ -354,9 +366,6 @@ class CoreMemory:
         ):
             # Seed 001's idle-gap trigger: compact while the user waits for the first answer anyway.
             self.request_maintenance(manual=True)
-        event = SessionEvent(
-            type="user_input", role="user", content=user_input, timestamp=now, event_id=event_id, meta=meta or {}
-        )
         stored = await self.append(event)
         self._run_open = True
         self._runs.sync_compaction_failed = False
@@ -437,6 +446,7 @@ class CoreMemory:
         ``[*my_tools, *memory.tools]``); they count in the budget as the provider counts them.
         """
         self._check_open()
+        _check_prompt_inputs(layers, {"long_term": long_term, "current_task": current_task, "model": model}, tools)
         return await self._runs.build_messages(
             layers,
             long_term=long_term,
@@ -497,3 +507,24 @@ class CoreMemory:
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("memory is closed")
+
+
+def _check_prompt_inputs(
+    layers: PromptLayers | None, texts: dict[str, str | None], tools: Sequence[Mapping[str, Any]]
+) -> None:
+    """Refuse what would otherwise fail deep in the prompt assembly (or reach the model as garbage)."""
+    if layers is not None:
+        if not isinstance(layers, PromptLayers):
+            raise AidenError(f"layers must be PromptLayers or None, got {type(layers).__name__}")
+        texts = {**texts, **{f"layers.{f}": getattr(layers, f) for f in PromptLayers.__struct_fields__}}
+    for name, value in texts.items():
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise AidenError(f"{name} must be str, got {type(value).__name__}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise AidenError(f"{name} is not valid Unicode: {exc.reason}") from None
+    if isinstance(tools, str | bytes) or not isinstance(tools, Sequence) or not all(isinstance(t, Mapping) for t in tools):
+        raise AidenError("tools must be a sequence of tool schemas (mappings)")

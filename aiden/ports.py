@@ -222,9 +222,14 @@ def _check_text(value: object, name: str) -> None:
 def _check_strings(name: str, values: Sequence[str] | None) -> list[str] | None:
     if values is None:
         return None
-    if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+    try:
+        # Materialized once: a generator checked by all() would arrive empty.
+        wanted = list(values) if not isinstance(values, str | bytes) else None
+    except TypeError:
+        wanted = None  # not iterable
+    if wanted is None or not all(isinstance(v, str) for v in wanted):
         raise RecallError(f"{name} must be a list of str")
-    return list(values)
+    return wanted
 
 
 def _check_bound(name: str, bound: float | None) -> None:
