@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
+
+import msgspec
 
 from aiden.config import Config
 from aiden.context.prompt import PromptBuild, PromptLayers
@@ -17,7 +19,7 @@ from aiden.errors import AidenError, ClosedError, InvalidEventError
 from aiden.events import SessionEvent, validate_id
 from aiden.intake import as_stored, check_text, prepare_event
 from aiden.lifecycle import Lifecycle, Outcome, RunStart, new_session_id
-from aiden.messages import CompactionOutcome, RecordUsage
+from aiden.messages import CompactionOutcome, RecordUsage, SchedulerInbox, codec
 from aiden.observe import MemoryStats, memory_stats, observed
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
 from aiden.policy.tokens import DEFAULT_PROFILE, BudgetCalibration, TokenProfile, estimate_tokens, observe
@@ -342,6 +344,8 @@ class CoreMemory:
         now = time.time() if now is None else now
         if not (isinstance(now, int | float) and not isinstance(now, bool) and 0 <= now <= _LAST_SECOND):
             raise InvalidEventError(f"now must be seconds since the epoch, up to the year 9999; got {now!r}")
+        if environment is not None and (not isinstance(environment, str) or len(environment) > 200):
+            raise InvalidEventError("environment must be a string of at most 200 characters")
         event = SessionEvent(
             type="user_input", role="user", content=user_input, timestamp=now, event_id=event_id, meta=meta or {}
         )
@@ -394,7 +398,20 @@ class CoreMemory:
         ``outcome_note`` finish the run's episode (:meth:`commit_episode`).
         """
         self._check_open()
-        check_text("outcome_note", outcome_note)  # refused before the run's output is appended
+        # Everything refusable is refused before the run's output is appended: a refused commit changes nothing.
+        check_text("outcome_note", outcome_note)
+        if outcome not in get_args(Outcome):
+            raise InvalidEventError(f"outcome must be one of {get_args(Outcome)}, got {outcome!r}")
+        _check_usage(
+            RecordUsage(
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cached_tokens=cached_tokens,
+                cost_usd=cost_usd,
+                tool_output_tokens=0 if tool_output_tokens is None else tool_output_tokens,
+                model=model,
+            )
+        )
         stored = await self.append(
             SessionEvent(
                 type="assistant_output", role="assistant", content=assistant_output, event_id=event_id, timestamp=now
@@ -528,3 +545,11 @@ def _check_prompt_inputs(
             raise AidenError(f"{name} is not valid Unicode: {exc.reason}") from None
     if isinstance(tools, str | bytes) or not isinstance(tools, Sequence) or not all(isinstance(t, Mapping) for t in tools):
         raise AidenError("tools must be a sequence of tool schemas (mappings)")
+
+
+def _check_usage(usage: RecordUsage) -> None:
+    """The maintenance scheduler's own check of ``usage`` (its client's), made before anything is stored."""
+    try:
+        codec(SchedulerInbox).decode(codec(SchedulerInbox).encode(usage))
+    except (msgspec.MsgspecError, OverflowError, TypeError, ValueError) as exc:
+        raise AidenError(f"invalid request to the maintenance scheduler: {exc}") from None

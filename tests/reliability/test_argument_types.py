@@ -1,5 +1,6 @@
 """Every public method of a memory refuses an argument of the wrong type or range with an AidenError
-(no TypeError, AttributeError or OverflowError from deep inside), and the memory keeps working."""
+(no TypeError, AttributeError or OverflowError from deep inside), a refused call leaves the session
+as it was, and the memory keeps working."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def _methods() -> list[str]:
 
 
 @pytest.mark.parametrize("method", _methods())
-async def test_a_wrong_argument_is_an_aiden_error_and_changes_nothing_after(tmp_path: Path, method: str) -> None:
+async def test_a_wrong_argument_is_an_aiden_error_and_a_refused_call_changes_nothing(tmp_path: Path, method: str) -> None:
     async with aiden.open_memory(tmp_path, config=CONFIG, summarizer=ScriptedSummarizer()) as memory:
         await memory.append(SessionEvent(type="user_input", content="first"))
         params = [p for p in inspect.signature(getattr(aiden.Memory, method)).parameters.values() if p.name != "self"]
@@ -61,12 +62,13 @@ async def test_a_wrong_argument_is_an_aiden_error_and_changes_nothing_after(tmp_
         for param in params:
             for bad in BAD:
                 call = getattr(memory, method)
+                before = await memory.hot_window()
                 try:
                     result = call(**{**required, param.name: bad})
                     if inspect.isawaitable(result):
                         await result
                 except aiden.AidenError:
-                    pass
+                    assert await memory.hot_window() == before, (param.name, bad)
                 probe = await memory.append(SessionEvent(type="user_input", content=f"after {param.name}"))
                 assert await memory.read_event(probe.seq) == probe
 
