@@ -195,6 +195,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         # Keyword construction must validate exactly like load_config: msgspec checks the
         # Meta constraints only when converting, so convert once (guarded against re-entry).
         if not _VALIDATING.active:
+            _check_unicode(msgspec.structs.asdict(self), "Config")
             _VALIDATING.active = True
             try:
                 msgspec.convert(msgspec.structs.asdict(self), Config, strict=True)
@@ -283,14 +284,6 @@ _VALIDATING = _Reentry()
 
 def _inconsistencies(cfg: Config) -> list[str]:
     problems = []
-    for name, value in msgspec.structs.asdict(cfg).items():
-        # A lone surrogate (a YAML "\ud800" escape) is a str that no file or message can carry:
-        # every later write holding it (an episode's environment) would fail.
-        if isinstance(value, str) and not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                problems.append(f"{name} is not valid Unicode (a lone surrogate)")
     if cfg.session_new_gap_s < cfg.session_continue_gap_s:
         problems.append("session_new_gap_s must be >= session_continue_gap_s")
     for name in ("keep_recent_tokens", "reserve_tokens", "summary_max_tokens"):
@@ -298,6 +291,22 @@ def _inconsistencies(cfg: Config) -> list[str]:
         if value is not None and value >= cfg.context_window:
             problems.append(f"{name} ({value}) must be below context_window ({cfg.context_window})")
     return problems
+
+
+def _check_unicode(data: Mapping[Any, Any], source: str) -> None:
+    """Refuse a key or text value with a lone surrogate (a YAML "\\ud800" escape) before msgspec reads it.
+
+    No file or message can carry it: every later write holding it (an episode's environment) would
+    fail, and msgspec itself raises a UnicodeEncodeError wording its error about one.
+    """
+    for key, value in data.items():
+        for text in (key, value):
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    name = key if text is value else f"key {key!r}"
+                    raise ConfigError(f"{source}: {name} is not valid Unicode (a lone surrogate)") from None
 
 
 _PATH_IN_MSG = re.compile(r"at `\$\.?([^`]*)`")
@@ -323,6 +332,7 @@ def config_from_mapping(data: Any, *, source: str = "<config>") -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of keys, got {type(data).__name__}")
+    _check_unicode(data, source)
     _VALIDATING.active = True
     try:
         return msgspec.convert(data, Config, strict=True)
@@ -334,11 +344,15 @@ def config_from_mapping(data: Any, *, source: str = "<config>") -> Config:
 
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Load ``extraction.yaml`` from ``path``; a missing file is an error, an empty one gives defaults."""
+    if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
+        raise ConfigError(f"load_config: path must be a str or path, got {type(path).__name__}")
     p = Path(path)
     try:
         raw = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read config: {exc.strerror}") from exc
+    except ValueError as exc:  # a NUL byte or a lone surrogate: no file has that name
+        raise ConfigError(f"{os.fspath(p)!r}: cannot read config: {exc}") from None
     if len(raw) > _MAX_CONFIG_BYTES:
         raise ConfigError(f"{p}: config larger than {_MAX_CONFIG_BYTES} bytes")
     import yaml  # only needed when a file is loaded: keeps `import aiden` light

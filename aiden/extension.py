@@ -181,6 +181,8 @@ def select_store(
         # A store object or factory already names its session: a second id would be ignored.
         raise ConfigError("open_memory: session_id= applies only to store='postgresql://...'")
     if store is None:
+        if not callable(store_factory):
+            raise ConfigError(f"open_memory: store_factory= takes a factory, not {type(store_factory).__name__}")
         return store_factory(layout, storage, config)
     if isinstance(store, str):
         return _from_dsn(store, session_id if session_id is not None else DEFAULT_SESSION_ID, config)
@@ -197,6 +199,10 @@ def select_store(
 def _from_dsn(dsn: str, session_id: str, config: Config) -> SessionStore:
     """The store of ``dsn`` from the installed ``postgresql`` store extension (the core names no backend)."""
     validate_id(session_id, what="session id")
+    try:
+        dsn.encode("utf-8")  # psycopg would raise a UnicodeEncodeError parsing it
+    except UnicodeEncodeError as exc:
+        raise ConfigError(f"open_memory: store={mask(dsn)!r} is not valid Unicode: {exc.reason}") from None
     if not looks_like_dsn(dsn):
         raise ConfigError(
             f"open_memory: store={mask(dsn)!r} is not a PostgreSQL DSN (postgresql://user@host/db or"

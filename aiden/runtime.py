@@ -27,7 +27,7 @@ from aiden.actors.scheduler import MaintenanceScheduler, SchedulerActor, Schedul
 from aiden.actors.session import SessionReader, SessionWriter, WriterSession
 from aiden.actors.summarizer import SummarizerActor, SummarizerProxy, SummarizerSession, prepare
 from aiden.config import Config, ModelResolver
-from aiden.errors import AidenError, ClosedError
+from aiden.errors import AidenError, ClosedError, ConfigError
 from aiden.events import SessionEvent
 from aiden.extension import Extension, MemoryParts, StoreFactory, StoreSpec, installed, select_store
 from aiden.host import Host, HostActor, HostLink, loop_host, unwrapped
@@ -95,17 +95,20 @@ async def run_memory(
     :func:`aiden.open_memory`, which says what each does. Without a ``host``, the memory runs in
     the host its event loop shares (:func:`aiden.host.loop_host`).
     """
+    _check_arguments(root, config, summarizer, model, storage, embedder, host)
     async with contextlib.nullcontext(host) if host is not None else loop_host() as host:
         config = config or Config()
+        if context_window is None:
+            context_window = ModelResolver().context_window(model, config.context_window)
+        # Every token-sized default not set explicitly follows the active window once the store is
+        # open (a bad window is refused here, before the store opens).
+        windowed = config.with_window(context_window)
         storage = storage or Storage()
         layout = Layout(root)
         session_store = await anyio.to_thread.run_sync(
             select_store, store, session_id, store_factory, layout, storage, config
         )
-        if context_window is None:
-            context_window = ModelResolver().context_window(model, config.context_window)
-        # Every token-sized default not set explicitly follows the active window from here on.
-        config = config.with_window(context_window)
+        config = windowed
         try:
             report = await anyio.to_thread.run_sync(session_store.recover)
         except BaseException:
@@ -470,6 +473,36 @@ async def run_memory(
             if failure:
                 # Not the ClosedError the caller's pending request got when the actors stopped.
                 raise failure[0]
+
+
+def _check_arguments(
+    root: object, config: object, summarizer: object, model: object, storage: object, embedder: object, host: object
+) -> None:
+    """Refuse an argument of ``open_memory`` that would otherwise fail deep inside the open (or later)."""
+    if not isinstance(root, str | os.PathLike) or not isinstance(os.fspath(root), str):
+        raise ConfigError(f"open_memory: root must be a str or path, got {type(root).__name__}")
+    try:
+        encoded = os.fsencode(root)
+    except UnicodeEncodeError:  # a lone surrogate, not an undecodable byte (those encode back)
+        encoded = b"\0"
+    if b"\0" in encoded:
+        raise ConfigError(f"open_memory: root {os.fspath(root)!r} is not a path (a NUL byte or a lone surrogate)")
+    inside = Layout(root).root
+    for outer in map(Layout, inside.parents):
+        # Its files would be another memory's: archived with its session, or in its way.
+        if outer.contains(inside) and outer.lock_file.exists():
+            raise ConfigError(f"open_memory: root {str(inside)!r} is inside the memory of {str(outer.root)!r}")
+    kinds = (("config", config, Config), ("summarizer", summarizer, Summarizer), ("storage", storage, Storage))
+    for name, value, kind in (*kinds, ("embedder", embedder, Embedder), ("host", host, Host)):
+        if value is not None and not isinstance(value, kind):
+            raise ConfigError(f"open_memory: {name} must be a {kind.__name__} or None, got {type(value).__name__}")
+    if model is not None:
+        if not isinstance(model, str):
+            raise ConfigError(f"open_memory: model must be a str or None, got {type(model).__name__}")
+        try:
+            model.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ConfigError(f"open_memory: model is not valid Unicode: {exc.reason}") from None
 
 
 async def _until_parkable(parkable: Callable[[], bool], evict_after_s: float) -> None:
