@@ -14,9 +14,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import operator
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -35,8 +36,8 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from aiden.errors import InvalidIdError
-from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, rank_entries
+from aiden.errors import InvalidIdError, LongTermError, MemoryEntryError
+from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, make_entry, rank_entries
 
 if TYPE_CHECKING:
     from aiden.longterm.backend import EntryStore
@@ -51,18 +52,82 @@ _MAX_TITLE: Final = 200
 _ItemT = TypeVar("_ItemT", bound=Item)
 
 
-def _check_labels(op: Op) -> None:
-    # As BaseStore's methods check them; ops given to batch() directly skip those methods.
+def _labels(namespace: object, *, wildcard: bool = False) -> tuple[str, ...]:
+    """``namespace`` as a tuple, after refusing it as BaseStore's methods do (ops given to batch() skip them)."""
+    if not isinstance(namespace, tuple | list):
+        raise InvalidNamespaceError(f"a namespace must be a tuple of str, got {type(namespace).__name__}")
+    for label in namespace:
+        if wildcard and label == "*":
+            continue
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(f"invalid namespace label {label!r} in {namespace!r}")
+    return tuple(namespace)
+
+
+def _count(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise LongTermError(f"{name} must be a non-negative int, got {value!r}")
+
+
+def _check_filter(wanted: object) -> None:
+    """Refuse a filter ``_compare`` cannot apply, whether or not any item reaches it."""
+    if isinstance(wanted, list | tuple):
+        for part in wanted:
+            _check_filter(part)
+    if not isinstance(wanted, dict):
+        return
+    if not all(isinstance(k, str) for k in wanted):
+        raise LongTermError(f"filter keys must be str, got {list(wanted)!r}")
+    if not any(k.startswith("$") for k in wanted):
+        for part in wanted.values():
+            _check_filter(part)
+        return
+    for op, operand in wanted.items():
+        if op in _ORDER:
+            if _number(operand) is None:
+                raise LongTermError(f"filter operator {op!r} needs a number, got {operand!r}")
+        elif op not in ("$eq", "$ne"):
+            raise LongTermError(f"unsupported filter operator {op!r}")
+
+
+def _number(value: Any) -> float | None:
+    """``float(value)`` as LangGraph's InMemoryStore compares; None for what has no number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _checked(op: object) -> Op:
+    """``op`` with its namespace as a tuple, or an error naming what is wrong: nothing runs before it."""
+    if isinstance(op, GetOp | PutOp):
+        if not isinstance(op.key, str):
+            raise LongTermError(f"key must be str, got {type(op.key).__name__}")
+        return op._replace(namespace=_labels(op.namespace))
     if isinstance(op, SearchOp):
-        namespaces = [op.namespace_prefix]
-    elif isinstance(op, ListNamespacesOp):
-        namespaces = [tuple(p for p in c.path if p != "*") for c in op.match_conditions or ()]
-    else:
-        namespaces = [getattr(op, "namespace", ())]
-    for namespace in namespaces:
-        for label in namespace:
-            if not isinstance(label, str) or not label or "." in label or "\x00" in label:
-                raise InvalidNamespaceError(f"invalid namespace label {label!r} in {namespace!r}")
+        if op.query is not None and not isinstance(op.query, str):
+            raise LongTermError(f"query must be str or None, got {type(op.query).__name__}")
+        if op.filter is not None and not isinstance(op.filter, Mapping):
+            raise LongTermError(f"filter must be a dict or None, got {type(op.filter).__name__}")
+        wanted = None if op.filter is None else dict(op.filter)
+        _check_filter(wanted)
+        _count("limit", op.limit)
+        _count("offset", op.offset)
+        return op._replace(namespace_prefix=_labels(op.namespace_prefix), filter=wanted)
+    if isinstance(op, ListNamespacesOp):
+        conditions = op.match_conditions or ()
+        if not isinstance(conditions, tuple | list) or not all(
+            isinstance(c, MatchCondition) and c.match_type in ("prefix", "suffix") for c in conditions
+        ):
+            raise LongTermError("match_conditions must be a tuple of MatchCondition (prefix or suffix)")
+        for condition in conditions:
+            _labels(condition.path, wildcard=True)
+        if op.max_depth is not None:
+            _count("max_depth", op.max_depth)
+        _count("limit", op.limit)
+        _count("offset", op.offset)
+        return op
+    raise LongTermError(f"unknown operation {type(op).__name__}")
 
 
 def _entry_id(namespace: tuple[str, ...], key: str) -> str:
@@ -90,11 +155,8 @@ _ORDER: Final = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$
 def _operator(value: Any, op: str, operand: Any) -> bool:
     if op in ("$eq", "$ne"):
         return bool(value == operand) == (op == "$eq")
-    if value is None:
-        return False
-    if op not in _ORDER:
-        raise ValueError(f"unsupported filter operator {op!r}")
-    return bool(_ORDER[op](float(value), float(operand)))
+    number = _number(value)  # a stored value without a number matches no order (as None does not)
+    return number is not None and bool(_ORDER[op](number, float(operand)))
 
 
 def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
@@ -180,9 +242,14 @@ class AidenStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order; each result is the item, the items, the namespaces or None."""
+        if not isinstance(ops, Iterable):
+            raise LongTermError(f"ops must be an iterable of operations, got {type(ops).__name__}")
+        checked = [_checked(op) for op in ops]
+        for op in checked:
+            if isinstance(op, PutOp) and op.value is not None:
+                self._check_entry(op)
         results: list[Result] = []
-        for op in ops:
-            _check_labels(op)
+        for op in checked:
             if isinstance(op, GetOp):
                 results.append(await self._get(op))
             elif isinstance(op, SearchOp):
@@ -190,10 +257,8 @@ class AidenStore(BaseStore):
             elif isinstance(op, PutOp):
                 await self._put(op)
                 results.append(None)
-            elif isinstance(op, ListNamespacesOp):
-                results.append(await self._namespaces(op))
             else:
-                raise ValueError(f"unknown operation {type(op).__name__}")
+                results.append(await self._namespaces(op))
         return results
 
     # --- operations ----------------------------------------------------------------------
@@ -246,9 +311,8 @@ class AidenStore(BaseStore):
             with contextlib.suppress(InvalidIdError):  # nothing is stored under a key that is no entry id
                 await self._entries.forget(self._id(op.namespace, op.key))
             return
-        ttl = op.ttl if isinstance(op.ttl, int | float) else None
         old = await self._stored(op.namespace, op.key)
-        await self._save(op.namespace, op.key, dict(op.value), ttl, old.created_at if old else time.time())
+        await self._save(op.namespace, op.key, dict(op.value), op.ttl, old.created_at if old else time.time())
 
     async def _refresh(self, stored: _Stored) -> None:
         """Restart an item's ttl (an item without one is left alone)."""
@@ -263,6 +327,40 @@ class AidenStore(BaseStore):
         ttl: float | None,
         created_at: float,
     ) -> None:
+        kind, title, content, memory_id = self._entry(namespace, key, value, ttl, created_at)
+        now = time.time()
+        await self._entries.save(
+            type=kind,
+            title=title,
+            content=content,
+            now=now,
+            expires_at=now + ttl * 60 if ttl is not None else None,
+            memory_id=memory_id,
+        )
+
+    def _check_entry(self, op: PutOp) -> None:
+        """Refuse an item the long-term store would refuse, before any operation of the batch runs."""
+        value, ttl = op.value, op.ttl
+        if not isinstance(value, Mapping):
+            raise MemoryEntryError(f"value must be a dict or None, got {type(value).__name__}")
+        if ttl is not None and not (isinstance(ttl, int | float) and not isinstance(ttl, bool) and 0 < ttl < math.inf):
+            raise MemoryEntryError(f"ttl must be a positive number of minutes or None, got {ttl!r}")
+        if op.namespace == NATIVE_NAMESPACE:
+            for field in ("type", "title", "content"):
+                if not isinstance(value.get(field, ""), str):
+                    raise MemoryEntryError(f"value[{field!r}] must be str, got {type(value[field]).__name__}")
+        now = time.time()
+        try:
+            kind, title, content, memory_id = self._entry(op.namespace, op.key, dict(value), ttl, now)
+            (title + content).encode("utf-8")
+        except (TypeError, ValueError) as exc:  # not JSON, or a lone surrogate (UnicodeEncodeError)
+            raise MemoryEntryError(f"namespace, key and value must be JSON text: {exc}") from None
+        make_entry(memory_id=memory_id, type=kind, title=title, content=content, created_at=now)
+
+    def _entry(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], ttl: float | None, created_at: float
+    ) -> tuple[str, str, str, str]:
+        """The type, title, content and id of the entry an item is saved as."""
         if namespace == NATIVE_NAMESPACE:
             kind, title = str(value.get("type", "fact")), str(value.get("title", ""))
             content, memory_id = str(value.get("content", "")), key
@@ -281,15 +379,7 @@ class AidenStore(BaseStore):
                 title = title[: _MAX_TITLE - 1] + "…"
             kind, content = self._type, json.dumps(envelope, ensure_ascii=False, sort_keys=True)
             memory_id = _entry_id(namespace, key)
-        now = time.time()
-        await self._entries.save(
-            type=kind,
-            title=title,
-            content=content,
-            now=now,
-            expires_at=now + ttl * 60 if ttl is not None else None,
-            memory_id=memory_id,
-        )
+        return kind, title, content, memory_id
 
     async def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = op.match_conditions or ()

@@ -51,12 +51,12 @@ def _text(content: Any, where: str) -> str:
             texts.append(part)
             continue
         kind = _get(part, "type") if _is_record(part) else None
-        if kind in _TEXT_PARTS or kind == "refusal":
+        if isinstance(kind, str) and (kind in _TEXT_PARTS or kind == "refusal"):  # a list is no type
             value = _get(part, "text" if kind != "refusal" else "refusal")
             if not isinstance(value, str):
                 raise InvalidEventError(f"{where}: content part {n} of type {kind!r} has no text string")
             texts.append(value)
-        elif kind in _IMAGE_PARTS:
+        elif isinstance(kind, str) and kind in _IMAGE_PARTS:
             texts.append("[image]")
         else:
             raise InvalidEventError(
@@ -84,7 +84,10 @@ def _tool_call(call: object, n: int, meta: dict[str, Any]) -> SessionEvent:
     if arguments is None:
         arguments = "{}"
     elif isinstance(arguments, Mapping):
-        arguments = json.dumps(dict(arguments), ensure_ascii=False)
+        try:
+            arguments = json.dumps(dict(arguments), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidEventError(f"{where}: 'function.arguments' is not JSON: {exc}") from None
     elif not isinstance(arguments, str):
         raise InvalidEventError(f"{where}: 'function.arguments' must be a JSON string, got {type(arguments).__name__}")
     return SessionEvent(
@@ -113,7 +116,7 @@ def _events(message: object, meta: dict[str, Any]) -> list[SessionEvent]:
     if role == "user":
         return [SessionEvent(type="user_input", role="user", content=_text(_get(message, "content"), "user message"),
                              meta=dict(meta))]
-    if role in _SYSTEM_ROLES:
+    if isinstance(role, str) and role in _SYSTEM_ROLES:  # an unhashable role is an unknown one
         content = _text(_get(message, "content"), f"{role} message")
         return [SessionEvent(type="system_event", role=role, content=content, meta=dict(meta))]
     if role == "tool":

@@ -23,7 +23,7 @@ import copy
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import anyio
@@ -197,6 +197,8 @@ def item_from_event(event: SessionEvent) -> dict[str, Any] | None:
     An event written by the adapter gives back its item exactly; an event appended
     otherwise (``begin_run``, ``append_message``) gives the equivalent item.
     """
+    if not isinstance(event, SessionEvent):
+        raise AidenError(f"event must be a SessionEvent, got {type(event).__name__}")
     if is_retraction(event):
         return None
     stored = event.meta.get(ITEM_KEY)
@@ -224,6 +226,8 @@ def item_from_event(event: SessionEvent) -> dict[str, Any] | None:
 
 def live_items(events: Sequence[SessionEvent]) -> list[tuple[SessionEvent, dict[str, Any]]]:
     """``(event, item)`` of every event that is neither retracted nor a retraction, in order."""
+    if isinstance(events, str) or not isinstance(events, Sequence) or not all(isinstance(e, SessionEvent) for e in events):
+        raise AidenError("events must be a sequence of SessionEvent")
     retracted = retracted_seqs(events)
     pairs = ((event, item_from_event(event)) for event in events if event.seq not in retracted)
     return [(event, item) for event, item in pairs if item is not None]
@@ -322,6 +326,8 @@ def items_from_prompt(
     with the stub as output); what aiden wrote itself is a system message item. Nothing is
     added, dropped or reordered, so the prompt keeps its estimate.
     """
+    if isinstance(messages, str) or not isinstance(messages, Sequence) or not all(isinstance(m, Mapping) for m in messages):
+        raise AidenError("messages must be a sequence of chat messages (mappings)")
     events = _Events(hot)
     items: list[dict[str, Any]] = []
     call_items: dict[str, dict[str, Any]] = {}
@@ -477,6 +483,8 @@ class AidenSession:
         """aiden's prompt as items; ``limit`` (else ``session_settings.limit``) keeps the latest N, a negative one all."""
         if limit is None and self.session_settings is not None:
             limit = getattr(self.session_settings, "limit", None)
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+            raise AidenError(f"limit must be an int or None, got {type(limit).__name__}")
         hot = await self.memory.hot_window()
         built = checked(await self.memory.build_messages(), "AidenSession.get_items")
         view = cast("list[TResponseInputItem]", items_from_prompt(built.messages, hot))
@@ -488,6 +496,8 @@ class AidenSession:
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, in order, as one unit (all or none are stored)."""
+        if not isinstance(items, Iterable):
+            raise InvalidEventError(f"items must be a list of Responses-API items, got {type(items).__name__}")
         events = [event_from_item(item, session_id=self.session_id) for item in items]
         if not events:
             return
@@ -548,8 +558,10 @@ class AidenSession:
         Raises :class:`~aiden.errors.AidenError` when the input does not hold the newest logged
         item (the run does not save to this session): then no one can tell which items are new.
         """
-        from agents.run_config import ModelInputData
+        from agents.run_config import CallModelData, ModelInputData
 
+        if not isinstance(data, CallModelData):
+            raise AidenError(f"data must be the SDK's CallModelData, got {type(data).__name__}")
         model_data = data.model_data
         async with self._lock:
             hot = await self.memory.hot_window()

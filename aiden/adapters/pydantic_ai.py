@@ -18,13 +18,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from aiden.adapters import checked, tool_schemas
 from aiden.context.prompt import PromptBuild, PromptLayers
+from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
 
@@ -72,6 +73,8 @@ def prompt_to_messages(prompt: Sequence[dict[str, Any]]) -> list[Any]:
     ``ToolReturnPart`` (consecutive ones grouped into one ``ModelRequest``), ``assistant``
     -> ``ModelResponse`` of a ``TextPart`` and ``ToolCallPart``\\ s.
     """
+    if isinstance(prompt, str) or not isinstance(prompt, Sequence) or not all(isinstance(m, Mapping) for m in prompt):
+        raise AidenError("prompt must be a sequence of chat messages (mappings)")
     from pydantic_ai.messages import (
         ModelRequest,
         ModelResponse,
