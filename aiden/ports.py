@@ -229,6 +229,8 @@ def _check_strings(name: str, values: Sequence[str] | None) -> list[str] | None:
         wanted = None  # not iterable
     if wanted is None or not all(isinstance(v, str) for v in wanted):
         raise RecallError(f"{name} must be a list of str")
+    for value in wanted:
+        _check_text(value, name)
     return wanted
 
 

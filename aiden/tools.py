@@ -6,7 +6,6 @@ included; :class:`ToolArgumentError` is a call that parses but makes no request.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol, TypeVar
 
@@ -47,7 +46,7 @@ async def run_tool_call(name: str, arguments: str | Mapping[str, Any], tool_sets
     for tools in tool_sets:
         if tools.handles(name):
             return await tools.run(name, arguments)
-    return json.dumps({"error": f"unknown tool {name!r}"})
+    return error_result(f"unknown tool {name!r}")
 
 
 class ToolArgumentError(ValueError):
@@ -62,17 +61,34 @@ def error_result(message: str) -> str:
 def decode_arguments(
     arguments: str | Mapping[str, Any], decoder: msgspec.json.Decoder[T], *, max_chars: int, empty: str | None
 ) -> T:
-    """``arguments`` as the decoder's type; :class:`ToolArgumentError` for an oversized, empty or non-object input.
+    """``arguments`` as the decoder's type; :class:`ToolArgumentError` for an oversized, empty or non-object input,
+    or for text that is not valid Unicode (a lone surrogate, named by its field).
 
     A blank string is refused with the message ``empty`` (None: left to msgspec, as malformed JSON).
     msgspec's DecodeError/ValidationError propagate for malformed or mistyped JSON.
     """
+    # A lone surrogate could be neither stored nor sent to an actor (and msgspec fails on one with
+    # UnicodeEncodeError): refused here, by name. JSON text cannot decode to one (msgspec refuses the escape).
     if isinstance(arguments, str):
         if len(arguments) > max_chars:
             raise ToolArgumentError(f"arguments longer than {max_chars} characters")
+        _check_unicode("the JSON text", arguments)
         if empty is not None and not arguments.strip():
             raise ToolArgumentError(empty)
         return decoder.decode(arguments)
     if isinstance(arguments, Mapping):
+        _check_unicode("a field name", list(arguments))
+        for key, value in arguments.items():
+            _check_unicode(str(key), value)
         return msgspec.convert(dict(arguments), decoder.type, strict=True)  # type: ignore[no-any-return]
     raise ToolArgumentError(f"arguments must be a JSON object, got {type(arguments).__name__}")
+
+
+def _check_unicode(name: str, value: object) -> None:
+    """:class:`ToolArgumentError` if ``value`` is, or is a list holding, text that cannot be encoded as UTF-8."""
+    for text in value if isinstance(value, list) else (value,):
+        if isinstance(text, str):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ToolArgumentError(f"{name} is not valid Unicode: {exc.reason}") from None

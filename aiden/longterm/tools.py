@@ -116,7 +116,10 @@ def parse_expiry(value: str | float | None) -> float | None:
         text = value.strip()
         if text.endswith(("Z", "z")):
             text = text[:-1] + "+00:00"
-        when = datetime.fromisoformat(text)
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:  # its own message names neither the field nor the format
+            raise ValueError(f"expires_at must be an ISO-8601 date or time, got {value!r}") from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         try:
@@ -155,8 +158,6 @@ def parse_save_memory(arguments: str | Mapping[str, Any]) -> SaveRequest:
     """Decode ``save_memory`` arguments; ValueError or a msgspec error for a bad call."""
     # A blank call is left to msgspec (empty=None): its answer is the one the model always had.
     args = decode_arguments(arguments, _save_decoder, max_chars=_MAX_ARGUMENT_CHARS, empty=None)
-    for text in (args.type, args.title, args.content, args.id or ""):
-        text.encode("utf-8")  # a lone surrogate: UnicodeEncodeError (a ValueError), refused here
     # Parsed (and bounded) before save: nothing is written for an invalid expiry.
     return SaveRequest(
         type=args.type,

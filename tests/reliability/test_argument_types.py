@@ -90,3 +90,10 @@ async def test_recall_filters_given_as_generators_filter(tmp_path: Path) -> None
         assert listed == []  # only user inputs were compacted
         assert await memory.recall_session_chunks("modules", types=(t for t in ["tool_result"])) == listed
         assert await memory.recall_session_chunks("modules", roles=(r for r in ["user"]))
+
+
+async def test_a_recall_filter_that_is_not_valid_unicode_is_refused_by_name(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=CONFIG, summarizer=ScriptedSummarizer()) as memory:
+        for name in ("types", "roles"):
+            with pytest.raises(aiden.RecallError, match=f"^{name} is not valid Unicode"):
+                await memory.recall_session_chunks("modules", **{name: ["\ud800"]})
