@@ -285,8 +285,6 @@ class ExperienceMethods(CoreMemory):
         await super()._run_began(root, environment)
         if self._episodes is None:
             return
-        if environment is not None and (not isinstance(environment, str) or len(environment) > 200):
-            raise InvalidEventError("environment must be a string of at most 200 characters")
         left = self._episodes.begin(root, environment=environment, now=time.time())
         if left is not None:
             self._unsent.append(left)

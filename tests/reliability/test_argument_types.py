@@ -77,7 +77,12 @@ async def test_a_refused_turn_does_not_rotate_the_session(tmp_path: Path) -> Non
     async with aiden.open_memory(tmp_path, config=CONFIG, summarizer=ScriptedSummarizer()) as memory:
         await memory.begin_run("the first turn", now=1000.0)
         before = await memory.hot_window()
-        for bad in ({"user_input": 5}, {"user_input": "late", "now": 2**70}, {"user_input": "x", "now": "soon"}):
+        for bad in (
+            {"user_input": 5},
+            {"user_input": "late", "now": 2**70},
+            {"user_input": "x", "now": "soon"},
+            {"user_input": "x", "environment": "e" * 201},
+        ):
             with pytest.raises(aiden.InvalidEventError):
                 await memory.begin_run(**{"new_session": True, **bad})  # type: ignore[arg-type]
         assert await memory.hot_window() == before
