@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import msgspec
 
-from aiden.errors import InvalidEventError
+from aiden.errors import AidenError, InvalidEventError
 from aiden.events import EVENT_TYPES, MAX_META_DEPTH, SessionEvent, decode_event, encode_event
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.storage.protocol import PreparedEvent
@@ -59,14 +59,14 @@ def _repair_tool_args(args: str) -> str | None:
     return json.dumps(repaired, ensure_ascii=False)
 
 
-def check_text(what: str, value: str) -> None:
+def check_text(what: str, value: object, error: type[AidenError] = InvalidEventError) -> None:
     """Refuse what is not text, or cannot be stored as UTF-8 (a lone surrogate), before anything accepts it."""
     if not isinstance(value, str):
-        raise InvalidEventError(f"{what} must be str, got {type(value).__name__}")
+        raise error(f"{what} must be str, got {type(value).__name__}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidEventError(f"{what} is not valid Unicode: {exc.reason}") from None
+        raise error(f"{what} is not valid Unicode: {exc.reason}") from None
 
 
 def _json_depth_over(text: str, limit: int) -> bool:

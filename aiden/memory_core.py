@@ -535,14 +535,8 @@ def _check_prompt_inputs(
             raise AidenError(f"layers must be PromptLayers or None, got {type(layers).__name__}")
         texts = {**texts, **{f"layers.{f}": getattr(layers, f) for f in PromptLayers.__struct_fields__}}
     for name, value in texts.items():
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise AidenError(f"{name} must be str, got {type(value).__name__}")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise AidenError(f"{name} is not valid Unicode: {exc.reason}") from None
+        if value is not None:
+            check_text(name, value, AidenError)
     if isinstance(tools, str | bytes) or not isinstance(tools, Sequence) or not all(isinstance(t, Mapping) for t in tools):
         raise AidenError("tools must be a sequence of tool schemas (mappings)")
 

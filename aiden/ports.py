@@ -18,6 +18,7 @@ from aiden import messages as m
 from aiden.actors.mailbox import Client, Latest
 from aiden.errors import AidenError, RecallError
 from aiden.events import MAX_SEQ, SessionEvent, validate_id
+from aiden.intake import check_text
 from aiden.observe import observed
 from aiden.policy.triggers import SchedulerCounters
 from aiden.recall.tool import RecallHit, RecallStats
@@ -210,15 +211,6 @@ def _int_list(seqs: Sequence[int]) -> list[int]:
     return wanted
 
 
-def _check_text(value: object, name: str) -> None:
-    if not isinstance(value, str):
-        raise RecallError(f"{name} must be str, got {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise RecallError(f"{name} is not valid Unicode: {exc.reason}") from exc
-
-
 def _check_strings(name: str, values: Sequence[str] | None) -> list[str] | None:
     if values is None:
         return None
@@ -230,7 +222,7 @@ def _check_strings(name: str, values: Sequence[str] | None) -> list[str] | None:
     if wanted is None or not all(isinstance(v, str) for v in wanted):
         raise RecallError(f"{name} must be a list of str")
     for value in wanted:
-        _check_text(value, name)
+        check_text(name, value, RecallError)
     return wanted
 
 
@@ -271,7 +263,7 @@ class RecallPort:
         until: float | None,
     ) -> list[RecallHit]:
         """The best-matching compacted events and summaries."""
-        _check_text(query, "query")
+        check_text("query", query, RecallError)
         if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
             raise RecallError(f"k must be a positive int, got {k!r}")
         _check_bound("since", since)

@@ -31,6 +31,7 @@ from aiden.errors import AidenError, ClosedError, ConfigError
 from aiden.events import SessionEvent
 from aiden.extension import Extension, MemoryParts, StoreFactory, StoreSpec, installed, select_store
 from aiden.host import Host, HostActor, HostLink, loop_host, unwrapped
+from aiden.intake import check_text
 from aiden.memory_core import CoreMemory
 from aiden.messages import (
     CancelSummarize,
@@ -497,12 +498,7 @@ def _check_arguments(
         if value is not None and not isinstance(value, kind):
             raise ConfigError(f"open_memory: {name} must be a {kind.__name__} or None, got {type(value).__name__}")
     if model is not None:
-        if not isinstance(model, str):
-            raise ConfigError(f"open_memory: model must be a str or None, got {type(model).__name__}")
-        try:
-            model.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ConfigError(f"open_memory: model is not valid Unicode: {exc.reason}") from None
+        check_text("open_memory: model", model, ConfigError)
 
 
 async def _until_parkable(parkable: Callable[[], bool], evict_after_s: float) -> None:
