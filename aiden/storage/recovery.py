@@ -6,8 +6,8 @@ lines); 3. orphan chunk files (adopted or removed); 4. hot events a committed
 chunk already covers; 5. unreferenced segments; 6. summary.md and the archive
 re-derived. Then each archived session once (marked ``.recovered``). Idempotent.
 
-A directory standing where aiden keeps a file would fail every open of it, so
-:func:`displace_directories` renames it to ``<name>.displaced-<ns>`` (nothing is
+A directory standing where aiden keeps a file, or a file where it keeps a directory, would fail
+every open of it, so :func:`displace_misplaced` renames it to ``<name>.displaced-<ns>`` (nothing is
 deleted) and reports it; a symlink is left alone (writes refuse it). In stores
 no session lock covers (``long_term/``, experience) another process may be
 mid-write, so only temp files too old to be in flight are removed
@@ -49,7 +49,7 @@ __all__ = [
     "STALE_TEMP_S",
     "Recovery",
     "archived_layout",
-    "displace_directories",
+    "displace_misplaced",
     "file_paths",
     "remove_stale_temps",
     "subdirs",
@@ -473,16 +473,18 @@ def file_paths(layout: Layout, *, locks: bool) -> Iterator[Path]:
     yield from _experience_paths(layout)
 
 
-def displace_directories(storage: Storage, layout: Layout) -> list[str]:
-    """Move every directory found at one of :func:`file_paths` aside (the lock files too: call it
-    before taking them); one problem line per move."""
+def displace_misplaced(storage: Storage, layout: Layout) -> list[str]:
+    """Move aside every file found where aiden keeps a directory, then every directory found at one
+    of :func:`file_paths` (the lock files too: call it before taking them); one problem line per move."""
     problems: list[str] = []
-    for path in file_paths(layout, locks=True):
+    folders = (layout.memory, layout.session, layout.chunks, layout.archive, layout.long_term, layout.memories)
+    wrong = [(p, False) for p in (*folders, layout.sessions, layout.episodes, layout.experience)]
+    for path, want_file in [*wrong, *((p, True) for p in file_paths(layout, locks=True))]:
         try:
             mode = os.lstat(path).st_mode
         except OSError:
             continue  # absent (the usual case) or unreadable: nothing to move
-        if not stat.S_ISDIR(mode):
+        if stat.S_ISLNK(mode) or stat.S_ISDIR(mode) != want_file:
             continue
         aside = path.with_name(f"{path.name}.displaced-{time.time_ns()}")
         try:
@@ -491,8 +493,8 @@ def displace_directories(storage: Storage, layout: Layout) -> list[str]:
             if exc.errno == errno.ENOENT:
                 continue  # another process opening the same root moved it first
             raise
-        rel = path.relative_to(layout.memory)
-        problems.append(f"a directory stood where {rel} goes; moved to {aside.name}")
+        rel = path.relative_to(layout.root if path == layout.memory else layout.memory)
+        problems.append(f"a {'directory' if want_file else 'file'} stood where {rel} goes; moved to {aside.name}")
         log.error("recovery: %s", problems[-1])
     return problems
 

@@ -46,7 +46,7 @@ from aiden.storage.protocol import (
     RecoveryReport,
     Snapshot,
 )
-from aiden.storage.recovery import Recovery, displace_directories
+from aiden.storage.recovery import Recovery, displace_misplaced
 
 __all__ = ["FileChangeFeed", "FileSessionStore"]
 
@@ -317,7 +317,7 @@ class FileSessionStore:
     def recover(self) -> RecoveryReport:
         """Idempotent recovery on open; holds both locks."""
         # Before the locks: a directory standing where one of them goes would fail their open.
-        displaced = displace_directories(self.storage, self.layout)
+        displaced = displace_misplaced(self.storage, self.layout)
         with self._both_locks():
             report = Recovery(self.layout, self.storage, self.config).run()
             report = msgspec.structs.replace(report, unrecoverable=[*displaced, *report.unrecoverable])

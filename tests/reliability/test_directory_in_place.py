@@ -7,6 +7,7 @@ reports it; the memory opens and keeps every event. (The recall database case is
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,38 @@ async def test_a_directory_where_any_file_goes_is_moved_aside_and_the_memory_wor
     (aside,) = [p for p in path.parent.iterdir() if p.name.startswith(f"{path.name}.displaced-")]
     assert (aside / "note.txt").read_text() == "not ours"
     assert not path.is_dir()
+
+
+FOLDERS = [
+    "",  # memory/ itself
+    "session",
+    "session/chunks",
+    "session_archive",
+    "long_term",
+    "long_term/memories",
+    "long_term/sessions",
+    "episodes",
+    "experience",
+]
+
+
+@pytest.mark.parametrize("rel", FOLDERS)
+async def test_a_file_where_a_folder_goes_is_moved_aside_and_the_memory_works(tmp_path: Path, rel: str) -> None:
+    # Each of these failed every open with a NotADirectoryError (from a task group: an ExceptionGroup).
+    await _populated(tmp_path)
+    path = Layout(tmp_path).memory / rel if rel else Layout(tmp_path).memory
+    if path.exists():
+        shutil.rmtree(path)
+    path.write_text("not ours")
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+        moved = [m for m in memory.recovery.unrecoverable if m.startswith("a file stood where")]
+        shown = path.relative_to(tmp_path if not rel else Layout(tmp_path).memory)
+        assert [m.split("; moved to ")[0] for m in moved] == [f"a file stood where {shown} goes"]
+        assert (await memory.append(aiden.SessionEvent(type="user_input", content="after"))).seq > 0
+        answer = json.loads(await memory.handle_tool_call("save_memory", {"type": "fact", "title": "u", "content": "d"}))
+        assert "saved" in answer, answer
+        (aside,) = [p for p in path.parent.iterdir() if p.name.startswith(f"{path.name}.displaced-")]
+        assert aside.read_text() == "not ours"
+        await memory.checkpoint()
+        await memory.rotate()  # the archive folder is made, the session folder moved into it
+    assert not path.is_file()
