@@ -151,13 +151,16 @@ def _check_bounds(event: SessionEvent) -> None:
 
 
 _decoder: Final = msgspec.json.Decoder(SessionEvent)
+# Room for the seq the store adds to a new event's line ("seq": and up to 19 digits).
+_SEQ_ROOM: Final = 32
 
 
 def encode_event(event: SessionEvent, *, max_bytes: int | None = None) -> bytes:
     """Encode ``event`` as one JSON line (with trailing newline).
 
     Raises :class:`InvalidEventError` for text that cannot be stored (lone surrogates) and
-    :class:`EventTooLargeError` above ``max_bytes``; nothing has been written then. With
+    :class:`EventTooLargeError` when the line, with room for the seq the store adds, is above
+    ``max_bytes``; nothing has been written then. With
     ``max_bytes`` (the intake of a new event) it also refuses what :func:`_check_bounds` refuses;
     re-encoding stored events passes none, so never refuses what an older version accepted.
     """
@@ -169,8 +172,10 @@ def encode_event(event: SessionEvent, *, max_bytes: int | None = None) -> bytes:
         raise InvalidEventError(f"event text is not valid Unicode: {exc.reason}") from exc
     except (TypeError, OverflowError, RecursionError) as exc:
         raise InvalidEventError(f"event cannot be encoded as JSON: {exc}") from exc
-    if max_bytes is not None and len(line) + 1 > max_bytes:
-        raise EventTooLargeError(f"event of {len(line) + 1} bytes exceeds max_event_bytes={max_bytes}")
+    if max_bytes is not None and len(line) + 1 > max_bytes - _SEQ_ROOM:
+        raise EventTooLargeError(
+            f"event of {len(line) + 1} bytes exceeds max_event_bytes={max_bytes} less {_SEQ_ROOM} bytes kept for its seq"
+        )
     return line + b"\n"
 
 

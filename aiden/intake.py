@@ -19,9 +19,6 @@ from aiden.policy.scrub import strip_screenshot_data
 from aiden.storage.protocol import PreparedEvent
 
 __all__ = ["as_stored", "check_text", "prepare_event"]
-
-# Room for the seq the store adds ("seq": + up to 19 digits) when checking size.
-_SEQ_ROOM: Final = 32
 _OPTIONAL_STR: Final = ("role", "event_id", "tool_name", "tool_call_id", "tool_args", "pinned")
 
 
@@ -128,7 +125,7 @@ def prepare_event(
     else:
         prepared = event
     prepared = strip_screenshot_data(prepared)
-    line = encode_event(prepared, max_bytes=max_event_bytes - _SEQ_ROOM)
+    line = encode_event(prepared, max_bytes=max_event_bytes)
     if prepared.meta and decode_event(line) != prepared:
         # NaN, sets, bytes, tuples... JSON would store something else than what
         # append() returns: refuse rather than silently change the caller's data.
