@@ -11,15 +11,13 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 
-import msgspec
-
 from aiden.config import Config
 from aiden.context.prompt import PromptBuild, PromptLayers
 from aiden.errors import AidenError, ClosedError, InvalidEventError
 from aiden.events import SessionEvent, validate_id
 from aiden.intake import as_stored, check_text, prepare_event
 from aiden.lifecycle import Lifecycle, Outcome, RunStart, new_session_id
-from aiden.messages import CompactionOutcome, RecordUsage, SchedulerInbox, codec
+from aiden.messages import CompactionOutcome, RecordUsage
 from aiden.observe import MemoryStats, memory_stats, observed
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
 from aiden.policy.tokens import DEFAULT_PROFILE, BudgetCalibration, TokenProfile, estimate_tokens, observe
@@ -27,7 +25,7 @@ from aiden.policy.triggers import Classifier, decide_boundary
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.tool import RECALL_TOOL, RecallHit, RecallStats, RecallTools
 from aiden.storage.chunks import ChunkIndex
-from aiden.storage.protocol import RecoveryReport
+from aiden.storage.protocol import PreparedEvent, RecoveryReport
 from aiden.tools import ToolSet, agent_tools, run_tool_call
 
 __all__ = ["CoreMemory"]
@@ -108,7 +106,9 @@ class CoreMemory:
         limit = self._config.max_event_bytes
         if not isinstance(events, Iterable):
             raise InvalidEventError(f"events must be an iterable of SessionEvent, got {type(events).__name__}")
-        pairs = [prepare_event(e, now=now, max_event_bytes=limit) for e in events]
+        return await self._append_prepared([prepare_event(e, now=now, max_event_bytes=limit) for e in events])
+
+    async def _append_prepared(self, pairs: list[tuple[SessionEvent, PreparedEvent]]) -> list[SessionEvent]:
         if not pairs:
             return []
         seqs = await self._writer.append([line for _, line in pairs])
@@ -349,8 +349,8 @@ class CoreMemory:
         event = SessionEvent(
             type="user_input", role="user", content=user_input, timestamp=now, event_id=event_id, meta=meta or {}
         )
-        # Refused before the turn can rotate the session: a bad input changes nothing.
-        prepare_event(event, now=now, max_event_bytes=self._config.max_event_bytes)
+        # Prepared (and so refused, if bad) before the turn can rotate the session: a bad input changes nothing.
+        prepared = prepare_event(event, now=now, max_event_bytes=self._config.max_event_bytes)
         last = await self.last_activity()
         decision = decide_boundary(
             user_input=user_input,
@@ -370,7 +370,8 @@ class CoreMemory:
         ):
             # Seed 001's idle-gap trigger: compact while the user waits for the first answer anyway.
             self.request_maintenance(manual=True)
-        stored = await self.append(event)
+        self._check_open()  # as append() would: the awaits above may have seen the memory close
+        (stored,) = await self._append_prepared([prepared])
         self._run_open = True
         self._runs.sync_compaction_failed = False
         await self._run_began(stored, environment)
@@ -402,7 +403,7 @@ class CoreMemory:
         check_text("outcome_note", outcome_note)
         if outcome not in get_args(Outcome):
             raise InvalidEventError(f"outcome must be one of {get_args(Outcome)}, got {outcome!r}")
-        _check_usage(
+        self._scheduler.check_usage(
             RecordUsage(
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
@@ -540,10 +541,3 @@ def _check_prompt_inputs(
     if isinstance(tools, str | bytes) or not isinstance(tools, Sequence) or not all(isinstance(t, Mapping) for t in tools):
         raise AidenError("tools must be a sequence of tool schemas (mappings)")
 
-
-def _check_usage(usage: RecordUsage) -> None:
-    """The maintenance scheduler's own check of ``usage`` (its client's), made before anything is stored."""
-    try:
-        codec(SchedulerInbox).decode(codec(SchedulerInbox).encode(usage))
-    except (msgspec.MsgspecError, OverflowError, TypeError, ValueError) as exc:
-        raise AidenError(f"invalid request to the maintenance scheduler: {exc}") from None

@@ -140,6 +140,10 @@ class SchedulerPort:
         reply = await self._client.call(lambda rid: m.Maintain(self._session, rid, manual))
         return expect_reply(reply, m.MaintenanceDone).outcome
 
+    def check_usage(self, usage: m.RecordUsage) -> None:
+        """Refuse ``usage`` as :meth:`record_usage` would, sending nothing."""
+        self._client.check(usage)
+
     async def record_usage(self, usage: m.RecordUsage) -> None:
         """Report one model call's usage (no reply; the inbox bound applies back-pressure)."""
         await self._client.cast(msgspec.structs.replace(usage, session=self._session))

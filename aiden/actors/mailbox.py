@@ -282,6 +282,10 @@ class Client(Generic[Req, V]):
             raise AidenError(f"invalid request to the {self.name}: {exc}") from None
         return raw
 
+    def check(self, message: Req) -> None:
+        """Refuse ``message`` as sending it would (an AidenError), sending nothing."""
+        self._encode(message)
+
     async def cast(self, message: Req) -> None:
         """Send without waiting for a reply (the inbox bound still applies back-pressure)."""
         send = await self._ready()
