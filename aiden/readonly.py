@@ -38,7 +38,6 @@ __all__ = [
     "Progress",
     "ProgressFactory",
     "progress_enabled",
-    "read_all_events",
     "recall",
     "report_problems",
 ]
@@ -195,11 +194,6 @@ def iter_events(
                 bar.advance()
 
     yield from heapq.merge(chunked(), hot, key=lambda e: e.seq)
-
-
-def read_all_events(layout: Layout) -> list[SessionEvent]:
-    """Every stored event in seq order: compacted chunks (verified), then the hot window."""
-    return list(iter_events(layout))
 
 
 def _size(path: Path) -> int | None:

@@ -54,7 +54,7 @@ class TokenCounts:
     def of(
         self, events: Sequence[SessionEvent], profile: TokenProfile, calibration: TokenCalibration | None
     ) -> list[int]:
-        """The planning estimate of each event (calibrated as ``planning_token_counts`` does)."""
+        """The planning estimate of each event, corrected by ``calibration`` when given."""
         old: dict[int, tuple[SessionEvent, int]] = self._known
         fresh: dict[int, tuple[SessionEvent, int]] = {}
         counts: list[int] = []

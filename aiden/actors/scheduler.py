@@ -58,6 +58,7 @@ from aiden.policy.triggers import (
     TriggerState,
     UsageReported,
     defers_for_cache,
+    planning_calibration,
     reduce,
     should_compress,
     trigger_input,
@@ -391,7 +392,7 @@ class MaintenanceScheduler:
 
     async def _survey(self) -> Survey:
         target = trigger_threshold_tokens(self._window, self._config)
-        return await self._planner.survey(target, self._state.calibration.get(self._state.model))
+        return await self._planner.survey(target, planning_calibration(self._state))
 
     def _decide(self, survey: Survey, *, manual: bool) -> TriggerDecision:
         """The trigger's verdict on the surveyed hot window."""

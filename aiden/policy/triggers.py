@@ -13,14 +13,13 @@ starts a new session, from the idle gap (time comes in as an argument).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Final, Literal, assert_never
 
 import msgspec
 
 from aiden.config import Config
-from aiden.events import SessionEvent
-from aiden.policy.tokens import TokenCalibration, TokenProfile, apply_calibration, calibrate, event_tokens
+from aiden.policy.tokens import TokenCalibration, apply_calibration, calibrate
 
 __all__ = [
     "BoundaryDecision",
@@ -45,7 +44,7 @@ __all__ = [
     "UsageReported",
     "decide_boundary",
     "defers_for_cache",
-    "planning_token_counts",
+    "planning_calibration",
     "reduce",
     "should_compress",
     "trigger_input",
@@ -445,13 +444,9 @@ def defers_for_cache(state: TriggerState, decision: TriggerDecision, config: Con
     return decision.reason == "percent" and 0 < state.turns < config.compact_batch_turns
 
 
-def planning_token_counts(
-    state: TriggerState, events: Sequence[SessionEvent], profile: TokenProfile
-) -> list[int]:
-    """Per-event token estimates for planning, corrected by the scheduler model's calibration."""
-    cal = state.calibration.get(state.model)
-    counts = event_tokens(events, profile)
-    return [apply_calibration(c, cal) for c in counts] if cal is not None else counts
+def planning_calibration(state: TriggerState) -> TokenCalibration | None:
+    """The calibration a compaction plan's token estimates use: the scheduler model's, if learned."""
+    return state.calibration.get(state.model)
 
 
 # --- the session boundary ---------------------------------------------------------------------

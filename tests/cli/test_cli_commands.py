@@ -27,7 +27,7 @@ from aiden.demo import run_demo
 from aiden.longterm.gitstore import Version
 from aiden.policy.tokens import event_tokens
 from aiden.policy.triggers import trigger_threshold_tokens
-from aiden.readonly import open_layout, read_all_events
+from aiden.readonly import iter_events, open_layout
 from aiden.storage import chunks as cs
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
@@ -61,7 +61,7 @@ def _hot(root: Path) -> list[aiden.SessionEvent]:
 
 def test_compact_under_the_trigger_does_nothing(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     hot = _hot(root)
-    events_before = read_all_events(open_layout(root))
+    events_before = list(iter_events(open_layout(root)))
     threshold = trigger_threshold_tokens(Config().context_window, Config())
     code, out, err = _run(capsys, "compact", str(root))
     assert (code, err) == (0, "")
@@ -70,7 +70,7 @@ def test_compact_under_the_trigger_does_nothing(root: Path, capsys: pytest.Captu
         f"hot window: {len(hot)} events, ~{sum(event_tokens(hot))} tokens "
         f"(trigger: more than {Config().count_limit()} events or ~{threshold} tokens)\n"
     )
-    assert read_all_events(open_layout(root)) == events_before
+    assert list(iter_events(open_layout(root))) == events_before
 
 
 def test_compact_json_runs_passes_until_under_the_trigger(
@@ -80,7 +80,7 @@ def test_compact_json_runs_passes_until_under_the_trigger(
     index_before = cs.load_index(layout)
     assert index_before is not None
     hot_before = _hot(root)
-    stored = read_all_events(open_layout(root))
+    stored = list(iter_events(open_layout(root)))
     threshold = trigger_threshold_tokens(1500, Config().with_window(1500))
     assert sum(event_tokens(hot_before)) >= threshold  # the demo's hot window is over a 1500-token trigger
     code, out, err = _run(capsys, "compact", str(root), "--context-window", "1500", "--json")
@@ -116,7 +116,7 @@ def test_compact_json_runs_passes_until_under_the_trigger(
     }
     assert sum(event_tokens(hot)) < threshold
     assert sum(e.count for e in new) == len(hot_before) - len(hot)
-    assert read_all_events(open_layout(root)) == stored  # compaction moved events, lost none
+    assert list(iter_events(open_layout(root))) == stored  # compaction moved events, lost none
 
 
 def test_compact_force_text(root: Path, capsys: pytest.CaptureFixture[str]) -> None:

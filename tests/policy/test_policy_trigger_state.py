@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiden.config import Config
-from aiden.policy.tokens import CL100K, TokenCalibration, event_tokens
+from aiden.policy.tokens import TokenCalibration, apply_calibration
 from aiden.policy.triggers import (
     ChunkResummarized,
     CommitConflicted,
@@ -26,11 +26,10 @@ from aiden.policy.triggers import (
     TriggerState,
     UsageReported,
     defers_for_cache,
-    planning_token_counts,
+    planning_calibration,
     reduce,
     trigger_input,
 )
-from tests.policy.policy_helpers import assistant, user
 
 START = TriggerState(model="m", calibration_weight=0.5)
 
@@ -264,14 +263,14 @@ def test_a_soft_trigger_defers_until_the_batch_of_turns_is_complete() -> None:
     assert defers_for_cache(two_turns, percent, Config(compact_batch_turns=0)) is False
 
 
-def test_planning_counts_use_the_scheduler_model_calibration() -> None:
-    events = [user("hello there " * 20), assistant("fine " * 50)]
-    raw = event_tokens(events, CL100K)
-    assert planning_token_counts(START, events, CL100K) == raw
+def test_planning_uses_the_scheduler_model_calibration() -> None:
+    assert planning_calibration(START) is None
     other = reduce(START, UsageReported(prompt_tokens=150, estimated_prompt_tokens=100, model="other"))
-    assert planning_token_counts(other, events, CL100K) == raw
+    assert planning_calibration(other) is None
     doubled = reduce(START, UsageReported(prompt_tokens=200, estimated_prompt_tokens=100))
-    assert planning_token_counts(doubled, events, CL100K) == [2 * c for c in raw]
+    calibration = planning_calibration(doubled)
+    assert calibration is not None
+    assert apply_calibration(1000, calibration) == 2000
 
 
 # --- invariants -------------------------------------------------------------------------

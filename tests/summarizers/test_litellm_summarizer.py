@@ -25,7 +25,7 @@ from aiden.config import Config
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerUnavailable
 from aiden.events import SessionEvent
 from aiden.summarizers.llm.client import token_usage
-from aiden.summarizers.llm.prompts import parse_summary_output
+from aiden.summarizers.llm.prompts import read_answer
 from aiden.summarizers.llm.summarizer import LiteLLMSummarizer, SummarizerStats
 from aiden.summarizers.protocol import Decision, StructuredSummary, Summarizer, SummaryRequest, SummaryResult
 from aiden.testing import FakeLLMServer
@@ -179,7 +179,7 @@ async def test_a_fold_that_drops_load_bearing_lines_gets_them_back() -> None:
     assert (await mocked(faithful).summarize(request)).text == faithful
 
 
-def test_parse_summary_output_tolerates_loose_shapes() -> None:
+def test_read_answer_tolerates_loose_shapes() -> None:
     loose = {
         "goal": "g",
         "decisions": ["plain string decision", {"decision": "d", "reason": "r"}, 7],
@@ -188,13 +188,13 @@ def test_parse_summary_output_tolerates_loose_shapes() -> None:
         "facts": [{"k": "v"}],
         "text": "",
     }
-    result = parse_summary_output(json.dumps(loose))
+    result = read_answer(json.dumps(loose)).result
     assert result.structured == StructuredSummary(
         user_goal="g",
         decisions=(Decision(what="plain string decision"), Decision(what="d", why="r")),
         errors=(
-            parse_summary_output('{"errors": ["E1"]}').structured.errors[0],
-            parse_summary_output('{"errors": [{"error": "E2", "resolution": "fixed"}]}').structured.errors[0],
+            read_answer('{"errors": ["E1"]}').result.structured.errors[0],
+            read_answer('{"errors": [{"error": "E2", "resolution": "fixed"}]}').result.structured.errors[0],
         ),
         files_touched=("a.py",),
         facts=("v",),

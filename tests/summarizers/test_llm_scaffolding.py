@@ -18,7 +18,7 @@ import pytest
 from aiden.config import Config
 from aiden.errors import InvalidSummaryError
 from aiden.events import SessionEvent
-from aiden.summarizers.llm.prompts import Scaffold, clean_text, parse_summary_output, scaffold
+from aiden.summarizers.llm.prompts import Scaffold, clean_text, read_answer, scaffold
 from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
 from aiden.summarizers.protocol import (
     Decision,
@@ -189,9 +189,9 @@ async def test_a_reply_that_is_only_skeleton_is_invalid(reply: str) -> None:
 
 def test_session_headings_and_none_bullets_are_kept() -> None:
     text = "## OUTCOME\n- shipped CSV export\n\n## WORKING RECIPES\n- (none)\n\n## PROJECT FACTS\n- (none)"
-    assert parse_summary_output(
+    assert read_answer(
         json.dumps({"outcome": "shipped CSV export", "text": text}), session=True
-    ) == (SummaryResult(text=text, structured=StructuredSummary(outcome="shipped CSV export")))
+    ).result == (SummaryResult(text=text, structured=StructuredSummary(outcome="shipped CSV export")))
 
 
 def test_the_placeholders_come_from_the_prompt_files() -> None:

@@ -42,7 +42,6 @@ __all__ = [
     "Scaffold",
     "build_messages",
     "clean_text",
-    "parse_summary_output",
     "read_answer",
     "scaffold",
     "validate_summary_text",
@@ -242,11 +241,6 @@ def _distinct(structured: StructuredSummary) -> StructuredSummary:
 _SESSION_HEADING: Final = re.compile(
     r"^## (?:OUTCOME|WORKING RECIPES|FAILED APPROACHES|USER PREFERENCES|PROJECT FACTS)$", re.MULTILINE
 )
-
-
-def parse_summary_output(content: str, *, session: bool = False) -> SummaryResult:
-    """Parse a model's answer (JSON, else plain text used as is): :func:`read_answer`'s result."""
-    return read_answer(content, session=session).result
 
 
 # The scaffold: what of the prompt files an answer may echo (see :class:`Scaffold`).
