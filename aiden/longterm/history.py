@@ -18,6 +18,7 @@ from typing import Final
 import msgspec
 
 from aiden.longterm.files import ensure_dir
+from aiden.longterm.store import LOCK_TIMEOUT_S
 from aiden.longterm.summaries import strip_thinking
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
@@ -37,8 +38,6 @@ DEFAULT_MAX_RECORD_CHARS: Final = 4000
 _TRUNCATED: Final = " [... truncated]"
 _SESSION_KEY_CHARS: Final = 128
 _TAIL_BYTES: Final = 256 * 1024
-LOCK_TIMEOUT_S: Final = 30.0
-"""How long an append waits for another holder of the history lock (then LockError)."""
 
 
 class HistoryRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

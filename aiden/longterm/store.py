@@ -267,7 +267,7 @@ async def run_profile_debouncer(
 _MAX_ENTRY_BYTES: Final = 64 * 1024
 _MAX_PROBLEMS: Final = 50
 LOCK_TIMEOUT_S: Final = 30.0
-"""How long save/forget wait for another holder of the index lock (then LockError)."""
+"""How long a long-term write (save, forget, a history append) waits for another holder of its lock (then LockError)."""
 
 
 class StoreStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Final
 
 from aiden.errors import StorageError
-from aiden.longterm.history import LOCK_TIMEOUT_S, HistoryRecord, new_record, record_text
+from aiden.longterm.history import HistoryRecord, new_record, record_text
 from aiden.longterm.postgres.schema import LongTermDb, bounded_wait
+from aiden.longterm.store import LOCK_TIMEOUT_S
 from aiden.storage.postgres.schema import Conn
 
 __all__ = ["PgHistoryLog", "cursors", "read_after"]
