@@ -234,6 +234,9 @@ class ExperienceMethods(CoreMemory):
         self._experience = experience
         self._episodes = episodes
         self._unsent: list[Episode] = []
+        # One sender at a time: two tasks ending runs at once would both commit the first unsent
+        # episode, then both pop it (the second pop an episode never committed).
+        self._sending = anyio.Lock()
         self._episodes_quarantined = 0
 
     def _port(self) -> ExperiencePort:
@@ -306,19 +309,20 @@ class ExperienceMethods(CoreMemory):
         port = self._experience
         if port is None:
             return
-        while self._unsent:
-            try:
-                await port.commit(self._unsent[0])
-            except (StorageError, ClosedError) as exc:
-                _log.error("could not commit episode %s (kept, retried later): %s", self._unsent[0].id, exc)
-                del self._unsent[:-_MAX_UNSENT]
-                return
-            except AidenError as exc:
-                # Not the disk: this episode itself cannot be committed. Retrying it would block
-                # every later episode behind it, so it is set aside and counted.
-                self._episodes_quarantined += 1
-                _log.error("episode %s cannot be committed and is dropped: %s", self._unsent[0].id, exc)
-            self._unsent.pop(0)
+        async with self._sending:
+            while self._unsent:
+                try:
+                    await port.commit(self._unsent[0])
+                except (StorageError, ClosedError) as exc:
+                    _log.error("could not commit episode %s (kept, retried later): %s", self._unsent[0].id, exc)
+                    del self._unsent[:-_MAX_UNSENT]
+                    return
+                except AidenError as exc:
+                    # Not the disk: this episode itself cannot be committed. Retrying it would block
+                    # every later episode behind it, so it is set aside and counted.
+                    self._episodes_quarantined += 1
+                    _log.error("episode %s cannot be committed and is dropped: %s", self._unsent[0].id, exc)
+                self._unsent.pop(0)
 
     async def learn_experience(self, limit: int = 16) -> LearnOutcome:
         """Learn from up to ``limit`` committed episodes now, instead of waiting for the idle window."""

@@ -228,6 +228,22 @@ async def test_an_episode_whose_commit_fails_is_kept_and_committed_with_the_next
         assert hot == ["built it", "built it"]
 
 
+async def test_runs_ended_at_once_commit_each_episode_once(tmp_path: Path) -> None:
+    storage = FailEpisodeWrites()
+    async with aiden.open_memory(tmp_path, config=QUIET, storage=storage) as memory:
+        storage.failing = True
+        first = await fail_then_fix(memory)  # kept unsent
+        storage.failing = False
+        await memory.begin_run("build the acme repo again", environment=ENV)
+        second = memory.episode_id
+        # Two tasks end runs at once: both send the unsent episodes.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(memory.commit_run, "built it")
+            tg.start_soon(memory.commit_run, "built it too")
+        assert [r.id for r in EpisodeStore(Layout(tmp_path), Storage()).rows()] == [first, second]
+        assert memory.stats().episodes_quarantined == 0
+
+
 async def test_bad_input_gets_a_clear_error(tmp_path: Path) -> None:
     async with aiden.open_memory(tmp_path, config=QUIET) as memory:
         with pytest.raises(aiden.InvalidEventError, match="outcome must be one of"):
