@@ -22,7 +22,7 @@ from typing import Any, Generic, NoReturn, ParamSpec, Protocol, TypeVar
 
 import anyio
 import msgspec
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 from anyio.lowlevel import RunVar
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -304,15 +304,27 @@ async def open_host() -> AsyncIterator[Host]:
 
     Close the memories before the block ends: leaving it stops every actor of the host.
     """
-    send, receive = anyio.create_memory_object_stream[tuple[int, bool]](math.inf)
-    with send:
+    rings, receive = anyio.create_memory_object_stream[tuple[int, bool]](math.inf)
+    async with anyio.create_task_group() as tg:
+        with rings:  # leaving the block closes the rings: the host stops
+            yield await tg.start(_serve, rings, receive)
+
+
+async def _serve(
+    rings: MemoryObjectSendStream[tuple[int, bool]],
+    receive: MemoryObjectReceiveStream[tuple[int, bool]],
+    *,
+    task_status: TaskStatus[Host],
+) -> None:
+    """Run a host (its task group, its wake loop, so its actors) until its rings close."""
+    # Shielded: a caller's cancellation reaches its memories' blocks, and their closes still go
+    # through these actors (to write what a close writes); the actors stop when the host does.
+    with anyio.CancelScope(shield=True):
         async with anyio.create_task_group() as tg:
-            host = Host(tg, send)
-            tg.start_soon(host._wake_loop, receive)
-            try:
-                yield host
-            finally:
-                tg.cancel_scope.cancel()
+            host = Host(tg, rings)
+            task_status.started(host)
+            await host._wake_loop(receive)  # until the rings close
+            tg.cancel_scope.cancel()
 
 
 class _LoopHost:
@@ -332,14 +344,15 @@ class _LoopHost:
 
     async def serve(self) -> None:
         try:
-            async with anyio.create_task_group() as tg:
-                self.host = Host(tg, self.rings)
-                self.ready.set()
-                await self.host._wake_loop(self._receive)  # until the last user closes the rings
-                tg.cancel_scope.cancel()
+            await _serve(self.rings, self._receive, task_status=self)
         finally:
             self.host = None
             self.ready.set()
+
+    def started(self, value: Host | None = None) -> None:
+        """The host runs (``serve``'s task status)."""
+        self.host = value
+        self.ready.set()
 
 
 _LOOP_HOST: RunVar[_LoopHost] = RunVar("aiden_loop_host")

@@ -56,6 +56,7 @@ from aiden.storage.advisory import PromptCalibration, read_window, record_window
 from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from aiden.storage.protocol import SessionStore
 from aiden.storage.session import FileSessionStore
 from aiden.summarizers.protocol import Summarizer
 
@@ -97,25 +98,20 @@ async def run_memory(
     the host its event loop shares (:func:`aiden.host.loop_host`).
     """
     _check_arguments(root, config, summarizer, model, storage, embedder, host)
-    async with contextlib.nullcontext(host) if host is not None else loop_host() as host:
-        config = config or Config()
-        if context_window is None:
-            context_window = ModelResolver().context_window(model, config.context_window)
-        # Every token-sized default not set explicitly follows the active window once the store is
-        # open (a bad window is refused here, before the store opens).
-        windowed = config.with_window(context_window)
-        storage = storage or Storage()
-        layout = Layout(root)
-        session_store = await anyio.to_thread.run_sync(
-            select_store, store, session_id, store_factory, layout, storage, config
-        )
+    config = config or Config()
+    if context_window is None:
+        context_window = ModelResolver().context_window(model, config.context_window)
+    # Every token-sized default not set explicitly follows the active window once the store is
+    # open (a bad window is refused here, before the store opens).
+    windowed = config.with_window(context_window)
+    storage = storage or Storage()
+    layout = Layout(root)
+    async with (
+        contextlib.nullcontext(host) if host is not None else loop_host() as host,
+        _opened(partial(select_store, store, session_id, store_factory, layout, storage, config)) as session_store,
+    ):
         config = windowed
-        try:
-            report = await anyio.to_thread.run_sync(session_store.recover)
-        except BaseException:
-            # Nothing else holds the store yet (its pool, its connections): close it here.
-            await anyio.to_thread.run_sync(session_store.close)
-            raise
+        report = await anyio.to_thread.run_sync(session_store.recover)
         await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model)
         recorded = await anyio.to_thread.run_sync(read_window, layout)
         # What the last close of this root learned from reported usage, for the same model and window.
@@ -470,10 +466,24 @@ async def run_memory(
                 link.close()
             started.close()
             started_recv.close()
-            await anyio.to_thread.run_sync(session_store.close)
             if failure:
                 # Not the ClosedError the caller's pending request got when the actors stopped.
                 raise failure[0]
+
+
+@asynccontextmanager
+async def _opened(select: Callable[[], SessionStore]) -> AsyncIterator[SessionStore]:
+    """The session store ``select()`` opens, closed on the way out however the block ends.
+
+    The close is shielded: a cancelled open or block still gives back the store's descriptor (a
+    database store: its pool and connections).
+    """
+    session_store = await anyio.to_thread.run_sync(select)
+    try:
+        yield session_store
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(session_store.close)
 
 
 def _check_arguments(

@@ -57,8 +57,9 @@ ALLOWED_OBJECTS: frozenset[type] = frozenset(
         msgspec.msgpack.Decoder,
     }
 )
-# A memory's own back-pressure on its appends (its host's writer serves every memory).
-ALLOWED_BASES: tuple[type, ...] = (anyio.Semaphore,)
+# A memory's own back-pressure on its appends (its host's writer serves every memory), and its
+# finished episodes sent one task at a time.
+ALLOWED_BASES: tuple[type, ...] = (anyio.Semaphore, anyio.Lock)
 _BUILTIN_MODULES = {"builtins", "itertools", "pathlib", "posixpath"}
 
 

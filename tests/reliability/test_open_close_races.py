@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import pytest
 
 import aiden
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from aiden.storage.session import FileSessionStore
 from tests.helpers import SMALL_MANUAL
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
@@ -84,3 +87,60 @@ async def test_a_chunk_committed_as_the_memory_closes_is_recorded_in_history_bef
         assert len(committed) == round_ + 1
         assert committed <= recorded, (round_, sorted(committed - recorded))
     assert "after-compaction hook failed" not in caplog.text
+
+
+@pytest.mark.parametrize("cancel_at", ["the block", "the recovery", "the store's making"])
+async def test_a_memory_left_by_cancellation_closes_its_store(tmp_path: Path, cancel_at: str) -> None:
+    class Store(FileSessionStore):
+        """A file store that counts its makings and closes, and cancels the caller at ``cancel_at``."""
+
+        made = closed = 0
+
+        def __init__(self, layout: Layout, storage: Storage, config: aiden.Config) -> None:
+            super().__init__(layout, storage, config)
+            type(self).made += 1
+            if cancel_at == "the store's making":
+                anyio.from_thread.run_sync(scope.cancel)  # the caller's deadline passes now
+
+        def close(self) -> None:
+            type(self).closed += 1
+            super().close()
+
+        def recover(self) -> aiden.RecoveryReport:
+            report = super().recover()
+            if cancel_at == "the recovery":
+                anyio.from_thread.run_sync(scope.cancel)
+            return report
+
+    with anyio.CancelScope() as scope:
+        async with aiden.open_memory(tmp_path, store_factory=Store) as memory:
+            await memory.append(aiden.SessionEvent(type="user_input", role="user", content="hello"))
+            scope.cancel()
+            await anyio.lowlevel.checkpoint()
+    assert scope.cancelled_caught
+    # The store was closed (for a database store: its pool given back), and no descriptor is left.
+    assert (Store.made, Store.closed) == (1, 1)
+    assert not [fd for fd in os.listdir("/proc/self/fd") if str(tmp_path) in _target(fd)]
+
+
+def _target(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+
+
+async def test_a_cancelled_block_still_closes_through_its_hosts_actors(tmp_path: Path) -> None:
+    # The host inside the cancelled scope too: its actors must outlive the memory's close.
+    with anyio.CancelScope() as scope:
+        async with aiden.open_host() as host, aiden.open_memory(tmp_path, host=host) as memory:
+            await memory.begin_run("fix the parser bug in billing")
+            await memory.append(aiden.SessionEvent(type="user_input", role="user", content="the parser fails on dates"))
+            await memory.recall_session_chunks("parser")
+            scope.cancel()
+            await anyio.lowlevel.checkpoint()
+    assert scope.cancelled_caught
+    # What a close writes was written: the session summary and the open run's episode.
+    assert len(list((tmp_path / "memory" / "long_term" / "sessions").glob("*.md"))) == 1
+    assert len(list((tmp_path / "memory" / "episodes").glob("*/*/episode.json"))) == 1
+    assert not [fd for fd in os.listdir("/proc/self/fd") if str(tmp_path) in _target(fd)]
