@@ -263,6 +263,7 @@ async def run_memory(
             for host_link in host_links:
                 host_link.bind()
             reader = SessionReader(session_store, reader_link.inbox, reader_link.outbox)
+            parked = False
             try:
                 async with anyio.create_task_group() as tg:
                     for _ in range(_READERS):
@@ -319,12 +320,15 @@ async def run_memory(
                     running.clear()
                     for client in (*clients, *(h.client for h in host_links)):
                         client.park()
+                    parked = True
                     tg.cancel_scope.cancel()
                 if host_failure:
                     raise host_failure[0]
-                # The actors stopped (parked, or the close): nothing uses the store now, and a next
-                # run takes back what it gives (an idle session keeps no descriptor).
-                session_store.release()
+                if parked:
+                    # Nothing uses the store now, and a next run takes back what it gives (an idle
+                    # session keeps no descriptor). Not at a close: the host's writer may still be
+                    # committing an append of this memory; the close drains it, then closes the store.
+                    session_store.release()
             finally:
                 running.clear()
                 for host_link in host_links:

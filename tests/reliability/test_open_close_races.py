@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -144,3 +145,39 @@ async def test_a_cancelled_block_still_closes_through_its_hosts_actors(tmp_path:
     assert len(list((tmp_path / "memory" / "long_term" / "sessions").glob("*.md"))) == 1
     assert len(list((tmp_path / "memory" / "episodes").glob("*/*/episode.json"))) == 1
     assert not [fd for fd in os.listdir("/proc/self/fd") if str(tmp_path) in _target(fd)]
+
+
+class _SlowEventWrites(Storage):
+    """A disk whose write of an event marked SLOW stalls (a busy disk); ``writing`` is set as it starts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = threading.Event()
+
+    def write(self, fd: int, data: bytes) -> None:
+        if b"SLOW" in data:
+            self.writing.set()
+            time.sleep(0.5)
+        super().write(fd, data)
+
+
+async def test_a_close_during_an_append_commit_keeps_the_event(tmp_path: Path) -> None:
+    storage = _SlowEventWrites()
+    config = aiden.Config(session_summary_on_close=False)
+    acked: list[aiden.SessionEvent] = []
+
+    async def append_slow(memory: aiden.Memory) -> None:
+        acked.append(await memory.append(aiden.SessionEvent(type="user_input", role="user", content="SLOW")))
+
+    async with (
+        anyio.create_task_group() as outside,
+        aiden.open_memory(tmp_path, config=config, storage=storage) as memory,
+    ):
+        await memory.append(aiden.SessionEvent(type="user_input", role="user", content="first"))
+        outside.start_soon(append_slow, memory)  # e.g. a request handler still running
+        await anyio.to_thread.run_sync(storage.writing.wait)
+        # The block ends while the host's writer is writing the append.
+    assert [(e.seq, e.content) for e in acked] == [(2, "SLOW")]
+    async with aiden.open_memory(tmp_path, config=config) as memory:
+        assert [(e.seq, e.content) for e in await memory.hot_window()] == [(1, "first"), (2, "SLOW")]
+        assert memory.recovery.changed is False
