@@ -420,6 +420,10 @@ async def run_memory(
                         if not failure:
                             raise
                         # An actor failed: its error is raised below.
+                    except AidenError as exc:
+                        # What was appended is stored; a closing step that failed (the store down
+                        # as the session summary reads the hot window) does not stop the shutdown.
+                        log.error("closing %s: %s", layout.root, exc)
                     learned = memory._runs.calibration
                     if learned.samples:
                         keep = PromptCalibration(

@@ -181,3 +181,23 @@ async def test_a_close_during_an_append_commit_keeps_the_event(tmp_path: Path) -
     async with aiden.open_memory(tmp_path, config=config) as memory:
         assert [(e.seq, e.content) for e in await memory.hot_window()] == [(1, "first"), (2, "SLOW")]
         assert memory.recovery.changed is False
+
+
+async def test_a_store_failing_as_the_memory_closes_does_not_stop_its_shutdown(tmp_path: Path) -> None:
+    class Store(FileSessionStore):
+        """A file store whose hot-window read fails once ``down`` (a database store's server gone)."""
+
+        down = False
+
+        def read_hot_window(self) -> list[aiden.SessionEvent]:
+            if self.down:
+                raise aiden.StorageError("the store is down")
+            return super().read_hot_window()
+
+    async with aiden.open_memory(tmp_path, store_factory=Store) as memory:
+        await memory.append(aiden.SessionEvent(type="user_input", role="user", content="kept"))
+        Store.down = True  # the session summary the close writes reads the hot window
+    Store.down = False
+    async with aiden.open_memory(tmp_path) as memory:
+        assert [e.content for e in await memory.hot_window()] == ["kept"]
+        assert memory.recovery.changed is False
