@@ -18,7 +18,9 @@ from aiden.events import EVENT_TYPES, MAX_META_DEPTH, SessionEvent, decode_event
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.storage.protocol import PreparedEvent
 
-__all__ = ["as_stored", "check_text", "prepare_event"]
+__all__ = ["MAX_EVENT_ID_CHARS", "as_stored", "check_text", "prepare_event"]
+MAX_EVENT_ID_CHARS: Final = 256
+"""The longest client ``event_id`` an append takes."""
 _OPTIONAL_STR: Final = ("role", "event_id", "tool_name", "tool_call_id", "tool_args", "pinned")
 
 
@@ -108,8 +110,15 @@ def prepare_event(
         if value is not None and not isinstance(value, str):
             name = next(n for n in _OPTIONAL_STR if not isinstance(getattr(event, n), str | None))
             raise InvalidEventError(f"event {name} must be str or None")
-    if event.event_id is not None and not event.event_id:
-        raise InvalidEventError("event_id must not be empty")
+    if event.event_id is not None:
+        # A key every store can index and look up: a database's unique index refuses a NUL or a
+        # key past its row size, which in a group commit would fail other sessions' appends too.
+        if not event.event_id:
+            raise InvalidEventError("event_id must not be empty")
+        if len(event.event_id) > MAX_EVENT_ID_CHARS:
+            raise InvalidEventError(f"event_id longer than {MAX_EVENT_ID_CHARS} characters")
+        if "\x00" in event.event_id:
+            raise InvalidEventError("event_id must not contain a NUL character")
     if event.tool_args is not None and _json_depth_over(event.tool_args, MAX_META_DEPTH):
         # Every reader of tool arguments (summaries, recall, the agent's own replay) would hit
         # the recursion limit on them: refused here, before anything stores them.

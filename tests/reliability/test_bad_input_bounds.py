@@ -137,6 +137,8 @@ def _event(**fields: Any) -> Callable[[], SessionEvent]:
         pytest.param(_event(meta={"n": 2**64}), "outside the signed 64-bit range", id="int-2**64"),
         pytest.param(_event(meta={"n": 2**63}), "meta int 9223372036854775808 is outside", id="int-2**63"),
         pytest.param(_event(meta={"n": [-(2**63) - 1]}), "outside the signed 64-bit", id="int-below-min"),
+        pytest.param(_event(event_id="a\x00b"), "event_id must not contain a NUL", id="event-id-nul"),
+        pytest.param(_event(event_id="k" * 257), "event_id longer than 256 characters", id="event-id-257"),
         pytest.param(_event(timestamp=math.inf), "timestamp must be a finite number", id="ts-inf"),
         pytest.param(_event(timestamp=-math.inf), "timestamp must be a finite number", id="ts-minus-inf"),
         pytest.param(_event(timestamp=math.nan), "timestamp must be a finite number", id="ts-nan"),
@@ -157,6 +159,7 @@ async def test_append_refuses_out_of_bounds_events_with_invalid_event_error(
             content="edge",
             timestamp=1.5,
             meta={"max": 2**63 - 1, "min": -(2**63), "deep": _nested(MAX_META_DEPTH - 1)},
+            event_id="k" * 256,
         )
         stored = await memory.append(edge)
         assert stored.meta == edge.meta and stored.timestamp == 1.5
