@@ -25,7 +25,10 @@ import msgspec
 
 from aiden.errors import ConfigError
 
-__all__ = ["Config", "ModelResolver", "config_from_mapping", "load_config"]
+__all__ = ["MAX_CONTEXT_WINDOW", "Config", "ModelResolver", "config_from_mapping", "load_config"]
+
+MAX_CONTEXT_WINDOW: Final = 1_000_000_000
+"""The largest context window (tokens) aiden plans for."""
 
 Positive = Annotated[int, msgspec.Meta(gt=0)]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -42,9 +45,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """Every tunable of aiden. Build with keyword arguments, :func:`load_config` or :func:`config_from_mapping`."""
 
     # --- trigger and cut points (seed 000) ---------------------------------
-    context_window: Positive = 32000
-    """The context window (tokens). ``open_memory`` replaces it by the active model's window when the
-    model is known; every token-sized default below left unset is derived from it."""
+    context_window: Annotated[int, msgspec.Meta(gt=0, le=MAX_CONTEXT_WINDOW)] = 32000
+    """The context window (tokens, at most 1,000,000,000). ``open_memory`` replaces it by the active model's
+    window when the model is known; every token-sized default below left unset is derived from it."""
     reserve_tokens: NonNegative | None = None
     """Headroom kept free for the next completion (default: window/8, at most 8,192); clamped to at most
     half the window. Every built prompt stays at or under ``window - reserve``."""

@@ -18,7 +18,7 @@ from typing import Final, Literal, assert_never
 
 import msgspec
 
-from aiden.config import Config
+from aiden.config import MAX_CONTEXT_WINDOW, Config
 from aiden.policy.tokens import TokenCalibration, apply_calibration, calibrate
 
 __all__ = [
@@ -95,10 +95,11 @@ def trigger_threshold_tokens(context_window: int, config: Config) -> int:
     """The smallest prompt size at which the token path of :func:`should_compress` fires.
 
     ``min(window - reserve, first size reaching compress_at_percent)``; raises ValueError for a
-    non-positive window.
+    window not in ``1..MAX_CONTEXT_WINDOW``.
     """
-    if context_window <= 0:
-        raise ValueError(f"context_window must be positive, got {context_window}")
+    if not 0 < context_window <= MAX_CONTEXT_WINDOW:
+        # Past the largest, the float ratio below stops changing by a token and the search would not end.
+        raise ValueError(f"context_window must be positive and at most {MAX_CONTEXT_WINDOW:,}, got {context_window}")
     reserve = config.reserve(context_window)
     # The first size passing exactly the float test of should_compress: start
     # just below the exact value and step up (one or two steps).
@@ -111,7 +112,7 @@ def trigger_threshold_tokens(context_window: int, config: Config) -> int:
 def should_compress(inp: TriggerInput, config: Config) -> TriggerDecision:
     """Decide whether to compact now, and why (see the module docstring for the rules)."""
     window = inp.context_window
-    if window is not None and window <= 0:
+    if window is not None and not 0 < window <= MAX_CONTEXT_WINDOW:
         window = None  # a bogus window is an unknown window
     prompt = inp.prompt_tokens
     if prompt is None and config.count_compress_after_events is None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aiden.config import Config
+from aiden.config import MAX_CONTEXT_WINDOW, Config
+from aiden.errors import ConfigError
 from aiden.policy.triggers import TriggerDecision, TriggerInput, should_compress, trigger_threshold_tokens
 
 
@@ -127,7 +128,24 @@ def test_trigger_threshold_matches_should_compress_exactly() -> None:
             assert below.fire is False, (window, percent, threshold)
 
 
+def test_a_window_past_the_largest_is_an_unknown_window() -> None:
+    # Past 2**53 a token more does not change the float ratio: the threshold search would not end.
+    config = Config(reserve_tokens=0)
+    assert trigger_threshold_tokens(MAX_CONTEXT_WINDOW, config) == MAX_CONTEXT_WINDOW // 2
+    with pytest.raises(ValueError, match="context_window must be positive and at most 1,000,000,000"):
+        trigger_threshold_tokens(10**26, config)
+    assert decide(config, prompt_tokens=10**25, context_window=10**26) == TriggerDecision(
+        fire=False, reason="none", target_tokens=None
+    )
+
+
+def test_a_window_past_the_largest_is_a_config_error() -> None:
+    assert Config(context_window=1_000_000_000).context_window == 1_000_000_000
+    with pytest.raises(ConfigError, match="context_window"):
+        Config(context_window=1_000_000_001)
+
+
 def test_trigger_threshold_rejects_a_bad_window() -> None:
-    with pytest.raises(ValueError, match="context_window must be positive"):
+    with pytest.raises(ValueError, match="context_window must be positive and at most"):
         trigger_threshold_tokens(0, Config())
 
