@@ -189,8 +189,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # --- experience memory (seed 002) ---------------------------------------
     experience: bool = True
     """Record an episode per run (``begin_run`` to ``commit_run``) and learn from it when idle."""
-    experience_environment: str = ""
-    """The environment (repo, service, app) episodes run in when ``begin_run`` names none."""
+    experience_environment: Annotated[str, msgspec.Meta(max_length=200, pattern="^[^\x00]*$")] = ""
+    """The environment (repo, service, app) episodes run in when ``begin_run`` names none (at most 200 characters)."""
     experience_ttl_days: NonNegativeFloat = 0.0
     """Learned records expire this long after the episode that last taught them (0: never)."""
 

@@ -344,8 +344,11 @@ class CoreMemory:
         now = time.time() if now is None else now
         if not (isinstance(now, int | float) and not isinstance(now, bool) and 0 <= now <= _LAST_SECOND):
             raise InvalidEventError(f"now must be seconds since the epoch, up to the year 9999; got {now!r}")
-        if environment is not None and (not isinstance(environment, str) or len(environment) > 200):
-            raise InvalidEventError("environment must be a string of at most 200 characters")
+        if environment is not None:
+            check_text("environment", environment)
+            # A label every store keys on (a database's text column refuses a NUL).
+            if len(environment) > 200 or "\x00" in environment:
+                raise InvalidEventError("environment must be at most 200 characters, with no NUL")
         event = SessionEvent(
             type="user_input", role="user", content=user_input, timestamp=now, event_id=event_id, meta=meta or {}
         )

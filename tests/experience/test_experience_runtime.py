@@ -248,8 +248,12 @@ async def test_bad_input_gets_a_clear_error(tmp_path: Path) -> None:
     async with aiden.open_memory(tmp_path, config=QUIET) as memory:
         with pytest.raises(aiden.InvalidEventError, match="outcome must be one of"):
             await memory.commit_episode("great")  # type: ignore[arg-type]
-        with pytest.raises(aiden.InvalidEventError, match="environment must be a string"):
-            await memory.begin_run("x", environment="e" * 201)
+        for environment in ("repo\x00acme", "e" * 201):
+            with pytest.raises(aiden.InvalidEventError, match="environment must be at most 200 characters, with no NUL"):
+                await memory.begin_run("x", environment=environment)
+        with pytest.raises(aiden.InvalidEventError, match="environment is not valid Unicode"):
+            await memory.begin_run("x", environment="repo\ud800")
+        assert await memory.hot_window() == []  # a refused run appends nothing
         assert memory.observe("python", "3.11") is False  # no episode open
         await memory.begin_run("x", environment="e")
         assert memory.observe("python", "3.11") is True
