@@ -93,11 +93,18 @@ class Host:
         # The open memories' ring handlers by key: ``on_ring(waits)`` gives the task to start, if any.
         self._on_ring: dict[int, Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]] = {}
         self._services: dict[Callable[[], Any], Any] = {}
+        self._stopped = False  # its open_host block ended: it serves no new memory
+
+    def _check_running(self) -> None:
+        """:class:`~aiden.errors.ClosedError` once the host has stopped (nothing can start in it)."""
+        if self._stopped:
+            raise ClosedError("the host is closed: open memories on a host whose open_host block is running")
 
     def _service(self, make: Callable[[], _S]) -> _S:
         """The host's one actor that ``make`` makes: made and started by the first memory needing it."""
         actor: _S | None = self._services.get(make)
         if actor is None:
+            self._check_running()
             actor = self._services[make] = make()
             self._tg.start_soon(actor.run)
         return actor
@@ -323,7 +330,10 @@ async def _serve(
         async with anyio.create_task_group() as tg:
             host = Host(tg, rings)
             task_status.started(host)
-            await host._wake_loop(receive)  # until the rings close
+            try:
+                await host._wake_loop(receive)  # until the rings close
+            finally:
+                host._stopped = True
             tg.cancel_scope.cancel()
 
 

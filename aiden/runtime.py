@@ -106,6 +106,8 @@ async def run_memory(
     windowed = config.with_window(context_window)
     storage = storage or Storage()
     layout = Layout(root)
+    if host is not None:
+        host._check_running()  # before the store opens
     async with (
         contextlib.nullcontext(host) if host is not None else loop_host() as host,
         _opened(partial(select_store, store, session_id, store_factory, layout, storage, config)) as session_store,
@@ -400,6 +402,7 @@ async def run_memory(
         )
         host._on_ring[key] = on_ring
         try:
+            host._check_running()
             await host._tg.start(first_runs)
             try:
                 with block:

@@ -121,6 +121,17 @@ async def test_a_cancelled_caller_closes_its_memory_and_the_shared_host_serves_o
         assert [e.seq for e in await reopened.hot_window()][-1] >= len(appended)
 
 
+async def test_a_memory_opened_on_a_host_that_has_stopped_is_a_closed_error(tmp_path: Path) -> None:
+    async with aiden.open_host() as host:
+        pass  # e.g. a server shutting down while a request still opens a memory on it
+    descriptors = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(aiden.ClosedError, match="the host is closed"):
+        async with aiden.open_memory(tmp_path, host=host):
+            pass
+    assert len(os.listdir("/proc/self/fd")) == descriptors
+    assert not (tmp_path / "memory").exists()  # refused before anything opened
+
+
 async def test_a_parked_memory_keeps_little_memory(tmp_path: Path) -> None:
     # What twenty parked memories keep, as tracemalloc counts Python's allocations (exact, not
     # timed): their actors, with the streams, files and caches those hold, must be gone.
