@@ -23,7 +23,7 @@ from aiden.longterm.store import LOCK_TIMEOUT_S, ThreadedEntryStore, render_prof
 from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
 from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, cap_digest
 from aiden.policy.tokens import estimate_tokens
-from aiden.storage.postgres.schema import Conn
+from aiden.storage.postgres.schema import Conn, text_value
 from aiden.storage.postgres.store import PostgresSessionStore
 from aiden.summarizers.protocol import Summarizer
 
@@ -210,7 +210,7 @@ class _PgRows:
         self._conn.execute(
             "INSERT INTO aiden_lt_running (generation, body) VALUES (%s, %s)"
             " ON CONFLICT (generation) DO UPDATE SET body = EXCLUDED.body",
-            (self._pinned(), render_summary_md(summary)),
+            (self._pinned(), text_value(render_summary_md(summary))),
         )
 
     def write_session(self, running: SessionSummary, final: SessionSummary) -> str:
@@ -229,7 +229,7 @@ class _PgRows:
         self._conn.execute(
             "INSERT INTO aiden_lt_session_summaries (namespace, stem, summary_id, body) VALUES (%s, %s, %s, %s)"
             " ON CONFLICT (namespace, stem) DO UPDATE SET body = EXCLUDED.body",
-            (ns, stem, final.session_id, render_summary_md(final)),
+            (ns, stem, final.session_id, text_value(render_summary_md(final))),
         )
         return f"postgres:{ns}/sessions/{stem}.md"
 

@@ -12,7 +12,7 @@ from aiden.errors import StorageError
 from aiden.longterm.history import HistoryRecord, new_record, record_text
 from aiden.longterm.postgres.schema import LongTermDb, bounded_wait
 from aiden.longterm.store import LOCK_TIMEOUT_S
-from aiden.storage.postgres.schema import Conn
+from aiden.storage.postgres.schema import Conn, text_value
 
 __all__ = ["PgHistoryLog", "cursors", "read_after"]
 
@@ -56,7 +56,7 @@ class PgHistoryLog:
 
     def append(self, content: str, *, session_key: str, now: float, chunk_id: str = "") -> HistoryRecord:
         """Append one record; a record of a ``chunk_id`` already recorded is returned instead."""
-        text = record_text(content)
+        text = text_value(record_text(content))
         ns = self._db.namespace
         with self._db.connection("recording history") as conn, conn.transaction():
             bounded_wait(conn, LOCK_TIMEOUT_S)

@@ -26,6 +26,7 @@ from aiden.storage.postgres.schema import (
     SCHEMA_VERSION,
     Pool,
     describe,
+    leased,
     open_pool,
     require_pool_size,
 )
@@ -94,7 +95,8 @@ def store_from_dsn(
     :data:`~aiden.storage.postgres.schema.MIN_POOL_SIZE`;
     :class:`~aiden.errors.StorageError` when the server cannot be reached or
     refuses the login (one connection, waiting up to the DSN's
-    ``connect_timeout`` or :data:`CONNECT_TIMEOUT_S` seconds).
+    ``connect_timeout`` or :data:`CONNECT_TIMEOUT_S` seconds; none when this
+    process already leases a pool for the DSN).
     """
     validate_id(session_id, what="session id")
     require_pool_size(max_size)
@@ -102,11 +104,13 @@ def store_from_dsn(
         params = conninfo_to_dict(dsn)
     except psycopg.Error as exc:
         raise ConfigError(f"store={mask(dsn)!r} is not a valid PostgreSQL DSN: {describe(exc)}") from exc
-    first = dsn if "connect_timeout" in params else make_conninfo(dsn, connect_timeout=CONNECT_TIMEOUT_S)
-    try:
-        # One plain connection first: the pool would only retry in its background threads
-        # and time out 30 s later without saying why (wrong host, refused, bad password).
-        psycopg.connect(first, autocommit=True).close()
-    except psycopg.Error as exc:
-        raise StorageError(f"postgres: cannot connect with {mask(dsn)!r}: {describe(exc)}") from exc
+    # One plain connection first: the pool would only retry in its background threads and time
+    # out 30 s later without saying why (wrong host, refused, bad password). Not beside a pool
+    # already leased for the DSN: it took a server connection more per open, past the server's limit.
+    if not leased(dsn, timeout):
+        first = dsn if "connect_timeout" in params else make_conninfo(dsn, connect_timeout=CONNECT_TIMEOUT_S)
+        try:
+            psycopg.connect(first, autocommit=True).close()
+        except psycopg.Error as exc:
+            raise StorageError(f"postgres: cannot connect with {mask(dsn)!r}: {describe(exc)}") from exc
     return PostgresSessionStore(dsn, session_id, config=config, max_size=max_size, timeout=timeout)

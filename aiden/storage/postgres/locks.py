@@ -12,15 +12,20 @@ the holding connection dies its locks go with it; the commit's index check
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
 from typing import Final
 
+import psycopg
+
 from aiden.errors import LockError
-from aiden.storage.postgres.schema import Conn, Pool, translated
+from aiden.storage.postgres.schema import Conn, Pool, describe, translated
 
 __all__ = ["AdvisoryLock"]
+
+log = logging.getLogger("aiden.storage")
 
 _POLL_MIN_S: Final = 0.001
 _POLL_MAX_S: Final = 0.05
@@ -36,24 +41,41 @@ class _Holder:
         self._owners: dict[str, object] = {}  # key -> the AdvisoryLock holding it
 
     def try_take(self, key: str, owner: object, timeout: float) -> bool:
-        """Take ``key`` for ``owner`` if no one holds it (False at once otherwise); ``timeout`` bounds the pool wait."""
-        with self._mutex:
-            if key in self._owners:
-                return False
-            conn = self._conn
-            if conn is None:
-                conn = self._conn = self._pool.getconn(timeout=timeout)
-            try:
-                row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
-            except BaseException:
-                self._lost_if_broken()
-                self._give_back_if_idle()
-                raise
-            if row is None or row[0] is not True:
-                self._give_back_if_idle()
-                return False
-            self._owners[key] = owner
-            return True
+        """Take ``key`` for ``owner`` if no one holds it (False at once otherwise).
+
+        The wait for a pooled connection is bounded by ``timeout`` and the pool's own
+        timeout, and holds no mutex: every release (so every store's close) needs it,
+        and a server that is down would hold them all up for the whole wait.
+        """
+        spare: Conn | None = None
+        try:
+            while True:
+                with self._mutex:
+                    if key in self._owners:
+                        return False
+                    if self._conn is None and spare is not None:
+                        self._conn, spare = spare, None
+                    conn = self._conn
+                    if conn is not None:
+                        return self._take(conn, key, owner)
+                spare = self._pool.getconn(timeout=min(timeout, self._pool.timeout))
+        finally:
+            if spare is not None:  # another thread brought the holding connection meanwhile
+                self._pool.putconn(spare)
+
+    def _take(self, conn: Conn, key: str, owner: object) -> bool:
+        """:meth:`try_take`'s statement on the holding connection (under the mutex)."""
+        try:
+            row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+        except BaseException:
+            self._lost_if_broken()
+            self._give_back_if_idle()
+            raise
+        if row is None or row[0] is not True:
+            self._give_back_if_idle()
+            return False
+        self._owners[key] = owner
+        return True
 
     def holds(self, key: str, owner: object) -> bool:
         return self._owners.get(key) is owner
@@ -68,10 +90,14 @@ class _Holder:
             try:
                 if conn is not None:
                     conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
-            except BaseException:
+            except BaseException as exc:
+                lost = isinstance(exc, psycopg.Error) and conn is not None and (conn.closed or conn.broken)
                 # Closing the connection ends its server session, which drops its locks for sure.
                 self._lost_if_broken(force=True)
-                raise
+                if not lost:
+                    raise
+                # A lost connection (a server restart, say) already released the lock: not a failure.
+                log.warning("%s was released with its lost connection: %s", key, describe(exc))
             finally:
                 self._give_back_if_idle()
 
@@ -111,7 +137,7 @@ class AdvisoryLock:
     def try_acquire(self, timeout: float) -> bool:
         """Take the lock if no one holds it; False at once when another worker (or this object) does.
 
-        ``timeout`` bounds only the wait for a pooled connection.
+        ``timeout`` bounds only the wait for a pooled connection (as does the pool's own timeout).
         """
         with translated(f"taking the {self._name}"):
             return self._holder.try_take(self._key, self, timeout)

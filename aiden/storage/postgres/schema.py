@@ -45,9 +45,11 @@ __all__ = [
     "ensure_component",
     "ensure_schema",
     "lease_pool",
+    "leased",
     "open_pool",
     "release_pool",
     "require_pool_size",
+    "text_value",
     "translated",
 ]
 
@@ -224,6 +226,13 @@ def lease_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0) -> Po
         return pool
 
 
+def leased(conninfo: str, timeout: float) -> bool:
+    """Whether :func:`lease_pool` would hand out a pool already open (one that has reached the server)."""
+    with _LEASES_GUARD:
+        pool = _LEASES.get((conninfo, timeout), (None, 0))[0]
+        return pool is not None and not pool.closed
+
+
 def release_pool(pool: Pool) -> None:
     """Give back a pool of :func:`lease_pool`; the last user closes it."""
     with _LEASES_GUARD:
@@ -282,6 +291,16 @@ def ensure_schema(conn: Conn) -> None:
 
 
 # --- rows to values and back ---------------------------------------------------------
+
+
+def text_value(derived: str) -> str:
+    """Derived text (summaries, history records) as a ``text`` column takes it: NUL becomes U+FFFD.
+
+    Events are JSON in ``bytea`` and may hold NUL; PostgreSQL refuses it in ``text``
+    (DataError), which would fail every compaction of a session that quoted one.
+    """
+    return derived.replace("\x00", "\ufffd")
+
 
 encode = msgspec.json.Encoder().encode
 """A chunk entry (``aiden_chunks.entry``) or the live index (``aiden_compaction.index_doc``) as stored."""

@@ -50,6 +50,7 @@ from aiden.storage.postgres.schema import (
     lease_pool,
     release_pool,
     require_pool_size,
+    text_value,
     translated,
 )
 from aiden.storage.protocol import (
@@ -392,7 +393,7 @@ class PostgresSessionStore:
         return True
 
     def _render(self, index: cs.ChunkIndex) -> str:
-        return cs.render_summary_md(index, index.chunks[-self.config.summary_max_chunks :])
+        return text_value(cs.render_summary_md(index, index.chunks[-self.config.summary_max_chunks :]))
 
     def rotate(self, closed_session_id: str) -> str:
         """Archive the session's generation as ``closed_session_id`` and start an empty one.
