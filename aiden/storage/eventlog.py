@@ -449,8 +449,8 @@ def trim_hot_window(
     """Replace ``events.jsonl`` by its events for which ``compacted(seq)`` is false; how many lines are left.
 
     The caller holds the compaction lock and has committed the index. The
-    high-water mark is written before the replace (a log lost afterwards still
-    shows these seqs existed). ``replaced(old_inode, old_size, new_size)`` is
+    high-water mark names only seqs on disk: the chunk's before the replace, the
+    lines kept after it. ``replaced(old_inode, old_size, new_size)`` is
     called after it, still under the events lock. ``known`` lines are not re-read.
     """
 
@@ -462,8 +462,10 @@ def trim_hot_window(
     first = scan_seqs(before[:end], known=known, after_seq=chunk_last_seq)
     split = first.stopped_at  # lines from here on are above the chunk: kept as they are
     bulk = _joined(left(first.lines)) + before[split:end]
-    # Outside the events lock: two fsyncs the appenders need not wait for.
-    write_high_water(storage, layout, max(chunk_last_seq, _last_seq(before[:end], first.lines)))
+    # Outside the events lock: two fsyncs the appenders need not wait for. Only the chunk's seqs:
+    # a line read without the lock may be an append not yet fsynced, which a power loss takes
+    # back; a mark naming it would report a never-acknowledged event as lost, at every open.
+    write_high_water(storage, layout, chunk_last_seq)
     staged = storage.stage_atomic(layout.events, bulk)
     try:
         events_lock.acquire(lock_timeout_s)
@@ -496,9 +498,9 @@ def trim_hot_window(
         raise
     finally:
         events_lock.release()
-    if tail:
-        # Appended during the pass: into the high-water mark too (outside the lock).
-        write_high_water(storage, layout, tail[-1][0])
+    # Read under the events lock, so on disk (an append fsyncs before it releases the lock): the
+    # lines kept raise the mark (outside the lock).
+    write_high_water(storage, layout, tail[-1][0] if tail else _last_seq(before[:end], first.lines))
     return bulk.count(b"\n") + len(tail)
 
 
