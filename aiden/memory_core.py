@@ -190,7 +190,19 @@ class CoreMemory:
         )
         # The estimate of the prompt built last goes with the first report after it: paired with the
         # provider's figure it calibrates the estimator; alone it is the prompt size the trigger uses.
-        estimate, self._runs.last_prompt_estimate = self._runs.last_prompt_estimate, None
+        estimate = self._runs.last_prompt_estimate
+        usage = RecordUsage(
+            prompt_tokens=prompt_tokens,
+            estimated_prompt_tokens=estimate,
+            completion_tokens=completion_tokens,
+            cached_tokens=cached_tokens,
+            cost_usd=cost_usd,
+            tool_output_tokens=tool_output_tokens,
+            run_ended=run_ended,
+            model=model,
+        )
+        self._scheduler.check_usage(usage)  # a refused report changes nothing
+        self._runs.last_prompt_estimate = None
         if estimate is not None and prompt_tokens is not None:
             self._runs.calibration = observe(
                 self._runs.calibration,
@@ -198,18 +210,7 @@ class CoreMemory:
                 reported=prompt_tokens,
                 weight=self._config.token_calibration_weight,
             )
-        await self._scheduler.record_usage(
-            RecordUsage(
-                prompt_tokens=prompt_tokens,
-                estimated_prompt_tokens=estimate,
-                completion_tokens=completion_tokens,
-                cached_tokens=cached_tokens,
-                cost_usd=cost_usd,
-                tool_output_tokens=tool_output_tokens,
-                run_ended=run_ended,
-                model=model,
-            )
-        )
+        await self._scheduler.record_usage(usage)
 
     def estimate_text(self, text: str) -> int:
         """aiden's token estimate of ``text`` for this memory's model."""

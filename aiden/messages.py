@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
@@ -177,15 +177,19 @@ class OpenScheduler(msgspec.Struct, frozen=True, tag=True):
     request_id: int
 
 
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
 class RecordUsage(msgspec.Struct, frozen=True, tag=True, kw_only=True):
     """Usage a provider reported for one model call, or the end of a run."""
 
-    prompt_tokens: int | None = None
-    estimated_prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    cost_usd: float | None = None
-    tool_output_tokens: int = 0
+    # Counts a provider reports: a negative one is refused in the caller (the client validates).
+    prompt_tokens: _Count | None = None
+    estimated_prompt_tokens: _Count | None = None
+    completion_tokens: _Count | None = None
+    cached_tokens: _Count | None = None
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    tool_output_tokens: _Count = 0
     run_ended: bool = False
     model: str | None = None
     session: int = 0

@@ -237,3 +237,25 @@ async def test_rehydrate_takes_any_iterable_of_seqs(tmp_path: Path) -> None:
         generated = await memory.rehydrate(chunk_id, seqs=(q for q in (2, 3)))
     assert [e.seq for e in listed] == [2, 3]
     assert generated == listed
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": -5},
+        {"completion_tokens": -3},
+        {"cached_tokens": -7},
+        {"cost_usd": -1.0},
+        {"tool_output_tokens": -1},
+    ],
+    ids=lambda usage: next(iter(usage)),
+)
+async def test_negative_usage_is_refused(tmp_path: Path, usage: dict[str, Any]) -> None:
+    async with aiden.open_memory(tmp_path / "root", config=CONFIG, summarizer=ScriptedSummarizer()) as memory:
+        await memory.append(SessionEvent(type="user_input", content="before"))
+        with pytest.raises(aiden.AidenError, match=f"Expected `(int|float)` >= 0(.0)? - at `\\$.{next(iter(usage))}`"):
+            await memory.record_usage(**usage)
+        with pytest.raises(aiden.AidenError, match=f"at `\\$.{next(iter(usage))}`"):
+            await memory.commit_run("answer", **usage)
+        assert [e.content for e in await memory.hot_window()] == ["before"]  # the refused commit appended nothing
+        await memory.record_usage(prompt_tokens=5, completion_tokens=3, cached_tokens=0, cost_usd=0.0)
