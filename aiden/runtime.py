@@ -372,7 +372,8 @@ async def run_memory(
                     raise  # the open fails with it
                 # An actor failed: this memory ends (its caller's block is cancelled and gets the
                 # error), the host's other memories go on.
-                failure.append(unwrapped(exc))
+                # The store's own error, not the ClosedError a parking flush got as the writer failed it.
+                failure.append(host_failure[0] if host_failure else unwrapped(exc))
                 block.cancel()
                 started.close()  # ringers get ClosedError
             finally:
