@@ -312,9 +312,29 @@ async def open_host() -> AsyncIterator[Host]:
     Close the memories before the block ends: leaving it stops every actor of the host.
     """
     rings, receive = anyio.create_memory_object_stream[tuple[int, bool]](math.inf)
+    status = _Status()
     async with anyio.create_task_group() as tg:
         with rings:  # leaving the block closes the rings: the host stops
-            yield await tg.start(_serve, rings, receive)
+            # Not tg.start: a caller cancelled before the shielded host reported would wait for it
+            # to end (trio keeps such a task in start()), and it ends only when the rings close.
+            tg.start_soon(functools.partial(_serve, rings, receive, task_status=status))
+            await status.ready.wait()
+            if status.host is None:
+                raise ClosedError("the host stopped as it started")
+            yield status.host
+
+
+class _Status:
+    """A host's task status: its :class:`Host` once it runs."""
+
+    def __init__(self) -> None:
+        self.host: Host | None = None
+        self.ready = anyio.Event()  # the host runs (or its task ended before it could)
+
+    def started(self, value: Host | None = None) -> None:
+        """The host runs (``_serve``'s task status)."""
+        self.host = value
+        self.ready.set()
 
 
 async def _serve(
@@ -337,7 +357,7 @@ async def _serve(
             tg.cancel_scope.cancel()
 
 
-class _LoopHost:
+class _LoopHost(_Status):
     """The host that the memories opened without one share in one asyncio event loop.
 
     Its task (a fresh context, not the first opener's) owns the host's task group and runs the
@@ -345,11 +365,10 @@ class _LoopHost:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
         self.users = 0
         self.stopping = False  # the last user left: a memory opened now starts another host
         self.rings, self._receive = anyio.create_memory_object_stream[tuple[int, bool]](math.inf)
-        self.host: Host | None = None
-        self.ready = anyio.Event()  # the host runs (or its task ended before it could)
         self.task = loop.create_task(self.serve(), name="aiden host", context=contextvars.Context())
 
     async def serve(self) -> None:
@@ -358,11 +377,6 @@ class _LoopHost:
         finally:
             self.host = None
             self.ready.set()
-
-    def started(self, value: Host | None = None) -> None:
-        """The host runs (``serve``'s task status)."""
-        self.host = value
-        self.ready.set()
 
 
 _LOOP_HOST: RunVar[_LoopHost] = RunVar("aiden_loop_host")

@@ -330,3 +330,17 @@ async def test_abandoned_appends_still_count_against_writer_queue_size(tmp_path:
         _RELEASE.set()
     async with aiden.open_memory(tmp_path) as reopened:
         assert len(await reopened.hot_window()) == 8
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_deadline_landing_in_the_open_ends_the_open_and_keeps_nothing_open(tmp_path: Path) -> None:
+    # Off asyncio every memory gets a host of its own: a deadline reaching it before it had reported
+    # running left the open waiting for the host to end, which waited for the open.
+    descriptors = len(os.listdir("/proc/self/fd"))
+    for delay in (0.0, 1e-5, 1e-4, 1e-3):
+        with anyio.fail_after(30), anyio.move_on_after(delay):
+            async with aiden.open_memory(tmp_path) as memory:
+                await memory.append(SessionEvent(type="user_input", role="user", content="x"))
+    assert len(os.listdir("/proc/self/fd")) == descriptors
+    async with aiden.open_memory(tmp_path) as memory:
+        assert memory.recovery.changed is False
