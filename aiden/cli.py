@@ -177,13 +177,14 @@ def _progress(args: argparse.Namespace, label: str, what: str) -> ProgressFactor
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from aiden.readonly import recall
+    from aiden.readonly import recall, report_problems
     from aiden.recall.tool import encode_hits
 
-    hits = recall(args.root, args.query, k=args.k)
+    problems: list[str] = []
+    hits = recall(args.root, args.query, k=args.k, problems=problems)
     if args.json:
         print(encode_hits(hits))
-        return 0
+        return report_problems("recall", problems)
     if not hits:
         print("no results")
     for hit in hits:
@@ -192,7 +193,7 @@ def _recall(args: argparse.Namespace) -> int:
         )
         text = " ".join(hit.text.split())
         print(f"[{hit.score:.3f}] {hit.chunk_id} {where}: {text[:300]}{'…' if len(text) > 300 else ''}")
-    return 0
+    return report_problems("recall", problems)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -234,6 +235,8 @@ def config_check(path: str) -> dict[str, Any]:
 
 
 def _config_check(args: argparse.Namespace) -> int:
+    from aiden.readonly import report_problems
+
     result = config_check(args.file)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
@@ -242,8 +245,15 @@ def _config_check(args: argparse.Namespace) -> int:
         for key, value in result["changed"].items():
             print(f"  {key}: {json.dumps(value, ensure_ascii=False)}")
     else:
-        print(f"aiden config check: {result['error']}", file=sys.stderr)
+        report_problems("config check", [result["error"]])
     return 0 if result["valid"] else 1
+
+
+def _positive(text: str) -> int:
+    """A count argument (``--limit``, ``--max-passes``, ``--turns``): 0 or less is a usage error, not an empty answer."""
+    if not (text.isdecimal() and int(text) > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -254,7 +264,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="replay a generated coding-agent session through aiden")
     demo.add_argument("--root", help="memory root, new or empty (default: a new temp dir)")
-    demo.add_argument("--turns", type=int, default=40)
+    demo.add_argument("--turns", type=_positive, default=40)
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--model", help="litellm model name for LLM summaries (default: embedded summarizer)")
     demo.set_defaults(func=_demo)
@@ -311,7 +321,7 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument("--config", help="extraction.yaml the agent uses (default: built-in defaults)")
     compact.add_argument("--context-window", type=int, help="the agent's context window in tokens")
     compact.add_argument("--force", action="store_true", help="compact once even when under the trigger")
-    compact.add_argument("--max-passes", type=int, default=100)
+    compact.add_argument("--max-passes", type=_positive, default=100)
     compact.add_argument("--json", action="store_true", help="machine-readable output")
     compact.set_defaults(func=_compact)
 
@@ -347,7 +357,7 @@ def _parser() -> argparse.ArgumentParser:
 
     history = sub.add_parser("history", help="Dream versions of SOUL.md / USER.md / MEMORY.md (read-only)")
     history.add_argument("root")
-    history.add_argument("--limit", type=int, default=20, help="at most this many, newest first")
+    history.add_argument("--limit", type=_positive, default=20, help="at most this many, newest first")
     history.add_argument("--json", action="store_true", help="machine-readable output")
     history.set_defaults(func=_history)
 
@@ -388,8 +398,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (RootError, AidenError, OSError, ValueError) as exc:
+        from aiden.readonly import report_problems
+
         warnings.say(args.command, exc)
-        print(f"aiden {args.command}: {exc}", file=sys.stderr)
+        report_problems(args.command, [str(exc)])  # one line: a YAML error's text spans several
         return EXIT_USAGE if isinstance(exc, RootError) else 1
     finally:
         logger.removeHandler(warnings)

@@ -194,6 +194,26 @@ def _check_long_term(layout: Layout, notes: list[str]) -> list[str]:
     return list(check_history(layout.long_term).problems)
 
 
+def _misplaced(layout: Layout) -> list[str]:
+    """Each file where aiden keeps a directory and each directory where it keeps a file: the
+    paths :func:`~aiden.storage.recovery.displace_misplaced` checks, found without moving them."""
+    from aiden.storage.recovery import file_paths
+
+    folders = (
+        layout.memory, layout.session, layout.chunks, layout.archive, layout.long_term, layout.memories,
+        layout.sessions, layout.episodes, layout.experience,
+    )
+    found: list[str] = []
+    for path, want_file in [*((p, False) for p in folders), *((p, True) for p in file_paths(layout, locks=True))]:
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            continue  # absent or unreadable: the other checks say so
+        if not stat.S_ISLNK(mode) and stat.S_ISDIR(mode) == want_file:
+            found.append(f"a {'directory' if want_file else 'file'} stands where {path} goes")
+    return found
+
+
 def doctor(
     root: str | os.PathLike[str], *, config: Config | None = None, progress: ProgressFactory | None = None
 ) -> dict[str, Any]:
@@ -209,6 +229,18 @@ def doctor(
             "ok": False,
             "problems": [f"symlink leads out of the root: {e}" for e in escapes],
             "notes": ["the other checks were skipped: remove the symlinks, then run doctor again"],
+            "locks": {},
+            "recovery_dry_run": None,
+        }
+    if misplaced := _misplaced(layout):
+        # Reading them fails (the dry run's error would name its temp copy); the next open moves them aside.
+        return {
+            "ok": False,
+            "problems": misplaced,
+            "notes": [
+                "the other checks were skipped: the next open of the memory (or --repair) moves these aside, "
+                "then run doctor again"
+            ],
             "locks": {},
             "recovery_dry_run": None,
         }

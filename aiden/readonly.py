@@ -149,10 +149,24 @@ def open_layout(root: str | os.PathLike[str], *, confined: bool = True) -> Layou
     return layout
 
 
-def load_entries(layout: Layout) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
-    """The chunk index and every entry (sealed segments included), oldest first."""
+def load_entries(
+    layout: Layout, problems: list[str] | None = None
+) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
+    """The chunk index and every entry (sealed segments included), oldest first.
+
+    A chunk file the index does not list (a deleted index, a crash's or a running agent's
+    uncommitted chunk) is not read, and is named in ``problems``: only the next open's
+    recovery can tell whether its events are stored elsewhere.
+    """
     index = cs.load_index(layout) or cs.ChunkIndex()
-    return index, cs.load_all_entries(layout, index)
+    entries = cs.load_all_entries(layout, index)
+    listed = {e.chunk_id for e in entries}
+    if problems is not None and (unlisted := [c for c in cs.list_chunk_files(layout) if c not in listed]):
+        problems.append(
+            f"{len(unlisted)} chunk files in session/chunks/ are not in index.yaml and were not read "
+            f"(the next open of the memory adopts or removes them): {', '.join(unlisted)}"
+        )
+    return index, entries
 
 
 def hot_events(
@@ -183,7 +197,7 @@ def iter_events(
 
     Pinned events inside a compacted range stay in the hot window, hence a merge.
     """
-    index, entries = load_entries(layout)
+    index, entries = load_entries(layout, problems)
     hot = sorted(hot_events(layout, index, entries, problems), key=lambda e: e.seq)
     bar = progress(len(entries)) if progress is not None else None
 
@@ -259,7 +273,7 @@ def inspect_root(
         window, source = Config().context_window, "the default"
     problems: list[str] = []
     try:
-        index, entries = load_entries(layout)
+        index, entries = load_entries(layout, problems)
     except CorruptionError as exc:
         problems.append(str(exc))
         index, entries = cs.ChunkIndex(), []
@@ -325,13 +339,17 @@ def export_lines(
         yield json.dumps(message, ensure_ascii=False)
 
 
-def recall(root: str | os.PathLike[str], query: str, *, k: int | None = None) -> list[RecallHit]:
-    """Search the root's compacted events with an index built in a temp dir (the root is not written)."""
+def recall(
+    root: str | os.PathLike[str], query: str, *, k: int | None = None, problems: list[str] | None = None
+) -> list[RecallHit]:
+    """Search the root's compacted events with an index built in a temp dir (the root is not written).
+
+    ``problems`` receives the chunk files left out of the search (see :func:`load_entries`)."""
     from aiden.config import Config
     from aiden.recall.index import BulkChunk, RecallIndex
 
     layout = open_layout(root)
-    entries = load_entries(layout)[1]
+    entries = load_entries(layout, problems)[1]
     bulk = [
         BulkChunk(
             chunk_id=e.chunk_id,

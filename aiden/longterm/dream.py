@@ -274,10 +274,14 @@ class Dream(DreamFlow[dict[str, bytes | None]]):
         commit_id = self._git.resolve(target)
         files = self._git.read(commit_id)
         wanted: dict[str, bytes | None] = {name: files.get(name) for name in LONG_TERM_FILES}
-        title = next((v.title for v in self._git.log(limit=10_000) if v.commit_id == commit_id), "")
+        # resolve() looks no further back than this: the target is among them.
+        version = next(v for v in self._git.log(limit=10_000) if v.commit_id == commit_id)
         self._write_files(wanted, read_long_term_files(self.root))
-        message = f"restore: {commit_id[:12]} ({title})"
-        new_id = self._git.commit(wanted, message, now=now) or commit_id
+        message = f"restore: {commit_id[:12]} ({version.title})"
+        new_id = self._git.commit(wanted, message, now=now)
+        if new_id is None:
+            # The files already are the target's: nothing is recorded, and the target is the answer.
+            return version
         return Version(commit_id=new_id, timestamp=now, message=message)
 
 

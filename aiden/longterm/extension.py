@@ -299,7 +299,12 @@ class LongTermExtension(Extension):
         await self._port.merge_running(events)
 
     async def after_compaction(self, entry: ChunkEntry) -> None:
-        await self._port.record_chunk(entry, str(self._parts.layout.root))
+        # The root is the history's session key. A root that is not valid UTF-8 holds surrogate
+        # escapes, which no message can encode: its invalid bytes become "\xff" text. Any other
+        # root's key is its str() unchanged, so existing histories still match.
+        root = str(self._parts.layout.root)
+        key = root.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="backslashreplace")
+        await self._port.record_chunk(entry, key)
 
     async def session_ended(self, events: Sequence[SessionEvent], reason: str, timeout_s: float | None) -> None:
         await self._port.end_session(events, reason, timeout_s)

@@ -145,6 +145,13 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port(text: str) -> int:
+    """``--port``: a TCP port, checked by the parser (a usage error, not a traceback from the bind)."""
+    if not (text.isdecimal() and int(text) <= 65535):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0 to 65535)")
+    return int(text)
+
+
 def add_mcp_command(sub: Any) -> None:
     """Add ``mcp`` to the ``aiden`` subparsers ``sub``."""
     mcp = sub.add_parser(
@@ -158,7 +165,7 @@ def add_mcp_command(sub: Any) -> None:
     )
     mcp.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
     mcp.add_argument("--host", default="127.0.0.1", help="address to bind with --http (default 127.0.0.1)")
-    mcp.add_argument("--port", type=int, default=8000, help="port with --http (default 8000)")
+    mcp.add_argument("--port", type=_port, default=8000, help="port with --http (default 8000)")
     mcp.add_argument("--tokens", help="JSON file of tenant -> bearer token its endpoint requires")
     mcp.add_argument("--config", help="extraction.yaml to open the memories with")
     mcp.add_argument("-v", "--verbose", action="store_true", help="log each tool call on stderr")

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -111,10 +112,27 @@ def record_recovery(storage: Storage, layout: Layout, report: RecoveryReport) ->
         log.warning("could not keep the recovery report in %s: %s", layout.last_recovery, exc)
 
 
+def _not_json(constant: str) -> NoReturn:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def read_last_recovery(layout: Layout) -> dict[str, Any] | None:
-    """``{"at": unix time, "report": {...}}`` of the last recovery that found something; None if none or unreadable."""
+    """``{"at": unix time, "report": {...}}`` of the last recovery that found something; None if none or unreadable.
+
+    Damaged reads as absent too: ``at`` not a time a calendar date holds, or a NaN or
+    Infinity anywhere (Python's json reads them, but ``inspect --json`` must not write them).
+    """
     try:
-        data = json.loads(read_bytes(layout.last_recovery) or b"null")
+        data = json.loads(read_bytes(layout.last_recovery) or b"null", parse_constant=_not_json)
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("report"), dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("report"), dict):
+        return None
+    at = data.get("at")
+    if isinstance(at, bool) or not isinstance(at, int | float):
+        return None
+    try:
+        datetime.fromtimestamp(at, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return data

@@ -15,9 +15,12 @@ import pytest
 
 import aiden
 from aiden.cli import main
+from aiden.demo import run_demo
 from aiden.errors import SummarizerError
 from aiden.events import SessionEvent, decode_event
+from aiden.longterm.history import HistoryStore
 from aiden.storage import chunks as cs
+from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.protocol import RecoveryReport
 from aiden.summarizers.protocol import SummaryRequest, SummaryResult
@@ -134,6 +137,19 @@ def test_demo_in_an_empty_root_exits_zero(tmp_path: Path, capsys: pytest.Capture
     (root / "memory").mkdir()  # an empty memory/ is not a memory
     assert main(["demo", "--root", str(root), "--turns", "24"]) == 0
     assert "compactions" in capsys.readouterr().out
+
+
+def test_a_root_not_valid_utf8_records_its_compactions_in_long_term_history(tmp_path: Path) -> None:
+    root = Path(os.fsdecode(os.fsencode(tmp_path / "root") + b"\xff"))
+    anyio.run(lambda: run_demo(root, turns=24, echo=lambda _line: None))
+    layout = Layout(root)
+    index = cs.load_index(layout)
+    assert index is not None
+    chunk_ids = [e.chunk_id for e in cs.load_all_entries(layout, index)]
+    assert len(chunk_ids) > 1
+    history = HistoryStore(layout, Storage()).read_after(0)
+    key = f"{tmp_path}/root\\xff"
+    assert [(r.session_key, r.chunk_id) for r in history] == [(key[:128], c) for c in chunk_ids]
 
 
 class _Failing:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 from pathlib import Path
 
 import anyio
@@ -238,3 +239,75 @@ def test_history_says_when_the_version_history_is_damaged(
     code, out, err = _run(capsys, "history", str(root))
     assert (code, out) == (1, "")
     assert err.startswith("aiden history: ")
+
+
+# --- chunk files the index does not list --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv", [["export"], ["inspect"], ["inspect", "--json"], ["recall", "AsyncPool"], ["recall", "AsyncPool", "--json"]]
+)
+def test_reads_name_the_chunk_files_a_missing_index_leaves_unread(
+    root: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    layout = Layout(root)
+    chunk_ids = sorted(p.stem for p in layout.chunks.glob("chunk_*.jsonl"))
+    assert len(chunk_ids) > 1
+    layout.index.unlink()
+    code, _out, err = _run(capsys, argv[0], str(root), *argv[1:])
+    assert code == 1
+    assert err == (
+        f"aiden {argv[0]}: {len(chunk_ids)} chunk files in session/chunks/ are not in index.yaml and were not read "
+        f"(the next open of the memory adopts or removes them): {', '.join(chunk_ids)}\n"
+    )
+
+
+# --- one line per error -----------------------------------------------------------------------
+
+
+def test_an_error_of_several_lines_is_said_on_one(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    Layout(root).index.write_bytes(b'entries:\n  - "unterminated\n')
+    assert _run(capsys, "export", str(root)) == (
+        1,
+        "",
+        'aiden export: index.yaml invalid: while scanning a quoted scalar in "<byte string>", line 2, column 5 '
+        'found unexpected end of stream in "<byte string>", line 3, column 1\n',
+    )
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"a: [\n")
+    assert _run(capsys, "config", "check", str(bad)) == (
+        1,
+        "",
+        f"aiden config check: {bad}: invalid YAML: while parsing a flow node expected the node content, "
+        "but found '<stream end>' in \"<byte string>\", line 2, column 1: ^\n",
+    )
+
+
+# --- doctor on a file where a folder goes, or the reverse ---------------------------------------
+
+
+@pytest.mark.parametrize("name", ["session/summary.md", "session/chunks", "session/events.jsonl"])
+def test_doctor_names_a_file_where_a_folder_goes_or_the_reverse(
+    root: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    path = root / "memory" / name
+    if path.is_dir():
+        shutil.rmtree(path)
+        path.write_bytes(b"x\n")
+        what = "file"
+    else:
+        path.unlink()
+        path.mkdir()
+        what = "directory"
+    code, out, err = _run(capsys, "doctor", str(root), "--json")
+    assert (code, err) == (1, "")
+    assert json.loads(out) == {
+        "ok": False,
+        "problems": [f"a {what} stands where {path} goes"],
+        "notes": [
+            "the other checks were skipped: the next open of the memory (or --repair) moves these aside, "
+            "then run doctor again"
+        ],
+        "locks": {},
+        "recovery_dry_run": None,
+    }

@@ -155,6 +155,29 @@ def test_inspect_shows_the_last_recovery_that_found_something(
     assert json.loads((root / "memory/last_recovery.json").read_bytes()) == kept
 
 
+@pytest.mark.parametrize(
+    "kept",
+    [
+        b'{"report": {"torn_tail_bytes": 16}}',
+        b'{"at": 1e300, "report": {"torn_tail_bytes": 16}}',
+        b'{"at": [1], "report": {"torn_tail_bytes": 16}}',
+        b'{"at": true, "report": {"torn_tail_bytes": 16}}',
+        b'{"at": NaN, "report": {"torn_tail_bytes": 16}}',
+        b'{"at": 1, "report": {"torn_tail_bytes": Infinity}}',
+    ],
+)
+def test_inspect_reads_a_damaged_last_recovery_as_none(
+    root: Path, kept: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (root / "memory/last_recovery.json").write_bytes(kept)
+    code, out, err = _run(capsys, "inspect", str(root), "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out, parse_constant=pytest.fail)["last_recovery"] is None
+    code, out, err = _run(capsys, "inspect", str(root))
+    assert (code, err) == (0, "")
+    assert "last recovery: no open has found anything to repair\n" in out
+
+
 # --- export -----------------------------------------------------------------------------------
 
 

@@ -133,6 +133,23 @@ async def test_restore_brings_back_the_previous_version_and_is_committed(layout:
             await dream.restore(bad, now=NOW + 40)
 
 
+async def test_restore_to_the_files_already_current_answers_that_version_as_it_is(
+    layout: Layout, storage: Storage
+) -> None:
+    history = HistoryStore(layout, storage)
+    dream = Dream(layout, storage, history)
+    seed_history(history, "Constraints:\n- Always use yarn, never npm.")
+    await dream.run(now=NOW)
+    seed_history(history, "Constraints:\n- Use npm for this project.")
+    await dream.run(now=NOW + 10)
+    await dream.restore(1, now=NOW + 20)
+    log = await dream.dream_log()
+    # The newest version itself (0), and the version it restored (its files are the newest's).
+    for target, version in ((0, log[0]), (log[2].commit_id, log[2])):
+        assert await dream.restore(target, now=NOW + 30) == version
+        assert await dream.dream_log() == log
+
+
 async def test_hand_edits_are_snapshotted_before_dream_changes_files(layout: Layout, storage: Storage) -> None:
     layout.long_term.mkdir(parents=True)
     (layout.long_term / "MEMORY.md").write_text("# MEMORY\n\nHand-written notes.\n", encoding="utf-8")
