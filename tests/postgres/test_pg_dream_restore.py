@@ -97,3 +97,15 @@ async def test_dream_restore_is_refused_while_another_worker_holds_the_dream_loc
             with pytest.raises(DreamError, match=r"^another worker is running Dream .*: restore refused$"):
                 await memory.dream_restore(first)
         assert len(await memory.dream_log()) == 2
+
+
+async def test_restore_to_the_files_already_current_answers_that_version_as_it_is(
+    tmp_path: Path, pg_dsn: str, session_ids: SessionIds
+) -> None:
+    async with open_memory(tmp_path, config=SMALL_MANUAL, store=pg_dsn, session_id=session_ids()) as memory:
+        await dream_twice(memory)
+        log = await memory.dream_log()
+        # The newest version itself (0) and by its id: nothing is recorded, and it is the answer.
+        for target in (0, log[0].commit_id):
+            assert await memory.dream_restore(target) == log[0]
+            assert await memory.dream_log() == log

@@ -31,10 +31,12 @@ log = logging.getLogger("aiden.longterm")
 Files = dict[str, bytes | None]
 
 _NEWEST: Final = (
-    "SELECT commit_id, message, files FROM aiden_lt_versions WHERE namespace = %s ORDER BY pos DESC LIMIT %s"
+    "SELECT commit_id, message, files, created_at FROM aiden_lt_versions WHERE namespace = %s"
+    " ORDER BY pos DESC LIMIT %s"
 )
 _PREFIXED: Final = (
-    "SELECT commit_id, message, files FROM aiden_lt_versions WHERE namespace = %s AND starts_with(commit_id, %s)"
+    "SELECT commit_id, message, files, created_at FROM aiden_lt_versions"
+    " WHERE namespace = %s AND starts_with(commit_id, %s)"
     " LIMIT 2"
 )
 
@@ -140,16 +142,19 @@ class PgDream(DreamFlow[tuple[int, _Head]]):
                 rows = conn.execute(_NEWEST, (ns, checked + 1)).fetchall()
                 if len(rows) <= checked:
                     raise VersionNotFoundError(f"there are only {len(rows)} versions")
-                commit_id, old_message, files = rows[checked]
+                commit_id, old_message, files, created_at = rows[checked]
             else:
                 rows = conn.execute(_PREFIXED, (ns, checked)).fetchall()
                 commit_id = unique_match([str(r[0]) for r in rows], target)
-                _, old_message, files = rows[0]
+                _, old_message, files, created_at = rows[0]
             commit_id = str(commit_id)
             title = str(old_message).split("\n", 1)[0]
             message = f"restore: {commit_id[:12]} ({title})"
             wanted = _decode_files(bytes(files), commit_id)
-            new_id = self._record(conn, _head(conn, ns), wanted, message, now) or commit_id
+            new_id = self._record(conn, _head(conn, ns), wanted, message, now)
+            if new_id is None:
+                # The files already are the target's: nothing is recorded, and the target is the answer.
+                return Version(commit_id=commit_id, timestamp=int(str(created_at)), message=str(old_message))
             return Version(commit_id=new_id, timestamp=now, message=message)
 
     def _log(self, limit: int) -> list[Version]:
