@@ -8,9 +8,9 @@ re-derived. Then each archived session once (marked ``.recovered``). Idempotent.
 
 A directory standing where aiden keeps a file, or a file where it keeps a directory, would fail
 every open of it, so :func:`displace_misplaced` renames it to ``<name>.displaced-<ns>`` (nothing is
-deleted) and reports it; a symlink is left alone (writes refuse it). In stores
-no session lock covers (``long_term/``, experience) another process may be
-mid-write, so only temp files too old to be in flight are removed
+deleted) and reports it; a symlink is left alone (writes refuse it). Where no
+session lock covers the writers (``memory/`` itself, ``long_term/``, experience)
+another opener may be mid-write, so only temp files too old to be in flight are removed
 (:func:`remove_stale_temps`).
 """
 
@@ -107,9 +107,10 @@ class Recovery:
             temps = _remove_temps(self.storage, (lay.session, lay.chunks))
         else:
             # long_term/: only stale temps (see the module docstring); ``.git`` is dulwich's own.
+            # memory/ too: another opener of the root writes window.json there without our locks.
             long_term = [d for d in subdirs(lay.long_term, 1) if d.name != ".git"]
-            temps = _remove_temps(self.storage, (lay.memory, lay.session, lay.chunks))
-            temps += remove_stale_temps(self.storage, long_term)
+            temps = _remove_temps(self.storage, (lay.session, lay.chunks))
+            temps += remove_stale_temps(self.storage, [lay.memory, *long_term])
         index, entries, rebuilt, verified = self._settle_index(problems)  # 1.
         result = self._scan_hot_window(problems)  # 2.
         removed, adopted = self._settle_orphans(entries, {e.seq for e in result.events}, problems)  # 3.

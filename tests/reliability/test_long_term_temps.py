@@ -35,3 +35,18 @@ async def test_stale_long_term_temp_files_are_removed_at_recovery(tmp_path: Path
     assert [p.exists() for p in stale] == [False, False]
     assert fresh.exists()
     assert all(p.exists() for p in untouched)
+
+
+async def test_a_fresh_temp_file_in_memory_is_another_openers_write_and_stays(tmp_path: Path) -> None:
+    # window.json and last_recovery.json are written there without the session locks: a second
+    # opener of the root removing every temp made the first one's window.json replace fail.
+    layout = Layout(tmp_path)
+    layout.memory.mkdir(parents=True)
+    stale, fresh = layout.memory / ".aiden-tmp-window.json.1.a", layout.memory / ".aiden-tmp-window.json.2.b"
+    for path in (stale, fresh):
+        path.write_text("partial")
+    hour_ago = os.stat(fresh).st_mtime - 3600
+    os.utime(stale, (hour_ago, hour_ago))
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+        assert memory.recovery.temp_files_removed == 1
+    assert (stale.exists(), fresh.exists()) == (False, True)
