@@ -303,17 +303,23 @@ class RecallIndex:
                 self._storage.mkdir(self._dir)
             except StorageError as exc:
                 raise RecallError(f"cannot create the recall database's directory: {exc}") from exc
-        reason = self._db.ensure_open()
-        if reason is not None:
-            self._rebuild(reason)
-        else:
-            changes = self._changes(self._db.token)
-            moved = changes.reset or changes.chunks or changes.updated or changes.pending is not None
-            if moved or changes.token != self._db.token:
-                try:
-                    apply_changes(self._db, changes, self._feed.read_chunk)
-                except NeedsRebuild as exc:
-                    self._rebuild(str(exc), changes)
+        try:
+            reason = self._db.ensure_open()
+            if reason is not None:
+                self._rebuild(reason)
+            else:
+                changes = self._changes(self._db.token)
+                moved = changes.reset or changes.chunks or changes.updated or changes.pending is not None
+                if moved or changes.token != self._db.token:
+                    try:
+                        apply_changes(self._db, changes, self._feed.read_chunk)
+                    except NeedsRebuild as exc:
+                        self._rebuild(str(exc), changes)
+        except (sqlite3.Error, OSError, RecallError):
+            if self._dir.is_dir():
+                raise
+            # A rotation moved the session away after the check above: no active session now.
+            self._db.close()
 
     # --- search -----------------------------------------------------------------------
     def _search(self, query: str, k: int, filters: Filters) -> list[RecallHit]:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import calendar
+import collections
 import itertools
 import re
 import unicodedata
@@ -80,6 +81,12 @@ _CJK_CHAR: Final = re.compile(f"[{_CJK_RANGES}]")
 _CJK_RUN_OR_OTHER: Final = re.compile(f"([{_CJK_RANGES}]+)|([^{_CJK_RANGES}]+)")
 _WS: Final = re.compile(r"\s+")
 _SPACED: Final = f"{ZWSP}\\g<0>{ZWSP}"
+_HIDDEN: Final = "\x1e"  # a separator to unicode61; what follows it in a stored text is never shown
+_JSON_ESCAPE: Final = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
+# Starts only where a word starts: a long run of word characters is scanned once, not once per character.
+_ESCAPED_SPAN: Final = re.compile(rf"(?<![^\W_])[^\W_]*(?:{_JSON_ESCAPE.pattern}[^\W_]*)+")
+_SIMPLE_ESCAPES: Final = {"\"": "\"", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_WORD: Final = re.compile(r"[^\W_]+")
 
 # English function words and conversational filler that carry no topic.
 _STOPWORD_TEXT: Final = """
@@ -178,8 +185,33 @@ class Term(msgspec.Struct, frozen=True):
 
 
 def index_text(text: str) -> str:
-    """The text as stored in the FTS5 table: every CJK character surrounded by U+200B."""
+    """The text as stored in the FTS5 table: every CJK character surrounded by U+200B.
+
+    Words that JSON string escapes hide from the tokenizer (``\\nPORT`` is the token ``nPORT``,
+    ``caf\\u00e9`` the tokens ``caf`` and ``u00e9``) follow, decoded, after a U+001E that
+    :func:`display_text` cuts off again: tool arguments and results are mostly JSON.
+    """
+    extra = _escaped_words(text) if "\\" in text else []
+    if extra or _HIDDEN in text:
+        text = f"{text}{_HIDDEN}{' '.join(extra)}"
     return _CJK_CHAR.sub(_SPACED, text) if _has_cjk(text) else text
+
+
+def _escaped_words(text: str) -> list[str]:
+    """The words of ``text``'s JSON-escaped spans once decoded, less those the raw span already has."""
+    extra: list[str] = []
+    for span in _ESCAPED_SPAN.finditer(text):
+        raw = span.group(0)
+        decoded = _JSON_ESCAPE.sub(lambda m: _decode_escape(m.group(0)), raw)
+        missing = collections.Counter(_WORD.findall(decoded)) - collections.Counter(_WORD.findall(raw))
+        extra += missing.elements()
+    return extra
+
+
+def _decode_escape(escape: str) -> str:
+    if escape[1] == "u":
+        return chr(int(escape[2:], 16))
+    return _SIMPLE_ESCAPES[escape[1]]
 
 
 def _has_cjk(text: str) -> bool:
@@ -189,6 +221,8 @@ def _has_cjk(text: str) -> bool:
 
 def display_text(stored: str) -> str:
     """Undo :func:`index_text` (zero width spaces of the original are dropped too, harmlessly)."""
+    if _HIDDEN in stored:
+        stored = stored.rpartition(_HIDDEN)[0]
     return stored.replace(ZWSP, "")
 
 
@@ -304,9 +338,16 @@ def or_expression(terms: Sequence[Term]) -> str:
 def _term_pattern(term: Term, bounded: bool) -> str:
     if term.cjk:
         # The phrase matches the characters with separators between them too.
-        return r"[\W_]*".join(re.escape(ch) for ch in term.text)
-    body = re.escape(term.text)
+        return r"[\W_]*".join(_char_pattern(ch) for ch in term.text)
+    body = "".join(_char_pattern(ch) for ch in term.text)
     return rf"(?<![^\W_]){body}(?![^\W_])" if bounded else body
+
+
+def _char_pattern(ch: str) -> str:
+    # Non-ASCII text in JSON is often written \uXXXX; the index decodes it (index_text), so must the finder.
+    if ch.isascii() or ord(ch) > 0xFFFF:
+        return re.escape(ch)
+    return rf"(?:{re.escape(ch)}|\\u{ord(ch):04x})"
 
 
 def match_finder(terms: Sequence[Term]) -> Callable[[str], tuple[int, int] | None]:

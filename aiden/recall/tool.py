@@ -11,6 +11,7 @@ are caught, so cancellation and programming errors still propagate.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -274,6 +275,12 @@ def encode_events(chunk_id: str, events: Sequence[SessionEvent], seqs: Sequence[
     missing = sorted({s for s in seqs if s not in found})
     if missing:
         doc["missing_seqs"] = missing
+        if len(_dumps(doc)) > max_chars // 2:
+            # The caller's own seqs echoed back must leave the events room: the first ones and how many.
+            doc["missing_count"] = len(missing)
+            room = max_chars // 2 - len(_dumps({**doc, "missing_seqs": []}))
+            shown = list(itertools.takewhile(lambda n: n <= room, itertools.accumulate(len(f"{s},") for s in missing)))
+            doc["missing_seqs"] = missing[: len(shown)]
     out: list[dict[str, Any]] = doc["events"]
     for event in events:
         item = msgspec.to_builtins(event)
