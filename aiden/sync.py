@@ -3,7 +3,7 @@
 The async runtime runs on one blocking-portal thread shared by the sync memories open at the
 same time (started with the first, stopped with the last). Callers own timeouts: nothing here
 adds one. A :class:`SyncMemory` may be used from several threads, but not from inside its
-own loop thread (e.g. from a summarizer callback).
+own loop thread (e.g. from a summarizer callback): that raises an :class:`~aiden.errors.AidenError`.
 """
 
 from __future__ import annotations
@@ -12,14 +12,16 @@ import functools
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from concurrent.futures import Future
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
 from functools import partial
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from aiden.config import Config
-from aiden.errors import ClosedError
+from aiden.errors import AidenError, ClosedError
 from aiden.extension import StoreSpec
 from aiden.memory import Memory
 from aiden.memory import open_memory as _open_async
@@ -60,12 +62,32 @@ def open_memory(
             store=store,
             session_id=session_id,
         )
-        cm = portal.wrap_async_context_manager(async_cm)
-        memory = SyncMemory(portal, cm.__enter__(), cm)
+        opened: Future[tuple[Memory, anyio.Event, int]] = Future()
+        held = portal.start_task_soon(_hold_open, async_cm, opened)
+        try:
+            memory = SyncMemory(portal, held, *opened.result())
+        except BaseException:
+            # Interrupted (e.g. Ctrl-C) while opening: the open is cancelled (or the memory closed),
+            # else the loop thread waits for it for ever and never stops.
+            held.cancel()
+            raise
         try:
             yield memory
         finally:
             memory.close()
+
+
+async def _hold_open(async_cm: AbstractAsyncContextManager[Memory], opened: Future[tuple[Memory, anyio.Event, int]]) -> None:
+    """Open the memory, hand ``opened`` it, the event that closes it and the loop thread; hold it open until then."""
+    try:
+        async with async_cm as memory:
+            closing = anyio.Event()
+            opened.set_result((memory, closing, threading.get_ident()))
+            await closing.wait()
+    except BaseException as exc:
+        if not opened.done():  # the open failed: its caller gets why
+            opened.set_exception(exc)
+        raise
 
 
 class _LoopThread:
@@ -73,12 +95,18 @@ class _LoopThread:
     with the first memory and stopped, its thread joined, with the last."""
 
     def __init__(self) -> None:
+        self._reset()
+        # A forked child has no loop thread (only its parent's state): its first open starts one.
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
         self._lock = threading.Lock()
         self._users = 0
         self._running: tuple[BlockingPortal, AbstractContextManager[BlockingPortal]] | None = None
 
     @contextmanager
     def __call__(self) -> Iterator[BlockingPortal]:
+        pid = os.getpid()
         with self._lock:
             if self._running is None:
                 cm = start_blocking_portal(name="aiden-memory-loop")
@@ -88,13 +116,15 @@ class _LoopThread:
         try:
             yield portal
         finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0:
-                    running, self._running = self._running, None
-                    assert running is not None
-                    # Under the lock: an open meanwhile waits, then starts a new thread.
-                    running[1].__exit__(None, None, None)
+            # Left in a forked child: its parent's loop thread is not its to stop.
+            if os.getpid() == pid:
+                with self._lock:
+                    self._users -= 1
+                    if self._users == 0:
+                        running, self._running = self._running, None
+                        assert running is not None
+                        # Under the lock: an open meanwhile waits, then starts a new thread.
+                        running[1].__exit__(None, None, None)
 
 
 _loop_thread = _LoopThread()
@@ -120,32 +150,66 @@ def _blocking_sync(method: Callable[Concatenate[Memory, _P], _T]) -> Callable[Co
 class SyncMemory:
     """Blocking twin of :class:`~aiden.memory.Memory` (same names and signatures); from :func:`aiden.sync.open_memory`."""
 
-    def __init__(self, portal: BlockingPortal, memory: Memory, cm: AbstractContextManager[Memory]) -> None:
+    def __init__(
+        self, portal: BlockingPortal, held: Future[None], memory: Memory, closing: anyio.Event, loop_thread: int
+    ) -> None:
         self._portal = portal
+        self._held = held
         self._memory = memory
-        self._cm = cm
+        self._closing = closing
+        self._loop_thread = loop_thread
+        self._pid = os.getpid()
+        self._close_lock = threading.Lock()
         self._closed = False
+
+    def _check_caller(self) -> None:
+        """Refuse a caller that would wait for itself (on the loop thread) or for a thread a fork left behind."""
+        if os.getpid() != self._pid:
+            raise ClosedError("memory is closed in this process: it was opened before os.fork(); open it again here")
+        if threading.get_ident() == self._loop_thread:
+            # It would wait for itself.
+            raise AidenError(
+                "a SyncMemory cannot be used on its own loop thread (e.g. from a summarizer or a call() function): "
+                "use the async Memory there"
+            )
 
     def _run(self, func: Callable[[], Awaitable[_T]]) -> _T:
         """``func()`` on the loop thread (awaited when it returns an awaitable); its result."""
+        self._check_caller()
         if self._closed:
             raise ClosedError("memory is closed")
-        return self._portal.call(func)
+        try:
+            return self._portal.call(func)
+        except RuntimeError as exc:
+            if self._closed:  # closed since the check: its loop thread may be gone ("portal is not running")
+                raise ClosedError("memory is closed") from exc
+            raise
 
     def call(self, func: Callable[[Memory], Awaitable[_T]]) -> _T:
         """Run ``func(memory)`` on the loop thread and return its result, e.g. ``memory.call(lambda m: m.rehydrate(i))``."""
         return self._run(partial(func, self._memory))
 
     def close(self) -> None:
-        """Close the memory now (idempotent): commit what was appended, stop the actors."""
-        if not self._closed:
-            self._closed = True
-            self._cm.__exit__(None, None, None)
+        """Close the memory now (idempotent): commit what was appended, stop the actors.
+
+        A close while another thread closes waits for that close. In a process forked from the
+        one that opened it, it does nothing: the memory belongs to the parent.
+        """
+        if os.getpid() != self._pid:
+            return
+        self._check_caller()
+        with self._close_lock:
+            if not self._closed:
+                try:
+                    self._portal.call(self._closing.set)
+                    self._held.result()
+                finally:
+                    self._closed = True
 
     @property
     def closed(self) -> bool:
-        """True once :meth:`close` ran (or the ``with`` block ended)."""
-        return self._closed
+        """True once :meth:`close` ran (or the ``with`` block ended), and in a process forked after the open."""
+        return self._closed or os.getpid() != self._pid
 
     # Properties read the memory's state directly: each is one attribute read, safe from any thread.
 

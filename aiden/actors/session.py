@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import os
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -84,6 +85,10 @@ class _CommitThreads:
 
     def __init__(self, size: int) -> None:
         self._size = size
+        self.reset()
+
+    def reset(self) -> None:
+        """No threads and no jobs (in a forked child, whose parent's threads do not exist)."""
         self._jobs: deque[_Job] = deque()
         self._ready = threading.Condition(threading.Lock())
         self._threads = 0
@@ -151,6 +156,8 @@ def _commit_jobs(jobs: Sequence[_Job]) -> Sequence[Seqs | BaseException]:
 
 
 _COMMITS: Final = _CommitThreads(size=4)
+# A forked child has none of its parent's commit threads: it starts its own.
+os.register_at_fork(after_in_child=_COMMITS.reset)
 # The bound of the host writer's inbox and outbox (each memory bounds its own requests: writer_queue_size).
 _INBOX = 4096
 
