@@ -195,23 +195,10 @@ def _check_long_term(layout: Layout, notes: list[str]) -> list[str]:
 
 
 def _misplaced(layout: Layout) -> list[str]:
-    """Each file where aiden keeps a directory and each directory where it keeps a file: the
-    paths :func:`~aiden.storage.recovery.displace_misplaced` checks, found without moving them."""
-    from aiden.storage.recovery import file_paths
+    """What :func:`~aiden.storage.recovery.displace_misplaced` would move aside, found without moving it."""
+    from aiden.storage.recovery import misplaced
 
-    folders = (
-        layout.memory, layout.session, layout.chunks, layout.archive, layout.long_term, layout.memories,
-        layout.sessions, layout.episodes, layout.experience,
-    )
-    found: list[str] = []
-    for path, want_file in [*((p, False) for p in folders), *((p, True) for p in file_paths(layout, locks=True))]:
-        try:
-            mode = os.lstat(path).st_mode
-        except OSError:
-            continue  # absent or unreadable: the other checks say so
-        if not stat.S_ISLNK(mode) and stat.S_ISDIR(mode) == want_file:
-            found.append(f"a {'directory' if want_file else 'file'} stands where {path} goes")
-    return found
+    return [f"a {'directory' if file else 'file'} stands where {path} goes" for path, file in misplaced(layout)]
 
 
 def doctor(

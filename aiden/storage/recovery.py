@@ -50,6 +50,7 @@ __all__ = [
     "Recovery",
     "archived_layout",
     "displace_misplaced",
+    "misplaced",
     "file_paths",
     "remove_stale_temps",
     "subdirs",
@@ -474,19 +475,24 @@ def file_paths(layout: Layout, *, locks: bool) -> Iterator[Path]:
     yield from _experience_paths(layout)
 
 
-def displace_misplaced(storage: Storage, layout: Layout) -> list[str]:
-    """Move aside every file found where aiden keeps a directory, then every directory found at one
-    of :func:`file_paths` (the lock files too: call it before taking them); one problem line per move."""
-    problems: list[str] = []
+def misplaced(layout: Layout) -> Iterator[tuple[Path, bool]]:
+    """Each file found where aiden keeps a directory, then each directory found at one of
+    :func:`file_paths` (the lock files too), with whether a file goes there; looked at lazily."""
     folders = (layout.memory, layout.session, layout.chunks, layout.archive, layout.long_term, layout.memories)
     wrong = [(p, False) for p in (*folders, layout.sessions, layout.episodes, layout.experience)]
     for path, want_file in [*wrong, *((p, True) for p in file_paths(layout, locks=True))]:
         try:
             mode = os.lstat(path).st_mode
         except OSError:
-            continue  # absent (the usual case) or unreadable: nothing to move
-        if stat.S_ISLNK(mode) or stat.S_ISDIR(mode) != want_file:
-            continue
+            continue  # absent (the usual case) or unreadable
+        if not stat.S_ISLNK(mode) and stat.S_ISDIR(mode) == want_file:
+            yield path, want_file
+
+
+def displace_misplaced(storage: Storage, layout: Layout) -> list[str]:
+    """Move aside each of :func:`misplaced` (call it before taking the locks); one problem line per move."""
+    problems: list[str] = []
+    for path, want_file in misplaced(layout):
         aside = path.with_name(f"{path.name}.displaced-{time.time_ns()}")
         try:
             storage.rename_noreplace(path, aside)
