@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import re
 import sys
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -75,7 +77,14 @@ def parse_tenants(specs: list[str]) -> dict[str, str]:
                 f"tenant {name!r} given twice" if name else "more than one bare ROOT: name them NAME=ROOT"
             )
         tenants[name] = root
+    # One memory per tenant: two names for one root would share it behind separate tokens.
+    real = [os.path.realpath(root) for root in tenants.values()]
+    if len(set(real)) < len(real):
+        raise ValueError("two tenants name the same ROOT: each tenant needs a memory of its own")
     return tenants
+
+
+_BEARER: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
 def _load_tokens(path: str | None) -> dict[str, str]:
@@ -85,6 +94,10 @@ def _load_tokens(path: str | None) -> dict[str, str]:
         tokens = json.load(f)
     if not isinstance(tokens, dict) or not all(isinstance(v, str) and v for v in tokens.values()):
         raise ValueError(f"{path}: expected a JSON object of tenant -> non-empty token")
+    for tenant, token in tokens.items():
+        # What an Authorization header can carry (RFC 6750): any other token could never be sent.
+        if not _BEARER.fullmatch(token):
+            raise ValueError(f"{path}: the token of {tenant!r} is not a bearer token (visible ASCII, no spaces)")
     return tokens
 
 

@@ -19,6 +19,7 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Generator, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -183,11 +184,21 @@ class _BearerGate:
         await self._app(scope, receive, send)
 
 
+_GRACE_S: Final = 5
+"""How long a signalled HTTP server waits for the requests in flight before it stops them."""
+
+
 class _Uvicorn(uvicorn.Server):
     """uvicorn's server, stopping on SIGINT/SIGTERM without raising the signal again after shutdown.
 
     uvicorn's re-raise would kill the process before the caller closes its memories.
     """
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """A second signal, SIGTERM too (uvicorn forces only on SIGINT), stops waiting for open connections."""
+        if self.should_exit:
+            self.force_exit = True
+        super().handle_exit(sig, frame)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -260,7 +271,16 @@ async def serve_http(
     ``sock`` is an already bound listening socket to serve on instead of ``host:port``.
     """
     app = http_app(memories, tokens=tokens, host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        # A client that stalls mid-request cannot hold the shutdown (and the memories' close) for longer.
+        timeout_graceful_shutdown=_GRACE_S,
+    )
     server = _Uvicorn(config)
     log.info("serving %d tenant(s) on http://%s:%d", len(memories), host, port)
     await server.serve(sockets=[sock] if sock is not None else None)

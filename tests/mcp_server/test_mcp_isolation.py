@@ -199,3 +199,58 @@ async def test_the_http_command_serves_tenants_with_tokens_from_a_file(
             # SIGTERM stops the server, then the memories close and the command exits 0.
             process.terminate()
             assert await process.wait() == 0
+
+
+async def _serving(port: int, *args: str) -> anyio.abc.Process:
+    """``aiden mcp --http`` on ``port`` in a subprocess, once it accepts connections."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = await anyio.open_process(
+        [sys.executable, "-m", "aiden", "mcp", "--http", "--port", str(port), *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    with anyio.fail_after(30):
+        while True:
+            try:
+                await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                return process
+            except OSError:
+                await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+async def test_a_stalled_client_does_not_hold_the_shutdown(roots: dict[str, Path], signals: int) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = await _serving(port, f"alice={roots['a']}")
+    async with process, await anyio.connect_tcp("127.0.0.1", port) as stalled:
+        # A request whose body never comes: uvicorn waited for it for ever.
+        await stalled.send(b"POST /alice/mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+        await anyio.sleep(0.2)
+        for _ in range(signals):  # a second SIGTERM stops at once; one waits out the grace period
+            process.terminate()
+            await anyio.sleep(0.2)
+        with anyio.fail_after(60):
+            assert await process.wait() == 0
+
+
+def test_two_tenants_on_one_root_and_an_unsendable_token_are_refused(
+    roots: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aiden.cli import main
+
+    assert main(["mcp", "--http", f"alice={roots['a']}", f"bob={roots['a']}/."]) == 2
+    assert capsys.readouterr().err == (
+        "aiden mcp: two tenants name the same ROOT: each tenant needs a memory of its own\n"
+    )
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"alice": " t-alice "}))
+    assert main(["mcp", "--http", "--tokens", str(tokens), f"alice={roots['a']}"]) == 2
+    assert capsys.readouterr().err == (
+        f"aiden mcp: {tokens}: the token of 'alice' is not a bearer token (visible ASCII, no spaces)\n"
+    )
