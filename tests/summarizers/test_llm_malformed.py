@@ -546,3 +546,14 @@ async def test_a_model_that_only_echoes_the_prompt_costs_one_call_and_loses_noth
     summary = Layout(tmp_path).summary.read_text(encoding="utf-8")
     assert "I decided to use logical replication." in summary
     assert "raw breadcrumb" not in summary
+
+
+async def test_a_lone_surrogate_escape_in_the_answer_becomes_a_replacement_character() -> None:
+    # "\ud83d" alone (half an emoji): the decoded text could never be stored, and every pass failed.
+    reply = json.dumps({**GOOD, "constraints": [f"{DEADLINE} MARK"]}).replace("MARK", "\\ud83d")
+    assert "\\ud83d" in reply
+    result, _stats, requests = await answer(reply)
+    assert requests == 1
+    assert result.structured.constraints == (f"{DEADLINE} \ufffd",)
+    assert f"{DEADLINE} \ufffd" in result.text
+    assert_no_lost_facts(result)

@@ -302,7 +302,7 @@ class LiteLLMSummarizer:
         self._counts.misfiled_moved += reading.moved
         self._counts.truncations_repaired += reading.repaired
         self._counts.clipped_items += reading.clipped
-        result = reading.result
+        result = _storable(reading.result)
         if self.one_call and request.purpose in ("history", "session_summary"):
             result = self._one_call_result(result, request)
         text = validate_summary_text(result.text, max_chars=max_chars)
@@ -313,6 +313,28 @@ class LiteLLMSummarizer:
             text = apply_must_keep(text, summary_must_keep(source, max_items=limit), max_items=limit)
             text = validate_summary_text(text, max_chars=max_chars)
         return SummaryResult(text=text, structured=result.structured)
+
+
+def _storable(result: SummaryResult) -> SummaryResult:
+    """``result`` with each lone surrogate (a model's broken escape, ``"\\ud83d"``) as U+FFFD.
+
+    Such text could never be stored: the summary would fail every pass, and no fallback would run.
+    """
+    try:
+        msgspec.json.encode(result)
+    except UnicodeEncodeError:
+        return msgspec.convert(_replace_surrogates(msgspec.to_builtins(result)), SummaryResult)
+    return result
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list | tuple):
+        return [_replace_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _replace_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def _per(total: int, compactions: int) -> float:
