@@ -18,7 +18,7 @@ from aiden.events import EVENT_TYPES, MAX_META_DEPTH, SessionEvent, decode_event
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.storage.protocol import PreparedEvent
 
-__all__ = ["MAX_EVENT_ID_CHARS", "as_stored", "check_text", "prepare_event"]
+__all__ = ["MAX_EVENT_ID_CHARS", "as_stored", "check_text", "prepare_event", "without_surrogates"]
 MAX_EVENT_ID_CHARS: Final = 256
 """The longest client ``event_id`` an append takes."""
 _OPTIONAL_STR: Final = ("role", "event_id", "tool_name", "tool_call_id", "tool_args", "pinned")
@@ -29,13 +29,14 @@ _OPTIONAL_STR: Final = ("role", "event_id", "tool_name", "tool_call_id", "tool_a
 _SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def _without_surrogates(value: Any) -> Any:
+def without_surrogates(value: Any) -> Any:
+    """``value`` (text, or lists, tuples and dicts of it) with each lone surrogate as U+FFFD."""
     if isinstance(value, str):
         return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, list):
-        return [_without_surrogates(v) for v in value]
+    if isinstance(value, list | tuple):
+        return [without_surrogates(v) for v in value]
     if isinstance(value, dict):
-        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
     return value
 
 
@@ -52,7 +53,7 @@ def _repair_tool_args(args: str) -> str | None:
     except (ValueError, RecursionError):
         # Not JSON: nothing decodes it as a whole; replace every surrogate escape in the text.
         return _SURROGATE_ESCAPE.sub("\ufffd", args)
-    repaired = _without_surrogates(decoded)
+    repaired = without_surrogates(decoded)
     if repaired == decoded:
         return None
     return json.dumps(repaired, ensure_ascii=False)

@@ -14,6 +14,7 @@ import msgspec
 from aiden.config import Config, ModelResolver
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerUnavailable
 from aiden.events import SessionEvent
+from aiden.intake import without_surrogates
 from aiden.observe import observed
 from aiden.summarizers.extractive.extract import stated_goal
 from aiden.summarizers.extractive.render import render_structured
@@ -323,18 +324,8 @@ def _storable(result: SummaryResult) -> SummaryResult:
     try:
         msgspec.json.encode(result)
     except UnicodeEncodeError:
-        return msgspec.convert(_replace_surrogates(msgspec.to_builtins(result)), SummaryResult)
+        return msgspec.convert(without_surrogates(msgspec.to_builtins(result)), SummaryResult)
     return result
-
-
-def _replace_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, list | tuple):
-        return [_replace_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _replace_surrogates(v) for k, v in value.items()}
-    return value
 
 
 def _per(total: int, compactions: int) -> float:
