@@ -274,14 +274,19 @@ class ChunkSummaries:
     async def for_plan(self, plan: CompactionPlan, previous: str) -> tuple[str | None, str, bool]:
         """(chunk summary, split-turn context, degraded); summary None means leave everything unchanged."""
         config = self._config
+        # A summarizer answering through its own fallback (the LLM summarizer's extractive one)
+        # says so: the chunk is marked degraded, so a later quiet pass asks the model again.
+        degraded = False
         try:
             history = ""
             if plan.history:
                 hot = (*plan.kept, *plan.retained)
-                history = (await self.summarize("history", plan.history, previous, hot_window=hot)).text
+                result = await self.summarize("history", plan.history, previous, hot_window=hot)
+                history, degraded = result.text, result.degraded
             prefix = ""
             if plan.turn_prefix:
-                prefix = (await self.summarize("turn_prefix", plan.turn_prefix, history or previous)).text
+                result = await self.summarize("turn_prefix", plan.turn_prefix, history or previous)
+                prefix, degraded = result.text, degraded or result.degraded
         except SummarizerError as exc:
             if config.failure_fallback == "none":
                 return None, str(exc), False
@@ -302,7 +307,7 @@ class ChunkSummaries:
         summary = await self._with_must_keep(summary, plan.compacted)
         # summary_max_chars bounds what is stored: the must-keep facts and the split turn were added
         # after the summarizer's output was checked against it. A line-boundary cut is the backstop.
-        return cut_to_tokens(summary, config.summary_max_chars, len), prefix, False
+        return cut_to_tokens(summary, config.summary_max_chars, len), prefix, degraded
 
     async def _with_must_keep(self, summary: str, events: Sequence[SessionEvent]) -> str:
         """``summary`` with the must-keep facts of ``events`` it lacks appended (counted in the stats)."""
@@ -365,6 +370,8 @@ class ChunkSummaries:
             result = await self.summarize("history", chunk.events, "")
         except SummarizerError:
             return  # still degraded; try again on a later pass
+        if result.degraded:
+            return  # answered by the summarizer's own fallback: no better than what is stored
         summary = await self._with_must_keep(result.text, chunk.events)
         if await anyio.to_thread.run_sync(store.replace_summary, entry.chunk_id, summary):
             self._note(ChunkResummarized())

@@ -333,6 +333,33 @@ async def test_degraded_chunk_is_resummarized_on_a_later_pass(tmp_path: Path) ->
     assert_exactly_once(tmp_path, acked)
 
 
+async def test_a_summary_from_the_summarizers_own_fallback_is_degraded_until_the_model_answers(
+    tmp_path: Path,
+) -> None:
+    # The LLM summarizer answers an outage with its extractive fallback, flagged degraded.
+    fallback = SummaryResult(text="fallback summary", degraded=True)
+    down = ScriptedSummarizer([fallback] * 20)
+    async with aiden.open_memory(tmp_path, config=SMALL, summarizer=down) as memory:
+        acked = await fill(memory, 6)
+        assert (await memory.maintain(manual=True)).degraded is True
+        assert [c.degraded for c in (await memory.chunk_index()).chunks] == [True]
+    # A repair the fallback answers again changes nothing.
+    async with aiden.open_memory(tmp_path, config=SMALL, summarizer=down) as memory:
+        asked = len(down.requests)
+        assert (await memory.maintain()).compacted is False
+        index = await memory.chunk_index()
+        assert [r.purpose for r in down.requests[asked:]] == ["history"]
+    assert [c.degraded for c in index.chunks] == [True]
+    # The model back: the next quiet pass re-summarizes the chunk.
+    async with aiden.open_memory(tmp_path, config=SMALL, summarizer=ScriptedSummarizer()) as memory:
+        await memory.maintain()
+        index = await memory.chunk_index()
+    [chunk] = index.chunks
+    assert chunk.degraded is False
+    assert chunk.summary.startswith(f"summary of seq {chunk.first_seq}-{chunk.last_seq} ")
+    assert_exactly_once(tmp_path, acked)
+
+
 async def test_reported_prompt_tokens_calibrate_the_estimator(tmp_path: Path) -> None:
     async with aiden.open_memory(tmp_path, config=SMALL) as memory:
         await fill(memory, 2)
