@@ -53,8 +53,8 @@ _COMMAND_HELP = """``aiden mcp ROOT``: serve memory roots to MCP clients over st
 launches); ``aiden mcp --http ROOT`` serves it at ``http://127.0.0.1:8000/mcp``;
 ``aiden mcp --http alice=ROOT_A bob=ROOT_B`` serves one tenant per endpoint,
 ``/alice/mcp`` and ``/bob/mcp``, each confined to its own root, with
-``--tokens FILE`` (JSON ``{"alice": "<token>", ...}``) requiring a bearer token
-per endpoint. Logs go to stderr; on stdio, stdout carries only the protocol.
+``--tokens FILE`` (JSON ``{"alice": "<token>", ...}``, a token for every tenant)
+requiring a bearer token per endpoint. Logs go to stderr; on stdio, stdout carries only the protocol.
 """
 
 
@@ -144,6 +144,9 @@ def _main(args: argparse.Namespace) -> int:
     try:
         tenants = parse_tenants(args.roots)
         tokens = _load_tokens(args.tokens)
+        if args.tokens and (open_ := sorted(set(tenants) - set(tokens))):
+            # A tokens file protects every endpoint: a tenant it forgot would be served to anyone.
+            raise ValueError(f"{args.tokens}: no token for {open_[0]!r}: with --tokens every endpoint needs one")
         config = load_config(args.config) if args.config else None
         anyio.run(
             lambda: run_mcp(
@@ -179,7 +182,7 @@ def add_mcp_command(sub: Any) -> None:
     mcp.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
     mcp.add_argument("--host", default="127.0.0.1", help="address to bind with --http (default 127.0.0.1)")
     mcp.add_argument("--port", type=_port, default=8000, help="port with --http (default 8000)")
-    mcp.add_argument("--tokens", help="JSON file of tenant -> bearer token its endpoint requires")
+    mcp.add_argument("--tokens", help="JSON file of tenant -> bearer token its endpoint requires (one for every tenant)")
     mcp.add_argument("--config", help="extraction.yaml to open the memories with")
     mcp.add_argument("-v", "--verbose", action="store_true", help="log each tool call on stderr")
     mcp.set_defaults(func=_main)

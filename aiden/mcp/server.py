@@ -178,7 +178,9 @@ class _BearerGate:
         if scope["type"] == "http":
             given = dict(scope.get("headers", ())).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):
-                await send({"type": "http.response.start", "status": 401, "headers": []})
+                # RFC 6750: a 401 names the scheme the client must use.
+                headers = [(b"www-authenticate", b"Bearer")]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
                 await send({"type": "http.response.body", "body": b""})
                 return
         await self._app(scope, receive, send)

@@ -138,7 +138,7 @@ async def test_an_endpoint_with_a_token_refuses_clients_without_it(
             for headers in ({}, {"Authorization": "Bearer wrong"}):
                 async with httpx2.AsyncClient(headers=headers) as http:
                     response = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
-                    assert response.status_code == 401
+                    assert (response.status_code, response.headers["www-authenticate"]) == (401, "Bearer")
             async with (
                 httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"}) as http,
                 Client(streamable_http_client(url, http_client=http)) as client,
@@ -156,7 +156,7 @@ async def test_the_http_command_serves_tenants_with_tokens_from_a_file(
     import sys
 
     tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"alice": "t-alice"}))
+    tokens.write_text(json.dumps({"alice": "t-alice", "bob": "t-bob"}))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -193,7 +193,10 @@ async def test_the_http_command_serves_tenants_with_tokens_from_a_file(
             ):
                 recall = text(await alice.call_tool("recall_session_chunks", {"query": "harbour gate"}))
                 assert recall["results"][0]["text"] == "the harbour gate code is 4711"
-            async with Client(f"http://127.0.0.1:{port}/bob/mcp") as bob:  # no token for bob: open
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": "Bearer t-bob"}) as http,
+                Client(streamable_http_client(f"http://127.0.0.1:{port}/bob/mcp", http_client=http)) as bob,
+            ):
                 recall = text(await bob.call_tool("recall_session_chunks", {"query": "vault password"}))
                 assert recall["results"][0]["text"] == "the vault password is hunter2"
             # SIGTERM stops the server, then the memories close and the command exits 0.
@@ -253,4 +256,10 @@ def test_two_tenants_on_one_root_and_an_unsendable_token_are_refused(
     assert main(["mcp", "--http", "--tokens", str(tokens), f"alice={roots['a']}"]) == 2
     assert capsys.readouterr().err == (
         f"aiden mcp: {tokens}: the token of 'alice' is not a bearer token (visible ASCII, no spaces)\n"
+    )
+    # A tenant the tokens file forgot would be served to anyone.
+    tokens.write_text(json.dumps({"alice": "t-alice"}))
+    assert main(["mcp", "--http", "--tokens", str(tokens), f"alice={roots['a']}", f"bob={roots['b']}"]) == 2
+    assert capsys.readouterr().err == (
+        f"aiden mcp: {tokens}: no token for 'bob': with --tokens every endpoint needs one\n"
     )
