@@ -6,6 +6,7 @@ included; :class:`ToolArgumentError` is a call that parses but makes no request.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol, TypeVar
 
@@ -68,20 +69,43 @@ def decode_arguments(
     msgspec's DecodeError/ValidationError propagate for malformed or mistyped JSON.
     """
     # A lone surrogate could be neither stored nor sent to an actor (and msgspec fails on one with
-    # UnicodeEncodeError): refused here, by name. JSON text cannot decode to one (msgspec refuses the escape).
+    # UnicodeEncodeError): refused here, by name.
     if isinstance(arguments, str):
         if len(arguments) > max_chars:
             raise ToolArgumentError(f"arguments longer than {max_chars} characters")
         _check_unicode("the JSON text", arguments)
         if empty is not None and not arguments.strip():
             raise ToolArgumentError(empty)
-        return decoder.decode(arguments)
+        try:
+            return decoder.decode(arguments)
+        except msgspec.DecodeError:
+            _check_escapes(arguments)
+            raise
     if isinstance(arguments, Mapping):
-        _check_unicode("a field name", list(arguments))
-        for key, value in arguments.items():
-            _check_unicode(str(key), value)
+        _check_fields(arguments)
         return msgspec.convert(dict(arguments), decoder.type, strict=True)  # type: ignore[no-any-return]
     raise ToolArgumentError(f"arguments must be a JSON object, got {type(arguments).__name__}")
+
+
+def _check_fields(arguments: Mapping[Any, Any]) -> None:
+    _check_unicode("a field name", list(arguments))
+    for key, value in arguments.items():
+        _check_unicode(str(key), value)
+
+
+def _check_escapes(text: str) -> None:
+    """:class:`ToolArgumentError` naming the field if JSON ``text`` escapes a lone surrogate.
+
+    msgspec refuses the escape (``"\\ud83d"``, half an emoji a model cut) as "Input data was
+    truncated", which sends a model looking for a missing brace.
+    """
+    try:
+        decoded = json.loads(text)
+    except (ValueError, RecursionError):
+        return  # not JSON: msgspec's error says so
+    if isinstance(decoded, dict):
+        _check_fields(decoded)
+    _check_unicode("the JSON text", json.dumps(decoded, ensure_ascii=False))
 
 
 def _check_unicode(name: str, value: object) -> None:

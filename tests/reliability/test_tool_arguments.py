@@ -106,8 +106,12 @@ async def test_a_lone_surrogate_is_refused_by_field_before_anything_is_saved(tmp
             ("recall_session_chunks", {"query": "modules", "roles": ["user", "\udbff"]}, "roles"),
             ("recall_experience", {"query": "build", "environment": "\ud800"}, "environment"),
         ):
-            answer = await _answer(memory, tmp_path, name, arguments)
-            assert answer == {"error": answer["error"]} and f"{field} is not valid Unicode" in answer["error"]
+            # As JSON text too: the escape "\\ud800" is what a model that cut an emoji in half sends.
+            for given in (arguments, json.dumps(arguments)):
+                answer = await _answer(memory, tmp_path, name, given)
+                assert answer == {"error": answer["error"]} and f"{field} is not valid Unicode" in answer["error"]
+        answer = await _answer(memory, tmp_path, "recall_session_chunks", '{"query": {"deep": "\\ud800"}}')
+        assert answer == {"error": "the JSON text is not valid Unicode: surrogates not allowed"}
         assert await _answer(memory, tmp_path, "forget_memory", {"id": "kept"}) == {"forgotten": "kept"}
 
 
