@@ -159,9 +159,7 @@ class DreamFlow(ABC, Generic[B]):
             if not records:
                 return DreamOutcome(ran=False, cursor=start)
             # A file that was absent stays absent unless an edit creates it.
-            texts: dict[str, str] = {
-                k: (old.get(k) or b"").decode("utf-8", errors="replace") for k in LONG_TERM_FILES
-            }
+            texts: dict[str, str] = {k: _text(k, old.get(k)) for k in LONG_TERM_FILES}
             edits = await self._editor.propose(records, texts)
             applied = apply_edits(texts, edits)
             new: dict[str, bytes | None] = {
@@ -181,7 +179,10 @@ class DreamFlow(ABC, Generic[B]):
             )
 
     async def dream_log(self, limit: int = 20) -> list[Version]:
-        """The newest ``limit`` versions of the long-term files, newest first."""
+        """The newest ``limit`` versions of the long-term files, newest first; DreamError if ``limit`` < 0."""
+        # Checked here, so every backend answers alike (dulwich reads -1 as "no limit", PostgreSQL refuses it).
+        if limit < 0:
+            raise DreamError(f"dream_log: limit must be >= 0, got {limit}")
         return await anyio.to_thread.run_sync(self._log, limit)
 
     async def restore(self, target: str | int, *, now: float) -> Version:
@@ -194,6 +195,20 @@ class DreamFlow(ABC, Generic[B]):
             if not held:
                 raise DreamError(f"{self._held}: restore refused")
             return await anyio.to_thread.run_sync(self._restore_sync, target, int(now))
+
+
+def _text(name: str, data: bytes | None) -> str:
+    """The text of long-term file ``name``; DreamError if it is not UTF-8.
+
+    Replacing the bad bytes would write them back as U+FFFD, losing what they held: the run is refused.
+    """
+    try:
+        return (data or b"").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DreamError(
+            f"{name} is not valid UTF-8 (byte {exc.start}): Dream refused, nothing was changed; "
+            f"fix or re-save {name} as UTF-8"
+        ) from None
 
 
 class Dream(DreamFlow[dict[str, bytes | None]]):

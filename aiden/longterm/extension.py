@@ -19,7 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aiden.actors.mailbox import Latest, Link, by_request_id, serve
 from aiden.config import Config
-from aiden.errors import AidenError, ClosedError
+from aiden.errors import AidenError, ClosedError, DreamError
 from aiden.events import SessionEvent
 from aiden.extension import Extension, MemoryParts, in_background
 from aiden.longterm.autocompact import AutoCompactor, IdleTarget, run_autocompact
@@ -112,15 +112,6 @@ class LongTermActor:
 
     async def prepare(self) -> None:
         """Bring the profile up to date and publish the prompt layer (at open, before serving)."""
-        # A memory saved just before the last process exited may have missed the debounced rebuild.
-        store = self.backend.entries
-        try:
-            now = time.time()
-            # Not for a store that never held a memory: an empty profile only adds a heading to prompts.
-            if await anyio.to_thread.run_sync(self.backend.has_profile) or await store.entries(now=now):
-                await store.rebuild_profile(now=now)
-        except AidenError as exc:
-            log.error("profile rebuild at open failed: %s", exc)
         await self._refresh()
 
     def background_tasks(self, idle_target: IdleTarget) -> list[Callable[..., Coroutine[Any, Any, None]]]:
@@ -179,7 +170,18 @@ class LongTermActor:
                 assert_never(msg)
 
     async def _refresh(self) -> None:
-        """Reload and publish the prompt layer (PROJECT MEMORY block + profile)."""
+        """Rebuild the profile, then reload and publish the prompt layer (PROJECT MEMORY block + profile)."""
+        # The layer is loaded once per session: a save or forget still waiting for the debounced
+        # rebuild (or made by a process that exited before it), or an entry expired since the last
+        # rebuild, would otherwise be wrong in the prompt for the whole session.
+        store = self.backend.entries
+        try:
+            now = time.time()
+            # Not for a store that never held a memory: an empty profile only adds a heading to prompts.
+            if await anyio.to_thread.run_sync(self.backend.has_profile) or await store.entries(now=now):
+                await store.rebuild_profile(now=now)
+        except AidenError as exc:
+            log.error("profile rebuild failed: %s", exc)
         text = await anyio.to_thread.run_sync(self.backend.load_layer, self.config)
         self.layer.publish(LongTermLayer(text))
 
@@ -221,7 +223,15 @@ class LongTermActor:
             self._dreams_running -= 1
 
     def _request_dream(self) -> bool:
-        """Ask the scheduled Dream task to run now (False if one is already requested)."""
+        """Ask the scheduled Dream task to run now (False if one is already requested).
+
+        Raises DreamError without a schedule: a request nothing reads would never run Dream and
+        would keep the memory from ever parking.
+        """
+        if self.config.dream_interval_hours <= 0:
+            raise DreamError(
+                "request_dream needs a Dream schedule (dream_interval_hours > 0); dream() runs Dream now"
+            )
         try:
             self._dream_send.send_nowait(None)
         except anyio.WouldBlock:
@@ -343,7 +353,11 @@ class LongTermMethods(CoreMemory):
         return await self._lt().dream()
 
     async def request_dream(self) -> bool:
-        """Ask the scheduled Dream task to run soon, without waiting; False if a run is already requested."""
+        """Ask the scheduled Dream task to run soon, without waiting; False if a run is already requested.
+
+        Raises :class:`~aiden.errors.DreamError` when no schedule is configured (``dream_interval_hours`` 0):
+        call :meth:`dream` instead.
+        """
         return await self._lt().request_dream()
 
     async def dream_log(self, limit: int = 20) -> list[Version]:

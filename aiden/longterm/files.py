@@ -24,6 +24,7 @@ __all__ = [
     "ensure_dir",
     "list_session_files",
     "read_bounded",
+    "read_regular",
     "read_summary",
     "running_summary_path",
     "session_file_name",
@@ -75,8 +76,8 @@ def list_session_files(layout: Layout) -> list[Path]:
     return [folder / n for n in sorted(names) if SESSION_FILE.fullmatch(n) and _is_regular(folder / n)]
 
 
-def read_bounded(path: Path, limit: int = MAX_SUMMARY_BYTES) -> str | None:
-    """The text of regular file ``path`` (first ``limit`` bytes); ``None`` if missing or not a regular file."""
+def read_regular(path: Path, limit: int | None = None) -> bytes | None:
+    """The bytes of regular file ``path`` (whole, or the first ``limit``); ``None`` if missing or not a regular file."""
     if not _is_regular(path):
         return None
     try:
@@ -84,7 +85,13 @@ def read_bounded(path: Path, limit: int = MAX_SUMMARY_BYTES) -> str | None:
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
-        return f.read(limit).decode("utf-8", errors="replace")
+        return f.read(-1 if limit is None else limit)
+
+
+def read_bounded(path: Path, limit: int = MAX_SUMMARY_BYTES) -> str | None:
+    """The text of regular file ``path`` (first ``limit`` bytes); ``None`` if missing or not a regular file."""
+    data = read_regular(path, limit)
+    return None if data is None else data.decode("utf-8", errors="replace")
 
 
 def read_summary(path: Path, *, kind: SummaryKind | None = None) -> SessionSummary | None:

@@ -28,7 +28,7 @@ from dulwich.repo import Repo
 
 from aiden.errors import AidenError, DreamError, GitCorruptionError, VersionNotFoundError
 from aiden.longterm.dream_edits import LONG_TERM_FILES, Version, check_target, unique_match
-from aiden.longterm.files import ensure_dir, read_bounded
+from aiden.longterm.files import ensure_dir, read_regular
 from aiden.storage.fs import Storage, refuse_symlinks_below
 
 __all__ = [
@@ -48,16 +48,14 @@ _T = TypeVar("_T")
 
 log = logging.getLogger("aiden.longterm")
 
-_MAX_FILE_BYTES: Final = 512 * 1024
-
 
 def read_long_term_files(root: Path) -> dict[str, bytes | None]:
-    """SOUL.md, USER.md and MEMORY.md under ``root`` as Dream versions them (None: absent; blocking)."""
-    out: dict[str, bytes | None] = {}
-    for name in LONG_TERM_FILES:
-        text = read_bounded(root / name, _MAX_FILE_BYTES)
-        out[name] = None if text is None else text.encode("utf-8")
-    return out
+    """SOUL.md, USER.md and MEMORY.md under ``root``, whole and byte for byte (None: absent; blocking).
+
+    Never cut nor decoded: what is read is versioned and may be written back, and a hand-written
+    file is the only copy of what it holds.
+    """
+    return {name: read_regular(root / name) for name in LONG_TERM_FILES}
 
 
 class GitStore:

@@ -13,8 +13,9 @@ from aiden.config import Config
 from aiden.longterm.backend import BackendFactory
 from aiden.longterm.history import HistoryStore
 from aiden.longterm.project import load_project_memory
-from aiden.longterm.store import LongTermMemoryStore
+from aiden.longterm.store import LongTermMemoryStore, fit_profile
 from aiden.longterm.writer import SessionSummaryWriter
+from aiden.policy.tokens import estimate_tokens
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
@@ -66,10 +67,11 @@ class FileLongTermBackend:
         return bool(read_bytes(self.summaries.running_path))
 
     def load_layer(self, config: Config) -> str:
-        """The PROJECT MEMORY block from the summary files, then ``profile.md``."""
+        """The PROJECT MEMORY block from the summary files, then ``profile.md`` (each within ``project_memory_budget``)."""
         block = load_project_memory(self._layout, config)
-        profile = read_bytes(self._layout.profile)
-        parts = [block.strip(), profile.decode("utf-8", errors="replace").strip()]
+        profile = read_bytes(self._layout.profile).decode("utf-8", errors="replace")
+        fitted = fit_profile(profile, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens)
+        parts = [block.strip(), fitted.strip()]
         return "\n\n".join(p for p in parts if p)
 
 

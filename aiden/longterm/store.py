@@ -28,7 +28,7 @@ import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.errors import AidenError, CorruptionError, InvalidIdError
+from aiden.errors import AidenError, CorruptionError, InvalidIdError, StorageError
 from aiden.events import validate_id
 from aiden.longterm.entries import (
     IndexEntry,
@@ -56,6 +56,7 @@ __all__ = [
     "Stamp",
     "StoreStats",
     "ThreadedEntryStore",
+    "fit_profile",
     "render_profile",
     "run_profile_debouncer",
 ]
@@ -219,6 +220,47 @@ def render_profile(entries: Sequence[MemoryEntry], *, now: float) -> str:
             lines = [f"- **{e.title}**: {clip(e.content, _ITEM_CHARS)} ({e.id})" for e in items]
             parts.append(heading + "\n" + "\n".join(lines))
     return "\n\n".join(parts) + "\n"
+
+
+def fit_profile(text: str, *, budget_tokens: int, estimate: Callable[[str], int]) -> str:
+    """Profile ``text`` (as :func:`render_profile` writes it) cut to ``budget_tokens`` for the prompt.
+
+    Sections keep their order of importance (preferences, rules, ...) and each keeps its newest
+    items, up to the first that does not fit; a last line says how many memories are left out.
+    ``""`` when not even the heading and that line fit.
+    """
+    if estimate(text) <= budget_tokens:
+        return text
+    parts = text.strip().split("\n\n")
+    head = [p for p in parts if not p.startswith("## ")]
+    groups = [p.split("\n") for p in parts if p.startswith("## ")]
+    total = sum(len(g) - 1 for g in groups)
+    chosen: list[set[int]] = [set() for _ in groups]
+
+    def render() -> str:
+        kept = sum(len(c) for c in chosen)
+        shown = ["\n".join([g[0], *(g[i] for i in sorted(c))]) for g, c in zip(groups, chosen, strict=True) if c]
+        left = total - kept
+        note = f"({left} more saved {'memory is' if left == 1 else 'memories are'} kept but not shown here.)"
+        return "\n\n".join([*head, *shown, *([note] if left else [])]) + "\n"
+
+    used = estimate(render())
+    picks: list[tuple[int, int]] = []
+    for gi, group in enumerate(groups):
+        heading_cost = estimate(group[0]) + 2
+        for i in range(len(group) - 1, 0, -1):  # newest first
+            cost = estimate(group[i]) + 1 + (0 if chosen[gi] else heading_cost)
+            if used + cost > budget_tokens:
+                break  # an older memory in a newer one's place could show what the newer one replaced
+            used += cost
+            chosen[gi].add(i)
+            picks.append((gi, i))
+    # The per-item costs estimate the whole; drop the last picks until it truly fits.
+    while picks and estimate(render()) > budget_tokens:
+        gi, i = picks.pop()
+        chosen[gi].discard(i)
+    out = render()
+    return out if estimate(out) <= budget_tokens else ""
 
 
 async def run_profile_debouncer(
@@ -450,7 +492,10 @@ class LongTermMemoryStore(ThreadedEntryStore):
             # Read before the entry file lands: a first save would otherwise look like an
             # index lost beside its entry files.
             index = self._load_index()
-            previous = read_bytes(path) if path.exists() else None
+            try:
+                previous = read_bytes(path) if path.exists() else None
+            except OSError as exc:  # a directory or an unreadable file in its place: a tool answers the error
+                raise StorageError(f"memories/{path.name} cannot be read: {exc}") from exc
             rest = tuple(e for e in index.entries if e.id != entry.id)
             new = LongTermIndex(entries=(*rest, _row(entry)))
             try:

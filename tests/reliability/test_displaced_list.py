@@ -27,7 +27,6 @@ NOT_WRITTEN_HERE = {
     "session/session.json",  # a session closed by rotation
     "session/events.quarantine",  # a torn tail or corrupt line set aside
     "session/summary_archive.md",  # more chunks than summary_max_chunks
-    "long_term/profile.md",  # the store's profile rebuild
     "long_term/digest.md",  # the session-file cap folding old sessions into the digest
     "long_term/SOUL.md",  # Dream routing a communication-style record
     "long_term/USER.md",  # Dream routing a user preference

@@ -19,7 +19,7 @@ from aiden.longterm.files import session_file_name
 from aiden.longterm.postgres.history import PgHistoryLog
 from aiden.longterm.postgres.schema import LongTermDb
 from aiden.longterm.project import render_project_memory
-from aiden.longterm.store import LOCK_TIMEOUT_S, ThreadedEntryStore, render_profile
+from aiden.longterm.store import LOCK_TIMEOUT_S, ThreadedEntryStore, fit_profile, render_profile
 from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
 from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, cap_digest
 from aiden.policy.tokens import estimate_tokens
@@ -305,7 +305,8 @@ class PostgresLongTermBackend:
         return self.summaries.running() is not None
 
     def load_layer(self, config: Config) -> str:
-        """The PROJECT MEMORY block (latest session summaries over the digest), then the profile (blocking)."""
+        """The PROJECT MEMORY block (latest session summaries over the digest), then the profile, each within
+        ``project_memory_budget`` (blocking)."""
         ns = self._db.namespace
         with self._db.connection("loading long-term memory") as conn:
             newest = conn.execute(
@@ -319,7 +320,8 @@ class PostgresLongTermBackend:
         block = render_project_memory(
             summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens
         )
-        return "\n\n".join(p for p in (block.strip(), profile.strip()) if p)
+        fitted = fit_profile(profile, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens)
+        return "\n\n".join(p for p in (block.strip(), fitted.strip()) if p)
 
 
 def long_term_factory(store: PostgresSessionStore, config: Config, summarizer: Summarizer) -> BackendFactory:
