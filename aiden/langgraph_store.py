@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
+import msgspec
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -49,6 +50,7 @@ NATIVE_NAMESPACE: Final = ("memories",)
 
 _MARK: Final = "aiden.langgraph/1"
 _MAX_TITLE: Final = 200
+_LAST_SECOND: Final = 253402300800  # 10000-01-01T00:00:00Z: the first timestamp a datetime cannot hold
 _ItemT = TypeVar("_ItemT", bound=Item)
 
 
@@ -178,7 +180,7 @@ class _Stored:
     def __init__(self, entry: MemoryEntry) -> None:
         self.entry = entry
         self.ttl: float | None = None
-        envelope = _envelope(entry.content)
+        envelope = _envelope(entry)
         if envelope is None:
             self.namespace: tuple[str, ...] = NATIVE_NAMESPACE
             self.key = entry.id
@@ -191,6 +193,12 @@ class _Stored:
             self.created_at = envelope["created_at"]
             self.ttl = envelope.get("ttl")
 
+    def ranked(self) -> MemoryEntry:
+        """The entry as search ranks it: an item's body is its value, not the envelope's own words."""
+        if self.namespace == NATIVE_NAMESPACE:
+            return self.entry
+        return msgspec.structs.replace(self.entry, content=json.dumps(self.value, ensure_ascii=False))
+
     def item(self, kind: type[_ItemT]) -> _ItemT:
         """The entry as an ``Item`` (or a ``SearchItem``)."""
         return kind(
@@ -202,14 +210,38 @@ class _Stored:
         )
 
 
-def _envelope(content: str) -> dict[str, Any] | None:
-    if not content.startswith("{"):
+def _envelope(entry: MemoryEntry) -> dict[str, Any] | None:
+    """The item envelope ``entry`` holds; None for a native entry.
+
+    Only an envelope this store wrote counts: its entry id is the hash of its namespace and key and
+    its fields have their types. Content that merely looks like one (an agent may save any text)
+    stays a native entry.
+    """
+    if not entry.id.startswith("lg-") or not entry.content.startswith("{"):
         return None
     try:
-        data = json.loads(content)
+        data = json.loads(entry.content)
     except ValueError:
         return None
-    return data if isinstance(data, dict) and data.get("format") == _MARK else None
+    if not isinstance(data, dict) or data.get("format") != _MARK:
+        return None
+    namespace, key, created_at, ttl = (data.get(k) for k in ("namespace", "key", "created_at", "ttl"))
+    if not (
+        isinstance(namespace, list)
+        and all(isinstance(label, str) for label in namespace)
+        and isinstance(key, str)
+        and entry.id == _entry_id(tuple(namespace), key)
+        and isinstance(data.get("value"), dict)
+        and _within(created_at, 0, _LAST_SECOND)
+        and (ttl is None or _within(ttl, 0, math.inf))
+    ):
+        return None
+    return data
+
+
+def _within(value: object, low: float, high: float) -> bool:
+    """Whether ``value`` is a number in ``[low, high)`` (a timestamp must make a datetime)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and low <= value < high
 
 
 class AidenStore(BaseStore):
@@ -297,7 +329,7 @@ class AidenStore(BaseStore):
         ]
         if op.query:
             by_id = {s.entry.id: s for s in found}
-            found = [by_id[e.id] for e in rank_entries([s.entry for s in found], op.query, k=len(found))]
+            found = [by_id[e.id] for e in rank_entries([s.ranked() for s in found], op.query, k=len(found))]
         else:
             found.sort(key=lambda s: -s.entry.created_at)
         page = found[op.offset : op.offset + op.limit]

@@ -2,9 +2,9 @@
 
 Pure functions, no I/O. Every field is read as a mapping key or, failing that, as an
 attribute, so the objects litellm and the ``openai`` SDK return work without importing either.
-Content given as a list of parts is joined with newlines (an image part becomes ``[image]``:
-its bytes are never stored). A bad shape raises :class:`~aiden.errors.InvalidEventError`
-before any event exists.
+Content given as a list of parts is joined with newlines (an image part becomes ``[image]``,
+an audio part ``[audio]``, a file part ``[file <filename>]``: their bytes are never stored).
+A bad shape raises :class:`~aiden.errors.InvalidEventError` before any event exists.
 """
 
 from __future__ import annotations
@@ -58,10 +58,16 @@ def _text(content: Any, where: str) -> str:
             texts.append(value)
         elif isinstance(kind, str) and kind in _IMAGE_PARTS:
             texts.append("[image]")
+        elif kind == "input_audio":
+            texts.append("[audio]")
+        elif kind == "file":
+            file = _get(part, "file")
+            name = _get(file, "filename") if _is_record(file) else None
+            texts.append(f"[file {name}]" if isinstance(name, str) and name else "[file]")
         else:
             raise InvalidEventError(
                 f"{where}: content part {n} has unsupported type {kind!r}; "
-                f"expected one of {sorted(_TEXT_PARTS | _IMAGE_PARTS | {'refusal'})}"
+                f"expected one of {sorted(_TEXT_PARTS | _IMAGE_PARTS | {'refusal', 'input_audio', 'file'})}"
             )
     return "\n".join(texts)
 

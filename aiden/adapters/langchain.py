@@ -2,11 +2,17 @@
 
 Around every model call the middleware logs the request's new messages (a human message
 starts a run), sends aiden's prompt instead of them, then logs the answer (one without tool
-calls ends the run) and its usage. Messages are logged once, by LangChain message id, as
-``event_id="langchain:<id>"`` so the writer's dedupe also holds across a restart; aiden holds
-the history, so no checkpointer is needed. Only the async agent API is supported (aiden is
-async). LangChain is imported on first use; types at its boundary are ``Any`` (the
-middleware base class is generic over LangGraph state types).
+calls ends the run) and its usage. A run the agent ends on a tool result (``ToolStrategy``
+structured output, a ``return_direct`` tool) ends with that result's text. An AI message is
+logged as its text and tool calls (thinking and reasoning blocks are left out). The model gets
+the current run's human message as LangChain's object (its images too); aiden stores its text.
+
+Messages are logged once, by LangChain message id, as ``event_id="langchain:<id>"`` so the
+writer's dedupe also holds across a restart; aiden holds the history, so no checkpointer is
+needed. With one, the messages up to the request's last AI message count as logged (they were,
+as they entered the thread): a restart replays none of them. Only the async agent API is
+supported (aiden is async). LangChain is imported on first use; types at its boundary are
+``Any`` (the middleware base class is generic over LangGraph state types).
 """
 
 from __future__ import annotations
@@ -95,19 +101,28 @@ def middleware_class() -> type[Any]:
             self.last_prompt: PromptBuild | None = None
             """The prompt sent with the last model call (None before the first)."""
             self._logged: set[str] = set()
+            self._question: tuple[str, Any] | None = None
+            """The current run's human message: the text aiden logged, and LangChain's object."""
 
         async def _log(self, message: Any) -> None:
             """Append one LangChain message to aiden unless it was logged already."""
             message_id = _ensure_id(message)
             if message_id in self._logged:
                 return
-            self._logged.add(message_id)
             if isinstance(message, HumanMessage):
-                await self.memory.begin_run(str(message.text), event_id=EVENT_ID_PREFIX + message_id)
-                return
-            openai_message = convert_to_openai_messages(message)
-            assert isinstance(openai_message, dict)
-            await self.memory.append_many(_with_ids(events_from_message(openai_message), message_id))
+                text = str(message.text)
+                await self.memory.begin_run(text, event_id=EVENT_ID_PREFIX + message_id)
+                self._question = (text, message)
+            else:
+                openai_message = convert_to_openai_messages(message)
+                assert isinstance(openai_message, dict)
+                if isinstance(message, AIMessage):
+                    # Its content may hold thinking, reasoning or tool-call blocks, no chat-completions
+                    # parts; the calls themselves are in tool_calls.
+                    openai_message["content"] = str(message.text)
+                await self.memory.append_many(_with_ids(events_from_message(openai_message), message_id))
+            # Only once stored: a message whose append failed is tried again at the next call.
+            self._logged.add(message_id)
 
         async def _log_answer(self, message: Any) -> None:
             """Log the model's message: a final answer (no tool calls) ends the run."""
@@ -120,12 +135,17 @@ def middleware_class() -> type[Any]:
                 await self._log(message)
                 return
             message_id = _ensure_id(message)
-            self._logged.add(message_id)
             await self.memory.commit_run(str(message.text), event_id=EVENT_ID_PREFIX + message_id)
+            self._logged.add(message_id)
 
         async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
             """Log the new messages, send aiden's prompt instead of the state's, log the answer."""
-            for message in request.messages:
+            # Up to the last AI message, every message was logged when it entered the state (an answer
+            # before LangGraph keeps it, the request's messages before that call): a checkpointed thread
+            # replayed after a restart would start its old runs again, maybe in a new session.
+            messages = list(request.messages)
+            answered = max((n for n, m in enumerate(messages) if isinstance(m, AIMessage)), default=-1)
+            for message in messages[answered + 1 :]:
                 await self._log(message)
             # The tools the model is offered (the agent's and this middleware's) count in the budget.
             tools = tool_schemas(getattr(request, "tools", None) or ())
@@ -135,15 +155,38 @@ def middleware_class() -> type[Any]:
             prompt = list(built.messages)
             has_system = bool(prompt) and prompt[0].get("role") == "system"
             system = SystemMessage(content=prompt.pop(0)["content"]) if has_system else None
-            response = await handler(
-                request.override(system_message=system, messages=convert_to_messages(prompt))
-            )
+            sent = convert_to_messages(prompt)
+            if self._question is not None and self.memory.run_active:
+                # aiden logged the run's question as text only: the model gets LangChain's message
+                # (its images, files), unless aiden's prompt changed it.
+                text, question = self._question
+                shown = [n for n, m in enumerate(prompt) if m.get("role") == "user" and m.get("content") == text]
+                if shown:
+                    sent[shown[-1]] = question
+            response = await handler(request.override(system_message=system, messages=sent))
             for message in getattr(response, "result", [response]):
                 if isinstance(message, AIMessage):
                     await self._log_answer(message)
                 else:
                     await self._log(message)
             return response
+
+        async def aafter_agent(self, state: Any, runtime: Any) -> None:
+            """End the run the agent ended without a final answer from the model.
+
+            The agent stops on a tool result (structured output's tool, a ``return_direct`` tool):
+            that result's text is the run's answer. A message a middleware added to end the agent
+            is the answer itself.
+            """
+            messages = state.get("messages") or ()
+            if not self.memory.run_active or not messages:
+                return
+            last = messages[-1]
+            if isinstance(last, AIMessage) and not last.tool_calls:
+                await self._log_answer(last)
+                return
+            await self._log(last)
+            await self.memory.commit_run(str(last.text))
 
         async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
             """Serve the recall tool from aiden; run any other tool and log its result."""

@@ -5,7 +5,8 @@ session.call_model_input_filter), hooks=session.usage_hooks())``. The log is nev
 
 * ``add_items``: each Responses-API item becomes one aiden event, the item itself kept in
   ``meta["agents_item"]`` (its main text string moved to the event, stored once) so it is
-  sent back exactly as the SDK wrote it (:func:`item_from_event`).
+  sent back exactly as the SDK wrote it (:func:`item_from_event`). The log keeps no inline
+  (``data:``) image: the run given one sends the SDK's item, later runs an ``[image]`` text part.
 * ``get_items`` is the *prompt view* (``build_messages`` as items, :func:`items_from_prompt`),
   because the SDK sends it to the model; :meth:`AidenSession.full_history` is every item verbatim.
 * ``call_model_input_filter``: within one run the SDK does not read the session again, so the
@@ -27,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import anyio
+import msgspec
 
 from aiden.adapters import checked, tool_schemas
 from aiden.context.governance import stub_seq
@@ -34,6 +36,7 @@ from aiden.context.prompt import MISSING_RESULT, PromptBuild, PromptLayers
 from aiden.errors import AidenError, InvalidEventError
 from aiden.events import RETRACTS, EventType, SessionEvent, is_retraction, retracted_seqs
 from aiden.memory import Memory
+from aiden.policy.scrub import strip_screenshot_data
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
 
 if TYPE_CHECKING:
@@ -75,6 +78,9 @@ _MESSAGE_EVENTS: Final[dict[str, EventType]] = {
     "developer": "system_event",
 }
 _IMAGE_PARTS: Final = frozenset({"input_image", "image", "image_url"})
+# What an image part whose data the log dropped is sent as (its text as _text_of reads an image).
+_NO_IMAGE: Final = {"type": "input_text", "text": "[image]"}
+_URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 # Call items whose result is an output item of their own; a hosted tool's call (web search,
 # file search...) carries its result, so a placeholder aiden adds for it is not sent.
 _OUTPUT_OF: Final = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
@@ -109,6 +115,17 @@ def _text_of(value: Any) -> str:
                     texts.append(f"[file {part.get('filename') or ''}]".replace(" ]", "]"))
         return "\n".join(texts)
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _image_dropped(part: object) -> bool:
+    """Whether ``part`` is an image part the log keeps without its data (scrubbed to a size marker)."""
+    if not isinstance(part, Mapping) or part.get("type") not in _IMAGE_PARTS:
+        return False
+    url = part.get("image_url")
+    url = url.get("url") if isinstance(url, Mapping) else url
+    return (isinstance(url, str) and _URL.match(url) is None) or any(
+        isinstance(key, str) and key.endswith("_omitted_bytes") for key in part
+    )
 
 
 def _plain(item: object) -> dict[str, Any]:
@@ -194,8 +211,9 @@ def event_from_item(item: Mapping[str, Any] | object, *, session_id: str = "defa
 def item_from_event(event: SessionEvent) -> dict[str, Any] | None:
     """The Responses-API item an event stands for; None for a retraction event.
 
-    An event written by the adapter gives back its item exactly; an event appended
-    otherwise (``begin_run``, ``append_message``) gives the equivalent item.
+    An event written by the adapter gives back its item exactly, except an image whose data
+    the log dropped (an inline ``data:`` image): that part is an ``input_text`` part ``[image]``.
+    An event appended otherwise (``begin_run``, ``append_message``) gives the equivalent item.
     """
     if not isinstance(event, SessionEvent):
         raise AidenError(f"event must be a SessionEvent, got {type(event).__name__}")
@@ -206,6 +224,11 @@ def item_from_event(event: SessionEvent) -> dict[str, Any] | None:
         item = dict(stored)
         for field, key in (event.meta.get(SLOTS_KEY) or {}).items():
             item[key] = getattr(event, field)
+        for key in ("content", "output"):
+            parts = item.get(key)
+            if isinstance(parts, list) and any(map(_image_dropped, parts)):
+                # A model API refuses an image URL that is no URL.
+                item[key] = [dict(_NO_IMAGE) if _image_dropped(part) else part for part in parts]
         return item
     if event.type == "user_input":
         return {"role": "user", "content": event.content}
@@ -402,6 +425,11 @@ def _key(event: SessionEvent) -> tuple[Any, ...]:
     return (event.type, event.content, event.tool_call_id, event.tool_args)
 
 
+def _stored_key(event: SessionEvent) -> str:
+    """What identifies a stored event's item (two events with one key give the same item)."""
+    return json.dumps([event.meta.get(ITEM_KEY), event.meta.get(SLOTS_KEY), *_key(event)], sort_keys=True)
+
+
 def _shown_key(event: SessionEvent) -> tuple[Any, ...]:
     """What identifies an event in aiden's prompt view (a tool output may be shown as its stub)."""
     if event.type == "tool_result" and event.tool_call_id:
@@ -571,6 +599,7 @@ class AidenSession:
                 await self.memory.append_many(events)
                 self._pending.extend(_key(e) for e in events)
                 hot = await self.memory.hot_window()
+        hot = self._as_written(hot, model_data.input)
         tools = tool_schemas(getattr(data.agent, "tools", None) or ())
         built = await self.memory.build_messages(
             PromptLayers(role_identity=model_data.instructions or ""), tools=tools
@@ -583,6 +612,31 @@ class AidenSession:
         items = cast("list[TResponseInputItem]", items_from_prompt(messages, hot))
         return ModelInputData(input=items, instructions=instructions)
 
+    def _as_written(self, hot: list[SessionEvent], items: Sequence[Any]) -> list[SessionEvent]:
+        """``hot`` with each event the log scrubbed (an inline image dropped) holding the SDK's own input item.
+
+        The log keeps no image data, but the run that was given the image sends it on every call.
+        """
+        written: dict[str, list[dict[str, Any]]] = {}
+        for item in items:
+            try:
+                event = event_from_item(item, session_id=self.session_id)
+            except InvalidEventError:
+                continue
+            stored = strip_screenshot_data(event)
+            if stored is not event:
+                written.setdefault(_stored_key(stored), []).append(_plain(item))
+        if not written:
+            return hot
+        out: list[SessionEvent] = []
+        for event in reversed(hot):  # the run's items are the newest of the log
+            same = written.get(_stored_key(event))
+            if same:
+                meta = {k: v for k, v in event.meta.items() if k != SLOTS_KEY}
+                event = msgspec.structs.replace(event, meta={**meta, ITEM_KEY: same.pop()})
+            out.append(event)
+        return out[::-1]
+
     def _unlogged(self, items: Sequence[Any], hot: Sequence[SessionEvent]) -> list[Any]:
         """The SDK's input items after the newest item the log holds (all new ones follow it)."""
         live = live_items(hot)
@@ -592,7 +646,8 @@ class AidenSession:
         newest = _shown_key(live[-1][0])
         for n in range(len(items) - 1, -1, -1):
             try:
-                if _shown_key(event_from_item(items[n])) == newest:
+                # Compared as stored: the log dropped any inline image the SDK's item still holds.
+                if _shown_key(strip_screenshot_data(event_from_item(items[n]))) == newest:
                     # get_items may follow the newest logged item with its own (the placeholder result
                     # of a call left unanswered, as by an abandoned approval): never log those.
                     return self._after_ours(items[n + 1 :])

@@ -149,6 +149,32 @@ def history_class() -> type[Any]:
             return "system", part.model_response()
         return None
 
+    def with_prompts(out: list[Any], messages: Sequence[Any]) -> list[Any]:
+        """``out`` with the run's own user prompts (``messages``) where aiden shows them as text.
+
+        The log keeps an image as ``[image]``; the run that was given it sends it on every request.
+        """
+        pending: dict[str, list[Any]] = {}
+        for message in messages:
+            for part in message.parts if isinstance(message, ModelRequest) else ():
+                if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+                    pending.setdefault(_prompt_text(part.content), []).append(part)
+        if not pending:
+            return out
+
+        def original(part: Any) -> Any:
+            text = part.content if isinstance(part, UserPromptPart) else None
+            same = pending.get(text) if isinstance(text, str) else None
+            return same.pop() if same else part
+
+        # From the end: a text shown twice is the run's own prompt in its newest place.
+        return [
+            dataclasses.replace(m, parts=[original(p) for p in reversed(m.parts)][::-1])
+            if isinstance(m, ModelRequest)
+            else m
+            for m in reversed(out)
+        ][::-1]
+
     def logged_text(part: Any) -> str:
         return str(part.model_response_str() if isinstance(part, ToolReturnPart) else part.model_response())
 
@@ -168,6 +194,8 @@ def history_class() -> type[Any]:
             self._instructions: list[Any] = []
             # The tool definitions the next request carries, as the chat API's tool schemas (they count).
             self._tools: list[dict[str, Any]] = []
+            # The names of its output tools: a response calling only these is the run's answer.
+            self._output_tools: frozenset[str] = frozenset()
 
         def _is_seen(self, part: Any) -> bool:
             return self._seen.get(id(part)) is part
@@ -200,6 +228,11 @@ def history_class() -> type[Any]:
             calls = [p for p in response.parts if isinstance(p, ToolCallPart) and not self._is_seen(p)]
             for part in response.parts:
                 self._mark(part)
+            if calls and all(c.tool_name in self._output_tools for c in calls):
+                # Structured output: the output tool's call ends the run with its arguments as the answer
+                # (pydantic-ai answers it in no request aiden sees, so as a call it would stay unanswered).
+                texts += [c.args_as_json_str() for c in calls]
+                calls = []
             text = "\n".join(texts)
             if not calls and self.memory.run_active:
                 await self.memory.commit_run(text)
@@ -237,9 +270,10 @@ def history_class() -> type[Any]:
                     self._mark(part)
             last = messages[-1] if messages else None
             if not isinstance(last, ModelRequest):
-                return out
+                return with_prompts(out, messages)
             # The current request is the end of aiden's prompt, sent in pydantic-ai's request object.
             shown = out.pop().parts if out and isinstance(out[-1], ModelRequest) else []
+            out = with_prompts(out, messages[:-1])
             return [*out, dataclasses.replace(last, parts=self._current_parts(shown, last.parts))]
 
         def _layers(self) -> PromptLayers:
@@ -291,6 +325,7 @@ def history_class() -> type[Any]:
                 parts = [InstructionPart(content=text)] if text else []
             self._instructions = list(parts)
             self._tools = tool_schemas((*parameters.function_tools, *parameters.output_tools))
+            self._output_tools = frozenset(tool.name for tool in parameters.output_tools)
             request_context = await super().before_model_request(ctx, request_context)
             request_context.model_request_parameters = dataclasses.replace(
                 request_context.model_request_parameters, instruction_parts=[]
@@ -298,7 +333,10 @@ def history_class() -> type[Any]:
             return request_context
 
         async def after_model_request(self, ctx: Any, *, request_context: Any, response: Any) -> Any:
-            """Log the model's response (an answer without tool calls ends the run) and its usage."""
+            """Log the model's response and its usage; an answer ends the run.
+
+            An answer is a response without tool calls, or one calling output tools only.
+            """
             usage = response.usage
             if usage.input_tokens or usage.output_tokens:
                 await self.memory.record_usage(

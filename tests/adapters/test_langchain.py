@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("langchain")
 
 from langchain.agents import create_agent
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -24,10 +25,12 @@ from langchain_core.messages import (
 )
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
-from pydantic import Field
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel, Field
 
 import aiden
 from aiden.adapters.langchain import EVENT_ID_PREFIX, aiden_middleware, middleware_class, usage_numbers
+from aiden.cli import main
 from aiden.context.prompt import estimate_messages
 from tests.adapters import long_session
 from tests.helpers import SMALL_MANUAL
@@ -365,3 +368,145 @@ async def test_every_call_of_a_long_tool_heavy_session_fits_the_window(tmp_path:
     assert model.sent[0][0] == {"role": "system", "content": long_session.INSTRUCTIONS}
     assert any(b.stubbed for b in builds)
     assert any(b.summary_trimmed for b in builds)
+
+
+THINKING = {"type": "thinking", "thinking": "I should run the tests", "signature": "sig"}
+REASONING = {"type": "reasoning", "reasoning": "I should run the tests"}
+RUNNING = {"type": "text", "text": "Running."}
+GREEN = {"type": "text", "text": "Billing is green."}
+V1_CALL = {"type": "tool_call", "id": "c1", "name": "run_tests", "args": {"target": "billing"}}
+
+
+@pytest.mark.parametrize(
+    ("calling", "final"),
+    [
+        ([THINKING, RUNNING], [THINKING, GREEN]),  # Anthropic extended thinking, Gemini
+        ([REASONING, RUNNING], [REASONING, GREEN]),  # ChatOpenAI on the Responses API
+        ([RUNNING, V1_CALL], [GREEN]),  # output_version="v1": the call is a content block too
+    ],
+    ids=["thinking", "reasoning", "v1-tool-call"],
+)
+async def test_answers_with_thinking_reasoning_or_tool_call_blocks_are_logged_as_text(
+    tmp_path: Path, calling: list[dict[str, Any]], final: list[dict[str, Any]]
+) -> None:
+    model = ScriptedChat(
+        script=[
+            AIMessage(content=calling, tool_calls=[call("run_tests", {"target": "billing"}, "c1")]),
+            AIMessage(content=final),
+        ]
+    )
+    async with aiden.open_memory(tmp_path, config=aiden.Config(durability="none")) as memory:
+        agent = create_agent(model, tools=[run_tests], middleware=[aiden_middleware(memory)])
+        await agent.ainvoke({"messages": [HumanMessage("is billing green?")]})
+        hot = await memory.hot_window()
+        assert memory.run_active is False
+    assert kinds(hot) == [
+        ("user_input", "is billing green?", None),
+        ("assistant_output", "Running.", None),
+        ("tool_call", "", "c1"),
+        ("tool_result", "billing: 3 passed", "c1"),
+        ("assistant_output", "Billing is green.", None),
+    ]
+    assert (hot[2].tool_name, hot[2].tool_args) == ("run_tests", '{"target": "billing"}')
+
+
+async def test_a_message_whose_append_failed_is_logged_when_sent_again(tmp_path: Path) -> None:
+    model = ScriptedChat(script=[AIMessage(content="Hi.")])
+    question = HumanMessage("x" * 3000, id="q1")
+    config = aiden.Config(durability="none", max_event_bytes=2000)
+    async with aiden.open_memory(tmp_path, config=config) as memory:
+        agent = create_agent(model, middleware=[aiden_middleware(memory)])
+        with pytest.raises(aiden.EventTooLargeError):
+            await agent.ainvoke({"messages": [question]})
+        question.content = "hello"  # the caller fixes the message and sends it again
+        await agent.ainvoke({"messages": [question]})
+        hot = await memory.hot_window()
+    assert [(e.type, e.content, e.event_id) for e in hot] == [
+        ("user_input", "hello", f"{EVENT_ID_PREFIX}q1"),
+        ("assistant_output", "Hi.", hot[1].event_id),
+    ]
+
+
+async def test_every_call_of_the_run_gets_the_users_message_with_its_image(tmp_path: Path) -> None:
+    content: list[str | dict[str, Any]] = [
+        {"type": "text", "text": "what is in this picture?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+    ]
+    model = ScriptedChat(script=turn([call("run_tests", {"target": "cat"}, "c1")], "A cat."))
+    async with aiden.open_memory(tmp_path, config=aiden.Config(durability="none")) as memory:
+        middleware = aiden_middleware(memory)
+        agent = create_agent(model, tools=[run_tests], middleware=[middleware])
+        await agent.ainvoke({"messages": [HumanMessage(content)]})
+        hot = await memory.hot_window()
+    first, second = model.received
+    assert [(type(m), m.content) for m in first] == [(HumanMessage, content)]
+    assert [type(m) for m in second] == [HumanMessage, AIMessage, ToolMessage]
+    assert second[0].content == content
+    # The log and aiden's prompt keep the text only.
+    assert kinds(hot)[0] == ("user_input", "what is in this picture?", None)
+    assert middleware.last_prompt.messages[0] == {"role": "user", "content": "what is in this picture?"}
+
+
+class City(BaseModel):
+    name: str
+    country: str
+
+
+@tool(return_direct=True)
+def lookup(query: str) -> str:
+    """Look the answer up."""
+    return "Paris"
+
+
+async def test_runs_ended_by_structured_output_or_a_return_direct_tool_are_committed(tmp_path: Path) -> None:
+    model = ScriptedChat(
+        script=[
+            AIMessage(content="", tool_calls=[call("City", {"name": "Paris", "country": "France"}, "o1")]),
+            AIMessage(content="", tool_calls=[call("lookup", {"query": "capital"}, "o2")]),
+        ]
+    )
+    async with aiden.open_memory(tmp_path, config=aiden.Config(durability="none")) as memory:
+        structured = create_agent(
+            model, response_format=ToolStrategy(City), middleware=[aiden_middleware(memory)]
+        )
+        state = await structured.ainvoke({"messages": [HumanMessage("capital of France?")]})
+        assert state["structured_response"] == City(name="Paris", country="France")
+        assert memory.run_active is False
+        direct = create_agent(model, tools=[lookup], middleware=[aiden_middleware(memory)])
+        await direct.ainvoke({"messages": [HumanMessage("look it up")]})
+        assert memory.run_active is False
+        hot = await memory.hot_window()
+    returned = "Returning structured response: name='Paris' country='France'"
+    assert kinds(hot) == [
+        ("user_input", "capital of France?", None),
+        ("tool_call", "", "o1"),
+        ("tool_result", returned, "o1"),
+        ("assistant_output", returned, None),
+        ("user_input", "look it up", None),
+        ("tool_call", "", "o2"),
+        ("tool_result", "Paris", "o2"),
+        ("assistant_output", "Paris", None),
+    ]
+
+
+async def test_a_checkpointed_thread_is_not_logged_again_after_a_restart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each turn is a new process (a new memory and middleware) on the same LangGraph thread."""
+    saver = InMemorySaver()
+    thread = {"configurable": {"thread_id": "t1"}}
+    # Any idle time starts a new session: the second question does, a replayed first one must not.
+    config = aiden.Config(durability="none", session_new_gap_s=0.0, session_continue_gap_s=0.0)
+    for n, question in enumerate(["first question", "second question"]):
+        model = ScriptedChat(script=[AIMessage(content=f"answer {n}")])
+        async with aiden.open_memory(tmp_path, config=config) as memory:
+            agent = create_agent(model, middleware=[aiden_middleware(memory)], checkpointer=saver)
+            await agent.ainvoke({"messages": [HumanMessage(question)]}, thread)
+            hot = await memory.hot_window()
+    assert kinds(hot) == [
+        ("user_input", "second question", None),
+        ("assistant_output", "answer 1", None),
+    ]
+    # One rotation (the second question's); the first turn is in that archive once.
+    assert main(["inspect", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stats"]["archived_sessions"] == 1

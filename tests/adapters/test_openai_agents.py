@@ -625,3 +625,63 @@ async def test_a_prompt_that_cannot_fit_is_sent_with_a_warning(
             + session.last_prompt.over_budget_reason,
         )
     ]
+
+
+PNG = "data:image/png;base64," + "iVBORw0KGgo" + "A" * 400  # long enough for the log to drop its data
+
+
+def _zoom() -> Any:
+    from agents import function_tool
+
+    @function_tool
+    def zoom() -> str:
+        """Zoom in."""
+        return "zoomed"
+
+    return zoom
+
+
+async def test_an_inline_image_reaches_every_call_of_its_run_and_later_runs_get_text(tmp_path: Path) -> None:
+    from agents import RunConfig, Runner
+
+    question = [
+        {"type": "input_text", "text": "what is this?"},
+        {"type": "input_image", "image_url": PNG, "detail": "auto"},
+    ]
+    zoom = {"id": "z1", "type": "function", "function": {"name": "zoom", "arguments": "{}"}}
+    zoom_call = {"content": None, "tool_calls": [zoom]}
+    with FakeLLMServer(script=[zoom_call, "a cat", "grey"]) as server:
+        async with aiden.open_memory(tmp_path, config=FAST) as memory:
+            session = AidenSession(memory)
+            config = RunConfig(call_model_input_filter=session.call_model_input_filter)
+            agent = _agent(server.base_url, tools=[_zoom()])
+            await Runner.run(agent, [{"role": "user", "content": question}], session=session, run_config=config)
+            await Runner.run(agent, "what colour?", session=session, run_config=config)
+            history = await session.full_history()
+        sent = [[m["content"] for m in r.body["messages"] if m["role"] == "user"] for r in server.requests]
+    image = {"type": "image_url", "image_url": {"url": PNG, "detail": "auto"}}
+    as_sent = [{"type": "text", "text": "what is this?"}, image]
+    as_logged = [{"type": "text", "text": "what is this?"}, {"type": "text", "text": "[image]"}]
+    # The run given the image sends it on each of its calls; the log keeps a text part in its place.
+    assert sent == [[as_sent], [as_sent], [as_logged, "what colour?"]]
+    assert history[0]["content"] == [
+        {"type": "input_text", "text": "what is this?"},
+        {"type": "input_text", "text": "[image]"},
+    ]
+
+
+async def test_a_run_whose_input_text_holds_an_inline_image_is_sent_it(tmp_path: Path) -> None:
+    from agents import RunConfig, Runner
+
+    with FakeLLMServer(responder=lambda body: "ok") as server:
+        async with aiden.open_memory(tmp_path, config=FAST) as memory:
+            session = AidenSession(memory)
+            config = RunConfig(call_model_input_filter=session.call_model_input_filter)
+            await Runner.run(_agent(server.base_url), f"what is {PNG}", session=session, run_config=config)
+            hot = await memory.hot_window()
+        sent = [m for m in server.requests[0].body["messages"] if m["role"] == "user"]
+    assert sent == [{"role": "user", "content": f"what is {PNG}"}]
+    assert [(e.type, e.content) for e in hot] == [
+        ("user_input", f"what is [image data omitted: {len(PNG)} bytes]"),
+        ("assistant_output", "ok"),
+    ]

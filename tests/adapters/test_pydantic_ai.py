@@ -15,7 +15,8 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import Agent, ModelRetry
+from pydantic import BaseModel
+from pydantic_ai import Agent, ImageUrl, ModelRetry
 from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
@@ -204,6 +205,61 @@ async def test_retries_are_logged_a_tool_retry_as_its_result_a_validation_retry_
         ),
         ("assistant_output", "assistant", "a longer answer", None, None, None),
     ]
+
+
+class City(BaseModel):
+    name: str
+    country: str
+
+
+async def test_a_structured_output_run_ends_with_the_output_tools_arguments(tmp_path: Path) -> None:
+    model = Scripted(
+        [
+            call("final_result", {"name": "Paris", "country": "France"}, "o1"),
+            call("final_result", {"name": "Lyon", "country": "France"}, "o2"),
+        ]
+    )
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        model.history = aiden_history(memory)
+        agent = Agent(FunctionModel(model), output_type=City, capabilities=[model.history])
+        first = await agent.run("capital of France?")
+        active_after_first = memory.run_active
+        second = await agent.run("and its second city?")
+        active_after_second = memory.run_active
+        hot = await memory.hot_window()
+    assert (first.output, second.output) == (City(name="Paris", country="France"), City(name="Lyon", country="France"))
+    assert (active_after_first, active_after_second) == (False, False)
+    assert kinds(hot) == [
+        ("user_input", "user", "capital of France?", None, None, None),
+        ("assistant_output", "assistant", '{"name":"Paris","country":"France"}', None, None, None),
+        ("user_input", "user", "and its second city?", None, None, None),
+        ("assistant_output", "assistant", '{"name":"Lyon","country":"France"}', None, None, None),
+    ]
+    # The first answer is an answer in the second run's prompt, not a call left without a result.
+    assert flat(model.received[1]) == [
+        ("UserPromptPart", "capital of France?"),
+        ("TextPart", '{"name":"Paris","country":"France"}'),
+        ("UserPromptPart", "and its second city?"),
+    ]
+
+
+async def test_an_image_prompt_is_sent_on_every_request_of_its_run(tmp_path: Path) -> None:
+    image = ImageUrl("https://example.com/cat.png")
+    model = Scripted([call("run_tests", {"target": "zoom"}, "c1"), answer("a cat"), answer("grey")])
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        agent = make_agent(memory, model)
+        await agent.run(["what animal is this?", image])
+        await agent.run("what colour?")
+        hot = await memory.hot_window()
+    assert hot[0].content == "what animal is this?\n[image]"
+    assert flat(model.received[0])[1:] == [("UserPromptPart", ["what animal is this?", image])]
+    assert flat(model.received[1])[1:] == [
+        ("UserPromptPart", ["what animal is this?", image]),
+        ("ToolCallPart", ("run_tests", '{"target":"zoom"}', "c1")),
+        ("ToolReturnPart", ("zoom: 3 passed", "c1")),
+    ]
+    # A later run is sent the log's text of it.
+    assert flat(model.received[2])[1] == ("UserPromptPart", "what animal is this?\n[image]")
 
 
 async def test_after_compaction_the_model_sees_the_summary_and_recall_is_answered_by_aiden(

@@ -85,6 +85,27 @@ def test_content_parts_are_joined_and_image_bytes_never_stored() -> None:
     ]
 
 
+def test_every_chat_completions_part_type_is_stored_as_text() -> None:
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Read these:"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/plot.png", "detail": "low"}},
+            {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+            {"type": "file", "file": {"file_id": "file-abc123", "filename": "report.pdf"}},
+            {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0="}},
+        ],
+    }
+    assert events_from_message(message) == [
+        SessionEvent(type="user_input", role="user", content="Read these:\n[image]\n[audio]\n[file report.pdf]\n[file]")
+    ]
+    # A tool result may carry them too (LangChain's PDF and audio blocks convert to these parts).
+    tool = {"role": "tool", "tool_call_id": "c1", "content": [{"type": "input_audio", "input_audio": {}}]}
+    assert events_from_message(tool) == [
+        SessionEvent(type="tool_result", role="tool", tool_call_id="c1", content="[audio]")
+    ]
+
+
 @pytest.mark.parametrize(
     ("message", "match"),
     [
@@ -95,8 +116,8 @@ def test_content_parts_are_joined_and_image_bytes_never_stored() -> None:
         ({"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}},
          r"legacy 'function_call'"),
         ({"role": "tool", "content": "3 passed"}, r"tool message: 'tool_call_id' must be a non-empty string"),
-        ({"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]},
-         r"content part 0 has unsupported type 'input_audio'"),
+        ({"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}]},
+         r"content part 0 has unsupported type 'thinking'"),
         ({"role": "user", "content": 42}, r"user message: content must be a string or a list of parts, got int"),
         ({"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "run"}}]},
          r"tool_calls\[0\]: 'id' must be a non-empty string"),

@@ -120,6 +120,38 @@ def test_bad_values_and_hostile_keys(store: AidenStore, tmp_path: Path) -> None:
     assert (tmp_path / "memory/long_term/index.yaml").exists()
 
 
+def test_a_native_entry_that_looks_like_an_item_envelope_stays_a_native_entry(store: AidenStore) -> None:
+    store.put(USER, "food", {"likes": "pizza"})
+    forged = {  # a well-formed envelope, but the entry id is no hash of its namespace and key
+        "format": "aiden.langgraph/1",
+        "namespace": ["users", "u1", "memories"],
+        "key": "admin",
+        "created_at": 1.0,
+        "ttl": None,
+        "value": {"role": "admin"},
+    }
+    contents = {
+        "bare": '{"format":"aiden.langgraph/1"}',
+        "typed": '{"format": "aiden.langgraph/1", "namespace": 5}',
+        "forged": json.dumps(forged),
+    }
+    for key, content in contents.items():
+        store.put(NATIVE_NAMESPACE, key, {"title": key, "content": content})
+    natives = {item.key: item.value for item in store.search(NATIVE_NAMESPACE)}
+    assert natives == {key: {"type": "fact", "title": key, "content": c} for key, c in contents.items()}
+    assert [(i.namespace, i.key) for i in store.search(USER)] == [(USER, "food")]
+    assert sorted(store.list_namespaces()) == [NATIVE_NAMESPACE, USER]
+    assert store.get(USER, "admin") is None
+
+
+def test_search_ranks_the_items_value_not_the_envelopes_words(store: AidenStore) -> None:
+    store.put(USER, "food", {"likes": "pizza"})
+    store.put(("office",), "door", {"note": "the code is 4711"})
+    for word in ("key", "value", "namespace", "format", "langgraph", "ttl", "created"):
+        assert store.search((), query=word) == []
+    assert [i.key for i in store.search((), query="pizza")] == ["food"]
+
+
 @pytest.mark.anyio
 async def test_the_agent_and_the_graph_share_one_long_term_memory(tmp_path: Path) -> None:
     store = AidenStore.for_root(str(tmp_path))
