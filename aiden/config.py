@@ -41,7 +41,18 @@ Percent = Annotated[float, msgspec.Meta(gt=0, le=100)]
 _MAX_CONFIG_BYTES = 1 << 20
 
 
-class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class _Checked(msgspec.StructMeta):
+    """Makes ``Config(...)`` refuse an unknown or positional argument with ConfigError, as
+    load_config does: msgspec's ``__init__`` raises TypeError before ``__post_init__`` runs."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"Config: {exc}") from None
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, metaclass=_Checked):
     """Every tunable of aiden. Build with keyword arguments, :func:`load_config` or :func:`config_from_mapping`."""
 
     # --- trigger and cut points (seed 000) ---------------------------------

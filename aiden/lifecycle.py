@@ -84,8 +84,9 @@ class Lifecycle:
         self._body = IncrementalBody(memory.estimate_text)
         """The hot window rendered for the last prompt: a call renders only what changed since."""
         self.sync_compaction_failed = False
-        """A synchronous compaction of this run could not help (summarizer down or slow): it is not
-        retried on every call of the same run, as each try would wait out the summarizer deadline again."""
+        """A synchronous compaction of this turn could not help (summarizer down or slow): it is not
+        retried on every call of the same turn, as each try would wait out the summarizer deadline
+        again. The memory clears it when the next user input is appended."""
 
     def _window_for(self, model: str) -> int:
         # litellm's bundled map, else this memory's window; an unknown model is logged once.
@@ -113,7 +114,7 @@ class Lifecycle:
         """The chat messages for the next model call (see :meth:`aiden.memory_core.CoreMemory.build_messages`)."""
         m = self._m
         # The window of the model this call goes to (a swap to a smaller model shrinks this prompt).
-        cfg = m.config if model is None else m.config.with_window(self._window_for(model))
+        cfg = m.config if model is None else _config_for_call(m.config, self._window_for(model))
         call = _Call(
             cfg, layers or PromptLayers(), long_term, current_task, cache_friendly, governance, tools
         )
@@ -122,7 +123,11 @@ class Lifecycle:
         built = self._shape(call, snapshot, strict=False)
         compacted = False
         # Every check holds the prompt to its calibrated size with margin (checked_tokens).
-        if built.checked_tokens > budget and not self.sync_compaction_failed:
+        if built.checked_tokens > budget and self.sync_compaction_failed:
+            # Not waited for again this turn, but a background pass may succeed where it failed
+            # (the summarizer recovered): without one nothing would compact until the next turn.
+            m.request_maintenance()
+        elif built.checked_tokens > budget:
             # The safety net of the headline promise: compact for this call, bounded by the
             # summarizer deadline inside the pass (a failing summarizer leaves events unchanged).
             try:
@@ -150,8 +155,8 @@ class Lifecycle:
             over_budget=over,
             over_budget_reason=(
                 f"{built.checked_tokens} estimated tokens > budget {budget} after compaction, stubbing and "
-                "replay trimming: what is left (system layers, root input, pinned events, the newest step) "
-                "may not be dropped"
+                "replay trimming: what is left (system layers, root input, pinned events, the newest step "
+                "and context event) may not be dropped"
                 if over
                 else ""
             ),
@@ -223,6 +228,22 @@ class Lifecycle:
             calibration=self.calibration,
         )
         return msgspec.structs.replace(built, stubbed=len(body.stubbed_seqs), summary_trimmed=layer.trimmed)
+
+
+def _config_for_call(cfg: Config, window: int) -> Config:
+    """``cfg`` for one call to a model whose window is ``window``, never refused for it.
+
+    The memory's explicit token sizes fit its own window, not necessarily a smaller model's: for
+    this call the reserve is clamped to half the window (as :meth:`Config.reserve` clamps it) and
+    the compaction sizes that do not fit follow the window as if unset (a prompt does not use them).
+    """
+    too_big = {
+        name: None
+        for name in ("keep_recent_tokens", "summary_max_tokens")
+        if (value := getattr(cfg, name)) is not None and value >= window
+    }
+    reserve = None if cfg.reserve_tokens is None else min(cfg.reserve_tokens, window // 2)
+    return msgspec.structs.replace(cfg, context_window=window, reserve_tokens=reserve, **too_big)
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,10 @@ class CoreMemory:
         for e in prepared:
             if e.type == "tool_result":
                 self._turn_tool_tokens += estimate_tokens(e.content, self._profile)
+            elif e.type == "user_input":
+                # A new turn (begin_run's or an append-only agent's): its over-budget prompt may
+                # compact synchronously again, whatever happened in the turn before.
+                self._runs.sync_compaction_failed = False
         # A known event_id returns what is stored (a retry's content may differ): read back only then.
         found = await self._reader.events([-s for s in seqs if s < 0]) if min(seqs) < 0 else ()
         stored = as_stored(prepared, seqs, found)
@@ -377,7 +381,6 @@ class CoreMemory:
         self._check_open()  # as append() would: the awaits above may have seen the memory close
         (stored,) = await self._append_prepared([prepared])
         self._run_open = True
-        self._runs.sync_compaction_failed = False
         await self._run_began(stored, environment)
         return RunStart(user_event=stored, decision=decision, archived_session_id=archived)
 
@@ -466,6 +469,8 @@ class CoreMemory:
         replaced in this prompt only by stubs naming the seq to rehydrate them.
         ``tools``: the tool schemas the call will send (chat-completions format, e.g.
         ``[*my_tools, *memory.tools]``); they count in the budget as the provider counts them.
+        ``model``: the model this call goes to, whose window bounds this prompt; explicit token
+        sizes that do not fit that window are clamped for this call (the reserve to half of it).
         """
         self._check_open()
         _check_prompt_inputs(layers, {"long_term": long_term, "current_task": current_task, "model": model}, tools)

@@ -19,8 +19,8 @@ from typing import Final
 
 import msgspec
 
-from aiden.events import SessionEvent
-from aiden.policy.cutpoints import call_of_results, legal_cut_points
+from aiden.events import SessionEvent, is_retraction
+from aiden.policy.cutpoints import call_of_results, is_leading_context, legal_cut_points
 from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
 __all__ = [
@@ -80,9 +80,10 @@ def trim_replay(
     event ``keep`` selects, each with its call/results group), then every event from the cut on. The
     cut is the least aggressive legal cut meeting the bound, rounded up to the first legal cut at or
     after a multiple of ``cut_quantum`` events (default ``max_messages // 4``; ``1`` disables it) so
-    the replayed start stays put while events are appended; else the most aggressive legal cut.
-    Without any legal cut the events are returned unchanged. Raises ValueError for a negative bound
-    or a ``cut_quantum`` below 1.
+    the replayed start stays put while events are appended; else the most aggressive legal cut (or
+    none), and then the oldest context events (system and screen context, not retractions) after it
+    are dropped as well until the bound is met, the newest one staying: no cut can pass them when no
+    model step follows. Raises ValueError for a negative bound or a ``cut_quantum`` below 1.
     """
     if max_messages < 0:
         raise ValueError(f"max_messages must be >= 0, got {max_messages}")
@@ -98,18 +99,25 @@ def trim_replay(
     kept_groups = {group[i] for i in range(n) if i in always or keep(events[i])}
     kept = [group[i] in kept_groups for i in range(n)]
     cuts = legal_cut_points(events)
-    if not cuts:
-        return list(events)
     kept_before = list(accumulate(kept, initial=0))
     # The replayed count kept_before[c] + (n - c) never grows with c.
     chosen = next((c for c in cuts if kept_before[c] + n - c <= max_messages), None)
+    dropped: set[int] = set()
     if chosen is None:
-        chosen = cuts[-1]
+        chosen = cuts[-1] if cuts else 0
+        # Context after the last legal cut (a screen per tick, no step yet) only a drop can bound.
+        context = [i for i in range(chosen, n) if not kept[i] and _is_droppable_context(events[i])]
+        dropped = set(context[:-1][: kept_before[chosen] + n - chosen - max_messages])
     else:
         quantum = cut_quantum if cut_quantum is not None else max(1, max_messages // 4)
         aligned = -(-chosen // quantum) * quantum
         chosen = next((c for c in cuts if c >= aligned), chosen)
-    return [e for i, e in enumerate(events) if i >= chosen or kept[i]]
+    return [e for i, e in enumerate(events) if (i >= chosen or kept[i]) and i not in dropped]
+
+
+def _is_droppable_context(event: SessionEvent) -> bool:
+    # A retraction stays: without it, the event it withdrew would be replayed.
+    return is_leading_context(event) and not event.synthetic and not is_retraction(event)
 
 
 # --- stubs ------------------------------------------------------------------------

@@ -49,6 +49,8 @@ _CHAT_ROLE: Final = {"user_input": "user", "assistant_output": "assistant", "rol
 MISSING_RESULT = "[no result was recorded for this tool call]"
 TOOLS_OVERHEAD_TOKENS = 12
 """The framing a provider adds around the tool definitions of a call (OpenAI cookbook: 12)."""
+TOOL_CALL_OVERHEAD_TOKENS = 8
+"""The framing of one tool call in an assistant message, beyond its id, name and arguments."""
 
 
 class PromptLayers(msgspec.Struct, frozen=True, kw_only=True):
@@ -310,7 +312,9 @@ def estimate_tools(tools: Sequence[Mapping[str, Any]], estimate: Callable[[str],
     provider's own rendering of them)."""
     if not tools:
         return 0
-    return TOOLS_OVERHEAD_TOKENS + estimate(json.dumps(list(tools), separators=(",", ":"), default=str))
+    # ensure_ascii=False: a provider reads the schemas' text as is, not as \uXXXX escapes.
+    text = json.dumps(list(tools), separators=(",", ":"), default=str, ensure_ascii=False)
+    return TOOLS_OVERHEAD_TOKENS + estimate(text)
 
 
 def estimate_messages(messages: Sequence[Message], estimate: Callable[[str], int] = estimate_tokens) -> int:
@@ -318,8 +322,12 @@ def estimate_messages(messages: Sequence[Message], estimate: Callable[[str], int
     total = 0
     for m in messages:
         total += MESSAGE_OVERHEAD_TOKENS + estimate(str(m.get("content") or ""))
-        if m.get("tool_calls"):
-            total += estimate(json.dumps(m["tool_calls"]))
+        # Each call's texts as the provider reads them: the arguments string raw, not JSON-escaped
+        # again (which would count every non-ASCII character as a 6-character \uXXXX escape).
+        for call in m.get("tool_calls") or ():
+            function = call.get("function") or {}
+            texts = (call.get("id"), function.get("name"), function.get("arguments"))
+            total += TOOL_CALL_OVERHEAD_TOKENS + sum(estimate(str(t)) for t in texts if t)
     return total
 
 
