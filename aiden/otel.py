@@ -38,11 +38,12 @@ aiden's actors: the queue depth), ``aiden.compaction.passes`` (per
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from aiden.observe import current_observer, set_observer
@@ -124,6 +125,8 @@ class Instrumentor:
         # Every LiteLLM summarizer's tokens so far: a pass reports what was used while it ran.
         self._tokens_in = 0
         self._tokens_out = 0
+        self._failed = False
+        """Telemetry has raised before (see :meth:`_quietly`)."""
 
     # --- the observer ------------------------------------------------------------------
 
@@ -144,20 +147,59 @@ class Instrumentor:
             name = f"aiden.{operation}"
         labels = {"aiden.operation": operation}
         start = time.perf_counter()
-        self._in_flight.add(1, labels)
+        self._quietly(self._in_flight.add, 1, labels)
         try:
-            with self._tracer.start_as_current_span(name, attributes=attributes) as span:
-                before = self._before(operation, span, args)
+            with self._span(name, attributes) as span:
+                before = self._quietly(self._before, operation, span, args)
                 try:
                     result = await call()
                 except Exception as exc:  # recorded on the span (status, exception event) and raised on
-                    span.set_attribute("error.type", type(exc).__qualname__)
+                    self._quietly(span.set_attribute, "error.type", type(exc).__qualname__)
                     raise
-                self._after(operation, span, args, result, before)
+                self._quietly(self._after, operation, span, args, result, before)
                 return result
         finally:
-            self._in_flight.add(-1, labels)
-            self._duration.record(time.perf_counter() - start, labels)
+            self._quietly(self._in_flight.add, -1, labels)
+            self._quietly(self._duration.record, time.perf_counter() - start, labels)
+
+    # --- telemetry never changes what an operation does ------------------------------------
+
+    def _quietly(self, telemetry: Callable[..., Any], *args: Any) -> Any:
+        """``telemetry(*args)``, or None when it raises: logged, never raised into the operation.
+
+        The SDK runs span processors (user code) synchronously and unguarded at a span's start and
+        end: an error let out here would report a stored append as failed (a retry stores it
+        twice), or end a memory from its maintenance pass.
+        """
+        try:
+            return telemetry(*args)
+        except Exception:
+            # Once with the traceback: a broken processor fails on every span.
+            log.log(
+                logging.DEBUG if self._failed else logging.WARNING,
+                "aiden.otel: telemetry failed; the operation is unaffected",
+                exc_info=True,
+            )
+            self._failed = True
+            return None
+
+    @contextlib.contextmanager
+    def _span(self, name: str, attributes: dict[str, Any]) -> Iterator[Span]:
+        """``start_as_current_span`` whose start and end never raise (a non-recording span when it cannot start)."""
+        from opentelemetry.trace import INVALID_SPAN
+
+        manager = self._tracer.start_as_current_span(name, attributes=attributes)
+        span = self._quietly(manager.__enter__)
+        if span is None:
+            yield INVALID_SPAN
+            return
+        try:
+            yield span
+        except BaseException as exc:
+            # The operation's own error goes on unchanged; the span records it on exit.
+            self._quietly(manager.__exit__, type(exc), exc, exc.__traceback__)
+            raise
+        self._quietly(manager.__exit__, None, None, None)
 
     def _before(self, operation: str, span: Span, args: tuple[Any, ...]) -> Any:
         """Set what the arguments tell; returns what :meth:`_after` compares with (the summarizer's stats)."""
@@ -235,27 +277,30 @@ class Instrumentor:
         before = state()
         tokens_before = (self._tokens_in, self._tokens_out)
         start = time.perf_counter()
-        with self._tracer.start_as_current_span(
-            "aiden.compaction",
-            attributes={"gen_ai.provider.name": _PROVIDER, "aiden.compaction.manual": manual},
-        ) as span:
+        attributes = {"gen_ai.provider.name": _PROVIDER, "aiden.compaction.manual": manual}
+        with self._span("aiden.compaction", attributes) as span:
             try:
                 outcome = await run(manual)
             finally:
-                self._count_pass(span, before, state())
-                span.set_attribute(
-                    "aiden.compaction.summarizer.input_tokens", self._tokens_in - tokens_before[0]
+                self._quietly(self._count_pass, span, before, state())
+                self._quietly(
+                    span.set_attributes,
+                    {
+                        "aiden.compaction.summarizer.input_tokens": self._tokens_in - tokens_before[0],
+                        "aiden.compaction.summarizer.output_tokens": self._tokens_out - tokens_before[1],
+                    },
                 )
-                span.set_attribute(
-                    "aiden.compaction.summarizer.output_tokens", self._tokens_out - tokens_before[1]
-                )
-                self._duration.record(time.perf_counter() - start, {"aiden.operation": "compaction"})
-            span.set_attributes({f"aiden.compaction.{f}": getattr(outcome, f) for f in _PASS_FIELDS})
-            span.set_attribute("aiden.compaction.events", outcome.events_compacted)
-            self._passes.add(1, {"aiden.compaction.reason": outcome.reason})
-            if outcome.compacted:
-                self._compactions.add(1, {"aiden.compaction.degraded": outcome.degraded})
+                elapsed = time.perf_counter() - start
+                self._quietly(self._duration.record, elapsed, {"aiden.operation": "compaction"})
+            self._quietly(self._pass_done, span, outcome)
             return outcome
+
+    def _pass_done(self, span: Span, outcome: CompactionOutcome) -> None:
+        span.set_attributes({f"aiden.compaction.{f}": getattr(outcome, f) for f in _PASS_FIELDS})
+        span.set_attribute("aiden.compaction.events", outcome.events_compacted)
+        self._passes.add(1, {"aiden.compaction.reason": outcome.reason})
+        if outcome.compacted:
+            self._compactions.add(1, {"aiden.compaction.degraded": outcome.degraded})
 
     def _count_pass(self, span: Span, before: TriggerState, after: TriggerState) -> None:
         for name, field, counter in (

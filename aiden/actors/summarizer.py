@@ -21,7 +21,7 @@ import msgspec
 from aiden.actors.mailbox import Client
 from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, InvalidSummaryError, SummarizerError, SummarizerTimeout
-from aiden.events import SessionEvent
+from aiden.events import SessionEvent, is_retraction, retracted_seqs
 from aiden.host import HostActor
 from aiden.messages import (
     CancelSummarize,
@@ -277,22 +277,29 @@ class ChunkSummaries:
         # A summarizer answering through its own fallback (the LLM summarizer's extractive one)
         # says so: the chunk is marked degraded, so a later quiet pass asks the model again.
         degraded = False
+        # What the user withdrew (and the retractions saying so) is no part of any summary made after
+        # it: the chunk stores those events, the prompt and its summaries show none of them.
+        hot = (*plan.kept, *plan.retained)
+        withdrawn = retracted_seqs((*plan.compacted, *hot))
+        history_events, prefix_events, compacted = (
+            [e for e in events if e.seq not in withdrawn and not is_retraction(e)]
+            for events in (plan.history, plan.turn_prefix, plan.compacted)
+        )
         try:
             history = ""
-            if plan.history:
-                hot = (*plan.kept, *plan.retained)
-                result = await self.summarize("history", plan.history, previous, hot_window=hot)
+            if history_events:
+                result = await self.summarize("history", history_events, previous, hot_window=hot)
                 history, degraded = result.text, result.degraded
             prefix = ""
-            if plan.turn_prefix:
-                result = await self.summarize("turn_prefix", plan.turn_prefix, history or previous)
+            if prefix_events:
+                result = await self.summarize("turn_prefix", prefix_events, history or previous)
                 prefix, degraded = result.text, degraded or result.degraded
         except SummarizerError as exc:
             if config.failure_fallback == "none":
                 return None, str(exc), False
             self._note(FellBack())
             crumb = raw_breadcrumb(
-                [e.content for e in plan.compacted],
+                [e.content for e in compacted],
                 first_seq=plan.first_seq,
                 last_seq=plan.last_seq,
                 max_chars=min(config.breadcrumb_max_chars, config.summary_max_chars),
@@ -304,7 +311,7 @@ class ChunkSummaries:
             prefix = cut_to_tokens(prefix, max(1, budget // 3), estimate_tokens)
             history = cut_to_tokens(history, max(1, budget - estimate_tokens(prefix)), estimate_tokens)
         summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
-        summary = await self._with_must_keep(summary, plan.compacted)
+        summary = await self._with_must_keep(summary, compacted)
         # summary_max_chars bounds what is stored: the must-keep facts and the split turn were added
         # after the summarizer's output was checked against it. A line-boundary cut is the backstop.
         return cut_to_tokens(summary, config.summary_max_chars, len), prefix, degraded

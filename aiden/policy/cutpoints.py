@@ -8,7 +8,8 @@ before the cut) and **retained** (the window from the cut on). Rules, in the ord
 2. *Token path*: keep the newest ``keep_recent_tokens``, snapped forward to a legal cut.
 3. *Count fallback*: keep the newest ``hot_window_events``, snapped back to a legal cut.
 4. *Leading context*: system/screen/synthetic events right before the cut move into the hot window.
-5. *Pins*: the root input and the newest ``max_pinned_events`` pins (with their call/results) are kept.
+5. *Pins*: the root input and the newest ``max_pinned_events`` pins (with their call/results) are kept,
+   and so is a retraction of a kept event: without it the withdrawn event would be shown again.
 6. *Split turn*: a cut on a ``split_allowed`` event splits the turn at its user input.
 7. *Progress*: with ``target_tokens``, advance until the hot window is under it, else report
    ``reaches_target=False``, so a plan never silently fires the trigger again.
@@ -25,7 +26,7 @@ from typing import Final, Literal
 import msgspec
 
 from aiden.config import Config
-from aiden.events import EVENT_TYPES, SessionEvent
+from aiden.events import EVENT_TYPES, SessionEvent, retracted_seqs
 from aiden.policy.tokens import event_tokens
 
 __all__ = [
@@ -147,7 +148,11 @@ class _Window:
         group = [call if call >= 0 else i for i, call in enumerate(call_of)]
         pins = [i for i, e in enumerate(events) if e.pinned is not None]
         pinned_groups = {group[i] for i in pins[max(0, len(pins) - max_pins) :]}
-        self.kept_mask = [group[i] in pinned_groups or i == self.root for i in range(n)]
+        kept = [group[i] in pinned_groups or i == self.root for i in range(n)]
+        # A retraction stays as long as its target: the renderer hides only the withdrawn seqs it sees
+        # retracted. (Compacting the target instead would hand it to the summary and must-keep lines.)
+        kept_seqs = {e.seq for e, k in zip(events, kept, strict=True) if k}
+        self.kept_mask = [k or bool(retracted_seqs((e,)) & kept_seqs) for e, k in zip(events, kept, strict=True)]
         # prefix[i]: tokens of events[:i]; kept_prefix[i]: of the kept ones;
         # free[i]: how many of events[:i] are compactable (not kept).
         self.prefix = list(accumulate(tokens, initial=0))

@@ -268,10 +268,19 @@ def fit_hits(
     return [h for _, h in kept]
 
 
-def encode_events(chunk_id: str, events: Sequence[SessionEvent], seqs: Sequence[int], max_chars: int) -> str:
-    """Verbatim events as JSON within ``max_chars``: an event that does not fit has its text cut, later ones are omitted."""
+def encode_events(
+    chunk_id: str, events: Sequence[SessionEvent], seqs: Sequence[int], max_chars: int, *, offset: int = 0
+) -> str:
+    """Verbatim events as JSON within ``max_chars``: an event that does not fit has its text cut, later ones are omitted.
+
+    Each event's ``content`` starts at character ``offset``. When an event's content is cut (or the
+    event left out for room), ``next`` holds the arguments that read on from there, so a text of
+    any length can be read in full, one answer at a time.
+    """
     found = {e.seq for e in events}
     doc: dict[str, Any] = {"chunk_id": chunk_id, "events": []}
+    if offset:
+        doc["offset"] = offset
     missing = sorted({s for s in seqs if s not in found})
     if missing:
         doc["missing_seqs"] = missing
@@ -284,12 +293,27 @@ def encode_events(chunk_id: str, events: Sequence[SessionEvent], seqs: Sequence[
     out: list[dict[str, Any]] = doc["events"]
     for event in events:
         item = msgspec.to_builtins(event)
+        content = event.content[offset:]
+        if content != event.content:  # (an empty content is left out, as for the event itself)
+            if content:
+                item["content"] = content
+            else:
+                del item["content"]
         out.append(item)
         text = _dumps(doc)
         if len(text) <= max_chars:
             continue
         doc["truncated"] = True
-        over = len(text) - max_chars + len(',"truncated":true') + len(',"omitted_events":000')
+        # Where to read on: {"chunk_id"?, "seqs": [seq], "offset": n}, n at most offset + len(content).
+        read_on: dict[str, Any] = {"chunk_id": chunk_id} if chunk_id else {}
+        read_on |= {"seqs": [event.seq], "offset": offset + len(content)}  # the longest it can be
+        over = (
+            len(text)
+            - max_chars
+            + len(',"truncated":true')
+            + len(',"omitted_events":000')
+            + len(',"next":' + _dumps(read_on))
+        )
         for field in ("content", "tool_args"):
             value = item.get(field)
             if isinstance(value, str) and over > 0 and value:
@@ -297,11 +321,20 @@ def encode_events(chunk_id: str, events: Sequence[SessionEvent], seqs: Sequence[
                 item[field] = truncate(value, keep)
                 over -= len(value) - len(item[field])
         item.pop("meta", None)
-        if len(_dumps(doc)) > max_chars:
+        fits = len(_dumps(doc)) <= max_chars
+        if not fits:
             out.pop()
+        # The characters of content this answer shows (a cut one ends with the cut mark).
+        sent = item.get("content", "")
+        read = 0 if not fits else len(content) if sent == content else max(0, len(sent) - 1)
+        # Read on where this answer stops in the content (an event left out whole has more room in
+        # an answer of its own); never to an answer that would show nothing new.
+        if read < len(content) and (read or len(out) > fits):
+            doc["next"] = read_on | {"offset": offset + read}
         doc["omitted_events"] = len(events) - len(out)
         if len(_dumps(doc)) > max_chars:
             del out[:]
+            doc.pop("next", None)
             doc["omitted_events"] = len(events)
         break
     return _dumps(doc)
@@ -315,6 +348,8 @@ _MAX_SEQS: Final = 200
 _MAX_K: Final = 10_000
 """Upper bound of ``k``: far above any configured cap, far below the 64-bit limit of the actor messages."""
 _MAX_ERROR_CHARS: Final = 400
+_MAX_OFFSET: Final = 2**63 - 1
+"""Upper bound of ``offset``, like a seq's: what the answer's JSON can echo back."""
 
 RECALL_TOOL: Final[dict[str, Any]] = {
     "type": "function",
@@ -327,7 +362,7 @@ RECALL_TOOL: Final[dict[str, Any]] = {
             "type does not imply it), or a chunk summary where only the summary matched. Use it when you need a "
             "detail that is no longer in the conversation: an earlier decision, requirement, "
             "command, error or value. Long texts are cut around the match ('truncated'); pass "
-            "chunk_id and seqs to read those events in full. Results with source 'pending' come "
+            "chunk_id and seqs to read those events in full (offset to read on). Results with source 'pending' come "
             "from a compaction that is still being committed."
         ),
         "parameters": {
@@ -365,7 +400,17 @@ RECALL_TOOL: Final[dict[str, Any]] = {
                     "type": "array",
                     "items": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ},
                     "maxItems": _MAX_SEQS,
-                    "description": "With chunk_id: return these events of the chunk verbatim (seq numbers).",
+                    "description": (
+                        "Return these events verbatim (seq numbers; with chunk_id, events of that "
+                        "chunk). An event too long for one answer is cut: the answer's 'next' gives "
+                        "the seqs and offset to pass to read on."
+                    ),
+                },
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": _MAX_OFFSET,
+                    "description": "With seqs: start each event's content at this character (from 'next').",
                 },
                 "since": {"type": "number", "description": "Only events at or after this Unix time."},
                 "until": {"type": "number", "description": "Only events at or before this Unix time."},
@@ -385,6 +430,7 @@ class _Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     types: list[EventType] | None = None
     roles: list[str] | None = None
     seqs: list[int] | None = None
+    offset: int = 0
     since: float | None = None
     until: float | None = None
 
@@ -402,6 +448,10 @@ def _parse(arguments: str | Mapping[str, Any]) -> _Args:
         raise _Reject("k must be >= 1")
     if args.k is not None and args.k > _MAX_K:
         raise _Reject(f"k must be <= {_MAX_K}, got {args.k}")
+    if not 0 <= args.offset <= _MAX_OFFSET:
+        raise _Reject(f"offset must be in 0..{_MAX_OFFSET}, got {args.offset}")
+    if args.offset and args.seqs is None:
+        raise _Reject("offset needs seqs: it says where to start reading those events")
     for seq in args.seqs or ():
         if not 0 <= seq <= MAX_SEQ:
             raise _Reject(f"seqs: {seq} is outside 0..{MAX_SEQ}")
@@ -431,7 +481,8 @@ async def handle_recall_tool(
     is ``{"results": [...]}`` for a search or lookup, ``{"chunk_id": ..., "events": [...]}`` for a
     rehydration, or ``{"error": "..."}``, at most ``max_chars`` characters of JSON except the bare
     envelope. With ``read_events``, ``seqs`` without ``chunk_id`` returns those events verbatim from
-    wherever they are stored (hot window or chunks).
+    wherever they are stored (hot window or chunks). ``offset`` pages through a long event (see
+    :func:`encode_events`).
     """
     try:
         args = _parse(arguments)
@@ -441,7 +492,7 @@ async def handle_recall_tool(
                 if not args.seqs:
                     raise _Reject("seqs must list at least one seq (omit it to get the chunk summary)")
                 events = await rehydrate(chunk_id, list(args.seqs))
-                return encode_events(chunk_id, events, args.seqs, max_chars)
+                return encode_events(chunk_id, events, args.seqs, max_chars, offset=args.offset)
             hit = await lookup(chunk_id)
             if hit is None:
                 raise _Reject(f"no chunk {chunk_id!r} in this session")
@@ -453,7 +504,7 @@ async def handle_recall_tool(
                 raise _Reject("seqs must list at least one seq")
             # Seqs alone (e.g. from a trimmed tool output's stub): wherever those events live.
             events = await read_events(list(args.seqs))
-            return encode_events("", events, args.seqs, max_chars)
+            return encode_events("", events, args.seqs, max_chars, offset=args.offset)
         if not args.query.strip():
             raise _Reject("query must not be empty")
         hits = await search(

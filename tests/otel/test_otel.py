@@ -15,9 +15,10 @@ pytest.importorskip(
     "opentelemetry.sdk", reason="the otel extra is not installed (pip install 'aiden-memory[otel]')"
 )
 
+from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -316,3 +317,58 @@ def test_a_failed_operation_is_an_error_span_with_its_error_type() -> None:
     assert span.status.status_code.name == "ERROR"
     assert attrs(span)["error.type"] == type(raised.value).__qualname__
     assert attrs(span)["aiden.summarize.purpose"] == "rolling_fold"
+
+
+class _BrokenProcessor(SpanProcessor):
+    """A span processor with a bug: the SDK runs it unguarded at a span's start or end."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if self.where == "on_start":
+            raise KeyError("enrichment bug")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.where == "on_end":
+            raise KeyError("enrichment bug")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["on_start", "on_end"])
+async def test_a_raising_span_processor_changes_nothing_the_memory_does(tmp_path: Path, where: str) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider.add_span_processor(_BrokenProcessor(where))
+    instrumentor = otel.instrument(tracer_provider=provider)
+    assert instrumentor is not None
+    try:
+        async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+            stored = await memory.append(aiden.SessionEvent(type="user_input", role="user", content="deploy"))
+            await memory.append_many(
+                aiden.SessionEvent(type="assistant_output", role="assistant", content=f"step {n}") for n in range(12)
+            )
+            outcome = await memory.maintain(manual=True)
+            after = await memory.append(aiden.SessionEvent(type="user_input", role="user", content="next"))
+            hot = [(e.seq, e.content) for e in await memory.hot_window()]
+        # An operation's own error comes out as it is, once.
+        calls: list[str] = []
+
+        async def failing() -> None:
+            calls.append("called")
+            raise aiden.StorageError("disk full")
+
+        with pytest.raises(aiden.StorageError, match="disk full"):
+            await instrumentor.around("build_messages", failing, (), {})
+        assert calls == ["called"]
+    finally:
+        otel.uninstrument()
+    assert stored.seq == 1
+    assert outcome.compacted
+    assert after.seq == 14
+    assert hot[0] == (1, "deploy")
+    assert hot[-1] == (14, "next")
+    names = [s.name for s in exporter.get_finished_spans()]
+    # A span whose processor failed at its start is not recorded; one failing at its end is.
+    assert names.count("aiden.compaction") == (0 if where == "on_start" else 1)

@@ -50,7 +50,7 @@ def test_schema_is_a_valid_function_tool() -> None:
     params = fn["parameters"]
     jsonschema.Draft202012Validator.check_schema(params)
     assert params["required"] == ["query"]
-    assert set(params["properties"]) == {"query", "k", "chunk_id", "types", "roles", "seqs", "since", "until"}
+    assert set(params["properties"]) == {"query", "k", "chunk_id", "types", "roles", "seqs", "offset", "since", "until"}
     validator = jsonschema.Draft202012Validator(params)
     assert validator.is_valid({"query": "port", "k": 2, "types": ["user_input"]})
     assert not validator.is_valid({"query": "port", "bogus": 1})

@@ -1,0 +1,90 @@
+"""A trimmed tool output is readable in full through recall_session_chunks: seqs, then 'next' pages on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import aiden
+from aiden import SessionEvent
+from aiden.recall.index import RecallIndex
+from tests.recall.recall_helpers import SessionFiles, ev
+from tests.recall.test_recall_tool import call
+
+pytestmark = pytest.mark.anyio
+
+LISTING = "\n".join(f"file_{i}.txt size {i * 7}" for i in range(800))
+
+
+async def _read_all(memory: aiden.Memory, arguments: dict[str, Any]) -> tuple[str, list[int]]:
+    """Follow 'next' from ``arguments`` to the end: the content read and each answer's length."""
+    text, sizes = "", []
+    while True:
+        answer = await memory.handle_tool_call("recall_session_chunks", arguments)
+        sizes.append(len(answer))
+        doc = json.loads(answer)
+        [event] = doc["events"]
+        page = event["content"]
+        if "next" not in doc:
+            return text + page, sizes
+        assert page.endswith("…")
+        text += page[:-1]
+        assert doc["next"]["offset"] == len(text)
+        arguments = {"query": "", **doc["next"]}
+
+
+async def test_a_stubbed_tool_output_reads_in_full_page_by_page(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, context_window=8000) as memory:
+        await memory.begin_run("list the files")
+        await memory.append(SessionEvent(type="tool_call", tool_name="ls", tool_call_id="c1", tool_args="{}"))
+        await memory.append(SessionEvent(type="tool_result", tool_call_id="c1", content=LISTING))
+        await memory.commit_run("listed")
+        await memory.begin_run("what size is file_500.txt?")
+        prompt = await memory.build_messages()
+        assert prompt.stubbed == 1
+        stubs = [m for m in prompt.messages if "call recall_session_chunks with seqs=[3]" in str(m.get("content"))]
+        assert len(stubs) == 1
+        text, sizes = await _read_all(memory, {"query": "", "seqs": [3]})
+        max_chars = memory.config.recall_max_chars
+    assert text == LISTING
+    assert len(sizes) == 5
+    assert max(sizes) <= max_chars
+
+
+async def test_next_names_the_chunk_and_the_cut_event(files: SessionFiles, index: RecallIndex) -> None:
+    files.write("c1", [ev(1, "short first"), ev(2, "x" * 500 + "y" * 500, "tool_result", role="tool")])
+    out = await call(index, {"query": "", "chunk_id": "c1", "seqs": [1, 2]}, max_chars=600)
+    first, cut = out["events"]
+    assert first["content"] == "short first"
+    assert cut["content"].endswith("…")
+    read = len(cut["content"]) - 1
+    assert out["next"] == {"chunk_id": "c1", "seqs": [2], "offset": read}
+    assert out["omitted_events"] == 0
+    rest = await call(index, {"query": "", **out["next"]}, max_chars=2000)
+    assert rest["offset"] == read
+    assert rest["events"][0]["content"] == ("x" * 500 + "y" * 500)[read:]
+    assert "next" not in rest and "truncated" not in rest
+    # Past the end: the event without content, nothing more to read.
+    end = await call(index, {"query": "", "chunk_id": "c1", "seqs": [2], "offset": 5000})
+    assert "content" not in end["events"][0]
+    assert "next" not in end
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"query": "x", "offset": 10}, "offset needs seqs"),
+        ({"query": "", "chunk_id": "c1", "seqs": [1], "offset": -1}, "offset must be in 0.."),
+        ({"query": "", "chunk_id": "c1", "seqs": [1], "offset": 2**63}, "offset must be in 0.."),
+    ],
+)
+async def test_bad_offsets_are_an_error_answer(
+    files: SessionFiles, index: RecallIndex, arguments: dict[str, Any], error: str
+) -> None:
+    files.write("c1", [ev(1, "hello")])
+    out = await call(index, arguments)
+    assert error in out["error"]
+
