@@ -180,7 +180,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     tasks until the next call starts them again (0: never). Keep it above
     ``idle_compact_after_minutes``: AutoCompact and scheduled Dream runs happen only while they run."""
     project_memory_tokens: Positive | None = None
-    """Token budget of the PROJECT MEMORY block (default: window/20, at most 800)."""
+    """Token budget of the PROJECT MEMORY block, and again of the saved memories' profile in the
+    prompt (default: window/20, at most 800)."""
     project_memory_sessions: Positive = 3
     """How many latest session summaries the PROJECT MEMORY block merges."""
     session_summaries_keep: Positive = 10
