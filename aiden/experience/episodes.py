@@ -27,6 +27,7 @@ from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL, reported_failure
 __all__ = [
     "MAX_ANSWER_CHARS",
     "MAX_EPISODE_EVENTS",
+    "MAX_EVENTS_BYTES",
     "MAX_EVENT_CHARS",
     "MEMORY_TOOLS",
     "Attempt",
@@ -39,6 +40,7 @@ __all__ = [
     "assess",
     "attempts",
     "corrected_after",
+    "environment_name",
     "new_episode_id",
     "numbers_changed",
     "result_failed",
@@ -52,6 +54,10 @@ MAX_ANSWER_CHARS: Final = 1_000
 """An assistant output keeps its start only: the learner needs to know the run answered, not the essay."""
 MAX_EPISODE_EVENTS: Final = 5_000
 """Events one episode keeps; later ones are counted in ``Episode.dropped`` instead."""
+MAX_EVENTS_BYTES: Final = 6 * 1024 * 1024
+"""The encoded size of one episode's events, kept under the episode store's read limit: past it the
+oldest tool outputs are cut to their start (what a lesson quotes), then later events are dropped."""
+_CUT_OUTPUT_CHARS: Final = 1_000
 
 
 class EpisodeEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -90,6 +96,16 @@ class Episode(msgspec.Struct, frozen=True, kw_only=True):
     dropped: int = 0
 
 
+_event_encoder: Final = msgspec.json.Encoder()
+
+
+def environment_name(environment: str) -> str:
+    """``environment`` as episodes and records store it: whitespace runs (line breaks, U+0085 included)
+    as one space, stripped, at most 200 characters. Every entry point normalizes the same way, so
+    a name read with a trailing newline still finds its records, and the YAML index keeps it exactly."""
+    return " ".join(environment.split())[:200]
+
+
 def _scrubbed(content: str) -> str:
     if not content:
         return content
@@ -105,11 +121,14 @@ class EpisodeRecorder:
     def __init__(self, episode_id: str, *, goal: str, environment: str = "", started_at: float) -> None:
         self.episode_id = validate_id(episode_id, what="episode id")
         self.goal = redact_secrets(" ".join(goal.split())[:2000])
-        self.environment = environment.strip()[:200]
+        self.environment = environment_name(environment)
         self.started_at = started_at
         self._events: list[EpisodeEvent] = []
         self._recalled: dict[str, None] = {}
         self._dropped = 0
+        self._sizes: list[int] = []  # each kept event's encoded size
+        self._bytes = 0
+        self._uncut = 0  # events before this index had their output cut (or need none)
 
     def add(self, event: EpisodeEvent) -> int:
         """Append ``event`` (its ``seq`` is replaced by the next one); the seq, or 0 if dropped for size."""
@@ -121,8 +140,28 @@ class EpisodeRecorder:
             self._dropped += 1
             return 0
         seq = len(self._events) + 1
-        self._events.append(msgspec.structs.replace(event, seq=seq, content=_scrubbed(event.content)))
+        kept = msgspec.structs.replace(event, seq=seq, content=_scrubbed(event.content))
+        size = len(_event_encoder.encode(kept))
+        if not self._fits(size):
+            self._dropped += 1
+            return 0
+        self._events.append(kept)
+        self._sizes.append(size)
+        self._bytes += size
         return seq
+
+    def _fits(self, size: int) -> bool:
+        """Whether an event of ``size`` bytes fits, after cutting the oldest tool outputs if needed."""
+        # A long run's outputs would make an episode too large to read back: their starts are kept.
+        while self._bytes + size > MAX_EVENTS_BYTES and self._uncut < len(self._events):
+            i, self._uncut = self._uncut, self._uncut + 1
+            old = self._events[i]
+            if old.type != "tool_result" or len(old.content) <= _CUT_OUTPUT_CHARS:
+                continue
+            cut = msgspec.structs.replace(old, content=old.content[:_CUT_OUTPUT_CHARS] + " [truncated]")
+            new = len(_event_encoder.encode(cut))
+            self._events[i], self._bytes, self._sizes[i] = cut, self._bytes - self._sizes[i] + new, new
+        return self._bytes + size <= MAX_EVENTS_BYTES
 
     def _add(self, type_: EpisodeEventType, content: str, **fields: Any) -> int:
         return self.add(EpisodeEvent(seq=0, type=type_, content=content, **fields))
@@ -227,12 +266,12 @@ def step_signature(tool_name: str, arguments: str) -> str:
     text = " ".join(arguments.split())
     try:
         parsed = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict) and len(parsed) == 1 and isinstance(next(iter(parsed.values())), str):
-        text = " ".join(str(next(iter(parsed.values()))).split())
-    elif parsed is not None:
-        text = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        if isinstance(parsed, dict) and len(parsed) == 1 and isinstance(next(iter(parsed.values())), str):
+            text = " ".join(str(next(iter(parsed.values()))).split())
+        else:
+            text = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (ValueError, RecursionError):
+        pass  # not JSON, or nested too deep to read as JSON: the text itself
     return f"{tool_name} {text}".strip()[:_MAX_STEP_CHARS]
 
 
@@ -246,11 +285,11 @@ def numbers_changed(before: str, after: str) -> tuple[str, ...]:
     calibrated. Empty when the calls differ in anything else (a flag, a path, an added argument)."""
     try:
         old, new = json.loads(before), json.loads(after)
-    except ValueError:
+        if not isinstance(old, dict) or not isinstance(new, dict) or old.keys() != new.keys():
+            return ()
+        changed = sorted(str(k) for k in old if old[k] != new[k])
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read (or compare) as JSON
         return ()
-    if not isinstance(old, dict) or not isinstance(new, dict) or old.keys() != new.keys():
-        return ()
-    changed = sorted(str(k) for k in old if old[k] != new[k])
     if not changed or not all(_number(old[k]) and _number(new[k]) for k in changed):
         return ()
     return tuple(changed)

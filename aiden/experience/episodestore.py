@@ -28,10 +28,10 @@ import msgspec
 
 from aiden.errors import AidenError, CorruptionError
 from aiden.events import validate_id
-from aiden.experience.episodes import Episode
+from aiden.experience.episodes import MAX_EVENTS_BYTES, Episode
 from aiden.experience.records import parse_yaml_index, render_yaml_index
 from aiden.lifecycle import Outcome
-from aiden.longterm.files import ensure_dir, read_bounded
+from aiden.longterm.files import ensure_dir, read_regular
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import EPISODE_FILE_NAME, PROCESSED_FILE_NAME, Layout
@@ -42,7 +42,9 @@ __all__ = ["EpisodeBackend", "EpisodeRow", "EpisodeStore", "IndexedFiles", "epis
 
 log = logging.getLogger("aiden.experience")
 
-_MAX_EPISODE_BYTES: Final = 8 * 1024 * 1024
+_MAX_EPISODE_BYTES: Final = MAX_EVENTS_BYTES + 2 * 1024 * 1024
+"""The read limit: the recorder keeps an episode's events under MAX_EVENTS_BYTES; the rest is
+room for its goal, note and recalled ids."""
 _INDEX_VERSION: Final = 1
 _episode_decoder: Final = msgspec.json.Decoder(Episode)
 _encoder: Final = msgspec.json.Encoder()
@@ -97,7 +99,8 @@ class EpisodeBackend(Protocol):
         ...
 
     def load(self, row: EpisodeRow) -> Episode | None:
-        """The committed episode of ``row`` (None, reported, when it cannot be read)."""
+        """The committed episode of ``row``: None, reported, when it cannot be read now (missing, too
+        large); :class:`~aiden.errors.CorruptionError` when it will never be (it does not decode)."""
         ...
 
     def get(self, episode_id: str) -> Episode | None:
@@ -220,14 +223,25 @@ class EpisodeStore(IndexedFiles[_Index]):
         return _Index(episodes=tuple(rows))
 
     def _read(self, path: Path) -> Episode | None:
-        text = read_bounded(path, _MAX_EPISODE_BYTES)
-        if text is None:
+        try:
+            return self._decoded(path)
+        except CorruptionError as exc:
+            self._problem(str(exc))
+            return None
+
+    def _decoded(self, path: Path) -> Episode | None:
+        """The episode in ``path``: None if missing or over the read limit, CorruptionError if it does not decode."""
+        data = read_regular(path, _MAX_EPISODE_BYTES + 1)
+        if data is None:
+            return None
+        if len(data) > _MAX_EPISODE_BYTES:
+            # Cut, it would not decode: that says nothing about the episode, so it is not set aside.
+            self._problem(f"{path.name} of {path.parent.name} is larger than {_MAX_EPISODE_BYTES} bytes")
             return None
         try:
-            return _episode_decoder.decode(text.encode("utf-8"))
+            return _episode_decoder.decode(data.decode("utf-8", errors="replace").encode("utf-8"))
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            self._problem(f"{path.name} of {path.parent.name}: {exc}")
-            return None
+            raise CorruptionError(f"{path.name} of {path.parent.name}: {exc}") from exc
 
     def commit(self, episode: Episode, *, now: float) -> bool:
         """Persist ``episode``; False (and nothing written) when its id is already committed."""
@@ -269,17 +283,18 @@ class EpisodeStore(IndexedFiles[_Index]):
         return list(self._index().episodes)
 
     def load(self, row: EpisodeRow) -> Episode | None:
-        """The committed episode of ``row`` (None, reported, if its file is missing or damaged)."""
-        episode = self._read(self.episode_dir(row.id, row.year) / EPISODE_FILE_NAME)
+        """The committed episode of ``row``: None, reported, if its file is missing or too large;
+        :class:`CorruptionError` if it does not decode."""
+        episode = self._decoded(self.episode_dir(row.id, row.year) / EPISODE_FILE_NAME)
         if episode is None:
-            self._problem(f"episode {row.id} is missing or unreadable")
+            self._problem(f"episode {row.id} is missing or too large to read")
         return episode
 
     def get(self, episode_id: str) -> Episode | None:
-        """The committed episode ``episode_id`` (None if unknown)."""
+        """The committed episode ``episode_id`` (None if unknown or unreadable)."""
         validate_id(episode_id, what="episode id")
         row = next((r for r in self.rows() if r.id == episode_id), None)
-        return None if row is None else self.load(row)
+        return None if row is None else self._read(self.episode_dir(row.id, row.year) / EPISODE_FILE_NAME)
 
     def pending(self) -> list[EpisodeRow]:
         """Committed episodes the worker has not processed yet (no ``processed`` marker), in commit order."""

@@ -24,7 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aiden.actors.mailbox import Link, by_request_id, serve
 from aiden.errors import AidenError, ClosedError, InvalidEventError, StorageError
 from aiden.events import SessionEvent
-from aiden.experience.episodes import Episode, EpisodeTracker
+from aiden.experience.episodes import Episode, EpisodeTracker, environment_name
 from aiden.experience.learner import should_learn
 from aiden.experience.messages import (
     CommitEpisode,
@@ -334,6 +334,8 @@ class ExperienceMethods(CoreMemory):
     async def experience_records(self, environment: str | None = None) -> list[ExperienceRecord]:
         """Every learned record (any status, oldest first), for inspection; ``recall_experience`` is the agent's way."""
         self._check_open()
+        if isinstance(environment, str):
+            environment = environment_name(environment)  # as episodes store it
         return await self._port().records(environment)
 
     def _tool_sets(self) -> list[ToolSet]:
@@ -346,7 +348,7 @@ class ExperienceMethods(CoreMemory):
         answer = await handle_experience_tool(
             arguments,
             search=lambda query, where, kinds, k: port.search(query, where, kinds, k, now=time.time()),
-            environment=env if env is not None else self._config.experience_environment,
+            environment=env if env is not None else environment_name(self._config.experience_environment),
         )
         if self._episodes is not None:
             self._episodes.note_recalled(answer.ids)
@@ -525,7 +527,8 @@ async def handle_experience_tool(
         args = _parse(arguments)
         k = args.k or MAX_RESULTS
         kinds = None if args.kinds is None else [str(kind) for kind in args.kinds]
-        env = args.environment or environment or None
+        # Normalized as episodes store it: " acme\n" finds the records of "acme".
+        env = environment_name(args.environment or "") or environment_name(environment or "") or None
         found = await search(args.query, env, kinds, k)
         return fit(found, k)
     except msgspec.ValidationError as exc:

@@ -9,7 +9,8 @@ episode and the seqs it rests on:
 * a run that completed its goal at the first try with one step: a ``procedure`` for that step
   (with several steps, which one did the work is not in the trace);
 * each observed key: a ``fact``; a location looked up then used: a ``navigation`` record;
-* a newer fix for the same environment and goal makes the goal's other procedures ``legacy``;
+* a newer fix for the same environment and goal makes the goal's other procedures ``legacy`` (a
+  goal of fewer than two content words, a follow-up such as "go on", supersedes nothing);
   a working step that now fails (or a failure whose step now works) becomes ``disputed``; a
   working step that works again is confirmed (a disputed one active again).
 
@@ -180,6 +181,9 @@ def fact_records(
 
 _WORKING: Final = ("procedure", "calibration")
 """The kinds that name a working step (confirmed, disputed and superseded alike)."""
+_MIN_SUPERSEDING_GOAL_WORDS: Final = 2
+"""Content words a goal needs for a new fix to supersede its other procedures: a follow-up ("go on",
+"yes", "try again") names no task, and its runs' unrelated lessons must not replace each other."""
 
 
 def should_learn(last_activity: float | None, now: float, idle_minutes: float, run_active: bool) -> bool:
@@ -332,13 +336,14 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             )
         )
     superseded: list[str] = []
+    names_task = len(goal.split()) >= _MIN_SUPERSEDING_GOAL_WORDS
     for record in list(known.values()):
         rec = current(record.id) or record
         if rec.environment != env or rec.id in new_procedures:
             continue
         steps = [a for a in tried if a.step == rec.step]
         seqs = tuple(s for a in steps for s in a.seqs)
-        if rec.kind in _WORKING and rec.status != "legacy" and rec.goal == goal and new_procedures:
+        if rec.kind in _WORKING and rec.status != "legacy" and rec.goal == goal and new_procedures and names_task:
             why = f"superseded by {sorted(new_procedures)[0]} (episode {episode.id})"
             changed[rec.id] = restatused(rec, "legacy", why, when)
             superseded.append(rec.step)

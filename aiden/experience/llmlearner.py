@@ -21,6 +21,7 @@ import msgspec
 from aiden.errors import InvalidSummaryError, SummarizerError, SummarizerTimeout
 from aiden.experience.learner import LessonGroup
 from aiden.experience.messages import LearnerStats
+from aiden.intake import without_surrogates
 from aiden.summarizers.llm.client import (
     Breaker,
     _loop_thread,
@@ -82,7 +83,8 @@ def _text(value: object) -> str:
         value = " ".join(str(v) for v in value if isinstance(v, str | int | float))
     if not isinstance(value, str | int | float) or isinstance(value, bool):
         return ""
-    flat = " ".join(str(value).split())
+    # A lone surrogate (half an emoji, ``"\\ud83d"`` in the JSON) decodes fine but cannot be stored.
+    flat: str = without_surrogates(" ".join(str(value).split()))
     return flat if len(flat) <= MAX_TEXT_CHARS else flat[: MAX_TEXT_CHARS - 4].rstrip() + " ..."
 
 

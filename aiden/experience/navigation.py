@@ -93,10 +93,9 @@ def _strings(value: object) -> list[str]:
 def _arguments(content: str) -> tuple[str, ...]:
     """The locations a call's arguments name: in its JSON string values, else in its text."""
     try:
-        parsed = json.loads(content)
-    except ValueError:
+        return locations("\n".join(_strings(json.loads(content))))
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read as JSON
         return locations(content)
-    return locations("\n".join(_strings(parsed)))
 
 
 def same_place(a: str, b: str) -> bool:

@@ -11,11 +11,13 @@ constant: values only ever travel as parameters.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
 import msgspec
 
+from aiden.errors import CorruptionError, StorageError
 from aiden.events import validate_id
 from aiden.experience.episodes import Episode
 from aiden.experience.episodestore import EpisodeRow, episode_row, episode_year
@@ -26,6 +28,7 @@ from aiden.longterm.postgres.schema import LongTermDb, bounded_wait
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
+from aiden.storage.postgres.locks import AdvisoryLock
 from aiden.storage.postgres.schema import Conn
 from aiden.storage.postgres.store import PostgresSessionStore
 
@@ -116,21 +119,31 @@ class PgEpisodeStore:
         return self._rows(pending_only=True)
 
     def load(self, row: EpisodeRow) -> Episode | None:
-        """The committed episode of ``row`` (None, reported, if it is missing or damaged)."""
-        found = self.get(row.id)
+        """The committed episode of ``row``: None, reported, if it is missing;
+        :class:`CorruptionError` if it does not decode."""
+        found = self._episode(row.id)
         if found is None:
-            log.error("experience store: episode %s is missing or unreadable", row.id)
-        return found
+            log.error("experience store: episode %s is missing", row.id)
+            return None
+        try:
+            return _episode_decoder.decode(bytes(found))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise CorruptionError(f"episode {row.id} does not decode: {exc}") from exc
 
     def get(self, episode_id: str) -> Episode | None:
         """The committed episode ``episode_id`` (None if unknown)."""
+        found = self._episode(episode_id)
+        return None if found is None else _decode(_episode_decoder, found, f"episode {episode_id}")
+
+    def _episode(self, episode_id: str) -> Any:
+        """The stored bytes of episode ``episode_id`` (None if unknown)."""
         validate_id(episode_id, what="episode id")
         with self._db.connection("reading an episode") as conn:
             found = conn.execute(
                 "SELECT episode FROM aiden_exp_episodes WHERE namespace = %s AND id = %s",
                 (self._db.namespace, episode_id),
             ).fetchone()
-        return None if found is None else _decode(_episode_decoder, found[0], f"episode {episode_id}")
+        return None if found is None else found[0]
 
     def mark_processed(self, row: EpisodeRow, summary: dict[str, Any]) -> None:
         """Record that what ``row``'s episode taught is committed (``summary``: what, for inspection)."""
@@ -148,6 +161,24 @@ class PgRecordStore(RecordBackend):
         self._db = db
         self.vectors = vectors
         self._lock_timeout_s = lock_timeout_s
+        self._learning = AdvisoryLock(
+            db.pool, f"aiden.experience.learn:{db.namespace}", name="experience learning lock"
+        )
+
+    @contextmanager
+    def learning(self) -> Iterator[bool]:
+        """The namespace's learning lock (a session advisory lock), held for the block if it was free."""
+        self._db.ensure_ready()
+        held = self._learning.try_acquire(self._lock_timeout_s)
+        try:
+            yield held
+        finally:
+            if held:
+                try:
+                    self._learning.release()
+                except StorageError as exc:
+                    # Its connection was closed instead, which drops the lock: the pass stands.
+                    log.warning("releasing the experience learning lock failed: %s", exc)
 
     def apply(self, records: Sequence[ExperienceRecord]) -> None:
         """Create or replace ``records`` by id in one transaction; a replaced record keeps its place."""

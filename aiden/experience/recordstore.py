@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -35,12 +36,14 @@ from aiden.longterm.files import ensure_dir, read_bounded
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import PROFILES_DIR_NAME, Layout
+from aiden.storage.locks import SessionLock
 
 __all__ = ["RecordBackend", "RecordStore", "merged_profile"]
 
 log = logging.getLogger("aiden.experience")
 
 _MAX_RECORD_BYTES: Final = 64 * 1024
+_LEARN_LOCK_NAME: Final = ".learn.lock"
 _MAX_PROFILE_OBSERVATIONS: Final = 200
 _profile_decoder: Final = msgspec.json.Decoder(EnvironmentProfile)
 _encoder: Final = msgspec.json.Encoder()
@@ -60,6 +63,11 @@ class RecordBackend(ABC):
     @abstractmethod
     def rows(self) -> list[RecordRow]:
         """Every record's row, oldest first."""
+
+    @abstractmethod
+    def learning(self) -> AbstractContextManager[bool]:
+        """The learning lock, held around a whole learning pass: True when this pass holds it, False
+        (at once) when another worker's pass does. Records read and applied under it are one pass's."""
 
     @abstractmethod
     def load(self, row: RecordRow) -> ExperienceRecord | None:
@@ -162,6 +170,9 @@ class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
         )
         self.files_read: list[str] = []
         """Ids of the record files opened, in order (tests check what recall never touches)."""
+        # Records whose file was found ahead of its index row (a crash between the two): the next
+        # apply commits their rows, since the learner, reading the file, sees nothing to write.
+        self._ahead: set[str] = set()
         self.vectors = (
             RecordVectors(embedder, layout.experience_vectors, storage) if embedder is not None else None
         )
@@ -199,18 +210,42 @@ class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
             return None
         return record if record.id == record_id else None
 
+    @contextmanager
+    def learning(self) -> Iterator[bool]:
+        """``experience/.learn.lock`` (flock), held for the block if it was free."""
+        lock = SessionLock(self._storage, self.root / _LEARN_LOCK_NAME)
+        held = lock.try_acquire()
+        try:
+            yield held
+        finally:
+            lock.close()
+
     def apply(self, records: Sequence[ExperienceRecord]) -> None:
-        """Create or replace ``records`` (by id): their files, then one index write (the commit point)."""
-        if not records:
+        """Create or replace ``records`` (by id): their files, then one index write (the commit point).
+
+        Rows found behind their files (an earlier apply's crash) are committed with them.
+        """
+        if not records and not self._ahead:
             return
+        # Every file rendered first: a record that cannot be written leaves nothing half-applied.
+        files = [
+            (self.record_path(r.kind, r.id), render_record_md(r).encode("utf-8")) for r in records
+        ]
         with self._exclusive():
             index = self._load_index()
-            for record in records:
-                path = self.record_path(record.kind, record.id)
+            for path, data in files:
                 ensure_dir(self._storage, path.parent)
-                self._storage.write_atomic(path, render_record_md(record).encode("utf-8"))
+                self._storage.write_atomic(path, data)
             self._storage.checkpoint("experience.records.after_files")
             changed = {r.id: r.row() for r in records}
+            ahead, self._ahead = self._ahead, set()
+            for row in index.records:
+                if row.id in ahead and row.id not in changed:
+                    record = self._read(self.record_path(row.kind, row.id), row.id)
+                    if record is not None and _behind(row, record):
+                        changed[row.id] = _as_indexed(record, row).row()
+            if not changed:
+                return
             rows = [changed.pop(row.id, row) for row in index.records]
             rows.extend(changed.values())
             self._storage.write_atomic(self.index_path, render_yaml_index(RecordIndex(records=tuple(rows))))
@@ -230,9 +265,9 @@ class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
         if record is None:
             self._problem(f"record {row.id} is missing or unreadable")
             return None
-        if record.status != row.status or record.expires_at != row.expires_at:
-            record = msgspec.structs.replace(record, status=row.status, expires_at=row.expires_at)
-        return record
+        if _behind(row, record):
+            self._ahead.add(row.id)
+        return _as_indexed(record, row)
 
     # --- environment profiles -----------------------------------------------------------------
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
@@ -255,6 +290,22 @@ class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
             self._problem(f"profile of {environment!r}: {exc}")
             return None
         return found if found.environment == environment else None
+
+
+def _as_indexed(record: ExperienceRecord, row: RecordRow) -> ExperienceRecord:
+    """``record`` with the status and expiry of its index row (the commit point)."""
+    if record.status != row.status or record.expires_at != row.expires_at:
+        return msgspec.structs.replace(record, status=row.status, expires_at=row.expires_at)
+    return record
+
+
+def _behind(row: RecordRow, record: ExperienceRecord) -> bool:
+    """``row`` misses a change its record file has (the apply that wrote the file crashed before the index).
+
+    Compared on what the file and the YAML index keep exactly (terms ignore spacing and line breaks).
+    """
+    fresh = record.row()
+    return (fresh.updated_at, fresh.terms, fresh.task_terms) != (row.updated_at, row.terms, row.task_terms)
 
 
 def merged_profile(old: EnvironmentProfile | None, profile: EnvironmentProfile) -> EnvironmentProfile:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from aiden.config import Config
+from aiden.errors import CorruptionError, StorageError
 from aiden.experience.episodes import Episode
 from aiden.experience.episodestore import EpisodeBackend, EpisodeStore
 from aiden.experience.learner import Lessons, learn, rephrased
@@ -98,26 +99,48 @@ class ExperienceService:
         )
 
     def learn(self, limit: int) -> LearnOutcome:
-        """Learn from up to ``limit`` pending episodes, oldest first; what changed."""
+        """Learn from up to ``limit`` pending episodes, oldest first; what changed.
+
+        One pass at a time per root (or PostgreSQL namespace): while another worker's pass holds
+        the learning lock, nothing is learned here (``episodes`` 0, ``pending`` counted) and its
+        episodes are left to it.
+        """
+        with self.records.learning() as held:
+            if held:
+                return self._learn(limit)
+        # Not a problem: workers sharing a namespace all go idle, and one of them learning is enough.
+        return LearnOutcome(pending=len(self.episodes.pending()), learner=self.learner_stats())
+
+    def _learn(self, limit: int) -> LearnOutcome:
+        # Under the learning lock: the records read and the records applied are one pass's, so a
+        # lesson another worker superseded meanwhile is never written back over it.
         pending = self.episodes.pending()
         learned: list[ExperienceRecord] = []
         problems: list[str] = []
         done = 0
         for row in pending[:limit]:
-            episode = self.episodes.load(row)
-            if episode is None:
-                # Damaged beyond reading: reported, and marked so it does not block every later pass.
-                problems.append(f"episode {row.id} is missing or unreadable")
+            try:
+                episode = self.episodes.load(row)
+            except CorruptionError as exc:
+                # Damaged for good: reported, and set aside so it does not come back every pass.
+                problems.append(f"episode {row.id} is unreadable and was set aside: {exc}")
                 self.episodes.mark_processed(row, {"skipped": "unreadable"})
                 continue
-            # Records expired when the episode ended are left unread, as recall leaves them: a lesson
-            # learned again replaces its expired record under the same id.
-            existing = self.records.records(environment=episode.environment, now=episode.finished_at)
-            lessons = learn(episode, existing, ttl_s=self._ttl_s)
-            lessons = self._phrased(lessons)
-            self.records.apply(lessons.records)
-            if lessons.profile is not None:
-                self.records.save_profile(lessons.profile)
+            if episode is None:
+                problems.append(f"episode {row.id} is missing or too large to read; it stays pending")
+                continue
+            try:
+                lessons = self._lessons(episode)
+            except (StorageError, anyio.RunFinishedError):
+                raise  # the store or the memory, not this episode: the next pass retries it
+            except Exception as exc:
+                # Something in this episode (or a bug it triggers): retried, it would fail again and
+                # block every later episode behind it, so it is set aside and reported.
+                log.exception("experience: learning from episode %s failed; it is set aside", row.id)
+                detail = f"{type(exc).__name__}: {exc}"[:300]
+                problems.append(f"episode {row.id} could not be learned from and was set aside: {detail}")
+                self.episodes.mark_processed(row, {"skipped": detail})
+                continue
             self.episodes.mark_processed(
                 row, {"assessed": lessons.assessed, "records": [r.id for r in lessons.records]}
             )
@@ -134,6 +157,17 @@ class ExperienceService:
             problems=tuple(problems),
             learner=self.learner_stats(),
         )
+
+    def _lessons(self, episode: Episode) -> Lessons:
+        """Learn from ``episode`` and commit what it taught; the lessons."""
+        # Records expired when the episode ended are left unread, as recall leaves them: a lesson
+        # learned again replaces its expired record under the same id.
+        existing = self.records.records(environment=episode.environment, now=episode.finished_at)
+        lessons = self._phrased(learn(episode, existing, ttl_s=self._ttl_s))
+        self.records.apply(lessons.records)
+        if lessons.profile is not None:
+            self.records.save_profile(lessons.profile)
+        return lessons
 
     def all_records(self, environment: str | None = None) -> list[ExperienceRecord]:
         """Every record of ``environment`` (None: all), any status."""
