@@ -17,6 +17,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import time
@@ -191,9 +192,17 @@ def _recall(args: argparse.Namespace) -> int:
         where = (
             f"seq {hit.first_seq}" if hit.kind == "event" else f"summary seq {hit.first_seq}..{hit.last_seq}"
         )
-        text = " ".join(hit.text.split())
+        text = _shown(" ".join(hit.text.split()))
         print(f"[{hit.score:.3f}] {hit.chunk_id} {where}: {text[:300]}{'…' if len(text) > 300 else ''}")
     return report_problems("recall", problems)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _shown(text: str) -> str:
+    """Stored ``text`` for a terminal: control characters (a tool output's colour codes) as ``\\xNN``, never run."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -647,7 +656,7 @@ def _list(args: argparse.Namespace) -> int:
         print("no long-term memories")
     for entry in entries:
         expires = f"  (expires {_iso(entry.expires_at)})" if entry.expires_at is not None else ""
-        print(f"{entry.id}  {entry.type:<10}  {entry.title}{expires}")
+        print(f"{entry.id}  {entry.type:<10}  {_shown(entry.title)}{expires}")
     return report_problems("memory list", problems)
 
 
@@ -690,7 +699,7 @@ def _history(args: argparse.Namespace) -> int:
     if not versions and not problems:
         print("no Dream versions yet")
     for version in versions:
-        print(f"{version.commit_id[:12]}  {_iso(version.timestamp)}  {version.title}")
+        print(f"{version.commit_id[:12]}  {_iso(version.timestamp)}  {_shown(version.title)}")
     return report_problems("history", problems)
 
 
@@ -708,7 +717,7 @@ def _restore(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(_version_json(version), ensure_ascii=False))
     else:
-        print(f"{version.commit_id[:12]}  {version.title}")
+        print(f"{version.commit_id[:12]}  {_shown(version.title)}")
     return 0
 
 

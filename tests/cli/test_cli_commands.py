@@ -477,3 +477,32 @@ def run_each_one(argv: list[str]) -> tuple[int, str, str]:
 def run_each(args: list[str]) -> None:
     """The child of the bind-mount test: run each argv of the JSON list and print the results as JSON."""
     print(json.dumps([run_each_one(argv) for argv in json.loads(args[0])]))
+
+
+def test_text_output_shows_stored_control_characters_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A tool's coloured output, or a title with an escape sequence, must not drive the operator's terminal.
+    root = tmp_path / "agent"
+
+    async def fill() -> None:
+        config = Config(durability="none", count_compress_after_events=10**6, hot_window_events=2)
+        async with aiden.open_memory(root, config=config) as memory:
+            await memory.append(aiden.SessionEvent(type="user_input", role="user", content="run the tests"))
+            await memory.append(
+                aiden.SessionEvent(type="tool_result", content="\x1b[31mFAILED\x1b[0m division by zero\x9b2J")
+            )
+            for n in range(4):
+                await memory.append(aiden.SessionEvent(type="assistant_output", role="assistant", content=f"step {n}"))
+            assert (await memory.maintain(manual=True)).compacted
+            saved = await memory.handle_tool_call(
+                "save_memory", {"type": "rule", "title": "red \x1b[31mtitle", "content": "x", "id": "r1"}
+            )
+            assert "saved" in json.loads(saved)
+
+    anyio.run(fill)
+    code, out, _err = _run(capsys, "recall", str(root), "division")
+    assert code == 0
+    assert "\\x1b[31mFAILED\\x1b[0m division by zero\\x9b2J" in out
+    code, out, _err = _run(capsys, "memory", "list", str(root))
+    assert (code, out) == (0, "r1  rule        red \\x1b[31mtitle\n")
