@@ -25,6 +25,7 @@ __all__ = [
     "check_concurrent_workers_lose_no_commit",
     "check_episodes_commit_once_in_order_and_are_processed_once",
     "check_fresh_store_is_empty",
+    "check_learning_lock_is_held_by_one_worker_at_a_time",
     "check_profiles_merge_newest_value_wins",
     "check_profiles_keep_a_reobserved_key_past_the_cap",
     "check_records_replace_by_id_in_place",
@@ -222,6 +223,17 @@ def check_concurrent_workers_lose_no_commit(make: ExperienceFactory) -> None:
     assert profile is not None and len(profile.observations) == 24
 
 
+def check_learning_lock_is_held_by_one_worker_at_a_time(make: ExperienceFactory) -> None:
+    """A learning pass holds the lock; another worker's try answers False at once; released, it is free."""
+    (_, first), (_, second) = make(), make()
+    with first.learning() as held:
+        assert held
+        with second.learning() as also:
+            assert not also
+    with second.learning() as held:
+        assert held
+
+
 CHECKS: tuple[Callable[[ExperienceFactory], None], ...] = (
     check_fresh_store_is_empty,
     check_episodes_commit_once_in_order_and_are_processed_once,
@@ -230,4 +242,5 @@ CHECKS: tuple[Callable[[ExperienceFactory], None], ...] = (
     check_profiles_merge_newest_value_wins,
     check_profiles_keep_a_reobserved_key_past_the_cap,
     check_concurrent_workers_lose_no_commit,
+    check_learning_lock_is_held_by_one_worker_at_a_time,
 )
