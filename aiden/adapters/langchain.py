@@ -2,10 +2,15 @@
 
 Around every model call the middleware logs the request's new messages (a human message
 starts a run), sends aiden's prompt instead of them, then logs the answer (one without tool
-calls ends the run) and its usage. A run the agent ends on a tool result (``ToolStrategy``
-structured output, a ``return_direct`` tool) ends with that result's text. An AI message is
-logged as its text and tool calls (thinking and reasoning blocks are left out). The model gets
-the current run's human message as LangChain's object (its images too); aiden stores its text.
+calls ends the run) and its usage. A run the agent ends without a final answer ends with its
+``structured_response`` as JSON (``ToolStrategy``), else with the last tool result's text (a
+``return_direct`` tool). An AI message is logged as its text and tool calls (thinking and
+reasoning blocks are left out); a tool message as its text, with ``[<type>]`` for each other
+block (image, search result, ...). The model gets the current run's human message as
+LangChain's object (its images too); aiden stores its text. Only the prompt's first system
+message is sent as the system message: the later ones (a split turn's context, an orphan tool
+result, system and screen events) go as human messages wrapped in ``<system>`` tags, as many
+providers (ChatAnthropic for most Claude models) refuse a system message mid-conversation.
 
 Messages are logged once, by LangChain message id, as ``event_id="langchain:<id>"`` so the
 writer's dedupe also holds across a restart; aiden holds the history, so no checkpointer is
@@ -18,6 +23,7 @@ supported (aiden is async). LangChain is imported on first use; types at its bou
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -70,6 +76,32 @@ def _ensure_id(message: Any) -> str:
     return str(message.id)
 
 
+def _tool_text(content: Any) -> str:
+    """A tool message's content as logged: its text parts, and ``[<type>]`` for any other block (no bytes stored)."""
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
+        elif not isinstance(block, dict):
+            texts.append(str(block))
+        elif block.get("type") == "text":
+            texts.append(str(block.get("text", "")))
+        elif block.get("type") == "json":  # the result itself, as data
+            texts.append(json.dumps(block.get("json"), ensure_ascii=False, default=str))
+        elif block.get("type") in ("image", "image_url"):
+            texts.append("[image]")
+        else:
+            texts.append(f"[{block.get('type')}]")
+    return "\n".join(texts)
+
+
+def _tagged(message: dict[str, Any]) -> dict[str, Any]:
+    """A system message as a user message wrapped in ``<system>`` tags (pydantic-ai's framing)."""
+    return {"role": "user", "content": f"<system>\n{message['content']}\n</system>"}
+
+
 def _with_ids(events: list[SessionEvent], message_id: str) -> list[SessionEvent]:
     base = EVENT_ID_PREFIX + message_id
     return [
@@ -80,6 +112,7 @@ def _with_ids(events: list[SessionEvent], message_id: str) -> list[SessionEvent]
 @functools.cache
 def middleware_class() -> type[Any]:
     """The ``AidenMiddleware`` class (an ``AgentMiddleware`` subclass), built on first use."""
+    import pydantic_core  # LangChain's dependency: aiden's core has no pydantic
     from langchain.agents.middleware import AgentMiddleware
     from langchain_core.messages import (
         AIMessage,
@@ -114,6 +147,9 @@ def middleware_class() -> type[Any]:
                 await self.memory.begin_run(text, event_id=EVENT_ID_PREFIX + message_id)
                 self._question = (text, message)
             else:
+                if isinstance(message, ToolMessage):
+                    # Provider blocks (Anthropic's search_result, document) have no chat-completions part.
+                    message = message.model_copy(update={"content": _tool_text(message.content)})
                 openai_message = convert_to_openai_messages(message)
                 assert isinstance(openai_message, dict)
                 if isinstance(message, AIMessage):
@@ -155,7 +191,11 @@ def middleware_class() -> type[Any]:
             prompt = list(built.messages)
             has_system = bool(prompt) and prompt[0].get("role") == "system"
             system = SystemMessage(content=prompt.pop(0)["content"]) if has_system else None
-            sent = convert_to_messages(prompt)
+            # Most providers take one system message, at the start (ChatAnthropic raises on a later one):
+            # aiden's later system messages go as tagged human messages, one for one, so indexes hold.
+            # Consecutive human messages are valid (the providers needing alternation merge them).
+            tagged = [_tagged(m) if m.get("role") == "system" else m for m in prompt]
+            sent = convert_to_messages(tagged)
             if self._question is not None and self.memory.run_active:
                 # aiden logged the run's question as text only: the model gets LangChain's message
                 # (its images, files), unless aiden's prompt changed it.
@@ -175,8 +215,9 @@ def middleware_class() -> type[Any]:
             """End the run the agent ended without a final answer from the model.
 
             The agent stops on a tool result (structured output's tool, a ``return_direct`` tool):
-            that result's text is the run's answer. A message a middleware added to end the agent
-            is the answer itself.
+            the structured response as JSON, if any, else that result's text is the run's answer (the
+            last message may be another tool's result, called beside the output tool). A message a
+            middleware added to end the agent is the answer itself.
             """
             messages = state.get("messages") or ()
             if not self.memory.run_active or not messages:
@@ -186,7 +227,9 @@ def middleware_class() -> type[Any]:
                 await self._log_answer(last)
                 return
             await self._log(last)
-            await self.memory.commit_run(str(last.text))
+            structured = state.get("structured_response")
+            answer = str(last.text) if structured is None else pydantic_core.to_json(structured).decode()
+            await self.memory.commit_run(answer)
 
         async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
             """Serve the recall tool from aiden; run any other tool and log its result."""

@@ -1,23 +1,24 @@
 """pydantic-ai history processor: aiden as the memory of a pydantic-ai ``Agent``.
 
 ``Agent(model, tools=[recall_tool(memory)], capabilities=[aiden_history(memory)])``: no
-``message_history`` is needed, aiden holds it. The capability's ``processor`` is the history
-processor proper (alone, it sees a run's final answer only if a later run passes it back); the
-capability adds hooks that count the request's instructions in aiden's budget and log each
-response and its usage as it arrives.
+``message_history`` is needed, aiden holds it. The capability's hooks count the request's
+instructions in aiden's budget, log each response and its usage as it arrives (one that may
+end the run -- no tool calls, or an output tool's -- once pydantic-ai has accepted or refused
+it) and end the run with its validated output; its ``processor`` (the history processor) logs
+each request's new parts.
 
-Before every model request the processor logs every part it has not seen yet (by identity,
-held by weak reference; its own parts count as seen, so nothing is logged twice) -- system
-prompt and thinking parts never -- then returns aiden's prompt, ending in the current
-request's object so the run continues correctly. ``result.all_messages()`` is therefore
-aiden's view. pydantic-ai is imported on first use.
+Before every model request the processor logs the parts after the last model response
+(everything up to it was logged as it happened, so nothing is logged twice, even from a
+``message_history`` stored and reloaded to resume deferred tools; history that never went
+through aiden is not logged) -- system prompt and thinking parts never -- then returns
+aiden's prompt, ending in the current request's object so the run continues correctly.
+``result.all_messages()`` is therefore aiden's view. pydantic-ai is imported on first use.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -125,6 +126,7 @@ def prompt_to_messages(prompt: Sequence[dict[str, Any]]) -> list[Any]:
 @functools.cache
 def history_class() -> type[Any]:
     """The ``AidenHistory`` class (a pydantic-ai ``ProcessHistory`` capability), built on first use."""
+    from pydantic_ai import DeferredToolRequests
     from pydantic_ai.capabilities import ProcessHistory
     from pydantic_ai.messages import (
         InstructionPart,
@@ -138,6 +140,7 @@ def history_class() -> type[Any]:
         ToolReturnPart,
         UserPromptPart,
     )
+    from pydantic_core import to_json
 
     def logged_key(part: Any) -> tuple[str, str] | None:
         """How a request part is logged and shown: (role, tool_call_id or text); None if aiden does not log it."""
@@ -187,21 +190,15 @@ def history_class() -> type[Any]:
             self.layers = layers
             self.last_prompt: PromptBuild | None = None
             """The prompt built for the last model request (None before the first)."""
-            # The parts logged or made by aiden, by identity (parts are unhashable dataclasses).
-            self._seen: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
             self._system = ""
             # The instructions pydantic-ai would send with the next request (set by before_model_request).
             self._instructions: list[Any] = []
             # The tool definitions the next request carries, as the chat API's tool schemas (they count).
             self._tools: list[dict[str, Any]] = []
-            # The names of its output tools: a response calling only these is the run's answer.
+            # The names of its output tools: a response calling one may be the run's answer.
             self._output_tools: frozenset[str] = frozenset()
-
-        def _is_seen(self, part: Any) -> bool:
-            return self._seen.get(id(part)) is part
-
-        def _mark(self, part: Any) -> None:
-            self._seen[id(part)] = part
+            # The last response if it may end the run: logged by the next request, or committed by after_run.
+            self._held: Any = None
 
         async def _log_request_part(self, part: Any) -> None:
             if isinstance(part, SystemPromptPart):
@@ -224,50 +221,43 @@ def history_class() -> type[Any]:
                     await self.memory.append(SessionEvent(type="system_event", content=text))
 
         async def _log_response(self, response: Any) -> None:
-            texts = [p.content for p in response.parts if isinstance(p, TextPart) and not self._is_seen(p)]
-            calls = [p for p in response.parts if isinstance(p, ToolCallPart) and not self._is_seen(p)]
-            for part in response.parts:
-                self._mark(part)
-            if calls and all(c.tool_name in self._output_tools for c in calls):
-                # Structured output: the output tool's call ends the run with its arguments as the answer
-                # (pydantic-ai answers it in no request aiden sees, so as a call it would stay unanswered).
-                texts += [c.args_as_json_str() for c in calls]
-                calls = []
-            text = "\n".join(texts)
-            if not calls and self.memory.run_active:
-                await self.memory.commit_run(text)
-                return
+            text = "\n".join(p.content for p in response.parts if isinstance(p, TextPart))
             events = [SessionEvent(type="assistant_output", role="assistant", content=text)] if text else []
             events += [
                 SessionEvent(
                     type="tool_call",
                     role="assistant",
-                    tool_call_id=c.tool_call_id,
-                    tool_name=c.tool_name,
-                    tool_args=c.args_as_json_str(),
+                    tool_call_id=p.tool_call_id,
+                    tool_name=p.tool_name,
+                    tool_args=p.args_as_json_str(),
                 )
-                for c in calls
+                for p in response.parts
+                if isinstance(p, ToolCallPart)
             ]
             if events:
                 await self.memory.append_many(events)
 
-        async def _process(self, messages: list[Any]) -> list[Any]:
-            """The history processor: log the unseen parts, return aiden's prompt (current request last)."""
-            for message in messages:
-                if isinstance(message, ModelResponse):
-                    if any(not self._is_seen(p) for p in message.parts):
-                        await self._log_response(message)
-                    continue
+        async def _log_new(self, messages: Sequence[Any], held: Any) -> None:
+            """Log what follows the last response (``held``, not logged yet, if it is that response).
+
+            Everything up to the last response was logged as it happened, by this or an earlier
+            run: a history resumed from storage (deferred tools approved later, maybe after a
+            restart) holds copies, which must not start its run again.
+            """
+            last = max((n for n, m in enumerate(messages) if isinstance(m, ModelResponse)), default=-1)
+            if last >= 0 and messages[last] is held:
+                await self._log_response(held)
+            for message in messages[last + 1 :]:
                 for part in message.parts:
-                    if not self._is_seen(part):
-                        self._mark(part)
-                        await self._log_request_part(part)
+                    await self._log_request_part(part)
+
+        async def _process(self, messages: list[Any]) -> list[Any]:
+            """The history processor: log the new parts, return aiden's prompt (current request last)."""
+            held, self._held = self._held, None
+            await self._log_new(messages, held)
             built = checked(await self.memory.build_messages(self._layers(), tools=self._tools), "AidenHistory")
             self.last_prompt = built
             out = prompt_to_messages(built.messages)
-            for message in out:
-                for part in message.parts:
-                    self._mark(part)
             last = messages[-1] if messages else None
             if not isinstance(last, ModelRequest):
                 return with_prompts(out, messages)
@@ -302,7 +292,6 @@ def history_class() -> type[Any]:
                     mine = by_key.pop(("tool", part.tool_call_id), None)
                     if isinstance(mine, ToolReturnPart) and logged_text(mine) != part.content:
                         mine = dataclasses.replace(mine, content=part.content)
-                        self._mark(mine)
                     elif mine is not None and logged_text(mine) != part.content:
                         mine = None  # a retry prompt aiden stubbed: sent as the stub
                 else:
@@ -333,9 +322,10 @@ def history_class() -> type[Any]:
             return request_context
 
         async def after_model_request(self, ctx: Any, *, request_context: Any, response: Any) -> Any:
-            """Log the model's response and its usage; an answer ends the run.
+            """Log the model's response and its usage.
 
-            An answer is a response without tool calls, or one calling output tools only.
+            A response that may end the run (no tool calls, or an output tool's) is held: pydantic-ai
+            may still refuse it (validation), which the next request shows.
             """
             usage = response.usage
             if usage.input_tokens or usage.output_tokens:
@@ -344,8 +334,28 @@ def history_class() -> type[Any]:
                     completion_tokens=usage.output_tokens,
                     cached_tokens=usage.cache_read_tokens,
                 )
-            await self._log_response(response)
+            names = {p.tool_name for p in response.parts if isinstance(p, ToolCallPart)}
+            if names and not names & self._output_tools:
+                await self._log_response(response)
+            else:
+                self._held = response
             return response
+
+        async def after_run(self, ctx: Any, *, result: Any) -> Any:
+            """End the run with its validated output (the held last response is the answer)."""
+            held, self._held = self._held, None
+            output = result.output
+            if held is None or isinstance(output, DeferredToolRequests):
+                return result
+            calls = {p.tool_name for p in held.parts if isinstance(p, ToolCallPart)}
+            if not self.memory.run_active or calls - self._output_tools:
+                # A function tool called beside the output tool: both calls stay in the log with the
+                # results pydantic-ai gave them (each call needs its result). Without a run to end
+                # (resumed after a restart), the answer is logged as it came.
+                await self._log_new(result.all_messages(), held)
+            if self.memory.run_active:
+                await self.memory.commit_run(output if isinstance(output, str) else to_json(output).decode())
+            return result
 
     return AidenHistory
 

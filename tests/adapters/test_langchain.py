@@ -269,14 +269,14 @@ async def test_example_runs_against_the_local_server(tmp_path: Path) -> None:
     # The second turn's request is aiden's prompt: the compacted tool call and result are in the
     # summary layer (after the agent's system prompt), not replayed as messages.
     prompt = result["last_prompt"]
-    assert [m["role"] for m in prompt] == ["system", "user", "system", "assistant", "user"]
+    assert [m["role"] for m in prompt] == ["system", "user", "user", "assistant", "user"]
     assert prompt[0]["content"].startswith(
         "You are a terse CI assistant.\n\n# Session History (compressed chunks)"
     )
     assert prompt[0]["content"].endswith("Commands:\n  - run_tests(target=billing)")
     assert [m["content"] for m in prompt[1:]] == [
         asked,
-        "Turn context (the start of this turn was compacted):\nCommands:\n- run_tests(target=billing)",
+        "<system>\nTurn context (the start of this turn was compacted):\nCommands:\n- run_tests(target=billing)\n</system>",
         "billing: 3 passed",
         "and now?",
     ]
@@ -327,6 +327,14 @@ def read_file(n: int) -> str:
     return long_session.tool_output(n)
 
 
+def untag(message: dict[str, Any]) -> dict[str, Any]:
+    """A message the middleware sent, with the ``<system>`` tags it put around a system message taken off."""
+    content = message.get("content")
+    if message["role"] == "user" and isinstance(content, str) and content.startswith("<system>\n"):
+        return {"role": "system", "content": content.removeprefix("<system>\n").removesuffix("\n</system>")}
+    return message
+
+
 async def test_every_call_of_a_long_tool_heavy_session_fits_the_window(tmp_path: Path) -> None:
     """The window promise through the middleware: every model call gets aiden's prompt, within budget."""
     model = SessionChat(script=long_session.Script())
@@ -361,8 +369,11 @@ async def test_every_call_of_a_long_tool_heavy_session_fits_the_window(tmp_path:
     assert (budget, len(sent)) == (3500, calls)
     assert max(sent) <= budget
     assert stats.compactions >= 3
-    # The messages as sent; the tool schemas sent beside them count in the estimate too.
-    assert sent == [b.estimated_tokens - b.tool_tokens for b in builds]
+    # The messages as sent, but for the tags around aiden's later system messages (a few tokens each,
+    # outside aiden's estimate); the tool schemas sent beside them count in the estimate too.
+    untagged = [long_session.prompt_tokens([untag(m) for m in messages], memory) for messages in model.sent]
+    assert untagged == [b.estimated_tokens - b.tool_tokens for b in builds]
+    assert sum(m["content"].startswith("<system>\n") for messages in model.sent for m in messages[1:]) > 0
     assert all(b.tool_tokens > 0 and b.checked_tokens >= b.estimated_tokens for b in builds)
     assert [b.over_budget for b in builds] == [False] * calls
     assert model.sent[0][0] == {"role": "system", "content": long_session.INSTRUCTIONS}
@@ -481,7 +492,7 @@ async def test_runs_ended_by_structured_output_or_a_return_direct_tool_are_commi
         ("user_input", "capital of France?", None),
         ("tool_call", "", "o1"),
         ("tool_result", returned, "o1"),
-        ("assistant_output", returned, None),
+        ("assistant_output", '{"name":"Paris","country":"France"}', None),
         ("user_input", "look it up", None),
         ("tool_call", "", "o2"),
         ("tool_result", "Paris", "o2"),
@@ -510,3 +521,113 @@ async def test_a_checkpointed_thread_is_not_logged_again_after_a_restart(
     # One rotation (the second question's); the first turn is in that archive once.
     assert main(["inspect", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stats"]["archived_sessions"] == 1
+
+
+def answered_in_order(messages: list[BaseMessage]) -> bool:
+    """Every AI message's tool calls are answered by the ToolMessages right after it, and no others."""
+    expected: list[str] = []
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            if not expected or message.tool_call_id != expected.pop(0):
+                return False
+        elif expected:
+            return False
+        if isinstance(message, AIMessage):
+            expected = [c["id"] for c in message.tool_calls]
+    return not expected
+
+
+async def test_only_the_first_system_message_is_sent_after_a_split_turn(tmp_path: Path) -> None:
+    """Providers without mid-conversation system messages (ChatAnthropic for most Claude models) take every call."""
+    paths = ["a.py", "b.py", "c.py", "d.py"]
+    model = ScriptedChat(
+        script=[
+            *[AIMessage(content="", tool_calls=[call("read_source", {"path": p}, f"c{n}")]) for n, p in enumerate(paths)],
+            AIMessage(content="all read"),
+            AIMessage(content="second answer"),
+        ]
+    )
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+
+        @tool
+        async def read_source(path: str) -> str:
+            """Read a source file."""
+            if path == "c.py":  # a compaction lands mid-run, as a background one would
+                assert (await memory.maintain(manual=True)).compacted is True
+            if path == "d.py":
+                await memory.append(aiden.SessionEvent(type="screen_context", content="editor shows d.py"))
+            return f"contents of {path}: " + "x = 1\n" * 30
+
+        agent = create_agent(
+            model, tools=[read_source], system_prompt="You are terse.", middleware=[aiden_middleware(memory)]
+        )
+        await agent.ainvoke({"messages": [HumanMessage("read the four files")]})
+        await agent.ainvoke({"messages": [HumanMessage("and now?")]})
+    assert len(model.received) == 6
+    for received in model.received:
+        assert isinstance(received[0], SystemMessage)
+        assert not any(isinstance(m, SystemMessage) for m in received[1:])
+        assert answered_in_order(received)
+    # The call after d.py: the split turn's context and the screen event as tagged human messages.
+    after = model.received[4]
+    assert [type(m) for m in after] == [
+        SystemMessage, HumanMessage, HumanMessage, AIMessage, ToolMessage, AIMessage, ToolMessage, HumanMessage
+    ]
+    assert after[2].text.startswith("<system>\nTurn context (the start of this turn was compacted):\n")
+    assert after[2].text.endswith("\n</system>")
+    assert [c["id"] for m in after[3:6:2] for c in m.tool_calls] == ["c2", "c3"]
+    assert after[7].text == "<system>\neditor shows d.py\n</system>"
+
+
+async def test_a_structured_answer_called_beside_another_tool_is_the_runs_answer(tmp_path: Path) -> None:
+    model = ScriptedChat(
+        script=[
+            AIMessage(
+                content="",
+                tool_calls=[
+                    call("City", {"name": "Paris", "country": "France"}, "o1"),
+                    call("run_tests", {"target": "geo"}, "f1"),
+                ],
+            )
+        ]
+    )
+    async with aiden.open_memory(tmp_path, config=aiden.Config(durability="none")) as memory:
+        agent = create_agent(
+            model, tools=[run_tests], response_format=ToolStrategy(City), middleware=[aiden_middleware(memory)]
+        )
+        state = await agent.ainvoke({"messages": [HumanMessage("capital of France?")]})
+        assert memory.run_active is False
+        hot = await memory.hot_window()
+    assert state["messages"][-1].text == "geo: 3 passed"  # the agent ended on the other tool's result
+    assert kinds(hot)[-3:] == [
+        ("tool_result", "Returning structured response: name='Paris' country='France'", "o1"),
+        ("tool_result", "geo: 3 passed", "f1"),
+        ("assistant_output", '{"name":"Paris","country":"France"}', None),
+    ]
+
+
+@tool
+def search_docs(query: str) -> list[dict[str, Any]]:
+    """Search the docs (Anthropic search_result blocks, for citations)."""
+    found = {"type": "text", "text": "x is 1"}
+    return [
+        {"type": "text", "text": "Found:"},
+        {"type": "search_result", "source": "https://x", "content": [found]},
+        {"type": "json", "json": {"x": 1}},  # data: logged as itself
+    ]
+
+
+async def test_a_tool_result_with_provider_blocks_is_logged_as_text_and_markers(tmp_path: Path) -> None:
+    model = ScriptedChat(script=turn([call("search_docs", {"query": "x"}, "c1")], "x is 1."))
+    async with aiden.open_memory(tmp_path, config=aiden.Config(durability="none")) as memory:
+        agent = create_agent(model, tools=[search_docs], middleware=[aiden_middleware(memory)])
+        await agent.ainvoke({"messages": [HumanMessage("what is x?")]})
+        assert memory.run_active is False
+        hot = await memory.hot_window()
+    assert kinds(hot) == [
+        ("user_input", "what is x?", None),
+        ("tool_call", "", "c1"),
+        ("tool_result", 'Found:\n[search_result]\n{"x": 1}', "c1"),
+        ("assistant_output", "x is 1.", None),
+    ]
+    assert hot[2].tool_name == "search_docs"

@@ -243,6 +243,141 @@ async def test_a_structured_output_run_ends_with_the_output_tools_arguments(tmp_
     ]
 
 
+def lookup(q: str) -> str:
+    """Look something up."""
+    return "found"
+
+
+@pytest.mark.parametrize("end_strategy", ["early", "exhaustive"])
+async def test_an_output_tool_called_beside_a_function_tool_ends_the_run_with_the_output(
+    tmp_path: Path, end_strategy: Any
+) -> None:
+    both = ModelResponse(
+        parts=[
+            ToolCallPart("final_result", '{"name":"Paris","country":"France"}', tool_call_id="o1"),
+            ToolCallPart("lookup", '{"q":"x"}', tool_call_id="f1"),
+        ]
+    )
+    model = Scripted([both, answer("Lyon.")])
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        history = aiden_history(memory)
+        agent = Agent(
+            FunctionModel(model), output_type=City, tools=[lookup], capabilities=[history], end_strategy=end_strategy
+        )
+        result = await agent.run("capital of France?")
+        active = memory.run_active
+        await Agent(FunctionModel(model), capabilities=[history]).run("second city?")
+        hot = await memory.hot_window()
+    looked_up = "found" if end_strategy == "exhaustive" else "Tool not executed - a final result was already processed."
+    assert (result.output, active) == (City(name="Paris", country="France"), False)
+    assert kinds(hot) == [
+        ("user_input", "user", "capital of France?", None, None, None),
+        ("tool_call", "assistant", "", "o1", "final_result", '{"name":"Paris","country":"France"}'),
+        ("tool_call", "assistant", "", "f1", "lookup", '{"q":"x"}'),
+        ("tool_result", "tool", "Final result processed.", "o1", "final_result", None),
+        ("tool_result", "tool", looked_up, "f1", "lookup", None),
+        ("assistant_output", "assistant", '{"name":"Paris","country":"France"}', None, None, None),
+        ("user_input", "user", "second city?", None, None, None),
+        ("assistant_output", "assistant", "Lyon.", None, None, None),
+    ]
+    # Both calls are answered in the next run's prompt.
+    assert flat(model.received[1]) == [
+        ("UserPromptPart", "capital of France?"),
+        ("ToolCallPart", ("final_result", '{"name":"Paris","country":"France"}', "o1")),
+        ("ToolCallPart", ("lookup", '{"q":"x"}', "f1")),
+        ("ToolReturnPart", ("Final result processed.", "o1")),
+        ("ToolReturnPart", (looked_up, "f1")),
+        ("TextPart", '{"name":"Paris","country":"France"}'),
+        ("UserPromptPart", "second city?"),
+    ]
+
+
+async def test_an_output_tool_call_refused_by_validation_is_a_call_and_the_run_ends_with_the_valid_one(
+    tmp_path: Path,
+) -> None:
+    model = Scripted(
+        [
+            call("final_result", {"name": "Paris"}, "o1"),
+            call("final_result", {"name": "Paris", "country": "France"}, "o2"),
+            answer("Lyon."),
+        ]
+    )
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        history = aiden_history(memory)
+        result = await Agent(FunctionModel(model), output_type=City, capabilities=[history]).run("capital of France?")
+        active = memory.run_active
+        await Agent(FunctionModel(model), capabilities=[history]).run("second city?")
+        hot = await memory.hot_window()
+    refused = (
+        '{"error":[{"type":"missing","loc":["country"],"msg":"Field required","input":{"name":"Paris"}}]}'
+    )
+    assert (result.output, active) == (City(name="Paris", country="France"), False)
+    assert kinds(hot) == [
+        ("user_input", "user", "capital of France?", None, None, None),
+        ("tool_call", "assistant", "", "o1", "final_result", '{"name":"Paris"}'),
+        ("tool_result", "tool", refused, "o1", "final_result", None),
+        ("assistant_output", "assistant", '{"name":"Paris","country":"France"}', None, None, None),
+        ("user_input", "user", "second city?", None, None, None),
+        ("assistant_output", "assistant", "Lyon.", None, None, None),
+    ]
+    assert flat(model.received[2]) == [
+        ("UserPromptPart", "capital of France?"),
+        ("ToolCallPart", ("final_result", '{"name":"Paris"}', "o1")),
+        ("ToolReturnPart", (refused, "o1")),
+        ("TextPart", '{"name":"Paris","country":"France"}'),
+        ("UserPromptPart", "second city?"),
+    ]
+
+
+@pytest.mark.parametrize("restart", [False, True])
+async def test_a_run_resumed_from_stored_history_logs_nothing_twice(tmp_path: Path, restart: bool) -> None:
+    """Deferred-tool approval (pydantic-ai's human in the loop), the history stored as JSON between requests."""
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    model = Scripted([call("delete", {"path":"x"}, "d1"), answer("Deleted.")])
+
+    def make(memory: aiden.Memory) -> Agent[None, str | DeferredToolRequests]:
+        agent = Agent(
+            FunctionModel(model), output_type=[str, DeferredToolRequests], capabilities=[aiden_history(memory)]
+        )
+
+        @agent.tool_plain(requires_approval=True)
+        def delete(path: str) -> str:
+            """Delete a file."""
+            return f"deleted {path}"
+
+        return agent
+
+    async def resume(agent: Agent[None, str | DeferredToolRequests], stored: bytes) -> Any:
+        history = ModelMessagesTypeAdapter.validate_json(stored)
+        return await agent.run(message_history=history, deferred_tool_results=DeferredToolResults(approvals={"d1": True}))
+
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        agent = make(memory)
+        stored = ModelMessagesTypeAdapter.dump_json((await agent.run("delete x")).all_messages())
+        if not restart:
+            resumed = await resume(agent, stored)
+            hot = await memory.hot_window()
+    if restart:
+        async with aiden.open_memory(tmp_path, config=FAST) as memory:
+            resumed = await resume(make(memory), stored)
+            hot = await memory.hot_window()
+    assert resumed.output == "Deleted."
+    assert kinds(hot) == [
+        ("user_input", "user", "delete x", None, None, None),
+        ("tool_call", "assistant", "", "d1", "delete", '{"path":"x"}'),
+        ("tool_result", "tool", "deleted x", "d1", "delete", None),
+        ("assistant_output", "assistant", "Deleted.", None, None, None),
+    ]
+    # The resumed request holds the call once, answered, under its own id.
+    assert [t for t in flat(model.received[1]) if t[0] != "SystemPromptPart"] == [
+        ("UserPromptPart", "delete x"),
+        ("ToolCallPart", ("delete", '{"path":"x"}', "d1")),
+        ("ToolReturnPart", ("deleted x", "d1")),
+    ]
+
+
 async def test_an_image_prompt_is_sent_on_every_request_of_its_run(tmp_path: Path) -> None:
     image = ImageUrl("https://example.com/cat.png")
     model = Scripted([call("run_tests", {"target": "zoom"}, "c1"), answer("a cat"), answer("grey")])
