@@ -21,7 +21,7 @@ from aiden.messages import CompactionOutcome, RecordUsage
 from aiden.observe import MemoryStats, memory_stats, observed
 from aiden.openai_format import events_from_message, events_from_response, resolve_usage
 from aiden.policy.tokens import DEFAULT_PROFILE, BudgetCalibration, TokenProfile, estimate_tokens, observe
-from aiden.policy.triggers import Classifier, decide_boundary
+from aiden.policy.triggers import BoundaryDecision, Classifier, decide_boundary
 from aiden.ports import ReaderPort, RecallPort, SchedulerPort, WriterPort
 from aiden.recall.tool import RECALL_TOOL, RecallHit, RecallStats, RecallTools
 from aiden.storage.chunks import ChunkIndex
@@ -342,6 +342,8 @@ class CoreMemory:
     ) -> RunStart:
         """Start a run: rotate the session if this turn starts a new one, then append the user input.
 
+        A retry (an ``event_id`` the hot window holds) returns the stored input and rotates nothing.
+
         With ``config.experience`` (default) the run is also recorded as an
         episode of ``environment`` (default ``config.experience_environment``).
         """
@@ -359,15 +361,22 @@ class CoreMemory:
         )
         # Prepared (and so refused, if bad) before the turn can rotate the session: a bad input changes nothing.
         prepared = prepare_event(event, now=now, max_event_bytes=self._config.max_event_bytes)
-        last = await self.last_activity()
-        decision = decide_boundary(
-            user_input=user_input,
-            now=now,
-            last_activity=last,
-            config=self._config,
-            explicit_new=new_session,
-            classifier=classifier,
-        )
+        hot = await self.hot_window()
+        last = await self._last_activity(hot)
+        if event_id is not None and any(e.event_id == event_id for e in hot):
+            # A retry of this call (its answer lost, or the agent restarted before answering): its input
+            # is in this session already. Rotating first would archive it and store it again in a new
+            # session; the append below returns the stored event instead.
+            decision = BoundaryDecision(new_session=False, reason="default_continue")
+        else:
+            decision = decide_boundary(
+                user_input=user_input,
+                now=now,
+                last_activity=last,
+                config=self._config,
+                explicit_new=new_session,
+                classifier=classifier,
+            )
         archived: str | None = None
         if decision.new_session and last is not None:
             archived = await self.rotate(closed_session_id or new_session_id(now))
@@ -491,7 +500,9 @@ class CoreMemory:
 
     async def last_activity(self) -> float | None:
         """Timestamp of the newest event of the active session (None when empty)."""
-        hot = await self.hot_window()
+        return await self._last_activity(await self.hot_window())
+
+    async def _last_activity(self, hot: list[SessionEvent]) -> float | None:
         if hot:
             return max((e.timestamp or 0.0) for e in hot)
         index = await self.chunk_index()

@@ -23,6 +23,7 @@ from aiden.recall.tool import RecallHit
 from aiden.storage import chunks as cs
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
+from aiden.storage.recovery import archived_layout
 
 __all__ = [
     "OutsideRootError",
@@ -170,13 +171,22 @@ def load_entries(
 
 
 def hot_events(
-    layout: Layout, index: cs.ChunkIndex, entries: list[cs.ChunkEntry], problems: list[str] | None = None
+    layout: Layout,
+    index: cs.ChunkIndex,
+    entries: list[cs.ChunkEntry],
+    problems: list[str] | None = None,
+    *,
+    data: bytes | None = None,
 ) -> list[SessionEvent]:
     """The hot window as the session store reads it (events a committed chunk covers left out).
 
+    ``data``: events.jsonl's bytes, read before ``index`` (else read now). Beside a running agent
+    read it first: a compaction committing between the two reads then shows its events in both,
+    and the ones the index covers are left out here; read after the index they are in neither.
+
     A damaged line is skipped and named in ``problems``. A torn tail is left out silently: it
     was never acknowledged, and beside a running agent it may be a write in flight."""
-    found = scan(read_bytes(layout.events))
+    found = scan(read_bytes(layout.events) if data is None else data)
     if problems is not None:
         problems.extend(
             f"session/events.jsonl: skipped a damaged line at byte {bad.offset} ({len(bad.raw)} bytes): {bad.error}"
@@ -195,19 +205,67 @@ def iter_events(
 ) -> Iterator[SessionEvent]:
     """Every stored event in seq order, one chunk file in memory at a time: chunks (verified) merged with the hot window.
 
-    Pinned events inside a compacted range stay in the hot window, hence a merge.
+    Pinned events inside a compacted range stay in the hot window, hence a merge. Beside a
+    running agent this reads the session it started on: a rotation meanwhile moves that session
+    into the archive, where the rest of it is read.
     """
-    index, entries = load_entries(layout, problems)
-    hot = sorted(hot_events(layout, index, entries, problems), key=lambda e: e.seq)
+    start = _folder_id(layout.session)
+    while True:
+        read: list[str] = []
+        data = read_bytes(layout.events)  # before the index (see hot_events)
+        index, entries = load_entries(layout, read)
+        moved = _follow(layout, start)
+        if moved is layout:
+            break
+        layout = moved  # rotated between the reads: again, from the archive (which no longer changes)
+    if problems is not None:
+        problems.extend(read)
+    hot = sorted(hot_events(layout, index, entries, problems, data=data), key=lambda e: e.seq)
     bar = progress(len(entries)) if progress is not None else None
 
     def chunked() -> Iterator[SessionEvent]:
+        at = layout
         for entry in entries:
-            yield from cs.read_chunk(layout, entry.chunk_id, expect_sha256=entry.sha256).events
+            try:
+                chunk = cs.read_chunk(at, entry.chunk_id, expect_sha256=entry.sha256)
+            except CorruptionError:
+                moved = _follow(at, start)
+                if moved is at:
+                    raise
+                at = moved
+                chunk = cs.read_chunk(at, entry.chunk_id, expect_sha256=entry.sha256)
+            yield from chunk.events
             if bar is not None:
                 bar.advance()
 
     yield from heapq.merge(chunked(), hot, key=lambda e: e.seq)
+
+
+def _folder_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _follow(layout: Layout, start: tuple[int, int] | None) -> Layout:
+    """``layout`` itself while its session folder is still ``start``, else the archived session that is.
+
+    Rotation renames ``session/`` into ``session_archive/<id>/``: the folder, and every file in it, stays.
+    """
+    if start is None or _folder_id(layout.session) == start:
+        return layout
+    try:
+        archived = [Path(e.path) for e in os.scandir(layout.archive) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        archived = []
+    for path in archived:
+        if _folder_id(path) == start:
+            return archived_layout(layout, path)
+    raise CorruptionError(
+        "the session folder was moved while it was read (a rotation?) and no archived session is it; run the command again"
+    )
 
 
 def _size(path: Path) -> int | None:
@@ -272,12 +330,13 @@ def inspect_root(
     else:
         window, source = Config().context_window, "the default"
     problems: list[str] = []
+    data = read_bytes(layout.events)  # before the index (see hot_events)
     try:
         index, entries = load_entries(layout, problems)
     except CorruptionError as exc:
         problems.append(str(exc))
         index, entries = cs.ChunkIndex(), []
-    hot = hot_events(layout, index, entries, problems)
+    hot = hot_events(layout, index, entries, problems, data=data)
     memories = layout.memories
     long_term = sorted(memories.glob("*.md")) if memories.is_dir() else []
     compacted = sum(e.count for e in entries)

@@ -266,6 +266,8 @@ class SessionReader:
         self._outbox = outbox
         self._in: Codec[ReaderInbox] = codec(ReaderInbox)
         self._out: Codec[ReaderOutbox] = codec(ReaderOutbox)
+        self._generation: str | None = None
+        """The store's generation at the last hot-window read: a caller's held copy is of it at best."""
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until the inbox closes (each worker gets its own clones of both streams)."""
@@ -277,7 +279,12 @@ class SessionReader:
         store = self._store
         match msg:
             case ReadHotWindow(request_id=rid, held=held):
-                return _hot_reply(rid, await anyio.to_thread.run_sync(store.read_hot_window), held)
+                generation, hot = await anyio.to_thread.run_sync(self._read_hot)
+                if generation is None or generation != self._generation:
+                    # Another session now (a rotation, by any process): its first events may repeat the old
+                    # ones' seqs and timestamps (a caller's own clock), so a copy held from before proves nothing.
+                    self._generation, held = generation, None
+                return _hot_reply(rid, hot, held)
             case ReadEvents(request_id=rid, seqs=seqs):
                 return EventsRead(rid, await anyio.to_thread.run_sync(store.read_events, seqs))
             case ReadIndex(request_id=rid):
@@ -286,6 +293,14 @@ class SessionReader:
                 return SummaryRead(rid, await anyio.to_thread.run_sync(store.read_summary))
             case _:
                 assert_never(msg)
+
+    def _read_hot(self) -> tuple[str | None, list[SessionEvent]]:
+        # The generation first: a rotation between the two reads is caught by the next read.
+        try:
+            generation: str | None = self._store.change_token().generation
+        except AidenError:
+            generation = None  # e.g. a damaged index.yaml, which the hot window is read without: trust no copy
+        return generation, self._store.read_hot_window()
 
     def close_streams(self) -> None:
         """Close the original stream ends (the workers hold clones)."""
