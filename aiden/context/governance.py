@@ -264,9 +264,9 @@ def govern_events(
 
     A result is *protected* in the current turn (from the last user input), before the model acted
     on it (compacting output before the action that consumes it is a pitfall), when it or its call
-    is pinned, or without a stored ``seq``. An unprotected result is stubbed when *old* (not in the
-    newest ``keep_turns`` turns) or larger than ``max_tool_tokens``, and only when the stub saves at
-    least ``min_savings_tokens``. With ``keep_steps > 0`` the current turn is governed by model
+    is pinned, or without a stored ``seq``. An unprotected result is stubbed when it is larger than
+    ``max_tool_tokens`` and not in the newest ``keep_turns`` turns, or in the current turn (whatever
+    its size), and only when the stub saves at least ``min_savings_tokens``. With ``keep_steps > 0`` the current turn is governed by model
     steps (agent loops): only its newest steps, in jumps of ``keep_steps``, are protected. A result
     over ``oversized_tokens`` is stubbed even when protected, so it cannot overflow every later
     prompt. Only ``content`` changes, so the message structure stays the same. Raises ValueError
@@ -306,9 +306,10 @@ def govern_events(
         call = events[call_of[i]] if call_of[i] >= 0 else None
         if event.pinned is not None or (call is not None and call.pinned is not None):
             continue
-        # Old: in the current turn (before its protected steps), or not in the newest keep_turns turns.
-        old = i >= current_start or turn_of[i] <= turns - keep_turns
-        if not (oversized or old or content_tokens > max_tool_tokens):
+        # Stubbed: in the current turn before its protected steps, or larger than max_tool_tokens and
+        # not in the newest keep_turns turns (those stay verbatim, whatever the threshold).
+        aged = turn_of[i] <= turns - keep_turns
+        if not (oversized or i >= current_start or (aged and content_tokens > max_tool_tokens)):
             continue
         stub = render_stub(event, call, tokens=content_tokens, head_chars=head_chars, tail_chars=tail_chars)
         gain = content_tokens - estimate(stub)

@@ -41,7 +41,7 @@ __all__ = [
     "is_corruption",
 ]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """Bump when the schema, the tokenizer or :func:`~aiden.recall.query.index_text` changes: old databases are rebuilt."""
 _APPLICATION_ID: Final = 0x41494452  # "AIDR": marks the file as ours
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes)

@@ -87,6 +87,8 @@ _JSON_ESCAPE: Final = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
 _ESCAPED_SPAN: Final = re.compile(rf"(?<![^\W_])[^\W_]*(?:{_JSON_ESCAPE.pattern}[^\W_]*)+")
 _SIMPLE_ESCAPES: Final = {"\"": "\"", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _WORD: Final = re.compile(r"[^\W_]+")
+# ANSI CSI (colours, cursor moves) and OSC (titles, links: ended by BEL or ESC \) sequences.
+_TERMINAL_ESCAPE: Final = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\))")
 
 # English function words and conversational filler that carry no topic.
 _STOPWORD_TEXT: Final = """
@@ -189,9 +191,13 @@ def index_text(text: str) -> str:
 
     Words that JSON string escapes hide from the tokenizer (``\\nPORT`` is the token ``nPORT``,
     ``caf\\u00e9`` the tokens ``caf`` and ``u00e9``) follow, decoded, after a U+001E that
-    :func:`display_text` cuts off again: tool arguments and results are mostly JSON.
+    :func:`display_text` cuts off again: tool arguments and results are mostly JSON. So do words
+    that a terminal escape sequence hides (``\\x1b[31mFAILED`` is the token ``31mfailed``): tools
+    run with colours write them before their most telling words.
     """
     extra = _escaped_words(text) if "\\" in text else []
+    if "\x1b" in text:
+        extra += _missing_words(text, _TERMINAL_ESCAPE.sub(" ", text))
     if extra or _HIDDEN in text:
         text = f"{text}{_HIDDEN}{' '.join(extra)}"
     return _CJK_CHAR.sub(_SPACED, text) if _has_cjk(text) else text
@@ -202,10 +208,13 @@ def _escaped_words(text: str) -> list[str]:
     extra: list[str] = []
     for span in _ESCAPED_SPAN.finditer(text):
         raw = span.group(0)
-        decoded = _JSON_ESCAPE.sub(lambda m: _decode_escape(m.group(0)), raw)
-        missing = collections.Counter(_WORD.findall(decoded)) - collections.Counter(_WORD.findall(raw))
-        extra += missing.elements()
+        extra += _missing_words(raw, _JSON_ESCAPE.sub(lambda m: _decode_escape(m.group(0)), raw))
     return extra
+
+
+def _missing_words(raw: str, decoded: str) -> list[str]:
+    """The words of ``decoded`` that ``raw`` does not have (as many times as they are missing)."""
+    return list((collections.Counter(_WORD.findall(decoded)) - collections.Counter(_WORD.findall(raw))).elements())
 
 
 def _decode_escape(escape: str) -> str:

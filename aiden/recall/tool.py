@@ -21,7 +21,7 @@ import msgspec
 
 from aiden.errors import AidenError
 from aiden.events import EVENT_TYPES, MAX_SEQ, EventType, SessionEvent, validate_id
-from aiden.recall.query import Term, content_terms, match_finder, snippet, truncate
+from aiden.recall.query import ELLIPSIS, Term, content_terms, match_finder, snippet, truncate
 from aiden.tools import ToolArgumentError as _Reject
 from aiden.tools import decode_arguments
 
@@ -268,12 +268,24 @@ def fit_hits(
     return [h for _, h in kept]
 
 
+def _show(item: dict[str, Any], parts: Sequence[tuple[str, str]], n: int) -> None:
+    """Set ``item``'s text fields to the first ``n`` characters of ``parts``: a cut field ends with ``…``, later ones are left out."""
+    for field, part in parts:
+        if n < 0:
+            item.pop(field, None)
+        else:
+            item[field] = part if n >= len(part) else part[:n] + ELLIPSIS
+        n -= len(part)
+
+
 def encode_events(
     chunk_id: str, events: Sequence[SessionEvent], seqs: Sequence[int], max_chars: int, *, offset: int = 0
 ) -> str:
     """Verbatim events as JSON within ``max_chars``: an event that does not fit has its text cut, later ones are omitted.
 
-    Each event's ``content`` starts at character ``offset``. When an event's content is cut (or the
+    An event's text is its ``content`` then its ``tool_args`` (a tool call's text is its arguments),
+    and each event's text starts at character ``offset`` of the two read one after the other: a
+    field read out is left out, a field cut ends with ``…``. When an event's text is cut (or the
     event left out for room), ``next`` holds the arguments that read on from there, so a text of
     any length can be read in full, one answer at a time.
     """
@@ -293,50 +305,59 @@ def encode_events(
     out: list[dict[str, Any]] = doc["events"]
     for event in events:
         item = msgspec.to_builtins(event)
-        content = event.content[offset:]
-        if content != event.content:  # (an empty content is left out, as for the event itself)
-            if content:
-                item["content"] = content
-            else:
-                del item["content"]
-        out.append(item)
-        text = _dumps(doc)
-        if len(text) <= max_chars:
-            continue
-        doc["truncated"] = True
-        # Where to read on: {"chunk_id"?, "seqs": [seq], "offset": n}, n at most offset + len(content).
-        read_on: dict[str, Any] = {"chunk_id": chunk_id} if chunk_id else {}
-        read_on |= {"seqs": [event.seq], "offset": offset + len(content)}  # the longest it can be
-        over = (
-            len(text)
-            - max_chars
-            + len(',"truncated":true')
-            + len(',"omitted_events":000')
-            + len(',"next":' + _dumps(read_on))
-        )
+        parts: list[tuple[str, str]] = []  # (field, its text from offset), in reading order
+        skip = offset
         for field in ("content", "tool_args"):
-            value = item.get(field)
-            if isinstance(value, str) and over > 0 and value:
-                keep = max(0, len(value) - over - 1)
-                item[field] = truncate(value, keep)
-                over -= len(value) - len(item[field])
-        item.pop("meta", None)
-        fits = len(_dumps(doc)) <= max_chars
-        if not fits:
-            out.pop()
-        # The characters of content this answer shows (a cut one ends with the cut mark).
-        sent = item.get("content", "")
-        read = 0 if not fits else len(content) if sent == content else max(0, len(sent) - 1)
-        # Read on where this answer stops in the content (an event left out whole has more room in
-        # an answer of its own); never to an answer that would show nothing new.
-        if read < len(content) and (read or len(out) > fits):
-            doc["next"] = read_on | {"offset": offset + read}
-        doc["omitted_events"] = len(events) - len(out)
+            value: str = getattr(event, field) or ""
+            part = value[skip:]
+            skip = max(0, skip - len(value))
+            if part != value:  # (a field read out is left out, as an empty one is by the event itself)
+                if part:
+                    item[field] = part
+                else:
+                    del item[field]
+            if part:
+                parts.append((field, part))
+        out.append(item)
         if len(_dumps(doc)) > max_chars:
-            del out[:]
-            doc.pop("next", None)
-            doc["omitted_events"] = len(events)
-        break
+            break
+    else:
+        return _dumps(doc)
+    # This event does not fit: it is cut (or left out) and the ones after it are omitted.
+    doc["truncated"] = True
+    item.pop("meta", None)
+    doc["omitted_events"] = len(events) - len(out)
+    read_on: dict[str, Any] = {"chunk_id": chunk_id} if chunk_id else {}
+    read_on["seqs"] = [event.seq]
+    len_text = sum(len(part) for _, part in parts)
+
+    def fits(n: int) -> bool:
+        """Whether the answer fits with the first ``n`` characters of the event's text shown."""
+        _show(item, parts, n)
+        doc["next"] = read_on | {"offset": offset + n}
+        if n == len_text:
+            del doc["next"]
+        return len(_dumps(doc)) <= max_chars
+
+    if fits(len_text):
+        return _dumps(doc)
+    # Escaping makes a character cost 1 to 6 in the JSON: search the longest cut that fits.
+    low, high = 0, min(len_text - 1, max_chars)  # every character shown costs at least one
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    # Never send an answer that would show nothing new: an event that cannot show a character is
+    # left out, to be read in an answer of its own when others came before it.
+    if not (low and fits(low)):
+        out.pop()
+        doc["omitted_events"] = len(events) - len(out)
+        doc["next"] = read_on | {"offset": offset}
+        if not out or len(_dumps(doc)) > max_chars:
+            del doc["next"]
+    if len(_dumps(doc)) > max_chars:
+        del out[:]
+        doc.pop("next", None)
+        doc["omitted_events"] = len(events)
     return _dumps(doc)
 
 
@@ -410,7 +431,7 @@ RECALL_TOOL: Final[dict[str, Any]] = {
                     "type": "integer",
                     "minimum": 0,
                     "maximum": _MAX_OFFSET,
-                    "description": "With seqs: start each event's content at this character (from 'next').",
+                    "description": "With seqs: start each event's text (content, then tool_args) at this character (from 'next').",
                 },
                 "since": {"type": "number", "description": "Only events at or after this Unix time."},
                 "until": {"type": "number", "description": "Only events at or before this Unix time."},

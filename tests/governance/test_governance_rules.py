@@ -66,13 +66,13 @@ def three_turns() -> list[SessionEvent]:
         user("first task"),                     # 1  turn 0
         assistant("reading"),                   # 2
         call("a"),                              # 3
-        result("a", output(6000, "A ")),        # 4  old (turn 0 is not among the newest 2)
+        result("a", output(6000, "A ")),        # 4  large (1500 > 1000) and old (turn 0 is not among the newest 2): stub
         assistant("read it"),                   # 5
         user("second task"),                    # 6  turn 1
         call("b", name="run", args='{"cmd": "pytest"}'),  # 7
-        result("b", output(6000, "B ")),        # 8  large (1500 > 1000), not current: stub
+        result("b", output(6000, "B ")),        # 8  large, but among the newest 2 turns: whole
         call("c"),                              # 9
-        result("c", output(2000, "C ")),        # 10 recent and small: whole
+        result("c", output(2000, "C ")),        # 10 small: whole
         assistant("tests pass"),                # 11
         user("third task"),                     # 12 turn 2 (current)
         call("d"),                              # 13
@@ -83,9 +83,9 @@ def three_turns() -> list[SessionEvent]:
     ])
 
 
-def test_old_and_large_results_are_stubbed_and_the_current_turn_is_whole() -> None:
+def test_old_and_large_results_are_stubbed_and_the_newest_turns_are_whole() -> None:
     events = three_turns()
-    governed = govern_events(events, keep_turns=2, max_tool_tokens=1000, estimate=quarter)
+    governed = govern_events(events, keep_turns=1, max_tool_tokens=1000, estimate=quarter)
     assert governed.stubbed_seqs == (4, 8)
     changed = [i for i, (g, e) in enumerate(zip(governed.events, events, strict=True)) if g != e]
     assert changed == [3, 7]
@@ -102,11 +102,12 @@ def test_old_and_large_results_are_stubbed_and_the_current_turn_is_whole() -> No
         1500 - quarter(governed.events[7].content)
     )
 
-    # keep_turns=1: turn 1's small result is old too; keep_turns=3: only the large ones go.
-    assert govern_events(events, keep_turns=1, max_tool_tokens=1000, estimate=quarter).stubbed_seqs == (4, 8, 10)
-    assert govern_events(events, keep_turns=3, max_tool_tokens=1000, estimate=quarter).stubbed_seqs == (4, 8)
-    assert govern_events(events, keep_turns=3, max_tool_tokens=1600, estimate=quarter).stubbed_seqs == ()
-    assert govern_events(events, keep_turns=2, max_tool_tokens=1600, estimate=quarter).stubbed_seqs == (4,)
+    # The newest keep_turns turns stay whole however large their results (the current turn's
+    # 5,000-token one too); older results go only when larger than max_tool_tokens.
+    assert govern_events(events, keep_turns=2, max_tool_tokens=1000, estimate=quarter).stubbed_seqs == (4,)
+    assert govern_events(events, keep_turns=3, max_tool_tokens=1, estimate=quarter).stubbed_seqs == ()
+    assert govern_events(events, keep_turns=1, max_tool_tokens=1600, estimate=quarter).stubbed_seqs == ()
+    assert govern_events(events, keep_turns=0, max_tool_tokens=400, estimate=quarter).stubbed_seqs == (4, 8, 10)
 
 
 def test_governing_twice_changes_nothing_more() -> None:

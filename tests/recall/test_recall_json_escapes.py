@@ -36,3 +36,24 @@ def test_index_text_round_trips_and_adds_only_hidden_words() -> None:
 def test_the_finder_locates_a_unicode_escaped_word() -> None:
     find = match_finder(query_terms("café"))
     assert find('{"c": "menu caf\\u00e9"}') == (12, 21)
+
+
+COLOURED = (
+    "\x1b[31mFAILED\x1b[0m tests/test_pay.py::test_refund - \x1b[1mZeroDivisionError\x1b[0m: division by zero\n"
+    "\x1b]8;;file:///src/pay.py\x07\x1b[32mPASSED\x1b[0m\x1b]8;;\x1b\\ tests/test_pay.py::test_charge"
+)
+
+
+@pytest.mark.parametrize("query", ["FAILED", "ZeroDivisionError", "PASSED"])
+def test_words_right_after_terminal_escapes_are_found_and_shown_raw(
+    files: SessionFiles, index: RecallIndex, query: str
+) -> None:
+    files.write("c1", [ev(1, "run the tests", role="user"), ev(2, COLOURED, "tool_result", role="tool")])
+    hits = index.search(query)
+    assert [(h.kind, h.first_seq, h.text) for h in hits] == [("event", 2, COLOURED)]
+
+
+def test_index_text_adds_the_words_terminal_escapes_hide() -> None:
+    assert index_text("\x1b[1;31mFAILED\x1b[0m x") == "\x1b[1;31mFAILED\x1b[0m x\x1eFAILED"
+    assert index_text("\x1b]0;title\x07done") == "\x1b]0;title\x07done"  # BEL already separates words
+    assert display_text(index_text(COLOURED)) == COLOURED
