@@ -25,6 +25,7 @@ from aiden.extension import Extension, MemoryParts, in_background
 from aiden.longterm.autocompact import AutoCompactor, IdleTarget, run_autocompact
 from aiden.longterm.backend import BackendFactory, LongTermBackend
 from aiden.longterm.dream_edits import check_target
+from aiden.longterm.history import chunk_record_id
 from aiden.longterm.messages import (
     Checkpoint,
     Checkpointed,
@@ -189,13 +190,13 @@ class LongTermActor:
         """Append the chunk summary to the history log, Dream's source material.
 
         A failed record is retried, in order, before the next one, or Dream would never see that chunk;
-        its chunk id makes a retry land once.
+        its :func:`~aiden.longterm.history.chunk_record_id` makes a retry land once.
         """
         self._unrecorded.append((entry, session_key))
         while self._unrecorded:
             chunk, key = self._unrecorded[0]
             history = self.backend.history
-            append = partial(history.append, session_key=key, now=time.time(), chunk_id=chunk.chunk_id)
+            append = partial(history.append, session_key=key, now=time.time(), chunk_id=chunk_record_id(chunk))
             await anyio.to_thread.run_sync(append, chunk.summary)
             self._unrecorded.pop(0)
 

@@ -20,6 +20,7 @@ import msgspec
 from aiden.longterm.files import ensure_dir
 from aiden.longterm.store import LOCK_TIMEOUT_S
 from aiden.longterm.summaries import strip_thinking
+from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
@@ -28,8 +29,10 @@ from aiden.storage.locks import SessionLock
 __all__ = [
     "HistoryRecord",
     "HistoryStore",
+    "chunk_record_id",
     "new_record",
     "record_text",
+    "split_chunk_id",
 ]
 
 log = logging.getLogger("aiden.longterm")
@@ -49,6 +52,8 @@ class HistoryRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     session_key: str = ""
     chunk_id: str = ""
     """The session chunk this record summarizes ("" for other records): a retried record lands once."""
+    chunk_stamp: str = ""
+    """With ``chunk_id``, names one session's chunk (:func:`chunk_record_id`); "" in older records."""
 
 
 _encoder: Final = msgspec.json.Encoder()
@@ -64,15 +69,46 @@ def record_text(content: str, max_chars: int = DEFAULT_MAX_RECORD_CHARS) -> str:
     return _bound(strip_thinking(content).strip(), max_chars)
 
 
+def chunk_record_id(entry: ChunkEntry) -> str:
+    """The ``chunk_id`` to append for a committed chunk: its id and the time it was made.
+
+    Chunk ids are seq ranges, which restart in every session, so the id alone does not tell a
+    session's chunk from an earlier session's. The time is part of the committed index entry: a
+    retry, a replay at open and a copy of the root all see the same one.
+    """
+    return f"{entry.chunk_id}@{entry.created_at!r}"
+
+
+def split_chunk_id(key: str) -> tuple[str, str]:
+    """``(chunk id, stamp)`` of an appended ``chunk_id`` (stamp "" when it has none)."""
+    chunk_id, _, stamp = key.partition("@")
+    return chunk_id, stamp
+
+
 def new_record(cursor: int, text: str, *, session_key: str, now: float, chunk_id: str = "") -> HistoryRecord:
     """The record of ``text`` (already :func:`record_text`) at ``cursor``, stamped ``now`` (UTC, seconds)."""
+    chunk, stamp = split_chunk_id(chunk_id)
     return HistoryRecord(
         cursor=cursor,
         timestamp=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         content=text,
         session_key=session_key[:_SESSION_KEY_CHARS],
-        chunk_id=chunk_id,
+        chunk_id=chunk,
+        chunk_stamp=stamp,
     )
+
+
+def _is_record_of(record: HistoryRecord, chunk_id: str, text: str) -> bool:
+    """Whether ``record`` is the record of ``chunk_id`` (:func:`chunk_record_id`) with content ``text``.
+
+    A record without a stamp (from before stamps) is this chunk's only with the same text: an open's
+    replay of the newest chunks does not record them again, while a later session's chunk of the
+    same seq range is still recorded.
+    """
+    chunk, stamp = split_chunk_id(chunk_id)
+    if record.chunk_id != chunk:
+        return False
+    return record.chunk_stamp == stamp or (not record.chunk_stamp and record.content == text)
 
 
 def _read_int(path: Path) -> int:
@@ -137,7 +173,8 @@ class HistoryStore:
     def append(self, content: str, *, session_key: str, now: float, chunk_id: str = "") -> HistoryRecord:
         """Append one record; returns it with its cursor. Blocking (an inter-process lock).
 
-        A ``chunk_id`` already in the file's tail is not written again: that record is returned.
+        A ``chunk_id`` (:func:`chunk_record_id`) already in the file's tail is not written again:
+        that record is returned.
         """
         text = record_text(content, self._max)
         with self._lock:
@@ -145,7 +182,7 @@ class HistoryStore:
             self._flock.acquire(LOCK_TIMEOUT_S)
             try:
                 if chunk_id:
-                    known = next((r for r in self._tail_records() if r.chunk_id == chunk_id), None)
+                    known = next((r for r in self._tail_records() if _is_record_of(r, chunk_id, text)), None)
                     if known is not None:
                         return known
                 return self._append_locked(text, session_key=session_key, now=now, chunk_id=chunk_id)

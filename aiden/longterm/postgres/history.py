@@ -1,7 +1,9 @@
 """Dream's history log in PostgreSQL (blocking).
 
 An append is one transaction under the namespace's state row lock, so cursors are unique,
-increasing in commit order and gap-free; a unique index keeps a chunk to one record.
+increasing in commit order and gap-free; a unique index keeps a chunk to one record. The
+``chunk_id`` column holds the appended id whole (chunk id and stamp, see
+:func:`~aiden.longterm.history.chunk_record_id`), so that index keeps one record per session's chunk.
 """
 
 from __future__ import annotations
@@ -9,15 +11,18 @@ from __future__ import annotations
 from typing import Final
 
 from aiden.errors import StorageError
-from aiden.longterm.history import HistoryRecord, new_record, record_text
+from aiden.longterm.history import HistoryRecord, new_record, record_text, split_chunk_id
 from aiden.longterm.postgres.schema import LongTermDb, bounded_wait
 from aiden.longterm.store import LOCK_TIMEOUT_S
 from aiden.storage.postgres.schema import Conn, text_value
 
 __all__ = ["PgHistoryLog", "cursors", "read_after"]
 
+# A row from before stamps holds the bare chunk id: it is this chunk's only with the same text (as in
+# the file store), so a later session's chunk of the same seq range is still recorded.
 _BY_CHUNK: Final = """
-SELECT pos, stamp, content, session_key, chunk_id FROM aiden_lt_history WHERE namespace = %s AND chunk_id = %s
+SELECT pos, stamp, content, session_key, chunk_id FROM aiden_lt_history
+WHERE namespace = %s AND (chunk_id = %s OR (chunk_id = %s AND content = %s))
 """
 _INSERT: Final = """
 INSERT INTO aiden_lt_history (namespace, pos, stamp, content, session_key, chunk_id)
@@ -31,12 +36,14 @@ WHERE namespace = %s AND pos > %s ORDER BY pos LIMIT %s
 
 
 def _record(row: tuple[object, ...]) -> HistoryRecord:
+    chunk_id, stamp = split_chunk_id(str(row[4]))
     return HistoryRecord(
         cursor=int(str(row[0])),
         timestamp=str(row[1]),
         content=str(row[2]),
         session_key=str(row[3]),
-        chunk_id=str(row[4]),
+        chunk_id=chunk_id,
+        chunk_stamp=stamp,
     )
 
 
@@ -63,7 +70,8 @@ class PgHistoryLog:
             last, _ = cursors(conn, ns, lock=True)
             if chunk_id:
                 # Under the row lock: every committed append of this namespace is visible.
-                known = conn.execute(_BY_CHUNK, (ns, chunk_id)).fetchone()
+                bare = split_chunk_id(chunk_id)[0]
+                known = conn.execute(_BY_CHUNK, (ns, chunk_id, bare, text)).fetchone()
                 if known is not None:
                     return _record(known)
             record = new_record(last + 1, text, session_key=session_key, now=now, chunk_id=chunk_id)
@@ -72,7 +80,7 @@ class PgHistoryLog:
             )
             conn.execute(
                 _INSERT,
-                (ns, record.cursor, record.timestamp, record.content, record.session_key, record.chunk_id),
+                (ns, record.cursor, record.timestamp, record.content, record.session_key, chunk_id),
             )
             return record
 
