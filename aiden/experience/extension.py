@@ -155,7 +155,9 @@ class IdleLearning:
             self._seen = (last, appends, False)
             return False
         outcome = await self._port.learn(LEARN_BATCH)
-        self._seen = (last, appends, outcome.pending == 0)
+        # Drained when nothing is left that a pass can take now: episodes still pending after a pass
+        # that learned none (missing files, or another worker learning) wait like an empty queue.
+        self._seen = (last, appends, outcome.pending == 0 or outcome.episodes == 0)
         self.passes += 1
         for problem in outcome.problems:
             _log.error("experience learning: %s", problem)

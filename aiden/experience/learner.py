@@ -20,6 +20,7 @@ Automatic learning writes no preference, profile or rule entries. A configured L
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
@@ -33,6 +34,7 @@ from aiden.experience.episodes import (
     assess,
     attempts,
     corrected_after,
+    environment_name,
     numbers_changed,
 )
 from aiden.experience.navigation import navigation_records
@@ -184,6 +186,24 @@ _WORKING: Final = ("procedure", "calibration")
 _MIN_SUPERSEDING_GOAL_WORDS: Final = 2
 """Content words a goal needs for a new fix to supersede its other procedures: a follow-up ("go on",
 "yes", "try again") names no task, and its runs' unrelated lessons must not replace each other."""
+_UNSPACED: Final = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
+"""Han and kana: scripts written without spaces, where one term of :func:`goal_key` is a whole phrase."""
+
+
+def _content_words(goal: str) -> int:
+    """The content words of ``goal`` (a :func:`goal_key`): a term written without spaces counts one
+    per two of its Han or kana characters (about a word each), so "构建acme仓库并运行测试" names a task
+    and "继续" (go on) does not."""
+    count = 0
+    for term in goal.split():
+        unspaced = len(_UNSPACED.findall(term))
+        count += max(1, unspaced // 2 + (len(term) > unspaced))
+    return count
+
+
+def _same_environment(a: str, b: str) -> bool:
+    """One environment: records stored before names were normalized keep inner whitespace runs."""
+    return environment_name(a) == environment_name(b)
 
 
 def should_learn(last_activity: float | None, now: float, idle_minutes: float, run_active: bool) -> bool:
@@ -244,8 +264,14 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
     """The lessons of ``episode`` given the ``existing`` records of its environment (any status)."""
     when = episode.finished_at
     expires = None if ttl_s is None else when + ttl_s
+    # A record stored before names were normalized ("acme  prod") hashed that spelling into its id:
+    # the lessons of its environment keep its spelling, so learning one again updates that record.
+    env = next(
+        (r.environment for r in existing if _same_environment(r.environment, episode.environment)),
+        episode.environment,
+    )
+    episode = msgspec.structs.replace(episode, environment=env)
     goal = goal_key(episode.goal)
-    env = episode.environment
     known = {r.id: r for r in existing}
     changed: dict[str, ExperienceRecord] = {}
 
@@ -319,7 +345,8 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         put(working)
     first_try = _first_try_completion(episode, tried)
     if first_try is not None and not any(
-        r.kind in _WORKING and r.step == first_try[0].step and r.environment == env for r in known.values()
+        r.kind in _WORKING and r.step == first_try[0].step and _same_environment(r.environment, env)
+        for r in known.values()
     ):
         # A step some procedure already names is confirmed below instead (one record per step).
         done, answer = first_try
@@ -336,10 +363,10 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             )
         )
     superseded: list[str] = []
-    names_task = len(goal.split()) >= _MIN_SUPERSEDING_GOAL_WORDS
+    names_task = _content_words(goal) >= _MIN_SUPERSEDING_GOAL_WORDS
     for record in list(known.values()):
         rec = current(record.id) or record
-        if rec.environment != env or rec.id in new_procedures:
+        if not _same_environment(rec.environment, env) or rec.id in new_procedures:
             continue
         steps = [a for a in tried if a.step == rec.step]
         seqs = tuple(s for a in steps for s in a.seqs)
@@ -366,7 +393,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
     # (the failure itself still holds; only its advice went stale).
     for rid in known if superseded else ():
         stale = current(rid)
-        if stale is None or stale.kind != "failure" or stale.environment != env or stale.goal != goal:
+        if stale is None or stale.kind != "failure" or not _same_environment(stale.environment, env) or stale.goal != goal:
             continue
         for old in superseded:
             tail = f"What worked instead: `{old}`."

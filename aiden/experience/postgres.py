@@ -19,7 +19,7 @@ import msgspec
 
 from aiden.errors import CorruptionError, StorageError
 from aiden.events import validate_id
-from aiden.experience.episodes import Episode
+from aiden.experience.episodes import Episode, environment_name
 from aiden.experience.episodestore import EpisodeRow, episode_row, episode_year
 from aiden.experience.ranking import RecordVectors
 from aiden.experience.records import EnvironmentProfile, ExperienceRecord, RecordRow
@@ -225,9 +225,11 @@ class PgRecordStore(RecordBackend):
                 (self._db.namespace,),
             ).fetchall()
         out: list[ExperienceRecord] = []
+        asked = None if environment is None else environment_name(environment)
         for id_, doc in found:
             record = _decode(_record_decoder, doc, f"record {id_}")
-            if record is None or (environment is not None and record.environment != environment):
+            # Compared normalized: a record stored before names were normalized keeps "acme  prod".
+            if record is None or (asked is not None and environment_name(record.environment) != asked):
                 continue
             if now is None or not record.expired(now):
                 out.append(record)

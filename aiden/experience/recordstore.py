@@ -20,6 +20,7 @@ import msgspec
 
 from aiden.errors import CorruptionError, InvalidIdError, RecallError, StorageError
 from aiden.events import validate_id
+from aiden.experience.episodes import environment_name
 from aiden.experience.episodestore import IndexedFiles
 from aiden.experience.ranking import RecordVectors, rank
 from aiden.experience.records import (
@@ -75,10 +76,12 @@ class RecordBackend(ABC):
 
     def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
         """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
+        # Compared normalized: a record stored before names were normalized keeps "acme  prod".
+        asked = None if environment is None else environment_name(environment)
         rows = [
             row
             for row in self.rows()
-            if (environment is None or row.environment == environment)
+            if (asked is None or environment_name(row.environment) == asked)
             and (now is None or not row.expired(now))
         ]
         return [record for row in rows if (record := self.load(row)) is not None]
@@ -116,11 +119,12 @@ class RecordBackend(ABC):
         may be returned; BM25 alone if the vectors fail.
         """
         active = [r for r in self.rows() if r.status == "active"]
+        asked = None if environment is None else environment_name(environment)
         candidates = [
             r
             for r in active
             if not r.expired(now)
-            and (environment is None or r.environment in (environment, ""))
+            and (asked is None or environment_name(r.environment) in (asked, ""))
             and (kinds is None or r.kind in kinds)
         ]
         near = None

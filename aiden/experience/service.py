@@ -118,17 +118,24 @@ class ExperienceService:
         learned: list[ExperienceRecord] = []
         problems: list[str] = []
         done = 0
-        for row in pending[:limit]:
+        taken = 0  # episodes learned or set aside: the batch, marked processed
+        for row in pending:
+            if taken >= limit:
+                break
             try:
                 episode = self.episodes.load(row)
             except CorruptionError as exc:
                 # Damaged for good: reported, and set aside so it does not come back every pass.
                 problems.append(f"episode {row.id} is unreadable and was set aside: {exc}")
                 self.episodes.mark_processed(row, {"skipped": "unreadable"})
+                taken += 1
                 continue
             if episode is None:
+                # Its folder may be restored, so it stays pending; outside the batch, so that a run of
+                # them at the head of the queue does not stop learning from the episodes behind.
                 problems.append(f"episode {row.id} is missing or too large to read; it stays pending")
                 continue
+            taken += 1
             try:
                 lessons = self._lessons(episode)
             except (StorageError, anyio.RunFinishedError):
@@ -153,7 +160,7 @@ class ExperienceService:
             records=tuple(dict.fromkeys(r.id for r in learned)),
             disputed=tuple(dict.fromkeys(r.id for r in learned if r.status == "disputed")),
             legacy=tuple(dict.fromkeys(r.id for r in learned if r.status == "legacy")),
-            pending=max(0, len(pending) - limit),
+            pending=len(pending) - taken,
             problems=tuple(problems),
             learner=self.learner_stats(),
         )

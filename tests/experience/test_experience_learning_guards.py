@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 import aiden
@@ -346,3 +348,62 @@ async def test_runs_begun_with_a_follow_up_do_not_supersede_each_others_lessons(
         assert records["shell alembic upgrade head"].body.endswith(
             "What worked instead: `shell alembic stamp base && alembic upgrade head`."
         )
+
+
+# --- second hunt: upgrades, CJK goals, a queue headed by missing episodes -----------------------------
+
+
+def old_spelling_store(root: Path) -> None:
+    """A record pair and a pending episode under "acme  prod", as the code before normalization stored them."""
+    svc = ExperienceService(Layout(root), Storage(), QUIET)
+    first = episode("ep-old-1", 1000.0, "make build", "make build WITH_SSL=1")
+    svc.commit(msgspec.structs.replace(first, environment="acme  prod"), now=1001.0)
+    assert svc.learn(16).episodes == 1
+    again = episode("ep-old-2", 2000.0, "make build", "make build WITH_SSL=1")
+    svc.commit(msgspec.structs.replace(again, environment="acme  prod"), now=2001.0)
+
+
+@pytest.mark.anyio
+async def test_records_and_episodes_stored_with_inner_spacing_are_recalled_and_disputed(tmp_path: Path) -> None:
+    old_spelling_store(tmp_path)
+    config = Config(idle_compact_after_minutes=0, session_summary_on_close=False, experience_environment="acme  prod")
+    async with aiden.open_memory(tmp_path, config=config) as memory:
+        assert await recall(memory, GOAL) == [
+            ("procedure", "`shell make build WITH_SSL=1`"),
+            ("failure", "`shell make build` fails"),
+        ]
+        out = await memory.learn_experience()  # the pending episode confirms the old records
+        assert (out.episodes, len(out.records)) == (1, 2)
+        await memory.begin_run(GOAL, environment=None)
+        await call(memory, "c1", "make build WITH_SSL=1", "error: ssl headers missing")
+        await memory.commit_run("could not build", outcome="failure")
+        out = await memory.learn_experience()
+        assert out.episodes == 1
+        records = {r.step: (r.kind, r.environment, r.status) for r in await memory.experience_records("acme prod")}
+        assert records == {
+            "shell make build": ("failure", "acme  prod", "active"),
+            "shell make build WITH_SSL=1": ("procedure", "acme  prod", "disputed"),
+        }
+        assert len(await memory.experience_records()) == 2
+
+
+def test_a_newer_fix_supersedes_the_old_one_for_a_goal_written_without_spaces(tmp_path: Path) -> None:
+    svc = ExperienceService(Layout(tmp_path), Storage(), QUIET)
+    goal = "构建acme仓库并运行测试"
+    svc.commit(episode("ep-1", 1000.0, "make build", "make build WITH_SSL=1", goal=goal), now=1001.0)
+    svc.commit(episode("ep-2", 2000.0, "make build", "cmake --build .", goal=goal), now=2001.0)
+    assert svc.learn(16).episodes == 2
+    assert procedures(svc) == [("shell cmake --build .", "active"), ("shell make build WITH_SSL=1", "legacy")]
+
+
+def test_missing_episodes_at_the_head_of_the_queue_block_no_learning(tmp_path: Path) -> None:
+    svc = ExperienceService(Layout(tmp_path), Storage(), QUIET)
+    for i in range(17):
+        svc.commit(episode(f"ep-{i:02}", 1000.0 + i * 10, f"make t{i}", f"make t{i} -j1"), now=1001.0 + i * 10)
+    for i in range(16):
+        shutil.rmtree(next(tmp_path.rglob(f"ep-{i:02}/episode.json")).parent)
+    out = svc.learn(16)
+    assert (out.episodes, out.pending, len(out.problems)) == (1, 16, 16)
+    assert out.problems[0] == "episode ep-00 is missing or too large to read; it stays pending"
+    assert procedures(svc) == [("shell make t16 -j1", "active")]
+    assert len(svc.episodes.pending()) == 16
