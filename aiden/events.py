@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Final, Literal, get_args
 
 import msgspec
@@ -28,6 +28,7 @@ __all__ = [
     "encode_event",
     "is_retraction",
     "retracted_seqs",
+    "without_withdrawn",
     "validate_id",
 ]
 
@@ -198,6 +199,15 @@ def validate_id(value: str, *, what: str = "id") -> str:
 def is_retraction(event: SessionEvent) -> bool:
     """True for a retraction event (see :data:`RETRACTS`)."""
     return event.type == "system_event" and RETRACTS in event.meta
+
+
+def without_withdrawn(events: Sequence[SessionEvent], *, context: Iterable[SessionEvent] = ()) -> list[SessionEvent]:
+    """``events`` less what a retraction among them (or in ``context``) withdrew, and less the retractions.
+
+    What a summary made after a retraction may show: the log keeps both, no later summary or prompt does.
+    """
+    withdrawn = retracted_seqs((*events, *context))
+    return [e for e in events if e.seq not in withdrawn and not is_retraction(e)]
 
 
 def retracted_seqs(events: Iterable[SessionEvent]) -> set[int]:

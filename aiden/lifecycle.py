@@ -87,6 +87,8 @@ class Lifecycle:
         """A synchronous compaction of this turn could not help (summarizer down or slow): it is not
         retried on every call of the same turn, as each try would wait out the summarizer deadline
         again. The memory clears it when the next user input is appended."""
+        self.background_requested = False
+        """The background pass a failed synchronous compaction asks for was requested (once per failure)."""
 
     def _window_for(self, model: str) -> int:
         # litellm's bundled map, else this memory's window; an unknown model is logged once.
@@ -124,9 +126,12 @@ class Lifecycle:
         compacted = False
         # Every check holds the prompt to its calibrated size with margin (checked_tokens).
         if built.checked_tokens > budget and self.sync_compaction_failed:
-            # Not waited for again this turn, but a background pass may succeed where it failed
-            # (the summarizer recovered): without one nothing would compact until the next turn.
-            m.request_maintenance()
+            # Not waited for again this turn, but one background pass may succeed where it failed
+            # (the summarizer recovered): without it nothing would compact until the next turn. Once
+            # per failure: a summarizer still failing would otherwise be called on every step.
+            if not self.background_requested:
+                self.background_requested = True
+                m.request_maintenance()
         elif built.checked_tokens > budget:
             # The safety net of the headline promise: compact for this call, bounded by the
             # summarizer deadline inside the pass (a failing summarizer leaves events unchanged).
@@ -136,6 +141,7 @@ class Lifecycle:
             except AidenError as exc:
                 _log.warning("synchronous compaction for an over-budget prompt failed: %s", exc)
             self.sync_compaction_failed = not compacted
+            self.background_requested = False
             snapshot = await _gather(m)
             built = self._shape(call, snapshot, strict=False)
         if built.checked_tokens > budget:

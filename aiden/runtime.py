@@ -28,7 +28,7 @@ from aiden.actors.session import SessionReader, SessionWriter, WriterSession
 from aiden.actors.summarizer import SummarizerActor, SummarizerProxy, SummarizerSession, prepare
 from aiden.config import Config, ModelResolver
 from aiden.errors import AidenError, ClosedError, ConfigError
-from aiden.events import SessionEvent
+from aiden.events import SessionEvent, without_withdrawn
 from aiden.extension import Extension, MemoryParts, StoreFactory, StoreSpec, installed, select_store
 from aiden.host import Host, HostActor, HostLink, loop_host, unwrapped
 from aiden.intake import check_text
@@ -191,7 +191,10 @@ async def run_memory(
                     await recall.sync()
 
         async def session_ended(reason: str, timeout_s: float | None = None) -> None:
-            events = await anyio.to_thread.run_sync(session_store.read_hot_window)
+            hot = await anyio.to_thread.run_sync(session_store.read_hot_window)
+            # The session summary feeds later sessions' prompts: what the user withdrew (and the
+            # retractions saying so, their targets perhaps compacted before) stays out of it.
+            events = without_withdrawn(hot)
             for extension in extensions:
                 await extension.session_ended(events, reason, timeout_s)
 

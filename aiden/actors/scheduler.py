@@ -24,7 +24,7 @@ from aiden.actors.planning import Planner, Survey
 from aiden.actors.summarizer import ChunkSummaries, SummarizerProxy
 from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, CommitConflict
-from aiden.events import SessionEvent
+from aiden.events import SessionEvent, without_withdrawn
 from aiden.host import HostActor
 from aiden.messages import (
     CompactionOutcome,
@@ -432,9 +432,12 @@ class MaintenanceScheduler:
             self._warned_unreachable = True
             log.warning("compaction cannot get under the trigger: %s", plan.note)
         if self._before_compaction is not None:
-            # Export what is about to be compacted before anything is compacted.
+            # Export what is about to be compacted before anything is compacted, less what the user
+            # withdrew and the retractions saying so (as in the chunk summary): the running summary
+            # feeds later sessions' prompts. A retraction may stay hot while its target is compacted.
+            exported = without_withdrawn(plan.compacted, context=(*plan.kept, *plan.retained))
             try:
-                await self._before_compaction(plan.compacted)
+                await self._before_compaction(exported)
             except AidenError as exc:
                 return CompactionOutcome(compacted=False, reason="running_summary_failed", note=str(exc))
         staged = await self._summaries.stage(plan, snap.index, created_at=time.time())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, assert_never
+from typing import Final, NamedTuple, assert_never
 
 import anyio
 import msgspec
@@ -21,7 +21,7 @@ import msgspec
 from aiden.actors.mailbox import Client
 from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, InvalidSummaryError, SummarizerError, SummarizerTimeout
-from aiden.events import SessionEvent, is_retraction, retracted_seqs
+from aiden.events import SessionEvent, retracted_seqs, without_withdrawn
 from aiden.host import HostActor
 from aiden.messages import (
     CancelSummarize,
@@ -47,6 +47,7 @@ from aiden.policy.triggers import (
 from aiden.storage.chunks import (
     SPLIT_TURN_SEPARATOR,
     ChunkEntry,
+    ChunkFile,
     ChunkIndex,
     advance_index,
     cap_lines,
@@ -222,6 +223,20 @@ class StagedChunk(msgspec.Struct, frozen=True, kw_only=True):
     """Entries the new one pushed out of Recent Chunks into the rolling summary."""
 
 
+WITHDRAWN_NOTE: Final = "(Everything here was withdrawn by the user; nothing is summarized.)"
+"""The summary of a chunk whose every event was withdrawn (an empty one would show as a bare entry)."""
+
+
+def _with_retractions(store: SessionStore, chunk_id: str, later: Sequence[str]) -> tuple[ChunkFile, set[int]]:
+    """Chunk ``chunk_id`` and the seqs withdrawn by a retraction in it, in the ``later`` chunks or in the
+    hot window (a retraction always comes after what it withdraws)."""
+    chunk = store.read_chunk(chunk_id)
+    withdrawn = retracted_seqs((*chunk.events, *store.read_hot_window()))
+    for later_id in later:
+        withdrawn |= retracted_seqs(store.read_chunk(later_id).events)
+    return chunk, withdrawn
+
+
 class ChunkSummaries:
     """The scheduler's side of the summarizer actor.
 
@@ -238,6 +253,9 @@ class ChunkSummaries:
         self._summarizer = summarizer
         self._config = config
         self._note = note
+        self._unrepaired: set[str] = set()
+        """Degraded chunks the summarizer answered through its fallback again since open: not asked
+        again before a reopen, so one chunk the model cannot summarize blocks no other's repair."""
 
     async def stage(self, plan: CompactionPlan, index: ChunkIndex, *, created_at: float) -> StagedChunk | str:
         """Summarize ``plan`` into the chunk after ``index``; a str is why everything stays unchanged."""
@@ -280,9 +298,8 @@ class ChunkSummaries:
         # What the user withdrew (and the retractions saying so) is no part of any summary made after
         # it: the chunk stores those events, the prompt and its summaries show none of them.
         hot = (*plan.kept, *plan.retained)
-        withdrawn = retracted_seqs((*plan.compacted, *hot))
         history_events, prefix_events, compacted = (
-            [e for e in events if e.seq not in withdrawn and not is_retraction(e)]
+            without_withdrawn(events, context=(*plan.compacted, *hot))
             for events in (plan.history, plan.turn_prefix, plan.compacted)
         )
         try:
@@ -311,7 +328,7 @@ class ChunkSummaries:
             prefix = cut_to_tokens(prefix, max(1, budget // 3), estimate_tokens)
             history = cut_to_tokens(history, max(1, budget - estimate_tokens(prefix)), estimate_tokens)
         summary = history + SPLIT_TURN_SEPARATOR + prefix if (history and prefix) else (history or prefix)
-        summary = await self._with_must_keep(summary, compacted)
+        summary = await self._with_must_keep(summary, compacted) if compacted else WITHDRAWN_NOTE
         # summary_max_chars bounds what is stored: the must-keep facts and the split turn were added
         # after the summarizer's output was checked against it. A line-boundary cut is the backstop.
         return cut_to_tokens(summary, config.summary_max_chars, len), prefix, degraded
@@ -369,17 +386,20 @@ class ChunkSummaries:
 
     async def repair_degraded(self, store: SessionStore, live: Sequence[ChunkEntry]) -> None:
         """Re-summarize one degraded (breadcrumb) chunk per quiet pass, once the summarizer works again."""
-        entry = next((e for e in live if e.degraded), None)
+        entry = next((e for e in live if e.degraded and e.chunk_id not in self._unrepaired), None)
         if entry is None:
             return
-        chunk = await anyio.to_thread.run_sync(store.read_chunk, entry.chunk_id)
+        later = [e.chunk_id for e in live if e.first_seq > entry.last_seq]
+        chunk, withdrawn = await anyio.to_thread.run_sync(_with_retractions, store, entry.chunk_id, later)
+        events = [e for e in without_withdrawn(chunk.events) if e.seq not in withdrawn]
         try:
-            result = await self.summarize("history", chunk.events, "")
+            result = await self.summarize("history", events, "") if events else None
         except SummarizerError:
             return  # still degraded; try again on a later pass
-        if result.degraded:
+        if result is not None and result.degraded:
+            self._unrepaired.add(entry.chunk_id)
             return  # answered by the summarizer's own fallback: no better than what is stored
-        summary = await self._with_must_keep(result.text, chunk.events)
+        summary = await self._with_must_keep(result.text, events) if result is not None else WITHDRAWN_NOTE
         if await anyio.to_thread.run_sync(store.replace_summary, entry.chunk_id, summary):
             self._note(ChunkResummarized())
             _pass_log.info("re-summarized degraded chunk %s", entry.chunk_id)

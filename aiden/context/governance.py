@@ -19,7 +19,7 @@ from typing import Final
 
 import msgspec
 
-from aiden.events import SessionEvent, is_retraction
+from aiden.events import SessionEvent, is_retraction, retracted_seqs
 from aiden.policy.cutpoints import call_of_results, is_leading_context, legal_cut_points
 from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
@@ -77,13 +77,14 @@ def trim_replay(
     """At most ``max_messages`` (``0``: no bound) hot-window events for one call, when a legal cut allows it.
 
     The result is the *kept* events before the cut (the first and the last user input and every
-    event ``keep`` selects, each with its call/results group), then every event from the cut on. The
-    cut is the least aggressive legal cut meeting the bound, rounded up to the first legal cut at or
-    after a multiple of ``cut_quantum`` events (default ``max_messages // 4``; ``1`` disables it) so
-    the replayed start stays put while events are appended; else the most aggressive legal cut (or
-    none), and then the oldest context events (system and screen context, not retractions) after it
-    are dropped as well until the bound is met, the newest one staying: no cut can pass them when no
-    model step follows. Raises ValueError for a negative bound or a ``cut_quantum`` below 1.
+    event ``keep`` selects, each with its call/results group, and any retraction of those), then every
+    event from the cut on. The cut is the least aggressive legal cut meeting the bound, rounded up to
+    the first legal cut at or after a multiple of ``cut_quantum`` events (default ``max_messages //
+    4``; ``1`` disables it) so the replayed start stays put while events are appended; else the most
+    aggressive legal cut (or none), and then the oldest context events (system and screen context,
+    not retractions) after it are dropped as well until the bound is met, the newest one staying: no
+    cut can pass them when no model step follows. Raises ValueError for a negative bound or a
+    ``cut_quantum`` below 1.
     """
     if max_messages < 0:
         raise ValueError(f"max_messages must be >= 0, got {max_messages}")
@@ -98,6 +99,9 @@ def trim_replay(
     always = {starts[0], starts[-1]} if starts else set()
     kept_groups = {group[i] for i in range(n) if i in always or keep(events[i])}
     kept = [group[i] in kept_groups for i in range(n)]
+    # A retraction stays as long as its target: the renderer hides only the withdrawn seqs it sees retracted.
+    kept_seqs = {e.seq for e, k in zip(events, kept, strict=True) if k}
+    kept = [k or bool(retracted_seqs((e,)) & kept_seqs) for e, k in zip(events, kept, strict=True)]
     cuts = legal_cut_points(events)
     kept_before = list(accumulate(kept, initial=0))
     # The replayed count kept_before[c] + (n - c) never grows with c.

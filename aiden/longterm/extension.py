@@ -20,7 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aiden.actors.mailbox import Latest, Link, by_request_id, serve
 from aiden.config import Config
 from aiden.errors import AidenError, ClosedError, DreamError
-from aiden.events import SessionEvent
+from aiden.events import SessionEvent, without_withdrawn
 from aiden.extension import Extension, MemoryParts, in_background
 from aiden.longterm.autocompact import AutoCompactor, IdleTarget, run_autocompact
 from aiden.longterm.backend import BackendFactory, LongTermBackend
@@ -347,7 +347,8 @@ class LongTermMethods(CoreMemory):
 
     async def checkpoint(self) -> str | None:
         """Force a durable session summary now; its path (None: nothing to write)."""
-        return await self._lt().checkpoint(await self._reader.hot_window())
+        # Like the session summary at close, it feeds later prompts: nothing the user withdrew.
+        return await self._lt().checkpoint(without_withdrawn(await self._reader.hot_window()))
 
     async def dream(self) -> DreamOutcome:
         """Run Dream now: fold new history into SOUL.md / USER.md / MEMORY.md (git-versioned)."""

@@ -8,8 +8,9 @@ before the cut) and **retained** (the window from the cut on). Rules, in the ord
 2. *Token path*: keep the newest ``keep_recent_tokens``, snapped forward to a legal cut.
 3. *Count fallback*: keep the newest ``hot_window_events``, snapped back to a legal cut.
 4. *Leading context*: system/screen/synthetic events right before the cut move into the hot window.
-5. *Pins*: the root input and the newest ``max_pinned_events`` pins (with their call/results) are kept,
-   and so is a retraction of a kept event: without it the withdrawn event would be shown again.
+5. *Pins*: the root input and the newest ``max_pinned_events`` pins not withdrawn (with their
+   call/results) are kept, and so is a retraction of a kept event: without it the withdrawn event
+   would be shown again.
 6. *Split turn*: a cut on a ``split_allowed`` event splits the turn at its user input.
 7. *Progress*: with ``target_tokens``, advance until the hot window is under it, else report
    ``reaches_target=False``, so a plan never silently fires the trigger again.
@@ -146,11 +147,13 @@ class _Window:
         # Sticky pins keep their whole call/results group together, so a
         # pinned call never leaves its result behind (or the reverse).
         group = [call if call >= 0 else i for i, call in enumerate(call_of)]
-        pins = [i for i, e in enumerate(events) if e.pinned is not None]
+        # A withdrawn pin holds no pin slot: hidden from every prompt, it would push a live pin out.
+        withdrawn = retracted_seqs(events)
+        pins = [i for i, e in enumerate(events) if e.pinned is not None and e.seq not in withdrawn]
         pinned_groups = {group[i] for i in pins[max(0, len(pins) - max_pins) :]}
         kept = [group[i] in pinned_groups or i == self.root for i in range(n)]
         # A retraction stays as long as its target: the renderer hides only the withdrawn seqs it sees
-        # retracted. (Compacting the target instead would hand it to the summary and must-keep lines.)
+        # retracted.
         kept_seqs = {e.seq for e, k in zip(events, kept, strict=True) if k}
         self.kept_mask = [k or bool(retracted_seqs((e,)) & kept_seqs) for e, k in zip(events, kept, strict=True)]
         # prefix[i]: tokens of events[:i]; kept_prefix[i]: of the kept ones;

@@ -1,7 +1,8 @@
 """A retracted root input or pin never comes back into the prompt after a compaction.
 
-Compaction keeps the root input and pins in the hot window; it keeps their retractions with them,
-since the prompt hides only the withdrawn events whose retraction it sees.
+Compaction keeps the root input in the hot window, with its retraction (the prompt hides only the
+withdrawn events whose retraction it sees); a withdrawn pin holds no pin slot. No summary made after
+a retraction shows what it withdrew.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 import aiden
 from aiden import SessionEvent
 from aiden.events import RETRACTS
+from aiden.summarizers.protocol import SummaryResult
 from aiden.testing import FailingSummarizer, ScriptedSummarizer
 
 pytestmark = pytest.mark.anyio
@@ -52,8 +54,9 @@ async def test_retracted_pin_stays_out_of_the_prompt(tmp_path: Path) -> None:
     pin = SessionEvent(type="user_input", role="user", content="PINNED-RULE: use port 8080", pinned="constraint")
     contents, hot = await _after_compaction(tmp_path, [hello, pin])
     assert [c for c in contents if "PINNED-RULE" in c] == []
-    assert hot[:3] == [1, 2, 3]
-    assert hot[3] > 40
+    # A withdrawn pin holds no pin slot: it and its retraction were compacted, and no summary shows it.
+    assert hot[0] == 1
+    assert hot[1] > 40
 
 
 @pytest.mark.parametrize("summarizer", ["extractive", "failing"])
@@ -80,3 +83,90 @@ async def test_a_withdrawn_answer_is_in_no_summary_made_after_its_retraction(tmp
     assert [m for m in prompt.messages if "WITHDRAWN" in str(m.get("content"))] == []
     # The log keeps what was withdrawn: nothing acknowledged is lost.
     assert [e.content for e in stored] == ["The vault code is WITHDRAWN-4711."]
+
+
+async def test_a_withdrawn_pin_holds_no_pin_slot(tmp_path: Path) -> None:
+    config = aiden.Config(context_window=4000, max_pinned_events=1)
+    async with aiden.open_memory(tmp_path, config=config, summarizer=ScriptedSummarizer()) as memory:
+        await memory.append(SessionEvent(type="user_input", role="user", content="hello"))
+        live = await memory.append(
+            SessionEvent(type="user_input", role="user", content="LIVE-PIN: use port 8080", pinned="constraint")
+        )
+        withdrawn = await memory.append(
+            SessionEvent(type="user_input", role="user", content="WITHDRAWN-PIN: port 9999", pinned="constraint")
+        )
+        await memory.append(SessionEvent(type="system_event", content="[retracted]", meta={RETRACTS: withdrawn.seq}))
+        for t in range(40):
+            await memory.append(SessionEvent(type="user_input", role="user", content=f"question {t} " + "w " * 100))
+            await memory.append(SessionEvent(type="assistant_output", role="assistant", content=f"answer {t}"))
+        assert (await memory.maintain()).compacted
+        hot = [e.seq for e in await memory.hot_window()]
+        prompt = await memory.build_messages()
+    # The root input and the live pin stay; the withdrawn pin and its retraction were compacted.
+    assert hot[:2] == [1, live.seq] and withdrawn.seq not in hot
+    texts = [str(m.get("content")) for m in prompt.messages]
+    assert [t for t in texts if "WITHDRAWN-PIN" in t] == []
+
+
+async def test_a_chunk_whose_every_event_was_withdrawn_says_so(tmp_path: Path) -> None:
+    config = aiden.Config(context_window=8000, keep_recent_tokens=100)
+    async with aiden.open_memory(tmp_path, config=config) as memory:
+        await memory.append(SessionEvent(type="user_input", role="user", content="hi"))
+        question = await memory.append(
+            SessionEvent(type="user_input", role="user", content="WITHDRAWN question " + "blah " * 800)
+        )
+        answer = await memory.append(
+            SessionEvent(type="assistant_output", role="assistant", content="WITHDRAWN answer " + "blah " * 800)
+        )
+        for target in (answer, question):
+            await memory.append(SessionEvent(type="system_event", content="[retracted]", meta={RETRACTS: target.seq}))
+        await memory.append(SessionEvent(type="user_input", role="user", content="next question"))
+        assert (await memory.maintain(manual=True)).compacted
+        summaries = [c.summary for c in (await memory.chunk_index()).chunks]
+    assert summaries == ["(Everything here was withdrawn by the user; nothing is summarized.)"]
+
+
+async def _degraded_chunks(memory: aiden.Memory, turns: int) -> None:
+    """Appends ``turns`` turns and compacts them into one chunk (summarized by the fallback: degraded)."""
+    for t in range(turns):
+        await memory.append(SessionEvent(type="user_input", role="user", content=f"question {t} " + "w " * 100))
+        await memory.append(SessionEvent(type="assistant_output", role="assistant", content=f"answer {t}"))
+    assert (await memory.maintain(manual=True)).degraded
+
+
+FALLBACK = SummaryResult(text="fallback summary", degraded=True)
+
+
+async def test_repairing_a_degraded_chunk_leaves_out_what_was_withdrawn(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, summarizer=ScriptedSummarizer([FALLBACK] * 20)) as memory:
+        await memory.append(SessionEvent(type="user_input", role="user", content="what is the vault code?"))
+        wrong = await memory.append(
+            SessionEvent(type="assistant_output", role="assistant", content="The vault code is WITHDRAWN-4711.")
+        )
+        await _degraded_chunks(memory, 20)
+        # Withdrawn after its chunk was made: the retraction is in the hot window.
+        await memory.append(SessionEvent(type="system_event", content="[retracted]", meta={RETRACTS: wrong.seq}))
+    model = ScriptedSummarizer()
+    async with aiden.open_memory(tmp_path, summarizer=model) as memory:
+        await memory.maintain()  # a quiet pass repairs
+        chunks = (await memory.chunk_index()).chunks
+    assert [c.degraded for c in chunks] == [False]
+    assert "WITHDRAWN" not in chunks[0].summary
+    assert [e.seq for r in model.requests for e in r.events if e.seq == wrong.seq] == []
+
+
+async def test_a_chunk_the_model_cannot_summarize_blocks_no_other_repair(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, summarizer=ScriptedSummarizer([FALLBACK] * 40)) as memory:
+        await _degraded_chunks(memory, 20)
+        await _degraded_chunks(memory, 20)
+        assert [c.degraded for c in (await memory.chunk_index()).chunks] == [True, True]
+    # The first chunk's repair comes back from the fallback again; the next pass repairs the second.
+    model = ScriptedSummarizer([FALLBACK])
+    async with aiden.open_memory(tmp_path, summarizer=model) as memory:
+        await memory.maintain()
+        await memory.maintain()
+        await memory.maintain()
+        chunks = (await memory.chunk_index()).chunks
+        repairs = [r for r in model.requests if r.purpose == "history"]
+    assert [c.degraded for c in chunks] == [True, False]
+    assert len(repairs) == 2

@@ -11,7 +11,7 @@ import aiden
 from aiden import Config, SessionEvent
 from aiden.errors import SummarizerError
 from aiden.events import EventType
-from aiden.testing import GatedSummarizer, ScriptedSummarizer
+from aiden.testing import FailingSummarizer, GatedSummarizer, ScriptedSummarizer
 
 pytestmark = pytest.mark.anyio
 
@@ -65,3 +65,24 @@ async def test_a_turn_whose_synchronous_compaction_failed_requests_a_background_
         with anyio.fail_after(5):
             await summarizer.wait_started(3)
     assert not second.compacted and not second.over_budget
+
+
+async def test_a_summarizer_still_failing_is_asked_once_more_per_failure_not_on_every_step(tmp_path: Path) -> None:
+    summarizer = FailingSummarizer()
+    async with aiden.open_memory(tmp_path, config=CONFIG, summarizer=summarizer) as memory:
+        await memory.append(_said("user_input", 0))
+        step = 0
+        while not summarizer.calls and step < 40:
+            step += 1
+            await memory.append(_said("assistant_output", step))
+            await memory.build_messages()
+        # The synchronous pass failed; 15 more over-budget steps of the same turn.
+        for k in range(15):
+            await memory.append(_said("assistant_output", step + 1 + k))
+            last = await memory.build_messages()
+        await memory.maintain()  # behind every request sent before it
+        stats, calls = memory.stats(), summarizer.calls
+    assert not last.over_budget
+    # Passes requested: the synchronous one, one background pass after it, the maintain() above;
+    # each pass asks for the running session summary and the chunk's, and both fail.
+    assert (stats.passes + stats.coalesced_requests, calls) == (3, 6)
