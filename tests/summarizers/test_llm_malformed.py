@@ -18,7 +18,7 @@ import yaml
 
 import aiden
 from aiden.config import Config
-from aiden.errors import InvalidSummaryError
+from aiden.errors import InvalidSummaryError, SummarizerError
 from aiden.events import SessionEvent
 from aiden.storage.layout import Layout
 from aiden.summarizers.llm.summarizer import LiteLLMSummarizer
@@ -29,7 +29,7 @@ from aiden.summarizers.protocol import (
     SummaryRequest,
     SummaryResult,
 )
-from aiden.testing import FakeLLMServer
+from aiden.testing import FailingSummarizer, FakeLLMServer
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("litellm_ready"), pytest.mark.anyio]
 
@@ -557,3 +557,20 @@ async def test_a_lone_surrogate_escape_in_the_answer_becomes_a_replacement_chara
     assert result.structured.constraints == (f"{DEADLINE} \ufffd",)
     assert f"{DEADLINE} \ufffd" in result.text
     assert_no_lost_facts(result)
+
+
+async def test_an_unusable_answer_whose_fallback_fails_counts_as_a_failed_call() -> None:
+    request = SummaryRequest(
+        purpose="history",
+        events=(SessionEvent(type="user_input", role="user", content="fix the parser", seq=1),),
+        max_tokens=200,
+    )
+    with FakeLLMServer(responder=lambda _body: "") as server:  # an empty answer: unusable
+        summarizer = LiteLLMSummarizer(
+            "openai/m", api_base=server.base_url, api_key="k", fallback=FailingSummarizer(),
+            config=Config(summarizer_retries=0),
+        )
+        with pytest.raises(SummarizerError):
+            await summarizer.summarize(request)
+        stats = summarizer.stats()
+    assert (stats.calls, stats.successes, stats.failures, stats.fallbacks) == (1, 0, 1, 1)

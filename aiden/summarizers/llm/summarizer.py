@@ -185,8 +185,14 @@ class LiteLLMSummarizer:
                 if self.fallback is not None:
                     # The provider answered: an unusable answer is not an outage, the breaker stays closed.
                     self._breaker.succeeded()
+                    try:
+                        result = await self._fall_back(request)
+                    except Exception as fallback_exc:  # the fallback failed too: so did the call
+                        self._counts.note(fallback_exc)
+                        self._counts.failures += 1
+                        raise
                     self._counts.successes += 1
-                    return await self._fall_back(request)
+                    return result
             self._counts.failures += 1
             self._breaker.failed(anyio.current_time())
             raise
