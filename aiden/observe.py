@@ -113,7 +113,9 @@ class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
     summarizer_calls: int
     summarizer_failures: int
     fallbacks: int
+    """Chunks summarized by a fallback since open: a raw breadcrumb, or the summarizer's own fallback."""
     degraded_chunks: int
+    """Chunks compacted degraded since open and not re-summarized yet (the index marks every one)."""
     conflicts: int
     last_prompt_tokens: int | None
     context_window: int

@@ -322,6 +322,8 @@ class ChunkSummaries:
                 max_chars=min(config.breadcrumb_max_chars, config.summary_max_chars),
             )
             return crumb, "", True
+        if degraded:
+            self._note(FellBack())  # the summarizer's own fallback wrote it: counted as a breadcrumb is
         if history and prefix:
             # The chunk's summary as stored is what summary_max_tokens bounds: share it.
             budget = self._config.chunk_summary_tokens()

@@ -343,6 +343,7 @@ async def test_a_summary_from_the_summarizers_own_fallback_is_degraded_until_the
         acked = await fill(memory, 6)
         assert (await memory.maintain(manual=True)).degraded is True
         assert [c.degraded for c in (await memory.chunk_index()).chunks] == [True]
+        assert (memory.stats().fallbacks, memory.stats().degraded_chunks) == (1, 1)
     # A repair the fallback answers again changes nothing.
     async with aiden.open_memory(tmp_path, config=SMALL, summarizer=down) as memory:
         asked = len(down.requests)
