@@ -44,8 +44,9 @@ EventType = Literal[
 EVENT_TYPES: Final[frozenset[str]] = frozenset(get_args(EventType))
 
 RETRACTS: Final = "retracts"
-"""Meta key of a retraction: a ``system_event`` with ``meta={RETRACTS: seq}`` withdraws the event
-``seq`` from every later prompt. The log stays append-only: both events stay on disk and in recall."""
+"""Meta key of a retraction: a ``system_event`` with ``meta={RETRACTS: seq}`` withdraws the earlier
+event ``seq`` of its session from every later prompt and every summary made after it. The log stays
+append-only: both events stay on disk and in recall."""
 
 
 _SAFE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -211,10 +212,14 @@ def without_withdrawn(events: Sequence[SessionEvent], *, context: Iterable[Sessi
 
 
 def retracted_seqs(events: Iterable[SessionEvent]) -> set[int]:
-    """The seqs that the retractions among ``events`` withdrew."""
+    """The seqs that the retractions among ``events`` withdrew.
+
+    Only an earlier event can be withdrawn: a stored retraction naming its own seq or a later one
+    withdraws nothing (else an event acknowledged after it would never be shown).
+    """
     out: set[int] = set()
     for event in events:
         target = event.meta.get(RETRACTS) if event.type == "system_event" else None
-        if isinstance(target, int) and not isinstance(target, bool):
+        if isinstance(target, int) and not isinstance(target, bool) and (event.seq == 0 or target < event.seq):
             out.add(target)
     return out

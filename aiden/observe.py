@@ -115,7 +115,8 @@ class MemoryStats(msgspec.Struct, frozen=True, kw_only=True):
     fallbacks: int
     """Chunks summarized by a fallback since open: a raw breadcrumb, or the summarizer's own fallback."""
     degraded_chunks: int
-    """Chunks compacted degraded since open and not re-summarized yet (the index marks every one)."""
+    """Chunks compacted degraded since open, less the degraded chunks re-summarized since open (never
+    below 0); the chunk index marks which chunks are degraded now."""
     conflicts: int
     last_prompt_tokens: int | None
     context_window: int

@@ -170,3 +170,17 @@ async def test_a_chunk_the_model_cannot_summarize_blocks_no_other_repair(tmp_pat
         repairs = [r for r in model.requests if r.purpose == "history"]
     assert [c.degraded for c in chunks] == [True, False]
     assert len(repairs) == 2
+
+
+async def test_a_retraction_naming_a_later_seq_hides_nothing_appended_after_it(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, summarizer=ScriptedSummarizer()) as memory:
+        first = await memory.append(SessionEvent(type="user_input", role="user", content="hello"))
+        await memory.append(SessionEvent(type="system_event", content="[retracted]", meta={RETRACTS: first.seq + 4}))
+        later = [
+            await memory.append(SessionEvent(type="assistant_output", role="assistant", content=f"LATER-{n}"))
+            for n in range(4)
+        ]
+        prompt = await memory.build_messages()
+    assert later[-1].seq == first.seq + 5
+    shown = [str(m.get("content")) for m in prompt.messages]
+    assert [t for t in shown if t.startswith("LATER-")] == [f"LATER-{n}" for n in range(4)]
