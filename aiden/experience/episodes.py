@@ -19,7 +19,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from aiden.errors import InvalidEventError
-from aiden.events import Seq, SessionEvent, validate_id
+from aiden.events import Seq, SessionEvent, retracted_seqs, validate_id
 from aiden.lifecycle import Outcome
 from aiden.policy.scrub import redact_secrets, strip_screenshot_data
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL, reported_failure
@@ -124,14 +124,18 @@ class EpisodeRecorder:
         self.environment = environment_name(environment)
         self.started_at = started_at
         self._events: list[EpisodeEvent] = []
+        self._sources: list[int] = []  # each kept event's session seq (0: not from the session log)
         self._recalled: dict[str, None] = {}
         self._dropped = 0
         self._sizes: list[int] = []  # each kept event's encoded size
         self._bytes = 0
         self._uncut = 0  # events before this index had their output cut (or need none)
 
-    def add(self, event: EpisodeEvent) -> int:
-        """Append ``event`` (its ``seq`` is replaced by the next one); the seq, or 0 if dropped for size."""
+    def add(self, event: EpisodeEvent, *, source: Seq = 0) -> int:
+        """Append ``event`` (its ``seq`` is replaced by the next one); the seq, or 0 if dropped for size.
+
+        ``source`` is the session seq the event came from, for :meth:`withdraw`.
+        """
         if event.type == "observation" and not event.key:
             raise InvalidEventError("an observation needs a key")
         if event.type in ("tool_call", "tool_result") and not event.tool_name:
@@ -146,6 +150,7 @@ class EpisodeRecorder:
             self._dropped += 1
             return 0
         self._events.append(kept)
+        self._sources.append(source)
         self._sizes.append(size)
         self._bytes += size
         return seq
@@ -163,15 +168,33 @@ class EpisodeRecorder:
             self._events[i], self._bytes, self._sizes[i] = cut, self._bytes - self._sizes[i] + new, new
         return self._bytes + size <= MAX_EVENTS_BYTES
 
-    def _add(self, type_: EpisodeEventType, content: str, **fields: Any) -> int:
-        return self.add(EpisodeEvent(seq=0, type=type_, content=content, **fields))
+    def _add(self, type_: EpisodeEventType, content: str, *, source: Seq = 0, **fields: Any) -> int:
+        return self.add(EpisodeEvent(seq=0, type=type_, content=content, **fields), source=source)
+
+    def withdraw(self, sources: set[int]) -> None:
+        """Remove the events that came from the session seqs ``sources`` (retracted), renumbering the rest."""
+        # Source 0 (an observation) came from no session event: no retraction can name it.
+        keep = [i for i, src in enumerate(self._sources) if not src or src not in sources]
+        if len(keep) == len(self._events):
+            return
+        self._uncut = sum(1 for i in keep if i < self._uncut)
+        self._sources = [self._sources[i] for i in keep]
+        self._events = [msgspec.structs.replace(self._events[i], seq=n) for n, i in enumerate(keep, 1)]
+        self._sizes = [len(_event_encoder.encode(e)) for e in self._events]
+        self._bytes = sum(self._sizes)
 
     def tool_call(
-        self, tool_name: str, arguments: str, *, call_id: str | None = None, timestamp: float | None = None
+        self,
+        tool_name: str,
+        arguments: str,
+        *,
+        call_id: str | None = None,
+        timestamp: float | None = None,
+        source: Seq = 0,
     ) -> int:
-        """Record a tool call; its seq."""
+        """Record a tool call (from session seq ``source``); its seq."""
         return self._add(
-            "tool_call", arguments, tool_name=tool_name, tool_call_id=call_id, timestamp=timestamp
+            "tool_call", arguments, tool_name=tool_name, tool_call_id=call_id, timestamp=timestamp, source=source
         )
 
     def tool_result(
@@ -182,19 +205,27 @@ class EpisodeRecorder:
         ok: bool,
         call_id: str | None = None,
         timestamp: float | None = None,
+        source: Seq = 0,
     ) -> int:
-        """Record a tool result (``ok`` False: the call failed); its seq."""
+        """Record a tool result (``ok`` False: the call failed; from session seq ``source``); its seq."""
         return self._add(
-            "tool_result", output, tool_name=tool_name, ok=ok, tool_call_id=call_id, timestamp=timestamp
+            "tool_result",
+            output,
+            tool_name=tool_name,
+            ok=ok,
+            tool_call_id=call_id,
+            timestamp=timestamp,
+            source=source,
         )
 
-    def correction(self, text: str, *, timestamp: float | None = None) -> int:
-        """Record a user correction; its seq."""
-        return self._add("user_correction", text, timestamp=timestamp)
+    def correction(self, text: str, *, timestamp: float | None = None, source: Seq = 0) -> int:
+        """Record a user correction (from session seq ``source``); its seq."""
+        return self._add("user_correction", text, timestamp=timestamp, source=source)
 
-    def answer(self, text: str, *, timestamp: float | None = None) -> int:
-        """Record an assistant output (its first :data:`MAX_ANSWER_CHARS` characters); its seq."""
-        return self._add("assistant_output", text[:MAX_ANSWER_CHARS], timestamp=timestamp)
+    def answer(self, text: str, *, timestamp: float | None = None, source: Seq = 0) -> int:
+        """Record an assistant output (its first :data:`MAX_ANSWER_CHARS` characters; from session seq
+        ``source``); its seq."""
+        return self._add("assistant_output", text[:MAX_ANSWER_CHARS], timestamp=timestamp, source=source)
 
     def observe(self, key: str, value: str, *, timestamp: float | None = None) -> int:
         """Record a deterministic observation of the environment (a version, a path, a size); its seq."""
@@ -402,18 +433,32 @@ class EpisodeTracker:
         return left
 
     def note(self, events: Iterable[SessionEvent]) -> None:
-        """Add the appended ``events`` (with their seqs) to the open episode, if any."""
+        """Add the appended ``events`` (with their seqs) to the open episode, if any.
+
+        A retraction takes the event it withdraws back out: a lesson outlives the session and must
+        not teach what the user took back. Withdrawing the run's root input drops the episode
+        (nothing of it is committed or learned: its goal is gone).
+        """
         rec = self._recorder
         if rec is None:
             return
         for e in events:
-            if e.type == "tool_call":
+            if e.type == "system_event" and (withdrawn := retracted_seqs((e,))):
+                if self._root_seq in withdrawn:
+                    self._recorder, self._call_tools = None, {}
+                    return
+                rec.withdraw(withdrawn)
+            elif e.type == "tool_call":
                 name = e.tool_name or "tool"
                 if e.tool_call_id and len(self._call_tools) < _MAX_CALL_IDS:
                     self._call_tools[e.tool_call_id] = name
                 if name not in MEMORY_TOOLS:
                     rec.tool_call(
-                        name, e.tool_args or e.content, call_id=e.tool_call_id, timestamp=e.timestamp
+                        name,
+                        e.tool_args or e.content,
+                        call_id=e.tool_call_id,
+                        timestamp=e.timestamp,
+                        source=e.seq,
                     )
             elif e.type == "tool_result":
                 name = e.tool_name or self._call_tools.get(e.tool_call_id or "", "tool")
@@ -424,12 +469,13 @@ class EpisodeTracker:
                         ok=not result_failed(e.meta, e.content),
                         call_id=e.tool_call_id,
                         timestamp=e.timestamp,
+                        source=e.seq,
                     )
             elif e.type == "user_input" and e.seq != self._root_seq and not e.synthetic:
-                rec.correction(e.content, timestamp=e.timestamp)
+                rec.correction(e.content, timestamp=e.timestamp, source=e.seq)
             elif e.type == "assistant_output" and not e.synthetic:
                 # The last one after the tool calls is the run's answer: the worker's goal assessment reads it.
-                rec.answer(e.content, timestamp=e.timestamp)
+                rec.answer(e.content, timestamp=e.timestamp, source=e.seq)
 
     def observe(self, key: str, value: str, *, now: float) -> bool:
         """Record a deterministic observation of the environment; False when no episode is open."""
