@@ -95,6 +95,8 @@ SELECT s.generation, c.chunk_count, c.last_seq, c.changes, c.index_doc
 FROM aiden_sessions s JOIN aiden_compaction c ON c.generation = s.generation
 WHERE s.session_id = %s
 """
+# The token alone: read on every hot-window read, so without the index document (it grows with chunks).
+_TOKEN = _STATE.replace(", c.index_doc", "")
 
 _CHUNKS = """
 SELECT c.pos, c.entry, e.seq, e.payload
@@ -449,7 +451,10 @@ class PostgresSessionStore:
     def change_token(self) -> ChangeToken:
         """The change feed's current position: one indexed row."""
         with self._connection("reading the change token") as conn:
-            return self._state(conn)[0]
+            row = conn.execute(_TOKEN, (self.session_id,)).fetchone()
+        if row is None:  # the session row is created before the store is handed out
+            raise CorruptionError(f"postgres: session {self.session_id!r} has no row")
+        return _token(row)
 
     def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
         """The chunks committed after ``token``, in commit order (a reset when it cannot be continued)."""
@@ -482,8 +487,12 @@ class PostgresSessionStore:
         row = conn.execute(_STATE, (self.session_id,)).fetchone()
         if row is None:  # the session row is created before the store is handed out
             raise CorruptionError(f"postgres: session {self.session_id!r} has no row")
-        token = ChangeToken(generation=str(row[0]), last_seq=int(row[2]), chunks=int(row[1]), stamp=str(row[3]))
-        return token, bytes(row[4])
+        return _token(row), bytes(row[4])
+
+
+def _token(row: Sequence[Any]) -> ChangeToken:
+    """The change token of a ``_STATE`` or ``_TOKEN`` row."""
+    return ChangeToken(generation=str(row[0]), last_seq=int(row[2]), chunks=int(row[1]), stamp=str(row[3]))
 
 
 def _create_generation(conn: Conn, session_id: str, generation: str) -> None:
