@@ -123,7 +123,7 @@ def _inspect(args: argparse.Namespace) -> int:
         raise ValueError(f"--context-window must be a positive number of tokens, not {args.context_window}")
     info = inspect_root(args.root, context_window=args.context_window, model=args.model)
     if args.json:
-        print(json.dumps(info, indent=2, ensure_ascii=False))
+        print(_json(info, indent=2))
         return report_problems("inspect", info["problems"])
     hot, chunks, layer, stats = info["hot_window"], info["chunks"], info["summary_layer"], info["stats"]
     print(f"root: {info['root']}")
@@ -165,7 +165,7 @@ def _export(args: argparse.Namespace) -> int:
     skipped: list[str] = []
     progress = _progress(args, "export", "chunk files")
     for line in export_lines(args.root, args.format, progress=progress, problems=skipped):
-        write(line + "\n")
+        write(_json_safe(line) + "\n")
     return report_problems("export", skipped)
 
 
@@ -184,7 +184,7 @@ def _recall(args: argparse.Namespace) -> int:
     problems: list[str] = []
     hits = recall(args.root, args.query, k=args.k, problems=problems)
     if args.json:
-        print(encode_hits(hits))
+        print(_json_safe(encode_hits(hits)))
         return report_problems("recall", problems)
     if not hits:
         print("no results")
@@ -198,6 +198,17 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_JSON_UNESCAPED = re.compile(r"[\x7f-\x9f]")  # JSON escapes C0 controls itself, not DEL and C1
+
+
+def _json_safe(text: str) -> str:
+    """JSON ``text`` with DEL and C1 controls (U+009B starts an escape sequence) escaped: the same data."""
+    return _JSON_UNESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _json(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as JSON for the terminal: non-ASCII text as is, control characters escaped."""
+    return _json_safe(json.dumps(value, indent=indent, ensure_ascii=False))
 
 
 def _shown(text: str) -> str:
@@ -215,7 +226,7 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.repair:
         result = {"repaired": repaired, **result}
     if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
+        print(_json(result, indent=2))
         return 0 if result["ok"] else 1
     for line in repaired:
         print(f"repaired: {line}")
@@ -248,11 +259,11 @@ def _config_check(args: argparse.Namespace) -> int:
 
     result = config_check(args.file)
     if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
+        print(_json(result, indent=2))
     elif result["valid"]:
         print(f"{result['file']}: valid")
         for key, value in result["changed"].items():
-            print(f"  {key}: {json.dumps(value, ensure_ascii=False)}")
+            print(f"  {key}: {_json(value)}")
     else:
         report_problems("config check", [result["error"]])
     return 0 if result["valid"] else 1
@@ -543,7 +554,7 @@ def _compact(args: argparse.Namespace) -> int:
     )
     failed = any(p["reason"] in _FAILED for p in result["passes"])
     if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
+        print(_json(result, indent=2))
     else:
         opened = result["at_open"]
         if opened["compactions"]:
@@ -650,7 +661,7 @@ def _list(args: argparse.Namespace) -> int:
     problems: list[str] = []
     entries = list_memories(args.root, problems=problems)
     if args.json:
-        print(json.dumps([_entry_json(e) for e in entries], indent=2, ensure_ascii=False))
+        print(_json([_entry_json(e) for e in entries], indent=2))
         return report_problems("memory list", problems)
     if not entries:
         print("no long-term memories")
@@ -671,7 +682,7 @@ def _answer(command: str, result: str) -> int:
     if "error" in answer:
         print(f"aiden {command}: {answer['error']}", file=sys.stderr)
         return 1
-    print(json.dumps(answer, ensure_ascii=False))
+    print(_json(answer))
     return 0
 
 
@@ -694,7 +705,7 @@ def _history(args: argparse.Namespace) -> int:
     problems: list[str] = []
     versions = dream_versions(args.root, limit=args.limit, problems=problems)
     if args.json:
-        print(json.dumps([_version_json(v) for v in versions], indent=2, ensure_ascii=False))
+        print(_json([_version_json(v) for v in versions], indent=2))
         return report_problems("history", problems)
     if not versions and not problems:
         print("no Dream versions yet")
@@ -715,7 +726,7 @@ async def _restore_async(args: argparse.Namespace) -> Version:
 def _restore(args: argparse.Namespace) -> int:
     version = anyio.run(_restore_async, args)
     if args.json:
-        print(json.dumps(_version_json(version), ensure_ascii=False))
+        print(_json(_version_json(version)))
     else:
         print(f"{version.commit_id[:12]}  {_shown(version.title)}")
     return 0

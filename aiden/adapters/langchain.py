@@ -9,8 +9,8 @@ reasoning blocks are left out); a tool message as its text, with ``[<type>]`` fo
 block (image, search result, ...). The model gets the current run's human message as
 LangChain's object (its images too); aiden stores its text. Only the prompt's first system
 message is sent as the system message: the later ones (a split turn's context, an orphan tool
-result, system and screen events) go as human messages wrapped in ``<system>`` tags, as many
-providers (ChatAnthropic for most Claude models) refuse a system message mid-conversation.
+result, system and screen events) go as human messages, as many providers (ChatAnthropic for
+most Claude models) refuse a system message mid-conversation.
 
 Messages are logged once, by LangChain message id, as ``event_id="langchain:<id>"`` so the
 writer's dedupe also holds across a restart; aiden holds the history, so no checkpointer is
@@ -95,11 +95,6 @@ def _tool_text(content: Any) -> str:
         else:
             texts.append(f"[{block.get('type')}]")
     return "\n".join(texts)
-
-
-def _tagged(message: dict[str, Any]) -> dict[str, Any]:
-    """A system message as a user message wrapped in ``<system>`` tags (pydantic-ai's framing)."""
-    return {"role": "user", "content": f"<system>\n{message['content']}\n</system>"}
 
 
 def _with_ids(events: list[SessionEvent], message_id: str) -> list[SessionEvent]:
@@ -192,10 +187,12 @@ def middleware_class() -> type[Any]:
             has_system = bool(prompt) and prompt[0].get("role") == "system"
             system = SystemMessage(content=prompt.pop(0)["content"]) if has_system else None
             # Most providers take one system message, at the start (ChatAnthropic raises on a later one):
-            # aiden's later system messages go as tagged human messages, one for one, so indexes hold.
-            # Consecutive human messages are valid (the providers needing alternation merge them).
-            tagged = [_tagged(m) if m.get("role") == "system" else m for m in prompt]
-            sent = convert_to_messages(tagged)
+            # aiden's later system messages go as human messages, one for one, so indexes hold. Their text
+            # as it is: tags around it would be tokens outside the budget the prompt was fitted to (each
+            # text says what it is: a split turn's context, an earlier tool result, a screen or system
+            # event). Consecutive human messages are valid (the providers needing alternation merge them).
+            as_user = [{**m, "role": "user"} if m.get("role") == "system" else m for m in prompt]
+            sent = convert_to_messages(as_user)
             if self._question is not None and self.memory.run_active:
                 # aiden logged the run's question as text only: the model gets LangChain's message
                 # (its images, files), unless aiden's prompt changed it.

@@ -247,9 +247,15 @@ def history_class() -> type[Any]:
             last = max((n for n, m in enumerate(messages) if isinstance(m, ModelResponse)), default=-1)
             if last >= 0 and messages[last] is held:
                 await self._log_response(held)
-            for message in messages[last + 1 :]:
-                for part in message.parts:
-                    await self._log_request_part(part)
+            parts = [part for message in messages[last + 1 :] for part in message.parts]
+            if any(isinstance(part, ToolReturnPart) for part in parts):
+                # pydantic-ai's return for an output tool (a history continued with all_messages()):
+                # its call was logged as the run's answer, so as a result it would answer nothing.
+                hot = await self.memory.hot_window()
+                called = {e.tool_call_id for e in hot if e.type == "tool_call"}
+                parts = [p for p in parts if not isinstance(p, ToolReturnPart) or p.tool_call_id in called]
+            for part in parts:
+                await self._log_request_part(part)
 
         async def _process(self, messages: list[Any]) -> list[Any]:
             """The history processor: log the new parts, return aiden's prompt (current request last)."""

@@ -88,8 +88,10 @@ _BEARER: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
 def _load_tokens(path: str | None) -> dict[str, str]:
-    if not path:
+    if path is None:
         return {}
+    if not path:  # `--tokens "$UNSET"`: served without the tokens meant for it, every endpoint would be open
+        raise ValueError("--tokens names no file")
     with open(path, encoding="utf-8") as f:
         tokens = json.load(f)
     if not isinstance(tokens, dict) or not all(isinstance(v, str) and v for v in tokens.values()):
@@ -144,7 +146,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         tenants = parse_tenants(args.roots)
         tokens = _load_tokens(args.tokens)
-        if args.tokens and (open_ := sorted(set(tenants) - set(tokens))):
+        if args.tokens is not None and (open_ := sorted(set(tenants) - set(tokens))):
             # A tokens file protects every endpoint: a tenant it forgot would be served to anyone.
             raise ValueError(f"{args.tokens}: no token for {open_[0]!r}: with --tokens every endpoint needs one")
         config = load_config(args.config) if args.config else None

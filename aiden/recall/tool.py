@@ -283,11 +283,13 @@ def encode_events(
 ) -> str:
     """Verbatim events as JSON within ``max_chars``: an event that does not fit has its text cut, later ones are omitted.
 
-    An event's text is its ``content`` then its ``tool_args`` (a tool call's text is its arguments),
-    and each event's text starts at character ``offset`` of the two read one after the other: a
-    field read out is left out, a field cut ends with ``…``. When an event's text is cut (or the
-    event left out for room), ``next`` holds the arguments that read on from there, so a text of
-    any length can be read in full, one answer at a time.
+    An event's text is its ``content`` then its ``tool_args`` (a tool call's text is its arguments);
+    the text of the event ``seqs[0]`` starts at character ``offset`` of the two read one after the
+    other: a field read out is left out, a field cut ends with ``…``. When an event's text is cut
+    (or events are left out for room), ``next`` holds the arguments that read on from there: every
+    event not yet shown in full, the cut one first with its ``offset``. So following ``next`` shows
+    each event once, whatever its length, one answer at a time. An event whose other fields alone
+    do not fit in ``max_chars`` is answered with ``{"error": ...}``.
     """
     found = {e.seq for e in events}
     doc: dict[str, Any] = {"chunk_id": chunk_id, "events": []}
@@ -303,10 +305,13 @@ def encode_events(
             shown = list(itertools.takewhile(lambda n: n <= room, itertools.accumulate(len(f"{s},") for s in missing)))
             doc["missing_seqs"] = missing[: len(shown)]
     out: list[dict[str, Any]] = doc["events"]
+    # ``offset`` reads on in the first seq asked for: the one ``next`` names first.
+    first = seqs[0] if seqs else None
+    texts: list[list[tuple[str, str]]] = []  # per event shown: (field, its text from offset), in reading order
     for event in events:
         item = msgspec.to_builtins(event)
-        parts: list[tuple[str, str]] = []  # (field, its text from offset), in reading order
-        skip = offset
+        parts: list[tuple[str, str]] = []
+        skip = offset if event.seq == first else 0
         for field in ("content", "tool_args"):
             value: str = getattr(event, field) or ""
             part = value[skip:]
@@ -319,46 +324,54 @@ def encode_events(
             if part:
                 parts.append((field, part))
         out.append(item)
+        texts.append(parts)
         if len(_dumps(doc)) > max_chars:
             break
     else:
         return _dumps(doc)
-    # This event does not fit: it is cut (or left out) and the ones after it are omitted.
+    # The last event does not fit: it is cut (or left out) and the ones after it are omitted; if the
+    # fields saying so leave no room for it, the one before it is cut instead, and so on.
     doc["truncated"] = True
-    item.pop("meta", None)
-    doc["omitted_events"] = len(events) - len(out)
     read_on: dict[str, Any] = {"chunk_id": chunk_id} if chunk_id else {}
-    read_on["seqs"] = [event.seq]
-    len_text = sum(len(part) for _, part in parts)
 
-    def fits(n: int) -> bool:
-        """Whether the answer fits with the first ``n`` characters of the event's text shown."""
-        _show(item, parts, n)
-        doc["next"] = read_on | {"offset": offset + n}
-        if n == len_text:
-            del doc["next"]
+    def fits(k: int, n: int | None) -> bool:
+        """Whether the answer fits with the first ``n`` characters of event ``k``'s text shown (``None``: events from ``k`` on left out)."""
+        len_text = sum(len(part) for _, part in texts[k])
+        if n is None:
+            del out[k:]
+        else:
+            _show(out[k], texts[k], n)
+        doc["omitted_events"] = len(events) - len(out)
+        # Every event not yet shown in full, the cut one first: ``offset`` applies to it only.
+        done = n == len_text
+        rest = events[k + done :]
+        if rest:
+            start = offset if events[k].seq == first else 0
+            doc["next"] = read_on | {"seqs": [e.seq for e in rest], "offset": 0 if done else start + (n or 0)}
+        else:
+            doc.pop("next", None)
         return len(_dumps(doc)) <= max_chars
 
-    if fits(len_text):
-        return _dumps(doc)
-    # Escaping makes a character cost 1 to 6 in the JSON: search the longest cut that fits.
-    low, high = 0, min(len_text - 1, max_chars)  # every character shown costs at least one
-    while low < high:
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if fits(mid) else (low, mid - 1)
-    # Never send an answer that would show nothing new: an event that cannot show a character is
-    # left out, to be read in an answer of its own when others came before it.
-    if not (low and fits(low)):
-        out.pop()
-        doc["omitted_events"] = len(events) - len(out)
-        doc["next"] = read_on | {"offset": offset}
-        if not out or len(_dumps(doc)) > max_chars:
-            del doc["next"]
-    if len(_dumps(doc)) > max_chars:
-        del out[:]
-        doc.pop("next", None)
-        doc["omitted_events"] = len(events)
-    return _dumps(doc)
+    while out:
+        k = len(out) - 1
+        out[k].pop("meta", None)
+        len_text = sum(len(part) for _, part in texts[k])
+        if fits(k, len_text):
+            return _dumps(doc)
+        # Escaping makes a character cost 1 to 6 in the JSON: search the longest cut that fits.
+        low, high = 0, min(len_text - 1, max_chars)  # every character shown costs at least one
+        while low < high:
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if fits(k, mid) else (low, mid - 1)
+        if low and fits(k, low):
+            return _dumps(doc)
+        # Never send an answer that would show nothing new: an event that cannot show a character is
+        # left out, to be read in an answer of its own when others came before it.
+        if k and fits(k, None):
+            return _dumps(doc)
+        del out[k:]
+    # Not even one event's fields besides its text fit in an answer: say so rather than show nothing.
+    return _error(f"event {events[0].seq} does not fit in an answer (its fields besides the text are too long); ask for the other seqs without it")
 
 
 # --- the tool ------------------------------------------------------------------
@@ -423,15 +436,18 @@ RECALL_TOOL: Final[dict[str, Any]] = {
                     "maxItems": _MAX_SEQS,
                     "description": (
                         "Return these events verbatim (seq numbers; with chunk_id, events of that "
-                        "chunk). An event too long for one answer is cut: the answer's 'next' gives "
-                        "the seqs and offset to pass to read on."
+                        "chunk). An event too long for one answer is cut and later ones left out: the "
+                        "answer's 'next' gives the seqs and offset to pass to read on."
                     ),
                 },
                 "offset": {
                     "type": "integer",
                     "minimum": 0,
                     "maximum": _MAX_OFFSET,
-                    "description": "With seqs: start each event's text (content, then tool_args) at this character (from 'next').",
+                    "description": (
+                        "With seqs: start the text (content, then tool_args) of the first seq listed "
+                        "at this character; the others are read from their start (from 'next')."
+                    ),
                 },
                 "since": {"type": "number", "description": "Only events at or after this Unix time."},
                 "until": {"type": "number", "description": "Only events at or before this Unix time."},

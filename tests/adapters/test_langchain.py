@@ -276,7 +276,7 @@ async def test_example_runs_against_the_local_server(tmp_path: Path) -> None:
     assert prompt[0]["content"].endswith("Commands:\n  - run_tests(target=billing)")
     assert [m["content"] for m in prompt[1:]] == [
         asked,
-        "<system>\nTurn context (the start of this turn was compacted):\nCommands:\n- run_tests(target=billing)\n</system>",
+        "Turn context (the start of this turn was compacted):\nCommands:\n- run_tests(target=billing)",
         "billing: 3 passed",
         "and now?",
     ]
@@ -327,14 +327,6 @@ def read_file(n: int) -> str:
     return long_session.tool_output(n)
 
 
-def untag(message: dict[str, Any]) -> dict[str, Any]:
-    """A message the middleware sent, with the ``<system>`` tags it put around a system message taken off."""
-    content = message.get("content")
-    if message["role"] == "user" and isinstance(content, str) and content.startswith("<system>\n"):
-        return {"role": "system", "content": content.removeprefix("<system>\n").removesuffix("\n</system>")}
-    return message
-
-
 async def test_every_call_of_a_long_tool_heavy_session_fits_the_window(tmp_path: Path) -> None:
     """The window promise through the middleware: every model call gets aiden's prompt, within budget."""
     model = SessionChat(script=long_session.Script())
@@ -369,11 +361,9 @@ async def test_every_call_of_a_long_tool_heavy_session_fits_the_window(tmp_path:
     assert (budget, len(sent)) == (3500, calls)
     assert max(sent) <= budget
     assert stats.compactions >= 3
-    # The messages as sent, but for the tags around aiden's later system messages (a few tokens each,
-    # outside aiden's estimate); the tool schemas sent beside them count in the estimate too.
-    untagged = [long_session.prompt_tokens([untag(m) for m in messages], memory) for messages in model.sent]
-    assert untagged == [b.estimated_tokens - b.tool_tokens for b in builds]
-    assert sum(m["content"].startswith("<system>\n") for messages in model.sent for m in messages[1:]) > 0
+    # The messages as sent are aiden's estimate exactly (a later system message sent as a user one
+    # costs the same); the tool schemas sent beside them count in the estimate too.
+    assert sent == [b.estimated_tokens - b.tool_tokens for b in builds]
     assert all(b.tool_tokens > 0 and b.checked_tokens >= b.estimated_tokens for b in builds)
     assert [b.over_budget for b in builds] == [False] * calls
     assert model.sent[0][0] == {"role": "system", "content": long_session.INSTRUCTIONS}
@@ -568,15 +558,14 @@ async def test_only_the_first_system_message_is_sent_after_a_split_turn(tmp_path
         assert isinstance(received[0], SystemMessage)
         assert not any(isinstance(m, SystemMessage) for m in received[1:])
         assert answered_in_order(received)
-    # The call after d.py: the split turn's context and the screen event as tagged human messages.
+    # The call after d.py: the split turn's context and the screen event as human messages.
     after = model.received[4]
     assert [type(m) for m in after] == [
         SystemMessage, HumanMessage, HumanMessage, AIMessage, ToolMessage, AIMessage, ToolMessage, HumanMessage
     ]
-    assert after[2].text.startswith("<system>\nTurn context (the start of this turn was compacted):\n")
-    assert after[2].text.endswith("\n</system>")
+    assert after[2].text.startswith("Turn context (the start of this turn was compacted):\n")
     assert [c["id"] for m in after[3:6:2] for c in m.tool_calls] == ["c2", "c3"]
-    assert after[7].text == "<system>\neditor shows d.py\n</system>"
+    assert after[7].text == "editor shows d.py"
 
 
 async def test_a_structured_answer_called_beside_another_tool_is_the_runs_answer(tmp_path: Path) -> None:

@@ -212,7 +212,8 @@ class City(BaseModel):
     country: str
 
 
-async def test_a_structured_output_run_ends_with_the_output_tools_arguments(tmp_path: Path) -> None:
+@pytest.mark.parametrize("continued", [False, True])
+async def test_a_structured_output_run_ends_with_the_output_tools_arguments(tmp_path: Path, continued: bool) -> None:
     model = Scripted(
         [
             call("final_result", {"name": "Paris", "country": "France"}, "o1"),
@@ -224,7 +225,10 @@ async def test_a_structured_output_run_ends_with_the_output_tools_arguments(tmp_
         agent = Agent(FunctionModel(model), output_type=City, capabilities=[model.history])
         first = await agent.run("capital of France?")
         active_after_first = memory.run_active
-        second = await agent.run("and its second city?")
+        # Continued as pydantic-ai documents it, too: the first run's messages as the history (they
+        # end with pydantic-ai's return for the output tool, whose call was the first run's answer).
+        history = first.all_messages() if continued else None
+        second = await agent.run("and its second city?", message_history=history)
         active_after_second = memory.run_active
         hot = await memory.hot_window()
     assert (first.output, second.output) == (City(name="Paris", country="France"), City(name="Lyon", country="France"))

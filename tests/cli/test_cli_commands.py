@@ -506,3 +506,11 @@ def test_text_output_shows_stored_control_characters_escaped(
     assert "\\x1b[31mFAILED\\x1b[0m division by zero\\x9b2J" in out
     code, out, _err = _run(capsys, "memory", "list", str(root))
     assert (code, out) == (0, "r1  rule        red \\x1b[31mtitle\n")
+    # JSON output escapes them too (JSON escapes C0 itself; DEL and C1 such as U+009B it leaves raw),
+    # and reads back as the same text.
+    code, out, _err = _run(capsys, "recall", str(root), "division", "--json")
+    assert code == 0 and not any("\x7f" <= c <= "\x9f" or c == "\x1b" for c in out)
+    assert json.loads(out)["results"][0]["text"] == "\x1b[31mFAILED\x1b[0m division by zero\x9b2J"
+    code, out, _err = _run(capsys, "export", str(root))
+    assert code == 0 and not any("\x7f" <= c <= "\x9f" or c == "\x1b" for c in out)
+    assert "\x1b[31mFAILED\x1b[0m division by zero\x9b2J" in [json.loads(line)["content"] for line in out.splitlines()]

@@ -257,6 +257,9 @@ def test_two_tenants_on_one_root_and_an_unsendable_token_are_refused(
     assert capsys.readouterr().err == (
         f"aiden mcp: {tokens}: the token of 'alice' is not a bearer token (visible ASCII, no spaces)\n"
     )
+    # An empty --tokens (a shell variable left unset) would serve every endpoint to anyone.
+    assert main(["mcp", "--http", "--tokens", "", f"alice={roots['a']}"]) == 2
+    assert capsys.readouterr().err == "aiden mcp: --tokens names no file\n"
     # A tenant the tokens file forgot would be served to anyone.
     tokens.write_text(json.dumps({"alice": "t-alice"}))
     assert main(["mcp", "--http", "--tokens", str(tokens), f"alice={roots['a']}", f"bob={roots['b']}"]) == 2

@@ -157,3 +157,77 @@ async def test_offset_reads_on_from_content_into_tool_args(files: SessionFiles, 
     assert event["tool_args"] == "b" * 200
     assert out["offset"] == 400
     assert "next" not in out and "truncated" not in out
+
+
+async def _read_events(memory: aiden.Memory, arguments: dict[str, Any]) -> tuple[list[int], dict[int, str], list[int]]:
+    """Follow 'next' to the end: the seqs in the order shown, each one's text read, and each answer's length."""
+    order: list[int] = []
+    texts: dict[int, str] = {}
+    sizes: list[int] = []
+    while True:
+        answer = await memory.handle_tool_call("recall_session_chunks", arguments)
+        sizes.append(len(answer))
+        doc = json.loads(answer)
+        assert doc["events"]  # every answer shows something
+        for event in doc["events"]:
+            seq, page = event["seq"], event.get("content", "") + event.get("tool_args", "")
+            if order and order[-1] == seq:  # read on from a cut: the same event, from where it was cut
+                assert doc["offset"] == len(texts[seq])
+            else:
+                assert seq not in texts  # shown once
+                order.append(seq)
+                texts[seq] = ""
+            texts[seq] += page
+        if "next" not in doc:
+            return order, texts, sizes
+        cut = doc["events"][-1]
+        if doc["next"]["seqs"][0] == cut["seq"]:
+            assert texts[cut["seq"]].endswith("…") and len(texts[cut["seq"]]) > 1
+            texts[cut["seq"]] = texts[cut["seq"]][:-1]
+            assert doc["next"]["offset"] == len(texts[cut["seq"]])
+        arguments = {"query": "", **doc["next"]}
+
+
+async def _fill(memory: aiden.Memory, under: int) -> str:
+    """Content for an event whose answer alone is ``under`` characters below ``recall_max_chars``."""
+    probe = await memory.append(SessionEvent(type="assistant_output", content="p" * 1000))
+    size = len(await memory.handle_tool_call("recall_session_chunks", {"query": "", "seqs": [probe.seq]}))
+    return "a" * (memory.config.recall_max_chars - (size - 1000) - under)
+
+
+@pytest.mark.parametrize("case", ["long-first", "budget-edge", "budget-edge-after-another", "big-meta-first"])
+async def test_several_seqs_read_in_full_following_next(tmp_path: Path, case: str) -> None:
+    # Each event once, in full and in order, whatever cuts the first answer: before, 'next' named only
+    # the cut event (the later ones were never reached), and fields added for a cut could empty the answer.
+    async with aiden.open_memory(tmp_path) as memory:
+        await memory.begin_run("go")
+        if case == "long-first":
+            contents = ["A" * 10_000, "B result", "C result"]
+        elif case == "big-meta-first":
+            contents = ["D", "E result"]
+        else:
+            contents = [await _fill(memory, 15), "short B"]
+        stored = []
+        for n, content in enumerate(contents):
+            meta = {"blob": "m" * 6000} if case == "big-meta-first" and n == 0 else {}
+            stored.append(await memory.append(SessionEvent(type="tool_result", tool_call_id=f"c{n}", content=content, meta=meta)))
+        seqs = [e.seq for e in stored]
+        if case == "budget-edge-after-another":
+            seqs.insert(0, seqs[0] - 1)  # the probe, then the event that nearly fills an answer alone
+            contents.insert(0, "p" * 1000)
+        order, texts, sizes = await _read_events(memory, {"query": "", "seqs": seqs})
+        max_chars = memory.config.recall_max_chars
+    assert order == seqs
+    assert [texts[s] for s in seqs] == contents
+    assert max(sizes) <= max_chars
+
+
+async def test_an_event_whose_other_fields_do_not_fit_is_an_error_answer(tmp_path: Path) -> None:
+    # Before: '{"events":[],"truncated":true,"omitted_events":1}', the same at every retry.
+    async with aiden.open_memory(tmp_path) as memory:
+        await memory.begin_run("go")
+        event = await memory.append(SessionEvent(type="tool_result", tool_call_id="c", content="result", pinned="x" * 5000))
+        answer = await memory.handle_tool_call("recall_session_chunks", {"query": "", "seqs": [event.seq]})
+    assert json.loads(answer) == {
+        "error": f"event {event.seq} does not fit in an answer (its fields besides the text are too long); ask for the other seqs without it"
+    }
