@@ -186,11 +186,11 @@ class Instrumentor:
     @contextlib.contextmanager
     def _span(self, name: str, attributes: dict[str, Any]) -> Iterator[Span]:
         """``start_as_current_span`` whose start and end never raise (a non-recording span when it cannot start)."""
-        from opentelemetry.trace import INVALID_SPAN
-
         manager = self._tracer.start_as_current_span(name, attributes=attributes)
         span = self._quietly(manager.__enter__)
         if span is None:
+            from opentelemetry.trace import INVALID_SPAN  # only when a span could not start
+
             yield INVALID_SPAN
             return
         try:

@@ -253,9 +253,10 @@ class ChunkSummaries:
         self._summarizer = summarizer
         self._config = config
         self._note = note
-        self._unrepaired: set[str] = set()
-        """Degraded chunks the summarizer answered through its fallback again since open: not asked
-        again before a reopen, so one chunk the model cannot summarize blocks no other's repair."""
+        self._unrepaired: set[tuple[str, float]] = set()
+        """Degraded chunks (id, commit time: ids repeat across sessions) the summarizer answered through
+        its fallback again since open, or that could not be read: not tried again before a reopen, so
+        one chunk blocks no other's repair."""
 
     async def stage(self, plan: CompactionPlan, index: ChunkIndex, *, created_at: float) -> StagedChunk | str:
         """Summarize ``plan`` into the chunk after ``index``; a str is why everything stays unchanged."""
@@ -388,18 +389,23 @@ class ChunkSummaries:
 
     async def repair_degraded(self, store: SessionStore, live: Sequence[ChunkEntry]) -> None:
         """Re-summarize one degraded (breadcrumb) chunk per quiet pass, once the summarizer works again."""
-        entry = next((e for e in live if e.degraded and e.chunk_id not in self._unrepaired), None)
+        entry = next((e for e in live if e.degraded and (e.chunk_id, e.created_at) not in self._unrepaired), None)
         if entry is None:
             return
         later = [e.chunk_id for e in live if e.first_seq > entry.last_seq]
-        chunk, withdrawn = await anyio.to_thread.run_sync(_with_retractions, store, entry.chunk_id, later)
+        try:
+            chunk, withdrawn = await anyio.to_thread.run_sync(_with_retractions, store, entry.chunk_id, later)
+        except AidenError as exc:  # a damaged chunk file: the repair is best effort, never a failed pass
+            _pass_log.warning("not re-summarizing degraded chunk %s: %s", entry.chunk_id, exc)
+            self._unrepaired.add((entry.chunk_id, entry.created_at))
+            return
         events = [e for e in without_withdrawn(chunk.events) if e.seq not in withdrawn]
         try:
             result = await self.summarize("history", events, "") if events else None
         except SummarizerError:
             return  # still degraded; try again on a later pass
         if result is not None and result.degraded:
-            self._unrepaired.add(entry.chunk_id)
+            self._unrepaired.add((entry.chunk_id, entry.created_at))
             return  # answered by the summarizer's own fallback: no better than what is stored
         summary = await self._with_must_keep(result.text, events) if result is not None else WITHDRAWN_NOTE
         if await anyio.to_thread.run_sync(store.replace_summary, entry.chunk_id, summary):

@@ -230,14 +230,14 @@ class EpisodeStore(IndexedFiles[_Index]):
             return None
 
     def _decoded(self, path: Path) -> Episode | None:
-        """The episode in ``path``: None if missing or over the read limit, CorruptionError if it does not decode."""
+        """The episode in ``path``: None if missing, CorruptionError if over the read limit or it does not decode."""
         data = read_regular(path, _MAX_EPISODE_BYTES + 1)
         if data is None:
             return None
         if len(data) > _MAX_EPISODE_BYTES:
-            # Cut, it would not decode: that says nothing about the episode, so it is not set aside.
-            self._problem(f"{path.name} of {path.parent.name} is larger than {_MAX_EPISODE_BYTES} bytes")
-            return None
+            # Recorded episodes are bounded below the limit: one past it (an older aiden's, or damage)
+            # will never be read, so it is set aside like an undecodable one rather than retried forever.
+            raise CorruptionError(f"{path.name} of {path.parent.name} is larger than {_MAX_EPISODE_BYTES} bytes")
         try:
             return _episode_decoder.decode(data.decode("utf-8", errors="replace").encode("utf-8"))
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -283,11 +283,11 @@ class EpisodeStore(IndexedFiles[_Index]):
         return list(self._index().episodes)
 
     def load(self, row: EpisodeRow) -> Episode | None:
-        """The committed episode of ``row``: None, reported, if its file is missing or too large;
-        :class:`CorruptionError` if it does not decode."""
+        """The committed episode of ``row``: None, reported, if its file is missing;
+        :class:`CorruptionError` if it is past the read limit or does not decode."""
         episode = self._decoded(self.episode_dir(row.id, row.year) / EPISODE_FILE_NAME)
         if episode is None:
-            self._problem(f"episode {row.id} is missing or too large to read")
+            self._problem(f"episode {row.id} is missing")
         return episode
 
     def get(self, episode_id: str) -> Episode | None:

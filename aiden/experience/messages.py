@@ -95,9 +95,9 @@ class LearnOutcome(msgspec.Struct, frozen=True, kw_only=True):
 
     ``records`` are the ids created or changed (status changes included);
     ``pending`` the committed episodes still waiting after this pass;
-    ``problems`` what went wrong: an episode that cannot be read now (missing, too large) stays
-    pending; one that does not decode, or whose lessons could not be learned or written, is set
-    aside (marked processed, never retried);
+    ``problems`` what went wrong: an episode whose file is missing stays pending; one past the read
+    limit or that does not decode, or whose lessons could not be learned or written, is set aside
+    (marked processed, never retried);
     ``learner`` the LLM learner's counters so far (None: embedded learning only).
     """
 

@@ -133,12 +133,12 @@ class ExperienceService:
             if episode is None:
                 # Its folder may be restored, so it stays pending; outside the batch, so that a run of
                 # them at the head of the queue does not stop learning from the episodes behind.
-                problems.append(f"episode {row.id} is missing or too large to read; it stays pending")
+                problems.append(f"episode {row.id} is missing; it stays pending")
                 continue
             taken += 1
             try:
                 lessons = self._lessons(episode)
-            except (StorageError, anyio.RunFinishedError):
+            except (StorageError, OSError, anyio.RunFinishedError):
                 raise  # the store or the memory, not this episode: the next pass retries it
             except Exception as exc:
                 # Something in this episode (or a bug it triggers): retried, it would fail again and

@@ -148,7 +148,8 @@ def _main(args: argparse.Namespace) -> int:
         tokens = _load_tokens(args.tokens)
         if args.tokens is not None and (open_ := sorted(set(tenants) - set(tokens))):
             # A tokens file protects every endpoint: a tenant it forgot would be served to anyone.
-            raise ValueError(f"{args.tokens}: no token for {open_[0]!r}: with --tokens every endpoint needs one")
+            name = repr(open_[0]) if open_[0] else 'the bare ROOT (key "")'
+            raise ValueError(f"{args.tokens}: no token for {name}: with --tokens every endpoint needs one")
         config = load_config(args.config) if args.config else None
         anyio.run(
             lambda: run_mcp(

@@ -13,6 +13,7 @@ import pytest
 
 import aiden
 from aiden import SessionEvent
+from aiden.errors import SummarizerError
 from aiden.events import RETRACTS
 from aiden.summarizers.protocol import SummaryResult
 from aiden.testing import FailingSummarizer, ScriptedSummarizer
@@ -184,3 +185,29 @@ async def test_a_retraction_naming_a_later_seq_hides_nothing_appended_after_it(t
     assert later[-1].seq == first.seq + 5
     shown = [str(m.get("content")) for m in prompt.messages]
     assert [t for t in shown if t.startswith("LATER-")] == [f"LATER-{n}" for n in range(4)]
+
+
+async def test_a_damaged_later_chunk_does_not_fail_the_quiet_pass_that_would_repair(tmp_path: Path) -> None:
+    # A repair reads the chunks after the degraded one for retractions: one it cannot read skips the repair.
+    down = ScriptedSummarizer([SummarizerError("down")] * 2)
+    config = aiden.Config(experience=False, hot_window_events=4, failure_fallback="breadcrumb")
+    async with aiden.open_memory(tmp_path, config=config, summarizer=down) as memory:
+        for turn in range(2):
+            for i in range(12 * turn, 12 * turn + 12):
+                kind = "user_input" if i % 2 == 0 else "assistant_output"
+                await memory.append(SessionEvent(type=kind, role="user" if i % 2 == 0 else "assistant", content=f"msg {i} " * 20))
+            assert (await memory.maintain(manual=True)).compacted
+        chunks = (await memory.chunk_index()).chunks
+        assert [c.degraded for c in chunks] == [True, False]
+        _damage(tmp_path, chunks[1].chunk_id)
+        outcome = await memory.maintain()  # quiet: would repair the first chunk
+        again = await memory.maintain()
+        after = [c.degraded for c in (await memory.chunk_index()).chunks]
+    assert (outcome.compacted, again.compacted, after) == (False, False, [True, False])
+
+
+def _damage(root: Path, chunk_id: str) -> None:
+    """Overwrite four bytes of the header of chunk ``chunk_id``'s file under ``root``."""
+    with next(root.rglob(f"{chunk_id}.jsonl")).open("r+b") as f:
+        f.seek(10)
+        f.write(b"XXXX")

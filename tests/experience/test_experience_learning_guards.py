@@ -99,6 +99,19 @@ def test_a_long_runs_episode_is_recorded_readable_and_learned_from(tmp_path: Pat
     ]
 
 
+def test_an_episode_file_past_the_read_limit_is_set_aside_once(tmp_path: Path) -> None:
+    # Recorded episodes are bounded below the limit; one past it (an older aiden's) can never be read.
+    svc = ExperienceService(Layout(tmp_path), Storage(), QUIET)
+    svc.commit(episode("ep-1", 1000.0, "make build", "make build WITH_SSL=1"), now=1001.0)
+    big = next(tmp_path.rglob("ep-1/episode.json"))
+    with big.open("ab") as f:
+        f.write(b" " * (9 << 20))
+    out = svc.learn(16)
+    assert (out.episodes, out.pending, len(out.problems)) == (0, 0, 1)
+    assert out.problems[0].startswith("episode ep-1 is unreadable and was set aside: episode.json of ")
+    assert (svc.learn(16).problems, svc.episodes.pending()) == ((), [])
+
+
 def test_a_missing_episode_file_stays_pending_and_blocks_no_other(tmp_path: Path) -> None:
     svc = ExperienceService(Layout(tmp_path), Storage(), QUIET)
     svc.commit(episode("ep-1", 1000.0, "make build", "make build WITH_SSL=1"), now=1001.0)
@@ -107,7 +120,7 @@ def test_a_missing_episode_file_stays_pending_and_blocks_no_other(tmp_path: Path
     lost.unlink()
     out = svc.learn(16)
     assert out.episodes == 1
-    assert out.problems == ("episode ep-1 is missing or too large to read; it stays pending",)
+    assert out.problems == ("episode ep-1 is missing; it stays pending",)
     assert [r.id for r in svc.episodes.pending()] == ["ep-1"]
     assert procedures(svc) == [("shell make test -j1", "active")]
 
@@ -404,6 +417,6 @@ def test_missing_episodes_at_the_head_of_the_queue_block_no_learning(tmp_path: P
         shutil.rmtree(next(tmp_path.rglob(f"ep-{i:02}/episode.json")).parent)
     out = svc.learn(16)
     assert (out.episodes, out.pending, len(out.problems)) == (1, 16, 16)
-    assert out.problems[0] == "episode ep-00 is missing or too large to read; it stays pending"
+    assert out.problems[0] == "episode ep-00 is missing; it stays pending"
     assert procedures(svc) == [("shell make t16 -j1", "active")]
     assert len(svc.episodes.pending()) == 16

@@ -187,7 +187,7 @@ class LiteLLMSummarizer:
                     self._breaker.succeeded()
                     try:
                         result = await self._fall_back(request)
-                    except Exception as fallback_exc:  # the fallback failed too: so did the call
+                    except BaseException as fallback_exc:  # failed or cancelled too: so did the call
                         self._counts.note(fallback_exc)
                         self._counts.failures += 1
                         raise
