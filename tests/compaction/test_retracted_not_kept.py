@@ -211,3 +211,29 @@ def _damage(root: Path, chunk_id: str) -> None:
     with next(root.rglob(f"{chunk_id}.jsonl")).open("r+b") as f:
         f.seek(10)
         f.write(b"XXXX")
+
+
+async def test_a_chunk_set_aside_as_unrepairable_blocks_no_later_sessions_chunk_of_the_same_range(
+    tmp_path: Path,
+) -> None:
+    # Six answers from the fallback: session 1's compaction and its repair, the rotation's session
+    # summary, session 2's compaction; then the model answers.
+    model = ScriptedSummarizer([FALLBACK] * 6)
+    config = aiden.Config(experience=False, hot_window_events=4)
+    async with aiden.open_memory(tmp_path, config=config, summarizer=model) as memory:
+        for session in range(2):
+            if session:
+                await memory.rotate()
+            for i in range(12):
+                kind = "user_input" if i % 2 == 0 else "assistant_output"
+                await memory.append(SessionEvent(type=kind, role="user" if i % 2 == 0 else "assistant", content=f"msg {i} " * 20))
+            assert (await memory.maintain(manual=True)).degraded
+            if not session:
+                await memory.maintain()  # the repair, answered by the fallback: set aside
+        assert model.remaining == 0
+        before = (await memory.chunk_index()).chunks
+        await memory.maintain()
+        after = (await memory.chunk_index()).chunks
+    # Session 2's chunk has session 1's id (the same seq range) but is another chunk: it is repaired.
+    assert [(c.chunk_id, c.degraded) for c in before] == [("chunk_0000000002_0000000008", True)]
+    assert [c.degraded for c in after] == [False]
