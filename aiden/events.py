@@ -28,6 +28,7 @@ __all__ = [
     "encode_event",
     "is_retraction",
     "retracted_seqs",
+    "with_retractions",
     "without_withdrawn",
     "validate_id",
 ]
@@ -209,6 +210,15 @@ def without_withdrawn(events: Sequence[SessionEvent], *, context: Iterable[Sessi
     """
     withdrawn = retracted_seqs((*events, *context))
     return [e for e in events if e.seq not in withdrawn and not is_retraction(e)]
+
+
+def with_retractions(events: Sequence[SessionEvent], kept: Sequence[bool]) -> list[bool]:
+    """``kept`` (one flag per event) with every retraction of a kept event kept too.
+
+    A retraction stays as long as its target: a prompt hides only the withdrawn seqs it sees retracted.
+    """
+    kept_seqs = {e.seq for e, k in zip(events, kept, strict=True) if k}
+    return [k or bool(retracted_seqs((e,)) & kept_seqs) for e, k in zip(events, kept, strict=True)]
 
 
 def retracted_seqs(events: Iterable[SessionEvent]) -> set[int]:

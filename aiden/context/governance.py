@@ -19,7 +19,7 @@ from typing import Final
 
 import msgspec
 
-from aiden.events import SessionEvent, is_retraction, retracted_seqs
+from aiden.events import SessionEvent, is_retraction, with_retractions
 from aiden.policy.cutpoints import call_of_results, is_leading_context, legal_cut_points
 from aiden.policy.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
@@ -98,10 +98,7 @@ def trim_replay(
     starts = [i for i, e in enumerate(events) if is_turn_start(e)]
     always = {starts[0], starts[-1]} if starts else set()
     kept_groups = {group[i] for i in range(n) if i in always or keep(events[i])}
-    kept = [group[i] in kept_groups for i in range(n)]
-    # A retraction stays as long as its target: the renderer hides only the withdrawn seqs it sees retracted.
-    kept_seqs = {e.seq for e, k in zip(events, kept, strict=True) if k}
-    kept = [k or bool(retracted_seqs((e,)) & kept_seqs) for e, k in zip(events, kept, strict=True)]
+    kept = with_retractions(events, [group[i] in kept_groups for i in range(n)])
     cuts = legal_cut_points(events)
     kept_before = list(accumulate(kept, initial=0))
     # The replayed count kept_before[c] + (n - c) never grows with c.

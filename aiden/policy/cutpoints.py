@@ -27,7 +27,7 @@ from typing import Final, Literal
 import msgspec
 
 from aiden.config import Config
-from aiden.events import EVENT_TYPES, SessionEvent, retracted_seqs
+from aiden.events import EVENT_TYPES, SessionEvent, retracted_seqs, with_retractions
 from aiden.policy.tokens import event_tokens
 
 __all__ = [
@@ -151,11 +151,7 @@ class _Window:
         withdrawn = retracted_seqs(events)
         pins = [i for i, e in enumerate(events) if e.pinned is not None and e.seq not in withdrawn]
         pinned_groups = {group[i] for i in pins[max(0, len(pins) - max_pins) :]}
-        kept = [group[i] in pinned_groups or i == self.root for i in range(n)]
-        # A retraction stays as long as its target: the renderer hides only the withdrawn seqs it sees
-        # retracted.
-        kept_seqs = {e.seq for e, k in zip(events, kept, strict=True) if k}
-        self.kept_mask = [k or bool(retracted_seqs((e,)) & kept_seqs) for e, k in zip(events, kept, strict=True)]
+        self.kept_mask = with_retractions(events, [group[i] in pinned_groups or i == self.root for i in range(n)])
         # prefix[i]: tokens of events[:i]; kept_prefix[i]: of the kept ones;
         # free[i]: how many of events[:i] are compactable (not kept).
         self.prefix = list(accumulate(tokens, initial=0))
