@@ -41,6 +41,7 @@ __all__ = [
     "attempts",
     "corrected_after",
     "environment_name",
+    "same_environment",
     "new_episode_id",
     "numbers_changed",
     "result_failed",
@@ -104,6 +105,11 @@ def environment_name(environment: str) -> str:
     as one space, stripped, at most 200 characters. Every entry point normalizes the same way, so
     a name read with a trailing newline still finds its records, and the YAML index keeps it exactly."""
     return " ".join(environment.split())[:200]
+
+
+def same_environment(a: str, b: str) -> bool:
+    """One environment: records stored before names were normalized keep inner whitespace runs."""
+    return environment_name(a) == environment_name(b)
 
 
 def _scrubbed(content: str) -> str:

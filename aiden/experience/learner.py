@@ -34,8 +34,8 @@ from aiden.experience.episodes import (
     assess,
     attempts,
     corrected_after,
-    environment_name,
     numbers_changed,
+    same_environment,
 )
 from aiden.experience.navigation import navigation_records
 from aiden.experience.records import (
@@ -201,11 +201,6 @@ def _content_words(goal: str) -> int:
     return count
 
 
-def _same_environment(a: str, b: str) -> bool:
-    """One environment: records stored before names were normalized keep inner whitespace runs."""
-    return environment_name(a) == environment_name(b)
-
-
 def should_learn(last_activity: float | None, now: float, idle_minutes: float, run_active: bool) -> bool:
     """The common idle window: no run active and no event for ``idle_minutes`` (0 disables).
 
@@ -267,7 +262,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
     # A record stored before names were normalized ("acme  prod") hashed that spelling into its id:
     # the lessons of its environment keep its spelling, so learning one again updates that record.
     env = next(
-        (r.environment for r in existing if _same_environment(r.environment, episode.environment)),
+        (r.environment for r in existing if same_environment(r.environment, episode.environment)),
         episode.environment,
     )
     episode = msgspec.structs.replace(episode, environment=env)
@@ -345,7 +340,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         put(working)
     first_try = _first_try_completion(episode, tried)
     if first_try is not None and not any(
-        r.kind in _WORKING and r.step == first_try[0].step and _same_environment(r.environment, env)
+        r.kind in _WORKING and r.step == first_try[0].step and same_environment(r.environment, env)
         for r in known.values()
     ):
         # A step some procedure already names is confirmed below instead (one record per step).
@@ -366,7 +361,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
     names_task = _content_words(goal) >= _MIN_SUPERSEDING_GOAL_WORDS
     for record in list(known.values()):
         rec = current(record.id) or record
-        if not _same_environment(rec.environment, env) or rec.id in new_procedures:
+        if not same_environment(rec.environment, env) or rec.id in new_procedures:
             continue
         steps = [a for a in tried if a.step == rec.step]
         seqs = tuple(s for a in steps for s in a.seqs)
@@ -393,7 +388,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
     # (the failure itself still holds; only its advice went stale).
     for rid in known if superseded else ():
         stale = current(rid)
-        if stale is None or stale.kind != "failure" or not _same_environment(stale.environment, env) or stale.goal != goal:
+        if stale is None or stale.kind != "failure" or not same_environment(stale.environment, env) or stale.goal != goal:
             continue
         for old in superseded:
             tail = f"What worked instead: `{old}`."

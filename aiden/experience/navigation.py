@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from aiden.experience.episodes import Attempt, Episode, corrected_after, environment_name
+from aiden.experience.episodes import Attempt, Episode, corrected_after, same_environment
 from aiden.experience.records import Evidence, ExperienceRecord, confirmed, merge, record_id, restatused
 
 __all__ = [
@@ -224,7 +224,7 @@ def navigation_records(
         out.setdefault(fresh.id, merge(known.get(fresh.id), fresh))
     named = [(a, _arguments(a.call.content)) for a in tried]
     for rec in known.values():
-        if rec.kind != "navigation" or environment_name(rec.environment) != environment_name(env) or rec.id in out or rec.status == "legacy":
+        if rec.kind != "navigation" or not same_environment(rec.environment, env) or rec.id in out or rec.status == "legacy":
             continue
         naming = [a for a, locs in named if any(names_place(loc, rec.step) for loc in locs)]
         worked = [a for a in naming if a.ok and not corrected_after(episode, a, tried)]
