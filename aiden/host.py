@@ -157,11 +157,18 @@ class HostActor(Generic[K, KR, S]):
         self._outbox, self._replies = anyio.create_memory_object_stream[bytes](size)
         self._in: Codec[K] = codec(requests)
         self._out: Codec[KR] = codec(replies)
-        self.sessions: dict[int, S] = {}
-        """The open sessions it serves, by key: their runtimes add and remove them (the actor only reads)."""
+        self._sessions: dict[int, S] = {}  # the open sessions it serves, by key (see attach)
         self._queued: dict[int, deque[K]] = {}  # the sessions with requests, each its requests in order
         self._tg: TaskGroup | None = None  # the actor's own, while it runs
         self._emptied: dict[int, anyio.Event] = {}  # set when the session's queue empties
+
+    def attach(self, key: int, session: S) -> None:
+        """Serve session ``key`` from now on (its runtime attaches it before its first request)."""
+        self._sessions[key] = session
+
+    def detach(self, key: int) -> None:
+        """Serve session ``key`` no more: its requests still queued are refused as closed."""
+        self._sessions.pop(key, None)
 
     def sender(self) -> MemoryObjectSendStream[bytes]:
         """A send end of the inbox for one run of a session's client (closing it closes only the clone)."""
@@ -266,7 +273,7 @@ class HostActor(Generic[K, KR, S]):
             pass  # the host stopped: nobody waits for it
 
     def _route(self, reply: KR) -> None:
-        session = self.sessions.get(reply.session)
+        session = self._sessions.get(reply.session)
         if session is not None:  # else closed since: nobody waits
             session.dispatch(reply)
 

@@ -244,7 +244,7 @@ async def run_memory(
 
         def writer_failed(error: BaseException) -> None:
             """The store failed this memory in the host's writer: nothing more of it is stored."""
-            writer.sessions.pop(key, None)
+            writer.detach(key)
             writer_client.fail_all(ClosedError("session writer stopped"))
             host_failed(error)
 
@@ -398,11 +398,14 @@ async def run_memory(
             await runs(task_status.started, True)
 
         # The host's actors serve this memory by its key from now until its close.
-        writer.sessions[key] = WriterSession(session_store, config.max_batch_events, writer_port.dispatch, writer_failed)
-        scheduler_actor.register(key, SchedulerSession(scheduler, by_request_id(scheduler_link.client), host_failed))
-        summarizer_actor.sessions[key] = SummarizerSession(summarizer, config, by_request_id(summarizer_link.client))
-        recall_actor.sessions[key] = RecallSession(
-            layout, storage, config, embedder, session_store, recall_stats, by_request_id(recall_link.client)
+        writer.attach(key, WriterSession(session_store, config.max_batch_events, writer_port.dispatch, writer_failed))
+        scheduler_actor.attach(key, SchedulerSession(scheduler, by_request_id(scheduler_link.client), host_failed))
+        summarizer_actor.attach(key, SummarizerSession(summarizer, config, by_request_id(summarizer_link.client)))
+        recall_actor.attach(
+            key,
+            RecallSession(
+                layout, storage, config, embedder, session_store, recall_stats, by_request_id(recall_link.client)
+            ),
         )
         host._on_ring[key] = on_ring
         try:
@@ -472,7 +475,7 @@ async def run_memory(
                 for host_link in host_links:
                     host_link.unbind()
                     host_link.client.fail_all(ClosedError("memory is closed"))
-                    host_link.actor.sessions.pop(key, None)
+                    host_link.actor.detach(key)
                 with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError), summarizer_actor.sender() as send:
                     send.send_nowait(codec(SummarizerInbox).encode(SessionClosed(key)))
             # Actors cancelled mid-serve never reached their own `async with` exits; closing twice is a

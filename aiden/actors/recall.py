@@ -87,7 +87,7 @@ class RecallActor(HostActor[RecallInbox, RecallOutbox, RecallSession]):
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(opened[0].close, limiter=_closing())
             return RecallSynced(key, msg.request_id)
-        session = self.sessions.get(key)
+        session = self._sessions.get(key)
         if session is None:
             raise ClosedError("memory is closed")
         index, before = await self._index(key, session)

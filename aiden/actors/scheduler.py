@@ -91,14 +91,14 @@ class SchedulerActor(HostActor[SchedulerInbox, SchedulerOutbox, SchedulerSession
     def __init__(self) -> None:
         super().__init__("maintenance scheduler", SchedulerInbox, SchedulerOutbox)
 
-    def register(self, key: int, session: SchedulerSession) -> None:
-        """Start serving session ``key`` (its runtime registers it here, before its first request)."""
-        self.sessions[key] = session
+    def attach(self, key: int, session: SchedulerSession) -> None:
+        """Serve session ``key`` from now on, its passes beside its requests."""
+        super().attach(key, session)
         session.scheduler.served(self.reply, lambda: self.spawn(lambda: self._passes(session)))
 
     def at_once(self, request: SchedulerInbox) -> bool:
         """A session's open starts its pass loop at once, with the open's backlog check first."""
-        if isinstance(request, OpenScheduler) and (session := self.sessions.get(request.session)) is not None:
+        if isinstance(request, OpenScheduler) and (session := self._sessions.get(request.session)) is not None:
             session.scheduler.opened(request.request_id)
             return True
         return False
@@ -106,7 +106,7 @@ class SchedulerActor(HostActor[SchedulerInbox, SchedulerOutbox, SchedulerSession
     async def serve_queued(self, key: int, queue: deque[SchedulerInbox]) -> None:
         """Handle session ``key``'s next request."""
         msg = queue.popleft()
-        session = self.sessions.get(key)
+        session = self._sessions.get(key)
         if session is None:  # closed: nothing waits for a pass any more
             if isinstance(msg, Maintain | RotateSession | OpenScheduler):
                 await self.reply(Failed(msg.request_id, error_info(ClosedError("memory is closed")), key))

@@ -195,7 +195,7 @@ class SessionWriter(HostActor[WriterInbox, WriterOutbox, WriterSession]):
     async def serve_queued(self, key: int, queue: deque[WriterInbox]) -> None:
         """Commit the next batch of session ``key`` (one request and what is queued behind it), answer it."""
         batch = [queue.popleft()]
-        session = self.sessions.get(key)
+        session = self._sessions.get(key)
         if session is None:  # closed: nothing more of it is stored
             await self._drop(key, batch, "memory is closed")
             return

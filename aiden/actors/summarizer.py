@@ -35,6 +35,7 @@ from aiden.messages import (
 )
 from aiden.policy.cutpoints import CompactionPlan
 from aiden.policy.summarizer_deadline import CallTimes, after_success, after_timeout, deadline_s
+from aiden.policy.summary_md import SPLIT_TURN_SEPARATOR
 from aiden.policy.tokens import cut_to_tokens, estimate_tokens
 from aiden.policy.triggers import (
     ChunkResummarized,
@@ -45,7 +46,6 @@ from aiden.policy.triggers import (
     TriggerEvent,
 )
 from aiden.storage.chunks import (
-    SPLIT_TURN_SEPARATOR,
     ChunkEntry,
     ChunkFile,
     ChunkIndex,
@@ -98,7 +98,7 @@ class SummarizerActor(HostActor[SummarizerInbox, SummarizerOutbox, SummarizerSes
 
     def deadline_s(self, key: int) -> float:
         """The deadline of session ``key``'s next call: its configured one, scaled by the call times observed."""
-        session = self.sessions.get(key)
+        session = self._sessions.get(key)
         configured = session.config.summarizer_timeout_s if session is not None else Config().summarizer_timeout_s
         return deadline_s(self._times.get(key, CallTimes()), configured)
 
@@ -131,7 +131,7 @@ class SummarizerActor(HostActor[SummarizerInbox, SummarizerOutbox, SummarizerSes
 
     async def _summarize(self, msg: Summarize) -> Summarized | Failed:
         key = msg.session
-        session = self.sessions.get(key)
+        session = self._sessions.get(key)
         if session is None:
             return Failed(msg.request_id, error_info(ClosedError("memory is closed")), key)
         deadline = self.deadline_s(key)
@@ -163,7 +163,7 @@ class SummarizerActor(HostActor[SummarizerInbox, SummarizerOutbox, SummarizerSes
         return Failed(msg.request_id, error_info(error), key)
 
     def _observed(self, key: int, times: CallTimes) -> None:
-        if key in self.sessions:  # a session closed since is forgotten
+        if key in self._sessions:  # a session closed since is forgotten
             self._times[key] = times
 
 

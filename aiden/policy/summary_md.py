@@ -19,6 +19,8 @@ from typing import Final
 __all__ = [
     "CHUNK_MARKER",
     "SECTION_OF_HEADING",
+    "SPLIT_TURN_HEADING",
+    "SPLIT_TURN_SEPARATOR",
     "match_heading",
     "normalize",
     "prune_superseded",
@@ -28,6 +30,11 @@ __all__ = [
     "summary_parts",
     "step_key",
 ]
+
+SPLIT_TURN_HEADING: Final = "Turn Context (split turn)"
+"""The heading a chunk's split turn's summary stands under, after its history summary."""
+SPLIT_TURN_SEPARATOR: Final = f"\n\n---\n\n{SPLIT_TURN_HEADING}:\n"
+"""Between a chunk's history summary and its split turn's (``ChunkEntry.split_turn_context``)."""
 
 SECTION_OF_HEADING: Final[Mapping[str, str | None]] = {
     "goal": "goal",
@@ -60,7 +67,7 @@ SECTION_OF_HEADING: Final[Mapping[str, str | None]] = {
     "working recipes": "commands",
     "recipes": "commands",
     # Structural headings of summary.md: they open no section of their own.
-    "turn context (split turn)": None,
+    SPLIT_TURN_HEADING.casefold(): None,
     "session history (compressed chunks)": None,
     "rolling summary": None,
     "recent chunks": None,
@@ -160,8 +167,8 @@ def render_parts(rolling: str, recent: Sequence[tuple[str, str, bool]], *, skele
 
 
 _USER_REQUEST: Final = "- User: "
-_EMPTY_SPLIT_TAIL: Final = re.compile(r"\s*^---\s*^Turn Context \(split turn\):\s*\Z", re.MULTILINE)
-_BARE_SPLIT_HEAD: Final = re.compile(r"\A\s*---\s*(?=^Turn Context \(split turn\):)", re.MULTILINE)
+_EMPTY_SPLIT_TAIL: Final = re.compile(rf"\s*^---\s*^{re.escape(SPLIT_TURN_HEADING)}:\s*\Z", re.MULTILINE)
+_BARE_SPLIT_HEAD: Final = re.compile(rf"\A\s*---\s*(?=^{re.escape(SPLIT_TURN_HEADING)}:)", re.MULTILINE)
 _BULLET: Final = "- "
 
 

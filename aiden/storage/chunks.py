@@ -34,13 +34,15 @@ import msgspec
 from aiden.errors import CorruptionError, InvalidIdError
 from aiden.events import SessionEvent, encode_event, validate_id
 from aiden.policy import summary_md
+from aiden.policy.summary_md import (
+    SPLIT_TURN_SEPARATOR as SPLIT_TURN_SEPARATOR,  # TEMP until recall/db.py imports it from policy
+)
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import scan
 from aiden.storage.layout import Layout
 
 __all__ = [
     "ARCHIVE_HEADER",
-    "SPLIT_TURN_SEPARATOR",
     "TRUNCATION_MARKER",
     "ChunkEntry",
     "ChunkFile",
@@ -95,8 +97,6 @@ class ChunkEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return self.first_seq <= seq <= self.last_seq and seq not in self.kept_seqs
 
 
-SPLIT_TURN_SEPARATOR = "\n\n---\n\nTurn Context (split turn):\n"
-"""Between a chunk's history summary and its split turn's (:attr:`ChunkEntry.split_turn_context`)."""
 
 
 class SegmentRef(msgspec.Struct, frozen=True, kw_only=True):

@@ -36,7 +36,7 @@ async def ask(summarizer: Summarizer, timeout_s: float, n: int) -> tuple[list[Su
     deadline of that session's next call."""
     actor = SummarizerActor()
     replies_send, replies_recv = anyio.create_memory_object_stream[Summarized | Failed](8)
-    actor.sessions[1] = SummarizerSession(summarizer, Config(summarizer_timeout_s=timeout_s), replies_send.send_nowait)
+    actor.attach(1, SummarizerSession(summarizer, Config(summarizer_timeout_s=timeout_s), replies_send.send_nowait))
     into: Codec[SummarizerInbox] = Codec(SummarizerInbox)
     replies: list[Summarized | Failed] = []
     async with anyio.create_task_group() as tg:
@@ -151,7 +151,7 @@ async def test_an_undecodable_request_is_refused_and_the_actor_serves_on() -> No
     # type (encoding checks none) is answered with Failed, and the next request is served.
     actor = SummarizerActor()
     replies_send, replies_recv = anyio.create_memory_object_stream[Summarized | Failed](8)
-    actor.sessions[1] = SummarizerSession(ScriptedSummarizer(), Config(), replies_send.send_nowait)
+    actor.attach(1, SummarizerSession(ScriptedSummarizer(), Config(), replies_send.send_nowait))
     into: Codec[SummarizerInbox] = Codec(SummarizerInbox)
     bad = into.encode(Summarize(1, 1, msgspec.structs.replace(REQUEST, purpose="no such purpose")))  # type: ignore[arg-type]
     async with anyio.create_task_group() as tg:
