@@ -4,8 +4,10 @@
 ``message_history`` is needed, aiden holds it. The capability's hooks count the request's
 instructions in aiden's budget, log each response and its usage as it arrives (one that may
 end the run -- no tool calls, or an output tool's -- once pydantic-ai has accepted or refused
-it) and end the run with its validated output; its ``processor`` (the history processor) logs
-each request's new parts.
+it) and end the run with its validated output, or a run that raised as a ``failure``; its
+``processor`` (the history processor) logs each request's new parts. The agent's system prompt
+is aiden's role identity, taken from the agent for every run (pydantic-ai sends it only to a run
+without ``message_history``).
 
 Before every model request the processor logs the parts after the last model response
 (everything up to it was logged as it happened, so nothing is logged twice, even from a
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -34,6 +37,8 @@ if TYPE_CHECKING:
     from aiden.memory import Memory
 
 __all__ = ["aiden_history", "history_class", "prompt_to_messages", "recall_tool"]
+
+log = logging.getLogger(__name__)
 
 _NON_TEXT: Final = {
     "ImageUrl": "[image]",
@@ -199,11 +204,12 @@ def history_class() -> type[Any]:
             self._output_tools: frozenset[str] = frozenset()
             # The last response if it may end the run: logged by the next request, or committed by after_run.
             self._held: Any = None
+            # The run's messages (pydantic-ai's own list, from the first request on), and whether a response
+            # came since the processor ran: the request after it is logged only when it is sent.
+            self._messages: list[Any] = []
+            self._responded = False
 
         async def _log_request_part(self, part: Any) -> None:
-            if isinstance(part, SystemPromptPart):
-                self._system = part.content
-                return
             match logged_key(part):
                 case ("user", text):
                     await self.memory.begin_run(text)
@@ -260,6 +266,7 @@ def history_class() -> type[Any]:
         async def _process(self, messages: list[Any]) -> list[Any]:
             """The history processor: log the new parts, return aiden's prompt (current request last)."""
             held, self._held = self._held, None
+            self._responded = False
             await self._log_new(messages, held)
             built = checked(await self.memory.build_messages(self._layers(), tools=self._tools), "AidenHistory")
             self.last_prompt = built
@@ -309,6 +316,19 @@ def history_class() -> type[Any]:
                 *(p for p in original if logged_key(p) is None and not isinstance(p, SystemPromptPart)),
             ]
 
+        async def before_run(self, ctx: Any) -> None:
+            """Take the agent's system prompt, all its parts, for aiden's role identity.
+
+            pydantic-ai sends it only to a run without ``message_history`` (a deferred-tool run
+            resumed from stored history has none, after a restart), so it is asked for every run.
+            """
+            await super().before_run(ctx)
+            parts = await ctx.agent.system_prompt_parts(
+                deps=ctx.deps, model=ctx.model, message_history=ctx.messages, prompt=ctx.prompt, usage=ctx.usage
+            )
+            self._system = "\n\n".join(p.content for p in parts if p.content.strip())
+            self._messages, self._responded = [], False
+
         async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
             """Take over the request's instructions: aiden's system layer carries them, inside its budget."""
             parameters = request_context.model_request_parameters
@@ -319,6 +339,7 @@ def history_class() -> type[Any]:
                 text = getattr(last, "instructions", None) if isinstance(last, ModelRequest) else None
                 parts = [InstructionPart(content=text)] if text else []
             self._instructions = list(parts)
+            self._messages = ctx.messages
             self._tools = tool_schemas((*parameters.function_tools, *parameters.output_tools))
             self._output_tools = frozenset(tool.name for tool in parameters.output_tools)
             request_context = await super().before_model_request(ctx, request_context)
@@ -340,6 +361,7 @@ def history_class() -> type[Any]:
                     completion_tokens=usage.output_tokens,
                     cached_tokens=usage.cache_read_tokens,
                 )
+            self._responded = True
             names = {p.tool_name for p in response.parts if isinstance(p, ToolCallPart)}
             if names and not names & self._output_tools:
                 await self._log_response(response)
@@ -362,6 +384,36 @@ def history_class() -> type[Any]:
             if self.memory.run_active:
                 await self.memory.commit_run(output if isinstance(output, str) else to_json(output).decode())
             return result
+
+        async def on_run_error(self, ctx: Any, *, error: BaseException) -> Any:
+            """End the failed run (outcome ``failure``) with what the model answered last, then raise.
+
+            What came since the last request was sent is logged: the last response (one held as
+            the answer: its output refused until the retries ran out) and a request never sent
+            (a usage limit refused it: its tool results). A text answer is the run's output; a
+            run without one gets the failure as its output. A cancelled run is left open.
+            """
+            held, self._held = self._held, None
+            if not isinstance(error, Exception):
+                raise error
+            text = ""
+            try:
+                if self._responded:
+                    messages = self._messages
+                    calls = held is not None and any(isinstance(p, ToolCallPart) for p in held.parts)
+                    if self.memory.run_active and held is not None and messages[-1] is held and not calls:
+                        text = "\n".join(p.content for p in held.parts if isinstance(p, TextPart))
+                    else:
+                        await self._log_new(messages, held)
+                if self.memory.run_active:
+                    note = f"{type(error).__name__}: {error}"
+                    await self.memory.commit_run(
+                        text or f"[the run failed: {note}]", outcome="failure", outcome_note=note
+                    )
+            except AidenError as exc:
+                # The run's own error is the one the caller must see; the memory's is logged.
+                log.error("aiden could not record the failed run: %s", exc)
+            raise error
 
     return AidenHistory
 
