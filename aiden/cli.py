@@ -70,10 +70,11 @@ class _Warnings(logging.Handler):
         self.messages.append(record.getMessage())
 
     def say(self, command: str, error: BaseException | None = None) -> int:
-        """Print the warnings (but one the error repeats); how many were printed."""
+        """Print the warnings once each (but one the error repeats); how many were printed."""
         from aiden.readonly import report_problems
 
-        said = [m for m in self.messages if error is None or not m.endswith(str(error))]
+        # One problem met at each read (a damaged long-term index.yaml, at open and at the save) is one problem.
+        said = [m for m in dict.fromkeys(self.messages) if error is None or not m.endswith(str(error))]
         report_problems(command, said)
         return len(said)
 
@@ -119,14 +120,12 @@ def _demo(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from aiden.readonly import inspect_root, report_problems
 
-    if args.context_window is not None and args.context_window <= 0:
-        raise ValueError(f"--context-window must be a positive number of tokens, not {args.context_window}")
     info = inspect_root(args.root, context_window=args.context_window, model=args.model)
     if args.json:
         print(_json(info, indent=2))
         return report_problems("inspect", info["problems"])
     hot, chunks, layer, stats = info["hot_window"], info["chunks"], info["summary_layer"], info["stats"]
-    print(f"root: {info['root']}")
+    print(f"root: {_shown(info['root'])}")
     span = f" (seq {hot['first_seq']}..{hot['last_seq']})" if hot["events"] else ""
     print(f"hot window: {hot['events']} events{span}, ~{stats['hot_window_tokens']} tokens")
     cspan = f" (seq {chunks['first_seq']}..{chunks['last_seq']})" if chunks["count"] else ""
@@ -144,7 +143,7 @@ def _inspect(args: argparse.Namespace) -> int:
     print(f"last recovery: {_recovery_text(info['last_recovery'])}")
     print("files:")
     for name, size in info["files"].items():
-        print(f"  {size:>10}  {name}")
+        print(f"  {size:>10}  {_shown(name)}")
     return report_problems("inspect", info["problems"])
 
 
@@ -197,12 +196,13 @@ def _recall(args: argparse.Namespace) -> int:
     return report_problems("recall", problems)
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_JSON_UNESCAPED = re.compile(r"[\x7f-\x9f]")  # JSON escapes C0 controls itself, not DEL and C1
+# A path's bytes that are not UTF-8 come as lone surrogates (U+DC80..U+DCFF): printed, they would be those raw bytes.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\udc80-\udcff]")
+_JSON_UNESCAPED = re.compile(r"[\x7f-\x9f\ud800-\udfff]")  # JSON escapes C0 controls itself, not DEL, C1, surrogates
 
 
 def _json_safe(text: str) -> str:
-    """JSON ``text`` with DEL and C1 controls (U+009B starts an escape sequence) escaped: the same data."""
+    """JSON ``text`` with DEL, C1 controls (U+009B starts an escape sequence) and lone surrogates escaped: the same data."""
     return _JSON_UNESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
@@ -212,8 +212,9 @@ def _json(value: Any, *, indent: int | None = None) -> str:
 
 
 def _shown(text: str) -> str:
-    """Stored ``text`` for a terminal: control characters (a tool output's colour codes) as ``\\xNN``, never run."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """Stored ``text`` for a terminal: control characters (a tool output's colour codes) and a path's
+    undecodable bytes as ``\\xNN``, never run."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()) & 0xFF:02x}", text)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -231,9 +232,9 @@ def _doctor(args: argparse.Namespace) -> int:
     for line in repaired:
         print(f"repaired: {line}")
     for problem in result["problems"]:
-        print(problem)
+        print(_shown(problem))
     for note in result["notes"]:
-        print(f"note: {note}")
+        print(f"note: {_shown(note)}")
     if not result["ok"]:
         return 1
     print("ok")
@@ -270,7 +271,7 @@ def _config_check(args: argparse.Namespace) -> int:
 
 
 def _positive(text: str) -> int:
-    """A count argument (``--limit``, ``--max-passes``, ``--turns``): 0 or less is a usage error, not an empty answer."""
+    """A count argument (``--limit``, ``--max-passes``, ``--turns``, ``--context-window``): 0 or less is a usage error."""
     if not (text.isdecimal() and int(text) > 0):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
     return int(text)
@@ -292,7 +293,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="what a memory root holds (read-only)")
     inspect.add_argument("root")
     inspect.add_argument(
-        "--context-window", type=int, help="the agent's window in tokens, for the summary layer's share"
+        "--context-window", type=_positive, help="the agent's window in tokens, for the summary layer's share"
     )
     inspect.add_argument(
         "--model", help="the agent's model: its window (litellm's model map) and token estimator"
@@ -339,7 +340,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     compact.add_argument("root")
     compact.add_argument("--config", help="extraction.yaml the agent uses (default: built-in defaults)")
-    compact.add_argument("--context-window", type=int, help="the agent's context window in tokens")
+    compact.add_argument("--context-window", type=_positive, help="the agent's context window in tokens")
     compact.add_argument("--force", action="store_true", help="compact once even when under the trigger")
     compact.add_argument("--max-passes", type=_positive, default=100)
     compact.add_argument("--json", action="store_true", help="machine-readable output")
@@ -440,23 +441,30 @@ async def writable_memory(
     A missing root or one without ``memory/`` is a :class:`~aiden.readonly.RootError` (a
     write subcommand never creates a memory); an unwritable root a :class:`NotWritableError`.
     Without ``context_window`` the memory opens with the window and model the root was last
-    opened with, so a command works at the agent's window and leaves that record unchanged.
+    opened with, so a command works at the agent's window; with it, at that window for this
+    command only: either way the record is left as the agent left it.
     """
     from aiden.config import Config, load_config
     from aiden.memory import open_memory
     from aiden.readonly import open_layout
-    from aiden.storage.advisory import read_window
+    from aiden.storage.advisory import read_window, record_window
+    from aiden.storage.fs import Storage
 
     layout = open_layout(root)
-    recorded = read_window(layout) if context_window is None else None
-    model = recorded["model"] if recorded is not None else None
-    if recorded is not None:
-        context_window = recorded["context_window"]
+    recorded = read_window(layout)
+    model = None
+    if context_window is None and recorded is not None:
+        context_window, model = recorded["context_window"], recorded["model"]
     # A subcommand is not the end of the agent's session: closing it writes no dated session summary.
     config = msgspec.structs.replace(
         load_config(config_path) if config_path else Config(), session_summary_on_close=False
     )
     async with AsyncExitStack() as stack:
+        if recorded is not None and (context_window, model) != (recorded["context_window"], recorded["model"]):
+            # The open records this command's window, dropping what the agent's closes learned at its
+            # own: the agent's record is put back after the close (a no-op when nothing changed it).
+            at = recorded["context_window"], recorded["model"], recorded["calibration"]
+            stack.push_async_callback(anyio.to_thread.run_sync, lambda: record_window(Storage(), layout, *at))
         try:
             memory = await stack.enter_async_context(
                 open_memory(root, config=config, model=model, context_window=context_window)

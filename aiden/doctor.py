@@ -51,9 +51,9 @@ RECOVERY_ACTIONS: tuple[tuple[str, str], ...] = (
 """(RecoveryReport field, what recovery does about it, with ``{}`` for the count), in report order."""
 
 
-def check_events(layout: Layout) -> list[str]:
-    """Problems of ``events.jsonl``: corrupt lines, a torn tail, seqs out of order."""
-    result = scan(read_bytes(layout.events))
+def check_events(layout: Layout, data: bytes | None = None) -> list[str]:
+    """Problems of ``events.jsonl`` (``data``: its bytes, else read now): corrupt lines, a torn tail, seqs out of order."""
+    result = scan(read_bytes(layout.events) if data is None else data)
     problems = [f"events.jsonl: corrupt line at offset {bad.offset}: {bad.error}" for bad in result.bad_lines]
     if result.torn_tail:
         problems.append(
@@ -65,7 +65,10 @@ def check_events(layout: Layout) -> list[str]:
     return problems
 
 
-def _check_files(layout: Layout, index: cs.ChunkIndex, problems: list[str], bar: Progress | None) -> None:
+def _check_files(
+    layout: Layout, index: cs.ChunkIndex, problems: list[str], bar: Progress | None, *, data: bytes, files: list[str]
+) -> None:
+    """``data`` (events.jsonl's bytes) and ``files`` (the chunk files) were read before ``index``."""
     entries: list[cs.ChunkEntry] = []
     for seg in index.segments:
         try:
@@ -91,10 +94,10 @@ def _check_files(layout: Layout, index: cs.ChunkIndex, problems: list[str], bar:
             bar.advance()
     listed = {entry.chunk_id for entry in entries}
     problems.extend(
-        f"chunk file {c}.jsonl is not in index.yaml (orphan)" for c in cs.list_chunk_files(layout) if c not in listed
+        f"chunk file {c}.jsonl is not in index.yaml (orphan)" for c in files if c not in listed
     )
-    problems.extend(check_events(layout))
-    seqs.extend(e.seq for e in hot_events(layout, index, entries))
+    problems.extend(check_events(layout, data))
+    seqs.extend(e.seq for e in hot_events(layout, index, entries, data=data))
     if clean and seqs:
         missing = sorted(set(range(1, max(seqs) + 1)) - set(seqs))
         if missing:
@@ -232,6 +235,9 @@ def doctor(
             "recovery_dry_run": None,
         }
     problems: list[str] = []
+    # events.jsonl and the chunk files before the index: a compaction committing meanwhile (chunk file,
+    # index, then the trim) leaves its events in what was read here, not "stored nowhere", and no orphan.
+    data, files = read_bytes(layout.events), cs.list_chunk_files(layout)
     try:
         index = cs.load_index(layout) or cs.ChunkIndex()
     except CorruptionError as exc:
@@ -239,7 +245,7 @@ def doctor(
         index = cs.ChunkIndex()
     entries = len(index.chunks) + sum(s.chunks for s in index.segments)
     bar = progress(entries + 1) if progress is not None else None
-    _check_files(layout, index, problems, bar)
+    _check_files(layout, index, problems, bar, data=data, files=files)
     locks, lock_problems = _check_locks(layout)
     problems.extend(lock_problems)
     busy = {name: pids for name, pids in locks.items() if pids}

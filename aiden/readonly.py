@@ -15,7 +15,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from aiden.errors import CorruptionError
 from aiden.events import SessionEvent, encode_event
@@ -24,6 +24,8 @@ from aiden.storage import chunks as cs
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
 from aiden.storage.recovery import archived_layout
+
+_T = TypeVar("_T")
 
 __all__ = [
     "OutsideRootError",
@@ -210,14 +212,7 @@ def iter_events(
     into the archive, where the rest of it is read.
     """
     start = _folder_id(layout.session)
-    while True:
-        read: list[str] = []
-        data = read_bytes(layout.events)  # before the index (see hot_events)
-        index, entries = load_entries(layout, read)
-        moved = _follow(layout, start)
-        if moved is layout:
-            break
-        layout = moved  # rotated between the reads: again, from the archive (which no longer changes)
+    layout, (data, (index, entries), read) = _one_session(layout, start, _read_session)
     if problems is not None:
         problems.extend(read)
     hot = sorted(hot_events(layout, index, entries, problems, data=data), key=lambda e: e.seq)
@@ -239,6 +234,27 @@ def iter_events(
                 bar.advance()
 
     yield from heapq.merge(chunked(), hot, key=lambda e: e.seq)
+
+
+def _read_session(layout: Layout) -> tuple[bytes, tuple[cs.ChunkIndex, list[cs.ChunkEntry]], list[str]]:
+    """events.jsonl's bytes, then (see :func:`hot_events`) the index and its entries; what :func:`load_entries` said."""
+    read: list[str] = []
+    data = read_bytes(layout.events)
+    return data, load_entries(layout, read), read
+
+
+def _one_session(layout: Layout, start: tuple[int, int] | None, read: Callable[[Layout], _T]) -> tuple[Layout, _T]:
+    """``read(layout)`` of one session's files: the session whose folder was ``start``, and its layout.
+
+    A rotation during the read moves that folder into the archive: read again there, where it no
+    longer changes, so no figure mixes two sessions.
+    """
+    while True:
+        got = read(layout)
+        moved = _follow(layout, start)
+        if moved is layout:
+            return layout, got
+        layout = moved
 
 
 def _folder_id(path: Path) -> tuple[int, int] | None:
@@ -281,12 +297,12 @@ def _files(layout: Layout) -> dict[str, int]:
     return dict(sorted(sizes.items()))
 
 
-def _summary_layer(layout: Layout, window: int, model: str | None) -> dict[str, Any]:
+def _summary_layer(summary: bytes, window: int, model: str | None) -> dict[str, Any]:
     from aiden.config import Config
     from aiden.policy.tokens import estimate_tokens, profile_for_model
 
     # As build_messages: summary.md, stripped, is the summary layer; past its cap a prompt gets the newest lines.
-    text = read_bytes(layout.summary).decode("utf-8", errors="replace").strip()
+    text = summary.decode("utf-8", errors="replace").strip()
     tokens = estimate_tokens(text, profile_for_model(model))
     config = Config(context_window=window)
     return {
@@ -311,9 +327,10 @@ def inspect_root(
 ) -> dict[str, Any]:
     """A summary of what the root holds, as plain JSON-able data. Read-only.
 
-    The summary layer's share is of ``context_window``, else of ``model``'s window, else of
-    the window the memory was last opened with, else of the default; ``model`` (else the
-    recorded one) also picks the token estimator.
+    The summary layer's share is of ``context_window``, else of ``model``'s window (a model
+    litellm's map does not know is a problem: the default window), else of the window the memory
+    was last opened with, else of the default; ``model`` (else the recorded one) also picks the
+    token estimator. Beside an agent, every figure is of one session (see :func:`iter_events`).
     """
     from aiden.config import Config, ModelResolver
     from aiden.policy.tokens import event_tokens, profile_for_model
@@ -321,24 +338,33 @@ def inspect_root(
 
     layout = open_layout(root)
     recorded = read_window(layout)
+    unknown: list[str] = []
     if context_window is not None:
         window, source = context_window, "--context-window"
     elif model is not None:
-        window, source = ModelResolver().context_window(model, Config().context_window), "--model"
+        known = ModelResolver().lookup(model)
+        window, source = (known, "--model") if known is not None else (Config().context_window, "the default")
+        if known is None:
+            unknown.append(f"--model {model!r} is not in litellm's model map: the default window is used")
     elif recorded is not None:
         window, model, source = recorded["context_window"], recorded["model"], "the last open"
     else:
         window, source = Config().context_window, "the default"
-    problems: list[str] = []
-    data = read_bytes(layout.events)  # before the index (see hot_events)
-    try:
-        index, entries = load_entries(layout, problems)
-    except CorruptionError as exc:
-        problems.append(str(exc))
-        index, entries = cs.ChunkIndex(), []
-    hot = hot_events(layout, index, entries, problems, data=data)
+
+    def read(at: Layout) -> tuple[bytes, tuple[cs.ChunkIndex, list[cs.ChunkEntry]], list[str], bytes]:
+        data, said = read_bytes(at.events), list[str]()  # before the index (see hot_events)
+        try:
+            loaded = load_entries(at, said)
+        except CorruptionError as exc:
+            loaded, said = (cs.ChunkIndex(), []), [str(exc)]
+        return data, loaded, said, read_bytes(at.summary)
+
+    # Beside an agent rotating sessions: every figure of the session the root held at the start.
+    at, (data, (index, entries), said, summary) = _one_session(layout, _folder_id(layout.session), read)
+    problems = [*unknown, *said]
+    hot = hot_events(at, index, entries, problems, data=data)
     memories = layout.memories
-    long_term = sorted(memories.glob("*.md")) if memories.is_dir() else []
+    long_term = [p for p in memories.glob("*.md") if p.is_file()] if memories.is_dir() else []
     compacted = sum(e.count for e in entries)
     return {
         "root": str(layout.root),
@@ -355,8 +381,8 @@ def inspect_root(
             "last_seq": entries[-1].last_seq if entries else None,
             "events": compacted,
         },
-        "summary_md_bytes": _size(layout.summary) or 0,
-        "summary_layer": {**_summary_layer(layout, window, model), "window_from": source},
+        "summary_md_bytes": len(summary),
+        "summary_layer": {**_summary_layer(summary, window, model), "window_from": source},
         "stats": {
             "events": compacted + len(hot),
             "compactions": len(entries),
