@@ -17,11 +17,15 @@ import atexit
 import concurrent.futures
 import contextlib
 import contextvars
+import email.utils
 import importlib
+import json
+import math
 import os
 import threading
+import time
 import warnings
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import Any, Final, Literal, Protocol, TypeVar
 
 import anyio
@@ -37,6 +41,7 @@ __all__ = [
     "first_choice",
     "imported_litellm",
     "load_litellm",
+    "retry_after_s",
     "token_usage",
 ]
 
@@ -70,7 +75,7 @@ class _Litellm:
         self.transient = (*self.timeout, *self.unavailable, *classes("RateLimitError", "InternalServerError"))
 
     def is_transient(self, exc: BaseException) -> bool:
-        if isinstance(exc, self.permanent):
+        if isinstance(exc, self.permanent) or _unreadable_response(exc):
             return False
         if isinstance(exc, self.transient):
             return True
@@ -80,6 +85,9 @@ class _Litellm:
     def translate(self, exc: Exception) -> SummarizerError:
         """The aiden error for a failed litellm call (the caller chains ``from exc``)."""
         detail = f"{type(exc).__name__}: {clip(str(exc), 300)}"
+        if _unreadable_response(exc):
+            # The provider answered: a bad answer, not an outage (litellm calls it an InternalServerError).
+            return InvalidSummaryError(f"summarizer provider sent a response that is not JSON: {detail}")
         if isinstance(exc, self.permanent):
             return SummarizerError(f"summarizer request rejected: {detail}")
         if isinstance(exc, self.timeout):
@@ -105,6 +113,16 @@ _CONNECTION_ERRORS: Final = frozenset(
 )
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and its causes (or contexts), at most 16, each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
 def _caused_by_connection_failure(exc: BaseException) -> bool:
     """True if a connection failure is in ``exc``'s cause chain.
 
@@ -112,14 +130,38 @@ def _caused_by_connection_failure(exc: BaseException) -> bool:
     ``InternalServerError`` ("OpenAIException - Connection error."); the
     underlying openai/httpx/aiohttp error is still in the chain.
     """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(seen) < 16:
-        seen.add(id(current))
-        if isinstance(current, ConnectionError) or type(current).__name__ in _CONNECTION_ERRORS:
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return any(isinstance(e, ConnectionError) or type(e).__name__ in _CONNECTION_ERRORS for e in _chain(exc))
+
+
+def _unreadable_response(exc: BaseException) -> bool:
+    """True if ``exc`` reports a response whose body is not JSON (a 200 of garbage).
+
+    litellm reports it as an ``InternalServerError`` with a made-up status 500;
+    the parser's ``JSONDecodeError`` is still in the chain (an HTTP error status
+    never parses its body this way).
+    """
+    return any(isinstance(e, json.JSONDecodeError) for e in _chain(exc))
+
+
+def retry_after_s(exc: BaseException | None) -> float | None:
+    """The wait in seconds the provider asked for with the error ``exc`` (``retry-after-ms``, or
+    ``Retry-After`` in seconds or as an HTTP date), or ``None`` if it asked for none readable."""
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(
+        getattr(exc, "response", None), "headers", None
+    )
+    if not isinstance(headers, Mapping):
+        return None
+    named = {str(key).lower(): str(value).strip() for key, value in headers.items()}
+    seconds: float | None = None
+    with contextlib.suppress(ValueError):
+        if "retry-after-ms" in named:
+            seconds = float(named["retry-after-ms"]) / 1000
+        elif "retry-after" in named:
+            seconds = float(named["retry-after"])
+    if seconds is None and (date := named.get("retry-after")):
+        with contextlib.suppress(TypeError, ValueError):
+            seconds = max(0.0, email.utils.parsedate_to_datetime(date).timestamp() - time.time())
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
 
 
 _litellm_lock = threading.Lock()
@@ -421,6 +463,8 @@ class Breaker:
     most ``8 * reset_s``). A provider that answered before and whose call was
     cut by the caller's deadline is slow, not down: it opens for two lengths of
     that call (at most ``reset_s``), so a slow local model is tried again soon.
+    A failure whose provider said when to come back (``Retry-After``) opens it
+    until then at least (at most ``8 * reset_s``), whatever the failure count.
     """
 
     def __init__(self, threshold: int, reset_s: float) -> None:
@@ -466,20 +510,26 @@ class Breaker:
         """Record a call that ended with no word on the provider: a half-open trial may go out again."""
         self.trial_in_flight = False
 
-    def failed(self, now: float, *, slow_s: float | None = None) -> None:
+    def failed(self, now: float, *, slow_s: float | None = None, retry_after_s: float | None = None) -> None:
         """Record a failed call at ``now``: a failed trial, or the threshold reached, opens the breaker.
 
         ``slow_s``: the call was cut by its caller after that many seconds,
         from a provider that has answered before (slow, not down).
+        ``retry_after_s``: the provider asked not to be called for that long;
+        the breaker stays open until then at least.
         """
         self.failures += 1
         trial = self.trial_in_flight
         self.trial_in_flight = False
-        if not (trial or self.failures >= self.threshold):
-            return
-        self.failed_trials = self.failed_trials + 1 if trial else 0
-        if slow_s is not None:
-            self.open_for = min(self.reset_s, _SLOW_FACTOR * slow_s)
-        else:
-            self.open_for = self.reset_s * min(_MAX_BACKOFF, 2**self.failed_trials)
-        self.opened_at = now
+        if trial or self.failures >= self.threshold:
+            self.failed_trials = self.failed_trials + 1 if trial else 0
+            if slow_s is not None:
+                self.open_for = min(self.reset_s, _SLOW_FACTOR * slow_s)
+            else:
+                self.open_for = self.reset_s * min(_MAX_BACKOFF, 2**self.failed_trials)
+            self.opened_at = now
+        # A call before the provider's time would be refused again (and may extend its throttling);
+        # a wait beyond the longest opening is a misconfigured proxy's, not kept.
+        asked = min(retry_after_s or 0.0, _MAX_BACKOFF * self.reset_s)
+        if asked and (self.opened_at is None or self.opened_at + self.open_for < now + asked):
+            self.opened_at, self.open_for = now, asked

@@ -26,6 +26,7 @@ from aiden.summarizers.llm.client import (
     completion_kwargs,
     first_choice,
     load_litellm,
+    retry_after_s,
     token_usage,
 )
 from aiden.summarizers.llm.prompts import build_messages, read_answer, validate_summary_text
@@ -49,16 +50,19 @@ class LiteLLMSummarizer:
     One chat completion per request, no tools. Transient provider errors
     (timeouts, connection errors, 429, 5xx) are retried
     ``config.summarizer_retries`` times with exponential backoff from
-    ``config.summarizer_backoff_s``; other errors fail at once, translated into
-    :mod:`aiden.errors` with the original as ``__cause__``. After
-    ``config.circuit_breaker_failures`` consecutive failed calls (a call the
-    caller cancelled counts) the breaker opens: calls raise
+    ``config.summarizer_backoff_s``, never sooner than the provider's
+    ``Retry-After`` and never past the caller's deadline; other errors fail at
+    once, translated into :mod:`aiden.errors` with the original as
+    ``__cause__``. After ``config.circuit_breaker_failures`` consecutive failed
+    calls (a call the caller cancelled counts), or one whose provider sent a
+    ``Retry-After``, the breaker opens: calls raise
     :class:`SummarizerUnavailable` without a request until its open time passed
     (see :class:`~aiden.summarizers.llm.client.Breaker`), then one trial call
     decides. The deadline is the caller's.
 
     Output that is empty, longer than ``config.summary_max_chars`` or shaped
-    like an error message raises :class:`InvalidSummaryError`. A
+    like an error message, or a response body that is not JSON, raises
+    :class:`InvalidSummaryError`. A
     ``rolling_fold`` answer gets the load-bearing lines it dropped re-appended
     under ``Must keep:``. ``extra_kwargs`` go to ``litellm.acompletion`` as is.
 
@@ -194,7 +198,7 @@ class LiteLLMSummarizer:
                     self._counts.successes += 1
                     return result
             self._counts.failures += 1
-            self._breaker.failed(anyio.current_time())
+            self._breaker.failed(anyio.current_time(), retry_after_s=retry_after_s(exc.__cause__))
             raise
         except Exception as exc:
             # A bug on this side says nothing of the provider, but must not keep a trial in flight for good.
@@ -235,19 +239,24 @@ class LiteLLMSummarizer:
         while True:
             self._counts.provider_requests += 1
             try:
-                response = await _loop_thread.run(functools.partial(handle.module.acompletion, **kwargs))
-            except SummarizerError:
-                raise
-            except Exception as exc:
-                if handle.is_transient(exc) and attempt < self.config.summarizer_retries:
-                    delay = self.config.summarizer_backoff_s * (2**attempt)
-                    attempt += 1
-                    self._counts.retries += 1
-                    await anyio.sleep(delay)
-                    continue
-                raise handle.translate(exc) from exc
-            self._answered = True  # the provider is up, however slow: a later cut call is slowness
-            try:
+                try:
+                    response = await _loop_thread.run(functools.partial(handle.module.acompletion, **kwargs))
+                except SummarizerError:
+                    raise
+                except Exception as exc:
+                    # Not sooner than the provider asked; not at all if that is past the caller's deadline.
+                    delay = max(self.config.summarizer_backoff_s * (2**attempt), retry_after_s(exc) or 0.0)
+                    if (
+                        handle.is_transient(exc)
+                        and attempt < self.config.summarizer_retries
+                        and anyio.current_time() + delay < anyio.current_effective_deadline()
+                    ):
+                        attempt += 1
+                        self._counts.retries += 1
+                        await anyio.sleep(delay)
+                        continue
+                    raise handle.translate(exc) from exc  # an unreadable answer: InvalidSummaryError
+                self._answered = True  # the provider is up, however slow: a later cut call is slowness
                 return self._result_from(response, request)
             except InvalidSummaryError as exc:
                 if strict_left <= 0:
