@@ -11,8 +11,10 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -151,17 +153,36 @@ def _main(args: argparse.Namespace) -> int:
             name = repr(open_[0]) if open_[0] else 'the bare ROOT (key "")'
             raise ValueError(f"{args.tokens}: no token for {name}: with --tokens every endpoint needs one")
         config = load_config(args.config) if args.config else None
-        anyio.run(
-            lambda: run_mcp(
-                tenants, http=args.http, host=args.host, port=args.port, tokens=tokens, config=config
+        with _sigterm_as_sigint():
+            anyio.run(
+                lambda: run_mcp(
+                    tenants, http=args.http, host=args.host, port=args.port, tokens=tokens, config=config
+                )
             )
-        )
     except (ValueError, OSError) as exc:
         print(f"aiden mcp: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         pass
     return 0
+
+
+@contextmanager
+def _sigterm_as_sigint() -> Iterator[None]:
+    """SIGTERM stops the command as SIGINT does: the serving is cancelled, the memories close (shielded).
+
+    Its default would kill the server at once, the memories unclosed, where a client sends it when the
+    server outlives its closed stdin (maybe while closing). Left alone where SIGINT is not handled
+    (a background job ignoring it): SIGTERM must still stop the server.
+    """
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _port(text: str) -> int:

@@ -97,11 +97,15 @@ def _tool(schema: dict[str, Any]) -> types.Tool:
     )
 
 
-def _text_result(text: str) -> types.CallToolResult:
+def _text_result(text: str, root: str) -> types.CallToolResult:
     try:
         failed = "error" in json.loads(text)
     except ValueError:
         failed = True
+    if failed:
+        # A storage error names the file by its absolute path: the client (a remote tenant over
+        # HTTP) sees it relative to the memory root, never where the server keeps its memories.
+        text = text.replace(json.dumps(os.path.join(root, ""), ensure_ascii=False)[1:-1], "")
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=failed)
 
 
@@ -110,7 +114,7 @@ def memory_server(memory: Memory, *, name: str = "aiden") -> Server[Any]:
 
     Tool results are the tools' JSON answers as text; an ``{"error": ...}``
     answer (bad arguments, an unknown id) is a tool error (``is_error``), not a
-    protocol error, so the model sees why. Logs go to the ``aiden.mcp`` logger.
+    protocol error, so the model sees why (files named relative to the memory root). Logs go to the ``aiden.mcp`` logger.
     """
     tools = [_tool(schema) for schema in memory.tools]
     names = frozenset(t.name for t in tools)
@@ -124,9 +128,9 @@ def memory_server(memory: Memory, *, name: str = "aiden") -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         if params.name not in names:
-            return _text_result(json.dumps({"error": f"unknown tool {params.name[:80]!r}"}))
+            return _text_result(json.dumps({"error": f"unknown tool {params.name[:80]!r}"}), memory.root)
         log.info("tool call %s", params.name)
-        return _text_result(await memory.handle_tool_call(params.name, dict(params.arguments or {})))
+        return _text_result(await memory.handle_tool_call(params.name, dict(params.arguments or {})), memory.root)
 
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -198,9 +202,11 @@ class _Uvicorn(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """A second signal, SIGTERM too (uvicorn forces only on SIGINT), stops waiting for open connections."""
+        # Not uvicorn's handle_exit: sse-starlette patches it to end the SSE streams of every server
+        # of the process, later ones too; it still ends this server's as it sees should_exit.
         if self.should_exit:
             self.force_exit = True
-        super().handle_exit(sig, frame)
+        self.should_exit = True
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -243,7 +249,9 @@ def http_app(
     mounts: list[Mount] = []
     for tenant, memory in memories.items():
         server = memory_server(memory, name=f"aiden-{tenant}" if tenant else "aiden")
-        app: ASGIApp = server.streamable_http_app(streamable_http_path="/mcp", host=host)
+        # Answers as plain JSON, not an SSE stream per request: a stopping server ends its SSE streams
+        # at once, and with them the answers of tool calls still running.
+        app: ASGIApp = server.streamable_http_app(streamable_http_path="/mcp", host=host, json_response=True)
         if tenant in tokens:
             app = _BearerGate(app, tokens[tenant])
         servers.append(server)
@@ -270,9 +278,12 @@ async def serve_http(
 ) -> None:
     """Serve :func:`http_app` with uvicorn until SIGINT/SIGTERM or cancelled; logs on stderr, no access log.
 
-    ``sock`` is an already bound listening socket to serve on instead of ``host:port``.
+    ``sock`` is an already bound listening socket to serve on instead of ``host:port``; an
+    OSError naming the address when ``host:port`` cannot be listened on (a port in use).
     """
     app = http_app(memories, tokens=tokens, host=host)
+    if sock is None:
+        sock = _listen(host, port)
     config = uvicorn.Config(
         app,
         host=host,
@@ -284,5 +295,22 @@ async def serve_http(
         timeout_graceful_shutdown=_GRACE_S,
     )
     server = _Uvicorn(config)
-    log.info("serving %d tenant(s) on http://%s:%d", len(memories), host, port)
-    await server.serve(sockets=[sock] if sock is not None else None)
+    log.info("serving %d tenant(s) on http://%s:%d", len(memories), host, sock.getsockname()[1])
+    with sock:
+        await server.serve(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port`` (IPv6 for an address with a colon), as uvicorn binds one for its workers.
+
+    Bound here: uvicorn logs a failed bind and exits the process (status 3) before the memories close.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen()
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
