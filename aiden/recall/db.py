@@ -23,8 +23,9 @@ import msgspec
 
 from aiden.errors import AidenError, RecallError, StorageError
 from aiden.events import SessionEvent, validate_id
+from aiden.policy.summary_md import SPLIT_TURN_SEPARATOR
 from aiden.recall.query import index_text
-from aiden.storage.chunks import SPLIT_TURN_SEPARATOR, ChunkEntry, ChunkFile
+from aiden.storage.chunks import ChunkEntry, ChunkFile
 from aiden.storage.fs import Storage
 from aiden.storage.protocol import ChangeToken, ChunkChanges, PendingChunks
 
@@ -34,14 +35,13 @@ __all__ = [
     "BulkChunk",
     "ChunkRow",
     "IndexDB",
-    "NeedsRebuild",
     "apply_changes",
     "event_text",
     "insert_bulk",
     "is_corruption",
 ]
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 """Bump when the schema, the tokenizer or :func:`~aiden.recall.query.index_text` changes: old databases are rebuilt."""
 _APPLICATION_ID: Final = 0x41494452  # "AIDR": marks the file as ours
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes)
@@ -290,7 +290,11 @@ class BulkChunk(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class NeedsRebuild(Exception):
-    """The database must be created again from scratch; its argument is the reason (e.g. ``out_of_date``)."""
+    """The database must be created again from scratch; its argument is the reason (e.g. ``out_of_date``).
+
+    Internal control flow, not an error: :meth:`RecallIndex._sync <aiden.recall.index.RecallIndex>`
+    catches it around :func:`apply_changes` and rebuilds, so it is no :class:`~aiden.errors.AidenError`.
+    """
 
 
 def event_text(event: SessionEvent) -> str:

@@ -5,6 +5,7 @@ Archived sessions are never seen: the change feed serves the active session only
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sqlite3
@@ -30,7 +31,7 @@ from aiden.recall.db import (
 )
 from aiden.recall.embedding import Embedder
 from aiden.recall.query import content_terms
-from aiden.recall.search import Filters, assemble, bm25_ranking, pick, summary_hit
+from aiden.recall.search import Filters, assemble, bm25_ranking, matched_words, pick, summary_hit
 from aiden.recall.tool import RecallHit, RecallStats, fit_hits
 from aiden.recall.vectors import Hybrid
 from aiden.storage.fs import Storage
@@ -334,4 +335,11 @@ class RecallIndex:
         events, summaries = pick(conn, ranked, filters, k)
         hits, contexts = assemble(self._db, events, summaries, k)
         config = self._config
-        return fit_hits(hits, config.recall_max_chars, terms, contexts, context_chars=config.recall_snippet_chars)
+        return fit_hits(
+            hits,
+            config.recall_max_chars,
+            terms,
+            contexts,
+            context_chars=config.recall_snippet_chars,
+            stemmed=functools.partial(matched_words, conn, terms),
+        )

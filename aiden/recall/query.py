@@ -45,11 +45,12 @@ __all__ = [
 MAX_QUERY_CHARS: Final = 1000
 """Longer queries are cut to this many characters before they are split into terms."""
 MAX_TERMS: Final = 12
-"""Most terms of one query (the first distinct ones win); bounds the work per search."""
+"""Most words of one query ranked by (the rarest in the index win); bounds the work per search."""
 MAX_PAIRS: Final = 3
 """Most adjacent-word phrases added to a query's terms."""
 _MAX_RAW_TERMS: Final = 64
-"""Most distinct words of a query looked at before stopwords are dropped."""
+"""Most distinct words of a query looked at before stopwords are dropped; also the most terms
+:func:`content_terms` gives, of which a search ranks by the :data:`MAX_TERMS` rarest."""
 MAX_FALLBACK_TERMS: Final = 16
 """Most terms of the OR fallback (CJK bigrams can multiply the terms)."""
 
@@ -87,6 +88,12 @@ _JSON_ESCAPE: Final = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
 _ESCAPED_SPAN: Final = re.compile(rf"(?<![^\W_])[^\W_]*(?:{_JSON_ESCAPE.pattern}[^\W_]*)+")
 _SIMPLE_ESCAPES: Final = {"\"": "\"", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _WORD: Final = re.compile(r"[^\W_]+")
+# A raw Windows path (``C:\new\temp``): its backslashes separate names; read as JSON escapes,
+# they would add junk words ("ew", "emp"). JSON writes the same path ``C:\\new``, not matched here.
+_WINDOWS_PATH: Final = re.compile(r"(?<![^\W_])[A-Za-z]:\\(?!\\)[^\s\"'<>|]*")
+_JSON_ESC: Final = re.compile(r"\\u001[bB]")
+"""ESC written as a JSON escape: tools' JSON output carries colour codes this way."""
+_SPACED_CJK: Final = re.compile(f"{ZWSP}([{_CJK_RANGES}]){ZWSP}")
 # ANSI CSI (colours, cursor moves) and OSC (titles, links: ended by BEL or ESC \) sequences.
 _TERMINAL_ESCAPE: Final = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\))")
 
@@ -192,12 +199,14 @@ def index_text(text: str) -> str:
     Words that JSON string escapes hide from the tokenizer (``\\nPORT`` is the token ``nPORT``,
     ``caf\\u00e9`` the tokens ``caf`` and ``u00e9``) follow, decoded, after a U+001E that
     :func:`display_text` cuts off again: tool arguments and results are mostly JSON. So do words
-    that a terminal escape sequence hides (``\\x1b[31mFAILED`` is the token ``31mfailed``): tools
-    run with colours write them before their most telling words.
+    that a terminal escape sequence hides (``\\x1b[31mFAILED`` is the token ``31mfailed``), raw or
+    JSON-escaped (``\\u001b[31mFAILED``): tools run with colours write them before their most
+    telling words.
     """
     extra = _escaped_words(text) if "\\" in text else []
-    if "\x1b" in text:
-        extra += _missing_words(text, _TERMINAL_ESCAPE.sub(" ", text))
+    coloured = _JSON_ESC.sub("\x1b", text) if "\\u001" in text else text
+    if "\x1b" in coloured:
+        extra += _missing_words(text, _TERMINAL_ESCAPE.sub(" ", coloured))
     if extra or _HIDDEN in text:
         text = f"{text}{_HIDDEN}{' '.join(extra)}"
     return _CJK_CHAR.sub(_SPACED, text) if _has_cjk(text) else text
@@ -206,7 +215,7 @@ def index_text(text: str) -> str:
 def _escaped_words(text: str) -> list[str]:
     """The words of ``text``'s JSON-escaped spans once decoded, less those the raw span already has."""
     extra: list[str] = []
-    for span in _ESCAPED_SPAN.finditer(text):
+    for span in _ESCAPED_SPAN.finditer(_WINDOWS_PATH.sub(" ", text) if ":\\" in text else text):
         raw = span.group(0)
         extra += _missing_words(raw, _JSON_ESCAPE.sub(lambda m: _decode_escape(m.group(0)), raw))
     return extra
@@ -229,10 +238,12 @@ def _has_cjk(text: str) -> bool:
 
 
 def display_text(stored: str) -> str:
-    """Undo :func:`index_text` (zero width spaces of the original are dropped too, harmlessly)."""
+    """Undo :func:`index_text`: the original text, zero width spaces of its own included."""
     if _HIDDEN in stored:
         stored = stored.rpartition(_HIDDEN)[0]
-    return stored.replace(ZWSP, "")
+    # index_text put one U+200B on either side of each CJK character: removing exactly one such
+    # pair per CJK character, left to right, leaves the original's own U+200B in place.
+    return _SPACED_CJK.sub(r"\1", stored) if ZWSP in stored else stored
 
 
 def _is_token_char(ch: str) -> bool:
@@ -284,18 +295,19 @@ def query_terms(query: str, *, limit: int = MAX_TERMS) -> list[Term]:
 
 
 def content_terms(query: str) -> list[Term]:
-    """The terms a search ranks by: the query's words without stopwords, plus adjacent pairs.
+    """The terms a search picks from: the query's words without stopwords, plus adjacent pairs.
 
-    Stopwords are dropped (unless that leaves nothing) before the :data:`MAX_TERMS` cap; CJK runs
-    longer than two characters become bigrams (:func:`fallback_terms`). Up to :data:`MAX_PAIRS`
-    adjacent word pairs become phrase terms, so words side by side rank above words apart. Dates in
-    the query come last, as terms with a ``period``.
+    Stopwords are dropped (unless that leaves nothing); CJK runs longer than two characters become
+    bigrams (as in :func:`fallback_terms`). The search ranks by the :data:`MAX_TERMS` of these words
+    that are rarest in the index, not the first typed: a long question's telling word may come
+    last. Up to :data:`MAX_PAIRS` adjacent word pairs become phrase terms, so words side by side
+    rank above words apart. Dates in the query come last, as terms with a ``period``.
     """
     terms = query_terms(query, limit=_MAX_RAW_TERMS)
     kept = [t for t in terms if t.cjk or not is_stopword(t.text)]
-    out = fallback_terms((kept if kept else terms)[:MAX_TERMS])
+    out = _bigrams(kept if kept else terms)[:_MAX_RAW_TERMS]
     dates = [Term("", False, "", period=p) for p in query_periods(query[:MAX_QUERY_CHARS])] if out else []
-    return out + _pairs(query, len(out)) + dates
+    return out + _pairs(query) + dates
 
 
 def word_terms(terms: Sequence[Term]) -> list[Term]:
@@ -303,7 +315,7 @@ def word_terms(terms: Sequence[Term]) -> list[Term]:
     return [t for t in terms if t.period is None]
 
 
-def _pairs(query: str, have: int) -> list[Term]:
+def _pairs(query: str) -> list[Term]:
     words = [w for w in _words(query[:MAX_QUERY_CHARS]) if _has_token_char(w)]
     pairs: list[Term] = []
     seen: set[str] = set()
@@ -315,7 +327,7 @@ def _pairs(query: str, have: int) -> list[Term]:
             continue
         seen.add(text.casefold())
         pairs.append(Term(text, False, _quote(text), (a.casefold(), b.casefold())))
-        if len(pairs) == MAX_PAIRS or have + len(pairs) == MAX_FALLBACK_TERMS:
+        if len(pairs) == MAX_PAIRS:
             break
     return pairs
 
@@ -325,6 +337,10 @@ def fallback_terms(terms: Sequence[Term]) -> list[Term]:
 
     ``数据库迁移失败`` does not match ``数据库的迁移失败了`` as a phrase, but its bigrams do.
     """
+    return _bigrams(terms)[:MAX_FALLBACK_TERMS]
+
+
+def _bigrams(terms: Sequence[Term]) -> list[Term]:
     out: list[Term] = []
     seen: set[str] = set()
     for term in terms:
@@ -336,7 +352,7 @@ def fallback_terms(terms: Sequence[Term]) -> list[Term]:
             if key not in seen:
                 seen.add(key)
                 out.append(part)
-    return out[:MAX_FALLBACK_TERMS]
+    return out
 
 
 def or_expression(terms: Sequence[Term]) -> str:

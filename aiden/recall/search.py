@@ -17,6 +17,7 @@ import heapq
 import itertools
 import math
 import operator
+import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -26,7 +27,7 @@ import msgspec
 from aiden.errors import RecallError
 from aiden.events import EVENT_TYPES
 from aiden.recall.db import ChunkRow, IndexDB
-from aiden.recall.query import Term, display_text, or_expression, word_terms
+from aiden.recall.query import MAX_TERMS, Term, display_text, or_expression, query_terms, word_terms
 from aiden.recall.tool import RecallContext, RecallHit
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Scored",
     "assemble",
     "bm25_ranking",
+    "matched_words",
     "min_max_fusion",
     "pick",
     "reciprocal_rank_fusion",
@@ -168,6 +170,7 @@ def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[lis
     """The terms ranked exactly (rarest first, rows within :data:`EXACT_ROWS`) and the frequent ones
     with their probed row count (exact up to :data:`EXACT_ROWS`, else ``EXACT_ROWS + 1``).
 
+    Of the single words, only the :data:`MAX_TERMS` rarest found are kept (ties: the first typed).
     A phrase of two adjacent words is probed only when one of its words is
     not frequent: FTS5 checks a phrase's positions along the rarer word's
     rows, which for two frequent words is the cost this bound is for.
@@ -176,8 +179,10 @@ def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[lis
     by_word: dict[str, int] = {}
     for i, t in enumerate(terms):
         if not t.words:
-            counts[i] = _probe(conn, t)
-            by_word[t.text.casefold()] = counts[i]
+            by_word[t.text.casefold()] = _probe(conn, t)
+            counts[i] = by_word[t.text.casefold()]
+    found = sorted((i for i in counts if counts[i]), key=lambda i: counts[i])
+    counts = {i: counts[i] for i in found[:MAX_TERMS]}
     for i, t in enumerate(terms):
         if t.words and min(by_word.get(w, 0) for w in t.words) <= EXACT_ROWS:
             counts[i] = _probe(conn, t)
@@ -434,6 +439,29 @@ def assemble(
         if row is not None:
             hits.append(summary_hit(row, s.score))
     return hits, functools.partial(_neighbours, db, placed)
+
+
+_OPEN, _CLOSE = "\x02", "\x03"
+_MARKED: Final = re.compile(f"{_OPEN}([^{_OPEN}{_CLOSE}]+){_CLOSE}")
+
+
+def matched_words(conn: sqlite3.Connection, terms: Sequence[Term], hit: RecallHit) -> list[Term]:
+    """The words of ``hit``'s text that matched ``terms`` in the index, as terms for the snippet finder.
+
+    The porter stemmer matches "runs" for "running" (and folding "cafe" for "café"): FTS5's
+    ``highlight()``, with the index's tokenizer, names the words a text holds in place of the
+    query's own spelling. It seeks in every term's rows: for the rare hit cut without that spelling.
+    """
+    words = word_terms(terms)
+    sql = (
+        "SELECT highlight(fts, 0, ?, ?) FROM fts WHERE fts MATCH ? AND rowid = "
+        "(SELECT d.id FROM docs AS d JOIN chunks AS c ON c.id = d.chunk WHERE c.chunk_id = ? AND d.seq IS ?)"
+    )
+    found: set[str] = set()
+    if words:
+        for (marked,) in conn.execute(sql, (_OPEN, _CLOSE, or_expression(words), hit.chunk_id, hit.seq)):
+            found.update(_MARKED.findall(marked))
+    return query_terms(" ".join(sorted(found)), limit=max(len(found), 1))
 
 
 def summary_hit(row: ChunkRow, score: float) -> RecallHit:

@@ -167,13 +167,22 @@ def encode_hits(hits: Sequence[RecallHit]) -> str:
 _Cut = Callable[[RecallHit, int], RecallHit]
 
 
-def _cutter(terms: Sequence[Term]) -> _Cut:
-    """Cuts a hit's text to a limit, around the first match of a term."""
+def _cutter(terms: Sequence[Term], stemmed: Callable[[RecallHit], Sequence[Term]] | None) -> _Cut:
+    """Cuts a hit's text to a limit, around the first match of a term (or of the words ``stemmed`` gives)."""
     find = match_finder(terms)
+    finders: dict[tuple[str, str, int], Callable[[str], tuple[int, int] | None]] = {}
+
+    def finder(hit: RecallHit) -> Callable[[str], tuple[int, int] | None]:
+        if stemmed is None:
+            return find
+        key = (hit.chunk_id, hit.kind, hit.first_seq)
+        if key not in finders:  # a hit is cut several times while it is fitted
+            finders[key] = find if find(hit.text) is not None else match_finder(stemmed(hit))
+        return finders[key]
 
     def cut(hit: RecallHit, limit: int) -> RecallHit:
         # Called only with a limit below the text's length (_fit_one).
-        text = snippet(hit.text, terms, limit, finder=find) if terms else truncate(hit.text, limit)
+        text = snippet(hit.text, terms, limit, finder=finder(hit)) if terms else truncate(hit.text, limit)
         return msgspec.structs.replace(hit, text=text, truncated=True)
 
     return cut
@@ -229,6 +238,7 @@ def fit_hits(
     terms: Sequence[Term] = (),
     contexts: Callable[[], Mapping[int, RecallContext]] | None = None,
     context_chars: int = 240,
+    stemmed: Callable[[RecallHit], Sequence[Term]] | None = None,
 ) -> list[RecallHit]:
     """The hits, best first, packed so that ``encode_hits`` of them is at most ``max_chars`` characters.
 
@@ -236,7 +246,8 @@ def fit_hits(
     (one long tool output cannot crowd out the hits after it), and one that cannot show
     :data:`_MIN_TEXT` characters is left out. Room left at the end widens the cut texts again, then
     adds ``contexts()`` (hit position -> neighbouring event; called only when there is room), cut to
-    ``context_chars``, where the neighbour is not a hit itself.
+    ``context_chars``, where the neighbour is not a hit itself. ``stemmed`` gives the words of a
+    hit that matched ``terms`` where its text lacks their spelling (the index stems), to cut around.
     """
     # Texts alone over the budget: the whole answer cannot fit, no need to encode it.
     whole = len(encode_hits(hits)) if sum(len(h.text) for h in hits) <= max_chars else max_chars + 1
@@ -245,7 +256,7 @@ def fit_hits(
         kept = list(enumerate(hits))
         room = max_chars - whole
     else:
-        kept, room = _pack(hits, max_chars, _cutter(terms))
+        kept, room = _pack(hits, max_chars, _cutter(terms, stemmed))
     if contexts is None or room < _MIN_CONTEXT:
         return [h for _, h in kept]
     shown = {h.first_seq for _, h in kept if h.kind == "event"}

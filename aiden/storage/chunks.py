@@ -34,9 +34,6 @@ import msgspec
 from aiden.errors import CorruptionError, InvalidIdError
 from aiden.events import SessionEvent, encode_event, validate_id
 from aiden.policy import summary_md
-from aiden.policy.summary_md import (
-    SPLIT_TURN_SEPARATOR as SPLIT_TURN_SEPARATOR,  # TEMP until recall/db.py imports it from policy
-)
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import scan
 from aiden.storage.layout import Layout

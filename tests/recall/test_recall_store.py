@@ -117,7 +117,7 @@ async def test_recall_actor_follows_the_given_feed(store: MemorySessionStore, tm
     actor = RecallActor()
     replies_send, replies_recv = anyio.create_memory_object_stream[RecallOutbox](1)
     stats: Latest[RecallStats | None] = Latest(None)
-    actor.sessions[3] = RecallSession(layout, Storage(), Config(), None, store, stats, replies_send.send_nowait)
+    actor.attach(3, RecallSession(layout, Storage(), Config(), None, store, stats, replies_send.send_nowait))
     inbox: Codec[RecallInbox] = Codec(RecallInbox)
     async with anyio.create_task_group() as tg:
         tg.start_soon(actor.run)
