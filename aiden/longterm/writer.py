@@ -345,6 +345,9 @@ class SummaryFlow(ABC):
         self._use_fallback = use_fallback
         # Orders this runtime's writers; the backend's lock orders them against other processes.
         self._lock = anyio.Lock()
+        # The summarizer call of the merge in flight: a close that stops waiting for it cancels it, or
+        # the session summary's own call would queue behind it in the summarizer until its deadline too.
+        self._merging = anyio.CancelScope()
 
     # --- what a backend implements (blocking; called from a worker thread) -----------
     @abstractmethod
@@ -380,9 +383,12 @@ class SummaryFlow(ABC):
         async with self._lock:
             current = await anyio.to_thread.run_sync(self.running)
             through = current.through_seq if current is not None else 0
-            found, _ = await self.extract([e for e in events if e.seq > through or e.seq == 0])
-            top = max((e.seq for e in events), default=0)
-            return await anyio.to_thread.run_sync(self._merge_running, found, top, int(now))
+            with anyio.CancelScope() as self._merging:
+                found, _ = await self.extract([e for e in events if e.seq > through or e.seq == 0])
+                top = max((e.seq for e in events), default=0)
+                return await anyio.to_thread.run_sync(self._merge_running, found, top, int(now))
+            # Cancelled by a close: its events are in the hot window the session summary extracts.
+            return current or SessionSummary(kind="running")
 
     def _merge_running(self, found: SessionSummary, top: int, stamp: int) -> SessionSummary:
         with self._locked("merging the running summary") as rows:
@@ -429,6 +435,7 @@ class SummaryFlow(ABC):
             await self._lock.acquire()
             acquired = True
         if not acquired:
+            self._merging.cancel()
             log.warning(
                 "closing: a running-summary merge is still waiting for the summarizer after %ss "
                 "(close_timeout_s); writing the session summary beside it, the merge is cancelled",

@@ -13,7 +13,8 @@ import pytest
 
 import aiden
 from aiden.storage.layout import Layout
-from aiden.testing import SlowSummarizer
+from aiden.summarizers.protocol import SummaryRequest, SummaryResult
+from aiden.testing import HangingSummarizer, ScriptedSummarizer, SlowSummarizer
 from tests.helpers import SMALL_MANUAL
 
 pytestmark = pytest.mark.anyio
@@ -67,3 +68,39 @@ async def test_close_with_a_pass_in_flight_on_a_hung_summarizer_cancels_it_and_s
     assert "kafka" in written.read_text()
     async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
         assert [e.content for e in await memory.hot_window()] == texts  # nothing compacted, nothing lost
+
+
+class FirstCallHangs:
+    """The first call never answers (until cancelled); later ones answer as a ScriptedSummarizer."""
+
+    def __init__(self) -> None:
+        self.hung = HangingSummarizer()
+        self.answers = ScriptedSummarizer()
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        if self.hung.calls == 0:
+            return await self.hung.summarize(request)
+        return await self.answers.summarize(request)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # real time: a virtual clock jumps past any sleep
+async def test_close_behind_a_hung_merge_asks_the_summarizer_for_the_session_summary(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The close gives up waiting behind the merge and cancels it: the session summary's own call
+    # reaches the summarizer (it queued behind the hung call until its deadline, then fell back).
+    config = msgspec.structs.replace(
+        SMALL_MANUAL, summarizer_timeout_s=10_000.0, close_timeout_s=0.2, count_compress_after_events=5
+    )
+    summarizer = FirstCallHangs()
+    with caplog.at_level(logging.WARNING):
+        async with aiden.open_memory(tmp_path, config=config, summarizer=summarizer) as memory:
+            for n in range(12):
+                await memory.append(aiden.SessionEvent(type="user_input", role="user", content=f"use kafka {n}"))
+            memory.request_maintenance()
+            with anyio.fail_after(30):
+                await summarizer.hung.wait_started()  # the pass's merge waits on the hung call
+    said = {r.getMessage() for r in caplog.records}
+    assert summarizer.hung.cancellations == 1
+    assert "session summary extraction failed (no answer within 0.2s); using the extractive fallback" not in said
+    assert "session_summary" in [r.purpose for r in summarizer.answers.requests]
