@@ -25,10 +25,15 @@ import msgspec
 
 from aiden.errors import ConfigError
 
-__all__ = ["MAX_CONTEXT_WINDOW", "Config", "ModelResolver", "config_from_mapping", "load_config"]
+__all__ = ["MAX_CONTEXT_WINDOW", "SUMMARY_CHARS_PER_TOKEN", "Config", "ModelResolver", "config_from_mapping", "load_config"]
 
 MAX_CONTEXT_WINDOW: Final = 1_000_000_000
 """The largest context window (tokens) aiden plans for."""
+
+SUMMARY_CHARS_PER_TOKEN: Final = 8
+"""Most characters a summary takes per token of its budget (real text takes 3 to 5). The extractive
+summarizer keeps within it, and :meth:`Config.chunk_summary_tokens` keeps the budget at most
+``summary_max_chars`` / 8: a summary made to the budget is never too long to store."""
 
 Positive = Annotated[int, msgspec.Meta(gt=0)]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -46,9 +51,14 @@ class _Checked(msgspec.StructMeta):
     load_config does: msgspec's ``__init__`` raises TypeError before ``__post_init__`` runs."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        # Only such arguments make the TypeError a config error: one raised with valid arguments
+        # comes from __post_init__ (a bug), and is not to be reported as the caller's config.
+        bad_arguments = bool(args) or not kwargs.keys() <= set(cls.__struct_fields__)
         try:
             return super().__call__(*args, **kwargs)
         except TypeError as exc:
+            if not bad_arguments:
+                raise
             raise ConfigError(f"Config: {exc}") from None
 
 
@@ -130,11 +140,14 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     circuit_breaker_reset_s: PositiveFloat = 300.0
     """How long the breaker stays open before one trial call."""
     summary_max_tokens: Positive | None = None
-    """Token budget of one chunk summary (default: window/20, at most 2,000)."""
+    """Token budget of one chunk summary (default: window/20, at most 2,000); clamped to at most
+    ``summary_max_chars`` / 8."""
     summary_layer_percent: Percent = 15.0
     """Share of the window the summary layer (rolling summary + recent chunks) may take."""
-    summary_max_chars: Positive = 40000
-    """An LLM summary longer than this is rejected as invalid output."""
+    summary_max_chars: Annotated[int, msgspec.Meta(ge=SUMMARY_CHARS_PER_TOKEN)] = 40000
+    """An LLM summary longer than this is rejected as invalid output (at least 8). The chunk summary
+    budget is at most an eighth of it (:data:`SUMMARY_CHARS_PER_TOKEN`), so no summary made to the
+    budget is rejected."""
     failure_fallback: Literal["none", "breadcrumb"] = "none"
     """On summarizer failure: ``none`` leaves everything unchanged; ``breadcrumb``
     compacts the range with a bounded raw breadcrumb marked degraded."""
@@ -261,8 +274,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         return self.keep_recent_tokens if self.keep_recent_tokens is not None else max(1, min(20000, self.context_window // 4))
 
     def chunk_summary_tokens(self) -> int:
-        """Token bound of one chunk summary."""
-        return self.summary_max_tokens if self.summary_max_tokens is not None else max(64, min(2000, self.context_window // 20))
+        """Token bound of one chunk summary, clamped to what ``summary_max_chars`` can hold."""
+        value = self.summary_max_tokens if self.summary_max_tokens is not None else max(64, min(2000, self.context_window // 20))
+        # A summary made to a budget summary_max_chars cannot hold is rejected: every compaction would fail.
+        return min(value, self.summary_max_chars // SUMMARY_CHARS_PER_TOKEN)
 
     def max_pass_tokens(self) -> int:
         """Tokens one pass compacts at most (with ``max_pass_events`` set): 100 chunk summaries' worth,

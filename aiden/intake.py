@@ -18,9 +18,15 @@ from aiden.events import EVENT_TYPES, MAX_META_DEPTH, SessionEvent, decode_event
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.storage.protocol import PreparedEvent
 
-__all__ = ["MAX_EVENT_ID_CHARS", "as_stored", "check_text", "prepare_event", "without_surrogates"]
+__all__ = ["MAX_EVENT_ID_CHARS", "MAX_LABEL_CHARS", "as_stored", "check_text", "prepare_event", "without_surrogates"]
 MAX_EVENT_ID_CHARS: Final = 256
 """The longest client ``event_id`` an append takes."""
+MAX_LABEL_CHARS: Final = 256
+"""The longest ``role``, ``tool_name``, ``tool_call_id`` or ``pinned`` reason an append takes.
+
+Recall shows these whole beside an event's text, which alone is cut to fit an answer: a longer one
+would leave the event unreadable by recall. Providers' own limits are far lower (tool names 64)."""
+_LABELS: Final = ("role", "tool_name", "tool_call_id", "pinned")
 _OPTIONAL_STR: Final = ("role", "event_id", "tool_name", "tool_call_id", "tool_args", "pinned")
 
 
@@ -120,6 +126,9 @@ def prepare_event(
             raise InvalidEventError(f"event_id longer than {MAX_EVENT_ID_CHARS} characters")
         if "\x00" in event.event_id:
             raise InvalidEventError("event_id must not contain a NUL character")
+    for name, label in zip(_LABELS, (event.role, event.tool_name, event.tool_call_id, event.pinned), strict=True):
+        if label is not None and len(label) > MAX_LABEL_CHARS:
+            raise InvalidEventError(f"event {name} longer than {MAX_LABEL_CHARS} characters ({len(label)})")
     if event.tool_args is not None and _json_depth_over(event.tool_args, MAX_META_DEPTH):
         # Every reader of tool arguments (summaries, recall, the agent's own replay) would hit
         # the recursion limit on them: refused here, before anything stores them.

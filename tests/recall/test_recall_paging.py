@@ -224,9 +224,12 @@ async def test_several_seqs_read_in_full_following_next(tmp_path: Path, case: st
 
 async def test_an_event_whose_other_fields_do_not_fit_is_an_error_answer(tmp_path: Path) -> None:
     # Before: '{"events":[],"truncated":true,"omitted_events":1}', the same at every retry.
-    async with aiden.open_memory(tmp_path) as memory:
+    # Labels are at most 256 characters at append: an answer smaller than two of them cannot hold the event.
+    async with aiden.open_memory(tmp_path, config=aiden.Config(recall_max_chars=400)) as memory:
         await memory.begin_run("go")
-        event = await memory.append(SessionEvent(type="tool_result", tool_call_id="c", content="result", pinned="x" * 5000))
+        event = await memory.append(
+            SessionEvent(type="tool_result", tool_call_id="c" * 256, content="result", pinned="x" * 256)
+        )
         answer = await memory.handle_tool_call("recall_session_chunks", {"query": "", "seqs": [event.seq]})
     assert json.loads(answer) == {
         "error": f"event {event.seq} does not fit in an answer (its fields besides the text are too long); ask for the other seqs without it"

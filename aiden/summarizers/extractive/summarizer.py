@@ -10,8 +10,10 @@ import anyio
 import msgspec
 
 from aiden import offload
+from aiden.config import SUMMARY_CHARS_PER_TOKEN
 from aiden.events import SessionEvent
 from aiden.policy.summary_md import normalize
+from aiden.policy.tokens import cut_to_tokens
 from aiden.summarizers.extractive.extract import (
     R_FAILED,
     R_NOTE,
@@ -69,7 +71,8 @@ def run_job(payload: bytes) -> bytes:
 class ExtractiveSummarizer:
     """Rule-based, deterministic, offline summarizer (aiden's embedded default).
 
-    ``max_tokens`` caps every request's budget (the smaller wins).
+    ``max_tokens`` caps every request's budget (the smaller wins); the text takes at most
+    :data:`~aiden.config.SUMMARY_CHARS_PER_TOKEN` characters per token of it.
     ``fold_max_lines`` bounds a ``rolling_fold`` result: the Rolling Summary's
     line cap drops the *oldest* lines, so a fold must land well below it.
     ``previous_summary`` is merged for ``rolling_fold`` and ``session_summary``
@@ -140,6 +143,17 @@ class ExtractiveSummarizer:
 
     def _finish(self, request: SummaryRequest, collector: Collector, shown: frozenset[str]) -> SummaryResult:
         budget = max(1, min(request.max_tokens, self.max_tokens or request.max_tokens))
+        result = self._compose(request, collector, shown, budget)
+        # Long words estimate few tokens: the characters are bounded too, so a summary made to the
+        # budget always fits summary_max_chars (Config.chunk_summary_tokens keeps the budget under it).
+        cap = SUMMARY_CHARS_PER_TOKEN * budget
+        if len(result.text) > cap:
+            return msgspec.structs.replace(result, text=cut_to_tokens(result.text, cap, len))
+        return result
+
+    def _compose(
+        self, request: SummaryRequest, collector: Collector, shown: frozenset[str], budget: int
+    ) -> SummaryResult:
         if request.purpose == "rolling_fold":
             folded = _newest_commands(
                 [it for it in _weigh(collector.finish()) if it.section != "tool_notes" and not _narrates(it)]
