@@ -147,6 +147,7 @@ class IndexedFiles(ABC, Generic[Ix]):
         self._depth = depth
         self._name = name
         self._cleaned = False
+        self._parsed: tuple[tuple[int, int, int], Ix] | None = None
 
     def _clean_once(self) -> None:
         # Crash-left temp files, at the first operation (under _lock, on the worker thread): the
@@ -163,11 +164,24 @@ class IndexedFiles(ABC, Generic[Ix]):
             self.problems.append(text)
 
     def _load_index(self) -> Ix:
+        # Parsed again only when the file changed: every write is an atomic replace (a new inode),
+        # and parsing a long-lived agent's index took seconds per recall.
         try:
-            return self._parse(read_bytes(self.index_path))  # a missing index reads as empty
+            with open(self.index_path, "rb") as f:
+                st = os.fstat(f.fileno())
+                key = (st.st_ino, st.st_mtime_ns, st.st_size)
+                if self._parsed is not None and self._parsed[0] == key:
+                    return self._parsed[1]
+                data = f.read()
+        except FileNotFoundError:
+            return self._parse(b"")  # a missing index reads as empty
+        try:
+            index = self._parse(data)
         except CorruptionError as exc:
             self._problem(f"{exc}; rebuilt the index from the files")
-            return self._rebuild()
+            index = self._rebuild()
+        self._parsed = (key, index)
+        return index
 
     @abstractmethod
     def _rebuild(self) -> Ix:

@@ -156,8 +156,10 @@ class IdleLearning:
             return False
         outcome = await self._port.learn(LEARN_BATCH)
         # Drained when nothing is left that a pass can take now: episodes still pending after a pass
-        # that learned none (missing files, or another worker learning) wait like an empty queue.
-        self._seen = (last, appends, outcome.pending == 0 or outcome.episodes == 0)
+        # that took none (missing files, or another worker learning) wait like an empty queue. A
+        # batch set aside whole was taken: the episodes behind it are learned at the next tick.
+        took = outcome.episodes + outcome.set_aside
+        self._seen = (last, appends, outcome.pending == 0 or took == 0)
         self.passes += 1
         for problem in outcome.problems:
             _log.error("experience learning: %s", problem)

@@ -10,7 +10,7 @@ episode and the seqs it rests on:
   (with several steps, which one did the work is not in the trace);
 * each observed key: a ``fact``; a location looked up then used: a ``navigation`` record;
 * a newer fix for the same environment and goal makes the goal's other procedures ``legacy`` (a
-  goal of fewer than two content words, a follow-up such as "go on", supersedes nothing);
+  follow-up such as "go on" or "continue" supersedes nothing; a one-word task such as "deploy" does);
   a working step that now fails (or a failure whose step now works) becomes ``disputed``; a
   working step that works again is confirmed (a disputed one active again).
 
@@ -186,8 +186,23 @@ _WORKING: Final = ("procedure", "calibration")
 _MIN_SUPERSEDING_GOAL_WORDS: Final = 2
 """Content words a goal needs for a new fix to supersede its other procedures: a follow-up ("go on",
 "yes", "try again") names no task, and its runs' unrelated lessons must not replace each other."""
+_FOLLOW_UPS: Final = frozenset(
+    {"ahead", "carry", "continue", "fix", "fine", "keep", "next", "ok", "okay", "proceed", "redo", "repeat"}
+    | {"rerun", "resume", "retry", "same", "sure", "thanks", "time", "try", "yeah", "yep"}
+)
+"""The words (besides stop words) a one-word follow-up is made of ("continue", "try again", "keep
+going"): such a goal names no task, while a one-word task ("deploy") does."""
 _UNSPACED: Final = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
 """Han and kana: scripts written without spaces, where one term of :func:`goal_key` is a whole phrase."""
+
+
+def _names_task(goal: str) -> bool:
+    """Whether ``goal`` (a :func:`goal_key`) names a task, so that a newer fix for it supersedes the
+    older ones: two content words, or one spaced word that is no follow-up. One word written without
+    spaces ("继续", go on) is not told from a task without a word list per language: it needs two."""
+    if _content_words(goal) >= _MIN_SUPERSEDING_GOAL_WORDS:
+        return True
+    return bool(goal) and goal not in _FOLLOW_UPS and not _UNSPACED.search(goal)
 
 
 def _content_words(goal: str) -> int:
@@ -358,7 +373,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             )
         )
     superseded: list[str] = []
-    names_task = _content_words(goal) >= _MIN_SUPERSEDING_GOAL_WORDS
+    names_task = _names_task(goal)
     for record in list(known.values()):
         rec = current(record.id) or record
         if not same_environment(rec.environment, env) or rec.id in new_procedures:

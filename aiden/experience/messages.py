@@ -95,6 +95,7 @@ class LearnOutcome(msgspec.Struct, frozen=True, kw_only=True):
 
     ``records`` are the ids created or changed (status changes included);
     ``pending`` the committed episodes still waiting after this pass;
+    ``set_aside`` the episodes this pass set aside (each in ``problems``);
     ``problems`` what went wrong: an episode whose file is missing stays pending; one past the read
     limit or that does not decode, or whose lessons could not be learned or written, is set aside
     (marked processed, never retried);
@@ -106,6 +107,7 @@ class LearnOutcome(msgspec.Struct, frozen=True, kw_only=True):
     disputed: tuple[str, ...] = ()
     legacy: tuple[str, ...] = ()
     pending: int = 0
+    set_aside: int = 0
     problems: tuple[str, ...] = ()
     learner: LearnerStats | None = None
 

@@ -83,14 +83,17 @@ def bm25(
         return []
     n = len(rows)
     avg = sum(len(r.terms) for r in rows) / n or 1.0
-    df = Counter(t for r in rows for t in set(r.terms))
+    # Only the rows sharing a query term are scored (recall runs on every row of a long-lived index).
+    wanted = frozenset(terms)
+    df = Counter(t for r in rows for t in wanted.intersection(r.terms))
     scored: list[tuple[float, float, RecordRow]] = []
     for row in rows:
-        # BM25F-like: a term of the task the record serves counts twice (its step and output once).
-        tf = Counter(row.terms) + Counter(row.task_terms)
+        if wanted.isdisjoint(row.terms) and wanted.isdisjoint(row.task_terms):
+            continue
         score = 0.0
         for term in terms:
-            f = tf.get(term, 0)
+            # BM25F-like: a term of the task the record serves counts twice (its step and output once).
+            f = row.terms.count(term) + row.task_terms.count(term)
             if f:
                 idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
                 score += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len(row.terms) / avg))

@@ -161,6 +161,7 @@ class ExperienceService:
             disputed=tuple(dict.fromkeys(r.id for r in learned if r.status == "disputed")),
             legacy=tuple(dict.fromkeys(r.id for r in learned if r.status == "legacy")),
             pending=len(pending) - taken,
+            set_aside=taken - done,
             problems=tuple(problems),
             learner=self.learner_stats(),
         )
