@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -13,7 +14,7 @@ from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.experience.episodes import Episode, EpisodeRecorder
 from aiden.experience.extension import LEARN_BATCH, IdleLearning
-from aiden.experience.messages import ExperiencePort
+from aiden.experience.messages import ExperiencePort, LearnOutcome
 from aiden.experience.service import ExperienceService
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -54,6 +55,16 @@ class IdleTarget:
         raise AssertionError("learning never compacts")
 
 
+class PublicLearning:
+    """What the idle learner asks of the experience port, through the memory's public method."""
+
+    def __init__(self, memory: aiden.Memory) -> None:
+        self.memory = memory
+
+    async def learn(self, limit: int) -> LearnOutcome:
+        return await self.memory.learn_experience(limit)
+
+
 def damaged_batch_then_one(root: Path) -> None:
     """A full learning batch of episodes damaged for good (each is set aside), then a good one."""
     svc = ExperienceService(Layout(root), Storage(), QUIET)
@@ -72,8 +83,7 @@ def damage_index(root: Path) -> None:
 async def test_a_batch_set_aside_whole_does_not_make_the_episodes_behind_it_wait(tmp_path: Path) -> None:
     damaged_batch_then_one(tmp_path)
     async with aiden.open_memory(tmp_path, config=QUIET) as memory:
-        port = memory._experience
-        assert isinstance(port, ExperiencePort)
+        port = cast(ExperiencePort, PublicLearning(memory))
         idle = IdleLearning(IdleTarget(), port, 15, wall_clock=lambda: 1900.0)
         assert await idle.check() is False  # the first batch: all set aside, one episode still pending
         # The next tick learns from it; it waited RECHECK_TICKS ticks (10 minutes) before.
