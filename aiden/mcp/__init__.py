@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Final
@@ -175,8 +176,10 @@ def _sigterm_as_sigint() -> Iterator[None]:
     server outlives its closed stdin (maybe while closing). Left alone where SIGINT is not handled
     (a background job ignoring it): SIGTERM must still stop the server.
     """
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield  # only the main thread handles signals (and sets their handlers)
         return
     previous = signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     try:

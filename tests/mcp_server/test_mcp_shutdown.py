@@ -133,3 +133,19 @@ def talk_then_sigterm(server: subprocess.Popen[str]) -> None:
         watchdog.cancel()
         server.kill()
         server.wait()
+
+
+def test_the_stdio_server_runs_from_a_thread_other_than_the_main_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the main thread may set signal handlers: elsewhere SIGTERM keeps its default (was exit 2).
+    from aiden.cli import main
+
+    root = tmp_path / "r"
+    with open(os.devnull) as devnull:
+        monkeypatch.setattr(sys, "stdin", devnull)
+        result: list[int] = []
+        worker = threading.Thread(target=lambda: result.append(main(["mcp", str(root)])))
+        worker.start()
+        worker.join(30)
+    assert result == [0]
