@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
@@ -18,11 +18,11 @@ import msgspec
 from aiden.config import Config, ModelResolver
 from aiden.context.governance import Governance, is_pinned, trim_replay
 from aiden.context.prompt import IncrementalBody, PromptBuild, PromptLayers, build_messages
-from aiden.context.summary_fit import fit_summary_layer
+from aiden.context.summary_fit import fit_long_term_layer, fit_summary_layer
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.messages import CompactionOutcome
-from aiden.policy.tokens import BudgetCalibration
+from aiden.policy.tokens import BudgetCalibration, checked_tokens
 from aiden.policy.triggers import BoundaryDecision, trigger_threshold_tokens
 from aiden.storage.chunks import ChunkIndex
 
@@ -149,8 +149,9 @@ class Lifecycle:
             built = self._shape(call, snapshot, strict=True)
         if built.checked_tokens > budget:
             # Last resort while nothing can be compacted: replay fewer of the oldest hot-window events
-            # in this prompt (root input, current input and pins stay; all stay recallable).
-            built = self._fit_by_trimming(call, snapshot, budget, built)
+            # in this prompt, then cut the summary and long-term layers (root input, current input,
+            # pins and the system layers stay; all stay recallable).
+            built = self._fit_by_trimming(call, snapshot, budget)
         elif built.checked_tokens >= trigger_threshold_tokens(cfg.context_window, cfg):
             m.request_maintenance()  # the background path: the next prompts shrink without waiting
         over = built.checked_tokens > budget
@@ -160,9 +161,9 @@ class Lifecycle:
             compacted=compacted,
             over_budget=over,
             over_budget_reason=(
-                f"{built.checked_tokens} estimated tokens > budget {budget} after compaction, stubbing and "
-                "replay trimming: what is left (system layers, root input, pinned events, the newest step "
-                "and context event) may not be dropped"
+                f"{built.checked_tokens} estimated tokens > budget {budget} after compaction, stubbing, "
+                "replay trimming and cutting the summary and long-term layers: what is left (system layers, "
+                "root input, pinned events, the newest step and context event) may not be dropped"
                 if over
                 else ""
             ),
@@ -170,25 +171,70 @@ class Lifecycle:
         self.last_prompt_estimate = built.estimated_tokens
         return built
 
-    def _fit_by_trimming(
-        self, call: _Call, snapshot: _Snapshot, budget: int, built: PromptBuild
-    ) -> PromptBuild:
-        lo, hi = 1, len(snapshot[0])
-        best = built
-        # Largest replay bound that fits: the estimate grows with the number of replayed events.
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            trial = self._shape(call, snapshot, strict=True, max_messages=mid)
-            if trial.checked_tokens <= budget:
-                best, lo = trial, mid + 1
-            else:
-                hi = mid - 1
-                if trial.checked_tokens < best.checked_tokens:
-                    best = trial
-        return best
+    def _fit_by_trimming(self, call: _Call, snapshot: _Snapshot, budget: int) -> PromptBuild:
+        """The largest prompt that fits, giving up in order: the oldest replayed hot-window events,
+        then the summary layer below its share, then the long-term layer (each down to nothing, the
+        layers keeping their most important lines); all of it stays recallable or on disk. When even
+        the smallest does not fit, the smallest: only the fixed parts are left."""
 
-    def _shape(self, call: _Call, snapshot: _Snapshot, *, strict: bool, max_messages: int = 0) -> PromptBuild:
-        """One prompt from one snapshot of the files; no I/O, so budget fitting can try many."""
+        def largest(lo: int, hi: int, shape: Callable[[int], PromptBuild]) -> PromptBuild | None:
+            # Largest size that fits: the estimate grows with the replay bound and the layer budgets.
+            best = None
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                trial = shape(mid)
+                if trial.checked_tokens <= budget:
+                    best, lo = trial, mid + 1
+                else:
+                    hi = mid - 1
+            return best
+
+        fitted = largest(1, len(snapshot[0]), lambda n: self._shape(call, snapshot, strict=True, max_messages=n))
+        if fitted is None:
+            share = self._summary_share(call.cfg)
+            fitted = largest(
+                0,
+                share - 1,
+                lambda t: self._shape(call, snapshot, strict=True, max_messages=1, summary_tokens=t),
+            )
+        if fitted is None:
+            fitted = largest(
+                0,
+                self._m.estimate_text(self._long_term(call)) - 1,
+                lambda t: self._shape(
+                    call, snapshot, strict=True, max_messages=1, summary_tokens=0, long_term_tokens=t
+                ),
+            )
+        return fitted or self._shape(
+            call, snapshot, strict=True, max_messages=1, summary_tokens=0, long_term_tokens=0
+        )
+
+    def _long_term(self, call: _Call) -> str:
+        # As loaded when the prompt is shaped: the layer is published while a memory opens.
+        return self._m.long_term_layer if call.long_term is None else call.long_term
+
+    def _summary_share(self, cfg: Config) -> int:
+        """The summary layer's budget in estimated tokens: its share of the window counted as the
+        budget check counts (calibrated), so the layer takes its share of what the check allows."""
+        share = cfg.summary_layer_tokens()
+        # checked_tokens(t) >= t * factor with margin, so this many estimated tokens check at most ``share``.
+        return share * share // checked_tokens(share, self.calibration)
+
+    def _shape(
+        self,
+        call: _Call,
+        snapshot: _Snapshot,
+        *,
+        strict: bool,
+        max_messages: int = 0,
+        summary_tokens: int | None = None,
+        long_term_tokens: int | None = None,
+    ) -> PromptBuild:
+        """One prompt from one snapshot of the files; no I/O, so budget fitting can try many.
+
+        ``summary_tokens`` bounds the summary layer (default: its share), ``long_term_tokens`` the
+        long-term layer (default: as loaded).
+        """
         m = self._m
         cfg = call.cfg
         hot, index = snapshot
@@ -218,13 +264,18 @@ class Lifecycle:
         body = renderer.render(replay, governance, split_turn_context=split_ctx, split_before_seq=split_before)
         # The layer is rendered from the index, as the store renders summary.md from it (never parsed back).
         recent = [(c.chunk_id, c.summary, c.degraded) for c in index.chunks[-m.config.summary_max_chunks :]]
-        layer = fit_summary_layer(index.rolling_summary, recent, cfg.summary_layer_tokens(), m.estimate_text)
+        if summary_tokens is None:
+            summary_tokens = self._summary_share(cfg)
+        layer = fit_summary_layer(index.rolling_summary, recent, summary_tokens, m.estimate_text)
+        long_term = self._long_term(call)
+        if long_term_tokens is not None:
+            long_term = fit_long_term_layer(long_term, long_term_tokens, m.estimate_text)
         built = build_messages(
             layers=call.layers,
             hot_window=replay,
             body=body,
             session_summary=layer.text,
-            long_term=m.long_term_layer if call.long_term is None else call.long_term,
+            long_term=long_term,
             split_turn_context=split_ctx,
             split_before_seq=split_before,
             current_task=call.current_task,

@@ -22,6 +22,9 @@ A line's information value sums, over its distinct content words, ``log(1 + line
 it)``, a number or a name counting double: what a later question asks about is rare. The cut is a
 prefix of that order; an item (a bullet with its continuation lines) goes whole, headings and chunk
 entries stay exactly when something under them does, and a last line says what was left out.
+
+When a prompt needs the room of its fixed parts, the layer gives way below its share, then the
+long-term layer (:func:`fit_long_term_layer`): sections in order, each one's newest items first.
 """
 
 from __future__ import annotations
@@ -37,10 +40,20 @@ import msgspec
 from aiden.policy.summary_md import SECTION_OF_HEADING, SPLIT_TURN_HEADING, render_parts, summary_parts
 from aiden.policy.tokens import estimate_tokens
 
-__all__ = ["OMITTED_NOTE_PREFIX", "SummaryFit", "SummaryItem", "fit_summary_layer", "summary_items"]
+__all__ = [
+    "LONG_TERM_NOTE_PREFIX",
+    "OMITTED_NOTE_PREFIX",
+    "SummaryFit",
+    "SummaryItem",
+    "fit_long_term_layer",
+    "fit_summary_layer",
+    "summary_items",
+]
 
 OMITTED_NOTE_PREFIX: Final = "[Summary shortened for this prompt: left out "
 """How the last line of a cut summary layer starts (the note saying what was left out)."""
+LONG_TERM_NOTE_PREFIX: Final = "[Long-term memory shortened for this prompt: left out "
+"""How the last line of a cut long-term layer starts (:func:`fit_long_term_layer`)."""
 
 # Section names as this fit shows them (headings: aiden/policy/summary_md.py), in the order the
 # omitted-lines note lists them (reversed: the least important first).
@@ -333,3 +346,46 @@ def fit_summary_layer(
         else:
             hi = mid - 1
     return SummaryFit(best, trimmed=True, omitted_lines=sum(len(item.lines) for item in items[kept:]))
+
+
+def fit_long_term_layer(text: str, budget: int, estimate: Callable[[str], int] = estimate_tokens) -> str:
+    """The long-term layer (PROJECT MEMORY block, profile) cut to ``budget`` tokens for one prompt.
+
+    Its sections (paragraphs) come in their order of importance and list their ``-`` items oldest
+    first, as the block and the profile render them: the cut keeps the sections in order and each
+    one's newest items first, with the section's heading; a paragraph without items is one item.
+    A last line says how many items were left out. Deterministic; the result's estimate is at most
+    ``budget`` (``""`` when not even that line fits).
+    """
+    text = text.strip()
+    if estimate(text) <= budget:
+        return text
+    paragraphs = [p.splitlines() for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
+    items: list[tuple[int, range | list[int]]] = []  # (paragraph, its line indices), in priority order
+    for n, lines in enumerate(paragraphs):
+        starts = [i for i, line in enumerate(lines) if _BULLET.match(line.strip())]
+        if not starts:
+            items.append((n, range(len(lines))))
+            continue
+        spans = zip(starts, [*starts[1:], len(lines)], strict=True)  # an item runs to the next bullet
+        items.extend((n, [*range(starts[0]), *range(a, b)]) for a, b in reversed(list(spans)))
+
+    def attempt(k: int) -> str:
+        keep: list[set[int]] = [set() for _ in paragraphs]
+        for n, indices in items[:k]:
+            keep[n].update(indices)
+        shown = ["\n".join(lines[i] for i in sorted(keep[n])) for n, lines in enumerate(paragraphs) if keep[n]]
+        left = len(items) - k
+        note = f"{LONG_TERM_NOTE_PREFIX}{left} item{'' if left == 1 else 's'}; long-term memory keeps them all.]"
+        return "\n\n".join([*shown, note])
+
+    # As in fit_summary_layer: the longest prefix of the order that was verified to fit.
+    best, lo, hi = "", 0, len(items) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        trial = attempt(mid)
+        if estimate(trial) <= budget:
+            best, lo = trial, mid + 1
+        else:
+            hi = mid - 1
+    return best
