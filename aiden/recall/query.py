@@ -30,7 +30,7 @@ __all__ = [
     "Term",
     "content_terms",
     "display_text",
-    "fallback_terms",
+    "bigram_terms",
     "index_text",
     "is_stopword",
     "match_finder",
@@ -51,8 +51,6 @@ MAX_PAIRS: Final = 3
 _MAX_RAW_TERMS: Final = 64
 """Most distinct words of a query looked at before stopwords are dropped; also the most terms
 :func:`content_terms` gives, of which a search ranks by the :data:`MAX_TERMS` rarest."""
-MAX_FALLBACK_TERMS: Final = 16
-"""Most terms of the OR fallback (CJK bigrams can multiply the terms)."""
 
 ZWSP: Final = "\u200b"
 ELLIPSIS: Final = "…"
@@ -88,9 +86,10 @@ _JSON_ESCAPE: Final = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
 _ESCAPED_SPAN: Final = re.compile(rf"(?<![^\W_])[^\W_]*(?:{_JSON_ESCAPE.pattern}[^\W_]*)+")
 _SIMPLE_ESCAPES: Final = {"\"": "\"", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _WORD: Final = re.compile(r"[^\W_]+")
-# A raw Windows path (``C:\new\temp``): its backslashes separate names; read as JSON escapes,
-# they would add junk words ("ew", "emp"). JSON writes the same path ``C:\\new``, not matched here.
-_WINDOWS_PATH: Final = re.compile(r"(?<![^\W_])[A-Za-z]:\\(?!\\)[^\s\"'<>|]*")
+# A raw Windows path of two names or more (``C:\new\temp``): its backslashes separate names; read
+# as JSON escapes, they would add junk words ("ew", "emp"). JSON writes the same path ``C:\\new``,
+# not matched here; nor is a one-letter label before an escape (``"A:\nRestart"``), whose word counts.
+_WINDOWS_PATH: Final = re.compile(r"(?<![^\W_])[A-Za-z]:\\(?!\\)[^\s\"'<>|\\]+\\[^\s\"'<>|]*")
 _JSON_ESC: Final = re.compile(r"\\u001[bB]")
 """ESC written as a JSON escape: tools' JSON output carries colour codes this way."""
 _SPACED_CJK: Final = re.compile(f"{ZWSP}([{_CJK_RANGES}]){ZWSP}")
@@ -298,14 +297,14 @@ def content_terms(query: str) -> list[Term]:
     """The terms a search picks from: the query's words without stopwords, plus adjacent pairs.
 
     Stopwords are dropped (unless that leaves nothing); CJK runs longer than two characters become
-    bigrams (as in :func:`fallback_terms`). The search ranks by the :data:`MAX_TERMS` of these words
+    bigrams (:func:`bigram_terms`). The search ranks by the :data:`MAX_TERMS` of these words
     that are rarest in the index, not the first typed: a long question's telling word may come
     last. Up to :data:`MAX_PAIRS` adjacent word pairs become phrase terms, so words side by side
     rank above words apart. Dates in the query come last, as terms with a ``period``.
     """
     terms = query_terms(query, limit=_MAX_RAW_TERMS)
     kept = [t for t in terms if t.cjk or not is_stopword(t.text)]
-    out = _bigrams(kept if kept else terms)[:_MAX_RAW_TERMS]
+    out = bigram_terms(kept if kept else terms)[:_MAX_RAW_TERMS]
     dates = [Term("", False, "", period=p) for p in query_periods(query[:MAX_QUERY_CHARS])] if out else []
     return out + _pairs(query) + dates
 
@@ -332,15 +331,11 @@ def _pairs(query: str) -> list[Term]:
     return pairs
 
 
-def fallback_terms(terms: Sequence[Term]) -> list[Term]:
-    """Terms of the OR fallback: CJK runs longer than two characters become overlapping bigrams.
+def bigram_terms(terms: Sequence[Term]) -> list[Term]:
+    """``terms`` with every CJK run longer than two characters as its overlapping bigrams, once each.
 
     ``数据库迁移失败`` does not match ``数据库的迁移失败了`` as a phrase, but its bigrams do.
     """
-    return _bigrams(terms)[:MAX_FALLBACK_TERMS]
-
-
-def _bigrams(terms: Sequence[Term]) -> list[Term]:
     out: list[Term] = []
     seen: set[str] = set()
     for term in terms:

@@ -13,8 +13,8 @@ from aiden.recall.query import (
     MAX_QUERY_CHARS,
     MAX_TERMS,
     Term,
+    bigram_terms,
     display_text,
-    fallback_terms,
     index_text,
     or_expression,
     query_terms,
@@ -92,8 +92,8 @@ def test_expressions_match_as_intended(fts: sqlite3.Connection) -> None:
 
 def test_fallback_splits_long_cjk_runs_into_bigrams() -> None:
     terms = query_terms("数据库迁移 ok 数据")
-    assert [t.text for t in fallback_terms(terms)] == ["数据", "据库", "库迁", "迁移", "ok"]
-    assert fallback_terms(query_terms("ab 中文")) == query_terms("ab 中文")
+    assert [t.text for t in bigram_terms(terms)] == ["数据", "据库", "库迁", "迁移", "ok"]
+    assert bigram_terms(query_terms("ab 中文")) == query_terms("ab 中文")
 
 
 @settings(max_examples=300, deadline=None)
@@ -105,7 +105,7 @@ def test_any_text_gives_a_valid_expression(text: str) -> None:
         db.execute("INSERT INTO fts(rowid, text) VALUES (1, ?)", (index_text(text.encode("utf-8", "replace").decode()),))
         terms = query_terms(text)
         assert len(terms) <= MAX_TERMS
-        for expression in (and_expression(terms), or_expression(fallback_terms(terms))):
+        for expression in (and_expression(terms), or_expression(bigram_terms(terms))):
             if expression:
                 db.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (expression,)).fetchall()
     finally:

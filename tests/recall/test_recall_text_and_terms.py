@@ -52,6 +52,14 @@ def test_a_raw_windows_path_adds_no_words_json_escapes_would(files: SessionFiles
     assert index.search("uild") == []
 
 
+def test_a_one_letter_label_before_an_escape_is_no_path(files: SessionFiles, index: RecallIndex) -> None:
+    # "A:\nRestart" in JSON output is a label and an escaped newline: its word is found (a review finding).
+    text = json.dumps({"stdout": "A:\nRestart the worker", "note": "see: B:\tRollback first"})
+    files.write("c1", [ev(1, text, role="tool")])
+    assert [h.first_seq for h in index.search("rollback")] == [1]
+    assert [h.first_seq for h in index.search("restart")] == [1]
+
+
 @pytest.mark.parametrize("query", ["runs", "running", "cafe"])
 def test_a_stem_only_match_is_cut_around_the_match(files: SessionFiles, query: str) -> None:
     # "runs" and "cafe" match only through the index's stemmer and diacritic folding.
