@@ -347,7 +347,7 @@ class SummaryFlow(ABC):
         self._lock = anyio.Lock()
         # The summarizer call of the merge in flight: a close that stops waiting for it cancels it, or
         # the session summary's own call would queue behind it in the summarizer until its deadline too.
-        self._merging = anyio.CancelScope()
+        self._merging: anyio.CancelScope | None = None
 
     # --- what a backend implements (blocking; called from a worker thread) -----------
     @abstractmethod
@@ -434,7 +434,7 @@ class SummaryFlow(ABC):
         with anyio.move_on_after(wait_s):  # None: no deadline
             await self._lock.acquire()
             acquired = True
-        if not acquired:
+        if not acquired and self._merging is not None:
             self._merging.cancel()
             log.warning(
                 "closing: a running-summary merge is still waiting for the summarizer after %ss "
