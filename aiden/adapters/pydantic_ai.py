@@ -157,6 +157,16 @@ def history_class() -> type[Any]:
             return "system", part.model_response()
         return None
 
+    def _system_text(messages: Sequence[Any]) -> str:
+        """The system prompt parts of ``messages``' requests, joined."""
+        return "\n\n".join(
+            p.content
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, SystemPromptPart) and p.content.strip()
+        )
+
     def with_prompts(out: list[Any], messages: Sequence[Any]) -> list[Any]:
         """``out`` with the run's own user prompts (``messages``) where aiden shows them as text.
 
@@ -253,6 +263,8 @@ def history_class() -> type[Any]:
             last = max((n for n, m in enumerate(messages) if isinstance(m, ModelResponse)), default=-1)
             if last >= 0 and messages[last] is held:
                 await self._log_response(held)
+            if system := _system_text(messages[last + 1 :]):
+                self._system = system  # the agent's, in a run's first request
             parts = [part for message in messages[last + 1 :] for part in message.parts]
             if any(isinstance(part, ToolReturnPart) for part in parts):
                 # pydantic-ai's return for an output tool (a history continued with all_messages()):
@@ -317,17 +329,20 @@ def history_class() -> type[Any]:
             ]
 
         async def before_run(self, ctx: Any) -> None:
-            """Take the agent's system prompt, all its parts, for aiden's role identity.
+            """Take the run's system prompt, all its parts, for aiden's role identity.
 
-            pydantic-ai sends it only to a run without ``message_history`` (a deferred-tool run
-            resumed from stored history has none, after a restart), so it is asked for every run.
+            That of the ``message_history`` when it has one. Without history pydantic-ai sends the
+            agent's in the first request (taken there); with a history that has none (stored
+            without its first request) it sends none, so the agent is asked for it.
             """
             await super().before_run(ctx)
-            parts = await ctx.agent.system_prompt_parts(
-                deps=ctx.deps, model=ctx.model, message_history=ctx.messages, prompt=ctx.prompt, usage=ctx.usage
-            )
-            self._system = "\n\n".join(p.content for p in parts if p.content.strip())
             self._messages, self._responded = [], False
+            self._system = _system_text(ctx.messages)
+            if not self._system and ctx.messages:
+                parts = await ctx.agent.system_prompt_parts(
+                    deps=ctx.deps, model=ctx.model, message_history=ctx.messages, prompt=ctx.prompt, usage=ctx.usage
+                )
+                self._system = "\n\n".join(p.content for p in parts if p.content.strip())
 
         async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
             """Take over the request's instructions: aiden's system layer carries them, inside its budget."""

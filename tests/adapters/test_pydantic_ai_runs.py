@@ -19,7 +19,14 @@ from pydantic_ai import (
     UnexpectedModelBehavior,
     UsageLimitExceeded,
 )
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+)
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.usage import UsageLimits
 
@@ -260,3 +267,29 @@ async def test_a_run_error_stays_the_callers_error_when_the_memory_cannot_record
         agent = Agent(FunctionModel(model), tools=[breaks_the_disk], capabilities=[aiden_history(memory)])
         with pytest.raises(OSError, match="cannot read a"):
             await agent.run("read a")
+
+
+async def test_a_system_prompt_given_in_the_message_history_is_aidens_role_identity(tmp_path: Path) -> None:
+    # pydantic-ai sends the history's system prompt, not the agent's: so does aiden (a review finding).
+    model = Scripted([answer("Arr.")])
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        model.history = aiden_history(memory)
+        agent = Agent(FunctionModel(model), capabilities=[model.history])
+        await agent.run("hello", message_history=[ModelRequest(parts=[SystemPromptPart("You are a pirate.")])])
+    assert system_messages(model) == [["You are a pirate."]]
+
+
+async def test_a_dynamic_system_prompt_runs_once_per_run(tmp_path: Path) -> None:
+    model = Scripted([answer("Done.")])
+    calls: list[str] = []
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        model.history = aiden_history(memory)
+        agent = Agent(FunctionModel(model), deps_type=str, capabilities=[model.history])
+
+        @agent.system_prompt
+        def user_name(ctx: RunContext[str]) -> str:
+            calls.append(ctx.deps)
+            return f"the user is {ctx.deps}"
+
+        await agent.run("go", deps="Ada")
+    assert (calls, system_messages(model)) == (["Ada"], [["the user is Ada"]])
