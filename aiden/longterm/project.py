@@ -99,10 +99,16 @@ def render_project_memory(
 
 
 def load_project_memory(
-    layout: Layout, config: Config, *, estimate: Callable[[str], int] = estimate_tokens
+    layout: Layout, config: Config, *, current: str = "", estimate: Callable[[str], int] = estimate_tokens
 ) -> str:
-    """The block from the latest ``config.project_memory_sessions`` summaries and the digest (blocking; ``""`` if none)."""
-    files = list_session_files(layout)[-config.project_memory_sessions :]
+    """The block from the latest ``config.project_memory_sessions`` summaries and the digest (blocking; ``""`` if none).
+
+    ``current`` (a running summary's session id) leaves that session's own summary out: a checkpoint
+    or close writes it mid-session, and the block is for earlier sessions only. The current
+    session's knowledge is in the prompt already (its summaries and hot window).
+    """
+    files = [p for p in list_session_files(layout) if p.stem.partition("-")[2] != current]
+    files = files[-config.project_memory_sessions :]
     summaries = [s for s in (read_summary(p, kind="session") for p in files) if s is not None]
     digest = read_summary(digest_path(layout), kind="digest")
     return render_project_memory(

@@ -11,6 +11,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from aiden.config import Config
 from aiden.longterm.backend import BackendFactory
+from aiden.longterm.files import read_summary
 from aiden.longterm.history import HistoryStore
 from aiden.longterm.project import load_project_memory
 from aiden.longterm.store import LongTermMemoryStore, fit_profile
@@ -67,8 +68,11 @@ class FileLongTermBackend:
         return bool(read_bytes(self.summaries.running_path))
 
     def load_layer(self, config: Config) -> str:
-        """The PROJECT MEMORY block from the summary files, then ``profile.md`` (each within ``project_memory_budget``)."""
-        block = load_project_memory(self._layout, config)
+        """The PROJECT MEMORY block from earlier sessions' summary files, then ``profile.md`` (each within
+        ``project_memory_budget``)."""
+        # Read here, not through the writer: its read marks which session/ a write-back goes to.
+        running = read_summary(self.summaries.running_path, kind="running")
+        block = load_project_memory(self._layout, config, current=running.session_id if running else "")
         profile = read_bytes(self._layout.profile).decode("utf-8", errors="replace")
         fitted = fit_profile(profile, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens)
         parts = [block.strip(), fitted.strip()]

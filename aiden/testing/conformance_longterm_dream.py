@@ -48,7 +48,8 @@ async def check_running_summary_merges_are_idempotent_and_shared(kit: LongTermKi
 
 
 async def check_session_summary_is_one_per_session_and_feeds_the_layer(kit: LongTermKit) -> None:
-    """A checkpoint and the session end write one summary per session; every worker's layer shows it."""
+    """A checkpoint and the session end write one summary per session; from the next session on, every
+    worker's layer shows it (the session's own layer leaves it out: its prompt holds that session)."""
     backend = kit.fresh()
     checkpoint = await backend.summaries.checkpoint([said(1, TABS)], now=NOW)
     assert checkpoint.path is not None and checkpoint.reason == "checkpoint"
@@ -67,6 +68,8 @@ async def check_session_summary_is_one_per_session_and_feeds_the_layer(kit: Long
         [end.summary], None, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens
     )
     assert want.startswith("PROJECT MEMORY") and TABS in want and PORT in want
+    assert (backend.load_layer(config), kit.twin(backend).load_layer(config)) == ("", "")
+    kit.new_session(backend)
     assert backend.load_layer(config) == want
     assert kit.twin(backend).load_layer(config) == want
     nothing = await kit.fresh().summaries.write_session_summary([said(1, "Hi there!")], now=NOW)

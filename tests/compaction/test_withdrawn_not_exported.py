@@ -57,7 +57,7 @@ async def test_a_withdrawn_answer_reaches_no_long_term_file_nor_the_next_prompt(
             assert (retraction_seq in hot) == (compaction == "retraction_hot")
     assert _long_term_files_with(tmp_path, "WITHDRAWN") == []
     async with aiden.open_memory(tmp_path, context_window=4000) as memory:
-        await memory.append(SessionEvent(type="user_input", role="user", content="hi again"))
+        await memory.begin_run("hi again", new_session=True)
         prompt = await memory.build_messages()
     contents = [str(m.get("content") or "") for m in prompt.messages]
     assert [c for c in contents if "WITHDRAWN" in c] == []

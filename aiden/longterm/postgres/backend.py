@@ -305,13 +305,16 @@ class PostgresLongTermBackend:
         return self.summaries.running() is not None
 
     def load_layer(self, config: Config) -> str:
-        """The PROJECT MEMORY block (latest session summaries over the digest), then the profile, each within
-        ``project_memory_budget`` (blocking)."""
+        """The PROJECT MEMORY block (latest summaries of other sessions over the digest), then the profile,
+        each within ``project_memory_budget`` (blocking)."""
         ns = self._db.namespace
         with self._db.connection("loading long-term memory") as conn:
+            # Not this session's own summary (a checkpoint or close writes it mid-session), as on files.
+            running = _PgRows(conn, self._db, config).read_running()
             newest = conn.execute(
-                "SELECT body FROM aiden_lt_session_summaries WHERE namespace = %s ORDER BY stem DESC LIMIT %s",
-                (ns, config.project_memory_sessions),
+                "SELECT body FROM aiden_lt_session_summaries WHERE namespace = %s AND summary_id <> %s"
+                " ORDER BY stem DESC LIMIT %s",
+                (ns, running.session_id if running else "", config.project_memory_sessions),
             ).fetchall()
             digest_text = read_doc(conn, ns, DIGEST_DOC)
             profile = read_doc(conn, ns, PROFILE_DOC) or ""
