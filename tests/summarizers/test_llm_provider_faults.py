@@ -145,3 +145,26 @@ async def test_a_200_that_is_not_json_raises_invalid_summary_in_the_per_request_
             await summarizer.summarize(REQUEST)
         assert len(server.requests) == 1
     assert type(info.value.__cause__).__name__ == "InternalServerError"
+    assert (summarizer.stats().consecutive_failures, summarizer.stats().breaker) == (0, "closed")
+
+
+async def test_an_unusable_answer_in_the_per_request_mode_leaves_the_breaker_closed() -> None:
+    # The provider answered: even with a threshold of one failure, no outage is recorded (a review finding).
+    with FakeLLMServer(script=[{"raw": "garbage"}, ANSWER]) as server:
+        summarizer = against(server, circuit_breaker_failures=1)
+        with pytest.raises(InvalidSummaryError, match="not JSON"):
+            await summarizer.summarize(REQUEST)
+        assert (await summarizer.summarize(REQUEST)).text == "Goal: Add CSV export\n- due Friday"
+    assert summarizer.stats().breaker == "closed"
+
+
+async def test_without_a_deadline_a_retry_after_longer_than_a_call_is_not_waited_for() -> None:
+    # No caller deadline: a Retry-After of an hour fails the call at once, the breaker open until then.
+    with FakeLLMServer(script=[{"status": 429, "headers": {"Retry-After": "3600"}}, ANSWER]) as server:
+        summarizer = against(server, summarizer_retries=2, summarizer_timeout_s=120.0)
+        start = anyio.current_time()
+        with pytest.raises(SummarizerError, match="429"):
+            await summarizer.summarize(REQUEST)
+        assert anyio.current_time() == start
+        assert len(server.requests) == 1
+    assert summarizer.stats().breaker == "open"

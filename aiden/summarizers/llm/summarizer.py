@@ -186,9 +186,9 @@ class LiteLLMSummarizer:
             self._counts.note(exc)
             if isinstance(exc, InvalidSummaryError):
                 self._counts.invalid_outputs += 1
+                # The provider answered: an unusable answer is not an outage, the breaker stays closed.
+                self._breaker.succeeded()
                 if self.fallback is not None:
-                    # The provider answered: an unusable answer is not an outage, the breaker stays closed.
-                    self._breaker.succeeded()
                     try:
                         result = await self._fall_back(request)
                     except BaseException as fallback_exc:  # failed or cancelled too: so did the call
@@ -197,6 +197,8 @@ class LiteLLMSummarizer:
                         raise
                     self._counts.successes += 1
                     return result
+                self._counts.failures += 1
+                raise
             self._counts.failures += 1
             self._breaker.failed(anyio.current_time(), retry_after_s=retry_after_s(exc.__cause__))
             raise
@@ -244,11 +246,13 @@ class LiteLLMSummarizer:
                 except SummarizerError:
                     raise
                 except Exception as exc:
-                    # Not sooner than the provider asked; not at all if that is past the caller's deadline.
+                    # Not sooner than the provider asked; not at all if that is past the caller's deadline
+                    # or, without one, longer than a whole call may take (the breaker holds it open).
                     delay = max(self.config.summarizer_backoff_s * (2**attempt), retry_after_s(exc) or 0.0)
                     if (
                         handle.is_transient(exc)
                         and attempt < self.config.summarizer_retries
+                        and delay <= self.config.summarizer_timeout_s
                         and anyio.current_time() + delay < anyio.current_effective_deadline()
                     ):
                         attempt += 1
