@@ -196,9 +196,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """Token budget of the PROJECT MEMORY block, and again of the saved memories' profile in the
     prompt (default: window/20, at most 800)."""
     project_memory_sessions: Positive = 3
-    """How many latest session summaries the PROJECT MEMORY block merges."""
+    """No longer used (the PROJECT MEMORY block merges every kept summary): accepted so existing configs load."""
     session_summaries_keep: Positive = 10
-    """Session summaries kept before the oldest merge into the digest."""
+    """Session summaries kept before the oldest merge into the digest; the PROJECT MEMORY block merges
+    the digest and every kept summary of earlier sessions."""
     session_summary_on_close: bool = True
     """Write the durable session summary when the memory is closed (seed 004's session end)."""
     close_timeout_s: NonNegativeFloat = 5.0

@@ -29,6 +29,7 @@ __all__ = [
     "running_summary_path",
     "session_file_name",
     "sessions_dir",
+    "stem_stamp",
     "write_summary",
 ]
 
@@ -57,6 +58,14 @@ def session_file_name(stamp: int, session_id: str) -> str:
     """``<YYYYMMDDTHHMMSSZ>-<session_id>.md`` for Unix ``stamp``; the id is validated."""
     when = datetime.fromtimestamp(stamp, UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{when}-{validate_id(session_id, what='session id')}.md"
+
+
+def stem_stamp(stem: str) -> int:
+    """The Unix time a session summary's stem (or the digest's watermark) starts with; 0 if none."""
+    try:
+        return int(datetime.strptime(stem[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp())
+    except ValueError:
+        return 0
 
 
 def _is_regular(path: Path) -> bool:

@@ -1,4 +1,4 @@
-"""The PROJECT MEMORY block: the digest and latest summaries merged under a token budget.
+"""The PROJECT MEMORY block: the digest and the kept session summaries merged under a token budget.
 
 The newest wins on conflicts; the GOAL leads, then sections in :data:`PRIORITY` order,
 newest first within a section, while the block fits ``budget_tokens``.
@@ -101,14 +101,16 @@ def render_project_memory(
 def load_project_memory(
     layout: Layout, config: Config, *, current: str = "", estimate: Callable[[str], int] = estimate_tokens
 ) -> str:
-    """The block from the latest ``config.project_memory_sessions`` summaries and the digest (blocking; ``""`` if none).
+    """The block from the digest and every kept summary (blocking; ``""`` if none).
+
+    All of them: a summary left out would drop from every prompt until the cap merged it into the
+    digest, then come back there with values newer summaries had superseded. The budget fills newest first.
 
     ``current`` (a running summary's session id) leaves that session's own summary out: a checkpoint
     or close writes it mid-session, and the block is for earlier sessions only. The current
     session's knowledge is in the prompt already (its summaries and hot window).
     """
     files = [p for p in list_session_files(layout) if p.stem.partition("-")[2] != current]
-    files = files[-config.project_memory_sessions :]
     summaries = [s for s in (read_summary(p, kind="session") for p in files) if s is not None]
     digest = read_summary(digest_path(layout), kind="digest")
     return render_project_memory(

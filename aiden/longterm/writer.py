@@ -6,6 +6,8 @@ its lock. Extraction falls back to the extractive summarizer, so a provider outa
 
 The cap merges the oldest summaries into ``digest.md`` before deleting them; the digest's
 watermark ``through`` lets a re-run after a crash delete leftovers without merging them again.
+That holds because every write's stem is newer than every stored stem and the watermark
+(:func:`session_stem`): a summary at or below ``through`` is one the digest merged.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from aiden.longterm.files import (
     read_summary,
     running_summary_path,
     session_file_name,
+    stem_stamp,
     write_summary,
 )
 from aiden.longterm.summaries import (
@@ -61,6 +64,7 @@ __all__ = [
     "merged_running",
     "plan_cap",
     "session_ending",
+    "session_stem",
 ]
 
 log = logging.getLogger("aiden.longterm")
@@ -108,6 +112,23 @@ def session_ending(
     return running, final
 
 
+def session_stem(stems: Iterable[str], *, through: str, session_id: str, stamp: int) -> str:
+    """Pure: the stem of session ``session_id``'s summary written at ``stamp``, given the stored ``stems``
+    and the digest's watermark ``through``.
+
+    Stems order the summaries (newest wins in the block, the oldest go into the digest first), so a
+    write's stem is newer than every other one and the watermark: the write's time, a second past the
+    newest when that is not older (summaries closed within a second, another worker's clock). The
+    session's own stem stays while it is still the newest (a checkpoint, then the close).
+    """
+    stems = list(stems)
+    own = [s for s in stems if s.partition("-")[2] == session_id]
+    newest = max([through, *(s for s in stems if s.partition("-")[2] != session_id)])
+    if own and max(own) > newest:
+        return max(own)
+    return session_file_name(max(stamp, stem_stamp(newest) + 1), session_id)[: -len(".md")]
+
+
 class FileSummaryRows:
     """:class:`SummaryRows` on files: every write is atomic."""
 
@@ -128,8 +149,12 @@ class FileSummaryRows:
 
     def write_session(self, running: SessionSummary, final: SessionSummary) -> str:
         sid = final.session_id
-        known = (p for p in list_session_files(self.layout) if p.stem.partition("-")[2] == sid)
-        path = next(known, None) or self.layout.sessions / session_file_name(running.created_at, sid)
+        files = list_session_files(self.layout)
+        digest = read_summary(digest_path(self.layout), kind="digest")
+        stem = session_stem(
+            (p.stem for p in files), through=digest.through if digest else "", session_id=sid, stamp=final.created_at
+        )
+        path = self.layout.sessions / f"{stem}.md"
         # The running summary first: the session file derives from it. Only into the session/ it was
         # read from: another process's rotation may have archived that one (with its running summary).
         if self._read_from is not None and _dir_id(self.layout.session) == self._read_from:
@@ -139,6 +164,13 @@ class FileSummaryRows:
                 if exc.errno != errno.ENOENT:  # ENOENT: rotated away between the check and the write
                     raise
         write_summary(self.storage, path, final)
+        # The session's summary moved to a newer stem: its older file goes (after the write: a crash
+        # between the two leaves a duplicate, which the block's merge collapses).
+        stale = [p for p in files if p.stem.partition("-")[2] == sid and p != path]
+        for old in stale:
+            self.storage.unlink(old)
+        if stale:
+            self.storage.fsync_dir(path.parent)
         return str(path)
 
     def enforce_cap(self, now: int) -> CapResult:

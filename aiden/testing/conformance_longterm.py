@@ -29,6 +29,8 @@ from aiden.testing.conformance_longterm_dream import (
     check_dream_runs_once_across_workers,
     check_running_summary_merges_are_idempotent_and_shared,
     check_session_summary_is_one_per_session_and_feeds_the_layer,
+    check_summaries_order_by_write_and_the_cap_merges_every_one,
+    check_the_block_merges_the_digest_and_every_kept_summary,
 )
 from aiden.testing.ltkit import NOW, LongTermKit, raises
 
@@ -47,6 +49,8 @@ __all__ = [
     "check_save_replace_forget",
     "check_search_ranks_by_matching_words",
     "check_session_summary_is_one_per_session_and_feeds_the_layer",
+    "check_summaries_order_by_write_and_the_cap_merges_every_one",
+    "check_the_block_merges_the_digest_and_every_kept_summary",
 ]
 
 
@@ -253,6 +257,8 @@ CHECKS: tuple[Callable[[LongTermKit], Awaitable[None]], ...] = (
     check_running_summary_merges_are_idempotent_and_shared,
     check_session_summary_is_one_per_session_and_feeds_the_layer,
     check_cap_keeps_the_newest_summaries_and_digests_the_rest,
+    check_summaries_order_by_write_and_the_cap_merges_every_one,
+    check_the_block_merges_the_digest_and_every_kept_summary,
     check_dream_records_versions_and_restores_them,
     check_dream_runs_once_across_workers,
 )

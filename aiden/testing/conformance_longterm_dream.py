@@ -6,6 +6,7 @@ default), so every expected item below is exact. No pytest here.
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from aiden.testing.ltkit import NOW, LongTermKit, raises, said
 
 __all__ = [
     "check_cap_keeps_the_newest_summaries_and_digests_the_rest",
+    "check_the_block_merges_the_digest_and_every_kept_summary",
+    "check_summaries_order_by_write_and_the_cap_merges_every_one",
     "check_dream_records_versions_and_restores_them",
     "check_dream_runs_once_across_workers",
     "check_running_summary_merges_are_idempotent_and_shared",
@@ -91,6 +94,52 @@ async def check_cap_keeps_the_newest_summaries_and_digests_the_rest(kit: LongTer
     final = await backend.summaries.write_session_summary([said(1, TABS)], now=NOW + 4 * 3600)
     second = Path(str(writes[1].path)).stem
     assert final.cap == CapResult(merged=(second,), deleted=(second,), digest_written=True)
+
+
+def _port(i: int) -> str:
+    return f"The staging port is {8000 + i}."
+
+
+def _ports(layer: str) -> list[str]:
+    return re.findall(r"The staging port is (\d+)\.", layer)
+
+
+async def check_summaries_order_by_write_and_the_cap_merges_every_one(kit: LongTermKit) -> None:
+    """Summaries are ordered as they were written, also within one second and from a worker whose clock
+    is behind: the newest wins in the block, and the cap merges each into the digest before deleting it."""
+    config = Config(session_summaries_keep=2)
+    backend = kit.fresh(config)
+    stems = []
+    for i in range(1, 5):  # four sessions ending within one second
+        write = await backend.summaries.write_session_summary([said(1, _port(i))], now=NOW)
+        stems.append(Path(str(write.path)).stem)
+        kit.new_session(backend)
+    assert stems == sorted(set(stems)), stems
+    assert _ports(backend.load_layer(config)) == ["8004"]
+    late = await backend.summaries.write_session_summary([said(1, _port(5)), said(2, REDIS)], now=NOW - 3600)
+    assert Path(str(late.path)).stem > stems[-1]  # the newest, whatever the writer's clock says
+    kit.new_session(backend)
+    for text in (TABS, PORT):  # two more sessions: the cap merges the late one into the digest
+        await backend.summaries.write_session_summary([said(1, text)], now=NOW + 1)
+        kit.new_session(backend)
+    layer = backend.load_layer(config)
+    assert _ports(layer) == ["8005"], layer
+    assert all(f"- {text}" in layer for text in (REDIS, TABS, PORT)), layer
+
+
+async def check_the_block_merges_the_digest_and_every_kept_summary(kit: LongTermKit) -> None:
+    """Every kept summary is in the block with the digest, newest wins: an earlier session's knowledge
+    stays while the budget holds it, and a value a later session superseded never comes back."""
+    config = Config()  # ten summaries kept, then the digest
+    backend = kit.fresh(config)
+    for i in range(1, 13):
+        text = _port(i) if i in (1, 5) else f"Service {i} listens on port {5000 + i}."
+        await backend.summaries.write_session_summary([said(1, text)], now=NOW + 3600 * i)
+        kit.new_session(backend)
+        layer = backend.load_layer(config)
+        assert _ports(layer) == (["8001"] if i < 5 else ["8005"]), (i, layer)
+        missing = [k for k in range(2, i + 1) if k != 5 and f"- Service {k} listens on port {5000 + k}." not in layer]
+        assert missing == [], (i, layer)
 
 
 async def _seed(backend: LongTermBackend, *contents: str) -> None:

@@ -103,7 +103,7 @@ async def test_session_end_writes_dated_file_and_checkpoint_rewrites_it(layout: 
     check = await writer.checkpoint(REGION_2[:2], now=1_767_323_100.0)
     assert check.reason == "checkpoint" and check.path is not None
     session_id = parse_summary_md(read(running_summary_path(layout))).session_id
-    assert Path(check.path).name == f"20260102T030405Z-{session_id}.md"
+    assert Path(check.path).name == f"20260102T030500Z-{session_id}.md"  # when written, not when the running summary began
     final = await writer.write_session_summary(REGION_2, now=1_767_323_200.0, reason="rotation")
     assert final.path == check.path
     assert [p.name for p in list_session_files(layout)] == [Path(check.path).name]

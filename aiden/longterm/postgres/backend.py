@@ -15,13 +15,12 @@ from anyio.streams.memory import MemoryObjectSendStream
 from aiden.config import Config
 from aiden.errors import CorruptionError, StorageError
 from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, MemoryType
-from aiden.longterm.files import session_file_name
 from aiden.longterm.postgres.history import PgHistoryLog
 from aiden.longterm.postgres.schema import LongTermDb
 from aiden.longterm.project import render_project_memory
 from aiden.longterm.store import LOCK_TIMEOUT_S, ThreadedEntryStore, fit_profile, render_profile
 from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
-from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, cap_digest
+from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, cap_digest, session_stem
 from aiden.policy.tokens import estimate_tokens
 from aiden.storage.postgres.schema import Conn, text_value
 from aiden.storage.postgres.store import PostgresSessionStore
@@ -217,19 +216,23 @@ class _PgRows:
         """Stored as ``postgres:<namespace>/sessions/<stem>.md`` (a locator: no file is written)."""
         ns = self._db.namespace
         self.write_running(running)
-        known = self._conn.execute(
-            "SELECT stem FROM aiden_lt_session_summaries WHERE namespace = %s AND summary_id = %s",
-            (ns, final.session_id),
-        ).fetchone()
-        stem = (
-            str(known[0])
-            if known is not None
-            else session_file_name(running.created_at, final.session_id)[:-3]
+        stems = self._conn.execute(
+            "SELECT stem FROM aiden_lt_session_summaries WHERE namespace = %s", (ns,)
+        ).fetchall()
+        text = read_doc(self._conn, ns, DIGEST_DOC)
+        through = "" if text is None else parse_summary_md(text, kind="digest").through
+        stem = session_stem(
+            (str(row[0]) for row in stems), through=through, session_id=final.session_id, stamp=final.created_at
         )
         self._conn.execute(
             "INSERT INTO aiden_lt_session_summaries (namespace, stem, summary_id, body) VALUES (%s, %s, %s, %s)"
             " ON CONFLICT (namespace, stem) DO UPDATE SET body = EXCLUDED.body",
             (ns, stem, final.session_id, text_value(render_summary_md(final))),
+        )
+        # The session's summary moved to a newer stem: its older row goes, as on files.
+        self._conn.execute(
+            "DELETE FROM aiden_lt_session_summaries WHERE namespace = %s AND summary_id = %s AND stem <> %s",
+            (ns, final.session_id, stem),
         )
         return f"postgres:{ns}/sessions/{stem}.md"
 
@@ -305,20 +308,20 @@ class PostgresLongTermBackend:
         return self.summaries.running() is not None
 
     def load_layer(self, config: Config) -> str:
-        """The PROJECT MEMORY block (latest summaries of other sessions over the digest), then the profile,
+        """The PROJECT MEMORY block (the kept summaries of other sessions over the digest), then the profile,
         each within ``project_memory_budget`` (blocking)."""
         ns = self._db.namespace
         with self._db.connection("loading long-term memory") as conn:
             # Not this session's own summary (a checkpoint or close writes it mid-session), as on files.
             running = _PgRows(conn, self._db, config).read_running()
-            newest = conn.execute(
+            kept = conn.execute(
                 "SELECT body FROM aiden_lt_session_summaries WHERE namespace = %s AND summary_id <> %s"
-                " ORDER BY stem DESC LIMIT %s",
-                (ns, running.session_id if running else "", config.project_memory_sessions),
+                " ORDER BY stem",
+                (ns, running.session_id if running else ""),
             ).fetchall()
             digest_text = read_doc(conn, ns, DIGEST_DOC)
             profile = read_doc(conn, ns, PROFILE_DOC) or ""
-        summaries = [parse_summary_md(str(row[0]), kind="session") for row in reversed(newest)]
+        summaries = [parse_summary_md(str(row[0]), kind="session") for row in kept]
         digest = None if digest_text is None else parse_summary_md(digest_text, kind="digest")
         block = render_project_memory(
             summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens
