@@ -15,9 +15,10 @@ most Claude models) refuse a system message mid-conversation.
 Messages are logged once, by LangChain message id, as ``event_id="langchain:<id>"`` so the
 writer's dedupe also holds across a restart; aiden holds the history, so no checkpointer is
 needed. With one, the messages up to the request's last AI message count as logged (they were,
-as they entered the thread): a restart replays none of them. Only the async agent API is
-supported (aiden is async). LangChain is imported on first use; types at its boundary are
-``Any`` (the middleware base class is generic over LangGraph state types).
+as they entered the thread): a restart replays none of them, and a thread resumed mid-run after
+a restart (``ainvoke(None)``) reopens the run of its last human message, still in the hot window.
+Only the async agent API is supported (aiden is async). LangChain is imported on first use; types
+at its boundary are ``Any`` (the middleware base class is generic over LangGraph state types).
 """
 
 from __future__ import annotations
@@ -178,6 +179,8 @@ def middleware_class() -> type[Any]:
             answered = max((n for n, m in enumerate(messages) if isinstance(m, AIMessage)), default=-1)
             for message in messages[answered + 1 :]:
                 await self._log(message)
+            if not self.memory.run_active:
+                await self._reopen(messages)
             # The tools the model is offered (the agent's and this middleware's) count in the budget.
             tools = tool_schemas(getattr(request, "tools", None) or ())
             layers = self.layers or PromptLayers(role_identity=request.system_prompt or "")
@@ -208,6 +211,22 @@ def middleware_class() -> type[Any]:
                     await self._log(message)
             return response
 
+        async def _reopen(self, messages: Any) -> None:
+            """Reopen the run of a thread resumed after a restart: its last human message logged, its run not ended.
+
+            That message is in the hot window, so ``begin_run`` with its event_id is a retry: it
+            returns the stored input and starts no new session.
+            """
+            question = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+            if question is None or not question.id:
+                return
+            event_id = EVENT_ID_PREFIX + str(question.id)
+            if any(e.event_id == event_id for e in await self.memory.hot_window()):
+                text = str(question.text)
+                await self.memory.begin_run(text, event_id=event_id)
+                self._logged.add(str(question.id))
+                self._question = (text, question)
+
         async def aafter_agent(self, state: Any, runtime: Any) -> None:
             """End the run the agent ended without a final answer from the model.
 
@@ -231,6 +250,8 @@ def middleware_class() -> type[Any]:
         async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
             """Serve the recall tool from aiden; run any other tool and log its result."""
             call = request.tool_call
+            if not self.memory.run_active and isinstance(request.state, dict):
+                await self._reopen(request.state.get("messages") or ())  # a thread resumed at its tool calls
             if call["name"] == TOOL_NAME:
                 answer = await self.memory.handle_recall_tool(dict(call.get("args") or {}))
                 result: Any = ToolMessage(content=answer, tool_call_id=call["id"], name=TOOL_NAME)

@@ -11,6 +11,11 @@ session.call_model_input_filter), hooks=session.usage_hooks())``. The log is nev
   because the SDK sends it to the model; :meth:`AidenSession.full_history` is every item verbatim.
 * ``call_model_input_filter``: within one run the SDK does not read the session again, so the
   filter replaces each call's input by aiden's prompt (aiden's window promise for every call).
+* Runs: the first user message of the items saved together begins an aiden run (``begin_run``,
+  so a conversation resumed after an idle gap may start a new session); the usage hooks' end of
+  the agent ends it (``commit_run``) once the SDK saves the run's final items. A run that raises
+  stays open until the next one begins. A model call with no run active (a paused run resumed
+  in a later process) reopens the run of the newest user message.
 * ``pop_item`` appends a retraction event (``meta[aiden.events.RETRACTS] = <seq>``);
   ``clear_session`` rotates the memory (nothing is deleted).
 
@@ -24,6 +29,7 @@ import copy
 import functools
 import json
 import re
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -70,6 +76,8 @@ __all__ = [
 ITEM_KEY: Final = "agents_item"
 SESSION_KEY: Final = "agents_session"
 SLOTS_KEY: Final = "agents_slots"
+# Prefix of the event_id of a user message that began a run, and of the run's final message.
+_RUN_ID: Final = "agents:"
 
 _MESSAGE_EVENTS: Final[dict[str, EventType]] = {
     "user": "user_input",
@@ -451,10 +459,11 @@ def _usage_hooks_class() -> type[Any]:
     from agents import RunHooks
 
     class AidenUsageHooks(RunHooks[Any]):
-        """Reports each model call's usage to aiden, and the end of each agent's turn."""
+        """Reports each model call's usage to aiden, and the end of the run to its session."""
 
-        def __init__(self, memory: Memory) -> None:
-            self.memory = memory
+        def __init__(self, session: AidenSession) -> None:
+            self.session = session
+            self.memory = session.memory
 
         async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
             # The SDK's Usage has the Responses API's shape, which record_usage reads itself.
@@ -462,8 +471,8 @@ def _usage_hooks_class() -> type[Any]:
                 await self.memory.record_usage(usage=response.usage)
 
         async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
-            # The token trigger compares the largest prompt of the run that just ended with the window.
-            await self.memory.record_usage(run_ended=True)
+            # The SDK saves the run's final items after this: the session ends the run with them.
+            self.session._final_output = output if isinstance(output, str) else json.dumps(output, default=str)
 
     return AidenUsageHooks
 
@@ -504,6 +513,8 @@ class AidenSession:
         self._pending: list[tuple[Any, ...]] = []
         # Fingerprints of the items of the last get_items view that no stored event stands for.
         self._synthetic: set[str] = set()
+        # The run's final output once the agent ended (the usage hooks): the next items end the run.
+        self._final_output: str | None = None
 
     # --- the Session protocol ----------------------------------------------------------
 
@@ -536,8 +547,7 @@ class AidenSession:
                     self._pending.pop(0)  # logged by call_model_input_filter already
                 else:
                     fresh.append(event)
-            if fresh:
-                await self.memory.append_many(fresh)
+            await self._log(fresh)
         self.memory.request_maintenance()
 
     async def pop_item(self) -> TResponseInputItem | None:
@@ -571,12 +581,13 @@ class AidenSession:
     # --- beyond the protocol ---------------------------------------------------------
 
     def usage_hooks(self) -> Any:
-        """``RunHooks`` for ``Runner.run(..., hooks=...)``: each model call's usage and each agent's end, to aiden.
+        """``RunHooks`` for ``Runner.run(..., hooks=...)``: each model call's usage and the end of the run, to aiden.
 
         The SDK gives a session no usage; without these hooks aiden's token trigger never sees a
-        prompt size, so compaction happens on the call's path instead of in the background.
+        prompt size, so compaction happens on the call's path instead of in the background, and
+        no run ends (``commit_run``): each stays open until the next one begins.
         """
-        return _usage_hooks_class()(self.memory)
+        return _usage_hooks_class()(self)
 
     async def call_model_input_filter(self, data: CallModelData) -> ModelInputData:
         """``RunConfig.call_model_input_filter``: aiden's prompt instead of the SDK's input, for every call.
@@ -596,8 +607,10 @@ class AidenSession:
             unlogged = self._unlogged(model_data.input, hot)
             if unlogged:
                 events = [event_from_item(item, session_id=self.session_id) for item in unlogged]
-                await self.memory.append_many(events)
+                await self._log(events)
                 self._pending.extend(_key(e) for e in events)
+                hot = await self.memory.hot_window()
+            if not self.memory.run_active and await self._reopen(hot):
                 hot = await self.memory.hot_window()
         hot = self._as_written(hot, model_data.input)
         tools = tool_schemas(getattr(data.agent, "tools", None) or ())
@@ -611,6 +624,52 @@ class AidenSession:
             instructions, messages = str(messages[0]["content"]), messages[1:]
         items = cast("list[TResponseInputItem]", items_from_prompt(messages, hot))
         return ModelInputData(input=items, instructions=instructions)
+
+    async def _log(self, events: list[SessionEvent]) -> None:
+        """Append ``events`` (the lock held): a user message begins a run, the final items end it.
+
+        The SDK saves a run's input as one batch: its first user message begins the run. A run
+        still open then never ended (it raised, or its paused tool calls were never approved):
+        ``begin_run`` closes its episode as superseded.
+        """
+        memory = self.memory
+        output, self._final_output = self._final_output, None
+        start = next((n for n, e in enumerate(events) if e.type == "user_input"), None)
+        if output is not None and start is not None and memory.run_active:
+            await memory.commit_run(output)  # the ended run saved no items of its own: a new run begins here
+            output = None
+        if start is not None:
+            await memory.append_many(events[:start])
+            user = events[start]
+            # An event_id of its own: a run resumed in a later process reopens it (a begin_run retry).
+            await memory.begin_run(user.content, event_id=_RUN_ID + uuid.uuid4().hex, meta=user.meta)
+            events = events[start + 1 :]
+        if output is None or not memory.run_active:
+            await memory.append_many(events)
+            if output is not None:
+                # The token trigger compares the largest prompt of the run that just ended with the window.
+                await memory.record_usage(run_ended=True)
+            return
+        if events and events[-1].type == "assistant_output":
+            # The run's final message, logged as its item: commit_run finds it by its event_id, appending nothing.
+            final = msgspec.structs.replace(events[-1], event_id=_RUN_ID + uuid.uuid4().hex)
+            await memory.append_many([*events[:-1], final])
+            await memory.commit_run(final.content, event_id=final.event_id)
+        else:  # a tool's result ended the run (tool_use_behavior): the final output is its answer
+            await memory.append_many(events)
+            await memory.commit_run(output)
+
+    async def _reopen(self, hot: Sequence[SessionEvent]) -> bool:
+        """Reopen the run of the newest user message this session began (a run resumed in a later process).
+
+        A model call always belongs to a run. The run's input is in the hot window, so
+        ``begin_run`` with its event_id is a retry: it returns the stored input and starts no new session.
+        """
+        user = next((e for e in reversed(hot) if e.type == "user_input"), None)
+        if user is None or not (user.event_id or "").startswith(_RUN_ID):
+            return False
+        await self.memory.begin_run(user.content, event_id=user.event_id, meta=user.meta)
+        return True
 
     def _as_written(self, hot: list[SessionEvent], items: Sequence[Any]) -> list[SessionEvent]:
         """``hot`` with each event the log scrubbed (an inline image dropped) holding the SDK's own input item.

@@ -513,6 +513,61 @@ async def test_a_checkpointed_thread_is_not_logged_again_after_a_restart(
     assert json.loads(capsys.readouterr().out)["stats"]["archived_sessions"] == 1
 
 
+class Crash(BaseException):
+    """The process dies (not an error the agent handles)."""
+
+
+async def test_a_thread_resumed_after_a_crash_in_a_tool_reopens_and_ends_its_run(tmp_path: Path) -> None:
+    """The process dies in the run's second tool call; a new one resumes the checkpointed thread (ainvoke(None))."""
+    crash_at = ["auth"]
+
+    @tool
+    def check(target: str) -> str:
+        """Run the checks of a target."""
+        if target in crash_at:
+            crash_at.clear()
+            raise Crash
+        return f"{target}: ok"
+
+    model = ScriptedChat(
+        script=[
+            AIMessage(content="", tool_calls=[call("check", {"target": "billing"}, "c1")]),
+            AIMessage(content="", tool_calls=[call("check", {"target": "auth"}, "c2")]),
+            AIMessage(content="Both ok."),
+        ]
+    )
+    saver = InMemorySaver()
+    thread = {"configurable": {"thread_id": "t1"}}
+    config = aiden.Config(durability="none")
+    async with aiden.open_memory(tmp_path, config=config) as memory:
+        agent = create_agent(model, tools=[check], middleware=[aiden_middleware(memory)], checkpointer=saver)
+        with pytest.raises(Crash):
+            await agent.ainvoke({"messages": [HumanMessage("check billing and auth")]}, thread)
+    async with aiden.open_memory(tmp_path, config=config) as memory:  # the restarted process
+        agent = create_agent(model, tools=[check], middleware=[aiden_middleware(memory)], checkpointer=saver)
+        state = await agent.ainvoke(None, thread)
+        active = memory.run_active
+        hot = await memory.hot_window()
+    assert (state["messages"][-1].content, active) == ("Both ok.", False)
+    assert kinds(hot) == [
+        ("user_input", "check billing and auth", None),
+        ("tool_call", "", "c1"),
+        ("tool_result", "billing: ok", "c1"),
+        ("tool_call", "", "c2"),
+        ("tool_result", "auth: ok", "c2"),
+        ("assistant_output", "Both ok.", None),
+    ]
+    # The crashed process left its run open; the resumed one is its own episode of the same goal, ended.
+    found = [json.loads(p.read_text()) for p in (tmp_path / "memory" / "episodes").glob("*/*/episode.json")]
+    crashed, resumed = sorted(found, key=lambda e: e["finished_at"])
+    assert (crashed["goal"], crashed["note"]) == ("check billing and auth", "memory closed during the run")
+    assert (resumed["goal"], resumed["note"]) == ("check billing and auth", "")
+    assert [(e["type"], e["content"]) for e in resumed["events"]] == [
+        ("tool_result", "auth: ok"),
+        ("assistant_output", "Both ok."),
+    ]
+
+
 def answered_in_order(messages: list[BaseMessage]) -> bool:
     """Every AI message's tool calls are answered by the ToolMessages right after it, and no others."""
     expected: list[str] = []
