@@ -413,6 +413,9 @@ class EpisodeTracker:
         self._recorder: EpisodeRecorder | None = None
         self._root_seq = 0
         self._call_tools: dict[str, str] = {}
+        # The session seqs the open episode noted: an append repeating a stored event_id (a retry, an
+        # adapter ending its run with the stored answer's id) acknowledges that event again.
+        self._noted: set[int] = set()
 
     @property
     def episode_id(self) -> str | None:
@@ -436,6 +439,7 @@ class EpisodeTracker:
             new_episode_id(now), goal=root.content, environment=env, started_at=root.timestamp or now
         )
         self._root_seq = root.seq
+        self._noted = {root.seq}
         return left
 
     def note(self, events: Iterable[SessionEvent]) -> None:
@@ -443,12 +447,16 @@ class EpisodeTracker:
 
         A retraction takes the event it withdraws back out: a lesson outlives the session and must
         not teach what the user took back. Withdrawing the run's root input drops the episode
-        (nothing of it is committed or learned: its goal is gone).
+        (nothing of it is committed or learned: its goal is gone). An event noted already is not
+        noted again.
         """
         rec = self._recorder
         if rec is None:
             return
         for e in events:
+            if e.seq in self._noted:
+                continue
+            self._noted.add(e.seq)
             if e.type == "system_event" and (withdrawn := retracted_seqs((e,))):
                 if self._root_seq in withdrawn:
                     self._recorder, self._call_tools = None, {}

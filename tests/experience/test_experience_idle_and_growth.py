@@ -141,3 +141,18 @@ async def test_a_one_word_task_supersedes_its_old_fix_and_a_one_word_follow_up_d
         "shell npm ci && npm run css": "active",
         "shell make docs SPHINXOPTS=-q": "active",
     }
+
+
+@pytest.mark.anyio
+async def test_an_append_repeating_a_stored_event_id_is_in_the_episode_once(tmp_path: Path) -> None:
+    # An adapter ends its run with the answer it stored already (the Agents SDK's own item): the
+    # episode held that answer twice.
+    async with aiden.open_memory(tmp_path, config=QUIET) as memory:
+        await memory.begin_run("build acme", environment=ENV)
+        answer = SessionEvent(type="assistant_output", role="assistant", content="Built.", event_id="a1")
+        await memory.append(answer)
+        await memory.append(answer)  # a retry of the same append
+        await memory.commit_run("Built.", outcome="success", event_id="a1")
+    (path,) = (tmp_path / "memory" / "episodes").glob("*/*/episode.json")
+    events = json.loads(path.read_text())["events"]
+    assert [(e["type"], e["content"]) for e in events] == [("assistant_output", "Built.")]
