@@ -17,12 +17,13 @@ import collections
 import itertools
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 import msgspec
 
 __all__ = [
+    "MATCH_REGION",
     "MAX_PAIRS",
     "MAX_QUERY_CHARS",
     "MAX_TERMS",
@@ -48,6 +49,8 @@ MAX_TERMS: Final = 12
 """Most words of one query ranked by (the rarest in the index win); bounds the work per search."""
 MAX_PAIRS: Final = 3
 """Most adjacent-word phrases added to a query's terms."""
+MATCH_REGION: Final = 240
+"""Characters of text a snippet's match is chosen in (:func:`match_finder`): a few sentences."""
 _MAX_RAW_TERMS: Final = 64
 """Most distinct words of a query looked at before stopwords are dropped; also the most terms
 :func:`content_terms` gives, of which a search ranks by the :data:`MAX_TERMS` rarest."""
@@ -86,6 +89,7 @@ _JSON_ESCAPE: Final = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
 _ESCAPED_SPAN: Final = re.compile(rf"(?<![^\W_])[^\W_]*(?:{_JSON_ESCAPE.pattern}[^\W_]*)+")
 _SIMPLE_ESCAPES: Final = {"\"": "\"", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _WORD: Final = re.compile(r"[^\W_]+")
+_WORD_CHAR: Final = re.compile(r"[^\W_]")
 # A raw Windows path of two names or more (``C:\new\temp``): its backslashes separate names; read
 # as JSON escapes, they would add junk words ("ew", "emp"). JSON writes the same path ``C:\\new``,
 # not matched here; nor is a one-letter label before an escape (``"A:\nRestart"``), whose word counts.
@@ -355,12 +359,12 @@ def or_expression(terms: Sequence[Term]) -> str:
     return " OR ".join(t.phrase for t in terms)
 
 
-def _term_pattern(term: Term, bounded: bool) -> str:
+def _term_pattern(term: Term) -> str:
+    text = _lower(term.text)
     if term.cjk:
         # The phrase matches the characters with separators between them too.
-        return r"[\W_]*".join(_char_pattern(ch) for ch in term.text)
-    body = "".join(_char_pattern(ch) for ch in term.text)
-    return rf"(?<![^\W_]){body}(?![^\W_])" if bounded else body
+        return r"[\W_]*".join(_char_pattern(ch) for ch in text)
+    return "".join(_char_pattern(ch) for ch in text)
 
 
 def _char_pattern(ch: str) -> str:
@@ -370,24 +374,71 @@ def _char_pattern(ch: str) -> str:
     return rf"(?:{re.escape(ch)}|\\u{ord(ch):04x})"
 
 
-def match_finder(terms: Sequence[Term]) -> Callable[[str], tuple[int, int] | None]:
-    """A function giving the (start, end) of the first match of any term in a text, or ``None``.
+def _lower(text: str) -> str:
+    # Matched lower-cased: IGNORECASE costs several times more per character. U+0130 is the one
+    # character whose lower case is two: replaced first, positions stay those of the text.
+    return text.replace("\u0130", "I").lower()
 
-    Whole-word matches are preferred; then any occurrence.
+
+def match_finder(
+    terms: Sequence[Term], weights: Callable[[], Mapping[str, float]] | None = None
+) -> Callable[[str], tuple[int, int] | None]:
+    """A function giving the (start, end) of the best place in a text to show, or ``None`` without a match.
+
+    That is the :data:`MATCH_REGION` characters holding the most weight of distinct terms (the
+    earliest on a tie), from its first match to its last: a long text's first match of a common
+    word is often far from the rare words the search ranked it by. A term weighs what ``weights()``
+    gives its case-folded text (0 if nothing, e.g. its rarity in the index; called only when two
+    terms or more are found), else 1. Whole-word matches are preferred; then any occurrence.
     """
-    terms = word_terms(terms)
+    # Adjacent-word phrases are left out: their words are terms of their own.
+    terms = [t for t in word_terms(terms) if not t.words]
     if not terms:
         return lambda text: None
-    bounded, loose = (
-        re.compile("|".join(f"(?:{_term_pattern(t, whole)})" for t in terms), re.IGNORECASE)
-        for whole in (True, False)
-    )
+    patterns = [re.compile(_term_pattern(t)) for t in terms]
 
     def find(text: str) -> tuple[int, int] | None:
-        found = bounded.search(text) or loose.search(text)
-        return None if found is None else found.span()
+        low = _lower(text)
+        loose = sorted((m.start(), m.end(), i) for i, p in enumerate(patterns) for m in p.finditer(low))
+        whole = [f for f in loose if terms[f[2]].cjk or _is_word(low, f[0], f[1])]
+        found = whole or loose
+        if not found:
+            return None
+        weight = [1.0] * len(terms)
+        if weights is not None and len({i for _, _, i in found}) > 1:
+            table = weights()
+            weight = [table.get(t.text.casefold(), 0.0) for t in terms]
+        return _densest(found, weight)
 
     return find
+
+
+def _is_word(text: str, start: int, end: int) -> bool:
+    return not (start and _WORD_CHAR.match(text, start - 1)) and not _WORD_CHAR.match(text, end)
+
+
+def _densest(found: Sequence[tuple[int, int, int]], weight: Sequence[float]) -> tuple[int, int]:
+    """The span of the best region of ``found`` (matches as (start, end, term), by start): see :func:`match_finder`."""
+    counts: collections.Counter[int] = collections.Counter()
+    best, best_at = -1.0, (0, 0)
+    score = 0.0
+    hi = 0
+    # Two pointers: the region starts at match ``lo`` and holds the matches starting within MATCH_REGION of it.
+    for lo, (start, _, _) in enumerate(found):
+        while hi < len(found) and found[hi][0] < start + MATCH_REGION:
+            term = found[hi][2]
+            counts[term] += 1
+            if counts[term] == 1:
+                score += weight[term]
+            hi += 1
+        if score > best + 1e-9:  # (sums and differences of floats: a tie must stay one)
+            best, best_at = score, (lo, hi)
+        term = found[lo][2]
+        counts[term] -= 1
+        if counts[term] == 0:
+            score -= weight[term]
+    lo, hi = best_at
+    return found[lo][0], max(end for _, end, _ in found[lo:hi])
 
 
 def snippet(
@@ -397,7 +448,8 @@ def snippet(
     *,
     finder: Callable[[str], tuple[int, int] | None] | None = None,
 ) -> str:
-    """At most ``width`` characters of ``text``, whitespace collapsed, centred on the first match of a term.
+    """At most ``width`` characters of ``text``, whitespace collapsed, centred on the match ``finder`` gives
+    (default: :func:`match_finder` of ``terms``).
 
     Cut sides are marked with ``…`` (counted in ``width``). Without a findable
     match (e.g. the index matched through diacritic folding) the snippet is the

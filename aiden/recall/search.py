@@ -445,12 +445,14 @@ _OPEN, _CLOSE = "\x02", "\x03"
 _MARKED: Final = re.compile(f"{_OPEN}([^{_OPEN}{_CLOSE}]+){_CLOSE}")
 
 
-def matched_words(conn: sqlite3.Connection, terms: Sequence[Term], hit: RecallHit) -> list[Term]:
-    """The words of ``hit``'s text that matched ``terms`` in the index, as terms for the snippet finder.
+def matched_words(conn: sqlite3.Connection, terms: Sequence[Term], hit: RecallHit) -> dict[Term, float]:
+    """The words of ``hit``'s text that matched ``terms`` in the index, as terms for the snippet finder,
+    each with its BM25 IDF: the finder shows the region richest in rare words, those the hit ranked by.
 
     The porter stemmer matches "runs" for "running" (and folding "cafe" for "café"): FTS5's
     ``highlight()``, with the index's tokenizer, names the words a text holds in place of the
-    query's own spelling. It seeks in every term's rows: for the rare hit cut without that spelling.
+    query's own spelling. It seeks in every term's rows; each word found is probed as the search
+    probes its terms (:func:`_split_by_rows`). Called only for a hit cut to fit.
     """
     words = word_terms(terms)
     sql = (
@@ -461,7 +463,12 @@ def matched_words(conn: sqlite3.Connection, terms: Sequence[Term], hit: RecallHi
     if words:
         for (marked,) in conn.execute(sql, (_OPEN, _CLOSE, or_expression(words), hit.chunk_id, hit.seq)):
             found.update(_MARKED.findall(marked))
-    return query_terms(" ".join(sorted(found)), limit=max(len(found), 1))
+    if not found:
+        return {}
+    # The largest row id is at least the row count (BM25's total) and, unlike count(*), one seek.
+    total = int(conn.execute("SELECT max(id) FROM docs").fetchone()[0] or 0)
+    text = " ".join(sorted(found))
+    return {t: _idf(total, _probe(conn, t)) for t in query_terms(text, limit=len(text))}
 
 
 def summary_hit(row: ChunkRow, score: float) -> RecallHit:

@@ -167,22 +167,34 @@ def encode_hits(hits: Sequence[RecallHit]) -> str:
 _Cut = Callable[[RecallHit, int], RecallHit]
 
 
-def _cutter(terms: Sequence[Term], stemmed: Callable[[RecallHit], Sequence[Term]] | None) -> _Cut:
-    """Cuts a hit's text to a limit, around the first match of a term (or of the words ``stemmed`` gives)."""
-    find = match_finder(terms)
-    finders: dict[tuple[str, str, int], Callable[[str], tuple[int, int] | None]] = {}
+def _cutter(terms: Sequence[Term], stemmed: Callable[[RecallHit], Mapping[Term, float]] | None) -> _Cut:
+    """Cuts a hit's text to a limit, around the region richest in matches (see :func:`match_finder`).
 
-    def finder(hit: RecallHit) -> Callable[[str], tuple[int, int] | None]:
-        if stemmed is None:
-            return find
+    ``stemmed`` gives the words of the hit that matched in the index, each with its weight: a query
+    term weighs what its word does; where the text lacks every query term's spelling, the finder
+    looks for those words instead.
+    """
+    find = match_finder(terms)
+    spans: dict[tuple[str, str, int], tuple[int, int] | None] = {}
+
+    def span(hit: RecallHit) -> tuple[int, int] | None:
         key = (hit.chunk_id, hit.kind, hit.first_seq)
-        if key not in finders:  # a hit is cut several times while it is fitted
-            finders[key] = find if find(hit.text) is not None else match_finder(stemmed(hit))
-        return finders[key]
+        if key not in spans:  # a hit is cut several times while it is fitted
+            if stemmed is None:
+                spans[key] = find(hit.text)
+            else:
+                # The index is asked only for a hit with a choice to make (see match_finder).
+                words = functools.cache(functools.partial(stemmed, hit))
+
+                def weights() -> dict[str, float]:
+                    return {t.text.casefold(): w for t, w in words().items()}
+
+                spans[key] = match_finder(terms, weights)(hit.text) or match_finder(list(words()), weights)(hit.text)
+        return spans[key]
 
     def cut(hit: RecallHit, limit: int) -> RecallHit:
         # Called only with a limit below the text's length (_fit_one).
-        text = snippet(hit.text, terms, limit, finder=finder(hit)) if terms else truncate(hit.text, limit)
+        text = snippet(hit.text, terms, limit, finder=lambda _: span(hit)) if terms else truncate(hit.text, limit)
         return msgspec.structs.replace(hit, text=text, truncated=True)
 
     return cut
@@ -238,7 +250,7 @@ def fit_hits(
     terms: Sequence[Term] = (),
     contexts: Callable[[], Mapping[int, RecallContext]] | None = None,
     context_chars: int = 240,
-    stemmed: Callable[[RecallHit], Sequence[Term]] | None = None,
+    stemmed: Callable[[RecallHit], Mapping[Term, float]] | None = None,
 ) -> list[RecallHit]:
     """The hits, best first, packed so that ``encode_hits`` of them is at most ``max_chars`` characters.
 
@@ -247,7 +259,8 @@ def fit_hits(
     :data:`_MIN_TEXT` characters is left out. Room left at the end widens the cut texts again, then
     adds ``contexts()`` (hit position -> neighbouring event; called only when there is room), cut to
     ``context_chars``, where the neighbour is not a hit itself. ``stemmed`` gives the words of a
-    hit that matched ``terms`` where its text lacks their spelling (the index stems), to cut around.
+    hit that matched ``terms`` in the index (which stems), each with its weight (rarity): a cut shows
+    the region richest in them, not the first match of a common word.
     """
     # Texts alone over the budget: the whole answer cannot fit, no need to encode it.
     whole = len(encode_hits(hits)) if sum(len(h.text) for h in hits) <= max_chars else max_chars + 1
