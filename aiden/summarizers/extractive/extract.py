@@ -16,7 +16,7 @@ import msgspec
 from aiden.events import SessionEvent
 from aiden.policy.summary_md import CHUNK_MARKER, match_heading
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL, reported_failure
-from aiden.summarizers.extractive.salience import stated_date, tells_of_self
+from aiden.summarizers.extractive.salience import day_of, names_relative_date, stated_date, tells_of_self
 from aiden.summarizers.extractive.tools import (
     FILE_LINE,
     TOOL_NOTE_CHARS,
@@ -28,6 +28,7 @@ from aiden.summarizers.extractive.tools import (
     negates_error,
 )
 from aiden.summarizers.mustkeep.classify import (
+    SentenceKind,
     Speaker,
     classify_sentence,
     is_phatic,
@@ -110,7 +111,9 @@ class Item(msgspec.Struct, frozen=True):
     order: int
     extra: str = ""  # errors: the resolution
     info: float = 0.0  # information per token within its range (salience.py): breaks ties within a tier
-    when: str = ""  # the date the last system event before it stated ("17 July, 2023"); render.py shows it
+    # The date the last system event before it stated ("17 July, 2023"), else, for a relative time
+    # ("last week"), the day it was said; render.py shows it.
+    when: str = ""
 
 
 def line_of(item: Item) -> str:
@@ -205,6 +208,7 @@ class Collector:
         self.commands_failed: list[tuple[str, str]] = []
         self.outcomes: list[str] = []
         self.when = ""
+        self.day = ""  # the day of the event being walked (its timestamp)
         self.calls: dict[str, Call] = {}  # tool calls by id, for their results
         self.last_call: Call | None = None
 
@@ -215,7 +219,8 @@ class Collector:
     def add(self, section: Section, text: str, rank: int | None = None) -> None:
         if text.strip():
             tier = SECTIONS[section][1] if rank is None else rank
-            self.items.append(Item(section, text, tier, self.next_order(), when=self.when))
+            when = self.when or (self.day if names_relative_date(text) else "")
+            self.items.append(Item(section, text, tier, self.next_order(), when=when))
 
     def add_error(self, text: str, *, context: str = "", rank: int, group: int | None = None) -> _ErrorDraft:
         order = self.next_order()
@@ -277,6 +282,8 @@ class Collector:
 
     def feed(self, event: SessionEvent) -> None:
         """File one event's items, pairing a tool result with its call."""
+        # (A summary carried in a synthetic event was said earlier: its relative times are not today's.)
+        self.day = "" if event.synthetic else day_of(event.timestamp)
         if event.type == "user_input":
             _extract_user(event, self)
         elif event.type in ("assistant_output", "role_output"):
@@ -428,7 +435,7 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
         if kind not in _ALWAYS_KEPT and is_phatic(sentence):
             continue  # "Thanks, Mel!", "Can't wait!": kept by no rule, whatever its position
         item = _said(who, clip(sentence))
-        if who and kind not in _ALWAYS_KEPT and not sets_a_rule(kind, sentence, named=True):
+        if who and (kind == "correction" or kind not in _ALWAYS_KEPT) and not sets_a_rule(kind, sentence, named=True):
             # A named speaker is a chat participant: their "it's important to always ..." sets no
             # rule for the agent, and filed as constraints it would crowd out every fact.
             collector.add("notes", item, R_REST)
@@ -475,13 +482,12 @@ def _extract_assistant(event: SessionEvent, collector: Collector) -> None:
             # Assistant-stated rules are mostly restated user constraints or
             # meander; keep them apart so a fold never promotes them.
             collector.add("notes", item, R_REST)
-        elif (
-            kind in ("other", "preference", "correction")
-            and not _INTENT.search(sentence)
-            and (who or tells_of_self(sentence))
+        elif kind in ("other", "preference", "correction") and (
+            who or (tells_of_self(sentence) and not _INTENT.search(sentence))
         ):
-            # A chat participant (named, or telling of themselves): what they say may be what a
-            # later question asks. An assistant's advice or remark to the user stays out.
+            # A chat participant (named, or telling of themselves): what they say, and what they
+            # intend ("I'm going to ..."), may be what a later question asks. An assistant's advice,
+            # remark to the user or intent stays out.
             collector.add("notes", item, R_REST)
         if kind != "greeting" and is_plan(sentence):
             plan = item
@@ -552,8 +558,9 @@ def _add_summary_line(collector: Collector, section: Section | None, line: str) 
         return
     if section is None:
         # Unlabelled lines (prose, "Must keep" items): classify sentence by sentence.
-        for sentence in split_sentences(line):
-            _add_classified(collector, sentence)
+        who, said = split_speaker(line)
+        for sentence in split_sentences(said):
+            _add_classified(collector, sentence, who)
     elif section == "files":
         for part in line.split(", "):
             collector.add("files", clip(part.strip(), _FOLD_LINE_CHARS))
@@ -583,16 +590,25 @@ def _add_summary_line(collector: Collector, section: Section | None, line: str) 
 
 def _reclassify(collector: Collector, line: str, *, speaker: Speaker = "any") -> None:
     """Extract the durable sentences of a line that may itself be dropped later."""
-    for sentence in split_sentences(line):
+    who, said = split_speaker(line)
+    for sentence in split_sentences(said):
         kind = classify_sentence(sentence, speaker=speaker)
-        if kind in _DURABLE_KINDS:
-            collector.add(_FILED[kind], clip(sentence, _FOLD_LINE_CHARS))
+        if kind in _DURABLE_KINDS and _binds(kind, sentence, who):
+            collector.add(_FILED[kind], clip(_said(who, sentence), _FOLD_LINE_CHARS))
 
 
-def _add_classified(collector: Collector, sentence: str) -> None:
+def _binds(kind: SentenceKind, sentence: str, who: str) -> bool:
+    """False for a named chat participant's preference, constraint or correction that sets no rule: re-read from a
+    summary line ("Goal: Jon: You never shy away ..."), it is as much their talk as when they said it."""
+    return kind not in ("preference", "constraint", "correction") or sets_a_rule(kind, sentence, named=bool(who))
+
+
+def _add_classified(collector: Collector, sentence: str, who: str = "") -> None:
     kind = classify_sentence(sentence, speaker="any")
-    item = clip(sentence, _FOLD_LINE_CHARS)
-    if kind == "resolution":
+    item = clip(_said(who, sentence), _FOLD_LINE_CHARS)
+    if not _binds(kind, sentence, who):
+        collector.add("notes", item, R_REST)
+    elif kind == "resolution":
         collector.add_error(item, rank=R_ERROR_RESOLVED)
     elif kind == "error":
         # An unlabelled line (a "Must keep" item) is an error only if it reports one.

@@ -3,18 +3,20 @@ and the structured views of them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 from aiden.summarizers.extractive.extract import (
-    FIXED_SEP,
+    R_REST,
     SECTIONS,
     Collector,
     Item,
     Section,
     line_of,
 )
-from aiden.summarizers.mustkeep.classify import split_reason
+from aiden.summarizers.extractive.salience import addresses_listener, names_relative_date
+from aiden.summarizers.mustkeep.classify import split_reason, split_speaker
 from aiden.summarizers.protocol import Decision, ErrorResolution, StructuredSummary
 
 
@@ -120,6 +122,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+_OPEN_LABEL: Final = re.compile(r"^(?:User|Plan):\s*")
 # The session summary's headings in written order (working recipes are filed as commands), each with its priority.
 _SESSION_HEADINGS: Final[dict[Section, tuple[str, int]]] = {
     "outcome": ("## OUTCOME", 0),
@@ -134,35 +137,41 @@ def session_items(collector: Collector, items: Sequence[Item]) -> list[Item]:
     """``items`` (and the collector's outcomes and commands) regrouped under the session summary's headings."""
     out: list[Item] = []
 
-    def add(section: Section, text: str, rank_offset: int = 0) -> None:
-        out.append(Item(section, text, _SESSION_HEADINGS[section][1] * 10 + rank_offset, len(out) + 1))
+    def add(section: Section, text: str, rank_offset: int = 0, info: float = 0.0) -> None:
+        out.append(Item(section, text, _SESSION_HEADINGS[section][1] * 10 + rank_offset, len(out) + 1, info=info))
 
     ordered = sorted(items, key=lambda it: it.order)
-    goals = texts(ordered, "goal")
+    goals = [it for it in ordered if it.section == "goal"]
     outcomes = texts(ordered, "outcome")
     for text in outcomes:
         add("outcome", text)
     if not outcomes and goals:
-        add("outcome", f"Goal: {goals[0]}")
+        add("outcome", f"Goal: {_dated_line(goals[0])}")
     for text in collector.outcomes[-3:]:
         add("outcome", text, 1)
     if not outcomes and not collector.outcomes:
         for text in texts(ordered, "open")[-1:]:
-            add("outcome", f"Open: {text}", 2)
+            # A chat participant's last word is talk (often a goodbye: "Stay safe!"), no thread left
+            # open for the agent; what it tells is among their facts.
+            if not split_speaker(_OPEN_LABEL.sub("", text))[0]:
+                add("outcome", f"Open: {text}", 2)
     failed_commands = {cmd for cmd, _ in collector.commands_failed} - set(collector.commands_ok)
     for item in ordered:
+        line = _dated_line(item)
         if item.section in ("preferences", "constraints"):
-            add("preferences", item.text)
+            add("preferences", line)
         elif item.section == "failed":
-            add("failed", item.text)
+            add("failed", line)
         elif item.section == "commands" and item.text.startswith("$ ") and item.text not in failed_commands:
             add("commands", item.text)
         elif item.section == "decisions":
-            add("facts", item.text)
+            add("facts", line)
         elif item.section == "errors" and item.extra:
-            add("facts", f"{item.text}{FIXED_SEP}{item.extra}", 1)
+            add("facts", line, 1)
         elif item.section == "facts":
-            add("facts", item.text, 3)
+            add("facts", line, 3)
+        elif item.section == "notes" and item.rank == R_REST and _tells(item.text):
+            add("facts", line, 4, item.info)
     for command, error in collector.commands_failed:
         if command in failed_commands:
             add("failed", f"{command} failed: {error}", 1)
@@ -170,6 +179,22 @@ def session_items(collector: Collector, items: Sequence[Item]) -> list[Item]:
     if files:
         add("facts", "Key files: " + ", ".join(dict.fromkeys(files)), 2)
     return out
+
+
+def _tells(line: str) -> bool:
+    """True for a chat participant's line that tells their news, plans or events (what a later session
+    asks about), not a remark to the other ("Your support means a lot")."""
+    who, said = split_speaker(line)
+    return bool(who) and not addresses_listener(said)
+
+
+def _dated_line(item: Item) -> str:
+    """``item``'s line; a relative time in it ("last week") led by the day it was said (each line of a
+    session summary is read on its own, sessions later)."""
+    line = line_of(item)
+    if item.when and item.when not in line and names_relative_date(line):
+        return f"({item.when}) {line}"
+    return line
 
 
 def render_session(items: Sequence[Item]) -> str:

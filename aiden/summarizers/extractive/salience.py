@@ -12,6 +12,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Final
 
 from aiden.policy.tokens import estimate_tokens
@@ -37,6 +38,29 @@ def shown_words(texts: Iterable[str]) -> set[str]:
 def names_a_date(text: str) -> bool:
     """True for text naming a date or a day ("8 May, 2023", "last Saturday"): when something happened."""
     return _MONTH.search(text) is not None
+
+
+_RELATIVE: Final = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|the other day|recently|lately|"
+    r"(?:last|next|this|past|coming) (?:few |couple of )?(?:night|morning|evening|weekend|week|month|year|"
+    r"spring|summer|fall|autumn|winter|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    r"mon|tues?|wed|thu(?:rs?)?|fri|sat|sun)s?|"
+    r"(?:\d+|a|an|one|two|three|four|five|six|few|couple of|several) (?:days?|weeks?|months?|years?) ago)\b",
+    re.IGNORECASE,
+)
+
+
+def names_relative_date(text: str) -> bool:
+    """True for text whose time is relative to when it was said ("yesterday", "last week", "3 days ago")."""
+    return _RELATIVE.search(text) is not None
+
+
+def day_of(timestamp: float | None) -> str:
+    """The UTC calendar day of ``timestamp`` as a chat writes it ("8 May, 2023"); empty for none."""
+    if timestamp is None:
+        return ""
+    day = datetime.fromtimestamp(timestamp, tz=UTC)
+    return f"{day.day} {day:%B}, {day.year}"
 
 
 _MONTHS: Final = (
@@ -105,6 +129,12 @@ def tells_of_self(body: str) -> bool:
     """True for a sentence (without its speaker) that tells of its speaker's own life or work: first
     person, no "you", no question ("I adopted a beagle last Sunday", "we moved the cache to Redis")."""
     return bool(_FIRST_PERSON.search(body)) and not _SECOND_PERSON.search(body) and not body.rstrip().endswith("?")
+
+
+def addresses_listener(body: str) -> bool:
+    """True for a sentence (without its speaker) said to the listener ("You're so adaptable!", "Sorry to
+    hear about your job"): a remark on them, no fact of the speaker's."""
+    return _SECOND_PERSON.search(body) is not None
 
 
 _LABEL: Final = re.compile(r"^(?:[A-Z][\w ()'-]{0,30}:\s+)")

@@ -278,7 +278,8 @@ def _shrink_to_fit(item: Item, budget: int) -> Item:
 def select_session(items: Sequence[Item], budget: int) -> list[Item]:
     """Pick session items under ``budget`` tokens: repeats dropped, a quota per heading first, then by rank."""
     unique: dict[str, Item] = {}
-    for item in sorted(items, key=lambda it: (it.rank, it.order)):
+    # Within a rank, more information per token first (a chat's facts are many; the budget takes the best).
+    for item in sorted(items, key=lambda it: (it.rank, -it.info, it.order)):
         unique.setdefault(normalize(item.text), item)
     unique.pop("", None)
     chosen: list[Item] = []
@@ -298,7 +299,7 @@ def select_session(items: Sequence[Item], budget: int) -> list[Item]:
         if used + cost <= budget:
             used += cost
             chosen.append(item)
-    chosen.sort(key=lambda it: (it.rank, it.order))
+    chosen.sort(key=lambda it: (it.rank, -it.info, it.order))
     while chosen and estimate_tokens(render_session(chosen)) > budget:
         chosen.pop()
     return chosen

@@ -164,7 +164,12 @@ class ExtractiveSummarizer:
         _add_open_thread(collector)
         deduped = dedupe(collapse_requests(_weigh(collector.finish(), shown)))
         if request.purpose == "session_summary":
-            items = [*deduped.kept, *(item for item, _ in deduped.absorbed)]
+            # A rule a kept line absorbed still belongs under its heading; a chat participant's
+            # sentence the goal already quotes would only repeat it.
+            items = [
+                *deduped.kept,
+                *(it for it, holder in deduped.absorbed if it.section != "notes" or holder.section != "goal"),
+            ]
             chosen = select_session(session_items(collector, items), budget)
             return SummaryResult(text=render_session(chosen), structured=structured_session(chosen))
         kept = deduped.kept

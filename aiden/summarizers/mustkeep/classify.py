@@ -32,12 +32,16 @@ Speaker = Literal["user", "assistant", "any"]
 
 
 _DAYS: Final = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|today|eod|eow|noon|midnight|end of|next week|the end"
-_CORRECTION: Final = re.compile(
+# A correction that says it corrects ("Actually, ...", "No, I meant ...").
+_SAYS_CORRECTION: Final = (
     r"^(?:actually\b|no[,!.]|nope\b|wait[,!]|correction\b|not quite\b|wrong\b)"
-    r"|\b(?:that's wrong|that is wrong|that's not right|that is not right|that's incorrect|i said|i meant|"
-    r"should be|should have been|not what i (?:asked|meant|wanted))\b"
-    r"|^(?:不对|不是|其实|实际上|更正|错了|纠正)|应该是|我是说|我的意思是",
-    re.IGNORECASE,
+    r"|\b(?:that's wrong|that is wrong|that's not right|that is not right|that's incorrect|i meant|"
+    r"not what i (?:asked|meant|wanted))\b"
+    r"|^(?:不对|不是|其实|实际上|更正|错了|纠正)|我是说|我的意思是"
+)
+_CORRECTS: Final = re.compile(_SAYS_CORRECTION, re.IGNORECASE)
+_CORRECTION: Final = re.compile(
+    rf"{_SAYS_CORRECTION}|\b(?:i said|should be|should have been)\b|应该是", re.IGNORECASE
 )
 _PREFERENCE: Final = re.compile(
     r"\b(?:i prefer|i'd prefer|i would prefer|prefer(?:s|red)? \S+ (?:over|to)|i like|i'd like|i would like|i want|"
@@ -61,7 +65,9 @@ _MUST: Final = (
 # What binds whoever says it ("must be booked by Friday", "at most 3").
 _BINDS: Final = (
     rf"{_MUST}|mustn't|must not|required|requirement|mandatory|deadline|due (?:by|on)|"
-    rf"no later than|(?:at most|at least|no more than)(?= (?:\d|one|two|three|four|five|ten|once|twice|a|an)\b)|not allowed|forbidden|"
+    rf"no later than|(?:at most|at least|no more than)(?= (?:\d|one|two|three|four|five|ten|once|twice|a|an)\b)"
+    # ... but how often someone does something ("I see them at least once a week") limits nobody.
+    r"(?! (?:once|twice|\w+ times) (?:a|an|per|every|each)\b)|not allowed|forbidden|"
     rf"by (?:{_DAYS}|\d{{1,2}}(?::\d\d)?\s?(?:am|pm)?\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*)"
 )
 _BINDING: Final = re.compile(rf"\b(?:{_BINDS})\b", re.IGNORECASE)
@@ -89,8 +95,17 @@ _DECISION: Final = re.compile(
 _REASON: Final = re.compile(
     r"\b(?:because|since|as|due to|so that|given that|given)\b|因为|由于|为了", re.IGNORECASE
 )
+# An attempt is a failed one when its sentence says it failed; "but" alone says nothing ("Haven't tried
+# it yet, but I've heard it's great!", "I'm trying to stay positive, but it's tough").
+_NO_GOOD: Final = (
+    r"(?:didn't|did not|doesn't|does not|won't|will not|wouldn't|would not|couldn't|could not)\s+(?:\w+\s+)?"
+    r"(?:work|help|fix|change|solve|resolve|pass|compile|build|run|install|load|start|succeed)"
+    r"|failed|fails|failing|no luck|broke|breaks|error|errors|exception|same (?:error|result|problem)|"
+    r"still (?:fails|failing|broken|crash\w*|hangs|the same)|no (?:effect|change|difference)|nothing changed"
+)
 _FAILED: Final = re.compile(
-    r"\b(?:tried|attempted|trying)\b.*\b(?:but|didn't|did not|failed|doesn't|does not|no luck|broke|breaks|still)\b"
+    # (an attempt not yet made: "haven't tried", "never tried")
+    rf"(?<!n't )(?<!not )(?<!never )\b(?:tried|attempted|trying)\b.*\b(?:{_NO_GOOD})\b"
     r"|\b(?:didn't|did not|doesn't|does not|won't|will not) work\b|\bdead end\b|\bgave up on\b|\babandon(?:ed|ing)?\b"
     r"|\breverted\b|\brolled back\b|\bbreaks the build\b|\bbroke the\b|\bfailed because\b|\bnot work(?:ing)?\b"
     r"|\bmade it worse\b|\bno effect\b|\bwithout success\b"
@@ -228,11 +243,12 @@ def sets_a_rule(kind: SentenceKind, sentence: str, *, named: bool) -> bool:
     """True when a user's sentence of ``kind`` is a rule the summary must keep (a correction, a
     preference, a constraint).
 
-    From a ``named`` chat participant ("Caroline: ...") only a correction or a
+    From a ``named`` chat participant ("Caroline: ...") only a correction that says
+    it corrects ("Actually, ...": their "schools should be funded" is an opinion) or a
     constraint that binds as said by anyone (a must, a deadline, a limit).
     """
     if kind == "correction":
-        return True
+        return not named or _CORRECTS.search(sentence) is not None
     if named:
         return kind == "constraint" and _BINDING.search(sentence) is not None
     return kind in ("preference", "constraint")
@@ -276,7 +292,7 @@ _LOW_INFORMATION: Final = _SOCIAL | frozenset(
         "happened", "buddy", "friend", "dear", "man", "guys", "everyone", "anyway", "though", "still",
         "even", "something", "anything", "everything", "nothing", "look", "looks", "looking", "truly", "him",
         "her", "his", "hers", "mine", "yours", "ours", "theirs", "myself", "yourself", "ourselves",
-        "someone", "anyone", "one", "worry"
+        "someone", "anyone", "one", "worry", "stay", "safe", "strong", "enjoy", "easy"
     }
 )  # fmt: skip
 _NUMBER: Final = re.compile(r"\d")
