@@ -183,8 +183,9 @@ def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: 
 
     Autocommit connections, ``synchronous_commit`` never ``off``, and each
     connection checked at checkout, so one a server restart or failover broke
-    is replaced before any statement is sent. Never blocks (connecting happens
-    in the pool's threads). ``max_size`` below :data:`MIN_POOL_SIZE` is a
+    is replaced before any statement is sent; a failed reconnect is given up
+    after half of ``timeout`` and tried again at the next checkout. Never blocks
+    (connecting happens in the pool's threads). ``max_size`` below :data:`MIN_POOL_SIZE` is a
     :class:`~aiden.errors.ConfigError`. A pool shared by several memories needs
     two connections per memory that may run maintenance or Dream at once, plus one.
     """
@@ -195,6 +196,12 @@ def open_pool(conninfo: str, *, max_size: int = 4, timeout: float = 30.0, name: 
             min_size=1,
             max_size=max_size,
             timeout=timeout,
+            # psycopg_pool retries a failed connect after 1, 2, 4 ... 128 s until reconnect_timeout
+            # (300 s by default), and a checkout waits for the next retry, not for the server: calls
+            # kept failing for many seconds after an outage had ended. Given up after half the
+            # checkout's wait, the next checkout starts a fresh attempt at once (the pool grows
+            # back on demand).
+            reconnect_timeout=timeout / 2,
             kwargs={"autocommit": True},
             configure=_durable,
             check=_check,
