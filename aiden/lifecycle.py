@@ -6,6 +6,7 @@ prompt within the budget. The agent loop never waits on summarization.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -16,7 +17,7 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from aiden.config import Config, ModelResolver
-from aiden.context.governance import Governance, is_pinned, trim_replay
+from aiden.context.governance import Governance, is_pinned, is_turn_start, trim_replay
 from aiden.context.prompt import IncrementalBody, PromptBuild, PromptLayers, build_messages
 from aiden.context.summary_fit import fit_long_term_layer, fit_summary_layer
 from aiden.errors import AidenError
@@ -41,6 +42,7 @@ class _Session(Protocol):
     async def maintain(self, *, manual: bool = False) -> CompactionOutcome: ...
     def estimate_text(self, text: str) -> int: ...
     async def hot_window(self) -> list[SessionEvent]: ...
+    async def read_event(self, seq: int) -> SessionEvent | None: ...
     async def chunk_index(self) -> ChunkIndex: ...
 
 
@@ -89,6 +91,9 @@ class Lifecycle:
         again. The memory clears it when the next user input is appended."""
         self.background_requested = False
         """The background pass a failed synchronous compaction asks for was requested (once per failure)."""
+        self._task: tuple[tuple[int, str], SessionEvent | None] = ((0, ""), None)
+        """The compacted user input of the current turn as last read: ((seq, its chunk's sha256), event);
+        the checksum tells a later session's same seq apart."""
 
     def _window_for(self, model: str) -> int:
         # litellm's bundled map, else this memory's window; an unknown model is logged once.
@@ -121,7 +126,7 @@ class Lifecycle:
             cfg, layers or PromptLayers(), long_term, current_task, cache_friendly, governance, tools
         )
         budget = cfg.prompt_budget()
-        snapshot = await _gather(m)
+        snapshot = await self._gather(cfg)
         built = self._shape(call, snapshot, strict=False)
         compacted = False
         # Every check holds the prompt to its calibrated size with margin (checked_tokens).
@@ -142,7 +147,7 @@ class Lifecycle:
                 _log.warning("synchronous compaction for an over-budget prompt failed: %s", exc)
             self.sync_compaction_failed = not compacted
             self.background_requested = False
-            snapshot = await _gather(m)
+            snapshot = await self._gather(cfg)
             built = self._shape(call, snapshot, strict=False)
         if built.checked_tokens > budget:
             # Deterministic fallback: stub every acted-on tool result (verbatim stays recallable by seq).
@@ -163,13 +168,43 @@ class Lifecycle:
             over_budget_reason=(
                 f"{built.checked_tokens} estimated tokens > budget {budget} after compaction, stubbing, "
                 "replay trimming and cutting the summary and long-term layers: what is left (system layers, "
-                "root input, pinned events, the newest step and context event) may not be dropped"
+                "root input, current input, pinned events, the newest step and context event) may not be dropped"
                 if over
                 else ""
             ),
         )
         self.last_prompt_estimate = built.estimated_tokens
         return built
+
+    async def _gather(self, cfg: Config) -> _Snapshot:
+        """The hot window and chunk index for this call's prompts, with the current turn's user input
+        put back when a compaction cut inside the turn took it (seed 002: the prompt holds the current
+        task message). Put back verbatim only while the hot window's fixed inputs with it stay under the
+        compaction trigger; a larger one stays summarized (the turn context), or no pass could get the
+        prompt under the trigger."""
+        m = self._m
+        # Hot window first: if a compaction commits between the reads, its events
+        # appear twice (verbatim and summarized), never zero times.
+        hot = await m.hot_window()
+        index = await m.chunk_index()
+        found = _compacted_turn_start(hot, index)
+        if found is None:
+            return hot, index
+        seq = found[0]
+        if self._task[0] != found:  # read once per turn, not per call
+            try:
+                self._task = (found, await m.read_event(seq))
+            except AidenError as exc:  # unreadable chunk: the turn context still stands in for it
+                _log.warning("the current turn's compacted input (seq %d) could not be read: %s", seq, exc)
+                return hot, index
+        task = self._task[1]
+        if task is None or task.type != "user_input":
+            return hot, index
+        fixed = sum(m.estimate_text(e.content) for e in hot if e.seq < seq)  # the root input and pins
+        if fixed + m.estimate_text(task.content) >= trigger_threshold_tokens(cfg.context_window, cfg):
+            return hot, index
+        at = bisect.bisect_left([e.seq for e in hot], seq)
+        return [*hot[:at], task, *hot[at:]], index
 
     def _fit_by_trimming(self, call: _Call, snapshot: _Snapshot, budget: int) -> PromptBuild:
         """The largest prompt that fits, giving up in order: the oldest replayed hot-window events,
@@ -319,8 +354,20 @@ class _Call:
 _Snapshot = tuple[Sequence[SessionEvent], ChunkIndex]
 
 
-async def _gather(m: _Session) -> _Snapshot:
-    # Hot window first: if a compaction commits between the reads, its events
-    # appear twice (verbatim and summarized), never zero times.
-    hot = await m.hot_window()
-    return hot, await m.chunk_index()
+def _compacted_turn_start(hot: Sequence[SessionEvent], index: ChunkIndex) -> tuple[int, str] | None:
+    """The seq of the current turn's user input when a split-turn compaction took it out of ``hot``,
+    with the checksum of the chunk that holds it.
+
+    The newest split chunks name their turn's start (``cut_meta.turn_start_seq``); a pass that cut
+    again inside the same turn saw only the kept root before its cut and names that, so the walk goes
+    back over those. A chunk cut on a user input ends it: that input opened the hot window then.
+    """
+    newest = max((e.seq for e in hot if is_turn_start(e)), default=0)
+    for chunk in reversed(index.chunks):
+        meta = chunk.cut_meta or {}
+        seq = meta.get("turn_start_seq")
+        if not meta.get("is_split_turn") or not isinstance(seq, int) or seq < newest:
+            return None
+        if seq > newest:
+            return seq, chunk.sha256
+    return None

@@ -243,6 +243,9 @@ class CutMeta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     is_split_turn: bool = False
     turn_start_event_id: str | None = None
     """Id of the user input opening the split turn."""
+    turn_start_seq: int | None = None
+    """Seq of that input: the prompt shows it verbatim while it is the current task (it may carry a
+    client ``event_id``, so the id alone does not find it)."""
 
 
 class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -417,6 +420,7 @@ def _build_plan(
             kept_tokens_estimate=kept_tokens,
             is_split_turn=is_split,
             turn_start_event_id=events[turn_start].id if is_split else None,
+            turn_start_seq=events[turn_start].seq if is_split else None,
         ),
         tokens_before=window.total,
         kept_tokens=kept_tokens,

@@ -141,6 +141,7 @@ def test_token_path_snaps_forward_to_the_next_legal_cut() -> None:
         kept_tokens_estimate=40,
         is_split_turn=True,
         turn_start_event_id="seq-3",
+        turn_start_seq=3,
     )
 
 
