@@ -86,7 +86,7 @@ class Lifecycle:
         self._body = IncrementalBody(memory.estimate_text)
         """The hot window rendered for the last prompt: a call renders only what changed since."""
         self.sync_compaction_failed = False
-        """A synchronous compaction of this turn could not help (summarizer down or slow): it is not
+        """A synchronous compaction of this turn failed (summarizer down or slow): it is not
         retried on every call of the same turn, as each try would wait out the summarizer deadline
         again. The memory clears it when the next user input is appended."""
         self.background_requested = False
@@ -126,7 +126,7 @@ class Lifecycle:
             cfg, layers or PromptLayers(), long_term, current_task, cache_friendly, governance, tools
         )
         budget = cfg.prompt_budget()
-        snapshot = await self._gather(cfg)
+        snapshot, plain = await self._gather(cfg)
         built = self._shape(call, snapshot, strict=False)
         compacted = False
         # Every check holds the prompt to its calibrated size with margin (checked_tokens).
@@ -140,17 +140,26 @@ class Lifecycle:
         elif built.checked_tokens > budget:
             # The safety net of the headline promise: compact for this call, bounded by the
             # summarizer deadline inside the pass (a failing summarizer leaves events unchanged).
+            failed = True
             try:
                 outcome = await m.maintain(manual=True)
                 compacted = outcome.compacted
+                # Only a summarizer that failed makes a retry this turn wait for nothing: a pass that
+                # found nothing to compact yet may find the turn's own steps at the next call.
+                failed = outcome.reason in ("summarizer_failed", "running_summary_failed")
             except AidenError as exc:
                 _log.warning("synchronous compaction for an over-budget prompt failed: %s", exc)
-            self.sync_compaction_failed = not compacted
+            self.sync_compaction_failed = failed
             self.background_requested = False
-            snapshot = await self._gather(cfg)
+            snapshot, plain = await self._gather(cfg)
             built = self._shape(call, snapshot, strict=False)
         if built.checked_tokens > budget:
             # Deterministic fallback: stub every acted-on tool result (verbatim stays recallable by seq).
+            built = self._shape(call, snapshot, strict=True)
+        if built.checked_tokens > budget and snapshot is not plain:
+            # The current input shown again does not fit beside the system layers: its turn context
+            # (in the summary layer) stands in for it, as the log has it.
+            snapshot = plain
             built = self._shape(call, snapshot, strict=True)
         if built.checked_tokens > budget:
             # Last resort while nothing can be compacted: replay fewer of the oldest hot-window events
@@ -176,35 +185,36 @@ class Lifecycle:
         self.last_prompt_estimate = built.estimated_tokens
         return built
 
-    async def _gather(self, cfg: Config) -> _Snapshot:
+    async def _gather(self, cfg: Config) -> tuple[_Snapshot, _Snapshot]:
         """The hot window and chunk index for this call's prompts, with the current turn's user input
         put back when a compaction cut inside the turn took it (seed 002: the prompt holds the current
-        task message). Put back verbatim only while the hot window's fixed inputs with it stay under the
-        compaction trigger; a larger one stays summarized (the turn context), or no pass could get the
-        prompt under the trigger."""
+        task message); then the two as read. Put back verbatim only while the hot window's fixed
+        inputs with it stay under the compaction trigger; a larger one stays summarized (the turn
+        context), or no pass could get the prompt under the trigger."""
         m = self._m
         # Hot window first: if a compaction commits between the reads, its events
         # appear twice (verbatim and summarized), never zero times.
         hot = await m.hot_window()
         index = await m.chunk_index()
+        plain = (hot, index)
         found = _compacted_turn_start(hot, index)
         if found is None:
-            return hot, index
+            return plain, plain
         seq = found[0]
         if self._task[0] != found:  # read once per turn, not per call
             try:
                 self._task = (found, await m.read_event(seq))
             except AidenError as exc:  # unreadable chunk: the turn context still stands in for it
                 _log.warning("the current turn's compacted input (seq %d) could not be read: %s", seq, exc)
-                return hot, index
+                return plain, plain
         task = self._task[1]
         if task is None or task.type != "user_input":
-            return hot, index
+            return plain, plain
         fixed = sum(m.estimate_text(e.content) for e in hot if e.seq < seq)  # the root input and pins
         if fixed + m.estimate_text(task.content) >= trigger_threshold_tokens(cfg.context_window, cfg):
-            return hot, index
+            return plain, plain
         at = bisect.bisect_left([e.seq for e in hot], seq)
-        return [*hot[:at], task, *hot[at:]], index
+        return ([*hot[:at], task, *hot[at:]], index), plain
 
     def _fit_by_trimming(self, call: _Call, snapshot: _Snapshot, budget: int) -> PromptBuild:
         """The largest prompt that fits, giving up in order: the oldest replayed hot-window events,
