@@ -13,6 +13,7 @@ import pytest
 
 from aiden import ExtractiveSummarizer
 from aiden.events import SessionEvent
+from aiden.summarizers.mustkeep.classify import classify_sentence, sets_a_rule
 from aiden.summarizers.protocol import SummaryRequest
 
 pytestmark = pytest.mark.timeout(30)
@@ -124,3 +125,19 @@ def test_a_participants_opinion_is_no_correction_but_their_correction_is() -> No
         )
     )
     assert summary["USER PREFERENCES"] == ["John: Actually, the town hall meeting is on Thursday, not Friday."]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "kind"),
+    [
+        ("Retry at most 3 times per request.", "constraint"),
+        ("Call the payments API at most once a minute.", "constraint"),
+        ("I tried clearing the cache but the build is still red.", "failed"),
+        ("Tried rebasing but hit merge conflicts.", "failed"),
+    ],
+)
+def test_an_agent_users_limits_and_failed_attempts_keep_their_kind(sentence: str, kind: str) -> None:
+    # The chat rules (a frequency is no limit, "but" alone no failure) are for named chat participants
+    # only: an agent's user saying these sets a limit or reports a failed approach (a review finding).
+    assert classify_sentence(sentence, speaker="user") == kind
+    assert sets_a_rule(kind, sentence, named=False) is (kind == "constraint")

@@ -430,7 +430,7 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
     collector.goal_open = False
     rejected = False  # the user rejected or corrected the course
     for sentence in sentences:
-        kind = classify_sentence(sentence, speaker="user")
+        kind = classify_sentence(sentence, speaker="user", named=bool(who))
         rejected = rejected or kind in ("failed", "correction")
         if kind not in _ALWAYS_KEPT and is_phatic(sentence):
             continue  # "Thanks, Mel!", "Can't wait!": kept by no rule, whatever its position
@@ -463,7 +463,7 @@ def _extract_assistant(event: SessionEvent, collector: Collector) -> None:
         return
     plan = ""
     for sentence in split_sentences(content):
-        kind = classify_sentence(sentence, speaker="assistant")
+        kind = classify_sentence(sentence, speaker="assistant", named=bool(who))
         if kind not in _ALWAYS_KEPT and is_phatic(sentence):
             continue
         item = _said(who, clip(sentence))
@@ -592,7 +592,7 @@ def _reclassify(collector: Collector, line: str, *, speaker: Speaker = "any") ->
     """Extract the durable sentences of a line that may itself be dropped later."""
     who, said = split_speaker(line)
     for sentence in split_sentences(said):
-        kind = classify_sentence(sentence, speaker=speaker)
+        kind = classify_sentence(sentence, speaker=speaker, named=bool(who))
         if kind in _DURABLE_KINDS and _binds(kind, sentence, who):
             collector.add(_FILED[kind], clip(_said(who, sentence), _FOLD_LINE_CHARS))
 

@@ -84,7 +84,7 @@ def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list
         # rule of theirs is one for the agent (as in the extractive summarizer).
         named = bool(split_speaker(event.content.strip())[0])
         for sentence in split_sentences(event.content):
-            kind = classify_sentence(sentence, speaker=speaker)
+            kind = classify_sentence(sentence, speaker=speaker, named=named)
             if kind not in _STATES_A_COURSE and is_phatic(sentence):
                 continue  # "That must have been awesome!" is no constraint a summary must keep
             item = clip(sentence)

@@ -65,12 +65,16 @@ _MUST: Final = (
 # What binds whoever says it ("must be booked by Friday", "at most 3").
 _BINDS: Final = (
     rf"{_MUST}|mustn't|must not|required|requirement|mandatory|deadline|due (?:by|on)|"
-    rf"no later than|(?:at most|at least|no more than)(?= (?:\d|one|two|three|four|five|ten|once|twice|a|an)\b)"
-    # ... but how often someone does something ("I see them at least once a week") limits nobody.
-    r"(?! (?:once|twice|\w+ times) (?:a|an|per|every|each)\b)|not allowed|forbidden|"
+    rf"no later than|(?:at most|at least|no more than)(?= (?:\d|one|two|three|four|five|ten|once|twice|a|an)\b)|"
+    r"not allowed|forbidden|"
     rf"by (?:{_DAYS}|\d{{1,2}}(?::\d\d)?\s?(?:am|pm)?\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*)"
 )
 _BINDING: Final = re.compile(rf"\b(?:{_BINDS})\b", re.IGNORECASE)
+# How often someone does something ("I see them at least once a week"): from a chat participant it
+# limits nobody; an agent's user saying "retry at most 3 times per request" sets a limit.
+_HOW_OFTEN: Final = re.compile(
+    r"\b(?:at most|at least|no more than) (?:once|twice|\w+ times) (?:a|an|per|every|each)\b", re.IGNORECASE
+)
 # A strong constraint also says "never" or "always", which a chat participant's musing uses as often as a rule.
 _CONSTRAINT_STRONG: Final = re.compile(
     rf"\b(?:{_BINDS}|never|always)\b"
@@ -95,23 +99,28 @@ _DECISION: Final = re.compile(
 _REASON: Final = re.compile(
     r"\b(?:because|since|as|due to|so that|given that|given)\b|因为|由于|为了", re.IGNORECASE
 )
-# An attempt is a failed one when its sentence says it failed; "but" alone says nothing ("Haven't tried
-# it yet, but I've heard it's great!", "I'm trying to stay positive, but it's tough").
+# A chat participant's attempt is a failed one when the sentence says it failed; their "but" alone says
+# nothing ("I'm trying to stay positive, but it's tough"), an agent user's does ("tried clearing the
+# cache but the build is still red").
 _NO_GOOD: Final = (
     r"(?:didn't|did not|doesn't|does not|won't|will not|wouldn't|would not|couldn't|could not)\s+(?:\w+\s+)?"
     r"(?:work|help|fix|change|solve|resolve|pass|compile|build|run|install|load|start|succeed)"
     r"|failed|fails|failing|no luck|broke|breaks|error|errors|exception|same (?:error|result|problem)|"
     r"still (?:fails|failing|broken|crash\w*|hangs|the same)|no (?:effect|change|difference)|nothing changed"
 )
-_FAILED: Final = re.compile(
-    # (an attempt not yet made: "haven't tried", "never tried")
-    rf"(?<!n't )(?<!not )(?<!never )\b(?:tried|attempted|trying)\b.*\b(?:{_NO_GOOD})\b"
+_OTHER_FAILURES: Final = (
     r"|\b(?:didn't|did not|doesn't|does not|won't|will not) work\b|\bdead end\b|\bgave up on\b|\babandon(?:ed|ing)?\b"
     r"|\breverted\b|\brolled back\b|\bbreaks the build\b|\bbroke the\b|\bfailed because\b|\bnot work(?:ing)?\b"
     r"|\bmade it worse\b|\bno effect\b|\bwithout success\b"
-    r"|(?:尝试|试了|试过).*(?:失败|不行|没用|无效)|行不通|放弃|回滚|没有效果",
+    r"|(?:尝试|试了|试过).*(?:失败|不行|没用|无效)|行不通|放弃|回滚|没有效果"
+)
+# (an attempt not yet made: "haven't tried", "never tried")
+_ATTEMPT: Final = r"(?<!n't )(?<!not )(?<!never )\b(?:tried|attempted|trying)\b.*\b"
+_FAILED: Final = re.compile(
+    rf"{_ATTEMPT}(?:but|didn't|did not|failed|doesn't|does not|no luck|broke|breaks|still)\b{_OTHER_FAILURES}",
     re.IGNORECASE,
 )
+_FAILED_NAMED: Final = re.compile(rf"{_ATTEMPT}(?:{_NO_GOOD})\b{_OTHER_FAILURES}", re.IGNORECASE)
 _RESOLUTION: Final = re.compile(
     r"\b(?:fixed|fixes|fix was|resolved|solved|the fix|works now|working now|now works|now passes|passes now|"
     r"passing now|all tests pass|tests pass|was caused by|root cause|worked around|workaround)\b"
@@ -193,13 +202,15 @@ _LABELS: Final[dict[str, SentenceKind]] = {
 _LABEL: Final = re.compile(rf"^\s*({'|'.join(_LABELS)})\s*:\s*\S", re.IGNORECASE)
 
 
-def classify_sentence(sentence: str, *, speaker: Speaker = "any") -> SentenceKind:
+def classify_sentence(sentence: str, *, speaker: Speaker = "any", named: bool = False) -> SentenceKind:
     """Classify one sentence by what it carries.
 
     ``speaker`` narrows the rules: a user's "don't ..." is a constraint, an
     assistant's "let me ..." is a plan. ``"any"`` (summary lines, whose
-    speaker is lost) applies the user rules.
+    speaker is lost) applies the user rules. A ``named`` chat participant's
+    attempt failed only when the sentence says so.
     """
+    failed = _FAILED_NAMED if named else _FAILED
     text = _FILLER.sub("", sentence.strip())
     if len(text) < 2 or _GREETING.match(text):
         return "greeting"
@@ -218,11 +229,11 @@ def classify_sentence(sentence: str, *, speaker: Speaker = "any") -> SentenceKin
             return "constraint"
         # Evidence over keywords: an imperative asks for work, whatever words it uses
         # ("fix the failing test" reports no failure), unless it states a decision.
-        if _REQUEST.search(text) and not _DECISION.search(text) and not _FAILED.search(text):
+        if _REQUEST.search(text) and not _DECISION.search(text) and not failed.search(text):
             return "request"
         if _CONSTRAINT_USER.search(text):
             return "constraint"
-    if _FAILED.search(text):
+    if failed.search(text):
         return "failed"
     if _DECISION.search(text):
         return "decision"
@@ -250,7 +261,7 @@ def sets_a_rule(kind: SentenceKind, sentence: str, *, named: bool) -> bool:
     if kind == "correction":
         return not named or _CORRECTS.search(sentence) is not None
     if named:
-        return kind == "constraint" and _BINDING.search(sentence) is not None
+        return kind == "constraint" and _BINDING.search(_HOW_OFTEN.sub(" ", sentence)) is not None
     return kind in ("preference", "constraint")
 
 
