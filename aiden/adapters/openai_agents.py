@@ -41,6 +41,7 @@ from aiden.context.governance import stub_seq
 from aiden.context.prompt import MISSING_RESULT, PromptBuild, PromptLayers
 from aiden.errors import AidenError, InvalidEventError
 from aiden.events import RETRACTS, EventType, SessionEvent, is_retraction, retracted_seqs
+from aiden.intake import prepare_event
 from aiden.memory import Memory
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
@@ -540,6 +541,8 @@ class AidenSession:
         events = [event_from_item(item, session_id=self.session_id) for item in items]
         if not events:
             return
+        for event in events:  # each checked before any is stored: the run's begin and end append apart
+            prepare_event(event, now=0.0, max_event_bytes=self.memory.config.max_event_bytes)
         async with self._lock:  # ordered with pop_item: a retraction never targets a half-added batch
             fresh: list[SessionEvent] = []
             for event in events:

@@ -188,3 +188,18 @@ async def test_a_run_a_tool_ends_is_committed_with_the_tools_output(tmp_path: Pa
         ("assistant_output", "billing: passed"),
     ]
     assert [(e["goal"], e["note"]) for e in stored_episodes(tmp_path)] == [("run the billing tests", "")]
+
+
+async def test_a_batch_with_one_bad_item_stores_none_and_begins_no_run(tmp_path: Path) -> None:
+    # add_items is all or none: the run's user message was stored (and its run left active) before a
+    # too-large tool output of the same batch was refused (a review finding).
+    config = aiden.Config(durability="none", max_event_bytes=10_000)
+    async with aiden.open_memory(tmp_path, config=config) as memory:
+        items: list[Any] = [
+            {"role": "user", "content": "run the billing tests"},
+            {"type": "function_call", "call_id": "c1", "name": "run_tests", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "x" * 50_000},
+        ]
+        with pytest.raises(aiden.EventTooLargeError):
+            await AidenSession(memory).add_items(items)
+        assert (await memory.hot_window(), memory.run_active) == ([], False)

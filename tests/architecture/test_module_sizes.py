@@ -13,6 +13,9 @@ LIMIT = 700
 ALLOWED: dict[str, str] = {
     "aiden.cli": "the `aiden` command: one argparse tree and a handler per subcommand; split by subcommand,"
     " its halves imported each other (the doctor's repair opens a root as the write subcommands do)",
+    "aiden.adapters.openai_agents": "the Agents SDK's Session: Responses-API items stored and sent back exactly,"
+    " and the runs they begin and end; the item mapping is only this Session's, and a module of its own"
+    " would pass the 130-module bar",
 }
 
 
