@@ -9,6 +9,7 @@ on stderr. Progress goes to stderr too, since stdout carries the output.
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import os
 import sys
@@ -207,9 +208,10 @@ def iter_events(
 ) -> Iterator[SessionEvent]:
     """Every stored event in seq order, one chunk file in memory at a time: chunks (verified) merged with the hot window.
 
-    Pinned events inside a compacted range stay in the hot window, hence a merge. Beside a
-    running agent this reads the session it started on: a rotation meanwhile moves that session
-    into the archive, where the rest of it is read.
+    Pinned events inside a compacted range stay in the hot window, hence a merge; a later chunk
+    that compacts such an event holds it below the seqs of the chunks before it: those few events
+    are read first. Beside a running agent this reads the session it started on: a rotation
+    meanwhile moves that session into the archive, where the rest of it is read.
     """
     start = _folder_id(layout.session)
     layout, (data, (index, entries), read) = _one_session(layout, start, _read_session)
@@ -217,23 +219,41 @@ def iter_events(
         problems.extend(read)
     hot = sorted(hot_events(layout, index, entries, problems, data=data), key=lambda e: e.seq)
     bar = progress(len(entries)) if progress is not None else None
+    at = layout
+
+    def events_of(entry: cs.ChunkEntry) -> list[SessionEvent]:
+        nonlocal at
+        try:
+            return cs.read_chunk(at, entry.chunk_id, expect_sha256=entry.sha256).events
+        except CorruptionError:
+            moved = _follow(at, start)
+            if moved is at:
+                raise
+            at = moved
+            return cs.read_chunk(at, entry.chunk_id, expect_sha256=entry.sha256).events
+
+    # floors[i]: the highest seq the chunks before entry i end at. A chunk's events above its floor
+    # follow every event before them; the ones at or below it (a chunk starts at its first event)
+    # are merged as a stream of their own.
+    floors = list(itertools.accumulate((e.last_seq for e in entries), max, initial=0))[:-1]
+    early = sorted(
+        (
+            e
+            for entry, floor in zip(entries, floors, strict=True)
+            if entry.first_seq <= floor
+            for e in events_of(entry)
+            if e.seq <= floor
+        ),
+        key=lambda e: e.seq,
+    )
 
     def chunked() -> Iterator[SessionEvent]:
-        at = layout
-        for entry in entries:
-            try:
-                chunk = cs.read_chunk(at, entry.chunk_id, expect_sha256=entry.sha256)
-            except CorruptionError:
-                moved = _follow(at, start)
-                if moved is at:
-                    raise
-                at = moved
-                chunk = cs.read_chunk(at, entry.chunk_id, expect_sha256=entry.sha256)
-            yield from chunk.events
+        for entry, floor in zip(entries, floors, strict=True):
+            yield from (e for e in events_of(entry) if e.seq > floor)
             if bar is not None:
                 bar.advance()
 
-    yield from heapq.merge(chunked(), hot, key=lambda e: e.seq)
+    yield from heapq.merge(chunked(), early, hot, key=lambda e: e.seq)
 
 
 def _read_session(layout: Layout) -> tuple[bytes, tuple[cs.ChunkIndex, list[cs.ChunkEntry]], list[str]]:

@@ -22,6 +22,7 @@ what a chunk covers, and recovery removes it.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 import os
@@ -79,7 +80,8 @@ def write_high_water(storage: Storage, layout: Layout, seq: int) -> None:
 def lost_seqs(entries: Sequence[cs.ChunkEntry], hot: Iterable[SessionEvent], high_water: int) -> list[int]:
     """Seqs up to the known maximum that neither a chunk nor the hot window holds (seqs are gap-free: lost).
 
-    Only gaps between ranges are walked: the cost is the size of the loss, not of the session.
+    Only gaps between ranges and kept seqs no longer hot are walked: the cost is the size of the
+    loss (and of how long a kept event stayed hot), not of the session.
     """
     hot_seqs = {e.seq for e in hot}
     ordered = sorted(entries, key=lambda e: e.first_seq)
@@ -88,9 +90,16 @@ def lost_seqs(entries: Sequence[cs.ChunkEntry], hot: Iterable[SessionEvent], hig
     nxt = 1
     for e in ordered:
         missing.extend(s for s in range(nxt, e.first_seq) if s not in hot_seqs)
-        missing.extend(s for s in e.kept_seqs if s not in hot_seqs)
         nxt = max(nxt, e.last_seq + 1)
     missing.extend(s for s in range(nxt, top + 1) if s not in hot_seqs)
+    # A seq a chunk kept hot (a pin, the current input) that left the hot window was either
+    # compacted by a later chunk, whose range then covers it, or lost. Such a later chunk ends
+    # after it: only chunks ending at or after the seq are asked.
+    by_last = sorted(entries, key=lambda e: e.last_seq)
+    for s in {s for e in entries for s in e.kept_seqs} - hot_seqs:
+        later = bisect.bisect_left(by_last, s, key=lambda e: e.last_seq)
+        if not cs.covered(by_last[later:], s):
+            missing.append(s)
     return sorted(set(missing))
 
 

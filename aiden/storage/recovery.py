@@ -322,20 +322,26 @@ class Recovery:
             problems.append(f"chunk {chunk.chunk_id}: its summary failed its checksum; {how}")
 
     def _rebuild_index(self, problems: list[str]) -> tuple[cs.ChunkIndex, list[cs.ChunkEntry]]:
-        entries: list[cs.ChunkEntry] = []
+        found: list[tuple[cs.ChunkEntry, list[int]]] = []
         for chunk_id in cs.list_chunk_files(self.layout):
             try:
                 chunk = cs.read_chunk(self.layout, chunk_id)
                 self._settle_damaged_summary(chunk, None, problems)
-                entries.append(chunk.entry)
+                found.append((chunk.entry, [e.seq for e in chunk.events]))
             except CorruptionError as exc:
                 problems.append(f"chunk file {chunk_id} unreadable during rebuild: {exc}")
-        entries.sort(key=lambda e: e.first_seq)
+        found.sort(key=lambda f: f[0].first_seq)
         accepted: list[cs.ChunkEntry] = []
-        for e in entries:
-            if accepted and e.first_seq <= accepted[-1].last_seq:
-                problems.append(f"chunk {e.chunk_id} overlaps {accepted[-1].chunk_id}; ignored")
+        # By the events held, not the ranges: a later chunk may compact an event an earlier one
+        # kept hot, so its range reaches into the earlier one's.
+        held: set[int] = set()
+        for e, seqs in found:
+            if shared := held.intersection(seqs):
+                problems.append(
+                    f"chunk {e.chunk_id} holds seqs another chunk holds ({describe_ranges(sorted(shared))}); ignored"
+                )
                 continue
+            held.update(seqs)
             accepted.append(e)
         return self._index_from_entries(accepted, "", 0), accepted
 
