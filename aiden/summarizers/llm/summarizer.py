@@ -247,7 +247,7 @@ class LiteLLMSummarizer:
                     raise
                 except Exception as exc:
                     # Not sooner than the provider asked; not at all if that is past the caller's deadline
-                    # or, without one, longer than a whole call may take (the breaker holds it open).
+                    # or longer than a whole call may take, summarizer_timeout_s (the breaker holds it open).
                     delay = max(self.config.summarizer_backoff_s * (2**attempt), retry_after_s(exc) or 0.0)
                     if (
                         handle.is_transient(exc)
