@@ -263,8 +263,8 @@ def history_class() -> type[Any]:
             last = max((n for n, m in enumerate(messages) if isinstance(m, ModelResponse)), default=-1)
             if last >= 0 and messages[last] is held:
                 await self._log_response(held)
-            if system := _system_text(messages[last + 1 :]):
-                self._system = system  # the agent's, in a run's first request
+            if not self._system and (system := _system_text(messages[last + 1 :])):
+                self._system = system  # the agent's, in the first request of a run without history
             parts = [part for message in messages[last + 1 :] for part in message.parts]
             if any(isinstance(part, ToolReturnPart) for part in parts):
                 # pydantic-ai's return for an output tool (a history continued with all_messages()):
@@ -331,18 +331,19 @@ def history_class() -> type[Any]:
         async def before_run(self, ctx: Any) -> None:
             """Take the run's system prompt, all its parts, for aiden's role identity.
 
-            That of the ``message_history`` when it has one. Without history pydantic-ai sends the
-            agent's in the first request (taken there); with a history that has none (stored
-            without its first request) it sends none, so the agent is asked for it.
+            Without history pydantic-ai sends the agent's in the first request (taken there). With a
+            ``message_history`` it sends the history's, which holds aiden's prompt of an earlier run
+            (no dynamic part pydantic-ai would evaluate again), maybe none: the agent is asked for its
+            own, for this run's dependencies; an agent without one keeps the history's.
             """
             await super().before_run(ctx)
-            self._messages, self._responded = [], False
-            self._system = _system_text(ctx.messages)
-            if not self._system and ctx.messages:
+            self._messages, self._responded, self._system = [], False, ""
+            if ctx.messages:
                 parts = await ctx.agent.system_prompt_parts(
                     deps=ctx.deps, model=ctx.model, message_history=ctx.messages, prompt=ctx.prompt, usage=ctx.usage
                 )
-                self._system = "\n\n".join(p.content for p in parts if p.content.strip())
+                own = "\n\n".join(p.content for p in parts if p.content.strip())
+                self._system = own or _system_text(ctx.messages)
 
         async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
             """Take over the request's instructions: aiden's system layer carries them, inside its budget."""

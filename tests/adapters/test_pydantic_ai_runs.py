@@ -293,3 +293,20 @@ async def test_a_dynamic_system_prompt_runs_once_per_run(tmp_path: Path) -> None
 
         await agent.run("go", deps="Ada")
     assert (calls, system_messages(model)) == (["Ada"], [["the user is Ada"]])
+
+
+async def test_a_run_with_history_sends_the_system_prompt_of_its_own_dependencies(tmp_path: Path) -> None:
+    # The history holds aiden's prompt of the earlier run (no dynamic part pydantic-ai evaluates again):
+    # the agent's own system prompt is asked for this run's deps (a review finding: "Ada" was sent to Bob).
+    model = Scripted([answer("Hi Ada."), answer("Hi Bob.")])
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        model.history = aiden_history(memory)
+        agent = Agent(FunctionModel(model), deps_type=str, capabilities=[model.history])
+
+        @agent.system_prompt(dynamic=True)
+        def user_name(ctx: RunContext[str]) -> str:
+            return f"the user is {ctx.deps}"
+
+        first = await agent.run("hello", deps="Ada")
+        await agent.run("hello again", deps="Bob", message_history=first.all_messages())
+    assert system_messages(model) == [["the user is Ada"], ["the user is Bob"]]
