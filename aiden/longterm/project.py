@@ -1,20 +1,23 @@
 """The PROJECT MEMORY block: the digest and the kept session summaries merged under a token budget.
 
-The newest wins on conflicts; the GOAL leads, then sections in :data:`PRIORITY` order,
-newest first within a section, while the block fits ``budget_tokens``.
+The newest wins on conflicts; the GOAL leads, then sections in :data:`PRIORITY` order, the most
+informative items first within a section (an older session's weighed down a little), while the
+block fits ``budget_tokens``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
 from aiden.config import Config
 from aiden.longterm.files import digest_path, list_session_files, read_summary
-from aiden.longterm.summaries import Section, SessionSummary, merge_many
+from aiden.longterm.summaries import Section, SessionSummary, merge_many, same_key
 from aiden.policy.tokens import estimate_tokens
 from aiden.storage.layout import Layout
+from aiden.summarizers.extractive.salience import Rarity
 
 __all__ = ["BLOCK_TITLE", "PRIORITY", "load_project_memory", "render_project_memory"]
 
@@ -29,6 +32,7 @@ PRIORITY: Final[tuple[Section, ...]] = (
 )
 """Sections in the order the budget is filled (and the block is rendered), after the GOAL."""
 _GOAL: Final = re.compile(r"^Goal:\s", re.IGNORECASE)
+_AGE_DISCOUNT: Final = 0.1  # an item 10 sessions old counts 0.79 of its information: news beats recency
 _MAX_GOALS: Final = 2  # the current goal and the one it re-stated; older ones are superseded
 _BLOCK_HEADINGS: Final[dict[Section | None, str]] = {
     None: "GOAL (why this project exists)",
@@ -63,7 +67,8 @@ def render_project_memory(
     cannot hold a single item.
     """
     layers = [digest, *summaries] if digest is not None else list(summaries)
-    merged = merge_many(layers)
+    # No per-section cap here: the budget caps the block, and a cap would keep the newest session's items only.
+    merged = merge_many(layers, max_items=sum(len(layer.section(s)) for layer in layers for s in PRIORITY))
     if merged is None or merged.is_empty:
         return ""
     # Why the work is done leads the block: a person resuming reads the goal first, and the
@@ -73,10 +78,25 @@ def render_project_memory(
     }
     goals = [item for section in PRIORITY for item in merged.section(section) if _GOAL.match(item)]
     goals = list(dict.fromkeys(goals))[::-1][:_MAX_GOALS]  # newest first: a re-statement wins
+    # Within a section the budget goes to the most informative items first (rare words, numbers,
+    # dates and names per token), an older session's weighed down a little. Filled newest first, one
+    # long session's items (a chat's every line) would push every older session out.
+    rarity = Rarity(item for section in PRIORITY for item in merged.section(section))
+    age: dict[tuple[Section, str], int] = {}
+    for sessions_ago, layer in enumerate(reversed(layers)):  # the newest holder of an item is where merge kept it
+        for section in PRIORITY:
+            for item in layer.section(section):
+                age.setdefault((section, same_key(item)), sessions_ago)
+
+    def worth(section: Section, item: str) -> float:
+        return rarity.density(item) * math.pow(1 + age[section, same_key(item)], -_AGE_DISCOUNT)
+
     chosen: dict[Section | None, list[str]] = {section: [] for section in (None, *PRIORITY)}
     picks: list[tuple[Section | None, str]] = []
     used = estimate(_render(chosen))
-    candidates = [(None, goals), *((section, order[section][::-1]) for section in PRIORITY)]  # newest first
+    candidates: list[tuple[Section | None, list[str]]] = [(None, goals)]
+    for section in PRIORITY:  # reversed: the newest first on a tie
+        candidates.append((section, sorted(reversed(order[section]), key=lambda item: -worth(section, item))))
     for where, items in candidates:
         heading_cost = estimate(_BLOCK_HEADINGS[where]) + 1
         for item in items:
@@ -104,7 +124,7 @@ def load_project_memory(
     """The block from the digest and every kept summary (blocking; ``""`` if none).
 
     All of them: a summary left out would drop from every prompt until the cap merged it into the
-    digest, then come back there with values newer summaries had superseded. The budget fills newest first.
+    digest, then come back there with values newer summaries had superseded.
 
     ``current`` (a running summary's session id) leaves that session's own summary out: a checkpoint
     or close writes it mid-session, and the block is for earlier sessions only. The current

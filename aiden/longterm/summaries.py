@@ -5,7 +5,7 @@ greetings, meander and ``<think>`` content are excluded (:func:`clean_item`).
 Merging dedupes by normalized text; two items *conflict* when they share a :func:`conflict_key`
 in a section, and the newer wins. The key is a deliberately small heuristic: a choice word
 followed by a known tool ("use npm" -> ``choice:package manager``), or a ``<subject>: <value>``
-statement (``subject:staging port``). Outcomes never conflict.
+statement (``subject:staging port``), not a chat turn ``Name: <sentence>``. Outcomes never conflict.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import msgspec
 from aiden.errors import InvalidIdError
 from aiden.events import validate_id
 from aiden.policy.summary_md import normalize
+from aiden.summarizers.extractive.salience import Rarity
+from aiden.summarizers.mustkeep.classify import split_speaker
 from aiden.summarizers.mustkeep.text import clip
 from aiden.summarizers.protocol import StructuredSummary, SummaryResult
 
@@ -35,6 +37,7 @@ __all__ = [
     "conflict_key",
     "format_stamp",
     "is_excluded",
+    "keep_informative",
     "merge_many",
     "merge_summaries",
     "parse_stamp",
@@ -363,6 +366,8 @@ _NO_SUBJECT: Final = frozenset(
      "what", "which", "who", "why", "how", "result", "outcome", "approach", "we", "i", "you", "they", "he", "she"}
 )
 _BACKTICKS: Final = re.compile(r"[`*_]")
+_LEAD_DATE: Final = re.compile(r"^\([^()]{1,40}\)\s+")  # "(17 July, 2023) ": when it was said, not a subject
+_SAID_MIN_WORDS: Final = 4  # "Name: <4+ words>" is a sentence someone said; "Database: Postgres 16" a value
 
 
 def same_key(text: str) -> str:
@@ -378,7 +383,12 @@ def conflict_key(section: Section, text: str) -> str | None:
     choice = _CHOICE.search(flat)
     if choice is not None and section in ("user_preferences", "facts"):
         return "choice:" + _TOOL_CATEGORY[choice.group(1).casefold()]
-    body = _LEAD_LABEL.sub("", flat)
+    body = _LEAD_LABEL.sub("", _LEAD_DATE.sub("", flat))
+    who, said = split_speaker(body)
+    if who and len(said.split()) >= _SAID_MIN_WORDS:
+        # A chat turn ("John: I went hiking."): John is who said it, not a subject it sets a value
+        # of ("Database: Postgres"). Keyed on the speaker, each merge would keep one line per person.
+        return None
     match = _SUBJECT.match(body)
     if match is None:
         return None
@@ -420,6 +430,22 @@ def merge_summaries(
     """
     merged = {s: _merge_items(s, older.section(s), newer.section(s), max_items) for s in SECTIONS}
     return msgspec.structs.replace(newer, **merged)
+
+
+def keep_informative(summary: SessionSummary, max_items: int) -> SessionSummary:
+    """``summary`` with each section over ``max_items`` cut to its most informative items, in order.
+
+    For the digest: cut to the newest, it would hold the last session or two of a chat, where every
+    line is an item, and lose all older ones; their news outweighs the newest small talk.
+    """
+    cut: dict[str, tuple[str, ...]] = {}
+    for section in SECTIONS:
+        items = summary.section(section)
+        if len(items) > max_items:
+            rarity = Rarity(items)
+            kept = set(sorted(reversed(items), key=lambda item: -rarity.density(item))[:max_items])  # ties: newest
+            cut[section] = tuple(item for item in items if item in kept)
+    return msgspec.structs.replace(summary, **cut) if cut else summary
 
 
 def merge_many(

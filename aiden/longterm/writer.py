@@ -16,6 +16,7 @@ import errno
 import logging
 import os
 import secrets
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
@@ -40,6 +41,7 @@ from aiden.longterm.files import (
 from aiden.longterm.summaries import (
     DEFAULT_MAX_ITEMS,
     SessionSummary,
+    keep_informative,
     merge_summaries,
     render_summary_md,
     summary_from_result,
@@ -235,7 +237,10 @@ def cap_digest(
         return cap, None
     for summary in map(read, plan.merge):
         if summary is not None:
-            digest = merge_summaries(digest, summary, max_items=max_items)
+            digest = merge_summaries(digest, summary, max_items=sys.maxsize)
+    # Over the cap a section keeps its most informative items, not the newest: a chat session's
+    # summary alone fills a section, and the newest would leave no older session in the digest.
+    digest = keep_informative(digest, max_items)
     return cap, msgspec.structs.replace(
         digest, kind="digest", session_id="digest", created_at=now, through=plan.merge[-1], through_seq=0
     )
