@@ -415,14 +415,17 @@ class SummaryFlow(ABC):
     async def merge_running_summary(self, events: Sequence[SessionEvent], *, now: float) -> SessionSummary:
         """Before a compaction: merge the findings of ``events`` into the running summary; returns it as written.
 
-        Events at or below its ``through_seq`` were merged already and are skipped, so a retry is idempotent.
+        A pass whose events all lie at or below its ``through_seq`` is a retry of a merge that was
+        written: skipped, so a retry is idempotent. Otherwise its events at or below the watermark are
+        ones an earlier pass kept hot (a pinned event) and this one compacts at last: merged now.
         """
         async with self._lock:
             current = await anyio.to_thread.run_sync(self.running)
             through = current.through_seq if current is not None else 0
+            top = max((e.seq for e in events), default=0)
+            fresh = list(events) if top > through else [e for e in events if e.seq == 0]
             with anyio.CancelScope() as self._merging:
-                found, _ = await self.extract([e for e in events if e.seq > through or e.seq == 0])
-                top = max((e.seq for e in events), default=0)
+                found, _ = await self.extract(fresh)
                 return await anyio.to_thread.run_sync(self._merge_running, found, top, int(now))
             # Cancelled by a close: its events are in the hot window the session summary extracts.
             return current or SessionSummary(kind="running")
