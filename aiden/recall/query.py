@@ -385,9 +385,9 @@ def match_finder(
 ) -> Callable[[str], tuple[int, int] | None]:
     """A function giving the (start, end) of the best place in a text to show, or ``None`` without a match.
 
-    That is the :data:`MATCH_REGION` characters holding the most weight of distinct terms (the
-    earliest on a tie), from its first match to its last: a long text's first match of a common
-    word is often far from the rare words the search ranked it by. A term weighs what ``weights()``
+    That is the heaviest match in the :data:`MATCH_REGION` characters holding the most weight of
+    distinct terms (the earliest on a tie): a long text's first match of a common word is often far
+    from the rare words the search ranked it by. A term weighs what ``weights()``
     gives its case-folded text (0 if nothing, e.g. its rarity in the index; called only when two
     terms or more are found), else 1. Whole-word matches are preferred; then any occurrence.
     """
@@ -438,7 +438,10 @@ def _densest(found: Sequence[tuple[int, int, int]], weight: Sequence[float]) -> 
         if counts[term] == 0:
             score -= weight[term]
     lo, hi = best_at
-    return found[lo][0], max(end for _, end, _ in found[lo:hi])
+    # Its heaviest match (the first of them): a cut narrower than the region, centred there, still
+    # shows the rarest word rather than the region's first, often common, one.
+    start, end, _ = max(found[lo:hi], key=lambda f: weight[f[2]])
+    return start, end
 
 
 def snippet(

@@ -11,6 +11,7 @@ import pytest
 
 import aiden
 from aiden.events import SessionEvent
+from aiden.recall.query import content_terms, match_finder, snippet
 from tests.helpers import SMALL_MANUAL
 
 # Words of no query below, varied so that no stretch of them looks like another.
@@ -62,3 +63,14 @@ async def test_a_stem_only_match_is_cut_around_its_rare_words(tmp_path: Path) ->
     text = await _recall(tmp_path, long_text, others, "checksums mirrors kestrels")
     assert tail in text
     assert "Each checksum is verified" not in text
+
+
+@pytest.mark.parametrize("width", [120, 200])
+def test_a_cut_narrower_than_the_region_still_shows_its_rarest_word(width: int) -> None:
+    # The region holds a common word and, 200 characters on, the rare one: a cut centred on the
+    # region's whole span showed its start, the common word (a review finding).
+    text = "intro words " * 40 + "we deploy the service every day. " + "filler text goes here. " * 8
+    text += "The zorblax crash happened." + " tail words" * 40
+    terms = content_terms("deploy zorblax")
+    finder = match_finder(terms, lambda: {"deploy": 0.2, "zorblax": 5.0})
+    assert "zorblax" in snippet(text, terms, width, finder=finder)
