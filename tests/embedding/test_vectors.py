@@ -11,7 +11,7 @@ import pytest
 from aiden.errors import RecallError
 from aiden.recall import vectors
 from aiden.recall.db import IndexDB, text_hash
-from aiden.recall.query import ZWSP
+from aiden.recall.query import ZWSP, index_text
 from aiden.recall.vectors import (
     VectorSearch,
     decode_vector,
@@ -61,14 +61,16 @@ def test_encode_decode_round_trip() -> None:
 
 
 def test_embed_missing_round_trip_and_idempotent(conn: sqlite3.Connection) -> None:
-    add_docs(conn, {1: "alpha beta", 2: f"gamma{ZWSP}delta", 3: "epsilon"})
+    # The index spaces CJK characters with U+200B: the embedder sees the text as written.
+    add_docs(conn, {1: "alpha beta", 2: index_text("gamma delta 数据"), 3: "epsilon"})
+    assert ZWSP in index_text("gamma delta 数据")
     fake = HashingEmbedder()
     assert embed_missing(conn, fake, batch=2) == 3
     # By length, two per call: the shortest first.
-    assert fake.calls == 2 and fake.seen == ["epsilon", "alpha beta", "gammadelta"]
+    assert fake.calls == 2 and fake.seen == ["epsilon", "alpha beta", "gamma delta 数据"]
     assert stored(conn) == {
         1: ("hashing-64", f32(hashing_embedding("alpha beta"))),
-        2: ("hashing-64", f32(hashing_embedding("gammadelta"))),
+        2: ("hashing-64", f32(hashing_embedding("gamma delta 数据"))),
         3: ("hashing-64", f32(hashing_embedding("epsilon"))),
     }
     assert embed_missing(conn, fake) == 0
