@@ -1,8 +1,8 @@
 """The PROJECT MEMORY block: the digest and the kept session summaries merged under a token budget.
 
 The newest wins on conflicts; the GOAL leads, then sections in :data:`PRIORITY` order, the most
-informative items first within a section (an older session's weighed down a little), while the
-block fits ``budget_tokens``.
+informative items first within a section (an older session's weighed down a little; the outcome's
+newest first: where the work was left), while the block fits ``budget_tokens``.
 """
 
 from __future__ import annotations
@@ -96,7 +96,10 @@ def render_project_memory(
     used = estimate(_render(chosen))
     candidates: list[tuple[Section | None, list[str]]] = [(None, goals)]
     for section in PRIORITY:  # reversed: the newest first on a tie
-        candidates.append((section, sorted(reversed(order[section]), key=lambda item: -worth(section, item))))
+        newest_first = order[section][::-1]
+        # Where the work was left (the outcome's open threads) is the newest's, however plain.
+        ranked = newest_first if section == "outcome" else sorted(newest_first, key=lambda item: -worth(section, item))
+        candidates.append((section, ranked))
     for where, items in candidates:
         heading_cost = estimate(_BLOCK_HEADINGS[where]) + 1
         for item in items:
