@@ -113,8 +113,12 @@ class _LoopThread:
                 self._running = (cm.__enter__(), cm)
             portal = self._running[0]
             self._users += 1
+        failed: BaseException | None = None
         try:
             yield portal
+        except BaseException as exc:
+            failed = exc
+            raise
         finally:
             # Left in a forked child: its parent's loop thread is not its to stop.
             if os.getpid() == pid:
@@ -123,8 +127,14 @@ class _LoopThread:
                     if self._users == 0:
                         running, self._running = self._running, None
                         assert running is not None
-                        # Under the lock: an open meanwhile waits, then starts a new thread.
-                        running[1].__exit__(None, None, None)
+                        # Under the lock: an open meanwhile waits, then starts a new thread. Left by an
+                        # error (an interrupt landing before the open's task could be cancelled), the
+                        # loop's tasks left are cancelled: waited for, one holding a memory open would
+                        # never end.
+                        if failed is None:
+                            running[1].__exit__(None, None, None)
+                        else:
+                            running[1].__exit__(type(failed), failed, failed.__traceback__)
 
 
 _loop_thread = _LoopThread()
