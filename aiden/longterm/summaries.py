@@ -385,7 +385,8 @@ def conflict_key(section: Section, text: str) -> str | None:
         return "choice:" + _TOOL_CATEGORY[choice.group(1).casefold()]
     body = _LEAD_LABEL.sub("", _LEAD_DATE.sub("", flat))
     who, said = split_speaker(body)
-    if who and len(said.split()) >= _SAID_MIN_WORDS:
+    # One name ("John"): a chat's speakers are named so; "Deploy Target: ..." is a subject however long.
+    if who and " " not in who and len(said.split()) >= _SAID_MIN_WORDS:
         # A chat turn ("John: I went hiking."): John is who said it, not a subject it sets a value
         # of ("Database: Postgres"). Keyed on the speaker, each merge would keep one line per person.
         return None

@@ -80,3 +80,17 @@ async def test_a_named_value_still_has_its_newest_value_win(tmp_path: Path) -> N
         layer = memory.long_term_layer
     assert layer.endswith("PROJECT FACTS\n- Note: Database: MySQL.")
     assert "Postgres" not in layer
+
+
+async def test_a_two_word_subject_with_a_long_value_still_has_its_newest_value_win(tmp_path: Path) -> None:
+    # "Deploy Target: <four words or more>" is a subject's value, not a chat line (chat speakers are
+    # one name): a newer value replaces the older one.
+    async with aiden.open_memory(tmp_path, config=Config(durability="none")) as memory:
+        await memory.begin_run("Note: Deploy Target: the new eu-west cluster today.")
+        await memory.commit_run("Noted.")
+        await memory.begin_run("Note: Deploy Target: the old us-east cluster again.", new_session=True)
+        await memory.commit_run("Noted.")
+        await memory.rotate()
+        layer = memory.long_term_layer
+    assert "us-east" in layer
+    assert "eu-west" not in layer
