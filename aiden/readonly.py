@@ -372,11 +372,10 @@ def inspect_root(
         window, source = Config().context_window, "the default"
 
     def read(at: Layout) -> tuple[bytes, tuple[cs.ChunkIndex, list[cs.ChunkEntry]], list[str], bytes]:
-        data, said = read_bytes(at.events), list[str]()  # before the index (see hot_events)
         try:
-            loaded = load_entries(at, said)
-        except CorruptionError as exc:
-            loaded, said = (cs.ChunkIndex(), []), [str(exc)]
+            data, loaded, said = _read_session(at)
+        except CorruptionError as exc:  # a damaged index is a problem to report, not the end of inspect
+            data, loaded, said = read_bytes(at.events), (cs.ChunkIndex(), []), [str(exc)]
         return data, loaded, said, read_bytes(at.summary)
 
     # Beside an agent rotating sessions: every figure of the session the root held at the start.

@@ -93,6 +93,7 @@ _STOPWORDS: Final = frozenset((
     "let's", "yeah", "yes", "okay", "wow", "really", "thanks", "thank", "hey", "hello", "bye", "lol",
 ))  # fmt: skip
 
+_SPLIT_HEADING: Final = SPLIT_TURN_HEADING.casefold()
 _MD_HEADING: Final = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
 _LABEL: Final = re.compile(r"^(?:\*\*)?([A-Za-z][A-Za-z ()]{0,40}?)(?:\*\*)?\s*:(?:\*\*)?\s*(.*)$")
 _BULLET: Final = re.compile(r"^(?:[-*•+]|\d{1,3}[.)])\s")
@@ -166,7 +167,7 @@ class _Parse:
         name = (heading.group(2) if heading else label.group(1) if label else "").strip("*: ").casefold()
         if heading is not None and name not in _CANONICAL and indent == 0 and self.top_headings:
             self._open(len(heading.group(1)), index)
-        elif _RULE.match(stripped) or (label is not None and name == SPLIT_TURN_HEADING.casefold() and not label.group(2)):
+        elif _RULE.match(stripped) or (label is not None and name == _SPLIT_HEADING and not label.group(2)):
             # "---" then "Turn Context (split turn):" with no item between: one marker of two lines.
             top = self.stack[-1] if self.stack else None
             if top is not None and top[0] == _SPLIT_LEVEL and (not self.raw or self.raw[-1][0][-1] < top[1]):

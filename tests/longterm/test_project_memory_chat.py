@@ -69,28 +69,32 @@ async def test_the_digest_keeps_an_old_sessions_news_over_newer_small_talk(tmp_p
     assert f"- {NEWS}" in layer
 
 
-async def test_a_named_value_still_has_its_newest_value_win(tmp_path: Path) -> None:
-    # "Database: ..." reads like a speaker's line too; a value, not a sentence, it is a subject's value.
+@pytest.mark.parametrize(
+    ("older", "newer", "kept", "gone"),
+    [
+        # "Database: ..." reads like a speaker's line too; a value, not a sentence, it is a subject's value.
+        ("Note: Database: Postgres.", "Note: Database: MySQL.", "PROJECT FACTS\n- Note: Database: MySQL.", "Postgres"),
+        # "Deploy Target: <four words or more>" is a subject's value, not a chat line (chat speakers are
+        # one name): a newer value replaces the older one.
+        (
+            "Note: Deploy Target: the new eu-west cluster today.",
+            "Note: Deploy Target: the old us-east cluster again.",
+            "us-east",
+            "eu-west",
+        ),
+    ],
+)
+async def test_a_named_value_still_has_its_newest_value_win(
+    tmp_path: Path, older: str, newer: str, kept: str, gone: str
+) -> None:
     async with aiden.open_memory(tmp_path, config=Config(durability="none")) as memory:
-        await memory.begin_run("Note: Database: Postgres.")
+        await memory.begin_run(older)
         await memory.commit_run("Noted.")
-        await memory.begin_run("Note: Database: MySQL.", new_session=True)
+        await memory.begin_run(newer, new_session=True)
         await memory.commit_run("Noted.")
         await memory.rotate()
         layer = memory.long_term_layer
-    assert layer.endswith("PROJECT FACTS\n- Note: Database: MySQL.")
-    assert "Postgres" not in layer
-
-
-async def test_a_two_word_subject_with_a_long_value_still_has_its_newest_value_win(tmp_path: Path) -> None:
-    # "Deploy Target: <four words or more>" is a subject's value, not a chat line (chat speakers are
-    # one name): a newer value replaces the older one.
-    async with aiden.open_memory(tmp_path, config=Config(durability="none")) as memory:
-        await memory.begin_run("Note: Deploy Target: the new eu-west cluster today.")
-        await memory.commit_run("Noted.")
-        await memory.begin_run("Note: Deploy Target: the old us-east cluster again.", new_session=True)
-        await memory.commit_run("Noted.")
-        await memory.rotate()
-        layer = memory.long_term_layer
-    assert "us-east" in layer
-    assert "eu-west" not in layer
+    assert kept in layer
+    assert gone not in layer
+    if kept.startswith("PROJECT FACTS"):
+        assert layer.endswith(kept)
