@@ -103,7 +103,7 @@ def _check_files(
             problems.append(f"{len(missing)} seqs stored nowhere (chunks or hot window): {_shown(missing)}")
         twice = sorted(seq for seq, n in Counter(seqs).items() if n > 1)
         if twice:
-            problems.append(f"{len(twice)} seqs stored more than once (chunks): {_shown(twice)}")
+            problems.append(f"{len(twice)} seqs stored more than once (chunks or hot window): {_shown(twice)}")
 
 
 def _shown(seqs: list[int]) -> str:

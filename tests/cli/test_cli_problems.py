@@ -311,3 +311,15 @@ def test_doctor_names_a_file_where_a_folder_goes_or_the_reverse(
         "locks": {},
         "recovery_dry_run": None,
     }
+
+
+def test_doctor_names_a_seq_the_hot_window_stores_twice(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A line written twice (a copy restored over a live log, a hand edit) is named with its seq."""
+    events = Layout(root).events
+    last = events.read_bytes().splitlines(keepends=True)[-1]
+    seq = json.loads(last)["seq"]
+    with events.open("ab") as f:
+        f.write(last)
+    code, out, _err = _run(capsys, "doctor", str(root))
+    assert code == 1
+    assert f"1 seqs stored more than once (chunks or hot window): {seq}" in out.splitlines()
