@@ -9,6 +9,7 @@ substitute.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import secrets
@@ -23,6 +24,7 @@ from aiden.events import Seq, SessionEvent, retracted_seqs, validate_id
 from aiden.lifecycle import Outcome
 from aiden.policy.scrub import redact_secrets, strip_screenshot_data
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL, reported_failure
+from aiden.recall.query import STOPWORDS
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -41,11 +43,13 @@ __all__ = [
     "attempts",
     "corrected_after",
     "environment_name",
+    "goal_key",
     "same_environment",
     "new_episode_id",
     "numbers_changed",
     "result_failed",
     "step_signature",
+    "terms_of",
 ]
 
 EpisodeEventType = Literal["tool_call", "tool_result", "user_correction", "observation", "assistant_output"]
@@ -59,6 +63,39 @@ MAX_EVENTS_BYTES: Final = 6 * 1024 * 1024
 """The encoded size of one episode's events, kept under the episode store's read limit: past it the
 oldest tool outputs are cut to their start (what a lesson quotes), then later events are dropped."""
 _CUT_OUTPUT_CHARS: Final = 1_000
+_GOAL_CHARS: Final = 2_000
+_STATEMENT_CHARS: Final = 256_000  # what keys a task statement: the rest of a longer one is data, not the task
+MAX_TERMS: Final = 48
+"""Search terms kept per record in the index (bounded so the index stays small)."""
+_KEY_TERMS: Final = 32
+_WORD: Final = re.compile(r"[^\W_]+(?:[-_.][^\W_]+)*", re.UNICODE)
+
+
+def terms_of(text: str, limit: int = MAX_TERMS) -> tuple[str, ...]:
+    """The distinct content words of ``text``, case-folded, in order of first appearance; words joined
+    by ``-``, ``_`` or ``.`` (``build.sh``) are kept whole *and* split, so either form matches."""
+    out: dict[str, None] = {}
+    for match in _WORD.finditer(text.casefold()):
+        word = match.group(0)
+        parts = [word, *re.split(r"[-_.]", word)] if any(c in word for c in "-_.") else [word]
+        for part in parts:
+            if len(part) > 1 and part not in STOPWORDS:
+                out.setdefault(part, None)
+        if len(out) >= limit:
+            break
+    return tuple(out)[:limit]
+
+
+def goal_key(statement: str) -> str:
+    """The identity of a task statement: its content words, sorted and joined (two phrasings of one
+    task meet). A statement of more than 32 of them keys as its first 32 and a digest of them all:
+    an agent that puts the same instructions or demonstration before every task states different
+    tasks, and only the whole statement tells them apart."""
+    terms = terms_of(statement, len(statement) + 1)  # every word: no statement has more than characters
+    if len(terms) <= _KEY_TERMS:
+        return " ".join(sorted(terms))
+    digest = hashlib.sha256(" ".join(sorted(terms)).encode("utf-8")).hexdigest()[:16]
+    return f"{' '.join(sorted(terms[:_KEY_TERMS]))} #{digest}"
 
 
 class EpisodeEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -83,10 +120,16 @@ class EpisodeEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
 
 
 class Episode(msgspec.Struct, frozen=True, kw_only=True):
-    """A finished episode as committed to ``memory/episodes/<yyyy>/<episode_id>/episode.json``."""
+    """A finished episode as committed to ``memory/episodes/<yyyy>/<episode_id>/episode.json``.
+
+    ``goal`` is the start of the task statement (the run's input and any user message before its
+    first answer or tool call, the newest first); ``goal_key`` the :func:`goal_key` of all of it ("" in an
+    episode recorded before it was kept: the key of ``goal`` stands for it).
+    """
 
     id: str
     goal: str
+    goal_key: str = ""
     environment: str = ""
     started_at: float
     finished_at: float
@@ -126,7 +169,7 @@ class EpisodeRecorder:
 
     def __init__(self, episode_id: str, *, goal: str, environment: str = "", started_at: float) -> None:
         self.episode_id = validate_id(episode_id, what="episode id")
-        self.goal = redact_secrets(" ".join(goal.split())[:2000])
+        self._statement: list[tuple[int, str]] = [(0, goal)]  # (session seq, message) of the task statement
         self.environment = environment_name(environment)
         self.started_at = started_at
         self._events: list[EpisodeEvent] = []
@@ -161,6 +204,21 @@ class EpisodeRecorder:
         self._bytes += size
         return seq
 
+    @property
+    def goal(self) -> str:
+        """The task statement as the episode keeps it (its first 2,000 characters, scrubbed)."""
+        return self._statement_text()[:_GOAL_CHARS]
+
+    def _statement_text(self) -> str:
+        # The newest message first: a run opened by a demonstration or instructions gets its task
+        # in a later message, and a title or a body quotes the statement's start.
+        flat = " ".join(" ".join(text for _, text in reversed(self._statement)).split())
+        return redact_secrets(flat[:_STATEMENT_CHARS])
+
+    def restate(self, text: str, *, source: Seq = 0) -> None:
+        """Add a user message (from session seq ``source``) to the run's task statement."""
+        self._statement.append((source, text))
+
     def _fits(self, size: int) -> bool:
         """Whether an event of ``size`` bytes fits, after cutting the oldest tool outputs if needed."""
         # A long run's outputs would make an episode too large to read back: their starts are kept.
@@ -179,7 +237,8 @@ class EpisodeRecorder:
 
     def withdraw(self, sources: set[int]) -> None:
         """Remove the events that came from the session seqs ``sources`` (retracted), renumbering the rest."""
-        # Source 0 (an observation) came from no session event: no retraction can name it.
+        # Source 0 (an observation, the run's input) came from no retractable event.
+        self._statement = [(src, text) for src, text in self._statement if not src or src not in sources]
         keep = [i for i, src in enumerate(self._sources) if not src or src not in sources]
         if len(keep) == len(self._events):
             return
@@ -244,9 +303,11 @@ class EpisodeRecorder:
 
     def finish(self, outcome: Outcome, note: str = "", *, finished_at: float) -> Episode:
         """The frozen episode (the recorder may still be used: finishing twice gives equal episodes)."""
+        statement = self._statement_text()
         return Episode(
             id=self.episode_id,
-            goal=self.goal,
+            goal=statement[:_GOAL_CHARS],
+            goal_key=goal_key(statement),
             environment=self.environment,
             started_at=self.started_at,
             finished_at=max(finished_at, self.started_at),
@@ -412,6 +473,7 @@ class EpisodeTracker:
         self._default_environment = default_environment
         self._recorder: EpisodeRecorder | None = None
         self._root_seq = 0
+        self._acting = False  # the open run answered or made a tool call
         self._call_tools: dict[str, str] = {}
         # The session seqs the open episode noted: an append repeating a stored event_id (a retry, an
         # adapter ending its run with the stored answer's id) acknowledges that event again.
@@ -439,6 +501,7 @@ class EpisodeTracker:
             new_episode_id(now), goal=root.content, environment=env, started_at=root.timestamp or now
         )
         self._root_seq = root.seq
+        self._acting = False
         self._noted = {root.seq}
         return left
 
@@ -447,8 +510,9 @@ class EpisodeTracker:
 
         A retraction takes the event it withdraws back out: a lesson outlives the session and must
         not teach what the user took back. Withdrawing the run's root input drops the episode
-        (nothing of it is committed or learned: its goal is gone). An event noted already is not
-        noted again.
+        (nothing of it is committed or learned: its goal is gone). A user message before the run's
+        first answer or tool call joins the task statement; after it, it is a correction. An event noted
+        already is not noted again.
         """
         rec = self._recorder
         if rec is None:
@@ -463,6 +527,7 @@ class EpisodeTracker:
                     return
                 rec.withdraw(withdrawn)
             elif e.type == "tool_call":
+                self._acting = True
                 name = e.tool_name or "tool"
                 if e.tool_call_id and len(self._call_tools) < _MAX_CALL_IDS:
                     self._call_tools[e.tool_call_id] = name
@@ -485,9 +550,14 @@ class EpisodeTracker:
                         timestamp=e.timestamp,
                         source=e.seq,
                     )
+            elif e.type == "user_input" and e.seq != self._root_seq and not e.synthetic and not self._acting:
+                # Before any answer or tool call a user message corrects nothing: it states the task
+                # (a demonstration or instructions first, the task after), which keys the episode.
+                rec.restate(e.content, source=e.seq)
             elif e.type == "user_input" and e.seq != self._root_seq and not e.synthetic:
                 rec.correction(e.content, timestamp=e.timestamp, source=e.seq)
             elif e.type == "assistant_output" and not e.synthetic:
+                self._acting = True
                 # The last one after the tool calls is the run's answer: the worker's goal assessment reads it.
                 rec.answer(e.content, timestamp=e.timestamp, source=e.seq)
 

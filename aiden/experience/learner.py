@@ -9,7 +9,8 @@ episode and the seqs it rests on:
 * a run that completed its goal at the first try with one step: a ``procedure`` for that step
   (with several steps, which one did the work is not in the trace);
 * each observed key: a ``fact``; a location looked up then used: a ``navigation`` record;
-* a newer fix for the same environment and goal makes the goal's other procedures ``legacy`` (a
+* a newer fix for the same environment and goal (the same words in the whole task statement, see
+  :func:`~aiden.experience.records.goal_key`) makes the goal's other procedures ``legacy`` (a
   follow-up such as "go on" or "continue" supersedes nothing; a one-word task such as "deploy" does);
   a working step that now fails (or a failure whose step now works) becomes ``disputed``; a
   working step that works again is confirmed (a disputed one active again).
@@ -227,6 +228,11 @@ def should_learn(last_activity: float | None, now: float, idle_minutes: float, r
     return last_activity is None or now - last_activity >= idle_minutes * 60.0
 
 
+def _goal_of(episode: Episode) -> str:
+    """``episode``'s goal key: of its whole task statement, or of its stored start (an older episode)."""
+    return episode.goal_key or goal_key(episode.goal)
+
+
 def _lesson(
     episode: Episode,
     kind: RecordKind,
@@ -237,7 +243,7 @@ def _lesson(
     expires_at: float | None,
 ) -> ExperienceRecord:
     """A new active record of ``episode``'s goal and environment about ``step``, citing ``seqs``."""
-    goal = goal_key(episode.goal)
+    goal = _goal_of(episode)
     return ExperienceRecord(
         id=record_id(kind, episode.environment, goal, step),
         kind=kind,
@@ -281,7 +287,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         episode.environment,
     )
     episode = msgspec.structs.replace(episode, environment=env)
-    goal = goal_key(episode.goal)
+    goal = _goal_of(episode)
     known = {r.id: r for r in existing}
     changed: dict[str, ExperienceRecord] = {}
 

@@ -5,10 +5,11 @@ named (not the goal, no earlier call's arguments; a bare file name there says wh
 not where); a *use* is a later working call naming ``L``, with no user correction after it.
 Together they give "in environment E, <name> is at L". Two spellings are one place when one ends
 with the other after a ``/``; the record keeps the use's spelling. A bare word (``src``,
-``Makefile``) is too ambiguous to be a location. Later episodes confirm, dispute (a not-found error
-naming the place) or supersede (the same name found elsewhere, once the old place is shown gone)
-a record; without that evidence both stay active, since a repo may hold two files of one name.
-No model words a navigation record: the location is the lesson.
+``Makefile``) is too ambiguous to be a location, and a bare file name (``setup.py``, listed at the
+root) is no record ("setup.py is at setup.py"), only where a recorded file moved to. Later episodes
+confirm, dispute (a not-found error naming the place) or supersede (the same name found elsewhere,
+once the old place is shown gone) a record; without that evidence both stay active, since a repo
+may hold two files of one name. No model words a navigation record: the location is the lesson.
 """
 
 from __future__ import annotations
@@ -220,6 +221,8 @@ def navigation_records(
     places = found_places(episode, tried)
     out: dict[str, ExperienceRecord] = {}
     for place in places:
+        if place.location == place.name:
+            continue  # a bare name ("setup.py is at setup.py", seen in a listing of the root) says nothing
         fresh = _fresh(episode, place, expires_at)
         out.setdefault(fresh.id, merge(known.get(fresh.id), fresh))
     named = [(a, _arguments(a.call.content)) for a in tried]

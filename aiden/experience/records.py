@@ -19,8 +19,7 @@ import yaml
 
 from aiden.errors import CorruptionError, InvalidIdError
 from aiden.events import Seq, validate_id
-from aiden.experience.episodes import Episode
-from aiden.recall.query import STOPWORDS
+from aiden.experience.episodes import MAX_TERMS, Episode, goal_key, terms_of
 
 __all__ = [
     "INDEX_VERSION",
@@ -98,9 +97,6 @@ RecordKind = Literal["procedure", "navigation", "calibration", "failure", "fact"
 RECORD_KINDS: Final[tuple[str, ...]] = get_args(RecordKind)
 RecordStatus = Literal["active", "disputed", "legacy"]
 INDEX_VERSION: Final = 1
-MAX_TERMS: Final = 48
-"""Search terms kept per record in the index (bounded so the index stays small)."""
-_WORD: Final = re.compile(r"[^\W_]+(?:[-_.][^\W_]+)*", re.UNICODE)
 
 
 MAX_TASKS: Final = 8
@@ -108,26 +104,6 @@ MAX_TASKS: Final = 8
 MAX_EVIDENCE: Final = 16
 """Evidence entries kept per record (the first and the newest): a step confirmed by every run must
 not outgrow the record file's read limit."""
-
-
-def terms_of(text: str, limit: int = MAX_TERMS) -> tuple[str, ...]:
-    """The distinct content words of ``text``, case-folded, in order of first appearance; words joined
-    by ``-``, ``_`` or ``.`` (``build.sh``) are kept whole *and* split, so either form matches."""
-    out: dict[str, None] = {}
-    for match in _WORD.finditer(text.casefold()):
-        word = match.group(0)
-        parts = [word, *re.split(r"[-_.]", word)] if any(c in word for c in "-_.") else [word]
-        for part in parts:
-            if len(part) > 1 and part not in STOPWORDS:
-                out.setdefault(part, None)
-        if len(out) >= limit:
-            break
-    return tuple(out)[:limit]
-
-
-def goal_key(goal: str) -> str:
-    """The normalized goal: its content words, sorted and joined (two phrasings of one task meet)."""
-    return " ".join(sorted(set(terms_of(goal, 32))))
 
 
 def record_id(kind: str, environment: str, goal: str, step: str) -> str:

@@ -121,11 +121,10 @@ def test_real_swe_agent_sessions_yield_only_the_files_they_found_and_then_opened
         found[session.name] = [r.title for r in learn(episode, []).records if r.kind == "navigation"]
     assert found == {
         "function-calling-simple": ["missing_colon.py is at tests/missing_colon.py"],  # find_file, then edit
-        "humanevalfix-python-0": ["main.py is at main.py"],  # ls -a, then open
+        "humanevalfix-python-0": [],  # ls -a, then open main.py: at the root, nothing to learn
         "marshmallow-1867-function-calling": [
             "fields.py is at src/marshmallow/fields.py",  # find_file in src, then open at a line
-            "setup.py is at setup.py",  # ls -F, then open
-        ],
+        ],  # (ls -F, then open setup.py: at the root)
         "pydicom-1458": ["numpy_handler.py is at pydicom/pixel_data_handlers/numpy_handler.py"],
         "test-repo-i1": ["missing_colon.py is at tests/missing_colon.py"],
     }
