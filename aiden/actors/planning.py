@@ -6,6 +6,10 @@ thread would hold this process's GIL while appends wait. The helper reads the sa
 the same locks and sends back only the count and the plan.
 
 The plan is computed for the trigger threshold before the trigger decides: one round trip, not two.
+
+After a cut inside the current turn, every prompt of the turn shows that turn's user input again
+(read back from its chunk) while it fits under the trigger: a survey counts it as part of the hot
+window, and a plan leaves room for it, or each pass would leave the prompt over the trigger.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import msgspec
 
 from aiden import offload
 from aiden.config import Config
+from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.policy.cutpoints import CompactionPlan, SkipCompaction, plan_compaction
 from aiden.policy.tokens import TokenCalibration, TokenProfile, apply_calibration, estimate_event_tokens
@@ -114,6 +119,7 @@ class Planner:
         self._config = config
         self._profile = profile
         self._counts = TokenCounts()
+        self._shown = _ShownInput()
 
     async def survey(self, target: int, calibration: TokenCalibration | None) -> Survey:
         """Count the hot window's events and prepare its cut for ``target`` tokens."""
@@ -122,17 +128,26 @@ class Planner:
             there = await self._survey_there(found, target, calibration)
             if there is not None:
                 return there
-            found = await anyio.to_thread.run_sync(self._store.snapshot)
-        snap = found
-        tokens = sum(self._counts.of(snap.events, self._profile, calibration))  # cached per event
+            found = await anyio.to_thread.run_sync(self._read)
+        snap, shown = found
+        counts = self._counts.of(snap.events, self._profile, calibration)  # cached per event
+        tokens = sum(counts) + _shown_tokens(shown, snap.events, counts, target, self._profile, calibration)
         return Survey(
-            len(snap.events), snap.index, lambda: self._plan_here(snap.events, target, calibration), tokens
+            len(snap.events),
+            snap.index,
+            lambda: self._plan_here(snap.events, shown, target, calibration),
+            tokens,
         )
 
-    def _root_or_snapshot(self) -> str | Snapshot:
-        """Where the helper process can survey the hot window, else this process's snapshot (one thread hop)."""
+    def _root_or_snapshot(self) -> str | tuple[Snapshot, SessionEvent | None]:
+        """Where the helper process can survey the hot window, else this process's read (one thread hop)."""
         root = self._store.survey_root(OFFLOAD_BYTES)
-        return root if root is not None else self._store.snapshot()
+        return root if root is not None else self._read()
+
+    def _read(self) -> tuple[Snapshot, SessionEvent | None]:
+        """The hot window and index, with the compacted current input prompts show again."""
+        snap = self._store.snapshot()
+        return snap, self._shown.of(self._store, snap.events, snap.index)
 
     async def _survey_there(
         self, root: str, target: int, calibration: TokenCalibration | None
@@ -158,13 +173,17 @@ class Planner:
         return Survey(done.event_count, index, lambda: _ready(planned), done.tokens)
 
     async def _plan_here(
-        self, events: Sequence[SessionEvent], target: int, calibration: TokenCalibration | None
+        self,
+        events: Sequence[SessionEvent],
+        shown: SessionEvent | None,
+        target: int,
+        calibration: TokenCalibration | None,
     ) -> CompactionPlan | SkipCompaction:
         """:func:`plan_compaction` in this process: inline for an ordinary window, else in a worker thread."""
 
         def plan_now() -> CompactionPlan | SkipCompaction:
             counts = self._counts.of(events, self._profile, calibration)
-            return plan_compaction(events, self._config, target_tokens=target, token_counts=counts)
+            return _plan(events, shown, counts, self._config, target, self._profile, calibration)
 
         # Planning an ordinary hot window stays on the loop: in a worker thread its GIL
         # contention with the writer's thread hop made appends during compaction far slower.
@@ -175,6 +194,87 @@ class Planner:
 
 async def _ready(planned: CompactionPlan | SkipCompaction) -> CompactionPlan | SkipCompaction:
     return planned
+
+
+class _ShownInput:
+    """The current turn's user input that a cut inside its turn compacted and prompts show again,
+    read from its chunk once per turn (the prompt reads it back the same way)."""
+
+    def __init__(self) -> None:
+        self._read: tuple[tuple[int, str], SessionEvent | None] | None = None  # (seq, chunk id), event
+
+    def of(self, store: SessionStore, hot: Sequence[SessionEvent], index: ChunkIndex) -> SessionEvent | None:
+        """That input for the hot window ``hot`` and ``index``; None when the turn's input is hot (or unreadable)."""
+        found = _compacted_turn_start(hot, index)
+        if found is None:
+            return None
+        read = self._read
+        if read is None or read[0] != found:
+            seq, chunk_id = found
+            try:
+                events = store.read_chunk(chunk_id).events
+            except AidenError:  # unreadable: prompts show the turn context instead, as counted
+                events = []
+            read = self._read = found, next((e for e in events if e.seq == seq and e.type == "user_input"), None)
+        return read[1]
+
+
+def _compacted_turn_start(hot: Sequence[SessionEvent], index: ChunkIndex) -> tuple[int, str] | None:
+    """The seq of the current turn's user input when a split-turn compaction took it out of ``hot``,
+    with the id of the chunk holding it (the prompt's rule: ``aiden.lifecycle``)."""
+    newest = max((e.seq for e in hot if e.type == "user_input" and not e.synthetic), default=0)
+    for chunk in reversed(index.chunks):
+        meta = chunk.cut_meta or {}
+        seq = meta.get("turn_start_seq")
+        if not meta.get("is_split_turn") or not isinstance(seq, int) or seq < newest:
+            return None
+        if seq > newest:  # a later cut inside the same turn names the kept input before it
+            return seq, chunk.chunk_id
+    return None
+
+
+def _shown_tokens(
+    shown: SessionEvent | None,
+    events: Sequence[SessionEvent],
+    counts: Sequence[int],
+    target: int,
+    profile: TokenProfile,
+    calibration: TokenCalibration | None,
+    compacted: frozenset[int] = frozenset(),
+) -> int:
+    """What ``shown``, a compacted input, adds to the prompt: its estimate while it and the inputs
+    kept before it (root, pins: ``events`` before it, less the ``compacted`` seqs) stay under the
+    trigger ``target`` (the prompt shows it then), else 0."""
+    if shown is None:
+        return 0
+    n = estimate_event_tokens(shown, profile)
+    n = apply_calibration(n, calibration) if calibration is not None else n
+    fixed = sum(c for e, c in zip(events, counts, strict=True) if e.seq < shown.seq and e.seq not in compacted)
+    return n if fixed + n < target else 0
+
+
+def _plan(
+    events: Sequence[SessionEvent],
+    shown: SessionEvent | None,
+    counts: Sequence[int],
+    config: Config,
+    target: int,
+    profile: TokenProfile,
+    calibration: TokenCalibration | None,
+) -> CompactionPlan | SkipCompaction:
+    """:func:`plan_compaction` for a hot window under ``target`` with the current turn's input that
+    prompts show again: the one already compacted (``shown``), or the one this cut would compact."""
+    extra = _shown_tokens(shown, events, counts, target, profile, calibration)
+    plan = plan_compaction(events, config, target_tokens=max(1, target - extra), token_counts=counts)
+    if extra or isinstance(plan, SkipCompaction) or not plan.cut_meta.is_split_turn:
+        return plan
+    start = plan.cut_meta.turn_start_seq
+    cut = next((e for e in plan.turn_prefix if e.seq == start and e.type == "user_input"), None)
+    compacted = frozenset(e.seq for e in plan.compacted)
+    extra = _shown_tokens(cut, events, counts, target, profile, calibration, compacted)
+    if not extra:
+        return plan
+    return plan_compaction(events, config, target_tokens=max(1, target - extra), token_counts=counts)
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -189,6 +289,7 @@ class _Root:
         self.config = config
         self.store = FileSessionStore(Layout(Path(root)), Storage(), config)
         self.counts = TokenCounts()
+        self.shown = _ShownInput()
 
 
 _roots: OrderedDict[str, _Root] = OrderedDict()
@@ -207,11 +308,13 @@ def run_job(payload: bytes) -> bytes:
         _roots.popitem(last=False)[1].store.close()
     snap = here.store.snapshot()
     counts = here.counts.of(snap.events, job.profile, job.calibration)
-    plan = plan_compaction(snap.events, job.config, target_tokens=job.target_tokens, token_counts=counts)
+    shown = here.shown.of(here.store, snap.events, snap.index)
+    target = job.target_tokens
+    plan = _plan(snap.events, shown, counts, job.config, target, job.profile, job.calibration)
     done = Planned(
         event_count=len(snap.events),
         index_last_seq=snap.index.last_seq,
-        tokens=sum(counts),
+        tokens=sum(counts) + _shown_tokens(shown, snap.events, counts, target, job.profile, job.calibration),
         plan=None if isinstance(plan, SkipCompaction) else msgspec.structs.replace(plan, retained=()),
         skip=plan if isinstance(plan, SkipCompaction) else None,
     )

@@ -382,9 +382,9 @@ _NOT_GOALS: Final = frozenset(
 )
 
 
-def _goal(who: str, prose: Sequence[str]) -> str:
-    """The goal a user message's substantive sentences state; empty when they read as a step, an
-    answer, a preference or a question rather than the task itself."""
+def _goal(who: str, content: str, prose: Sequence[str]) -> str:
+    """The goal a user message (``content``, its substantive sentences ``prose``) states; empty when
+    they read as a step, an answer, a preference or a question rather than the task itself."""
     first = prose[0]
     label = first.split(":", 1)[0].strip().casefold() if ":" in first[:24] else ""
     if (
@@ -393,7 +393,39 @@ def _goal(who: str, prose: Sequence[str]) -> str:
         or classify_sentence(first, speaker="user") in _NOT_GOALS
     ):
         return ""
-    return clip(_said(who, join_sentences(prose)), _GOAL_CHARS)
+    text = join_sentences(prose)
+    if len(text) > _GOAL_CHARS and (task := _restated_task(content)):
+        # The opening says what kind of input this is ("Here is a demonstration ..."), the restated
+        # template's last instance what is asked.
+        text = f"{clip(first, _GOAL_CHARS // 3)} … {task}"
+    return clip(_said(who, text), _GOAL_CHARS)
+
+
+# A line shorter than this many content words ("ISSUE:", "```", "---") is no template.
+_TEMPLATE_WORDS: Final = 3
+
+
+def _restated_task(content: str) -> str:
+    """The prose from the last restatement of a line of ``content``'s opening on; empty if none is
+    restated beyond what the goal shows anyway.
+
+    An input that opens with an example or a demonstration of the task restates the example's
+    template for the real task after it ("We're solving the following issue: <example> ...
+    We're solving the following issue: <the real one>"): the last instance is what is asked.
+    """
+    starts: dict[str, list[int]] = {}
+    offset = 0
+    in_code = False
+    for line in content.splitlines(keepends=True):
+        key = " ".join(line.split()).casefold()
+        if key.startswith(("```", "~~~")):
+            in_code = not in_code
+        elif not in_code and len(content_words(key)) >= _TEMPLATE_WORDS:
+            # Prose only: a traceback quoting the issue's title restates no template.
+            starts.setdefault(key, []).append(offset)
+        offset += len(line)
+    restated = [at[-1] for at in starts.values() if at[0] < _GOAL_CHARS and at[-1] >= _GOAL_CHARS]
+    return join_sentences(split_sentences(content[max(restated) :])) if restated else ""
 
 
 def stated_goal(events: Sequence[SessionEvent]) -> str:
@@ -408,7 +440,7 @@ def stated_goal(events: Sequence[SessionEvent]) -> str:
         who, content = split_speaker(event.content.strip())
         prose = _substantive(split_sentences(content))
         if prose:
-            return _goal(who, prose)
+            return _goal(who, content, prose)
     return ""
 
 
@@ -423,7 +455,7 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
     prose = _substantive(sentences)
     if not prose:
         return  # "ok", "continue", "thanks": nothing to keep, not the open thread either
-    if collector.goal is None and collector.goal_open and (goal := _goal(who, prose)):
+    if collector.goal is None and collector.goal_open and (goal := _goal(who, content, prose)):
         collector.goal = goal
         collector.add("goal", goal)
     # Only the range's first user input can be the root task (later ones are steps of it).
