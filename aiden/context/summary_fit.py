@@ -43,6 +43,9 @@ from aiden.policy.tokens import estimate_tokens
 __all__ = [
     "LONG_TERM_NOTE_PREFIX",
     "OMITTED_NOTE_PREFIX",
+    "LayerItem",
+    "LayerSection",
+    "LongTermText",
     "SummaryFit",
     "SummaryItem",
     "fit_long_term_layer",
@@ -349,39 +352,79 @@ def fit_summary_layer(
     return SummaryFit(best, trimmed=True, omitted_lines=sum(len(item.lines) for item in items[kept:]))
 
 
-def fit_long_term_layer(text: str, budget: int, estimate: Callable[[str], int] = estimate_tokens) -> str:
-    """The long-term layer (PROJECT MEMORY block, profile) cut to ``budget`` tokens for one prompt.
+class LayerItem(msgspec.Struct, frozen=True):
+    """One item of a long-term section, kept or left out whole."""
 
-    Its sections (paragraphs) come in their order of importance and list their ``-`` items oldest
-    first, as the block and the profile render them: the cut keeps the sections in order and each
-    one's newest items first, with the section's heading; a paragraph without items is one item.
+    text: str
+    """As shown (``- ...``; it may run over several lines)."""
+    age: int
+    """0 for its section's newest item, 1 for the one before...: a cut keeps the newest first."""
+
+
+class LayerSection(msgspec.Struct, frozen=True):
+    """A section of the long-term layer: its heading lines, then its items as shown."""
+
+    heading: str
+    items: tuple[LayerItem, ...] = ()
+    """Empty: the heading is a paragraph of its own (a title, a note), kept or left out whole."""
+
+    def render(self) -> str:
+        """The section's paragraph."""
+        return "\n".join([self.heading, *(item.text for item in self.items)])
+
+
+class LongTermText(str):
+    """The long-term layer's text (PROJECT MEMORY block, profile) with the sections it was rendered from.
+
+    A string wherever the layer goes (``memory.long_term_layer``, ``build_messages(long_term=...)``);
+    a cut for one prompt (:func:`fit_long_term_layer`) works on :attr:`sections`, never on the text.
+    """
+
+    sections: tuple[LayerSection, ...] = ()
+    """In their order of importance."""
+
+    @classmethod
+    def of(cls, sections: Sequence[LayerSection]) -> LongTermText:
+        """``sections`` rendered once: their paragraphs, a blank line between two."""
+        text = cls("\n\n".join(section.render() for section in sections))
+        text.sections = tuple(sections)
+        return text
+
+
+def fit_long_term_layer(layer: str, budget: int, estimate: Callable[[str], int] = estimate_tokens) -> str:
+    """The long-term layer cut to ``budget`` tokens for one prompt.
+
+    The cut keeps a :class:`LongTermText`'s sections in order and each one's newest items first, with
+    the section's heading; a section without items, or a text given as a plain string, is one item.
     A last line says how many items were left out. Deterministic; the result's estimate is at most
     ``budget`` (``""`` when not even that line fits).
     """
-    text = text.strip()
+    text = layer.strip()
     if estimate(text) <= budget:
         return text
-    paragraphs = [p.splitlines() for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
-    items: list[tuple[int, range | list[int]]] = []  # (paragraph, its line indices), in priority order
-    for n, lines in enumerate(paragraphs):
-        starts = [i for i, line in enumerate(lines) if _BULLET.match(line.strip())]
-        if not starts:
-            items.append((n, range(len(lines))))
-            continue
-        spans = zip(starts, [*starts[1:], len(lines)], strict=True)  # an item runs to the next bullet
-        items.extend((n, [*range(starts[0]), *range(a, b)]) for a, b in reversed(list(spans)))
+    sections = layer.sections if isinstance(layer, LongTermText) else (LayerSection(text),)
+    # (section, item index or -1 for a section without items), in the order they are kept.
+    order = [
+        (n, i)
+        for n, section in enumerate(sections)
+        for i in (sorted(range(len(section.items)), key=lambda i: section.items[i].age) if section.items else [-1])
+    ]
 
     def attempt(k: int) -> str:
-        keep: list[set[int]] = [set() for _ in paragraphs]
-        for n, indices in items[:k]:
-            keep[n].update(indices)
-        shown = ["\n".join(lines[i] for i in sorted(keep[n])) for n, lines in enumerate(paragraphs) if keep[n]]
-        left = len(items) - k
+        keep: list[set[int]] = [set() for _ in sections]
+        for n, i in order[:k]:
+            keep[n].add(i)
+        shown = [
+            LayerSection(s.heading, tuple(item for i, item in enumerate(s.items) if i in keep[n]))
+            for n, s in enumerate(sections)
+            if keep[n]
+        ]
+        left = len(order) - k
         note = f"{LONG_TERM_NOTE_PREFIX}{left} item{'' if left == 1 else 's'}; long-term memory keeps them all.]"
-        return "\n\n".join([*shown, note])
+        return LongTermText.of([*shown, LayerSection(note)])
 
     # As in fit_summary_layer: the longest prefix of the order that was verified to fit.
-    best, lo, hi = "", 0, len(items) - 1
+    best, lo, hi = "", 0, len(order) - 1
     while lo <= hi:
         mid = (lo + hi) // 2
         trial = attempt(mid)

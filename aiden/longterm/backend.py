@@ -20,6 +20,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 if TYPE_CHECKING:
     from aiden.config import Config
+    from aiden.context.summary_fit import LongTermText
     from aiden.longterm.dream import DreamFlow
     from aiden.longterm.history import HistoryRecord
     from aiden.longterm.store import ThreadedEntryStore
@@ -90,7 +91,7 @@ class LongTermBackend(Protocol):
         """True when the active session has a running summary (blocking)."""
         ...
 
-    def load_layer(self, config: Config) -> str:
+    def load_layer(self, config: Config) -> LongTermText:
         """The prompt layer: PROJECT MEMORY block and profile, joined (blocking)."""
         ...
 

@@ -11,6 +11,7 @@ from typing import TypeVar
 import msgspec
 
 from aiden.actors.mailbox import Client, Latest
+from aiden.context.summary_fit import LayerSection, LongTermText
 from aiden.events import SessionEvent
 from aiden.longterm.dream import DreamOutcome
 from aiden.longterm.dream_edits import Version
@@ -194,7 +195,8 @@ LongTermOutbox = (
 class LongTermLayer(msgspec.Struct, frozen=True):
     """The long-term prompt layer as last loaded: PROJECT MEMORY block and profile."""
 
-    text: str = ""
+    sections: tuple[LayerSection, ...] = ()
+    """In their order of importance (a prompt short of room keeps the first)."""
 
 
 R = TypeVar("R")
@@ -210,9 +212,9 @@ class LongTermPort:
         self._layer = layer
 
     @property
-    def layer(self) -> str:
+    def layer(self) -> LongTermText:
         """The PROJECT MEMORY block and profile as last loaded."""
-        return self._layer.value.text
+        return LongTermText.of(self._layer.value.sections)
 
     async def _ask(self, build: Callable[[int], LongTermInbox], kind: type[R]) -> R:
         return expect_reply(await self._client.call(build), kind)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from aiden.config import Config
+from aiden.context.summary_fit import LayerItem, LayerSection, LongTermText
 from aiden.longterm.files import digest_path, list_session_files, read_summary
 from aiden.longterm.summaries import Section, SessionSummary, merge_many, same_key
 from aiden.policy.tokens import estimate_tokens
@@ -44,13 +45,16 @@ _BLOCK_HEADINGS: Final[dict[Section | None, str]] = {
 }
 
 
-def _render(chosen: dict[Section | None, list[str]]) -> str:
-    parts = [f"{BLOCK_TITLE}\n{_INTRO}"]
+def _render(chosen: dict[Section | None, list[str]]) -> LongTermText:
+    sections = [LayerSection(f"{BLOCK_TITLE}\n{_INTRO}")]
     for section in (None, *PRIORITY):  # None: the goals
         items = chosen.get(section)
         if items:
-            parts.append(_BLOCK_HEADINGS[section] + "\n" + "\n".join(f"- {item}" for item in items))
-    return "\n\n".join(parts)
+            # Goals are listed newest first, the other sections oldest first (chronologically).
+            ages = range(len(items)) if section is None else range(len(items) - 1, -1, -1)
+            lines = (LayerItem(f"- {item}", age) for item, age in zip(items, ages, strict=True))
+            sections.append(LayerSection(_BLOCK_HEADINGS[section], tuple(lines)))
+    return LongTermText.of(sections)
 
 
 def render_project_memory(
@@ -59,18 +63,18 @@ def render_project_memory(
     *,
     budget_tokens: int,
     estimate: Callable[[str], int],
-) -> str:
+) -> LongTermText:
     """The PROJECT MEMORY block for ``summaries`` (oldest first) on top of ``digest``.
 
     Returns text starting with ``PROJECT MEMORY`` whose ``estimate`` is at most
     ``budget_tokens``, or ``""`` when there is nothing to say or the budget
-    cannot hold a single item.
+    cannot hold a single item; its sections are those of the block.
     """
     layers = [digest, *summaries] if digest is not None else list(summaries)
     # No per-section cap here: the budget caps the block, and a cap would keep the newest session's items only.
     merged = merge_many(layers, max_items=sum(len(layer.section(s)) for layer in layers for s in PRIORITY))
     if merged is None or merged.is_empty:
-        return ""
+        return LongTermText()
     # Why the work is done leads the block: a person resuming reads the goal first, and the
     # budget must never spend itself on details before the goal is in.
     order = {
@@ -116,14 +120,12 @@ def render_project_memory(
     while picks and estimate(_render(chosen)) > budget_tokens:
         where, item = picks.pop()
         chosen[where].remove(item)
-    if not picks:
-        return ""
-    return _render(chosen)
+    return _render(chosen) if picks else LongTermText()
 
 
 def load_project_memory(
     layout: Layout, config: Config, *, current: str = "", estimate: Callable[[str], int] = estimate_tokens
-) -> str:
+) -> LongTermText:
     """The block from the digest and every kept summary (blocking; ``""`` if none).
 
     All of them: a summary left out would drop from every prompt until the cap merged it into the

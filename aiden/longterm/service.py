@@ -5,11 +5,13 @@ for a memory on a PostgreSQL session store.
 from __future__ import annotations
 
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
 from aiden.config import Config
+from aiden.context.summary_fit import LongTermText
 from aiden.longterm.backend import BackendFactory
 from aiden.longterm.files import read_summary
 from aiden.longterm.history import HistoryStore
@@ -67,16 +69,21 @@ class FileLongTermBackend:
         """``session/running_summary.md`` holds something."""
         return bool(read_bytes(self.summaries.running_path))
 
-    def load_layer(self, config: Config) -> str:
-        """The PROJECT MEMORY block from earlier sessions' summary files, then ``profile.md`` (each within
-        ``project_memory_budget``)."""
+    def load_layer(self, config: Config) -> LongTermText:
+        """The PROJECT MEMORY block from earlier sessions' summary files, then the profile of the saved
+        memories (each within ``project_memory_budget``)."""
         # Read here, not through the writer: its read marks which session/ a write-back goes to.
         running = read_summary(self.summaries.running_path, kind="running")
         block = load_project_memory(self._layout, config, current=running.session_id if running else "")
-        profile = read_bytes(self._layout.profile).decode("utf-8", errors="replace")
-        fitted = fit_profile(profile, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens)
-        parts = [block.strip(), fitted.strip()]
-        return "\n\n".join(p for p in parts if p)
+        # From the entries, as profile.md is rendered from them: the cut works on them, not on its text.
+        now = time.time()
+        profile = fit_profile(
+            self.entries.entries_sync(now, None),
+            now=now,
+            budget_tokens=config.project_memory_budget(),
+            estimate=estimate_tokens,
+        )
+        return LongTermText.of([*block.sections, *profile.sections])
 
 
 def select_long_term(store: SessionStore, config: Config, summarizer: Summarizer) -> BackendFactory | None:

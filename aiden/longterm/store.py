@@ -28,6 +28,7 @@ import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from aiden.context.summary_fit import LayerItem, LayerSection, LongTermText
 from aiden.errors import AidenError, CorruptionError, InvalidIdError, StorageError
 from aiden.events import validate_id
 from aiden.longterm.entries import (
@@ -138,8 +139,8 @@ class ThreadedEntryStore(ABC):
         """The unexpired entry ``memory_id``, or None."""
 
     @abstractmethod
-    def _entries_sync(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
-        """Every unexpired entry (of ``types``), oldest first; expired ones are never read."""
+    def entries_sync(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
+        """Every unexpired entry (of ``types``), oldest first; expired ones are never read (blocking)."""
 
     @abstractmethod
     def _rebuild_profile_sync(self, now: float) -> bool:
@@ -186,7 +187,7 @@ class ThreadedEntryStore(ABC):
 
     async def entries(self, *, now: float, types: Sequence[str] | None = None) -> list[MemoryEntry]:
         """Every unexpired entry (of ``types``), oldest first; expired ones are never read."""
-        return await anyio.to_thread.run_sync(self._entries_sync, now, types)
+        return await anyio.to_thread.run_sync(self.entries_sync, now, types)
 
     async def search(
         self, query: str, *, now: float, k: int = 5, types: Sequence[str] | None = None
@@ -207,49 +208,66 @@ _SECTIONS: Final[tuple[tuple[MemoryType, str], ...]] = (
     ("procedure", "## Procedures"),
     ("manual", "## Saved Notes"),
 )
+_PROFILE_INTRO: Final = "Synthesized from long-term memory (memories/); rebuilt automatically, do not edit."
 _ITEM_CHARS: Final = 400
+
+
+def _profile(entries: Sequence[MemoryEntry], now: float) -> list[LayerSection]:
+    """The profile's sections for ``entries``: unexpired ones, grouped by type, oldest first, bounded items."""
+    live = sorted((e for e in entries if not e.expired(now)), key=lambda e: (e.created_at, e.id))
+    sections = [LayerSection(f"{PROFILE_TITLE}\n\n{_PROFILE_INTRO}")]  # two paragraphs, never one without the other
+    for kind, heading in _SECTIONS:
+        items = [e for e in live if e.type == kind]
+        if items:
+            lines = (
+                LayerItem(f"- **{e.title}**: {clip(e.content, _ITEM_CHARS)} ({e.id})", len(items) - 1 - n)
+                for n, e in enumerate(items)
+            )
+            sections.append(LayerSection(heading, tuple(lines)))
+    return sections
 
 
 def render_profile(entries: Sequence[MemoryEntry], *, now: float) -> str:
     """``profile.md`` for ``entries``: unexpired ones, grouped by type, oldest first, bounded items."""
-    live = sorted((e for e in entries if not e.expired(now)), key=lambda e: (e.created_at, e.id))
-    parts = [PROFILE_TITLE, "Synthesized from long-term memory (memories/); rebuilt automatically, do not edit."]
-    for kind, heading in _SECTIONS:
-        items = [e for e in live if e.type == kind]
-        if items:
-            lines = [f"- **{e.title}**: {clip(e.content, _ITEM_CHARS)} ({e.id})" for e in items]
-            parts.append(heading + "\n" + "\n".join(lines))
-    return "\n\n".join(parts) + "\n"
+    return LongTermText.of(_profile(entries, now)) + "\n"
 
 
-def fit_profile(text: str, *, budget_tokens: int, estimate: Callable[[str], int]) -> str:
-    """Profile ``text`` (as :func:`render_profile` writes it) cut to ``budget_tokens`` for the prompt.
+def fit_profile(
+    entries: Sequence[MemoryEntry], *, now: float, budget_tokens: int, estimate: Callable[[str], int]
+) -> LongTermText:
+    """The profile of ``entries`` (as :func:`render_profile` renders it) cut to ``budget_tokens`` for the prompt.
 
     Sections keep their order of importance (preferences, rules, ...) and each keeps its newest
     items, up to the first that does not fit; a last line says how many memories are left out.
-    ``""`` when not even the heading and that line fit.
+    ``""`` without an unexpired memory, and when not even the heading and that line fit.
     """
-    if estimate(text) <= budget_tokens:
-        return text
-    parts = text.strip().split("\n\n")
-    head = [p for p in parts if not p.startswith("## ")]
-    groups = [p.split("\n") for p in parts if p.startswith("## ")]
-    total = sum(len(g) - 1 for g in groups)
+    sections = _profile(entries, now)
+    head = [s for s in sections if not s.items]
+    groups = [s for s in sections if s.items]
+    total = sum(len(g.items) for g in groups)
     chosen: list[set[int]] = [set() for _ in groups]
 
-    def render() -> str:
-        kept = sum(len(c) for c in chosen)
-        shown = ["\n".join([g[0], *(g[i] for i in sorted(c))]) for g, c in zip(groups, chosen, strict=True) if c]
-        left = total - kept
+    def render() -> LongTermText:
+        shown = [
+            LayerSection(g.heading, tuple(item for i, item in enumerate(g.items) if i in c))
+            for g, c in zip(groups, chosen, strict=True)
+            if c
+        ]
+        left = total - sum(len(c) for c in chosen)
         note = f"({left} more saved {'memory is' if left == 1 else 'memories are'} kept but not shown here.)"
-        return "\n\n".join([*head, *shown, *([note] if left else [])]) + "\n"
+        return LongTermText.of([*head, *shown, *([LayerSection(note)] if left else [])])
 
+    if not groups:
+        return LongTermText()  # no saved memory: a bare heading would only take room in prompts
+    whole = LongTermText.of(sections)
+    if estimate(whole) <= budget_tokens:
+        return whole
     used = estimate(render())
     picks: list[tuple[int, int]] = []
     for gi, group in enumerate(groups):
-        heading_cost = estimate(group[0]) + 2
-        for i in range(len(group) - 1, 0, -1):  # newest first
-            cost = estimate(group[i]) + 1 + (0 if chosen[gi] else heading_cost)
+        heading_cost = estimate(group.heading) + 2
+        for i in sorted(range(len(group.items)), key=lambda i: group.items[i].age):  # newest first
+            cost = estimate(group.items[i].text) + 1 + (0 if chosen[gi] else heading_cost)
             if used + cost > budget_tokens:
                 break  # an older memory in a newer one's place could show what the newer one replaced
             used += cost
@@ -260,7 +278,7 @@ def fit_profile(text: str, *, budget_tokens: int, estimate: Callable[[str], int]
         gi, i = picks.pop()
         chosen[gi].discard(i)
     out = render()
-    return out if estimate(out) <= budget_tokens else ""
+    return out if estimate(out) <= budget_tokens else LongTermText()
 
 
 async def run_profile_debouncer(
@@ -477,13 +495,10 @@ class LongTermMemoryStore(ThreadedEntryStore):
         """Hold the thread lock and the inter-process index lock; forget the cached index."""
         with self._lock:
             ensure_dir(self._storage, self.root)
-            self._flock.acquire(LOCK_TIMEOUT_S)
-            try:
+            with self._flock.held(LOCK_TIMEOUT_S):
                 # Another holder may have replaced index.yaml within the stamp's resolution.
                 self._index = None
                 yield
-            finally:
-                self._flock.release()
 
     def _save_sync(self, entry: MemoryEntry) -> None:
         path = self.entry_path(entry.id)
@@ -537,7 +552,7 @@ class LongTermMemoryStore(ThreadedEntryStore):
             self._storage.unlink(path)
             return known or existed
 
-    def _entries_sync(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
+    def entries_sync(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
         with self._lock:
             return self._active(now, types)
 

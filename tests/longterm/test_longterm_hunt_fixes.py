@@ -213,12 +213,12 @@ def test_fit_profile_keeps_sections_in_order_of_importance_newest_first() -> Non
         for i in range(3)
     ]
     text = render_profile(entries, now=200.0)
-    assert fit_profile(text, budget_tokens=len(text), estimate=len) == text
+    assert fit_profile(entries, now=200.0, budget_tokens=len(text), estimate=len) == text.strip()
     # Room for the heading, the note and two items: the two newest preferences (before any fact).
-    expected = render_profile(entries[4:], now=200.0) + "\n(4 more saved memories are kept but not shown here.)\n"
-    fitted = fit_profile(text, budget_tokens=len(expected), estimate=len)
+    expected = render_profile(entries[4:], now=200.0) + "\n(4 more saved memories are kept but not shown here.)"
+    fitted = fit_profile(entries, now=200.0, budget_tokens=len(expected), estimate=len)
     assert fitted == expected
     # One character less: the older preference no longer fits, the (shorter) newest fact does.
-    tighter = fit_profile(text, budget_tokens=len(expected) - 1, estimate=len)
+    tighter = fit_profile(entries, now=200.0, budget_tokens=len(expected) - 1, estimate=len)
     assert re.findall(r"^- \*\*(\w+ \d)\*\*", tighter, re.MULTILINE) == ["preference 2", "fact 2"]
-    assert fit_profile(text, budget_tokens=10, estimate=len) == ""
+    assert fit_profile(entries, now=200.0, budget_tokens=10, estimate=len) == ""

@@ -13,7 +13,13 @@ import pytest
 
 import aiden
 from aiden import Config, PromptLayers
-from aiden.context.summary_fit import LONG_TERM_NOTE_PREFIX, OMITTED_NOTE_PREFIX
+from aiden.context.summary_fit import (
+    LONG_TERM_NOTE_PREFIX,
+    OMITTED_NOTE_PREFIX,
+    LayerItem,
+    LayerSection,
+    LongTermText,
+)
 from aiden.testing import ScriptedSummarizer
 
 pytestmark = pytest.mark.anyio
@@ -73,7 +79,12 @@ async def test_the_summary_layer_is_cut_below_its_share_when_the_fixed_parts_fit
 async def test_the_long_term_layer_gives_way_newest_items_first(tmp_path: Path) -> None:
     prefs = [f"- preference {n}: " + _text(40, 50 + n) for n in range(12)]
     facts = [f"- fact {n}: " + _text(40, 80 + n) for n in range(12)]
-    long_term = "PROJECT MEMORY\n\nUSER PREFERENCES\n" + "\n".join(prefs) + "\n\nPROJECT FACTS\n" + "\n".join(facts)
+    long_term = LongTermText.of([
+        LayerSection("PROJECT MEMORY"),
+        *(LayerSection(name, tuple(LayerItem(line, len(lines) - 1 - n) for n, line in enumerate(lines)))
+          for name, lines in (("USER PREFERENCES", prefs), ("PROJECT FACTS", facts))),
+    ])  # fmt: skip
+    assert long_term == "PROJECT MEMORY\n\nUSER PREFERENCES\n" + "\n".join(prefs) + "\n\nPROJECT FACTS\n" + "\n".join(facts)
     cfg = Config(context_window=4000, durability="none")
     async with aiden.open_memory(tmp_path, config=cfg) as memory:
         await memory.begin_run(ROOT)

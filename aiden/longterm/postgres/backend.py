@@ -5,6 +5,7 @@ Every memory opened with the same ``long_term_namespace`` shares it, on any work
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -13,6 +14,7 @@ import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
 from aiden.config import Config
+from aiden.context.summary_fit import LongTermText
 from aiden.errors import CorruptionError, StorageError
 from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, MemoryType
 from aiden.longterm.postgres.history import PgHistoryLog
@@ -118,7 +120,7 @@ class PgEntryStore(ThreadedEntryStore):
         rows = conn.execute(_ACTIVE, (namespace, now, wanted, wanted)).fetchall()
         return [_entry(row) for row in rows]
 
-    def _entries_sync(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
+    def entries_sync(self, now: float, types: Sequence[str] | None) -> list[MemoryEntry]:
         with self._db.connection("reading memories") as conn:
             return self._active(conn, self._db.namespace, now, types)
 
@@ -307,10 +309,11 @@ class PostgresLongTermBackend:
         """True when the active session has a running summary (blocking)."""
         return self.summaries.running() is not None
 
-    def load_layer(self, config: Config) -> str:
-        """The PROJECT MEMORY block (the kept summaries of other sessions over the digest), then the profile,
-        each within ``project_memory_budget`` (blocking)."""
+    def load_layer(self, config: Config) -> LongTermText:
+        """The PROJECT MEMORY block (the kept summaries of other sessions over the digest), then the profile
+        of the saved memories, each within ``project_memory_budget`` (blocking)."""
         ns = self._db.namespace
+        now = time.time()
         with self._db.connection("loading long-term memory") as conn:
             # Not this session's own summary (a checkpoint or close writes it mid-session), as on files.
             running = _PgRows(conn, self._db, config).read_running()
@@ -320,14 +323,17 @@ class PostgresLongTermBackend:
                 (ns, running.session_id if running else ""),
             ).fetchall()
             digest_text = read_doc(conn, ns, DIGEST_DOC)
-            profile = read_doc(conn, ns, PROFILE_DOC) or ""
+            entries = PgEntryStore._active(conn, ns, now, None)
         summaries = [parse_summary_md(str(row[0]), kind="session") for row in kept]
         digest = None if digest_text is None else parse_summary_md(digest_text, kind="digest")
         block = render_project_memory(
             summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens
         )
-        fitted = fit_profile(profile, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens)
-        return "\n\n".join(p for p in (block.strip(), fitted.strip()) if p)
+        # From the entries, as the profile document is rendered from them (the cut works on them).
+        profile = fit_profile(
+            entries, now=now, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens
+        )
+        return LongTermText.of([*block.sections, *profile.sections])
 
 
 def long_term_factory(store: PostgresSessionStore, config: Config, summarizer: Summarizer) -> BackendFactory:
