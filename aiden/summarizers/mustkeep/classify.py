@@ -32,9 +32,15 @@ Speaker = Literal["user", "assistant", "any"]
 
 
 _DAYS: Final = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|today|eod|eow|noon|midnight|end of|next week|the end"
+# "No, ..." or "Actually, ..." that goes on to deny something of the speaker answers a question
+# ("Nope, never been on a team", "No, I haven't tried it yet"); it corrects nothing.
+_ANSWER: Final = (
+    r"(?![,.!]?\s*(?:(?:i|we)(?:'ve|'m|'d)?\s+(?:\w+\s+)?(?:never|not|haven't|hasn't|hadn't|didn't|don't|wasn't|weren't)\b"
+    r"|never (?:been|had|done|tried|seen|heard|gone|met)\b|not (?:yet|really|at all)\b|but\b))"
+)
 # A correction that says it corrects ("Actually, ...", "No, I meant ...").
 _SAYS_CORRECTION: Final = (
-    r"^(?:actually\b|no[,!.]|nope\b|wait[,!]|correction\b|not quite\b|wrong\b)"
+    rf"^(?:actually\b{_ANSWER}|no(?=[,!.]){_ANSWER}|nope\b{_ANSWER}|wait[,!]|correction\b|not quite\b|wrong\b)"
     r"|\b(?:that's wrong|that is wrong|that's not right|that is not right|that's incorrect|i meant|"
     r"not what i (?:asked|meant|wanted))\b"
     r"|^(?:不对|不是|其实|实际上|更正|错了|纠正)|我是说|我的意思是"
@@ -62,22 +68,20 @@ _MUST: Final = (
     r"(?<!\ba )must(?![-'])(?! (?:have|feel|love|mean|seem|look|sound|bring|make|really|surely|still)\b)"
     rf"(?! be (?:so|such|really|very|pretty|super|quite|truly|incredibly|absolutely|a|an|\w+ing|{_GUESSED})\b)"
 )
-# What binds whoever says it ("must be booked by Friday", "at most 3").
+# What binds whoever says it ("must be booked by Friday").
 _BINDS: Final = (
     rf"{_MUST}|mustn't|must not|required|requirement|mandatory|deadline|due (?:by|on)|"
-    rf"no later than|(?:at most|at least|no more than)(?= (?:\d|one|two|three|four|five|ten|once|twice|a|an)\b)|"
-    r"not allowed|forbidden|"
+    r"no later than|not allowed|forbidden|"
     rf"by (?:{_DAYS}|\d{{1,2}}(?::\d\d)?\s?(?:am|pm)?\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*)"
 )
 _BINDING: Final = re.compile(rf"\b(?:{_BINDS})\b", re.IGNORECASE)
-# How often someone does something ("I see them at least once a week"): from a chat participant it
-# limits nobody; an agent's user saying "retry at most 3 times per request" sets a limit.
-_HOW_OFTEN: Final = re.compile(
-    r"\b(?:at most|at least|no more than) (?:once|twice|\w+ times) (?:a|an|per|every|each)\b", re.IGNORECASE
-)
-# A strong constraint also says "never" or "always", which a chat participant's musing uses as often as a rule.
+# A bound on a quantity: an agent's user saying "retry at most 3 times" sets a limit; a chat participant
+# says how much or how often ("at least once a week", "at least one self-care activity each day").
+_BOUND: Final = r"(?:at most|at least|no more than)(?= (?:\d|one|two|three|four|five|ten|once|twice|a|an)\b)"
+# A strong constraint also says "never" or "always", which a chat participant's musing uses as often as a
+# rule; before a past participle either tells what someone did ("never been on a team", "always wanted to").
 _CONSTRAINT_STRONG: Final = re.compile(
-    rf"\b(?:{_BINDS}|never|always)\b"
+    rf"\b(?:{_BINDS}|{_BOUND}|(?:never|always)(?! (?:been|had|done|seen|heard|gone|met|known|got|gotten|\w+ed)\b))\b"
     r"|必须|务必|一定要|不得|禁止|不能|不要|永远不要|总是|截止|之前完成|前完成|最多|至少|只能|不允许",
     re.IGNORECASE,
 )
@@ -99,28 +103,52 @@ _DECISION: Final = re.compile(
 _REASON: Final = re.compile(
     r"\b(?:because|since|as|due to|so that|given that|given)\b|因为|由于|为了", re.IGNORECASE
 )
+# "Broke" or "breaks" as a failure takes an object ("broke the build", "breaks on Windows"); "take breaks",
+# "broke up" and "I'm broke" report none.
+_BROKE: Final = r"(?:broke|breaks)(?= (?:the|it|everything|something|anything|down|again|on|when|under)\b)"
 # A chat participant's attempt is a failed one when the sentence says it failed; their "but" alone says
 # nothing ("I'm trying to stay positive, but it's tough"), an agent user's does ("tried clearing the
 # cache but the build is still red").
 _NO_GOOD: Final = (
     r"(?:didn't|did not|doesn't|does not|won't|will not|wouldn't|would not|couldn't|could not)\s+(?:\w+\s+)?"
     r"(?:work|help|fix|change|solve|resolve|pass|compile|build|run|install|load|start|succeed)"
-    r"|failed|fails|failing|no luck|broke|breaks|error|errors|exception|same (?:error|result|problem)|"
+    rf"|failed|fails|failing|no luck|{_BROKE}|error|errors|exception|same (?:error|result|problem)|"
     r"still (?:fails|failing|broken|crash\w*|hangs|the same)|no (?:effect|change|difference)|nothing changed"
-)
-_OTHER_FAILURES: Final = (
-    r"|\b(?:didn't|did not|doesn't|does not|won't|will not) work\b|\bdead end\b|\bgave up on\b|\babandon(?:ed|ing)?\b"
-    r"|\breverted\b|\brolled back\b|\bbreaks the build\b|\bbroke the\b|\bfailed because\b|\bnot work(?:ing)?\b"
-    r"|\bmade it worse\b|\bno effect\b|\bwithout success\b"
-    r"|(?:尝试|试了|试过).*(?:失败|不行|没用|无效)|行不通|放弃|回滚|没有效果"
 )
 # (an attempt not yet made: "haven't tried", "never tried")
 _ATTEMPT: Final = r"(?<!n't )(?<!not )(?<!never )\b(?:tried|attempted|trying)\b.*\b"
-_FAILED: Final = re.compile(
-    rf"{_ATTEMPT}(?:but|didn't|did not|failed|doesn't|does not|no luck|broke|breaks|still)\b{_OTHER_FAILURES}",
+_TRIED: Final = re.compile(
+    rf"{_ATTEMPT}(?:but|didn't|did not|failed|doesn't|does not|no luck|{_BROKE}|still)\b", re.IGNORECASE
+)
+_TRIED_NAMED: Final = re.compile(rf"{_ATTEMPT}(?:{_NO_GOOD})\b", re.IGNORECASE)
+# A failure stated without the attempt ("the flag didn't work", "reverted it", "that will not work").
+_STATED_FAILURE: Final = re.compile(
+    r"\b(?:didn't|did not|doesn't|does not|won't|will not) work\b|\bdead end\b|\bgave up on\b|\babandon(?:ed|ing)?\b"
+    r"|\breverted\b|\brolled back\b|\bbreaks the build\b|\bbroke the\b|\bfailed because\b|\bnot work(?:ing)?\b"
+    r"|\bmade it worse\b|\bno effect\b|\bwithout success\b"
+    r"|(?:尝试|试了|试过).*(?:失败|不行|没用|无效)|行不通|放弃|回滚|没有效果",
     re.IGNORECASE,
 )
-_FAILED_NAMED: Final = re.compile(rf"{_ATTEMPT}(?:{_NO_GOOD})\b{_OTHER_FAILURES}", re.IGNORECASE)
+# A conditional, a habit or a guess states a rule or a hypothesis ("If it doesn't work, try another
+# command", "this will usually not work", "a command that did not work once will not work again
+# unless you modify it"), no failed attempt.
+_UNASSERTED: Final = re.compile(
+    r"\b(?:if|unless|in case|whether|otherwise|usually|often|sometimes|generally|typically|might)\b"
+    r"|如果|假如|要是|万一|除非|通常|可能",
+    re.IGNORECASE,
+)
+
+
+def _reports_failure(text: str, *, named: bool) -> bool:
+    """True for a sentence reporting a failed attempt. In a conditional or hedged sentence only a
+    main clause that names the attempt reports one ("I tried X but it fails if Y")."""
+    unasserted = _UNASSERTED.search(text)
+    main = text if unasserted is None else text[: unasserted.start()]
+    if (_TRIED_NAMED if named else _TRIED).search(main):
+        return True
+    return unasserted is None and _STATED_FAILURE.search(text) is not None
+
+
 _RESOLUTION: Final = re.compile(
     r"\b(?:fixed|fixes|fix was|resolved|solved|the fix|works now|working now|now works|now passes|passes now|"
     r"passing now|all tests pass|tests pass|was caused by|root cause|worked around|workaround)\b"
@@ -176,9 +204,9 @@ def is_routine_request(sentence: str) -> bool:
     return _ROUTINE.search(sentence.strip()) is not None
 
 
-# Lead-ins that hide a sentence's real start ("Also: No, use ...").
+# Lead-ins that hide a sentence's real start ("Also: No, use ..."); "Oh no" is dismay, no "No, ...".
 _FILLER: Final = re.compile(
-    r"^(?:(?:also|and|oh|btw|by the way|one more thing|ps|p\.s\.|note|fyi|ok(?:ay)?|so|well|hmm+|"
+    r"^(?:(?:also|and|oh(?! no\b)|btw|by the way|one more thing|ps|p\.s\.|note|fyi|ok(?:ay)?|so|well|hmm+|"
     r"user|plan|另外|还有|对了|顺便说一下)\s*[:,.!\-\uff1a\uff0c]?\s+)+",
     re.IGNORECASE,
 )
@@ -210,7 +238,6 @@ def classify_sentence(sentence: str, *, speaker: Speaker = "any", named: bool = 
     speaker is lost) applies the user rules. A ``named`` chat participant's
     attempt failed only when the sentence says so.
     """
-    failed = _FAILED_NAMED if named else _FAILED
     text = _FILLER.sub("", sentence.strip())
     if len(text) < 2 or _GREETING.match(text):
         return "greeting"
@@ -229,11 +256,11 @@ def classify_sentence(sentence: str, *, speaker: Speaker = "any", named: bool = 
             return "constraint"
         # Evidence over keywords: an imperative asks for work, whatever words it uses
         # ("fix the failing test" reports no failure), unless it states a decision.
-        if _REQUEST.search(text) and not _DECISION.search(text) and not failed.search(text):
+        if _REQUEST.search(text) and not _DECISION.search(text) and not _reports_failure(text, named=named):
             return "request"
         if _CONSTRAINT_USER.search(text):
             return "constraint"
-    if failed.search(text):
+    if _reports_failure(text, named=named):
         return "failed"
     if _DECISION.search(text):
         return "decision"
@@ -256,12 +283,12 @@ def sets_a_rule(kind: SentenceKind, sentence: str, *, named: bool) -> bool:
 
     From a ``named`` chat participant ("Caroline: ...") only a correction that says
     it corrects ("Actually, ...": their "schools should be funded" is an opinion) or a
-    constraint that binds as said by anyone (a must, a deadline, a limit).
+    constraint that binds as said by anyone (a must, a deadline, a prohibition).
     """
     if kind == "correction":
         return not named or _CORRECTS.search(sentence) is not None
     if named:
-        return kind == "constraint" and _BINDING.search(_HOW_OFTEN.sub(" ", sentence)) is not None
+        return kind == "constraint" and _BINDING.search(sentence) is not None
     return kind in ("preference", "constraint")
 
 

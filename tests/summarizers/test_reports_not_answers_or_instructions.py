@@ -1,0 +1,111 @@
+"""What the session summary files as a correction, a rule or a failed approach: what was said as one.
+
+A "No, ..." that answers a question corrects nothing; how much or how often a chat participant does
+something binds nobody; "take breaks" breaks nothing; an instruction, a conditional or a guess
+("If it doesn't work, try ...", "this will usually not work") reports no failed attempt.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from aiden import ExtractiveSummarizer
+from aiden.events import SessionEvent
+from aiden.summarizers.protocol import SummaryRequest
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def _events(*turns: tuple[str, str]) -> tuple[SessionEvent, ...]:
+    return tuple(
+        SessionEvent(type=kind, role="user" if kind == "user_input" else "assistant", content=text, seq=i + 1)
+        for i, (kind, text) in enumerate(turns)
+    )
+
+
+def _chat(*turns: str) -> tuple[SessionEvent, ...]:
+    """Alternating turns, the first speaker's as user inputs."""
+    return _events(*(("user_input" if i % 2 == 0 else "assistant_output", t) for i, t in enumerate(turns)))
+
+
+def _sections(events: tuple[SessionEvent, ...]) -> dict[str, list[str]]:
+    """The session summary's lines by heading (a budget that cuts nothing)."""
+    request = SummaryRequest(purpose="session_summary", events=events, max_tokens=4000)
+    sections: dict[str, list[str]] = {}
+    heading = ""
+    for line in ExtractiveSummarizer().summarize_sync(request).text.splitlines():
+        if line.startswith("## "):
+            heading = line[3:]
+            sections[heading] = []
+        elif line.startswith("- "):
+            sections[heading].append(line[2:])
+    return sections
+
+
+def test_a_no_that_answers_a_question_is_no_correction() -> None:
+    summary = _sections(
+        _chat(
+            "Tim: Nope, never been on a sports team.",
+            "John: Have you been fishing?",
+            "Tim: Actually I've never been fishing.",
+            "John: Did you read the new book?",
+            "Tim: No, I haven't read it yet.",
+            "John: The meeting is on Friday.",
+            "Tim: Actually, the town hall meeting is on Thursday, not Friday.",
+        )
+    )
+    assert summary["USER PREFERENCES"] == ["Tim: Actually, the town hall meeting is on Thursday, not Friday."]
+
+
+def test_an_agent_users_answer_is_no_rule_but_their_correction_is() -> None:
+    summary = _sections(
+        _events(
+            ("user_input", "Move the session cache to Memcached."),
+            ("assistant_output", "Have you used Redis here before?"),
+            ("user_input", "No, I've never used Redis on this project."),
+            ("assistant_output", "Should I keep the default port?"),
+            ("user_input", "No, use port 11311."),
+        )
+    )
+    assert summary["USER PREFERENCES"] == ["No, use port 11311."]
+
+
+def test_how_much_a_participant_does_sets_no_rule() -> None:
+    summary = _sections(
+        _chat(
+            "Audrey: I make sure to do at least one self-care activity each day - like a long walk.",
+            "Andrew: I have at least two friends who always help me out.",
+            "Audrey: The adoption forms must be filed by Friday.",
+        )
+    )
+    assert summary["USER PREFERENCES"] == ["Audrey: The adoption forms must be filed by Friday."]
+
+
+def test_taking_breaks_is_no_failed_approach() -> None:
+    summary = _sections(
+        _chat(
+            "James: I'm trying to take breaks from my hobbies and do other things.",
+            "John: Sounds healthy.",
+            "James: I tried debugging the game for hours but couldn't solve it.",
+        )
+    )
+    assert summary["FAILED APPROACHES"] == ["James: I tried debugging the game for hours but couldn't solve it."]
+
+
+def test_instructions_and_conditionals_are_no_failed_approaches() -> None:
+    summary = _sections(
+        _events(
+            (
+                "user_input",
+                "Fix the failing export test in tests/test_export.py. "
+                "If you run a command and it doesn't work, try running a different command. "
+                "A command that did not work once will not work the second time unless you modify it! "
+                "Look for the fixture with find_file. If that doesn't work, use grep. "
+                "Do not install packages with pip. This will usually not work.",
+            ),
+            ("assistant_output", "I tried pinning pyarrow to 14.0.1 but the test still fails."),
+            ("user_input", "Oh no, the nightly export crashed again."),
+        )
+    )
+    assert summary["FAILED APPROACHES"] == ["I tried pinning pyarrow to 14.0.1 but the test still fails."]
+    assert summary["USER PREFERENCES"] == ["Do not install packages with pip."]
