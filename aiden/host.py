@@ -35,6 +35,8 @@ __all__ = ["Host", "HostActor", "HostLink", "Served", "async_only", "loop_host",
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 _S = TypeVar("_S", bound="HostActor[Any, Any, Any]")
+# A memory's ring handler: at each ring (whether the ringer waits), the task to start, if any.
+_OnRing = Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]
 
 
 class _AsyncOnly(Generic[_T]):
@@ -84,30 +86,46 @@ class Host:
     Obtain it from :func:`open_host`. Parked (idle, see ``evict_after_idle_minutes``) a memory
     keeps no task: the host's one wake loop starts its actors again at the next request. An actor
     failing ends its own memory only (its ``open_memory`` block is cancelled and raises the error).
+    Its methods are what a memory's runtime asks of it; users only pass it to ``open_memory``.
     """
 
     def __init__(self, tg: TaskGroup, rings: MemoryObjectSendStream[tuple[int, bool]]) -> None:
         self._tg = tg
         self._rings = rings  # where the memories' doorbells ring: (memory key, whether the ringer waits)
         self._keys = itertools.count(1)  # a fresh key for each memory of this host
-        # The open memories' ring handlers by key: ``on_ring(waits)`` gives the task to start, if any.
-        self._on_ring: dict[int, Callable[[bool], Callable[[], Coroutine[Any, Any, None]] | None]] = {}
+        self._on_ring: dict[int, _OnRing] = {}  # the started memories' ring handlers by key
         self._services: dict[Callable[[], Any], Any] = {}
         self._stopped = False  # its open_host block ended: it serves no new memory
 
-    def _check_running(self) -> None:
+    def check_running(self) -> None:
         """:class:`~aiden.errors.ClosedError` once the host has stopped (nothing can start in it)."""
         if self._stopped:
             raise ClosedError("the host is closed: open memories on a host whose open_host block is running")
 
-    def _service(self, make: Callable[[], _S]) -> _S:
+    def service(self, make: Callable[[], _S]) -> _S:
         """The host's one actor that ``make`` makes: made and started by the first memory needing it."""
         actor: _S | None = self._services.get(make)
         if actor is None:
-            self._check_running()
+            self.check_running()
             actor = self._services[make] = make()
             self._tg.start_soon(actor.run)
         return actor
+
+    def attach(self) -> tuple[int, MemoryObjectSendStream[tuple[int, bool]]]:
+        """A new memory's key in this host, and where its doorbell rings: ``(key, whether the ringer
+        waits)`` goes to the host's wake loop (see :meth:`start`)."""
+        return next(self._keys), self._rings
+
+    async def start(self, key: int, on_ring: _OnRing, run: Callable[..., Coroutine[Any, Any, None]]) -> None:
+        """Start memory ``key``'s first ``run`` in the host's task group (returns once it reports
+        started) and, until :meth:`detach`, start the task ``on_ring(waits)`` gives at each ring."""
+        self._on_ring[key] = on_ring
+        self.check_running()
+        await self._tg.start(run)
+
+    def detach(self, key: int) -> None:
+        """Rings of memory ``key`` start nothing from now on (it is closing)."""
+        self._on_ring.pop(key, None)
 
     async def _wake_loop(self, rings: MemoryObjectReceiveStream[tuple[int, bool]]) -> None:
         """Start a memory's actors again when it rings (the host's one task of its own)."""

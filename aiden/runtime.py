@@ -107,7 +107,7 @@ async def run_memory(
     storage = storage or Storage()
     layout = Layout(root)
     if host is not None:
-        host._check_running()  # before the store opens
+        host.check_running()  # before the store opens
     async with (
         contextlib.nullcontext(host) if host is not None else loop_host() as host,
         _opened(partial(select_store, store, session_id, store_factory, layout, storage, config)) as session_store,
@@ -122,26 +122,26 @@ async def run_memory(
         # The doorbell: how a request to parked actors starts them again (rings go to the host's wake
         # loop; see on_ring). Unbounded: one answer per waiting ring.
         started, started_recv = anyio.create_memory_object_stream[None](math.inf)
-        key = next(host._keys)
-        doorbell = Doorbell(host._rings, key, started_recv)
+        key, rings = host.attach()
+        doorbell = Doorbell(rings, key, started_recv)
 
         def served_by(actor: HostActor[Any, Any, Any], name: str, inbox: Any, **options: Any) -> HostLink[Any, Any]:
             return HostLink(actor, key, Client(name, None, codec(inbox), doorbell=doorbell, **options))
 
-        writer = host._service(SessionWriter)
+        writer = host.service(SessionWriter)
         writer_link: HostLink[WriterInbox, list[int]] = served_by(writer, "session writer", WriterInbox)
         writer_client = writer_link.client
-        scheduler_actor = host._service(SchedulerActor)
+        scheduler_actor = host.service(SchedulerActor)
         # Small messages carrying caller arguments (record_usage): checked in the caller.
         scheduler_link: HostLink[SchedulerInbox, SchedulerOutbox] = served_by(
             scheduler_actor, "maintenance scheduler", SchedulerInbox, validate=True
         )
-        summarizer_actor = host._service(SummarizerActor)
+        summarizer_actor = host.service(SummarizerActor)
         summarizer_link: HostLink[SummarizerInbox, SummarizerOutbox] = served_by(
             summarizer_actor, "summarizer", SummarizerInbox, on_abandon=lambda rid: CancelSummarize(key, rid)
         )
         summarize = SummarizerProxy(summarizer_link.client, key)
-        recall_actor = host._service(RecallActor)
+        recall_actor = host.service(RecallActor)
         recall_link: HostLink[RecallInbox, RecallOutbox] = served_by(recall_actor, "recall index", RecallInbox)
         host_links: tuple[HostLink[Any, Any], ...] = (writer_link, scheduler_link, summarizer_link, recall_link)
         reader_link: Link[ReaderInbox, ReaderOutbox, ReaderOutbox] = Link(
@@ -407,10 +407,8 @@ async def run_memory(
                 layout, storage, config, embedder, session_store, recall_stats, by_request_id(recall_link.client)
             ),
         )
-        host._on_ring[key] = on_ring
         try:
-            host._check_running()
-            await host._tg.start(first_runs)
+            await host.start(key, on_ring, first_runs)
             try:
                 with block:
                     yield memory
@@ -452,7 +450,7 @@ async def run_memory(
                     if not stopped.is_set():
                         await stopped.wait()
         finally:
-            host._on_ring.pop(key, None)
+            host.detach(key)
             with anyio.CancelScope(shield=True):
                 # What the host's actors still hold of this memory is done before its store closes:
                 # everything queued is committed and acknowledged, then its recall index closes.

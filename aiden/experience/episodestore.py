@@ -191,12 +191,9 @@ class IndexedFiles(ABC, Generic[Ix]):
     def _exclusive(self) -> Iterator[None]:
         with self._lock:
             ensure_dir(self._storage, self.root)
-            self._flock.acquire(self._lock_timeout_s)
-            try:
+            with self._flock.held(self._lock_timeout_s):
                 self._clean_once()
                 yield
-            finally:
-                self._flock.release()
 
     def _index(self) -> Ix:
         """The index, read under the thread lock (no file lock: every index write is an atomic replace)."""

@@ -179,15 +179,12 @@ class HistoryStore:
         text = record_text(content, self._max)
         with self._lock:
             ensure_dir(self._storage, self.root)
-            self._flock.acquire(LOCK_TIMEOUT_S)
-            try:
+            with self._flock.held(LOCK_TIMEOUT_S):
                 if chunk_id:
                     known = next((r for r in self._tail_records() if _is_record_of(r, chunk_id, text)), None)
                     if known is not None:
                         return known
                 return self._append_locked(text, session_key=session_key, now=now, chunk_id=chunk_id)
-            finally:
-                self._flock.release()
 
     def _append_locked(self, text: str, *, session_key: str, now: float, chunk_id: str) -> HistoryRecord:
         # Re-read under the lock: never trust a cached cursor.

@@ -539,10 +539,7 @@ class SessionSummaryWriter(SummaryFlow):
         rows = self._rows
         flock = SessionLock(rows.storage, rows.layout.summaries_lock)
         try:
-            flock.acquire(self._config.lock_timeout_s)
-            try:
+            with flock.held(self._config.lock_timeout_s):
                 yield rows
-            finally:
-                flock.release()
         finally:
             flock.close()

@@ -165,8 +165,7 @@ class EventLog:
 
         On failure nothing of the batch stays in the file and the error propagates.
         """
-        self._lock.acquire(self._config.lock_timeout_s)
-        try:
+        with self._lock.held(self._config.lock_timeout_s):
             if self._cut_back is not None:
                 self._retry_cut_back(*self._cut_back)
             self._sync_file_state()
@@ -176,8 +175,6 @@ class EventLog:
             except BaseException:
                 self._undo(start)
                 raise
-        finally:
-            self._lock.release()
 
     def sync_held(self) -> None:
         """Learn the file (end, last seq, event ids) now; the caller holds the events lock (at open)."""

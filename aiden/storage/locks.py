@@ -10,6 +10,8 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from aiden.errors import LockError, StorageError
@@ -55,6 +57,15 @@ class SessionLock:
                 raise LockError(f"timed out after {timeout}s waiting for {self._path}")
             time.sleep(min(delay, deadline - now))
             delay = min(delay * 2, _POLL_MAX_S)
+
+    @contextmanager
+    def held(self, timeout: float) -> Iterator[None]:
+        """Hold the lock for the block (:meth:`acquire`), released however the block ends."""
+        self.acquire(timeout)
+        try:
+            yield
+        finally:
+            self.release()
 
     def try_acquire(self) -> bool:
         """Take the lock if it is free right now; False when another holder has it."""

@@ -198,11 +198,8 @@ class FileSessionStore:
 
         Events a committed chunk already covers (a crash or failed trim) are never offered for compaction again.
         """
-        self.events_lock.acquire(self.config.lock_timeout_s)
-        try:
+        with self.events_lock.held(self.config.lock_timeout_s):
             data = read_bytes(self.layout.events)
-        finally:
-            self.events_lock.release()
         # Decoded outside the lock, and only new lines: a backlog drain snapshots the whole hot window every pass.
         fresh: dict[bytes, SessionEvent] = {}
         result = scan(data, known=self._decoded, remember=fresh)
@@ -310,8 +307,7 @@ class FileSessionStore:
     def _both_locks(self) -> Iterator[None]:
         with contextlib.ExitStack() as held:
             for lock in (self.compaction_lock, self.events_lock):
-                lock.acquire(self.config.lock_timeout_s)
-                held.callback(lock.release)
+                held.enter_context(lock.held(self.config.lock_timeout_s))
             yield
 
     def recover(self) -> RecoveryReport:
