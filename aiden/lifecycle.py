@@ -17,12 +17,13 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from aiden.config import Config, ModelResolver
-from aiden.context.governance import Governance, is_pinned, is_turn_start, trim_replay
+from aiden.context.governance import Governance, is_pinned, trim_replay
 from aiden.context.prompt import IncrementalBody, PromptBuild, PromptLayers, build_messages
 from aiden.context.summary_fit import fit_long_term_layer, fit_summary_layer
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.messages import CompactionOutcome
+from aiden.policy.cutpoints import compacted_turn_start
 from aiden.policy.tokens import BudgetCalibration, checked_tokens
 from aiden.policy.triggers import BoundaryDecision, trigger_threshold_tokens
 from aiden.storage.chunks import ChunkIndex
@@ -197,10 +198,11 @@ class Lifecycle:
         hot = await m.hot_window()
         index = await m.chunk_index()
         plain = (hot, index)
-        found = _compacted_turn_start(hot, index)
-        if found is None:
+        compacted = compacted_turn_start(hot, index.chunks)
+        if compacted is None:
             return plain, plain
-        seq = found[0]
+        seq = compacted[0]
+        found = (seq, compacted[1].sha256)
         if self._task[0] != found:  # read once per turn, not per call
             try:
                 self._task = (found, await m.read_event(seq))
@@ -364,20 +366,3 @@ class _Call:
 _Snapshot = tuple[Sequence[SessionEvent], ChunkIndex]
 
 
-def _compacted_turn_start(hot: Sequence[SessionEvent], index: ChunkIndex) -> tuple[int, str] | None:
-    """The seq of the current turn's user input when a split-turn compaction took it out of ``hot``,
-    with the checksum of the chunk that holds it.
-
-    The newest split chunks name their turn's start (``cut_meta.turn_start_seq``); a pass that cut
-    again inside the same turn saw only the kept root before its cut and names that, so the walk goes
-    back over those. A chunk cut on a user input ends it: that input opened the hot window then.
-    """
-    newest = max((e.seq for e in hot if is_turn_start(e)), default=0)
-    for chunk in reversed(index.chunks):
-        meta = chunk.cut_meta or {}
-        seq = meta.get("turn_start_seq")
-        if not meta.get("is_split_turn") or not isinstance(seq, int) or seq < newest:
-            return None
-        if seq > newest:
-            return seq, chunk.sha256
-    return None

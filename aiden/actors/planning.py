@@ -27,7 +27,7 @@ from aiden import offload
 from aiden.config import Config
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
-from aiden.policy.cutpoints import CompactionPlan, SkipCompaction, plan_compaction
+from aiden.policy.cutpoints import CompactionPlan, SkipCompaction, compacted_turn_start, plan_compaction
 from aiden.policy.tokens import TokenCalibration, TokenProfile, apply_calibration, estimate_event_tokens
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.fs import Storage
@@ -205,9 +205,10 @@ class _ShownInput:
 
     def of(self, store: SessionStore, hot: Sequence[SessionEvent], index: ChunkIndex) -> SessionEvent | None:
         """That input for the hot window ``hot`` and ``index``; None when the turn's input is hot (or unreadable)."""
-        found = _compacted_turn_start(hot, index)
-        if found is None:
+        compacted = compacted_turn_start(hot, index.chunks)
+        if compacted is None:
             return None
+        found = (compacted[0], compacted[1].chunk_id)
         read = self._read
         if read is None or read[0] != found:
             seq, chunk_id = found
@@ -217,20 +218,6 @@ class _ShownInput:
                 events = []
             read = self._read = found, next((e for e in events if e.seq == seq and e.type == "user_input"), None)
         return read[1]
-
-
-def _compacted_turn_start(hot: Sequence[SessionEvent], index: ChunkIndex) -> tuple[int, str] | None:
-    """The seq of the current turn's user input when a split-turn compaction took it out of ``hot``,
-    with the id of the chunk holding it (the prompt's rule: ``aiden.lifecycle``)."""
-    newest = max((e.seq for e in hot if e.type == "user_input" and not e.synthetic), default=0)
-    for chunk in reversed(index.chunks):
-        meta = chunk.cut_meta or {}
-        seq = meta.get("turn_start_seq")
-        if not meta.get("is_split_turn") or not isinstance(seq, int) or seq < newest:
-            return None
-        if seq > newest:  # a later cut inside the same turn names the kept input before it
-            return seq, chunk.chunk_id
-    return None
 
 
 def _shown_tokens(

@@ -20,9 +20,9 @@ before the cut) and **retained** (the window from the cut on). Rules, in the ord
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import accumulate
-from typing import Final, Literal
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -37,6 +37,7 @@ __all__ = [
     "SkipCompaction",
     "call_of_results",
     "classify",
+    "compacted_turn_start",
     "is_leading_context",
     "legal_cut_points",
     "plan_compaction",
@@ -428,3 +429,30 @@ def _build_plan(
         note=note,
         backlog_left=backlog_left,
     )
+
+
+class _Cut(Protocol):
+    @property
+    def cut_meta(self) -> Mapping[str, Any] | None: ...
+
+
+_C = TypeVar("_C", bound=_Cut)
+
+
+def compacted_turn_start(hot: Sequence[SessionEvent], chunks: Sequence[_C]) -> tuple[int, _C] | None:
+    """The seq of the current turn's user input when a split-turn compaction took it out of ``hot``,
+    with the chunk (of ``chunks``, oldest first) that holds it; None while the input is hot.
+
+    The newest split chunks name their turn's start (``turn_start_seq``); a pass that cut again inside
+    the same turn saw only the kept root before its cut and names that, so the walk goes back over
+    those. A chunk cut on a user input ends it: that input opened the hot window then.
+    """
+    newest = max((e.seq for e in hot if e.type == "user_input" and not e.synthetic), default=0)
+    for chunk in reversed(chunks):
+        meta = chunk.cut_meta or {}
+        seq = meta.get("turn_start_seq")
+        if not meta.get("is_split_turn") or not isinstance(seq, int) or seq < newest:
+            return None
+        if seq > newest:
+            return seq, chunk
+    return None
