@@ -340,6 +340,10 @@ class FileSessionStore:
             if lay.session.exists():
                 storage.checkpoint("rotate.before_rename")
                 storage.rename_noreplace(lay.session, target)
+                # The recall index is derived data of the active session: an archive is a log, never
+                # searched, and the index moved while open keeps its write-ahead log (most of its bytes).
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    storage.unlink(target / f"{lay.recall_db.name}{suffix}")
                 storage.fsync_dir(lay.archive)
                 storage.fsync_dir(lay.memory)
             storage.checkpoint("rotate.after_rename")
