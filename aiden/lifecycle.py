@@ -74,7 +74,7 @@ def new_session_id(now: float) -> str:
 
 
 class Lifecycle:
-    """The prompts of one :class:`~aiden.memory_core.CoreMemory`'s runs (``memory._runs``)."""
+    """The prompts of one :class:`~aiden.memory_core.CoreMemory`'s runs."""
 
     def __init__(self, memory: _Session, context_window: int) -> None:
         self._m = memory

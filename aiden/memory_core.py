@@ -8,9 +8,10 @@ memory subclass it and take part in a run through the hooks at the end, which do
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, get_args
 
+from aiden.actors.mailbox import Latest
 from aiden.config import Config
 from aiden.context.prompt import PromptBuild, PromptLayers
 from aiden.errors import AidenError, ClosedError, InvalidEventError
@@ -50,9 +51,13 @@ class CoreMemory:
         reader: ReaderPort,
         recall: RecallPort,
         recovery: RecoveryReport,
+        calibration: Latest[BudgetCalibration],
+        closed: Callable[[], bool],
         token_profile: TokenProfile = DEFAULT_PROFILE,
-        calibration: BudgetCalibration | None = None,
     ) -> None:
+        """Built by the runtime: ``calibration`` holds what the last close of this root kept, and
+        the memory publishes there each calibration reported usage teaches it (the runtime saves the
+        newest at close); ``closed`` tells whether the runtime has closed the memory."""
         self._root = root
         self._config = config
         self._window = context_window
@@ -61,15 +66,15 @@ class CoreMemory:
         self._reader = reader
         self._recall = recall
         self._runs = Lifecycle(self, context_window)
-        if calibration is not None:
-            self._runs.calibration = calibration  # kept from the last close of this root
+        self._runs.calibration = calibration.value
+        self._learned = calibration
         self._run_open = False
         self._turn_tool_tokens = 0  # the tool-output spike trigger's input (seed 001)
         self._appends = 0
         self._last_append_at: float | None = None
         self._profile = token_profile
         self._estimates: dict[str, int] = {}
-        self._closed = False
+        self._closed = closed
         self.recovery: RecoveryReport = recovery
         """What recovery on open found and did."""
 
@@ -214,6 +219,7 @@ class CoreMemory:
                 reported=prompt_tokens,
                 weight=self._config.token_calibration_weight,
             )
+            self._learned.publish(self._runs.calibration)
         await self._scheduler.record_usage(usage)
 
     def estimate_text(self, text: str) -> int:
@@ -543,7 +549,7 @@ class CoreMemory:
         return 0
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._closed():
             raise ClosedError("memory is closed")
 
 

@@ -219,6 +219,13 @@ async def run_memory(
             counters=counters,
         )
         evict_after_s = config.evict_after_idle_minutes * 60.0
+        finished = False  # closed: the memory refuses its calls, rings start nothing any more
+        # What reported usage taught the budget check, as the memory publishes it: saved at close.
+        learned = Latest(
+            BudgetCalibration(factor=kept.factor, spread=kept.spread, samples=kept.samples)
+            if kept is not None
+            else BudgetCalibration()
+        )
         memory = make(
             root=str(layout.root),
             config=config,
@@ -229,11 +236,8 @@ async def run_memory(
             recall=recall,
             recovery=report,
             token_profile=scheduler.token_profile,
-            calibration=(
-                BudgetCalibration(factor=kept.factor, spread=kept.spread, samples=kept.samples)
-                if kept is not None
-                else None
-            ),
+            calibration=learned,
+            closed=lambda: finished,
             **{name: port for extension in extensions for name, port in extension.ports.items()},
         )
 
@@ -346,7 +350,6 @@ async def run_memory(
         # The memory's runs, as the host's wake loop and the close see them.
         wanted = False  # a ring came since the actors last started
         waiting = 0  # ringers waiting for the actors to run
-        finished = False  # closed: rings start nothing any more
         stopped = anyio.Event()  # set while no task runs the actors (the first is started below)
         failure: list[BaseException] = []
         block = anyio.CancelScope()  # the caller's block: cancelled when an actor fails
@@ -432,17 +435,16 @@ async def run_memory(
                         # What was appended is stored; a closing step that failed (the store down
                         # as the session summary reads the hot window) does not stop the shutdown.
                         log.error("closing %s: %s", layout.root, exc)
-                    learned = memory._runs.calibration
-                    if learned.samples:
+                    calibration = learned.value
+                    if calibration.samples:
                         keep = PromptCalibration(
-                            factor=learned.factor,
-                            spread=learned.spread,
-                            samples=learned.samples,
+                            factor=calibration.factor,
+                            spread=calibration.spread,
+                            samples=calibration.samples,
                             token_factor=counters.value.token_calibration,
                         )
                         await anyio.to_thread.run_sync(record_window, storage, layout, context_window, model, keep)
-                    memory._closed = True
-                    finished = True
+                    finished = True  # the memory's calls raise ClosedError from now on
                     # A pass in flight is abandoned; its commit protocol makes that safe.
                     await scheduler.stop_passes()
                     if running:
