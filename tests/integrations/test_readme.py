@@ -105,6 +105,7 @@ async def _a_full_root(root: Path) -> None:
             pass  # the demo's episodes come first
         assert (await memory.dream()).ran
         await memory.begin_run("the next task", new_session=True)
+        await memory.recall_session_chunks("pnpm")  # the new session's recall index (the archive keeps none)
         await memory.commit_run("done")
     async with aiden.open_memory(root):
         pass  # the open rebuilds profile.md
