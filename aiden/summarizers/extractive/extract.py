@@ -31,6 +31,7 @@ from aiden.summarizers.mustkeep.classify import (
     SentenceKind,
     Speaker,
     classify_sentence,
+    is_pasted_line,
     is_phatic,
     is_plan,
     is_routine_request,
@@ -387,6 +388,12 @@ def _goal(who: str, content: str, prose: Sequence[str]) -> str:
     they read as a step, an answer, a preference or a question rather than the task itself."""
     first = prose[0]
     label = first.split(":", 1)[0].strip().casefold() if ":" in first[:24] else ""
+    if label == "goal":
+        # "Goal: ..." labels what the summary labels anyway ("Goal: Goal: ..." otherwise).
+        prose = [rest, *prose[1:]] if (rest := first.split(":", 1)[1].strip()) else prose[1:]
+        if not prose:
+            return ""
+        first, label = prose[0], ""
     if (
         is_routine_request(first)
         or label in ("constraint", "deadline", "requirement", "decision", "preference", "correction", "note")
@@ -438,6 +445,7 @@ def stated_goal(events: Sequence[SessionEvent]) -> str:
         if event.type != "user_input":
             continue
         who, content = split_speaker(event.content.strip())
+        content = _written(content)
         prose = _substantive(split_sentences(content))
         if prose:
             return _goal(who, content, prose)
@@ -449,8 +457,15 @@ def _said(who: str, text: str) -> str:
     return f"{who}: {text}" if who else text
 
 
+def _written(content: str) -> str:
+    """``content`` without the lines pasted into it (file views, code, terminal, log and diff lines): what its
+    speaker wrote. A pasted "1548: self.x.only = self.only" is no rule of theirs, whatever its words."""
+    return "\n".join(line for line in content.splitlines() if not is_pasted_line(line))
+
+
 def _extract_user(event: SessionEvent, collector: Collector) -> None:
-    who, content = split_speaker(event.content.strip())
+    who, said = split_speaker(event.content.strip())
+    content = _written(said)
     sentences = split_sentences(content)
     prose = _substantive(sentences)
     if not prose:
@@ -462,6 +477,8 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
     collector.goal_open = False
     rejected = False  # the user rejected or corrected the course
     for sentence in sentences:
+        if sentence.endswith(":") and len(content_words(sentence)) <= 1:
+            continue  # a heading ("ERRORS:", "Output:") introduces what follows: it reports nothing
         kind = classify_sentence(sentence, speaker="user", named=bool(who))
         rejected = rejected or kind in ("failed", "correction")
         if kind not in _ALWAYS_KEPT and is_phatic(sentence):
@@ -482,7 +499,7 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
             collector.add("requests", item)
         elif kind in _FILED:  # (a user's sentence is never a plan)
             collector.add(_FILED[kind], item)
-    _add_code_and_paths(collector, content)
+    _add_code_and_paths(collector, said)  # (the pasted lines name files and commands too)
     collector.last_user = clip(_said(who, join_sentences(prose)), 300)
     if rejected:
         # The agent's open plan is superseded: only the current state of the plan is kept.

@@ -398,3 +398,45 @@ def is_strong_error_line(line: str) -> bool:
 def looks_like_error_line(line: str) -> bool:
     """True for a line of tool output that reports or mentions an error (code lines excluded)."""
     return is_strong_error_line(line) or (_TOOL_ERROR.search(line) is not None and _CODE_LINE.match(line) is None)
+
+
+# Lines an agent or a person pastes into a message from a file, a terminal, a log or a diff. Their words
+# are the code's or the tool's ("self.only = ...", "Requirement already satisfied: ..."), not what the
+# speaker asks for: a file view's "1432: Always serializes ..." sets no rule.
+_PASTED: Final = re.compile(
+    # a numbered source line: "1548:    self.x = y", "23:def f():", "  12\tcode", "12 | code" (not "10:30")
+    r"^\s*\d{1,6}(?::(?:[^\s\d]|\s{2,}|$)|\t|\s+[|│]\s)"
+    # a shell or REPL prompt, a terminal's status lines
+    r"|^\s*(?:\$|>>>|bash-[\d.]*\$|[\w.-]+@[\w.-]+(?::\S*)?[$#%]|[A-Z]:\\[^>\n]*>)(?:\s|$)"
+    r"|^[(\[]\s*(?:[\w ]{1,30}:\s*(?:n/a|[~./]\S*)|\d+ (?:more )?(?:lines?|rows?)\b).*[)\]]$"
+    # package managers and build tools
+    r"|^\s*(?:Requirement already satisfied:|Successfully (?:installed|built|uninstalled) |Installing collected packages:|"
+    r"Building wheels? for |Created wheel for |Stored in directory:|Attempting uninstall:|Looking in indexes:|"
+    r"Preparing (?:editable )?metadata|Getting requirements to build|Installing build dependencies|"
+    r"Checking if build backend|Building (?:editable|wheel) for|Running setup\.py|"
+    r"npm (?:WARN|notice|info|http)\b|added \d+ packages?|Reading package lists|Get:\d+ https?:|Hit:\d+ https?:|"
+    r"go: downloading )|^\s*(?:Compiling|Downloaded|Fresh|Checking) [\w-]+ v\d[\w.+-]*(?: \(.*\))?$"
+    r"|^\s*(?:Collecting|Obtaining|Downloading|Using cached|Uninstalling|Found existing installation:)\s+\S+"
+    r"(?:\s+\([^)]*\))?\s*$"
+    # log lines: a timestamp or a level first
+    # (a person's "WARNING: never ..." is no log line: a logger brackets the level or names itself)
+    r"|^\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d|^\s*\[(?:DEBUG|INFO|WARN|WARNING|TRACE|NOTICE)\]|^(?:DEBUG|INFO|WARNING):[\w.]*:"
+    # tracebacks and diffs
+    r"|^\s*Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+"
+    r"|^(?:diff --git |index [0-9a-f]{7,}\.\.|@@ -\d|--- [ab]/|\+\+\+ [ab]/)"
+    # code by its shape: an assignment, a definition, an import, a statement or a block's head or end
+    r"|^[+-]?\s*(?:(?:const|let|var|val|auto|final)\s+)?[A-Za-z_$][\w.$]*(?:\[[^\]]*\])*\s*"
+    r"(?:[-+*/%&|^]|//|\*\*|<<|>>)?=(?!=)\s*\S"
+    r"|^[+-]?\s*(?:(?:async\s+)?def|class|fn|func|function)\s+\w+\s*[(<:{]"
+    r"|^[+-]?\s*(?:import\s+[\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+)*\s*;?\s*$|from\s+[\w.]+\s+import\s+[\w*(])"
+    r"|^[+-]?\s*(?:return|raise|throw|yield|assert|await)\s+[\w.]+\s*\("
+    r"|^[+-]?\s*(?:else|try|finally|do)\s*[:{]\s*$|^[+-]?\s*@\w+(?:\.\w+)*(?:\(|\s*$)"
+    r"|^[+-]?\s*[)}\]]|[;{]\s*$|^[+-]?\s*(?://|/\*|\*/|#include\b|#define\b|#!)"
+)
+
+
+def is_pasted_line(line: str) -> bool:
+    """True for a line pasted from code, a terminal, a log or a diff (a numbered file view's line, an
+    assignment, a prompt, a pip or npm line), not written by the speaker. An error report
+    (``ValueError: ...``, ``npm ERR!``) is none: it reports what failed."""
+    return _PASTED.search(line) is not None and not is_strong_error_line(line)

@@ -1,0 +1,102 @@
+"""Lines pasted into a user message (file views, code, terminal, package-manager, log and diff lines) are not
+the user's rules; the user's own sentences of that message are (r61-G bug 2: a replay of SWE-agent's
+pydicom-1458 showed "1548: self.value_field.only = self.only" and "Requirement already satisfied: ..." under
+USER PREFERENCES in later sessions' PROJECT MEMORY). And a user input labelled "Goal: ..." is no
+"Goal: Goal: ..." (r61-J)."""
+
+from __future__ import annotations
+
+from aiden.events import SessionEvent
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
+from aiden.summarizers.protocol import StructuredSummary, SummaryRequest
+
+
+def _session(user: str, answer: str = "I looked at the file.") -> StructuredSummary:
+    events = (
+        SessionEvent(type="user_input", seq=1, content=user),
+        SessionEvent(type="assistant_output", seq=2, content=answer),
+    )
+    request = SummaryRequest(purpose="session_summary", events=events)
+    structured = ExtractiveSummarizer().summarize_sync(request).structured
+    assert structured is not None
+    return structured
+
+
+# SWE-agent's demonstration quotes a file view and a pip run between the agent's turns.
+_FILE_VIEW = """[File: /marshmallow-code__marshmallow/src/marshmallow/fields.py (1997 lines total)]
+(1427 more lines above)
+1427:        (de)serialization. Must be 'days', 'seconds', 'microseconds',
+1432:        Always serializes to an integer value to avoid rounding errors.
+1539:            self.only = self.value_field.only
+1548:            self.value_field.only = self.only
+(Open file: /marshmallow-code__marshmallow/src/marshmallow/fields.py)
+(Current directory: /marshmallow-code__marshmallow)
+bash-$
+"""
+_PIP = """Requirement already satisfied: identify>=1.0.0 in /root/miniconda3/lib/python3.9/site-packages (2.5.35)
+Requirement already satisfied: pytest in /root/miniconda3/lib/python3.9/site-packages (8.1.1)
+Successfully installed marshmallow-3.13.0
+"""
+
+
+def test_a_quoted_file_view_and_pip_output_set_no_preference_while_the_users_own_sentence_does() -> None:
+    user = (
+        "We're fixing the TimeDelta rounding in fields.py.\n"
+        f"{_FILE_VIEW}{_PIP}"
+        "Never push to the main branch.\n"
+    )
+    # Old code: USER PREFERENCES also held "Must be 'days', 'seconds', 'microseconds',", "1432: Always
+    # serializes ...", "1539: self.only = ...", "1548: ..." and both "Requirement already satisfied" lines.
+    assert _session(user).user_preferences == ("Never push to the main branch.",)
+
+
+def test_unnumbered_code_diff_log_and_prompt_lines_set_no_rule_or_failed_approach() -> None:
+    user = (
+        "Here is what I ran:\n"
+        "$ python -m pytest tests/test_export.py --only-failed\n"
+        "2024-05-01 12:00:03 WARNING retries must not exceed max_retries, using only 3\n"
+        "diff --git a/export.py b/export.py\n"
+        "@@ -10,3 +10,3 @@\n"
+        "-    limit = only_rows(max_rows)\n"
+        "+    limit = only_rows(min_rows)\n"
+        "    self.only = never_cached(self.value_field.only)\n"
+        "if (rows.length > maxRows) {\n"
+        "    // tried a row cache here but it did not help\n"
+        "    return trimmed(rows);\n"
+        "}\n"
+        "Do not change the public API.\n"
+    )
+    structured = _session(user)
+    # Old code: the prompt, the log line, both diff lines and the assignment were filed as preferences,
+    # the code comment as a failed approach, "diff --git ..." and "if (rows.length > maxRows) {" as facts.
+    assert structured.user_preferences == ("Do not change the public API.",)
+    assert structured.failed_approaches == ()
+    assert structured.facts == ("Key files: tests/test_export.py, a/export.py, b/export.py",)
+
+
+def test_an_error_the_user_pastes_stays_an_error() -> None:
+    events = (
+        SessionEvent(type="user_input", seq=1, content="The import now fails:\nValueError: unknown precision 'weeks'\n"),
+        SessionEvent(type="assistant_output", seq=2, content="Let me look."),
+    )
+    structured = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events)).structured
+    assert structured is not None
+    assert [e.error for e in structured.errors] == ["The import now fails:", "ValueError: unknown precision 'weeks'"]
+
+
+def test_a_goal_labelled_goal_is_not_labelled_twice() -> None:
+    structured = _session("Goal: migrate the billing service to Postgres 16.", answer="Let me look at the schema.")
+    # Old code: "Goal: Goal: migrate the billing service to Postgres 16." (PROJECT MEMORY showed it so).
+    assert structured.outcome.split(" Open: ")[0] == "Goal: migrate the billing service to Postgres 16."
+
+
+def test_a_heading_before_pasted_errors_is_no_error_of_its_own() -> None:
+    events = (
+        SessionEvent(type="user_input", seq=1, content="The linter rejects my edit.\nERRORS:\n- E999 IndentationError: unexpected indent\n"),
+        SessionEvent(type="assistant_output", seq=2, content="Let me look."),
+    )
+    structured = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events)).structured
+    assert structured is not None
+    # Old code: "ERRORS:" was an error of its own (the demonstration SWE-agent quotes has it), once the
+    # file views before it no longer filled the message's sentence budget.
+    assert [e.error for e in structured.errors] == ["E999 IndentationError: unexpected indent"]
