@@ -10,6 +10,7 @@ takes out.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -73,6 +74,7 @@ log = logging.getLogger("aiden.summarizer")
 _pass_log = logging.getLogger("aiden.scheduler")
 
 _probe = msgspec.msgpack.Encoder()
+_actors = itertools.count(1)  # numbers this process's summarizer actors: one per host
 
 class SummarizerSession(NamedTuple):
     """What the host's summarizer needs of one session: registered by its runtime while it is open."""
@@ -95,6 +97,8 @@ class SummarizerActor(HostActor[SummarizerInbox, SummarizerOutbox, SummarizerSes
         super().__init__("summarizer", SummarizerInbox, SummarizerOutbox)
         self._current: dict[int, tuple[int, anyio.CancelScope]] = {}  # each session's call in flight
         self._times: dict[int, CallTimes] = {}  # each session's observed call times (until it closes)
+        # Session keys are unique within a host only; a summarizer may serve the memories of several hosts.
+        self._scope = f"host{next(_actors)}:memory"
 
     def deadline_s(self, key: int) -> float:
         """The deadline of session ``key``'s next call: its configured one, scaled by the call times observed."""
@@ -139,8 +143,10 @@ class SummarizerActor(HostActor[SummarizerInbox, SummarizerOutbox, SummarizerSes
             with anyio.CancelScope() as scope:
                 self._current[key] = (msg.request_id, scope)
                 started = anyio.current_time()
+                # Which memory asks: a summarizer shared by memories keeps what it reuses to the asker's.
+                request = msgspec.structs.replace(msg.request, scope=f"{self._scope}{key}")
                 with anyio.fail_after(deadline):
-                    result = await session.summarizer.summarize(msg.request)
+                    result = await session.summarizer.summarize(request)
                 self._observed(key, after_success(self._times.get(key, CallTimes()), anyio.current_time() - started))
                 _validate(result, session.config)
                 return Summarized(key, msg.request_id, result)

@@ -70,6 +70,9 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     ``events`` is empty. ``hot_window`` (a chunk's ``history`` request) holds
     the events that stay verbatim in the prompt after this compaction: what
     they already say needs no room in the summary. A summarizer may ignore it.
+    ``scope`` names the memory asking (the summarizer actor sets it, unique in
+    the process): one summarizer may serve several memories, so one that
+    reuses an answer for a later request must reuse it only in its scope.
     """
 
     purpose: Purpose
@@ -78,6 +81,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     text: str = ""
     max_tokens: int = 1200
     hot_window: tuple[SessionEvent, ...] = ()
+    scope: str = ""
 
 
 class SummaryResult(msgspec.Struct, frozen=True, kw_only=True):

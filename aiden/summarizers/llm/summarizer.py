@@ -229,7 +229,7 @@ class LiteLLMSummarizer:
         assert self.fallback is not None
         self._counts.fallbacks += 1
         if self.one_call and request.purpose == "session_summary":
-            self._memo.put(request.events, None)
+            self._memo.put(request, None)
         result = await self.fallback.summarize(request)
         return msgspec.structs.replace(result, degraded=True)
 
@@ -297,7 +297,7 @@ class LiteLLMSummarizer:
         )
         self._counts.must_keep_added += added
         if request.purpose == "session_summary":
-            self._memo.put(request.events, structured)
+            self._memo.put(request, structured)
             return session_result(structured)
         return SummaryResult(text=render_structured(structured), structured=structured)
 
@@ -429,47 +429,62 @@ class Counters(_Tallies, kw_only=True):
         self.last_error = text
 
 
-_MEMO_SIZE: Final = 4
+_MEMO_SIZE: Final = 4  # answers kept per memory
+_MEMO_SCOPES: Final = 128  # memories whose answers are kept (a closed one's leftovers go first)
+
+_Key = frozenset[tuple[int, int]]
 
 
-def _key(events: Sequence[SessionEvent]) -> frozenset[tuple[int, int]]:
+def _key(events: Sequence[SessionEvent]) -> _Key:
     # The content's hash too: a Dream request numbers its records 1, 2, ... like events,
     # and a chunk must never be rendered from an answer about other text.
     return frozenset((e.seq, hash(e.content)) for e in events)
 
 
 class CompactionMemo:
-    """The last few one-call answers, by the events (sequence number and content) they summarize.
+    """The last few one-call answers of each memory (a request's ``scope``), by the events
+    (sequence number and content) they summarize.
 
     One structured call for a range answers the running summary; the chunk's
     ``history`` request is rendered from the answer kept here. ``None`` means
     the answer was unusable and the fallback answered: the chunk is then the
-    fallback's too, with no second call.
+    fallback's too, with no second call. One summarizer may serve several
+    memories whose sessions start alike: an answer covers its memory's later
+    events too, so it is never used for another memory.
     """
 
     def __init__(self) -> None:
-        self._answers: OrderedDict[frozenset[tuple[int, int]], StructuredSummary | None] = OrderedDict()
+        self._scopes: OrderedDict[str, OrderedDict[_Key, StructuredSummary | None]] = OrderedDict()
 
-    def put(self, events: Sequence[SessionEvent], structured: StructuredSummary | None) -> None:
-        """Remember the answer for ``events`` (the oldest entry goes beyond a few)."""
-        if key := _key(events):  # a request with no events has nothing to find it by
-            self._answers[key] = structured
-            self._answers.move_to_end(key)
-            if len(self._answers) > _MEMO_SIZE:
-                self._answers.popitem(last=False)
+    def put(self, request: SummaryRequest, structured: StructuredSummary | None) -> None:
+        """Remember the answer for ``request``'s events in its scope (the oldest goes beyond a few)."""
+        if not (key := _key(request.events)):  # a request with no events has nothing to find it by
+            return
+        answers = self._scopes.setdefault(request.scope, OrderedDict())
+        self._scopes.move_to_end(request.scope)
+        answers[key] = structured
+        answers.move_to_end(key)
+        if len(answers) > _MEMO_SIZE:
+            answers.popitem(last=False)
+        if len(self._scopes) > _MEMO_SCOPES:
+            self._scopes.popitem(last=False)
 
     def lookup(self, request: SummaryRequest) -> tuple[bool, StructuredSummary | None]:
-        """(found, answer) for a ``history`` request whose events all lie in a remembered range.
+        """(found, answer) for a ``history`` request whose events all lie in a range remembered in its scope.
 
         A found entry is used once: a later request over the same events (a
         re-summary of a degraded chunk) asks the model again.
         """
         wanted = _key(request.events)
-        if request.purpose != "history" or not wanted:
+        answers = self._scopes.get(request.scope)
+        if request.purpose != "history" or not wanted or not answers:
             return False, None
-        for key in reversed(self._answers):
+        for key in reversed(answers):
             if wanted <= key:
-                return True, self._answers.pop(key)
+                found = answers.pop(key)
+                if not answers:
+                    del self._scopes[request.scope]
+                return True, found
         return False, None
 
 
