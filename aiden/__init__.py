@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from aiden.recall.embedding import Embedder, LocalMiniLMEmbedder
     from aiden.recall.tool import RecallContext, RecallHit, RecallStats
     from aiden.storage.chunks import ChunkEntry, ChunkFile, ChunkIndex, SegmentRef
-    from aiden.storage.fs import StagedFile, Storage, StorageOp
+    from aiden.storage.fs import StagedFile, Storage
     from aiden.storage.layout import Layout
     from aiden.storage.postgres import PostgresSessionStore, open_pool, postgres_store_factory
     from aiden.storage.protocol import (
@@ -165,7 +165,6 @@ __all__ = [
     "StagedFile",
     "Storage",
     "StorageError",
-    "StorageOp",
     "StructuredOutput",
     "StructuredSummary",
     "Summarizer",
@@ -236,7 +235,6 @@ __getattr__ = lazy_exports(
         "Snapshot": "aiden.storage.protocol",
         "StagedFile": "aiden.storage.fs",
         "Storage": "aiden.storage.fs",
-        "StorageOp": "aiden.storage.fs",
         "StructuredSummary": "aiden.summarizers.protocol",
         "Summarizer": "aiden.summarizers.protocol",
         "SummaryRequest": "aiden.summarizers.protocol",

@@ -1,8 +1,8 @@
 """The storage seam: every filesystem mutation aiden makes goes through :class:`Storage`.
 
-One place for the reliability tests to inject faults, crash at named points and
-record the operation order for power-loss replay. Methods block. Reads are not
-routed through here: they cannot lose data.
+One place for the reliability tests to inject faults, crash at named points and record
+the operation order for power-loss replay (``aiden.testing.RecordingStorage``).
+Methods block. Reads are not routed through here: they cannot lose data.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-import msgspec
-
 from aiden.errors import DurabilityError, StorageError
 
-__all__ = ["StagedFile", "StorageOp", "Storage", "TEMP_MARKER", "is_temp_name", "refuse_symlinks_below"]
+__all__ = ["StagedFile", "Storage", "TEMP_MARKER", "is_temp_name", "refuse_symlinks_below"]
 
 # In every temp file aiden creates: recovery deletes its own leftovers, never anybody else's files.
 TEMP_MARKER: Final = ".aiden-tmp-"
@@ -35,16 +33,6 @@ def is_temp_name(name: str) -> bool:
     return TEMP_MARKER in name
 
 
-class StorageOp(msgspec.Struct, frozen=True):
-    """One recorded storage operation (for tests and power-loss replay)."""
-
-    kind: str
-    path: str
-    data: bytes = b""
-    target: str = ""
-    offset: int = 0
-
-
 class Storage:
     """Filesystem mutations, each translated to :class:`~aiden.errors.StorageError`.
 
@@ -54,10 +42,7 @@ class Storage:
     """
 
     def __init__(self) -> None:
-        self._record: list[StorageOp] | None = None
         self._fd_paths: dict[int, str] = {}
-        self._fd_offsets: dict[int, int] = {}
-        """Where the next write of each descriptor lands, as this instance saw it (for the record)."""
 
     # --- hooks ---------------------------------------------------------------
     def _fault(self, kind: str, path: str) -> None:
@@ -65,21 +50,6 @@ class Storage:
 
     def checkpoint(self, name: str) -> None:
         """A named crash point (``append.after_write``...). Tests override it to exit hard."""
-
-    def start_recording(self) -> None:
-        """Record every mutation from now on (see :attr:`ops`)."""
-        self._record = []
-
-    @property
-    def ops(self) -> list[StorageOp]:
-        """The recorded operations, oldest first (empty unless recording)."""
-        return list(self._record or [])
-
-    def _rec(self, op: StorageOp) -> None:
-        # One list append per operation, and each descriptor is one thread's at a time:
-        # the record and the maps need no lock of their own.
-        if self._record is not None:
-            self._record.append(op)
 
     # --- primitives ------------------------------------------------------------
     def open(self, path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
@@ -96,17 +66,11 @@ class Storage:
         except OSError as exc:
             raise _error("open", p, exc) from exc
         self._fd_paths[fd] = p
-        self._fd_offsets[fd] = os.lseek(fd, 0, os.SEEK_END) if flags & os.O_APPEND else 0
-        if flags & os.O_CREAT:
-            self._rec(StorageOp("create", p))
-        if flags & os.O_TRUNC:
-            self._rec(StorageOp("truncate", p, offset=0))
         return fd
 
     def close(self, fd: int) -> None:
         """Close ``fd`` (never raises)."""
         self._fd_paths.pop(fd, None)
-        self._fd_offsets.pop(fd, None)
         try:
             os.close(fd)
         except OSError:
@@ -127,11 +91,6 @@ class Storage:
                 written += n
         except OSError as exc:
             raise _error("write", path, exc) from exc
-        finally:
-            if written:
-                off = self._fd_offsets.get(fd, 0)
-                self._fd_offsets[fd] = off + written
-                self._rec(StorageOp("write", path, bytes(view[:written]), offset=off))
 
     def fsync(self, fd: int) -> None:
         """fsync ``fd``; failure raises :class:`DurabilityError` (never retried into success)."""
@@ -141,7 +100,6 @@ class Storage:
             os.fsync(fd)
         except OSError as exc:
             raise DurabilityError(f"fsync {path} failed: {exc.strerror}", errno=exc.errno) from exc
-        self._rec(StorageOp("fsync", path))
 
     def fsync_dir(self, path: str | os.PathLike[str]) -> None:
         """fsync a directory so renames and creations inside it are durable."""
@@ -155,7 +113,6 @@ class Storage:
                 os.close(fd)
         except OSError as exc:
             raise DurabilityError(f"fsync of directory {p} failed: {exc.strerror}", errno=exc.errno) from exc
-        self._rec(StorageOp("fsync_dir", p))
 
     def truncate(self, fd: int, size: int) -> None:
         """Truncate the open file to ``size`` bytes."""
@@ -165,8 +122,6 @@ class Storage:
             os.ftruncate(fd, size)
         except OSError as exc:
             raise _error("truncate", path, exc) from exc
-        self._fd_offsets[fd] = size
-        self._rec(StorageOp("truncate", path, offset=size))
 
     def replace(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         """``os.replace`` (atomic within one filesystem)."""
@@ -187,7 +142,6 @@ class Storage:
             move(s, d)
         except OSError as exc:
             raise _error(kind, d, exc) from exc
-        self._rec(StorageOp(kind, s, target=d))
 
     def unlink(self, path: str | os.PathLike[str], *, missing_ok: bool = True) -> None:
         """Delete a file."""
@@ -202,7 +156,6 @@ class Storage:
             return
         except OSError as exc:
             raise _error("unlink", p, exc) from exc
-        self._rec(StorageOp("unlink", p))
 
     def mkdir(self, path: str | os.PathLike[str]) -> None:
         """Create a directory and any missing parents, each made durable by fsyncing its parent.
@@ -226,7 +179,6 @@ class Storage:
                 continue
             except OSError as exc:
                 raise _error("mkdir", str(d), exc) from exc
-            self._rec(StorageOp("mkdir", str(d)))
             self.fsync_dir(d.parent)
 
     # --- composites ----------------------------------------------------------------

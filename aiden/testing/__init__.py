@@ -11,6 +11,8 @@ Everything here is deterministic and offline:
   real HTTP client (litellm, openai) can be exercised without a provider; it
   also answers ``/v1/embeddings`` with :func:`hashing_embedding` vectors.
 * :class:`HashingEmbedder` is a deterministic recall embedder (hashed words and trigrams).
+* :class:`RecordingStorage` records every filesystem mutation (:class:`StorageOp`) in
+  order, for power-loss replay.
 * :class:`MemorySessionStore` is an in-memory session store; the conformance
   suite every store backend must pass is :mod:`aiden.testing.conformance`
   (imported on its own: it needs hypothesis).
@@ -24,6 +26,7 @@ from __future__ import annotations
 from aiden.testing.embedding import HashingEmbedder, hashing_embedding
 from aiden.testing.llm_server import FakeLLMServer, RecordedRequest, Responder
 from aiden.testing.memstore import MemorySessionStore
+from aiden.testing.recording import RecordingStorage, StorageOp
 from aiden.testing.summarizers import (
     FailingSummarizer,
     GatedSummarizer,
@@ -41,9 +44,11 @@ __all__ = [
     "HashingEmbedder",
     "MemorySessionStore",
     "RecordedRequest",
+    "RecordingStorage",
     "Responder",
     "ScriptedSummarizer",
     "SlowSummarizer",
+    "StorageOp",
     "default_summary_text",
     "hashing_embedding",
 ]

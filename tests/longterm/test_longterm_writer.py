@@ -17,7 +17,7 @@ from aiden.longterm.writer import FileSummaryRows, SessionSummaryWriter
 from aiden.storage.fs import TEMP_MARKER, Storage
 from aiden.storage.layout import Layout
 from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
-from aiden.testing import FailingSummarizer
+from aiden.testing import FailingSummarizer, RecordingStorage
 
 pytestmark = pytest.mark.anyio
 
@@ -64,9 +64,9 @@ async def test_pre_compaction_merge_preserves_earlier_content_and_is_idempotent(
     assert again == second
 
 
-async def test_writes_are_atomic(layout: Layout, storage: Storage) -> None:
+async def test_writes_are_atomic(layout: Layout) -> None:
+    storage = RecordingStorage()
     writer = SessionSummaryWriter(layout, storage, ExtractiveSummarizer(), CFG)
-    storage.start_recording()
     await writer.merge_running_summary(REGION_1, now=2000.0)
     # The inter-process summaries lock file is created once (never replaced); it is not the write.
     ops = [(op.kind, Path(op.target or op.path).name) for op in storage.ops]

@@ -15,7 +15,7 @@ The model (per the storage contract aiden is written against):
   directory does not make its own entry in its parent durable.
 * The state before recording started is durable (the *baseline*).
 
-Ops come from :attr:`aiden.storage.fs.Storage.ops` (``start_recording``).
+Ops come from :attr:`aiden.testing.RecordingStorage.ops`.
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ import anyio
 
 import aiden
 from aiden import Config
-from aiden.storage.fs import Storage, StorageOp
 from aiden.storage.layout import Layout
-from aiden.testing import ScriptedSummarizer, SlowSummarizer
+from aiden.testing import RecordingStorage, ScriptedSummarizer, SlowSummarizer, StorageOp
 from tests.reliability.harness import Verdict, check_views, read_root, tagged_event
 
 DIR = None  # baseline marker for a directory
@@ -362,7 +361,7 @@ async def make_baseline(root: Path, rng: random.Random, rec: Recording) -> None:
 
 async def record_workload(
     root: Path,
-    storage: Storage,
+    storage: RecordingStorage,
     *,
     seed: int,
     baseline: bool = True,
@@ -376,7 +375,6 @@ async def record_workload(
     if baseline:
         await make_baseline(root, rng, rec)
     rec.baseline = capture_baseline(root)
-    storage.start_recording()
     async with aiden.open_memory(
         root, config=PL_CONFIG, storage=storage, summarizer=SlowSummarizer(0.004)
     ) as m:

@@ -16,8 +16,7 @@ import pytest
 
 import aiden
 from aiden.storage.eventlog import HIGH_WATER_NAME
-from aiden.storage.fs import Storage
-from aiden.testing import GatedSummarizer, ScriptedSummarizer
+from aiden.testing import GatedSummarizer, RecordingStorage, ScriptedSummarizer
 from tests.reliability.harness import report, tagged_event
 from tests.reliability.powerloss import (
     PL_CONFIG,
@@ -50,7 +49,7 @@ def sample_prefixes(rec: Recording, k: int, seed: int) -> list[int]:
 async def test_power_loss_replay(tmp_path: Path, seed: int, full_run: bool) -> None:
     root = tmp_path / "root"
     root.mkdir()
-    storage = Storage()
+    storage = RecordingStorage()
     rec = await record_workload(root, storage, seed=seed)
     acked_in_run = sum(1 for _, idx in rec.acks.values() if idx > 0)
     if full_run:
@@ -94,9 +93,8 @@ async def test_power_loss_on_a_fresh_root_keeps_acknowledged_events(tmp_path: Pa
     """
     root = tmp_path / "root"
     root.mkdir()
-    storage = Storage()
+    storage = RecordingStorage()
     rec = Recording(root, capture_baseline(root), [])
-    storage.start_recording()
     rng = random.Random(1)
     async with aiden.open_memory(root, config=PL_CONFIG, storage=storage, summarizer=ScriptedSummarizer()) as m:
         for i in range(3):
@@ -126,8 +124,7 @@ async def test_power_loss_during_first_rotation_keeps_the_closed_session(tmp_pat
             rec.acks[f"b:{i}"] = (ev.seq, 0)
             rec.attempted.add(f"b:{i}")
     rec.baseline = capture_baseline(root)
-    storage = Storage()
-    storage.start_recording()
+    storage = RecordingStorage()
     async with aiden.open_memory(root, config=PL_CONFIG, storage=storage, summarizer=ScriptedSummarizer()) as m:
         await m.rotate("first")
     rec.ops = storage.ops
@@ -138,7 +135,7 @@ async def test_power_loss_during_first_rotation_keeps_the_closed_session(tmp_pat
     assert not result.verdict.lost, result.failing
 
 
-class _FsyncHeldUntilHighWater(Storage):
+class _FsyncHeldUntilHighWater(RecordingStorage):
     """Holds the fsync of an append tagged INFLIGHT until a seq high-water mark is written (at most
     5 s): a compaction's trim then reads that append's line before it is on disk."""
 
@@ -174,7 +171,6 @@ async def test_power_loss_while_a_trim_reads_an_unsynced_append_reports_no_loss(
     root.mkdir()
     storage = _FsyncHeldUntilHighWater()
     rec = Recording(root, capture_baseline(root), [])
-    storage.start_recording()
     rng = random.Random(3)
     gated = GatedSummarizer()
     async with aiden.open_memory(root, config=PL_CONFIG, storage=storage, summarizer=gated) as m:

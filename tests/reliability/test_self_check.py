@@ -17,10 +17,10 @@ import pytest
 from aiden import Config, SessionEvent
 from aiden.events import encode_event
 from aiden.storage import chunks as cs
-from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.protocol import Snapshot
 from aiden.storage.session import FileSessionStore
+from aiden.testing import RecordingStorage
 from tests.reliability.harness import (
     check,
     hot_lines,
@@ -76,7 +76,7 @@ class CountMergeStore(FileSessionStore):
             self.events_lock.release()
 
 
-class NoDirFsyncStorage(Storage):
+class NoDirFsyncStorage(RecordingStorage):
     """(b) Never fsyncs a directory: renames and creations are never made durable."""
 
     def fsync_dir(self, path: object) -> None:  # type: ignore[override]

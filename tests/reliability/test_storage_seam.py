@@ -13,7 +13,8 @@ writes dulwich makes later through an open ``Repo`` (objects, refs) are not visi
 The walk is name-based: ``.replace(x)`` / ``.rename(x)`` with one positional argument and no
 keywords is taken as ``Path.replace``/``Path.rename`` (``str.replace`` takes two arguments,
 ``msgspec.structs.replace`` takes keywords), and a call on a receiver named ``storage``,
-``_storage`` or ``st`` is a call of the seam itself (that is what those names hold in aiden).
+``_storage`` or ``st`` is a call of the seam itself (that is what those names hold in aiden), and so is
+one on ``super()`` (a Storage subclass of the testing kit extending it).
 An ``os.open`` mutates only with ``O_CREAT``/``O_TRUNC``; writing through the fd is ``os.write``.
 """
 
@@ -117,6 +118,8 @@ def _mutation(call: ast.Call) -> str | None:
         return name
     if owner.rsplit(".", 1)[-1] in _SEAM_RECEIVERS:
         return None
+    if isinstance(func.value, ast.Call) and _dotted(func.value.func) == "super":
+        return None  # a Storage subclass (the testing kit's RecordingStorage) calling the seam it extends
     if owner == "os":
         if attr in _OS_MUTATORS:
             return name
@@ -170,7 +173,7 @@ Path(p).write_text("x"); p.unlink(); p.mkdir(); p.rename(q); p.touch()
 "a-b".replace("-", "_"); msgspec.structs.replace(x, y=1)
 open(p, "w"); open(p, "rb"); open(p, mode="a"); p.open("r+")
 os.open(p, os.O_WRONLY | os.O_CREAT); os.open(p, os.O_RDWR); os.fdopen(fd, "wb")
-sqlite3.connect(db); tempfile.mkdtemp(); self._storage.unlink(p); storage.mkdir(d)
+sqlite3.connect(db); tempfile.mkdtemp(); self._storage.unlink(p); storage.mkdir(d); super().unlink(p)
 """
     calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)]
     found = sorted(w for w in map(_mutation, calls) if w is not None)

@@ -19,10 +19,9 @@ import pytest
 import aiden
 from aiden import Config, SessionEvent
 from aiden.events import encode_event
-from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes, scan
 from aiden.storage.layout import Layout
-from aiden.testing import ScriptedSummarizer
+from aiden.testing import RecordingStorage, ScriptedSummarizer
 from tests.helpers import SMALL_MANUAL
 from tests.reliability.harness import check, read_root, report, tag_of, tagged_event
 
@@ -164,8 +163,7 @@ async def test_a_torn_tail_is_cut_in_place_without_a_copy_of_the_log(tmp_path: P
     events = Layout(tmp_path).events
     whole = events.read_bytes()
     events.write_bytes(whole + b'{"type": "user_input", "content": "torn')
-    storage = Storage()
-    storage.start_recording()
+    storage = RecordingStorage()
     async with aiden.open_memory(tmp_path, config=SMALL_MANUAL, storage=storage) as memory:
         assert len(await memory.hot_window()) == 50
         report = memory.recovery
