@@ -370,7 +370,7 @@ class LayerSection(msgspec.Struct, frozen=True):
 
     def render(self) -> str:
         """The section's paragraph."""
-        return "\n".join([self.heading, *(item.text for item in self.items)])
+        return "\n".join([*([self.heading] if self.heading else []), *(item.text for item in self.items)])
 
 
 class LongTermText(str):
@@ -395,14 +395,16 @@ def fit_long_term_layer(layer: str, budget: int, estimate: Callable[[str], int] 
     """The long-term layer cut to ``budget`` tokens for one prompt.
 
     The cut keeps a :class:`LongTermText`'s sections in order and each one's newest items first, with
-    the section's heading; a section without items, or a text given as a plain string, is one item.
+    the section's heading; a section without items is one item. A plain string (a caller's own
+    layer, or aiden's after a string operation) is taken as its paragraphs, each one's ``-`` items
+    listed oldest first.
     A last line says how many items were left out. Deterministic; the result's estimate is at most
     ``budget`` (``""`` when not even that line fits).
     """
     text = layer.strip()
     if estimate(text) <= budget:
         return text
-    sections = layer.sections if isinstance(layer, LongTermText) else (LayerSection(text),)
+    sections = layer.sections if isinstance(layer, LongTermText) else _sections_of(text)
     # (section, item index or -1 for a section without items), in the order they are kept.
     order = [
         (n, i)
@@ -433,3 +435,21 @@ def fit_long_term_layer(layer: str, budget: int, estimate: Callable[[str], int] 
         else:
             hi = mid - 1
     return best
+
+
+def _sections_of(text: str) -> tuple[LayerSection, ...]:
+    """A layer given as plain text: its paragraphs, in order, each one's bullet items (an item runs to
+    the next bullet) taken as listed oldest first; a paragraph without bullets is a section of its own."""
+    sections: list[LayerSection] = []
+    for paragraph in re.split(r"\n[ \t]*\n", text):
+        lines = paragraph.strip("\n").splitlines()
+        starts = [i for i, line in enumerate(lines) if _BULLET.match(line.strip())]
+        if not starts:
+            if lines:
+                sections.append(LayerSection("\n".join(lines)))
+            continue
+        items = ["\n".join(lines[a:b]) for a, b in zip(starts, [*starts[1:], len(lines)], strict=True)]
+        ages = range(len(items) - 1, -1, -1)
+        heading = "\n".join(lines[: starts[0]])
+        sections.append(LayerSection(heading, tuple(LayerItem(t, age) for t, age in zip(items, ages, strict=True))))
+    return tuple(sections)
