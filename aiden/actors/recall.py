@@ -9,8 +9,11 @@ indexed (and embedded) in the pass and a recall never embeds more than its query
 
 from __future__ import annotations
 
-from collections import deque
+import logging
+import sys
+from collections import Counter, deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, assert_never
 
 import anyio
@@ -19,7 +22,7 @@ from anyio.lowlevel import RunVar
 
 from aiden.actors.mailbox import Latest, failure
 from aiden.config import Config
-from aiden.errors import ClosedError
+from aiden.errors import AidenError, ClosedError
 from aiden.host import HostActor
 from aiden.messages import (
     CloseIndex,
@@ -43,6 +46,8 @@ from aiden.storage.layout import Layout
 from aiden.storage.protocol import ChangeFeed
 
 __all__ = ["RecallActor", "RecallSession"]
+
+log = logging.getLogger("aiden.recall")
 
 
 class RecallSession(NamedTuple):
@@ -70,6 +75,39 @@ class RecallActor(HostActor[RecallInbox, RecallOutbox, RecallSession]):
         # The open indexes, each with its session's counts before it opened (earlier instances:
         # the session parked while idle), so the telemetry stays "since the memory opened".
         self._open: dict[int, tuple[RecallIndex, RecallStats | None]] = {}
+        # The open memories of each database (two of one session on one root share it).
+        self._users: Counter[Path] = Counter()
+
+    def attach(self, key: int, session: RecallSession) -> None:
+        """Serve session ``key`` from now on (its runtime attaches it before its first request)."""
+        super().attach(key, session)
+        self._users[_db_path(session)] += 1
+
+    def detach(self, key: int) -> None:
+        """Serve session ``key`` no more (its memory closed): a PostgreSQL session's recall cache is deleted
+        once no other open memory uses it.
+
+        The cache lives while the memory is open, parked or not, so a worker serving thousands of
+        sessions over time keeps the files of those open only. The file store's stays with its session.
+        """
+        session = self._sessions.get(key)
+        super().detach(key)
+        if session is None:
+            return
+        path = _db_path(session)
+        self._users[path] -= 1
+        if self._users[path] > 0:
+            return
+        del self._users[path]
+        if path == session.layout.recall_db or key in self._open:
+            return  # (still open: a request outlived the close's timeout)
+        from aiden.recall.db import remove_database
+
+        try:
+            # A few unlinks, on the loop: the file is gone when the close returns.
+            remove_database(path, session.storage)
+        except AidenError as exc:
+            log.warning("recall: cannot remove %s: %s", path, exc)
 
     async def serve_queued(self, key: int, queue: deque[RecallInbox]) -> None:
         """Answer session ``key``'s next request."""
@@ -129,11 +167,21 @@ class RecallActor(HostActor[RecallInbox, RecallOutbox, RecallSession]):
                 session.config,
                 storage=session.storage,
                 embedder=session.embedder,
-                db_path=session.layout.recall_db,
+                db_path=_db_path(session),
             )
         )
         opened = self._open[key] = (index, session.stats.value)
         return opened
+
+
+def _db_path(session: RecallSession) -> Path:
+    """Where ``session``'s recall index lives: ``session/recall.sqlite3``, but a PostgreSQL session's own
+    file under ``recall/``, as a worker's root serves many sessions (one shared file showed each the others')."""
+    # A PostgresSessionStore instance means its module is loaded: looking there keeps psycopg out of file opens.
+    module = sys.modules.get("aiden.storage.postgres.store")
+    if module is not None and isinstance(session.feed, module.PostgresSessionStore):
+        return session.layout.recall_cache(session.feed.session_id)
+    return session.layout.recall_db
 
 
 _CLOSING: RunVar[anyio.CapacityLimiter] = RunVar("aiden_recall_closing")

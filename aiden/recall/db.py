@@ -15,7 +15,9 @@ import json
 import logging
 import os
 import sqlite3
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, Literal
 
@@ -39,6 +41,7 @@ __all__ = [
     "event_text",
     "insert_bulk",
     "is_corruption",
+    "remove_database",
 ]
 
 SCHEMA_VERSION: Final = 6
@@ -120,12 +123,73 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
+class _Shared:
+    """What every :class:`IndexDB` of one database file in this process shares: they take turns, and one
+    connection at a time is open.
+
+    SQLite names a database's -wal and -shm after its path and keeps one lock table per process: a
+    connection opened while another of the same process still holds a file replaced since would map
+    the same -shm and truncate it under the other (SIGBUS), or write its pages where the other's log
+    goes. So one connection per path, and every operation on the file (check, rebuild, search) in turn.
+    """
+
+    __slots__ = ("__weakref__", "connected", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.connected: IndexDB | None = None
+
+
+_SHARED: weakref.WeakValueDictionary[str, _Shared] = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared(path: str) -> _Shared:
+    key = os.path.realpath(path)
+    with _SHARED_LOCK:
+        shared = _SHARED.get(key)
+        if shared is None:
+            shared = _SHARED[key] = _Shared()
+        return shared
+
+
+def remove_database(path: str | os.PathLike[str], storage: Storage) -> bool:
+    """Delete the database at ``path`` with its -wal, -shm and -journal files (a recall cache no longer wanted).
+
+    False, deleting nothing, while an operation on it runs in this process (never waits: called on
+    the event loop); an :class:`IndexDB` that had it open creates it again at its next use. Raises
+    :class:`~aiden.errors.StorageError`.
+    """
+    shared = _shared(os.fspath(path))
+    if not shared.lock.acquire(blocking=False):
+        return False
+    try:
+        if shared.connected is not None:
+            shared.connected.close()
+        for name in _sidecars(os.fspath(path)):
+            storage.unlink(name, missing_ok=True)
+    finally:
+        shared.lock.release()
+    return True
+
+
+def _sidecars(base: str) -> list[str]:
+    return [base, base + "-wal", base + "-shm", base + "-journal"]
+
+
 class IndexDB:
-    """The open connection to the database at ``path`` and the counters derived from it (not thread-safe)."""
+    """The open connection to the database at ``path`` and the counters derived from it.
+
+    Not thread-safe: every call is made holding :attr:`lock`, shared by all instances on the same
+    file in this process.
+    """
 
     def __init__(self, path: str | os.PathLike[str], storage: Storage) -> None:
         self.path = os.fspath(path)
         self._storage = storage
+        self._shared = _shared(self.path)
+        self.lock = self._shared.lock
+        """Held around every use of this instance (and of any other on the same file)."""
         self.conn: sqlite3.Connection | None = None
         self._ident: tuple[int, int] | None = None
         self.token: ChangeToken | None = None
@@ -150,6 +214,8 @@ class IndexDB:
         if self.conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.close()
+        if self._shared.connected is self:
+            self._shared.connected = None
         self.conn = None
         self._ident = None
         self.token = None
@@ -171,6 +237,7 @@ class IndexDB:
     def create(self, reason: str) -> None:
         """Delete the database files and create an empty database (then fill it with a full sync)."""
         self.close()
+        self._take_turn()  # no connection of this process keeps a file about to be deleted
         try:
             for path in self._files():
                 if os.path.isdir(path) and not os.path.islink(path):
@@ -218,10 +285,18 @@ class IndexDB:
         self.conn, self._ident = conn, (st.st_dev, st.st_ino)
 
     def _files(self) -> list[str]:
-        base = self.path
-        return [base, base + "-wal", base + "-shm", base + "-journal"]
+        return _sidecars(self.path)
+
+    def _take_turn(self) -> None:
+        """Close the connection another instance has open on this file (see :class:`_Shared`): it opens
+        the file again, and reads its meta again, at its next use."""
+        other = self._shared.connected
+        if other is not None and other is not self:
+            other.close()
+        self._shared.connected = self
 
     def _connect(self) -> sqlite3.Connection:
+        self._take_turn()
         conn = sqlite3.connect(
             self.path,
             isolation_level=None,

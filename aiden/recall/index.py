@@ -9,7 +9,6 @@ import functools
 import itertools
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -51,7 +50,8 @@ class RecallIndex:
     ``db_path``, its directory created when missing; or a :class:`Layout`, whose files are the feed
     and where a missing ``session/`` means no active session (nothing indexed, nothing created).
 
-    Public methods are serialized by the instance lock; searches :meth:`sync` first. sqlite3 errors
+    Public methods are serialized by a lock shared with every index on the same file in this process
+    (several may follow one session); searches :meth:`sync` first. sqlite3 errors
     are raised as :class:`~aiden.errors.RecallError`, except that a corrupt database is rebuilt (once
     per call).
     """
@@ -79,7 +79,9 @@ class RecallIndex:
         self._config = config
         self._db = IndexDB(path, self._storage)
         self._hybrid = Hybrid(embedder) if embedder is not None else None
-        self._lock = threading.Lock()
+        # Shared with every index on the same file in this process: one of them rebuilding it must
+        # not pull the file from under another's connection (see IndexDB).
+        self._lock = self._db.lock
         self._closed = False
         self._recall_calls = 0
         self._results_returned = 0

@@ -108,6 +108,11 @@ class Layout:
         """Path of ``chunks/<chunk_id>.jsonl``; the id is validated first."""
         return self.chunks / f"{validate_id(chunk_id, what='chunk id')}.jsonl"
 
+    def recall_cache(self, session_id: str) -> Path:
+        """Path of ``recall/<session_id>.sqlite3``: the recall index of a session stored elsewhere (PostgreSQL),
+        one file per session as a worker's root serves many; the id is validated first."""
+        return self.memory / "recall" / f"{validate_id(session_id, what='session id')}.sqlite3"
+
     def archived_session(self, session_id: str) -> Path:
         """Path of ``session_archive/<session_id>``; the id is validated first."""
         return self.archive / validate_id(session_id, what="session id")

@@ -141,7 +141,7 @@ async def recall(dsn: str, session: str, root: str) -> None:
         store_factory=factory,
     ) as memory:
         await memory.recall_session_chunks("warmup")  # syncs the cache from the change feed
-        db = sqlite3.connect(Layout(Path(root)).recall_db)
+        db = sqlite3.connect(Layout(Path(root)).recall_cache(session))
         try:
             rows = db.execute(
                 "SELECT d.seq, c.chunk_id FROM docs d JOIN chunks c ON d.chunk = c.id WHERE d.seq IS NOT NULL"
