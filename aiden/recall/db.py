@@ -10,6 +10,7 @@ chunk arrives once from the store's :class:`~aiden.storage.protocol.ChangeFeed` 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -156,9 +157,9 @@ def _shared(path: str) -> _Shared:
 def remove_database(path: str | os.PathLike[str], storage: Storage) -> bool:
     """Delete the database at ``path`` with its -wal, -shm and -journal files (a recall cache no longer wanted).
 
-    False, deleting nothing, while an operation on it runs in this process (never waits: called on
-    the event loop); an :class:`IndexDB` that had it open creates it again at its next use. Raises
-    :class:`~aiden.errors.StorageError`.
+    False, deleting nothing, while an operation on it runs in this process or another process has it
+    open (never waits: called on the event loop); an :class:`IndexDB` of this process that had it open
+    creates it again at its next use. Raises :class:`~aiden.errors.StorageError`.
     """
     shared = _shared(os.fspath(path))
     if not shared.lock.acquire(blocking=False):
@@ -166,11 +167,37 @@ def remove_database(path: str | os.PathLike[str], storage: Storage) -> bool:
     try:
         if shared.connected is not None:
             shared.connected.close()
-        for name in _sidecars(os.fspath(path)):
-            storage.unlink(name, missing_ok=True)
+        # Every open connection holds a shared flock on the file (IndexDB._hold): another process's
+        # (a second worker on this directory serving the session) keeps it.
+        with _exclusive(os.fspath(path)) as free:
+            if not free:
+                return False
+            for name in _sidecars(os.fspath(path)):
+                storage.unlink(name, missing_ok=True)
     finally:
         shared.lock.release()
     return True
+
+
+@contextlib.contextmanager
+def _exclusive(path: str) -> Iterator[bool]:
+    """Whether ``path`` is free of other holders (True also when it is missing), held for the block."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield True
+        return
+    except OSError as exc:
+        raise StorageError(f"open {path}: {exc}") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def _sidecars(base: str) -> list[str]:
@@ -192,6 +219,7 @@ class IndexDB:
         """Held around every use of this instance (and of any other on the same file)."""
         self.conn: sqlite3.Connection | None = None
         self._ident: tuple[int, int] | None = None
+        self._hold: int | None = None  # a shared flock on the file while connected (see remove_database)
         self.token: ChangeToken | None = None
         """The change feed's position the database is synced to (None: not synced yet)."""
         self.next_doc = 1
@@ -216,6 +244,9 @@ class IndexDB:
                 self.conn.close()
         if self._shared.connected is self:
             self._shared.connected = None
+        if self._hold is not None:
+            os.close(self._hold)
+            self._hold = None
         self.conn = None
         self._ident = None
         self.token = None
@@ -283,6 +314,19 @@ class IndexDB:
     def _adopt(self, conn: sqlite3.Connection) -> None:
         st = os.stat(self.path)
         self.conn, self._ident = conn, (st.st_dev, st.st_ino)
+        # Says "in use" to a process removing the cache (remove_database). Best effort: a remover holding
+        # it this instant deletes the file, and the next use sees it replaced and rebuilds it.
+        if self._hold is not None:
+            os.close(self._hold)
+            self._hold = None
+        with contextlib.suppress(OSError):
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+            else:
+                self._hold = fd
 
     def _files(self) -> list[str]:
         return _sidecars(self.path)

@@ -20,6 +20,7 @@ seconds of its mtime (it may change again within the same tick).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -47,6 +48,8 @@ from aiden.storage.protocol import (
     Snapshot,
 )
 from aiden.storage.recovery import Recovery, displace_misplaced
+
+log = logging.getLogger("aiden.storage")
 
 __all__ = ["FileChangeFeed", "FileSessionStore"]
 
@@ -343,7 +346,10 @@ class FileSessionStore:
                 # The recall index is derived data of the active session: an archive is a log, never
                 # searched, and the index moved while open keeps its write-ahead log (most of its bytes).
                 for suffix in ("", "-wal", "-shm", "-journal"):
-                    storage.unlink(target / f"{lay.recall_db.name}{suffix}")
+                    try:
+                        storage.unlink(target / f"{lay.recall_db.name}{suffix}")
+                    except StorageError as exc:  # the rotation is done: a leftover costs only bytes
+                        log.warning("rotate: could not remove the archived recall index: %s", exc)
                 storage.fsync_dir(lay.archive)
                 storage.fsync_dir(lay.memory)
             storage.checkpoint("rotate.after_rename")

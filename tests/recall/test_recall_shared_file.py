@@ -72,3 +72,45 @@ def test_index_whose_file_another_rebuilt_searches_its_own_chunks(tmp_path: Path
     finally:
         first.close()
         second.close()
+
+
+_HOLDER = """
+import sys
+from aiden.config import Config
+from aiden.recall.index import RecallIndex
+from aiden.storage.fs import Storage
+from tests.recall.test_recall_shared_file import _session
+index = RecallIndex(_session("holderword"), Config(), db_path=sys.argv[1], storage=Storage())
+print(len(index.search("budget topic")), flush=True)
+sys.stdin.read()  # holds its connection until the test closes stdin
+index.close()
+"""
+
+
+def test_a_cache_another_process_has_open_is_not_removed(tmp_path: Path) -> None:
+    """A second worker process serving the same session on the directory keeps the file it uses."""
+    import subprocess
+    import sys
+
+    from aiden.recall.db import remove_database
+    from aiden.storage.fs import Storage
+
+    db_path = tmp_path / "recall.sqlite3"
+    root = Path(__file__).resolve().parents[2]
+    with subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(db_path)],
+        cwd=root,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        assert holder.stdout is not None and holder.stdin is not None
+        try:
+            assert holder.stdout.readline() == "1\n"
+            assert remove_database(db_path, Storage()) is False
+            assert db_path.exists()
+        finally:
+            holder.stdin.close()
+            assert holder.wait(timeout=30) == 0
+    assert remove_database(db_path, Storage()) is True
+    assert not db_path.exists()
