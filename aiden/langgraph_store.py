@@ -4,9 +4,10 @@ Needs the ``langgraph`` extra. An item ``(namespace, key)`` is the long-term ent
 ``lg-<hash of namespace and key>`` (namespace, key, JSON value and times in its content;
 ``ttl`` in minutes is its expiry). The agent's own entries appear in the namespace
 ``("memories",)`` with their id as key and ``{"type", "title", "content"}`` as value (a put
-there saves one; ``type`` defaults to ``fact``). ``search`` ranks by aiden's long-term search
-and leaves out items matching no word; ``filter`` compares as LangGraph's InMemoryStore does.
-Scores are None: no embeddings.
+there saves one; ``type`` defaults to ``fact``). A key there that is another namespace's item's id
+names nothing: a put raises ``MemoryEntryError`` and a delete does nothing. ``search`` ranks by
+aiden's long-term search and leaves out items matching no word; ``filter`` compares as
+LangGraph's InMemoryStore does. Scores are None: no embeddings.
 """
 
 from __future__ import annotations
@@ -298,15 +299,17 @@ class AidenStore(BaseStore):
     def _id(self, namespace: tuple[str, ...], key: str) -> str:
         return key if namespace == NATIVE_NAMESPACE else _entry_id(namespace, key)
 
-    async def _stored(self, namespace: tuple[str, ...], key: str) -> _Stored | None:
+    async def _read(self, namespace: tuple[str, ...], key: str) -> _Stored | None:
+        """The entry the item's id names, whichever item it holds (None when there is none)."""
         try:
             entry = await self._entries.get(self._id(namespace, key), now=time.time())
         except InvalidIdError:  # a native key that is no entry id names nothing
             return None
-        if entry is None:
-            return None
-        stored = _Stored(entry)
-        return stored if (stored.namespace, stored.key) == (namespace, key) else None
+        return None if entry is None else _Stored(entry)
+
+    async def _stored(self, namespace: tuple[str, ...], key: str) -> _Stored | None:
+        stored = await self._read(namespace, key)
+        return stored if stored is not None and (stored.namespace, stored.key) == (namespace, key) else None
 
     async def _get(self, op: GetOp) -> Item | None:
         stored = await self._stored(op.namespace, op.key)
@@ -339,11 +342,18 @@ class AidenStore(BaseStore):
         return [s.item(SearchItem) for s in page]
 
     async def _put(self, op: PutOp) -> None:
+        found = await self._read(op.namespace, op.key)
+        if op.namespace == NATIVE_NAMESPACE and found is not None and found.namespace != NATIVE_NAMESPACE:
+            # A native key is an entry id, and another namespace's item is an entry whose id anyone
+            # knowing its namespace and key can compute: a write here must not reach it (get doesn't).
+            if op.value is None:
+                return
+            raise MemoryEntryError(f"{op.key!r} is an item of another namespace, not an entry of {NATIVE_NAMESPACE}")
         if op.value is None:
             with contextlib.suppress(InvalidIdError):  # nothing is stored under a key that is no entry id
                 await self._entries.forget(self._id(op.namespace, op.key))
             return
-        old = await self._stored(op.namespace, op.key)
+        old = found if found is not None and (found.namespace, found.key) == (op.namespace, op.key) else None
         await self._save(op.namespace, op.key, dict(op.value), op.ttl, old.created_at if old else time.time())
 
     async def _refresh(self, stored: _Stored) -> None:
