@@ -17,8 +17,11 @@ writer's dedupe also holds across a restart; aiden holds the history, so no chec
 needed. With one, the messages up to the request's last AI message count as logged (they were,
 as they entered the thread): a restart replays none of them, and a thread resumed mid-run after
 a restart (``ainvoke(None)``) reopens the run of its last human message, still in the hot window.
-Only the async agent API is supported (aiden is async). LangChain is imported on first use; types
-at its boundary are ``Any`` (the middleware base class is generic over LangGraph state types).
+A memory is one conversation: the middleware serves the first LangGraph ``thread_id`` it is called
+in and raises ``AidenError`` in any other thread, before anything is sent or logged (calls without
+a ``thread_id`` are not checked). Only the async agent API is supported (aiden is async). LangChain
+is imported on first use; types at its boundary are ``Any`` (the middleware base class is generic
+over LangGraph state types).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import msgspec
 
 from aiden.adapters import checked, tool_schemas
 from aiden.context.prompt import PromptBuild, PromptLayers
+from aiden.errors import AidenError
 from aiden.openai_format import events_from_message
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
 
@@ -118,6 +122,7 @@ def middleware_class() -> type[Any]:
         convert_to_messages,
         convert_to_openai_messages,
     )
+    from langgraph.config import get_config
 
     class AidenMiddleware(AgentMiddleware):
         """aiden's prompt and log around every model and tool call of a LangChain agent."""
@@ -132,6 +137,26 @@ def middleware_class() -> type[Any]:
             self._logged: set[str] = set()
             self._question: tuple[str, Any] | None = None
             """The current run's human message: the text aiden logged, and LangChain's object."""
+            self._thread: str | None = None
+            """The LangGraph thread this middleware serves: the first ``thread_id`` it was called in."""
+
+        def _check_thread(self) -> None:
+            """Refuse a call in another LangGraph thread than the first one seen, before anything is sent or logged.
+
+            aiden's memory is one conversation: the model of any thread gets its prompt, so a second
+            thread would read the first one's conversation (LangGraph keeps each thread's own state
+            apart, so nothing would look wrong). A call without a ``thread_id`` is not checked.
+            """
+            thread = (get_config().get("configurable") or {}).get("thread_id")
+            if thread is None:
+                return
+            if self._thread is None:
+                self._thread = str(thread)
+            elif str(thread) != self._thread:
+                raise AidenError(
+                    f"AidenMiddleware serves LangGraph thread {self._thread!r}, not {str(thread)!r}: "
+                    "one memory holds one conversation; build an agent (and a middleware) per memory"
+                )
 
         async def _log(self, message: Any) -> None:
             """Append one LangChain message to aiden unless it was logged already."""
@@ -172,6 +197,7 @@ def middleware_class() -> type[Any]:
 
         async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
             """Log the new messages, send aiden's prompt instead of the state's, log the answer."""
+            self._check_thread()
             # Up to the last AI message, every message was logged when it entered the state (an answer
             # before LangGraph keeps it, the request's messages before that call): a checkpointed thread
             # replayed after a restart would start its old runs again, maybe in a new session.
@@ -235,6 +261,7 @@ def middleware_class() -> type[Any]:
             last message may be another tool's result, called beside the output tool). A message a
             middleware added to end the agent is the answer itself.
             """
+            self._check_thread()
             messages = state.get("messages") or ()
             if not self.memory.run_active or not messages:
                 return
@@ -249,6 +276,7 @@ def middleware_class() -> type[Any]:
 
         async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
             """Serve the recall tool from aiden; run any other tool and log its result."""
+            self._check_thread()
             call = request.tool_call
             if not self.memory.run_active and isinstance(request.state, dict):
                 await self._reopen(request.state.get("messages") or ())  # a thread resumed at its tool calls

@@ -14,7 +14,10 @@ Before every model request the processor logs the parts after the last model res
 ``message_history`` stored and reloaded to resume deferred tools; history that never went
 through aiden is not logged) -- system prompt and thinking parts never -- then returns
 aiden's prompt, ending in the current request's object so the run continues correctly.
-``result.all_messages()`` is therefore aiden's view. pydantic-ai is imported on first use.
+``result.all_messages()`` is therefore aiden's view. A memory is one conversation: the capability
+serves the first ``conversation_id`` a run is given and raises ``AidenError`` for a run of another,
+before anything is sent or logged (a run given none is not checked). pydantic-ai is imported on
+first use.
 """
 
 from __future__ import annotations
@@ -133,6 +136,7 @@ def history_class() -> type[Any]:
     """The ``AidenHistory`` class (a pydantic-ai ``ProcessHistory`` capability), built on first use."""
     from pydantic_ai import DeferredToolRequests
     from pydantic_ai.capabilities import ProcessHistory
+    from pydantic_ai.durable_exec import conversation_id_from_run_id
     from pydantic_ai.messages import (
         InstructionPart,
         ModelRequest,
@@ -218,6 +222,35 @@ def history_class() -> type[Any]:
             # came since the processor ran: the request after it is logged only when it is sent.
             self._messages: list[Any] = []
             self._responded = False
+            self._conversation: str | None = None
+            """The pydantic-ai conversation this capability serves: the first ``conversation_id`` given to a run."""
+
+        def get_default_conversation_id(self, run_id: str) -> str:
+            """The ``conversation_id`` of a run given none: derived from its run id, so it is known as no key.
+
+            pydantic-ai's own default, a random UUID7, could not be told from a caller's id. This is
+            what its durable-execution capabilities return.
+            """
+            return conversation_id_from_run_id(run_id)
+
+        def _check_conversation(self, ctx: Any) -> None:
+            """Refuse a run of another conversation than the first one seen, before anything is sent or logged.
+
+            aiden's memory is one conversation: the model of any run gets its prompt, so a second
+            conversation would read the first one's. A run given no ``conversation_id`` (its own
+            default, or one a history of such a run carries) is not checked.
+            """
+            conversation = ctx.conversation_id
+            runs = (ctx.run_id, *(m.run_id for m in ctx.messages))
+            if conversation is None or any(r and conversation == conversation_id_from_run_id(r) for r in runs):
+                return
+            if self._conversation is None:
+                self._conversation = conversation
+            elif conversation != self._conversation:
+                raise AidenError(
+                    f"AidenHistory serves conversation {self._conversation!r}, not {conversation!r}: "
+                    "one memory holds one conversation; build a capability (and an agent) per memory"
+                )
 
         async def _log_request_part(self, part: Any) -> None:
             match logged_key(part):
@@ -336,6 +369,7 @@ def history_class() -> type[Any]:
             (no dynamic part pydantic-ai would evaluate again), maybe none: the agent is asked for its
             own, for this run's dependencies; an agent without one keeps the history's.
             """
+            self._check_conversation(ctx)
             await super().before_run(ctx)
             self._messages, self._responded, self._system = [], False, ""
             if ctx.messages:

@@ -119,8 +119,10 @@ def test_the_on_disk_layout_names_every_file(tmp_path: Path) -> None:
     patterns = _layout_patterns()
     assert [f for f in files if not _documented(f, patterns)] == []
     # And nothing is listed that this root lacks, except what only a crash, a damaged file,
-    # a long history, more sessions than session_summaries_keep or an embedder would create.
+    # a long history, more sessions than session_summaries_keep, an embedder or a PostgreSQL
+    # session (its recall cache) would create.
     rare = {
+        "recall/*.sqlite3",
         "experience/vectors.msgpack",
         "last_recovery.json",
         "session/events.quarantine",
