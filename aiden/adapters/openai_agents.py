@@ -19,8 +19,10 @@ session.call_model_input_filter), hooks=session.usage_hooks())``. The log is nev
 * ``pop_item`` appends a retraction event (``meta[aiden.events.RETRACTS] = <seq>``);
   ``clear_session`` rotates the memory (nothing is deleted).
 
-One memory holds one conversation: ``session_id`` is only the SDK's label for it. The
-``agents`` package is imported only when a method needing it is first called.
+One memory holds one conversation, labelled by the ``session_id`` of the session that wrote it
+(``meta["agents_session"]`` of each event): a session with another ``session_id`` is refused
+(:class:`~aiden.errors.AidenError`) before it reads or writes anything. The ``agents`` package
+is imported only when a method needing it is first called.
 """
 
 from __future__ import annotations
@@ -487,7 +489,11 @@ def _shows_event(message: dict[str, Any], hot: Sequence[SessionEvent]) -> bool:
 
 
 class AidenSession:
-    """An OpenAI Agents SDK ``Session`` whose history is an aiden memory; it never closes ``memory``."""
+    """An OpenAI Agents SDK ``Session`` whose history is an aiden memory; it never closes ``memory``.
+
+    Every method refuses (:class:`~aiden.errors.AidenError`) a memory whose conversation another
+    ``session_id`` wrote: open one memory per ``session_id``.
+    """
 
     session_settings: SessionSettings | None = None
     """The SDK's per-session settings (``limit`` applies when ``get_items`` gets none)."""
@@ -525,7 +531,7 @@ class AidenSession:
             limit = getattr(self.session_settings, "limit", None)
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
             raise AidenError(f"limit must be an int or None, got {type(limit).__name__}")
-        hot = await self.memory.hot_window()
+        hot = await self._own_hot_window()
         built = checked(await self.memory.build_messages(), "AidenSession.get_items")
         view = cast("list[TResponseInputItem]", items_from_prompt(built.messages, hot))
         stored = {_fingerprint(item) for _, item in live_items(hot)}
@@ -544,6 +550,7 @@ class AidenSession:
         for event in events:  # each checked before any is stored: the run's begin and end append apart
             prepare_event(event, now=0.0, max_event_bytes=self.memory.config.max_event_bytes)
         async with self._lock:  # ordered with pop_item: a retraction never targets a half-added batch
+            await self._own_hot_window()
             fresh: list[SessionEvent] = []
             for event in events:
                 if self._pending and self._pending[0] == _key(event):
@@ -559,7 +566,7 @@ class AidenSession:
         A retracted item that was already compacted may still be mentioned by the summary.
         """
         async with self._lock:
-            hot = await self.memory.hot_window()
+            hot = await self._own_hot_window()
             live = live_items(hot)
             if not live or live[-1][0].seq < (await self.memory.chunk_index()).last_seq:
                 # Pinned events kept in the hot window can be older than compacted ones.
@@ -579,6 +586,7 @@ class AidenSession:
     async def clear_session(self) -> None:
         """Start an empty conversation: the memory rotates, the old session is archived (nothing deleted)."""
         async with self._lock:
+            await self._own_hot_window()
             await self.memory.rotate()
 
     # --- beyond the protocol ---------------------------------------------------------
@@ -606,7 +614,7 @@ class AidenSession:
             raise AidenError(f"data must be the SDK's CallModelData, got {type(data).__name__}")
         model_data = data.model_data
         async with self._lock:
-            hot = await self.memory.hot_window()
+            hot = await self._own_hot_window()
             unlogged = self._unlogged(model_data.input, hot)
             if unlogged:
                 events = [event_from_item(item, session_id=self.session_id) for item in unlogged]
@@ -627,6 +635,24 @@ class AidenSession:
             instructions, messages = str(messages[0]["content"]), messages[1:]
         items = cast("list[TResponseInputItem]", items_from_prompt(messages, hot))
         return ModelInputData(input=items, instructions=instructions)
+
+    async def _own_hot_window(self) -> list[SessionEvent]:
+        """The hot window; :class:`~aiden.errors.AidenError` when its events are labelled with another ``session_id``.
+
+        One memory is one conversation: a platform that opens a session per user id over one
+        memory would give one user's conversation to the other's model. The label is read from
+        the stored events (the session's root input stays in the hot window), so it holds across
+        objects, processes and restarts; a rotated (cleared) session has none yet, and neither
+        has one written before labels were stored: any ``session_id`` may take those.
+        """
+        hot = await self.memory.hot_window()
+        labels = {label for e in hot if isinstance(label := e.meta.get(SESSION_KEY), str)}
+        if labels - {self.session_id}:
+            raise AidenError(
+                f"AidenSession {self.session_id!r}: this memory holds the conversation of session_id "
+                f"{', '.join(map(repr, sorted(labels)))}; one memory holds one conversation: open a memory per session_id"
+            )
+        return hot
 
     async def _log(self, events: list[SessionEvent]) -> None:
         """Append ``events`` (the lock held): a user message begins a run, the final items end it.
@@ -727,7 +753,7 @@ class AidenSession:
 
     async def full_history(self) -> list[TResponseInputItem]:
         """Every item of the active session verbatim (compacted chunks rehydrated), retracted ones left out."""
-        events = await self._all_events(await self.memory.hot_window())
+        events = await self._all_events(await self._own_hot_window())
         return [cast("TResponseInputItem", item) for _, item in live_items(events)]
 
     async def _all_events(self, hot: list[SessionEvent]) -> list[SessionEvent]:

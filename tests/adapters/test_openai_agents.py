@@ -147,7 +147,7 @@ async def test_each_item_kind_round_trips_exactly(tmp_path: Path) -> None:
         assert hot[0].meta["agents_item"] == {"role": "user"}
         assert hot[4].meta["agents_slots"] == {"tool_args": "arguments"}
     async with aiden.open_memory(tmp_path, config=FAST) as memory:  # from disk, after reopening
-        view = await AidenSession(memory).get_items()
+        view = await AidenSession(memory, session_id="s1").get_items()
         # The session continues: its own summary (written at close) is no earlier session's knowledge.
         assert memory.long_term_layer == ""
         assert view == ITEMS
