@@ -100,3 +100,43 @@ def test_a_heading_before_pasted_errors_is_no_error_of_its_own() -> None:
     # Old code: "ERRORS:" was an error of its own (the demonstration SWE-agent quotes has it), once the
     # file views before it no longer filled the message's sentence budget.
     assert [e.error for e in structured.errors] == ["E999 IndentationError: unexpected indent"]
+
+
+def test_a_users_own_assignment_shaped_dated_or_semicolon_ended_lines_are_their_rules() -> None:
+    # r61-R finding 4: these lines go on in words; only code-shaped lines around them are pasted.
+    user = (
+        "Set up the worker service in worker/main.py.\n"
+        "PORT=11311 always, never 8080.\n"
+        "DATABASE_URL=postgres://db/prod must never be used in tests.\n"
+        "max_retries = 3 at most, never more.\n"
+        "2025-03-14 17:00 is the hard deadline.\n"
+        "Never touch the migrations folder;\n"
+        "    retries = only_max(3)\n"
+        "return never_cached(rows);\n"
+        "2025-03-14 16:59:58,120 worker.main must never retry\n"
+    )
+    assert _session(user).user_preferences == (
+        "PORT=11311 always, never 8080.",
+        "DATABASE_URL=postgres://db/prod must never be used in tests.",
+        "max_retries = 3 at most, never more.",
+        "2025-03-14 17:00 is the hard deadline.",
+        "Never touch the migrations folder;",
+    )
+
+
+def test_a_message_made_only_of_pasted_lines_keeps_its_paths_and_commands() -> None:
+    # r61-R finding 5: the message has no sentence of the user's, but its command and paths are kept.
+    events = (
+        SessionEvent(type="user_input", seq=1, content="Set up the worker service in worker/main.py."),
+        SessionEvent(type="assistant_output", seq=2, content="I'll configure the worker."),
+        SessionEvent(
+            type="user_input",
+            seq=3,
+            content="$ python scripts/migrate.py --target /srv/app/db.sqlite\nimport worker.settings\n",
+        ),
+        SessionEvent(type="assistant_output", seq=4, content="Looking."),
+    )
+    structured = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="session_summary", events=events)).structured
+    assert structured is not None
+    assert structured.working_recipes == ("$ python scripts/migrate.py --target /srv/app/db.sqlite",)
+    assert structured.facts[-1] == "Key files: worker/main.py, scripts/migrate.py, /srv/app/db.sqlite"

@@ -109,3 +109,68 @@ def test_instructions_and_conditionals_are_no_failed_approaches() -> None:
     )
     assert summary["FAILED APPROACHES"] == ["I tried pinning pyarrow to 14.0.1 but the test still fails."]
     assert summary["USER PREFERENCES"] == ["Do not install packages with pip."]
+
+
+def test_never_or_always_before_a_verb_ending_in_ed_is_a_rule() -> None:
+    # r61-R finding 1: "exceed", "embed", "seed" ... end in "ed" but are no past participles.
+    summary = _sections(
+        _chat(
+            "Add retries to the HTTP client in client.py.",
+            "I'll add retries with backoff.",
+            "Never exceed 100 requests per minute. Never embed credentials in the repo.",
+            "OK.",
+            "Always seed the random generator. Never feed user input to eval. Always proceed with the dry run first.",
+            "OK.",
+            "I've never used Redis on this project.",
+        )
+    )
+    assert summary["USER PREFERENCES"] == [
+        "Never exceed 100 requests per minute.",
+        "Never embed credentials in the repo.",
+        "Always seed the random generator.",
+        "Never feed user input to eval.",
+        "Always proceed with the dry run first.",
+    ]
+
+
+def test_a_no_that_goes_on_to_redirect_is_a_correction() -> None:
+    # r61-R finding 2: a denial followed by what to do instead corrects the agent.
+    corrections = [
+        "No, I didn't mean port 8080, use 11311.",
+        "No, I didn't ask for a rewrite, just fix the bug.",
+        "Actually, I didn't want the logs deleted, restore them.",
+        "No, I'm not on macOS, I'm on Linux.",
+        "No, but use the staging DB instead.",
+    ]
+    turns = ["Set up the test server for client.py."]
+    for correction in corrections:
+        turns += ["I'll start the test server on port 8080.", correction]
+    summary = _sections(_chat(*turns))
+    assert summary["USER PREFERENCES"] == corrections
+    # The correction supersedes the agent's open plan ("Open: Plan: I'll start ... 8080" otherwise).
+    assert summary["OUTCOME"] == [
+        "Goal: Set up the test server for client.py.",
+        "Open: User: No, but use the staging DB instead.",
+    ]
+
+
+def test_a_hedge_after_a_stated_failure_keeps_the_failure() -> None:
+    # r61-R finding 3: a later clause's "might" / "whether" / "if" hedges that clause only; "broke my
+    # build" and "breaks my build" report a failure.
+    failures = [
+        "Upgrading pip didn't work; it might be a proxy issue.",
+        "Setting the flag didn't work, I'm not sure whether the config is loaded.",
+        "The job fails if the disk is full, we reverted the change.",
+        "I tried the patch and it broke my build.",
+        "Tried it, breaks my build.",
+    ]
+    turns = ["Fix the failing export job in export.py."]
+    for failure in failures:
+        turns += ["Let me look.", failure]
+    turns += [
+        "Let me look.",
+        "A command that did not work once will not work again unless you modify it. "
+        "If you run a command and it doesn't work, try another one.",
+    ]
+    summary = _sections(_chat(*turns))
+    assert summary["FAILED APPROACHES"] == failures

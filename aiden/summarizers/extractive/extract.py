@@ -469,6 +469,8 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
     sentences = split_sentences(content)
     prose = _substantive(sentences)
     if not prose:
+        if content != said:  # a message made only of pasted lines: they still name files and commands
+            _add_code_and_paths(collector, said)
         return  # "ok", "continue", "thanks": nothing to keep, not the open thread either
     if collector.goal is None and collector.goal_open and (goal := _goal(who, content, prose)):
         collector.goal = goal

@@ -32,15 +32,9 @@ Speaker = Literal["user", "assistant", "any"]
 
 
 _DAYS: Final = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|today|eod|eow|noon|midnight|end of|next week|the end"
-# "No, ..." or "Actually, ..." that goes on to deny something of the speaker answers a question
-# ("Nope, never been on a team", "No, I haven't tried it yet"); it corrects nothing.
-_ANSWER: Final = (
-    r"(?![,.!]?\s*(?:(?:i|we)(?:'ve|'m|'d)?\s+(?:\w+\s+)?(?:never|not|haven't|hasn't|hadn't|didn't|don't|wasn't|weren't)\b"
-    r"|never (?:been|had|done|tried|seen|heard|gone|met)\b|not (?:yet|really|at all)\b|but\b))"
-)
 # A correction that says it corrects ("Actually, ...", "No, I meant ...").
 _SAYS_CORRECTION: Final = (
-    rf"^(?:actually\b{_ANSWER}|no(?=[,!.]){_ANSWER}|nope\b{_ANSWER}|wait[,!]|correction\b|not quite\b|wrong\b)"
+    r"^(?:actually\b|no(?=[,!.])|nope\b|wait[,!]|correction\b|not quite\b|wrong\b)"
     r"|\b(?:that's wrong|that is wrong|that's not right|that is not right|that's incorrect|i meant|"
     r"not what i (?:asked|meant|wanted))\b"
     r"|^(?:不对|不是|其实|实际上|更正|错了|纠正)|我是说|我的意思是"
@@ -49,6 +43,35 @@ _CORRECTS: Final = re.compile(_SAYS_CORRECTION, re.IGNORECASE)
 _CORRECTION: Final = re.compile(
     rf"{_SAYS_CORRECTION}|\b(?:i said|should be|should have been)\b|应该是", re.IGNORECASE
 )
+# "No, ..." or "Actually, ..." that goes on to deny something of the speaker answers a question
+# ("Nope, never been on a team", "No, I haven't tried it yet"); it corrects nothing ...
+_DENIAL: Final = re.compile(
+    r"^(?:actually|no|nope)[,.!]?\s*(?=(?:i|we)(?:'ve|'m|'d)?\s+(?:\w+\s+)?"
+    r"(?:never|not|haven't|hasn't|hadn't|didn't|don't|wasn't|weren't)\b"
+    r"|never (?:been|had|done|tried|seen|heard|gone|met)\b|not (?:yet|really|at all)\b|but\b)",
+    re.IGNORECASE,
+)
+# ... unless an agent's user goes on to redirect: an imperative, "instead", "I meant", what it is instead
+# ("No, I didn't mean port 8080, use 11311", "No, I'm not on macOS, I'm on Linux"), or denies having
+# asked for what the agent did ("No, I never asked you to delete the tests"). A chat participant's
+# "No, I haven't, just been busy" is still an answer.
+_REDIRECT: Final = re.compile(
+    r"[,;:]\s*(?:(?:just|please|then|first|and|but)\s+)?(?:use|fix|restore|keep|put|switch|revert|undo|try|do|don't|make|"
+    r"stop|leave|add|remove|delete|run|go|deploy|change|set|rename|move|roll|point|write|install|pin|update)\b"
+    r"|\b(?:instead|rather|i meant|i said|it's|it is|i'm on|i am on|we're on|we are on"
+    r"|(?:didn't|did not|never) (?:mean|ask|asked|want|wanted|say|said|tell|told)|just)\b",
+    re.IGNORECASE,
+)
+
+
+def _says_correction(text: str, pattern: re.Pattern[str], *, named: bool) -> bool:
+    """True when ``pattern`` finds a correction in ``text``, a "No, ..." that answers a question aside."""
+    denial = _DENIAL.match(text)
+    if denial is not None and (named or _REDIRECT.search(text, denial.end()) is None):
+        text = text[denial.end() :]  # the answer's own words may still correct ("..., I said Memcached")
+    return pattern.search(text) is not None
+
+
 _PREFERENCE: Final = re.compile(
     r"\b(?:i prefer|i'd prefer|i would prefer|prefer(?:s|red)? \S+ (?:over|to)|i like|i'd like|i would like|i want|"
     r"i'd rather|i would rather|please (?:use|don't|do not|always|never|keep|avoid|stick|make sure|prefer)|"
@@ -80,8 +103,13 @@ _BINDING: Final = re.compile(rf"\b(?:{_BINDS})\b", re.IGNORECASE)
 _BOUND: Final = r"(?:at most|at least|no more than)(?= (?:\d|one|two|three|four|five|ten|once|twice|a|an)\b)"
 # A strong constraint also says "never" or "always", which a chat participant's musing uses as often as a
 # rule; before a past participle either tells what someone did ("never been on a team", "always wanted to").
+# The participles are listed: many bare verbs end in "ed" too ("never exceed", "always seed").
+_DID: Final = (
+    r"been|had|done|seen|heard|gone|met|known|got|gotten|used|wanted|liked|loved|enjoyed|tried|thought|felt|"
+    r"found|made|taken|played|visited|owned|dreamed|dreamt|wished|hoped|believed|admired|cared|worked|lived"
+)
 _CONSTRAINT_STRONG: Final = re.compile(
-    rf"\b(?:{_BINDS}|{_BOUND}|(?:never|always)(?! (?:been|had|done|seen|heard|gone|met|known|got|gotten|\w+ed)\b))\b"
+    rf"\b(?:{_BINDS}|{_BOUND}|(?:never|always)(?! (?:{_DID})\b))\b"
     r"|必须|务必|一定要|不得|禁止|不能|不要|永远不要|总是|截止|之前完成|前完成|最多|至少|只能|不允许",
     re.IGNORECASE,
 )
@@ -103,9 +131,12 @@ _DECISION: Final = re.compile(
 _REASON: Final = re.compile(
     r"\b(?:because|since|as|due to|so that|given that|given)\b|因为|由于|为了", re.IGNORECASE
 )
-# "Broke" or "breaks" as a failure takes an object ("broke the build", "breaks on Windows"); "take breaks",
-# "broke up" and "I'm broke" report none.
-_BROKE: Final = r"(?:broke|breaks)(?= (?:the|it|everything|something|anything|down|again|on|when|under)\b)"
+# "Broke" or "breaks" reports a failure ("it broke my build", "breaks on Windows"), except in "take breaks",
+# "lunch breaks", "broke up", "broke even" and "I'm broke".
+_BROKE: Final = (
+    r"(?<!\btake )(?<!\btakes )(?<!\btook )(?<!\btaking )(?<!\bshort )(?<!\blunch )(?<!\bcoffee )"
+    r"(?<!'m )(?<!\bam )(?<!\bwas )(?<!\bwere )(?<!'re )(?:broke|breaks)\b(?! (?:up|even)\b)"
+)
 # A chat participant's attempt is a failed one when the sentence says it failed; their "but" alone says
 # nothing ("I'm trying to stay positive, but it's tough"), an agent user's does ("tried clearing the
 # cache but the build is still red").
@@ -130,23 +161,29 @@ _STATED_FAILURE: Final = re.compile(
     re.IGNORECASE,
 )
 # A conditional, a habit or a guess states a rule or a hypothesis ("If it doesn't work, try another
-# command", "this will usually not work", "a command that did not work once will not work again
-# unless you modify it"), no failed attempt.
+# command", "this will usually not work"), no failed attempt; so does a generic subject ("a command that
+# did not work once will not work again").
 _UNASSERTED: Final = re.compile(
     r"\b(?:if|unless|in case|whether|otherwise|usually|often|sometimes|generally|typically|might)\b"
     r"|如果|假如|要是|万一|除非|通常|可能",
     re.IGNORECASE,
 )
+_GENERIC: Final = re.compile(r"^(?:a|an|any|every|each)\s+(?:[\w-]+\s+){1,3}?(?:that|which|who)\b", re.IGNORECASE)
+_CLAUSE_END: Final = re.compile(r"[,;:\u2014\uff0c\uff1b]")
 
 
 def _reports_failure(text: str, *, named: bool) -> bool:
-    """True for a sentence reporting a failed attempt. In a conditional or hedged sentence only a
-    main clause that names the attempt reports one ("I tried X but it fails if Y")."""
+    """True for a sentence reporting a failed attempt. A hedge or condition cancels what follows it in its
+    clause: "I tried X but it fails if Y" and "X didn't work; it might be Z" report one, "If X doesn't
+    work, ..." and "X will usually not work" none."""
     unasserted = _UNASSERTED.search(text)
     main = text if unasserted is None else text[: unasserted.start()]
     if (_TRIED_NAMED if named else _TRIED).search(main):
         return True
-    return unasserted is None and _STATED_FAILURE.search(text) is not None
+    if not main.strip() or _GENERIC.match(text):
+        return False  # the sentence opens with its condition, or speaks of any such thing
+    # Each clause up to its own hedge ("X didn't work; it might be Z", "reverted it because it often crashed").
+    return any(_STATED_FAILURE.search(_UNASSERTED.split(clause, 1)[0]) for clause in _CLAUSE_END.split(text))
 
 
 _RESOLUTION: Final = re.compile(
@@ -248,7 +285,7 @@ def classify_sentence(sentence: str, *, speaker: Speaker = "any", named: bool = 
         return "question"
     user_like = speaker != "assistant"
     if user_like:
-        if _CORRECTION.search(text):
+        if _says_correction(text, _CORRECTION, named=named):
             return "correction"
         if _PREFERENCE.search(text):
             return "preference"
@@ -286,7 +323,7 @@ def sets_a_rule(kind: SentenceKind, sentence: str, *, named: bool) -> bool:
     constraint that binds as said by anyone (a must, a deadline, a prohibition).
     """
     if kind == "correction":
-        return not named or _CORRECTS.search(sentence) is not None
+        return not named or _says_correction(sentence, _CORRECTS, named=True)
     if named:
         return kind == "constraint" and _BINDING.search(sentence) is not None
     return kind in ("preference", "constraint")
@@ -418,25 +455,48 @@ _PASTED: Final = re.compile(
     r"go: downloading )|^\s*(?:Compiling|Downloaded|Fresh|Checking) [\w-]+ v\d[\w.+-]*(?: \(.*\))?$"
     r"|^\s*(?:Collecting|Obtaining|Downloading|Using cached|Uninstalling|Found existing installation:)\s+\S+"
     r"(?:\s+\([^)]*\))?\s*$"
-    # log lines: a timestamp or a level first
-    # (a person's "WARNING: never ..." is no log line: a logger brackets the level or names itself)
-    r"|^\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d|^\s*\[(?:DEBUG|INFO|WARN|WARNING|TRACE|NOTICE)\]|^(?:DEBUG|INFO|WARNING):[\w.]*:"
+    # log lines: a timestamp with a level or a logger's name after it, or a level first
+    # (a person's "WARNING: never ..." or "2025-03-14 17:00 is the deadline" is no log line: a logger
+    # brackets the level or names itself)
+    r"|^\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[\s|-]*"
+    r"(?:\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b|\[|[\w-]+(?:\.[\w-]+)+|[\w.-]+:\s)"
+    r"|^\s*\[(?:DEBUG|INFO|WARN|WARNING|TRACE|NOTICE)\]|^(?:DEBUG|INFO|WARNING):[\w.]*:"
     # tracebacks and diffs
     r"|^\s*Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+"
     r"|^(?:diff --git |index [0-9a-f]{7,}\.\.|@@ -\d|--- [ab]/|\+\+\+ [ab]/)"
-    # code by its shape: an assignment, a definition, an import, a statement or a block's head or end
-    r"|^[+-]?\s*(?:(?:const|let|var|val|auto|final)\s+)?[A-Za-z_$][\w.$]*(?:\[[^\]]*\])*\s*"
-    r"(?:[-+*/%&|^]|//|\*\*|<<|>>)?=(?!=)\s*\S"
+    # code by its shape: a definition, an import, a statement or a block's head or end
     r"|^[+-]?\s*(?:(?:async\s+)?def|class|fn|func|function)\s+\w+\s*[(<:{]"
     r"|^[+-]?\s*(?:import\s+[\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+)*\s*;?\s*$|from\s+[\w.]+\s+import\s+[\w*(])"
     r"|^[+-]?\s*(?:return|raise|throw|yield|assert|await)\s+[\w.]+\s*\("
     r"|^[+-]?\s*(?:else|try|finally|do)\s*[:{]\s*$|^[+-]?\s*@\w+(?:\.\w+)*(?:\(|\s*$)"
-    r"|^[+-]?\s*[)}\]]|[;{]\s*$|^[+-]?\s*(?://|/\*|\*/|#include\b|#define\b|#!)"
+    r"|^[+-]?\s*[)}\]]|\{\s*$|^[+-]?\s*(?://|/\*|\*/|#include\b|#define\b|#!)"
 )
+# An assignment ("limit = only_rows(max_rows)") is code when nothing but code follows its value; the
+# speaker's "PORT=11311 always, never 8080." goes on in words.
+_ASSIGNMENT: Final = re.compile(
+    r"^[+-]?\s*(?:(?:const|let|var|val|auto|final)\s+)?[A-Za-z_$][\w.$]*(?:\[[^\]]*\])*\s*"
+    r"(?:[-+*/%&|^]|//|\*\*|<<|>>)?=(?!=)\s*\S+(?P<rest>.*)$"
+)
+# Characters that prose does not use; a line ending in ";" is code only with one of them ("i++;",
+# "return f(x);"), or as a bare statement ("break;", "return x;"), not the speaker's "Never touch X;".
+# (an apostrophe inside a word is prose: "don't")
+_CODE_CHARS: Final = re.compile(r"[()\[\]{}=<>\"+*&|\\$`@#]|(?<!\w)'|'(?!\w)|\s/\s|->|::")
+_STATEMENT: Final = re.compile(r"^\s*\w+(?:\s+\w+)?\s*;\s*$")
+
+
+def _is_code(line: str) -> bool:
+    """True for an assignment or a ";"-ended line shaped like code all the way through."""
+    assignment = _ASSIGNMENT.match(line)
+    if assignment is not None:
+        rest = assignment.group("rest")
+        return not re.search(r"[^\W\d_]", rest) or _CODE_CHARS.search(rest) is not None
+    if line.rstrip().endswith(";"):
+        return _CODE_CHARS.search(line) is not None or _STATEMENT.match(line) is not None
+    return False
 
 
 def is_pasted_line(line: str) -> bool:
     """True for a line pasted from code, a terminal, a log or a diff (a numbered file view's line, an
     assignment, a prompt, a pip or npm line), not written by the speaker. An error report
     (``ValueError: ...``, ``npm ERR!``) is none: it reports what failed."""
-    return _PASTED.search(line) is not None and not is_strong_error_line(line)
+    return (_PASTED.search(line) is not None or _is_code(line)) and not is_strong_error_line(line)
