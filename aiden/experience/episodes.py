@@ -25,6 +25,8 @@ from aiden.lifecycle import Outcome
 from aiden.policy.scrub import redact_secrets, strip_screenshot_data
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL, reported_failure
 from aiden.recall.query import STOPWORDS
+from aiden.summarizers.mustkeep.classify import says_correction
+from aiden.summarizers.mustkeep.text import split_sentences
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -550,9 +552,16 @@ class EpisodeTracker:
                         timestamp=e.timestamp,
                         source=e.seq,
                     )
-            elif e.type == "user_input" and e.seq != self._root_seq and not e.synthetic and not self._acting:
-                # Before any answer or tool call a user message corrects nothing: it states the task
-                # (a demonstration or instructions first, the task after), which keys the episode.
+            elif (
+                e.type == "user_input"
+                and e.seq != self._root_seq
+                and not e.synthetic
+                and not self._acting
+                and not says_correction(next(iter(split_sentences(e.content)), ""))
+            ):
+                # Before any answer or tool call a user message states the task (a demonstration or
+                # instructions first, the task after), which keys the episode, unless it says it
+                # corrects it ("No wait, deploy to production"): a correction the learner weighs.
                 rec.restate(e.content, source=e.seq)
             elif e.type == "user_input" and e.seq != self._root_seq and not e.synthetic:
                 rec.correction(e.content, timestamp=e.timestamp, source=e.seq)

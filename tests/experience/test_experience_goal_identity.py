@@ -148,3 +148,15 @@ async def test_a_file_at_the_root_of_a_listing_is_no_navigation_record(tmp_path:
         await memory.learn_experience()
         titles = [r.title for r in await memory.experience_records("marshmallow") if r.kind == "navigation"]
     assert titles == ["fields.py is at src/marshmallow/fields.py"]
+
+
+async def test_a_correction_before_the_first_action_stays_a_correction(tmp_path: Path) -> None:
+    """'No wait, ...' before any tool call corrects the task (review of r61): it is not folded into the
+    goal, and, corrected, the run teaches no first-try procedure."""
+    async with aiden.open_memory(tmp_path, config=QUIET) as memory:
+        await memory.begin_run("Deploy the api service to staging.", environment="ops")
+        await memory.append(SessionEvent(type="user_input", content="No wait, deploy to production, not staging."))
+        await call(memory, "c1", "make deploy ENV=production", "deployed")
+        await memory.commit_run("Deployed to production.", outcome="success")
+        assert (await memory.learn_experience()).records == ()
+        assert await memory.experience_records("ops") == []

@@ -34,7 +34,7 @@ Speaker = Literal["user", "assistant", "any"]
 _DAYS: Final = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|today|eod|eow|noon|midnight|end of|next week|the end"
 # A correction that says it corrects ("Actually, ...", "No, I meant ...").
 _SAYS_CORRECTION: Final = (
-    r"^(?:actually\b|no(?=[,!.])|nope\b|wait[,!]|correction\b|not quite\b|wrong\b)"
+    r"^(?:actually\b|no(?=[,!.])|no,? wait\b|nope\b|wait[,!]|correction\b|not quite\b|wrong\b)"
     r"|\b(?:that's wrong|that is wrong|that's not right|that is not right|that's incorrect|i meant|"
     r"not what i (?:asked|meant|wanted))\b"
     r"|^(?:不对|不是|其实|实际上|更正|错了|纠正)|我是说|我的意思是"
@@ -62,6 +62,12 @@ _REDIRECT: Final = re.compile(
     r"|(?:didn't|did not|never) (?:mean|ask|asked|want|wanted|say|said|tell|told)|just)\b",
     re.IGNORECASE,
 )
+
+
+def says_correction(sentence: str) -> bool:
+    """True when ``sentence`` says it corrects what was said or done before ("No, use 11311", "Actually,
+    ...", "No wait, ...", "I meant ..."); a "No, ..." that answers a question is none."""
+    return _says_correction(_FILLER.sub("", sentence.strip()), _CORRECTS, named=False)
 
 
 def _says_correction(text: str, pattern: re.Pattern[str], *, named: bool) -> bool:
