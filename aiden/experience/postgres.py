@@ -4,8 +4,8 @@ Keyed by the store's long-term namespace, so every worker sharing it learns from
 and recalls the same records; the same contract as the files (checked by
 :mod:`aiden.testing.conformance_experience`). An episode's ``processed`` is NULL until what it
 taught is committed; :meth:`PgRecordStore.apply` upserts a batch in one transaction (the commit
-point). The records' vectors stay a per-worker cache under the memory's root. Every statement is a
-constant: values only ever travel as parameters.
+point). The records' vectors stay a per-worker cache under the memory's root, one file per
+namespace. Every statement is a constant: values only ever travel as parameters.
 """
 
 from __future__ import annotations
@@ -272,7 +272,11 @@ class PgRecordStore(RecordBackend):
 def experience_backends(
     store: PostgresSessionStore, layout: Layout, storage: Storage, embedder: Embedder | None
 ) -> tuple[PgEpisodeStore, PgRecordStore]:
-    """The experience backends of a memory on ``store`` (vectors cached under ``layout`` with an embedder)."""
-    db = LongTermDb(store.pool, store.long_term_namespace, store.session_id, store.ensure_ready, _SCHEMA, None)
-    vectors = RecordVectors(embedder, layout.experience_vectors, storage) if embedder is not None else None
+    """The experience backends of a memory on ``store`` (with an embedder, the records' vectors cached in
+    ``experience/vectors/<namespace>.msgpack`` under ``layout``)."""
+    namespace = store.long_term_namespace
+    db = LongTermDb(store.pool, namespace, store.session_id, store.ensure_ready, _SCHEMA, None)
+    # One file per namespace: a worker's root serves many, and a save keeps its own namespace's records only.
+    path = layout.experience / "vectors" / f"{namespace}.msgpack"
+    vectors = RecordVectors(embedder, path, storage) if embedder is not None else None
     return PgEpisodeStore(db), PgRecordStore(db, vectors, lock_timeout_s=store.config.lock_timeout_s)

@@ -3,9 +3,10 @@
 BM25 over the rows' terms, fused with vector similarity by reciprocal rank when there is an
 embedder (the chunk recall's fusion and parameters); then each task's working step before its
 failures. The vectors are keyed by record id and :func:`text_key`, so a changed record or model is
-embedded again without opening a record file; kept in ``experience/vectors.msgpack`` so a reopened
-memory does not embed every record again. A bad file is ignored (one warning) and rewritten; the
-last of two writers wins whole (atomic replace). Any fault in the vectors or the embedder is a
+embedded again without opening a record file; kept in ``experience/vectors.msgpack`` (on a
+PostgreSQL root, ``experience/vectors/<namespace>.msgpack``) so a reopened memory does not embed
+every record again. A bad file is ignored (one warning) and rewritten; the last of two writers wins
+whole (atomic replace). Any fault in the vectors or the embedder is a
 :class:`~aiden.errors.RecallError`, on which recall stays lexical.
 """
 
@@ -264,6 +265,8 @@ class RecordVectors:
             if dimensions < 1:
                 return False
             data = _encoder.encode(_VectorsFile(VECTORS_VERSION, model, dimensions, entries))
+            # A PostgreSQL memory's root has no experience folder of records to put it in.
+            self._storage.mkdir(self.path.parent)
             self._storage.write_atomic(self.path, data)
             self.dirty = False
             return True
