@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
@@ -77,11 +78,20 @@ class RecallActor(HostActor[RecallInbox, RecallOutbox, RecallSession]):
         self._open: dict[int, tuple[RecallIndex, RecallStats | None]] = {}
         # The open memories of each database (two of one session on one root share it).
         self._users: Counter[Path] = Counter()
+        # Sessions whose first request first sweeps their root's recall caches (see attach).
+        self._sweeps: dict[int, Path] = {}
 
     def attach(self, key: int, session: RecallSession) -> None:
-        """Serve session ``key`` from now on (its runtime attaches it before its first request)."""
+        """Serve session ``key`` from now on (its runtime attaches it before its first request).
+
+        The first PostgreSQL session of a root in this process removes, at its first request (a recall, its
+        parking or its close), the recall caches there that no process has open: a killed process's.
+        """
         super().attach(key, session)
-        self._users[_db_path(session)] += 1
+        path = _db_path(session)
+        self._users[path] += 1
+        if path != session.layout.recall_db and _claim(path.parent):
+            self._sweeps[key] = path.parent
 
     def detach(self, key: int) -> None:
         """Serve session ``key`` no more (its memory closed): a PostgreSQL session's recall cache is deleted
@@ -92,6 +102,9 @@ class RecallActor(HostActor[RecallInbox, RecallOutbox, RecallSession]):
         """
         session = self._sessions.get(key)
         super().detach(key)
+        unswept = self._sweeps.pop(key, None)
+        if unswept is not None:
+            _unclaim(unswept)  # (no request came through: the next session there sweeps)
         if session is None:
             return
         path = _db_path(session)
@@ -119,6 +132,11 @@ class RecallActor(HostActor[RecallInbox, RecallOutbox, RecallSession]):
         await self.reply(reply)
 
     async def _handle(self, key: int, msg: RecallInbox) -> RecallOutbox:
+        sweep = self._sweeps.pop(key, None)
+        if sweep is not None:  # (popped at its detach: attached still)
+            # Kept: the caches of the sessions served here, open or not (a parked one's file is closed).
+            keep = {path.name for path in self._users if path.parent == sweep}
+            await _sweep(sweep, self._sessions[key].storage, keep)
         if isinstance(msg, CloseIndex):
             opened = self._open.pop(key, None)
             if opened is not None:
@@ -182,6 +200,38 @@ def _db_path(session: RecallSession) -> Path:
     if module is not None and isinstance(session.feed, module.PostgresSessionStore):
         return session.layout.recall_cache(session.feed.session_id)
     return session.layout.recall_db
+
+
+_SWEPT: set[Path] = set()
+"""The recall cache directories of this process's roots swept of a killed process's caches (see :meth:`RecallActor.attach`)."""
+_SWEPT_LOCK = threading.Lock()  # hosts on other event loops (threads) attach too
+
+
+def _claim(directory: Path) -> bool:
+    """True the first time ``directory`` is claimed in this process: the caller sweeps it."""
+    with _SWEPT_LOCK:
+        if directory in _SWEPT:
+            return False
+        _SWEPT.add(directory)
+        return True
+
+
+def _unclaim(directory: Path) -> None:
+    with _SWEPT_LOCK:
+        _SWEPT.discard(directory)
+
+
+async def _sweep(directory: Path, storage: Storage, keep: set[str]) -> None:
+    """Remove the recall caches in ``directory`` that no process has open but ``keep``, in a worker thread."""
+    from aiden.recall.db import remove_unheld
+
+    try:
+        removed = await anyio.to_thread.run_sync(remove_unheld, directory, storage, keep)
+    except AidenError as exc:
+        log.warning("recall: cannot clear %s of caches left by killed processes: %s", directory, exc)
+        return
+    if removed:
+        log.info("recall: removed %d caches no process had open from %s", len(removed), directory)
 
 
 _CLOSING: RunVar[anyio.CapacityLimiter] = RunVar("aiden_recall_closing")

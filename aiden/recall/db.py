@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
@@ -43,6 +43,7 @@ __all__ = [
     "insert_bulk",
     "is_corruption",
     "remove_database",
+    "remove_unheld",
 ]
 
 SCHEMA_VERSION: Final = 6
@@ -161,18 +162,53 @@ def remove_database(path: str | os.PathLike[str], storage: Storage) -> bool:
     open (never waits: called on the event loop); an :class:`IndexDB` of this process that had it open
     creates it again at its next use. Raises :class:`~aiden.errors.StorageError`.
     """
-    shared = _shared(os.fspath(path))
+    return _remove(os.fspath(path), storage, close=True)
+
+
+def remove_unheld(directory: str | os.PathLike[str], storage: Storage, keep: Collection[str] = ()) -> list[str]:
+    """Delete every database in ``directory`` (``*.sqlite3``, with its -wal, -shm and -journal files) that no
+    process has open, but those named in ``keep``: the recall caches a killed process left. The names of
+    those deleted, sorted.
+
+    One an :class:`IndexDB` of this process or a connection of another process holds stays. Reads the
+    directory: call it from a worker thread. A file that cannot be deleted is logged and left.
+    """
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise StorageError(f"list {os.fspath(directory)}: {exc}") from exc
+    # By their database's name: a process killed while creating one may have left a sidecar alone.
+    bases = {n.removesuffix(s) for n in names for s in ("", "-wal", "-shm", "-journal") if n.endswith(".sqlite3" + s)}
+    removed = []
+    for base in sorted(bases.difference(keep)):
+        path = os.path.join(directory, base)
+        try:
+            if _remove(path, storage, close=False):
+                removed.append(base)
+        except StorageError as exc:
+            log.warning("recall: cannot remove %s: %s", path, exc)
+    return removed
+
+
+def _remove(path: str, storage: Storage, *, close: bool) -> bool:
+    """Delete ``path``'s files unless another process has it open; one this process has open is closed
+    first (``close``) or kept."""
+    shared = _shared(path)
     if not shared.lock.acquire(blocking=False):
         return False
     try:
         if shared.connected is not None:
+            if not close:
+                return False
             shared.connected.close()
         # Every open connection holds a shared flock on the file (IndexDB._hold): another process's
         # (a second worker on this directory serving the session) keeps it.
-        with _exclusive(os.fspath(path)) as free:
+        with _exclusive(path) as free:
             if not free:
                 return False
-            for name in _sidecars(os.fspath(path)):
+            for name in _sidecars(path):
                 storage.unlink(name, missing_ok=True)
     finally:
         shared.lock.release()
@@ -183,7 +219,8 @@ def remove_database(path: str | os.PathLike[str], storage: Storage) -> bool:
 def _exclusive(path: str) -> Iterator[bool]:
     """Whether ``path`` is free of other holders (True also when it is missing), held for the block."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # Non-blocking: a FIFO planted under the name must not hang the open.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         yield True
         return
