@@ -23,8 +23,8 @@ from aiden.context.summary_fit import fit_long_term_layer, fit_summary_layer
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.messages import CompactionOutcome
-from aiden.policy.cutpoints import compacted_turn_start
-from aiden.policy.tokens import BudgetCalibration, checked_tokens
+from aiden.policy.cutpoints import compacted_turn_start, shows_compacted_input
+from aiden.policy.tokens import BudgetCalibration, checked_tokens, estimate_event_tokens_by
 from aiden.policy.triggers import BoundaryDecision, trigger_threshold_tokens
 from aiden.storage.chunks import ChunkIndex
 
@@ -189,9 +189,8 @@ class Lifecycle:
     async def _gather(self, cfg: Config) -> tuple[_Snapshot, _Snapshot]:
         """The hot window and chunk index for this call's prompts, with the current turn's user input
         put back when a compaction cut inside the turn took it (seed 002: the prompt holds the current
-        task message); then the two as read. Put back verbatim only while the hot window's fixed
-        inputs with it stay under the compaction trigger; a larger one stays summarized (the turn
-        context), or no pass could get the prompt under the trigger."""
+        task message); then the two as read. Put back verbatim only while :func:`shows_compacted_input`
+        (a larger one stays summarized: the turn context)."""
         m = self._m
         # Hot window first: if a compaction commits between the reads, its events
         # appear twice (verbatim and summarized), never zero times.
@@ -212,8 +211,11 @@ class Lifecycle:
         task = self._task[1]
         if task is None or task.type != "user_input":
             return plain, plain
-        fixed = sum(m.estimate_text(e.content) for e in hot if e.seq < seq)  # the root input and pins
-        if fixed + m.estimate_text(task.content) >= trigger_threshold_tokens(cfg.context_window, cfg):
+        # Decided as the compaction planner decides (it counts the input only then), for the memory's
+        # trigger and this call's (a call to another model), whichever is lower.
+        kept = sum(estimate_event_tokens_by(e, m.estimate_text) for e in hot if e.seq < seq)  # root input, pins
+        trigger = min(trigger_threshold_tokens(cfg.context_window, cfg), trigger_threshold_tokens(self._window, m.config))
+        if not shows_compacted_input(kept, estimate_event_tokens_by(task, m.estimate_text), trigger):
             return plain, plain
         at = bisect.bisect_left([e.seq for e in hot], seq)
         return ([*hot[:at], task, *hot[at:]], index), plain

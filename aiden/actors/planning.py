@@ -27,7 +27,13 @@ from aiden import offload
 from aiden.config import Config
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
-from aiden.policy.cutpoints import CompactionPlan, SkipCompaction, compacted_turn_start, plan_compaction
+from aiden.policy.cutpoints import (
+    CompactionPlan,
+    SkipCompaction,
+    compacted_turn_start,
+    plan_compaction,
+    shows_compacted_input,
+)
 from aiden.policy.tokens import TokenCalibration, TokenProfile, apply_calibration, estimate_event_tokens
 from aiden.storage.chunks import ChunkIndex
 from aiden.storage.fs import Storage
@@ -131,7 +137,7 @@ class Planner:
             found = await anyio.to_thread.run_sync(self._read)
         snap, shown = found
         counts = self._counts.of(snap.events, self._profile, calibration)  # cached per event
-        tokens = sum(counts) + _shown_tokens(shown, snap.events, counts, target, self._profile, calibration)
+        tokens = sum(counts) + _shown_tokens(shown, snap.events, target, self._profile, calibration)
         return Survey(
             len(snap.events),
             snap.index,
@@ -223,21 +229,21 @@ class _ShownInput:
 def _shown_tokens(
     shown: SessionEvent | None,
     events: Sequence[SessionEvent],
-    counts: Sequence[int],
     target: int,
     profile: TokenProfile,
     calibration: TokenCalibration | None,
     compacted: frozenset[int] = frozenset(),
 ) -> int:
-    """What ``shown``, a compacted input, adds to the prompt: its estimate while it and the inputs
-    kept before it (root, pins: ``events`` before it, less the ``compacted`` seqs) stay under the
-    trigger ``target`` (the prompt shows it then), else 0."""
+    """What ``shown``, a compacted input, adds to the prompt: its calibrated estimate while prompts
+    show it (:func:`shows_compacted_input` of it and the inputs kept before it: ``events`` before it,
+    less the ``compacted`` seqs, against the trigger ``target``), else 0."""
     if shown is None:
         return 0
     n = estimate_event_tokens(shown, profile)
-    n = apply_calibration(n, calibration) if calibration is not None else n
-    fixed = sum(c for e, c in zip(events, counts, strict=True) if e.seq < shown.seq and e.seq not in compacted)
-    return n if fixed + n < target else 0
+    kept = (e for e in events if e.seq < shown.seq and e.seq not in compacted)
+    if not shows_compacted_input(sum(estimate_event_tokens(e, profile) for e in kept), n, target):
+        return 0
+    return apply_calibration(n, calibration) if calibration is not None else n
 
 
 def _plan(
@@ -251,14 +257,14 @@ def _plan(
 ) -> CompactionPlan | SkipCompaction:
     """:func:`plan_compaction` for a hot window under ``target`` with the current turn's input that
     prompts show again: the one already compacted (``shown``), or the one this cut would compact."""
-    extra = _shown_tokens(shown, events, counts, target, profile, calibration)
+    extra = _shown_tokens(shown, events, target, profile, calibration)
     plan = plan_compaction(events, config, target_tokens=max(1, target - extra), token_counts=counts)
     if extra or isinstance(plan, SkipCompaction) or not plan.cut_meta.is_split_turn:
         return plan
     start = plan.cut_meta.turn_start_seq
     cut = next((e for e in plan.turn_prefix if e.seq == start and e.type == "user_input"), None)
     compacted = frozenset(e.seq for e in plan.compacted)
-    extra = _shown_tokens(cut, events, counts, target, profile, calibration, compacted)
+    extra = _shown_tokens(cut, events, target, profile, calibration, compacted)
     if not extra:
         return plan
     return plan_compaction(events, config, target_tokens=max(1, target - extra), token_counts=counts)
@@ -301,7 +307,7 @@ def run_job(payload: bytes) -> bytes:
     done = Planned(
         event_count=len(snap.events),
         index_last_seq=snap.index.last_seq,
-        tokens=sum(counts) + _shown_tokens(shown, snap.events, counts, target, job.profile, job.calibration),
+        tokens=sum(counts) + _shown_tokens(shown, snap.events, target, job.profile, job.calibration),
         plan=None if isinstance(plan, SkipCompaction) else msgspec.structs.replace(plan, retained=()),
         skip=plan if isinstance(plan, SkipCompaction) else None,
     )

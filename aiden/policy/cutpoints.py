@@ -41,6 +41,7 @@ __all__ = [
     "is_leading_context",
     "legal_cut_points",
     "plan_compaction",
+    "shows_compacted_input",
 ]
 
 
@@ -456,3 +457,20 @@ def compacted_turn_start(hot: Sequence[SessionEvent], chunks: Sequence[_C]) -> t
         if seq > newest:
             return seq, chunk
     return None
+
+
+def shows_compacted_input(kept_tokens: int, input_tokens: int, trigger_tokens: int) -> bool:
+    """Whether prompts show again the current turn's user input that a cut inside its turn compacted
+    (see :func:`compacted_turn_start`): only while it and the inputs kept before it (the root input
+    and pins, ``kept_tokens``) stay under the compaction trigger, or no pass could get a prompt
+    showing it under the trigger; a larger input stays summarized (its turn context).
+
+    The prompt and the compaction planner both decide with this, counting the same way: the
+    uncalibrated :func:`~aiden.policy.tokens.estimate_event_tokens` of the memory's token profile.
+    Calibration cannot be shared: the planner's is the scheduler's per-model factor, the prompt's the
+    memory's budget check, each learned from reported usage as it reaches its side. The planner knows
+    only the memory's window (the scheduler's); a call to another model passes the smaller of its own
+    trigger and the memory's, so a prompt never shows an input the planner did not count (a smaller
+    model's prompt may leave out one the planner counted: smaller than planned, never larger).
+    """
+    return kept_tokens + input_tokens < trigger_tokens

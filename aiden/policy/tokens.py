@@ -34,6 +34,7 @@ __all__ = [
     "checked_tokens",
     "cut_to_tokens",
     "estimate_event_tokens",
+    "estimate_event_tokens_by",
     "estimate_tokens",
     "event_tokens",
     "observe",
@@ -316,8 +317,14 @@ def estimate_tokens(text: str, profile: TokenProfile = DEFAULT_PROFILE) -> int:
 
 def estimate_event_tokens(event: SessionEvent, profile: TokenProfile = DEFAULT_PROFILE) -> int:
     """Estimate the prompt cost of one event: content, tool arguments, tool name and framing."""
+    return estimate_event_tokens_by(event, lambda text: estimate_tokens(text, profile))
+
+
+def estimate_event_tokens_by(event: SessionEvent, estimate: Callable[[str], int]) -> int:
+    """:func:`estimate_event_tokens` with ``estimate`` counting each text (a memory's cached
+    :func:`estimate_tokens` of its profile counts as the profile does)."""
     texts = (event.content, event.tool_args or "", event.tool_name or "")
-    return MESSAGE_OVERHEAD_TOKENS + sum(estimate_tokens(text, profile) for text in texts)
+    return MESSAGE_OVERHEAD_TOKENS + sum(estimate(text) for text in texts)
 
 
 def event_tokens(events: Sequence[SessionEvent], profile: TokenProfile = DEFAULT_PROFILE) -> list[int]:
