@@ -2,18 +2,27 @@
 
 A framework user never sees ``PromptBuild.over_budget``, so every adapter keeps the last
 prompt it sent (``last_prompt``) and logs an overflow (:func:`checked`) rather than send it
-silently; :func:`tool_schemas` counts the framework's tools in the budget.
+silently; :func:`tool_schemas` counts the framework's tools in the budget. The LangChain and
+pydantic-ai adapters label the events they append with the conversation's id
+(:data:`CONVERSATION_KEY`) and refuse another one (:func:`conversation_labels`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 from aiden.context.prompt import PromptBuild
 
-__all__ = ["checked", "tool_schemas"]
+if TYPE_CHECKING:
+    from aiden.memory import Memory
+
+__all__ = ["CONVERSATION_KEY", "checked", "conversation_labels", "tool_schemas"]
+
+CONVERSATION_KEY: Final = "adapter_conversation"
+"""``meta`` key of the events the LangChain and pydantic-ai adapters append: the id of the conversation
+(LangGraph ``thread_id``, pydantic-ai ``conversation_id``) that wrote them."""
 
 _log = logging.getLogger("aiden.adapters")
 
@@ -23,6 +32,19 @@ def checked(built: PromptBuild, adapter: str) -> PromptBuild:
     if built.over_budget:
         _log.warning("%s: the prompt sent is over aiden's budget: %s", adapter, built.over_budget_reason)
     return built
+
+
+async def conversation_labels(memory: Memory, conversation: str) -> list[str]:
+    """The conversation ids other than ``conversation`` that label the events of ``memory``'s current session.
+
+    One memory is one conversation: a framework serving several over one memory would give one
+    user's conversation to another's model. The label is read from the stored events (a
+    session's root input stays in the hot window), so it holds across adapter objects, processes
+    and restarts. Events without one (an older store, the plain API) claim nothing, and a
+    rotated session has none yet: any conversation may take those.
+    """
+    hot = await memory.hot_window()
+    return sorted({label for e in hot if isinstance(label := e.meta.get(CONVERSATION_KEY), str)} - {conversation})
 
 
 def tool_schemas(tools: Iterable[Any]) -> list[dict[str, Any]]:

@@ -17,11 +17,12 @@ writer's dedupe also holds across a restart; aiden holds the history, so no chec
 needed. With one, the messages up to the request's last AI message count as logged (they were,
 as they entered the thread): a restart replays none of them, and a thread resumed mid-run after
 a restart (``ainvoke(None)``) reopens the run of its last human message, still in the hot window.
-A memory is one conversation: the middleware serves the first LangGraph ``thread_id`` it is called
-in and raises ``AidenError`` in any other thread, before anything is sent or logged (calls without
-a ``thread_id`` are not checked). Only the async agent API is supported (aiden is async). LangChain
-is imported on first use; types at its boundary are ``Any`` (the middleware base class is generic
-over LangGraph state types).
+A memory is one conversation: each event logged in a LangGraph thread carries its ``thread_id``
+(``meta["adapter_conversation"]``), and a call in another thread than the one the current session's
+events carry raises ``AidenError`` before anything is sent or logged, across middlewares, processes
+and restarts (calls without a ``thread_id`` are not checked and label nothing; a rotation frees
+it). Only the async agent API is supported (aiden is async). LangChain is imported on first use;
+types at its boundary are ``Any`` (the middleware base class is generic over LangGraph state types).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from aiden.adapters import checked, tool_schemas
+from aiden.adapters import CONVERSATION_KEY, checked, conversation_labels, tool_schemas
 from aiden.context.prompt import PromptBuild, PromptLayers
 from aiden.errors import AidenError
 from aiden.openai_format import events_from_message
@@ -102,10 +103,12 @@ def _tool_text(content: Any) -> str:
     return "\n".join(texts)
 
 
-def _with_ids(events: list[SessionEvent], message_id: str) -> list[SessionEvent]:
+def _with_ids(events: list[SessionEvent], message_id: str, meta: dict[str, Any]) -> list[SessionEvent]:
+    """``events`` with the message's event ids, and ``meta`` (its thread) added to their own."""
     base = EVENT_ID_PREFIX + message_id
     return [
-        msgspec.structs.replace(e, event_id=base if n == 0 else f"{base}:{n}") for n, e in enumerate(events)
+        msgspec.structs.replace(e, event_id=base if n == 0 else f"{base}:{n}", meta={**e.meta, **meta})
+        for n, e in enumerate(events)
     ]
 
 
@@ -137,25 +140,25 @@ def middleware_class() -> type[Any]:
             self._logged: set[str] = set()
             self._question: tuple[str, Any] | None = None
             """The current run's human message: the text aiden logged, and LangChain's object."""
-            self._thread: str | None = None
-            """The LangGraph thread this middleware serves: the first ``thread_id`` it was called in."""
 
-        def _check_thread(self) -> None:
-            """Refuse a call in another LangGraph thread than the first one seen, before anything is sent or logged.
-
-            aiden's memory is one conversation: the model of any thread gets its prompt, so a second
-            thread would read the first one's conversation (LangGraph keeps each thread's own state
-            apart, so nothing would look wrong). A call without a ``thread_id`` is not checked.
-            """
+        def _meta(self) -> dict[str, Any]:
+            """The ``meta`` of the events this call appends: its LangGraph thread, if it has one."""
             thread = (get_config().get("configurable") or {}).get("thread_id")
-            if thread is None:
-                return
-            if self._thread is None:
-                self._thread = str(thread)
-            elif str(thread) != self._thread:
+            return {} if thread is None else {CONVERSATION_KEY: str(thread)}
+
+        async def _check_thread(self) -> None:
+            """Refuse a call in another LangGraph thread than the one the memory's events are labelled with.
+
+            Before anything is sent or logged: the model of any thread gets aiden's prompt, so a
+            second thread would read the first one's conversation (LangGraph keeps each thread's own
+            state apart, so nothing would look wrong). A call without a ``thread_id`` is not checked.
+            """
+            thread = self._meta().get(CONVERSATION_KEY)
+            if thread is not None and (others := await conversation_labels(self.memory, thread)):
                 raise AidenError(
-                    f"AidenMiddleware serves LangGraph thread {self._thread!r}, not {str(thread)!r}: "
-                    "one memory holds one conversation; build an agent (and a middleware) per memory"
+                    f"AidenMiddleware serves LangGraph thread {', '.join(map(repr, others))}, not {thread!r}: "
+                    "one memory holds one conversation; open a memory (and build an agent with its middleware) "
+                    "per thread"
                 )
 
         async def _log(self, message: Any) -> None:
@@ -165,7 +168,7 @@ def middleware_class() -> type[Any]:
                 return
             if isinstance(message, HumanMessage):
                 text = str(message.text)
-                await self.memory.begin_run(text, event_id=EVENT_ID_PREFIX + message_id)
+                await self.memory.begin_run(text, event_id=EVENT_ID_PREFIX + message_id, meta=self._meta())
                 self._question = (text, message)
             else:
                 if isinstance(message, ToolMessage):
@@ -177,7 +180,8 @@ def middleware_class() -> type[Any]:
                     # Its content may hold thinking, reasoning or tool-call blocks, no chat-completions
                     # parts; the calls themselves are in tool_calls.
                     openai_message["content"] = str(message.text)
-                await self.memory.append_many(_with_ids(events_from_message(openai_message), message_id))
+                events = _with_ids(events_from_message(openai_message), message_id, self._meta())
+                await self.memory.append_many(events)
             # Only once stored: a message whose append failed is tried again at the next call.
             self._logged.add(message_id)
 
@@ -197,7 +201,7 @@ def middleware_class() -> type[Any]:
 
         async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
             """Log the new messages, send aiden's prompt instead of the state's, log the answer."""
-            self._check_thread()
+            await self._check_thread()
             # Up to the last AI message, every message was logged when it entered the state (an answer
             # before LangGraph keeps it, the request's messages before that call): a checkpointed thread
             # replayed after a restart would start its old runs again, maybe in a new session.
@@ -261,7 +265,7 @@ def middleware_class() -> type[Any]:
             last message may be another tool's result, called beside the output tool). A message a
             middleware added to end the agent is the answer itself.
             """
-            self._check_thread()
+            await self._check_thread()
             messages = state.get("messages") or ()
             if not self.memory.run_active or not messages:
                 return
@@ -276,7 +280,7 @@ def middleware_class() -> type[Any]:
 
         async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
             """Serve the recall tool from aiden; run any other tool and log its result."""
-            self._check_thread()
+            await self._check_thread()
             call = request.tool_call
             if not self.memory.run_active and isinstance(request.state, dict):
                 await self._reopen(request.state.get("messages") or ())  # a thread resumed at its tool calls

@@ -14,10 +14,11 @@ Before every model request the processor logs the parts after the last model res
 ``message_history`` stored and reloaded to resume deferred tools; history that never went
 through aiden is not logged) -- system prompt and thinking parts never -- then returns
 aiden's prompt, ending in the current request's object so the run continues correctly.
-``result.all_messages()`` is therefore aiden's view. A memory is one conversation: the capability
-serves the first ``conversation_id`` a run is given and raises ``AidenError`` for a run of another,
-before anything is sent or logged (a run given none is not checked). pydantic-ai is imported on
-first use.
+``result.all_messages()`` is therefore aiden's view. A memory is one conversation: the events a
+run logs carry its ``conversation_id`` (``meta["adapter_conversation"]``), and a run of another
+conversation than the one the current session's events carry raises ``AidenError`` before
+anything is sent or logged, across capabilities, processes and restarts (a run given none is not
+checked and labels nothing; a rotation frees it). pydantic-ai is imported on first use.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from aiden.adapters import checked, tool_schemas
+from aiden.adapters import CONVERSATION_KEY, checked, conversation_labels, tool_schemas
 from aiden.context.prompt import PromptBuild, PromptLayers
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
@@ -222,8 +223,8 @@ def history_class() -> type[Any]:
             # came since the processor ran: the request after it is logged only when it is sent.
             self._messages: list[Any] = []
             self._responded = False
-            self._conversation: str | None = None
-            """The pydantic-ai conversation this capability serves: the first ``conversation_id`` given to a run."""
+            # The meta of the events the current run appends: its conversation_id, if it was given one.
+            self._meta: dict[str, Any] = {}
 
         def get_default_conversation_id(self, run_id: str) -> str:
             """The ``conversation_id`` of a run given none: derived from its run id, so it is known as no key.
@@ -233,29 +234,31 @@ def history_class() -> type[Any]:
             """
             return conversation_id_from_run_id(run_id)
 
-        def _check_conversation(self, ctx: Any) -> None:
-            """Refuse a run of another conversation than the first one seen, before anything is sent or logged.
+        async def _check_conversation(self, ctx: Any) -> None:
+            """Refuse a run of another conversation than the one the memory's events are labelled with.
 
-            aiden's memory is one conversation: the model of any run gets its prompt, so a second
+            Before anything is sent or logged: the model of any run gets aiden's prompt, so a second
             conversation would read the first one's. A run given no ``conversation_id`` (its own
-            default, or one a history of such a run carries) is not checked.
+            default, or one a history of such a run carries) is not checked and labels nothing: a
+            random id would lock the memory.
             """
             conversation = ctx.conversation_id
             runs = (ctx.run_id, *(m.run_id for m in ctx.messages))
             if conversation is None or any(r and conversation == conversation_id_from_run_id(r) for r in runs):
+                self._meta = {}
                 return
-            if self._conversation is None:
-                self._conversation = conversation
-            elif conversation != self._conversation:
+            if others := await conversation_labels(self.memory, conversation):
                 raise AidenError(
-                    f"AidenHistory serves conversation {self._conversation!r}, not {conversation!r}: "
-                    "one memory holds one conversation; build a capability (and an agent) per memory"
+                    f"AidenHistory serves conversation {', '.join(map(repr, others))}, not {conversation!r}: "
+                    "one memory holds one conversation; open a memory (and build a capability and an agent) "
+                    "per conversation"
                 )
+            self._meta = {CONVERSATION_KEY: conversation}
 
         async def _log_request_part(self, part: Any) -> None:
             match logged_key(part):
                 case ("user", text):
-                    await self.memory.begin_run(text)
+                    await self.memory.begin_run(text, meta=self._meta)
                 case ("tool", _):
                     await self.memory.append(
                         SessionEvent(
@@ -264,14 +267,16 @@ def history_class() -> type[Any]:
                             tool_call_id=part.tool_call_id,
                             tool_name=part.tool_name,
                             content=logged_text(part),
+                            meta=self._meta,
                         )
                     )
                 case ("system", text):
-                    await self.memory.append(SessionEvent(type="system_event", content=text))
+                    await self.memory.append(SessionEvent(type="system_event", content=text, meta=self._meta))
 
         async def _log_response(self, response: Any) -> None:
             text = "\n".join(p.content for p in response.parts if isinstance(p, TextPart))
-            events = [SessionEvent(type="assistant_output", role="assistant", content=text)] if text else []
+            answer = SessionEvent(type="assistant_output", role="assistant", content=text, meta=self._meta)
+            events = [answer] if text else []
             events += [
                 SessionEvent(
                     type="tool_call",
@@ -279,6 +284,7 @@ def history_class() -> type[Any]:
                     tool_call_id=p.tool_call_id,
                     tool_name=p.tool_name,
                     tool_args=p.args_as_json_str(),
+                    meta=self._meta,
                 )
                 for p in response.parts
                 if isinstance(p, ToolCallPart)
@@ -369,7 +375,7 @@ def history_class() -> type[Any]:
             (no dynamic part pydantic-ai would evaluate again), maybe none: the agent is asked for its
             own, for this run's dependencies; an agent without one keeps the history's.
             """
-            self._check_conversation(ctx)
+            await self._check_conversation(ctx)
             await super().before_run(ctx)
             self._messages, self._responded, self._system = [], False, ""
             if ctx.messages:

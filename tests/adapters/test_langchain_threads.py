@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 import aiden
 from aiden.adapters.langchain import aiden_middleware
-from tests.adapters.test_langchain import ScriptedChat, kinds
+from tests.adapters.test_langchain import ScriptedChat, call, kinds, run_tests, turn
 
 pytestmark = pytest.mark.anyio
 FAST = aiden.Config(durability="none")
@@ -74,4 +74,69 @@ async def test_one_thread_across_invocations_and_runs_without_a_thread_work(tmp_
         ("assistant_output", "three"),
         ("user_input", "fourth"),
         ("assistant_output", "four"),
+    ]
+
+
+async def test_the_thread_holds_after_a_restart_and_for_a_middleware_per_request(tmp_path: Path) -> None:
+    # The thread is read from the stored events: a new middleware (a process restart, or one built
+    # per request over a shared memory) refuses bob too, and alice's own thread still continues.
+    model = ScriptedChat(
+        script=[*turn([call("run_tests", {"target": "billing"}, "c1")], "noted"), AIMessage(content="welcome back")]
+    )
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        agent = create_agent(model, tools=[run_tests], middleware=[aiden_middleware(memory)])
+        await agent.ainvoke({"messages": [HumanMessage("my card PIN is 4417 (alice)")]}, thread("alice"))
+        alices = await memory.hot_window()
+        bobs = create_agent(model, tools=[run_tests], middleware=[aiden_middleware(memory)])
+        with pytest.raises(aiden.AidenError, match=REFUSED):
+            await bobs.ainvoke({"messages": [HumanMessage("hello, I am bob")]}, thread("bob"))
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        bobs = create_agent(model, tools=[run_tests], middleware=[aiden_middleware(memory)])
+        with pytest.raises(aiden.AidenError, match=REFUSED):
+            await bobs.ainvoke({"messages": [HumanMessage("hello, I am bob")]}, thread("bob"))
+        assert await memory.hot_window() == alices
+        alice = create_agent(model, tools=[run_tests], middleware=[aiden_middleware(memory)])
+        await alice.ainvoke({"messages": [HumanMessage("what was my PIN?")]}, thread("alice"))
+        hot = await memory.hot_window()
+    assert len(model.received) == 3  # alice's two calls, then her next run's; bob's model was never called
+    assert [m.content for m in model.received[2]] == [
+        "my card PIN is 4417 (alice)", "", "billing: 3 passed", "noted", "what was my PIN?"
+    ]
+    assert [(e.type, e.meta.get("adapter_conversation")) for e in hot] == [
+        ("user_input", "alice"),
+        ("tool_call", "alice"),
+        ("tool_result", "alice"),
+        ("assistant_output", None),  # commit_run's answer: the run's input carries the label
+        ("user_input", "alice"),
+        ("assistant_output", None),
+    ]
+
+
+async def test_unlabelled_events_are_taken_by_the_first_thread_and_a_rotation_frees_the_memory(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedChat(script=[AIMessage(content=text) for text in ("hi bob", "hi dave")])
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        await memory.begin_run("written through the plain API")  # an older store's conversation: no label
+        await memory.commit_run("plain answer")
+        await create_agent(model, middleware=[aiden_middleware(memory)]).ainvoke(
+            {"messages": [HumanMessage("hello, I am bob")]}, thread("bob")
+        )
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        carols = create_agent(model, middleware=[aiden_middleware(memory)])
+        with pytest.raises(aiden.AidenError, match="AidenMiddleware serves LangGraph thread 'bob', not 'carol'"):
+            await carols.ainvoke({"messages": [HumanMessage("hello, I am carol")]}, thread("carol"))
+        await memory.rotate()  # a new session: no thread's yet
+        await create_agent(model, middleware=[aiden_middleware(memory)]).ainvoke(
+            {"messages": [HumanMessage("hello, I am dave")]}, thread("dave")
+        )
+        hot = await memory.hot_window()
+    assert [m.content for m in model.received[0]] == [
+        "written through the plain API", "plain answer", "hello, I am bob"
+    ]
+    assert len(model.received) == 2
+    assert model.received[1][-1].content == "hello, I am dave"  # after the root's project memory
+    assert [(e.type, e.content, e.meta.get("adapter_conversation")) for e in hot] == [
+        ("user_input", "hello, I am dave", "dave"),
+        ("assistant_output", "hi dave", None),
     ]
