@@ -21,8 +21,12 @@ session.call_model_input_filter), hooks=session.usage_hooks())``. The log is nev
 
 One memory holds one conversation, labelled by the ``session_id`` of the session that wrote it
 (``meta["agents_session"]`` of each event): a session with another ``session_id`` is refused
-(:class:`~aiden.errors.AidenError`) before it reads or writes anything. The ``agents`` package
-is imported only when a method needing it is first called.
+(:class:`~aiden.errors.AidenError`) before it reads or writes anything. The sessions of a process
+on one memory check and write under one lock, so of two first writes at once one gets in.
+Across processes the window between the check and the write remains: two first writes there
+may both get in, and every id is then refused until ``memory.rotate()`` or one of the two
+sessions' ``clear_session``. The ``agents`` package is imported only when a method needing it
+is first called.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import functools
 import json
 import re
 import uuid
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -103,6 +108,9 @@ _ROLE_EVENTS: Final[dict[str, frozenset[str]]] = {
     "assistant": frozenset({"assistant_output", "role_output"}),
     "system": frozenset({"system_event", "screen_context"}),
 }
+# One lock per memory, shared by all its AidenSessions: the session_id check and the write it
+# allows are one step, or two sessions' first writes on a fresh memory would both pass the check.
+_MEMORY_LOCKS: Final[weakref.WeakKeyDictionary[Memory, anyio.Lock]] = weakref.WeakKeyDictionary()
 
 
 def _text_of(value: Any) -> str:
@@ -492,7 +500,8 @@ class AidenSession:
     """An OpenAI Agents SDK ``Session`` whose history is an aiden memory; it never closes ``memory``.
 
     Every method refuses (:class:`~aiden.errors.AidenError`) a memory whose conversation another
-    ``session_id`` wrote: open one memory per ``session_id``.
+    ``session_id`` wrote (``clear_session`` only when its own did not write there too): open one
+    memory per ``session_id``.
     """
 
     session_settings: SessionSettings | None = None
@@ -514,7 +523,7 @@ class AidenSession:
         self.session_settings = session_settings
         self.last_prompt: PromptBuild | None = None
         """The prompt :meth:`call_model_input_filter` sent last (None before the first call)."""
-        self._lock = anyio.Lock()
+        self._lock = _MEMORY_LOCKS.setdefault(memory, anyio.Lock())
         # Items the filter logged before the SDK saved them (a streamed run saves its input after
         # the first call's filter): add_items skips them once.
         self._pending: list[tuple[Any, ...]] = []
@@ -584,9 +593,13 @@ class AidenSession:
             return cast("TResponseInputItem", item)
 
     async def clear_session(self) -> None:
-        """Start an empty conversation: the memory rotates, the old session is archived (nothing deleted)."""
+        """Start an empty conversation: the memory rotates, the old session is archived (nothing deleted).
+
+        It runs when this ``session_id`` is among the memory's labels: a memory two processes'
+        sessions wrote at once is freed by either.
+        """
         async with self._lock:
-            await self._own_hot_window()
+            await self._own_hot_window(shared=True)
             await self.memory.rotate()
 
     # --- beyond the protocol ---------------------------------------------------------
@@ -636,8 +649,10 @@ class AidenSession:
         items = cast("list[TResponseInputItem]", items_from_prompt(messages, hot))
         return ModelInputData(input=items, instructions=instructions)
 
-    async def _own_hot_window(self) -> list[SessionEvent]:
+    async def _own_hot_window(self, *, shared: bool = False) -> list[SessionEvent]:
         """The hot window; :class:`~aiden.errors.AidenError` when its events are labelled with another ``session_id``.
+
+        ``shared``: labels of others besides this one's pass (``clear_session`` frees a mixed memory).
 
         One memory is one conversation: a platform that opens a session per user id over one
         memory would give one user's conversation to the other's model. The label is read from
@@ -647,10 +662,11 @@ class AidenSession:
         """
         hot = await self.memory.hot_window()
         labels = {label for e in hot if isinstance(label := e.meta.get(SESSION_KEY), str)}
-        if labels - {self.session_id}:
+        if labels - {self.session_id} and not (shared and self.session_id in labels):
             raise AidenError(
                 f"AidenSession {self.session_id!r}: this memory holds the conversation of session_id "
-                f"{', '.join(map(repr, sorted(labels)))}; one memory holds one conversation: open a memory per session_id"
+                f"{', '.join(map(repr, sorted(labels)))}; one memory holds one conversation: open a memory per "
+                "session_id (memory.rotate() frees this one, archiving its conversation)"
             )
         return hot
 

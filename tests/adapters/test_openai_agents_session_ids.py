@@ -6,22 +6,25 @@ SQLiteSession is used) would otherwise give one user's conversation to the other
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 agents = pytest.importorskip("agents")
 
 import aiden  # noqa: E402
-from aiden.adapters.openai_agents import AidenSession  # noqa: E402
+from aiden.adapters.openai_agents import AidenSession, event_from_item  # noqa: E402
 from aiden.testing import FakeLLMServer  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 FAST = aiden.Config(durability="none")
 REFUSED = (
     "AidenSession 'bob': this memory holds the conversation of session_id 'alice'; "
-    "one memory holds one conversation: open a memory per session_id"
+    "one memory holds one conversation: open a memory per session_id "
+    "(memory.rotate() frees this one, archiving its conversation)"
 )
 
 
@@ -113,3 +116,64 @@ async def test_a_conversation_written_without_labels_is_taken_by_any_session_id(
         with pytest.raises(aiden.AidenError) as refused:
             await AidenSession(memory, session_id="carol").get_items()
         assert str(refused.value) == REFUSED.replace("bob", "carol").replace("alice", "bob")
+
+
+class HeldWrite(aiden.Storage):
+    """Holds the first write holding ``marker`` in its worker thread until ``release`` is set."""
+
+    def __init__(self, marker: bytes) -> None:
+        super().__init__()
+        self.marker = marker
+        self.writing = threading.Event()
+        self.release = threading.Event()
+
+    def write(self, fd: int, data: bytes) -> None:
+        if self.marker in data and not self.writing.is_set():
+            self.writing.set()
+            self.release.wait(timeout=10)
+        super().write(fd, data)
+
+
+async def test_of_two_session_ids_writing_first_at_once_one_gets_in(tmp_path: Path) -> None:
+    # A server opening a session per user on one memory, two first requests at once (review r61-R3, finding 5).
+    storage = HeldWrite(b"my PIN is 4417")
+    results: dict[str, str] = {}
+
+    async def add(session: AidenSession, text: str) -> None:
+        try:
+            await session.add_items([{"role": "user", "content": text}])
+            results[session.session_id] = "written"
+        except aiden.AidenError as exc:
+            results[session.session_id] = str(exc)
+
+    async with aiden.open_memory(tmp_path, config=FAST, storage=storage) as memory:
+        alice, bob = AidenSession(memory, session_id="alice"), AidenSession(memory, session_id="bob")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(add, alice, "my PIN is 4417")
+            await anyio.to_thread.run_sync(storage.writing.wait)  # alice's item is being stored
+            tg.start_soon(add, bob, "hello, I am bob")
+            await anyio.wait_all_tasks_blocked()  # bob is as far as he gets before alice's write ends
+            storage.release.set()
+        assert results == {"alice": "written", "bob": REFUSED}
+        assert [(e.meta["agents_session"], e.content) for e in await memory.hot_window()] == [("alice", "my PIN is 4417")]
+        assert await alice.get_items() == [{"role": "user", "content": "my PIN is 4417"}]
+
+
+async def test_a_memory_two_session_ids_wrote_is_freed_by_the_clear_session_of_either(tmp_path: Path) -> None:
+    # As two processes' sessions writing a fresh memory at once leave it: the per-memory lock is per process.
+    async with aiden.open_memory(tmp_path, config=FAST) as memory:
+        alice, bob = AidenSession(memory, session_id="alice"), AidenSession(memory, session_id="bob")
+        await alice.add_items([{"role": "user", "content": "my PIN is 4417"}])
+        await memory.append(event_from_item({"role": "user", "content": "hello, I am bob"}, session_id="bob"))
+        with pytest.raises(aiden.AidenError) as refused:
+            await alice.get_items()
+        assert str(refused.value) == REFUSED.replace("'bob'", "'alice'").replace("'alice';", "'alice', 'bob';")
+        carol = AidenSession(memory, session_id="carol")
+        with pytest.raises(aiden.AidenError) as refused:
+            await carol.clear_session()  # not one of its writers: it may not archive their conversation
+        assert str(refused.value) == REFUSED.replace("'bob'", "'carol'").replace("'alice';", "'alice', 'bob';")
+        assert len(await memory.hot_window()) == 2
+        await bob.clear_session()
+        assert await memory.hot_window() == []
+        await alice.add_items([{"role": "user", "content": "hi again"}])
+        assert [(e.meta["agents_session"], e.content) for e in await memory.hot_window()] == [("alice", "hi again")]
