@@ -160,3 +160,57 @@ async def test_a_correction_before_the_first_action_stays_a_correction(tmp_path:
         await memory.commit_run("Deployed to production.", outcome="success")
         assert (await memory.learn_experience()).records == ()
         assert await memory.experience_records("ops") == []
+
+
+# Task statements that open like a correction but state the task (r61-R3 finding 2: SWE-bench titles such
+# as "Wrong result of ..." were taken for corrections, left out of the goal, and tasks behind one preamble
+# shared an identity again).
+STATEMENTS = [
+    "Wrong result of cross_val_predict with method=predict_proba.",
+    "Wrong dtype returned by OneHotEncoder for sparse input.",
+    "Wrong error message when the config file is missing.",
+    "Not quite sure where to start, the bug is in parser.py.",
+    "Correction of the timezone offset is broken in utils.py.",
+    "Actually the docs build fails on Sphinx 7 with a KeyError.",
+    "Wrongly parsed dates in DA values with trailing spaces.",
+    "Not quite right: rounding in Decimal fields loses precision.",
+    "Wait times are not respected by the retry decorator.",
+    "No results are returned when the query has a trailing space.",
+    "Nope is printed instead of False by the yes/no formatter.",
+]
+CORRECTIONS = [
+    "No wait, deploy to production, not staging.",
+    "No, deploy to production, not staging.",
+    "Actually, deploy to production, not staging.",
+    "Wait, deploy to production, not staging.",
+    "Correction: deploy to production, not staging.",
+    "I meant production, not staging.",
+    "That's wrong, deploy to production.",
+    "Wrong, deploy to production.",
+]
+
+
+async def test_a_task_statement_that_opens_like_a_correction_is_the_goal(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=QUIET) as memory:
+        for n, statement in enumerate(STATEMENTS):
+            await memory.begin_run(PREAMBLE, environment=ENV)
+            await memory.append(SessionEvent(type="user_input", content=statement))
+            await fail_then_fix(memory, f"t{n}-", f"pytest tests/test_{n}.py --numpy", f"pytest tests/test_{n}.py")
+            assert (await memory.learn_experience()).legacy == ()
+        records = await memory.experience_records(ENV)
+    # Each task keeps its own records, keyed by its statement.
+    assert sorted((r.title, r.status) for r in records if r.kind == "procedure") == sorted(
+        (f"{statement} {PREAMBLE}"[:120] + f": `bash pytest tests/test_{n}.py`", "active")
+        for n, statement in enumerate(STATEMENTS)
+    )
+
+
+async def test_a_message_before_the_first_action_that_says_it_corrects_is_a_correction(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=QUIET) as memory:
+        for n, correction in enumerate(CORRECTIONS):
+            await memory.begin_run("Deploy the api service to staging.", environment="ops")
+            await memory.append(SessionEvent(type="user_input", content=correction))
+            await call(memory, f"c{n}", "make deploy ENV=production", "deployed")
+            await memory.commit_run("Deployed to production.", outcome="success")
+            assert (await memory.learn_experience()).records == (), correction
+        assert await memory.experience_records("ops") == []

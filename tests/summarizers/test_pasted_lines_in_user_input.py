@@ -140,3 +140,45 @@ def test_a_message_made_only_of_pasted_lines_keeps_its_paths_and_commands() -> N
     assert structured is not None
     assert structured.working_recipes == ("$ python scripts/migrate.py --target /srv/app/db.sqlite",)
     assert structured.facts[-1] == "Key files: worker/main.py, scripts/migrate.py, /srv/app/db.sqlite"
+
+
+def test_common_log_formats_and_code_valued_assignments_are_pasted_the_users_own_lines_are_not() -> None:
+    # r61-R3 findings 3 and 7: Python logging's default format, PostgreSQL's prefix, Docker and GitHub
+    # Actions lines, a timestamp with seconds then text, and assignments whose value is an expression went
+    # under USER PREFERENCES; a person's dated line (no seconds) or assignment in words stays theirs.
+    user = (
+        "Find out why the worker stops in worker/main.py.\n"
+        "2024-01-15 10:32:01,123 - myapp - INFO - workers must not exceed 4\n"
+        "2024-01-15 10:32:01,123 - __main__ - WARNING - retries must stay under 3\n"
+        "2024-01-15 10:32:01.123 UTC [1234] LOG:  connections must not exceed max_connections\n"
+        "2024-01-15T10:32:01.1234567Z ##[warning]Node.js 16 actions are deprecated, you must update to Node 20\n"
+        "2024-01-15T10:32:01.123456789Z Never exceed the 512m memory limit\n"
+        "2024-01-15 10:32:01 Starting server on port 8080, max 100 connections\n"
+        "deadline = friday if strict else monday\n"
+        'deadline = os.getenv("DEADLINE") or friday\n'
+        "checks = not required\n"
+        "2025-03-14 17:00 is the hard deadline.\n"
+        "2025-04-01 09:30 the freeze starts, never deploy after that.\n"
+        "2025-05-02 18:00 UTC must be the cutover time.\n"
+        "PORT=11311 always, never 8080.\n"
+        "timeout = 30 seconds at most, never longer.\n"
+        "max_workers = 4 must never be raised on the shared box.\n"
+        "LOG_LEVEL = debug only in staging.\n"
+        "retries = 3 is the limit, don't raise it.\n"
+        "The worker must not run as root.\n"
+        "Never exceed 4 workers on the shared box.\n"
+        "Always restart the worker with systemctl, not by hand.\n"
+    )
+    assert _session(user).user_preferences == (
+        "2025-03-14 17:00 is the hard deadline.",
+        "2025-04-01 09:30 the freeze starts, never deploy after that.",
+        "2025-05-02 18:00 UTC must be the cutover time.",
+        "PORT=11311 always, never 8080.",
+        "timeout = 30 seconds at most, never longer.",
+        "max_workers = 4 must never be raised on the shared box.",
+        "LOG_LEVEL = debug only in staging.",
+        "retries = 3 is the limit, don't raise it.",
+        "The worker must not run as root.",
+        "Never exceed 4 workers on the shared box.",
+        "Always restart the worker with systemctl, not by hand.",
+    )

@@ -174,3 +174,102 @@ def test_a_hedge_after_a_stated_failure_keeps_the_failure() -> None:
     ]
     summary = _sections(_chat(*turns))
     assert summary["FAILED APPROACHES"] == failures
+
+
+def test_a_past_never_or_always_is_no_rule_an_imperative_one_is() -> None:
+    # r61-R3 finding 1: only 35 listed participles were past tense, so any other ("never installed",
+    # "always assumed") made an everyday sentence a rule.
+    said = [
+        "I never installed xdist on this box.",
+        "I always assumed the tests ran in parallel in CI.",
+        "We never deployed on Fridays at my old job.",
+        "I never noticed that flag before.",
+        "I've always considered the staging box flaky.",
+        "He never returned my call about the license.",
+        "I never committed that file.",
+        "I never expected the migration to take this long.",
+        "I always ignored those deprecation warnings.",
+        "You always answered my questions patiently.",
+        "The old deploy script never checked the exit code.",
+        "I never realized the cache was per user.",
+        "My team always reviewed each other's migrations.",
+    ]
+    rules = [
+        "Never exceed 100 requests per minute.",
+        "Always seed the random generator.",
+        "Please never proceed without a backup.",
+        "The worker should never need root.",
+        "Remember to always run the linter before pushing.",
+    ]
+    turns = ["Speed up the test suite in tests/."]
+    for sentence in said + rules:
+        turns += ["OK.", sentence]
+    assert _sections(_chat(*turns))["USER PREFERENCES"] == rules
+
+
+def test_an_answer_that_goes_on_in_its_own_words_is_no_correction() -> None:
+    # r61-R3 finding 4: "it's", a bare "just" and "go ahead" after a "No, I haven't ..." made the answer a
+    # correction, which closed the agent's open thread.
+    answers = [
+        "No, I haven't run the migrations yet, it's a fresh database.",
+        "No, I haven't seen that error before, it's new.",
+        "No, I didn't try that, it's too risky.",
+        "Nope, I haven't, just been busy with work.",
+        "No, I didn't change anything, it just started failing.",
+        "Actually I didn't know that, it's interesting.",
+        "No, I haven't heard back, it is frustrating.",
+        "No, I wasn't there, I was just visiting my parents.",
+        "No, we didn't get the results yet, just waiting.",
+        "No, I haven't pushed it yet, it's still on my laptop.",
+        "Nope, I haven't checked, just got back from lunch.",
+        "No, I'm not in a hurry, go ahead and take your time.",
+        "No, I wasn't aware of that, do whatever works.",
+    ]
+    for answer in answers:
+        summary = _sections(_chat("Upgrade the API server to Python 3.12.", "I'll restart the API server now.", answer))
+        assert summary["USER PREFERENCES"] == ["(none)"], answer
+        assert summary["OUTCOME"] == [
+            "Goal: Upgrade the API server to Python 3.12.",
+            "Open: Plan: I'll restart the API server now.",
+        ], answer
+    for correction in ["No, I didn't mean port 8080, use 11311.", "No, I'm not on macOS, I'm on Linux."]:
+        summary = _sections(_chat("Upgrade the API server to Python 3.12.", "I'll restart the API server now.", correction))
+        assert summary["USER PREFERENCES"] == [correction]
+
+
+def test_a_failure_word_that_describes_a_thing_before_a_hedge_reports_no_failure() -> None:
+    # r61-R3 finding 7: a relative clause's or an adjective's failure word counted once a hedge followed it;
+    # "breaks" as a noun ("during my breaks") was a failure after any attempt.
+    said = [
+        "Code that doesn't work in CI usually has a hidden dependency.",
+        "Something that doesn't work on Windows often works fine in WSL.",
+        "The reverted commit, if I remember right, was from Tuesday.",
+        "Projects that got abandoned often come back.",
+        "Tests that failed because of the network usually pass on retry.",
+        "The abandoned branch, if I recall, had the old parser.",
+        "The rolled back release might still be on the CDN.",
+        "Features which got reverted often come back in the next release.",
+        "Approaches that did not work before might work with the new driver.",
+        "Caches that were rolled back usually rebuild overnight.",
+        "I've been trying to take more walks during my breaks.",
+        "I'm trying to stretch on my work breaks.",
+        "I'm trying to plan our spring breaks better.",
+        "I tried to relax between breaks.",
+        "I've been trying to schedule regular breaks for the team.",
+        "Trying the pomodoro technique with five minute breaks.",
+        "I tried a new routine with more breaks.",
+        "I'm trying to take my breaks on the balcony.",
+        "We tried the new cafe during coffee breaks.",
+    ]
+    failures = [
+        "We rolled back the release, which sometimes happens.",
+        "The reverted commit was from Tuesday.",
+        "Reverted it because it often crashed.",
+        "I tried updating the lockfile and it broke my build.",
+        "Tried the new config; it breaks on Windows.",
+        "I tried bumping numpy and now it breaks.",
+    ]
+    turns = ["Fix the failing export job in export.py."]
+    for sentence in said + failures:
+        turns += ["Let me look.", sentence]
+    assert _sections(_chat(*turns))["FAILED APPROACHES"] == failures

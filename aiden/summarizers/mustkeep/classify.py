@@ -40,6 +40,15 @@ _SAYS_CORRECTION: Final = (
     r"|^(?:不对|不是|其实|实际上|更正|错了|纠正)|我是说|我的意思是"
 )
 _CORRECTS: Final = re.compile(_SAYS_CORRECTION, re.IGNORECASE)
+# What says it corrects before the agent has acted, with its punctuation: a task statement may open with
+# "Wrong result of ...", "Not quite sure ..." or "Correction of the offset ...".
+_ANNOUNCES_CORRECTION: Final = re.compile(
+    r"^(?:no(?=[,!.])|no,? wait\b|nope[,!.]|actually,|wait[,!]|correction:|wrong[,!.]|not quite[,!.])"
+    r"|\b(?:that's wrong|that is wrong|that's not right|that is not right|that's incorrect|i meant|"
+    r"not what i (?:asked|meant|wanted))\b"
+    r"|^(?:不对|更正|错了|纠正)|我是说|我的意思是",
+    re.IGNORECASE,
+)
 _CORRECTION: Final = re.compile(
     rf"{_SAYS_CORRECTION}|\b(?:i said|should be|should have been)\b|应该是", re.IGNORECASE
 )
@@ -53,21 +62,22 @@ _DENIAL: Final = re.compile(
 )
 # ... unless an agent's user goes on to redirect: an imperative, "instead", "I meant", what it is instead
 # ("No, I didn't mean port 8080, use 11311", "No, I'm not on macOS, I'm on Linux"), or denies having
-# asked for what the agent did ("No, I never asked you to delete the tests"). A chat participant's
-# "No, I haven't, just been busy" is still an answer.
+# asked for what the agent did ("No, I never asked you to delete the tests"). "No, I haven't, just been
+# busy", "No, I haven't seen it, it's new" and "No, I don't mind, go ahead" are still answers.
 _REDIRECT: Final = re.compile(
-    r"[,;:]\s*(?:(?:just|please|then|first|and|but)\s+)?(?:use|fix|restore|keep|put|switch|revert|undo|try|do|don't|make|"
+    r"[,;:]\s*(?:(?:just|please|then|first|and|but)\s+)?(?!go ahead|use whatever|do whatever|do what)(?:use|fix|restore|keep|put|switch|revert|undo|try|do|don't|make|"
     r"stop|leave|add|remove|delete|run|go|deploy|change|set|rename|move|roll|point|write|install|pin|update)\b"
-    r"|\b(?:instead|rather|i meant|i said|it's|it is|i'm on|i am on|we're on|we are on"
-    r"|(?:didn't|did not|never) (?:mean|ask|asked|want|wanted|say|said|tell|told)|just)\b",
+    r"|\b(?:instead|rather|i meant|i said|i'm on|i am on|we're on|we are on"
+    r"|(?:didn't|did not|never) (?:mean|ask|asked|want|wanted|say|said|tell|told))\b",
     re.IGNORECASE,
 )
 
 
 def says_correction(sentence: str) -> bool:
     """True when ``sentence`` says it corrects what was said or done before ("No, use 11311", "Actually,
-    ...", "No wait, ...", "I meant ..."); a "No, ..." that answers a question is none."""
-    return _says_correction(_FILLER.sub("", sentence.strip()), _CORRECTS, named=False)
+    ...", "No wait, ...", "Correction: ...", "I meant ..."); a "No, ..." that answers a question is none,
+    and so is a statement that opens with "Wrong result of ..." or "Not quite sure ..."."""
+    return _says_correction(_FILLER.sub("", sentence.strip()), _ANNOUNCES_CORRECTION, named=False)
 
 
 def _says_correction(text: str, pattern: re.Pattern[str], *, named: bool) -> bool:
@@ -108,14 +118,17 @@ _BINDING: Final = re.compile(rf"\b(?:{_BINDS})\b", re.IGNORECASE)
 # says how much or how often ("at least once a week", "at least one self-care activity each day").
 _BOUND: Final = r"(?:at most|at least|no more than)(?= (?:\d|one|two|three|four|five|ten|once|twice|a|an)\b)"
 # A strong constraint also says "never" or "always", which a chat participant's musing uses as often as a
-# rule; before a past participle either tells what someone did ("never been on a team", "always wanted to").
-# The participles are listed: many bare verbs end in "ed" too ("never exceed", "always seed").
+# rule; before a past tense or participle either tells what someone did ("never been on a team", "I never
+# installed it"). Said as an imperative (opening the sentence, after please/to/should/must) it is a rule
+# before a bare verb that ends in "ed" too ("Never exceed ...", "Always seed ..."), so there the
+# participles are listed.
 _DID: Final = (
     r"been|had|done|seen|heard|gone|met|known|got|gotten|used|wanted|liked|loved|enjoyed|tried|thought|felt|"
     r"found|made|taken|played|visited|owned|dreamed|dreamt|wished|hoped|believed|admired|cared|worked|lived"
 )
 _CONSTRAINT_STRONG: Final = re.compile(
-    rf"\b(?:{_BINDS}|{_BOUND}|(?:never|always)(?! (?:{_DID})\b))\b"
+    rf"\b(?:{_BINDS}|{_BOUND}|(?:never|always)(?! (?:{_DID}|\w+ed)\b))\b"
+    rf"|(?:^|\b(?:please|to|should|must) )(?:never|always)(?! (?:{_DID})\b)\b"
     r"|必须|务必|一定要|不得|禁止|不能|不要|永远不要|总是|截止|之前完成|前完成|最多|至少|只能|不允许",
     re.IGNORECASE,
 )
@@ -137,11 +150,15 @@ _DECISION: Final = re.compile(
 _REASON: Final = re.compile(
     r"\b(?:because|since|as|due to|so that|given that|given)\b|因为|由于|为了", re.IGNORECASE
 )
-# "Broke" or "breaks" reports a failure ("it broke my build", "breaks on Windows"), except in "take breaks",
-# "lunch breaks", "broke up", "broke even" and "I'm broke".
+# "Broke" reports a failure ("it broke my build"), except in "broke up", "broke even" and "I'm broke";
+# "breaks" one after "it" or "this", or with an object ("breaks my build", "breaks on Windows"), not in
+# "take breaks", "during my breaks" or "five minute breaks for the team".
 _BROKE: Final = (
-    r"(?<!\btake )(?<!\btakes )(?<!\btook )(?<!\btaking )(?<!\bshort )(?<!\blunch )(?<!\bcoffee )"
-    r"(?<!'m )(?<!\bam )(?<!\bwas )(?<!\bwere )(?<!'re )(?:broke|breaks)\b(?! (?:up|even)\b)"
+    r"(?<!'m )(?<!\bam )(?<!\bwas )(?<!\bwere )(?<!'re )broke\b(?! (?:up|even)\b)"
+    r"|(?:(?<=\bit )|(?<=\bthis )|(?<=\bthat )|(?<=\beverything ))breaks\b"
+    r"|(?<!\btake )(?<!\btakes )(?<!\btook )(?<!\btaking )(?<!\bshort )(?<!\blunch )(?<!\bcoffee )"
+    r"(?<!\bmy )(?<!\bour )(?<!\byour )(?<!\btheir )(?<!\bmore )breaks"
+    r"(?= (?:the|it|my|our|your|their|this|that|everything|something|anything|down|again|on|when|under)\b)"
 )
 # A chat participant's attempt is a failed one when the sentence says it failed; their "but" alone says
 # nothing ("I'm trying to stay positive, but it's tough"), an agent user's does ("tried clearing the
@@ -160,7 +177,7 @@ _TRIED: Final = re.compile(
 _TRIED_NAMED: Final = re.compile(rf"{_ATTEMPT}(?:{_NO_GOOD})\b", re.IGNORECASE)
 # A failure stated without the attempt ("the flag didn't work", "reverted it", "that will not work").
 _STATED_FAILURE: Final = re.compile(
-    r"\b(?:didn't|did not|doesn't|does not|won't|will not) work\b|\bdead end\b|\bgave up on\b|\babandon(?:ed|ing)?\b"
+    r"\b(?:didn't|did not|doesn't|does not|won't|will not) work\b|\b(?:an? |the )?dead end\b|\bgave up on\b|\babandon(?:ed|ing)?\b"
     r"|\breverted\b|\brolled back\b|\bbreaks the build\b|\bbroke the\b|\bfailed because\b|\bnot work(?:ing)?\b"
     r"|\bmade it worse\b|\bno effect\b|\bwithout success\b"
     r"|(?:尝试|试了|试过).*(?:失败|不行|没用|无效)|行不通|放弃|回滚|没有效果",
@@ -175,6 +192,12 @@ _UNASSERTED: Final = re.compile(
     re.IGNORECASE,
 )
 _GENERIC: Final = re.compile(r"^(?:a|an|any|every|each)\s+(?:[\w-]+\s+){1,3}?(?:that|which|who)\b", re.IGNORECASE)
+# A failure word that only describes a thing: in a relative clause ("code that doesn't work in CI", "projects
+# that got abandoned") or as an adjective ("the reverted commit"; "a dead end" is matched with its article).
+_DESCRIBES: Final = re.compile(
+    r"(?:\w\s+(?:that|which|who)(?:\s+\w+)?|\b(?:the|a|an|this|these|those|my|our|your|their|its))\s+$",
+    re.IGNORECASE,
+)
 _CLAUSE_END: Final = re.compile(r"[,;:\u2014\uff0c\uff1b]")
 
 
@@ -188,8 +211,16 @@ def _reports_failure(text: str, *, named: bool) -> bool:
         return True
     if not main.strip() or _GENERIC.match(text):
         return False  # the sentence opens with its condition, or speaks of any such thing
-    # Each clause up to its own hedge ("X didn't work; it might be Z", "reverted it because it often crashed").
-    return any(_STATED_FAILURE.search(_UNASSERTED.split(clause, 1)[0]) for clause in _CLAUSE_END.split(text))
+    if unasserted is None:
+        return _STATED_FAILURE.search(text) is not None
+    # Each clause up to its own hedge ("X didn't work; it might be Z", "reverted it because it often crashed"),
+    # where the failure is said, not a thing described ("code that doesn't work in CI usually ...").
+    return any(
+        _DESCRIBES.search(head[: failure.start()]) is None
+        for clause in _CLAUSE_END.split(text)
+        for head in [_UNASSERTED.split(clause, 1)[0]]
+        for failure in _STATED_FAILURE.finditer(head)
+    )
 
 
 _RESOLUTION: Final = re.compile(
@@ -461,11 +492,11 @@ _PASTED: Final = re.compile(
     r"go: downloading )|^\s*(?:Compiling|Downloaded|Fresh|Checking) [\w-]+ v\d[\w.+-]*(?: \(.*\))?$"
     r"|^\s*(?:Collecting|Obtaining|Downloading|Using cached|Uninstalling|Found existing installation:)\s+\S+"
     r"(?:\s+\([^)]*\))?\s*$"
-    # log lines: a timestamp with a level or a logger's name after it, or a level first
-    # (a person's "WARNING: never ..." or "2025-03-14 17:00 is the deadline" is no log line: a logger
-    # brackets the level or names itself)
-    r"|^\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[\s|-]*"
-    r"(?:\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b|\[|[\w-]+(?:\.[\w-]+)+|[\w.-]+:\s)"
+    # log lines: a timestamp with seconds (loggers print them), one without seconds followed by a level or a
+    # logger's name, or a level first (a person's "WARNING: never ..." or "2025-03-14 17:00 is the deadline"
+    # is no log line: a logger brackets the level or names itself)
+    r"|^\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d\b|(?:Z|[+-]\d\d:?\d\d)?\]?[\s|-]*"
+    r"(?:\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b|\[|[\w-]+(?:\.[\w-]+)+|[\w.-]+:\s))"
     r"|^\s*\[(?:DEBUG|INFO|WARN|WARNING|TRACE|NOTICE)\]|^(?:DEBUG|INFO|WARNING):[\w.]*:"
     # tracebacks and diffs
     r"|^\s*Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+"
@@ -477,25 +508,31 @@ _PASTED: Final = re.compile(
     r"|^[+-]?\s*(?:else|try|finally|do)\s*[:{]\s*$|^[+-]?\s*@\w+(?:\.\w+)*(?:\(|\s*$)"
     r"|^[+-]?\s*[)}\]]|\{\s*$|^[+-]?\s*(?://|/\*|\*/|#include\b|#define\b|#!)"
 )
-# An assignment ("limit = only_rows(max_rows)") is code when nothing but code follows its value; the
-# speaker's "PORT=11311 always, never 8080." goes on in words.
+# An assignment ("limit = only_rows(max_rows)", "n = 3 if prod else 5") is code when its value is code all the
+# way through; the speaker's "PORT=11311 always, never 8080." goes on in words.
 _ASSIGNMENT: Final = re.compile(
     r"^[+-]?\s*(?:(?:const|let|var|val|auto|final)\s+)?[A-Za-z_$][\w.$]*(?:\[[^\]]*\])*\s*"
-    r"(?:[-+*/%&|^]|//|\*\*|<<|>>)?=(?!=)\s*\S+(?P<rest>.*)$"
+    r"(?:[-+*/%&|^]|//|\*\*|<<|>>)?=(?!=)\s*(?P<value>\S+)(?P<rest>.*)$"
 )
 # Characters that prose does not use; a line ending in ";" is code only with one of them ("i++;",
 # "return f(x);"), or as a bare statement ("break;", "return x;"), not the speaker's "Never touch X;".
 # (an apostrophe inside a word is prose: "don't")
 _CODE_CHARS: Final = re.compile(r"[()\[\]{}=<>\"+*&|\\$`@#]|(?<!\w)'|'(?!\w)|\s/\s|->|::")
 _STATEMENT: Final = re.compile(r"^\s*\w+(?:\s+\w+)?\s*;\s*$")
+# A value's words joined by operators are code too ("3 if prod else 5", "y and z", "not disabled").
+_EXPRESSION: Final = re.compile(r"(?:not\s+)?[\w.]+(?:\s+(?:if|else|and|or)\s+(?:not\s+)?[\w.]+)*\s*")
 
 
 def _is_code(line: str) -> bool:
     """True for an assignment or a ";"-ended line shaped like code all the way through."""
     assignment = _ASSIGNMENT.match(line)
     if assignment is not None:
-        rest = assignment.group("rest")
-        return not re.search(r"[^\W\d_]", rest) or _CODE_CHARS.search(rest) is not None
+        value, rest = assignment.group("value", "rest")
+        return (
+            not re.search(r"[^\W\d_]", rest)
+            or _CODE_CHARS.search(value + rest) is not None
+            or _EXPRESSION.fullmatch(value + rest) is not None
+        )
     if line.rstrip().endswith(";"):
         return _CODE_CHARS.search(line) is not None or _STATEMENT.match(line) is not None
     return False
