@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from aiden.context.prompt import PromptBuild
 
 if TYPE_CHECKING:
-    from aiden.memory import Memory
+    from aiden.events import SessionEvent
 
 __all__ = ["CONVERSATION_KEY", "checked", "conversation_labels", "tool_schemas"]
 
@@ -34,8 +34,9 @@ def checked(built: PromptBuild, adapter: str) -> PromptBuild:
     return built
 
 
-async def conversation_labels(memory: Memory, conversation: str) -> list[str]:
-    """The conversation ids other than ``conversation`` that label the events of ``memory``'s current session.
+def conversation_labels(hot: Iterable[SessionEvent], conversation: str, key: str = CONVERSATION_KEY) -> list[str]:
+    """The conversation ids other than ``conversation`` that label (``meta[key]``) the events ``hot`` of
+    a memory's current session (its hot window).
 
     One memory is one conversation: a framework serving several over one memory would give one
     user's conversation to another's model. The label is read from the stored events (a
@@ -43,8 +44,7 @@ async def conversation_labels(memory: Memory, conversation: str) -> list[str]:
     and restarts. Events without one (an older store, the plain API) claim nothing, and a
     rotated session has none yet: any conversation may take those.
     """
-    hot = await memory.hot_window()
-    return sorted({label for e in hot if isinstance(label := e.meta.get(CONVERSATION_KEY), str)} - {conversation})
+    return sorted({label for e in hot if isinstance(label := e.meta.get(key), str)} - {conversation})
 
 
 def tool_schemas(tools: Iterable[Any]) -> list[dict[str, Any]]:

@@ -154,7 +154,7 @@ def middleware_class() -> type[Any]:
             state apart, so nothing would look wrong). A call without a ``thread_id`` is not checked.
             """
             thread = self._meta().get(CONVERSATION_KEY)
-            if thread is not None and (others := await conversation_labels(self.memory, thread)):
+            if thread is not None and (others := conversation_labels(await self.memory.hot_window(), thread)):
                 raise AidenError(
                     f"AidenMiddleware serves LangGraph thread {', '.join(map(repr, others))}, not {thread!r}: "
                     "one memory holds one conversation; open a memory (and build an agent with its middleware) "

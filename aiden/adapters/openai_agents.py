@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import anyio
 import msgspec
 
-from aiden.adapters import checked, tool_schemas
+from aiden.adapters import checked, conversation_labels, tool_schemas
 from aiden.context.governance import stub_seq
 from aiden.context.prompt import MISSING_RESULT, PromptBuild, PromptLayers
 from aiden.errors import AidenError, InvalidEventError
@@ -661,11 +661,13 @@ class AidenSession:
         has one written before labels were stored: any ``session_id`` may take those.
         """
         hot = await self.memory.hot_window()
-        labels = {label for e in hot if isinstance(label := e.meta.get(SESSION_KEY), str)}
-        if labels - {self.session_id} and not (shared and self.session_id in labels):
+        others = conversation_labels(hot, self.session_id, SESSION_KEY)
+        mine = len(others) < len(conversation_labels(hot, "", SESSION_KEY))  # this id labels some too
+        if others and not (shared and mine):
+            labels = sorted({*others, self.session_id}) if mine else others
             raise AidenError(
                 f"AidenSession {self.session_id!r}: this memory holds the conversation of session_id "
-                f"{', '.join(map(repr, sorted(labels)))}; one memory holds one conversation: open a memory per "
+                f"{', '.join(map(repr, labels))}; one memory holds one conversation: open a memory per "
                 "session_id (memory.rotate() frees this one, archiving its conversation)"
             )
         return hot

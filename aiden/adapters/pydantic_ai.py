@@ -247,7 +247,7 @@ def history_class() -> type[Any]:
             if conversation is None or any(r and conversation == conversation_id_from_run_id(r) for r in runs):
                 self._meta = {}
                 return
-            if others := await conversation_labels(self.memory, conversation):
+            if others := conversation_labels(await self.memory.hot_window(), conversation):
                 raise AidenError(
                     f"AidenHistory serves conversation {', '.join(map(repr, others))}, not {conversation!r}: "
                     "one memory holds one conversation; open a memory (and build a capability and an agent) "
