@@ -90,8 +90,8 @@ class RecallActor(HostActor[RecallInbox, RecallOutbox, RecallSession]):
         super().attach(key, session)
         path = _db_path(session)
         self._users[path] += 1
-        if path != session.layout.recall_db and _claim(path.parent):
-            self._sweeps[key] = path.parent
+        if path != session.layout.recall_db and _claim(path.parent.resolve()):
+            self._sweeps[key] = path.parent.resolve()  # (one directory however the root is spelled)
 
     def detach(self, key: int) -> None:
         """Serve session ``key`` no more (its memory closed): a PostgreSQL session's recall cache is deleted

@@ -165,14 +165,28 @@ def remove_database(path: str | os.PathLike[str], storage: Storage) -> bool:
     return _remove(os.fspath(path), storage, close=True)
 
 
-def remove_unheld(directory: str | os.PathLike[str], storage: Storage, keep: Collection[str] = ()) -> list[str]:
-    """Delete every database in ``directory`` (``*.sqlite3``, with its -wal, -shm and -journal files) that no
-    process has open, but those named in ``keep``: the recall caches a killed process left. The names of
-    those deleted, sorted.
+LEFTOVER_AGE_S: Final = 24 * 3600.0
+"""How long a recall cache no process holds stays untouched before :func:`remove_unheld` takes it for a
+killed process's: a live worker's parked memory closes its file too, and only age tells the two apart."""
 
-    One an :class:`IndexDB` of this process or a connection of another process holds stays. Reads the
-    directory: call it from a worker thread. A file that cannot be deleted is logged and left.
+
+def remove_unheld(
+    directory: str | os.PathLike[str],
+    storage: Storage,
+    keep: Collection[str] = (),
+    *,
+    min_age_s: float = LEFTOVER_AGE_S,
+    now: float | None = None,
+) -> list[str]:
+    """Delete every database in ``directory`` (``*.sqlite3``, with its -wal, -shm and -journal files) that no
+    process has open and none of whose files changed for ``min_age_s``, but those named in ``keep``: the
+    recall caches a killed process left. The names of those deleted, sorted.
+
+    One an :class:`IndexDB` of this process or a connection of another process holds stays, and so does
+    a younger one (a parked memory's, in this process or another). Reads the directory: call it from a
+    worker thread. A file that cannot be deleted is logged and left.
     """
+    now = time.time() if now is None else now
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
@@ -184,12 +198,23 @@ def remove_unheld(directory: str | os.PathLike[str], storage: Storage, keep: Col
     removed = []
     for base in sorted(bases.difference(keep)):
         path = os.path.join(directory, base)
+        if now - _changed(path) < min_age_s:
+            continue
         try:
             if _remove(path, storage, close=False):
                 removed.append(base)
         except StorageError as exc:
             log.warning("recall: cannot remove %s: %s", path, exc)
     return removed
+
+
+def _changed(path: str) -> float:
+    """When ``path``'s database or a sidecar last changed (0 when none exists)."""
+    times = [0.0]
+    for name in _sidecars(path):
+        with contextlib.suppress(OSError):
+            times.append(os.stat(name).st_mtime)
+    return max(times)
 
 
 def _remove(path: str, storage: Storage, *, close: bool) -> bool:

@@ -2,7 +2,9 @@
 
 A cache (``memory/recall/<session_id>.sqlite3``) is deleted when its memory closes; a SIGKILLed (or
 OOM-killed) worker's stayed for good, growing with every crash. The first PostgreSQL session a process
-serves on a root now removes every cache there that no process has open, and only those.
+serves on a root now removes every cache there that no process has open and that was untouched for a
+day (``LEFTOVER_AGE_S``), and only those: a live worker's parked memory has closed its file too, and
+removing it made every new worker re-index the parked sessions of the others.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from aiden import Layout, open_memory
+from aiden.recall.db import LEFTOVER_AGE_S
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -53,11 +57,28 @@ async def test_a_killed_workers_caches_are_removed_by_the_next_session_on_the_ro
     with _worker(tmp_path, pg_dsn, killed) as child:
         child.send_signal(signal.SIGKILL)
         assert child.wait() == -signal.SIGKILL
-    assert _caches(tmp_path) == sorted(f"{sid}.sqlite3{end}" for sid in killed for end in ("", "-shm", "-wal"))
+    left = sorted(f"{sid}.sqlite3{end}" for sid in killed for end in ("", "-shm", "-wal"))
+    assert _caches(tmp_path) == left
+    day_ago = time.time() - LEFTOVER_AGE_S - 60
+    for name in left:
+        os.utime(Layout(tmp_path).memory / "recall" / name, (day_ago, day_ago))
 
     async with open_memory(tmp_path, store=pg_dsn, session_id=session_ids()):
         pass
     assert _caches(tmp_path) == []
+
+
+async def test_a_cache_no_process_holds_that_changed_within_a_day_is_kept(
+    tmp_path: Path, pg_dsn: str, session_ids: Callable[[], str]
+) -> None:
+    """As a live worker's parked memory leaves it (its file closed, no lock held)."""
+    parked = session_ids()
+    with _worker(tmp_path, pg_dsn, [parked]) as child:
+        child.send_signal(signal.SIGKILL)
+        assert child.wait() == -signal.SIGKILL
+    async with open_memory(tmp_path, store=pg_dsn, session_id=session_ids()) as memory:
+        assert await memory.recall_session_chunks("budget") == []
+    assert _caches(tmp_path) == [f"{parked}.sqlite3", f"{parked}.sqlite3-shm", f"{parked}.sqlite3-wal"]
 
 
 async def test_a_cache_another_live_process_holds_is_kept(
