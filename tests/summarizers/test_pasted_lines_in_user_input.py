@@ -182,3 +182,32 @@ def test_common_log_formats_and_code_valued_assignments_are_pasted_the_users_own
         "Never exceed 4 workers on the shared box.",
         "Always restart the worker with systemctl, not by hand.",
     )
+
+
+def test_a_users_setting_in_words_is_theirs_an_expression_valued_assignment_is_pasted() -> None:
+    # r61-R4 finding 2: "3 or more", "30 if possible." and "2.0 or newer" read as code expressions, so the
+    # user's own setting lines were dropped from what they wrote.
+    settings = "retries = 3 or more\ntimeout = 30 if possible.\nversion = 2.0 or newer\nbudget = 100 or less\n"
+    structured = _session("Set up the worker service in worker/main.py.\n" + settings)
+    goal = (
+        "Set up the worker service in worker/main.py. retries = 3 or more timeout = 30 if possible. "
+        "version = 2.0 or newer budget = 100 or less"
+    )
+    assert structured.outcome == f"Goal: {goal} Open: User: {goal}"
+    assert structured.user_preferences == ("budget = 100 or less",)
+    code = (
+        "n = 3 if prod else 5\n"
+        "x = y and z\n"
+        "enabled = not disabled\n"
+        "mode = fast if cached else slow\n"
+        "retries = retries or 3\n"
+        "port = env.port or 8080\n"
+        "ok = ready and not stale\n"
+        "use_cache = not testing\n"
+        "timeout = base.timeout if base else 30\n"
+        "x = a if b else c if d else e\n"
+        "debug = verbose and not quiet\n"
+        "ratio = 1.5\n"
+    )
+    goal = "Set up the worker service in worker/main.py."
+    assert _session(f"{goal}\n{code}").outcome == f"Goal: {goal} Open: User: {goal}"

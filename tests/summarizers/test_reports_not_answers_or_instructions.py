@@ -7,9 +7,14 @@ something binds nobody; "take breaks" breaks nothing; an instruction, a conditio
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+import aiden
 from aiden import ExtractiveSummarizer
+from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.summarizers.protocol import SummaryRequest
 
@@ -273,3 +278,92 @@ def test_a_failure_word_that_describes_a_thing_before_a_hedge_reports_no_failure
     for sentence in said + failures:
         turns += ["Let me look.", sentence]
     assert _sections(_chat(*turns))["FAILED APPROACHES"] == failures
+
+
+def test_never_or_always_before_a_bare_verb_ending_in_ed_is_a_rule_after_any_subject() -> None:
+    # r61-R4 finding 1: "need", "exceed", "embed" ... after "you", "I", "can" or "Remember:" were taken
+    # for a past tense, so these rules were lost; a real past tense still sets none.
+    said = [
+        "She never called me back after the interview.",
+        "He always parked on the left side.",
+        "Staging never received the migration.",
+        "We never shipped that feature.",
+        "I never needed root on the old server.",
+        "I never exceeded the quota last month.",
+        "We always embedded the version by hand back then.",
+        "The old runner never succeeded on the first try.",
+        "I always checked the logs by hand.",
+        "The CI never cached the wheels.",
+        "My laptop always overheated during builds.",
+        "We always seeded the database from a dump.",
+    ]
+    rules = [
+        "You always need to run the linter before committing.",
+        "I always need the output as JSON, not YAML.",
+        "Requests can never exceed 100 per minute on this API.",
+        "You never need to touch the vendored files.",
+        "Remember: always embed the version in the artifact name.",
+    ]
+    turns = ["Speed up the test suite in tests/."]
+    for sentence in said + rules:
+        turns += ["OK.", sentence]
+    assert _sections(_chat(*turns))["USER PREFERENCES"] == rules
+
+
+def test_a_failure_whose_subject_is_this_or_a_cleft_is_a_failure_before_a_hedge() -> None:
+    # r61-R4 finding 3: "this" / "the one thing that" before "doesn't work" is the subject, not a
+    # description; an adjective after a determiner or a plain relative clause still describes a thing.
+    said = [
+        "Code that doesn't work in CI usually has a hidden dependency.",
+        "The reverted commit often had a typo.",
+        "Its reverted state might confuse git.",
+        "This abandoned branch might still have the old parser.",
+        "Our rolled back release might still be on the CDN.",
+        "Projects that got abandoned usually lack tests.",
+        "Scripts which don't work on Windows often work in WSL.",
+        "The abandoned approach, if I recall, used threads.",
+        "A plugin that doesn't work usually logs nothing.",
+        "Tools that didn't work before might work with the new driver.",
+    ]
+    failures = [
+        "This doesn't work; it might be the cache.",
+        "This won't work, it might need root.",
+        "The one thing that still doesn't work is the export, it might be permissions.",
+    ]
+    turns = ["Fix the failing export job in export.py."]
+    for sentence in said + failures:
+        turns += ["Let me look.", sentence]
+    assert _sections(_chat(*turns))["FAILED APPROACHES"] == failures
+
+
+@pytest.mark.anyio
+async def test_actually_then_a_redirect_before_the_first_action_is_a_correction(tmp_path: Path) -> None:
+    # r61-R4 lesser note: "Actually" needed a comma, so these became part of the task instead of a
+    # correction the learner weighs; a task title that opens with "Actually" stays the task.
+    corrections = ["Actually the port is 11311.", "Hmm, actually use poetry instead."]
+    statements = [
+        "Actually the docs build fails on Sphinx 7 with a KeyError.",
+        "Actually running the tests shows a KeyError in parser.py.",
+        "Actually deleted rows come back after a restore.",
+        "Actually the parser drops trailing spaces in DA values.",
+        "Actually the cache never expires entries in cache.py.",
+        "Actually existing users lose their settings on upgrade.",
+        "Actually can you also add a test?",
+        "Actually the export to CSV fails for empty tables.",
+        "Actually installing with pip breaks the entry points.",
+        "Actually the timezone offset in parse_date is off by one.",
+        "Actually useful error messages are missing from the validator.",
+    ]
+    learned: dict[str, bool] = {}
+    config = Config(idle_compact_after_minutes=0, session_summary_on_close=False)
+    async with aiden.open_memory(tmp_path, config=config) as memory:
+        for n, said in enumerate(corrections + statements):
+            await memory.begin_run("Deploy the api service to staging.", environment="ops")
+            await memory.append(SessionEvent(type="user_input", content=said))
+            args = json.dumps({"cmd": "make deploy ENV=production"})
+            await memory.append(SessionEvent(type="tool_call", tool_name="bash", tool_call_id=f"c{n}", tool_args=args))
+            await memory.append(SessionEvent(type="tool_result", tool_call_id=f"c{n}", content="deployed"))
+            await memory.commit_run("Deployed.", outcome="success")
+            learned[said] = bool((await memory.learn_experience()).records)
+    # A correction before the first action makes no procedure of its own; a restated task does.
+    assert learned == {said: said in statements for said in corrections + statements}

@@ -41,9 +41,10 @@ _SAYS_CORRECTION: Final = (
 )
 _CORRECTS: Final = re.compile(_SAYS_CORRECTION, re.IGNORECASE)
 # What says it corrects before the agent has acted, with its punctuation: a task statement may open with
-# "Wrong result of ...", "Not quite sure ..." or "Correction of the offset ...".
+# "Wrong result of ...", "Not quite sure ...", "Correction of the offset ..." or "Actually the docs build
+# fails ..."; an "Actually" without a comma corrects when a redirect follows ("Actually the port is 11311").
 _ANNOUNCES_CORRECTION: Final = re.compile(
-    r"^(?:no(?=[,!.])|no,? wait\b|nope[,!.]|actually,|wait[,!]|correction:|wrong[,!.]|not quite[,!.])"
+    r"^(?:no(?=[,!.])|no,? wait\b|nope[,!.]|actually(?:,|\s+(?=(?:use|it's|it is|the \w+ is)\b|.*\binstead\b))|wait[,!]|correction:|wrong[,!.]|not quite[,!.])"
     r"|\b(?:that's wrong|that is wrong|that's not right|that is not right|that's incorrect|i meant|"
     r"not what i (?:asked|meant|wanted))\b"
     r"|^(?:不对|更正|错了|纠正)|我是说|我的意思是",
@@ -126,8 +127,10 @@ _DID: Final = (
     r"been|had|done|seen|heard|gone|met|known|got|gotten|used|wanted|liked|loved|enjoyed|tried|thought|felt|"
     r"found|made|taken|played|visited|owned|dreamed|dreamt|wished|hoped|believed|admired|cared|worked|lived"
 )
+# (bare verbs that end in "ed": "You always need to ...", "Requests can never exceed 100 ...")
+_BARE_ED: Final = r"(?!(?:need|exceed|proceed|succeed|embed|seed|feed|speed|heed|breed|bleed|shed|shred|weed|plead)\b)"
 _CONSTRAINT_STRONG: Final = re.compile(
-    rf"\b(?:{_BINDS}|{_BOUND}|(?:never|always)(?! (?:{_DID}|\w+ed)\b))\b"
+    rf"\b(?:{_BINDS}|{_BOUND}|(?:never|always)(?! (?:{_DID}|{_BARE_ED}\w+ed)\b))\b"
     rf"|(?:^|\b(?:please|to|should|must) )(?:never|always)(?! (?:{_DID})\b)\b"
     r"|必须|务必|一定要|不得|禁止|不能|不要|永远不要|总是|截止|之前完成|前完成|最多|至少|只能|不允许",
     re.IGNORECASE,
@@ -193,11 +196,23 @@ _UNASSERTED: Final = re.compile(
 )
 _GENERIC: Final = re.compile(r"^(?:a|an|any|every|each)\s+(?:[\w-]+\s+){1,3}?(?:that|which|who)\b", re.IGNORECASE)
 # A failure word that only describes a thing: in a relative clause ("code that doesn't work in CI", "projects
-# that got abandoned") or as an adjective ("the reverted commit"; "a dead end" is matched with its article).
-_DESCRIBES: Final = re.compile(
-    r"(?:\w\s+(?:that|which|who)(?:\s+\w+)?|\b(?:the|a|an|this|these|those|my|our|your|their|its))\s+$",
-    re.IGNORECASE,
-)
+# that got abandoned") but for a cleft ("the one thing that still doesn't work is the export"), or an adjective
+# after a determiner ("the reverted commit"; "a dead end" is matched with its article). Before a verb the
+# determiner's word is the subject ("This doesn't work; it might be the cache").
+_RELATIVE: Final = re.compile(r"\w\s+(?:that|which|who)(?:\s+\w+)?\s+$", re.IGNORECASE)
+_CLEFT: Final = re.compile(r"(?:\s+\w+)?\s+(?:is|was)\b", re.IGNORECASE)
+_DETERMINER: Final = re.compile(r"\b(?:the|a|an|this|these|those|my|our|your|their|its)\s+$", re.IGNORECASE)
+_ADJECTIVE: Final = re.compile(r"reverted|abandoned|rolled back|dead end", re.IGNORECASE)
+
+
+def _describes(clause: str, failure: re.Match[str]) -> bool:
+    """True when the failure word ``failure`` found in ``clause`` describes a thing, not a failure."""
+    before = clause[: failure.start()]
+    if _RELATIVE.search(before):
+        return _CLEFT.match(clause, failure.end()) is None
+    return _DETERMINER.search(before) is not None and _ADJECTIVE.fullmatch(failure[0]) is not None
+
+
 _CLAUSE_END: Final = re.compile(r"[,;:\u2014\uff0c\uff1b]")
 
 
@@ -216,7 +231,7 @@ def _reports_failure(text: str, *, named: bool) -> bool:
     # Each clause up to its own hedge ("X didn't work; it might be Z", "reverted it because it often crashed"),
     # where the failure is said, not a thing described ("code that doesn't work in CI usually ...").
     return any(
-        _DESCRIBES.search(head[: failure.start()]) is None
+        not _describes(head, failure)
         for clause in _CLAUSE_END.split(text)
         for head in [_UNASSERTED.split(clause, 1)[0]]
         for failure in _STATED_FAILURE.finditer(head)
@@ -415,7 +430,7 @@ _NOT_SPEAKERS: Final = frozenset(
     {
         "user", "assistant", "system", "tool", "goal", "outcome", "decision", "decided", "constraint",
         "deadline", "requirement", "preference", "correction", "error", "errors", "fix", "resolution",
-        "resolved", "note", "notes", "plan", "step", "question", "answer", "result", "results", "summary",
+        "resolved", "note", "notes", "remember", "plan", "step", "question", "answer", "result", "results", "summary",
         "update", "warning", "info", "debug", "todo", "files", "file", "commands", "command", "facts", "fact",
         "requests", "open", "thread", "context", "output", "input", "failed", "traceback", "test", "tests",
         "session", "status", "issue", "reason", "cause", "example"
@@ -519,8 +534,11 @@ _ASSIGNMENT: Final = re.compile(
 # (an apostrophe inside a word is prose: "don't")
 _CODE_CHARS: Final = re.compile(r"[()\[\]{}=<>\"+*&|\\$`@#]|(?<!\w)'|'(?!\w)|\s/\s|->|::")
 _STATEMENT: Final = re.compile(r"^\s*\w+(?:\s+\w+)?\s*;\s*$")
-# A value's words joined by operators are code too ("3 if prod else 5", "y and z", "not disabled").
-_EXPRESSION: Final = re.compile(r"(?:not\s+)?[\w.]+(?:\s+(?:if|else|and|or)\s+(?:not\s+)?[\w.]+)*\s*")
+# A value's words joined by operators are code too ("3 if prod else 5", "y and z", "not disabled"); a prose
+# comparative, a sentence's full stop or an "if" without "else" is the speaker's ("retries = 3 or more",
+# "timeout = 30 if possible.").
+_OPERAND: Final = r"(?:not\s+)?(?!(?:more|less|fewer|newer|older|higher|lower|later|earlier|possible|needed)\b)[\w.]*\w"
+_EXPRESSION: Final = re.compile(rf"{_OPERAND}(?:\s+(?:and|or)\s+{_OPERAND}|\s+if\s+{_OPERAND}\s+else\s+{_OPERAND})*\s*")
 
 
 def _is_code(line: str) -> bool:
