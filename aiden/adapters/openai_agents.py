@@ -668,7 +668,8 @@ class AidenSession:
             raise AidenError(
                 f"AidenSession {self.session_id!r}: this memory holds the conversation of session_id "
                 f"{', '.join(map(repr, labels))}; one memory holds one conversation: open a memory per "
-                "session_id (memory.rotate() frees this one, archiving its conversation)"
+                "session_id and user (memory.rotate() starts a new conversation of the same user: its long-term "
+                "memory stays)"
             )
         return hot
 

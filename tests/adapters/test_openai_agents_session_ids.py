@@ -24,7 +24,7 @@ FAST = aiden.Config(durability="none")
 REFUSED = (
     "AidenSession 'bob': this memory holds the conversation of session_id 'alice'; "
     "one memory holds one conversation: open a memory per session_id "
-    "(memory.rotate() frees this one, archiving its conversation)"
+    "and user (memory.rotate() starts a new conversation of the same user: its long-term memory stays)"
 )
 
 
