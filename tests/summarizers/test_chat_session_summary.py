@@ -11,10 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from aiden import ExtractiveSummarizer
 from aiden.events import SessionEvent
 from aiden.summarizers.mustkeep.classify import classify_sentence, sets_a_rule
-from aiden.summarizers.protocol import SummaryRequest
+from tests.summarizers.sections import session_sections
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -37,17 +36,7 @@ def _chat(*turns: str, start: float = MAY_8) -> tuple[SessionEvent, ...]:
 
 def _session_summary(events: tuple[SessionEvent, ...], budget: int = 800) -> dict[str, list[str]]:
     """The session summary's lines by heading."""
-    request = SummaryRequest(purpose="session_summary", events=events, max_tokens=budget)
-    text = ExtractiveSummarizer().summarize_sync(request).text
-    sections: dict[str, list[str]] = {}
-    heading = ""
-    for line in text.splitlines():
-        if line.startswith("## "):
-            heading = line[3:]
-            sections[heading] = []
-        elif line.startswith("- "):
-            sections[heading].append(line[2:])
-    return sections
+    return session_sections(events, budget)
 
 
 def test_a_chat_session_summary_keeps_the_participants_news_dated_not_their_goodbye() -> None:

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 import aiden
-from aiden import ExtractiveSummarizer
 from aiden.config import Config
 from aiden.events import SessionEvent
-from aiden.summarizers.protocol import SummaryRequest
+from tests.summarizers.sections import session_sections
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -35,16 +34,7 @@ def _chat(*turns: str) -> tuple[SessionEvent, ...]:
 
 def _sections(events: tuple[SessionEvent, ...]) -> dict[str, list[str]]:
     """The session summary's lines by heading (a budget that cuts nothing)."""
-    request = SummaryRequest(purpose="session_summary", events=events, max_tokens=4000)
-    sections: dict[str, list[str]] = {}
-    heading = ""
-    for line in ExtractiveSummarizer().summarize_sync(request).text.splitlines():
-        if line.startswith("## "):
-            heading = line[3:]
-            sections[heading] = []
-        elif line.startswith("- "):
-            sections[heading].append(line[2:])
-    return sections
+    return session_sections(events, 4000)
 
 
 def test_a_no_that_answers_a_question_is_no_correction() -> None:

@@ -1,0 +1,23 @@
+"""The embedded summarizer's session summary of some events, its ``- `` lines by ``## `` heading."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aiden import ExtractiveSummarizer
+from aiden.events import SessionEvent
+from aiden.summarizers.protocol import SummaryRequest
+
+
+def session_sections(events: Sequence[SessionEvent], max_tokens: int) -> dict[str, list[str]]:
+    """The session summary of ``events`` at ``max_tokens``: each heading's lines, in order."""
+    request = SummaryRequest(purpose="session_summary", events=tuple(events), max_tokens=max_tokens)
+    sections: dict[str, list[str]] = {}
+    heading = ""
+    for line in ExtractiveSummarizer().summarize_sync(request).text.splitlines():
+        if line.startswith("## "):
+            heading = line[3:]
+            sections[heading] = []
+        elif line.startswith("- "):
+            sections[heading].append(line[2:])
+    return sections
