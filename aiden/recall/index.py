@@ -30,7 +30,7 @@ from aiden.recall.db import (
 )
 from aiden.recall.embedding import Embedder
 from aiden.recall.query import content_terms
-from aiden.recall.search import Filters, assemble, bm25_ranking, matched_words, pick, summary_hit
+from aiden.recall.search import Filters, assemble, bm25_ranking, matched_words, summary_hit
 from aiden.recall.tool import RecallHit, RecallStats, fit_hits
 from aiden.recall.vectors import Hybrid
 from aiden.storage.fs import Storage
@@ -334,8 +334,7 @@ class RecallIndex:
         ranked = bm25_ranking(conn, terms, filters, ndocs=self._db.ndocs, top_doc=self._db.next_doc - 1)
         if self._hybrid is not None:
             ranked = self._hybrid.fuse(conn, query, ranked)
-        events, summaries = pick(conn, ranked, filters, k)
-        hits, contexts = assemble(self._db, events, summaries, k)
+        hits, contexts = assemble(self._db, ranked, filters, k)
         config = self._config
         return fit_hits(
             hits,

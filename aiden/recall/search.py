@@ -41,7 +41,6 @@ __all__ = [
     "bm25_ranking",
     "matched_words",
     "min_max_fusion",
-    "pick",
     "reciprocal_rank_fusion",
     "summary_hit",
 ]
@@ -155,6 +154,10 @@ def _idf(total: int, rows: float) -> float:
 _rank_key: Final = operator.itemgetter(1, 0)
 
 
+def _in(n: int) -> str:
+    return f"IN ({','.join('?' * n)})"
+
+
 def _from(filters: Filters) -> str:
     # The docs join is only paid for when a filter needs its columns.
     return "fts AS f JOIN docs AS d ON d.id = f.rowid" if filters.sql else "fts AS f"
@@ -237,8 +240,7 @@ def _in_context(
     out = dict(top)
     if len(top) < 2 and not periods:
         return out
-    marks = ",".join("?" * len(top))
-    rows = conn.execute(f"SELECT id, seq, ts_min, ts_max FROM docs WHERE id IN ({marks})", [d for d, _ in top])
+    rows = conn.execute(f"SELECT id, seq, ts_min, ts_max FROM docs WHERE id {_in(len(top))}", [d for d, _ in top])
     at_seq: dict[int, list[int]] = {}
     best: dict[int, float] = {}
     dated: list[int] = []
@@ -259,35 +261,6 @@ def _in_context(
     for doc in dated:
         out[doc] *= IN_PERIOD
     return out
-
-
-def pick(
-    conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]], filters: Filters, limit: int
-) -> tuple[list[Scored], list[Scored]]:
-    """Split ranked docs into events and summaries (at most ``limit`` each), filters applied, texts deduplicated."""
-    if not ranked or filters.empty_range:
-        return [], []
-    marks = ",".join("?" * len(ranked))
-    meta = {
-        r[0]: r[1:]
-        for r in conn.execute(
-            f"SELECT d.id, d.chunk, d.seq, d.type, d.role, d.ts_min, d.h FROM docs AS d "
-            f"WHERE d.id IN ({marks}){filters.sql}",
-            (*(doc for doc, _ in ranked), *filters.params),
-        )
-    }
-    events: list[Scored] = []
-    summaries: list[Scored] = []
-    seen: set[int] = set()
-    for doc, score in ranked:
-        m = meta.get(doc)
-        if m is None or m[-1] in seen:
-            continue  # filtered out, or the same text twice (a re-run command's output): one slot is enough
-        seen.add(m[-1])
-        target = events if m[1] is not None else summaries
-        if len(target) < limit and not (target is summaries and filters.events_only):
-            target.append(Scored(doc, score, *m[:-1]))
-    return events, summaries
 
 
 def _add_frequent(
@@ -352,8 +325,7 @@ def _add_frequent(
         ids = [doc for doc in best if doc not in known]
         if not ids:
             continue
-        marks = ",".join("?" * len(ids))
-        for (doc,) in conn.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({marks})", (term.phrase, *ids)):
+        for (doc,) in conn.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid {_in(len(ids))}", (term.phrase, *ids)):
             scores[doc] += weights[term.phrase]
 
 
@@ -401,16 +373,33 @@ def min_max_fusion(rankings: Sequence[Sequence[tuple[int, float]]]) -> list[tupl
 
 # --- hits -------------------------------------------------------------------------
 def assemble(
-    db: IndexDB, events: Sequence[Scored], summaries: Sequence[Scored], k: int
+    db: IndexDB, ranked: Sequence[tuple[int, float]], filters: Filters, k: int
 ) -> tuple[list[RecallHit], Callable[[], dict[int, RecallContext]]]:
-    """The hits for ranked ``events`` then ``summaries`` (full texts), and what reads each event hit's neighbour by position.
+    """The hits for ranked docs (full texts), filters applied, texts deduplicated, and what reads each event
+    hit's neighbour by position.
 
-    A summary is a hit only when no event of its chunk is one and the events did not fill ``k``. The
-    neighbours are read only when called: the answer usually has no room left for them.
+    At most ``k`` events, best first, then the summaries of chunks none of whose events is a hit, while
+    the events leave room. The neighbours are read only when called: the answer usually has no room
+    left for them.
     """
+    events: list[Scored] = []
+    summaries: list[Scored] = []
+    if ranked and not filters.empty_range:
+        sql = f"SELECT id, chunk, seq, type, role, ts_min, h FROM docs AS d WHERE id {_in(len(ranked))}{filters.sql}"
+        meta = {r[0]: r[1:] for r in db.require().execute(sql, (*(doc for doc, _ in ranked), *filters.params))}
+        seen: set[int] = set()
+        for doc, score in ranked:
+            m = meta.get(doc)
+            if m is None or m[-1] in seen:
+                continue  # filtered out, or the same text twice (a re-run command's output): one slot is enough
+            seen.add(m[-1])
+            target = events if m[1] is not None else summaries
+            if len(target) < k and not (target is summaries and filters.events_only):
+                target.append(Scored(doc, score, *m[:-1]))
     shown = {s.chunk for s in events}
     picked = [s for s in summaries if s.chunk not in shown][: k - len(events)]
-    rows = _chunks(db, shown | {s.chunk for s in picked})
+    chunks = sorted(shown | {s.chunk for s in picked})
+    rows = {r.id: r for r in db.chunk_rows(f"WHERE id {_in(len(chunks))}", chunks)}
     texts = _texts(db, [s.doc for s in events])
     hits: list[RecallHit] = []
     placed: list[Scored] = []
@@ -434,10 +423,7 @@ def assemble(
                 degraded=bool(row.degraded),
             )
         )
-    for s in picked:
-        row = rows.get(s.chunk)
-        if row is not None:
-            hits.append(summary_hit(row, s.score))
+    hits += [summary_hit(rows[s.chunk], s.score) for s in picked if s.chunk in rows]
     return hits, functools.partial(_neighbours, db, placed)
 
 
@@ -486,28 +472,15 @@ def summary_hit(row: ChunkRow, score: float) -> RecallHit:
 
 
 def _texts(db: IndexDB, docs: Sequence[int]) -> dict[int, str]:
-    if not docs:
-        return {}
-    marks = ",".join("?" * len(docs))
-    rows = db.require().execute(f"SELECT rowid, text FROM fts WHERE rowid IN ({marks})", list(docs))
+    rows = db.require().execute(f"SELECT rowid, text FROM fts WHERE rowid {_in(len(docs))}", list(docs))
     return {doc: display_text(text) for doc, text in rows}
-
-
-def _chunks(db: IndexDB, ids: set[int]) -> dict[int, ChunkRow]:
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    return {r.id: r for r in db.chunk_rows(f"WHERE id IN ({marks})", sorted(ids))}
 
 
 def _neighbours(db: IndexDB, events: Sequence[Scored]) -> dict[int, RecallContext]:
     """One neighbouring event per hit by position, same chunk: the reply after a user's words, else the turn before."""
     wanted = {s.doc: s.doc + 1 if s.role == "user" else s.doc - 1 for s in events}
-    if not wanted:
-        return {}
     ids = sorted(set(wanted.values()))
-    marks = ",".join("?" * len(ids))
-    sql = f"SELECT id, chunk, seq, type, role FROM docs WHERE id IN ({marks}) AND seq IS NOT NULL"
+    sql = f"SELECT id, chunk, seq, type, role FROM docs WHERE id {_in(len(ids))} AND seq IS NOT NULL"
     info = {r[0]: r for r in db.require().execute(sql, ids)}
     texts = _texts(db, list(info))
     out: dict[int, RecallContext] = {}
