@@ -220,7 +220,7 @@ def _escaped_words(text: str) -> list[str]:
     extra: list[str] = []
     for span in _ESCAPED_SPAN.finditer(_WINDOWS_PATH.sub(" ", text) if ":\\" in text else text):
         raw = span.group(0)
-        extra += _missing_words(raw, _JSON_ESCAPE.sub(lambda m: _decode_escape(m.group(0)), raw))
+        extra += _missing_words(raw, _JSON_ESCAPE.sub(_decode_escape, raw))
     return extra
 
 
@@ -229,10 +229,8 @@ def _missing_words(raw: str, decoded: str) -> list[str]:
     return list((collections.Counter(_WORD.findall(decoded)) - collections.Counter(_WORD.findall(raw))).elements())
 
 
-def _decode_escape(escape: str) -> str:
-    if escape[1] == "u":
-        return chr(int(escape[2:], 16))
-    return _SIMPLE_ESCAPES[escape[1]]
+def _decode_escape(escape: re.Match[str]) -> str:
+    return chr(int(escape[0][2:], 16)) if escape[0][1] == "u" else _SIMPLE_ESCAPES[escape[0][1]]
 
 
 def _has_cjk(text: str) -> bool:
@@ -335,7 +333,9 @@ def bigram_terms(terms: Sequence[Term]) -> list[Term]:
     ``数据库迁移失败`` does not match ``数据库的迁移失败了`` as a phrase, but its bigrams do.
     """
     split = (
-        [_make_term(t.text[i : i + 2], True) for i in range(len(t.text) - 1)] if t.cjk and len(t.text) > 2 else [t]
+        [_make_term(t.text[i : i + 2], True) for i in range(len(t.text) - 1)]
+        if t.cjk and len(t.text) > 2
+        else [t]
         for t in terms
     )
     return _distinct(itertools.chain.from_iterable(split))

@@ -240,7 +240,8 @@ def _in_context(
     out = dict(top)
     if len(top) < 2 and not periods:
         return out
-    rows = conn.execute(f"SELECT id, seq, ts_min, ts_max FROM docs WHERE id {_in(len(top))}", [d for d, _ in top])
+    sql = f"SELECT id, seq, ts_min, ts_max FROM docs WHERE id {_in(len(top))}"
+    rows = conn.execute(sql, [d for d, _ in top])
     at_seq: dict[int, list[int]] = {}
     best: dict[int, float] = {}
     dated: list[int] = []
@@ -325,7 +326,8 @@ def _add_frequent(
         ids = [doc for doc in best if doc not in known]
         if not ids:
             continue
-        for (doc,) in conn.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid {_in(len(ids))}", (term.phrase, *ids)):
+        sql = f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid {_in(len(ids))}"
+        for (doc,) in conn.execute(sql, (term.phrase, *ids)):
             scores[doc] += weights[term.phrase]
 
 
@@ -385,13 +387,15 @@ def assemble(
     events: list[Scored] = []
     summaries: list[Scored] = []
     if ranked and not filters.empty_range:
-        sql = f"SELECT id, chunk, seq, type, role, ts_min, h FROM docs AS d WHERE id {_in(len(ranked))}{filters.sql}"
-        meta = {r[0]: r[1:] for r in db.require().execute(sql, (*(doc for doc, _ in ranked), *filters.params))}
+        sql = f"SELECT id, chunk, seq, type, role, ts_min, h FROM docs AS d WHERE id {_in(len(ranked))}"
+        params = (*(doc for doc, _ in ranked), *filters.params)
+        meta = {r[0]: r[1:] for r in db.require().execute(sql + filters.sql, params)}
         seen: set[int] = set()
         for doc, score in ranked:
             m = meta.get(doc)
+            # Filtered out, or the same text twice (a re-run command's output): one slot is enough.
             if m is None or m[-1] in seen:
-                continue  # filtered out, or the same text twice (a re-run command's output): one slot is enough
+                continue
             seen.add(m[-1])
             target = events if m[1] is not None else summaries
             if len(target) < k and not (target is summaries and filters.events_only):
