@@ -348,7 +348,7 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], *, k: int = 60) ->
                 continue
             seen.add(doc)
             scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
-    return sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)
+    return sorted(scores.items(), key=_rank_key, reverse=True)
 
 
 def min_max_fusion(rankings: Sequence[Sequence[tuple[int, float]]]) -> list[tuple[int, float]]:
@@ -370,7 +370,7 @@ def min_max_fusion(rankings: Sequence[Sequence[tuple[int, float]]]) -> list[tupl
         lo, hi = min(best.values()), max(best.values())
         for doc, score in best.items():
             fused[doc] = fused.get(doc, 0.0) + ((score - lo) / (hi - lo) if hi > lo else 1.0)
-    return sorted(fused.items(), key=lambda item: (item[1], item[0]), reverse=True)
+    return sorted(fused.items(), key=_rank_key, reverse=True)
 
 
 # --- hits -------------------------------------------------------------------------
