@@ -178,12 +178,8 @@ def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[lis
     not frequent: FTS5 checks a phrase's positions along the rarer word's
     rows, which for two frequent words is the cost this bound is for.
     """
-    counts: dict[int, int] = {}
-    by_word: dict[str, int] = {}
-    for i, t in enumerate(terms):
-        if not t.words:
-            by_word[t.text.casefold()] = _probe(conn, t)
-            counts[i] = by_word[t.text.casefold()]
+    by_word = {t.text.casefold(): _probe(conn, t) for t in terms if not t.words}
+    counts = {i: by_word[t.text.casefold()] for i, t in enumerate(terms) if not t.words}
     found = sorted((i for i in counts if counts[i]), key=lambda i: counts[i])
     counts = {i: counts[i] for i in found[:MAX_TERMS]}
     for i, t in enumerate(terms):
@@ -289,9 +285,8 @@ def _add_frequent(
             found = max(len(newest) * ndocs / max(top_doc - oldest + 1, 1), EXACT_ROWS + 1.0)
         weights[term.phrase] = _idf(ndocs, found)
         holders[term.phrase] = set(newest)
-    frequent = [term for term, _ in counted]
     # Only the rarest few frequent terms are worth lookups: the others weigh little.
-    frequent = sorted(frequent, key=lambda t: -weights[t.phrase])[:_MAX_FREQUENT]
+    frequent = sorted((term for term, _ in counted), key=lambda t: -weights[t.phrase])[:_MAX_FREQUENT]
     if len(frequent) > 1:
         # Rows holding the two rarest frequent terms, newest first (FTS5 stops after the limit).
         expr = " AND ".join(t.phrase for t in frequent[:2])
@@ -316,11 +311,7 @@ def _add_frequent(
         for doc in holders[term.phrase]:
             scores[doc] = scores.get(doc, 0.0) + weights[term.phrase]
     # Rows found only in the windows may hold another frequent term further back: by rowid.
-    best = [
-        doc
-        for doc, _ in heapq.nlargest(_CANDIDATES, scores.items(), key=_rank_key)
-        if doc not in ranked
-    ]
+    best = [doc for doc, _ in heapq.nlargest(_CANDIDATES, scores.items(), key=_rank_key) if doc not in ranked]
     for term in frequent:
         known = holders[term.phrase]
         ids = [doc for doc in best if doc not in known]
