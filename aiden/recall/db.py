@@ -332,7 +332,7 @@ class IndexDB:
         self.close()
         self._take_turn()  # no connection of this process keeps a file about to be deleted
         try:
-            for path in self._files():
+            for path in _sidecars(self.path):
                 if os.path.isdir(path) and not os.path.islink(path):
                     # Something made a directory where the database goes: moved
                     # aside (nothing in it is deleted), so recall works again.
@@ -378,9 +378,6 @@ class IndexDB:
         self.conn, self._ident = conn, (st.st_dev, st.st_ino)
         # Says "in use" to a process removing the cache (remove_database). Best effort: a remover holding
         # it this instant deletes the file, and the next use sees it replaced and rebuilds it.
-        if self._hold is not None:
-            os.close(self._hold)
-            self._hold = None
         with contextlib.suppress(OSError):
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
             try:
@@ -389,9 +386,6 @@ class IndexDB:
                 os.close(fd)
             else:
                 self._hold = fd
-
-    def _files(self) -> list[str]:
-        return _sidecars(self.path)
 
     def _take_turn(self) -> None:
         """Close the connection another instance has open on this file (see :class:`_Shared`): it opens
@@ -424,7 +418,7 @@ class IndexDB:
 
     def _open(self) -> str | None:
         path = self.path
-        if any(os.path.islink(p) for p in self._files()):
+        if any(os.path.islink(p) for p in _sidecars(self.path)):
             return "corrupt"  # never let SQLite write through a planted symlink
         if not os.path.exists(path):
             return "missing"

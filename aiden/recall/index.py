@@ -21,6 +21,7 @@ from aiden.events import SessionEvent, validate_id
 from aiden.recall.db import (
     SCHEMA_VERSION,
     BulkChunk,
+    ChunkRow,
     IndexDB,
     NeedsRebuild,
     apply_changes,
@@ -30,7 +31,7 @@ from aiden.recall.db import (
 )
 from aiden.recall.embedding import Embedder
 from aiden.recall.query import content_terms
-from aiden.recall.search import Filters, assemble, bm25_ranking, matched_words, pick, summary_hit
+from aiden.recall.search import Filters, assemble, bm25_ranking, matched_words, summary_hit
 from aiden.recall.tool import RecallHit, RecallStats, fit_hits
 from aiden.recall.vectors import Hybrid
 from aiden.storage.fs import Storage
@@ -147,10 +148,8 @@ class RecallIndex:
         validate_id(chunk_id, what="chunk id")
 
         def run() -> RecallHit | None:
-            self._sync()
-            row = self._db.chunk_by_id(chunk_id)
+            row = self._row(chunk_id)
             if row is None:
-                self._refuse_escaping(chunk_id)
                 self._count([])
                 return None
             whole = summary_hit(row, 0.0)
@@ -178,10 +177,8 @@ class RecallIndex:
             wanted = set(seqs)
 
         def run() -> list[SessionEvent]:
-            self._sync()
-            row = self._db.chunk_by_id(chunk_id)
+            row = self._row(chunk_id)
             if row is None:
-                self._refuse_escaping(chunk_id)
                 raise RecallError(f"unknown chunk {chunk_id!r}")
             chunk = self._feed.read_chunk(chunk_id)
             if chunk.entry.sha256 != row.sha256:
@@ -267,15 +264,20 @@ class RecallIndex:
             raise RecallError(f"k must be >= 1, got {k}")
         return min(k, cap)
 
-    def _refuse_escaping(self, chunk_id: str) -> None:
-        # An id the index does not know may name a planted symlink: the store's
-        # InvalidIdError (it opens nothing outside the memory root) wins over "unknown".
-        try:
-            self._feed.read_chunk(chunk_id)
-        except InvalidIdError:
-            raise
-        except AidenError:
-            return
+    def _row(self, chunk_id: str) -> ChunkRow | None:
+        """The indexed row of ``chunk_id`` once synced."""
+        self._sync()
+        row = self._db.chunk_by_id(chunk_id)
+        if row is None:
+            # An id the index does not know may name a planted symlink: the store's
+            # InvalidIdError (it opens nothing outside the memory root) wins over "unknown".
+            try:
+                self._feed.read_chunk(chunk_id)
+            except InvalidIdError:
+                raise
+            except AidenError:
+                pass
+        return row
 
     def _count(self, hits: list[RecallHit]) -> list[RecallHit]:
         self._recall_calls += 1
@@ -334,8 +336,7 @@ class RecallIndex:
         ranked = bm25_ranking(conn, terms, filters, ndocs=self._db.ndocs, top_doc=self._db.next_doc - 1)
         if self._hybrid is not None:
             ranked = self._hybrid.fuse(conn, query, ranked)
-        events, summaries = pick(conn, ranked, filters, k)
-        hits, contexts = assemble(self._db, events, summaries, k)
+        hits, contexts = assemble(self._db, ranked, filters, k)
         config = self._config
         return fit_hits(
             hits,

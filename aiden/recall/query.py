@@ -17,7 +17,7 @@ import collections
 import itertools
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 import msgspec
@@ -220,7 +220,7 @@ def _escaped_words(text: str) -> list[str]:
     extra: list[str] = []
     for span in _ESCAPED_SPAN.finditer(_WINDOWS_PATH.sub(" ", text) if ":\\" in text else text):
         raw = span.group(0)
-        extra += _missing_words(raw, _JSON_ESCAPE.sub(lambda m: _decode_escape(m.group(0)), raw))
+        extra += _missing_words(raw, _JSON_ESCAPE.sub(_decode_escape, raw))
     return extra
 
 
@@ -229,10 +229,8 @@ def _missing_words(raw: str, decoded: str) -> list[str]:
     return list((collections.Counter(_WORD.findall(decoded)) - collections.Counter(_WORD.findall(raw))).elements())
 
 
-def _decode_escape(escape: str) -> str:
-    if escape[1] == "u":
-        return chr(int(escape[2:], 16))
-    return _SIMPLE_ESCAPES[escape[1]]
+def _decode_escape(escape: re.Match[str]) -> str:
+    return chr(int(escape[0][2:], 16)) if escape[0][1] == "u" else _SIMPLE_ESCAPES[escape[0][1]]
 
 
 def _has_cjk(text: str) -> bool:
@@ -280,21 +278,22 @@ def query_terms(query: str, *, limit: int = MAX_TERMS) -> list[Term]:
     Never raises for any ``str``: NUL bytes, lone surrogates, quotes, FTS5
     operators and punctuation are separators or plain text.
     """
-    terms: list[Term] = []
+    runs = (m for word in _words(query[:MAX_QUERY_CHARS]) for m in _CJK_RUN_OR_OTHER.finditer(word))
+    return _distinct((_make_term(m[0], m[1] is not None) for m in runs if _has_token_char(m[0])), limit)
+
+
+def _distinct(terms: Iterable[Term], limit: int = 0) -> list[Term]:
+    """The first of ``terms`` of each case-folded text, until there are ``limit`` (0: all)."""
+    out: list[Term] = []
     seen: set[str] = set()
-    for word in _words(query[:MAX_QUERY_CHARS]):
-        for match in _CJK_RUN_OR_OTHER.finditer(word):
-            run = match.group(0)
-            if not _has_token_char(run):
-                continue
-            key = run.casefold()
-            if key in seen:
-                continue
+    for term in terms:
+        key = term.text.casefold()
+        if key not in seen:
             seen.add(key)
-            terms.append(_make_term(run, match.group(1) is not None))
-            if len(terms) == limit:
-                return terms
-    return terms
+            out.append(term)
+            if len(out) == limit:
+                break
+    return out
 
 
 def content_terms(query: str) -> list[Term]:
@@ -320,19 +319,12 @@ def word_terms(terms: Sequence[Term]) -> list[Term]:
 
 def _pairs(query: str) -> list[Term]:
     words = [w for w in _words(query[:MAX_QUERY_CHARS]) if _has_token_char(w)]
-    pairs: list[Term] = []
-    seen: set[str] = set()
-    for a, b in itertools.pairwise(words):
-        if is_stopword(a) or is_stopword(b) or _has_cjk(a + b) or a.casefold() == b.casefold():
-            continue
-        text = f"{a} {b}"
-        if text.casefold() in seen:
-            continue
-        seen.add(text.casefold())
-        pairs.append(Term(text, False, _quote(text), (a.casefold(), b.casefold())))
-        if len(pairs) == MAX_PAIRS:
-            break
-    return pairs
+    pairs = (
+        Term(f"{a} {b}", False, _quote(f"{a} {b}"), (a.casefold(), b.casefold()))
+        for a, b in itertools.pairwise(words)
+        if not (is_stopword(a) or is_stopword(b) or _has_cjk(a + b) or a.casefold() == b.casefold())
+    )
+    return _distinct(pairs, MAX_PAIRS)
 
 
 def bigram_terms(terms: Sequence[Term]) -> list[Term]:
@@ -340,18 +332,13 @@ def bigram_terms(terms: Sequence[Term]) -> list[Term]:
 
     ``数据库迁移失败`` does not match ``数据库的迁移失败了`` as a phrase, but its bigrams do.
     """
-    out: list[Term] = []
-    seen: set[str] = set()
-    for term in terms:
-        parts = [term]
-        if term.cjk and len(term.text) > 2:
-            parts = [_make_term(term.text[i : i + 2], True) for i in range(len(term.text) - 1)]
-        for part in parts:
-            key = part.text.casefold()
-            if key not in seen:
-                seen.add(key)
-                out.append(part)
-    return out
+    split = (
+        [_make_term(t.text[i : i + 2], True) for i in range(len(t.text) - 1)]
+        if t.cjk and len(t.text) > 2
+        else [t]
+        for t in terms
+    )
+    return _distinct(itertools.chain.from_iterable(split))
 
 
 def or_expression(terms: Sequence[Term]) -> str:

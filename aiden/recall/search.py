@@ -41,7 +41,6 @@ __all__ = [
     "bm25_ranking",
     "matched_words",
     "min_max_fusion",
-    "pick",
     "reciprocal_rank_fusion",
     "summary_hit",
 ]
@@ -155,6 +154,10 @@ def _idf(total: int, rows: float) -> float:
 _rank_key: Final = operator.itemgetter(1, 0)
 
 
+def _in(n: int) -> str:
+    return f"IN ({','.join('?' * n)})"
+
+
 def _from(filters: Filters) -> str:
     # The docs join is only paid for when a filter needs its columns.
     return "fts AS f JOIN docs AS d ON d.id = f.rowid" if filters.sql else "fts AS f"
@@ -175,12 +178,8 @@ def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[lis
     not frequent: FTS5 checks a phrase's positions along the rarer word's
     rows, which for two frequent words is the cost this bound is for.
     """
-    counts: dict[int, int] = {}
-    by_word: dict[str, int] = {}
-    for i, t in enumerate(terms):
-        if not t.words:
-            by_word[t.text.casefold()] = _probe(conn, t)
-            counts[i] = by_word[t.text.casefold()]
+    by_word = {t.text.casefold(): _probe(conn, t) for t in terms if not t.words}
+    counts = {i: by_word[t.text.casefold()] for i, t in enumerate(terms) if not t.words}
     found = sorted((i for i in counts if counts[i]), key=lambda i: counts[i])
     counts = {i: counts[i] for i in found[:MAX_TERMS]}
     for i, t in enumerate(terms):
@@ -237,8 +236,8 @@ def _in_context(
     out = dict(top)
     if len(top) < 2 and not periods:
         return out
-    marks = ",".join("?" * len(top))
-    rows = conn.execute(f"SELECT id, seq, ts_min, ts_max FROM docs WHERE id IN ({marks})", [d for d, _ in top])
+    sql = f"SELECT id, seq, ts_min, ts_max FROM docs WHERE id {_in(len(top))}"
+    rows = conn.execute(sql, [d for d, _ in top])
     at_seq: dict[int, list[int]] = {}
     best: dict[int, float] = {}
     dated: list[int] = []
@@ -259,35 +258,6 @@ def _in_context(
     for doc in dated:
         out[doc] *= IN_PERIOD
     return out
-
-
-def pick(
-    conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]], filters: Filters, limit: int
-) -> tuple[list[Scored], list[Scored]]:
-    """Split ranked docs into events and summaries (at most ``limit`` each), filters applied, texts deduplicated."""
-    if not ranked or filters.empty_range:
-        return [], []
-    marks = ",".join("?" * len(ranked))
-    meta = {
-        r[0]: r[1:]
-        for r in conn.execute(
-            f"SELECT d.id, d.chunk, d.seq, d.type, d.role, d.ts_min, d.h FROM docs AS d "
-            f"WHERE d.id IN ({marks}){filters.sql}",
-            (*(doc for doc, _ in ranked), *filters.params),
-        )
-    }
-    events: list[Scored] = []
-    summaries: list[Scored] = []
-    seen: set[int] = set()
-    for doc, score in ranked:
-        m = meta.get(doc)
-        if m is None or m[-1] in seen:
-            continue  # filtered out, or the same text twice (a re-run command's output): one slot is enough
-        seen.add(m[-1])
-        target = events if m[1] is not None else summaries
-        if len(target) < limit and not (target is summaries and filters.events_only):
-            target.append(Scored(doc, score, *m[:-1]))
-    return events, summaries
 
 
 def _add_frequent(
@@ -315,9 +285,8 @@ def _add_frequent(
             found = max(len(newest) * ndocs / max(top_doc - oldest + 1, 1), EXACT_ROWS + 1.0)
         weights[term.phrase] = _idf(ndocs, found)
         holders[term.phrase] = set(newest)
-    frequent = [term for term, _ in counted]
     # Only the rarest few frequent terms are worth lookups: the others weigh little.
-    frequent = sorted(frequent, key=lambda t: -weights[t.phrase])[:_MAX_FREQUENT]
+    frequent = sorted((term for term, _ in counted), key=lambda t: -weights[t.phrase])[:_MAX_FREQUENT]
     if len(frequent) > 1:
         # Rows holding the two rarest frequent terms, newest first (FTS5 stops after the limit).
         expr = " AND ".join(t.phrase for t in frequent[:2])
@@ -342,18 +311,14 @@ def _add_frequent(
         for doc in holders[term.phrase]:
             scores[doc] = scores.get(doc, 0.0) + weights[term.phrase]
     # Rows found only in the windows may hold another frequent term further back: by rowid.
-    best = [
-        doc
-        for doc, _ in heapq.nlargest(_CANDIDATES, scores.items(), key=_rank_key)
-        if doc not in ranked
-    ]
+    best = [doc for doc, _ in heapq.nlargest(_CANDIDATES, scores.items(), key=_rank_key) if doc not in ranked]
     for term in frequent:
         known = holders[term.phrase]
         ids = [doc for doc in best if doc not in known]
         if not ids:
             continue
-        marks = ",".join("?" * len(ids))
-        for (doc,) in conn.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({marks})", (term.phrase, *ids)):
+        sql = f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid {_in(len(ids))}"
+        for (doc,) in conn.execute(sql, (term.phrase, *ids)):
             scores[doc] += weights[term.phrase]
 
 
@@ -374,7 +339,7 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], *, k: int = 60) ->
                 continue
             seen.add(doc)
             scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
-    return sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)
+    return sorted(scores.items(), key=_rank_key, reverse=True)
 
 
 def min_max_fusion(rankings: Sequence[Sequence[tuple[int, float]]]) -> list[tuple[int, float]]:
@@ -396,21 +361,40 @@ def min_max_fusion(rankings: Sequence[Sequence[tuple[int, float]]]) -> list[tupl
         lo, hi = min(best.values()), max(best.values())
         for doc, score in best.items():
             fused[doc] = fused.get(doc, 0.0) + ((score - lo) / (hi - lo) if hi > lo else 1.0)
-    return sorted(fused.items(), key=lambda item: (item[1], item[0]), reverse=True)
+    return sorted(fused.items(), key=_rank_key, reverse=True)
 
 
 # --- hits -------------------------------------------------------------------------
 def assemble(
-    db: IndexDB, events: Sequence[Scored], summaries: Sequence[Scored], k: int
+    db: IndexDB, ranked: Sequence[tuple[int, float]], filters: Filters, k: int
 ) -> tuple[list[RecallHit], Callable[[], dict[int, RecallContext]]]:
-    """The hits for ranked ``events`` then ``summaries`` (full texts), and what reads each event hit's neighbour by position.
+    """The hits for ranked docs (full texts), filters applied, texts deduplicated, and what reads each event
+    hit's neighbour by position.
 
-    A summary is a hit only when no event of its chunk is one and the events did not fill ``k``. The
-    neighbours are read only when called: the answer usually has no room left for them.
+    At most ``k`` events, best first, then the summaries of chunks none of whose events is a hit, while
+    the events leave room. The neighbours are read only when called: the answer usually has no room
+    left for them.
     """
+    events: list[Scored] = []
+    summaries: list[Scored] = []
+    if ranked and not filters.empty_range:
+        sql = f"SELECT id, chunk, seq, type, role, ts_min, h FROM docs AS d WHERE id {_in(len(ranked))}"
+        params = (*(doc for doc, _ in ranked), *filters.params)
+        meta = {r[0]: r[1:] for r in db.require().execute(sql + filters.sql, params)}
+        seen: set[int] = set()
+        for doc, score in ranked:
+            m = meta.get(doc)
+            # Filtered out, or the same text twice (a re-run command's output): one slot is enough.
+            if m is None or m[-1] in seen:
+                continue
+            seen.add(m[-1])
+            target = events if m[1] is not None else summaries
+            if len(target) < k and not (target is summaries and filters.events_only):
+                target.append(Scored(doc, score, *m[:-1]))
     shown = {s.chunk for s in events}
     picked = [s for s in summaries if s.chunk not in shown][: k - len(events)]
-    rows = _chunks(db, shown | {s.chunk for s in picked})
+    chunks = sorted(shown | {s.chunk for s in picked})
+    rows = {r.id: r for r in db.chunk_rows(f"WHERE id {_in(len(chunks))}", chunks)}
     texts = _texts(db, [s.doc for s in events])
     hits: list[RecallHit] = []
     placed: list[Scored] = []
@@ -434,10 +418,7 @@ def assemble(
                 degraded=bool(row.degraded),
             )
         )
-    for s in picked:
-        row = rows.get(s.chunk)
-        if row is not None:
-            hits.append(summary_hit(row, s.score))
+    hits += [summary_hit(rows[s.chunk], s.score) for s in picked if s.chunk in rows]
     return hits, functools.partial(_neighbours, db, placed)
 
 
@@ -486,28 +467,15 @@ def summary_hit(row: ChunkRow, score: float) -> RecallHit:
 
 
 def _texts(db: IndexDB, docs: Sequence[int]) -> dict[int, str]:
-    if not docs:
-        return {}
-    marks = ",".join("?" * len(docs))
-    rows = db.require().execute(f"SELECT rowid, text FROM fts WHERE rowid IN ({marks})", list(docs))
+    rows = db.require().execute(f"SELECT rowid, text FROM fts WHERE rowid {_in(len(docs))}", list(docs))
     return {doc: display_text(text) for doc, text in rows}
-
-
-def _chunks(db: IndexDB, ids: set[int]) -> dict[int, ChunkRow]:
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    return {r.id: r for r in db.chunk_rows(f"WHERE id IN ({marks})", sorted(ids))}
 
 
 def _neighbours(db: IndexDB, events: Sequence[Scored]) -> dict[int, RecallContext]:
     """One neighbouring event per hit by position, same chunk: the reply after a user's words, else the turn before."""
     wanted = {s.doc: s.doc + 1 if s.role == "user" else s.doc - 1 for s in events}
-    if not wanted:
-        return {}
     ids = sorted(set(wanted.values()))
-    marks = ",".join("?" * len(ids))
-    sql = f"SELECT id, chunk, seq, type, role FROM docs WHERE id IN ({marks}) AND seq IS NOT NULL"
+    sql = f"SELECT id, chunk, seq, type, role FROM docs WHERE id {_in(len(ids))} AND seq IS NOT NULL"
     info = {r[0]: r for r in db.require().execute(sql, ids)}
     texts = _texts(db, list(info))
     out: dict[int, RecallContext] = {}

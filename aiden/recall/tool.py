@@ -340,13 +340,11 @@ def encode_events(
             value: str = getattr(event, field) or ""
             part = value[skip:]
             skip = max(0, skip - len(value))
-            if part != value:  # (a field read out is left out, as an empty one is by the event itself)
-                if part:
-                    item[field] = part
-                else:
-                    del item[field]
             if part:
                 parts.append((field, part))
+            elif value:  # (a field read out is left out, as an empty one is by the event itself)
+                del item[field]
+        item.update(parts)
         out.append(item)
         texts.append(parts)
         if len(_dumps(doc)) > max_chars:
@@ -527,14 +525,20 @@ def _error(message: str) -> str:
     return _dumps({"error": truncate(message, _MAX_ERROR_CHARS)})
 
 
+_Search = Callable[..., Awaitable[list[RecallHit]]]
+_Lookup = Callable[[str], Awaitable[RecallHit | None]]
+_Rehydrate = Callable[[str, Sequence[int] | None], Awaitable[list[SessionEvent]]]
+_ReadEvents = Callable[[Sequence[int]], Awaitable[list[SessionEvent]]] | None
+
+
 async def handle_recall_tool(
     arguments: str | Mapping[str, Any],
     *,
-    search: Callable[..., Awaitable[list[RecallHit]]],
-    lookup: Callable[[str], Awaitable[RecallHit | None]],
-    rehydrate: Callable[[str, Sequence[int] | None], Awaitable[list[SessionEvent]]],
+    search: _Search,
+    lookup: _Lookup,
+    rehydrate: _Rehydrate,
     max_chars: int,
-    read_events: Callable[[Sequence[int]], Awaitable[list[SessionEvent]]] | None = None,
+    read_events: _ReadEvents = None,
 ) -> str:
     """Run one ``recall_session_chunks`` call and return its JSON result text.
 
@@ -586,18 +590,14 @@ class RecallTools:
     def __init__(
         self,
         *,
-        search: Callable[..., Awaitable[list[RecallHit]]],
-        lookup: Callable[[str], Awaitable[RecallHit | None]],
-        rehydrate: Callable[[str, Sequence[int] | None], Awaitable[list[SessionEvent]]],
+        search: _Search,
+        lookup: _Lookup,
+        rehydrate: _Rehydrate,
         max_chars: int,
-        read_events: Callable[[Sequence[int]], Awaitable[list[SessionEvent]]] | None = None,
+        read_events: _ReadEvents = None,
     ) -> None:
         self._handle = functools.partial(
-            handle_recall_tool,
-            search=search,
-            lookup=lookup,
-            rehydrate=rehydrate,
-            max_chars=max_chars,
+            handle_recall_tool, search=search, lookup=lookup, rehydrate=rehydrate, max_chars=max_chars,
             read_events=read_events,
         )
 
