@@ -178,8 +178,8 @@ def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[lis
     not frequent: FTS5 checks a phrase's positions along the rarer word's
     rows, which for two frequent words is the cost this bound is for.
     """
-    by_word = {t.text.casefold(): _probe(conn, t) for t in terms if not t.words}
-    counts = {i: by_word[t.text.casefold()] for i, t in enumerate(terms) if not t.words}
+    counts = {i: _probe(conn, t) for i, t in enumerate(terms) if not t.words}
+    by_word = {terms[i].text.casefold(): n for i, n in counts.items()}
     found = sorted((i for i in counts if counts[i]), key=lambda i: counts[i])
     counts = {i: counts[i] for i in found[:MAX_TERMS]}
     for i, t in enumerate(terms):

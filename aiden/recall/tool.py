@@ -597,7 +597,11 @@ class RecallTools:
         read_events: _ReadEvents = None,
     ) -> None:
         self._handle = functools.partial(
-            handle_recall_tool, search=search, lookup=lookup, rehydrate=rehydrate, max_chars=max_chars,
+            handle_recall_tool,
+            search=search,
+            lookup=lookup,
+            rehydrate=rehydrate,
+            max_chars=max_chars,
             read_events=read_events,
         )
 
