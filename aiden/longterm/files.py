@@ -28,7 +28,6 @@ __all__ = [
     "read_summary",
     "running_summary_path",
     "session_file_name",
-    "sessions_dir",
     "stem_stamp",
     "write_summary",
 ]
@@ -37,11 +36,6 @@ SESSION_FILE: Final = re.compile(r"(\d{8}T\d{6}Z)-([A-Za-z0-9_-]{1,64})\.md")
 """Name of a dated session summary file."""
 MAX_SUMMARY_BYTES: Final = 256 * 1024
 """A summary file is read up to this many bytes (a larger one is truncated, never loaded whole)."""
-
-
-def sessions_dir(layout: Layout) -> Path:
-    """``long_term/sessions/``."""
-    return layout.sessions
 
 
 def digest_path(layout: Layout) -> Path:
@@ -77,11 +71,11 @@ def _is_regular(path: Path) -> bool:
 
 def list_session_files(layout: Layout) -> list[Path]:
     """The dated session summary files, oldest first (by name, which starts with the UTC stamp)."""
+    folder = layout.sessions
     try:
-        names = os.listdir(sessions_dir(layout))
+        names = os.listdir(folder)
     except FileNotFoundError:
         return []
-    folder = sessions_dir(layout)
     return [folder / n for n in sorted(names) if SESSION_FILE.fullmatch(n) and _is_regular(folder / n)]
 
 

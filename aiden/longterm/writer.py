@@ -61,7 +61,6 @@ __all__ = [
     "SummaryRows",
     "SummaryWrite",
     "cap_digest",
-    "enforce_cap",
     "extract_summary",
     "merged_running",
     "plan_cap",
@@ -176,7 +175,26 @@ class FileSummaryRows:
         return str(path)
 
     def enforce_cap(self, now: int) -> CapResult:
-        return enforce_cap(self.layout, self.storage, keep=self._keep, now=now, max_items=self._max_items)
+        """:func:`cap_digest` applied to ``long_term/sessions/``."""
+        files = {p.stem: p for p in list_session_files(self.layout)}
+        path = digest_path(self.layout)
+        cap, digest = cap_digest(
+            files,
+            read_summary(path, kind="digest"),
+            lambda stem: read_summary(files[stem], kind="session"),
+            keep=self._keep,
+            now=now,
+            max_items=self._max_items,
+        )
+        if digest is not None:
+            self.storage.checkpoint("digest.before_write")
+            write_summary(self.storage, path, digest)
+            self.storage.checkpoint("digest.after_write")
+        for stem in cap.deleted:
+            self.storage.unlink(files[stem])
+        if cap.deleted:
+            self.storage.fsync_dir(files[cap.deleted[0]].parent)
+        return cap
 
 
 def _dir_id(path: Path) -> tuple[int, int] | None:
@@ -244,31 +262,6 @@ def cap_digest(
     return cap, msgspec.structs.replace(
         digest, kind="digest", session_id="digest", created_at=now, through=plan.merge[-1], through_seq=0
     )
-
-
-def enforce_cap(
-    layout: Layout, storage: Storage, *, keep: int, now: int, max_items: int = DEFAULT_MAX_ITEMS
-) -> CapResult:
-    """Apply :func:`plan_cap` to ``long_term/sessions/`` (blocking I/O; run in a worker thread)."""
-    files = {p.stem: p for p in list_session_files(layout)}
-    path = digest_path(layout)
-    cap, digest = cap_digest(
-        files,
-        read_summary(path, kind="digest"),
-        lambda stem: read_summary(files[stem], kind="session"),
-        keep=keep,
-        now=now,
-        max_items=max_items,
-    )
-    if digest is not None:
-        storage.checkpoint("digest.before_write")
-        write_summary(storage, path, digest)
-        storage.checkpoint("digest.after_write")
-    for stem in cap.deleted:
-        storage.unlink(files[stem])
-    if cap.deleted:
-        storage.fsync_dir(files[cap.deleted[0]].parent)
-    return cap
 
 
 SESSION_END_INPUT_CHARS = 80_000
@@ -505,7 +498,7 @@ class SummaryFlow(ABC):
             return SummaryWrite(path=path, summary=final, reason=reason, degraded=degraded, cap=cap)
 
 
-class SessionSummaryWriter(SummaryFlow):
+class SessionSummaryWriter(SummaryFlow, FileSummaryRows):
     """The summaries under ``long_term/`` (and ``session/running_summary.md``) of one memory root.
 
     ``long_term/.summaries.lock`` (a flock) makes each read-merge-write atomic against other processes.
@@ -520,26 +513,20 @@ class SessionSummaryWriter(SummaryFlow):
         *,
         use_fallback: bool = True,
     ) -> None:
-        super().__init__(summarizer, config, use_fallback=use_fallback)
-        self._rows = FileSummaryRows(layout, storage, keep=config.session_summaries_keep)
-
-    @property
-    def running_path(self) -> Path:
-        """``session/running_summary.md``."""
-        return self._rows.running_path
+        SummaryFlow.__init__(self, summarizer, config, use_fallback=use_fallback)
+        FileSummaryRows.__init__(self, layout, storage, keep=config.session_summaries_keep)
 
     def running(self) -> SessionSummary | None:
         """The running summary file as it is now (blocking)."""
-        return self._rows.read_running()
+        return self.read_running()
 
     @contextmanager
     def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
         # A descriptor per use: a call beside a merge is excluded as another process's would be,
         # and a writer never closed explicitly holds no descriptor.
-        rows = self._rows
-        flock = SessionLock(rows.storage, rows.layout.summaries_lock)
+        flock = SessionLock(self.storage, self.layout.summaries_lock)
         try:
             with flock.held(self._config.lock_timeout_s):
-                yield rows
+                yield self
         finally:
             flock.close()

@@ -56,13 +56,12 @@ def cursors(conn: Conn, namespace: str, *, lock: bool = False) -> tuple[int, int
 
 
 class PgHistoryLog:
-    """The history records and both cursors of one namespace."""
+    """The history records and both cursors of one namespace (a :class:`~aiden.longterm.backend.HistoryLog`)."""
 
     def __init__(self, db: LongTermDb) -> None:
         self._db = db
 
     def append(self, content: str, *, session_key: str, now: float, chunk_id: str = "") -> HistoryRecord:
-        """Append one record; a record of a ``chunk_id`` already recorded is returned instead."""
         text = text_value(record_text(content))
         ns = self._db.namespace
         with self._db.connection("recording history") as conn, conn.transaction():
@@ -85,22 +84,18 @@ class PgHistoryLog:
             return record
 
     def read_after(self, cursor: int, *, limit: int | None = None) -> list[HistoryRecord]:
-        """Records with a cursor greater than ``cursor``, oldest first (at most ``limit``)."""
         with self._db.connection("reading history") as conn:
             return read_after(conn, self._db.namespace, cursor, limit)
 
     def cursor(self) -> int:
-        """The last allocated cursor (0 when empty)."""
         with self._db.connection("reading the history cursor") as conn:
             return cursors(conn, self._db.namespace)[0]
 
     def dream_cursor(self) -> int:
-        """The last cursor Dream consumed (0 before the first completed run)."""
         with self._db.connection("reading the Dream cursor") as conn:
             return cursors(conn, self._db.namespace)[1]
 
     def set_dream_cursor(self, value: int) -> None:
-        """Record that Dream consumed everything up to ``value``."""
         with self._db.connection("moving the Dream cursor") as conn:
             conn.execute(
                 "UPDATE aiden_lt_state SET dream_cursor = %s WHERE namespace = %s",
