@@ -26,7 +26,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.lowlevel import RunVar
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.mailbox import Client, route_replies
+from aiden.actors.mailbox import Client, Doorbell, route_replies
 from aiden.errors import ClosedError
 from aiden.messages import Codec, ErrorInfo, Failed, codec
 
@@ -305,10 +305,11 @@ class HostLink(Generic[K, V]):
 
     __slots__ = ("_send", "actor", "client", "key")
 
-    def __init__(self, actor: HostActor[K, Any, Any], key: int, client: Client[K, V]) -> None:
+    def __init__(self, actor: HostActor[K, Any, Any], key: int, doorbell: Doorbell, **options: Any) -> None:
+        """``options``: the client's (:class:`~aiden.actors.mailbox.Client`), named as its actor."""
         self.actor = actor
         self.key = key
-        self.client = client
+        self.client: Client[K, V] = Client(actor.name, None, actor._in, doorbell=doorbell, **options)
         self._send: MemoryObjectSendStream[bytes] | None = None
 
     def bind(self) -> None:

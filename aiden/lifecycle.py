@@ -110,14 +110,13 @@ class Lifecycle:
 
     async def build_messages(
         self,
-        layers: PromptLayers | None = None,
-        *,
-        long_term: str | None = None,
-        current_task: str | None = None,
-        cache_friendly: bool = True,
-        governance: bool = True,
-        model: str | None = None,
-        tools: Sequence[Mapping[str, Any]] = (),
+        layers: PromptLayers | None,
+        long_term: str | None,
+        current_task: str | None,
+        cache_friendly: bool,
+        governance: bool,
+        model: str | None,
+        tools: Sequence[Mapping[str, Any]],
     ) -> PromptBuild:
         """The chat messages for the next model call (see :meth:`aiden.memory_core.CoreMemory.build_messages`)."""
         m = self._m

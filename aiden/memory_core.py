@@ -490,13 +490,7 @@ class CoreMemory:
         self._check_open()
         _check_prompt_inputs(layers, {"long_term": long_term, "current_task": current_task, "model": model}, tools)
         return await self._runs.build_messages(
-            layers,
-            long_term=long_term,
-            current_task=current_task,
-            cache_friendly=cache_friendly,
-            governance=governance,
-            model=model,
-            tools=tools,
+            layers, long_term, current_task, cache_friendly, governance, model, tools
         )
 
     @property

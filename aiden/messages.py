@@ -76,6 +76,19 @@ __all__ = [
 ]
 
 
+class _Identified(msgspec.Struct, frozen=True, tag=True):
+    """A message with the id matching a reply to its request (tagged by its class name)."""
+
+    request_id: int
+
+
+class _Keyed(msgspec.Struct, frozen=True, tag=True):
+    """A message of a host's actor: its session's key in the host, then the request id."""
+
+    session: int
+    request_id: int
+
+
 class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
     """An exception carried across a boundary: the aiden error class name, message and errno."""
 
@@ -90,10 +103,9 @@ def error_info(exc: BaseException) -> ErrorInfo:
     return ErrorInfo(kind=kind, message=str(exc), errno=getattr(exc, "errno", None))
 
 
-class Failed(msgspec.Struct, frozen=True, tag=True):
+class Failed(_Identified, frozen=True):
     """The request ``request_id`` failed: the error travels as :class:`ErrorInfo` (one wire table)."""
 
-    request_id: int
     error: ErrorInfo
     session: int = 0
 
@@ -101,19 +113,14 @@ class Failed(msgspec.Struct, frozen=True, tag=True):
 # --- session writer ------------------------------------------------------------
 
 
-class AppendEvents(msgspec.Struct, frozen=True, tag=True):
+class AppendEvents(_Keyed, frozen=True):
     """Append ``events`` (validated, scrubbed, encoded once with seq 0) to ``session`` as one unit."""
 
-    session: int
-    request_id: int
     events: list[PreparedEvent]
 
 
-class Flush(msgspec.Struct, frozen=True, tag=True):
+class Flush(_Keyed, frozen=True):
     """Reply once everything of ``session`` queued before it is committed."""
-
-    session: int
-    request_id: int
 
 
 WriterInbox = AppendEvents | Flush
@@ -141,11 +148,8 @@ class Rejected(msgspec.Struct, frozen=True, tag=True):
     error: ErrorInfo
 
 
-class Flushed(msgspec.Struct, frozen=True, tag=True):
+class Flushed(_Keyed, frozen=True):
     """Reply to :class:`Flush`."""
-
-    session: int
-    request_id: int
 
 
 WriterOutbox = Appended | Rejected | Flushed
@@ -161,20 +165,15 @@ class RequestMaintenance(msgspec.Struct, frozen=True, tag=True):
     manual: bool = False
 
 
-class Maintain(msgspec.Struct, frozen=True, tag=True):
+class Maintain(_Keyed, frozen=True):
     """Run a maintenance pass and reply when it is done (the seed's Save path)."""
 
-    session: int
-    request_id: int
     manual: bool = False
 
 
-class OpenScheduler(msgspec.Struct, frozen=True, tag=True):
+class OpenScheduler(_Keyed, frozen=True):
     """``session`` opened: check its backlog (answered then), then replay its newest chunks'
     after-compaction hook."""
-
-    session: int
-    request_id: int
 
 
 _Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -195,11 +194,9 @@ class RecordUsage(msgspec.Struct, frozen=True, tag=True, kw_only=True):
     session: int = 0
 
 
-class RotateSession(msgspec.Struct, frozen=True, tag=True):
+class RotateSession(_Keyed, frozen=True):
     """Close the active session: cancel the pass in flight, archive it as ``closed_session_id``."""
 
-    session: int
-    request_id: int
     closed_session_id: str
 
 
@@ -221,27 +218,20 @@ class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """The pass compacted ``max_pass_events`` of a longer backlog; the next pass is already requested."""
 
 
-class MaintenanceDone(msgspec.Struct, frozen=True, tag=True):
+class MaintenanceDone(_Keyed, frozen=True):
     """Reply to :class:`Maintain`."""
 
-    session: int
-    request_id: int
     outcome: CompactionOutcome
 
 
-class Rotated(msgspec.Struct, frozen=True, tag=True):
+class Rotated(_Keyed, frozen=True):
     """Reply to :class:`RotateSession`: the closed session's archive id."""
 
-    session: int
-    request_id: int
     archived_id: str
 
 
-class SchedulerOpened(msgspec.Struct, frozen=True, tag=True):
+class SchedulerOpened(_Keyed, frozen=True):
     """Reply to :class:`OpenScheduler`: the backlog is checked (a pass requested if it is over the trigger)."""
-
-    session: int
-    request_id: int
 
 
 SchedulerOutbox = MaintenanceDone | Rotated | SchedulerOpened | Failed
@@ -250,19 +240,14 @@ SchedulerOutbox = MaintenanceDone | Rotated | SchedulerOpened | Failed
 # --- summarizer -----------------------------------------------------------------
 
 
-class Summarize(msgspec.Struct, frozen=True, tag=True):
+class Summarize(_Keyed, frozen=True):
     """Summarize one request of ``session`` under the configured deadline."""
 
-    session: int
-    request_id: int
     request: SummaryRequest
 
 
-class CancelSummarize(msgspec.Struct, frozen=True, tag=True):
+class CancelSummarize(_Keyed, frozen=True):
     """The caller of ``request_id`` gave up: cancel that call if it is running or queued."""
-
-    session: int
-    request_id: int
 
 
 class SessionClosed(msgspec.Struct, frozen=True, tag=True):
@@ -274,11 +259,9 @@ class SessionClosed(msgspec.Struct, frozen=True, tag=True):
 SummarizerInbox = Summarize | CancelSummarize | SessionClosed
 
 
-class Summarized(msgspec.Struct, frozen=True, tag=True):
+class Summarized(_Keyed, frozen=True):
     """A successful summary."""
 
-    session: int
-    request_id: int
     result: SummaryResult
 
 
@@ -288,11 +271,9 @@ SummarizerOutbox = Summarized | Failed
 # --- recall index ------------------------------------------------------------------
 
 
-class RecallQuery(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+class RecallQuery(_Keyed, frozen=True, kw_only=True):
     """Full-text recall over the chunks of ``session``."""
 
-    session: int
-    request_id: int
     query: str
     k: int | None = None
     types: list[str] | None = None
@@ -301,61 +282,44 @@ class RecallQuery(msgspec.Struct, frozen=True, tag=True, kw_only=True):
     until: float | None = None
 
 
-class RecallLookup(msgspec.Struct, frozen=True, tag=True):
+class RecallLookup(_Keyed, frozen=True):
     """Exact lookup of one chunk by id."""
 
-    session: int
-    request_id: int
     chunk_id: str
 
 
-class RecallRehydrate(msgspec.Struct, frozen=True, tag=True):
+class RecallRehydrate(_Keyed, frozen=True):
     """Verbatim events of a chunk (optionally only ``seqs``)."""
 
-    session: int
-    request_id: int
     chunk_id: str
     seqs: list[int] | None = None
 
 
-class RecallSync(msgspec.Struct, frozen=True, tag=True):
+class RecallSync(_Keyed, frozen=True):
     """Index the chunks committed since the last request and embed their events (after a compaction)."""
 
-    session: int
-    request_id: int
 
-
-class CloseIndex(msgspec.Struct, frozen=True, tag=True):
+class CloseIndex(_Keyed, frozen=True):
     """Close the session's index (its SQLite connection) after its earlier requests: it parks or closes."""
-
-    session: int
-    request_id: int
 
 
 RecallInbox = RecallQuery | RecallLookup | RecallRehydrate | RecallSync | CloseIndex
 
 
-class RecallHits(msgspec.Struct, frozen=True, tag=True):
+class RecallHits(_Keyed, frozen=True):
     """Reply to :class:`RecallQuery` and :class:`RecallLookup` (an unknown chunk: no hits)."""
 
-    session: int
-    request_id: int
     hits: list[RecallHit]
 
 
-class RecallEvents(msgspec.Struct, frozen=True, tag=True):
+class RecallEvents(_Keyed, frozen=True):
     """Reply to :class:`RecallRehydrate`."""
 
-    session: int
-    request_id: int
     events: list[SessionEvent]
 
 
-class RecallSynced(msgspec.Struct, frozen=True, tag=True):
+class RecallSynced(_Keyed, frozen=True):
     """Reply to :class:`RecallSync` and :class:`CloseIndex`: done (embedder failures are counted, not raised)."""
-
-    session: int
-    request_id: int
 
 
 RecallOutbox = RecallHits | RecallEvents | RecallSynced | Failed
@@ -374,60 +338,50 @@ class HeldWindow(msgspec.Struct, frozen=True):
     count: int
 
 
-class ReadHotWindow(msgspec.Struct, frozen=True, tag=True):
+class ReadHotWindow(_Identified, frozen=True):
     """The retained hot window; with ``held``, only what follows the caller's copy when it is still current."""
 
-    request_id: int
     held: HeldWindow | None = None
 
 
-class ReadEvents(msgspec.Struct, frozen=True, tag=True):
+class ReadEvents(_Identified, frozen=True):
     """Stored events by seq (hot or compacted)."""
 
-    request_id: int
     seqs: list[int]
 
 
-class ReadIndex(msgspec.Struct, frozen=True, tag=True):
+class ReadIndex(_Identified, frozen=True):
     """The live chunk index."""
 
-    request_id: int
 
-
-class ReadSummary(msgspec.Struct, frozen=True, tag=True):
+class ReadSummary(_Identified, frozen=True):
     """The rendered summary (summary.md)."""
-
-    request_id: int
 
 
 ReaderInbox = ReadHotWindow | ReadEvents | ReadIndex | ReadSummary
 
 
-class EventsRead(msgspec.Struct, frozen=True, tag=True):
+class EventsRead(_Identified, frozen=True):
     """Reply to :class:`ReadEvents`."""
 
-    request_id: int
     events: list[SessionEvent]
 
 
-class IndexRead(msgspec.Struct, frozen=True, tag=True):
+class IndexRead(_Identified, frozen=True):
     """Reply to :class:`ReadIndex`."""
 
-    request_id: int
     index: ChunkIndex
 
 
-class SummaryRead(msgspec.Struct, frozen=True, tag=True):
+class SummaryRead(_Identified, frozen=True):
     """Reply to :class:`ReadSummary`."""
 
-    request_id: int
     text: str
 
 
-class HotWindowRead(msgspec.Struct, frozen=True, tag=True):
+class HotWindowRead(_Identified, frozen=True):
     """Reply to :class:`ReadHotWindow`."""
 
-    request_id: int
     events: list[SessionEvent]
     tail: bool = False
     """True: ``events`` are those after the caller's held copy, which the window still starts with;

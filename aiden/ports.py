@@ -8,7 +8,7 @@ checked here, before encoding, so a bad value is the caller's error and never re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
@@ -185,7 +185,7 @@ class ReaderPort:
 
     async def events(self, seqs: Sequence[int]) -> list[SessionEvent]:
         """The stored events with these seqs (hot window or compacted), unknown ones left out."""
-        wanted = [q for q in _int_list(seqs) if 0 <= q <= MAX_SEQ]
+        wanted = [q for q in _list_of(seqs, int, "seqs") if 0 <= q <= MAX_SEQ]
         return expect_reply(await self._client.call(lambda rid: m.ReadEvents(rid, wanted)), m.EventsRead).events
 
     async def event(self, seq: int) -> SessionEvent | None:
@@ -204,27 +204,22 @@ class ReaderPort:
         return expect_reply(await self._client.call(m.ReadSummary), m.SummaryRead).text
 
 
-def _int_list(seqs: Sequence[int]) -> list[int]:
+def _list_of(values: Any, kind: type, name: str) -> list[Any]:
+    """``values`` as a list of ``kind`` (a bool is no int); RecallError naming ``name`` if it is not one."""
     # Materialized once: a generator checked by all() would arrive empty.
     try:
-        wanted = list(seqs) if not isinstance(seqs, str | bytes) else None
+        found: list[Any] | None = list(values) if not isinstance(values, str | bytes) else None
     except TypeError:
-        wanted = None  # not iterable
-    if wanted is None or not all(isinstance(q, int) and not isinstance(q, bool) for q in wanted):
-        raise RecallError("seqs must be a list of int")
-    return wanted
+        found = None  # not iterable
+    if found is None or not all(isinstance(v, kind) and not isinstance(v, bool) for v in found):
+        raise RecallError(f"{name} must be a list of {kind.__name__}")
+    return found
 
 
 def _check_strings(name: str, values: Sequence[str] | None) -> list[str] | None:
     if values is None:
         return None
-    try:
-        # Materialized once: a generator checked by all() would arrive empty.
-        wanted = list(values) if not isinstance(values, str | bytes) else None
-    except TypeError:
-        wanted = None  # not iterable
-    if wanted is None or not all(isinstance(v, str) for v in wanted):
-        raise RecallError(f"{name} must be a list of str")
+    wanted = _list_of(values, str, name)
     for value in wanted:
         check_text(name, value, RecallError)
     return wanted
@@ -293,7 +288,7 @@ class RecallPort:
     async def rehydrate(self, chunk_id: str, seqs: Sequence[int] | None) -> list[SessionEvent]:
         """The verbatim compacted events of one chunk (only ``seqs`` if given)."""
         validate_id(chunk_id, what="chunk id")
-        wanted = _int_list(seqs) if seqs is not None else None
+        wanted = _list_of(seqs, int, "seqs") if seqs is not None else None
         if wanted is not None and not all(0 <= q <= MAX_SEQ for q in wanted):
             raise RecallError(f"seqs must be between 0 and {MAX_SEQ}")
         request = m.RecallRehydrate(self._session, 0, chunk_id, wanted)

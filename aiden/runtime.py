@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import anyio
 from anyio.abc import TaskStatus
 
-from aiden.actors.mailbox import BACKGROUND, Client, Doorbell, Latest, Link, by_request_id
+from aiden.actors.mailbox import BACKGROUND, Doorbell, Latest, Link, by_request_id
 from aiden.actors.recall import RecallActor, RecallSession
 from aiden.actors.scheduler import MaintenanceScheduler, SchedulerActor, SchedulerSession
 from aiden.actors.session import SessionReader, SessionWriter, WriterSession
@@ -30,7 +30,7 @@ from aiden.config import Config, ModelResolver
 from aiden.errors import AidenError, ClosedError, ConfigError
 from aiden.events import SessionEvent, without_withdrawn
 from aiden.extension import Extension, MemoryParts, StoreFactory, StoreSpec, installed, select_store
-from aiden.host import Host, HostActor, HostLink, loop_host, unwrapped
+from aiden.host import Host, HostLink, loop_host, unwrapped
 from aiden.intake import check_text
 from aiden.memory_core import CoreMemory
 from aiden.messages import (
@@ -125,24 +125,21 @@ async def run_memory(
         key, rings = host.attach()
         doorbell = Doorbell(rings, key, started_recv)
 
-        def served_by(actor: HostActor[Any, Any, Any], name: str, inbox: Any, **options: Any) -> HostLink[Any, Any]:
-            return HostLink(actor, key, Client(name, None, codec(inbox), doorbell=doorbell, **options))
-
         writer = host.service(SessionWriter)
-        writer_link: HostLink[WriterInbox, list[int]] = served_by(writer, "session writer", WriterInbox)
+        writer_link: HostLink[WriterInbox, list[int]] = HostLink(writer, key, doorbell)
         writer_client = writer_link.client
         scheduler_actor = host.service(SchedulerActor)
         # Small messages carrying caller arguments (record_usage): checked in the caller.
-        scheduler_link: HostLink[SchedulerInbox, SchedulerOutbox] = served_by(
-            scheduler_actor, "maintenance scheduler", SchedulerInbox, validate=True
+        scheduler_link: HostLink[SchedulerInbox, SchedulerOutbox] = HostLink(
+            scheduler_actor, key, doorbell, validate=True
         )
         summarizer_actor = host.service(SummarizerActor)
-        summarizer_link: HostLink[SummarizerInbox, SummarizerOutbox] = served_by(
-            summarizer_actor, "summarizer", SummarizerInbox, on_abandon=lambda rid: CancelSummarize(key, rid)
+        summarizer_link: HostLink[SummarizerInbox, SummarizerOutbox] = HostLink(
+            summarizer_actor, key, doorbell, on_abandon=lambda rid: CancelSummarize(key, rid)
         )
         summarize = SummarizerProxy(summarizer_link.client, key)
         recall_actor = host.service(RecallActor)
-        recall_link: HostLink[RecallInbox, RecallOutbox] = served_by(recall_actor, "recall index", RecallInbox)
+        recall_link: HostLink[RecallInbox, RecallOutbox] = HostLink(recall_actor, key, doorbell)
         host_links: tuple[HostLink[Any, Any], ...] = (writer_link, scheduler_link, summarizer_link, recall_link)
         reader_link: Link[ReaderInbox, ReaderOutbox, ReaderOutbox] = Link(
             "session reader", ReaderInbox, ReaderOutbox, _CONTROL_QUEUE, doorbell=doorbell
