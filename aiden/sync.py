@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
 from functools import partial
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -157,28 +157,6 @@ def _blocking_sync(method: Callable[Concatenate[Memory, _P], _T]) -> Callable[Co
     return _blocking(method)  # type: ignore[arg-type]  # the portal returns a plain result as is
 
 
-class _Mirrored(property, Generic[_T]):
-    """A property of :class:`Memory` as a property of :class:`SyncMemory`: same name, docs and type."""
-
-    def __init__(self, twin: Callable[[Any], _T]) -> None:
-        getter = cast(property, twin).fget  # a property, which mypy sees as its getter
-        assert getter is not None
-        name = getter.__name__
-
-        @functools.wraps(getter)
-        def read(self: SyncMemory) -> Any:
-            return getattr(self._memory, name)
-
-        super().__init__(read)
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> _Mirrored[_T]: ...
-    @overload
-    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
-    def __get__(self, obj: object, owner: type | None = None) -> Any:
-        return super().__get__(obj, owner)
-
-
 class SyncMemory:
     """Blocking twin of :class:`~aiden.memory.Memory` (same names and signatures); from :func:`aiden.sync.open_memory`."""
 
@@ -244,14 +222,46 @@ class SyncMemory:
         return self._closed or os.getpid() != self._pid
 
     # Properties read the memory's state directly: each is one attribute read, safe from any thread.
-    root = _Mirrored(Memory.root)
-    config = _Mirrored(Memory.config)
-    context_window = _Mirrored(Memory.context_window)
-    run_active = _Mirrored(Memory.run_active)
-    episode_id = _Mirrored(Memory.episode_id)
-    tools = _Mirrored(Memory.tools)
-    recall_tool = _Mirrored(Memory.recall_tool)
-    long_term_layer = _Mirrored(Memory.long_term_layer)
+
+    @property
+    def root(self) -> str:
+        """The resolved memory root."""
+        return self._memory.root
+
+    @property
+    def config(self) -> Config:
+        """The configuration in force."""
+        return self._memory.config
+
+    @property
+    def context_window(self) -> int:
+        """The context window (tokens) the trigger uses."""
+        return self._memory.context_window
+
+    @property
+    def run_active(self) -> bool:
+        """True between ``begin_run`` and ``commit_run``."""
+        return self._memory.run_active
+
+    @property
+    def episode_id(self) -> str | None:
+        """The id of the episode being recorded (the current run's), None between runs."""
+        return self._memory.episode_id
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """Every agent tool aiden provides (see :attr:`Memory.tools`)."""
+        return self._memory.tools
+
+    @property
+    def recall_tool(self) -> dict[str, Any]:
+        """The ``recall_session_chunks`` function-tool schema."""
+        return self._memory.recall_tool
+
+    @property
+    def long_term_layer(self) -> str:
+        """The PROJECT MEMORY block and profile, as placed in the system prompt."""
+        return self._memory.long_term_layer
 
     append = _blocking(Memory.append)
     append_many = _blocking(Memory.append_many)
