@@ -222,7 +222,10 @@ class _Uvicorn(uvicorn.Server):
 
 
 def check_tenants(names: Iterable[str]) -> None:
-    """ValueError unless ``names`` are ids, or one ``""`` alone (served at ``/mcp``)."""
+    """Refuse ``names`` unless they are ids, or one ``""`` alone (served at ``/mcp``).
+
+    Raises :class:`~aiden.InvalidIdError` for a name that is not an id, ``ValueError`` for ``""`` among others.
+    """
     names = list(names)
     if "" in names and len(names) > 1:
         raise ValueError("an unnamed memory is served alone: name every tenant when serving several")
