@@ -519,8 +519,7 @@ async def compact_root(
             events, tokens = await hot_state()
             if not outcome.compacted:
                 break
-        own = sum(1 for p in passes if p["compacted"])
-        by_open = memory.stats().compactions - own
+        by_open = memory.stats().compactions - sum(1 for p in passes if p["compacted"])
     after = await anyio.to_thread.run_sync(_chunk_ids, root)
     mine = {p["chunk_id"] for p in passes}
     new = {cid: n for cid, n in after.items() if cid not in before and cid not in mine}
@@ -554,34 +553,33 @@ def _compact(args: argparse.Namespace) -> int:
     failed = any(p["reason"] in _FAILED for p in result["passes"])
     if args.json:
         print(_json(result, indent=2))
-    else:
-        opened = result["at_open"]
-        if opened["compactions"]:
-            print(
-                f"at open: the backlog pass compacted {opened['events_compacted']} events "
-                f"in {opened['compactions']} compaction{'s' if opened['compactions'] != 1 else ''}"
-            )
-        for n, p in enumerate(result["passes"], 1):
-            if p["compacted"]:
-                degraded = ", degraded summary" if p["degraded"] else ""
-                print(
-                    f"pass {n}: compacted {p['events_compacted']} events into {p['chunk_id']} "
-                    f"(~{p['tokens_before']} -> ~{p['tokens_after']} tokens{degraded})"
-                )
-            else:
-                note = f": {p['note']}" if p["note"] else ""
-                print(f"pass {n}: nothing compacted ({p['reason']}{note})")
-        if not result["passes"]:
-            print("nothing more to compact" if opened["compactions"] else "nothing to compact")
-        hot, trig = result["hot_window"], result["trigger"]
+        return 1 if failed or not result["under_trigger"] else 0
+    opened = result["at_open"]
+    if opened["compactions"]:
         print(
-            f"hot window: {hot['events']} events, ~{hot['estimated_tokens']} tokens "
-            f"(trigger: more than {trig['events_over']} events or ~{trig['tokens_at']} tokens)"
+            f"at open: the backlog pass compacted {opened['events_compacted']} events "
+            f"in {opened['compactions']} compaction{'s' if opened['compactions'] != 1 else ''}"
         )
+    for n, p in enumerate(result["passes"], 1):
+        if p["compacted"]:
+            degraded = ", degraded summary" if p["degraded"] else ""
+            print(
+                f"pass {n}: compacted {p['events_compacted']} events into {p['chunk_id']} "
+                f"(~{p['tokens_before']} -> ~{p['tokens_after']} tokens{degraded})"
+            )
+        else:
+            note = f": {p['note']}" if p["note"] else ""
+            print(f"pass {n}: nothing compacted ({p['reason']}{note})")
+    if not result["passes"]:
+        print("nothing more to compact" if opened["compactions"] else "nothing to compact")
+    hot, trig = result["hot_window"], result["trigger"]
+    print(
+        f"hot window: {hot['events']} events, ~{hot['estimated_tokens']} tokens "
+        f"(trigger: more than {trig['events_over']} events or ~{trig['tokens_at']} tokens)"
+    )
     if failed or not result["under_trigger"]:
-        if not args.json:
-            why = "a pass failed" if failed else "the hot window is still over the trigger"
-            print(f"aiden compact: {why}", file=sys.stderr)
+        why = "a pass failed" if failed else "the hot window is still over the trigger"
+        print(f"aiden compact: {why}", file=sys.stderr)
         return 1
     return 0
 
