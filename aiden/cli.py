@@ -195,7 +195,8 @@ def _recall(args: argparse.Namespace) -> int:
             f"seq {hit.first_seq}" if hit.kind == "event" else f"summary seq {hit.first_seq}..{hit.last_seq}"
         )
         text = _shown(" ".join(hit.text.split()))
-        lines.append(f"[{hit.score:.3f}] {hit.chunk_id} {where}: {text[:300]}{'…' if len(text) > 300 else ''}")
+        more = "…" if len(text) > 300 else ""
+        lines.append(f"[{hit.score:.3f}] {hit.chunk_id} {where}: {text[:300]}{more}")
     return _listed(args, _json_safe(encode_hits(hits)), lines or ["no results"], problems)
 
 
@@ -696,7 +697,10 @@ async def _restore_async(args: argparse.Namespace) -> Version:
 
 def _restore(args: argparse.Namespace) -> int:
     version = anyio.run(_restore_async, args)
-    print(_json(_version_json(version)) if args.json else f"{version.commit_id[:12]}  {_shown(version.title)}")
+    if args.json:
+        print(_json(_version_json(version)))
+    else:
+        print(f"{version.commit_id[:12]}  {_shown(version.title)}")
     return 0
 
 

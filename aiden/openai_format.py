@@ -20,7 +20,11 @@ __all__ = ["events_from_message", "events_from_response", "resolve_usage", "usag
 
 _TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PARTS: Final = frozenset({"image_url", "input_image", "image"})
-_TEXT_EVENTS: Final[dict[str, EventType]] = {"user": "user_input", "system": "system_event", "developer": "system_event"}
+_TEXT_EVENTS: Final[dict[str, EventType]] = {
+    "user": "user_input",
+    "system": "system_event",
+    "developer": "system_event",
+}
 _ROLES: Final = ("user", "assistant", "tool", "system", "developer")
 
 

@@ -277,7 +277,8 @@ class _Events:
         live = [event for event, _ in live_items(hot)]
         self.by_seq = {event.seq: event for event in live}
         # The first call of each id: build_messages shows a later one reusing it renamed (see call()).
-        self.calls = {e.tool_call_id or f"call_seq{e.seq}": e for e in reversed(live) if e.type == "tool_call"}
+        calls = [e for e in reversed(live) if e.type == "tool_call"]
+        self.calls = {e.tool_call_id or f"call_seq{e.seq}": e for e in calls}
         self.shown = [e for e in live if e.type not in ("tool_call", "tool_result")]
         self.results = [e for e in live if e.type == "tool_result"]
         self.used: set[int] = set()
