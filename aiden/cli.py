@@ -29,13 +29,33 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from aiden.errors import CorruptionError, DreamError, StorageError
+from aiden.config import Config, load_config
+from aiden.doctor import doctor, recovery_actions
+from aiden.errors import AidenError, ConfigError, CorruptionError, DreamError, StorageError
+from aiden.readonly import (
+    Progress,
+    ProgressFactory,
+    RootError,
+    export_lines,
+    has_memory,
+    inspect_root,
+    load_entries,
+    open_layout,
+    progress_enabled,
+    recall,
+    report_problems,
+)
+from aiden.recall.tool import encode_hits
+from aiden.storage.advisory import read_window, record_window
+from aiden.storage.fs import Storage
+from aiden.storage.layout import Layout
+from aiden.storage.locks import SessionLock
 
 if TYPE_CHECKING:
     from aiden.longterm.entries import MemoryEntry
     from aiden.longterm.gitstore import Version
     from aiden.memory import Memory
-    from aiden.readonly import ProgressFactory
+    from aiden.summarizers.protocol import Summarizer
 
 __all__ = [
     "NotWritableError",
@@ -71,8 +91,6 @@ class _Warnings(logging.Handler):
 
     def say(self, command: str, error: BaseException | None = None) -> int:
         """Print the warnings once each (but one the error repeats); how many were printed."""
-        from aiden.readonly import report_problems
-
         # One problem met at each read (a damaged long-term index.yaml, at open and at the save) is one problem.
         said = [m for m in dict.fromkeys(self.messages) if error is None or not m.endswith(str(error))]
         report_problems(command, said)
@@ -81,8 +99,6 @@ class _Warnings(logging.Handler):
 
 def _demo(args: argparse.Namespace) -> int:
     from aiden.demo import run_demo
-    from aiden.readonly import has_memory
-    from aiden.summarizers.protocol import Summarizer
 
     if args.root and has_memory(args.root):
         print(
@@ -118,8 +134,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from aiden.readonly import inspect_root, report_problems
-
     info = inspect_root(args.root, context_window=args.context_window, model=args.model)
     if args.json:
         print(_json(info, indent=2))
@@ -156,8 +170,6 @@ def _recovery_text(last: dict[str, Any] | None) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from aiden.readonly import export_lines, report_problems
-
     # Streamed: a damaged chunk stops the export with exit 1 after the lines before it; a
     # damaged hot-window line is skipped, said on stderr, and the exit is 1.
     write = sys.stdout.write
@@ -169,31 +181,30 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _progress(args: argparse.Namespace, label: str, what: str) -> ProgressFactory | None:
-    from aiden.readonly import Progress, progress_enabled
-
     if not progress_enabled(args.progress):
         return None
     return lambda total: Progress(label, what, total)
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from aiden.readonly import recall, report_problems
-    from aiden.recall.tool import encode_hits
-
     problems: list[str] = []
     hits = recall(args.root, args.query, k=args.k, problems=problems)
-    if args.json:
-        print(_json_safe(encode_hits(hits)))
-        return report_problems("recall", problems)
-    if not hits:
-        print("no results")
+    lines = []
     for hit in hits:
         where = (
             f"seq {hit.first_seq}" if hit.kind == "event" else f"summary seq {hit.first_seq}..{hit.last_seq}"
         )
         text = _shown(" ".join(hit.text.split()))
-        print(f"[{hit.score:.3f}] {hit.chunk_id} {where}: {text[:300]}{'…' if len(text) > 300 else ''}")
-    return report_problems("recall", problems)
+        more = "…" if len(text) > 300 else ""
+        lines.append(f"[{hit.score:.3f}] {hit.chunk_id} {where}: {text[:300]}{more}")
+    return _listed(args, _json_safe(encode_hits(hits)), lines or ["no results"], problems)
+
+
+def _listed(args: argparse.Namespace, json_text: str, lines: list[str], problems: list[str]) -> int:
+    """Print ``json_text`` with ``--json``, else ``lines``; then say the problems."""
+    for line in [json_text] if args.json else lines:
+        print(line)
+    return report_problems(args.command, problems)
 
 
 # A path's bytes that are not UTF-8 come as lone surrogates (U+DC80..U+DCFF): printed, they would be those raw bytes.
@@ -218,9 +229,6 @@ def _shown(text: str) -> str:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from aiden.config import load_config
-    from aiden.doctor import doctor
-
     config = load_config(args.config) if args.config else None
     repaired = anyio.run(lambda: repair_root(args.root, config_path=args.config)) if args.repair else []
     result = doctor(args.root, config=config, progress=_progress(args, "doctor", "checks"))
@@ -243,9 +251,6 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def config_check(path: str) -> dict[str, Any]:
     """Validate ``path`` with :func:`aiden.config.load_config`: validity, the error, the settings that differ from the defaults ("changed")."""
-    from aiden.config import Config, load_config
-    from aiden.errors import ConfigError
-
     try:
         config = load_config(path)
     except ConfigError as exc:
@@ -256,8 +261,6 @@ def config_check(path: str) -> dict[str, Any]:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    from aiden.readonly import report_problems
-
     result = config_check(args.file)
     if args.json:
         print(_json(result, indent=2))
@@ -397,9 +400,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``aiden`` command and ``python -m aiden``."""
-    from aiden.errors import AidenError
-    from aiden.readonly import RootError
-
     args = _parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     warnings = _Warnings()
@@ -419,8 +419,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (RootError, AidenError, OSError, ValueError) as exc:
-        from aiden.readonly import report_problems
-
         warnings.say(args.command, exc)
         report_problems(args.command, [str(exc)])  # one line: a YAML error's text spans several
         return EXIT_USAGE if isinstance(exc, RootError) else 1
@@ -444,11 +442,7 @@ async def writable_memory(
     opened with, so a command works at the agent's window; with it, at that window for this
     command only: either way the record is left as the agent left it.
     """
-    from aiden.config import Config, load_config
     from aiden.memory import open_memory
-    from aiden.readonly import open_layout
-    from aiden.storage.advisory import read_window, record_window
-    from aiden.storage.fs import Storage
 
     layout = open_layout(root)
     recorded = read_window(layout)
@@ -526,8 +520,7 @@ async def compact_root(
             events, tokens = await hot_state()
             if not outcome.compacted:
                 break
-        own = sum(1 for p in passes if p["compacted"])
-        by_open = memory.stats().compactions - own
+        by_open = memory.stats().compactions - sum(1 for p in passes if p["compacted"])
     after = await anyio.to_thread.run_sync(_chunk_ids, root)
     mine = {p["chunk_id"] for p in passes}
     new = {cid: n for cid, n in after.items() if cid not in before and cid not in mine}
@@ -542,8 +535,6 @@ async def compact_root(
 
 def _chunk_ids(root: str) -> dict[str, int]:
     """Chunk id -> events it holds, read from the root's index (empty when it does not read)."""
-    from aiden.readonly import load_entries, open_layout
-
     try:
         return {e.chunk_id: e.count for e in load_entries(open_layout(root))[1]}
     except CorruptionError:
@@ -563,34 +554,33 @@ def _compact(args: argparse.Namespace) -> int:
     failed = any(p["reason"] in _FAILED for p in result["passes"])
     if args.json:
         print(_json(result, indent=2))
-    else:
-        opened = result["at_open"]
-        if opened["compactions"]:
-            print(
-                f"at open: the backlog pass compacted {opened['events_compacted']} events "
-                f"in {opened['compactions']} compaction{'s' if opened['compactions'] != 1 else ''}"
-            )
-        for n, p in enumerate(result["passes"], 1):
-            if p["compacted"]:
-                degraded = ", degraded summary" if p["degraded"] else ""
-                print(
-                    f"pass {n}: compacted {p['events_compacted']} events into {p['chunk_id']} "
-                    f"(~{p['tokens_before']} -> ~{p['tokens_after']} tokens{degraded})"
-                )
-            else:
-                note = f": {p['note']}" if p["note"] else ""
-                print(f"pass {n}: nothing compacted ({p['reason']}{note})")
-        if not result["passes"]:
-            print("nothing more to compact" if opened["compactions"] else "nothing to compact")
-        hot, trig = result["hot_window"], result["trigger"]
+        return 1 if failed or not result["under_trigger"] else 0
+    opened = result["at_open"]
+    if opened["compactions"]:
         print(
-            f"hot window: {hot['events']} events, ~{hot['estimated_tokens']} tokens "
-            f"(trigger: more than {trig['events_over']} events or ~{trig['tokens_at']} tokens)"
+            f"at open: the backlog pass compacted {opened['events_compacted']} events "
+            f"in {opened['compactions']} compaction{'s' if opened['compactions'] != 1 else ''}"
         )
+    for n, p in enumerate(result["passes"], 1):
+        if p["compacted"]:
+            degraded = ", degraded summary" if p["degraded"] else ""
+            print(
+                f"pass {n}: compacted {p['events_compacted']} events into {p['chunk_id']} "
+                f"(~{p['tokens_before']} -> ~{p['tokens_after']} tokens{degraded})"
+            )
+        else:
+            note = f": {p['note']}" if p["note"] else ""
+            print(f"pass {n}: nothing compacted ({p['reason']}{note})")
+    if not result["passes"]:
+        print("nothing more to compact" if opened["compactions"] else "nothing to compact")
+    hot, trig = result["hot_window"], result["trigger"]
+    print(
+        f"hot window: {hot['events']} events, ~{hot['estimated_tokens']} tokens "
+        f"(trigger: more than {trig['events_over']} events or ~{trig['tokens_at']} tokens)"
+    )
     if failed or not result["under_trigger"]:
-        if not args.json:
-            why = "a pass failed" if failed else "the hot window is still over the trigger"
-            print(f"aiden compact: {why}", file=sys.stderr)
+        why = "a pass failed" if failed else "the hot window is still over the trigger"
+        print(f"aiden compact: {why}", file=sys.stderr)
         return 1
     return 0
 
@@ -610,8 +600,6 @@ def list_memories(
 ) -> list[MemoryEntry]:
     """The unexpired long-term entries under ``root``, oldest first. Read-only; ``problems`` receives what could not be read."""
     from aiden.longterm.store import LongTermMemoryStore
-    from aiden.readonly import open_layout
-    from aiden.storage.fs import Storage
 
     # The store writes only in save/forget/rebuild_profile; reading entries takes no lock.
     store = LongTermMemoryStore(open_layout(root), Storage())
@@ -633,8 +621,6 @@ def dream_versions(root: str, *, limit: int = 20, problems: list[str] | None = N
     ``problems`` receives what is wrong with ``long_term/.git`` (the list may then be incomplete).
     """
     from aiden.longterm.gitstore import GitStore, check_history
-    from aiden.readonly import open_layout
-    from aiden.storage.fs import Storage
 
     layout = open_layout(root)
     if problems is not None:
@@ -644,14 +630,8 @@ def dream_versions(root: str, *, limit: int = 20, problems: list[str] | None = N
 
 
 def _entry_json(entry: MemoryEntry) -> dict[str, Any]:
-    return {
-        "id": entry.id,
-        "type": entry.type,
-        "title": entry.title,
-        "content": entry.content,
-        "created_at": _iso(entry.created_at),
-        "expires_at": _iso(entry.expires_at),
-    }
+    fields = {k: getattr(entry, k) for k in ("id", "type", "title", "content")}
+    return {**fields, "created_at": _iso(entry.created_at), "expires_at": _iso(entry.expires_at)}
 
 
 def _version_json(version: Version) -> dict[str, Any]:
@@ -664,62 +644,46 @@ def _version_json(version: Version) -> dict[str, Any]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from aiden.readonly import report_problems
-
     problems: list[str] = []
     entries = list_memories(args.root, problems=problems)
-    if args.json:
-        print(_json([_entry_json(e) for e in entries], indent=2))
-        return report_problems("memory list", problems)
-    if not entries:
-        print("no long-term memories")
-    for entry in entries:
-        expires = f"  (expires {_iso(entry.expires_at)})" if entry.expires_at is not None else ""
-        print(f"{entry.id}  {entry.type:<10}  {_shown(entry.title)}{expires}")
-    return report_problems("memory list", problems)
+    lines = [
+        f"{e.id}  {e.type:<10}  {_shown(e.title)}"
+        + (f"  (expires {_iso(e.expires_at)})" if e.expires_at is not None else "")
+        for e in entries
+    ]
+    data = _json([_entry_json(e) for e in entries], indent=2)
+    return _listed(args, data, lines or ["no long-term memories"], problems)
 
 
-async def _tool(args: argparse.Namespace, name: str, arguments: dict[str, Any]) -> str:
+def _history(args: argparse.Namespace) -> int:
+    problems: list[str] = []
+    versions = dream_versions(args.root, limit=args.limit, problems=problems)
+    lines = [f"{v.commit_id[:12]}  {_iso(v.timestamp)}  {_shown(v.title)}" for v in versions]
+    if not versions and not problems:
+        lines = ["no Dream versions yet"]
+    return _listed(args, _json([_version_json(v) for v in versions], indent=2), lines, problems)
+
+
+async def _tool(args: argparse.Namespace, name: str, arguments: dict[str, Any]) -> int:
+    """Call the agent's tool ``name`` on the root; print its JSON answer, exit 1 when it is an error."""
     async with writable_memory(args.root, config_path=args.config) as memory:
-        return await memory.handle_tool_call(name, arguments)
-
-
-def _answer(command: str, result: str) -> int:
-    """Print the tool's JSON answer; exit 1 when it is an error."""
+        result = await memory.handle_tool_call(name, arguments)
     answer = json.loads(result)
     if "error" in answer:
-        print(f"aiden {command}: {answer['error']}", file=sys.stderr)
+        print(f"aiden {args.command}: {answer['error']}", file=sys.stderr)
         return 1
     print(_json(answer))
     return 0
 
 
 def _save(args: argparse.Namespace) -> int:
-    arguments: dict[str, Any] = {"type": args.type, "title": args.title, "content": args.content}
-    if args.expires_at is not None:
-        arguments["expires_at"] = args.expires_at
-    if args.id is not None:
-        arguments["id"] = args.id
-    return _answer("memory save", anyio.run(_tool, args, "save_memory", arguments))
+    fields = ("type", "title", "content", "expires_at", "id")
+    arguments = {k: getattr(args, k) for k in fields if getattr(args, k) is not None}
+    return anyio.run(_tool, args, "save_memory", arguments)
 
 
 def _forget(args: argparse.Namespace) -> int:
-    return _answer("memory forget", anyio.run(_tool, args, "forget_memory", {"id": args.id}))
-
-
-def _history(args: argparse.Namespace) -> int:
-    from aiden.readonly import report_problems
-
-    problems: list[str] = []
-    versions = dream_versions(args.root, limit=args.limit, problems=problems)
-    if args.json:
-        print(_json([_version_json(v) for v in versions], indent=2))
-        return report_problems("history", problems)
-    if not versions and not problems:
-        print("no Dream versions yet")
-    for version in versions:
-        print(f"{version.commit_id[:12]}  {_iso(version.timestamp)}  {_shown(version.title)}")
-    return report_problems("history", problems)
+    return anyio.run(_tool, args, "forget_memory", {"id": args.id})
 
 
 async def _restore_async(args: argparse.Namespace) -> Version:
@@ -742,12 +706,8 @@ def _restore(args: argparse.Namespace) -> int:
 
 async def repair_root(root: str, *, config_path: str | None = None) -> list[str]:
     """Repair ``root``; one line per repair made, in order ([] when nothing needed one)."""
-    from aiden.doctor import recovery_actions
     from aiden.longterm.dream import DREAM_LOCK_NAME
     from aiden.longterm.gitstore import repair_history
-    from aiden.storage.fs import Storage
-    from aiden.storage.layout import Layout
-    from aiden.storage.locks import SessionLock
 
     async with writable_memory(root, config_path=config_path) as memory:
         report = memory.recovery

@@ -290,19 +290,16 @@ def generate_scenario(seed: int = 7, turns: int = 40, *, noise: float = 1.0) -> 
         for _ in range(rng.randint(1, 3)):
             call_n += 1
             kind = rng.choice(["read", "grep", "run", "read"])
+            name = {"read": "read_file", "grep": "search", "run": "run"}[kind]
             if kind == "read":
-                f = f"src/{module}/{rng.choice(_WORDS)}.py"
-                args = json.dumps({"path": f})
+                args = json.dumps({"path": f"src/{module}/{rng.choice(_WORDS)}.py"})
                 res = _code(rng, module, int(rng.randint(40, 120) * noise))
-                name = "read_file"
             elif kind == "grep":
                 args = json.dumps({"pattern": rng.choice(_WORDS)})
                 res = _search(rng, int(rng.randint(10, 40) * noise))
-                name = "search"
             else:
                 args = json.dumps({"cmd": f"pytest tests/{module} -q"})
                 res = _log(rng, int(rng.randint(30, 90) * noise)) + f"\n{rng.randint(10, 90)} passed"
-                name = "run"
             if t == 9 and kind == "run":
                 res = "Traceback (most recent call last):\nImportError: cannot import name AsyncPool\n" + res
             steps.append(ToolStep(call_id=f"call_{call_n}", name=name, args=args, result=res))

@@ -218,27 +218,15 @@ def doctor(
     """
     config = config or Config()
     layout = open_layout(root, confined=False)
-    if escapes := escaping_paths(layout):
-        # Nothing is read through them: the other checks would read outside the root.
-        return {
-            "ok": False,
-            "problems": [f"symlink leads out of the root: {e}" for e in escapes],
-            "notes": ["the other checks were skipped: remove the symlinks, then run doctor again"],
-            "locks": {},
-            "recovery_dry_run": None,
-        }
-    if misplaced := _misplaced(layout):
-        # Reading them fails (the dry run's error would name its temp copy); the next open moves them aside.
-        return {
-            "ok": False,
-            "problems": misplaced,
-            "notes": [
-                "the other checks were skipped: the next open of the memory (or --repair) moves these aside, "
-                "then run doctor again"
-            ],
-            "locks": {},
-            "recovery_dry_run": None,
-        }
+    # Nothing is read through a symlink out of the root (the other checks would read outside it), nor a
+    # misplaced file (reading it fails; the dry run's error would name its temp copy).
+    escapes = [f"symlink leads out of the root: {e}" for e in escaping_paths(layout)]
+    if found := escapes or _misplaced(layout):
+        fix = "remove the symlinks"
+        if not escapes:
+            fix = "the next open of the memory (or --repair) moves these aside"
+        notes = [f"the other checks were skipped: {fix}, then run doctor again"]
+        return {"ok": False, "problems": found, "notes": notes, "locks": {}, "recovery_dry_run": None}
     problems: list[str] = []
     # events.jsonl and the chunk files before the index: a compaction committing meanwhile (chunk file,
     # index, then the trim) leaves its events in what was read here, not "stored nowhere", and no orphan.

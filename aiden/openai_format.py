@@ -14,13 +14,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from aiden.errors import InvalidEventError
-from aiden.events import SessionEvent
+from aiden.events import EventType, SessionEvent
 
 __all__ = ["events_from_message", "events_from_response", "resolve_usage", "usage_numbers"]
 
 _TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PARTS: Final = frozenset({"image_url", "input_image", "image"})
-_SYSTEM_ROLES: Final = frozenset({"system", "developer"})
+_TEXT_EVENTS: Final[dict[str, EventType]] = {
+    "user": "user_input",
+    "system": "system_event",
+    "developer": "system_event",
+}
 _ROLES: Final = ("user", "assistant", "tool", "system", "developer")
 
 
@@ -119,12 +123,9 @@ def _events(message: object, meta: dict[str, Any]) -> list[SessionEvent]:
             f"expected a chat-completions message (a mapping or an object with .role), got {type(message).__name__}"
         )
     role = _get(message, "role")
-    if role == "user":
-        return [SessionEvent(type="user_input", role="user", content=_text(_get(message, "content"), "user message"),
-                             meta=dict(meta))]
-    if isinstance(role, str) and role in _SYSTEM_ROLES:  # an unhashable role is an unknown one
+    if isinstance(role, str) and role in _TEXT_EVENTS:  # an unhashable role is an unknown one
         content = _text(_get(message, "content"), f"{role} message")
-        return [SessionEvent(type="system_event", role=role, content=content, meta=dict(meta))]
+        return [SessionEvent(type=_TEXT_EVENTS[role], role=role, content=content, meta=dict(meta))]
     if role == "tool":
         name = _get(message, "name")
         return [
@@ -231,8 +232,7 @@ def usage_numbers(usage: Mapping[str, Any] | object) -> tuple[int | None, int | 
             detail_cached = _count(input_details, "cached_tokens")
         elif prompt is not None:  # Anthropic: input_tokens counts only the uncached part
             prompt += (read or 0) + (_count(usage, "cache_creation_input_tokens") or 0)
-    present = [n for n in (detail_cached, read) if n is not None]
-    cached = max(present) if present else None
+    cached = max((n for n in (detail_cached, read) if n is not None), default=None)
     if cached is not None and prompt is not None:
         cached = min(cached, prompt)
     return prompt, completion, cached

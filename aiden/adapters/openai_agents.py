@@ -165,6 +165,10 @@ def _plain(item: object) -> dict[str, Any]:
     return plain
 
 
+def _nonempty(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def event_from_item(item: Mapping[str, Any] | object, *, session_id: str = "default") -> SessionEvent:
     """The aiden event of one Responses-API item (not yet appended: ``seq`` 0).
 
@@ -186,41 +190,32 @@ def event_from_item(item: Mapping[str, Any] | object, *, session_id: str = "defa
             return value
         return None
 
-    fields: dict[str, Any] = {}
+    def text(key: str) -> str:
+        return take("content", key) or _text_of(stored.get(key))
+
     event_type: EventType
+    fields: dict[str, Any]
     if kind in (None, "message") and isinstance(role, str) and role in _MESSAGE_EVENTS:
-        event_type = _MESSAGE_EVENTS[role]
-        fields.update(role=role, content=take("content", "content") or _text_of(stored.get("content")))
+        event_type, fields = _MESSAGE_EVENTS[role], {"role": role, "content": text("content")}
     elif isinstance(kind, str) and kind.endswith("_call_output"):
         event_type = "tool_result"
-        call_id = stored.get("call_id")
-        fields.update(
-            role="tool",
-            content=take("content", "output") or _text_of(stored.get("output")),
-            tool_call_id=call_id if isinstance(call_id, str) and call_id else None,
-        )
+        fields = {"role": "tool", "content": text("output"), "tool_call_id": _nonempty(stored.get("call_id"))}
     elif isinstance(kind, str) and kind.endswith("_call"):
         event_type = "tool_call"
-        call_id = stored.get("call_id") or stored.get("id")
-        name = stored.get("name")
+        call_id, name = _nonempty(stored.get("call_id") or stored.get("id")), _nonempty(stored.get("name"))
         args = take("tool_args", "arguments")
         if args is None:
             args = take("tool_args", "input")
         if args is None:
             detail = {k: v for k, v in stored.items() if k not in ("type", "id", "call_id", "status", "name")}
             args = json.dumps(detail, ensure_ascii=False, sort_keys=True)
-        fields.update(
-            role="assistant",
-            tool_call_id=call_id if isinstance(call_id, str) and call_id else None,
-            tool_name=name if isinstance(name, str) and name else kind,
-            tool_args=args,
-        )
+        fields = {"role": "assistant", "tool_call_id": call_id, "tool_name": name or kind, "tool_args": args}
     elif kind == "reasoning":
         event_type = "assistant_output"
-        fields.update(role="assistant", content=_text_of(stored.get("summary")))
+        fields = {"role": "assistant", "content": _text_of(stored.get("summary"))}
     else:
         event_type = "system_event"
-        fields.update(content=_text_of(stored.get("content", stored.get("output"))))
+        fields = {"content": _text_of(stored.get("content", stored.get("output")))}
     meta: dict[str, Any] = {ITEM_KEY: stored, SESSION_KEY: session_id}
     if slots:
         meta[SLOTS_KEY] = slots
@@ -254,16 +249,16 @@ def item_from_event(event: SessionEvent) -> dict[str, Any] | None:
     if event.type in ("assistant_output", "role_output"):
         return {"role": "assistant", "content": event.content}
     if event.type == "tool_call":
-        return {
-            "type": "function_call",
-            "call_id": event.tool_call_id or f"call_seq{event.seq}",
-            "name": event.tool_name or "tool",
-            "arguments": event.tool_args or "{}",
-        }
+        call_id = event.tool_call_id or f"call_seq{event.seq}"
+        return _function_call(call_id, event.tool_name or "tool", event.tool_args or "{}")
     if event.type == "tool_result" and event.tool_call_id:
         return {"type": "function_call_output", "call_id": event.tool_call_id, "output": event.content}
     prefix = "Tool result:\n" if event.type == "tool_result" else ""
     return {"role": "system", "content": prefix + event.content}
+
+
+def _function_call(call_id: str, name: Any, arguments: Any) -> dict[str, Any]:
+    return {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
 
 
 def live_items(events: Sequence[SessionEvent]) -> list[tuple[SessionEvent, dict[str, Any]]]:
@@ -281,10 +276,9 @@ class _Events:
     def __init__(self, hot: Sequence[SessionEvent]) -> None:
         live = [event for event, _ in live_items(hot)]
         self.by_seq = {event.seq: event for event in live}
-        self.calls: dict[str, SessionEvent] = {}
-        for event in live:
-            if event.type == "tool_call":
-                self.calls.setdefault(event.tool_call_id or f"call_seq{event.seq}", event)
+        # The first call of each id: build_messages shows a later one reusing it renamed (see call()).
+        calls = [e for e in reversed(live) if e.type == "tool_call"]
+        self.calls = {e.tool_call_id or f"call_seq{e.seq}": e for e in calls}
         self.shown = [e for e in live if e.type not in ("tool_call", "tool_result")]
         self.results = [e for e in live if e.type == "tool_result"]
         self.used: set[int] = set()
@@ -403,12 +397,8 @@ def items_from_prompt(
             call_event = events.call(call_id)
             call_item = item_from_event(call_event) if call_event is not None else None
             if call_item is None:
-                call_item = {
-                    "type": "function_call",
-                    "call_id": call_id,
-                    "name": function.get("name", "tool"),
-                    "arguments": function.get("arguments") or "{}",
-                }
+                arguments = function.get("arguments") or "{}"
+                call_item = _function_call(call_id, function.get("name", "tool"), arguments)
             call_item = _with_call_id(call_item, call_id)
             call_items[call_id] = call_item
             items.append(call_item)
@@ -456,13 +446,18 @@ def _shown_key(event: SessionEvent) -> tuple[Any, ...]:
     return _key(event)
 
 
+def _parsed(item: Any, session_id: str = "default") -> SessionEvent | None:
+    """The event of ``item``; None for an item that cannot be stored."""
+    try:
+        return event_from_item(item, session_id=session_id)
+    except InvalidEventError:
+        return None
+
+
 def _fingerprint(item: Any) -> str:
     """An item's identity, as stored (an item that cannot be stored has none)."""
-    try:
-        event = event_from_item(item)
-    except InvalidEventError:
-        return ""
-    return json.dumps([event.meta, *_key(event)], sort_keys=True)
+    event = _parsed(item)
+    return "" if event is None else json.dumps([event.meta, *_key(event)], sort_keys=True)
 
 
 @functools.cache
@@ -545,9 +540,7 @@ class AidenSession:
         view = cast("list[TResponseInputItem]", items_from_prompt(built.messages, hot))
         stored = {_fingerprint(item) for _, item in live_items(hot)}
         self._synthetic = {f for f in map(_fingerprint, view) if f not in stored}
-        if limit is None or limit < 0:
-            return view
-        return view[max(len(view) - limit, 0) :]
+        return view if limit is None or limit < 0 else view[max(len(view) - limit, 0) :]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, in order, as one unit (all or none are stored)."""
@@ -726,12 +719,8 @@ class AidenSession:
         """
         written: dict[str, list[dict[str, Any]]] = {}
         for item in items:
-            try:
-                event = event_from_item(item, session_id=self.session_id)
-            except InvalidEventError:
-                continue
-            stored = strip_screenshot_data(event)
-            if stored is not event:
+            event = _parsed(item, self.session_id)
+            if event is not None and (stored := strip_screenshot_data(event)) is not event:
                 written.setdefault(_stored_key(stored), []).append(_plain(item))
         if not written:
             return hot
@@ -752,14 +741,12 @@ class AidenSession:
             return self._after_ours(items)
         newest = _shown_key(live[-1][0])
         for n in range(len(items) - 1, -1, -1):
-            try:
-                # Compared as stored: the log dropped any inline image the SDK's item still holds.
-                if _shown_key(strip_screenshot_data(event_from_item(items[n]))) == newest:
-                    # get_items may follow the newest logged item with its own (the placeholder result
-                    # of a call left unanswered, as by an abandoned approval): never log those.
-                    return self._after_ours(items[n + 1 :])
-            except InvalidEventError:
-                continue
+            event = _parsed(items[n])
+            # Compared as stored: the log dropped any inline image the SDK's item still holds.
+            if event is not None and _shown_key(strip_screenshot_data(event)) == newest:
+                # get_items may follow the newest logged item with its own (the placeholder result
+                # of a call left unanswered, as by an abandoned approval): never log those.
+                return self._after_ours(items[n + 1 :])
         raise AidenError(
             "AidenSession.call_model_input_filter: the model input does not hold this session's newest item; "
             "pass session=<this AidenSession> to Runner.run so every item is logged"
