@@ -123,9 +123,12 @@ def _events(message: object, meta: dict[str, Any]) -> list[SessionEvent]:
             f"expected a chat-completions message (a mapping or an object with .role), got {type(message).__name__}"
         )
     role = _get(message, "role")
-    if isinstance(role, str) and role in _TEXT_EVENTS:  # an unhashable role is an unknown one
-        content = _text(_get(message, "content"), f"{role} message")
-        return [SessionEvent(type=_TEXT_EVENTS[role], role=role, content=content, meta=dict(meta))]
+    # The role as spelled here, not the object given: a str subclass or str Enum (read from a dataframe,
+    # an SDK's enum) is equal to it but would reach the stored event and its JSON as itself.
+    text_role = next((known for known in _TEXT_EVENTS if isinstance(role, str) and role == known), None)
+    if text_role is not None:
+        content = _text(_get(message, "content"), f"{text_role} message")
+        return [SessionEvent(type=_TEXT_EVENTS[text_role], role=text_role, content=content, meta=dict(meta))]
     if role == "tool":
         name = _get(message, "name")
         return [

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 import aiden
@@ -42,6 +44,22 @@ def test_user_system_developer_and_tool_messages_map_to_one_event_each() -> None
     assert events_from_message({"role": "tool", "tool_call_ids": ["call_b"], "content": "ok"}) == [
         SessionEvent(type="tool_result", role="tool", tool_call_id="call_b", content="ok")
     ]
+
+
+class _Role(enum.StrEnum):
+    USER = "user"
+    SYSTEM = "system"
+    DEVELOPER = "developer"
+
+
+@pytest.mark.parametrize("role", list(_Role))
+def test_a_role_given_as_a_str_enum_is_stored_as_the_plain_role(role: _Role) -> None:
+    # An SDK's enum is equal to the role but would reach the event and its JSON as itself.
+    [event] = events_from_message({"role": role, "content": "hello"})
+    assert type(event.role) is str and event.role == role.value
+    assert json.loads(msgspec.json.encode(event))["role"] == role.value
+    with pytest.raises(InvalidEventError, match=f"^{role.value} message: "):
+        events_from_message({"role": role, "content": 5})
 
 
 def test_assistant_text_then_one_tool_call_event_per_call() -> None:
