@@ -62,24 +62,30 @@ def _dated(section: Section, group: Sequence[Item]) -> list[str]:
     return lines
 
 
+# The structured view's lists of plain strings, by the section their items are filed under.
+_LIST_FIELDS: Final[dict[Section, str]] = {
+    "constraints": "constraints",
+    "preferences": "user_preferences",
+    "failed": "failed_approaches",
+    "open": "open_threads",
+    "files": "files_touched",
+    "commands": "working_recipes",
+    "facts": "facts",
+}
+
+
 def structured_history(items: Sequence[Item]) -> StructuredSummary:
-    """The structured view of a history summary's items."""
+    """The structured view of a history summary's items, or of a session summary's (their sections are a subset)."""
     ordered = sorted(items, key=lambda it: it.order)
     goals = texts(ordered, "goal")
     return StructuredSummary(
         user_goal=goals[0] if goals else "",
         decisions=tuple(Decision(what=w, why=y) for w, y in map(split_reason, texts(ordered, "decisions"))),
-        constraints=texts(ordered, "constraints"),
-        open_threads=texts(ordered, "open"),
         errors=tuple(
             ErrorResolution(error=it.text, resolution=it.extra) for it in ordered if it.section == "errors"
         ),
-        files_touched=texts(ordered, "files"),
-        user_preferences=texts(ordered, "preferences"),
-        failed_approaches=texts(ordered, "failed"),
-        working_recipes=texts(ordered, "commands"),
-        facts=texts(ordered, "facts"),
         outcome=" ".join(texts(ordered, "outcome")),
+        **{name: texts(ordered, section) for section, name in _LIST_FIELDS.items()},
     )
 
 
@@ -100,19 +106,13 @@ def render_structured(structured: StructuredSummary, *, session: bool = False) -
                 "facts": list(dict.fromkeys((*structured.facts, *decided))),
             }
         )
-    decisions = [f"{d.what} ({d.why})" if d.why else d.what for d in structured.decisions]
+    # Each section holds one field's items: the rows' order across sections does not matter.
     rows: list[tuple[Section, str, str]] = [
         ("goal", structured.user_goal, ""),
         ("outcome", structured.outcome, ""),
-        *(("constraints", text, "") for text in structured.constraints),
-        *(("preferences", text, "") for text in structured.user_preferences),
-        *(("decisions", text, "") for text in decisions),
+        *(("decisions", f"{d.what} ({d.why})" if d.why else d.what, "") for d in structured.decisions),
         *(("errors", error.error, error.resolution) for error in structured.errors),
-        *(("failed", text, "") for text in structured.failed_approaches),
-        *(("open", text, "") for text in structured.open_threads),
-        *(("files", text, "") for text in structured.files_touched),
-        *(("commands", text, "") for text in structured.working_recipes),
-        *(("facts", text, "") for text in structured.facts),
+        *((section, text, "") for section, name in _LIST_FIELDS.items() for text in getattr(structured, name)),
     ]
     kept = [row for row in rows if row[1].strip()]
     return render_history([Item(s, _one_line(t), 0, n, _one_line(x)) for n, (s, t, x) in enumerate(kept, 1)])
@@ -206,15 +206,4 @@ def _under_headings(lines: Mapping[Section, Sequence[str]]) -> str:
     return "\n\n".join(
         heading + "\n" + ("\n".join(f"- {line}" for line in lines[section]) if lines[section] else "- (none)")
         for section, (heading, _rank) in _SESSION_HEADINGS.items()
-    )
-
-
-def structured_session(items: Sequence[Item]) -> StructuredSummary:
-    """The structured view of a session summary's items."""
-    return StructuredSummary(
-        outcome=" ".join(texts(items, "outcome")),
-        working_recipes=texts(items, "commands"),
-        failed_approaches=texts(items, "failed"),
-        user_preferences=texts(items, "preferences"),
-        facts=texts(items, "facts"),
     )
