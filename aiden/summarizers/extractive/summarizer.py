@@ -23,19 +23,17 @@ from aiden.summarizers.extractive.extract import (
     Item,
     line_of,
 )
-from aiden.summarizers.extractive.render import (
-    render_history,
-    render_session,
-    session_items,
-    structured_history,
-)
 from aiden.summarizers.extractive.salience import Rarity, is_junk_line, shown_words
 from aiden.summarizers.extractive.selection import (
     Deduped,
     collapse_requests,
     dedupe,
+    render_history,
+    render_session,
     select,
     select_session,
+    session_items,
+    structured_history,
     with_absorbed,
 )
 from aiden.summarizers.extractive.tools import TOOL_NOTE_CHARS, is_read_only_command
