@@ -6,6 +6,6 @@ they survive any number of re-compactions; the token budget is filled in seed
 
 Layout: ``extract`` files items from events and summary text (tool calls and
 output through ``tools``); ``salience`` weighs them; ``selection`` chooses
-(dedupe, collapsed step runs, budget); ``render`` writes them out;
-``summarizer`` holds the class and the rolling fold.
+(dedupe, collapsed step runs, budget) and writes them out; ``summarizer``
+holds the class and the rolling fold.
 """

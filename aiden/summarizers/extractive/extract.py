@@ -40,6 +40,7 @@ from aiden.summarizers.mustkeep.classify import (
     split_speaker,
 )
 from aiden.summarizers.mustkeep.text import (
+    BULLET,
     clip,
     code_lines,
     content_words,
@@ -113,7 +114,7 @@ class Item(msgspec.Struct, frozen=True):
     extra: str = ""  # errors: the resolution
     info: float = 0.0  # information per token within its range (salience.py): breaks ties within a tier
     # The date the last system event before it stated ("17 July, 2023"), else, for a relative time
-    # ("last week"), the day it was said; render.py shows it.
+    # ("last week"), the day it was said; the rendering (selection.py) shows it.
     when: str = ""
 
 
@@ -597,14 +598,13 @@ _SKIP_LINE: Final = re.compile(
     r"^\s*(?:[-*]\s*)?\*\*[\w-]+\*\*\s*$|^\s*-{3,}\s*$|^\s*\[?\.{3}.*(?:truncated|omitted).*$|^\s*\(none\)\s*$",
     re.IGNORECASE,
 )
-_BULLET_PREFIX: Final = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
-_OPEN_PREFIX: Final = re.compile(r"^(?:User|Plan):\s*")
+OPEN_PREFIX: Final = re.compile(r"^(?:User|Plan):\s*")
 _PLAN_PREFIX: Final = re.compile(r"^Plan:\s*")
 _DURABLE_KINDS: Final = frozenset({"correction", "preference", "constraint", "decision", "failed", "fact"})
 
 
 def _add_summary_line(collector: Collector, section: Section | None, line: str) -> None:
-    line = _BULLET_PREFIX.sub("", line).strip()
+    line = BULLET.sub("", line).strip()
     if not line or _SKIP_LINE.match(line):
         return
     if section is None:
@@ -634,7 +634,7 @@ def _add_summary_line(collector: Collector, section: Section | None, line: str) 
         # the agent's: its "must" or "required" is no user constraint.
         collector.add("open", clip(line, _FOLD_LINE_CHARS))
         plan = _PLAN_PREFIX.match(line) is not None
-        _reclassify(collector, _OPEN_PREFIX.sub("", line), speaker="assistant" if plan else "any")
+        _reclassify(collector, OPEN_PREFIX.sub("", line), speaker="assistant" if plan else "any")
     else:
         collector.add(section, clip(line, _FOLD_LINE_CHARS))
 

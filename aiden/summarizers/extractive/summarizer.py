@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 import anyio
@@ -23,20 +23,17 @@ from aiden.summarizers.extractive.extract import (
     Item,
     line_of,
 )
-from aiden.summarizers.extractive.render import (
-    render_history,
-    render_session,
-    session_items,
-    structured_history,
-    structured_session,
-)
 from aiden.summarizers.extractive.salience import Rarity, is_junk_line, shown_words
 from aiden.summarizers.extractive.selection import (
     Deduped,
     collapse_requests,
     dedupe,
+    render_history,
+    render_session,
     select,
     select_session,
+    session_items,
+    structured_history,
     with_absorbed,
 )
 from aiden.summarizers.extractive.tools import TOOL_NOTE_CHARS, is_read_only_command
@@ -104,23 +101,10 @@ class ExtractiveSummarizer:
                 return _result_decoder.decode(await offload.run_job("extractive", _job_encoder.encode(job)))
             except offload.OffloadUnavailable:
                 pass  # run it here, as below
-        collector = self._begin(request)
+        collector, shown = Collector(), set[str]()
         await anyio.lowlevel.checkpoint()
-        walked = 0
-        for event in _events_to_walk(request):
-            collector.feed(event)
-            # Each event costs a fixed overhead besides its text: many short events are slow too.
-            walked += _EVENT_CHARS + len(event.content) + len(event.tool_args or "")
-            if walked >= _SLICE_CHARS:
-                walked = 0
-                await anyio.lowlevel.checkpoint()
-        shown: set[str] = set()
-        for event in request.hot_window:
-            shown.update(shown_words((event.content,)))
-            walked += len(event.content)
-            if walked >= _SLICE_CHARS:
-                walked = 0
-                await anyio.lowlevel.checkpoint()
+        for _slice in _walk(request, collector, shown):
+            await anyio.lowlevel.checkpoint()
         if too_long:
             # The helper process is unavailable: dedupe and selection cannot be sliced.
             return await anyio.to_thread.run_sync(self._finish, request, collector, frozenset(shown))
@@ -128,18 +112,10 @@ class ExtractiveSummarizer:
 
     def summarize_sync(self, request: SummaryRequest) -> SummaryResult:
         """The same summary, computed synchronously (pure CPU work, no I/O)."""
-        collector = self._begin(request)
-        for event in _events_to_walk(request):
-            collector.feed(event)
-        return self._finish(request, collector, frozenset(shown_words(e.content for e in request.hot_window)))
-
-    def _begin(self, request: SummaryRequest) -> Collector:
-        """A collector primed with the summaries a fold / session summary merges."""
-        collector = Collector()
-        if request.purpose in ("rolling_fold", "session_summary"):
-            collector.read_summary(request.previous_summary)
-            collector.read_summary(request.text)
-        return collector
+        collector, shown = Collector(), set[str]()
+        for _slice in _walk(request, collector, shown):
+            pass
+        return self._finish(request, collector, frozenset(shown))
 
     def _finish(self, request: SummaryRequest, collector: Collector, shown: frozenset[str]) -> SummaryResult:
         budget = max(1, min(request.max_tokens, self.max_tokens or request.max_tokens))
@@ -171,11 +147,34 @@ class ExtractiveSummarizer:
                 *(it for it, holder in deduped.absorbed if it.section != "notes" or holder.section != "goal"),
             ]
             chosen = select_session(session_items(collector, items), budget)
-            return SummaryResult(text=render_session(chosen), structured=structured_session(chosen))
+            return SummaryResult(text=render_session(chosen), structured=structured_history(chosen))
         kept = deduped.kept
         if not any(it.section in _SAYS for it in kept):
             kept = [*kept, *_what_happened(request, collector)]
         return _history_result(select(kept or [_fallback_note(request)], budget), deduped)
+
+
+def _walk(request: SummaryRequest, collector: Collector, shown: set[str]) -> Iterator[None]:
+    """Feed ``request`` to ``collector`` (first the summaries a fold or session summary merges, then
+    the events) and its hot window's words to ``shown``, pausing after about every ``_SLICE_CHARS``
+    of text (the async caller checkpoints there)."""
+    if request.purpose in ("rolling_fold", "session_summary"):
+        collector.read_summary(request.previous_summary)
+        collector.read_summary(request.text)
+    walked = 0
+    for event in _events_to_walk(request):
+        collector.feed(event)
+        # Each event costs a fixed overhead besides its text: many short events are slow too.
+        walked += _EVENT_CHARS + len(event.content) + len(event.tool_args or "")
+        if walked >= _SLICE_CHARS:
+            walked = 0
+            yield
+    for event in request.hot_window:
+        shown.update(shown_words((event.content,)))
+        walked += len(event.content)
+        if walked >= _SLICE_CHARS:
+            walked = 0
+            yield
 
 
 def _history_result(chosen: list[Item], deduped: Deduped) -> SummaryResult:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import base64
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from aiden.errors import RecallError
 from aiden.recall.embedding import clip_text, l2_normalize
+from aiden.summarizers.llm.client import _field
 
 __all__ = ["LiteLLMEmbedder"]
 
@@ -119,12 +120,6 @@ def _failure(handle: Any, exc: Exception) -> str:
     if handle.is_transient(exc):
         return f"failed (provider unavailable or overloaded): {detail}"
     return f"failed: {detail}"
-
-
-def _field(obj: Any, key: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(key)
-    return getattr(obj, key, None)
 
 
 def _vectors_of(response: Any, count: int, model: str) -> list[list[float]]:

@@ -19,7 +19,7 @@ import msgspec
 
 from aiden.errors import InvalidSummaryError
 from aiden.events import SessionEvent
-from aiden.summarizers.extractive.render import render_structured
+from aiden.summarizers.extractive.selection import render_structured
 from aiden.summarizers.llm.repair import (
     load_mapping,
     misfiled_moved,

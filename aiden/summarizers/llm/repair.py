@@ -299,24 +299,18 @@ def _structured_from(buckets: dict[str, list[str]], loose: list[str]) -> Structu
     def items(field: str) -> tuple[str, ...]:
         return _dedupe(buckets.get(field, ()))
 
-    decisions = []
-    for line in items("decisions"):
-        what, why = _split_once(line, _WHY_SPLIT)
-        decisions.append(Decision(what=what, why=why.rstrip(")")))
-    errors = []
-    for line in items("errors"):
-        error, fix = _split_once(line, _FIX_SPLIT)
-        errors.append(ErrorResolution(error=error, resolution=fix.rstrip(")")))
+    whys = [_split_once(line, _WHY_SPLIT) for line in items("decisions")]
+    fixes = [_split_once(line, _FIX_SPLIT) for line in items("errors")]
     files: list[str] = []
     for line in items("files_touched"):
         files.extend(p.strip().strip("`") for p in line.split(",") if p.strip())
     return StructuredSummary(
         user_goal=" ".join(items("user_goal")),
         outcome=" ".join(items("outcome")),
-        decisions=tuple(decisions),
+        decisions=tuple(Decision(what=what, why=why) for what, why in whys),
         constraints=items("constraints"),
         user_preferences=items("user_preferences"),
-        errors=tuple(errors),
+        errors=tuple(ErrorResolution(error=error, resolution=fix) for error, fix in fixes),
         failed_approaches=items("failed_approaches"),
         open_threads=items("open_threads"),
         files_touched=_dedupe(files),
@@ -326,9 +320,10 @@ def _structured_from(buckets: dict[str, list[str]], loose: list[str]) -> Structu
 
 
 def _split_once(line: str, pattern: re.Pattern[str]) -> tuple[str, str]:
+    """``(head, tail)`` split at ``pattern``'s first match (the tail without the ")" of "(because ...)")."""
     parts = pattern.split(line, maxsplit=1)
     if len(parts) == 2 and parts[0].strip() and parts[1].strip():
-        return parts[0].strip(), parts[1].strip()
+        return parts[0].strip(), parts[1].strip().rstrip(")")
     return line.strip(), ""
 
 

@@ -17,7 +17,7 @@ from aiden.events import SessionEvent
 from aiden.intake import without_surrogates
 from aiden.observe import observed
 from aiden.summarizers.extractive.extract import stated_goal
-from aiden.summarizers.extractive.render import render_structured
+from aiden.summarizers.extractive.selection import render_structured
 from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer, summary_must_keep
 from aiden.summarizers.llm.client import (
     Breaker,

@@ -46,7 +46,8 @@ def clip(text: str, limit: int = ITEM_MAX_CHARS) -> str:
 _SENTENCE_END: Final = re.compile("(?<=[\u3002\uff01\uff1f])|(?<=[.!?])\\s+")
 _ABBREVIATIONS: Final = ("e.g.", "i.e.", "etc.", "vs.", "approx.", "mr.", "dr.", "fig.", "cf.")
 _FENCE: Final = re.compile(r"^\s*(```|~~~)")
-_BULLET: Final = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
+BULLET: Final = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
+"""A list item's bullet or number ("- ", "3. ") with the indent before it."""
 _SHELLS: Final = frozenset({"bash", "sh", "shell", "console", "zsh", "terminal", "cmd", "powershell", "ps"})
 _MAX_SENTENCES: Final = 400
 
@@ -67,7 +68,7 @@ def split_sentences(text: str) -> list[str]:
         if in_code:
             continue
         first = len(out)  # an abbreviation joins the next piece of its own line only
-        for piece in _SENTENCE_END.split(_BULLET.sub("", line)):
+        for piece in _SENTENCE_END.split(BULLET.sub("", line)):
             piece = _WS.sub(" ", piece.strip())
             if not piece:
                 continue
