@@ -51,11 +51,6 @@ def is_pinned(event: SessionEvent) -> bool:
     return event.pinned is not None
 
 
-def is_tool_result(event: SessionEvent) -> bool:
-    """True for a tool result the agent recorded."""
-    return event.type == "tool_result" and not event.synthetic
-
-
 def is_step(event: SessionEvent) -> bool:
     """True for part of a model response: an assistant or role output, or a tool call."""
     return event.type in _STEP_TYPES and not event.synthetic
@@ -64,6 +59,13 @@ def is_step(event: SessionEvent) -> bool:
 def is_turn_start(event: SessionEvent) -> bool:
     """True for a user input, which opens a turn."""
     return event.type == "user_input" and not event.synthetic
+
+
+def _check_least(**bounds: tuple[int, int]) -> None:
+    """Raise ValueError for the first ``name=(value, least)`` whose value is below its least."""
+    for name, (value, least) in bounds.items():
+        if value < least:
+            raise ValueError(f"{name} must be >= {least}, got {value}")
 
 
 # --- replay trimming --------------------------------------------------------------
@@ -86,10 +88,7 @@ def trim_replay(
     cut can pass them when no model step follows. Raises ValueError for a negative bound or a
     ``cut_quantum`` below 1.
     """
-    if max_messages < 0:
-        raise ValueError(f"max_messages must be >= 0, got {max_messages}")
-    if cut_quantum is not None and cut_quantum < 1:
-        raise ValueError(f"cut_quantum must be >= 1, got {cut_quantum}")
+    _check_least(max_messages=(max_messages, 0), cut_quantum=(1 if cut_quantum is None else cut_quantum, 1))
     n = len(events)
     if max_messages == 0 or n <= max_messages:
         return list(events)
@@ -273,12 +272,7 @@ def govern_events(
     prompt. Only ``content`` changes, so the message structure stays the same. Raises ValueError
     for negative ``keep_turns``/``keep_steps`` or ``max_tool_tokens < 1``.
     """
-    if keep_turns < 0:
-        raise ValueError(f"keep_turns must be >= 0, got {keep_turns}")
-    if max_tool_tokens < 1:
-        raise ValueError(f"max_tool_tokens must be >= 1, got {max_tool_tokens}")
-    if keep_steps < 0:
-        raise ValueError(f"keep_steps must be >= 0, got {keep_steps}")
+    _check_least(keep_turns=(keep_turns, 0), max_tool_tokens=(max_tool_tokens, 1), keep_steps=(keep_steps, 0))
     # turn_of[i]: the turns started up to events[i]; the current turn is the last one (from its
     # user input on, or the whole list when there is none).
     turn_of = list(accumulate(1 if is_turn_start(e) else 0 for e in events))
@@ -298,8 +292,8 @@ def govern_events(
         extras = sum(estimate(text) for text in (event.tool_args, event.tool_name) if text)
         tokens_before += MESSAGE_OVERHEAD_TOKENS + content_tokens + extras
         oversized = oversized_tokens is not None and content_tokens > oversized_tokens
-        if not is_tool_result(event) or event.seq <= 0:
-            continue
+        if event.type != "tool_result" or event.synthetic or event.seq <= 0:
+            continue  # only a stored result the agent recorded has a verbatim copy to name
         if not oversized and (i >= protected_from or i > last_step):
             continue
         if stub_seq(event.content) == event.seq:

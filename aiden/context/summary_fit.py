@@ -38,7 +38,7 @@ from typing import Final
 import msgspec
 
 from aiden.policy.summary_md import SECTION_OF_HEADING, SPLIT_TURN_HEADING, render_parts, summary_parts
-from aiden.policy.tokens import estimate_tokens
+from aiden.policy.tokens import estimate_tokens, longest_fit
 
 __all__ = [
     "LONG_TERM_NOTE_PREFIX",
@@ -341,14 +341,7 @@ def fit_summary_layer(
 
     # Keeping more items never shortens the kept lines, though the note may shrink: the search
     # returns the longest prefix it verified (a fit, never an overflow); none fits: an empty layer.
-    best, kept, lo, hi = "", 0, 0, len(items) - 1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        trial = attempt(mid)
-        if estimate(trial) <= budget:
-            best, kept, lo = trial, mid, mid + 1
-        else:
-            hi = mid - 1
+    kept, best = longest_fit(len(items), attempt, budget, estimate)
     return SummaryFit(best, trimmed=True, omitted_lines=sum(len(item.lines) for item in items[kept:]))
 
 
@@ -426,15 +419,7 @@ def fit_long_term_layer(layer: str, budget: int, estimate: Callable[[str], int] 
         return LongTermText.of([*shown, LayerSection(note)])
 
     # As in fit_summary_layer: the longest prefix of the order that was verified to fit.
-    best, lo, hi = "", 0, len(order) - 1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        trial = attempt(mid)
-        if estimate(trial) <= budget:
-            best, lo = trial, mid + 1
-        else:
-            hi = mid - 1
-    return best
+    return longest_fit(len(order), attempt, budget, estimate)[1]
 
 
 def _sections_of(text: str) -> tuple[LayerSection, ...]:

@@ -183,10 +183,6 @@ class _Window:
             if self.legal[cut] and self.free[effective := self.pull_back(cut)] > 0:
                 yield cut, effective
 
-    def first_useful_from(self, index: int) -> tuple[int, int] | None:
-        """The first legal cut at or after ``index`` that is useful: (cut, pulled-back cut)."""
-        return next(self.useful_cuts(index), None)
-
     def last_legal_at_or_before(self, index: int) -> int | None:
         """The last legal cut at or before ``index``; None when there is none."""
         return next((cut for cut in range(min(index, self.n - 1), 0, -1) if self.legal[cut]), None)
@@ -197,13 +193,13 @@ class _Window:
             return None
         # The latest index whose suffix holds keep_recent_tokens (0 when none does).
         holding = (i for i in range(self.n - 1, 0, -1) if self.total - self.prefix[i] >= keep_recent_tokens)
-        return self.first_useful_from(next(holding, 0))
+        return next(self.useful_cuts(next(holding, 0)), None)
 
     def count_cut(self, hot_window_events: int) -> tuple[int, int] | None:
         """Rule 3, the count path (then on to a useful cut); None when the events fit or no cut qualifies."""
         target = self.n - hot_window_events
         cut = self.last_legal_at_or_before(target) if target >= 1 else None
-        return None if cut is None else self.first_useful_from(cut)
+        return None if cut is None else next(self.useful_cuts(cut), None)
 
     def progress_cut(self, start: tuple[int, int] | None, target_tokens: int) -> tuple[tuple[int, int], bool]:
         """Rule 7: the least aggressive useful cut from ``start`` on under target, else the most aggressive
@@ -339,7 +335,7 @@ def plan_compaction(
     note = ""
     if target_tokens is not None:
         hot = window.total if chosen is None else window.kept_tokens(chosen[1])
-        if hot >= target_tokens and (chosen is not None or window.first_useful_from(1)):
+        if hot >= target_tokens and (chosen is not None or next(window.useful_cuts(1), None)):
             chosen, reaches = window.progress_cut(chosen, target_tokens)
             if not reaches:
                 note = (
@@ -378,7 +374,7 @@ def _skip_reason(window: _Window, config: Config, *, over_target: bool) -> SkipC
             reason="no_legal_cut",
             detail=f"none of the {window.n} events may open the hot window",
         )
-    if window.first_useful_from(1) is None:
+    if next(window.useful_cuts(1), None) is None:
         return SkipCompaction(
             reason="nothing_compactable",
             detail="every legal cut leaves only the root input and pinned events to compact",

@@ -351,25 +351,30 @@ def cut_to_tokens(text: str, budget: int, estimate: Callable[[str], int]) -> str
         return text
     room = budget - estimate(_CUT_MARK)
     ends = [m.start() for m in _CUT_BOUNDARY.finditer(text)]
-    best = _longest_prefix(text, ends, room, estimate)
-    if best is not None and best > 0:
-        return text[:best].rstrip() + _CUT_MARK
+    _, head = longest_fit(len(ends), lambda k: text[: ends[k]], room, estimate)
+    if head:
+        return head.rstrip() + _CUT_MARK
     # The word fallback cuts the original text too, so the result stays a prefix of it
     # (joining split() words would fold a leading or doubled whitespace run away).
-    word = _longest_prefix(text, [m.end() for m in _CUT_WORD.finditer(text)], room, estimate)
-    return text[: word or 0] + _CUT_MARK
+    words = [m.end() for m in _CUT_WORD.finditer(text)]
+    _, head = longest_fit(len(words), lambda k: text[: words[k]], room, estimate)
+    return head + _CUT_MARK
 
 
-def _longest_prefix(text: str, ends: Sequence[int], room: int, estimate: Callable[[str], int]) -> int | None:
-    """The largest of the increasing ``ends`` whose prefix fits ``room`` tokens (the estimate is monotone)."""
-    lo, hi, best = 0, len(ends) - 1, None
+def longest_fit(
+    count: int, attempt: Callable[[int], str], budget: int, estimate: Callable[[str], int]
+) -> tuple[int, str]:
+    """The largest ``k < count`` whose ``attempt(k)`` fits ``budget`` tokens, with that text; ``(0, "")``
+    when none does. A binary search: the attempts should grow with ``k`` (it keeps the last verified fit)."""
+    best, kept, lo, hi = "", 0, 0, count - 1
     while lo <= hi:
         mid = (lo + hi) // 2
-        if estimate(text[: ends[mid]]) <= room:
-            best, lo = ends[mid], mid + 1
+        trial = attempt(mid)
+        if estimate(trial) <= budget:
+            best, kept, lo = trial, mid, mid + 1
         else:
             hi = mid - 1
-    return best
+    return kept, best
 
 
 # --- calibration from provider-reported prompt sizes ---------------------------------
@@ -389,13 +394,6 @@ def _clamp(value: float) -> float:
     return min(_MAX_FACTOR, max(_MIN_FACTOR, value))
 
 
-def _ratio(estimated: int, reported: int, weight: float) -> float | None:
-    """``reported / estimated`` clamped; None for an observation with a non-positive side."""
-    if not 0.0 < weight <= 1.0:
-        raise ValueError(f"weight must be in (0, 1], got {weight!r}")
-    return _clamp(reported / estimated) if estimated > 0 and reported > 0 else None
-
-
 def calibrate(
     cal: TokenCalibration, *, estimated: int, reported: int, weight: float = 0.2
 ) -> TokenCalibration:
@@ -406,11 +404,10 @@ def calibrate(
     saw (system prompt, tool schemas) cannot teach a wild factor; non-positive sides are ignored.
     Raises ValueError for a ``weight`` outside (0, 1].
     """
-    ratio = _ratio(estimated, reported, weight)
-    if ratio is None:
-        return cal
-    factor = ratio if cal.samples == 0 else cal.factor + weight * (ratio - cal.factor)
-    return TokenCalibration(factor=_clamp(factor), samples=cal.samples + 1)
+    # The factor of observe(), without its spread.
+    start = BudgetCalibration(cal.factor, 0.0, cal.samples)
+    seen = observe(start, estimated=estimated, reported=reported, weight=weight)
+    return cal if seen is start else TokenCalibration(seen.factor, seen.samples)
 
 
 def apply_calibration(tokens: int, cal: TokenCalibration) -> int:
@@ -430,9 +427,11 @@ def observe(
     cal: BudgetCalibration, *, estimated: int, reported: int, weight: float = 0.2
 ) -> BudgetCalibration:
     """Fold one observation into ``cal`` (non-positive sides are ignored, ratios clamped to [0.5, 2])."""
-    ratio = _ratio(estimated, reported, weight)
-    if ratio is None:
+    if not 0.0 < weight <= 1.0:
+        raise ValueError(f"weight must be in (0, 1], got {weight!r}")
+    if estimated <= 0 or reported <= 0:
         return cal
+    ratio = _clamp(reported / estimated)
     if cal.samples == 0:
         return BudgetCalibration(factor=ratio, spread=0.0, samples=1)
     error = abs(ratio - cal.factor)
