@@ -41,12 +41,12 @@ from aiden.experience.episodes import (
 from aiden.experience.navigation import navigation_records
 from aiden.experience.records import (
     EnvironmentProfile,
-    Evidence,
     ExperienceRecord,
     RecordKind,
     confirmed,
     goal_key,
     merge,
+    new_record,
     record_id,
     restatused,
 )
@@ -144,31 +144,23 @@ def fact_records(
     when = episode.finished_at
     out: list[ExperienceRecord] = []
     for key, (value, seq) in latest.items():
-        rid = record_id("fact", episode.environment, "", key)
-        cite = Evidence(episode_id=episode.id, seqs=(seq,))
-        fresh = ExperienceRecord(
-            id=rid,
-            kind="fact",
-            status="active",
-            title=" ".join(f"{key}: {value}".split()),
-            body=(
-                f"`{key}` was observed as `{value}` (episode {episode.id}). An observation of the "
-                "environment at that time: verify it against current observations before relying on it."
-            ),
-            environment=episode.environment,
-            step=key,
-            evidence=(cite,),
-            created_at=when,
-            updated_at=when,
+        fresh = new_record(
+            episode,
+            "fact",
+            key,
+            " ".join(f"{key}: {value}".split()),
+            f"`{key}` was observed as `{value}` (episode {episode.id}). An observation of the "
+            "environment at that time: verify it against current observations before relying on it.",
+            (seq,),
             expires_at=expires_at,
         )
-        old = known.get(rid)
+        old = known.get(fresh.id)
         if old is None:
             out.append(fresh)
         elif old.title == fresh.title:
             # The same value again: the episode joins the evidence; body and reason stay the first's.
             seen = msgspec.structs.replace(
-                old, status="active", evidence=(cite,), updated_at=when, expires_at=expires_at
+                old, status="active", evidence=fresh.evidence, updated_at=when, expires_at=expires_at
             )
             out.append(merge(old, seen))
         elif when >= old.updated_at:
@@ -243,22 +235,8 @@ def _lesson(
     expires_at: float | None,
 ) -> ExperienceRecord:
     """A new active record of ``episode``'s goal and environment about ``step``, citing ``seqs``."""
-    goal = _goal_of(episode)
-    return ExperienceRecord(
-        id=record_id(kind, episode.environment, goal, step),
-        kind=kind,
-        status="active",
-        title=f"{episode.goal[:120]}: {title}",
-        goal=goal,
-        step=step,
-        environment=episode.environment,
-        body=body,
-        evidence=(Evidence(episode_id=episode.id, seqs=seqs),),
-        created_at=episode.finished_at,
-        updated_at=episode.finished_at,
-        expires_at=expires_at,
-        tasks=(episode.goal,),
-    )
+    title = f"{episode.goal[:120]}: {title}"
+    return new_record(episode, kind, step, title, body, seqs, expires_at=expires_at, goal=_goal_of(episode))
 
 
 def _first_try_completion(episode: Episode, tried: list[Attempt]) -> tuple[Attempt, int] | None:

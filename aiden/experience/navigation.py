@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from aiden.experience.episodes import Attempt, Episode, corrected_after, same_environment
-from aiden.experience.records import Evidence, ExperienceRecord, confirmed, merge, record_id, restatused
+from aiden.experience.records import ExperienceRecord, confirmed, merge, new_record, restatused
 
 __all__ = [
     "MAX_PLACES",
@@ -183,26 +183,17 @@ def found_places(episode: Episode, tried: Sequence[Attempt]) -> list[Place]:
 
 
 def _fresh(episode: Episode, place: Place, expires_at: float | None) -> ExperienceRecord:
-    env = episode.environment
-    when = episode.finished_at
-    return ExperienceRecord(
-        id=record_id("navigation", env, "", place.location),
-        kind="navigation",
-        status="active",
-        title=f"{place.name} is at {place.location}",
+    return new_record(
+        episode,
+        "navigation",
+        place.location,
+        f"{place.name} is at {place.location}",
         # Worded like a procedure's body: the environment and the episode are in their own fields.
-        body=(
-            f"`{place.name}` is at `{place.location}`: `{place.lookup.step}` showed it and "
-            f"`{place.use.step}` used it, for '{episode.goal[:200]}'. Verify against current "
-            "observations before relying on it."
-        ),
-        environment=env,
-        step=place.location,
-        evidence=(Evidence(episode_id=episode.id, seqs=place.seqs),),
-        created_at=when,
-        updated_at=when,
+        f"`{place.name}` is at `{place.location}`: `{place.lookup.step}` showed it and "
+        f"`{place.use.step}` used it, for '{episode.goal[:200]}'. Verify against current "
+        "observations before relying on it.",
+        place.seqs,
         expires_at=expires_at,
-        tasks=(episode.goal,),
     )
 
 
