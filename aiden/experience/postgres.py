@@ -21,9 +21,8 @@ from aiden.errors import CorruptionError, StorageError
 from aiden.events import validate_id
 from aiden.experience.episodes import Episode, environment_name
 from aiden.experience.episodestore import EpisodeRow, episode_row, episode_year
-from aiden.experience.ranking import RecordVectors
 from aiden.experience.records import EnvironmentProfile, ExperienceRecord, RecordRow
-from aiden.experience.recordstore import RecordBackend, merged_profile
+from aiden.experience.recordstore import RecordBackend, RecordVectors, merged_profile
 from aiden.longterm.postgres.schema import LongTermDb, bounded_wait
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
