@@ -81,6 +81,12 @@ def _decode(decoder: msgspec.json.Decoder[T], data: object, what: str) -> T | No
         return None
 
 
+def _fetch(db: LongTermDb, what: str, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` run with the namespace, then ``params`` (``what``: the operation)."""
+    with db.connection(what) as conn:
+        return conn.execute(sql, (db.namespace, *params)).fetchall()
+
+
 class PgEpisodeStore:
     """Committed episodes of one namespace (an :class:`~aiden.experience.episodestore.EpisodeBackend`)."""
 
@@ -91,21 +97,21 @@ class PgEpisodeStore:
         """Persist ``episode``; False (and nothing written) when its id is already committed."""
         validate_id(episode.id, what="episode id")
         row = episode_row(episode, episode_year(episode.started_at), now)
-        with self._db.connection("committing an episode") as conn:
-            done = conn.execute(
-                "INSERT INTO aiden_exp_episodes (namespace, id, row_doc, episode) VALUES (%s, %s, %s, %s)"
-                " ON CONFLICT (namespace, id) DO NOTHING RETURNING id",
-                (self._db.namespace, episode.id, _encoder.encode(row), _encoder.encode(episode)),
-            ).fetchone()
-        return done is not None
+        sql = (
+            "INSERT INTO aiden_exp_episodes (namespace, id, row_doc, episode) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (namespace, id) DO NOTHING RETURNING id"
+        )
+        docs = (_encoder.encode(row), _encoder.encode(episode))
+        return bool(_fetch(self._db, "committing an episode", sql, episode.id, *docs))
 
     def _rows(self, pending_only: bool) -> list[EpisodeRow]:
-        with self._db.connection("reading episodes") as conn:
-            found = conn.execute(
-                "SELECT id, row_doc FROM aiden_exp_episodes WHERE namespace = %s"
-                " AND (NOT %s OR processed IS NULL) ORDER BY pos",
-                (self._db.namespace, pending_only),
-            ).fetchall()
+        found = _fetch(
+            self._db,
+            "reading episodes",
+            "SELECT id, row_doc FROM aiden_exp_episodes WHERE namespace = %s"
+            " AND (NOT %s OR processed IS NULL) ORDER BY pos",
+            pending_only,
+        )
         rows = [_decode(_episode_row_decoder, doc, f"the row of episode {id_}") for id_, doc in found]
         return [r for r in rows if r is not None]
 
@@ -137,12 +143,9 @@ class PgEpisodeStore:
     def _episode(self, episode_id: str) -> Any:
         """The stored bytes of episode ``episode_id`` (None if unknown)."""
         validate_id(episode_id, what="episode id")
-        with self._db.connection("reading an episode") as conn:
-            found = conn.execute(
-                "SELECT episode FROM aiden_exp_episodes WHERE namespace = %s AND id = %s",
-                (self._db.namespace, episode_id),
-            ).fetchone()
-        return None if found is None else found[0]
+        sql = "SELECT episode FROM aiden_exp_episodes WHERE namespace = %s AND id = %s"
+        found = _fetch(self._db, "reading an episode", sql, episode_id)
+        return found[0][0] if found else None
 
     def mark_processed(self, row: EpisodeRow, summary: dict[str, Any]) -> None:
         """Record that what ``row``'s episode taught is committed (``summary``: what, for inspection)."""
@@ -196,33 +199,24 @@ class PgRecordStore(RecordBackend):
 
     def rows(self) -> list[RecordRow]:
         """Every record's row, oldest first."""
-        with self._db.connection("reading experience records") as conn:
-            found = conn.execute(
-                "SELECT id, row_doc FROM aiden_exp_records WHERE namespace = %s ORDER BY pos",
-                (self._db.namespace,),
-            ).fetchall()
+        sql = "SELECT id, row_doc FROM aiden_exp_records WHERE namespace = %s ORDER BY pos"
+        found = _fetch(self._db, "reading experience records", sql)
         rows = [_decode(_record_row_decoder, doc, f"the row of record {id_}") for id_, doc in found]
         return [r for r in rows if r is not None]
 
     def load(self, row: RecordRow) -> ExperienceRecord | None:
         """The record of ``row`` (None, reported, if it is missing or damaged)."""
-        with self._db.connection("reading an experience record") as conn:
-            found = conn.execute(
-                "SELECT record FROM aiden_exp_records WHERE namespace = %s AND id = %s",
-                (self._db.namespace, row.id),
-            ).fetchone()
-        if found is None:
+        sql = "SELECT record FROM aiden_exp_records WHERE namespace = %s AND id = %s"
+        found = _fetch(self._db, "reading an experience record", sql, row.id)
+        if not found:
             log.error("experience store: record %s is missing", row.id)
             return None
-        return _decode(_record_decoder, found[0], f"record {row.id}")
+        return _decode(_record_decoder, found[0][0], f"record {row.id}")
 
     def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
         """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
-        with self._db.connection("reading experience records") as conn:
-            found = conn.execute(
-                "SELECT id, record FROM aiden_exp_records WHERE namespace = %s ORDER BY pos",
-                (self._db.namespace,),
-            ).fetchall()
+        sql = "SELECT id, record FROM aiden_exp_records WHERE namespace = %s ORDER BY pos"
+        found = _fetch(self._db, "reading experience records", sql)
         out: list[ExperienceRecord] = []
         asked = None if environment is None else environment_name(environment)
         for id_, doc in found:

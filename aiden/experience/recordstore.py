@@ -7,12 +7,12 @@ disputed and legacy records are never opened by a normal recall.
 
 Recall (:func:`rank`) orders the rows by BM25 over their terms, fused with vector similarity by
 reciprocal rank when there is an embedder (the chunk recall's fusion and parameters); then each
-task's working step before its failures. The vectors are keyed by record id and :func:`text_key`, so a changed record or model is
-embedded again without opening a record file; kept in ``experience/vectors.msgpack`` (on a
-PostgreSQL root, ``experience/vectors/<namespace>.msgpack``) so a reopened memory does not embed
-every record again. A bad file is ignored (one warning) and rewritten; the last of two writers wins
-whole (atomic replace). Any fault in the vectors or the embedder is a
-:class:`~aiden.errors.RecallError`, on which recall stays lexical.
+task's working step before its failures. The vectors are keyed by record id and :func:`text_key`, so
+a changed record or model is embedded again without opening a record file; kept in
+``experience/vectors.msgpack`` (on a PostgreSQL root, ``experience/vectors/<namespace>.msgpack``) so
+a reopened memory does not embed every record again. A bad file is ignored (one warning) and
+rewritten; the last of two writers wins whole (atomic replace). Any fault in the vectors or the
+embedder is a :class:`~aiden.errors.RecallError`, on which recall stays lexical.
 """
 
 from __future__ import annotations
