@@ -206,11 +206,6 @@ class EpisodeRecorder:
         self._bytes += size
         return seq
 
-    @property
-    def goal(self) -> str:
-        """The task statement as the episode keeps it (its first 2,000 characters, scrubbed)."""
-        return self._statement_text()[:_GOAL_CHARS]
-
     def _statement_text(self) -> str:
         # The newest message first: a run opened by a demonstration or instructions gets its task
         # in a later message, and a title or a body quotes the statement's start.

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import anyio
 import msgspec
@@ -124,7 +124,6 @@ class IdleLearning:
 _LEARN_TICK_S = 60.0
 # Finished episodes whose commit failed, retried at the next commit (oldest dropped past this).
 _MAX_UNSENT: Final = 8
-_OUTCOMES: Final = ("success", "failure", "unknown")
 
 
 class ExperienceExtension(Extension):
@@ -226,8 +225,8 @@ class ExperienceMethods(CoreMemory):
         and retried with the next commit; the session log is unaffected.
         """
         self._check_open()
-        if outcome not in _OUTCOMES:
-            raise InvalidEventError(f"outcome must be one of {_OUTCOMES}, got {outcome!r}")
+        if outcome not in get_args(Outcome):
+            raise InvalidEventError(f"outcome must be one of {get_args(Outcome)}, got {outcome!r}")
         if not isinstance(note, str):
             raise InvalidEventError(f"note must be a string, got {type(note).__name__}")
         check_text("note", note)
