@@ -94,7 +94,6 @@ class PgEpisodeStore:
         self._db = db
 
     def commit(self, episode: Episode, *, now: float) -> bool:
-        """Persist ``episode``; False (and nothing written) when its id is already committed."""
         validate_id(episode.id, what="episode id")
         row = episode_row(episode, episode_year(episode.started_at), now)
         sql = (
@@ -116,11 +115,9 @@ class PgEpisodeStore:
         return [r for r in rows if r is not None]
 
     def rows(self) -> list[EpisodeRow]:
-        """Every committed episode's row, in commit order."""
         return self._rows(pending_only=False)
 
     def pending(self) -> list[EpisodeRow]:
-        """Committed episodes not processed yet, in commit order."""
         return self._rows(pending_only=True)
 
     def load(self, row: EpisodeRow) -> Episode | None:
@@ -136,7 +133,6 @@ class PgEpisodeStore:
             raise CorruptionError(f"episode {row.id} does not decode: {exc}") from exc
 
     def get(self, episode_id: str) -> Episode | None:
-        """The committed episode ``episode_id`` (None if unknown)."""
         found = self._episode(episode_id)
         return None if found is None else _decode(_episode_decoder, found, f"episode {episode_id}")
 
@@ -148,7 +144,6 @@ class PgEpisodeStore:
         return found[0][0] if found else None
 
     def mark_processed(self, row: EpisodeRow, summary: dict[str, Any]) -> None:
-        """Record that what ``row``'s episode taught is committed (``summary``: what, for inspection)."""
         with self._db.connection("marking an episode processed") as conn:
             conn.execute(
                 "UPDATE aiden_exp_episodes SET processed = %s WHERE namespace = %s AND id = %s",
@@ -198,14 +193,12 @@ class PgRecordStore(RecordBackend):
         self._embed(records)
 
     def rows(self) -> list[RecordRow]:
-        """Every record's row, oldest first."""
         sql = "SELECT id, row_doc FROM aiden_exp_records WHERE namespace = %s ORDER BY pos"
         found = _fetch(self._db, "reading experience records", sql)
         rows = [_decode(_record_row_decoder, doc, f"the row of record {id_}") for id_, doc in found]
         return [r for r in rows if r is not None]
 
     def load(self, row: RecordRow) -> ExperienceRecord | None:
-        """The record of ``row`` (None, reported, if it is missing or damaged)."""
         sql = "SELECT record FROM aiden_exp_records WHERE namespace = %s AND id = %s"
         found = _fetch(self._db, "reading an experience record", sql, row.id)
         if not found:
@@ -214,7 +207,6 @@ class PgRecordStore(RecordBackend):
         return _decode(_record_decoder, found[0][0], f"record {row.id}")
 
     def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
-        """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
         sql = "SELECT id, record FROM aiden_exp_records WHERE namespace = %s ORDER BY pos"
         found = _fetch(self._db, "reading experience records", sql)
         out: list[ExperienceRecord] = []
