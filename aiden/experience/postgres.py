@@ -11,7 +11,7 @@ namespace. Every statement is a constant: values only ever travel as parameters.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
@@ -19,7 +19,7 @@ import msgspec
 
 from aiden.errors import CorruptionError, StorageError
 from aiden.events import validate_id
-from aiden.experience.episodes import Episode, environment_name
+from aiden.experience.episodes import Episode
 from aiden.experience.episodestore import EpisodeRow, episode_row, episode_year
 from aiden.experience.records import EnvironmentProfile, ExperienceRecord, RecordRow
 from aiden.experience.recordstore import RecordBackend, RecordVectors, merged_profile
@@ -206,19 +206,12 @@ class PgRecordStore(RecordBackend):
             return None
         return _decode(_record_decoder, found[0][0], f"record {row.id}")
 
-    def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
+    def _kept(self, keep: Callable[[RecordRow | ExperienceRecord], bool]) -> list[ExperienceRecord]:
+        # Every record in one query, rather than one per row.
         sql = "SELECT id, record FROM aiden_exp_records WHERE namespace = %s ORDER BY pos"
         found = _fetch(self._db, "reading experience records", sql)
-        out: list[ExperienceRecord] = []
-        asked = None if environment is None else environment_name(environment)
-        for id_, doc in found:
-            record = _decode(_record_decoder, doc, f"record {id_}")
-            # Compared normalized: a record stored before names were normalized keeps "acme  prod".
-            if record is None or (asked is not None and environment_name(record.environment) != asked):
-                continue
-            if now is None or not record.expired(now):
-                out.append(record)
-        return out
+        records = (_decode(_record_decoder, doc, f"record {id_}") for id_, doc in found)
+        return [record for record in records if record is not None and keep(record)]
 
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
         """Merge ``profile``'s observations into its environment's stored profile (newest value wins).

@@ -23,7 +23,7 @@ import math
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Final
@@ -338,15 +338,18 @@ class RecordBackend(ABC):
 
     def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
         """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
-        # Compared normalized: a record stored before names were normalized keeps "acme  prod".
         asked = None if environment is None else environment_name(environment)
-        rows = [
-            row
-            for row in self.rows()
-            if (asked is None or environment_name(row.environment) == asked)
-            and (now is None or not row.expired(now))
-        ]
-        return [record for row in rows if (record := self.load(row)) is not None]
+
+        def keep(item: RecordRow | ExperienceRecord) -> bool:
+            # Compared normalized: a record stored before names were normalized keeps "acme  prod".
+            env_ok = asked is None or environment_name(item.environment) == asked
+            return env_ok and (now is None or not item.expired(now))
+
+        return self._kept(keep)
+
+    def _kept(self, keep: Callable[[RecordRow | ExperienceRecord], bool]) -> list[ExperienceRecord]:
+        """The records ``keep`` accepts, judged by their rows: the others are never opened."""
+        return [record for row in self.rows() if keep(row) and (record := self.load(row)) is not None]
 
     @abstractmethod
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
