@@ -247,20 +247,6 @@ def _goal_of(episode: Episode) -> str:
     return episode.goal_key or goal_key(episode.goal)
 
 
-def _lesson(
-    episode: Episode,
-    kind: RecordKind,
-    step: str,
-    title: str,
-    body: str,
-    seqs: tuple[int, ...],
-    expires_at: float | None,
-) -> ExperienceRecord:
-    """A new active record of ``episode``'s goal and environment about ``step``, citing ``seqs``."""
-    title = f"{episode.goal[:120]}: {title}"
-    return new_record(episode, kind, step, title, body, seqs, expires_at=expires_at, goal=_goal_of(episode))
-
-
 def _first_try_completion(episode: Episode, tried: list[Attempt]) -> tuple[Attempt, int] | None:
     """The attempt that completed the run's goal at the first try and the seq of the answer after it.
 
@@ -293,6 +279,11 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
 
     def current(rid: str) -> ExperienceRecord | None:
         return changed.get(rid, known.get(rid))
+
+    def lesson(kind: RecordKind, step: str, title: str, body: str, seqs: tuple[int, ...]) -> ExperienceRecord:
+        """A new active record of the episode's goal and environment about ``step``, citing ``seqs``."""
+        title = f"{episode.goal[:120]}: {title}"
+        return new_record(episode, kind, step, title, body, seqs, expires_at=expires, goal=goal)
 
     def put(record: ExperienceRecord) -> None:
         merged = merge(current(record.id), record)
@@ -333,21 +324,18 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
     for fail, fix in fixes:
         cited = (*fail.seqs, *fix.seqs)
         put(
-            _lesson(
-                episode,
+            lesson(
                 "failure",
                 fail.step,
                 f"`{fail.step}` fails",
                 f"For '{episode.goal}', `{fail.step}` failed with: {_quote(fail.result.content)}\n\n"
                 f"What worked instead: `{fix.step}`.",
                 cited,
-                expires,
             )
         )
         kind = kind_of[fix.step]
         tuned = ", ".join(f"`{name}`" for name in numbers_changed(fail.call.content, fix.call.content))
-        working = _lesson(
-            episode,
+        working = lesson(
             kind,
             fix.step,
             f"`{fix.step}`",
@@ -355,7 +343,6 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             f"after `{fail.step}` failed{f' (only {tuned} changed)' if kind == 'calibration' else ''}. "
             "Verify against current observations before relying on it.",
             cited,
-            expires,
         )
         new_procedures.add(working.id)
         put(working)
@@ -367,15 +354,13 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         # A step some procedure already names is confirmed below instead (one record per step).
         done, answer = first_try
         put(
-            _lesson(
-                episode,
+            lesson(
                 "procedure",
                 done.step,
                 f"`{done.step}`",
                 f"For '{episode.goal}', `{done.step}` completed the task at the first try (output: "
                 f"{_quote(done.result.content)}). Verify against current observations before relying on it.",
                 (*done.seqs, answer),
-                expires,
             )
         )
     superseded: list[str] = []
@@ -390,15 +375,12 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
             why = f"superseded by {sorted(new_procedures)[0]} (episode {episode.id})"
             changed[rec.id] = restatused(rec, "legacy", why, when)
             superseded.append(rec.step)
-        elif (
-            rec.kind in _WORKING and rec.step in failed and rec.step not in worked and rec.status == "active"
+        elif rec.status == "active" and (
+            (rec.kind in _WORKING and rec.step in failed and rec.step not in worked)
+            or (rec.kind == "failure" and rec.step in worked and rec.step not in failed)
         ):
-            why = f"episode {episode.id} seqs {list(seqs)}: the step failed"
-            changed[rec.id] = restatused(rec, "disputed", why, when)
-        elif (
-            rec.kind == "failure" and rec.step in worked and rec.step not in failed and rec.status == "active"
-        ):
-            why = f"episode {episode.id} seqs {list(seqs)}: the step succeeded"
+            verdict = "failed" if rec.kind in _WORKING else "succeeded"
+            why = f"episode {episode.id} seqs {list(seqs)}: the step {verdict}"
             changed[rec.id] = restatused(rec, "disputed", why, when)
         elif (
             rec.kind in _WORKING and rec.status != "legacy" and rec.step in worked and rec.step not in failed
