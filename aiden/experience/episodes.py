@@ -547,19 +547,14 @@ class EpisodeTracker:
                         timestamp=e.timestamp,
                         source=e.seq,
                     )
-            elif (
-                e.type == "user_input"
-                and e.seq != self._root_seq
-                and not e.synthetic
-                and not self._acting
-                and not says_correction(next(iter(split_sentences(e.content)), ""))
-            ):
+            elif e.type == "user_input" and e.seq != self._root_seq and not e.synthetic:
                 # Before any answer or tool call a user message states the task (a demonstration or
                 # instructions first, the task after), which keys the episode, unless it says it
                 # corrects it ("No wait, deploy to production"): a correction the learner weighs.
-                rec.restate(e.content, source=e.seq)
-            elif e.type == "user_input" and e.seq != self._root_seq and not e.synthetic:
-                rec.correction(e.content, timestamp=e.timestamp, source=e.seq)
+                if not self._acting and not says_correction(next(iter(split_sentences(e.content)), "")):
+                    rec.restate(e.content, source=e.seq)
+                else:
+                    rec.correction(e.content, timestamp=e.timestamp, source=e.seq)
             elif e.type == "assistant_output" and not e.synthetic:
                 self._acting = True
                 # The last one after the tool calls is the run's answer: the worker's goal assessment reads it.
