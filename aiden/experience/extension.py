@@ -1,6 +1,6 @@
 """Experience memory as an extension of an open memory (entry point ``aiden.extensions: experience``).
 
-:class:`~aiden.experience.messages.ExperienceService` serves the actor's inbox. Learning runs in the
+:class:`~aiden.experience.service.ExperienceService` serves the actor's inbox. Learning runs in the
 common idle window (:func:`~aiden.experience.learner.should_learn`).
 :class:`ExperienceMethods` (a base class of ``Memory``) owns the run's open episode. The
 ``recall_experience`` tool returns at most five records and about 4,800 characters of JSON; bad
@@ -26,16 +26,9 @@ from aiden.errors import AidenError, ClosedError, InvalidEventError, StorageErro
 from aiden.events import SessionEvent
 from aiden.experience.episodes import Episode, EpisodeTracker, environment_name
 from aiden.experience.learner import should_learn
-from aiden.experience.messages import (
-    ExperienceInbox,
-    ExperienceOutbox,
-    ExperiencePort,
-    ExperienceService,
-    LearnOutcome,
-    learner_for,
-    select_experience,
-)
+from aiden.experience.messages import ExperienceInbox, ExperienceOutbox, ExperiencePort, LearnOutcome
 from aiden.experience.records import RECORD_KINDS, ExperienceRecord, RecordKind
+from aiden.experience.service import ExperienceService, learner_for, select_experience
 from aiden.extension import Extension, MemoryParts, in_background
 from aiden.intake import check_text
 from aiden.lifecycle import Outcome

@@ -269,8 +269,8 @@ async def test_crash_during_processing_duplicates_no_record(tmp_path: Path, poin
 
 async def test_learning_leaves_expired_records_unread_and_relearns_them_fresh(tmp_path: Path) -> None:
     from aiden.config import Config
-    from aiden.experience.messages import ExperienceService
     from aiden.experience.records import goal_key, record_id
+    from aiden.experience.service import ExperienceService
 
     svc = ExperienceService(Layout(tmp_path), Storage(), Config())
     pid = record_id("procedure", ENV, goal_key(GOAL), "shell make build WITH_SSL=1")

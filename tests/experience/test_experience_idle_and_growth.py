@@ -14,7 +14,8 @@ from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.experience.episodes import Episode, EpisodeRecorder
 from aiden.experience.extension import LEARN_BATCH, IdleLearning
-from aiden.experience.messages import ExperiencePort, ExperienceService, LearnOutcome
+from aiden.experience.messages import ExperiencePort, LearnOutcome
+from aiden.experience.service import ExperienceService
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 

@@ -22,8 +22,8 @@ from aiden.experience.episodes import Episode, EpisodeRecorder
 from aiden.experience.episodestore import EpisodeStore
 from aiden.experience.learner import LessonGroup
 from aiden.experience.llmlearner import Phrasing
-from aiden.experience.messages import ExperienceService
 from aiden.experience.recordstore import RecordStore
+from aiden.experience.service import ExperienceService
 from aiden.memory import Memory
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

@@ -18,8 +18,9 @@ from aiden.events import SessionEvent
 from aiden.experience.episodes import Episode, EpisodeRecorder
 from aiden.experience.learner import learn
 from aiden.experience.llmlearner import LLMLearner, Phrasing, build_messages, parse_phrasing
-from aiden.experience.messages import ExperienceService, LearnerStats
+from aiden.experience.messages import LearnerStats
 from aiden.experience.records import ExperienceRecord
+from aiden.experience.service import ExperienceService
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer

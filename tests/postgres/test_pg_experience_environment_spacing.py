@@ -15,8 +15,8 @@ import aiden
 from aiden.config import Config
 from aiden.events import SessionEvent
 from aiden.experience.episodes import Episode, EpisodeRecorder
-from aiden.experience.messages import ExperienceService
 from aiden.experience.postgres import experience_backends
+from aiden.experience.service import ExperienceService
 from aiden.memory import Memory
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout

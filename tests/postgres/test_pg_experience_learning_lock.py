@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from aiden.config import Config
-from aiden.experience.messages import ExperienceService
 from aiden.experience.postgres import experience_backends
+from aiden.experience.service import ExperienceService
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.storage.postgres import PostgresSessionStore
