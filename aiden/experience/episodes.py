@@ -206,11 +206,6 @@ class EpisodeRecorder:
         self._bytes += size
         return seq
 
-    @property
-    def goal(self) -> str:
-        """The task statement as the episode keeps it (its first 2,000 characters, scrubbed)."""
-        return self._statement_text()[:_GOAL_CHARS]
-
     def _statement_text(self) -> str:
         # The newest message first: a run opened by a demonstration or instructions gets its task
         # in a later message, and a title or a body quotes the statement's start.
@@ -552,19 +547,14 @@ class EpisodeTracker:
                         timestamp=e.timestamp,
                         source=e.seq,
                     )
-            elif (
-                e.type == "user_input"
-                and e.seq != self._root_seq
-                and not e.synthetic
-                and not self._acting
-                and not says_correction(next(iter(split_sentences(e.content)), ""))
-            ):
+            elif e.type == "user_input" and e.seq != self._root_seq and not e.synthetic:
                 # Before any answer or tool call a user message states the task (a demonstration or
                 # instructions first, the task after), which keys the episode, unless it says it
                 # corrects it ("No wait, deploy to production"): a correction the learner weighs.
-                rec.restate(e.content, source=e.seq)
-            elif e.type == "user_input" and e.seq != self._root_seq and not e.synthetic:
-                rec.correction(e.content, timestamp=e.timestamp, source=e.seq)
+                if not self._acting and not says_correction(next(iter(split_sentences(e.content)), "")):
+                    rec.restate(e.content, source=e.seq)
+                else:
+                    rec.correction(e.content, timestamp=e.timestamp, source=e.seq)
             elif e.type == "assistant_output" and not e.synthetic:
                 self._acting = True
                 # The last one after the tool calls is the run's answer: the worker's goal assessment reads it.

@@ -255,7 +255,6 @@ class EpisodeStore(IndexedFiles[_Index]):
             raise CorruptionError(f"{path.name} of {path.parent.name}: {exc}") from exc
 
     def commit(self, episode: Episode, *, now: float) -> bool:
-        """Persist ``episode``; False (and nothing written) when its id is already committed."""
         validate_id(episode.id, what="episode id")
         with self._exclusive():
             index = self._load_index()
@@ -290,7 +289,6 @@ class EpisodeStore(IndexedFiles[_Index]):
             log.error("could not remove %s after a failed commit: %s", path, exc)
 
     def rows(self) -> list[EpisodeRow]:
-        """Every committed episode's row, in commit order."""
         return list(self._index().episodes)
 
     def load(self, row: EpisodeRow) -> Episode | None:

@@ -1,7 +1,7 @@
 """Experience memory as an extension of an open memory (entry point ``aiden.extensions: experience``).
 
-:class:`ExperienceActor` owns the service; one worker serves its inbox, so two learning passes never
-interleave. Learning runs in the common idle window (:func:`~aiden.experience.learner.should_learn`).
+:class:`~aiden.experience.service.ExperienceService` serves the actor's inbox. Learning runs in the
+common idle window (:func:`~aiden.experience.learner.should_learn`).
 :class:`ExperienceMethods` (a base class of ``Memory``) owns the run's open episode. The
 ``recall_experience`` tool returns at most five records and about 4,800 characters of JSON; bad
 arguments become ``{"error": "..."}``: the handler never raises for the model's input.
@@ -14,31 +14,19 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import anyio
 import msgspec
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiden.actors.mailbox import Link, by_request_id, serve
+from aiden.actors.mailbox import Link, by_request_id
 from aiden.errors import AidenError, ClosedError, InvalidEventError, StorageError
 from aiden.events import SessionEvent
 from aiden.experience.episodes import Episode, EpisodeTracker, environment_name
 from aiden.experience.learner import should_learn
-from aiden.experience.messages import (
-    CommitEpisode,
-    EpisodeCommitted,
-    ExperienceInbox,
-    ExperienceOutbox,
-    ExperiencePort,
-    Learn,
-    Learned,
-    LearnOutcome,
-    ListRecords,
-    Records,
-    SearchRecords,
-)
+from aiden.experience.messages import ExperienceInbox, ExperienceOutbox, ExperiencePort, LearnOutcome
 from aiden.experience.records import RECORD_KINDS, ExperienceRecord, RecordKind
 from aiden.experience.service import ExperienceService, learner_for, select_experience
 from aiden.extension import Extension, MemoryParts, in_background
@@ -46,13 +34,11 @@ from aiden.intake import check_text
 from aiden.lifecycle import Outcome
 from aiden.longterm.autocompact import IdleTarget, recent_activity, run_autocompact
 from aiden.memory_core import CoreMemory
-from aiden.messages import codec
 from aiden.tools import ToolArgumentError as _Reject
 from aiden.tools import ToolSet, decode_arguments, error_result
 
 __all__ = [
     "EXPERIENCE_TOOL",
-    "ExperienceActor",
     "ExperienceExtension",
     "ExperienceMethods",
     "IdleLearning",
@@ -72,45 +58,6 @@ LEARN_BATCH = 16
 """Episodes one idle learning pass processes (the rest wait for the next tick)."""
 RECHECK_TICKS = 10
 """After a pass that left nothing pending, idle checks skipped before the episode index is read again."""
-
-
-class ExperienceActor:
-    """Serves experience requests; run :meth:`run` once."""
-
-    def __init__(
-        self,
-        service: ExperienceService,
-        inbox: MemoryObjectReceiveStream[bytes],
-        outbox: MemoryObjectSendStream[bytes],
-    ) -> None:
-        self._svc = service
-        self._inbox = inbox
-        self._outbox = outbox
-
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve until the inbox closes."""
-        task_status.started()
-        requests, replies = codec(ExperienceInbox), codec(ExperienceOutbox)
-        await serve("experience", self._inbox, self._outbox, requests, replies, self._serve)
-
-    async def _serve(self, msg: ExperienceInbox) -> ExperienceOutbox:
-        svc = self._svc
-        match msg:
-            case CommitEpisode(request_id=rid, episode=episode):
-                done = await anyio.to_thread.run_sync(partial(svc.commit, episode, now=time.time()))
-                return EpisodeCommitted(rid, done)
-            case SearchRecords(request_id=rid, query=q, environment=env, kinds=kinds, k=k, now=now):
-                found = await anyio.to_thread.run_sync(partial(svc.search, q, env, kinds, k, now=now))
-                return Records(rid, found)
-            case Learn(request_id=rid, limit=limit):
-                return Learned(rid, await anyio.to_thread.run_sync(svc.learn, limit))
-            case ListRecords(request_id=rid, environment=env):
-                return Records(rid, await anyio.to_thread.run_sync(svc.all_records, env))
-
-    def close_streams(self) -> None:
-        """Close both stream ends (a no-op when the serve loop already did)."""
-        self._inbox.close()
-        self._outbox.close()
 
 
 class IdleLearning:
@@ -170,7 +117,6 @@ class IdleLearning:
 _LEARN_TICK_S = 60.0
 # Finished episodes whose commit failed, retried at the next commit (oldest dropped past this).
 _MAX_UNSENT: Final = 8
-_OUTCOMES: Final = ("success", "failure", "unknown")
 
 
 class ExperienceExtension(Extension):
@@ -187,7 +133,7 @@ class ExperienceExtension(Extension):
         self._backends = select_experience(parts.session_store, parts.layout, parts.storage, parts.embedder)
         config = parts.config
         self._episodes = EpisodeTracker(config.experience_environment) if config.experience else None
-        self._actor: ExperienceActor | None = None
+        self._streams: tuple[MemoryObjectReceiveStream[bytes], MemoryObjectSendStream[bytes]] | None = None
 
     @property
     def links(self) -> Sequence[Link[Any, Any, Any]]:
@@ -203,14 +149,11 @@ class ExperienceExtension(Extension):
 
     async def start(self, tg: TaskGroup, memory: CoreMemory) -> None:
         p = self._parts
-        self._actor = actor = ExperienceActor(
-            ExperienceService(
-                p.layout, p.storage, p.config, learner=self._learner, embedder=p.embedder, backends=self._backends
-            ),
-            self._link.inbox,
-            self._link.outbox,
+        service = ExperienceService(
+            p.layout, p.storage, p.config, learner=self._learner, embedder=p.embedder, backends=self._backends
         )
-        await tg.start(actor.run)
+        self._streams = streams = (self._link.inbox, self._link.outbox)
+        await tg.start(partial(service.serve, *streams))
         await tg.start(self._link.route, by_request_id(self._link.client))
         if p.config.experience and p.config.idle_compact_after_minutes > 0:
             learning = IdleLearning(memory, self._port, p.config.idle_compact_after_minutes)
@@ -218,9 +161,9 @@ class ExperienceExtension(Extension):
 
     def stopped(self) -> None:
         # A parked memory keeps no actor (nor the streams and files it holds).
-        actor, self._actor = self._actor, None
-        if actor is not None:
-            actor.close_streams()
+        streams, self._streams = self._streams, None
+        for stream in streams or ():
+            stream.close()
 
     async def closing(self, memory: CoreMemory) -> None:
         # A memory made without experience's methods (the core alone) records no episode.
@@ -275,8 +218,8 @@ class ExperienceMethods(CoreMemory):
         and retried with the next commit; the session log is unaffected.
         """
         self._check_open()
-        if outcome not in _OUTCOMES:
-            raise InvalidEventError(f"outcome must be one of {_OUTCOMES}, got {outcome!r}")
+        if outcome not in get_args(Outcome):
+            raise InvalidEventError(f"outcome must be one of {get_args(Outcome)}, got {outcome!r}")
         if not isinstance(note, str):
             raise InvalidEventError(f"note must be a string, got {type(note).__name__}")
         check_text("note", note)

@@ -11,7 +11,7 @@ namespace. Every statement is a constant: values only ever travel as parameters.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
@@ -19,11 +19,10 @@ import msgspec
 
 from aiden.errors import CorruptionError, StorageError
 from aiden.events import validate_id
-from aiden.experience.episodes import Episode, environment_name
+from aiden.experience.episodes import Episode
 from aiden.experience.episodestore import EpisodeRow, episode_row, episode_year
-from aiden.experience.ranking import RecordVectors
 from aiden.experience.records import EnvironmentProfile, ExperienceRecord, RecordRow
-from aiden.experience.recordstore import RecordBackend, merged_profile
+from aiden.experience.recordstore import RecordBackend, RecordVectors, merged_profile
 from aiden.longterm.postgres.schema import LongTermDb, bounded_wait
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
@@ -82,6 +81,12 @@ def _decode(decoder: msgspec.json.Decoder[T], data: object, what: str) -> T | No
         return None
 
 
+def _fetch(db: LongTermDb, what: str, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` run with the namespace, then ``params`` (``what``: the operation)."""
+    with db.connection(what) as conn:
+        return conn.execute(sql, (db.namespace, *params)).fetchall()
+
+
 class PgEpisodeStore:
     """Committed episodes of one namespace (an :class:`~aiden.experience.episodestore.EpisodeBackend`)."""
 
@@ -89,33 +94,30 @@ class PgEpisodeStore:
         self._db = db
 
     def commit(self, episode: Episode, *, now: float) -> bool:
-        """Persist ``episode``; False (and nothing written) when its id is already committed."""
         validate_id(episode.id, what="episode id")
         row = episode_row(episode, episode_year(episode.started_at), now)
-        with self._db.connection("committing an episode") as conn:
-            done = conn.execute(
-                "INSERT INTO aiden_exp_episodes (namespace, id, row_doc, episode) VALUES (%s, %s, %s, %s)"
-                " ON CONFLICT (namespace, id) DO NOTHING RETURNING id",
-                (self._db.namespace, episode.id, _encoder.encode(row), _encoder.encode(episode)),
-            ).fetchone()
-        return done is not None
+        sql = (
+            "INSERT INTO aiden_exp_episodes (namespace, id, row_doc, episode) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (namespace, id) DO NOTHING RETURNING id"
+        )
+        docs = (_encoder.encode(row), _encoder.encode(episode))
+        return bool(_fetch(self._db, "committing an episode", sql, episode.id, *docs))
 
     def _rows(self, pending_only: bool) -> list[EpisodeRow]:
-        with self._db.connection("reading episodes") as conn:
-            found = conn.execute(
-                "SELECT id, row_doc FROM aiden_exp_episodes WHERE namespace = %s"
-                " AND (NOT %s OR processed IS NULL) ORDER BY pos",
-                (self._db.namespace, pending_only),
-            ).fetchall()
+        found = _fetch(
+            self._db,
+            "reading episodes",
+            "SELECT id, row_doc FROM aiden_exp_episodes WHERE namespace = %s"
+            " AND (NOT %s OR processed IS NULL) ORDER BY pos",
+            pending_only,
+        )
         rows = [_decode(_episode_row_decoder, doc, f"the row of episode {id_}") for id_, doc in found]
         return [r for r in rows if r is not None]
 
     def rows(self) -> list[EpisodeRow]:
-        """Every committed episode's row, in commit order."""
         return self._rows(pending_only=False)
 
     def pending(self) -> list[EpisodeRow]:
-        """Committed episodes not processed yet, in commit order."""
         return self._rows(pending_only=True)
 
     def load(self, row: EpisodeRow) -> Episode | None:
@@ -131,22 +133,17 @@ class PgEpisodeStore:
             raise CorruptionError(f"episode {row.id} does not decode: {exc}") from exc
 
     def get(self, episode_id: str) -> Episode | None:
-        """The committed episode ``episode_id`` (None if unknown)."""
         found = self._episode(episode_id)
         return None if found is None else _decode(_episode_decoder, found, f"episode {episode_id}")
 
     def _episode(self, episode_id: str) -> Any:
         """The stored bytes of episode ``episode_id`` (None if unknown)."""
         validate_id(episode_id, what="episode id")
-        with self._db.connection("reading an episode") as conn:
-            found = conn.execute(
-                "SELECT episode FROM aiden_exp_episodes WHERE namespace = %s AND id = %s",
-                (self._db.namespace, episode_id),
-            ).fetchone()
-        return None if found is None else found[0]
+        sql = "SELECT episode FROM aiden_exp_episodes WHERE namespace = %s AND id = %s"
+        found = _fetch(self._db, "reading an episode", sql, episode_id)
+        return found[0][0] if found else None
 
     def mark_processed(self, row: EpisodeRow, summary: dict[str, Any]) -> None:
-        """Record that what ``row``'s episode taught is committed (``summary``: what, for inspection)."""
         with self._db.connection("marking an episode processed") as conn:
             conn.execute(
                 "UPDATE aiden_exp_episodes SET processed = %s WHERE namespace = %s AND id = %s",
@@ -196,44 +193,25 @@ class PgRecordStore(RecordBackend):
         self._embed(records)
 
     def rows(self) -> list[RecordRow]:
-        """Every record's row, oldest first."""
-        with self._db.connection("reading experience records") as conn:
-            found = conn.execute(
-                "SELECT id, row_doc FROM aiden_exp_records WHERE namespace = %s ORDER BY pos",
-                (self._db.namespace,),
-            ).fetchall()
+        sql = "SELECT id, row_doc FROM aiden_exp_records WHERE namespace = %s ORDER BY pos"
+        found = _fetch(self._db, "reading experience records", sql)
         rows = [_decode(_record_row_decoder, doc, f"the row of record {id_}") for id_, doc in found]
         return [r for r in rows if r is not None]
 
     def load(self, row: RecordRow) -> ExperienceRecord | None:
-        """The record of ``row`` (None, reported, if it is missing or damaged)."""
-        with self._db.connection("reading an experience record") as conn:
-            found = conn.execute(
-                "SELECT record FROM aiden_exp_records WHERE namespace = %s AND id = %s",
-                (self._db.namespace, row.id),
-            ).fetchone()
-        if found is None:
+        sql = "SELECT record FROM aiden_exp_records WHERE namespace = %s AND id = %s"
+        found = _fetch(self._db, "reading an experience record", sql, row.id)
+        if not found:
             log.error("experience store: record %s is missing", row.id)
             return None
-        return _decode(_record_decoder, found[0], f"record {row.id}")
+        return _decode(_record_decoder, found[0][0], f"record {row.id}")
 
-    def records(self, *, environment: str | None = None, now: float | None = None) -> list[ExperienceRecord]:
-        """Every record (any status) of ``environment`` (None: all); unexpired ones only when ``now`` is given."""
-        with self._db.connection("reading experience records") as conn:
-            found = conn.execute(
-                "SELECT id, record FROM aiden_exp_records WHERE namespace = %s ORDER BY pos",
-                (self._db.namespace,),
-            ).fetchall()
-        out: list[ExperienceRecord] = []
-        asked = None if environment is None else environment_name(environment)
-        for id_, doc in found:
-            record = _decode(_record_decoder, doc, f"record {id_}")
-            # Compared normalized: a record stored before names were normalized keeps "acme  prod".
-            if record is None or (asked is not None and environment_name(record.environment) != asked):
-                continue
-            if now is None or not record.expired(now):
-                out.append(record)
-        return out
+    def _kept(self, keep: Callable[[RecordRow | ExperienceRecord], bool]) -> list[ExperienceRecord]:
+        # Every record in one query, rather than one per row.
+        sql = "SELECT id, record FROM aiden_exp_records WHERE namespace = %s ORDER BY pos"
+        found = _fetch(self._db, "reading experience records", sql)
+        records = (_decode(_record_decoder, doc, f"record {id_}") for id_, doc in found)
+        return [record for record in records if record is not None and keep(record)]
 
     def save_profile(self, profile: EnvironmentProfile) -> EnvironmentProfile:
         """Merge ``profile``'s observations into its environment's stored profile (newest value wins).

@@ -36,6 +36,7 @@ __all__ = [
     "confirmed",
     "goal_key",
     "merge",
+    "new_record",
     "parse_index_yaml",
     "parse_record_md",
     "parse_yaml_index",
@@ -267,6 +268,36 @@ def merge(old: ExperienceRecord | None, new: ExperienceRecord) -> ExperienceReco
         expires_at=None
         if old.expires_at is None and new.expires_at is None
         else max(old.expires_at or 0.0, new.expires_at or 0.0),
+    )
+
+
+def new_record(
+    episode: Episode,
+    kind: RecordKind,
+    step: str,
+    title: str,
+    body: str,
+    seqs: tuple[int, ...],
+    *,
+    expires_at: float | None,
+    goal: str = "",
+) -> ExperienceRecord:
+    """A new active record of ``episode``'s environment (and ``goal``) about ``step``, citing ``seqs``."""
+    return ExperienceRecord(
+        id=record_id(kind, episode.environment, goal, step),
+        kind=kind,
+        status="active",
+        title=title,
+        body=body,
+        environment=episode.environment,
+        goal=goal,
+        step=step,
+        evidence=(Evidence(episode_id=episode.id, seqs=seqs),),
+        created_at=episode.finished_at,
+        updated_at=episode.finished_at,
+        expires_at=expires_at,
+        # A fact is an observation of the environment, not learned under a task.
+        tasks=() if kind == "fact" else (episode.goal,),
     )
 
 

@@ -1,6 +1,7 @@
-"""The experience room's operations: the episode and record stores and the learning pass (blocking).
+"""The experience room: the episode and record stores and the learning pass (blocking), and the actor
+serving them (:meth:`ExperienceService.serve`: one worker, so two learning passes never interleave).
 
-Run by the experience actor in worker threads. Learning is at-least-once and idempotent: an episode
+The blocking operations run in worker threads. Learning is at-least-once and idempotent: an episode
 is marked ``processed`` only after the records it taught are committed, and the pure learner gives
 the same records the same ids when it runs again. The LLM learner is called back on the event loop
 (:func:`anyio.from_thread.run`), so the service must run in an anyio worker thread.
@@ -10,18 +11,36 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from aiden.actors.mailbox import serve
 from aiden.config import Config
 from aiden.errors import CorruptionError, StorageError
 from aiden.experience.episodes import Episode
 from aiden.experience.episodestore import EpisodeBackend, EpisodeStore
 from aiden.experience.learner import Lessons, learn, rephrased
-from aiden.experience.messages import LearnerStats, LearnOutcome
+from aiden.experience.messages import (
+    CommitEpisode,
+    EpisodeCommitted,
+    ExperienceInbox,
+    ExperienceOutbox,
+    Learn,
+    Learned,
+    LearnerStats,
+    LearnOutcome,
+    ListRecords,
+    Records,
+    SearchRecords,
+)
 from aiden.experience.records import ExperienceRecord, terms_of
 from aiden.experience.recordstore import RecordBackend, RecordStore
+from aiden.messages import codec
 from aiden.recall.embedding import Embedder
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
@@ -180,6 +199,30 @@ class ExperienceService:
     def all_records(self, environment: str | None = None) -> list[ExperienceRecord]:
         """Every record of ``environment`` (None: all), any status."""
         return self.records.records(environment=environment)
+
+    async def serve(
+        self,
+        inbox: MemoryObjectReceiveStream[bytes],
+        outbox: MemoryObjectSendStream[bytes],
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve the experience actor's requests until ``inbox`` closes, each in a worker thread."""
+        task_status.started()
+        await serve("experience", inbox, outbox, codec(ExperienceInbox), codec(ExperienceOutbox), self._serve)
+
+    async def _serve(self, msg: ExperienceInbox) -> ExperienceOutbox:
+        match msg:
+            case CommitEpisode(request_id=rid, episode=episode):
+                done = await anyio.to_thread.run_sync(partial(self.commit, episode, now=time.time()))
+                return EpisodeCommitted(rid, done)
+            case SearchRecords(request_id=rid, query=q, environment=env, kinds=kinds, k=k, now=now):
+                found = await anyio.to_thread.run_sync(partial(self.search, q, env, kinds, k, now=now))
+                return Records(rid, found)
+            case Learn(request_id=rid, limit=limit):
+                return Learned(rid, await anyio.to_thread.run_sync(self.learn, limit))
+            case ListRecords(request_id=rid, environment=env):
+                return Records(rid, await anyio.to_thread.run_sync(self.all_records, env))
 
 
 def select_experience(

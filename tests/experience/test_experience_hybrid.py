@@ -9,9 +9,8 @@ import pytest
 
 import aiden
 from aiden.errors import RecallError
-from aiden.experience.ranking import RecordVectors
 from aiden.experience.records import ExperienceRecord, RecordKind, terms_of
-from aiden.experience.recordstore import RecordStore
+from aiden.experience.recordstore import RecordStore, RecordVectors
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.testing import HashingEmbedder

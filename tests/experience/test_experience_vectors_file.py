@@ -20,8 +20,7 @@ import msgspec
 import pytest
 
 import aiden
-from aiden.experience.ranking import row_text, text_key
-from aiden.experience.recordstore import RecordStore
+from aiden.experience.recordstore import RecordStore, row_text, text_key
 from aiden.storage.fs import Storage
 from aiden.storage.layout import Layout
 from aiden.testing import HashingEmbedder

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiden.experience.episodes import Episode, EpisodeRecorder, attempts, corrected_after
-from aiden.experience.learner import learn
-from aiden.experience.navigation import (
+from aiden.experience.learner import (
     MAX_PLACES,
     found_places,
+    learn,
     locations,
     navigation_records,
     not_found,

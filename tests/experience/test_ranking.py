@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from aiden.experience.ranking import bm25, nearest, rank
 from aiden.experience.records import RecordKind, RecordRow
+from aiden.experience.recordstore import bm25, nearest, rank
 
 
 def row(
