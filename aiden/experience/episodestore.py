@@ -224,8 +224,8 @@ class EpisodeStore(IndexedFiles[_Index]):
     def _rebuild(self) -> _Index:
         rows: list[EpisodeRow] = []
         for year in sorted(os.listdir(self.root)) if self.root.is_dir() else []:
-            if not (len(year) == 4 and year.isdigit()):
-                continue
+            if not (len(year) == 4 and year.isdigit() and (self.root / year).is_dir()):
+                continue  # not a year folder (a stray file of that name must not stop the rebuild)
             for name in sorted(os.listdir(self.root / year)):
                 episode = self._read(self.root / year / name / EPISODE_FILE_NAME)
                 if episode is not None and episode.id == name:

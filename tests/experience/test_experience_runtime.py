@@ -213,6 +213,15 @@ class FailEpisodeWrites(Storage):
             raise OSError(errno.EIO, os.strerror(errno.EIO), path)
 
 
+async def test_a_stray_file_among_the_year_folders_does_not_stop_an_index_rebuild(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=QUIET) as memory:
+        first = await fail_then_fix(memory)
+    layout = Layout(tmp_path)
+    layout.episodes_index.write_text("episodes: [")  # damaged: the next read makes it again from the files
+    (layout.episodes / "1999").write_text("not a year folder")
+    assert [r.id for r in EpisodeStore(layout, Storage()).rows()] == [first]
+
+
 async def test_an_episode_whose_commit_fails_is_kept_and_committed_with_the_next(tmp_path: Path) -> None:
     storage = FailEpisodeWrites()
     async with aiden.open_memory(tmp_path, config=QUIET, storage=storage) as memory:
