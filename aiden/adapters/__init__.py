@@ -10,13 +10,14 @@ pydantic-ai adapters label the events they append with the conversation's id
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from aiden.context.prompt import PromptBuild
 
 if TYPE_CHECKING:
     from aiden.events import SessionEvent
+    from aiden.memory import Memory
 
 __all__ = ["CONVERSATION_KEY", "checked", "conversation_labels", "tool_schemas"]
 
@@ -25,6 +26,7 @@ CONVERSATION_KEY: Final = "adapter_conversation"
 (LangGraph ``thread_id``, pydantic-ai ``conversation_id``) that wrote them."""
 
 _log = logging.getLogger("aiden.adapters")
+_SCAN: Final = 256  # compacted events read at a time by conversation_labels
 
 
 def checked(built: PromptBuild, adapter: str) -> PromptBuild:
@@ -34,17 +36,33 @@ def checked(built: PromptBuild, adapter: str) -> PromptBuild:
     return built
 
 
-def conversation_labels(hot: Iterable[SessionEvent], conversation: str, key: str = CONVERSATION_KEY) -> list[str]:
-    """The conversation ids other than ``conversation`` that label (``meta[key]``) the events ``hot`` of
-    a memory's current session (its hot window).
+async def conversation_labels(
+    memory: Memory, key: str = CONVERSATION_KEY, *, hot: Sequence[SessionEvent] | None = None
+) -> list[str]:
+    """The conversation ids that label (``meta[key]``) the events of ``memory``'s current session, sorted.
 
     One memory is one conversation: a framework serving several over one memory would give one
-    user's conversation to another's model. The label is read from the stored events (a
-    session's root input stays in the hot window), so it holds across adapter objects, processes
-    and restarts. Events without one (an older store, the plain API) claim nothing, and a
-    rotated session has none yet: any conversation may take those.
+    user's conversation to another's model. The labels are read from the stored events, so they
+    hold across adapter objects, processes, restarts and compaction: from the hot window (``hot``,
+    when the caller has read it) and, when none of its events carries one, from the compacted
+    events, newest first. (Compaction keeps the session's root input hot, but a root written
+    without a label -- an older store, the plain API, a run given no id -- leaves none there once
+    the labelled events are compacted.) Events without one claim nothing, and a rotated session has
+    none yet: any conversation may take those.
     """
-    return sorted({label for e in hot if isinstance(label := e.meta.get(key), str)} - {conversation})
+    labels = _labels(await memory.hot_window() if hot is None else hot, key)
+    # Compacted seqs are 1..last_seq (the kept ones are in the hot window); read only while no label
+    # is found: the newest compacted events were the hot window's last.
+    last = 0 if labels else (await memory.chunk_index()).last_seq
+    while not labels and last > 0:
+        first = max(1, last - _SCAN + 1)
+        labels = _labels(await memory.read_events(range(first, last + 1)), key)
+        last = first - 1
+    return sorted(labels)
+
+
+def _labels(events: Iterable[SessionEvent], key: str) -> set[str]:
+    return {label for e in events if isinstance(label := e.meta.get(key), str)}
 
 
 def tool_schemas(tools: Iterable[Any]) -> list[dict[str, Any]]:

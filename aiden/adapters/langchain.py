@@ -19,9 +19,9 @@ as they entered the thread): a restart replays none of them, and a thread resume
 a restart (``ainvoke(None)``) reopens the run of its last human message, still in the hot window.
 A memory is one conversation: each event logged in a LangGraph thread carries its ``thread_id``
 (``meta["adapter_conversation"]``), and a call in another thread than the one the current session's
-events carry raises ``AidenError`` before anything is sent or logged, across middlewares, processes
-and restarts (calls without a ``thread_id`` are not checked and label nothing; a rotation frees
-it). Only the async agent API is supported (aiden is async). LangChain is imported on first use;
+events carry raises ``AidenError`` before anything is sent or logged, across middlewares, processes,
+restarts and compaction (calls without a ``thread_id`` are not checked and label nothing; a rotation
+frees it). Only the async agent API is supported (aiden is async). LangChain is imported on first use;
 types at its boundary are ``Any`` (the middleware base class is generic over LangGraph state types).
 """
 
@@ -154,7 +154,9 @@ def middleware_class() -> type[Any]:
             state apart, so nothing would look wrong). A call without a ``thread_id`` is not checked.
             """
             thread = self._meta().get(CONVERSATION_KEY)
-            if thread is not None and (others := conversation_labels(await self.memory.hot_window(), thread)):
+            if thread is None:
+                return
+            if others := [label for label in await conversation_labels(self.memory) if label != thread]:
                 raise AidenError(
                     f"AidenMiddleware serves LangGraph thread {', '.join(map(repr, others))}, not {thread!r}: "
                     "one memory holds one conversation; open a memory (and build an agent with its middleware) "

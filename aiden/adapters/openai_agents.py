@@ -649,15 +649,15 @@ class AidenSession:
 
         One memory is one conversation: a platform that opens a session per user id over one
         memory would give one user's conversation to the other's model. The label is read from
-        the stored events (the session's root input stays in the hot window), so it holds across
-        objects, processes and restarts; a rotated (cleared) session has none yet, and neither
-        has one written before labels were stored: any ``session_id`` may take those.
+        the stored events, compacted ones too (:func:`~aiden.adapters.conversation_labels`), so
+        it holds across objects, processes, restarts and compaction; a rotated (cleared) session
+        has none yet, and neither has one written before labels were stored: any ``session_id``
+        may take those.
         """
         hot = await self.memory.hot_window()
-        others = conversation_labels(hot, self.session_id, SESSION_KEY)
-        mine = len(others) < len(conversation_labels(hot, "", SESSION_KEY))  # this id labels some too
-        if others and not (shared and mine):
-            labels = sorted({*others, self.session_id}) if mine else others
+        labels = await conversation_labels(self.memory, SESSION_KEY, hot=hot)
+        others = [label for label in labels if label != self.session_id]
+        if others and not (shared and len(others) < len(labels)):  # shared: this id labels some too
             raise AidenError(
                 f"AidenSession {self.session_id!r}: this memory holds the conversation of session_id "
                 f"{', '.join(map(repr, labels))}; one memory holds one conversation: open a memory per "

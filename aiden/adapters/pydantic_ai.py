@@ -17,8 +17,8 @@ aiden's prompt, ending in the current request's object so the run continues corr
 ``result.all_messages()`` is therefore aiden's view. A memory is one conversation: the events a
 run logs carry its ``conversation_id`` (``meta["adapter_conversation"]``), and a run of another
 conversation than the one the current session's events carry raises ``AidenError`` before
-anything is sent or logged, across capabilities, processes and restarts (a run given none is not
-checked and labels nothing; a rotation frees it). pydantic-ai is imported on first use.
+anything is sent or logged, across capabilities, processes, restarts and compaction (a run given
+none is not checked and labels nothing; a rotation frees it). pydantic-ai is imported on first use.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def history_class() -> type[Any]:
             if conversation is None or any(r and conversation == conversation_id_from_run_id(r) for r in runs):
                 self._meta = {}
                 return
-            if others := conversation_labels(await self.memory.hot_window(), conversation):
+            if others := [label for label in await conversation_labels(self.memory) if label != conversation]:
                 raise AidenError(
                     f"AidenHistory serves conversation {', '.join(map(repr, others))}, not {conversation!r}: "
                     "one memory holds one conversation; open a memory (and build a capability and an agent) "
