@@ -1,5 +1,5 @@
 """Navigation records (#21): a location a run looked up and then used is where that thing is; later runs
-confirm, dispute or supersede it (:mod:`aiden.experience.navigation`)."""
+confirm, dispute or supersede it (:mod:`aiden.experience.learner`)."""
 
 from __future__ import annotations
 

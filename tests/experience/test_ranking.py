@@ -1,4 +1,4 @@
-"""How recall_experience orders index rows (aiden.experience.ranking): BM25, fusion, working steps first."""
+"""How recall_experience orders index rows (aiden.experience.recordstore): BM25, fusion, working steps first."""
 
 from __future__ import annotations
 
