@@ -10,10 +10,12 @@ pydantic-ai adapters label the events they append with the conversation's id
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from aiden.context.prompt import PromptBuild
+from aiden.errors import CorruptionError
 
 if TYPE_CHECKING:
     from aiden.events import SessionEvent
@@ -27,6 +29,9 @@ CONVERSATION_KEY: Final = "adapter_conversation"
 
 _log = logging.getLogger("aiden.adapters")
 _SCAN: Final = 256  # compacted events read at a time by conversation_labels
+_compacted: weakref.WeakKeyDictionary[Memory, dict[str, tuple[str, int, frozenset[str]]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def checked(built: PromptBuild, adapter: str) -> PromptBuild:
@@ -51,14 +56,33 @@ async def conversation_labels(
     none yet: any conversation may take those.
     """
     labels = _labels(await memory.hot_window() if hot is None else hot, key)
-    # Compacted seqs are 1..last_seq (the kept ones are in the hot window); read only while no label
-    # is found: the newest compacted events were the hot window's last.
-    last = 0 if labels else (await memory.chunk_index()).last_seq
-    while not labels and last > 0:
-        first = max(1, last - _SCAN + 1)
-        labels = _labels(await memory.read_events(range(first, last + 1)), key)
+    return sorted(labels or await _compacted_labels(memory, key))
+
+
+async def _compacted_labels(memory: Memory, key: str) -> set[str]:
+    # Compacted seqs are 1..last_seq (the kept ones are in the hot window), read newest first until
+    # a batch holds a label. Compacted events never change, so what was read is remembered per
+    # memory and session (its oldest entry's hash): a session that never carried a label is not
+    # read whole again at every call, only what was compacted since.
+    index = await memory.chunk_index()
+    oldest = index.segments[0].sha256 if index.segments else index.chunks[0].sha256 if index.chunks else ""
+    seen = _compacted.setdefault(memory, {})
+    anchor, done, known = seen.get(key, ("", 0, frozenset[str]()))
+    if anchor != oldest:
+        done, known = 0, frozenset()
+    labels, last = set(known), index.last_seq
+    while not labels and last > done:
+        first = max(done + 1, last - _SCAN + 1)
+        try:
+            labels = _labels(await memory.read_events(range(first, last + 1)), key)
+        except CorruptionError as exc:
+            # A damaged chunk must not stop every call of every user (it did not before labels
+            # were read from compacted events): the claim is then read from what could be read.
+            _log.warning("conversation labels: compacted events %d-%d unreadable: %s", first, last, exc)
+            return labels
         last = first - 1
-    return sorted(labels)
+    seen[key] = (oldest, index.last_seq, frozenset(labels))
+    return labels
 
 
 def _labels(events: Iterable[SessionEvent], key: str) -> set[str]:

@@ -91,3 +91,42 @@ async def test_a_session_whose_labelled_events_were_all_compacted_still_refuses_
         ("tool_result", "bob"),
         ("assistant_output", None),
     ]
+
+
+async def _plain_compacted(memory: aiden.Memory, runs: int) -> None:
+    """A session of the plain API (no label anywhere), compacted."""
+    for n in range(runs):
+        await memory.begin_run(f"question {n}: {LONG}")
+        await memory.commit_run(f"answer {n}")
+    await memory.maintain(manual=True)
+    assert (await memory.chunk_index()).last_seq > 0
+
+
+async def test_a_damaged_compacted_chunk_does_not_stop_the_sessions_calls(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=FAST, context_window=WINDOW) as memory:
+        await _plain_compacted(memory, 3)
+    _tear_chunks(tmp_path)
+    async with aiden.open_memory(tmp_path, config=FAST, context_window=WINDOW) as memory:
+        bob = AidenSession(memory, session_id="bob")
+        assert [item["content"] for item in await bob.get_items()][-1] == "answer 2"
+        await bob.clear_session()
+
+
+def _tear_chunks(root: Path) -> None:
+    for chunk in (root / "memory" / "session" / "chunks").glob("chunk_*.jsonl"):
+        chunk.write_bytes(chunk.read_bytes()[:20])
+
+
+async def test_a_session_without_labels_is_read_once_not_at_every_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with aiden.open_memory(tmp_path, config=FAST, context_window=WINDOW) as memory:
+        await _plain_compacted(memory, 3)
+    async with aiden.open_memory(tmp_path, config=FAST, context_window=WINDOW) as memory:
+        bob = AidenSession(memory, session_id="bob")
+        await bob.get_items()  # reads the compacted events for a label: none
+        _tear_chunks(tmp_path)  # a call that read them again would find them unreadable
+        with caplog.at_level("WARNING", logger="aiden.adapters"):
+            for _ in range(3):
+                await bob.get_items()
+        assert [r.getMessage() for r in caplog.records if r.name == "aiden.adapters"] == []
