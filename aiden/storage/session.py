@@ -54,38 +54,190 @@ log = logging.getLogger("aiden.storage")
 __all__ = ["FileChangeFeed", "FileSessionStore"]
 
 
-class FileSessionStore:
+_RACY_NS: Final = 2_000_000_000
+
+
+def _stat(path: os.PathLike[str] | str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot stat {os.fspath(path)}: {exc.strerror}", errno=exc.errno) from exc
+
+
+class FileChangeFeed:
+    """The change feed of ``layout.session``; its caches of index.yaml and segments serve the store too.
+
+    Thread-safe: its caches are replaced whole, and a concurrent duplicate read is harmless.
+    """
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self._segments: dict[tuple[str, str], list[cs.ChunkEntry]] = {}
+        self._index: tuple[tuple[int, int, int, int], cs.ChunkIndex] | None = None
+
+    # --- the feed ---------------------------------------------------------------------
+
+    def change_token(self) -> ChangeToken:
+        """The current position: generation, chunks committed and the last seq they cover."""
+        generation, stamp = self._stamp()
+        index = self.load_index()
+        return ChangeToken(generation=generation, last_seq=index.last_seq, chunks=_count(index), stamp=stamp)
+
+    def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
+        """The chunks committed after ``token``; about a stat when nothing moved.
+
+        Raises :class:`CorruptionError` when index.yaml is unreadable. An
+        unreadable chunk file is named in ``problems`` in place of its chunk.
+        """
+        generation, stamp = self._stamp()
+        if token is not None and token.generation == generation and token.stamp and token.stamp == stamp:
+            return ChunkChanges(reset=False, chunks=[], token=token)
+        index = self.load_index()
+        count = _count(index)
+        reset = token is None or token.generation != generation or not self._continues(index, count, token)
+        start = 0 if reset or token is None else token.chunks
+        chunks: list[cs.ChunkFile] = []
+        problems: list[str] = []
+        for entry in self._entries_from(index, start):
+            try:
+                chunk = cs.read_chunk(self.layout, entry.chunk_id, expect_sha256=entry.sha256)
+            except (CorruptionError, InvalidIdError) as exc:
+                problems.append(str(exc))
+                continue
+            # The index entry is the commit point: it wins over the file's header copy.
+            chunks.append(cs.ChunkFile(entry, chunk.events))
+        updated: list[cs.ChunkEntry] = []
+        if not reset:
+            # Live entries delivered earlier may have had their summary replaced since.
+            sealed = count - len(index.chunks)
+            updated = list(index.chunks[: max(0, start - sealed)])
+        return ChunkChanges(
+            reset=reset,
+            chunks=chunks,
+            token=ChangeToken(generation=generation, last_seq=index.last_seq, chunks=count, stamp=stamp),
+            problems=problems,
+            updated=updated,
+            pending=self._pending(index),
+        )
+
+    def read_chunk(self, chunk_id: str) -> cs.ChunkFile:
+        """One chunk file, committed or pending, verified against its own header."""
+        return cs.read_chunk(self.layout, chunk_id)
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _stamp(self) -> tuple[str, str]:
+        session = _stat(self.layout.session)
+        if session is None:
+            return "", ""
+        index = _stat(self.layout.index)
+        chunks = _stat(self.layout.chunks)
+        generation = f"{session.st_dev}:{session.st_ino}"
+        if chunks is not None and time.time_ns() - chunks.st_mtime_ns <= _RACY_NS:
+            return generation, ""
+        sig = (
+            None if index is None else (index.st_dev, index.st_ino, index.st_mtime_ns, index.st_size),
+            None if chunks is None else (chunks.st_dev, chunks.st_ino, chunks.st_mtime_ns),
+        )
+        return generation, repr(sig)
+
+    def load_index(self) -> cs.ChunkIndex:
+        """The committed index (empty when none was committed yet), parsed once per version of the file."""
+        # index.yaml is only replaced atomically: (dev, inode, size, mtime) identifies its content.
+        st = _stat(self.layout.index)
+        if st is None:
+            return cs.ChunkIndex()
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        cached = self._index
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        index = cs.load_index(self.layout) or cs.ChunkIndex()
+        self._index = (key, index)
+        return index
+
+    def segment(self, seg: cs.SegmentRef) -> list[cs.ChunkEntry]:
+        """A sealed segment's entries, read once."""
+        # Keyed by checksum too: a rebuilt index (recovery) may seal different entries under a reused name.
+        key = (seg.file, seg.sha256)
+        cached = self._segments.get(key)
+        if cached is None:
+            cached = self._segments[key] = cs.read_segment(self.layout, seg)
+        return cached
+
+    def _entries_from(self, index: cs.ChunkIndex, start: int) -> list[cs.ChunkEntry]:
+        """Committed entries at positions ``start`` and later; segments wholly before it are not read."""
+        out: list[cs.ChunkEntry] = []
+        pos = 0
+        for seg in index.segments:
+            if pos + seg.chunks > start:
+                out.extend(self.segment(seg)[max(0, start - pos) :])
+            pos += seg.chunks
+        out.extend(index.chunks[max(0, start - pos) :])
+        return out
+
+    def _continues(self, index: cs.ChunkIndex, count: int, token: ChangeToken) -> bool:
+        if token.chunks > count:
+            return False
+        if token.chunks == 0:
+            return token.last_seq == 0
+        at = self._entries_from(index, token.chunks - 1)
+        return bool(at) and at[0].last_seq == token.last_seq
+
+    def _pending(self, index: cs.ChunkIndex) -> PendingChunks:
+        try:
+            names = os.listdir(self.layout.chunks)
+        except FileNotFoundError:
+            return PendingChunks([], [])
+        except OSError as exc:
+            raise StorageError(f"cannot list {self.layout.chunks}: {exc.strerror}") from exc
+        stems = {n[:-6] for n in names if n.endswith(".jsonl") and not n.startswith("segment-")}
+        # Only names that are not committed chunks are validated: cheap with many chunk files.
+        stems -= {e.chunk_id for e in index.chunks}
+        if stems and index.segments:
+            stems -= {e.chunk_id for e in self._entries_from(index, 0)}
+        chunks: list[cs.ChunkFile] = []
+        problems: list[str] = []
+        for chunk_id in sorted(stems):
+            try:
+                path = self.layout.chunk_file(chunk_id)
+            except InvalidIdError:
+                continue  # not a chunk file name (list_chunk_files skips these too)
+            try:
+                chunks.append(cs.read_chunk(self.layout, chunk_id))
+            except (CorruptionError, InvalidIdError) as exc:
+                if os.path.lexists(path):  # else consumed by a commit since the listing
+                    problems.append(f"pending {exc}")
+        return PendingChunks(chunks, problems)
+
+
+def _count(index: cs.ChunkIndex) -> int:
+    return sum(s.chunks for s in index.segments) + len(index.chunks)
+
+
+class FileSessionStore(FileChangeFeed):
     """Events log, chunks, index and summaries of ``<root>/memory/session`` (a :class:`SessionStore`)."""
 
     append_group: AppendGroup | None = None
     """Each session's log is its own file and fsync: nothing to share."""
 
     def __init__(self, layout: Layout, storage: Storage, config: Config) -> None:
-        self.layout = layout
+        super().__init__(layout)
         self.storage = storage
         self.config = config
         self.events_lock = SessionLock(storage, layout.lock_file)
         self.compaction_lock = SessionLock(storage, layout.compaction_lock)
         self._log = EventLog(layout, storage, config)
         self._hot = GrowingFile(layout.events)
-        self._feed = FileChangeFeed(layout)
-        """Also the store's cache of index.yaml and of sealed segments."""
         self._decoded: dict[bytes, SessionEvent] = {}
         """The last snapshot's event lines, decoded: the next snapshot decodes only new lines."""
-
-    def change_token(self) -> ChangeToken:
-        """The change feed's current position (see :class:`FileChangeFeed`)."""
-        return self._feed.change_token()
-
-    def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
-        """The chunks committed after ``token`` (see :class:`FileChangeFeed`)."""
-        return self._feed.chunks_since(token)
 
     def release(self) -> None:
         """Close the events descriptor and drop the decoded hot window and chunk caches (an idle session)."""
         self._log.release()
         self._hot = GrowingFile(self.layout.events)
-        self._feed = FileChangeFeed(self.layout)
+        self._segments, self._index = {}, None
         self._decoded = {}
 
     def close(self) -> None:
@@ -131,10 +283,6 @@ class FileSessionStore:
         covered = self.covered_by(index)
         return [e for e in events if not covered(e.seq)]
 
-    def load_index(self) -> cs.ChunkIndex:
-        """The live index (empty when none was committed yet), parsed once per version of the file."""
-        return self._feed.load_index()
-
     def read_chunk(self, chunk_id: str) -> cs.ChunkFile:
         """One chunk file, checked against the live index's checksum when it is a live entry."""
         index = self.load_index()
@@ -168,7 +316,7 @@ class FileSessionStore:
         """
         found: dict[int, SessionEvent] = {}
         lowest = min(missing)
-        entries = [e for seg in index.segments if seg.last_seq >= lowest for e in self._feed.segment(seg)]
+        entries = [e for seg in index.segments if seg.last_seq >= lowest for e in self.segment(seg)]
         for entry in [*entries, *index.chunks]:
             here = {q for q in missing if entry.covers(q)}
             if not here:
@@ -192,7 +340,7 @@ class FileSessionStore:
                 return True
             if live and seq >= live[0].first_seq:
                 return False
-            return any(e.covers(seq) for seg in index.segments for e in self._feed.segment(seg))
+            return any(e.covers(seq) for seg in index.segments for e in self.segment(seg))
 
         return covered
 
@@ -357,165 +505,3 @@ class FileSessionStore:
             storage.write_atomic(lay.events, b"", crash_prefix="events")
             storage.fsync_dir(lay.memory)
             return closed_session_id
-
-
-_RACY_NS: Final = 2_000_000_000
-
-
-def _stat(path: os.PathLike[str] | str) -> os.stat_result | None:
-    try:
-        return os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StorageError(f"cannot stat {os.fspath(path)}: {exc.strerror}", errno=exc.errno) from exc
-
-
-class FileChangeFeed:
-    """The change feed of ``layout.session``.
-
-    Thread-safe: its caches are replaced whole, and a concurrent duplicate read is harmless.
-    """
-
-    def __init__(self, layout: Layout) -> None:
-        self.layout = layout
-        self._segments: dict[tuple[str, str], list[cs.ChunkEntry]] = {}
-        self._index: tuple[tuple[int, int, int, int], cs.ChunkIndex] | None = None
-
-    # --- the feed ---------------------------------------------------------------------
-
-    def change_token(self) -> ChangeToken:
-        """The current position: generation, chunks committed and the last seq they cover."""
-        generation, stamp = self._stamp()
-        index = self.load_index()
-        return ChangeToken(generation=generation, last_seq=index.last_seq, chunks=_count(index), stamp=stamp)
-
-    def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
-        """The chunks committed after ``token``; about a stat when nothing moved.
-
-        Raises :class:`CorruptionError` when index.yaml is unreadable. An
-        unreadable chunk file is named in ``problems`` in place of its chunk.
-        """
-        generation, stamp = self._stamp()
-        if token is not None and token.generation == generation and token.stamp and token.stamp == stamp:
-            return ChunkChanges(reset=False, chunks=[], token=token)
-        index = self.load_index()
-        count = _count(index)
-        reset = token is None or token.generation != generation or not self._continues(index, count, token)
-        start = 0 if reset or token is None else token.chunks
-        chunks: list[cs.ChunkFile] = []
-        problems: list[str] = []
-        for entry in self._entries_from(index, start):
-            try:
-                chunk = cs.read_chunk(self.layout, entry.chunk_id, expect_sha256=entry.sha256)
-            except (CorruptionError, InvalidIdError) as exc:
-                problems.append(str(exc))
-                continue
-            # The index entry is the commit point: it wins over the file's header copy.
-            chunks.append(cs.ChunkFile(entry, chunk.events))
-        updated: list[cs.ChunkEntry] = []
-        if not reset:
-            # Live entries delivered earlier may have had their summary replaced since.
-            sealed = count - len(index.chunks)
-            updated = list(index.chunks[: max(0, start - sealed)])
-        return ChunkChanges(
-            reset=reset,
-            chunks=chunks,
-            token=ChangeToken(generation=generation, last_seq=index.last_seq, chunks=count, stamp=stamp),
-            problems=problems,
-            updated=updated,
-            pending=self._pending(index),
-        )
-
-    def read_chunk(self, chunk_id: str) -> cs.ChunkFile:
-        """One chunk file, committed or pending, verified against its own header."""
-        return cs.read_chunk(self.layout, chunk_id)
-
-    # --- helpers ------------------------------------------------------------------------
-
-    def _stamp(self) -> tuple[str, str]:
-        session = _stat(self.layout.session)
-        if session is None:
-            return "", ""
-        index = _stat(self.layout.index)
-        chunks = _stat(self.layout.chunks)
-        generation = f"{session.st_dev}:{session.st_ino}"
-        if chunks is not None and time.time_ns() - chunks.st_mtime_ns <= _RACY_NS:
-            return generation, ""
-        sig = (
-            None if index is None else (index.st_dev, index.st_ino, index.st_mtime_ns, index.st_size),
-            None if chunks is None else (chunks.st_dev, chunks.st_ino, chunks.st_mtime_ns),
-        )
-        return generation, repr(sig)
-
-    def load_index(self) -> cs.ChunkIndex:
-        """The committed index (empty when none was committed yet), parsed once per version of the file."""
-        # index.yaml is only replaced atomically: (dev, inode, size, mtime) identifies its content.
-        st = _stat(self.layout.index)
-        if st is None:
-            return cs.ChunkIndex()
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        cached = self._index
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        index = cs.load_index(self.layout) or cs.ChunkIndex()
-        self._index = (key, index)
-        return index
-
-    def segment(self, seg: cs.SegmentRef) -> list[cs.ChunkEntry]:
-        """A sealed segment's entries, read once."""
-        # Keyed by checksum too: a rebuilt index (recovery) may seal different entries under a reused name.
-        key = (seg.file, seg.sha256)
-        cached = self._segments.get(key)
-        if cached is None:
-            cached = self._segments[key] = cs.read_segment(self.layout, seg)
-        return cached
-
-    def _entries_from(self, index: cs.ChunkIndex, start: int) -> list[cs.ChunkEntry]:
-        """Committed entries at positions ``start`` and later; segments wholly before it are not read."""
-        out: list[cs.ChunkEntry] = []
-        pos = 0
-        for seg in index.segments:
-            if pos + seg.chunks > start:
-                out.extend(self.segment(seg)[max(0, start - pos) :])
-            pos += seg.chunks
-        out.extend(index.chunks[max(0, start - pos) :])
-        return out
-
-    def _continues(self, index: cs.ChunkIndex, count: int, token: ChangeToken) -> bool:
-        if token.chunks > count:
-            return False
-        if token.chunks == 0:
-            return token.last_seq == 0
-        at = self._entries_from(index, token.chunks - 1)
-        return bool(at) and at[0].last_seq == token.last_seq
-
-    def _pending(self, index: cs.ChunkIndex) -> PendingChunks:
-        try:
-            names = os.listdir(self.layout.chunks)
-        except FileNotFoundError:
-            return PendingChunks([], [])
-        except OSError as exc:
-            raise StorageError(f"cannot list {self.layout.chunks}: {exc.strerror}") from exc
-        stems = {n[:-6] for n in names if n.endswith(".jsonl") and not n.startswith("segment-")}
-        # Only names that are not committed chunks are validated: cheap with many chunk files.
-        stems -= {e.chunk_id for e in index.chunks}
-        if stems and index.segments:
-            stems -= {e.chunk_id for e in self._entries_from(index, 0)}
-        chunks: list[cs.ChunkFile] = []
-        problems: list[str] = []
-        for chunk_id in sorted(stems):
-            try:
-                path = self.layout.chunk_file(chunk_id)
-            except InvalidIdError:
-                continue  # not a chunk file name (list_chunk_files skips these too)
-            try:
-                chunks.append(cs.read_chunk(self.layout, chunk_id))
-            except (CorruptionError, InvalidIdError) as exc:
-                if os.path.lexists(path):  # else consumed by a commit since the listing
-                    problems.append(f"pending {exc}")
-        return PendingChunks(chunks, problems)
-
-
-def _count(index: cs.ChunkIndex) -> int:
-    return sum(s.chunks for s in index.segments) + len(index.chunks)
