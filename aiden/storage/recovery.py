@@ -104,13 +104,11 @@ class Recovery:
     def _recover(self) -> RecoveryReport:
         problems: list[str] = []
         lay = self.layout
-        if self.archived:
-            temps = _remove_temps(self.storage, (lay.session, lay.chunks))
-        else:
+        temps = _remove_temps(self.storage, (lay.session, lay.chunks))
+        if not self.archived:
             # long_term/: only stale temps (see the module docstring); ``.git`` is dulwich's own.
             # memory/ too: another opener of the root writes window.json there without our locks.
             long_term = [d for d in subdirs(lay.long_term, 1) if d.name != ".git"]
-            temps = _remove_temps(self.storage, (lay.session, lay.chunks))
             temps += remove_stale_temps(self.storage, [lay.memory, *long_term])
         index, entries, rebuilt, verified = self._settle_index(problems)  # 1.
         result = self._scan_hot_window(problems)  # 2.
