@@ -395,8 +395,7 @@ class FileSessionStore(FileChangeFeed):
         st = self.storage
         full = cs.write_chunk(st, self.layout, entry, events)
         st.checkpoint("compaction.after_chunk")
-        chunks = [*next_index.chunks[:-1], full] if next_index.chunks else [full]
-        index = msgspec.structs.replace(next_index, chunks=chunks)
+        index = msgspec.structs.replace(next_index, chunks=[*next_index.chunks[:-1], full])
         index = cs.seal_segments(st, self.layout, index, keep_live=self.config.summary_max_chunks + 1)
         st.checkpoint("compaction.before_index")
         cs.save_index(st, self.layout, index)
