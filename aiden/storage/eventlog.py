@@ -474,36 +474,30 @@ def trim_hot_window(
     write_high_water(storage, layout, chunk_last_seq)
     staged = storage.stage_atomic(layout.events, bulk)
     try:
-        events_lock.acquire(lock_timeout_s)
+        with events_lock.held(lock_timeout_s):
+            now = read_bytes(layout.events)
+            if now[:end] != before[:end]:
+                # The log changed under us (a repair by another opener): redo it all under the lock.
+                staged.discard()
+                first, bulk, end = scan_seqs(b""), b"", 0
+                staged = storage.stage_atomic(layout.events, b"")
+            rest = scan_seqs(now[end:], base_offset=end, known=known)
+            if rest.torn_tail:
+                # We hold the lock, so nobody is mid-append: these bytes were never acknowledged.
+                quarantine(storage, layout.quarantine, "torn tail at compaction", rest.torn_tail)
+            for bad in [*first.bad_lines, *rest.bad_lines]:
+                quarantine(storage, layout.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
+            tail = left(rest.lines)
+            try:
+                old_ino = os.stat(layout.events).st_ino
+            except FileNotFoundError:
+                old_ino = -1  # nothing to adopt: the appender re-opens
+            tail_bytes = _joined(tail)
+            staged.commit(tail_bytes, crash_prefix="events")
+            replaced(old_ino, len(now), len(bulk) + len(tail_bytes))
     except BaseException:
         staged.discard()
         raise
-    try:
-        now = read_bytes(layout.events)
-        if now[:end] != before[:end]:
-            # The log changed under us (a repair by another opener): redo it all under the lock.
-            staged.discard()
-            first, bulk, end = scan_seqs(b""), b"", 0
-            staged = storage.stage_atomic(layout.events, b"")
-        rest = scan_seqs(now[end:], base_offset=end, known=known)
-        if rest.torn_tail:
-            # We hold the lock, so nobody is mid-append: these bytes were never acknowledged.
-            quarantine(storage, layout.quarantine, "torn tail at compaction", rest.torn_tail)
-        for bad in [*first.bad_lines, *rest.bad_lines]:
-            quarantine(storage, layout.quarantine, f"corrupt line at offset {bad.offset}", bad.raw)
-        tail = left(rest.lines)
-        try:
-            old_ino = os.stat(layout.events).st_ino
-        except FileNotFoundError:
-            old_ino = -1  # nothing to adopt: the appender re-opens
-        tail_bytes = _joined(tail)
-        staged.commit(tail_bytes, crash_prefix="events")
-        replaced(old_ino, len(now), len(bulk) + len(tail_bytes))
-    except BaseException:
-        staged.discard()
-        raise
-    finally:
-        events_lock.release()
     # Read under the events lock, so on disk (an append fsyncs before it releases the lock): the
     # lines kept raise the mark (outside the lock).
     write_high_water(storage, layout, tail[-1][0] if tail else _last_seq(before[:end], first.lines))

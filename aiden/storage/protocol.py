@@ -183,8 +183,8 @@ class AppendGroup(Protocol):
         ...
 
 
-class SessionStore(Protocol):
-    """The active session's events, chunks and summaries behind one synchronous interface."""
+class SessionStore(ChangeFeed, Protocol):
+    """The active session's events, chunks and summaries behind one synchronous interface (and its change feed)."""
 
     @property
     def append_group(self) -> AppendGroup | None:
@@ -273,14 +273,6 @@ class SessionStore(Protocol):
 
     def rotate(self, closed_session_id: str) -> str:
         """Archive the active session as ``closed_session_id`` and start an empty one; returns the id."""
-        ...
-
-    def change_token(self) -> ChangeToken:
-        """The change feed's current position (see :class:`ChangeFeed`)."""
-        ...
-
-    def chunks_since(self, token: ChangeToken | None) -> ChunkChanges:
-        """The chunks committed after ``token`` (see :class:`ChangeFeed`)."""
         ...
 
     def release(self) -> None:

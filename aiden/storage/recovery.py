@@ -64,12 +64,11 @@ log = logging.getLogger("aiden.storage")
 class Recovery:
     """One recovery run over ``<root>/memory/session``; the caller holds both locks."""
 
-    def __init__(self, layout: Layout, storage: Storage, config: Config) -> None:
+    def __init__(self, layout: Layout, storage: Storage, config: Config, *, archived: bool = False) -> None:
         self.layout = layout
         self.storage = storage
         self.config = config
-
-    archived = False  # an archived session: no long-term / memory temps, no archives of its own
+        self.archived = archived  # an archived session: no long-term / memory temps, no archives of its own
 
     def run(self) -> RecoveryReport:
         """Recover the active session, then the archived ones; returns what was found and done."""
@@ -88,9 +87,7 @@ class Recovery:
             totals["temp_files_removed"] += _remove_temps(self.storage, (lay.session, lay.chunks))
             if (lay.session / _RECOVERED_MARK).exists():
                 continue
-            sub = Recovery(lay, self.storage, self.config)
-            sub.archived = True
-            found = msgspec.structs.asdict(sub.run())
+            found = msgspec.structs.asdict(Recovery(lay, self.storage, self.config, archived=True).run())
             for key, value in found.items():
                 if key == "unrecoverable":
                     totals[key] = [*totals[key], *(f"archive {Path(d).name}: {p}" for p in value)]
@@ -104,13 +101,11 @@ class Recovery:
     def _recover(self) -> RecoveryReport:
         problems: list[str] = []
         lay = self.layout
-        if self.archived:
-            temps = _remove_temps(self.storage, (lay.session, lay.chunks))
-        else:
+        temps = _remove_temps(self.storage, (lay.session, lay.chunks))
+        if not self.archived:
             # long_term/: only stale temps (see the module docstring); ``.git`` is dulwich's own.
             # memory/ too: another opener of the root writes window.json there without our locks.
             long_term = [d for d in subdirs(lay.long_term, 1) if d.name != ".git"]
-            temps = _remove_temps(self.storage, (lay.session, lay.chunks))
             temps += remove_stale_temps(self.storage, [lay.memory, *long_term])
         index, entries, rebuilt, verified = self._settle_index(problems)  # 1.
         result = self._scan_hot_window(problems)  # 2.

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import select
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
 import psycopg
@@ -314,34 +314,32 @@ encode = msgspec.json.Encoder().encode
 
 _entry_dec = msgspec.json.Decoder(cs.ChunkEntry)
 _index_dec = msgspec.json.Decoder(cs.ChunkIndex)
+_T = TypeVar("_T")
 
 EMPTY_INDEX: bytes = encode(cs.ChunkIndex())
 """The ``index_doc`` of a generation without chunks."""
 
 
+def _decoded(decode: Callable[[bytes], _T], raw: bytes, what: str) -> _T:
+    try:
+        return decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise CorruptionError(f"postgres: {what} does not decode: {exc}") from exc
+
+
 def decode_entry(raw: bytes) -> cs.ChunkEntry:
     """An ``aiden_chunks.entry`` value back (CorruptionError when it does not decode)."""
-    try:
-        return _entry_dec.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise CorruptionError(f"postgres: chunk entry does not decode: {exc}") from exc
+    return _decoded(_entry_dec.decode, raw, "chunk entry")
 
 
 def decode_index(raw: bytes) -> cs.ChunkIndex:
     """An ``index_doc`` back (CorruptionError when it does not decode)."""
-    try:
-        return _index_dec.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise CorruptionError(f"postgres: chunk index does not decode: {exc}") from exc
+    return _decoded(_index_dec.decode, raw, "chunk index")
 
 
 def decode_payload(raw: bytes, seq: int) -> SessionEvent:
     """The event of an ``aiden_events`` row (CorruptionError when it does not decode or names another seq)."""
-    try:
-        event = decode_event(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise CorruptionError(f"postgres: event seq {seq} does not decode: {exc}") from exc
+    event = _decoded(decode_event, raw, f"event seq {seq}")
     if event.seq != seq:
         raise CorruptionError(f"postgres: the row of seq {seq} holds seq {event.seq}")
     return event
-

@@ -336,7 +336,7 @@ class PostgresSessionStore:
                 raise CommitConflict(
                     f"index moved from seq {expected_last_seq} to {current.last_seq} during the pass"
                 )
-            chunks = [*next_index.chunks[:-1], full] if next_index.chunks else [full]
+            chunks = [*next_index.chunks[:-1], full]
             index = cs.sealed_index(
                 msgspec.structs.replace(next_index, chunks=chunks), self.config.summary_max_chunks + 1, encode
             )
