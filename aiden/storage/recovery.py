@@ -386,7 +386,9 @@ def _remove_temps(storage: Storage, dirs: Iterable[Path]) -> int:
         except FileNotFoundError:
             continue
         for name in names:
-            if is_temp_name(name):
+            # Only files: a directory of that name is not aiden's (it writes temp files only), and
+            # unlinking it failed every open.
+            if is_temp_name(name) and not (d / name).is_dir():
                 storage.unlink(d / name)
                 temps += 1
     return temps

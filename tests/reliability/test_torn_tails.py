@@ -172,3 +172,15 @@ async def test_a_torn_tail_is_cut_in_place_without_a_copy_of_the_log(tmp_path: P
     assert [op.kind for op in storage.ops if "events.jsonl" in op.target] == []
     assert [op for op in storage.ops if "recover_events" in op.path or ".aiden-tmp-events" in op.path] == []
     assert events.read_bytes() == whole
+
+
+async def test_a_directory_named_like_a_temp_file_does_not_stop_the_open(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+        await memory.append(SessionEvent(type="user_input", role="user", content="kept"))
+    stray = Layout(tmp_path).events.parent / ".aiden-tmp-events.jsonl.left"
+    stray.mkdir()  # not aiden's: it writes temp files only
+    (Layout(tmp_path).events.parent / ".aiden-tmp-events.jsonl.old").write_bytes(b"{")  # a temp file left
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+        assert [e.content for e in await memory.hot_window()] == ["kept"]
+        assert memory.recovery.temp_files_removed == 1
+    assert stray.is_dir()
