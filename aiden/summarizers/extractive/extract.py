@@ -198,6 +198,9 @@ class Collector:
         self.order = 0
         self.goal: str | None = None
         self.goal_open = True  # no user input seen yet: the next one may be the root task
+        # What the message that stated the goal wrote, until an answer, a tool call or the next message
+        # follows it: a demonstration's template restated in the next message makes that message the task.
+        self.opening = ""
         self.last_user = ""
         self.last_plan = ""
         self.tool_error_count = 0
@@ -286,6 +289,8 @@ class Collector:
         """File one event's items, pairing a tool result with its call."""
         # (A summary carried in a synthetic event was said earlier: its relative times are not today's.)
         self.day = "" if event.synthetic else day_of(event.timestamp)
+        if event.type in _ACTING:
+            self.opening = ""
         if event.type == "user_input":
             _extract_user(event, self)
         elif event.type in ("assistant_output", "role_output"):
@@ -350,6 +355,8 @@ class Collector:
 
 
 _GOAL_CHARS: Final = 400
+# Events after which a user message no longer restates the task: the agent has answered or acted.
+_ACTING: Final = frozenset({"assistant_output", "role_output", "tool_call", "tool_result"})
 # Kinds a sentence keeps however few words it has ("No, that's wrong.", "Tried X; no luck.").
 _ALWAYS_KEPT: Final = frozenset({"correction", "decision", "failed", "resolution", "error"})
 _LABEL_CHARS: Final = 80
@@ -402,20 +409,54 @@ def _goal(who: str, content: str, prose: Sequence[str]) -> str:
     ):
         return ""
     text = join_sentences(prose)
-    if len(text) > _GOAL_CHARS and (task := _restated_task(content)):
-        # The opening says what kind of input this is ("Here is a demonstration ..."), the restated
-        # template's last instance what is asked.
-        text = f"{clip(first, _GOAL_CHARS // 3)} … {task}"
+    if len(text) > _GOAL_CHARS:
+        if task := _restated_task(content):
+            # The opening says what kind of input this is ("Here is a demonstration ..."), the restated
+            # template's last instance what is asked.
+            text = f"{clip(first, _GOAL_CHARS // 3)} … {task}"
+        elif ask := _closing_ask(content, prose):
+            # A paste, then what is asked about it: the opening (what the paste is) in the room the ask leaves.
+            room = _GOAL_CHARS - len(_said(who, ask)) - 3
+            text = f"{clip(text.removesuffix(ask), room).removesuffix('…')} … {ask}"
     return clip(_said(who, text), _GOAL_CHARS)
+
+
+_ASKS: Final = frozenset({"request", "question"})
+# A closing ask about the paste points back at it; a pasted email's or prompt's own closing question
+# ("Can you make it on Thursday?", "Are you sure you want to delete 42 files?") does not, and a
+# "[y/N]" prompt is the paste's even when it does.
+_POINTS_BACK: Final = re.compile(r"\b(?:this|that|these|those|above|here)\b", re.IGNORECASE)
+_CHOICE: Final = re.compile(r"[\[(]\s*y(?:es)?\s*/\s*no?\s*[\])]", re.IGNORECASE)
+
+
+def _closing_ask(content: str, prose: Sequence[str]) -> str:
+    """What a long message (``content``, its substantive sentences ``prose``) asks at its end, when nothing
+    before asks anything: its last line that says something, if a short question or request pointing back
+    at what is above it (a pasted log, then "Why does this fail?"); else empty. After an ask of the
+    message's own ("Please review this doc: ... Does that make sense?") a closing question is a follow-up."""
+    lines = content.strip().splitlines()
+    for line in reversed(lines[1:]):
+        if said := _substantive(split_sentences(line)):
+            ask = join_sentences(said)
+            # (A pasted log of more sentences than split_sentences returns does not end with the ask.)
+            before = prose[: -len(said)] if list(prose[-len(said) :]) == said else prose
+            asks = (
+                len(ask) <= _GOAL_CHARS // 2
+                and classify_sentence(said[-1], speaker="user") in _ASKS
+                and _POINTS_BACK.search(said[-1]) is not None
+                and _CHOICE.search(line) is None
+            )
+            return ask if asks and not any(classify_sentence(s, speaker="user") in _ASKS for s in before) else ""
+    return ""
 
 
 # A line shorter than this many content words ("ISSUE:", "```", "---") is no template.
 _TEMPLATE_WORDS: Final = 3
 
 
-def _restated_task(content: str) -> str:
+def _restated_task(content: str, since: int = 0) -> str:
     """The prose from the last restatement of a line of ``content``'s opening on; empty if none is
-    restated beyond what the goal shows anyway.
+    restated beyond what the goal shows anyway, or before offset ``since``.
 
     An input that opens with an example or a demonstration of the task restates the example's
     template for the real task after it ("We're solving the following issue: <example> ...
@@ -432,25 +473,26 @@ def _restated_task(content: str) -> str:
             # Prose only: a traceback quoting the issue's title restates no template.
             starts.setdefault(key, []).append(offset)
         offset += len(line)
-    restated = [at[-1] for at in starts.values() if at[0] < _GOAL_CHARS and at[-1] >= _GOAL_CHARS]
+    restated = [at[-1] for at in starts.values() if at[0] < _GOAL_CHARS and at[-1] >= max(_GOAL_CHARS, since)]
     return join_sentences(split_sentences(content[max(restated) :])) if restated else ""
 
 
 def stated_goal(events: Sequence[SessionEvent]) -> str:
-    """The goal the extractive rules file for ``events``: their first user input, if it states the task.
+    """The goal the extractive rules file for ``events``: their first user input, if it states the task
+    (or the next one, before any answer, if it restates the template of a demonstration in the first).
 
     Empty when that input is a step, an answer, a preference or a question
     (the root input is usually pinned, outside a compacted range).
     """
+    collector = Collector()
     for event in events:
-        if event.type != "user_input":
-            continue
-        who, content = split_speaker(event.content.strip())
-        content = _written(content)
-        prose = _substantive(split_sentences(content))
-        if prose:
-            return _goal(who, content, prose)
-    return ""
+        if event.type in _ACTING:
+            collector.opening = ""
+        elif event.type == "user_input":
+            _extract_user(event, collector)
+        if not collector.goal_open and not collector.opening:
+            break
+    return collector.goal or ""
 
 
 def _said(who: str, text: str) -> str:
@@ -476,6 +518,18 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
     if collector.goal is None and collector.goal_open and (goal := _goal(who, content, prose)):
         collector.goal = goal
         collector.add("goal", goal)
+        collector.opening = "" if who else content  # a named chat participant's turns state no task
+    elif collector.opening:
+        joined = f"{collector.opening}\n{content}"
+        if _restated_task(joined, len(collector.opening)):
+            # A demonstration, then the task restating its template ("We're currently solving the following
+            # issue ..."), as two messages before any answer (SWE-agent): the task, as if they came as one.
+            stated, collector.goal = collector.goal, _goal(who, joined, _substantive(split_sentences(joined)))
+            collector.items = [
+                msgspec.structs.replace(it, text=collector.goal) if it.section == "goal" and it.text == stated else it
+                for it in collector.items
+            ]
+        collector.opening = ""  # (only the message right after the demonstration is its task)
     # Only the range's first user input can be the root task (later ones are steps of it).
     collector.goal_open = False
     rejected = False  # the user rejected or corrected the course

@@ -1,0 +1,337 @@
+"""The summary's Goal says what is asked when it comes last, and only then.
+
+Two known cases (r63): a long paste, then the question about it ("Why does this fail?"), kept the paste's first
+400 characters; SWE-agent's demonstration and task, sent as two user messages before any answer, kept the
+demonstration's. An earlier attempt joined every pre-answer message and every closing question to the Goal; the
+r62 review's realistic inputs (REVIEW_CASES) caught it making seven kinds of wrong Goal: each keeps the Goal it
+had before (exact, not always a good one: what these rules leave alone).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from aiden.events import SessionEvent
+from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
+from aiden.summarizers.protocol import SummaryRequest
+
+U = "user_input"
+A = "assistant_output"
+TC = "tool_call"
+TR = "tool_result"
+S = "system_event"
+_ANSWER = (A, "Let me look at the repository first.")
+
+
+def _goal(*events: tuple[str, str]) -> str:
+    """The Goal of ``events`` (an answer appended): the history record's, which the session summary's
+    Goal line says too."""
+    numbered = tuple(SessionEvent(type=t, content=c, seq=n) for n, (t, c) in enumerate((*events, _ANSWER), 1))
+    summarizer = ExtractiveSummarizer()
+    structured = summarizer.summarize_sync(SummaryRequest(purpose="history", events=numbered)).structured
+    assert structured is not None
+    request = SummaryRequest(purpose="session_summary", events=numbered, max_tokens=800)
+    text = summarizer.summarize_sync(request).text
+    goal_lines = [line.removeprefix("- Goal: ") for line in text.splitlines() if line.startswith("- Goal: ")]
+    assert goal_lines == ([structured.user_goal] if structured.user_goal else [])
+    return structured.user_goal
+
+
+# pytest output, pasted: none of its lines reads as a pasted line, so all of it is prose to the summarizer.
+_PYTEST = (
+    "============================= test session starts ==============================\n"
+    "platform linux -- Python 3.11.4, pytest-8.0.0, pluggy-1.4.0\ncollected 20 items\n"
+    + "\n".join(
+        f"FAILED tests/test_models.py::test_roundtrip_{i} - AssertionError: assert 'bob' == 'alice' for user {i}"
+        for i in range(8)
+    )
+    + "\n========================= 8 failed, 12 passed in 0.84s ========================="
+)
+# The Goal's opening when the log opens the message: its first 400 characters, or fewer before an ask.
+_LOG_OPENING = (
+    "============================= test session starts ============================== platform linux -- "
+    "Python 3.11.4, pytest-8.0.0, pluggy-1.4.0 collected 20 items FAILED tests/test_models.py::test_roundtrip_0 "
+    "- AssertionError: assert 'bob' == 'alice' for user 0 FAILED tests/test_models.py::test_roundtrip_1 - "
+    "AssertionError: assert 'bob' == 'alice' for user 1 FAILED"
+)
+
+
+def test_a_pasted_log_then_its_question_gives_the_question_in_the_goal() -> None:
+    # Old code: the log's first 400 characters, f"{_LOG_OPENING}…", the question not in them.
+    assert _goal((U, f"{_PYTEST}\n\nWhy does this fail?")) == f"{_LOG_OPENING} … Why does this fail?"
+    assert _goal((U, f"Getting this after the upgrade:\n{_PYTEST}\nWhat's wrong here?")) == (
+        "Getting this after the upgrade: ============================= test session starts "
+        "============================== platform linux -- Python 3.11.4, pytest-8.0.0, pluggy-1.4.0 collected "
+        "20 items FAILED tests/test_models.py::test_roundtrip_0 - AssertionError: assert 'bob' == 'alice' for "
+        "user 0 FAILED tests/test_models.py::test_roundtrip_1 - AssertionError: assert 'bob' == … What's wrong here?"
+    )
+
+
+def test_a_closing_line_that_is_not_the_users_ask_leaves_the_opening() -> None:
+    # Nothing asked; the paste's own question (it points at nothing above) or [y/N] prompt; the message
+    # asked first (a closing question is then a follow-up): the opening, as before.
+    assert _goal((U, _PYTEST)) == f"{_LOG_OPENING}…"
+    assert _goal((U, f"{_PYTEST}\nCan you make it on Thursday at 3pm?")) == f"{_LOG_OPENING}…"
+    assert _goal((U, f"{_PYTEST}\nRerun these failed tests? [y/N]")) == f"{_LOG_OPENING}…"
+    ask = "Please fix the failing tests, they broke after the upgrade:"
+    assert _goal((U, f"{ask}\n{_PYTEST}\nWhy does this fail?")) == _goal((U, f"{ask}\n{_PYTEST}"))
+    assert _goal((U, f"{ask}\n{_PYTEST}")).startswith(f"{ask} =====")
+
+
+_TEMPLATE = "We're currently solving the following issue within our repository. Here's the issue text:"
+_DEMO = (
+    "Here is a demonstration of how to correctly accomplish this task.\n--- DEMONSTRATION ---\n"
+    f"{_TEMPLATE}\nISSUE:\nTimeDelta serialization precision\n"
+    + "\n".join(f"Step {i}: the demonstration opens fields.py and reruns reproduce.py." for i in range(30))
+    + "\n--- END OF DEMONSTRATION ---\n"
+)
+_ISSUE = (
+    f"{_TEMPLATE}\nISSUE:\nPixel Representation attribute should be optional for pixel data handler\n"
+    "INSTRUCTIONS:\nNow, you're going to solve this issue on your own. Edit all the files you need to and run "
+    "any checks or tests that you want. When you're satisfied with all of the changes you've made, submit them.\n"
+)
+_DEMO_GOAL = (
+    "Here is a demonstration of how to correctly accomplish this task. --- DEMONSTRATION --- We're currently "
+    "solving the following issue within our repository. Here's the issue text: ISSUE: TimeDelta serialization "
+    "precision Step 0: the demonstration opens fields.py and reruns reproduce.py. Step 1: the demonstration opens "
+    "fields.py and reruns reproduce.py. Step 2: the demonstration opens fields.py and…"
+)
+
+
+def test_a_demonstration_then_the_task_in_two_messages_gives_the_task() -> None:
+    # SWE-agent (pydicom-1458, test-repo-i1). Old code: the demonstration's Goal, _DEMO_GOAL.
+    assert _goal((U, _DEMO), (U, _ISSUE)) == (
+        "Here is a demonstration of how to correctly accomplish this task. … We're currently solving the "
+        "following issue within our repository. Here's the issue text: ISSUE: Pixel Representation attribute "
+        "should be optional for pixel data handler INSTRUCTIONS: Now, you're going to solve this issue on your "
+        "own. Edit all the files you need to and run any checks or tests that you want. When you're satisfied…"
+    )
+
+
+def test_a_message_after_a_demonstration_is_the_task_only_if_it_restates_the_template() -> None:
+    assert _goal((U, _DEMO)) == _DEMO_GOAL
+    # After an answer or a tool call, or not restating the demonstration's template: the demonstration's Goal.
+    assert _goal((U, _DEMO), _ANSWER, (U, _ISSUE)) == _DEMO_GOAL
+    assert _goal((U, _DEMO), (TC, "ls"), (U, _ISSUE)) == _DEMO_GOAL
+    assert _goal((U, _DEMO), (U, "Why does the demonstration rerun reproduce.py?")) == _DEMO_GOAL
+
+
+# The r62 review's inputs (/work/notes/hunts/r62-review/goal/cases1..5.py).
+LOG = "\n".join(
+    f"2024-05-01 12:00:{i:02d} INFO worker-{i} processed batch {i} of the nightly import job, 500 rows written to staging"
+    for i in range(8)
+)
+DOC = "# Design doc: caching layer\n\n" + "\n".join(
+    f"The cache layer section {i} explains how entries are evicted after the configured TTL and how misses fall back "
+    "to the database."
+    for i in range(6)
+)
+CTX = (
+    "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much "
+    "luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. "
+)
+REQ = "Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. "
+TB = "\n".join(
+    f"Query {i} took 35 ms: SELECT customer.name FROM customer WHERE customer.id = {i} and the ORM issued it once "
+    "per order row"
+    for i in range(6)
+)
+LONG_ALSO = (
+    "Also, when you're done, could you please write a short summary of what you changed and why, so that I can "
+    "paste it into the pull request description for the reviewers on my team?"
+)
+MIG = "\n".join(
+    f"Applying shop.{i:04d}_add_customer_index_and_backfill_the_order_totals_for_legacy_rows... OK" for i in range(1, 7)
+)
+ENV = (
+    "<environment_details>\n# VSCode Visible Files\nsrc/auth/login.py\n# VSCode Open Tabs\n"
+    "src/auth/login.py, src/auth/session.py, tests/test_login.py\n"
+    "# Current Time\n5/3/2024, 10:00:00 AM (Europe/Berlin)\n# Current Working Directory (/home/dev/shop) Files\n"
+    "README.md\npyproject.toml\nsrc/\ntests/\n# Current Mode\n"
+    "ACT MODE: the assistant may edit files and run commands in the terminal now\n</environment_details>"
+)
+TASK = (
+    "Fix the login bug where users with an apostrophe in their email address get a 500 error on the sign-in page "
+    "of the shop."
+)
+NOTES = [
+    "Remember that the staging database password rotates every Monday at 9am.",
+    "The release freeze starts on June 14 and lasts two weeks.",
+    "Sam owns the billing service; ask him before changing the invoice schema.",
+    "Our Kubernetes cluster runs version 1.28 on GKE in europe-west1.",
+    "The on-call rotation switches every Wednesday at noon Berlin time.",
+    "Customer Acme Corp has a custom SLA of 99.95 percent uptime.",
+    "Please remind me to renew the TLS certificate for shop.example.com before July 1.",
+]
+ANS = (A, "Sure, let me look into that.")
+REVIEW_CASES: dict[str, list[tuple[str, str]]] = {
+    # r62-review cases1.py
+    "hi_then_weather": [(U, "hi"), (U, "what's the weather in Paris tomorrow?"), ANS],
+    "greeting_then_task": [(U, "Hello there!"), (U, "Please refactor the payment module to use the new Stripe client."), ANS],
+    "greeting_sentence_then_task": [(U, "Hi, hope you're doing well today."), (U, "Please refactor the payment module to use the new Stripe client."), ANS],
+    "task_then_thanks": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "thanks!"), ANS],
+    "task_then_thanks_long": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "Thanks a lot, I really appreciate your help with this."), ANS],
+    "task_then_also": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "Also, can you update the README afterwards?"), ANS],
+    "task_then_also_stmt": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "Also, the tests live in tests/payments."), ANS],
+    "task_then_unrelated_q": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "By the way, what's the weather like in Paris?"), ANS],
+    "two_unrelated_q": [(U, "What's the capital of Australia?"), (U, "How tall is Mount Everest?"), ANS],
+    "q_then_never_mind": [(U, "What's the capital of Australia?"), (U, "Never mind, how tall is Mount Everest?"), ANS],
+    "task_then_wait_actually": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "Wait, actually refactor the billing module instead."), ANS],
+    "task_then_scratch": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "Scratch that, just fix the failing test in tests/test_billing.py."), ANS],
+    "task_then_instead": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "Actually, let's do the billing module instead."), ANS],
+    "task_then_dont": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "Don't touch the legacy adapter though."), ANS],
+    "task_then_use_py38": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "Make sure it still works on Python 3.8."), ANS],
+    "task_then_go": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "Go ahead."), ANS],
+    "task_then_start_now": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "You can start now."), ANS],
+    "task_then_hurry": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "Are you there?"), ANS],
+    "task_then_ping": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "hello??"), ANS],
+    "task_then_status": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "Any progress?"), ANS],
+    "task_then_typo": [(U, "Please refactor the payment module to use the new Stirpe client."), (U, "*Stripe"), ANS],
+    "task_then_file": [(U, "Please refactor the payment module to use the new Stripe client."), (U, "src/payments/client.py"), ANS],
+    "log_continue": [(U, "Getting this when I run the migration:\n" + LOG + "\nContinue? [y/N]"), ANS],
+    "log_are_you_sure": [(U, "Running the cleanup script prints this:\n" + LOG + "\nAre you sure you want to delete 42 files?"), ANS],
+    "log_shell_prompt": [(U, "Here is what happens:\n" + LOG + "\n$ "), ANS],
+    "log_shell_prompt2": [(U, "Here is what happens:\n" + LOG + "\nuser@host:~/proj$ make test"), ANS],
+    "doc_questions": [(U, "Please review this design doc and point out problems.\n" + DOC + "\n\nQuestions?"), ANS],
+    "doc_heading": [(U, "Please review this design doc and point out problems.\n" + DOC + "\n\n## Open questions"), ANS],
+    "doc_any_thoughts": [(U, "Please review this design doc and point out problems.\n" + DOC + "\n\nAny thoughts?"), ANS],
+    "doc_ends_faq": [(U, "Please review this design doc and point out problems.\n" + DOC + "\n\nWhy not use Redis? Because the ops team doesn't support it."), ANS],
+    "doc_ends_signoff": [(U, "Please review this design doc and point out problems.\n" + DOC + "\n\nLet me know what you think!"), ANS],
+    "doc_ends_thanks_q": [(U, "Please review this design doc and point out problems.\n" + DOC + "\n\nThanks, can you?"), ANS],
+    "code_todo": [(U, "Please optimize the importer, it is far too slow on large inputs and times out in production.\n" + LOG + "\n# TODO: fix?"), ANS],
+    "doc_ends_q_in_doc": [(U, "Summarize this article for me.\n" + DOC + "\n\nSo what should engineers do?"), ANS],
+    "email_paste": [(U, "Reply to this email politely declining the meeting.\n" + "\n".join(f"Dear team, paragraph {i} of the quarterly planning notes describes budgets and hiring plans for the coming year." for i in range(5)) + "\n\nCan you make it on Thursday at 3pm?"), ANS],
+    "email_paste_first_task": [(U, "Draft a reply to this email saying we'll send the contract next week.\n" + "\n".join(f"Hello, paragraph {i} of the client's message repeats details on delivery schedules and invoices for the project." for i in range(5)) + "\n\nCould you please confirm by Friday?"), ANS],
+    # r62-review cases2.py
+    "long_task_then_also_long": [(U, CTX + REQ + "\n" + TB), (U, LONG_ALSO), ANS],
+    "long_task_then_also_short": [(U, CTX + REQ + "\n" + TB), (U, "Also, can you update the changelog?"), ANS],
+    "long_task_then_status": [(U, CTX + REQ + "\n" + TB), (U, "Any update on this?"), ANS],
+    "long_task_then_tests_stmt": [(U, CTX + REQ + "\n" + TB), (U, "The tests for it are in shop/tests/test_orders.py."), ANS],
+    "long_task_does_that_make_sense": [(U, CTX + REQ + "\n" + TB + "\nDoes that make sense?"), ANS],
+    "long_task_is_that_clear": [(U, CTX + REQ + "\n" + TB + "\nIs that clear enough?"), ANS],
+    "long_task_can_you_help": [(U, CTX + REQ + "\n" + TB + "\nCan you help?"), ANS],
+    "long_task_need_more_info": [(U, CTX + REQ + "\n" + TB + "\nDo you need more info?"), ANS],
+    "long_task_ps_q": [(U, CTX + REQ + "\n" + TB + "\nPS: how do I enable the SQL logging in Django settings again?"), ANS],
+    "long_task_sys_between": [(U, CTX + REQ + "\n" + TB), (S, "Today is 3 May 2024."), (U, "Any update on this?"), ANS],
+    "long_task_three_msgs": [(U, CTX), (U, REQ), (U, TB), ANS],
+    "three_msgs_task_mid": [(U, "Here is some context: our shop backend uses Django 4.2 with Postgres 15 and Celery workers for emails."), (U, REQ), (U, "Thanks in advance, you're a lifesaver!"), ANS],
+    "task_then_answer_to_own_q": [(U, "Please fix the failing CI on the main branch."), (U, "The log is at https://ci.example.com/run/123."), ANS],
+    "task_then_sorry": [(U, "Please fix the failing CI on the main branch."), (U, "Sorry, I meant the release branch."), ANS],
+    "task_then_oops": [(U, "Please fix the failing CI on the main branch."), (U, "Oops, wrong repo, it's the frontend one."), ANS],
+    "task_then_ignore": [(U, "Please fix the failing CI on the main branch."), (U, "Ignore my previous message, please fix the docs build."), ANS],
+    "task_then_cancel": [(U, "Please fix the failing CI on the main branch."), (U, "Cancel that, it's fixed already. Please update the docs instead."), ANS],
+    "task_then_newtask": [(U, "Please fix the failing CI on the main branch."), (U, "Please fix the docs build instead."), ANS],
+    "task_then_hmm": [(U, "Please fix the failing CI on the main branch."), (U, "Hmm, on second thought, fix the docs build first."), ANS],
+    "task_then_never_mind": [(U, "Please fix the failing CI on the main branch."), (U, "Never mind, I'll do it myself. Can you write the release notes?"), ANS],
+    "de_two": [(U, "Bitte behebe den Fehler im Login-Formular."), (U, "Ach ja, und schreib auch einen Test dafür."), ANS],
+    "de_then_wait": [(U, "Bitte behebe den Fehler im Login-Formular."), (U, "Nein warte, es geht um das Registrierungsformular."), ANS],
+    "zh_two": [(U, "请修复登录页面的错误。"), (U, "另外，你现在有空吗？"), ANS],  # noqa: RUF001 (the Chinese comma and question mark)
+    "fr_then_correction": [(U, "Corrige le bug dans le formulaire de connexion."), (U, "Non, en fait c'est le formulaire d'inscription."), ANS],
+    "es_then_correction": [(U, "Arregla el error en el formulario de inicio de sesión."), (U, "Perdón, me equivoqué: es el formulario de registro."), ANS],
+    "tool_between": [(U, "Please fix the failing CI on the main branch."), (TC, "git status"), (U, "Also update the changelog."), ANS],
+    "screen_between": [(U, "Please fix the failing CI on the main branch."), ("screen_context", "Browser: GitHub Actions run #123 failed"), (U, "What does this screen say?"), ANS],
+    # r62-review cases3.py
+    "migration_continue": [(U, "The deploy hangs at this step, what should I answer?\n" + MIG + "\nContinue? [y/N]"), ANS],
+    "migration_then_task": [(U, "Please make the deploy script non-interactive, it hangs at this prompt:\n" + MIG + "\nThis will drop column legacy_total. Continue? [y/N]"), ANS],
+    "cli_are_you_sure": [(U, "Automate our cleanup job so that it runs nightly from cron without asking anything. It currently prints:\n" + MIG + "\nAre you sure you want to delete 1,204 stale sessions?"), ANS],
+    "task_then_env": [(U, TASK), (U, ENV), ANS],
+    "env_then_task": [(U, ENV), (U, TASK), ANS],
+    "long_task_then_env": [(U, TASK + " " + TASK.replace("Fix", "Also check") + " " + TASK.replace("Fix", "Then verify")), (U, ENV), ANS],
+    "readme_paste_faq": [(U, "Translate this README section into Spanish:\n" + "\n".join(f"Step {i}: run the installer, choose the default options, and restart the terminal so that the PATH changes apply." for i in range(4)) + "\n\nWhy does the installer need admin rights?"), ANS],
+    "issue_paste_with_q": [(U, "Triage this GitHub issue and label it.\n" + "\n".join(f"Line {i} of the issue: after upgrading to 2.3 the exporter writes empty CSV files when the dataset has more than 10k rows." for i in range(4)) + "\n\nIs there a workaround?"), ANS],
+    # r62-review cases4.py
+    "user_only_notes": [(U, n) for n in NOTES],
+    "notes_then_answer": [(U, n) for n in NOTES] + [ANS],
+    "two_unrelated_tasks": [(U, "Remind me to call mom at 5pm."), (U, "What's the weather tomorrow in Berlin?"), ANS],
+    "task_next_day_no_answer": [(U, "Fix the flaky test in tests/test_sync.py."), (U, "Can you draft the quarterly report for the board meeting?"), ANS],
+    # r62-review cases5.py
+    "task_correction_then_more": [(U, "Fix the failing CI on the main branch."), (U, "No wait, I meant the release branch."), (U, "And please add a regression test for it."), ANS],
+    "task_decision_then_ref": [(U, "Update the install docs for the new release."), (U, "I decided to drop Python 3.7 support."), (U, "Can you mention that in the changelog too?"), ANS],
+    "task_rule_then_more": [(U, "Refactor the parser module."), (U, "Never use global state."), (U, "Then run the benchmarks."), ANS],
+}
+# Their Goals before the change, and after it.
+REVIEW_GOALS: dict[str, str] = {
+    'hi_then_weather': '',
+    'greeting_then_task': 'Please refactor the payment module to use the new Stripe client.',
+    'greeting_sentence_then_task': "Hi, hope you're doing well today.",
+    'task_then_thanks': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_thanks_long': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_also': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_also_stmt': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_unrelated_q': 'Please refactor the payment module to use the new Stripe client.',
+    'two_unrelated_q': '',
+    'q_then_never_mind': '',
+    'task_then_wait_actually': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_scratch': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_instead': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_dont': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_use_py38': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_go': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_start_now': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_hurry': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_ping': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_status': 'Please refactor the payment module to use the new Stripe client.',
+    'task_then_typo': 'Please refactor the payment module to use the new Stirpe client.',
+    'task_then_file': 'Please refactor the payment module to use the new Stripe client.',
+    'log_continue': 'Getting this when I run the migration: Continue?',
+    'log_are_you_sure': 'Running the cleanup script prints this: Are you sure you want to delete 42 files?',
+    'log_shell_prompt': 'Here is what happens:',
+    'log_shell_prompt2': 'Here is what happens:',
+    'doc_questions': 'Please review this design doc and point out problems. # Design doc: caching layer The cache layer section 0 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 1 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 2 explains how entries are evicted after…',
+    'doc_heading': 'Please review this design doc and point out problems. # Design doc: caching layer The cache layer section 0 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 1 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 2 explains how entries are evicted after…',
+    'doc_any_thoughts': 'Please review this design doc and point out problems. # Design doc: caching layer The cache layer section 0 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 1 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 2 explains how entries are evicted after…',
+    'doc_ends_faq': 'Please review this design doc and point out problems. # Design doc: caching layer The cache layer section 0 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 1 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 2 explains how entries are evicted after…',
+    'doc_ends_signoff': 'Please review this design doc and point out problems. # Design doc: caching layer The cache layer section 0 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 1 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 2 explains how entries are evicted after…',
+    'doc_ends_thanks_q': 'Please review this design doc and point out problems. # Design doc: caching layer The cache layer section 0 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 1 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 2 explains how entries are evicted after…',
+    'code_todo': 'Please optimize the importer, it is far too slow on large inputs and times out in production. # TODO: fix?',
+    'doc_ends_q_in_doc': 'Summarize this article for me. # Design doc: caching layer The cache layer section 0 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 1 explains how entries are evicted after the configured TTL and how misses fall back to the database. The cache layer section 2 explains how entries are evicted after the configured TTL and…',
+    'email_paste': 'Reply to this email politely declining the meeting. Dear team, paragraph 0 of the quarterly planning notes describes budgets and hiring plans for the coming year. Dear team, paragraph 1 of the quarterly planning notes describes budgets and hiring plans for the coming year. Dear team, paragraph 2 of the quarterly planning notes describes budgets and hiring plans for the coming year. Dear team…',
+    'email_paste_first_task': "Draft a reply to this email saying we'll send the contract next week. Hello, paragraph 0 of the client's message repeats details on delivery schedules and invoices for the project. Hello, paragraph 1 of the client's message repeats details on delivery schedules and invoices for the project. Hello, paragraph 2 of the client's message repeats details on delivery schedules and invoices for the…",
+    'long_task_then_also_long': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Query 0 took 35 ms: SELECT customer.name FROM customer WHERE customer.id = 0…",
+    'long_task_then_also_short': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Query 0 took 35 ms: SELECT customer.name FROM customer WHERE customer.id = 0…",
+    'long_task_then_status': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Query 0 took 35 ms: SELECT customer.name FROM customer WHERE customer.id = 0…",
+    'long_task_then_tests_stmt': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Query 0 took 35 ms: SELECT customer.name FROM customer WHERE customer.id = 0…",
+    'long_task_does_that_make_sense': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Query 0 took 35 ms: SELECT customer.name FROM customer WHERE customer.id = 0…",
+    'long_task_is_that_clear': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Query 0 took 35 ms: SELECT customer.name FROM customer WHERE customer.id = 0…",
+    'long_task_can_you_help': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Query 0 took 35 ms: SELECT customer.name FROM customer WHERE customer.id = 0…",
+    'long_task_need_more_info': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Query 0 took 35 ms: SELECT customer.name FROM customer WHERE customer.id = 0…",
+    'long_task_ps_q': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Query 0 took 35 ms: SELECT customer.name FROM customer WHERE customer.id = 0…",
+    'long_task_sys_between': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Query 0 took 35 ms: SELECT customer.name FROM customer WHERE customer.id = 0…",
+    'long_task_three_msgs': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic.",
+    'three_msgs_task_mid': 'Here is some context: our shop backend uses Django 4.2 with Postgres 15 and Celery workers for emails.',
+    'task_then_answer_to_own_q': 'Please fix the failing CI on the main branch.',
+    'task_then_sorry': 'Please fix the failing CI on the main branch.',
+    'task_then_oops': 'Please fix the failing CI on the main branch.',
+    'task_then_ignore': 'Please fix the failing CI on the main branch.',
+    'task_then_cancel': 'Please fix the failing CI on the main branch.',
+    'task_then_newtask': 'Please fix the failing CI on the main branch.',
+    'task_then_hmm': 'Please fix the failing CI on the main branch.',
+    'task_then_never_mind': 'Please fix the failing CI on the main branch.',
+    'de_two': 'Bitte behebe den Fehler im Login-Formular.',
+    'de_then_wait': 'Bitte behebe den Fehler im Login-Formular.',
+    'zh_two': '请修复登录页面的错误。',
+    'fr_then_correction': 'Corrige le bug dans le formulaire de connexion.',
+    'es_then_correction': '',
+    'tool_between': 'Please fix the failing CI on the main branch.',
+    'screen_between': 'Please fix the failing CI on the main branch.',
+    'migration_continue': '',
+    'migration_then_task': 'Please make the deploy script non-interactive, it hangs at this prompt: Applying shop.0001_add_customer_index_and_backfill_the_order_totals_for_legacy_rows... Applying shop.0002_add_customer_index_and_backfill_the_order_totals_for_legacy_rows... Applying shop.0003_add_customer_index_and_backfill_the_order_totals_for_legacy_rows... Applying…',
+    'cli_are_you_sure': 'Automate our cleanup job so that it runs nightly from cron without asking anything. It currently prints: Applying shop.0001_add_customer_index_and_backfill_the_order_totals_for_legacy_rows... Applying shop.0002_add_customer_index_and_backfill_the_order_totals_for_legacy_rows... Applying shop.0003_add_customer_index_and_backfill_the_order_totals_for_legacy_rows... Applying…',
+    'task_then_env': 'Fix the login bug where users with an apostrophe in their email address get a 500 error on the sign-in page of the shop.',
+    'env_then_task': '<environment_details> # VSCode Visible Files src/auth/login.py # VSCode Open Tabs src/auth/login.py, src/auth/session.py, tests/test_login.py # Current Time 5/3/2024, 10:00:00 AM (Europe/Berlin) # Current Working Directory (/home/dev/shop) Files README.md pyproject.toml src/ tests/ # Current Mode ACT MODE: the assistant may edit files and run commands in the terminal now </environment_details>',
+    'long_task_then_env': 'Fix the login bug where users with an apostrophe in their email address get a 500 error on the sign-in page of the shop. Also check the login bug where users with an apostrophe in their email address get a 500 error on the sign-in page of the shop. Then verify the login bug where users with an apostrophe in their email address get a 500 error on the sign-in page of the shop.',
+    'readme_paste_faq': 'Translate this README section into Spanish: Step 0: run the installer, choose the default options, and restart the terminal so that the PATH changes apply. Step 1: run the installer, choose the default options, and restart the terminal so that the PATH changes apply. Step 2: run the installer, choose the default options, and restart the terminal so that the PATH changes apply. Step 3: run the…',
+    'issue_paste_with_q': 'Triage this GitHub issue and label it. Line 0 of the issue: after upgrading to 2.3 the exporter writes empty CSV files when the dataset has more than 10k rows. Line 1 of the issue: after upgrading to 2.3 the exporter writes empty CSV files when the dataset has more than 10k rows. Line 2 of the issue: after upgrading to 2.3 the exporter writes empty CSV files when the dataset has more than 10k…',
+    'user_only_notes': 'Remember that the staging database password rotates every Monday at 9am.',
+    'notes_then_answer': 'Remember that the staging database password rotates every Monday at 9am.',
+    'two_unrelated_tasks': 'Remind me to call mom at 5pm.',
+    'task_next_day_no_answer': 'Fix the flaky test in tests/test_sync.py.',
+    'task_correction_then_more': 'Fix the failing CI on the main branch.',
+    'task_decision_then_ref': 'Update the install docs for the new release.',
+    'task_rule_then_more': 'Refactor the parser module.',
+}
+
+
+@pytest.mark.parametrize("name", list(REVIEW_CASES))
+def test_the_review_cases_keep_their_goal(name: str) -> None:
+    assert _goal(*REVIEW_CASES[name]) == REVIEW_GOALS[name]
