@@ -3,8 +3,9 @@
 Two known cases (r63): a long paste, then the question about it ("Why does this fail?"), kept the paste's first
 400 characters; SWE-agent's demonstration and task, sent as two user messages before any answer, kept the
 demonstration's. An earlier attempt joined every pre-answer message and every closing question to the Goal; the
-r62 review's realistic inputs (REVIEW_CASES) caught it making seven kinds of wrong Goal: each keeps the Goal it
-had before (exact, not always a good one: what these rules leave alone).
+r62 review's realistic inputs (REVIEW_CASES) caught it making seven kinds of wrong Goal, and the r63 review's
+(R63_CASES) the first version of these rules more: each keeps the Goal it had before (exact, not always a good one:
+what these rules leave alone).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def _goal(*events: tuple[str, str]) -> str:
     return structured.user_goal
 
 
-# pytest output, pasted: none of its lines reads as a pasted line, so all of it is prose to the summarizer.
+# pytest output, pasted: none of its lines reads as a pasted line, so all of it is prose to the summarizer, but its
+# FAILED lines are error lines: what stands above a closing ask is mostly not prose.
 _PYTEST = (
     "============================= test session starts ==============================\n"
     "platform linux -- Python 3.11.4, pytest-8.0.0, pluggy-1.4.0\ncollected 20 items\n"
@@ -73,6 +75,10 @@ def test_a_closing_line_that_is_not_the_users_ask_leaves_the_opening() -> None:
     assert _goal((U, _PYTEST)) == f"{_LOG_OPENING}…"
     assert _goal((U, f"{_PYTEST}\nCan you make it on Thursday at 3pm?")) == f"{_LOG_OPENING}…"
     assert _goal((U, f"{_PYTEST}\nRerun these failed tests? [y/N]")) == f"{_LOG_OPENING}…"
+    # A tool's own prompt after its output, however it points back; a named chat participant's question.
+    assert _goal((U, f"{_PYTEST}\nDo you want to perform these actions?")) == f"{_LOG_OPENING}…"
+    assert _goal((U, f"{_PYTEST}\nAre you sure you want to rerun these?")) == f"{_LOG_OPENING}…"
+    assert _goal((U, f"Dev: {_PYTEST}\nCan you fix this?")) == f"Dev: {_LOG_OPENING}…"
     ask = "Please fix the failing tests, they broke after the upgrade:"
     assert _goal((U, f"{ask}\n{_PYTEST}\nWhy does this fail?")) == _goal((U, f"{ask}\n{_PYTEST}"))
     assert _goal((U, f"{ask}\n{_PYTEST}")).startswith(f"{ask} =====")
@@ -335,3 +341,122 @@ REVIEW_GOALS: dict[str, str] = {
 @pytest.mark.parametrize("name", list(REVIEW_CASES))
 def test_the_review_cases_keep_their_goal(name: str) -> None:
     assert _goal(*REVIEW_CASES[name]) == REVIEW_GOALS[name]
+
+
+# The r63 review's inputs (/work/notes/hunts/r63/review-goal/cases1..3.py) that the first version of these rules
+# changed for the worse or for no better: a pasted spec's, email's, issue's, reviewer's or tool's own closing
+# question, a chat story's question, a named speaker; a second message that resends or quotes the first, repeats
+# its error line, resumes it (Cline), follows a second demonstration or corrects a task. Each keeps its Goal
+# from before these rules (exact, not always a good one).
+_SPEC = "\n".join(
+    f"Section {i}: the rate limiter keeps a token bucket per API key, refills it every second and rejects requests "
+    "with 429 when it is empty."
+    for i in range(5)
+)
+_EMAIL = (
+    "Hi Dana,\nThanks for sending over the Q3 invoice. Our finance team noticed that the line items for the support "
+    "plan were billed twice, once in July and once in August, and the total is 4,800 EUR higher than the contract "
+    "says.\n"
+)
+_TF = (
+    "Terraform used the selected providers to generate the following execution plan. Resource actions are indicated "
+    "with the following symbols:\n  ~ update in-place\n  - destroy\n"
+    + "\n".join(
+        f"The aws_instance web_{i} will be destroyed because its launch template changed and it cannot be updated in "
+        "place."
+        for i in range(3)
+    )
+    + "\nPlan: 0 to add, 1 to change, 3 to destroy.\nDo you want to perform these actions?"
+)
+_ISSUE_TEXT = (
+    "The CSV exporter writes empty files when the dataset has more than 10k rows.\n"
+    "Steps to reproduce: create a dataset with 20k rows, click Export, open the downloaded file: only the header row "
+    "is there.\nThis started after upgrading from 2.2 to 2.3, and downgrading fixes it; the server log shows no error "
+    "at all.\nI looked at exporter.py and the chunked writer seems to close the file before the last chunk is "
+    "flushed.\nAm I missing something here?"
+)
+_STEPS = "\n".join(f"Step {i}: the demonstration opens fields.py and reruns reproduce.py." for i in range(30))
+_INSTRUCTIONS = _ISSUE[_ISSUE.index("INSTRUCTIONS:") :]
+_CTX = CTX.rstrip() + "\n"
+_TASK_LINES = (
+    _CTX + "Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries.\n"
+    "Keep the public API of the orders app unchanged.\nAdd a regression test that counts the queries with "
+    "assertNumQueries.\nDo not touch the legacy invoice views, they are being rewritten by another team.\n"
+)
+_ERR = (
+    "django.db.utils.OperationalError: server closed the connection unexpectedly while running the order list query"
+)
+_ENV = ENV.replace("src/auth/login.py, src/auth/session.py, tests/test_login.py", "src/orders/views.py, src/orders/tests.py")
+_ENV = _ENV.replace("src/auth/login.py", "src/orders/views.py")
+_REMINDER = (
+    "<system-reminder>\nAs you answer the user's questions, you can use the following context:\n# claudeMd\n"
+    "Codebase and user instructions are shown below. Be sure to adhere to these instructions. IMPORTANT: These "
+    "instructions OVERRIDE any default behavior and you MUST follow them exactly as written.\n"
+    "Contents of /home/dev/shop/CLAUDE.md (project instructions, checked into the codebase):\n"
+    "Always run the test suite with make test before you say that a change is done.\n"
+    "Use type hints everywhere and keep functions shorter than fifty lines.\n</system-reminder>\n"
+)
+_FIX_N1 = "Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries."
+R63_CASES: dict[str, list[tuple[str, str]]] = {
+    # rule 1: a long message's closing ask
+    "need_spec_make_sense": [(U, "We need to implement the rate limiter described in the spec below for the public API gateway.\n" + _SPEC + "\nDoes this make sense?")],
+    "ctx_need_spec_q": [(U, CTX + "We need to make the order list endpoint issue a constant number of queries.\n" + _SPEC + "\nDoes that make sense?")],
+    "spec_faq_q": [(U, "We need to implement the rate limiter described in the spec below.\n" + _SPEC + "\nOpen question from the spec authors: should we also count requests that fail validation here?")],
+    "email_paste_own_q": [(U, "Got this email from a customer this morning and I'm not sure how to respond.\n" + _EMAIL + "We'd like to settle this before the end of the month, since our books close on the 30th.\nCould you look into this and send a corrected invoice by Friday?")],
+    "email_paste_own_q_thanks": [(U, "Got this email from a customer this morning and I'm not sure how to respond.\n" + _EMAIL + "We'd like to settle this before the end of the month, since our books close on the 30th.\nCould you look into this and send a corrected invoice by Friday?\nThanks for this!")],
+    "terraform_prompt": [(U, "Running terraform apply on prod shows this plan.\n" + _TF)],
+    "issue_paste_own_q": [(U, _ISSUE_TEXT)],
+    "issue_task_first_stmt": [(U, "The task is to fix the bug in this issue.\n" + _ISSUE_TEXT)],
+    "issue_then_thanks": [(U, _ISSUE_TEXT + "\nThanks for this!")],
+    "review_reviewer_q_then_thoughts": [(U, "My reviewer left this comment on the session cache PR, I don't agree with it.\n" + _SPEC + "\nReviewer: Can we drop this lock entirely?\nThoughts on this?")],
+    "task_at_edge_paste_q": [(U, CTX + "What we need is the order list endpoint to issue a constant number of queries, not one per order row.\n" + _SPEC + "\nIs this documented anywhere?")],
+    "named_long_story_q": [(U, "Caroline: " + " ".join(f"Last weekend I went hiking with my sister near the lake number {i} and we saw so many birds." for i in range(6)) + "\nWhat do you think about that?"), (U, "Melanie: That sounds lovely!")],
+    "plain_long_story_q": [(U, " ".join(f"Last weekend I went hiking with my sister near the lake number {i} and we saw so many birds." for i in range(6)) + "\nWhat do you think about that?")],
+    "claude_code_prompt": [(U, "Claude Code stopped with this, I'm not sure what to pick.\n" + "\n".join(f"Step {i}: the assistant rewrote the settings loader and moved the environment parsing into a helper module." for i in range(4)) + "\nDo you want to make this edit to settings.py?")],
+    # rule 2: the second message as the task after a demonstration
+    "swe_two_demos_task": [(U, _DEMO), (U, _DEMO.replace("Here is a", "Here is another").replace("TimeDelta serialization precision", "Docs build fails on Sphinx 7")), (U, _ISSUE)],
+    "swe_task_then_fix": [(U, _ISSUE + _STEPS), (U, f"Sorry, wrong issue above.\n{_TEMPLATE}\nISSUE:\nRLE decoder crashes on odd-length segments\n{_INSTRUCTIONS}")],
+    "swe_demo_task_named": [(U, _DEMO), (U, "Bob: " + _ISSUE)],
+    "long_task_resent": [(U, _TASK_LINES), (U, _TASK_LINES)],
+    "long_task_resent_edit": [(U, _TASK_LINES), (U, _TASK_LINES.replace("assertNumQueries", "django-assert-num-queries"))],
+    "long_task_quote_line": [(U, _TASK_LINES), (U, "About this line:\nKeep the public API of the orders app unchanged.\nDoes that include the serializers?")],
+    "err_task_same_error_again": [(U, _CTX + "Please fix the order list endpoint, it also crashes now and then with this:\n" + _ERR + "\nIt happens about once an hour in production.\n"), (U, "Just got it again after the restart:\n" + _ERR + "\nso it's not the connection pool warm-up.")],
+    "cline_resumption": [(U, "<task>\nFix the N+1 query in OrderListView so that the endpoint issues a constant number of queries.\n</task>\n" + _ENV), (U, "[TASK RESUMPTION] This task was interrupted just now. It may or may not be complete, so please reassess the task context. Be aware that the project state may have changed since then. The current working directory is now '/home/dev/shop'.\nNew instructions for task continuation:\n<user_message>\nalso keep the public API unchanged\n</user_message>\n" + _ENV)],
+    "claude_code_reminder_twice_direct": [(U, _REMINDER + "Fix the N+1 query in OrderListView."), (U, _REMINDER + "Actually first make the flaky test in tests/test_sync.py pass.")],
+    "ctx_task_email_longq": [(U, _CTX + "We need a polite reply that admits the double billing and promises the fix.\n" + _EMAIL + "Could you look into this and send us a corrected invoice for the support plan, with the duplicated July line removed, by Friday the 27th at the latest?")],
+    "task_then_long_paste_with_task_line": [(U, _FIX_N1), (U, _CTX * 2 + _FIX_N1 + "\nHere is the profile output from yesterday.")],
+    "task_first_resent": [(U, _FIX_N1 + "\n" + _SPEC), (U, _FIX_N1 + "\n" + _SPEC)],
+}
+R63_GOALS: dict[str, str] = {
+    'need_spec_make_sense': 'We need to implement the rate limiter described in the spec below for the public API gateway. Section 0: the rate limiter keeps a token bucket per API key, refills it every second and rejects requests with 429 when it is empty. Section 1: the rate limiter keeps a token bucket per API key, refills it every second and rejects requests with 429 when it is empty. Section 2: the rate limiter keeps a…',
+    'ctx_need_spec_q': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. We need to make the order list endpoint issue a constant number of queries. Section 0: the rate limiter keeps a token bucket per API key, refills it every second and rejects…",
+    'spec_faq_q': 'We need to implement the rate limiter described in the spec below. Section 0: the rate limiter keeps a token bucket per API key, refills it every second and rejects requests with 429 when it is empty. Section 1: the rate limiter keeps a token bucket per API key, refills it every second and rejects requests with 429 when it is empty. Section 2: the rate limiter keeps a token bucket per API key…',
+    'email_paste_own_q': "Got this email from a customer this morning and I'm not sure how to respond. Thanks for sending over the Q3 invoice. Our finance team noticed that the line items for the support plan were billed twice, once in July and once in August, and the total is 4,800 EUR higher than the contract says. We'd like to settle this before the end of the month, since our books close on the 30th. Could you look…",
+    'email_paste_own_q_thanks': "Got this email from a customer this morning and I'm not sure how to respond. Thanks for sending over the Q3 invoice. Our finance team noticed that the line items for the support plan were billed twice, once in July and once in August, and the total is 4,800 EUR higher than the contract says. We'd like to settle this before the end of the month, since our books close on the 30th. Could you look…",
+    'terraform_prompt': 'Running terraform apply on prod shows this plan. Terraform used the selected providers to generate the following execution plan. Resource actions are indicated with the following symbols: ~ update in-place destroy The aws_instance web_0 will be destroyed because its launch template changed and it cannot be updated in place. The aws_instance web_1 will be destroyed because its launch template…',
+    'issue_paste_own_q': 'The CSV exporter writes empty files when the dataset has more than 10k rows. Steps to reproduce: create a dataset with 20k rows, click Export, open the downloaded file: only the header row is there. This started after upgrading from 2.2 to 2.3, and downgrading fixes it; the server log shows no error at all. I looked at exporter.py and the chunked writer seems to close the file before the last…',
+    'issue_task_first_stmt': 'The task is to fix the bug in this issue. The CSV exporter writes empty files when the dataset has more than 10k rows. Steps to reproduce: create a dataset with 20k rows, click Export, open the downloaded file: only the header row is there. This started after upgrading from 2.2 to 2.3, and downgrading fixes it; the server log shows no error at all. I looked at exporter.py and the chunked writer…',
+    'issue_then_thanks': 'The CSV exporter writes empty files when the dataset has more than 10k rows. Steps to reproduce: create a dataset with 20k rows, click Export, open the downloaded file: only the header row is there. This started after upgrading from 2.2 to 2.3, and downgrading fixes it; the server log shows no error at all. I looked at exporter.py and the chunked writer seems to close the file before the last…',
+    'review_reviewer_q_then_thoughts': "My reviewer left this comment on the session cache PR, I don't agree with it. Section 0: the rate limiter keeps a token bucket per API key, refills it every second and rejects requests with 429 when it is empty. Section 1: the rate limiter keeps a token bucket per API key, refills it every second and rejects requests with 429 when it is empty. Section 2: the rate limiter keeps a token bucket per…",
+    'task_at_edge_paste_q': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. What we need is the order list endpoint to issue a constant number of queries, not one per order row. Section 0: the rate limiter keeps a token bucket per API key, refills it…",
+    'named_long_story_q': 'Caroline: Last weekend I went hiking with my sister near the lake number 0 and we saw so many birds. Last weekend I went hiking with my sister near the lake number 1 and we saw so many birds. Last weekend I went hiking with my sister near the lake number 2 and we saw so many birds. Last weekend I went hiking with my sister near the lake number 3 and we saw so many birds. Last weekend I went…',
+    'plain_long_story_q': 'Last weekend I went hiking with my sister near the lake number 0 and we saw so many birds. Last weekend I went hiking with my sister near the lake number 1 and we saw so many birds. Last weekend I went hiking with my sister near the lake number 2 and we saw so many birds. Last weekend I went hiking with my sister near the lake number 3 and we saw so many birds. Last weekend I went hiking with my…',
+    'claude_code_prompt': "Claude Code stopped with this, I'm not sure what to pick. Step 0: the assistant rewrote the settings loader and moved the environment parsing into a helper module. Step 1: the assistant rewrote the settings loader and moved the environment parsing into a helper module. Step 2: the assistant rewrote the settings loader and moved the environment parsing into a helper module. Step 3: the assistant…",
+    'swe_two_demos_task': "Here is a demonstration of how to correctly accomplish this task. --- DEMONSTRATION --- We're currently solving the following issue within our repository. Here's the issue text: ISSUE: TimeDelta serialization precision Step 0: the demonstration opens fields.py and reruns reproduce.py. Step 1: the demonstration opens fields.py and reruns reproduce.py. Step 2: the demonstration opens fields.py and…",
+    'swe_task_then_fix': "We're currently solving the following issue within our repository. Here's the issue text: ISSUE: Pixel Representation attribute should be optional for pixel data handler INSTRUCTIONS: Now, you're going to solve this issue on your own. Edit all the files you need to and run any checks or tests that you want. When you're satisfied with all of the changes you've made, submit them. Step 0: the…",
+    'swe_demo_task_named': "Here is a demonstration of how to correctly accomplish this task. --- DEMONSTRATION --- We're currently solving the following issue within our repository. Here's the issue text: ISSUE: TimeDelta serialization precision Step 0: the demonstration opens fields.py and reruns reproduce.py. Step 1: the demonstration opens fields.py and reruns reproduce.py. Step 2: the demonstration opens fields.py and…",
+    'long_task_resent': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Keep the public API of the orders app unchanged. Add a regression test that…",
+    'long_task_resent_edit': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Keep the public API of the orders app unchanged. Add a regression test that…",
+    'long_task_quote_line': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Keep the public API of the orders app unchanged. Add a regression test that…",
+    'err_task_same_error_again': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. Please fix the order list endpoint, it also crashes now and then with this: django.db.utils.OperationalError: server closed the connection unexpectedly while running the order…",
+    'cline_resumption': '<task> Fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. </task> <environment_details> # VSCode Visible Files src/orders/views.py # VSCode Open Tabs src/orders/views.py, src/orders/tests.py # Current Time 5/3/2024, 10:00:00 AM (Europe/Berlin) # Current Working Directory (/home/dev/shop) Files README.md pyproject.toml src/ tests/ # Current Mode ACT MODE…',
+    'claude_code_reminder_twice_direct': "<system-reminder> As you answer the user's questions, you can use the following context: # claudeMd Codebase and user instructions are shown below. Be sure to adhere to these instructions. IMPORTANT: These instructions OVERRIDE any default behavior and you MUST follow them exactly as written. Contents of /home/dev/shop/CLAUDE.md (project instructions, checked into the codebase): Always run the…",
+    'ctx_task_email_longq': "I'm working on our Django shop backend and I have been debugging the order pages for two days now without much luck, the production dashboards show the order list endpoint taking more than four seconds at peak traffic. We need a polite reply that admits the double billing and promises the fix. Thanks for sending over the Q3 invoice. Our finance team noticed that the line items for the support…",
+    'task_then_long_paste_with_task_line': 'Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries.',
+    'task_first_resent': 'Please fix the N+1 query in OrderListView so that the endpoint issues a constant number of queries. Section 0: the rate limiter keeps a token bucket per API key, refills it every second and rejects requests with 429 when it is empty. Section 1: the rate limiter keeps a token bucket per API key, refills it every second and rejects requests with 429 when it is empty. Section 2: the rate limiter…',
+}
+
+
+@pytest.mark.parametrize("name", list(R63_CASES))
+def test_the_r63_review_cases_keep_their_goal(name: str) -> None:
+    assert _goal(*R63_CASES[name]) == R63_GOALS[name]

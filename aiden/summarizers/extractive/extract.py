@@ -391,8 +391,8 @@ _NOT_GOALS: Final = frozenset(
 )
 
 
-def _goal(who: str, content: str, prose: Sequence[str]) -> str:
-    """The goal a user message (``content``, its substantive sentences ``prose``) states; empty when
+def _goal(who: str, said: str, prose: Sequence[str]) -> str:
+    """The goal a user message (``said``, its substantive sentences ``prose``) states; empty when
     they read as a step, an answer, a preference or a question rather than the task itself."""
     first = prose[0]
     label = first.split(":", 1)[0].strip().casefold() if ":" in first[:24] else ""
@@ -410,41 +410,53 @@ def _goal(who: str, content: str, prose: Sequence[str]) -> str:
         return ""
     text = join_sentences(prose)
     if len(text) > _GOAL_CHARS:
-        if task := _restated_task(content):
+        if task := _restated_task(_written(said)):
             # The opening says what kind of input this is ("Here is a demonstration ..."), the restated
             # template's last instance what is asked.
             text = f"{clip(first, _GOAL_CHARS // 3)} … {task}"
-        elif ask := _closing_ask(content, prose):
+        elif not who and (ask := _closing_ask(said, prose)):
             # A paste, then what is asked about it: the opening (what the paste is) in the room the ask leaves.
-            room = _GOAL_CHARS - len(_said(who, ask)) - 3
+            room = _GOAL_CHARS - len(ask) - 3  # (an unnamed speaker's: nothing said ahead of it)
             text = f"{clip(text.removesuffix(ask), room).removesuffix('…')} … {ask}"
     return clip(_said(who, text), _GOAL_CHARS)
 
 
 _ASKS: Final = frozenset({"request", "question"})
-# A closing ask about the paste points back at it; a pasted email's or prompt's own closing question
-# ("Can you make it on Thursday?", "Are you sure you want to delete 42 files?") does not, and a
-# "[y/N]" prompt is the paste's even when it does.
+# A closing ask about the paste points back at it; a pasted prompt's own question ("Are you sure you want to
+# delete 42 files?", "Do you want to perform these actions?") is the tool's, whatever it points at.
 _POINTS_BACK: Final = re.compile(r"\b(?:this|that|these|those|above|here)\b", re.IGNORECASE)
 _CHOICE: Final = re.compile(r"[\[(]\s*y(?:es)?\s*/\s*no?\s*[\])]", re.IGNORECASE)
+_TOOL_PROMPT: Final = re.compile(r"^\W*(?:do you (?:want|wish)|are you sure|would you like)\b", re.IGNORECASE)
 
 
-def _closing_ask(content: str, prose: Sequence[str]) -> str:
-    """What a long message (``content``, its substantive sentences ``prose``) asks at its end, when nothing
-    before asks anything: its last line that says something, if a short question or request pointing back
-    at what is above it (a pasted log, then "Why does this fail?"); else empty. After an ask of the
-    message's own ("Please review this doc: ... Does that make sense?") a closing question is a follow-up."""
-    lines = content.strip().splitlines()
-    for line in reversed(lines[1:]):
-        if said := _substantive(split_sentences(line)):
-            ask = join_sentences(said)
+def _closing_ask(said: str, prose: Sequence[str]) -> str:
+    """What a long message (``said``, its substantive sentences ``prose``) asks at its end about the output
+    pasted above it: its last line that says something, if a short question or request pointing back at what
+    is above it, and what is above it is mostly log, traceback, code or command output (a pasted log, then
+    "Why does this fail?"); else empty. A pasted email's, spec's or issue's closing question is theirs, and
+    after an ask of the message's own ("Please review this: ... Does that make sense?") one is a follow-up."""
+    lines = [line for line in said.strip().splitlines() if line.strip()]
+    in_code, pasted = False, []
+    for line in lines:
+        fence = line.lstrip().startswith(("```", "~~~"))
+        in_code ^= fence
+        pasted.append(
+            fence or in_code or is_pasted_line(line) or classify_sentence(line, speaker="user") == "error"
+        )
+    for at in range(len(lines) - 1, 0, -1):
+        if pasted[at]:
+            return ""  # the message ends with the paste: nothing asked after it
+        if asked := _substantive(split_sentences(lines[at])):
+            ask = join_sentences(asked)
             # (A pasted log of more sentences than split_sentences returns does not end with the ask.)
-            before = prose[: -len(said)] if list(prose[-len(said) :]) == said else prose
+            before = prose[: -len(asked)] if list(prose[-len(asked) :]) == asked else prose
             asks = (
-                len(ask) <= _GOAL_CHARS // 2
-                and classify_sentence(said[-1], speaker="user") in _ASKS
-                and _POINTS_BACK.search(said[-1]) is not None
-                and _CHOICE.search(line) is None
+                2 * sum(pasted[:at]) > at
+                and len(ask) <= _GOAL_CHARS // 2
+                and classify_sentence(asked[-1], speaker="user") in _ASKS
+                and _POINTS_BACK.search(asked[-1]) is not None
+                and _CHOICE.search(lines[at]) is None
+                and _TOOL_PROMPT.search(asked[-1]) is None
             )
             return ask if asks and not any(classify_sentence(s, speaker="user") in _ASKS for s in before) else ""
     return ""
@@ -454,9 +466,9 @@ def _closing_ask(content: str, prose: Sequence[str]) -> str:
 _TEMPLATE_WORDS: Final = 3
 
 
-def _restated_task(content: str, since: int = 0) -> str:
+def _restated_task(content: str) -> str:
     """The prose from the last restatement of a line of ``content``'s opening on; empty if none is
-    restated beyond what the goal shows anyway, or before offset ``since``.
+    restated beyond what the goal shows anyway.
 
     An input that opens with an example or a demonstration of the task restates the example's
     template for the real task after it ("We're solving the following issue: <example> ...
@@ -473,8 +485,29 @@ def _restated_task(content: str, since: int = 0) -> str:
             # Prose only: a traceback quoting the issue's title restates no template.
             starts.setdefault(key, []).append(offset)
         offset += len(line)
-    restated = [at[-1] for at in starts.values() if at[0] < _GOAL_CHARS and at[-1] >= max(_GOAL_CHARS, since)]
+    restated = [at[-1] for at in starts.values() if at[0] < _GOAL_CHARS and at[-1] >= _GOAL_CHARS]
     return join_sentences(split_sentences(content[max(restated) :])) if restated else ""
+
+
+def _demonstrated_task(opening: str, content: str) -> str:
+    """The task ``content`` states when the message before it (``opening``, no answer between) is a demonstration
+    of it: ``content`` opens with a template line that ``opening`` introduces within what its goal shows, after
+    an introduction that asks nothing ("Here is a demonstration ... --- DEMONSTRATION --- We're solving the
+    following issue: ..."), and is no resend of ``opening``; else empty."""
+    lines = opening.splitlines()
+    theirs = [" ".join(line.split()).casefold() for line in lines]
+    ours = {" ".join(line.split()).casefold() for line in content.splitlines()}
+    template = " ".join(content.split("\n", 1)[0].split()).casefold()
+    if template not in theirs or len(content_words(template)) < _TEMPLATE_WORDS:
+        return ""
+    at = theirs.index(template)
+    intro = _substantive(split_sentences("\n".join(lines[:at])))
+    # A resent or edited first message restates most of its lines; a task after a demonstration few of them.
+    kept = [key for key in theirs if len(content_words(key)) >= _TEMPLATE_WORDS]
+    resent = 2 * sum(key in ours for key in kept) >= len(kept)
+    if resent or not intro or any(classify_sentence(s, speaker="user") in _ASKS for s in intro):
+        return ""  # (an introduction that asks something states a task of its own)
+    return join_sentences(split_sentences(content)) if len("\n".join(lines[:at])) < _GOAL_CHARS else ""
 
 
 def stated_goal(events: Sequence[SessionEvent]) -> str:
@@ -515,16 +548,16 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
         if content != said:  # a message made only of pasted lines: they still name files and commands
             _add_code_and_paths(collector, said)
         return  # "ok", "continue", "thanks": nothing to keep, not the open thread either
-    if collector.goal is None and collector.goal_open and (goal := _goal(who, content, prose)):
+    if collector.goal is None and collector.goal_open and (goal := _goal(who, said, prose)):
         collector.goal = goal
         collector.add("goal", goal)
         collector.opening = "" if who else content  # a named chat participant's turns state no task
     elif collector.opening:
-        joined = f"{collector.opening}\n{content}"
-        if _restated_task(joined, len(collector.opening)):
+        if not who and (task := _demonstrated_task(collector.opening, content)):
             # A demonstration, then the task restating its template ("We're currently solving the following
-            # issue ..."), as two messages before any answer (SWE-agent): the task, as if they came as one.
-            stated, collector.goal = collector.goal, _goal(who, joined, _substantive(split_sentences(joined)))
+            # issue ..."), as two messages before any answer (SWE-agent): what the first is, then the task.
+            first = _substantive(split_sentences(collector.opening))[0]
+            stated, collector.goal = collector.goal, clip(f"{clip(first, _GOAL_CHARS // 3)} … {task}", _GOAL_CHARS)
             collector.items = [
                 msgspec.structs.replace(it, text=collector.goal) if it.section == "goal" and it.text == stated else it
                 for it in collector.items
