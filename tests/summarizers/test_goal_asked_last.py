@@ -4,8 +4,8 @@ Two known cases (r63): a long paste, then the question about it ("Why does this 
 400 characters; SWE-agent's demonstration and task, sent as two user messages before any answer, kept the
 demonstration's. An earlier attempt joined every pre-answer message and every closing question to the Goal; the
 r62 review's realistic inputs (REVIEW_CASES) caught it making seven kinds of wrong Goal, and the r63 review's
-(R63_CASES) the first version of these rules more: each keeps the Goal it had before (exact, not always a good one:
-what these rules leave alone).
+(R63_CASES) the first version of these rules more, and the second r63 review's (R63_2_CASES) the narrowed ones: each
+keeps the Goal it had before (exact, not always a good one: what these rules leave alone).
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ def test_a_closing_line_that_is_not_the_users_ask_leaves_the_opening() -> None:
     assert _goal((U, _PYTEST)) == f"{_LOG_OPENING}…"
     assert _goal((U, f"{_PYTEST}\nCan you make it on Thursday at 3pm?")) == f"{_LOG_OPENING}…"
     assert _goal((U, f"{_PYTEST}\nRerun these failed tests? [y/N]")) == f"{_LOG_OPENING}…"
+    assert _goal((U, f"{_PYTEST}\nStage this hunk [y,n,q,a,d,e,s,?]?")) == f"{_LOG_OPENING}…"
     # A tool's own prompt after its output, however it points back; a named chat participant's question.
     assert _goal((U, f"{_PYTEST}\nDo you want to perform these actions?")) == f"{_LOG_OPENING}…"
     assert _goal((U, f"{_PYTEST}\nAre you sure you want to rerun these?")) == f"{_LOG_OPENING}…"
@@ -460,3 +461,126 @@ R63_GOALS: dict[str, str] = {
 @pytest.mark.parametrize("name", list(R63_CASES))
 def test_the_r63_review_cases_keep_their_goal(name: str) -> None:
     assert _goal(*R63_CASES[name]) == R63_GOALS[name]
+
+
+# The second r63 review's worse cases (/work/notes/hunts/r63/review-goal2/cases1..3.py): a tool's or script's own
+# question after its output, an ask whose room would cut the task the Goal showed, and first messages that are no
+# demonstration (254 to 384 characters of prose) whose next message opens with one of their lines.
+_HUNK = (
+    "diff --git a/billing/invoice.py b/billing/invoice.py\nindex 3f2a1c4..9b7e2d1 100644\n--- a/billing/invoice.py\n"
+    "+++ b/billing/invoice.py\n@@ -12,7 +12,9 @@ class InvoiceService:\n     def __init__(self, repo):\n"
+    "         self.repo = repo\n+        self.cache = {}\n+        self.tax = TaxTable.load()\n"
+    "     def total(self, invoice):\n-        return sum(l.amount for l in invoice.lines)\n"
+    "+        return self.tax.apply(sum(l.amount for l in invoice.lines))\n"
+)
+_SPLIT = (
+    "I'm splitting my refactor of the invoice module into two commits, one that only adds the tax table and one that "
+    "changes how totals are computed, because the reviewers on the billing team asked for smaller commits after the "
+    "last incident where a big refactor hid a rounding bug for three weeks before anyone noticed it in the reports. "
+    "git add -p shows this hunk that mixes both changes:\n"
+)
+_BRANCHES = "\n".join(
+    f"2024-05-03 10:00:{i:02d} INFO cleanup: branch feature/ticket-{1200 + i} merged into main {400 - i} days ago"
+    for i in range(12)
+)
+_CLEANUP = (
+    "Our cleanup script for stale git branches in the monorepo lists far too many branches, it is supposed to pick only "
+    "the ones merged into main more than thirty days ago and leave the release branches and anything with an open pull "
+    "request alone, but today it also offered to delete the branches of two pull requests that are still in review, "
+    "which would have lost a week of work. Output from this morning's run:\n"
+)
+_MEDIA = (
+    "Our media cleanup script is about to delete product images that are still used by the archived catalogue, it only "
+    "checks the live products table and not the archive, and last time it ran it removed the photos of two hundred "
+    "archived products that customer support still links to from old order confirmations. Output:\n"
+    "Scanning /srv/media for files not referenced by any product...\n"
+    + "\n".join(
+        f"2024-05-03 09:12:{i:02d} INFO orphan: /srv/media/products/{9000 + i}/image_large.jpg (2.4 MB)" for i in range(10)
+    )
+    + "\nFound 10 orphaned files, 24 MB in total.\nIs this the right directory?"
+)
+_SLOW = (
+    "The order list endpoint of the shop backend has been slow for weeks now, the production dashboards show more than "
+    "four seconds at peak traffic, the platform team traced it to the view that lists the orders with their customers "
+    "and line items, and the new query-count tests from the performance epic fail on main since the Friday release went "
+    "out. Turn these failures into one bug report for the platform team.\n"
+    + "\n".join(
+        f"FAILED tests/test_orders.py::test_list_{i} - AssertionError: assert 57 == 3 queries for page {i}"
+        for i in range(10)
+    )
+    + "\nCould you also explain why these tests count 57 queries when the view only selects the orders, their customers "
+    "and their line items here?"
+)
+_BUILD = "Build failed on main for the following commit:\n"
+_CI = (
+    f"Forwarding the CI alerts from this morning.\n{_BUILD}a41c9e2 Switch the invoice exporter to streaming writes (Priya)\n"
+    "Job: test-py311, step: pytest, 14 failed, 812 passed\n"
+    "FAILED tests/test_export.py::test_large_dataset - AssertionError: expected 20000 rows, got 1\n"
+    "Find out which change broke the exporter tests and fix it, the release is tomorrow."
+)
+_CI_AGAIN = (
+    f"{_BUILD}b77d0f3 Bump psycopg to 3.2 (dependabot)\nJob: test-py312, step: pytest, 2 failed, 824 passed\n"
+    "FAILED tests/test_db.py::test_pool_reuse - OperationalError: connection already closed"
+)
+_STABLE = "The migration must keep the invoice IDs stable.\n"
+_BUG = "Bug report (mobile app, build 4.12.0, template v2):\n"
+_WORKED = "Yesterday I worked on the following items:\n"
+R63_2_CASES: dict[str, list[tuple[str, str]]] = {
+    "git_add_p_stage_this_hunk": [(U, f"{_SPLIT}{_HUNK}Stage this hunk [y,n,q,a,d,e,s,?]?")],
+    "cleanup_script_delete_these": [(U, f"{_CLEANUP}{_BRANCHES}\nDelete these 12 branches? ")],
+    "ci_alert_then_second_alert": [(U, _CI), (U, _CI_AGAIN)],
+    "ci_alert_then_second_alert_sys_between": [(U, _CI), (S, "Webhook delivery retried"), (U, _CI_AGAIN)],
+    "task_then_quote_line_clarify": [
+        (
+            U,
+            "We're migrating the billing service from MySQL 5.7 to Postgres 16 over the next two weeks.\n"
+            f"{_STABLE}Write the migration script for the invoices and payments tables, and a rollback plan we can run "
+            "within ten minutes.",
+        ),
+        (
+            U,
+            f"{_STABLE}To be clear: stable means the same integers, not just unique ones, because the accounting "
+            "exports reference them.",
+        ),
+    ],
+    "two_bug_reports_same_template": [
+        (
+            U,
+            f"Two reports came in from QA on the mobile app today.\n{_BUG}Steps: open an order from the push "
+            "notification while the app is in the background.\nExpected: the order detail screen.\n"
+            "Actual: a blank screen, the app has to be restarted.\nFix these before the 4.12.1 hotfix goes out on Friday.",
+        ),
+        (
+            U,
+            f"{_BUG}Steps: switch the language to German in the settings.\nExpected: the checkout button reads Zur "
+            "Kasse.\nActual: the button label is cut off after four letters.",
+        ),
+    ],
+    "standup_then_addition": [
+        (
+            U,
+            f"Standup notes from the billing team for this week.\n{_WORKED}- the invoice exporter streaming fix\n"
+            "- the Postgres migration dry run\n- reviewing the tax table pull request\n"
+            "Turn these into a short status email for the engineering manager.",
+        ),
+        (U, f"{_WORKED}- also the on-call handover for the payments team"),
+    ],
+    "media_script_own_question": [(U, _MEDIA)],
+    "ctx_task_2nd_sentence_then_long_ask": [(U, _SLOW)],
+}
+R63_2_GOALS: dict[str, str] = {
+    'git_add_p_stage_this_hunk': "I'm splitting my refactor of the invoice module into two commits, one that only adds the tax table and one that changes how totals are computed, because the reviewers on the billing team asked for smaller commits after the last incident where a big refactor hid a rounding bug for three weeks before anyone noticed it in the reports. git add -p shows this hunk that mixes both changes: Stage this…",
+    'cleanup_script_delete_these': 'Our cleanup script for stale git branches in the monorepo lists far too many branches, it is supposed to pick only the ones merged into main more than thirty days ago and leave the release branches and anything with an open pull request alone, but today it also offered to delete the branches of two pull requests that are still in review, which would have lost a week of work. Output from this…',
+    'ci_alert_then_second_alert': 'Forwarding the CI alerts from this morning. Build failed on main for the following commit: a41c9e2 Switch the invoice exporter to streaming writes (Priya) Job: test-py311, step: pytest, 14 failed, 812 passed FAILED tests/test_export.py::test_large_dataset - AssertionError: expected 20000 rows, got 1 Find out which change broke the exporter tests and fix it, the release is tomorrow.',
+    'ci_alert_then_second_alert_sys_between': 'Forwarding the CI alerts from this morning. Build failed on main for the following commit: a41c9e2 Switch the invoice exporter to streaming writes (Priya) Job: test-py311, step: pytest, 14 failed, 812 passed FAILED tests/test_export.py::test_large_dataset - AssertionError: expected 20000 rows, got 1 Find out which change broke the exporter tests and fix it, the release is tomorrow.',
+    'task_then_quote_line_clarify': "We're migrating the billing service from MySQL 5.7 to Postgres 16 over the next two weeks. The migration must keep the invoice IDs stable. Write the migration script for the invoices and payments tables, and a rollback plan we can run within ten minutes.",
+    'two_bug_reports_same_template': 'Two reports came in from QA on the mobile app today. Bug report (mobile app, build 4.12.0, template v2): Steps: open an order from the push notification while the app is in the background. Expected: the order detail screen. Actual: a blank screen, the app has to be restarted. Fix these before the 4.12.1 hotfix goes out on Friday.',
+    'standup_then_addition': 'Standup notes from the billing team for this week. Yesterday I worked on the following items: the invoice exporter streaming fix the Postgres migration dry run reviewing the tax table pull request Turn these into a short status email for the engineering manager.',
+    'media_script_own_question': 'Our media cleanup script is about to delete product images that are still used by the archived catalogue, it only checks the live products table and not the archive, and last time it ran it removed the photos of two hundred archived products that customer support still links to from old order confirmations. Output: Scanning /srv/media for files not referenced by any product... Found 10 orphaned…',
+    'ctx_task_2nd_sentence_then_long_ask': 'The order list endpoint of the shop backend has been slow for weeks now, the production dashboards show more than four seconds at peak traffic, the platform team traced it to the view that lists the orders with their customers and line items, and the new query-count tests from the performance epic fail on main since the Friday release went out. Turn these failures into one bug report for the…',
+}
+
+
+@pytest.mark.parametrize("name", list(R63_2_CASES))
+def test_the_second_r63_review_cases_keep_their_goal(name: str) -> None:
+    assert _goal(*R63_2_CASES[name]) == R63_2_GOALS[name]

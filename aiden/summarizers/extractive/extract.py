@@ -415,17 +415,43 @@ def _goal(who: str, said: str, prose: Sequence[str]) -> str:
             # template's last instance what is asked.
             text = f"{clip(first, _GOAL_CHARS // 3)} … {task}"
         elif not who and (ask := _closing_ask(said, prose)):
-            # A paste, then what is asked about it: the opening (what the paste is) in the room the ask leaves.
+            # A paste, then what is asked about it: the opening (what the paste is) in the room the ask leaves,
+            # unless that room cuts what the user wrote there ("... Turn these failures into one bug report.").
             room = _GOAL_CHARS - len(ask) - 3  # (an unnamed speaker's: nothing said ahead of it)
-            text = f"{clip(text.removesuffix(ask), room).removesuffix('…')} … {ask}"
+            opening = text.removesuffix(ask)
+            if _fits_own_words(prose, min(len(opening), _GOAL_CHARS), room):
+                text = f"{clip(opening, room).removesuffix('…')} … {ask}"
     return clip(_said(who, text), _GOAL_CHARS)
+
+
+# A log's rule line ("===== test session starts =====", "----- Captured stdout -----"): no words of the user's.
+_RULE: Final = re.compile(r"\s*([=*_#~-])\1\1")
+
+
+def _fits_own_words(prose: Sequence[str], shown: int, room: int) -> bool:
+    """Whether every sentence of ``prose`` that starts within its first ``shown`` characters (what the Goal of
+    the whole message shows ahead of the ask), bar log and traceback lines, ends within the first ``room``:
+    the opening cut to ``room`` then loses nothing the user wrote that the Goal showed before. (A script's own
+    question after its log, "Delete these 12 branches?", mostly cuts the user's account of it short: no rule
+    tells it from the user's own ask, but this one keeps the Goal it had in the cases seen.)"""
+    end = 0
+    for sentence in prose:
+        start = end + 1 if end else 0
+        end = start + len(" ".join(sentence.split()))
+        if start >= shown:
+            return True
+        logged = classify_sentence(sentence, speaker="user") == "error" or _RULE.match(sentence) is not None
+        if end > room - 1 and not logged:
+            return False
+    return True
 
 
 _ASKS: Final = frozenset({"request", "question"})
 # A closing ask about the paste points back at it; a pasted prompt's own question ("Are you sure you want to
-# delete 42 files?", "Do you want to perform these actions?") is the tool's, whatever it points at.
+# delete 42 files?", "Do you want to perform these actions?", git's "Stage this hunk [y,n,q,a,d,e,s,?]?") is the
+# tool's, whatever it points at: a bracketed list of short options ("[y/N]", "(yes/no)", "[y,n,q,?]") says so.
 _POINTS_BACK: Final = re.compile(r"\b(?:this|that|these|those|above|here)\b", re.IGNORECASE)
-_CHOICE: Final = re.compile(r"[\[(]\s*y(?:es)?\s*/\s*no?\s*[\])]", re.IGNORECASE)
+_CHOICE: Final = re.compile(r"[\[(]\s*[\w?]{1,5}(?:\s*[/,|]\s*[\w?]{1,5})+\s*[\])]")
 _TOOL_PROMPT: Final = re.compile(r"^\W*(?:do you (?:want|wish)|are you sure|would you like)\b", re.IGNORECASE)
 
 
@@ -450,7 +476,7 @@ def _closing_ask(said: str, prose: Sequence[str]) -> str:
             ask = join_sentences(asked)
             # (A pasted log of more sentences than split_sentences returns does not end with the ask.)
             before = prose[: -len(asked)] if list(prose[-len(asked) :]) == asked else prose
-            asks = (
+            asks_about_paste = (
                 2 * sum(pasted[:at]) > at
                 and len(ask) <= _GOAL_CHARS // 2
                 and classify_sentence(asked[-1], speaker="user") in _ASKS
@@ -458,12 +484,18 @@ def _closing_ask(said: str, prose: Sequence[str]) -> str:
                 and _CHOICE.search(lines[at]) is None
                 and _TOOL_PROMPT.search(asked[-1]) is None
             )
-            return ask if asks and not any(classify_sentence(s, speaker="user") in _ASKS for s in before) else ""
+            asked_before = any(classify_sentence(s, speaker="user") in _ASKS for s in before)
+            return ask if asks_about_paste and not asked_before else ""
     return ""
 
 
 # A line shorter than this many content words ("ISSUE:", "```", "---") is no template.
 _TEMPLATE_WORDS: Final = 3
+# A demonstration is a task worked through (the task, then the agent's steps and their output): its prose runs to
+# several Goals' worth (SWE-agent's over 7,000 characters), where a forwarded CI alert, a bug report or standup
+# notes whose next message repeats one of their lines fit in about one (254 to 384 in the r63 review). Few-shot
+# examples shorter than this (a few translations) keep the Goal of the first message, as before these rules.
+_DEMONSTRATION_CHARS: Final = 4 * _GOAL_CHARS
 
 
 def _restated_task(content: str) -> str:
@@ -494,6 +526,8 @@ def _demonstrated_task(opening: str, content: str) -> str:
     of it: ``content`` opens with a template line that ``opening`` introduces within what its goal shows, after
     an introduction that asks nothing ("Here is a demonstration ... --- DEMONSTRATION --- We're solving the
     following issue: ..."), and is no resend of ``opening``; else empty."""
+    if len(join_sentences(_substantive(split_sentences(opening)))) < _DEMONSTRATION_CHARS:
+        return ""
     lines = opening.splitlines()
     theirs = [" ".join(line.split()).casefold() for line in lines]
     ours = {" ".join(line.split()).casefold() for line in content.splitlines()}
@@ -507,7 +541,9 @@ def _demonstrated_task(opening: str, content: str) -> str:
     resent = 2 * sum(key in ours for key in kept) >= len(kept)
     if resent or not intro or any(classify_sentence(s, speaker="user") in _ASKS for s in intro):
         return ""  # (an introduction that asks something states a task of its own)
-    return join_sentences(split_sentences(content)) if len("\n".join(lines[:at])) < _GOAL_CHARS else ""
+    if len("\n".join(lines[:at])) >= _GOAL_CHARS:
+        return ""  # (a template line below what the first message's Goal shows introduces no demonstration)
+    return join_sentences(split_sentences(content))
 
 
 def stated_goal(events: Sequence[SessionEvent]) -> str:
@@ -557,11 +593,11 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
             # A demonstration, then the task restating its template ("We're currently solving the following
             # issue ..."), as two messages before any answer (SWE-agent): what the first is, then the task.
             first = _substantive(split_sentences(collector.opening))[0]
-            stated, collector.goal = collector.goal, clip(f"{clip(first, _GOAL_CHARS // 3)} … {task}", _GOAL_CHARS)
-            collector.items = [
-                msgspec.structs.replace(it, text=collector.goal) if it.section == "goal" and it.text == stated else it
-                for it in collector.items
-            ]
+            stated = collector.goal
+            collector.goal = clip(f"{clip(first, _GOAL_CHARS // 3)} … {task}", _GOAL_CHARS)
+            for at, kept in enumerate(collector.items):
+                if kept.section == "goal" and kept.text == stated:
+                    collector.items[at] = msgspec.structs.replace(kept, text=collector.goal)
         collector.opening = ""  # (only the message right after the demonstration is its task)
     # Only the range's first user input can be the root task (later ones are steps of it).
     collector.goal_open = False
