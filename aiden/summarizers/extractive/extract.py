@@ -198,6 +198,9 @@ class Collector:
         self.order = 0
         self.goal: str | None = None
         self.goal_open = True  # no user input seen yet: the next one may be the root task
+        # What the message that stated the goal wrote, until an answer, a tool call or the next message
+        # follows it: a demonstration's template restated in the next message makes that message the task.
+        self.opening = ""
         self.last_user = ""
         self.last_plan = ""
         self.tool_error_count = 0
@@ -286,6 +289,8 @@ class Collector:
         """File one event's items, pairing a tool result with its call."""
         # (A summary carried in a synthetic event was said earlier: its relative times are not today's.)
         self.day = "" if event.synthetic else day_of(event.timestamp)
+        if event.type in _ACTING:
+            self.opening = ""
         if event.type == "user_input":
             _extract_user(event, self)
         elif event.type in ("assistant_output", "role_output"):
@@ -350,6 +355,8 @@ class Collector:
 
 
 _GOAL_CHARS: Final = 400
+# Events after which a user message no longer restates the task: the agent has answered or acted.
+_ACTING: Final = frozenset({"assistant_output", "role_output", "tool_call", "tool_result"})
 # Kinds a sentence keeps however few words it has ("No, that's wrong.", "Tried X; no luck.").
 _ALWAYS_KEPT: Final = frozenset({"correction", "decision", "failed", "resolution", "error"})
 _LABEL_CHARS: Final = 80
@@ -384,8 +391,8 @@ _NOT_GOALS: Final = frozenset(
 )
 
 
-def _goal(who: str, content: str, prose: Sequence[str]) -> str:
-    """The goal a user message (``content``, its substantive sentences ``prose``) states; empty when
+def _goal(who: str, said: str, prose: Sequence[str]) -> str:
+    """The goal a user message (``said``, its substantive sentences ``prose``) states; empty when
     they read as a step, an answer, a preference or a question rather than the task itself."""
     first = prose[0]
     label = first.split(":", 1)[0].strip().casefold() if ":" in first[:24] else ""
@@ -402,15 +409,93 @@ def _goal(who: str, content: str, prose: Sequence[str]) -> str:
     ):
         return ""
     text = join_sentences(prose)
-    if len(text) > _GOAL_CHARS and (task := _restated_task(content)):
-        # The opening says what kind of input this is ("Here is a demonstration ..."), the restated
-        # template's last instance what is asked.
-        text = f"{clip(first, _GOAL_CHARS // 3)} … {task}"
+    if len(text) > _GOAL_CHARS:
+        if task := _restated_task(_written(said)):
+            # The opening says what kind of input this is ("Here is a demonstration ..."), the restated
+            # template's last instance what is asked.
+            text = f"{clip(first, _GOAL_CHARS // 3)} … {task}"
+        elif not who and (ask := _closing_ask(said, prose)):
+            # A paste, then what is asked about it: the opening (what the paste is) in the room the ask leaves,
+            # unless that room cuts what the user wrote there ("... Turn these failures into one bug report.").
+            room = _GOAL_CHARS - len(ask) - 3  # (an unnamed speaker's: nothing said ahead of it)
+            opening = text.removesuffix(ask)
+            if _fits_own_words(prose, min(len(opening), _GOAL_CHARS), room):
+                text = f"{clip(opening, room).removesuffix('…')} … {ask}"
     return clip(_said(who, text), _GOAL_CHARS)
+
+
+# A log's rule line ("===== test session starts =====", "----- Captured stdout -----"): no words of the user's.
+_RULE: Final = re.compile(r"\s*([=*_#~-])\1\1")
+
+
+def _fits_own_words(prose: Sequence[str], shown: int, room: int) -> bool:
+    """Whether every sentence of ``prose`` that starts within its first ``shown`` characters (what the Goal of
+    the whole message shows ahead of the ask), bar log and traceback lines, ends within the first ``room``:
+    the opening cut to ``room`` then loses nothing the user wrote that the Goal showed before. (A script's own
+    question after its log, "Delete these 12 branches?", mostly cuts the user's account of it short: no rule
+    tells it from the user's own ask, but this one keeps the Goal it had in the cases seen.)"""
+    end = 0
+    for sentence in prose:
+        start = end + 1 if end else 0
+        end = start + len(" ".join(sentence.split()))
+        if start >= shown:
+            return True
+        logged = classify_sentence(sentence, speaker="user") == "error" or _RULE.match(sentence) is not None
+        if end > room - 1 and not logged:
+            return False
+    return True
+
+
+_ASKS: Final = frozenset({"request", "question"})
+# A closing ask about the paste points back at it; a pasted prompt's own question ("Are you sure you want to
+# delete 42 files?", "Do you want to perform these actions?", git's "Stage this hunk [y,n,q,a,d,e,s,?]?") is the
+# tool's, whatever it points at: a bracketed list of short options ("[y/N]", "(yes/no)", "[y,n,q,?]") says so.
+_POINTS_BACK: Final = re.compile(r"\b(?:this|that|these|those|above|here)\b", re.IGNORECASE)
+_CHOICE: Final = re.compile(r"[\[(]\s*[\w?]{1,5}(?:\s*[/,|]\s*[\w?]{1,5})+\s*[\])]")
+_TOOL_PROMPT: Final = re.compile(r"^\W*(?:do you (?:want|wish)|are you sure|would you like)\b", re.IGNORECASE)
+
+
+def _closing_ask(said: str, prose: Sequence[str]) -> str:
+    """What a long message (``said``, its substantive sentences ``prose``) asks at its end about the output
+    pasted above it: its last line that says something, if a short question or request pointing back at what
+    is above it, and what is above it is mostly log, traceback, code or command output (a pasted log, then
+    "Why does this fail?"); else empty. A pasted email's, spec's or issue's closing question is theirs, and
+    after an ask of the message's own ("Please review this: ... Does that make sense?") one is a follow-up."""
+    lines = [line for line in said.strip().splitlines() if line.strip()]
+    in_code, pasted = False, []
+    for line in lines:
+        fence = line.lstrip().startswith(("```", "~~~"))
+        in_code ^= fence
+        pasted.append(
+            fence or in_code or is_pasted_line(line) or classify_sentence(line, speaker="user") == "error"
+        )
+    for at in range(len(lines) - 1, 0, -1):
+        if pasted[at]:
+            return ""  # the message ends with the paste: nothing asked after it
+        if asked := _substantive(split_sentences(lines[at])):
+            ask = join_sentences(asked)
+            # (A pasted log of more sentences than split_sentences returns does not end with the ask.)
+            before = prose[: -len(asked)] if list(prose[-len(asked) :]) == asked else prose
+            asks_about_paste = (
+                2 * sum(pasted[:at]) > at
+                and len(ask) <= _GOAL_CHARS // 2
+                and classify_sentence(asked[-1], speaker="user") in _ASKS
+                and _POINTS_BACK.search(asked[-1]) is not None
+                and _CHOICE.search(lines[at]) is None
+                and _TOOL_PROMPT.search(asked[-1]) is None
+            )
+            asked_before = any(classify_sentence(s, speaker="user") in _ASKS for s in before)
+            return ask if asks_about_paste and not asked_before else ""
+    return ""
 
 
 # A line shorter than this many content words ("ISSUE:", "```", "---") is no template.
 _TEMPLATE_WORDS: Final = 3
+# A demonstration is a task worked through (the task, then the agent's steps and their output): its prose runs to
+# several Goals' worth (SWE-agent's over 7,000 characters), where a forwarded CI alert, a bug report or standup
+# notes whose next message repeats one of their lines fit in about one (254 to 384 in the r63 review). Few-shot
+# examples shorter than this (a few translations) keep the Goal of the first message, as before these rules.
+_DEMONSTRATION_CHARS: Final = 4 * _GOAL_CHARS
 
 
 def _restated_task(content: str) -> str:
@@ -436,21 +521,47 @@ def _restated_task(content: str) -> str:
     return join_sentences(split_sentences(content[max(restated) :])) if restated else ""
 
 
+def _demonstrated_task(opening: str, content: str) -> str:
+    """The task ``content`` states when the message before it (``opening``, no answer between) is a demonstration
+    of it: ``content`` opens with a template line that ``opening`` introduces within what its goal shows, after
+    an introduction that asks nothing ("Here is a demonstration ... --- DEMONSTRATION --- We're solving the
+    following issue: ..."), and is no resend of ``opening``; else empty."""
+    if len(join_sentences(_substantive(split_sentences(opening)))) < _DEMONSTRATION_CHARS:
+        return ""
+    lines = opening.splitlines()
+    theirs = [" ".join(line.split()).casefold() for line in lines]
+    ours = {" ".join(line.split()).casefold() for line in content.splitlines()}
+    template = " ".join(content.split("\n", 1)[0].split()).casefold()
+    if template not in theirs or len(content_words(template)) < _TEMPLATE_WORDS:
+        return ""
+    at = theirs.index(template)
+    intro = _substantive(split_sentences("\n".join(lines[:at])))
+    # A resent or edited first message restates most of its lines; a task after a demonstration few of them.
+    kept = [key for key in theirs if len(content_words(key)) >= _TEMPLATE_WORDS]
+    resent = 2 * sum(key in ours for key in kept) >= len(kept)
+    if resent or not intro or any(classify_sentence(s, speaker="user") in _ASKS for s in intro):
+        return ""  # (an introduction that asks something states a task of its own)
+    if len("\n".join(lines[:at])) >= _GOAL_CHARS:
+        return ""  # (a template line below what the first message's Goal shows introduces no demonstration)
+    return join_sentences(split_sentences(content))
+
+
 def stated_goal(events: Sequence[SessionEvent]) -> str:
-    """The goal the extractive rules file for ``events``: their first user input, if it states the task.
+    """The goal the extractive rules file for ``events``: their first user input, if it states the task
+    (or the next one, before any answer, if it restates the template of a demonstration in the first).
 
     Empty when that input is a step, an answer, a preference or a question
     (the root input is usually pinned, outside a compacted range).
     """
+    collector = Collector()
     for event in events:
-        if event.type != "user_input":
-            continue
-        who, content = split_speaker(event.content.strip())
-        content = _written(content)
-        prose = _substantive(split_sentences(content))
-        if prose:
-            return _goal(who, content, prose)
-    return ""
+        if event.type in _ACTING:
+            collector.opening = ""
+        elif event.type == "user_input":
+            _extract_user(event, collector)
+        if not collector.goal_open and not collector.opening:
+            break
+    return collector.goal or ""
 
 
 def _said(who: str, text: str) -> str:
@@ -473,9 +584,21 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
         if content != said:  # a message made only of pasted lines: they still name files and commands
             _add_code_and_paths(collector, said)
         return  # "ok", "continue", "thanks": nothing to keep, not the open thread either
-    if collector.goal is None and collector.goal_open and (goal := _goal(who, content, prose)):
+    if collector.goal is None and collector.goal_open and (goal := _goal(who, said, prose)):
         collector.goal = goal
         collector.add("goal", goal)
+        collector.opening = "" if who else content  # a named chat participant's turns state no task
+    elif collector.opening:
+        if not who and (task := _demonstrated_task(collector.opening, content)):
+            # A demonstration, then the task restating its template ("We're currently solving the following
+            # issue ..."), as two messages before any answer (SWE-agent): what the first is, then the task.
+            first = _substantive(split_sentences(collector.opening))[0]
+            stated = collector.goal
+            collector.goal = clip(f"{clip(first, _GOAL_CHARS // 3)} … {task}", _GOAL_CHARS)
+            for at, kept in enumerate(collector.items):
+                if kept.section == "goal" and kept.text == stated:
+                    collector.items[at] = msgspec.structs.replace(kept, text=collector.goal)
+        collector.opening = ""  # (only the message right after the demonstration is its task)
     # Only the range's first user input can be the root task (later ones are steps of it).
     collector.goal_open = False
     rejected = False  # the user rejected or corrected the course
