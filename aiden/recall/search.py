@@ -64,6 +64,8 @@ IN_PERIOD: Final = 2.0
 """Score factor of a row written within a period the query names (:func:`_in_context`)."""
 _CONTEXT_ROWS: Final = 10 * META_ROWS
 """Best-scored rows re-scored by their neighbours and the query's dates."""
+_TURNS: Final = ("user_input", "assistant_output", "role_output")
+"""Event types that are turns of the conversation: the only events joining a search by their neighbours."""
 
 
 class Scored(msgspec.Struct, frozen=True):
@@ -232,40 +234,50 @@ def _in_context(
 
     The answer is often the reply to the turn holding the query's words, or the turn before it: each
     event gets its BM25 plus a share (:data:`SPREAD`, by distance in seqs) of the best BM25 at that
-    distance on either side; summaries lend and borrow nothing. The events near a match that match
-    no term themselves (a reply in other words) join with their share alone. A row written within a
-    period the query names is then multiplied by :data:`IN_PERIOD`.
+    distance on either side; summaries lend and borrow nothing. A turn of the conversation (user or
+    assistant message) near a matching turn that matches no term itself (a reply in other words) joins
+    with its share of the matching turns alone. A row written within a period the query names is then
+    multiplied by :data:`IN_PERIOD`.
     """
     top = heapq.nlargest(_CONTEXT_ROWS, scores.items(), key=_rank_key)
     out = dict(top)
     if len(top) < 2 and not periods:
         return out
-    sql = f"SELECT id, seq, ts_min, ts_max FROM docs WHERE id {_in(len(top))}"
+    sql = f"SELECT id, seq, ts_min, ts_max, type FROM docs WHERE id {_in(len(top))}"
     rows = conn.execute(sql, [d for d, _ in top]).fetchall()
     best: dict[int, float] = {}
-    for doc, seq, _, _ in rows:
+    turns: dict[int, float] = {}
+    for doc, seq, _, _, kind in rows:
         if seq is not None:
             best[seq] = max(best.get(seq, 0.0), scores[doc])
-    # Without the speakers' names in the turns, the reply to the matching turn often shares no word with the query.
-    near = sorted({seq + side * d for seq in best for d, _ in _SHARES for side in (-1, 1)} - best.keys())
+            if kind in _TURNS:
+                turns[seq] = max(turns.get(seq, 0.0), scores[doc])
+    # Without the speakers' names in the turns, the reply to the matching turn often shares no word with
+    # the query. Only a turn next to a turn: a tool call or output beside a matching one is no answer to it.
+    near = sorted({seq + side * d for seq in turns for d, _ in _SHARES for side in (-1, 1)} - best.keys())
     if near:
-        sql = f"SELECT d.id, d.seq, d.ts_min, d.ts_max FROM docs AS d WHERE d.seq {_in(len(near))}{filters.sql}"
-        extra = conn.execute(sql, (*near, *filters.params)).fetchall()
+        sql = (
+            f"SELECT d.id, d.seq, d.ts_min, d.ts_max, d.type FROM docs AS d WHERE d.seq {_in(len(near))}"
+            f" AND d.type {_in(len(_TURNS))}{filters.sql}"
+        )
+        extra = conn.execute(sql, (*near, *_TURNS, *filters.params)).fetchall()
         # A row matched beyond the best _CONTEXT_ROWS keeps its own score.
         out.update((doc, scores.get(doc, 0.0)) for doc, *_ in extra)
         rows += extra
     at_seq: dict[int, list[int]] = {}
     dated: list[int] = []
-    for doc, seq, lo, hi in rows:
+    for doc, seq, lo, hi, _ in rows:
         if periods and lo is not None and any(lo <= end and start <= hi for start, end in periods):
             dated.append(doc)
         if seq is not None:
             at_seq.setdefault(seq, []).append(doc)
     for seq, docs in at_seq.items():
+        # A top row borrows from every match; a row read as a turn's neighbour only from the turns.
+        lenders = best if seq in best else turns
         lent = 0.0
         for distance, share in _SHARES:
             # The better side at each distance: a run of equal matches stays a tie (newest first).
-            lent += share * max(best.get(seq - distance, 0.0), best.get(seq + distance, 0.0))
+            lent += share * max(lenders.get(seq - distance, 0.0), lenders.get(seq + distance, 0.0))
         if lent:
             for doc in docs:
                 out[doc] += lent

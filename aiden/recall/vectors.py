@@ -257,8 +257,11 @@ class Hybrid:
             self.failures += 1
             log.warning("recall: embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
 
-    def fuse(self, conn: sqlite3.Connection, query: str, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
-        """``ranked`` (BM25, best first) fused with the :data:`~aiden.recall.search.META_ROWS` events nearest to ``query``."""
+    def fuse(
+        self, conn: sqlite3.Connection, query: str, ranked: list[tuple[int, float]]
+    ) -> list[tuple[int, float]] | None:
+        """``ranked`` (BM25, best first) fused with the :data:`~aiden.recall.search.META_ROWS` events nearest
+        to ``query``; None when the query's embedding failed (the search stays lexical)."""
         # What the words search sees too: the first MAX_QUERY_CHARS, lone surrogates replaced.
         text = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
         try:
@@ -267,5 +270,5 @@ class Hybrid:
             near = self._search.top(vector, META_ROWS)
         except RecallError as exc:
             log.warning("recall: query embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
-            return ranked
+            return None
         return min_max_fusion([ranked, near])[:META_ROWS]

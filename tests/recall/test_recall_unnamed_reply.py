@@ -97,3 +97,50 @@ async def test_hybrid_recall_keeps_every_turn_the_vectors_rank(tmp_path: Path) -
     # (the turns near the strong match rank higher for their neighbours' share).
     seqs, _ = await _recall(tmp_path, SMALL_MANUAL, HashingEmbedder(), query="unwind after work")
     assert seqs == [3, 2, 4, 1, 5, 8, 13, 9, 7, 11, 14, 6, 10, 12]
+
+
+# An agent's session: the strong match is a tool's output (seq 3); the call before it and the
+# turns after it hold none of the query's words. "checksum" alone is in four turns (seqs 7 to 13).
+STEPS = [
+    SessionEvent(type="user_input", role="user", content="the nightly export broke again, can you look?"),
+    SessionEvent(type="tool_call", role="assistant", tool_name="bash", tool_call_id="c1",
+                 tool_args='{"cmd": "cat exports/nightly.cfg"}'),
+    SessionEvent(type="tool_result", role="tool", tool_name="bash", tool_call_id="c1",
+                 content="compression = zstd\nchecksum = off"),
+    SessionEvent(type="assistant_output", role="assistant", content="found it, the config turned a safety setting off."),
+    SessionEvent(type="user_input", role="user", content="ok, go ahead and fix it."),
+    SessionEvent(type="assistant_output", role="assistant", content="done, the export runs again."),
+    SessionEvent(type="user_input", role="user", content="the checksum was my idea back then."),
+    SessionEvent(type="assistant_output", role="assistant", content="understood, nothing lost."),
+    SessionEvent(type="user_input", role="user", content="we added the checksum after the March outage."),
+    SessionEvent(type="assistant_output", role="assistant", content="that makes sense."),
+    SessionEvent(type="user_input", role="user", content="a checksum costs little anyway."),
+    SessionEvent(type="assistant_output", role="assistant", content="true for small files."),
+    SessionEvent(type="user_input", role="user", content="and the checksum caught a bad disk once."),
+]
+
+
+@pytest.mark.anyio
+async def test_only_a_turn_next_to_a_matching_turn_joins_by_its_neighbours(tmp_path: Path) -> None:
+    # k is full of matches, yet neither the tool call nor the turns after the matching tool output
+    # take the place of one: a tool's output is no turn of the conversation, it lends nothing.
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+        events = [SessionEvent(type="user_input", role="user", content="hello"), *STEPS]
+        events += [SessionEvent(type="user_input", role="user", content=t) for t in TAIL]
+        stored = await memory.append_many(events)
+        assert (await memory.maintain(manual=True)).compacted is True
+        answer = json.loads(await memory.handle_recall_tool(json.dumps({"query": "checksum compression", "k": 5})))
+    base = stored[1].seq - 1  # STEPS[i] is at seq base + 1 + i
+    # The four "checksum" turns, shortest first (BM25), ties newest first.
+    assert [(r["seq"] - base, r["type"]) for r in answer["results"]] == [
+        (3, "tool_result"), (11, "user_input"), (7, "user_input"), (13, "user_input"), (9, "user_input")
+    ]
+
+
+@pytest.mark.anyio
+async def test_with_the_query_embedding_failing_the_search_stays_lexical(tmp_path: Path) -> None:
+    # No vectors: the answer is the words search's, the reply next to the strong match included.
+    embedder = HashingEmbedder()
+    embedder.fail_with = aiden.RecallError("provider down")
+    seqs, _ = await _recall(tmp_path, SMALL_MANUAL, embedder, query="unwind after work", k=3)
+    assert seqs == [3, 4, 2]
