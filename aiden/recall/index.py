@@ -334,10 +334,8 @@ class RecallIndex:
         if conn is None or not (terms or (self._hybrid is not None and query.strip())):
             return []
         ranked, lent = bm25_ranking(conn, terms, filters, ndocs=self._db.ndocs, top_doc=self._db.next_doc - 1)
-        fused = self._hybrid.fuse(conn, query, ranked) if self._hybrid is not None else None
-        if fused is not None:
-            # The dense run ranks events by meaning, a neighbour too: none is there by its neighbours alone.
-            ranked, lent = fused, frozenset()
+        if self._hybrid is not None:
+            ranked, lent = self._hybrid.fuse(conn, query, ranked, lent)
         config = self._config
         hits, contexts = assemble(self._db, ranked, filters, k, lent=lent, max_chars=config.recall_max_chars)
         return fit_hits(

@@ -223,8 +223,13 @@ def bm25_ranking(
         )
     if frequent:
         _add_frequent(conn, scores, exact, frequent, filters, ndocs=ndocs, top_doc=top_doc)
-    ranked = heapq.nlargest(META_ROWS, _in_context(conn, scores, periods, filters).items(), key=_rank_key)
-    return ranked, frozenset(doc for doc, _ in ranked if doc not in scores)
+    scored = _in_context(conn, scores, periods, filters)
+    ranked = heapq.nlargest(META_ROWS, ((doc, v) for doc, v in scored.items() if doc in scores), key=_rank_key)
+    # The matching rows keep their META_ROWS places: a row ranked by its neighbours alone is an extra,
+    # worth reading only above the weakest of them (it can only take a weaker match's place, assemble).
+    lent = [(doc, v) for doc, v in scored.items() if doc not in scores and ranked and (v, doc) > _rank_key(ranked[-1])]
+    lent = heapq.nlargest(META_ROWS, lent, key=_rank_key)
+    return sorted(ranked + lent, key=_rank_key, reverse=True), frozenset(doc for doc, _ in lent)
 
 
 def _in_context(
@@ -235,9 +240,9 @@ def _in_context(
     The answer is often the reply to the turn holding the query's words, or the turn before it: each
     event gets its BM25 plus a share (:data:`SPREAD`, by distance in seqs) of the best BM25 at that
     distance on either side; summaries lend and borrow nothing. A turn of the conversation (user or
-    assistant message) near a matching turn that matches no term itself (a reply in other words) joins
-    with its share of the matching turns alone. A row written within a period the query names is then
-    multiplied by :data:`IN_PERIOD`.
+    assistant message) near one of the best :data:`META_ROWS` matching turns that matches no term itself
+    (a reply in other words) joins with its share of the matching turns alone. A matching row written
+    within a period the query names is then multiplied by :data:`IN_PERIOD`.
     """
     top = heapq.nlargest(_CONTEXT_ROWS, scores.items(), key=_rank_key)
     out = dict(top)
@@ -247,14 +252,20 @@ def _in_context(
     rows = conn.execute(sql, [d for d, _ in top]).fetchall()
     best: dict[int, float] = {}
     turns: dict[int, float] = {}
+    # A lent score is at most sum(SPREAD) < 1 of its best lender's: only a turn next to one of the
+    # best META_ROWS can outrank the weakest match bm25_ranking keeps.
+    seeds = {doc for doc, _ in top[:META_ROWS]}
+    lenders: set[int] = set()
     for doc, seq, _, _, kind in rows:
         if seq is not None:
             best[seq] = max(best.get(seq, 0.0), scores[doc])
             if kind in _TURNS:
                 turns[seq] = max(turns.get(seq, 0.0), scores[doc])
+                if doc in seeds:
+                    lenders.add(seq)
     # Without the speakers' names in the turns, the reply to the matching turn often shares no word with
     # the query. Only a turn next to a turn: a tool call or output beside a matching one is no answer to it.
-    near = sorted({seq + side * d for seq in turns for d, _ in _SHARES for side in (-1, 1)} - best.keys())
+    near = sorted({seq + side * d for seq in lenders for d, _ in _SHARES for side in (-1, 1)} - best.keys())
     if near:
         sql = (
             f"SELECT d.id, d.seq, d.ts_min, d.ts_max, d.type FROM docs AS d WHERE d.seq {_in(len(near))}"
@@ -267,17 +278,19 @@ def _in_context(
     at_seq: dict[int, list[int]] = {}
     dated: list[int] = []
     for doc, seq, lo, hi, _ in rows:
-        if periods and lo is not None and any(lo <= end and start <= hi for start, end in periods):
+        # A turn ranked by its neighbours' words alone is not raised by its date: the match it
+        # stands beside may well be outside the period.
+        if periods and doc in scores and lo is not None and any(lo <= end and start <= hi for start, end in periods):
             dated.append(doc)
         if seq is not None:
             at_seq.setdefault(seq, []).append(doc)
     for seq, docs in at_seq.items():
         # A top row borrows from every match; a row read as a turn's neighbour only from the turns.
-        lenders = best if seq in best else turns
+        lending = best if seq in best else turns
         lent = 0.0
         for distance, share in _SHARES:
             # The better side at each distance: a run of equal matches stays a tie (newest first).
-            lent += share * max(lenders.get(seq - distance, 0.0), lenders.get(seq + distance, 0.0))
+            lent += share * max(lending.get(seq - distance, 0.0), lending.get(seq + distance, 0.0))
         if lent:
             for doc in docs:
                 out[doc] += lent
@@ -406,8 +419,9 @@ def assemble(
     At most ``k`` events, best first, then the summaries of chunks none of whose events is a hit, while
     the events leave room. An event of ``lent`` (matching no query word, ranked by its neighbours) is a
     hit only in place of a weaker match: not while the matching events fit in the answer (fewer than
-    ``k``, their texts within ``max_chars``), which then has room to show it as a hit's neighbour. The
-    neighbours are read only when called: the answer usually has no room left for them.
+    ``k``, their texts within ``max_chars``); it may then show as a hit's neighbour, if it is the one
+    :func:`_neighbours` picks. The neighbours are read only when called: the answer usually has no room
+    left for them.
     """
     events: list[Scored] = []
     summaries: list[Scored] = []
@@ -456,7 +470,7 @@ def assemble(
         )
     if lent:
         # The matching events crowd the answer (k of them, or more than it holds): a neighbour above
-        # a weaker match takes its place; else it is shown as a hit's neighbour (fit_hits' context).
+        # a weaker match takes its place; else it is no hit (perhaps a hit's context, fit_hits).
         matched = [h for s, h in zip(placed, hits, strict=True) if s.doc not in lent]
         crowded = matches == k or len(encode_hits(matched)) > max_chars
         last = max((i for i, s in enumerate(placed) if s.doc not in lent), default=-1)
