@@ -241,8 +241,8 @@ def _in_context(
     event gets its BM25 plus a share (:data:`SPREAD`, by distance in seqs) of the best BM25 at that
     distance on either side; summaries lend and borrow nothing. A turn of the conversation (user or
     assistant message) near one of the best :data:`META_ROWS` matching turns that matches no term itself
-    (a reply in other words) joins with its share of the matching turns alone. A matching row written
-    within a period the query names is then multiplied by :data:`IN_PERIOD`.
+    (a reply in other words) joins with its share of the matching turns alone, their :data:`IN_PERIOD`
+    included. A matching row written within a period the query names is then multiplied by it.
     """
     top = heapq.nlargest(_CONTEXT_ROWS, scores.items(), key=_rank_key)
     out = dict(top)
@@ -250,17 +250,23 @@ def _in_context(
         return out
     sql = f"SELECT id, seq, ts_min, ts_max, type FROM docs WHERE id {_in(len(top))}"
     rows = conn.execute(sql, [d for d, _ in top]).fetchall()
-    best: dict[int, float] = {}
-    turns: dict[int, float] = {}
+    def dated(lo: float | None, hi: float | None) -> bool:
+        return lo is not None and hi is not None and any(lo <= end and start <= hi for start, end in periods)
+
+    # A turn lends a reply matching no term its score within the period: such a reply is not raised
+    # by its own date (the turn it answers may be outside the period).
+    final = {doc: scores[doc] * (IN_PERIOD if dated(lo, hi) else 1.0) for doc, _, lo, hi, _ in rows}
     # A lent score is at most sum(SPREAD) < 1 of its best lender's: only a turn next to one of the
     # best META_ROWS can outrank the weakest match bm25_ranking keeps.
-    seeds = {doc for doc, _ in top[:META_ROWS]}
+    seeds = set(heapq.nlargest(META_ROWS, final, key=final.__getitem__))
+    best: dict[int, float] = {}
+    turns: dict[int, float] = {}
     lenders: set[int] = set()
     for doc, seq, _, _, kind in rows:
         if seq is not None:
             best[seq] = max(best.get(seq, 0.0), scores[doc])
             if kind in _TURNS:
-                turns[seq] = max(turns.get(seq, 0.0), scores[doc])
+                turns[seq] = max(turns.get(seq, 0.0), final[doc])
                 if doc in seeds:
                     lenders.add(seq)
     # Without the speakers' names in the turns, the reply to the matching turn often shares no word with
@@ -276,12 +282,10 @@ def _in_context(
         out.update((doc, scores.get(doc, 0.0)) for doc, *_ in extra)
         rows += extra
     at_seq: dict[int, list[int]] = {}
-    dated: list[int] = []
+    boosted: list[int] = []
     for doc, seq, lo, hi, _ in rows:
-        # A turn ranked by its neighbours' words alone is not raised by its date: the match it
-        # stands beside may well be outside the period.
-        if periods and doc in scores and lo is not None and any(lo <= end and start <= hi for start, end in periods):
-            dated.append(doc)
+        if doc in scores and dated(lo, hi):
+            boosted.append(doc)
         if seq is not None:
             at_seq.setdefault(seq, []).append(doc)
     for seq, docs in at_seq.items():
@@ -294,7 +298,7 @@ def _in_context(
         if lent:
             for doc in docs:
                 out[doc] += lent
-    for doc in dated:
+    for doc in boosted:
         out[doc] *= IN_PERIOD
     return out
 
