@@ -333,11 +333,11 @@ class RecallIndex:
         terms = content_terms(query)
         if conn is None or not (terms or (self._hybrid is not None and query.strip())):
             return []
-        ranked = bm25_ranking(conn, terms, filters, ndocs=self._db.ndocs, top_doc=self._db.next_doc - 1)
+        ranked, lent = bm25_ranking(conn, terms, filters, ndocs=self._db.ndocs, top_doc=self._db.next_doc - 1)
         if self._hybrid is not None:
-            ranked = self._hybrid.fuse(conn, query, ranked)
-        hits, contexts = assemble(self._db, ranked, filters, k)
+            ranked, lent = self._hybrid.fuse(conn, query, ranked, lent)
         config = self._config
+        hits, contexts = assemble(self._db, ranked, filters, k, lent=lent, max_chars=config.recall_max_chars)
         return fit_hits(
             hits,
             config.recall_max_chars,

@@ -19,7 +19,7 @@ import math
 import operator
 import re
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from typing import Any, Final
 
 import msgspec
@@ -28,7 +28,7 @@ from aiden.errors import RecallError
 from aiden.events import EVENT_TYPES
 from aiden.recall.db import ChunkRow, IndexDB
 from aiden.recall.query import MAX_TERMS, Term, display_text, or_expression, query_terms, word_terms
-from aiden.recall.tool import RecallContext, RecallHit
+from aiden.recall.tool import RecallContext, RecallHit, encode_hits
 
 __all__ = [
     "EXACT_ROWS",
@@ -64,6 +64,8 @@ IN_PERIOD: Final = 2.0
 """Score factor of a row written within a period the query names (:func:`_in_context`)."""
 _CONTEXT_ROWS: Final = 10 * META_ROWS
 """Best-scored rows re-scored by their neighbours and the query's dates."""
+_TURNS: Final = ("user_input", "assistant_output", "role_output")
+"""Event types that are turns of the conversation: the only events joining a search by their neighbours."""
 
 
 class Scored(msgspec.Struct, frozen=True):
@@ -201,12 +203,14 @@ def _split_by_rows(conn: sqlite3.Connection, terms: Sequence[Term]) -> tuple[lis
 
 def bm25_ranking(
     conn: sqlite3.Connection, terms: Sequence[Term], filters: Filters, *, ndocs: int, top_doc: int
-) -> list[tuple[int, float]]:
-    """``(doc, score)`` of the best :data:`META_ROWS` rows (events and summaries) for ``terms``, best first."""
+) -> tuple[list[tuple[int, float]], frozenset[int]]:
+    """``(doc, score)`` of the best :data:`META_ROWS` rows (events and summaries) for ``terms``, best first,
+    and those of them that match no term: events ranked only by their neighbours' score (:func:`_in_context`).
+    """
     periods = [t.period for t in terms if t.period is not None]
     terms = word_terms(terms)
     if not terms or ndocs == 0 or filters.empty_range:
-        return []
+        return [], frozenset()
     exact, frequent = _split_by_rows(conn, terms)
     scores: dict[int, float] = {}
     if exact:
@@ -219,43 +223,82 @@ def bm25_ranking(
         )
     if frequent:
         _add_frequent(conn, scores, exact, frequent, filters, ndocs=ndocs, top_doc=top_doc)
-    return heapq.nlargest(META_ROWS, _in_context(conn, scores, periods).items(), key=_rank_key)
+    scored = _in_context(conn, scores, periods, filters)
+    ranked = heapq.nlargest(META_ROWS, ((doc, v) for doc, v in scored.items() if doc in scores), key=_rank_key)
+    # The matching rows keep their META_ROWS places: a row ranked by its neighbours alone is an extra,
+    # worth reading only above the weakest of them (it can only take a weaker match's place, assemble).
+    lent = [(doc, v) for doc, v in scored.items() if doc not in scores and ranked and (v, doc) > _rank_key(ranked[-1])]
+    lent = heapq.nlargest(META_ROWS, lent, key=_rank_key)
+    return sorted(ranked + lent, key=_rank_key, reverse=True), frozenset(doc for doc, _ in lent)
 
 
 def _in_context(
-    conn: sqlite3.Connection, scores: dict[int, float], periods: Sequence[tuple[float, float]]
+    conn: sqlite3.Connection, scores: dict[int, float], periods: Sequence[tuple[float, float]], filters: Filters
 ) -> dict[int, float]:
     """The best :data:`_CONTEXT_ROWS` scores, raised by their neighbours' and by the query's dates.
 
     The answer is often the reply to the turn holding the query's words, or the turn before it: each
     event gets its BM25 plus a share (:data:`SPREAD`, by distance in seqs) of the best BM25 at that
-    distance on either side; summaries lend and borrow nothing. A row written within a period the
-    query names is then multiplied by :data:`IN_PERIOD`.
+    distance on either side; summaries lend and borrow nothing. A turn of the conversation (user or
+    assistant message) near one of the best :data:`META_ROWS` matching turns that matches no term itself
+    (a reply in other words) joins with its share of the matching turns alone, their :data:`IN_PERIOD`
+    included. A matching row written within a period the query names is then multiplied by it.
     """
     top = heapq.nlargest(_CONTEXT_ROWS, scores.items(), key=_rank_key)
     out = dict(top)
     if len(top) < 2 and not periods:
         return out
-    sql = f"SELECT id, seq, ts_min, ts_max FROM docs WHERE id {_in(len(top))}"
-    rows = conn.execute(sql, [d for d, _ in top])
-    at_seq: dict[int, list[int]] = {}
+    sql = f"SELECT id, seq, ts_min, ts_max, type FROM docs WHERE id {_in(len(top))}"
+    rows = conn.execute(sql, [d for d, _ in top]).fetchall()
+    def dated(lo: float | None, hi: float | None) -> bool:
+        return lo is not None and hi is not None and any(lo <= end and start <= hi for start, end in periods)
+
+    # A turn lends a reply matching no term its score within the period: such a reply is not raised
+    # by its own date (the turn it answers may be outside the period).
+    final = {doc: scores[doc] * (IN_PERIOD if dated(lo, hi) else 1.0) for doc, _, lo, hi, _ in rows}
+    # A lent score is at most sum(SPREAD) < 1 of its best lender's: only a turn next to one of the
+    # best META_ROWS can outrank the weakest match bm25_ranking keeps.
+    seeds = set(heapq.nlargest(META_ROWS, final, key=final.__getitem__))
     best: dict[int, float] = {}
-    dated: list[int] = []
-    for doc, seq, lo, hi in rows:
-        if periods and lo is not None and any(lo <= end and start <= hi for start, end in periods):
-            dated.append(doc)
+    turns: dict[int, float] = {}
+    lenders: set[int] = set()
+    for doc, seq, _, _, kind in rows:
+        if seq is not None:
+            best[seq] = max(best.get(seq, 0.0), scores[doc])
+            if kind in _TURNS:
+                turns[seq] = max(turns.get(seq, 0.0), final[doc])
+                if doc in seeds:
+                    lenders.add(seq)
+    # Without the speakers' names in the turns, the reply to the matching turn often shares no word with
+    # the query. Only a turn next to a turn: a tool call or output beside a matching one is no answer to it.
+    near = sorted({seq + side * d for seq in lenders for d, _ in _SHARES for side in (-1, 1)} - best.keys())
+    if near:
+        sql = (
+            f"SELECT d.id, d.seq, d.ts_min, d.ts_max, d.type FROM docs AS d WHERE d.seq {_in(len(near))}"
+            f" AND d.type {_in(len(_TURNS))}{filters.sql}"
+        )
+        extra = conn.execute(sql, (*near, *_TURNS, *filters.params)).fetchall()
+        # A row matched beyond the best _CONTEXT_ROWS keeps its own score.
+        out.update((doc, scores.get(doc, 0.0)) for doc, *_ in extra)
+        rows += extra
+    at_seq: dict[int, list[int]] = {}
+    boosted: list[int] = []
+    for doc, seq, lo, hi, _ in rows:
+        if doc in scores and dated(lo, hi):
+            boosted.append(doc)
         if seq is not None:
             at_seq.setdefault(seq, []).append(doc)
-            best[seq] = max(best.get(seq, 0.0), scores[doc])
     for seq, docs in at_seq.items():
+        # A top row borrows from every match; a row read as a turn's neighbour only from the turns.
+        lending = best if seq in best else turns
         lent = 0.0
         for distance, share in _SHARES:
             # The better side at each distance: a run of equal matches stays a tie (newest first).
-            lent += share * max(best.get(seq - distance, 0.0), best.get(seq + distance, 0.0))
+            lent += share * max(lending.get(seq - distance, 0.0), lending.get(seq + distance, 0.0))
         if lent:
             for doc in docs:
                 out[doc] += lent
-    for doc in dated:
+    for doc in boosted:
         out[doc] *= IN_PERIOD
     return out
 
@@ -366,17 +409,27 @@ def min_max_fusion(rankings: Sequence[Sequence[tuple[int, float]]]) -> list[tupl
 
 # --- hits -------------------------------------------------------------------------
 def assemble(
-    db: IndexDB, ranked: Sequence[tuple[int, float]], filters: Filters, k: int
+    db: IndexDB,
+    ranked: Sequence[tuple[int, float]],
+    filters: Filters,
+    k: int,
+    *,
+    lent: Set[int],
+    max_chars: int,
 ) -> tuple[list[RecallHit], Callable[[], dict[int, RecallContext]]]:
     """The hits for ranked docs (full texts), filters applied, texts deduplicated, and what reads each event
     hit's neighbour by position.
 
     At most ``k`` events, best first, then the summaries of chunks none of whose events is a hit, while
-    the events leave room. The neighbours are read only when called: the answer usually has no room
+    the events leave room. An event of ``lent`` (matching no query word, ranked by its neighbours) is a
+    hit only in place of a weaker match: not while the matching events fit in the answer (fewer than
+    ``k``, their texts within ``max_chars``); it may then show as a hit's neighbour, if it is the one
+    :func:`_neighbours` picks. The neighbours are read only when called: the answer usually has no room
     left for them.
     """
     events: list[Scored] = []
     summaries: list[Scored] = []
+    matches = 0
     if ranked and not filters.empty_range:
         sql = f"SELECT id, chunk, seq, type, role, ts_min, h FROM docs AS d WHERE id {_in(len(ranked))}"
         params = (*(doc for doc, _ in ranked), *filters.params)
@@ -388,12 +441,13 @@ def assemble(
             if m is None or m[-1] in seen:
                 continue
             seen.add(m[-1])
-            target = events if m[1] is not None else summaries
-            if len(target) < k and not (target is summaries and filters.events_only):
-                target.append(Scored(doc, score, *m[:-1]))
-    shown = {s.chunk for s in events}
-    picked = [s for s in summaries if s.chunk not in shown][: k - len(events)]
-    chunks = sorted(shown | {s.chunk for s in picked})
+            if m[1] is None:
+                if len(summaries) < k and not filters.events_only:
+                    summaries.append(Scored(doc, score, *m[:-1]))
+            elif matches < k:
+                events.append(Scored(doc, score, *m[:-1]))
+                matches += doc not in lent
+    chunks = sorted({s.chunk for s in events} | {s.chunk for s in summaries})
     rows = {r.id: r for r in db.chunk_rows(f"WHERE id {_in(len(chunks))}", chunks)}
     texts = _texts(db, [s.doc for s in events])
     hits: list[RecallHit] = []
@@ -418,7 +472,17 @@ def assemble(
                 degraded=bool(row.degraded),
             )
         )
-    hits += [summary_hit(rows[s.chunk], s.score) for s in picked if s.chunk in rows]
+    if lent:
+        # The matching events crowd the answer (k of them, or more than it holds): a neighbour above
+        # a weaker match takes its place; else it is no hit (perhaps a hit's context, fit_hits).
+        matched = [h for s, h in zip(placed, hits, strict=True) if s.doc not in lent]
+        crowded = matches == k or len(encode_hits(matched)) > max_chars
+        last = max((i for i, s in enumerate(placed) if s.doc not in lent), default=-1)
+        keep = [i for i, s in enumerate(placed) if s.doc not in lent or (crowded and i < last)][:k]
+        placed, hits = [placed[i] for i in keep], [hits[i] for i in keep]
+    shown = {s.chunk for s in placed}
+    picked = [s for s in summaries if s.chunk not in shown][: k - len(placed)]
+    hits += [summary_hit(rows[s.chunk], s.score) for s in picked]
     return hits, functools.partial(_neighbours, db, placed)
 
 

@@ -257,8 +257,12 @@ class Hybrid:
             self.failures += 1
             log.warning("recall: embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
 
-    def fuse(self, conn: sqlite3.Connection, query: str, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
-        """``ranked`` (BM25, best first) fused with the :data:`~aiden.recall.search.META_ROWS` events nearest to ``query``."""
+    def fuse(
+        self, conn: sqlite3.Connection, query: str, ranked: list[tuple[int, float]], lent: frozenset[int]
+    ) -> tuple[list[tuple[int, float]], frozenset[int]]:
+        """``ranked`` (BM25, best first) fused with the :data:`~aiden.recall.search.META_ROWS` events nearest
+        to ``query``, and the docs of ``lent`` (ranked by their neighbours' words alone) that the vectors did
+        not rank; both unchanged when the query's embedding failed (the search stays lexical)."""
         # What the words search sees too: the first MAX_QUERY_CHARS, lone surrogates replaced.
         text = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
         try:
@@ -267,5 +271,8 @@ class Hybrid:
             near = self._search.top(vector, META_ROWS)
         except RecallError as exc:
             log.warning("recall: query embedding with %s failed, search stays lexical: %s", self.embedder.name, exc)
-            return ranked
-        return min_max_fusion([ranked, near])[:META_ROWS]
+            return ranked, lent
+        # An event near the query by meaning is a result in its own right; the rest of lent are extras
+        # beside the META_ROWS best fused rows (bm25_ranking), not in their places.
+        lent = lent.difference(doc for doc, _ in near)
+        return min_max_fusion([ranked, near])[: META_ROWS + len(lent)], lent

@@ -78,9 +78,14 @@ def test_event_holding_both_terms_ranks_first(files: SessionFiles) -> None:
         hits = idx.search("redis timeout", k=5)
         assert found(hits)[:2] == [("same", "event", 201), ("many", "event", 115)]
         assert [h.text for h in hits[:2]] == ["redis timeout on node78", "redis timeout raised on node99"]
-        # Every other hit holds one of the words only, and scores below both.
-        assert all(("redis" in h.text) != ("timeout" in h.text) for h in hits[2:])
-        assert len(hits) == 5
+        # The other hits score below both: two that hold one of the words, then the turn before 115,
+        # which holds neither (half of 115's score) and outranks the one-word events of "scattered".
+        assert [h.text for h in hits[2:]] == [
+            "timeout raised on node79",
+            "redis restarted on node77",
+            "unrelated chatter number14 here",
+        ]
+        assert found(hits)[4] == ("many", "event", 114)
         assert min(h.score for h in hits[:2]) > max(h.score for h in hits[2:])
     finally:
         idx.close()
