@@ -6,6 +6,7 @@ Plain regular-expression rules, English and Chinese; pure and deterministic.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final, Literal
 
 from aiden.policy.toolresult import OS_REFUSAL
@@ -561,3 +562,14 @@ def is_pasted_line(line: str) -> bool:
     assignment, a prompt, a pip or npm line), not written by the speaker. An error report
     (``ValueError: ...``, ``npm ERR!``) is none: it reports what failed."""
     return (_PASTED.search(line) is not None or _is_code(line)) and not is_strong_error_line(line)
+
+
+def substantive(sentences: Sequence[str]) -> list[str]:
+    """The sentences that say something (no greetings, thanks, bare acknowledgements or other phatic talk)."""
+    return [s for s in sentences if classify_sentence(s, speaker="user") != "greeting" and not is_phatic(s)]
+
+
+def written(content: str) -> str:
+    """``content`` without the lines pasted into it (file views, code, terminal, log and diff lines): what its
+    speaker wrote. A pasted "1548: self.x.only = self.only" is no rule of theirs, whatever its words."""
+    return "\n".join(line for line in content.splitlines() if not is_pasted_line(line))
