@@ -194,7 +194,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     ``idle_compact_after_minutes``: AutoCompact and scheduled Dream runs happen only while they run."""
     project_memory_tokens: Positive | None = None
     """Token budget of the PROJECT MEMORY block, and again of the saved memories' profile in the
-    prompt (default: window/20, at most 800)."""
+    prompt (default: window/20, at most 800; the block takes more while the session leaves room:
+    :func:`aiden.longterm.project.fresh_session_budget`)."""
     project_memory_sessions: Positive = 3
     """No longer used (the PROJECT MEMORY block merges every kept summary): accepted so existing configs load."""
     session_summaries_keep: Positive = 10
@@ -302,7 +303,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         return max(64, int(self.prompt_budget() * self.oversized_tool_percent / 100))
 
     def project_memory_budget(self) -> int:
-        """Token budget of the PROJECT MEMORY block."""
+        """Token budget of the saved memories' profile, and of the PROJECT MEMORY block once the session needs its room."""
         return self.project_memory_tokens if self.project_memory_tokens is not None else max(64, min(800, self.context_window // 20))
 
 

@@ -7,6 +7,7 @@ prompt within the budget. The agent loop never waits on summarization.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +20,7 @@ import msgspec
 from aiden.config import Config, ModelResolver
 from aiden.context.governance import Governance, is_pinned, trim_replay
 from aiden.context.prompt import IncrementalBody, PromptBuild, PromptLayers, build_messages
-from aiden.context.summary_fit import fit_long_term_layer, fit_summary_layer
+from aiden.context.summary_fit import LongTermText, fit_long_term_layer, fit_summary_layer
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.messages import CompactionOutcome
@@ -127,7 +128,18 @@ class Lifecycle:
         )
         budget = cfg.prompt_budget()
         snapshot, plain = await self._gather(cfg)
+        layer = self._long_term(call)
+        compact = layer.compact if long_term is None and isinstance(layer, LongTermText) else None
+        # The PROJECT MEMORY block takes the room a fresh session leaves under the compaction trigger,
+        # until the session needs it: once it compacted (the system message changes then anyway) or
+        # its prompt reaches the trigger (a block that made it fire would bring compaction forward).
+        # Both last for the session: one smaller block, not a change of the cached prefix each turn.
+        if compact is not None and snapshot[1].chunks:
+            call, compact = dataclasses.replace(call, long_term=compact), None
         built = self._shape(call, snapshot, strict=False)
+        if compact is not None and built.checked_tokens >= trigger_threshold_tokens(cfg.context_window, cfg):
+            call = dataclasses.replace(call, long_term=compact)
+            built = self._shape(call, snapshot, strict=False)
         compacted = False
         # Every check holds the prompt to its calibrated size with margin (checked_tokens).
         if built.checked_tokens > budget and self.sync_compaction_failed:

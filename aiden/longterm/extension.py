@@ -184,7 +184,7 @@ class LongTermActor:
         except AidenError as exc:
             log.error("profile rebuild failed: %s", exc)
         text = await anyio.to_thread.run_sync(self.backend.load_layer, self.config)
-        self.layer.publish(LongTermLayer(text.sections))
+        self.layer.publish(LongTermLayer(text.sections, None if text.compact is None else text.compact.sections))
 
     async def _record_chunk(self, entry: ChunkEntry, session_key: str) -> None:
         """Append the chunk summary to the history log, Dream's source material.

@@ -17,10 +17,18 @@ from aiden.context.summary_fit import LayerItem, LayerSection, LongTermText
 from aiden.longterm.files import digest_path, list_session_files, read_summary
 from aiden.longterm.summaries import Section, SessionSummary, merge_many, same_key
 from aiden.policy.tokens import estimate_tokens
+from aiden.policy.triggers import trigger_threshold_tokens
 from aiden.storage.layout import Layout
 from aiden.summarizers.extractive.salience import Rarity
 
-__all__ = ["BLOCK_TITLE", "PRIORITY", "load_project_memory", "render_project_memory"]
+__all__ = [
+    "BLOCK_TITLE",
+    "PRIORITY",
+    "fresh_session_budget",
+    "load_project_memory",
+    "project_memory_layer",
+    "render_project_memory",
+]
 
 BLOCK_TITLE: Final = "PROJECT MEMORY"
 _INTRO: Final = "Durable knowledge from earlier sessions of this project (newest wins on conflicts)."
@@ -123,10 +131,55 @@ def render_project_memory(
     return _render(chosen) if picks else LongTermText()
 
 
-def load_project_memory(
-    layout: Layout, config: Config, *, current: str = "", estimate: Callable[[str], int] = estimate_tokens
+def fresh_session_budget(config: Config) -> int:
+    """The block's budget in a session that has not needed its room yet (``project_memory_tokens`` if set).
+
+    The room under the compaction trigger that the hot window leaves until it holds what a
+    compaction keeps (``keep_recent_tokens``): an app that starts a session often (a chat session
+    a day) would otherwise carry only ``project_memory_budget`` of its past into each one, in a
+    prompt mostly empty. Never below ``project_memory_budget``.
+    """
+    small = config.project_memory_budget()
+    if config.project_memory_tokens is not None:
+        return small
+    return max(small, trigger_threshold_tokens(config.context_window, config) - config.keep_recent())
+
+
+def project_memory_layer(
+    summaries: Sequence[SessionSummary],
+    digest: SessionSummary | None,
+    profile: LongTermText,
+    config: Config,
+    estimate: Callable[[str], int] = estimate_tokens,
 ) -> LongTermText:
-    """The block from the digest and every kept summary (blocking; ``""`` if none).
+    """The long-term prompt layer: the block within :func:`fresh_session_budget`, then ``profile``.
+
+    Its :attr:`~aiden.context.summary_fit.LongTermText.compact` form holds the block within
+    ``project_memory_budget``: a prompt whose session needs the room (it compacted, or reached the
+    compaction trigger) carries that one instead.
+    """
+    compact = render_project_memory(
+        summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate
+    )
+    layer = LongTermText.of([*compact.sections, *profile.sections])
+    room = fresh_session_budget(config)
+    if room > config.project_memory_budget():
+        roomy = render_project_memory(summaries, digest, budget_tokens=room, estimate=estimate)
+        if roomy != compact:
+            return LongTermText.of([*roomy.sections, *profile.sections], compact=layer)
+    return layer
+
+
+def load_project_memory(
+    layout: Layout,
+    config: Config,
+    *,
+    current: str = "",
+    profile: LongTermText | None = None,
+    estimate: Callable[[str], int] = estimate_tokens,
+) -> LongTermText:
+    """The layer (:func:`project_memory_layer`) from the digest and every kept summary, then ``profile``
+    (blocking; ``""`` if none).
 
     All of them: a summary left out would drop from every prompt until the cap merged it into the
     digest, then come back there with values newer summaries had superseded.
@@ -138,6 +191,4 @@ def load_project_memory(
     files = [p for p in list_session_files(layout) if p.stem.partition("-")[2] != current]
     summaries = [s for s in (read_summary(p, kind="session") for p in files) if s is not None]
     digest = read_summary(digest_path(layout), kind="digest")
-    return render_project_memory(
-        summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate
-    )
+    return project_memory_layer(summaries, digest, profile or LongTermText(), config, estimate)

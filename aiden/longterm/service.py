@@ -71,10 +71,9 @@ class FileLongTermBackend:
 
     def load_layer(self, config: Config) -> LongTermText:
         """The PROJECT MEMORY block from earlier sessions' summary files, then the profile of the saved
-        memories (each within ``project_memory_budget``)."""
+        memories (:func:`~aiden.longterm.project.project_memory_layer`)."""
         # Read here, not through the writer: its read marks which session/ a write-back goes to.
         running = read_summary(self.summaries.running_path, kind="running")
-        block = load_project_memory(self._layout, config, current=running.session_id if running else "")
         # From the entries, as profile.md is rendered from them: the cut works on them, not on its text.
         now = time.time()
         profile = fit_profile(
@@ -83,7 +82,9 @@ class FileLongTermBackend:
             budget_tokens=config.project_memory_budget(),
             estimate=estimate_tokens,
         )
-        return LongTermText.of([*block.sections, *profile.sections])
+        return load_project_memory(
+            self._layout, config, current=running.session_id if running else "", profile=profile
+        )
 
 
 def select_long_term(store: SessionStore, config: Config, summarizer: Summarizer) -> BackendFactory | None:

@@ -19,7 +19,7 @@ from aiden.errors import CorruptionError, StorageError
 from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, MemoryType
 from aiden.longterm.postgres.history import PgHistoryLog
 from aiden.longterm.postgres.schema import LongTermDb
-from aiden.longterm.project import render_project_memory
+from aiden.longterm.project import project_memory_layer
 from aiden.longterm.store import LOCK_TIMEOUT_S, ThreadedEntryStore, fit_profile, render_profile
 from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
 from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, cap_digest, session_stem
@@ -311,7 +311,7 @@ class PostgresLongTermBackend:
 
     def load_layer(self, config: Config) -> LongTermText:
         """The PROJECT MEMORY block (the kept summaries of other sessions over the digest), then the profile
-        of the saved memories, each within ``project_memory_budget`` (blocking)."""
+        of the saved memories (:func:`~aiden.longterm.project.project_memory_layer`; blocking)."""
         ns = self._db.namespace
         now = time.time()
         with self._db.connection("loading long-term memory") as conn:
@@ -326,14 +326,11 @@ class PostgresLongTermBackend:
             entries = PgEntryStore._active(conn, ns, now, None)
         summaries = [parse_summary_md(str(row[0]), kind="session") for row in kept]
         digest = None if digest_text is None else parse_summary_md(digest_text, kind="digest")
-        block = render_project_memory(
-            summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens
-        )
         # From the entries, as the profile document is rendered from them (the cut works on them).
         profile = fit_profile(
             entries, now=now, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens
         )
-        return LongTermText.of([*block.sections, *profile.sections])
+        return project_memory_layer(summaries, digest, profile, config)
 
 
 def long_term_factory(store: PostgresSessionStore, config: Config, summarizer: Summarizer) -> BackendFactory:
