@@ -93,6 +93,9 @@ class Lifecycle:
         again. The memory clears it when the next user input is appended."""
         self.background_requested = False
         """The background pass a failed synchronous compaction asks for was requested (once per failure)."""
+        self._budget_needed: tuple[int, float | None] | None = None
+        """The root event (seq, timestamp) of the session whose prompt reached the compaction trigger
+        with the larger PROJECT MEMORY block: it keeps the compact block (a new session has another root)."""
         self._task: tuple[tuple[int, str], SessionEvent | None] = ((0, ""), None)
         """The compacted user input of the current turn as last read: ((seq, its chunk's sha256), event);
         the checksum tells a later session's same seq apart."""
@@ -128,16 +131,23 @@ class Lifecycle:
         )
         budget = cfg.prompt_budget()
         snapshot, plain = await self._gather(cfg)
+        trigger = self._trigger(cfg)
         layer = self._long_term(call)
-        compact = layer.compact if long_term is None and isinstance(layer, LongTermText) else None
-        # The PROJECT MEMORY block takes the room a fresh session leaves under the compaction trigger,
-        # until the session needs it: once it compacted (the system message changes then anyway) or
-        # its prompt reaches the trigger (a block that made it fire would bring compaction forward).
-        # Both last for the session: one smaller block, not a change of the cached prefix each turn.
-        if compact is not None and snapshot[1].chunks:
-            call, compact = dataclasses.replace(call, long_term=compact), None
+        compact = layer.compact if isinstance(layer, LongTermText) else None
+        # The PROJECT MEMORY block takes the budget a fresh session leaves under the compaction
+        # trigger until the session needs it, then its compact form (window/20) for the rest of the
+        # session, as each change of the system message costs the provider's prompt cache. Needed
+        # once the session compacted (durable: a reopened memory decides alike) or once a prompt of
+        # it reached the trigger (a block that made it fire would bring compaction forward; kept
+        # for the session's root event, so per-call text, tools or calibration cannot switch back).
+        if compact is not None:
+            hot, index = snapshot
+            root = (hot[0].seq, hot[0].timestamp) if hot else None
+            if index.chunks or (root is not None and root == self._budget_needed):
+                call, compact = dataclasses.replace(call, long_term=compact), None
         built = self._shape(call, snapshot, strict=False)
-        if compact is not None and built.checked_tokens >= trigger_threshold_tokens(cfg.context_window, cfg):
+        if compact is not None and built.checked_tokens >= trigger:
+            self._budget_needed = root
             call = dataclasses.replace(call, long_term=compact)
             built = self._shape(call, snapshot, strict=False)
         compacted = False
@@ -222,11 +232,9 @@ class Lifecycle:
         task = self._task[1]
         if task is None or task.type != "user_input":
             return plain, plain
-        # Decided as the compaction planner decides (it counts the input only then), for the memory's
-        # trigger and this call's (a call to another model), whichever is lower.
+        # Decided as the compaction planner decides (it counts the input only then).
         kept = sum(estimate_event_tokens_by(e, m.estimate_text) for e in hot if e.seq < seq)  # root input, pins
-        trigger = min(trigger_threshold_tokens(cfg.context_window, cfg), trigger_threshold_tokens(self._window, m.config))
-        if not shows_compacted_input(kept, estimate_event_tokens_by(task, m.estimate_text), trigger):
+        if not shows_compacted_input(kept, estimate_event_tokens_by(task, m.estimate_text), self._trigger(cfg)):
             return plain, plain
         at = bisect.bisect_left([e.seq for e in hot], seq)
         return ([*hot[:at], task, *hot[at:]], index), plain
@@ -268,6 +276,11 @@ class Lifecycle:
         return fitted or self._shape(
             call, snapshot, strict=True, max_messages=1, summary_tokens=0, long_term_tokens=0
         )
+
+    def _trigger(self, cfg: Config) -> int:
+        """The compaction trigger for this call's prompt: the memory's (the scheduler compacts at it)
+        or this call's (a call to another model), whichever is lower."""
+        return min(trigger_threshold_tokens(cfg.context_window, cfg), trigger_threshold_tokens(self._window, self._m.config))
 
     def _long_term(self, call: _Call) -> str:
         # As loaded when the prompt is shaped: the layer is published while a memory opens.

@@ -376,7 +376,8 @@ class LongTermText(str):
     sections: tuple[LayerSection, ...] = ()
     """In their order of importance."""
     compact: LongTermText | None = None
-    """The layer for a prompt whose session needs the room (a smaller PROJECT MEMORY block); None: this one."""
+    """The layer with the smaller PROJECT MEMORY block, for a session that compacted or reached the
+    compaction trigger; None: this one."""
 
     @classmethod
     def of(cls, sections: Sequence[LayerSection], compact: LongTermText | None = None) -> LongTermText:

@@ -342,8 +342,8 @@ class LongTermMethods(CoreMemory):
 
     @property
     def long_term_layer(self) -> str:
-        """The PROJECT MEMORY block and profile, as placed in the system prompt of a session that leaves
-        room for it (its ``compact`` form, if any, once the session needs the room)."""
+        """The PROJECT MEMORY block and profile, as placed in a new session's system prompt (its
+        ``compact`` form, if any, once the session compacted or its prompt reached the compaction trigger)."""
         return self._long_term.layer if self._long_term is not None else ""
 
     async def checkpoint(self) -> str | None:

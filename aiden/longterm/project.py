@@ -17,17 +17,16 @@ from aiden.context.summary_fit import LayerItem, LayerSection, LongTermText
 from aiden.longterm.files import digest_path, list_session_files, read_summary
 from aiden.longterm.summaries import Section, SessionSummary, merge_many, same_key
 from aiden.policy.tokens import estimate_tokens
-from aiden.policy.triggers import trigger_threshold_tokens
 from aiden.storage.layout import Layout
 from aiden.summarizers.extractive.salience import Rarity
 
 __all__ = [
     "BLOCK_TITLE",
     "PRIORITY",
-    "fresh_session_budget",
     "load_project_memory",
-    "project_memory_layer",
+    "project_memory_block",
     "render_project_memory",
+    "with_profile",
 ]
 
 BLOCK_TITLE: Final = "PROJECT MEMORY"
@@ -131,43 +130,28 @@ def render_project_memory(
     return _render(chosen) if picks else LongTermText()
 
 
-def fresh_session_budget(config: Config) -> int:
-    """The block's budget in a session that has not needed its room yet (``project_memory_tokens`` if set).
-
-    The room under the compaction trigger that the hot window leaves until it holds what a
-    compaction keeps (``keep_recent_tokens``): an app that starts a session often (a chat session
-    a day) would otherwise carry only ``project_memory_budget`` of its past into each one, in a
-    prompt mostly empty. Never below ``project_memory_budget``.
-    """
-    small = config.project_memory_budget()
-    if config.project_memory_tokens is not None:
-        return small
-    return max(small, trigger_threshold_tokens(config.context_window, config) - config.keep_recent())
-
-
-def project_memory_layer(
+def project_memory_block(
     summaries: Sequence[SessionSummary],
     digest: SessionSummary | None,
-    profile: LongTermText,
     config: Config,
+    *,
+    budget_tokens: int,
     estimate: Callable[[str], int] = estimate_tokens,
 ) -> LongTermText:
-    """The long-term prompt layer: the block within :func:`fresh_session_budget`, then ``profile``.
+    """The block within ``budget_tokens``; when that holds more than ``project_memory_budget``, its
+    :attr:`~aiden.context.summary_fit.LongTermText.compact` form is the block within that budget
+    (what a session that needs the budget carries: it compacted or reached the compaction trigger)."""
+    compact = render_project_memory(summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate)
+    if budget_tokens <= config.project_memory_budget():
+        return compact
+    block = render_project_memory(summaries, digest, budget_tokens=budget_tokens, estimate=estimate)
+    return compact if block == compact else LongTermText.of(block.sections, compact=compact)
 
-    Its :attr:`~aiden.context.summary_fit.LongTermText.compact` form holds the block within
-    ``project_memory_budget``: a prompt whose session needs the room (it compacted, or reached the
-    compaction trigger) carries that one instead.
-    """
-    compact = render_project_memory(
-        summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate
-    )
-    layer = LongTermText.of([*compact.sections, *profile.sections])
-    room = fresh_session_budget(config)
-    if room > config.project_memory_budget():
-        roomy = render_project_memory(summaries, digest, budget_tokens=room, estimate=estimate)
-        if roomy != compact:
-            return LongTermText.of([*roomy.sections, *profile.sections], compact=layer)
-    return layer
+
+def with_profile(block: LongTermText, profile: LongTermText) -> LongTermText:
+    """The long-term prompt layer: ``block``, then ``profile`` (in its compact form too)."""
+    compact = None if block.compact is None else with_profile(block.compact, profile)
+    return LongTermText.of([*block.sections, *profile.sections], compact=compact)
 
 
 def load_project_memory(
@@ -175,11 +159,11 @@ def load_project_memory(
     config: Config,
     *,
     current: str = "",
-    profile: LongTermText | None = None,
+    budget_tokens: int | None = None,
     estimate: Callable[[str], int] = estimate_tokens,
 ) -> LongTermText:
-    """The layer (:func:`project_memory_layer`) from the digest and every kept summary, then ``profile``
-    (blocking; ``""`` if none).
+    """The block (:func:`project_memory_block`, within ``budget_tokens``, default
+    ``project_memory_budget``) from the digest and every kept summary (blocking; ``""`` if none).
 
     All of them: a summary left out would drop from every prompt until the cap merged it into the
     digest, then come back there with values newer summaries had superseded.
@@ -191,4 +175,5 @@ def load_project_memory(
     files = [p for p in list_session_files(layout) if p.stem.partition("-")[2] != current]
     summaries = [s for s in (read_summary(p, kind="session") for p in files) if s is not None]
     digest = read_summary(digest_path(layout), kind="digest")
-    return project_memory_layer(summaries, digest, profile or LongTermText(), config, estimate)
+    budget = config.project_memory_budget() if budget_tokens is None else budget_tokens
+    return project_memory_block(summaries, digest, config, budget_tokens=budget, estimate=estimate)

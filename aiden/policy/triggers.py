@@ -28,6 +28,7 @@ __all__ = [
     "CommitConflicted",
     "Compacted",
     "DeferredForCache",
+    "FRESH_SESSION_BUDGET_CAP",
     "FellBack",
     "MustKeepAdded",
     "PassStarted",
@@ -44,6 +45,7 @@ __all__ = [
     "UsageReported",
     "decide_boundary",
     "defers_for_cache",
+    "fresh_session_budget",
     "planning_calibration",
     "reduce",
     "should_compress",
@@ -107,6 +109,27 @@ def trigger_threshold_tokens(context_window: int, config: Config) -> int:
     while percent / context_window * 100 < config.compress_at_percent:
         percent += 1
     return min(context_window - reserve, percent)
+
+
+FRESH_SESSION_BUDGET_CAP: Final = 8000
+"""At most this many tokens of PROJECT MEMORY in a fresh session's prompt: at a 32k window that
+budget held everything the kept summaries of LoCoMo's longest chats contain (7,300 tokens), so a
+larger window would only add per-call cost."""
+
+
+def fresh_session_budget(config: Config) -> int:
+    """The PROJECT MEMORY block's budget in a session that has not needed it yet (``project_memory_tokens`` if set).
+
+    What the compaction trigger leaves above ``keep_recent_tokens`` (what a compaction keeps), at
+    most :data:`FRESH_SESSION_BUDGET_CAP`: an app that starts a session often (a chat session a
+    day) would otherwise carry only ``project_memory_budget`` of its past into each one, in a
+    prompt mostly empty. Never below ``project_memory_budget``.
+    """
+    budget = config.project_memory_budget()
+    if config.project_memory_tokens is not None:
+        return budget
+    spare = trigger_threshold_tokens(config.context_window, config) - config.keep_recent()
+    return max(budget, min(FRESH_SESSION_BUDGET_CAP, spare))
 
 
 def should_compress(inp: TriggerInput, config: Config) -> TriggerDecision:
