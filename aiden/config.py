@@ -195,8 +195,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     project_memory_tokens: Positive | None = None
     """Token budget of the PROJECT MEMORY block, and again of the saved memories' profile in the
     prompt (default: window/20, at most 800; the block takes up to
-    :func:`aiden.policy.triggers.fresh_session_budget` until the session compacts or its prompt
-    reaches the compaction trigger). Setting it fixes the block at that size in every prompt."""
+    :func:`aiden.policy.triggers.fresh_session_budget` until the session compacts or its log grows:
+    :func:`~aiden.policy.triggers.fresh_block_fits`). Setting it fixes the block at that size in every prompt."""
     project_memory_sessions: Positive = 3
     """No longer used (the PROJECT MEMORY block merges every kept summary): accepted so existing configs load."""
     session_summaries_keep: Positive = 10
@@ -305,7 +305,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     def project_memory_budget(self) -> int:
         """Token budget of the saved memories' profile and of the PROJECT MEMORY block: in every prompt when
-        ``project_memory_tokens`` is set, else once the session compacted or its prompt reached the trigger."""
+        ``project_memory_tokens`` is set, else once the session compacted or its log grew (``fresh_block_fits``)."""
         return self.project_memory_tokens if self.project_memory_tokens is not None else max(64, min(800, self.context_window // 20))
 
 

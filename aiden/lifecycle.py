@@ -26,7 +26,7 @@ from aiden.events import SessionEvent
 from aiden.messages import CompactionOutcome
 from aiden.policy.cutpoints import compacted_turn_start, shows_compacted_input
 from aiden.policy.tokens import BudgetCalibration, checked_tokens, estimate_event_tokens_by
-from aiden.policy.triggers import BoundaryDecision, trigger_threshold_tokens
+from aiden.policy.triggers import BoundaryDecision, fresh_block_fits, trigger_threshold_tokens
 from aiden.storage.chunks import ChunkIndex
 
 
@@ -93,9 +93,6 @@ class Lifecycle:
         again. The memory clears it when the next user input is appended."""
         self.background_requested = False
         """The background pass a failed synchronous compaction asks for was requested (once per failure)."""
-        self._budget_needed: tuple[int, float | None] | None = None
-        """The root event (seq, timestamp) of the session whose prompt reached the compaction trigger
-        with the larger PROJECT MEMORY block: it keeps the compact block (a new session has another root)."""
         self._task: tuple[tuple[int, str], SessionEvent | None] = ((0, ""), None)
         """The compacted user input of the current turn as last read: ((seq, its chunk's sha256), event);
         the checksum tells a later session's same seq apart."""
@@ -131,23 +128,23 @@ class Lifecycle:
         )
         budget = cfg.prompt_budget()
         snapshot, plain = await self._gather(cfg)
-        trigger = self._trigger(cfg)
         layer = self._long_term(call)
         compact = layer.compact if isinstance(layer, LongTermText) else None
         # The PROJECT MEMORY block takes the budget a fresh session leaves under the compaction
         # trigger until the session needs it, then its compact form (window/20) for the rest of the
-        # session, as each change of the system message costs the provider's prompt cache. Needed
-        # once the session compacted (durable: a reopened memory decides alike) or once a prompt of
-        # it reached the trigger (a block that made it fire would bring compaction forward; kept
-        # for the session's root event, so per-call text, tools or calibration cannot switch back).
+        # session, as each change of the system message costs the provider's prompt cache. Decided
+        # from the session's log and the memory's config only, so every process and worker serving
+        # the session decides alike, and one way: the hot window only grows until a compaction adds
+        # chunks. A call's own text, tools, model or calibration do not switch it.
         if compact is not None:
             hot, index = snapshot
-            root = (hot[0].seq, hot[0].timestamp) if hot else None
-            if index.chunks or (root is not None and root == self._budget_needed):
+            log = sum(estimate_event_tokens_by(e, m.estimate_text) for e in hot)
+            if index.chunks or not fresh_block_fits(log, m.config):
                 call, compact = dataclasses.replace(call, long_term=compact), None
         built = self._shape(call, snapshot, strict=False)
-        if compact is not None and built.checked_tokens >= trigger:
-            self._budget_needed = root
+        if compact is not None and built.checked_tokens > budget:
+            # A call whose own parts leave no room for the larger block: the compact one for this
+            # call, before the log's events would be cut from the prompt to make room for it.
             call = dataclasses.replace(call, long_term=compact)
             built = self._shape(call, snapshot, strict=False)
         compacted = False

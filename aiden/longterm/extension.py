@@ -343,7 +343,8 @@ class LongTermMethods(CoreMemory):
     @property
     def long_term_layer(self) -> str:
         """The PROJECT MEMORY block and profile, as placed in a new session's system prompt (its
-        ``compact`` form, if any, once the session compacted or its prompt reached the compaction trigger)."""
+        ``compact`` form, if any, once the session compacted or its log grew:
+        :func:`~aiden.policy.triggers.fresh_block_fits`)."""
         return self._long_term.layer if self._long_term is not None else ""
 
     async def checkpoint(self) -> str | None:

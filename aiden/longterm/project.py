@@ -140,7 +140,7 @@ def project_memory_block(
 ) -> LongTermText:
     """The block within ``budget_tokens``; when that holds more than ``project_memory_budget``, its
     :attr:`~aiden.context.summary_fit.LongTermText.compact` form is the block within that budget
-    (what a session that needs the budget carries: it compacted or reached the compaction trigger)."""
+    (what a session carries once it compacted or its log grew: :func:`~aiden.policy.triggers.fresh_block_fits`)."""
     compact = render_project_memory(summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate)
     if budget_tokens <= config.project_memory_budget():
         return compact

@@ -1,10 +1,12 @@
 """Once a session needs the compaction budget, its prompts keep the compact PROJECT MEMORY block.
 
 A fresh session's block may take what the compaction trigger leaves above ``keep_recent_tokens``
-(at most ``FRESH_SESSION_BUDGET_CAP``; tests/policy/test_fresh_session_budget.py); once the session compacted or a prompt of it reached the
-trigger (the memory's, also for a call to a model with a larger window), every later prompt of
-that session carries the block at ``project_memory_budget``, whatever the call's system text, tools
-or the calibration say, and whether the app passes ``long_term=memory.long_term_layer`` or not.
+(at most ``FRESH_SESSION_BUDGET_CAP``; tests/policy/test_fresh_session_budget.py); once the session
+compacted or its log leaves no room for that block under the trigger less a margin
+(``fresh_block_fits``), every later prompt of that session carries the block at
+``project_memory_budget``. Decided from the log only: every process serving the session (an app that
+opens the memory per request, a second worker) decides alike, whatever a call's system text, tools,
+model or calibration, and whether the app passes ``long_term=memory.long_term_layer`` or not.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ CONFIG = Config(durability="none", context_window=8000)
 TRIGGER = trigger_threshold_tokens(8000, CONFIG)  # 4000
 SESSIONS, LINES = 4, 6
 LARGER, COMPACT = 22, 12  # earlier-session lines in the block at fresh_session_budget / project_memory_budget
-# Twenty tool schemas of about 150 tokens each: with them a prompt of this session reaches the trigger.
+# Twenty tool schemas of about 150 tokens each: with them a prompt of a fresh session is over the trigger.
 TOOLS = [
     {
         "type": "function",
@@ -88,9 +90,9 @@ async def test_the_layer_passed_back_switches_as_the_default_does(tmp_path: Path
         return await memory.build_messages(LAYERS, long_term=memory.long_term_layer)
 
     want = await _run(tmp_path / "default", 12, default)
-    # The larger block until the prompt with it reached the trigger (turn 10), the compact one from
-    # then on, and one compaction (not one on every turn, as with the larger block kept).
-    assert want == ([LARGER] * 10 + [COMPACT] * 2, [0] * 10 + [1] * 2)
+    # The larger block until the log with it reached the trigger less its margin (turn 4), the
+    # compact one from then on, and one compaction, at the turn it has without the larger block.
+    assert want == ([LARGER] * 4 + [COMPACT] * 8, [0] * 10 + [1] * 2)
     assert await _run(tmp_path / "passed", 12, passed) == want
 
 
@@ -106,39 +108,93 @@ async def test_a_call_to_a_larger_window_switches_at_the_memorys_trigger(tmp_pat
     assert await _run(tmp_path / "larger", 12, larger) == await _run(tmp_path / "default", 12, default)
 
 
-async def test_the_switch_is_one_way_whatever_a_call_carries(tmp_path: Path) -> None:
-    big = PromptLayers(role_identity="You are a chat assistant.", runtime_context="Retrieved: the archive. " * 600)
+BIG = PromptLayers(role_identity="You are a chat assistant.", runtime_context="Retrieved: the archive. " * 600)
+
+
+async def test_a_call_of_its_own_does_not_switch(tmp_path: Path) -> None:
     async with aiden.open_memory(tmp_path, config=CONFIG) as memory:
         await _earlier_sessions(memory)
         await memory.begin_run("John: Hi Maria!")
-        fresh = await memory.build_messages(LAYERS)
-        # A call with per-turn retrieved text reaches the trigger: the compact block from then on,
-        # also for calls with small system text, without tools, and after usage reports.
-        loaded = await memory.build_messages(big)
-        later = [
+        # A call with per-turn retrieved text or many tools goes over the trigger with the larger
+        # block; the session's log does not: the block stays, in every call and after usage reports.
+        built = [
             await memory.build_messages(LAYERS),
+            await memory.build_messages(BIG),
             await memory.build_messages(LAYERS, tools=TOOLS),
             await memory.build_messages(LAYERS, long_term=memory.long_term_layer),
         ]
-        await memory.record_usage(prompt_tokens=later[-1].estimated_tokens // 2, run_ended=True)
+        await memory.record_usage(prompt_tokens=built[1].estimated_tokens * 2, run_ended=True)
         await memory.commit_run("Maria: Hi John!")
         await memory.begin_run("John: What did I tell you about Lisbon?")
-        later.append(await memory.build_messages(LAYERS))
+        built.append(await memory.build_messages(LAYERS))
+        await memory.maintain()
         assert memory.stats().compactions == 0
-    assert (_carried(fresh), _carried(loaded)) == (LARGER, COMPACT)
-    assert [_carried(b) for b in later] == [COMPACT] * 4
+    assert built[1].checked_tokens > TRIGGER
+    assert [_carried(b) for b in built] == [LARGER] * 5
 
 
-async def test_a_new_session_gets_the_larger_block_again(tmp_path: Path) -> None:
+async def test_a_call_that_would_not_fit_its_budget_carries_the_compact_block(tmp_path: Path) -> None:
+    huge = PromptLayers(role_identity="You are a chat assistant.", runtime_context="Retrieved: the archive. " * 1150)
     async with aiden.open_memory(tmp_path, config=CONFIG) as memory:
         await _earlier_sessions(memory)
         await memory.begin_run("John: Hi Maria!")
-        switched = await memory.build_messages(LAYERS, tools=TOOLS)
-        await memory.commit_run("Maria: Hi John!")
+        # That call only (its hot-window events are not cut for the larger block); the next call has it again.
+        built = [await memory.build_messages(huge), await memory.build_messages(LAYERS)]
+    assert not built[0].over_budget
+    assert [_carried(b) for b in built] == [COMPACT, LARGER]
+
+
+async def test_an_app_that_opens_the_memory_per_request_never_switches_back(tmp_path: Path) -> None:
+    """A new ``open_memory`` per turn (or another worker) decides as the open memory does: retrieved
+    text that comes and goes does not flip the block."""
+
+    async def turn(memory: aiden.Memory, n: int) -> tuple[int, int]:
+        await memory.begin_run(f"John: tell me about room {n}. " + "What else is there to see? " * 20)
+        built = await memory.build_messages(BIG if n % 2 == 0 else LAYERS)
+        await memory.record_usage(prompt_tokens=built.estimated_tokens, run_ended=True)
+        await memory.commit_run(f"Maria: room {n} holds " + "paintings and sculptures, " * 40)
+        await memory.maintain()
+        return _carried(built), memory.stats().compactions
+
+    async with aiden.open_memory(tmp_path / "one", config=CONFIG) as memory:
+        await _earlier_sessions(memory)
+        one = [await turn(memory, n) for n in range(12)]
+    async with aiden.open_memory(tmp_path / "many", config=CONFIG) as memory:
+        await _earlier_sessions(memory)
+    many = []
+    for n in range(12):
+        async with aiden.open_memory(tmp_path / "many", config=CONFIG) as memory:
+            many.append(await turn(memory, n))
+    assert [c for c, _ in many] == [c for c, _ in one] == [LARGER] * 4 + [COMPACT] * 8
+    assert [c for _, c in one] == [0] * 6 + [1, 1, 2, 2, 3, 3]  # at the turns with retrieved text
+
+
+async def test_sessions_with_equal_start_times_each_get_the_larger_block(tmp_path: Path) -> None:
+    """An importer replaying chats with day-resolution dates, or a fixed test clock: every session
+    starts fresh, and a call before its first input does not switch it either."""
+    carried = []
+    async with aiden.open_memory(tmp_path, config=CONFIG) as memory:
+        await _earlier_sessions(memory)
+        for session in range(3):
+            before = await memory.build_messages(LAYERS, tools=TOOLS)  # a warm-up call, empty hot window
+            await memory.begin_run("John: Hi Maria!", now=1_000_000.0, new_session=session > 0)
+            carried.append((_carried(before), _carried(await memory.build_messages(LAYERS))))
+            await memory.commit_run("Maria: Hi John!")
+    assert carried == [(LARGER, LARGER)] * 3
+
+
+async def test_a_new_session_gets_the_larger_block_again(tmp_path: Path) -> None:
+    async def default(memory: aiden.Memory) -> PromptBuild:
+        return await memory.build_messages(LAYERS)
+
+    async with aiden.open_memory(tmp_path, config=CONFIG) as memory:
+        await _earlier_sessions(memory)
+        carried, _ = await _long_session(memory, 5, default)
         await memory.rotate()
         await memory.begin_run("John: Hi again!")
         fresh = await memory.build_messages(LAYERS)
-    assert (_carried(switched), _carried(fresh)) == (COMPACT, LARGER)
+    # The larger block again (the long session's summary now takes a line of it).
+    assert (carried[-1], _carried(fresh)) == (COMPACT, LARGER - 1)
 
 
 async def test_a_reopened_session_that_compacted_keeps_the_compact_block(tmp_path: Path) -> None:
