@@ -194,7 +194,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     ``idle_compact_after_minutes``: AutoCompact and scheduled Dream runs happen only while they run."""
     project_memory_tokens: Positive | None = None
     """Token budget of the PROJECT MEMORY block, and again of the saved memories' profile in the
-    prompt (default: window/20, at most 800)."""
+    prompt (default: window/20, at most 800; the block takes up to
+    :func:`aiden.policy.triggers.fresh_session_budget` until the session compacts or its log grows:
+    :func:`~aiden.policy.triggers.fresh_block_fits`). Setting it fixes the block at that size in every prompt."""
     project_memory_sessions: Positive = 3
     """No longer used (the PROJECT MEMORY block merges every kept summary): accepted so existing configs load."""
     session_summaries_keep: Positive = 10
@@ -240,7 +242,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     @classmethod
     def for_window(cls, context_window: int) -> Config:
-        """A preset for ``context_window`` with every token-sized value derived and set explicitly."""
+        """A preset for ``context_window`` with its token-sized values derived and set explicitly; not
+        ``project_memory_tokens``, whose default is a rule (setting it fixes the block's size)."""
         base = cls(context_window=context_window)
         return cls(
             context_window=context_window,
@@ -248,7 +251,6 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             keep_recent_tokens=base.keep_recent(),
             summary_max_tokens=base.chunk_summary_tokens(),
             governance_max_tool_tokens=base.governance_tool_tokens(),
-            project_memory_tokens=base.project_memory_budget(),
         )
 
     def with_window(self, context_window: int) -> Config:
@@ -302,7 +304,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         return max(64, int(self.prompt_budget() * self.oversized_tool_percent / 100))
 
     def project_memory_budget(self) -> int:
-        """Token budget of the PROJECT MEMORY block."""
+        """Token budget of the saved memories' profile and of the PROJECT MEMORY block: in every prompt when
+        ``project_memory_tokens`` is set, else once the session compacted or its log grew (``fresh_block_fits``)."""
         return self.project_memory_tokens if self.project_memory_tokens is not None else max(64, min(800, self.context_window // 20))
 
 

@@ -7,6 +7,7 @@ prompt within the budget. The agent loop never waits on summarization.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -19,13 +20,13 @@ import msgspec
 from aiden.config import Config, ModelResolver
 from aiden.context.governance import Governance, is_pinned, trim_replay
 from aiden.context.prompt import IncrementalBody, PromptBuild, PromptLayers, build_messages
-from aiden.context.summary_fit import fit_long_term_layer, fit_summary_layer
+from aiden.context.summary_fit import LongTermText, fit_long_term_layer, fit_summary_layer
 from aiden.errors import AidenError
 from aiden.events import SessionEvent
 from aiden.messages import CompactionOutcome
 from aiden.policy.cutpoints import compacted_turn_start, shows_compacted_input
 from aiden.policy.tokens import BudgetCalibration, checked_tokens, estimate_event_tokens_by
-from aiden.policy.triggers import BoundaryDecision, trigger_threshold_tokens
+from aiden.policy.triggers import BoundaryDecision, fresh_block_fits, trigger_threshold_tokens
 from aiden.storage.chunks import ChunkIndex
 
 
@@ -127,7 +128,25 @@ class Lifecycle:
         )
         budget = cfg.prompt_budget()
         snapshot, plain = await self._gather(cfg)
+        layer = self._long_term(call)
+        compact = layer.compact if isinstance(layer, LongTermText) else None
+        # The PROJECT MEMORY block takes the budget a fresh session leaves under the compaction
+        # trigger until the session needs it, then its compact form (window/20) for the rest of the
+        # session, as each change of the system message costs the provider's prompt cache. Decided
+        # from the session's log and the memory's config only, so every process and worker serving
+        # the session decides alike, and one way: the hot window only grows until a compaction adds
+        # chunks. A call's own text, tools, model or calibration do not switch it.
+        if compact is not None:
+            hot, index = snapshot
+            log = sum(estimate_event_tokens_by(e, m.estimate_text) for e in hot)
+            if index.chunks or not fresh_block_fits(log, m.config):
+                call, compact = dataclasses.replace(call, long_term=compact), None
         built = self._shape(call, snapshot, strict=False)
+        if compact is not None and built.checked_tokens > budget:
+            # A call whose own parts leave no room for the larger block: the compact one for this
+            # call, before the log's events would be cut from the prompt to make room for it.
+            call = dataclasses.replace(call, long_term=compact)
+            built = self._shape(call, snapshot, strict=False)
         compacted = False
         # Every check holds the prompt to its calibrated size with margin (checked_tokens).
         if built.checked_tokens > budget and self.sync_compaction_failed:
@@ -210,11 +229,9 @@ class Lifecycle:
         task = self._task[1]
         if task is None or task.type != "user_input":
             return plain, plain
-        # Decided as the compaction planner decides (it counts the input only then), for the memory's
-        # trigger and this call's (a call to another model), whichever is lower.
+        # Decided as the compaction planner decides (it counts the input only then).
         kept = sum(estimate_event_tokens_by(e, m.estimate_text) for e in hot if e.seq < seq)  # root input, pins
-        trigger = min(trigger_threshold_tokens(cfg.context_window, cfg), trigger_threshold_tokens(self._window, m.config))
-        if not shows_compacted_input(kept, estimate_event_tokens_by(task, m.estimate_text), trigger):
+        if not shows_compacted_input(kept, estimate_event_tokens_by(task, m.estimate_text), self._trigger(cfg)):
             return plain, plain
         at = bisect.bisect_left([e.seq for e in hot], seq)
         return ([*hot[:at], task, *hot[at:]], index), plain
@@ -256,6 +273,11 @@ class Lifecycle:
         return fitted or self._shape(
             call, snapshot, strict=True, max_messages=1, summary_tokens=0, long_term_tokens=0
         )
+
+    def _trigger(self, cfg: Config) -> int:
+        """The compaction trigger for this call's prompt: the memory's (the scheduler compacts at it)
+        or this call's (a call to another model), whichever is lower."""
+        return min(trigger_threshold_tokens(cfg.context_window, cfg), trigger_threshold_tokens(self._window, self._m.config))
 
     def _long_term(self, call: _Call) -> str:
         # As loaded when the prompt is shaped: the layer is published while a memory opens.

@@ -486,6 +486,8 @@ class CoreMemory:
         ``[*my_tools, *memory.tools]``); they count in the budget as the provider counts them.
         ``model``: the model this call goes to, whose window bounds this prompt; explicit token
         sizes that do not fit that window are clamped for this call (the reserve to half of it).
+        ``long_term``: the long-term layer instead of :attr:`long_term_layer`; that property passed
+        back switches to its smaller PROJECT MEMORY block as the default does, other text is used as is.
         """
         self._check_open()
         _check_prompt_inputs(layers, {"long_term": long_term, "current_task": current_task, "model": model}, tools)

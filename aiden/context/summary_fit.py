@@ -375,12 +375,16 @@ class LongTermText(str):
 
     sections: tuple[LayerSection, ...] = ()
     """In their order of importance."""
+    compact: LongTermText | None = None
+    """The layer with the smaller PROJECT MEMORY block, for a session that compacted or reached the
+    compaction trigger; None: this one."""
 
     @classmethod
-    def of(cls, sections: Sequence[LayerSection]) -> LongTermText:
+    def of(cls, sections: Sequence[LayerSection], compact: LongTermText | None = None) -> LongTermText:
         """``sections`` rendered once: their paragraphs, a blank line between two."""
         text = cls("\n\n".join(section.render() for section in sections))
         text.sections = tuple(sections)
+        text.compact = compact
         return text
 
 

@@ -184,7 +184,7 @@ class LongTermActor:
         except AidenError as exc:
             log.error("profile rebuild failed: %s", exc)
         text = await anyio.to_thread.run_sync(self.backend.load_layer, self.config)
-        self.layer.publish(LongTermLayer(text.sections))
+        self.layer.publish(LongTermLayer(text.sections, None if text.compact is None else text.compact.sections))
 
     async def _record_chunk(self, entry: ChunkEntry, session_key: str) -> None:
         """Append the chunk summary to the history log, Dream's source material.
@@ -342,7 +342,9 @@ class LongTermMethods(CoreMemory):
 
     @property
     def long_term_layer(self) -> str:
-        """The PROJECT MEMORY block and profile, as placed in the system prompt."""
+        """The PROJECT MEMORY block and profile, as placed in a new session's system prompt (its
+        ``compact`` form, if any, once the session compacted or its log grew:
+        :func:`~aiden.policy.triggers.fresh_block_fits`)."""
         return self._long_term.layer if self._long_term is not None else ""
 
     async def checkpoint(self) -> str | None:

@@ -197,6 +197,8 @@ class LongTermLayer(msgspec.Struct, frozen=True):
 
     sections: tuple[LayerSection, ...] = ()
     """In their order of importance (a prompt short of room keeps the first)."""
+    compact: tuple[LayerSection, ...] | None = None
+    """The sections of the layer's compact form (:attr:`LongTermText.compact`); None: none."""
 
 
 R = TypeVar("R")
@@ -214,7 +216,8 @@ class LongTermPort:
     @property
     def layer(self) -> LongTermText:
         """The PROJECT MEMORY block and profile as last loaded."""
-        return LongTermText.of(self._layer.value.sections)
+        layer = self._layer.value
+        return LongTermText.of(layer.sections, None if layer.compact is None else LongTermText.of(layer.compact))
 
     async def _ask(self, build: Callable[[int], LongTermInbox], kind: type[R]) -> R:
         return expect_reply(await self._client.call(build), kind)

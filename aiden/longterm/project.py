@@ -20,7 +20,14 @@ from aiden.policy.tokens import estimate_tokens
 from aiden.storage.layout import Layout
 from aiden.summarizers.extractive.salience import Rarity
 
-__all__ = ["BLOCK_TITLE", "PRIORITY", "load_project_memory", "render_project_memory"]
+__all__ = [
+    "BLOCK_TITLE",
+    "PRIORITY",
+    "load_project_memory",
+    "project_memory_block",
+    "render_project_memory",
+    "with_profile",
+]
 
 BLOCK_TITLE: Final = "PROJECT MEMORY"
 _INTRO: Final = "Durable knowledge from earlier sessions of this project (newest wins on conflicts)."
@@ -123,10 +130,40 @@ def render_project_memory(
     return _render(chosen) if picks else LongTermText()
 
 
-def load_project_memory(
-    layout: Layout, config: Config, *, current: str = "", estimate: Callable[[str], int] = estimate_tokens
+def project_memory_block(
+    summaries: Sequence[SessionSummary],
+    digest: SessionSummary | None,
+    config: Config,
+    *,
+    budget_tokens: int,
+    estimate: Callable[[str], int] = estimate_tokens,
 ) -> LongTermText:
-    """The block from the digest and every kept summary (blocking; ``""`` if none).
+    """The block within ``budget_tokens``; when that holds more than ``project_memory_budget``, its
+    :attr:`~aiden.context.summary_fit.LongTermText.compact` form is the block within that budget
+    (what a session carries once it compacted or its log grew: :func:`~aiden.policy.triggers.fresh_block_fits`)."""
+    compact = render_project_memory(summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate)
+    if budget_tokens <= config.project_memory_budget():
+        return compact
+    block = render_project_memory(summaries, digest, budget_tokens=budget_tokens, estimate=estimate)
+    return compact if block == compact else LongTermText.of(block.sections, compact=compact)
+
+
+def with_profile(block: LongTermText, profile: LongTermText) -> LongTermText:
+    """The long-term prompt layer: ``block``, then ``profile`` (in its compact form too)."""
+    compact = None if block.compact is None else with_profile(block.compact, profile)
+    return LongTermText.of([*block.sections, *profile.sections], compact=compact)
+
+
+def load_project_memory(
+    layout: Layout,
+    config: Config,
+    *,
+    current: str = "",
+    budget_tokens: int | None = None,
+    estimate: Callable[[str], int] = estimate_tokens,
+) -> LongTermText:
+    """The block (:func:`project_memory_block`, within ``budget_tokens``, default
+    ``project_memory_budget``) from the digest and every kept summary (blocking; ``""`` if none).
 
     All of them: a summary left out would drop from every prompt until the cap merged it into the
     digest, then come back there with values newer summaries had superseded.
@@ -138,6 +175,5 @@ def load_project_memory(
     files = [p for p in list_session_files(layout) if p.stem.partition("-")[2] != current]
     summaries = [s for s in (read_summary(p, kind="session") for p in files) if s is not None]
     digest = read_summary(digest_path(layout), kind="digest")
-    return render_project_memory(
-        summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate
-    )
+    budget = config.project_memory_budget() if budget_tokens is None else budget_tokens
+    return project_memory_block(summaries, digest, config, budget_tokens=budget, estimate=estimate)

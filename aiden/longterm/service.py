@@ -15,10 +15,11 @@ from aiden.context.summary_fit import LongTermText
 from aiden.longterm.backend import BackendFactory
 from aiden.longterm.files import read_summary
 from aiden.longterm.history import HistoryStore
-from aiden.longterm.project import load_project_memory
+from aiden.longterm.project import load_project_memory, with_profile
 from aiden.longterm.store import LongTermMemoryStore, fit_profile
 from aiden.longterm.writer import SessionSummaryWriter
 from aiden.policy.tokens import estimate_tokens
+from aiden.policy.triggers import fresh_session_budget
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
 from aiden.storage.layout import Layout
@@ -71,10 +72,10 @@ class FileLongTermBackend:
 
     def load_layer(self, config: Config) -> LongTermText:
         """The PROJECT MEMORY block from earlier sessions' summary files, then the profile of the saved
-        memories (each within ``project_memory_budget``)."""
+        memories (:func:`~aiden.longterm.project.with_profile`): the block within
+        :func:`~aiden.policy.triggers.fresh_session_budget`, the profile within ``project_memory_budget``."""
         # Read here, not through the writer: its read marks which session/ a write-back goes to.
         running = read_summary(self.summaries.running_path, kind="running")
-        block = load_project_memory(self._layout, config, current=running.session_id if running else "")
         # From the entries, as profile.md is rendered from them: the cut works on them, not on its text.
         now = time.time()
         profile = fit_profile(
@@ -83,7 +84,13 @@ class FileLongTermBackend:
             budget_tokens=config.project_memory_budget(),
             estimate=estimate_tokens,
         )
-        return LongTermText.of([*block.sections, *profile.sections])
+        block = load_project_memory(
+            self._layout,
+            config,
+            current=running.session_id if running else "",
+            budget_tokens=fresh_session_budget(config),
+        )
+        return with_profile(block, profile)
 
 
 def select_long_term(store: SessionStore, config: Config, summarizer: Summarizer) -> BackendFactory | None:

@@ -52,7 +52,12 @@ _RESOURCES: Final = tuple(
     types.Resource(name=uri.removeprefix("aiden://"), uri=uri, description=description, mime_type=mime)
     for uri, mime, description in (
         (SUMMARY_URI, "text/markdown", "The rolling summary of the active session's compacted history (summary.md)."),
-        (PROFILE_URI, "text/markdown", "The long-term memory as placed in the system prompt: project memory and profile."),
+        (
+            PROFILE_URI,
+            "text/markdown",
+            "The long-term memory as a new session's system prompt carries it: project memory and profile"
+            " (a smaller project memory once the session compacted or reached the compaction trigger).",
+        ),
         (SESSIONS_URI, "application/json", "The archived sessions and the durable session summaries of this memory."),
     )
 )

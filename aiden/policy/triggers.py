@@ -28,6 +28,8 @@ __all__ = [
     "CommitConflicted",
     "Compacted",
     "DeferredForCache",
+    "FRESH_BLOCK_MARGIN_PERCENT",
+    "FRESH_SESSION_BUDGET_CAP",
     "FellBack",
     "MustKeepAdded",
     "PassStarted",
@@ -44,6 +46,8 @@ __all__ = [
     "UsageReported",
     "decide_boundary",
     "defers_for_cache",
+    "fresh_block_fits",
+    "fresh_session_budget",
     "planning_calibration",
     "reduce",
     "should_compress",
@@ -107,6 +111,48 @@ def trigger_threshold_tokens(context_window: int, config: Config) -> int:
     while percent / context_window * 100 < config.compress_at_percent:
         percent += 1
     return min(context_window - reserve, percent)
+
+
+FRESH_SESSION_BUDGET_CAP: Final = 8000
+"""At most this many tokens of PROJECT MEMORY in a fresh session's prompt: at a 32k window that
+budget held everything the kept summaries of LoCoMo's longest chats contain (7,300 tokens), so a
+larger window would only add per-call cost."""
+
+
+def fresh_session_budget(config: Config) -> int:
+    """The PROJECT MEMORY block's budget in a session that has not needed it yet (``project_memory_tokens`` if set).
+
+    What the compaction trigger leaves above ``keep_recent_tokens`` (what a compaction keeps), at
+    most :data:`FRESH_SESSION_BUDGET_CAP`: an app that starts a session often (a chat session a
+    day) would otherwise carry only ``project_memory_budget`` of its past into each one, in a
+    prompt mostly empty. Never below ``project_memory_budget``.
+    """
+    budget = config.project_memory_budget()
+    if config.project_memory_tokens is not None:
+        return budget
+    spare = trigger_threshold_tokens(config.context_window, config) - config.keep_recent()
+    return max(budget, min(FRESH_SESSION_BUDGET_CAP, spare))
+
+
+FRESH_BLOCK_MARGIN_PERCENT: Final = 15
+"""The share of the compaction trigger :func:`fresh_block_fits` keeps free: a prompt aiden estimates
+below 85% of the trigger stays below it by a provider's count up to 17% higher (a chat session's
+first turn with the default block needed about 19%), and it leaves room for the system text, tools
+and retrieved text the log does not hold."""
+
+
+def fresh_block_fits(log_tokens: int, config: Config) -> bool:
+    """Whether a session that has not compacted still carries the larger PROJECT MEMORY block: its hot
+    window (``log_tokens``) and :func:`fresh_session_budget` stay below the compaction trigger less
+    :data:`FRESH_BLOCK_MARGIN_PERCENT`.
+
+    From the log and the config only, so every process serving the session decides alike; one way, as
+    the hot window only grows until a compaction. Up to the cap (windows to 32k) that is a log below
+    ``keep_recent_tokens`` less the margin, so the block is compact before a compaction has anything
+    to take: whatever a call adds, the larger block cannot bring one forward.
+    """
+    trigger = trigger_threshold_tokens(config.context_window, config)
+    return log_tokens + fresh_session_budget(config) < trigger * (100 - FRESH_BLOCK_MARGIN_PERCENT) // 100
 
 
 def should_compress(inp: TriggerInput, config: Config) -> TriggerDecision:

@@ -19,11 +19,12 @@ from aiden.errors import CorruptionError, StorageError
 from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, MemoryType
 from aiden.longterm.postgres.history import PgHistoryLog
 from aiden.longterm.postgres.schema import LongTermDb
-from aiden.longterm.project import render_project_memory
+from aiden.longterm.project import project_memory_block, with_profile
 from aiden.longterm.store import LOCK_TIMEOUT_S, ThreadedEntryStore, fit_profile, render_profile
 from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
 from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, cap_digest, session_stem
 from aiden.policy.tokens import estimate_tokens
+from aiden.policy.triggers import fresh_session_budget
 from aiden.storage.postgres.schema import Conn, text_value
 from aiden.storage.postgres.store import PostgresSessionStore
 from aiden.summarizers.protocol import Summarizer
@@ -311,7 +312,8 @@ class PostgresLongTermBackend:
 
     def load_layer(self, config: Config) -> LongTermText:
         """The PROJECT MEMORY block (the kept summaries of other sessions over the digest), then the profile
-        of the saved memories, each within ``project_memory_budget`` (blocking)."""
+        of the saved memories (:func:`~aiden.longterm.project.with_profile`; blocking): the block within
+        :func:`~aiden.policy.triggers.fresh_session_budget`, the profile within ``project_memory_budget``."""
         ns = self._db.namespace
         now = time.time()
         with self._db.connection("loading long-term memory") as conn:
@@ -326,14 +328,12 @@ class PostgresLongTermBackend:
             entries = PgEntryStore._active(conn, ns, now, None)
         summaries = [parse_summary_md(str(row[0]), kind="session") for row in kept]
         digest = None if digest_text is None else parse_summary_md(digest_text, kind="digest")
-        block = render_project_memory(
-            summaries, digest, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens
-        )
         # From the entries, as the profile document is rendered from them (the cut works on them).
         profile = fit_profile(
             entries, now=now, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens
         )
-        return LongTermText.of([*block.sections, *profile.sections])
+        block = project_memory_block(summaries, digest, config, budget_tokens=fresh_session_budget(config))
+        return with_profile(block, profile)
 
 
 def long_term_factory(store: PostgresSessionStore, config: Config, summarizer: Summarizer) -> BackendFactory:
