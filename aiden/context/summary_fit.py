@@ -376,8 +376,8 @@ class LongTermText(str):
     sections: tuple[LayerSection, ...] = ()
     """In their order of importance."""
     compact: LongTermText | None = None
-    """The layer with the smaller PROJECT MEMORY block, for a session that compacted or reached the
-    compaction trigger; None: this one."""
+    """The layer with the smaller PROJECT MEMORY block, for a session that compacted or whose log needs
+    the room (:func:`aiden.policy.triggers.fresh_block_fits`); None: this one."""
 
     @classmethod
     def of(cls, sections: Sequence[LayerSection], compact: LongTermText | None = None) -> LongTermText:

@@ -56,7 +56,7 @@ _RESOURCES: Final = tuple(
             PROFILE_URI,
             "text/markdown",
             "The long-term memory as a new session's system prompt carries it: project memory and profile"
-            " (a smaller project memory once the session compacted or reached the compaction trigger).",
+            " (a smaller project memory once the session compacted or its log needs the room).",
         ),
         (SESSIONS_URI, "application/json", "The archived sessions and the durable session summaries of this memory."),
     )
