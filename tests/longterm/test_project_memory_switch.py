@@ -60,6 +60,10 @@ async def _earlier_sessions(memory: aiden.Memory) -> None:
     await memory.rotate()
 
 
+async def _default(memory: aiden.Memory) -> PromptBuild:
+    return await memory.build_messages(LAYERS)
+
+
 async def _long_session(
     memory: aiden.Memory, turns: int, build: Callable[[aiden.Memory], Awaitable[PromptBuild]]
 ) -> tuple[list[int], list[int]]:
@@ -83,13 +87,10 @@ async def _run(root: Path, turns: int, build: Callable[[aiden.Memory], Awaitable
 
 
 async def test_the_layer_passed_back_switches_as_the_default_does(tmp_path: Path) -> None:
-    async def default(memory: aiden.Memory) -> PromptBuild:
-        return await memory.build_messages(LAYERS)
-
     async def passed(memory: aiden.Memory) -> PromptBuild:
         return await memory.build_messages(LAYERS, long_term=memory.long_term_layer)
 
-    want = await _run(tmp_path / "default", 12, default)
+    want = await _run(tmp_path / "default", 12, _default)
     # The larger block until the log with it reached the trigger less its margin (turn 4), the
     # compact one from then on, and one compaction, at the turn it has without the larger block.
     assert want == ([LARGER] * 4 + [COMPACT] * 8, [0] * 10 + [1] * 2)
@@ -97,15 +98,12 @@ async def test_the_layer_passed_back_switches_as_the_default_does(tmp_path: Path
 
 
 async def test_a_call_to_a_larger_window_switches_at_the_memorys_trigger(tmp_path: Path) -> None:
-    async def default(memory: aiden.Memory) -> PromptBuild:
-        return await memory.build_messages(LAYERS)
-
     async def larger(memory: aiden.Memory) -> PromptBuild:
         built = await memory.build_messages(LAYERS, model="gpt-4o")  # a 128k window
         assert built.checked_tokens < TRIGGER or _carried(built) == COMPACT
         return built
 
-    assert await _run(tmp_path / "larger", 12, larger) == await _run(tmp_path / "default", 12, default)
+    assert await _run(tmp_path / "larger", 12, larger) == await _run(tmp_path / "default", 12, _default)
 
 
 BIG = PromptLayers(role_identity="You are a chat assistant.", runtime_context="Retrieved: the archive. " * 600)
@@ -184,12 +182,9 @@ async def test_sessions_with_equal_start_times_each_get_the_larger_block(tmp_pat
 
 
 async def test_a_new_session_gets_the_larger_block_again(tmp_path: Path) -> None:
-    async def default(memory: aiden.Memory) -> PromptBuild:
-        return await memory.build_messages(LAYERS)
-
     async with aiden.open_memory(tmp_path, config=CONFIG) as memory:
         await _earlier_sessions(memory)
-        carried, _ = await _long_session(memory, 5, default)
+        carried, _ = await _long_session(memory, 5, _default)
         await memory.rotate()
         await memory.begin_run("John: Hi again!")
         fresh = await memory.build_messages(LAYERS)
@@ -198,12 +193,9 @@ async def test_a_new_session_gets_the_larger_block_again(tmp_path: Path) -> None
 
 
 async def test_a_reopened_session_that_compacted_keeps_the_compact_block(tmp_path: Path) -> None:
-    async def default(memory: aiden.Memory) -> PromptBuild:
-        return await memory.build_messages(LAYERS)
-
     async with aiden.open_memory(tmp_path, config=CONFIG) as memory:
         await _earlier_sessions(memory)
-        carried, compactions = await _long_session(memory, 11, default)
+        carried, compactions = await _long_session(memory, 11, _default)
     assert compactions[-1] == 1
     async with aiden.open_memory(tmp_path, config=CONFIG) as memory:
         await memory.begin_run("John: back again")
