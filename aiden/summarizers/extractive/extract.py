@@ -391,10 +391,7 @@ def stated_goal(events: Sequence[SessionEvent]) -> str:
     """
     collector = Collector()
     for event in events:
-        if event.type in _ACTING:
-            collector.opening = ""
-        elif event.type == "user_input":
-            _extract_user(event, collector)
+        collector.feed(event)
         if not collector.goal_open and not collector.opening:
             break
     return collector.goal or ""

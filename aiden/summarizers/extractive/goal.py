@@ -177,14 +177,14 @@ def demonstrated_goal(opening: str, content: str) -> str:
     template = " ".join(content.split("\n", 1)[0].split()).casefold()
     if template not in theirs or len(content_words(template)) < _TEMPLATE_WORDS:
         return ""
-    at = theirs.index(template)
-    intro = substantive(split_sentences("\n".join(lines[:at])))
+    above = "\n".join(lines[: theirs.index(template)])
+    intro = substantive(split_sentences(above))
     # A resent or edited first message restates most of its lines; a task after a demonstration few of them.
     kept = [key for key in theirs if len(content_words(key)) >= _TEMPLATE_WORDS]
     resent = 2 * sum(key in ours for key in kept) >= len(kept)
     if resent or not intro or any(classify_sentence(s, speaker="user") in _ASKS for s in intro):
         return ""  # (an introduction that asks something states a task of its own)
-    if len("\n".join(lines[:at])) >= GOAL_CHARS:
+    if len(above) >= GOAL_CHARS:
         return ""  # (a template line below what the first message's Goal shows introduces no demonstration)
     # What the first message is, then the task (SWE-agent sends the two before any answer).
     task = join_sentences(split_sentences(content))
