@@ -7,6 +7,7 @@ works without it.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import os
@@ -14,8 +15,8 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import AsyncExitStack, contextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -154,12 +155,10 @@ def _main(args: argparse.Namespace) -> int:
             name = repr(open_[0]) if open_[0] else 'the bare ROOT (key "")'
             raise ValueError(f"{args.tokens}: no token for {name}: with --tokens every endpoint needs one")
         config = load_config(args.config) if args.config else None
-        with _sigterm_as_sigint():
-            anyio.run(
-                lambda: run_mcp(
-                    tenants, http=args.http, host=args.host, port=args.port, tokens=tokens, config=config
-                )
-            )
+        anyio.run(
+            _until_sigterm,
+            lambda: run_mcp(tenants, http=args.http, host=args.host, port=args.port, tokens=tokens, config=config),
+        )
     except (ValueError, OSError) as exc:
         print(f"aiden mcp: {exc}", file=sys.stderr)
         return 2
@@ -168,24 +167,26 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextmanager
-def _sigterm_as_sigint() -> Iterator[None]:
-    """SIGTERM stops the command as SIGINT does: the serving is cancelled, the memories close (shielded).
+async def _until_sigterm(serve: Callable[[], Awaitable[None]]) -> None:
+    """Run ``serve()``; SIGTERM cancels it, so the memories close (shielded) and the command ends with 0.
 
     Its default would kill the server at once, the memories unclosed, where a client sends it when the
-    server outlives its closed stdin (maybe while closing). Left alone where SIGINT is not handled
-    (a background job ignoring it): SIGTERM must still stop the server.
+    server outlives its closed stdin (maybe while closing). Not mapped to SIGINT: a background job's
+    SIGINT is ignored, and SIGTERM must still close it. SIGINT stays asyncio's (which cancels the run
+    as this does).
     """
-    if threading.current_thread() is not threading.main_thread() or (
-        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        yield  # only the main thread handles signals (and sets their handlers)
+    if threading.current_thread() is not threading.main_thread():
+        await serve()  # only the main thread handles signals
         return
-    previous = signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    loop = asyncio.get_running_loop()  # anyio.run's default backend
+    with anyio.CancelScope() as scope:
+        # A Python-level handler, not the loop's: the HTTP server's own handler replaces it while it
+        # serves (its graceful stop), and puts it back after.
+        previous = signal.signal(signal.SIGTERM, lambda *_: loop.call_soon_threadsafe(scope.cancel))
+        try:
+            await serve()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _port(text: str) -> int:

@@ -84,19 +84,20 @@ def test_a_busy_port_is_one_line_naming_it(
     assert capsys.readouterr().err == f"aiden mcp: cannot listen on 127.0.0.1:{port}: Address already in use\n"
 
 
-# `aiden mcp` run as a shell command: SIGINT at Python's default. A suite started as a background job
-# (`cmd &` without job control) hands its children SIGINT ignored, and the server then rightly leaves
-# SIGTERM at its default (see `_sigterm_as_sigint`): this test is about the foreground case.
-_FOREGROUND_AIDEN = (
-    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+# `aiden mcp` as a shell command starts it: SIGINT at Python's default (a foreground command), or
+# ignored (a background job of a shell without job control, `cmd &`; a suite started that way hands
+# its children SIGINT ignored too, so each case sets its own).
+_AIDEN_WITH_SIGINT = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.{}); "
     "sys.argv[0] = 'aiden'; runpy.run_module('aiden', run_name='__main__')"
 )
 
 
-def test_sigterm_on_stdio_closes_the_memory_and_exits_cleanly(roots: dict[str, Path]) -> None:
+@pytest.mark.parametrize("sigint", ["default_int_handler", "SIG_IGN"])
+def test_sigterm_on_stdio_closes_the_memory_and_exits_cleanly(roots: dict[str, Path], sigint: str) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     with subprocess.Popen(
-        [sys.executable, "-c", _FOREGROUND_AIDEN, "mcp", str(roots["a"])],
+        [sys.executable, "-c", _AIDEN_WITH_SIGINT.format(sigint), "mcp", str(roots["a"])],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
