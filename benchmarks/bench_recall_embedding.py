@@ -49,6 +49,7 @@ from _common import pct, table, write_result
 import aiden
 from aiden.recall.query import display_text
 from aiden.recall.vectors import embed_missing
+from aiden.storage.layout import Layout
 
 WINDOW = 4000
 
@@ -75,7 +76,7 @@ def load(path: Path) -> tuple[list[aiden.SessionEvent], list[str]]:
                                              role="user" if user else "assistant", content=text,
                                              timestamp=start + 30.0 * i))
         n += 1
-    questions = [str(q["question"]) for q in doc["qa"] if q.get("category") in (1, 2, 3, 4)]
+    questions = [str(q["question"]) for q in doc.get("qa") or [] if q.get("category") in (1, 2, 3, 4)]
     return events, questions
 
 
@@ -137,7 +138,8 @@ def _ms(values: Sequence[float]) -> str:
     return f"{pct(values, 50) * 1000:,.0f} / {pct(values, 99) * 1000:,.0f} / {max(values) * 1000:,.0f}"
 
 
-async def main_async(files: Sequence[Path]) -> dict[str, Any]:
+async def main_async(files: Sequence[Path]) -> dict[str, Any] | None:
+    """Replay each file lexical and hybrid; None if no file has a question to time recall with."""
     embedder = aiden.LocalMiniLMEmbedder()
     embedder.load()
     runs: dict[str, dict[str, list[float]]] = {"lexical": {"recall": [], "maintain": []},
@@ -145,15 +147,20 @@ async def main_async(files: Sequence[Path]) -> dict[str, Any]:
     speeds: list[dict[str, dict[str, float]]] = []
     for path in files:
         events, questions = load(path)
+        if not questions:
+            print(f"({path.name} skipped: no category 1-4 question to time recall with)", file=sys.stderr)
+            continue
         with tempfile.TemporaryDirectory(prefix="aiden-re-") as tmp:
             for name, emb in (("lexical", None), ("minilm", embedder)):
                 got = await replay(events, questions, Path(tmp) / name, emb)
                 for key, values in got.items():
                     runs[name][key] += values
             copy = Path(tmp) / "copy.sqlite3"
-            shutil.copyfile(Path(tmp) / "minilm" / "session" / "recall.sqlite3", copy)
+            shutil.copyfile(Layout(Path(tmp) / "minilm").recall_db, copy)
             speeds.append(await anyio.to_thread.run_sync(throughput, copy, embedder))
         print(f"{path.name}: {len(events)} events", file=sys.stderr)
+    if not speeds:
+        return None
     total = {w: {"seconds": sum(s[w]["seconds"] for s in speeds), "texts": sum(s[w]["texts"] for s in speeds)}
              for w in speeds[0]}
     return {"runs": runs, "throughput": total, "events": total.pop("events")["texts"]}
@@ -174,6 +181,9 @@ def main() -> None:
         print(f"skipped: {exc}")
         return
     r = anyio.run(main_async, files)
+    if r is None:
+        print("skipped: no LoCoMo file has a category 1-4 question")
+        return
     runs, speed = r["runs"], r["throughput"]
     print(f"# Hybrid recall's embedding ({len(files)} LoCoMo conversations, LocalMiniLMEmbedder)\n")
     print(table(["replay", "compactions", "first recall after a compaction, ms p50 / p99 / max",

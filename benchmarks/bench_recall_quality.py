@@ -42,10 +42,23 @@ Corpora:
   single-hop) with their labelled evidence turns.
 * ``generated`` (``--corpus generated``): deterministic (seeded) multi-day
   coding-agent conversations with planted facts asked by paraphrases and
-  stopword-heavy questions; ``real``: the five SWE-agent sessions of
+  stopword-heavy questions; ``real``: the SWE-agent sessions of
   ``$AIDEN_REAL_DATA/swe-agent`` with hand-written questions;
   ``short_queries``: 1-3 consecutive non-stopword words drawn from single
-  events of both.
+  events of both (every real session, with questions or not).
+
+Questions for a real session ``<name>.traj`` come from ``<name>.questions.json``
+beside it when that file exists, else from the built-in table ``REAL_QUESTIONS``
+(the five sessions of ``../shared/data``). The file is a JSON list of
+``[question, marker]`` pairs, the shape of a ``REAL_QUESTIONS`` entry::
+
+    [["how many lines is fields.py?", "(1997 lines total)"],
+     ["how was the rounding fixed?", "int(round("]]
+
+The marker is an exact substring of the evidence: every event whose text (content,
+tool name, tool arguments) holds it is evidence. A session with neither is left out
+of ``real`` (printed, and counted with its name under ``skipped`` in the JSON), and a
+corpus left with no question to count is reported as skipped, not measured.
 
 Writes ``benchmarks/results/recall_quality.json`` (every question's record) and
 prints per corpus: a summary, a per-category table (pooled first), and query
@@ -775,8 +788,25 @@ def real_data_dir() -> tuple[Path | None, str]:
     return folder, ""
 
 
+QUESTIONS_SUFFIX = ".questions.json"
+"""A real session's own questions: ``<name>.questions.json`` beside ``<name>.traj``."""
+
+
+def session_questions(traj: Path) -> list[tuple[str, str]]:
+    """The ``(question, marker)`` pairs of one real session: its ``.questions.json``, else ``REAL_QUESTIONS``."""
+    sidecar = traj.with_name(traj.stem + QUESTIONS_SUFFIX)
+    if not sidecar.is_file():
+        return REAL_QUESTIONS.get(traj.stem, [])
+    pairs = json.loads(sidecar.read_text(encoding="utf-8"))
+    if not (isinstance(pairs, list)
+            and all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and x for x in p) for p in pairs)):
+        raise SystemExit(f"{sidecar}: expected a JSON list of [question, marker] pairs of non-empty strings")
+    return [(q, m) for q, m in pairs]
+
+
 def real_corpus(window: int = REAL_WINDOW) -> tuple[list[Conversation], str]:
-    """The SWE-agent sessions with hand-written questions; ``([], reason)`` if the data is absent."""
+    """Every SWE-agent session, with its questions (:func:`session_questions`, possibly none);
+    ``([], reason)`` if the data is absent."""
     folder, why = real_data_dir()
     if folder is None:
         return [], why
@@ -784,7 +814,7 @@ def real_corpus(window: int = REAL_WINDOW) -> tuple[list[Conversation], str]:
 
     out = []
     for s in load_sessions(folder):
-        qs = [Question(q, "real", marker=m) for q, m in REAL_QUESTIONS.get(s.name, [])]
+        qs = [Question(q, "real", marker=m) for q, m in session_questions(folder / "swe-agent" / f"{s.name}.traj")]
         events = [msgspec.structs.replace(e, seq=0, timestamp=BASE_TIME + i * 30.0) for i, e in enumerate(s.events)]
         out.append(Conversation(f"real-{s.name}", events, qs, window))
     return out, ""
@@ -833,7 +863,7 @@ def locomo_conversation(path: Path, window: int = LOCOMO_WINDOW) -> Conversation
                                        timestamp=start + 30.0 * i))
         n += 1
     questions = []
-    for q in doc["qa"]:
+    for q in doc.get("qa") or []:
         category = LOCOMO_CATEGORIES.get(q.get("category"))
         if category is None:
             continue
@@ -1118,23 +1148,39 @@ def build_corpora(quick: bool, corpus: str) -> tuple[dict[str, list[Conversation
     corpora: dict[str, list[Conversation]] = {}
     skipped: dict[str, str] = {}
     if corpus in ("locomo", "all"):
-        corpora["locomo"], why = locomo_corpus(2 if quick else None)
+        locomo, why = locomo_corpus(2 if quick else None)
+        corpora["locomo"] = [c for c in locomo if c.questions]
+        if unasked := [c.name for c in locomo if not c.questions]:
+            skipped["locomo conversations without questions"] = (
+                f"{len(unasked)} of {len(locomo)}: {', '.join(unasked)} (no category 1-4 question in the file)")
         if why:
             skipped["locomo"] = why
+        elif not corpora["locomo"]:
+            skipped["locomo"] = "no conversation has questions"
     if corpus in ("generated", "all"):
         generated = generated_corpus(conversations=2 if quick else 8, days=3 if quick else 4)
         real, why = real_corpus()
-        corpora |= {"generated": generated, "real": real,
+        asked = [c for c in real if c.questions]
+        corpora |= {"generated": generated, "real": asked,
                     "short_queries": short_query_corpus([*generated, *real], per_conversation=15 if quick else 30)}
+        unasked = [c.name.removeprefix("real-") for c in real if not c.questions]
+        if unasked:
+            skipped["real sessions without questions"] = (
+                f"{len(unasked)} of {len(real)}: {', '.join(unasked)} (no <name>{QUESTIONS_SUFFIX} beside the"
+                f" .traj and not in REAL_QUESTIONS; they still feed short_queries)")
         if why:
             skipped["real"] = why
+        elif not asked:
+            skipped["real"] = "no session has questions"
     return corpora, skipped
 
 
 async def measure(corpora: dict[str, list[Conversation]],
                   progress: Callable[[str], None] = lambda _: None,
                   embedder: aiden.Embedder | None = None,
-                  dense: MiniLMCache | None = None) -> dict[str, dict[str, Any]]:
+                  dense: MiniLMCache | None = None,
+                  skipped: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Replay and ask every corpus; one left with no question to count goes to ``skipped`` (with why)."""
     out: dict[str, dict[str, Any]] = {}
     for name, convs in corpora.items():
         if not convs:
@@ -1145,6 +1191,12 @@ async def measure(corpora: dict[str, list[Conversation]],
                 # Dense baselines on the real conversations only: the generated tool outputs are long to embed.
                 replays.append(await replay(conv, Path(tmp), embedder, dense if name == "locomo" else None))
             progress(f"{name}/{conv.name}: {len(replays[-1].questions)} questions in {replays[-1].seconds:.1f}s")
+        if not any(r.questions for r in replays):
+            # Nothing to rate: every question had its evidence in the hot window or nowhere.
+            if skipped is not None:
+                skipped[name] = (f"no question left to count ({sum(r.dropped_hot for r in replays)} dropped hot,"
+                                 f" {sum(r.no_evidence for r in replays)} without evidence)")
+            continue
         out[name] = corpus_summary(replays)
         out[name]["records"] = [r for rep in replays for r in rep.questions]
     return out
@@ -1180,7 +1232,11 @@ def main() -> None:
         skipped["dense baselines"] = why
     for name, why in skipped.items():
         print(f"({name} skipped: {why})\n")
-    results = anyio.run(measure, corpora, lambda m: print(m, file=sys.stderr), embedder, dense)
+    late: dict[str, str] = {}
+    results = anyio.run(measure, corpora, lambda m: print(m, file=sys.stderr), embedder, dense, late)
+    for name, why in late.items():
+        print(f"({name} skipped: {why})\n")
+    skipped |= late
     print(f"# Recall quality: aiden vs baselines (budget {BUDGET_CHARS} chars)\n")
     for name, s in results.items():
         print(render(name, s))

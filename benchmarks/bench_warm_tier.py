@@ -163,7 +163,7 @@ class Conversation:
             n += 1
         self.questions = [
             (str(q["answer"]), int(q["category"]))
-            for q in data["qa"]
+            for q in data.get("qa") or []
             if int(q.get("category", 5)) in CATEGORIES and "answer" in q
         ]
 
@@ -176,7 +176,12 @@ def conversations(limit: int) -> list[Conversation] | str:
     files = sorted(folder.glob("*.json"))
     if not files:
         return f"no LoCoMo conversations in {folder}"
-    return [Conversation(p) for p in files[:limit]]
+    convs = [Conversation(p) for p in files[:limit]]
+    unasked = [c.name for c in convs if not c.questions]
+    if unasked:
+        print(f"(LoCoMo conversations without answerable questions skipped: {len(unasked)} of {len(convs)}:"
+              f" {', '.join(unasked)})", flush=True)
+    return [c for c in convs if c.questions] or "no LoCoMo conversation has an answerable question (category 1-4)"
 
 
 def _event(kind: str, text: str) -> SessionEvent:

@@ -319,7 +319,7 @@ def real_checklist(path: Path) -> list[Item]:
             min_keys=min(3, len(words)),
         )
     ]
-    steps = data.get("trajectory") or []
+    steps = _fidelity.real_steps(path, data)
     edited = ""
     opened = ""
     for step in steps:

@@ -26,6 +26,7 @@ facts taken from their own task, decisions and errors.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -150,11 +151,41 @@ _DECISION = re.compile(r"\b(we need to|we should|i will|i'll|let's (modify|chang
 _ERR = re.compile(r"^\s*(\w+(Error|Exception)\b.*)$", re.M)
 
 
+def real_steps(path: Path, data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The steps (``thought``, ``action``, ``observation``) of one ``.traj``: its ``trajectory``; for a
+    run that recorded only ``history`` (function calling), the shared loader's events, one step per model
+    call (the action is the tool's name and argument values, the observation its results)."""
+    steps: list[dict[str, Any]] = data.get("trajectory") or []
+    if steps:
+        return steps
+    from tests.governance.swe_sessions import load_session
+
+    session = load_session(path)
+    bounds = [*session.calls, len(session.events)]
+    for start, end in itertools.pairwise(bounds):
+        actions, observations = [], []
+        for e in session.events[start + 1:end]:
+            if e.type == "tool_call":
+                try:
+                    args = json.loads(e.tool_args or "{}")
+                except ValueError:
+                    args = e.tool_args
+                values = [str(v) for v in args.values()] if isinstance(args, dict) else [str(args)]
+                actions.append(" ".join([e.tool_name or "", *values]).strip())
+            elif e.type == "tool_result":
+                observations.append(e.content or "")
+        steps.append({"thought": session.events[start].content or "", "action": "\n".join(actions),
+                      "observation": "\n".join(observations)})
+    return steps
+
+
 def real_sessions(folder: Path) -> list[tuple[str, list[Turn], list[Fact]]]:
+    """Every ``.traj`` of ``folder`` as turns (one per step) and the facts to check: the task's goal, the
+    agent's decisions and the errors met. A file without any step is left out, saying so on stderr."""
     out = []
     for path in sorted(folder.glob("*.traj")):
         data = json.loads(path.read_text())
-        steps = data.get("trajectory") or []
+        steps = real_steps(path, data)
         history = data.get("history") or []
         # Skip in-context demonstrations: the task is the first real user message.
         users = [m["content"] for m in history if m.get("role") == "user"]
@@ -187,6 +218,7 @@ def real_sessions(folder: Path) -> list[tuple[str, list[Turn], list[Fact]]]:
             if m and sum(f.kind == "error_resolution" for f in facts) < 3:
                 facts.append(Fact(kind="error_resolution", turn=i, text=m.group(1)[:100], question=m.group(1)[:60]))
         if not turns:
+            print(f"(real session {path.stem} skipped: no step in its trajectory or history)", file=sys.stderr)
             continue
         out.append((path.stem, turns, facts))
     return out

@@ -8,6 +8,10 @@ message is a tool_result linked by call id. Runs without ``tool_calls``
 assistant_output, its ``action`` a tool_call (named by the command's first
 word, ``{"command": action}`` as arguments) and its ``observation`` the
 tool_result; the user messages before the first assistant message open it.
+A function-calling ``history`` that stops before the last steps (some runs
+do not record the final ``submit`` there) gets its missing tail from
+``trajectory``, mapped the same way: only the steps beyond the history's
+assistant messages.
 
 Some recorded runs reuse a tool_call id; a reused id gets a ``_<n>`` suffix
 so every call/result pair stays unambiguous.
@@ -77,15 +81,8 @@ def _from_history(history: list[dict[str, Any]]) -> tuple[list[SessionEvent], li
     return events, calls
 
 
-def _from_trajectory(history: list[dict[str, Any]], steps: list[dict[str, Any]]) -> tuple[list[SessionEvent], list[int]]:
-    events: list[SessionEvent] = []
-    calls: list[int] = []
-    for m in history:
-        if m.get("role") == "assistant":
-            break
-        if m.get("role") == "user":
-            events.append(SessionEvent(type="user_input", role="user", content=str(m.get("content") or "")))
-    for n, step in enumerate(steps):
+def _add_steps(events: list[SessionEvent], calls: list[int], steps: list[dict[str, Any]], start: int = 0) -> None:
+    for n, step in enumerate(steps[start:], start):
         action = str(step.get("action") or "").strip()
         name = action.split(maxsplit=1)[0] if action else "action"
         calls.append(len(events))
@@ -102,6 +99,17 @@ def _from_trajectory(history: list[dict[str, Any]], steps: list[dict[str, Any]])
                 content=str(step.get("observation") or ""),
             )
         )
+
+
+def _from_trajectory(history: list[dict[str, Any]], steps: list[dict[str, Any]]) -> tuple[list[SessionEvent], list[int]]:
+    events: list[SessionEvent] = []
+    calls: list[int] = []
+    for m in history:
+        if m.get("role") == "assistant":
+            break
+        if m.get("role") == "user":
+            events.append(SessionEvent(type="user_input", role="user", content=str(m.get("content") or "")))
+    _add_steps(events, calls, steps)
     return events, calls
 
 
@@ -110,10 +118,13 @@ def load_session(path: Path) -> SweSession:
     data = json.loads(path.read_text(encoding="utf-8"))
     history: list[dict[str, Any]] = data["history"]
     system = next((str(m.get("content") or "") for m in history if m.get("role") == "system"), "")
+    steps: list[dict[str, Any]] = data.get("trajectory") or []
     if any(m.get("tool_calls") for m in history):
         events, calls = _from_history(history)
+        # One assistant message per step: a history cut short lacks the last steps (e.g. the submit).
+        _add_steps(events, calls, steps, start=sum(m.get("role") == "assistant" for m in history))
     else:
-        events, calls = _from_trajectory(history, data.get("trajectory") or [])
+        events, calls = _from_trajectory(history, steps)
     numbered = tuple(msgspec.structs.replace(e, seq=i + 1) for i, e in enumerate(events))
     return SweSession(name=path.stem, system=system, events=numbered, calls=tuple(calls))
 
