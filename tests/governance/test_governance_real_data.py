@@ -28,7 +28,7 @@ LARGE_OUTPUT_CHARS = 4000
 def test_governed_prompts_of_real_sessions_are_never_larger(real_data: Path) -> None:
     cfg = Config()
     sessions = list(load_sessions(real_data))
-    assert len(sessions) == 5
+    assert sessions
     rows: list[tuple[str, int, int, int, int, int]] = []
     totals: list[tuple[str, int, int, int, bool]] = []
     for session in sessions:
@@ -73,7 +73,11 @@ def test_governed_prompts_of_real_sessions_are_never_larger(real_data: Path) -> 
         calls = sum(1 for r in rows if r[0] == name)
         print(f"| {name}{' (large outputs)' if large else ''} | {calls} | {plain:,} | {step:,} | {1 - step / plain:.1%} |")
 
-    large_sessions = [t for t in totals if t[4]]
-    assert {t[0] for t in large_sessions} == {"marshmallow-1867-function-calling", "pydicom-1458"}
-    for _name, plain, _turn, step, _large in large_sessions:
-        assert step < plain
+    # Our folder's two sessions with large outputs read them early, so step mode trims them (in another
+    # folder a large output may come last, in the steps step mode keeps).
+    ours = {"marshmallow-1867-function-calling", "pydicom-1458"}
+    if ours <= {t[0] for t in totals}:
+        large_sessions = [t for t in totals if t[4]]
+        assert {t[0] for t in large_sessions} == ours
+        for _name, plain, _turn, step, _large in large_sessions:
+            assert step < plain

@@ -322,16 +322,25 @@ async def test_a_bad_message_appends_nothing(tmp_path: Path) -> None:
 @pytest.mark.anyio
 @pytest.mark.real_data
 async def test_real_swe_agent_function_calling_history(tmp_path: Path, real_data: Path) -> None:
-    traj = json.loads((real_data / "swe-agent" / "marshmallow-1867-function-calling.traj").read_text())
-    history = [m for m in traj["history"] if m["role"] != "system"]  # the base instruction is no event
-    calls = sum(len(m.get("tool_calls") or []) for m in history)
-    async with aiden.open_memory(tmp_path, config=Config(durability="none", context_window=1_000_000)) as memory:
-        stored = [e for m in history for e in await memory.append_message(m)]
-        built = await memory.build_messages(governance=False)
-    assert sum(e.type == "tool_call" for e in stored) == calls
-    assert sum(e.type == "tool_result" for e in stored) == sum(m["role"] == "tool" for m in history)
-    assert validate_chat_sequence(built.messages) == []
-    # The recorder reused some call ids; the prompt renames a reuse to "<id>_seq<seq>" (unique ids).
-    rebuilt_ids = [c["id"] for m in built.messages for c in m.get("tool_calls") or []]
-    assert [i.split("_seq")[0] for i in rebuilt_ids] == [c["id"] for m in history for c in m.get("tool_calls") or []]
-    assert len(set(rebuilt_ids)) == len(rebuilt_ids)
+    """Every function-calling trajectory of the folder (ours: marshmallow-1867's and the simple one)."""
+    recorded = {path.stem: json.loads(path.read_text())["history"] for path in sorted((real_data / "swe-agent").glob("*.traj"))}
+    histories = {
+        name: [m for m in history if m["role"] != "system"]  # the base instruction is no event
+        for name, history in recorded.items()
+        if any(m.get("tool_calls") for m in history)
+    }
+    if not histories:
+        pytest.skip(f"{real_data}/swe-agent has no function-calling trajectory")
+    for name, history in histories.items():
+        calls = sum(len(m.get("tool_calls") or []) for m in history)
+        config = Config(durability="none", context_window=1_000_000)
+        async with aiden.open_memory(tmp_path / name, config=config) as memory:
+            stored = [e for m in history for e in await memory.append_message(m)]
+            built = await memory.build_messages(governance=False)
+        assert sum(e.type == "tool_call" for e in stored) == calls
+        assert sum(e.type == "tool_result" for e in stored) == sum(m["role"] == "tool" for m in history)
+        assert validate_chat_sequence(built.messages) == []
+        # The recorder reused some call ids; the prompt renames a reuse to "<id>_seq<seq>" (unique ids).
+        rebuilt_ids = [c["id"] for m in built.messages for c in m.get("tool_calls") or []]
+        assert [i.split("_seq")[0] for i in rebuilt_ids] == [c["id"] for m in history for c in m.get("tool_calls") or []]
+        assert len(set(rebuilt_ids)) == len(rebuilt_ids)
