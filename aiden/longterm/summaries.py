@@ -6,6 +6,8 @@ Merging dedupes by normalized text; two items *conflict* when they share a :func
 in a section, and the newer wins. The key is a deliberately small heuristic: a choice word
 followed by a known tool ("use npm" -> ``choice:package manager``), or a ``<subject>: <value>``
 statement (``subject:staging port``), not a chat turn ``Name: <sentence>``. Outcomes never conflict.
+Across the two command sections the newer verdict wins: a recipe ``$ cmd`` and a failure
+``$ cmd failed: ...`` of the same command are not both kept.
 """
 
 from __future__ import annotations
@@ -426,11 +428,31 @@ def merge_summaries(
     """``older`` and ``newer`` merged section by section, chronological order kept.
 
     Duplicates collapse to their newest occurrence; on a conflict the newer item
-    wins; a section over ``max_items`` keeps its newest items. The metadata
-    (kind, id, times, watermarks) is ``newer``'s.
+    wins, and so does ``newer``'s verdict on a command (a recipe of ``older`` that
+    ``newer`` lists as ``<command> failed: ...`` is dropped, and the reverse); a
+    section over ``max_items`` keeps its newest items. The metadata (kind, id,
+    times, watermarks) is ``newer``'s.
     """
+    # A newer verdict on a command wins: a command that failed in one compacted range and worked
+    # in a later one (or the reverse) is listed once, as the later range found it.
+    failed_now = _failed_commands(newer.failed_approaches)
+    recipes_now = {same_key(item) for item in newer.working_recipes}
+    older = msgspec.structs.replace(
+        older,
+        working_recipes=tuple(r for r in older.working_recipes if same_key(r) not in failed_now),
+        failed_approaches=tuple(f for f in older.failed_approaches if not _failed_commands([f]) & recipes_now),
+    )
     merged = {s: _merge_items(s, older.section(s), newer.section(s), max_items) for s in SECTIONS}
     return msgspec.structs.replace(newer, **merged)
+
+
+_FAILED: Final = re.compile(r" failed: ")
+
+
+def _failed_commands(items: Iterable[str]) -> set[str]:
+    """The keys of the commands failed approaches ``items`` report as ``<command> failed: <error>``
+    (each " failed: " could end the command: a command may hold those words too)."""
+    return {same_key(item[: m.start()]) for item in items for m in _FAILED.finditer(item)}
 
 
 def keep_informative(summary: SessionSummary, max_items: int) -> SessionSummary:
