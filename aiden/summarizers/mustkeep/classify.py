@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Final, Literal
 
+from aiden.policy.summary_md import step_match
 from aiden.policy.toolresult import OS_REFUSAL
 from aiden.summarizers.mustkeep.text import content_words, has_fact_tokens
 
@@ -144,9 +145,10 @@ _CONSTRAINT_USER: Final = re.compile(
     r"dependenc\w*|deps|changes|tests?|api|downtime|sudo|root|docker|mocks?)\b",
     re.IGNORECASE,
 )
+# ("Keep going with it!" continues, and decides nothing.)
 _DECISION: Final = re.compile(
     r"\b(?:decided|decide to|decision|we chose|i chose|chose|choose|chosen|we'll use|we will use|i'll use|"
-    r"i will use|let's use|let's go with|going with|go with|opted|opt for|switch(?:ed|ing)? to|settled on|"
+    r"i will use|let's use|let's go with|(?<!keep )going with|go with|opted|opt for|switch(?:ed|ing)? to|settled on|"
     r"picked|instead of|rather than|in favou?r of|we'll go with|will use \S+ (?:because|since|as))\b"
     r"|决定|选择了|选用|采用|改用|而不是|代替|换成",
     re.IGNORECASE,
@@ -361,6 +363,12 @@ def classify_sentence(sentence: str, *, speaker: Speaker = "any", named: bool = 
     if not user_like and _CONSTRAINT_STRONG.search(text):
         return "constraint"
     if has_fact_tokens(text):
+        # A step number is no fact: an agent loop's "(continue) step 12" asks for work, and filed as a fact every
+        # later fold would re-read it as one; "(continue) step 12: the key is in /etc/app.env" states one. (A chat
+        # participant's "part 2 of the book" tells of themselves.)
+        numbered = step_match(text)
+        if user_like and not named and numbered is not None:
+            return "fact" if has_fact_tokens(numbered["head"] + numbered["tail"]) else "request"
         return "fact"
     if not user_like and _PLAN.search(text):
         return "plan"
