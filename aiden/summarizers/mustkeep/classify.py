@@ -145,10 +145,11 @@ _CONSTRAINT_USER: Final = re.compile(
     r"dependenc\w*|deps|changes|tests?|api|downtime|sudo|root|docker|mocks?)\b",
     re.IGNORECASE,
 )
-# ("Keep going with it!" continues, and decides nothing.)
+# ("Keep going with it!" continues, and decides nothing; "keep going with Postgres" stays on a choice.)
 _DECISION: Final = re.compile(
     r"\b(?:decided|decide to|decision|we chose|i chose|chose|choose|chosen|we'll use|we will use|i'll use|"
-    r"i will use|let's use|let's go with|(?<!keep )going with|go with|opted|opt for|switch(?:ed|ing)? to|settled on|"
+    r"i will use|let's use|let's go with|(?<!keep )going with|"
+    r"(?<=keep )going with(?! (?:it|this|that|steps? \d+|your|our|my)\b)|go with|opted|opt for|switch(?:ed|ing)? to|settled on|"
     r"picked|instead of|rather than|in favou?r of|we'll go with|will use \S+ (?:because|since|as))\b"
     r"|决定|选择了|选用|采用|改用|而不是|代替|换成",
     re.IGNORECASE,
@@ -291,6 +292,22 @@ _ROUTINE: Final = re.compile(
 )
 
 
+# What a routine continuation says besides its step: a continuation phrase ("(continue)", "OK, proceed to")
+# and the total of steps ("of 40", "30 steps left"), which goes stale with the next step and is no fact.
+_CONTINUATION: Final = re.compile(
+    r"(?:continue|proceed|carry on|keep going|go on|resume|ok(?:ay)?|now|next|please|with|to|"
+    r"of \d+|/ ?\d+|\d+ steps?(?: left| remaining| to go)?|[\s,.;:!()\u2013-])*",
+    re.IGNORECASE,
+)
+
+
+def _is_continuation(numbered: re.Match[str]) -> bool:
+    """True for a user's numbered sentence that only continues ("(continue) step 12 of 40", "Step 12."):
+    the word "step" (a "turn 16" is an age, a "part 12" a chapter) and nothing else but a continuation phrase."""
+    rest = numbered["head"] + " " + numbered["tail"]
+    return numbered["word"].casefold() == "step" and _CONTINUATION.fullmatch(rest) is not None
+
+
 def is_routine_request(sentence: str) -> bool:
     """True for a routine continuation ("Continue with ..., step 12: ..."): never the session's goal."""
     return _ROUTINE.search(sentence.strip()) is not None
@@ -367,9 +384,8 @@ def classify_sentence(sentence: str, *, speaker: Speaker = "any", named: bool = 
         # later fold would re-read it as one; "(continue) step 12: the key is in /etc/app.env" states one. (A chat
         # participant's "part 2 of the book" tells of themselves.)
         numbered = step_match(text)
-        if user_like and not named and numbered is not None:
-            return "fact" if has_fact_tokens(numbered["head"] + numbered["tail"]) else "request"
-        return "fact"
+        routine = user_like and not named and numbered is not None and _is_continuation(numbered)
+        return "request" if routine else "fact"
     if not user_like and _PLAN.search(text):
         return "plan"
     return "other"
