@@ -100,7 +100,7 @@ def test_what_a_continuation_carries_is_kept_after_later_steps(turn: str, expect
 
 
 # A step total ("of 40", "30 steps left") goes stale with the next step: it makes no continuation a fact.
-@pytest.mark.parametrize("template", ["(continue) {} of 40", "(continue) {}, 30 steps left"])
+@pytest.mark.parametrize("template", ["(continue) {} of 40", "(continue) {}, 30 steps left", "(continue) {} \u2014 28 steps to go"])
 def test_continuations_with_a_step_total_leave_one_open_line_and_no_facts(template: str) -> None:
     first, last = (template.format(f"steps 1\u2013{n}; now at step {n}") for n in (8, 14))
     rolling = f"Open thread:\n- User: {first}\n{_FACT}"
@@ -194,7 +194,7 @@ def test_a_later_fact_with_the_same_head_does_not_supersede_a_fact() -> None:
     assert rolling.endswith("\nFacts:\n- Step 12 needs the staging credentials")
 
 
-# "Keep going with it / step 12 / your dreams" continues; "keep going with Postgres" stays on a choice: a decision,
+# "Keep going with it / step 12" continues; "keep going with Postgres" stays on a choice: a decision,
 # whoever says it.
 @pytest.mark.parametrize(
     "turn",
@@ -204,6 +204,12 @@ def test_a_later_fact_with_the_same_head_does_not_supersede_a_fact() -> None:
         ("user_input", "We're going to keep going with Postgres"),
         ("user_input", "Keep going with the plan we agreed on: Postgres, no Redis"),
         ("assistant_output", "I'll keep going with the Postgres approach."),
+        # (a re-review's cases: a pronoun or possessive naming the choice)
+        ("user_input", "We'll keep going with that approach"),
+        ("user_input", "Let's keep going with this design"),
+        ("user_input", "We'll keep going with our current schema, no migration to Mongo"),
+        ("user_input", "Keep going with that, SQLite is fine for now"),
+        ("assistant_output", "I'll keep going with this approach since it avoids the lock."),
     ],
 )
 def test_keeping_going_with_a_choice_is_a_decision(turn: tuple[str, str]) -> None:

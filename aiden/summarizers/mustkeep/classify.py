@@ -145,11 +145,12 @@ _CONSTRAINT_USER: Final = re.compile(
     r"dependenc\w*|deps|changes|tests?|api|downtime|sudo|root|docker|mocks?)\b",
     re.IGNORECASE,
 )
-# ("Keep going with it!" continues, and decides nothing; "keep going with Postgres" stays on a choice.)
+# ("Keep going with it!" and "keep going with step 12" continue, and decide nothing; "keep going with
+# Postgres", "... with this design", "... with our schema" stay on a choice.)
 _DECISION: Final = re.compile(
     r"\b(?:decided|decide to|decision|we chose|i chose|chose|choose|chosen|we'll use|we will use|i'll use|"
     r"i will use|let's use|let's go with|(?<!keep )going with|"
-    r"(?<=keep )going with(?! (?:it|this|that|steps? \d+|your|our|my)\b)|go with|opted|opt for|switch(?:ed|ing)? to|settled on|"
+    r"(?<=keep )going with(?! (?:it\b(?![ \t]+[a-z])|steps? \d+\b))|go with|opted|opt for|switch(?:ed|ing)? to|settled on|"
     r"picked|instead of|rather than|in favou?r of|we'll go with|will use \S+ (?:because|since|as))\b"
     r"|决定|选择了|选用|采用|改用|而不是|代替|换成",
     re.IGNORECASE,
@@ -296,7 +297,7 @@ _ROUTINE: Final = re.compile(
 # and the total of steps ("of 40", "30 steps left"), which goes stale with the next step and is no fact.
 _CONTINUATION: Final = re.compile(
     r"(?:continue|proceed|carry on|keep going|go on|resume|ok(?:ay)?|now|next|please|with|to|"
-    r"of \d+|/ ?\d+|\d+ steps?(?: left| remaining| to go)?|[\s,.;:!()\u2013-])*",
+    r"of \d+|/ ?\d+|\d+ steps?(?: left| remaining| to go)?|[\s,.;:!()\u2013\u2014-])*",
     re.IGNORECASE,
 )
 
