@@ -34,7 +34,6 @@ from aiden.summarizers.mustkeep.classify import (
     classify_sentence,
     is_phatic,
     is_plan,
-    is_routine_request,
     looks_like_error_line,
     sets_a_rule,
     split_speaker,
@@ -444,9 +443,8 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
         elif kind == "error":
             if not collector.add_prose_error(item, speaker="user") and has_fact_tokens(sentence):
                 collector.add("facts", item)
-        elif kind in ("request", "question", "other") or (kind == "fact" and is_routine_request(sentence)):
-            # (a routine request naming a number: "(continue) step 10"). Which of these a summary
-            # keeps is decided by their information (salience.py), not position.
+        elif kind in ("request", "question", "other"):
+            # Which of these a summary keeps is decided by their information (salience.py), not position.
             collector.add("requests", item)
         elif kind in _FILED:  # (a user's sentence is never a plan)
             collector.add(_FILED[kind], item)

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Final, Literal
 
+from aiden.policy.summary_md import step_match
 from aiden.policy.toolresult import OS_REFUSAL
 from aiden.summarizers.mustkeep.text import content_words, has_fact_tokens
 
@@ -144,9 +145,12 @@ _CONSTRAINT_USER: Final = re.compile(
     r"dependenc\w*|deps|changes|tests?|api|downtime|sudo|root|docker|mocks?)\b",
     re.IGNORECASE,
 )
+# ("Keep going with it!" and "keep going with step 12" continue, and decide nothing; "keep going with
+# Postgres", "... with this design", "... with our schema" stay on a choice.)
 _DECISION: Final = re.compile(
     r"\b(?:decided|decide to|decision|we chose|i chose|chose|choose|chosen|we'll use|we will use|i'll use|"
-    r"i will use|let's use|let's go with|going with|go with|opted|opt for|switch(?:ed|ing)? to|settled on|"
+    r"i will use|let's use|let's go with|(?<!keep )going with|"
+    r"(?<=keep )going with(?! (?:it\b(?![ \t]+[a-z])|steps? \d+\b))|go with|opted|opt for|switch(?:ed|ing)? to|settled on|"
     r"picked|instead of|rather than|in favou?r of|we'll go with|will use \S+ (?:because|since|as))\b"
     r"|决定|选择了|选用|采用|改用|而不是|代替|换成",
     re.IGNORECASE,
@@ -289,6 +293,22 @@ _ROUTINE: Final = re.compile(
 )
 
 
+# What a routine continuation says besides its step: a continuation phrase ("(continue)", "OK, proceed to")
+# and the total of steps ("of 40", "30 steps left"), which goes stale with the next step and is no fact.
+_CONTINUATION: Final = re.compile(
+    r"(?:continue|proceed|carry on|keep going|go on|resume|ok(?:ay)?|now|next|please|with|to|"
+    r"of \d+|/ ?\d+|\d+ steps?(?: left| remaining| to go)?|[\s,.;:!()\u2013\u2014-])*",
+    re.IGNORECASE,
+)
+
+
+def _is_continuation(numbered: re.Match[str]) -> bool:
+    """True for a user's numbered sentence that only continues ("(continue) step 12 of 40", "Step 12."):
+    the word "step" (a "turn 16" is an age, a "part 12" a chapter) and nothing else but a continuation phrase."""
+    rest = numbered["head"] + " " + numbered["tail"]
+    return numbered["word"].casefold() == "step" and _CONTINUATION.fullmatch(rest) is not None
+
+
 def is_routine_request(sentence: str) -> bool:
     """True for a routine continuation ("Continue with ..., step 12: ..."): never the session's goal."""
     return _ROUTINE.search(sentence.strip()) is not None
@@ -361,7 +381,12 @@ def classify_sentence(sentence: str, *, speaker: Speaker = "any", named: bool = 
     if not user_like and _CONSTRAINT_STRONG.search(text):
         return "constraint"
     if has_fact_tokens(text):
-        return "fact"
+        # A step number is no fact: an agent loop's "(continue) step 12" asks for work, and filed as a fact every
+        # later fold would re-read it as one; "(continue) step 12: the key is in /etc/app.env" states one. (A chat
+        # participant's "part 2 of the book" tells of themselves.)
+        numbered = step_match(text)
+        routine = user_like and not named and numbered is not None and _is_continuation(numbered)
+        return "request" if routine else "fact"
     if not user_like and _PLAN.search(text):
         return "plan"
     return "other"
