@@ -122,8 +122,30 @@ _EVIDENCE_LINE: Final = re.compile(
     rf"|{NONZERO_EXIT}"
     r"|(?i:returned non-zero exit status)"
     r"|\*\*\* \[[^\]]*\] Error \d+"
+    # A compiler's or type checker's diagnostic: "a.c:3:5: error: ...", "a.py:3: error: ...".
+    r"|^\S+?(?::\d+){1,2}: (?:fatal )?error\b"
     # The perror shape only: a refusal merely mentioned is weak evidence (looks_like_error_line).
     rf"|: {OS_REFUSAL}$"
+)
+# A command's own verdict on its last lines (a short output is all verdict): failure statements
+# with no error word, or only a weak one, that say by their shape the command did not do its job.
+_VERDICT_LINES: Final = 3
+_VERDICT: Final = re.compile(
+    # a rejected answer: "Wrong flag!", "Incorrect password." (a few words and nothing else)
+    r"^(?i:(?:wrong|incorrect|invalid)(?: [a-z]+){0,3}[.!]*)$"
+    # a time-out: "EXECUTION TIMED OUT ...", "curl: (28) Operation timed out after ...", "[Command timed out ...]"
+    r"|^\[?(?:[^\s:]+: )?(?:\(\d+\) )?(?:[\w-]+ ){0,3}(?i:timed out)\b"
+    # perror's shape, "prog: [arg: ]why", with a failure for its why (a warning's "could not" is none)
+    r"|^(?!(?i:warning|note|hint|info|notice)\b)[^\s:]+: (?:\(\d+\) )?(?:.*: )?"
+    r"(?i:cannot|can't|could not|couldn't|unable to|failed to)\b"
+    r"|^[^\s:]+: .*(?:No such file(?: or directory)?|Is a directory|Not a directory|Operation not permitted)\)?$"
+    rf"|^(?:[^\s:]+: )*{OS_REFUSAL}\b"
+    # a shell's missing command: dash's "sh: 1: foo: not found", zsh's "zsh: command not found: foo"
+    r"|^[^\s:]+: (?:\d+: )?\S+: not found$|command not found: \S+$"
+    # an edit tool's refusal: "Your changes have NOT been applied."
+    r"|^(?i:your )?(?i:changes?|edits?|patch) (?:\w+ ){0,2}(?i:not) (?:been )?applied\b"
+    # pytest's closing tally with failures: "==== 1 failed, 2 passed in 0.12s ===="
+    r"|^=*\s*(?:\d+ \w+, )*[1-9]\d* (?:failed|errors?)\b.* in [\d.]+s\b"
 )
 _BULLET: Final = re.compile(r"^[-*\u2022]\s+")
 _NOISE_LINE: Final = re.compile(r"^[\W_]+$")
@@ -201,7 +223,11 @@ def error_lines(content: str, *, executed: bool, reported: bool = False) -> list
             strong.append((position, unbulleted))
         elif not negates_error(stripped):
             weak.append((position, stripped))
-    pool = strong or (weak if reported or (executed and traceback) else [])
+    weak_counts = reported or (executed and traceback)
+    if not strong and not (weak and weak_counts):
+        # No error line: the last lines may still say the command failed ("Wrong flag!").
+        strong = _verdict(lines)
+    pool = strong or (weak if weak_counts else [])
     # The first error says what broke, the last one is usually the cause
     # ("npm ERR! code ERESOLVE" ... / a traceback's final exception line).
     ordered = [pool[0], pool[-1], *reversed(pool[1:-1])] if pool else []
@@ -214,6 +240,22 @@ def error_lines(content: str, *, executed: bool, reported: bool = False) -> list
                 break
     picked.sort()
     return [(text, bool(strong)) for _, text in picked]
+
+
+def _verdict(lines: list[str]) -> list[tuple[int, str]]:
+    """The failure verdicts among the last meaningful lines of an output (file-view lines excluded)."""
+    found: list[tuple[int, str]] = []
+    seen = 0
+    for position in range(len(lines) - 1, -1, -1):
+        stripped = lines[position].strip()
+        if len(stripped) < 2 or _NOISE_LINE.match(stripped):
+            continue
+        if not _VIEW_LINE.match(lines[position]) and _VERDICT.search(stripped):
+            found.append((position, stripped))
+        seen += 1
+        if seen >= _VERDICT_LINES:
+            break
+    return found[::-1]
 
 
 def digitless(text: str) -> str:
