@@ -1,9 +1,11 @@
 """A command whose output says it failed is a failed approach, never a working recipe.
 
-Shapes of real agent-tool output that carry no error word, or only a weak one: a CTF checker's
-"Wrong flag!", a harness's "EXECUTION TIMED OUT", perror's "strings: 'x.img': No such file", dash's
-"sh: 1: foo: not found", a compiler's "a.c:3:5: error: ...", pytest's closing tally. And the
-successful outputs that merely mention an error, which stay recipes.
+Shapes of real agent-tool output that carry no error word, or only a weak one: a harness's "EXECUTION
+TIMED OUT" and refused edit, perror's "strings: 'x.img': No such file", dash's "sh: 1: foo: not found",
+curl's "(6) Could not resolve host", a compiler's "a.c:3:5: error: ..." with its source line, pytest's
+closing tally. And successful outputs with failure-shaped lines (container noise, retries that then
+succeeded, validation tests, logs, diffs and fixtures being read), which stay recipes: a filed failure
+says "do not repeat", so a false one costs more than a missed one.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from pathlib import Path
 import pytest
 
 import aiden
-from aiden import Config
+from aiden import Config, ExtractiveSummarizer
 from aiden.events import SessionEvent
+from aiden.summarizers.protocol import SummaryRequest
 from tests.summarizers.sections import session_sections
 
 BUDGET = 2000
@@ -34,8 +37,6 @@ def _session(command: str, output: str) -> dict[str, list[str]]:
 
 # (command, output, the error line the failure is filed with). Each was a WORKING RECIPE before.
 FAILURES = [
-    # SWE-agent's CTF checker (held-out ctf-eps, ctf-katy, ctf-rock)
-    ("submit flag{wrong}", "Wrong flag!\n", "Wrong flag!"),
     # SWE-agent's harness (ctf-rock, ctf-katy), and its long form with the advice after it (ctf-BabyTimeCapsule)
     ("./rock", "EXECUTION TIMED OUT\n", "EXECUTION TIMED OUT"),
     (
@@ -53,6 +54,7 @@ FAILURES = [
         "/root/ctf_files/*: cannot open `/root/ctf_files/*' (No such file or directory)",
     ),
     ("foo --version", "sh: 1: foo: not found\n", "sh: 1: foo: not found"),
+    ("foo --version", "zsh: command not found: foo\n", "zsh: command not found: foo"),
     ("curl http://nope.invalid", "curl: (6) Could not resolve host: nope.invalid\n", "curl: (6) Could not resolve host: nope.invalid"),
     # SWE-agent's refused edit whose lint finding has no error word (ctf-BabyEncryption)
     (
@@ -72,7 +74,7 @@ FAILURES = [
 ]
 
 
-@pytest.mark.parametrize(("command", "output", "error"), FAILURES, ids=[f[0] for f in FAILURES])
+@pytest.mark.parametrize(("command", "output", "error"), FAILURES, ids=[f[2][:40] for f in FAILURES])
 def test_a_command_whose_output_says_it_failed_is_a_failed_approach(command: str, output: str, error: str) -> None:
     sections = _session(command, output)
     assert sections["WORKING RECIPES"] == ["(none)"]
@@ -92,14 +94,80 @@ SUCCESSES = [
         "Function main not found! Instead, here is the decompilation of equivalent function FUN_1:\nint FUN_1(void)\n{\n  return 0;\n}",
     ),
     ("python stats.py", "Invalid entries: 0"),
+    # container noise: sudo without a resolvable host name, a shell without a locale or a terminal
+    ("sudo systemctl restart nginx", "sudo: unable to resolve host 3f2a1b9c: Name or service not known\n"),
+    ("sudo -u postgres psql -c 'CREATE DATABASE app;'", "sudo: unable to resolve host 3f2a1b9c: Name or service not known\nCREATE DATABASE\n"),
+    ("sudo mkdir -p /opt/app && echo ok", "sudo: unable to resolve host devbox: Name or service not known\nok\n"),
+    ("ssh deploy@10.0.0.5 'df -h /'", "bash: warning: setlocale: LC_ALL: cannot change locale (en_US.UTF-8)\nFilesystem Size\n/dev/sda1 50G\n"),
+    ("python3 -c 'import app; print(app.__version__)'", "/bin/bash: warning: setlocale: LC_ALL: cannot change locale (en_US.UTF-8)\n1.4.2\n"),
+    ("bash -ic 'node -v'", "bash: cannot set terminal process group (1): Inappropriate ioctl for device\nbash: no job control in this shell\nv18.19.0\n"),
+    ("apt-get install -y -qq jq > /dev/null", "debconf: falling back to frontend: Teletype\ndpkg-preconfigure: unable to re-open stdin: \n"),
+    ("apt-get install -y redis-server", "Setting up redis-server (5:6.0.16-1ubuntu1) ...\ninvoke-rc.d: could not determine current runlevel\nProcessing triggers for libc-bin (2.35-0ubuntu3.1) ...\n"),
+    ("apt-get update", "Reading package lists... Done\nW: Failed to fetch http://ppa.launchpad.net/old/InRelease  Temporary failure resolving 'ppa.launchpad.net'\n"),
+    ("lsof -t -i:8000", "lsof: WARNING: can't stat() fuse.gvfsd-fuse file system /run/user/1000/gvfs\n      Output information may be incomplete.\n48213\n"),
+    ("mkdir out; python gen.py --out out", "mkdir: cannot create directory 'out': File exists\nwrote 3 files\n"),
+    # a retry or fallback, then success; a log being read
+    ("for i in $(seq 1 20); do curl -sS localhost:8000/health && break; sleep 1; done", "curl: (7) Failed to connect to localhost port 8000 after 0 ms: Couldn't connect to server\n{\"status\":\"ok\"}\n"),
+    ("python migrate.py", "Connection refused, retrying in 1s (1/10)\nConnected to postgres at db:5432\nApplied 3 migrations\n"),
+    ("python sync.py", "Connection timed out, retrying (attempt 2/5)\nConnected to s3.amazonaws.com\nSynced 120 objects\n"),
+    ("python fetch_data.py", "Mirror A timed out, falling back to mirror B\nDownloaded 3 files (41.2 MB)\nDone\n"),
+    ("docker logs api --tail 3", "api: failed to connect to redis at redis:6379, retrying in 2s\napi: connected to redis\napi: listening on :8080\n"),
+    ("kubectl logs deploy/web --tail=3", "web: could not load optional plugin 'metrics': plugin not installed\nweb: ready, serving on :3000\n"),
+    ("nohup python server.py > server.log 2>&1 & sleep 2; tail -2 server.log", "server: could not read ~/.serverrc, using defaults\nserver: listening on 0.0.0.0:8000\n"),
+    # a validation test: the program rightly rejects bad input
+    ("echo 'abc' | python validate_age.py", "Invalid input\n"),
+    ("curl -s -X POST localhost:8000/login -d 'pw=wrong'", "Invalid credentials\n"),
+    ("python check_password.py hunter2", "Incorrect password.\n"),
+    ("python cli.py --port 99999; python cli.py --port 8080", "Invalid port number!\nListening on 8080\n"),
+    # a checker run on a case that should fail (no compiler source line after the diagnostic)
+    ("python -m mylint tests/fixtures/bad_return.py", "tests/fixtures/bad_return.py:3: error: missing return statement\n"),
+    ("mypy repro.py", "repro.py:7: error: Incompatible types in assignment  [assignment]\nFound 1 error in 1 file (checked 1 source file)\n"),
+    # failure words in a successful program's own report
+    ("python bench.py --n 1000", "1000 requests, 3 errors in 12.5s\np50=8ms p99=41ms\n"),
+    ("python tools/fmt.py --dry-run", "3 files would be reformatted\nChanges not applied (--dry-run)\n"),
+    ("python -m unittest -v tests.test_net", "test_ok ... ok\nConnection timed out is retried once. ... ok\n\nOK\n"),
+    ("timeout 5 python server.py; echo smoke done", "Serving on 0.0.0.0:8000\nTimed out after 5s (expected: smoke run)\nsmoke done\n"),
 ]
 
 
-@pytest.mark.parametrize(("command", "output"), SUCCESSES, ids=[s[0] for s in SUCCESSES])
+@pytest.mark.parametrize(("command", "output"), SUCCESSES, ids=[s[0][:40] for s in SUCCESSES])
 def test_a_successful_output_that_mentions_errors_stays_a_working_recipe(command: str, output: str) -> None:
     sections = _session(command, output)
     assert sections["WORKING RECIPES"] == [f"$ {command}"]
     assert sections["FAILED APPROACHES"] == ["(none)"]
+
+
+# Commands that only read (a log, commit subjects, a fixture, a diff): never a recipe, and no failure either.
+READS = [
+    ("tail -3 /var/log/app/worker.log", "2024-06-01T12:00:01: error fetching page 3, will retry\n2024-06-01T12:00:03: fetched page 3\n"),
+    ("git log -1 --format=%s", "net: cannot reconnect after timeout (fix #812)\n"),
+    ("git log --format='%s' -3 origin/main", "docs: update README\nparser: failed to handle empty input\nci: pin node 18\n"),
+    ("cat tests/ui/missing_semicolon.stderr", "missing_semicolon.c:3:5: error: expected ';' before '}' token\n"),
+    ("git diff tests/ui/", "--- a/tests/ui/x.stderr\n+++ b/tests/ui/x.stderr\n@@ -1 +1 @@\n-x.c:3:5: error: expected ';'\n+x.c:3:9: error: expected ';'\n"),
+]
+
+
+@pytest.mark.parametrize(("command", "output"), READS, ids=[r[0][:40] for r in READS])
+def test_a_read_commands_failure_shaped_content_is_no_failed_approach(command: str, output: str) -> None:
+    assert _session(command, output)["FAILED APPROACHES"] == ["(none)"]
+
+
+def test_a_read_files_failure_shaped_line_is_no_error() -> None:
+    """Only a command's output has a verdict: a chat transcript read is content, not a failure."""
+    events = [
+        SessionEvent(type="user_input", content="Summarize the notes."),
+        SessionEvent(type="tool_call", tool_name="read_file", tool_call_id="c1", tool_args='{"path": "transcript.txt"}'),
+        SessionEvent(
+            type="tool_result",
+            tool_name="read_file",
+            tool_call_id="c1",
+            content="Caroline: I went to the support group yesterday.\nCaroline: Can't wait to go again next week!\n",
+        ),
+    ]
+    request = SummaryRequest(purpose="history", events=tuple(events), max_tokens=BUDGET)
+    text = ExtractiveSummarizer().summarize_sync(request).text
+    assert "Errors:" not in text
+    assert "Can't wait" not in text
 
 
 @pytest.fixture
@@ -109,17 +177,18 @@ def anyio_backend() -> str:
 
 @pytest.mark.anyio
 @pytest.mark.timeout(60)
-async def test_project_memory_lists_a_rejected_flag_as_failed_not_as_a_recipe(tmp_path: Path) -> None:
+async def test_project_memory_lists_a_timed_out_command_as_failed_not_as_a_recipe(tmp_path: Path) -> None:
     async with aiden.open_memory(tmp_path, config=Config(durability="none")) as memory:
         await memory.begin_run("Find the flag in flash.img and submit it.")
         await memory.append_many(
             [
                 *_ran("strings flash.img", "strings: 'flash.img': No such file", "a"),
                 *_ran("unzip flash.zip", "Archive:  flash.zip\n  inflating: flash.img", "b"),
-                *_ran("submit flag{b3l0w}", "Wrong flag!", "c"),
+                *_ran("./rock", "EXECUTION TIMED OUT", "c"),
+                *_ran("sudo ./setup.sh", "sudo: unable to resolve host 3f2a1b9c: Name or service not known\nready", "d"),
             ]
         )
-        await memory.commit_run("The flag was rejected.")
+        await memory.commit_run("The binary hangs.")
         await memory.begin_run("Next task.", new_session=True)  # the flag session is summarized at rotation
         await memory.commit_run("Noted.")
         layer = memory.long_term_layer
@@ -127,7 +196,6 @@ async def test_project_memory_lists_a_rejected_flag_as_failed_not_as_a_recipe(tm
     recipes = layer.split("WORKING RECIPES\n", 1)[1].split("\n\n", 1)[0]
     assert failed.splitlines() == [
         "- $ strings flash.img failed: strings: 'flash.img': No such file",
-        "- $ submit flag{b3l0w} failed: Wrong flag!",
+        "- $ ./rock failed: EXECUTION TIMED OUT",
     ]
-    assert recipes.splitlines() == ["- $ unzip flash.zip"]
-
+    assert recipes.splitlines() == ["- $ unzip flash.zip", "- $ sudo ./setup.sh"]
