@@ -125,6 +125,28 @@ _EVIDENCE_LINE: Final = re.compile(
     # The perror shape only: a refusal merely mentioned is weak evidence (looks_like_error_line).
     rf"|: {OS_REFUSAL}$"
 )
+# A compiler's diagnostic followed by the source line it quotes, as gcc and clang print it when they run
+# ("a.c:3:5: error: ..." then "    3 | int x"): a diagnostic alone may be a fixture or log being read.
+_COMPILER_ERROR: Final = re.compile(r"^[\w.][\w./-]*\.\w+:\d+:\d+: (?:fatal )?error: ")
+_SOURCE_CONTEXT: Final = re.compile(r"^\s*\d+ \| ")
+# A command's own verdict, when no line is an error line. A harness's (SWE-agent) on one of the last lines:
+_HARNESS_VERDICT: Final = re.compile(
+    r"^\[?(?:EXECUTION TIMED OUT|Command timed out)\b|^Your (?:changes|edits?) ha(?:ve|s) NOT been applied\b"
+)
+_HARNESS_LINES: Final = 3
+# A program's on the last line only (earlier ones are noise the command got past: a retry, sudo's warning):
+_VERDICT: Final = re.compile(
+    # an error code: "curl: (6) Could not resolve host: x"
+    r"^[\w.-]+: \(\d+\) \S"
+    # perror's "prog: [arg: ]why" with a missing file: strings' "No such file", file's "(No such file or directory)"
+    r"|^[^\s:]+: .*\bNo such file(?: or directory)?\)?$"
+    # a shell's missing command: dash's "sh: 1: foo: not found", zsh's "zsh: command not found: foo"
+    r"|^[^\s:]+: (?:\d+: )?\S+: not found$|^[^\s:]+: command not found: \S+$"
+    # pytest's closing tally with failures: "==== 1 failed, 2 passed in 0.12s ===="
+    r"|^=*\s*[1-9]\d* failed(?:, \d+ (?:passed|skipped|deselected|xfailed|xpassed|warnings?|errors?))* in [\d.]+s\b"
+)
+# ... unless it says the command went on: a warning, a retry, a fallback.
+_WENT_ON: Final = re.compile(r"(?i:warning|retry|retrying|fall(?:ing)? ?back)")
 _BULLET: Final = re.compile(r"^[-*\u2022]\s+")
 _NOISE_LINE: Final = re.compile(r"^[\W_]+$")
 _TRACEBACK_HEAD: Final = "traceback (most recent call last)"
@@ -197,11 +219,16 @@ def error_lines(content: str, *, executed: bool, reported: bool = False) -> list
             is_strong_error_line(stripped)
             or _EXCEPTION_LINE.match(unbulleted)
             or _EVIDENCE_LINE.search(stripped)
+            or (executed and _compiled_with_error(lines, position))
         ):
             strong.append((position, unbulleted))
         elif not negates_error(stripped):
             weak.append((position, stripped))
-    pool = strong or (weak if reported or (executed and traceback) else [])
+    weak_counts = reported or (executed and traceback)
+    if executed and not strong and not (weak and weak_counts):
+        # No error line: the last lines may still say the command failed ("EXECUTION TIMED OUT").
+        strong = _verdict(lines)
+    pool = strong or (weak if weak_counts else [])
     # The first error says what broke, the last one is usually the cause
     # ("npm ERR! code ERESOLVE" ... / a traceback's final exception line).
     ordered = [pool[0], pool[-1], *reversed(pool[1:-1])] if pool else []
@@ -214,6 +241,32 @@ def error_lines(content: str, *, executed: bool, reported: bool = False) -> list
                 break
     picked.sort()
     return [(text, bool(strong)) for _, text in picked]
+
+
+def _compiled_with_error(lines: list[str], position: int) -> bool:
+    """True when ``lines[position]`` is a compiler's error diagnostic with its source line after it."""
+    return (
+        _COMPILER_ERROR.match(lines[position]) is not None
+        and position + 1 < len(lines)
+        and _SOURCE_CONTEXT.match(lines[position + 1]) is not None
+    )
+
+
+def _verdict(lines: list[str]) -> list[tuple[int, str]]:
+    """A failure verdict on the last meaningful lines of a command's output, as ``[(position, line)]``."""
+    seen = 0
+    for position in range(len(lines) - 1, -1, -1):
+        stripped = lines[position].strip()
+        if len(stripped) < 2 or _NOISE_LINE.match(stripped):
+            continue
+        last = seen == 0 and not _VIEW_LINE.match(lines[position]) and _VERDICT.match(stripped) is not None
+        last = last and _WENT_ON.search(stripped) is None
+        if _HARNESS_VERDICT.match(stripped) or last:
+            return [(position, stripped)]
+        seen += 1
+        if seen >= _HARNESS_LINES:
+            return []
+    return []
 
 
 def digitless(text: str) -> str:
