@@ -309,7 +309,10 @@ def _script_letters(text: str) -> tuple[int, ...]:
     scripts = blocks.translate(_BLOCK_SCRIPT, _NOT_SCRIPT_BLOCKS)
     if not scripts:  # only other letters that share a UTF-8 lead byte with the scripts (Vietnamese)
         return ()
-    return tuple(scripts.count(number) for number in range(1, len(_SCRIPTS) + 1))
+    counts = [0] * len(_SCRIPTS)
+    for number in set(scripts):  # (a text holds a script or two: count only those)
+        counts[number - 1] = scripts.count(number)
+    return tuple(counts)
 
 
 class TextFeatures(msgspec.Struct, frozen=True, kw_only=True):
