@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_PROFILE",
     "MESSAGE_OVERHEAD_TOKENS",
     "O200K",
+    "SCRIPTS",
     "BudgetCalibration",
     "TextFeatures",
     "TokenCalibration",
@@ -64,10 +65,46 @@ class TokenProfile(msgspec.Struct, frozen=True, kw_only=True):
     cjk_rare: float
     """Per other CJK character (several byte-level tokens)."""
     other_letter: float
-    """Per non-ASCII, non-CJK character of the Basic Multilingual Plane (accents, Cyrillic, ...)."""
+    """Per non-ASCII, non-CJK character of the Basic Multilingual Plane outside :data:`SCRIPTS` (accents, Cyrillic, ...)."""
     astral: float
     """Per character outside the Basic Multilingual Plane (emoji, rare ideographs)."""
+    scripts: tuple[float, ...] = ()
+    """Per letter of each of :data:`SCRIPTS`, in that order; a script without a value costs ``other_letter``."""
 
+
+# Scripts whose letters cost a tokenizer far more (or less) than accented Latin and Cyrillic do: up to
+# three tokens a letter where it learned few merges (Ethiopic, Lao, Tibetan; most Indic scripts in
+# cl100k_base). Each is a range of whole 64-code-point blocks (a shared block goes to the script that
+# uses it most: Armenian takes rare Cyrillic letters and Hebrew points, Myanmar old Georgian capitals,
+# rare Greek signs stay other letters) with its cost per letter
+# in o200k_base and cl100k_base, fitted like the profiles (relative least squares, the other
+# coefficients held) on written sentences. Arabic, Devanagari and Bengali keep o200k's other_letter:
+# their own fit was no closer.
+_SCRIPTS: Final = (
+    ("Greek", 0x0380, 0x03FF, 0.185, 0.871),
+    ("Armenian", 0x0500, 0x05BF, 0.17, 1.991),
+    ("Hebrew", 0x05C0, 0x05FF, 0.23, 0.947),
+    ("Arabic", 0x0600, 0x06FF, 0.133, 0.67),
+    ("Devanagari", 0x0900, 0x097F, 0.133, 0.985),
+    ("Bengali", 0x0980, 0x09FF, 0.133, 1.303),
+    ("Gurmukhi", 0x0A00, 0x0A7F, 0.397, 1.793),
+    ("Gujarati", 0x0A80, 0x0AFF, 0.223, 1.802),
+    ("Oriya", 0x0B00, 0x0B7F, 1.006, 2.772),
+    ("Tamil", 0x0B80, 0x0BFF, 0.233, 1.408),
+    ("Telugu", 0x0C00, 0x0C7F, 0.266, 1.862),
+    ("Kannada", 0x0C80, 0x0CFF, 0.207, 1.883),
+    ("Malayalam", 0x0D00, 0x0D7F, 0.225, 1.684),
+    ("Sinhala", 0x0D80, 0x0DFF, 0.397, 1.975),
+    ("Thai", 0x0E00, 0x0E7F, 0.369, 0.861),
+    ("Lao", 0x0E80, 0x0EFF, 1.814, 2.201),
+    ("Tibetan", 0x0F00, 0x0FFF, 1.475, 2.063),
+    ("Myanmar", 0x1000, 0x10BF, 0.438, 2.017),
+    ("Georgian", 0x10C0, 0x10FF, 0.161, 1.989),
+    ("Ethiopic", 0x1200, 0x137F, 1.978, 2.748),
+    ("Khmer", 0x1780, 0x17FF, 0.579, 1.66),
+)
+SCRIPTS: Final = tuple(row[0] for row in _SCRIPTS)
+"""The scripts costed per letter by :attr:`TokenProfile.scripts` (and counted by :attr:`TextFeatures.scripts`)."""
 
 O200K: Final = TokenProfile(
     name="o200k",
@@ -78,6 +115,7 @@ O200K: Final = TokenProfile(
     cjk_rare=1.317,
     other_letter=0.133,
     astral=1.988,
+    scripts=tuple(row[3] for row in _SCRIPTS),
 )
 """o200k_base: gpt-4o, gpt-4.1, gpt-5, o-series."""
 
@@ -90,6 +128,7 @@ CL100K: Final = TokenProfile(
     cjk_rare=2.48,
     other_letter=0.346,
     astral=3.47,
+    scripts=tuple(row[4] for row in _SCRIPTS),
 )
 """cl100k_base: gpt-4, gpt-3.5, text-embedding-3; also the conservative default."""
 
@@ -124,6 +163,7 @@ _S: Final = 0x08  # horizontal whitespace
 _N: Final = 0x10  # newline
 _C: Final = 0x21  # CJK (letter)
 _U: Final = 0x41  # other non-ASCII BMP character (letter)
+_V: Final = 0x61  # possibly a letter of one of _SCRIPTS (letter)
 _E: Final = 0x80  # outside the BMP
 
 
@@ -150,7 +190,11 @@ def _class_table() -> bytes:
             table[byte] = _C
         elif byte >= 0xF0:
             table[byte] = _E
-        else:  # 2-byte scripts, U+0800..U+1FFF, private use
+        elif 0xCE <= byte <= 0xCF or 0xD4 <= byte <= 0xDB or byte in (0xE0, 0xE1):
+            # U+0380..U+03FF, U+0500..U+06FF, U+0800..U+1FFF: every script of
+            # _SCRIPTS, and some other characters the finer count leaves to _U.
+            table[byte] = _V
+        else:  # the other 2-byte characters (Latin accents, Cyrillic), private use
             table[byte] = _U
     return bytes(table)
 
@@ -175,6 +219,7 @@ _M_N: Final = _mask(_N)
 
 _CJK_BYTE: Final = bytes([_C])
 _OTHER_BYTE: Final = bytes([_U])
+_SCRIPT_BYTE: Final = bytes([_V])
 _ASTRAL_BYTE: Final = bytes([_E])
 _DIGITS4: Final = bytes([_D]) * 4
 _LETTERS6: Final = bytes([_A]) * 6
@@ -241,6 +286,35 @@ def _rare_cjk_pattern() -> re.Pattern[str]:
 _RARE_CJK: Final = _rare_cjk_pattern()
 
 
+def _block_scripts() -> tuple[bytes, bytes]:
+    # Script number (1-based) of each 64-code-point block below U+4000, for bytes.translate().
+    table = bytearray(256)
+    for number, (_, first, last, _, _) in enumerate(_SCRIPTS, 1):
+        table[first >> 6 : (last >> 6) + 1] = bytes([number]) * ((last - first + 1) >> 6)
+    return bytes(table), bytes(block for block in range(256) if not table[block])
+
+
+_BLOCK_SCRIPT, _NOT_SCRIPT_BLOCKS = _block_scripts()
+_HIGH_TO_BLOCK: Final = bytes(high << 2 if high < 0x40 else 0xFC for high in range(256))  # U+3F00.. has no script
+_LOW_TO_BLOCK: Final = bytes(low >> 6 for low in range(256))
+
+
+def _script_letters(text: str) -> tuple[int, ...]:
+    """Letters of each of :data:`SCRIPTS` in ``text``."""
+    # Byte i of the UTF-16 halves is the high and low byte of character i (or of a surrogate);
+    # their bits OR-ed as big ints give each character's 64-code-point block in one byte.
+    utf16 = text.encode("utf-16-be", "surrogatepass")
+    high = int.from_bytes(utf16[0::2].translate(_HIGH_TO_BLOCK), "big")
+    blocks = (high | int.from_bytes(utf16[1::2].translate(_LOW_TO_BLOCK), "big")).to_bytes(len(utf16) // 2, "big")
+    scripts = blocks.translate(_BLOCK_SCRIPT, _NOT_SCRIPT_BLOCKS)
+    if not scripts:  # only other letters that share a UTF-8 lead byte with the scripts (Vietnamese)
+        return ()
+    counts = [0] * len(_SCRIPTS)
+    for number in set(scripts):  # (a text holds a script or two: count only those)
+        counts[number - 1] = scripts.count(number)
+    return tuple(counts)
+
+
 class TextFeatures(msgspec.Struct, frozen=True, kw_only=True):
     """The character statistics an estimate is computed from (see :class:`TokenProfile`)."""
 
@@ -251,6 +325,8 @@ class TextFeatures(msgspec.Struct, frozen=True, kw_only=True):
     cjk_rare: int
     other_letters: int
     astral: int
+    scripts: tuple[int, ...] = ()
+    """Letters of each of :data:`SCRIPTS` (not in ``other_letters``); empty when there are none."""
 
 
 def _pretokens(data: bytes) -> int:
@@ -274,7 +350,7 @@ def _pretokens(data: bytes) -> int:
     return (((start & _M_RUNS) ^ glued) | spaces).bit_count()
 
 
-def _features(text: str) -> tuple[int, int, int, int, int, int, int]:
+def _features(text: str) -> tuple[int, int, int, int, int, int, int, tuple[int, ...]]:
     data = text.encode("utf-8", "surrogatepass").translate(_CLASS_TABLE, _CONTINUATION)
     # Digits come in groups of at most three: a run of L digits is ceil(L/3)
     # pre-tokens; floor(L/4) extra is exact up to six digits and at most one
@@ -283,35 +359,45 @@ def _features(text: str) -> tuple[int, int, int, int, int, int, int]:
     long_words = data.count(_LETTERS6)
     punct_runs = data.count(_PUNCT3)
     if text.isascii():
-        return pretokens, long_words, punct_runs, 0, 0, 0, 0
+        return pretokens, long_words, punct_runs, 0, 0, 0, 0, ()
     cjk = data.count(_CJK_BYTE)
     rare = len(_RARE_CJK.findall(text)) if cjk else 0
-    return (
-        pretokens,
-        long_words,
-        punct_runs,
-        cjk - rare,
-        rare,
-        data.count(_OTHER_BYTE),
-        data.count(_ASTRAL_BYTE),
-    )
+    other = data.count(_OTHER_BYTE)
+    scripts: tuple[int, ...] = ()
+    if maybe_script := data.count(_SCRIPT_BYTE):
+        scripts = _script_letters(text)
+        other += maybe_script - sum(scripts)
+    return pretokens, long_words, punct_runs, cjk - rare, rare, other, data.count(_ASTRAL_BYTE), scripts
 
 
 def text_features(text: str) -> TextFeatures:
     """The statistics :func:`estimate_tokens` uses; for fitting and diagnostics."""
-    # _features gives the statistics in the order of TextFeatures' fields.
-    return TextFeatures(**dict(zip(TextFeatures.__struct_fields__, _features(text), strict=True)))
+    pre, long_words, punct, common, rare, other, astral, scripts = _features(text)
+    return TextFeatures(
+        pretokens=pre,
+        long_words=long_words,
+        punct_runs=punct,
+        cjk_common=common,
+        cjk_rare=rare,
+        other_letters=other,
+        astral=astral,
+        scripts=scripts,
+    )
 
 
 def estimate_tokens(text: str, profile: TokenProfile = DEFAULT_PROFILE) -> int:
     """Estimate how many tokens ``text`` is for ``profile``'s tokenizer family; a non-empty text is at least 1."""
     if not text:
         return 0
-    pre, long_words, punct, common, rare, other, astral = _features(text)
+    pre, long_words, punct, common, rare, other, astral, scripts = _features(text)
     estimate = profile.pretoken * pre + profile.long_word * long_words + profile.punct_run * punct
     estimate += (
         profile.cjk_common * common + profile.cjk_rare * rare + profile.other_letter * other + profile.astral * astral
     )
+    if scripts:
+        priced = profile.scripts
+        estimate += sum(c * n for c, n in zip(priced, scripts, strict=False))
+        estimate += profile.other_letter * sum(scripts[len(priced) :])
     return max(1, int(estimate + 0.5))
 
 
