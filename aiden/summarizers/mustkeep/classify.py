@@ -285,9 +285,11 @@ _REQUEST: Final = re.compile(
     r"|^(?:请|继续|帮我|麻烦)",
     re.IGNORECASE,
 )
+# The words that only ask the agent to go on.
+_GO_ON: Final = r"continue|resume|proceed|carry on|keep going|go on"
 # A routine continuation: the same request again with the next step number.
 _ROUTINE: Final = re.compile(
-    r"^(?:(?:please|now|ok(?:ay)?)[,]?\s+)*(?:continue|resume|proceed|carry on|keep going|go on|next step)\b"
+    rf"^(?:(?:please|now|ok(?:ay)?)[,]?\s+)*(?:{_GO_ON}|next step)\b"
     r"|\b(?:step|turn|part|phase) \d+\b",
     re.IGNORECASE,
 )
@@ -296,7 +298,7 @@ _ROUTINE: Final = re.compile(
 # What a routine continuation says besides its step: a continuation phrase ("(continue)", "OK, proceed to")
 # and the total of steps ("of 40", "30 steps left"), which goes stale with the next step and is no fact.
 _CONTINUATION: Final = re.compile(
-    r"(?:continue|proceed|carry on|keep going|go on|resume|ok(?:ay)?|now|next|please|with|to|"
+    rf"(?:{_GO_ON}|ok(?:ay)?|now|next|please|with|to|"
     r"of \d+|/ ?\d+|\d+ steps?(?: left| remaining| to go)?|[\s,.;:!()\u2013\u2014-])*",
     re.IGNORECASE,
 )
