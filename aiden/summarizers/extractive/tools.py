@@ -129,24 +129,58 @@ _EVIDENCE_LINE: Final = re.compile(
 # ("a.c:3:5: error: ..." then "    3 | int x"): a diagnostic alone may be a fixture or log being read.
 _COMPILER_ERROR: Final = re.compile(r"^[\w.][\w./-]*\.\w+:\d+:\d+: (?:fatal )?error: ")
 _SOURCE_CONTEXT: Final = re.compile(r"^\s*\d+ \| ")
-# A command's own verdict, when no line is an error line. A harness's (SWE-agent) on one of the last lines:
-_HARNESS_VERDICT: Final = re.compile(
+# A command's own verdict, when no line is an error line: where each tool prints it, at the end.
+# A summary on one of the last lines (a hint, a timing or a list of what failed may follow it):
+_SUMMARY_VERDICT: Final = re.compile(
+    # the SWE-agent harness: a time-out, a refused edit
     r"^\[?(?:EXECUTION TIMED OUT|Command timed out)\b|^Your (?:changes|edits?) ha(?:ve|s) NOT been applied\b"
+    # test runners' tallies with failures: pytest "1 failed, 2 passed in 0.1s", jest/vitest "Tests: 1 failed",
+    # rspec "3 examples, 1 failure", ctest "67% tests passed, 1 tests failed out of 3", go test "FAIL\tpkg 0.01s"
+    r"|^=*\s*[1-9]\d* failed(?:, \d+ (?:passed|skipped|deselected|xfailed|xpassed|warnings?|errors?))* in [\d.]+s\b"
+    r"|^Tests?(?: Suites| Files)?:?\s+[1-9]\d* failed\b"
+    r"|^\d+ examples?, [1-9]\d* failures?\b|^\d+% tests passed, [1-9]\d* tests? failed\b|^FAIL(?:\t|$)"
+    r"|^Errors while running CTest$|^=*\s*no tests ran in [\d.]+s\b"
+    # checkers' counts: mypy/ruff/tsc "Found 2 errors" (not ruff's "(2 fixed, 0 remaining)"), eslint, black,
+    # prettier
+    r"|^Found [1-9]\d* errors?\b(?! \(\d+ fixed, 0 remaining\))|^\u2716 \d+ problems? \([1-9]\d* errors?"
+    r"|^Oh no! \U0001f4a5|^\[warn\] Code style issues found\b"
+    # git's unresolved conflict, make's fatal "***", docker's and kubectl's refusals
+    r"|^CONFLICT \([^)]+\): |^Automatic merge failed;|^g?make(?:\[\d+\])?: \*\*\* "
+    r"|^(?:[\w.-]+: )?Error (?:response from daemon|from server)\b"
 )
-_HARNESS_LINES: Final = 3
-# A program's on the last line only (earlier ones are noise the command got past: a retry, sudo's warning):
+_SUMMARY_LINES: Final = 5
+# A program's last words (earlier ones are noise the command got past: a retry, sudo's warning):
 _VERDICT: Final = re.compile(
     # an error code: "curl: (6) Could not resolve host: x"
     r"^[\w.-]+: \(\d+\) \S"
-    # perror's "prog: [arg: ]why" with a missing file: strings' "No such file", file's "(No such file or directory)"
-    r"|^[^\s:]+: .*\bNo such file(?: or directory)?\)?$"
+    # perror's "prog: [arg: ]why" with a missing file (strings' "No such file", file's "(No such file or
+    # directory)"), ssh's "[user@host: ]Permission denied (publickey)."
+    r"|^[^\s:]+: .*\bNo such (?:file(?: or directory)?|process)\)?$|^(?:\S+: )?Permission denied \([\w,-]+\)\.?$"
+    # a host name that does not resolve (getaddrinfo's words): "ping: db: Name or service not known", ssh's
+    # "ssh: Could not resolve hostname db: ..." (not sudo's own warning "sudo: unable to resolve host x: ...")
+    r"|^[\w.-]+: (?:Could not resolve hostname )?[\w.-]+: "
+    r"(?:Name or service not known|Temporary failure in name resolution|No address associated with hostname)$"
     # a shell's missing command: dash's "sh: 1: foo: not found", zsh's "zsh: command not found: foo"
     r"|^[^\s:]+: (?:\d+: )?\S+: not found$|^[^\s:]+: command not found: \S+$"
-    # pytest's closing tally with failures: "==== 1 failed, 2 passed in 0.12s ===="
-    r"|^=*\s*[1-9]\d* failed(?:, \d+ (?:passed|skipped|deselected|xfailed|xpassed|warnings?|errors?))* in [\d.]+s\b"
+    # "prog: error: ..." (argparse, psql, clang), "prog: what failed[: why]" (gpg, nginx -t; no tally's
+    # "3 failed"), npm 10's "npm error ...", apt's "E: ...", systemd's "Failed to start x: why"
+    r"|^[\w.-]+: (?:fatal )?error: |^[\w.-]+: [^:\d]*\bfailed(?:: .*|\.)?$|^npm error |^E: |^Failed to \w+ [^:]*: \S"
+    # death by a signal, as the shell reports it: "Segmentation fault (core dumped)", bash's
+    # "bash: line 1:  4242 Aborted  (core dumped) ./a.out"
+    r"|^(?:\S+: line \d+: +\d+ )?(?:Segmentation fault|Aborted|Bus error|Illegal instruction|Killed|Terminated)"
+    r"(?: +\(core dumped\))?(?: {2,}.*)?$"
+    # a compiler's or linter's diagnostic closing the output: tsc "a.ts(3,5): error TS2322: ...", flake8
+    # "a.py:1:1: F401 ..." (and go's "./main.go:5:2: undefined: foo" after its "# package" header, below)
+    r"|^\S+\(\d+,\d+\): error TS\d+: |^\S+:\d+:\d+: [A-Z]{1,3}\d{3,4}\b"
+    # a flag checker's refusal (a CTF's "Wrong flag!"); a program's own "Invalid input" may be a validation test
+    r"|^(?i:wrong|incorrect|invalid) flag\b"
 )
 # ... unless it says the command went on: a warning, a retry, a fallback.
 _WENT_ON: Final = re.compile(r"(?i:warning|retry|retrying|fall(?:ing)? ?back)")
+_GO_DIAGNOSTIC: Final = re.compile(r"^\S+\.go:\d+:\d+: \S")
+_GO_PACKAGE: Final = re.compile(r"^# [\w./-]+$")
+# A response's status line, as curl -i / -I print it first (and again after each redirect).
+_HTTP_STATUS: Final = re.compile(r"^HTTP/[\d.]+ (\d{3})\b")
 _BULLET: Final = re.compile(r"^[-*\u2022]\s+")
 _NOISE_LINE: Final = re.compile(r"^[\W_]+$")
 _TRACEBACK_HEAD: Final = "traceback (most recent call last)"
@@ -254,18 +288,20 @@ def _compiled_with_error(lines: list[str], position: int) -> bool:
 
 def _verdict(lines: list[str]) -> list[tuple[int, str]]:
     """A failure verdict on the last meaningful lines of a command's output, as ``[(position, line)]``."""
-    seen = 0
-    for position in range(len(lines) - 1, -1, -1):
+    meaningful = [p for p, line in enumerate(lines) if len(line.strip()) >= 2 and not _NOISE_LINE.match(line.strip())]
+    if meaningful and _HTTP_STATUS.match(lines[meaningful[0]]):
+        # A response's head (curl -i / -I): its final status, after any redirects, is the verdict.
+        final = [(p, status) for p in meaningful if (status := _HTTP_STATUS.match(lines[p]))][-1]
+        return [(final[0], lines[final[0]].strip())] if final[1].group(1)[0] in "45" else []
+    for seen, position in enumerate(reversed(meaningful[-_SUMMARY_LINES:])):
         stripped = lines[position].strip()
-        if len(stripped) < 2 or _NOISE_LINE.match(stripped):
+        if _VIEW_LINE.match(lines[position]):
             continue
-        last = seen == 0 and not _VIEW_LINE.match(lines[position]) and _VERDICT.match(stripped) is not None
-        last = last and _WENT_ON.search(stripped) is None
-        if _HARNESS_VERDICT.match(stripped) or last:
+        last = seen == 0 and _VERDICT.match(stripped) is not None and _WENT_ON.search(stripped) is None
+        if seen == 0 and _GO_DIAGNOSTIC.match(stripped):
+            last = any(_GO_PACKAGE.match(lines[p]) for p in meaningful)
+        if last or _SUMMARY_VERDICT.match(stripped):
             return [(position, stripped)]
-        seen += 1
-        if seen >= _HARNESS_LINES:
-            return []
     return []
 
 
