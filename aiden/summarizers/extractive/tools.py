@@ -149,6 +149,7 @@ _SUMMARY_VERDICT: Final = re.compile(
     r"|^(?:[\w.-]+: )?Error (?:response from daemon|from server)\b"
 )
 _SUMMARY_LINES: Final = 5
+_VERDICT_CHARS: Final = 1000
 # A program's last words (earlier ones are noise the command got past: a retry, sudo's warning):
 _VERDICT: Final = re.compile(
     # an error code: "curl: (6) Could not resolve host: x"
@@ -295,8 +296,8 @@ def _verdict(lines: list[str]) -> list[tuple[int, str]]:
         return [(final[0], lines[final[0]].strip())] if final[1].group(1)[0] in "45" else []
     for seen, position in enumerate(reversed(meaningful[-_SUMMARY_LINES:])):
         stripped = lines[position].strip()
-        if _VIEW_LINE.match(lines[position]):
-            continue
+        if _VIEW_LINE.match(lines[position]) or len(stripped) > _VERDICT_CHARS:
+            continue  # a file view's line; data (a verdict is one short line)
         last = seen == 0 and _VERDICT.match(stripped) is not None and _WENT_ON.search(stripped) is None
         if seen == 0 and _GO_DIAGNOSTIC.match(stripped):
             last = any(_GO_PACKAGE.match(lines[p]) for p in meaningful)
