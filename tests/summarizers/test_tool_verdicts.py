@@ -18,6 +18,7 @@ import pytest
 import aiden
 from aiden import Config
 from aiden.events import SessionEvent
+from aiden.summarizers.extractive.tools import error_lines
 from tests.summarizers.sections import session_sections
 
 BUDGET = 2000
@@ -56,8 +57,15 @@ FAILURES = [
     (
         "git stash pop",
         "Auto-merging x.py\nCONFLICT (content): Merge conflict in x.py\nThe stash entry is kept in case you need it again.\n",
-        "CONFLICT (content): Merge conflict in x.py",
+        "The stash entry is kept in case you need it again.",
     ),
+    (
+        "git stash apply",
+        "Auto-merging x.py\nCONFLICT (content): Merge conflict in x.py\nOn branch main\nUnmerged paths:\n"
+        "\tboth modified:   x.py\n\nThe stash entry is kept in case you need it again.\n",
+        "The stash entry is kept in case you need it again.",
+    ),
+    ("python -m pytest -q", "....E\n4 passed, 1 error in 0.12s\n", "4 passed, 1 error in 0.12s"),
     (
         "npm install left-padz",
         "npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/left-padz - Not found\n"
@@ -70,6 +78,11 @@ FAILURES = [
         "FAIL\texample.com/app\t0.012s",
     ),
     ("go build ./...", "# example.com/app\n./main.go:5:2: undefined: foo\n", "./main.go:5:2: undefined: foo"),
+    (
+        "go vet ./...",
+        "# example.com/app\n# [example.com/app]\n./main.go:9:2: fmt.Printf format %d has arg s of wrong type string\n",
+        "./main.go:9:2: fmt.Printf format %d has arg s of wrong type string",
+    ),
     (
         "npx jest",
         "FAIL src/a.test.js\n  ● adds\n\nTest Suites: 1 failed, 1 total\nTests:       1 failed, 3 passed, 4 total\n"
@@ -197,6 +210,82 @@ def test_an_output_that_only_mentions_failure_stays_a_working_recipe(command: st
     sections = _session(command, output)
     assert sections["WORKING RECIPES"] == [f"$ {command}"]
     assert sections["FAILED APPROACHES"] == ["(none)"]
+
+
+# Successful commands whose last lines have a refusal's or a tally's shape that is not the command's verdict.
+SHAPES_NOT_VERDICTS = [
+    # a setup step refused harmlessly, a later one of the same command line went on
+    (
+        "docker network create appnet; docker run -d --name web --network appnet nginx",
+        "Error response from daemon: network with name appnet already exists\n9d1c4f2a7e3b8c6d5e0f1a2b3c4d5e6f\n",
+    ),
+    (
+        "kubectl create namespace staging; kubectl apply -f k8s/",
+        'Error from server (AlreadyExists): namespaces "staging" already exists\ndeployment.apps/web configured\n',
+    ),
+    (
+        "git merge feature; git checkout --theirs app.py && git add app.py && git commit -qm merged && git log --oneline -1",
+        "Auto-merging app.py\nCONFLICT (content): Merge conflict in app.py\n"
+        "Automatic merge failed; fix conflicts and then commit the result.\n4e5f6a7 merged\n",
+    ),
+    # a commit message quoting a conflict (indented: quoted text)
+    (
+        "git cherry-pick 1a2b3c4 && git log -1",
+        "[main 4e5f6a7] Merge fix\n 1 file changed, 2 insertions(+)\ncommit 4e5f6a7\nAuthor: Dev <d@x.io>\n\n"
+        "    Merge fix\n\n    CONFLICT (content): Merge conflict in app.py\n    kept both handlers\n",
+    ),
+    # a script's own report, not a checker's count; a script's value named E
+    ("python scripts/scan_logs.py", "Found 12 errors in logs/app.log (see report.csv)\n"),
+    ("python simulate.py --basis sto-3g", "converged in 9 steps\nE: -74.9420799\n"),
+    # a 200 whose body quotes a status line; go's escape analysis notes
+    ("curl -si localhost:8000/debug/upstream", "HTTP/1.1 200 OK\ncontent-type: text/plain\n\nlast reply:\nHTTP/1.1 404 Not Found\n"),
+    ("go build -gcflags=-m ./...", "# example.com/app\n./main.go:8:6: can inline add\n./main.go:15:14: ... argument does not escape\n"),
+]
+
+
+@pytest.mark.parametrize(("command", "output"), SHAPES_NOT_VERDICTS, ids=[s[0][:30] for s in SHAPES_NOT_VERDICTS])
+def test_a_failure_shape_that_is_not_the_commands_verdict_stays_a_working_recipe(command: str, output: str) -> None:
+    sections = _session(command, output)
+    assert sections["WORKING RECIPES"] == [f"$ {command}"]
+    assert sections["FAILED APPROACHES"] == ["(none)"]
+
+
+# Whose words the last lines are, from the command's text: a reader prints other programs' (a log, a
+# fixture, a binary's strings); a list's ("a || b", "a; b", "a & b") may be an earlier part's, got past.
+NOT_THE_COMMANDS = [
+    ("tail -5 ci/jest.log", "Tests:       1 failed, 30 passed, 31 total\nSnapshots:   0 total\nTime:        4.1 s\n"),
+    ("cat tests/fixtures/flake8.txt", "src/app.py:1:1: F401 'os' imported but unused\n"),
+    ("rg -N 'error TS' tests/fixtures", "src/a.ts(3,5): error TS2322: Type 'number' is not assignable to type 'string'.\n"),
+    ("grep -h '^E: ' /var/log/apt/term.log", "E: Sub-process /usr/bin/dpkg returned an error code (1)\n"),
+    ("cat tests/fixtures/resp_404.http", 'HTTP/1.1 404 Not Found\nContent-Type: application/json\n\n{"detail": "Not Found"}\n'),
+    ("ls challenge/", "README.md\nWrong flag!\n"),
+    ("strings ./chall | grep -i flag", "Enter the flag:\nCorrect flag!\nWrong flag!\n"),
+    ("cat NOTES.md", "# notes\n./main.go:10:6: undefined: buf\n"),
+    ("kubectl create namespace dev || true", 'Error from server (AlreadyExists): namespaces "dev" already exists\n'),
+    ("ssh -o BatchMode=yes h true || ssh -i ~/.ssh/k h 'systemctl restart app'", "h: Permission denied (publickey).\n"),
+    (
+        "python app.py & P=$!; sleep 2; curl -s localhost:8000/health; kill -9 $P; wait $P",
+        '{"ok": true}\nbash: line 1: 4242 Killed                  python app.py\n',
+    ),
+    ("flake8 . --exit-zero", "./app.py:9:80: E501 line too long (130 > 79 characters)\n"),
+]
+
+
+@pytest.mark.parametrize(("command", "output"), NOT_THE_COMMANDS, ids=[s[0][:30] for s in NOT_THE_COMMANDS])
+def test_last_lines_that_are_not_the_commands_own_are_no_verdict(command: str, output: str) -> None:
+    assert error_lines(output, executed=True, command=f"$ {command}") == []
+
+
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [
+        # setup that prints nothing when it works makes no list; a reader's own refusal is its verdict
+        ("cd web; npx tsc --noEmit --pretty false", "src/app.ts(7,3): error TS2339: Property 'foo' does not exist.\n"),
+        ("strings -n 8 ./firmware.bin", "strings: './firmware.bin': No such file\n"),
+    ],
+)
+def test_the_commands_own_last_words_stay_its_verdict(command: str, output: str) -> None:
+    assert error_lines(output, executed=True, command=f"$ {command}") == [(output.strip(), True)]
 
 
 @pytest.fixture
