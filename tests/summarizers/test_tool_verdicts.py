@@ -273,7 +273,7 @@ NOT_THE_COMMANDS = [
 
 @pytest.mark.parametrize(("command", "output"), NOT_THE_COMMANDS, ids=[s[0][:30] for s in NOT_THE_COMMANDS])
 def test_last_lines_that_are_not_the_commands_own_are_no_verdict(command: str, output: str) -> None:
-    assert error_lines(output, executed=True, command=f"$ {command}") == []
+    assert error_lines(output, command=f"$ {command}") == []
 
 
 @pytest.mark.parametrize(
@@ -285,7 +285,7 @@ def test_last_lines_that_are_not_the_commands_own_are_no_verdict(command: str, o
     ],
 )
 def test_the_commands_own_last_words_stay_its_verdict(command: str, output: str) -> None:
-    assert error_lines(output, executed=True, command=f"$ {command}") == [(output.strip(), True)]
+    assert error_lines(output, command=f"$ {command}") == [(output.strip(), True)]
 
 
 @pytest.fixture

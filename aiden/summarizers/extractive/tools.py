@@ -257,17 +257,19 @@ def describe_call(event: SessionEvent) -> Call:
     return Call(clip(f"{name}({', '.join(parts)})", 240), False, arg_paths(args), is_read_only_tool(name))
 
 
-def error_lines(content: str, *, executed: bool, reported: bool = False, command: str = "") -> list[tuple[str, bool]]:
+def error_lines(content: str, *, command: str = "", reported: bool = False) -> list[tuple[str, bool]]:
     """The informative error lines of one tool output: at most two ``(line, strong)`` pairs.
 
     A *strong* line reports a failure by its shape (an exception line,
     ``error:``, ``FAILED``, an ``ERROR`` log record, a non-zero exit). A *weak*
     line merely mentions an error word: it counts only when there is no strong
     line and the failure shows otherwise (``reported``, or an executed command
-    printed a traceback). Numbered file-view lines are never errors. An
-    executed ``command``'s text says whose words its last lines are: a
-    reader's output is text read, and a list's ("a; b") may be an earlier part's.
+    printed a traceback). Numbered file-view lines are never errors. The
+    ``command`` that printed the output (empty for a tool that is no command)
+    says whose words its last lines are: a reader's output is text read, and a
+    list's ("a; b") may be an earlier part's.
     """
+    executed = bool(command)
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
         lines = lines[:_SCAN_HEAD_LINES] + lines[-_SCAN_TAIL_LINES:]
