@@ -510,7 +510,7 @@ def _extract_tool_result(event: SessionEvent, call: Call | None, collector: Coll
     context = call.description if call is not None else (event.tool_name or "")
     command = call.description if call is not None and call.shell else ""  # a shell command or code run
     reported = reported_failure(event.meta) is True
-    lines = error_lines(content, executed=bool(command), reported=reported)
+    lines = error_lines(content, command=command, reported=reported)
     if not lines and reported:
         lines = [(first_meaningful_line(content) or "(tool reported an error)", True)]
     if lines:

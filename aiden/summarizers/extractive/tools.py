@@ -41,6 +41,8 @@ _READ_PROGRAMS: Final = frozenset(
         "nl", "open", "goto", "scroll_up", "scroll_down", "search_file", "search_dir", "find_file",
     }
 )  # fmt: skip
+# ... and those that print a file's bytes as text (a step, not a file read): their output is a binary's words.
+_TEXT_PRINTERS: Final = _READ_PROGRAMS | {"strings", "xxd", "hexdump", "od", "readelf", "objdump", "nm"}
 _GIT_READS: Final = frozenset({"status", "log", "diff", "show", "blame", "ls-files", "grep"})
 _SHELL_SEPARATOR: Final = re.compile(r"&&|\|\||[;|\n]")
 _SHELL_WRITES: Final = re.compile(r">|\s-(?:delete|exec|execdir|ok|fprint)\b")
@@ -57,12 +59,17 @@ def is_read_only_tool(name: str) -> bool:
 
 def is_read_only_shell(command: str) -> bool:
     """True for a shell command whose every part only prints (``cat a.py | head``, ``git diff``)."""
+    return _only_runs(command, _READ_PROGRAMS)
+
+
+def _only_runs(command: str, programs: frozenset[str]) -> bool:
+    """True for a shell command whose every part runs one of ``programs`` (or a git read), writing nothing."""
     if _SHELL_WRITES.search(_HARMLESS_REDIRECT.sub(" ", command)):
         return False
     parts = [words for part in _SHELL_SEPARATOR.split(command) if (words := part.split())]
     for words in parts:
         program = words[0].rsplit("/", 1)[-1]
-        if program not in _READ_PROGRAMS and not (program == "git" and len(words) > 1 and words[1] in _GIT_READS):
+        if program not in programs and not (program == "git" and len(words) > 1 and words[1] in _GIT_READS):
             return False
     return bool(parts)
 
@@ -129,24 +136,86 @@ _EVIDENCE_LINE: Final = re.compile(
 # ("a.c:3:5: error: ..." then "    3 | int x"): a diagnostic alone may be a fixture or log being read.
 _COMPILER_ERROR: Final = re.compile(r"^[\w.][\w./-]*\.\w+:\d+:\d+: (?:fatal )?error: ")
 _SOURCE_CONTEXT: Final = re.compile(r"^\s*\d+ \| ")
-# A command's own verdict, when no line is an error line. A harness's (SWE-agent) on one of the last lines:
+# A command's own verdict, when no line is an error line: where each tool prints it, at the end.
+# A summary on one of the last lines (a hint, a timing or a list of what failed may follow it):
+# The SWE-agent harness's, on the whole command: a time-out, a refused edit.
 _HARNESS_VERDICT: Final = re.compile(
     r"^\[?(?:EXECUTION TIMED OUT|Command timed out)\b|^Your (?:changes|edits?) ha(?:ve|s) NOT been applied\b"
 )
-_HARNESS_LINES: Final = 3
-# A program's on the last line only (earlier ones are noise the command got past: a retry, sudo's warning):
+_SUMMARY_VERDICT: Final = re.compile(
+    # test runners' tallies with failures: pytest "1 failed, 2 passed in 0.1s", jest/vitest "Tests: 1 failed"
+    # (or only errors: "4 passed, 1 error in 0.1s"), rspec "3 examples, 1 failure", ctest "67% tests passed,
+    # 1 tests failed out of 3", go test "FAIL\tpkg 0.01s"
+    r"^=*\s*(?:\d+ (?:passed|skipped|deselected|xfailed|xpassed|warnings?|rerun), )*[1-9]\d* (?:failed|errors?)"
+    r"(?:, \d+ (?:passed|skipped|deselected|xfailed|xpassed|warnings?|errors?|rerun))* in [\d.]+s\b"
+    r"|^Tests?(?: Suites| Files)?:?\s+[1-9]\d* failed\b"
+    r"|^\d+ examples?, [1-9]\d* failures?\b|^\d+% tests passed, [1-9]\d* tests? failed\b|^FAIL(?:\t|$)"
+    r"|^Errors while running CTest$|^=*\s*no tests ran in [\d.]+s\b"
+    # checkers' counts as they word them (not any script's "Found 3 errors in logs/x"): mypy "Found 2 errors
+    # in 1 file (checked ...)", ruff "Found 2 errors." (not "(2 fixed, 0 remaining)"), tsc "Found 1 error in
+    # a.ts:3" / "in the same file"; eslint's problems line, black, prettier
+    r"|^Found [1-9]\d* errors?(?:\.$| in (?:\d+ files?\b|the same file\b|\S+:\d+$))"
+    r"|^\u2716 \d+ problems? \([1-9]\d* errors?|^Oh no! \U0001f4a5|^\[warn\] Code style issues found\b"
+    # make's fatal "***"
+    r"|^g?make(?:\[\d+\])?: \*\*\* "
+)
+_SUMMARY_LINES: Final = 5
+_VERDICT_CHARS: Final = 1000
+# A refusal of the program that ran (a reader too): perror's "prog: [arg: ]why" with a missing file
+# (strings' "No such file", file's "(No such file or directory)"), a shell's missing command (dash's "sh: 1:
+# foo: not found", zsh's "zsh: command not found: foo").
+_REFUSAL: Final = re.compile(
+    r"^[^\s:]+: .*\bNo such (?:file(?: or directory)?|process)\)?$"
+    r"|^[^\s:]+: (?:\d+: )?\S+: not found$|^[^\s:]+: command not found: \S+$"
+)
+# A program's last words (earlier ones are noise the command got past: a retry, sudo's warning):
 _VERDICT: Final = re.compile(
     # an error code: "curl: (6) Could not resolve host: x"
-    r"^[\w.-]+: \(\d+\) \S"
-    # perror's "prog: [arg: ]why" with a missing file: strings' "No such file", file's "(No such file or directory)"
-    r"|^[^\s:]+: .*\bNo such file(?: or directory)?\)?$"
-    # a shell's missing command: dash's "sh: 1: foo: not found", zsh's "zsh: command not found: foo"
-    r"|^[^\s:]+: (?:\d+: )?\S+: not found$|^[^\s:]+: command not found: \S+$"
-    # pytest's closing tally with failures: "==== 1 failed, 2 passed in 0.12s ===="
-    r"|^=*\s*[1-9]\d* failed(?:, \d+ (?:passed|skipped|deselected|xfailed|xpassed|warnings?|errors?))* in [\d.]+s\b"
+    rf"^[\w.-]+: \(\d+\) \S|{_REFUSAL.pattern}"
+    # ssh's "[user@host: ]Permission denied (publickey)."
+    r"|^(?:\S+: )?Permission denied \([\w,-]+\)\.?$"
+    # a host name that does not resolve (getaddrinfo's words): "ping: db: Name or service not known", ssh's
+    # "ssh: Could not resolve hostname db: ..." (not sudo's own warning "sudo: unable to resolve host x: ...")
+    r"|^[\w.-]+: (?:Could not resolve hostname )?[\w.-]+: "
+    r"(?:Name or service not known|Temporary failure in name resolution|No address associated with hostname)$"
+    # "prog: error: ..." (argparse, psql, clang), "prog: what failed[: why]" (gpg, nginx -t; no tally's
+    # "3 failed"), npm 10's "npm error ...", apt's "E: Unable to ..." (a word, not a script's "E: -76.01"),
+    # systemd's "Failed to start x: why"
+    r"|^[\w.-]+: (?:fatal )?error: |^[\w.-]+: [^:\d]*\bfailed(?:: .*|\.)?$|^npm error |^E: [A-Z][a-z]"
+    r"|^Failed to \w+ [^:]*: \S"
+    # death by a signal, as the shell reports it: "Segmentation fault (core dumped)", bash's
+    # "bash: line 1:  4242 Aborted  (core dumped) ./a.out"
+    r"|^(?:\S+: line \d+: +\d+ )?(?:Segmentation fault|Aborted|Bus error|Illegal instruction|Killed|Terminated)"
+    r"(?: +\(core dumped\))?(?: {2,}.*)?$"
+    # a compiler's or linter's diagnostic closing the output: tsc "a.ts(3,5): error TS2322: ...", flake8
+    # "a.py:1:1: F401 ..." (and go's "./main.go:5:2: undefined: foo" after its "# package" header, below)
+    r"|^\S+\(\d+,\d+\): error TS\d+: |^\S+:\d+:\d+: [A-Z]{1,3}\d{3,4}\b"
+    # a flag checker's refusal (a CTF's "Wrong flag!"); a program's own "Invalid input" may be a validation test
+    r"|^(?i:wrong|incorrect|invalid) flag\b"
+    # git's unresolved conflict, docker's and kubectl's refusals (a later step of the command may have
+    # recovered: they count only when nothing but their own epilogue follows, below)
+    r"|^CONFLICT \([^)]+\): |^Automatic merge failed;|^(?:[\w.-]+: )?Error (?:response from daemon|from server)\b"
+    # git stash pop/apply's, printed only when the stash did not apply cleanly
+    r"|^The stash entry is kept in case you need it again\.$"
 )
 # ... unless it says the command went on: a warning, a retry, a fallback.
 _WENT_ON: Final = re.compile(r"(?i:warning|retry|retrying|fall(?:ing)? ?back)")
+# What git and docker print after their refusal: it is still the last word.
+_EPILOGUE: Final = re.compile(r"^See '[\w -]+--help'\.$|^hint: |^CONFLICT \(|^Automatic merge failed;")
+_GO_DIAGNOSTIC: Final = re.compile(r"^\S+\.go:\d+:\d+: \S")
+_GO_PACKAGE: Final = re.compile(r"^# \[?[\w./-]+\]?$")  # go build's "# pkg", go vet's "# [pkg]"
+# go build -gcflags=-m's optimisation notes have the diagnostics' shape: no failure.
+_GO_NOTE: Final = re.compile(r"\b(?:can inline|inlining call|escapes to heap|moved to heap|does not escape|leaking param)\b")
+# A response's head as curl -i / -I prints it: a status line, header lines, a blank line (again after each
+# redirect or "100 Continue"); then the body.
+_HTTP_STATUS: Final = re.compile(r"^HTTP/[\d.]+ (\d{3})\b")
+_HTTP_HEADER: Final = re.compile(r"^[\w-]+:")
+_QUOTED_INDENT: Final = 4  # a summary indented this far is quoted (a commit message), not printed by the tool
+# A command list whose later part runs whatever an earlier one did ("a; b", "a || b", "a & b"): its output's
+# last words may be an earlier part's, got past. Separators inside quotes are no list's.
+_QUOTED: Final = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+_LIST_SEPARATOR: Final = re.compile(r"\|\||(?<![&>|])&(?![&>])|;")
+_SILENT_SETUP: Final = frozenset({"cd", "export", "source", ".", "set", "unset"})
 _BULLET: Final = re.compile(r"^[-*\u2022]\s+")
 _NOISE_LINE: Final = re.compile(r"^[\W_]+$")
 _TRACEBACK_HEAD: Final = "traceback (most recent call last)"
@@ -188,15 +257,19 @@ def describe_call(event: SessionEvent) -> Call:
     return Call(clip(f"{name}({', '.join(parts)})", 240), False, arg_paths(args), is_read_only_tool(name))
 
 
-def error_lines(content: str, *, executed: bool, reported: bool = False) -> list[tuple[str, bool]]:
+def error_lines(content: str, *, command: str = "", reported: bool = False) -> list[tuple[str, bool]]:
     """The informative error lines of one tool output: at most two ``(line, strong)`` pairs.
 
     A *strong* line reports a failure by its shape (an exception line,
     ``error:``, ``FAILED``, an ``ERROR`` log record, a non-zero exit). A *weak*
     line merely mentions an error word: it counts only when there is no strong
     line and the failure shows otherwise (``reported``, or an executed command
-    printed a traceback). Numbered file-view lines are never errors.
+    printed a traceback). Numbered file-view lines are never errors. The
+    ``command`` that printed the output (empty for a tool that is no command)
+    says whose words its last lines are: a reader's output is text read, and a
+    list's ("a; b") may be an earlier part's.
     """
+    executed = bool(command)
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
         lines = lines[:_SCAN_HEAD_LINES] + lines[-_SCAN_TAIL_LINES:]
@@ -227,7 +300,7 @@ def error_lines(content: str, *, executed: bool, reported: bool = False) -> list
     weak_counts = reported or (executed and traceback)
     if executed and not strong and not (weak and weak_counts):
         # No error line: the last lines may still say the command failed ("EXECUTION TIMED OUT").
-        strong = _verdict(lines)
+        strong = _verdict(lines, command)
     pool = strong or (weak if weak_counts else [])
     # The first error says what broke, the last one is usually the cause
     # ("npm ERR! code ERESOLVE" ... / a traceback's final exception line).
@@ -252,21 +325,74 @@ def _compiled_with_error(lines: list[str], position: int) -> bool:
     )
 
 
-def _verdict(lines: list[str]) -> list[tuple[int, str]]:
+def _verdict(lines: list[str], command: str) -> list[tuple[int, str]]:
     """A failure verdict on the last meaningful lines of a command's output, as ``[(position, line)]``."""
-    seen = 0
-    for position in range(len(lines) - 1, -1, -1):
-        stripped = lines[position].strip()
-        if len(stripped) < 2 or _NOISE_LINE.match(stripped):
+    meaningful = [p for p, line in enumerate(lines) if len(line.strip()) >= 2 and not _NOISE_LINE.match(line.strip())]
+    if not meaningful:
+        return []
+    reads, listed = _command_kind(command)
+    # A reader prints other programs' words; a list's last words may be an earlier part's, got past; a
+    # checker told to exit 0 (flake8, ruff, pylint --exit-zero) reports findings, not a failure.
+    own = not (reads or listed or "--exit-zero" in command)
+    if own and (status := _http_status(lines, meaningful[0])):
+        return [status] if status[1].split()[1][0] in "45" else []
+    ending = False  # only a refusal's own epilogue follows (git's hint, docker's "See '... --help'.")
+    for seen, position in enumerate(reversed(meaningful[-_SUMMARY_LINES:])):
+        line = lines[position]
+        stripped = line.strip()
+        if _VIEW_LINE.match(line) or len(stripped) > _VERDICT_CHARS:
+            continue  # a file view's line; data (a verdict is one short line)
+        if _HARNESS_VERDICT.match(stripped) or (seen == 0 and reads and _REFUSAL.match(stripped)):
+            return [(position, stripped)]  # (a reader's own refusal: "cat: x: No such file or directory")
+        if not own:
             continue
-        last = seen == 0 and not _VIEW_LINE.match(lines[position]) and _VERDICT.match(stripped) is not None
-        last = last and _WENT_ON.search(stripped) is None
-        if _HARNESS_VERDICT.match(stripped) or last:
+        if len(line) - len(line.lstrip()) >= _QUOTED_INDENT:
+            continue  # quoted text (a commit message, a report): no verdict of the command's
+        final = (seen == 0 or ending) and _WENT_ON.search(stripped) is None
+        if final and seen == 0 and _GO_DIAGNOSTIC.match(stripped):
+            if _go_failed(lines, meaningful):
+                return [(position, stripped)]
+        elif (final and _VERDICT.match(stripped)) or _SUMMARY_VERDICT.match(stripped):
             return [(position, stripped)]
-        seen += 1
-        if seen >= _HARNESS_LINES:
-            return []
+        ending = (seen == 0 or ending) and _EPILOGUE.match(stripped) is not None
     return []
+
+
+def _command_kind(command: str) -> tuple[bool, bool]:
+    """``(reads, listed)``: the command only prints text; its first line is a list of commands ("a; b", "a || b").
+
+    Setup that prints nothing when it works (``cd x; pytest``) makes no list.
+    """
+    line = _QUOTED.sub("''", command.removeprefix("$ ").split("\n", 1)[0])
+    parts = [words[0] for part in _LIST_SEPARATOR.split(line) if (words := part.split())]
+    while len(parts) > 1 and parts[0] in _SILENT_SETUP:
+        parts.pop(0)
+    return bool(command) and _only_runs(command.removeprefix("$ "), _TEXT_PRINTERS), len(parts) > 1
+
+
+def _http_status(lines: list[str], first: int) -> tuple[int, str] | None:
+    """The final status line of a response's head printed first (curl -i / -I), after any redirects."""
+    status = None
+    position = first
+    while position < len(lines) and _HTTP_STATUS.match(lines[position]):
+        status = (position, lines[position].strip())
+        position += 1
+        while position < len(lines) and _HTTP_HEADER.match(lines[position]):
+            position += 1
+        while position < len(lines) and not lines[position].strip():
+            position += 1
+    return status
+
+
+def _go_failed(lines: list[str], meaningful: list[int]) -> bool:
+    """True for go build's errors: a package's "# pkg" header, then its diagnostics to the end (not -m's notes)."""
+    for position in reversed(meaningful):
+        line = lines[position]
+        if _GO_PACKAGE.match(line):
+            return True
+        if not (_GO_DIAGNOSTIC.match(line) or line.startswith("\t")) or _GO_NOTE.search(line):
+            return False
+    return False
 
 
 def digitless(text: str) -> str:

@@ -1,0 +1,318 @@
+"""A tool's own verdict, where it prints it (its closing summary, its last line), files a command as failed.
+
+Test runners, checkers, compilers, git, package managers, daemons and the shell print whether a run failed
+in documented shapes at the end of their output: pytest/jest/rspec/go tallies, mypy/ruff/tsc's "Found N
+errors", eslint's "✖ N problems (N errors", git's "CONFLICT (...)" and "Automatic merge failed", docker's
+"Error response from daemon", curl -i's status line, a death by a signal. Outputs that only mention failure
+words ("0 failed", "Found 0 errors", "All checks passed!", a test named test_wrong_flag, a grep hit quoting
+"Permission denied") stay working recipes. Every failure here was a WORKING RECIPE before.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import aiden
+from aiden import Config
+from aiden.events import SessionEvent
+from aiden.summarizers.extractive.tools import error_lines
+from tests.summarizers.sections import session_sections
+
+BUDGET = 2000
+
+
+def _ran(command: str, output: str, call_id: str = "c1") -> list[SessionEvent]:
+    return [
+        SessionEvent(type="tool_call", tool_name="bash", tool_call_id=call_id, tool_args=json.dumps({"command": command})),
+        SessionEvent(type="tool_result", tool_name="bash", tool_call_id=call_id, content=output),
+    ]
+
+
+def _session(command: str, output: str) -> dict[str, list[str]]:
+    events = [SessionEvent(type="user_input", content="Build the project and make the checks pass."), *_ran(command, output)]
+    return session_sections(events, BUDGET)
+
+
+# (command, output, the line the failure is filed with)
+FAILURES = [
+    ("submit 'flag{guess}'", "Wrong flag!\n", "Wrong flag!"),
+    ("./checker 'flag{guess}'", "Incorrect flag.\n", "Incorrect flag."),
+    ("ssh deploy@10.0.0.5 uptime", "deploy@10.0.0.5: Permission denied (publickey).\n", "deploy@10.0.0.5: Permission denied (publickey)."),
+    ("ssh -p 2222 ci@build01 true", "Permission denied (publickey,password).\n", "Permission denied (publickey,password)."),
+    (
+        "mypy src",
+        'src/a.py:3: error: Incompatible return value type (got "int", expected "str")  [return-value]\n'
+        "Found 1 error in 1 file (checked 3 source files)\n",
+        "Found 1 error in 1 file (checked 3 source files)",
+    ),
+    (
+        "git merge feature",
+        "Auto-merging x.py\nCONFLICT (content): Merge conflict in x.py\n"
+        "Automatic merge failed; fix conflicts and then commit the result.\n",
+        "Automatic merge failed; fix conflicts and then commit the result.",
+    ),
+    (
+        "git stash pop",
+        "Auto-merging x.py\nCONFLICT (content): Merge conflict in x.py\nThe stash entry is kept in case you need it again.\n",
+        "The stash entry is kept in case you need it again.",
+    ),
+    (
+        "git stash apply",
+        "Auto-merging x.py\nCONFLICT (content): Merge conflict in x.py\nOn branch main\nUnmerged paths:\n"
+        "\tboth modified:   x.py\n\nThe stash entry is kept in case you need it again.\n",
+        "The stash entry is kept in case you need it again.",
+    ),
+    ("python -m pytest -q", "....E\n4 passed, 1 error in 0.12s\n", "4 passed, 1 error in 0.12s"),
+    (
+        "npm install left-padz",
+        "npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/left-padz - Not found\n"
+        "npm error A complete log of this run can be found in: /root/.npm/_logs/debug-0.log\n",
+        "npm error A complete log of this run can be found in: /root/.npm/_logs/debug-0.log",
+    ),
+    (
+        "go test ./...",
+        "--- FAIL: TestAdd (0.00s)\n    add_test.go:9: got 3, want 4\nFAIL\nFAIL\texample.com/app\t0.012s\n",
+        "FAIL\texample.com/app\t0.012s",
+    ),
+    ("go build ./...", "# example.com/app\n./main.go:5:2: undefined: foo\n", "./main.go:5:2: undefined: foo"),
+    (
+        "go vet ./...",
+        "# example.com/app\n# [example.com/app]\n./main.go:9:2: fmt.Printf format %d has arg s of wrong type string\n",
+        "./main.go:9:2: fmt.Printf format %d has arg s of wrong type string",
+    ),
+    (
+        "npx jest",
+        "FAIL src/a.test.js\n  ● adds\n\nTest Suites: 1 failed, 1 total\nTests:       1 failed, 3 passed, 4 total\n"
+        "Snapshots:   0 total\nTime:        1.2 s\nRan all test suites.\n",
+        "Tests:       1 failed, 3 passed, 4 total",
+    ),
+    ("pytest -q", "..F.\n1 failed, 3 passed, 1 warning in 0.05s\n", "1 failed, 3 passed, 1 warning in 0.05s"),
+    (
+        "bundle exec rspec",
+        "..F\n\nFinished in 0.02 seconds (files took 0.1 seconds to load)\n3 examples, 1 failure\n\n"
+        "Failed examples:\n\nrspec ./spec/a_spec.rb:4 # A works\n",
+        "3 examples, 1 failure",
+    ),
+    ("make test", "make: *** No rule to make target 'test'.  Stop.\n", "make: *** No rule to make target 'test'.  Stop."),
+    (
+        "docker run acme/img",
+        "Unable to find image 'acme/img:latest' locally\ndocker: Error response from daemon: pull access denied for acme/img.\n"
+        "See 'docker run --help'.\n",
+        "docker: Error response from daemon: pull access denied for acme/img.",
+    ),
+    ("kubectl get pod web", 'Error from server (NotFound): pods "web" not found\n', 'Error from server (NotFound): pods "web" not found'),
+    (
+        "curl -si localhost:8000/api",
+        'HTTP/1.1 500 Internal Server Error\ncontent-type: application/json\n\n{"detail": "boom"}\n',
+        "HTTP/1.1 500 Internal Server Error",
+    ),
+    (
+        "./a.out input.txt",
+        "reading input\nbash: line 1:  4242 Segmentation fault      (core dumped) ./a.out input.txt\n",
+        "bash: line 1:  4242 Segmentation fault      (core dumped) ./a.out input.txt",
+    ),
+    ("./a.out", "a.out: main.c:5: main: Assertion `x > 0' failed.\nAborted (core dumped)\n", "Aborted (core dumped)"),
+    ("./long.sh", "step 1\nTerminated\n", "Terminated"),
+    (
+        "ruff check .",
+        "app.py:1:8: F401 [*] `os` imported but unused\nFound 3 errors.\n[*] 1 fixable with the `--fix` option.\n",
+        "Found 3 errors.",
+    ),
+    (
+        "npx eslint src",
+        "/app/src/a.js\n  1:7  error  'x' is assigned a value but never used  no-unused-vars\n\n✖ 2 problems (2 errors, 0 warnings)\n",
+        "✖ 2 problems (2 errors, 0 warnings)",
+    ),
+    ("flake8 src", "src/app.py:9:80: E501 line too long (97 > 79 characters)\n", "src/app.py:9:80: E501 line too long (97 > 79 characters)"),
+    (
+        "npx tsc --noEmit --pretty false",
+        "src/a.ts(3,5): error TS2322: Type 'number' is not assignable to type 'string'.\n",
+        "src/a.ts(3,5): error TS2322: Type 'number' is not assignable to type 'string'.",
+    ),
+    (
+        "python tool.py",
+        "usage: tool.py [-h] path\ntool.py: error: the following arguments are required: path\n",
+        "tool.py: error: the following arguments are required: path",
+    ),
+    ("apt-get install -y jqq", "Reading package lists...\nE: Unable to locate package jqq\n", "E: Unable to locate package jqq"),
+    (
+        "systemctl start nginx",
+        "Failed to start nginx.service: Unit nginx.service not found.\n",
+        "Failed to start nginx.service: Unit nginx.service not found.",
+    ),
+    (
+        "nginx -t",
+        'nginx: [emerg] unknown directive "proxy_passs" in /etc/nginx/conf.d/app.conf:7\n'
+        "nginx: configuration file /etc/nginx/nginx.conf test failed\n",
+        "nginx: configuration file /etc/nginx/nginx.conf test failed",
+    ),
+    ("kill 99999", "bash: kill: (99999) - No such process\n", "bash: kill: (99999) - No such process"),
+    ("ping -c 1 db.internal", "ping: db.internal: Name or service not known\n", "ping: db.internal: Name or service not known"),
+    (
+        "ssh ci@build02",
+        "ssh: Could not resolve hostname build02: Temporary failure in name resolution\n",
+        "ssh: Could not resolve hostname build02: Temporary failure in name resolution",
+    ),
+    (
+        "black --check .",
+        "would reformat app.py\n\nOh no! 💥 💔 💥\n1 file would be reformatted, 3 files would be left unchanged.\n",
+        "Oh no! 💥 💔 💥",
+    ),
+    (
+        "ctest",
+        "67% tests passed, 1 tests failed out of 3\n\nTotal Test time (real) =   0.03 sec\n\nThe following tests FAILED:\n"
+        "\t  2 - parse (Failed)\nErrors while running CTest\n",
+        "Errors while running CTest",
+    ),
+]
+
+
+@pytest.mark.parametrize(("command", "output", "error"), FAILURES, ids=[f[0][:30] for f in FAILURES])
+def test_a_tools_failure_verdict_files_the_command_as_failed(command: str, output: str, error: str) -> None:
+    sections = _session(command, output)
+    assert sections["WORKING RECIPES"] == ["(none)"]
+    # A summary line's runs of blanks are one space.
+    assert sections["FAILED APPROACHES"] == [f"$ {command} failed: {' '.join(error.split())}"]
+
+
+# Successful outputs whose words (not their verdict) speak of failure.
+SUCCESSES = [
+    ("python check.py", "checked 12 files\n0 errors\n"),
+    ("mypy src", "Success: no issues found in 3 source files\n"),
+    ("ruff check .", "All checks passed!\n"),
+    ("ruff check --fix .", "Found 2 errors (2 fixed, 0 remaining).\n"),
+    ("python run_tests.py", "3 passed, 0 failed\n"),
+    ("go test ./...", "ok  \texample.com/app\t0.01s\n?   \texample.com/app/cmd\t[no test files]\n"),
+    ("pytest -v tests/test_checker.py", "tests/test_checker.py::test_wrong_flag PASSED\n1 passed in 0.02s\n"),
+    ("pytest -q", "....\n4 passed, 1 warning in 0.10s\n"),
+    ("python scan.py src", "src/ssh.py:42: raise AuthError('Permission denied (publickey).')\n"),
+    ("python worker.py --once", "warning: upstream timed out; retrying\njob 17 done\n"),
+    ("python client.py", "Timeout set to 30s\nconnected\n"),
+    ("git pull", "Already up to date.\n"),
+    ("git merge feature", "Auto-merging app.py\nMerge made by the 'ort' strategy.\n app.py | 4 ++--\n 1 file changed\n"),
+    ("npx eslint src", "/app/src/a.js\n  1:7  warning  'x' is unused  no-unused-vars\n\n✖ 1 problem (0 errors, 1 warning)\n"),
+    ("npx jest", "PASS src/a.test.js\nTests:       4 passed, 4 total\nSnapshots:   0 total\nRan all test suites.\n"),
+    ("bundle exec rspec", "...\n\nFinished in 0.01 seconds (files took 0.1 seconds to load)\n3 examples, 0 failures\n"),
+    ("curl -sIL http://example.com", "HTTP/1.1 301 Moved Permanently\nLocation: https://example.com/\n\nHTTP/2 200\n"),
+    ("black .", "reformatted app.py\n\nAll done! ✨ 🍰 ✨\n1 file reformatted, 3 files left unchanged.\n"),
+    ("python supervisor.py", "child 412 was Killed by OOM; restarted it\nall 4 children running\n"),
+    ("./backup.sh", "backup: 12 copied, 0 failed\n"),
+    ("python fetch.py", "Failed to fetch https://mirror.example/x.tar: timed out; falling back to cache\n"),
+    ("submit 'flag{real}'", "Correct flag!\n"),
+]
+
+
+@pytest.mark.parametrize(("command", "output"), SUCCESSES, ids=[s[0][:30] for s in SUCCESSES])
+def test_an_output_that_only_mentions_failure_stays_a_working_recipe(command: str, output: str) -> None:
+    sections = _session(command, output)
+    assert sections["WORKING RECIPES"] == [f"$ {command}"]
+    assert sections["FAILED APPROACHES"] == ["(none)"]
+
+
+# Successful commands whose last lines have a refusal's or a tally's shape that is not the command's verdict.
+SHAPES_NOT_VERDICTS = [
+    # a setup step refused harmlessly, a later one of the same command line went on
+    (
+        "docker network create appnet; docker run -d --name web --network appnet nginx",
+        "Error response from daemon: network with name appnet already exists\n9d1c4f2a7e3b8c6d5e0f1a2b3c4d5e6f\n",
+    ),
+    (
+        "kubectl create namespace staging; kubectl apply -f k8s/",
+        'Error from server (AlreadyExists): namespaces "staging" already exists\ndeployment.apps/web configured\n',
+    ),
+    (
+        "git merge feature; git checkout --theirs app.py && git add app.py && git commit -qm merged && git log --oneline -1",
+        "Auto-merging app.py\nCONFLICT (content): Merge conflict in app.py\n"
+        "Automatic merge failed; fix conflicts and then commit the result.\n4e5f6a7 merged\n",
+    ),
+    # a commit message quoting a conflict (indented: quoted text)
+    (
+        "git cherry-pick 1a2b3c4 && git log -1",
+        "[main 4e5f6a7] Merge fix\n 1 file changed, 2 insertions(+)\ncommit 4e5f6a7\nAuthor: Dev <d@x.io>\n\n"
+        "    Merge fix\n\n    CONFLICT (content): Merge conflict in app.py\n    kept both handlers\n",
+    ),
+    # a script's own report, not a checker's count; a script's value named E
+    ("python scripts/scan_logs.py", "Found 12 errors in logs/app.log (see report.csv)\n"),
+    ("python simulate.py --basis sto-3g", "converged in 9 steps\nE: -74.9420799\n"),
+    # a 200 whose body quotes a status line; go's escape analysis notes
+    ("curl -si localhost:8000/debug/upstream", "HTTP/1.1 200 OK\ncontent-type: text/plain\n\nlast reply:\nHTTP/1.1 404 Not Found\n"),
+    ("go build -gcflags=-m ./...", "# example.com/app\n./main.go:8:6: can inline add\n./main.go:15:14: ... argument does not escape\n"),
+]
+
+
+@pytest.mark.parametrize(("command", "output"), SHAPES_NOT_VERDICTS, ids=[s[0][:30] for s in SHAPES_NOT_VERDICTS])
+def test_a_failure_shape_that_is_not_the_commands_verdict_stays_a_working_recipe(command: str, output: str) -> None:
+    sections = _session(command, output)
+    assert sections["WORKING RECIPES"] == [f"$ {command}"]
+    assert sections["FAILED APPROACHES"] == ["(none)"]
+
+
+# Whose words the last lines are, from the command's text: a reader prints other programs' (a log, a
+# fixture, a binary's strings); a list's ("a || b", "a; b", "a & b") may be an earlier part's, got past.
+NOT_THE_COMMANDS = [
+    ("tail -5 ci/jest.log", "Tests:       1 failed, 30 passed, 31 total\nSnapshots:   0 total\nTime:        4.1 s\n"),
+    ("cat tests/fixtures/flake8.txt", "src/app.py:1:1: F401 'os' imported but unused\n"),
+    ("rg -N 'error TS' tests/fixtures", "src/a.ts(3,5): error TS2322: Type 'number' is not assignable to type 'string'.\n"),
+    ("grep -h '^E: ' /var/log/apt/term.log", "E: Sub-process /usr/bin/dpkg returned an error code (1)\n"),
+    ("cat tests/fixtures/resp_404.http", 'HTTP/1.1 404 Not Found\nContent-Type: application/json\n\n{"detail": "Not Found"}\n'),
+    ("ls challenge/", "README.md\nWrong flag!\n"),
+    ("strings ./chall | grep -i flag", "Enter the flag:\nCorrect flag!\nWrong flag!\n"),
+    ("cat NOTES.md", "# notes\n./main.go:10:6: undefined: buf\n"),
+    ("kubectl create namespace dev || true", 'Error from server (AlreadyExists): namespaces "dev" already exists\n'),
+    ("ssh -o BatchMode=yes h true || ssh -i ~/.ssh/k h 'systemctl restart app'", "h: Permission denied (publickey).\n"),
+    (
+        "python app.py & P=$!; sleep 2; curl -s localhost:8000/health; kill -9 $P; wait $P",
+        '{"ok": true}\nbash: line 1: 4242 Killed                  python app.py\n',
+    ),
+    ("flake8 . --exit-zero", "./app.py:9:80: E501 line too long (130 > 79 characters)\n"),
+]
+
+
+@pytest.mark.parametrize(("command", "output"), NOT_THE_COMMANDS, ids=[s[0][:30] for s in NOT_THE_COMMANDS])
+def test_last_lines_that_are_not_the_commands_own_are_no_verdict(command: str, output: str) -> None:
+    assert error_lines(output, command=f"$ {command}") == []
+
+
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [
+        # setup that prints nothing when it works makes no list; a reader's own refusal is its verdict
+        ("cd web; npx tsc --noEmit --pretty false", "src/app.ts(7,3): error TS2339: Property 'foo' does not exist.\n"),
+        ("strings -n 8 ./firmware.bin", "strings: './firmware.bin': No such file\n"),
+    ],
+)
+def test_the_commands_own_last_words_stay_its_verdict(command: str, output: str) -> None:
+    assert error_lines(output, command=f"$ {command}") == [(output.strip(), True)]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(60)
+async def test_project_memory_files_a_refused_flag_and_a_merge_conflict_as_failed(tmp_path: Path) -> None:
+    async with aiden.open_memory(tmp_path, config=Config(durability="none")) as memory:
+        await memory.begin_run("Merge the feature branch, then find the flag and submit it.")
+        await memory.append_many(
+            [
+                *_ran("git merge feature", "CONFLICT (content): Merge conflict in app.py\nAutomatic merge failed; fix conflicts and then commit the result.\n", "a"),
+                *_ran("git merge --abort && git rebase main", "Successfully rebased and updated refs/heads/feature.\n", "b"),
+                *_ran("submit 'flag{guess}'", "Wrong flag!\n", "c"),
+            ]
+        )
+        await memory.commit_run("The flag was refused.")
+        await memory.begin_run("Next task.", new_session=True)  # the session is summarized at rotation
+        await memory.commit_run("Noted.")
+        layer = memory.long_term_layer
+    failed = layer.split("FAILED APPROACHES (do not repeat)\n", 1)[1].split("\n\n", 1)[0]
+    recipes = layer.split("WORKING RECIPES\n", 1)[1].split("\n\n", 1)[0]
+    assert failed.splitlines() == [
+        "- $ git merge feature failed: Automatic merge failed; fix conflicts and then commit the result.",
+        "- $ submit 'flag{guess}' failed: Wrong flag!",
+    ]
+    assert recipes.splitlines() == ["- $ git merge --abort && git rebase main"]
