@@ -27,6 +27,7 @@ import msgspec
 from aiden.errors import AidenError, RecallError, StorageError
 from aiden.events import SessionEvent, validate_id
 from aiden.policy.summary_md import SPLIT_TURN_SEPARATOR
+from aiden.recall.commands import describe_call
 from aiden.recall.query import index_text
 from aiden.storage.chunks import ChunkEntry, ChunkFile
 from aiden.storage.fs import Storage
@@ -46,7 +47,7 @@ __all__ = [
     "remove_unheld",
 ]
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 """Bump when the schema, the tokenizer or :func:`~aiden.recall.query.index_text` changes: old databases are rebuilt."""
 _APPLICATION_ID: Final = 0x41494452  # "AIDR": marks the file as ours
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes)
@@ -570,18 +571,28 @@ def insert_chunk(db: IndexDB, entry: ChunkEntry, events: Sequence[SessionEvent],
     summary = display_summary(entry)
     times = [e.timestamp for e in events if e.timestamp is not None]
     ts_min, ts_max = (min(times), max(times)) if times else (None, None)
-    # (seq, type, role, ts_min, ts_max, text) of each doc: the summary's, then each event's with text.
-    found: list[tuple[Any, ...]] = [(None, None, None, ts_min, ts_max, summary)]
-    found += [(e.seq, e.type, e.role, e.timestamp, e.timestamp, event_text(e)) for e in events]
-    parts = [p for p in found if p[-1]]
+    # A tool result is searched with what its call did ("list directory" for ``ls``): a question about
+    # an output asks for it in such words, which the output itself rarely holds.
+    calls = {e.tool_call_id: e for e in events if e.type == "tool_call" and e.tool_call_id}
+
+    def about(e: SessionEvent) -> str:
+        if e.type != "tool_result":
+            return ""
+        call = calls.get(e.tool_call_id or "")
+        return describe_call(call.tool_name if call else e.tool_name, call.tool_args if call else None)
+
+    # (seq, type, role, ts_min, ts_max, text, hidden words) of each doc: the summary's, then each event's with text.
+    found: list[tuple[Any, ...]] = [(None, None, None, ts_min, ts_max, summary, "")]
+    found += [(e.seq, e.type, e.role, e.timestamp, e.timestamp, event_text(e), about(e)) for e in events]
+    parts = [p for p in found if p[5]]
     lo = db.next_doc
     sql = f"INSERT INTO chunks({CHUNK_COLS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     row = (entry.chunk_id, source, entry.sha256, summary, int(entry.degraded), entry.first_seq, entry.last_seq)
     chunk = conn.execute(sql, (*row, lo, lo + len(parts) - 1)).lastrowid
     if parts:
-        docs = [(lo + i, chunk, *p[:-1], text_hash(p[-1])) for i, p in enumerate(parts)]
+        docs = [(lo + i, chunk, *p[:5], text_hash(p[5])) for i, p in enumerate(parts)]
         conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", docs)
-        texts = [(lo + i, index_text(p[-1])) for i, p in enumerate(parts)]
+        texts = [(lo + i, index_text(p[5], p[6])) for i, p in enumerate(parts)]
         conn.executemany("INSERT INTO fts(rowid, text) VALUES (?, ?)", texts)
     db.next_doc = lo + len(parts)
     db.ndocs += len(parts)
