@@ -196,11 +196,8 @@ class Term(msgspec.Struct, frozen=True):
     (Unix seconds) it names. Such a term is no FTS5 phrase; the ranking favours events in it."""
 
 
-def index_text(text: str, about: str = "") -> str:
+def index_text(text: str) -> str:
     """The text as stored in the FTS5 table: every CJK character surrounded by U+200B.
-
-    ``about``: words searched with the text but never shown (what the command a tool result answers
-    does, :func:`~aiden.recall.commands.describe_call`), hidden like the words below.
 
     Words that JSON string escapes hide from the tokenizer (``\\nPORT`` is the token ``nPORT``,
     ``caf\\u00e9`` the tokens ``caf`` and ``u00e9``) follow, decoded, after a U+001E that
@@ -213,8 +210,6 @@ def index_text(text: str, about: str = "") -> str:
     coloured = _JSON_ESC.sub("\x1b", text) if "\\u001" in text else text
     if "\x1b" in coloured:
         extra += _missing_words(text, _TERMINAL_ESCAPE.sub(" ", coloured))
-    if about:
-        extra.append(about)
     if extra or _HIDDEN in text:
         text = f"{text}{_HIDDEN}{' '.join(extra)}"
     return _CJK_CHAR.sub(_SPACED, text) if _has_cjk(text) else text
