@@ -223,11 +223,14 @@ def bm25_ranking(
         )
     if frequent:
         _add_frequent(conn, scores, exact, frequent, filters, ndocs=ndocs, top_doc=top_doc)
-    # The words for what a tool result's command does (db.py's ``about`` table) count as a word of its
-    # text would, at its BM25 IDF among all rows, but add nothing to the text's length.
-    sql = f"SELECT f.rowid FROM {_from(filters, 'about')} WHERE about MATCH ?{filters.sql}"
+    # The words for what a tool result's command does (db.py's ``about`` table) count, where its text lacks
+    # them, as a word of the text would at its BM25 IDF among all rows, but add nothing to the text's length.
+    sql = (
+        f"SELECT f.rowid FROM {_from(filters, 'about')} WHERE about MATCH ?{filters.sql}"
+        " AND f.rowid NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)"
+    )
     for term in terms:
-        if docs := [doc for (doc,) in conn.execute(sql, (term.phrase, *filters.params))]:
+        if docs := [doc for (doc,) in conn.execute(sql, (term.phrase, *filters.params, term.phrase))]:
             weight = _idf(ndocs, len(docs) + _probe(conn, term))
             for doc in docs:
                 scores[doc] = scores.get(doc, 0.0) + weight
