@@ -26,7 +26,9 @@ import msgspec
 
 from aiden.errors import AidenError, RecallError, StorageError
 from aiden.events import SessionEvent, validate_id
+from aiden.policy.cutpoints import call_of_results
 from aiden.policy.summary_md import SPLIT_TURN_SEPARATOR
+from aiden.recall.commands import describe_call
 from aiden.recall.query import index_text
 from aiden.storage.chunks import ChunkEntry, ChunkFile
 from aiden.storage.fs import Storage
@@ -46,7 +48,7 @@ __all__ = [
     "remove_unheld",
 ]
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 """Bump when the schema, the tokenizer or :func:`~aiden.recall.query.index_text` changes: old databases are rebuilt."""
 _APPLICATION_ID: Final = 0x41494452  # "AIDR": marks the file as ours
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes)
@@ -98,10 +100,11 @@ CREATE TABLE docs(
 );
 CREATE INDEX docs_seq ON docs(seq) WHERE seq IS NOT NULL;
 CREATE VIRTUAL TABLE fts USING fts5(text, tokenize = 'porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE about USING fts5(words, tokenize = 'porter unicode61 remove_diacritics 2');
 PRAGMA user_version = {SCHEMA_VERSION};
 PRAGMA application_id = {_APPLICATION_ID};
 """
-_TABLES: Final = frozenset({"meta", "chunks", "docs", "fts"})
+_TABLES: Final = frozenset({"meta", "chunks", "docs", "fts", "about"})
 _token_dec = msgspec.json.Decoder(ChangeToken)
 log = logging.getLogger("aiden.recall")
 
@@ -570,19 +573,35 @@ def insert_chunk(db: IndexDB, entry: ChunkEntry, events: Sequence[SessionEvent],
     summary = display_summary(entry)
     times = [e.timestamp for e in events if e.timestamp is not None]
     ts_min, ts_max = (min(times), max(times)) if times else (None, None)
-    # (seq, type, role, ts_min, ts_max, text) of each doc: the summary's, then each event's with text.
-    found: list[tuple[Any, ...]] = [(None, None, None, ts_min, ts_max, summary)]
-    found += [(e.seq, e.type, e.role, e.timestamp, e.timestamp, event_text(e)) for e in events]
-    parts = [p for p in found if p[-1]]
+    # A tool result is searched with what its call did ("list directory" for ``ls``): a question about
+    # an output asks for it in such words, which the output itself rarely holds. Its call is the one of
+    # its id, or without an id the nearest before it (call_of_results); one in an earlier chunk (a result
+    # that came after its call was compacted) is not looked up: the index does not keep call ids.
+    call_of = call_of_results(events)
+
+    def about(i: int, e: SessionEvent) -> str:
+        call = events[call_of[i]] if call_of[i] >= 0 else None
+        if call is None or (e.tool_call_id and call.tool_call_id != e.tool_call_id):
+            return describe_call(e.tool_name, None) if e.type == "tool_result" else ""
+        return describe_call(call.tool_name, call.tool_args)
+
+    # (seq, type, role, ts_min, ts_max, text, hidden words) of each doc: the summary's, then each event's with text.
+    found: list[tuple[Any, ...]] = [(None, None, None, ts_min, ts_max, summary, "")]
+    found += [(e.seq, e.type, e.role, e.timestamp, e.timestamp, event_text(e), about(i, e)) for i, e in enumerate(events)]
+    parts = [p for p in found if p[5]]
     lo = db.next_doc
     sql = f"INSERT INTO chunks({CHUNK_COLS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     row = (entry.chunk_id, source, entry.sha256, summary, int(entry.degraded), entry.first_seq, entry.last_seq)
     chunk = conn.execute(sql, (*row, lo, lo + len(parts) - 1)).lastrowid
     if parts:
-        docs = [(lo + i, chunk, *p[:-1], text_hash(p[-1])) for i, p in enumerate(parts)]
+        docs = [(lo + i, chunk, *p[:5], text_hash(p[5])) for i, p in enumerate(parts)]
         conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", docs)
-        texts = [(lo + i, index_text(p[-1])) for i, p in enumerate(parts)]
+        texts = [(lo + i, index_text(p[5])) for i, p in enumerate(parts)]
         conn.executemany("INSERT INTO fts(rowid, text) VALUES (?, ?)", texts)
+        # A table of their own: in the text's row they would lengthen it, lowering every other word's BM25
+        # (FTS5's bm25() counts a row's length over all its columns).
+        words = [(lo + i, p[6]) for i, p in enumerate(parts) if p[6]]
+        conn.executemany("INSERT INTO about(rowid, words) VALUES (?, ?)", words)
     db.next_doc = lo + len(parts)
     db.ndocs += len(parts)
 
@@ -608,6 +627,7 @@ def _delete_chunk(db: IndexDB, row: ChunkRow) -> None:
     conn = db.require()
     if row.doc_hi >= row.doc_lo:
         conn.execute("DELETE FROM fts WHERE rowid BETWEEN ? AND ?", (row.doc_lo, row.doc_hi))
+        conn.execute("DELETE FROM about WHERE rowid BETWEEN ? AND ?", (row.doc_lo, row.doc_hi))
         cur = conn.execute("DELETE FROM docs WHERE id BETWEEN ? AND ?", (row.doc_lo, row.doc_hi))
         db.ndocs -= max(cur.rowcount, 0)
     conn.execute("DELETE FROM chunks WHERE id = ?", (row.id,))

@@ -160,9 +160,9 @@ def _in(n: int) -> str:
     return f"IN ({','.join('?' * n)})"
 
 
-def _from(filters: Filters) -> str:
+def _from(filters: Filters, table: str = "fts") -> str:
     # The docs join is only paid for when a filter needs its columns.
-    return "fts AS f JOIN docs AS d ON d.id = f.rowid" if filters.sql else "fts AS f"
+    return f"{table} AS f JOIN docs AS d ON d.id = f.rowid" if filters.sql else f"{table} AS f"
 
 
 def _probe(conn: sqlite3.Connection, term: Term) -> int:
@@ -223,6 +223,17 @@ def bm25_ranking(
         )
     if frequent:
         _add_frequent(conn, scores, exact, frequent, filters, ndocs=ndocs, top_doc=top_doc)
+    # The words for what a tool result's command does (db.py's ``about`` table) count, where its text lacks
+    # them, as a word of the text would at its BM25 IDF among all rows, but add nothing to the text's length.
+    sql = (
+        f"SELECT f.rowid FROM {_from(filters, 'about')} WHERE about MATCH ?{filters.sql}"
+        " AND f.rowid NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)"
+    )
+    for term in terms:
+        if docs := [doc for (doc,) in conn.execute(sql, (term.phrase, *filters.params, term.phrase))]:
+            weight = _idf(ndocs, len(docs) + _probe(conn, term))
+            for doc in docs:
+                scores[doc] = scores.get(doc, 0.0) + weight
     scored = _in_context(conn, scores, periods, filters)
     ranked = heapq.nlargest(META_ROWS, ((doc, v) for doc, v in scored.items() if doc in scores), key=_rank_key)
     # The matching rows keep their META_ROWS places: a row ranked by its neighbours alone is an extra,
