@@ -302,13 +302,16 @@ _CONTINUATION: Final = re.compile(
     r"of \d+|/ ?\d+|\d+ steps?(?: left| remaining| to go)?|[\s,.;:!()\u2013\u2014-])*",
     re.IGNORECASE,
 )
+_ASKS_TO_GO_ON: Final = re.compile(rf"\b(?:{_GO_ON}|next)\b", re.IGNORECASE)
 
 
 def _is_continuation(numbered: re.Match[str]) -> bool:
-    """True for a user's numbered sentence that only continues ("(continue) step 12 of 40", "Step 12."):
-    the word "step" (a "turn 16" is an age, a "part 12" a chapter) and nothing else but a continuation phrase."""
+    """True for a user's numbered sentence that only continues ("(continue) step 12 of 40", "Step 12.",
+    "(continue) turn 16"): nothing else but a continuation phrase, and the word "step" or a word that asks to go
+    on (a bare "turn 16" is an age, a "part 12" a chapter)."""
     rest = numbered["head"] + " " + numbered["tail"]
-    return numbered["word"].casefold() == "step" and _CONTINUATION.fullmatch(rest) is not None
+    asks = numbered["word"].casefold() == "step" or _ASKS_TO_GO_ON.search(rest) is not None
+    return asks and _CONTINUATION.fullmatch(rest) is not None
 
 
 def is_routine_request(sentence: str) -> bool:
@@ -461,7 +464,7 @@ _NOT_SPEAKERS: Final = frozenset(
         "resolved", "note", "notes", "remember", "plan", "step", "question", "answer", "result", "results", "summary",
         "update", "warning", "info", "debug", "todo", "files", "file", "commands", "command", "facts", "fact",
         "requests", "open", "thread", "context", "output", "input", "failed", "traceback", "test", "tests",
-        "session", "status", "issue", "reason", "cause", "example"
+        "session", "status", "issue", "reason", "cause", "example", "next", "then", "now", "continue"
     }
 )  # fmt: skip
 
