@@ -28,6 +28,7 @@ and as ratios measured side by side in one run.
 from __future__ import annotations
 
 import argparse
+import base64
 import functools
 import hashlib
 import importlib
@@ -40,6 +41,7 @@ import random
 import re
 import socket
 import statistics
+import string
 import sys
 import time
 import uuid
@@ -47,6 +49,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -65,7 +69,7 @@ from aiden.policy.tokens import (  # noqa: E402
     text_features,
 )
 
-KINDS = ("English prose", "code", "JSON tool output", "Chinese", "mixed")
+KINDS = ("English prose", "code", "JSON tool output", "Chinese", "mixed", "random-looking")
 
 
 # --- offline tokenizers ----------------------------------------------------------
@@ -647,6 +651,52 @@ def _pairs(paragraphs: Sequence[str]) -> list[str]:
     return list(paragraphs) + ["".join(paragraphs[i : i + 2]) for i in range(0, len(paragraphs), 2)]
 
 
+def _shift_letters(text: str, shifts: Sequence[int]) -> str:
+    """Caesar (one shift) or Vigenere (a key of shifts) encryption of the ASCII letters of ``text``."""
+    out, i = [], 0
+    for ch in text:
+        if ch.isascii() and ch.isalpha():
+            first = ord("A") if ch.isupper() else ord("a")
+            ch = chr((ord(ch) - first + shifts[i % len(shifts)]) % 26 + first)
+            i += 1
+        out.append(ch)
+    return "".join(out)
+
+
+def random_looking(seed: int, prose: Sequence[str]) -> list[str]:
+    """Blobs a coding agent's tools print: base64, hex, JWTs, UUIDs, hashes, keys, cipher text of ``prose``."""
+    r = random.Random(seed)
+    alnum = string.ascii_letters + string.digits
+
+    def b64url(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+    def jwt() -> str:
+        claims = {"sub": str(r.randint(10**6, 10**7)), "iat": r.randint(1_600_000_000, 1_700_000_000)}
+        header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+        return f"{header}.{b64url(json.dumps(claims).encode())}.{b64url(r.randbytes(32))}"
+
+    letters = string.ascii_lowercase
+    key = list(letters)
+    r.shuffle(key)
+    substitution = str.maketrans(letters + letters.upper(), "".join(key) + "".join(key).upper())
+    return [
+        *(base64.b64encode(r.randbytes(n)).decode() for n in (24, 90, 400, 1500)),
+        base64.encodebytes(r.randbytes(1200)).decode(),  # 76-column lines, as `base64` prints
+        base64.b64encode(prose[0].encode()).decode(),
+        r.randbytes(400).hex(),
+        "\n".join(str(uuid.UUID(int=r.getrandbits(128))) for _ in range(20)),
+        "\n".join(f"{r.randbytes(32).hex()}  dist/pkg-{i}.tar.gz" for i in range(10)),
+        jwt(),
+        "Authorization: Bearer " + jwt(),
+        *(b64url(r.randbytes(n)) for n in (16, 32)),
+        "\n".join(f"TOKEN_{i}=" + "".join(r.choice(alnum) for _ in range(40)) for i in range(6)),
+        _shift_letters(prose[1], [r.randint(1, 25)]),
+        _shift_letters(prose[2], [r.randrange(26) for _ in range(7)]),
+        prose[3].translate(substitution).upper(),
+    ]
+
+
 def fit_corpus() -> dict[str, list[str]]:
     code = [s for m in FIT_CODE_MODULES for s in _slices(_module_source(m), 5000, 20000)]
     return {
@@ -667,6 +717,7 @@ def validation_corpus() -> dict[str, list[str]]:
         "JSON tool output": _validation_json(3, 20),
         "Chinese": _pairs(ZH_VALIDATION),
         "mixed": _mixed(ZH_VALIDATION, VALIDATION_CODE_MODULES[:2], 9, 12),
+        "random-looking": random_looking(9, PROSE_VALIDATION),
     }
 
 
@@ -983,6 +1034,7 @@ def run_fit(encodings: dict[str, Any]) -> None:
     corpus = fit_corpus()
     samples = [(kind, t) for kind, texts in corpus.items() for t in texts]
     samples += [("other scripts", t) for t in OTHER_SCRIPTS_FIT]
+    fit_random = random_looking(1, PROSE_FIT)
     for name, enc in encodings.items():
         coefficients = fit_profile(samples, functools.partial(true_count, enc))
         body = ",\n".join(f"    {k}={round(v, 3)!r}" for k, v in coefficients.items())
@@ -990,7 +1042,16 @@ def run_fit(encodings: dict[str, Any]) -> None:
         # The per-script letter costs are not refitted here: the shipped profile's are kept.
         shipped = O200K if name == "o200k" else CL100K
         profile = TokenProfile(name=name, **coefficients, scripts=shipped.scripts)
-        for label, data in (("fit", corpus), ("validation", validation_corpus())):
+        # The cost of a run of five consonants is fitted alone on random-looking text, the others
+        # held: these runs are (nearly) absent from the corpus above, so they cannot move its fit.
+        rows = []
+        for text in fit_random:
+            truth = true_count(enc, text)
+            rows.append((text_features(text).consonant_runs / truth, estimate_tokens(text, profile) / truth))
+        consonant_run = sum(a * (1 - b) for a, b in rows) / sum(a * a for a, _ in rows)
+        print(f"    consonant_run={round(consonant_run, 3)!r}")
+        profile = msgspec.structs.replace(profile, consonant_run=consonant_run)
+        for label, data in (("fit", {**corpus, "random-looking": fit_random}), ("validation", validation_corpus())):
             parts = []
             for kind, texts in data.items():
                 est = [estimate_tokens(t, profile) for t in texts]

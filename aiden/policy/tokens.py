@@ -3,10 +3,11 @@
 A real BPE tokenizer is too slow for the many counts a maintenance pass needs and ties policy to one
 model family. :func:`estimate_tokens` counts the *pre-tokens* of GPT-style tokenizers (almost always
 one token each) with big-integer bit operations over one class byte per character, plus terms for
-long letter runs, long punctuation runs and non-Latin scripts; CJK is costed per character so it is
-never undercounted. A :class:`TokenProfile` (fitted by ``benchmarks/bench_policy.py --fit``) turns
-the statistics into tokens; :class:`TokenCalibration` and :class:`BudgetCalibration` learn the
-remaining bias (and its spread) from the prompt sizes providers report.
+long letter runs, long punctuation runs, runs of five consonants (random-looking text: base64, keys,
+cipher text) and non-Latin scripts; CJK is costed per character so it is never undercounted. A
+:class:`TokenProfile` (fitted by ``benchmarks/bench_policy.py --fit``) turns the statistics into
+tokens; :class:`TokenCalibration` and :class:`BudgetCalibration` learn the remaining bias (and its
+spread) from the prompt sizes providers report.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class TokenProfile(msgspec.Struct, frozen=True, kw_only=True):
     """Per character outside the Basic Multilingual Plane (emoji, rare ideographs)."""
     scripts: tuple[float, ...] = ()
     """Per letter of each of :data:`SCRIPTS`, in that order; a script without a value costs ``other_letter``."""
+    consonant_run: float = 0.0
+    """Per run of five or more ASCII consonants (``h`` and ``y`` count as vowels): words almost never hold one,
+    while base64, keys and cipher text do every dozen letters and split into tokens of two or three characters."""
 
 
 # Scripts whose letters cost a tokenizer far more (or less) than accented Latin and Cyrillic do: up to
@@ -116,6 +120,7 @@ O200K: Final = TokenProfile(
     other_letter=0.133,
     astral=1.988,
     scripts=tuple(row[3] for row in _SCRIPTS),
+    consonant_run=9.868,
 )
 """o200k_base: gpt-4o, gpt-4.1, gpt-5, o-series."""
 
@@ -129,6 +134,7 @@ CL100K: Final = TokenProfile(
     other_letter=0.346,
     astral=3.47,
     scripts=tuple(row[4] for row in _SCRIPTS),
+    consonant_run=11.283,
 )
 """cl100k_base: gpt-4, gpt-3.5, text-embedding-3; also the conservative default."""
 
@@ -155,8 +161,11 @@ def profile_for_model(model: str | None) -> TokenProfile:
 # --- character classes --------------------------------------------------------
 # One class byte per character. Flags are one-hot except that CJK and other
 # non-ASCII letters also carry the letter bit, because the tokenizers' pre-token
-# regex treats them as letters (they extend and start letter runs).
+# regex treats them as letters (they extend and start letter runs), and ASCII
+# consonants carry bit 7 besides it, capitals also bit 6 (runs of five, see _pretokens).
 _A: Final = 0x01  # letter
+_K: Final = 0x81  # ASCII consonant (letter); "h" and "y" are vowels here
+_KU: Final = 0xC1  # capital ASCII consonant (letter)
 _D: Final = 0x02  # digit
 _P: Final = 0x04  # punctuation, symbol, control
 _S: Final = 0x08  # horizontal whitespace
@@ -164,7 +173,14 @@ _N: Final = 0x10  # newline
 _C: Final = 0x21  # CJK (letter)
 _U: Final = 0x41  # other non-ASCII BMP character (letter)
 _V: Final = 0x61  # possibly a letter of one of _SCRIPTS (letter)
-_E: Final = 0x80  # outside the BMP
+_E: Final = 0x60  # outside the BMP (not bit 7: that marks consonants)
+
+
+# English clusters of five consonants go through "h" or "y" ("https", "strengths", "rhythms"),
+# so these count as vowels: then code and prose (of any Latin-script language) almost never hold
+# a run of five consonants, while random letters (base64, keys, cipher text) hold one every dozen
+# or so, each marking letters the tokenizer has no long merges for.
+_VOWELS: Final = "aeiouhy"
 
 
 def _class_table() -> bytes:
@@ -181,7 +197,7 @@ def _class_table() -> bytes:
             elif ch.isdigit():
                 table[byte] = _D
             elif ch.isalpha():
-                table[byte] = _A
+                table[byte] = _A if ch.lower() in _VOWELS else _KU if ch.isupper() else _K
             else:
                 table[byte] = _P
         elif byte == 0xE2:  # U+2000..U+2FFF: general punctuation, arrows, math
@@ -216,6 +232,10 @@ _M_RUNS: Final = _mask(_A | _D | _P | _N)
 _M_P: Final = _mask(_P)
 _M_S: Final = _mask(_S)
 _M_N: Final = _mask(_N)
+_M_K: Final = _mask(_K & ~_A)
+
+# Letter-run counts want one byte for every ASCII letter.
+_ONE_LETTER: Final = bytes(_A if byte in (_K, _KU) else byte for byte in range(256))
 
 _CJK_BYTE: Final = bytes([_C])
 _OTHER_BYTE: Final = bytes([_U])
@@ -327,39 +347,57 @@ class TextFeatures(msgspec.Struct, frozen=True, kw_only=True):
     astral: int
     scripts: tuple[int, ...] = ()
     """Letters of each of :data:`SCRIPTS` (not in ``other_letters``); empty when there are none."""
+    consonant_runs: int = 0
+    """Runs of five or more ASCII consonants (see :attr:`TokenProfile.consonant_run`)."""
 
 
-def _pretokens(data: bytes) -> int:
-    """Pre-tokens of class bytes ``data`` (digit runs counted once; see :func:`_features`)."""
+def _pretokens(data: bytes) -> tuple[int, int]:
+    """Pre-tokens of class bytes ``data`` (digit runs counted once; see :func:`_features`) and its
+    runs of five or more ASCII consonants."""
     if len(data) > _BLOCK:
-        return sum(_pretokens(data[i : i + _BLOCK]) for i in range(0, len(data), _BLOCK))
+        parts = [_pretokens(data[i : i + _BLOCK]) for i in range(0, len(data), _BLOCK)]
+        return sum(p for p, _ in parts), sum(c for _, c in parts)
     x = int.from_bytes(data, "little")
     # Byte i of `x << 8` holds the class of character i-1 and byte i of
     # `x >> 8` that of character i+1; the extra bit shifts line a flag of the
     # neighbour up with a different flag of character i.
-    start = x & ~(x << 8)  # flag k set where a run of class k starts
+    # (`a ^ (a & b)` is `a & ~b` without the slow negative intermediate.)
+    same = x & (x << 8)  # flag k set where character i-1 has it too
+    start = x ^ same  # flag k set where a run of class k starts
     after = x >> 6  # bit 2 <- next is a letter, bit 3 <- next is a digit
     # Every letter, digit, punctuation and newline run starts a pre-token,
     # except a newline run right after punctuation (`):\n` is one pre-token)
     # and a lone symbol glued to the next word (`.join`, `"name`), which
     # does not glue after a space (` "name` is two)...
-    glued = start & (((x << 10) & _M_N) | (after & ~(x << 7) & _M_P))
+    symbol_then_letter = after & _M_P
+    glued = start & (((x << 10) & _M_N) | (symbol_then_letter ^ (symbol_then_letter & (x << 7))))
     # ...and a space glues to the next word or symbol, so only longer space
     # runs (indentation) and a space before a digit stand alone.
     spaces = ((start & (x >> 8)) | (x & after)) & _M_S
-    return (((start & _M_RUNS) ^ glued) | spaces).bit_count()
+    pretokens = (((start & _M_RUNS) ^ glued) | spaces).bit_count()
+    # Bit 7 of `same` marks a consonant after a consonant; three, then five in a row follow the same
+    # way. A run of five is rare enough that ordinary text pays only these few operations.
+    three = same & (same << 8)
+    five_flags = three & (three << 16)
+    five = five_flags & _M_K
+    if not five:
+        return pretokens, 0
+    # Five capitals are an acronym ("LGBTQ"), a few tokens at most: bit 6 marks them.
+    five ^= five & (five_flags << 1)
+    return pretokens, (five ^ (five & (five << 8))).bit_count()  # one per run, however long
 
 
-def _features(text: str) -> tuple[int, int, int, int, int, int, int, tuple[int, ...]]:
+def _features(text: str) -> tuple[int, int, int, int, int, int, int, tuple[int, ...], int]:
     data = text.encode("utf-8", "surrogatepass").translate(_CLASS_TABLE, _CONTINUATION)
     # Digits come in groups of at most three: a run of L digits is ceil(L/3)
     # pre-tokens; floor(L/4) extra is exact up to six digits and at most one
     # short above (10-digit timestamps), for one scan instead of a loop.
-    pretokens = _pretokens(data) + data.count(_DIGITS4)
-    long_words = data.count(_LETTERS6)
+    pretokens, consonant_runs = _pretokens(data)
+    pretokens += data.count(_DIGITS4)
+    long_words = data.translate(_ONE_LETTER).count(_LETTERS6)
     punct_runs = data.count(_PUNCT3)
     if text.isascii():
-        return pretokens, long_words, punct_runs, 0, 0, 0, 0, ()
+        return pretokens, long_words, punct_runs, 0, 0, 0, 0, (), consonant_runs
     cjk = data.count(_CJK_BYTE)
     rare = len(_RARE_CJK.findall(text)) if cjk else 0
     other = data.count(_OTHER_BYTE)
@@ -367,12 +405,13 @@ def _features(text: str) -> tuple[int, int, int, int, int, int, int, tuple[int, 
     if maybe_script := data.count(_SCRIPT_BYTE):
         scripts = _script_letters(text)
         other += maybe_script - sum(scripts)
-    return pretokens, long_words, punct_runs, cjk - rare, rare, other, data.count(_ASTRAL_BYTE), scripts
+    astral = data.count(_ASTRAL_BYTE)
+    return pretokens, long_words, punct_runs, cjk - rare, rare, other, astral, scripts, consonant_runs
 
 
 def text_features(text: str) -> TextFeatures:
     """The statistics :func:`estimate_tokens` uses; for fitting and diagnostics."""
-    pre, long_words, punct, common, rare, other, astral, scripts = _features(text)
+    pre, long_words, punct, common, rare, other, astral, scripts, consonants = _features(text)
     return TextFeatures(
         pretokens=pre,
         long_words=long_words,
@@ -382,6 +421,7 @@ def text_features(text: str) -> TextFeatures:
         other_letters=other,
         astral=astral,
         scripts=scripts,
+        consonant_runs=consonants,
     )
 
 
@@ -389,11 +429,20 @@ def estimate_tokens(text: str, profile: TokenProfile = DEFAULT_PROFILE) -> int:
     """Estimate how many tokens ``text`` is for ``profile``'s tokenizer family; a non-empty text is at least 1."""
     if not text:
         return 0
-    pre, long_words, punct, common, rare, other, astral, scripts = _features(text)
-    estimate = profile.pretoken * pre + profile.long_word * long_words + profile.punct_run * punct
-    estimate += (
-        profile.cjk_common * common + profile.cjk_rare * rare + profile.other_letter * other + profile.astral * astral
+    pre, long_words, punct, common, rare, other, astral, scripts, consonants = _features(text)
+    estimate = (
+        profile.pretoken * pre
+        + profile.long_word * long_words
+        + profile.punct_run * punct
+        + profile.consonant_run * consonants
     )
+    if common or rare or other or astral:  # (none in ASCII text: skip the arithmetic)
+        estimate += (
+            profile.cjk_common * common
+            + profile.cjk_rare * rare
+            + profile.other_letter * other
+            + profile.astral * astral
+        )
     if scripts:
         priced = profile.scripts
         estimate += sum(c * n for c, n in zip(priced, scripts, strict=False))
