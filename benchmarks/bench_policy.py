@@ -42,6 +42,7 @@ import re
 import socket
 import statistics
 import string
+import struct
 import sys
 import time
 import uuid
@@ -651,20 +652,9 @@ def _pairs(paragraphs: Sequence[str]) -> list[str]:
     return list(paragraphs) + ["".join(paragraphs[i : i + 2]) for i in range(0, len(paragraphs), 2)]
 
 
-def _shift_letters(text: str, shifts: Sequence[int]) -> str:
-    """Caesar (one shift) or Vigenere (a key of shifts) encryption of the ASCII letters of ``text``."""
-    out, i = [], 0
-    for ch in text:
-        if ch.isascii() and ch.isalpha():
-            first = ord("A") if ch.isupper() else ord("a")
-            ch = chr((ord(ch) - first + shifts[i % len(shifts)]) % 26 + first)
-            i += 1
-        out.append(ch)
-    return "".join(out)
-
-
 def random_looking(seed: int, prose: Sequence[str]) -> list[str]:
-    """Blobs a coding agent's tools print: base64, hex, JWTs, UUIDs, hashes, keys, cipher text of ``prose``."""
+    """Blobs a coding agent's tools print: base64 (of random bytes, of ``prose``, of binary records full of
+    zero bytes), hex, JWTs, UUIDs, hashes, keys."""
     r = random.Random(seed)
     alnum = string.ascii_letters + string.digits
 
@@ -676,14 +666,16 @@ def random_looking(seed: int, prose: Sequence[str]) -> list[str]:
         header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
         return f"{header}.{b64url(json.dumps(claims).encode())}.{b64url(r.randbytes(32))}"
 
-    letters = string.ascii_lowercase
-    key = list(letters)
-    r.shuffle(key)
-    substitution = str.maketrans(letters + letters.upper(), "".join(key) + "".join(key).upper())
+    def records(n: int) -> bytes:
+        """Little-endian integers of mixed sizes, mostly small: what binaries and data files hold."""
+        return b"".join(struct.pack("<Q", r.randrange(1 << r.choice((4, 8, 16, 32, 64)))) for _ in range(n))
+
     return [
         *(base64.b64encode(r.randbytes(n)).decode() for n in (24, 90, 400, 1500)),
         base64.encodebytes(r.randbytes(1200)).decode(),  # 76-column lines, as `base64` prints
         base64.b64encode(prose[0].encode()).decode(),
+        base64.b64encode(records(150)).decode(),
+        base64.encodebytes(records(100)).decode(),
         r.randbytes(400).hex(),
         "\n".join(str(uuid.UUID(int=r.getrandbits(128))) for _ in range(20)),
         "\n".join(f"{r.randbytes(32).hex()}  dist/pkg-{i}.tar.gz" for i in range(10)),
@@ -691,9 +683,6 @@ def random_looking(seed: int, prose: Sequence[str]) -> list[str]:
         "Authorization: Bearer " + jwt(),
         *(b64url(r.randbytes(n)) for n in (16, 32)),
         "\n".join(f"TOKEN_{i}=" + "".join(r.choice(alnum) for _ in range(40)) for i in range(6)),
-        _shift_letters(prose[1], [r.randint(1, 25)]),
-        _shift_letters(prose[2], [r.randrange(26) for _ in range(7)]),
-        prose[3].translate(substitution).upper(),
     ]
 
 
@@ -1042,15 +1031,22 @@ def run_fit(encodings: dict[str, Any]) -> None:
         # The per-script letter costs are not refitted here: the shipped profile's are kept.
         shipped = O200K if name == "o200k" else CL100K
         profile = TokenProfile(name=name, **coefficients, scripts=shipped.scripts)
-        # The cost of a run of five consonants is fitted alone on random-looking text, the others
-        # held: these runs are (nearly) absent from the corpus above, so they cannot move its fit.
+        # Random-looking stretches are (nearly) absent from the corpus above, so their cost is fitted
+        # alone: least squares of the relative error over the texts that are almost all such stretches.
         rows = []
         for text in fit_random:
-            truth = true_count(enc, text)
-            rows.append((text_features(text).consonant_runs / truth, estimate_tokens(text, profile) / truth))
-        consonant_run = sum(a * (1 - b) for a, b in rows) / sum(a * a for a, _ in rows)
-        print(f"    consonant_run={round(consonant_run, 3)!r}")
-        profile = msgspec.structs.replace(profile, consonant_run=consonant_run)
+            f = text_features(text)
+            if f.random_chars >= 0.8 * len(text):
+                truth = true_count(enc, text)
+                rows.append((f.random_chars / truth, f.random_mixes / truth))
+        aa = sum(a * a for a, _ in rows)
+        ab = sum(a * b for a, b in rows)
+        bb = sum(b * b for _, b in rows)
+        ya, yb = sum(a for a, _ in rows), sum(b for _, b in rows)
+        det = aa * bb - ab * ab
+        random_char, random_mix = (ya * bb - yb * ab) / det, (yb * aa - ya * ab) / det
+        print(f"    random_char={round(random_char, 3)!r},\n    random_mix={round(random_mix, 3)!r},")
+        profile = msgspec.structs.replace(profile, random_char=random_char, random_mix=random_mix)
         for label, data in (("fit", {**corpus, "random-looking": fit_random}), ("validation", validation_corpus())):
             parts = []
             for kind, texts in data.items():
