@@ -28,6 +28,7 @@ and as ratios measured side by side in one run.
 from __future__ import annotations
 
 import argparse
+import base64
 import functools
 import hashlib
 import importlib
@@ -40,6 +41,8 @@ import random
 import re
 import socket
 import statistics
+import string
+import struct
 import sys
 import time
 import uuid
@@ -47,6 +50,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -65,7 +70,7 @@ from aiden.policy.tokens import (  # noqa: E402
     text_features,
 )
 
-KINDS = ("English prose", "code", "JSON tool output", "Chinese", "mixed")
+KINDS = ("English prose", "code", "JSON tool output", "Chinese", "mixed", "random-looking")
 
 
 # --- offline tokenizers ----------------------------------------------------------
@@ -647,6 +652,40 @@ def _pairs(paragraphs: Sequence[str]) -> list[str]:
     return list(paragraphs) + ["".join(paragraphs[i : i + 2]) for i in range(0, len(paragraphs), 2)]
 
 
+def random_looking(seed: int, prose: Sequence[str]) -> list[str]:
+    """Blobs a coding agent's tools print: base64 (of random bytes, of ``prose``, of binary records full of
+    zero bytes), hex, JWTs, UUIDs, hashes, keys."""
+    r = random.Random(seed)
+    alnum = string.ascii_letters + string.digits
+
+    def b64url(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+    def jwt() -> str:
+        claims = {"sub": str(r.randint(10**6, 10**7)), "iat": r.randint(1_600_000_000, 1_700_000_000)}
+        header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+        return f"{header}.{b64url(json.dumps(claims).encode())}.{b64url(r.randbytes(32))}"
+
+    def records(n: int) -> bytes:
+        """Little-endian integers of mixed sizes, mostly small: what binaries and data files hold."""
+        return b"".join(struct.pack("<Q", r.randrange(1 << r.choice((4, 8, 16, 32, 64)))) for _ in range(n))
+
+    return [
+        *(base64.b64encode(r.randbytes(n)).decode() for n in (24, 90, 400, 1500)),
+        base64.encodebytes(r.randbytes(1200)).decode(),  # 76-column lines, as `base64` prints
+        base64.b64encode(prose[0].encode()).decode(),
+        base64.b64encode(records(150)).decode(),
+        base64.encodebytes(records(100)).decode(),
+        r.randbytes(400).hex(),
+        "\n".join(str(uuid.UUID(int=r.getrandbits(128))) for _ in range(20)),
+        "\n".join(f"{r.randbytes(32).hex()}  dist/pkg-{i}.tar.gz" for i in range(10)),
+        jwt(),
+        "Authorization: Bearer " + jwt(),
+        *(b64url(r.randbytes(n)) for n in (16, 32)),
+        "\n".join(f"TOKEN_{i}=" + "".join(r.choice(alnum) for _ in range(40)) for i in range(6)),
+    ]
+
+
 def fit_corpus() -> dict[str, list[str]]:
     code = [s for m in FIT_CODE_MODULES for s in _slices(_module_source(m), 5000, 20000)]
     return {
@@ -667,6 +706,7 @@ def validation_corpus() -> dict[str, list[str]]:
         "JSON tool output": _validation_json(3, 20),
         "Chinese": _pairs(ZH_VALIDATION),
         "mixed": _mixed(ZH_VALIDATION, VALIDATION_CODE_MODULES[:2], 9, 12),
+        "random-looking": random_looking(9, PROSE_VALIDATION),
     }
 
 
@@ -983,6 +1023,7 @@ def run_fit(encodings: dict[str, Any]) -> None:
     corpus = fit_corpus()
     samples = [(kind, t) for kind, texts in corpus.items() for t in texts]
     samples += [("other scripts", t) for t in OTHER_SCRIPTS_FIT]
+    fit_random = random_looking(1, PROSE_FIT)
     for name, enc in encodings.items():
         coefficients = fit_profile(samples, functools.partial(true_count, enc))
         body = ",\n".join(f"    {k}={round(v, 3)!r}" for k, v in coefficients.items())
@@ -990,7 +1031,23 @@ def run_fit(encodings: dict[str, Any]) -> None:
         # The per-script letter costs are not refitted here: the shipped profile's are kept.
         shipped = O200K if name == "o200k" else CL100K
         profile = TokenProfile(name=name, **coefficients, scripts=shipped.scripts)
-        for label, data in (("fit", corpus), ("validation", validation_corpus())):
+        # Random-looking stretches are (nearly) absent from the corpus above, so their cost is fitted
+        # alone: least squares of the relative error over the texts that are almost all such stretches.
+        rows = []
+        for text in fit_random:
+            f = text_features(text)
+            if f.random_chars >= 0.8 * len(text):
+                truth = true_count(enc, text)
+                rows.append((f.random_chars / truth, f.random_mixes / truth))
+        aa = sum(a * a for a, _ in rows)
+        ab = sum(a * b for a, b in rows)
+        bb = sum(b * b for _, b in rows)
+        ya, yb = sum(a for a, _ in rows), sum(b for _, b in rows)
+        det = aa * bb - ab * ab
+        random_char, random_mix = (ya * bb - yb * ab) / det, (yb * aa - ya * ab) / det
+        print(f"    random_char={round(random_char, 3)!r},\n    random_mix={round(random_mix, 3)!r},")
+        profile = msgspec.structs.replace(profile, random_char=random_char, random_mix=random_mix)
+        for label, data in (("fit", {**corpus, "random-looking": fit_random}), ("validation", validation_corpus())):
             parts = []
             for kind, texts in data.items():
                 est = [estimate_tokens(t, profile) for t in texts]

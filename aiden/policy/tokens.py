@@ -4,7 +4,8 @@ A real BPE tokenizer is too slow for the many counts a maintenance pass needs an
 model family. :func:`estimate_tokens` counts the *pre-tokens* of GPT-style tokenizers (almost always
 one token each) with big-integer bit operations over one class byte per character, plus terms for
 long letter runs, long punctuation runs and non-Latin scripts; CJK is costed per character so it is
-never undercounted. A :class:`TokenProfile` (fitted by ``benchmarks/bench_policy.py --fit``) turns
+never undercounted, and random-looking stretches (base64, keys, hashes) by their length and mix of
+cases and digits. A :class:`TokenProfile` (fitted by ``benchmarks/bench_policy.py --fit``) turns
 the statistics into tokens; :class:`TokenCalibration` and :class:`BudgetCalibration` learn the
 remaining bias (and its spread) from the prompt sizes providers report.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -70,6 +72,11 @@ class TokenProfile(msgspec.Struct, frozen=True, kw_only=True):
     """Per character outside the Basic Multilingual Plane (emoji, rare ideographs)."""
     scripts: tuple[float, ...] = ()
     """Per letter of each of :data:`SCRIPTS`, in that order; a script without a value costs ``other_letter``."""
+    random_char: float = 0.0
+    """Per character of a random-looking stretch (see :attr:`TextFeatures.random_chars`)..."""
+    random_mix: float = 0.0
+    """...plus per case flip or letter-digit switch in it; the stretch costs this or its ordinary estimate,
+    whichever is larger."""
 
 
 # Scripts whose letters cost a tokenizer far more (or less) than accented Latin and Cyrillic do: up to
@@ -116,6 +123,8 @@ O200K: Final = TokenProfile(
     other_letter=0.133,
     astral=1.988,
     scripts=tuple(row[3] for row in _SCRIPTS),
+    random_char=0.288,
+    random_mix=0.659,
 )
 """o200k_base: gpt-4o, gpt-4.1, gpt-5, o-series."""
 
@@ -129,6 +138,8 @@ CL100K: Final = TokenProfile(
     other_letter=0.346,
     astral=3.47,
     scripts=tuple(row[4] for row in _SCRIPTS),
+    random_char=0.27,
+    random_mix=0.753,
 )
 """cl100k_base: gpt-4, gpt-3.5, text-embedding-3; also the conservative default."""
 
@@ -216,6 +227,7 @@ _M_RUNS: Final = _mask(_A | _D | _P | _N)
 _M_P: Final = _mask(_P)
 _M_S: Final = _mask(_S)
 _M_N: Final = _mask(_N)
+_M_D: Final = _mask(_D)
 
 _CJK_BYTE: Final = bytes([_C])
 _OTHER_BYTE: Final = bytes([_U])
@@ -224,6 +236,23 @@ _ASTRAL_BYTE: Final = bytes([_E])
 _DIGITS4: Final = bytes([_D]) * 4
 _LETTERS6: Final = bytes([_A]) * 6
 _PUNCT3: Final = bytes([_P]) * 3
+_LETTER_DIGIT_LETTER: Final = bytes([_A, _D, _A])
+
+# Random-looking text (base64, keys, hashes, JWTs) is a long stretch of these characters with no space
+# (base64 wraps its lines: a stretch goes on over them)...
+_STRETCH_CHARS: Final = string.ascii_letters + string.digits + "+/=_-"
+_STRETCH: Final = re.compile(r"[A-Za-z0-9+/=_-]{24,}(?:\n[A-Za-z0-9+/=_-]{24,})*")
+_RUN: Final = re.compile(r"[A-Za-z0-9+/=_-]+")
+_STRETCH_MIN: Final = 24
+# ...whose cases and digits switch all the time: the tokenizer has no long merges for it and spends a
+# token per 1.5-2 characters, where words and identifiers of the same length take 4-10 characters
+# each. Identifiers switch case only at word starts ("getHttpResponse": a fifth of their letters) and
+# hold a digit between letters rarely. `_MIX` reduces a stretch to its character kinds.
+_MIX: Final = bytes.maketrans(
+    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", b"a" * 26 + b"A" * 26 + b"0" * 10
+)
+_DIGIT_BETWEEN_LETTERS: Final = re.compile(rb"[aA]0[aA]")
+_PIECE: Final = 64
 
 # The CJK characters that are a single cl100k_base token (812 of them: the most
 # frequent Han characters, kana, hangul syllables and CJK punctuation).
@@ -327,39 +356,58 @@ class TextFeatures(msgspec.Struct, frozen=True, kw_only=True):
     astral: int
     scripts: tuple[int, ...] = ()
     """Letters of each of :data:`SCRIPTS` (not in ``other_letters``); empty when there are none."""
+    random_chars: int = 0
+    """Characters of random-looking stretches: lines of 24 or more of ``[A-Za-z0-9+/=_-]`` (one after another)
+    of which a piece of at most 64 holds a digit between two letters, a letter-digit switch every ten
+    characters and a switch or case flip every three."""
+    random_mixes: int = 0
+    """Letter-digit switches and case flips in those stretches."""
 
 
-def _pretokens(data: bytes) -> int:
-    """Pre-tokens of class bytes ``data`` (digit runs counted once; see :func:`_features`)."""
+def _pretokens(data: bytes) -> tuple[int, bool]:
+    """Pre-tokens of class bytes ``data`` (digit runs counted once; see :func:`_features`), and whether
+    it holds a digit between two letters."""
     if len(data) > _BLOCK:
-        return sum(_pretokens(data[i : i + _BLOCK]) for i in range(0, len(data), _BLOCK))
+        parts = [_pretokens(data[i : i + _BLOCK]) for i in range(0, len(data), _BLOCK)]
+        edges = range(_BLOCK, len(data), _BLOCK)  # (a digit between letters there is in neither block)
+        mixed = any(m for _, m in parts) or any(_LETTER_DIGIT_LETTER in data[i - 2 : i + 2] for i in edges)
+        return sum(p for p, _ in parts), mixed
     x = int.from_bytes(data, "little")
     # Byte i of `x << 8` holds the class of character i-1 and byte i of
     # `x >> 8` that of character i+1; the extra bit shifts line a flag of the
     # neighbour up with a different flag of character i.
-    start = x & ~(x << 8)  # flag k set where a run of class k starts
+    # (`a ^ (a & b)` is `a & ~b` without the slow negative intermediate.)
+    before, beyond = x << 8, x >> 8
+    start = x ^ (x & before)  # flag k set where a run of class k starts
     after = x >> 6  # bit 2 <- next is a letter, bit 3 <- next is a digit
     # Every letter, digit, punctuation and newline run starts a pre-token,
     # except a newline run right after punctuation (`):\n` is one pre-token)
     # and a lone symbol glued to the next word (`.join`, `"name`), which
     # does not glue after a space (` "name` is two)...
-    glued = start & (((x << 10) & _M_N) | (after & ~(x << 7) & _M_P))
+    symbol_then_letter = after & _M_P
+    glued = start & (((x << 10) & _M_N) | (symbol_then_letter ^ (symbol_then_letter & (x << 7))))
     # ...and a space glues to the next word or symbol, so only longer space
     # runs (indentation) and a space before a digit stand alone.
-    spaces = ((start & (x >> 8)) | (x & after)) & _M_S
-    return (((start & _M_RUNS) ^ glued) | spaces).bit_count()
+    spaces = ((start & beyond) | (x & after)) & _M_S
+    # Letters on both sides (bit 0) shifted onto the digit flag (bit 1).
+    between = ((before & beyond) << 1) & x & _M_D
+    return (((start & _M_RUNS) ^ glued) | spaces).bit_count(), between != 0
 
 
-def _features(text: str) -> tuple[int, int, int, int, int, int, int, tuple[int, ...]]:
+def _features(text: str) -> tuple[int, int, int, int, int, int, int, tuple[int, ...], bytes]:
     data = text.encode("utf-8", "surrogatepass").translate(_CLASS_TABLE, _CONTINUATION)
     # Digits come in groups of at most three: a run of L digits is ceil(L/3)
     # pre-tokens; floor(L/4) extra is exact up to six digits and at most one
     # short above (10-digit timestamps), for one scan instead of a loop.
-    pretokens = _pretokens(data) + data.count(_DIGITS4)
+    pretokens, digit_between = _pretokens(data)
+    pretokens += data.count(_DIGITS4)
     long_words = data.count(_LETTERS6)
     punct_runs = data.count(_PUNCT3)
+    # A random-looking stretch holds a digit between letters; few other texts do, and only for
+    # those are the class bytes passed on (the last field) to look for one.
+    mixed = data if digit_between else b""
     if text.isascii():
-        return pretokens, long_words, punct_runs, 0, 0, 0, 0, ()
+        return pretokens, long_words, punct_runs, 0, 0, 0, 0, (), mixed
     cjk = data.count(_CJK_BYTE)
     rare = len(_RARE_CJK.findall(text)) if cjk else 0
     other = data.count(_OTHER_BYTE)
@@ -367,12 +415,63 @@ def _features(text: str) -> tuple[int, int, int, int, int, int, int, tuple[int, 
     if maybe_script := data.count(_SCRIPT_BYTE):
         scripts = _script_letters(text)
         other += maybe_script - sum(scripts)
-    return pretokens, long_words, punct_runs, cjk - rare, rare, other, data.count(_ASTRAL_BYTE), scripts
+    astral = data.count(_ASTRAL_BYTE)
+    return pretokens, long_words, punct_runs, cjk - rare, rare, other, astral, scripts, mixed
+
+
+def _mixes(kinds: bytes) -> int:
+    """Letter-digit switches and case flips in ``kinds`` (see `_MIX`)."""
+    # (A pair of two kinds cannot overlap itself: counting them counts them all.)
+    return sum(kinds.count(pair) for pair in (b"a0", b"0a", b"A0", b"0A", b"aA", b"Aa"))
+
+
+def _looks_random(kinds: bytes) -> bool:
+    """Whether a piece of a stretch, reduced to its ``kinds``, switches between letters and digits every
+    ten characters, switches or flips case every three and holds a digit between letters."""
+    switches = kinds.count(b"a0") + kinds.count(b"0a") + kinds.count(b"A0") + kinds.count(b"0A")
+    mixes = switches + kinds.count(b"aA") + kinds.count(b"Aa")
+    return (
+        10 * switches >= len(kinds)
+        and 20 * mixes >= 7 * len(kinds)
+        and _DIGIT_BETWEEN_LETTERS.search(kinds) is not None
+    )
+
+
+def _random_stretches(text: str, data: bytes) -> list[tuple[str, int]]:
+    """The random-looking stretches of ``text`` (class bytes ``data``; see :attr:`TextFeatures.random_chars`),
+    each with its mixes."""
+    found = []
+    end = 0
+    hit = data.find(_LETTER_DIGIT_LETTER)
+    while hit >= 0:
+        # Is the digit at hit + 1 (`data` holds one byte per character) in a stretch? Code holds digits
+        # between letters too ("utf8mb4"), but rarely in one.
+        right = _RUN.match(text, hit).end()  # type: ignore[union-attr]  # (it matches the letter)
+        before = text[max(end, right - _STRETCH_MIN) : hit]
+        start = hit - len(before) + len(before.rstrip(_STRETCH_CHARS))
+        if right - start < _STRETCH_MIN:
+            hit = data.find(_LETTER_DIGIT_LETTER, right)
+            continue
+        before = text[end:start]
+        start -= len(before) - len(before.rstrip(_STRETCH_CHARS))
+        end = _STRETCH.match(text, start).end()  # type: ignore[union-attr]  # (it matches: right - start >= 24)
+        # A stretch is judged in pieces of a line of base64 (64-76 characters) or less, and priced whole
+        # if one piece looks random: base64 of a binary mixes random pieces with runs of "AAAA" (zero
+        # bytes), which cost the tokenizer less but still a token per 3-5 characters.
+        kinds = text[start:end].encode().translate(_MIX)
+        for line in kinds.split(b"\n"):
+            step = -(-len(line) // -(-len(line) // _PIECE))
+            if any(_looks_random(line[i : i + step]) for i in range(0, len(line), step)):
+                found.append((text[start:end], _mixes(kinds)))
+                break
+        hit = data.find(_LETTER_DIGIT_LETTER, end)
+    return found
 
 
 def text_features(text: str) -> TextFeatures:
     """The statistics :func:`estimate_tokens` uses; for fitting and diagnostics."""
-    pre, long_words, punct, common, rare, other, astral, scripts = _features(text)
+    pre, long_words, punct, common, rare, other, astral, scripts, mixed = _features(text)
+    stretches = _random_stretches(text, mixed) if mixed else []
     return TextFeatures(
         pretokens=pre,
         long_words=long_words,
@@ -382,6 +481,8 @@ def text_features(text: str) -> TextFeatures:
         other_letters=other,
         astral=astral,
         scripts=scripts,
+        random_chars=sum(len(stretch) for stretch, _ in stretches),
+        random_mixes=sum(mixes for _, mixes in stretches),
     )
 
 
@@ -389,15 +490,25 @@ def estimate_tokens(text: str, profile: TokenProfile = DEFAULT_PROFILE) -> int:
     """Estimate how many tokens ``text`` is for ``profile``'s tokenizer family; a non-empty text is at least 1."""
     if not text:
         return 0
-    pre, long_words, punct, common, rare, other, astral, scripts = _features(text)
+    pre, long_words, punct, common, rare, other, astral, scripts, mixed = _features(text)
     estimate = profile.pretoken * pre + profile.long_word * long_words + profile.punct_run * punct
-    estimate += (
-        profile.cjk_common * common + profile.cjk_rare * rare + profile.other_letter * other + profile.astral * astral
-    )
+    if common or rare or other or astral:  # (none in ASCII text: skip the arithmetic)
+        estimate += (
+            profile.cjk_common * common
+            + profile.cjk_rare * rare
+            + profile.other_letter * other
+            + profile.astral * astral
+        )
     if scripts:
         priced = profile.scripts
         estimate += sum(c * n for c, n in zip(priced, scripts, strict=False))
         estimate += profile.other_letter * sum(scripts[len(priced) :])
+    if mixed:
+        # A random-looking stretch costs by its length and mixes, or as ordinary text if that is more.
+        for stretch, mixes in _random_stretches(text, mixed):
+            pre, long_words, punct = _features(stretch)[:3]  # (ASCII: the other terms are 0)
+            ordinary = profile.pretoken * pre + profile.long_word * long_words + profile.punct_run * punct
+            estimate += max(0.0, profile.random_char * len(stretch) + profile.random_mix * mixes - ordinary)
     return max(1, int(estimate + 0.5))
 
 
