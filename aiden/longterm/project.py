@@ -1,8 +1,9 @@
 """The PROJECT MEMORY block: the digest and the kept session summaries merged under a token budget.
 
-The newest wins on conflicts; the GOAL leads, then the sections share the rest of ``budget_tokens``
-(:func:`share_budget`, in :data:`PRIORITY` order), the most informative items first within a section
-(an older session's weighed down a little; the outcome's newest first: where the work was left).
+The newest wins on conflicts; the GOAL leads, then the preferences the kept summaries state, then the
+older preferences and the other durable sections share what is left (:func:`share_budget`), and the
+recent outcomes get the rest; the most informative items first within a section (an older session's
+weighed down a little; the outcome's newest first: where the work was left).
 The digest keeps its items the same way within its size (:func:`fit_digest`).
 """
 
@@ -43,11 +44,17 @@ PRIORITY: Final[tuple[Section, ...]] = (
     "facts",
     "outcome",
 )
-"""Sections in the order the block lists them and takes their best items (:func:`share_budget`), after the GOAL."""
+"""Sections in the order the block lists them, after the GOAL."""
 _GOAL: Final = re.compile(r"^Goal:\s", re.IGNORECASE)
 # An item 10 sessions old counts 0.62 of its information: news beats recency, yet the digest's many old
 # items leave the newest sessions' room (at 0.1 they took it).
 _AGE_DISCOUNT: Final = 0.2
+_SHARING: Final[tuple[Section, ...]] = ("failed_approaches", "working_recipes", "facts")
+"""The durable sections that share the block's budget after the preferences have theirs."""
+# RECENT OUTCOMES is where the recent sessions left the work: the kept sessions' outcomes and only the
+# newest few of the digest's (one per digested session; hundreds of sessions back, their threads are
+# most likely closed).
+_DIGEST_OUTCOMES: Final = 3
 _MAX_GOALS: Final = 2  # the current goal and the one it re-stated; older ones are superseded
 _BLOCK_HEADINGS: Final[dict[Section | None, str]] = {
     None: "GOAL (why this project exists)",
@@ -99,9 +106,13 @@ def _ranked(layers: Sequence[SessionSummary], merged: SessionSummary, *, by_plac
     Most informative first (rare words, numbers, dates and names per token), an older session's
     weighed down a little: filled newest first, one long session's items (a chat's every line) would
     push every older session out. The outcome's newest first: where the work was left, however plain.
+    The preferences' by the session that last said them (the digest's by their place), the most
+    informative first within one: the latest say wins, and a preference restated again and again is
+    in use, not old.
     """
     rarity = Rarity(item for section in PRIORITY for item in merged.section(section))
     age = _ages(layers, by_place=by_place)
+    said = age if by_place else _ages(layers, by_place=True)
 
     def worth(section: Section, item: str) -> float:
         return rarity.density(item) * math.pow(1 + age[section, same_key(item)], -_AGE_DISCOUNT)
@@ -109,7 +120,12 @@ def _ranked(layers: Sequence[SessionSummary], merged: SessionSummary, *, by_plac
     ranked: dict[Section, list[str]] = {}
     for section in PRIORITY:
         newest_first = list(merged.section(section))[::-1]  # the newest first on a tie
-        ranked[section] = newest_first if section == "outcome" else sorted(newest_first, key=lambda i: -worth(section, i))
+        if section == "outcome":
+            ranked[section] = newest_first
+        elif section == "user_preferences":
+            ranked[section] = sorted(newest_first, key=lambda i: (said[section, same_key(i)], -worth(section, i)))
+        else:
+            ranked[section] = sorted(newest_first, key=lambda i: -worth(section, i))
     return ranked
 
 
@@ -163,28 +179,26 @@ def share_budget(ranked: Sequence[tuple[int, Sequence[tuple[str, int]]]], budget
 
 def _fill(
     order: dict[Section, list[str]],
-    goals: list[str],
-    ranked: dict[Section, list[str]],
+    stages: Sequence[Sequence[tuple[Section | None, list[str]]]],
     *,
     budget_tokens: int,
     estimate: Callable[[str], int],
 ) -> LongTermText:
+    """The block of ``order``'s items, ``stages`` (each: the sections' items, the most valuable first) filling
+    ``budget_tokens`` one after the other, a stage's sections sharing what the earlier ones left."""
     chosen: dict[Section | None, list[str]] = {section: [] for section in (None, *PRIORITY)}
     picks: list[tuple[Section | None, str]] = []
-    used = estimate(_render(chosen))
 
     def costs(where: Section | None, items: list[str]) -> tuple[int, list[tuple[str, int]]]:
-        return estimate(_BLOCK_HEADINGS[where]) + 1, [(item, estimate(f"- {item}") + 1) for item in items]
+        heading = 0 if chosen[where] else estimate(_BLOCK_HEADINGS[where]) + 1
+        return heading, [(item, estimate(f"- {item}") + 1) for item in items]
 
-    # Why the work is done leads the block: a person resuming reads the goal first, and the
-    # budget must never spend itself on details before the goal is in.
-    [chosen[None]] = share_budget([costs(None, goals)], budget_tokens - used)
-    picks.extend((None, item) for item in chosen[None])
-    used = estimate(_render(chosen))
-    taken = share_budget([costs(section, ranked[section]) for section in PRIORITY], budget_tokens - used)
-    for section, items in zip(PRIORITY, taken, strict=True):
-        chosen[section] = items
-        picks.extend((section, item) for item in items)
+    for stage in stages:
+        used = estimate(_render(chosen))
+        taken = share_budget([costs(where, items) for where, items in stage], budget_tokens - used)
+        for (where, _), items in zip(stage, taken, strict=True):
+            chosen[where].extend(items)
+            picks.extend((where, item) for item in items)
     for section in PRIORITY:  # render chronologically within each section
         position = {item: i for i, item in enumerate(order[section])}
         chosen[section].sort(key=position.__getitem__)
@@ -197,8 +211,8 @@ def _fill(
 
 def _prepared(
     summaries: Sequence[SessionSummary], digest: SessionSummary | None
-) -> tuple[dict[Section, list[str]], list[str], dict[Section, list[str]]] | None:
-    """(each section's items in order, the goals newest first, each section ranked) of the block; None if empty."""
+) -> tuple[dict[Section, list[str]], list[list[tuple[Section | None, list[str]]]]] | None:
+    """(each section's items in order, the stages filling the block: :func:`_fill`); None if empty."""
     layers = [digest, *summaries] if digest is not None else list(summaries)
     # No per-section cap here: the budget caps the block, and a cap would keep the newest session's items only.
     merged = merge_many(layers, max_items=sum(len(layer.section(s)) for layer in layers for s in PRIORITY))
@@ -212,7 +226,26 @@ def _prepared(
     # The digest's items alike, older than every kept summary's: a long chat's last session asks about
     # every earlier one (by their place, LoCoMo's last sessions found 1.8 points fewer of them).
     ranked = _ranked(layers, merged, by_place=False)
-    return order, goals, {section: [item for item in ranked[section] if not _GOAL.match(item)] for section in PRIORITY}
+    ranked = {section: [item for item in ranked[section] if not _GOAL.match(item)] for section in PRIORITY}
+    # Why the work is done leads the block: a person resuming reads the goal first, and the budget
+    # must never spend itself on details before the goal is in. What the recent sessions asked to
+    # follow comes next; the older preferences and the other durable sections then share what is left,
+    # so none starves the others (a long project's digest holds hundreds of each); where the work was
+    # left, the most perishable, gets what they leave: the kept sessions' and the digest's newest few.
+    said = {same_key(item) for summary in summaries for item in summary.user_preferences}
+    prefs = ranked["user_preferences"]
+    recent = [item for item in prefs if same_key(item) in said]
+    outcomes = _recent_outcomes(ranked["outcome"], digest, summaries) if digest is not None else ranked["outcome"]
+    sharing: list[tuple[Section | None, list[str]]] = [("user_preferences", [i for i in prefs if same_key(i) not in said])]
+    sharing += [(section, ranked[section]) for section in _SHARING]
+    return order, [[(None, goals)], [("user_preferences", recent)], sharing, [("outcome", outcomes)]]
+
+
+def _recent_outcomes(newest_first: list[str], digest: SessionSummary, summaries: Sequence[SessionSummary]) -> list[str]:
+    """``newest_first`` but for the digest's outcomes past its newest :data:`_DIGEST_OUTCOMES`."""
+    recent = {same_key(item) for summary in summaries for item in summary.outcome}
+    recent.update(map(same_key, digest.outcome[::-1][:_DIGEST_OUTCOMES]))
+    return [item for item in newest_first if same_key(item) in recent]
 
 
 def render_project_memory(
@@ -243,6 +276,8 @@ def fit_digest(digest: SessionSummary, merged: Sequence[SessionSummary], *, max_
     """
     if sum(len(f"- {item}\n".encode()) for section in PRIORITY for item in digest.section(section)) <= max_bytes:
         return digest
+    # Of the outcomes only the newest few are ever shown (:data:`_DIGEST_OUTCOMES`): the bytes go to the rest.
+    digest = msgspec.structs.replace(digest, outcome=digest.outcome[::-1][:_DIGEST_OUTCOMES][::-1])
     ranked = _ranked([digest, *merged], digest, by_place=True)  # what it evicts: the older of the equally informative
     lines = [(0, [(item, len(f"- {item}\n".encode())) for item in ranked[section]]) for section in PRIORITY]
     kept = {section: set(items) for section, items in zip(PRIORITY, share_budget(lines, max_bytes), strict=True)}

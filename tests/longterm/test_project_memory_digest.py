@@ -109,3 +109,58 @@ async def test_no_section_starves_the_fresh_sessions_block(tmp_path: Path) -> No
     ]
     assert f"- {coding(19).outcome[0]}" in layer  # where the work was left
     assert all(f"- {fact}" in layer for fact in coding(19).facts)
+
+
+def errands(s: int) -> SessionSummary:
+    """A chat assistant's session: three preferences, four facts and where it was left; one preference
+    restated every fifth session."""
+    places = ("Lisbon", "Oslo", "Kyoto", "Lima", "Perth")
+    return SessionSummary(
+        session_id=f"e{s:03d}",
+        user_preferences=tuple(
+            f"User prefers {('aisle seats', 'ISO dates', 'Celsius')[k]} for the {places[(s + k) % 5]} trip #{s * 3 + k}."
+            for k in range(3)
+        )
+        + (("User prefers short answers.",) if s % 5 == 0 else ()),
+        facts=tuple(
+            f"User: I booked the {places[(s + k) % 5]} hotel for day {s % 28 + 1} with booking code BK-{s * 4 + k} "
+            f"and paid {40 + k} euros up front." for k in range(4)
+        ),
+        outcome=(f"Open: confirm booking BK-{s * 4} with the {places[s % 5]} hotel.",),
+    )
+
+
+def sections(layer: str) -> dict[str, list[str]]:
+    """The block's item lines per section heading."""
+    parts = (part.splitlines() for part in layer.split("\n\n"))
+    return {lines[0].split(" (")[0]: [line[2:] for line in lines[1:] if line.startswith("- ")] for lines in parts}
+
+
+@pytest.fixture(scope="module")
+def errand_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """56 sessions closed, 3 kept: the preference restated in session 55, a kept one, is in use, not old."""
+    root = tmp_path_factory.mktemp("errands")
+    project(root, [errands(s) for s in range(56)], keep=3)
+    return root
+
+
+async def block_of(root: Path, tokens: int) -> dict[str, list[str]]:
+    config = Config(context_window=32_000, project_memory_tokens=tokens, durability="none")
+    async with aiden.open_memory(root, config=config) as memory:
+        return sections(memory.long_term_layer)
+
+
+@pytest.mark.parametrize("tokens", [1_600, 8_000])
+async def test_recent_outcomes_are_the_kept_sessions_and_the_newest_digested(errand_project: Path, tokens: int) -> None:
+    block = await block_of(errand_project, tokens)
+    # Where the recent sessions left the work, not a thread from 50 sessions back, and only what the rest leaves.
+    assert set(block.get("RECENT OUTCOMES", [])) <= {errands(s).outcome[0] for s in range(50, 56)}
+    assert block["PROJECT FACTS"]
+
+
+@pytest.mark.parametrize("tokens", [1_600, 8_000])
+async def test_the_preferences_fill_first_newest_said_first(errand_project: Path, tokens: int) -> None:
+    block = await block_of(errand_project, tokens)
+    # Every preference the kept sessions said, the plain one restated every fifth session among them.
+    said = {p for s in (53, 54, 55) for p in errands(s).user_preferences}
+    assert "User prefers short answers." in said and said <= set(block["USER PREFERENCES"])
