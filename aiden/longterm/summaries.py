@@ -22,7 +22,6 @@ import msgspec
 from aiden.errors import InvalidIdError
 from aiden.events import validate_id
 from aiden.policy.summary_md import normalize
-from aiden.summarizers.extractive.salience import Rarity
 from aiden.summarizers.mustkeep.classify import split_speaker
 from aiden.summarizers.mustkeep.text import clip
 from aiden.summarizers.protocol import StructuredSummary, SummaryResult
@@ -39,7 +38,6 @@ __all__ = [
     "conflict_key",
     "format_stamp",
     "is_excluded",
-    "keep_informative",
     "merge_many",
     "merge_summaries",
     "parse_stamp",
@@ -453,22 +451,6 @@ def _failed_commands(items: Iterable[str]) -> set[str]:
     """The keys of the commands failed approaches ``items`` report as ``<command> failed: <error>``
     (each " failed: " could end the command: a command may hold those words too)."""
     return {same_key(item[: m.start()]) for item in items for m in _FAILED.finditer(item)}
-
-
-def keep_informative(summary: SessionSummary, max_items: int) -> SessionSummary:
-    """``summary`` with each section over ``max_items`` cut to its most informative items, in order.
-
-    For the digest: cut to the newest, it would hold the last session or two of a chat, where every
-    line is an item, and lose all older ones; their news outweighs the newest small talk.
-    """
-    cut: dict[str, tuple[str, ...]] = {}
-    for section in SECTIONS:
-        items = summary.section(section)
-        if len(items) > max_items:
-            rarity = Rarity(items)
-            kept = set(sorted(reversed(items), key=lambda item: -rarity.density(item))[:max_items])  # ties: newest
-            cut[section] = tuple(item for item in items if item in kept)
-    return msgspec.structs.replace(summary, **cut) if cut else summary
 
 
 def merge_many(

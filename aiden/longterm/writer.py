@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 
 import anyio
 import msgspec
@@ -30,6 +30,7 @@ from aiden.config import Config
 from aiden.errors import StorageError, SummarizerError
 from aiden.events import SessionEvent
 from aiden.longterm.files import (
+    MAX_SUMMARY_BYTES,
     digest_path,
     list_session_files,
     read_summary,
@@ -38,10 +39,9 @@ from aiden.longterm.files import (
     stem_stamp,
     write_summary,
 )
+from aiden.longterm.project import fit_digest
 from aiden.longterm.summaries import (
-    DEFAULT_MAX_ITEMS,
     SessionSummary,
-    keep_informative,
     merge_summaries,
     render_summary_md,
     summary_from_result,
@@ -52,6 +52,7 @@ from aiden.storage.locks import SessionLock
 from aiden.summarizers.protocol import DeadlineOwner, Summarizer, SummaryRequest
 
 __all__ = [
+    "DIGEST_MAX_BYTES",
     "SUMMARIES_LOCK_NAME",
     "CapPlan",
     "CapResult",
@@ -69,6 +70,11 @@ __all__ = [
 ]
 
 log = logging.getLogger("aiden.longterm")
+
+DIGEST_MAX_BYTES: Final = MAX_SUMMARY_BYTES // 4
+"""What the digest's items take at most (UTF-8): well within what the file store reads back, so
+every backend keeps the same digest; some 16,000 tokens of English, twice the largest PROJECT MEMORY
+block, for the block to choose from."""
 
 
 def _new_session_id() -> str:
@@ -133,11 +139,10 @@ def session_stem(stems: Iterable[str], *, through: str, session_id: str, stamp: 
 class FileSummaryRows:
     """:class:`SummaryRows` on files: every write is atomic."""
 
-    def __init__(self, layout: Layout, storage: Storage, *, keep: int, max_items: int = DEFAULT_MAX_ITEMS) -> None:
+    def __init__(self, layout: Layout, storage: Storage, *, keep: int) -> None:
         self.layout = layout
         self.storage = storage
         self._keep = keep
-        self._max_items = max_items
         self.running_path = running_summary_path(layout)
         self._read_from: tuple[int, int] | None = None
 
@@ -184,7 +189,6 @@ class FileSummaryRows:
             lambda stem: read_summary(files[stem], kind="session"),
             keep=self._keep,
             now=now,
-            max_items=self._max_items,
         )
         if digest is not None:
             self.storage.checkpoint("digest.before_write")
@@ -241,7 +245,7 @@ def cap_digest(
     *,
     keep: int,
     now: int,
-    max_items: int = DEFAULT_MAX_ITEMS,
+    max_bytes: int = DIGEST_MAX_BYTES,
 ) -> tuple[CapResult, SessionSummary | None]:
     """Pure but for ``read`` (a stem's summary, None if gone): what the cap of ``stems`` does
     (:func:`plan_cap`), and ``digest`` (None: none yet) with the merged summaries folded in (later
@@ -253,12 +257,12 @@ def cap_digest(
     cap = CapResult(merged=plan.merge, deleted=deleted, digest_written=bool(plan.merge))
     if not plan.merge:
         return cap, None
-    for summary in map(read, plan.merge):
-        if summary is not None:
-            digest = merge_summaries(digest, summary, max_items=sys.maxsize)
-    # Over the cap a section keeps its most informative items, not the newest: a chat session's
-    # summary alone fills a section, and the newest would leave no older session in the digest.
-    digest = keep_informative(digest, max_items)
+    merged = [summary for summary in map(read, plan.merge) if summary is not None]
+    for summary in merged:
+        digest = merge_summaries(digest, summary, max_items=sys.maxsize)
+    # Over ``max_bytes`` the digest keeps its most valuable items (news, then recency), not the newest:
+    # a chat session's summary alone fills a section, and the newest would leave no older session.
+    digest = fit_digest(digest, merged, max_bytes=max_bytes)
     return cap, msgspec.structs.replace(
         digest, kind="digest", session_id="digest", created_at=now, through=plan.merge[-1], through_seq=0
     )

@@ -153,7 +153,7 @@ async def test_a_session_end_never_writes_the_running_summary_into_the_next_sess
     """Another process rotated (archive + new session/) between the read and the write."""
     writer = SessionSummaryWriter(layout, storage, ExtractiveSummarizer(), CFG)
     await writer.merge_running_summary(REGION_1, now=1_767_323_045.0)
-    rows = FileSummaryRows(layout, storage, keep=CFG.session_summaries_keep, max_items=40)
+    rows = FileSummaryRows(layout, storage, keep=CFG.session_summaries_keep)
     running = rows.read_running()
     assert running is not None
     layout.archive.mkdir()
