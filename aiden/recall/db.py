@@ -44,6 +44,7 @@ __all__ = [
     "event_text",
     "insert_bulk",
     "is_corruption",
+    "optimize",
     "remove_database",
     "remove_unheld",
 ]
@@ -529,8 +530,15 @@ def apply_changes(
             ],
         )
     if fresh and db.ndocs:
-        db.require().execute("INSERT INTO fts(fts) VALUES ('optimize')")
+        optimize(db)
     db.token, db.problems, db.pending_problems = changes.token, problems, list(pending_problems)
+
+
+def optimize(db: IndexDB) -> None:
+    """Merge the segments of both FTS5 indexes (the texts' and the hidden words'): faster queries after big loads."""
+    conn = db.require()
+    conn.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+    conn.execute("INSERT INTO about(about) VALUES ('optimize')")
 
 
 def _apply_update(db: IndexDB, entry: ChunkEntry, read_chunk: Callable[[str], ChunkFile]) -> str:

@@ -28,6 +28,7 @@ from aiden.recall.db import (
     event_text,
     insert_bulk,
     is_corruption,
+    optimize,
 )
 from aiden.recall.embedding import Embedder
 from aiden.recall.query import content_terms
@@ -233,7 +234,7 @@ class RecallIndex:
 
     def optimize(self) -> None:
         """Merge the FTS5 index's segments (faster queries after big loads)."""
-        self._locked(lambda: self._db.require().execute("INSERT INTO fts(fts) VALUES ('optimize')") and None)
+        self._locked(lambda: optimize(self._db))
 
     # --- locking and error translation ------------------------------------------
     def _locked(self, fn: Callable[[], _T], *, retry: bool = True) -> _T:

@@ -32,6 +32,7 @@ from aiden.recall.tool import RecallContext, RecallHit, encode_hits
 
 __all__ = [
     "EXACT_ROWS",
+    "HIDDEN_SHARE",
     "IN_PERIOD",
     "META_ROWS",
     "SPREAD",
@@ -57,6 +58,8 @@ _MAX_FREQUENT: Final = 4
 _WINDOW: Final = 100
 """Newest rows of a frequent term (and of all frequent terms together) taken as candidates."""
 _MAX_FILTER_VALUES: Final = 32
+HIDDEN_SHARE: Final = 0.5
+"""Share of its BM25 IDF a word for what a tool result's command does counts for the result (:func:`_add_about`)."""
 SPREAD: Final = (0.5, 0.25)
 """Share of an event's BM25 lent to the events one and two seqs away (:func:`_in_context`)."""
 _SHARES: Final = tuple(enumerate(SPREAD, start=1))
@@ -88,6 +91,8 @@ class Filters(msgspec.Struct, frozen=True):
     empty_range: bool
     events_only: bool
     """A type or role filter applies: summaries (which have neither) cannot match."""
+    tool_results: bool = True
+    """Tool results can match (no type filter leaving them out)."""
 
     @classmethod
     def build(
@@ -117,7 +122,8 @@ class Filters(msgspec.Struct, frozen=True):
                 params.append(bound)
         sql = "".join(f" AND {c}" for c in clauses)
         empty = lo is not None and hi is not None and lo > hi
-        return cls(sql, tuple(params), empty, bool(type_list or role_list))
+        tools = not type_list or "tool_result" in type_list
+        return cls(sql, tuple(params), empty, bool(type_list or role_list), tools)
 
 
 def _str_list(values: Sequence[str] | None, name: str) -> list[str]:
@@ -160,9 +166,9 @@ def _in(n: int) -> str:
     return f"IN ({','.join('?' * n)})"
 
 
-def _from(filters: Filters, table: str = "fts") -> str:
+def _from(filters: Filters) -> str:
     # The docs join is only paid for when a filter needs its columns.
-    return f"{table} AS f JOIN docs AS d ON d.id = f.rowid" if filters.sql else f"{table} AS f"
+    return "fts AS f JOIN docs AS d ON d.id = f.rowid" if filters.sql else "fts AS f"
 
 
 def _probe(conn: sqlite3.Connection, term: Term) -> int:
@@ -223,17 +229,8 @@ def bm25_ranking(
         )
     if frequent:
         _add_frequent(conn, scores, exact, frequent, filters, ndocs=ndocs, top_doc=top_doc)
-    # The words for what a tool result's command does (db.py's ``about`` table) count, where its text lacks
-    # them, as a word of the text would at its BM25 IDF among all rows, but add nothing to the text's length.
-    sql = (
-        f"SELECT f.rowid FROM {_from(filters, 'about')} WHERE about MATCH ?{filters.sql}"
-        " AND f.rowid NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)"
-    )
-    for term in terms:
-        if docs := [doc for (doc,) in conn.execute(sql, (term.phrase, *filters.params, term.phrase))]:
-            weight = _idf(ndocs, len(docs) + _probe(conn, term))
-            for doc in docs:
-                scores[doc] = scores.get(doc, 0.0) + weight
+    if filters.tool_results:
+        _add_about(conn, scores, [t for t in terms if not t.words], filters, ndocs=ndocs, top_doc=top_doc)
     scored = _in_context(conn, scores, periods, filters)
     ranked = heapq.nlargest(META_ROWS, ((doc, v) for doc, v in scored.items() if doc in scores), key=_rank_key)
     # The matching rows keep their META_ROWS places: a row ranked by its neighbours alone is an extra,
@@ -376,6 +373,62 @@ def _add_frequent(
             scores[doc] += weights[term.phrase]
 
 
+def _add_about(
+    conn: sqlite3.Connection,
+    scores: dict[int, float],
+    terms: Sequence[Term],
+    filters: Filters,
+    *,
+    ndocs: int,
+    top_doc: int,
+) -> None:
+    """Credit the words for what a tool result's command does (db.py's ``about`` table) to the rows whose
+    text lacks them: the word's newest :data:`_WINDOW` rows and the best :data:`_CANDIDATES` scored rows.
+
+    A hidden word counts :data:`HIDDEN_SHARE` of its BM25 IDF: it stands for what the command did, not
+    for what its output says, so a turn holding the asked words stays above an output holding none.
+    Bounded like :func:`_add_frequent`: a word like "file" describes most outputs of a coding session.
+    """
+    seek = "SELECT rowid FROM {0} WHERE {0} MATCH ? AND rowid {1}"
+    best = [doc for doc, _ in heapq.nlargest(_CANDIDATES, scores.items(), key=_rank_key)]
+    if best:
+        # The best rows holding any of the words, looked up once: FTS5 pays a seek per rowid.
+        expr = " OR ".join(t.phrase for t in terms)
+        best = [doc for (doc,) in conn.execute(seek.format("about", _in(len(best))), (expr, *best))]
+    credits: dict[int, float] = {}
+    for term in terms:
+        sql = "SELECT rowid FROM about WHERE about MATCH ? ORDER BY rowid DESC LIMIT ?"
+        newest = [doc for (doc,) in conn.execute(sql, (term.phrase, _WINDOW))]
+        if not newest:
+            continue
+        oldest = newest[-1]
+        hidden = set(newest)
+        if older := [doc for doc in best if doc < oldest]:
+            hidden.update(doc for (doc,) in conn.execute(seek.format("about", _in(len(older))), (term.phrase, *older)))
+        # Which of them say the word in their text: the text's rows of the word along the window's rowids
+        # (one walk, bounded), looked up by rowid below them.
+        sql = "SELECT rowid FROM fts WHERE fts MATCH ? AND rowid >= ? ORDER BY rowid DESC LIMIT ?"
+        said = [doc for (doc,) in conn.execute(sql, (term.phrase, oldest, EXACT_ROWS))]
+        walked = said[-1] if len(said) == EXACT_ROWS else oldest
+        hidden.difference_update(said)
+        if below := sorted(doc for doc in hidden if doc < walked):
+            hidden.difference_update(doc for (doc,) in conn.execute(seek.format("fts", _in(len(below))), (term.phrase, *below)))
+        # Rows holding the word hidden: all of them in a window not full, else their density in it.
+        count = len(newest) if len(newest) < _WINDOW else _WINDOW * ndocs / max(top_doc - oldest + 1, 1)
+        credit = HIDDEN_SHARE * _idf(ndocs, count + _probe(conn, term))
+        for doc in hidden:
+            credits[doc] = credits.get(doc, 0.0) + credit
+    if fresh := sorted(credits.keys() - scores.keys()) if filters.sql else []:
+        # The scored rows passed the filters; the newest rows were taken unfiltered (a filter passing few
+        # of them must not walk all the word's rows) and are filtered here.
+        sql = f"SELECT d.id FROM docs AS d WHERE d.id {_in(len(fresh))}{filters.sql}"
+        passed = {doc for (doc,) in conn.execute(sql, (*fresh, *filters.params))}
+        for doc in set(fresh) - passed:
+            del credits[doc]
+    for doc, value in credits.items():
+        scores[doc] = scores.get(doc, 0.0) + value
+
+
 # --- fusion (hybrid recall) -----------------------------------------------------
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], *, k: int = 60) -> list[tuple[int, float]]:
     """Fuse rankings of doc ids by reciprocal rank: ``score(d) = sum_i 1 / (k + rank_i(d))``, ranks from 1.
@@ -511,13 +564,16 @@ def matched_words(conn: sqlite3.Connection, terms: Sequence[Term], hit: RecallHi
     probes its terms (:func:`_split_by_rows`). Called only for a hit cut to fit.
     """
     words = word_terms(terms)
+    # The doc's id first, by its chunk's rowid range: FTS5 takes ``rowid = ?`` as a seek only for a value,
+    # not for a subquery (it then walks every row of the words).
     sql = (
-        "SELECT highlight(fts, 0, ?, ?) FROM fts WHERE fts MATCH ? AND rowid = "
-        "(SELECT d.id FROM docs AS d JOIN chunks AS c ON c.id = d.chunk WHERE c.chunk_id = ? AND d.seq IS ?)"
+        "SELECT d.id FROM chunks AS c JOIN docs AS d ON d.id BETWEEN c.doc_lo AND c.doc_hi"
+        " WHERE c.chunk_id = ? AND d.seq IS ?"
     )
     found: set[str] = set()
-    if words:
-        for (marked,) in conn.execute(sql, (_OPEN, _CLOSE, or_expression(words), hit.chunk_id, hit.seq)):
+    if words and (doc := conn.execute(sql, (hit.chunk_id, hit.seq)).fetchone()):
+        sql = "SELECT highlight(fts, 0, ?, ?) FROM fts WHERE fts MATCH ? AND rowid = ?"
+        for (marked,) in conn.execute(sql, (_OPEN, _CLOSE, or_expression(words), doc[0])):
             found.update(_MARKED.findall(marked))
     if not found:
         return {}

@@ -152,3 +152,31 @@ async def test_tools_that_act_on_no_file_are_not_described_by_their_verb(tmp_pat
     found = await _ask(tmp_path, calls, [q for q, _, _ in questions])
     got = [(f[:1], wrong in f) for f, (_, _, wrong) in zip(found, questions, strict=True)]
     assert got == [([] if first is None else [first], False) for _, first, _ in questions]
+
+
+@pytest.mark.anyio
+async def test_a_turn_holding_the_asked_words_stays_above_outputs_holding_none(tmp_path: Path) -> None:
+    # Searches whose outputs hold no word of the question: the words for what their command did ("search
+    # find") count less than the same words said in a turn, and the two adjacent are no phrase of theirs.
+    searches = [
+        ("grep -rn TODO src", "src/cart.py:12: # TODO rounding"), ("rg -l Decimal", "src/cart.py\nsrc/tax.py"),
+        ("rg -g '*.cfg' --files", "./setup.cfg"), ("grep -c import src/tax.py", "7"),
+        ("rg --files-with-matches vat", "(no output)"), ("egrep -l 'round|ceil' src/*.py", "src/tax.py"),
+    ]
+    statement = "I want the search on our shop to find products even when a customer types the brand name wrongly."
+    async with aiden.open_memory(tmp_path, config=SMALL_MANUAL) as memory:
+        events = [SessionEvent(type="user_input", role="user", content="Please tidy up the shop package.")]
+        for n, (command, output) in enumerate(searches):
+            # The statement among the searches (a session's first words stay in its prompt, not in recall).
+            events += [*([SessionEvent(type="user_input", role="user", content=statement)] if n == 3 else []),SessionEvent(type="assistant_output", role="assistant", content=f"Step {n}."),
+                       _call(n, "bash", {"command": command}), _result(n, output),
+                       SessionEvent(type="user_input", role="user", content=f"noted {n}")]
+        stored = await memory.append_many([*events, *(SessionEvent(type="user_input", role="user", content=t)
+                                                      for t in TAIL)])
+        assert (await memory.maintain(manual=True)).compacted is True
+        answer = json.loads(await memory.handle_recall_tool(json.dumps({"query": "what should the search find?"})))
+    results = [r["seq"] for r in answer["results"] if "seq" in r]
+    outputs = [e.seq for e in stored if e.type == "tool_result"]
+    assert results[0] == next(e.seq for e in stored if e.content == statement)
+    # The outputs still follow it: the question may be about what a search found.
+    assert set(outputs) <= set(results)
