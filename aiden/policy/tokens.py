@@ -242,7 +242,6 @@ _LETTER_DIGIT_LETTER: Final = bytes([_A, _D, _A])
 # (base64 wraps its lines: a stretch goes on over them)...
 _STRETCH_CHARS: Final = string.ascii_letters + string.digits + "+/=_-"
 _STRETCH: Final = re.compile(r"[A-Za-z0-9+/=_-]{24,}(?:\n[A-Za-z0-9+/=_-]{24,})*")
-_RUN: Final = re.compile(r"[A-Za-z0-9+/=_-]+")
 _STRETCH_MIN: Final = 24
 # ...whose cases and digits switch all the time: the tokenizer has no long merges for it and spends a
 # token per 1.5-2 characters, where words and identifiers of the same length take 4-10 characters
@@ -253,6 +252,14 @@ _MIX: Final = bytes.maketrans(
 )
 _DIGIT_BETWEEN_LETTERS: Final = re.compile(rb"[aA]0[aA]")
 _PIECE: Final = 64
+# Stretches are found as runs of 24 or more of a translate of the text (one byte per character):
+# C-level searches, where a check per digit between letters made text full of short "utf8mb4" and
+# "x86_64" words 5-25x slower.
+_IN_STRETCH: Final = bytes(1 if chr(byte) in _STRETCH_CHARS else 0 for byte in range(256))
+_LONG_RUN: Final = b"\x01" * _STRETCH_MIN
+# Hex (hashes, checksums) has 16 symbols and no case flips: it costs fewer tokens per character than
+# the base64 the price was fitted on, and the ordinary estimate already comes within about 5%.
+_HEX_STRETCH: Final = string.hexdigits + "\n"
 
 # The CJK characters that are a single cl100k_base token (812 of them: the most
 # frequent Han characters, kana, hangul syllables and CJK punctuation).
@@ -358,8 +365,8 @@ class TextFeatures(msgspec.Struct, frozen=True, kw_only=True):
     """Letters of each of :data:`SCRIPTS` (not in ``other_letters``); empty when there are none."""
     random_chars: int = 0
     """Characters of random-looking stretches: lines of 24 or more of ``[A-Za-z0-9+/=_-]`` (one after another)
-    of which a piece of at most 64 holds a digit between two letters, a letter-digit switch every ten
-    characters and a switch or case flip every three."""
+    of which a piece of at most 64 holds a digit between two letters and a letter-digit switch or case
+    flip every second character, or a switch every ten and a switch or flip every three; not hex."""
     random_mixes: int = 0
     """Letter-digit switches and case flips in those stretches."""
 
@@ -426,45 +433,43 @@ def _mixes(kinds: bytes) -> int:
 
 
 def _looks_random(kinds: bytes) -> bool:
-    """Whether a piece of a stretch, reduced to its ``kinds``, switches between letters and digits every
-    ten characters, switches or flips case every three and holds a digit between letters."""
+    """Whether a piece of a stretch, reduced to its ``kinds``, switches or flips case every second
+    character, or switches between letters and digits every ten and switches or flips every three; and
+    holds a digit between letters."""
     switches = kinds.count(b"a0") + kinds.count(b"0a") + kinds.count(b"A0") + kinds.count(b"0A")
     mixes = switches + kinds.count(b"aA") + kinds.count(b"Aa")
-    return (
-        10 * switches >= len(kinds)
-        and 20 * mixes >= 7 * len(kinds)
-        and _DIGIT_BETWEEN_LETTERS.search(kinds) is not None
-    )
+    # Random case flips about every other letter (camelCase about every fifth): that alone will do.
+    mixed = 2 * mixes >= len(kinds) or (10 * switches >= len(kinds) and 20 * mixes >= 7 * len(kinds))
+    return mixed and _DIGIT_BETWEEN_LETTERS.search(kinds) is not None
 
 
-def _random_stretches(text: str, data: bytes) -> list[tuple[str, int]]:
+def _random_stretches(text: str, data: bytes) -> list[tuple[int, int, int]]:
     """The random-looking stretches of ``text`` (class bytes ``data``; see :attr:`TextFeatures.random_chars`),
-    each with its mixes."""
+    each as its start, end and mixes."""
     found = []
-    end = 0
-    hit = data.find(_LETTER_DIGIT_LETTER)
-    while hit >= 0:
-        # Is the digit at hit + 1 (`data` holds one byte per character) in a stretch? Code holds digits
-        # between letters too ("utf8mb4"), but rarely in one.
-        right = _RUN.match(text, hit).end()  # type: ignore[union-attr]  # (it matches the letter)
-        before = text[max(end, right - _STRETCH_MIN) : hit]
-        start = hit - len(before) + len(before.rstrip(_STRETCH_CHARS))
-        if right - start < _STRETCH_MIN:
-            hit = data.find(_LETTER_DIGIT_LETTER, right)
-            continue
-        before = text[end:start]
-        start -= len(before) - len(before.rstrip(_STRETCH_CHARS))
-        end = _STRETCH.match(text, start).end()  # type: ignore[union-attr]  # (it matches: right - start >= 24)
-        # A stretch is judged in pieces of a line of base64 (64-76 characters) or less, and priced whole
-        # if one piece looks random: base64 of a binary mixes random pieces with runs of "AAAA" (zero
-        # bytes), which cost the tokenizer less but still a token per 3-5 characters.
-        kinds = text[start:end].encode().translate(_MIX)
-        for line in kinds.split(b"\n"):
-            step = -(-len(line) // -(-len(line) // _PIECE))
-            if any(_looks_random(line[i : i + step]) for i in range(0, len(line), step)):
-                found.append((text[start:end], _mixes(kinds)))
-                break
-        hit = data.find(_LETTER_DIGIT_LETTER, end)
+    runs = text.encode("utf-8", "surrogatepass").translate(_IN_STRETCH, _CONTINUATION)
+    run = runs.find(_LONG_RUN)
+    while run >= 0:
+        run_end = runs.find(0, run)
+        if run_end < 0:
+            run_end = len(runs)
+        # Code holds digits between letters too ("utf8mb4"), but rarely in a stretch.
+        if data.find(_LETTER_DIGIT_LETTER, run, run_end) >= 0:
+            end = _STRETCH.match(text, run).end()  # type: ignore[union-attr]  # (it matches 24 or more)
+            stretch = text[run:end]
+            if stretch.strip(_HEX_STRETCH):
+                # A stretch is judged in pieces of a line of base64 (64-76 characters) or less, and
+                # priced whole if one piece looks random: base64 of a binary mixes random pieces with
+                # runs of "AAAA" (zero bytes), which cost the tokenizer less but still a token per
+                # 3-5 characters.
+                kinds = stretch.encode().translate(_MIX)
+                for line in kinds.split(b"\n"):
+                    step = -(-len(line) // -(-len(line) // _PIECE))
+                    if any(_looks_random(line[i : i + step]) for i in range(0, len(line), step)):
+                        found.append((run, end, _mixes(kinds)))
+                        break
+            run_end = end
+        run = runs.find(_LONG_RUN, run_end)
     return found
 
 
@@ -481,8 +486,8 @@ def text_features(text: str) -> TextFeatures:
         other_letters=other,
         astral=astral,
         scripts=scripts,
-        random_chars=sum(len(stretch) for stretch, _ in stretches),
-        random_mixes=sum(mixes for _, mixes in stretches),
+        random_chars=sum(end - start for start, end, _ in stretches),
+        random_mixes=sum(mixes for _, _, mixes in stretches),
     )
 
 
@@ -505,10 +510,15 @@ def estimate_tokens(text: str, profile: TokenProfile = DEFAULT_PROFILE) -> int:
         estimate += profile.other_letter * sum(scripts[len(priced) :])
     if mixed:
         # A random-looking stretch costs by its length and mixes, or as ordinary text if that is more.
-        for stretch, mixes in _random_stretches(text, mixed):
-            pre, long_words, punct = _features(stretch)[:3]  # (ASCII: the other terms are 0)
-            ordinary = profile.pretoken * pre + profile.long_word * long_words + profile.punct_run * punct
-            estimate += max(0.0, profile.random_char * len(stretch) + profile.random_mix * mixes - ordinary)
+        for start, end, mixes in _random_stretches(text, mixed):
+            part = mixed[start:end]  # (its class bytes: ASCII, so the other terms are 0)
+            pre = _pretokens(part)[0] + part.count(_DIGITS4)
+            ordinary = (
+                profile.pretoken * pre
+                + profile.long_word * part.count(_LETTERS6)
+                + profile.punct_run * part.count(_PUNCT3)
+            )
+            estimate += max(0.0, profile.random_char * (end - start) + profile.random_mix * mixes - ordinary)
     return max(1, int(estimate + 0.5))
 
 

@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from aiden.policy.tokens import CL100K, O200K, TokenProfile, estimate_tokens
+from aiden.policy.tokens import CL100K, O200K, TokenProfile, estimate_tokens, text_features
 
 
 def _blob(blocks: int) -> bytes:
@@ -124,3 +124,39 @@ def test_a_blob_costs_the_same_wherever_it_starts() -> None:
     for n in range(16384 - 100, 16384 + 4):
         costs.add(estimate_tokens(filler[:n] + blob, O200K) - estimate_tokens(filler[:n], O200K))
     assert max(costs) - min(costs) <= 3
+
+
+def _sha256(i: int) -> str:
+    return hashlib.sha256(b"aiden-%d" % i).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("text", "o200k", "cl100k"),
+    [
+        # Real counts 351/349, 154/153, 215/220: the ordinary estimate comes within about 5%, where the
+        # random price (fitted on base64: more symbols, case flips) was 3-6% over on cl100k.
+        ("\n".join(f"{_sha256(i)}  release-{i}.tar.gz" for i in range(8)) + "\n", 334, 331),
+        ("\n".join(f"commit {_sha256(i)[:40]}\nAuthor: Ada <ada@example.org>\n\n    fix #{i}\n" for i in range(4)), 149, 149),
+        ("\n".join(_sha256(i).upper()[:60] for i in range(6)), 199, 196),
+    ],
+    ids=["sha256sums", "git log", "hex dump"],
+)
+def test_hex_keeps_its_ordinary_estimate(text: str, o200k: int, cl100k: int) -> None:
+    assert text_features(text).random_chars == 0
+    assert (estimate_tokens(text, O200K), estimate_tokens(text, CL100K)) == (o200k, cl100k)
+
+
+@pytest.mark.parametrize(
+    ("key", "o200k", "cl100k"),
+    [
+        # base64 of 24 random bytes with a single digit run or two: case flips at random, about every
+        # other letter, where identifiers flip about every fifth.
+        ("FyBaQC3grUsylLlhvawCfbyHWkhcXxeJ", 19, 21),
+        ("HkwHoQqVnDShTiWgaUt7XW+9Zgs/HDAE", 23, 23),
+        ("xibcz1WVjYyfcuFKfReTzQddZjw/tR4+", 22, 25),
+        ("lFxIq/L5HkbCmBqRtKMPpeTfyjXInUyU", 21, 25),
+    ],
+)
+def test_a_random_case_key_with_few_digits_is_not_undercounted(key: str, o200k: int, cl100k: int) -> None:
+    assert 0.8 <= estimate_tokens(key, O200K) / o200k <= 1.35
+    assert 0.8 <= estimate_tokens(key, CL100K) / cl100k <= 1.35
