@@ -19,6 +19,7 @@ import aiden
 from aiden import Config
 from aiden.events import SessionEvent
 from aiden.summarizers.extractive.tools import error_lines
+from aiden.summarizers.mustkeep.text import clip
 from tests.summarizers.sections import session_sections
 
 BUDGET = 2000
@@ -316,3 +317,83 @@ async def test_project_memory_files_a_refused_flag_and_a_merge_conflict_as_faile
         "- $ submit 'flag{guess}' failed: Wrong flag!",
     ]
     assert recipes.splitlines() == ["- $ git merge --abort && git rebase main"]
+
+
+# The command's whole text decides whose words the output's last ones are (not its one-line, 240-character
+# description): a list on several lines, a comment, "set -e", a "|| true" far to the right. And a bare "FAIL"
+# or a failure's wording printed as data (a database's row, a JSON value, a log read back) is no verdict.
+_LONG_OPTIONS = " ".join(f"--label stage{n}=ci-pipeline-{n}" for n in range(12))
+STORED_TEXT_AND_WHOLE_COMMANDS = [
+    ("psql -At -c 'select verdict from checks order by id desc limit 3'", "PASS\nFAIL\nPASS\n"),
+    ("sqlite3 ci.db 'select result from runs order by id desc limit 1'", "FAIL\n"),
+    ("redis-cli GET build:status", "FAIL\n"),
+    ("curl -s localhost:9000/jobs/4 | jq -r .result", "FAIL\n"),
+    ("jq -r '.[-1].text' messages.json", "npm error code E404\n"),
+    ("yq '.steps[-1].log' ci.yaml", "lint: failed.\n"),
+    ("journalctl -u worker -n 2 -o cat --no-pager", "Failed to start worker.service: Unit worker.service not found.\n"),
+    ("python -m pytest -q\npython -m pytest -q --lf", "..F.\n1 failed, 3 passed in 0.21s\n.\n1 passed in 0.03s\n"),
+    (
+        "for n in 1 2 3\ndo\n  python -m pytest -q tests/test_net.py && break\ndone",
+        "F.\n1 failed, 1 passed in 0.05s\n..\n2 passed in 0.04s\n",
+    ),
+    (
+        f"docker network create {_LONG_OPTIONS} ci-net || true",
+        "Error response from daemon: network with name ci-net already exists\n",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "output"), STORED_TEXT_AND_WHOLE_COMMANDS, ids=[s[0][:30] for s in STORED_TEXT_AND_WHOLE_COMMANDS]
+)
+def test_stored_text_and_a_whole_commands_recovery_stay_a_working_recipe(command: str, output: str) -> None:
+    sections = _session(command, output)
+    assert sections["FAILED APPROACHES"] == ["(none)"]
+    assert sections["WORKING RECIPES"] == [aiden_description(command)]
+
+
+def aiden_description(command: str) -> str:
+    """How a command is listed: its runs of blanks one space, cut at 240 characters."""
+    return f"$ {clip(command, 240)}"
+
+
+# The command's own last words, though its text has a ";": under set -e, in a comment, after what only prints.
+WHOLE_COMMAND_FAILURES = [
+    ("set -e; pip install -q -e .; python -m pytest -q", "..F\n1 failed, 2 passed in 0.12s\n"),
+    ("python -m pytest -q  # fast ones; slow later", "..F\n1 failed, 2 passed in 0.12s\n"),
+    ("npx jest  # CI=1; no watch", "Tests:       1 failed, 3 passed, 4 total\n"),
+    ("cat pyproject.toml\npython -m pytest -q", '[tool.pytest.ini_options]\naddopts = "-q"\n..F\n1 failed, 2 passed in 0.12s\n'),
+]
+
+
+@pytest.mark.parametrize(("command", "output"), WHOLE_COMMAND_FAILURES, ids=[f[0][:30] for f in WHOLE_COMMAND_FAILURES])
+def test_a_failure_past_a_semicolon_that_is_no_list_is_filed_as_failed(command: str, output: str) -> None:
+    sections = _session(command, output)
+    assert sections["WORKING RECIPES"] == ["(none)"]
+    assert sections["FAILED APPROACHES"] == [f"{aiden_description(command)} failed: {' '.join(output.splitlines()[-1].split())}"]
+
+
+def _code_run(code: str, output: str) -> dict[str, list[str]]:
+    events = [
+        SessionEvent(type="user_input", content="Run the tests."),
+        SessionEvent(type="tool_call", tool_name="execute_python", tool_call_id="k1", tool_args=json.dumps({"code": code})),
+        SessionEvent(type="tool_result", tool_name="execute_python", tool_call_id="k1", content=output),
+    ]
+    return session_sections(events, BUDGET)
+
+
+def test_code_run_is_no_shell_list_and_its_printed_data_no_verdict() -> None:
+    # Python's ";" separates statements, not commands: the tally is the run's own.
+    code = "import subprocess; subprocess.run(['pytest', '-q'])"
+    assert _code_run(code, "..F\n1 failed, 2 passed in 0.10s\n")["FAILED APPROACHES"] == [
+        f"execute_python(code={code}) failed: 1 failed, 2 passed in 0.10s"
+    ]
+    assert _code_run("print(db.last_status())", "FAIL\n")["FAILED APPROACHES"] == ["(none)"]
+
+
+def test_go_tests_closing_fail_files_the_failed_package_however_many_passed_after_it() -> None:
+    output = "--- FAIL: TestAdd (0.00s)\n    add_test.go:9: got 3, want 4\nFAIL\nFAIL\texample.com/m/calc\t0.002s\n"
+    output += "".join(f"ok  \texample.com/m/p{n}\t0.001s\n" for n in range(6)) + "FAIL\n"
+    assert _session("go test ./...", output)["FAILED APPROACHES"] == ["$ go test ./... failed: FAIL example.com/m/calc 0.002s"]
+    # a bare FAIL with no failed package above it is some program's data
+    assert _session("python report.py", "suite a\nPASS\nsuite b\nFAIL\n")["FAILED APPROACHES"] == ["(none)"]

@@ -510,7 +510,8 @@ def _extract_tool_result(event: SessionEvent, call: Call | None, collector: Coll
     context = call.description if call is not None else (event.tool_name or "")
     command = call.description if call is not None and call.shell else ""  # a shell command or code run
     reported = reported_failure(event.meta) is True
-    lines = error_lines(content, command=command, reported=reported)
+    # its whole text (lines, comments, past 240 characters) says whose words the output's last ones are
+    lines = error_lines(content, command=call.command if call is not None else "", reported=reported)
     if not lines and reported:
         lines = [(first_meaningful_line(content) or "(tool reported an error)", True)]
     if lines:

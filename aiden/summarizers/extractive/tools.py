@@ -41,8 +41,11 @@ _READ_PROGRAMS: Final = frozenset(
         "nl", "open", "goto", "scroll_up", "scroll_down", "search_file", "search_dir", "find_file",
     }
 )  # fmt: skip
-# ... and those that print a file's bytes as text (a step, not a file read): their output is a binary's words.
-_TEXT_PRINTERS: Final = _READ_PROGRAMS | {"strings", "xxd", "hexdump", "od", "readelf", "objdump", "nm"}
+# ... and those that print a file's bytes or stored text (a step, not a file read): their output is a binary's
+# words, a log's messages, a document's or a database's values.
+_TEXT_PRINTERS: Final = _READ_PROGRAMS | {
+    "strings", "xxd", "hexdump", "od", "readelf", "objdump", "nm", "journalctl", "jq", "yq", "sqlite3", "redis-cli",
+}  # fmt: skip
 _GIT_READS: Final = frozenset({"status", "log", "diff", "show", "blame", "ls-files", "grep"})
 _SHELL_SEPARATOR: Final = re.compile(r"&&|\|\||[;|\n]")
 _SHELL_WRITES: Final = re.compile(r">|\s-(?:delete|exec|execdir|ok|fprint)\b")
@@ -142,6 +145,8 @@ _SOURCE_CONTEXT: Final = re.compile(r"^\s*\d+ \| ")
 _HARNESS_VERDICT: Final = re.compile(
     r"^\[?(?:EXECUTION TIMED OUT|Command timed out)\b|^Your (?:changes|edits?) ha(?:ve|s) NOT been applied\b"
 )
+# go test's line of a failed package, whole (a bare "FAIL" may be a row of data): "FAIL\tpkg\t0.01s", "FAIL\tpkg [build failed]"
+_GO_TEST_FAILED: Final = re.compile(r"^FAIL\t\S+(?:\t[\d.]+s| \[\w+ failed\])$")
 _SUMMARY_VERDICT: Final = re.compile(
     # test runners' tallies with failures: pytest "1 failed, 2 passed in 0.1s", jest/vitest "Tests: 1 failed"
     # (or only errors: "4 passed, 1 error in 0.1s"), rspec "3 examples, 1 failure", ctest "67% tests passed,
@@ -149,7 +154,8 @@ _SUMMARY_VERDICT: Final = re.compile(
     r"^=*\s*(?:\d+ (?:passed|skipped|deselected|xfailed|xpassed|warnings?|rerun), )*[1-9]\d* (?:failed|errors?)"
     r"(?:, \d+ (?:passed|skipped|deselected|xfailed|xpassed|warnings?|errors?|rerun))* in [\d.]+s\b"
     r"|^Tests?(?: Suites| Files)?:?\s+[1-9]\d* failed\b"
-    r"|^\d+ examples?, [1-9]\d* failures?\b|^\d+% tests passed, [1-9]\d* tests? failed\b|^FAIL(?:\t|$)"
+    r"|^\d+ examples?, [1-9]\d* failures?\b|^\d+% tests passed, [1-9]\d* tests? failed\b"
+    rf"|{_GO_TEST_FAILED.pattern}"
     r"|^Errors while running CTest$|^=*\s*no tests ran in [\d.]+s\b"
     # checkers' counts as they word them (not any script's "Found 3 errors in logs/x"): mypy "Found 2 errors
     # in 1 file (checked ...)", ruff "Found 2 errors." (not "(2 fixed, 0 remaining)"), tsc "Found 1 error in
@@ -214,7 +220,13 @@ _QUOTED_INDENT: Final = 4  # a summary indented this far is quoted (a commit mes
 # A command list whose later part runs whatever an earlier one did ("a; b", "a || b", "a & b"): its output's
 # last words may be an earlier part's, got past. Separators inside quotes are no list's.
 _QUOTED: Final = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
-_LIST_SEPARATOR: Final = re.compile(r"\|\||(?<![&>|])&(?![&>])|;")
+_LIST_SEPARATOR: Final = re.compile(r"\|\||(?<![&>|])&(?![&>])|[;\n]")
+_HEREDOC: Final = re.compile(r"(?<!<)<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")  # not a here-string's "<<<"
+_PARSED_CHARS: Final = 20_000  # a command's text read for its list structure
+_COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
+_ERREXIT: Final = re.compile(r"(?:^|[;\n]\s*)set -(?:\w*e\w*\b|o errexit\b)")
+# ... and what only shows something first (cat setup.cfg; pytest): its text is followed by the next part's.
+_LEAD_PRINTERS: Final = _READ_PROGRAMS | {"echo", "printf", "date", "env"}
 _SILENT_SETUP: Final = frozenset({"cd", "export", "source", ".", "set", "unset"})
 _BULLET: Final = re.compile(r"^[-*\u2022]\s+")
 _NOISE_LINE: Final = re.compile(r"^[\W_]+$")
@@ -229,6 +241,7 @@ class Call(msgspec.Struct, frozen=True):
     shell: bool  # a shell command or code execution: its output is scanned like a command's
     paths: list[str]
     read_only: bool  # only reads: never a Commands line, its paths go under Files
+    command: str = ""  # what ran, as error_lines takes it: "$ " and a shell command's whole text, or code run's description
 
 
 def describe_call(event: SessionEvent) -> Call:
@@ -248,11 +261,12 @@ def describe_call(event: SessionEvent) -> Call:
             value = " ".join(value)
         if isinstance(value, str) and value.strip():
             command = clip(value, 240)
-            return Call(f"$ {command}", True, find_paths(value), is_read_only_shell(command))
+            return Call(f"$ {command}", True, find_paths(value), is_read_only_shell(command), f"$ {value}")
     code = args.get("code")
     if isinstance(code, str) and code.strip():
         # Code execution: its output is scanned like a command's.
-        return Call(clip(f"{name}(code={clip(code, 80)})", 240), True, [], False)
+        description = clip(f"{name}(code={clip(code, 80)})", 240)
+        return Call(description, True, [], False, description)
     parts = [f"{k}={clip(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False), 80)}" for k, v in args.items()]
     return Call(clip(f"{name}({', '.join(parts)})", 240), False, arg_paths(args), is_read_only_tool(name))
 
@@ -352,22 +366,49 @@ def _verdict(lines: list[str], command: str) -> list[tuple[int, str]]:
         if final and seen == 0 and _GO_DIAGNOSTIC.match(stripped):
             if _go_failed(lines, meaningful):
                 return [(position, stripped)]
+        elif final and seen == 0 and stripped == "FAIL":
+            # go test's closing word on its packages, when one of them failed (its line may be far above)
+            return [(p, lines[p].strip()) for p in meaningful if _GO_TEST_FAILED.match(lines[p])][:1]
         elif (final and _VERDICT.match(stripped)) or _SUMMARY_VERDICT.match(stripped):
             return [(position, stripped)]
         ending = (seen == 0 or ending) and _EPILOGUE.match(stripped) is not None
     return []
 
 
-def _command_kind(command: str) -> tuple[bool, bool]:
-    """``(reads, listed)``: the command only prints text; its first line is a list of commands ("a; b", "a || b").
+def _without_heredocs(command: str) -> str:
+    """``command`` without its here-documents' bodies (the lines up to each one's terminator)."""
+    kept: list[str] = []
+    end = ""
+    for line in command.split("\n"):
+        if end:
+            end = "" if line.strip() == end else end
+            continue
+        kept.append(line)
+        if heredoc := _HEREDOC.search(line):
+            end = heredoc.group(1)
+    return "\n".join(kept)
 
-    Setup that prints nothing when it works (``cd x; pytest``) makes no list.
+
+def _command_kind(command: str) -> tuple[bool, bool]:
+    """``(reads, listed)``: the shell command (``"$ ..."``) only prints text; it is a list of commands ("a; b",
+    "a || b", one per line).
+
+    Setup that prints nothing when it works (``cd x; pytest``) makes no list, nor does what only prints
+    before the rest (``cat setup.cfg; pytest``), nor a sequence under ``set -e`` (it stops at the first
+    failure: its last words are the failed part's). Code run (``execute(code=...)``) is no shell command.
     """
-    line = _QUOTED.sub("''", command.removeprefix("$ ").split("\n", 1)[0])
-    parts = [words[0] for part in _LIST_SEPARATOR.split(line) if (words := part.split())]
-    while len(parts) > 1 and parts[0] in _SILENT_SETUP:
+    if not command.startswith("$ "):
+        return False, False
+    text = _without_heredocs(command[2:_PARSED_CHARS])  # a here-document's body is data
+    text = _QUOTED.sub("''", text.replace("\\\n", " "))
+    text = "\n".join(_COMMENT.sub("", line) for line in text.splitlines())
+    sequence = all(separator in ";\n" for separator in _LIST_SEPARATOR.findall(text))  # no "||", no "&"
+    skipped = _SILENT_SETUP | _LEAD_PRINTERS if sequence else _SILENT_SETUP
+    parts = [words[0] for part in _LIST_SEPARATOR.split(text) if (words := part.split())]
+    while len(parts) > 1 and parts[0] in skipped:
         parts.pop(0)
-    return bool(command) and _only_runs(command.removeprefix("$ "), _TEXT_PRINTERS), len(parts) > 1
+    errexit = sequence and _ERREXIT.search(text) is not None
+    return _only_runs(text, _TEXT_PRINTERS), len(parts) > 1 and not errexit
 
 
 def _http_status(lines: list[str], first: int) -> tuple[int, str] | None:
