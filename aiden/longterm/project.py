@@ -1,8 +1,8 @@
 """The PROJECT MEMORY block: the digest and the kept session summaries merged under a token budget.
 
 The newest wins on conflicts; the GOAL leads, then the preferences the kept summaries state, then the
-older preferences and the other durable sections share what is left (:func:`share_budget`), and the
-recent outcomes get the rest; the most informative items first within a section (an older session's
+older preferences, the other durable sections and the recent outcomes share what is left
+(:func:`share_budget`); the most informative items first within a section (an older session's
 weighed down a little; the outcome's newest first: where the work was left).
 The digest keeps its items the same way within its size (:func:`fit_digest`).
 """
@@ -49,12 +49,14 @@ _GOAL: Final = re.compile(r"^Goal:\s", re.IGNORECASE)
 # An item 10 sessions old counts 0.62 of its information: news beats recency, yet the digest's many old
 # items leave the newest sessions' room (at 0.1 they took it).
 _AGE_DISCOUNT: Final = 0.2
-_SHARING: Final[tuple[Section, ...]] = ("failed_approaches", "working_recipes", "facts")
-"""The durable sections that share the block's budget after the preferences have theirs."""
 # RECENT OUTCOMES is where the recent sessions left the work: the kept sessions' outcomes and only the
 # newest few of the digest's (one per digested session; hundreds of sessions back, their threads are
 # most likely closed).
 _DIGEST_OUTCOMES: Final = 3
+# Ranked by the session that last said them: the latest say of a preference wins, and the latest
+# failures are the ones the next session is about to repeat (by density, with one session kept and so
+# every digested item one session old, older and rarer failures pushed the last session's out).
+_BY_SAID: Final[frozenset[Section]] = frozenset({"user_preferences", "failed_approaches"})
 _MAX_GOALS: Final = 2  # the current goal and the one it re-stated; older ones are superseded
 _BLOCK_HEADINGS: Final[dict[Section | None, str]] = {
     None: "GOAL (why this project exists)",
@@ -106,9 +108,9 @@ def _ranked(layers: Sequence[SessionSummary], merged: SessionSummary, *, by_plac
     Most informative first (rare words, numbers, dates and names per token), an older session's
     weighed down a little: filled newest first, one long session's items (a chat's every line) would
     push every older session out. The outcome's newest first: where the work was left, however plain.
-    The preferences' by the session that last said them (the digest's by their place), the most
-    informative first within one: the latest say wins, and a preference restated again and again is
-    in use, not old.
+    The preferences' and failed approaches' by the session that last said them (the digest's by their
+    place), the most informative first within one: the latest say wins, a preference restated again
+    and again is in use, not old, and the newest failures are the ones the next session may repeat.
     """
     rarity = Rarity(item for section in PRIORITY for item in merged.section(section))
     age = _ages(layers, by_place=by_place)
@@ -122,7 +124,7 @@ def _ranked(layers: Sequence[SessionSummary], merged: SessionSummary, *, by_plac
         newest_first = list(merged.section(section))[::-1]  # the newest first on a tie
         if section == "outcome":
             ranked[section] = newest_first
-        elif section == "user_preferences":
+        elif section in _BY_SAID:
             ranked[section] = sorted(newest_first, key=lambda i: (said[section, same_key(i)], -worth(section, i)))
         else:
             ranked[section] = sorted(newest_first, key=lambda i: -worth(section, i))
@@ -229,16 +231,23 @@ def _prepared(
     ranked = {section: [item for item in ranked[section] if not _GOAL.match(item)] for section in PRIORITY}
     # Why the work is done leads the block: a person resuming reads the goal first, and the budget
     # must never spend itself on details before the goal is in. What the recent sessions asked to
-    # follow comes next; the older preferences and the other durable sections then share what is left,
-    # so none starves the others (a long project's digest holds hundreds of each); where the work was
-    # left, the most perishable, gets what they leave: the kept sessions' and the digest's newest few.
+    # follow comes next; the older preferences, the failed approaches, where the work was left (the kept
+    # sessions' outcomes and the digest's newest few, a short list), the recipes and the facts then share
+    # what is left, so none starves the others (a long project's digest holds hundreds of each). The
+    # outcomes before the recipes and facts: those fill every token a share leaves, and the final trim
+    # drops the last picks (filled last, a long project's outcomes were left no token).
     said = {same_key(item) for summary in summaries for item in summary.user_preferences}
     prefs = ranked["user_preferences"]
     recent = [item for item in prefs if same_key(item) in said]
     outcomes = _recent_outcomes(ranked["outcome"], digest, summaries) if digest is not None else ranked["outcome"]
-    sharing: list[tuple[Section | None, list[str]]] = [("user_preferences", [i for i in prefs if same_key(i) not in said])]
-    sharing += [(section, ranked[section]) for section in _SHARING]
-    return order, [[(None, goals)], [("user_preferences", recent)], sharing, [("outcome", outcomes)]]
+    sharing: list[tuple[Section | None, list[str]]] = [
+        ("user_preferences", [i for i in prefs if same_key(i) not in said]),
+        ("failed_approaches", ranked["failed_approaches"]),
+        ("outcome", outcomes),
+        ("working_recipes", ranked["working_recipes"]),
+        ("facts", ranked["facts"]),
+    ]
+    return order, [[(None, goals)], [("user_preferences", recent)], sharing]
 
 
 def _recent_outcomes(newest_first: list[str], digest: SessionSummary, summaries: Sequence[SessionSummary]) -> list[str]:

@@ -22,6 +22,7 @@ from aiden.longterm.files import (
     session_file_name,
     write_summary,
 )
+from aiden.longterm.project import load_project_memory
 from aiden.longterm.summaries import SessionSummary
 from aiden.longterm.writer import DIGEST_MAX_BYTES, FileSummaryRows
 from aiden.storage.fs import Storage
@@ -164,3 +165,80 @@ async def test_the_preferences_fill_first_newest_said_first(errand_project: Path
     # Every preference the kept sessions said, the plain one restated every fifth session among them.
     said = {p for s in (53, 54, 55) for p in errands(s).user_preferences}
     assert "User prefers short answers." in said and said <= set(block["USER PREFERENCES"])
+
+
+# r65 re-review of the merged digest: the block's last stage and a kept session's failures.
+
+
+def backfill(s: int) -> SessionSummary:
+    """A busy coding session: 24 short facts, a recipe, a failure every third session, where it was left."""
+    return SessionSummary(
+        session_id=f"b{s:03d}",
+        facts=tuple(
+            fact
+            for n in range(s * 8, s * 8 + 8)
+            for fact in (
+                f"Endpoint /api/v{n % 3}/item{n} returns 404 for archived rows",
+                f"Config key feature_{n} defaults to off",
+                f"Table orders_{n % 17} has index idx_{n}",
+            )
+        ),
+        working_recipes=(f"`make migrate-{s}` applies migration {s}.",),
+        failed_approaches=(f"`alembic downgrade {s}` failed: revision not found.",) if s % 3 == 0 else (),
+        outcome=(f"Open: finish the orders_{s % 17} backfill (step {s}).",),
+    )
+
+
+def closed_at_once(root: Path, sessions: list[SessionSummary], *, keep: int) -> Layout:
+    """``sessions`` written one a day, then one cap: the digest takes all but the newest ``keep``."""
+    layout, storage = Layout(root), Storage()
+    for day, summary in enumerate(sessions):
+        write_summary(storage, layout.sessions / session_file_name(START + day * DAY, summary.session_id), summary)
+    FileSummaryRows(layout, storage, keep=keep).enforce_cap(START + len(sessions) * DAY)
+    return layout
+
+
+async def test_where_the_work_was_left_is_in_a_long_projects_default_block(tmp_path: Path) -> None:
+    # 30 sessions: the digest holds far more facts than the default 8,000-token fresh block. Before,
+    # the outcomes were filled after the durable sections, which took every token: RECENT OUTCOMES was gone.
+    layout = closed_at_once(tmp_path, [backfill(s) for s in range(30)], keep=1)
+    config = Config(durability="none")
+    async with aiden.open_memory(tmp_path, config=config) as memory:
+        fresh = sections(memory.long_term_layer)
+    compact = sections(str(load_project_memory(layout, config)))  # what a session carries once it compacted
+    for block in (fresh, compact):
+        assert block["RECENT OUTCOMES"][-1] == backfill(29).outcome[0]
+        assert block["PROJECT FACTS"]
+    assert len(fresh["PROJECT FACTS"]) > 200 and len(fresh["RECENT OUTCOMES"]) == 4  # the kept one, the digest's 3
+
+
+def flaky(s: int) -> SessionSummary:
+    """Sessions 0-99 finish a module each (a rarer failure every fifth); 100-119 fail on one flaky test."""
+    if s < 100:
+        return SessionSummary(
+            session_id=f"f{s:03d}",
+            working_recipes=(f"`make test-mod{s}` runs module {s}'s tests in 4s.",),
+            facts=(f"Module mod{s} lives in src/mod{s}.py and owns table t_{s}.",),
+            failed_approaches=(f"`pip install legacy{s}` failed: no matching distribution.",) if s % 5 == 0 else (),
+            outcome=(f"Done: mod{s} refactor merged as PR #{300 + s}.",),
+        )
+    return SessionSummary(
+        session_id=f"f{s:03d}",
+        failed_approaches=(
+            f"`pytest tests/test_sync.py -k case{s}` failed: AssertionError: expected 3 rows, got {s % 7}.",
+            f"Retrying with --lf in attempt {s} failed: same flaky ordering.",
+        ),
+        outcome=(f"Open: sync test still flaky after attempt {s}.",),
+    )
+
+
+@pytest.mark.parametrize("tokens", [500, 800])
+async def test_the_last_sessions_failures_lead_with_one_session_kept(tmp_path: Path, tokens: int) -> None:
+    # With one session kept, every digested item counted one session old: density put the older,
+    # rarer "pip install" failures first and the last session's failure was left out.
+    layout = closed_at_once(tmp_path, [flaky(s) for s in range(120)], keep=1)
+    block = sections(str(load_project_memory(layout, Config(project_memory_tokens=tokens, session_summaries_keep=1))))
+    failed = block["FAILED APPROACHES"]
+    assert flaky(119).failed_approaches[0] in failed
+    assert not any("legacy" in item for item in failed)  # the newest failures first, the old ones after them
+    assert block["RECENT OUTCOMES"] == [flaky(s).outcome[0] for s in (116, 117, 118, 119)]
