@@ -84,7 +84,7 @@ _SKIPPED: Final = re.compile(r"-|[A-Za-z_][A-Za-z0-9_]*=|[\d.]+[smhd]?$")
 # Commands run one after another; of a pipeline only the first is described (the rest filter its output).
 _SEPARATORS: Final = re.compile(r"&&|\|\||;")
 _PIPE: Final = re.compile(r"\|")
-_QUOTED: Final = re.compile(r"'[^']*'|\"(?:[^\"\\\\]|\\\\.)*\"")
+_QUOTED: Final = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
 _WRITE: Final = re.compile(r"(?<![\d&])>(?!&)")
 """A redirect of the output to a file (not ``2>``, ``&>`` or ``>&2``)."""
 _COMMAND_KEYS: Final = ("command", "cmd", "script")

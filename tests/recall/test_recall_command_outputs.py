@@ -15,6 +15,7 @@ import pytest
 
 import aiden
 from aiden.events import SessionEvent
+from aiden.recall.commands import describe_call
 from tests.helpers import SMALL_MANUAL
 
 # (assistant's words, tool, arguments, output): no output holds a word of the questions below.
@@ -180,3 +181,12 @@ async def test_a_turn_holding_the_asked_words_stays_above_outputs_holding_none(t
     assert results[0] == next(e.seq for e in stored if e.content == statement)
     # The outputs still follow it: the question may be about what a search found.
     assert set(outputs) <= set(results)
+
+
+def test_an_escaped_quote_does_not_end_a_quoted_argument() -> None:
+    # `echo "say \"hi; rm -rf x\" now"` runs echo: the rm is text inside its argument (before the fix the
+    # escaped quote ended the string and the rm was read as a command of its own).
+    command = r'echo "say \"hi; rm -rf x\" now" && ls'
+    assert describe_call("bash", json.dumps({"command": command})) == describe_call(
+        "bash", json.dumps({"command": "echo hi && ls"})
+    )
