@@ -83,7 +83,6 @@ _PREFIXES: Final = frozenset({"sudo", "time", "timeout", "nohup", "env", "exec",
 _SKIPPED: Final = re.compile(r"-|[A-Za-z_][A-Za-z0-9_]*=|[\d.]+[smhd]?$")
 # Commands run one after another; of a pipeline only the first is described (the rest filter its output).
 _SEPARATORS: Final = re.compile(r"&&|\|\||;")
-_PIPE: Final = re.compile(r"\|")
 _QUOTED: Final = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
 _WRITE: Final = re.compile(r"(?<![\d&])>(?!&)")
 """A redirect of the output to a file (not ``2>``, ``&>`` or ``>&2``)."""
@@ -135,16 +134,12 @@ def _arguments(tool_args: str | None) -> str:
     if isinstance(args, list) and all(isinstance(a, str) for a in args):
         # An argument vector: ``["bash", "-lc", "ls -la"]`` (Codex) runs its last item as a script.
         args = args[-1] if args[-2:-1] in (["-c"], ["-lc"]) else " ".join(args)
-    return _first_line(args) if isinstance(args, str) else ""
-
-
-def _first_line(text: str) -> str:
-    return text.strip().split("\n", 1)[0][:_LINE_CHARS]
+    return args.strip().split("\n", 1)[0][:_LINE_CHARS] if isinstance(args, str) else ""
 
 
 def _kind(segment: str) -> str:
     """What one command does: ``""`` when unknown."""
-    command = _PIPE.split(segment, 1)[0]
+    command = segment.split("|", 1)[0]
     words = command.split()
     while words and (words[0] in _PREFIXES or _SKIPPED.match(words[0])):
         words = words[1:]

@@ -178,19 +178,16 @@ def remove_unheld(
     directory: str | os.PathLike[str],
     storage: Storage,
     keep: Collection[str] = (),
-    *,
-    min_age_s: float = LEFTOVER_AGE_S,
-    now: float | None = None,
 ) -> list[str]:
     """Delete every database in ``directory`` (``*.sqlite3``, with its -wal, -shm and -journal files) that no
-    process has open and none of whose files changed for ``min_age_s``, but those named in ``keep``: the
-    recall caches a killed process left. The names of those deleted, sorted.
+    process has open and none of whose files changed for :data:`LEFTOVER_AGE_S`, but those named in
+    ``keep``: the recall caches a killed process left. The names of those deleted, sorted.
 
     One an :class:`IndexDB` of this process or a connection of another process holds stays, and so does
     a younger one (a parked memory's, in this process or another). Reads the directory: call it from a
     worker thread. A file that cannot be deleted is logged and left.
     """
-    now = time.time() if now is None else now
+    now = time.time()
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
@@ -202,7 +199,7 @@ def remove_unheld(
     removed = []
     for base in sorted(bases.difference(keep)):
         path = os.path.join(directory, base)
-        if now - _changed(path) < min_age_s:
+        if now - _changed(path) < LEFTOVER_AGE_S:
             continue
         try:
             if _remove(path, storage, close=False):
@@ -421,10 +418,9 @@ class IndexDB:
         return conn
 
     def _open(self) -> str | None:
-        path = self.path
         if any(os.path.islink(p) for p in _sidecars(self.path)):
             return "corrupt"  # never let SQLite write through a planted symlink
-        if not os.path.exists(path):
+        if not os.path.exists(self.path):
             return "missing"
         try:
             conn = self._connect()

@@ -33,7 +33,6 @@ __all__ = [
     "content_terms",
     "display_text",
     "index_text",
-    "is_stopword",
     "match_finder",
     "or_expression",
     "query_periods",
@@ -118,11 +117,6 @@ _STOPWORD_TEXT: Final = """
 
 STOPWORDS: Final = frozenset(_STOPWORD_TEXT.split())
 """Lower-case; matched against a word as typed, case-folded."""
-
-
-def is_stopword(word: str) -> bool:
-    """True if ``word`` (any case) is a function word or conversational filler."""
-    return word.casefold() in STOPWORDS
 
 
 # Dates written in a query.
@@ -306,7 +300,7 @@ def content_terms(query: str) -> list[Term]:
     rank above words apart. Dates in the query come last, as terms with a ``period``.
     """
     terms = query_terms(query, limit=_MAX_RAW_TERMS)
-    kept = [t for t in terms if t.cjk or not is_stopword(t.text)]
+    kept = [t for t in terms if t.cjk or t.text.casefold() not in STOPWORDS]
     out = bigram_terms(kept if kept else terms)[:_MAX_RAW_TERMS]
     dates = [Term("", False, "", period=p) for p in query_periods(query[:MAX_QUERY_CHARS])] if out else []
     return out + _pairs(query) + dates
@@ -322,7 +316,7 @@ def _pairs(query: str) -> list[Term]:
     pairs = (
         Term(f"{a} {b}", False, _quote(f"{a} {b}"), (a.casefold(), b.casefold()))
         for a, b in itertools.pairwise(words)
-        if not (is_stopword(a) or is_stopword(b) or _has_cjk(a + b) or a.casefold() == b.casefold())
+        if not ({a.casefold(), b.casefold()} & STOPWORDS or _has_cjk(a + b) or a.casefold() == b.casefold())
     )
     return _distinct(pairs, MAX_PAIRS)
 

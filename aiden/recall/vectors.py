@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import importlib
 import logging
 import math
 import sqlite3
@@ -20,7 +19,7 @@ from typing import Any, Final
 
 from aiden.errors import RecallError
 from aiden.recall.db import transaction
-from aiden.recall.embedding import Embedder
+from aiden.recall.embedding import Embedder, _numpy
 from aiden.recall.query import MAX_QUERY_CHARS, display_text
 from aiden.recall.search import META_ROWS, min_max_fusion
 
@@ -146,13 +145,6 @@ def _in_context(rows: list[list[float]], i: int, weight: float) -> list[float]:
     return [x / norm for x in mixed] if norm > 0 else mixed
 
 
-def _numpy() -> Any:
-    try:
-        return importlib.import_module("numpy")
-    except ImportError:
-        return None
-
-
 class VectorSearch:
     """Exact cosine search over ``model``'s stored vectors, held in memory (numpy when importable, else lists).
 
@@ -166,7 +158,10 @@ class VectorSearch:
             raise ValueError(f"neighbours must be finite and non-negative, got {neighbours}")
         self.model = model
         self.neighbours = neighbours
-        self._np: Any = _numpy() if use_numpy else None
+        self._np: Any = None
+        if use_numpy:
+            with contextlib.suppress(RecallError):  # no numpy: pure Python
+                self._np = _numpy()
         self._key: tuple[int, int] | None = None
         self.ids: list[int] = []
         """Doc ids, in the order of the matrix rows (ascending)."""
