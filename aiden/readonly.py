@@ -82,9 +82,9 @@ class Progress:
         self._tty = self._enabled and progress_enabled(None, self._stream)
         self._shown = -1  # the last step printed: a hundredth on a terminal, else a tenth
 
-    def advance(self, n: int = 1) -> None:
-        """``n`` more units done."""
-        self._done = min(self._total, self._done + n)
+    def advance(self) -> None:
+        """One more unit done."""
+        self._done = min(self._total, self._done + 1)
         if not self._enabled:
             return
         step = self._done * (100 if self._tty else 10) // self._total
