@@ -235,17 +235,16 @@ def _doctor(args: argparse.Namespace) -> int:
         result = {"repaired": repaired, **result}
     if args.json:
         print(_json(result, indent=2))
-        return 0 if result["ok"] else 1
-    for line in repaired:
-        print(f"repaired: {line}")
-    for problem in result["problems"]:
-        print(_shown(problem))
-    for note in result["notes"]:
-        print(f"note: {_shown(note)}")
-    if not result["ok"]:
-        return 1
-    print("ok")
-    return 0
+    else:
+        for line in repaired:
+            print(f"repaired: {line}")
+        for problem in result["problems"]:
+            print(_shown(problem))
+        for note in result["notes"]:
+            print(f"note: {_shown(note)}")
+        if result["ok"]:
+            print("ok")
+    return 0 if result["ok"] else 1
 
 
 def config_check(path: str) -> dict[str, Any]:
