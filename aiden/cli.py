@@ -201,7 +201,6 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def _listed(args: argparse.Namespace, json_text: str, lines: list[str], problems: list[str]) -> int:
-    """Print ``json_text`` with ``--json``, else ``lines``; then say the problems."""
     for line in [json_text] if args.json else lines:
         print(line)
     return report_problems(args.command, problems)
@@ -236,17 +235,16 @@ def _doctor(args: argparse.Namespace) -> int:
         result = {"repaired": repaired, **result}
     if args.json:
         print(_json(result, indent=2))
-        return 0 if result["ok"] else 1
-    for line in repaired:
-        print(f"repaired: {line}")
-    for problem in result["problems"]:
-        print(_shown(problem))
-    for note in result["notes"]:
-        print(f"note: {_shown(note)}")
-    if not result["ok"]:
-        return 1
-    print("ok")
-    return 0
+    else:
+        for line in repaired:
+            print(f"repaired: {line}")
+        for problem in result["problems"]:
+            print(_shown(problem))
+        for note in result["notes"]:
+            print(f"note: {_shown(note)}")
+        if result["ok"]:
+            print("ok")
+    return 0 if result["ok"] else 1
 
 
 def config_check(path: str) -> dict[str, Any]:
@@ -595,16 +593,13 @@ def _iso(seconds: float | None) -> str | None:
         return None
 
 
-def list_memories(
-    root: str, *, now: float | None = None, problems: list[str] | None = None
-) -> list[MemoryEntry]:
+def list_memories(root: str, *, problems: list[str] | None = None) -> list[MemoryEntry]:
     """The unexpired long-term entries under ``root``, oldest first. Read-only; ``problems`` receives what could not be read."""
     from aiden.longterm.store import LongTermMemoryStore
 
     # The store writes only in save/forget/rebuild_profile; reading entries takes no lock.
     store = LongTermMemoryStore(open_layout(root), Storage())
-    when = time.time() if now is None else now
-    entries = anyio.run(lambda: store.entries(now=when))
+    entries = anyio.run(lambda: store.entries(now=time.time()))
     if problems is not None:
         problems.extend(
             f"entry {e.id}: {name} {value!r} is not a valid time (shown as null)"
@@ -665,7 +660,6 @@ def _history(args: argparse.Namespace) -> int:
 
 
 async def _tool(args: argparse.Namespace, name: str, arguments: dict[str, Any]) -> int:
-    """Call the agent's tool ``name`` on the root; print its JSON answer, exit 1 when it is an error."""
     async with writable_memory(args.root, config_path=args.config) as memory:
         result = await memory.handle_tool_call(name, arguments)
     answer = json.loads(result)

@@ -52,15 +52,9 @@ class DemoResult(msgspec.Struct, frozen=True, kw_only=True):
     turns: int
     stats: MemoryStats
     summary_md: str
-    recall_query: str
     recall_top_chunk: str | None
     recall_found_fact: bool
     final_prompt_tokens: int
-    model_calls: int
-    """Prompts built: one per model call (before each tool call and for each final answer)."""
-    largest_prompt_tokens: int
-    prompts_over_budget: int
-    """Prompts whose estimate exceeded ``context_window - reserve`` (the promise: 0)."""
 
 
 def _prompt_tokens(messages: list[dict[str, object]]) -> int:
@@ -132,13 +126,9 @@ async def run_demo(
         turns=len(scenario.turns),
         stats=stats,
         summary_md=summary,
-        recall_query=fact.question,
         recall_top_chunk=hits[0].chunk_id if hits else None,
         recall_found_fact=found,
         final_prompt_tokens=final_tokens,
-        model_calls=calls,
-        largest_prompt_tokens=largest,
-        prompts_over_budget=over,
     )
 
 

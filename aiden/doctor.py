@@ -110,14 +110,14 @@ def _shown(seqs: list[int]) -> str:
     return ", ".join(map(str, seqs[:10])) + (", ..." if len(seqs) > 10 else "")
 
 
-def lock_holders(path: Path, proc_locks: Path = Path("/proc/locks")) -> list[int] | None:
-    """PIDs holding a lock on ``path`` now, from ``proc_locks``; None where the kernel does not list locks."""
+def lock_holders(path: Path) -> list[int] | None:
+    """PIDs holding a lock on ``path`` now, from ``/proc/locks``; None where the kernel does not list locks."""
     try:
         st = path.stat()
     except FileNotFoundError:
         return []
     try:
-        text = proc_locks.read_text()
+        text = Path("/proc/locks").read_text()
     except OSError:
         return None
     device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"

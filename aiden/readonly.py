@@ -82,9 +82,9 @@ class Progress:
         self._tty = self._enabled and progress_enabled(None, self._stream)
         self._shown = -1  # the last step printed: a hundredth on a terminal, else a tenth
 
-    def advance(self, n: int = 1) -> None:
-        """``n`` more units done."""
-        self._done = min(self._total, self._done + n)
+    def advance(self) -> None:
+        """One more unit done."""
+        self._done = min(self._total, self._done + 1)
         if not self._enabled:
             return
         step = self._done * (100 if self._tty else 10) // self._total
@@ -107,20 +107,16 @@ class OutsideRootError(CorruptionError):
     """A path under ``memory/`` leads out of it (a symlink): read commands refuse to follow it."""
 
 
-def _inside(path: str, base: Path) -> bool:
-    return path == str(base) or path.startswith(str(base) + os.sep)
-
-
 def escaping_paths(layout: Layout) -> list[str]:
     """``"memory/<path> -> <target>"`` for each symlink under ``memory/`` that resolves outside it."""
     base = layout.memory
-    if not _inside(os.path.realpath(base), base):
+    if not Path(os.path.realpath(base)).is_relative_to(base):
         return [f"memory -> {os.path.realpath(base)}"]
     found: list[str] = []
     for dirpath, dirs, names in os.walk(base):  # does not descend into symlinked directories
         for name in (*dirs, *names):
             path = os.path.join(dirpath, name)
-            if os.path.islink(path) and not _inside(target := os.path.realpath(path), base):
+            if os.path.islink(path) and not Path(target := os.path.realpath(path)).is_relative_to(base):
                 found.append(f"memory/{os.path.relpath(path, base)} -> {target}")
     return sorted(found)
 
