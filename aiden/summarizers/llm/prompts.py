@@ -92,15 +92,10 @@ def _strings(value: object) -> tuple[str, ...]:
 
 
 def _text_field(value: object) -> str:
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, list | tuple):
-        return " ".join(_strings(value))
-    return ""
+    return " ".join(_strings(value))
 
 
 def _pick(data: Mapping[str, Any], *keys: str) -> Any:
-    """The value of the first of ``keys`` that ``data`` holds a non-empty value under, else ``None``."""
     return next((value for key in keys if (value := data.get(key))), None)
 
 
