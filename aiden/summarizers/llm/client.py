@@ -406,7 +406,6 @@ def _kept_tasks() -> Callable[..., asyncio.Task[Any]]:
 
 
 async def _cancel_all_tasks() -> None:
-    """Cancel every other task of the running loop and wait until each has finished."""
     tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
     for task in tasks:
         task.cancel()

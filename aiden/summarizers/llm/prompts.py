@@ -461,12 +461,10 @@ def _event_line(event: SessionEvent, tool_limit: int) -> str:
 
 def render_transcript(events: Sequence[SessionEvent], max_chars: int) -> str:
     """The events as a bounded transcript: tool output condensed, the middle dropped if still too long."""
-    lines = [_event_line(e, _TOOL_RESULT_CHARS) for e in events]
-    if sum(len(ln) + 1 for ln in lines) > max_chars:
-        lines = [_event_line(e, _TOOL_RESULT_CHARS_TIGHT) for e in events]
-    total = sum(len(ln) + 1 for ln in lines)
-    if total <= max_chars:
-        return "\n".join(lines)
+    for tool_limit in (_TOOL_RESULT_CHARS, _TOOL_RESULT_CHARS_TIGHT):
+        lines = [_event_line(e, tool_limit) for e in events]
+        if sum(len(ln) + 1 for ln in lines) <= max_chars:
+            return "\n".join(lines)
     # Keep the start (the goal) and the end (the open thread); drop the middle.
     head: list[str] = []
     tail: list[str] = []
