@@ -488,7 +488,6 @@ def render_transcript(events: Sequence[SessionEvent], max_chars: int) -> str:
 
 
 def _both(request: SummaryRequest) -> str:
-    """The previous summary and the text, whichever is given, one after the other."""
     return "\n\n".join(t for t in (request.previous_summary.strip(), request.text.strip()) if t)
 
 
