@@ -406,7 +406,6 @@ def _kept_tasks() -> Callable[..., asyncio.Task[Any]]:
 
 
 async def _cancel_all_tasks() -> None:
-    """Cancel every other task of the running loop and wait until each has finished."""
     tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
     for task in tasks:
         task.cancel()
@@ -470,10 +469,14 @@ class Breaker:
     def __init__(self, threshold: int, reset_s: float) -> None:
         self.threshold = threshold
         self.reset_s = reset_s
+        self.succeeded()
+
+    def succeeded(self) -> None:
+        """Record a successful call: the breaker closes."""
         self.failures = 0
-        self.opened_at: float | None = None
-        self.open_for = reset_s  # how long the current opening lasts
         self.failed_trials = 0
+        self.opened_at: float | None = None
+        self.open_for = self.reset_s  # how long the current opening lasts
         self.trial_in_flight = False
 
     def state(self, now: float) -> BreakerState:
@@ -497,14 +500,6 @@ class Breaker:
         if self.trial_in_flight:
             raise SummarizerUnavailable("summarizer circuit breaker is half-open; a trial call is in flight")
         self.trial_in_flight = True
-
-    def succeeded(self) -> None:
-        """Record a successful call: the breaker closes."""
-        self.failures = 0
-        self.failed_trials = 0
-        self.opened_at = None
-        self.open_for = self.reset_s
-        self.trial_in_flight = False
 
     def abandon(self) -> None:
         """Record a call that ended with no word on the provider: a half-open trial may go out again."""

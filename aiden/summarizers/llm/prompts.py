@@ -92,15 +92,10 @@ def _strings(value: object) -> tuple[str, ...]:
 
 
 def _text_field(value: object) -> str:
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, list | tuple):
-        return " ".join(_strings(value))
-    return ""
+    return " ".join(_strings(value))
 
 
 def _pick(data: Mapping[str, Any], *keys: str) -> Any:
-    """The value of the first of ``keys`` that ``data`` holds a non-empty value under, else ``None``."""
     return next((value for key in keys if (value := data.get(key))), None)
 
 
@@ -466,12 +461,10 @@ def _event_line(event: SessionEvent, tool_limit: int) -> str:
 
 def render_transcript(events: Sequence[SessionEvent], max_chars: int) -> str:
     """The events as a bounded transcript: tool output condensed, the middle dropped if still too long."""
-    lines = [_event_line(e, _TOOL_RESULT_CHARS) for e in events]
-    if sum(len(ln) + 1 for ln in lines) > max_chars:
-        lines = [_event_line(e, _TOOL_RESULT_CHARS_TIGHT) for e in events]
-    total = sum(len(ln) + 1 for ln in lines)
-    if total <= max_chars:
-        return "\n".join(lines)
+    for tool_limit in (_TOOL_RESULT_CHARS, _TOOL_RESULT_CHARS_TIGHT):
+        lines = [_event_line(e, tool_limit) for e in events]
+        if sum(len(ln) + 1 for ln in lines) <= max_chars:
+            return "\n".join(lines)
     # Keep the start (the goal) and the end (the open thread); drop the middle.
     head: list[str] = []
     tail: list[str] = []
@@ -495,7 +488,6 @@ def render_transcript(events: Sequence[SessionEvent], max_chars: int) -> str:
 
 
 def _both(request: SummaryRequest) -> str:
-    """The previous summary and the text, whichever is given, one after the other."""
     return "\n\n".join(t for t in (request.previous_summary.strip(), request.text.strip()) if t)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -181,35 +181,29 @@ def load_mapping(content: str, known_keys: Iterable[str]) -> dict[str, Any] | No
     fences and the span read by :func:`loose_object`. A YAML or loose reading
     counts only if it has one of ``known_keys``: prose with a colon is YAML too.
     """
-    known = frozenset(known_keys)
     stripped = content.strip()
-    found = json_object(stripped)
-    if found is not None:
-        return found
-    for match in _FENCE.finditer(stripped):
-        lang, body = match.group(1).lower(), match.group(2).strip()
-        found = json_object(body)
-        if found is not None:
-            return found
-        if lang in ("yaml", "yml") or (lang == "" and "{" not in body):
-            found = yaml_mapping(body)
-            if found is not None and known.intersection(found):
-                return found
+    fences = [(m.group(1).lower(), m.group(2).strip()) for m in _FENCE.finditer(stripped)]
     start, end = stripped.find("{"), stripped.rfind("}")
-    if 0 <= start < end:
-        found = json_object(stripped[start : end + 1])
-        if found is not None:
-            return found
-    if not stripped.startswith("{"):
-        found = yaml_mapping(stripped)
-        if found is not None and known.intersection(found):
-            return found
-    candidates = [m.group(2) for m in _FENCE.finditer(stripped)]
-    if 0 <= start < end:
-        candidates.append(stripped[start : end + 1])
-    for candidate in candidates:
-        found = loose_object(candidate) if "{" in candidate else None
-        if found is not None and known.intersection(found):
+    span = [stripped[start : end + 1]] if 0 <= start < end else []
+
+    def readings() -> Iterator[tuple[dict[str, Any] | None, bool]]:
+        """Each reading in turn (lazily), and whether it must have a known key."""
+        yield json_object(stripped), False
+        for lang, body in fences:
+            yield json_object(body), False
+            if lang in ("yaml", "yml") or (lang == "" and "{" not in body):
+                yield yaml_mapping(body), True
+        for candidate in span:
+            yield json_object(candidate), False
+        if not stripped.startswith("{"):
+            yield yaml_mapping(stripped), True
+        for candidate in (*(body for _, body in fences), *span):
+            if "{" in candidate:
+                yield loose_object(candidate), True
+
+    known = frozenset(known_keys)
+    for found, checked in readings():
+        if found is not None and (not checked or known.intersection(found)):
             return found
     return None
 

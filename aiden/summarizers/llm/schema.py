@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
+import msgspec
+
 from aiden.summarizers.mustkeep.text import clip
 from aiden.summarizers.protocol import StructuredSummary
 
@@ -35,14 +37,8 @@ LIST_ITEMS: Final = 12
 """Items kept per list; the prompt asks for at most 8, the strict retry for 5."""
 
 
-TEXT_LISTS: Final = (
-    "constraints",
-    "open_threads",
-    "files_touched",
-    "user_preferences",
-    "failed_approaches",
-    "working_recipes",
-    "facts",
+TEXT_LISTS: Final = tuple(
+    field.name for field in msgspec.structs.fields(StructuredSummary) if field.type == tuple[str, ...]
 )
 """The fields of :class:`StructuredSummary` that are lists of plain strings."""
 
