@@ -327,7 +327,6 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
 
 
 def _compiled_with_error(lines: list[str], position: int) -> bool:
-    """True when ``lines[position]`` is a compiler's error diagnostic with its source line after it."""
     return (
         _COMPILER_ERROR.match(lines[position]) is not None
         and position + 1 < len(lines)
