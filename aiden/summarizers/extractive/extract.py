@@ -29,6 +29,7 @@ from aiden.summarizers.extractive.tools import (
     negates_error,
 )
 from aiden.summarizers.mustkeep.classify import (
+    ALWAYS_KEPT,
     SentenceKind,
     Speaker,
     classify_sentence,
@@ -357,8 +358,6 @@ class Collector:
 
 # Events after which a user message no longer restates the task: the agent has answered or acted.
 _ACTING: Final = frozenset({"assistant_output", "role_output", "tool_call", "tool_result"})
-# Kinds a sentence keeps however few words it has ("No, that's wrong.", "Tried X; no luck.").
-_ALWAYS_KEPT: Final = frozenset({"correction", "decision", "failed", "resolution", "error"})
 _LABEL_CHARS: Final = 80
 _OUTCOME: Final = re.compile(
     r"\b(?:done|completed?|implemented|shipped|deployed|released|merged|finished|all tests pass(?:ed)?|"
@@ -431,10 +430,10 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
             continue  # a heading ("ERRORS:", "Output:") introduces what follows: it reports nothing
         kind = classify_sentence(sentence, speaker="user", named=bool(who))
         rejected = rejected or kind in ("failed", "correction")
-        if kind not in _ALWAYS_KEPT and is_phatic(sentence):
+        if kind not in ALWAYS_KEPT and is_phatic(sentence):
             continue  # "Thanks, Mel!", "Can't wait!": kept by no rule, whatever its position
         item = _said(who, clip(sentence))
-        if who and (kind == "correction" or kind not in _ALWAYS_KEPT) and not sets_a_rule(kind, sentence, named=True):
+        if who and (kind == "correction" or kind not in ALWAYS_KEPT) and not sets_a_rule(kind, sentence, named=True):
             # A named speaker is a chat participant: their "it's important to always ..." sets no
             # rule for the agent, and filed as constraints it would crowd out every fact.
             collector.add("notes", item, R_REST)
@@ -462,7 +461,7 @@ def _extract_assistant(event: SessionEvent, collector: Collector) -> None:
     plan = ""
     for sentence in split_sentences(content):
         kind = classify_sentence(sentence, speaker="assistant", named=bool(who))
-        if kind not in _ALWAYS_KEPT and is_phatic(sentence):
+        if kind not in ALWAYS_KEPT and is_phatic(sentence):
             continue
         item = _said(who, clip(sentence))
         if kind in ("decision", "failed", "fact"):
@@ -546,7 +545,6 @@ _SKIP_LINE: Final = re.compile(
     re.IGNORECASE,
 )
 OPEN_PREFIX: Final = re.compile(r"^(?:User|Plan):\s*")
-_PLAN_PREFIX: Final = re.compile(r"^Plan:\s*")
 _DURABLE_KINDS: Final = frozenset({"correction", "preference", "constraint", "decision", "failed", "fact"})
 
 
@@ -580,7 +578,7 @@ def _add_summary_line(collector: Collector, section: Section | None, line: str) 
         # Open threads are superseded by newer ones; the facts they quoted are not. A plan is
         # the agent's: its "must" or "required" is no user constraint.
         collector.add("open", clip(line, _FOLD_LINE_CHARS))
-        plan = _PLAN_PREFIX.match(line) is not None
+        plan = line.startswith("Plan:")
         _reclassify(collector, OPEN_PREFIX.sub("", line), speaker="assistant" if plan else "any")
     else:
         collector.add(section, clip(line, _FOLD_LINE_CHARS))

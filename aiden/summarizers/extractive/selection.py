@@ -87,7 +87,6 @@ class _Containers(msgspec.Struct):
 
 
 def _first_holding(containers: _Containers, tokens: Sequence[str]) -> Item | None:
-    """The first container holding every one of ``tokens``."""
     return next(
         (c for n, c in zip(containers.norms, containers.items, strict=True) if all(t in n for t in tokens)),
         None,
@@ -95,7 +94,6 @@ def _first_holding(containers: _Containers, tokens: Sequence[str]) -> Item | Non
 
 
 def _word_grams(norm: str) -> Iterator[str]:
-    """``norm``'s ``_GRAM``-character slices starting right after a space."""
     end = len(norm) - _GRAM
     start = norm.find(" ")
     while 0 <= start < end:
@@ -140,15 +138,12 @@ def dedupe(items: Iterable[Item]) -> Deduped:
                 # A fact sentence is kept for its ids and numbers: one that
                 # names nothing new ("step 19 of PROJ-6915" again) adds nothing.
                 tokens = [t for t in key_tokens(item.text) if not _BARE_NUMBER.match(t)]
-                if not tokens:
-                    # ... unless it says when something happened ("on 8 May, 2023").
-                    if not names_a_date(item.text):
-                        item = msgspec.structs.replace(item, rank=max(item.rank, R_REST))
-                else:
-                    holder = _first_holding(containers, tokens)
-                    if holder is not None:
-                        absorbed.append((item, holder))
-                        continue
+                if tokens and (holder := _first_holding(containers, tokens)) is not None:
+                    absorbed.append((item, holder))
+                    continue
+                # ... unless it says when something happened ("on 8 May, 2023").
+                if not tokens and not names_a_date(item.text):
+                    item = msgspec.structs.replace(item, rank=max(item.rank, R_REST))
             containers.add(norm, item)
         seen[(bucket, norm)] = item
         kept.append(item)
@@ -294,24 +289,17 @@ def select_session(items: Sequence[Item], budget: int) -> list[Item]:
     for item in sorted(items, key=lambda it: (it.rank, -it.info, it.order)):
         unique.setdefault(normalize(item.text), item)
     unique.pop("", None)
-    chosen: list[Item] = []
+    taken: set[int] = set()
     used = estimate_tokens(render_session(()))
     per_section: Counter[Section] = Counter()
-    rest: list[Item] = []
-    for item in unique.values():
-        cost = estimate_tokens(item.text) + 2
-        if per_section[item.section] < _QUOTA and used + cost <= budget:
-            used += cost
-            chosen.append(item)
-            per_section[item.section] += 1
-        else:
-            rest.append(item)
-    for item in rest:
-        cost = estimate_tokens(item.text) + 2
-        if used + cost <= budget:
-            used += cost
-            chosen.append(item)
-    chosen.sort(key=lambda it: (it.rank, -it.info, it.order))
+    for quota in (_QUOTA, sys.maxsize):
+        for item in unique.values():
+            cost = estimate_tokens(item.text) + 2
+            if id(item) not in taken and per_section[item.section] < quota and used + cost <= budget:
+                used += cost
+                taken.add(id(item))
+                per_section[item.section] += 1
+    chosen = [item for item in unique.values() if id(item) in taken]  # (in the order sorted above)
     while chosen and estimate_tokens(render_session(chosen)) > budget:
         chosen.pop()
     return chosen

@@ -60,11 +60,6 @@ def is_read_only_tool(name: str) -> bool:
     return bool(words & _READ_VERBS) and not words & _WRITE_VERBS
 
 
-def is_read_only_shell(command: str) -> bool:
-    """True for a shell command whose every part only prints (``cat a.py | head``, ``git diff``)."""
-    return _only_runs(command, _READ_PROGRAMS)
-
-
 def _only_runs(command: str, programs: frozenset[str]) -> bool:
     """True for a shell command whose every part runs one of ``programs`` (or a git read), writing nothing."""
     if _SHELL_WRITES.search(_HARMLESS_REDIRECT.sub(" ", command)):
@@ -80,7 +75,7 @@ def _only_runs(command: str, programs: frozenset[str]) -> bool:
 def is_read_only_command(line: str) -> bool:
     """True for a rendered ``Commands:`` line (``$ cmd`` or ``tool(args)``) that only reads."""
     if line.startswith("$ "):
-        return is_read_only_shell(line[2:])
+        return _only_runs(line[2:], _READ_PROGRAMS)
     match = _TOOL_LINE.match(line)
     return match is not None and is_read_only_tool(match.group("name"))
 
@@ -261,7 +256,8 @@ def describe_call(event: SessionEvent) -> Call:
             value = " ".join(value)
         if isinstance(value, str) and value.strip():
             command = clip(value, 240)
-            return Call(f"$ {command}", True, find_paths(value), is_read_only_shell(command), f"$ {value}")
+            read_only = _only_runs(command, _READ_PROGRAMS)
+            return Call(f"$ {command}", True, find_paths(value), read_only, f"$ {value}")
     code = args.get("code")
     if isinstance(code, str) and code.strip():
         # Code execution: its output is scanned like a command's.
@@ -331,7 +327,6 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
 
 
 def _compiled_with_error(lines: list[str], position: int) -> bool:
-    """True when ``lines[position]`` is a compiler's error diagnostic with its source line after it."""
     return (
         _COMPILER_ERROR.match(lines[position]) is not None
         and position + 1 < len(lines)

@@ -14,6 +14,7 @@ from aiden import offload
 from aiden.events import SessionEvent
 from aiden.policy.summary_md import normalize
 from aiden.summarizers.mustkeep.classify import (
+    ALWAYS_KEPT,
     Speaker,
     classify_sentence,
     is_phatic,
@@ -44,8 +45,6 @@ __all__ = [
 
 
 _MUST_KEEP_HEADER: Final = "Must keep:"
-# Kinds kept however few words they have ("No, that's wrong.", "Decided: yarn.").
-_STATES_A_COURSE: Final = frozenset({"correction", "decision", "failed", "resolution", "error"})
 _FILES_LINE: Final = "Files:"
 
 
@@ -85,7 +84,7 @@ def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list
         named = bool(split_speaker(event.content.strip())[0])
         for sentence in split_sentences(event.content):
             kind = classify_sentence(sentence, speaker=speaker, named=named)
-            if kind not in _STATES_A_COURSE and is_phatic(sentence):
+            if kind not in ALWAYS_KEPT and is_phatic(sentence):
                 continue  # "That must have been awesome!" is no constraint a summary must keep
             item = clip(sentence)
             if speaker == "user" and sets_a_rule(kind, sentence, named=named):
@@ -182,7 +181,7 @@ def apply_must_keep(
     for item in missing:
         if added >= max_items:
             break
-        if _is_bare_path(item):
+        if find_paths(item) == [item.strip()]:  # a bare path
             cost = len(item) + (2 if paths else len(_FILES_LINE) + 2)
             if cost <= budget:
                 paths.append(item)
@@ -203,10 +202,6 @@ def apply_must_keep(
         return summary_text
     files = f"\n{_FILES_LINE} " + ", ".join(paths) if paths else ""
     return summary_text.rstrip() + prefix + section + files
-
-
-def _is_bare_path(item: str) -> bool:
-    return find_paths(item) == [item.strip()]
 
 
 def appended_count(before: str, after: str) -> int:

@@ -32,6 +32,9 @@ SentenceKind = Literal[
 
 Speaker = Literal["user", "assistant", "any"]
 
+# Kinds a sentence keeps however few words it has ("No, that's wrong.", "Tried X; no luck.").
+ALWAYS_KEPT: Final = frozenset({"correction", "decision", "failed", "resolution", "error"})
+
 
 _DAYS: Final = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|today|eod|eow|noon|midnight|end of|next week|the end"
 # A correction that says it corrects ("Actually, ...", "No, I meant ...").
