@@ -201,7 +201,6 @@ class _Stored:
         return msgspec.structs.replace(self.entry, content=json.dumps(self.value, ensure_ascii=False))
 
     def item(self, kind: type[_ItemT]) -> _ItemT:
-        """The entry as an ``Item`` (or a ``SearchItem``)."""
         return kind(
             namespace=self.namespace,
             key=self.key,

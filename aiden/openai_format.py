@@ -29,7 +29,6 @@ _ROLES: Final = ("user", "assistant", "tool", "system", "developer")
 
 
 def _get(obj: object, key: str) -> Any:
-    """``obj[key]`` for a mapping, else ``obj.key``; None when absent."""
     if isinstance(obj, Mapping):
         return obj.get(key)
     return getattr(obj, key, None)

@@ -164,7 +164,6 @@ def middleware_class() -> type[Any]:
                 )
 
         async def _log(self, message: Any) -> None:
-            """Append one LangChain message to aiden unless it was logged already."""
             message_id = _ensure_id(message)
             if message_id in self._logged:
                 return

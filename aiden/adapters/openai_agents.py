@@ -50,6 +50,7 @@ from aiden.errors import AidenError, InvalidEventError
 from aiden.events import RETRACTS, EventType, SessionEvent, is_retraction, retracted_seqs
 from aiden.intake import prepare_event
 from aiden.memory import Memory
+from aiden.openai_format import _IMAGE_PARTS, _TEXT_EVENTS
 from aiden.policy.scrub import strip_screenshot_data
 from aiden.recall.tool import RECALL_TOOL, TOOL_NAME
 
@@ -87,13 +88,7 @@ SLOTS_KEY: Final = "agents_slots"
 # Prefix of the event_id of a user message that began a run, and of the run's final message.
 _RUN_ID: Final = "agents:"
 
-_MESSAGE_EVENTS: Final[dict[str, EventType]] = {
-    "user": "user_input",
-    "assistant": "assistant_output",
-    "system": "system_event",
-    "developer": "system_event",
-}
-_IMAGE_PARTS: Final = frozenset({"input_image", "image", "image_url"})
+_MESSAGE_EVENTS: Final[dict[str, EventType]] = {**_TEXT_EVENTS, "assistant": "assistant_output"}
 # What an image part whose data the log dropped is sent as (its text as _text_of reads an image).
 _NO_IMAGE: Final = {"type": "input_text", "text": "[image]"}
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")

@@ -163,7 +163,6 @@ def history_class() -> type[Any]:
         return None
 
     def _system_text(messages: Sequence[Any]) -> str:
-        """The system prompt parts of ``messages``' requests, joined."""
         return "\n\n".join(
             p.content
             for m in messages

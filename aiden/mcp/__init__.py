@@ -40,16 +40,8 @@ __all__ = [
     "serve_stdio",
 ]
 
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        "RESOURCE_URIS": "aiden.mcp.server",
-        "memory_server": "aiden.mcp.server",
-        "serve_stdio": "aiden.mcp.server",
-        "http_app": "aiden.mcp.server",
-        "serve_http": "aiden.mcp.server",
-    },
-)
+_SERVER_NAMES: Final = ("RESOURCE_URIS", "http_app", "memory_server", "serve_http", "serve_stdio")
+__getattr__ = lazy_exports(__name__, dict.fromkeys(_SERVER_NAMES, "aiden.mcp.server"))
 
 _COMMAND_HELP = """``aiden mcp ROOT``: serve memory roots to MCP clients over stdio or Streamable HTTP.
 

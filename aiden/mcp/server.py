@@ -9,15 +9,12 @@ can pick any tenant, so bind to 127.0.0.1 or put an authenticating proxy in fron
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import json
 import logging
 import os
-import signal
 import socket
-import threading
-from collections.abc import AsyncIterator, Generator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
@@ -202,7 +199,8 @@ _GRACE_S: Final = 5
 class _Uvicorn(uvicorn.Server):
     """uvicorn's server, stopping on SIGINT/SIGTERM without raising the signal again after shutdown.
 
-    uvicorn's re-raise would kill the process before the caller closes its memories.
+    uvicorn's re-raise would kill the process before the caller closes its memories. Its
+    ``capture_signals`` re-raises the signals its ``handle_exit`` recorded: this one records none.
     """
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -212,18 +210,6 @@ class _Uvicorn(uvicorn.Server):
         if self.should_exit:
             self.force_exit = True
         self.should_exit = True
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        originals = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, handler in originals.items():
-                signal.signal(sig, handler)
 
 
 def check_tenants(names: Iterable[str]) -> None:
