@@ -304,7 +304,7 @@ async def run_dream_schedule(
     dream_once: Callable[[], Awaitable[object]],
     interval_s: float,
     *,
-    requests: MemoryObjectReceiveStream[None] | None = None,
+    requests: MemoryObjectReceiveStream[None],
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run ``dream_once`` every ``interval_s`` seconds and whenever a request arrives (``/dream``).
@@ -316,17 +316,14 @@ async def run_dream_schedule(
         raise ValueError("interval_s must be > 0")
     task_status.started()
     last_run = anyio.current_time()
-    try:
+    with requests:
         while True:
             wait = max(0.0, last_run + interval_s - anyio.current_time())
-            if requests is not None:
-                with anyio.move_on_after(wait):
-                    try:
-                        await requests.receive()
-                    except anyio.EndOfStream:
-                        return
-            else:
-                await anyio.sleep(wait)
+            with anyio.move_on_after(wait):
+                try:
+                    await requests.receive()
+                except anyio.EndOfStream:
+                    return
             last_run = anyio.current_time()
             try:
                 await dream_once()
@@ -336,6 +333,3 @@ async def run_dream_schedule(
                 # A bug (every boundary translates to AidenError): escaping here would end the
                 # runtime's task group and every other actor of the memory.
                 log.exception("dream run failed with an unexpected error")
-    finally:
-        if requests is not None:
-            requests.close()
