@@ -65,9 +65,8 @@ class SummarizerDreamEditor:
     The default is the deterministic :class:`ExtractiveSummarizer`; a ``LiteLLMSummarizer`` is the LLM path.
     """
 
-    def __init__(self, summarizer: Summarizer | None = None, *, max_tokens: int = 1200) -> None:
+    def __init__(self, summarizer: Summarizer | None = None) -> None:
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
-        self.max_tokens = max_tokens
 
     async def propose(self, records: Sequence[HistoryRecord], files: Mapping[str, str]) -> list[DreamEdit]:
         """Summarize ``records`` into the five sections, then plan focused edits."""
@@ -75,7 +74,7 @@ class SummarizerDreamEditor:
             SessionEvent(type="system_event", role="history", content=r.content, seq=r.cursor)
             for r in records
         )
-        request = SummaryRequest(purpose="session_summary", events=events, max_tokens=self.max_tokens)
+        request = SummaryRequest(purpose="session_summary", events=events, max_tokens=1200)
         result = await self.summarizer.summarize(request)
         return plan_edits(summary_from_result(result), files)
 

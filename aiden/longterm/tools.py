@@ -17,6 +17,7 @@ import msgspec
 
 from aiden.errors import AidenError
 from aiden.longterm.entries import MAX_CONTENT_CHARS, MAX_TITLE_CHARS, MEMORY_TYPES, MemoryEntry
+from aiden.longterm.summaries import format_stamp
 from aiden.tools import decode_arguments, error_result
 
 if TYPE_CHECKING:
@@ -136,11 +137,7 @@ def parse_expiry(value: str | float | None) -> float | None:
 
 
 def _describe(entry: MemoryEntry) -> dict[str, Any]:
-    expires = (
-        datetime.fromtimestamp(entry.expires_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        if entry.expires_at is not None
-        else None
-    )
+    expires = format_stamp(entry.expires_at) if entry.expires_at is not None else None
     return {"id": entry.id, "type": entry.type, "title": entry.title, "expires_at": expires}
 
 

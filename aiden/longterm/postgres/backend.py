@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
@@ -334,7 +335,4 @@ class PostgresLongTermBackend:
 def long_term_factory(store: PostgresSessionStore, config: Config, summarizer: Summarizer) -> BackendFactory:
     """The long-term actor's ``backend_factory`` for a memory on ``store``."""
 
-    def make(dirty: MemoryObjectSendStream[None]) -> PostgresLongTermBackend:
-        return PostgresLongTermBackend(store, config, summarizer, dirty)
-
-    return make
+    return partial(PostgresLongTermBackend, store, config, summarizer)
