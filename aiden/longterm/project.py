@@ -215,13 +215,13 @@ def _fill(
 
 def _prepared(
     summaries: Sequence[SessionSummary], digest: SessionSummary | None
-) -> tuple[dict[Section, list[str]], list[list[tuple[Section | None, list[str]]]]] | None:
-    """(each section's items in order, the stages filling the block: :func:`_fill`); None if empty."""
+) -> tuple[dict[Section, list[str]], list[list[tuple[Section | None, list[str]]]]]:
+    """(each section's items in order, the stages filling the block: :func:`_fill`); no stage if empty."""
     layers = [digest, *summaries] if digest is not None else list(summaries)
     # No per-section cap here: the budget caps the block, and a cap would keep the newest session's items only.
     merged = merge_many(layers, max_items=sum(len(layer.section(s)) for layer in layers for s in PRIORITY))
     if merged is None or merged.is_empty:
-        return None
+        return {section: [] for section in PRIORITY}, []  # nothing to say: the block is ""
     order = {
         section: [item for item in merged.section(section) if not _GOAL.match(item)] for section in PRIORITY
     }
@@ -272,10 +272,7 @@ def render_project_memory(
     ``budget_tokens``, or ``""`` when there is nothing to say or the budget
     cannot hold a single item; its sections are those of the block.
     """
-    prepared = _prepared(summaries, digest)
-    if prepared is None:
-        return LongTermText()
-    return _fill(*prepared, budget_tokens=budget_tokens, estimate=estimate)
+    return _fill(*_prepared(summaries, digest), budget_tokens=budget_tokens, estimate=estimate)
 
 
 def fit_digest(digest: SessionSummary, merged: Sequence[SessionSummary], *, max_bytes: int) -> SessionSummary:
@@ -308,8 +305,6 @@ def project_memory_block(
     :attr:`~aiden.context.summary_fit.LongTermText.compact` form is the block within that budget
     (what a session carries once it compacted or its log grew: :func:`~aiden.policy.triggers.fresh_block_fits`)."""
     prepared = _prepared(summaries, digest)  # once for both: merging a long project's summaries is the cost
-    if prepared is None:
-        return LongTermText()
     compact = _fill(*prepared, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens)
     if budget_tokens <= config.project_memory_budget():
         return compact
