@@ -65,9 +65,8 @@ class SummarizerDreamEditor:
     The default is the deterministic :class:`ExtractiveSummarizer`; a ``LiteLLMSummarizer`` is the LLM path.
     """
 
-    def __init__(self, summarizer: Summarizer | None = None, *, max_tokens: int = 1200) -> None:
+    def __init__(self, summarizer: Summarizer | None = None) -> None:
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
-        self.max_tokens = max_tokens
 
     async def propose(self, records: Sequence[HistoryRecord], files: Mapping[str, str]) -> list[DreamEdit]:
         """Summarize ``records`` into the five sections, then plan focused edits."""
@@ -75,7 +74,7 @@ class SummarizerDreamEditor:
             SessionEvent(type="system_event", role="history", content=r.content, seq=r.cursor)
             for r in records
         )
-        request = SummaryRequest(purpose="session_summary", events=events, max_tokens=self.max_tokens)
+        request = SummaryRequest(purpose="session_summary", events=events, max_tokens=1200)
         result = await self.summarizer.summarize(request)
         return plan_edits(summary_from_result(result), files)
 
@@ -304,7 +303,7 @@ async def run_dream_schedule(
     dream_once: Callable[[], Awaitable[object]],
     interval_s: float,
     *,
-    requests: MemoryObjectReceiveStream[None] | None = None,
+    requests: MemoryObjectReceiveStream[None],
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run ``dream_once`` every ``interval_s`` seconds and whenever a request arrives (``/dream``).
@@ -316,17 +315,14 @@ async def run_dream_schedule(
         raise ValueError("interval_s must be > 0")
     task_status.started()
     last_run = anyio.current_time()
-    try:
+    with requests:
         while True:
             wait = max(0.0, last_run + interval_s - anyio.current_time())
-            if requests is not None:
-                with anyio.move_on_after(wait):
-                    try:
-                        await requests.receive()
-                    except anyio.EndOfStream:
-                        return
-            else:
-                await anyio.sleep(wait)
+            with anyio.move_on_after(wait):
+                try:
+                    await requests.receive()
+                except anyio.EndOfStream:
+                    return
             last_run = anyio.current_time()
             try:
                 await dream_once()
@@ -336,6 +332,3 @@ async def run_dream_schedule(
                 # A bug (every boundary translates to AidenError): escaping here would end the
                 # runtime's task group and every other actor of the memory.
                 log.exception("dream run failed with an unexpected error")
-    finally:
-        if requests is not None:
-            requests.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
@@ -19,7 +18,7 @@ import msgspec
 
 from aiden.longterm.files import ensure_dir
 from aiden.longterm.store import LOCK_TIMEOUT_S
-from aiden.longterm.summaries import strip_thinking
+from aiden.longterm.summaries import format_stamp, strip_thinking
 from aiden.storage.chunks import ChunkEntry
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
@@ -60,13 +59,10 @@ _encoder: Final = msgspec.json.Encoder()
 _decoder: Final = msgspec.json.Decoder(HistoryRecord)
 
 
-def _bound(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(0, limit - len(_TRUNCATED))] + _TRUNCATED
-
-
 def record_text(content: str, max_chars: int = DEFAULT_MAX_RECORD_CHARS) -> str:
     """A record's content as every backend stores it: thinking stripped, trimmed, at most ``max_chars``."""
-    return _bound(strip_thinking(content).strip(), max_chars)
+    text = strip_thinking(content).strip()
+    return text if len(text) <= max_chars else text[: max(0, max_chars - len(_TRUNCATED))] + _TRUNCATED
 
 
 def chunk_record_id(entry: ChunkEntry) -> str:
@@ -90,7 +86,7 @@ def new_record(cursor: int, text: str, *, session_key: str, now: float, chunk_id
     chunk, stamp = split_chunk_id(chunk_id)
     return HistoryRecord(
         cursor=cursor,
-        timestamp=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        timestamp=format_stamp(now),
         content=text,
         session_key=session_key[:_SESSION_KEY_CHARS],
         chunk_id=chunk,

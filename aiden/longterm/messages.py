@@ -76,13 +76,13 @@ class RecordChunk(msgspec.Struct, frozen=True, tag=True):
     session_key: str
 
 
-class EndSession(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+class EndSession(msgspec.Struct, frozen=True, tag=True):
     """Write the dated session summary of ``events`` (the closing hot window)."""
 
     request_id: int
     events: list[SessionEvent]
     reason: str
-    summarizer_timeout_s: float | None = None
+    summarizer_timeout_s: float | None
 
 
 class Checkpoint(msgspec.Struct, frozen=True, tag=True):
@@ -244,12 +244,7 @@ class LongTermPort:
         self, events: Sequence[SessionEvent], reason: str, summarizer_timeout_s: float | None = None
     ) -> None:
         """Write the dated session summary of the closing hot window."""
-        await self._ask(
-            lambda rid: EndSession(
-                request_id=rid, events=list(events), reason=reason, summarizer_timeout_s=summarizer_timeout_s
-            ),
-            LongTermDone,
-        )
+        await self._ask(lambda rid: EndSession(rid, list(events), reason, summarizer_timeout_s), LongTermDone)
 
     async def checkpoint(self, events: Sequence[SessionEvent]) -> str | None:
         """Force a durable session summary now; the file written (None: nothing to write)."""

@@ -18,7 +18,9 @@ import msgspec
 
 from aiden.config import Config
 from aiden.context.summary_fit import LayerItem, LayerSection, LongTermText
+from aiden.longterm.entries import MemoryEntry
 from aiden.longterm.files import digest_path, list_session_files, read_summary
+from aiden.longterm.store import fit_profile
 from aiden.longterm.summaries import Section, SessionSummary, merge_many, same_key
 from aiden.policy.tokens import estimate_tokens
 from aiden.storage.layout import Layout
@@ -213,13 +215,13 @@ def _fill(
 
 def _prepared(
     summaries: Sequence[SessionSummary], digest: SessionSummary | None
-) -> tuple[dict[Section, list[str]], list[list[tuple[Section | None, list[str]]]]] | None:
-    """(each section's items in order, the stages filling the block: :func:`_fill`); None if empty."""
+) -> tuple[dict[Section, list[str]], list[list[tuple[Section | None, list[str]]]]]:
+    """(each section's items in order, the stages filling the block: :func:`_fill`); no stage if empty."""
     layers = [digest, *summaries] if digest is not None else list(summaries)
     # No per-section cap here: the budget caps the block, and a cap would keep the newest session's items only.
     merged = merge_many(layers, max_items=sum(len(layer.section(s)) for layer in layers for s in PRIORITY))
     if merged is None or merged.is_empty:
-        return None
+        return {section: [] for section in PRIORITY}, []  # nothing to say: the block is ""
     order = {
         section: [item for item in merged.section(section) if not _GOAL.match(item)] for section in PRIORITY
     }
@@ -270,10 +272,7 @@ def render_project_memory(
     ``budget_tokens``, or ``""`` when there is nothing to say or the budget
     cannot hold a single item; its sections are those of the block.
     """
-    prepared = _prepared(summaries, digest)
-    if prepared is None:
-        return LongTermText()
-    return _fill(*prepared, budget_tokens=budget_tokens, estimate=estimate)
+    return _fill(*_prepared(summaries, digest), budget_tokens=budget_tokens, estimate=estimate)
 
 
 def fit_digest(digest: SessionSummary, merged: Sequence[SessionSummary], *, max_bytes: int) -> SessionSummary:
@@ -301,24 +300,27 @@ def project_memory_block(
     config: Config,
     *,
     budget_tokens: int,
-    estimate: Callable[[str], int] = estimate_tokens,
 ) -> LongTermText:
     """The block within ``budget_tokens``; when that holds more than ``project_memory_budget``, its
     :attr:`~aiden.context.summary_fit.LongTermText.compact` form is the block within that budget
     (what a session carries once it compacted or its log grew: :func:`~aiden.policy.triggers.fresh_block_fits`)."""
     prepared = _prepared(summaries, digest)  # once for both: merging a long project's summaries is the cost
-    if prepared is None:
-        return LongTermText()
-    compact = _fill(*prepared, budget_tokens=config.project_memory_budget(), estimate=estimate)
+    compact = _fill(*prepared, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens)
     if budget_tokens <= config.project_memory_budget():
         return compact
-    block = _fill(*prepared, budget_tokens=budget_tokens, estimate=estimate)
+    block = _fill(*prepared, budget_tokens=budget_tokens, estimate=estimate_tokens)
     return compact if block == compact else LongTermText.of(block.sections, compact=compact)
 
 
-def with_profile(block: LongTermText, profile: LongTermText) -> LongTermText:
-    """The long-term prompt layer: ``block``, then ``profile`` (in its compact form too)."""
-    compact = None if block.compact is None else with_profile(block.compact, profile)
+def with_profile(
+    block: LongTermText, entries: Sequence[MemoryEntry], config: Config, *, now: float
+) -> LongTermText:
+    """The long-term prompt layer: ``block``, then the profile of the saved ``entries`` within
+    ``project_memory_budget`` (:func:`~aiden.longterm.store.fit_profile`; in the compact form too)."""
+    # From the entries, as the profile is rendered from them: the cut works on them, not on its text.
+    budget = config.project_memory_budget()
+    profile = fit_profile(entries, now=now, budget_tokens=budget, estimate=estimate_tokens)
+    compact = None if block.compact is None else LongTermText.of([*block.compact.sections, *profile.sections])
     return LongTermText.of([*block.sections, *profile.sections], compact=compact)
 
 
@@ -328,7 +330,6 @@ def load_project_memory(
     *,
     current: str = "",
     budget_tokens: int | None = None,
-    estimate: Callable[[str], int] = estimate_tokens,
 ) -> LongTermText:
     """The block (:func:`project_memory_block`, within ``budget_tokens``, default
     ``project_memory_budget``) from the digest and every kept summary (blocking; ``""`` if none).
@@ -344,4 +345,4 @@ def load_project_memory(
     summaries = [s for s in (read_summary(p, kind="session") for p in files) if s is not None]
     digest = read_summary(digest_path(layout), kind="digest")
     budget = config.project_memory_budget() if budget_tokens is None else budget_tokens
-    return project_memory_block(summaries, digest, config, budget_tokens=budget, estimate=estimate)
+    return project_memory_block(summaries, digest, config, budget_tokens=budget)

@@ -16,9 +16,8 @@ from aiden.longterm.backend import BackendFactory
 from aiden.longterm.files import read_summary
 from aiden.longterm.history import HistoryStore
 from aiden.longterm.project import load_project_memory, with_profile
-from aiden.longterm.store import LongTermMemoryStore, fit_profile
+from aiden.longterm.store import LongTermMemoryStore
 from aiden.longterm.writer import SessionSummaryWriter
-from aiden.policy.tokens import estimate_tokens
 from aiden.policy.triggers import fresh_session_budget
 from aiden.storage.fs import Storage
 from aiden.storage.jsonl import read_bytes
@@ -76,21 +75,14 @@ class FileLongTermBackend:
         :func:`~aiden.policy.triggers.fresh_session_budget`, the profile within ``project_memory_budget``."""
         # Read here, not through the writer: its read marks which session/ a write-back goes to.
         running = read_summary(self.summaries.running_path, kind="running")
-        # From the entries, as profile.md is rendered from them: the cut works on them, not on its text.
-        now = time.time()
-        profile = fit_profile(
-            self.entries.entries_sync(now, None),
-            now=now,
-            budget_tokens=config.project_memory_budget(),
-            estimate=estimate_tokens,
-        )
         block = load_project_memory(
             self._layout,
             config,
             current=running.session_id if running else "",
             budget_tokens=fresh_session_budget(config),
         )
-        return with_profile(block, profile)
+        now = time.time()
+        return with_profile(block, self.entries.entries_sync(now, None), config, now=now)
 
 
 def select_long_term(store: SessionStore, config: Config, summarizer: Summarizer) -> BackendFactory | None:

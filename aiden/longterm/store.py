@@ -287,7 +287,6 @@ async def run_profile_debouncer(
     delay_s: float,
     *,
     max_delay_s: float | None = None,
-    wall_clock: Callable[[], float] = time.time,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Rebuild the profile once per burst of dirty signals; returns when ``signals`` is closed.
@@ -319,7 +318,7 @@ async def run_profile_debouncer(
                 if quiet.cancelled_caught or closed:
                     break
             try:
-                await target.rebuild_profile(now=wall_clock())
+                await target.rebuild_profile(now=time.time())
             except AidenError as exc:
                 log.error("profile rebuild failed: %s", exc)
 

@@ -184,7 +184,7 @@ def _clean_all(items: tuple[str, ...] | list[str]) -> tuple[str, ...]:
 _STAMP_FORMAT: Final = "%Y-%m-%dT%H:%M:%SZ"
 
 
-def format_stamp(seconds: int) -> str:
+def format_stamp(seconds: float) -> str:
     """``2026-01-02T03:04:05Z`` for Unix ``seconds`` (UTC)."""
     return datetime.fromtimestamp(seconds, UTC).strftime(_STAMP_FORMAT)
 

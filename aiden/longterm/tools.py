@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import msgspec
 
 from aiden.errors import AidenError
-from aiden.longterm.entries import MAX_CONTENT_CHARS, MAX_TITLE_CHARS, MEMORY_TYPES, MemoryEntry
+from aiden.longterm.entries import MAX_CONTENT_CHARS, MAX_TITLE_CHARS, MEMORY_TYPES
+from aiden.longterm.summaries import format_stamp
 from aiden.tools import decode_arguments, error_result
 
 if TYPE_CHECKING:
@@ -135,15 +136,6 @@ def parse_expiry(value: str | float | None) -> float | None:
     return seconds
 
 
-def _describe(entry: MemoryEntry) -> dict[str, Any]:
-    expires = (
-        datetime.fromtimestamp(entry.expires_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        if entry.expires_at is not None
-        else None
-    )
-    return {"id": entry.id, "type": entry.type, "title": entry.title, "expires_at": expires}
-
-
 class SaveRequest(msgspec.Struct, frozen=True, kw_only=True):
     """A decoded ``save_memory`` call with its expiry parsed and bounded (checked before anything is sent)."""
 
@@ -180,7 +172,9 @@ async def save_memory(store: EntryStore, request: SaveRequest, *, now: float) ->
         entry = await store.save(**msgspec.structs.asdict(request), now=now)
     except (AidenError, ValueError, msgspec.MsgspecError) as exc:
         return error_result(f"save_memory: {exc}")
-    return _encoder.encode({"saved": _describe(entry)}).decode()
+    expires = format_stamp(entry.expires_at) if entry.expires_at is not None else None
+    saved = {"id": entry.id, "type": entry.type, "title": entry.title, "expires_at": expires}
+    return _encoder.encode({"saved": saved}).decode()
 
 
 async def forget_memory(store: EntryStore, memory_id: str) -> str:

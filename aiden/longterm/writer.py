@@ -83,7 +83,6 @@ def _new_session_id() -> str:
 
 def merged_running(current: SessionSummary | None, found: SessionSummary, *, top: int, stamp: int) -> SessionSummary:
     """The running summary after merging ``found`` (events up to seq ``top``) into ``current``."""
-    through = current.through_seq if current is not None else 0
     base = current or SessionSummary(kind="running", session_id=_new_session_id(), created_at=stamp)
     merged = merge_summaries(base, found)
     return msgspec.structs.replace(
@@ -92,7 +91,7 @@ def merged_running(current: SessionSummary | None, found: SessionSummary, *, top
         session_id=base.session_id or _new_session_id(),
         created_at=base.created_at or stamp,
         through="",
-        through_seq=max(through, top),
+        through_seq=max(base.through_seq, top),
     )
 
 
@@ -245,7 +244,6 @@ def cap_digest(
     *,
     keep: int,
     now: int,
-    max_bytes: int = DIGEST_MAX_BYTES,
 ) -> tuple[CapResult, SessionSummary | None]:
     """Pure but for ``read`` (a stem's summary, None if gone): what the cap of ``stems`` does
     (:func:`plan_cap`), and ``digest`` (None: none yet) with the merged summaries folded in (later
@@ -260,9 +258,9 @@ def cap_digest(
     merged = [summary for summary in map(read, plan.merge) if summary is not None]
     for summary in merged:
         digest = merge_summaries(digest, summary, max_items=sys.maxsize)
-    # Over ``max_bytes`` the digest keeps its most valuable items (news, then recency), not the newest:
+    # Over DIGEST_MAX_BYTES the digest keeps its most valuable items (news, then recency), not the newest:
     # a chat session's summary alone fills a section, and the newest would leave no older session.
-    digest = fit_digest(digest, merged, max_bytes=max_bytes)
+    digest = fit_digest(digest, merged, max_bytes=DIGEST_MAX_BYTES)
     return cap, msgspec.structs.replace(
         digest, kind="digest", session_id="digest", created_at=now, through=plan.merge[-1], through_seq=0
     )
@@ -389,11 +387,11 @@ class SummaryFlow(ABC):
         """The active session's running summary, read without the lock (blocking)."""
 
     @abstractmethod
-    def _locked(self, what: str, *, beside: bool = False) -> AbstractContextManager[SummaryRows]:
+    def _locked(self, what: str) -> AbstractContextManager[SummaryRows]:
         """The backend's cross-process lock (at most ``config.lock_timeout_s``) around the update ``what``.
 
-        ``beside``: this runtime's ordering lock is not held (a close gave up waiting behind a merge),
-        so the lock must exclude that merge as it excludes another process's.
+        It must exclude this runtime's merge as it excludes another process's: a close that gave up
+        waiting behind a merge writes beside it, without this runtime's ordering lock.
         """
 
     # --- the async API ----------------------------------------------------------------
@@ -450,10 +448,10 @@ class SummaryFlow(ABC):
         # The running summary counts the hot window as merged only when all of it was read: events
         # left out of a bounded read are merged when their compaction comes, not skipped then.
         merged_seqs = [e.seq for e in events] if len(read) == len(events) else []
-        async with self._ordered(summarizer_timeout_s) as beside:
+        async with self._ordered(summarizer_timeout_s):
             found, degraded = await self.extract(read, summarizer_timeout_s=summarizer_timeout_s)
             return await anyio.to_thread.run_sync(
-                self._write_session, beside, found, merged_seqs, int(now), reason, degraded
+                self._write_session, found, merged_seqs, int(now), reason, degraded
             )
 
     async def checkpoint(self, events: Sequence[SessionEvent], *, now: float) -> SummaryWrite:
@@ -461,10 +459,10 @@ class SummaryFlow(ABC):
         return await self.write_session_summary(events, now=now, reason="checkpoint")
 
     @asynccontextmanager
-    async def _ordered(self, wait_s: float | None) -> AsyncIterator[bool]:
+    async def _ordered(self, wait_s: float | None) -> AsyncIterator[None]:
         """After this runtime's merges in flight; with ``wait_s`` (closing), not longer than that behind one.
 
-        Yields whether the write goes beside a merge: a hung summarizer must not hold a close for its
+        Past it the write goes beside the merge: a hung summarizer must not hold a close for its
         whole deadline. The merge's events are still in the hot window the session summary extracts.
         """
         acquired = False
@@ -479,21 +477,20 @@ class SummaryFlow(ABC):
                 wait_s,
             )
         try:
-            yield not acquired
+            yield
         finally:
             if acquired:
                 self._lock.release()
 
     def _write_session(
         self,
-        beside: bool,
         found: SessionSummary,
         seqs: Sequence[int],
         stamp: int,
         reason: str,
         degraded: bool,
     ) -> SummaryWrite:
-        with self._locked("writing the session summary", beside=beside) as rows:
+        with self._locked("writing the session summary") as rows:
             running, final = session_ending(rows.read_running(), found, seqs=seqs, stamp=stamp)
             if final is None:
                 return SummaryWrite(path=None, summary=running, reason=reason, degraded=degraded)
@@ -525,7 +522,7 @@ class SessionSummaryWriter(SummaryFlow, FileSummaryRows):
         return self.read_running()
 
     @contextmanager
-    def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
+    def _locked(self, what: str) -> Iterator[SummaryRows]:
         # A descriptor per use: a call beside a merge is excluded as another process's would be,
         # and a writer never closed explicitly holds no descriptor.
         flock = SessionLock(self.storage, self.layout.summaries_lock)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
@@ -20,10 +21,9 @@ from aiden.longterm.entries import MEMORY_TYPES, MemoryEntry, MemoryType
 from aiden.longterm.postgres.history import PgHistoryLog
 from aiden.longterm.postgres.schema import LongTermDb
 from aiden.longterm.project import project_memory_block, with_profile
-from aiden.longterm.store import LOCK_TIMEOUT_S, ThreadedEntryStore, fit_profile, render_profile
+from aiden.longterm.store import LOCK_TIMEOUT_S, ThreadedEntryStore, render_profile
 from aiden.longterm.summaries import SessionSummary, parse_summary_md, render_summary_md
 from aiden.longterm.writer import CapResult, SummaryFlow, SummaryRows, cap_digest, session_stem
-from aiden.policy.tokens import estimate_tokens
 from aiden.policy.triggers import fresh_session_budget
 from aiden.storage.postgres.schema import Conn, text_value
 from aiden.storage.postgres.store import PostgresSessionStore
@@ -173,9 +173,9 @@ class PgSummaryStore(SummaryFlow):
             return _PgRows(conn, self._db, self._config).read_running()
 
     @contextmanager
-    def _locked(self, what: str, *, beside: bool = False) -> Iterator[SummaryRows]:
+    def _locked(self, what: str) -> Iterator[SummaryRows]:
         # One transaction under the advisory lock: it excludes every other transaction's, this
-        # runtime's merge included, so a write ``beside`` one needs nothing more.
+        # runtime's merge included, so a write beside one needs nothing more.
         with self._db.connection(what) as conn, conn.transaction():
             self._db.serialize(conn, "summaries", self._config.lock_timeout_s)
             yield _PgRows(conn, self._db, self._config)
@@ -328,18 +328,11 @@ class PostgresLongTermBackend:
             entries = PgEntryStore._active(conn, ns, now, None)
         summaries = [parse_summary_md(str(row[0]), kind="session") for row in kept]
         digest = None if digest_text is None else parse_summary_md(digest_text, kind="digest")
-        # From the entries, as the profile document is rendered from them (the cut works on them).
-        profile = fit_profile(
-            entries, now=now, budget_tokens=config.project_memory_budget(), estimate=estimate_tokens
-        )
         block = project_memory_block(summaries, digest, config, budget_tokens=fresh_session_budget(config))
-        return with_profile(block, profile)
+        return with_profile(block, entries, config, now=now)
 
 
 def long_term_factory(store: PostgresSessionStore, config: Config, summarizer: Summarizer) -> BackendFactory:
     """The long-term actor's ``backend_factory`` for a memory on ``store``."""
 
-    def make(dirty: MemoryObjectSendStream[None]) -> PostgresLongTermBackend:
-        return PostgresLongTermBackend(store, config, summarizer, dirty)
-
-    return make
+    return partial(PostgresLongTermBackend, store, config, summarizer)

@@ -31,11 +31,11 @@ log = logging.getLogger("aiden.longterm")
 Files = dict[str, bytes | None]
 
 _NEWEST: Final = (
-    "SELECT commit_id, message, files, created_at FROM aiden_lt_versions WHERE namespace = %s"
+    "SELECT pos, commit_id, message, files, created_at FROM aiden_lt_versions WHERE namespace = %s"
     " ORDER BY pos DESC LIMIT %s"
 )
 _PREFIXED: Final = (
-    "SELECT commit_id, message, files, created_at FROM aiden_lt_versions"
+    "SELECT pos, commit_id, message, files, created_at FROM aiden_lt_versions"
     " WHERE namespace = %s AND starts_with(commit_id, %s)"
     " LIMIT 2"
 )
@@ -59,13 +59,10 @@ def _decode_files(raw: bytes, commit_id: str) -> Files:
 
 
 def _head(conn: Conn, namespace: str) -> _Head:
-    row = conn.execute(
-        "SELECT pos, commit_id, files FROM aiden_lt_versions WHERE namespace = %s ORDER BY pos DESC LIMIT 1",
-        (namespace,),
-    ).fetchone()
+    row = conn.execute(_NEWEST, (namespace, 1)).fetchone()
     if row is None:
         return _Head(0, "", dict.fromkeys(LONG_TERM_FILES))
-    return _Head(int(row[0]), str(row[1]), _decode_files(bytes(row[2]), str(row[1])))
+    return _Head(int(row[0]), str(row[1]), _decode_files(bytes(row[3]), str(row[1])))
 
 
 class PgDream(DreamFlow[tuple[int, _Head]]):
@@ -142,11 +139,11 @@ class PgDream(DreamFlow[tuple[int, _Head]]):
                 rows = conn.execute(_NEWEST, (ns, checked + 1)).fetchall()
                 if len(rows) <= checked:
                     raise VersionNotFoundError(f"there are only {len(rows)} versions")
-                commit_id, old_message, files, created_at = rows[checked]
+                _, commit_id, old_message, files, created_at = rows[checked]
             else:
                 rows = conn.execute(_PREFIXED, (ns, checked)).fetchall()
-                commit_id = unique_match([str(r[0]) for r in rows], target)
-                _, old_message, files, created_at = rows[0]
+                commit_id = unique_match([str(r[1]) for r in rows], target)
+                *_, old_message, files, created_at = rows[0]
             commit_id = str(commit_id)
             title = str(old_message).split("\n", 1)[0]
             message = f"restore: {commit_id[:12]} ({title})"
