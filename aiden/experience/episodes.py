@@ -206,12 +206,6 @@ class EpisodeRecorder:
         self._bytes += size
         return seq
 
-    def _statement_text(self) -> str:
-        # The newest message first: a run opened by a demonstration or instructions gets its task
-        # in a later message, and a title or a body quotes the statement's start.
-        flat = " ".join(" ".join(text for _, text in reversed(self._statement)).split())
-        return redact_secrets(flat[:_STATEMENT_CHARS])
-
     def restate(self, text: str, *, source: Seq = 0) -> None:
         """Add a user message (from session seq ``source``) to the run's task statement."""
         self._statement.append((source, text))
@@ -300,7 +294,10 @@ class EpisodeRecorder:
 
     def finish(self, outcome: Outcome, note: str = "", *, finished_at: float) -> Episode:
         """The frozen episode (the recorder may still be used: finishing twice gives equal episodes)."""
-        statement = self._statement_text()
+        # The newest message first: a run opened by a demonstration or instructions gets its task
+        # in a later message, and a title or a body quotes the statement's start.
+        flat = " ".join(" ".join(text for _, text in reversed(self._statement)).split())
+        statement = redact_secrets(flat[:_STATEMENT_CHARS])
         return Episode(
             id=self.episode_id,
             goal=statement[:_GOAL_CHARS],
@@ -410,8 +407,7 @@ def attempts(episode: Episode) -> list[Attempt]:
 
 def corrected_after(episode: Episode, attempt: Attempt, tried: Sequence[Attempt]) -> bool:
     """A user correction between this attempt's result and the next call contradicts it."""
-    later = [a.call.seq for a in tried if a.call.seq > attempt.result.seq]
-    end = min(later) if later else None
+    end = min((a.call.seq for a in tried if a.call.seq > attempt.result.seq), default=None)
     return any(
         e.type == "user_correction" and e.seq > attempt.result.seq and (end is None or e.seq < end)
         for e in episode.events
