@@ -109,12 +109,11 @@ def _procedures_first(ranked: list[RecordRow]) -> list[RecordRow]:
     ]
 
 
-def bm25(
-    rows: Sequence[RecordRow], terms: Sequence[str], k1: float = 1.2, b: float = 0.75
-) -> list[RecordRow]:
+def bm25(rows: Sequence[RecordRow], terms: Sequence[str]) -> list[RecordRow]:
     """``rows`` sharing a term with ``terms``, best first (ties: newest first)."""
     if not rows or not terms:
         return []
+    k1, b = 1.2, 0.75  # BM25's usual term saturation and length normalization
     n = len(rows)
     avg = sum(len(r.terms) for r in rows) / n or 1.0
     # Only the rows sharing a query term are scored (recall runs on every row of a long-lived index).
