@@ -289,8 +289,7 @@ class EpisodeRecorder:
 
     def note_recalled(self, record_ids: list[str]) -> None:
         """Remember the record ids a recall returned (each once)."""
-        for rid in record_ids:
-            self._recalled.setdefault(rid, None)
+        self._recalled.update(dict.fromkeys(record_ids))
 
     def finish(self, outcome: Outcome, note: str = "", *, finished_at: float) -> Episode:
         """The frozen episode (the recorder may still be used: finishing twice gives equal episodes)."""

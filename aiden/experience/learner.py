@@ -453,19 +453,12 @@ _NOT_FOUND: Final = re.compile(
 _COMMAND_NOT_FOUND: Final = re.compile(r"command not found", re.IGNORECASE)
 
 
-def _normal(token: str) -> str:
-    token = token.rstrip(".,:;")
-    while token.startswith("./"):
-        token = token[2:]
-    return token.rstrip("/")
-
-
 def locations(text: str) -> tuple[str, ...]:
     """The distinct locations ``text`` names, in order: URLs, paths with a ``/``, file names with an
     extension (``./`` and a trailing ``/`` dropped; a location needs a letter and 4-300 characters)."""
     out: dict[str, None] = {}
     for match in _TOKEN.finditer(text[:SCAN_CHARS]):
-        token = _normal(match.group(0))
+        token = re.sub(r"^(?:\./)+", "", match.group(0).rstrip(".,:;")).rstrip("/")
         if (
             4 <= len(token) <= _MAX_LOCATION_CHARS
             and any(c.isalpha() for c in token)
