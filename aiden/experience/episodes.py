@@ -191,20 +191,18 @@ class EpisodeRecorder:
             raise InvalidEventError("an observation needs a key")
         if event.type in ("tool_call", "tool_result") and not event.tool_name:
             raise InvalidEventError(f"a {event.type} needs a tool_name")
-        if len(self._events) >= MAX_EPISODE_EVENTS:
-            self._dropped += 1
-            return 0
-        seq = len(self._events) + 1
-        kept = msgspec.structs.replace(event, seq=seq, content=_scrubbed(event.content))
-        size = len(_event_encoder.encode(kept))
-        if not self._fits(size):
-            self._dropped += 1
-            return 0
-        self._events.append(kept)
-        self._sources.append(source)
-        self._sizes.append(size)
-        self._bytes += size
-        return seq
+        if len(self._events) < MAX_EPISODE_EVENTS:
+            seq = len(self._events) + 1
+            kept = msgspec.structs.replace(event, seq=seq, content=_scrubbed(event.content))
+            size = len(_event_encoder.encode(kept))
+            if self._fits(size):
+                self._events.append(kept)
+                self._sources.append(source)
+                self._sizes.append(size)
+                self._bytes += size
+                return seq
+        self._dropped += 1
+        return 0
 
     def restate(self, text: str, *, source: Seq = 0) -> None:
         """Add a user message (from session seq ``source``) to the run's task statement."""
