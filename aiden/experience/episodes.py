@@ -191,26 +191,18 @@ class EpisodeRecorder:
             raise InvalidEventError("an observation needs a key")
         if event.type in ("tool_call", "tool_result") and not event.tool_name:
             raise InvalidEventError(f"a {event.type} needs a tool_name")
-        if len(self._events) >= MAX_EPISODE_EVENTS:
-            self._dropped += 1
-            return 0
-        seq = len(self._events) + 1
-        kept = msgspec.structs.replace(event, seq=seq, content=_scrubbed(event.content))
-        size = len(_event_encoder.encode(kept))
-        if not self._fits(size):
-            self._dropped += 1
-            return 0
-        self._events.append(kept)
-        self._sources.append(source)
-        self._sizes.append(size)
-        self._bytes += size
-        return seq
-
-    def _statement_text(self) -> str:
-        # The newest message first: a run opened by a demonstration or instructions gets its task
-        # in a later message, and a title or a body quotes the statement's start.
-        flat = " ".join(" ".join(text for _, text in reversed(self._statement)).split())
-        return redact_secrets(flat[:_STATEMENT_CHARS])
+        if len(self._events) < MAX_EPISODE_EVENTS:
+            seq = len(self._events) + 1
+            kept = msgspec.structs.replace(event, seq=seq, content=_scrubbed(event.content))
+            size = len(_event_encoder.encode(kept))
+            if self._fits(size):
+                self._events.append(kept)
+                self._sources.append(source)
+                self._sizes.append(size)
+                self._bytes += size
+                return seq
+        self._dropped += 1
+        return 0
 
     def restate(self, text: str, *, source: Seq = 0) -> None:
         """Add a user message (from session seq ``source``) to the run's task statement."""
@@ -295,12 +287,14 @@ class EpisodeRecorder:
 
     def note_recalled(self, record_ids: list[str]) -> None:
         """Remember the record ids a recall returned (each once)."""
-        for rid in record_ids:
-            self._recalled.setdefault(rid, None)
+        self._recalled.update(dict.fromkeys(record_ids))
 
     def finish(self, outcome: Outcome, note: str = "", *, finished_at: float) -> Episode:
         """The frozen episode (the recorder may still be used: finishing twice gives equal episodes)."""
-        statement = self._statement_text()
+        # The newest message first: a run opened by a demonstration or instructions gets its task
+        # in a later message, and a title or a body quotes the statement's start.
+        flat = " ".join(" ".join(text for _, text in reversed(self._statement)).split())
+        statement = redact_secrets(flat[:_STATEMENT_CHARS])
         return Episode(
             id=self.episode_id,
             goal=statement[:_GOAL_CHARS],
@@ -410,8 +404,7 @@ def attempts(episode: Episode) -> list[Attempt]:
 
 def corrected_after(episode: Episode, attempt: Attempt, tried: Sequence[Attempt]) -> bool:
     """A user correction between this attempt's result and the next call contradicts it."""
-    later = [a.call.seq for a in tried if a.call.seq > attempt.result.seq]
-    end = min(later) if later else None
+    end = min((a.call.seq for a in tried if a.call.seq > attempt.result.seq), default=None)
     return any(
         e.type == "user_correction" and e.seq > attempt.result.seq and (end is None or e.seq < end)
         for e in episode.events

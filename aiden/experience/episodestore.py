@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,21 +72,6 @@ def episode_year(stamp: float) -> str:
     return datetime.fromtimestamp(stamp, UTC).strftime("%Y")
 
 
-def _parse_index(data: bytes) -> _Index:
-    index = parse_yaml_index(
-        data,
-        _Index,
-        name="episodes/index.yaml",
-        version=_INDEX_VERSION,
-        ids=lambda index: [row.id for row in index.episodes],
-        what="episode id",
-    )
-    for row in index.episodes:
-        if not (len(row.year) == 4 and row.year.isdigit()):
-            raise CorruptionError(f"episodes/index.yaml: bad year {row.year!r}")
-    return index
-
-
 class EpisodeBackend(Protocol):
     """Committed episodes and which of them learning has processed."""
 
@@ -123,19 +108,13 @@ class IndexedFiles(ABC, Generic[Ix]):
     index is reported in :attr:`problems` and rebuilt from the files by :meth:`_rebuild`.
     """
 
+    _name: str
+    _depth: int
+    """The directory levels that may hold temps."""
+
     def __init__(
-        self,
-        storage: Storage,
-        root: Path,
-        index_path: Path,
-        lock_path: Path,
-        lock_timeout_s: float,
-        *,
-        parse: Callable[[bytes], Ix],
-        depth: int,
-        name: str,
+        self, storage: Storage, root: Path, index_path: Path, lock_path: Path, lock_timeout_s: float
     ) -> None:
-        # parse: empty data reads as an empty index; depth: the directory levels that may hold temps.
         self.root = root
         self.index_path = index_path
         self.problems: list[str] = []
@@ -143,9 +122,6 @@ class IndexedFiles(ABC, Generic[Ix]):
         self._lock = threading.Lock()
         self._flock = SessionLock(storage, lock_path)
         self._lock_timeout_s = lock_timeout_s
-        self._parse = parse
-        self._depth = depth
-        self._name = name
         self._cleaned = False
         self._parsed: tuple[tuple[int, int, int], Ix] | None = None
 
@@ -184,6 +160,10 @@ class IndexedFiles(ABC, Generic[Ix]):
         return index
 
     @abstractmethod
+    def _parse(self, data: bytes) -> Ix:
+        """``data`` as the index (empty data: an empty index); :class:`CorruptionError` for anything else."""
+
+    @abstractmethod
     def _rebuild(self) -> Ix:
         """The index made again from the files that parse."""
 
@@ -205,17 +185,27 @@ class IndexedFiles(ABC, Generic[Ix]):
 class EpisodeStore(IndexedFiles[_Index]):
     """``memory/episodes/``; blocking methods, called from a worker thread."""
 
+    _name = "episode store"
+    _depth = 2
+
     def __init__(self, layout: Layout, storage: Storage, *, lock_timeout_s: float = 30.0) -> None:
         super().__init__(
-            storage,
-            layout.episodes,
-            layout.episodes_index,
-            layout.episodes_lock,
-            lock_timeout_s,
-            parse=_parse_index,
-            depth=2,
-            name="episode store",
+            storage, layout.episodes, layout.episodes_index, layout.episodes_lock, lock_timeout_s
         )
+
+    def _parse(self, data: bytes) -> _Index:
+        index = parse_yaml_index(
+            data,
+            _Index,
+            name="episodes/index.yaml",
+            version=_INDEX_VERSION,
+            ids=lambda index: [row.id for row in index.episodes],
+            what="episode id",
+        )
+        for row in index.episodes:
+            if not (len(row.year) == 4 and row.year.isdigit()):
+                raise CorruptionError(f"episodes/index.yaml: bad year {row.year!r}")
+        return index
 
     def episode_dir(self, episode_id: str, year: str) -> Path:
         """``episodes/<yyyy>/<episode_id>/``; the id is validated."""

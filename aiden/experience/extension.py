@@ -19,7 +19,6 @@ from typing import Any, Final, get_args
 import anyio
 import msgspec
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiden.actors.mailbox import Link, by_request_id
 from aiden.errors import AidenError, ClosedError, InvalidEventError, StorageError
@@ -133,7 +132,6 @@ class ExperienceExtension(Extension):
         self._backends = select_experience(parts.session_store, parts.layout, parts.storage, parts.embedder)
         config = parts.config
         self._episodes = EpisodeTracker(config.experience_environment) if config.experience else None
-        self._streams: tuple[MemoryObjectReceiveStream[bytes], MemoryObjectSendStream[bytes]] | None = None
 
     @property
     def links(self) -> Sequence[Link[Any, Any, Any]]:
@@ -152,18 +150,14 @@ class ExperienceExtension(Extension):
         service = ExperienceService(
             p.layout, p.storage, p.config, learner=self._learner, embedder=p.embedder, backends=self._backends
         )
-        self._streams = streams = (self._link.inbox, self._link.outbox)
-        await tg.start(partial(service.serve, *streams))
+        await tg.start(partial(service.serve, self._link.inbox, self._link.outbox))
         await tg.start(self._link.route, by_request_id(self._link.client))
         if p.config.experience and p.config.idle_compact_after_minutes > 0:
             learning = IdleLearning(memory, self._port, p.config.idle_compact_after_minutes)
             await tg.start(in_background(partial(run_autocompact, learning.check, _LEARN_TICK_S)))
 
     def stopped(self) -> None:
-        # A parked memory keeps no actor (nor the streams and files it holds).
-        streams, self._streams = self._streams, None
-        for stream in streams or ():
-            stream.close()
+        """Nothing of its own to close: the runtime closed its link (the actor's streams) just before."""
 
     async def closing(self, memory: CoreMemory) -> None:
         # A memory made without experience's methods (the core alone) records no episode.

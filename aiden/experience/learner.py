@@ -242,11 +242,6 @@ def should_learn(last_activity: float | None, now: float, idle_minutes: float, r
     return last_activity is None or now - last_activity >= idle_minutes * 60.0
 
 
-def _goal_of(episode: Episode) -> str:
-    """``episode``'s goal key: of its whole task statement, or of its stored start (an older episode)."""
-    return episode.goal_key or goal_key(episode.goal)
-
-
 def _first_try_completion(episode: Episode, tried: list[Attempt]) -> tuple[Attempt, int] | None:
     """The attempt that completed the run's goal at the first try and the seq of the answer after it.
 
@@ -273,7 +268,7 @@ def learn(episode: Episode, existing: Sequence[ExperienceRecord], *, ttl_s: floa
         episode.environment,
     )
     episode = msgspec.structs.replace(episode, environment=env)
-    goal = _goal_of(episode)
+    goal = episode.goal_key or goal_key(episode.goal)  # "" in an older episode: the key of its start
     known = {r.id: r for r in existing}
     changed: dict[str, ExperienceRecord] = {}
 
@@ -458,19 +453,12 @@ _NOT_FOUND: Final = re.compile(
 _COMMAND_NOT_FOUND: Final = re.compile(r"command not found", re.IGNORECASE)
 
 
-def _normal(token: str) -> str:
-    token = token.rstrip(".,:;")
-    while token.startswith("./"):
-        token = token[2:]
-    return token.rstrip("/")
-
-
 def locations(text: str) -> tuple[str, ...]:
     """The distinct locations ``text`` names, in order: URLs, paths with a ``/``, file names with an
     extension (``./`` and a trailing ``/`` dropped; a location needs a letter and 4-300 characters)."""
     out: dict[str, None] = {}
     for match in _TOKEN.finditer(text[:SCAN_CHARS]):
-        token = _normal(match.group(0))
+        token = re.sub(r"^(?:\./)+", "", match.group(0).rstrip(".,:;")).rstrip("/")
         if (
             4 <= len(token) <= _MAX_LOCATION_CHARS
             and any(c.isalpha() for c in token)
@@ -581,21 +569,6 @@ def found_places(episode: Episode, tried: Sequence[Attempt]) -> list[Place]:
     return deepest[:MAX_PLACES]
 
 
-def _fresh(episode: Episode, place: Place, expires_at: float | None) -> ExperienceRecord:
-    return new_record(
-        episode,
-        "navigation",
-        place.location,
-        f"{place.name} is at {place.location}",
-        # Worded like a procedure's body: the environment and the episode are in their own fields.
-        f"`{place.name}` is at `{place.location}`: `{place.lookup.step}` showed it and "
-        f"`{place.use.step}` used it, for '{episode.goal[:200]}'. Verify against current "
-        "observations before relying on it.",
-        place.seqs,
-        expires_at=expires_at,
-    )
-
-
 def navigation_records(
     episode: Episode,
     tried: Sequence[Attempt],
@@ -613,7 +586,18 @@ def navigation_records(
     for place in places:
         if place.location == place.name:
             continue  # a bare name ("setup.py is at setup.py", seen in a listing of the root) says nothing
-        fresh = _fresh(episode, place, expires_at)
+        fresh = new_record(
+            episode,
+            "navigation",
+            place.location,
+            f"{place.name} is at {place.location}",
+            # Worded like a procedure's body: the environment and the episode are in their own fields.
+            f"`{place.name}` is at `{place.location}`: `{place.lookup.step}` showed it and "
+            f"`{place.use.step}` used it, for '{episode.goal[:200]}'. Verify against current "
+            "observations before relying on it.",
+            place.seqs,
+            expires_at=expires_at,
+        )
         out.setdefault(fresh.id, merge(known.get(fresh.id), fresh))
     named = [(a, _arguments(a.call.content)) for a in tried]
     for rec in known.values():

@@ -158,7 +158,6 @@ class LLMLearner:
         self.timeout_s = timeout_s
         self._breaker = Breaker(breaker_failures, breaker_reset_s)
         self._stats = LearnerStats()
-        self._warned = False
 
     @classmethod
     def from_summarizer(cls, summarizer: object) -> LLMLearner | None:
@@ -204,8 +203,7 @@ class LLMLearner:
             if not isinstance(exc, SummarizerError):
                 raise
             self._count(fallbacks=1, malformed=int(isinstance(exc, InvalidSummaryError)))
-            if not self._warned:
-                self._warned = True
+            if self._stats.fallbacks == 1:  # the first one
                 log.warning("LLM learner failed, the embedded lesson text is kept (%s)", detail)
             else:
                 log.debug("LLM learner failed again: %s", detail)

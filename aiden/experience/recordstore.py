@@ -109,12 +109,11 @@ def _procedures_first(ranked: list[RecordRow]) -> list[RecordRow]:
     ]
 
 
-def bm25(
-    rows: Sequence[RecordRow], terms: Sequence[str], k1: float = 1.2, b: float = 0.75
-) -> list[RecordRow]:
+def bm25(rows: Sequence[RecordRow], terms: Sequence[str]) -> list[RecordRow]:
     """``rows`` sharing a term with ``terms``, best first (ties: newest first)."""
     if not rows or not terms:
         return []
+    k1, b = 1.2, 0.75  # BM25's usual term saturation and length normalization
     n = len(rows)
     avg = sum(len(r.terms) for r in rows) / n or 1.0
     # Only the rows sharing a query term are scored (recall runs on every row of a long-lived index).
@@ -419,6 +418,9 @@ class RecordBackend(ABC):
 class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
     """``memory/experience/``; blocking methods, called from a worker thread."""
 
+    _name = "experience store"
+    _depth = 1
+
     def __init__(
         self,
         layout: Layout,
@@ -428,14 +430,7 @@ class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
         embedder: Embedder | None = None,
     ) -> None:
         super().__init__(
-            storage,
-            layout.experience,
-            layout.experience_index,
-            layout.records_lock,
-            lock_timeout_s,
-            parse=parse_index_yaml,
-            depth=1,
-            name="experience store",
+            storage, layout.experience, layout.experience_index, layout.records_lock, lock_timeout_s
         )
         self.files_read: list[str] = []
         """Ids of the record files opened, in order (tests check what recall never touches)."""
@@ -454,6 +449,9 @@ class RecordStore(IndexedFiles[RecordIndex], RecordBackend):
         """``experience/profiles/<sha>.json`` (hashed: an environment name is free text)."""
         digest = hashlib.sha256(environment.encode("utf-8")).hexdigest()[:24]
         return self.root / PROFILES_DIR_NAME / f"{digest}.json"
+
+    def _parse(self, data: bytes) -> RecordIndex:
+        return parse_index_yaml(data)
 
     def _rebuild(self) -> RecordIndex:
         rows: list[RecordRow] = []
