@@ -168,6 +168,82 @@ FAILURES = [
         "\t  2 - parse (Failed)\nErrors while running CTest\n",
         "Errors while running CTest",
     ),
+    # build tools, a service manager, cloud CLIs and Windows shells (each failure was a WORKING RECIPE)
+    (
+        "./gradlew build",
+        "> Task :compileJava\n\nFAILURE: Build failed with an exception.\n\n* What went wrong:\nExecution failed for task"
+        " ':compileJava'.\n\n* Try:\n> Run with --stacktrace option to get the stack trace.\n\nBUILD FAILED in 2s\n"
+        "1 actionable task: 1 executed\n",
+        "BUILD FAILED in 2s",
+    ),
+    (
+        "dotnet build",
+        "  Determining projects to restore...\n/app/Program.cs(3,1): error CS0103: The name 'Foo' does not exist in the"
+        " current context [/app/app.csproj]\n\nBuild FAILED.\n\n/app/Program.cs(3,1): error CS0103: The name 'Foo' does not"
+        " exist in the current context [/app/app.csproj]\n    0 Warning(s)\n    1 Error(s)\n\nTime Elapsed 00:00:01.23\n",
+        "/app/Program.cs(3,1): error CS0103: The name 'Foo' does not exist in the current context [/app/app.csproj]",
+    ),
+    (
+        "dotnet build src/App.csproj",
+        "Build FAILED.\n\nCSC : a [App.csproj]\nCSC : b [App.csproj]\nCSC : c [App.csproj]\n    0 Warning(s)\n"
+        "    3 Error(s)\n\nTime Elapsed 00:00:02.01\n",
+        "3 Error(s)",
+    ),
+    (
+        "dotnet test",
+        "  Failed Tests.UnitTest1.Test1 [12 ms]\n\nFailed!  - Failed:     1, Passed:     2, Skipped:     0, Total:     3,"
+        " Duration: 30 ms - Tests.dll (net8.0)\n",
+        "Failed!  - Failed:     1, Passed:     2, Skipped:     0, Total:     3, Duration: 30 ms - Tests.dll (net8.0)",
+    ),
+    (
+        "vendor/bin/phpunit",
+        "..F                                                                 3 / 3 (100%)\n\nTime: 00:00.012, Memory: 8.00 MB"
+        "\n\nThere was 1 failure:\n\n1) CalcTest::testAdd\nFailed asserting that 4 matches expected 3.\n\n"
+        "/app/tests/CalcTest.php:9\n\nFAILURES!\nTests: 3, Assertions: 3, Failures: 1.\n",
+        "Tests: 3, Assertions: 3, Failures: 1.",
+    ),
+    (
+        "terraform apply -auto-approve",
+        "aws_instance.web: Creating...\n\u256e\n\u2502 Error: creating EC2 Instance: InvalidAMIID.NotFound\n\u2502\n"
+        "\u2502   with aws_instance.web,\n\u2502   on main.tf line 10, in resource \"aws_instance\" \"web\":\n\u2575\n",
+        "Error: creating EC2 Instance: InvalidAMIID.NotFound",
+    ),
+    (
+        "ansible-playbook site.yml",
+        "PLAY RECAP ***\nweb1                       : ok=3    changed=0    unreachable=0    failed=1    skipped=0\n",
+        "web1                       : ok=3    changed=0    unreachable=0    failed=1    skipped=0",
+    ),
+    (
+        "sudo systemctl restart nginx",
+        "Job for nginx.service failed because the control process exited with error code.\nSee \"systemctl status"
+        " nginx.service\" and \"journalctl -xeu nginx.service\" for details.\n",
+        "Job for nginx.service failed because the control process exited with error code.",
+    ),
+    (
+        "aws s3 ls s3://reports",
+        "\nAn error occurred (AccessDenied) when calling the ListObjectsV2 operation: Access Denied\n",
+        "An error occurred (AccessDenied) when calling the ListObjectsV2 operation: Access Denied",
+    ),
+    (
+        "foo --version",
+        "'foo' is not recognized as an internal or external command,\noperable program or batch file.\n",
+        "'foo' is not recognized as an internal or external command,",
+    ),
+    (
+        "Remove-Item C:\\app\\cache",
+        "Remove-Item : Cannot find path 'C:\\app\\cache' because it does not exist.\nAt line:1 char:1\n+ Remove-Item"
+        " C:\\app\\cache\n+ ~~~~~~~~~~~\n    + CategoryInfo          : ObjectNotFound: (C:\\app\\cache:String) [Remove-Item],"
+        " ItemNotFoundException\n    + FullyQualifiedErrorId : PathNotFound,Microsoft.PowerShell.Commands.RemoveItemCommand\n",
+        "Remove-Item : Cannot find path 'C:\\app\\cache' because it does not exist.",
+    ),
+    (
+        "pwsh -c Get-Foo",
+        "Get-Foo: The term 'Get-Foo' is not recognized as a name of a cmdlet, function, script file, or executable"
+        " program.\n",
+        "Get-Foo: The term 'Get-Foo' is not recognized as a name of a cmdlet, function, script file, or executable program.",
+    ),
+    # a word printed after the command ("; echo ...") leaves its tally the command's verdict
+    ("npm test; echo finished", "> jest\n\n  \u2715 adds (3 ms)\n\nTests:       1 failed, 1 total\nfinished\n", "Tests:       1 failed, 1 total"),
 ]
 
 
@@ -203,6 +279,15 @@ SUCCESSES = [
     ("./backup.sh", "backup: 12 copied, 0 failed\n"),
     ("python fetch.py", "Failed to fetch https://mirror.example/x.tar: timed out; falling back to cache\n"),
     ("submit 'flag{real}'", "Correct flag!\n"),
+    ("./gradlew build", "> Task :compileJava\n> Task :test\n\nBUILD SUCCESSFUL in 3s\n4 actionable tasks: 4 executed\n"),
+    ("dotnet build", "  App -> /app/bin/Debug/net8.0/App.dll\n\nBuild succeeded.\n    0 Warning(s)\n    0 Error(s)\n"),
+    ("dotnet test", "Passed!  - Failed:     0, Passed:     3, Skipped:     0, Total:     3, Duration: 30 ms - Tests.dll\n"),
+    ("vendor/bin/phpunit", "...                                                                 3 / 3 (100%)\n\nOK (3 tests, 3 assertions)\n"),
+    ("terraform plan", "No changes. Your infrastructure matches the configuration.\n"),
+    ("ansible-playbook site.yml", "PLAY RECAP ***\nweb1                       : ok=3    changed=1    unreachable=0    failed=0\n"),
+    ("systemctl status nginx", "\u25cf nginx.service - web server\n     Active: failed (Result: exit-code) since Mon\n"),
+    ("pytest -q; echo done", "....\n4 passed in 0.10s\ndone\n"),
+    ("python deploy.py", "Get-Item: a step of the old deploy, printed by its log\nAt the end: deployed 3 services\n"),
 ]
 
 

@@ -159,7 +159,24 @@ _SUMMARY_VERDICT: Final = re.compile(
     r"|^\u2716 \d+ problems? \([1-9]\d* errors?|^Oh no! \U0001f4a5|^\[warn\] Code style issues found\b"
     # make's fatal "***"
     r"|^g?make(?:\[\d+\])?: \*\*\* "
+    # build tools' closing words: gradle "BUILD FAILED in 2s", MSBuild/dotnet "Build FAILED.", dotnet test
+    # "Failed!  - Failed: 1, Passed: 2, ...", phpunit "FAILURES!" / "Tests: 3, Assertions: 3, Failures: 1."
+    r"|^BUILD FAILED in \d|^Build FAILED\.$|^Failed!\s+- Failed:\s+[1-9]|^(?:FAILURES|ERRORS)!$"
+    r"|^Tests: \d+, Assertions: \d+(?:, \w+: \d+)*, (?:Errors|Failures): [1-9]"
+    # ansible's recap of a host that failed or was unreachable
+    r"|^\S+\s+: ok=\d+\s+changed=\d+\s+(?:unreachable=[1-9]|unreachable=\d+\s+failed=[1-9])"
+    # systemctl's refusal, the AWS CLI's, a command Windows (cmd, PowerShell) does not know
+    r"|^Job for \S+ failed\b|^An error occurred \([\w.]+\) when calling the \w+ operation\b"
+    r"|^'[^']+' is not recognized as an internal or external command\b"
+    r"|^\S+ ?: The term '[^']+' is not recognized as (?:the|a) name of a cmdlet\b"
 )
+# ... and MSBuild's tally, which it indents: "    1 Error(s)".
+_INDENTED_VERDICT: Final = re.compile(r"^ {4}[1-9]\d* Error\(s\)$")
+# Windows PowerShell's error record: its message, then where it stood ("At line:1 char:1", "At C:\a.ps1:3
+# char:5"), the command quoted and its category (PowerShell 7's, its message alone: _VERDICT).
+_POWERSHELL_AT: Final = re.compile(r"^At (?:line|\S.*):\d+ char:\d+$")
+# MSBuild's (dotnet build's) diagnostic, naming its project: "a.cs(3,1): error CS0103: ... [/app/app.csproj]"
+_MSBUILD_ERROR: Final = re.compile(r"^\S.*\(\d+,\d+\): error [A-Z]+\d+: .*\[\S+\.\w*proj\]$")
 _SUMMARY_LINES: Final = 5
 _VERDICT_CHARS: Final = 1000
 # A refusal of the program that ran (a reader too): perror's "prog: [arg: ]why" with a missing file
@@ -198,6 +215,8 @@ _VERDICT: Final = re.compile(
     r"|^CONFLICT \([^)]+\): |^Automatic merge failed;|^(?:[\w.-]+: )?Error (?:response from daemon|from server)\b"
     # git stash pop/apply's, printed only when the stash did not apply cleanly
     r"|^The stash entry is kept in case you need it again\.$"
+    # PowerShell 7's error: the cmdlet's Verb-Noun name, then the message ("Remove-Item: Cannot find path ...")
+    r"|^[A-Z][a-z]+-[A-Z][A-Za-z]+: \S"
 )
 # ... unless it says the command went on: a warning, a retry, a fallback.
 _WENT_ON: Final = re.compile(r"(?i:warning|retry|retrying|fall(?:ing)? ?back)")
@@ -222,8 +241,11 @@ _COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
 _ERREXIT: Final = re.compile(r"(?:^|[;\n]\s*)set -(?:\w*e\w*\b|o errexit\b)")
 # ... and what only shows something first (cat setup.cfg; pytest): its text is followed by the next part's.
 _LEAD_PRINTERS: Final = _READ_PROGRAMS | {"echo", "printf", "date", "env"}
+# ... or only prints a word after it (pytest; echo "exit=$?"): the last lines but one are still its.
+_TRAILING_PRINTERS: Final = frozenset({"echo", "printf", "date"})
 _SILENT_SETUP: Final = frozenset({"cd", "export", "source", ".", "set", "unset"})
-_BULLET: Final = re.compile(r"^[-*\u2022]\s+")
+# (and the frame terraform draws around a diagnostic: "│ Error: ...")
+_BULLET: Final = re.compile(r"^[-*\u2022\u2502]\s+")
 _NOISE_LINE: Final = re.compile(r"^[\W_]+$")
 _TRACEBACK_HEAD: Final = "traceback (most recent call last)"
 FILE_LINE: Final = re.compile(r'^\s*File "([^"]+)", line \d+')
@@ -302,7 +324,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
             is_strong_error_line(stripped)
             or _EXCEPTION_LINE.match(unbulleted)
             or _EVIDENCE_LINE.search(stripped)
-            or (executed and _compiled_with_error(lines, position))
+            or (executed and (_compiled_with_error(lines, position) or _MSBUILD_ERROR.match(stripped)))
         ):
             strong.append((position, unbulleted))
         elif not negates_error(stripped):
@@ -355,6 +377,10 @@ def _verdict(lines: list[str], command: str) -> list[tuple[int, str]]:
             return [(position, stripped)]  # (a reader's own refusal: "cat: x: No such file or directory")
         if not own:
             continue
+        if _INDENTED_VERDICT.match(line):
+            return [(position, stripped)]
+        if _POWERSHELL_AT.match(stripped) and (before := meaningful.index(position)) > 0:
+            return [(meaningful[before - 1], lines[meaningful[before - 1]].strip())]  # the record's message
         if len(line) - len(line.lstrip()) >= _QUOTED_INDENT:
             continue  # quoted text (a commit message, a report): no verdict of the command's
         final = (seen == 0 or ending) and _WENT_ON.search(stripped) is None
@@ -389,8 +415,9 @@ def _command_kind(command: str) -> tuple[bool, bool]:
     "a || b", one per line).
 
     Setup that prints nothing when it works (``cd x; pytest``) makes no list, nor does what only prints
-    before the rest (``cat setup.cfg; pytest``), nor a sequence under ``set -e`` (it stops at the first
-    failure: its last words are the failed part's). Code run (``execute(code=...)``) is no shell command.
+    before the rest (``cat setup.cfg; pytest``) or a word after it (``pytest; echo done``), nor a
+    sequence under ``set -e`` (it stops at the first failure: its last words are the failed part's).
+    Code run (``execute(code=...)``) is no shell command.
     """
     if not command.startswith("$ "):
         return False, False
@@ -402,6 +429,8 @@ def _command_kind(command: str) -> tuple[bool, bool]:
     parts = [words[0] for part in _LIST_SEPARATOR.split(text) if (words := part.split())]
     while len(parts) > 1 and parts[0] in skipped:
         parts.pop(0)
+    while sequence and len(parts) > 1 and parts[-1] in _TRAILING_PRINTERS:
+        parts.pop()
     errexit = sequence and _ERREXIT.search(text) is not None
     return _only_runs(text, _TEXT_PRINTERS), len(parts) > 1 and not errexit
 
