@@ -15,6 +15,8 @@ import json
 import re
 from typing import Final
 
+from aiden.policy.shell import command_text, commands, program_words
+
 __all__ = ["describe_call"]
 
 _LIST: Final = "list listing directory folder files"
@@ -77,16 +79,8 @@ _SUBCOMMANDS: Final = {
     "brew": {"install": _INSTALL},
     "gem": {"install": _INSTALL},
 }
-# Words before the command proper: wrappers, and (matched apart) their options, ``VAR=value``
-# assignments and durations (``timeout 60 pytest``).
-_PREFIXES: Final = frozenset({"sudo", "time", "timeout", "nohup", "env", "exec", "command", "xargs", "nice"})
-_SKIPPED: Final = re.compile(r"-|[A-Za-z_][A-Za-z0-9_]*=|[\d.]+[smhd]?$")
-# Commands run one after another; of a pipeline only the first is described (the rest filter its output).
-_SEPARATORS: Final = re.compile(r"&&|\|\||;")
-_QUOTED: Final = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
 _WRITE: Final = re.compile(r"(?<![\d&])>(?!&)")
 """A redirect of the output to a file (not ``2>``, ``&>`` or ``>&2``)."""
-_COMMAND_KEYS: Final = ("command", "cmd", "script")
 _LINE_CHARS: Final = 200
 """Most characters of a call's command read (of its first line: not a heredoc's body)."""
 _MAX_COMMANDS: Final = 8
@@ -102,9 +96,8 @@ def describe_call(tool_name: str | None, tool_args: str | None) -> str:
     command's own words: those are in the call, and on every output of a command run often (``git``)
     they would make each of them match a question naming it. Empty when nothing is known.
     """
-    # Quoted text is one argument, not commands: ``echo 'a && rm x'`` runs no rm.
-    line = _QUOTED.sub("_", _arguments(tool_args))
-    kinds = [k for segment in _SEPARATORS.split(line)[:_MAX_COMMANDS] if (k := _kind(segment))]
+    # Of a pipeline only the first command is described: the rest filter its output.
+    kinds = [k for command in commands(_arguments(tool_args))[:_MAX_COMMANDS] if (k := _kind(command.split("|", 1)[0]))]
     if tool_name and not kinds:
         # A tool of its own (``find_file``, ``open``), never a generic shell's name (``bash``): a command
         # it ran that is not known is no script print.
@@ -129,20 +122,12 @@ def _arguments(tool_args: str | None) -> str:
         args = json.loads(tool_args)
     except ValueError:
         args = tool_args
-    if isinstance(args, dict):
-        args = next((v for k in _COMMAND_KEYS if isinstance(v := args.get(k), (str, list))), "")
-    if isinstance(args, list) and all(isinstance(a, str) for a in args):
-        # An argument vector: ``["bash", "-lc", "ls -la"]`` (Codex) runs its last item as a script.
-        args = args[-1] if args[-2:-1] in (["-c"], ["-lc"]) else " ".join(args)
-    return args.strip().split("\n", 1)[0][:_LINE_CHARS] if isinstance(args, str) else ""
+    return command_text(args).strip().split("\n", 1)[0][:_LINE_CHARS]
 
 
-def _kind(segment: str) -> str:
+def _kind(command: str) -> str:
     """What one command does: ``""`` when unknown."""
-    command = segment.split("|", 1)[0]
-    words = command.split()
-    while words and (words[0] in _PREFIXES or _SKIPPED.match(words[0])):
-        words = words[1:]
+    words = program_words(command)
     if not words:
         return ""
     program = words[0].rsplit("/", 1)[-1].lower()

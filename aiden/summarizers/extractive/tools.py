@@ -14,6 +14,7 @@ from typing import Final
 import msgspec
 
 from aiden.events import SessionEvent
+from aiden.policy.shell import QUOTED, command_text, commands, program_words
 from aiden.policy.summary_md import normalize
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL
 from aiden.summarizers.mustkeep.classify import is_strong_error_line, looks_like_error_line
@@ -47,7 +48,6 @@ _TEXT_PRINTERS: Final = _READ_PROGRAMS | {
     "strings", "xxd", "hexdump", "od", "readelf", "objdump", "nm", "journalctl", "jq", "yq", "sqlite3", "redis-cli",
 }  # fmt: skip
 _GIT_READS: Final = frozenset({"status", "log", "diff", "show", "blame", "ls-files", "grep"})
-_SHELL_SEPARATOR: Final = re.compile(r"&&|\|\||[;|\n]")
 _SHELL_WRITES: Final = re.compile(r">|\s-(?:delete|exec|execdir|ok|fprint)\b")
 _HARMLESS_REDIRECT: Final = re.compile(r"\d?>&\d|\d?>\s*/dev/null")
 _NAME_WORDS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -62,12 +62,12 @@ def is_read_only_tool(name: str) -> bool:
 
 def _only_runs(command: str, programs: frozenset[str]) -> bool:
     """True for a shell command whose every part runs one of ``programs`` (or a git read), writing nothing."""
-    if _SHELL_WRITES.search(_HARMLESS_REDIRECT.sub(" ", command)):
+    if _SHELL_WRITES.search(_HARMLESS_REDIRECT.sub(" ", QUOTED.sub("_", command))):
         return False
-    parts = [words for part in _SHELL_SEPARATOR.split(command) if (words := part.split())]
+    parts = [words for part in commands(command) for piece in part.split("|") if (words := program_words(piece))]
     for words in parts:
-        program = words[0].rsplit("/", 1)[-1]
-        if program not in programs and not (program == "git" and len(words) > 1 and words[1] in _GIT_READS):
+        name = words[0].rsplit("/", 1)[-1]
+        if name not in programs and not (name == "git" and len(words) > 1 and words[1] in _GIT_READS):
             return False
     return bool(parts)
 
@@ -116,7 +116,6 @@ _ERRORS_PER_RESULT: Final = 2
 _SCAN_HEAD_LINES: Final = 4000
 _SCAN_TAIL_LINES: Final = 1000
 
-_COMMAND_KEYS: Final = ("command", "cmd", "script", "shell", "bash")
 _EXCEPTION_LINE: Final = re.compile(
     r"^\s*(?:[A-Z]{1,4}\d{1,4}\s+)?(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b(?::.*)?$"
 )
@@ -233,7 +232,6 @@ _HTTP_HEADER: Final = re.compile(r"^[\w-]+:")
 _QUOTED_INDENT: Final = 4  # a summary indented this far is quoted (a commit message), not printed by the tool
 # A command list whose later part runs whatever an earlier one did ("a; b", "a || b", "a & b"): its output's
 # last words may be an earlier part's, got past. Separators inside quotes are no list's.
-_QUOTED: Final = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
 _LIST_SEPARATOR: Final = re.compile(r"\|\||(?<![&>|])&(?![&>])|[;\n]")
 _HEREDOC: Final = re.compile(r"(?<!<)<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")  # not a here-string's "<<<"
 _PARSED_CHARS: Final = 20_000  # a command's text read for its list structure
@@ -272,14 +270,9 @@ def describe_call(event: SessionEvent) -> Call:
         args = raw
     if not isinstance(args, dict):
         return Call(f"{name}({clip(str(args), 160)})", False, find_paths(str(args)), is_read_only_tool(name))
-    for key in _COMMAND_KEYS:
-        value = args.get(key)
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            value = " ".join(value)
-        if isinstance(value, str) and value.strip():
-            command = clip(value, 240)
-            read_only = _only_runs(command, _READ_PROGRAMS)
-            return Call(f"$ {command}", True, find_paths(value), read_only, f"$ {value}")
+    if value := command_text(args).strip():
+        command = clip(value, 240)
+        return Call(f"$ {command}", True, find_paths(value), _only_runs(command, _READ_PROGRAMS), f"$ {value}")
     code = args.get("code")
     if isinstance(code, str) and code.strip():
         # Code execution: its output is scanned like a command's.
@@ -422,7 +415,7 @@ def _command_kind(command: str) -> tuple[bool, bool]:
     if not command.startswith("$ "):
         return False, False
     text = _without_heredocs(command[2:_PARSED_CHARS])  # a here-document's body is data
-    text = _QUOTED.sub("''", text.replace("\\\n", " "))
+    text = QUOTED.sub("''", text.replace("\\\n", " "))
     text = "\n".join(_COMMENT.sub("", line) for line in text.splitlines())
     sequence = all(separator in ";\n" for separator in _LIST_SEPARATOR.findall(text))  # no "||", no "&"
     skipped = _SILENT_SETUP | _LEAD_PRINTERS if sequence else _SILENT_SETUP
