@@ -181,7 +181,7 @@ FAILURES = [
         "  Determining projects to restore...\n/app/Program.cs(3,1): error CS0103: The name 'Foo' does not exist in the"
         " current context [/app/app.csproj]\n\nBuild FAILED.\n\n/app/Program.cs(3,1): error CS0103: The name 'Foo' does not"
         " exist in the current context [/app/app.csproj]\n    0 Warning(s)\n    1 Error(s)\n\nTime Elapsed 00:00:01.23\n",
-        "/app/Program.cs(3,1): error CS0103: The name 'Foo' does not exist in the current context [/app/app.csproj]",
+        "1 Error(s)",
     ),
     (
         "dotnet build src/App.csproj",
@@ -204,7 +204,7 @@ FAILURES = [
     ),
     (
         "terraform apply -auto-approve",
-        "aws_instance.web: Creating...\n\u256e\n\u2502 Error: creating EC2 Instance: InvalidAMIID.NotFound\n\u2502\n"
+        "aws_instance.web: Creating...\n\u2577\n\u2502 Error: creating EC2 Instance: InvalidAMIID.NotFound\n\u2502\n"
         "\u2502   with aws_instance.web,\n\u2502   on main.tf line 10, in resource \"aws_instance\" \"web\":\n\u2575\n",
         "Error: creating EC2 Instance: InvalidAMIID.NotFound",
     ),
@@ -244,6 +244,41 @@ FAILURES = [
     ),
     # a word printed after the command ("; echo ...") leaves its tally the command's verdict
     ("npm test; echo finished", "> jest\n\n  \u2715 adds (3 ms)\n\nTests:       1 failed, 1 total\nfinished\n", "Tests:       1 failed, 1 total"),
+    (
+        'git merge feature; echo "merge exit: $?"',
+        "Auto-merging app.py\nCONFLICT (content): Merge conflict in app.py\nAutomatic merge failed; fix conflicts and then"
+        " commit the result.\nmerge exit: 1\n",
+        "Automatic merge failed; fix conflicts and then commit the result.",
+    ),
+    # a review's misses of the first version
+    (
+        "aws s3 cp s3://b/q3.csv .",
+        "fatal error: An error occurred (404) when calling the HeadObject operation: Key \"q3.csv\" does not exist\n",
+        'fatal error: An error occurred (404) when calling the HeadObject operation: Key "q3.csv" does not exist',
+    ),
+    (
+        "systemctl --user restart app",
+        "Job for app.service failed because the control process exited with error code.\nSee \"systemctl --user status"
+        " app.service\" and \"journalctl --user -xeu app.service\" for details.\n",
+        "Job for app.service failed because the control process exited with error code.",
+    ),
+    (
+        "ansible web -m shell -a 'foo --version'",
+        "web1 | FAILED | rc=127 >>\n/bin/sh: 1: foo: not found\nnon-zero return code\n",
+        "web1 | FAILED | rc=127 >>",
+    ),
+    (
+        "dotnet restore",
+        "  Determining projects to restore...\n/app/App.csproj : error NU1101: Unable to find package Foo.Bar.\n"
+        "  Failed to restore /app/App.csproj (in 402 ms).\n",
+        "Failed to restore /app/App.csproj (in 402 ms).",
+    ),
+    ("dotnet build", "Restore complete (0.4s)\n  App failed with 1 error(s) (1.2s)\n\nBuild failed with 1 error(s) in 2.1s\n",
+     "Build failed with 1 error(s) in 2.1s"),
+    ("dotnet run", "Unhandled exception. System.InvalidOperationException: no config\n   at Program.Main() in /app/Program.cs:line 3\n",
+     "Unhandled exception. System.InvalidOperationException: no config"),
+    ("cmd /c del C:\\Windows\\hosts", "Access is denied.\n", "Access is denied."),
+    ("rmdir C:\\nowhere", "The system cannot find the file specified.\n", "The system cannot find the file specified."),
 ]
 
 
@@ -300,6 +335,53 @@ def test_an_output_that_only_mentions_failure_stays_a_working_recipe(command: st
 
 # Successful commands whose last lines have a refusal's or a tally's shape that is not the command's verdict.
 SHAPES_NOT_VERDICTS = [
+    # a review's false failures of the first version of the build, cloud and Windows verdicts
+    ("curl -sI http://localhost:5000/ | grep -i content-type", "Content-Type: text/html; charset=utf-8\n"),
+    ("python smoke.py", "GET / 200\nCache-Control: no-store\n"),
+    (
+        'powershell -Command "git push origin main 2>&1"',
+        "git : Everything up-to-date\nAt line:1 char:1\n+ git push origin main 2>&1\n+ ~~~~~~~~~~~~~~~~~~~~~~~~~\n"
+        "    + CategoryInfo          : NotSpecified: (Everything up-to-date:String) [], RemoteException\n"
+        "    + FullyQualifiedErrorId : NativeCommandError\n",
+    ),
+    (
+        "powershell -File .\\deploy.ps1",
+        "New-Item : An item with the specified name C:\\out already exists.\nAt C:\\deploy.ps1:3 char:1\n"
+        "+ New-Item -ItemType Directory C:\\out\n    + FullyQualifiedErrorId : DirectoryExist\nCopied 12 files to C:\\out\n",
+    ),
+    (
+        "git cherry-pick 9f8e7d6 && git log -1",
+        "[main 4e5f6a7] Ignore a missing cache dir\ncommit 4e5f6a7b8c9d\nAuthor: Dev <dev@acme.io>\n\n"
+        "    Ignore a missing cache dir\n\n    Remove-Item : Cannot find path 'C:\\app\\cache' because it does not exist.\n"
+        "    At line:1 char:1\n",
+    ),
+    (
+        "duckdb -c \"SELECT message FROM 'logs/app.parquet' LIMIT 3\"",
+        "\u250c\u2500\u2500\u2510\n\u2502 message \u2502\n\u2502 Error: connection refused \u2502\n"
+        "\u2502 connected to db:5432 \u2502\n\u2514\u2500\u2500\u2518\n",
+    ),
+    (
+        "kubectl logs job/ci-build --tail=4",
+        "/src/Program.cs(3,1): error CS0103: The name 'Foo' does not exist [/src/App.csproj]\n    0 Warning(s)\n"
+        "    1 Error(s)\n\nTime Elapsed 00:00:03.12\n",
+    ),
+    (
+        "dotnet build -c Release || dotnet build -c Release -p:TreatWarningsAsErrors=false",
+        "/app/Program.cs(5,13): error CS0168: The variable 'e' is declared but never used [/app/App.csproj]\n\n"
+        "Build FAILED.\n    1 Error(s)\n\n/app/Program.cs(5,13): warning CS0168: The variable 'e' is declared but never"
+        " used [/app/App.csproj]\n  App -> /app/bin/Release/net8.0/App.dll\n\nBuild succeeded.\n    1 Warning(s)\n"
+        "    0 Error(s)\n\nTime Elapsed 00:00:02.04\n",
+    ),
+    (
+        "./deploy.sh",
+        "An error occurred (BucketAlreadyOwnedByYou) when calling the CreateBucket operation: you already own it.\n"
+        "upload: dist/index.html to s3://acme-site/index.html\nDeployed to https://acme-site.s3.amazonaws.com\n",
+    ),
+    (
+        "sudo ./provision.sh",
+        "Job for docker.service failed because the control process exited with error code.\nSee \"systemctl status"
+        " docker.service\" for details.\nretrying in 5s\ndocker.service active\nProvisioning complete.\n",
+    ),
     # a setup step refused harmlessly, a later one of the same command line went on
     (
         "docker network create appnet; docker run -d --name web --network appnet nginx",

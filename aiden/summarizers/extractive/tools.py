@@ -48,6 +48,9 @@ _TEXT_PRINTERS: Final = _READ_PROGRAMS | {
     "strings", "xxd", "hexdump", "od", "readelf", "objdump", "nm", "journalctl", "jq", "yq", "sqlite3", "redis-cli",
 }  # fmt: skip
 _GIT_READS: Final = frozenset({"status", "log", "diff", "show", "blame", "ls-files", "grep"})
+_READ_SUBCOMMANDS: Final = {"git": _GIT_READS}
+# ... and the subcommands that print what other programs logged (their words are no verdict of theirs)
+_PRINTING_SUBCOMMANDS: Final = {**_READ_SUBCOMMANDS, **dict.fromkeys(("kubectl", "docker", "aws"), frozenset({"logs"}))}
 _SHELL_WRITES: Final = re.compile(r">|\s-(?:delete|exec|execdir|ok|fprint)\b")
 _HARMLESS_REDIRECT: Final = re.compile(r"\d?>&\d|\d?>\s*/dev/null")
 _NAME_WORDS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -60,14 +63,15 @@ def is_read_only_tool(name: str) -> bool:
     return bool(words & _READ_VERBS) and not words & _WRITE_VERBS
 
 
-def _only_runs(command: str, programs: frozenset[str]) -> bool:
-    """True for a shell command whose every part runs one of ``programs`` (or a git read), writing nothing."""
+def _only_runs(command: str, programs: frozenset[str], subcommands: dict[str, frozenset[str]]) -> bool:
+    """True for a shell command whose every part runs one of ``programs`` (or one of ``subcommands``: a git
+    read), writing nothing."""
     if _SHELL_WRITES.search(_HARMLESS_REDIRECT.sub(" ", QUOTED.sub("_", command))):
         return False
     parts = [words for part in commands(command) for piece in part.split("|") if (words := program_words(piece))]
     for words in parts:
         name = words[0].rsplit("/", 1)[-1]
-        if name not in programs and not (name == "git" and len(words) > 1 and words[1] in _GIT_READS):
+        if name not in programs and not (len(words) > 1 and words[1] in subcommands.get(name, ())):
             return False
     return bool(parts)
 
@@ -75,7 +79,7 @@ def _only_runs(command: str, programs: frozenset[str]) -> bool:
 def is_read_only_command(line: str) -> bool:
     """True for a rendered ``Commands:`` line (``$ cmd`` or ``tool(args)``) that only reads."""
     if line.startswith("$ "):
-        return _only_runs(line[2:], _READ_PROGRAMS)
+        return _only_runs(line[2:], _READ_PROGRAMS, _READ_SUBCOMMANDS)
     match = _TOOL_LINE.match(line)
     return match is not None and is_read_only_tool(match.group("name"))
 
@@ -126,6 +130,10 @@ _EVIDENCE_LINE: Final = re.compile(
     rf"|{NONZERO_EXIT}"
     r"|(?i:returned non-zero exit status)"
     r"|\*\*\* \[[^\]]*\] Error \d+"
+    # .NET's report of an exception nothing caught: "Unhandled exception. System.IO.IOException: ..."
+    r"|^Unhandled exception\. [\w.]+(?:Exception|Error)\b"
+    # ansible's ad-hoc result of a host: "web1 | UNREACHABLE! => {", "web1 | FAILED | rc=127 >>"
+    r"|^[\w.-]+ \| (?:FAILED|UNREACHABLE)!? (?:\||=>)"
     # The perror shape only: a refusal merely mentioned is weak evidence (looks_like_error_line).
     rf"|: {OS_REFUSAL}$"
 )
@@ -158,24 +166,26 @@ _SUMMARY_VERDICT: Final = re.compile(
     r"|^\u2716 \d+ problems? \([1-9]\d* errors?|^Oh no! \U0001f4a5|^\[warn\] Code style issues found\b"
     # make's fatal "***"
     r"|^g?make(?:\[\d+\])?: \*\*\* "
-    # build tools' closing words: gradle "BUILD FAILED in 2s", MSBuild/dotnet "Build FAILED.", dotnet test
-    # "Failed!  - Failed: 1, Passed: 2, ...", phpunit "FAILURES!" / "Tests: 3, Assertions: 3, Failures: 1."
-    r"|^BUILD FAILED in \d|^Build FAILED\.$|^Failed!\s+- Failed:\s+[1-9]|^(?:FAILURES|ERRORS)!$"
+    # build tools' closing words: gradle "BUILD FAILED in 2s" (old ones: "BUILD FAILED"), MSBuild/dotnet
+    # "Build FAILED." (.NET 9: "Build failed with 1 error(s) in 2.1s"), dotnet test "Failed!  - Failed: 1,
+    # Passed: 2, ..." / "Test Run Failed.", phpunit "FAILURES!" / "Tests: 3, Assertions: 3, Failures: 1."
+    r"|^BUILD FAILED(?: in \d.*)?$|^Build FAILED\.$|^Build failed with [1-9]\d* error\(s\)"
+    r"|^(?:Test run summary: )?Failed!\s+- |^Test Run Failed\.$|^(?:FAILURES|ERRORS)!$"
     r"|^Tests: \d+, Assertions: \d+(?:, \w+: \d+)*, (?:Errors|Failures): [1-9]"
     # ansible's recap of a host that failed or was unreachable
     r"|^\S+\s+: ok=\d+\s+changed=\d+\s+(?:unreachable=[1-9]|unreachable=\d+\s+failed=[1-9])"
-    # systemctl's refusal, the AWS CLI's, a command Windows (cmd, PowerShell) does not know
-    r"|^Job for \S+ failed\b|^An error occurred \([\w.]+\) when calling the \w+ operation\b"
-    r"|^'[^']+' is not recognized as an internal or external command\b"
+    # a command PowerShell does not know (its own wording)
     r"|^\S+ ?: The term '[^']+' is not recognized as (?:the|a) name of a cmdlet\b"
 )
 # ... and MSBuild's tally, which it indents: "    1 Error(s)".
 _INDENTED_VERDICT: Final = re.compile(r"^ {4}[1-9]\d* Error\(s\)$")
-# Windows PowerShell's error record: its message, then where it stood ("At line:1 char:1", "At C:\a.ps1:3
-# char:5"), the command quoted and its category (PowerShell 7's, its message alone: _VERDICT).
+# PowerShell's errors, read only from what PowerShell ran (a cmdlet, a .ps1, pwsh/powershell): Windows
+# PowerShell's record is its message, then where it stood ("At line:1 char:1", "At C:\a.ps1:3 char:5"), then
+# "+ " lines (the command quoted, its category; a native program's stderr wrapped: NativeCommandError);
+# PowerShell 7's starts with the cmdlet's name ("Copy-Item: Cannot find path ...").
+_POWERSHELL_PROGRAM: Final = re.compile(r"(?i:pwsh|powershell)(?i:\.exe)?|.*\.(?i:ps1)|[A-Z][a-z]+-[A-Z][A-Za-z]+")
 _POWERSHELL_AT: Final = re.compile(r"^At (?:line|\S.*):\d+ char:\d+$")
-# MSBuild's (dotnet build's) diagnostic, naming its project: "a.cs(3,1): error CS0103: ... [/app/app.csproj]"
-_MSBUILD_ERROR: Final = re.compile(r"^\S.*\(\d+,\d+\): error [A-Z]+\d+: .*\[\S+\.\w*proj\]$")
+_POWERSHELL_ERROR: Final = re.compile(r"^[A-Z][a-z]+-[A-Z][A-Za-z]+: \S")
 _SUMMARY_LINES: Final = 5
 _VERDICT_CHARS: Final = 1000
 # A refusal of the program that ran (a reader too): perror's "prog: [arg: ]why" with a missing file
@@ -214,13 +224,24 @@ _VERDICT: Final = re.compile(
     r"|^CONFLICT \([^)]+\): |^Automatic merge failed;|^(?:[\w.-]+: )?Error (?:response from daemon|from server)\b"
     # git stash pop/apply's, printed only when the stash did not apply cleanly
     r"|^The stash entry is kept in case you need it again\.$"
-    # PowerShell 7's error: the cmdlet's Verb-Noun name, then the message ("Remove-Item: Cannot find path ...")
-    r"|^[A-Z][a-z]+-[A-Z][A-Za-z]+: \S"
+    # systemctl's refusal (then its "See ..." epilogue); the AWS CLI's ("fatal error: An error occurred (404)
+    # when calling the HeadObject operation: ...", "upload failed: ...", no credentials, a waiter given up)
+    r"|^Job for \S+ failed\b|^(?:fatal error: |(?:upload|download|copy|move|delete) failed: .*?)?"
+    r"An error occurred \([\w.]+\) when calling the \w+ operation\b|^Unable to locate credentials\b"
+    r"|^Waiter \w+ failed: "
+    # MSBuild's own errors ("MSBUILD : error MSB1009: ...", "/app/App.csproj : error NU1101: ..."), dotnet
+    # restore's; Windows cmd's refusals (a command it does not know: then its epilogue)
+    r"|^\S+ : error [A-Z]+\d+: |^Failed to restore \S"
+    r"|^'[^']+' is not recognized as an internal or external command\b"
+    r"|^The system cannot find the (?:path|file) specified\.$|^Access is denied\.$"
 )
 # ... unless it says the command went on: a warning, a retry, a fallback.
 _WENT_ON: Final = re.compile(r"(?i:warning|retry|retrying|fall(?:ing)? ?back)")
 # What git and docker print after their refusal: it is still the last word.
-_EPILOGUE: Final = re.compile(r"^See '[\w -]+--help'\.$|^hint: |^CONFLICT \(|^Automatic merge failed;")
+_EPILOGUE: Final = re.compile(
+    r"^See '[\w -]+--help'\.$|^hint: |^CONFLICT \(|^Automatic merge failed;"
+    r"|^See (?:\"|system logs and ')systemctl (?:--user )?status |^operable program or batch file\.$"
+)
 _GO_DIAGNOSTIC: Final = re.compile(r"^\S+\.go:\d+:\d+: \S")
 _GO_PACKAGE: Final = re.compile(r"^# \[?[\w./-]+\]?$")  # go build's "# pkg", go vet's "# [pkg]"
 # go build -gcflags=-m's optimisation notes have the diagnostics' shape: no failure.
@@ -242,8 +263,10 @@ _LEAD_PRINTERS: Final = _READ_PROGRAMS | {"echo", "printf", "date", "env"}
 # ... or only prints a word after it (pytest; echo "exit=$?"): the last lines but one are still its.
 _TRAILING_PRINTERS: Final = frozenset({"echo", "printf", "date"})
 _SILENT_SETUP: Final = frozenset({"cd", "export", "source", ".", "set", "unset"})
-# (and the frame terraform draws around a diagnostic: "│ Error: ...")
-_BULLET: Final = re.compile(r"^[-*\u2022\u2502]\s+")
+_BULLET: Final = re.compile(r"^[-*\u2022]\s+")
+# terraform's (and OpenTofu's) frame around a diagnostic: "╷", then "│ Error: ...", its lines, "╵"
+_FRAME_OPEN: Final = "\u2577"
+_FRAMED_ERROR: Final = "\u2502 Error: "
 _NOISE_LINE: Final = re.compile(r"^[\W_]+$")
 _TRACEBACK_HEAD: Final = "traceback (most recent call last)"
 FILE_LINE: Final = re.compile(r'^\s*File "([^"]+)", line \d+')
@@ -272,7 +295,7 @@ def describe_call(event: SessionEvent) -> Call:
         return Call(f"{name}({clip(str(args), 160)})", False, find_paths(str(args)), is_read_only_tool(name))
     if value := command_text(args).strip():
         command = clip(value, 240)
-        return Call(f"$ {command}", True, find_paths(value), _only_runs(command, _READ_PROGRAMS), f"$ {value}")
+        return Call(f"$ {command}", True, find_paths(value), _only_runs(command, _READ_PROGRAMS, _READ_SUBCOMMANDS), f"$ {value}")
     code = args.get("code")
     if isinstance(code, str) and code.strip():
         # Code execution: its output is scanned like a command's.
@@ -312,12 +335,14 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
             continue
         if FILE_LINE.match(line) or _VIEW_LINE.match(line):
             continue
+        if stripped.startswith(_FRAMED_ERROR) and position and lines[position - 1].strip() == _FRAME_OPEN:
+            stripped = stripped[2:]
         unbulleted = _BULLET.sub("", stripped)
         if (
             is_strong_error_line(stripped)
             or _EXCEPTION_LINE.match(unbulleted)
             or _EVIDENCE_LINE.search(stripped)
-            or (executed and (_compiled_with_error(lines, position) or _MSBUILD_ERROR.match(stripped)))
+            or (executed and _compiled_with_error(lines, position))
         ):
             strong.append((position, unbulleted))
         elif not negates_error(stripped):
@@ -354,7 +379,8 @@ def _verdict(lines: list[str], command: str) -> list[tuple[int, str]]:
     meaningful = [p for p, line in enumerate(lines) if len(line.strip()) >= 2 and not _NOISE_LINE.match(line.strip())]
     if not meaningful:
         return []
-    reads, listed = _command_kind(command)
+    reads, listed, trailing = _command_kind(command)
+    powershell = _runs_powershell(command)
     # A reader prints other programs' words; a list's last words may be an earlier part's, got past; a
     # checker told to exit 0 (flake8, ruff, pylint --exit-zero) reports findings, not a failure.
     own = not (reads or listed or "--exit-zero" in command)
@@ -372,11 +398,12 @@ def _verdict(lines: list[str], command: str) -> list[tuple[int, str]]:
             continue
         if _INDENTED_VERDICT.match(line):
             return [(position, stripped)]
-        if _POWERSHELL_AT.match(stripped) and (before := meaningful.index(position)) > 0:
-            return [(meaningful[before - 1], lines[meaningful[before - 1]].strip())]  # the record's message
         if len(line) - len(line.lstrip()) >= _QUOTED_INDENT:
             continue  # quoted text (a commit message, a report): no verdict of the command's
-        final = (seen == 0 or ending) and _WENT_ON.search(stripped) is None
+        if powershell and (record := _powershell_record(lines, meaningful, position)):
+            return [record]
+        # (the last lines of "a; echo done" but the echo's are the command's own)
+        final = (seen <= trailing or ending) and _WENT_ON.search(stripped) is None
         if final and seen == 0 and _GO_DIAGNOSTIC.match(stripped):
             if _go_failed(lines, meaningful):
                 return [(position, stripped)]
@@ -403,9 +430,9 @@ def _without_heredocs(command: str) -> str:
     return "\n".join(kept)
 
 
-def _command_kind(command: str) -> tuple[bool, bool]:
-    """``(reads, listed)``: the shell command (``"$ ..."``) only prints text; it is a list of commands ("a; b",
-    "a || b", one per line).
+def _command_kind(command: str) -> tuple[bool, bool, int]:
+    """``(reads, listed, trailing)``: the shell command (``"$ ..."``) only prints text; it is a list of commands
+    ("a; b", "a || b", one per line); how many print-only parts end it (``pytest; echo done``: 1).
 
     Setup that prints nothing when it works (``cd x; pytest``) makes no list, nor does what only prints
     before the rest (``cat setup.cfg; pytest``) or a word after it (``pytest; echo done``), nor a
@@ -413,7 +440,7 @@ def _command_kind(command: str) -> tuple[bool, bool]:
     Code run (``execute(code=...)``) is no shell command.
     """
     if not command.startswith("$ "):
-        return False, False
+        return False, False, 0
     text = _without_heredocs(command[2:_PARSED_CHARS])  # a here-document's body is data
     text = QUOTED.sub("''", text.replace("\\\n", " "))
     text = "\n".join(_COMMENT.sub("", line) for line in text.splitlines())
@@ -422,10 +449,35 @@ def _command_kind(command: str) -> tuple[bool, bool]:
     parts = [words[0] for part in _LIST_SEPARATOR.split(text) if (words := part.split())]
     while len(parts) > 1 and parts[0] in skipped:
         parts.pop(0)
+    trailing = 0
     while sequence and len(parts) > 1 and parts[-1] in _TRAILING_PRINTERS:
         parts.pop()
+        trailing += 1
     errexit = sequence and _ERREXIT.search(text) is not None
-    return _only_runs(text, _TEXT_PRINTERS), len(parts) > 1 and not errexit
+    return _only_runs(text, _TEXT_PRINTERS, _PRINTING_SUBCOMMANDS), len(parts) > 1 and not errexit, trailing
+
+
+def _runs_powershell(command: str) -> bool:
+    """True for a shell command (``"$ ..."``) that PowerShell runs: a cmdlet, a ``.ps1`` script, pwsh."""
+    parts = commands(command[2:]) if command.startswith("$ ") else []
+    words = program_words(parts[0]) if parts else []
+    return bool(words) and _POWERSHELL_PROGRAM.fullmatch(words[0].replace("\\", "/").rsplit("/", 1)[-1]) is not None
+
+
+def _powershell_record(lines: list[str], meaningful: list[int], position: int) -> tuple[int, str] | None:
+    """PowerShell's error at ``lines[position]``: PowerShell 7's line, or the message of Windows PowerShell's
+    record whose "At ..." line this is, when only the record's own "+ " lines follow and it wraps no native
+    program's stderr (``git : Everything up-to-date``: git exited 0)."""
+    stripped = lines[position].strip()
+    if _POWERSHELL_ERROR.match(stripped):
+        return position, stripped
+    at = meaningful.index(position)
+    rest = [lines[p].strip() for p in meaningful[at + 1 :]]
+    if not (_POWERSHELL_AT.match(stripped) and at > 0 and all(r.startswith("+") for r in rest)):
+        return None
+    if any("NativeCommandError" in r for r in rest):
+        return None
+    return meaningful[at - 1], lines[meaningful[at - 1]].strip()
 
 
 def _http_status(lines: list[str], first: int) -> tuple[int, str] | None:
