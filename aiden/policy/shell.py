@@ -17,8 +17,9 @@ __all__ = ["QUOTED", "command_text", "commands", "program_words"]
 
 _COMMAND_KEYS: Final = ("command", "cmd", "script", "shell", "bash")
 """The argument names under which agent tools pass a shell command."""
-QUOTED: Final = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
-"""A quoted argument: separators inside it are no list's (``echo 'a && rm x'`` runs no rm)."""
+QUOTED: Final = re.compile(r"(?<!\\)'[^']*'|(?<!\\)\"(?:[^\"\\]|\\.)*\"")
+"""A quoted argument: separators inside it are no list's (``echo 'a && rm x'`` runs no rm); an escaped
+quote outside quotes (``grep don\\'t f``) starts none."""
 _SEPARATORS: Final = re.compile(r"&&|\|\||[;\n]")
 # Words before the command proper: wrappers, and (matched apart) their options, ``VAR=value``
 # assignments and durations (``timeout 60 pytest``).

@@ -53,3 +53,20 @@ def test_both_readers_take_an_argument_vectors_script() -> None:
     call = _call({"command": ["bash", "-lc", "ls -la"]})
     assert summarizer_call(call).description == "$ ls -la"
     assert describe_call("shell", call.tool_args) == "list listing directory folder files"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # a step after a reader's first line, a writer after an escaped quote: never dropped as a read
+        "cd /app\nnpm install",
+        "git status\ngit add -A\ngit commit -m wip",
+        "grep -rln don\\'t docs/; sed -i \"s/don't/do not/g\" docs/guide.md",
+    ],
+)
+def test_a_command_that_writes_after_a_reader_is_no_read(command: str) -> None:
+    assert summarizer_call(_call({"command": command})).read_only is False
+
+
+def test_a_here_documents_body_is_no_command() -> None:
+    assert summarizer_call(_call({"command": "cat <<EOF\nrm -rf build\nEOF"})).read_only is True

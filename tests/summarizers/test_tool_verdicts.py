@@ -335,6 +335,27 @@ def test_an_output_that_only_mentions_failure_stays_a_working_recipe(command: st
 
 # Successful commands whose last lines have a refusal's or a tally's shape that is not the command's verdict.
 SHAPES_NOT_VERDICTS = [
+    # a re-review's false failures of the second version: what a command printed of a log or a file
+    ("kubectl -n ci logs job/android-build-42", "FAILURE: Build failed with an exception.\n\nBUILD FAILED in 3s\n1 actionable task\n"),
+    ("docker container logs builder", "Build FAILED.\n\n    0 Warning(s)\n    1 Error(s)\n\nTime Elapsed 00:00:02.41\n"),
+    ("sed -n '1,80p' artifacts/msbuild.log", "Build FAILED.\n\n    0 Warning(s)\n    1 Error(s)\n"),
+    ("awk 'NR>=1' reports/phpunit.txt", "..F..    5 / 5 (100%)\n\nFAILURES!\nTests: 5, Assertions: 7, Failures: 1.\n"),
+    (
+        "Get-Content .\\logs\\deploy.log -Tail 4",
+        "2026-12-07 10:00:01 deploying api\nInvoke-RestMethod: Response status code does not indicate success: 503.\n"
+        "2026-12-07 10:00:11 retry 2/5\n2026-12-07 10:00:12 health check OK\n",
+    ),
+    # ... a PowerShell script that went on past an error, a bare echo that prints no words
+    (
+        "pwsh -File .\\cleanup.ps1",
+        "Removing stale artifacts...\nRemove-Item: Cannot find path 'C:\\app\\dist\\old' because it does not exist.\n"
+        "Nothing to remove, continuing.\nCleanup finished.\n",
+    ),
+    (
+        './deploy.sh; echo; echo "deploy exit=$?"',
+        "Uploading release 1.4.2\ncurl: (7) Failed to connect to localhost port 8080 after 0 ms: Couldn't connect to"
+        " server\nService is up after 2 attempts.\n\ndeploy exit=0\n",
+    ),
     # a review's false failures of the first version of the build, cloud and Windows verdicts
     ("curl -sI http://localhost:5000/ | grep -i content-type", "Content-Type: text/html; charset=utf-8\n"),
     ("python smoke.py", "GET / 200\nCache-Control: no-store\n"),
@@ -421,6 +442,11 @@ def test_a_failure_shape_that_is_not_the_commands_verdict_stays_a_working_recipe
 # Whose words the last lines are, from the command's text: a reader prints other programs' (a log, a
 # fixture, a binary's strings); a list's ("a || b", "a; b", "a & b") may be an earlier part's, got past.
 NOT_THE_COMMANDS = [
+    # a re-review's: shapes that count only in a command's own output, printed from a log
+    ("tail -n 30 /var/log/api/stderr.log", "Unhandled exception. System.InvalidOperationException: boom\n   at Program.Main()\n"),
+    ("sudo cat /var/log/api/stderr.log", "Unhandled exception. System.Exception: x\n"),
+    ("cat logs/ansible.log", "web1 | FAILED | rc=1 >>\nNo such unit\n"),
+    ("cat logs/tf-apply.log", "\u2577\n\u2502 Error: creating S3 Bucket (app-logs): BucketAlreadyExists\n\u2575\n"),
     ("tail -5 ci/jest.log", "Tests:       1 failed, 30 passed, 31 total\nSnapshots:   0 total\nTime:        4.1 s\n"),
     ("cat tests/fixtures/flake8.txt", "src/app.py:1:1: F401 'os' imported but unused\n"),
     ("rg -N 'error TS' tests/fixtures", "src/a.ts(3,5): error TS2322: Type 'number' is not assignable to type 'string'.\n"),

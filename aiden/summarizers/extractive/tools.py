@@ -46,11 +46,15 @@ _READ_PROGRAMS: Final = frozenset(
 # words, a log's messages, a document's or a database's values.
 _TEXT_PRINTERS: Final = _READ_PROGRAMS | {
     "strings", "xxd", "hexdump", "od", "readelf", "objdump", "nm", "journalctl", "jq", "yq", "sqlite3", "redis-cli",
+    "sed", "awk", "bat", "zcat", "zless", "bzcat", "xzcat", "type", "Get-Content", "gc",
 }  # fmt: skip
 _GIT_READS: Final = frozenset({"status", "log", "diff", "show", "blame", "ls-files", "grep"})
 _READ_SUBCOMMANDS: Final = {"git": _GIT_READS}
-# ... and the subcommands that print what other programs logged (their words are no verdict of theirs)
-_PRINTING_SUBCOMMANDS: Final = {**_READ_SUBCOMMANDS, **dict.fromkeys(("kubectl", "docker", "aws"), frozenset({"logs"}))}
+# ... and the subcommands that print what other programs logged (their words are no verdict of theirs),
+# after options or an object kind ("kubectl -n ci logs job/x", "docker compose logs web")
+_LOG_PRINTERS: Final = ("kubectl", "oc", "docker", "podman", "aws")
+_PRINTING_SUBCOMMANDS: Final = {**_READ_SUBCOMMANDS, **dict.fromkeys(_LOG_PRINTERS, frozenset({"logs"}))}
+_SUBCOMMAND_WORDS: Final = 4  # a subcommand is looked for among this many words after the program
 _SHELL_WRITES: Final = re.compile(r">|\s-(?:delete|exec|execdir|ok|fprint)\b")
 _HARMLESS_REDIRECT: Final = re.compile(r"\d?>&\d|\d?>\s*/dev/null")
 _NAME_WORDS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -71,7 +75,7 @@ def _only_runs(command: str, programs: frozenset[str], subcommands: dict[str, fr
     parts = [words for part in commands(command) for piece in part.split("|") if (words := program_words(piece))]
     for words in parts:
         name = words[0].rsplit("/", 1)[-1]
-        if name not in programs and not (len(words) > 1 and words[1] in subcommands.get(name, ())):
+        if name not in programs and not subcommands.get(name, frozenset()).intersection(words[1:_SUBCOMMAND_WORDS]):
             return False
     return bool(parts)
 
@@ -130,12 +134,14 @@ _EVIDENCE_LINE: Final = re.compile(
     rf"|{NONZERO_EXIT}"
     r"|(?i:returned non-zero exit status)"
     r"|\*\*\* \[[^\]]*\] Error \d+"
-    # .NET's report of an exception nothing caught: "Unhandled exception. System.IO.IOException: ..."
-    r"|^Unhandled exception\. [\w.]+(?:Exception|Error)\b"
-    # ansible's ad-hoc result of a host: "web1 | UNREACHABLE! => {", "web1 | FAILED | rc=127 >>"
-    r"|^[\w.-]+ \| (?:FAILED|UNREACHABLE)!? (?:\||=>)"
     # The perror shape only: a refusal merely mentioned is weak evidence (looks_like_error_line).
     rf"|: {OS_REFUSAL}$"
+)
+# ... and shapes that count only in what a command printed itself, not in a log or file it printed: .NET's
+# report of an exception nothing caught ("Unhandled exception. System.IO.IOException: ..."), ansible's
+# ad-hoc result of a host ("web1 | FAILED | rc=127 >>").
+_RUN_EVIDENCE: Final = re.compile(
+    r"^Unhandled exception\. [\w.]+(?:Exception|Error)\b|^[\w.-]+ \| (?:FAILED|UNREACHABLE)!? (?:\||=>)"
 )
 # A compiler's diagnostic followed by the source line it quotes, as gcc and clang print it when they run
 # ("a.c:3:5: error: ..." then "    3 | int x"): a diagnostic alone may be a fixture or log being read.
@@ -186,6 +192,7 @@ _INDENTED_VERDICT: Final = re.compile(r"^ {4}[1-9]\d* Error\(s\)$")
 _POWERSHELL_PROGRAM: Final = re.compile(r"(?i:pwsh|powershell)(?i:\.exe)?|.*\.(?i:ps1)|[A-Z][a-z]+-[A-Z][A-Za-z]+")
 _POWERSHELL_AT: Final = re.compile(r"^At (?:line|\S.*):\d+ char:\d+$")
 _POWERSHELL_ERROR: Final = re.compile(r"^[A-Z][a-z]+-[A-Z][A-Za-z]+: \S")
+_POWERSHELL_FRAME: Final = re.compile(r"^(?:Line |\d+ )?\|")
 _SUMMARY_LINES: Final = 5
 _VERDICT_CHARS: Final = 1000
 # A refusal of the program that ran (a reader too): perror's "prog: [arg: ]why" with a missing file
@@ -295,7 +302,9 @@ def describe_call(event: SessionEvent) -> Call:
         return Call(f"{name}({clip(str(args), 160)})", False, find_paths(str(args)), is_read_only_tool(name))
     if value := command_text(args).strip():
         command = clip(value, 240)
-        return Call(f"$ {command}", True, find_paths(value), _only_runs(command, _READ_PROGRAMS, _READ_SUBCOMMANDS), f"$ {value}")
+        # Read from the whole command: a clipped description is one line ("cd /app" of "cd /app\nnpm install").
+        read_only = _only_runs(_without_heredocs(value[:_PARSED_CHARS]), _READ_PROGRAMS, _READ_SUBCOMMANDS)
+        return Call(f"$ {command}", True, find_paths(value), read_only, f"$ {value}")
     code = args.get("code")
     if isinstance(code, str) and code.strip():
         # Code execution: its output is scanned like a command's.
@@ -318,6 +327,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
     list's ("a; b") may be an earlier part's.
     """
     executed = bool(command)
+    own = executed and not _command_kind(command)[0]  # the command's own words, not a log or file it printed
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
         lines = lines[:_SCAN_HEAD_LINES] + lines[-_SCAN_TAIL_LINES:]
@@ -335,7 +345,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
             continue
         if FILE_LINE.match(line) or _VIEW_LINE.match(line):
             continue
-        if stripped.startswith(_FRAMED_ERROR) and position and lines[position - 1].strip() == _FRAME_OPEN:
+        if own and stripped.startswith(_FRAMED_ERROR) and position and lines[position - 1].strip() == _FRAME_OPEN:
             stripped = stripped[2:]
         unbulleted = _BULLET.sub("", stripped)
         if (
@@ -343,6 +353,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
             or _EXCEPTION_LINE.match(unbulleted)
             or _EVIDENCE_LINE.search(stripped)
             or (executed and _compiled_with_error(lines, position))
+            or (own and _RUN_EVIDENCE.match(stripped))
         ):
             strong.append((position, unbulleted))
         elif not negates_error(stripped):
@@ -446,13 +457,14 @@ def _command_kind(command: str) -> tuple[bool, bool, int]:
     text = "\n".join(_COMMENT.sub("", line) for line in text.splitlines())
     sequence = all(separator in ";\n" for separator in _LIST_SEPARATOR.findall(text))  # no "||", no "&"
     skipped = _SILENT_SETUP | _LEAD_PRINTERS if sequence else _SILENT_SETUP
-    parts = [words[0] for part in _LIST_SEPARATOR.split(text) if (words := part.split())]
+    partwords = [words for part in _LIST_SEPARATOR.split(text) if (words := part.split())]
+    parts = [words[0] for words in partwords]
     while len(parts) > 1 and parts[0] in skipped:
         parts.pop(0)
     trailing = 0
     while sequence and len(parts) > 1 and parts[-1] in _TRAILING_PRINTERS:
-        parts.pop()
-        trailing += 1
+        printer, words = parts.pop(), partwords.pop()
+        trailing += printer == "date" or len(words) > 1  # a bare echo prints no words
     errexit = sequence and _ERREXIT.search(text) is not None
     return _only_runs(text, _TEXT_PRINTERS, _PRINTING_SUBCOMMANDS), len(parts) > 1 and not errexit, trailing
 
@@ -465,14 +477,15 @@ def _runs_powershell(command: str) -> bool:
 
 
 def _powershell_record(lines: list[str], meaningful: list[int], position: int) -> tuple[int, str] | None:
-    """PowerShell's error at ``lines[position]``: PowerShell 7's line, or the message of Windows PowerShell's
-    record whose "At ..." line this is, when only the record's own "+ " lines follow and it wraps no native
+    """PowerShell's error at ``lines[position]``, when only the error's own lines follow (a script that went
+    on past it did not fail): PowerShell 7's line (then its "Line |" frame), or the message of Windows
+    PowerShell's record whose "At ..." line this is (then its "+ " lines), unless the record wraps a native
     program's stderr (``git : Everything up-to-date``: git exited 0)."""
     stripped = lines[position].strip()
-    if _POWERSHELL_ERROR.match(stripped):
-        return position, stripped
     at = meaningful.index(position)
     rest = [lines[p].strip() for p in meaningful[at + 1 :]]
+    if _POWERSHELL_ERROR.match(stripped):
+        return (position, stripped) if all(_POWERSHELL_FRAME.match(r) for r in rest) else None
     if not (_POWERSHELL_AT.match(stripped) and at > 0 and all(r.startswith("+") for r in rest)):
         return None
     if any("NativeCommandError" in r for r in rest):
