@@ -12,6 +12,7 @@ Across the two command sections the newer verdict wins: a recipe ``$ cmd`` and a
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -130,6 +131,11 @@ def strip_thinking(text: str) -> str:
     return _THINK.sub(" ", text)
 
 
+# Items are cleaned and keyed again at every merge and every fresh session's block, most of them the
+# digest's, unchanged since the last time: their keys are remembered (about a project's digest and kept
+# summaries; pure functions of the text).
+_KEY_CACHE: Final = 4096
+
 def is_excluded(text: str) -> bool:
     """True for what a durable summary leaves out: greetings, acknowledgements, filler, reasoning meander."""
     body = _LABEL.sub("", " ".join(text.split()))
@@ -137,6 +143,7 @@ def is_excluded(text: str) -> bool:
     return not rest.split() or _FILLER.match(rest) is not None or _MEANDER.match(body) is not None
 
 
+@functools.lru_cache(maxsize=_KEY_CACHE)
 def clean_item(text: str) -> str:
     """One summary item as stored: thinking removed, one line, leading greeting dropped, clipped.
 
@@ -370,11 +377,13 @@ _LEAD_DATE: Final = re.compile(r"^\([^()]{1,40}\)\s+")  # "(17 July, 2023) ": wh
 _SAID_MIN_WORDS: Final = 4  # "Name: <4+ words>" is a sentence someone said; "Database: Postgres 16" a value
 
 
+@functools.lru_cache(maxsize=_KEY_CACHE)
 def same_key(text: str) -> str:
     """The dedupe key of an item: normalized text without Markdown emphasis."""
     return normalize(_BACKTICKS.sub("", text))
 
 
+@functools.lru_cache(maxsize=_KEY_CACHE)
 def conflict_key(section: Section, text: str) -> str | None:
     """The conflict key of an item of ``section`` (``None``: it conflicts with nothing)."""
     if section == "outcome":
