@@ -62,10 +62,18 @@ def test_both_readers_take_an_argument_vectors_script() -> None:
         "cd /app\nnpm install",
         "git status\ngit add -A\ngit commit -m wip",
         "grep -rln don\\'t docs/; sed -i \"s/don't/do not/g\" docs/guide.md",
+        # a path named like a read subcommand, an arithmetic shift that is no here-document
+        "git add -f log",
+        "x=$((1<<SHIFT)); ls\nrm -rf cache",
     ],
 )
 def test_a_command_that_writes_after_a_reader_is_no_read(command: str) -> None:
     assert summarizer_call(_call({"command": command})).read_only is False
+
+
+@pytest.mark.parametrize("command", ["ls -la\n# show the config\ncat config.yml", "cat \\\n  config.yml", "git -C repo log -3"])
+def test_comments_continuations_and_options_leave_a_read_a_read(command: str) -> None:
+    assert summarizer_call(_call({"command": command})).read_only is True
 
 
 def test_a_here_documents_body_is_no_command() -> None:

@@ -279,6 +279,15 @@ FAILURES = [
      "Unhandled exception. System.InvalidOperationException: no config"),
     ("cmd /c del C:\\Windows\\hosts", "Access is denied.\n", "Access is denied."),
     ("rmdir C:\\nowhere", "The system cannot find the file specified.\n", "The system cannot find the file specified."),
+    # a third review's: "logs" as an argument is no log printer; an echo after the refusal's epilogue
+    ("kubectl create namespace logs", 'Error from server (AlreadyExists): namespaces "logs" already exists\n',
+     'Error from server (AlreadyExists): namespaces "logs" already exists'),
+    (
+        'sudo systemctl restart app; echo "exit=$?"',
+        "Job for app.service failed because the control process exited with error code.\nSee \"systemctl status"
+        " app.service\" and \"journalctl -xeu app.service\" for details.\nexit=1\n",
+        "Job for app.service failed because the control process exited with error code.",
+    ),
 ]
 
 
@@ -345,6 +354,17 @@ SHAPES_NOT_VERDICTS = [
         "2026-12-07 10:00:01 deploying api\nInvoke-RestMethod: Response status code does not indicate success: 503.\n"
         "2026-12-07 10:00:11 retry 2/5\n2026-12-07 10:00:12 health check OK\n",
     ),
+    # a third review's: a tool's own words printed by another command (read only from a command that runs the
+    # tool), a log printer with options before "logs"
+    ("docker exec api cat /app/logs/crash.log", "Unhandled exception. System.InvalidOperationException: no IRepo\n"
+     "   at Program.<Main>$(String[] args) in /src/Program.cs:line 14\n2026-12-07 10:00:05 info: Application started.\n"),
+    ("gunzip -c logs/ci-1234.log.gz | tail -40", "FAILURE: Build failed with an exception.\n\nBUILD FAILED in 12s\n"
+     "3 actionable tasks: 3 executed\n"),
+    ("bash ci/collect-logs.sh", "== dotnet ==\nBuild FAILED.\n\n    0 Warning(s)\n    1 Error(s)\n\nTime Elapsed 00:00:03.01\n"
+     "== collected 3 logs into artifacts/ ==\n"),
+    ("kubectl --context prod -n ci logs job/build-42", "Restore complete\nBuild FAILED.\n\n    0 Warning(s)\n    1 Error(s)\n"),
+    ("docker compose -f docker-compose.ci.yml logs --no-log-prefix api",
+     "Unhandled exception. System.InvalidOperationException: no IRepo\n   at Program.Main()\n"),
     # ... a PowerShell script that went on past an error, a bare echo that prints no words
     (
         "pwsh -File .\\cleanup.ps1",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Final
+from collections.abc import Sequence
+from typing import Final, NamedTuple
 
 import msgspec
 
@@ -46,15 +47,25 @@ _READ_PROGRAMS: Final = frozenset(
 # words, a log's messages, a document's or a database's values.
 _TEXT_PRINTERS: Final = _READ_PROGRAMS | {
     "strings", "xxd", "hexdump", "od", "readelf", "objdump", "nm", "journalctl", "jq", "yq", "sqlite3", "redis-cli",
-    "sed", "awk", "bat", "zcat", "zless", "bzcat", "xzcat", "type", "Get-Content", "gc",
+    "sed", "awk", "bat", "zcat", "zless", "bzcat", "xzcat", "type", "Get-Content", "gc", "cut", "tr", "sort", "uniq",
+    "column", "fold", "iconv", "gunzip", "zgrep", "Select-Object", "Select-String", "Out-String", "Where-Object",
 }  # fmt: skip
 _GIT_READS: Final = frozenset({"status", "log", "diff", "show", "blame", "ls-files", "grep"})
-_READ_SUBCOMMANDS: Final = {"git": _GIT_READS}
-# ... and the subcommands that print what other programs logged (their words are no verdict of theirs),
-# after options or an object kind ("kubectl -n ci logs job/x", "docker compose logs web")
-_LOG_PRINTERS: Final = ("kubectl", "oc", "docker", "podman", "aws")
-_PRINTING_SUBCOMMANDS: Final = {**_READ_SUBCOMMANDS, **dict.fromkeys(_LOG_PRINTERS, frozenset({"logs"}))}
-_SUBCOMMAND_WORDS: Final = 4  # a subcommand is looked for among this many words after the program
+# A program's subcommands (its first words but options), as paths: "git log", "docker compose logs".
+_READ_SUBCOMMANDS: Final[dict[str, frozenset[tuple[str, ...]]]] = {"git": frozenset((r,) for r in _GIT_READS)}
+# ... and the subcommands that print what other programs logged (their words are no verdict of theirs)
+_PRINTING_SUBCOMMANDS: Final = {
+    **_READ_SUBCOMMANDS,
+    **dict.fromkeys(("kubectl", "oc", "podman", "docker-compose"), frozenset({("logs",)})),
+    "stern": frozenset({()}),  # prints pods' logs, whatever its arguments
+    "docker": frozenset({("logs",), ("compose", "logs"), ("container", "logs")}),
+    "aws": frozenset({("logs", "tail"), ("logs", "filter-log-events"), ("logs", "get-log-events")}),
+}
+# Options that take the next word as their value, before a subcommand ("kubectl -n ci logs", "git -C repo log").
+_VALUE_OPTIONS: Final = frozenset({
+    "-C", "-c", "-n", "--namespace", "--context", "--cluster", "--kubeconfig", "-H", "--host", "--config", "-f",
+    "--file", "-p", "--project-name", "--profile", "--env-file", "--git-dir", "--work-tree", "--region", "-l",
+})  # fmt: skip
 _SHELL_WRITES: Final = re.compile(r">|\s-(?:delete|exec|execdir|ok|fprint)\b")
 _HARMLESS_REDIRECT: Final = re.compile(r"\d?>&\d|\d?>\s*/dev/null")
 _NAME_WORDS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -67,7 +78,7 @@ def is_read_only_tool(name: str) -> bool:
     return bool(words & _READ_VERBS) and not words & _WRITE_VERBS
 
 
-def _only_runs(command: str, programs: frozenset[str], subcommands: dict[str, frozenset[str]]) -> bool:
+def _only_runs(command: str, programs: frozenset[str], subcommands: dict[str, frozenset[tuple[str, ...]]]) -> bool:
     """True for a shell command whose every part runs one of ``programs`` (or one of ``subcommands``: a git
     read), writing nothing."""
     if _SHELL_WRITES.search(_HARMLESS_REDIRECT.sub(" ", QUOTED.sub("_", command))):
@@ -75,9 +86,23 @@ def _only_runs(command: str, programs: frozenset[str], subcommands: dict[str, fr
     parts = [words for part in commands(command) for piece in part.split("|") if (words := program_words(piece))]
     for words in parts:
         name = words[0].rsplit("/", 1)[-1]
-        if name not in programs and not subcommands.get(name, frozenset()).intersection(words[1:_SUBCOMMAND_WORDS]):
+        if name not in programs and not _runs_subcommand(words, subcommands.get(name, frozenset())):
             return False
     return bool(parts)
+
+
+def _runs_subcommand(words: list[str], paths: frozenset[tuple[str, ...]]) -> bool:
+    """True when the program ``words[0]`` runs one of the subcommand ``paths`` (``()``: any, as ``stern``)."""
+    if not paths:
+        return False
+    subcommands: list[str] = []
+    rest = iter(words[1:])
+    for word in rest:
+        if word in _VALUE_OPTIONS:
+            next(rest, None)
+        elif not word.startswith("-"):
+            subcommands.append(word)
+    return any(tuple(subcommands[: len(path)]) == path for path in paths)
 
 
 def is_read_only_command(line: str) -> bool:
@@ -137,12 +162,6 @@ _EVIDENCE_LINE: Final = re.compile(
     # The perror shape only: a refusal merely mentioned is weak evidence (looks_like_error_line).
     rf"|: {OS_REFUSAL}$"
 )
-# ... and shapes that count only in what a command printed itself, not in a log or file it printed: .NET's
-# report of an exception nothing caught ("Unhandled exception. System.IO.IOException: ..."), ansible's
-# ad-hoc result of a host ("web1 | FAILED | rc=127 >>").
-_RUN_EVIDENCE: Final = re.compile(
-    r"^Unhandled exception\. [\w.]+(?:Exception|Error)\b|^[\w.-]+ \| (?:FAILED|UNREACHABLE)!? (?:\||=>)"
-)
 # A compiler's diagnostic followed by the source line it quotes, as gcc and clang print it when they run
 # ("a.c:3:5: error: ..." then "    3 | int x"): a diagnostic alone may be a fixture or log being read.
 _COMPILER_ERROR: Final = re.compile(r"^[\w.][\w./-]*\.\w+:\d+:\d+: (?:fatal )?error: ")
@@ -172,19 +191,61 @@ _SUMMARY_VERDICT: Final = re.compile(
     r"|^\u2716 \d+ problems? \([1-9]\d* errors?|^Oh no! \U0001f4a5|^\[warn\] Code style issues found\b"
     # make's fatal "***"
     r"|^g?make(?:\[\d+\])?: \*\*\* "
-    # build tools' closing words: gradle "BUILD FAILED in 2s" (old ones: "BUILD FAILED"), MSBuild/dotnet
-    # "Build FAILED." (.NET 9: "Build failed with 1 error(s) in 2.1s"), dotnet test "Failed!  - Failed: 1,
-    # Passed: 2, ..." / "Test Run Failed.", phpunit "FAILURES!" / "Tests: 3, Assertions: 3, Failures: 1."
-    r"|^BUILD FAILED(?: in \d.*)?$|^Build FAILED\.$|^Build failed with [1-9]\d* error\(s\)"
-    r"|^(?:Test run summary: )?Failed!\s+- |^Test Run Failed\.$|^(?:FAILURES|ERRORS)!$"
-    r"|^Tests: \d+, Assertions: \d+(?:, \w+: \d+)*, (?:Errors|Failures): [1-9]"
-    # ansible's recap of a host that failed or was unreachable
-    r"|^\S+\s+: ok=\d+\s+changed=\d+\s+(?:unreachable=[1-9]|unreachable=\d+\s+failed=[1-9])"
     # a command PowerShell does not know (its own wording)
     r"|^\S+ ?: The term '[^']+' is not recognized as (?:the|a) name of a cmdlet\b"
 )
-# ... and MSBuild's tally, which it indents: "    1 Error(s)".
-_INDENTED_VERDICT: Final = re.compile(r"^ {4}[1-9]\d* Error\(s\)$")
+
+
+class _ToolVerdicts(NamedTuple):
+    """A tool's own verdicts, read only from a command that runs it (a word of the command names it as a
+    program: ``./gradlew build``, ``docker exec api dotnet test``): in what other commands print (a log read
+    with ``docker exec ... cat``, ``tail``, ``curl``, ``tar -O``) the same lines are text."""
+
+    names: re.Pattern[str]  # the program's names (matched whole, without a path or .exe)
+    summary: re.Pattern[str] | None = None  # on one of the last lines (a tally, a closing word)
+    final: re.Pattern[str] | None = None  # the last words (or before the tool's own epilogue)
+    anywhere: re.Pattern[str] | None = None  # on any line, unstripped (its own indentation)
+
+
+_TOOLS: Final = (
+    # gradle "BUILD FAILED in 2s" (old gradle, ant: "BUILD FAILED")
+    _ToolVerdicts(re.compile(r"gradlew?|ant"), re.compile(r"^BUILD FAILED(?: in \d.*)?$")),
+    # MSBuild/dotnet "Build FAILED." and its indented tally "    1 Error(s)" (.NET 9: "Build failed with 1
+    # error(s) in 2.1s"), dotnet test "Failed!  - Failed: 1, ..." / "Test Run Failed.", its own errors
+    # ("MSBUILD : error MSB1009: ...", "/app/App.csproj : error NU1101: ...", "Failed to restore ..."), and
+    # .NET's report of an exception nothing caught ("Unhandled exception. System.IO.IOException: ...")
+    _ToolVerdicts(
+        re.compile(r"dotnet|msbuild"),
+        re.compile(r"^Build FAILED\.$|^Build failed with [1-9]\d* error\(s\)|^(?:Test run summary: )?Failed!\s+- |^Test Run Failed\.$"),
+        re.compile(r"^\S+ : error [A-Z]+\d+: |^Failed to restore \S"),
+        re.compile(r"^ {4}[1-9]\d* Error\(s\)$|^Unhandled [Ee]xception[.:] [\w.]+(?:Exception|Error)\b"),
+    ),
+    # phpunit (pest) "FAILURES!" / "Tests: 3, Assertions: 3, Failures: 1."
+    _ToolVerdicts(
+        re.compile(r"phpunit|pest|php|composer|artisan"),
+        re.compile(r"^(?:FAILURES|ERRORS)!$|^Tests: \d+, Assertions: \d+(?:, \w+: \d+)*, (?:Errors|Failures): [1-9]"),
+    ),
+    # ansible's recap of a host that failed or was unreachable, its ad-hoc "web1 | FAILED | rc=127 >>"
+    _ToolVerdicts(
+        re.compile(r"ansible(?:-playbook)?"),
+        re.compile(r"^\S+\s+: ok=\d+\s+changed=\d+\s+(?:unreachable=[1-9]|unreachable=\d+\s+failed=[1-9])"),
+        anywhere=re.compile(r"^[\w.-]+ \| (?:FAILED|UNREACHABLE)!? (?:\||=>)"),
+    ),
+    # systemctl's refusal (then its "See ..." epilogue)
+    _ToolVerdicts(re.compile(r"systemctl|service"), final=re.compile(r"^Job for \S+ failed\b")),
+    # the AWS CLI's ("fatal error: An error occurred (404) when calling the HeadObject operation: ...",
+    # "upload failed: ...", no credentials, a waiter given up)
+    _ToolVerdicts(
+        re.compile(r"aws"),
+        final=re.compile(
+            r"^(?:fatal error: |(?:upload|download|copy|move|delete) failed: .*?)?An error occurred \([\w.]+\) when"
+            r" calling the \w+ operation\b|^Unable to locate credentials\b|^Waiter \w+ failed: "
+        ),
+    ),
+    # terraform's (and OpenTofu's): its framed "│ Error: ..." (read in error_lines, _FRAMED_ERROR)
+    _ToolVerdicts(re.compile(r"terraform|tofu|terragrunt")),
+)
+_PROGRAM_WORD: Final = re.compile(r"[^\s;&|()<>'\"`=]+")
 # PowerShell's errors, read only from what PowerShell ran (a cmdlet, a .ps1, pwsh/powershell): Windows
 # PowerShell's record is its message, then where it stood ("At line:1 char:1", "At C:\a.ps1:3 char:5"), then
 # "+ " lines (the command quoted, its category; a native program's stderr wrapped: NativeCommandError);
@@ -231,14 +292,7 @@ _VERDICT: Final = re.compile(
     r"|^CONFLICT \([^)]+\): |^Automatic merge failed;|^(?:[\w.-]+: )?Error (?:response from daemon|from server)\b"
     # git stash pop/apply's, printed only when the stash did not apply cleanly
     r"|^The stash entry is kept in case you need it again\.$"
-    # systemctl's refusal (then its "See ..." epilogue); the AWS CLI's ("fatal error: An error occurred (404)
-    # when calling the HeadObject operation: ...", "upload failed: ...", no credentials, a waiter given up)
-    r"|^Job for \S+ failed\b|^(?:fatal error: |(?:upload|download|copy|move|delete) failed: .*?)?"
-    r"An error occurred \([\w.]+\) when calling the \w+ operation\b|^Unable to locate credentials\b"
-    r"|^Waiter \w+ failed: "
-    # MSBuild's own errors ("MSBUILD : error MSB1009: ...", "/app/App.csproj : error NU1101: ..."), dotnet
-    # restore's; Windows cmd's refusals (a command it does not know: then its epilogue)
-    r"|^\S+ : error [A-Z]+\d+: |^Failed to restore \S"
+    # Windows cmd's refusals (a command it does not know: then its epilogue)
     r"|^'[^']+' is not recognized as an internal or external command\b"
     r"|^The system cannot find the (?:path|file) specified\.$|^Access is denied\.$"
 )
@@ -261,7 +315,7 @@ _QUOTED_INDENT: Final = 4  # a summary indented this far is quoted (a commit mes
 # A command list whose later part runs whatever an earlier one did ("a; b", "a || b", "a & b"): its output's
 # last words may be an earlier part's, got past. Separators inside quotes are no list's.
 _LIST_SEPARATOR: Final = re.compile(r"\|\||(?<![&>|])&(?![&>])|[;\n]")
-_HEREDOC: Final = re.compile(r"(?<!<)<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")  # not a here-string's "<<<"
+_HEREDOC: Final = re.compile(r"(?<![<\w])<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")  # not "<<<", not "$((1<<N))"
 _PARSED_CHARS: Final = 20_000  # a command's text read for its list structure
 _COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
 _ERREXIT: Final = re.compile(r"(?:^|[;\n]\s*)set -(?:\w*e\w*\b|o errexit\b)")
@@ -303,7 +357,7 @@ def describe_call(event: SessionEvent) -> Call:
     if value := command_text(args).strip():
         command = clip(value, 240)
         # Read from the whole command: a clipped description is one line ("cd /app" of "cd /app\nnpm install").
-        read_only = _only_runs(_without_heredocs(value[:_PARSED_CHARS]), _READ_PROGRAMS, _READ_SUBCOMMANDS)
+        read_only = _only_runs(_script(value), _READ_PROGRAMS, _READ_SUBCOMMANDS)
         return Call(f"$ {command}", True, find_paths(value), read_only, f"$ {value}")
     code = args.get("code")
     if isinstance(code, str) and code.strip():
@@ -327,7 +381,10 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
     list's ("a; b") may be an earlier part's.
     """
     executed = bool(command)
-    own = executed and not _command_kind(command)[0]  # the command's own words, not a log or file it printed
+    kind = _command_kind(command)
+    # The tools a command runs, when its output is its own words (not a log or file it printed, not a list's).
+    tools = _tools_run(command) if executed and not (kind.reads or kind.listed) else ()
+    framed = any(t.names.pattern.startswith("terraform") for t in tools)
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
         lines = lines[:_SCAN_HEAD_LINES] + lines[-_SCAN_TAIL_LINES:]
@@ -345,7 +402,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
             continue
         if FILE_LINE.match(line) or _VIEW_LINE.match(line):
             continue
-        if own and stripped.startswith(_FRAMED_ERROR) and position and lines[position - 1].strip() == _FRAME_OPEN:
+        if framed and stripped.startswith(_FRAMED_ERROR) and position and lines[position - 1].strip() == _FRAME_OPEN:
             stripped = stripped[2:]
         unbulleted = _BULLET.sub("", stripped)
         if (
@@ -353,7 +410,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
             or _EXCEPTION_LINE.match(unbulleted)
             or _EVIDENCE_LINE.search(stripped)
             or (executed and _compiled_with_error(lines, position))
-            or (own and _RUN_EVIDENCE.match(stripped))
+            or any(t.anywhere is not None and t.anywhere.match(line) for t in tools)
         ):
             strong.append((position, unbulleted))
         elif not negates_error(stripped):
@@ -361,7 +418,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
     weak_counts = reported or (executed and traceback)
     if executed and not strong and not (weak and weak_counts):
         # No error line: the last lines may still say the command failed ("EXECUTION TIMED OUT").
-        strong = _verdict(lines, command)
+        strong = _verdict(lines, command, kind, tools)
     pool = strong or (weak if weak_counts else [])
     # The first error says what broke, the last one is usually the cause
     # ("npm ERR! code ERESOLVE" ... / a traceback's final exception line).
@@ -385,12 +442,14 @@ def _compiled_with_error(lines: list[str], position: int) -> bool:
     )
 
 
-def _verdict(lines: list[str], command: str) -> list[tuple[int, str]]:
+def _verdict(
+    lines: list[str], command: str, kind: _CommandKind, tools: Sequence[_ToolVerdicts]
+) -> list[tuple[int, str]]:
     """A failure verdict on the last meaningful lines of a command's output, as ``[(position, line)]``."""
     meaningful = [p for p, line in enumerate(lines) if len(line.strip()) >= 2 and not _NOISE_LINE.match(line.strip())]
     if not meaningful:
         return []
-    reads, listed, trailing = _command_kind(command)
+    reads, listed, trailing = kind
     powershell = _runs_powershell(command)
     # A reader prints other programs' words; a list's last words may be an earlier part's, got past; a
     # checker told to exit 0 (flake8, ruff, pylint --exit-zero) reports findings, not a failure.
@@ -407,8 +466,6 @@ def _verdict(lines: list[str], command: str) -> list[tuple[int, str]]:
             return [(position, stripped)]  # (a reader's own refusal: "cat: x: No such file or directory")
         if not own:
             continue
-        if _INDENTED_VERDICT.match(line):
-            return [(position, stripped)]
         if len(line) - len(line.lstrip()) >= _QUOTED_INDENT:
             continue  # quoted text (a commit message, a report): no verdict of the command's
         if powershell and (record := _powershell_record(lines, meaningful, position)):
@@ -421,9 +478,13 @@ def _verdict(lines: list[str], command: str) -> list[tuple[int, str]]:
         elif final and seen == 0 and stripped == "FAIL":
             # go test's closing word on its packages, when one of them failed (its line may be far above)
             return [(p, lines[p].strip()) for p in meaningful if _GO_TEST_FAILED.match(lines[p])][:1]
-        elif (final and _VERDICT.match(stripped)) or _SUMMARY_VERDICT.match(stripped):
+        elif (
+            (final and _VERDICT.match(stripped))
+            or _SUMMARY_VERDICT.match(stripped)
+            or any(_tool_says(t, stripped, final) for t in tools)
+        ):
             return [(position, stripped)]
-        ending = (seen == 0 or ending) and _EPILOGUE.match(stripped) is not None
+        ending = (seen <= trailing or ending) and _EPILOGUE.match(stripped) is not None
     return []
 
 
@@ -441,7 +502,37 @@ def _without_heredocs(command: str) -> str:
     return "\n".join(kept)
 
 
-def _command_kind(command: str) -> tuple[bool, bool, int]:
+class _CommandKind(NamedTuple):
+    reads: bool
+    listed: bool
+    trailing: int
+
+
+def _script(text: str) -> str:
+    """A shell command's text as its commands are read: here-document bodies dropped (data), line
+    continuations joined, quoted text masked, comments stripped."""
+    text = _without_heredocs(text[:_PARSED_CHARS])
+    text = QUOTED.sub("''", text.replace("\\\n", " "))
+    return "\n".join(_COMMENT.sub("", line) for line in text.splitlines())
+
+
+def _tools_run(command: str) -> tuple[_ToolVerdicts, ...]:
+    """The tools of :data:`_TOOLS` a shell command (``"$ ..."``) names as a program (anywhere in it)."""
+    if not command.startswith("$ "):
+        return ()
+    words = {w.replace("\\", "/").rsplit("/", 1)[-1].lower() for w in _PROGRAM_WORD.findall(_script(command[2:]))}
+    programs = {w.removesuffix(".exe").removesuffix(".bat").removesuffix(".cmd") for w in words}
+    return tuple(t for t in _TOOLS if any(t.names.fullmatch(w) for w in programs))
+
+
+def _tool_says(tool: _ToolVerdicts, stripped: str, final: bool) -> bool:
+    """True for a line that is ``tool``'s own verdict where it stands (``final``: among the last words)."""
+    return (tool.summary is not None and tool.summary.match(stripped) is not None) or (
+        final and tool.final is not None and tool.final.match(stripped) is not None
+    )
+
+
+def _command_kind(command: str) -> _CommandKind:
     """``(reads, listed, trailing)``: the shell command (``"$ ..."``) only prints text; it is a list of commands
     ("a; b", "a || b", one per line); how many print-only parts end it (``pytest; echo done``: 1).
 
@@ -451,10 +542,8 @@ def _command_kind(command: str) -> tuple[bool, bool, int]:
     Code run (``execute(code=...)``) is no shell command.
     """
     if not command.startswith("$ "):
-        return False, False, 0
-    text = _without_heredocs(command[2:_PARSED_CHARS])  # a here-document's body is data
-    text = QUOTED.sub("''", text.replace("\\\n", " "))
-    text = "\n".join(_COMMENT.sub("", line) for line in text.splitlines())
+        return _CommandKind(False, False, 0)
+    text = _script(command[2:])
     sequence = all(separator in ";\n" for separator in _LIST_SEPARATOR.findall(text))  # no "||", no "&"
     skipped = _SILENT_SETUP | _LEAD_PRINTERS if sequence else _SILENT_SETUP
     partwords = [words for part in _LIST_SEPARATOR.split(text) if (words := part.split())]
@@ -466,7 +555,7 @@ def _command_kind(command: str) -> tuple[bool, bool, int]:
         printer, words = parts.pop(), partwords.pop()
         trailing += printer == "date" or len(words) > 1  # a bare echo prints no words
     errexit = sequence and _ERREXIT.search(text) is not None
-    return _only_runs(text, _TEXT_PRINTERS, _PRINTING_SUBCOMMANDS), len(parts) > 1 and not errexit, trailing
+    return _CommandKind(_only_runs(text, _TEXT_PRINTERS, _PRINTING_SUBCOMMANDS), len(parts) > 1 and not errexit, trailing)
 
 
 def _runs_powershell(command: str) -> bool:
