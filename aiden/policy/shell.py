@@ -25,6 +25,9 @@ _SEPARATORS: Final = re.compile(r"&&|\|\||[;\n]")
 # assignments and durations (``timeout 60 pytest``).
 _PREFIXES: Final = frozenset({"sudo", "time", "timeout", "nohup", "env", "exec", "command", "xargs", "nice"})
 _SKIPPED: Final = re.compile(r"-|[A-Za-z_][A-Za-z0-9_]*=|[\d.]+[smhd]?$")
+# The wrappers' options that take the next word as their value (sudo -u/-g, env -u, timeout -s/-k, nice -n,
+# xargs -a/-d/-I/-L/-n/-P)
+_VALUE_OPTIONS: Final = frozenset({"-u", "-g", "-s", "-k", "-n", "-a", "-d", "-I", "-L", "-P"})
 
 
 def command_text(args: object) -> str:
@@ -45,9 +48,10 @@ def commands(text: str) -> list[str]:
 
 
 def program_words(command: str) -> list[str]:
-    """One command's words from its program on: wrappers, their options, assignments and durations skipped."""
+    """One command's words from its program on: wrappers, their options (with a value: ``sudo -u www-data``),
+    assignments and durations skipped."""
     words = command.split()
     while words and (words[0] in _PREFIXES or _SKIPPED.match(words[0])):
-        words = words[1:]
+        words = words[2:] if words[0] in _VALUE_OPTIONS and len(words) > 1 else words[1:]
     return words
 

@@ -65,13 +65,24 @@ def test_both_readers_take_an_argument_vectors_script() -> None:
         # a path named like a read subcommand, an arithmetic shift that is no here-document
         "git add -f log",
         "x=$((1<<SHIFT)); ls\nrm -rf cache",
+        # a "<<EOF" in quotes is no here-document, an apostrophe in a comment opens no quote
+        "grep -n '<<EOF' scripts/*.sh\nrm -f scripts/old_*.sh",
+        "cat README.md # it's short\nsed -i 's/v1/v2/' README.md\ngrep -n 'v2' README.md",
     ],
 )
 def test_a_command_that_writes_after_a_reader_is_no_read(command: str) -> None:
     assert summarizer_call(_call({"command": command})).read_only is False
 
 
-@pytest.mark.parametrize("command", ["ls -la\n# show the config\ncat config.yml", "cat \\\n  config.yml", "git -C repo log -3"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ls -la\n# show the config\ncat config.yml",
+        "cat \\\n  config.yml",
+        "git -C repo log -3",
+        "sudo -u postgres cat /var/lib/postgresql/16/main/postgresql.auto.conf",
+    ],
+)
 def test_comments_continuations_and_options_leave_a_read_a_read(command: str) -> None:
     assert summarizer_call(_call({"command": command})).read_only is True
 

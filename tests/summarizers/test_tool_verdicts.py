@@ -279,6 +279,12 @@ FAILURES = [
      "Unhandled exception. System.InvalidOperationException: no config"),
     ("cmd /c del C:\\Windows\\hosts", "Access is denied.\n", "Access is denied."),
     ("rmdir C:\\nowhere", "The system cannot find the file specified.\n", "The system cannot find the file specified."),
+    # a fourth review's: a log printer's own refusal is still its verdict
+    ("kubectl logs api-7d9f8-xk2p --tail=50", 'Error from server (NotFound): pods "api-7d9f8-xk2p" not found\n',
+     'Error from server (NotFound): pods "api-7d9f8-xk2p" not found'),
+    ("docker logs api", "Error response from daemon: No such container: api\n", "Error response from daemon: No such container: api"),
+    ("sort -S 50% -k2,2 huge.csv | uniq -c | sort -rn | head", "sort: write failed: /tmp/sortA1b2C3: No space left on device\n",
+     "sort: write failed: /tmp/sortA1b2C3: No space left on device"),
     # a third review's: "logs" as an argument is no log printer; an echo after the refusal's epilogue
     ("kubectl create namespace logs", 'Error from server (AlreadyExists): namespaces "logs" already exists\n',
      'Error from server (AlreadyExists): namespaces "logs" already exists'),
@@ -365,6 +371,18 @@ SHAPES_NOT_VERDICTS = [
     ("kubectl --context prod -n ci logs job/build-42", "Restore complete\nBuild FAILED.\n\n    0 Warning(s)\n    1 Error(s)\n"),
     ("docker compose -f docker-compose.ci.yml logs --no-log-prefix api",
      "Unhandled exception. System.InvalidOperationException: no IRepo\n   at Program.Main()\n"),
+    # a fourth review's: a log printed before the tool ran, a script's "Word-Word: value" line, the tool's
+    # name as an option's value
+    (
+        "tail -n 12 build/gradle-last.log; ./gradlew --stop",
+        "FAILURE: Build failed with an exception.\n\nBUILD FAILED in 4s\n1 actionable task: 1 executed\nStopping Daemon(s)\n"
+        "1 Daemon stopped\n",
+    ),
+    ("./publish.ps1 -Runtime win-x64", "Publishing Api...\nOutput: C:\\out\\api\nRuntime: win-x64\nSelf-Contained: true\n"),
+    (
+        "python scripts/ci_report.py --tool dotnet --log build.log",
+        "Report of build.log (3 runs):\nrun 1: Build FAILED.\nBuild FAILED.\n    1 Error(s)\nlatest run passed\n",
+    ),
     # ... a PowerShell script that went on past an error, a bare echo that prints no words
     (
         "pwsh -File .\\cleanup.ps1",

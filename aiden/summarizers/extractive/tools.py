@@ -61,6 +61,8 @@ _PRINTING_SUBCOMMANDS: Final = {
     "docker": frozenset({("logs",), ("compose", "logs"), ("container", "logs")}),
     "aws": frozenset({("logs", "tail"), ("logs", "filter-log-events"), ("logs", "get-log-events")}),
 }
+_LOG_PROGRAMS: Final = frozenset({"kubectl", "oc", "podman", "docker", "docker-compose"})
+_DAEMON_REFUSAL: Final = re.compile(r"^(?:[\w.-]+: )?Error (?:response from daemon|from server)\b|^no such service: ")
 # Options that take the next word as their value, before a subcommand ("kubectl -n ci logs", "git -C repo log").
 _VALUE_OPTIONS: Final = frozenset({
     "-C", "-c", "-n", "--namespace", "--context", "--cluster", "--kubeconfig", "-H", "--host", "--config", "-f",
@@ -252,7 +254,14 @@ _PROGRAM_WORD: Final = re.compile(r"[^\s;&|()<>'\"`=]+")
 # PowerShell 7's starts with the cmdlet's name ("Copy-Item: Cannot find path ...").
 _POWERSHELL_PROGRAM: Final = re.compile(r"(?i:pwsh|powershell)(?i:\.exe)?|.*\.(?i:ps1)|[A-Z][a-z]+-[A-Z][A-Za-z]+")
 _POWERSHELL_AT: Final = re.compile(r"^At (?:line|\S.*):\d+ char:\d+$")
-_POWERSHELL_ERROR: Final = re.compile(r"^[A-Z][a-z]+-[A-Z][A-Za-z]+: \S")
+_POWERSHELL_VERBS: Final = (
+    "Add|Clear|Close|Compare|Complete|Compress|Confirm|Connect|Convert|ConvertFrom|ConvertTo|Copy|Debug|Disable|"
+    "Disconnect|Dismount|Enable|Enter|Exit|Expand|Export|Find|ForEach|Format|Get|Group|Import|Initialize|Install|"
+    "Invoke|Join|Measure|Mount|Move|New|Open|Out|Pop|Publish|Push|Read|Receive|Register|Remove|Rename|Reset|"
+    "Resolve|Restart|Restore|Resume|Save|Search|Select|Send|Set|Show|Sort|Split|Start|Stop|Suspend|Test|Trace|"
+    "Uninstall|Unregister|Update|Use|Wait|Where|Write"
+)
+_POWERSHELL_ERROR: Final = re.compile(rf"^(?:{_POWERSHELL_VERBS})-[A-Z][A-Za-z]+: \S")
 _POWERSHELL_FRAME: Final = re.compile(r"^(?:Line |\d+ )?\|")
 _SUMMARY_LINES: Final = 5
 _VERDICT_CHARS: Final = 1000
@@ -383,7 +392,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
     executed = bool(command)
     kind = _command_kind(command)
     # The tools a command runs, when its output is its own words (not a log or file it printed, not a list's).
-    tools = _tools_run(command) if executed and not (kind.reads or kind.listed) else ()
+    tools = _tools_run(command) if executed and not (kind.reads or kind.listed or kind.printed_first) else ()
     framed = any(t.names.pattern.startswith("terraform") for t in tools)
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
@@ -449,7 +458,7 @@ def _verdict(
     meaningful = [p for p, line in enumerate(lines) if len(line.strip()) >= 2 and not _NOISE_LINE.match(line.strip())]
     if not meaningful:
         return []
-    reads, listed, trailing = kind
+    reads, listed, trailing, _ = kind
     powershell = _runs_powershell(command)
     # A reader prints other programs' words; a list's last words may be an earlier part's, got past; a
     # checker told to exit 0 (flake8, ruff, pylint --exit-zero) reports findings, not a failure.
@@ -462,7 +471,7 @@ def _verdict(
         stripped = line.strip()
         if _VIEW_LINE.match(line) or len(stripped) > _VERDICT_CHARS:
             continue  # a file view's line; data (a verdict is one short line)
-        if _HARNESS_VERDICT.match(stripped) or (seen == 0 and reads and _REFUSAL.match(stripped)):
+        if _HARNESS_VERDICT.match(stripped) or (seen == 0 and reads and _printers_refusal(stripped, command)):
             return [(position, stripped)]  # (a reader's own refusal: "cat: x: No such file or directory")
         if not own:
             continue
@@ -497,7 +506,7 @@ def _without_heredocs(command: str) -> str:
             end = "" if line.strip() == end else end
             continue
         kept.append(line)
-        if heredoc := _HEREDOC.search(line):
+        if heredoc := _HEREDOC.search(QUOTED.sub("''", line)):  # not a "<<EOF" in quotes
             end = heredoc.group(1)
     return "\n".join(kept)
 
@@ -506,22 +515,26 @@ class _CommandKind(NamedTuple):
     reads: bool
     listed: bool
     trailing: int
+    printed_first: bool  # a part that only prints (cat, tail, echo) ran before the rest: its text leads the output
 
 
 def _script(text: str) -> str:
     """A shell command's text as its commands are read: here-document bodies dropped (data), line
     continuations joined, quoted text masked, comments stripped."""
-    text = _without_heredocs(text[:_PARSED_CHARS])
-    text = QUOTED.sub("''", text.replace("\\\n", " "))
-    return "\n".join(_COMMENT.sub("", line) for line in text.splitlines())
+    text = _without_heredocs(text[:_PARSED_CHARS].replace("\\\n", " "))
+    # Comments go first: an apostrophe in one ("# what's left") would open a quote over the next lines.
+    return QUOTED.sub("''", "\n".join(_COMMENT.sub("", line) for line in text.splitlines()))
 
 
 def _tools_run(command: str) -> tuple[_ToolVerdicts, ...]:
     """The tools of :data:`_TOOLS` a shell command (``"$ ..."``) names as a program (anywhere in it)."""
     if not command.startswith("$ "):
         return ()
-    words = {w.replace("\\", "/").rsplit("/", 1)[-1].lower() for w in _PROGRAM_WORD.findall(_script(command[2:]))}
-    programs = {w.removesuffix(".exe").removesuffix(".bat").removesuffix(".cmd") for w in words}
+    words = _PROGRAM_WORD.findall(_script(command[2:]))
+    # (an option's value is no program: "--tool dotnet"; "--" ends the options: "kubectl exec x -- dotnet test")
+    named = [w for before, w in zip(["", *words[:-1]], words, strict=True) if not before.startswith("-") or before == "--"]
+    names = {w.replace("\\", "/").rsplit("/", 1)[-1].lower() for w in named}
+    programs = {w.removesuffix(".exe").removesuffix(".bat").removesuffix(".cmd") for w in names}
     return tuple(t for t in _TOOLS if any(t.names.fullmatch(w) for w in programs))
 
 
@@ -542,7 +555,7 @@ def _command_kind(command: str) -> _CommandKind:
     Code run (``execute(code=...)``) is no shell command.
     """
     if not command.startswith("$ "):
-        return _CommandKind(False, False, 0)
+        return _CommandKind(False, False, 0, False)
     text = _script(command[2:])
     sequence = all(separator in ";\n" for separator in _LIST_SEPARATOR.findall(text))  # no "||", no "&"
     skipped = _SILENT_SETUP | _LEAD_PRINTERS if sequence else _SILENT_SETUP
@@ -550,12 +563,28 @@ def _command_kind(command: str) -> _CommandKind:
     parts = [words[0] for words in partwords]
     while len(parts) > 1 and parts[0] in skipped:
         parts.pop(0)
+    # (an "a && b" chain is one part of the list: its first command may print too)
+    lead = [w[0] for c in commands(text) if (w := program_words(c)) and w[0] not in _SILENT_SETUP]
+    printed_first = len(lead) > 1 and lead[0] in _LEAD_PRINTERS
     trailing = 0
     while sequence and len(parts) > 1 and parts[-1] in _TRAILING_PRINTERS:
         printer, words = parts.pop(), partwords.pop()
         trailing += printer == "date" or len(words) > 1  # a bare echo prints no words
     errexit = sequence and _ERREXIT.search(text) is not None
-    return _CommandKind(_only_runs(text, _TEXT_PRINTERS, _PRINTING_SUBCOMMANDS), len(parts) > 1 and not errexit, trailing)
+    reads = _only_runs(text, _TEXT_PRINTERS, _PRINTING_SUBCOMMANDS)
+    return _CommandKind(reads, len(parts) > 1 and not errexit, trailing, printed_first)
+
+
+def _printers_refusal(stripped: str, command: str) -> bool:
+    """True for a last line that is a refusal of the printing command itself: perror's shape, a refusal naming
+    one of its programs ("sort: write failed: ...: No space left on device"), a log printer's daemon or server
+    refusing ("Error from server (NotFound): pods "x" not found")."""
+    if _REFUSAL.match(stripped):
+        return True
+    programs = {w[0].rsplit("/", 1)[-1] for part in commands(command[2:]) for piece in part.split("|") if (w := program_words(piece))}
+    if stripped.split(":", 1)[0] in programs:
+        return _VERDICT.match(stripped) is not None
+    return bool(programs & _LOG_PROGRAMS) and _DAEMON_REFUSAL.match(stripped) is not None
 
 
 def _runs_powershell(command: str) -> bool:
