@@ -68,6 +68,9 @@ def test_both_readers_take_an_argument_vectors_script() -> None:
         # a "<<EOF" in quotes is no here-document, an apostrophe in a comment opens no quote
         "grep -n '<<EOF' scripts/*.sh\nrm -f scripts/old_*.sh",
         "cat README.md # it's short\nsed -i 's/v1/v2/' README.md\ngrep -n 'v2' README.md",
+        # a quoted " #" is no comment
+        'grep -v "^ #" notes.md > clean.md',
+        'git log --oneline --grep="fixes #12"; git revert --no-edit abc123',
     ],
 )
 def test_a_command_that_writes_after_a_reader_is_no_read(command: str) -> None:
@@ -81,6 +84,9 @@ def test_a_command_that_writes_after_a_reader_is_no_read(command: str) -> None:
         "cat \\\n  config.yml",
         "git -C repo log -3",
         "sudo -u postgres cat /var/lib/postgresql/16/main/postgresql.auto.conf",
+        # sudo's -n takes no value; a quoted here-document terminator
+        "sudo -n cat /var/log/secure",
+        "cat <<'EOF'\nUsage: deploy.sh ENV\nEOF",
     ],
 )
 def test_comments_continuations_and_options_leave_a_read_a_read(command: str) -> None:

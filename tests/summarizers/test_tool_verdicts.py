@@ -285,6 +285,21 @@ FAILURES = [
     ("docker logs api", "Error response from daemon: No such container: api\n", "Error response from daemon: No such container: api"),
     ("sort -S 50% -k2,2 huge.csv | uniq -c | sort -rn | head", "sort: write failed: /tmp/sortA1b2C3: No space left on device\n",
      "sort: write failed: /tmp/sortA1b2C3: No space left on device"),
+    # a fifth review's: a tool run after a command that prints no file (which, pwd), behind a wrapper's flag;
+    # PowerShell 7's error in its frame
+    ("which dotnet && dotnet build", "/usr/bin/dotnet\n\nBuild FAILED.\n\n    0 Warning(s)\n    1 Error(s)\n", "1 Error(s)"),
+    (
+        "sudo -E systemctl restart api",
+        "Job for api.service failed because the control process exited with error code.\nSee \"systemctl status"
+        " api.service\" for details.\n",
+        "Job for api.service failed because the control process exited with error code.",
+    ),
+    (
+        "pwsh -File ./deploy.ps1",
+        "Write-Error: /src/deploy.ps1:4\nLine |\n   4 |  Write-Error \"config.json missing\"\n     |  ~~~~~~~~~~~~\n"
+        "     | config.json missing\n",
+        "Write-Error: /src/deploy.ps1:4",
+    ),
     # a third review's: "logs" as an argument is no log printer; an echo after the refusal's epilogue
     ("kubectl create namespace logs", 'Error from server (AlreadyExists): namespaces "logs" already exists\n',
      'Error from server (AlreadyExists): namespaces "logs" already exists'),
@@ -383,6 +398,9 @@ SHAPES_NOT_VERDICTS = [
         "python scripts/ci_report.py --tool dotnet --log build.log",
         "Report of build.log (3 runs):\nrun 1: Build FAILED.\nBuild FAILED.\n    1 Error(s)\nlatest run passed\n",
     ),
+    # a fifth review's: a script's own "Verb-Noun: value" line (no error's words, no "Line |" frame)
+    ("pwsh -NoProfile -File ./deploy.ps1", "Deploying to staging\nPublish-Module: completed in 4.2s\n"),
+    ("pwsh -File ./ci.ps1", "Get-Version: 1.4.2\n"),
     # ... a PowerShell script that went on past an error, a bare echo that prints no words
     (
         "pwsh -File .\\cleanup.ps1",

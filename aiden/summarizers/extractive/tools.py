@@ -15,7 +15,7 @@ from typing import Final, NamedTuple
 import msgspec
 
 from aiden.events import SessionEvent
-from aiden.policy.shell import QUOTED, command_text, commands, program_words
+from aiden.policy.shell import QUOTED, command_text, commands, program_words, script
 from aiden.policy.summary_md import normalize
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL
 from aiden.summarizers.mustkeep.classify import is_strong_error_line, looks_like_error_line
@@ -262,6 +262,11 @@ _POWERSHELL_VERBS: Final = (
     "Uninstall|Unregister|Update|Use|Wait|Where|Write"
 )
 _POWERSHELL_ERROR: Final = re.compile(rf"^(?:{_POWERSHELL_VERBS})-[A-Z][A-Za-z]+: \S")
+# ... its message alone (a script's own "Get-Version: 1.4.2" is none) unless its "Line |" frame follows
+_ERROR_WORDS: Final = re.compile(
+    r"\b(?i:cannot|can't|could not|not found|does not|is not|denied|failed|failure|error|exception|invalid|unable"
+    r"|refused|timed out|not recognized)\b"
+)
 _POWERSHELL_FRAME: Final = re.compile(r"^(?:Line |\d+ )?\|")
 _SUMMARY_LINES: Final = 5
 _VERDICT_CHARS: Final = 1000
@@ -324,12 +329,13 @@ _QUOTED_INDENT: Final = 4  # a summary indented this far is quoted (a commit mes
 # A command list whose later part runs whatever an earlier one did ("a; b", "a || b", "a & b"): its output's
 # last words may be an earlier part's, got past. Separators inside quotes are no list's.
 _LIST_SEPARATOR: Final = re.compile(r"\|\||(?<![&>|])&(?![&>])|[;\n]")
-_HEREDOC: Final = re.compile(r"(?<![<\w])<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")  # not "<<<", not "$((1<<N))"
-_PARSED_CHARS: Final = 20_000  # a command's text read for its list structure
-_COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
 _ERREXIT: Final = re.compile(r"(?:^|[;\n]\s*)set -(?:\w*e\w*\b|o errexit\b)")
 # ... and what only shows something first (cat setup.cfg; pytest): its text is followed by the next part's.
 _LEAD_PRINTERS: Final = _READ_PROGRAMS | {"echo", "printf", "date", "env"}
+# ... of them, those that print a file's (a log's) text, whose lines a later tool's verdict must not take
+_FILE_PRINTERS: Final = frozenset({
+    "cat", "head", "tail", "less", "more", "bat", "nl", "zcat", "bzcat", "xzcat", "zless", "type", "Get-Content", "gc",
+})  # fmt: skip
 # ... or only prints a word after it (pytest; echo "exit=$?"): the last lines but one are still its.
 _TRAILING_PRINTERS: Final = frozenset({"echo", "printf", "date"})
 _SILENT_SETUP: Final = frozenset({"cd", "export", "source", ".", "set", "unset"})
@@ -366,7 +372,7 @@ def describe_call(event: SessionEvent) -> Call:
     if value := command_text(args).strip():
         command = clip(value, 240)
         # Read from the whole command: a clipped description is one line ("cd /app" of "cd /app\nnpm install").
-        read_only = _only_runs(_script(value), _READ_PROGRAMS, _READ_SUBCOMMANDS)
+        read_only = _only_runs(script(value), _READ_PROGRAMS, _READ_SUBCOMMANDS)
         return Call(f"$ {command}", True, find_paths(value), read_only, f"$ {value}")
     code = args.get("code")
     if isinstance(code, str) and code.strip():
@@ -497,20 +503,6 @@ def _verdict(
     return []
 
 
-def _without_heredocs(command: str) -> str:
-    """``command`` without its here-documents' bodies (the lines up to each one's terminator)."""
-    kept: list[str] = []
-    end = ""
-    for line in command.split("\n"):
-        if end:
-            end = "" if line.strip() == end else end
-            continue
-        kept.append(line)
-        if heredoc := _HEREDOC.search(QUOTED.sub("''", line)):  # not a "<<EOF" in quotes
-            end = heredoc.group(1)
-    return "\n".join(kept)
-
-
 class _CommandKind(NamedTuple):
     reads: bool
     listed: bool
@@ -518,21 +510,16 @@ class _CommandKind(NamedTuple):
     printed_first: bool  # a part that only prints (cat, tail, echo) ran before the rest: its text leads the output
 
 
-def _script(text: str) -> str:
-    """A shell command's text as its commands are read: here-document bodies dropped (data), line
-    continuations joined, quoted text masked, comments stripped."""
-    text = _without_heredocs(text[:_PARSED_CHARS].replace("\\\n", " "))
-    # Comments go first: an apostrophe in one ("# what's left") would open a quote over the next lines.
-    return QUOTED.sub("''", "\n".join(_COMMENT.sub("", line) for line in text.splitlines()))
-
-
 def _tools_run(command: str) -> tuple[_ToolVerdicts, ...]:
     """The tools of :data:`_TOOLS` a shell command (``"$ ..."``) names as a program (anywhere in it)."""
     if not command.startswith("$ "):
         return ()
-    words = _PROGRAM_WORD.findall(_script(command[2:]))
-    # (an option's value is no program: "--tool dotnet"; "--" ends the options: "kubectl exec x -- dotnet test")
+    text = script(command[2:])
+    words = _PROGRAM_WORD.findall(text)
+    # A command's program (past wrappers and their flags: "sudo -E systemctl"), or a word that is no option's
+    # value ("--tool dotnet" names no program; "--" ends the options: "kubectl exec x -- dotnet test").
     named = [w for before, w in zip(["", *words[:-1]], words, strict=True) if not before.startswith("-") or before == "--"]
+    named += [w[0] for part in commands(text) for piece in part.split("|") if (w := program_words(piece))]
     names = {w.replace("\\", "/").rsplit("/", 1)[-1].lower() for w in named}
     programs = {w.removesuffix(".exe").removesuffix(".bat").removesuffix(".cmd") for w in names}
     return tuple(t for t in _TOOLS if any(t.names.fullmatch(w) for w in programs))
@@ -556,7 +543,7 @@ def _command_kind(command: str) -> _CommandKind:
     """
     if not command.startswith("$ "):
         return _CommandKind(False, False, 0, False)
-    text = _script(command[2:])
+    text = script(command[2:])
     sequence = all(separator in ";\n" for separator in _LIST_SEPARATOR.findall(text))  # no "||", no "&"
     skipped = _SILENT_SETUP | _LEAD_PRINTERS if sequence else _SILENT_SETUP
     partwords = [words for part in _LIST_SEPARATOR.split(text) if (words := part.split())]
@@ -564,8 +551,8 @@ def _command_kind(command: str) -> _CommandKind:
     while len(parts) > 1 and parts[0] in skipped:
         parts.pop(0)
     # (an "a && b" chain is one part of the list: its first command may print too)
-    lead = [w[0] for c in commands(text) if (w := program_words(c)) and w[0] not in _SILENT_SETUP]
-    printed_first = len(lead) > 1 and lead[0] in _LEAD_PRINTERS
+    lead = [(w[0], c) for c in commands(text) if (w := program_words(c)) and w[0] not in _SILENT_SETUP]
+    printed_first = len(lead) > 1 and lead[0][0] in _FILE_PRINTERS and ">" not in lead[0][1]
     trailing = 0
     while sequence and len(parts) > 1 and parts[-1] in _TRAILING_PRINTERS:
         printer, words = parts.pop(), partwords.pop()
@@ -603,7 +590,8 @@ def _powershell_record(lines: list[str], meaningful: list[int], position: int) -
     at = meaningful.index(position)
     rest = [lines[p].strip() for p in meaningful[at + 1 :]]
     if _POWERSHELL_ERROR.match(stripped):
-        return (position, stripped) if all(_POWERSHELL_FRAME.match(r) for r in rest) else None
+        framed = all(_POWERSHELL_FRAME.match(r) for r in rest)
+        return (position, stripped) if framed and (rest or _ERROR_WORDS.search(stripped)) else None
     if not (_POWERSHELL_AT.match(stripped) and at > 0 and all(r.startswith("+") for r in rest)):
         return None
     if any("NativeCommandError" in r for r in rest):
