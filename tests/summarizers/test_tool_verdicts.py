@@ -401,6 +401,9 @@ SHAPES_NOT_VERDICTS = [
     # a fifth review's: a script's own "Verb-Noun: value" line (no error's words, no "Line |" frame)
     ("pwsh -NoProfile -File ./deploy.ps1", "Deploying to staging\nPublish-Module: completed in 4.2s\n"),
     ("pwsh -File ./ci.ps1", "Get-Version: 1.4.2\n"),
+    # a sixth review's: a script's status line with an error's words (a failure in a script has its frame)
+    ("./scripts/smoke.ps1", "Running 42 tests\nInvoke-Tests: 42 passed, 0 failed\n"),
+    ("./setup.ps1", "Test-Config: config.json does not exist, created default\n"),
     # ... a PowerShell script that went on past an error, a bare echo that prints no words
     (
         "pwsh -File .\\cleanup.ps1",

@@ -483,7 +483,7 @@ def _verdict(
             continue
         if len(line) - len(line.lstrip()) >= _QUOTED_INDENT:
             continue  # quoted text (a commit message, a report): no verdict of the command's
-        if powershell and (record := _powershell_record(lines, meaningful, position)):
+        if powershell and (record := _powershell_record(lines, meaningful, position, powershell == "script")):
             return [record]
         # (the last lines of "a; echo done" but the echo's are the command's own)
         final = (seen <= trailing or ending) and _WENT_ON.search(stripped) is None
@@ -574,16 +574,22 @@ def _printers_refusal(stripped: str, command: str) -> bool:
     return bool(programs & _LOG_PROGRAMS) and _DAEMON_REFUSAL.match(stripped) is not None
 
 
-def _runs_powershell(command: str) -> bool:
-    """True for a shell command (``"$ ..."``) that PowerShell runs: a cmdlet, a ``.ps1`` script, pwsh."""
+def _runs_powershell(command: str) -> str:
+    """What PowerShell runs of a shell command (``"$ ..."``): ``"script"`` (a ``.ps1``, ``pwsh -File``),
+    ``"cmdlet"`` (a cmdlet, ``pwsh -Command``), ``""`` when PowerShell runs none of it."""
     parts = commands(command[2:]) if command.startswith("$ ") else []
     words = program_words(parts[0]) if parts else []
-    return bool(words) and _POWERSHELL_PROGRAM.fullmatch(words[0].replace("\\", "/").rsplit("/", 1)[-1]) is not None
+    program = words[0].replace("\\", "/").rsplit("/", 1)[-1] if words else ""
+    if not _POWERSHELL_PROGRAM.fullmatch(program):
+        return ""
+    script = program.lower().endswith(".ps1") or any(w.lower().endswith(".ps1") or w.lower() == "-file" for w in words[1:3])
+    return "script" if script else "cmdlet"
 
 
-def _powershell_record(lines: list[str], meaningful: list[int], position: int) -> tuple[int, str] | None:
+def _powershell_record(lines: list[str], meaningful: list[int], position: int, script: bool) -> tuple[int, str] | None:
     """PowerShell's error at ``lines[position]``, when only the error's own lines follow (a script that went
-    on past it did not fail): PowerShell 7's line (then its "Line |" frame), or the message of Windows
+    on past it did not fail): PowerShell 7's line (then its "Line |" frame, which a failure in a ``script``
+    always has; a cmdlet's own may be its message alone, an error's), or the message of Windows
     PowerShell's record whose "At ..." line this is (then its "+ " lines), unless the record wraps a native
     program's stderr (``git : Everything up-to-date``: git exited 0)."""
     stripped = lines[position].strip()
@@ -591,7 +597,8 @@ def _powershell_record(lines: list[str], meaningful: list[int], position: int) -
     rest = [lines[p].strip() for p in meaningful[at + 1 :]]
     if _POWERSHELL_ERROR.match(stripped):
         framed = all(_POWERSHELL_FRAME.match(r) for r in rest)
-        return (position, stripped) if framed and (rest or _ERROR_WORDS.search(stripped)) else None
+        alone = not script and _ERROR_WORDS.search(stripped) is not None and not negates_error(stripped)
+        return (position, stripped) if framed and (rest or alone) else None
     if not (_POWERSHELL_AT.match(stripped) and at > 0 and all(r.startswith("+") for r in rest)):
         return None
     if any("NativeCommandError" in r for r in rest):
