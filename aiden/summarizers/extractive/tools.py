@@ -64,7 +64,7 @@ _PRINTING_SUBCOMMANDS: Final = {
 _LOG_PROGRAMS: Final = frozenset({"kubectl", "oc", "podman", "docker", "docker-compose"})
 _DAEMON_REFUSAL: Final = re.compile(r"^(?:[\w.-]+: )?Error (?:response from daemon|from server)\b|^no such service: ")
 # Options that take the next word as their value, before a subcommand ("kubectl -n ci logs", "git -C repo log").
-_VALUE_OPTIONS: Final = frozenset({
+_SUBCOMMAND_VALUE_OPTIONS: Final = frozenset({
     "-C", "-c", "-n", "--namespace", "--context", "--cluster", "--kubeconfig", "-H", "--host", "--config", "-f",
     "--file", "-p", "--project-name", "--profile", "--env-file", "--git-dir", "--work-tree", "--region", "-l",
 })  # fmt: skip
@@ -100,7 +100,7 @@ def _runs_subcommand(words: list[str], paths: frozenset[tuple[str, ...]]) -> boo
     subcommands: list[str] = []
     rest = iter(words[1:])
     for word in rest:
-        if word in _VALUE_OPTIONS:
+        if word in _SUBCOMMAND_VALUE_OPTIONS:
             next(rest, None)
         elif not word.startswith("-"):
             subcommands.append(word)
