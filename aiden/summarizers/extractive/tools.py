@@ -207,6 +207,7 @@ class _ToolVerdicts(NamedTuple):
     summary: re.Pattern[str] | None = None  # on one of the last lines (a tally, a closing word)
     final: re.Pattern[str] | None = None  # the last words (or before the tool's own epilogue)
     anywhere: re.Pattern[str] | None = None  # on any line, unstripped (its own indentation)
+    framed: bool = False  # its diagnostics in a frame, "╷" then "│ Error: ..." (read in error_lines)
 
 
 _TOOLS: Final = (
@@ -244,8 +245,8 @@ _TOOLS: Final = (
             r" calling the \w+ operation\b|^Unable to locate credentials\b|^Waiter \w+ failed: "
         ),
     ),
-    # terraform's (and OpenTofu's): its framed "│ Error: ..." (read in error_lines, _FRAMED_ERROR)
-    _ToolVerdicts(re.compile(r"terraform|tofu|terragrunt")),
+    # terraform's (and OpenTofu's): its framed "│ Error: ..."
+    _ToolVerdicts(re.compile(r"terraform|tofu|terragrunt"), framed=True),
 )
 _PROGRAM_WORD: Final = re.compile(r"[^\s;&|()<>'\"`=]+")
 # PowerShell's errors, read only from what PowerShell ran (a cmdlet, a .ps1, pwsh/powershell): Windows
@@ -399,7 +400,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
     kind = _command_kind(command)
     # The tools a command runs, when its output is its own words (not a log or file it printed, not a list's).
     tools = _tools_run(command) if executed and not (kind.reads or kind.listed or kind.printed_first) else ()
-    framed = any(t.names.pattern.startswith("terraform") for t in tools)
+    framed = any(t.framed for t in tools)
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
         lines = lines[:_SCAN_HEAD_LINES] + lines[-_SCAN_TAIL_LINES:]
