@@ -84,9 +84,10 @@ def _without_heredocs(command: str) -> str:
             end = "" if line.strip() == end else end
             continue
         kept.append(line)
-        quoted = [m.span() for m in QUOTED.finditer(line)]
-        heredoc = next((h for h in _HEREDOC.finditer(line) if not any(a <= h.start() < b for a, b in quoted)), None)
-        if heredoc:  # (not a "<<EOF" in quotes; "<<'EOF'" is one)
+        code = _without_comment(line)  # (not a "<<EOF" in a comment or in quotes; "<<'EOF'" is one)
+        quoted = [m.span() for m in QUOTED.finditer(code)]
+        heredoc = next((h for h in _HEREDOC.finditer(code) if not any(a <= h.start() < b for a, b in quoted)), None)
+        if heredoc:
             end = heredoc.group(1)
     return "\n".join(kept)
 

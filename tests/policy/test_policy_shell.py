@@ -71,6 +71,8 @@ def test_both_readers_take_an_argument_vectors_script() -> None:
         # a quoted " #" is no comment
         'grep -v "^ #" notes.md > clean.md',
         'git log --oneline --grep="fixes #12"; git revert --no-edit abc123',
+        # a "<<EOF" in a comment is no here-document
+        "ls /etc/app  # then cat <<EOF the new config\nrm -f /etc/app/old.conf",
     ],
 )
 def test_a_command_that_writes_after_a_reader_is_no_read(command: str) -> None:
