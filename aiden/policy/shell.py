@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["QUOTED", "command_text", "commands", "program_words", "script"]
+__all__ = ["QUOTED", "command_text", "command_words", "commands", "program_words", "script"]
 
 _COMMAND_KEYS: Final = ("command", "cmd", "script", "shell", "bash")
 """The argument names under which agent tools pass a shell command."""
@@ -68,6 +68,11 @@ def program_words(command: str) -> list[str]:
     return words
 
 
+def command_words(text: str) -> list[list[str]]:
+    """Each command's words from its program on, a pipeline's every command too (``cat a | grep b``: two)."""
+    return [words for part in commands(text) for piece in part.split("|") if (words := program_words(piece))]
+
+
 def script(text: str) -> str:
     """A shell command's text as its commands are read (its first 20,000 characters): here-document bodies
     dropped (data), line continuations joined, comments stripped, quoted text masked (``''``)."""
@@ -95,6 +100,8 @@ def _without_heredocs(command: str) -> str:
 def _without_comment(line: str) -> str:
     """``line`` up to its comment: a ``#`` after a blank, outside quotes (an apostrophe in the comment,
     "# what's left", opens no quote; a quoted "^ #" is no comment)."""
+    if "#" not in line:
+        return line
     quote = ""
     for i, char in enumerate(line):
         if quote:

@@ -15,7 +15,7 @@ from typing import Final, NamedTuple
 import msgspec
 
 from aiden.events import SessionEvent
-from aiden.policy.shell import QUOTED, command_text, commands, program_words, script
+from aiden.policy.shell import QUOTED, command_text, command_words, commands, program_words, script
 from aiden.policy.summary_md import normalize
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL
 from aiden.summarizers.mustkeep.classify import is_strong_error_line, looks_like_error_line
@@ -85,7 +85,7 @@ def _only_runs(command: str, programs: frozenset[str], subcommands: dict[str, fr
     read), writing nothing."""
     if _SHELL_WRITES.search(_HARMLESS_REDIRECT.sub(" ", QUOTED.sub("_", command))):
         return False
-    parts = [words for part in commands(command) for piece in part.split("|") if (words := program_words(piece))]
+    parts = command_words(command)
     for words in parts:
         name = words[0].rsplit("/", 1)[-1]
         if name not in programs and not _runs_subcommand(words, subcommands.get(name, frozenset())):
@@ -398,8 +398,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
     """
     executed = bool(command)
     kind = _command_kind(command)
-    # The tools a command runs, when its output is its own words (not a log or file it printed, not a list's).
-    tools = _tools_run(command) if executed and not (kind.reads or kind.listed or kind.printed_first) else ()
+    tools = kind.tools
     framed = any(t.framed for t in tools)
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
@@ -465,7 +464,7 @@ def _verdict(
     meaningful = [p for p, line in enumerate(lines) if len(line.strip()) >= 2 and not _NOISE_LINE.match(line.strip())]
     if not meaningful:
         return []
-    reads, listed, trailing, _ = kind
+    reads, listed, trailing = kind.reads, kind.listed, kind.trailing
     powershell = _runs_powershell(command)
     # A reader prints other programs' words; a list's last words may be an earlier part's, got past; a
     # checker told to exit 0 (flake8, ruff, pylint --exit-zero) reports findings, not a failure.
@@ -509,18 +508,17 @@ class _CommandKind(NamedTuple):
     listed: bool
     trailing: int
     printed_first: bool  # a part that only prints (cat, tail, echo) ran before the rest: its text leads the output
+    # The tools it runs, when its output is its own words (not a log or file it printed, not a list's).
+    tools: tuple[_ToolVerdicts, ...] = ()
 
 
-def _tools_run(command: str) -> tuple[_ToolVerdicts, ...]:
-    """The tools of :data:`_TOOLS` a shell command (``"$ ..."``) names as a program (anywhere in it)."""
-    if not command.startswith("$ "):
-        return ()
-    text = script(command[2:])
+def _tools_run(text: str) -> tuple[_ToolVerdicts, ...]:
+    """The tools of :data:`_TOOLS` a shell command (read as a :func:`script`) names as a program (anywhere in it)."""
     words = _PROGRAM_WORD.findall(text)
     # A command's program (past wrappers and their flags: "sudo -E systemctl"), or a word that is no option's
     # value ("--tool dotnet" names no program; "--" ends the options: "kubectl exec x -- dotnet test").
     named = [w for before, w in zip(["", *words[:-1]], words, strict=True) if not before.startswith("-") or before == "--"]
-    named += [w[0] for part in commands(text) for piece in part.split("|") if (w := program_words(piece))]
+    named += [w[0] for w in command_words(text)]
     names = {w.replace("\\", "/").rsplit("/", 1)[-1].lower() for w in named}
     programs = {w.removesuffix(".exe").removesuffix(".bat").removesuffix(".cmd") for w in names}
     return tuple(t for t in _TOOLS if any(t.names.fullmatch(w) for w in programs))
@@ -560,7 +558,9 @@ def _command_kind(command: str) -> _CommandKind:
         trailing += printer == "date" or len(words) > 1  # a bare echo prints no words
     errexit = sequence and _ERREXIT.search(text) is not None
     reads = _only_runs(text, _TEXT_PRINTERS, _PRINTING_SUBCOMMANDS)
-    return _CommandKind(reads, len(parts) > 1 and not errexit, trailing, printed_first)
+    listed = len(parts) > 1 and not errexit
+    tools = () if reads or listed or printed_first else _tools_run(text)
+    return _CommandKind(reads, listed, trailing, printed_first, tools)
 
 
 def _printers_refusal(stripped: str, command: str) -> bool:
@@ -569,7 +569,7 @@ def _printers_refusal(stripped: str, command: str) -> bool:
     refusing ("Error from server (NotFound): pods "x" not found")."""
     if _REFUSAL.match(stripped):
         return True
-    programs = {w[0].rsplit("/", 1)[-1] for part in commands(command[2:]) for piece in part.split("|") if (w := program_words(piece))}
+    programs = {w[0].rsplit("/", 1)[-1] for w in command_words(command[2:])}
     if stripped.split(":", 1)[0] in programs:
         return _VERDICT.match(stripped) is not None
     return bool(programs & _LOG_PROGRAMS) and _DAEMON_REFUSAL.match(stripped) is not None
