@@ -50,6 +50,8 @@ from aiden.summarizers.mustkeep.text import (
     has_fact_tokens,
     join_sentences,
     key_tokens,
+    quoted_parts,
+    quoted_sentences,
     split_sentences,
 )
 
@@ -425,7 +427,7 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
     # Only the range's first user input can be the root task (later ones are steps of it).
     collector.goal_open = False
     rejected = False  # the user rejected or corrected the course
-    for sentence in sentences:
+    for sentence, quoted in _own_and_quoted(said, sentences):
         if sentence.endswith(":") and len(content_words(sentence)) <= 1:
             continue  # a heading ("ERRORS:", "Output:") introduces what follows: it reports nothing
         kind = classify_sentence(sentence, speaker="user", named=bool(who))
@@ -433,7 +435,11 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
         if kind not in ALWAYS_KEPT and is_phatic(sentence):
             continue  # "Thanks, Mel!", "Can't wait!": kept by no rule, whatever its position
         item = _said(who, clip(sentence))
-        if who and (kind == "correction" or kind not in ALWAYS_KEPT) and not sets_a_rule(kind, sentence, named=True):
+        if (
+            (who and (kind == "correction" or kind not in ALWAYS_KEPT))
+            # Quoted material's rule (a pasted issue's "X should be optional") is its author's.
+            or (quoted and kind in _RULES)
+        ) and not sets_a_rule(kind, sentence, named=True):
             # A named speaker is a chat participant: their "it's important to always ..." sets no
             # rule for the agent, and filed as constraints it would crowd out every fact.
             collector.add("notes", item, R_REST)
@@ -452,6 +458,17 @@ def _extract_user(event: SessionEvent, collector: Collector) -> None:
     if rejected:
         # The agent's open plan is superseded: only the current state of the plan is kept.
         collector.last_plan = ""
+
+
+_RULES: Final = frozenset({"preference", "constraint", "correction"})
+
+
+def _own_and_quoted(said: str, sentences: list[str]) -> list[tuple[str, bool]]:
+    """The sentences of a user's message (``sentences``: all of them), each with whether it is quoted."""
+    parts = quoted_parts(said)
+    if parts == [(said, False)]:
+        return [(sentence, False) for sentence in sentences]
+    return quoted_sentences(parts, written)
 
 
 def _extract_assistant(event: SessionEvent, collector: Collector) -> None:

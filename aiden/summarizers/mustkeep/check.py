@@ -29,7 +29,8 @@ from aiden.summarizers.mustkeep.text import (
     find_paths,
     has_fact_tokens,
     key_tokens,
-    split_sentences,
+    quoted_parts,
+    quoted_sentences,
 )
 
 __all__ = [
@@ -82,12 +83,14 @@ def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list
         # A named speaker ("Caroline: ...") is a chat participant: only a correction or a binding
         # rule of theirs is one for the agent (as in the extractive summarizer).
         named = bool(split_speaker(event.content.strip())[0])
-        for sentence in split_sentences(event.content):
+        # (a user's quoted material, a pasted issue's "should", is its author's, as a named speaker's)
+        parts = quoted_parts(event.content) if speaker == "user" else [(event.content, False)]
+        for sentence, quoted in quoted_sentences(parts):
             kind = classify_sentence(sentence, speaker=speaker, named=named)
             if kind not in ALWAYS_KEPT and is_phatic(sentence):
                 continue  # "That must have been awesome!" is no constraint a summary must keep
             item = clip(sentence)
-            if speaker == "user" and sets_a_rule(kind, sentence, named=named):
+            if speaker == "user" and sets_a_rule(kind, sentence, named=named or quoted):
                 user_items.append(item)
             elif kind == "decision":
                 decisions.append(item)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from aiden.policy.summary_md import normalize
@@ -79,6 +80,107 @@ def split_sentences(text: str) -> list[str]:
         if len(out) >= _MAX_SENTENCES:
             return out[:_MAX_SENTENCES]
     return out
+
+
+# Material a message quotes rather than says, where the message marks where it starts and ends: an issue
+# or PR text an agent harness wraps in a tag (SWE-agent's <pr_description>, OpenHands' <issue_description>),
+# a section under an "ISSUE:" label up to the next label line ("INSTRUCTIONS:"), a Markdown blockquote.
+# Its "should" is its author's, no rule for the agent. Without an end mark nothing is taken for quoted: a
+# guess at where a paste ends lost the user's own rules after it.
+_QUOTE_TAGS: Final = (
+    "issue|issue_description|issue_text|github_issue|pr_description|problem_statement|problem_description|"
+    "bug_report|email|quote|quoted_text|article|transcript"
+)
+_QUOTE_OPEN: Final = re.compile(rf"<({_QUOTE_TAGS})(?:\s[^<>\n]*)?>", re.IGNORECASE)
+_QUOTE_LABEL: Final = re.compile(r"^\s*(?:ISSUE|ISSUE TEXT|BUG REPORT|PROBLEM STATEMENT|PR DESCRIPTION):\s*$")
+_LABEL: Final = re.compile(r"^\s*[A-Z][A-Z _-]{2,40}:\s*$")
+_BLOCKQUOTE: Final = re.compile(r"^ {0,3}>(?!>) ?")
+_CALLOUT: Final = re.compile(r"^ {0,3}> ?\[!\w+\]")  # GitHub's "> [!IMPORTANT]": the writer's own words
+
+
+def quoted_parts(text: str) -> list[tuple[str, bool]]:
+    """``text`` as its parts in order, each ``(part, quoted)``: ``quoted`` for material the writer quotes
+    (a tagged issue or PR text, an "ISSUE:" section closed by the next label line, a blockquote), the rest
+    what they wrote. A blockquote's ``>`` is taken off. The tags and labels that mark a quote belong to neither."""
+    if ">" not in text and ":" not in text:
+        return [(text, False)]
+    parts: list[tuple[str, bool]] = []
+    at = 0
+    unclosed: set[str] = set()  # (a tag with no closing tag after one place has none after a later one)
+    code: list[tuple[int, int]] | None = None  # fenced blocks' spans: a tag shown in code quotes nothing
+    for opening in _QUOTE_OPEN.finditer(text):
+        tag = opening.group(1).casefold()
+        if opening.start() < at or tag in unclosed:
+            continue
+        code = _fenced_spans(text) if code is None else code
+        inside = bisect.bisect_right(code, (opening.start(), len(text))) - 1
+        if inside >= 0 and opening.start() < code[inside][1]:
+            continue
+        closing = re.compile(rf"</{tag}\s*>", re.IGNORECASE).search(text, opening.end())
+        if closing is None:
+            unclosed.add(tag)
+            continue
+        parts += [*_lines_quoted(text[at : opening.start()]), (text[opening.end() : closing.start()], True)]
+        at = closing.end()
+    parts += _lines_quoted(text[at:])
+    runs: list[tuple[list[str], bool]] = []
+    for part, quoted in parts:
+        if runs and runs[-1][1] == quoted:
+            runs[-1][0].append(part)
+        elif part.strip():
+            runs.append(([part], quoted))
+    return [("\n".join(run), quoted) for run, quoted in runs] or [(text, False)]
+
+
+def quoted_sentences(parts: list[tuple[str, bool]], own: Callable[[str], str] | None = None) -> list[tuple[str, bool]]:
+    """The sentences of a text's :func:`quoted_parts` (as :func:`split_sentences`, at most as many), each with
+    whether it is quoted; ``own`` first takes what is no sentence out of each part."""
+    out: list[tuple[str, bool]] = []
+    for part, quoted in parts:
+        out += [(sentence, quoted) for sentence in split_sentences(own(part) if own else part)]
+        if len(out) >= _MAX_SENTENCES:
+            return out[:_MAX_SENTENCES]
+    return out
+
+
+def _fenced_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    offset, start = 0, -1
+    for line in text.splitlines(keepends=True):
+        if _FENCE.match(line):
+            if start < 0:
+                start = offset
+            else:
+                spans.append((start, offset + len(line)))
+                start = -1
+        offset += len(line)
+    return [*spans, (start, offset)] if start >= 0 else spans
+
+
+def _lines_quoted(text: str) -> list[tuple[str, bool]]:
+    lines = text.split("\n")
+    quoted = [False] * len(lines)
+    marks: set[int] = set()  # the "ISSUE:" lines that open a closed section
+    label = -1  # the line of an open "ISSUE:" label
+    callout = False  # in a callout ("> [!NOTE]" and the blockquote lines after it): the writer's own
+    in_code = False  # (a fenced block's "> " is a shell's continuation prompt, no quote)
+    for n, line in enumerate(lines):
+        if _FENCE.match(line):
+            in_code = not in_code
+        if in_code:
+            continue
+        if label >= 0 and _LABEL.match(line):
+            quoted[label + 1 : n] = [True] * (n - label - 1)
+            marks.add(label)
+            label = -1
+        blockquote = _BLOCKQUOTE.match(line)
+        callout = blockquote is not None and (callout or _CALLOUT.match(line) is not None)
+        if _QUOTE_LABEL.match(line):
+            label = n
+        elif blockquote is not None:
+            quoted[n] = not callout
+            lines[n] = line[blockquote.end() :]
+    return [(line, q) for n, (line, q) in enumerate(zip(lines, quoted, strict=True)) if n not in marks]
 
 
 def code_lines(text: str) -> list[str]:
