@@ -1,10 +1,11 @@
-"""Material a user's message quotes, where the message marks its start and end, sets no rule for the agent:
-an issue or PR text an agent harness wraps in a tag (SWE-agent 1.x's ``<pr_description>``, OpenHands'
-``<issue_description>``), a section under an ``ISSUE:`` label closed by the next label line (SWE-agent 0.x), a
-Markdown blockquote. Its "X should be optional" is the issue author's; filed under USER PREFERENCES it followed
-every later session of the project (pydicom-1458's issue did). A rule that binds whoever says it ("must be
-done by Friday") still binds, and the user's own rules around the quote are kept. Where no end is marked,
-nothing is taken for quoted: the user's rules after an unclosed tag are theirs."""
+"""An issue or PR text a coding-agent harness pastes into the task sets no rule for the agent, where the harness
+marks its start and end: tags on lines of their own (SWE-agent 1.x's ``<pr_description>``, OpenHands'
+``<issue_description>``), an ``ISSUE:`` section after "Here's the issue text:" closed by the next label line
+(SWE-agent 0.x). Its "X should be optional" is the issue author's; filed under USER PREFERENCES it followed every
+later session of the project (pydicom-1458's issue did). A rule that binds whoever says it ("must be done by
+Friday") still binds, and the user's own rules around the issue are kept. Where the user may be writing their
+own rules (a section they label "ISSUE:", a tag named in prose, a blockquote, a quote tag, an unclosed tag, a
+tag shown in code), nothing is taken for quoted: a review found each of those holding users' own rules."""
 
 from __future__ import annotations
 
@@ -48,11 +49,6 @@ def test_an_issue_section_closed_by_the_next_label_sets_no_preference() -> None:
     assert _session(user).user_preferences == _OWN_RULES  # old code: the issue's two sentences first
 
 
-def test_a_blockquote_is_the_quoted_authors_and_the_reply_is_the_users() -> None:
-    user = "> We should switch the exporter to REST.\n> Retries should be unlimited.\nI disagree. Never use REST here.\n"
-    assert _session(user).user_preferences == ("Never use REST here.",)  # old code: both quoted lines too
-
-
 def test_a_quoted_fact_stays_a_fact_and_a_binding_rule_still_binds() -> None:
     user = (
         "<issue>\nThe export must be done by Friday.\nTimeDelta serialization loses precision: "
@@ -63,18 +59,19 @@ def test_a_quoted_fact_stays_a_fact_and_a_binding_rule_still_binds() -> None:
     assert any("https://github.com/marshmallow-code/marshmallow/issues/1867" in fact for fact in structured.facts)
 
 
-def test_without_an_end_mark_nothing_is_quoted() -> None:
-    # An unclosed tag, an "ISSUE:" with no label after it, a GitHub callout and a shell's "> " continuation
-    # prompt inside a code fence: the user's rules stay theirs.
-    assert _session(f"<issue>\n{_OWN}").user_preferences == _OWN_RULES
-    assert _session(f"ISSUE:\n{_OWN}").user_preferences == _OWN_RULES
-    assert _session("> [!IMPORTANT]\n> Always run mypy before committing.\n").user_preferences == (
-        "Always run mypy before committing.",
+def test_where_the_user_may_write_their_own_rules_nothing_is_quoted() -> None:
+    # Each of these held a user's own rules in review (they pass on the old code too: they guard the change).
+    assert _session(f"<issue>\n{_OWN}").user_preferences == _OWN_RULES  # unclosed
+    labelled = f"ISSUE:\nThe login form accepts empty passwords.\n{_OWN}\nNOTES:\nDjango 4.2.\n"
+    assert _session(labelled).user_preferences == _OWN_RULES
+    prose = f"Read the <issue> below carefully. {_OWN}\n<issue>\nThe CSV reader should take a delimiter.\n</issue>\n"
+    assert _session(prose).user_preferences == _OWN_RULES
+    assert _session(f"These are my rules:\n<quote>\n{_OWN}</quote>\n").user_preferences == _OWN_RULES
+    assert _session("House rules:\n\n> Never commit directly to main.\n").user_preferences == (
+        "> Never commit directly to main.",
     )
-    fenced = "```bash\n$ cat <<EOF > notes.txt\n> we should retry\n> EOF\n```\nNever push to main.\n"
-    assert _session(fenced).user_preferences == ("Never push to main.",)
-    shown = "```xml\n<issue>\n```\nDo not change the public API.\n```xml\n</issue>\n```\n"
-    assert _session(shown).user_preferences == ("Do not change the public API.",)
+    fenced = f"```xml\n<issue>\n  <title>x</title>\n</issue>\n```\n{_OWN}"
+    assert _session(fenced).user_preferences == _OWN_RULES
 
 
 def test_the_must_keep_check_keeps_the_users_rules_not_the_quoted_ones() -> None:

@@ -82,54 +82,60 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-# Material a message quotes rather than says, where the message marks where it starts and ends: an issue
-# or PR text an agent harness wraps in a tag (SWE-agent's <pr_description>, OpenHands' <issue_description>),
-# a section under an "ISSUE:" label up to the next label line ("INSTRUCTIONS:"), a Markdown blockquote.
-# Its "should" is its author's, no rule for the agent. Without an end mark nothing is taken for quoted: a
-# guess at where a paste ends lost the user's own rules after it.
-_QUOTE_TAGS: Final = (
-    "issue|issue_description|issue_text|github_issue|pr_description|problem_statement|problem_description|"
-    "bug_report|email|quote|quoted_text|article|transcript"
+# An issue or PR text a coding-agent harness pastes into the task, marked where it starts and ends: in a tag
+# on lines of its own (SWE-agent 1.x's <pr_description>, OpenHands' <issue_description>) or under an "ISSUE:"
+# line after "Here's the issue text:" up to the next label line (SWE-agent 0.x's "INSTRUCTIONS:"). Its "X
+# should be optional" is the issue author's, no rule for the agent. A tag named in prose, a section the user
+# labels "ISSUE:" themselves, a blockquote or a quote tag may hold the user's own rules: they stay theirs
+# (a guess at where a paste ends lost the user's rules after it).
+_ISSUE_TAGS: Final = (
+    "issue|issue_description|issue_text|github_issue|pr_description|problem_statement|problem_description|bug_report"
 )
-_QUOTE_OPEN: Final = re.compile(rf"<({_QUOTE_TAGS})(?:\s[^<>\n]*)?>", re.IGNORECASE)
-_QUOTE_LABEL: Final = re.compile(r"^\s*(?:ISSUE|ISSUE TEXT|BUG REPORT|PROBLEM STATEMENT|PR DESCRIPTION):\s*$")
-_LABEL: Final = re.compile(r"^\s*[A-Z][A-Z _-]{2,40}:\s*$")
-_BLOCKQUOTE: Final = re.compile(r"^ {0,3}>(?!>) ?")
-_CALLOUT: Final = re.compile(r"^ {0,3}> ?\[!\w+\]")  # GitHub's "> [!IMPORTANT]": the writer's own words
+_ISSUE_OPEN: Final = re.compile(rf"^[ \t]*<({_ISSUE_TAGS})>[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+_ISSUE_LABEL: Final = re.compile(r"issue text:[ \t]*\r?\n(ISSUE:[ \t]*\r?\n)", re.IGNORECASE)
+_LABEL: Final = re.compile(r"^[ \t]*[A-Z][A-Z _-]{2,40}:[ \t]*\r?$", re.MULTILINE)
 
 
 def quoted_parts(text: str) -> list[tuple[str, bool]]:
-    """``text`` as its parts in order, each ``(part, quoted)``: ``quoted`` for material the writer quotes
-    (a tagged issue or PR text, an "ISSUE:" section closed by the next label line, a blockquote), the rest
-    what they wrote. A blockquote's ``>`` is taken off. The tags and labels that mark a quote belong to neither."""
-    if ">" not in text and ":" not in text:
+    """``text`` as its parts in order, each ``(part, quoted)``: ``quoted`` for an issue or PR text pasted into it
+    (between tags on lines of their own, or an "ISSUE:" section after "Here's the issue text:" closed by the
+    next label line), the rest what the writer wrote. The tags and the "ISSUE:" line belong to neither."""
+    if "<" not in text and "ISSUE:" not in text:
         return [(text, False)]
     parts: list[tuple[str, bool]] = []
-    at = 0
-    unclosed: set[str] = set()  # (a tag with no closing tag after one place has none after a later one)
+    at = search = 0  # where the writer's own text goes on; where to look for the next mark
+    unclosed: set[str] = set()  # (a mark with no end after one place has none after a later one)
     code: list[tuple[int, int]] | None = None  # fenced blocks' spans: a tag shown in code quotes nothing
-    for opening in _QUOTE_OPEN.finditer(text):
-        tag = opening.group(1).casefold()
-        if opening.start() < at or tag in unclosed:
+    # The next mark of each kind: searched again only once passed (none found means none further on).
+    tagged, labelled = _ISSUE_OPEN.search(text), _ISSUE_LABEL.search(text)
+    while True:
+        if tagged is not None and tagged.start() < search:
+            tagged = _ISSUE_OPEN.search(text, search)
+        if labelled is not None and labelled.start(1) < search:
+            labelled = None if "ISSUE:" in unclosed else _ISSUE_LABEL.search(text, search)
+        if tagged is not None and (labelled is None or tagged.start() < labelled.start(1)):
+            mark, (start, begin) = tagged.group(1).casefold(), tagged.span()
+            closing = re.compile(rf"^[ \t]*</{mark}>[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+            end = None if mark in unclosed else closing.search(text, begin)
+            after = end.end() if end else 0
+        elif labelled is not None:
+            mark, (start, begin) = "ISSUE:", labelled.span(1)
+            end = _LABEL.search(text, begin)
+            after = end.start() if end else 0  # (the next label is the writer's again)
+        else:
+            break
+        search = begin
+        if end is None:
+            unclosed.add(mark)
             continue
         code = _fenced_spans(text) if code is None else code
-        inside = bisect.bisect_right(code, (opening.start(), len(text))) - 1
-        if inside >= 0 and opening.start() < code[inside][1]:
+        inside = bisect.bisect_right(code, (start, len(text))) - 1
+        if inside >= 0 and start < code[inside][1]:
             continue
-        closing = re.compile(rf"</{tag}\s*>", re.IGNORECASE).search(text, opening.end())
-        if closing is None:
-            unclosed.add(tag)
-            continue
-        parts += [*_lines_quoted(text[at : opening.start()]), (text[opening.end() : closing.start()], True)]
-        at = closing.end()
-    parts += _lines_quoted(text[at:])
-    runs: list[tuple[list[str], bool]] = []
-    for part, quoted in parts:
-        if runs and runs[-1][1] == quoted:
-            runs[-1][0].append(part)
-        elif part.strip():
-            runs.append(([part], quoted))
-    return [("\n".join(run), quoted) for run, quoted in runs] or [(text, False)]
+        parts += [(text[at:start], False), (text[begin : end.start()], True)]
+        at = search = after
+    parts.append((text[at:], False))
+    return [part for part in parts if part[0].strip()] or [(text, False)]
 
 
 def quoted_sentences(parts: list[tuple[str, bool]], own: Callable[[str], str] | None = None) -> list[tuple[str, bool]]:
@@ -155,32 +161,6 @@ def _fenced_spans(text: str) -> list[tuple[int, int]]:
                 start = -1
         offset += len(line)
     return [*spans, (start, offset)] if start >= 0 else spans
-
-
-def _lines_quoted(text: str) -> list[tuple[str, bool]]:
-    lines = text.split("\n")
-    quoted = [False] * len(lines)
-    marks: set[int] = set()  # the "ISSUE:" lines that open a closed section
-    label = -1  # the line of an open "ISSUE:" label
-    callout = False  # in a callout ("> [!NOTE]" and the blockquote lines after it): the writer's own
-    in_code = False  # (a fenced block's "> " is a shell's continuation prompt, no quote)
-    for n, line in enumerate(lines):
-        if _FENCE.match(line):
-            in_code = not in_code
-        if in_code:
-            continue
-        if label >= 0 and _LABEL.match(line):
-            quoted[label + 1 : n] = [True] * (n - label - 1)
-            marks.add(label)
-            label = -1
-        blockquote = _BLOCKQUOTE.match(line)
-        callout = blockquote is not None and (callout or _CALLOUT.match(line) is not None)
-        if _QUOTE_LABEL.match(line):
-            label = n
-        elif blockquote is not None:
-            quoted[n] = not callout
-            lines[n] = line[blockquote.end() :]
-    return [(line, q) for n, (line, q) in enumerate(zip(lines, quoted, strict=True)) if n not in marks]
 
 
 def code_lines(text: str) -> list[str]:
