@@ -68,7 +68,12 @@ _SUBCOMMAND_VALUE_OPTIONS: Final = frozenset({
     "-C", "-c", "-n", "--namespace", "--context", "--cluster", "--kubeconfig", "-H", "--host", "--config", "-f",
     "--file", "-p", "--project-name", "--profile", "--env-file", "--git-dir", "--work-tree", "--region", "-l",
 })  # fmt: skip
-_SHELL_WRITES: Final = re.compile(r">|\s-(?:delete|exec|execdir|ok|fprint)\b")
+# What writes: a redirect, find's actions ("-fprintf out.txt", "-delete"), an output file of git's diff
+# (log, show) or of tree and sort ("git diff --output=patch.diff", "tree -o out.txt"; journalctl's "-o" is a format)
+_SHELL_WRITES: Final = re.compile(
+    r">|\s-(?:delete|exec|execdir|ok|okdir|fprint0?|fprintf|fls)\b"
+    r"|(?:^|[\s;&|(/])(?:git\s[^;&|\n]*\s--output[=\s]|(?:tree|sort)\s(?:[^;&|\n]*\s)?(?:-o\b|--output[=\s]))"
+)
 _HARMLESS_REDIRECT: Final = re.compile(r"\d?>&\d|\d?>\s*/dev/null")
 _NAME_WORDS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _TOOL_LINE: Final = re.compile(r"^(?P<name>[\w.-]+)\((?P<args>.*)\)$", re.DOTALL)
