@@ -21,7 +21,9 @@ _COMMAND_KEYS: Final = ("command", "cmd", "script", "shell", "bash")
 QUOTED: Final = re.compile(r"(?<!\\)'[^']*'|(?<!\\)\"(?:[^\"\\]|\\.)*\"")
 """A quoted argument: separators inside it are no list's (``echo 'a && rm x'`` runs no rm); an escaped
 quote outside quotes (``grep don\\'t f``) starts none."""
-_SEPARATORS: Final = re.compile(r"&&|\|\||[;\n]")
+# ... and a lone "&": what it backgrounds runs beside the next command (``tail -f log & npm start`` runs npm),
+# not a redirect's ("2>&1", "&>", ">&2", "|&")
+_SEPARATORS: Final = re.compile(r"&&|\|\||(?<![&>|])&(?![&>])|[;\n]")
 _HEREDOC: Final = re.compile(r"(?<![<\w])<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")  # not "<<<", not "$((1<<N))"
 _SCRIPT_CHARS: Final = 20_000
 """Most characters of a command read as a script (:func:`script`)."""
@@ -52,7 +54,7 @@ def command_text(args: object) -> str:
 
 def commands(text: str) -> list[str]:
     """The commands of a shell command's text, in order: those of a list (``a && b``, ``a; b``, ``a || b``,
-    one a line), each maybe a pipeline (``a | b``: split it at ``|``); quoted text is masked (``_``)."""
+    ``a & b``, one a line), each maybe a pipeline (``a | b``: split it at ``|``); quoted text is masked (``_``)."""
     return [part for part in _SEPARATORS.split(QUOTED.sub("_", text)) if part.strip()]
 
 

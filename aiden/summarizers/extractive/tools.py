@@ -68,7 +68,12 @@ _SUBCOMMAND_VALUE_OPTIONS: Final = frozenset({
     "-C", "-c", "-n", "--namespace", "--context", "--cluster", "--kubeconfig", "-H", "--host", "--config", "-f",
     "--file", "-p", "--project-name", "--profile", "--env-file", "--git-dir", "--work-tree", "--region", "-l",
 })  # fmt: skip
-_SHELL_WRITES: Final = re.compile(r">|\s-(?:delete|exec|execdir|ok|fprint)\b")
+# A redirect, find's writing actions, git diff's (log's) and tree's or sort's file ("git diff --output=x.diff",
+# "tree -o x.txt"; journalctl's "-o" is a format)
+_SHELL_WRITES: Final = re.compile(
+    r">|\s-(?:delete|exec|execdir|ok|okdir|fprint0?|fprintf|fls)\b|(?:^|[\s;&|(/])(?:git\s[^;&|\n]*\s--output[=\s]"
+    r"|(?:tree|sort)\s(?:[^;&|\n]*\s)?(?:-o\b|--output[=\s]))"
+)
 _HARMLESS_REDIRECT: Final = re.compile(r"\d?>&\d|\d?>\s*/dev/null")
 _NAME_WORDS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _TOOL_LINE: Final = re.compile(r"^(?P<name>[\w.-]+)\((?P<args>.*)\)$", re.DOTALL)
@@ -208,42 +213,49 @@ class _ToolVerdicts(NamedTuple):
     final: re.Pattern[str] | None = None  # the last words (or before the tool's own epilogue)
     anywhere: re.Pattern[str] | None = None  # on any line, unstripped (its own indentation)
     framed: bool = False  # its diagnostics in a frame, "╷" then "│ Error: ..." (read in error_lines)
+    passed: re.Pattern[str] | None = None  # its last line, the tally of a run that passed (what it got past is none)
 
 
 _TOOLS: Final = (
     # gradle "BUILD FAILED in 2s" (old gradle, ant: "BUILD FAILED")
     _ToolVerdicts(re.compile(r"gradlew?|ant"), re.compile(r"^BUILD FAILED(?: in \d.*)?$")),
     # MSBuild/dotnet "Build FAILED." and its indented tally "    1 Error(s)" (.NET 9: "Build failed with 1
-    # error(s) in 2.1s"), dotnet test "Failed!  - Failed: 1, ..." / "Test Run Failed.", its own errors
+    # error(s) in 2.1s"), dotnet test "Failed!  - Failed: 1, ..." / "Test Run Failed." (anywhere: tallies, files follow), its own errors
     # ("MSBUILD : error MSB1009: ...", "/app/App.csproj : error NU1101: ...", "Failed to restore ..."), and
     # .NET's report of an exception nothing caught ("Unhandled exception. System.IO.IOException: ...")
     _ToolVerdicts(
         re.compile(r"dotnet|msbuild"),
-        re.compile(r"^Build FAILED\.$|^Build failed with [1-9]\d* error\(s\)|^(?:Test run summary: )?Failed!\s+- |^Test Run Failed\.$"),
+        re.compile(r"^Build FAILED\.$|^Build failed with [1-9]\d* error\(s\)"),
         re.compile(r"^\S+ : error [A-Z]+\d+: |^Failed to restore \S"),
-        re.compile(r"^ {4}[1-9]\d* Error\(s\)$|^Unhandled [Ee]xception[.:] [\w.]+(?:Exception|Error)\b"),
+        re.compile(r"^ {4}[1-9]\d* Error\(s\)$|^Unhandled [Ee]xception[.:] [\w.]+(?:Exception|Error)\b"
+                   r"|^(?:Test run summary: )?Failed!\s+- |^Test Run Failed\.$"),
     ),
     # phpunit (pest) "FAILURES!" / "Tests: 3, Assertions: 3, Failures: 1."
     _ToolVerdicts(
         re.compile(r"phpunit|pest|php|composer|artisan"),
         re.compile(r"^(?:FAILURES|ERRORS)!$|^Tests: \d+, Assertions: \d+(?:, \w+: \d+)*, (?:Errors|Failures): [1-9]"),
     ),
-    # ansible's recap of a host that failed or was unreachable, its ad-hoc "web1 | FAILED | rc=127 >>"
+    # ansible's recap of a host that failed or was unreachable (a line a host), its ad-hoc "web1 | FAILED | rc=1 >>";
+    # a recap of hosts that all passed overrides a task's "fatal: [web1]: FAILED!" it ignored or rescued
     _ToolVerdicts(
         re.compile(r"ansible(?:-playbook)?"),
-        re.compile(r"^\S+\s+: ok=\d+\s+changed=\d+\s+(?:unreachable=[1-9]|unreachable=\d+\s+failed=[1-9])"),
-        anywhere=re.compile(r"^[\w.-]+ \| (?:FAILED|UNREACHABLE)!? (?:\||=>)"),
+        (recap := re.compile(r"^\S+\s+: ok=\d+\s+changed=\d+\s+(?:unreachable=[1-9]|unreachable=\d+\s+failed=[1-9])")),
+        anywhere=re.compile(rf"^[\w.-]+ \| (?:FAILED|UNREACHABLE)!? (?:\||=>)|{recap.pattern}"),
+        passed=re.compile(r"^\S+\s+: ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0\b"),
     ),
     # systemctl's refusal (then its "See ..." epilogue)
     _ToolVerdicts(re.compile(r"systemctl|service"), final=re.compile(r"^Job for \S+ failed\b")),
     # the AWS CLI's ("fatal error: An error occurred (404) when calling the HeadObject operation: ...",
-    # "upload failed: ...", no credentials, a waiter given up)
+    # "upload failed: ...", no credentials or endpoint, a waiter given up, arguments refused), cloudformation's
     _ToolVerdicts(
         re.compile(r"aws"),
-        final=re.compile(
+        re.compile(r"^Failed to create/update the stack\. "),
+        re.compile(
             r"^(?:fatal error: |(?:upload|download|copy|move|delete) failed: .*?)?An error occurred \([\w.]+\) when"
             r" calling the \w+ operation\b|^Unable to locate credentials\b|^Waiter \w+ failed: "
+            r"|^(?:Could not connect to the|Connect timeout on) endpoint URL: "
         ),
+        re.compile(r"^Parameter validation failed:$"),
     ),
     # terraform's (and OpenTofu's): its framed "│ Error: ..."
     _ToolVerdicts(re.compile(r"terraform|tofu|terragrunt"), framed=True),
@@ -292,6 +304,9 @@ _VERDICT: Final = re.compile(
     # "3 failed"), npm 10's "npm error ...", apt's "E: Unable to ..." (a word, not a script's "E: -76.01"),
     # systemd's "Failed to start x: why"
     r"|^[\w.-]+: (?:fatal )?error: |^[\w.-]+: [^:\d]*\bfailed(?:: .*|\.)?$|^npm error |^E: [A-Z][a-z]"
+    # readers' own: jq's "jq: error (at <stdin>:0): ...", "jq: 1 compile error"; sed's, gawk's, mawk's
+    r"|^jq: (?:error \(at [^)]*\): |parse error: |\d+ compile errors?$)"
+    r"|^sed: -e expression #\d+, char \d+: |^[gm]?awk: (?:cmd\. line:|line )\d+: "
     r"|^Failed to \w+ [^:]*: \S"
     # death by a signal, as the shell reports it: "Segmentation fault (core dumped)", bash's
     # "bash: line 1:  4242 Aborted  (core dumped) ./a.out"
@@ -400,6 +415,8 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
     kind = _command_kind(command)
     tools = kind.tools
     framed = any(t.framed for t in tools)
+    mine = "|".join(t.anywhere.pattern for t in tools if t.anywhere)  # (its lines need no error word)
+    anywhere = re.compile(mine).match if mine else None
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
         lines = lines[:_SCAN_HEAD_LINES] + lines[-_SCAN_TAIL_LINES:]
@@ -413,7 +430,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
             traceback = True
             continue
         # Most lines are done here; only a stated exit status is no error word.
-        if len(stripped) < 4 or not (looks_like_error_line(stripped) or "exit" in lowered):
+        if len(stripped) < 4 or not (looks_like_error_line(stripped) or "exit" in lowered or (anywhere and anywhere(line))):
             continue
         if FILE_LINE.match(line) or _VIEW_LINE.match(line):
             continue
@@ -425,11 +442,14 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
             or _EXCEPTION_LINE.match(unbulleted)
             or _EVIDENCE_LINE.search(stripped)
             or (executed and _compiled_with_error(lines, position))
-            or any(t.anywhere is not None and t.anywhere.match(line) for t in tools)
+            or (anywhere and anywhere(line))
         ):
             strong.append((position, unbulleted))
         elif not negates_error(stripped):
             weak.append((position, stripped))
+    last = next((line for line in reversed(lines) if line.strip()), "")
+    if any(t.passed and t.passed.match(last) and not any(_tool_says(t, s, False) for _, s in strong) for t in tools):
+        strong = []  # the tally at the end says the run passed: what it got past above was no failure
     weak_counts = reported or (executed and traceback)
     if executed and not strong and not (weak and weak_counts):
         # No error line: the last lines may still say the command failed ("EXECUTION TIMED OUT").
