@@ -48,9 +48,9 @@ from aiden.summarizers.mustkeep.text import (
     content_words,
     find_paths,
     has_fact_tokens,
+    has_quote,
     join_sentences,
     key_tokens,
-    quoted_parts,
     quoted_sentences,
     split_sentences,
 )
@@ -465,10 +465,9 @@ _RULES: Final = frozenset({"preference", "constraint", "correction"})
 
 def _own_and_quoted(said: str, sentences: list[str]) -> list[tuple[str, bool]]:
     """The sentences of a user's message (``sentences``: all of them), each with whether it is quoted."""
-    parts = quoted_parts(said)
-    if parts == [(said, False)]:
+    if not has_quote(said):
         return [(sentence, False) for sentence in sentences]
-    return quoted_sentences(parts, written)
+    return quoted_sentences(said, written)
 
 
 def _extract_assistant(event: SessionEvent, collector: Collector) -> None:

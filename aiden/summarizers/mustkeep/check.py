@@ -29,8 +29,8 @@ from aiden.summarizers.mustkeep.text import (
     find_paths,
     has_fact_tokens,
     key_tokens,
-    quoted_parts,
     quoted_sentences,
+    split_sentences,
 )
 
 __all__ = [
@@ -84,8 +84,11 @@ def extract_must_keep(events: Sequence[SessionEvent], *, max_items: int) -> list
         # rule of theirs is one for the agent (as in the extractive summarizer).
         named = bool(split_speaker(event.content.strip())[0])
         # (a user's quoted material, a pasted issue's "should", is its author's, as a named speaker's)
-        parts = quoted_parts(event.content) if speaker == "user" else [(event.content, False)]
-        for sentence, quoted in quoted_sentences(parts):
+        if speaker == "user":
+            sentences = quoted_sentences(event.content)
+        else:
+            sentences = [(sentence, False) for sentence in split_sentences(event.content)]
+        for sentence, quoted in sentences:
             kind = classify_sentence(sentence, speaker=speaker, named=named)
             if kind not in ALWAYS_KEPT and is_phatic(sentence):
                 continue  # "That must have been awesome!" is no constraint a summary must keep

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Final
 
 from aiden.policy.summary_md import normalize
@@ -92,75 +92,69 @@ _ISSUE_TAGS: Final = (
     "issue|issue_description|issue_text|github_issue|pr_description|problem_statement|problem_description|bug_report"
 )
 _ISSUE_OPEN: Final = re.compile(rf"^[ \t]*<({_ISSUE_TAGS})>[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
-_ISSUE_LABEL: Final = re.compile(r"issue text:[ \t]*\r?\n(ISSUE:[ \t]*\r?\n)", re.IGNORECASE)
+_ISSUE_LABEL: Final = re.compile(r"(?i:issue text):[ \t]*\r?\n(ISSUE:[ \t]*\r?\n)")
 _LABEL: Final = re.compile(r"^[ \t]*[A-Z][A-Z _-]{2,40}:[ \t]*\r?$", re.MULTILINE)
+_FENCE_LINE: Final = re.compile(r"^[^\S\n]*(?:```|~~~)", re.MULTILINE)
 
 
-def quoted_parts(text: str) -> list[tuple[str, bool]]:
-    """``text`` as its parts in order, each ``(part, quoted)``: ``quoted`` for an issue or PR text pasted into it
-    (between tags on lines of their own, or an "ISSUE:" section after "Here's the issue text:" closed by the
-    next label line), the rest what the writer wrote. The tags and the "ISSUE:" line belong to neither."""
+def _quotes(text: str) -> Iterator[tuple[int, int, int, int]]:
+    """Each issue text pasted into ``text`` as ``(start, begin, end, after)``: its mark starts at ``start``, it
+    runs from ``begin`` to ``end``, the writer's own text goes on at ``after``."""
     if "<" not in text and "ISSUE:" not in text:
-        return [(text, False)]
-    parts: list[tuple[str, bool]] = []
-    at = search = 0  # where the writer's own text goes on; where to look for the next mark
-    unclosed: set[str] = set()  # (a mark with no end after one place has none after a later one)
-    code: list[tuple[int, int]] | None = None  # fenced blocks' spans: a tag shown in code quotes nothing
-    # The next mark of each kind: searched again only once passed (none found means none further on).
+        return
+    search = 0
+    code: list[tuple[int, int]] | None = None  # fenced blocks' spans: a tag or label shown in code marks nothing
+    # The next mark of each kind and the next end of each mark, searched again only once passed (none found
+    # means none further on): one pass over the text, however many marks.
     tagged, labelled = _ISSUE_OPEN.search(text), _ISSUE_LABEL.search(text)
+    ends: dict[str, re.Match[str] | None] = {}
     while True:
         if tagged is not None and tagged.start() < search:
             tagged = _ISSUE_OPEN.search(text, search)
         if labelled is not None and labelled.start(1) < search:
-            labelled = None if "ISSUE:" in unclosed else _ISSUE_LABEL.search(text, search)
+            labelled = _ISSUE_LABEL.search(text, search)
         if tagged is not None and (labelled is None or tagged.start() < labelled.start(1)):
-            mark, (start, begin) = tagged.group(1).casefold(), tagged.span()
+            mark, (start, search) = tagged.group(1).casefold(), tagged.span()
             closing = re.compile(rf"^[ \t]*</{mark}>[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
-            end = None if mark in unclosed else closing.search(text, begin)
-            after = end.end() if end else 0
         elif labelled is not None:
-            mark, (start, begin) = "ISSUE:", labelled.span(1)
-            end = _LABEL.search(text, begin)
-            after = end.start() if end else 0  # (the next label is the writer's again)
+            (start, search), mark, closing = labelled.span(1), "", _LABEL  # (the next label is the writer's)
         else:
-            break
-        search = begin
-        if end is None:
-            unclosed.add(mark)
-            continue
-        code = _fenced_spans(text) if code is None else code
+            return
+        if code is None:
+            fences = [m.start() for m in _FENCE_LINE.finditer(text)]
+            code = list(zip(fences[::2], [*fences[1::2], len(text)], strict=False))
         inside = bisect.bisect_right(code, (start, len(text))) - 1
         if inside >= 0 and start < code[inside][1]:
             continue
-        parts += [(text[at:start], False), (text[begin : end.start()], True)]
-        at = search = after
-    parts.append((text[at:], False))
-    return [part for part in parts if part[0].strip()] or [(text, False)]
+        if mark not in ends or ((end := ends[mark]) is not None and end.start() < search):
+            ends[mark] = closing.search(text, search)
+        if (end := ends[mark]) is None:
+            continue
+        yield start, search, end.start(), end.end() if mark else end.start()
+        search = end.end()
 
 
-def quoted_sentences(parts: list[tuple[str, bool]], own: Callable[[str], str] | None = None) -> list[tuple[str, bool]]:
-    """The sentences of a text's :func:`quoted_parts` (as :func:`split_sentences`, at most as many), each with
-    whether it is quoted; ``own`` first takes what is no sentence out of each part."""
+def has_quote(text: str) -> bool:
+    """Whether ``text`` holds an issue or PR text pasted into it (see :func:`quoted_sentences`)."""
+    return next(_quotes(text), None) is not None
+
+
+def quoted_sentences(text: str, own: Callable[[str], str] | None = None) -> list[tuple[str, bool]]:
+    """The sentences of ``text`` (as :func:`split_sentences`, at most as many), each with whether it is quoted:
+    part of an issue or PR text a harness pasted into it (between tags on lines of their own, or an "ISSUE:"
+    section after "Here's the issue text:" closed by the next label line; the tags and the "ISSUE:" line are
+    in no sentence). ``own`` first takes what is no sentence out of each part."""
     out: list[tuple[str, bool]] = []
-    for part, quoted in parts:
-        out += [(sentence, quoted) for sentence in split_sentences(own(part) if own else part)]
+    at = 0
+    for start, begin, end, after in _quotes(text):
+        for part, quoted in ((text[at:start], False), (text[begin:end], True)):
+            out += [(sentence, quoted) for sentence in split_sentences(own(part) if own else part)]
         if len(out) >= _MAX_SENTENCES:
             return out[:_MAX_SENTENCES]
-    return out
-
-
-def _fenced_spans(text: str) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    offset, start = 0, -1
-    for line in text.splitlines(keepends=True):
-        if _FENCE.match(line):
-            if start < 0:
-                start = offset
-            else:
-                spans.append((start, offset + len(line)))
-                start = -1
-        offset += len(line)
-    return [*spans, (start, offset)] if start >= 0 else spans
+        at = after
+    rest = text[at:] if at else text
+    out += [(sentence, False) for sentence in split_sentences(own(rest) if own else rest)]
+    return out[:_MAX_SENTENCES]
 
 
 def code_lines(text: str) -> list[str]:
