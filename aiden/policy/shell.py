@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["QUOTED", "command_text", "command_words", "commands", "program_words", "script"]
+__all__ = ["AMPERSAND", "QUOTED", "command_text", "command_words", "commands", "program_words", "script"]
 
 _COMMAND_KEYS: Final = ("command", "cmd", "script", "shell", "bash")
 """The argument names under which agent tools pass a shell command."""
@@ -22,8 +22,10 @@ QUOTED: Final = re.compile(r"(?<!\\)'[^']*'|(?<!\\)\"(?:[^\"\\]|\\.)*\"")
 """A quoted argument: separators inside it are no list's (``echo 'a && rm x'`` runs no rm); an escaped
 quote outside quotes (``grep don\\'t f``) starts none."""
 # ... and a lone "&": what it backgrounds runs beside the next command (``tail -f log & npm start`` runs npm),
-# not a redirect's ("2>&1", "&>", ">&2", "|&")
-_SEPARATORS: Final = re.compile(r"&&|\|\||(?<![&>|])&(?![&>])|[;\n]")
+# not a redirect's ("2>&1", "&>", ">&2", "|&"), an escaped one ("AT\\&T"), one before "wait" or "sleep N", nor
+# one inside "$(echo a & echo b)"
+AMPERSAND: Final = r"(?<![&>|\\])&(?![&>])(?!\s*(?:wait|sleep)\b)(?![^()\n]{0,200}\))"
+_SEPARATORS: Final = re.compile(rf"&&|\|\||{AMPERSAND}|[;\n]")
 _HEREDOC: Final = re.compile(r"(?<![<\w])<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")  # not "<<<", not "$((1<<N))"
 _SCRIPT_CHARS: Final = 20_000
 """Most characters of a command read as a script (:func:`script`)."""

@@ -31,6 +31,8 @@ WRITES = [
     "tree -L 2 -o tree.txt",
     "ls & rm -rf build",
     "tail -f app.log & npm start",
+    "sort -u -o sorted.txt names.txt | head",
+    "ls & sleep 1; rm -rf build",
 ]
 
 
@@ -51,12 +53,32 @@ READS = [
     "tree -L 2 -I node_modules",
     "ls -la --sort=size -o",
     "grep -o 'error [0-9]*' app.log",
+    # ... an escaped "&", one before "wait" or "sleep N", one in "$(...)" or a comment; find's, tree's, sort's and
+    # git's words only as their program's own arguments (each was no read on 06691b0)
+    "grep -n AT\\&T contacts.csv",
+    "ls Q\\&A/",
+    "grep -rn foo src > /dev/null & grep -rn foo tests & wait",
+    "find / -name libssl.so* 2>/dev/null & wait",
+    "cat log.txt & sleep 2",
+    "ls $(echo src & echo tests)",
+    "ls -la  # & rm -rf build",
+    "grep -rn -- -fprintf docs/",
+    "grep -n -e -fls find/ftsfind.c",
+    "find sklearn/tree -name '*.pyx' -o -name '*.pxd'",
+    "find . -path ./tree -prune -o -name '*.py' -print",
+    "find . -name sort -o -name tree",
+    "find lib/sort -name '*.go' -o -name '*.s'",
+    "git grep -n -- --output= scripts/",
+    "git diff --output-indicator-new=+ main",
+    "ls -la tree -o",
+    "grep -rn criterion sklearn/tree -o",
 ]
 
 
 @pytest.mark.parametrize("command", READS)
 def test_a_read_stays_a_read(command: str) -> None:
     assert _read_only(command)
+    assert is_read_only_command(f"$ {command}")
 
 
 def test_a_backgrounded_command_runs_beside_the_next() -> None:
@@ -169,9 +191,53 @@ PASSES = [
     ("sed -n '1,4p' app.py", "import os\n\nclass AppError(Exception):\n    pass\n"),
     ("awk -F, '{print $2}' data.csv", "failed\nok\nfailed\n"),
     ("cat notes.txt", "jq: error (at <stdin>:0): Cannot index string with \"items\" is what we saw yesterday\n"),
+    # a reader printing text read from elsewhere, the AWS CLI printing data, an ad-hoc command printing a log
+    # (each was a failure on 06691b0)
+    ("jq -r '.jobs[].log_tail' ci-run.json", "build ok\njq: error (at <stdin>:0): Cannot iterate over null\n"),
+    ("jq -r '.steps[-1].stderr' run.json", "jq: parse error: Invalid numeric literal at line 1, column 10\n"),
+    ("cat build.log | sed -n '/error/,+1p'", "step 7: error in patch step\nsed: -e expression #1, char 9: unterminated `s' command\n"),
+    ("sed -n '200,260p' ci-output.txt", "+ sed -i s/foo/bar config.ini\nsed: -e expression #1, char 9: unterminated `s' command\n"),
+    ("awk '/awk:/' ci.log", "awk: cmd. line:1: {print $1\n"),
+    (
+        "aws stepfunctions describe-execution --execution-arn arn:aws:states:us-east-1:1:execution:etl:run-7 --query cause --output text",
+        "Parameter validation failed:\nInvalid type for parameter Item.id, value: 42, type: <class 'int'>, valid types: <class 'dict'>\n",
+    ),
+    (
+        "aws s3 cp s3://ci-logs/run-42/deploy.log - | tail -n 5",
+        '2024-05-14T10:00:09Z uploading artifacts\nCould not connect to the endpoint URL: "https://sqs.us-east-1.amazonaws.com/"\n',
+    ),
+    (
+        "aws s3 cp s3://ci-logs/run-42/deploy.log -",
+        "Waiting for stack create/update to complete\n\nFailed to create/update the stack. Run the following command\n"
+        "to fetch the list of events leading up to the failure\naws cloudformation describe-stack-events --stack-name app\n",
+    ),
+    (
+        "ansible web1 -i hosts -m shell -a 'tail -n 3 /var/log/deploy.log'",
+        "web1 | CHANGED | rc=0 >>\n2024-05-14 09:12:01 deploy: starting\ndb1 | UNREACHABLE! => {\n2024-05-14 09:12:09 deploy: done\n",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("command", "output"), PASSES)
 def test_no_failure(command: str, output: str) -> None:
     assert _filed(command, output) == []
+
+
+# ... but a reader's own refusal of its script still is, and ansible's passing recap clears only the task failures it
+# got past, not another tool's verdict (dotnet test's tally was cleared on 06691b0)
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [
+        ("sed -i 's/foo/bar' config.ini", "sed: -e expression #1, char 9: unterminated `s' command\n"),
+        ("sed -n '1,5x' a.txt", "sed: -e expression #1, char 5: unknown command: `x'\n"),
+        ("gawk -F, '{ sum += $3 } END { print sum/0 }' a.csv", "gawk: cmd. line:1: fatal: division by zero attempted\n"),
+        ("aws s3 cp s3://b/missing.log -", "fatal error: An error occurred (404) when calling the HeadObject operation: Not Found\n"),
+        (
+            "dotnet test | tee test.log && ansible-playbook -i hosts deploy.yml",
+            "Failed!  - Failed:     1, Passed:    41, Skipped:     0, Total:    42, Duration: 212 ms - Shop.Tests.dll (net8.0)\n"
+            f"TASK [deploy] {_RULE}\nchanged: [web1]\n\nPLAY RECAP {_RULE}\n" + _HOST.format(1, 3, 0, 0, 0, 0),
+        ),
+    ],
+)
+def test_a_credible_own_verdict_still_files_a_failure(command: str, output: str) -> None:
+    assert _filed(command, output)

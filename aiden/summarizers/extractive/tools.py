@@ -15,34 +15,28 @@ from typing import Final, NamedTuple
 import msgspec
 
 from aiden.events import SessionEvent
-from aiden.policy.shell import QUOTED, command_text, command_words, commands, program_words, script
+from aiden.policy.shell import AMPERSAND, QUOTED, command_text, command_words, commands, program_words, script
 from aiden.policy.summary_md import normalize
 from aiden.policy.toolresult import NONZERO_EXIT, OS_REFUSAL
 from aiden.summarizers.mustkeep.classify import is_strong_error_line, looks_like_error_line
 from aiden.summarizers.mustkeep.text import arg_paths, clip, find_paths, key_tokens
 
 # A tool whose name reads like one of these verbs, and none of the writing ones, only looks.
-_READ_VERBS: Final = frozenset(
-    {
-        "read", "view", "open", "cat", "show", "list", "ls", "search", "grep", "find", "glob",
-        "locate", "stat", "head", "tail", "inspect", "goto", "scroll", "tree", "recall",
-    }
-)  # fmt: skip
-_WRITE_VERBS: Final = frozenset(
-    {
-        "write", "edit", "create", "delete", "remove", "rm", "run", "exec", "execute", "apply",
-        "patch", "replace", "insert", "move", "mv", "rename", "update", "set", "install",
-        "commit", "push", "submit", "save", "append", "str", "make", "mkdir", "touch",
-    }
-)  # fmt: skip
+_READ_VERBS: Final = frozenset({
+    "read", "view", "open", "cat", "show", "list", "ls", "search", "grep", "find", "glob",
+    "locate", "stat", "head", "tail", "inspect", "goto", "scroll", "tree", "recall",
+})  # fmt: skip
+_WRITE_VERBS: Final = frozenset({
+    "write", "edit", "create", "delete", "remove", "rm", "run", "exec", "execute", "apply",
+    "patch", "replace", "insert", "move", "mv", "rename", "update", "set", "install",
+    "commit", "push", "submit", "save", "append", "str", "make", "mkdir", "touch",
+})  # fmt: skip
 # Shell programs (and SWE-agent's file-viewer commands) that only print.
-_READ_PROGRAMS: Final = frozenset(
-    {
-        "cat", "head", "tail", "less", "more", "ls", "ll", "tree", "find", "grep", "egrep",
-        "fgrep", "rg", "ag", "ack", "wc", "file", "stat", "du", "pwd", "which", "whereis", "cd",
-        "nl", "open", "goto", "scroll_up", "scroll_down", "search_file", "search_dir", "find_file",
-    }
-)  # fmt: skip
+_READ_PROGRAMS: Final = frozenset({
+    "cat", "head", "tail", "less", "more", "ls", "ll", "tree", "find", "grep", "egrep",
+    "fgrep", "rg", "ag", "ack", "wc", "file", "stat", "du", "pwd", "which", "whereis", "cd",
+    "nl", "open", "goto", "scroll_up", "scroll_down", "search_file", "search_dir", "find_file",
+})  # fmt: skip
 # ... and those that print a file's bytes or stored text (a step, not a file read): their output is a binary's
 # words, a log's messages, a document's or a database's values.
 _TEXT_PRINTERS: Final = _READ_PROGRAMS | {
@@ -68,12 +62,12 @@ _SUBCOMMAND_VALUE_OPTIONS: Final = frozenset({
     "-C", "-c", "-n", "--namespace", "--context", "--cluster", "--kubeconfig", "-H", "--host", "--config", "-f",
     "--file", "-p", "--project-name", "--profile", "--env-file", "--git-dir", "--work-tree", "--region", "-l",
 })  # fmt: skip
-# A redirect, find's writing actions, git diff's (log's) and tree's or sort's file ("git diff --output=x.diff",
-# "tree -o x.txt"; journalctl's "-o" is a format)
-_SHELL_WRITES: Final = re.compile(
-    r">|\s-(?:delete|exec|execdir|ok|okdir|fprint0?|fprintf|fls)\b|(?:^|[\s;&|(/])(?:git\s[^;&|\n]*\s--output[=\s]"
-    r"|(?:tree|sort)\s(?:[^;&|\n]*\s)?(?:-o\b|--output[=\s]))"
-)
+_SHELL_WRITES: Final = re.compile(r">|\s-(?:delete|exec|execdir|ok|fprint)\b")
+# A program's own arguments that write a file: find's actions, tree's and sort's "-o x.txt" (journalctl's "-o" is a
+# format; "ls -o" lists), git diff's (log's, show's) "--output=x.diff" (not "--output-indicator-new=")
+_WRITING_ARGS: Final = {"find": re.compile(r"-(?:okdir|fprint0|fprintf|fls)"), "git": re.compile(r"--output(?:=.*)?"),
+                        "tree": re.compile(r"-[A-Za-z]*o|--output(?:=.*)?"), "sort": re.compile(r"-[bdfghiMnRrVcCmsuz]*o.*|--output(?:=.*)?")}
+_GIT_OUTPUTS: Final = frozenset({("diff",), ("log",), ("show",), ("format-patch",)})
 _HARMLESS_REDIRECT: Final = re.compile(r"\d?>&\d|\d?>\s*/dev/null")
 _NAME_WORDS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _TOOL_LINE: Final = re.compile(r"^(?P<name>[\w.-]+)\((?P<args>.*)\)$", re.DOTALL)
@@ -95,6 +89,9 @@ def _only_runs(command: str, programs: frozenset[str], subcommands: dict[str, fr
         name = words[0].rsplit("/", 1)[-1]
         if name not in programs and not _runs_subcommand(words, subcommands.get(name, frozenset())):
             return False
+        writes = _WRITING_ARGS.get(name)
+        if writes and any(writes.fullmatch(w) for w in words[1:]) and (name != "git" or _runs_subcommand(words, _GIT_OUTPUTS)):
+            return False
     return bool(parts)
 
 
@@ -115,7 +112,7 @@ def _runs_subcommand(words: list[str], paths: frozenset[tuple[str, ...]]) -> boo
 def is_read_only_command(line: str) -> bool:
     """True for a rendered ``Commands:`` line (``$ cmd`` or ``tool(args)``) that only reads."""
     if line.startswith("$ "):
-        return _only_runs(line[2:], _READ_PROGRAMS, _READ_SUBCOMMANDS)
+        return _only_runs(script(line[2:]), _READ_PROGRAMS, _READ_SUBCOMMANDS)  # (as describe_call reads it)
     match = _TOOL_LINE.match(line)
     return match is not None and is_read_only_tool(match.group("name"))
 
@@ -139,9 +136,8 @@ _CODE_SHAPED: Final = re.compile(
 
 
 _NEGATED: Final = re.compile(
-    r"\b(?:no|0|zero|without)\s+(?:errors?|failures?|exceptions?|problems?)\b|\b0 (?:failed|errors?)\b"
-    r"|\berror[- ]free\b|\bsuccessfully\b",
-    re.IGNORECASE,
+    r"(?i)\b(?:no|0|zero|without)\s+(?:errors?|failures?|exceptions?|problems?)\b|\b0 (?:failed|errors?)\b"
+    r"|\berror[- ]free\b|\bsuccessfully\b"
 )
 
 
@@ -156,9 +152,7 @@ _ERRORS_PER_RESULT: Final = 2
 _SCAN_HEAD_LINES: Final = 4000
 _SCAN_TAIL_LINES: Final = 1000
 
-_EXCEPTION_LINE: Final = re.compile(
-    r"^\s*(?:[A-Z]{1,4}\d{1,4}\s+)?(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b(?::.*)?$"
-)
+_EXCEPTION_LINE: Final = re.compile(r"^\s*(?:[A-Z]{1,4}\d{1,4}\s+)?(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b(?::.*)?$")
 # Shapes of a failure the shared error-line rules do not know: an ERROR/FATAL
 # log record, a non-zero exit, make's "*** [target] Error 2", an OS refusal.
 _EVIDENCE_LINE: Final = re.compile(
@@ -176,9 +170,7 @@ _SOURCE_CONTEXT: Final = re.compile(r"^\s*\d+ \| ")
 # A command's own verdict, when no line is an error line: where each tool prints it, at the end.
 # A summary on one of the last lines (a hint, a timing or a list of what failed may follow it):
 # The SWE-agent harness's, on the whole command: a time-out, a refused edit.
-_HARNESS_VERDICT: Final = re.compile(
-    r"^\[?(?:EXECUTION TIMED OUT|Command timed out)\b|^Your (?:changes|edits?) ha(?:ve|s) NOT been applied\b"
-)
+_HARNESS_VERDICT: Final = re.compile(r"^\[?(?:EXECUTION TIMED OUT|Command timed out)\b|^Your (?:changes|edits?) ha(?:ve|s) NOT been applied\b")
 # go test's line of a failed package, whole (a bare "FAIL" may be a row of data): "FAIL\tpkg\t0.01s", "FAIL\tpkg [build failed]"
 _GO_TEST_FAILED: Final = re.compile(r"^FAIL\t\S+(?:\t[\d.]+s| \[\w+ failed\])$")
 _SUMMARY_VERDICT: Final = re.compile(
@@ -214,6 +206,7 @@ class _ToolVerdicts(NamedTuple):
     anywhere: re.Pattern[str] | None = None  # on any line, unstripped (its own indentation)
     framed: bool = False  # its diagnostics in a frame, "╷" then "│ Error: ..." (read in error_lines)
     passed: re.Pattern[str] | None = None  # its last line, the tally of a run that passed (what it got past is none)
+    data: re.Pattern[str] | None = None  # a command whose output is data it prints (its lines are no verdict)
 
 
 _TOOLS: Final = (
@@ -224,38 +217,33 @@ _TOOLS: Final = (
     # ("MSBUILD : error MSB1009: ...", "/app/App.csproj : error NU1101: ...", "Failed to restore ..."), and
     # .NET's report of an exception nothing caught ("Unhandled exception. System.IO.IOException: ...")
     _ToolVerdicts(
-        re.compile(r"dotnet|msbuild"),
-        re.compile(r"^Build FAILED\.$|^Build failed with [1-9]\d* error\(s\)"),
+        re.compile(r"dotnet|msbuild"), re.compile(r"^Build FAILED\.$|^Build failed with [1-9]\d* error\(s\)"),
         re.compile(r"^\S+ : error [A-Z]+\d+: |^Failed to restore \S"),
         re.compile(r"^ {4}[1-9]\d* Error\(s\)$|^Unhandled [Ee]xception[.:] [\w.]+(?:Exception|Error)\b"
                    r"|^(?:Test run summary: )?Failed!\s+- |^Test Run Failed\.$"),
     ),
     # phpunit (pest) "FAILURES!" / "Tests: 3, Assertions: 3, Failures: 1."
-    _ToolVerdicts(
-        re.compile(r"phpunit|pest|php|composer|artisan"),
-        re.compile(r"^(?:FAILURES|ERRORS)!$|^Tests: \d+, Assertions: \d+(?:, \w+: \d+)*, (?:Errors|Failures): [1-9]"),
-    ),
+    _ToolVerdicts(re.compile(r"phpunit|pest|php|composer|artisan"),
+                  re.compile(r"^(?:FAILURES|ERRORS)!$|^Tests: \d+, Assertions: \d+(?:, \w+: \d+)*, (?:Errors|Failures): [1-9]")),
     # ansible's recap of a host that failed or was unreachable (a line a host), its ad-hoc "web1 | FAILED | rc=1 >>";
     # a recap of hosts that all passed overrides a task's "fatal: [web1]: FAILED!" it ignored or rescued
-    _ToolVerdicts(
-        re.compile(r"ansible(?:-playbook)?"),
-        (recap := re.compile(r"^\S+\s+: ok=\d+\s+changed=\d+\s+(?:unreachable=[1-9]|unreachable=\d+\s+failed=[1-9])")),
-        anywhere=re.compile(rf"^[\w.-]+ \| (?:FAILED|UNREACHABLE)!? (?:\||=>)|{recap.pattern}"),
-        passed=re.compile(r"^\S+\s+: ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0\b"),
-    ),
+    _ToolVerdicts(re.compile(r"ansible(?:-playbook)?"),
+                  (recap := re.compile(r"^\S+\s+: ok=\d+\s+changed=\d+\s+(?:unreachable=[1-9]|unreachable=\d+\s+failed=[1-9])")),
+                  anywhere=re.compile(rf"^[\w.-]+ \| (?:FAILED|UNREACHABLE)!? (?:\||=>)|{recap.pattern}"),
+                  passed=re.compile(r"^\S+\s+: ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0\b")),
     # systemctl's refusal (then its "See ..." epilogue)
     _ToolVerdicts(re.compile(r"systemctl|service"), final=re.compile(r"^Job for \S+ failed\b")),
     # the AWS CLI's ("fatal error: An error occurred (404) when calling the HeadObject operation: ...",
-    # "upload failed: ...", no credentials or endpoint, a waiter given up, arguments refused), cloudformation's
+    # "upload failed: ...", no credentials, a waiter given up) ...
+    _ToolVerdicts(re.compile(r"aws"), final=re.compile(
+        r"^(?:fatal error: |(?:upload|download|copy|move|delete) failed: .*?)?An error occurred \([\w.]+\) when"
+        r" calling the \w+ operation\b|^Unable to locate credentials\b|^Waiter \w+ failed: ")),
+    # ... and no endpoint, arguments refused, cloudformation deploy's failure: unless it prints data ("--output
+    # text", "aws s3 cp s3://b/log -"), whose lines may be a log's
     _ToolVerdicts(
-        re.compile(r"aws"),
-        re.compile(r"^Failed to create/update the stack\. "),
-        re.compile(
-            r"^(?:fatal error: |(?:upload|download|copy|move|delete) failed: .*?)?An error occurred \([\w.]+\) when"
-            r" calling the \w+ operation\b|^Unable to locate credentials\b|^Waiter \w+ failed: "
-            r"|^(?:Could not connect to the|Connect timeout on) endpoint URL: "
-        ),
-        re.compile(r"^Parameter validation failed:$"),
+        re.compile(r"aws"), re.compile(r"^Failed to create/update the stack\. "),
+        re.compile(r"^(?:Could not connect to the|Connect timeout on) endpoint URL: "), re.compile(r"^Parameter validation failed:$"),
+        data=re.compile(r"\s--output[=\s]+text\b|\bs3\s+cp\s(?:[^;&|\n]*\s)?-(?=\s|$|[;&|])"),
     ),
     # terraform's (and OpenTofu's): its framed "│ Error: ..."
     _ToolVerdicts(re.compile(r"terraform|tofu|terragrunt"), framed=True),
@@ -276,10 +264,8 @@ _POWERSHELL_VERBS: Final = (
 )
 _POWERSHELL_ERROR: Final = re.compile(rf"^(?:{_POWERSHELL_VERBS})-[A-Z][A-Za-z]+: \S")
 # ... its message alone (a script's own "Get-Version: 1.4.2" is none) unless its "Line |" frame follows
-_ERROR_WORDS: Final = re.compile(
-    r"\b(?i:cannot|can't|could not|not found|does not|is not|denied|failed|failure|error|exception|invalid|unable"
-    r"|refused|timed out|not recognized)\b"
-)
+_ERROR_WORDS: Final = re.compile(r"\b(?i:cannot|can't|could not|not found|does not|is not|denied|failed|failure|error|exception"
+                                 r"|invalid|unable|refused|timed out|not recognized)\b")
 _POWERSHELL_FRAME: Final = re.compile(r"^(?:Line |\d+ )?\|")
 _SUMMARY_LINES: Final = 5
 _VERDICT_CHARS: Final = 1000
@@ -304,9 +290,6 @@ _VERDICT: Final = re.compile(
     # "3 failed"), npm 10's "npm error ...", apt's "E: Unable to ..." (a word, not a script's "E: -76.01"),
     # systemd's "Failed to start x: why"
     r"|^[\w.-]+: (?:fatal )?error: |^[\w.-]+: [^:\d]*\bfailed(?:: .*|\.)?$|^npm error |^E: [A-Z][a-z]"
-    # readers' own: jq's "jq: error (at <stdin>:0): ...", "jq: 1 compile error"; sed's, gawk's, mawk's
-    r"|^jq: (?:error \(at [^)]*\): |parse error: |\d+ compile errors?$)"
-    r"|^sed: -e expression #\d+, char \d+: |^[gm]?awk: (?:cmd\. line:|line )\d+: "
     r"|^Failed to \w+ [^:]*: \S"
     # death by a signal, as the shell reports it: "Segmentation fault (core dumped)", bash's
     # "bash: line 1:  4242 Aborted  (core dumped) ./a.out"
@@ -326,6 +309,12 @@ _VERDICT: Final = re.compile(
     r"|^'[^']+' is not recognized as an internal or external command\b"
     r"|^The system cannot find the (?:path|file) specified\.$|^Access is denied\.$"
 )
+# ... and readers' own: jq's "jq: error (at <stdin>:0): ...", "jq: 1 compile error"; sed's, gawk's, mawk's on their
+# script (not the source line gawk quotes: "awk: cmd. line:1: {print $1", then its "^ ..." line)
+_READERS_ERROR: Final = re.compile(r"^jq: (?:error \(at [^)]*\): |parse error: |\d+ compile errors?$)|^sed: -e expression "
+                                   r"#\d+, char \d+: |^[gm]?awk: (?:cmd\. line:|line )\d+: (?:\s*\^ |fatal: |syntax error\b|[A-Z][a-z]+ )")
+_RAW_JQ: Final = re.compile(r"-[a-zA-Z]*[rj][a-zA-Z]*|--raw-output0?|--join-output")  # jq prints any text
+_SED_IN_PLACE: Final = re.compile(r"-[nErsuz]*i.*|--in-place(?:=.*)?")  # sed prints nothing
 # ... unless it says the command went on: a warning, a retry, a fallback.
 _WENT_ON: Final = re.compile(r"(?i:warning|retry|retrying|fall(?:ing)? ?back)")
 # What git and docker print after their refusal: it is still the last word.
@@ -344,7 +333,7 @@ _HTTP_HEADER: Final = re.compile(r"^[\w-]+:")
 _QUOTED_INDENT: Final = 4  # a summary indented this far is quoted (a commit message), not printed by the tool
 # A command list whose later part runs whatever an earlier one did ("a; b", "a || b", "a & b"): its output's
 # last words may be an earlier part's, got past. Separators inside quotes are no list's.
-_LIST_SEPARATOR: Final = re.compile(r"\|\||(?<![&>|])&(?![&>])|[;\n]")
+_LIST_SEPARATOR: Final = re.compile(rf"\|\||{AMPERSAND}|[;\n]")
 _ERREXIT: Final = re.compile(r"(?:^|[;\n]\s*)set -(?:\w*e\w*\b|o errexit\b)")
 # ... and what only shows something first (cat setup.cfg; pytest): its text is followed by the next part's.
 _LEAD_PRINTERS: Final = _READ_PROGRAMS | {"echo", "printf", "date", "env"}
@@ -359,6 +348,8 @@ _BULLET: Final = re.compile(r"^[-*\u2022]\s+")
 # terraform's (and OpenTofu's) frame around a diagnostic: "╷", then "│ Error: ...", its lines, "╵"
 _FRAME_OPEN: Final = "\u2577"
 _FRAMED_ERROR: Final = "\u2502 Error: "
+_GOT_PAST: Final = re.compile(r"^(?:fatal|failed): \[")  # ansible's failed task, maybe ignored or rescued
+_JSON_KEY: Final = re.compile(r'^\s+"[^"]+": |^\}$')
 _NOISE_LINE: Final = re.compile(r"^[\W_]+$")
 _TRACEBACK_HEAD: Final = "traceback (most recent call last)"
 FILE_LINE: Final = re.compile(r'^\s*File "([^"]+)", line \d+')
@@ -416,7 +407,7 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
     tools = kind.tools
     framed = any(t.framed for t in tools)
     mine = "|".join(t.anywhere.pattern for t in tools if t.anywhere)  # (its lines need no error word)
-    anywhere = re.compile(mine).match if mine else None
+    own = re.compile(mine).match if mine else None
     lines = content.splitlines()
     if len(lines) > _SCAN_HEAD_LINES + _SCAN_TAIL_LINES:
         lines = lines[:_SCAN_HEAD_LINES] + lines[-_SCAN_TAIL_LINES:]
@@ -430,7 +421,9 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
             traceback = True
             continue
         # Most lines are done here; only a stated exit status is no error word.
-        if len(stripped) < 4 or not (looks_like_error_line(stripped) or "exit" in lowered or (anywhere and anywhere(line))):
+        # (not ansible's "db1 | UNREACHABLE! => {" without its JSON body: text a host's command printed)
+        anywhere = bool(own and own(line)) and (not line.endswith("=> {") or bool(_JSON_KEY.match("".join(lines[position + 1 : position + 2]))))
+        if len(stripped) < 4 or not (looks_like_error_line(stripped) or "exit" in lowered or anywhere):
             continue
         if FILE_LINE.match(line) or _VIEW_LINE.match(line):
             continue
@@ -442,14 +435,14 @@ def error_lines(content: str, *, command: str = "", reported: bool = False) -> l
             or _EXCEPTION_LINE.match(unbulleted)
             or _EVIDENCE_LINE.search(stripped)
             or (executed and _compiled_with_error(lines, position))
-            or (anywhere and anywhere(line))
+            or anywhere
         ):
             strong.append((position, unbulleted))
         elif not negates_error(stripped):
             weak.append((position, stripped))
     last = next((line for line in reversed(lines) if line.strip()), "")
     if any(t.passed and t.passed.match(last) and not any(_tool_says(t, s, False) for _, s in strong) for t in tools):
-        strong = []  # the tally at the end says the run passed: what it got past above was no failure
+        strong = [s for s in strong if not _GOT_PAST.match(s[1])]  # the tally at the end says the run passed: a task failure was got past
     weak_counts = reported or (executed and traceback)
     if executed and not strong and not (weak and weak_counts):
         # No error line: the last lines may still say the command failed ("EXECUTION TIMED OUT").
@@ -497,7 +490,7 @@ def _verdict(
         stripped = line.strip()
         if _VIEW_LINE.match(line) or len(stripped) > _VERDICT_CHARS:
             continue  # a file view's line; data (a verdict is one short line)
-        if _HARNESS_VERDICT.match(stripped) or (seen == 0 and reads and _printers_refusal(stripped, command)):
+        if _HARNESS_VERDICT.match(stripped) or (seen == 0 and reads and _printers_refusal(lines, meaningful, command)):
             return [(position, stripped)]  # (a reader's own refusal: "cat: x: No such file or directory")
         if not own:
             continue
@@ -514,7 +507,7 @@ def _verdict(
             # go test's closing word on its packages, when one of them failed (its line may be far above)
             return [(p, lines[p].strip()) for p in meaningful if _GO_TEST_FAILED.match(lines[p])][:1]
         elif (
-            (final and _VERDICT.match(stripped))
+            (final and (_VERDICT.match(stripped) or _READERS_ERROR.match(stripped)))
             or _SUMMARY_VERDICT.match(stripped)
             or any(_tool_says(t, stripped, final) for t in tools)
         ):
@@ -541,7 +534,7 @@ def _tools_run(text: str) -> tuple[_ToolVerdicts, ...]:
     named += [w[0] for w in command_words(text)]
     names = {w.replace("\\", "/").rsplit("/", 1)[-1].lower() for w in named}
     programs = {w.removesuffix(".exe").removesuffix(".bat").removesuffix(".cmd") for w in names}
-    return tuple(t for t in _TOOLS if any(t.names.fullmatch(w) for w in programs))
+    return tuple(t for t in _TOOLS if any(t.names.fullmatch(w) for w in programs) and not (t.data and t.data.search(text)))
 
 
 def _tool_says(tool: _ToolVerdicts, stripped: str, final: bool) -> bool:
@@ -583,15 +576,23 @@ def _command_kind(command: str) -> _CommandKind:
     return _CommandKind(reads, listed, trailing, printed_first, tools)
 
 
-def _printers_refusal(stripped: str, command: str) -> bool:
+def _printers_refusal(lines: list[str], meaningful: list[int], command: str) -> bool:
     """True for a last line that is a refusal of the printing command itself: perror's shape, a refusal naming
     one of its programs ("sort: write failed: ...: No space left on device"), a log printer's daemon or server
-    refusing ("Error from server (NotFound): pods "x" not found")."""
+    refusing ("Error from server (NotFound): pods "x" not found"), a reader's own error where it is credible:
+    jq's unless jq prints raw text (-r), sed's or awk's on their script when nothing but it was printed (or sed -i)."""
+    stripped = lines[meaningful[-1]].strip()
     if _REFUSAL.match(stripped):
         return True
-    programs = {w[0].rsplit("/", 1)[-1] for w in command_words(command[2:])}
-    if stripped.split(":", 1)[0] in programs:
+    parts = {w[0].rsplit("/", 1)[-1]: w[1:] for w in command_words(command[2:])}
+    if (name := stripped.split(":", 1)[0]) in parts and _READERS_ERROR.match(stripped) and not _VERDICT.match(stripped):
+        if name == "jq":
+            return not any(_RAW_JQ.fullmatch(w) for w in parts[name])
+        alone = all(lines[p].lstrip().startswith(f"{name}:") for p in meaningful)
+        return alone or (name == "sed" and any(_SED_IN_PLACE.fullmatch(w) for w in parts[name]))
+    if name in parts:
         return _VERDICT.match(stripped) is not None
+    programs = set(parts)
     return bool(programs & _LOG_PROGRAMS) and _DAEMON_REFUSAL.match(stripped) is not None
 
 
