@@ -1,4 +1,4 @@
-"""The embedded summarizer's session summary of some events, its ``- `` lines by ``## `` heading."""
+"""The embedded summarizer's summary of some events: its ``- `` lines by ``## `` heading, or its structured fields."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from aiden import ExtractiveSummarizer
 from aiden.events import SessionEvent
-from aiden.summarizers.protocol import SummaryRequest
+from aiden.summarizers.protocol import Purpose, StructuredSummary, SummaryRequest
 
 
 def session_sections(events: Sequence[SessionEvent], max_tokens: int) -> dict[str, list[str]]:
@@ -21,3 +21,14 @@ def session_sections(events: Sequence[SessionEvent], max_tokens: int) -> dict[st
         elif line.startswith("- "):
             sections[heading].append(line[2:])
     return sections
+
+
+def structured_of(user: str, answer: str, purpose: Purpose = "session_summary") -> StructuredSummary:
+    """The structured summary of one user input and the assistant's answer."""
+    events = (
+        SessionEvent(type="user_input", seq=1, content=user),
+        SessionEvent(type="assistant_output", seq=2, content=answer),
+    )
+    structured = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose=purpose, events=events)).structured
+    assert structured is not None
+    return structured

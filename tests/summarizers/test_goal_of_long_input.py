@@ -4,9 +4,7 @@ demonstration's first 400 characters as its goal)."""
 
 from __future__ import annotations
 
-from aiden.events import SessionEvent
-from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
-from aiden.summarizers.protocol import SummaryRequest
+from tests.summarizers.sections import structured_of
 
 _TEMPLATE = "We're currently solving the following issue within our repository. Here's the issue text:"
 _INSTRUCTIONS = (
@@ -20,13 +18,7 @@ _DEMO_STEPS = "\n".join(
 
 
 def _goal(content: str) -> str:
-    events = (
-        SessionEvent(type="user_input", seq=1, content=content),
-        SessionEvent(type="assistant_output", seq=2, content="Let me look at the repository first."),
-    )
-    structured = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="history", events=events)).structured
-    assert structured is not None
-    return structured.user_goal
+    return structured_of(content, "Let me look at the repository first.", "history").user_goal
 
 
 def test_a_demonstration_then_the_real_task_gives_the_real_task_as_goal() -> None:

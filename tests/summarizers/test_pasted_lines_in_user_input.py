@@ -9,17 +9,11 @@ from __future__ import annotations
 from aiden.events import SessionEvent
 from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.summarizers.protocol import StructuredSummary, SummaryRequest
+from tests.summarizers.sections import structured_of
 
 
 def _session(user: str, answer: str = "I looked at the file.") -> StructuredSummary:
-    events = (
-        SessionEvent(type="user_input", seq=1, content=user),
-        SessionEvent(type="assistant_output", seq=2, content=answer),
-    )
-    request = SummaryRequest(purpose="session_summary", events=events)
-    structured = ExtractiveSummarizer().summarize_sync(request).structured
-    assert structured is not None
-    return structured
+    return structured_of(user, answer)
 
 
 # SWE-agent's demonstration quotes a file view and a pip run between the agent's turns.

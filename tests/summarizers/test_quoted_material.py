@@ -15,9 +15,9 @@ import anyio
 
 import aiden
 from aiden.events import SessionEvent
-from aiden.summarizers.extractive.summarizer import ExtractiveSummarizer
 from aiden.summarizers.mustkeep.check import extract_must_keep
-from aiden.summarizers.protocol import StructuredSummary, SummaryRequest
+from aiden.summarizers.protocol import StructuredSummary
+from tests.summarizers.sections import structured_of
 
 _ISSUE = (
     "Pixel Representation attribute should be optional for pixel data handler\n"
@@ -29,13 +29,7 @@ _OWN_RULES = ("Never modify the tests.", "Always run pytest with -x before you s
 
 
 def _session(user: str) -> StructuredSummary:
-    events = (
-        SessionEvent(type="user_input", seq=1, content=user),
-        SessionEvent(type="assistant_output", seq=2, content="I looked at the handler."),
-    )
-    structured = ExtractiveSummarizer().summarize_sync(SummaryRequest(purpose="session_summary", events=events)).structured
-    assert structured is not None
-    return structured
+    return structured_of(user, "I looked at the handler.")
 
 
 def test_a_tagged_pr_description_sets_no_preference_and_the_users_own_rules_stay() -> None:
